@@ -1,0 +1,93 @@
+/* Backend interface (private to the engine): the ops of one forward pass.
+ *
+ * The CPU backend (backend-cpu.c) is the reference every other backend is
+ * checked against. All pointers here are host pointers for now; a device
+ * backend keeps its own copies of the weights keyed by the eng_weight.
+ *
+ * Shapes are written [outer][inner], inner contiguous. Activations are f32;
+ * weights are f16 or f32 (eng_dtype); the KV cache is f16.
+ */
+#ifndef ENGINE_BACKEND_H
+#define ENGINE_BACKEND_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "engine.h"
+
+typedef struct eng_weight {
+    eng_dtype dtype;
+    int rows, cols; /* [rows][cols] */
+    const void *data;
+} eng_weight;
+
+/* The FFN of one layer, stored neuron-major so that any subset of neurons
+ * can be computed while reading only their weights. Slot s holds one neuron
+ * (which one is the model's business): gate_up[s] = [gate row | up row],
+ * down[s] = that neuron's column of W_down. */
+typedef struct eng_ffn_weights {
+    eng_dtype dtype;
+    int n_embd;
+    int n_slots;
+    const void *gate_up; /* [n_slots][2][n_embd] */
+    const void *down;    /* [n_slots][n_embd] */
+} eng_ffn_weights;
+
+typedef struct eng_backend eng_backend;
+
+typedef struct eng_backend_iface {
+    const char *name;
+    void (*free)(eng_backend *be);
+
+    /* out[t][:] = row ids[t] of w, as f32. */
+    void (*get_rows)(eng_backend *be, const eng_weight *w, const int32_t *ids, int n, float *out);
+
+    /* y[t][r] = sum_k w[r][k] * x[t][k] (+ bias[r] when bias), t < n_tokens.
+     * x [n_tokens][w->cols], y [n_tokens][w->rows]. */
+    void (*matmul)(eng_backend *be, const eng_weight *w, const float *bias,
+                   const float *x, float *y, int n_tokens);
+
+    /* y[t] = x[t] / rms(x[t]) * weight; x [n_tokens][n]; y may equal x. */
+    void (*rmsnorm)(eng_backend *be, const float *x, const float *weight, float *y,
+                    int n_tokens, int n, float eps);
+
+    /* Rotates x [n_tokens][n_heads][head_dim] in place; token t at position
+     * pos0 + t. The first n_rot dims of each head rotate: pairs (2i, 2i+1)
+     * (neox false, llama) or (i, i + n_rot/2) (neox true, qwen2). theta_i =
+     * pos * freq_base^(-2i/n_rot) / freq_factors[i] (factors NULL: 1). */
+    void (*rope)(eng_backend *be, float *x, int n_tokens, int n_heads, int head_dim,
+                 int n_rot, int pos0, float freq_base, const float *freq_factors, bool neox);
+
+    /* Causal grouped-query attention. q [n_tokens][n_head][head_dim];
+     * k, v f16 caches [n_ctx][n_head_kv][head_dim] whose rows 0 .. pos0 +
+     * n_tokens - 1 are filled; token t attends to rows 0 .. pos0 + t; head h
+     * uses kv head h / (n_head / n_head_kv). out [n_tokens][n_head][head_dim]. */
+    void (*attention)(eng_backend *be, const float *q, const uint16_t *k, const uint16_t *v,
+                      float *out, int n_tokens, int pos0, int n_head, int n_head_kv,
+                      int head_dim, float scale);
+
+    /* SwiGLU FFN over a subset of slots:
+     *   a[t][j] = silu(gate[s] . x[t]) * (up[s] . x[t]),  s = sel[j] (sel NULL: s = j)
+     *   y[t]    = sum_j a[t][j] * down[s]
+     * Reads only the weights of the selected slots. x, y [n_tokens][n_embd]
+     * (y is overwritten); act, when not NULL, receives a [n_tokens][n_sel]. */
+    void (*ffn)(eng_backend *be, const eng_ffn_weights *w, const int32_t *sel, int n_sel,
+                const float *x, float *y, int n_tokens, float *act);
+
+    /* y[i] += x[i] */
+    void (*add)(eng_backend *be, float *y, const float *x, long n);
+
+    /* dst[i] = f16(src[i]) (KV cache stores) */
+    void (*store_f16)(eng_backend *be, const float *src, uint16_t *dst, long n);
+} eng_backend_iface;
+
+struct eng_backend {
+    const eng_backend_iface *iface;
+    void *ctx;
+};
+
+/* CPU backend with its own thread pool; n_threads <= 0: online CPUs. */
+int eng_backend_cpu_new(int n_threads, eng_backend **ret_backend);
+int eng_backend_cpu_n_threads(const eng_backend *be);
+
+#endif

@@ -1,0 +1,23 @@
+/* Chat templates (private to the engine). */
+#ifndef ENGINE_CHAT_H
+#define ENGINE_CHAT_H
+
+#include <stddef.h>
+
+#include "engine.h"
+
+typedef struct eng_chat_info {
+    eng_chat_template kind;
+    /* The system prompt the template inserts when the conversation has none
+     * (SmolLM2 and Qwen2.5 templates do); empty when none. */
+    char default_system[512];
+} eng_chat_info;
+
+/* Recognises a template from tokenizer.chat_template (NULL/0: none). */
+void eng_chat_detect(const char *tmpl, size_t len, eng_chat_info *ret_info);
+
+/* Renders as eng_chat_apply() documents. */
+int eng_chat_render(const eng_chat_info *info, const eng_chat_msg *msgs, size_t n_msgs,
+                    bool add_assistant, char *buf, size_t cap);
+
+#endif

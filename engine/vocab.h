@@ -1,0 +1,40 @@
+/* Vocabulary and tokenizer (private to the engine).
+ *
+ * Byte-level BPE (tokenizer.ggml.model "gpt2") with the pre-tokenizers
+ * "smollm", "llama-bpe" (also "llama3") and "qwen2" (and "default"/"gpt-2"),
+ * control/special tokens, BOS/EOS rules from the metadata. The vocabulary is
+ * copied out of the GGUF mapping so the file can be closed after load.
+ */
+#ifndef ENGINE_VOCAB_H
+#define ENGINE_VOCAB_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "engine.h"
+#include "gguf.h"
+
+typedef struct eng_vocab eng_vocab;
+
+int eng_vocab_load(const gguf_file *file, eng_vocab **ret_vocab, eng_error *err);
+void eng_vocab_free(eng_vocab *vocab);
+
+int eng_vocab_n_tokens(const eng_vocab *vocab);
+int eng_vocab_tokenize(const eng_vocab *vocab, const char *text, size_t len, unsigned flags,
+                       int32_t *tokens, size_t cap, size_t *ret_n);
+int eng_vocab_token_to_piece(const eng_vocab *vocab, int32_t token, bool special,
+                             char *buf, size_t cap);
+int32_t eng_vocab_bos(const eng_vocab *vocab);
+int32_t eng_vocab_eos(const eng_vocab *vocab);
+bool eng_vocab_is_eog(const eng_vocab *vocab, int32_t token);
+
+/* Splits text into pre-token pieces as the named pre-tokenizer does ("smollm",
+ * "llama-bpe", "qwen2", "gpt2"), without BPE; for the tests that check our
+ * splits against an independent regex engine. Calls cb for each piece.
+ * Returns 0, -ENOTSUP for an unknown name, -EINVAL for invalid UTF-8 handling
+ * failures. */
+int eng_pretokenize(const char *pre_name, const char *text, size_t len,
+                    void (*cb)(void *ud, const char *piece, size_t len), void *ud);
+
+#endif
