@@ -1,1 +1,1361 @@
-/* placeholder: being written */
+/* CPU backend: the reference every other backend is checked against, and
+ * the decode path whose speed matters most.
+ *
+ * Two kernel sets behind one small table: portable scalar C (any machine,
+ * or ENG_CPU_SIMD=0 in the environment at creation) and x86-64
+ * AVX2+FMA+F16C, chosen at run time with __builtin_cpu_supports.
+ *
+ * Decode (one token) is bound by memory bandwidth: every weight byte is read
+ * once, so the GEMV kernels read several rows at a time (sharing the x loads
+ * and giving the prefetcher several streams) and threads take contiguous row
+ * ranges. The FFN reads each selected neuron's gate, up and down rows in one
+ * pass and accumulates into a per-thread partial output.
+ *
+ * Prefill (several tokens) reuses each weight row across tokens: f16 rows
+ * are converted once per block into per-thread f32 scratch, then a 4 rows x
+ * 3 tokens register-blocked dot kernel runs over them; the FFN's down
+ * projection is an outer-product kernel (6 tokens x 16 columns).
+ *
+ * The ops return nothing, so they must not fail: all scratch is allocated
+ * when the backend is created, and sizes beyond it take slower paths that
+ * need none. Invalid arguments (negative sizes, row ids or slots out of
+ * range) are not trusted: ids out of range give zero rows, slots out of
+ * range contribute nothing.
+ */
+#include "backend.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "threadpool.h"
+
+#if defined(__x86_64__) || defined(__i386__)
+#define HAVE_X86 1
+#include <immintrin.h>
+#else
+#define HAVE_X86 0
+#endif
+
+#define ALWAYS static inline __attribute__((always_inline))
+
+enum {
+    MAX_THREADS = 512,
+    /* Per-thread scratch: f16 weight blocks converted to f32, and the
+     * decode FFN's partial output (n_embd floats). */
+    SCRATCH_FLOATS = 64 * 1024,
+    /* Rows per converted block in prefill, and the K chunk that fits. */
+    BLOCK_ROWS = 16,
+    BLOCK_K = SCRATCH_FLOATS / BLOCK_ROWS,
+    /* FFN activations for prefill when the caller passes no act buffer. */
+    ABUF_FLOATS = 1024 * 1024,
+    /* Attention: scores computed per block of positions. */
+    ATT_BLOCK = 64,
+    /* Rope: cos/sin pairs computed per chunk. */
+    ROPE_CHUNK = 128,
+};
+
+/* ---- f16 <-> f32, scalar ---------------------------------------------- */
+
+static inline float h2f(uint16_t h)
+{
+    uint32_t sign = (uint32_t)(h & 0x8000) << 16;
+    uint32_t exp = (h >> 10) & 0x1f, man = h & 0x3ff, bits;
+    if (exp == 0) {
+        float f = (float)man * 0x1p-24f; /* zero or subnormal, exact */
+        memcpy(&bits, &f, 4);
+        bits |= sign;
+    } else if (exp == 31) {
+        bits = sign | 0x7f800000u | (man << 13);
+    } else {
+        bits = sign | ((exp + 112) << 23) | (man << 13);
+    }
+    float f;
+    memcpy(&f, &bits, 4);
+    return f;
+}
+
+/* Round to nearest even, NaN stays NaN (quiet, top payload bits kept), like
+ * vcvtps2ph with _MM_FROUND_TO_NEAREST_INT, so both kernel sets agree bit
+ * for bit. */
+static inline uint16_t f2h(float f)
+{
+    uint32_t x;
+    memcpy(&x, &f, 4);
+    uint16_t sign = (uint16_t)((x >> 16) & 0x8000);
+    uint32_t ax = x & 0x7fffffffu;
+    if (ax >= 0x7f800000u) /* inf or NaN */
+        return sign | 0x7c00 | (ax > 0x7f800000u ? (0x200 | ((ax >> 13) & 0x3ff)) : 0);
+    if (ax >= 0x477ff000u) /* at or above the midpoint 65504..65536: inf */
+        return sign | 0x7c00;
+    if (ax < 0x38800000u) { /* below 2^-14: subnormal half */
+        /* Adding 0.5 puts the half's quantum 2^-24 at the float's last
+         * mantissa bit, so the float addition does the RNE rounding. */
+        float a, t;
+        memcpy(&a, &ax, 4);
+        t = a + 0.5f;
+        uint32_t tb;
+        memcpy(&tb, &t, 4);
+        return sign | (uint16_t)(tb - 0x3f000000u);
+    }
+    uint32_t odd = (ax >> 13) & 1;
+    ax += 0xc8000fffu + odd; /* rebias exponent (-112 << 23) and round */
+    return sign | (uint16_t)(ax >> 13);
+}
+
+static inline float silu(float g)
+{
+    return g / (1.0f + expf(-g));
+}
+
+/* ---- kernel table ------------------------------------------------------ */
+
+typedef struct ffn_args ffn_args;
+
+typedef struct kernels {
+    const char *name;
+    /* y[r] = w[r] . x (+ bias[r]) for r in [r0, r1). */
+    void (*gemv)(const void *w, bool f16, long cols, const float *x, const float *bias,
+                 float *y, long r0, long r1);
+    /* dst[i][0..n) = f32(src[i][0..n)), rows of stride lds into stride ldd. */
+    void (*cvt_rows)(const uint16_t *const *src, int nrows, long n, float *dst, long ldd);
+    /* out[r][t] = w[r] . x[t] over n, 4 rows x 3 tokens. */
+    void (*dot4x3)(const float *const *w, const float *const *x, long n, float out[4][3]);
+    void (*dot4x3_h)(const uint16_t *const *w, const float *const *x, long n, float out[4][3]);
+    /* Decode FFN over slots [j0, j1): acc += a_j * down[s_j]; act[j] = a_j. */
+    void (*ffn_fused)(const ffn_args *a, long j0, long j1, float *acc);
+    /* y[t][c0..c0+nc) = sum_j A[t][j] * down[s_j][c0..), t < nt <= 6. */
+    void (*ffn_down)(const ffn_args *a, const float *A, long lda, float *y, long ldy, int nt,
+                     long c0, long nc);
+    float (*dot_h)(const float *q, const uint16_t *k, long n);
+    void (*axpy_h)(float *o, float a, const uint16_t *v, long n);
+    void (*scale)(float *o, float s, long n);
+    void (*add)(float *y, const float *x, long n);
+    void (*to_f16)(const float *src, uint16_t *dst, long n);
+    void (*to_f32)(const uint16_t *src, float *dst, long n);
+} kernels;
+
+struct ffn_args {
+    const eng_ffn_weights *w;
+    const int32_t *sel;
+    long n_sel;
+    const float *x; /* [n_tokens][n_embd] */
+    float *y;
+    float *act;     /* [n_tokens][n_sel] */
+    int n_tokens;
+};
+
+/* Slot of selected index j, or -1 when out of range. */
+static inline long slot_of(const ffn_args *a, long j)
+{
+    long s = a->sel ? (long)a->sel[j] : j;
+    return (s >= 0 && s < a->w->n_slots) ? s : -1;
+}
+
+static inline size_t dsize(bool f16)
+{
+    return f16 ? 2 : 4;
+}
+
+/* ---- scalar kernels ---------------------------------------------------- */
+
+static inline float wval(const void *base, long i, bool f16)
+{
+    return f16 ? h2f(((const uint16_t *)base)[i]) : ((const float *)base)[i];
+}
+
+static float s_dot_w(const void *w, bool f16, const float *x, long n)
+{
+    float acc[4] = { 0, 0, 0, 0 };
+    long k = 0;
+    for (; k + 4 <= n; k += 4)
+        for (int i = 0; i < 4; i++)
+            acc[i] += wval(w, k + i, f16) * x[k + i];
+    for (; k < n; k++)
+        acc[0] += wval(w, k, f16) * x[k];
+    return (acc[0] + acc[1]) + (acc[2] + acc[3]);
+}
+
+static void s_gemv(const void *w, bool f16, long cols, const float *x, const float *bias,
+                   float *y, long r0, long r1)
+{
+    for (long r = r0; r < r1; r++) {
+        const char *row = (const char *)w + (size_t)r * cols * dsize(f16);
+        y[r] = s_dot_w(row, f16, x, cols) + (bias ? bias[r] : 0.0f);
+    }
+}
+
+static void s_cvt_rows(const uint16_t *const *src, int nrows, long n, float *dst, long ldd)
+{
+    for (int i = 0; i < nrows; i++)
+        for (long k = 0; k < n; k++)
+            dst[i * ldd + k] = h2f(src[i][k]);
+}
+
+static void s_dot4x3(const float *const *w, const float *const *x, long n, float out[4][3])
+{
+    for (int r = 0; r < 4; r++)
+        for (int t = 0; t < 3; t++)
+            out[r][t] = s_dot_w(w[r], false, x[t], n);
+}
+
+static void s_dot4x3_h(const uint16_t *const *w, const float *const *x, long n, float out[4][3])
+{
+    for (int r = 0; r < 4; r++)
+        for (int t = 0; t < 3; t++)
+            out[r][t] = s_dot_w(w[r], true, x[t], n);
+}
+
+static void s_ffn_fused(const ffn_args *a, long j0, long j1, float *acc)
+{
+    const eng_ffn_weights *w = a->w;
+    bool f16 = w->dtype == ENG_DTYPE_F16;
+    long E = w->n_embd;
+    size_t es = dsize(f16);
+    for (long j = j0; j < j1; j++) {
+        long s = slot_of(a, j);
+        float av = 0.0f;
+        if (s >= 0) {
+            const char *g = (const char *)w->gate_up + (size_t)s * 2 * E * es;
+            float gs = s_dot_w(g, f16, a->x, E);
+            float us = s_dot_w(g + E * es, f16, a->x, E);
+            av = silu(gs) * us;
+            const char *d = (const char *)w->down + (size_t)s * E * es;
+            for (long k = 0; k < E; k++)
+                acc[k] += av * wval(d, k, f16);
+        }
+        if (a->act)
+            a->act[j] = av;
+    }
+}
+
+static void s_ffn_down(const ffn_args *a, const float *A, long lda, float *y, long ldy, int nt,
+                       long c0, long nc)
+{
+    const eng_ffn_weights *w = a->w;
+    bool f16 = w->dtype == ENG_DTYPE_F16;
+    long E = w->n_embd;
+    for (int t = 0; t < nt; t++)
+        for (long c = 0; c < nc; c++)
+            y[t * ldy + c0 + c] = 0.0f;
+    for (long j = 0; j < a->n_sel; j++) {
+        long s = slot_of(a, j);
+        if (s < 0)
+            continue;
+        const char *d = (const char *)w->down + ((size_t)s * E + c0) * dsize(f16);
+        for (int t = 0; t < nt; t++) {
+            float av = A[t * lda + j];
+            float *yt = y + t * ldy + c0;
+            for (long c = 0; c < nc; c++)
+                yt[c] += av * wval(d, c, f16);
+        }
+    }
+}
+
+static float s_dot_h(const float *q, const uint16_t *k, long n)
+{
+    return s_dot_w(k, true, q, n);
+}
+
+static void s_axpy_h(float *o, float a, const uint16_t *v, long n)
+{
+    for (long i = 0; i < n; i++)
+        o[i] += a * h2f(v[i]);
+}
+
+static void s_scale(float *o, float s, long n)
+{
+    for (long i = 0; i < n; i++)
+        o[i] *= s;
+}
+
+static void s_add(float *y, const float *x, long n)
+{
+    for (long i = 0; i < n; i++)
+        y[i] += x[i];
+}
+
+static void s_to_f16(const float *src, uint16_t *dst, long n)
+{
+    for (long i = 0; i < n; i++)
+        dst[i] = f2h(src[i]);
+}
+
+static void s_to_f32(const uint16_t *src, float *dst, long n)
+{
+    for (long i = 0; i < n; i++)
+        dst[i] = h2f(src[i]);
+}
+
+static const kernels kern_scalar = {
+    .name = "scalar",
+    .gemv = s_gemv,
+    .cvt_rows = s_cvt_rows,
+    .dot4x3 = s_dot4x3,
+    .dot4x3_h = s_dot4x3_h,
+    .ffn_fused = s_ffn_fused,
+    .ffn_down = s_ffn_down,
+    .dot_h = s_dot_h,
+    .axpy_h = s_axpy_h,
+    .scale = s_scale,
+    .add = s_add,
+    .to_f16 = s_to_f16,
+    .to_f32 = s_to_f32,
+};
+
+/* ---- AVX2 + FMA + F16C kernels ---------------------------------------- */
+
+#if HAVE_X86
+#define TGT __attribute__((target("avx2,fma,f16c")))
+#define VALWAYS TGT ALWAYS
+
+VALWAYS __m256 ld8(const void *base, long i, bool f16)
+{
+    if (f16)
+        return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)((const uint16_t *)base + i)));
+    return _mm256_loadu_ps((const float *)base + i);
+}
+
+VALWAYS float hsum8(__m256 v)
+{
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+/* [sum a, sum b, sum c, sum d] */
+VALWAYS __m128 hsum4x8(__m256 a, __m256 b, __m256 c, __m256 d)
+{
+    __m256 t0 = _mm256_hadd_ps(a, b);
+    __m256 t1 = _mm256_hadd_ps(c, d);
+    __m256 t2 = _mm256_hadd_ps(t0, t1);
+    return _mm_add_ps(_mm256_castps256_ps128(t2), _mm256_extractf128_ps(t2, 1));
+}
+
+/* Mask selecting the first n (0..8) lanes. */
+VALWAYS __m256i tail_mask(long n)
+{
+    static const int32_t m[16] = { -1, -1, -1, -1, -1, -1, -1, -1, 0, 0, 0, 0, 0, 0, 0, 0 };
+    return _mm256_loadu_si256((const __m256i *)(m + 8 - n));
+}
+
+/* Four dot products of rows r0..r3 (f16 or f32) with x over n. */
+VALWAYS void dot4_impl(const void *r0, const void *r1, const void *r2, const void *r3,
+                       const float *x, long n, bool f16, float out[4])
+{
+    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+    __m256 b0 = a0, b1 = a0, b2 = a0, b3 = a0;
+    long k = 0;
+    for (; k + 16 <= n; k += 16) {
+        __m256 x0 = _mm256_loadu_ps(x + k), x1 = _mm256_loadu_ps(x + k + 8);
+        a0 = _mm256_fmadd_ps(ld8(r0, k, f16), x0, a0);
+        a1 = _mm256_fmadd_ps(ld8(r1, k, f16), x0, a1);
+        a2 = _mm256_fmadd_ps(ld8(r2, k, f16), x0, a2);
+        a3 = _mm256_fmadd_ps(ld8(r3, k, f16), x0, a3);
+        b0 = _mm256_fmadd_ps(ld8(r0, k + 8, f16), x1, b0);
+        b1 = _mm256_fmadd_ps(ld8(r1, k + 8, f16), x1, b1);
+        b2 = _mm256_fmadd_ps(ld8(r2, k + 8, f16), x1, b2);
+        b3 = _mm256_fmadd_ps(ld8(r3, k + 8, f16), x1, b3);
+    }
+    for (; k + 8 <= n; k += 8) {
+        __m256 x0 = _mm256_loadu_ps(x + k);
+        a0 = _mm256_fmadd_ps(ld8(r0, k, f16), x0, a0);
+        a1 = _mm256_fmadd_ps(ld8(r1, k, f16), x0, a1);
+        a2 = _mm256_fmadd_ps(ld8(r2, k, f16), x0, a2);
+        a3 = _mm256_fmadd_ps(ld8(r3, k, f16), x0, a3);
+    }
+    a0 = _mm256_add_ps(a0, b0);
+    a1 = _mm256_add_ps(a1, b1);
+    a2 = _mm256_add_ps(a2, b2);
+    a3 = _mm256_add_ps(a3, b3);
+    _mm_storeu_ps(out, hsum4x8(a0, a1, a2, a3));
+    for (; k < n; k++) {
+        float xv = x[k];
+        out[0] += wval(r0, k, f16) * xv;
+        out[1] += wval(r1, k, f16) * xv;
+        out[2] += wval(r2, k, f16) * xv;
+        out[3] += wval(r3, k, f16) * xv;
+    }
+}
+
+VALWAYS float dot1_impl(const void *r, const float *x, long n, bool f16)
+{
+    __m256 a0 = _mm256_setzero_ps(), a1 = a0;
+    long k = 0;
+    for (; k + 16 <= n; k += 16) {
+        a0 = _mm256_fmadd_ps(ld8(r, k, f16), _mm256_loadu_ps(x + k), a0);
+        a1 = _mm256_fmadd_ps(ld8(r, k + 8, f16), _mm256_loadu_ps(x + k + 8), a1);
+    }
+    for (; k + 8 <= n; k += 8)
+        a0 = _mm256_fmadd_ps(ld8(r, k, f16), _mm256_loadu_ps(x + k), a0);
+    float s = hsum8(_mm256_add_ps(a0, a1));
+    for (; k < n; k++)
+        s += wval(r, k, f16) * x[k];
+    return s;
+}
+
+VALWAYS void gemv_impl(const void *w, bool f16, long cols, const float *x, const float *bias,
+                       float *y, long r0, long r1)
+{
+    size_t rs = (size_t)cols * dsize(f16);
+    const char *base = w;
+    long r = r0;
+    for (; r + 4 <= r1; r += 4) {
+        const char *p = base + (size_t)r * rs;
+        float o[4];
+        dot4_impl(p, p + rs, p + 2 * rs, p + 3 * rs, x, cols, f16, o);
+        for (int i = 0; i < 4; i++)
+            y[r + i] = o[i] + (bias ? bias[r + i] : 0.0f);
+    }
+    for (; r < r1; r++)
+        y[r] = dot1_impl(base + (size_t)r * rs, x, cols, f16) + (bias ? bias[r] : 0.0f);
+}
+
+TGT static void v_gemv(const void *w, bool f16, long cols, const float *x, const float *bias,
+                       float *y, long r0, long r1)
+{
+    if (f16)
+        gemv_impl(w, true, cols, x, bias, y, r0, r1);
+    else
+        gemv_impl(w, false, cols, x, bias, y, r0, r1);
+}
+
+TGT static void v_cvt_rows(const uint16_t *const *src, int nrows, long n, float *dst, long ldd)
+{
+    for (int i = 0; i < nrows; i++) {
+        const uint16_t *s = src[i];
+        float *d = dst + i * ldd;
+        long k = 0;
+        for (; k + 8 <= n; k += 8)
+            _mm256_storeu_ps(d + k, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(s + k))));
+        for (; k < n; k++)
+            d[k] = h2f(s[k]);
+    }
+}
+
+/* 4 rows x 3 tokens; weights f32 (converted scratch) or f16. The tail of n
+ * uses masked loads (masked lanes read as 0 and never fault) for f32, a
+ * scalar loop for f16. */
+VALWAYS void dot4x3_impl(const void *w0, const void *w1, const void *w2, const void *w3,
+                         const float *const *x, long n, bool f16, float out[4][3])
+{
+    const void *w[4] = { w0, w1, w2, w3 };
+    const float *x0 = x[0], *x1 = x[1], *x2 = x[2];
+    __m256 c00 = _mm256_setzero_ps(), c01 = c00, c02 = c00, c10 = c00, c11 = c00, c12 = c00;
+    __m256 c20 = c00, c21 = c00, c22 = c00, c30 = c00, c31 = c00, c32 = c00;
+    long k = 0;
+#define DOT4X3_STEP(W0, W1, W2, W3, X0, X1, X2)                                            \
+    do {                                                                                     \
+        __m256 v;                                                                            \
+        v = W0;                                                                              \
+        c00 = _mm256_fmadd_ps(v, X0, c00);                                                   \
+        c01 = _mm256_fmadd_ps(v, X1, c01);                                                   \
+        c02 = _mm256_fmadd_ps(v, X2, c02);                                                   \
+        v = W1;                                                                              \
+        c10 = _mm256_fmadd_ps(v, X0, c10);                                                   \
+        c11 = _mm256_fmadd_ps(v, X1, c11);                                                   \
+        c12 = _mm256_fmadd_ps(v, X2, c12);                                                   \
+        v = W2;                                                                              \
+        c20 = _mm256_fmadd_ps(v, X0, c20);                                                   \
+        c21 = _mm256_fmadd_ps(v, X1, c21);                                                   \
+        c22 = _mm256_fmadd_ps(v, X2, c22);                                                   \
+        v = W3;                                                                              \
+        c30 = _mm256_fmadd_ps(v, X0, c30);                                                   \
+        c31 = _mm256_fmadd_ps(v, X1, c31);                                                   \
+        c32 = _mm256_fmadd_ps(v, X2, c32);                                                   \
+    } while (0)
+    for (; k + 8 <= n; k += 8) {
+        __m256 xa = _mm256_loadu_ps(x0 + k), xb = _mm256_loadu_ps(x1 + k),
+               xc = _mm256_loadu_ps(x2 + k);
+        DOT4X3_STEP(ld8(w0, k, f16), ld8(w1, k, f16), ld8(w2, k, f16), ld8(w3, k, f16), xa, xb,
+                    xc);
+    }
+    if (k < n && !f16) {
+        __m256i m = tail_mask(n - k);
+        __m256 xa = _mm256_maskload_ps(x0 + k, m), xb = _mm256_maskload_ps(x1 + k, m),
+               xc = _mm256_maskload_ps(x2 + k, m);
+        DOT4X3_STEP(_mm256_maskload_ps((const float *)w0 + k, m),
+                    _mm256_maskload_ps((const float *)w1 + k, m),
+                    _mm256_maskload_ps((const float *)w2 + k, m),
+                    _mm256_maskload_ps((const float *)w3 + k, m), xa, xb, xc);
+        k = n;
+    }
+#undef DOT4X3_STEP
+    float t0[4], t1[4], t2[4];
+    _mm_storeu_ps(t0, hsum4x8(c00, c10, c20, c30));
+    _mm_storeu_ps(t1, hsum4x8(c01, c11, c21, c31));
+    _mm_storeu_ps(t2, hsum4x8(c02, c12, c22, c32));
+    for (int r = 0; r < 4; r++) {
+        out[r][0] = t0[r];
+        out[r][1] = t1[r];
+        out[r][2] = t2[r];
+    }
+    for (; k < n; k++) /* f16 tail */
+        for (int r = 0; r < 4; r++) {
+            float wv = wval(w[r], k, f16);
+            out[r][0] += wv * x0[k];
+            out[r][1] += wv * x1[k];
+            out[r][2] += wv * x2[k];
+        }
+}
+
+TGT static void v_dot4x3(const float *const *w, const float *const *x, long n, float out[4][3])
+{
+    dot4x3_impl(w[0], w[1], w[2], w[3], x, n, false, out);
+}
+
+TGT static void v_dot4x3_h(const uint16_t *const *w, const float *const *x, long n,
+                           float out[4][3])
+{
+    dot4x3_impl(w[0], w[1], w[2], w[3], x, n, true, out);
+}
+
+/* acc[0..n) += a0 * d0 + a1 * d1 */
+VALWAYS void axpy2_impl(float *acc, float a0, const void *d0, float a1, const void *d1, long n,
+                        bool f16)
+{
+    __m256 va0 = _mm256_set1_ps(a0), va1 = _mm256_set1_ps(a1);
+    long k = 0;
+    for (; k + 8 <= n; k += 8) {
+        __m256 y = _mm256_loadu_ps(acc + k);
+        y = _mm256_fmadd_ps(va0, ld8(d0, k, f16), y);
+        y = _mm256_fmadd_ps(va1, ld8(d1, k, f16), y);
+        _mm256_storeu_ps(acc + k, y);
+    }
+    for (; k < n; k++)
+        acc[k] += a0 * wval(d0, k, f16) + a1 * wval(d1, k, f16);
+}
+
+/* Two slots per step: the four rows gate0, up0, gate1, up1 share the x
+ * loads, and the two down rows share the load/store of acc. */
+VALWAYS void ffn_fused_impl(const ffn_args *a, long j0, long j1, float *acc, bool f16)
+{
+    const eng_ffn_weights *w = a->w;
+    long E = w->n_embd;
+    size_t es = dsize(f16), rs = (size_t)E * es;
+    const char *gu = w->gate_up, *dn = w->down;
+    long j = j0;
+    while (j < j1) {
+        long s0 = slot_of(a, j);
+        if (s0 < 0) {
+            if (a->act)
+                a->act[j] = 0.0f;
+            j++;
+            continue;
+        }
+        long s1 = -1;
+        if (j + 1 < j1)
+            s1 = slot_of(a, j + 1);
+        const char *g0 = gu + (size_t)s0 * 2 * rs;
+        if (s1 >= 0) {
+            const char *g1 = gu + (size_t)s1 * 2 * rs;
+            float o[4];
+            dot4_impl(g0, g0 + rs, g1, g1 + rs, a->x, E, f16, o);
+            float av0 = silu(o[0]) * o[1], av1 = silu(o[2]) * o[3];
+            axpy2_impl(acc, av0, dn + (size_t)s0 * rs, av1, dn + (size_t)s1 * rs, E, f16);
+            if (a->act) {
+                a->act[j] = av0;
+                a->act[j + 1] = av1;
+            }
+            j += 2;
+        } else {
+            float gs = dot1_impl(g0, a->x, E, f16), us = dot1_impl(g0 + rs, a->x, E, f16);
+            float av0 = silu(gs) * us;
+            axpy2_impl(acc, av0, dn + (size_t)s0 * rs, 0.0f, dn + (size_t)s0 * rs, E, f16);
+            if (a->act)
+                a->act[j] = av0;
+            j++;
+        }
+    }
+}
+
+TGT static void v_ffn_fused(const ffn_args *a, long j0, long j1, float *acc)
+{
+    if (a->w->dtype == ENG_DTYPE_F16)
+        ffn_fused_impl(a, j0, j1, acc, true);
+    else
+        ffn_fused_impl(a, j0, j1, acc, false);
+}
+
+/* Outer-product block: NT tokens x (8 * NV) columns, accumulators in
+ * registers over all selected slots. */
+VALWAYS void down_block(const ffn_args *a, const float *A, long lda, float *y, long ldy,
+                        long c, const int NT, const int NV, bool f16)
+{
+    const eng_ffn_weights *w = a->w;
+    long E = w->n_embd;
+    size_t es = dsize(f16);
+    __m256 acc[6][2];
+    for (int t = 0; t < NT; t++)
+        for (int v = 0; v < NV; v++)
+            acc[t][v] = _mm256_setzero_ps();
+    for (long j = 0; j < a->n_sel; j++) {
+        long s = slot_of(a, j);
+        if (s < 0)
+            continue;
+        const char *d = (const char *)w->down + ((size_t)s * E + c) * es;
+        __m256 wv[2];
+        for (int v = 0; v < NV; v++)
+            wv[v] = ld8(d, 8 * v, f16);
+        for (int t = 0; t < NT; t++) {
+            __m256 av = _mm256_broadcast_ss(A + t * lda + j);
+            for (int v = 0; v < NV; v++)
+                acc[t][v] = _mm256_fmadd_ps(av, wv[v], acc[t][v]);
+        }
+    }
+    for (int t = 0; t < NT; t++)
+        for (int v = 0; v < NV; v++)
+            _mm256_storeu_ps(y + t * ldy + c + 8 * v, acc[t][v]);
+}
+
+VALWAYS void ffn_down_nt(const ffn_args *a, const float *A, long lda, float *y, long ldy,
+                         long c0, long nc, const int NT, bool f16)
+{
+    long c = c0, c1 = c0 + nc;
+    for (; c + 16 <= c1; c += 16)
+        down_block(a, A, lda, y, ldy, c, NT, 2, f16);
+    for (; c + 8 <= c1; c += 8)
+        down_block(a, A, lda, y, ldy, c, NT, 1, f16);
+    if (c < c1) {
+        const eng_ffn_weights *w = a->w;
+        long E = w->n_embd;
+        for (int t = 0; t < NT; t++)
+            for (long cc = c; cc < c1; cc++)
+                y[t * ldy + cc] = 0.0f;
+        for (long j = 0; j < a->n_sel; j++) {
+            long s = slot_of(a, j);
+            if (s < 0)
+                continue;
+            const char *d = (const char *)w->down + (size_t)s * E * dsize(f16);
+            for (int t = 0; t < NT; t++) {
+                float av = A[t * lda + j];
+                for (long cc = c; cc < c1; cc++)
+                    y[t * ldy + cc] += av * wval(d, cc, f16);
+            }
+        }
+    }
+}
+
+#define DOWN_CASE(NT)                                                                        \
+    case NT:                                                                                 \
+        if (f16)                                                                             \
+            ffn_down_nt(a, A, lda, y, ldy, c0, nc, NT, true);                                \
+        else                                                                                 \
+            ffn_down_nt(a, A, lda, y, ldy, c0, nc, NT, false);                               \
+        break;
+
+TGT static void v_ffn_down(const ffn_args *a, const float *A, long lda, float *y, long ldy,
+                           int nt, long c0, long nc)
+{
+    bool f16 = a->w->dtype == ENG_DTYPE_F16;
+    switch (nt) {
+        DOWN_CASE(1)
+        DOWN_CASE(2)
+        DOWN_CASE(3)
+        DOWN_CASE(4)
+        DOWN_CASE(5)
+        DOWN_CASE(6)
+    default:
+        break;
+    }
+}
+#undef DOWN_CASE
+
+TGT static float v_dot_h(const float *q, const uint16_t *k, long n)
+{
+    return dot1_impl(k, q, n, true);
+}
+
+TGT static void v_axpy_h(float *o, float a, const uint16_t *v, long n)
+{
+    __m256 va = _mm256_set1_ps(a);
+    long i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(o + i, _mm256_fmadd_ps(va, ld8(v, i, true), _mm256_loadu_ps(o + i)));
+    for (; i < n; i++)
+        o[i] += a * h2f(v[i]);
+}
+
+TGT static void v_scale(float *o, float s, long n)
+{
+    __m256 vs = _mm256_set1_ps(s);
+    long i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(o + i, _mm256_mul_ps(_mm256_loadu_ps(o + i), vs));
+    for (; i < n; i++)
+        o[i] *= s;
+}
+
+TGT static void v_add(float *y, const float *x, long n)
+{
+    long i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(y + i, _mm256_add_ps(_mm256_loadu_ps(y + i), _mm256_loadu_ps(x + i)));
+    for (; i < n; i++)
+        y[i] += x[i];
+}
+
+TGT static void v_to_f16(const float *src, uint16_t *dst, long n)
+{
+    long i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm_storeu_si128((__m128i *)(dst + i),
+                         _mm256_cvtps_ph(_mm256_loadu_ps(src + i), _MM_FROUND_TO_NEAREST_INT));
+    for (; i < n; i++)
+        dst[i] = f2h(src[i]);
+}
+
+TGT static void v_to_f32(const uint16_t *src, float *dst, long n)
+{
+    long i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(dst + i, ld8(src, i, true));
+    for (; i < n; i++)
+        dst[i] = h2f(src[i]);
+}
+
+static const kernels kern_avx2 = {
+    .name = "avx2",
+    .gemv = v_gemv,
+    .cvt_rows = v_cvt_rows,
+    .dot4x3 = v_dot4x3,
+    .dot4x3_h = v_dot4x3_h,
+    .ffn_fused = v_ffn_fused,
+    .ffn_down = v_ffn_down,
+    .dot_h = v_dot_h,
+    .axpy_h = v_axpy_h,
+    .scale = v_scale,
+    .add = v_add,
+    .to_f16 = v_to_f16,
+    .to_f32 = v_to_f32,
+};
+#endif /* HAVE_X86 */
+
+/* ---- backend state ----------------------------------------------------- */
+
+typedef struct cpu_ctx {
+    eng_backend be;
+    eng_threadpool *pool;
+    int n_threads;
+    const kernels *k;
+    float *scratch; /* [n_threads][SCRATCH_FLOATS] */
+    float *abuf;    /* [ABUF_FLOATS] */
+} cpu_ctx;
+
+static inline cpu_ctx *ctx_of(eng_backend *be)
+{
+    return be->ctx;
+}
+
+static inline float *thread_scratch(cpu_ctx *c, int ith)
+{
+    return c->scratch + (size_t)ith * SCRATCH_FLOATS;
+}
+
+/* Runs fn on the pool, or inline on the caller when the work is too small
+ * to pay for waking the workers. */
+static void run(cpu_ctx *c, eng_task_fn fn, void *arg, bool parallel)
+{
+    if (parallel && c->n_threads > 1)
+        eng_threadpool_run(c->pool, fn, arg);
+    else
+        fn(arg, 0, 1);
+}
+
+/* ---- get_rows ---------------------------------------------------------- */
+
+static void op_get_rows(eng_backend *be, const eng_weight *w, const int32_t *ids, int n,
+                        float *out)
+{
+    cpu_ctx *c = ctx_of(be);
+    if (!w || !ids || !out || n <= 0 || w->cols <= 0)
+        return;
+    bool f16 = w->dtype == ENG_DTYPE_F16;
+    long cols = w->cols;
+    for (int t = 0; t < n; t++) {
+        float *o = out + (size_t)t * cols;
+        if (ids[t] < 0 || ids[t] >= w->rows) {
+            memset(o, 0, (size_t)cols * sizeof(float));
+            continue;
+        }
+        if (f16)
+            c->k->to_f32((const uint16_t *)w->data + (size_t)ids[t] * cols, o, cols);
+        else
+            memcpy(o, (const float *)w->data + (size_t)ids[t] * cols, (size_t)cols * sizeof(float));
+    }
+}
+
+/* ---- matmul ------------------------------------------------------------ */
+
+typedef struct mm_args {
+    cpu_ctx *c;
+    const eng_weight *w;
+    const float *bias;
+    const float *x;
+    float *y;
+    int n_tokens;
+} mm_args;
+
+static void mm_decode_task(void *p, int ith, int nth)
+{
+    mm_args *a = p;
+    long rows = a->w->rows, b, e;
+    eng_split((rows + 3) / 4, ith, nth, &b, &e);
+    b *= 4;
+    e = e * 4 < rows ? e * 4 : rows;
+    if (b < e)
+        a->c->k->gemv(a->w->data, a->w->dtype == ENG_DTYPE_F16, a->w->cols, a->x, a->bias,
+                      a->y, b, e);
+}
+
+/* Prefill: row blocks of BLOCK_ROWS (f16 converted to f32 scratch once per
+ * block and K chunk), then 4 rows x 3 tokens register blocks. Rows and
+ * tokens beyond the edge point at the last valid one and are discarded. */
+static void mm_prefill_task(void *p, int ith, int nth)
+{
+    mm_args *a = p;
+    const kernels *k = a->c->k;
+    const eng_weight *w = a->w;
+    bool f16 = w->dtype == ENG_DTYPE_F16;
+    long rows = w->rows, K = w->cols, nt = a->n_tokens;
+    long b, e;
+    eng_split((rows + BLOCK_ROWS - 1) / BLOCK_ROWS, ith, nth, &b, &e);
+    b *= BLOCK_ROWS;
+    e = e * BLOCK_ROWS < rows ? e * BLOCK_ROWS : rows;
+    float *scr = thread_scratch(a->c, ith);
+
+    for (long r0 = b; r0 < e; r0 += BLOCK_ROWS) {
+        int nr = (int)(e - r0 < BLOCK_ROWS ? e - r0 : BLOCK_ROWS);
+        for (long k0 = 0; k0 < K; k0 += BLOCK_K) {
+            long kc = K - k0 < BLOCK_K ? K - k0 : BLOCK_K;
+            const float *wr[BLOCK_ROWS];
+            if (f16) {
+                const uint16_t *src[BLOCK_ROWS];
+                for (int i = 0; i < nr; i++)
+                    src[i] = (const uint16_t *)w->data + (size_t)(r0 + i) * K + k0;
+                k->cvt_rows(src, nr, kc, scr, kc);
+                for (int i = 0; i < nr; i++)
+                    wr[i] = scr + (size_t)i * kc;
+            } else {
+                for (int i = 0; i < nr; i++)
+                    wr[i] = (const float *)w->data + (size_t)(r0 + i) * K + k0;
+            }
+            for (long t = 0; t < nt; t += 3) {
+                const float *xp[3];
+                int ntt = (int)(nt - t < 3 ? nt - t : 3);
+                for (int j = 0; j < 3; j++)
+                    xp[j] = a->x + (size_t)(t + (j < ntt ? j : ntt - 1)) * K + k0;
+                for (int i = 0; i < nr; i += 4) {
+                    int nri = nr - i < 4 ? nr - i : 4;
+                    const float *wp[4];
+                    for (int q = 0; q < 4; q++)
+                        wp[q] = wr[i + (q < nri ? q : nri - 1)];
+                    float out[4][3];
+                    k->dot4x3(wp, xp, kc, out);
+                    for (int q = 0; q < nri; q++)
+                        for (int j = 0; j < ntt; j++) {
+                            float *yo = a->y + (size_t)(t + j) * rows + r0 + i + q;
+                            if (k0 == 0)
+                                *yo = out[q][j] + (a->bias ? a->bias[r0 + i + q] : 0.0f);
+                            else
+                                *yo += out[q][j];
+                        }
+                }
+            }
+        }
+    }
+}
+
+static void op_matmul(eng_backend *be, const eng_weight *w, const float *bias, const float *x,
+                      float *y, int n_tokens)
+{
+    cpu_ctx *c = ctx_of(be);
+    if (!w || !x || !y || n_tokens <= 0 || w->rows <= 0 || w->cols <= 0)
+        return;
+    mm_args a = { c, w, bias, x, y, n_tokens };
+    long work = (long)w->rows * w->cols * n_tokens;
+    if (n_tokens == 1)
+        run(c, mm_decode_task, &a, work >= 16384);
+    else
+        run(c, mm_prefill_task, &a, work >= 16384);
+}
+
+/* ---- rmsnorm ----------------------------------------------------------- */
+
+typedef struct norm_args {
+    const float *x, *weight;
+    float *y;
+    int n_tokens, n;
+    float eps;
+} norm_args;
+
+static void norm_task(void *p, int ith, int nth)
+{
+    norm_args *a = p;
+    long b, e;
+    eng_split(a->n_tokens, ith, nth, &b, &e);
+    for (long t = b; t < e; t++) {
+        const float *x = a->x + (size_t)t * a->n;
+        float *y = a->y + (size_t)t * a->n;
+        /* Sum of squares in double (like ggml's ggml_float), scale in float. */
+        double sum = 0.0;
+        for (int i = 0; i < a->n; i++)
+            sum += (double)(x[i] * x[i]);
+        float mean = (float)(sum / a->n);
+        float scale = 1.0f / sqrtf(mean + a->eps);
+        for (int i = 0; i < a->n; i++)
+            y[i] = (x[i] * scale) * (a->weight ? a->weight[i] : 1.0f);
+    }
+}
+
+static void op_rmsnorm(eng_backend *be, const float *x, const float *weight, float *y,
+                       int n_tokens, int n, float eps)
+{
+    if (!x || !y || n_tokens <= 0 || n <= 0)
+        return;
+    norm_args a = { x, weight, y, n_tokens, n, eps };
+    run(ctx_of(be), norm_task, &a, n_tokens > 1 && (long)n_tokens * n >= 8192);
+}
+
+/* ---- rope -------------------------------------------------------------- */
+
+typedef struct rope_args {
+    float *x;
+    int n_tokens, n_heads, head_dim, n_rot, pos0;
+    float freq_base;
+    const float *freq_factors;
+    bool neox;
+} rope_args;
+
+static void rope_task(void *p, int ith, int nth)
+{
+    rope_args *a = p;
+    long b, e;
+    int half = a->n_rot / 2;
+    /* neox pairs (i, i + n_rot/2); llama pairs (2i, 2i+1) */
+    int off = a->neox ? half : 1, stride = a->neox ? 1 : 2;
+    eng_split(a->n_tokens, ith, nth, &b, &e);
+    for (long t = b; t < e; t++) {
+        double pos = (double)a->pos0 + (double)t;
+        float *xt = a->x + (size_t)t * a->n_heads * a->head_dim;
+        for (int i0 = 0; i0 < half; i0 += ROPE_CHUNK) {
+            int ni = half - i0 < ROPE_CHUNK ? half - i0 : ROPE_CHUNK;
+            float cs[ROPE_CHUNK], sn[ROPE_CHUNK];
+            for (int i = 0; i < ni; i++) {
+                int ii = i0 + i;
+                double theta = pos * pow((double)a->freq_base, -2.0 * ii / a->n_rot);
+                if (a->freq_factors)
+                    theta /= (double)a->freq_factors[ii];
+                cs[i] = (float)cos(theta);
+                sn[i] = (float)sin(theta);
+            }
+            for (int h = 0; h < a->n_heads; h++) {
+                float *xh = xt + (size_t)h * a->head_dim;
+                for (int i = 0; i < ni; i++) {
+                    int ii = i0 + i;
+                    float *p0 = xh + (size_t)ii * stride, *p1 = p0 + off;
+                    float x0 = *p0, x1 = *p1;
+                    *p0 = x0 * cs[i] - x1 * sn[i];
+                    *p1 = x0 * sn[i] + x1 * cs[i];
+                }
+            }
+        }
+    }
+}
+
+static void op_rope(eng_backend *be, float *x, int n_tokens, int n_heads, int head_dim, int n_rot,
+                    int pos0, float freq_base, const float *freq_factors, bool neox)
+{
+    if (!x || n_tokens <= 0 || n_heads <= 0 || head_dim <= 0 || n_rot < 2 || pos0 < 0)
+        return;
+    if (n_rot > head_dim)
+        n_rot = head_dim;
+    rope_args a = { x, n_tokens, n_heads, head_dim, n_rot, pos0, freq_base, freq_factors, neox };
+    run(ctx_of(be), rope_task, &a, n_tokens > 1);
+}
+
+/* ---- attention ---------------------------------------------------------- */
+
+typedef struct att_args {
+    cpu_ctx *c;
+    const float *q;
+    const uint16_t *k, *v;
+    float *out;
+    int n_tokens, pos0, n_head, n_head_kv, head_dim;
+    float scale;
+    _Atomic long next; /* next (token, head) item: causal rows differ in cost */
+} att_args;
+
+/* One (token, head): online softmax over blocks of positions, accumulating
+ * straight into the output row, so no scratch depends on the context. */
+static void att_one(att_args *a, long item)
+{
+    const kernels *k = a->c->k;
+    long t = item / a->n_head, h = item % a->n_head;
+    long hd = a->head_dim, group = a->n_head / a->n_head_kv, kvh = h / group;
+    size_t kv_stride = (size_t)a->n_head_kv * hd;
+    const float *q = a->q + ((size_t)t * a->n_head + h) * hd;
+    float *o = a->out + ((size_t)t * a->n_head + h) * hd;
+    long n_kv = a->pos0 + t + 1;
+    float m = -INFINITY, l = 0.0f;
+    memset(o, 0, (size_t)hd * sizeof(float));
+    for (long p0 = 0; p0 < n_kv; p0 += ATT_BLOCK) {
+        int nb = (int)(n_kv - p0 < ATT_BLOCK ? n_kv - p0 : ATT_BLOCK);
+        float s[ATT_BLOCK], bm = -INFINITY;
+        for (int i = 0; i < nb; i++) {
+            s[i] = a->scale * k->dot_h(q, a->k + (size_t)(p0 + i) * kv_stride + kvh * hd, hd);
+            if (s[i] > bm)
+                bm = s[i];
+        }
+        if (bm > m) {
+            if (l > 0.0f) {
+                float corr = expf(m - bm);
+                l *= corr;
+                k->scale(o, corr, hd);
+            }
+            m = bm;
+        }
+        for (int i = 0; i < nb; i++) {
+            float pi = expf(s[i] - m);
+            l += pi;
+            k->axpy_h(o, pi, a->v + (size_t)(p0 + i) * kv_stride + kvh * hd, hd);
+        }
+    }
+    if (l > 0.0f)
+        k->scale(o, 1.0f / l, hd);
+}
+
+static void att_task(void *p, int ith, int nth)
+{
+    att_args *a = p;
+    long n = (long)a->n_tokens * a->n_head;
+    if (a->n_tokens == 1) {
+        /* decode: heads of one group are neighbours and share K/V in cache */
+        long b, e;
+        eng_split(n, ith, nth, &b, &e);
+        for (long i = b; i < e; i++)
+            att_one(a, i);
+        return;
+    }
+    for (;;) {
+        long i = atomic_fetch_add_explicit(&a->next, 1, memory_order_relaxed);
+        if (i >= n)
+            break;
+        att_one(a, i);
+    }
+}
+
+static void op_attention(eng_backend *be, const float *q, const uint16_t *k, const uint16_t *v,
+                         float *out, int n_tokens, int pos0, int n_head, int n_head_kv,
+                         int head_dim, float scale)
+{
+    if (!q || !k || !v || !out || n_tokens <= 0 || pos0 < 0 || n_head <= 0 || n_head_kv <= 0 ||
+        head_dim <= 0 || n_head % n_head_kv != 0)
+        return;
+    att_args a = { ctx_of(be), q, k, v, out, n_tokens, pos0, n_head, n_head_kv, head_dim,
+                   scale, 0 };
+    atomic_init(&a.next, 0);
+    long work = (long)n_tokens * n_head * (pos0 + n_tokens) * head_dim;
+    run(ctx_of(be), att_task, &a, work >= 16384);
+}
+
+/* ---- ffn ---------------------------------------------------------------- */
+
+typedef struct ffn_run {
+    ffn_args a;
+    cpu_ctx *c;
+    int t0, nt; /* token chunk for the two-phase path */
+    float *A;   /* [nt][n_sel] */
+    long lda;
+} ffn_run;
+
+/* Decode, one pass: thread ith takes a contiguous range of slots and sums
+ * into its partial (thread 0 straight into y). */
+static void ffn_fused_task(void *p, int ith, int nth)
+{
+    ffn_run *r = p;
+    long E = r->a.w->n_embd, b, e;
+    eng_split((r->a.n_sel + 1) / 2, ith, nth, &b, &e);
+    b *= 2;
+    e = e * 2 < r->a.n_sel ? e * 2 : r->a.n_sel;
+    float *acc = ith == 0 ? r->a.y : thread_scratch(r->c, ith);
+    memset(acc, 0, (size_t)E * sizeof(float));
+    r->c->k->ffn_fused(&r->a, b, e, acc);
+}
+
+/* Phase 1: A[t][j] = silu(gate_j . x_t) * (up_j . x_t) for the token chunk,
+ * slots split over threads in blocks of 8 (16 rows). */
+static void ffn_act_task(void *p, int ith, int nth)
+{
+    ffn_run *r = p;
+    const kernels *k = r->c->k;
+    const eng_ffn_weights *w = r->a.w;
+    bool f16 = w->dtype == ENG_DTYPE_F16;
+    long E = w->n_embd, n_sel = r->a.n_sel;
+    /* convert when a block of 16 rows fits the scratch */
+    bool convert = f16 && (long)BLOCK_ROWS * E <= SCRATCH_FLOATS;
+    float *scr = thread_scratch(r->c, ith);
+    long b, e;
+    eng_split((n_sel + 7) / 8, ith, nth, &b, &e);
+    b *= 8;
+    e = e * 8 < n_sel ? e * 8 : n_sel;
+    for (long j0 = b; j0 < e; j0 += 8) {
+        int nj = (int)(e - j0 < 8 ? e - j0 : 8);
+        /* rows 2i, 2i+1 = gate, up of slot j0 + i; invalid slots borrow a
+         * valid row and their results are replaced by 0 */
+        const uint16_t *hrows[16];
+        const float *frows[16];
+        long sl[8];
+        long any = -1;
+        for (int i = 0; i < nj; i++) {
+            sl[i] = slot_of(&r->a, j0 + i);
+            if (sl[i] >= 0)
+                any = sl[i];
+        }
+        if (any < 0) {
+            for (int t = 0; t < r->nt; t++)
+                for (int i = 0; i < nj; i++)
+                    r->A[t * r->lda + j0 + i] = 0.0f;
+            continue;
+        }
+        for (int i = 0; i < nj; i++) {
+            long s = sl[i] >= 0 ? sl[i] : any;
+            if (f16) {
+                hrows[2 * i] = (const uint16_t *)w->gate_up + (size_t)s * 2 * E;
+                hrows[2 * i + 1] = hrows[2 * i] + E;
+            } else {
+                frows[2 * i] = (const float *)w->gate_up + (size_t)s * 2 * E;
+                frows[2 * i + 1] = frows[2 * i] + E;
+            }
+        }
+        int nr = 2 * nj;
+        if (convert) {
+            k->cvt_rows(hrows, nr, E, scr, E);
+            for (int i = 0; i < nr; i++)
+                frows[i] = scr + (size_t)i * E;
+        }
+        bool f32rows = !f16 || convert;
+        for (int t = 0; t < r->nt; t += 3) {
+            int ntt = r->nt - t < 3 ? r->nt - t : 3;
+            const float *xp[3];
+            for (int q = 0; q < 3; q++)
+                xp[q] = r->a.x + (size_t)(r->t0 + t + (q < ntt ? q : ntt - 1)) * E;
+            for (int i = 0; i < nr; i += 4) {
+                float out[4][3];
+                int ri[4];
+                for (int q = 0; q < 4; q++)
+                    ri[q] = i + q < nr ? i + q : nr - 2 + (q & 1);
+                if (f32rows) {
+                    const float *wp[4] = { frows[ri[0]], frows[ri[1]], frows[ri[2]], frows[ri[3]] };
+                    k->dot4x3(wp, xp, E, out);
+                } else {
+                    const uint16_t *wp[4] = { hrows[ri[0]], hrows[ri[1]], hrows[ri[2]],
+                                              hrows[ri[3]] };
+                    k->dot4x3_h(wp, xp, E, out);
+                }
+                for (int q = 0; q < 2 && i / 2 + q < nj; q++) {
+                    int jj = i / 2 + q;
+                    for (int tt = 0; tt < ntt; tt++)
+                        r->A[(t + tt) * r->lda + j0 + jj] =
+                            sl[jj] >= 0 ? silu(out[2 * q][tt]) * out[2 * q + 1][tt] : 0.0f;
+                }
+            }
+        }
+    }
+}
+
+/* Phase 2: y[t] = sum_j A[t][j] * down[s_j], columns split over threads. */
+static void ffn_down_task(void *p, int ith, int nth)
+{
+    ffn_run *r = p;
+    long E = r->a.w->n_embd, b, e;
+    eng_split((E + 7) / 8, ith, nth, &b, &e);
+    b *= 8;
+    e = e * 8 < E ? e * 8 : E;
+    if (b >= e)
+        return;
+    float *y = r->a.y + (size_t)r->t0 * E;
+    for (int t = 0; t < r->nt; t += 6) {
+        int ntt = r->nt - t < 6 ? r->nt - t : 6;
+        r->c->k->ffn_down(&r->a, r->A + (size_t)t * r->lda, r->lda, y + (size_t)t * E, E, ntt,
+                          b, e - b);
+    }
+}
+
+static void op_ffn(eng_backend *be, const eng_ffn_weights *w, const int32_t *sel, int n_sel,
+                   const float *x, float *y, int n_tokens, float *act)
+{
+    cpu_ctx *c = ctx_of(be);
+    if (!w || !x || !y || n_tokens <= 0 || w->n_embd <= 0 || w->n_slots < 0 || n_sel < 0)
+        return;
+    long E = w->n_embd;
+    if (n_sel == 0) {
+        memset(y, 0, (size_t)n_tokens * E * sizeof(float));
+        return;
+    }
+    ffn_run r = { .a = { w, sel, n_sel, x, y, act, n_tokens }, .c = c };
+    long work = (long)n_sel * E * 3;
+
+    if (n_tokens == 1 && E <= SCRATCH_FLOATS) {
+        run(c, ffn_fused_task, &r, work >= 16384);
+        int used = (work >= 16384 && c->n_threads > 1) ? c->n_threads : 1;
+        for (int i = 1; i < used; i++)
+            c->k->add(y, thread_scratch(c, i), E);
+        return;
+    }
+
+    /* Two phases per token chunk; A is act itself when given, else abuf. */
+    long chunk = act ? n_tokens : ABUF_FLOATS / n_sel;
+    if (chunk < 1) {
+        /* n_sel beyond the buffer (over a million slots): one token at a
+         * time through the fused path when it fits, else nothing sane. */
+        if (E > SCRATCH_FLOATS)
+            return;
+        for (int t = 0; t < n_tokens; t++)
+            op_ffn(be, w, sel, n_sel, x + (size_t)t * E, y + (size_t)t * E, 1, NULL);
+        return;
+    }
+    for (long t0 = 0; t0 < n_tokens; t0 += chunk) {
+        r.t0 = (int)t0;
+        r.nt = (int)(n_tokens - t0 < chunk ? n_tokens - t0 : chunk);
+        r.A = act ? act + (size_t)t0 * n_sel : c->abuf;
+        r.lda = n_sel;
+        run(c, ffn_act_task, &r, work * r.nt >= 16384);
+        run(c, ffn_down_task, &r, work * r.nt >= 16384);
+    }
+}
+
+/* ---- add, store_f16 ------------------------------------------------------ */
+
+typedef struct ew_args {
+    cpu_ctx *c;
+    float *y;
+    const float *x;
+    uint16_t *h;
+    long n;
+} ew_args;
+
+static void add_task(void *p, int ith, int nth)
+{
+    ew_args *a = p;
+    long b, e;
+    eng_split(a->n, ith, nth, &b, &e);
+    a->c->k->add(a->y + b, a->x + b, e - b);
+}
+
+static void store_task(void *p, int ith, int nth)
+{
+    ew_args *a = p;
+    long b, e;
+    eng_split(a->n, ith, nth, &b, &e);
+    a->c->k->to_f16(a->x + b, a->h + b, e - b);
+}
+
+static void op_add(eng_backend *be, float *y, const float *x, long n)
+{
+    if (!y || !x || n <= 0)
+        return;
+    ew_args a = { ctx_of(be), y, x, NULL, n };
+    run(ctx_of(be), add_task, &a, n >= 65536);
+}
+
+static void op_store_f16(eng_backend *be, const float *src, uint16_t *dst, long n)
+{
+    if (!src || !dst || n <= 0)
+        return;
+    ew_args a = { ctx_of(be), NULL, src, dst, n };
+    run(ctx_of(be), store_task, &a, n >= 65536);
+}
+
+/* ---- construction ------------------------------------------------------- */
+
+static void op_free(eng_backend *be);
+
+static const eng_backend_iface cpu_iface = {
+    .name = "cpu",
+    .free = op_free,
+    .get_rows = op_get_rows,
+    .matmul = op_matmul,
+    .rmsnorm = op_rmsnorm,
+    .rope = op_rope,
+    .attention = op_attention,
+    .ffn = op_ffn,
+    .add = op_add,
+    .store_f16 = op_store_f16,
+};
+
+static void op_free(eng_backend *be)
+{
+    if (!be)
+        return;
+    cpu_ctx *c = ctx_of(be);
+    eng_threadpool_free(c->pool);
+    free(c->scratch);
+    free(c->abuf);
+    free(c);
+}
+
+static const kernels *pick_kernels(void)
+{
+    const char *env = getenv("ENG_CPU_SIMD");
+    if (env && env[0] == '0')
+        return &kern_scalar;
+#if HAVE_X86
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+        __builtin_cpu_supports("f16c"))
+        return &kern_avx2;
+#endif
+    return &kern_scalar;
+}
+
+int eng_backend_cpu_new(int n_threads, eng_backend **ret_backend)
+{
+    if (!ret_backend)
+        return -EINVAL;
+    if (n_threads <= 0) {
+        long n = sysconf(_SC_NPROCESSORS_ONLN);
+        n_threads = n > 0 ? (int)n : 1;
+    }
+    if (n_threads > MAX_THREADS)
+        n_threads = MAX_THREADS;
+
+    cpu_ctx *c = calloc(1, sizeof(*c));
+    if (!c)
+        return -ENOMEM;
+    c->be.iface = &cpu_iface;
+    c->be.ctx = c;
+    c->n_threads = n_threads;
+    c->k = pick_kernels();
+    c->scratch = aligned_alloc(64, (size_t)n_threads * SCRATCH_FLOATS * sizeof(float));
+    c->abuf = aligned_alloc(64, (size_t)ABUF_FLOATS * sizeof(float));
+    int r = (c->scratch && c->abuf) ? eng_threadpool_new(n_threads, &c->pool) : -ENOMEM;
+    if (r < 0) {
+        free(c->scratch);
+        free(c->abuf);
+        free(c);
+        return r;
+    }
+    *ret_backend = &c->be;
+    return 0;
+}
+
+int eng_backend_cpu_n_threads(const eng_backend *be)
+{
+    if (!be || be->iface != &cpu_iface)
+        return -EINVAL;
+    return ((const cpu_ctx *)be->ctx)->n_threads;
+}
+
+/* Which kernel set this backend uses ("avx2" or "scalar"); for tests and tools. */
+const char *eng__backend_cpu_kernels(const eng_backend *be);
+const char *eng__backend_cpu_kernels(const eng_backend *be)
+{
+    if (!be || be->iface != &cpu_iface)
+        return NULL;
+    return ((const cpu_ctx *)be->ctx)->k->name;
+}

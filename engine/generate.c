@@ -1,1 +1,302 @@
-/* placeholder: being written */
+/* Generation: prompt -> sampled tokens -> streamed text, stop conditions and
+ * timing. The model side uses only engine.h; the text side (UTF-8 and stop
+ * strings) is the eng__textstream of generate.h. */
+#include <errno.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "engine.h"
+#include "generate.h"
+#include "model.h" /* only for session->model: engine.h has no accessor */
+
+uint64_t eng_time_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+const char *eng_stop_reason_name(eng_stop_reason reason) {
+    switch (reason) {
+    case ENG_STOP_NONE: return "none";
+    case ENG_STOP_LENGTH: return "length";
+    case ENG_STOP_EOS: return "eos";
+    case ENG_STOP_STRING: return "stop";
+    case ENG_STOP_CANCELLED: return "cancelled";
+    case ENG_STOP_CONTEXT: return "context";
+    }
+    return "unknown";
+}
+
+eng_gen_params eng_gen_params_default(void) {
+    return (eng_gen_params){
+        .max_tokens = 0,
+        .stop = NULL,
+        .n_stop = 0,
+        .sampler = eng_sampler_params_default(),
+    };
+}
+
+/* ---- text stream ---- */
+
+int eng__text_init(eng__textstream *t, const char *const *stop, size_t n_stop) {
+    if (!t || (!stop && n_stop > 0) || n_stop > ENG__STOP_MAX_COUNT)
+        return -EINVAL;
+    memset(t, 0, sizeof(*t));
+    for (size_t i = 0; i < n_stop; i++) {
+        if (!stop[i])
+            return -EINVAL;
+        size_t len = strnlen(stop[i], ENG__STOP_MAX_LEN + 1);
+        if (len > ENG__STOP_MAX_LEN)
+            return -EINVAL;
+        t->stop_len[i] = len;
+        if (len > t->max_stop_len)
+            t->max_stop_len = len;
+    }
+    t->stop = stop;
+    t->n_stop = n_stop;
+    return 0;
+}
+
+void eng__text_free(eng__textstream *t) {
+    if (!t)
+        return;
+    free(t->pend);
+    free(t->out);
+    t->pend = t->out = NULL;
+    t->n_pend = t->cap_pend = t->cap_out = 0;
+}
+
+static int grow(char **buf, size_t *cap, size_t need) {
+    if (need <= *cap)
+        return 0;
+    size_t n = *cap ? *cap : 64;
+    while (n < need) {
+        if (n > SIZE_MAX / 2)
+            return -ENOMEM;
+        n *= 2;
+    }
+    char *p = realloc(*buf, n);
+    if (!p)
+        return -ENOMEM;
+    *buf = p;
+    *cap = n;
+    return 0;
+}
+
+/* Moves pend[0..n) to out (NUL-terminated) and drops it from pend. */
+static int release(eng__textstream *t, size_t n, const char **ret_text, size_t *ret_len) {
+    int r = grow(&t->out, &t->cap_out, n + 1);
+    if (r < 0)
+        return r;
+    memcpy(t->out, t->pend, n);
+    t->out[n] = '\0';
+    memmove(t->pend, t->pend + n, t->n_pend - n);
+    t->n_pend -= n;
+    *ret_text = t->out;
+    *ret_len = n;
+    return 0;
+}
+
+int eng__text_push(eng__textstream *t, const char *bytes, size_t n,
+                   const char **ret_text, size_t *ret_len) {
+    if (!t || (!bytes && n > 0) || !ret_text || !ret_len || t->done)
+        return -EINVAL;
+    if (n > SIZE_MAX - t->n_pend - 1)
+        return -ENOMEM;
+    int r = grow(&t->pend, &t->cap_pend, t->n_pend + n);
+    if (r < 0)
+        return r;
+    size_t old = t->n_pend;
+    if (n > 0)
+        memcpy(t->pend + old, bytes, n);
+    t->n_pend += n;
+
+    /* Earliest stop match. pend[0..old) held none, so a match must end in
+     * the new bytes: start each search where such a match could begin. */
+    size_t cut = SIZE_MAX;
+    for (size_t i = 0; i < t->n_stop; i++) {
+        size_t m = t->stop_len[i];
+        if (m == 0 || m > t->n_pend)
+            continue;
+        size_t from = old >= m - 1 ? old - (m - 1) : 0;
+        const char *hit = memmem(t->pend + from, t->n_pend - from, t->stop[i], m);
+        if (hit && (size_t)(hit - t->pend) < cut)
+            cut = (size_t)(hit - t->pend);
+    }
+    if (cut != SIZE_MAX) {
+        t->n_pend = cut; /* drop the stop string and what follows */
+        r = release(t, cut, ret_text, ret_len);
+        if (r < 0)
+            return r;
+        t->done = true;
+        return 1;
+    }
+
+    /* Hold back the longest suffix that is a proper prefix of a stop string. */
+    size_t hold = 0;
+    for (size_t i = 0; i < t->n_stop; i++) {
+        size_t m = t->stop_len[i];
+        size_t k = m > 0 ? m - 1 : 0;
+        if (k > t->n_pend)
+            k = t->n_pend;
+        for (; k > hold; k--)
+            if (memcmp(t->pend + t->n_pend - k, t->stop[i], k) == 0) {
+                hold = k;
+                break;
+            }
+    }
+    size_t emit = eng_utf8_complete_prefix(t->pend, t->n_pend - hold);
+    return release(t, emit, ret_text, ret_len);
+}
+
+int eng__text_finish(eng__textstream *t, const char **ret_text, size_t *ret_len) {
+    if (!t || !ret_text || !ret_len || t->done)
+        return -EINVAL;
+    size_t ok = eng_utf8_complete_prefix(t->pend, t->n_pend);
+    if (ok < t->n_pend) {
+        /* one U+FFFD for the incomplete tail (at most 3 bytes) */
+        t->n_pend = ok;
+        int r = grow(&t->pend, &t->cap_pend, ok + 3);
+        if (r < 0)
+            return r;
+        memcpy(t->pend + ok, "\xEF\xBF\xBD", 3);
+        t->n_pend = ok + 3;
+    }
+    int r = release(t, t->n_pend, ret_text, ret_len);
+    if (r < 0)
+        return r;
+    t->done = true;
+    return 0;
+}
+
+/* ---- generation ---- */
+
+/* The bytes of one token into *buf (grown as needed). */
+static int token_piece(const eng_model *m, int32_t tok, char **buf, size_t *cap) {
+    for (int tries = 0; tries < 2; tries++) {
+        int n = eng_token_to_piece(m, tok, false, *buf, *cap);
+        if (n < 0)
+            return n;
+        if ((size_t)n <= *cap)
+            return n;
+        int r = grow(buf, cap, (size_t)n);
+        if (r < 0)
+            return r;
+    }
+    return -EIO; /* the piece changed size between two calls */
+}
+
+int eng_generate(eng_session *session, const int32_t *prompt, size_t n_prompt,
+                 const eng_gen_params *params, eng_text_cb on_text, void *userdata,
+                 eng_gen_stats *ret_stats) {
+    if (!session || !prompt || n_prompt == 0 || !params)
+        return -EINVAL;
+    const eng_model *model = session->model;
+    eng_model_info info;
+    eng_model_get_info(model, &info);
+    eng_session_reset(session);
+    int n_ctx = eng_session_n_ctx(session);
+    if (n_prompt > (size_t)n_ctx)
+        return -ENOSPC;
+
+    eng_gen_stats st = {.n_prompt = (int)n_prompt, .stop_reason = ENG_STOP_NONE};
+    eng__textstream ts;
+    eng_sampler *smp = NULL;
+    char *piece = NULL;
+    size_t piece_cap = 0;
+    int r = eng__text_init(&ts, params->stop, params->n_stop);
+    if (r < 0)
+        return r;
+    r = eng_sampler_new(&params->sampler, info.n_vocab, &smp);
+    if (r < 0)
+        goto out;
+    r = grow(&piece, &piece_cap, 256);
+    if (r < 0)
+        goto out;
+    for (size_t i = 0; i < n_prompt; i++)
+        eng_sampler_accept(smp, prompt[i]);
+
+    uint64_t t0 = eng_time_ns();
+    r = eng_session_eval(session, prompt, n_prompt, 0);
+    st.prefill_ns = eng_time_ns() - t0;
+    if (r < 0)
+        goto out;
+
+    const char *text;
+    size_t len;
+    uint64_t t1 = eng_time_ns();
+    for (;;) {
+        const float *logits = eng_session_logits(session, -1);
+        if (!logits) {
+            r = -EIO;
+            goto out;
+        }
+        int32_t tok = eng_sampler_sample(smp, logits);
+        if (tok < 0) {
+            r = tok;
+            goto out;
+        }
+        if (eng_token_is_eog(model, tok)) {
+            st.stop_reason = ENG_STOP_EOS; /* not emitted, not counted */
+            break;
+        }
+        eng_sampler_accept(smp, tok);
+        st.n_generated++;
+
+        int n = token_piece(model, tok, &piece, &piece_cap);
+        if (n < 0) {
+            r = n;
+            goto out;
+        }
+        int matched = eng__text_push(&ts, piece, (size_t)n, &text, &len);
+        if (matched < 0) {
+            r = matched;
+            goto out;
+        }
+        /* Called once per token, with empty text when it was all held back,
+         * so a client can cancel at every step. */
+        if (on_text && on_text(userdata, text, len) != 0) {
+            st.stop_reason = ENG_STOP_CANCELLED;
+            break;
+        }
+        if (matched) {
+            st.stop_reason = ENG_STOP_STRING;
+            break;
+        }
+        if (params->max_tokens > 0 && st.n_generated >= params->max_tokens) {
+            st.stop_reason = ENG_STOP_LENGTH;
+            break;
+        }
+        if (eng_session_n_past(session) >= n_ctx) {
+            st.stop_reason = ENG_STOP_CONTEXT;
+            break;
+        }
+        r = eng_session_eval(session, &tok, 1, 0);
+        if (r == -ENOSPC) {
+            st.stop_reason = ENG_STOP_CONTEXT;
+            break;
+        }
+        if (r < 0)
+            goto out;
+    }
+
+    if (st.stop_reason == ENG_STOP_EOS || st.stop_reason == ENG_STOP_LENGTH ||
+        st.stop_reason == ENG_STOP_CONTEXT) {
+        r = eng__text_finish(&ts, &text, &len);
+        if (r < 0)
+            goto out;
+        if (len > 0 && on_text && on_text(userdata, text, len) != 0)
+            st.stop_reason = ENG_STOP_CANCELLED;
+    }
+    st.decode_ns = eng_time_ns() - t1;
+    r = 0;
+    if (ret_stats)
+        *ret_stats = st;
+out:
+    eng__text_free(&ts);
+    eng_sampler_free(smp);
+    free(piece);
+    return r;
+}

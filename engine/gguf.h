@@ -66,11 +66,13 @@ typedef struct gguf_tensor {
     uint64_t ne[GGUF_MAX_DIMS]; /* ne[0] is the row length (contiguous), unused dims are 1 */
     uint64_t offset;           /* relative to the data section */
     uint64_t nbytes;
-    const void *data;          /* inside the mapping; NULL when the type is unknown */
+    const void *data;          /* inside the mapping (gguf_open rejects types it cannot size) */
 } gguf_tensor;
 
 /* Opens and validates a file. On failure returns -errno and writes a message
- * naming the problem ("truncated: tensor info 12 ends at byte N of M") to err. */
+ * naming the problem ("truncated: tensor info 12 ends at byte N of M") to err
+ * (err may be NULL). A tensor of a type the engine cannot convert
+ * (!ggml_type_known) fails the open: "tensor 'x' has unsupported type 23 (IQ4_XS)". */
 int gguf_open(const char *path, gguf_file **ret_file, eng_error *err);
 /* The same over a caller's buffer (for the fuzzer and tests); buf must stay valid. */
 int gguf_open_buffer(const void *buf, size_t size, gguf_file **ret_file, eng_error *err);
@@ -116,7 +118,24 @@ size_t ggml_type_block_bytes(uint32_t type);
 size_t ggml_row_bytes(uint32_t type, uint64_t n);
 
 /* ---- writer (synthetic models, tests) ----
- * Collects metadata and tensors in memory and writes a GGUF v3 file. */
+ * Collects metadata and tensors in memory and writes a GGUF v3 file laid out
+ * as llama.cpp writes them (tensor data in order, each padded to
+ * general.alignment, default 32). Setting a key twice replaces its value.
+ * Files are written to "<path>.tmp" and renamed into place on success.
+ *
+ * Two ways to provide tensor data:
+ *   in memory:  gguf_writer_add_tensor() for each tensor, then gguf_writer_write();
+ *   streaming:  gguf_writer_add_tensor_info() for each tensor (shapes only),
+ *               gguf_writer_begin(path) writes the header, then the tensors'
+ *               bytes go out in declaration order through any number of
+ *               gguf_writer_write_data() calls (a call may not cross the end of
+ *               the current tensor; padding is inserted automatically), and
+ *               gguf_writer_end() checks that every tensor was completed and
+ *               renames the file into place. gguf_writer_free() of an
+ *               unfinished stream removes the temporary file.
+ * Metadata and tensors cannot be added once a stream has begun.
+ * Tensor names must be shorter than 64 bytes (llama.cpp's limit); the type
+ * must be ggml_type_known() and ne[0] a whole number of blocks. */
 typedef struct gguf_writer gguf_writer;
 
 int gguf_writer_new(gguf_writer **ret);
@@ -129,9 +148,26 @@ int gguf_writer_set_str(gguf_writer *w, const char *key, const char *v);
 int gguf_writer_set_arr_str(gguf_writer *w, const char *key, const char *const *v, size_t n);
 int gguf_writer_set_arr_i32(gguf_writer *w, const char *key, const int32_t *v, size_t n);
 int gguf_writer_set_arr_f32(gguf_writer *w, const char *key, const float *v, size_t n);
+int gguf_writer_set_u8(gguf_writer *w, const char *key, uint8_t v);
+int gguf_writer_set_i8(gguf_writer *w, const char *key, int8_t v);
+int gguf_writer_set_u16(gguf_writer *w, const char *key, uint16_t v);
+int gguf_writer_set_i16(gguf_writer *w, const char *key, int16_t v);
+int gguf_writer_set_u64(gguf_writer *w, const char *key, uint64_t v);
+int gguf_writer_set_i64(gguf_writer *w, const char *key, int64_t v);
+int gguf_writer_set_f64(gguf_writer *w, const char *key, double v);
+/* Array of any fixed-size element type (not string/array); v holds n values
+ * in host (little-endian) layout. */
+int gguf_writer_set_arr(gguf_writer *w, const char *key, enum gguf_type elem_type, const void *v,
+                        size_t n);
 /* Copies data (ggml_row_bytes(type, ne[0]) * rows bytes). */
 int gguf_writer_add_tensor(gguf_writer *w, const char *name, uint32_t type, uint32_t n_dims,
                            const uint64_t *ne, const void *data);
 int gguf_writer_write(gguf_writer *w, const char *path);
+/* Streaming (see above). -EEXIST for a duplicate tensor name. */
+int gguf_writer_add_tensor_info(gguf_writer *w, const char *name, uint32_t type, uint32_t n_dims,
+                                const uint64_t *ne);
+int gguf_writer_begin(gguf_writer *w, const char *path);
+int gguf_writer_write_data(gguf_writer *w, const void *data, size_t n);
+int gguf_writer_end(gguf_writer *w);
 
 #endif

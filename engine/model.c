@@ -1,1 +1,755 @@
-/* placeholder: being written */
+/* Model loading and the forward pass.
+ *
+ * Loading maps the GGUF file, checks every tensor the architecture needs
+ * against the shapes the metadata implies, converts the weights to the
+ * storage type (f16 by default) and closes the file: after eng_model_load()
+ * nothing refers to the mapping. The FFN is stored neuron-major (see
+ * backend.h) so that selective loading and computation can address neurons.
+ */
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "gguf.h"
+#include "model.h"
+#include "quants.h"
+
+#define MAX_LAYERS 512
+#define MAX_DIM (1 << 20)
+
+static int set_err(eng_error *err, int r, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static int set_err(eng_error *err, int r, const char *fmt, ...)
+{
+    if (err) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err->msg, sizeof(err->msg), fmt, ap);
+        va_end(ap);
+    }
+    return r;
+}
+
+eng_model_params eng_model_params_default(void)
+{
+    return (eng_model_params){ .storage = ENG_DTYPE_F16, .n_threads = 0 };
+}
+
+/* ---- ownership of model buffers ---- */
+
+static void *model_alloc(eng_model *m, size_t size)
+{
+    if (m->n_allocs == m->cap_allocs) {
+        size_t cap = m->cap_allocs ? 2 * m->cap_allocs : 64;
+        void **a = realloc(m->allocs, cap * sizeof(*a));
+        if (!a)
+            return NULL;
+        m->allocs = a;
+        m->cap_allocs = cap;
+    }
+    /* 64-byte alignment: whole cache lines for the SIMD kernels */
+    size_t rounded = (size + 63) & ~(size_t)63;
+    void *p = aligned_alloc(64, rounded ? rounded : 64);
+    if (!p)
+        return NULL;
+    m->allocs[m->n_allocs++] = p;
+    return p;
+}
+
+void eng_model_free(eng_model *m)
+{
+    if (!m)
+        return;
+    if (m->be)
+        m->be->iface->free(m->be);
+    eng_vocab_free(m->vocab);
+    for (size_t i = 0; i < m->n_allocs; i++)
+        free(m->allocs[i]);
+    free(m->allocs);
+    free(m->layers);
+    free(m);
+}
+
+/* ---- tensor fetch and conversion ---- */
+
+typedef struct loader {
+    const gguf_file *f;
+    eng_model *m;
+    eng_error *err;
+    float *row; /* scratch: one dequantized row */
+    size_t row_cap;
+} loader;
+
+/* Finds a tensor and checks its shape: ne0 is the row length. A missing
+ * optional tensor returns 0 with *ret = NULL. */
+static int get_tensor(loader *ld, const char *name, int n_dims, uint64_t ne0, uint64_t ne1,
+                      bool required, const gguf_tensor **ret)
+{
+    const gguf_tensor *t = gguf_find_tensor(ld->f, name);
+    if (!t) {
+        *ret = NULL;
+        return required ? set_err(ld->err, -ENOENT, "tensor '%s' is missing", name) : 0;
+    }
+    uint64_t want[2] = { ne0, n_dims > 1 ? ne1 : 1 };
+    uint64_t got1 = 1;
+    for (uint32_t d = 1; d < t->n_dims; d++)
+        got1 *= t->ne[d];
+    if (t->ne[0] != want[0] || got1 != want[1] || (n_dims == 1 && t->n_dims != 1))
+        return set_err(ld->err, -EINVAL,
+                       "tensor '%s' has shape [%llu, %llu], expected [%llu, %llu]", name,
+                       (unsigned long long)t->ne[0], (unsigned long long)got1,
+                       (unsigned long long)want[0], (unsigned long long)want[1]);
+    if (!ggml_type_known(t->type) || !t->data)
+        return set_err(ld->err, -EINVAL, "tensor '%s' has unsupported type %s (%u)", name,
+                       ggml_type_name(t->type), t->type);
+    if (ggml_row_bytes(t->type, t->ne[0]) == 0)
+        return set_err(ld->err, -EINVAL,
+                       "tensor '%s': row of %llu elements is not whole blocks of %s", name,
+                       (unsigned long long)t->ne[0], ggml_type_name(t->type));
+    *ret = t;
+    return 0;
+}
+
+static int dequant_row(loader *ld, const gguf_tensor *t, uint64_t r, float *dst)
+{
+    size_t rb = ggml_row_bytes(t->type, t->ne[0]);
+    const uint8_t *src = (const uint8_t *)t->data + r * rb;
+    int e = eng_dequant_row_f32(t->type, src, dst, t->ne[0]);
+    if (e < 0)
+        return set_err(ld->err, e, "tensor '%s': cannot convert type %s", t->name,
+                       ggml_type_name(t->type));
+    return 0;
+}
+
+static int ensure_row(loader *ld, size_t n)
+{
+    if (n <= ld->row_cap)
+        return 0;
+    float *p = realloc(ld->row, n * sizeof(float));
+    if (!p)
+        return set_err(ld->err, -ENOMEM, "out of memory");
+    ld->row = p;
+    ld->row_cap = n;
+    return 0;
+}
+
+static size_t dtype_size(eng_dtype dt)
+{
+    return dt == ENG_DTYPE_F32 ? 4 : 2;
+}
+
+static void store_row(eng_dtype dt, const float *src, void *dst, size_t n)
+{
+    if (dt == ENG_DTYPE_F32)
+        memcpy(dst, src, n * sizeof(float));
+    else
+        eng_f32_to_f16_row(src, dst, n);
+}
+
+/* A float vector (norms, biases, rope factors). */
+static int load_vec(loader *ld, const char *name, uint64_t n, bool required, float **ret)
+{
+    const gguf_tensor *t;
+    int r = get_tensor(ld, name, 1, n, 1, required, &t);
+    if (r < 0 || !t) {
+        *ret = NULL;
+        return r;
+    }
+    float *v = model_alloc(ld->m, n * sizeof(float));
+    if (!v)
+        return set_err(ld->err, -ENOMEM, "out of memory loading '%s'", name);
+    r = dequant_row(ld, t, 0, v);
+    if (r < 0)
+        return r;
+    *ret = v;
+    return 0;
+}
+
+/* A matrix [rows][cols] in the storage type. */
+static int load_mat(loader *ld, const char *name, uint64_t cols, uint64_t rows, bool required,
+                    eng_weight *w)
+{
+    const gguf_tensor *t;
+    int r = get_tensor(ld, name, 2, cols, rows, required, &t);
+    if (r < 0 || !t)
+        return r;
+    eng_dtype dt = ld->m->info.storage;
+    uint8_t *data = model_alloc(ld->m, rows * cols * dtype_size(dt));
+    if (!data || ensure_row(ld, cols) < 0)
+        return set_err(ld->err, -ENOMEM, "out of memory loading '%s'", name);
+    for (uint64_t i = 0; i < rows; i++) {
+        r = dequant_row(ld, t, i, ld->row);
+        if (r < 0)
+            return r;
+        store_row(dt, ld->row, data + i * cols * dtype_size(dt), cols);
+    }
+    *w = (eng_weight){ .dtype = dt, .rows = (int)rows, .cols = (int)cols, .data = data };
+    ld->m->info.bytes_weights += rows * cols * dtype_size(dt);
+    return 0;
+}
+
+/* The FFN of layer il, neuron-major: every neuron becomes one slot. */
+static int load_ffn(loader *ld, int il, eng_layer *L)
+{
+    eng_model *m = ld->m;
+    const int E = m->info.n_embd, F = m->info.n_ff;
+    eng_dtype dt = m->info.storage;
+    size_t es = dtype_size(dt);
+    char gname[64], uname[64], dname[64];
+    snprintf(gname, sizeof(gname), "blk.%d.ffn_gate.weight", il);
+    snprintf(uname, sizeof(uname), "blk.%d.ffn_up.weight", il);
+    snprintf(dname, sizeof(dname), "blk.%d.ffn_down.weight", il);
+
+    const gguf_tensor *tg, *tu, *td;
+    int r;
+    if ((r = get_tensor(ld, gname, 2, E, F, true, &tg)) < 0 ||
+        (r = get_tensor(ld, uname, 2, E, F, true, &tu)) < 0 ||
+        (r = get_tensor(ld, dname, 2, F, E, true, &td)) < 0)
+        return r;
+
+    uint8_t *gu = model_alloc(m, (size_t)F * 2 * E * es);
+    uint8_t *down = model_alloc(m, (size_t)F * E * es);
+    int32_t *ids = model_alloc(m, (size_t)F * sizeof(int32_t));
+    float *col = model_alloc(m, (size_t)F * E * sizeof(float)); /* transpose scratch */
+    if (!gu || !down || !ids || !col || ensure_row(ld, F > E ? F : E) < 0)
+        return set_err(ld->err, -ENOMEM, "out of memory loading the FFN of layer %d", il);
+
+    for (int n = 0; n < F; n++) {
+        if ((r = dequant_row(ld, tg, n, ld->row)) < 0)
+            return r;
+        store_row(dt, ld->row, gu + ((size_t)n * 2 + 0) * E * es, E);
+        if ((r = dequant_row(ld, tu, n, ld->row)) < 0)
+            return r;
+        store_row(dt, ld->row, gu + ((size_t)n * 2 + 1) * E * es, E);
+        ids[n] = n;
+    }
+    /* W_down is stored [n_embd][n_ff]; neuron n owns column n. */
+    for (int e = 0; e < E; e++) {
+        if ((r = dequant_row(ld, td, e, ld->row)) < 0)
+            return r;
+        for (int n = 0; n < F; n++)
+            col[(size_t)n * E + e] = ld->row[n];
+    }
+    for (int n = 0; n < F; n++)
+        store_row(dt, col + (size_t)n * E, down + (size_t)n * E * es, E);
+    /* the scratch goes back at once: it is the largest temporary of the load */
+    for (size_t i = m->n_allocs; i-- > 0;)
+        if (m->allocs[i] == col) {
+            free(col);
+            m->allocs[i] = m->allocs[--m->n_allocs];
+            break;
+        }
+
+    L->ffn = (eng_ffn_weights){ .dtype = dt, .n_embd = E, .n_slots = F, .gate_up = gu,
+                                .down = down };
+    L->neuron_of_slot = ids;
+    m->info.bytes_weights += (size_t)F * 3 * E * es;
+    return 0;
+}
+
+/* ---- hyperparameters ---- */
+
+static int get_u32_arch(const gguf_file *f, const char *arch, const char *suffix, bool required,
+                        uint32_t def, uint32_t *ret, eng_error *err)
+{
+    char key[128];
+    snprintf(key, sizeof(key), "%s.%s", arch, suffix);
+    int r = gguf_get_u32(f, key, ret);
+    if (r == -ENOENT && !required) {
+        *ret = def;
+        return 0;
+    }
+    if (r < 0)
+        return set_err(err, r == -ENOENT ? -EINVAL : r, "metadata '%s' is %s", key,
+                       r == -ENOENT ? "missing" : "not a valid unsigned integer");
+    return 0;
+}
+
+static int get_f32_arch(const gguf_file *f, const char *arch, const char *suffix, float def,
+                        float *ret, eng_error *err)
+{
+    char key[128];
+    snprintf(key, sizeof(key), "%s.%s", arch, suffix);
+    int r = gguf_get_f32(f, key, ret);
+    if (r == -ENOENT) {
+        *ret = def;
+        return 0;
+    }
+    if (r < 0 || !isfinite(*ret))
+        return set_err(err, -EINVAL, "metadata '%s' is not a valid float", key);
+    return 0;
+}
+
+static int load_hparams(const gguf_file *f, eng_model *m, eng_error *err)
+{
+    const char *s;
+    size_t len;
+    if (gguf_get_str(f, "general.architecture", &s, &len) < 0)
+        return set_err(err, -EINVAL, "metadata 'general.architecture' is missing");
+    char arch[32];
+    if (len >= sizeof(arch))
+        return set_err(err, -ENOTSUP, "unsupported architecture (name too long)");
+    memcpy(arch, s, len);
+    arch[len] = 0;
+    if (!strcmp(arch, "llama"))
+        m->arch = ENG_ARCH_LLAMA;
+    else if (!strcmp(arch, "qwen2"))
+        m->arch = ENG_ARCH_QWEN2;
+    else
+        return set_err(err, -ENOTSUP, "unsupported architecture '%s' (supported: llama, qwen2)",
+                       arch);
+    snprintf(m->info.arch, sizeof(m->info.arch), "%s", arch);
+    if (gguf_get_str(f, "general.name", &s, &len) == 0)
+        snprintf(m->info.name, sizeof(m->info.name), "%.*s",
+                 (int)(len < sizeof(m->info.name) ? len : sizeof(m->info.name) - 1), s);
+
+    uint32_t n_layer, n_embd, n_ff, n_head, n_head_kv, head_dim, n_rot, n_ctx;
+    int r;
+    if ((r = get_u32_arch(f, arch, "block_count", true, 0, &n_layer, err)) < 0 ||
+        (r = get_u32_arch(f, arch, "embedding_length", true, 0, &n_embd, err)) < 0 ||
+        (r = get_u32_arch(f, arch, "feed_forward_length", true, 0, &n_ff, err)) < 0 ||
+        (r = get_u32_arch(f, arch, "attention.head_count", true, 0, &n_head, err)) < 0 ||
+        (r = get_u32_arch(f, arch, "attention.head_count_kv", false, n_head, &n_head_kv, err)) < 0 ||
+        (r = get_u32_arch(f, arch, "context_length", false, 2048, &n_ctx, err)) < 0)
+        return r;
+    if (n_layer == 0 || n_layer > MAX_LAYERS)
+        return set_err(err, -EINVAL, "block_count %u out of range 1..%d", n_layer, MAX_LAYERS);
+    if (n_embd == 0 || n_embd > MAX_DIM || n_ff == 0 || n_ff > MAX_DIM)
+        return set_err(err, -EINVAL, "embedding_length %u / feed_forward_length %u out of range",
+                       n_embd, n_ff);
+    if (n_head == 0 || n_head > 4096 || n_head_kv == 0 || n_head % n_head_kv)
+        return set_err(err, -EINVAL, "head counts %u/%u are not valid grouped-query attention",
+                       n_head, n_head_kv);
+    if ((r = get_u32_arch(f, arch, "attention.key_length", false, n_embd / n_head, &head_dim,
+                          err)) < 0)
+        return r;
+    if (head_dim == 0 || head_dim > 1024 || head_dim % 2)
+        return set_err(err, -EINVAL, "head dimension %u is not valid", head_dim);
+    if ((r = get_u32_arch(f, arch, "rope.dimension_count", false, head_dim, &n_rot, err)) < 0)
+        return r;
+    if (n_rot == 0 || n_rot > head_dim || n_rot % 2)
+        return set_err(err, -EINVAL, "rope dimension %u is not valid for head dimension %u",
+                       n_rot, head_dim);
+    float eps_default = 1e-5f;
+    if ((r = get_f32_arch(f, arch, "rope.freq_base", 10000.0f, &m->rope_freq_base, err)) < 0 ||
+        (r = get_f32_arch(f, arch, "attention.layer_norm_rms_epsilon", eps_default, &m->rms_eps,
+                          err)) < 0)
+        return r;
+    if (m->rope_freq_base <= 0 || m->rms_eps <= 0)
+        return set_err(err, -EINVAL, "rope.freq_base and rms epsilon must be positive");
+
+    m->info.n_layer = n_layer;
+    m->info.n_embd = n_embd;
+    m->info.n_ff = n_ff;
+    m->info.n_head = n_head;
+    m->info.n_head_kv = n_head_kv;
+    m->info.head_dim = head_dim;
+    m->info.n_ctx_train = n_ctx ? (int)(n_ctx > (1u << 24) ? (1u << 24) : n_ctx) : 2048;
+    m->n_rot = n_rot;
+    m->rope_neox = m->arch == ENG_ARCH_QWEN2;
+    return 0;
+}
+
+/* ---- load ---- */
+
+static int load_weights(loader *ld)
+{
+    eng_model *m = ld->m;
+    const gguf_file *f = ld->f;
+    const int E = m->info.n_embd, H = m->info.n_head, Hkv = m->info.n_head_kv;
+    const int hd = m->info.head_dim, V = m->info.n_vocab;
+    int r;
+
+    if ((r = load_mat(ld, "token_embd.weight", E, V, true, &m->tok_embd)) < 0)
+        return r;
+    if ((r = load_vec(ld, "output_norm.weight", E, true, &m->output_norm)) < 0)
+        return r;
+    if ((r = load_mat(ld, "output.weight", E, V, false, &m->output)) < 0)
+        return r;
+    if (!m->output.data)
+        m->output = m->tok_embd; /* tied embeddings */
+    if ((r = load_vec(ld, "rope_freqs.weight", m->n_rot / 2, false, &m->rope_freqs)) < 0)
+        return r;
+
+    m->layers = calloc(m->info.n_layer, sizeof(*m->layers));
+    if (!m->layers)
+        return set_err(ld->err, -ENOMEM, "out of memory");
+    for (int il = 0; il < m->info.n_layer; il++) {
+        eng_layer *L = &m->layers[il];
+        char name[96];
+#define NAME(suffix) (snprintf(name, sizeof(name), "blk.%d." suffix, il), name)
+        if ((r = load_vec(ld, NAME("attn_norm.weight"), E, true, &L->attn_norm)) < 0 ||
+            (r = load_vec(ld, NAME("ffn_norm.weight"), E, true, &L->ffn_norm)) < 0 ||
+            (r = load_mat(ld, NAME("attn_q.weight"), E, (uint64_t)H * hd, true, &L->wq)) < 0 ||
+            (r = load_mat(ld, NAME("attn_k.weight"), E, (uint64_t)Hkv * hd, true, &L->wk)) < 0 ||
+            (r = load_mat(ld, NAME("attn_v.weight"), E, (uint64_t)Hkv * hd, true, &L->wv)) < 0 ||
+            (r = load_mat(ld, NAME("attn_output.weight"), (uint64_t)H * hd, E, true, &L->wo)) < 0)
+            return r;
+        bool need_bias = m->arch == ENG_ARCH_QWEN2;
+        if ((r = load_vec(ld, NAME("attn_q.bias"), (uint64_t)H * hd, need_bias, &L->bq)) < 0 ||
+            (r = load_vec(ld, NAME("attn_k.bias"), (uint64_t)Hkv * hd, need_bias, &L->bk)) < 0 ||
+            (r = load_vec(ld, NAME("attn_v.bias"), (uint64_t)Hkv * hd, need_bias, &L->bv)) < 0)
+            return r;
+#undef NAME
+        if ((r = load_ffn(ld, il, L)) < 0)
+            return r;
+    }
+    (void)f;
+    return 0;
+}
+
+static uint64_t count_params(const gguf_file *f)
+{
+    uint64_t n = 0;
+    for (size_t i = 0; i < gguf_n_tensors(f); i++) {
+        const gguf_tensor *t = gguf_get_tensor(f, i);
+        uint64_t p = 1;
+        for (uint32_t d = 0; d < t->n_dims; d++)
+            p *= t->ne[d];
+        n += p;
+    }
+    return n;
+}
+
+static uint64_t bytes_per_token(const eng_model *m)
+{
+    /* A decode step reads every matrix once; the embedding only one row. */
+    uint64_t b = 0;
+    for (int il = 0; il < m->info.n_layer; il++) {
+        const eng_layer *L = &m->layers[il];
+        const eng_weight *w[4] = { &L->wq, &L->wk, &L->wv, &L->wo };
+        for (int i = 0; i < 4; i++)
+            b += (uint64_t)w[i]->rows * w[i]->cols * dtype_size(w[i]->dtype);
+        b += (uint64_t)L->ffn.n_slots * 3 * L->ffn.n_embd * dtype_size(L->ffn.dtype);
+    }
+    b += (uint64_t)m->output.rows * m->output.cols * dtype_size(m->output.dtype);
+    return b;
+}
+
+int eng_model_load(const char *path, const eng_model_params *params, eng_model **ret_model,
+                   eng_error *err)
+{
+    eng_model_params p = params ? *params : eng_model_params_default();
+    if (err)
+        err->msg[0] = 0;
+    if (!path || !ret_model)
+        return set_err(err, -EINVAL, "no model path given");
+    if (p.storage != ENG_DTYPE_F16 && p.storage != ENG_DTYPE_F32)
+        return set_err(err, -EINVAL, "unknown storage type %d", (int)p.storage);
+
+    gguf_file *f = NULL;
+    int r = gguf_open(path, &f, err);
+    if (r < 0)
+        return r;
+
+    eng_model *m = calloc(1, sizeof(*m));
+    loader ld = { .f = f, .m = m, .err = err };
+    if (!m) {
+        r = set_err(err, -ENOMEM, "out of memory");
+        goto fail;
+    }
+    m->info.storage = p.storage;
+    if ((r = load_hparams(f, m, err)) < 0)
+        goto fail;
+    if ((r = eng_vocab_load(f, &m->vocab, err)) < 0)
+        goto fail;
+    m->info.n_vocab = eng_vocab_n_tokens(m->vocab);
+
+    const char *tmpl = NULL;
+    size_t tlen = 0;
+    if (gguf_get_str(f, "tokenizer.chat_template", &tmpl, &tlen) < 0)
+        tmpl = NULL, tlen = 0;
+    eng_chat_detect(tmpl, tlen, &m->chat);
+
+    if ((r = load_weights(&ld)) < 0)
+        goto fail;
+    m->info.n_params = count_params(f);
+    m->info.bytes_per_token = bytes_per_token(m);
+
+    if ((r = eng_backend_cpu_new(p.n_threads, &m->be)) < 0) {
+        set_err(err, r, "cannot start the CPU backend: %s", strerror(-r));
+        goto fail;
+    }
+    m->info.n_threads = eng_backend_cpu_n_threads(m->be);
+
+    free(ld.row);
+    gguf_close(f);
+    *ret_model = m;
+    return 0;
+
+fail:
+    free(ld.row);
+    eng_model_free(m);
+    gguf_close(f);
+    return r;
+}
+
+void eng_model_get_info(const eng_model *m, eng_model_info *ret)
+{
+    *ret = m->info;
+}
+
+const char *eng_backend_name(const eng_model *m)
+{
+    return m->be->iface->name;
+}
+
+/* ---- tokenizer and chat: thin wrappers over vocab.c and chat.c ---- */
+
+int eng_tokenize(const eng_model *m, const char *text, size_t len, unsigned flags,
+                 int32_t *tokens, size_t cap, size_t *ret_n)
+{
+    return eng_vocab_tokenize(m->vocab, text, len, flags, tokens, cap, ret_n);
+}
+
+int eng_token_to_piece(const eng_model *m, int32_t token, bool special, char *buf, size_t cap)
+{
+    return eng_vocab_token_to_piece(m->vocab, token, special, buf, cap);
+}
+
+int32_t eng_token_bos(const eng_model *m)
+{
+    return eng_vocab_bos(m->vocab);
+}
+
+int32_t eng_token_eos(const eng_model *m)
+{
+    return eng_vocab_eos(m->vocab);
+}
+
+bool eng_token_is_eog(const eng_model *m, int32_t token)
+{
+    return eng_vocab_is_eog(m->vocab, token);
+}
+
+eng_chat_template eng_model_chat_template(const eng_model *m)
+{
+    return m->chat.kind;
+}
+
+int eng_chat_apply(const eng_model *m, const eng_chat_msg *msgs, size_t n_msgs,
+                   bool add_assistant, char *buf, size_t cap)
+{
+    if (m->chat.kind == ENG_CHAT_NONE)
+        return -ENOTSUP;
+    return eng_chat_render(&m->chat, msgs, n_msgs, add_assistant, buf, cap);
+}
+
+/* ---- sessions ---- */
+
+eng_session_params eng_session_params_default(void)
+{
+    return (eng_session_params){ .n_ctx = 0, .n_batch = 0 };
+}
+
+void eng_session_free(eng_session *s)
+{
+    if (!s)
+        return;
+    if (s->k_cache)
+        for (int il = 0; il < s->model->info.n_layer; il++)
+            free(s->k_cache[il]);
+    if (s->v_cache)
+        for (int il = 0; il < s->model->info.n_layer; il++)
+            free(s->v_cache[il]);
+    free(s->k_cache);
+    free(s->v_cache);
+    free(s->ffn_sel);
+    free(s->ffn_n_sel);
+    free(s->x);
+    free(s->xn);
+    free(s->q);
+    free(s->k);
+    free(s->v);
+    free(s->att);
+    free(s->o);
+    free(s->ff);
+    free(s->logits);
+    free(s);
+}
+
+static float *falloc(size_t n)
+{
+    return aligned_alloc(64, ((n * sizeof(float)) + 63) & ~(size_t)63);
+}
+
+int eng_session_new(const eng_model *m, const eng_session_params *params, eng_session **ret)
+{
+    eng_session_params p = params ? *params : eng_session_params_default();
+    if (!m || !ret)
+        return -EINVAL;
+    int n_ctx = p.n_ctx > 0 ? p.n_ctx : (m->info.n_ctx_train < 2048 ? m->info.n_ctx_train : 2048);
+    if (n_ctx > m->info.n_ctx_train && p.n_ctx > 0 && n_ctx > (1 << 20))
+        return -EINVAL;
+    int n_batch = p.n_batch > 0 ? p.n_batch : 256;
+    if (n_batch > n_ctx)
+        n_batch = n_ctx;
+
+    eng_session *s = calloc(1, sizeof(*s));
+    if (!s)
+        return -ENOMEM;
+    s->model = m;
+    s->n_ctx = n_ctx;
+    s->n_batch = n_batch;
+
+    const int L = m->info.n_layer, E = m->info.n_embd, F = m->info.n_ff;
+    const size_t qd = (size_t)m->info.n_head * m->info.head_dim;
+    const size_t kvd = (size_t)m->info.n_head_kv * m->info.head_dim;
+    s->k_cache = calloc(L, sizeof(*s->k_cache));
+    s->v_cache = calloc(L, sizeof(*s->v_cache));
+    s->ffn_sel = calloc(L, sizeof(*s->ffn_sel));
+    s->ffn_n_sel = calloc(L, sizeof(*s->ffn_n_sel));
+    if (!s->k_cache || !s->v_cache || !s->ffn_sel || !s->ffn_n_sel)
+        goto oom;
+    for (int il = 0; il < L; il++) {
+        s->k_cache[il] = malloc((size_t)n_ctx * kvd * sizeof(uint16_t));
+        s->v_cache[il] = malloc((size_t)n_ctx * kvd * sizeof(uint16_t));
+        if (!s->k_cache[il] || !s->v_cache[il])
+            goto oom;
+    }
+    (void)F;
+    s->x = falloc((size_t)n_batch * E);
+    s->xn = falloc((size_t)n_batch * E);
+    s->q = falloc((size_t)n_batch * qd);
+    s->k = falloc((size_t)n_batch * kvd);
+    s->v = falloc((size_t)n_batch * kvd);
+    s->att = falloc((size_t)n_batch * qd);
+    s->o = falloc((size_t)n_batch * E);
+    s->ff = falloc((size_t)n_batch * E);
+    s->logits = falloc((size_t)m->info.n_vocab);
+    s->logits_cap = 1;
+    if (!s->x || !s->xn || !s->q || !s->k || !s->v || !s->att || !s->o || !s->ff || !s->logits)
+        goto oom;
+    *ret = s;
+    return 0;
+oom:
+    eng_session_free(s);
+    return -ENOMEM;
+}
+
+void eng_session_reset(eng_session *s)
+{
+    s->n_past = 0;
+    s->n_logits = 0;
+}
+
+int eng_session_n_past(const eng_session *s)
+{
+    return s->n_past;
+}
+
+int eng_session_n_ctx(const eng_session *s)
+{
+    return s->n_ctx;
+}
+
+const float *eng_session_logits(const eng_session *s, int i)
+{
+    if (s->n_logits == 0)
+        return NULL;
+    if (i < 0)
+        i = s->n_last_eval + i;
+    int row = i - s->logits_first;
+    if (row < 0 || row >= s->n_logits)
+        return NULL;
+    return s->logits + (size_t)row * s->model->info.n_vocab;
+}
+
+/* ---- the forward pass ---- */
+
+int eng__forward(eng_session *s, const int32_t *tokens, int n, bool all_logits, float *logits)
+{
+    const eng_model *m = s->model;
+    eng_backend *be = m->be;
+    const eng_backend_iface *op = be->iface;
+    const int E = m->info.n_embd, H = m->info.n_head, Hkv = m->info.n_head_kv;
+    const int hd = m->info.head_dim, V = m->info.n_vocab;
+    const int pos0 = s->n_past;
+    const size_t kvd = (size_t)Hkv * hd;
+    const float scale = 1.0f / sqrtf((float)hd);
+
+    /* x [n][E]: token embeddings */
+    op->get_rows(be, &m->tok_embd, tokens, n, s->x);
+
+    for (int il = 0; il < m->info.n_layer; il++) {
+        const eng_layer *L = &m->layers[il];
+
+        /* attention block: xn = norm(x); q,k,v = xn W^T; rope; cache; attend */
+        op->rmsnorm(be, s->x, L->attn_norm, s->xn, n, E, m->rms_eps);
+        op->matmul(be, &L->wq, L->bq, s->xn, s->q, n);          /* q [n][H*hd]   */
+        op->matmul(be, &L->wk, L->bk, s->xn, s->k, n);          /* k [n][Hkv*hd] */
+        op->matmul(be, &L->wv, L->bv, s->xn, s->v, n);          /* v [n][Hkv*hd] */
+        op->rope(be, s->q, n, H, hd, m->n_rot, pos0, m->rope_freq_base, m->rope_freqs,
+                 m->rope_neox);
+        op->rope(be, s->k, n, Hkv, hd, m->n_rot, pos0, m->rope_freq_base, m->rope_freqs,
+                 m->rope_neox);
+        op->store_f16(be, s->k, s->k_cache[il] + (size_t)pos0 * kvd, (long)n * kvd);
+        op->store_f16(be, s->v, s->v_cache[il] + (size_t)pos0 * kvd, (long)n * kvd);
+        op->attention(be, s->q, s->k_cache[il], s->v_cache[il], s->att, n, pos0, H, Hkv, hd,
+                      scale);                                     /* att [n][H*hd] */
+        op->matmul(be, &L->wo, NULL, s->att, s->o, n);           /* o [n][E]      */
+        op->add(be, s->x, s->o, (long)n * E);
+
+        /* FFN block over the session's selected neurons (NULL: all loaded) */
+        op->rmsnorm(be, s->x, L->ffn_norm, s->xn, n, E, m->rms_eps);
+        const int32_t *sel = s->ffn_sel[il];
+        int n_sel = sel ? s->ffn_n_sel[il] : L->ffn.n_slots;
+        op->ffn(be, &L->ffn, sel, n_sel, s->xn, s->ff, n, NULL);  /* ff [n][E] */
+        op->add(be, s->x, s->ff, (long)n * E);
+    }
+
+    s->n_past += n;
+    if (!logits)
+        return 0;
+    /* logits of the rows asked for: all, or only the last */
+    int first = all_logits ? 0 : n - 1;
+    int rows = n - first;
+    op->rmsnorm(be, s->x + (size_t)first * E, m->output_norm, s->xn, rows, E, m->rms_eps);
+    op->matmul(be, &m->output, NULL, s->xn, logits, rows);      /* logits [rows][V] */
+    (void)V;
+    return 0;
+}
+
+int eng_session_eval(eng_session *s, const int32_t *tokens, size_t n, unsigned flags)
+{
+    const eng_model *m = s->model;
+    if (n == 0)
+        return -EINVAL;
+    if (n > (size_t)(s->n_ctx - s->n_past))
+        return -ENOSPC;
+    for (size_t i = 0; i < n; i++)
+        if (tokens[i] < 0 || tokens[i] >= m->info.n_vocab)
+            return -EINVAL;
+
+    bool all = flags & ENG_EVAL_ALL_LOGITS;
+    size_t rows = all ? n : 1;
+    if (rows > (size_t)s->logits_cap) {
+        /* grow the logits buffer only when a caller keeps all of them */
+        float *p = falloc(rows * (size_t)m->info.n_vocab);
+        if (!p)
+            return -ENOMEM;
+        free(s->logits);
+        s->logits = p;
+        s->logits_cap = (int)rows;
+    }
+    s->n_logits = 0;
+    for (size_t done = 0; done < n;) {
+        int chunk = (int)(n - done < (size_t)s->n_batch ? n - done : (size_t)s->n_batch);
+        bool last = done + chunk == n;
+        float *out = all ? s->logits + done * (size_t)m->info.n_vocab : s->logits;
+        int r = eng__forward(s, tokens + done, chunk, all, all || last ? out : NULL);
+        if (r < 0)
+            return r;
+        done += chunk;
+    }
+    s->n_logits = (int)rows;
+    s->logits_first = all ? 0 : (int)n - 1;
+    s->n_last_eval = (int)n;
+    return 0;
+}

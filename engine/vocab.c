@@ -1,1 +1,1171 @@
-/* placeholder: being written */
+/* Vocabulary and byte-level BPE tokenizer.
+ *
+ * Pipeline of eng_vocab_tokenize():
+ *   1. special-token partition: the text is cut at every occurrence of a
+ *      control/user-defined token (longest token first, each token over all
+ *      remaining text fragments, as llama.cpp does); without
+ *      ENG_TOK_PARSE_SPECIAL only user-defined tokens are cut out;
+ *   2. each text fragment is made valid UTF-8 (a malformed byte becomes
+ *      U+FFFD, as llama.cpp does) and split by the pre-tokenizer's regexes
+ *      (PCRE2, UTF + UCP); a pre-tokenizer is a list of regexes, each one
+ *      splitting the pieces of the previous one, with the text between
+ *      matches kept as pieces of its own;
+ *   3. each piece is mapped through the GPT-2 byte-to-unicode table and
+ *      merged by BPE rank (lowest rank first, leftmost first on ties).
+ *
+ * The vocabulary is immutable after load and shared across threads: every
+ * tokenize call owns its scratch memory, nothing global is mutable.
+ */
+#define PCRE2_CODE_UNIT_WIDTH 8
+
+#include "vocab.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <pcre2.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Bounds on what a file may ask of us. */
+#define VOCAB_MAX_TOKENS   (1u << 22)   /* 4M tokens: 30x the largest vocabularies in use */
+#define VOCAB_MAX_MERGES   (1u << 23)
+#define VOCAB_MAX_TOKEN_LEN 4096u       /* bytes of one token's text */
+#define VOCAB_MAX_TEXT     ((size_t)1 << 28) /* bytes one tokenize call accepts */
+#define VOCAB_MAX_REGEX    2
+
+enum tok_type {
+    TOK_UNDEFINED = 0,
+    TOK_NORMAL = 1,
+    TOK_UNKNOWN = 2,
+    TOK_CONTROL = 3,
+    TOK_USER_DEFINED = 4,
+    TOK_UNUSED = 5,
+    TOK_BYTE = 6,
+};
+
+enum pre_type {
+    PRE_GPT2,
+    PRE_SMOLLM,
+    PRE_LLAMA3,
+    PRE_QWEN2,
+};
+
+/* Published patterns (Hugging Face tokenizer.json), with the case-insensitive
+ * contraction group spelled out in ASCII as llama.cpp does, so that e.g.
+ * U+017F (long s, which case-folds to 's') does not count as a contraction. */
+#define RE_GPT2 "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+"
+#define RE_CONTRACTIONS "(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])"
+#define RE_LLAMA3 RE_CONTRACTIONS "|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}" \
+    "| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"
+#define RE_QWEN2 RE_CONTRACTIONS "|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}" \
+    "| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"
+
+static const struct pre_def {
+    const char *name;
+    enum pre_type type;
+    bool ignore_merges; /* a piece that is a whole token is taken as is (llama3) */
+    bool add_bos;       /* default of tokenizer.ggml.add_bos_token */
+    int n_re;
+    const char *re[VOCAB_MAX_REGEX];
+} pre_defs[] = {
+    { "gpt2", PRE_GPT2, false, false, 1, { RE_GPT2 } },
+    /* SmolLM2's tokenizer.json: Digits(individual) then ByteLevel. */
+    { "smollm", PRE_SMOLLM, false, false, 2, { "\\p{N}", RE_GPT2 } },
+    { "llama-bpe", PRE_LLAMA3, true, true, 1, { RE_LLAMA3 } },
+    { "qwen2", PRE_QWEN2, false, false, 1, { RE_QWEN2 } },
+};
+
+static const struct pre_alias {
+    const char *alias, *name;
+} pre_aliases[] = {
+    { "gpt-2", "gpt2" },
+    { "default", "gpt2" },
+    { "llama3", "llama-bpe" },
+    { "llama-v3", "llama-bpe" },
+};
+
+static const struct pre_def *pre_find(const char *name) {
+    for (size_t i = 0; i < sizeof(pre_aliases) / sizeof(pre_aliases[0]); i++)
+        if (strcmp(name, pre_aliases[i].alias) == 0) {
+            name = pre_aliases[i].name;
+            break;
+        }
+    for (size_t i = 0; i < sizeof(pre_defs) / sizeof(pre_defs[0]); i++)
+        if (strcmp(name, pre_defs[i].name) == 0)
+            return &pre_defs[i];
+    return NULL;
+}
+
+/* Compiled pre-tokenizer: immutable after creation, safe to share. */
+typedef struct pretok {
+    const struct pre_def *def;
+    pcre2_code *re[VOCAB_MAX_REGEX];
+} pretok;
+
+typedef struct span {
+    uint32_t off, len;
+} span;
+
+struct eng_vocab {
+    int32_t n_tokens;
+    char *text;          /* token texts, back to back */
+    span *tok;           /* [n_tokens] token text inside text */
+    uint8_t *type;       /* [n_tokens] enum tok_type */
+    uint8_t *eog;        /* [n_tokens] 1 for end-of-generation tokens */
+    char *piece;         /* decoded pieces (bytes), back to back */
+    span *tok_piece;     /* [n_tokens] */
+
+    uint32_t *tok_hash;  /* open addressing: id + 1, 0 empty */
+    uint32_t tok_mask;
+
+    char *merge_text;    /* merge strings copied from the file */
+    struct merge {
+        uint32_t left_off, left_len, right_off, right_len;
+    } *merges;           /* rank = index */
+    uint32_t n_merges;
+    uint32_t *merge_hash; /* rank + 1, 0 empty */
+    uint32_t merge_mask;
+
+    int32_t *special;    /* control / user-defined / unknown ids, longest text first */
+    size_t n_special;
+
+    int32_t bos, eos, unk, pad;
+    bool add_bos, add_eos;
+    pretok pre;
+};
+
+/* ---- errors ---------------------------------------------------------- */
+
+static int fail(eng_error *err, int r, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int fail(eng_error *err, int r, const char *fmt, ...) {
+    if (err) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err->msg, sizeof(err->msg), fmt, ap);
+        va_end(ap);
+    }
+    return r;
+}
+
+/* ---- GPT-2 byte <-> unicode ------------------------------------------ */
+
+/* Printable bytes stand for themselves; the other 68 bytes are moved to
+ * U+0100.. in byte order, so that every byte has a visible character. */
+static uint32_t byte_to_cp(uint8_t b) {
+    if ((b >= 0x21 && b <= 0x7e) || (b >= 0xa1 && b <= 0xac) || b >= 0xae)
+        return b;
+    uint32_t n = 0;
+    for (unsigned c = 0; c < b; c++)
+        if (!((c >= 0x21 && c <= 0x7e) || (c >= 0xa1 && c <= 0xac) || c >= 0xae))
+            n++;
+    return 256 + n;
+}
+
+typedef struct byte_map {
+    char enc[256][2]; /* UTF-8 of byte_to_cp(b) */
+    uint8_t enc_len[256];
+    int16_t dec[324];  /* code point -> byte, -1 none (max code point is 0x143) */
+} byte_map;
+
+static void byte_map_init(byte_map *m) {
+    for (int i = 0; i < 324; i++)
+        m->dec[i] = -1;
+    for (int b = 0; b < 256; b++) {
+        uint32_t cp = byte_to_cp((uint8_t)b);
+        if (cp < 0x80) {
+            m->enc[b][0] = (char)cp;
+            m->enc_len[b] = 1;
+        } else {
+            m->enc[b][0] = (char)(0xc0 | (cp >> 6));
+            m->enc[b][1] = (char)(0x80 | (cp & 0x3f));
+            m->enc_len[b] = 2;
+        }
+        m->dec[cp] = (int16_t)b;
+    }
+}
+
+/* ---- UTF-8 ----------------------------------------------------------- */
+
+static size_t utf8_len(uint8_t lead) {
+    if (lead < 0x80) return 1;
+    if ((lead & 0xe0) == 0xc0) return 2;
+    if ((lead & 0xf0) == 0xe0) return 3;
+    if ((lead & 0xf8) == 0xf0) return 4;
+    return 1;
+}
+
+/* Decodes one code point at s[0..n) (n >= 1). Returns its length, or 0 for a
+ * malformed sequence (bad lead, missing continuation, surrogate, > U+10FFFF).
+ * Overlong forms are accepted as llama.cpp accepts them. */
+static size_t utf8_decode(const uint8_t *s, size_t n, uint32_t *cp) {
+    uint8_t c = s[0];
+    if (c < 0x80) {
+        *cp = c;
+        return 1;
+    }
+    size_t len;
+    uint32_t v;
+    if ((c & 0xe0) == 0xc0) {
+        len = 2;
+        v = c & 0x1f;
+    } else if ((c & 0xf0) == 0xe0) {
+        len = 3;
+        v = c & 0x0f;
+    } else if ((c & 0xf8) == 0xf0) {
+        len = 4;
+        v = c & 0x07;
+    } else {
+        return 0;
+    }
+    if (len > n)
+        return 0;
+    for (size_t i = 1; i < len; i++) {
+        if ((s[i] & 0xc0) != 0x80)
+            return 0;
+        v = (v << 6) | (s[i] & 0x3f);
+    }
+    if (v > 0x10ffff || (v >= 0xd800 && v <= 0xdfff))
+        return 0;
+    *cp = v;
+    return len;
+}
+
+static size_t utf8_encode(uint32_t cp, char *out) {
+    if (cp < 0x80) {
+        out[0] = (char)cp;
+        return 1;
+    }
+    if (cp < 0x800) {
+        out[0] = (char)(0xc0 | (cp >> 6));
+        out[1] = (char)(0x80 | (cp & 0x3f));
+        return 2;
+    }
+    if (cp < 0x10000) {
+        out[0] = (char)(0xe0 | (cp >> 12));
+        out[1] = (char)(0x80 | ((cp >> 6) & 0x3f));
+        out[2] = (char)(0x80 | (cp & 0x3f));
+        return 3;
+    }
+    out[0] = (char)(0xf0 | (cp >> 18));
+    out[1] = (char)(0x80 | ((cp >> 12) & 0x3f));
+    out[2] = (char)(0x80 | ((cp >> 6) & 0x3f));
+    out[3] = (char)(0x80 | (cp & 0x3f));
+    return 4;
+}
+
+/* Copies s[0..n) to out as valid, shortest-form UTF-8; a byte that does not
+ * start a well-formed sequence becomes U+FFFD. out needs 3 * n bytes. */
+static size_t utf8_sanitize(const char *s, size_t n, char *out) {
+    size_t o = 0;
+    for (size_t i = 0; i < n;) {
+        uint32_t cp;
+        size_t l = utf8_decode((const uint8_t *)s + i, n - i, &cp);
+        if (l == 0) {
+            cp = 0xfffd;
+            l = 1;
+        }
+        o += utf8_encode(cp, out + o);
+        i += l;
+    }
+    return o;
+}
+
+size_t eng_utf8_complete_prefix(const char *buf, size_t n) {
+    if (!buf)
+        return 0;
+    /* Find the last lead byte among the final four; if the sequence it starts
+     * needs more bytes than follow it, hold it back. Stray bytes that no
+     * continuation can complete are passed through. */
+    size_t lim = n < 4 ? n : 4;
+    for (size_t k = 1; k <= lim; k++) {
+        uint8_t c = (uint8_t)buf[n - k];
+        if ((c & 0xc0) == 0x80)
+            continue;
+        if (c < 0x80)
+            return n;
+        size_t need;
+        if ((c & 0xe0) == 0xc0) need = 2;
+        else if ((c & 0xf0) == 0xe0) need = 3;
+        else if ((c & 0xf8) == 0xf0) need = 4;
+        else return n;
+        return k < need ? n - k : n;
+    }
+    return n;
+}
+
+/* ---- hashing --------------------------------------------------------- */
+
+static uint64_t fnv(uint64_t h, const char *s, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        h ^= (uint8_t)s[i];
+        h *= 0x100000001b3ull;
+    }
+    return h;
+}
+
+#define FNV_INIT 0xcbf29ce484222325ull
+
+static uint64_t hash_pair(const char *a, size_t na, const char *b, size_t nb) {
+    uint64_t h = fnv(FNV_INIT, a, na);
+    h ^= 0xff; /* separator: a byte that never occurs in UTF-8 */
+    h *= 0x100000001b3ull;
+    return fnv(h, b, nb);
+}
+
+static uint32_t table_size(uint32_t n) {
+    uint32_t s = 16;
+    while (s < 2 * n)
+        s <<= 1;
+    return s;
+}
+
+static int32_t lookup_token(const eng_vocab *v, const char *s, size_t n) {
+    uint32_t i = (uint32_t)fnv(FNV_INIT, s, n) & v->tok_mask;
+    for (;;) {
+        uint32_t e = v->tok_hash[i];
+        if (e == 0)
+            return -1;
+        const span *t = &v->tok[e - 1];
+        if (t->len == n && memcmp(v->text + t->off, s, n) == 0)
+            return (int32_t)(e - 1);
+        i = (i + 1) & v->tok_mask;
+    }
+}
+
+static int32_t lookup_merge(const eng_vocab *v, const char *a, size_t na, const char *b, size_t nb) {
+    if (v->n_merges == 0)
+        return -1;
+    uint32_t i = (uint32_t)hash_pair(a, na, b, nb) & v->merge_mask;
+    for (;;) {
+        uint32_t e = v->merge_hash[i];
+        if (e == 0)
+            return -1;
+        const struct merge *m = &v->merges[e - 1];
+        if (m->left_len == na && m->right_len == nb && memcmp(v->merge_text + m->left_off, a, na) == 0 &&
+            memcmp(v->merge_text + m->right_off, b, nb) == 0)
+            return (int32_t)(e - 1);
+        i = (i + 1) & v->merge_mask;
+    }
+}
+
+/* ---- pre-tokenizer ----------------------------------------------------- */
+
+static void pretok_fini(pretok *p) {
+    for (int i = 0; i < VOCAB_MAX_REGEX; i++) {
+        pcre2_code_free(p->re[i]);
+        p->re[i] = NULL;
+    }
+}
+
+static int pretok_init(pretok *p, const struct pre_def *def, eng_error *err) {
+    memset(p, 0, sizeof(*p));
+    p->def = def;
+    for (int i = 0; i < def->n_re; i++) {
+        int ec;
+        PCRE2_SIZE eo;
+        p->re[i] = pcre2_compile((PCRE2_SPTR)def->re[i], PCRE2_ZERO_TERMINATED, PCRE2_UTF | PCRE2_UCP, &ec, &eo,
+                                 NULL);
+        if (!p->re[i]) {
+            PCRE2_UCHAR msg[120];
+            pcre2_get_error_message(ec, msg, sizeof(msg));
+            pretok_fini(p);
+            return fail(err, -EINVAL, "pre-tokenizer '%s': regex %d does not compile at %zu: %s", def->name, i,
+                        (size_t)eo, (const char *)msg);
+        }
+        /* JIT is an optimization only: without it pcre2_match interprets. */
+        (void)pcre2_jit_compile(p->re[i], PCRE2_JIT_COMPLETE);
+    }
+    return 0;
+}
+
+typedef int (*piece_fn)(void *ud, const char *s, size_t n);
+
+typedef struct split_ctx {
+    const pretok *p;
+    pcre2_match_data *md;
+    piece_fn fn;
+    void *ud;
+} split_ctx;
+
+static int split_stage(split_ctx *c, int stage, const char *s, size_t n);
+
+static int split_emit(split_ctx *c, int stage, const char *s, size_t n) {
+    if (n == 0)
+        return 0;
+    if (stage + 1 < c->p->def->n_re)
+        return split_stage(c, stage + 1, s, n);
+    return c->fn(c->ud, s, n);
+}
+
+/* Runs regex `stage` over s[0..n) (valid UTF-8), passing matches and the
+ * text between them, in order, to the next stage. The piece is the whole
+ * subject, so lookaheads stop at its end (as in llama.cpp). */
+static int split_stage(split_ctx *c, int stage, const char *s, size_t n) {
+    const pcre2_code *re = c->p->re[stage];
+    size_t pos = 0, gap = 0;
+    while (pos < n) {
+        int rc = pcre2_match(re, (PCRE2_SPTR)s, n, pos, PCRE2_NO_UTF_CHECK, c->md, NULL);
+        if (rc == PCRE2_ERROR_JIT_STACKLIMIT)
+            rc = pcre2_match(re, (PCRE2_SPTR)s, n, pos, PCRE2_NO_UTF_CHECK | PCRE2_NO_JIT, c->md, NULL);
+        if (rc == PCRE2_ERROR_NOMATCH)
+            break;
+        if (rc < 0)
+            return rc == PCRE2_ERROR_NOMEMORY || rc == PCRE2_ERROR_HEAPLIMIT ? -ENOMEM : -EINVAL;
+        const PCRE2_SIZE *ov = pcre2_get_ovector_pointer(c->md);
+        size_t ms = ov[0], me = ov[1];
+        if (ms < pos || me < ms || me > n)
+            return -EINVAL;
+        if (me == ms) {
+            /* An empty match would not advance: step over one character,
+             * which stays part of the gap. */
+            pos = ms + utf8_len((uint8_t)s[ms]);
+            if (pos > n)
+                pos = n;
+            continue;
+        }
+        int r = split_emit(c, stage, s + gap, ms - gap);
+        if (r < 0)
+            return r;
+        if ((r = split_emit(c, stage, s + ms, me - ms)) < 0)
+            return r;
+        pos = gap = me;
+    }
+    return split_emit(c, stage, s + gap, n - gap);
+}
+
+/* Splits valid UTF-8 text into pieces. */
+static int pretok_split(const pretok *p, const char *s, size_t n, piece_fn fn, void *ud) {
+    if (n == 0)
+        return 0;
+    split_ctx c = { p, pcre2_match_data_create(1, NULL), fn, ud };
+    if (!c.md)
+        return -ENOMEM;
+    int r = split_stage(&c, 0, s, n);
+    pcre2_match_data_free(c.md);
+    return r;
+}
+
+struct pretok_cb {
+    void (*cb)(void *ud, const char *piece, size_t len);
+    void *ud;
+};
+
+static int pretok_cb_fn(void *ud, const char *s, size_t n) {
+    struct pretok_cb *c = ud;
+    c->cb(c->ud, s, n);
+    return 0;
+}
+
+int eng_pretokenize(const char *pre_name, const char *text, size_t len,
+                    void (*cb)(void *ud, const char *piece, size_t len), void *ud) {
+    if (!pre_name || !cb || (!text && len) || len > VOCAB_MAX_TEXT)
+        return -EINVAL;
+    const struct pre_def *def = pre_find(pre_name);
+    if (!def)
+        return -ENOTSUP;
+    pretok p;
+    int r = pretok_init(&p, def, NULL);
+    if (r < 0)
+        return r;
+    char *clean = malloc(3 * len + 1);
+    if (!clean) {
+        pretok_fini(&p);
+        return -ENOMEM;
+    }
+    size_t n = utf8_sanitize(text, len, clean);
+    struct pretok_cb c = { cb, ud };
+    r = pretok_split(&p, clean, n, pretok_cb_fn, &c);
+    free(clean);
+    pretok_fini(&p);
+    return r;
+}
+
+/* ---- load ------------------------------------------------------------ */
+
+void eng_vocab_free(eng_vocab *v) {
+    if (!v)
+        return;
+    free(v->text);
+    free(v->tok);
+    free(v->type);
+    free(v->eog);
+    free(v->piece);
+    free(v->tok_piece);
+    free(v->tok_hash);
+    free(v->merge_text);
+    free(v->merges);
+    free(v->merge_hash);
+    free(v->special);
+    pretok_fini(&v->pre);
+    free(v);
+}
+
+/* Reads an optional token id; absent or out of range leaves *id as is. */
+static int load_id(const gguf_file *f, const char *key, int32_t n_tokens, int32_t *id, eng_error *err) {
+    uint32_t u;
+    int r = gguf_get_u32(f, key, &u);
+    if (r == -ENOENT)
+        return 0;
+    if (r < 0) {
+        int32_t s;
+        /* -1 written as a signed value means "none" in some converters. */
+        if (gguf_get_i32(f, key, &s) == 0 && s < 0)
+            return 0;
+        return fail(err, -EINVAL, "%s: not an unsigned integer", key);
+    }
+    if (u < (uint32_t)n_tokens)
+        *id = (int32_t)u;
+    return 0;
+}
+
+static int load_bool(const gguf_file *f, const char *key, bool *val, eng_error *err) {
+    bool b;
+    int r = gguf_get_bool(f, key, &b);
+    if (r == -ENOENT)
+        return 0;
+    if (r < 0)
+        return fail(err, -EINVAL, "%s: not a bool", key);
+    *val = b;
+    return 0;
+}
+
+static int load_tokens(eng_vocab *v, const gguf_file *f, eng_error *err) {
+    enum gguf_type et;
+    uint64_t n;
+    int r = gguf_get_arr_info(f, "tokenizer.ggml.tokens", &et, &n);
+    if (r == -ENOENT)
+        return fail(err, -EINVAL, "tokenizer.ggml.tokens missing");
+    if (r < 0 || et != GGUF_TYPE_STRING)
+        return fail(err, -EINVAL, "tokenizer.ggml.tokens: not an array of strings");
+    if (n == 0 || n > VOCAB_MAX_TOKENS)
+        return fail(err, -EINVAL, "tokenizer.ggml.tokens: %llu tokens (expected 1..%u)", (unsigned long long)n,
+                    VOCAB_MAX_TOKENS);
+    v->n_tokens = (int32_t)n;
+
+    size_t total = 0;
+    for (uint64_t i = 0; i < n; i++) {
+        const char *s;
+        size_t len;
+        if ((r = gguf_get_arr_str(f, "tokenizer.ggml.tokens", i, &s, &len)) < 0)
+            return fail(err, -EINVAL, "tokenizer.ggml.tokens[%llu]: unreadable", (unsigned long long)i);
+        if (len > VOCAB_MAX_TOKEN_LEN)
+            return fail(err, -EINVAL, "tokenizer.ggml.tokens[%llu]: %zu bytes (max %u)", (unsigned long long)i, len,
+                        VOCAB_MAX_TOKEN_LEN);
+        total += len;
+    }
+    /* total <= 4M * 4096 = 16 GiB would overflow span offsets: bound it. */
+    if (total > UINT32_MAX)
+        return fail(err, -EINVAL, "tokenizer.ggml.tokens: %zu bytes of text", total);
+
+    v->text = malloc(total + 1);
+    v->tok = calloc(n, sizeof(*v->tok));
+    v->type = malloc(n);
+    v->eog = calloc(n, 1);
+    v->tok_mask = table_size((uint32_t)n) - 1;
+    v->tok_hash = calloc((size_t)v->tok_mask + 1, sizeof(*v->tok_hash));
+    if (!v->text || !v->tok || !v->type || !v->eog || !v->tok_hash)
+        return fail(err, -ENOMEM, "out of memory for %llu tokens", (unsigned long long)n);
+
+    size_t off = 0;
+    for (uint64_t i = 0; i < n; i++) {
+        const char *s;
+        size_t len;
+        gguf_get_arr_str(f, "tokenizer.ggml.tokens", i, &s, &len);
+        memcpy(v->text + off, s, len);
+        v->tok[i] = (span){ (uint32_t)off, (uint32_t)len };
+        off += len;
+        if (len == 0)
+            continue; /* an empty token can never be produced from text */
+        /* A later token with the same text wins, as in llama.cpp. */
+        uint32_t h = (uint32_t)fnv(FNV_INIT, s, len) & v->tok_mask;
+        for (;;) {
+            uint32_t e = v->tok_hash[h];
+            if (e == 0 || (v->tok[e - 1].len == len && memcmp(v->text + v->tok[e - 1].off, s, len) == 0)) {
+                v->tok_hash[h] = (uint32_t)i + 1;
+                break;
+            }
+            h = (h + 1) & v->tok_mask;
+        }
+    }
+
+    memset(v->type, TOK_NORMAL, n);
+    uint64_t nt;
+    r = gguf_get_arr_info(f, "tokenizer.ggml.token_type", &et, &nt);
+    if (r == 0) {
+        if (nt < n)
+            return fail(err, -EINVAL, "tokenizer.ggml.token_type: %llu entries for %llu tokens",
+                        (unsigned long long)nt, (unsigned long long)n);
+        for (uint64_t i = 0; i < n; i++) {
+            int32_t t;
+            if (gguf_get_arr_i32(f, "tokenizer.ggml.token_type", i, &t) < 0)
+                return fail(err, -EINVAL, "tokenizer.ggml.token_type[%llu]: not an integer",
+                            (unsigned long long)i);
+            v->type[i] = (t >= TOK_NORMAL && t <= TOK_BYTE) ? (uint8_t)t : TOK_UNDEFINED;
+        }
+    } else if (r != -ENOENT) {
+        return fail(err, -EINVAL, "tokenizer.ggml.token_type: not an array");
+    }
+    return 0;
+}
+
+static int load_merges(eng_vocab *v, const gguf_file *f, eng_error *err) {
+    enum gguf_type et;
+    uint64_t n;
+    int r = gguf_get_arr_info(f, "tokenizer.ggml.merges", &et, &n);
+    if (r == -ENOENT)
+        return fail(err, -EINVAL, "tokenizer.ggml.merges missing (required by a BPE vocabulary)");
+    if (r < 0 || et != GGUF_TYPE_STRING)
+        return fail(err, -EINVAL, "tokenizer.ggml.merges: not an array of strings");
+    if (n > VOCAB_MAX_MERGES)
+        return fail(err, -EINVAL, "tokenizer.ggml.merges: %llu merges (max %u)", (unsigned long long)n,
+                    VOCAB_MAX_MERGES);
+    size_t total = 0;
+    for (uint64_t i = 0; i < n; i++) {
+        const char *s;
+        size_t len;
+        if (gguf_get_arr_str(f, "tokenizer.ggml.merges", i, &s, &len) < 0)
+            return fail(err, -EINVAL, "tokenizer.ggml.merges[%llu]: unreadable", (unsigned long long)i);
+        if (len > 2 * VOCAB_MAX_TOKEN_LEN + 1)
+            return fail(err, -EINVAL, "tokenizer.ggml.merges[%llu]: %zu bytes", (unsigned long long)i, len);
+        total += len;
+    }
+    if (total > UINT32_MAX)
+        return fail(err, -EINVAL, "tokenizer.ggml.merges: %zu bytes of text", total);
+    v->merge_text = malloc(total + 1);
+    v->merges = calloc(n ? n : 1, sizeof(*v->merges));
+    v->merge_mask = table_size((uint32_t)n) - 1;
+    v->merge_hash = calloc((size_t)v->merge_mask + 1, sizeof(*v->merge_hash));
+    if (!v->merge_text || !v->merges || !v->merge_hash)
+        return fail(err, -ENOMEM, "out of memory for %llu merges", (unsigned long long)n);
+
+    size_t off = 0;
+    for (uint64_t i = 0; i < n; i++) {
+        const char *s;
+        size_t len;
+        gguf_get_arr_str(f, "tokenizer.ggml.merges", i, &s, &len);
+        /* "left right", split at the first space after the first byte (a
+         * left part may itself be a space in non-byte-level vocabularies). */
+        const char *sp = len > 1 ? memchr(s + 1, ' ', len - 1) : NULL;
+        if (!sp)
+            continue; /* malformed: keeps its rank, can never match */
+        size_t ll = (size_t)(sp - s), rl = len - ll - 1;
+        memcpy(v->merge_text + off, s, len);
+        uint32_t rank = (uint32_t)i;
+        v->merges[rank] = (struct merge){ (uint32_t)off, (uint32_t)ll, (uint32_t)(off + ll + 1), (uint32_t)rl };
+        off += len;
+        /* The first (lowest-rank) occurrence of a pair wins. */
+        uint32_t h = (uint32_t)hash_pair(s, ll, sp + 1, rl) & v->merge_mask;
+        for (;;) {
+            uint32_t e = v->merge_hash[h];
+            if (e == 0) {
+                v->merge_hash[h] = rank + 1;
+                break;
+            }
+            const struct merge *m = &v->merges[e - 1];
+            if (m->left_len == ll && m->right_len == rl && memcmp(v->merge_text + m->left_off, s, ll) == 0 &&
+                memcmp(v->merge_text + m->right_off, sp + 1, rl) == 0)
+                break;
+            h = (h + 1) & v->merge_mask;
+        }
+    }
+    v->n_merges = (uint32_t)n;
+    return 0;
+}
+
+/* Precomputes every token's bytes, so token_to_piece is a copy. */
+static int build_pieces(eng_vocab *v, eng_error *err) {
+    byte_map bm;
+    byte_map_init(&bm);
+    size_t total = 0;
+    for (int32_t i = 0; i < v->n_tokens; i++)
+        total += v->tok[i].len; /* decoding never grows a token */
+    v->piece = malloc(total + 1);
+    v->tok_piece = calloc((uint32_t)v->n_tokens, sizeof(*v->tok_piece));
+    if (!v->piece || !v->tok_piece)
+        return fail(err, -ENOMEM, "out of memory for token pieces");
+    size_t off = 0;
+    for (int32_t i = 0; i < v->n_tokens; i++) {
+        const char *s = v->text + v->tok[i].off;
+        size_t n = v->tok[i].len, start = off;
+        switch (v->type[i]) {
+        case TOK_CONTROL:
+        case TOK_UNKNOWN:
+        case TOK_USER_DEFINED:
+            memcpy(v->piece + off, s, n);
+            off += n;
+            break;
+        case TOK_BYTE:
+            /* "<0xAB>" or the byte's mapped character. */
+            if (n == 6 && memcmp(s, "<0x", 3) == 0 && s[5] == '>') {
+                unsigned b;
+                if (sscanf(s + 3, "%2x", &b) == 1) {
+                    v->piece[off++] = (char)b;
+                    break;
+                }
+            }
+            /* fall through */
+        case TOK_NORMAL:
+            for (size_t j = 0; j < n;) {
+                uint32_t cp;
+                size_t l = utf8_decode((const uint8_t *)s + j, n - j, &cp);
+                if (l == 0) {
+                    v->piece[off++] = s[j++];
+                    continue;
+                }
+                if (cp < 324 && bm.dec[cp] >= 0) {
+                    v->piece[off++] = (char)bm.dec[cp];
+                } else {
+                    /* Not a byte-level character: keep its UTF-8 as is. */
+                    memcpy(v->piece + off, s + j, l);
+                    off += l;
+                }
+                j += l;
+            }
+            break;
+        default: /* unused, undefined: no text */
+            break;
+        }
+        v->tok_piece[i] = (span){ (uint32_t)start, (uint32_t)(off - start) };
+    }
+    return 0;
+}
+
+static int cmp_special(const void *a, const void *b, void *ud) {
+    const eng_vocab *v = ud;
+    int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
+    if (v->tok[x].len != v->tok[y].len)
+        return v->tok[x].len > v->tok[y].len ? -1 : 1;
+    return x < y ? -1 : x > y;
+}
+
+static int build_special(eng_vocab *v, eng_error *err) {
+    size_t n = 0;
+    for (int32_t i = 0; i < v->n_tokens; i++) {
+        uint8_t t = v->type[i];
+        if ((t == TOK_CONTROL || t == TOK_USER_DEFINED || t == TOK_UNKNOWN) && v->tok[i].len)
+            n++;
+    }
+    v->special = malloc((n ? n : 1) * sizeof(*v->special));
+    if (!v->special)
+        return fail(err, -ENOMEM, "out of memory");
+    n = 0;
+    for (int32_t i = 0; i < v->n_tokens; i++) {
+        uint8_t t = v->type[i];
+        if ((t == TOK_CONTROL || t == TOK_USER_DEFINED || t == TOK_UNKNOWN) && v->tok[i].len)
+            v->special[n++] = i;
+    }
+    v->n_special = n;
+    qsort_r(v->special, n, sizeof(*v->special), cmp_special, v);
+
+    static const char *const eog_names[] = {
+        "<|im_end|>", "<|eot_id|>", "<|end_of_text|>", "<|endoftext|>", "<|eom_id|>",
+    };
+    for (size_t i = 0; i < sizeof(eog_names) / sizeof(eog_names[0]); i++) {
+        int32_t id = lookup_token(v, eog_names[i], strlen(eog_names[i]));
+        if (id >= 0)
+            v->eog[id] = 1;
+    }
+    if (v->eos >= 0)
+        v->eog[v->eos] = 1;
+    return 0;
+}
+
+int eng_vocab_load(const gguf_file *f, eng_vocab **ret_vocab, eng_error *err) {
+    if (!f || !ret_vocab)
+        return -EINVAL;
+    if (err)
+        err->msg[0] = '\0';
+
+    const char *model;
+    size_t model_len;
+    int r = gguf_get_str(f, "tokenizer.ggml.model", &model, &model_len);
+    if (r == -ENOENT)
+        return fail(err, -EINVAL, "tokenizer.ggml.model missing: the file has no vocabulary");
+    if (r < 0)
+        return fail(err, -EINVAL, "tokenizer.ggml.model: not a string");
+    if (model_len != 4 || memcmp(model, "gpt2", 4) != 0)
+        return fail(err, -ENOTSUP, "tokenizer '%.*s' not supported (only byte-level BPE, \"gpt2\")",
+                    (int)(model_len > 64 ? 64 : model_len), model);
+
+    char pre_name[64] = "default";
+    const char *pre;
+    size_t pre_len;
+    r = gguf_get_str(f, "tokenizer.ggml.pre", &pre, &pre_len);
+    if (r == 0) {
+        if (pre_len >= sizeof(pre_name) || memchr(pre, '\0', pre_len))
+            return fail(err, -EINVAL, "tokenizer.ggml.pre: invalid name");
+        memcpy(pre_name, pre, pre_len);
+        pre_name[pre_len] = '\0';
+    } else if (r != -ENOENT) {
+        return fail(err, -EINVAL, "tokenizer.ggml.pre: not a string");
+    }
+    const struct pre_def *def = pre_find(pre_name);
+    bool pre_unknown = def == NULL;
+    if (!def)
+        def = pre_find("gpt2");
+
+    eng_vocab *v = calloc(1, sizeof(*v));
+    if (!v)
+        return fail(err, -ENOMEM, "out of memory");
+    v->bos = v->eos = v->unk = v->pad = -1;
+    v->add_bos = def->add_bos;
+    v->add_eos = false;
+
+    if ((r = load_tokens(v, f, err)) < 0 || (r = load_merges(v, f, err)) < 0)
+        goto out;
+    if ((r = load_id(f, "tokenizer.ggml.bos_token_id", v->n_tokens, &v->bos, err)) < 0 ||
+        (r = load_id(f, "tokenizer.ggml.eos_token_id", v->n_tokens, &v->eos, err)) < 0 ||
+        (r = load_id(f, "tokenizer.ggml.unknown_token_id", v->n_tokens, &v->unk, err)) < 0 ||
+        (r = load_id(f, "tokenizer.ggml.padding_token_id", v->n_tokens, &v->pad, err)) < 0)
+        goto out;
+    if ((r = load_bool(f, "tokenizer.ggml.add_bos_token", &v->add_bos, err)) < 0 ||
+        (r = load_bool(f, "tokenizer.ggml.add_eos_token", &v->add_eos, err)) < 0)
+        goto out;
+    if ((r = build_pieces(v, err)) < 0 || (r = build_special(v, err)) < 0)
+        goto out;
+    if ((r = pretok_init(&v->pre, def, err)) < 0)
+        goto out;
+
+    /* Success; an unknown pre-tokenizer is worth a note for the caller to log. */
+    if (pre_unknown && err)
+        snprintf(err->msg, sizeof(err->msg), "note: unknown pre-tokenizer '%s', using 'gpt2'", pre_name);
+    *ret_vocab = v;
+    return 0;
+out:
+    eng_vocab_free(v);
+    return r;
+}
+
+/* ---- queries --------------------------------------------------------- */
+
+int eng_vocab_n_tokens(const eng_vocab *v) {
+    return v ? v->n_tokens : 0;
+}
+
+int32_t eng_vocab_bos(const eng_vocab *v) {
+    return v ? v->bos : -1;
+}
+
+int32_t eng_vocab_eos(const eng_vocab *v) {
+    return v ? v->eos : -1;
+}
+
+bool eng_vocab_is_eog(const eng_vocab *v, int32_t token) {
+    return v && token >= 0 && token < v->n_tokens && v->eog[token];
+}
+
+int eng_vocab_token_to_piece(const eng_vocab *v, int32_t token, bool special, char *buf, size_t cap) {
+    if (!v || token < 0 || token >= v->n_tokens || (!buf && cap))
+        return -EINVAL;
+    uint8_t t = v->type[token];
+    if (!special && (t == TOK_CONTROL || t == TOK_UNKNOWN))
+        return 0;
+    span p = v->tok_piece[token];
+    if (p.len <= cap)
+        memcpy(buf, v->piece + p.off, p.len);
+    return (int)p.len;
+}
+
+/* ---- tokenize -------------------------------------------------------- */
+
+/* Output sink: counts everything, stores what fits. */
+typedef struct out_buf {
+    int32_t *tokens;
+    size_t cap, n;
+} out_buf;
+
+static void out_push(out_buf *o, int32_t id) {
+    if (o->n < o->cap)
+        o->tokens[o->n] = id;
+    o->n++;
+}
+
+typedef struct bpe_sym {
+    uint32_t off, len; /* inside the encoded word */
+    int32_t prev, next;
+} bpe_sym;
+
+typedef struct bpe_pair {
+    uint32_t rank;
+    int32_t left, right;
+    uint32_t len; /* left.len + right.len when pushed; detects stale entries */
+} bpe_pair;
+
+/* Per-call scratch, grown on demand. */
+typedef struct tok_ctx {
+    const eng_vocab *v;
+    out_buf *out;
+    byte_map bm;
+    char *word;
+    size_t word_cap;
+    bpe_sym *sym;
+    size_t sym_cap;
+    bpe_pair *heap;
+    size_t heap_n, heap_cap;
+} tok_ctx;
+
+static bool pair_less(const bpe_pair *a, const bpe_pair *b) {
+    return a->rank < b->rank || (a->rank == b->rank && a->left < b->left);
+}
+
+static int heap_push(tok_ctx *c, bpe_pair p) {
+    if (c->heap_n == c->heap_cap) {
+        size_t nc = c->heap_cap ? 2 * c->heap_cap : 64;
+        bpe_pair *h = realloc(c->heap, nc * sizeof(*h));
+        if (!h)
+            return -ENOMEM;
+        c->heap = h;
+        c->heap_cap = nc;
+    }
+    size_t i = c->heap_n++;
+    while (i > 0) {
+        size_t parent = (i - 1) / 2;
+        if (!pair_less(&p, &c->heap[parent]))
+            break;
+        c->heap[i] = c->heap[parent];
+        i = parent;
+    }
+    c->heap[i] = p;
+    return 0;
+}
+
+static bpe_pair heap_pop(tok_ctx *c) {
+    bpe_pair top = c->heap[0], last = c->heap[--c->heap_n];
+    size_t i = 0, n = c->heap_n;
+    for (;;) {
+        size_t l = 2 * i + 1, m = i;
+        const bpe_pair *best = &last;
+        if (l < n && pair_less(&c->heap[l], best)) {
+            m = l;
+            best = &c->heap[l];
+        }
+        if (l + 1 < n && pair_less(&c->heap[l + 1], best))
+            m = l + 1;
+        if (m == i)
+            break;
+        c->heap[i] = c->heap[m];
+        i = m;
+    }
+    if (n)
+        c->heap[i] = last;
+    return top;
+}
+
+static int try_pair(tok_ctx *c, int32_t left, int32_t right) {
+    if (left < 0 || right < 0)
+        return 0;
+    const bpe_sym *a = &c->sym[left], *b = &c->sym[right];
+    int32_t rank = lookup_merge(c->v, c->word + a->off, a->len, c->word + b->off, b->len);
+    if (rank < 0)
+        return 0;
+    return heap_push(c, (bpe_pair){ (uint32_t)rank, left, right, a->len + b->len });
+}
+
+static int grow(void **p, size_t *cap, size_t need, size_t elem) {
+    if (need <= *cap)
+        return 0;
+    size_t nc = *cap ? *cap : 64;
+    while (nc < need)
+        nc *= 2;
+    void *q = realloc(*p, nc * elem);
+    if (!q)
+        return -ENOMEM;
+    *p = q;
+    *cap = nc;
+    return 0;
+}
+
+/* Emits the tokens of one symbol that is not itself a token: one per
+ * character, else the unknown token, else nothing (as llama.cpp drops it). */
+static void emit_fallback(tok_ctx *c, const char *s, size_t n) {
+    for (size_t i = 0; i < n;) {
+        size_t l = utf8_len((uint8_t)s[i]);
+        if (l > n - i)
+            l = n - i;
+        int32_t id = lookup_token(c->v, s + i, l);
+        if (id >= 0)
+            out_push(c->out, id);
+        else if (c->v->unk >= 0)
+            out_push(c->out, c->v->unk);
+        i += l;
+    }
+}
+
+/* BPE over one pre-token piece (raw UTF-8 bytes). */
+static int bpe_piece(void *ud, const char *s, size_t n) {
+    tok_ctx *c = ud;
+    const eng_vocab *v = c->v;
+    int r;
+    if ((r = grow((void **)&c->word, &c->word_cap, 2 * n, 1)) < 0)
+        return r;
+    size_t wn = 0;
+    for (size_t i = 0; i < n; i++) {
+        uint8_t b = (uint8_t)s[i];
+        memcpy(c->word + wn, c->bm.enc[b], c->bm.enc_len[b]);
+        wn += c->bm.enc_len[b];
+    }
+    if (wn > UINT32_MAX / 2)
+        return -E2BIG;
+
+    if (v->pre.def->ignore_merges) {
+        int32_t id = lookup_token(v, c->word, wn);
+        if (id >= 0) {
+            out_push(c->out, id);
+            return 0;
+        }
+    }
+
+    /* One symbol per encoded character (each is 1 or 2 bytes). */
+    if ((r = grow((void **)&c->sym, &c->sym_cap, n, sizeof(bpe_sym))) < 0)
+        return r;
+    int32_t ns = 0;
+    for (size_t off = 0; off < wn;) {
+        size_t l = utf8_len((uint8_t)c->word[off]);
+        c->sym[ns] = (bpe_sym){ (uint32_t)off, (uint32_t)l, ns - 1, -1 };
+        if (ns > 0)
+            c->sym[ns - 1].next = ns;
+        ns++;
+        off += l;
+    }
+    c->heap_n = 0;
+    for (int32_t i = 0; i + 1 < ns; i++)
+        if ((r = try_pair(c, i, i + 1)) < 0)
+            return r;
+    while (c->heap_n) {
+        bpe_pair p = heap_pop(c);
+        bpe_sym *a = &c->sym[p.left], *b = &c->sym[p.right];
+        if (a->len == 0 || b->len == 0 || a->next != p.right || a->len + b->len != p.len)
+            continue; /* stale: one side has changed since the pair was queued */
+        a->len += b->len;
+        b->len = 0;
+        a->next = b->next;
+        if (b->next >= 0)
+            c->sym[b->next].prev = p.left;
+        if ((r = try_pair(c, a->prev, p.left)) < 0 || (r = try_pair(c, p.left, a->next)) < 0)
+            return r;
+    }
+    for (int32_t i = 0; i >= 0 && ns > 0; i = c->sym[i].next) {
+        const bpe_sym *sy = &c->sym[i];
+        int32_t id = lookup_token(v, c->word + sy->off, sy->len);
+        if (id >= 0)
+            out_push(c->out, id);
+        else
+            emit_fallback(c, c->word + sy->off, sy->len);
+    }
+    return 0;
+}
+
+typedef struct frag {
+    size_t off, len;
+    int32_t token; /* -1: text */
+} frag;
+
+/* Cuts special tokens out of text (llama.cpp's order: each special token,
+ * longest first, over every text fragment left by the previous ones). */
+static int partition(const eng_vocab *v, const char *text, size_t len, bool parse_special, frag **ret,
+                     size_t *ret_n) {
+    size_t cap = 16, n = 1;
+    frag *fr = malloc(cap * sizeof(*fr)), *tmp = NULL;
+    if (!fr)
+        return -ENOMEM;
+    fr[0] = (frag){ 0, len, -1 };
+    size_t tmp_cap = 0;
+    for (size_t k = 0; k < v->n_special; k++) {
+        int32_t id = v->special[k];
+        uint8_t t = v->type[id];
+        if (!parse_special && (t == TOK_CONTROL || t == TOK_UNKNOWN))
+            continue;
+        const char *st = v->text + v->tok[id].off;
+        size_t sl = v->tok[id].len;
+        /* Quick reject: no text fragment contains it. */
+        bool any = false;
+        for (size_t i = 0; i < n && !any; i++)
+            any = fr[i].token < 0 && fr[i].len >= sl && memmem(text + fr[i].off, fr[i].len, st, sl);
+        if (!any)
+            continue;
+        size_t m = 0;
+        for (size_t i = 0; i < n; i++) {
+            size_t off = fr[i].off, rem = fr[i].len;
+            const char *hit;
+            while (fr[i].token < 0 && rem >= sl && (hit = memmem(text + off, rem, st, sl))) {
+                size_t at = (size_t)(hit - text);
+                if (grow((void **)&tmp, &tmp_cap, m + 2, sizeof(frag)) < 0)
+                    goto nomem;
+                if (at > off)
+                    tmp[m++] = (frag){ off, at - off, -1 };
+                tmp[m++] = (frag){ at, sl, id };
+                rem -= at - off + sl;
+                off = at + sl;
+            }
+            if (grow((void **)&tmp, &tmp_cap, m + 1, sizeof(frag)) < 0)
+                goto nomem;
+            if (fr[i].token >= 0)
+                tmp[m++] = fr[i];
+            else if (rem)
+                tmp[m++] = (frag){ off, rem, -1 };
+        }
+        frag *sw = fr;
+        fr = tmp;
+        tmp = sw;
+        size_t swc = cap;
+        cap = tmp_cap;
+        tmp_cap = swc;
+        n = m;
+    }
+    free(tmp);
+    *ret = fr;
+    *ret_n = n;
+    return 0;
+nomem:
+    free(tmp);
+    free(fr);
+    return -ENOMEM;
+}
+
+int eng_vocab_tokenize(const eng_vocab *v, const char *text, size_t len, unsigned flags, int32_t *tokens,
+                       size_t cap, size_t *ret_n) {
+    if (!v || (!text && len) || (!tokens && cap) || !ret_n)
+        return -EINVAL;
+    if (len > VOCAB_MAX_TEXT)
+        return -E2BIG;
+    out_buf out = { tokens, cap, 0 };
+    tok_ctx c = { .v = v, .out = &out };
+    byte_map_init(&c.bm);
+    frag *fr = NULL;
+    size_t nf = 0;
+    char *clean = NULL;
+    size_t clean_cap = 0;
+    int r = 0;
+
+    bool add = flags & ENG_TOK_ADD_SPECIAL;
+    if (add && v->add_bos && v->bos >= 0)
+        out_push(&out, v->bos);
+    if (len) {
+        if ((r = partition(v, text, len, flags & ENG_TOK_PARSE_SPECIAL, &fr, &nf)) < 0)
+            goto done;
+        for (size_t i = 0; i < nf; i++) {
+            if (fr[i].token >= 0) {
+                out_push(&out, fr[i].token);
+                continue;
+            }
+            if ((r = grow((void **)&clean, &clean_cap, 3 * fr[i].len, 1)) < 0)
+                goto done;
+            size_t cn = utf8_sanitize(text + fr[i].off, fr[i].len, clean);
+            if ((r = pretok_split(&v->pre, clean, cn, bpe_piece, &c)) < 0)
+                goto done;
+        }
+    }
+    if (add && v->add_eos && v->eos >= 0)
+        out_push(&out, v->eos);
+    *ret_n = out.n;
+    r = out.n > cap ? -ENOBUFS : 0;
+done:
+    free(fr);
+    free(clean);
+    free(c.word);
+    free(c.sym);
+    free(c.heap);
+    return r;
+}

@@ -1,0 +1,275 @@
+#include "config.h"
+#include "log.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+enum key_type { KEY_STR, KEY_U32, KEY_LOGLEVEL };
+
+typedef struct key_def {
+    const char *name;
+    enum key_type type;
+    size_t offset;
+    size_t size;      /* KEY_STR: buffer size */
+    uint32_t min, max;
+    bool reloadable;
+} key_def;
+
+#define STR(f, r) {#f, KEY_STR, offsetof(sid_config, f), sizeof(((sid_config *)0)->f), 0, 0, r}
+#define U32(f, lo, hi, r) {#f, KEY_U32, offsetof(sid_config, f), sizeof(uint32_t), lo, hi, r}
+
+static const key_def keys[] = {
+    STR(model, false),
+    STR(socket, false),
+    STR(socket_group, false),
+    STR(admin_group, true),
+    STR(profile_dir, false),
+    STR(profile, false),
+    U32(max_frame, 1024, 64u << 20, true),
+    U32(max_queue, 1, 100000, true),
+    U32(max_pending, 1, 100000, true),
+    U32(max_connections, 1, 100000, true),
+    U32(max_tokens, 1, 1u << 20, true),
+    U32(ctx_size, 0, 1u << 20, false),
+    U32(threads, 0, 1024, false),
+    U32(client_write_buffer, 4096, 1u << 30, true),
+    U32(client_write_timeout_ms, 10, 3600000, true),
+    {"log_level", KEY_LOGLEVEL, offsetof(sid_config, log_level), sizeof(int), 0, 7, true},
+};
+#define N_KEYS (sizeof(keys) / sizeof(keys[0]))
+
+void sid_config_defaults(sid_config *cfg)
+{
+    memset(cfg, 0, sizeof(*cfg));
+    snprintf(cfg->profile, sizeof(cfg->profile), "dense");
+    cfg->max_frame = 1u << 20;
+    cfg->max_queue = 64;
+    cfg->max_pending = 16;
+    cfg->max_connections = 64;
+    cfg->max_tokens = 512;
+    cfg->ctx_size = 0;
+    cfg->threads = 0;
+    cfg->client_write_buffer = 1u << 20;
+    cfg->client_write_timeout_ms = 30000;
+    cfg->log_level = SID_LOG_INFO;
+}
+
+static const key_def *find_key(const char *key)
+{
+    char norm[64];
+    size_t n = strlen(key);
+    if (n == 0 || n >= sizeof(norm))
+        return NULL;
+    for (size_t i = 0; i <= n; i++)
+        norm[i] = key[i] == '-' ? '_' : key[i];
+    for (size_t i = 0; i < N_KEYS; i++)
+        if (strcmp(keys[i].name, norm) == 0)
+            return &keys[i];
+    return NULL;
+}
+
+bool sid_config_is_key(const char *key)
+{
+    return find_key(key) != NULL;
+}
+
+int sid_config_set(sid_config *cfg, const char *key, const char *value, char *err, size_t errcap)
+{
+    const key_def *k = find_key(key);
+    if (!k) {
+        snprintf(err, errcap, "unknown key '%s'", key);
+        return -ENOENT;
+    }
+    char *field = (char *)cfg + k->offset;
+    switch (k->type) {
+    case KEY_STR: {
+        size_t n = strlen(value);
+        if (n >= k->size) {
+            snprintf(err, errcap, "%s: value longer than %zu bytes", k->name, k->size - 1);
+            return -EINVAL;
+        }
+        memcpy(field, value, n + 1);
+        return 0;
+    }
+    case KEY_U32: {
+        char *end;
+        errno = 0;
+        unsigned long long v = strtoull(value, &end, 10);
+        /* accept a binary suffix for sizes: "1M", "64k" */
+        unsigned long long mul = 1;
+        if (end != value && (*end == 'k' || *end == 'K')) mul = 1024, end++;
+        else if (end != value && (*end == 'm' || *end == 'M')) mul = 1024 * 1024, end++;
+        if (errno || end == value || *end != '\0' || value[0] == '-' ||
+            v > UINT32_MAX / mul || v * mul < k->min || v * mul > k->max) {
+            snprintf(err, errcap, "%s: '%s' is not a number in [%u, %u]", k->name, value, k->min, k->max);
+            return -EINVAL;
+        }
+        uint32_t u = (uint32_t)(v * mul);
+        memcpy(field, &u, sizeof(u));
+        return 0;
+    }
+    case KEY_LOGLEVEL: {
+        int l = sid_log_level_parse(value);
+        if (l < 0) {
+            snprintf(err, errcap, "log_level: '%s' is not one of err, warning, info, debug", value);
+            return -EINVAL;
+        }
+        memcpy(field, &l, sizeof(l));
+        return 0;
+    }
+    }
+    return -EINVAL;
+}
+
+static char *trim(char *s, char *end)
+{
+    while (s < end && (*s == ' ' || *s == '\t' || *s == '\r'))
+        s++;
+    while (end > s && (end[-1] == ' ' || end[-1] == '\t' || end[-1] == '\r'))
+        end--;
+    *end = '\0';
+    return s;
+}
+
+int sid_config_parse(sid_config *cfg, const char *text, size_t len, const char *name,
+                     char *err, size_t errcap)
+{
+    char line[SID_PATH_MAX + 256];
+    size_t pos = 0;
+    int lineno = 0;
+    while (pos < len) {
+        size_t e = pos;
+        while (e < len && text[e] != '\n')
+            e++;
+        lineno++;
+        size_t n = e - pos;
+        if (n >= sizeof(line)) {
+            snprintf(err, errcap, "%s:%d: line too long", name, lineno);
+            return -EINVAL;
+        }
+        memcpy(line, text + pos, n);
+        line[n] = '\0';
+        pos = e + 1;
+        if (memchr(line, '\0', n)) {
+            snprintf(err, errcap, "%s:%d: NUL byte", name, lineno);
+            return -EINVAL;
+        }
+        char *s = trim(line, line + n);
+        if (*s == '\0' || *s == '#')
+            continue;
+        char *eq = strchr(s, '=');
+        if (!eq) {
+            snprintf(err, errcap, "%s:%d: expected 'key = value'", name, lineno);
+            return -EINVAL;
+        }
+        char *key = trim(s, eq);
+        char *value = trim(eq + 1, eq + 1 + strlen(eq + 1));
+        /* optional quotes around a value */
+        size_t vl = strlen(value);
+        if (vl >= 2 && value[0] == '"' && value[vl - 1] == '"') {
+            value[vl - 1] = '\0';
+            value++;
+        }
+        char why[256];
+        if (sid_config_set(cfg, key, value, why, sizeof(why)) < 0) {
+            snprintf(err, errcap, "%s:%d: %s", name, lineno, why);
+            return -EINVAL;
+        }
+    }
+    return 0;
+}
+
+int sid_config_build(sid_config *cfg, const char *file, const sid_override *ov, size_t n_ov,
+                     char *err, size_t errcap)
+{
+    sid_config c;
+    sid_config_defaults(&c);
+    if (file && file[0]) {
+        int fd = open(file, O_RDONLY | O_CLOEXEC);
+        if (fd < 0) {
+            int e = errno;
+            snprintf(err, errcap, "cannot open configuration file '%s': %s", file, strerror(e));
+            return -e;
+        }
+        struct stat st;
+        /* a configuration file is small; refuse anything that is not */
+        if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_size > (1 << 20)) {
+            close(fd);
+            snprintf(err, errcap, "configuration file '%s' is not a regular file under 1 MiB", file);
+            return -EINVAL;
+        }
+        size_t len = (size_t)st.st_size;
+        char *text = malloc(len + 1);
+        if (!text) {
+            close(fd);
+            return -ENOMEM;
+        }
+        size_t got = 0;
+        while (got < len) {
+            ssize_t r = read(fd, text + got, len - got);
+            if (r < 0 && errno == EINTR)
+                continue;
+            if (r <= 0)
+                break;
+            got += (size_t)r;
+        }
+        close(fd);
+        int rc = sid_config_parse(&c, text, got, file, err, errcap);
+        free(text);
+        if (rc < 0)
+            return rc;
+    }
+    for (size_t i = 0; i < n_ov; i++) {
+        char why[256];
+        int rc = sid_config_set(&c, ov[i].key, ov[i].value, why, sizeof(why));
+        if (rc < 0) {
+            snprintf(err, errcap, "--%s: %s", ov[i].key, why);
+            return rc;
+        }
+    }
+    *cfg = c;
+    return 0;
+}
+
+void sid_config_apply_reload(sid_config *dst, const sid_config *src, const char **ret_fixed)
+{
+    *ret_fixed = NULL;
+    for (size_t i = 0; i < N_KEYS; i++) {
+        const key_def *k = &keys[i];
+        char *d = (char *)dst + k->offset;
+        const char *s = (const char *)src + k->offset;
+        if (memcmp(d, s, k->size) == 0)
+            continue;
+        if (k->reloadable)
+            memcpy(d, s, k->size);
+        else if (!*ret_fixed)
+            *ret_fixed = k->name;
+    }
+}
+
+void sid_config_print(const sid_config *cfg, void (*out)(void *ud, const char *line), void *ud)
+{
+    char line[SID_PATH_MAX + 64];
+    for (size_t i = 0; i < N_KEYS; i++) {
+        const key_def *k = &keys[i];
+        const char *f = (const char *)cfg + k->offset;
+        if (k->type == KEY_STR) {
+            snprintf(line, sizeof(line), "%s = %s", k->name, f);
+        } else if (k->type == KEY_U32) {
+            uint32_t v;
+            memcpy(&v, f, sizeof(v));
+            snprintf(line, sizeof(line), "%s = %u", k->name, v);
+        } else {
+            int v;
+            memcpy(&v, f, sizeof(v));
+            snprintf(line, sizeof(line), "%s = %d", k->name, v);
+        }
+        out(ud, line);
+    }
+}

@@ -1,0 +1,65 @@
+/* Configuration of selectinferd: defaults, then the configuration file
+ * (simple "key = value" lines, '#' comments), then command-line flags
+ * ("--key value" or "--key=value", dashes and underscores alike). Reload
+ * rebuilds the same way, so flags keep winning over the file. */
+#ifndef SID_CONFIG_H
+#define SID_CONFIG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define SID_PATH_MAX 4096
+#define SID_SOCKET_PATH_MAX 108 /* sizeof(sun_path) */
+#define SID_DEFAULT_CONFIG "/etc/selectinfer/selectinferd.conf"
+#define SID_DEFAULT_SOCKET "/run/selectinfer/selectinfer.sock"
+
+typedef struct sid_config {
+    char model[SID_PATH_MAX];          /* GGUF file */
+    char socket[SID_SOCKET_PATH_MAX];  /* empty: the default path */
+    char socket_group[64];             /* group owning the socket (mode 0660) */
+    char admin_group[64];              /* members may swap, reload, shut down */
+    char profile_dir[SID_PATH_MAX];    /* task profiles (hot-swap, later) */
+    char profile[128];                 /* profile at start; "dense" */
+    uint32_t max_frame;                /* bytes per frame */
+    uint32_t max_queue;                /* queued generate requests, all clients */
+    uint32_t max_pending;              /* queued + running per connection */
+    uint32_t max_connections;
+    uint32_t max_tokens;               /* default when a request sets none */
+    uint32_t ctx_size;                 /* 0: min(model's, 4096) */
+    uint32_t threads;                  /* 0: online CPUs */
+    uint32_t client_write_buffer;      /* bytes queued to a client that does not read */
+    uint32_t client_write_timeout_ms;  /* how long its writes may stall */
+    int log_level;                     /* syslog priority */
+} sid_config;
+
+typedef struct sid_override {
+    const char *key;
+    const char *value;
+} sid_override;
+
+void sid_config_defaults(sid_config *cfg);
+
+/* Sets one key (dashes or underscores). -ENOENT unknown key, -EINVAL bad
+ * value; err receives a message. */
+int sid_config_set(sid_config *cfg, const char *key, const char *value, char *err, size_t errcap);
+
+/* Parses a configuration file's text into cfg. -EINVAL with "file:line: why". */
+int sid_config_parse(sid_config *cfg, const char *text, size_t len, const char *name,
+                     char *err, size_t errcap);
+
+/* defaults + file (NULL or "": none) + overrides. -errno with err filled. */
+int sid_config_build(sid_config *cfg, const char *file, const sid_override *ov, size_t n_ov,
+                     char *err, size_t errcap);
+
+/* Whether key names a configuration key. */
+bool sid_config_is_key(const char *key);
+
+/* Copies into dst the keys that may change without a restart; names the
+ * keys that differ but cannot change in *ret_fixed (NULL when none). */
+void sid_config_apply_reload(sid_config *dst, const sid_config *src, const char **ret_fixed);
+
+/* Prints "key = value" for every key (--print-config). */
+void sid_config_print(const sid_config *cfg, void (*out)(void *ud, const char *line), void *ud);
+
+#endif

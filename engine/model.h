@@ -1,0 +1,77 @@
+/* The model object and the session (private to the engine).
+ *
+ * model.c loads a GGUF file into this shape and runs the forward pass;
+ * selection code (profiles, loading plans, dynamic neurons) reads and fills
+ * the FFN slot tables here.
+ */
+#ifndef ENGINE_MODEL_H
+#define ENGINE_MODEL_H
+
+#include <stdint.h>
+
+#include "backend.h"
+#include "chat.h"
+#include "engine.h"
+#include "vocab.h"
+
+typedef enum eng_arch {
+    ENG_ARCH_LLAMA = 0,
+    ENG_ARCH_QWEN2,
+} eng_arch;
+
+typedef struct eng_layer {
+    float *attn_norm;                 /* [n_embd] */
+    float *ffn_norm;                  /* [n_embd] */
+    eng_weight wq, wk, wv, wo;        /* [n_head*hd][n_embd] ... [n_embd][n_head*hd] */
+    float *bq, *bk, *bv;              /* qwen2 biases, NULL for llama */
+    eng_ffn_weights ffn;              /* neuron-major, n_slots loaded neurons */
+    int32_t *neuron_of_slot;          /* [ffn.n_slots]: the neuron each slot holds */
+} eng_layer;
+
+struct eng_model {
+    eng_arch arch;
+    eng_model_info info;
+    int n_rot;
+    float rope_freq_base;
+    float rms_eps;
+    bool rope_neox;
+    float *rope_freqs;                /* [n_rot/2] divisors, NULL when absent */
+
+    eng_weight tok_embd;              /* [n_vocab][n_embd] */
+    eng_weight output;                /* [n_vocab][n_embd]; shares tok_embd's data when tied */
+    float *output_norm;               /* [n_embd] */
+    eng_layer *layers;                /* [n_layer] */
+
+    eng_vocab *vocab;
+    eng_chat_info chat;
+    eng_backend *be;
+
+    void **allocs;                    /* every buffer the model owns */
+    size_t n_allocs, cap_allocs;
+};
+
+struct eng_session {
+    const eng_model *model;
+    int n_ctx, n_batch, n_past;
+
+    uint16_t **k_cache, **v_cache;    /* [n_layer] -> [n_ctx][n_head_kv*hd] f16 */
+
+    /* Which FFN slots each layer computes; NULL (the default): all loaded. */
+    const int32_t **ffn_sel;          /* [n_layer] */
+    int *ffn_n_sel;                   /* [n_layer] */
+
+    /* scratch for n_batch tokens */
+    float *x, *xn, *q, *k, *v, *att, *o, *ff;
+    float *logits;                    /* [n_logits][n_vocab] */
+    int n_logits;                     /* rows in logits from the last eval */
+    int logits_cap;                   /* rows logits can hold */
+    int logits_first;                 /* token index of logits row 0 */
+    int n_last_eval;
+};
+
+/* Runs one batch of at most n_batch tokens at positions n_past..; writes
+ * logits for all tokens (all_logits) or only the last one, or none when
+ * logits is NULL. */
+int eng__forward(eng_session *s, const int32_t *tokens, int n, bool all_logits, float *logits);
+
+#endif

@@ -1,0 +1,329 @@
+/* Chat templates: detection on real template texts (tests/data/chat-template-*.jinja,
+ * the SmolLM2 one checked against the bytes of the default model's GGUF when
+ * it is present) and rendering compared with strings derived by hand from the
+ * templates' Jinja (and cross-checked once with a Jinja renderer). */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "chat.h"
+
+static int failures;
+
+#define CHECK(cond)                                                              \
+    do {                                                                         \
+        if (!(cond)) {                                                           \
+            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond); \
+            failures++;                                                          \
+        }                                                                        \
+    } while (0)
+
+static char *read_all(const char *path, size_t *ret_len) {
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    size_t cap = 1 << 16, len = 0;
+    char *buf = malloc(cap + 1);
+    size_t n;
+    while (buf && (n = fread(buf + len, 1, cap - len, f)) > 0) {
+        len += n;
+        if (len == cap) {
+            char *nb = realloc(buf, 2 * cap + 1);
+            if (!nb) {
+                free(buf);
+                buf = NULL;
+                break;
+            }
+            buf = nb;
+            cap *= 2;
+        }
+    }
+    fclose(f);
+    if (buf) {
+        buf[len] = '\0';
+        *ret_len = len;
+    }
+    return buf;
+}
+
+static char *read_template(const char *name, size_t *len) {
+    const char *root = getenv("SI_SOURCE_ROOT");
+    char path[4096];
+    snprintf(path, sizeof(path), "%s/tests/data/chat-template-%s.jinja", root ? root : ".", name);
+    char *t = read_all(path, len);
+    if (!t) {
+        fprintf(stderr, "cannot read %s\n", path);
+        exit(1);
+    }
+    return t;
+}
+
+/* The stored SmolLM2 template must be the model's own: find the GGUF string
+ * value (key, type 8, u64 length, bytes) in the file's metadata. */
+static void check_smollm2_matches_gguf(const char *tmpl, size_t tlen) {
+    char path[4096];
+    const char *env = getenv("SI_MODEL");
+    if (env) {
+        snprintf(path, sizeof(path), "%s", env);
+    } else {
+        const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
+        if (xdg)
+            snprintf(path, sizeof(path), "%s/selectinfer/SmolLM2-135M-Instruct.Q4_1.gguf", xdg);
+        else
+            snprintf(path, sizeof(path), "%s/.cache/selectinfer/SmolLM2-135M-Instruct.Q4_1.gguf",
+                     home ? home : ".");
+    }
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        fprintf(stderr, "note: no model at %s, template not checked against the GGUF\n", path);
+        return;
+    }
+    /* metadata (vocabulary included) lies in the first few MiB */
+    size_t cap = 32u << 20;
+    char *buf = malloc(cap);
+    size_t n = buf ? fread(buf, 1, cap, f) : 0;
+    fclose(f);
+    static const char key[] = "tokenizer.chat_template";
+    char *k = buf ? memmem(buf, n, key, sizeof(key) - 1) : NULL;
+    CHECK(k != NULL);
+    if (k) {
+        size_t off = (size_t)(k - buf) + sizeof(key) - 1;
+        uint32_t type = 0;
+        uint64_t len = 0;
+        CHECK(off + 12 <= n);
+        if (off + 12 <= n) {
+            memcpy(&type, buf + off, 4);
+            memcpy(&len, buf + off + 4, 8);
+            CHECK(type == 8);
+            CHECK(len == tlen);
+            CHECK(len == tlen && off + 12 + len <= n && memcmp(buf + off + 12, tmpl, tlen) == 0);
+        }
+    }
+    free(buf);
+}
+
+/* Renders and compares, then checks the snprintf contract on every shorter cap. */
+static void check_render(const eng_chat_info *info, const eng_chat_msg *msgs, size_t n,
+                         bool add, const char *want) {
+    char buf[4096];
+    size_t wl = strlen(want);
+    int r = eng_chat_render(info, msgs, n, add, buf, sizeof(buf));
+    CHECK(r == (int)wl);
+    if (r != (int)wl || strcmp(buf, want) != 0) {
+        fprintf(stderr, "render mismatch\n got: [%s]\nwant: [%s]\n", r >= 0 ? buf : "(error)", want);
+        failures++;
+        return;
+    }
+    CHECK(eng_chat_render(info, msgs, n, add, NULL, 0) == (int)wl);
+    for (size_t cap = 1; cap <= wl + 1; cap++) {
+        char small[4096];
+        memset(small, 'Z', sizeof(small));
+        r = eng_chat_render(info, msgs, n, add, small, cap);
+        CHECK(r == (int)wl);
+        CHECK(small[cap - 1] == '\0');
+        CHECK(memcmp(small, want, cap - 1) == 0);
+        CHECK(small[cap] == 'Z'); /* nothing past cap */
+    }
+}
+
+#define SMOL_SYS "You are a helpful AI assistant named SmolLM, trained by Hugging Face"
+#define QWEN_SYS "You are Qwen, created by Alibaba Cloud. You are a helpful assistant."
+
+static void test_smollm2(void) {
+    size_t len;
+    char *t = read_template("smollm2", &len);
+    check_smollm2_matches_gguf(t, len);
+    eng_chat_info info;
+    eng_chat_detect(t, len, &info);
+    CHECK(info.kind == ENG_CHAT_CHATML);
+    CHECK(strcmp(info.default_system, SMOL_SYS) == 0);
+    free(t);
+
+    eng_chat_msg user[] = {{"user", "Hi"}};
+    check_render(&info, user, 1, true,
+                 "<|im_start|>system\n" SMOL_SYS "<|im_end|>\n"
+                 "<|im_start|>user\nHi<|im_end|>\n"
+                 "<|im_start|>assistant\n");
+    check_render(&info, user, 1, false,
+                 "<|im_start|>system\n" SMOL_SYS "<|im_end|>\n"
+                 "<|im_start|>user\nHi<|im_end|>\n");
+
+    /* own system prompt: no default; content verbatim (no trimming) */
+    eng_chat_msg sys[] = {{"system", "Be terse."}, {"user", " What is 2+2?\n"},
+                          {"assistant", "4"}, {"user", "And 3+3?"}};
+    check_render(&info, sys, 4, true,
+                 "<|im_start|>system\nBe terse.<|im_end|>\n"
+                 "<|im_start|>user\n What is 2+2?\n<|im_end|>\n"
+                 "<|im_start|>assistant\n4<|im_end|>\n"
+                 "<|im_start|>user\nAnd 3+3?<|im_end|>\n"
+                 "<|im_start|>assistant\n");
+
+    /* a system message that is not first does not suppress the default */
+    eng_chat_msg late[] = {{"user", "a"}, {"system", "s"}, {"assistant", "b"}};
+    check_render(&info, late, 3, false,
+                 "<|im_start|>system\n" SMOL_SYS "<|im_end|>\n"
+                 "<|im_start|>user\na<|im_end|>\n"
+                 "<|im_start|>system\ns<|im_end|>\n"
+                 "<|im_start|>assistant\nb<|im_end|>\n");
+
+    /* the default is inserted inside the message loop: none for no messages */
+    check_render(&info, NULL, 0, true, "<|im_start|>assistant\n");
+    check_render(&info, NULL, 0, false, "");
+
+    /* empty content and UTF-8 pass through */
+    eng_chat_msg odd[] = {{"user", ""}, {"assistant", "h\xc3\xa9"}};
+    check_render(&info, odd, 2, false,
+                 "<|im_start|>system\n" SMOL_SYS "<|im_end|>\n"
+                 "<|im_start|>user\n<|im_end|>\n"
+                 "<|im_start|>assistant\nh\xc3\xa9<|im_end|>\n");
+}
+
+static void test_qwen(void) {
+    size_t len;
+    char *t = read_template("qwen2.5", &len);
+    eng_chat_info info;
+    eng_chat_detect(t, len, &info);
+    CHECK(info.kind == ENG_CHAT_CHATML);
+    CHECK(strcmp(info.default_system, QWEN_SYS) == 0);
+    free(t);
+
+    eng_chat_msg user[] = {{"user", "Hi"}};
+    check_render(&info, user, 1, true,
+                 "<|im_start|>system\n" QWEN_SYS "<|im_end|>\n"
+                 "<|im_start|>user\nHi<|im_end|>\n"
+                 "<|im_start|>assistant\n");
+    eng_chat_msg sys[] = {{"system", "S"}, {"user", "U"}};
+    check_render(&info, sys, 2, true,
+                 "<|im_start|>system\nS<|im_end|>\n"
+                 "<|im_start|>user\nU<|im_end|>\n"
+                 "<|im_start|>assistant\n");
+}
+
+static void test_llama3(void) {
+    size_t len;
+    char *t = read_template("llama3", &len);
+    eng_chat_info info;
+    eng_chat_detect(t, len, &info);
+    CHECK(info.kind == ENG_CHAT_LLAMA3);
+    CHECK(info.default_system[0] == '\0'); /* 3.0: no system block of its own */
+    free(t);
+
+    eng_chat_msg conv[] = {{"system", " Be brief.\n"}, {"user", "Hi  "}};
+    check_render(&info, conv, 2, true,
+                 "<|begin_of_text|>"
+                 "<|start_header_id|>system<|end_header_id|>\n\nBe brief.<|eot_id|>"
+                 "<|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|>"
+                 "<|start_header_id|>assistant<|end_header_id|>\n\n");
+    eng_chat_msg user[] = {{"user", "\t x y \r\n"}, {"assistant", "z"}};
+    check_render(&info, user, 2, false,
+                 "<|begin_of_text|>"
+                 "<|start_header_id|>user<|end_header_id|>\n\nx y<|eot_id|>"
+                 "<|start_header_id|>assistant<|end_header_id|>\n\nz<|eot_id|>");
+    /* 3.0 attaches bos_token to the first message: none without messages */
+    check_render(&info, NULL, 0, true, "<|start_header_id|>assistant<|end_header_id|>\n\n");
+
+    t = read_template("llama3.2", &len);
+    eng_chat_detect(t, len, &info);
+    free(t);
+    CHECK(info.kind == ENG_CHAT_LLAMA3);
+#define PRE "Cutting Knowledge Date: December 2023\nToday Date: 26 Jul 2024\n\n"
+    CHECK(strcmp(info.default_system, PRE) == 0);
+    eng_chat_msg u2[] = {{"user", "Hi  "}};
+    check_render(&info, u2, 1, true,
+                 "<|begin_of_text|>"
+                 "<|start_header_id|>system<|end_header_id|>\n\n" PRE "<|eot_id|>"
+                 "<|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|>"
+                 "<|start_header_id|>assistant<|end_header_id|>\n\n");
+    /* the system message moves into the system block, trimmed */
+    eng_chat_msg s2[] = {{"system", " Be brief. "}, {"user", "Hi"}, {"assistant", "Hello"}};
+    check_render(&info, s2, 3, false,
+                 "<|begin_of_text|>"
+                 "<|start_header_id|>system<|end_header_id|>\n\n" PRE "Be brief.<|eot_id|>"
+                 "<|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|>"
+                 "<|start_header_id|>assistant<|end_header_id|>\n\nHello<|eot_id|>");
+    check_render(&info, NULL, 0, false,
+                 "<|begin_of_text|>"
+                 "<|start_header_id|>system<|end_header_id|>\n\n" PRE "<|eot_id|>");
+#undef PRE
+}
+
+static void test_detect_edges(void) {
+    eng_chat_info info;
+    memset(&info, 0x55, sizeof(info));
+    eng_chat_detect(NULL, 0, &info);
+    CHECK(info.kind == ENG_CHAT_NONE && info.default_system[0] == '\0');
+    eng_chat_detect(NULL, 0, NULL); /* must not crash */
+
+    static const char gemma[] =
+        "{{ bos_token }}{% for message in messages %}{{ '<start_of_turn>' + message['role'] + '\\n' "
+        "+ message['content'] | trim + '<end_of_turn>\\n' }}{% endfor %}";
+    eng_chat_detect(gemma, sizeof(gemma) - 1, &info);
+    CHECK(info.kind == ENG_CHAT_NONE);
+
+    /* detection honours len: the marker past len is not seen */
+    static const char cut[] = "{{ messages }}<|im_start|>";
+    eng_chat_detect(cut, 14, &info);
+    CHECK(info.kind == ENG_CHAT_NONE);
+    eng_chat_detect(cut, sizeof(cut) - 1, &info);
+    CHECK(info.kind == ENG_CHAT_CHATML && info.default_system[0] == '\0');
+
+    /* a ChatML template without a default system prompt */
+    static const char plain[] =
+        "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\\n' + "
+        "message['content'] + '<|im_end|>' + '\\n'}}{% endfor %}";
+    eng_chat_detect(plain, sizeof(plain) - 1, &info);
+    CHECK(info.kind == ENG_CHAT_CHATML && info.default_system[0] == '\0');
+
+    /* double-quoted literal with escapes */
+    static const char dq[] =
+        "{% if messages[0]['role'] != 'system' %}{{ \"<|im_start|>system\\nSay \\\"hi\\\"<|im_end|>\\n\" }}"
+        "{% endif %}{% for m in messages %}{{ '<|im_start|>' + m.role }}{% endfor %}";
+    eng_chat_detect(dq, sizeof(dq) - 1, &info);
+    CHECK(info.kind == ENG_CHAT_CHATML && strcmp(info.default_system, "Say \"hi\"") == 0);
+
+    /* a default prompt that does not fit is dropped, not truncated */
+    char big[2048];
+    int n = snprintf(big, sizeof(big), "{{ '<|im_start|>system\\n");
+    for (int i = 0; i < 600; i++)
+        big[n++] = 'a';
+    n += snprintf(big + n, sizeof(big) - (size_t)n, "<|im_end|>\\n' }}");
+    eng_chat_detect(big, (size_t)n, &info);
+    CHECK(info.kind == ENG_CHAT_CHATML && info.default_system[0] == '\0');
+}
+
+static void test_render_errors(void) {
+    eng_chat_info info = {.kind = ENG_CHAT_CHATML};
+    char buf[64];
+    eng_chat_msg bad_role[] = {{NULL, "x"}};
+    eng_chat_msg bad_content[] = {{"user", "x"}, {"assistant", NULL}};
+    CHECK(eng_chat_render(&info, bad_role, 1, true, buf, sizeof(buf)) == -EINVAL);
+    CHECK(eng_chat_render(&info, bad_content, 2, true, buf, sizeof(buf)) == -EINVAL);
+    CHECK(eng_chat_render(&info, NULL, 1, true, buf, sizeof(buf)) == -EINVAL);
+    CHECK(eng_chat_render(NULL, NULL, 0, true, buf, sizeof(buf)) == -EINVAL);
+    CHECK(eng_chat_render(&info, NULL, 0, true, NULL, 5) == -EINVAL);
+    info.kind = ENG_CHAT_NONE;
+    eng_chat_msg ok[] = {{"user", "x"}};
+    CHECK(eng_chat_render(&info, ok, 1, true, buf, sizeof(buf)) == -ENOTSUP);
+
+    /* an unterminated default_system is read only up to its array size */
+    info.kind = ENG_CHAT_CHATML;
+    memset(info.default_system, 'q', sizeof(info.default_system));
+    int r = eng_chat_render(&info, ok, 1, false, NULL, 0);
+    CHECK(r == (int)(strlen("<|im_start|>system\n<|im_end|>\n<|im_start|>user\nx<|im_end|>\n") +
+                     sizeof(info.default_system)));
+}
+
+int main(void) {
+    test_smollm2();
+    test_qwen();
+    test_llama3();
+    test_detect_edges();
+    test_render_errors();
+    if (failures) {
+        fprintf(stderr, "%d check(s) failed\n", failures);
+        return 1;
+    }
+    printf("ok\n");
+    return 0;
+}

@@ -1,0 +1,412 @@
+/* si-bench: speed and memory of the engine on one model, and how far decode
+ * is from what this machine's memory bandwidth allows.
+ *
+ * Figures (docs/benchmark.md explains each):
+ *   load time        eng_model_load() wall time (read + convert to storage)
+ *   prefill tok/s    one eval of n_prompt tokens from an empty context
+ *   time to 1st tok  that eval plus choosing the first token (argmax)
+ *   decode tok/s     n_gen single-token evals after the prompt, greedy
+ *   VmRSS / VmHWM    from /proc/self/status after the runs (before the
+ *                    bandwidth probe, which would inflate them)
+ *   weight bytes     eng_model_info.bytes_weights (resident after conversion)
+ *   bandwidth        best of several streaming reads of a buffer much larger
+ *                    than the caches, split over the same number of threads
+ *   roofline         bandwidth / eng_model_info.bytes_per_token: the decode
+ *                    rate if every step only had to stream its weights once
+ *   --llama-bench    runs llama.cpp's llama-bench -p N -n M -t T -o json on
+ *                    --llama-model (an F16 GGUF reads the same bytes per token
+ *                    as our f16 storage) and prints ours / llama.cpp.
+ *
+ * Prompt tokens are deterministic pseudo-random ids (llama-bench also feeds
+ * random ids); speed of a dense model does not depend on which.
+ *
+ * Usage: si-bench [-m MODEL] [-p 128] [-n 64] [-t THREADS] [-r REPS] [--f32]
+ *                 [--bw-mb 512] [--llama-bench PATH --llama-model GGUF] [--json]
+ */
+#include <errno.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "engine.h"
+
+static void usage(FILE *f) {
+    fprintf(f, "usage: si-bench [-m MODEL] [-p N_PROMPT (128)] [-n N_GEN (64)] [-t THREADS] "
+               "[-r REPS (3)] [--f32] [--bw-mb MB (512)]\n"
+               "                [--llama-bench PATH --llama-model GGUF] [--json]\n");
+}
+
+static char *default_model_path(void) {
+    const char *env = getenv("SI_MODEL");
+    if (env && *env)
+        return strdup(env);
+    const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
+    char buf[4096];
+    if (xdg && *xdg)
+        snprintf(buf, sizeof buf, "%s/selectinfer/SmolLM2-135M-Instruct.Q4_1.gguf", xdg);
+    else
+        snprintf(buf, sizeof buf, "%s/.cache/selectinfer/SmolLM2-135M-Instruct.Q4_1.gguf",
+                 home ? home : ".");
+    return strdup(buf);
+}
+
+/* Reads "Key:   N kB" from /proc/self/status; returns bytes or 0. */
+static uint64_t proc_status_bytes(const char *key) {
+    FILE *f = fopen("/proc/self/status", "r");
+    char line[256];
+    uint64_t v = 0;
+    size_t kl = strlen(key);
+    if (!f)
+        return 0;
+    while (fgets(line, sizeof line, f))
+        if (!strncmp(line, key, kl) && line[kl] == ':') {
+            v = strtoull(line + kl + 1, NULL, 10) * 1024;
+            break;
+        }
+    fclose(f);
+    return v;
+}
+
+/* ---- memory bandwidth ---------------------------------------------------- */
+
+typedef struct bw_job {
+    const uint64_t *p;
+    size_t n; /* uint64 words */
+    uint64_t sum;
+} bw_job;
+
+static volatile uint64_t bw_sink;
+
+static void *bw_read(void *arg) {
+    bw_job *j = arg;
+    /* Four independent sums let the compiler vectorize and keep several
+     * loads in flight; the result is kept so the reads cannot be elided. */
+    uint64_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+    size_t i = 0;
+    for (; i + 4 <= j->n; i += 4) {
+        s0 += j->p[i];
+        s1 += j->p[i + 1];
+        s2 += j->p[i + 2];
+        s3 += j->p[i + 3];
+    }
+    for (; i < j->n; i++)
+        s0 += j->p[i];
+    j->sum = s0 + s1 + s2 + s3;
+    return NULL;
+}
+
+/* Best-of-passes read bandwidth in bytes/s over mb MiB with n_threads. */
+static double measure_bandwidth(size_t mb, int n_threads) {
+    size_t bytes = mb << 20;
+    uint64_t *buf = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (buf == MAP_FAILED)
+        return 0;
+    /* Write every page: untouched anonymous pages all map the zero page,
+     * which would be read from the cache. */
+    memset(buf, 1, bytes);
+    if (n_threads < 1)
+        n_threads = 1;
+    if (n_threads > 256)
+        n_threads = 256;
+    size_t words = bytes / sizeof(uint64_t), per = words / (size_t)n_threads;
+    double best = 0;
+    for (int pass = 0; pass < 6; pass++) {
+        bw_job jobs[256];
+        pthread_t th[256];
+        uint64_t t0 = eng_time_ns();
+        for (int t = 0; t < n_threads; t++) {
+            jobs[t].p = buf + (size_t)t * per;
+            jobs[t].n = t == n_threads - 1 ? words - (size_t)t * per : per;
+            if (t > 0)
+                pthread_create(&th[t], NULL, bw_read, &jobs[t]);
+        }
+        bw_read(&jobs[0]);
+        for (int t = 1; t < n_threads; t++)
+            pthread_join(th[t], NULL);
+        uint64_t dt = eng_time_ns() - t0;
+        for (int t = 0; t < n_threads; t++)
+            bw_sink += jobs[t].sum;
+        double bw = (double)bytes / ((double)dt / 1e9);
+        if (pass > 0 && bw > best) /* pass 0 warms the TLB and the threads */
+            best = bw;
+    }
+    munmap(buf, bytes);
+    return best;
+}
+
+/* ---- llama-bench ------------------------------------------------------- */
+
+/* Finds "key": number inside [p, end); returns NAN when absent. */
+static double json_num(const char *p, const char *end, const char *key) {
+    char pat[64];
+    snprintf(pat, sizeof pat, "\"%s\"", key);
+    size_t pl = strlen(pat);
+    for (const char *q = p; q + pl < end; q++)
+        if (!memcmp(q, pat, pl)) {
+            q += pl;
+            while (q < end && (*q == ' ' || *q == ':'))
+                q++;
+            return strtod(q, NULL);
+        }
+    return NAN;
+}
+
+/* Runs llama-bench and fills its prefill and decode tok/s (NAN when absent). */
+static int run_llama_bench(const char *bin, const char *model, int n_prompt, int n_gen,
+                           int n_threads, int reps, double *ret_pp, double *ret_tg) {
+    if (strchr(bin, '\'') || strchr(model, '\''))
+        return -EINVAL;
+    char cmd[8192];
+    snprintf(cmd, sizeof cmd, "'%s' -m '%s' -p %d -n %d -t %d -r %d -o json 2>/dev/null", bin,
+             model, n_prompt, n_gen, n_threads, reps);
+    FILE *f = popen(cmd, "r");
+    if (!f)
+        return -errno;
+    size_t cap = 1 << 16, len = 0;
+    char *out = malloc(cap);
+    size_t n;
+    while (out && (n = fread(out + len, 1, cap - 1 - len, f)) > 0) {
+        len += n;
+        if (len + 1 == cap) {
+            if (cap >= (16u << 20))
+                break;
+            char *nb = realloc(out, cap * 2);
+            if (!nb)
+                break;
+            out = nb;
+            cap *= 2;
+        }
+    }
+    int status = pclose(f);
+    if (!out)
+        return -ENOMEM;
+    out[len] = 0;
+    *ret_pp = *ret_tg = NAN;
+    /* llama-bench -o json prints an array of flat objects, one per test. */
+    for (char *o = strchr(out, '{'); o; o = strchr(o + 1, '{')) {
+        char *e = strchr(o, '}');
+        if (!e)
+            break;
+        double np = json_num(o, e, "n_prompt"), ng = json_num(o, e, "n_gen");
+        double ts = json_num(o, e, "avg_ts");
+        if (np > 0 && ng == 0)
+            *ret_pp = ts;
+        else if (ng > 0 && np == 0)
+            *ret_tg = ts;
+        o = e;
+    }
+    free(out);
+    return status == 0 ? 0 : -ECHILD;
+}
+
+/* ---- the engine ---------------------------------------------------------- */
+
+static int32_t argmax(const float *x, int n) {
+    int32_t best = 0;
+    for (int i = 1; i < n; i++)
+        if (x[i] > x[best])
+            best = i;
+    return best;
+}
+
+typedef struct run_result {
+    double prefill_s, ttft_s, decode_s;
+} run_result;
+
+static int one_run(eng_session *s, const int32_t *prompt, int n_prompt, int n_gen, int n_vocab,
+                   run_result *r) {
+    eng_session_reset(s);
+    uint64_t t0 = eng_time_ns();
+    int rc = eng_session_eval(s, prompt, (size_t)n_prompt, 0);
+    if (rc < 0)
+        return rc;
+    uint64_t t1 = eng_time_ns();
+    int32_t tok = argmax(eng_session_logits(s, -1), n_vocab);
+    uint64_t t2 = eng_time_ns();
+    for (int i = 0; i < n_gen; i++) {
+        if ((rc = eng_session_eval(s, &tok, 1, 0)) < 0)
+            return rc;
+        tok = argmax(eng_session_logits(s, -1), n_vocab);
+    }
+    uint64_t t3 = eng_time_ns();
+    r->prefill_s = (double)(t1 - t0) / 1e9;
+    r->ttft_s = (double)(t2 - t0) / 1e9;
+    r->decode_s = (double)(t3 - t2) / 1e9;
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    char *model_path = NULL;
+    const char *llama_bench = NULL, *llama_model = NULL;
+    int n_prompt = 128, n_gen = 64, n_threads = 0, reps = 3, bw_mb = 512;
+    bool json = false, f32 = false;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        bool has = i + 1 < argc;
+        if (!strcmp(a, "-m") && has) {
+            free(model_path);
+            model_path = strdup(argv[++i]);
+        } else if (!strcmp(a, "-p") && has)
+            n_prompt = atoi(argv[++i]);
+        else if (!strcmp(a, "-n") && has)
+            n_gen = atoi(argv[++i]);
+        else if (!strcmp(a, "-t") && has)
+            n_threads = atoi(argv[++i]);
+        else if (!strcmp(a, "-r") && has)
+            reps = atoi(argv[++i]);
+        else if (!strcmp(a, "--bw-mb") && has)
+            bw_mb = atoi(argv[++i]);
+        else if (!strcmp(a, "--llama-bench") && has)
+            llama_bench = argv[++i];
+        else if (!strcmp(a, "--llama-model") && has)
+            llama_model = argv[++i];
+        else if (!strcmp(a, "--json"))
+            json = true;
+        else if (!strcmp(a, "--f32"))
+            f32 = true;
+        else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            usage(stdout);
+            return 0;
+        } else {
+            usage(stderr);
+            return 2;
+        }
+    }
+    if (n_prompt < 1 || n_prompt > 16384 || n_gen < 1 || n_gen > 16384 || reps < 1 || reps > 100 ||
+        bw_mb < 16 || bw_mb > 65536 || n_threads > 256 || (llama_bench && !llama_model)) {
+        usage(stderr);
+        return 2;
+    }
+    if (!model_path)
+        model_path = default_model_path();
+
+    eng_model_params mp = eng_model_params_default();
+    mp.storage = f32 ? ENG_DTYPE_F32 : ENG_DTYPE_F16;
+    mp.n_threads = n_threads;
+    eng_model *m;
+    eng_error err = {{0}};
+    uint64_t t0 = eng_time_ns();
+    int rc = eng_model_load(model_path, &mp, &m, &err);
+    double load_s = (double)(eng_time_ns() - t0) / 1e9;
+    if (rc < 0) {
+        fprintf(stderr, "Failed to load model '%s': %s (%s)\n", model_path, err.msg, strerror(-rc));
+        return 1;
+    }
+    eng_model_info info;
+    eng_model_get_info(m, &info);
+
+    eng_session_params sp = eng_session_params_default();
+    sp.n_ctx = n_prompt + n_gen + 1;
+    sp.n_batch = n_prompt;
+    eng_session *s;
+    if ((rc = eng_session_new(m, &sp, &s)) < 0) {
+        fprintf(stderr, "Failed to create a session: %s\n", strerror(-rc));
+        return 1;
+    }
+    int32_t *prompt = malloc((size_t)n_prompt * sizeof(int32_t));
+    if (!prompt)
+        return 1;
+    uint64_t x = 0x9e3779b97f4a7c15ull; /* xorshift: same prompt every run */
+    for (int i = 0; i < n_prompt; i++) {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        prompt[i] = (int32_t)(x % (uint64_t)info.n_vocab);
+    }
+
+    /* One warm-up run (page faults, thread start-up), then reps measured. */
+    run_result r, sum = {0};
+    int warm_gen = n_gen < 8 ? n_gen : 8;
+    if ((rc = one_run(s, prompt, n_prompt, warm_gen, info.n_vocab, &r)) < 0) {
+        fprintf(stderr, "Evaluation failed: %s\n", strerror(-rc));
+        return 1;
+    }
+    double pp_tps[100], tg_tps[100];
+    for (int i = 0; i < reps; i++) {
+        if ((rc = one_run(s, prompt, n_prompt, n_gen, info.n_vocab, &r)) < 0) {
+            fprintf(stderr, "Evaluation failed: %s\n", strerror(-rc));
+            return 1;
+        }
+        sum.prefill_s += r.prefill_s;
+        sum.ttft_s += r.ttft_s;
+        sum.decode_s += r.decode_s;
+        pp_tps[i] = n_prompt / r.prefill_s;
+        tg_tps[i] = n_gen / r.decode_s;
+    }
+    double pp_mean = 0, tg_mean = 0, pp_sd = 0, tg_sd = 0;
+    for (int i = 0; i < reps; i++) {
+        pp_mean += pp_tps[i] / reps;
+        tg_mean += tg_tps[i] / reps;
+    }
+    for (int i = 0; i < reps; i++) {
+        pp_sd += (pp_tps[i] - pp_mean) * (pp_tps[i] - pp_mean);
+        tg_sd += (tg_tps[i] - tg_mean) * (tg_tps[i] - tg_mean);
+    }
+    pp_sd = reps > 1 ? sqrt(pp_sd / (reps - 1)) : 0;
+    tg_sd = reps > 1 ? sqrt(tg_sd / (reps - 1)) : 0;
+    double ttft_ms = sum.ttft_s / reps * 1e3;
+    uint64_t rss = proc_status_bytes("VmRSS"), hwm = proc_status_bytes("VmHWM");
+    int threads = info.n_threads;
+    eng_session_free(s);
+    eng_model_free(m);
+    free(prompt);
+
+    double bw = measure_bandwidth((size_t)bw_mb, threads);
+    double roofline = info.bytes_per_token ? bw / (double)info.bytes_per_token : 0;
+
+    double l_pp = NAN, l_tg = NAN;
+    int lrc = 0;
+    if (llama_bench) {
+        lrc = run_llama_bench(llama_bench, llama_model, n_prompt, n_gen, threads, reps, &l_pp, &l_tg);
+        if (lrc < 0 || isnan(l_pp) || isnan(l_tg))
+            fprintf(stderr, "llama-bench '%s' failed or printed no results (%s)\n", llama_bench,
+                    lrc < 0 ? strerror(-lrc) : "no pp/tg rows");
+    }
+
+    const char *storage = f32 ? "f32" : "f16";
+    if (json) {
+        printf("{\"model\": \"%s\", \"storage\": \"%s\", \"threads\": %d, \"backend\": \"%s\",\n",
+               model_path, storage, threads, "cpu");
+        printf(" \"n_prompt\": %d, \"n_gen\": %d, \"reps\": %d,\n", n_prompt, n_gen, reps);
+        printf(" \"load_s\": %.4f, \"prefill_tps\": %.3f, \"prefill_tps_sd\": %.3f, "
+               "\"decode_tps\": %.3f, \"decode_tps_sd\": %.3f, \"ttft_ms\": %.3f,\n",
+               load_s, pp_mean, pp_sd, tg_mean, tg_sd, ttft_ms);
+        printf(" \"vmrss_bytes\": %llu, \"vmhwm_bytes\": %llu, \"weight_bytes\": %llu, "
+               "\"bytes_per_token\": %llu,\n",
+               (unsigned long long)rss, (unsigned long long)hwm,
+               (unsigned long long)info.bytes_weights, (unsigned long long)info.bytes_per_token);
+        printf(" \"bandwidth_gbs\": %.3f, \"roofline_decode_tps\": %.3f, \"roofline_ratio\": %.4f",
+               bw / 1e9, roofline, roofline > 0 ? tg_mean / roofline : 0.0);
+        if (llama_bench && !isnan(l_pp) && !isnan(l_tg))
+            printf(",\n \"llama_model\": \"%s\", \"llama_prefill_tps\": %.3f, \"llama_decode_tps\": %.3f, "
+                   "\"prefill_ratio\": %.4f, \"decode_ratio\": %.4f",
+                   llama_model, l_pp, l_tg, pp_mean / l_pp, tg_mean / l_tg);
+        printf("}\n");
+    } else {
+        printf("model            %s (%s, %d layers, n_embd %d)\n", model_path, info.arch,
+               info.n_layer, info.n_embd);
+        printf("storage          %s, %d threads\n", storage, threads);
+        printf("load time        %.3f s\n", load_s);
+        printf("prefill          %.1f tok/s (+- %.1f, %d tokens, %d reps)\n", pp_mean, pp_sd,
+               n_prompt, reps);
+        printf("time to 1st tok  %.1f ms\n", ttft_ms);
+        printf("decode           %.2f tok/s (+- %.2f, %d tokens)\n", tg_mean, tg_sd, n_gen);
+        printf("memory           VmRSS %.1f MiB, VmHWM %.1f MiB, weights %.1f MiB\n",
+               rss / 1048576.0, hwm / 1048576.0, info.bytes_weights / 1048576.0);
+        printf("bytes per token  %.1f MiB\n", info.bytes_per_token / 1048576.0);
+        printf("read bandwidth   %.2f GB/s (%d MiB buffer, %d threads)\n", bw / 1e9, bw_mb, threads);
+        printf("roofline decode  %.2f tok/s; achieved %.1f %%\n", roofline,
+               roofline > 0 ? 100.0 * tg_mean / roofline : 0.0);
+        if (llama_bench && !isnan(l_pp) && !isnan(l_tg)) {
+            printf("llama.cpp        %s: prefill %.1f tok/s, decode %.2f tok/s\n", llama_model, l_pp, l_tg);
+            printf("ours/llama.cpp   prefill %.3f, decode %.3f\n", pp_mean / l_pp, tg_mean / l_tg);
+        }
+    }
+    free(model_path);
+    return llama_bench && (lrc < 0 || isnan(l_pp) || isnan(l_tg)) ? 1 : 0;
+}

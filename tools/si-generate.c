@@ -1,0 +1,181 @@
+/* si-generate: one-shot generation from a GGUF model, without the daemon.
+ *
+ *   si-generate -m model.gguf -p "What is the capital of France?"
+ *
+ * The prompt is a chat message rendered with the model's chat template
+ * unless --raw is given. Text streams to stdout; statistics go to stderr.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine.h"
+
+static void usage(FILE *out)
+{
+    fprintf(out,
+            "usage: si-generate -m MODEL -p PROMPT [options]\n"
+            "  -m, --model PATH        GGUF model\n"
+            "  -p, --prompt TEXT       user message (or raw text with --raw)\n"
+            "  -s, --system TEXT       system message\n"
+            "      --raw               do not apply the chat template\n"
+            "  -n, --max-tokens N      tokens to generate (default 128)\n"
+            "  -t, --threads N         worker threads (default: all CPUs)\n"
+            "  -c, --ctx N             context length (default 2048)\n"
+            "      --temp F            temperature (default 0: greedy)\n"
+            "      --top-k N, --top-p F, --min-p F, --repeat-penalty F, --seed N\n"
+            "      --stop TEXT         stop string (repeatable)\n"
+            "      --f32               keep weights in f32 instead of f16\n");
+}
+
+static int on_text(void *ud, const char *text, size_t len)
+{
+    (void)ud;
+    fwrite(text, 1, len, stdout);
+    fflush(stdout);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    const char *model_path = NULL, *prompt = NULL, *system = NULL;
+    bool raw = false;
+    const char *stops[16];
+    size_t n_stop = 0;
+    eng_model_params mp = eng_model_params_default();
+    eng_session_params sp = eng_session_params_default();
+    eng_gen_params gp = eng_gen_params_default();
+    gp.max_tokens = 128;
+
+    enum { O_RAW = 256, O_TEMP, O_TOPK, O_TOPP, O_MINP, O_REP, O_SEED, O_STOP, O_F32 };
+    static const struct option opts[] = {
+        { "model", required_argument, 0, 'm' },   { "prompt", required_argument, 0, 'p' },
+        { "system", required_argument, 0, 's' },  { "raw", no_argument, 0, O_RAW },
+        { "max-tokens", required_argument, 0, 'n' }, { "threads", required_argument, 0, 't' },
+        { "ctx", required_argument, 0, 'c' },     { "temp", required_argument, 0, O_TEMP },
+        { "top-k", required_argument, 0, O_TOPK }, { "top-p", required_argument, 0, O_TOPP },
+        { "min-p", required_argument, 0, O_MINP }, { "repeat-penalty", required_argument, 0, O_REP },
+        { "seed", required_argument, 0, O_SEED }, { "stop", required_argument, 0, O_STOP },
+        { "f32", no_argument, 0, O_F32 },         { "help", no_argument, 0, 'h' },
+        { 0, 0, 0, 0 },
+    };
+    int c;
+    while ((c = getopt_long(argc, argv, "m:p:s:n:t:c:h", opts, NULL)) != -1) {
+        switch (c) {
+        case 'm': model_path = optarg; break;
+        case 'p': prompt = optarg; break;
+        case 's': system = optarg; break;
+        case 'n': gp.max_tokens = atoi(optarg); break;
+        case 't': mp.n_threads = atoi(optarg); break;
+        case 'c': sp.n_ctx = atoi(optarg); break;
+        case O_RAW: raw = true; break;
+        case O_TEMP: gp.sampler.temperature = strtof(optarg, NULL); break;
+        case O_TOPK: gp.sampler.top_k = atoi(optarg); break;
+        case O_TOPP: gp.sampler.top_p = strtof(optarg, NULL); break;
+        case O_MINP: gp.sampler.min_p = strtof(optarg, NULL); break;
+        case O_REP: gp.sampler.repeat_penalty = strtof(optarg, NULL); break;
+        case O_SEED: gp.sampler.seed = strtoull(optarg, NULL, 10); break;
+        case O_STOP:
+            if (n_stop == sizeof(stops) / sizeof(stops[0])) {
+                fprintf(stderr, "too many --stop strings (at most 16)\n");
+                return 2;
+            }
+            stops[n_stop++] = optarg;
+            break;
+        case O_F32: mp.storage = ENG_DTYPE_F32; break;
+        case 'h': usage(stdout); return 0;
+        default: usage(stderr); return 2;
+        }
+    }
+    if (!model_path)
+        model_path = getenv("SI_MODEL");
+    if (!model_path || !prompt) {
+        usage(stderr);
+        return 2;
+    }
+    gp.stop = stops;
+    gp.n_stop = n_stop;
+
+    eng_error err;
+    eng_model *model;
+    uint64_t t0 = eng_time_ns();
+    int r = eng_model_load(model_path, &mp, &model, &err);
+    if (r < 0) {
+        fprintf(stderr, "Failed to load model '%s': %s\n", model_path, err.msg);
+        return 1;
+    }
+    uint64_t t_load = eng_time_ns() - t0;
+
+    char *text = NULL;
+    size_t text_len;
+    if (raw) {
+        text = strdup(prompt);
+        text_len = strlen(prompt);
+    } else {
+        eng_chat_msg msgs[2];
+        size_t n = 0;
+        if (system)
+            msgs[n++] = (eng_chat_msg){ "system", system };
+        msgs[n++] = (eng_chat_msg){ "user", prompt };
+        int len = eng_chat_apply(model, msgs, n, true, NULL, 0);
+        if (len < 0) {
+            fprintf(stderr, "The model has no chat template I know; use --raw (%s)\n",
+                    strerror(-len));
+            eng_model_free(model);
+            return 1;
+        }
+        text = malloc((size_t)len + 1);
+        if (text)
+            eng_chat_apply(model, msgs, n, true, text, (size_t)len + 1);
+        text_len = (size_t)len;
+    }
+    if (!text) {
+        fprintf(stderr, "out of memory\n");
+        eng_model_free(model);
+        return 1;
+    }
+
+    size_t n_tok = 0;
+    unsigned flags = ENG_TOK_ADD_SPECIAL | ENG_TOK_PARSE_SPECIAL;
+    eng_tokenize(model, text, text_len, flags, NULL, 0, &n_tok);
+    int32_t *toks = malloc((n_tok + 1) * sizeof(*toks));
+    if (!toks || eng_tokenize(model, text, text_len, flags, toks, n_tok, &n_tok) < 0) {
+        fprintf(stderr, "cannot tokenize the prompt\n");
+        free(text);
+        free(toks);
+        eng_model_free(model);
+        return 1;
+    }
+
+    eng_session *sess;
+    if ((r = eng_session_new(model, &sp, &sess)) < 0) {
+        fprintf(stderr, "cannot create a session: %s\n", strerror(-r));
+        free(text);
+        free(toks);
+        eng_model_free(model);
+        return 1;
+    }
+    eng_gen_stats st;
+    r = eng_generate(sess, toks, n_tok, &gp, on_text, NULL, &st);
+    printf("\n");
+    if (r < 0) {
+        fprintf(stderr, "generation failed: %s\n", strerror(-r));
+    } else {
+        eng_model_info info;
+        eng_model_get_info(model, &info);
+        fprintf(stderr,
+                "model %s (%s), %d threads, load %.0f ms\n"
+                "prompt %d tokens, %.1f tok/s; generated %d tokens, %.1f tok/s; stop: %s\n",
+                info.name, info.arch, info.n_threads, t_load / 1e6, st.n_prompt,
+                st.prefill_ns ? st.n_prompt * 1e9 / st.prefill_ns : 0.0, st.n_generated,
+                st.decode_ns ? st.n_generated * 1e9 / st.decode_ns : 0.0,
+                eng_stop_reason_name(st.stop_reason));
+    }
+    eng_session_free(sess);
+    free(text);
+    free(toks);
+    eng_model_free(model);
+    return r < 0 ? 1 : 0;
+}
