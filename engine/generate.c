@@ -90,9 +90,11 @@ static int release(eng__textstream *t, size_t n, const char **ret_text, size_t *
     int r = grow(&t->out, &t->cap_out, n + 1);
     if (r < 0)
         return r;
-    memcpy(t->out, t->pend, n);
+    if (n > 0)
+        memcpy(t->out, t->pend, n);
     t->out[n] = '\0';
-    memmove(t->pend, t->pend + n, t->n_pend - n);
+    if (t->n_pend > n)
+        memmove(t->pend, t->pend + n, t->n_pend - n);
     t->n_pend -= n;
     *ret_text = t->out;
     *ret_len = n;

@@ -1,0 +1,1242 @@
+/* The loop thread of selectinferd: the Unix socket, framing, dispatch of
+ * requests, replies, status, admin operations and the start-up / reload /
+ * shutdown phases. See daemon.h for how it shares work with worker.c. */
+#include "daemon.h"
+#include "log.h"
+
+#include <errno.h>
+#include <grp.h>
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#ifdef HAVE_SYSTEMD
+#include <systemd/sd-daemon.h>
+#endif
+
+/* ---- systemd: all no-ops without libsystemd or NOTIFY_SOCKET ------------- */
+
+static void notify(const char *state)
+{
+#ifdef HAVE_SYSTEMD
+    sd_notify(0, state);
+#else
+    (void)state;
+#endif
+}
+
+static void notify_status(const char *fmt, const char *arg)
+{
+    char buf[512];
+    snprintf(buf, sizeof(buf), "STATUS=");
+    snprintf(buf + 7, sizeof(buf) - 7, fmt, arg);
+    notify(buf);
+}
+
+/* ---- requests and connections ------------------------------------------ */
+
+void sid_req_free(sid_req *req)
+{
+    if (!req)
+        return;
+    si_message_free(req->msg ? &req->msg->base : NULL);
+    free(req->text);
+    free(req);
+}
+
+static uint64_t now_ns(void)
+{
+    return uv_hrtime();
+}
+
+static void conn_maybe_free(sid_conn *c)
+{
+    if (!c->closed || c->n_reqs > 0)
+        return;
+    si_frame_reader_clear(&c->rd);
+    free(c);
+}
+
+static void conn_unlink_req(sid_conn *c, sid_req *req)
+{
+    for (sid_req **p = &c->reqs; *p; p = &(*p)->next) {
+        if (*p == req) {
+            *p = req->next;
+            c->n_reqs--;
+            return;
+        }
+    }
+}
+
+static void on_conn_closed(uv_handle_t *h)
+{
+    sid_conn *c = h->data;
+    sid_server *srv = c->srv;
+    if (c->prev)
+        c->prev->next = c->next;
+    else
+        srv->conns = c->next;
+    if (c->next)
+        c->next->prev = c->prev;
+    c->closed = true;
+    conn_maybe_free(c);
+}
+
+/* Detaches a connection from the daemon's work: no more reads or replies;
+ * queued requests are dropped, the running one is cancelled (the connection
+ * is freed once the worker hands it back). Idempotent. */
+static void conn_detach(sid_conn *c, const char *why)
+{
+    if (c->closing)
+        return;
+    sid_server *srv = c->srv;
+    sid_debug("client %llu (pid %d): closing: %s", (unsigned long long)c->serial, (int)c->pid, why);
+    c->closing = true;
+    srv->n_conns--;
+    pthread_mutex_lock(&srv->mu);
+    sid_req *keep = NULL, *next;
+    for (sid_req *r = c->reqs; r; r = next) {
+        next = r->next;
+        if (r->q.lane) { /* still queued: the worker never sees it */
+            sid_queue_remove(&srv->queue, &r->q);
+            srv->n.requests_cancelled++;
+            c->n_reqs--;
+            sid_req_free(r);
+        } else {
+            atomic_store(&r->cancelled, true);
+            r->next = keep;
+            keep = r;
+        }
+    }
+    c->reqs = keep;
+    pthread_mutex_unlock(&srv->mu);
+    uv_read_stop((uv_stream_t *)&c->pipe);
+}
+
+/* Closes a connection now (pending writes are cancelled). */
+static void conn_drop(sid_conn *c, const char *why)
+{
+    conn_detach(c, why);
+    if (!uv_is_closing((uv_handle_t *)&c->pipe))
+        uv_close((uv_handle_t *)&c->pipe, on_conn_closed);
+}
+
+static void on_flushed(uv_shutdown_t *sr, int status)
+{
+    sid_conn *c = sr->data;
+    if (!uv_is_closing((uv_handle_t *)&c->pipe))
+        uv_close((uv_handle_t *)&c->pipe, on_conn_closed);
+}
+
+/* Detaches, lets the replies already queued reach the peer, then closes. A
+ * peer that does not read is closed by the stall check. */
+static void conn_close_after_flush(sid_conn *c, const char *why)
+{
+    conn_detach(c, why);
+    if (c->flushing || uv_is_closing((uv_handle_t *)&c->pipe))
+        return;
+    c->shutdown_req.data = c;
+    if (uv_shutdown(&c->shutdown_req, (uv_stream_t *)&c->pipe, on_flushed) == 0) {
+        c->flushing = true;
+        if (!c->stall_since)
+            c->stall_since = uv_hrtime();
+    } else {
+        uv_close((uv_handle_t *)&c->pipe, on_conn_closed);
+    }
+}
+
+typedef struct wreq {
+    uv_write_t w;
+    sid_conn *conn;
+    uint8_t *buf;
+} wreq;
+
+static void on_written(uv_write_t *w, int status)
+{
+    wreq *wr = (wreq *)w;
+    sid_conn *c = wr->conn;
+    free(wr->buf);
+    free(wr);
+    if (status < 0 || uv_is_closing((uv_handle_t *)&c->pipe))
+        return;
+    size_t q = uv_stream_get_write_queue_size((uv_stream_t *)&c->pipe);
+    c->stall_since = q ? now_ns() : 0; /* progress: the stall clock restarts */
+}
+
+static void send_response(sid_conn *c, Selectinfer__Response *r)
+{
+    if (c->closing)
+        return;
+    sid_server *srv = c->srv;
+    uint8_t *buf;
+    size_t len;
+    int rc = si_frame_pack(&r->base, SID_MAX_REPLY, &buf, &len);
+    if (rc < 0) {
+        sid_err("client %llu: cannot pack a reply: %s", (unsigned long long)c->serial, strerror(-rc));
+        return;
+    }
+    wreq *wr = malloc(sizeof(*wr));
+    if (!wr) {
+        free(buf);
+        conn_drop(c, "out of memory");
+        return;
+    }
+    wr->conn = c;
+    wr->buf = buf;
+    uv_buf_t b = uv_buf_init((char *)buf, (unsigned)len);
+    rc = uv_write(&wr->w, (uv_stream_t *)&c->pipe, &b, 1, on_written);
+    if (rc < 0) {
+        free(buf);
+        free(wr);
+        conn_drop(c, uv_strerror(rc));
+        return;
+    }
+    size_t q = uv_stream_get_write_queue_size((uv_stream_t *)&c->pipe);
+    if (q > srv->cfg.client_write_buffer) {
+        sid_log_once(&srv->once_slow, SID_LOG_WARNING,
+                     "Client %llu (pid %d) stopped reading: %zu bytes queued (client_write_buffer %u); dropping it",
+                     (unsigned long long)c->serial, (int)c->pid, q, srv->cfg.client_write_buffer);
+        srv->n.clients_dropped++;
+        conn_drop(c, "slow reader");
+    } else if (q > 0 && c->stall_since == 0) {
+        c->stall_since = now_ns();
+    }
+}
+
+static void send_error(sid_conn *c, uint64_t id, int code, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+static void send_error(sid_conn *c, uint64_t id, int code, const char *fmt, ...)
+{
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    Selectinfer__Error e = SELECTINFER__ERROR__INIT;
+    e.has_code = true;
+    e.code = code;
+    e.message = msg;
+    Selectinfer__Response r = SELECTINFER__RESPONSE__INIT;
+    r.has_id = true;
+    r.id = id;
+    r.body_case = SELECTINFER__RESPONSE__BODY_ERROR;
+    r.error = &e;
+    send_response(c, &r);
+}
+
+static void send_ack(sid_conn *c, uint64_t id, const char *msg)
+{
+    Selectinfer__Ack a = SELECTINFER__ACK__INIT;
+    a.message = (char *)msg;
+    Selectinfer__Response r = SELECTINFER__RESPONSE__INIT;
+    r.has_id = true;
+    r.id = id;
+    r.body_case = SELECTINFER__RESPONSE__BODY_ACK;
+    r.ack = &a;
+    send_response(c, &r);
+}
+
+static Selectinfer__StopReason stop_reason_wire(eng_stop_reason s)
+{
+    switch (s) {
+    case ENG_STOP_LENGTH: return SELECTINFER__STOP_REASON__STOP_LENGTH;
+    case ENG_STOP_EOS: return SELECTINFER__STOP_REASON__STOP_EOS;
+    case ENG_STOP_STRING: return SELECTINFER__STOP_REASON__STOP_STRING;
+    case ENG_STOP_CANCELLED: return SELECTINFER__STOP_REASON__STOP_CANCELLED;
+    case ENG_STOP_CONTEXT: return SELECTINFER__STOP_REASON__STOP_CONTEXT;
+    default: return SELECTINFER__STOP_REASON__STOP_UNSPECIFIED;
+    }
+}
+
+/* The terminal reply of a generate request; counts it. */
+static void send_done(sid_server *srv, sid_req *req)
+{
+    sid_conn *c = req->conn;
+    if (req->err_code) {
+        srv->n.requests_failed++;
+        send_error(c, req->id, req->err_code, "%s", req->err_msg);
+        return;
+    }
+    const eng_gen_stats *st = &req->stats;
+    if (st->stop_reason == ENG_STOP_CANCELLED)
+        srv->n.requests_cancelled++;
+    else
+        srv->n.requests_served++;
+    srv->n.prompt_tokens += (uint64_t)(st->n_prompt > 0 ? st->n_prompt : 0);
+    srv->n.generated_tokens += (uint64_t)(st->n_generated > 0 ? st->n_generated : 0);
+    Selectinfer__Done d = SELECTINFER__DONE__INIT;
+    d.has_stop_reason = true;
+    d.stop_reason = stop_reason_wire(st->stop_reason);
+    d.has_prompt_tokens = true;
+    d.prompt_tokens = (uint32_t)(st->n_prompt > 0 ? st->n_prompt : 0);
+    d.has_generated_tokens = true;
+    d.generated_tokens = (uint32_t)(st->n_generated > 0 ? st->n_generated : 0);
+    d.has_prefill_ns = true;
+    d.prefill_ns = st->prefill_ns;
+    d.has_decode_ns = true;
+    d.decode_ns = st->decode_ns;
+    d.has_queue_ns = true;
+    d.queue_ns = req->t_started > req->t_queued ? req->t_started - req->t_queued : 0;
+    /* Dense model: every FFN neuron is computed. The selection code will
+     * report its own share here. */
+    d.has_ffn_share = true;
+    d.ffn_share = 1.0f;
+    d.profile = srv->cfg.profile;
+    if (!req->stream) {
+        d.has_text = true;
+        d.text.data = (uint8_t *)req->text;
+        d.text.len = req->text_len;
+    }
+    Selectinfer__Response r = SELECTINFER__RESPONSE__INIT;
+    r.has_id = true;
+    r.id = req->id;
+    r.body_case = SELECTINFER__RESPONSE__BODY_DONE;
+    r.done = &d;
+    send_response(c, &r);
+}
+
+static void send_chunk(sid_conn *c, uint64_t id, const char *text, size_t len)
+{
+    Selectinfer__Chunk ch = SELECTINFER__CHUNK__INIT;
+    ch.has_text = true;
+    ch.text.data = (uint8_t *)text;
+    ch.text.len = len;
+    Selectinfer__Response r = SELECTINFER__RESPONSE__INIT;
+    r.has_id = true;
+    r.id = id;
+    r.body_case = SELECTINFER__RESPONSE__BODY_CHUNK;
+    r.chunk = &ch;
+    send_response(c, &r);
+}
+
+/* Ends a request the worker never saw (cancelled while queued, shutdown). */
+static void finish_unrun(sid_server *srv, sid_req *req, int err_code, const char *msg)
+{
+    sid_conn *c = req->conn;
+    if (err_code) {
+        req->err_code = err_code;
+        snprintf(req->err_msg, sizeof(req->err_msg), "%s", msg);
+    } else {
+        req->stats.stop_reason = ENG_STOP_CANCELLED;
+    }
+    req->t_started = now_ns();
+    send_done(srv, req);
+    conn_unlink_req(c, req);
+    sid_req_free(req);
+    conn_maybe_free(c);
+}
+
+/* ---- status -------------------------------------------------------------- */
+
+static uint64_t rss_bytes(void)
+{
+    FILE *f = fopen("/proc/self/statm", "re");
+    if (!f)
+        return 0;
+    unsigned long size = 0, rss = 0;
+    int n = fscanf(f, "%lu %lu", &size, &rss);
+    fclose(f);
+    return n == 2 ? (uint64_t)rss * (uint64_t)sysconf(_SC_PAGESIZE) : 0;
+}
+
+static void fill_active_profile(sid_server *srv, Selectinfer__ProfileInfo *p)
+{
+    /* Until task profiles exist the only profile is the dense model. */
+    p->name = srv->cfg.profile;
+    p->task = "";
+    p->has_gamma = p->has_delta = p->has_phi = p->has_active = true;
+    p->gamma = 1.0f;
+    p->delta = 0.0f;
+    p->phi = 1.0f;
+    p->active = true;
+}
+
+static void handle_status(sid_server *srv, sid_conn *c, uint64_t id)
+{
+    Selectinfer__Status s = SELECTINFER__STATUS__INIT;
+    Selectinfer__ProfileInfo prof = SELECTINFER__PROFILE_INFO__INIT;
+    bool loaded = srv->state == SELECTINFER__DAEMON_STATE__STATE_READY ||
+                  (srv->state == SELECTINFER__DAEMON_STATE__STATE_STOPPING && srv->n_ctx > 0);
+    s.has_state = true;
+    s.state = srv->state;
+    s.version = SID_VERSION;
+    s.has_protocol_version = true;
+    s.protocol_version = SI_PROTOCOL_VERSION;
+    s.model_path = srv->cfg.model;
+    if (loaded) {
+        s.model_name = srv->info.name;
+        s.model_arch = srv->info.arch;
+        s.backend = srv->backend;
+        s.has_model_params = s.has_weight_bytes = s.has_n_ctx = s.has_n_threads = true;
+        s.model_params = srv->info.n_params;
+        s.weight_bytes = srv->info.bytes_weights;
+        s.n_ctx = (uint32_t)srv->n_ctx;
+        s.n_threads = (uint32_t)(srv->info.n_threads > 0 ? srv->info.n_threads : 0);
+        fill_active_profile(srv, &prof);
+        s.profile = &prof;
+    }
+    if (srv->state == SELECTINFER__DAEMON_STATE__STATE_FAILED)
+        s.load_error = srv->load_error;
+    s.has_rss_bytes = true;
+    s.rss_bytes = rss_bytes();
+    pthread_mutex_lock(&srv->mu);
+    s.queue_length = (uint32_t)sid_queue_len(&srv->queue);
+    s.running = srv->running ? 1 : 0;
+    pthread_mutex_unlock(&srv->mu);
+    s.has_queue_length = s.has_running = s.has_queue_capacity = s.has_connections = true;
+    s.queue_capacity = srv->cfg.max_queue;
+    s.connections = srv->n_conns;
+    s.has_requests_served = s.has_requests_failed = s.has_requests_cancelled = true;
+    s.requests_served = srv->n.requests_served;
+    s.requests_failed = srv->n.requests_failed;
+    s.requests_cancelled = srv->n.requests_cancelled;
+    s.has_prompt_tokens = s.has_generated_tokens = s.has_swaps = s.has_reloads = true;
+    s.prompt_tokens = srv->n.prompt_tokens;
+    s.generated_tokens = srv->n.generated_tokens;
+    s.swaps = srv->n.swaps;
+    s.reloads = srv->n.reloads;
+    s.has_uptime_ns = s.has_rejected_overloaded = s.has_clients_dropped = true;
+    s.uptime_ns = now_ns() - srv->t_start;
+    s.rejected_overloaded = srv->n.rejected_overloaded;
+    s.clients_dropped = srv->n.clients_dropped;
+
+    Selectinfer__Response r = SELECTINFER__RESPONSE__INIT;
+    r.has_id = true;
+    r.id = id;
+    r.body_case = SELECTINFER__RESPONSE__BODY_STATUS;
+    r.status = &s;
+    send_response(c, &r);
+}
+
+static void handle_list_profiles(sid_server *srv, sid_conn *c, uint64_t id)
+{
+    /* The profile directory is scanned here once task profiles exist. */
+    Selectinfer__ProfileInfo dense = SELECTINFER__PROFILE_INFO__INIT;
+    fill_active_profile(srv, &dense);
+    Selectinfer__ProfileInfo *list[1] = {&dense};
+    Selectinfer__ProfileList pl = SELECTINFER__PROFILE_LIST__INIT;
+    pl.n_profiles = 1;
+    pl.profiles = list;
+    Selectinfer__Response r = SELECTINFER__RESPONSE__INIT;
+    r.has_id = true;
+    r.id = id;
+    r.body_case = SELECTINFER__RESPONSE__BODY_PROFILES;
+    r.profiles = &pl;
+    send_response(c, &r);
+}
+
+/* ---- admin: profile swap, reload, shutdown ------------------------------ */
+
+static void sid_server_stop(sid_server *srv, int exit_code);
+
+/* Hot-swap of the task profile. The plan once selection exists: validate
+ * the name and parameters here, queue a swap item that the worker runs
+ * between two requests (worker.c, "Hot-swap point"), count srv->n.swaps and
+ * ack when the worker reports the new profile resident; status and done
+ * replies then name it. Until then: a stable NOT_SUPPORTED. */
+static void use_profile(sid_server *srv, sid_conn *c, uint64_t id, const Selectinfer__UseProfile *u)
+{
+    if (!u->name || !u->name[0]) {
+        send_error(c, id, SELECTINFER__ERROR_CODE__INVALID_ARGUMENT, "use_profile needs a profile name");
+        return;
+    }
+    send_error(c, id, SELECTINFER__ERROR_CODE__NOT_SUPPORTED,
+               "profile swap is not supported yet (profile '%s' requested; the dense model stays active)",
+               u->name);
+}
+
+static gid_t resolve_group(const char *name)
+{
+    if (!name || !name[0])
+        return (gid_t)-1;
+    struct group *g = getgrnam(name);
+    if (g)
+        return g->gr_gid;
+    char *end;
+    unsigned long v = strtoul(name, &end, 10);
+    if (*end == '\0' && end != name)
+        return (gid_t)v;
+    sid_warn("Group '%s' does not exist", name);
+    return (gid_t)-1;
+}
+
+/* Re-reads the configuration file (flags still win) and applies what can
+ * change at run time. Returns 0, or -errno with msg filled. */
+static int server_reload(sid_server *srv, char *msg, size_t cap)
+{
+    char mono[64];
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    snprintf(mono, sizeof(mono), "RELOADING=1\nMONOTONIC_USEC=%llu",
+             (unsigned long long)ts.tv_sec * 1000000ull + (unsigned long long)ts.tv_nsec / 1000);
+    notify(mono);
+    sid_config nc;
+    char err[512];
+    int rc = sid_config_build(&nc, srv->config_file, srv->overrides, srv->n_overrides, err, sizeof(err));
+    if (rc < 0) {
+        sid_err("Reload failed, keeping the running configuration: %s", err);
+        snprintf(msg, cap, "%s", err);
+        notify("READY=1");
+        return rc;
+    }
+    const char *fixed = NULL;
+    sid_config_apply_reload(&srv->cfg, &nc, &fixed);
+    sid_log_set_level(srv->cfg.log_level);
+    srv->admin_gid = resolve_group(srv->cfg.admin_group);
+    srv->n.reloads++;
+    if (fixed) {
+        sid_warn("Reload: '%s' changed but takes effect only after a restart", fixed);
+        snprintf(msg, cap, "reloaded; '%s' needs a restart", fixed);
+    } else {
+        snprintf(msg, cap, "reloaded");
+    }
+    sid_info("Configuration reloaded");
+    notify("READY=1");
+    return 0;
+}
+
+static bool require_admin(sid_conn *c, uint64_t id, const char *what)
+{
+    if (c->admin)
+        return true;
+    sid_info("Client %llu (uid %u): %s refused, not an admin", (unsigned long long)c->serial, (unsigned)c->uid, what);
+    send_error(c, id, SELECTINFER__ERROR_CODE__PERMISSION_DENIED,
+               "%s needs root, the daemon's user or the admin group", what);
+    return false;
+}
+
+/* ---- generate ------------------------------------------------------------ */
+
+static bool bad_float(bool has, float v, float lo, float hi, bool lo_open)
+{
+    if (!has)
+        return false;
+    if (!(v >= lo && v <= hi)) /* also NaN */
+        return true;
+    return lo_open && v == lo;
+}
+
+/* Checks what can be checked without the model. Returns an error code and
+ * fills msg, or 0. */
+static int validate_generate(sid_server *srv, const Selectinfer__Generate *g, char *msg, size_t cap)
+{
+    if (g->input_case == SELECTINFER__GENERATE__INPUT_PROMPT) {
+        if (!g->prompt) {
+            snprintf(msg, cap, "prompt is missing");
+            return SELECTINFER__ERROR_CODE__INVALID_ARGUMENT;
+        }
+    } else if (g->input_case == SELECTINFER__GENERATE__INPUT_CHAT) {
+        const Selectinfer__ChatMessages *c = g->chat;
+        if (!c || c->n_messages == 0) {
+            snprintf(msg, cap, "chat has no messages");
+            return SELECTINFER__ERROR_CODE__INVALID_ARGUMENT;
+        }
+        if (c->n_messages > SID_MAX_CHAT_MSGS) {
+            snprintf(msg, cap, "chat has %zu messages; at most %d", c->n_messages, SID_MAX_CHAT_MSGS);
+            return SELECTINFER__ERROR_CODE__INVALID_ARGUMENT;
+        }
+        for (size_t i = 0; i < c->n_messages; i++) {
+            const char *role = c->messages[i]->role;
+            if (!role || (strcmp(role, "system") && strcmp(role, "user") && strcmp(role, "assistant"))) {
+                snprintf(msg, cap, "message %zu: role must be system, user or assistant", i);
+                return SELECTINFER__ERROR_CODE__INVALID_ARGUMENT;
+            }
+            if (!c->messages[i]->content) {
+                snprintf(msg, cap, "message %zu has no content", i);
+                return SELECTINFER__ERROR_CODE__INVALID_ARGUMENT;
+            }
+        }
+    } else {
+        snprintf(msg, cap, "generate needs a prompt or chat messages");
+        return SELECTINFER__ERROR_CODE__INVALID_ARGUMENT;
+    }
+    const Selectinfer__Sampling *s = g->sampling;
+    if (s) {
+        const char *bad = NULL;
+        if (bad_float(s->has_temperature, s->temperature, 0.0f, 100.0f, false)) bad = "temperature must be in [0, 100]";
+        else if (bad_float(s->has_top_p, s->top_p, 0.0f, 1.0f, true)) bad = "top_p must be in (0, 1]";
+        else if (bad_float(s->has_min_p, s->min_p, 0.0f, 1.0f, false) || (s->has_min_p && s->min_p >= 1.0f))
+            bad = "min_p must be in [0, 1)";
+        else if (bad_float(s->has_repeat_penalty, s->repeat_penalty, 0.0f, 10.0f, true))
+            bad = "repeat_penalty must be in (0, 10]";
+        else if (s->has_top_k && s->top_k > 1000000) bad = "top_k is too large";
+        else if (s->has_repeat_last_n && s->repeat_last_n > 1000000) bad = "repeat_last_n is too large";
+        if (bad) {
+            snprintf(msg, cap, "%s", bad);
+            return SELECTINFER__ERROR_CODE__INVALID_ARGUMENT;
+        }
+    }
+    if (g->n_stop > SID_MAX_STOP) {
+        snprintf(msg, cap, "%zu stop strings; at most %d", g->n_stop, SID_MAX_STOP);
+        return SELECTINFER__ERROR_CODE__INVALID_ARGUMENT;
+    }
+    for (size_t i = 0; i < g->n_stop; i++) {
+        size_t n = g->stop[i] ? strlen(g->stop[i]) : 0;
+        if (n == 0 || n > SID_MAX_STOP_LEN) {
+            snprintf(msg, cap, "stop string %zu must have 1 to %d bytes", i, SID_MAX_STOP_LEN);
+            return SELECTINFER__ERROR_CODE__INVALID_ARGUMENT;
+        }
+    }
+    if (bad_float(g->has_phi, g->phi, 0.0f, 1.0f, true)) {
+        snprintf(msg, cap, "phi must be in (0, 1]");
+        return SELECTINFER__ERROR_CODE__INVALID_ARGUMENT;
+    }
+    /* The dense profile serves every task and computes every neuron. */
+    if (g->has_phi && g->phi < 1.0f) {
+        snprintf(msg, cap, "phi %.3g needs a task profile; selective computation is not supported yet",
+                 (double)g->phi);
+        return SELECTINFER__ERROR_CODE__NOT_SUPPORTED;
+    }
+    (void)srv;
+    return 0;
+}
+
+static void handle_generate(sid_server *srv, sid_conn *c, Selectinfer__Request *msg)
+{
+    uint64_t id = msg->id;
+    char why[512];
+    int code = validate_generate(srv, msg->generate, why, sizeof(why));
+    if (code) {
+        srv->n.requests_failed++;
+        send_error(c, id, code, "%s", why);
+        si_message_free(&msg->base);
+        return;
+    }
+    if (srv->stopping) {
+        send_error(c, id, SELECTINFER__ERROR_CODE__SHUTTING_DOWN, "the daemon is shutting down");
+        si_message_free(&msg->base);
+        return;
+    }
+    if (srv->state == SELECTINFER__DAEMON_STATE__STATE_FAILED) {
+        send_error(c, id, SELECTINFER__ERROR_CODE__NOT_READY, "%s", srv->load_error);
+        si_message_free(&msg->base);
+        return;
+    }
+    for (sid_req *r = c->reqs; r; r = r->next) {
+        if (r->id == id) {
+            send_error(c, id, SELECTINFER__ERROR_CODE__DUPLICATE_ID,
+                       "request id %llu is already in flight", (unsigned long long)id);
+            si_message_free(&msg->base);
+            return;
+        }
+    }
+    if (c->n_reqs >= srv->cfg.max_pending) {
+        srv->n.rejected_overloaded++;
+        send_error(c, id, SELECTINFER__ERROR_CODE__OVERLOADED,
+                   "this connection has %u requests in flight (max_pending %u)", c->n_reqs, srv->cfg.max_pending);
+        si_message_free(&msg->base);
+        return;
+    }
+    sid_req *req = calloc(1, sizeof(*req));
+    if (!req) {
+        send_error(c, id, SELECTINFER__ERROR_CODE__INTERNAL, "out of memory");
+        si_message_free(&msg->base);
+        return;
+    }
+    req->conn = c;
+    req->id = id;
+    req->msg = msg;
+    req->gen = msg->generate;
+    req->stream = !msg->generate->has_stream || msg->generate->stream;
+    req->max_tokens = msg->generate->has_max_tokens && msg->generate->max_tokens > 0
+                          ? msg->generate->max_tokens : srv->cfg.max_tokens;
+    req->t_queued = now_ns();
+    atomic_init(&req->cancelled, false);
+
+    pthread_mutex_lock(&srv->mu);
+    size_t qlen = sid_queue_len(&srv->queue);
+    int rc = qlen >= srv->cfg.max_queue ? -EAGAIN : sid_queue_push(&srv->queue, c, &req->q);
+    if (rc == 0)
+        pthread_cond_signal(&srv->cv);
+    pthread_mutex_unlock(&srv->mu);
+    if (rc < 0) {
+        if (rc == -EAGAIN) {
+            srv->n.rejected_overloaded++;
+            sid_log_once(&srv->once_queue_cap, SID_LOG_WARNING,
+                         "Request queue full (max_queue %u): refusing requests with OVERLOADED", srv->cfg.max_queue);
+            send_error(c, id, SELECTINFER__ERROR_CODE__OVERLOADED,
+                       "the queue is full (%zu requests waiting); retry later", qlen);
+        } else {
+            send_error(c, id, SELECTINFER__ERROR_CODE__INTERNAL, "out of memory");
+        }
+        sid_req_free(req);
+        return;
+    }
+    req->next = c->reqs;
+    c->reqs = req;
+    c->n_reqs++;
+}
+
+static void handle_cancel(sid_server *srv, sid_conn *c, uint64_t id, const Selectinfer__Cancel *m)
+{
+    uint64_t target = m->has_request_id ? m->request_id : 0;
+    sid_req *req = NULL;
+    for (sid_req *r = c->reqs; r; r = r->next)
+        if (r->id == target)
+            req = r;
+    if (!req) {
+        send_error(c, id, SELECTINFER__ERROR_CODE__NOT_FOUND,
+                   "no request %llu in flight on this connection", (unsigned long long)target);
+        return;
+    }
+    pthread_mutex_lock(&srv->mu);
+    bool queued = req->q.lane != NULL;
+    if (queued)
+        sid_queue_remove(&srv->queue, &req->q);
+    else
+        atomic_store(&req->cancelled, true);
+    pthread_mutex_unlock(&srv->mu);
+    send_ack(c, id, queued ? "cancelled while queued" : "cancelling");
+    if (queued)
+        finish_unrun(srv, req, 0, NULL);
+}
+
+/* ---- frames in ----------------------------------------------------------- */
+
+static void handle_request(sid_server *srv, sid_conn *c, Selectinfer__Request *msg)
+{
+    uint64_t id = msg->has_id ? msg->id : 0;
+    if (id == 0) {
+        send_error(c, 0, SELECTINFER__ERROR_CODE__INVALID_ARGUMENT, "a request needs a nonzero id");
+        si_message_free(&msg->base);
+        return;
+    }
+    char text[512];
+    switch (msg->body_case) {
+    case SELECTINFER__REQUEST__BODY_GENERATE:
+        handle_generate(srv, c, msg); /* takes msg */
+        return;
+    case SELECTINFER__REQUEST__BODY_CANCEL:
+        handle_cancel(srv, c, id, msg->cancel);
+        break;
+    case SELECTINFER__REQUEST__BODY_STATUS:
+        handle_status(srv, c, id);
+        break;
+    case SELECTINFER__REQUEST__BODY_LIST_PROFILES:
+        handle_list_profiles(srv, c, id);
+        break;
+    case SELECTINFER__REQUEST__BODY_USE_PROFILE:
+        if (require_admin(c, id, "use_profile"))
+            use_profile(srv, c, id, msg->use_profile);
+        break;
+    case SELECTINFER__REQUEST__BODY_RELOAD:
+        if (require_admin(c, id, "reload")) {
+            if (server_reload(srv, text, sizeof(text)) < 0)
+                send_error(c, id, SELECTINFER__ERROR_CODE__INVALID_ARGUMENT, "reload failed: %s", text);
+            else
+                send_ack(c, id, text);
+        }
+        break;
+    case SELECTINFER__REQUEST__BODY_SHUTDOWN:
+        if (require_admin(c, id, "shutdown")) {
+            sid_info("Shutdown requested by client %llu (pid %d, uid %u)",
+                     (unsigned long long)c->serial, (int)c->pid, (unsigned)c->uid);
+            send_ack(c, id, "shutting down");
+            sid_server_stop(srv, 0);
+        }
+        break;
+    default:
+        /* a request type from a newer protocol decodes as an unknown field */
+        send_error(c, id, SELECTINFER__ERROR_CODE__NOT_SUPPORTED, "unknown request type");
+        break;
+    }
+    si_message_free(&msg->base);
+}
+
+static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
+{
+    /* One buffer for all connections: read callbacks consume it at once. */
+    static char rbuf[64 * 1024];
+    buf->base = rbuf;
+    buf->len = sizeof(rbuf);
+}
+
+static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
+{
+    sid_conn *c = s->data;
+    sid_server *srv = c->srv;
+    if (nread == 0 || c->closing)
+        return;
+    if (nread < 0) {
+        conn_drop(c, nread == UV_EOF ? "disconnected" : uv_strerror((int)nread));
+        return;
+    }
+    int rc = si_frame_reader_feed(&c->rd, buf->base, (size_t)nread);
+    const uint8_t *p;
+    size_t len;
+    while (rc >= 0 && !c->closing && (rc = si_frame_reader_next(&c->rd, &p, &len)) == 1) {
+        Selectinfer__Request *msg =
+            (Selectinfer__Request *)si_unpack(&selectinfer__request__descriptor, p, len, 0);
+        if (!msg) {
+            srv->n.clients_dropped++;
+            sid_log_once(&srv->once_frame, SID_LOG_WARNING,
+                         "Client %llu (pid %d) sent a frame that does not decode; closing it",
+                         (unsigned long long)c->serial, (int)c->pid);
+            send_error(c, 0, SELECTINFER__ERROR_CODE__MALFORMED_FRAME,
+                       "the frame of %zu bytes is not a valid Request", len);
+            conn_close_after_flush(c, "malformed frame");
+            return;
+        }
+        handle_request(srv, c, msg);
+    }
+    if (rc == -EMSGSIZE && !c->closing) {
+        srv->n.clients_dropped++;
+        sid_log_once(&srv->once_frame, SID_LOG_WARNING,
+                     "Client %llu (pid %d) sent a frame over max_frame (%u bytes); closing it",
+                     (unsigned long long)c->serial, (int)c->pid, srv->cfg.max_frame);
+        send_error(c, 0, SELECTINFER__ERROR_CODE__FRAME_TOO_LARGE,
+                   "frames are limited to %u bytes", srv->cfg.max_frame);
+        conn_close_after_flush(c, "frame too large");
+    } else if (rc < 0 && !c->closing) {
+        conn_drop(c, strerror(-rc));
+    }
+}
+
+static void peer_credentials(sid_server *srv, sid_conn *c)
+{
+    uv_os_fd_t fd;
+    c->uid = (uid_t)-1;
+    c->gid = (gid_t)-1;
+    if (uv_fileno((uv_handle_t *)&c->pipe, &fd) < 0)
+        return;
+    struct ucred cr;
+    socklen_t len = sizeof(cr);
+    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &len) < 0)
+        return;
+    c->pid = cr.pid;
+    c->uid = cr.uid;
+    c->gid = cr.gid;
+    c->admin = cr.uid == 0 || cr.uid == geteuid();
+    if (!c->admin && srv->admin_gid != (gid_t)-1) {
+        if (cr.gid == srv->admin_gid) {
+            c->admin = true;
+        } else {
+#ifdef SO_PEERGROUPS
+            gid_t groups[256];
+            socklen_t gl = sizeof(groups);
+            if (getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, groups, &gl) == 0)
+                for (size_t i = 0; i < gl / sizeof(gid_t); i++)
+                    if (groups[i] == srv->admin_gid)
+                        c->admin = true;
+#endif
+        }
+    }
+}
+
+static void on_connection(uv_stream_t *server, int status)
+{
+    sid_server *srv = server->data;
+    if (status < 0) {
+        sid_warn("accept: %s", uv_strerror(status));
+        return;
+    }
+    sid_conn *c = calloc(1, sizeof(*c));
+    if (!c)
+        return;
+    c->srv = srv;
+    c->serial = ++srv->next_serial;
+    si_frame_reader_init(&c->rd, srv->cfg.max_frame);
+    uv_pipe_init(srv->loop, &c->pipe, 0);
+    c->pipe.data = c;
+    c->next = srv->conns;
+    if (srv->conns)
+        srv->conns->prev = c;
+    srv->conns = c;
+    srv->n_conns++;
+    if (uv_accept(server, (uv_stream_t *)&c->pipe) < 0) {
+        conn_drop(c, "accept failed");
+        return;
+    }
+    peer_credentials(srv, c);
+    sid_debug("client %llu connected (pid %d, uid %u%s)", (unsigned long long)c->serial, (int)c->pid,
+              (unsigned)c->uid, c->admin ? ", admin" : "");
+    if (srv->n_conns > srv->cfg.max_connections || srv->stopping) {
+        if (!srv->stopping) {
+            srv->n.clients_dropped++;
+            sid_log_once(&srv->once_conn_cap, SID_LOG_WARNING,
+                         "Connection limit reached (max_connections %u): refusing clients",
+                         srv->cfg.max_connections);
+        }
+        send_error(c, 0, srv->stopping ? SELECTINFER__ERROR_CODE__SHUTTING_DOWN
+                                       : SELECTINFER__ERROR_CODE__TOO_MANY_CONNECTIONS,
+                   "%u connections open (max_connections %u)", srv->n_conns - 1, srv->cfg.max_connections);
+        conn_close_after_flush(c, "too many connections");
+        return;
+    }
+    uv_read_start((uv_stream_t *)&c->pipe, on_alloc, on_read);
+}
+
+/* ---- events from the worker --------------------------------------------- */
+
+static void on_loaded(sid_server *srv)
+{
+    if (srv->load_rc < 0) {
+        srv->state = SELECTINFER__DAEMON_STATE__STATE_FAILED;
+        sid_err("%s", srv->load_error);
+        notify_status("%s", srv->load_error);
+        sid_server_stop(srv, 1);
+        return;
+    }
+    if (srv->stopping)
+        return;
+    srv->state = SELECTINFER__DAEMON_STATE__STATE_READY;
+    sid_info("Ready: model '%s' (%s, %d layers, %.1f MiB of weights), backend %s, context %d, profile %s",
+             srv->info.name[0] ? srv->info.name : srv->cfg.model, srv->info.arch, srv->info.n_layer,
+             (double)srv->info.bytes_weights / (1024.0 * 1024.0), srv->backend, srv->n_ctx, srv->cfg.profile);
+    notify("READY=1");
+    notify_status("Ready, profile %s", srv->cfg.profile);
+}
+
+static void finish_shutdown(sid_server *srv);
+
+static void on_async(uv_async_t *a)
+{
+    sid_server *srv = a->data;
+    pthread_mutex_lock(&srv->mu);
+    sid_event *ev = srv->out_head;
+    srv->out_head = srv->out_tail = NULL;
+    pthread_mutex_unlock(&srv->mu);
+    while (ev) {
+        sid_event *next = ev->next;
+        switch (ev->type) {
+        case SID_EV_CHUNK:
+            send_chunk(ev->req->conn, ev->req->id, ev->data, ev->len);
+            break;
+        case SID_EV_DONE: {
+            sid_req *req = ev->req;
+            sid_conn *c = req->conn;
+            send_done(srv, req);
+            conn_unlink_req(c, req);
+            sid_req_free(req);
+            conn_maybe_free(c);
+            break;
+        }
+        case SID_EV_LOADED:
+            on_loaded(srv);
+            break;
+        case SID_EV_EXITED:
+            sid_worker_join(srv);
+            finish_shutdown(srv);
+            break;
+        }
+        sid_event_free(ev);
+        ev = next;
+    }
+}
+
+/* ---- timers and signals --------------------------------------------------- */
+
+static void on_housekeeping(uv_timer_t *t)
+{
+    sid_server *srv = t->data;
+    uint64_t now = now_ns(), limit = (uint64_t)srv->cfg.client_write_timeout_ms * 1000000ull;
+    sid_conn *next;
+    for (sid_conn *c = srv->conns; c; c = next) {
+        next = c->next;
+        if (!c->stall_since || now - c->stall_since <= limit || uv_is_closing((uv_handle_t *)&c->pipe))
+            continue;
+        if (!c->closing) {
+            srv->n.clients_dropped++;
+            sid_log_once(&srv->once_slow, SID_LOG_WARNING,
+                         "Client %llu (pid %d) has not read for %u ms (client_write_timeout_ms); dropping it",
+                         (unsigned long long)c->serial, (int)c->pid, srv->cfg.client_write_timeout_ms);
+        }
+        conn_drop(c, "write timeout");
+    }
+}
+
+static void on_signal(uv_signal_t *s, int signum)
+{
+    sid_server *srv = s->data;
+    if (signum == SIGHUP) {
+        char msg[512];
+        sid_info("SIGHUP: reloading the configuration");
+        server_reload(srv, msg, sizeof(msg));
+        return;
+    }
+    sid_info("%s: shutting down", signum == SIGINT ? "SIGINT" : "SIGTERM");
+    sid_server_stop(srv, 0);
+}
+
+static void on_force_close(uv_timer_t *t)
+{
+    sid_server *srv = t->data;
+    sid_conn *next;
+    for (sid_conn *c = srv->conns; c; c = next) {
+        next = c->next;
+        conn_drop(c, "shutdown");
+    }
+}
+
+/* At exit: closes every handle still open (connections through conn_drop,
+ * so their bookkeeping stays right). */
+static void close_walk(uv_handle_t *h, void *arg)
+{
+    if (uv_is_closing(h))
+        return;
+    if (h->type == UV_NAMED_PIPE && h->data && h->data != arg) {
+        conn_drop(h->data, "shutdown");
+        return;
+    }
+    uv_close(h, NULL);
+}
+
+/* ---- start-up and shutdown ------------------------------------------------ */
+
+/* Starts stopping: no new connections or requests, the queue is emptied,
+ * the running request is cancelled, the worker told to exit. The rest
+ * happens in finish_shutdown() once the worker has exited. */
+static void sid_server_stop(sid_server *srv, int exit_code)
+{
+    if (srv->stopping)
+        return;
+    srv->stopping = true;
+    srv->exit_code = exit_code;
+    if (srv->state != SELECTINFER__DAEMON_STATE__STATE_FAILED)
+        srv->state = SELECTINFER__DAEMON_STATE__STATE_STOPPING;
+    notify("STOPPING=1");
+    if (srv->listening) {
+        uv_close((uv_handle_t *)&srv->listener, NULL);
+        srv->listening = false;
+    }
+    pthread_mutex_lock(&srv->mu);
+    sid_req *unrun = NULL;
+    sid_qitem *it;
+    while ((it = sid_queue_pop(&srv->queue))) {
+        sid_req *r = (sid_req *)it;
+        r->q.next = (sid_qitem *)unrun;
+        unrun = r;
+    }
+    if (srv->running)
+        atomic_store(&srv->running->cancelled, true);
+    atomic_store(&srv->stop_worker, true);
+    pthread_cond_broadcast(&srv->cv);
+    pthread_mutex_unlock(&srv->mu);
+    while (unrun) {
+        sid_req *next = (sid_req *)unrun->q.next;
+        unrun->q.next = NULL;
+        finish_unrun(srv, unrun, exit_code == 0 ? SELECTINFER__ERROR_CODE__SHUTTING_DOWN
+                                                : SELECTINFER__ERROR_CODE__NOT_READY,
+                     exit_code == 0 ? "the daemon is shutting down" : srv->load_error);
+        unrun = next;
+    }
+    uv_signal_stop(&srv->sig_int);
+    uv_signal_stop(&srv->sig_term);
+}
+
+static void finish_shutdown(sid_server *srv)
+{
+    /* The worker is gone: flush the last replies to every client, then
+     * close everything. A client that does not read gets 2 s. */
+    sid_conn *next;
+    for (sid_conn *c = srv->conns; c; c = next) {
+        next = c->next;
+        conn_close_after_flush(c, "shutdown");
+    }
+    uv_close((uv_handle_t *)&srv->async, NULL);
+    uv_close((uv_handle_t *)&srv->sig_int, NULL);
+    uv_close((uv_handle_t *)&srv->sig_term, NULL);
+    uv_close((uv_handle_t *)&srv->sig_hup, NULL);
+    uv_close((uv_handle_t *)&srv->housekeeping, NULL);
+    uv_timer_start(&srv->force_close, on_force_close, 2000, 0);
+    uv_unref((uv_handle_t *)&srv->force_close); /* does not keep the loop alive */
+}
+
+/* Connects to path to see whether a daemon is listening there. */
+static bool socket_in_use(const char *path)
+{
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return false;
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
+    bool used = connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0;
+    close(fd);
+    return used;
+}
+
+static int default_socket_path(char *buf, size_t cap)
+{
+    if (geteuid() == 0) {
+        mkdir("/run/selectinfer", 0755); /* systemd's RuntimeDirectory= makes it otherwise */
+        return snprintf(buf, cap, "%s", SID_DEFAULT_SOCKET) < (int)cap ? 0 : -ENAMETOOLONG;
+    }
+    const char *xdg = getenv("XDG_RUNTIME_DIR");
+    if (!xdg || xdg[0] != '/')
+        return -ENOENT;
+    return snprintf(buf, cap, "%s/selectinfer.sock", xdg) < (int)cap ? 0 : -ENAMETOOLONG;
+}
+
+static int server_listen(sid_server *srv)
+{
+    uv_pipe_init(srv->loop, &srv->listener, 0);
+    srv->listener.data = srv;
+#ifdef HAVE_SYSTEMD
+    int n = sd_listen_fds(1);
+    if (n > 1) {
+        sid_err("systemd passed %d sockets; expected one", n);
+        return -EINVAL;
+    }
+    if (n == 1) {
+        int fd = SD_LISTEN_FDS_START;
+        if (sd_is_socket_unix(fd, SOCK_STREAM, 1, NULL, 0) <= 0) {
+            sid_err("The socket systemd passed is not a listening Unix stream socket");
+            return -EINVAL;
+        }
+        int rc = uv_pipe_open(&srv->listener, fd);
+        if (rc < 0) {
+            sid_err("Cannot use the socket systemd passed: %s", uv_strerror(rc));
+            return rc;
+        }
+        srv->socket_activated = true;
+        rc = uv_listen((uv_stream_t *)&srv->listener, 128, on_connection);
+        if (rc < 0) {
+            sid_err("listen: %s", uv_strerror(rc));
+            return rc;
+        }
+        srv->listening = true;
+        sid_info("Listening on the socket passed by systemd");
+        return 0;
+    }
+#endif
+    char path[SID_SOCKET_PATH_MAX];
+    if (srv->cfg.socket[0]) {
+        snprintf(path, sizeof(path), "%s", srv->cfg.socket);
+    } else if (default_socket_path(path, sizeof(path)) < 0) {
+        sid_err("No socket path: set socket = ... or --socket (XDG_RUNTIME_DIR is unset for a non-root daemon)");
+        return -EINVAL;
+    }
+    struct stat st;
+    if (lstat(path, &st) == 0) {
+        if (!S_ISSOCK(st.st_mode)) {
+            sid_err("'%s' exists and is not a socket; refusing to replace it", path);
+            return -EEXIST;
+        }
+        if (socket_in_use(path)) {
+            sid_err("Another daemon is listening on '%s'", path);
+            return -EADDRINUSE;
+        }
+        unlink(path); /* stale, from a daemon that did not exit cleanly */
+    }
+    /* Create the socket with mode 0660 at once (no window where everyone may
+     * connect), then set it explicitly: the umask only takes bits away. */
+    mode_t old = umask(0117);
+    int rc = uv_pipe_bind(&srv->listener, path);
+    umask(old);
+    if (rc < 0) {
+        sid_err("Cannot bind '%s': %s", path, uv_strerror(rc));
+        return rc;
+    }
+    snprintf(srv->socket_path, sizeof(srv->socket_path), "%s", path);
+    if (chmod(path, 0660) < 0)
+        sid_warn("chmod 0660 '%s': %s", path, strerror(errno));
+    if (srv->cfg.socket_group[0]) {
+        gid_t g = resolve_group(srv->cfg.socket_group);
+        if (g != (gid_t)-1 && chown(path, (uid_t)-1, g) < 0)
+            sid_warn("chown '%s' to group '%s': %s", path, srv->cfg.socket_group, strerror(errno));
+    }
+    rc = uv_listen((uv_stream_t *)&srv->listener, 128, on_connection);
+    if (rc < 0) {
+        sid_err("listen on '%s': %s", path, uv_strerror(rc));
+        return rc;
+    }
+    srv->listening = true;
+    sid_info("Listening on %s", path);
+    return 0;
+}
+
+int sid_daemon_run(const sid_config *cfg, const char *config_file,
+                   const sid_override *ov, size_t n_ov)
+{
+    sid_server *srv = calloc(1, sizeof(*srv));
+    if (!srv)
+        return 1;
+    uv_loop_t loop;
+    if (uv_loop_init(&loop) < 0) {
+        free(srv);
+        return 1;
+    }
+    signal(SIGPIPE, SIG_IGN);
+    srv->loop = &loop;
+    srv->cfg = *cfg;
+    srv->config_file = config_file;
+    srv->overrides = ov;
+    srv->n_overrides = n_ov;
+    srv->t_start = now_ns();
+    srv->state = SELECTINFER__DAEMON_STATE__STATE_LOADING;
+    srv->admin_gid = resolve_group(cfg->admin_group);
+    sid_log_set_level(cfg->log_level);
+    pthread_mutex_init(&srv->mu, NULL);
+    pthread_cond_init(&srv->cv, NULL);
+    sid_queue_init(&srv->queue);
+    atomic_init(&srv->stop_worker, false);
+
+    uv_async_init(&loop, &srv->async, on_async);
+    srv->async.data = srv;
+    uv_signal_init(&loop, &srv->sig_int);
+    uv_signal_init(&loop, &srv->sig_term);
+    uv_signal_init(&loop, &srv->sig_hup);
+    srv->sig_int.data = srv->sig_term.data = srv->sig_hup.data = srv;
+    uv_timer_init(&loop, &srv->housekeeping);
+    uv_timer_init(&loop, &srv->force_close);
+    srv->housekeeping.data = srv->force_close.data = srv;
+
+    /* Phase 1: the socket, so that clients can ask for status while the
+     * model loads. */
+    notify_status("%s", "Opening the socket");
+    int rc = server_listen(srv);
+    if (rc == 0) {
+        uv_signal_start(&srv->sig_int, on_signal, SIGINT);
+        uv_signal_start(&srv->sig_term, on_signal, SIGTERM);
+        uv_signal_start(&srv->sig_hup, on_signal, SIGHUP);
+        uv_timer_start(&srv->housekeeping, on_housekeeping, 250, 250);
+        /* Phase 2: the model, on the inference thread; on_loaded() is the
+         * readiness point (READY=1). */
+        notify_status("Loading model %s", srv->cfg.model);
+        sid_info("Loading model %s", srv->cfg.model);
+        rc = sid_worker_start(srv);
+        if (rc < 0)
+            sid_err("Cannot start the inference thread: %s", strerror(-rc));
+    }
+    if (rc < 0) {
+        srv->exit_code = 1;
+        if (srv->listening)
+            uv_close((uv_handle_t *)&srv->listener, NULL);
+        srv->listening = false;
+        uv_walk(&loop, close_walk, srv);
+    }
+    uv_run(&loop, UV_RUN_DEFAULT);
+
+    /* Whatever is left (the unref'd force-close timer, connections still
+     * flushing at the deadline) is closed now. */
+    uv_walk(&loop, close_walk, srv);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    int exit_code = srv->exit_code;
+    if (uv_loop_close(&loop) != 0) {
+        sid_err("The event loop still had open handles at exit");
+        exit_code = exit_code ? exit_code : 70;
+    }
+    sid_worker_join(srv);
+    if (srv->socket_path[0] && !srv->socket_activated)
+        unlink(srv->socket_path);
+    sid_queue_clear(&srv->queue);
+    sid_event *ev = srv->out_head;
+    while (ev) {
+        sid_event *next = ev->next;
+        sid_event_free(ev);
+        ev = next;
+    }
+    pthread_mutex_destroy(&srv->mu);
+    pthread_cond_destroy(&srv->cv);
+    free(srv);
+    sid_info("Stopped");
+    return exit_code;
+}

@@ -1,0 +1,592 @@
+/* CPU backend: every op against a naive double-precision reference written
+ * here, on random data with odd sizes, both weight dtypes, 1-3 threads, and
+ * the SIMD kernels both on and forced off (ENG_CPU_SIMD=0).
+ *
+ * Error bounds (per element, stated against magnitudes so they hold for any
+ * size; a real bug is off by O(1)):
+ *   get_rows, add: exact.   store_f16: bit-exact round-to-nearest-even.
+ *   matmul: |y - ref| <= 3e-5 * sum_k |w_k x_k| + 1e-6 * |bias|
+ *   rmsnorm: |y - ref| <= 2e-6 * |ref| + 1e-7
+ *   rope: |y - ref| <= 3e-6 * (|x0| + |x1|)  (theta in double, cos/sin in float)
+ *   attention: |out - ref| <= 2e-5 * max|v| (+ scores' error: 3e-5 * sum|q k|)
+ *   ffn: a_j within 2e-5 * mag_j, y within 2e-5 * sum_j |a_j d_j| + sum_j
+ *        tol(a_j) |d_j|, where mag_j bounds how float dot errors propagate
+ *        through silu(g) * u.
+ * Unselected FFN slots hold NaN, so using (not just reading) any weight of
+ * a slot outside sel shows up as NaN in y.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend.h"
+
+const char *eng__backend_cpu_kernels(const eng_backend *be);
+
+static int n_fail;
+static const char *cur_cfg = "";
+
+#define CHECK(cond, ...)                                                                     \
+    do {                                                                                     \
+        if (!(cond)) {                                                                       \
+            if (n_fail < 30) {                                                               \
+                fprintf(stderr, "FAIL [%s] %s:%d: ", cur_cfg, __FILE__, __LINE__);           \
+                fprintf(stderr, __VA_ARGS__);                                                \
+                fprintf(stderr, "\n");                                                       \
+            }                                                                                \
+            n_fail++;                                                                        \
+        }                                                                                    \
+    } while (0)
+
+/* ---- helpers ----------------------------------------------------------- */
+
+static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
+
+static uint64_t rnd(void)
+{
+    uint64_t x = rng_state;
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    return rng_state = x;
+}
+
+static float frand(float lo, float hi)
+{
+    return lo + (hi - lo) * (float)((rnd() >> 11) * 0x1p-53);
+}
+
+static int irand(int n)
+{
+    return (int)(rnd() % (uint64_t)n);
+}
+
+/* Exact half -> double, independent of the engine's code. */
+static double h2d(uint16_t h)
+{
+    int s = h >> 15, e = (h >> 10) & 0x1f, m = h & 0x3ff;
+    double v;
+    if (e == 0)
+        v = ldexp(m, -24);
+    else if (e == 31)
+        v = m ? NAN : INFINITY;
+    else
+        v = ldexp(1024 + m, e - 25);
+    return s ? -v : v;
+}
+
+/* Nearest half to f, ties to even, found by bisection over the ordered
+ * positive half values (no bit tricks shared with the implementation). */
+static uint16_t ref_f2h(float f)
+{
+    if (isnan(f))
+        return 0x7e00;
+    uint16_t sign = signbit(f) ? 0x8000 : 0;
+    double a = fabs((double)f);
+    if (a >= 65520.0) /* 65504 + half an ulp (16): ties go to even = inf */
+        return sign | 0x7c00;
+    int lo = 0, hi = 0x7bff; /* largest finite */
+    while (lo < hi) {        /* largest h with h2d(h) <= a */
+        int mid = (lo + hi + 1) / 2;
+        if (h2d((uint16_t)mid) <= a)
+            lo = mid;
+        else
+            hi = mid - 1;
+    }
+    int h = lo;
+    if (h < 0x7bff) {
+        double d0 = a - h2d((uint16_t)h), d1 = h2d((uint16_t)(h + 1)) - a;
+        if (d1 < d0 || (d1 == d0 && (h & 1)))
+            h++;
+    } else if (a - h2d(0x7bff) > 0) {
+        /* between 65504 and 65520: rounds down */
+    }
+    return sign | (uint16_t)h;
+}
+
+static uint16_t rand_half(float lo, float hi)
+{
+    return ref_f2h(frand(lo, hi));
+}
+
+/* Weight buffer of rows x cols in dtype, filled in [-1, 1). */
+static void *make_weights(eng_dtype dt, long n)
+{
+    if (dt == ENG_DTYPE_F16) {
+        uint16_t *p = malloc((size_t)n * 2);
+        for (long i = 0; i < n; i++)
+            p[i] = rand_half(-1, 1);
+        return p;
+    }
+    float *p = malloc((size_t)n * 4);
+    for (long i = 0; i < n; i++)
+        p[i] = frand(-1, 1);
+    return p;
+}
+
+static double wget(eng_dtype dt, const void *p, long i)
+{
+    return dt == ENG_DTYPE_F16 ? h2d(((const uint16_t *)p)[i]) : ((const float *)p)[i];
+}
+
+static void wset_nan(eng_dtype dt, void *p, long i)
+{
+    if (dt == ENG_DTYPE_F16)
+        ((uint16_t *)p)[i] = 0x7e00;
+    else
+        ((float *)p)[i] = NAN;
+}
+
+static float *make_f32(long n, float lo, float hi)
+{
+    float *p = malloc((size_t)(n > 0 ? n : 1) * 4);
+    for (long i = 0; i < n; i++)
+        p[i] = frand(lo, hi);
+    return p;
+}
+
+static const char *dt_name(eng_dtype dt)
+{
+    return dt == ENG_DTYPE_F16 ? "f16" : "f32";
+}
+
+/* ---- ops ----------------------------------------------------------------- */
+
+static void test_get_rows(eng_backend *be, eng_dtype dt)
+{
+    int rows = 37, cols = 100, n = 9;
+    void *w = make_weights(dt, (long)rows * cols);
+    eng_weight W = { dt, rows, cols, w };
+    int32_t ids[9] = { 0, 36, 5, 5, -1, 37, 12, 1000000, 20 };
+    float *out = make_f32((long)n * cols, 7, 8);
+    be->iface->get_rows(be, &W, ids, n, out);
+    for (int t = 0; t < n; t++)
+        for (int c = 0; c < cols; c++) {
+            double ref = (ids[t] >= 0 && ids[t] < rows) ? wget(dt, w, (long)ids[t] * cols + c) : 0.0;
+            CHECK(out[(long)t * cols + c] == (float)ref, "get_rows %s t=%d c=%d: %g vs %g",
+                  dt_name(dt), t, c, out[(long)t * cols + c], ref);
+        }
+    free(w);
+    free(out);
+}
+
+static void test_matmul_one(eng_backend *be, eng_dtype dt, int rows, int cols, int nt, bool bias)
+{
+    void *w = make_weights(dt, (long)rows * cols);
+    eng_weight W = { dt, rows, cols, w };
+    float *x = make_f32((long)nt * cols, -1, 1);
+    float *b = bias ? make_f32(rows, -2, 2) : NULL;
+    float *y = make_f32((long)nt * rows, 1e30f, 1e30f);
+    be->iface->matmul(be, &W, b, x, y, nt);
+    int bad = 0;
+    for (int t = 0; t < nt; t++)
+        for (int r = 0; r < rows; r++) {
+            double ref = 0, mag = 0;
+            for (int k = 0; k < cols; k++) {
+                double p = wget(dt, w, (long)r * cols + k) * x[(long)t * cols + k];
+                ref += p;
+                mag += fabs(p);
+            }
+            if (b)
+                ref += b[r];
+            double got = y[(long)t * rows + r];
+            double tol = 3e-5 * mag + (b ? 1e-6 * fabs(b[r]) : 0) + 1e-30;
+            if (!(fabs(got - ref) <= tol) && bad++ < 3)
+                CHECK(0, "matmul %s %dx%d nt=%d bias=%d t=%d r=%d: %.9g vs %.9g (tol %.3g)",
+                      dt_name(dt), rows, cols, nt, bias, t, r, got, ref, tol);
+        }
+    if (bad)
+        n_fail++;
+    free(w);
+    free(x);
+    free(b);
+    free(y);
+}
+
+static void test_matmul(eng_backend *be, eng_dtype dt)
+{
+    static const int shapes[][2] = { { 1, 1 },   { 3, 7 },    { 13, 8 },   { 37, 100 },
+                                     { 64, 576 }, { 192, 576 }, { 576, 100 }, { 21, 4100 } };
+    static const int nts[] = { 1, 2, 3, 5, 7, 17 };
+    for (size_t s = 0; s < sizeof(shapes) / sizeof(shapes[0]); s++)
+        for (size_t i = 0; i < sizeof(nts) / sizeof(nts[0]); i++) {
+            if (shapes[s][1] > 1000 && nts[i] > 5)
+                continue;
+            test_matmul_one(be, dt, shapes[s][0], shapes[s][1], nts[i], (s + i) % 2 == 0);
+        }
+}
+
+static void test_rmsnorm(eng_backend *be)
+{
+    static const int ns[] = { 1, 7, 100, 576 };
+    static const int nts[] = { 1, 5 };
+    for (size_t a = 0; a < 4; a++)
+        for (size_t b = 0; b < 2; b++)
+            for (int inplace = 0; inplace < 2; inplace++) {
+                int n = ns[a], nt = nts[b];
+                float *x = make_f32((long)n * nt, -3, 3), *wt = make_f32(n, 0.5f, 1.5f);
+                float *x0 = malloc((size_t)n * nt * 4);
+                memcpy(x0, x, (size_t)n * nt * 4);
+                float *y = inplace ? x : make_f32((long)n * nt, 0, 0);
+                float eps = 1e-5f;
+                be->iface->rmsnorm(be, x, wt, y, nt, n, eps);
+                for (int t = 0; t < nt; t++) {
+                    double ss = 0;
+                    for (int i = 0; i < n; i++)
+                        ss += (double)x0[t * n + i] * x0[t * n + i];
+                    double sc = 1.0 / sqrt(ss / n + eps);
+                    for (int i = 0; i < n; i++) {
+                        double ref = x0[t * n + i] * sc * wt[i];
+                        CHECK(fabs(y[t * n + i] - ref) <= 2e-6 * fabs(ref) + 1e-7,
+                              "rmsnorm n=%d nt=%d i=%d: %.9g vs %.9g", n, nt, i, y[t * n + i], ref);
+                    }
+                }
+                free(x);
+                free(x0);
+                free(wt);
+                if (!inplace)
+                    free(y);
+            }
+}
+
+static void test_rope(eng_backend *be)
+{
+    struct {
+        int nt, nh, hd, nrot, pos0;
+        float base;
+        bool ff, neox;
+    } cases[] = {
+        { 1, 9, 64, 64, 0, 10000, false, false },    { 4, 9, 64, 64, 1000, 10000, false, true },
+        { 3, 3, 64, 32, 7, 100000, true, false },     { 5, 2, 128, 128, 4090, 500000, true, true },
+        { 2, 4, 20, 20, 3, 10000, true, true },       { 1, 1, 6, 4, 123456, 10000, false, false },
+        { 17, 3, 64, 64, 31, 1000000, false, true },
+    };
+    for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
+        int nt = cases[c].nt, nh = cases[c].nh, hd = cases[c].hd, nrot = cases[c].nrot;
+        long n = (long)nt * nh * hd;
+        float *x = make_f32(n, -2, 2);
+        float *x0 = malloc((size_t)n * 4);
+        memcpy(x0, x, (size_t)n * 4);
+        float *ff = cases[c].ff ? make_f32(nrot / 2, 1, 8) : NULL;
+        be->iface->rope(be, x, nt, nh, hd, nrot, cases[c].pos0, cases[c].base, ff, cases[c].neox);
+        for (int t = 0; t < nt; t++)
+            for (int h = 0; h < nh; h++) {
+                const float *xi = x0 + ((long)t * nh + h) * hd;
+                const float *xo = x + ((long)t * nh + h) * hd;
+                double ref[512];
+                for (int i = 0; i < hd; i++)
+                    ref[i] = xi[i];
+                for (int i = 0; i < nrot / 2; i++) {
+                    double th = (double)(cases[c].pos0 + t) * pow(cases[c].base, -2.0 * i / nrot);
+                    if (ff)
+                        th /= ff[i];
+                    int i0 = cases[c].neox ? i : 2 * i, i1 = cases[c].neox ? i + nrot / 2 : 2 * i + 1;
+                    ref[i0] = xi[i0] * cos(th) - xi[i1] * sin(th);
+                    ref[i1] = xi[i0] * sin(th) + xi[i1] * cos(th);
+                }
+                for (int i = 0; i < hd; i++) {
+                    double tol = 3e-6 * 4.0 + 1e-30;
+                    CHECK(fabs(xo[i] - ref[i]) <= tol, "rope case %zu t=%d h=%d i=%d: %.9g vs %.9g",
+                          c, t, h, i, xo[i], ref[i]);
+                }
+            }
+        free(x);
+        free(x0);
+        free(ff);
+    }
+}
+
+static void test_attention_one(eng_backend *be, int nt, int pos0, int nh, int nkv, int hd,
+                               float qscale)
+{
+    int n_ctx = pos0 + nt + 3;
+    long kvn = (long)n_ctx * nkv * hd;
+    uint16_t *k = malloc((size_t)kvn * 2), *v = malloc((size_t)kvn * 2);
+    for (long i = 0; i < kvn; i++) {
+        k[i] = rand_half(-1, 1);
+        v[i] = rand_half(-1, 1);
+    }
+    /* rows past pos0 + nt - 1 are not filled: NaN must never be read */
+    for (long i = (long)(pos0 + nt) * nkv * hd; i < kvn; i++)
+        k[i] = v[i] = 0x7e00;
+    float *q = make_f32((long)nt * nh * hd, -qscale, qscale);
+    float *out = make_f32((long)nt * nh * hd, 5, 5);
+    float scale = 1.0f / sqrtf((float)hd);
+    be->iface->attention(be, q, k, v, out, nt, pos0, nh, nkv, hd, scale);
+    double *s = malloc(sizeof(double) * (size_t)(pos0 + nt));
+    int group = nh / nkv;
+    for (int t = 0; t < nt; t++)
+        for (int h = 0; h < nh; h++) {
+            const float *qq = q + ((long)t * nh + h) * hd;
+            int kh = h / group, n_kv = pos0 + t + 1;
+            double m = -INFINITY, mag = 0;
+            for (int p = 0; p < n_kv; p++) {
+                double d = 0, dm = 0;
+                for (int i = 0; i < hd; i++) {
+                    double pr = qq[i] * h2d(k[((long)p * nkv + kh) * hd + i]);
+                    d += pr;
+                    dm += fabs(pr);
+                }
+                s[p] = d * scale;
+                if (dm * scale > mag)
+                    mag = dm * scale;
+                if (s[p] > m)
+                    m = s[p];
+            }
+            double l = 0;
+            for (int p = 0; p < n_kv; p++)
+                l += exp(s[p] - m);
+            /* score errors up to ~3e-5 * mag shift the weights by that factor */
+            double tol = 2e-5 + 2 * 3e-5 * mag;
+            for (int i = 0; i < hd; i++) {
+                double ref = 0;
+                for (int p = 0; p < n_kv; p++)
+                    ref += exp(s[p] - m) / l * h2d(v[((long)p * nkv + kh) * hd + i]);
+                double got = out[((long)t * nh + h) * hd + i];
+                CHECK(fabs(got - ref) <= tol,
+                      "attention nt=%d pos0=%d nh=%d nkv=%d hd=%d qs=%g t=%d h=%d i=%d: %.9g vs %.9g",
+                      nt, pos0, nh, nkv, hd, qscale, t, h, i, got, ref);
+            }
+        }
+    free(s);
+    free(k);
+    free(v);
+    free(q);
+    free(out);
+}
+
+static void test_attention(eng_backend *be)
+{
+    test_attention_one(be, 1, 0, 9, 3, 64, 1);
+    test_attention_one(be, 1, 5, 9, 3, 64, 1);
+    test_attention_one(be, 1, 130, 9, 3, 64, 1);
+    test_attention_one(be, 4, 0, 9, 3, 64, 1);
+    test_attention_one(be, 7, 61, 9, 3, 64, 1);
+    test_attention_one(be, 3, 10, 4, 4, 20, 1);
+    test_attention_one(be, 5, 70, 8, 1, 36, 1);
+    test_attention_one(be, 2, 200, 9, 3, 64, 30); /* peaked softmax: scores ~ +-100 */
+}
+
+static void test_ffn_one(eng_backend *be, eng_dtype dt, int E, int n_slots, int n_sel_req,
+                         bool use_sel, int nt, bool with_act)
+{
+    void *gu = make_weights(dt, (long)n_slots * 2 * E);
+    void *dn = make_weights(dt, (long)n_slots * E);
+    int n_sel = use_sel ? n_sel_req : n_slots;
+    int32_t *sel = NULL;
+    if (use_sel) {
+        int *perm = malloc(sizeof(int) * (size_t)n_slots);
+        for (int i = 0; i < n_slots; i++)
+            perm[i] = i;
+        for (int i = n_slots - 1; i > 0; i--) {
+            int j = irand(i + 1), tmp = perm[i];
+            perm[i] = perm[j];
+            perm[j] = tmp;
+        }
+        sel = malloc(sizeof(int32_t) * (size_t)(n_sel > 0 ? n_sel : 1));
+        for (int i = 0; i < n_sel; i++)
+            sel[i] = perm[i];
+        /* poison every slot not selected */
+        char *used = calloc((size_t)n_slots, 1);
+        for (int i = 0; i < n_sel; i++)
+            used[sel[i]] = 1;
+        for (int s = 0; s < n_slots; s++)
+            if (!used[s]) {
+                for (long i = 0; i < 2L * E; i++)
+                    wset_nan(dt, gu, (long)s * 2 * E + i);
+                for (long i = 0; i < E; i++)
+                    wset_nan(dt, dn, (long)s * E + i);
+            }
+        free(used);
+        free(perm);
+    }
+    eng_ffn_weights W = { dt, E, n_slots, gu, dn };
+    float *x = make_f32((long)nt * E, -1, 1);
+    float *y = make_f32((long)nt * E, 1e30f, 1e30f);
+    float *act = with_act ? make_f32((long)nt * (n_sel > 0 ? n_sel : 1), 9, 9) : NULL;
+    be->iface->ffn(be, &W, sel, n_sel, x, y, nt, act);
+
+    double *a = malloc(sizeof(double) * (size_t)(n_sel > 0 ? n_sel : 1));
+    double *atol = malloc(sizeof(double) * (size_t)(n_sel > 0 ? n_sel : 1));
+    int bad = 0;
+    for (int t = 0; t < nt; t++) {
+        const float *xt = x + (long)t * E;
+        for (int j = 0; j < n_sel; j++) {
+            long s = sel ? sel[j] : j;
+            double g = 0, u = 0, gm = 0, um = 0;
+            for (int k = 0; k < E; k++) {
+                double pg = wget(dt, gu, s * 2 * E + k) * xt[k];
+                double pu = wget(dt, gu, s * 2 * E + E + k) * xt[k];
+                g += pg;
+                u += pu;
+                gm += fabs(pg);
+                um += fabs(pu);
+            }
+            double sg = g / (1 + exp(-g));
+            a[j] = sg * u;
+            /* d(silu)/dg is within [-0.1, 1.1]: errors 3e-5*gm in g and
+             * 3e-5*um in u give this much in a, plus float rounding of a */
+            atol[j] = 3e-5 * (1.1 * gm * fabs(u) + fabs(sg) * um) + 2e-6 * fabs(a[j]) + 1e-30;
+            if (act) {
+                double got = act[(long)t * n_sel + j];
+                if (!(fabs(got - a[j]) <= atol[j]) && bad++ < 3)
+                    CHECK(0, "ffn act %s E=%d slots=%d n_sel=%d sel=%d nt=%d t=%d j=%d: %.9g vs %.9g",
+                          dt_name(dt), E, n_slots, n_sel, use_sel, nt, t, j, got, a[j]);
+            }
+        }
+        for (int c = 0; c < E; c++) {
+            double ref = 0, tol = 0;
+            for (int j = 0; j < n_sel; j++) {
+                long s = sel ? sel[j] : j;
+                double d = wget(dt, dn, s * E + c);
+                ref += a[j] * d;
+                tol += 3e-5 * fabs(a[j] * d) + atol[j] * fabs(d);
+            }
+            double got = y[(long)t * E + c];
+            if (!(fabs(got - ref) <= tol + 1e-30) && bad++ < 3)
+                CHECK(0, "ffn y %s E=%d slots=%d n_sel=%d sel=%d nt=%d act=%d t=%d c=%d: %.9g vs %.9g (tol %.3g)",
+                      dt_name(dt), E, n_slots, n_sel, use_sel, nt, with_act, t, c, got, ref, tol);
+        }
+    }
+    if (bad)
+        n_fail++;
+    free(a);
+    free(atol);
+    free(gu);
+    free(dn);
+    free(sel);
+    free(x);
+    free(y);
+    free(act);
+}
+
+static void test_ffn(eng_backend *be, eng_dtype dt)
+{
+    static const int embd[][2] = { { 576, 1536 }, { 100, 37 }, { 13, 7 }, { 8, 64 }, { 40, 300 } };
+    static const int nts[] = { 1, 2, 7, 13 };
+    for (size_t e = 0; e < sizeof(embd) / sizeof(embd[0]); e++) {
+        int E = embd[e][0], S = embd[e][1];
+        for (size_t i = 0; i < sizeof(nts) / sizeof(nts[0]); i++) {
+            int nt = nts[i];
+            if (E >= 576 && nt > 7)
+                continue;
+            bool act = (e + i) % 2 == 0;
+            test_ffn_one(be, dt, E, S, S, false, nt, act);           /* all slots, sel NULL */
+            test_ffn_one(be, dt, E, S, S * 2 / 5, true, nt, !act);   /* 40 %, shuffled */
+            test_ffn_one(be, dt, E, S, 1, true, nt, act);            /* one slot */
+            test_ffn_one(be, dt, E, S, 0, true, nt, act);            /* none: y = 0 */
+            if (S <= 64)
+                test_ffn_one(be, dt, E, S, S, true, nt, !act);       /* all, permuted */
+        }
+    }
+}
+
+static void test_add_store(eng_backend *be)
+{
+    static const long ns[] = { 1, 7, 8, 100, 70001 };
+    for (size_t c = 0; c < sizeof(ns) / sizeof(ns[0]); c++) {
+        long n = ns[c];
+        float *y = make_f32(n, -5, 5), *x = make_f32(n, -5, 5), *y0 = malloc((size_t)n * 4);
+        memcpy(y0, y, (size_t)n * 4);
+        be->iface->add(be, y, x, n);
+        for (long i = 0; i < n; i++)
+            CHECK(y[i] == y0[i] + x[i], "add n=%ld i=%ld", n, i);
+
+        /* store_f16: random values over the half range, subnormals, specials */
+        float *src = malloc((size_t)n * 4);
+        for (long i = 0; i < n; i++) {
+            switch (i % 5) {
+            case 0: src[i] = frand(-70000, 70000); break;
+            case 1: src[i] = frand(-1, 1) * 1e-5f; break;   /* subnormal halves */
+            case 2: src[i] = frand(-1, 1) * 1e-8f; break;   /* underflow to 0 */
+            case 3: src[i] = frand(-2, 2); break;
+            default: { /* exact midpoints between neighbouring halves */
+                uint16_t h = (uint16_t)(rnd() & 0x7bfe);
+                src[i] = (float)((h2d(h) + h2d((uint16_t)(h + 1))) / 2) * ((i & 8) ? -1 : 1);
+            }
+            }
+        }
+        static const float special[] = { 0.0f, -0.0f, 65504.0f, 65519.99f, 65520.0f, -65520.0f,
+                                          INFINITY, -INFINITY, 5.9604645e-08f, 2.9802322e-08f,
+                                          2.9802326e-08f, 6.1035156e-05f, 6.1035153e-05f,
+                                          1e10f, -1e-30f };
+        for (size_t i = 0; i < sizeof(special) / sizeof(special[0]) && (long)i < n; i++)
+            src[i] = special[i];
+        uint16_t *dst = malloc((size_t)n * 2);
+        be->iface->store_f16(be, src, dst, n);
+        for (long i = 0; i < n; i++)
+            CHECK(dst[i] == ref_f2h(src[i]), "store_f16 %.9g: %04x vs %04x", src[i], dst[i],
+                  ref_f2h(src[i]));
+        float nanv[9] = { NAN, -NAN, 1, 2, 3, 4, 5, 6, 7 };
+        uint16_t nh[9];
+        be->iface->store_f16(be, nanv, nh, 9);
+        CHECK((nh[0] & 0x7c00) == 0x7c00 && (nh[0] & 0x3ff) != 0, "store_f16 NaN -> %04x", nh[0]);
+        CHECK((nh[1] & 0x7c00) == 0x7c00 && (nh[1] & 0x3ff) != 0, "store_f16 -NaN -> %04x", nh[1]);
+        free(y);
+        free(x);
+        free(y0);
+        free(src);
+        free(dst);
+    }
+}
+
+int main(void)
+{
+    /* the reference conversion itself, on a few known values */
+    if (ref_f2h(1.0f) != 0x3c00 || ref_f2h(-2.0f) != 0xc000 || ref_f2h(65504.0f) != 0x7bff ||
+        ref_f2h(5.9604645e-08f) != 0x0001 || h2d(0x3555) != 0.333251953125) {
+        fprintf(stderr, "reference f16 conversion broken\n");
+        return 1;
+    }
+    for (int simd = 1; simd >= 0; simd--) {
+        if (simd)
+            unsetenv("ENG_CPU_SIMD");
+        else
+            setenv("ENG_CPU_SIMD", "0", 1);
+        for (int nth = 1; nth <= 3; nth++) {
+            eng_backend *be = NULL;
+            if (eng_backend_cpu_new(nth, &be) < 0 || !be) {
+                fprintf(stderr, "eng_backend_cpu_new(%d) failed\n", nth);
+                return 1;
+            }
+            const char *kn = eng__backend_cpu_kernels(be);
+            char cfg[64];
+            snprintf(cfg, sizeof(cfg), "%s, %d threads", kn ? kn : "?", nth);
+            cur_cfg = cfg;
+            CHECK(eng_backend_cpu_n_threads(be) == nth, "n_threads %d", eng_backend_cpu_n_threads(be));
+            if (!simd)
+                CHECK(kn && strcmp(kn, "scalar") == 0, "ENG_CPU_SIMD=0 ignored: %s", kn);
+#if defined(__x86_64__)
+            else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+                     __builtin_cpu_supports("f16c"))
+                CHECK(kn && strcmp(kn, "avx2") == 0, "AVX2 machine got %s", kn);
+#endif
+            int before = n_fail;
+            for (int d = 0; d < 2; d++) {
+                eng_dtype dt = d ? ENG_DTYPE_F32 : ENG_DTYPE_F16;
+                test_get_rows(be, dt);
+                test_matmul(be, dt);
+                test_ffn(be, dt);
+            }
+            test_rmsnorm(be);
+            test_rope(be);
+            test_attention(be);
+            test_add_store(be);
+            printf("%-22s %s\n", cfg, n_fail == before ? "ok" : "FAILED");
+            be->iface->free(be);
+        }
+    }
+    eng_backend *be = NULL;
+    if (eng_backend_cpu_new(0, &be) < 0 || eng_backend_cpu_n_threads(be) < 1) {
+        fprintf(stderr, "eng_backend_cpu_new(0) failed\n");
+        return 1;
+    }
+    be->iface->free(be);
+    if (eng_backend_cpu_new(1, NULL) != -22) {
+        fprintf(stderr, "NULL ret_backend accepted\n");
+        return 1;
+    }
+    printf("%d failures\n", n_fail);
+    return n_fail ? 1 : 0;
+}

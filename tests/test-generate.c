@@ -1,0 +1,191 @@
+/* eng_generate on the default model: every stop reason, statistics, stop
+ * strings against text the model really produces, cancellation, seeded
+ * sampling. Skips (77) when the model file is absent. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine.h"
+
+static int failures;
+
+#define CHECK(cond)                                                              \
+    do {                                                                         \
+        if (!(cond)) {                                                           \
+            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond); \
+            failures++;                                                          \
+        }                                                                        \
+    } while (0)
+
+typedef struct sink {
+    char text[8192];
+    size_t len;
+    int calls;
+    int cancel_at; /* cancel on this call (1-based); 0: never */
+    bool bad_len;
+} sink;
+
+static int on_text(void *ud, const char *text, size_t len) {
+    sink *s = ud;
+    s->calls++;
+    if (len > 0 && !text)
+        s->bad_len = true;
+    else if (s->len + len < sizeof(s->text)) {
+        memcpy(s->text + s->len, text, len);
+        s->len += len;
+        s->text[s->len] = '\0';
+    }
+    return s->cancel_at > 0 && s->calls >= s->cancel_at;
+}
+
+static int gen(eng_session *sess, const int32_t *toks, size_t n, const eng_gen_params *gp,
+               sink *s, eng_gen_stats *st) {
+    int cancel_at = s->cancel_at;
+    memset(s, 0, sizeof(*s));
+    s->cancel_at = cancel_at;
+    memset(st, 0, sizeof(*st));
+    return eng_generate(sess, toks, n, gp, on_text, s, st);
+}
+
+static const char *model_path(char *buf, size_t cap) {
+    const char *env = getenv("SI_MODEL");
+    if (env)
+        return env;
+    const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
+    if (xdg)
+        snprintf(buf, cap, "%s/selectinfer/SmolLM2-135M-Instruct.Q4_1.gguf", xdg);
+    else
+        snprintf(buf, cap, "%s/.cache/selectinfer/SmolLM2-135M-Instruct.Q4_1.gguf", home ? home : ".");
+    return buf;
+}
+
+int main(void) {
+    char pbuf[4096];
+    const char *path = model_path(pbuf, sizeof(pbuf));
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        fprintf(stderr, "no model at %s: skipped\n", path);
+        return 77;
+    }
+    fclose(f);
+
+    eng_model *model;
+    eng_error err;
+    eng_model_params mp = eng_model_params_default();
+    if (eng_model_load(path, &mp, &model, &err) < 0) {
+        fprintf(stderr, "load %s: %s\n", path, err.msg);
+        return 1;
+    }
+    eng_session_params spar = eng_session_params_default();
+    spar.n_ctx = 256;
+    eng_session *sess;
+    if (eng_session_new(model, &spar, &sess) < 0) {
+        fprintf(stderr, "session_new failed\n");
+        return 1;
+    }
+
+    static const char prompt[] = "The history of the Roman Empire";
+    int32_t toks[64];
+    size_t n = 0;
+    CHECK(eng_tokenize(model, prompt, strlen(prompt), ENG_TOK_ADD_SPECIAL, toks, 64, &n) == 0);
+    CHECK(n > 0 && n < 64);
+
+    sink s = {0}, s2 = {0};
+    eng_gen_stats st, st2;
+    eng_gen_params gp = eng_gen_params_default();
+
+    /* length: exactly max_tokens, one callback per token (+ a final flush) */
+    gp.max_tokens = 12;
+    CHECK(gen(sess, toks, n, &gp, &s, &st) == 0);
+    CHECK(st.stop_reason == ENG_STOP_LENGTH);
+    CHECK(st.n_generated == 12 && st.n_prompt == (int)n);
+    CHECK(st.prefill_ns > 0 && st.decode_ns > 0);
+    CHECK(s.calls >= 12 && s.calls <= 13 && !s.bad_len);
+    CHECK(s.len > 12);
+    printf("greedy: [%s]\n", s.text);
+
+    /* a stop string taken from that text: output is the text before it */
+    char stop[8];
+    size_t at = s.len / 2;
+    memcpy(stop, s.text + at, 4);
+    stop[4] = '\0';
+    const char *first = strstr(s.text, stop);
+    size_t want = first ? (size_t)(first - s.text) : 0;
+    const char *stops[] = {"never-matches-xyz", stop};
+    gp.stop = stops;
+    gp.n_stop = 2;
+    CHECK(gen(sess, toks, n, &gp, &s2, &st2) == 0);
+    CHECK(st2.stop_reason == ENG_STOP_STRING);
+    CHECK(s2.len == want && memcmp(s2.text, s.text, want) == 0);
+    CHECK(st2.n_generated <= 12);
+    gp.stop = NULL;
+    gp.n_stop = 0;
+
+    /* cancellation on the third callback: returns 0, stats filled */
+    s2.cancel_at = 3;
+    CHECK(gen(sess, toks, n, &gp, &s2, &st2) == 0);
+    s2.cancel_at = 0;
+    CHECK(st2.stop_reason == ENG_STOP_CANCELLED && st2.n_generated == 3 && st2.n_prompt == (int)n);
+    CHECK(s2.len <= s.len && memcmp(s2.text, s.text, s2.len) == 0);
+
+    /* context full: the session ends after n_ctx - n_prompt + 1 tokens (the
+     * last one is sampled from the final position and never evaluated) */
+    eng_session *small;
+    eng_session_params sp2 = spar;
+    sp2.n_ctx = (int)n + 4;
+    CHECK(eng_session_new(model, &sp2, &small) == 0);
+    int n_ctx = eng_session_n_ctx(small);
+    gp.max_tokens = 0;
+    CHECK(gen(small, toks, n, &gp, &s2, &st2) == 0);
+    CHECK(st2.stop_reason == ENG_STOP_CONTEXT);
+    CHECK(st2.n_generated == n_ctx - (int)n + 1);
+    CHECK(s2.len <= s.len && memcmp(s2.text, s.text, s2.len) == 0);
+    /* a prompt longer than the context is refused */
+    int32_t many[64];
+    for (int i = 0; i < 64; i++)
+        many[i] = toks[i % n];
+    CHECK(eng_generate(small, many, (size_t)n_ctx + 1, &gp, NULL, NULL, &st2) == -ENOSPC);
+    eng_session_free(small);
+    CHECK(eng_generate(sess, toks, 0, &gp, NULL, NULL, &st2) == -EINVAL);
+    CHECK(eng_generate(sess, NULL, 3, &gp, NULL, NULL, &st2) == -EINVAL);
+
+    /* end of generation: a chat answer ends with <|im_end|>, not emitted */
+    eng_chat_msg msg[] = {{"user", "What is the capital of France?"}};
+    char chat[1024];
+    int cl = eng_chat_apply(model, msg, 1, true, chat, sizeof(chat));
+    CHECK(cl > 0 && cl < (int)sizeof(chat));
+    int32_t ctoks[256];
+    size_t cn = 0;
+    if (cl > 0 && cl < (int)sizeof(chat)) {
+        CHECK(eng_tokenize(model, chat, (size_t)cl, ENG_TOK_PARSE_SPECIAL, ctoks, 256, &cn) == 0);
+        gp.max_tokens = 40;
+        CHECK(gen(sess, ctoks, cn, &gp, &s2, &st2) == 0);
+        printf("chat: [%s] (%s)\n", s2.text, eng_stop_reason_name(st2.stop_reason));
+        CHECK(st2.stop_reason == ENG_STOP_EOS);
+        CHECK(strstr(s2.text, "Paris") != NULL);
+        CHECK(strstr(s2.text, "<|im_end|>") == NULL);
+    }
+
+    /* seeded sampling: same seed, same text; the session is reset each time */
+    gp.max_tokens = 10;
+    gp.sampler.temperature = 1.0f;
+    gp.sampler.seed = 1234;
+    CHECK(gen(sess, toks, n, &gp, &s, &st) == 0);
+    CHECK(gen(sess, toks, n, &gp, &s2, &st2) == 0);
+    CHECK(s.len > 0 && s.len == s2.len && memcmp(s.text, s2.text, s.len) == 0);
+
+    CHECK(strcmp(eng_stop_reason_name(ENG_STOP_EOS), "eos") == 0);
+    CHECK(strcmp(eng_stop_reason_name((eng_stop_reason)99), "unknown") == 0);
+    uint64_t t0 = eng_time_ns(), t1 = eng_time_ns();
+    CHECK(t1 >= t0 && t0 > 0);
+
+    eng_session_free(sess);
+    eng_model_free(model);
+    if (failures) {
+        fprintf(stderr, "%d check(s) failed\n", failures);
+        return 1;
+    }
+    printf("ok\n");
+    return 0;
+}

@@ -1,0 +1,535 @@
+/* Tokenizer against llama.cpp's ids for the SmolLM2 vocabulary.
+ *
+ * Usage: test-tokenizer tests/data/tokenizer-smollm2.tsv
+ *
+ * Each row of the .tsv is: escaped text, parse_special (0/1), ids. We load
+ * the vocabulary of the real model (closing the GGUF right away, so the
+ * vocabulary must own its copy), and check for every row: the ids, the
+ * -ENOBUFS contract, the detokenized round trip, and streaming decode with
+ * eng_utf8_complete_prefix. Then the vocabulary's special ids, EOG set, error
+ * paths on synthetic vocabularies, and concurrent use from two threads.
+ * Exits 77 when the model is not available.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "gguf.h"
+#include "vocab.h"
+
+#define MAX_TEXT 65536
+#define MAX_IDS 8192
+
+typedef struct row {
+    char *text;
+    size_t len;
+    int parse_special;
+    int32_t *ids;
+    size_t n_ids;
+    int line;
+} row;
+
+static int failures;
+
+#define CHECK(cond, ...)                                                                           \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);                                   \
+            fprintf(stderr, __VA_ARGS__);                                                          \
+            fprintf(stderr, "\n");                                                                 \
+            failures++;                                                                            \
+        }                                                                                          \
+    } while (0)
+
+/* C-style escapes of tests/data: \\ \n \r \t \xHH. Returns the length or -1. */
+static long unescape(const char *s, size_t n, char *out) {
+    size_t o = 0;
+    for (size_t i = 0; i < n;) {
+        if (s[i] != '\\') {
+            out[o++] = s[i++];
+            continue;
+        }
+        if (i + 1 >= n)
+            return -1;
+        char c = s[i + 1];
+        if (c == 'n') out[o++] = '\n';
+        else if (c == 'r') out[o++] = '\r';
+        else if (c == 't') out[o++] = '\t';
+        else if (c == '\\') out[o++] = '\\';
+        else if (c == 'x' && i + 3 < n) {
+            char hex[3] = { s[i + 2], s[i + 3], 0 };
+            char *end;
+            long v = strtol(hex, &end, 16);
+            if (*end)
+                return -1;
+            out[o++] = (char)v;
+            i += 2;
+        } else
+            return -1;
+        i += 2;
+    }
+    return (long)o;
+}
+
+static const char *model_path(char *buf, size_t cap) {
+    const char *p = getenv("SI_MODEL");
+    if (p && *p)
+        return p;
+    const char *cache = getenv("XDG_CACHE_HOME");
+    if (cache && *cache)
+        snprintf(buf, cap, "%s/selectinfer/SmolLM2-135M-Instruct.Q4_1.gguf", cache);
+    else if ((p = getenv("HOME")))
+        snprintf(buf, cap, "%s/.cache/selectinfer/SmolLM2-135M-Instruct.Q4_1.gguf", p);
+    else
+        return NULL;
+    return buf;
+}
+
+static row *load_rows(const char *path, size_t *ret_n) {
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        fprintf(stderr, "cannot open %s\n", path);
+        return NULL;
+    }
+    row *rows = NULL;
+    size_t n = 0, cap = 0;
+    char *line = NULL;
+    size_t lcap = 0;
+    ssize_t l;
+    int lineno = 0;
+    while ((l = getline(&line, &lcap, f)) >= 0) {
+        lineno++;
+        if (l && line[l - 1] == '\n')
+            line[--l] = '\0';
+        if (line[0] == '#')
+            continue;
+        char *t1 = strchr(line, '\t'), *t2 = t1 ? strchr(t1 + 1, '\t') : NULL;
+        if (!t1 || !t2) {
+            fprintf(stderr, "%s:%d: malformed row\n", path, lineno);
+            exit(1);
+        }
+        if (n == cap) {
+            cap = cap ? 2 * cap : 64;
+            rows = realloc(rows, cap * sizeof(*rows));
+        }
+        row *r = &rows[n++];
+        r->text = malloc((size_t)(t1 - line) + 1);
+        long tl = unescape(line, (size_t)(t1 - line), r->text);
+        if (tl < 0) {
+            fprintf(stderr, "%s:%d: bad escape\n", path, lineno);
+            exit(1);
+        }
+        r->len = (size_t)tl;
+        r->parse_special = atoi(t1 + 1);
+        r->ids = malloc(MAX_IDS * sizeof(int32_t));
+        r->n_ids = 0;
+        r->line = lineno;
+        for (char *p = t2 + 1; *p;) {
+            char *end;
+            long v = strtol(p, &end, 10);
+            if (end == p)
+                break;
+            r->ids[r->n_ids++] = (int32_t)v;
+            p = end;
+        }
+    }
+    free(line);
+    fclose(f);
+    *ret_n = n;
+    return rows;
+}
+
+static bool valid_utf8(const char *s, size_t n) {
+    for (size_t i = 0; i < n;) {
+        unsigned char c = (unsigned char)s[i];
+        size_t l = c < 0x80 ? 1 : (c & 0xe0) == 0xc0 ? 2 : (c & 0xf0) == 0xe0 ? 3 : (c & 0xf8) == 0xf0 ? 4 : 0;
+        if (!l || i + l > n)
+            return false;
+        for (size_t k = 1; k < l; k++)
+            if (((unsigned char)s[i + k] & 0xc0) != 0x80)
+                return false;
+        i += l;
+    }
+    return true;
+}
+
+/* Concatenated pieces of ids; returns the length. */
+static size_t detok(const eng_vocab *v, const int32_t *ids, size_t n, bool special, char *out, size_t cap) {
+    size_t o = 0;
+    for (size_t i = 0; i < n; i++) {
+        int k = eng_vocab_token_to_piece(v, ids[i], special, out + o, cap - o);
+        if (k < 0 || (size_t)k > cap - o)
+            return (size_t)-1;
+        o += (size_t)k;
+    }
+    return o;
+}
+
+static bool contains(const char *s, size_t n, const char *needle) {
+    return memmem(s, n, needle, strlen(needle)) != NULL;
+}
+
+static void check_row(const eng_vocab *v, const row *r, int *n_held) {
+    static int32_t got[MAX_IDS];
+    unsigned flags = r->parse_special ? ENG_TOK_PARSE_SPECIAL : 0;
+    size_t n = 12345;
+    int rc = eng_vocab_tokenize(v, r->text, r->len, flags, got, MAX_IDS, &n);
+    CHECK(rc == 0, "line %d: tokenize returned %d", r->line, rc);
+    bool same = rc == 0 && n == r->n_ids && memcmp(got, r->ids, n * sizeof(int32_t)) == 0;
+    CHECK(same, "line %d (parse_special=%d): ids differ from llama.cpp (%zu vs %zu tokens)", r->line,
+          r->parse_special, n, r->n_ids);
+    if (!same) {
+        fprintf(stderr, "  want:");
+        for (size_t i = 0; i < r->n_ids; i++)
+            fprintf(stderr, " %d", r->ids[i]);
+        fprintf(stderr, "\n  got: ");
+        for (size_t i = 0; rc == 0 && i < n; i++)
+            fprintf(stderr, " %d", got[i]);
+        fprintf(stderr, "\n");
+        return;
+    }
+
+    /* SmolLM2's metadata adds neither BOS nor EOS (llama.cpp agrees: the
+     * generator checked that add_special gives the same ids). */
+    size_t n2 = 0;
+    rc = eng_vocab_tokenize(v, r->text, r->len, flags | ENG_TOK_ADD_SPECIAL, got, MAX_IDS, &n2);
+    CHECK(rc == 0 && n2 == r->n_ids && memcmp(got, r->ids, n2 * sizeof(int32_t)) == 0,
+          "line %d: ENG_TOK_ADD_SPECIAL changed the ids", r->line);
+
+    /* Too small a buffer: -ENOBUFS, the full count, and the prefix that fits. */
+    if (r->n_ids >= 2) {
+        size_t cap = r->n_ids / 2, n3 = 0;
+        for (size_t i = 0; i < MAX_IDS; i++)
+            got[i] = -7;
+        rc = eng_vocab_tokenize(v, r->text, r->len, flags, got, cap, &n3);
+        CHECK(rc == -ENOBUFS && n3 == r->n_ids, "line %d: cap %zu gave rc %d n %zu", r->line, cap, rc, n3);
+        CHECK(memcmp(got, r->ids, cap * sizeof(int32_t)) == 0 && got[cap] == -7,
+              "line %d: wrong prefix or write past cap", r->line);
+        n3 = 0;
+        rc = eng_vocab_tokenize(v, r->text, r->len, flags, NULL, 0, &n3);
+        CHECK(rc == -ENOBUFS && n3 == r->n_ids, "line %d: cap 0 gave rc %d n %zu", r->line, rc, n3);
+    }
+
+    /* Round trip. Malformed UTF-8 is replaced on the way in, so skip it. */
+    static char buf[4 * MAX_TEXT];
+    if (!valid_utf8(r->text, r->len))
+        return;
+    size_t m = detok(v, r->ids, r->n_ids, true, buf, sizeof(buf));
+    CHECK(m == r->len && memcmp(buf, r->text, m) == 0, "line %d: pieces (special) do not rebuild the input",
+          r->line);
+    bool has_control = contains(r->text, r->len, "<|im_start|>") || contains(r->text, r->len, "<|im_end|>") ||
+                       contains(r->text, r->len, "<|endoftext|>") || contains(r->text, r->len, "<jupyter_") ||
+                       contains(r->text, r->len, "<repo") || contains(r->text, r->len, "<file_sep>") ||
+                       contains(r->text, r->len, "<empty_output>");
+    if (!r->parse_special || !has_control) {
+        m = detok(v, r->ids, r->n_ids, false, buf, sizeof(buf));
+        CHECK(m == r->len && memcmp(buf, r->text, m) == 0, "line %d: pieces do not rebuild the input", r->line);
+    } else {
+        /* Control tokens render as nothing without special. */
+        m = detok(v, r->ids, r->n_ids, false, buf, sizeof(buf));
+        CHECK(m < r->len && !contains(buf, m, "<|im_start|>") && !contains(buf, m, "<|endoftext|>"),
+              "line %d: control token rendered without special", r->line);
+    }
+
+    /* Streaming: emit the complete-UTF-8 prefix after each token, keep the
+     * rest; every emitted chunk must be valid UTF-8 and the whole the input. */
+    static char pend[64], outb[4 * MAX_TEXT];
+    size_t np = 0, no = 0;
+    bool ok = true;
+    for (size_t i = 0; i < r->n_ids && ok; i++) {
+        int k = eng_vocab_token_to_piece(v, r->ids[i], true, pend + np, sizeof(pend) - np);
+        if (k < 0 || (size_t)k > sizeof(pend) - np) {
+            ok = false;
+            break;
+        }
+        np += (size_t)k;
+        size_t c = eng_utf8_complete_prefix(pend, np);
+        if (c < np)
+            (*n_held)++;
+        if (!valid_utf8(pend, c))
+            ok = false;
+        memcpy(outb + no, pend, c);
+        no += c;
+        memmove(pend, pend + c, np - c);
+        np -= c;
+    }
+    CHECK(ok && np == 0 && no == r->len && memcmp(outb, r->text, no) == 0,
+          "line %d: streaming decode broke UTF-8 or lost bytes", r->line);
+}
+
+static void test_utf8_prefix(void) {
+    static const struct {
+        const char *s;
+        size_t n, want;
+    } c[] = {
+        { "", 0, 0 },
+        { "abc", 3, 3 },
+        { "\xe2\x82", 2, 0 },
+        { "a\xe2\x82", 3, 1 },
+        { "a\xe2\x82\xac", 4, 4 },
+        { "\xf0\x9f\xa6", 3, 0 },
+        { "x\xf0\x9f\xa6\x99", 5, 5 },
+        { "ab\xc3", 3, 2 },
+        { "\xc3\xa9", 2, 2 },
+        { "\x80", 1, 1 },       /* stray continuation: nothing can complete it */
+        { "\xff", 1, 1 },
+        { "\x80\x80\x80\x80", 4, 4 },
+    };
+    for (size_t i = 0; i < sizeof(c) / sizeof(c[0]); i++) {
+        size_t got = eng_utf8_complete_prefix(c[i].s, c[i].n);
+        CHECK(got == c[i].want, "utf8_complete_prefix case %zu: %zu, want %zu", i, got, c[i].want);
+    }
+}
+
+static void test_vocab_facts(const eng_vocab *v) {
+    CHECK(eng_vocab_n_tokens(v) == 49152, "n_tokens %d", eng_vocab_n_tokens(v));
+    CHECK(eng_vocab_bos(v) == 1 && eng_vocab_eos(v) == 2, "bos %d eos %d", eng_vocab_bos(v), eng_vocab_eos(v));
+    CHECK(eng_vocab_is_eog(v, 2), "<|im_end|> is EOG");
+    CHECK(eng_vocab_is_eog(v, 0), "<|endoftext|> is EOG");
+    CHECK(!eng_vocab_is_eog(v, 1) && !eng_vocab_is_eog(v, 19556), "<|im_start|> / Hello are not EOG");
+    CHECK(!eng_vocab_is_eog(v, -1) && !eng_vocab_is_eog(v, 49152), "out-of-range ids are not EOG");
+
+    char buf[64];
+    CHECK(eng_vocab_token_to_piece(v, 1, false, buf, sizeof(buf)) == 0, "control hidden without special");
+    int k = eng_vocab_token_to_piece(v, 1, true, buf, sizeof(buf));
+    CHECK(k == 12 && memcmp(buf, "<|im_start|>", 12) == 0, "control text with special");
+    memset(buf, 'z', sizeof(buf));
+    k = eng_vocab_token_to_piece(v, 1, true, buf, 5);
+    CHECK(k == 12 && buf[0] == 'z', "small cap: needed count, nothing written (%d)", k);
+    CHECK(eng_vocab_token_to_piece(v, -1, true, buf, sizeof(buf)) == -EINVAL, "negative id");
+    CHECK(eng_vocab_token_to_piece(v, 49152, true, buf, sizeof(buf)) == -EINVAL, "id past vocab");
+    k = eng_vocab_token_to_piece(v, 19556, false, buf, sizeof(buf));
+    CHECK(k == 5 && memcmp(buf, "Hello", 5) == 0, "piece of 19556");
+    k = eng_vocab_token_to_piece(v, 905, false, buf, sizeof(buf));
+    CHECK(k == 6 && memcmp(buf, " world", 6) == 0, "piece of 905 (Ġ -> space)");
+
+    size_t n;
+    CHECK(eng_vocab_tokenize(v, NULL, 0, 0, NULL, 0, &n) == 0 && n == 0, "empty input");
+    CHECK(eng_vocab_tokenize(v, NULL, 3, 0, NULL, 0, &n) == -EINVAL, "NULL text with length");
+}
+
+/* ---- synthetic vocabularies: error paths ---- */
+
+static int write_vocab(const char *path, const char *model, const char *pre, bool merges, const char *extra_key) {
+    gguf_writer *w;
+    if (gguf_writer_new(&w) < 0)
+        return -1;
+    static const char *const toks[] = { "<unk>", "<s>", "</s>", "a", "b", "ab", "Ġ", "Ġab" };
+    static const int32_t types[] = { 2, 3, 3, 1, 1, 1, 1, 1 };
+    static const char *const mg[] = { "a b", "Ġ ab" };
+    int r = 0;
+    r |= gguf_writer_set_str(w, "general.architecture", "llama");
+    if (model)
+        r |= gguf_writer_set_str(w, "tokenizer.ggml.model", model);
+    if (pre)
+        r |= gguf_writer_set_str(w, "tokenizer.ggml.pre", pre);
+    r |= gguf_writer_set_arr_str(w, "tokenizer.ggml.tokens", toks, 8);
+    r |= gguf_writer_set_arr_i32(w, "tokenizer.ggml.token_type", types, 8);
+    if (merges)
+        r |= gguf_writer_set_arr_str(w, "tokenizer.ggml.merges", mg, 2);
+    r |= gguf_writer_set_u32(w, "tokenizer.ggml.bos_token_id", 1);
+    r |= gguf_writer_set_u32(w, "tokenizer.ggml.unknown_token_id", 0);
+    r |= gguf_writer_set_u32(w, "tokenizer.ggml.eos_token_id", 99); /* out of range: ignored */
+    if (extra_key)
+        r |= gguf_writer_set_bool(w, extra_key, true);
+    if (r == 0)
+        r = gguf_writer_write(w, path);
+    gguf_writer_free(w);
+    return r;
+}
+
+static int load_synthetic(const char *model, const char *pre, bool merges, const char *extra, eng_vocab **ret,
+                          eng_error *err) {
+    char path[] = "/tmp/test-tokenizer-XXXXXX";
+    int fd = mkstemp(path);
+    if (fd < 0)
+        return -EIO;
+    close(fd);
+    int r = write_vocab(path, model, pre, merges, extra);
+    gguf_file *f = NULL;
+    if (r == 0)
+        r = gguf_open(path, &f, err);
+    unlink(path);
+    if (r < 0) {
+        fprintf(stderr, "synthetic vocab: %s\n", err->msg);
+        return -EIO;
+    }
+    r = eng_vocab_load(f, ret, err);
+    gguf_close(f);
+    return r;
+}
+
+static void test_synthetic(void) {
+    eng_vocab *v = NULL;
+    eng_error err = { "" };
+    int r = load_synthetic("llama", "default", true, NULL, &v, &err);
+    CHECK(r == -ENOTSUP && strstr(err.msg, "llama"), "SPM model: %d '%s'", r, err.msg);
+    r = load_synthetic(NULL, "default", true, NULL, &v, &err);
+    CHECK(r == -EINVAL, "missing tokenizer.ggml.model: %d", r);
+    r = load_synthetic("gpt2", "default", false, NULL, &v, &err);
+    CHECK(r == -EINVAL && strstr(err.msg, "merges"), "missing merges: %d '%s'", r, err.msg);
+
+    err.msg[0] = '\0';
+    r = load_synthetic("gpt2", "no-such-pre", true, "tokenizer.ggml.add_eos_token", &v, &err);
+    CHECK(r == 0 && strstr(err.msg, "no-such-pre"), "unknown pre falls back with a note: %d '%s'", r, err.msg);
+    if (r == 0) {
+        CHECK(eng_vocab_bos(v) == 1 && eng_vocab_eos(v) == -1, "bos %d eos %d (99 is out of range)",
+              eng_vocab_bos(v), eng_vocab_eos(v));
+        int32_t ids[8];
+        size_t n = 0;
+        /* "ab ab" -> "ab", "Ġab"; add_eos is set but there is no EOS; add_bos
+         * defaults to false for a gpt2 vocabulary. */
+        r = eng_vocab_tokenize(v, "ab ab", 5, ENG_TOK_ADD_SPECIAL, ids, 8, &n);
+        CHECK(r == 0 && n == 2 && ids[0] == 5 && ids[1] == 7, "synthetic BPE: r %d n %zu", r, n);
+        /* "ba": no merge, one token per character; "c" is not in the vocab:
+         * the unknown token. */
+        r = eng_vocab_tokenize(v, "bac", 3, 0, ids, 8, &n);
+        CHECK(r == 0 && n == 3 && ids[0] == 4 && ids[1] == 3 && ids[2] == 0, "fallback: r %d n %zu", r, n);
+        /* <s> is control: text without PARSE_SPECIAL, a token with it. */
+        r = eng_vocab_tokenize(v, "<s>", 3, ENG_TOK_PARSE_SPECIAL, ids, 8, &n);
+        CHECK(r == 0 && n == 1 && ids[0] == 1, "parse special <s>: r %d n %zu", r, n);
+        eng_vocab_free(v);
+    }
+    r = load_synthetic("gpt2", "llama-bpe", true, NULL, &v, &err);
+    CHECK(r == 0, "llama-bpe synthetic: %d %s", r, err.msg);
+    if (r == 0) {
+        int32_t ids[8];
+        size_t n = 0;
+        /* llama-bpe defaults add_bos to true. */
+        r = eng_vocab_tokenize(v, "ab", 2, ENG_TOK_ADD_SPECIAL, ids, 8, &n);
+        CHECK(r == 0 && n == 2 && ids[0] == 1 && ids[1] == 5, "llama-bpe BOS: r %d n %zu", r, n);
+        eng_vocab_free(v);
+    }
+    eng_vocab_free(NULL);
+}
+
+/* Random strings (seeded): pieces rebuild any valid UTF-8 input, special
+ * tokens included; malformed input must not break anything. */
+static void test_random_roundtrip(const eng_vocab *v) {
+    static const char *const atoms[] = {
+        "a", "Z", "e", "'s", "'LL", " ", "  ", "\t", "\n", "\r\n", "7", "42", ".", "!?", "<|im_start|>", "<|im_end|>",
+        "<|", "|>", "\xc3\xa9", "\xe4\xbd\xa0", "\xf0\x9f\xa6\x99", "\xe2\x80\x8d", "\xd9\x85", "\xcc\x81", "\x00",
+    };
+    static int32_t ids[MAX_IDS];
+    static char text[1024], out[8192];
+    uint64_t x = 0x9e3779b97f4a7c15ull;
+    int bad = 0;
+    for (int it = 0; it < 3000; it++) {
+        size_t n = 0;
+        int k = 1 + (int)((x >> 33) % 40);
+        bool raw = it % 5 == 4;
+        for (int j = 0; j < k; j++) {
+            x ^= x << 13; x ^= x >> 7; x ^= x << 17;
+            if (raw) {
+                text[n++] = (char)(x >> 24); /* arbitrary bytes */
+            } else {
+                const char *a = atoms[(x >> 20) % (sizeof(atoms) / sizeof(atoms[0]))];
+                size_t al = (a[0] == '\0') ? 1 : strlen(a);
+                memcpy(text + n, a, al);
+                n += al;
+            }
+        }
+        size_t nt = 0;
+        unsigned flags = (it & 1) ? ENG_TOK_PARSE_SPECIAL : 0;
+        int rc = eng_vocab_tokenize(v, text, n, flags, ids, MAX_IDS, &nt);
+        if (rc != 0) {
+            bad++;
+            continue;
+        }
+        if (raw && !valid_utf8(text, n))
+            continue;
+        size_t m = detok(v, ids, nt, true, out, sizeof(out));
+        if (m != n || memcmp(out, text, n) != 0)
+            bad++;
+    }
+    CHECK(bad == 0, "random round trip: %d failures", bad);
+}
+
+/* ---- two threads over one vocabulary ---- */
+
+struct thread_arg {
+    const eng_vocab *v;
+    const row *rows;
+    size_t n_rows;
+    int bad;
+};
+
+static void *thread_main(void *p) {
+    struct thread_arg *a = p;
+    int32_t *got = malloc(MAX_IDS * sizeof(int32_t));
+    for (int rep = 0; rep < 3; rep++)
+        for (size_t i = 0; i < a->n_rows; i++) {
+            const row *r = &a->rows[i];
+            size_t n = 0;
+            int rc = eng_vocab_tokenize(a->v, r->text, r->len, r->parse_special ? ENG_TOK_PARSE_SPECIAL : 0, got,
+                                        MAX_IDS, &n);
+            if (rc != 0 || n != r->n_ids || memcmp(got, r->ids, n * sizeof(int32_t)))
+                a->bad++;
+        }
+    free(got);
+    return NULL;
+}
+
+int main(int argc, char **argv) {
+    if (argc != 2) {
+        fprintf(stderr, "usage: %s tokenizer-smollm2.tsv\n", argv[0]);
+        return 1;
+    }
+    test_utf8_prefix();
+    test_synthetic();
+
+    char pbuf[4096];
+    const char *mp = model_path(pbuf, sizeof(pbuf));
+    if (!mp || access(mp, R_OK) != 0) {
+        fprintf(stderr, "SKIP: model not found (%s); run scripts/fetch-model.sh\n", mp ? mp : "?");
+        return failures ? 1 : 77;
+    }
+    gguf_file *f;
+    eng_error err = { "" };
+    if (gguf_open(mp, &f, &err) < 0) {
+        fprintf(stderr, "FAIL: gguf_open %s: %s\n", mp, err.msg);
+        return 1;
+    }
+    eng_vocab *v;
+    int r = eng_vocab_load(f, &v, &err);
+    gguf_close(f); /* the vocabulary must not point into the file */
+    if (r < 0) {
+        fprintf(stderr, "FAIL: eng_vocab_load: %d %s\n", r, err.msg);
+        return 1;
+    }
+    test_vocab_facts(v);
+    test_random_roundtrip(v);
+
+    size_t n_rows;
+    row *rows = load_rows(argv[1], &n_rows);
+    if (!rows || n_rows < 50) {
+        fprintf(stderr, "FAIL: too few rows in %s\n", argv[1]);
+        return 1;
+    }
+    int n_held = 0;
+    for (size_t i = 0; i < n_rows; i++)
+        check_row(v, &rows[i], &n_held);
+    /* The corpus has emoji split over several byte tokens: the streaming
+     * check must have held bytes back at least once to mean anything. */
+    CHECK(n_held > 0, "no token ended inside a UTF-8 sequence; the streaming check proved nothing");
+
+    struct thread_arg a[2] = { { v, rows, n_rows, 0 }, { v, rows, n_rows, 0 } };
+    pthread_t th[2];
+    for (int i = 0; i < 2; i++)
+        pthread_create(&th[i], NULL, thread_main, &a[i]);
+    for (int i = 0; i < 2; i++)
+        pthread_join(th[i], NULL);
+    CHECK(a[0].bad == 0 && a[1].bad == 0, "concurrent tokenize: %d/%d mismatches", a[0].bad, a[1].bad);
+
+    for (size_t i = 0; i < n_rows; i++) {
+        free(rows[i].text);
+        free(rows[i].ids);
+    }
+    free(rows);
+    eng_vocab_free(v);
+    printf("%zu rows, %d held-back UTF-8 tails, %d failures\n", n_rows, n_held, failures);
+    return failures ? 1 : 0;
+}

@@ -1,0 +1,756 @@
+/* si-synth: writes a synthetic GGUF model with random weights.
+ *
+ *   si-synth --shape NAME --out FILE [--seed N] [--type T] [--embd-type T] [--layers N]
+ *
+ * Shapes mirror real models' hyperparameters, metadata keys, tensor names and
+ * tokenizer layout (a byte-level BPE vocabulary with the 256 GPT-2 byte
+ * tokens, merges of common English words, the model family's special tokens
+ * and chat template), so that the engine and llama.cpp can both load them.
+ * Weights are seeded and reproducible: ~N(0,1)/sqrt(fan_in), norms 1.
+ *
+ * The file is written tensor by tensor, row by row (the writer's streaming
+ * mode), so even the 3B shapes need only a few rows of memory.
+ */
+#include <errno.h>
+#include <math.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "gguf.h"
+#include "quants.h"
+
+enum vocab_style { VOCAB_SMOL, VOCAB_LLAMA3, VOCAB_QWEN };
+
+typedef struct shape {
+    const char *name, *arch, *pre, *model_name;
+    int n_layer, n_embd, n_ff, n_head, n_head_kv, n_vocab, n_ctx;
+    float rope_base, eps;
+    bool qkv_bias;   /* qwen2 */
+    bool rope_freqs; /* llama 3.x rope scaling baked into rope_freqs.weight */
+    bool tied;       /* no output.weight: logits use token_embd */
+    enum vocab_style vocab;
+    int n_smol_specials; /* VOCAB_SMOL: specials at ids 0.. */
+} shape;
+
+static const shape shapes[] = {
+    {"tiny", "llama", "smollm", "Synthetic Tiny", 2, 64, 192, 4, 2, 320, 2048, 10000.0f, 1e-5f,
+     false, false, true, VOCAB_SMOL, 3},
+    {"tiny-qwen2", "qwen2", "qwen2", "Synthetic Tiny Qwen2", 2, 64, 192, 4, 2, 320, 4096,
+     1000000.0f, 1e-6f, true, false, true, VOCAB_QWEN, 0},
+    {"smollm2-135m", "llama", "smollm", "Synthetic SmolLM2 135M", 30, 576, 1536, 9, 3, 49152,
+     8192, 100000.0f, 1e-5f, false, false, true, VOCAB_SMOL, 17},
+    {"llama-3.2-1b", "llama", "llama-bpe", "Synthetic Llama 3.2 1B", 16, 2048, 8192, 32, 8,
+     128256, 131072, 500000.0f, 1e-5f, false, true, true, VOCAB_LLAMA3, 0},
+    {"llama-3.2-3b", "llama", "llama-bpe", "Synthetic Llama 3.2 3B", 28, 3072, 8192, 24, 8,
+     128256, 131072, 500000.0f, 1e-5f, false, true, true, VOCAB_LLAMA3, 0},
+    {"qwen2.5-3b", "qwen2", "qwen2", "Synthetic Qwen2.5 3B", 36, 2048, 11008, 16, 2, 151936,
+     32768, 1000000.0f, 1e-6f, true, false, true, VOCAB_QWEN, 0},
+};
+
+static const char *const smol_specials[] = {
+    "<|endoftext|>", "<|im_start|>", "<|im_end|>", "<repo_name>", "<reponame>", "<file_sep>",
+    "<filename>", "<gh_stars>", "<issue_start>", "<issue_comment>", "<issue_closed>",
+    "<jupyter_start>", "<jupyter_text>", "<jupyter_code>", "<jupyter_output>",
+    "<jupyter_script>", "<empty_output>",
+};
+
+static const char *const qwen_specials[] = {
+    "<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|object_ref_start|>", "<|object_ref_end|>",
+    "<|box_start|>", "<|box_end|>", "<|quad_start|>", "<|quad_end|>", "<|vision_start|>",
+    "<|vision_end|>", "<|vision_pad|>", "<|image_pad|>", "<|video_pad|>", "<tool_call>",
+    "</tool_call>", "<|fim_prefix|>", "<|fim_middle|>", "<|fim_suffix|>", "<|fim_pad|>",
+    "<|repo_name|>", "<|file_sep|>",
+};
+
+static const char *const tmpl_smol =
+    "{% for message in messages %}{% if loop.first and messages[0]['role'] != 'system' %}"
+    "{{ '<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging "
+    "Face<|im_end|>\n' }}{% endif %}{{'<|im_start|>' + message['role'] + '\n' + "
+    "message['content'] + '<|im_end|>' + '\n'}}{% endfor %}{% if add_generation_prompt %}"
+    "{{ '<|im_start|>assistant\n' }}{% endif %}";
+
+static const char *const tmpl_llama3 =
+    "{{- bos_token }}{%- for message in messages %}{{- '<|start_header_id|>' + message['role'] "
+    "+ '<|end_header_id|>\n\n' + message['content'] | trim + '<|eot_id|>' }}{%- endfor %}"
+    "{%- if add_generation_prompt %}{{- '<|start_header_id|>assistant<|end_header_id|>\n\n' }}"
+    "{%- endif %}";
+
+static const char *const tmpl_qwen =
+    "{%- for message in messages %}{%- if loop.first and messages[0]['role'] != 'system' %}"
+    "{{- '<|im_start|>system\nYou are Qwen, created by Alibaba Cloud. You are a helpful "
+    "assistant.<|im_end|>\n' }}{%- endif %}{{- '<|im_start|>' + message['role'] + '\n' + "
+    "message['content'] + '<|im_end|>\n' }}{%- endfor %}{%- if add_generation_prompt %}"
+    "{{- '<|im_start|>assistant\n' }}{%- endif %}";
+
+/* Words whose left-to-right merge chains seed the vocabulary (with and
+ * without the leading space), most common first. */
+static const char *const words[] = {
+    "the", "and", "of", "to", "in", "is", "that", "it", "for", "was", "on", "are", "with", "as",
+    "be", "this", "have", "not", "you", "by", "at", "from", "or", "but", "they", "his", "her",
+    "she", "he", "we", "can", "all", "one", "will", "there", "what", "about", "which", "when",
+    "your", "more", "their", "if", "has", "would", "so", "time", "people", "like", "just",
+    "hello", "world", "model", "language", "question", "answer", "system", "user", "assistant",
+    "help", "helpful", "name", "day", "good", "how", "do", "does", "why", "where", "who", "some",
+    "other", "than", "then", "these", "them", "into", "only", "also", "new", "first", "any",
+    "know", "could", "make", "because", "most", "many", "well", "very", "after", "should",
+    "write", "story", "short", "explain", "simple", "number", "sun", "water", "city", "capital",
+    "France", "Paris", "The", "It", "I", "A", "In", "This", "What", "How", "Hello", "ing", "ed",
+    "tion", "er", "ly", "es", "ment", "ness", "able",
+};
+
+/* ---- deterministic random numbers ---- */
+
+static uint64_t splitmix(uint64_t *s)
+{
+    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+/* Approximately N(0,1): the sum of four 16-bit uniforms (Irwin-Hall), which
+ * is cheap enough to fill 3B weights in seconds. */
+static float rand_normal(uint64_t *s)
+{
+    uint64_t r = splitmix(s);
+    float sum = (float)(r & 0xffff) + (float)((r >> 16) & 0xffff) + (float)((r >> 32) & 0xffff) +
+                (float)(r >> 48);
+    return (sum / 65536.0f - 2.0f) * 1.7320508f;
+}
+
+static uint64_t hash_str(const char *s)
+{
+    uint64_t h = 1469598103934665603ull;
+    for (; *s; s++)
+        h = (h ^ (uint8_t)*s) * 1099511628211ull;
+    return h;
+}
+
+/* ---- vocabulary ---- */
+
+typedef struct vocab {
+    char **tok;
+    int32_t *type;
+    size_t n, cap;
+    char **merge;
+    size_t n_merge, cap_merge;
+    /* open-addressing set of token texts, for uniqueness */
+    char **set;
+    int64_t *mset; /* merge index by "a b" text, -1 empty; same capacity */
+    size_t set_cap;
+} vocab;
+
+static void *xrealloc(void *p, size_t n)
+{
+    p = realloc(p, n);
+    if (!p) {
+        fprintf(stderr, "si-synth: out of memory\n");
+        exit(1);
+    }
+    return p;
+}
+
+static char *xstrdup(const char *s)
+{
+    char *d = strdup(s);
+    if (!d) {
+        fprintf(stderr, "si-synth: out of memory\n");
+        exit(1);
+    }
+    return d;
+}
+
+static bool set_has(const vocab *v, const char *s)
+{
+    for (size_t i = hash_str(s) & (v->set_cap - 1);; i = (i + 1) & (v->set_cap - 1)) {
+        if (!v->set[i])
+            return false;
+        if (strcmp(v->set[i], s) == 0)
+            return true;
+    }
+}
+
+static void add_token(vocab *v, const char *s, int32_t type)
+{
+    if (v->n == v->cap) {
+        v->cap = v->cap ? 2 * v->cap : 1024;
+        v->tok = xrealloc(v->tok, v->cap * sizeof(*v->tok));
+        v->type = xrealloc(v->type, v->cap * sizeof(*v->type));
+    }
+    char *d = xstrdup(s);
+    v->tok[v->n] = d;
+    v->type[v->n] = type;
+    v->n++;
+    size_t i = hash_str(s) & (v->set_cap - 1);
+    while (v->set[i])
+        i = (i + 1) & (v->set_cap - 1);
+    v->set[i] = d;
+}
+
+/* Merge ranks by text "a b", for simulating BPE while building. */
+static size_t merge_slot(const vocab *v, const char *m)
+{
+    size_t i = hash_str(m) & (v->set_cap - 1);
+    while (v->mset[i] >= 0 && strcmp(v->merge[v->mset[i]], m) != 0)
+        i = (i + 1) & (v->set_cap - 1);
+    return i;
+}
+
+/* Appends the merge "a b" (the lowest priority so far) and the token ab
+ * unless it exists. */
+static void add_merge(vocab *v, const char *a, const char *b)
+{
+    size_t la = strlen(a), lb = strlen(b);
+    char *m = xrealloc(NULL, la + lb + 2);
+    memcpy(m, a, la);
+    m[la] = ' ';
+    memcpy(m + la + 1, b, lb + 1);
+    size_t slot = merge_slot(v, m);
+    if (v->mset[slot] >= 0) {
+        free(m);
+        return;
+    }
+    if (v->n_merge == v->cap_merge) {
+        v->cap_merge = v->cap_merge ? 2 * v->cap_merge : 1024;
+        v->merge = xrealloc(v->merge, v->cap_merge * sizeof(*v->merge));
+    }
+    v->mset[slot] = (int64_t)v->n_merge;
+    v->merge[v->n_merge++] = m;
+    char *tok = xrealloc(NULL, la + lb + 1);
+    memcpy(tok, a, la);
+    memcpy(tok + la, b, lb + 1);
+    if (!set_has(v, tok))
+        add_token(v, tok, 1);
+    free(tok);
+}
+
+#define MAX_PIECES 64
+#define PIECE_LEN 128
+
+/* Byte-pair encodes pieces in place with the merges so far (lowest rank first). */
+static void bpe(const vocab *v, char (*p)[PIECE_LEN], int *np)
+{
+    char m[2 * PIECE_LEN + 2];
+    for (;;) {
+        int best = -1;
+        int64_t best_rank = INT64_MAX;
+        for (int i = 0; i + 1 < *np; i++) {
+            snprintf(m, sizeof(m), "%s %s", p[i], p[i + 1]);
+            int64_t r = v->mset[merge_slot(v, m)];
+            if (r >= 0 && r < best_rank) {
+                best_rank = r;
+                best = i;
+            }
+        }
+        if (best < 0 || strlen(p[best]) + strlen(p[best + 1]) >= PIECE_LEN)
+            return;
+        strcat(p[best], p[best + 1]);
+        memmove(p[best + 1], p[best + 2], (size_t)(*np - best - 2) * PIECE_LEN);
+        (*np)--;
+    }
+}
+
+/* GPT-2's byte -> code point map: printable bytes map to themselves, the
+ * others to 256 + n in byte order. */
+static int byte_cp(int b)
+{
+    if ((b >= 33 && b <= 126) || (b >= 161 && b <= 172) || (b >= 174 && b <= 255))
+        return b;
+    int n = 0;
+    for (int c = 0; c < b; c++)
+        if (!((c >= 33 && c <= 126) || (c >= 161 && c <= 172) || (c >= 174 && c <= 255)))
+            n++;
+    return 256 + n;
+}
+
+static void cp_utf8(int cp, char *out)
+{
+    if (cp < 0x80) {
+        out[0] = (char)cp;
+        out[1] = 0;
+    } else {
+        out[0] = (char)(0xc0 | (cp >> 6));
+        out[1] = (char)(0x80 | (cp & 0x3f));
+        out[2] = 0;
+    }
+}
+
+/* Adds merges until word (with a leading space if asked) is one token:
+ * encode it with the merges so far, merge the first two pieces, repeat.
+ * Each new merge has the lowest priority, so the word stays reachable. */
+static void add_word(vocab *v, const char *word, bool space, size_t limit)
+{
+    char p[MAX_PIECES][PIECE_LEN];
+    int np = 0;
+    if (space)
+        cp_utf8(byte_cp(' '), p[np++]);
+    for (const char *c = word; *c && np < MAX_PIECES; c++)
+        cp_utf8(byte_cp((uint8_t)*c), p[np++]);
+    for (;;) {
+        bpe(v, p, &np);
+        if (np <= 1 || v->n >= limit)
+            return;
+        if (strlen(p[0]) + strlen(p[1]) >= PIECE_LEN)
+            return;
+        add_merge(v, p[0], p[1]);
+    }
+}
+
+static void build_vocab(vocab *v, const shape *sh, uint64_t seed)
+{
+    memset(v, 0, sizeof(*v));
+    v->set_cap = 1;
+    while (v->set_cap < 4 * (size_t)sh->n_vocab)
+        v->set_cap <<= 1;
+    v->set = calloc(v->set_cap, sizeof(*v->set));
+    v->mset = malloc(v->set_cap * sizeof(*v->mset));
+    if (v->mset)
+        memset(v->mset, 0xff, v->set_cap * sizeof(*v->mset));
+    if (!v->set || !v->mset) {
+        fprintf(stderr, "si-synth: out of memory\n");
+        exit(1);
+    }
+
+    size_t n_normal; /* token count before trailing specials */
+    if (sh->vocab == VOCAB_SMOL) {
+        for (int i = 0; i < sh->n_smol_specials; i++)
+            add_token(v, smol_specials[i], 3);
+        n_normal = (size_t)sh->n_vocab;
+    } else if (sh->vocab == VOCAB_LLAMA3) {
+        n_normal = (size_t)sh->n_vocab - 256;
+    } else {
+        /* Qwen2.5: 151643 normal tokens, 22 added, the rest padding; tiny
+         * shapes keep just <|endoftext|>, <|im_start|>, <|im_end|>. */
+        n_normal = sh->n_vocab > 1000 ? 151643 : (size_t)sh->n_vocab - 3;
+    }
+
+    /* the 256 byte tokens in GPT-2 order: printable bytes first */
+    char piece[4];
+    for (int pass = 0; pass < 2; pass++) {
+        for (int b = 0; b < 256; b++) {
+            bool printable = byte_cp(b) == b;
+            if (printable == (pass == 0)) {
+                cp_utf8(byte_cp(b), piece);
+                add_token(v, piece, 1);
+            }
+        }
+    }
+
+    /* a few whitespace merges real vocabularies have early on */
+    char sp[4], nl[4], sp2[8], nl2[8];
+    cp_utf8(byte_cp(' '), sp);
+    cp_utf8(byte_cp('\n'), nl);
+    snprintf(sp2, sizeof(sp2), "%s%s", sp, sp);
+    snprintf(nl2, sizeof(nl2), "%s%s", nl, nl);
+    if (v->n < n_normal)
+        add_merge(v, sp, sp);
+    if (v->n < n_normal)
+        add_merge(v, nl, nl);
+    if (v->n < n_normal)
+        add_merge(v, sp2, sp2);
+
+    for (size_t w = 0; w < sizeof(words) / sizeof(words[0]) && v->n < n_normal; w++) {
+        add_word(v, words[w], true, n_normal);
+        add_word(v, words[w], false, n_normal);
+    }
+
+    /* fill with pronounceable pseudo-words */
+    static const char cons[] = "bcdfghjklmnprstvwyz";
+    static const char vow[] = "aeiou";
+    uint64_t s = seed ^ 0x5eed0fb0ca75ull;
+    while (v->n < n_normal) {
+        char word[24];
+        int syl = 1 + (int)(splitmix(&s) % 4), len = 0;
+        for (int i = 0; i < syl; i++) {
+            uint64_t r = splitmix(&s);
+            word[len++] = cons[r % (sizeof(cons) - 1)];
+            word[len++] = vow[(r >> 8) % (sizeof(vow) - 1)];
+            if ((r >> 16) % 3 == 0)
+                word[len++] = cons[(r >> 24) % (sizeof(cons) - 1)];
+        }
+        word[len] = 0;
+        add_word(v, word, (splitmix(&s) & 3) != 0, n_normal);
+    }
+
+    if (sh->vocab == VOCAB_LLAMA3) {
+        static const char *const named[] = {
+            "<|begin_of_text|>", "<|end_of_text|>", "<|reserved_special_token_0|>",
+            "<|reserved_special_token_1|>", "<|finetune_right_pad_id|>",
+            "<|reserved_special_token_2|>", "<|start_header_id|>", "<|end_header_id|>",
+            "<|eom_id|>", "<|eot_id|>", "<|python_tag|>",
+        };
+        for (int i = 0; i < 256; i++) {
+            char buf[64];
+            if (i < 11)
+                snprintf(buf, sizeof(buf), "%s", named[i]);
+            else
+                snprintf(buf, sizeof(buf), "<|reserved_special_token_%d|>", i - 11 + 3);
+            add_token(v, buf, 3);
+        }
+    } else if (sh->vocab == VOCAB_QWEN) {
+        size_t n_spec = sh->n_vocab > 1000 ? sizeof(qwen_specials) / sizeof(qwen_specials[0]) : 3;
+        for (size_t i = 0; i < n_spec; i++)
+            add_token(v, qwen_specials[i], qwen_specials[i][1] == '|' ? 3 : 4);
+        while (v->n < (size_t)sh->n_vocab) {
+            char buf[32];
+            snprintf(buf, sizeof(buf), "[PAD%zu]", v->n);
+            add_token(v, buf, 5); /* unused */
+        }
+    }
+}
+
+static int32_t find_tok(const vocab *v, const char *s)
+{
+    for (size_t i = 0; i < v->n; i++)
+        if (strcmp(v->tok[i], s) == 0)
+            return (int32_t)i;
+    return -1;
+}
+
+static void free_vocab(vocab *v)
+{
+    for (size_t i = 0; i < v->n; i++)
+        free(v->tok[i]);
+    for (size_t i = 0; i < v->n_merge; i++)
+        free(v->merge[i]);
+    free(v->tok);
+    free(v->type);
+    free(v->merge);
+    free(v->set);
+    free(v->mset);
+}
+
+/* ---- tensors ---- */
+
+typedef struct tdesc {
+    char name[64];
+    uint32_t type;
+    uint32_t n_dims;
+    uint64_t ne[2];
+    enum { INIT_RANDOM, INIT_ONES, INIT_BIAS, INIT_ROPE } init;
+} tdesc;
+
+static const struct {
+    const char *name;
+    uint32_t type;
+    uint32_t ftype; /* general.file_type (llama_ftype) */
+} type_opts[] = {
+    {"f32", GGML_TYPE_F32, 0},   {"f16", GGML_TYPE_F16, 1},   {"bf16", GGML_TYPE_BF16, 32},
+    {"q8_0", GGML_TYPE_Q8_0, 7}, {"q4_0", GGML_TYPE_Q4_0, 2}, {"q4_1", GGML_TYPE_Q4_1, 3},
+    {"q5_0", GGML_TYPE_Q5_0, 8}, {"q5_1", GGML_TYPE_Q5_1, 9}, {"q4_k", GGML_TYPE_Q4_K, 15},
+    {"q5_k", GGML_TYPE_Q5_K, 17}, {"q6_k", GGML_TYPE_Q6_K, 18},
+};
+
+/* The type a matrix of row length ne0 gets: K types fall back as
+ * llama-quantize does when rows are not a multiple of 256, then F16. */
+static uint32_t matrix_type(uint32_t want, uint64_t ne0)
+{
+    if (ne0 % ggml_type_block_elems(want) == 0)
+        return want;
+    switch (want) {
+    case GGML_TYPE_Q4_K: want = GGML_TYPE_Q5_0; break;
+    case GGML_TYPE_Q5_K: want = GGML_TYPE_Q5_1; break;
+    case GGML_TYPE_Q6_K: want = GGML_TYPE_Q8_0; break;
+    default: break;
+    }
+    return ne0 % ggml_type_block_elems(want) == 0 ? want : GGML_TYPE_F16;
+}
+
+static void push(tdesc *t, size_t *n, const char *name, uint32_t type, uint32_t n_dims,
+                 uint64_t ne0, uint64_t ne1, int init)
+{
+    tdesc *d = &t[(*n)++];
+    snprintf(d->name, sizeof(d->name), "%s", name);
+    d->n_dims = n_dims;
+    d->ne[0] = ne0;
+    d->ne[1] = ne1;
+    d->type = n_dims == 1 ? GGML_TYPE_F32 : matrix_type(type, ne0);
+    d->init = init;
+}
+
+/* Llama 3 rope scaling ("llama3": factor 32, low 1, high 4, original
+ * context 8192) expressed as per-frequency divisors, as convert_hf_to_gguf
+ * stores them in rope_freqs.weight. */
+static float llama3_rope_factor(int i, int head_dim, float base)
+{
+    const double factor = 32.0, low = 1.0, high = 4.0, old_ctx = 8192.0;
+    double freq = 1.0 / pow(base, (2.0 * i) / head_dim);
+    double wavelen = 2.0 * M_PI / freq;
+    double low_wl = old_ctx / low, high_wl = old_ctx / high;
+    if (wavelen < high_wl)
+        return 1.0f;
+    if (wavelen > low_wl)
+        return (float)factor;
+    double smooth = (old_ctx / wavelen - low) / (high - low);
+    return (float)(1.0 / ((1.0 - smooth) / factor + smooth));
+}
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: si-synth --shape NAME --out FILE [--seed N] [--type T] [--embd-type T] "
+               "[--layers N]\nshapes:");
+    for (size_t i = 0; i < sizeof(shapes) / sizeof(shapes[0]); i++)
+        fprintf(f, " %s", shapes[i].name);
+    fprintf(f, "\ntypes:");
+    for (size_t i = 0; i < sizeof(type_opts) / sizeof(type_opts[0]); i++)
+        fprintf(f, " %s", type_opts[i].name);
+    fprintf(f, " (default f16; norms and biases are always f32)\n");
+}
+
+static int parse_type(const char *s, uint32_t *type, uint32_t *ftype)
+{
+    for (size_t i = 0; i < sizeof(type_opts) / sizeof(type_opts[0]); i++) {
+        if (strcasecmp(s, type_opts[i].name) == 0) {
+            *type = type_opts[i].type;
+            if (ftype)
+                *ftype = type_opts[i].ftype;
+            return 0;
+        }
+    }
+    return -1;
+}
+
+#define CHECK(expr)                                                                              \
+    do {                                                                                         \
+        int r_ = (expr);                                                                         \
+        if (r_ < 0) {                                                                            \
+            fprintf(stderr, "si-synth: %s failed: %s\n", #expr, strerror(-r_));                  \
+            goto fail;                                                                           \
+        }                                                                                        \
+    } while (0)
+
+int main(int argc, char **argv)
+{
+    const char *shape_name = NULL, *out = NULL;
+    uint64_t seed = 1;
+    uint32_t wtype = GGML_TYPE_F16, ftype = 1, etype = UINT32_MAX;
+    long layers = -1;
+
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            usage(stdout);
+            return 0;
+        }
+        if (i + 1 >= argc) {
+            fprintf(stderr, "si-synth: %s needs a value\n", a);
+            usage(stderr);
+            return 2;
+        }
+        const char *val = argv[++i];
+        char *end;
+        if (!strcmp(a, "--shape")) {
+            shape_name = val;
+        } else if (!strcmp(a, "--out")) {
+            out = val;
+        } else if (!strcmp(a, "--seed")) {
+            errno = 0;
+            seed = strtoull(val, &end, 0);
+            if (errno || *end || !*val) {
+                fprintf(stderr, "si-synth: bad seed '%s'\n", val);
+                return 2;
+            }
+        } else if (!strcmp(a, "--type")) {
+            if (parse_type(val, &wtype, &ftype) < 0) {
+                fprintf(stderr, "si-synth: unknown type '%s'\n", val);
+                usage(stderr);
+                return 2;
+            }
+        } else if (!strcmp(a, "--embd-type")) {
+            if (parse_type(val, &etype, NULL) < 0) {
+                fprintf(stderr, "si-synth: unknown type '%s'\n", val);
+                return 2;
+            }
+        } else if (!strcmp(a, "--layers")) {
+            errno = 0;
+            layers = strtol(val, &end, 10);
+            if (errno || *end || layers < 1 || layers > 1000) {
+                fprintf(stderr, "si-synth: bad layer count '%s' (1 to 1000)\n", val);
+                return 2;
+            }
+        } else {
+            fprintf(stderr, "si-synth: unknown option '%s'\n", a);
+            usage(stderr);
+            return 2;
+        }
+    }
+    if (!shape_name || !out) {
+        usage(stderr);
+        return 2;
+    }
+    const shape *sh0 = NULL;
+    for (size_t i = 0; i < sizeof(shapes) / sizeof(shapes[0]); i++)
+        if (!strcmp(shapes[i].name, shape_name))
+            sh0 = &shapes[i];
+    if (!sh0) {
+        fprintf(stderr, "si-synth: unknown shape '%s'\n", shape_name);
+        usage(stderr);
+        return 2;
+    }
+    shape shc = *sh0;
+    if (layers > 0)
+        shc.n_layer = (int)layers;
+    const shape *sh = &shc;
+    if (etype == UINT32_MAX)
+        etype = wtype;
+
+    const int head_dim = sh->n_embd / sh->n_head;
+    const char *arch = sh->arch;
+    char key[128];
+    gguf_writer *w = NULL;
+    vocab v;
+    tdesc *td = NULL;
+    float *row = NULL;
+    void *qrow = NULL;
+    int rc = 1;
+
+    build_vocab(&v, sh, seed);
+    if (v.n != (size_t)sh->n_vocab) {
+        fprintf(stderr, "si-synth: internal error: vocabulary has %zu tokens, expected %d\n", v.n,
+                sh->n_vocab);
+        free_vocab(&v);
+        return 1;
+    }
+
+    CHECK(gguf_writer_new(&w));
+#define KEY(suffix) (snprintf(key, sizeof(key), "%s.%s", arch, suffix), key)
+    CHECK(gguf_writer_set_str(w, "general.architecture", arch));
+    CHECK(gguf_writer_set_str(w, "general.type", "model"));
+    CHECK(gguf_writer_set_str(w, "general.name", sh->model_name));
+    CHECK(gguf_writer_set_u32(w, KEY("block_count"), (uint32_t)sh->n_layer));
+    CHECK(gguf_writer_set_u32(w, KEY("context_length"), (uint32_t)sh->n_ctx));
+    CHECK(gguf_writer_set_u32(w, KEY("embedding_length"), (uint32_t)sh->n_embd));
+    CHECK(gguf_writer_set_u32(w, KEY("feed_forward_length"), (uint32_t)sh->n_ff));
+    CHECK(gguf_writer_set_u32(w, KEY("attention.head_count"), (uint32_t)sh->n_head));
+    CHECK(gguf_writer_set_u32(w, KEY("attention.head_count_kv"), (uint32_t)sh->n_head_kv));
+    CHECK(gguf_writer_set_f32(w, KEY("rope.freq_base"), sh->rope_base));
+    CHECK(gguf_writer_set_f32(w, KEY("attention.layer_norm_rms_epsilon"), sh->eps));
+    CHECK(gguf_writer_set_u32(w, "general.file_type", ftype));
+    CHECK(gguf_writer_set_u32(w, KEY("vocab_size"), (uint32_t)sh->n_vocab));
+    CHECK(gguf_writer_set_u32(w, KEY("rope.dimension_count"), (uint32_t)head_dim));
+
+    CHECK(gguf_writer_set_str(w, "tokenizer.ggml.model", "gpt2"));
+    CHECK(gguf_writer_set_str(w, "tokenizer.ggml.pre", sh->pre));
+    CHECK(gguf_writer_set_arr_str(w, "tokenizer.ggml.tokens", (const char *const *)v.tok, v.n));
+    CHECK(gguf_writer_set_arr_i32(w, "tokenizer.ggml.token_type", v.type, v.n));
+    CHECK(gguf_writer_set_arr_str(w, "tokenizer.ggml.merges", (const char *const *)v.merge,
+                                  v.n_merge));
+    {
+        int32_t bos, eos, pad, unk = -1;
+        bool add_bos;
+        const char *tmpl;
+        if (sh->vocab == VOCAB_SMOL) {
+            unk = find_tok(&v, "<|endoftext|>");
+            bos = find_tok(&v, "<|im_start|>");
+            eos = pad = find_tok(&v, "<|im_end|>");
+            add_bos = false;
+            tmpl = tmpl_smol;
+        } else if (sh->vocab == VOCAB_LLAMA3) {
+            bos = find_tok(&v, "<|begin_of_text|>");
+            eos = find_tok(&v, "<|eot_id|>");
+            pad = find_tok(&v, "<|finetune_right_pad_id|>");
+            add_bos = true;
+            tmpl = tmpl_llama3;
+        } else {
+            bos = pad = find_tok(&v, "<|endoftext|>");
+            eos = find_tok(&v, "<|im_end|>");
+            add_bos = false;
+            tmpl = tmpl_qwen;
+        }
+        CHECK(gguf_writer_set_bool(w, "tokenizer.ggml.add_space_prefix", false));
+        CHECK(gguf_writer_set_bool(w, "tokenizer.ggml.add_bos_token", add_bos));
+        CHECK(gguf_writer_set_u32(w, "tokenizer.ggml.bos_token_id", (uint32_t)bos));
+        CHECK(gguf_writer_set_u32(w, "tokenizer.ggml.eos_token_id", (uint32_t)eos));
+        if (unk >= 0)
+            CHECK(gguf_writer_set_u32(w, "tokenizer.ggml.unknown_token_id", (uint32_t)unk));
+        CHECK(gguf_writer_set_u32(w, "tokenizer.ggml.padding_token_id", (uint32_t)pad));
+        CHECK(gguf_writer_set_str(w, "tokenizer.chat_template", tmpl));
+    }
+    if (wtype != GGML_TYPE_F32 && wtype != GGML_TYPE_F16 && wtype != GGML_TYPE_BF16)
+        CHECK(gguf_writer_set_u32(w, "general.quantization_version", 2));
+
+    /* tensor list, in the order llama.cpp's converter writes them */
+    size_t max_t = 4 + (size_t)sh->n_layer * 12, nt = 0;
+    td = calloc(max_t, sizeof(*td));
+    if (!td) {
+        fprintf(stderr, "si-synth: out of memory\n");
+        goto fail;
+    }
+    const uint64_t E = (uint64_t)sh->n_embd, F = (uint64_t)sh->n_ff;
+    const uint64_t Q = (uint64_t)sh->n_head * head_dim, KV = (uint64_t)sh->n_head_kv * head_dim;
+    if (sh->rope_freqs)
+        push(td, &nt, "rope_freqs.weight", GGML_TYPE_F32, 1, (uint64_t)head_dim / 2, 1, INIT_ROPE);
+    push(td, &nt, "token_embd.weight", etype, 2, E, (uint64_t)sh->n_vocab, INIT_RANDOM);
+    for (int l = 0; l < sh->n_layer; l++) {
+        char n[64];
+#define T(suffix, nd, a, b, init)                                                                \
+    (snprintf(n, sizeof(n), "blk.%d.%s", l, suffix), push(td, &nt, n, wtype, nd, a, b, init))
+        T("attn_norm.weight", 1, E, 1, INIT_ONES);
+        T("ffn_down.weight", 2, F, E, INIT_RANDOM);
+        T("ffn_gate.weight", 2, E, F, INIT_RANDOM);
+        T("ffn_up.weight", 2, E, F, INIT_RANDOM);
+        T("ffn_norm.weight", 1, E, 1, INIT_ONES);
+        if (sh->qkv_bias)
+            T("attn_k.bias", 1, KV, 1, INIT_BIAS);
+        T("attn_k.weight", 2, E, KV, INIT_RANDOM);
+        T("attn_output.weight", 2, Q, E, INIT_RANDOM);
+        if (sh->qkv_bias)
+            T("attn_q.bias", 1, Q, 1, INIT_BIAS);
+        T("attn_q.weight", 2, E, Q, INIT_RANDOM);
+        if (sh->qkv_bias)
+            T("attn_v.bias", 1, KV, 1, INIT_BIAS);
+        T("attn_v.weight", 2, E, KV, INIT_RANDOM);
+#undef T
+    }
+    push(td, &nt, "output_norm.weight", GGML_TYPE_F32, 1, E, 1, INIT_ONES);
+    if (!sh->tied)
+        push(td, &nt, "output.weight", wtype, 2, E, (uint64_t)sh->n_vocab, INIT_RANDOM);
+
+    uint64_t max_row = 0;
+    for (size_t i = 0; i < nt; i++) {
+        CHECK(gguf_writer_add_tensor_info(w, td[i].name, td[i].type, td[i].n_dims, td[i].ne));
+        if (td[i].ne[0] > max_row)
+            max_row = td[i].ne[0];
+    }
+    row = malloc((size_t)max_row * sizeof(float));
+    qrow = malloc((size_t)max_row * sizeof(float));
+    if (!row || !qrow) {
+        fprintf(stderr, "si-synth: out of memory\n");
+        goto fail;
+    }
+
+    CHECK(gguf_writer_begin(w, out));
+    for (size_t i = 0; i < nt; i++) {
+        const tdesc *t = &td[i];
+        uint64_t s = seed * 0x9e3779b97f4a7c15ull ^ hash_str(t->name);
+        const float scale = 1.0f / sqrtf((float)t->ne[0]);
+        const size_t rb = ggml_row_bytes(t->type, t->ne[0]);
+        const uint64_t rows = t->n_dims == 2 ? t->ne[1] : 1;
+        for (uint64_t r = 0; r < rows; r++) {
+            for (uint64_t j = 0; j < t->ne[0]; j++) {
+                switch (t->init) {
+                case INIT_RANDOM: row[j] = rand_normal(&s) * scale; break;
+                case INIT_ONES: row[j] = 1.0f; break;
+                case INIT_BIAS: row[j] = rand_normal(&s) * 0.02f; break;
+                case INIT_ROPE: row[j] = llama3_rope_factor((int)j, head_dim, sh->rope_base); break;
+                }
+            }
+            CHECK(eng_quant_row(t->type, row, qrow, (size_t)t->ne[0]));
+            CHECK(gguf_writer_write_data(w, qrow, rb));
+        }
+    }
+    CHECK(gguf_writer_end(w));
+    rc = 0;
+fail:
+    if (rc != 0)
+        fprintf(stderr, "si-synth: could not write '%s'\n", out);
+    gguf_writer_free(w);
+    free(td);
+    free(row);
+    free(qrow);
+    free_vocab(&v);
+    return rc;
+}
