@@ -40,6 +40,7 @@ static const key_def keys[] = {
     U32(threads, 0, 1024, false),
     U32(client_write_buffer, 4096, 1u << 30, true),
     U32(client_write_timeout_ms, 10, 3600000, true),
+    U32(client_socket_buffer, 0, 64u << 20, true),
     {"log_level", KEY_LOGLEVEL, offsetof(sid_config, log_level), sizeof(int), 0, 7, true},
 };
 #define N_KEYS (sizeof(keys) / sizeof(keys[0]))

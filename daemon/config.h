@@ -30,6 +30,7 @@ typedef struct sid_config {
     uint32_t threads;                  /* 0: online CPUs */
     uint32_t client_write_buffer;      /* bytes queued to a client that does not read */
     uint32_t client_write_timeout_ms;  /* how long its writes may stall */
+    uint32_t client_socket_buffer;     /* SO_SNDBUF of client sockets; 0: the system's */
     int log_level;                     /* syslog priority */
 } sid_config;
 

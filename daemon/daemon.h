@@ -55,7 +55,7 @@ typedef struct sid_req {
     /* results, written by the worker before EV_DONE */
     eng_gen_stats stats;
     int err_code;              /* SELECTINFER__ERROR_CODE__..., 0: done */
-    char err_msg[256];
+    char err_msg[640];
     char *text;                /* stream = false: the whole text */
     size_t text_len, text_cap;
 } sid_req;
@@ -142,7 +142,7 @@ struct sid_server {
     eng_session *session;
     /* written by the worker before EV_LOADED, read-only after */
     int load_rc;
-    char load_error[256];
+    char load_error[640];
     eng_model_info info;
     char backend[32];
     int n_ctx;

@@ -8,6 +8,7 @@
 #include <grp.h>
 #include <math.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,7 +35,7 @@ static void notify(const char *state)
 
 static void notify_status(const char *fmt, const char *arg)
 {
-    char buf[512];
+    char buf[SID_PATH_MAX + 128];
     snprintf(buf, sizeof(buf), "STATUS=");
     snprintf(buf + 7, sizeof(buf) - 7, fmt, arg);
     notify(buf);
@@ -811,6 +812,11 @@ static void peer_credentials(sid_server *srv, sid_conn *c)
     socklen_t len = sizeof(cr);
     if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &len) < 0)
         return;
+    if (srv->cfg.client_socket_buffer > 0) {
+        /* bounds what the kernel holds for a client that does not read */
+        int sz = (int)srv->cfg.client_socket_buffer;
+        setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sz, sizeof(sz));
+    }
     c->pid = cr.pid;
     c->uid = cr.uid;
     c->gid = cr.gid;

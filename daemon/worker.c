@@ -261,7 +261,7 @@ static int load_model(sid_server *srv)
     uint64_t t0 = uv_hrtime();
     int rc = eng_model_load(srv->cfg.model, &mp, &srv->model, &err);
     if (rc < 0) {
-        snprintf(srv->load_error, sizeof(srv->load_error), "Failed to load model '%s': %s",
+        snprintf(srv->load_error, sizeof(srv->load_error), "Failed to load model '%.300s': %.200s",
                  srv->cfg.model, err.msg[0] ? err.msg : strerror(-rc));
         return rc;
     }

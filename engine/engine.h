@@ -55,9 +55,14 @@ typedef enum eng_dtype {
     ENG_DTYPE_F32 = 1,
 } eng_dtype;
 
+typedef struct eng_load_plan_params eng_load_plan_params;
+
 typedef struct eng_model_params {
     eng_dtype storage; /* weight storage type after conversion */
     int n_threads;     /* worker threads; <= 0: number of online CPUs */
+    /* Selective loading (SelectInfer section below); NULL: dense. Only
+     * read during eng_model_load(). */
+    const eng_load_plan_params *plan;
 } eng_model_params;
 
 eng_model_params eng_model_params_default(void);
@@ -77,7 +82,8 @@ typedef struct eng_model_info {
     int n_threads;
     uint64_t n_params;        /* parameters as stored in the file */
     uint64_t bytes_weights;   /* resident weight bytes after conversion */
-    uint64_t bytes_per_token; /* weight bytes one decode step reads */
+    uint64_t bytes_per_token; /* weight bytes one decode step reads, all loaded neurons */
+    uint64_t fingerprint;     /* ties profiles to this model: shapes and sampled weights */
 } eng_model_info;
 
 void eng_model_get_info(const eng_model *model, eng_model_info *ret_info);
@@ -152,7 +158,8 @@ enum {
 
 /* Runs tokens[0..n) through the model after the n_past tokens already in the
  * cache (prefill when n > 1, decode when n == 1). -ENOSPC when the context is
- * full, -EINVAL for an out-of-range token. */
+ * full, -EINVAL for an out-of-range token, -ESTALE when the model was
+ * hot-swapped since this context began (reset the session). */
 int eng_session_eval(eng_session *session, const int32_t *tokens, size_t n, unsigned flags);
 
 /* Logits of the i-th token of the last eval (i = -1: the last token); NULL
@@ -220,6 +227,128 @@ typedef int (*eng_text_cb)(void *userdata, const char *text, size_t len);
 int eng_generate(eng_session *session, const int32_t *prompt, size_t n_prompt,
                  const eng_gen_params *params, eng_text_cb on_text, void *userdata,
                  eng_gen_stats *ret_stats);
+
+/* ---- SelectInfer: profiles ---------------------------------------------
+ *
+ * A profile holds, for one model, the raw per-neuron scores of one or more
+ * tasks: for task k, sum over its prompts p of s_n(p) = mean_t |a_n(t)|,
+ * with the prompt count, so S_n^k = sum / n_prompts and tasks can be merged
+ * by adding. It carries the model's fingerprint (architecture, shapes and a
+ * hash of some weights); loading it for another model fails. File format:
+ * docs/profile-format.md.
+ */
+
+typedef struct eng_profile eng_profile;
+
+/* A new, empty profile for model. */
+int eng_profile_new(const eng_model *model, eng_profile **ret_profile);
+void eng_profile_free(eng_profile *profile);
+
+/* Adds one prompt's scores to task (created when new): sums[l * n_ff + n] =
+ * sum over the prompt's n_tokens tokens of |a_n(t)| in layer l, as
+ * eng_session_observe_ffn() collects them. */
+int eng_profile_add_prompt(eng_profile *profile, const char *task, const double *sums,
+                           uint64_t n_tokens);
+/* Adds every task of src into dst (same model). */
+int eng_profile_merge(eng_profile *dst, const eng_profile *src, eng_error *err);
+
+int eng_profile_save(const eng_profile *profile, const char *path);
+/* Reads and validates a profile file; with model, also checks it was made
+ * for that model (-EMEDIUMTYPE and a message saying how they differ). */
+int eng_profile_load(const char *path, const eng_model *model, eng_profile **ret_profile,
+                     eng_error *err);
+
+int eng_profile_n_tasks(const eng_profile *profile);
+/* Task i's name, prompt and token counts; NULL when i is out of range. */
+const char *eng_profile_task(const eng_profile *profile, int i, uint64_t *ret_n_prompts,
+                             uint64_t *ret_n_tokens);
+/* Mean score S_n of task (NULL or "*": the model-wide ranking, each task
+ * normalised by its per-layer mean then averaged) for layer l, n_ff values. */
+int eng_profile_scores(const eng_profile *profile, const char *task, int layer, double *ret_scores);
+
+/* ---- SelectInfer: selective loading ------------------------------------ */
+
+typedef enum eng_select_mode {
+    ENG_SELECT_DENSE = 0,   /* load and compute every neuron */
+    ENG_SELECT_LOAD_ONLY,   /* load base + secondary up to gamma, compute all loaded */
+    ENG_SELECT_RANDOM,      /* load a seeded random gamma set; phi: dynamic as selectinfer */
+    ENG_SELECT_COREINFER,   /* load all, compute phi dynamic neurons (no static ones) */
+    ENG_SELECT_SELECTINFER, /* load base + secondary up to gamma, compute static + dynamic */
+} eng_select_mode;
+
+const char *eng_select_mode_name(eng_select_mode mode);
+int eng_select_mode_parse(const char *name, eng_select_mode *ret_mode);
+
+struct eng_load_plan_params {
+    eng_select_mode mode;
+    const eng_profile *profile; /* needed by load-only and selectinfer */
+    const char *task;           /* base neurons come from this task */
+    float gamma;                /* fraction of each sparsified layer's neurons loaded */
+    float delta;                /* fraction that are static (base) neurons */
+    int dense_first, dense_last; /* layers at each end kept dense */
+    uint64_t budget_bytes;      /* > 0: solve gamma so resident weights fit this */
+    uint64_t seed;              /* random-load */
+};
+
+eng_load_plan_params eng_load_plan_params_default(void); /* dense */
+
+/* ---- SelectInfer: selective computation ---------------------------------
+ *
+ * With phi set, the first eval after a reset (the prompt, i.e. prefill) runs
+ * over all loaded neurons and ranks them per token; its end fixes the
+ * session's dynamic neurons, and every later eval (decode) computes only
+ * static + dynamic neurons: phi * n_ff per sparsified layer.
+ */
+
+typedef enum eng_rank {
+    ENG_RANK_ABS = 0, /* per-token top-alpha by |a| */
+    ENG_RANK_SIGNED,  /* by signed a, alpha scaled by the share of positive a (published) */
+} eng_rank;
+
+typedef struct eng_compute_params {
+    float phi;   /* <= 0 or >= gamma: compute every loaded neuron */
+    float alpha; /* per-token top fraction of loaded neurons, (0, 1] */
+    eng_rank rank;
+} eng_compute_params;
+
+eng_compute_params eng_compute_params_default(void); /* everything loaded */
+
+/* Sets how this session computes from its next reset on; -EINVAL when out
+ * of range. */
+int eng_session_set_compute(eng_session *session, const eng_compute_params *params);
+
+/* Share of the model's FFN neurons the last decode step computed (1.0 dense). */
+double eng_session_ffn_share(const eng_session *session);
+
+/* Profiling hook: while sums is not NULL, every eval adds sum_t |a_n(t)| of
+ * each layer into sums[l * n_ff + n] (n the neuron's id in the file). */
+int eng_session_observe_ffn(eng_session *session, double *sums);
+
+/* The model's loading plan, as loaded or last swapped in. */
+typedef struct eng_plan_info {
+    eng_select_mode mode;
+    char task[64];
+    float gamma, delta;
+    int dense_first, dense_last;
+    uint64_t neurons_loaded, neurons_total; /* over all layers */
+    uint64_t bytes_ffn;                      /* resident FFN weight bytes */
+} eng_plan_info;
+
+void eng_model_get_plan(const eng_model *model, eng_plan_info *ret_info);
+
+typedef struct eng_swap_stats {
+    uint64_t neurons_in, neurons_out; /* neurons moved */
+    uint64_t bytes_read;
+    uint64_t ns;
+} eng_swap_stats;
+
+/* Hot-swap: re-plans the FFN for another task (or other plan parameters)
+ * and loads only the neurons that enter, into the slots of those that
+ * leave. No session of the model may run meanwhile; sessions created before
+ * stay valid (their dynamic neurons reset at their next reset). On failure
+ * the old plan keeps serving. */
+int eng_model_swap(eng_model *model, const eng_load_plan_params *plan, eng_swap_stats *ret_stats,
+                   eng_error *err);
 
 /* ---- misc ------------------------------------------------------------- */
 

@@ -18,6 +18,7 @@
 #include "gguf.h"
 #include "model.h"
 #include "quants.h"
+#include "select.h"
 
 #define MAX_LAYERS 512
 #define MAX_DIM (1 << 20)
@@ -69,6 +70,7 @@ void eng_model_free(eng_model *m)
     if (m->be)
         m->be->iface->free(m->be);
     eng_vocab_free(m->vocab);
+    free(m->path);
     for (size_t i = 0; i < m->n_allocs; i++)
         free(m->allocs[i]);
     free(m->allocs);
@@ -92,8 +94,8 @@ static int get_tensor(loader *ld, const char *name, int n_dims, uint64_t ne0, ui
                       bool required, const gguf_tensor **ret)
 {
     const gguf_tensor *t = gguf_find_tensor(ld->f, name);
+    *ret = NULL;
     if (!t) {
-        *ret = NULL;
         return required ? set_err(ld->err, -ENOENT, "tensor '%s' is missing", name) : 0;
     }
     uint64_t want[2] = { ne0, n_dims > 1 ? ne1 : 1 };
@@ -194,62 +196,118 @@ static int load_mat(loader *ld, const char *name, uint64_t cols, uint64_t rows, 
     return 0;
 }
 
-/* The FFN of layer il, neuron-major: every neuron becomes one slot. */
-static int load_ffn(loader *ld, int il, eng_layer *L)
+/* Rows of W_down dequantized per block when gathering neuron columns: the
+ * scratch is DOWN_BLOCK x n_ff floats, far below one layer. */
+#define DOWN_BLOCK 64
+
+typedef struct ffn_tensors {
+    const gguf_tensor *gate, *up, *down;
+} ffn_tensors;
+
+static int ffn_tensors_get(loader *ld, int il, ffn_tensors *t)
+{
+    const int E = ld->m->info.n_embd, F = ld->m->info.n_ff;
+    char name[64];
+    int r;
+    snprintf(name, sizeof(name), "blk.%d.ffn_gate.weight", il);
+    if ((r = get_tensor(ld, name, 2, E, F, true, &t->gate)) < 0)
+        return r;
+    snprintf(name, sizeof(name), "blk.%d.ffn_up.weight", il);
+    if ((r = get_tensor(ld, name, 2, E, F, true, &t->up)) < 0)
+        return r;
+    snprintf(name, sizeof(name), "blk.%d.ffn_down.weight", il);
+    return get_tensor(ld, name, 2, F, E, true, &t->down);
+}
+
+/* Converts neurons[i] of layer il into slot slots[i] of the layer's buffers.
+ * Only those neurons' rows of W_gate and W_up are read; W_down is read in
+ * blocks of rows (its columns are the neurons) and only the wanted columns
+ * are kept. Cannot fail once ffn_tensors_get() succeeded and the scratch is
+ * sized (ensure_row(ld, DOWN_BLOCK * n_ff)). */
+static void load_neurons(loader *ld, const ffn_tensors *t, eng_layer *L, const int32_t *neurons,
+                         const int32_t *slots, int count, uint64_t *bytes_read)
 {
     eng_model *m = ld->m;
     const int E = m->info.n_embd, F = m->info.n_ff;
-    eng_dtype dt = m->info.storage;
-    size_t es = dtype_size(dt);
-    char gname[64], uname[64], dname[64];
-    snprintf(gname, sizeof(gname), "blk.%d.ffn_gate.weight", il);
-    snprintf(uname, sizeof(uname), "blk.%d.ffn_up.weight", il);
-    snprintf(dname, sizeof(dname), "blk.%d.ffn_down.weight", il);
+    const eng_dtype dt = L->ffn.dtype;
+    const size_t es = dtype_size(dt);
+    uint8_t *gu = (uint8_t *)L->ffn.gate_up, *down = (uint8_t *)L->ffn.down;
+    float *row = ld->row;
 
-    const gguf_tensor *tg, *tu, *td;
-    int r;
-    if ((r = get_tensor(ld, gname, 2, E, F, true, &tg)) < 0 ||
-        (r = get_tensor(ld, uname, 2, E, F, true, &tu)) < 0 ||
-        (r = get_tensor(ld, dname, 2, F, E, true, &td)) < 0)
-        return r;
-
-    uint8_t *gu = model_alloc(m, (size_t)F * 2 * E * es);
-    uint8_t *down = model_alloc(m, (size_t)F * E * es);
-    int32_t *ids = model_alloc(m, (size_t)F * sizeof(int32_t));
-    float *col = model_alloc(m, (size_t)F * E * sizeof(float)); /* transpose scratch */
-    if (!gu || !down || !ids || !col || ensure_row(ld, F > E ? F : E) < 0)
-        return set_err(ld->err, -ENOMEM, "out of memory loading the FFN of layer %d", il);
-
-    for (int n = 0; n < F; n++) {
-        if ((r = dequant_row(ld, tg, n, ld->row)) < 0)
-            return r;
-        store_row(dt, ld->row, gu + ((size_t)n * 2 + 0) * E * es, E);
-        if ((r = dequant_row(ld, tu, n, ld->row)) < 0)
-            return r;
-        store_row(dt, ld->row, gu + ((size_t)n * 2 + 1) * E * es, E);
-        ids[n] = n;
+    for (int i = 0; i < count; i++) {
+        dequant_row(ld, t->gate, (uint64_t)neurons[i], row);
+        store_row(dt, row, gu + ((size_t)slots[i] * 2 + 0) * E * es, E);
+        dequant_row(ld, t->up, (uint64_t)neurons[i], row);
+        store_row(dt, row, gu + ((size_t)slots[i] * 2 + 1) * E * es, E);
+        L->neuron_of_slot[slots[i]] = neurons[i];
     }
-    /* W_down is stored [n_embd][n_ff]; neuron n owns column n. */
-    for (int e = 0; e < E; e++) {
-        if ((r = dequant_row(ld, td, e, ld->row)) < 0)
-            return r;
-        for (int n = 0; n < F; n++)
-            col[(size_t)n * E + e] = ld->row[n];
-    }
-    for (int n = 0; n < F; n++)
-        store_row(dt, col + (size_t)n * E, down + (size_t)n * E * es, E);
-    /* the scratch goes back at once: it is the largest temporary of the load */
-    for (size_t i = m->n_allocs; i-- > 0;)
-        if (m->allocs[i] == col) {
-            free(col);
-            m->allocs[i] = m->allocs[--m->n_allocs];
-            break;
+    if (bytes_read)
+        *bytes_read += 2 * (uint64_t)count * ggml_row_bytes(t->gate->type, E);
+    if (count == 0)
+        return;
+
+    float tmp[DOWN_BLOCK];
+    for (int e0 = 0; e0 < E; e0 += DOWN_BLOCK) {
+        int nb = E - e0 < DOWN_BLOCK ? E - e0 : DOWN_BLOCK;
+        for (int b = 0; b < nb; b++)
+            dequant_row(ld, t->down, (uint64_t)(e0 + b), row + (size_t)b * F);
+        for (int i = 0; i < count; i++) {
+            for (int b = 0; b < nb; b++)
+                tmp[b] = row[(size_t)b * F + neurons[i]];
+            store_row(dt, tmp, down + ((size_t)slots[i] * E + e0) * es, nb);
         }
+    }
+    if (bytes_read)
+        *bytes_read += (uint64_t)E * ggml_row_bytes(t->down->type, F);
+}
 
-    L->ffn = (eng_ffn_weights){ .dtype = dt, .n_embd = E, .n_slots = F, .gate_up = gu,
-                                .down = down };
+/* Allocates a layer's FFN buffers for cap slots. */
+static int ffn_alloc(eng_model *m, eng_layer *L, int cap)
+{
+    const int E = m->info.n_embd;
+    const size_t es = dtype_size(m->info.storage);
+    int c = cap > 0 ? cap : 1;
+    void *gu = model_alloc(m, (size_t)c * 2 * E * es);
+    void *down = model_alloc(m, (size_t)c * E * es);
+    int32_t *ids = model_alloc(m, (size_t)c * sizeof(int32_t));
+    uint8_t *st = model_alloc(m, (size_t)c);
+    if (!gu || !down || !ids || !st)
+        return -ENOMEM;
+    L->ffn = (eng_ffn_weights){ .dtype = m->info.storage, .n_embd = E, .n_slots = 0,
+                                .gate_up = gu, .down = down };
     L->neuron_of_slot = ids;
-    m->info.bytes_weights += (size_t)F * 3 * E * es;
+    L->slot_static = st;
+    L->slot_cap = c;
+    return 0;
+}
+
+/* The FFN of layer il as the plan says: its loaded neurons in slots
+ * 0..n-1, ascending by neuron id. */
+static int load_ffn(loader *ld, int il, eng_layer *L, const eng_plan *plan)
+{
+    eng_model *m = ld->m;
+    ffn_tensors t;
+    int r;
+    if ((r = ffn_tensors_get(ld, il, &t)) < 0)
+        return r;
+    int n = plan->n_loaded[il];
+    if (ffn_alloc(m, L, n) < 0 || ensure_row(ld, (size_t)DOWN_BLOCK * m->info.n_ff) < 0)
+        return set_err(ld->err, -ENOMEM, "out of memory loading the FFN of layer %d", il);
+    int32_t *slots = malloc((size_t)(n > 0 ? n : 1) * sizeof(int32_t));
+    if (!slots)
+        return set_err(ld->err, -ENOMEM, "out of memory");
+    for (int i = 0; i < n; i++)
+        slots[i] = i;
+    load_neurons(ld, &t, L, plan->loaded[il], slots, n, NULL);
+    free(slots);
+    L->ffn.n_slots = n;
+    L->n_static = 0;
+    for (int i = 0; i < n; i++) {
+        L->slot_static[i] = plan->is_static[il][plan->loaded[il][i]];
+        L->n_static += L->slot_static[i];
+    }
+    L->sparse = plan->sparse[il];
+    m->info.bytes_weights += (uint64_t)n * 3 * m->info.n_embd * dtype_size(m->info.storage);
     return 0;
 }
 
@@ -358,7 +416,7 @@ static int load_hparams(const gguf_file *f, eng_model *m, eng_error *err)
 
 /* ---- load ---- */
 
-static int load_weights(loader *ld)
+static int load_weights(loader *ld, const eng_plan *plan)
 {
     eng_model *m = ld->m;
     const gguf_file *f = ld->f;
@@ -397,7 +455,7 @@ static int load_weights(loader *ld)
             (r = load_vec(ld, NAME("attn_v.bias"), (uint64_t)Hkv * hd, need_bias, &L->bv)) < 0)
             return r;
 #undef NAME
-        if ((r = load_ffn(ld, il, L)) < 0)
+        if ((r = load_ffn(ld, il, L, plan)) < 0)
             return r;
     }
     (void)f;
@@ -432,9 +490,52 @@ static uint64_t bytes_per_token(const eng_model *m)
     return b;
 }
 
+/* Ties profiles to the model: architecture, shapes, and the leading bytes
+ * of a few tensors as stored in the file. */
+static uint64_t fingerprint(const gguf_file *f, const eng_model *m)
+{
+    uint64_t h = 0xcbf29ce484222325ull;
+    const eng_model_info *i = &m->info;
+    int32_t dims[7] = { i->n_layer, i->n_embd, i->n_ff, i->n_head, i->n_head_kv, i->head_dim,
+                        i->n_vocab };
+    h = eng__fnv1a(h, i->arch, strlen(i->arch));
+    h = eng__fnv1a(h, dims, sizeof(dims));
+    char last[64];
+    snprintf(last, sizeof(last), "blk.%d.ffn_down.weight", i->n_layer - 1);
+    const char *names[] = { "token_embd.weight", "blk.0.ffn_gate.weight", "blk.0.ffn_up.weight",
+                            last, "output_norm.weight" };
+    for (size_t k = 0; k < sizeof(names) / sizeof(names[0]); k++) {
+        const gguf_tensor *t = gguf_find_tensor(f, names[k]);
+        if (t && t->data) {
+            h = eng__fnv1a(h, &t->type, sizeof(t->type));
+            h = eng__fnv1a(h, t->data, t->nbytes < 65536 ? t->nbytes : 65536);
+        }
+    }
+    return h;
+}
+
+/* What the plan builder needs before the FFN is loaded. */
+static void plan_shape(const gguf_file *f, const eng_model *m, eng_plan_shape *sh)
+{
+    const eng_model_info *i = &m->info;
+    const uint64_t es = dtype_size(i->storage);
+    const uint64_t qd = (uint64_t)i->n_head * i->head_dim, kvd = (uint64_t)i->n_head_kv * i->head_dim;
+    uint64_t fixed = (uint64_t)i->n_vocab * i->n_embd * es; /* token_embd */
+    if (f && gguf_find_tensor(f, "output.weight"))
+        fixed += (uint64_t)i->n_vocab * i->n_embd * es;
+    else if (!f && m->output.data != m->tok_embd.data)
+        fixed += (uint64_t)i->n_vocab * i->n_embd * es;
+    fixed += (uint64_t)i->n_layer * (2 * qd + 2 * kvd) * i->n_embd * es;
+    *sh = (eng_plan_shape){ .n_layer = i->n_layer, .n_ff = i->n_ff, .n_embd = i->n_embd,
+                            .bytes_per_neuron = 3 * (size_t)i->n_embd * es, .bytes_fixed = fixed,
+                            .fingerprint = i->fingerprint, .arch = i->arch,
+                            .n_vocab = (uint32_t)i->n_vocab };
+}
+
 int eng_model_load(const char *path, const eng_model_params *params, eng_model **ret_model,
                    eng_error *err)
 {
+    eng_plan *plan = NULL;
     eng_model_params p = params ? *params : eng_model_params_default();
     if (err)
         err->msg[0] = 0;
@@ -467,7 +568,20 @@ int eng_model_load(const char *path, const eng_model_params *params, eng_model *
         tmpl = NULL, tlen = 0;
     eng_chat_detect(tmpl, tlen, &m->chat);
 
-    if ((r = load_weights(&ld)) < 0)
+    m->info.fingerprint = fingerprint(f, m);
+    m->path = strdup(path);
+    if (!m->path) {
+        r = set_err(err, -ENOMEM, "out of memory");
+        goto fail;
+    }
+    eng_plan_shape shape;
+    plan_shape(f, m, &shape);
+    m->bytes_fixed = shape.bytes_fixed;
+    if ((r = eng__plan_build(&shape, p.plan, &plan, err)) < 0)
+        goto fail;
+    m->plan = plan->info;
+
+    if ((r = load_weights(&ld, plan)) < 0)
         goto fail;
     m->info.n_params = count_params(f);
     m->info.bytes_per_token = bytes_per_token(m);
@@ -479,12 +593,14 @@ int eng_model_load(const char *path, const eng_model_params *params, eng_model *
     m->info.n_threads = eng_backend_cpu_n_threads(m->be);
 
     free(ld.row);
+    eng__plan_free(plan);
     gguf_close(f);
     *ret_model = m;
     return 0;
 
 fail:
     free(ld.row);
+    eng__plan_free(plan);
     eng_model_free(m);
     gguf_close(f);
     return r;
@@ -552,6 +668,7 @@ void eng_session_free(eng_session *s)
 {
     if (!s)
         return;
+    eng__select_session_free(s);
     if (s->k_cache)
         for (int il = 0; il < s->model->info.n_layer; il++)
             free(s->k_cache[il]);
@@ -626,6 +743,8 @@ int eng_session_new(const eng_model *m, const eng_session_params *params, eng_se
     s->logits_cap = 1;
     if (!s->x || !s->xn || !s->q || !s->k || !s->v || !s->att || !s->o || !s->ff || !s->logits)
         goto oom;
+    if (eng__select_session_init(s) < 0)
+        goto oom;
     *ret = s;
     return 0;
 oom:
@@ -637,6 +756,7 @@ void eng_session_reset(eng_session *s)
 {
     s->n_past = 0;
     s->n_logits = 0;
+    eng__select_session_reset(s);
 }
 
 int eng_session_n_past(const eng_session *s)
@@ -673,6 +793,7 @@ int eng__forward(eng_session *s, const int32_t *tokens, int n, bool all_logits, 
     const int pos0 = s->n_past;
     const size_t kvd = (size_t)Hkv * hd;
     const float scale = 1.0f / sqrtf((float)hd);
+    const bool want_act = eng__select_wants_act(s);
 
     /* x [n][E]: token embeddings */
     op->get_rows(be, &m->tok_embd, tokens, n, s->x);
@@ -696,11 +817,15 @@ int eng__forward(eng_session *s, const int32_t *tokens, int n, bool all_logits, 
         op->matmul(be, &L->wo, NULL, s->att, s->o, n);           /* o [n][E]      */
         op->add(be, s->x, s->o, (long)n * E);
 
-        /* FFN block over the session's selected neurons (NULL: all loaded) */
+        /* FFN block over the session's selected neurons (NULL: all loaded);
+         * prefill with selective computation, and profiling, also keep the
+         * activations a [n][n_sel] */
         op->rmsnorm(be, s->x, L->ffn_norm, s->xn, n, E, m->rms_eps);
-        const int32_t *sel = s->ffn_sel[il];
+        const int32_t *sel = s->selected ? s->ffn_sel[il] : NULL;
         int n_sel = sel ? s->ffn_n_sel[il] : L->ffn.n_slots;
-        op->ffn(be, &L->ffn, sel, n_sel, s->xn, s->ff, n, NULL);  /* ff [n][E] */
+        op->ffn(be, &L->ffn, sel, n_sel, s->xn, s->ff, n, want_act ? s->act : NULL);
+        if (want_act)
+            eng__select_observe(s, il, s->act, n, sel, n_sel);
         op->add(be, s->x, s->ff, (long)n * E);
     }
 
@@ -723,6 +848,12 @@ int eng_session_eval(eng_session *s, const int32_t *tokens, size_t n, unsigned f
         return -EINVAL;
     if (n > (size_t)(s->n_ctx - s->n_past))
         return -ENOSPC;
+    if (s->generation != m->generation) {
+        /* the model was hot-swapped: a context built on the old neurons is stale */
+        if (s->n_past > 0)
+            return -ESTALE;
+        eng__select_session_reset(s);
+    }
     for (size_t i = 0; i < n; i++)
         if (tokens[i] < 0 || tokens[i] >= m->info.n_vocab)
             return -EINVAL;
@@ -751,5 +882,216 @@ int eng_session_eval(eng_session *s, const int32_t *tokens, size_t n, unsigned f
     s->n_logits = (int)rows;
     s->logits_first = all ? 0 : (int)n - 1;
     s->n_last_eval = (int)n;
+    eng__select_end_eval(s);
     return 0;
+}
+
+/* ---- hot-swap ---- */
+
+static void model_free_ptr(eng_model *m, void *p)
+{
+    for (size_t i = m->n_allocs; i-- > 0;)
+        if (m->allocs[i] == p) {
+            free(p);
+            m->allocs[i] = m->allocs[--m->n_allocs];
+            return;
+        }
+}
+
+/* Moves slot `from` into slot `to` of a layer (compaction after neurons left). */
+static void move_slot(eng_layer *L, int from, int to)
+{
+    const size_t es = dtype_size(L->ffn.dtype), E = (size_t)L->ffn.n_embd;
+    uint8_t *gu = (uint8_t *)L->ffn.gate_up, *down = (uint8_t *)L->ffn.down;
+    memcpy(gu + (size_t)to * 2 * E * es, gu + (size_t)from * 2 * E * es, 2 * E * es);
+    memcpy(down + (size_t)to * E * es, down + (size_t)from * E * es, E * es);
+    L->neuron_of_slot[to] = L->neuron_of_slot[from];
+}
+
+int eng_model_swap(eng_model *m, const eng_load_plan_params *pp, eng_swap_stats *ret_stats,
+                   eng_error *err)
+{
+    uint64_t t0 = eng_time_ns();
+    if (err)
+        err->msg[0] = 0;
+    const int NL = m->info.n_layer, F = m->info.n_ff;
+    eng_plan_shape shape;
+    plan_shape(NULL, m, &shape);
+    eng_plan *plan = NULL;
+    gguf_file *f = NULL;
+    eng_layer *grown = NULL; /* new buffers of layers whose slot count grows */
+    int32_t *slot_of = NULL, *enter = NULL, *holes = NULL, *dst = NULL;
+    uint8_t *is_hole = NULL;
+    loader ld = { .m = m, .err = err };
+    eng_swap_stats st = { 0 };
+    int r = eng__plan_build(&shape, pp, &plan, err);
+    if (r < 0)
+        return r;
+
+    /* phase 1, which may fail: re-open the file, check it is still the same
+     * model, validate every tensor and allocate whatever grows */
+    if ((r = gguf_open(m->path, &f, err)) < 0)
+        goto out;
+    ld.f = f;
+    if (fingerprint(f, m) != m->info.fingerprint) {
+        r = set_err(err, -EMEDIUMTYPE, "the model file '%s' changed on disk since it was loaded",
+                    m->path);
+        goto out;
+    }
+    grown = calloc(NL, sizeof(*grown));
+    slot_of = malloc((size_t)F * sizeof(int32_t));
+    enter = malloc((size_t)F * sizeof(int32_t));
+    holes = malloc((size_t)F * sizeof(int32_t));
+    dst = malloc((size_t)F * sizeof(int32_t));
+    is_hole = malloc((size_t)F);
+    if (!grown || !slot_of || !enter || !holes || !dst || !is_hole || ensure_row(&ld, (size_t)DOWN_BLOCK * F) < 0) {
+        r = set_err(err, -ENOMEM, "out of memory");
+        goto out;
+    }
+    for (int il = 0; il < NL; il++) {
+        ffn_tensors t;
+        if ((r = ffn_tensors_get(&ld, il, &t)) < 0)
+            goto out;
+        if (plan->n_loaded[il] > m->layers[il].slot_cap &&
+            ffn_alloc(m, &grown[il], plan->n_loaded[il]) < 0) {
+            r = set_err(err, -ENOMEM, "out of memory growing the FFN of layer %d", il);
+            goto out;
+        }
+    }
+
+    /* phase 2 cannot fail: per layer, the neurons that enter take the slots
+     * of those that leave; the rest stay where they are */
+    for (int il = 0; il < NL; il++) {
+        eng_layer *L = &m->layers[il];
+        ffn_tensors t;
+        ffn_tensors_get(&ld, il, &t);
+        for (int n = 0; n < F; n++)
+            slot_of[n] = -1;
+        for (int j = 0; j < L->ffn.n_slots; j++)
+            slot_of[L->neuron_of_slot[j]] = j;
+        const int32_t *want = plan->loaded[il];
+        int n_want = plan->n_loaded[il], n_enter = 0, n_holes = 0;
+        /* slots whose neuron leaves */
+        for (int j = 0; j < L->ffn.n_slots; j++) {
+            int32_t nid = L->neuron_of_slot[j];
+            /* binary search in the ascending plan list */
+            int lo = 0, hi = n_want - 1, found = 0;
+            while (lo <= hi) {
+                int mid = (lo + hi) / 2;
+                if (want[mid] == nid) {
+                    found = 1;
+                    break;
+                }
+                if (want[mid] < nid)
+                    lo = mid + 1;
+                else
+                    hi = mid - 1;
+            }
+            if (!found)
+                holes[n_holes++] = j;
+        }
+        for (int i = 0; i < n_want; i++)
+            if (slot_of[want[i]] < 0)
+                enter[n_enter++] = want[i];
+        st.neurons_in += n_enter;
+        st.neurons_out += n_holes;
+
+        memset(is_hole, 0, (size_t)F);
+        for (int h = 0; h < n_holes; h++)
+            is_hole[holes[h]] = 1;
+
+        if (grown[il].slot_cap) {
+            /* copy the staying neurons into the bigger buffers, then load */
+            eng_layer *G = &grown[il];
+            const size_t es = dtype_size(L->ffn.dtype), E = (size_t)L->ffn.n_embd;
+            int k = 0;
+            for (int j = 0; j < L->ffn.n_slots; j++) {
+                if (is_hole[j])
+                    continue;
+                memcpy((uint8_t *)G->ffn.gate_up + (size_t)k * 2 * E * es,
+                       (const uint8_t *)L->ffn.gate_up + (size_t)j * 2 * E * es, 2 * E * es);
+                memcpy((uint8_t *)G->ffn.down + (size_t)k * E * es,
+                       (const uint8_t *)L->ffn.down + (size_t)j * E * es, E * es);
+                G->neuron_of_slot[k++] = L->neuron_of_slot[j];
+            }
+            for (int i = 0; i < n_enter; i++)
+                dst[i] = k + i;
+            G->ffn.n_slots = n_want;
+            load_neurons(&ld, &t, G, enter, dst, n_enter, &st.bytes_read);
+            model_free_ptr(m, (void *)L->ffn.gate_up);
+            model_free_ptr(m, (void *)L->ffn.down);
+            model_free_ptr(m, L->neuron_of_slot);
+            model_free_ptr(m, L->slot_static);
+            L->ffn = G->ffn;
+            L->neuron_of_slot = G->neuron_of_slot;
+            L->slot_static = G->slot_static;
+            L->slot_cap = G->slot_cap;
+        } else {
+            /* entering neurons go into the holes first, then past the end
+             * when more enter than leave (the capacity suffices) */
+            int n_old = L->ffn.n_slots;
+            int reuse = n_enter < n_holes ? n_enter : n_holes;
+            for (int i = 0; i < n_enter; i++)
+                dst[i] = i < reuse ? holes[i] : n_old + (i - reuse);
+            load_neurons(&ld, &t, L, enter, dst, n_enter, &st.bytes_read);
+            for (int i = 0; i < reuse; i++)
+                is_hole[holes[i]] = 0;
+            /* more left than entered: fill the remaining holes below the new
+             * end with the last slots that are not holes */
+            int n_new = n_old - n_holes + n_enter;
+            int last = n_old - 1;
+            for (int h = reuse; h < n_holes; h++) {
+                int hole = holes[h];
+                if (hole >= n_new)
+                    break;
+                while (is_hole[last])
+                    last--;
+                move_slot(L, last, hole);
+                is_hole[hole] = 0;
+                is_hole[last] = 1;
+                last--;
+            }
+            L->ffn.n_slots = n_new;
+        }
+        L->n_static = 0;
+        for (int j = 0; j < L->ffn.n_slots; j++) {
+            L->slot_static[j] = plan->is_static[il][L->neuron_of_slot[j]];
+            L->n_static += L->slot_static[j];
+        }
+        L->sparse = plan->sparse[il];
+    }
+    m->info.bytes_weights = 0;
+    {
+        /* recount: fixed weights plus the FFN as it is now */
+        uint64_t ffn = 0;
+        for (int il = 0; il < NL; il++)
+            ffn += (uint64_t)m->layers[il].ffn.n_slots * shape.bytes_per_neuron;
+        m->info.bytes_weights = m->bytes_fixed + ffn;
+    }
+    m->info.bytes_per_token = bytes_per_token(m);
+    m->plan = plan->info;
+    m->generation++;
+    st.ns = eng_time_ns() - t0;
+    if (ret_stats)
+        *ret_stats = st;
+    r = 0;
+out:
+    if (r < 0 && grown)
+        for (int il = 0; il < NL; il++)
+            if (grown[il].slot_cap) {
+                model_free_ptr(m, (void *)grown[il].ffn.gate_up);
+                model_free_ptr(m, (void *)grown[il].ffn.down);
+                model_free_ptr(m, grown[il].neuron_of_slot);
+                model_free_ptr(m, grown[il].slot_static);
+            }
+    free(grown);
+    free(slot_of);
+    free(enter);
+    free(holes);
+    free(dst);
+    free(is_hole);
+    free(ld.row);
+    gguf_close(f);
+    eng__plan_free(plan);
+    return r;
 }

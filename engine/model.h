@@ -12,6 +12,7 @@
 #include "backend.h"
 #include "chat.h"
 #include "engine.h"
+#include "select.h"
 #include "vocab.h"
 
 typedef enum eng_arch {
@@ -26,6 +27,10 @@ typedef struct eng_layer {
     float *bq, *bk, *bv;              /* qwen2 biases, NULL for llama */
     eng_ffn_weights ffn;              /* neuron-major, n_slots loaded neurons */
     int32_t *neuron_of_slot;          /* [ffn.n_slots]: the neuron each slot holds */
+    uint8_t *slot_static;             /* [ffn.n_slots]: 1 for static (base) neurons */
+    int n_static;
+    int slot_cap;                     /* slots the buffers hold */
+    bool sparse;                      /* inside the sparsified range */
 } eng_layer;
 
 struct eng_model {
@@ -45,6 +50,11 @@ struct eng_model {
     eng_vocab *vocab;
     eng_chat_info chat;
     eng_backend *be;
+
+    char *path;                       /* the GGUF file, re-read by hot-swaps */
+    eng_plan_info plan;               /* the loading plan in force */
+    uint64_t generation;              /* bumped by every swap */
+    uint64_t bytes_fixed;             /* resident weights outside the FFN */
 
     void **allocs;                    /* every buffer the model owns */
     size_t n_allocs, cap_allocs;
@@ -67,6 +77,17 @@ struct eng_session {
     int logits_cap;                   /* rows logits can hold */
     int logits_first;                 /* token index of logits row 0 */
     int n_last_eval;
+
+    /* selective computation (select.c) */
+    eng_compute_params compute;
+    bool selected;                    /* dynamic set fixed for this context */
+    uint64_t generation;              /* model generation the selection refers to */
+    int32_t **sel_buf;                /* [n_layer][n_ff] */
+    uint32_t **counts;                /* [n_layer][n_ff]: prefill top-alpha counts per slot */
+    float *act;                       /* [n_batch][n_ff] activations of one layer */
+    float *rank_tmp;                  /* [2 * n_ff] */
+    double *observe;                  /* profiling sums, or NULL */
+    double ffn_share;
 };
 
 /* Runs one batch of at most n_batch tokens at positions n_past..; writes

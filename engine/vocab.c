@@ -978,7 +978,10 @@ static int grow(void **p, size_t *cap, size_t need, size_t elem) {
 }
 
 /* Emits the tokens of one symbol that is not itself a token: one per
- * character, else the unknown token, else nothing (as llama.cpp drops it). */
+ * character that is a token. A byte whose character is missing from the
+ * vocabulary (SmolLM2 lacks 21 of the 256, e.g. 0x1d) is dropped, as
+ * llama.cpp drops it; the unknown token is not used, since some byte-level
+ * vocabularies name <|endoftext|> as unknown. */
 static void emit_fallback(tok_ctx *c, const char *s, size_t n) {
     for (size_t i = 0; i < n;) {
         size_t l = utf8_len((uint8_t)s[i]);
@@ -987,8 +990,6 @@ static void emit_fallback(tok_ctx *c, const char *s, size_t n) {
         int32_t id = lookup_token(c->v, s + i, l);
         if (id >= 0)
             out_push(c->out, id);
-        else if (c->v->unk >= 0)
-            out_push(c->out, c->v->unk);
         i += l;
     }
 }

@@ -104,7 +104,8 @@ static bool is_space(uint32_t c) {
 }
 
 /* Lowercase for ASCII, Latin-1, Latin Extended-A, the paired part of
- * Latin Extended-B, Greek and Cyrillic capitals: what str.lower() does for the scripts our tasks use. */
+ * Latin Extended-B, Greek and Cyrillic capitals: what str.lower() does
+ * for the scripts our tasks use. */
 static uint32_t lower_cp(uint32_t c) {
     if (c >= 'A' && c <= 'Z') return c + 32;
     if (c < 0xC0) return c;

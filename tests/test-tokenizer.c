@@ -142,18 +142,52 @@ static row *load_rows(const char *path, size_t *ret_n) {
     return rows;
 }
 
+/* Strict UTF-8: no overlong forms, surrogates or code points past U+10FFFF
+ * (the tokenizer replaces those, so they cannot round-trip). */
 static bool valid_utf8(const char *s, size_t n) {
     for (size_t i = 0; i < n;) {
         unsigned char c = (unsigned char)s[i];
         size_t l = c < 0x80 ? 1 : (c & 0xe0) == 0xc0 ? 2 : (c & 0xf0) == 0xe0 ? 3 : (c & 0xf8) == 0xf0 ? 4 : 0;
         if (!l || i + l > n)
             return false;
-        for (size_t k = 1; k < l; k++)
+        uint32_t cp = l == 1 ? c : c & (0x7f >> l);
+        for (size_t k = 1; k < l; k++) {
             if (((unsigned char)s[i + k] & 0xc0) != 0x80)
                 return false;
+            cp = (cp << 6) | ((unsigned char)s[i + k] & 0x3f);
+        }
+        static const uint32_t min[5] = { 0, 0, 0x80, 0x800, 0x10000 };
+        if (cp < min[l] || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
+            return false;
         i += l;
     }
     return true;
+}
+
+/* Bytes the vocabulary cannot spell: the tokenizer drops them (as llama.cpp
+ * does), so inputs holding them cannot round-trip. */
+static bool missing[256];
+
+static void find_missing_bytes(const eng_vocab *v) {
+    /* ASCII bytes with no token tokenize to nothing; of the others, only the
+     * lead bytes of planes 4-11 (F1, F2) can occur in strict UTF-8 and are
+     * missing from SmolLM2, so count them as missing too. */
+    int n_missing = 0;
+    for (int b = 0; b < 0x80; b++) {
+        char ch = (char)b;
+        size_t nt = 0;
+        missing[b] = eng_vocab_tokenize(v, &ch, 1, 0, NULL, 0, &nt) == -ENOBUFS ? false : nt == 0;
+        n_missing += missing[b];
+    }
+    missing[0xf1] = missing[0xf2] = true;
+    CHECK(n_missing == 6, "SmolLM2 lacks 6 ASCII byte tokens (04 06 13 14 16 1d), found %d", n_missing);
+}
+
+static bool unspellable(const char *s, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        if (missing[(unsigned char)s[i]])
+            return true;
+    return false;
 }
 
 /* Concatenated pieces of ids; returns the length. */
@@ -215,7 +249,7 @@ static void check_row(const eng_vocab *v, const row *r, int *n_held) {
 
     /* Round trip. Malformed UTF-8 is replaced on the way in, so skip it. */
     static char buf[4 * MAX_TEXT];
-    if (!valid_utf8(r->text, r->len))
+    if (!valid_utf8(r->text, r->len) || unspellable(r->text, r->len))
         return;
     size_t m = detok(v, r->ids, r->n_ids, true, buf, sizeof(buf));
     CHECK(m == r->len && memcmp(buf, r->text, m) == 0, "line %d: pieces (special) do not rebuild the input",
@@ -385,9 +419,9 @@ static void test_synthetic(void) {
         r = eng_vocab_tokenize(v, "ab ab", 5, ENG_TOK_ADD_SPECIAL, ids, 8, &n);
         CHECK(r == 0 && n == 2 && ids[0] == 5 && ids[1] == 7, "synthetic BPE: r %d n %zu", r, n);
         /* "ba": no merge, one token per character; "c" is not in the vocab:
-         * the unknown token. */
+         * dropped as llama.cpp drops it, not the unknown token. */
         r = eng_vocab_tokenize(v, "bac", 3, 0, ids, 8, &n);
-        CHECK(r == 0 && n == 3 && ids[0] == 4 && ids[1] == 3 && ids[2] == 0, "fallback: r %d n %zu", r, n);
+        CHECK(r == 0 && n == 2 && ids[0] == 4 && ids[1] == 3, "fallback: r %d n %zu", r, n);
         /* <s> is control: text without PARSE_SPECIAL, a token with it. */
         r = eng_vocab_tokenize(v, "<s>", 3, ENG_TOK_PARSE_SPECIAL, ids, 8, &n);
         CHECK(r == 0 && n == 1 && ids[0] == 1, "parse special <s>: r %d n %zu", r, n);
@@ -415,6 +449,7 @@ static void test_random_roundtrip(const eng_vocab *v) {
     };
     static int32_t ids[MAX_IDS];
     static char text[1024], out[8192];
+
     uint64_t x = 0x9e3779b97f4a7c15ull;
     int bad = 0;
     for (int it = 0; it < 3000; it++) {
@@ -441,9 +476,18 @@ static void test_random_roundtrip(const eng_vocab *v) {
         }
         if (raw && !valid_utf8(text, n))
             continue;
+        /* Bytes the vocabulary cannot spell are dropped: leave those inputs
+         * to the corpus case that pins the behaviour to llama.cpp. */
+        if (unspellable(text, n))
+            continue;
         size_t m = detok(v, ids, nt, true, out, sizeof(out));
-        if (m != n || memcmp(out, text, n) != 0)
+        if (m != n || memcmp(out, text, n) != 0) {
             bad++;
+            fprintf(stderr, "  round trip failed (flags %u):", flags);
+            for (size_t j = 0; j < n; j++)
+                fprintf(stderr, " %02x", (unsigned char)text[j]);
+            fprintf(stderr, "\n");
+        }
     }
     CHECK(bad == 0, "random round trip: %d failures", bad);
 }
@@ -501,6 +545,7 @@ int main(int argc, char **argv) {
         return 1;
     }
     test_vocab_facts(v);
+    find_missing_bytes(v);
     test_random_roundtrip(v);
 
     size_t n_rows;

@@ -41,6 +41,7 @@ import re
 import struct
 import subprocess
 import sys
+import unicodedata
 
 N_PROFILE = 200
 N_HELDOUT = 80
@@ -181,12 +182,34 @@ def quiz_expand(s, cap=64):
     return [norm_ws(e) for e in expand_alts(tree) if norm_ws(e)]
 
 
+ACCENT_MARKS = {"'": "\u0301", "^": "\u0302", "~": "\u0303"}
+
+
+def quiz_accents(field):
+    """The quiz spells accents as alternatives: "Asunci['o|o'|o]n". Turns
+    such a group into "[\u00f3|o]", so that the first spelling is the
+    accented one and the plain one is still accepted."""
+    def rep(m):
+        alts = m.group(1).split("|")
+        letters = {a.strip("'^~") for a in alts}
+        marks = {c for a in alts for c in a if c in ACCENT_MARKS}
+        if (len(letters) != 1 or len(marks) != 1 or any(len(a) > 2 for a in alts)
+                or not next(iter(letters)).isalpha()):
+            return m.group(0)
+        letter = letters.pop()
+        accented = unicodedata.normalize("NFC", letter + ACCENT_MARKS[marks.pop()])
+        return f"[{accented}|{letter}]"
+    return re.sub(r"\[([^\[\]{}]*)\]", rep, field)
+
+
 def quiz_read(name):
     """Returns the records of one quiz file as lists of fields."""
     path = os.path.join(QUIZ_DIR, name)
     with open(path, encoding="latin-1") as f:
         text = f.read()
-    text = text.replace("\\\n", "")
+    # Accents are typed as overstrikes: "'", backspace, "o". Drop the
+    # backspace; quiz_accents() turns the pair into the accented letter.
+    text = text.replace("\\\n", "").replace("\b", "")
     out = []
     for line in text.splitlines():
         if not line.strip():
@@ -205,7 +228,7 @@ def quiz_read(name):
                 cur += line[i]
             i += 1
         fields.append(cur)
-        out.append(fields)
+        out.append([quiz_accents(f) for f in fields])
     return out
 
 
@@ -252,8 +275,10 @@ def quiz_items():
                           "prompt": ACT_SCENE_Q.sub("", prompt), "references": refs[:8]})
 
     def canon(field):
+        """The subject of a question: the longest spelling ("South Georgia
+        and the South Sandwich Islands", not "SGSSI"); the first on ties."""
         e = quiz_expand(field)
-        return e[0] if e else ""
+        return max(e, key=len) if e else ""
 
     def cap_words(s):
         return " ".join(w[:1].upper() + w[1:] for w in s.split())
@@ -262,8 +287,10 @@ def quiz_items():
         for f in quiz_read(name):
             add(name, f"What is the capital of {canon(f[0])}?", quiz_expand(f[1]))
     for f in quiz_read("province"):
-        add("province", f"What is the capital of the Canadian province of {canon(f[0])}?",
-            quiz_expand(f[1]))
+        name = canon(f[0])
+        q = ("What is the capital of Canada?" if name == "Canada" else
+             f"What is the capital of the Canadian province of {name}?")
+        add("province", q, quiz_expand(f[1]))
     for f in quiz_read("state"):
         st = canon(f[0])
         add("state", f"What is the capital of the U.S. state of {st}?", quiz_expand(f[1]))
@@ -281,12 +308,14 @@ def quiz_items():
         if len(f) > 2 and f[2].strip():
             add("pres", f"Who was Vice President of the United States under {p}?", quiz_expand(f[2]))
     for f in quiz_read("sov"):
+        if "Part" in f[0] or "Part" in f[2]:
+            continue  # the quiz splits Henry IV like Shakespeare's plays
         add("sov", f"Who succeeded {canon(f[0])} on the English throne?", quiz_expand(f[2]))
     for f in quiz_read("inca"):
         add("inca", f"Who succeeded {cap_words(canon(f[0]))} as ruler of the Inca?",
             [cap_words(a) for a in quiz_expand(f[1])])
     for f in quiz_read("babies"):
-        add("babies", f"A {canon(f[0])} is the young of which animal?", quiz_expand(f[1]))
+        add("babies", f"{'An' if canon(f[0])[:1] in 'aeiou' else 'A'} {canon(f[0])} is the young of which animal?", quiz_expand(f[1]))
     for f in quiz_read("collectives"):
         add("collectives", f"What is the collective noun for a group of {canon(f[0])}?",
             quiz_expand(f[1]))

@@ -1,0 +1,748 @@
+/* sictl: command-line client of selectinferd.
+ *
+ * Exit status (sysexits.h where one fits):
+ *   0   success
+ *   1   the daemon answered with an error not listed below
+ *   64  usage error
+ *   65  the request was invalid (INVALID_ARGUMENT, PROMPT_TOO_LONG)
+ *   69  the daemon is not reachable, or its model failed to load
+ *   75  temporary: OVERLOADED, SHUTTING_DOWN, TOO_MANY_CONNECTIONS; retry later
+ *   76  protocol error or connection lost
+ *   77  permission denied (admin operations)
+ *   130 interrupted (Ctrl-C cancelled the generation)
+ */
+#include "selectinfer-client.h"
+#include "pb-json.h"
+
+#include <errno.h>
+#include <math.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+enum {
+    EXIT_DAEMON_ERROR = 1,
+    EXIT_USAGE = 64,
+    EXIT_DATAERR = 65,
+    EXIT_UNAVAILABLE = 69,
+    EXIT_TEMPFAIL = 75,
+    EXIT_PROTOCOL = 76,
+    EXIT_NOPERM = 77,
+    EXIT_INTERRUPTED = 130,
+};
+
+static struct {
+    const char *socket;
+    bool json;
+    int timeout_ms;
+} opt = {.timeout_ms = -1};
+
+static volatile sig_atomic_t interrupted;
+
+static void on_sigint(int sig)
+{
+    (void)sig;
+    interrupted = 1;
+}
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+        "Usage: sictl [--socket PATH] [--json] [--timeout SEC] COMMAND [ARGS]\n"
+        "\n"
+        "Commands:\n"
+        "  generate [OPTIONS] TEXT...  send TEXT as a user message and stream the answer\n"
+        "                              (TEXT \"-\": read it from stdin)\n"
+        "  chat [OPTIONS]              interactive chat (/reset forgets, /exit quits)\n"
+        "  status                      model, backend, memory, profile, queue, counters\n"
+        "  profiles                    list task profiles\n"
+        "  use NAME [--gamma G] [--delta D] [--phi P]   swap the task profile (admin)\n"
+        "  reload                      re-read the daemon's configuration (admin)\n"
+        "  shutdown                    stop the daemon (admin)\n"
+        "\n"
+        "Generate and chat options:\n"
+        "  --raw                 TEXT is a raw prompt, not a chat message\n"
+        "  --parse-special       raw prompt: \"<|im_start|>\" etc. become control tokens\n"
+        "  --system TEXT         a system message first\n"
+        "  --max-tokens N  --temperature T  --top-k N  --top-p P  --min-p P\n"
+        "  --repeat-penalty R  --repeat-last-n N  --seed N  --stop STRING (repeatable)\n"
+        "  --task NAME  --phi F  --no-stream  --stats (statistics on stderr)\n"
+        "\n"
+        "The socket: --socket, else $" SI_SOCKET_ENV ", else " SI_SOCKET_SYSTEM "\n"
+        "(or $XDG_RUNTIME_DIR/selectinfer.sock for non-root users when that is absent).\n"
+        "--json prints every reply as one JSON object per line.\n"
+        "Exit status: 0 ok, 1 daemon error, 64 usage, 65 invalid request, 69 unreachable,\n"
+        "75 try again later, 76 protocol error, 77 permission denied, 130 interrupted.\n");
+}
+
+static int exit_for_error(int code)
+{
+    switch (code) {
+    case SELECTINFER__ERROR_CODE__INVALID_ARGUMENT:
+    case SELECTINFER__ERROR_CODE__PROMPT_TOO_LONG:
+        return EXIT_DATAERR;
+    case SELECTINFER__ERROR_CODE__NOT_READY:
+        return EXIT_UNAVAILABLE;
+    case SELECTINFER__ERROR_CODE__OVERLOADED:
+    case SELECTINFER__ERROR_CODE__SHUTTING_DOWN:
+    case SELECTINFER__ERROR_CODE__TOO_MANY_CONNECTIONS:
+        return EXIT_TEMPFAIL;
+    case SELECTINFER__ERROR_CODE__PERMISSION_DENIED:
+        return EXIT_NOPERM;
+    case SELECTINFER__ERROR_CODE__FRAME_TOO_LARGE:
+    case SELECTINFER__ERROR_CODE__MALFORMED_FRAME:
+        return EXIT_PROTOCOL;
+    default:
+        return EXIT_DAEMON_ERROR;
+    }
+}
+
+static int report_error(const Selectinfer__Response *r)
+{
+    const Selectinfer__Error *e = r->error;
+    int code = e && e->has_code ? (int)e->code : 0;
+    if (opt.json) {
+        si_json_message(stdout, &r->base);
+        fputc('\n', stdout);
+        fflush(stdout);
+    }
+    fprintf(stderr, "sictl: %s: %s\n", si_error_code_name(code), e && e->message ? e->message : "");
+    return exit_for_error(code);
+}
+
+static int transport_error(int rc)
+{
+    if (rc == -ETIMEDOUT)
+        fprintf(stderr, "sictl: no reply from the daemon within the timeout\n");
+    else
+        fprintf(stderr, "sictl: connection to the daemon lost: %s\n", strerror(-rc));
+    return EXIT_PROTOCOL;
+}
+
+static int connect_daemon(si_client **ret)
+{
+    char path[256];
+    const char *p = opt.socket;
+    if (!p) {
+        int rc = si_socket_default(path, sizeof(path));
+        if (rc < 0) {
+            fprintf(stderr, "sictl: no socket: pass --socket or set " SI_SOCKET_ENV "\n");
+            return EXIT_UNAVAILABLE;
+        }
+        p = path;
+    }
+    int rc = si_client_connect(p, ret);
+    if (rc < 0) {
+        fprintf(stderr, "sictl: cannot connect to %s: %s\n", p, strerror(-rc));
+        return rc == -EACCES ? EXIT_NOPERM : EXIT_UNAVAILABLE;
+    }
+    return 0;
+}
+
+/* ---- simple requests --------------------------------------------------- */
+
+static void print_status(const Selectinfer__Status *s)
+{
+    double mib = 1024.0 * 1024.0;
+    printf("state:            %s\n", si_state_name(s->has_state ? (int)s->state : 0));
+    if (s->load_error)
+        printf("load error:       %s\n", s->load_error);
+    printf("version:          %s (protocol %u)\n", s->version ? s->version : "?", s->protocol_version);
+    printf("model:            %s\n", s->model_path ? s->model_path : "");
+    if (s->model_arch)
+        printf("model name:       %s (%s, %.1f M parameters)\n", s->model_name ? s->model_name : "",
+               s->model_arch, (double)s->model_params / 1e6);
+    if (s->backend)
+        printf("backend:          %s, %u threads, context %u\n", s->backend, s->n_threads, s->n_ctx);
+    if (s->has_weight_bytes)
+        printf("weights:          %.1f MiB\n", (double)s->weight_bytes / mib);
+    printf("resident memory:  %.1f MiB\n", (double)s->rss_bytes / mib);
+    if (s->profile)
+        printf("profile:          %s (gamma %.2f, delta %.2f, phi %.2f)\n", s->profile->name ? s->profile->name : "",
+               (double)s->profile->gamma, (double)s->profile->delta, (double)s->profile->phi);
+    printf("queue:            %u waiting of %u, %u running\n", s->queue_length, s->queue_capacity, s->running);
+    printf("connections:      %u\n", s->connections);
+    printf("requests:         %llu served, %llu failed, %llu cancelled, %llu refused (overloaded)\n",
+           (unsigned long long)s->requests_served, (unsigned long long)s->requests_failed,
+           (unsigned long long)s->requests_cancelled, (unsigned long long)s->rejected_overloaded);
+    printf("tokens:           %llu prompt, %llu generated\n", (unsigned long long)s->prompt_tokens,
+           (unsigned long long)s->generated_tokens);
+    printf("swaps, reloads:   %llu, %llu\n", (unsigned long long)s->swaps, (unsigned long long)s->reloads);
+    printf("clients dropped:  %llu\n", (unsigned long long)s->clients_dropped);
+    printf("uptime:           %.1f s\n", (double)s->uptime_ns / 1e9);
+}
+
+static int simple_call(Selectinfer__Request *req)
+{
+    si_client *c;
+    int rc = connect_daemon(&c);
+    if (rc)
+        return rc;
+    Selectinfer__Response *r;
+    rc = si_client_call(c, req, opt.timeout_ms >= 0 ? opt.timeout_ms : 60000, &r);
+    si_client_close(c);
+    if (rc < 0)
+        return transport_error(rc);
+    int ret = 0;
+    if (r->body_case == SELECTINFER__RESPONSE__BODY_ERROR) {
+        ret = report_error(r);
+    } else if (opt.json) {
+        si_json_message(stdout, &r->base);
+        fputc('\n', stdout);
+    } else if (r->body_case == SELECTINFER__RESPONSE__BODY_STATUS) {
+        print_status(r->status);
+    } else if (r->body_case == SELECTINFER__RESPONSE__BODY_PROFILES) {
+        for (size_t i = 0; i < r->profiles->n_profiles; i++) {
+            const Selectinfer__ProfileInfo *p = r->profiles->profiles[i];
+            printf("%c %-24s task %-12s gamma %.2f delta %.2f phi %.2f\n", p->active ? '*' : ' ',
+                   p->name ? p->name : "", p->task && p->task[0] ? p->task : "-",
+                   (double)p->gamma, (double)p->delta, (double)p->phi);
+        }
+    } else if (r->body_case == SELECTINFER__RESPONSE__BODY_ACK) {
+        printf("%s\n", r->ack->message ? r->ack->message : "ok");
+    }
+    si_response_free(r);
+    return ret;
+}
+
+/* ---- generate and chat -------------------------------------------------- */
+
+typedef struct gen_opts {
+    bool raw, parse_special, no_stream, stats;
+    const char *system, *task;
+    Selectinfer__Sampling sampling;
+    bool has_sampling;
+    uint32_t max_tokens;
+    bool has_phi;
+    float phi;
+    char *stop[16];
+    size_t n_stop;
+} gen_opts;
+
+static bool parse_u64(const char *s, uint64_t max, uint64_t *ret)
+{
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno || end == s || *end || s[0] == '-' || v > max)
+        return false;
+    *ret = v;
+    return true;
+}
+
+static bool parse_f(const char *s, float *ret)
+{
+    char *end;
+    errno = 0;
+    float v = strtof(s, &end);
+    if (errno || end == s || *end || !isfinite(v))
+        return false;
+    *ret = v;
+    return true;
+}
+
+/* Parses one generate option at argv[*i]; returns 1 consumed, 0 not an
+ * option of ours, -1 bad value. */
+static int parse_gen_opt(gen_opts *g, int argc, char **argv, int *i)
+{
+    const char *a = argv[*i];
+    const char *v = *i + 1 < argc ? argv[*i + 1] : NULL;
+    uint64_t u;
+    Selectinfer__Sampling *s = &g->sampling;
+    if (!strcmp(a, "--raw")) { g->raw = true; return 1; }
+    if (!strcmp(a, "--parse-special")) { g->parse_special = true; return 1; }
+    if (!strcmp(a, "--no-stream")) { g->no_stream = true; return 1; }
+    if (!strcmp(a, "--stats")) { g->stats = true; return 1; }
+    static const char *with_value[] = {"--system", "--task", "--max-tokens", "--temperature", "--top-k",
+        "--top-p", "--min-p", "--repeat-penalty", "--repeat-last-n", "--seed", "--stop", "--phi"};
+    bool known = false;
+    for (size_t k = 0; k < sizeof(with_value) / sizeof(with_value[0]); k++)
+        known |= !strcmp(a, with_value[k]);
+    if (!known)
+        return 0;
+    if (!v) {
+        fprintf(stderr, "sictl: %s needs a value\n", a);
+        return -1;
+    }
+    (*i)++;
+    bool ok = true, samp = true;
+    u = 0;
+    if (!strcmp(a, "--system")) samp = false, g->system = v;
+    else if (!strcmp(a, "--task")) samp = false, g->task = v;
+    else if (!strcmp(a, "--max-tokens")) {
+        samp = false;
+        ok = parse_u64(v, UINT32_MAX, &u);
+        g->max_tokens = (uint32_t)u;
+    } else if (!strcmp(a, "--temperature")) ok = (s->has_temperature = parse_f(v, &s->temperature));
+    else if (!strcmp(a, "--top-k")) {
+        ok = (s->has_top_k = parse_u64(v, UINT32_MAX, &u));
+        s->top_k = (uint32_t)u;
+    } else if (!strcmp(a, "--top-p")) ok = (s->has_top_p = parse_f(v, &s->top_p));
+    else if (!strcmp(a, "--min-p")) ok = (s->has_min_p = parse_f(v, &s->min_p));
+    else if (!strcmp(a, "--repeat-penalty")) ok = (s->has_repeat_penalty = parse_f(v, &s->repeat_penalty));
+    else if (!strcmp(a, "--repeat-last-n")) {
+        ok = (s->has_repeat_last_n = parse_u64(v, UINT32_MAX, &u));
+        s->repeat_last_n = (uint32_t)u;
+    } else if (!strcmp(a, "--seed")) {
+        ok = (s->has_seed = parse_u64(v, UINT64_MAX, &u));
+        s->seed = u;
+    } else if (!strcmp(a, "--phi")) {
+        samp = false;
+        ok = (g->has_phi = parse_f(v, &g->phi));
+    } else if (!strcmp(a, "--stop")) {
+        samp = false;
+        if (g->n_stop == 16) {
+            fprintf(stderr, "sictl: at most 16 --stop strings\n");
+            return -1;
+        }
+        g->stop[g->n_stop++] = (char *)v;
+    }
+    if (!ok) {
+        fprintf(stderr, "sictl: %s: bad value '%s'\n", a, v);
+        return -1;
+    }
+    if (samp)
+        g->has_sampling = true;
+    return 1;
+}
+
+static void fill_generate(const gen_opts *o, Selectinfer__Generate *g, Selectinfer__Sampling *s)
+{
+    if (o->has_sampling) {
+        *s = o->sampling;
+        g->sampling = s;
+    }
+    if (o->max_tokens) {
+        g->has_max_tokens = true;
+        g->max_tokens = o->max_tokens;
+    }
+    if (o->task)
+        g->task = (char *)o->task;
+    if (o->has_phi) {
+        g->has_phi = true;
+        g->phi = o->phi;
+    }
+    g->n_stop = o->n_stop;
+    g->stop = (char **)o->stop;
+    if (o->no_stream) {
+        g->has_stream = true;
+        g->stream = false;
+    }
+    if (o->parse_special) {
+        g->has_parse_special = true;
+        g->parse_special = true;
+    }
+}
+
+typedef struct text_buf {
+    char *data;
+    size_t len, cap;
+} text_buf;
+
+static void text_append(text_buf *t, const char *s, size_t n)
+{
+    if (t->len + n + 1 > t->cap) {
+        size_t cap = t->cap ? t->cap * 2 : 256;
+        while (cap < t->len + n + 1)
+            cap *= 2;
+        char *nd = realloc(t->data, cap);
+        if (!nd)
+            return;
+        t->data = nd;
+        t->cap = cap;
+    }
+    memcpy(t->data + t->len, s, n);
+    t->len += n;
+    t->data[t->len] = '\0';
+}
+
+static void print_stats(const Selectinfer__Done *d)
+{
+    double pre = (double)d->prefill_ns / 1e9, dec = (double)d->decode_ns / 1e9;
+    fprintf(stderr, "[%s: %u prompt tokens in %.3f s (%.1f tok/s), %u generated in %.3f s (%.1f tok/s), "
+            "queued %.3f s, FFN share %.2f, profile %s]\n",
+            si_stop_reason_name(d->stop_reason), d->prompt_tokens, pre, pre > 0 ? d->prompt_tokens / pre : 0.0,
+            d->generated_tokens, dec, dec > 0 ? d->generated_tokens / dec : 0.0, (double)d->queue_ns / 1e9,
+            (double)d->ffn_share, d->profile ? d->profile : "");
+}
+
+/* Runs one generate request, streaming to stdout; the answer's text goes
+ * to *answer when not NULL. Ctrl-C cancels it. Returns an exit status. */
+static int run_generate(si_client *c, Selectinfer__Generate *g, const gen_opts *o, text_buf *answer)
+{
+    Selectinfer__Request req = SELECTINFER__REQUEST__INIT;
+    req.has_id = true;
+    req.id = si_client_next_id(c);
+    req.body_case = SELECTINFER__REQUEST__BODY_GENERATE;
+    req.generate = g;
+    int rc = si_client_send(c, &req);
+    if (rc < 0)
+        return transport_error(rc);
+    bool cancel_sent = false;
+    interrupted = 0;
+    for (;;) {
+        if (interrupted && !cancel_sent) {
+            cancel_sent = true;
+            if ((rc = si_client_cancel(c, req.id)) < 0)
+                return transport_error(rc);
+        }
+        Selectinfer__Response *r;
+        rc = si_client_recv(c, opt.timeout_ms, &r);
+        if (rc == -EINTR)
+            continue;
+        if (rc == 0)
+            return transport_error(-ETIMEDOUT);
+        if (rc < 0)
+            return transport_error(rc);
+        if (r->id != req.id && r->id != 0) { /* the ack of our cancel */
+            si_response_free(r);
+            continue;
+        }
+        if (opt.json) {
+            si_json_message(stdout, &r->base);
+            fputc('\n', stdout);
+            fflush(stdout);
+        }
+        switch (r->body_case) {
+        case SELECTINFER__RESPONSE__BODY_CHUNK:
+            if (!opt.json) {
+                fwrite(r->chunk->text.data, 1, r->chunk->text.len, stdout);
+                fflush(stdout);
+            }
+            if (answer)
+                text_append(answer, (const char *)r->chunk->text.data, r->chunk->text.len);
+            si_response_free(r);
+            continue;
+        case SELECTINFER__RESPONSE__BODY_DONE: {
+            const Selectinfer__Done *d = r->done;
+            if (d->has_text) {
+                if (!opt.json)
+                    fwrite(d->text.data, 1, d->text.len, stdout);
+                if (answer)
+                    text_append(answer, (const char *)d->text.data, d->text.len);
+            }
+            if (!opt.json) {
+                fputc('\n', stdout);
+                fflush(stdout);
+            }
+            if (o->stats)
+                print_stats(d);
+            int ret = cancel_sent ? EXIT_INTERRUPTED : 0;
+            si_response_free(r);
+            return ret;
+        }
+        case SELECTINFER__RESPONSE__BODY_ERROR: {
+            int ret = report_error(r);
+            si_response_free(r);
+            return ret;
+        }
+        default:
+            si_response_free(r);
+            continue;
+        }
+    }
+}
+
+static char *read_all(FILE *f)
+{
+    text_buf t = {0};
+    char buf[4096];
+    size_t n;
+    text_append(&t, "", 0);
+    while ((n = fread(buf, 1, sizeof(buf), f)) > 0)
+        text_append(&t, buf, n);
+    return t.data;
+}
+
+static int cmd_generate(int argc, char **argv)
+{
+    gen_opts o;
+    memset(&o, 0, sizeof(o));
+    selectinfer__sampling__init(&o.sampling);
+    text_buf text = {0};
+    for (int i = 0; i < argc; i++) {
+        int k = parse_gen_opt(&o, argc, argv, &i);
+        if (k < 0)
+            return EXIT_USAGE;
+        if (k > 0)
+            continue;
+        if (argv[i][0] == '-' && argv[i][1] == '-' && argv[i][2]) {
+            fprintf(stderr, "sictl generate: unknown option %s\n", argv[i]);
+            return EXIT_USAGE;
+        }
+        if (text.len)
+            text_append(&text, " ", 1);
+        if (!strcmp(argv[i], "-")) {
+            char *in = read_all(stdin);
+            if (in)
+                text_append(&text, in, strlen(in));
+            free(in);
+        } else {
+            text_append(&text, argv[i], strlen(argv[i]));
+        }
+    }
+    if (!text.data) {
+        fprintf(stderr, "sictl generate: no text\n");
+        return EXIT_USAGE;
+    }
+    si_client *c;
+    int rc = connect_daemon(&c);
+    if (rc) {
+        free(text.data);
+        return rc;
+    }
+    Selectinfer__Generate g = SELECTINFER__GENERATE__INIT;
+    Selectinfer__Sampling s;
+    fill_generate(&o, &g, &s);
+    Selectinfer__ChatMessage sys = SELECTINFER__CHAT_MESSAGE__INIT, user = SELECTINFER__CHAT_MESSAGE__INIT;
+    Selectinfer__ChatMessage *msgs[2];
+    Selectinfer__ChatMessages chat = SELECTINFER__CHAT_MESSAGES__INIT;
+    if (o.raw) {
+        g.input_case = SELECTINFER__GENERATE__INPUT_PROMPT;
+        g.prompt = text.data;
+    } else {
+        size_t n = 0;
+        if (o.system) {
+            sys.role = "system";
+            sys.content = (char *)o.system;
+            msgs[n++] = &sys;
+        }
+        user.role = "user";
+        user.content = text.data;
+        msgs[n++] = &user;
+        chat.n_messages = n;
+        chat.messages = msgs;
+        g.input_case = SELECTINFER__GENERATE__INPUT_CHAT;
+        g.chat = &chat;
+    }
+    rc = run_generate(c, &g, &o, NULL);
+    si_client_close(c);
+    free(text.data);
+    return rc;
+}
+
+typedef struct history {
+    Selectinfer__ChatMessage *msgs;
+    size_t n, cap;
+} history;
+
+static int history_add(history *h, const char *role, char *content)
+{
+    if (h->n == h->cap) {
+        size_t cap = h->cap ? h->cap * 2 : 16;
+        Selectinfer__ChatMessage *nm = realloc(h->msgs, cap * sizeof(*nm));
+        if (!nm)
+            return -ENOMEM;
+        h->msgs = nm;
+        h->cap = cap;
+    }
+    Selectinfer__ChatMessage *m = &h->msgs[h->n++];
+    selectinfer__chat_message__init(m);
+    m->role = (char *)role;
+    m->content = content;
+    return 0;
+}
+
+static void history_clear(history *h, size_t keep)
+{
+    for (size_t i = keep; i < h->n; i++)
+        free(h->msgs[i].content);
+    h->n = keep;
+}
+
+static int cmd_chat(int argc, char **argv)
+{
+    gen_opts o;
+    memset(&o, 0, sizeof(o));
+    selectinfer__sampling__init(&o.sampling);
+    for (int i = 0; i < argc; i++) {
+        int k = parse_gen_opt(&o, argc, argv, &i);
+        if (k <= 0) {
+            if (k == 0)
+                fprintf(stderr, "sictl chat: unknown argument %s\n", argv[i]);
+            return EXIT_USAGE;
+        }
+    }
+    if (o.raw) {
+        fprintf(stderr, "sictl chat: --raw makes no sense for a chat\n");
+        return EXIT_USAGE;
+    }
+    si_client *c;
+    int rc = connect_daemon(&c);
+    if (rc)
+        return rc;
+    history h = {0};
+    size_t keep = 0;
+    if (o.system) {
+        history_add(&h, "system", strdup(o.system));
+        keep = 1;
+    }
+    bool tty = isatty(STDIN_FILENO);
+    char *line = NULL;
+    size_t lcap = 0;
+    int ret = 0;
+    for (;;) {
+        if (tty) {
+            fputs("> ", stdout);
+            fflush(stdout);
+        }
+        interrupted = 0;
+        ssize_t n = getline(&line, &lcap, stdin);
+        if (n < 0)
+            break;
+        while (n > 0 && (line[n - 1] == '\n' || line[n - 1] == '\r'))
+            line[--n] = '\0';
+        if (n == 0)
+            continue;
+        if (!strcmp(line, "/exit") || !strcmp(line, "/quit"))
+            break;
+        if (!strcmp(line, "/reset")) {
+            history_clear(&h, keep);
+            continue;
+        }
+        if (history_add(&h, "user", strdup(line)) < 0)
+            break;
+        Selectinfer__Generate g = SELECTINFER__GENERATE__INIT;
+        Selectinfer__Sampling s;
+        Selectinfer__ChatMessages chat = SELECTINFER__CHAT_MESSAGES__INIT;
+        Selectinfer__ChatMessage **ptrs = malloc(h.n * sizeof(*ptrs));
+        if (!ptrs)
+            break;
+        for (size_t i = 0; i < h.n; i++)
+            ptrs[i] = &h.msgs[i];
+        chat.n_messages = h.n;
+        chat.messages = ptrs;
+        fill_generate(&o, &g, &s);
+        g.input_case = SELECTINFER__GENERATE__INPUT_CHAT;
+        g.chat = &chat;
+        text_buf answer = {0};
+        ret = run_generate(c, &g, &o, &answer);
+        free(ptrs);
+        if (ret == EXIT_INTERRUPTED) {
+            ret = 0; /* Ctrl-C ends the answer, not the chat */
+        } else if (ret != 0) {
+            free(answer.data);
+            if (ret == EXIT_PROTOCOL)
+                break;
+            free(h.msgs[--h.n].content); /* forget the turn that failed */
+            continue;
+        }
+        history_add(&h, "assistant", answer.data ? answer.data : strdup(""));
+    }
+    free(line);
+    history_clear(&h, 0);
+    free(h.msgs);
+    si_client_close(c);
+    return ret;
+}
+
+static int cmd_use(int argc, char **argv)
+{
+    Selectinfer__UseProfile u = SELECTINFER__USE_PROFILE__INIT;
+    for (int i = 0; i < argc; i++) {
+        float *dst = NULL;
+        protobuf_c_boolean *has = NULL;
+        if (!strcmp(argv[i], "--gamma")) dst = &u.gamma, has = &u.has_gamma;
+        else if (!strcmp(argv[i], "--delta")) dst = &u.delta, has = &u.has_delta;
+        else if (!strcmp(argv[i], "--phi")) dst = &u.phi, has = &u.has_phi;
+        if (dst) {
+            if (i + 1 >= argc || !parse_f(argv[i + 1], dst)) {
+                fprintf(stderr, "sictl use: %s needs a number\n", argv[i]);
+                return EXIT_USAGE;
+            }
+            *has = true;
+            i++;
+        } else if (!u.name && argv[i][0] != '-') {
+            u.name = argv[i];
+        } else {
+            fprintf(stderr, "sictl use: unexpected argument %s\n", argv[i]);
+            return EXIT_USAGE;
+        }
+    }
+    if (!u.name) {
+        fprintf(stderr, "sictl use: which profile?\n");
+        return EXIT_USAGE;
+    }
+    Selectinfer__Request req = SELECTINFER__REQUEST__INIT;
+    req.body_case = SELECTINFER__REQUEST__BODY_USE_PROFILE;
+    req.use_profile = &u;
+    return simple_call(&req);
+}
+
+int main(int argc, char **argv)
+{
+    int i = 1;
+    for (; i < argc && argv[i][0] == '-'; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            usage(stdout);
+            return 0;
+        } else if (!strcmp(a, "--json")) {
+            opt.json = true;
+        } else if ((!strcmp(a, "--socket") || !strcmp(a, "-s")) && i + 1 < argc) {
+            opt.socket = argv[++i];
+        } else if (!strncmp(a, "--socket=", 9)) {
+            opt.socket = a + 9;
+        } else if (!strcmp(a, "--timeout") && i + 1 < argc) {
+            float t;
+            if (!parse_f(argv[++i], &t) || t < 0 || t > 1e6) {
+                fprintf(stderr, "sictl: bad --timeout\n");
+                return EXIT_USAGE;
+            }
+            opt.timeout_ms = (int)(t * 1000);
+        } else {
+            fprintf(stderr, "sictl: unknown option %s\n", a);
+            usage(stderr);
+            return EXIT_USAGE;
+        }
+    }
+    if (i >= argc) {
+        usage(stderr);
+        return EXIT_USAGE;
+    }
+    struct sigaction sa;
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_handler = on_sigint; /* no SA_RESTART: poll returns EINTR */
+    sigaction(SIGINT, &sa, NULL);
+    signal(SIGPIPE, SIG_IGN);
+
+    const char *cmd = argv[i++];
+    int n = argc - i;
+    char **rest = argv + i;
+    Selectinfer__Request req = SELECTINFER__REQUEST__INIT;
+    if (!strcmp(cmd, "generate"))
+        return cmd_generate(n, rest);
+    if (!strcmp(cmd, "chat"))
+        return cmd_chat(n, rest);
+    if (!strcmp(cmd, "use"))
+        return cmd_use(n, rest);
+    if (n > 0) {
+        fprintf(stderr, "sictl %s: unexpected argument %s\n", cmd, rest[0]);
+        return EXIT_USAGE;
+    }
+    Selectinfer__StatusRequest st = SELECTINFER__STATUS_REQUEST__INIT;
+    Selectinfer__ListProfiles lp = SELECTINFER__LIST_PROFILES__INIT;
+    Selectinfer__Reload rl = SELECTINFER__RELOAD__INIT;
+    Selectinfer__Shutdown sd = SELECTINFER__SHUTDOWN__INIT;
+    if (!strcmp(cmd, "status")) {
+        req.body_case = SELECTINFER__REQUEST__BODY_STATUS;
+        req.status = &st;
+    } else if (!strcmp(cmd, "profiles")) {
+        req.body_case = SELECTINFER__REQUEST__BODY_LIST_PROFILES;
+        req.list_profiles = &lp;
+    } else if (!strcmp(cmd, "reload")) {
+        req.body_case = SELECTINFER__REQUEST__BODY_RELOAD;
+        req.reload = &rl;
+    } else if (!strcmp(cmd, "shutdown")) {
+        req.body_case = SELECTINFER__REQUEST__BODY_SHUTDOWN;
+        req.shutdown = &sd;
+    } else {
+        fprintf(stderr, "sictl: unknown command '%s'\n", cmd);
+        usage(stderr);
+        return EXIT_USAGE;
+    }
+    return simple_call(&req);
+}

@@ -1,0 +1,504 @@
+/* SelectInfer: loading plans (which neurons become resident) and the
+ * per-request dynamic selection at prefill (which of them decode computes).
+ * SELECTINFER.md defines both; the choices that depart from the published
+ * code are parameters (eng_rank, dense_first/dense_last) so the evaluation
+ * can compare them.
+ */
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "model.h"
+#include "select.h"
+
+static int set_err(eng_error *err, int r, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static int set_err(eng_error *err, int r, const char *fmt, ...)
+{
+    if (err) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err->msg, sizeof(err->msg), fmt, ap);
+        va_end(ap);
+    }
+    return r;
+}
+
+static const char *const mode_names[] = {
+    [ENG_SELECT_DENSE] = "dense",         [ENG_SELECT_LOAD_ONLY] = "load-only",
+    [ENG_SELECT_RANDOM] = "random-load",  [ENG_SELECT_COREINFER] = "coreinfer",
+    [ENG_SELECT_SELECTINFER] = "selectinfer",
+};
+
+const char *eng_select_mode_name(eng_select_mode mode)
+{
+    if ((unsigned)mode >= sizeof(mode_names) / sizeof(mode_names[0]))
+        return "unknown";
+    return mode_names[mode];
+}
+
+int eng_select_mode_parse(const char *name, eng_select_mode *ret)
+{
+    for (size_t i = 0; i < sizeof(mode_names) / sizeof(mode_names[0]); i++)
+        if (!strcmp(name, mode_names[i])) {
+            *ret = (eng_select_mode)i;
+            return 0;
+        }
+    if (!strcmp(name, "random")) {
+        *ret = ENG_SELECT_RANDOM;
+        return 0;
+    }
+    return -EINVAL;
+}
+
+eng_load_plan_params eng_load_plan_params_default(void)
+{
+    return (eng_load_plan_params){ .mode = ENG_SELECT_DENSE, .gamma = 1.0f, .delta = 0.0f };
+}
+
+eng_compute_params eng_compute_params_default(void)
+{
+    return (eng_compute_params){ .phi = 0.0f, .alpha = 0.2f, .rank = ENG_RANK_ABS };
+}
+
+/* ---- plans ---- */
+
+void eng__plan_free(eng_plan *p)
+{
+    if (!p)
+        return;
+    for (int l = 0; l < p->n_layer; l++) {
+        if (p->loaded)
+            free(p->loaded[l]);
+        if (p->is_static)
+            free(p->is_static[l]);
+    }
+    free(p->loaded);
+    free(p->is_static);
+    free(p->n_loaded);
+    free(p->sparse);
+    free(p);
+}
+
+static int cmp_i32(const void *a, const void *b)
+{
+    int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* Descending by score, ascending by id on ties (deterministic). */
+static int cmp_score_desc(const void *a, const void *b, void *ctx)
+{
+    const double *s = ctx;
+    int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
+    if (s[x] != s[y])
+        return s[x] > s[y] ? -1 : 1;
+    return (x > y) - (x < y);
+}
+
+static uint64_t splitmix64(uint64_t *state)
+{
+    uint64_t z = (*state += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+static int round_count(double frac, int n)
+{
+    long k = lround(frac * n);
+    return (int)(k < 0 ? 0 : k > n ? n : k);
+}
+
+int eng__plan_build(const eng_plan_shape *sh, const eng_load_plan_params *pp, eng_plan **ret,
+                    eng_error *err)
+{
+    const int L = sh->n_layer, F = sh->n_ff;
+    eng_load_plan_params prm = pp ? *pp : eng_load_plan_params_default();
+    bool uses_profile = prm.mode == ENG_SELECT_LOAD_ONLY || prm.mode == ENG_SELECT_SELECTINFER;
+    bool loads_all = prm.mode == ENG_SELECT_DENSE || prm.mode == ENG_SELECT_COREINFER;
+
+    if ((unsigned)prm.mode > ENG_SELECT_SELECTINFER)
+        return set_err(err, -EINVAL, "unknown selection mode %d", (int)prm.mode);
+    if (prm.dense_first < 0 || prm.dense_last < 0 || prm.dense_first + prm.dense_last > L)
+        return set_err(err, -EINVAL, "dense layers %d + %d exceed the model's %d layers",
+                       prm.dense_first, prm.dense_last, L);
+    int n_sparse = L - prm.dense_first - prm.dense_last;
+    if (loads_all) {
+        prm.gamma = 1.0f;
+        if (prm.mode == ENG_SELECT_COREINFER || prm.mode == ENG_SELECT_DENSE)
+            prm.delta = 0.0f;
+    } else if (prm.budget_bytes > 0) {
+        uint64_t dense_ffn = (uint64_t)(L - n_sparse) * F * sh->bytes_per_neuron;
+        uint64_t floor_bytes = sh->bytes_fixed + dense_ffn;
+        uint64_t per_gamma = (uint64_t)n_sparse * F * sh->bytes_per_neuron;
+        uint64_t min_bytes = floor_bytes + (uint64_t)(prm.delta * (double)per_gamma);
+        if (prm.budget_bytes < min_bytes || per_gamma == 0)
+            return set_err(err, -ENOSPC,
+                           "memory budget %llu bytes is below the minimum %llu bytes "
+                           "(weights outside the FFN, dense layers and the static neurons)",
+                           (unsigned long long)prm.budget_bytes, (unsigned long long)min_bytes);
+        double g = (double)(prm.budget_bytes - floor_bytes) / (double)per_gamma;
+        /* floor to whole neurons so the plan never exceeds the budget */
+        prm.gamma = (float)(g > 1.0 ? 1.0 : floor(g * F) / F);
+    }
+    if (!(prm.gamma > 0.0f && prm.gamma <= 1.0f) || !(prm.delta >= 0.0f && prm.delta <= prm.gamma))
+        return set_err(err, -EINVAL, "need 0 < gamma <= 1 and 0 <= delta <= gamma (gamma %g, delta %g)",
+                       prm.gamma, prm.delta);
+
+    double *base = NULL, *second = NULL;
+    int32_t *order = NULL;
+    eng_plan *p = calloc(1, sizeof(*p));
+    int r = -ENOMEM;
+    if (!p)
+        return set_err(err, -ENOMEM, "out of memory");
+    p->n_layer = L;
+    p->n_ff = F;
+    p->sparse = calloc(L, sizeof(*p->sparse));
+    p->loaded = calloc(L, sizeof(*p->loaded));
+    p->n_loaded = calloc(L, sizeof(*p->n_loaded));
+    p->is_static = calloc(L, sizeof(*p->is_static));
+    base = malloc(F * sizeof(double));
+    second = malloc(F * sizeof(double));
+    order = malloc(F * sizeof(int32_t));
+    if (!p->sparse || !p->loaded || !p->n_loaded || !p->is_static || !base || !second || !order)
+        goto fail;
+
+    if (uses_profile) {
+        if (!prm.profile) {
+            r = set_err(err, -EINVAL, "selection mode '%s' needs a profile",
+                        eng_select_mode_name(prm.mode));
+            goto fail;
+        }
+        if (!eng__profile_matches_shape(prm.profile, sh, err)) {
+            r = -EMEDIUMTYPE;
+            goto fail;
+        }
+        const char *task = prm.task && *prm.task ? prm.task : "*";
+        if (eng_profile_scores(prm.profile, task, 0, base) < 0) {
+            char have[160] = "";
+            for (int i = 0; i < eng_profile_n_tasks(prm.profile); i++) {
+                size_t k = strlen(have);
+                snprintf(have + k, sizeof(have) - k, "%s%s", i ? ", " : "",
+                         eng_profile_task(prm.profile, i, NULL, NULL));
+            }
+            r = set_err(err, -ENOENT, "the profile has no task '%s' (it has: %s)", task, have);
+            goto fail;
+        }
+    }
+
+    int n_load = round_count(prm.gamma, F), n_static = round_count(prm.delta, F);
+    uint64_t seed = prm.seed;
+    uint64_t total_loaded = 0;
+    for (int l = 0; l < L; l++) {
+        bool sparse = l >= prm.dense_first && l < L - prm.dense_last;
+        p->sparse[l] = sparse;
+        p->is_static[l] = calloc(F, 1);
+        p->loaded[l] = malloc(F * sizeof(int32_t));
+        if (!p->is_static[l] || !p->loaded[l])
+            goto fail;
+        int nl = 0;
+        if (!sparse || loads_all) {
+            for (int n = 0; n < F; n++)
+                p->loaded[l][nl++] = n;
+        } else {
+            uint8_t *taken = p->is_static[l]; /* reused below: 1 static, 2 loaded */
+            for (int n = 0; n < F; n++)
+                order[n] = n;
+            if (prm.mode == ENG_SELECT_RANDOM) {
+                for (int n = F - 1; n > 0; n--) {
+                    int j = (int)(splitmix64(&seed) % (uint64_t)(n + 1));
+                    int32_t t = order[n];
+                    order[n] = order[j];
+                    order[j] = t;
+                }
+                for (int i = 0; i < n_load; i++)
+                    taken[order[i]] = i < n_static ? 1 : 2;
+            } else {
+                const char *task = prm.task && *prm.task ? prm.task : "*";
+                eng_profile_scores(prm.profile, task, l, base);
+                eng_profile_scores(prm.profile, "*", l, second);
+                qsort_r(order, F, sizeof(int32_t), cmp_score_desc, base);
+                for (int i = 0; i < n_static; i++)
+                    taken[order[i]] = 1;
+                int have = n_static;
+                for (int n = 0; n < F; n++)
+                    order[n] = n;
+                qsort_r(order, F, sizeof(int32_t), cmp_score_desc, second);
+                for (int i = 0; i < F && have < n_load; i++)
+                    if (!taken[order[i]]) {
+                        taken[order[i]] = 2;
+                        have++;
+                    }
+            }
+            for (int n = 0; n < F; n++) {
+                if (taken[n])
+                    p->loaded[l][nl++] = n;
+                taken[n] = taken[n] == 1;
+            }
+        }
+        p->n_loaded[l] = nl;
+        total_loaded += nl;
+        qsort(p->loaded[l], nl, sizeof(int32_t), cmp_i32);
+    }
+
+    p->info.mode = prm.mode;
+    snprintf(p->info.task, sizeof(p->info.task), "%s",
+             uses_profile ? (prm.task && *prm.task ? prm.task : "*") : "");
+    p->info.gamma = prm.gamma;
+    p->info.delta = prm.delta;
+    p->info.dense_first = prm.dense_first;
+    p->info.dense_last = prm.dense_last;
+    p->info.neurons_loaded = total_loaded;
+    p->info.neurons_total = (uint64_t)L * F;
+    p->info.bytes_ffn = total_loaded * sh->bytes_per_neuron;
+    free(base);
+    free(second);
+    free(order);
+    *ret = p;
+    return 0;
+fail:
+    if (r == -ENOMEM)
+        set_err(err, r, "out of memory building the loading plan");
+    free(base);
+    free(second);
+    free(order);
+    eng__plan_free(p);
+    return r;
+}
+
+/* ---- per-session dynamic selection ---- */
+
+static bool phi_active(const eng_session *s)
+{
+    const eng_model *m = s->model;
+    return s->compute.phi > 0.0f && s->compute.phi < m->plan.gamma;
+}
+
+int eng_session_set_compute(eng_session *s, const eng_compute_params *c)
+{
+    eng_compute_params p = c ? *c : eng_compute_params_default();
+    if (!(p.phi >= 0.0f && p.phi <= 1.0f) || !(p.alpha > 0.0f && p.alpha <= 1.0f) ||
+        (p.rank != ENG_RANK_ABS && p.rank != ENG_RANK_SIGNED))
+        return -EINVAL;
+    /* phi below the static share cannot be honoured: static neurons are
+     * always computed */
+    if (p.phi > 0.0f && p.phi < s->model->plan.delta - 1e-6f)
+        return -EINVAL;
+    s->compute = p;
+    eng__select_session_reset(s);
+    return 0;
+}
+
+int eng_session_observe_ffn(eng_session *s, double *sums)
+{
+    s->observe = sums;
+    return 0;
+}
+
+double eng_session_ffn_share(const eng_session *s)
+{
+    return s->ffn_share;
+}
+
+int eng__select_session_init(eng_session *s)
+{
+    const eng_model *m = s->model;
+    const int L = m->info.n_layer, F = m->info.n_ff;
+    s->compute = eng_compute_params_default();
+    s->sel_buf = calloc(L, sizeof(*s->sel_buf));
+    s->counts = calloc(L, sizeof(*s->counts));
+    s->act = malloc((size_t)s->n_batch * F * sizeof(float));
+    s->rank_tmp = malloc((size_t)2 * F * sizeof(float));
+    if (!s->sel_buf || !s->counts || !s->act || !s->rank_tmp)
+        return -ENOMEM;
+    for (int l = 0; l < L; l++) {
+        s->sel_buf[l] = malloc((size_t)F * sizeof(int32_t));
+        s->counts[l] = calloc((size_t)F, sizeof(uint32_t));
+        if (!s->sel_buf[l] || !s->counts[l])
+            return -ENOMEM;
+    }
+    eng__select_session_reset(s);
+    return 0;
+}
+
+void eng__select_session_free(eng_session *s)
+{
+    const int L = s->model->info.n_layer;
+    for (int l = 0; l < L; l++) {
+        if (s->sel_buf)
+            free(s->sel_buf[l]);
+        if (s->counts)
+            free(s->counts[l]);
+    }
+    free(s->sel_buf);
+    free(s->counts);
+    free(s->act);
+    free(s->rank_tmp);
+}
+
+static double loaded_share(const eng_model *m)
+{
+    return (double)m->plan.neurons_loaded / (double)m->plan.neurons_total;
+}
+
+void eng__select_session_reset(eng_session *s)
+{
+    const eng_model *m = s->model;
+    s->selected = false;
+    s->generation = m->generation;
+    for (int l = 0; l < m->info.n_layer; l++) {
+        s->ffn_sel[l] = NULL;
+        s->ffn_n_sel[l] = 0;
+        if (s->counts)
+            memset(s->counts[l], 0, (size_t)m->info.n_ff * sizeof(uint32_t));
+    }
+    s->ffn_share = loaded_share(m);
+}
+
+bool eng__select_wants_act(const eng_session *s)
+{
+    return s->observe || (phi_active(s) && !s->selected);
+}
+
+/* k-th largest of x[0..n) (k >= 1), by quickselect on a scratch copy. */
+static float kth_largest(float *tmp, const float *x, int n, int k)
+{
+    memcpy(tmp, x, (size_t)n * sizeof(float));
+    int lo = 0, hi = n - 1, want = k - 1;
+    while (lo < hi) {
+        float pivot = tmp[lo + (hi - lo) / 2];
+        int i = lo, j = hi;
+        while (i <= j) {
+            while (tmp[i] > pivot)
+                i++;
+            while (tmp[j] < pivot)
+                j--;
+            if (i <= j) {
+                float t = tmp[i];
+                tmp[i] = tmp[j];
+                tmp[j] = t;
+                i++;
+                j--;
+            }
+        }
+        if (want <= j)
+            hi = j;
+        else if (want >= i)
+            lo = i;
+        else
+            break;
+    }
+    return tmp[want];
+}
+
+void eng__select_observe(eng_session *s, int il, const float *act, int n, const int32_t *sel,
+                         int n_sel)
+{
+    const eng_model *m = s->model;
+    const eng_layer *L = &m->layers[il];
+    const int F = m->info.n_ff;
+
+    if (s->observe) {
+        double *sums = s->observe + (size_t)il * F;
+        for (int t = 0; t < n; t++)
+            for (int j = 0; j < n_sel; j++) {
+                int slot = sel ? sel[j] : j;
+                sums[L->neuron_of_slot[slot]] += fabsf(act[(size_t)t * n_sel + j]);
+            }
+    }
+    if (!phi_active(s) || s->selected || !L->sparse || sel)
+        return;
+
+    /* prefill over all loaded slots: count, per slot, the tokens that rank
+     * it in their top alpha */
+    float *tmp = s->rank_tmp;
+    uint32_t *counts = s->counts[il];
+    int k_abs = (int)lround(s->compute.alpha * n_sel);
+    double mean_pos = 0;
+    if (s->compute.rank == ENG_RANK_SIGNED) {
+        for (int t = 0; t < n; t++)
+            for (int j = 0; j < n_sel; j++)
+                mean_pos += act[(size_t)t * n_sel + j] > 0;
+        mean_pos /= n;
+    }
+    for (int t = 0; t < n; t++) {
+        const float *a = act + (size_t)t * n_sel;
+        int k;
+        float thr;
+        if (s->compute.rank == ENG_RANK_SIGNED) {
+            k = (int)lround(s->compute.alpha * mean_pos);
+            if (k < 1)
+                k = 1;
+            thr = kth_largest(tmp, a, n_sel, k);
+            for (int j = 0; j < n_sel; j++)
+                counts[j] += a[j] >= thr;
+        } else {
+            k = k_abs < 1 ? 1 : k_abs;
+            float *mag = tmp + F; /* the second half of rank_tmp */
+            for (int j = 0; j < n_sel; j++)
+                mag[j] = fabsf(a[j]);
+            thr = kth_largest(tmp, mag, n_sel, k);
+            for (int j = 0; j < n_sel; j++)
+                counts[j] += mag[j] >= thr;
+        }
+    }
+}
+
+static int cmp_count_desc(const void *a, const void *b, void *ctx)
+{
+    const uint32_t *c = ctx;
+    int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
+    if (c[x] != c[y])
+        return c[x] > c[y] ? -1 : 1;
+    return (x > y) - (x < y);
+}
+
+void eng__select_end_eval(eng_session *s)
+{
+    const eng_model *m = s->model;
+    if (!phi_active(s) || s->selected)
+        return;
+    const int F = m->info.n_ff;
+    int n_compute = (int)lround(s->compute.phi * F);
+    uint64_t computed = 0;
+    for (int il = 0; il < m->info.n_layer; il++) {
+        const eng_layer *L = &m->layers[il];
+        if (!L->sparse || n_compute >= L->ffn.n_slots) {
+            s->ffn_sel[il] = NULL;
+            computed += L->ffn.n_slots;
+            continue;
+        }
+        int32_t *sel = s->sel_buf[il];
+        int n = 0;
+        /* candidates: non-static slots, most frequently in a token's top alpha */
+        for (int j = 0; j < L->ffn.n_slots; j++)
+            if (!L->slot_static[j])
+                sel[n++] = j;
+        qsort_r(sel, n, sizeof(int32_t), cmp_count_desc, s->counts[il]);
+        int n_dyn = n_compute - L->n_static;
+        if (n_dyn < 0)
+            n_dyn = 0;
+        if (n_dyn > n)
+            n_dyn = n;
+        int total = n_dyn;
+        for (int j = 0; j < L->ffn.n_slots; j++)
+            if (L->slot_static[j])
+                sel[total++] = j;
+        qsort(sel, total, sizeof(int32_t), cmp_i32);
+        s->ffn_sel[il] = sel;
+        s->ffn_n_sel[il] = total;
+        computed += total;
+    }
+    s->selected = true;
+    s->generation = m->generation;
+    s->ffn_share = (double)computed / ((double)m->info.n_layer * F);
+}
+
+void eng_model_get_plan(const eng_model *m, eng_plan_info *ret)
+{
+    *ret = m->plan;
+}

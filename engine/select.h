@@ -1,0 +1,54 @@
+/* SelectInfer internals (private to the engine): loading plans, the
+ * per-session dynamic neuron selection, and the hooks the forward pass calls.
+ */
+#ifndef ENGINE_SELECT_H
+#define ENGINE_SELECT_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "engine.h"
+
+struct eng_model;
+struct eng_session;
+
+/* Which neurons each layer loads, and which of them are static. */
+typedef struct eng_plan {
+    eng_plan_info info;
+    int n_layer, n_ff;
+    bool *sparse;        /* [n_layer]: inside the sparsified range */
+    int32_t **loaded;    /* [n_layer][n_loaded[l]] neuron ids, ascending */
+    int *n_loaded;       /* [n_layer] */
+    uint8_t **is_static; /* [n_layer][n_ff] by neuron id */
+} eng_plan;
+
+/* What the plan builder needs to know of the model before its FFN exists. */
+typedef struct eng_plan_shape {
+    int n_layer, n_ff, n_embd;
+    size_t bytes_per_neuron; /* gate row + up row + down column in the storage type */
+    uint64_t bytes_fixed;    /* every resident weight outside the FFN */
+    uint64_t fingerprint;
+    const char *arch;
+    uint32_t n_vocab;
+} eng_plan_shape;
+
+int eng__plan_build(const eng_plan_shape *shape, const eng_load_plan_params *params,
+                    eng_plan **ret_plan, eng_error *err);
+void eng__plan_free(eng_plan *plan);
+
+uint64_t eng__fnv1a(uint64_t h, const void *data, size_t n);
+bool eng__profile_matches_shape(const eng_profile *p, const eng_plan_shape *shape, eng_error *err);
+
+/* Session side: allocate per-layer selection state; called by eng_session_new. */
+int eng__select_session_init(struct eng_session *s);
+void eng__select_session_free(struct eng_session *s);
+void eng__select_session_reset(struct eng_session *s);
+/* Whether this eval must hand activations to eng__select_observe. */
+bool eng__select_wants_act(const struct eng_session *s);
+/* After layer il's FFN ran over n tokens: act [n][n_sel] for slots sel (NULL: all). */
+void eng__select_observe(struct eng_session *s, int il, const float *act, int n,
+                         const int32_t *sel, int n_sel);
+/* At the end of an eval: the first one after a reset fixes the dynamic set. */
+void eng__select_end_eval(struct eng_session *s);
+
+#endif

@@ -1,0 +1,1246 @@
+/* Integration tests of selectinferd: each run starts the real daemon binary
+ * on a temporary socket and drives it through the client library and sictl.
+ *
+ *     test-daemon DAEMON SICTL SCENARIO [fake]
+ *
+ * With "fake", DAEMON is selectinferd-fake (tests/daemon-fake-engine.c:
+ * exact token timing); otherwise it serves the default model (SI_MODEL or
+ * the cache; exit 77 when absent). Scenarios: streaming, concurrent,
+ * overload, cancel, disconnect, garbage, slow-reader, connections, admin,
+ * lifecycle (fake only). Exit 0 pass, 1 fail, 77 skip. */
+#include "selectinfer-client.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <pthread.h>
+#include <pwd.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+static const char *daemon_bin, *sictl_bin;
+static bool fake;
+static char model[4096];
+static int failures;
+
+#define CHECK(cond)                                                            \
+    do {                                                                       \
+        if (!(cond)) {                                                         \
+            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond); \
+            failures++;                                                        \
+        }                                                                      \
+    } while (0)
+
+#define REQUIRE(cond)                                                          \
+    do {                                                                       \
+        if (!(cond)) {                                                         \
+            fprintf(stderr, "%s:%d: fatal: %s\n", __FILE__, __LINE__, #cond);  \
+            failures++;                                                        \
+            return;                                                            \
+        }                                                                      \
+    } while (0)
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static void sleep_ms(int ms)
+{
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+/* ---- the daemon process ---------------------------------------------------- */
+
+typedef struct daemon_proc {
+    pid_t pid;
+    char dir[64];
+    char sock[128];
+    char log[128];
+    char conf[128];
+} daemon_proc;
+
+static daemon_proc D;
+
+static void daemon_start_env(daemon_proc *d, const char *const *extra, const char *const *env)
+{
+    snprintf(d->dir, sizeof(d->dir), "/tmp/si-daemon-test-XXXXXX");
+    if (!mkdtemp(d->dir)) {
+        perror("mkdtemp");
+        exit(1);
+    }
+    chmod(d->dir, 0755); /* the admin scenario connects as another user */
+    snprintf(d->sock, sizeof(d->sock), "%s/s.sock", d->dir);
+    snprintf(d->log, sizeof(d->log), "%s/daemon.log", d->dir);
+    snprintf(d->conf, sizeof(d->conf), "%s/selectinferd.conf", d->dir);
+    const char *argv[64];
+    int n = 0;
+    argv[n++] = daemon_bin;
+    argv[n++] = "--config";
+    argv[n++] = "";
+    argv[n++] = "--model";
+    argv[n++] = model;
+    argv[n++] = "--socket";
+    argv[n++] = d->sock;
+    argv[n++] = "--log-level";
+    argv[n++] = "debug";
+    argv[n++] = "--ctx-size";
+    argv[n++] = "512";
+    for (int i = 0; extra && extra[i] && n < 62; i++) {
+        /* "--config" given by the scenario replaces ours */
+        if (strcmp(extra[i], "--config") == 0) {
+            argv[2] = extra[i + 1];
+            i++;
+            continue;
+        }
+        argv[n++] = extra[i];
+    }
+    argv[n] = NULL;
+    d->pid = fork();
+    if (d->pid == 0) {
+        int fd = open(d->log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        dup2(fd, 2);
+        for (int i = 0; env && env[i]; i++)
+            putenv((char *)env[i]);
+        execv(daemon_bin, (char **)argv);
+        perror("execv");
+        _exit(127);
+    }
+}
+
+static void dump_log(const daemon_proc *d)
+{
+    char cmd[256];
+    snprintf(cmd, sizeof(cmd), "tail -n 40 %s >&2", d->log);
+    if (system(cmd) != 0)
+        fprintf(stderr, "(no daemon log)\n");
+}
+
+/* Status through the client library; NULL on failure. */
+static Selectinfer__Response *status(const char *sock)
+{
+    si_client *c;
+    if (si_client_connect(sock, &c) < 0)
+        return NULL;
+    Selectinfer__StatusRequest sr = SELECTINFER__STATUS_REQUEST__INIT;
+    Selectinfer__Request req = SELECTINFER__REQUEST__INIT;
+    req.body_case = SELECTINFER__REQUEST__BODY_STATUS;
+    req.status = &sr;
+    Selectinfer__Response *r = NULL;
+    if (si_client_call(c, &req, 10000, &r) < 0 || r->body_case != SELECTINFER__RESPONSE__BODY_STATUS) {
+        si_response_free(r);
+        r = NULL;
+    }
+    si_client_close(c);
+    return r;
+}
+
+static int wait_ready(daemon_proc *d, double timeout_s)
+{
+    double t0 = now_s();
+    while (now_s() - t0 < timeout_s) {
+        int st;
+        if (waitpid(d->pid, &st, WNOHANG) == d->pid) {
+            fprintf(stderr, "daemon exited during start-up (status %d)\n", st);
+            dump_log(d);
+            d->pid = 0;
+            return -1;
+        }
+        Selectinfer__Response *r = status(d->sock);
+        int state = r ? (int)r->status->state : 0;
+        si_response_free(r);
+        if (state == SELECTINFER__DAEMON_STATE__STATE_READY)
+            return 0;
+        sleep_ms(50);
+    }
+    fprintf(stderr, "daemon not ready after %.0f s\n", timeout_s);
+    dump_log(d);
+    return -1;
+}
+
+static void daemon_start(const char *const *extra)
+{
+    daemon_start_env(&D, extra, NULL);
+    if (wait_ready(&D, 120) < 0) {
+        failures++;
+        if (D.pid > 0)
+            kill(D.pid, SIGKILL);
+        exit(1);
+    }
+}
+
+/* Runs sictl with args; stdout into out (may be NULL). Returns its exit status. */
+static int run_sictl(const char *const *args, char *out, size_t cap, const char *user_env)
+{
+    int pfd[2];
+    if (pipe(pfd) < 0)
+        return -1;
+    pid_t pid = fork();
+    if (pid == 0) {
+        dup2(pfd[1], 1);
+        close(pfd[0]);
+        const char *argv[32];
+        int n = 0;
+        argv[n++] = sictl_bin;
+        for (int i = 0; args[i] && n < 31; i++)
+            argv[n++] = args[i];
+        argv[n] = NULL;
+        if (user_env)
+            putenv((char *)user_env);
+        execv(sictl_bin, (char **)argv);
+        _exit(127);
+    }
+    close(pfd[1]);
+    size_t len = 0;
+    char buf[4096];
+    ssize_t r;
+    while ((r = read(pfd[0], buf, sizeof(buf))) > 0) {
+        if (out && len + (size_t)r < cap) {
+            memcpy(out + len, buf, (size_t)r);
+            len += (size_t)r;
+        }
+    }
+    if (out)
+        out[len] = '\0';
+    close(pfd[0]);
+    int st;
+    waitpid(pid, &st, 0);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+/* Shuts the daemon down with sictl and expects a clean exit (status 0:
+ * the loop closed every handle) within 60 s. */
+static void daemon_stop(void)
+{
+    const char *args[] = {"--socket", D.sock, "shutdown", NULL};
+    char out[256];
+    int rc = run_sictl(args, out, sizeof(out), NULL);
+    CHECK(rc == 0);
+    double t0 = now_s();
+    int st = 0;
+    pid_t w = 0;
+    while (now_s() - t0 < 60 && (w = waitpid(D.pid, &st, WNOHANG)) == 0)
+        sleep_ms(20);
+    if (w != D.pid) {
+        fprintf(stderr, "daemon did not exit after shutdown\n");
+        kill(D.pid, SIGKILL);
+        waitpid(D.pid, &st, 0);
+        failures++;
+    } else {
+        CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    }
+    struct stat sb;
+    CHECK(stat(D.sock, &sb) < 0); /* the socket is removed */
+    if (failures)
+        dump_log(&D);
+    char cmd[128];
+    snprintf(cmd, sizeof(cmd), "rm -rf %s", D.dir);
+    if (system(cmd) != 0)
+        fprintf(stderr, "cannot remove %s\n", D.dir);
+}
+
+/* ---- requests ---------------------------------------------------------------- */
+
+typedef struct gen_result {
+    char text[65536];
+    size_t len;
+    int n_chunks;
+    Selectinfer__Response *end; /* done or error */
+    double t_first, t_end;
+} gen_result;
+
+static void init_chat(Selectinfer__Generate *g, Selectinfer__ChatMessages *chat,
+                      Selectinfer__ChatMessage *m, Selectinfer__ChatMessage **mp, const char *text)
+{
+    selectinfer__generate__init(g);
+    selectinfer__chat_messages__init(chat);
+    selectinfer__chat_message__init(m);
+    m->role = "user";
+    m->content = (char *)text;
+    mp[0] = m;
+    chat->n_messages = 1;
+    chat->messages = mp;
+    g->input_case = SELECTINFER__GENERATE__INPUT_CHAT;
+    g->chat = chat;
+}
+
+static void init_raw(Selectinfer__Generate *g, const char *prompt, uint32_t max_tokens)
+{
+    selectinfer__generate__init(g);
+    g->input_case = SELECTINFER__GENERATE__INPUT_PROMPT;
+    g->prompt = (char *)prompt;
+    g->has_max_tokens = true;
+    g->max_tokens = max_tokens;
+}
+
+static int on_chunk_collect(void *ud, const char *text, size_t len)
+{
+    gen_result *r = ud;
+    if (r->n_chunks == 0)
+        r->t_first = now_s();
+    r->n_chunks++;
+    if (r->len + len < sizeof(r->text)) {
+        memcpy(r->text + r->len, text, len);
+        r->len += len;
+        r->text[r->len] = '\0';
+    }
+    return 0;
+}
+
+static int generate(const char *sock, Selectinfer__Generate *g, gen_result *res)
+{
+    memset(res, 0, sizeof(*res));
+    si_client *c;
+    int rc = si_client_connect(sock, &c);
+    if (rc < 0)
+        return rc;
+    rc = si_client_generate(c, g, on_chunk_collect, res, 300000, &res->end);
+    res->t_end = now_s();
+    si_client_close(c);
+    return rc;
+}
+
+static bool is_done(const Selectinfer__Response *r)
+{
+    return r && r->body_case == SELECTINFER__RESPONSE__BODY_DONE;
+}
+
+static int error_code(const Selectinfer__Response *r)
+{
+    return r && r->body_case == SELECTINFER__RESPONSE__BODY_ERROR ? (int)r->error->code : -1;
+}
+
+static int send_raw(int fd, const void *buf, size_t len)
+{
+    size_t off = 0;
+    while (off < len) {
+        ssize_t w = send(fd, (const char *)buf + off, len - off, MSG_NOSIGNAL);
+        if (w < 0)
+            return -errno;
+        off += (size_t)w;
+    }
+    return 0;
+}
+
+static int raw_connect(const char *sock)
+{
+    int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", sock);
+    if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+/* Reads replies on a client until EOF; returns the first error code seen
+ * (-1 none) and whether EOF came within timeout. */
+static int read_until_eof(si_client *c, int timeout_ms, bool *eof)
+{
+    int code = -1;
+    *eof = false;
+    for (;;) {
+        Selectinfer__Response *r;
+        int rc = si_client_recv(c, timeout_ms, &r);
+        if (rc == -ECONNRESET) {
+            *eof = true;
+            break;
+        }
+        if (rc <= 0)
+            break;
+        if (code < 0 && r->body_case == SELECTINFER__RESPONSE__BODY_ERROR)
+            code = (int)r->error->code;
+        si_response_free(r);
+    }
+    return code;
+}
+
+/* The reference answer used by several scenarios: greedy, short. */
+static const char *CHAT_PROMPT = "What is the capital of France?";
+#define CHAT_TOKENS 12
+
+static void reference(gen_result *ref)
+{
+    Selectinfer__Generate g;
+    Selectinfer__ChatMessages chat;
+    Selectinfer__ChatMessage m, *mp[1];
+    init_chat(&g, &chat, &m, mp, CHAT_PROMPT);
+    g.has_max_tokens = true;
+    g.max_tokens = CHAT_TOKENS;
+    int rc = generate(D.sock, &g, ref);
+    CHECK(rc == 0);
+    CHECK(is_done(ref->end));
+}
+
+/* ---- scenarios ---------------------------------------------------------------- */
+
+static void scenario_streaming(void)
+{
+    daemon_start(NULL);
+    gen_result *a = calloc(1, sizeof(*a)), *b = calloc(1, sizeof(*b));
+    reference(a);
+    REQUIRE(is_done(a->end));
+    const Selectinfer__Done *d = a->end->done;
+    CHECK(a->n_chunks >= 1 && a->len > 0);
+    CHECK(d->prompt_tokens > 0);
+    CHECK(d->generated_tokens > 0 && d->generated_tokens <= CHAT_TOKENS);
+    CHECK(d->prefill_ns > 0 && d->decode_ns > 0);
+    CHECK(d->stop_reason == SELECTINFER__STOP_REASON__STOP_LENGTH ||
+          d->stop_reason == SELECTINFER__STOP_REASON__STOP_EOS);
+    CHECK(d->ffn_share > 0.99f && d->ffn_share <= 1.0f);
+    CHECK(d->profile && strcmp(d->profile, "dense") == 0);
+    CHECK(!d->has_text);
+
+    /* not streamed: the same text (greedy), in done.text, no chunks */
+    Selectinfer__Generate g;
+    Selectinfer__ChatMessages chat;
+    Selectinfer__ChatMessage m, *mp[1];
+    init_chat(&g, &chat, &m, mp, CHAT_PROMPT);
+    g.has_max_tokens = true;
+    g.max_tokens = CHAT_TOKENS;
+    g.has_stream = true;
+    g.stream = false;
+    CHECK(generate(D.sock, &g, b) == 0);
+    CHECK(is_done(b->end));
+    if (is_done(b->end)) {
+        CHECK(b->n_chunks == 0);
+        CHECK(b->end->done->has_text && b->end->done->text.len == a->len &&
+              memcmp(b->end->done->text.data, a->text, a->len) == 0);
+    }
+
+    /* sictl streams the same answer to stdout */
+    char out[65536];
+    char mt[16];
+    snprintf(mt, sizeof(mt), "%d", CHAT_TOKENS);
+    const char *args[] = {"--socket", D.sock, "generate", "--temperature", "0", "--max-tokens", mt, CHAT_PROMPT, NULL};
+    CHECK(run_sictl(args, out, sizeof(out), NULL) == 0);
+    CHECK(strlen(out) == a->len + 1 && strncmp(out, a->text, a->len) == 0);
+    /* the socket from the environment, JSON lines out */
+    char env[256];
+    snprintf(env, sizeof(env), SI_SOCKET_ENV "=%s", D.sock);
+    const char *jargs[] = {"--json", "generate", "--max-tokens", "3", "--raw", "Hello", NULL};
+    CHECK(run_sictl(jargs, out, sizeof(out), env) == 0);
+    CHECK(strstr(out, "{\"id\":1,\"done\":{\"stop_reason\":\"STOP_") != NULL);
+    const char *sargs[] = {"--json", "status", NULL};
+    CHECK(run_sictl(sargs, out, sizeof(out), env) == 0);
+    CHECK(strstr(out, "\"state\":\"STATE_READY\"") && strstr(out, "\"requests_served\":4"));
+    const char *pargs[] = {"profiles", NULL};
+    CHECK(run_sictl(pargs, out, sizeof(out), env) == 0 && strstr(out, "dense"));
+
+    /* meaningful exit codes */
+    const char *e1[] = {"generate", "--temperature", "-1", "x", NULL};
+    CHECK(run_sictl(e1, NULL, 0, env) == 65);
+    const char *e2[] = {"use", "qa", NULL};
+    CHECK(run_sictl(e2, out, sizeof(out), env) == 1);
+    const char *e3[] = {"--socket", "/nonexistent/x.sock", "status", NULL};
+    CHECK(run_sictl(e3, NULL, 0, NULL) == 69);
+    const char *e4[] = {"bogus", NULL};
+    CHECK(run_sictl(e4, NULL, 0, env) == 64);
+    const char *e5[] = {"generate", "--phi", "0.5", "x", NULL};
+    CHECK(run_sictl(e5, NULL, 0, env) == 1);
+
+    /* the daemon answers bad requests with stable codes */
+    si_client *c;
+    REQUIRE(si_client_connect(D.sock, &c) == 0);
+    Selectinfer__Response *r;
+    Selectinfer__Generate bad;
+    init_raw(&bad, "x", 4);
+    Selectinfer__Sampling s = SELECTINFER__SAMPLING__INIT;
+    s.has_top_p = true;
+    s.top_p = 0.0f;
+    bad.sampling = &s;
+    CHECK(si_client_generate(c, &bad, NULL, NULL, 60000, &r) == 0);
+    CHECK(error_code(r) == SELECTINFER__ERROR_CODE__INVALID_ARGUMENT);
+    si_response_free(r);
+    selectinfer__generate__init(&bad); /* no input */
+    CHECK(si_client_generate(c, &bad, NULL, NULL, 60000, &r) == 0);
+    CHECK(error_code(r) == SELECTINFER__ERROR_CODE__INVALID_ARGUMENT);
+    si_response_free(r);
+    Selectinfer__ChatMessages chat2;
+    Selectinfer__ChatMessage m2, *mp2[1];
+    init_chat(&bad, &chat2, &m2, mp2, "hi");
+    m2.role = "wizard";
+    CHECK(si_client_generate(c, &bad, NULL, NULL, 60000, &r) == 0);
+    CHECK(error_code(r) == SELECTINFER__ERROR_CODE__INVALID_ARGUMENT);
+    si_response_free(r);
+    /* a prompt longer than the context (512 tokens) */
+    char *longp = malloc(20001);
+    for (int i = 0; i < 20000; i++)
+        longp[i] = (i % 5 == 4) ? ' ' : "abcd"[i % 5];
+    longp[20000] = '\0';
+    init_raw(&bad, longp, 4);
+    CHECK(si_client_generate(c, &bad, NULL, NULL, 120000, &r) == 0);
+    CHECK(error_code(r) == SELECTINFER__ERROR_CODE__PROMPT_TOO_LONG);
+    si_response_free(r);
+    free(longp);
+    /* a request without an id */
+    Selectinfer__StatusRequest sr = SELECTINFER__STATUS_REQUEST__INIT;
+    Selectinfer__Request req = SELECTINFER__REQUEST__INIT;
+    req.body_case = SELECTINFER__REQUEST__BODY_STATUS;
+    req.status = &sr;
+    CHECK(si_client_send(c, &req) == 0);
+    CHECK(si_client_recv(c, 10000, &r) == 1);
+    CHECK(error_code(r) == SELECTINFER__ERROR_CODE__INVALID_ARGUMENT && r->id == 0);
+    si_response_free(r);
+    si_client_close(c);
+
+    Selectinfer__Response *st = status(D.sock);
+    REQUIRE(st);
+    CHECK(st->status->requests_served == 4);
+    CHECK(st->status->requests_failed >= 6);
+    CHECK(st->status->generated_tokens >= 2 * d->generated_tokens);
+    CHECK(st->status->rss_bytes > 0 && st->status->uptime_ns > 0);
+    CHECK(st->status->model_arch && st->status->backend);
+    si_response_free(st);
+    si_response_free(a->end);
+    si_response_free(b->end);
+    free(a);
+    free(b);
+    daemon_stop();
+}
+
+typedef struct thread_arg {
+    int index;
+    gen_result res;
+    int rc;
+} thread_arg;
+
+static void *concurrent_client(void *p)
+{
+    thread_arg *t = p;
+    Selectinfer__Generate g;
+    Selectinfer__ChatMessages chat;
+    Selectinfer__ChatMessage m, *mp[1];
+    init_chat(&g, &chat, &m, mp, CHAT_PROMPT);
+    g.has_max_tokens = true;
+    g.max_tokens = fake ? 50 : 4;
+    t->rc = generate(D.sock, &g, &t->res);
+    return NULL;
+}
+
+static void scenario_concurrent(void)
+{
+    enum { N = 16 };
+    daemon_start(NULL);
+    static thread_arg ref;
+    concurrent_client(&ref);
+    REQUIRE(ref.rc == 0 && is_done(ref.res.end));
+    static thread_arg args[N];
+    pthread_t th[N];
+    for (int i = 0; i < N; i++) {
+        args[i].index = i;
+        pthread_create(&th[i], NULL, concurrent_client, &args[i]);
+    }
+    int complete = 0;
+    for (int i = 0; i < N; i++) {
+        pthread_join(th[i], NULL);
+        thread_arg *t = &args[i];
+        CHECK(t->rc == 0);
+        CHECK(is_done(t->res.end));
+        if (t->rc == 0 && is_done(t->res.end)) {
+            /* every response complete: the same greedy text and count */
+            CHECK(t->res.end->done->generated_tokens == ref.res.end->done->generated_tokens);
+            CHECK(t->res.len == ref.res.len && memcmp(t->res.text, ref.res.text, ref.res.len) == 0);
+            complete += t->res.len == ref.res.len;
+        }
+        si_response_free(t->res.end);
+    }
+    CHECK(complete == N);
+
+    /* one connection, several pipelined requests: each gets its own stream */
+    si_client *c;
+    REQUIRE(si_client_connect(D.sock, &c) == 0);
+    Selectinfer__Generate g;
+    init_raw(&g, "Once upon a time", 3);
+    Selectinfer__Request req = SELECTINFER__REQUEST__INIT;
+    req.body_case = SELECTINFER__REQUEST__BODY_GENERATE;
+    req.generate = &g;
+    req.has_id = true;
+    for (uint64_t id = 101; id <= 103; id++) {
+        req.id = id;
+        CHECK(si_client_send(c, &req) == 0);
+    }
+    int done[3] = {0, 0, 0};
+    for (int n = 0; n < 3;) {
+        Selectinfer__Response *r;
+        int rc = si_client_recv(c, 120000, &r);
+        REQUIRE(rc == 1);
+        CHECK(r->id >= 101 && r->id <= 103);
+        if (r->body_case == SELECTINFER__RESPONSE__BODY_DONE && r->id >= 101 && r->id <= 103) {
+            done[r->id - 101]++;
+            n++;
+        }
+        CHECK(r->body_case != SELECTINFER__RESPONSE__BODY_ERROR);
+        if (r->body_case == SELECTINFER__RESPONSE__BODY_ERROR)
+            n++;
+        si_response_free(r);
+    }
+    CHECK(done[0] == 1 && done[1] == 1 && done[2] == 1);
+    si_client_close(c);
+    Selectinfer__Response *st = status(D.sock);
+    REQUIRE(st);
+    CHECK(st->status->requests_served == N + 1 + 3);
+    si_response_free(st);
+    si_response_free(ref.res.end);
+    daemon_stop();
+}
+
+static void scenario_overload(void)
+{
+    const char *extra[] = {"--max-queue", "2", NULL};
+    daemon_start(extra);
+    si_client *c;
+    REQUIRE(si_client_connect(D.sock, &c) == 0);
+    Selectinfer__Generate g;
+    init_raw(&g, "The numbers: 1, 2, 3,", fake ? 20 : 6);
+    Selectinfer__Request req = SELECTINFER__REQUEST__INIT;
+    req.body_case = SELECTINFER__REQUEST__BODY_GENERATE;
+    req.generate = &g;
+    req.has_id = true;
+    enum { N = 8 };
+    for (uint64_t id = 1; id <= N; id++) {
+        req.id = id;
+        CHECK(si_client_send(c, &req) == 0);
+    }
+    req.id = 1; /* still in flight */
+    CHECK(si_client_send(c, &req) == 0);
+    int terminal[N + 1] = {0}, n_done = 0, n_over = 0, n_dup = 0;
+    for (int n = 0; n < N + 1;) {
+        Selectinfer__Response *r;
+        REQUIRE(si_client_recv(c, 120000, &r) == 1);
+        REQUIRE(r->id >= 1 && r->id <= N);
+        if (r->body_case == SELECTINFER__RESPONSE__BODY_DONE) {
+            n_done++;
+            terminal[r->id]++;
+            n++;
+        } else if (r->body_case == SELECTINFER__RESPONSE__BODY_ERROR) {
+            if (r->error->code == SELECTINFER__ERROR_CODE__OVERLOADED)
+                n_over++, terminal[r->id]++;
+            else if (r->error->code == SELECTINFER__ERROR_CODE__DUPLICATE_ID)
+                n_dup++;
+            else
+                CHECK(!"unexpected error");
+            n++;
+        }
+        si_response_free(r);
+    }
+    for (int i = 1; i <= N; i++)
+        CHECK(terminal[i] == 1);
+    CHECK(n_dup == 1);
+    CHECK(n_done >= 2 && n_done <= 3);
+    CHECK(n_over == N - n_done);
+    si_client_close(c);
+    Selectinfer__Response *st = status(D.sock);
+    REQUIRE(st);
+    CHECK(st->status->rejected_overloaded == (uint64_t)n_over);
+    CHECK(st->status->queue_capacity == 2);
+    si_response_free(st);
+    daemon_stop();
+}
+
+static void scenario_cancel(void)
+{
+    daemon_start(fake ? (const char *const[]){"--max-tokens", "100000", NULL} : NULL);
+    si_client *c;
+    REQUIRE(si_client_connect(D.sock, &c) == 0);
+    Selectinfer__Generate g;
+    init_raw(&g, "1, 2, 3, 4, 5, 6, 7, 8,", 400);
+    Selectinfer__Request req = SELECTINFER__REQUEST__INIT;
+    req.body_case = SELECTINFER__REQUEST__BODY_GENERATE;
+    req.generate = &g;
+    req.has_id = true;
+    req.id = 1;
+    CHECK(si_client_send(c, &req) == 0);
+    req.id = 2; /* queued behind 1 */
+    CHECK(si_client_send(c, &req) == 0);
+
+    /* cancel 2 while it waits, then 1 once it streams */
+    Selectinfer__Response *r;
+    int chunks1 = 0;
+    bool acked2 = false, done2 = false;
+    double t_cancel = 0;
+    bool sent1 = false, acked1 = false, done1 = false;
+    uint32_t gen1 = 0;
+    int chunks_before_cancel = 0;
+    CHECK(si_client_cancel(c, 2) == 0); /* id 3 */
+    while (!(done1 && done2 && acked1 && acked2)) {
+        REQUIRE(si_client_recv(c, 120000, &r) == 1);
+        if (r->id == 1 && r->body_case == SELECTINFER__RESPONSE__BODY_CHUNK) {
+            chunks1++;
+            if (!sent1 && chunks1 >= 2) {
+                chunks_before_cancel = chunks1;
+                CHECK(si_client_cancel(c, 1) == 0); /* id 4 */
+                t_cancel = now_s();
+                sent1 = true;
+            }
+        } else if (r->id == 1 && r->body_case == SELECTINFER__RESPONSE__BODY_DONE) {
+            done1 = true;
+            CHECK(r->done->stop_reason == SELECTINFER__STOP_REASON__STOP_CANCELLED);
+            gen1 = r->done->generated_tokens;
+            CHECK(gen1 < 400);
+            CHECK(now_s() - t_cancel < (fake ? 0.5 : 5.0));
+        } else if (r->id == 2) {
+            CHECK(r->body_case == SELECTINFER__RESPONSE__BODY_DONE);
+            if (r->body_case == SELECTINFER__RESPONSE__BODY_DONE) {
+                CHECK(r->done->stop_reason == SELECTINFER__STOP_REASON__STOP_CANCELLED);
+                CHECK(r->done->generated_tokens == 0);
+            }
+            CHECK(acked2); /* the ack comes first */
+            done2 = true;
+        } else if (r->id == 3) {
+            CHECK(r->body_case == SELECTINFER__RESPONSE__BODY_ACK);
+            acked2 = true;
+        } else if (r->id == 4) {
+            CHECK(r->body_case == SELECTINFER__RESPONSE__BODY_ACK);
+            acked1 = true;
+        } else {
+            CHECK(!"unexpected reply");
+        }
+        si_response_free(r);
+    }
+    CHECK(done1 && sent1);
+    /* fake engine: one word per token, 20 ms apart; the cancel lands
+     * within one token of arriving */
+    if (fake)
+        CHECK(gen1 <= (uint32_t)chunks_before_cancel + 3);
+    /* cancelling something unknown */
+    CHECK(si_client_cancel(c, 77) == 0); /* id 5 */
+    REQUIRE(si_client_recv(c, 10000, &r) == 1);
+    CHECK(r->id == 5 && error_code(r) == SELECTINFER__ERROR_CODE__NOT_FOUND);
+    si_response_free(r);
+
+    /* sictl: Ctrl-C cancels and exits 130 */
+    char out[65536];
+    int pfd[2];
+    REQUIRE(pipe(pfd) == 0);
+    pid_t pid = fork();
+    if (pid == 0) {
+        dup2(pfd[1], 1);
+        close(pfd[0]);
+        execl(sictl_bin, sictl_bin, "--socket", D.sock, "generate", "--raw", "--max-tokens", "400",
+              "1, 2, 3, 4, 5, 6, 7, 8,", (char *)NULL);
+        _exit(127);
+    }
+    close(pfd[1]);
+    ssize_t n = read(pfd[0], out, sizeof(out)); /* the first streamed text */
+    CHECK(n > 0);
+    kill(pid, SIGINT);
+    while (read(pfd[0], out, sizeof(out)) > 0)
+        ;
+    close(pfd[0]);
+    int st;
+    waitpid(pid, &st, 0);
+    CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 130);
+    si_client_close(c);
+
+    Selectinfer__Response *s = status(D.sock);
+    REQUIRE(s);
+    CHECK(s->status->requests_cancelled == 3);
+    CHECK(s->status->running == 0 && s->status->queue_length == 0);
+    si_response_free(s);
+    daemon_stop();
+}
+
+/* Waits until the daemon runs nothing and queues nothing. */
+static bool wait_idle(double timeout_s)
+{
+    double t0 = now_s();
+    while (now_s() - t0 < timeout_s) {
+        Selectinfer__Response *s = status(D.sock);
+        bool idle = s && s->status->running == 0 && s->status->queue_length == 0;
+        si_response_free(s);
+        if (idle)
+            return true;
+        sleep_ms(20);
+    }
+    return false;
+}
+
+static void scenario_disconnect(void)
+{
+    daemon_start(NULL);
+    gen_result *ref = calloc(1, sizeof(*ref));
+    reference(ref);
+    /* mid-stream: read one chunk, vanish */
+    si_client *c;
+    REQUIRE(si_client_connect(D.sock, &c) == 0);
+    Selectinfer__Generate g;
+    init_raw(&g, "1, 2, 3, 4, 5, 6, 7, 8,", 400);
+    Selectinfer__Request req = SELECTINFER__REQUEST__INIT;
+    req.body_case = SELECTINFER__REQUEST__BODY_GENERATE;
+    req.generate = &g;
+    req.has_id = true;
+    req.id = 1;
+    CHECK(si_client_send(c, &req) == 0);
+    req.id = 2; /* and one still queued */
+    CHECK(si_client_send(c, &req) == 0);
+    Selectinfer__Response *r;
+    REQUIRE(si_client_recv(c, 120000, &r) == 1);
+    CHECK(r->body_case == SELECTINFER__RESPONSE__BODY_CHUNK);
+    si_response_free(r);
+    si_client_close(c);
+    double t0 = now_s();
+    CHECK(wait_idle(fake ? 1.0 : 10.0));
+    fprintf(stderr, "idle %.3f s after the disconnect\n", now_s() - t0);
+    Selectinfer__Response *s = status(D.sock);
+    REQUIRE(s);
+    CHECK(s->status->requests_cancelled == 2);
+    CHECK(s->status->connections == 1); /* ours */
+    si_response_free(s);
+
+    /* a client that sends and leaves before any reply */
+    for (int i = 0; i < 5; i++) {
+        int fd = raw_connect(D.sock);
+        REQUIRE(fd >= 0);
+        REQUIRE(si_client_connect(D.sock, &c) == 0);
+        req.id = 9;
+        CHECK(si_client_send(c, &req) == 0);
+        si_client_close(c);
+        close(fd);
+    }
+    CHECK(wait_idle(fake ? 2.0 : 30.0));
+    /* everyone else is still served, correctly */
+    gen_result *after = calloc(1, sizeof(*after));
+    reference(after);
+    CHECK(after->len == ref->len && memcmp(after->text, ref->text, ref->len) == 0);
+    si_response_free(ref->end);
+    si_response_free(after->end);
+    free(ref);
+    free(after);
+    daemon_stop();
+}
+
+typedef struct bg_gen {
+    thread_arg t;
+    pthread_t th;
+} bg_gen;
+
+static void scenario_garbage(void)
+{
+    const char *extra[] = {"--max-frame", "65536", NULL};
+    daemon_start(extra);
+    static thread_arg ref, during;
+    concurrent_client(&ref);
+    REQUIRE(ref.rc == 0 && is_done(ref.res.end));
+    pthread_t th;
+    pthread_create(&th, NULL, concurrent_client, &during);
+
+    si_client *c;
+    bool eof;
+    /* a length over the cap: FRAME_TOO_LARGE, then closed */
+    REQUIRE(si_client_connect(D.sock, &c) == 0);
+    uint8_t huge[4] = {0xff, 0xff, 0xff, 0xff};
+    CHECK(send_raw(si_client_fd(c), huge, 4) == 0);
+    CHECK(read_until_eof(c, 10000, &eof) == SELECTINFER__ERROR_CODE__FRAME_TOO_LARGE && eof);
+    si_client_close(c);
+    /* a real request just over the cap */
+    REQUIRE(si_client_connect(D.sock, &c) == 0);
+    char *big = malloc(70001);
+    memset(big, 'a', 70000);
+    big[70000] = '\0';
+    Selectinfer__Generate g;
+    init_raw(&g, big, 1);
+    Selectinfer__Request req = SELECTINFER__REQUEST__INIT;
+    req.body_case = SELECTINFER__REQUEST__BODY_GENERATE;
+    req.generate = &g;
+    req.has_id = true;
+    req.id = 1;
+    si_client_send(c, &req); /* may fail half-way when the daemon closes */
+    CHECK(read_until_eof(c, 10000, &eof) == SELECTINFER__ERROR_CODE__FRAME_TOO_LARGE && eof);
+    si_client_close(c);
+    free(big);
+    /* bytes that are no Request: MALFORMED_FRAME, then closed */
+    REQUIRE(si_client_connect(D.sock, &c) == 0);
+    uint8_t junk[4 + 32];
+    junk[0] = 32, junk[1] = junk[2] = junk[3] = 0;
+    memset(junk + 4, 0xff, 32);
+    CHECK(send_raw(si_client_fd(c), junk, sizeof(junk)) == 0);
+    CHECK(read_until_eof(c, 10000, &eof) == SELECTINFER__ERROR_CODE__MALFORMED_FRAME && eof);
+    si_client_close(c);
+    /* an empty frame is an empty request: an error reply, the connection lives */
+    REQUIRE(si_client_connect(D.sock, &c) == 0);
+    uint8_t empty[4] = {0, 0, 0, 0};
+    CHECK(send_raw(si_client_fd(c), empty, 4) == 0);
+    Selectinfer__Response *r;
+    CHECK(si_client_recv(c, 10000, &r) == 1);
+    CHECK(error_code(r) == SELECTINFER__ERROR_CODE__INVALID_ARGUMENT);
+    si_response_free(r);
+    Selectinfer__StatusRequest sr = SELECTINFER__STATUS_REQUEST__INIT;
+    Selectinfer__Request sreq = SELECTINFER__REQUEST__INIT;
+    sreq.body_case = SELECTINFER__REQUEST__BODY_STATUS;
+    sreq.status = &sr;
+    CHECK(si_client_call(c, &sreq, 10000, &r) == 0 && r->body_case == SELECTINFER__RESPONSE__BODY_STATUS);
+    si_response_free(r);
+    si_client_close(c);
+    /* random bytes from many clients, some cut mid-frame */
+    uint64_t s = 12345;
+    for (int i = 0; i < 40; i++) {
+        int fd = raw_connect(D.sock);
+        REQUIRE(fd >= 0);
+        uint8_t buf[600];
+        size_t len = 1 + (size_t)(i * 37 % 599);
+        for (size_t k = 0; k < len; k++) {
+            s ^= s << 13; s ^= s >> 7; s ^= s << 17;
+            buf[k] = (uint8_t)s;
+        }
+        if (i % 2 == 0) { /* a plausible length prefix */
+            uint32_t n = (uint32_t)(len - 4 + (i % 3));
+            memcpy(buf, &n, 4);
+        }
+        send_raw(fd, buf, len);
+        close(fd);
+    }
+    pthread_join(th, NULL);
+    /* the generation that ran meanwhile is complete and correct */
+    CHECK(during.rc == 0 && is_done(during.res.end));
+    CHECK(during.res.len == ref.res.len && memcmp(during.res.text, ref.res.text, ref.res.len) == 0);
+    Selectinfer__Response *st = status(D.sock);
+    REQUIRE(st);
+    CHECK(st->status->clients_dropped >= 3);
+    CHECK(st->status->state == SELECTINFER__DAEMON_STATE__STATE_READY);
+    si_response_free(st);
+    si_response_free(ref.res.end);
+    si_response_free(during.res.end);
+    daemon_stop();
+}
+
+static void scenario_slow_reader(void)
+{
+    /* a small socket buffer and write queue, a short stall limit */
+    const char *extra[] = {"--client-socket-buffer", "4096", "--client-write-buffer", "4096",
+                           "--client-write-timeout-ms", "1000", "--max-tokens", "100000", NULL};
+    daemon_start(extra);
+    si_client *slow;
+    REQUIRE(si_client_connect(D.sock, &slow) == 0);
+    Selectinfer__Generate g;
+    init_raw(&g, "1, 2, 3, 4, 5, 6, 7, 8,", fake ? 5000 : 300);
+    Selectinfer__Request req = SELECTINFER__REQUEST__INIT;
+    req.body_case = SELECTINFER__REQUEST__BODY_GENERATE;
+    req.generate = &g;
+    req.has_id = true;
+    for (uint64_t id = 1; id <= 8; id++) {
+        req.id = id;
+        CHECK(si_client_send(slow, &req) == 0);
+    }
+    /* meanwhile another client is answered promptly, and is served */
+    double t0 = now_s(), worst = 0;
+    bool dropped = false;
+    while (now_s() - t0 < (fake ? 30 : 240)) {
+        double t = now_s();
+        Selectinfer__Response *s = status(D.sock);
+        REQUIRE(s);
+        double lat = now_s() - t;
+        worst = lat > worst ? lat : worst;
+        dropped = s->status->clients_dropped >= 1;
+        si_response_free(s);
+        if (dropped)
+            break;
+        sleep_ms(100);
+    }
+    fprintf(stderr, "slow reader dropped after %.1f s; worst status latency %.3f s\n", now_s() - t0, worst);
+    CHECK(dropped);
+    CHECK(worst < 1.0);
+    CHECK(wait_idle(fake ? 2.0 : 30.0));
+    gen_result *after = calloc(1, sizeof(*after));
+    init_raw(&g, "Hello", 3);
+    CHECK(generate(D.sock, &g, after) == 0 && is_done(after->end));
+    si_response_free(after->end);
+    free(after);
+    /* the slow client finds its connection closed after what was sent */
+    bool eof;
+    read_until_eof(slow, 10000, &eof);
+    CHECK(eof);
+    si_client_close(slow);
+    daemon_stop();
+}
+
+static void scenario_connections(void)
+{
+    const char *extra[] = {"--max-connections", "3", NULL};
+    daemon_start(extra);
+    si_client *c[3], *extra_c;
+    for (int i = 0; i < 3; i++)
+        REQUIRE(si_client_connect(D.sock, &c[i]) == 0);
+    sleep_ms(200); /* let the daemon accept them */
+    REQUIRE(si_client_connect(D.sock, &extra_c) == 0);
+    bool eof;
+    CHECK(read_until_eof(extra_c, 10000, &eof) == SELECTINFER__ERROR_CODE__TOO_MANY_CONNECTIONS && eof);
+    si_client_close(extra_c);
+    si_client_close(c[0]);
+    sleep_ms(200);
+    Selectinfer__Response *s = status(D.sock); /* a slot is free again */
+    REQUIRE(s);
+    CHECK(s->status->connections == 3);
+    si_response_free(s);
+    si_client_close(c[1]);
+    si_client_close(c[2]);
+    daemon_stop();
+}
+
+/* As user nobody with group gid: what it may do. expect_admin: reload
+ * must succeed; otherwise admin operations must be refused. Exit 10: the
+ * connection itself was refused (EACCES). */
+static int as_nobody(const char *sock, bool expect_admin, int want_group)
+{
+    pid_t pid = fork();
+    if (pid == 0) {
+        struct passwd *pw = getpwnam("nobody");
+        if (!pw || setgroups(0, NULL) < 0 || setgid((gid_t)want_group) < 0 || setuid(pw->pw_uid) < 0)
+            _exit(3);
+        si_client *c;
+        int rc = si_client_connect(sock, &c);
+        if (rc < 0)
+            _exit(rc == -EACCES ? 10 : 4);
+        Selectinfer__Response *r;
+        Selectinfer__Request req = SELECTINFER__REQUEST__INIT;
+        Selectinfer__StatusRequest sr = SELECTINFER__STATUS_REQUEST__INIT;
+        req.body_case = SELECTINFER__REQUEST__BODY_STATUS;
+        req.status = &sr;
+        if (si_client_call(c, &req, 10000, &r) < 0 || r->body_case != SELECTINFER__RESPONSE__BODY_STATUS)
+            _exit(5);
+        si_response_free(r);
+        Selectinfer__Reload rl = SELECTINFER__RELOAD__INIT;
+        Selectinfer__Request rq = SELECTINFER__REQUEST__INIT;
+        rq.body_case = SELECTINFER__REQUEST__BODY_RELOAD;
+        rq.reload = &rl;
+        if (si_client_call(c, &rq, 10000, &r) < 0)
+            _exit(6);
+        int got_admin = r->body_case == SELECTINFER__RESPONSE__BODY_ACK;
+        int denied = error_code(r) == SELECTINFER__ERROR_CODE__PERMISSION_DENIED;
+        si_response_free(r);
+        if (!expect_admin) {
+            Selectinfer__Shutdown sd = SELECTINFER__SHUTDOWN__INIT;
+            Selectinfer__Request q2 = SELECTINFER__REQUEST__INIT;
+            q2.body_case = SELECTINFER__REQUEST__BODY_SHUTDOWN;
+            q2.shutdown = &sd;
+            if (si_client_call(c, &q2, 10000, &r) < 0 || error_code(r) != SELECTINFER__ERROR_CODE__PERMISSION_DENIED)
+                _exit(7);
+            si_response_free(r);
+            Selectinfer__UseProfile up = SELECTINFER__USE_PROFILE__INIT;
+            up.name = "qa";
+            q2.body_case = SELECTINFER__REQUEST__BODY_USE_PROFILE;
+            q2.use_profile = &up;
+            if (si_client_call(c, &q2, 10000, &r) < 0 || error_code(r) != SELECTINFER__ERROR_CODE__PERMISSION_DENIED)
+                _exit(8);
+            si_response_free(r);
+        }
+        si_client_close(c);
+        _exit(expect_admin ? (got_admin ? 0 : 9) : (denied ? 0 : 9));
+    }
+    int st;
+    waitpid(pid, &st, 0);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 100;
+}
+
+static void scenario_admin(void)
+{
+    if (geteuid() != 0) {
+        fprintf(stderr, "admin: needs root to act as another user; skipped\n");
+        exit(77);
+    }
+    struct group *gr = getgrnam("nogroup");
+    struct passwd *pw = getpwnam("nobody");
+    if (!gr || !pw) {
+        fprintf(stderr, "admin: no nobody/nogroup; skipped\n");
+        exit(77);
+    }
+    char conf[128], dir[64];
+    snprintf(dir, sizeof(dir), "/tmp/si-admin-XXXXXX");
+    REQUIRE(mkdtemp(dir));
+    chmod(dir, 0755);
+    snprintf(conf, sizeof(conf), "%s/d.conf", dir);
+    FILE *f = fopen(conf, "w");
+    REQUIRE(f);
+    fprintf(f, "socket_group = nogroup\nmax_queue = 5\n");
+    fclose(f);
+    const char *extra[] = {"--config", conf, NULL};
+    daemon_start(extra);
+    struct stat sb;
+    REQUIRE(stat(D.sock, &sb) == 0);
+    CHECK((sb.st_mode & 0777) == 0660);
+    CHECK(sb.st_gid == gr->gr_gid);
+    /* in the socket's group: may use, may not administer */
+    CHECK(as_nobody(D.sock, false, (int)gr->gr_gid) == 0);
+    /* outside it: cannot even connect */
+    CHECK(as_nobody(D.sock, false, gr->gr_gid == 1 ? 2 : 1) == 10);
+    /* the admin group, added by a reload (root may reload) */
+    f = fopen(conf, "w");
+    REQUIRE(f);
+    fprintf(f, "socket_group = nogroup\nmax_queue = 7\nadmin_group = nogroup\n");
+    fclose(f);
+    char env[256], out[4096];
+    snprintf(env, sizeof(env), SI_SOCKET_ENV "=%s", D.sock);
+    const char *rargs[] = {"reload", NULL};
+    CHECK(run_sictl(rargs, out, sizeof(out), env) == 0);
+    CHECK(as_nobody(D.sock, true, (int)gr->gr_gid) == 0);
+    Selectinfer__Response *s = status(D.sock);
+    REQUIRE(s);
+    CHECK(s->status->queue_capacity == 7);
+    CHECK(s->status->reloads == 2);
+    si_response_free(s);
+    /* a broken file: reload fails, the running configuration stays */
+    f = fopen(conf, "w");
+    REQUIRE(f);
+    fprintf(f, "max_queue = many\n");
+    fclose(f);
+    CHECK(run_sictl(rargs, out, sizeof(out), env) == 65);
+    s = status(D.sock);
+    REQUIRE(s);
+    CHECK(s->status->queue_capacity == 7);
+    si_response_free(s);
+    daemon_stop();
+    remove(conf);
+    rmdir(dir);
+}
+
+/* Fake engine only: loading state, requests queued while loading, a model
+ * that fails to load, SIGTERM mid-generation, SIGHUP. */
+static void scenario_lifecycle(void)
+{
+    const char *env[] = {"SI_FAKE_LOAD_MS=1500", "SI_FAKE_TOKEN_US=20000", NULL};
+    daemon_start_env(&D, NULL, env);
+    Selectinfer__Response *s = NULL;
+    for (int i = 0; i < 100 && !s; i++) {
+        sleep_ms(20);
+        s = status(D.sock);
+    }
+    REQUIRE(s);
+    CHECK(s->status->state == SELECTINFER__DAEMON_STATE__STATE_LOADING);
+    si_response_free(s);
+    /* a request sent while loading is served once ready */
+    Selectinfer__Generate g;
+    init_raw(&g, "hello", 3);
+    gen_result *res = calloc(1, sizeof(*res));
+    CHECK(generate(D.sock, &g, res) == 0 && is_done(res->end));
+    si_response_free(res->end);
+    CHECK(wait_ready(&D, 10) == 0);
+    /* SIGHUP reloads */
+    kill(D.pid, SIGHUP);
+    sleep_ms(300);
+    s = status(D.sock);
+    REQUIRE(s);
+    CHECK(s->status->reloads == 1);
+    si_response_free(s);
+    /* SIGTERM mid-stream: the running request ends cancelled, the queued
+     * one with SHUTTING_DOWN, and the daemon exits 0 */
+    si_client *c;
+    REQUIRE(si_client_connect(D.sock, &c) == 0);
+    init_raw(&g, "hello", 1000);
+    Selectinfer__Request req = SELECTINFER__REQUEST__INIT;
+    req.body_case = SELECTINFER__REQUEST__BODY_GENERATE;
+    req.generate = &g;
+    req.has_id = true;
+    req.id = 1;
+    CHECK(si_client_send(c, &req) == 0);
+    req.id = 2;
+    CHECK(si_client_send(c, &req) == 0);
+    Selectinfer__Response *r;
+    REQUIRE(si_client_recv(c, 10000, &r) == 1);
+    si_response_free(r);
+    kill(D.pid, SIGTERM);
+    bool done1 = false, err2 = false;
+    for (;;) {
+        int rc = si_client_recv(c, 10000, &r);
+        if (rc != 1)
+            break;
+        if (r->id == 1 && is_done(r))
+            done1 = r->done->stop_reason == SELECTINFER__STOP_REASON__STOP_CANCELLED;
+        if (r->id == 2)
+            err2 = error_code(r) == SELECTINFER__ERROR_CODE__SHUTTING_DOWN;
+        si_response_free(r);
+    }
+    CHECK(done1 && err2);
+    si_client_close(c);
+    int st;
+    CHECK(waitpid(D.pid, &st, 0) == D.pid && WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    struct stat sb;
+    CHECK(stat(D.sock, &sb) < 0);
+    char cmd[128];
+    snprintf(cmd, sizeof(cmd), "rm -rf %s", D.dir);
+    CHECK(system(cmd) == 0);
+
+    /* a model that fails to load: queued requests get NOT_READY, exit 1 */
+    snprintf(model, sizeof(model), "/nonexistent/model.gguf");
+    const char *env2[] = {"SI_FAKE_LOAD_MS=800", NULL};
+    daemon_start_env(&D, NULL, env2);
+    c = NULL;
+    for (int i = 0; i < 100 && si_client_connect(D.sock, &c) < 0; i++)
+        sleep_ms(20);
+    REQUIRE(c);
+    init_raw(&g, "hello", 3);
+    CHECK(si_client_generate(c, &g, NULL, NULL, 10000, &r) == 0);
+    CHECK(error_code(r) == SELECTINFER__ERROR_CODE__NOT_READY);
+    si_response_free(r);
+    si_client_close(c);
+    CHECK(waitpid(D.pid, &st, 0) == D.pid && WIFEXITED(st) && WEXITSTATUS(st) == 1);
+    snprintf(cmd, sizeof(cmd), "rm -rf %s", D.dir);
+    CHECK(system(cmd) == 0);
+    free(res);
+}
+
+static bool find_model(void)
+{
+    const char *env = getenv("SI_MODEL");
+    if (env && env[0]) {
+        snprintf(model, sizeof(model), "%s", env);
+    } else {
+        const char *cache = getenv("XDG_CACHE_HOME");
+        const char *home = getenv("HOME");
+        if (cache && cache[0])
+            snprintf(model, sizeof(model), "%s/selectinfer/SmolLM2-135M-Instruct.Q4_1.gguf", cache);
+        else
+            snprintf(model, sizeof(model), "%s/.cache/selectinfer/SmolLM2-135M-Instruct.Q4_1.gguf", home ? home : "");
+    }
+    return access(model, R_OK) == 0;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 4) {
+        fprintf(stderr, "usage: test-daemon DAEMON SICTL SCENARIO [fake]\n");
+        return 1;
+    }
+    daemon_bin = argv[1];
+    sictl_bin = argv[2];
+    const char *sc = argv[3];
+    fake = argc > 4 && strcmp(argv[4], "fake") == 0;
+    signal(SIGPIPE, SIG_IGN);
+    if (fake) {
+        snprintf(model, sizeof(model), "%s", argv[0]); /* any readable file */
+        setenv("SI_FAKE_TOKEN_US", strcmp(sc, "slow-reader") == 0 ? "200" : "20000", 0);
+    } else if (!find_model()) {
+        fprintf(stderr, "default model not found (%s); run scripts/fetch-model.sh\n", model);
+        return 77;
+    }
+    double t0 = now_s();
+    if (!strcmp(sc, "streaming")) scenario_streaming();
+    else if (!strcmp(sc, "concurrent")) scenario_concurrent();
+    else if (!strcmp(sc, "overload")) scenario_overload();
+    else if (!strcmp(sc, "cancel")) scenario_cancel();
+    else if (!strcmp(sc, "disconnect")) scenario_disconnect();
+    else if (!strcmp(sc, "garbage")) scenario_garbage();
+    else if (!strcmp(sc, "slow-reader")) scenario_slow_reader();
+    else if (!strcmp(sc, "connections")) scenario_connections();
+    else if (!strcmp(sc, "admin")) scenario_admin();
+    else if (!strcmp(sc, "lifecycle") && fake) scenario_lifecycle();
+    else {
+        fprintf(stderr, "unknown scenario '%s'\n", sc);
+        return 1;
+    }
+    fprintf(stderr, "%s%s: %s in %.1f s\n", sc, fake ? " (fake engine)" : "",
+            failures ? "FAILED" : "passed", now_s() - t0);
+    return failures ? 1 : 0;
+}
