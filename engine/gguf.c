@@ -236,8 +236,8 @@ static int rd_str(rd *r, size_t *off, uint64_t *len, const char *what, size_t id
  * non-empty and free of NUL bytes so that the copies compare as the file does. */
 static int rd_name(rd *r, char **ret, const char *what, size_t idx)
 {
-    size_t off;
-    uint64_t len;
+    size_t off = 0;
+    uint64_t len = 0;
     int ret2 = rd_str(r, &off, &len, what, idx);
     if (ret2 < 0)
         return ret2;
@@ -343,8 +343,8 @@ static int parse_kv(rd *r, struct gguf_kv *kv, size_t i)
         if (!kv->str_off)
             return fail(r->err, -ENOMEM, "out of memory reading kv %zu ('%s')", i, kv->key);
         for (uint64_t j = 0; j < kv->n; j++) {
-            size_t off;
-            uint64_t len;
+            size_t off = 0;
+            uint64_t len = 0;
             kv->str_off[j] = r->pos;
             ret = rd_str(r, &off, &len, "kv", i);
             if (ret < 0)

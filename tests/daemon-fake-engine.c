@@ -45,7 +45,9 @@ uint64_t eng_time_ns(void)
 
 eng_model_params eng_model_params_default(void)
 {
-    eng_model_params p = {ENG_DTYPE_F16, 0};
+    eng_model_params p;
+    memset(&p, 0, sizeof(p));
+    p.storage = ENG_DTYPE_F16;
     return p;
 }
 
