@@ -10,19 +10,30 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-enum key_type { KEY_STR, KEY_U32, KEY_LOGLEVEL };
+enum key_type { KEY_STR, KEY_U32, KEY_U64, KEY_F32, KEY_ENUM, KEY_LOGLEVEL };
+
+const char *const sid_mode_names[] = {"auto", "dense", "load-only", "random-load", "coreinfer",
+                                      "selectinfer", NULL};
+const char *const sid_rank_names[] = {"abs", "signed", NULL};
+const char *const sid_task_switch_names[] = {"swap", "refuse", NULL};
 
 typedef struct key_def {
     const char *name;
     enum key_type type;
     size_t offset;
     size_t size;      /* KEY_STR: buffer size */
-    uint32_t min, max;
+    uint64_t min, max;
     bool reloadable;
+    float fmin, fmax; /* KEY_F32: [fmin, fmax], or (fmin, fmax] with fmin_open */
+    bool fmin_open;
+    const char *const *names; /* KEY_ENUM */
 } key_def;
 
-#define STR(f, r) {#f, KEY_STR, offsetof(sid_config, f), sizeof(((sid_config *)0)->f), 0, 0, r}
-#define U32(f, lo, hi, r) {#f, KEY_U32, offsetof(sid_config, f), sizeof(uint32_t), lo, hi, r}
+#define STR(f, r) {#f, KEY_STR, offsetof(sid_config, f), sizeof(((sid_config *)0)->f), 0, 0, r, 0, 0, false, NULL}
+#define U32(f, lo, hi, r) {#f, KEY_U32, offsetof(sid_config, f), sizeof(uint32_t), lo, hi, r, 0, 0, false, NULL}
+#define U64(f, lo, hi, r) {#f, KEY_U64, offsetof(sid_config, f), sizeof(uint64_t), lo, hi, r, 0, 0, false, NULL}
+#define F32(f, lo, hi, open, r) {#f, KEY_F32, offsetof(sid_config, f), sizeof(float), 0, 0, r, lo, hi, open, NULL}
+#define ENUM(f, list, r) {#f, KEY_ENUM, offsetof(sid_config, f), sizeof(int), 0, 0, r, 0, 0, false, list}
 
 static const key_def keys[] = {
     STR(model, false),
@@ -30,7 +41,21 @@ static const key_def keys[] = {
     STR(socket_group, false),
     STR(admin_group, true),
     STR(profile_dir, false),
+    /* SelectInfer: the loading plan at start (use_profile changes it at run
+     * time, so a reload does not), and the defaults of each request */
     STR(profile, false),
+    STR(task, false),
+    ENUM(mode, sid_mode_names, false),
+    F32(gamma, 0.0f, 1.0f, true, false),
+    F32(delta, 0.0f, 1.0f, false, false),
+    U32(dense_first, 0, 1024, false),
+    U32(dense_last, 0, 1024, false),
+    U64(budget, 0, UINT64_MAX, false),
+    U64(seed, 0, UINT64_MAX, false),
+    F32(phi, 0.0f, 1.0f, false, false),
+    F32(alpha, 0.0f, 1.0f, true, false),
+    ENUM(rank, sid_rank_names, false),
+    ENUM(task_switch, sid_task_switch_names, true),
     U32(max_frame, 1024, 64u << 20, true),
     U32(max_queue, 1, 100000, true),
     U32(max_pending, 1, 100000, true),
@@ -41,14 +66,19 @@ static const key_def keys[] = {
     U32(client_write_buffer, 4096, 1u << 30, true),
     U32(client_write_timeout_ms, 10, 3600000, true),
     U32(client_socket_buffer, 0, 64u << 20, true),
-    {"log_level", KEY_LOGLEVEL, offsetof(sid_config, log_level), sizeof(int), 0, 7, true},
+    {"log_level", KEY_LOGLEVEL, offsetof(sid_config, log_level), sizeof(int), 0, 7, true, 0, 0, false, NULL},
 };
 #define N_KEYS (sizeof(keys) / sizeof(keys[0]))
 
 void sid_config_defaults(sid_config *cfg)
 {
     memset(cfg, 0, sizeof(*cfg));
-    snprintf(cfg->profile, sizeof(cfg->profile), "dense");
+    cfg->mode = SID_MODE_AUTO;
+    cfg->gamma = 0.7f; /* the published defaults */
+    cfg->delta = 0.3f;
+    cfg->alpha = 0.2f;
+    cfg->rank = SID_RANK_ABS;
+    cfg->task_switch = SID_TASK_SWITCH_SWAP;
     cfg->max_frame = 1u << 20;
     cfg->max_queue = 64;
     cfg->max_pending = 16;
@@ -98,22 +128,60 @@ int sid_config_set(sid_config *cfg, const char *key, const char *value, char *er
         memcpy(field, value, n + 1);
         return 0;
     }
-    case KEY_U32: {
+    case KEY_U32:
+    case KEY_U64: {
         char *end;
         errno = 0;
         unsigned long long v = strtoull(value, &end, 10);
-        /* accept a binary suffix for sizes: "1M", "64k" */
+        /* accept a binary suffix for sizes: "1M", "64k", "2G" */
         unsigned long long mul = 1;
         if (end != value && (*end == 'k' || *end == 'K')) mul = 1024, end++;
         else if (end != value && (*end == 'm' || *end == 'M')) mul = 1024 * 1024, end++;
-        if (errno || end == value || *end != '\0' || value[0] == '-' ||
-            v > UINT32_MAX / mul || v * mul < k->min || v * mul > k->max) {
-            snprintf(err, errcap, "%s: '%s' is not a number in [%u, %u]", k->name, value, k->min, k->max);
+        else if (end != value && (*end == 'g' || *end == 'G')) mul = 1024ull * 1024 * 1024, end++;
+        uint64_t lim = k->type == KEY_U32 ? UINT32_MAX : UINT64_MAX;
+        if (errno || end == value || *end != '\0' || value[0] == '-' || v > lim / mul ||
+            v * mul < k->min || v * mul > k->max) {
+            snprintf(err, errcap, "%s: '%s' is not a number in [%llu, %llu]", k->name, value,
+                     (unsigned long long)k->min, (unsigned long long)k->max);
             return -EINVAL;
         }
-        uint32_t u = (uint32_t)(v * mul);
-        memcpy(field, &u, sizeof(u));
+        if (k->type == KEY_U32) {
+            uint32_t u = (uint32_t)(v * mul);
+            memcpy(field, &u, sizeof(u));
+        } else {
+            uint64_t u = (uint64_t)(v * mul);
+            memcpy(field, &u, sizeof(u));
+        }
         return 0;
+    }
+    case KEY_F32: {
+        char *end;
+        errno = 0;
+        float v = strtof(value, &end);
+        /* the negated test also refuses NaN */
+        if (errno || end == value || *end != '\0' || !(v >= k->fmin && v <= k->fmax) ||
+            (k->fmin_open && v == k->fmin)) {
+            snprintf(err, errcap, "%s: '%s' is not a number in %c%g, %g]", k->name, value,
+                     k->fmin_open ? '(' : '[', (double)k->fmin, (double)k->fmax);
+            return -EINVAL;
+        }
+        memcpy(field, &v, sizeof(v));
+        return 0;
+    }
+    case KEY_ENUM: {
+        for (int i = 0; k->names[i]; i++) {
+            if (strcmp(value, k->names[i]) == 0) {
+                memcpy(field, &i, sizeof(i));
+                return 0;
+            }
+        }
+        char list[160] = "";
+        for (int i = 0; k->names[i]; i++) {
+            size_t l = strlen(list);
+            snprintf(list + l, sizeof(list) - l, "%s%s", i ? ", " : "", k->names[i]);
+        }
+        snprintf(err, errcap, "%s: '%s' is not one of %s", k->name, value, list);
+        return -EINVAL;
     }
     case KEY_LOGLEVEL: {
         int l = sid_log_level_parse(value);
@@ -266,6 +334,18 @@ void sid_config_print(const sid_config *cfg, void (*out)(void *ud, const char *l
             uint32_t v;
             memcpy(&v, f, sizeof(v));
             snprintf(line, sizeof(line), "%s = %u", k->name, v);
+        } else if (k->type == KEY_U64) {
+            uint64_t v;
+            memcpy(&v, f, sizeof(v));
+            snprintf(line, sizeof(line), "%s = %llu", k->name, (unsigned long long)v);
+        } else if (k->type == KEY_F32) {
+            float v;
+            memcpy(&v, f, sizeof(v));
+            snprintf(line, sizeof(line), "%s = %g", k->name, (double)v);
+        } else if (k->type == KEY_ENUM) {
+            int v;
+            memcpy(&v, f, sizeof(v));
+            snprintf(line, sizeof(line), "%s = %s", k->name, k->names[v]);
         } else {
             int v;
             memcpy(&v, f, sizeof(v));

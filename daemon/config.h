@@ -19,8 +19,18 @@ typedef struct sid_config {
     char socket[SID_SOCKET_PATH_MAX];  /* empty: the default path */
     char socket_group[64];             /* group owning the socket (mode 0660) */
     char admin_group[64];              /* members may swap, reload, shut down */
-    char profile_dir[SID_PATH_MAX];    /* task profiles (hot-swap, later) */
-    char profile[128];                 /* profile at start; "dense" */
+    char profile_dir[SID_PATH_MAX];    /* relative profile paths resolve here */
+    char profile[SID_PATH_MAX];        /* .siprof file; empty: none (dense) */
+    char task[64];                     /* task at start; empty: the ranking over all */
+    int mode;                          /* SID_MODE_...; AUTO: selectinfer with a profile */
+    float gamma, delta;                /* plan: shares loaded and static */
+    uint32_t dense_first, dense_last;  /* layers kept dense at each end */
+    uint64_t budget;                   /* bytes of weights; > 0: gamma solved */
+    uint64_t seed;                     /* random-load */
+    float phi;                         /* default share computed; 0: all loaded */
+    float alpha;                       /* per-token vote fraction */
+    int rank;                          /* SID_RANK_... */
+    int task_switch;                   /* SID_TASK_SWITCH_... */
     uint32_t max_frame;                /* bytes per frame */
     uint32_t max_queue;                /* queued generate requests, all clients */
     uint32_t max_pending;              /* queued + running per connection */
@@ -33,6 +43,16 @@ typedef struct sid_config {
     uint32_t client_socket_buffer;     /* SO_SNDBUF of client sockets; 0: the system's */
     int log_level;                     /* syslog priority */
 } sid_config;
+
+/* Enumerated keys; the names are the values the file and flags take. The
+ * selection modes are the engine's names (eng_select_mode_parse), with
+ * "auto" first. */
+enum { SID_MODE_AUTO = 0 };
+enum { SID_RANK_ABS = 0, SID_RANK_SIGNED };
+enum { SID_TASK_SWITCH_SWAP = 0, SID_TASK_SWITCH_REFUSE };
+extern const char *const sid_mode_names[];   /* NULL-terminated */
+extern const char *const sid_rank_names[];
+extern const char *const sid_task_switch_names[];
 
 typedef struct sid_override {
     const char *key;

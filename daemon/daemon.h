@@ -14,6 +14,13 @@
  *   shutdown) or when the worker hands it back with an EV_DONE event. A
  *   connection that goes away marks its running request cancelled and is
  *   freed only when the worker has handed back every request of it.
+ * - Profile swaps (use_profile) are requests too, of kind SID_REQ_SWAP: they
+ *   wait in their own FIFO (srv->swaps, under mu), which the worker serves
+ *   before the fair queue, so a swap runs as soon as the running request
+ *   ends and every request still queued runs on the new plan. The worker
+ *   owns the model's plan and the profile; the loop keeps a copy of the
+ *   active plan (srv->plan) that it updates from the swap results handed
+ *   back with EV_DONE, in order, so status and done replies stay coherent.
  */
 #ifndef SID_DAEMON_H
 #define SID_DAEMON_H
@@ -37,6 +44,35 @@
 #define SID_MAX_STOP_LEN 256
 #define SID_MAX_CHAT_MSGS 4096
 #define SID_MAX_REPLY (16u << 20) /* replies may exceed max_frame: a whole text */
+#define SID_MAX_TASKS 64         /* tasks of a profile listed by `profiles` */
+#define SID_TASK_MAX 64          /* bytes of a task name, with the NUL */
+
+/* The active loading plan and the defaults of each request's computation. */
+typedef struct sid_plan {
+    char path[SID_PATH_MAX];     /* the profile file; empty: none */
+    char task[SID_TASK_MAX];     /* "*": the ranking over all tasks; "": none */
+    eng_select_mode mode;
+    float gamma, delta;          /* as planned (a budget solved into gamma) */
+    int dense_first, dense_last;
+    uint64_t budget, seed;       /* as asked, for the next re-plan */
+    float phi, alpha;            /* request defaults; phi 0: all loaded */
+    eng_rank rank;
+    uint64_t neurons_loaded, neurons_total, weight_bytes;
+    int n_tasks;                 /* of the profile, at most SID_MAX_TASKS listed */
+    char tasks[SID_MAX_TASKS][SID_TASK_MAX];
+    uint64_t task_prompts[SID_MAX_TASKS];
+} sid_plan;
+
+/* What one swap did, and the plan it left. */
+typedef struct sid_swap_result {
+    char from[SID_TASK_MAX], to[SID_TASK_MAX];
+    uint64_t ns;                 /* the whole swap, profile read included */
+    eng_swap_stats st;
+    char note[256];              /* "" or a remark for the ack */
+    sid_plan plan;
+} sid_swap_result;
+
+enum sid_req_kind { SID_REQ_GENERATE = 0, SID_REQ_SWAP };
 
 typedef struct sid_server sid_server;
 typedef struct sid_conn sid_conn;
@@ -45,10 +81,15 @@ typedef struct sid_req {
     sid_qitem q;              /* in the fair queue while queued */
     sid_conn *conn;           /* the owner; outlives the request */
     struct sid_req *next;     /* the connection's live requests (loop) */
+    enum sid_req_kind kind;
+    struct sid_req *swap_next; /* srv->swaps while queued (kind SWAP) */
+    bool swap_queued;
     uint64_t id;
     Selectinfer__Request *msg; /* owned; immutable once queued */
     const Selectinfer__Generate *gen;
     uint32_t max_tokens;       /* resolved by the loop from the config */
+    int task_switch;           /* SID_TASK_SWITCH_..., resolved by the loop */
+    char swap_path[SID_PATH_MAX]; /* kind SWAP: the profile file, resolved; "" */
     bool stream;
     atomic_bool cancelled;
     uint64_t t_queued, t_started;
@@ -58,6 +99,11 @@ typedef struct sid_req {
     char err_msg[640];
     char *text;                /* stream = false: the whole text */
     size_t text_len, text_cap;
+    float phi;                 /* phi used */
+    double ffn_share;
+    char served[SID_TASK_MAX]; /* what served it (done.profile) */
+    sid_swap_result *swap;     /* a swap that ran for it; owned */
+    bool swap_failed;
 } sid_req;
 
 enum sid_event_type {
@@ -97,7 +143,7 @@ struct sid_conn {
 typedef struct sid_counters {
     uint64_t requests_served, requests_failed, requests_cancelled;
     uint64_t prompt_tokens, generated_tokens;
-    uint64_t swaps, reloads, rejected_overloaded, clients_dropped;
+    uint64_t swaps, swaps_failed, reloads, rejected_overloaded, clients_dropped;
 } sid_counters;
 
 struct sid_server {
@@ -132,6 +178,7 @@ struct sid_server {
     pthread_cond_t cv;
     sid_queue queue;
     sid_req *running;
+    sid_req *swaps_head, *swaps_tail; /* use_profile jobs, served first */
     sid_event *out_head, *out_tail;
     atomic_bool stop_worker;
 
@@ -140,13 +187,27 @@ struct sid_server {
     bool worker_started;
     eng_model *model;
     eng_session *session;
+    sid_config wcfg;        /* the configuration at start, the worker's copy */
+    eng_profile *profile;   /* the profile the plan came from; NULL: none */
+    sid_plan wplan;         /* the worker's view of the active plan */
     /* written by the worker before EV_LOADED, read-only after */
     int load_rc;
     char load_error[640];
     eng_model_info info;
     char backend[32];
     int n_ctx;
+    uint64_t load_ns;       /* the cold start: eng_model_load with the plan */
+    /* the loop's: the active plan (from EV_LOADED, then swap results) */
+    sid_plan plan;
+    bool have_last_swap;
+    sid_swap_result last_swap; /* its plan member is not used */
 };
+
+/* The name a plan serves under: its task where it has one, else its
+ * mode's name ("dense", "coreinfer", "random-load"). */
+const char *sid_plan_name(const sid_plan *p);
+/* Whether a mode ranks neurons by a task profile. */
+bool sid_mode_uses_profile(eng_select_mode mode);
 
 /* worker.c */
 int sid_worker_start(sid_server *srv);

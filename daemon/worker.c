@@ -1,6 +1,8 @@
-/* The inference thread: loads the model once, then serves the fair queue one
+/* The inference thread: loads the model once (with the loading plan of the
+ * configured profile), then serves profile swaps and the fair queue one
  * request at a time, streaming text back to the loop through the outbox.
- * It never touches connections or the configuration the loop may reload. */
+ * It never touches connections or the configuration the loop may reload:
+ * it reads its own copy (srv->wcfg) of the configuration at start. */
 #include "daemon.h"
 #include "log.h"
 
@@ -76,6 +78,326 @@ static void fail(sid_req *req, int code, const char *fmt, const char *arg)
 {
     req->err_code = code;
     snprintf(req->err_msg, sizeof(req->err_msg), fmt, arg);
+}
+
+/* ---- SelectInfer: the plan, swaps, per-request computation --------------- */
+
+bool sid_mode_uses_profile(eng_select_mode mode)
+{
+    return mode == ENG_SELECT_LOAD_ONLY || mode == ENG_SELECT_SELECTINFER;
+}
+
+const char *sid_plan_name(const sid_plan *p)
+{
+    return sid_mode_uses_profile(p->mode) ? p->task : eng_select_mode_name(p->mode);
+}
+
+static bool profile_has_task(const eng_profile *prof, const char *task)
+{
+    if (!prof || !task)
+        return false;
+    if (strcmp(task, "*") == 0) /* the ranking over all tasks */
+        return eng_profile_n_tasks(prof) > 0;
+    for (int i = 0; i < eng_profile_n_tasks(prof); i++)
+        if (strcmp(eng_profile_task(prof, i, NULL, NULL), task) == 0)
+            return true;
+    return false;
+}
+
+static void list_tasks(const eng_profile *prof, char *buf, size_t cap)
+{
+    buf[0] = '\0';
+    int n = prof ? eng_profile_n_tasks(prof) : 0;
+    for (int i = 0; i < n; i++) {
+        size_t l = strlen(buf);
+        snprintf(buf + l, cap - l, "%s%s", i ? ", " : "", eng_profile_task(prof, i, NULL, NULL));
+    }
+}
+
+/* Refreshes srv->wplan from the model and the profile. path, budget, seed
+ * and the request defaults are the caller's. */
+static void plan_snapshot(sid_server *srv)
+{
+    sid_plan *p = &srv->wplan;
+    eng_plan_info pi;
+    eng_model_get_plan(srv->model, &pi);
+    eng_model_info mi;
+    eng_model_get_info(srv->model, &mi);
+    p->mode = pi.mode;
+    snprintf(p->task, sizeof(p->task), "%s", pi.task);
+    p->gamma = pi.gamma;
+    p->delta = pi.delta;
+    p->dense_first = pi.dense_first;
+    p->dense_last = pi.dense_last;
+    p->neurons_loaded = pi.neurons_loaded;
+    p->neurons_total = pi.neurons_total;
+    p->weight_bytes = mi.bytes_weights;
+    int n = srv->profile ? eng_profile_n_tasks(srv->profile) : 0;
+    p->n_tasks = n < SID_MAX_TASKS ? n : SID_MAX_TASKS;
+    for (int i = 0; i < p->n_tasks; i++) {
+        uint64_t np = 0;
+        const char *name = eng_profile_task(srv->profile, i, &np, NULL);
+        snprintf(p->tasks[i], sizeof(p->tasks[i]), "%s", name ? name : "");
+        p->task_prompts[i] = np;
+    }
+}
+
+/* Whether phi can be honoured by a plan of this mode, gamma and delta.
+ * 0: yes; else msg says why. */
+static int check_phi(eng_select_mode mode, float gamma, float delta, float phi, char *msg, size_t cap)
+{
+    const float eps = 1e-6f;
+    if (phi <= 0.0f)
+        return 0; /* every loaded neuron */
+    if (phi > gamma + eps) {
+        snprintf(msg, cap, "phi %.4g exceeds gamma %.4g: only loaded neurons can be computed",
+                 (double)phi, (double)gamma);
+        return -EINVAL;
+    }
+    if ((mode == ENG_SELECT_DENSE || mode == ENG_SELECT_LOAD_ONLY) && phi < gamma - eps) {
+        snprintf(msg, cap, "mode %s computes every loaded neuron: phi must be gamma (%.4g), not %.4g",
+                 eng_select_mode_name(mode), (double)gamma, (double)phi);
+        return -EINVAL;
+    }
+    if (phi < delta - eps) {
+        snprintf(msg, cap, "phi %.4g is below delta %.4g: the static (task) neurons are always computed",
+                 (double)phi, (double)delta);
+        return -EINVAL;
+    }
+    return 0;
+}
+
+static void plan_params_of(const sid_plan *p, const eng_profile *prof, eng_load_plan_params *pp)
+{
+    *pp = eng_load_plan_params_default();
+    pp->mode = p->mode;
+    pp->profile = prof;
+    pp->task = p->task[0] ? p->task : NULL;
+    pp->gamma = p->gamma;
+    pp->delta = p->delta;
+    pp->dense_first = p->dense_first;
+    pp->dense_last = p->dense_last;
+    pp->budget_bytes = p->budget;
+    pp->seed = p->seed;
+}
+
+/* Swaps the model to plan pp. On success new_prof (when not NULL) becomes
+ * the profile, the session is reset (its context began on the old plan),
+ * and res describes the swap; on failure nothing changed, the old plan
+ * keeps serving, and an error code is returned with msg filled. */
+static int do_swap(sid_server *srv, const eng_load_plan_params *pp, const char *path,
+                   eng_profile *new_prof, uint64_t t0, sid_swap_result *res, char *msg, size_t cap)
+{
+    eng_error err;
+    memset(&err, 0, sizeof(err));
+    snprintf(res->from, sizeof(res->from), "%s", sid_plan_name(&srv->wplan));
+    int rc = eng_model_swap(srv->model, pp, &res->st, &err);
+    if (rc < 0) {
+        snprintf(msg, cap, "swap to '%s' failed: %s; '%s' keeps serving",
+                 pp->task ? pp->task : eng_select_mode_name(pp->mode),
+                 err.msg[0] ? err.msg : strerror(-rc), res->from);
+        return rc == -ENOENT ? SELECTINFER__ERROR_CODE__NOT_FOUND : SELECTINFER__ERROR_CODE__SWAP_FAILED;
+    }
+    eng_session_reset(srv->session);
+    if (new_prof) {
+        eng_profile_free(srv->profile);
+        srv->profile = new_prof;
+    }
+    if (path)
+        snprintf(srv->wplan.path, sizeof(srv->wplan.path), "%s", path);
+    srv->wplan.budget = pp->budget_bytes;
+    srv->wplan.seed = pp->seed;
+    plan_snapshot(srv);
+    /* a default phi the new plan cannot honour falls back to all loaded */
+    char why[256];
+    if (check_phi(srv->wplan.mode, srv->wplan.gamma, srv->wplan.delta, srv->wplan.phi, why, sizeof(why)) < 0) {
+        snprintf(res->note, sizeof(res->note), "default phi reset to 0 (all loaded): %s", why);
+        srv->wplan.phi = 0.0f;
+    }
+    snprintf(res->to, sizeof(res->to), "%s", sid_plan_name(&srv->wplan));
+    res->ns = uv_hrtime() - t0;
+    res->plan = srv->wplan;
+    return 0;
+}
+
+/* A use_profile request: re-reads the profile file, plans the named task
+ * (or mode) and swaps. */
+static void run_swap(sid_server *srv, sid_req *req)
+{
+    const Selectinfer__UseProfile *u = req->msg->use_profile;
+    uint64_t t0 = uv_hrtime();
+    const sid_plan *cur = &srv->wplan;
+    const char *name = u->name;
+    char path[SID_PATH_MAX];
+    snprintf(path, sizeof(path), "%s", req->swap_path[0] ? req->swap_path : cur->path);
+
+    eng_select_mode mode = cur->mode;
+    bool mode_given = u->mode && u->mode[0];
+    if (mode_given && eng_select_mode_parse(u->mode, &mode) < 0) {
+        fail(req, SELECTINFER__ERROR_CODE__INVALID_ARGUMENT, "unknown mode '%.64s'", u->mode);
+        return;
+    }
+    /* Read the profile again: the file may have changed since start-up, and
+     * a corrupt one must fail here, before the model is touched. */
+    eng_profile *np = NULL;
+    eng_error err;
+    memset(&err, 0, sizeof(err));
+    if (path[0]) {
+        int rc = eng_profile_load(path, srv->model, &np, &err);
+        if (rc < 0) {
+            req->err_code = rc == -ENOENT ? SELECTINFER__ERROR_CODE__NOT_FOUND : SELECTINFER__ERROR_CODE__SWAP_FAILED;
+            snprintf(req->err_msg, sizeof(req->err_msg), "cannot load profile '%.300s': %.200s; '%s' keeps serving",
+                     path, err.msg[0] ? err.msg : strerror(-rc), sid_plan_name(cur));
+            return;
+        }
+    }
+    bool has_task = profile_has_task(np, name);
+    if (!mode_given) {
+        if (!has_task && strcmp(name, "dense") == 0)
+            mode = ENG_SELECT_DENSE;
+        else if (!sid_mode_uses_profile(mode))
+            mode = ENG_SELECT_SELECTINFER; /* a task: rank by it */
+    }
+    eng_load_plan_params pp;
+    plan_params_of(cur, np, &pp);
+    pp.mode = mode;
+    pp.task = NULL;
+    if (sid_mode_uses_profile(mode)) {
+        if (!np) {
+            fail(req, SELECTINFER__ERROR_CODE__NOT_SUPPORTED,
+                 "the daemon runs without a task profile (set profile = PATH, or pass a path); "
+                 "task '%.64s' cannot be planned", name);
+            return;
+        }
+        if (!has_task) {
+            char have[512];
+            list_tasks(np, have, sizeof(have));
+            req->err_code = SELECTINFER__ERROR_CODE__NOT_FOUND;
+            snprintf(req->err_msg, sizeof(req->err_msg), "profile '%.300s' has no task '%.64s' (it has: %.200s)",
+                     path, name, have);
+            eng_profile_free(np);
+            return;
+        }
+        pp.task = name;
+    }
+    if (u->has_gamma) {
+        pp.gamma = u->gamma;
+        pp.budget_bytes = 0; /* an explicit gamma replaces the budget */
+    }
+    if (u->has_delta)
+        pp.delta = u->delta;
+    if (!sid_mode_uses_profile(cur->mode) && sid_mode_uses_profile(mode) && !u->has_gamma && !u->has_delta &&
+        pp.gamma >= 1.0f) {
+        /* from a plan that loads everything to a task: the configured shares */
+        pp.gamma = srv->wcfg.gamma;
+        pp.delta = srv->wcfg.delta;
+    }
+    if (u->has_dense_first)
+        pp.dense_first = (int)u->dense_first;
+    if (u->has_dense_last)
+        pp.dense_last = (int)u->dense_last;
+    if (u->has_budget_bytes)
+        pp.budget_bytes = u->budget_bytes;
+    /* a new default phi must fit the new plan; with a budget gamma is known
+     * only after planning, so it is checked once more below */
+    float phi = u->has_phi ? u->phi : cur->phi;
+    if (u->has_phi) {
+        bool all = mode == ENG_SELECT_DENSE || mode == ENG_SELECT_COREINFER;
+        float g = all ? 1.0f : pp.gamma, d = mode == ENG_SELECT_DENSE || mode == ENG_SELECT_COREINFER ? 0.0f : pp.delta;
+        if (pp.budget_bytes == 0 &&
+            check_phi(mode, g, d, phi, req->err_msg, sizeof(req->err_msg)) < 0) {
+            req->err_code = SELECTINFER__ERROR_CODE__INVALID_ARGUMENT;
+            eng_profile_free(np);
+            return;
+        }
+    }
+    sid_swap_result *res = calloc(1, sizeof(*res));
+    if (!res) {
+        fail(req, SELECTINFER__ERROR_CODE__INTERNAL, "%s", "out of memory");
+        eng_profile_free(np);
+        return;
+    }
+    float old_phi = srv->wplan.phi;
+    srv->wplan.phi = phi;
+    int code = do_swap(srv, &pp, path, np, t0, res, req->err_msg, sizeof(req->err_msg));
+    if (code) {
+        srv->wplan.phi = old_phi;
+        req->err_code = code;
+        req->swap_failed = true;
+        eng_profile_free(np);
+        free(res);
+        return;
+    }
+    req->swap = res;
+}
+
+/* A generate naming a task other than the active one: swap to it, or
+ * refuse (task_switch). Returns false with req failed. */
+static bool prepare_task(sid_server *srv, sid_req *req)
+{
+    const char *want = req->gen->task;
+    const sid_plan *cur = &srv->wplan;
+    /* modes without a task ranking serve every task alike */
+    if (!want || !want[0] || !sid_mode_uses_profile(cur->mode) || strcmp(want, cur->task) == 0)
+        return true;
+    if (!profile_has_task(srv->profile, want)) {
+        char have[512];
+        list_tasks(srv->profile, have, sizeof(have));
+        req->err_code = SELECTINFER__ERROR_CODE__NOT_FOUND;
+        snprintf(req->err_msg, sizeof(req->err_msg), "the profile has no task '%.64s' (it has: %.400s)",
+                 want, have);
+        return false;
+    }
+    if (req->task_switch == SID_TASK_SWITCH_REFUSE) {
+        req->err_code = SELECTINFER__ERROR_CODE__TASK_MISMATCH;
+        snprintf(req->err_msg, sizeof(req->err_msg),
+                 "task '%.64s' is not active ('%.64s' is) and task_switch = refuse; "
+                 "an admin can switch with use_profile", want, cur->task);
+        return false;
+    }
+    uint64_t t0 = uv_hrtime();
+    sid_swap_result *res = calloc(1, sizeof(*res));
+    if (!res) {
+        fail(req, SELECTINFER__ERROR_CODE__INTERNAL, "%s", "out of memory");
+        return false;
+    }
+    eng_load_plan_params pp;
+    plan_params_of(cur, srv->profile, &pp);
+    pp.task = want;
+    int code = do_swap(srv, &pp, NULL, NULL, t0, res, req->err_msg, sizeof(req->err_msg));
+    if (code) {
+        req->err_code = code;
+        req->swap_failed = true;
+        free(res);
+        return false;
+    }
+    req->swap = res;
+    return true;
+}
+
+/* The request's phi, alpha and rank onto the session (eng_generate resets
+ * it, which starts the new selection). Returns false with req failed. */
+static bool set_compute(sid_server *srv, sid_req *req)
+{
+    const Selectinfer__Generate *g = req->gen;
+    const sid_plan *p = &srv->wplan;
+    eng_compute_params cp = eng_compute_params_default();
+    cp.phi = g->has_phi ? g->phi : p->phi;
+    cp.alpha = g->has_alpha ? g->alpha : p->alpha;
+    cp.rank = p->rank;
+    if (check_phi(p->mode, p->gamma, p->delta, cp.phi, req->err_msg, sizeof(req->err_msg)) < 0) {
+        req->err_code = SELECTINFER__ERROR_CODE__INVALID_ARGUMENT;
+        return false;
+    }
+    int rc = eng_session_set_compute(srv->session, &cp);
+    if (rc < 0) {
+        req->err_code = SELECTINFER__ERROR_CODE__INVALID_ARGUMENT;
+        snprintf(req->err_msg, sizeof(req->err_msg), "phi %.4g / alpha %.4g cannot be used with the active plan: %s",
+                 (double)cp.phi, (double)cp.alpha, strerror(-rc));
+        return false;
+    }
+    req->phi = cp.phi;
+    return true;
 }
 
 typedef struct gen_ctx {
@@ -177,6 +499,11 @@ static void run_request(sid_server *srv, sid_req *req)
     req->stats.stop_reason = ENG_STOP_CANCELLED;
     if (atomic_load(&req->cancelled) || atomic_load(&srv->stop_worker))
         return;
+    if (!prepare_task(srv, req))
+        return;
+    snprintf(req->served, sizeof(req->served), "%s", sid_plan_name(&srv->wplan));
+    if (!set_compute(srv, req))
+        return;
 
     size_t len = 0;
     char *text = render_prompt(srv, req, &len);
@@ -249,29 +576,116 @@ static void run_request(sid_server *srv, sid_req *req)
         return;
     }
     req->stats = st;
+    req->ffn_share = eng_session_ffn_share(srv->session);
+}
+
+/* The loading plan of the configuration: mode, profile, task, shares. */
+static int load_plan_params(sid_server *srv, eng_load_plan_params *pp, eng_profile **ret_prof)
+{
+    const sid_config *cfg = &srv->wcfg;
+    sid_plan *p = &srv->wplan;
+    eng_error err;
+    memset(&err, 0, sizeof(err));
+    if (cfg->profile[0]) {
+        if (cfg->profile[0] != '/' && cfg->profile_dir[0])
+            snprintf(p->path, sizeof(p->path), "%s/%s", cfg->profile_dir, cfg->profile);
+        else
+            snprintf(p->path, sizeof(p->path), "%s", cfg->profile);
+    }
+    eng_select_mode mode = p->path[0] ? ENG_SELECT_SELECTINFER : ENG_SELECT_DENSE;
+    if (cfg->mode != SID_MODE_AUTO && eng_select_mode_parse(sid_mode_names[cfg->mode], &mode) < 0) {
+        snprintf(srv->load_error, sizeof(srv->load_error), "Unknown mode '%s'", sid_mode_names[cfg->mode]);
+        return -EINVAL;
+    }
+    if (sid_mode_uses_profile(mode) && !p->path[0]) {
+        snprintf(srv->load_error, sizeof(srv->load_error),
+                 "Mode %s needs a task profile: set profile = PATH", eng_select_mode_name(mode));
+        return -EINVAL;
+    }
+    eng_profile *prof = NULL;
+    if (p->path[0]) {
+        /* the fingerprint check needs the model: done again after loading */
+        int rc = eng_profile_load(p->path, NULL, &prof, &err);
+        if (rc < 0) {
+            snprintf(srv->load_error, sizeof(srv->load_error), "Failed to load profile '%.300s': %.200s",
+                     p->path, err.msg[0] ? err.msg : strerror(-rc));
+            return rc;
+        }
+    }
+    *pp = eng_load_plan_params_default();
+    pp->mode = mode;
+    pp->profile = prof;
+    pp->task = cfg->task[0] ? cfg->task : NULL;
+    pp->gamma = cfg->gamma;
+    pp->delta = cfg->delta;
+    pp->dense_first = (int)cfg->dense_first;
+    pp->dense_last = (int)cfg->dense_last;
+    pp->budget_bytes = cfg->budget;
+    pp->seed = cfg->seed;
+    p->budget = cfg->budget;
+    p->seed = cfg->seed;
+    p->phi = cfg->phi;
+    p->alpha = cfg->alpha;
+    p->rank = cfg->rank == SID_RANK_SIGNED ? ENG_RANK_SIGNED : ENG_RANK_ABS;
+    *ret_prof = prof;
+    return 0;
 }
 
 static int load_model(sid_server *srv)
 {
+    const sid_config *cfg = &srv->wcfg;
     eng_model_params mp = eng_model_params_default();
-    if (srv->cfg.threads > 0)
-        mp.n_threads = (int)srv->cfg.threads;
+    if (cfg->threads > 0)
+        mp.n_threads = (int)cfg->threads;
+    eng_load_plan_params pp;
+    eng_profile *prof = NULL;
+    int rc = load_plan_params(srv, &pp, &prof);
+    if (rc < 0)
+        return rc;
+    mp.plan = &pp;
     eng_error err;
     memset(&err, 0, sizeof(err));
     uint64_t t0 = uv_hrtime();
-    int rc = eng_model_load(srv->cfg.model, &mp, &srv->model, &err);
+    rc = eng_model_load(cfg->model, &mp, &srv->model, &err);
+    srv->load_ns = uv_hrtime() - t0;
     if (rc < 0) {
         snprintf(srv->load_error, sizeof(srv->load_error), "Failed to load model '%.300s': %.200s",
-                 srv->cfg.model, err.msg[0] ? err.msg : strerror(-rc));
+                 cfg->model, err.msg[0] ? err.msg : strerror(-rc));
+        eng_profile_free(prof);
         return rc;
     }
+    if (prof) {
+        /* now that the model exists: the profile must have been made for it */
+        eng_profile *bound = NULL;
+        rc = eng_profile_load(srv->wplan.path, srv->model, &bound, &err);
+        eng_profile_free(prof);
+        if (rc < 0) {
+            snprintf(srv->load_error, sizeof(srv->load_error), "Profile '%.300s' does not fit the model: %.200s",
+                     srv->wplan.path, err.msg[0] ? err.msg : strerror(-rc));
+            eng_model_free(srv->model);
+            srv->model = NULL;
+            return rc;
+        }
+        srv->profile = bound;
+    }
+    plan_snapshot(srv);
+    char why[256];
+    if (check_phi(srv->wplan.mode, srv->wplan.gamma, srv->wplan.delta, srv->wplan.phi, why, sizeof(why)) < 0) {
+        snprintf(srv->load_error, sizeof(srv->load_error), "phi = %g does not fit the plan: %s",
+                 (double)srv->wplan.phi, why);
+        eng_model_free(srv->model);
+        srv->model = NULL;
+        return -EINVAL;
+    }
     eng_session_params sp = eng_session_params_default();
-    if (srv->cfg.ctx_size > 0)
-        sp.n_ctx = (int)srv->cfg.ctx_size;
+    if (cfg->ctx_size > 0)
+        sp.n_ctx = (int)cfg->ctx_size;
     rc = eng_session_new(srv->model, &sp, &srv->session);
     if (rc < 0) {
         snprintf(srv->load_error, sizeof(srv->load_error),
                  "Failed to create a session (context %d): %s", sp.n_ctx, strerror(-rc));
+        eng_profile_free(srv->profile);
+        srv->profile = NULL;
         eng_model_free(srv->model);
         srv->model = NULL;
         return rc;
@@ -279,7 +693,10 @@ static int load_model(sid_server *srv)
     eng_model_get_info(srv->model, &srv->info);
     snprintf(srv->backend, sizeof(srv->backend), "%s", eng_backend_name(srv->model));
     srv->n_ctx = eng_session_n_ctx(srv->session);
-    sid_debug("model loaded in %.1f ms", (double)(uv_hrtime() - t0) / 1e6);
+    srv->plan = srv->wplan; /* the loop's copy, read after EV_LOADED */
+    sid_debug("model loaded in %.1f ms (%s, %llu of %llu FFN neurons)", (double)srv->load_ns / 1e6,
+              sid_plan_name(&srv->wplan), (unsigned long long)srv->wplan.neurons_loaded,
+              (unsigned long long)srv->wplan.neurons_total);
     return 0;
 }
 
@@ -291,23 +708,37 @@ static void *worker_main(void *arg)
     if (srv->load_rc == 0) {
         for (;;) {
             pthread_mutex_lock(&srv->mu);
-            while (!atomic_load(&srv->stop_worker) && sid_queue_len(&srv->queue) == 0)
+            while (!atomic_load(&srv->stop_worker) && !srv->swaps_head && sid_queue_len(&srv->queue) == 0)
                 pthread_cond_wait(&srv->cv, &srv->mu);
             if (atomic_load(&srv->stop_worker)) {
                 pthread_mutex_unlock(&srv->mu);
                 break;
             }
-            sid_req *req = (sid_req *)sid_queue_pop(&srv->queue);
+            /* Hot-swap point: a profile swap waits only for the request
+             * that was running; every queued request runs after it. */
+            sid_req *req = srv->swaps_head;
+            if (req) {
+                srv->swaps_head = req->swap_next;
+                if (!srv->swaps_head)
+                    srv->swaps_tail = NULL;
+                req->swap_next = NULL;
+                req->swap_queued = false;
+            } else {
+                req = (sid_req *)sid_queue_pop(&srv->queue);
+            }
             srv->running = req;
             pthread_mutex_unlock(&srv->mu);
-            /* Hot-swap point: a profile swap (UseProfile) will run here, on
-             * this thread, between two requests; see server.c use_profile(). */
-            run_request(srv, req);
+            if (req->kind == SID_REQ_SWAP)
+                run_swap(srv, req);
+            else
+                run_request(srv, req);
             post(srv, SID_EV_DONE, req, NULL, 0);
         }
     }
     eng_session_free(srv->session);
     srv->session = NULL;
+    eng_profile_free(srv->profile);
+    srv->profile = NULL;
     eng_model_free(srv->model);
     srv->model = NULL;
     post(srv, SID_EV_EXITED, NULL, NULL, 0);

@@ -130,6 +130,15 @@ static double wget(eng_dtype dt, const void *p, long i)
     return dt == ENG_DTYPE_F16 ? h2d(((const uint16_t *)p)[i]) : ((const float *)p)[i];
 }
 
+/* The weights as doubles, converted once (h2d is slow in inner loops). */
+static double *to_double(eng_dtype dt, const void *p, long n)
+{
+    double *d = malloc(sizeof(double) * (size_t)(n > 0 ? n : 1));
+    for (long i = 0; i < n; i++)
+        d[i] = wget(dt, p, i);
+    return d;
+}
+
 static void wset_nan(eng_dtype dt, void *p, long i)
 {
     if (dt == ENG_DTYPE_F16)
@@ -179,12 +188,13 @@ static void test_matmul_one(eng_backend *be, eng_dtype dt, int rows, int cols, i
     float *b = bias ? make_f32(rows, -2, 2) : NULL;
     float *y = make_f32((long)nt * rows, 1e30f, 1e30f);
     be->iface->matmul(be, &W, b, x, y, nt);
+    double *wd = to_double(dt, w, (long)rows * cols);
     int bad = 0;
     for (int t = 0; t < nt; t++)
         for (int r = 0; r < rows; r++) {
             double ref = 0, mag = 0;
             for (int k = 0; k < cols; k++) {
-                double p = wget(dt, w, (long)r * cols + k) * x[(long)t * cols + k];
+                double p = wd[(long)r * cols + k] * x[(long)t * cols + k];
                 ref += p;
                 mag += fabs(p);
             }
@@ -198,6 +208,7 @@ static void test_matmul_one(eng_backend *be, eng_dtype dt, int rows, int cols, i
         }
     if (bad)
         n_fail++;
+    free(wd);
     free(w);
     free(x);
     free(b);
@@ -315,6 +326,11 @@ static void test_attention_one(eng_backend *be, int nt, int pos0, int nh, int nk
     float scale = 1.0f / sqrtf((float)hd);
     be->iface->attention(be, q, k, v, out, nt, pos0, nh, nkv, hd, scale);
     double *s = malloc(sizeof(double) * (size_t)(pos0 + nt));
+    double *kd = malloc(sizeof(double) * (size_t)kvn), *vd = malloc(sizeof(double) * (size_t)kvn);
+    for (long i = 0; i < kvn; i++) {
+        kd[i] = h2d(k[i]);
+        vd[i] = h2d(v[i]);
+    }
     int group = nh / nkv;
     for (int t = 0; t < nt; t++)
         for (int h = 0; h < nh; h++) {
@@ -324,7 +340,7 @@ static void test_attention_one(eng_backend *be, int nt, int pos0, int nh, int nk
             for (int p = 0; p < n_kv; p++) {
                 double d = 0, dm = 0;
                 for (int i = 0; i < hd; i++) {
-                    double pr = qq[i] * h2d(k[((long)p * nkv + kh) * hd + i]);
+                    double pr = qq[i] * kd[((long)p * nkv + kh) * hd + i];
                     d += pr;
                     dm += fabs(pr);
                 }
@@ -342,7 +358,7 @@ static void test_attention_one(eng_backend *be, int nt, int pos0, int nh, int nk
             for (int i = 0; i < hd; i++) {
                 double ref = 0;
                 for (int p = 0; p < n_kv; p++)
-                    ref += exp(s[p] - m) / l * h2d(v[((long)p * nkv + kh) * hd + i]);
+                    ref += exp(s[p] - m) / l * vd[((long)p * nkv + kh) * hd + i];
                 double got = out[((long)t * nh + h) * hd + i];
                 CHECK(fabs(got - ref) <= tol,
                       "attention nt=%d pos0=%d nh=%d nkv=%d hd=%d qs=%g t=%d h=%d i=%d: %.9g vs %.9g",
@@ -350,6 +366,8 @@ static void test_attention_one(eng_backend *be, int nt, int pos0, int nh, int nk
             }
         }
     free(s);
+    free(kd);
+    free(vd);
     free(k);
     free(v);
     free(q);
@@ -407,6 +425,7 @@ static void test_ffn_one(eng_backend *be, eng_dtype dt, int E, int n_slots, int 
     float *act = with_act ? make_f32((long)nt * (n_sel > 0 ? n_sel : 1), 9, 9) : NULL;
     be->iface->ffn(be, &W, sel, n_sel, x, y, nt, act);
 
+    double *gud = to_double(dt, gu, (long)n_slots * 2 * E), *dnd = to_double(dt, dn, (long)n_slots * E);
     double *a = malloc(sizeof(double) * (size_t)(n_sel > 0 ? n_sel : 1));
     double *atol = malloc(sizeof(double) * (size_t)(n_sel > 0 ? n_sel : 1));
     int bad = 0;
@@ -416,8 +435,8 @@ static void test_ffn_one(eng_backend *be, eng_dtype dt, int E, int n_slots, int 
             long s = sel ? sel[j] : j;
             double g = 0, u = 0, gm = 0, um = 0;
             for (int k = 0; k < E; k++) {
-                double pg = wget(dt, gu, s * 2 * E + k) * xt[k];
-                double pu = wget(dt, gu, s * 2 * E + E + k) * xt[k];
+                double pg = gud[s * 2 * E + k] * xt[k];
+                double pu = gud[s * 2 * E + E + k] * xt[k];
                 g += pg;
                 u += pu;
                 gm += fabs(pg);
@@ -439,7 +458,7 @@ static void test_ffn_one(eng_backend *be, eng_dtype dt, int E, int n_slots, int 
             double ref = 0, tol = 0;
             for (int j = 0; j < n_sel; j++) {
                 long s = sel ? sel[j] : j;
-                double d = wget(dt, dn, s * E + c);
+                double d = dnd[s * E + c];
                 ref += a[j] * d;
                 tol += 3e-5 * fabs(a[j] * d) + atol[j] * fabs(d);
             }
@@ -453,6 +472,8 @@ static void test_ffn_one(eng_backend *be, eng_dtype dt, int E, int n_slots, int 
         n_fail++;
     free(a);
     free(atol);
+    free(gud);
+    free(dnd);
     free(gu);
     free(dn);
     free(sel);

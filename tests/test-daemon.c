@@ -338,7 +338,7 @@ static int raw_connect(const char *sock)
 {
     int fd = socket(AF_UNIX, SOCK_STREAM, 0);
     struct sockaddr_un sa = {.sun_family = AF_UNIX};
-    snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", sock);
+    snprintf(sa.sun_path, sizeof(sa.sun_path), "%.107s", sock);
     if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
         close(fd);
         return -1;
@@ -526,7 +526,7 @@ static void *concurrent_client(void *p)
     Selectinfer__ChatMessage m, *mp[1];
     init_chat(&g, &chat, &m, mp, CHAT_PROMPT);
     g.has_max_tokens = true;
-    g.max_tokens = fake ? 50 : 4;
+    g.max_tokens = fake ? 10 : 4;
     t->rc = generate(D.sock, &g, &t->res);
     return NULL;
 }
@@ -662,9 +662,9 @@ static void scenario_cancel(void)
     req.body_case = SELECTINFER__REQUEST__BODY_GENERATE;
     req.generate = &g;
     req.has_id = true;
-    req.id = 1;
+    req.id = si_client_next_id(c); /* 1 */
     CHECK(si_client_send(c, &req) == 0);
-    req.id = 2; /* queued behind 1 */
+    req.id = si_client_next_id(c); /* 2, queued behind 1 */
     CHECK(si_client_send(c, &req) == 0);
 
     /* cancel 2 while it waits, then 1 once it streams */

@@ -42,10 +42,20 @@
 
 #include "engine.h"
 
-#define LOGIT_TOL 0.5f      /* |ours - llama.cpp| for llama.cpp's top-5 tokens */
-#define TIE_TOL 0.25f       /* a divergence is a near-tie when both gaps are below this */
-#define STEP0_RMS_TOL 0.15  /* RMS over the whole vocabulary at step 0 */
-#define STEP0_MAX_TOL 1.0   /* largest |difference| over the whole vocabulary at step 0 */
+typedef struct golden_set {
+    const char *name;
+    const char *tsv, *bin;  /* file names under tests/data */
+    float logit_tol;        /* |ours - llama.cpp| for llama.cpp's top-5 tokens */
+    float tie_tol;          /* a divergence is a near-tie when both gaps are below this */
+    double step0_rms_tol;   /* RMS over the whole vocabulary at step 0 */
+    double step0_max_tol;   /* largest |difference| over the whole vocabulary at step 0 */
+} golden_set;
+
+/* See the header comment for where these numbers come from. */
+static const golden_set g_sets[] = {
+    {"llama.cpp Q4_1", "golden-smollm2.tsv", "golden-logits-step0.bin", 1.5f, 0.75f, 0.6, 2.0},
+    {"llama.cpp F16", "golden-smollm2-f16.tsv", "golden-logits-step0-f16.bin", 0.15f, 0.1f, 0.04, 0.2},
+};
 
 #define MAX_PROMPTS 64
 #define MAX_TOKENS 1024
@@ -223,28 +233,20 @@ static int32_t argmax(const float *x, int n) {
 /* Compares step-0 logits over the whole vocabulary; the file is
  * "SIGL", version 1, n_prompts, n_vocab (u32 LE), then per prompt its index
  * (u32) and n_vocab f32. */
-static int check_step0(eng_model *m, const char *path, int n_vocab) {
+static int check_step0(eng_session *s, const golden_set *set, const char *path, int n_vocab) {
     FILE *f = fopen(path, "rb");
     if (!f) {
         fprintf(stderr, "cannot open %s: %s\n", path, strerror(errno));
-        return -1;
+        return 1;
     }
     uint32_t hdr[4];
     int fails = 0;
-    float *ref = NULL;
-    eng_session *s = NULL;
-    if (fread(hdr, 4, 4, f) != 4 || hdr[0] != 0x4c474953u || hdr[1] != 1 ||
+    float *ref = malloc(sizeof(float) * (size_t)n_vocab);
+    if (!ref || fread(hdr, 4, 4, f) != 4 || hdr[0] != 0x4c474953u || hdr[1] != 1 ||
         hdr[3] != (uint32_t)n_vocab || hdr[2] > (uint32_t)g_n_prompts) {
         fprintf(stderr, "%s: bad header\n", path);
+        hdr[2] = 0;
         fails++;
-        goto out;
-    }
-    ref = malloc(sizeof(float) * (size_t)n_vocab);
-    eng_session_params sp = eng_session_params_default();
-    sp.n_ctx = 512;
-    if (!ref || eng_session_new(m, &sp, &s) < 0) {
-        fails++;
-        goto out;
     }
     for (uint32_t p = 0; p < hdr[2]; p++) {
         uint32_t idx;
@@ -256,82 +258,46 @@ static int check_step0(eng_model *m, const char *path, int n_vocab) {
         }
         const golden *g = &g_prompts[idx];
         eng_session_reset(s);
-        if (eng_session_eval(s, g->prompt, (size_t)g->n_prompt, 0) < 0) {
+        const float *lg = NULL;
+        if (eng_session_eval(s, g->prompt, (size_t)g->n_prompt, 0) < 0 ||
+            !(lg = eng_session_logits(s, -1))) {
             fails++;
             break;
         }
-        const float *lg = eng_session_logits(s, -1);
         double sum2 = 0, maxd = 0;
         for (int i = 0; i < n_vocab; i++) {
             double d = fabs((double)lg[i] - ref[i]);
             sum2 += d * d;
-            if (d > maxd)
+            if (!(d <= maxd)) /* NaN counts as the worst */
                 maxd = d;
         }
         double rms = sqrt(sum2 / n_vocab);
-        bool ok = rms <= STEP0_RMS_TOL && maxd <= STEP0_MAX_TOL;
-        printf("step0 logits prompt %u: rms %.4f max %.4f (tol %.2f / %.2f) %s\n", idx, rms, maxd,
-               STEP0_RMS_TOL, STEP0_MAX_TOL, ok ? "ok" : "FAIL");
+        bool ok = rms <= set->step0_rms_tol && maxd <= set->step0_max_tol;
+        printf("  step-0 logits, prompt %u: rms %.4f max %.4f (tol %.2f / %.2f) %s\n", idx, rms,
+               maxd, set->step0_rms_tol, set->step0_max_tol, ok ? "ok" : "FAIL");
         fails += !ok;
     }
-out:
-    eng_session_free(s);
     free(ref);
     fclose(f);
     return fails;
 }
 
-int main(int argc, char **argv) {
-    char tsv[4096], bin[4096];
-    const char *root = getenv("SI_SOURCE_ROOT");
-    snprintf(tsv, sizeof tsv, "%s", argc > 1 ? argv[1] : "");
-    snprintf(bin, sizeof bin, "%s", argc > 2 ? argv[2] : "");
-    if (!tsv[0])
-        snprintf(tsv, sizeof tsv, "%s/tests/data/golden-smollm2.tsv", root ? root : ".");
-    if (!bin[0])
-        snprintf(bin, sizeof bin, "%s/tests/data/golden-logits-step0.bin", root ? root : ".");
-
-    char *model_path = default_model_path();
-    FILE *probe = fopen(model_path, "rb");
-    if (!probe) {
-        printf("SKIP: model %s not found (run scripts/fetch-model.sh or set SI_MODEL)\n", model_path);
-        free(model_path);
-        return 77;
-    }
-    fclose(probe);
-    if (load_golden(tsv) < 0)
-        return 1;
-
-    eng_model_params mp = eng_model_params_default();
-    mp.storage = ENG_DTYPE_F16;
-    mp.n_threads = 2;
-    eng_model *m;
-    eng_error err = {{0}};
-    int rc = eng_model_load(model_path, &mp, &m, &err);
-    if (rc < 0) {
-        fprintf(stderr, "FAIL: load %s: %s (%d)\n", model_path, err.msg, rc);
-        free(model_path);
-        return 1;
-    }
-    free(model_path);
+/* Runs every prompt of one golden set; returns the number of failures. */
+static int run_set(eng_model *m, eng_session *s, const golden_set *set, const char *tsv,
+                   const char *bin) {
     eng_model_info info;
     eng_model_get_info(m, &info);
     const int n_vocab = info.n_vocab;
-
-    eng_session_params sp = eng_session_params_default();
-    sp.n_ctx = 512;
-    eng_session *s;
-    if (eng_session_new(m, &sp, &s) < 0) {
-        fprintf(stderr, "FAIL: session\n");
-        return 1;
-    }
-
     int fails = 0, n_exact = 0, n_tie = 0, total_steps = 0;
     float max_dlogit = 0;
     double sum_d2 = 0;
     long n_d = 0;
     static char rendered[64 * 1024];
     static int32_t toks[MAX_TOKENS];
+
+    printf("%s (%s):\n", set->name, tsv);
+    if (load_golden(tsv) < 0)
+        return 1;
     for (int p = 0; p < g_n_prompts; p++) {
         const golden *g = &g_prompts[p];
 
@@ -339,16 +305,16 @@ int main(int argc, char **argv) {
         eng_chat_msg msg = {"user", g->message};
         int len = eng_chat_apply(m, &msg, 1, true, rendered, sizeof rendered);
         if (len < 0 || (size_t)len >= sizeof rendered || strcmp(rendered, g->rendered) != 0) {
-            printf("prompt %d: FAIL chat template renders differently (rc %d)\n", p, len);
+            printf("  prompt %d: FAIL chat template renders differently (rc %d)\n", p, len);
             fails++;
         }
         size_t n_tok = 0;
-        rc = eng_tokenize(m, g->rendered, strlen(g->rendered), ENG_TOK_PARSE_SPECIAL, toks,
-                          MAX_TOKENS, &n_tok);
+        int rc = eng_tokenize(m, g->rendered, strlen(g->rendered), ENG_TOK_PARSE_SPECIAL, toks,
+                              MAX_TOKENS, &n_tok);
         if (rc < 0 || n_tok != (size_t)g->n_prompt ||
             memcmp(toks, g->prompt, n_tok * sizeof(int32_t)) != 0) {
-            printf("prompt %d: FAIL tokenization differs (rc %d, %zu vs %d tokens)\n", p, rc, n_tok,
-                   g->n_prompt);
+            printf("  prompt %d: FAIL tokenization differs (rc %d, %zu vs %d tokens)\n", p, rc,
+                   n_tok, g->n_prompt);
             fails++;
         }
 
@@ -366,14 +332,11 @@ int main(int argc, char **argv) {
                 rc = -EINVAL;
                 break;
             }
+            int bad = -1;
             for (int k = 0; k < 5; k++) {
                 float d = fabsf(lg[gs->top_id[k]] - gs->top_logit[k]);
-                if (!(d <= LOGIT_TOL)) {
-                    printf("prompt %d step %d: FAIL logit of token %d: ours %.4f llama.cpp %.4f\n",
-                           p, st, gs->top_id[k], lg[gs->top_id[k]], gs->top_logit[k]);
-                    fails++;
-                    verdict = "logits differ";
-                    st = g->n_steps;
+                if (!(d <= set->logit_tol)) {
+                    bad = k;
                     break;
                 }
                 if (d > prompt_max)
@@ -381,17 +344,26 @@ int main(int argc, char **argv) {
                 sum_d2 += (double)d * d;
                 n_d++;
             }
-            if (st >= g->n_steps)
+            if (bad >= 0) {
+                printf("  prompt %d step %d: FAIL logit of token %d: ours %.4f llama.cpp %.4f\n", p,
+                       st, gs->top_id[bad], lg[gs->top_id[bad]], gs->top_logit[bad]);
+                fails++;
+                verdict = "FAIL logits differ";
                 break;
+            }
             int32_t ours = argmax(lg, n_vocab);
             if (ours != gs->chosen) {
                 float gap_ref = gs->top_logit[0] - gs->top_logit[1];
                 float gap_ours = lg[ours] - lg[gs->chosen];
-                if (gap_ref < TIE_TOL && gap_ours < TIE_TOL) {
+                if (gap_ref < set->tie_tol && gap_ours < set->tie_tol) {
+                    printf("  prompt %d step %d: near-tie, chose %d, llama.cpp %d (gaps: llama.cpp "
+                           "%.4f ours %.4f)\n",
+                           p, st, ours, gs->chosen, gap_ref, gap_ours);
                     verdict = "near-tie divergence";
                     n_tie++;
                 } else {
-                    printf("prompt %d step %d: FAIL chose %d, llama.cpp %d (gaps: llama.cpp %.4f ours %.4f)\n",
+                    printf("  prompt %d step %d: FAIL chose %d, llama.cpp %d (gaps: llama.cpp %.4f "
+                           "ours %.4f)\n",
                            p, st, ours, gs->chosen, gap_ref, gap_ours);
                     verdict = "FAIL diverged";
                     fails++;
@@ -403,30 +375,80 @@ int main(int argc, char **argv) {
                 rc = eng_session_eval(s, &ours, 1, 0);
         }
         if (rc < 0) {
-            printf("prompt %d: FAIL eval returned %d\n", p, rc);
+            printf("  prompt %d: FAIL eval returned %d\n", p, rc);
             fails++;
-            verdict = "eval error";
+            verdict = "FAIL eval error";
         }
         if (!strcmp(verdict, "exact"))
             n_exact++;
         if (prompt_max > max_dlogit)
             max_dlogit = prompt_max;
-        printf("prompt %2d: %2d/%2d steps matched, max |dlogit| %.4f: %s\n", p, st, g->n_steps,
+        printf("  prompt %2d: %2d/%2d steps matched, max |dlogit| %.4f: %s\n", p, st, g->n_steps,
                prompt_max, verdict);
     }
-    eng_session_free(s);
 
-    fails += check_step0(m, bin, n_vocab);
-    eng_model_free(m);
-
-    printf("%d prompts: %d exact, %d near-tie divergences; %d steps matched; top-5 |dlogit| max %.4f "
-           "rms %.4f (tol %.2f)\n",
-           g_n_prompts, n_exact, n_tie, total_steps, max_dlogit, n_d ? sqrt(sum_d2 / n_d) : 0.0,
-           LOGIT_TOL);
+    fails += check_step0(s, set, bin, n_vocab);
+    printf("  %d prompts: %d exact, %d near-tie divergences (tol %.2f); %d steps matched; top-5 "
+           "|dlogit| max %.4f rms %.4f (tol %.2f)\n",
+           g_n_prompts, n_exact, n_tie, set->tie_tol, total_steps, max_dlogit,
+           n_d ? sqrt(sum_d2 / n_d) : 0.0, set->logit_tol);
     for (int p = 0; p < g_n_prompts; p++) {
         free(g_prompts[p].message);
         free(g_prompts[p].rendered);
     }
+    memset(g_prompts, 0, sizeof g_prompts);
+    g_n_prompts = 0;
+    return fails;
+}
+
+int main(int argc, char **argv) {
+    const char *root = getenv("SI_SOURCE_ROOT");
+    char *model_path = default_model_path();
+    FILE *probe = fopen(model_path, "rb");
+    if (!probe) {
+        printf("SKIP: model %s not found (run scripts/fetch-model.sh or set SI_MODEL)\n", model_path);
+        free(model_path);
+        return 77;
+    }
+    fclose(probe);
+
+    eng_model_params mp = eng_model_params_default();
+    mp.storage = ENG_DTYPE_F16;
+    mp.n_threads = 2;
+    eng_model *m;
+    eng_error err = {{0}};
+    int rc = eng_model_load(model_path, &mp, &m, &err);
+    if (rc < 0) {
+        fprintf(stderr, "FAIL: load %s: %s (%d)\n", model_path, err.msg, rc);
+        free(model_path);
+        return 1;
+    }
+    free(model_path);
+    eng_session_params sp = eng_session_params_default();
+    sp.n_ctx = 512;
+    eng_session *s;
+    if (eng_session_new(m, &sp, &s) < 0) {
+        fprintf(stderr, "FAIL: session\n");
+        eng_model_free(m);
+        return 1;
+    }
+
+    /* Files: argv[1..] pairs (tsv, bin) in the order of g_sets, or the
+     * defaults under $SI_SOURCE_ROOT/tests/data. */
+    int fails = 0;
+    for (size_t i = 0; i < sizeof g_sets / sizeof g_sets[0]; i++) {
+        char tsv[4096], bin[4096];
+        if ((int)(2 * i + 2) < argc) {
+            snprintf(tsv, sizeof tsv, "%s", argv[2 * i + 1]);
+            snprintf(bin, sizeof bin, "%s", argv[2 * i + 2]);
+        } else {
+            snprintf(tsv, sizeof tsv, "%s/tests/data/%s", root ? root : ".", g_sets[i].tsv);
+            snprintf(bin, sizeof bin, "%s/tests/data/%s", root ? root : ".", g_sets[i].bin);
+        }
+        fails += run_set(m, s, &g_sets[i], tsv, bin);
+    }
+    eng_session_free(s);
+    eng_model_free(m);
     printf("%s\n", fails ? "FAIL" : "PASS");
     return fails ? 1 : 0;
 }

@@ -1,0 +1,211 @@
+#!/usr/bin/env python3
+"""SelectInfer tools on the default model.
+
+  test-si-tools.py profile SI_PROFILE
+      si-profile run on a 3-prompt temporary set (with and without --task and
+      --generate), info (tasks, counts, fingerprint check, a foreign model's
+      refusal is not testable without a second model, so a corrupt file's is),
+      merge (tasks added, same task pooled), file size as docs/profile-format.md.
+
+  test-si-tools.py eval SI_EVAL SI_PROFILE
+      si-eval on 3 held-out prompts per shipped task: dense against dense
+      agrees everywhere with ratio 1; selectinfer at gamma 0.7, phi 0.4 shows
+      the share and memory its plan implies, and VmRSS within 5 % of it; the
+      shipped profile belongs to the default model.
+
+Exit 0 pass, 1 fail, 77 skip (no model).
+"""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+SRC = os.environ.get("SI_SOURCE_ROOT", os.path.join(os.path.dirname(__file__), ".."))
+SHIPPED = os.path.join(SRC, "profiles", "smollm2-135m-instruct.siprof")
+TASKS = ["qa", "translate-en-de", "translate-en-ro", "summarize", "chat"]
+N_LAYER, N_FF, N_EMBD = 30, 1536, 576
+
+
+def model_path():
+    p = os.environ.get("SI_MODEL")
+    if p:
+        return p
+    cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.environ.get("HOME", "/root"), ".cache")
+    return os.path.join(cache, "selectinfer", "SmolLM2-135M-Instruct.Q4_1.gguf")
+
+
+def fail(msg):
+    print("FAIL: " + msg, file=sys.stderr)
+    sys.exit(1)
+
+
+def check(cond, msg):
+    if not cond:
+        fail(msg)
+
+
+def run(args, ok=True, timeout=300):
+    r = subprocess.run(args, capture_output=True, text=True, timeout=timeout)
+    if ok and r.returncode != 0:
+        fail("%s exited %d\nstdout:\n%s\nstderr:\n%s" % (" ".join(args), r.returncode, r.stdout, r.stderr))
+    return r
+
+
+def info_tasks(out):
+    """task -> (prompts, tokens) from `si-profile info`."""
+    tasks, on = {}, False
+    for line in out.splitlines():
+        f = line.split()
+        if f[:2] == ["task", "prompts"]:
+            on = True
+            continue
+        if on and len(f) == 5 and f[1].isdigit():
+            tasks[f[0]] = (int(f[1]), int(f[2]))
+        elif on:
+            on = False
+    return tasks
+
+
+def test_profile(si_profile, model):
+    with tempfile.TemporaryDirectory() as d:
+        prompts = os.path.join(d, "p.jsonl")
+        recs = [
+            {"task": "tiny", "id": "t1", "split": "profile", "prompt": "What is the capital of France?",
+             "references": ["Paris"]},
+            {"task": "tiny", "id": "t2", "split": "profile", "prompt": "Name a primary colour.",
+             "system": "Answer in one word."},
+            {"task": "tiny", "id": "t3", "split": "profile", "prompt": "Translate to German: good morning"},
+            {"task": "tiny", "id": "t4", "split": "heldout", "prompt": "Never used for profiling"},
+        ]
+        with open(prompts, "w") as f:
+            for r in recs:
+                f.write(json.dumps(r) + "\n")
+        a, b, c = (os.path.join(d, x + ".siprof") for x in "abc")
+        r = run([si_profile, "run", "-m", model, "--prompts", prompts, "-o", a, "-t", "2"])
+        check("3/3 prompts" in r.stderr and "tok/s" in r.stderr, "no progress line:\n" + r.stderr)
+        size = 72 + 1 * (80 + 8 * N_LAYER * N_FF) + 8
+        check(os.path.getsize(a) == size, "profile size %d, want %d" % (os.path.getsize(a), size))
+        r = run([si_profile, "info", a, "-m", model])
+        ta = info_tasks(r.stdout)
+        check(list(ta) == ["tiny"] and ta["tiny"][0] == 3 and ta["tiny"][1] > 30, "info: %r" % ta)
+        check("model check  ok" in r.stdout, "fingerprint check:\n" + r.stdout)
+        check("%d layers, n_ff %d, n_embd %d" % (N_LAYER, N_FF, N_EMBD) in r.stdout, r.stdout)
+
+        # --task renames, --generate adds the model's own tokens
+        r = run([si_profile, "run", "-m", model, "--prompts", prompts, "--task", "other",
+                 "--generate", "3", "-o", b, "-t", "2", "-q"])
+        tb = info_tasks(run([si_profile, "info", b]).stdout)
+        check(list(tb) == ["other"] and tb["other"][0] == 3, "info b: %r" % tb)
+        check(tb["other"][1] > ta["tiny"][1], "--generate added no tokens: %r %r" % (ta, tb))
+        check(tb["other"][1] <= ta["tiny"][1] + 9, "--generate added too many tokens")
+        # --split heldout takes the one held-out record, --limit caps
+        r = run([si_profile, "run", "-m", model, "--prompts", prompts, "--split", "heldout",
+                 "-o", c, "-q"])
+        check(info_tasks(run([si_profile, "info", c]).stdout)["tiny"][0] == 1, "heldout split")
+        r = run([si_profile, "run", "-m", model, "--prompts", prompts, "--limit", "2",
+                 "-o", c, "-q"])
+        check(info_tasks(run([si_profile, "info", c]).stdout)["tiny"][0] == 2, "--limit")
+
+        # merge: two tasks side by side, then the same task pooled
+        run([si_profile, "merge", "-o", c, a, b])
+        tc = info_tasks(run([si_profile, "info", c, "-m", model]).stdout)
+        check(tc == {"tiny": ta["tiny"], "other": tb["other"]}, "merge: %r" % tc)
+        check(os.path.getsize(c) == 72 + 2 * (80 + 8 * N_LAYER * N_FF) + 8, "merged size")
+        r = run([si_profile, "merge", "-o", c, a, a])
+        check("pooling" in r.stderr, "no warning for a pooled task")
+        tc = info_tasks(run([si_profile, "info", c]).stdout)
+        check(tc == {"tiny": (6, 2 * ta["tiny"][1])}, "pooled merge: %r" % tc)
+
+        # a corrupt profile is refused by info and merge; a bad prompt set by run
+        with open(a, "r+b") as f:
+            f.seek(5000)
+            x = f.read(1)
+            f.seek(5000)
+            f.write(bytes([x[0] ^ 1]))
+        r = run([si_profile, "info", a], ok=False)
+        check(r.returncode != 0 and "checksum" in r.stderr, "corrupt info: " + r.stderr)
+        r = run([si_profile, "merge", "-o", c, b, a], ok=False)
+        check(r.returncode != 0, "merge accepted a corrupt profile")
+        with open(prompts, "a") as f:
+            f.write('{"task":"tiny","id":"t5","split":"profile"}\n')
+        r = run([si_profile, "run", "-m", model, "--prompts", prompts, "-o", c], ok=False)
+        check(r.returncode != 0 and ":5:" in r.stderr, "bad prompt set: " + r.stderr)
+    print("ok")
+
+
+def test_eval(si_eval, si_profile, model):
+    check(os.path.exists(SHIPPED), "no shipped profile " + SHIPPED)
+    r = run([si_profile, "info", SHIPPED, "-m", model])
+    check("model check  ok" in r.stdout, "shipped profile vs default model:\n" + r.stdout)
+    t = info_tasks(r.stdout)
+    check(sorted(t) == sorted(TASKS) and all(v[0] >= 50 for v in t.values()), "shipped tasks: %r" % t)
+
+    with tempfile.TemporaryDirectory() as d:
+        out = os.path.join(d, "r.json")
+        csv = os.path.join(d, "r.csv")
+        args = [si_eval, "-m", model, "-P", SHIPPED, "--limit", "3", "--max-tokens", "8",
+                "-t", "2", "-q", "--json", out, "--csv", csv,
+                "-c", "dense", "-c", "selectinfer,gamma=0.7,delta=0.3,phi=0.4,df=1,dl=1"]
+        for task in TASKS:
+            args += ["--prompts", os.path.join(SRC, "profiles", "tasks", task + ".jsonl")]
+        run(args, timeout=600)
+        with open(out) as f:
+            res = json.load(f)
+        rows = res["rows"]
+        with open(csv) as f:
+            check(len(f.read().strip().splitlines()) == len(rows) + 1, "csv rows")
+        check(len(rows) == 3 * len(TASKS), "rows: %d" % len(rows))
+        ref = {r["task"]: r for r in rows if r["config"] == "dense (reference)"}
+        dense = {r["task"]: r for r in rows if r["mode"] == "dense" and r["config"] != "dense (reference)"}
+        sel = {r["task"]: r for r in rows if r["mode"] == "selectinfer"}
+        check(sorted(ref) == sorted(TASKS) and sorted(dense) == sorted(TASKS) and sorted(sel) == sorted(TASKS),
+              "tasks missing")
+        per_neuron = 3 * N_EMBD * 2  # gate row, up row, down column in f16
+        for task in TASKS:
+            dr, rr, sr = dense[task], ref[task], sel[task]
+            check(rr["n_prompts"] == 3 and rr["n_positions"] > 3, "%s: counts %r" % (task, rr))
+            # dense against dense: the same numbers, agreement 1, ratio 1
+            check(dr["agreement"] == 1.0 and dr["ppl"] == rr["ppl"] and dr["ppl_ratio"] == 1.0,
+                  "%s: dense vs dense %r" % (task, dr))
+            if task == "chat":
+                check(dr["score"] is None and dr["metric"] == "none", "chat has no task metric")
+            else:
+                check(dr["score"] == rr["score"], "%s: dense score differs" % task)
+                if rr["score"]:
+                    check(dr["score_ratio"] == 1.0, "%s: ratio %r" % (task, dr["score_ratio"]))
+            check(dr["ffn_share"] == 1.0 and dr["mem_ratio"] == 1.0, "%s: dense share/mem" % task)
+            # selectinfer: what the plan says, measured
+            loaded = (N_LAYER - 2) * round(0.7 * N_FF) + 2 * N_FF
+            check(sr["neurons_loaded"] == loaded, "%s: loaded %r" % (task, sr["neurons_loaded"]))
+            check(sr["bytes_ffn"] == loaded * per_neuron, "%s: bytes_ffn" % task)
+            check(sr["bytes_weights"] == rr["bytes_weights"] - (N_LAYER * N_FF - loaded) * per_neuron,
+                  "%s: bytes_weights" % task)
+            share = ((N_LAYER - 2) * round(0.4 * N_FF) + 2 * N_FF) / (N_LAYER * N_FF)
+            check(abs(sr["ffn_share"] - share) < 1e-4, "%s: share %r, want %r" % (task, sr["ffn_share"], share))
+            check(sr["plan_task"] == task, "%s: plan task %r" % (task, sr["plan_task"]))
+            check(0 <= sr["agreement"] <= 1, "%s: agreement %r" % (task, sr["agreement"]))
+            for r in (rr, sr):
+                check(abs(r["rss_vs_plan"] - 1) < 0.05, "%s %s: VmRSS %r vs plan %r" %
+                      (task, r["config"], r["rss_model"], r["bytes_weights"]))
+            check(sr["mem_ratio"] < 0.9, "%s: memory ratio %r" % (task, sr["mem_ratio"]))
+        # computing 40 % of the neurons is not the dense model
+        check(min(sel[t]["agreement"] for t in TASKS) < 1, "selectinfer agrees everywhere")
+    print("ok")
+
+
+def main():
+    model = model_path()
+    if not os.path.exists(model):
+        print("skip: no model at " + model)
+        sys.exit(77)
+    if sys.argv[1] == "profile":
+        test_profile(sys.argv[2], model)
+    elif sys.argv[1] == "eval":
+        test_eval(sys.argv[2], sys.argv[3], model)
+    else:
+        fail("unknown mode " + sys.argv[1])
+
+
+if __name__ == "__main__":
+    main()

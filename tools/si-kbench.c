@@ -1,0 +1,378 @@
+/* si-kbench: speed of the CPU backend's decode kernels against the
+ * machine's read bandwidth.
+ *
+ *   si-kbench [-t threads] [-q]
+ *
+ * Roofline: a streaming read of a 512 MiB buffer split over the thread pool.
+ * Decode GEMV (f16, one token) and FFN (all slots and 40 % of them) are timed
+ * "cold": the weights rotate over copies larger than the last-level cache,
+ * as in a real decode step where each layer's weights come from DRAM. "hot"
+ * repeats one copy (cache resident for the small shapes). Prefill numbers
+ * (GFLOP/s, n_tokens > 1) show the gain of row reuse over n GEMVs.
+ */
+#include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "backend.h"
+#include "threadpool.h"
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#endif
+
+const char *eng__backend_cpu_kernels(const eng_backend *be);
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static uint64_t rng = 88172645463325252ull;
+static uint64_t rnd(void)
+{
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return rng;
+}
+
+/* Halves in +-[0.5, 1), floats in (-1, 1): no subnormals to slow anything. */
+static void *alloc_weights(eng_dtype dt, size_t n)
+{
+    size_t bytes = n * (dt == ENG_DTYPE_F16 ? 2 : 4);
+    void *p = aligned_alloc(64, (bytes + 63) / 64 * 64);
+    if (!p)
+        return NULL;
+    if (dt == ENG_DTYPE_F16) {
+        uint16_t *h = p;
+        for (size_t i = 0; i < n; i++)
+            h[i] = (uint16_t)((rnd() & 0x83ff) | 0x3800);
+    } else {
+        float *f = p;
+        for (size_t i = 0; i < n; i++)
+            f[i] = (float)((int64_t)(rnd() >> 40) - (1 << 23)) / (1 << 23);
+    }
+    return p;
+}
+
+static float *alloc_f32(size_t n)
+{
+    float *p = aligned_alloc(64, (n * 4 + 63) / 64 * 64);
+    if (p)
+        for (size_t i = 0; i < n; i++)
+            p[i] = (float)((int64_t)(rnd() >> 40) - (1 << 23)) / (1 << 23);
+    return p;
+}
+
+/* ---- roofline: streaming read ------------------------------------------ */
+
+typedef struct read_args {
+    const uint8_t *buf;
+    size_t n;
+    double sink[64];
+} read_args;
+
+#if defined(__x86_64__) || defined(__i386__)
+__attribute__((target("avx2"))) static double read_avx2(const uint8_t *p, size_t n)
+{
+    __m256i a0 = _mm256_setzero_si256(), a1 = a0, a2 = a0, a3 = a0;
+    for (size_t i = 0; i + 128 <= n; i += 128) {
+        a0 = _mm256_xor_si256(a0, _mm256_load_si256((const __m256i *)(p + i)));
+        a1 = _mm256_xor_si256(a1, _mm256_load_si256((const __m256i *)(p + i + 32)));
+        a2 = _mm256_xor_si256(a2, _mm256_load_si256((const __m256i *)(p + i + 64)));
+        a3 = _mm256_xor_si256(a3, _mm256_load_si256((const __m256i *)(p + i + 96)));
+    }
+    a0 = _mm256_xor_si256(_mm256_xor_si256(a0, a1), _mm256_xor_si256(a2, a3));
+    return (double)_mm256_extract_epi64(a0, 0);
+}
+#endif
+
+static double read_scalar(const uint8_t *p, size_t n)
+{
+    uint64_t a = 0, b = 0;
+    for (size_t i = 0; i + 16 <= n; i += 16) {
+        uint64_t x, y;
+        memcpy(&x, p + i, 8);
+        memcpy(&y, p + i + 8, 8);
+        a ^= x;
+        b ^= y;
+    }
+    return (double)(a ^ b);
+}
+
+static bool have_avx2(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    return __builtin_cpu_supports("avx2");
+#else
+    return false;
+#endif
+}
+
+static void read_task(void *p, int ith, int nth)
+{
+    read_args *a = p;
+    long b, e;
+    long lines = (long)(a->n / 128);
+    eng_split(lines, ith, nth, &b, &e);
+    const uint8_t *s = a->buf + (size_t)b * 128;
+    size_t n = (size_t)(e - b) * 128;
+    double r;
+#if defined(__x86_64__) || defined(__i386__)
+    if (have_avx2())
+        r = read_avx2(s, n);
+    else
+#endif
+        r = read_scalar(s, n);
+    a->sink[ith & 63] += r;
+}
+
+static double roofline(int n_threads, int reps)
+{
+    size_t n = (size_t)512 << 20;
+    uint8_t *buf = aligned_alloc(64, n);
+    if (!buf)
+        return 0;
+    for (size_t i = 0; i < n; i += 8) {
+        uint64_t v = rnd();
+        memcpy(buf + i, &v, 8);
+    }
+    eng_threadpool *pool;
+    if (eng_threadpool_new(n_threads, &pool) < 0) {
+        free(buf);
+        return 0;
+    }
+    read_args a = { buf, n, { 0 } };
+    eng_threadpool_run(pool, read_task, &a); /* warm-up */
+    double best = 0;
+    for (int r = 0; r < reps; r++) {
+        double t0 = now_s();
+        eng_threadpool_run(pool, read_task, &a);
+        double gbs = n / (now_s() - t0) / 1e9;
+        if (gbs > best)
+            best = gbs;
+    }
+    eng_threadpool_free(pool);
+    free(buf);
+    return best;
+}
+
+/* ---- decode GEMV ---------------------------------------------------------- */
+
+/* Copies of one shape covering at least 'bytes_min' (1 copy: hot). */
+static double bench_gemv(eng_backend *be, eng_dtype dt, int rows, int cols, bool cold, double secs,
+                         double *ret_gbs)
+{
+    size_t wbytes = (size_t)rows * cols * (dt == ENG_DTYPE_F16 ? 2 : 4);
+    int copies = cold ? (int)((256u << 20) / wbytes + 1) : 1;
+    if (copies < 2 && cold)
+        copies = 2;
+    uint8_t *w = alloc_weights(dt, (size_t)rows * cols * copies);
+    float *x = alloc_f32((size_t)cols), *y = alloc_f32((size_t)rows);
+    if (!w || !x || !y) {
+        free(w);
+        free(x);
+        free(y);
+        return -1;
+    }
+    eng_weight W = { dt, rows, cols, w };
+    long iters = 0;
+    for (int i = 0; i < copies; i++) { /* warm-up: touch all */
+        W.data = w + (size_t)i * wbytes;
+        be->iface->matmul(be, &W, NULL, x, y, 1);
+    }
+    double t0 = now_s(), t;
+    do {
+        for (int i = 0; i < copies; i++, iters++) {
+            W.data = w + (size_t)i * wbytes;
+            be->iface->matmul(be, &W, NULL, x, y, 1);
+        }
+        t = now_s() - t0;
+    } while (t < secs);
+    free(w);
+    free(x);
+    free(y);
+    *ret_gbs = (double)wbytes * iters / t / 1e9;
+    return t / iters * 1e6;
+}
+
+/* ---- decode FFN ----------------------------------------------------------- */
+
+static int cmp_i32(const void *a, const void *b)
+{
+    int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
+    return (x > y) - (x < y);
+}
+
+static double bench_ffn(eng_backend *be, eng_dtype dt, int E, int S, double frac, bool sorted,
+                        bool cold, int n_tokens, double secs, double *ret_gbs)
+{
+    size_t es = dt == ENG_DTYPE_F16 ? 2 : 4;
+    size_t gub = (size_t)S * 2 * E * es, dnb = (size_t)S * E * es;
+    int copies = cold ? (int)((256u << 20) / (gub + dnb) + 1) : 1;
+    uint8_t *gu = alloc_weights(dt, (size_t)S * 2 * E * copies);
+    uint8_t *dn = alloc_weights(dt, (size_t)S * E * copies);
+    float *x = alloc_f32((size_t)E * n_tokens), *y = alloc_f32((size_t)E * n_tokens);
+    int n_sel = (int)(S * frac + 0.5);
+    int32_t *sel = malloc(sizeof(int32_t) * (size_t)S);
+    if (!gu || !dn || !x || !y || !sel) {
+        free(gu);
+        free(dn);
+        free(x);
+        free(y);
+        free(sel);
+        return -1;
+    }
+    for (int i = 0; i < S; i++)
+        sel[i] = i;
+    for (int i = S - 1; i > 0; i--) {
+        int j = (int)(rnd() % (uint64_t)(i + 1));
+        int32_t tmp = sel[i];
+        sel[i] = sel[j];
+        sel[j] = tmp;
+    }
+    if (sorted)
+        qsort(sel, (size_t)n_sel, sizeof(int32_t), cmp_i32);
+    eng_ffn_weights W = { dt, E, S, gu, dn };
+    const int32_t *sp = frac >= 1.0 ? NULL : sel;
+    for (int i = 0; i < copies; i++) {
+        W.gate_up = gu + (size_t)i * gub;
+        W.down = dn + (size_t)i * dnb;
+        be->iface->ffn(be, &W, sp, n_sel, x, y, n_tokens, NULL);
+    }
+    long iters = 0;
+    double t0 = now_s(), t;
+    do {
+        for (int i = 0; i < copies; i++, iters++) {
+            W.gate_up = gu + (size_t)i * gub;
+            W.down = dn + (size_t)i * dnb;
+            be->iface->ffn(be, &W, sp, n_sel, x, y, n_tokens, NULL);
+        }
+        t = now_s() - t0;
+    } while (t < secs);
+    free(gu);
+    free(dn);
+    free(x);
+    free(y);
+    free(sel);
+    *ret_gbs = (double)n_sel * 3 * E * es * iters / t / 1e9;
+    return t / iters * 1e6;
+}
+
+/* ---- prefill --------------------------------------------------------------- */
+
+static double bench_prefill_mm(eng_backend *be, eng_dtype dt, int rows, int cols, int nt,
+                               double secs)
+{
+    void *w = alloc_weights(dt, (size_t)rows * cols);
+    float *x = alloc_f32((size_t)cols * nt), *y = alloc_f32((size_t)rows * nt);
+    if (!w || !x || !y) {
+        free(w);
+        free(x);
+        free(y);
+        return -1;
+    }
+    eng_weight W = { dt, rows, cols, w };
+    be->iface->matmul(be, &W, NULL, x, y, nt);
+    long iters = 0;
+    double t0 = now_s(), t;
+    do {
+        be->iface->matmul(be, &W, NULL, x, y, nt);
+        iters++;
+        t = now_s() - t0;
+    } while (t < secs);
+    free(w);
+    free(x);
+    free(y);
+    return 2.0 * rows * cols * nt * iters / t / 1e9;
+}
+
+static double bench_prefill_ffn(eng_backend *be, eng_dtype dt, int E, int S, int nt, double secs)
+{
+    double gbs;
+    double us = bench_ffn(be, dt, E, S, 1.0, false, false, nt, secs, &gbs);
+    return us > 0 ? 2.0 * 3 * E * S * nt / (us * 1e-6) / 1e9 : -1;
+}
+
+int main(int argc, char **argv)
+{
+    int n_threads = 2;
+    bool quick = false;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "-t") && i + 1 < argc)
+            n_threads = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "-q"))
+            quick = true;
+        else {
+            fprintf(stderr, "usage: %s [-t threads] [-q]\n", argv[0]);
+            return 2;
+        }
+    }
+    double secs = quick ? 0.3 : 1.0;
+    eng_backend *be;
+    int r = eng_backend_cpu_new(n_threads, &be);
+    if (r < 0) {
+        fprintf(stderr, "Failed to create the CPU backend: %s\n", strerror(-r));
+        return 1;
+    }
+    n_threads = eng_backend_cpu_n_threads(be);
+    printf("si-kbench: %d threads, kernels %s\n\n", n_threads, eng__backend_cpu_kernels(be));
+
+    double bw1 = roofline(1, quick ? 3 : 6);
+    double bw = n_threads == 1 ? bw1 : roofline(n_threads, quick ? 3 : 6);
+    printf("read bandwidth (512 MiB stream): 1 thread %.2f GB/s, %d threads %.2f GB/s\n\n", bw1,
+           n_threads, bw);
+
+    printf("decode GEMV, f16, 1 token            time/op      GB/s   of roofline\n");
+    static const int shapes[][2] = { { 576, 576 }, { 192, 576 }, { 1536, 576 }, { 576, 1536 },
+                                     { 49152, 576 } };
+    for (int c = 0; c < 2; c++)
+        for (size_t s = 0; s < sizeof(shapes) / sizeof(shapes[0]); s++) {
+            double gbs = 0, us = bench_gemv(be, ENG_DTYPE_F16, shapes[s][0], shapes[s][1], c == 0,
+                                        secs, &gbs);
+            printf("  %5d x %-5d %-4s              %9.1f us %8.2f   %5.1f %%\n", shapes[s][0],
+                   shapes[s][1], c == 0 ? "cold" : "hot", us, gbs, 100 * gbs / bw);
+        }
+    {
+        double gbs = 0, us = bench_gemv(be, ENG_DTYPE_F32, 49152, 576, true, secs, &gbs);
+        printf("  49152 x 576   cold f32          %9.1f us %8.2f   %5.1f %%\n", us, gbs,
+               100 * gbs / bw);
+    }
+
+    printf("\ndecode FFN, f16, n_embd 576, 1536 slots\n");
+    struct {
+        double frac;
+        bool sorted, cold;
+        const char *name;
+    } fc[] = {
+        { 1.0, false, true, "all slots, cold" },   { 0.4, true, true, "40 % sorted, cold" },
+        { 0.4, false, true, "40 % shuffled, cold" }, { 1.0, false, false, "all slots, hot" },
+        { 0.4, true, false, "40 % sorted, hot" },
+    };
+    for (size_t i = 0; i < sizeof(fc) / sizeof(fc[0]); i++) {
+        double gbs = 0, us = bench_ffn(be, ENG_DTYPE_F16, 576, 1536, fc[i].frac, fc[i].sorted,
+                                   fc[i].cold, 1, secs, &gbs);
+        printf("  %-22s            %9.1f us %8.2f   %5.1f %%\n", fc[i].name, us, gbs,
+               100 * gbs / bw);
+    }
+
+    printf("\nprefill, f16 (GFLOP/s)\n");
+    static const int nts[] = { 1, 8, 64, 256 };
+    for (size_t i = 0; i < 4; i++)
+        printf("  matmul 576 x 576, %3d tokens         %8.1f\n", nts[i],
+               bench_prefill_mm(be, ENG_DTYPE_F16, 576, 576, nts[i], secs));
+    for (size_t i = 0; i < 4; i++)
+        printf("  ffn 576 x 1536, %3d tokens           %8.1f\n", nts[i],
+               bench_prefill_ffn(be, ENG_DTYPE_F16, 576, 1536, nts[i], secs));
+    printf("  matmul 576 x 576 f32, 64 tokens       %8.1f\n",
+           bench_prefill_mm(be, ENG_DTYPE_F32, 576, 576, 64, secs));
+
+    be->iface->free(be);
+    return 0;
+}
