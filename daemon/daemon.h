@@ -206,6 +206,8 @@ struct sid_server {
 /* The name a plan serves under: its task where it has one, else its
  * mode's name ("dense", "coreinfer", "random-load"). */
 const char *sid_plan_name(const sid_plan *p);
+/* dir/path, or path when absolute or dir is empty. -ENAMETOOLONG. */
+int sid_profile_path(const char *dir, const char *path, char *out, size_t cap);
 /* Whether a mode ranks neurons by a task profile. */
 bool sid_mode_uses_profile(eng_select_mode mode);
 

@@ -49,6 +49,7 @@ void sid_req_free(sid_req *req)
         return;
     si_message_free(req->msg ? &req->msg->base : NULL);
     free(req->text);
+    free(req->swap);
     free(req);
 }
 
@@ -233,6 +234,50 @@ static void send_error(sid_conn *c, uint64_t id, int code, const char *fmt, ...)
     send_response(c, &r);
 }
 
+static void fill_swap_stats(const sid_server *srv, const sid_swap_result *res, Selectinfer__SwapStats *w)
+{
+    w->from_task = (char *)res->from;
+    w->to_task = (char *)res->to;
+    w->has_swap_ns = w->has_neurons_in = w->has_neurons_out = w->has_bytes_read = true;
+    w->swap_ns = res->ns;
+    w->neurons_in = res->st.neurons_in;
+    w->neurons_out = res->st.neurons_out;
+    w->bytes_read = res->st.bytes_read;
+    w->has_load_ns = w->has_weight_bytes = true;
+    w->load_ns = srv->load_ns;
+    w->weight_bytes = res->plan.weight_bytes;
+}
+
+/* A swap the worker made (use_profile, or a generate naming another
+ * task): the loop's copy of the plan follows it. */
+static void apply_swap(sid_server *srv, const sid_swap_result *res)
+{
+    srv->plan = res->plan;
+    srv->n.swaps++;
+    srv->last_swap = *res;
+    srv->have_last_swap = true;
+    sid_info("Swapped '%s' -> '%s' in %.1f ms: %llu neurons in, %llu out, %.1f MiB read "
+             "(cold start %.1f ms: %.0fx faster)%s%s",
+             res->from, res->to, (double)res->ns / 1e6, (unsigned long long)res->st.neurons_in,
+             (unsigned long long)res->st.neurons_out, (double)res->st.bytes_read / (1024.0 * 1024.0),
+             (double)srv->load_ns / 1e6, res->ns ? (double)srv->load_ns / (double)res->ns : 0.0,
+             res->note[0] ? "; " : "", res->note);
+    notify_status("Ready, profile %s", sid_plan_name(&srv->plan));
+}
+
+static void send_ack_swap(sid_conn *c, uint64_t id, const char *msg, const Selectinfer__SwapStats *sw)
+{
+    Selectinfer__Ack a = SELECTINFER__ACK__INIT;
+    a.message = (char *)msg;
+    a.swap = (Selectinfer__SwapStats *)sw;
+    Selectinfer__Response r = SELECTINFER__RESPONSE__INIT;
+    r.has_id = true;
+    r.id = id;
+    r.body_case = SELECTINFER__RESPONSE__BODY_ACK;
+    r.ack = &a;
+    send_response(c, &r);
+}
+
 static void send_ack(sid_conn *c, uint64_t id, const char *msg)
 {
     Selectinfer__Ack a = SELECTINFER__ACK__INIT;
@@ -257,10 +302,31 @@ static Selectinfer__StopReason stop_reason_wire(eng_stop_reason s)
     }
 }
 
-/* The terminal reply of a generate request; counts it. */
+/* The terminal reply of a generate or swap request; counts it. */
 static void send_done(sid_server *srv, sid_req *req)
 {
     sid_conn *c = req->conn;
+    if (req->swap)
+        apply_swap(srv, req->swap);
+    if (req->swap_failed) {
+        srv->n.swaps_failed++;
+        sid_warn("Swap failed: %s", req->err_msg);
+    }
+    if (req->kind == SID_REQ_SWAP) {
+        if (req->err_code) {
+            send_error(c, req->id, req->err_code, "%s", req->err_msg);
+            return;
+        }
+        Selectinfer__SwapStats sw = SELECTINFER__SWAP_STATS__INIT;
+        fill_swap_stats(srv, req->swap, &sw);
+        char msg[512];
+        snprintf(msg, sizeof(msg), "'%s' active: %llu neurons in, %llu out in %.1f ms (cold start %.1f ms)%s%s",
+                 req->swap->to, (unsigned long long)req->swap->st.neurons_in,
+                 (unsigned long long)req->swap->st.neurons_out, (double)req->swap->ns / 1e6,
+                 (double)srv->load_ns / 1e6, req->swap->note[0] ? "; " : "", req->swap->note);
+        send_ack_swap(c, req->id, msg, &sw);
+        return;
+    }
     if (req->err_code) {
         srv->n.requests_failed++;
         send_error(c, req->id, req->err_code, "%s", req->err_msg);
@@ -286,11 +352,17 @@ static void send_done(sid_server *srv, sid_req *req)
     d.decode_ns = st->decode_ns;
     d.has_queue_ns = true;
     d.queue_ns = req->t_started > req->t_queued ? req->t_started - req->t_queued : 0;
-    /* Dense model: every FFN neuron is computed. The selection code will
-     * report its own share here. */
+    /* a request cancelled before it ran computed nothing */
     d.has_ffn_share = true;
-    d.ffn_share = 1.0f;
-    d.profile = srv->cfg.profile;
+    d.ffn_share = (float)req->ffn_share;
+    d.has_phi = true;
+    d.phi = req->phi;
+    d.profile = req->served[0] ? req->served : (char *)sid_plan_name(&srv->plan);
+    Selectinfer__SwapStats sw = SELECTINFER__SWAP_STATS__INIT;
+    if (req->swap) {
+        fill_swap_stats(srv, req->swap, &sw);
+        d.swap = &sw;
+    }
     if (!req->stream) {
         d.has_text = true;
         d.text.data = (uint8_t *)req->text;
@@ -348,16 +420,37 @@ static uint64_t rss_bytes(void)
     return n == 2 ? (uint64_t)rss * (uint64_t)sysconf(_SC_PAGESIZE) : 0;
 }
 
-static void fill_active_profile(sid_server *srv, Selectinfer__ProfileInfo *p)
+/* The active plan (name: what serves), or with task set one task of the
+ * profile as a swap to it would plan it. */
+static void fill_profile(sid_server *srv, Selectinfer__ProfileInfo *p, const char *task, uint64_t n_prompts)
 {
-    /* Until task profiles exist the only profile is the dense model. */
-    p->name = srv->cfg.profile;
-    p->task = "";
-    p->has_gamma = p->has_delta = p->has_phi = p->has_active = true;
-    p->gamma = 1.0f;
-    p->delta = 0.0f;
-    p->phi = 1.0f;
-    p->active = true;
+    const sid_plan *a = &srv->plan;
+    bool active = !task || (sid_mode_uses_profile(a->mode) && strcmp(task, a->task) == 0);
+    p->name = (char *)(task ? task : sid_plan_name(a));
+    p->task = (char *)(task ? task : a->task);
+    p->path = (char *)a->path;
+    p->mode = (char *)eng_select_mode_name(active || sid_mode_uses_profile(a->mode) ? a->mode
+                                                                                      : ENG_SELECT_SELECTINFER);
+    p->has_gamma = p->has_delta = p->has_phi = p->has_active = p->has_alpha = true;
+    p->gamma = a->gamma;
+    p->delta = a->delta;
+    p->phi = a->phi;
+    p->alpha = a->alpha;
+    p->rank = a->rank == ENG_RANK_SIGNED ? "signed" : "abs";
+    p->active = active;
+    p->has_dense_first = p->has_dense_last = p->has_budget_bytes = true;
+    p->dense_first = (uint32_t)a->dense_first;
+    p->dense_last = (uint32_t)a->dense_last;
+    p->budget_bytes = a->budget;
+    if (active) {
+        p->has_neurons_loaded = p->has_neurons_total = true;
+        p->neurons_loaded = a->neurons_loaded;
+        p->neurons_total = a->neurons_total;
+    }
+    if (task) {
+        p->has_n_prompts = true;
+        p->n_prompts = n_prompts;
+    }
 }
 
 static void handle_status(sid_server *srv, sid_conn *c, uint64_t id)
@@ -372,16 +465,25 @@ static void handle_status(sid_server *srv, sid_conn *c, uint64_t id)
     s.has_protocol_version = true;
     s.protocol_version = SI_PROTOCOL_VERSION;
     s.model_path = srv->cfg.model;
+    Selectinfer__SwapStats sw = SELECTINFER__SWAP_STATS__INIT;
+    s.task_switch = (char *)sid_task_switch_names[srv->cfg.task_switch];
     if (loaded) {
+        s.has_load_ns = true;
+        s.load_ns = srv->load_ns;
+        if (srv->have_last_swap) {
+            fill_swap_stats(srv, &srv->last_swap, &sw);
+            sw.weight_bytes = srv->plan.weight_bytes;
+            s.last_swap = &sw;
+        }
         s.model_name = srv->info.name;
         s.model_arch = srv->info.arch;
         s.backend = srv->backend;
         s.has_model_params = s.has_weight_bytes = s.has_n_ctx = s.has_n_threads = true;
         s.model_params = srv->info.n_params;
-        s.weight_bytes = srv->info.bytes_weights;
+        s.weight_bytes = srv->plan.weight_bytes; /* follows the swaps */
         s.n_ctx = (uint32_t)srv->n_ctx;
         s.n_threads = (uint32_t)(srv->info.n_threads > 0 ? srv->info.n_threads : 0);
-        fill_active_profile(srv, &prof);
+        fill_profile(srv, &prof, NULL, 0);
         s.profile = &prof;
     }
     if (srv->state == SELECTINFER__DAEMON_STATE__STATE_FAILED)
@@ -403,6 +505,8 @@ static void handle_status(sid_server *srv, sid_conn *c, uint64_t id)
     s.prompt_tokens = srv->n.prompt_tokens;
     s.generated_tokens = srv->n.generated_tokens;
     s.swaps = srv->n.swaps;
+    s.has_swaps_failed = true;
+    s.swaps_failed = srv->n.swaps_failed;
     s.reloads = srv->n.reloads;
     s.has_uptime_ns = s.has_rejected_overloaded = s.has_clients_dropped = true;
     s.uptime_ns = now_ns() - srv->t_start;
@@ -417,14 +521,35 @@ static void handle_status(sid_server *srv, sid_conn *c, uint64_t id)
     send_response(c, &r);
 }
 
+/* The tasks of the loaded profile, the active one marked; the active plan
+ * first when no task of the profile serves (dense, coreinfer, "*"). */
 static void handle_list_profiles(sid_server *srv, sid_conn *c, uint64_t id)
 {
-    /* The profile directory is scanned here once task profiles exist. */
-    Selectinfer__ProfileInfo dense = SELECTINFER__PROFILE_INFO__INIT;
-    fill_active_profile(srv, &dense);
-    Selectinfer__ProfileInfo *list[1] = {&dense};
+    static Selectinfer__ProfileInfo infos[SID_MAX_TASKS + 1];
+    Selectinfer__ProfileInfo *list[SID_MAX_TASKS + 1];
+    size_t n = 0;
+    bool loaded = srv->state == SELECTINFER__DAEMON_STATE__STATE_READY ||
+                  (srv->state == SELECTINFER__DAEMON_STATE__STATE_STOPPING && srv->n_ctx > 0);
+    const sid_plan *a = &srv->plan;
+    if (loaded) {
+        bool task_active = false;
+        for (int i = 0; i < a->n_tasks; i++)
+            task_active |= sid_mode_uses_profile(a->mode) && strcmp(a->tasks[i], a->task) == 0;
+        if (!task_active) {
+            selectinfer__profile_info__init(&infos[n]);
+            fill_profile(srv, &infos[n], NULL, 0);
+            list[n] = &infos[n];
+            n++;
+        }
+        for (int i = 0; i < a->n_tasks; i++) {
+            selectinfer__profile_info__init(&infos[n]);
+            fill_profile(srv, &infos[n], a->tasks[i], a->task_prompts[i]);
+            list[n] = &infos[n];
+            n++;
+        }
+    }
     Selectinfer__ProfileList pl = SELECTINFER__PROFILE_LIST__INIT;
-    pl.n_profiles = 1;
+    pl.n_profiles = n;
     pl.profiles = list;
     Selectinfer__Response r = SELECTINFER__RESPONSE__INIT;
     r.has_id = true;
@@ -438,20 +563,75 @@ static void handle_list_profiles(sid_server *srv, sid_conn *c, uint64_t id)
 
 static void sid_server_stop(sid_server *srv, int exit_code);
 
-/* Hot-swap of the task profile. The plan once selection exists: validate
- * the name and parameters here, queue a swap item that the worker runs
- * between two requests (worker.c, "Hot-swap point"), count srv->n.swaps and
- * ack when the worker reports the new profile resident; status and done
- * replies then name it. Until then: a stable NOT_SUPPORTED. */
-static void use_profile(sid_server *srv, sid_conn *c, uint64_t id, const Selectinfer__UseProfile *u)
+static bool bad_float(bool has, float v, float lo, float hi, bool lo_open);
+static sid_req *find_req(sid_conn *c, uint64_t id);
+
+/* Hot-swap of the task profile: checks what needs no model, then queues a
+ * swap job that the worker runs as soon as the running request ends,
+ * before the queued ones (worker.c, "Hot-swap point"). The ack (or error)
+ * comes when the worker hands the job back; send_done() then updates the
+ * loop's copy of the plan. Takes msg. */
+static void use_profile(sid_server *srv, sid_conn *c, Selectinfer__Request *msg)
 {
-    if (!u->name || !u->name[0]) {
-        send_error(c, id, SELECTINFER__ERROR_CODE__INVALID_ARGUMENT, "use_profile needs a profile name");
+    uint64_t id = msg->id;
+    const Selectinfer__UseProfile *u = msg->use_profile;
+    const char *bad = NULL;
+    eng_select_mode mode;
+    char path[SID_PATH_MAX] = "";
+    if (!u->name || !u->name[0] || strlen(u->name) >= SID_TASK_MAX)
+        bad = "use_profile needs a task name (at most 63 bytes) from `profiles`, or \"dense\"";
+    else if (bad_float(u->has_gamma, u->gamma, 0.0f, 1.0f, true))
+        bad = "gamma must be in (0, 1]";
+    else if (bad_float(u->has_delta, u->delta, 0.0f, 1.0f, false))
+        bad = "delta must be in [0, 1]";
+    else if (u->has_gamma && u->has_delta && u->delta > u->gamma)
+        bad = "delta must not exceed gamma";
+    else if (bad_float(u->has_phi, u->phi, 0.0f, 1.0f, false))
+        bad = "phi must be in [0, 1] (0: every loaded neuron)";
+    else if (u->mode && u->mode[0] && eng_select_mode_parse(u->mode, &mode) < 0)
+        bad = "mode must be dense, load-only, random-load, coreinfer or selectinfer";
+    else if ((u->has_dense_first && u->dense_first > 1024) || (u->has_dense_last && u->dense_last > 1024))
+        bad = "dense_first and dense_last must be at most 1024";
+    else if (u->path && u->path[0] && sid_profile_path(srv->cfg.profile_dir, u->path, path, sizeof(path)) < 0)
+        bad = "the profile path is too long";
+    int code = bad ? SELECTINFER__ERROR_CODE__INVALID_ARGUMENT : 0;
+    if (!code && srv->stopping)
+        code = SELECTINFER__ERROR_CODE__SHUTTING_DOWN, bad = "the daemon is shutting down";
+    else if (!code && srv->state == SELECTINFER__DAEMON_STATE__STATE_FAILED)
+        code = SELECTINFER__ERROR_CODE__NOT_READY, bad = srv->load_error;
+    else if (!code && find_req(c, id))
+        code = SELECTINFER__ERROR_CODE__DUPLICATE_ID, bad = "the request id is already in flight";
+    else if (!code && c->n_reqs >= srv->cfg.max_pending)
+        code = SELECTINFER__ERROR_CODE__OVERLOADED, bad = "this connection has too many requests in flight";
+    sid_req *req = code ? NULL : calloc(1, sizeof(*req));
+    if (!code && !req)
+        code = SELECTINFER__ERROR_CODE__INTERNAL, bad = "out of memory";
+    if (code) {
+        send_error(c, id, code, "%s", bad);
+        si_message_free(&msg->base);
         return;
     }
-    send_error(c, id, SELECTINFER__ERROR_CODE__NOT_SUPPORTED,
-               "profile swap is not supported yet (profile '%s' requested; the dense model stays active)",
-               u->name);
+    req->kind = SID_REQ_SWAP;
+    req->conn = c;
+    req->id = id;
+    req->msg = msg;
+    req->t_queued = now_ns();
+    atomic_init(&req->cancelled, false);
+    memcpy(req->swap_path, path, sizeof(path));
+    sid_info("Client %llu (pid %d): use_profile '%s'%s%s", (unsigned long long)c->serial, (int)c->pid, u->name,
+             req->swap_path[0] ? " from " : "", req->swap_path);
+    pthread_mutex_lock(&srv->mu);
+    req->swap_queued = true;
+    if (srv->swaps_tail)
+        srv->swaps_tail->swap_next = req;
+    else
+        srv->swaps_head = req;
+    srv->swaps_tail = req;
+    pthread_cond_signal(&srv->cv);
+    pthread_mutex_unlock(&srv->mu);
+    req->next = c->reqs;
+    c->reqs = req;
+    c->n_reqs++;
 }
 
 static gid_t resolve_group(const char *name)
@@ -586,18 +766,30 @@ static int validate_generate(sid_server *srv, const Selectinfer__Generate *g, ch
             return SELECTINFER__ERROR_CODE__INVALID_ARGUMENT;
         }
     }
+    /* phi against the plan (delta <= phi <= gamma) is checked by the worker,
+     * which knows the plan the request will run on */
     if (bad_float(g->has_phi, g->phi, 0.0f, 1.0f, true)) {
         snprintf(msg, cap, "phi must be in (0, 1]");
         return SELECTINFER__ERROR_CODE__INVALID_ARGUMENT;
     }
-    /* The dense profile serves every task and computes every neuron. */
-    if (g->has_phi && g->phi < 1.0f) {
-        snprintf(msg, cap, "phi %.3g needs a task profile; selective computation is not supported yet",
-                 (double)g->phi);
-        return SELECTINFER__ERROR_CODE__NOT_SUPPORTED;
+    if (bad_float(g->has_alpha, g->alpha, 0.0f, 1.0f, true)) {
+        snprintf(msg, cap, "alpha must be in (0, 1]");
+        return SELECTINFER__ERROR_CODE__INVALID_ARGUMENT;
+    }
+    if (g->task && strlen(g->task) >= SID_TASK_MAX) {
+        snprintf(msg, cap, "task names have at most %d bytes", SID_TASK_MAX - 1);
+        return SELECTINFER__ERROR_CODE__INVALID_ARGUMENT;
     }
     (void)srv;
     return 0;
+}
+
+static sid_req *find_req(sid_conn *c, uint64_t id)
+{
+    for (sid_req *r = c->reqs; r; r = r->next)
+        if (r->id == id)
+            return r;
+    return NULL;
 }
 
 static void handle_generate(sid_server *srv, sid_conn *c, Selectinfer__Request *msg)
@@ -621,13 +813,11 @@ static void handle_generate(sid_server *srv, sid_conn *c, Selectinfer__Request *
         si_message_free(&msg->base);
         return;
     }
-    for (sid_req *r = c->reqs; r; r = r->next) {
-        if (r->id == id) {
-            send_error(c, id, SELECTINFER__ERROR_CODE__DUPLICATE_ID,
-                       "request id %llu is already in flight", (unsigned long long)id);
-            si_message_free(&msg->base);
-            return;
-        }
+    if (find_req(c, id)) {
+        send_error(c, id, SELECTINFER__ERROR_CODE__DUPLICATE_ID,
+                   "request id %llu is already in flight", (unsigned long long)id);
+        si_message_free(&msg->base);
+        return;
     }
     if (c->n_reqs >= srv->cfg.max_pending) {
         srv->n.rejected_overloaded++;
@@ -649,6 +839,7 @@ static void handle_generate(sid_server *srv, sid_conn *c, Selectinfer__Request *
     req->stream = !msg->generate->has_stream || msg->generate->stream;
     req->max_tokens = msg->generate->has_max_tokens && msg->generate->max_tokens > 0
                           ? msg->generate->max_tokens : srv->cfg.max_tokens;
+    req->task_switch = srv->cfg.task_switch;
     req->t_queued = now_ns();
     atomic_init(&req->cancelled, false);
 
@@ -688,6 +879,11 @@ static void handle_cancel(sid_server *srv, sid_conn *c, uint64_t id, const Selec
                    "no request %llu in flight on this connection", (unsigned long long)target);
         return;
     }
+    if (req->kind == SID_REQ_SWAP) {
+        send_error(c, id, SELECTINFER__ERROR_CODE__INVALID_ARGUMENT,
+                   "request %llu is a profile swap; swaps cannot be cancelled", (unsigned long long)target);
+        return;
+    }
     pthread_mutex_lock(&srv->mu);
     bool queued = req->q.lane != NULL;
     if (queued)
@@ -725,8 +921,10 @@ static void handle_request(sid_server *srv, sid_conn *c, Selectinfer__Request *m
         handle_list_profiles(srv, c, id);
         break;
     case SELECTINFER__REQUEST__BODY_USE_PROFILE:
-        if (require_admin(c, id, "use_profile"))
-            use_profile(srv, c, id, msg->use_profile);
+        if (require_admin(c, id, "use_profile")) {
+            use_profile(srv, c, msg); /* takes msg */
+            return;
+        }
         break;
     case SELECTINFER__REQUEST__BODY_RELOAD:
         if (require_admin(c, id, "reload")) {
@@ -894,11 +1092,16 @@ static void on_loaded(sid_server *srv)
     if (srv->stopping)
         return;
     srv->state = SELECTINFER__DAEMON_STATE__STATE_READY;
-    sid_info("Ready: model '%s' (%s, %d layers, %.1f MiB of weights), backend %s, context %d, profile %s",
+    const sid_plan *p = &srv->plan;
+    sid_info("Ready: model '%s' (%s, %d layers, %.1f MiB of weights, loaded in %.1f ms), backend %s, "
+             "context %d, %s%s%s (mode %s, gamma %.2f, delta %.2f, %llu of %llu FFN neurons)",
              srv->info.name[0] ? srv->info.name : srv->cfg.model, srv->info.arch, srv->info.n_layer,
-             (double)srv->info.bytes_weights / (1024.0 * 1024.0), srv->backend, srv->n_ctx, srv->cfg.profile);
+             (double)p->weight_bytes / (1024.0 * 1024.0), (double)srv->load_ns / 1e6, srv->backend,
+             srv->n_ctx, sid_plan_name(p), p->path[0] ? " from " : "", p->path, eng_select_mode_name(p->mode),
+             (double)p->gamma, (double)p->delta, (unsigned long long)p->neurons_loaded,
+             (unsigned long long)p->neurons_total);
     notify("READY=1");
-    notify_status("Ready, profile %s", srv->cfg.profile);
+    notify_status("Ready, profile %s", sid_plan_name(p));
 }
 
 static void finish_shutdown(sid_server *srv);
@@ -1021,6 +1224,14 @@ static void sid_server_stop(sid_server *srv, int exit_code)
         r->q.next = (sid_qitem *)unrun;
         unrun = r;
     }
+    while (srv->swaps_head) {
+        sid_req *r = srv->swaps_head;
+        srv->swaps_head = r->swap_next;
+        r->swap_queued = false;
+        r->q.next = (sid_qitem *)unrun;
+        unrun = r;
+    }
+    srv->swaps_tail = NULL;
     if (srv->running)
         atomic_store(&srv->running->cancelled, true);
     atomic_store(&srv->stop_worker, true);
@@ -1173,6 +1384,7 @@ int sid_daemon_run(const sid_config *cfg, const char *config_file,
     signal(SIGPIPE, SIG_IGN);
     srv->loop = &loop;
     srv->cfg = *cfg;
+    srv->wcfg = *cfg;
     srv->config_file = config_file;
     srv->overrides = ov;
     srv->n_overrides = n_ov;

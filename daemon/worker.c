@@ -82,6 +82,16 @@ static void fail(sid_req *req, int code, const char *fmt, const char *arg)
 
 /* ---- SelectInfer: the plan, swaps, per-request computation --------------- */
 
+int sid_profile_path(const char *dir, const char *path, char *out, size_t cap)
+{
+    int n = path[0] != '/' && dir[0] ? snprintf(out, cap, "%s/%s", dir, path) : snprintf(out, cap, "%s", path);
+    if (n < 0 || (size_t)n >= cap) {
+        out[0] = '\0';
+        return -ENAMETOOLONG;
+    }
+    return 0;
+}
+
 bool sid_mode_uses_profile(eng_select_mode mode)
 {
     return mode == ENG_SELECT_LOAD_ONLY || mode == ENG_SELECT_SELECTINFER;
@@ -209,7 +219,7 @@ static int do_swap(sid_server *srv, const eng_load_plan_params *pp, const char *
     srv->wplan.seed = pp->seed;
     plan_snapshot(srv);
     /* a default phi the new plan cannot honour falls back to all loaded */
-    char why[256];
+    char why[200];
     if (check_phi(srv->wplan.mode, srv->wplan.gamma, srv->wplan.delta, srv->wplan.phi, why, sizeof(why)) < 0) {
         snprintf(res->note, sizeof(res->note), "default phi reset to 0 (all loaded): %s", why);
         srv->wplan.phi = 0.0f;
@@ -587,10 +597,10 @@ static int load_plan_params(sid_server *srv, eng_load_plan_params *pp, eng_profi
     eng_error err;
     memset(&err, 0, sizeof(err));
     if (cfg->profile[0]) {
-        if (cfg->profile[0] != '/' && cfg->profile_dir[0])
-            snprintf(p->path, sizeof(p->path), "%s/%s", cfg->profile_dir, cfg->profile);
-        else
-            snprintf(p->path, sizeof(p->path), "%s", cfg->profile);
+        if (sid_profile_path(cfg->profile_dir, cfg->profile, p->path, sizeof(p->path)) < 0) {
+            snprintf(srv->load_error, sizeof(srv->load_error), "The profile path is too long");
+            return -ENAMETOOLONG;
+        }
     }
     eng_select_mode mode = p->path[0] ? ENG_SELECT_SELECTINFER : ENG_SELECT_DENSE;
     if (cfg->mode != SID_MODE_AUTO && eng_select_mode_parse(sid_mode_names[cfg->mode], &mode) < 0) {

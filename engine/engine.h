@@ -150,6 +150,7 @@ int eng_session_new(const eng_model *model, const eng_session_params *params,
 void eng_session_free(eng_session *session);
 void eng_session_reset(eng_session *session); /* forget the context */
 int eng_session_n_past(const eng_session *session);
+const eng_model *eng_session_model(const eng_session *session);
 int eng_session_n_ctx(const eng_session *session);
 
 enum {
@@ -218,8 +219,9 @@ typedef struct eng_gen_stats {
     eng_stop_reason stop_reason;
 } eng_gen_stats;
 
-/* Called with each piece of complete UTF-8 text; tokens holds the ids that
- * produced it (may be empty when text was held back). Return nonzero to cancel. */
+/* Called once per generated token with the complete UTF-8 text it released
+ * (NUL-terminated; len may be 0 when text is held back for a stop string or
+ * a split character), so a caller can cancel at every step: return nonzero. */
 typedef int (*eng_text_cb)(void *userdata, const char *text, size_t len);
 
 /* Resets the session, evaluates the prompt, and samples until a stop

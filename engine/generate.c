@@ -9,7 +9,6 @@
 
 #include "engine.h"
 #include "generate.h"
-#include "model.h" /* only for session->model: engine.h has no accessor */
 
 uint64_t eng_time_ns(void) {
     struct timespec ts;
@@ -195,7 +194,7 @@ int eng_generate(eng_session *session, const int32_t *prompt, size_t n_prompt,
                  eng_gen_stats *ret_stats) {
     if (!session || !prompt || n_prompt == 0 || !params)
         return -EINVAL;
-    const eng_model *model = session->model;
+    const eng_model *model = eng_session_model(session);
     eng_model_info info;
     eng_model_get_info(model, &info);
     eng_session_reset(session);

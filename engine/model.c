@@ -764,6 +764,11 @@ int eng_session_n_past(const eng_session *s)
     return s->n_past;
 }
 
+const eng_model *eng_session_model(const eng_session *s)
+{
+    return s->model;
+}
+
 int eng_session_n_ctx(const eng_session *s)
 {
     return s->n_ctx;

@@ -4,8 +4,11 @@
  * token, SI_FAKE_TOKEN_US microseconds apart (default 2000), until
  * max_tokens (STOP_LENGTH); a prompt containing "EOS" ends after 3 tokens
  * (STOP_EOS). Loading takes SI_FAKE_LOAD_MS milliseconds (default 0) and
- * fails for a path that does not exist. The real-model tests cover the
- * real engine; this one proves the daemon's own logic. */
+ * fails for a path that does not exist. Profiles are text files: the line
+ * "fake-profile", then one task name per line; a swap takes SI_FAKE_SWAP_MS
+ * (default 0) and moves 100 neurons per changed task; with a task active,
+ * words read "TASK:wN". phi sets ffn_share (1 without). The real-model
+ * tests cover the real engine; this one proves the daemon's own logic. */
 #include "engine.h"
 
 #include <errno.h>
@@ -16,11 +19,19 @@
 #include <unistd.h>
 
 struct eng_model {
-    int dummy;
+    eng_plan_info plan;
 };
 
 struct eng_session {
+    const eng_model *model;
     int n_ctx;
+    eng_compute_params compute;
+    double share;
+};
+
+struct eng_profile {
+    int n;
+    char tasks[8][64];
 };
 
 static long env_long(const char *name, long def)
@@ -62,8 +73,157 @@ int eng_model_load(const char *path, const eng_model_params *params, eng_model *
     eng_model *m = calloc(1, sizeof(*m));
     if (!m)
         return -ENOMEM;
+    eng_error e2;
+    int rc = eng_model_swap(m, params ? params->plan : NULL, NULL, err ? err : &e2);
+    if (rc < 0) {
+        free(m);
+        return rc;
+    }
     *ret_model = m;
     return 0;
+}
+
+/* ---- SelectInfer stand-ins ---- */
+
+static const char *const fake_modes[] = {"dense", "load-only", "random-load", "coreinfer", "selectinfer"};
+
+const char *eng_select_mode_name(eng_select_mode mode)
+{
+    return (unsigned)mode < 5 ? fake_modes[mode] : "unknown";
+}
+
+int eng_select_mode_parse(const char *name, eng_select_mode *ret_mode)
+{
+    for (int i = 0; i < 5; i++)
+        if (strcmp(name, fake_modes[i]) == 0) {
+            *ret_mode = (eng_select_mode)i;
+            return 0;
+        }
+    return -EINVAL;
+}
+
+eng_load_plan_params eng_load_plan_params_default(void)
+{
+    return (eng_load_plan_params){.mode = ENG_SELECT_DENSE, .gamma = 1.0f};
+}
+
+eng_compute_params eng_compute_params_default(void)
+{
+    return (eng_compute_params){.phi = 0.0f, .alpha = 0.2f, .rank = ENG_RANK_ABS};
+}
+
+int eng_profile_load(const char *path, const eng_model *model, eng_profile **ret_profile, eng_error *err)
+{
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        if (err)
+            snprintf(err->msg, sizeof(err->msg), "cannot open '%s'", path);
+        return -ENOENT;
+    }
+    eng_profile *p = calloc(1, sizeof(*p));
+    char line[128];
+    bool ok = p && fgets(line, sizeof(line), f) && strcmp(line, "fake-profile\n") == 0;
+    while (ok && p->n < 8 && fgets(line, sizeof(line), f)) {
+        line[strcspn(line, "\n")] = '\0';
+        if (line[0])
+            snprintf(p->tasks[p->n++], sizeof(p->tasks[0]), "%.63s", line);
+    }
+    fclose(f);
+    if (!ok || p->n == 0) {
+        free(p);
+        if (err)
+            snprintf(err->msg, sizeof(err->msg), "'%s' is not a fake profile (bad magic)", path);
+        return -EINVAL;
+    }
+    *ret_profile = p;
+    return 0;
+}
+
+void eng_profile_free(eng_profile *profile)
+{
+    free(profile);
+}
+
+int eng_profile_n_tasks(const eng_profile *profile)
+{
+    return profile->n;
+}
+
+const char *eng_profile_task(const eng_profile *profile, int i, uint64_t *ret_n_prompts, uint64_t *ret_n_tokens)
+{
+    if (i < 0 || i >= profile->n)
+        return NULL;
+    if (ret_n_prompts)
+        *ret_n_prompts = 3;
+    if (ret_n_tokens)
+        *ret_n_tokens = 30;
+    return profile->tasks[i];
+}
+
+int eng_model_swap(eng_model *model, const eng_load_plan_params *plan, eng_swap_stats *ret_stats,
+                   eng_error *err)
+{
+    eng_load_plan_params pp = plan ? *plan : eng_load_plan_params_default();
+    bool uses = pp.mode == ENG_SELECT_LOAD_ONLY || pp.mode == ENG_SELECT_SELECTINFER;
+    const char *task = pp.task && pp.task[0] ? pp.task : "*";
+    if (uses) {
+        bool found = pp.profile && strcmp(task, "*") == 0;
+        for (int i = 0; pp.profile && i < pp.profile->n; i++)
+            found |= strcmp(pp.profile->tasks[i], task) == 0;
+        if (!found) {
+            snprintf(err->msg, sizeof(err->msg), "the profile has no task '%s'", task);
+            return -ENOENT;
+        }
+    }
+    if (pp.mode == ENG_SELECT_DENSE || pp.mode == ENG_SELECT_COREINFER)
+        pp.gamma = 1.0f, pp.delta = pp.mode == ENG_SELECT_DENSE ? 0.0f : pp.delta;
+    if (pp.mode == ENG_SELECT_COREINFER)
+        pp.delta = 0.0f;
+    if (!(pp.gamma > 0 && pp.gamma <= 1) || !(pp.delta >= 0 && pp.delta <= pp.gamma)) {
+        snprintf(err->msg, sizeof(err->msg), "need 0 < gamma <= 1 and 0 <= delta <= gamma");
+        return -EINVAL;
+    }
+    sleep_us(env_long("SI_FAKE_SWAP_MS", 0) * 1000);
+    eng_plan_info *pi = &model->plan;
+    bool changed = strcmp(pi->task, uses ? task : "") != 0 || pi->mode != pp.mode;
+    pi->mode = pp.mode;
+    snprintf(pi->task, sizeof(pi->task), "%s", uses ? task : "");
+    pi->gamma = pp.gamma;
+    pi->delta = pp.delta;
+    pi->dense_first = pp.dense_first;
+    pi->dense_last = pp.dense_last;
+    pi->neurons_total = 2 * 1000;
+    pi->neurons_loaded = (uint64_t)(pp.gamma * 2000.0f + 0.5f);
+    if (ret_stats) {
+        memset(ret_stats, 0, sizeof(*ret_stats));
+        ret_stats->neurons_in = ret_stats->neurons_out = changed ? 100 : 0;
+    }
+    return 0;
+}
+
+void eng_model_get_plan(const eng_model *model, eng_plan_info *ret_info)
+{
+    *ret_info = model->plan;
+}
+
+int eng_session_set_compute(eng_session *session, const eng_compute_params *params)
+{
+    eng_compute_params p = params ? *params : eng_compute_params_default();
+    if (!(p.phi >= 0.0f && p.phi <= 1.0f) || !(p.alpha > 0.0f && p.alpha <= 1.0f) ||
+        (p.phi > 0.0f && p.phi < session->model->plan.delta - 1e-6f))
+        return -EINVAL;
+    session->compute = p;
+    return 0;
+}
+
+double eng_session_ffn_share(const eng_session *session)
+{
+    return session->share;
+}
+
+void eng_session_reset(eng_session *session)
+{
+    (void)session;
 }
 
 void eng_model_free(eng_model *model)
@@ -149,6 +309,8 @@ int eng_session_new(const eng_model *model, const eng_session_params *params, en
     if (!s)
         return -ENOMEM;
     s->n_ctx = params->n_ctx > 0 ? params->n_ctx : 512;
+    s->model = model;
+    s->compute = eng_compute_params_default();
     *ret_session = s;
     return 0;
 }
@@ -183,6 +345,9 @@ int eng_generate(eng_session *session, const int32_t *prompt, size_t n_prompt,
         if (prompt[i] == 'E' && prompt[i + 1] == 'O' && prompt[i + 2] == 'S')
             eos = true;
     eng_gen_stats st = {.n_prompt = (int)n_prompt, .stop_reason = ENG_STOP_LENGTH};
+    const eng_plan_info *pi = &session->model->plan;
+    float phi = session->compute.phi;
+    session->share = phi > 0.0f && phi < pi->gamma ? phi : pi->gamma;
     uint64_t t0 = eng_time_ns();
     sleep_us(delay);
     st.prefill_ns = eng_time_ns() - t0;
@@ -195,7 +360,8 @@ int eng_generate(eng_session *session, const int32_t *prompt, size_t n_prompt,
         }
         sleep_us(delay);
         char word[32];
-        int n = snprintf(word, sizeof(word), "w%d ", i);
+        int n = pi->task[0] ? snprintf(word, sizeof(word), "%.16s:w%d ", pi->task, i)
+                            : snprintf(word, sizeof(word), "w%d ", i);
         st.n_generated++;
         if (on_text(userdata, word, (size_t)n)) {
             st.stop_reason = ENG_STOP_CANCELLED;

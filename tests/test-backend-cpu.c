@@ -105,9 +105,17 @@ static uint16_t ref_f2h(float f)
     return sign | (uint16_t)h;
 }
 
+/* Random half in [lo, hi) by truncation (fast; only data generation). */
 static uint16_t rand_half(float lo, float hi)
 {
-    return ref_f2h(frand(lo, hi));
+    float f = frand(lo, hi);
+    uint32_t x;
+    memcpy(&x, &f, 4);
+    uint16_t sign = (uint16_t)((x >> 16) & 0x8000);
+    int e = (int)((x >> 23) & 0xff) - 112;
+    if (e <= 0)
+        return sign;
+    return sign | (uint16_t)(e << 10) | (uint16_t)((x >> 13) & 0x3ff);
 }
 
 /* Weight buffer of rows x cols in dtype, filled in [-1, 1). */

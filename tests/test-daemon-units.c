@@ -235,7 +235,9 @@ static void test_config(void)
     sid_config c;
     char err[512];
     sid_config_defaults(&c);
-    CHECK(c.max_frame == 1u << 20 && c.max_queue == 64 && strcmp(c.profile, "dense") == 0);
+    CHECK(c.max_frame == 1u << 20 && c.max_queue == 64 && c.profile[0] == '\0');
+    CHECK(c.mode == SID_MODE_AUTO && c.gamma == 0.7f && c.delta == 0.3f && c.phi == 0.0f &&
+          c.alpha == 0.2f && c.rank == SID_RANK_ABS && c.task_switch == SID_TASK_SWITCH_SWAP);
     const char *text =
         "# comment\n"
         "model = /models/x.gguf\n"
@@ -250,8 +252,30 @@ static void test_config(void)
     CHECK(strcmp(c.socket, "/tmp/a b.sock") == 0);
     CHECK(c.log_level == 7);
 
+    /* the SelectInfer keys: floats, enums, a 64-bit size */
+    const char *sel =
+        "profile = smollm2.siprof\n"
+        "task = qa\n"
+        "mode = load-only\n"
+        "gamma = 0.5\n"
+        "delta = 0.25\n"
+        "dense-first = 2\n"
+        "budget = 6G\n"
+        "phi = 0.4\n"
+        "alpha = 1\n"
+        "rank = signed\n"
+        "task_switch = refuse\n";
+    CHECK(sid_config_parse(&c, sel, strlen(sel), "s.conf", err, sizeof(err)) == 0);
+    CHECK(strcmp(c.profile, "smollm2.siprof") == 0 && strcmp(c.task, "qa") == 0);
+    CHECK(strcmp(sid_mode_names[c.mode], "load-only") == 0);
+    CHECK(c.gamma == 0.5f && c.delta == 0.25f && c.dense_first == 2 && c.dense_last == 0);
+    CHECK(c.budget == 6ull << 30 && c.phi == 0.4f && c.alpha == 1.0f);
+    CHECK(c.rank == SID_RANK_SIGNED && c.task_switch == SID_TASK_SWITCH_REFUSE);
+
     const char *bad[] = {"max_queue = 0\n", "max_queue = -1\n", "max_queue = 12x\n", "nonsense = 1\n",
-                         "no equals sign\n", "log_level = loud\n", "max_frame = 99999999999\n"};
+                         "no equals sign\n", "log_level = loud\n", "max_frame = 99999999999\n",
+                         "gamma = 0\n", "gamma = 1.5\n", "gamma = nan\n", "phi = -0.1\n", "alpha = 0\n",
+                         "mode = sparse\n", "rank = up\n", "task_switch = maybe\n", "delta = x\n"};
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         sid_config d;
         sid_config_defaults(&d);
@@ -279,6 +303,13 @@ static void test_config(void)
     CHECK(running.max_tokens == 99);
     CHECK(running.threads == 2);
     CHECK(fixed && strcmp(fixed, "threads") == 0);
+    /* the plan changes through use_profile, not a reload; task_switch may */
+    next = running;
+    next.gamma = 0.9f;
+    next.task_switch = SID_TASK_SWITCH_REFUSE;
+    sid_config_apply_reload(&running, &next, &fixed);
+    CHECK(running.gamma == 0.7f && running.task_switch == SID_TASK_SWITCH_REFUSE);
+    CHECK(fixed && strcmp(fixed, "gamma") == 0);
     remove("test-daemon-units.conf");
 }
 

@@ -1,0 +1,131 @@
+/* Internals shared by the kernel files: the context, error macros, f16 and
+ * reduction helpers. Not part of the API (si-cuda.h). */
+#ifndef SI_CUDA_IMPL_CUH
+#define SI_CUDA_IMPL_CUH
+
+#include <errno.h>
+#include <stdint.h>
+
+#include <cublas_v2.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include "si-cuda.h"
+
+struct si_cuda {
+    int device;
+    int n_sm;
+    bool integrated;
+    cudaStream_t own_stream; /* created here */
+    cudaStream_t stream;     /* where ops go: own_stream or the caller's */
+    cublasHandle_t blas;
+    void *scratch;           /* device, grows with si_cuda_reserve */
+    size_t scratch_size;
+};
+
+/* Record an error (printf format) in the thread-local string; returns code. */
+int si_cuda__fail(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+int si_cuda__fail_cuda(cudaError_t e, const char *stmt, const char *file, int line);
+int si_cuda__fail_blas(cublasStatus_t s, const char *stmt, const char *file, int line);
+
+/* Statement checks that return the error code from the enclosing function. */
+#define SI_CUDA_CHECK(stmt)                                                                  \
+    do {                                                                                     \
+        cudaError_t e_ = (stmt);                                                             \
+        if (e_ != cudaSuccess)                                                               \
+            return si_cuda__fail_cuda(e_, #stmt, __FILE__, __LINE__);                        \
+    } while (0)
+
+#define SI_CUBLAS_CHECK(stmt)                                                                \
+    do {                                                                                     \
+        cublasStatus_t s_ = (stmt);                                                          \
+        if (s_ != CUBLAS_STATUS_SUCCESS)                                                     \
+            return si_cuda__fail_blas(s_, #stmt, __FILE__, __LINE__);                        \
+    } while (0)
+
+/* After a <<<>>> launch: configuration errors show up here at once; faults
+ * inside the kernel show up at the next synchronizing call. */
+#define SI_LAUNCH_CHECK(name)                                                                \
+    do {                                                                                     \
+        cudaError_t e_ = cudaGetLastError();                                                 \
+        if (e_ != cudaSuccess)                                                               \
+            return si_cuda__fail_cuda(e_, "launch of " name, __FILE__, __LINE__);            \
+    } while (0)
+
+#define SI_ARG_CHECK(cond)                                                                   \
+    do {                                                                                     \
+        if (!(cond))                                                                         \
+            return si_cuda__fail(-EINVAL, "invalid argument: %s at %s:%d", #cond, __FILE__,  \
+                                 __LINE__);                                                  \
+    } while (0)
+
+/* Scratch of at least `bytes`, 256-byte aligned; grows (synchronizing) when
+ * too small, which fails with an error during graph capture. */
+int si_cuda__scratch(si_cuda *c, size_t bytes, void **ret);
+
+/* Scratch carving: each piece rounded up to 256 bytes. */
+static inline size_t si_align256(size_t n)
+{
+    return (n + 255) & ~(size_t)255;
+}
+
+/* Grid size for n elements, `per_block` per block, capped for grid-stride loops. */
+static inline unsigned si_grid(long n, int per_block, unsigned cap)
+{
+    long g = (n + per_block - 1) / per_block;
+    if (g < 1)
+        g = 1;
+    return g > (long)cap ? cap : (unsigned)g;
+}
+
+/* ---- device helpers ---- */
+
+__device__ __forceinline__ float si_h2f(uint16_t h)
+{
+    return __half2float(__ushort_as_half(h));
+}
+
+__device__ __forceinline__ uint16_t si_f2h(float f)
+{
+    return __half_as_ushort(__float2half_rn(f));
+}
+
+__device__ __forceinline__ float si_warp_sum(float v)
+{
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1)
+        v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+
+__device__ __forceinline__ float si_warp_max(float v)
+{
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1)
+        v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+    return v;
+}
+
+/* Dot of 8 halves (one uint4) with 8 floats (two float4). */
+__device__ __forceinline__ float si_dot8(uint4 w, float4 xa, float4 xb, float acc)
+{
+    const __half2 *h = reinterpret_cast<const __half2 *>(&w);
+    float2 f0 = __half22float2(h[0]), f1 = __half22float2(h[1]);
+    float2 f2 = __half22float2(h[2]), f3 = __half22float2(h[3]);
+    acc = fmaf(f0.x, xa.x, acc);
+    acc = fmaf(f0.y, xa.y, acc);
+    acc = fmaf(f1.x, xa.z, acc);
+    acc = fmaf(f1.y, xa.w, acc);
+    acc = fmaf(f2.x, xb.x, acc);
+    acc = fmaf(f2.y, xb.y, acc);
+    acc = fmaf(f3.x, xb.z, acc);
+    acc = fmaf(f3.y, xb.w, acc);
+    return acc;
+}
+
+__device__ __forceinline__ float si_silu(float g)
+{
+    return g / (1.0f + expf(-g));
+}
+
+#endif

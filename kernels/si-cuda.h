@@ -1,0 +1,195 @@
+/* CUDA kernels of the SelectInfer forward pass: a C API over device memory.
+ *
+ * Every op here mirrors one op of the backend interface (engine/backend.h)
+ * with the same semantics, except that every pointer is a DEVICE pointer
+ * (activations f32, weights and KV cache f16 as raw uint16_t bits) and the
+ * work is queued on the context's stream: a call returns once the kernels
+ * are launched, not when they finish (si_cuda_sync waits).
+ *
+ * Errors: every function returns 0 or a negative errno (-EINVAL bad
+ * arguments, -ENOMEM out of device memory, -ENODEV no usable device, -EIO
+ * any other CUDA or cuBLAS failure) and never aborts. The failing statement,
+ * file and line, and CUDA's own message, are kept in a thread-local string
+ * (si_cuda_last_error), like ggml's CUDA_CHECK but without the abort. After
+ * an -EIO from a kernel fault the CUDA context is unusable (CUDA's rule);
+ * free the context and create a new one.
+ *
+ * Threads: one si_cuda per thread at a time (it owns one stream and its
+ * scratch). Ops that need scratch grow it with cudaMalloc, which cannot
+ * happen during graph capture: call si_cuda_reserve() with the largest
+ * shapes before capturing (si_cuda_*_scratch() say how much each op needs).
+ *
+ * Usage:
+ *     si_cuda *c;
+ *     if (si_cuda_device_count() <= 0 || si_cuda_new(0, &c) < 0)
+ *         ... CPU only (si_cuda_last_error() says why) ...
+ *     uint16_t *w; float *x, *y;
+ *     si_cuda_alloc(c, rows * cols * 2, (void **)&w);   (-ENOMEM: "needs N bytes, M free")
+ *     si_cuda_upload(c, w, host_w, rows * cols * 2);
+ *     si_cuda_gemv(c, w, rows, cols, x, NULL, y);
+ *     si_cuda_sync(c);
+ *     si_cuda_free(c);
+ */
+#ifndef SI_CUDA_H
+#define SI_CUDA_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cuda_runtime_api.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct si_cuda si_cuda;
+
+typedef struct si_cuda_info {
+    char name[256];
+    int device;
+    int cc_major, cc_minor;
+    int n_sm;
+    bool integrated;     /* cudaDevAttrIntegrated: shares memory with the host (Jetson) */
+    size_t mem_total;    /* bytes */
+    size_t mem_free;     /* bytes, at the time of the query */
+    double peak_gbps;    /* memory bandwidth from bus width x clock (0 if unknown) */
+} si_cuda_info;
+
+/* Number of usable devices; 0 when there is no device or no driver (the
+ * reason is in si_cuda_last_error), never negative. */
+int si_cuda_device_count(void);
+
+/* The thread's last error: "statement at file:line: CUDA message". */
+const char *si_cuda_last_error(void);
+
+/* ---- context ---------------------------------------------------------- */
+
+int si_cuda_new(int device, si_cuda **ret);
+void si_cuda_free(si_cuda *c); /* NULL: no-op; frees scratch, not the caller's buffers */
+
+/* Device facts; mem_free is queried now (cudaMemGetInfo). */
+int si_cuda_get_info(si_cuda *c, si_cuda_info *ret);
+cudaStream_t si_cuda_stream(const si_cuda *c);
+/* Queue subsequent ops on `stream` (NULL: the context's own stream). The
+ * caller keeps ownership of the stream and must outlive its use here. */
+void si_cuda_set_stream(si_cuda *c, cudaStream_t stream);
+int si_cuda_sync(si_cuda *c);
+
+/* Device memory. si_cuda_alloc checks the free memory first and fails with
+ * -ENOMEM and "needs N bytes, M free" in si_cuda_last_error. */
+int si_cuda_alloc(si_cuda *c, size_t bytes, void **ret);
+void si_cuda_dev_free(si_cuda *c, void *p); /* NULL: no-op */
+/* Copies on the context's stream; host memory need not be pinned (then the
+ * copy is synchronous with respect to the host buffer). */
+int si_cuda_upload(si_cuda *c, void *dst, const void *src, size_t bytes);
+int si_cuda_download(si_cuda *c, void *dst, const void *src, size_t bytes);
+/* Uploads rows of a neuron-major host array into a device array with the
+ * same row size: dst row dst_rows[i] <- src row src_rows[i] (i < n). The
+ * selective loader uploads only the loaded neurons this way, a hot-swap only
+ * the changed ones. Consecutive runs on both sides become one copy. */
+int si_cuda_upload_rows(si_cuda *c, void *dst, const int32_t *dst_rows, const void *src,
+                        const int32_t *src_rows, int n, size_t row_bytes);
+
+/* Scratch: grows to at least `bytes` now (not during graph capture). */
+int si_cuda_reserve(si_cuda *c, size_t bytes);
+
+/* ---- elementwise: get_rows, add, f16 stores ----------------------------- */
+
+/* out[t][:] = row ids[t] of table [rows][cols] (f16 when f16, else f32), as
+ * f32; ids out of range give zero rows. ids is a device array of n. */
+int si_cuda_get_rows(si_cuda *c, const void *table, bool f16, int rows, int cols,
+                     const int32_t *ids, int n, float *out);
+/* y[i] += x[i] */
+int si_cuda_add(si_cuda *c, float *y, const float *x, long n);
+/* dst[i] = f16(src[i]), round to nearest even */
+int si_cuda_store_f16(si_cuda *c, const float *src, uint16_t *dst, long n);
+/* dst[i] = f32(src[i]) */
+int si_cuda_to_f32(si_cuda *c, const uint16_t *src, float *dst, long n);
+
+/* ---- normalization and rotary embedding -------------------------------- */
+
+/* y[t] = x[t] / rms(x[t]) * weight (weight NULL: 1); y may equal x. */
+int si_cuda_rmsnorm(si_cuda *c, const float *x, const float *weight, float *y, int n_tokens,
+                    int n, float eps);
+/* In place on x [n_tokens][n_heads][head_dim], as the backend's rope:
+ * neox false pairs (2i, 2i+1), true pairs (i, i + n_rot/2); freq_factors
+ * (device, n_rot/2 floats) or NULL. */
+int si_cuda_rope(si_cuda *c, float *x, int n_tokens, int n_heads, int head_dim, int n_rot,
+                 int pos0, float freq_base, const float *freq_factors, bool neox);
+
+/* ---- matrix products ----------------------------------------------------- */
+
+/* Decode GEMV: y[r] = w[r] . x (+ bias[r]), w f16 [rows][cols], x f32
+ * [cols]. Hand-written, bandwidth bound. */
+int si_cuda_gemv(si_cuda *c, const uint16_t *w, int rows, int cols, const float *x,
+                 const float *bias, float *y);
+/* y[t][r] = w[r] . x[t] (+ bias[r]) for t < n_tokens: the GEMV above for
+ * one token, cuBLAS (GemmEx, f16 x f16 -> f32, f32 accumulate; x is rounded
+ * to f16 in scratch) for more. */
+int si_cuda_matmul(si_cuda *c, const uint16_t *w, int rows, int cols, const float *bias,
+                   const float *x, float *y, int n_tokens);
+size_t si_cuda_matmul_scratch(int rows, int cols, int n_tokens);
+
+/* ---- attention ------------------------------------------------------------ */
+
+/* Causal grouped-query attention, as the backend's attention: q f32
+ * [n_tokens][n_head][head_dim]; k, v f16 caches [n_ctx][n_head_kv][head_dim]
+ * with rows 0 .. pos0 + n_tokens - 1 filled; out f32 like q. head_dim <= 256.
+ * Long contexts are split over blocks (flash-decoding) and combined. */
+int si_cuda_attention(si_cuda *c, const float *q, const uint16_t *k, const uint16_t *v,
+                      float *out, int n_tokens, int pos0, int n_head, int n_head_kv,
+                      int head_dim, float scale);
+size_t si_cuda_attention_scratch(int n_sm, int n_tokens, int pos0, int n_head, int head_dim);
+
+/* ---- FFN over a subset of neuron slots ------------------------------------ */
+
+/* Neuron-major FFN of one layer in device memory, f16 (see eng_ffn_weights). */
+typedef struct si_cuda_ffn {
+    int n_embd;
+    int n_slots;
+    const uint16_t *gate_up; /* [n_slots][2][n_embd] */
+    const uint16_t *down;    /* [n_slots][n_embd] */
+} si_cuda_ffn;
+
+/* As the backend's ffn: a[t][j] = silu(gate[s].x[t]) * (up[s].x[t]), s =
+ * sel[j] (sel NULL: j; out of range: a = 0), y[t] = sum_j a[t][j] down[s].
+ * sel (device) has n_sel entries; act (device, [n_tokens][n_sel]) receives a
+ * when not NULL. One token: hand-written kernels that read only the selected
+ * slots; more: the selected slots are gathered in chunks and multiplied with
+ * cuBLAS (x and a rounded to f16). */
+int si_cuda_ffn(si_cuda *c, const si_cuda_ffn *w, const int32_t *sel, int n_sel,
+                const float *x, float *y, int n_tokens, float *act);
+size_t si_cuda_ffn_scratch(int n_sm, const si_cuda_ffn *w, int n_sel, int n_tokens);
+
+/* ---- selection and sampling on the device ---------------------------------- */
+
+/* Dynamic-neuron counting at prefill (engine/select.c, eng__select_observe):
+ * for each token t of act [n_tokens][n_sel], the k-th largest rank value
+ * thr_t (rank |a| when !signed_rank, with k = max(1, lround(alpha * n_sel));
+ * rank a when signed_rank, with k = max(1, lround(alpha * mean number of
+ * positive a per token))), then counts[j] += #{t : rank(a[t][j]) >= thr_t}.
+ * counts (device, n_sel uint32) accumulates across calls. Exact (radix
+ * select on the float bits), deterministic (no float atomics). */
+int si_cuda_topk_count(si_cuda *c, const float *act, int n_tokens, int n_sel, float alpha,
+                       bool signed_rank, uint32_t *counts);
+/* Greedy: *ret_id (device) = argmax of logits [n] (NaN skipped, ties to the
+ * lower id, -1 when every value is NaN). */
+int si_cuda_argmax(si_cuda *c, const float *logits, int n, int32_t *ret_id);
+
+/* ---- CUDA graphs ------------------------------------------------------------ */
+
+/* Captures what the ops queue between begin and end into a graph that
+ * si_cuda_graph_launch replays with one launch (decode: the whole token).
+ * Buffers and arguments are baked in: replay reuses the same pointers. */
+typedef struct si_cuda_graph si_cuda_graph;
+int si_cuda_graph_begin(si_cuda *c);
+int si_cuda_graph_end(si_cuda *c, si_cuda_graph **ret);
+int si_cuda_graph_launch(si_cuda *c, si_cuda_graph *g);
+void si_cuda_graph_free(si_cuda_graph *g);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
