@@ -58,8 +58,8 @@ static void usage(FILE *f)
         "                              (TEXT \"-\": read it from stdin)\n"
         "  chat [OPTIONS]              interactive chat (/reset forgets, /exit quits)\n"
         "  status                      model, backend, memory, profile, queue, counters\n"
-        "  profiles                    list task profiles\n"
-        "  use NAME [--gamma G] [--delta D] [--phi P]   swap the task profile (admin)\n"
+        "  profiles                    list the tasks of the daemon's profile (* active)\n"
+        "  use TASK [OPTIONS]          hot-swap to TASK (\"dense\": load everything) (admin)\n"
         "  reload                      re-read the daemon's configuration (admin)\n"
         "  shutdown                    stop the daemon (admin)\n"
         "\n"
@@ -69,7 +69,10 @@ static void usage(FILE *f)
         "  --system TEXT         a system message first\n"
         "  --max-tokens N  --temperature T  --top-k N  --top-p P  --min-p P\n"
         "  --repeat-penalty R  --repeat-last-n N  --seed N  --stop STRING (repeatable)\n"
-        "  --task NAME  --phi F  --no-stream  --stats (statistics on stderr)\n"
+        "  --task NAME  --phi F  --alpha F  --no-stream  --stats (statistics on stderr)\n"
+        "\n"
+        "Use options: --profile PATH (another profile file)  --mode MODE  --gamma G\n"
+        "  --delta D  --phi P (new default)  --dense-first N  --dense-last N  --budget BYTES\n"
         "\n"
         "The socket: --socket, else $" SI_SOCKET_ENV ", else " SI_SOCKET_SYSTEM "\n"
         "(or $XDG_RUNTIME_DIR/selectinfer.sock for non-root users when that is absent).\n"
@@ -160,9 +163,25 @@ static void print_status(const Selectinfer__Status *s)
     if (s->has_weight_bytes)
         printf("weights:          %.1f MiB\n", (double)s->weight_bytes / mib);
     printf("resident memory:  %.1f MiB\n", (double)s->rss_bytes / mib);
-    if (s->profile)
-        printf("profile:          %s (gamma %.2f, delta %.2f, phi %.2f)\n", s->profile->name ? s->profile->name : "",
-               (double)s->profile->gamma, (double)s->profile->delta, (double)s->profile->phi);
+    if (s->profile) {
+        const Selectinfer__ProfileInfo *p = s->profile;
+        printf("profile:          %s, mode %s (gamma %.2f, delta %.2f, layers dense %u + %u)\n",
+               p->name ? p->name : "", p->mode ? p->mode : "?", (double)p->gamma, (double)p->delta,
+               p->dense_first, p->dense_last);
+        if (p->path && p->path[0])
+            printf("profile file:     %s\n", p->path);
+        printf("FFN neurons:      %llu of %llu loaded; requests compute phi %.2f (0: all loaded), "
+               "alpha %.2f, rank %s\n", (unsigned long long)p->neurons_loaded,
+               (unsigned long long)p->neurons_total, (double)p->phi, (double)p->alpha, p->rank ? p->rank : "?");
+    }
+    if (s->has_load_ns)
+        printf("cold start:       %.1f ms\n", (double)s->load_ns / 1e6);
+    if (s->last_swap) {
+        const Selectinfer__SwapStats *w = s->last_swap;
+        printf("last swap:        %s -> %s in %.1f ms, %llu neurons in, %llu out\n", w->from_task ? w->from_task : "",
+               w->to_task ? w->to_task : "", (double)w->swap_ns / 1e6, (unsigned long long)w->neurons_in,
+               (unsigned long long)w->neurons_out);
+    }
     printf("queue:            %u waiting of %u, %u running\n", s->queue_length, s->queue_capacity, s->running);
     printf("connections:      %u\n", s->connections);
     printf("requests:         %llu served, %llu failed, %llu cancelled, %llu refused (overloaded)\n",
@@ -170,7 +189,9 @@ static void print_status(const Selectinfer__Status *s)
            (unsigned long long)s->requests_cancelled, (unsigned long long)s->rejected_overloaded);
     printf("tokens:           %llu prompt, %llu generated\n", (unsigned long long)s->prompt_tokens,
            (unsigned long long)s->generated_tokens);
-    printf("swaps, reloads:   %llu, %llu\n", (unsigned long long)s->swaps, (unsigned long long)s->reloads);
+    printf("swaps, reloads:   %llu (%llu failed; task switch: %s), %llu\n", (unsigned long long)s->swaps,
+           (unsigned long long)s->swaps_failed, s->task_switch ? s->task_switch : "?",
+           (unsigned long long)s->reloads);
     printf("clients dropped:  %llu\n", (unsigned long long)s->clients_dropped);
     printf("uptime:           %.1f s\n", (double)s->uptime_ns / 1e9);
 }
@@ -197,12 +218,20 @@ static int simple_call(Selectinfer__Request *req)
     } else if (r->body_case == SELECTINFER__RESPONSE__BODY_PROFILES) {
         for (size_t i = 0; i < r->profiles->n_profiles; i++) {
             const Selectinfer__ProfileInfo *p = r->profiles->profiles[i];
-            printf("%c %-24s task %-12s gamma %.2f delta %.2f phi %.2f\n", p->active ? '*' : ' ',
-                   p->name ? p->name : "", p->task && p->task[0] ? p->task : "-",
-                   (double)p->gamma, (double)p->delta, (double)p->phi);
+            printf("%c %-16s mode %-11s gamma %.2f delta %.2f phi %.2f", p->active ? '*' : ' ',
+                   p->name ? p->name : "", p->mode ? p->mode : "-", (double)p->gamma, (double)p->delta,
+                   (double)p->phi);
+            if (p->has_n_prompts)
+                printf(" (%llu prompts)", (unsigned long long)p->n_prompts);
+            printf("\n");
         }
     } else if (r->body_case == SELECTINFER__RESPONSE__BODY_ACK) {
         printf("%s\n", r->ack->message ? r->ack->message : "ok");
+        const Selectinfer__SwapStats *w = r->ack->swap;
+        if (w && w->swap_ns > 0)
+            printf("swap %.1f ms vs cold start %.1f ms (%.0fx faster); %.1f MiB of weights resident\n",
+                   (double)w->swap_ns / 1e6, (double)w->load_ns / 1e6, (double)w->load_ns / (double)w->swap_ns,
+                   (double)w->weight_bytes / (1024.0 * 1024.0));
     }
     si_response_free(r);
     return ret;
@@ -216,8 +245,8 @@ typedef struct gen_opts {
     Selectinfer__Sampling sampling;
     bool has_sampling;
     uint32_t max_tokens;
-    bool has_phi;
-    float phi;
+    bool has_phi, has_alpha;
+    float phi, alpha;
     char *stop[16];
     size_t n_stop;
 } gen_opts;
@@ -257,7 +286,7 @@ static int parse_gen_opt(gen_opts *g, int argc, char **argv, int *i)
     if (!strcmp(a, "--no-stream")) { g->no_stream = true; return 1; }
     if (!strcmp(a, "--stats")) { g->stats = true; return 1; }
     static const char *with_value[] = {"--system", "--task", "--max-tokens", "--temperature", "--top-k",
-        "--top-p", "--min-p", "--repeat-penalty", "--repeat-last-n", "--seed", "--stop", "--phi"};
+        "--top-p", "--min-p", "--repeat-penalty", "--repeat-last-n", "--seed", "--stop", "--phi", "--alpha"};
     bool known = false;
     for (size_t k = 0; k < sizeof(with_value) / sizeof(with_value[0]); k++)
         known |= !strcmp(a, with_value[k]);
@@ -292,6 +321,9 @@ static int parse_gen_opt(gen_opts *g, int argc, char **argv, int *i)
     } else if (!strcmp(a, "--phi")) {
         samp = false;
         ok = (g->has_phi = parse_f(v, &g->phi));
+    } else if (!strcmp(a, "--alpha")) {
+        samp = false;
+        ok = (g->has_alpha = parse_f(v, &g->alpha));
     } else if (!strcmp(a, "--stop")) {
         samp = false;
         if (g->n_stop == 16) {
@@ -324,6 +356,10 @@ static void fill_generate(const gen_opts *o, Selectinfer__Generate *g, Selectinf
     if (o->has_phi) {
         g->has_phi = true;
         g->phi = o->phi;
+    }
+    if (o->has_alpha) {
+        g->has_alpha = true;
+        g->alpha = o->alpha;
     }
     g->n_stop = o->n_stop;
     g->stop = (char **)o->stop;
@@ -363,10 +399,15 @@ static void print_stats(const Selectinfer__Done *d)
 {
     double pre = (double)d->prefill_ns / 1e9, dec = (double)d->decode_ns / 1e9;
     fprintf(stderr, "[%s: %u prompt tokens in %.3f s (%.1f tok/s), %u generated in %.3f s (%.1f tok/s), "
-            "queued %.3f s, FFN share %.2f, profile %s]\n",
+            "queued %.3f s, FFN share %.3f (phi %.2f), profile %s]\n",
             si_stop_reason_name(d->stop_reason), d->prompt_tokens, pre, pre > 0 ? d->prompt_tokens / pre : 0.0,
             d->generated_tokens, dec, dec > 0 ? d->generated_tokens / dec : 0.0, (double)d->queue_ns / 1e9,
-            (double)d->ffn_share, d->profile ? d->profile : "");
+            (double)d->ffn_share, (double)d->phi, d->profile ? d->profile : "");
+    if (d->swap)
+        fprintf(stderr, "[swapped %s -> %s first: %.1f ms, %llu neurons in, %llu out]\n",
+                d->swap->from_task ? d->swap->from_task : "", d->swap->to_task ? d->swap->to_task : "",
+                (double)d->swap->swap_ns / 1e6, (unsigned long long)d->swap->neurons_in,
+                (unsigned long long)d->swap->neurons_out);
 }
 
 /* Runs one generate request, streaming to stdout; the answer's text goes
@@ -645,10 +686,30 @@ static int cmd_use(int argc, char **argv)
     for (int i = 0; i < argc; i++) {
         float *dst = NULL;
         protobuf_c_boolean *has = NULL;
+        uint64_t num;
         if (!strcmp(argv[i], "--gamma")) dst = &u.gamma, has = &u.has_gamma;
         else if (!strcmp(argv[i], "--delta")) dst = &u.delta, has = &u.has_delta;
         else if (!strcmp(argv[i], "--phi")) dst = &u.phi, has = &u.has_phi;
-        if (dst) {
+        if ((!strcmp(argv[i], "--profile") || !strcmp(argv[i], "--mode")) && i + 1 < argc) {
+            if (!strcmp(argv[i], "--profile"))
+                u.path = argv[++i];
+            else
+                u.mode = argv[++i];
+        } else if (!strcmp(argv[i], "--dense-first") || !strcmp(argv[i], "--dense-last") ||
+                   !strcmp(argv[i], "--budget")) {
+            bool budget = !strcmp(argv[i], "--budget");
+            if (i + 1 >= argc || !parse_u64(argv[i + 1], budget ? UINT64_MAX : 1024, &num)) {
+                fprintf(stderr, "sictl use: %s needs a number\n", argv[i]);
+                return EXIT_USAGE;
+            }
+            if (budget)
+                u.has_budget_bytes = true, u.budget_bytes = num;
+            else if (!strcmp(argv[i], "--dense-first"))
+                u.has_dense_first = true, u.dense_first = (uint32_t)num;
+            else
+                u.has_dense_last = true, u.dense_last = (uint32_t)num;
+            i++;
+        } else if (dst) {
             if (i + 1 >= argc || !parse_f(argv[i + 1], dst)) {
                 fprintf(stderr, "sictl use: %s needs a number\n", argv[i]);
                 return EXIT_USAGE;
@@ -663,12 +724,15 @@ static int cmd_use(int argc, char **argv)
         }
     }
     if (!u.name) {
-        fprintf(stderr, "sictl use: which profile?\n");
+        fprintf(stderr, "sictl use: which task?\n");
         return EXIT_USAGE;
     }
     Selectinfer__Request req = SELECTINFER__REQUEST__INIT;
     req.body_case = SELECTINFER__REQUEST__BODY_USE_PROFILE;
     req.use_profile = &u;
+    /* the swap waits for the running request: allow a long one */
+    if (opt.timeout_ms < 0)
+        opt.timeout_ms = 600000;
     return simple_call(&req);
 }
 

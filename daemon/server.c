@@ -493,6 +493,14 @@ static void handle_status(sid_server *srv, sid_conn *c, uint64_t id)
     pthread_mutex_lock(&srv->mu);
     s.queue_length = (uint32_t)sid_queue_len(&srv->queue);
     s.running = srv->running ? 1 : 0;
+    /* The worker clears srv->running when it posts EV_DONE; until on_async
+     * has handled that event, the done reply is unsent and the counters
+     * below do not include it. Still report the request as running, so a
+     * client that sees "idle" also sees it counted (a loaded machine can
+     * delay the loop between the two for a long time). */
+    for (const sid_event *ev = srv->out_head; ev && !s.running; ev = ev->next)
+        if (ev->type == SID_EV_DONE)
+            s.running = 1;
     pthread_mutex_unlock(&srv->mu);
     s.has_queue_length = s.has_running = s.has_queue_capacity = s.has_connections = true;
     s.queue_capacity = srv->cfg.max_queue;

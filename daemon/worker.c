@@ -258,6 +258,7 @@ static void run_swap(sid_server *srv, sid_req *req)
             req->err_code = rc == -ENOENT ? SELECTINFER__ERROR_CODE__NOT_FOUND : SELECTINFER__ERROR_CODE__SWAP_FAILED;
             snprintf(req->err_msg, sizeof(req->err_msg), "cannot load profile '%.300s': %.200s; '%s' keeps serving",
                      path, err.msg[0] ? err.msg : strerror(-rc), sid_plan_name(cur));
+            req->swap_failed = true;
             return;
         }
     }
@@ -290,18 +291,19 @@ static void run_swap(sid_server *srv, sid_req *req)
         }
         pp.task = name;
     }
+    if ((cur->mode == ENG_SELECT_DENSE || cur->mode == ENG_SELECT_COREINFER) && mode != cur->mode) {
+        /* from a plan that loads everything (gamma 1, delta 0 there): the
+         * configured shares, unless the request gives its own */
+        pp.gamma = srv->wcfg.gamma;
+        pp.delta = srv->wcfg.delta;
+        pp.budget_bytes = srv->wcfg.budget;
+    }
     if (u->has_gamma) {
         pp.gamma = u->gamma;
         pp.budget_bytes = 0; /* an explicit gamma replaces the budget */
     }
     if (u->has_delta)
         pp.delta = u->delta;
-    if (!sid_mode_uses_profile(cur->mode) && sid_mode_uses_profile(mode) && !u->has_gamma && !u->has_delta &&
-        pp.gamma >= 1.0f) {
-        /* from a plan that loads everything to a task: the configured shares */
-        pp.gamma = srv->wcfg.gamma;
-        pp.delta = srv->wcfg.delta;
-    }
     if (u->has_dense_first)
         pp.dense_first = (int)u->dense_first;
     if (u->has_dense_last)

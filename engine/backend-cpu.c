@@ -42,8 +42,12 @@
 
 #define ALWAYS static inline __attribute__((always_inline))
 
+/* Software prefetch distances (rows for GEMV, selected slots for the FFN). */
 #ifndef GEMV_PF_ROWS
 #define GEMV_PF_ROWS 8
+#endif
+#ifndef FFN_PF_SLOTS
+#define FFN_PF_SLOTS 4
 #endif
 
 enum {
@@ -131,9 +135,10 @@ typedef struct kernels {
     void (*dot4x3_h)(const uint16_t *const *w, const float *const *x, long n, float out[4][3]);
     /* Decode FFN over slots [j0, j1): acc += a_j * down[s_j]; act[j] = a_j. */
     void (*ffn_fused)(const ffn_args *a, long j0, long j1, float *acc);
-    /* y[t][c0..c0+nc) = sum_j A[t][j] * down[s_j][c0..), t < nt <= 6. */
+    /* y[t][c0..c0+nc) = sum_j A[t][j] * down[s_j][c0..), t < nt; scratch is
+     * SCRATCH_FLOATS floats of the calling thread's. */
     void (*ffn_down)(const ffn_args *a, const float *A, long lda, float *y, long ldy, int nt,
-                     long c0, long nc);
+                     long c0, long nc, float *scratch);
     float (*dot_h)(const float *q, const uint16_t *k, long n);
     void (*axpy_h)(float *o, float a, const uint16_t *v, long n);
     void (*scale)(float *o, float s, long n);
@@ -237,7 +242,7 @@ static void s_ffn_fused(const ffn_args *a, long j0, long j1, float *acc)
 }
 
 static void s_ffn_down(const ffn_args *a, const float *A, long lda, float *y, long ldy, int nt,
-                       long c0, long nc)
+                       long c0, long nc, float *scratch)
 {
     const eng_ffn_weights *w = a->w;
     bool f16 = w->dtype == ENG_DTYPE_F16;
@@ -347,26 +352,27 @@ VALWAYS __m256i tail_mask(long n)
     return _mm256_loadu_si256((const __m256i *)(m + 8 - n));
 }
 
-/* Four dot products of rows r0..r3 (f16 or f32) with x over n. */
+/* Four dot products of rows r0..r3 (f16 or f32) with x over n. pf, when
+ * not NULL, holds four rows to prefetch at the same column as we go (the
+ * rows the caller reads next: the hardware prefetcher loses time at the
+ * start of every short row, and cannot guess scattered ones). */
 VALWAYS void dot4_impl(const void *r0, const void *r1, const void *r2, const void *r3,
-                       const float *x, long n, bool f16, float out[4], const char *pf0,
-                       const char *pf1)
+                       const float *x, long n, bool f16, float out[4], const char *const *pf)
 {
     __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
     __m256 b0 = a0, b1 = a0, b2 = a0, b3 = a0;
+    const long es = (long)dsize(f16);
     long k = 0;
-    for (; k + 16 <= n; k += 16) {
-        if (pf0) {
-            /* each stream covers 2 rows: 2 * 16 elements per step */
-            long o = 2 * k * (long)dsize(f16);
-            _mm_prefetch(pf0 + o, _MM_HINT_T0);
-            _mm_prefetch(pf1 + o, _MM_HINT_T0);
-            if (!f16) {
-                _mm_prefetch(pf0 + o + 64, _MM_HINT_T0);
-                _mm_prefetch(pf1 + o + 64, _MM_HINT_T0);
+    for (; k + 32 <= n; k += 32) {
+        if (pf) { /* 32 elements: one line per row (f16), two (f32) */
+            for (int i = 0; i < 4; i++) {
+                _mm_prefetch(pf[i] + k * es, _MM_HINT_T0);
+                if (!f16)
+                    _mm_prefetch(pf[i] + k * es + 64, _MM_HINT_T0);
             }
         }
         __m256 x0 = _mm256_loadu_ps(x + k), x1 = _mm256_loadu_ps(x + k + 8);
+        __m256 x2 = _mm256_loadu_ps(x + k + 16), x3 = _mm256_loadu_ps(x + k + 24);
         a0 = _mm256_fmadd_ps(ld8(r0, k, f16), x0, a0);
         a1 = _mm256_fmadd_ps(ld8(r1, k, f16), x0, a1);
         a2 = _mm256_fmadd_ps(ld8(r2, k, f16), x0, a2);
@@ -375,7 +381,18 @@ VALWAYS void dot4_impl(const void *r0, const void *r1, const void *r2, const voi
         b1 = _mm256_fmadd_ps(ld8(r1, k + 8, f16), x1, b1);
         b2 = _mm256_fmadd_ps(ld8(r2, k + 8, f16), x1, b2);
         b3 = _mm256_fmadd_ps(ld8(r3, k + 8, f16), x1, b3);
+        a0 = _mm256_fmadd_ps(ld8(r0, k + 16, f16), x2, a0);
+        a1 = _mm256_fmadd_ps(ld8(r1, k + 16, f16), x2, a1);
+        a2 = _mm256_fmadd_ps(ld8(r2, k + 16, f16), x2, a2);
+        a3 = _mm256_fmadd_ps(ld8(r3, k + 16, f16), x2, a3);
+        b0 = _mm256_fmadd_ps(ld8(r0, k + 24, f16), x3, b0);
+        b1 = _mm256_fmadd_ps(ld8(r1, k + 24, f16), x3, b1);
+        b2 = _mm256_fmadd_ps(ld8(r2, k + 24, f16), x3, b2);
+        b3 = _mm256_fmadd_ps(ld8(r3, k + 24, f16), x3, b3);
     }
+    if (pf && k < n)
+        for (int i = 0; i < 4; i++)
+            _mm_prefetch(pf[i] + k * es, _MM_HINT_T0);
     for (; k + 8 <= n; k += 8) {
         __m256 x0 = _mm256_loadu_ps(x + k);
         a0 = _mm256_fmadd_ps(ld8(r0, k, f16), x0, a0);
@@ -413,24 +430,30 @@ VALWAYS float dot1_impl(const void *r, const float *x, long n, bool f16)
     return s;
 }
 
+/* Rows [r0, r1) as four quarters walked side by side: four independent
+ * linear streams keep more lines in flight than one (a single stream is
+ * limited by how far the hardware prefetcher runs ahead), and each stream
+ * prefetches its row GEMV_PF_ROWS ahead. */
 VALWAYS void gemv_impl(const void *w, bool f16, long cols, const float *x, const float *bias,
                        float *y, long r0, long r1)
 {
     size_t rs = (size_t)cols * dsize(f16);
     const char *base = w;
-    long r = r0;
-    for (; r + 4 <= r1; r += 4) {
-        const char *p = base + (size_t)r * rs;
+    long q = (r1 - r0) / 4;
+    for (long i = 0; i < q; i++) {
+        long r[4] = { r0 + i, r0 + q + i, r0 + 2 * q + i, r0 + 3 * q + i };
+        const char *p[4], *pf[4];
+        for (int j = 0; j < 4; j++) {
+            p[j] = base + (size_t)r[j] * rs;
+            pf[j] = p[j] + GEMV_PF_ROWS * rs; /* past the end: harmless hint */
+        }
         float o[4];
-        /* The hardware prefetcher loses time at the start of every short
-         * row; prefetch the rows GEMV_PF_ROWS ahead, linearly. */
-        const char *pf = GEMV_PF_ROWS ? p + GEMV_PF_ROWS * rs : NULL;
-        dot4_impl(p, p + rs, p + 2 * rs, p + 3 * rs, x, cols, f16, o, pf, pf ? pf + 2 * rs : NULL);
-        for (int i = 0; i < 4; i++)
-            y[r + i] = o[i] + (bias ? bias[r + i] : 0.0f);
+        dot4_impl(p[0], p[1], p[2], p[3], x, cols, f16, o, GEMV_PF_ROWS ? pf : NULL);
+        for (int j = 0; j < 4; j++)
+            y[r[j]] = o[j] + (bias ? bias[r[j]] : 0.0f);
     }
-    for (; r < r1; r++)
-        y[r] = dot1_impl(base + (size_t)r * rs, x, cols, f16) + (bias ? bias[r] : 0.0f);
+    for (long rr = r0 + 4 * q; rr < r1; rr++)
+        y[rr] = dot1_impl(base + (size_t)rr * rs, x, cols, f16) + (bias ? bias[rr] : 0.0f);
 }
 
 TGT static void v_gemv(const void *w, bool f16, long cols, const float *x, const float *bias,
@@ -532,13 +555,18 @@ TGT static void v_dot4x3_h(const uint16_t *const *w, const float *const *x, long
     dot4x3_impl(w[0], w[1], w[2], w[3], x, n, true, out);
 }
 
-/* acc[0..n) += a0 * d0 + a1 * d1 */
+/* acc[0..n) += a0 * d0 + a1 * d1; prefetches rows p0, p1 when not NULL. */
 VALWAYS void axpy2_impl(float *acc, float a0, const void *d0, float a1, const void *d1, long n,
-                        bool f16)
+                        bool f16, const char *p0, const char *p1)
 {
     __m256 va0 = _mm256_set1_ps(a0), va1 = _mm256_set1_ps(a1);
+    const long es = (long)dsize(f16);
     long k = 0;
     for (; k + 8 <= n; k += 8) {
+        if (p0 && (k * es) % 64 == 0) {
+            _mm_prefetch(p0 + k * es, _MM_HINT_T0);
+            _mm_prefetch(p1 + k * es, _MM_HINT_T0);
+        }
         __m256 y = _mm256_loadu_ps(acc + k);
         y = _mm256_fmadd_ps(va0, ld8(d0, k, f16), y);
         y = _mm256_fmadd_ps(va1, ld8(d1, k, f16), y);
@@ -548,47 +576,68 @@ VALWAYS void axpy2_impl(float *acc, float a0, const void *d0, float a1, const vo
         acc[k] += a0 * wval(d0, k, f16) + a1 * wval(d1, k, f16);
 }
 
-/* Two slots per step: the four rows gate0, up0, gate1, up1 share the x
- * loads, and the two down rows share the load/store of acc. */
+/* One selected slot on its own (odd counts, invalid partners). */
+VALWAYS void ffn_one_slot(const ffn_args *a, long j, float *acc, bool f16)
+{
+    long s = slot_of(a, j);
+    float av = 0.0f;
+    if (s >= 0) {
+        size_t rs = (size_t)a->w->n_embd * dsize(f16);
+        const char *g = (const char *)a->w->gate_up + (size_t)s * 2 * rs;
+        const char *d = (const char *)a->w->down + (size_t)s * rs;
+        long E = a->w->n_embd;
+        av = silu(dot1_impl(g, a->x, E, f16)) * dot1_impl(g + rs, a->x, E, f16);
+        axpy2_impl(acc, av, d, 0.0f, d, E, f16, NULL, NULL);
+    }
+    if (a->act)
+        a->act[j] = av;
+}
+
+/* Two slots per step, one from each half of [j0, j1): the rows gate, up of
+ * both share the x loads, their down rows share the load/store of acc, and
+ * the halves are two independent streams for the memory system (with all
+ * slots selected, each half is linear in memory). The slots FFN_PF_SLOTS
+ * steps ahead are prefetched: selected slots are scattered, so the hardware
+ * prefetcher cannot run ahead across them. */
 VALWAYS void ffn_fused_impl(const ffn_args *a, long j0, long j1, float *acc, bool f16)
 {
     const eng_ffn_weights *w = a->w;
     long E = w->n_embd;
-    size_t es = dsize(f16), rs = (size_t)E * es;
+    size_t rs = (size_t)E * dsize(f16);
     const char *gu = w->gate_up, *dn = w->down;
-    long j = j0;
-    while (j < j1) {
-        long s0 = slot_of(a, j);
-        if (s0 < 0) {
-            if (a->act)
-                a->act[j] = 0.0f;
-            j++;
+    long h = (j1 - j0) / 2;
+    for (long i = 0; i < h; i++) {
+        long ja = j0 + i, jb = j0 + h + i;
+        long sa = slot_of(a, ja), sb = slot_of(a, jb);
+        if (sa < 0 || sb < 0) {
+            ffn_one_slot(a, ja, acc, f16);
+            ffn_one_slot(a, jb, acc, f16);
             continue;
         }
-        long s1 = -1;
-        if (j + 1 < j1)
-            s1 = slot_of(a, j + 1);
-        const char *g0 = gu + (size_t)s0 * 2 * rs;
-        if (s1 >= 0) {
-            const char *g1 = gu + (size_t)s1 * 2 * rs;
-            float o[4];
-            dot4_impl(g0, g0 + rs, g1, g1 + rs, a->x, E, f16, o, NULL, NULL);
-            float av0 = silu(o[0]) * o[1], av1 = silu(o[2]) * o[3];
-            axpy2_impl(acc, av0, dn + (size_t)s0 * rs, av1, dn + (size_t)s1 * rs, E, f16);
-            if (a->act) {
-                a->act[j] = av0;
-                a->act[j + 1] = av1;
+        const char *ga = gu + (size_t)sa * 2 * rs, *gb = gu + (size_t)sb * 2 * rs;
+        const char *pf[4] = { NULL, NULL, NULL, NULL }, *pd0 = NULL, *pd1 = NULL;
+        if (FFN_PF_SLOTS && i + FFN_PF_SLOTS < h) {
+            long ta = slot_of(a, ja + FFN_PF_SLOTS), tb = slot_of(a, jb + FFN_PF_SLOTS);
+            if (ta >= 0 && tb >= 0) {
+                pf[0] = gu + (size_t)ta * 2 * rs;
+                pf[1] = pf[0] + rs;
+                pf[2] = gu + (size_t)tb * 2 * rs;
+                pf[3] = pf[2] + rs;
+                pd0 = dn + (size_t)ta * rs;
+                pd1 = dn + (size_t)tb * rs;
             }
-            j += 2;
-        } else {
-            float gs = dot1_impl(g0, a->x, E, f16), us = dot1_impl(g0 + rs, a->x, E, f16);
-            float av0 = silu(gs) * us;
-            axpy2_impl(acc, av0, dn + (size_t)s0 * rs, 0.0f, dn + (size_t)s0 * rs, E, f16);
-            if (a->act)
-                a->act[j] = av0;
-            j++;
+        }
+        float o[4];
+        dot4_impl(ga, ga + rs, gb, gb + rs, a->x, E, f16, o, pf[0] ? pf : NULL);
+        float ava = silu(o[0]) * o[1], avb = silu(o[2]) * o[3];
+        axpy2_impl(acc, ava, dn + (size_t)sa * rs, avb, dn + (size_t)sb * rs, E, f16, pd0, pd1);
+        if (a->act) {
+            a->act[ja] = ava;
+            a->act[jb] = avb;
         }
     }
+    if ((j1 - j0) & 1)
+        ffn_one_slot(a, j1 - 1, acc, f16);
 }
 
 TGT static void v_ffn_fused(const ffn_args *a, long j0, long j1, float *acc)
@@ -599,26 +648,20 @@ TGT static void v_ffn_fused(const ffn_args *a, long j0, long j1, float *acc)
         ffn_fused_impl(a, j0, j1, acc, false);
 }
 
-/* Outer-product block: NT tokens x (8 * NV) columns, accumulators in
- * registers over all selected slots. */
-VALWAYS void down_block(const ffn_args *a, const float *A, long lda, float *y, long ldy,
-                        long c, const int NT, const int NV, bool f16)
+/* Outer-product block over packed f32 down rows P [nj][ldp]: NT tokens x
+ * (8 * NV) columns, accumulators in registers over the nj slots, added to
+ * y unless first. */
+VALWAYS void down_block(const float *P, long ldp, int nj, const float *A, long lda, float *y,
+                        long ldy, bool first, const int NT, const int NV)
 {
-    const eng_ffn_weights *w = a->w;
-    long E = w->n_embd;
-    size_t es = dsize(f16);
     __m256 acc[6][2];
     for (int t = 0; t < NT; t++)
         for (int v = 0; v < NV; v++)
-            acc[t][v] = _mm256_setzero_ps();
-    for (long j = 0; j < a->n_sel; j++) {
-        long s = slot_of(a, j);
-        if (s < 0)
-            continue;
-        const char *d = (const char *)w->down + ((size_t)s * E + c) * es;
+            acc[t][v] = first ? _mm256_setzero_ps() : _mm256_loadu_ps(y + t * ldy + 8 * v);
+    for (int j = 0; j < nj; j++) {
         __m256 wv[2];
         for (int v = 0; v < NV; v++)
-            wv[v] = ld8(d, 8 * v, f16);
+            wv[v] = _mm256_load_ps(P + (size_t)j * ldp + 8 * v);
         for (int t = 0; t < NT; t++) {
             __m256 av = _mm256_broadcast_ss(A + t * lda + j);
             for (int v = 0; v < NV; v++)
@@ -627,58 +670,92 @@ VALWAYS void down_block(const ffn_args *a, const float *A, long lda, float *y, l
     }
     for (int t = 0; t < NT; t++)
         for (int v = 0; v < NV; v++)
-            _mm256_storeu_ps(y + t * ldy + c + 8 * v, acc[t][v]);
+            _mm256_storeu_ps(y + t * ldy + 8 * v, acc[t][v]);
 }
 
-VALWAYS void ffn_down_nt(const ffn_args *a, const float *A, long lda, float *y, long ldy,
-                         long c0, long nc, const int NT, bool f16)
+/* All column tiles of one packed block for NT tokens; the last partial tile
+ * goes through a local copy of y. */
+VALWAYS void down_tiles(const float *P, long ldp, int nj, long nc, const float *A, long lda,
+                        float *y, long ldy, bool first, const int NT)
 {
-    long c = c0, c1 = c0 + nc;
-    for (; c + 16 <= c1; c += 16)
-        down_block(a, A, lda, y, ldy, c, NT, 2, f16);
-    for (; c + 8 <= c1; c += 8)
-        down_block(a, A, lda, y, ldy, c, NT, 1, f16);
-    if (c < c1) {
-        const eng_ffn_weights *w = a->w;
-        long E = w->n_embd;
+    long c = 0;
+    for (; c + 16 <= nc; c += 16)
+        down_block(P + c, ldp, nj, A, lda, y + c, ldy, first, NT, 2);
+    for (; c + 8 <= nc; c += 8)
+        down_block(P + c, ldp, nj, A, lda, y + c, ldy, first, NT, 1);
+    if (c < nc) {
+        float tmp[6 * 8];
+        long r = nc - c;
         for (int t = 0; t < NT; t++)
-            for (long cc = c; cc < c1; cc++)
-                y[t * ldy + cc] = 0.0f;
-        for (long j = 0; j < a->n_sel; j++) {
-            long s = slot_of(a, j);
-            if (s < 0)
-                continue;
-            const char *d = (const char *)w->down + (size_t)s * E * dsize(f16);
-            for (int t = 0; t < NT; t++) {
-                float av = A[t * lda + j];
-                for (long cc = c; cc < c1; cc++)
-                    y[t * ldy + cc] += av * wval(d, cc, f16);
-            }
-        }
+            for (long i = 0; i < 8; i++)
+                tmp[t * 8 + i] = (!first && i < r) ? y[t * ldy + c + i] : 0.0f;
+        down_block(P + c, ldp, nj, A, lda, tmp, 8, first, NT, 1);
+        for (int t = 0; t < NT; t++)
+            for (long i = 0; i < r; i++)
+                y[t * ldy + c + i] = tmp[t * 8 + i];
     }
 }
 
 #define DOWN_CASE(NT)                                                                        \
     case NT:                                                                                 \
-        if (f16)                                                                             \
-            ffn_down_nt(a, A, lda, y, ldy, c0, nc, NT, true);                                \
-        else                                                                                 \
-            ffn_down_nt(a, A, lda, y, ldy, c0, nc, NT, false);                               \
+        down_tiles(P, ldp, nj, ncc, At, lda, yt, ldy, jb == 0, NT);                          \
         break;
 
+/* Blocks of selected down rows (their columns [c0, c0 + nc)) are converted
+ * to f32 and packed contiguously in the thread's scratch once, then reused
+ * by every block of 6 tokens: the rows of scattered slots are read once per
+ * token chunk instead of once per token block, and the inner loop reads
+ * only L1/L2. Invalid slots pack as zeros (their A is 0 too). */
 TGT static void v_ffn_down(const ffn_args *a, const float *A, long lda, float *y, long ldy,
-                           int nt, long c0, long nc)
+                           int nt, long c0, long nc, float *scratch)
 {
-    bool f16 = a->w->dtype == ENG_DTYPE_F16;
-    switch (nt) {
-        DOWN_CASE(1)
-        DOWN_CASE(2)
-        DOWN_CASE(3)
-        DOWN_CASE(4)
-        DOWN_CASE(5)
-        DOWN_CASE(6)
-    default:
-        break;
+    const eng_ffn_weights *w = a->w;
+    bool f16 = w->dtype == ENG_DTYPE_F16;
+    long E = w->n_embd;
+    enum { CC = 2048 }; /* column chunk: at least SCRATCH_FLOATS / CC slots per block */
+    for (long cc = c0; cc < c0 + nc; cc += CC) {
+        long ncc = c0 + nc - cc < CC ? c0 + nc - cc : CC;
+        long ldp = (ncc + 7) & ~7L;
+        long jbs = SCRATCH_FLOATS / ldp;
+        for (long jb = 0; jb < a->n_sel; jb += jbs) {
+            int nj = (int)(a->n_sel - jb < jbs ? a->n_sel - jb : jbs);
+            float *P = scratch;
+            for (int i = 0; i < nj; i++) {
+                long s = slot_of(a, jb + i);
+                float *d = P + (size_t)i * ldp;
+                long k = 0;
+                if (s >= 0) {
+                    const char *src = (const char *)w->down + ((size_t)s * E + cc) * dsize(f16);
+                    if (f16)
+                        for (; k + 8 <= ncc; k += 8)
+                            _mm256_store_ps(d + k, ld8(src, k, true));
+                    else
+                        for (; k + 8 <= ncc; k += 8)
+                            _mm256_store_ps(d + k, ld8(src, k, false));
+                    for (; k < ncc; k++)
+                        d[k] = wval(src, k, f16);
+                }
+                for (; k < ldp; k++)
+                    d[k] = 0.0f;
+            }
+            for (int t = 0; t < nt; t += 6) {
+                const float *At = A + (size_t)t * lda + jb;
+                float *yt = y + (size_t)t * ldy + cc;
+                switch (nt - t < 6 ? nt - t : 6) {
+                    DOWN_CASE(1)
+                    DOWN_CASE(2)
+                    DOWN_CASE(3)
+                    DOWN_CASE(4)
+                    DOWN_CASE(5)
+                    DOWN_CASE(6)
+                default:
+                    break;
+                }
+            }
+        }
+        if (a->n_sel == 0)
+            for (int t = 0; t < nt; t++)
+                memset(y + (size_t)t * ldy + cc, 0, (size_t)ncc * sizeof(float));
     }
 }
 #undef DOWN_CASE
@@ -1197,11 +1274,7 @@ static void ffn_down_task(void *p, int ith, int nth)
     if (b >= e)
         return;
     float *y = r->a.y + (size_t)r->t0 * E;
-    for (int t = 0; t < r->nt; t += 6) {
-        int ntt = r->nt - t < 6 ? r->nt - t : 6;
-        r->c->k->ffn_down(&r->a, r->A + (size_t)t * r->lda, r->lda, y + (size_t)t * E, E, ntt,
-                          b, e - b);
-    }
+    r->c->k->ffn_down(&r->a, r->A, r->lda, y, E, r->nt, b, e - b, thread_scratch(r->c, ith));
 }
 
 static void op_ffn(eng_backend *be, const eng_ffn_weights *w, const int32_t *sel, int n_sel,

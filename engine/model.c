@@ -246,6 +246,27 @@ static void load_neurons(loader *ld, const ffn_tensors *t, eng_layer *L, const i
     if (count == 0)
         return;
 
+    const uint32_t dtype = t->down->type;
+    const size_t B = ggml_type_block_elems(dtype), BB = ggml_type_block_bytes(dtype);
+    const size_t rb = ggml_row_bytes(dtype, F);
+    if ((size_t)count * B * 2 < (size_t)F && B <= 256) {
+        /* few neurons (a hot-swap): decode only the blocks of W_down that
+         * hold their columns instead of whole rows */
+        const uint8_t *data = t->down->data;
+        float blk[256];
+        for (int i = 0; i < count; i++) {
+            size_t b = (size_t)neurons[i] / B, k = (size_t)neurons[i] % B;
+            for (int e = 0; e < E; e++) {
+                eng_dequant_row_f32(dtype, data + (size_t)e * rb + b * BB, blk, B);
+                row[e] = blk[k];
+            }
+            store_row(dt, row, down + (size_t)slots[i] * E * es, E);
+        }
+        if (bytes_read)
+            *bytes_read += (uint64_t)count * E * BB;
+        return;
+    }
+
     float tmp[DOWN_BLOCK];
     for (int e0 = 0; e0 < E; e0 += DOWN_BLOCK) {
         int nb = E - e0 < DOWN_BLOCK ? E - e0 : DOWN_BLOCK;
@@ -258,7 +279,7 @@ static void load_neurons(loader *ld, const ffn_tensors *t, eng_layer *L, const i
         }
     }
     if (bytes_read)
-        *bytes_read += (uint64_t)E * ggml_row_bytes(t->down->type, F);
+        *bytes_read += (uint64_t)E * rb;
 }
 
 /* Allocates a layer's FFN buffers for cap slots. */

@@ -63,6 +63,12 @@ int si_cuda__fail_blas(cublasStatus_t s, const char *stmt, const char *file, int
  * too small, which fails with an error during graph capture. */
 int si_cuda__scratch(si_cuda *c, size_t bytes, void **ret);
 
+/* cuBLAS f16 x f16 -> f32 (matmul.cu): y (ldc) = op(a) b + beta y, column-major. */
+int si_cuda__gemm_f16(si_cuda *c, bool trans_a, int m, int n, int k, const __half *a, int lda,
+                      const __half *b, int ldb, float beta, float *y, int ldc);
+/* dst[i] = f16(src[i]) on the context's stream (matmul.cu). */
+int si_cuda__to_f16(si_cuda *c, const float *src, __half *dst, long n);
+
 /* Scratch carving: each piece rounded up to 256 bytes. */
 static inline size_t si_align256(size_t n)
 {

@@ -145,12 +145,12 @@ size_t si_cuda_attention_scratch(int n_sm, int n_tokens, int pos0, int n_head, i
 /* ---- FFN over a subset of neuron slots ------------------------------------ */
 
 /* Neuron-major FFN of one layer in device memory, f16 (see eng_ffn_weights). */
-typedef struct si_cuda_ffn {
+typedef struct si_cuda_ffn_weights {
     int n_embd;
     int n_slots;
     const uint16_t *gate_up; /* [n_slots][2][n_embd] */
     const uint16_t *down;    /* [n_slots][n_embd] */
-} si_cuda_ffn;
+} si_cuda_ffn_weights;
 
 /* As the backend's ffn: a[t][j] = silu(gate[s].x[t]) * (up[s].x[t]), s =
  * sel[j] (sel NULL: j; out of range: a = 0), y[t] = sum_j a[t][j] down[s].
@@ -158,9 +158,9 @@ typedef struct si_cuda_ffn {
  * when not NULL. One token: hand-written kernels that read only the selected
  * slots; more: the selected slots are gathered in chunks and multiplied with
  * cuBLAS (x and a rounded to f16). */
-int si_cuda_ffn(si_cuda *c, const si_cuda_ffn *w, const int32_t *sel, int n_sel,
+int si_cuda_ffn(si_cuda *c, const si_cuda_ffn_weights *w, const int32_t *sel, int n_sel,
                 const float *x, float *y, int n_tokens, float *act);
-size_t si_cuda_ffn_scratch(int n_sm, const si_cuda_ffn *w, int n_sel, int n_tokens);
+size_t si_cuda_ffn_scratch(int n_sm, const si_cuda_ffn_weights *w, int n_sel, int n_tokens);
 
 /* ---- selection and sampling on the device ---------------------------------- */
 

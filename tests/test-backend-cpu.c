@@ -402,7 +402,7 @@ static void test_ffn_one(eng_backend *be, eng_dtype dt, int E, int n_slots, int 
     int n_sel = use_sel ? n_sel_req : n_slots;
     int32_t *sel = NULL;
     if (use_sel) {
-        int *perm = malloc(sizeof(int) * (size_t)n_slots);
+        int *perm = calloc((size_t)n_slots + 1, sizeof(int));
         for (int i = 0; i < n_slots; i++)
             perm[i] = i;
         for (int i = n_slots - 1; i > 0; i--) {
@@ -414,7 +414,7 @@ static void test_ffn_one(eng_backend *be, eng_dtype dt, int E, int n_slots, int 
         for (int i = 0; i < n_sel; i++)
             sel[i] = perm[i];
         /* poison every slot not selected */
-        char *used = calloc((size_t)n_slots, 1);
+        char *used = calloc((size_t)n_slots + 1, 1);
         for (int i = 0; i < n_sel; i++)
             used[sel[i]] = 1;
         for (int s = 0; s < n_slots; s++)

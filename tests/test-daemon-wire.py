@@ -128,6 +128,7 @@ try:
     check(done.prompt_tokens > 0 and 0 < done.generated_tokens <= 8, "token counts")
     check(done.stop_reason in (pb.STOP_LENGTH, pb.STOP_EOS), "stop reason")
     check(done.decode_ns > 0 and done.prefill_ns > 0, "durations")
+    check(done.profile == "dense" and done.ffn_share == 1.0 and done.phi == 0.0, "dense plan statistics")
     text.decode("utf-8")
 
     # the same request unstreamed, with an unknown field appended: ignored
@@ -155,6 +156,9 @@ try:
     c.send(pb.Request(id=12, status=pb.StatusRequest()))
     r = c.recv()
     check(r.status.requests_served == 2 and r.status.protocol_version == 1, "status counters")
+    check(r.status.profile.mode == "dense" and r.status.load_ns > 0 and r.status.swaps == 0
+          and r.status.task_switch == "swap"
+          and r.status.profile.neurons_loaded == r.status.profile.neurons_total > 0, "status plan")
     check(r.status.generated_tokens == 2 * done.generated_tokens, "generated tokens counted")
 
     # a malformed frame: an error the Python side decodes, then EOF

@@ -1,17 +1,22 @@
 /* Integration tests of selectinferd: each run starts the real daemon binary
  * on a temporary socket and drives it through the client library and sictl.
  *
- *     test-daemon DAEMON SICTL SCENARIO [fake]
+ *     test-daemon DAEMON SICTL SCENARIO [fake | MAKE-PROFILE]
  *
  * With "fake", DAEMON is selectinferd-fake (tests/daemon-fake-engine.c:
  * exact token timing); otherwise it serves the default model (SI_MODEL or
  * the cache; exit 77 when absent). Scenarios: streaming, concurrent,
  * overload, cancel, disconnect, garbage, slow-reader, connections, admin,
- * lifecycle (fake only). Exit 0 pass, 1 fail, 77 skip. */
+ * lifecycle (fake only), swap and task-refuse (SelectInfer: hot-swap of
+ * task profiles, per-request phi; on the real model they need
+ * MAKE-PROFILE, tests/daemon-make-profile.c, to write their profile).
+ * Exit 0 pass, 1 fail, 77 skip. */
 #include "selectinfer-client.h"
+#include "si-frame.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <math.h>
 #include <grp.h>
 #include <pthread.h>
 #include <pwd.h>
@@ -20,6 +25,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -27,7 +33,7 @@
 #include <time.h>
 #include <unistd.h>
 
-static const char *daemon_bin, *sictl_bin;
+static const char *daemon_bin, *sictl_bin, *mkprofile_bin;
 static bool fake;
 static char model[4096];
 static int failures;
@@ -60,6 +66,23 @@ static void sleep_ms(int ms)
 {
     struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
     nanosleep(&ts, NULL);
+}
+
+/* Milliseconds from now to deadline (a now_s() time), at least 1: the
+ * receive timeout of a loop that must end, pass or fail, by its deadline. */
+static int ms_left(double deadline)
+{
+    double left = (deadline - now_s()) * 1000.0;
+    return left < 1.0 ? 1 : left > 600000.0 ? 600000 : (int)left;
+}
+
+/* Says what a reply is, for the log of a failed check. */
+static void describe_reply(const char *what, const Selectinfer__Response *r)
+{
+    fprintf(stderr, "%s: id %llu, body %d", what, (unsigned long long)r->id, (int)r->body_case);
+    if (r->body_case == SELECTINFER__RESPONSE__BODY_ERROR)
+        fprintf(stderr, ", error %d: %s", (int)r->error->code, r->error->message ? r->error->message : "");
+    fprintf(stderr, "\n");
 }
 
 /* ---- the daemon process ---------------------------------------------------- */
@@ -108,9 +131,17 @@ static void daemon_start_env(daemon_proc *d, const char *const *extra, const cha
         argv[n++] = extra[i];
     }
     argv[n] = NULL;
+    pid_t parent = getpid();
     d->pid = fork();
     if (d->pid == 0) {
+        /* the daemon dies with the test, however the test ends (a crash
+         * included): no daemon outlives a failed run */
+        if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || getppid() != parent)
+            _exit(126);
         int fd = open(d->log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        /* stdout too: a daemon left behind by a failed run must not hold
+         * the test runner's pipe open (meson waits for its EOF) */
+        dup2(fd, 1);
         dup2(fd, 2);
         for (int i = 0; env && env[i]; i++)
             putenv((char *)env[i]);
@@ -463,18 +494,18 @@ static void scenario_streaming(void)
     s.has_top_p = true;
     s.top_p = 0.0f;
     bad.sampling = &s;
-    CHECK(si_client_generate(c, &bad, NULL, NULL, 60000, &r) == 0);
+    REQUIRE(si_client_generate(c, &bad, NULL, NULL, 60000, &r) == 0);
     CHECK(error_code(r) == SELECTINFER__ERROR_CODE__INVALID_ARGUMENT);
     si_response_free(r);
     selectinfer__generate__init(&bad); /* no input */
-    CHECK(si_client_generate(c, &bad, NULL, NULL, 60000, &r) == 0);
+    REQUIRE(si_client_generate(c, &bad, NULL, NULL, 60000, &r) == 0);
     CHECK(error_code(r) == SELECTINFER__ERROR_CODE__INVALID_ARGUMENT);
     si_response_free(r);
     Selectinfer__ChatMessages chat2;
     Selectinfer__ChatMessage m2, *mp2[1];
     init_chat(&bad, &chat2, &m2, mp2, "hi");
     m2.role = "wizard";
-    CHECK(si_client_generate(c, &bad, NULL, NULL, 60000, &r) == 0);
+    REQUIRE(si_client_generate(c, &bad, NULL, NULL, 60000, &r) == 0);
     CHECK(error_code(r) == SELECTINFER__ERROR_CODE__INVALID_ARGUMENT);
     si_response_free(r);
     /* a prompt longer than the context (512 tokens) */
@@ -483,7 +514,7 @@ static void scenario_streaming(void)
         longp[i] = (i % 5 == 4) ? ' ' : "abcd"[i % 5];
     longp[20000] = '\0';
     init_raw(&bad, longp, 4);
-    CHECK(si_client_generate(c, &bad, NULL, NULL, 120000, &r) == 0);
+    REQUIRE(si_client_generate(c, &bad, NULL, NULL, 120000, &r) == 0);
     CHECK(error_code(r) == SELECTINFER__ERROR_CODE__PROMPT_TOO_LONG);
     si_response_free(r);
     free(longp);
@@ -493,7 +524,7 @@ static void scenario_streaming(void)
     req.body_case = SELECTINFER__REQUEST__BODY_STATUS;
     req.status = &sr;
     CHECK(si_client_send(c, &req) == 0);
-    CHECK(si_client_recv(c, 10000, &r) == 1);
+    REQUIRE(si_client_recv(c, 10000, &r) == 1);
     CHECK(error_code(r) == SELECTINFER__ERROR_CODE__INVALID_ARGUMENT && r->id == 0);
     si_response_free(r);
     si_client_close(c);
@@ -575,9 +606,10 @@ static void scenario_concurrent(void)
         CHECK(si_client_send(c, &req) == 0);
     }
     int done[3] = {0, 0, 0};
+    double deadline = now_s() + (fake ? 60 : 300);
     for (int n = 0; n < 3;) {
         Selectinfer__Response *r;
-        int rc = si_client_recv(c, 120000, &r);
+        int rc = si_client_recv(c, ms_left(deadline), &r);
         REQUIRE(rc == 1);
         CHECK(r->id >= 101 && r->id <= 103);
         if (r->body_case == SELECTINFER__RESPONSE__BODY_DONE && r->id >= 101 && r->id <= 103) {
@@ -612,16 +644,26 @@ static void scenario_overload(void)
     req.generate = &g;
     req.has_id = true;
     enum { N = 8 };
-    for (uint64_t id = 1; id <= N; id++) {
-        req.id = id;
-        CHECK(si_client_send(c, &req) == 0);
+    /* All N + 1 frames in one send, so that the daemon reads them in one
+     * go: sent one by one, a client that the scheduler stalls between two
+     * sends lets request 1 finish first, and the counts below change. */
+    uint8_t batch[(N + 1) * 256];
+    size_t blen = 0;
+    for (uint64_t id = 1; id <= N + 1; id++) {
+        req.id = id <= N ? id : 1; /* the last: id 1 again, still in flight */
+        uint8_t *f;
+        size_t flen;
+        REQUIRE(si_frame_pack(&req.base, 256, &f, &flen) == 0);
+        memcpy(batch + blen, f, flen);
+        blen += flen;
+        free(f);
     }
-    req.id = 1; /* still in flight */
-    CHECK(si_client_send(c, &req) == 0);
+    CHECK(send_raw(si_client_fd(c), batch, blen) == 0);
     int terminal[N + 1] = {0}, n_done = 0, n_over = 0, n_dup = 0;
+    double deadline = now_s() + (fake ? 60 : 300);
     for (int n = 0; n < N + 1;) {
         Selectinfer__Response *r;
-        REQUIRE(si_client_recv(c, 120000, &r) == 1);
+        REQUIRE(si_client_recv(c, ms_left(deadline), &r) == 1);
         REQUIRE(r->id >= 1 && r->id <= N);
         if (r->body_case == SELECTINFER__RESPONSE__BODY_DONE) {
             n_done++;
@@ -668,55 +710,71 @@ static void scenario_cancel(void)
     req.id = si_client_next_id(c); /* 2, queued behind 1 */
     CHECK(si_client_send(c, &req) == 0);
 
-    /* cancel 2 while it waits, then 1 once it streams */
+    /* cancel 2 while it waits, then 1 once it streams. Every check that
+     * would leave this loop waiting for replies that cannot come ends the
+     * scenario (REQUIRE), and the whole loop has a deadline. */
     Selectinfer__Response *r;
-    int chunks1 = 0;
+    int chunks1 = 0, words1 = 0;
     bool acked2 = false, done2 = false;
-    double t_cancel = 0;
+    double t_cancel = 0, deadline = now_s() + (fake ? 60 : 300);
     bool sent1 = false, acked1 = false, done1 = false;
     uint32_t gen1 = 0;
-    int chunks_before_cancel = 0;
     CHECK(si_client_cancel(c, 2) == 0); /* id 3 */
     while (!(done1 && done2 && acked1 && acked2)) {
-        REQUIRE(si_client_recv(c, 120000, &r) == 1);
+        REQUIRE(now_s() < deadline);
+        REQUIRE(si_client_recv(c, ms_left(deadline), &r) == 1);
+        bool ok = true;
         if (r->id == 1 && r->body_case == SELECTINFER__RESPONSE__BODY_CHUNK) {
             chunks1++;
+            for (size_t i = 0; i < r->chunk->text.len; i++)
+                words1 += r->chunk->text.data[i] == ' ';
             if (!sent1 && chunks1 >= 2) {
-                chunks_before_cancel = chunks1;
                 CHECK(si_client_cancel(c, 1) == 0); /* id 4 */
                 t_cancel = now_s();
                 sent1 = true;
             }
         } else if (r->id == 1 && r->body_case == SELECTINFER__RESPONSE__BODY_DONE) {
             done1 = true;
+            ok = sent1; /* else the ack of 4 never comes */
             CHECK(r->done->stop_reason == SELECTINFER__STOP_REASON__STOP_CANCELLED);
             gen1 = r->done->generated_tokens;
             CHECK(gen1 < 400);
-            CHECK(now_s() - t_cancel < (fake ? 0.5 : 5.0));
+            /* Cancel to done, as this client sees it: a loaded machine
+             * delays the client, the loop and the worker, so the bound is
+             * loose; a cancel that is not acted on runs the 400 tokens
+             * (8 s on the fake engine) and fails gen1 < 400 anyway. */
+            double lat = now_s() - t_cancel;
+            fprintf(stderr, "cancel: done %.3f s after the cancel, %u tokens, %d chunks\n", lat, gen1, chunks1);
+            CHECK(lat < (fake ? 3.0 : 30.0));
         } else if (r->id == 2) {
-            CHECK(r->body_case == SELECTINFER__RESPONSE__BODY_DONE);
-            if (r->body_case == SELECTINFER__RESPONSE__BODY_DONE) {
+            /* anything but its done: it ran although cancelled while queued */
+            ok = r->body_case == SELECTINFER__RESPONSE__BODY_DONE;
+            if (ok) {
                 CHECK(r->done->stop_reason == SELECTINFER__STOP_REASON__STOP_CANCELLED);
                 CHECK(r->done->generated_tokens == 0);
             }
             CHECK(acked2); /* the ack comes first */
             done2 = true;
         } else if (r->id == 3) {
-            CHECK(r->body_case == SELECTINFER__RESPONSE__BODY_ACK);
+            ok = r->body_case == SELECTINFER__RESPONSE__BODY_ACK;
             acked2 = true;
         } else if (r->id == 4) {
-            CHECK(r->body_case == SELECTINFER__RESPONSE__BODY_ACK);
+            ok = r->body_case == SELECTINFER__RESPONSE__BODY_ACK;
             acked1 = true;
         } else {
-            CHECK(!"unexpected reply");
+            ok = false;
         }
+        if (!ok)
+            describe_reply("cancel: unexpected reply", r);
         si_response_free(r);
+        REQUIRE(ok);
     }
     CHECK(done1 && sent1);
-    /* fake engine: one word per token, 20 ms apart; the cancel lands
-     * within one token of arriving */
+    /* fake engine: one word per token, and the text of every token reaches
+     * the client exactly once before the done, however the chunks were
+     * merged on the way (a slow loop sends fewer, larger chunks) */
     if (fake)
-        CHECK(gen1 <= (uint32_t)chunks_before_cancel + 3);
+        CHECK(gen1 == (uint32_t)words1);
     /* cancelling something unknown */
     CHECK(si_client_cancel(c, 77) == 0); /* id 5 */
     REQUIRE(si_client_recv(c, 10000, &r) == 1);
@@ -794,7 +852,8 @@ static void scenario_disconnect(void)
     si_response_free(r);
     si_client_close(c);
     double t0 = now_s();
-    CHECK(wait_idle(fake ? 1.0 : 10.0));
+    /* the cancel lands within a token; the bound is for a loaded machine */
+    CHECK(wait_idle(fake ? 10.0 : 30.0));
     fprintf(stderr, "idle %.3f s after the disconnect\n", now_s() - t0);
     Selectinfer__Response *s = status(D.sock);
     REQUIRE(s);
@@ -812,7 +871,7 @@ static void scenario_disconnect(void)
         si_client_close(c);
         close(fd);
     }
-    CHECK(wait_idle(fake ? 2.0 : 30.0));
+    CHECK(wait_idle(fake ? 10.0 : 60.0));
     /* everyone else is still served, correctly */
     gen_result *after = calloc(1, sizeof(*after));
     reference(after);
@@ -876,14 +935,15 @@ static void scenario_garbage(void)
     uint8_t empty[4] = {0, 0, 0, 0};
     CHECK(send_raw(si_client_fd(c), empty, 4) == 0);
     Selectinfer__Response *r;
-    CHECK(si_client_recv(c, 10000, &r) == 1);
+    REQUIRE(si_client_recv(c, 10000, &r) == 1);
     CHECK(error_code(r) == SELECTINFER__ERROR_CODE__INVALID_ARGUMENT);
     si_response_free(r);
     Selectinfer__StatusRequest sr = SELECTINFER__STATUS_REQUEST__INIT;
     Selectinfer__Request sreq = SELECTINFER__REQUEST__INIT;
     sreq.body_case = SELECTINFER__REQUEST__BODY_STATUS;
     sreq.status = &sr;
-    CHECK(si_client_call(c, &sreq, 10000, &r) == 0 && r->body_case == SELECTINFER__RESPONSE__BODY_STATUS);
+    REQUIRE(si_client_call(c, &sreq, 10000, &r) == 0);
+    CHECK(r->body_case == SELECTINFER__RESPONSE__BODY_STATUS);
     si_response_free(r);
     si_client_close(c);
     /* random bytes from many clients, some cut mid-frame */
@@ -953,8 +1013,10 @@ static void scenario_slow_reader(void)
     }
     fprintf(stderr, "slow reader dropped after %.1f s; worst status latency %.3f s\n", now_s() - t0, worst);
     CHECK(dropped);
-    CHECK(worst < 1.0);
-    CHECK(wait_idle(fake ? 2.0 : 30.0));
+    /* a loop that waited on the slow client would not answer at all until
+     * the drop; the bound leaves room for a loaded machine */
+    CHECK(worst < 3.0);
+    CHECK(wait_idle(fake ? 10.0 : 60.0));
     gen_result *after = calloc(1, sizeof(*after));
     init_raw(&g, "Hello", 3);
     CHECK(generate(D.sock, &g, after) == 0 && is_done(after->end));
@@ -981,8 +1043,13 @@ static void scenario_connections(void)
     CHECK(read_until_eof(extra_c, 10000, &eof) == SELECTINFER__ERROR_CODE__TOO_MANY_CONNECTIONS && eof);
     si_client_close(extra_c);
     si_client_close(c[0]);
-    sleep_ms(200);
-    Selectinfer__Response *s = status(D.sock); /* a slot is free again */
+    /* a slot is free again once the daemon has seen c[0] go: until then a
+     * status connection is refused, however long a loaded machine takes */
+    Selectinfer__Response *s = NULL;
+    for (double t0 = now_s(); !s && now_s() - t0 < 30;) {
+        sleep_ms(50);
+        s = status(D.sock);
+    }
     REQUIRE(s);
     CHECK(s->status->connections == 3);
     si_response_free(s);
@@ -1130,11 +1197,15 @@ static void scenario_lifecycle(void)
     CHECK(wait_ready(&D, 10) == 0);
     /* SIGHUP reloads */
     kill(D.pid, SIGHUP);
-    sleep_ms(300);
-    s = status(D.sock);
-    REQUIRE(s);
-    CHECK(s->status->reloads == 1);
-    si_response_free(s);
+    uint64_t reloads = 0;
+    for (double t1 = now_s(); reloads == 0 && now_s() - t1 < 30;) {
+        sleep_ms(50); /* the signal is handled on the daemon's loop, later */
+        s = status(D.sock);
+        REQUIRE(s);
+        reloads = s->status->reloads;
+        si_response_free(s);
+    }
+    CHECK(reloads == 1);
     /* SIGTERM mid-stream: the running request ends cancelled, the queued
      * one with SHUTTING_DOWN, and the daemon exits 0 */
     si_client *c;
@@ -1182,7 +1253,7 @@ static void scenario_lifecycle(void)
         sleep_ms(20);
     REQUIRE(c);
     init_raw(&g, "hello", 3);
-    CHECK(si_client_generate(c, &g, NULL, NULL, 10000, &r) == 0);
+    REQUIRE(si_client_generate(c, &g, NULL, NULL, 10000, &r) == 0);
     CHECK(error_code(r) == SELECTINFER__ERROR_CODE__NOT_READY);
     si_response_free(r);
     si_client_close(c);
@@ -1190,6 +1261,343 @@ static void scenario_lifecycle(void)
     snprintf(cmd, sizeof(cmd), "rm -rf %s", D.dir);
     CHECK(system(cmd) == 0);
     free(res);
+}
+
+/* ---- SelectInfer: hot-swap, task switches, phi ---------------------------- */
+
+/* Writes a profile with the tasks "qa" and "translate" to path: a text file
+ * for the fake engine, the real thing (daemon-make-profile) otherwise. */
+static bool make_profile(const char *path)
+{
+    if (fake) {
+        FILE *f = fopen(path, "w");
+        if (!f)
+            return false;
+        fputs("fake-profile\nqa\ntranslate\n", f);
+        return fclose(f) == 0;
+    }
+    if (!mkprofile_bin) {
+        fprintf(stderr, "no profile maker given\n");
+        return false;
+    }
+    char cmd[8192];
+    snprintf(cmd, sizeof(cmd), "'%s' '%s' '%s'", mkprofile_bin, model, path);
+    return system(cmd) == 0;
+}
+
+static int copy_file(const char *from, const char *to)
+{
+    char cmd[512];
+    snprintf(cmd, sizeof(cmd), "cp '%s' '%s'", from, to);
+    return system(cmd) == 0 ? 0 : -1;
+}
+
+/* Flips a byte in the middle of a file (a profile corrupted on disk). */
+static bool corrupt(const char *path)
+{
+    FILE *f = fopen(path, "r+b");
+    if (!f)
+        return false;
+    long off = 0;
+    if (fseek(f, 0, SEEK_END) == 0)
+        off = ftell(f) / 2;
+    if (fake)
+        off = 0; /* the magic line */
+    fseek(f, off, SEEK_SET);
+    int c = fgetc(f);
+    fseek(f, off, SEEK_SET);
+    fputc(c ^ 0x40, f);
+    return fclose(f) == 0;
+}
+
+static Selectinfer__Response *use_profile_call(const char *sock, const char *name, const char *path)
+{
+    si_client *c;
+    if (si_client_connect(sock, &c) < 0)
+        return NULL;
+    Selectinfer__UseProfile u = SELECTINFER__USE_PROFILE__INIT;
+    u.name = (char *)name;
+    u.path = (char *)path;
+    Selectinfer__Request req = SELECTINFER__REQUEST__INIT;
+    req.body_case = SELECTINFER__REQUEST__BODY_USE_PROFILE;
+    req.use_profile = &u;
+    Selectinfer__Response *r = NULL;
+    if (si_client_call(c, &req, 300000, &r) < 0)
+        r = NULL;
+    si_client_close(c);
+    return r;
+}
+
+static const char *active_name(const char *sock)
+{
+    static char name[64];
+    Selectinfer__Response *s = status(sock);
+    snprintf(name, sizeof(name), "%s", s && s->status->profile && s->status->profile->name ? s->status->profile->name : "?");
+    si_response_free(s);
+    return name;
+}
+
+/* A short greedy raw generation with an optional task and phi. */
+static void gen_task(gen_result *res, const char *task, float phi, uint32_t max_tokens)
+{
+    Selectinfer__Generate g;
+    init_raw(&g, "The capital of France is", max_tokens);
+    g.task = (char *)task;
+    if (phi > 0) {
+        g.has_phi = true;
+        g.phi = phi;
+    }
+    CHECK(generate(D.sock, &g, res) == 0);
+}
+
+typedef struct swap_client {
+    gen_result res;
+    int rc;
+    uint32_t tokens;
+} swap_client;
+
+static void *swap_client_main(void *p)
+{
+    swap_client *t = p;
+    Selectinfer__Generate g;
+    init_raw(&g, "1, 2, 3, 4, 5, 6, 7, 8,", t->tokens);
+    t->rc = generate(D.sock, &g, &t->res);
+    return NULL;
+}
+
+static void scenario_swap(void)
+{
+    char prof[160], prof2[160], dir[64];
+    snprintf(dir, sizeof(dir), "/tmp/si-swap-XXXXXX");
+    REQUIRE(mkdtemp(dir));
+    snprintf(prof, sizeof(prof), "%s/p.siprof", dir);
+    snprintf(prof2, sizeof(prof2), "%s/p2.siprof", dir);
+    REQUIRE(make_profile(prof));
+    REQUIRE(copy_file(prof, prof2) == 0);
+    const char *extra[] = {"--profile", prof, "--task", "qa", "--gamma", "0.5", "--delta", "0.2",
+                           "--max-tokens", "100000", NULL};
+    const char *env[] = {"SI_FAKE_TOKEN_US=20000", NULL};
+    daemon_start_env(&D, extra, fake ? env : NULL);
+    if (wait_ready(&D, 120) < 0) {
+        failures++;
+        return;
+    }
+    Selectinfer__Response *st = status(D.sock);
+    REQUIRE(st && st->status->profile);
+    CHECK(strcmp(st->status->profile->name, "qa") == 0);
+    CHECK(strcmp(st->status->profile->mode, "selectinfer") == 0);
+    CHECK(strcmp(st->status->profile->path, prof) == 0);
+    CHECK(fabsf(st->status->profile->gamma - 0.5f) < 1e-6f && fabsf(st->status->profile->delta - 0.2f) < 1e-6f);
+    CHECK(st->status->profile->neurons_loaded * 2 == st->status->profile->neurons_total);
+    CHECK(st->status->swaps == 0 && st->status->load_ns > 0 && !st->status->last_swap);
+    CHECK(st->status->task_switch && strcmp(st->status->task_switch, "swap") == 0);
+    uint64_t weights = st->status->weight_bytes;
+    si_response_free(st);
+    char env_sock[256], out[8192];
+    snprintf(env_sock, sizeof(env_sock), SI_SOCKET_ENV "=%s", D.sock);
+    const char *pargs[] = {"profiles", NULL};
+    CHECK(run_sictl(pargs, out, sizeof(out), env_sock) == 0);
+    CHECK(strstr(out, "* qa") && strstr(out, "  translate"));
+
+    /* phi: the share computed follows it; outside [delta, gamma] it is refused */
+    gen_result *r = calloc(1, sizeof(*r));
+    gen_task(r, NULL, 0, 4);
+    CHECK(is_done(r->end) && fabsf(r->end->done->ffn_share - 0.5f) < 1e-3f);
+    si_response_free(r->end);
+    gen_task(r, NULL, 0.3f, 4);
+    CHECK(is_done(r->end));
+    if (is_done(r->end))
+        CHECK(fabsf(r->end->done->ffn_share - 0.3f) < 1e-3f && fabsf(r->end->done->phi - 0.3f) < 1e-6f);
+    si_response_free(r->end);
+    gen_task(r, NULL, 0.6f, 4);
+    CHECK(error_code(r->end) == SELECTINFER__ERROR_CODE__INVALID_ARGUMENT);
+    CHECK(r->end && r->end->error && strstr(r->end->error->message, "gamma"));
+    si_response_free(r->end);
+    gen_task(r, NULL, 0.1f, 4);
+    CHECK(error_code(r->end) == SELECTINFER__ERROR_CODE__INVALID_ARGUMENT);
+    CHECK(r->end && r->end->error && strstr(r->end->error->message, "delta"));
+    si_response_free(r->end);
+    const char *gargs[] = {"generate", "--raw", "--max-tokens", "2", "--phi", "0.25", "--alpha", "0.3", "--stats",
+                           "Hello", NULL};
+    CHECK(run_sictl(gargs, out, sizeof(out), env_sock) == 0);
+    const char *gbad[] = {"generate", "--raw", "--phi", "0.9", "Hello", NULL};
+    CHECK(run_sictl(gbad, NULL, 0, env_sock) == 65);
+    gen_result *ref_qa = calloc(1, sizeof(*ref_qa));
+    gen_task(ref_qa, NULL, 0, 8);
+    REQUIRE(is_done(ref_qa->end) && strcmp(ref_qa->end->done->profile, "qa") == 0);
+
+    /* hot-swap while three clients stream and queue: all complete, the one
+     * running finishes on qa, the queued ones run on translate */
+    enum { K = 3 };
+    static swap_client cl[K];
+    pthread_t th[K];
+    for (int i = 0; i < K; i++) {
+        memset(&cl[i], 0, sizeof(cl[i]));
+        cl[i].tokens = fake ? 40 : 48;
+        pthread_create(&th[i], NULL, swap_client_main, &cl[i]);
+    }
+    /* wait until one request runs and the others are queued */
+    double t0 = now_s();
+    bool streaming = false;
+    while (!streaming && now_s() - t0 < 60) {
+        Selectinfer__Response *q = status(D.sock);
+        streaming = q && q->status->running == 1 && q->status->queue_length == K - 1;
+        si_response_free(q);
+        if (!streaming)
+            sleep_ms(5);
+    }
+    CHECK(streaming);
+    char jout[8192];
+    const char *uargs[] = {"--json", "use", "translate", NULL};
+    double tu = now_s();
+    CHECK(run_sictl(uargs, jout, sizeof(jout), env_sock) == 0);
+    fprintf(stderr, "use translate took %.3f s (waiting for the running request): %s", now_s() - tu, jout);
+    CHECK(strstr(jout, "\"to_task\":\"translate\"") && strstr(jout, "\"neurons_in\":"));
+    int n_qa = 0, n_tr = 0;
+    for (int i = 0; i < K; i++) {
+        pthread_join(th[i], NULL);
+        CHECK(cl[i].rc == 0 && is_done(cl[i].res.end));
+        if (is_done(cl[i].res.end)) {
+            const Selectinfer__Done *d = cl[i].res.end->done;
+            CHECK(d->generated_tokens == cl[i].tokens || d->stop_reason == SELECTINFER__STOP_REASON__STOP_EOS);
+            n_qa += strcmp(d->profile, "qa") == 0;
+            n_tr += strcmp(d->profile, "translate") == 0;
+            if (fake) /* the fake engine writes the task into every word */
+                CHECK(strstr(cl[i].res.text, strcmp(d->profile, "qa") == 0 ? "qa:w0 " : "translate:w0 "));
+        }
+        si_response_free(cl[i].res.end);
+    }
+    CHECK(n_qa == 1 && n_tr == K - 1);
+    st = status(D.sock);
+    REQUIRE(st && st->status->last_swap);
+    CHECK(strcmp(st->status->profile->name, "translate") == 0 && st->status->swaps == 1);
+    const Selectinfer__SwapStats *ls = st->status->last_swap;
+    CHECK(strcmp(ls->from_task, "qa") == 0 && strcmp(ls->to_task, "translate") == 0);
+    CHECK(ls->neurons_in > 0 && ls->neurons_in == ls->neurons_out);
+    CHECK(ls->neurons_in < st->status->profile->neurons_loaded);
+    CHECK(st->status->weight_bytes == weights);
+    fprintf(stderr, "swap qa -> translate: %.2f ms, %llu neurons in, %llu out; cold start %.2f ms (%.1fx)\n",
+            (double)ls->swap_ns / 1e6, (unsigned long long)ls->neurons_in, (unsigned long long)ls->neurons_out,
+            (double)ls->load_ns / 1e6, ls->swap_ns ? (double)ls->load_ns / (double)ls->swap_ns : 0.0);
+    if (!fake)
+        CHECK(ls->swap_ns > 0 && ls->swap_ns * 3 < ls->load_ns);
+    si_response_free(st);
+    gen_result *tr = calloc(1, sizeof(*tr));
+    gen_task(tr, NULL, 0, 8);
+    REQUIRE(is_done(tr->end));
+    CHECK(strcmp(tr->end->done->profile, "translate") == 0);
+    fprintf(stderr, "qa: \"%s\"\ntranslate: \"%s\"\n", ref_qa->text, tr->text);
+
+    /* no such task: NOT_FOUND, nothing changes */
+    Selectinfer__Response *u = use_profile_call(D.sock, "summarize", NULL);
+    CHECK(error_code(u) == SELECTINFER__ERROR_CODE__NOT_FOUND);
+    si_response_free(u);
+    /* the profile corrupted on disk: the swap fails, translate keeps serving */
+    REQUIRE(corrupt(prof));
+    u = use_profile_call(D.sock, "qa", NULL);
+    CHECK(error_code(u) == SELECTINFER__ERROR_CODE__SWAP_FAILED);
+    if (u && u->error)
+        fprintf(stderr, "failed swap: %s\n", u->error->message);
+    si_response_free(u);
+    CHECK(strcmp(active_name(D.sock), "translate") == 0);
+    gen_task(r, NULL, 0, 8);
+    CHECK(is_done(r->end) && strcmp(r->end->done->profile, "translate") == 0);
+    CHECK(r->len == tr->len && memcmp(r->text, tr->text, tr->len) == 0);
+    si_response_free(r->end);
+    st = status(D.sock);
+    REQUIRE(st);
+    CHECK(st->status->swaps == 1 && st->status->swaps_failed == 1);
+    si_response_free(st);
+    /* another file, named in the request: back to qa */
+    const char *u2[] = {"use", "qa", "--profile", prof2, NULL};
+    CHECK(run_sictl(u2, out, sizeof(out), env_sock) == 0);
+    CHECK(strstr(out, "'qa' active"));
+    st = status(D.sock);
+    REQUIRE(st);
+    CHECK(strcmp(st->status->profile->name, "qa") == 0 && strcmp(st->status->profile->path, prof2) == 0);
+    CHECK(st->status->swaps == 2);
+    si_response_free(st);
+
+    /* a request naming the other task swaps to it first (task_switch = swap) */
+    gen_task(r, "translate", 0, 8);
+    CHECK(is_done(r->end));
+    if (is_done(r->end)) {
+        CHECK(strcmp(r->end->done->profile, "translate") == 0);
+        CHECK(r->end->done->swap && strcmp(r->end->done->swap->to_task, "translate") == 0 &&
+              r->end->done->swap->neurons_in > 0);
+        /* the same neurons in other slots: only the summation order may
+         * differ from the first translate plan, so this is not checked */
+        if (r->len != tr->len || memcmp(r->text, tr->text, tr->len) != 0)
+            fprintf(stderr, "note: translate after two swaps: \"%s\"\n", r->text);
+    }
+    si_response_free(r->end);
+    gen_task(r, "translate", 0, 4); /* already active: no swap */
+    CHECK(is_done(r->end) && !r->end->done->swap);
+    si_response_free(r->end);
+    gen_task(r, "summarize", 0, 4);
+    CHECK(error_code(r->end) == SELECTINFER__ERROR_CODE__NOT_FOUND);
+    si_response_free(r->end);
+    st = status(D.sock);
+    REQUIRE(st);
+    CHECK(st->status->swaps == 3 && strcmp(st->status->profile->name, "translate") == 0);
+    si_response_free(st);
+    si_response_free(ref_qa->end);
+    si_response_free(tr->end);
+    free(ref_qa);
+    free(tr);
+    free(r);
+    daemon_stop();
+    remove(prof);
+    remove(prof2);
+    rmdir(dir);
+}
+
+/* task_switch = refuse: a request for another task gets TASK_MISMATCH and
+ * nothing swaps; a daemon without a profile cannot swap at all. */
+static void scenario_task_refuse(void)
+{
+    char prof[160], dir[64];
+    snprintf(dir, sizeof(dir), "/tmp/si-refuse-XXXXXX");
+    REQUIRE(mkdtemp(dir));
+    snprintf(prof, sizeof(prof), "%s/p.siprof", dir);
+    REQUIRE(make_profile(prof));
+    const char *extra[] = {"--profile", prof, "--task", "qa", "--task-switch", "refuse", NULL};
+    daemon_start(extra);
+    gen_result *r = calloc(1, sizeof(*r));
+    gen_task(r, "translate", 0, 4);
+    CHECK(error_code(r->end) == SELECTINFER__ERROR_CODE__TASK_MISMATCH);
+    CHECK(r->end && r->end->error && strstr(r->end->error->message, "refuse"));
+    si_response_free(r->end);
+    gen_task(r, "qa", 0, 4);
+    CHECK(is_done(r->end) && strcmp(r->end->done->profile, "qa") == 0 && !r->end->done->swap);
+    si_response_free(r->end);
+    char env_sock[256];
+    snprintf(env_sock, sizeof(env_sock), SI_SOCKET_ENV "=%s", D.sock);
+    const char *gargs[] = {"generate", "--raw", "--task", "translate", "Hello", NULL};
+    CHECK(run_sictl(gargs, NULL, 0, env_sock) == 1);
+    Selectinfer__Response *st = status(D.sock);
+    REQUIRE(st);
+    CHECK(st->status->swaps == 0 && strcmp(st->status->task_switch, "refuse") == 0);
+    CHECK(strcmp(st->status->profile->name, "qa") == 0);
+    si_response_free(st);
+    /* an admin still switches explicitly */
+    Selectinfer__Response *u = use_profile_call(D.sock, "translate", NULL);
+    CHECK(u && u->body_case == SELECTINFER__RESPONSE__BODY_ACK && u->ack->swap);
+    si_response_free(u);
+    gen_task(r, "translate", 0, 4);
+    CHECK(is_done(r->end) && strcmp(r->end->done->profile, "translate") == 0);
+    si_response_free(r->end);
+    /* back to dense: every neuron, every task */
+    u = use_profile_call(D.sock, "dense", NULL);
+    CHECK(u && u->body_case == SELECTINFER__RESPONSE__BODY_ACK);
+    si_response_free(u);
+    gen_task(r, "qa", 0, 4);
+    CHECK(is_done(r->end) && strcmp(r->end->done->profile, "dense") == 0 && r->end->done->ffn_share > 0.999f);
+    si_response_free(r->end);
+    free(r);
+    daemon_stop();
+    remove(prof);
+    rmdir(dir);
 }
 
 static bool find_model(void)
@@ -1208,6 +1616,37 @@ static bool find_model(void)
     return access(model, R_OK) == 0;
 }
 
+/* The scenario's overall deadline (below meson's timeout): a scenario stuck
+ * in a wait fails here, with its daemon killed, instead of hanging. */
+static void on_watchdog(int sig)
+{
+    static const char msg[] = "test-daemon: the scenario ran past its deadline; killing the daemon\n";
+    (void)sig;
+    if (D.pid > 0)
+        kill(D.pid, SIGKILL);
+    if (write(2, msg, sizeof(msg) - 1) < 0)
+        _exit(1);
+    _exit(1);
+}
+
+/* A scenario that ended early (REQUIRE) leaves its daemon running: kill it,
+ * so that no process outlives the test. */
+static void kill_leftover_daemon(void)
+{
+    int st;
+    if (D.pid <= 0 || waitpid(D.pid, &st, WNOHANG) != 0)
+        return; /* none, or already reaped */
+    fprintf(stderr, "the scenario ended with its daemon still running; killing it\n");
+    failures++;
+    kill(D.pid, SIGKILL);
+    waitpid(D.pid, &st, 0);
+    dump_log(&D);
+    char cmd[128];
+    snprintf(cmd, sizeof(cmd), "rm -rf %s", D.dir);
+    if (system(cmd) != 0)
+        fprintf(stderr, "cannot remove %s\n", D.dir);
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 4) {
@@ -1218,6 +1657,7 @@ int main(int argc, char **argv)
     sictl_bin = argv[2];
     const char *sc = argv[3];
     fake = argc > 4 && strcmp(argv[4], "fake") == 0;
+    mkprofile_bin = argc > 4 && !fake ? argv[4] : NULL;
     signal(SIGPIPE, SIG_IGN);
     if (fake) {
         snprintf(model, sizeof(model), "%s", argv[0]); /* any readable file */
@@ -1226,6 +1666,8 @@ int main(int argc, char **argv)
         fprintf(stderr, "default model not found (%s); run scripts/fetch-model.sh\n", model);
         return 77;
     }
+    signal(SIGALRM, on_watchdog);
+    alarm(fake ? 110 : 570); /* meson: 120 s, 600 s */
     double t0 = now_s();
     if (!strcmp(sc, "streaming")) scenario_streaming();
     else if (!strcmp(sc, "concurrent")) scenario_concurrent();
@@ -1237,10 +1679,13 @@ int main(int argc, char **argv)
     else if (!strcmp(sc, "connections")) scenario_connections();
     else if (!strcmp(sc, "admin")) scenario_admin();
     else if (!strcmp(sc, "lifecycle") && fake) scenario_lifecycle();
+    else if (!strcmp(sc, "swap")) scenario_swap();
+    else if (!strcmp(sc, "task-refuse")) scenario_task_refuse();
     else {
         fprintf(stderr, "unknown scenario '%s'\n", sc);
         return 1;
     }
+    kill_leftover_daemon();
     fprintf(stderr, "%s%s: %s in %.1f s\n", sc, fake ? " (fake engine)" : "",
             failures ? "FAILED" : "passed", now_s() - t0);
     return failures ? 1 : 0;

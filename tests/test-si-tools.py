@@ -144,7 +144,7 @@ def test_eval(si_eval, si_profile, model):
     with tempfile.TemporaryDirectory() as d:
         out = os.path.join(d, "r.json")
         csv = os.path.join(d, "r.csv")
-        args = [si_eval, "-m", model, "-P", SHIPPED, "--limit", "3", "--max-tokens", "8",
+        args = [si_eval, "-m", model, "-P", SHIPPED, "--limit", "3", "--max-tokens", "6",
                 "-t", "2", "-q", "--json", out, "--csv", csv,
                 "-c", "dense", "-c", "selectinfer,gamma=0.7,delta=0.3,phi=0.4,df=1,dl=1"]
         for task in TASKS:

@@ -1,0 +1,354 @@
+/* SwiGLU FFN over a subset of neuron slots (neuron-major f16 layout).
+ *
+ * Decode (one token) reads only the selected slots, in three kernels:
+ *   1. k_ffn_act: one warp per selected index j: the gate and up rows of
+ *      slot s_j (2 x n_embd contiguous halves) against x, a_j = silu(g) * u
+ *      (0 for a slot out of range), into act.
+ *   2. k_ffn_down: y = sum_j a_j down[s_j]. A block owns a tile of 1024
+ *      columns (4 per thread, one 8-byte load per down row, so a warp reads
+ *      256 contiguous bytes) and a chunk of the selected indices; the loop
+ *      takes 4 indices per step so each thread has 4 loads in flight. With
+ *      one chunk the block writes y; with several, each chunk writes its
+ *      partial row into scratch ([n_chunks][n_embd], small enough to stay in
+ *      L2) and
+ *   3. k_ffn_reduce sums the partials per column, in a fixed order (the
+ *      result does not depend on scheduling, unlike float atomics).
+ *
+ * Prefill (several tokens) goes through cuBLAS in chunks of FFN_SLOT_CHUNK
+ * selected indices: the chunk's gate/up rows and down rows (gathered into
+ * scratch when there is a selection, used in place when all slots 0..n-1 are
+ * computed), H = x GU^T (f32), a = silu(H_gate) * H_up (into act and, as f16,
+ * into A), y (+)= A DN. x and a are rounded to f16 for the tensor cores.
+ */
+#include "si-cuda-impl.cuh"
+
+enum {
+    FFN_THREADS = 256,
+    FFN_WARPS = FFN_THREADS / 32,
+    FFN_TILE = FFN_THREADS * 4, /* columns per down block */
+    FFN_MIN_CHUNK = 16,         /* selected indices per down block, at least */
+    FFN_SLOT_CHUNK = 1024,      /* prefill: selected indices per GEMM pair */
+};
+
+__device__ __forceinline__ int slot_of(const int32_t *__restrict__ sel, long j, int n_slots)
+{
+    long s = sel ? (long)sel[j] : j;
+    return (s >= 0 && s < n_slots) ? (int)s : -1;
+}
+
+/* ---- decode ---- */
+
+template <bool VEC>
+__global__ void __launch_bounds__(FFN_THREADS)
+k_ffn_act(const uint16_t *__restrict__ gate_up, int E, int n_slots, const int32_t *__restrict__ sel,
+          int n_sel, const float *__restrict__ x, float *__restrict__ act)
+{
+    const int lane = threadIdx.x % 32;
+    const long j = (long)blockIdx.x * FFN_WARPS + threadIdx.x / 32;
+    if (j >= n_sel)
+        return; /* no barriers in this kernel */
+    const int s = slot_of(sel, j, n_slots);
+    if (s < 0) {
+        if (lane == 0)
+            act[j] = 0.0f;
+        return;
+    }
+    const uint16_t *g = gate_up + (size_t)s * 2 * E, *u = g + E;
+    float ga = 0.0f, ua = 0.0f;
+    if (VEC) {
+        const uint4 *g4 = reinterpret_cast<const uint4 *>(g), *u4 = reinterpret_cast<const uint4 *>(u);
+        const float4 *x4 = reinterpret_cast<const float4 *>(x);
+        const int n8 = E / 8;
+        int c = lane;
+        float gb = 0.0f, ub = 0.0f;
+        for (; c + 32 < n8; c += 64) {
+            uint4 g0 = __ldcs(g4 + c), u0 = __ldcs(u4 + c);
+            uint4 g1 = __ldcs(g4 + c + 32), u1 = __ldcs(u4 + c + 32);
+            float4 xa = __ldg(x4 + 2 * c), xb = __ldg(x4 + 2 * c + 1);
+            float4 xc = __ldg(x4 + 2 * (c + 32)), xd = __ldg(x4 + 2 * (c + 32) + 1);
+            ga = si_dot8(g0, xa, xb, ga);
+            ua = si_dot8(u0, xa, xb, ua);
+            gb = si_dot8(g1, xc, xd, gb);
+            ub = si_dot8(u1, xc, xd, ub);
+        }
+        for (; c < n8; c += 32) {
+            float4 xa = __ldg(x4 + 2 * c), xb = __ldg(x4 + 2 * c + 1);
+            ga = si_dot8(__ldcs(g4 + c), xa, xb, ga);
+            ua = si_dot8(__ldcs(u4 + c), xa, xb, ua);
+        }
+        ga += gb;
+        ua += ub;
+    } else {
+        for (int k = lane; k < E; k += 32) {
+            float xv = __ldg(x + k);
+            ga = fmaf(si_h2f(g[k]), xv, ga);
+            ua = fmaf(si_h2f(u[k]), xv, ua);
+        }
+    }
+    ga = si_warp_sum(ga);
+    ua = si_warp_sum(ua);
+    if (lane == 0)
+        act[j] = si_silu(ga) * ua;
+}
+
+template <bool VEC>
+__global__ void __launch_bounds__(FFN_THREADS)
+k_ffn_down(const uint16_t *__restrict__ down, int E, int n_slots, const int32_t *__restrict__ sel,
+           int n_sel, const float *__restrict__ act, int chunk, float *__restrict__ out)
+{
+    const long c0 = (long)blockIdx.x * FFN_TILE + 4L * threadIdx.x;
+    const long j0 = (long)blockIdx.y * chunk;
+    const long j1 = j0 + chunk < n_sel ? j0 + chunk : n_sel;
+    float acc[4] = { 0.0f, 0.0f, 0.0f, 0.0f };
+    if (c0 < E) {
+        for (long j = j0; j < j1; j += 4) {
+            int s[4];
+            float a[4];
+#pragma unroll
+            for (int u = 0; u < 4; u++) {
+                s[u] = j + u < j1 ? slot_of(sel, j + u, n_slots) : -1;
+                a[u] = s[u] >= 0 ? act[j + u] : 0.0f;
+            }
+            if (VEC) {
+                uint2 w[4];
+#pragma unroll
+                for (int u = 0; u < 4; u++)
+                    w[u] = s[u] >= 0 ? __ldcs(reinterpret_cast<const uint2 *>(down + (size_t)s[u] * E + c0))
+                                     : make_uint2(0, 0);
+#pragma unroll
+                for (int u = 0; u < 4; u++) {
+                    if (s[u] < 0)
+                        continue;
+                    const __half2 *h = reinterpret_cast<const __half2 *>(&w[u]);
+                    float2 f0 = __half22float2(h[0]), f1 = __half22float2(h[1]);
+                    acc[0] = fmaf(a[u], f0.x, acc[0]);
+                    acc[1] = fmaf(a[u], f0.y, acc[1]);
+                    acc[2] = fmaf(a[u], f1.x, acc[2]);
+                    acc[3] = fmaf(a[u], f1.y, acc[3]);
+                }
+            } else {
+#pragma unroll
+                for (int u = 0; u < 4; u++) {
+                    if (s[u] < 0)
+                        continue;
+                    const uint16_t *d = down + (size_t)s[u] * E;
+#pragma unroll
+                    for (int q = 0; q < 4; q++)
+                        if (c0 + q < E)
+                            acc[q] = fmaf(a[u], si_h2f(d[c0 + q]), acc[q]);
+                }
+            }
+        }
+        float *o = out + (size_t)blockIdx.y * E; /* y itself when gridDim.y == 1 */
+#pragma unroll
+        for (int q = 0; q < 4; q++)
+            if (c0 + q < E)
+                o[c0 + q] = acc[q];
+    }
+}
+
+__global__ void k_ffn_reduce(const float *__restrict__ part, int n_chunks, int E, float *__restrict__ y)
+{
+    for (long c = (long)blockIdx.x * blockDim.x + threadIdx.x; c < E; c += (long)gridDim.x * blockDim.x) {
+        float s = 0.0f;
+        for (int k = 0; k < n_chunks; k++)
+            s += part[(size_t)k * E + c];
+        y[c] = s;
+    }
+}
+
+/* How many chunks the down kernel splits the selection into. */
+static int down_chunks(int n_sm, int E, int n_sel, int *ret_chunk)
+{
+    long tiles = ((long)E + FFN_TILE - 1) / FFN_TILE;
+    long want = (8L * n_sm + tiles - 1) / tiles; /* ~8 blocks per SM */
+    long max_by_len = ((long)n_sel + FFN_MIN_CHUNK - 1) / FFN_MIN_CHUNK;
+    long nc = want < max_by_len ? want : max_by_len;
+    if (nc > 65535)
+        nc = 65535; /* grid.y limit */
+    if (nc < 1)
+        nc = 1;
+    long chunk = ((long)n_sel + nc - 1) / nc;
+    chunk = (chunk + 3) / 4 * 4;
+    nc = ((long)n_sel + chunk - 1) / chunk;
+    *ret_chunk = (int)chunk;
+    return (int)(nc < 1 ? 1 : nc);
+}
+
+static int ffn_decode(si_cuda *c, const si_cuda_ffn_weights *w, const int32_t *sel, int n_sel, const float *x,
+                      float *y, float *act)
+{
+    const int E = w->n_embd;
+    int chunk;
+    int nc = down_chunks(c->n_sm, E, n_sel, &chunk);
+    size_t act_b = act ? 0 : si_align256((size_t)n_sel * sizeof(float));
+    size_t part_b = nc > 1 ? si_align256((size_t)nc * E * sizeof(float)) : 0;
+    char *scr = NULL;
+    if (act_b + part_b) {
+        void *p;
+        int r = si_cuda__scratch(c, act_b + part_b, &p);
+        if (r < 0)
+            return r;
+        scr = (char *)p;
+    }
+    float *a = act ? act : (float *)scr;
+    float *part = nc > 1 ? (float *)(scr + act_b) : y;
+
+    bool vec_act = E % 8 == 0 && (uintptr_t)w->gate_up % 16 == 0 && (uintptr_t)x % 16 == 0;
+    unsigned g1 = (unsigned)(((long)n_sel + FFN_WARPS - 1) / FFN_WARPS);
+    if (vec_act)
+        k_ffn_act<true><<<g1, FFN_THREADS, 0, c->stream>>>(w->gate_up, E, w->n_slots, sel, n_sel, x, a);
+    else
+        k_ffn_act<false><<<g1, FFN_THREADS, 0, c->stream>>>(w->gate_up, E, w->n_slots, sel, n_sel, x, a);
+    SI_LAUNCH_CHECK("k_ffn_act");
+
+    bool vec_down = E % 4 == 0 && (uintptr_t)w->down % 8 == 0;
+    dim3 g2((unsigned)(((long)E + FFN_TILE - 1) / FFN_TILE), (unsigned)nc);
+    if (vec_down)
+        k_ffn_down<true><<<g2, FFN_THREADS, 0, c->stream>>>(w->down, E, w->n_slots, sel, n_sel, a, chunk, part);
+    else
+        k_ffn_down<false><<<g2, FFN_THREADS, 0, c->stream>>>(w->down, E, w->n_slots, sel, n_sel, a, chunk, part);
+    SI_LAUNCH_CHECK("k_ffn_down");
+
+    if (nc > 1) {
+        k_ffn_reduce<<<si_grid(E, 256, 1024), 256, 0, c->stream>>>(part, nc, E, y);
+        SI_LAUNCH_CHECK("k_ffn_reduce");
+    }
+    return 0;
+}
+
+/* ---- prefill ---- */
+
+/* dst[i][0..row) = src[s_i][0..row) for i < n, s_i = slot_of(sel, j0 + i);
+ * zeros for slots out of range. */
+__global__ void k_gather_rows(const uint16_t *__restrict__ src, long row, int n_slots,
+                              const int32_t *__restrict__ sel, long j0, int n,
+                              uint16_t *__restrict__ dst)
+{
+    const long total = (long)n * row;
+    for (long idx = (long)blockIdx.x * blockDim.x + threadIdx.x; idx < total;
+         idx += (long)gridDim.x * blockDim.x) {
+        long i = idx / row, e = idx % row;
+        int s = slot_of(sel, j0 + i, n_slots);
+        dst[idx] = s >= 0 ? src[(size_t)s * row + e] : (uint16_t)0;
+    }
+}
+
+/* a[t][jj] = silu(H[t][2jj]) * H[t][2jj+1] for jj < nc: into A16 [t][nc] and,
+ * when act, act[t * n_sel + j0 + jj]. */
+__global__ void k_ffn_swiglu(const float *__restrict__ H, int n_tokens, int nc, __half *__restrict__ A16,
+                             float *__restrict__ act, int n_sel, int j0)
+{
+    const long total = (long)n_tokens * nc;
+    for (long idx = (long)blockIdx.x * blockDim.x + threadIdx.x; idx < total;
+         idx += (long)gridDim.x * blockDim.x) {
+        long t = idx / nc, jj = idx % nc;
+        float g = H[(size_t)t * 2 * nc + 2 * jj], u = H[(size_t)t * 2 * nc + 2 * jj + 1];
+        float a = si_silu(g) * u;
+        A16[idx] = __float2half_rn(a);
+        if (act)
+            act[(size_t)t * n_sel + j0 + jj] = a;
+    }
+}
+
+struct prefill_layout {
+    size_t x16, gu, dn, h, a16, total;
+};
+
+static prefill_layout prefill_plan(int E, int n_sel, int n_tokens, bool gather)
+{
+    prefill_layout L;
+    size_t nc = (size_t)(n_sel < FFN_SLOT_CHUNK ? n_sel : FFN_SLOT_CHUNK);
+    L.x16 = 0;
+    L.gu = L.x16 + si_align256((size_t)n_tokens * E * sizeof(__half));
+    L.dn = L.gu + (gather ? si_align256(nc * 2 * E * sizeof(__half)) : 0);
+    L.h = L.dn + (gather ? si_align256(nc * E * sizeof(__half)) : 0);
+    L.a16 = L.h + si_align256((size_t)n_tokens * 2 * nc * sizeof(float));
+    L.total = L.a16 + si_align256((size_t)n_tokens * nc * sizeof(__half));
+    return L;
+}
+
+static int ffn_prefill(si_cuda *c, const si_cuda_ffn_weights *w, const int32_t *sel, int n_sel, const float *x,
+                       float *y, int n_tokens, float *act)
+{
+    const int E = w->n_embd;
+    /* all slots 0..n_sel-1 and all of them exist: the weights are used in place */
+    const bool gather = sel || n_sel > w->n_slots;
+    prefill_layout L = prefill_plan(E, n_sel, n_tokens, gather);
+    void *p;
+    int r = si_cuda__scratch(c, L.total, &p);
+    if (r < 0)
+        return r;
+    char *scr = (char *)p;
+    __half *x16 = (__half *)(scr + L.x16), *gu16 = (__half *)(scr + L.gu);
+    __half *dn16 = (__half *)(scr + L.dn), *A16 = (__half *)(scr + L.a16);
+    float *H = (float *)(scr + L.h);
+
+    if ((r = si_cuda__to_f16(c, x, x16, (long)n_tokens * E)) < 0)
+        return r;
+    for (int j0 = 0; j0 < n_sel; j0 += FFN_SLOT_CHUNK) {
+        const int nc = n_sel - j0 < FFN_SLOT_CHUNK ? n_sel - j0 : FFN_SLOT_CHUNK;
+        const __half *gu, *dn;
+        if (gather) {
+            long n1 = (long)nc * 2 * E, n2 = (long)nc * E;
+            k_gather_rows<<<si_grid(n1, 256, 65535), 256, 0, c->stream>>>(
+                w->gate_up, 2L * E, w->n_slots, sel, j0, nc, (uint16_t *)gu16);
+            SI_LAUNCH_CHECK("k_gather_rows");
+            k_gather_rows<<<si_grid(n2, 256, 65535), 256, 0, c->stream>>>(
+                w->down, E, w->n_slots, sel, j0, nc, (uint16_t *)dn16);
+            SI_LAUNCH_CHECK("k_gather_rows");
+            gu = gu16;
+            dn = dn16;
+        } else {
+            gu = (const __half *)w->gate_up + (size_t)j0 * 2 * E;
+            dn = (const __half *)w->down + (size_t)j0 * E;
+        }
+        /* H [T][2nc] = x [T][E] . GU [2nc][E]^T */
+        if ((r = si_cuda__gemm_f16(c, true, 2 * nc, n_tokens, E, gu, E, x16, E, 0.0f, H, 2 * nc)) < 0)
+            return r;
+        long na = (long)n_tokens * nc;
+        k_ffn_swiglu<<<si_grid(na, 256, 65535), 256, 0, c->stream>>>(H, n_tokens, nc, A16, act, n_sel, j0);
+        SI_LAUNCH_CHECK("k_ffn_swiglu");
+        /* y [T][E] (+)= A [T][nc] . DN [nc][E]: column-major y^T = DN^T-as-(E x nc) . A^T */
+        if ((r = si_cuda__gemm_f16(c, false, E, n_tokens, nc, dn, E, A16, nc, j0 == 0 ? 0.0f : 1.0f,
+                                   y, E)) < 0)
+            return r;
+    }
+    return 0;
+}
+
+extern "C" size_t si_cuda_ffn_scratch(int n_sm, const si_cuda_ffn_weights *w, int n_sel, int n_tokens)
+{
+    if (!w || w->n_embd <= 0 || n_sel <= 0 || n_tokens <= 0)
+        return 0;
+    if (n_tokens > 1)
+        return prefill_plan(w->n_embd, n_sel, n_tokens, true).total;
+    int chunk;
+    int nc = down_chunks(n_sm > 0 ? n_sm : 1, w->n_embd, n_sel, &chunk);
+    return si_align256((size_t)n_sel * sizeof(float)) +
+           (nc > 1 ? si_align256((size_t)nc * w->n_embd * sizeof(float)) : 0);
+}
+
+extern "C" int si_cuda_ffn(si_cuda *c, const si_cuda_ffn_weights *w, const int32_t *sel, int n_sel,
+                           const float *x, float *y, int n_tokens, float *act)
+{
+    SI_ARG_CHECK(c && w && n_sel >= 0 && n_tokens >= 0 && w->n_embd >= 0 && w->n_slots >= 0);
+    if (n_tokens == 0 || w->n_embd == 0)
+        return 0;
+    SI_ARG_CHECK(x && y);
+    if (n_sel == 0) {
+        SI_CUDA_CHECK(cudaMemsetAsync(y, 0, (size_t)n_tokens * w->n_embd * sizeof(float), c->stream));
+        return 0;
+    }
+    SI_ARG_CHECK(w->n_slots == 0 || (w->gate_up && w->down));
+    if (w->n_slots == 0) {
+        /* every slot is out of range: a = 0, y = 0 */
+        SI_CUDA_CHECK(cudaMemsetAsync(y, 0, (size_t)n_tokens * w->n_embd * sizeof(float), c->stream));
+        if (act)
+            SI_CUDA_CHECK(cudaMemsetAsync(act, 0, (size_t)n_tokens * n_sel * sizeof(float), c->stream));
+        return 0;
+    }
+    if (n_tokens == 1)
+        return ffn_decode(c, w, sel, n_sel, x, y, act);
+    return ffn_prefill(c, w, sel, n_sel, x, y, n_tokens, act);
+}

@@ -1,0 +1,768 @@
+/* CUDA kernels (kernels/si-cuda.h) against the CPU backend, op by op.
+ *
+ * Exits 77 (skipped) where there is no CUDA device or driver. Random data
+ * with odd sizes, both vectorized and scalar kernel paths, decode and
+ * prefill shapes, splits of long attention, GQA, selections with slots out
+ * of range. Unselected FFN slots hold NaN, so touching one shows up.
+ *
+ * Error bounds (per element, against magnitudes computed here in double, so
+ * they hold for any size; a real bug is off by O(magnitude)):
+ *   get_rows, add, store_f16, to_f32, argmax, top-alpha counts: exact.
+ *   rmsnorm: |y - cpu| <= 2e-6 |cpu| + 1e-7
+ *   rope: |y - cpu| <= 4e-6 (|x0| + |x1|)
+ *   GEMV (one token, f32 x): |y - cpu| <= 3e-5 sum_k |w_k x_k| + 1e-6 |bias|
+ *   matmul (cuBLAS, x rounded to f16): 2e-3 sum_k |w_k x_k| + 1e-6 |bias|
+ *   attention: |o - cpu| <= 5e-5 max|v| + 5e-5 |cpu|
+ *   ffn, decode: a_j within tol_a(2e-5), y within 2e-5 sum_j |a_j d_j| +
+ *     sum_j tol_a |d_j|; prefill (x and a rounded to f16): the same with
+ *     2e-3. tol_a(r) = 1.1 r G (|u| + r U) + (|g| + 0.3 + r G) r U, where
+ *     G = sum |g_k x_k|, U = sum |u_k x_k|: how dot errors pass through
+ *     silu(g) u.
+ */
+#include <errno.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend.h"
+#include "si-cuda.h"
+
+static int n_fail;
+static const char *cur = "";
+
+#define CHECK(cond, ...)                                                                     \
+    do {                                                                                     \
+        if (!(cond)) {                                                                       \
+            if (n_fail < 40) {                                                               \
+                fprintf(stderr, "FAIL [%s] %s:%d: ", cur, __FILE__, __LINE__);               \
+                fprintf(stderr, __VA_ARGS__);                                                \
+                fprintf(stderr, "\n");                                                       \
+            }                                                                                \
+            n_fail++;                                                                        \
+        }                                                                                    \
+    } while (0)
+
+/* A CUDA call that must succeed: a failure ends the test with the reason. */
+#define OK(call)                                                                             \
+    do {                                                                                     \
+        int r_ = (call);                                                                     \
+        if (r_ < 0) {                                                                        \
+            fprintf(stderr, "%s:%d: %s = %d: %s\n", __FILE__, __LINE__, #call, r_,           \
+                    si_cuda_last_error());                                                   \
+            exit(1);                                                                         \
+        }                                                                                    \
+    } while (0)
+
+static si_cuda *gc;
+static eng_backend *cpu;
+
+/* ---- helpers ---------------------------------------------------------------- */
+
+static uint64_t rng_state = 0x2545f4914f6cdd1dull;
+
+static uint64_t rnd(void)
+{
+    uint64_t x = rng_state;
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    return rng_state = x;
+}
+
+static float frand(float lo, float hi)
+{
+    return lo + (hi - lo) * (float)((rnd() >> 11) * 0x1p-53);
+}
+
+static int irand(int n)
+{
+    return (int)(rnd() % (uint64_t)n);
+}
+
+static void *xmalloc(size_t n)
+{
+    void *p = malloc(n ? n : 1);
+    if (!p) {
+        fprintf(stderr, "out of memory\n");
+        exit(1);
+    }
+    return p;
+}
+
+static float *frandv(size_t n, float lo, float hi)
+{
+    float *p = xmalloc(n * sizeof(float));
+    for (size_t i = 0; i < n; i++)
+        p[i] = frand(lo, hi);
+    return p;
+}
+
+/* f16 bits through the CPU backend's own conversion (round to nearest even) */
+static uint16_t *to_half(const float *f, size_t n)
+{
+    uint16_t *h = xmalloc(n * sizeof(uint16_t));
+    cpu->iface->store_f16(cpu, f, h, (long)n);
+    return h;
+}
+
+static float h2f(uint16_t h)
+{
+    float f;
+    cpu->iface->get_rows(cpu, &(eng_weight){ ENG_DTYPE_F16, 1, 1, &h }, &(int32_t){ 0 }, 1, &f);
+    return f;
+}
+
+static uint16_t *rand_half(size_t n, float lo, float hi)
+{
+    float *f = frandv(n, lo, hi);
+    uint16_t *h = to_half(f, n);
+    free(f);
+    return h;
+}
+
+static void *dev(size_t bytes)
+{
+    void *p;
+    OK(si_cuda_alloc(gc, bytes, &p));
+    return p;
+}
+
+static void *dev_copy(const void *src, size_t bytes)
+{
+    void *p = dev(bytes);
+    OK(si_cuda_upload(gc, p, src, bytes));
+    return p;
+}
+
+static void get(void *dst, const void *src, size_t bytes)
+{
+    OK(si_cuda_download(gc, dst, src, bytes));
+    OK(si_cuda_sync(gc));
+}
+
+static void dfree(void *p)
+{
+    si_cuda_dev_free(gc, p);
+}
+
+/* ---- elementwise ---------------------------------------------------------------- */
+
+static void test_get_rows(void)
+{
+    cur = "get_rows";
+    const int rows = 37, cols = 203, n = 9;
+    for (int f16 = 0; f16 < 2; f16++) {
+        float *tf = frandv((size_t)rows * cols, -3, 3);
+        uint16_t *th = to_half(tf, (size_t)rows * cols);
+        int32_t ids[9] = { 0, 36, 5, -1, 37, 5, 100000, 12, 1 };
+        eng_weight w = { f16 ? ENG_DTYPE_F16 : ENG_DTYPE_F32, rows, cols,
+                         f16 ? (const void *)th : (const void *)tf };
+        float *ref = xmalloc((size_t)n * cols * sizeof(float));
+        float *got = xmalloc((size_t)n * cols * sizeof(float));
+        cpu->iface->get_rows(cpu, &w, ids, n, ref);
+        size_t tb = (size_t)rows * cols * (f16 ? 2 : 4);
+        void *dt = dev_copy(f16 ? (void *)th : (void *)tf, tb);
+        int32_t *di = dev_copy(ids, sizeof(ids));
+        float *dout = dev((size_t)n * cols * sizeof(float));
+        OK(si_cuda_get_rows(gc, dt, f16, rows, cols, di, n, dout));
+        get(got, dout, (size_t)n * cols * sizeof(float));
+        CHECK(memcmp(got, ref, (size_t)n * cols * sizeof(float)) == 0, "f16=%d rows differ", f16);
+        dfree(dt);
+        dfree(di);
+        dfree(dout);
+        free(tf);
+        free(th);
+        free(ref);
+        free(got);
+    }
+}
+
+static void test_add_store(void)
+{
+    cur = "add/store_f16/to_f32";
+    const long n = 100003;
+    float *y = frandv(n, -100, 100), *x = frandv(n, -100, 100);
+    /* values that stress rounding: halfway cases, overflow, subnormals, NaN */
+    x[0] = 65520.0f;
+    x[1] = 65519.0f;
+    x[2] = 1e-8f;
+    x[3] = -0x1.002p-14f;
+    x[4] = 1.0f + 0x1p-11f;
+    x[5] = INFINITY;
+    x[6] = -0.0f;
+    float *dy = dev_copy(y, n * 4), *dx = dev_copy(x, n * 4);
+    OK(si_cuda_add(gc, dy, dx, n));
+    float *got = xmalloc(n * 4);
+    get(got, dy, n * 4);
+    cpu->iface->add(cpu, y, x, n);
+    CHECK(memcmp(got, y, n * 4) == 0, "add differs");
+
+    uint16_t *dh = dev(n * 2), *gh = xmalloc(n * 2), *rh = xmalloc(n * 2);
+    OK(si_cuda_store_f16(gc, dx, dh, n));
+    get(gh, dh, n * 2);
+    cpu->iface->store_f16(cpu, x, rh, n);
+    long bad = 0;
+    for (long i = 0; i < n; i++)
+        bad += gh[i] != rh[i];
+    CHECK(bad == 0, "store_f16: %ld of %ld differ (first values %04x vs %04x)", bad, n, gh[0], rh[0]);
+
+    float *f = xmalloc(n * 4);
+    OK(si_cuda_to_f32(gc, dh, dx, n));
+    get(f, dx, n * 4);
+    bad = 0;
+    for (long i = 0; i < n; i++)
+        bad += memcmp(&f[i], &(float){ h2f(rh[i]) }, 4) != 0;
+    CHECK(bad == 0, "to_f32: %ld differ", bad);
+    dfree(dy);
+    dfree(dx);
+    dfree(dh);
+    free(y);
+    free(x);
+    free(got);
+    free(gh);
+    free(rh);
+    free(f);
+}
+
+/* ---- rmsnorm, rope ------------------------------------------------------------------ */
+
+static void test_rmsnorm(void)
+{
+    cur = "rmsnorm";
+    const int sizes[] = { 576, 3072, 100, 1 };
+    for (size_t si = 0; si < sizeof(sizes) / sizeof(sizes[0]); si++) {
+        int n = sizes[si], T = 5;
+        for (int inplace = 0; inplace < 2; inplace++)
+            for (int hasw = 0; hasw < 2; hasw++) {
+                float *x = frandv((size_t)T * n, -4, 4), *w = frandv(n, 0.5f, 1.5f);
+                float *ref = xmalloc((size_t)T * n * 4), *got = xmalloc((size_t)T * n * 4);
+                cpu->iface->rmsnorm(cpu, x, hasw ? w : NULL, ref, T, n, 1e-5f);
+                float *dx = dev_copy(x, (size_t)T * n * 4), *dw = dev_copy(w, (size_t)n * 4);
+                float *dy = inplace ? dx : dev((size_t)T * n * 4);
+                OK(si_cuda_rmsnorm(gc, dx, hasw ? dw : NULL, dy, T, n, 1e-5f));
+                get(got, dy, (size_t)T * n * 4);
+                for (long i = 0; i < (long)T * n; i++)
+                    if (!(fabsf(got[i] - ref[i]) <= 2e-6f * fabsf(ref[i]) + 1e-7f)) {
+                        CHECK(0, "n=%d inplace=%d w=%d i=%ld: %g vs %g", n, inplace, hasw, i,
+                              got[i], ref[i]);
+                        break;
+                    }
+                if (!inplace)
+                    dfree(dy);
+                dfree(dx);
+                dfree(dw);
+                free(x);
+                free(w);
+                free(ref);
+                free(got);
+            }
+    }
+}
+
+static void test_rope(void)
+{
+    cur = "rope";
+    struct {
+        int T, H, hd, n_rot, pos0;
+        float base;
+        bool ff, neox;
+    } cases[] = {
+        { 5, 4, 64, 64, 0, 10000.0f, false, false },
+        { 3, 8, 128, 128, 100000, 500000.0f, true, false },
+        { 7, 3, 64, 32, 17, 10000.0f, false, true },
+        { 1, 16, 128, 128, 32000, 1000000.0f, false, true },
+        { 2, 2, 80, 80, 5, 10000.0f, true, true },
+    };
+    for (size_t ci = 0; ci < sizeof(cases) / sizeof(cases[0]); ci++) {
+        int T = cases[ci].T, H = cases[ci].H, hd = cases[ci].hd, nr = cases[ci].n_rot;
+        size_t n = (size_t)T * H * hd;
+        float *x = frandv(n, -2, 2), *ff = frandv(nr / 2, 1.0f, 8.0f);
+        float *ref = xmalloc(n * 4), *got = xmalloc(n * 4);
+        memcpy(ref, x, n * 4);
+        cpu->iface->rope(cpu, ref, T, H, hd, nr, cases[ci].pos0, cases[ci].base,
+                         cases[ci].ff ? ff : NULL, cases[ci].neox);
+        float *dx = dev_copy(x, n * 4), *dff = dev_copy(ff, (size_t)(nr / 2) * 4);
+        OK(si_cuda_rope(gc, dx, T, H, hd, nr, cases[ci].pos0, cases[ci].base,
+                        cases[ci].ff ? dff : NULL, cases[ci].neox));
+        get(got, dx, n * 4);
+        for (size_t i = 0; i < n; i++) {
+            /* the pair partner of i (if rotated): bound by both inputs */
+            float tol = 4e-6f * (fabsf(x[i]) + 2.0f) + 1e-7f;
+            if (!(fabsf(got[i] - ref[i]) <= tol)) {
+                CHECK(0, "case %zu i=%zu: %g vs %g (x %g)", ci, i, got[i], ref[i], x[i]);
+                break;
+            }
+        }
+        dfree(dx);
+        dfree(dff);
+        free(x);
+        free(ff);
+        free(ref);
+        free(got);
+    }
+}
+
+/* ---- matmul ---------------------------------------------------------------------------- */
+
+static void test_matmul(void)
+{
+    struct {
+        int rows, cols, T;
+        bool bias;
+    } cases[] = {
+        { 1024, 3072, 1, false }, /* several warps per row */
+        { 3072, 2048, 1, true },
+        { 7, 100, 1, true },      /* scalar path */
+        { 513, 576, 1, false },
+        { 1000, 8, 1, false },
+        { 300, 576, 7, true },    /* cuBLAS */
+        { 1024, 2048, 33, false },
+        { 5, 100, 3, false },
+    };
+    for (size_t ci = 0; ci < sizeof(cases) / sizeof(cases[0]); ci++) {
+        int R = cases[ci].rows, K = cases[ci].cols, T = cases[ci].T;
+        cur = T == 1 ? "gemv" : "matmul";
+        uint16_t *w = rand_half((size_t)R * K, -1, 1);
+        float *x = frandv((size_t)T * K, -2, 2), *b = frandv(R, -1, 1);
+        float *ref = xmalloc((size_t)T * R * 4), *got = xmalloc((size_t)T * R * 4);
+        eng_weight ew = { ENG_DTYPE_F16, R, K, w };
+        cpu->iface->matmul(cpu, &ew, cases[ci].bias ? b : NULL, x, ref, T);
+        uint16_t *dw = dev_copy(w, (size_t)R * K * 2);
+        float *dx = dev_copy(x, (size_t)T * K * 4), *db = dev_copy(b, (size_t)R * 4);
+        float *dy = dev((size_t)T * R * 4);
+        OK(si_cuda_matmul(gc, dw, R, K, cases[ci].bias ? db : NULL, dx, dy, T));
+        get(got, dy, (size_t)T * R * 4);
+        float rel = T == 1 ? 3e-5f : 2e-3f;
+        int bad = 0;
+        for (int t = 0; t < T && !bad; t++)
+            for (int r = 0; r < R; r++) {
+                double mag = 0;
+                for (int k = 0; k < K; k++)
+                    mag += fabs((double)h2f(w[(size_t)r * K + k]) * x[(size_t)t * K + k]);
+                float e = fabsf(got[(size_t)t * R + r] - ref[(size_t)t * R + r]);
+                if (!(e <= rel * mag + 1e-6f * fabsf(b[r]) + 1e-7f)) {
+                    CHECK(0, "%dx%d T=%d t=%d r=%d: %g vs %g (mag %g)", R, K, T, t, r,
+                          got[(size_t)t * R + r], ref[(size_t)t * R + r], mag);
+                    bad = 1;
+                    break;
+                }
+            }
+        dfree(dw);
+        dfree(dx);
+        dfree(db);
+        dfree(dy);
+        free(w);
+        free(x);
+        free(b);
+        free(ref);
+        free(got);
+    }
+}
+
+/* ---- attention ----------------------------------------------------------------------------- */
+
+static void test_attention(void)
+{
+    cur = "attention";
+    struct {
+        int T, pos0, H, Hkv, hd;
+    } cases[] = {
+        { 5, 0, 8, 2, 64 },     /* prefill from empty */
+        { 1, 1000, 24, 8, 128 },/* decode, split over chunks */
+        { 17, 300, 4, 4, 80 },  /* prefill after a context, hd not a multiple of 32 */
+        { 1, 0, 2, 1, 32 },     /* first token */
+        { 64, 64, 16, 2, 128 },
+        { 1, 4095, 9, 3, 64 },  /* SmolLM2 heads, long context */
+        { 2, 9, 2, 2, 256 },
+    };
+    for (size_t ci = 0; ci < sizeof(cases) / sizeof(cases[0]); ci++) {
+        int T = cases[ci].T, p0 = cases[ci].pos0, H = cases[ci].H, Hkv = cases[ci].Hkv;
+        int hd = cases[ci].hd, n_ctx = p0 + T + 3;
+        size_t nq = (size_t)T * H * hd, nkv = (size_t)n_ctx * Hkv * hd;
+        float *q = frandv(nq, -1, 1);
+        uint16_t *k = rand_half(nkv, -1, 1), *v = rand_half(nkv, -1, 1);
+        /* rows past the filled ones hold NaN: reading one shows up */
+        for (size_t i = (size_t)(p0 + T) * Hkv * hd; i < nkv; i++)
+            k[i] = v[i] = 0x7e00;
+        float *ref = xmalloc(nq * 4), *got = xmalloc(nq * 4);
+        float scale = 1.0f / sqrtf((float)hd) * 3.0f; /* sharper softmax than usual */
+        cpu->iface->attention(cpu, q, k, v, ref, T, p0, H, Hkv, hd, scale);
+        float *dq = dev_copy(q, nq * 4), *dout = dev(nq * 4);
+        uint16_t *dk = dev_copy(k, nkv * 2), *dv = dev_copy(v, nkv * 2);
+        OK(si_cuda_attention(gc, dq, dk, dv, dout, T, p0, H, Hkv, hd, scale));
+        get(got, dout, nq * 4);
+        for (size_t i = 0; i < nq; i++)
+            if (!(fabsf(got[i] - ref[i]) <= 5e-5f + 5e-5f * fabsf(ref[i]))) {
+                CHECK(0, "case %zu (T=%d pos0=%d H=%d/%d hd=%d) i=%zu: %g vs %g", ci, T, p0, H,
+                      Hkv, hd, i, got[i], ref[i]);
+                break;
+            }
+        dfree(dq);
+        dfree(dout);
+        dfree(dk);
+        dfree(dv);
+        free(q);
+        free(k);
+        free(v);
+        free(ref);
+        free(got);
+    }
+    /* GQA with n_head not a multiple of n_head_kv is rejected */
+    CHECK(si_cuda_attention(gc, (float *)16, (uint16_t *)16, (uint16_t *)16, (float *)16, 1, 0, 5,
+                            2, 64, 1.0f) == -EINVAL && strstr(si_cuda_last_error(), "n_head"),
+          "bad GQA accepted: %s", si_cuda_last_error());
+}
+
+/* ---- ffn ------------------------------------------------------------------------------------ */
+
+static void test_ffn(void)
+{
+    struct {
+        int E, n_slots, n_sel, T;
+        bool use_sel, bad_slots;
+    } cases[] = {
+        { 576, 1536, 1536, 1, false, false },  /* decode, all slots */
+        { 576, 1536, 600, 1, true, false },    /* decode, 40 % */
+        { 3072, 2000, 800, 1, true, true },    /* decode, slots out of range */
+        { 100, 300, 123, 1, true, false },     /* scalar paths */
+        { 576, 1536, 1536, 6, false, false },  /* prefill, in place */
+        { 2048, 2500, 1100, 9, true, true },   /* prefill, gathered, 2 chunks */
+        { 100, 50, 60, 4, false, false },      /* prefill, n_sel > n_slots */
+        { 64, 0, 5, 1, false, false },         /* no slots at all */
+    };
+    for (size_t ci = 0; ci < sizeof(cases) / sizeof(cases[0]); ci++) {
+        int E = cases[ci].E, S = cases[ci].n_slots, n_sel = cases[ci].n_sel, T = cases[ci].T;
+        cur = T == 1 ? "ffn decode" : "ffn prefill";
+        size_t ngu = (size_t)S * 2 * E, nd = (size_t)S * E;
+        uint16_t *gu = rand_half(ngu ? ngu : 1, -1, 1), *dn = rand_half(nd ? nd : 1, -1, 1);
+        float *x = frandv((size_t)T * E, -1.5f, 1.5f);
+        int32_t *sel = NULL;
+        if (cases[ci].use_sel) {
+            /* an ascending random subset, then some entries out of range */
+            sel = xmalloc((size_t)n_sel * 4);
+            int m = 0;
+            for (int s = 0; s < S && m < n_sel; s++)
+                if (irand(S - s) < n_sel - m)
+                    sel[m++] = s;
+            if (cases[ci].bad_slots) {
+                sel[0] = -1;
+                sel[n_sel / 2] = S;
+                sel[n_sel - 1] = 1 << 30;
+            }
+            /* unselected slots hold NaN */
+            uint8_t *used = calloc(S ? S : 1, 1);
+            for (int j = 0; j < n_sel; j++)
+                if (sel[j] >= 0 && sel[j] < S)
+                    used[sel[j]] = 1;
+            for (int s = 0; s < S; s++)
+                if (!used[s]) {
+                    for (int e = 0; e < 2 * E; e++)
+                        gu[(size_t)s * 2 * E + e] = 0x7e00;
+                    for (int e = 0; e < E; e++)
+                        dn[(size_t)s * E + e] = 0x7e00;
+                }
+            free(used);
+        }
+        eng_ffn_weights w = { ENG_DTYPE_F16, E, S, gu, dn };
+        float *ref = xmalloc((size_t)T * E * 4), *got = xmalloc((size_t)T * E * 4);
+        float *aref = xmalloc((size_t)T * n_sel * 4), *agot = xmalloc((size_t)T * n_sel * 4);
+        cpu->iface->ffn(cpu, &w, sel, n_sel, x, ref, T, aref);
+
+        uint16_t *dgu = dev_copy(gu, (ngu ? ngu : 1) * 2), *ddn = dev_copy(dn, (nd ? nd : 1) * 2);
+        float *dx = dev_copy(x, (size_t)T * E * 4), *dy = dev((size_t)T * E * 4);
+        float *dact = dev((size_t)T * n_sel * 4);
+        int32_t *dsel = sel ? dev_copy(sel, (size_t)n_sel * 4) : NULL;
+        si_cuda_ffn_weights dw = { E, S, dgu, ddn };
+        OK(si_cuda_ffn(gc, &dw, dsel, n_sel, dx, dy, T, dact));
+        get(got, dy, (size_t)T * E * 4);
+        get(agot, dact, (size_t)T * n_sel * 4);
+        /* without act: same y */
+        float *got2 = xmalloc((size_t)T * E * 4);
+        OK(si_cuda_ffn(gc, &dw, dsel, n_sel, dx, dy, T, NULL));
+        get(got2, dy, (size_t)T * E * 4);
+        CHECK(memcmp(got, got2, (size_t)T * E * 4) == 0, "case %zu: y depends on act", ci);
+
+        const float r = T == 1 ? 2e-5f : 2e-3f;
+        double *tola = xmalloc((size_t)n_sel * sizeof(double));
+        for (int t = 0; t < T; t++) {
+            const float *xt = x + (size_t)t * E;
+            int bad = 0;
+            for (int j = 0; j < n_sel; j++) {
+                long s = sel ? sel[j] : j;
+                tola[j] = 0;
+                if (s < 0 || s >= S) {
+                    CHECK(agot[(size_t)t * n_sel + j] == 0.0f, "case %zu: act of a bad slot", ci);
+                    continue;
+                }
+                double g = 0, u = 0, G = 0, U = 0;
+                for (int e = 0; e < E; e++) {
+                    double gv = h2f(gu[(size_t)s * 2 * E + e]) * (double)xt[e];
+                    double uv = h2f(gu[(size_t)s * 2 * E + E + e]) * (double)xt[e];
+                    g += gv;
+                    u += uv;
+                    G += fabs(gv);
+                    U += fabs(uv);
+                }
+                tola[j] = 1.1 * r * G * (fabs(u) + r * U) + (fabs(g) + 0.3 + r * G) * r * U + 1e-7;
+                float a = agot[(size_t)t * n_sel + j], ar = aref[(size_t)t * n_sel + j];
+                if (!bad && !(fabs(a - ar) <= tola[j])) {
+                    CHECK(0, "case %zu t=%d j=%d: a %g vs %g (tol %g)", ci, t, j, a, ar, tola[j]);
+                    bad = 1;
+                }
+            }
+            for (int e = 0; e < E && !bad; e++) {
+                double mag = 0, ta = 0;
+                for (int j = 0; j < n_sel; j++) {
+                    long s = sel ? sel[j] : j;
+                    if (s < 0 || s >= S)
+                        continue;
+                    double d = fabs(h2f(dn[(size_t)s * E + e]));
+                    mag += fabs(aref[(size_t)t * n_sel + j]) * d;
+                    ta += tola[j] * d;
+                }
+                float yg = got[(size_t)t * E + e], yr = ref[(size_t)t * E + e];
+                if (!(fabs(yg - yr) <= r * mag + ta + 1e-6)) {
+                    CHECK(0, "case %zu t=%d e=%d: y %g vs %g (mag %g)", ci, t, e, yg, yr, mag);
+                    bad = 1;
+                }
+            }
+        }
+        free(tola);
+        dfree(dgu);
+        dfree(ddn);
+        dfree(dx);
+        dfree(dy);
+        dfree(dact);
+        dfree(dsel);
+        free(gu);
+        free(dn);
+        free(x);
+        free(sel);
+        free(ref);
+        free(got);
+        free(got2);
+        free(aref);
+        free(agot);
+    }
+}
+
+/* ---- selection, greedy ------------------------------------------------------------------------ */
+
+/* select.c's rule, written out: per token the k-th largest by sorting. */
+static int cmp_desc(const void *a, const void *b)
+{
+    float x = *(const float *)a, y = *(const float *)b;
+    return (x < y) - (x > y);
+}
+
+static void ref_counts(const float *act, int T, int n, float alpha, bool signed_rank, uint32_t *counts)
+{
+    float *tmp = xmalloc((size_t)n * 4);
+    double mean_pos = 0;
+    for (int i = 0; i < T * n; i++)
+        mean_pos += act[i] > 0;
+    mean_pos /= T;
+    for (int t = 0; t < T; t++) {
+        const float *a = act + (size_t)t * n;
+        int k = signed_rank ? (int)lround(alpha * mean_pos) : (int)lround(alpha * n);
+        if (k < 1)
+            k = 1;
+        for (int j = 0; j < n; j++)
+            tmp[j] = signed_rank ? a[j] : fabsf(a[j]);
+        qsort(tmp, n, 4, cmp_desc);
+        float thr = tmp[k - 1];
+        for (int j = 0; j < n; j++)
+            counts[j] += (signed_rank ? a[j] : fabsf(a[j])) >= thr;
+    }
+    free(tmp);
+}
+
+static void test_topk(void)
+{
+    cur = "topk_count";
+    const int T = 9, n = 1000;
+    for (int sr = 0; sr < 2; sr++) {
+        float *act = frandv((size_t)T * n, -3, 3);
+        /* ties, zeros of both signs, values that differ in the low bits only */
+        for (int i = 0; i < T * n; i += 7)
+            act[i] = act[i / 2];
+        for (int i = 3; i < T * n; i += 97)
+            act[i] = (i & 1) ? 0.0f : -0.0f;
+        for (int i = 5; i < T * n; i += 131)
+            act[i] = nextafterf(act[i - 1], INFINITY);
+        uint32_t *ref = calloc(n, 4), *got = xmalloc((size_t)n * 4);
+        const float alpha = sr ? 0.3f : 0.2f;
+        ref_counts(act, T, n, alpha, sr, ref);
+        ref_counts(act, T, n, alpha, sr, ref); /* counts accumulate over calls */
+        float *da = dev_copy(act, (size_t)T * n * 4);
+        uint32_t *dc = dev((size_t)n * 4);
+        uint32_t *zero = calloc(n, 4);
+        OK(si_cuda_upload(gc, dc, zero, (size_t)n * 4));
+        OK(si_cuda_topk_count(gc, da, T, n, alpha, sr, dc));
+        OK(si_cuda_topk_count(gc, da, T, n, alpha, sr, dc));
+        get(got, dc, (size_t)n * 4);
+        int bad = 0;
+        for (int j = 0; j < n; j++)
+            bad += got[j] != ref[j];
+        CHECK(bad == 0, "signed=%d: %d of %d counts differ", sr, bad, n);
+        uint64_t total = 0;
+        for (int j = 0; j < n; j++)
+            total += ref[j];
+        CHECK(total >= 2u * T, "reference counted nothing");
+        dfree(da);
+        dfree(dc);
+        free(act);
+        free(ref);
+        free(got);
+        free(zero);
+    }
+}
+
+static void test_argmax(void)
+{
+    cur = "argmax";
+    const int n = 128256;
+    float *x = frandv(n, -10, 10);
+    x[777] = 50.0f;
+    x[99999] = 50.0f; /* tie: the lower id wins */
+    x[5] = NAN;
+    x[100000] = NAN;
+    float *dx = dev_copy(x, (size_t)n * 4);
+    int32_t *did = dev(4), id = -7;
+    OK(si_cuda_argmax(gc, dx, n, did));
+    get(&id, did, 4);
+    CHECK(id == 777, "argmax %d, want 777", id);
+    for (int i = 0; i < n; i++)
+        x[i] = NAN;
+    x[n - 1] = -INFINITY;
+    OK(si_cuda_upload(gc, dx, x, (size_t)n * 4));
+    OK(si_cuda_argmax(gc, dx, n, did));
+    get(&id, did, 4);
+    CHECK(id == n - 1, "argmax %d over NaNs and -inf, want %d", id, n - 1);
+    x[n - 1] = NAN;
+    OK(si_cuda_upload(gc, dx, x, (size_t)n * 4));
+    OK(si_cuda_argmax(gc, dx, n, did));
+    get(&id, did, 4);
+    CHECK(id == -1, "argmax %d over NaNs only, want -1", id);
+    dfree(dx);
+    dfree(did);
+    free(x);
+}
+
+/* ---- memory, graphs, errors ------------------------------------------------------------------ */
+
+static void test_memory(void)
+{
+    cur = "memory";
+    si_cuda_info in;
+    OK(si_cuda_get_info(gc, &in));
+    CHECK(in.mem_total > 0 && in.mem_free <= in.mem_total, "info: free %zu total %zu", in.mem_free,
+          in.mem_total);
+    void *p = NULL;
+    int r = si_cuda_alloc(gc, in.mem_total * 2 + 12345, &p);
+    CHECK(r == -ENOMEM && strstr(si_cuda_last_error(), "needs") && strstr(si_cuda_last_error(), "free"),
+          "huge alloc: %d %s", r, si_cuda_last_error());
+
+    /* row uploads: rows 3,4,5 <- 10,11,12 (one run), row 0 <- 2 */
+    const int rows = 16;
+    const size_t rb = 24;
+    uint8_t src[16 * 24], got[16 * 24], want[16 * 24];
+    for (size_t i = 0; i < sizeof(src); i++)
+        src[i] = (uint8_t)(i * 7 + 1);
+    memset(want, 0xab, sizeof(want));
+    uint8_t *d = dev(rows * rb);
+    OK(si_cuda_upload(gc, d, want, sizeof(want)));
+    int32_t dr[] = { 3, 4, 5, 0 }, sr[] = { 10, 11, 12, 2 };
+    OK(si_cuda_upload_rows(gc, d, dr, src, sr, 4, rb));
+    for (int i = 0; i < 4; i++)
+        memcpy(want + dr[i] * rb, src + sr[i] * rb, rb);
+    get(got, d, sizeof(got));
+    CHECK(memcmp(got, want, sizeof(got)) == 0, "upload_rows");
+    int32_t neg[] = { -1 };
+    CHECK(si_cuda_upload_rows(gc, d, neg, src, sr, 1, rb) == -EINVAL, "negative row accepted");
+    dfree(d);
+}
+
+static void test_graph(void)
+{
+    cur = "graph";
+    const int R = 512, K = 576;
+    uint16_t *w = rand_half((size_t)R * K, -1, 1);
+    float *x = frandv(K, -1, 1), *nw = frandv(K, 0.5f, 1.5f);
+    uint16_t *dw = dev_copy(w, (size_t)R * K * 2);
+    float *dx = dev_copy(x, K * 4), *dn = dev_copy(nw, K * 4), *dxn = dev(K * 4), *dy = dev(R * 4);
+    float *a = xmalloc(R * 4), *b = xmalloc(R * 4);
+    OK(si_cuda_rmsnorm(gc, dx, dn, dxn, 1, K, 1e-5f));
+    OK(si_cuda_gemv(gc, dw, R, K, dxn, NULL, dy));
+    get(a, dy, R * 4);
+    OK(si_cuda_upload(gc, dy, (float[1]){ 0 }, 4)); /* must be overwritten by the replay */
+    OK(si_cuda_sync(gc));
+    si_cuda_graph *g;
+    OK(si_cuda_graph_begin(gc));
+    OK(si_cuda_rmsnorm(gc, dx, dn, dxn, 1, K, 1e-5f));
+    OK(si_cuda_gemv(gc, dw, R, K, dxn, NULL, dy));
+    OK(si_cuda_graph_end(gc, &g));
+    OK(si_cuda_graph_launch(gc, g));
+    OK(si_cuda_graph_launch(gc, g));
+    get(b, dy, R * 4);
+    CHECK(memcmp(a, b, R * 4) == 0, "graph replay differs from direct launches");
+    si_cuda_graph_free(g);
+    dfree(dw);
+    dfree(dx);
+    dfree(dn);
+    dfree(dxn);
+    dfree(dy);
+    free(w);
+    free(x);
+    free(nw);
+    free(a);
+    free(b);
+}
+
+int main(void)
+{
+    if (si_cuda_device_count() <= 0) {
+        printf("skip: no CUDA device: %s\n", si_cuda_last_error());
+        return 77;
+    }
+    int r = si_cuda_new(0, &gc);
+    if (r == -ENODEV) {
+        printf("skip: %s\n", si_cuda_last_error());
+        return 77;
+    }
+    if (r < 0) {
+        fprintf(stderr, "si_cuda_new: %s\n", si_cuda_last_error());
+        return 1;
+    }
+    if (eng_backend_cpu_new(2, &cpu) < 0) {
+        fprintf(stderr, "no CPU backend\n");
+        return 1;
+    }
+    si_cuda_info in;
+    OK(si_cuda_get_info(gc, &in));
+    printf("device: %s (sm_%d%d, %d SMs, %s, %.1f GiB free)\n", in.name, in.cc_major, in.cc_minor,
+           in.n_sm, in.integrated ? "integrated" : "discrete", in.mem_free / 1073741824.0);
+
+    test_get_rows();
+    test_add_store();
+    test_rmsnorm();
+    test_rope();
+    test_matmul();
+    test_attention();
+    test_ffn();
+    test_topk();
+    test_argmax();
+    test_memory();
+    test_graph();
+
+    cpu->iface->free(cpu);
+    si_cuda_free(gc);
+    if (n_fail) {
+        fprintf(stderr, "%d checks failed\n", n_fail);
+        return 1;
+    }
+    printf("all CUDA ops match the CPU backend\n");
+    return 0;
+}
