@@ -4,11 +4,16 @@
 #
 #   scripts/sweep.sh [-b BUILD] [-m MODEL] [-P PROFILE] [-o OUTDIR] [-l LIMIT]
 #                    [-t THREADS] [-g "GAMMAS"] [-p "PHIS"] [-T "TASKS"]
-#                    [-x "KEY=VAL,..."] [-n NAME] [-C CONFIGS -B BENCH]
+#                    [-x "KEY=VAL,..."] [-s "SI-EVAL ARGS"] [-n NAME]
+#                    [-C CONFIGS -B BENCH]
 #
 # Defaults: the full grid, gamma 0.5 0.6 0.7 0.8 0.9 and phi 0.3 0.4 0.5 0.6,
 # all five shipped tasks, 20 held-out prompts per task, 2 threads, into
 # docs/results/NAME.{csv,json} and docs/results/NAME-*.png (NAME: sweep).
+#
+# -x appends KEY=VAL to every configuration (e.g. "df=2,dl=2"); -s passes
+# options to si-eval (e.g. "--no-generate": perplexity and agreement only,
+# several times cheaper, for a machine shared with others).
 #
 # Configurations (delta 0.3, alpha 0.2, rank abs, dense layers as -x says):
 #   load-only    gamma in GAMMAS
@@ -37,10 +42,11 @@ GAMMAS="0.5 0.6 0.7 0.8 0.9"
 PHIS="0.3 0.4 0.5 0.6"
 TASKS="qa translate-en-de translate-en-ro summarize chat"
 EXTRA=""
+EVAL_ARGS=""
 NAME=sweep
 CONFIGS=""
 BENCH=48
-while getopts b:m:P:o:l:t:g:p:T:x:n:C:B: opt; do
+while getopts b:m:P:o:l:t:g:p:T:x:s:n:C:B: opt; do
     case $opt in
     b) BUILD=$OPTARG ;;
     m) MODEL=$OPTARG ;;
@@ -52,6 +58,7 @@ while getopts b:m:P:o:l:t:g:p:T:x:n:C:B: opt; do
     p) PHIS=$OPTARG ;;
     T) TASKS=$OPTARG ;;
     x) EXTRA=$OPTARG ;;
+    s) EVAL_ARGS=$OPTARG ;;
     n) NAME=$OPTARG ;;
     C) CONFIGS=$OPTARG ;;
     B) BENCH=$OPTARG ;;
@@ -94,7 +101,7 @@ SETS=""
 for t in $TASKS; do SETS="$SETS --prompts $ROOT/profiles/tasks/$t.jsonl"; done
 # shellcheck disable=SC2086
 "$SI_EVAL" -m "$MODEL" -P "$PROFILE" $SETS --limit "$LIMIT" -t "$THREADS" \
-    --configs "$CFG" --csv "$OUT/$NAME.csv" --json "$OUT/$NAME.json" $BENCH_ARGS
+    --configs "$CFG" --csv "$OUT/$NAME.csv" --json "$OUT/$NAME.json" $BENCH_ARGS $EVAL_ARGS
 
 # ---- plots ----
 command -v gnuplot >/dev/null || { echo "no gnuplot: skipping plots" >&2; exit 0; }

@@ -1433,7 +1433,9 @@ static void scenario_swap(void)
     pthread_t th[K];
     for (int i = 0; i < K; i++) {
         memset(&cl[i], 0, sizeof(cl[i]));
-        cl[i].tokens = fake ? 40 : 48;
+        /* long enough that the running request cannot end before the swap
+         * request arrives, even on a loaded machine */
+        cl[i].tokens = fake ? 150 : 64;
         pthread_create(&th[i], NULL, swap_client_main, &cl[i]);
     }
     /* wait until one request runs and the others are queued */

@@ -1,0 +1,150 @@
+#!/bin/bash
+# Prepared check for a machine with an NVIDIA GPU and no network (about 5
+# minutes on one H200; it stops starting new steps after SI_GPU_DEADLINE
+# seconds, 420 by default, so that the whole run stays under 8 minutes):
+#
+#   1. builds with -Dcuda=enabled (only what the check needs)
+#   2. runs the CUDA op tests (every kernel against the CPU backend)
+#   3. generates synthetic f16 models with si-synth: llama-3.2-1b,
+#      llama-3.2-3b, qwen2.5-3b (in parallel; reused when present)
+#   4. benchmarks the kernels on each model's shapes (si-cuda-bench):
+#      decode GEMV and FFN dense vs selective (phi 0.4) in GB/s against the
+#      device's bandwidth, a whole decode token in a CUDA graph, prefill of
+#      512 tokens dense / dense + counting / selective
+#   5. writes everything as JSON to $OUT (or ./gpu-results): gpu-check.json
+#      (summary) and bench-<model>.json, with logs beside them.
+#
+# Usage: tests/gpu-check.sh          (from anywhere; BUILD, MODEL_DIR, OUT override)
+# Exit status: 0 all passed, 1 a step failed, 77 no GPU here.
+set -u
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+OUT_DIR=${OUT:-$ROOT/gpu-results}
+BUILD=${BUILD:-$ROOT/build-gpu}
+MODEL_DIR=${MODEL_DIR:-/tmp/si-gpu-models}
+DEADLINE=${SI_GPU_DEADLINE:-420}
+MODELS="llama-3.2-1b llama-3.2-3b qwen2.5-3b"
+mkdir -p "$OUT_DIR" "$MODEL_DIR"
+start=$(date +%s)
+elapsed() { echo $(( $(date +%s) - start )); }
+log() { echo "[gpu-check $(elapsed)s] $*"; }
+
+status=0
+test_rc=-1
+steps=""
+note() { steps="$steps${steps:+, }\"$1\": \"$2\""; }
+
+finish() {
+    {
+        echo "{"
+        echo "  \"elapsed_s\": $(elapsed),"
+        echo "  \"cuda_ops_test_rc\": $test_rc,"
+        echo "  \"steps\": {${steps}},"
+        echo "  \"models\": ["
+        first=1
+        for m in $MODELS; do
+            f="$OUT_DIR/bench-$m.json"
+            if [ -s "$f" ]; then
+                [ $first = 1 ] || echo "    ,"
+                sed 's/^/    /' "$f"
+                first=0
+            fi
+        done
+        echo "  ]"
+        echo "}"
+    } > "$OUT_DIR/gpu-check.json"
+    log "done (status $status): $OUT_DIR/gpu-check.json"
+    exit $status
+}
+
+command -v nvidia-smi > /dev/null && nvidia-smi > "$OUT_DIR/nvidia-smi.txt" 2>&1
+for tool in meson ninja nvcc; do
+    if ! command -v $tool > /dev/null; then
+        log "$tool not found"
+        note setup "missing $tool"
+        status=1
+        finish
+    fi
+done
+
+# 1. build
+log "meson setup $BUILD -Dcuda=enabled"
+if [ -d "$BUILD" ]; then setup_args=--reconfigure; else setup_args=; fi
+if ! meson setup $setup_args "$BUILD" -Dcuda=enabled > "$OUT_DIR/setup.log" 2>&1; then
+    tail -30 "$OUT_DIR/setup.log"
+    note setup failed
+    status=1
+    finish
+fi
+log "building"
+if ! ninja -C "$BUILD" tests/test-cuda-ops tools/si-cuda-bench tools/si-synth > "$OUT_DIR/build.log" 2>&1; then
+    tail -40 "$OUT_DIR/build.log"
+    note build failed
+    status=1
+    finish
+fi
+note build ok
+
+# 3 (started early): the models are written while the tests run
+synth_pids=""
+for m in $MODELS; do
+    f="$MODEL_DIR/$m-f16.gguf"
+    if [ ! -s "$f" ]; then
+        # si-synth writes FILE.tmp and renames it when complete
+        "$BUILD/tools/si-synth" --shape "$m" --out "$f" --type f16 > "$OUT_DIR/synth-$m.log" 2>&1 &
+        synth_pids="$synth_pids $!"
+    fi
+done
+
+# 2. tests
+log "CUDA op tests"
+"$BUILD/tests/test-cuda-ops" > "$OUT_DIR/test-cuda-ops.log" 2>&1
+test_rc=$?
+tail -5 "$OUT_DIR/test-cuda-ops.log"
+case $test_rc in
+    0) note cuda_ops passed ;;
+    77) note cuda_ops skipped; status=77 ;;
+    *) note cuda_ops failed; status=1 ;;
+esac
+if [ $test_rc = 77 ]; then
+    log "no GPU: nothing to benchmark"
+    for p in $synth_pids; do kill "$p" 2> /dev/null; done
+    finish
+fi
+
+# wait for the models, but not past the deadline (si-synth is CPU bound:
+# on a loaded machine it is the slowest step)
+for p in $synth_pids; do
+    while kill -0 "$p" 2> /dev/null && [ "$(elapsed)" -lt "$DEADLINE" ]; do sleep 1; done
+    if kill -0 "$p" 2> /dev/null; then
+        kill "$p" 2> /dev/null
+        note synth "killed at the deadline"
+    fi
+    wait "$p" 2> /dev/null || true
+done
+log "models ready: $(ls "$MODEL_DIR" | tr '\n' ' ')"
+
+# 4. benchmarks
+for m in $MODELS; do
+    f="$MODEL_DIR/$m-f16.gguf"
+    if [ "$(elapsed)" -ge "$DEADLINE" ]; then
+        log "deadline: skipping $m"
+        note "bench_$m" "skipped (deadline)"
+        continue
+    fi
+    if [ ! -s "$f" ]; then
+        note "bench_$m" "no model"
+        status=1
+        continue
+    fi
+    log "benchmark $m"
+    if timeout 240 "$BUILD/tools/si-cuda-bench" --model "$f" --name "$m" --phi 0.4 --ctx 1024 \
+        --prefill 512 --iters 20 --json "$OUT_DIR/bench-$m.json" > "$OUT_DIR/bench-$m.log" 2>&1; then
+        note "bench_$m" ok
+    else
+        note "bench_$m" failed
+        status=1
+    fi
+    cat "$OUT_DIR/bench-$m.log"
+done
+finish
