@@ -1443,7 +1443,6 @@ int eng_backend_cpu_n_threads(const eng_backend *be)
 }
 
 /* Which kernel set this backend uses ("avx2" or "scalar"); for tests and tools. */
-const char *eng__backend_cpu_kernels(const eng_backend *be);
 const char *eng__backend_cpu_kernels(const eng_backend *be)
 {
     if (!be || be->iface != &cpu_iface)

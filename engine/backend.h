@@ -89,5 +89,7 @@ struct eng_backend {
 /* CPU backend with its own thread pool; n_threads <= 0: online CPUs. */
 int eng_backend_cpu_new(int n_threads, eng_backend **ret_backend);
 int eng_backend_cpu_n_threads(const eng_backend *be);
+/* The kernels in use: "avx2" or "scalar" (ENG_CPU_SIMD=0 forces scalar). */
+const char *eng__backend_cpu_kernels(const eng_backend *be);
 
 #endif

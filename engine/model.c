@@ -317,16 +317,20 @@ static int load_ffn(loader *ld, int il, eng_layer *L, const eng_plan *plan)
     int32_t *slots = malloc((size_t)(n > 0 ? n : 1) * sizeof(int32_t));
     if (!slots)
         return set_err(ld->err, -ENOMEM, "out of memory");
+    /* static neurons first, then the others, each ascending: every decode
+     * step computes the static ones, so they read as one contiguous run */
+    const uint8_t *is_static = plan->is_static[il];
+    int n_static = 0;
     for (int i = 0; i < n; i++)
-        slots[i] = i;
+        n_static += is_static[plan->loaded[il][i]];
+    for (int i = 0, a = 0, b = n_static; i < n; i++)
+        slots[i] = is_static[plan->loaded[il][i]] ? a++ : b++;
     load_neurons(ld, &t, L, plan->loaded[il], slots, n, NULL);
     free(slots);
     L->ffn.n_slots = n;
-    L->n_static = 0;
-    for (int i = 0; i < n; i++) {
-        L->slot_static[i] = plan->is_static[il][plan->loaded[il][i]];
-        L->n_static += L->slot_static[i];
-    }
+    L->n_static = n_static;
+    for (int j = 0; j < n; j++)
+        L->slot_static[j] = j < n_static;
     L->sparse = plan->sparse[il];
     m->info.bytes_weights += (uint64_t)n * 3 * m->info.n_embd * dtype_size(m->info.storage);
     return 0;

@@ -1,8 +1,11 @@
 /* Persistent worker threads (private to the engine).
  *
  * One pool per model. eng_threadpool_run() wakes the workers, runs
- * fn(arg, ith, nth) on every thread (the calling thread is ith == 0) and
- * returns when all are done. Workers spin briefly before sleeping so that the
+ * fn(arg, ith, nth) once for every part ith in [0, nth) and returns when all
+ * are done. Part 0 runs on the calling thread; parts 1..nth-1 go to whichever
+ * thread claims them first (the caller too, once part 0 is done), so a
+ * descheduled worker does not stall the step. fn must not assume which
+ * thread runs a part. Workers spin briefly before sleeping so that the
  * many small steps of one decode token do not pay a futex round trip each.
  * Not reentrant: one run at a time per pool.
  */

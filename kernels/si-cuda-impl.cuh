@@ -21,6 +21,7 @@ struct si_cuda {
     cublasHandle_t blas;
     void *scratch;           /* device, grows with si_cuda_reserve */
     size_t scratch_size;
+    int n_graphs;            /* live graphs: they hold scratch pointers, so no growth */
 };
 
 /* Record an error (printf format) in the thread-local string; returns code. */

@@ -255,6 +255,11 @@ extern "C" int si_cuda_reserve(si_cuda *c, size_t bytes)
                              "scratch must grow to %zu bytes during graph capture: call "
                              "si_cuda_reserve before capturing",
                              bytes);
+    if (c->n_graphs > 0)
+        return si_cuda__fail(-EBUSY,
+                             "scratch must grow to %zu bytes while %d graph(s) use the old one: "
+                             "call si_cuda_reserve before capturing",
+                             bytes, c->n_graphs);
     /* The old scratch may still be in use by queued kernels. */
     SI_CUDA_CHECK(cudaStreamSynchronize(c->stream));
     if (c->scratch) {
@@ -284,6 +289,7 @@ int si_cuda__scratch(si_cuda *c, size_t bytes, void **ret)
 /* ---- graphs ----------------------------------------------------------------------- */
 
 struct si_cuda_graph {
+    si_cuda *c;
     cudaGraph_t graph;
     cudaGraphExec_t exec;
 };
@@ -314,6 +320,8 @@ extern "C" int si_cuda_graph_end(si_cuda *c, si_cuda_graph **ret)
         free(sg);
         return si_cuda__fail_cuda(e, "cudaGraphInstantiate(&exec, g, 0)", __FILE__, __LINE__);
     }
+    sg->c = c;
+    c->n_graphs++;
     *ret = sg;
     return 0;
 }
@@ -334,5 +342,7 @@ extern "C" void si_cuda_graph_free(si_cuda_graph *g)
     if (g->graph)
         (void)cudaGraphDestroy(g->graph);
     (void)cudaGetLastError();
+    if (g->c)
+        g->c->n_graphs--;
     free(g);
 }

@@ -7,17 +7,22 @@
  * are launched, not when they finish (si_cuda_sync waits).
  *
  * Errors: every function returns 0 or a negative errno (-EINVAL bad
- * arguments, -ENOMEM out of device memory, -ENODEV no usable device, -EIO
- * any other CUDA or cuBLAS failure) and never aborts. The failing statement,
+ * arguments, -ENOMEM out of device memory, -ENODEV no usable device, -EBUSY
+ * scratch growth while a graph is alive, -EIO any other CUDA or cuBLAS
+ * failure) and never aborts. The failing statement,
  * file and line, and CUDA's own message, are kept in a thread-local string
  * (si_cuda_last_error), like ggml's CUDA_CHECK but without the abort. After
  * an -EIO from a kernel fault the CUDA context is unusable (CUDA's rule);
  * free the context and create a new one.
  *
  * Threads: one si_cuda per thread at a time (it owns one stream and its
- * scratch). Ops that need scratch grow it with cudaMalloc, which cannot
- * happen during graph capture: call si_cuda_reserve() with the largest
- * shapes before capturing (si_cuda_*_scratch() say how much each op needs).
+ * scratch). The scratch is shared by all ops of a context, which is safe
+ * because they run in stream order: do not run ops of one context on two
+ * streams at once. Ops that need scratch grow it with cudaMalloc, which
+ * cannot happen during graph capture nor while a graph (which holds the
+ * scratch's address) is alive: call si_cuda_reserve() with the largest
+ * shapes before capturing (si_cuda_*_scratch() say how much each op needs),
+ * or run the captured sequence once first. Growing then fails with -EBUSY.
  *
  * Usage:
  *     si_cuda *c;
@@ -181,7 +186,8 @@ int si_cuda_argmax(si_cuda *c, const float *logits, int n, int32_t *ret_id);
 
 /* Captures what the ops queue between begin and end into a graph that
  * si_cuda_graph_launch replays with one launch (decode: the whole token).
- * Buffers and arguments are baked in: replay reuses the same pointers. */
+ * Buffers and arguments are baked in: replay reuses the same pointers.
+ * Free every graph before its context. */
 typedef struct si_cuda_graph si_cuda_graph;
 int si_cuda_graph_begin(si_cuda *c);
 int si_cuda_graph_end(si_cuda *c, si_cuda_graph **ret);

@@ -22,7 +22,6 @@
 
 #include "backend.h"
 
-const char *eng__backend_cpu_kernels(const eng_backend *be);
 
 static int n_fail;
 static const char *cur_cfg = "";

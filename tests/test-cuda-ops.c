@@ -708,6 +708,10 @@ static void test_graph(void)
     OK(si_cuda_graph_launch(gc, g));
     get(b, dy, R * 4);
     CHECK(memcmp(a, b, R * 4) == 0, "graph replay differs from direct launches");
+    /* the graph holds the scratch's address: growing it now is refused */
+    int r = si_cuda_reserve(gc, (size_t)1 << 30);
+    CHECK(r == -EBUSY && strstr(si_cuda_last_error(), "graph"), "scratch grew under a graph: %d %s",
+          r, si_cuda_last_error());
     si_cuda_graph_free(g);
     dfree(dw);
     dfree(dx);

@@ -1,37 +1,42 @@
 /* Golden runs: greedy decoding of SmolLM2-135M-Instruct against llama.cpp.
  *
- * tests/data/golden-smollm2.tsv holds, for chat prompts rendered with the
- * model's ChatML template, llama.cpp's prompt token ids and its greedy
- * continuation with the top-5 logits of every step; golden-logits-step0.bin
- * holds llama.cpp's full logit vector at step 0 for the first prompts
- * (tests/data/README.md says how both were made).
+ * Two reference sets made by llama.cpp (tests/data/README.md says how), each a
+ * TSV with, for 14 chat prompts rendered with the model's ChatML template,
+ * the prompt token ids and llama.cpp's greedy continuation (up to 64 tokens)
+ * with the top-5 logits of every step, plus a file with the full logit vector
+ * at step 0 of the first 3 prompts:
+ *   - "Q4_1": the model file as shipped (golden-smollm2.tsv);
+ *   - "F16": the same weights written as F16 (golden-smollm2-f16.tsv).
  *
- * The test checks, per prompt:
+ * For each set and prompt the test checks:
  *   - eng_chat_apply() renders the message exactly as the golden text;
  *   - eng_tokenize(rendered, PARSE_SPECIAL) gives the golden prompt ids;
  *   - greedy decoding from the golden prompt ids gives the golden tokens, or
- *     diverges only at a near-tie (both llama.cpp's and our gap between the
- *     two candidates below TIE_TOL) after an exact match of every earlier step;
+ *     diverges only at a near-tie (llama.cpp's top-2 gap and our gap between
+ *     the two candidates both below tie_tol) after every earlier step matched;
  *   - at every matched step, our logits of llama.cpp's top-5 tokens are within
- *     LOGIT_TOL of llama.cpp's;
+ *     logit_tol of llama.cpp's;
  *   - at step 0 of the first prompts, over the whole vocabulary, the RMS and
- *     the largest absolute difference stay within STEP0_RMS_TOL / STEP0_MAX_TOL.
+ *     the largest absolute difference stay within step0_rms_tol / step0_max_tol.
  *
- * Why these tolerances. llama.cpp runs the Q4_1 weights as they are, with
- * activations quantized to Q8_1 (8 bits per block of 32) inside every matrix
- * product; we dequantize the weights to f16 and keep activations in f32. Both
- * are approximations of the same function, and their logits differ by the
- * activation rounding accumulated over 30 layers: measured on the golden set
- * (2 threads, f16 storage) the largest top-5 difference is reported by this
- * test as "max |dlogit|" (see the numbers in tests/data/README.md). The
- * tolerances keep a margin of about 2x over that, and stay far below what a
- * real defect costs: a wrong RoPE (frequency base, pairing of dimensions or
- * position) or a wrong attention scale moves the logits by several units
- * within the first steps and changes the greedy text, and a transposed or
- * misread weight turns the output into noise.
+ * Why these tolerances. llama.cpp runs Q4_1 weights with activations quantized
+ * to Q8_1 (8 bits per block of 32) inside every matrix product; we dequantize
+ * the weights to f16 and keep f32 activations. That rounding alone moves
+ * llama.cpp's own step-0 logits between its Q4_1 and its F16 run by RMS up to
+ * 0.32, max 1.04, and ours sit at the same distance from the Q4_1 run
+ * (measured: top-5 |dlogit| max 1.02, near-tie divergences with gaps up to
+ * 0.37). So the Q4_1 set gets loose bounds (about 1.5x what was measured) and
+ * mainly guards the greedy text as shipped. The F16 set computes with exactly
+ * our weights (llama.cpp rounds activations to f16 there): measured top-5
+ * |dlogit| max 0.051, step-0 RMS at most 0.018 and max 0.040, all 14 prompts
+ * token-identical; its bounds are 2-3x that. They were checked against
+ * deliberately broken engines: RoPE base x2, attention scale x1.1, RoPE
+ * pairing (neox/normal) swapped, and K rotated one position off each fail with
+ * step-0 RMS 0.3-10 (bound 0.04) and diverging text.
  *
- * Usage: test-golden [golden.tsv [logits.bin]]; the model comes from SI_MODEL
- * or the cache (scripts/fetch-model.sh). Exit 0 pass, 1 fail, 77 skip.
+ * Usage: test-golden [q4_1.tsv q4_1.bin [f16.tsv f16.bin]]; by default the
+ * files under $SI_SOURCE_ROOT/tests/data. The model comes from SI_MODEL or the
+ * cache (scripts/fetch-model.sh). Exit 0 pass, 1 fail, 77 skip (no model).
  */
 #include <errno.h>
 #include <math.h>
@@ -138,7 +143,17 @@ static int parse_ids(const char *s, int32_t *ids, int cap) {
     return n;
 }
 
+static void free_golden(void) {
+    for (int p = 0; p < g_n_prompts; p++) {
+        free(g_prompts[p].message);
+        free(g_prompts[p].rendered);
+    }
+    memset(g_prompts, 0, sizeof g_prompts);
+    g_n_prompts = 0;
+}
+
 static int load_golden(const char *path) {
+    free_golden();
     FILE *f = fopen(path, "r");
     if (!f) {
         fprintf(stderr, "cannot open %s: %s\n", path, strerror(errno));
@@ -192,8 +207,10 @@ static int load_golden(const char *path) {
                 s->top_logit[k] = strtof(end + 1, &end);
                 p = *end == ',' ? end + 1 : end;
             }
-            if (rc < 0 || s->top_id[0] != s->chosen)
+            if (rc < 0 || s->top_id[0] != s->chosen) {
+                rc = -1;
                 break;
+            }
         } else if (!strcmp(fld[0], "gen")) {
             continue;
         } else {
@@ -392,12 +409,7 @@ static int run_set(eng_model *m, eng_session *s, const golden_set *set, const ch
            "|dlogit| max %.4f rms %.4f (tol %.2f)\n",
            g_n_prompts, n_exact, n_tie, set->tie_tol, total_steps, max_dlogit,
            n_d ? sqrt(sum_d2 / n_d) : 0.0, set->logit_tol);
-    for (int p = 0; p < g_n_prompts; p++) {
-        free(g_prompts[p].message);
-        free(g_prompts[p].rendered);
-    }
-    memset(g_prompts, 0, sizeof g_prompts);
-    g_n_prompts = 0;
+    free_golden();
     return fails;
 }
 

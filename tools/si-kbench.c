@@ -24,7 +24,6 @@
 #include <immintrin.h>
 #endif
 
-const char *eng__backend_cpu_kernels(const eng_backend *be);
 
 static double now_s(void)
 {
