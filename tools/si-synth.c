@@ -40,6 +40,8 @@ static const shape shapes[] = {
      false, false, true, VOCAB_SMOL, 3},
     {"tiny-qwen2", "qwen2", "qwen2", "Synthetic Tiny Qwen2", 2, 64, 192, 4, 2, 320, 4096,
      1000000.0f, 1e-6f, true, false, true, VOCAB_QWEN, 0},
+    {"tiny-llama3", "llama", "llama-bpe", "Synthetic Tiny Llama 3", 2, 64, 192, 4, 2, 1024, 8192,
+     500000.0f, 1e-5f, false, true, true, VOCAB_LLAMA3, 0},
     {"smollm2-135m", "llama", "smollm", "Synthetic SmolLM2 135M", 30, 576, 1536, 9, 3, 49152,
      8192, 100000.0f, 1e-5f, false, false, true, VOCAB_SMOL, 17},
     {"llama-3.2-1b", "llama", "llama-bpe", "Synthetic Llama 3.2 1B", 16, 2048, 8192, 32, 8,
