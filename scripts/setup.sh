@@ -4,7 +4,7 @@
 set -eu
 cd "$(dirname "$0")/.."
 
-PKGS="meson ninja-build gcc g++ pkg-config python3 python3-regex python3-protobuf \
+PKGS="meson ninja-build gcc g++ pkg-config python3 python3-pip python3-regex python3-protobuf \
 protobuf-compiler libpcre2-dev libuv1-dev libprotobuf-c-dev protobuf-c-compiler \
 libsystemd-dev gnuplot-nox"
 

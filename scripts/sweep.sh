@@ -5,12 +5,13 @@
 #   scripts/sweep.sh [-b BUILD] [-m MODEL] [-P PROFILE] [-o OUTDIR] [-l LIMIT]
 #                    [-t THREADS] [-g "GAMMAS"] [-p "PHIS"] [-T "TASKS"]
 #                    [-x "KEY=VAL,..."] [-s "SI-EVAL ARGS"] [-n NAME]
-#                    [-C CONFIGS -B BENCH]
+#                    [-C CONFIGS -B BENCH] [-R]
 #
 # Defaults: the full grid, gamma 0.5 0.6 0.7 0.8 0.9 and phi 0.3 0.4 0.5 0.6,
 # all five shipped tasks, 20 held-out prompts per task, 2 threads, into
 # docs/results/NAME.{csv,json} and docs/results/NAME-*.png (NAME: sweep).
 #
+# -R redraws the plots from an existing NAME.csv without running si-eval.
 # -x appends KEY=VAL to every configuration (e.g. "df=2,dl=2"); -s passes
 # options to si-eval (e.g. "--no-generate": perplexity and agreement only,
 # several times cheaper, for a machine shared with others).
@@ -46,7 +47,8 @@ EVAL_ARGS=""
 NAME=sweep
 CONFIGS=""
 BENCH=48
-while getopts b:m:P:o:l:t:g:p:T:x:s:n:C:B: opt; do
+REPLOT=0
+while getopts b:m:P:o:l:t:g:p:T:x:s:n:C:B:R opt; do
     case $opt in
     b) BUILD=$OPTARG ;;
     m) MODEL=$OPTARG ;;
@@ -62,11 +64,12 @@ while getopts b:m:P:o:l:t:g:p:T:x:s:n:C:B: opt; do
     n) NAME=$OPTARG ;;
     C) CONFIGS=$OPTARG ;;
     B) BENCH=$OPTARG ;;
+    R) REPLOT=1 ;;
     *) sed -n '2,9p' "$0" >&2; exit 2 ;;
     esac
 done
 SI_EVAL=$BUILD/tools/si-eval
-[ -x "$SI_EVAL" ] || { echo "no $SI_EVAL: build first (meson setup build && ninja -C build)" >&2; exit 1; }
+[ -x "$SI_EVAL" ] || [ $REPLOT = 1 ] || { echo "no $SI_EVAL: build first (meson setup build && ninja -C build)" >&2; exit 1; }
 mkdir -p "$OUT"
 
 # ---- the configurations ----
@@ -100,7 +103,7 @@ echo "$(wc -l < "$CFG") configurations x tasks: $TASKS, $LIMIT prompts each" >&2
 SETS=""
 for t in $TASKS; do SETS="$SETS --prompts $ROOT/profiles/tasks/$t.jsonl"; done
 # shellcheck disable=SC2086
-"$SI_EVAL" -m "$MODEL" -P "$PROFILE" $SETS --limit "$LIMIT" -t "$THREADS" \
+[ $REPLOT = 1 ] || "$SI_EVAL" -m "$MODEL" -P "$PROFILE" $SETS --limit "$LIMIT" -t "$THREADS" \
     --configs "$CFG" --csv "$OUT/$NAME.csv" --json "$OUT/$NAME.json" $BENCH_ARGS $EVAL_ARGS
 
 # ---- plots ----
@@ -210,7 +213,7 @@ plot_gamma() { # column title file
     gnuplot <<EOF
 set terminal pngcairo size 800,500 font ",11"
 set output "$OUT/$NAME-gamma-$1.png"
-set title "$3 vs gamma (loaded fraction), mean over tasks; $LIMIT held-out prompts per task"
+set title "$3 vs gamma, mean over tasks ($LIMIT prompts each)"
 set xlabel "gamma"
 set ylabel "$3"
 set key bottom right
@@ -225,7 +228,7 @@ plot_phi() {
     gnuplot <<EOF
 set terminal pngcairo size 800,500 font ",11"
 set output "$OUT/$NAME-phi-$1.png"
-set title "$3 vs phi (computed fraction), gamma 0.7; mean over tasks"
+set title "$3 vs phi at gamma 0.7, mean over tasks ($LIMIT prompts each)"
 set xlabel "phi"
 set ylabel "$3"
 set key bottom right
@@ -237,7 +240,10 @@ plot "$CFG.sip" using 3:$2 with linespoints title "selectinfer", \
 EOF
 }
 plot_gamma agreement 4 "next-token agreement with dense"
-plot_gamma score 5 "task metric retained (score / dense)"
 plot_phi agreement 4 "next-token agreement with dense"
-plot_phi score 5 "task metric retained (score / dense)"
+# the task metric needs generations (not with -s --no-generate)
+if awk '$5 != "NaN" { found = 1 } END { exit !found }' "$CFG.mean"; then
+    plot_gamma score 5 "task metric retained (score / dense)"
+    plot_phi score 5 "task metric retained (score / dense)"
+fi
 echo "wrote $OUT/$NAME.csv, $OUT/$NAME.json and $OUT/$NAME-*.png" >&2
