@@ -259,6 +259,12 @@ static int cmd_run(int argc, char **argv)
             fprintf(stderr, "\n%s: eval failed: %s\n", p->id, strerror(-r));
             goto out;
         }
+        if (n_tok == 0) { /* the context could not take even the prompt */
+            fprintf(stderr, "%s%s: skipped (context full)\n", pg.tty ? "\n" : "", p->id);
+            skipped++;
+            done++;
+            continue;
+        }
         if ((r = eng_profile_add_prompt(prof, tname, sums, n_tok)) < 0) {
             fprintf(stderr, "\n%s: cannot add to task '%s': %s\n", p->id, tname,
                     r == -EINVAL ? "invalid task name" : strerror(-r));
