@@ -270,6 +270,11 @@ int eng_profile_scores(const eng_profile *profile, const char *task, int layer, 
 
 /* ---- SelectInfer: selective loading ------------------------------------ */
 
+typedef enum eng_score {
+    ENG_SCORE_ACT = 0, /* mean |a_n| (published) */
+    ENG_SCORE_CONTRIB, /* mean |a_n| x ||d_n||: the size of what the neuron adds to the output */
+} eng_score;
+
 typedef enum eng_select_mode {
     ENG_SELECT_DENSE = 0,   /* load and compute every neuron */
     ENG_SELECT_LOAD_ONLY,   /* load base + secondary up to gamma, compute all loaded */
@@ -290,6 +295,7 @@ struct eng_load_plan_params {
     int dense_first, dense_last; /* layers at each end kept dense */
     uint64_t budget_bytes;      /* > 0: solve gamma so resident weights fit this */
     uint64_t seed;              /* random-load */
+    eng_score score;            /* how profile scores rank neurons */
 };
 
 eng_load_plan_params eng_load_plan_params_default(void); /* dense */
@@ -305,6 +311,7 @@ eng_load_plan_params eng_load_plan_params_default(void); /* dense */
 typedef enum eng_rank {
     ENG_RANK_ABS = 0, /* per-token top-alpha by |a| */
     ENG_RANK_SIGNED,  /* by signed a, alpha scaled by the share of positive a (published) */
+    ENG_RANK_CONTRIB, /* by |a| x ||d|| (the norm of the neuron's W_down column) */
 } eng_rank;
 
 typedef struct eng_compute_params {

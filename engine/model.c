@@ -282,6 +282,38 @@ static void load_neurons(loader *ld, const ffn_tensors *t, eng_layer *L, const i
         *bytes_read += (uint64_t)E * rb;
 }
 
+/* The L2 norm of every neuron's W_down column: what a unit activation of
+ * the neuron adds to the residual stream (ENG_SCORE_CONTRIB, ENG_RANK_CONTRIB). */
+static int down_norms(loader *ld)
+{
+    eng_model *m = ld->m;
+    const int NL = m->info.n_layer, F = m->info.n_ff, E = m->info.n_embd;
+    m->down_norm = model_alloc(m, (size_t)NL * F * sizeof(float));
+    double *acc = malloc((size_t)F * sizeof(double));
+    if (!m->down_norm || !acc || ensure_row(ld, (size_t)F) < 0) {
+        free(acc);
+        return set_err(ld->err, -ENOMEM, "out of memory");
+    }
+    for (int il = 0; il < NL; il++) {
+        ffn_tensors t;
+        int r = ffn_tensors_get(ld, il, &t);
+        if (r < 0) {
+            free(acc);
+            return r;
+        }
+        memset(acc, 0, (size_t)F * sizeof(double));
+        for (int e = 0; e < E; e++) {
+            dequant_row(ld, t.down, (uint64_t)e, ld->row);
+            for (int n = 0; n < F; n++)
+                acc[n] += (double)ld->row[n] * ld->row[n];
+        }
+        for (int n = 0; n < F; n++)
+            m->down_norm[(size_t)il * F + n] = (float)sqrt(acc[n]);
+    }
+    free(acc);
+    return 0;
+}
+
 /* Allocates a layer's FFN buffers for cap slots. */
 static int ffn_alloc(eng_model *m, eng_layer *L, int cap)
 {
@@ -554,7 +586,7 @@ static void plan_shape(const gguf_file *f, const eng_model *m, eng_plan_shape *s
     *sh = (eng_plan_shape){ .n_layer = i->n_layer, .n_ff = i->n_ff, .n_embd = i->n_embd,
                             .bytes_per_neuron = 3 * (size_t)i->n_embd * es, .bytes_fixed = fixed,
                             .fingerprint = i->fingerprint, .arch = i->arch,
-                            .n_vocab = (uint32_t)i->n_vocab };
+                            .n_vocab = (uint32_t)i->n_vocab, .down_norm = m->down_norm };
 }
 
 int eng_model_load(const char *path, const eng_model_params *params, eng_model **ret_model,
@@ -599,6 +631,8 @@ int eng_model_load(const char *path, const eng_model_params *params, eng_model *
         r = set_err(err, -ENOMEM, "out of memory");
         goto fail;
     }
+    if ((r = down_norms(&ld)) < 0)
+        goto fail;
     eng_plan_shape shape;
     plan_shape(f, m, &shape);
     m->bytes_fixed = shape.bytes_fixed;

@@ -55,6 +55,7 @@ struct eng_model {
     eng_plan_info plan;               /* the loading plan in force */
     uint64_t generation;              /* bumped by every swap */
     uint64_t bytes_fixed;             /* resident weights outside the FFN */
+    float *down_norm;                 /* [n_layer][n_ff] ||W_down column n|| */
 
     void **allocs;                    /* every buffer the model owns */
     size_t n_allocs, cap_allocs;

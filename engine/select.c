@@ -121,6 +121,8 @@ int eng__plan_build(const eng_plan_shape *sh, const eng_load_plan_params *pp, en
     bool uses_profile = prm.mode == ENG_SELECT_LOAD_ONLY || prm.mode == ENG_SELECT_SELECTINFER;
     bool loads_all = prm.mode == ENG_SELECT_DENSE || prm.mode == ENG_SELECT_COREINFER;
 
+    if ((unsigned)prm.score > ENG_SCORE_CONTRIB)
+        return set_err(err, -EINVAL, "unknown score %d", (int)prm.score);
     if ((unsigned)prm.mode > ENG_SELECT_SELECTINFER)
         return set_err(err, -EINVAL, "unknown selection mode %d", (int)prm.mode);
     if (prm.dense_first < 0 || prm.dense_last < 0 || prm.dense_first + prm.dense_last > L)
@@ -221,6 +223,11 @@ int eng__plan_build(const eng_plan_shape *sh, const eng_load_plan_params *pp, en
                 const char *task = prm.task && *prm.task ? prm.task : "*";
                 eng_profile_scores(prm.profile, task, l, base);
                 eng_profile_scores(prm.profile, "*", l, second);
+                if (prm.score == ENG_SCORE_CONTRIB && sh->down_norm)
+                    for (int n = 0; n < F; n++) {
+                        base[n] *= sh->down_norm[(size_t)l * F + n];
+                        second[n] *= sh->down_norm[(size_t)l * F + n];
+                    }
                 qsort_r(order, F, sizeof(int32_t), cmp_score_desc, base);
                 for (int i = 0; i < n_static; i++)
                     taken[order[i]] = 1;
@@ -282,7 +289,7 @@ int eng_session_set_compute(eng_session *s, const eng_compute_params *c)
 {
     eng_compute_params p = c ? *c : eng_compute_params_default();
     if (!(p.phi >= 0.0f && p.phi <= 1.0f) || !(p.alpha > 0.0f && p.alpha <= 1.0f) ||
-        (p.rank != ENG_RANK_ABS && p.rank != ENG_RANK_SIGNED))
+        (p.rank != ENG_RANK_ABS && p.rank != ENG_RANK_SIGNED && p.rank != ENG_RANK_CONTRIB))
         return -EINVAL;
     /* phi below the static share cannot be honoured: static neurons are
      * always computed */
@@ -439,8 +446,14 @@ void eng__select_observe(eng_session *s, int il, const float *act, int n, const 
         } else {
             k = k_abs < 1 ? 1 : k_abs;
             float *mag = tmp + F; /* the second half of rank_tmp */
-            for (int j = 0; j < n_sel; j++)
-                mag[j] = fabsf(a[j]);
+            if (s->compute.rank == ENG_RANK_CONTRIB) {
+                const float *dn = m->down_norm + (size_t)il * F;
+                for (int j = 0; j < n_sel; j++)
+                    mag[j] = fabsf(a[j]) * dn[L->neuron_of_slot[sel ? sel[j] : j]];
+            } else {
+                for (int j = 0; j < n_sel; j++)
+                    mag[j] = fabsf(a[j]);
+            }
             thr = kth_largest(tmp, mag, n_sel, k);
             for (int j = 0; j < n_sel; j++)
                 counts[j] += mag[j] >= thr;

@@ -30,6 +30,7 @@ typedef struct eng_plan_shape {
     uint64_t fingerprint;
     const char *arch;
     uint32_t n_vocab;
+    const float *down_norm;  /* [n_layer][n_ff] ||W_down column||, by neuron */
 } eng_plan_shape;
 
 int eng__plan_build(const eng_plan_shape *shape, const eng_load_plan_params *params,

@@ -64,6 +64,7 @@ typedef struct config {
     eng_select_mode mode;
     float gamma, delta, phi, alpha;
     eng_rank rank;
+    eng_score score;
     int dense_first, dense_last;
     char task[64]; /* "" = the prompt set's task */
     uint64_t seed;
@@ -119,6 +120,11 @@ typedef struct opts {
 
 /* ---- configurations ------------------------------------------------------ */
 
+static const char *rank_name(eng_rank r)
+{
+    return r == ENG_RANK_SIGNED ? "signed" : r == ENG_RANK_CONTRIB ? "contrib" : "abs";
+}
+
 static int parse_config(const char *spec, config *c, char *why, size_t cap)
 {
     memset(c, 0, sizeof(*c));
@@ -162,8 +168,19 @@ static int parse_config(const char *spec, config *c, char *why, size_t cap)
                 c->rank = ENG_RANK_ABS;
             else if (!strcmp(v, "signed"))
                 c->rank = ENG_RANK_SIGNED;
+            else if (!strcmp(v, "contrib"))
+                c->rank = ENG_RANK_CONTRIB;
             else {
-                snprintf(why, cap, "rank must be abs or signed");
+                snprintf(why, cap, "rank must be abs, signed or contrib");
+                return -EINVAL;
+            }
+        } else if (!strcmp(k, "score")) {
+            if (!strcmp(v, "act"))
+                c->score = ENG_SCORE_ACT;
+            else if (!strcmp(v, "contrib"))
+                c->score = ENG_SCORE_CONTRIB;
+            else {
+                snprintf(why, cap, "score must be act or contrib");
                 return -EINVAL;
             }
         } else if (!num) {
@@ -202,10 +219,10 @@ static int parse_config(const char *spec, config *c, char *why, size_t cap)
         char extra[80] = "";
         if (c->task[0])
             snprintf(extra, sizeof extra, " task=%s", c->task);
-        snprintf(c->name, sizeof c->name, "%s g%.2g d%.2g p%.2g a%.2g %s %d/%d%s",
+        snprintf(c->name, sizeof c->name, "%s g%.2g d%.2g p%.2g a%.2g %s%s %d/%d%s",
                  eng_select_mode_name(c->mode), c->gamma, c->delta, c->phi, c->alpha,
-                 c->rank == ENG_RANK_ABS ? "abs" : "signed", c->dense_first, c->dense_last,
-                 extra);
+                 rank_name(c->rank), c->score == ENG_SCORE_CONTRIB ? " contrib" : "",
+                 c->dense_first, c->dense_last, extra);
     }
     return 0;
 }
@@ -624,7 +641,7 @@ static void put_field(FILE *f, bool json, size_t i, const row *rw, const row *de
     case 5: v = c->delta; break;
     case 6: v = c->phi; break;
     case 7: v = c->alpha; break;
-    case 8: s = c->rank == ENG_RANK_ABS ? "abs" : "signed"; break;
+    case 8: s = rank_name(c->rank); break;
     case 9: v = c->dense_first; break;
     case 10: v = c->dense_last; break;
     case 11: v = (double)x->n_items; break;
@@ -1014,6 +1031,7 @@ int main(int argc, char **argv)
             pp.dense_last = c->dense_last;
             pp.budget_bytes = c->budget_bytes;
             pp.seed = c->seed;
+            pp.score = c->score;
             int r = 0;
             if (!m) {
                 r = load_model(o.model_path, o.threads, &pp, &m, &mm, &err);
