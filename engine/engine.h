@@ -275,6 +275,12 @@ typedef enum eng_score {
     ENG_SCORE_CONTRIB, /* mean |a_n| x ||d_n||: the size of what the neuron adds to the output */
 } eng_score;
 
+typedef enum eng_layer_budget {
+    ENG_BUDGET_UNIFORM = 0, /* every sparsified layer loads gamma * n_ff (published) */
+    ENG_BUDGET_MASS,        /* each layer loads the neurons that hold the same share of
+                             * its model-wide score mass; same total as uniform */
+} eng_layer_budget;
+
 typedef enum eng_select_mode {
     ENG_SELECT_DENSE = 0,   /* load and compute every neuron */
     ENG_SELECT_LOAD_ONLY,   /* load base + secondary up to gamma, compute all loaded */
@@ -296,6 +302,7 @@ struct eng_load_plan_params {
     uint64_t budget_bytes;      /* > 0: solve gamma so resident weights fit this */
     uint64_t seed;              /* random-load */
     eng_score score;            /* how profile scores rank neurons */
+    eng_layer_budget layer_budget; /* how gamma is spread over the sparsified layers */
 };
 
 eng_load_plan_params eng_load_plan_params_default(void); /* dense */

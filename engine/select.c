@@ -113,6 +113,84 @@ static int round_count(double frac, int n)
     return (int)(k < 0 ? 0 : k > n ? n : k);
 }
 
+/* Per-layer neuron counts that keep the same share m of every sparsified
+ * layer's model-wide score mass, with m chosen (by bisection) so the total is
+ * the uniform plan's n_sparse * n_load. Layers whose mass is spread thin get
+ * more neurons, layers dominated by a few get fewer. NULL on OOM. */
+static int *mass_budget(const eng_profile *prof, const eng_plan_shape *sh, int first, int n_sparse,
+                        int n_load, int n_static, eng_score score)
+{
+    const int F = sh->n_ff;
+    double *cum = malloc((size_t)n_sparse * F * sizeof(double)); /* cumulative share, sorted */
+    double *sc = malloc((size_t)F * sizeof(double));
+    int32_t *ord = malloc((size_t)F * sizeof(int32_t));
+    int *counts = malloc((size_t)sh->n_layer * sizeof(int));
+    if (!cum || !sc || !ord || !counts) {
+        free(cum), free(sc), free(ord), free(counts);
+        return NULL;
+    }
+    for (int i = 0; i < n_sparse; i++) {
+        int l = first + i;
+        eng_profile_scores(prof, "*", l, sc);
+        if (score == ENG_SCORE_CONTRIB && sh->down_norm)
+            for (int n = 0; n < F; n++)
+                sc[n] *= sh->down_norm[(size_t)l * F + n];
+        for (int n = 0; n < F; n++)
+            ord[n] = n;
+        qsort_r(ord, F, sizeof(int32_t), cmp_score_desc, sc);
+        double total = 0, run = 0;
+        for (int n = 0; n < F; n++)
+            total += sc[n];
+        for (int k = 0; k < F; k++) {
+            run += sc[ord[k]];
+            cum[(size_t)i * F + k] = total > 0 ? run / total : (double)(k + 1) / F;
+        }
+    }
+    /* count for layer i at share m: the fewest top neurons reaching m */
+    double lo = 0, hi = 1;
+    long target = (long)n_sparse * n_load;
+    for (int it = 0; it < 60; it++) {
+        double m = (lo + hi) / 2;
+        long sum = 0;
+        for (int i = 0; i < n_sparse; i++) {
+            int k = 0;
+            while (k < F - 1 && cum[(size_t)i * F + k] < m)
+                k++;
+            k++;
+            sum += k < n_static ? n_static : k;
+        }
+        if (sum < target)
+            lo = m;
+        else
+            hi = m;
+    }
+    long sum = 0;
+    for (int i = 0; i < n_sparse; i++) {
+        int k = 0;
+        while (k < F - 1 && cum[(size_t)i * F + k] < hi)
+            k++;
+        k++;
+        counts[first + i] = k < n_static ? n_static : k;
+        sum += counts[first + i];
+    }
+    /* bisection overshoots by a few neurons at most: take them back from the
+     * largest layers so the plan never exceeds the uniform one's memory */
+    while (sum > target) {
+        int big = first;
+        for (int i = 0; i < n_sparse; i++)
+            if (counts[first + i] > counts[big])
+                big = first + i;
+        if (counts[big] <= n_static)
+            break;
+        counts[big]--;
+        sum--;
+    }
+    free(cum);
+    free(sc);
+    free(ord);
+    return counts;
+}
+
 int eng__plan_build(const eng_plan_shape *sh, const eng_load_plan_params *pp, eng_plan **ret,
                     eng_error *err)
 {
@@ -121,6 +199,8 @@ int eng__plan_build(const eng_plan_shape *sh, const eng_load_plan_params *pp, en
     bool uses_profile = prm.mode == ENG_SELECT_LOAD_ONLY || prm.mode == ENG_SELECT_SELECTINFER;
     bool loads_all = prm.mode == ENG_SELECT_DENSE || prm.mode == ENG_SELECT_COREINFER;
 
+    if ((unsigned)prm.layer_budget > ENG_BUDGET_MASS)
+        return set_err(err, -EINVAL, "unknown layer budget %d", (int)prm.layer_budget);
     if ((unsigned)prm.score > ENG_SCORE_CONTRIB)
         return set_err(err, -EINVAL, "unknown score %d", (int)prm.score);
     if ((unsigned)prm.mode > ENG_SELECT_SELECTINFER)
@@ -153,6 +233,7 @@ int eng__plan_build(const eng_plan_shape *sh, const eng_load_plan_params *pp, en
 
     double *base = NULL, *second = NULL;
     int32_t *order = NULL;
+    int *layer_load = NULL; /* per-layer counts under ENG_BUDGET_MASS */
     eng_plan *p = calloc(1, sizeof(*p));
     int r = -ENOMEM;
     if (!p)
@@ -195,6 +276,12 @@ int eng__plan_build(const eng_plan_shape *sh, const eng_load_plan_params *pp, en
     int n_load = round_count(prm.gamma, F), n_static = round_count(prm.delta, F);
     uint64_t seed = prm.seed;
     uint64_t total_loaded = 0;
+    if (prm.layer_budget == ENG_BUDGET_MASS && uses_profile && n_sparse > 0) {
+        layer_load = mass_budget(prm.profile, sh, prm.dense_first, n_sparse, n_load, n_static,
+                                 prm.score);
+        if (!layer_load)
+            goto fail;
+    }
     for (int l = 0; l < L; l++) {
         bool sparse = l >= prm.dense_first && l < L - prm.dense_last;
         p->sparse[l] = sparse;
@@ -231,11 +318,11 @@ int eng__plan_build(const eng_plan_shape *sh, const eng_load_plan_params *pp, en
                 qsort_r(order, F, sizeof(int32_t), cmp_score_desc, base);
                 for (int i = 0; i < n_static; i++)
                     taken[order[i]] = 1;
-                int have = n_static;
+                int have = n_static, want = layer_load ? layer_load[l] : n_load;
                 for (int n = 0; n < F; n++)
                     order[n] = n;
                 qsort_r(order, F, sizeof(int32_t), cmp_score_desc, second);
-                for (int i = 0; i < F && have < n_load; i++)
+                for (int i = 0; i < F && have < want; i++)
                     if (!taken[order[i]]) {
                         taken[order[i]] = 2;
                         have++;
@@ -262,6 +349,7 @@ int eng__plan_build(const eng_plan_shape *sh, const eng_load_plan_params *pp, en
     p->info.neurons_loaded = total_loaded;
     p->info.neurons_total = (uint64_t)L * F;
     p->info.bytes_ffn = total_loaded * sh->bytes_per_neuron;
+    free(layer_load);
     free(base);
     free(second);
     free(order);
@@ -270,6 +358,7 @@ int eng__plan_build(const eng_plan_shape *sh, const eng_load_plan_params *pp, en
 fail:
     if (r == -ENOMEM)
         set_err(err, r, "out of memory building the loading plan");
+    free(layer_load);
     free(base);
     free(second);
     free(order);

@@ -189,6 +189,27 @@ int main(void)
     CHECK(info.bytes_weights - si.bytes_weights == ((uint64_t)NL * NF - loaded) * per_neuron);
     CHECK(si.bytes_per_token < info.bytes_per_token);
 
+    /* a mass-based per-layer budget spends the same neurons, differently */
+    {
+        eng_load_plan_params mass = pp;
+        mass.layer_budget = ENG_BUDGET_MASS;
+        eng_model *mm = load(path, &mass, &err);
+        CHECKF(mm, "%s", err.msg);
+        eng_plan_info mi;
+        eng_model_get_plan(mm, &mi);
+        CHECKF(mi.neurons_loaded == loaded, "mass budget loads %llu neurons, uniform %llu",
+               (unsigned long long)mi.neurons_loaded, (unsigned long long)loaded);
+        float *la = malloc(V * sizeof(float)), *lb = malloc(V * sizeof(float));
+        logits_of(sel, NULL, 0, la, NULL);
+        logits_of(mm, NULL, 0, lb, NULL);
+        CHECK(maxdiff(la, lb) > 0);
+        free(la);
+        free(lb);
+        eng_model_free(mm);
+        mass.layer_budget = (eng_layer_budget)7;
+        CHECK(load(path, &mass, &err) == NULL && strstr(err.msg, "budget"));
+    }
+
     /* errors: missing task, missing profile, bad fractions, foreign profile */
     {
         eng_load_plan_params bad = pp;

@@ -65,6 +65,7 @@ typedef struct config {
     float gamma, delta, phi, alpha;
     eng_rank rank;
     eng_score score;
+    eng_layer_budget layer_budget;
     int dense_first, dense_last;
     char task[64]; /* "" = the prompt set's task */
     uint64_t seed;
@@ -174,6 +175,15 @@ static int parse_config(const char *spec, config *c, char *why, size_t cap)
                 snprintf(why, cap, "rank must be abs, signed or contrib");
                 return -EINVAL;
             }
+        } else if (!strcmp(k, "lb")) {
+            if (!strcmp(v, "uniform"))
+                c->layer_budget = ENG_BUDGET_UNIFORM;
+            else if (!strcmp(v, "mass"))
+                c->layer_budget = ENG_BUDGET_MASS;
+            else {
+                snprintf(why, cap, "lb must be uniform or mass");
+                return -EINVAL;
+            }
         } else if (!strcmp(k, "score")) {
             if (!strcmp(v, "act"))
                 c->score = ENG_SCORE_ACT;
@@ -221,7 +231,8 @@ static int parse_config(const char *spec, config *c, char *why, size_t cap)
             snprintf(extra, sizeof extra, " task=%s", c->task);
         snprintf(c->name, sizeof c->name, "%s g%.2g d%.2g p%.2g a%.2g %s%s %d/%d%s",
                  eng_select_mode_name(c->mode), c->gamma, c->delta, c->phi, c->alpha,
-                 rank_name(c->rank), c->score == ENG_SCORE_CONTRIB ? " contrib" : "",
+                 rank_name(c->rank), c->score == ENG_SCORE_CONTRIB ? " contrib" :
+                 c->layer_budget == ENG_BUDGET_MASS ? " mass" : "",
                  c->dense_first, c->dense_last, extra);
     }
     return 0;
@@ -1032,6 +1043,7 @@ int main(int argc, char **argv)
             pp.budget_bytes = c->budget_bytes;
             pp.seed = c->seed;
             pp.score = c->score;
+            pp.layer_budget = c->layer_budget;
             int r = 0;
             if (!m) {
                 r = load_model(o.model_path, o.threads, &pp, &m, &mm, &err);
