@@ -34,42 +34,12 @@
 #include <unistd.h>
 
 #include "engine.h"
+#include "si-util.h"
 
 static void usage(FILE *f) {
     fprintf(f, "usage: si-bench [-m MODEL] [-p N_PROMPT (128)] [-n N_GEN (64)] [-t THREADS] "
                "[-r REPS (3)] [--f32] [--bw-mb MB (512)]\n"
                "                [--llama-bench PATH --llama-model GGUF] [--json]\n");
-}
-
-static char *default_model_path(void) {
-    const char *env = getenv("SI_MODEL");
-    if (env && *env)
-        return strdup(env);
-    const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
-    char buf[4096];
-    if (xdg && *xdg)
-        snprintf(buf, sizeof buf, "%s/selectinfer/SmolLM2-135M-Instruct.Q4_1.gguf", xdg);
-    else
-        snprintf(buf, sizeof buf, "%s/.cache/selectinfer/SmolLM2-135M-Instruct.Q4_1.gguf",
-                 home ? home : ".");
-    return strdup(buf);
-}
-
-/* Reads "Key:   N kB" from /proc/self/status; returns bytes or 0. */
-static uint64_t proc_status_bytes(const char *key) {
-    FILE *f = fopen("/proc/self/status", "r");
-    char line[256];
-    uint64_t v = 0;
-    size_t kl = strlen(key);
-    if (!f)
-        return 0;
-    while (fgets(line, sizeof line, f))
-        if (!strncmp(line, key, kl) && line[kl] == ':') {
-            v = strtoull(line + kl + 1, NULL, 10) * 1024;
-            break;
-        }
-    fclose(f);
-    return v;
 }
 
 /* ---- memory bandwidth ---------------------------------------------------- */
@@ -314,7 +284,10 @@ int main(int argc, char **argv) {
         return 2;
     }
     if (!model_path)
-        model_path = default_model_path();
+        {
+            char buf[4096];
+            model_path = strdup(si_default_model(buf, sizeof buf));
+        }
 
     eng_model_params mp = eng_model_params_default();
     mp.storage = f32 ? ENG_DTYPE_F32 : ENG_DTYPE_F16;
@@ -381,7 +354,7 @@ int main(int argc, char **argv) {
     pp_sd = reps > 1 ? sqrt(pp_sd / (reps - 1)) : 0;
     tg_sd = reps > 1 ? sqrt(tg_sd / (reps - 1)) : 0;
     double ttft_ms = sum.ttft_s / reps * 1e3;
-    uint64_t rss = proc_status_bytes("VmRSS"), hwm = proc_status_bytes("VmHWM");
+    uint64_t rss = si_proc_status_bytes("VmRSS"), hwm = si_proc_status_bytes("VmHWM");
     int threads = info.n_threads;
     eng_session_free(s);
     eng_model_free(m);

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "engine.h"
+#include "si-util.h"
 
 static void usage(FILE *out)
 {
@@ -91,18 +92,7 @@ int main(int argc, char **argv)
     }
     char default_path[4096];
     if (!model_path)
-        model_path = getenv("SI_MODEL");
-    if (!model_path) {
-        /* where scripts/fetch-model.sh puts the default model */
-        const char *cache = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
-        if (cache && *cache)
-            snprintf(default_path, sizeof(default_path), "%s/selectinfer/%s", cache,
-                     "SmolLM2-135M-Instruct.Q4_1.gguf");
-        else
-            snprintf(default_path, sizeof(default_path), "%s/.cache/selectinfer/%s",
-                     home ? home : "", "SmolLM2-135M-Instruct.Q4_1.gguf");
-        model_path = default_path;
-    }
+        model_path = si_default_model(default_path, sizeof(default_path));
     if (!model_path || !prompt) {
         usage(stderr);
         return 2;

@@ -22,26 +22,13 @@
 #include <string.h>
 
 #include "engine.h"
+#include "si-util.h"
 
 #define MAX_FILE_BYTES (64u << 20)
 
 static void usage(FILE *f) {
     fprintf(f, "usage: si-perplexity [-m MODEL] -f FILE [-c N_CTX (512)] [--chunks N] "
                "[-t THREADS] [--f32] [--json]\n");
-}
-
-static char *default_model_path(void) {
-    const char *env = getenv("SI_MODEL");
-    if (env && *env)
-        return strdup(env);
-    const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
-    char buf[4096];
-    if (xdg && *xdg)
-        snprintf(buf, sizeof buf, "%s/selectinfer/SmolLM2-135M-Instruct.Q4_1.gguf", xdg);
-    else
-        snprintf(buf, sizeof buf, "%s/.cache/selectinfer/SmolLM2-135M-Instruct.Q4_1.gguf",
-                 home ? home : ".");
-    return strdup(buf);
 }
 
 static char *read_file(const char *path, size_t *ret_len) {
@@ -126,7 +113,10 @@ int main(int argc, char **argv) {
         return 2;
     }
     if (!model_path)
-        model_path = default_model_path();
+        {
+            char buf[4096];
+            model_path = strdup(si_default_model(buf, sizeof buf));
+        }
 
     size_t text_len;
     char *text = read_file(file, &text_len);
