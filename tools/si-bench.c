@@ -283,11 +283,10 @@ int main(int argc, char **argv) {
         usage(stderr);
         return 2;
     }
-    if (!model_path)
-        {
-            char buf[4096];
-            model_path = strdup(si_default_model(buf, sizeof buf));
-        }
+    if (!model_path) {
+        char buf[4096];
+        model_path = strdup(si_default_model(buf, sizeof buf));
+    }
 
     eng_model_params mp = eng_model_params_default();
     mp.storage = f32 ? ENG_DTYPE_F32 : ENG_DTYPE_F16;

@@ -112,11 +112,10 @@ int main(int argc, char **argv) {
         usage(stderr);
         return 2;
     }
-    if (!model_path)
-        {
-            char buf[4096];
-            model_path = strdup(si_default_model(buf, sizeof buf));
-        }
+    if (!model_path) {
+        char buf[4096];
+        model_path = strdup(si_default_model(buf, sizeof buf));
+    }
 
     size_t text_len;
     char *text = read_file(file, &text_len);
