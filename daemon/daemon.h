@@ -77,7 +77,10 @@ enum sid_req_kind { SID_REQ_GENERATE = 0, SID_REQ_SWAP };
 typedef struct sid_server sid_server;
 typedef struct sid_conn sid_conn;
 
+struct sid_event;
+
 typedef struct sid_req {
+    struct sid_event *done_ev; /* allocated with the request, so handing it back cannot fail */
     sid_qitem q;              /* in the fair queue while queued */
     sid_conn *conn;           /* the owner; outlives the request */
     struct sid_req *next;     /* the connection's live requests (loop) */

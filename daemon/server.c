@@ -50,7 +50,19 @@ void sid_req_free(sid_req *req)
     si_message_free(req->msg ? &req->msg->base : NULL);
     free(req->text);
     free(req->swap);
+    free(req->done_ev);
     free(req);
+}
+
+/* A request with its done event, or NULL when out of memory. */
+static sid_req *req_new(void)
+{
+    sid_req *req = calloc(1, sizeof(*req));
+    if (req && !(req->done_ev = calloc(1, sizeof(*req->done_ev)))) {
+        free(req);
+        req = NULL;
+    }
+    return req;
 }
 
 static uint64_t now_ns(void)
@@ -611,7 +623,7 @@ static void use_profile(sid_server *srv, sid_conn *c, Selectinfer__Request *msg)
         code = SELECTINFER__ERROR_CODE__DUPLICATE_ID, bad = "the request id is already in flight";
     else if (!code && c->n_reqs >= srv->cfg.max_pending)
         code = SELECTINFER__ERROR_CODE__OVERLOADED, bad = "this connection has too many requests in flight";
-    sid_req *req = code ? NULL : calloc(1, sizeof(*req));
+    sid_req *req = code ? NULL : req_new();
     if (!code && !req)
         code = SELECTINFER__ERROR_CODE__INTERNAL, bad = "out of memory";
     if (code) {
@@ -834,7 +846,7 @@ static void handle_generate(sid_server *srv, sid_conn *c, Selectinfer__Request *
         si_message_free(&msg->base);
         return;
     }
-    sid_req *req = calloc(1, sizeof(*req));
+    sid_req *req = req_new();
     if (!req) {
         send_error(c, id, SELECTINFER__ERROR_CODE__INTERNAL, "out of memory");
         si_message_free(&msg->base);

@@ -46,9 +46,14 @@ static int post(sid_server *srv, enum sid_event_type type, sid_req *req,
     }
     pthread_mutex_unlock(&srv->mu);
 
-    sid_event *ev = calloc(1, sizeof(*ev));
-    if (!ev)
+    sid_event *ev;
+    if (type == SID_EV_DONE && req && req->done_ev) {
+        /* preallocated: the request always gets back to the loop */
+        ev = req->done_ev;
+        req->done_ev = NULL;
+    } else if (!(ev = calloc(1, sizeof(*ev)))) {
         return -ENOMEM;
+    }
     ev->type = type;
     ev->req = req;
     if (len) {
