@@ -80,8 +80,8 @@ typedef struct sid_conn sid_conn;
 struct sid_event;
 
 typedef struct sid_req {
+    sid_qitem q;              /* first: the queue hands back sid_qitem pointers */
     struct sid_event *done_ev; /* allocated with the request, so handing it back cannot fail */
-    sid_qitem q;              /* in the fair queue while queued */
     sid_conn *conn;           /* the owner; outlives the request */
     struct sid_req *next;     /* the connection's live requests (loop) */
     enum sid_req_kind kind;
