@@ -319,6 +319,7 @@ typedef enum eng_rank {
     ENG_RANK_ABS = 0, /* per-token top-alpha by |a| */
     ENG_RANK_SIGNED,  /* by signed a, alpha scaled by the share of positive a (published) */
     ENG_RANK_CONTRIB, /* by |a| x ||d|| (the norm of the neuron's W_down column) */
+    ENG_RANK_MASS,    /* no per-token cut: by |a| summed over the prompt (alpha unused) */
 } eng_rank;
 
 typedef struct eng_compute_params {

@@ -84,7 +84,7 @@ struct eng_session {
     bool selected;                    /* dynamic set fixed for this context */
     uint64_t generation;              /* model generation the selection refers to */
     int32_t **sel_buf;                /* [n_layer][n_ff] */
-    uint32_t **counts;                /* [n_layer][n_ff]: prefill top-alpha counts per slot */
+    float **counts;                   /* [n_layer][n_ff]: prefill votes (or |a| mass) per slot */
     float *act;                       /* [n_batch][n_ff] activations of one layer */
     float *rank_tmp;                  /* [2 * n_ff] */
     double *observe;                  /* profiling sums, or NULL */

@@ -378,7 +378,7 @@ int eng_session_set_compute(eng_session *s, const eng_compute_params *c)
 {
     eng_compute_params p = c ? *c : eng_compute_params_default();
     if (!(p.phi >= 0.0f && p.phi <= 1.0f) || !(p.alpha > 0.0f && p.alpha <= 1.0f) ||
-        (p.rank != ENG_RANK_ABS && p.rank != ENG_RANK_SIGNED && p.rank != ENG_RANK_CONTRIB))
+        (unsigned)p.rank > ENG_RANK_MASS)
         return -EINVAL;
     /* phi below the static share cannot be honoured: static neurons are
      * always computed */
@@ -413,7 +413,7 @@ int eng__select_session_init(eng_session *s)
         return -ENOMEM;
     for (int l = 0; l < L; l++) {
         s->sel_buf[l] = malloc((size_t)F * sizeof(int32_t));
-        s->counts[l] = calloc((size_t)F, sizeof(uint32_t));
+        s->counts[l] = calloc((size_t)F, sizeof(float));
         if (!s->sel_buf[l] || !s->counts[l])
             return -ENOMEM;
     }
@@ -450,7 +450,7 @@ void eng__select_session_reset(eng_session *s)
         s->ffn_sel[l] = NULL;
         s->ffn_n_sel[l] = 0;
         if (s->counts)
-            memset(s->counts[l], 0, (size_t)m->info.n_ff * sizeof(uint32_t));
+            memset(s->counts[l], 0, (size_t)m->info.n_ff * sizeof(float));
     }
     s->ffn_share = loaded_share(m);
 }
@@ -512,7 +512,7 @@ void eng__select_observe(eng_session *s, int il, const float *act, int n, const 
     /* prefill over all loaded slots: count, per slot, the tokens that rank
      * it in their top alpha */
     float *tmp = s->rank_tmp;
-    uint32_t *counts = s->counts[il];
+    float *counts = s->counts[il];
     int k_abs = (int)lround(s->compute.alpha * n_sel);
     double mean_pos = 0;
     if (s->compute.rank == ENG_RANK_SIGNED) {
@@ -520,6 +520,13 @@ void eng__select_observe(eng_session *s, int il, const float *act, int n, const 
             for (int j = 0; j < n_sel; j++)
                 mean_pos += act[(size_t)t * n_sel + j] > 0;
         mean_pos /= n;
+    }
+    if (s->compute.rank == ENG_RANK_MASS) {
+        /* no per-token cut: each slot's summed |a| over the prompt */
+        for (int t = 0; t < n; t++)
+            for (int j = 0; j < n_sel; j++)
+                counts[j] += fabsf(act[(size_t)t * n_sel + j]);
+        return;
     }
     for (int t = 0; t < n; t++) {
         const float *a = act + (size_t)t * n_sel;
@@ -552,7 +559,7 @@ void eng__select_observe(eng_session *s, int il, const float *act, int n, const 
 
 static int cmp_count_desc(const void *a, const void *b, void *ctx)
 {
-    const uint32_t *c = ctx;
+    const float *c = ctx;
     int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
     if (c[x] != c[y])
         return c[x] > c[y] ? -1 : 1;

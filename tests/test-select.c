@@ -283,6 +283,23 @@ int main(void)
     }
     logits_of(sel, &cp, 3, ly, &share);
     CHECK(fabs(share - want_share) < 1e-9);
+    /* the other dynamic rankings pick the same number of neurons, other ones */
+    {
+        eng_compute_params cm = cp;
+        float *lm = malloc(V * sizeof(float));
+        for (int rk = ENG_RANK_CONTRIB; rk <= ENG_RANK_MASS; rk++) {
+            cm.rank = (eng_rank)rk;
+            logits_of(sel, &cm, 3, lm, &share);
+            CHECK(fabs(share - want_share) < 1e-9);
+            CHECK(maxdiff(lm, lx) > 0 && maxdiff(lm, ly) > 0);
+        }
+        cm.rank = (eng_rank)(ENG_RANK_MASS + 1);
+        eng_session *s;
+        CHECK(eng_session_new(sel, NULL, &s) == 0);
+        CHECK(eng_session_set_compute(s, &cm) == -EINVAL);
+        eng_session_free(s);
+        free(lm);
+    }
 
     /* ---- hot-swap ---- */
     /* a session that began before the swap is refused until reset */

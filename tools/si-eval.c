@@ -123,7 +123,8 @@ typedef struct opts {
 
 static const char *rank_name(eng_rank r)
 {
-    return r == ENG_RANK_SIGNED ? "signed" : r == ENG_RANK_CONTRIB ? "contrib" : "abs";
+    return r == ENG_RANK_SIGNED ? "signed" : r == ENG_RANK_CONTRIB ? "contrib" :
+           r == ENG_RANK_MASS ? "mass" : "abs";
 }
 
 static int parse_config(const char *spec, config *c, char *why, size_t cap)
@@ -171,8 +172,10 @@ static int parse_config(const char *spec, config *c, char *why, size_t cap)
                 c->rank = ENG_RANK_SIGNED;
             else if (!strcmp(v, "contrib"))
                 c->rank = ENG_RANK_CONTRIB;
+            else if (!strcmp(v, "mass"))
+                c->rank = ENG_RANK_MASS;
             else {
-                snprintf(why, cap, "rank must be abs, signed or contrib");
+                snprintf(why, cap, "rank must be abs, signed, contrib or mass");
                 return -EINVAL;
             }
         } else if (!strcmp(k, "lb")) {
