@@ -8,6 +8,7 @@
  */
 #include <errno.h>
 #include <math.h>
+#include <stdatomic.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,6 +20,7 @@
 #include "model.h"
 #include "quants.h"
 #include "select.h"
+#include "threadpool.h"
 
 #define MAX_LAYERS 512
 #define MAX_DIM (1 << 20)
@@ -80,12 +82,18 @@ void eng_model_free(eng_model *m)
 
 /* ---- tensor fetch and conversion ---- */
 
+struct conv_job;
+
 typedef struct loader {
     const gguf_file *f;
     eng_model *m;
     eng_error *err;
     float *row; /* scratch: one dequantized row */
     size_t row_cap;
+    /* conversions deferred until every tensor is checked and allocated,
+     * then run in parallel (run_jobs) */
+    struct conv_job *jobs;
+    size_t n_jobs, cap_jobs;
 } loader;
 
 /* Finds a tensor and checks its shape: ne0 is the row length. A missing
@@ -154,6 +162,35 @@ static void store_row(eng_dtype dt, const float *src, void *dst, size_t n)
         eng_f32_to_f16_row(src, dst, n);
 }
 
+#define MAT_JOB_ROWS 2048
+
+/* One deferred conversion: rows [r0, r1) of matrix t into data, or (when L
+ * is set) the neurons of one layer's FFN into its slots. */
+typedef struct conv_job {
+    const gguf_tensor *t;
+    uint8_t *data;
+    uint64_t r0, r1, cols;
+    struct eng_layer *L;
+    const gguf_tensor *gate, *up, *down;
+    const int32_t *neurons;
+    int32_t *slots; /* owned by the job */
+    int n;
+} conv_job;
+
+static int push_job(loader *ld, const conv_job *j)
+{
+    if (ld->n_jobs == ld->cap_jobs) {
+        size_t cap = ld->cap_jobs ? 2 * ld->cap_jobs : 256;
+        conv_job *p = realloc(ld->jobs, cap * sizeof(*p));
+        if (!p)
+            return set_err(ld->err, -ENOMEM, "out of memory");
+        ld->jobs = p;
+        ld->cap_jobs = cap;
+    }
+    ld->jobs[ld->n_jobs++] = *j;
+    return 0;
+}
+
 /* A float vector (norms, biases, rope factors). */
 static int load_vec(loader *ld, const char *name, uint64_t n, bool required, float **ret)
 {
@@ -183,13 +220,15 @@ static int load_mat(loader *ld, const char *name, uint64_t cols, uint64_t rows, 
         return r;
     eng_dtype dt = ld->m->info.storage;
     uint8_t *data = model_alloc(ld->m, rows * cols * dtype_size(dt));
-    if (!data || ensure_row(ld, cols) < 0)
+    if (!data)
         return set_err(ld->err, -ENOMEM, "out of memory loading '%s'", name);
-    for (uint64_t i = 0; i < rows; i++) {
-        r = dequant_row(ld, t, i, ld->row);
-        if (r < 0)
+    /* in chunks of rows, so that one big matrix (the embeddings) spreads
+     * over the threads */
+    for (uint64_t r0 = 0; r0 < rows; r0 += MAT_JOB_ROWS) {
+        conv_job j = { .t = t, .data = data, .r0 = r0,
+                       .r1 = rows - r0 < MAT_JOB_ROWS ? rows : r0 + MAT_JOB_ROWS, .cols = cols };
+        if ((r = push_job(ld, &j)) < 0)
             return r;
-        store_row(dt, ld->row, data + i * cols * dtype_size(dt), cols);
     }
     *w = (eng_weight){ .dtype = dt, .rows = (int)rows, .cols = (int)cols, .data = data };
     ld->m->info.bytes_weights += rows * cols * dtype_size(dt);
@@ -344,7 +383,7 @@ static int load_ffn(loader *ld, int il, eng_layer *L, const eng_plan *plan)
     if ((r = ffn_tensors_get(ld, il, &t)) < 0)
         return r;
     int n = plan->n_loaded[il];
-    if (ffn_alloc(m, L, n) < 0 || ensure_row(ld, (size_t)DOWN_BLOCK * m->info.n_ff) < 0)
+    if (ffn_alloc(m, L, n) < 0)
         return set_err(ld->err, -ENOMEM, "out of memory loading the FFN of layer %d", il);
     int32_t *slots = malloc((size_t)(n > 0 ? n : 1) * sizeof(int32_t));
     if (!slots)
@@ -357,8 +396,12 @@ static int load_ffn(loader *ld, int il, eng_layer *L, const eng_plan *plan)
         n_static += is_static[plan->loaded[il][i]];
     for (int i = 0, a = 0, b = n_static; i < n; i++)
         slots[i] = is_static[plan->loaded[il][i]] ? a++ : b++;
-    load_neurons(ld, &t, L, plan->loaded[il], slots, n, NULL);
-    free(slots);
+    conv_job j = { .L = L, .gate = t.gate, .up = t.up, .down = t.down,
+                   .neurons = plan->loaded[il], .slots = slots, .n = n };
+    if ((r = push_job(ld, &j)) < 0) {
+        free(slots);
+        return r;
+    }
     L->ffn.n_slots = n;
     L->n_static = n_static;
     for (int j = 0; j < n; j++)
@@ -366,6 +409,85 @@ static int load_ffn(loader *ld, int il, eng_layer *L, const eng_plan *plan)
     L->sparse = plan->sparse[il];
     m->info.bytes_weights += (uint64_t)n * 3 * m->info.n_embd * dtype_size(m->info.storage);
     return 0;
+}
+
+typedef struct jobs_run {
+    loader *workers; /* one loader (own row scratch) per thread */
+    conv_job *jobs;
+    size_t n_jobs;
+    _Atomic size_t next;
+} jobs_run;
+
+static void run_job(loader *ld, const conv_job *j)
+{
+    if (j->L) {
+        ffn_tensors t = { j->gate, j->up, j->down };
+        load_neurons(ld, &t, j->L, j->neurons, j->slots, j->n, NULL);
+        return;
+    }
+    size_t es = dtype_size(ld->m->info.storage);
+    for (uint64_t i = j->r0; i < j->r1; i++) {
+        dequant_row(ld, j->t, i, ld->row);
+        store_row(ld->m->info.storage, ld->row, j->data + i * j->cols * es, j->cols);
+    }
+}
+
+static void jobs_task(void *arg, int ith, int nth)
+{
+    jobs_run *jr = arg;
+    (void)nth;
+    for (;;) {
+        size_t k = atomic_fetch_add(&jr->next, 1);
+        if (k >= jr->n_jobs)
+            break;
+        run_job(&jr->workers[ith], &jr->jobs[k]);
+    }
+}
+
+/* Runs the deferred conversions on n_threads threads. Every tensor was
+ * checked when its job was made, so conversion itself cannot fail; only
+ * the scratch allocations can. */
+static int run_jobs(loader *ld, int n_threads)
+{
+    size_t scratch = (size_t)DOWN_BLOCK * ld->m->info.n_ff;
+    for (size_t k = 0; k < ld->n_jobs; k++)
+        if (!ld->jobs[k].L && ld->jobs[k].cols > scratch)
+            scratch = ld->jobs[k].cols;
+    if (n_threads > (int)ld->n_jobs)
+        n_threads = ld->n_jobs > 0 ? (int)ld->n_jobs : 1;
+    eng_threadpool *pool = NULL;
+    if (n_threads > 1 && eng_threadpool_new(n_threads, &pool) < 0)
+        n_threads = 1; /* fewer threads is slower, not wrong */
+    jobs_run jr = { .jobs = ld->jobs, .n_jobs = ld->n_jobs };
+    atomic_init(&jr.next, 0);
+    jr.workers = calloc((size_t)n_threads, sizeof(*jr.workers));
+    int r = jr.workers ? 0 : -ENOMEM;
+    for (int i = 0; i < n_threads && r == 0; i++) {
+        jr.workers[i] = (loader){ .f = ld->f, .m = ld->m, .err = ld->err };
+        r = ensure_row(&jr.workers[i], scratch);
+    }
+    if (r == 0) {
+        if (pool)
+            eng_threadpool_run(pool, jobs_task, &jr);
+        else
+            jobs_task(&jr, 0, 1);
+    } else {
+        set_err(ld->err, -ENOMEM, "out of memory converting the weights");
+    }
+    for (int i = 0; jr.workers && i < n_threads; i++)
+        free(jr.workers[i].row);
+    free(jr.workers);
+    eng_threadpool_free(pool);
+    return r;
+}
+
+static void free_jobs(loader *ld)
+{
+    for (size_t k = 0; k < ld->n_jobs; k++)
+        free(ld->jobs[k].slots);
+    free(ld->jobs);
+    ld->jobs = NULL;
+    ld->n_jobs = ld->cap_jobs = 0;
 }
 
 /* ---- hyperparameters ---- */
@@ -642,6 +764,11 @@ int eng_model_load(const char *path, const eng_model_params *params, eng_model *
 
     if ((r = load_weights(&ld, plan)) < 0)
         goto fail;
+    {
+        int nt = p.n_threads > 0 ? p.n_threads : (int)sysconf(_SC_NPROCESSORS_ONLN);
+        if ((r = run_jobs(&ld, nt < 1 ? 1 : nt > 64 ? 64 : nt)) < 0)
+            goto fail;
+    }
     m->info.n_params = count_params(f);
     m->info.bytes_per_token = bytes_per_token(m);
 
@@ -652,6 +779,7 @@ int eng_model_load(const char *path, const eng_model_params *params, eng_model *
     m->info.n_threads = eng_backend_cpu_n_threads(m->be);
 
     free(ld.row);
+    free_jobs(&ld);
     eng__plan_free(plan);
     gguf_close(f);
     *ret_model = m;
@@ -659,6 +787,7 @@ int eng_model_load(const char *path, const eng_model_params *params, eng_model *
 
 fail:
     free(ld.row);
+    free_jobs(&ld);
     eng__plan_free(plan);
     eng_model_free(m);
     gguf_close(f);
