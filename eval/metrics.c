@@ -4,6 +4,7 @@
  * character by character. Tokens are then interned to integer ids, and
  * n-gram counting, bag overlap and LCS work on ids. */
 #include "metrics.h"
+#include "ek-utf8.h"
 
 #include <errno.h>
 #include <math.h>
@@ -71,29 +72,6 @@ static int decode_utf8(const char *text, cpbuf *out) {
         p += n;
     }
     return 0;
-}
-
-static size_t encode_utf8(uint32_t cp, char *out) {
-    if (cp < 0x80) {
-        out[0] = (char)cp;
-        return 1;
-    }
-    if (cp < 0x800) {
-        out[0] = (char)(0xC0 | (cp >> 6));
-        out[1] = (char)(0x80 | (cp & 0x3F));
-        return 2;
-    }
-    if (cp < 0x10000) {
-        out[0] = (char)(0xE0 | (cp >> 12));
-        out[1] = (char)(0x80 | ((cp >> 6) & 0x3F));
-        out[2] = (char)(0x80 | (cp & 0x3F));
-        return 3;
-    }
-    out[0] = (char)(0xF0 | (cp >> 18));
-    out[1] = (char)(0x80 | ((cp >> 12) & 0x3F));
-    out[2] = (char)(0x80 | ((cp >> 6) & 0x3F));
-    out[3] = (char)(0x80 | (cp & 0x3F));
-    return 4;
 }
 
 /* Python's str.split() whitespace. */
@@ -347,7 +325,7 @@ static int join_tokens(const toklist *l, char **ret) {
     if (!s) return -ENOMEM;
     for (size_t i = 0; i < l->n; i++) {
         if (i) *w++ = ' ';
-        for (uint32_t j = 0; j < l->t[i].n; j++) w += encode_utf8(l->t[i].s[j], w);
+        for (uint32_t j = 0; j < l->t[i].n; j++) w += ek__utf8_encode(l->t[i].s[j], w);
     }
     *w = '\0';
     *ret = s;

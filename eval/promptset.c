@@ -3,6 +3,7 @@
  * object whose values are strings, numbers, literals or arrays of strings,
  * and everything else is rejected with the line and column. */
 #include "promptset.h"
+#include "ek-utf8.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -116,29 +117,6 @@ static int read_hex4(cursor *c, unsigned *ret) {
     return 0;
 }
 
-static size_t put_utf8(char *out, unsigned cp) {
-    if (cp < 0x80) {
-        out[0] = (char)cp;
-        return 1;
-    }
-    if (cp < 0x800) {
-        out[0] = (char)(0xC0 | (cp >> 6));
-        out[1] = (char)(0x80 | (cp & 0x3F));
-        return 2;
-    }
-    if (cp < 0x10000) {
-        out[0] = (char)(0xE0 | (cp >> 12));
-        out[1] = (char)(0x80 | ((cp >> 6) & 0x3F));
-        out[2] = (char)(0x80 | (cp & 0x3F));
-        return 3;
-    }
-    out[0] = (char)(0xF0 | (cp >> 18));
-    out[1] = (char)(0x80 | ((cp >> 12) & 0x3F));
-    out[2] = (char)(0x80 | ((cp >> 6) & 0x3F));
-    out[3] = (char)(0x80 | (cp & 0x3F));
-    return 4;
-}
-
 /* Length of the valid UTF-8 sequence at p (RFC 3629: no overlong forms, no
  * surrogates, nothing above U+10FFFF), or 0. */
 static size_t utf8_seq(const unsigned char *p, const unsigned char *end) {
@@ -231,7 +209,7 @@ static int parse_string(cursor *c, const char **ret, size_t *ret_len) {
                     c->p = esc;
                     return CUR_FAIL(c, "column %zu: \\u0000 is not allowed", col(c));
                 }
-                n = put_utf8(buf, cp);
+                n = ek__utf8_encode(cp, buf);
                 break;
             }
             default:
