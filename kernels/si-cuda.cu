@@ -150,6 +150,24 @@ extern "C" int si_cuda_get_info(si_cuda *c, si_cuda_info *ret)
     return 0;
 }
 
+extern "C" int si_cuda_bind(si_cuda *c)
+{
+    SI_ARG_CHECK(c);
+    int cur = -1;
+    SI_CUDA_CHECK(cudaGetDevice(&cur));
+    if (cur != c->device)
+        SI_CUDA_CHECK(cudaSetDevice(c->device));
+    return 0;
+}
+
+extern "C" int si_cuda_mem_info(si_cuda *c, size_t *ret_free, size_t *ret_total)
+{
+    SI_ARG_CHECK(c && ret_free && ret_total);
+    SI_CUDA_CHECK(cudaSetDevice(c->device));
+    SI_CUDA_CHECK(cudaMemGetInfo(ret_free, ret_total));
+    return 0;
+}
+
 extern "C" cudaStream_t si_cuda_stream(const si_cuda *c)
 {
     return c ? c->stream : NULL;
@@ -220,6 +238,14 @@ extern "C" int si_cuda_download(si_cuda *c, void *dst, const void *src, size_t b
     SI_ARG_CHECK(c && (bytes == 0 || (dst && src)));
     if (bytes)
         SI_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, c->stream));
+    return 0;
+}
+
+extern "C" int si_cuda_copy(si_cuda *c, void *dst, const void *src, size_t bytes)
+{
+    SI_ARG_CHECK(c && (bytes == 0 || (dst && src)));
+    if (bytes)
+        SI_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, c->stream));
     return 0;
 }
 

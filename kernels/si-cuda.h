@@ -75,6 +75,14 @@ void si_cuda_free(si_cuda *c); /* NULL: no-op; frees scratch, not the caller's b
 
 /* Device facts; mem_free is queried now (cudaMemGetInfo). */
 int si_cuda_get_info(si_cuda *c, si_cuda_info *ret);
+/* Makes c's device the calling thread's current device. The CUDA runtime
+ * keeps the current device per host thread (device 0 in a new thread), and
+ * kernels launch on it: a thread other than the one that created c (a
+ * daemon's inference thread, a loader's conversion thread) calls this
+ * before its first op when c->device may not be 0. Cheap when already so. */
+int si_cuda_bind(si_cuda *c);
+/* Free and total device memory now (cudaMemGetInfo), in bytes. */
+int si_cuda_mem_info(si_cuda *c, size_t *ret_free, size_t *ret_total);
 cudaStream_t si_cuda_stream(const si_cuda *c);
 /* Queue subsequent ops on `stream` (NULL: the context's own stream). The
  * caller keeps ownership of the stream and must outlive its use here. */
@@ -89,6 +97,8 @@ void si_cuda_dev_free(si_cuda *c, void *p); /* NULL: no-op */
  * copy is synchronous with respect to the host buffer). */
 int si_cuda_upload(si_cuda *c, void *dst, const void *src, size_t bytes);
 int si_cuda_download(si_cuda *c, void *dst, const void *src, size_t bytes);
+/* Device to device, on the context's stream; the regions must not overlap. */
+int si_cuda_copy(si_cuda *c, void *dst, const void *src, size_t bytes);
 /* Uploads rows of a neuron-major host array into a device array with the
  * same row size: dst row dst_rows[i] <- src row src_rows[i] (i < n). The
  * selective loader uploads only the loaded neurons this way, a hot-swap only
