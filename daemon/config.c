@@ -16,6 +16,7 @@ const char *const sid_mode_names[] = {"auto", "dense", "load-only", "random-load
                                       "selectinfer", NULL};
 const char *const sid_rank_names[] = {"abs", "signed", NULL};
 const char *const sid_task_switch_names[] = {"swap", "refuse", NULL};
+const char *const sid_backend_names[] = {"cpu", "cuda", "auto", NULL};
 
 typedef struct key_def {
     const char *name;
@@ -63,6 +64,8 @@ static const key_def keys[] = {
     U32(max_tokens, 1, 1u << 20, true),
     U32(ctx_size, 0, 1u << 20, false),
     U32(threads, 0, 1024, false),
+    ENUM(backend, sid_backend_names, false),
+    U32(device, 0, 1024, false),
     U32(client_write_buffer, 4096, 1u << 30, true),
     U32(client_write_timeout_ms, 10, 3600000, true),
     U32(client_socket_buffer, 0, 64u << 20, true),

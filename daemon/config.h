@@ -38,6 +38,8 @@ typedef struct sid_config {
     uint32_t max_tokens;               /* default when a request sets none */
     uint32_t ctx_size;                 /* 0: min(model's, 4096) */
     uint32_t threads;                  /* 0: online CPUs */
+    int backend;                       /* SID_BACKEND_...: where the model runs */
+    uint32_t device;                   /* the GPU for cuda and auto */
     uint32_t client_write_buffer;      /* bytes queued to a client that does not read */
     uint32_t client_write_timeout_ms;  /* how long its writes may stall */
     uint32_t client_socket_buffer;     /* SO_SNDBUF of client sockets; 0: the system's */
@@ -50,9 +52,11 @@ typedef struct sid_config {
 enum { SID_MODE_AUTO = 0 };
 enum { SID_RANK_ABS = 0, SID_RANK_SIGNED };
 enum { SID_TASK_SWITCH_SWAP = 0, SID_TASK_SWITCH_REFUSE };
+enum { SID_BACKEND_CPU = 0, SID_BACKEND_CUDA, SID_BACKEND_AUTO }; /* eng_backend_kind's order */
 extern const char *const sid_mode_names[];   /* NULL-terminated */
 extern const char *const sid_rank_names[];
 extern const char *const sid_task_switch_names[];
+extern const char *const sid_backend_names[];
 
 typedef struct sid_override {
     const char *key;

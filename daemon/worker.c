@@ -654,6 +654,10 @@ static int load_model(sid_server *srv)
     eng_model_params mp = eng_model_params_default();
     if (cfg->threads > 0)
         mp.n_threads = (int)cfg->threads;
+    mp.backend = cfg->backend == SID_BACKEND_CUDA   ? ENG_BACKEND_CUDA
+                 : cfg->backend == SID_BACKEND_AUTO ? ENG_BACKEND_AUTO
+                                                    : ENG_BACKEND_CPU;
+    mp.device = (int)cfg->device;
     eng_load_plan_params pp;
     eng_profile *prof = NULL;
     int rc = load_plan_params(srv, &pp, &prof);

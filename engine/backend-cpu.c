@@ -1362,6 +1362,53 @@ static void op_store_f16(eng_backend *be, const float *src, uint16_t *dst, long 
     run(ctx_of(be), store_task, &a, n >= 65536);
 }
 
+/* ---- memory: backend memory is host memory ------------------------------ */
+
+static int mem_alloc(eng_backend *be, size_t bytes, void **ret)
+{
+    /* 64-byte alignment: whole cache lines for the SIMD kernels */
+    void *p = aligned_alloc(64, bytes ? (bytes + 63) & ~(size_t)63 : 64);
+    if (!p)
+        return -ENOMEM;
+    *ret = p;
+    return 0;
+}
+
+static void mem_free(eng_backend *be, void *p)
+{
+    free(p);
+}
+
+static void mem_info(eng_backend *be, size_t *ret_free, size_t *ret_total)
+{
+    *ret_free = 0;
+    *ret_total = 0;
+}
+
+static void mem_copy(eng_backend *be, void *dst, const void *src, size_t bytes)
+{
+    if (dst != src && bytes)
+        memcpy(dst, src, bytes);
+}
+
+static void mem_upload_rows(eng_backend *be, void *dst, const int32_t *rows, const void *src,
+                            int n, size_t row_bytes)
+{
+    for (int i = 0; i < n; i++)
+        memcpy((uint8_t *)dst + (size_t)rows[i] * row_bytes,
+               (const uint8_t *)src + (size_t)i * row_bytes, row_bytes);
+}
+
+static int mem_sync(eng_backend *be)
+{
+    return 0;
+}
+
+static const char *mem_error(eng_backend *be)
+{
+    return "";
+}
+
 /* ---- construction ------------------------------------------------------- */
 
 static void op_free(eng_backend *be);
@@ -1369,6 +1416,17 @@ static void op_free(eng_backend *be);
 static const eng_backend_iface cpu_iface = {
     .name = "cpu",
     .free = op_free,
+    .host_memory = true,
+    .dtypes = 1u << ENG_DTYPE_F16 | 1u << ENG_DTYPE_F32,
+    .alloc = mem_alloc,
+    .mem_free = mem_free,
+    .mem_info = mem_info,
+    .upload = mem_copy,
+    .upload_rows = mem_upload_rows,
+    .download = mem_copy,
+    .copy = mem_copy,
+    .sync = mem_sync,
+    .error = mem_error,
     .get_rows = op_get_rows,
     .matmul = op_matmul,
     .rmsnorm = op_rmsnorm,

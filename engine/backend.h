@@ -1,11 +1,29 @@
-/* Backend interface (private to the engine): the ops of one forward pass.
+/* Backend interface (private to the engine): memory and the ops of one
+ * forward pass.
  *
  * The CPU backend (backend-cpu.c) is the reference every other backend is
- * checked against. All pointers here are host pointers for now; a device
- * backend keeps its own copies of the weights keyed by the eng_weight.
+ * checked against; the CUDA backend (backend-cuda.c) runs the same ops on a
+ * GPU.
+ *
+ * Memory: every pointer an op takes (weights, KV cache, activations, token
+ * ids, neuron selections) is BACKEND memory, from alloc(). The engine fills
+ * it with upload()/upload_rows() and reads results back with download().
+ * For the CPU backend, backend memory is host memory (host_memory true):
+ * the loader converts weights straight into it and the copies are memcpy.
+ * For a GPU it is device memory, and the host never dereferences it.
+ *
+ * Errors: ops queue work and return nothing. A backend that can fail (a GPU:
+ * out of memory, a kernel fault) records the first failure; sync() waits for
+ * the queued work and returns that error (0 when none) and error() its
+ * message. The CPU backend never fails after alloc().
+ *
+ * Threads: ops and memory calls come from one thread at a time, except
+ * upload() and upload_rows(), which the loader calls from its conversion
+ * threads at once.
  *
  * Shapes are written [outer][inner], inner contiguous. Activations are f32;
- * weights are f16 or f32 (eng_dtype); the KV cache is f16.
+ * weights are f16 or f32 (eng_dtype; a GPU backend takes f16 only); the KV
+ * cache is f16.
  */
 #ifndef ENGINE_BACKEND_H
 #define ENGINE_BACKEND_H
@@ -38,6 +56,38 @@ typedef struct eng_backend eng_backend;
 typedef struct eng_backend_iface {
     const char *name;
     void (*free)(eng_backend *be);
+
+    /* ---- memory ---- */
+
+    /* Backend memory is host memory: the engine may read and write it. */
+    bool host_memory;
+    /* Weights the backend takes: a mask of 1 << eng_dtype. */
+    unsigned dtypes;
+    /* bytes of backend memory, 64-byte aligned; -ENOMEM when it does not
+     * fit (mem_info then says how much is free). Never records an error. */
+    int (*alloc)(eng_backend *be, size_t bytes, void **ret);
+    void (*mem_free)(eng_backend *be, void *p); /* NULL: no-op */
+    /* Free and total backend memory in bytes; 0, 0 when the backend cannot
+     * tell (host memory). */
+    void (*mem_info)(eng_backend *be, size_t *ret_free, size_t *ret_total);
+    /* host src -> backend dst. src may be reused once it returns. */
+    void (*upload)(eng_backend *be, void *dst, const void *src, size_t bytes);
+    /* Row rows[i] of the backend array dst <- row i of the packed host array
+     * src, i < n, rows of row_bytes (selective loading and hot-swaps write
+     * neuron slots this way). */
+    void (*upload_rows)(eng_backend *be, void *dst, const int32_t *rows, const void *src, int n,
+                        size_t row_bytes);
+    /* backend src -> host dst, after the queued work; waits. */
+    void (*download)(eng_backend *be, void *dst, const void *src, size_t bytes);
+    /* backend -> backend, regions do not overlap. */
+    void (*copy)(eng_backend *be, void *dst, const void *src, size_t bytes);
+    /* Waits for the queued work; returns the first error recorded since the
+     * last sync (and forgets it), 0 when none. */
+    int (*sync)(eng_backend *be);
+    /* One line about the last error sync() returned ("" when none). */
+    const char *(*error)(eng_backend *be);
+
+    /* ---- ops ---- */
 
     /* out[t][:] = row ids[t] of w, as f32. */
     void (*get_rows)(eng_backend *be, const eng_weight *w, const int32_t *ids, int n, float *out);
@@ -91,5 +141,14 @@ int eng_backend_cpu_new(int n_threads, eng_backend **ret_backend);
 int eng_backend_cpu_n_threads(const eng_backend *be);
 /* The kernels in use: "avx2" or "scalar" (ENG_CPU_SIMD=0 forces scalar). */
 const char *eng__backend_cpu_kernels(const eng_backend *be);
+
+/* CUDA backend on GPU `device` (backend-cuda.c, built with -Dcuda). err
+ * says why when it fails: -ENODEV no usable device or driver, -ENOTSUP built
+ * without CUDA. */
+int eng_backend_cuda_new(int device, eng_backend **ret_backend, eng_error *err);
+/* Facts for reports: the GPU's name, whether it shares memory with the host
+ * (Jetson), its nominal bandwidth in GB/s (0: unknown). */
+int eng_backend_cuda_describe(const eng_backend *be, char *name, size_t name_size,
+                              bool *integrated, double *peak_gbps);
 
 #endif

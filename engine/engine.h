@@ -57,9 +57,17 @@ typedef enum eng_dtype {
 
 typedef struct eng_load_plan_params eng_load_plan_params;
 
+typedef enum eng_backend_kind {
+    ENG_BACKEND_CPU = 0, /* the reference; default */
+    ENG_BACKEND_CUDA,    /* an NVIDIA GPU (built with -Dcuda); weights in f16 */
+    ENG_BACKEND_AUTO,    /* CUDA when a GPU is usable, else the CPU */
+} eng_backend_kind;
+
 typedef struct eng_model_params {
     eng_dtype storage; /* weight storage type after conversion */
     int n_threads;     /* worker threads; <= 0: number of online CPUs */
+    eng_backend_kind backend;
+    int device;        /* the GPU for ENG_BACKEND_CUDA/AUTO */
     /* Selective loading (SelectInfer section below); NULL: dense. Only
      * read during eng_model_load(). */
     const eng_load_plan_params *plan;
@@ -68,7 +76,9 @@ typedef struct eng_model_params {
 eng_model_params eng_model_params_default(void);
 
 /* Loads a GGUF file. On failure returns -errno (-EINVAL bad or unsupported
- * file, -ENOENT missing file or tensor, -ENOMEM) and fills err (may be NULL). */
+ * file, -ENOENT missing file or tensor, -ENOMEM out of host or GPU memory,
+ * -ENODEV no usable GPU, -ENOTSUP built without CUDA) and fills err (may be
+ * NULL). */
 int eng_model_load(const char *path, const eng_model_params *params,
                    eng_model **ret_model, eng_error *err);
 void eng_model_free(eng_model *model);

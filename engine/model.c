@@ -5,6 +5,12 @@
  * storage type (f16 by default) and closes the file: after eng_model_load()
  * nothing refers to the mapping. The FFN is stored neuron-major (see
  * backend.h) so that selective loading and computation can address neurons.
+ *
+ * Weights live in backend memory. For the CPU backend that is host memory
+ * and conversions write straight into it; for a GPU each conversion job
+ * writes a host staging buffer and uploads it, so the host never holds more
+ * than one job's worth of converted weights per thread (on a Jetson, whose
+ * GPU shares the host's memory, no second copy of the model remains).
  */
 #include <errno.h>
 #include <math.h>
@@ -65,12 +71,44 @@ static void *model_alloc(eng_model *m, size_t size)
     return p;
 }
 
+/* Backend memory the model owns (weights). */
+static void *weight_alloc(eng_model *m, size_t size)
+{
+    if (m->n_bufs == m->cap_bufs) {
+        size_t cap = m->cap_bufs ? 2 * m->cap_bufs : 64;
+        void **a = realloc(m->bufs, cap * sizeof(*a));
+        if (!a)
+            return NULL;
+        m->bufs = a;
+        m->cap_bufs = cap;
+    }
+    void *p;
+    if (m->be->iface->alloc(m->be, size, &p) < 0)
+        return NULL;
+    m->bufs[m->n_bufs++] = p;
+    return p;
+}
+
+static void weight_free_ptr(eng_model *m, const void *p)
+{
+    for (size_t i = m->n_bufs; i-- > 0;)
+        if (m->bufs[i] == p) {
+            m->be->iface->mem_free(m->be, m->bufs[i]);
+            m->bufs[i] = m->bufs[--m->n_bufs];
+            return;
+        }
+}
+
 void eng_model_free(eng_model *m)
 {
     if (!m)
         return;
-    if (m->be)
+    if (m->be) {
+        for (size_t i = 0; i < m->n_bufs; i++)
+            m->be->iface->mem_free(m->be, m->bufs[i]);
         m->be->iface->free(m->be);
+    }
+    free(m->bufs);
     eng_vocab_free(m->vocab);
     free(m->path);
     for (size_t i = 0; i < m->n_allocs; i++)
@@ -90,6 +128,8 @@ typedef struct loader {
     eng_error *err;
     float *row; /* scratch: one dequantized row */
     size_t row_cap;
+    uint8_t *stage; /* converted weights on their way to backend memory */
+    size_t stage_cap;
     /* conversions deferred until every tensor is checked and allocated,
      * then run in parallel (run_jobs) */
     struct conv_job *jobs;
@@ -149,6 +189,31 @@ static int ensure_row(loader *ld, size_t n)
     return 0;
 }
 
+static int ensure_stage(loader *ld, size_t bytes)
+{
+    if (bytes <= ld->stage_cap)
+        return 0;
+    void *p = realloc(ld->stage, bytes);
+    if (!p)
+        return set_err(ld->err, -ENOMEM, "out of memory");
+    ld->stage = p;
+    ld->stage_cap = bytes;
+    return 0;
+}
+
+/* Message for backend memory that is not there: a GPU says how much is free. */
+static int oom_err(loader *ld, size_t bytes, const char *what)
+{
+    size_t avail = 0, total = 0;
+    eng_backend *be = ld->m->be;
+    be->iface->mem_info(be, &avail, &total);
+    if (total)
+        return set_err(ld->err, -ENOMEM,
+                       "out of %s memory loading %s: needs %zu more bytes, %zu of %zu free",
+                       be->iface->name, what, bytes, avail, total);
+    return set_err(ld->err, -ENOMEM, "out of memory loading %s", what);
+}
+
 static size_t dtype_size(eng_dtype dt)
 {
     return dt == ENG_DTYPE_F32 ? 4 : 2;
@@ -200,12 +265,12 @@ static int load_vec(loader *ld, const char *name, uint64_t n, bool required, flo
         *ret = NULL;
         return r;
     }
-    float *v = model_alloc(ld->m, n * sizeof(float));
+    float *v = weight_alloc(ld->m, n * sizeof(float));
     if (!v)
-        return set_err(ld->err, -ENOMEM, "out of memory loading '%s'", name);
-    r = dequant_row(ld, t, 0, v);
-    if (r < 0)
+        return oom_err(ld, n * sizeof(float), name);
+    if ((r = ensure_row(ld, n)) < 0 || (r = dequant_row(ld, t, 0, ld->row)) < 0)
         return r;
+    ld->m->be->iface->upload(ld->m->be, v, ld->row, n * sizeof(float));
     *ret = v;
     return 0;
 }
@@ -219,9 +284,9 @@ static int load_mat(loader *ld, const char *name, uint64_t cols, uint64_t rows, 
     if (r < 0 || !t)
         return r;
     eng_dtype dt = ld->m->info.storage;
-    uint8_t *data = model_alloc(ld->m, rows * cols * dtype_size(dt));
+    uint8_t *data = weight_alloc(ld->m, rows * cols * dtype_size(dt));
     if (!data)
-        return set_err(ld->err, -ENOMEM, "out of memory loading '%s'", name);
+        return oom_err(ld, rows * cols * dtype_size(dt), name);
     /* in chunks of rows, so that one big matrix (the embeddings) spreads
      * over the threads */
     for (uint64_t r0 = 0; r0 < rows; r0 += MAT_JOB_ROWS) {
@@ -258,27 +323,53 @@ static int ffn_tensors_get(loader *ld, int il, ffn_tensors *t)
     return get_tensor(ld, name, 2, F, E, true, &t->down);
 }
 
+static void load_neurons_host(loader *ld, const ffn_tensors *t, uint8_t *gu, uint8_t *down,
+                              eng_dtype dt, const int32_t *neurons, const int32_t *slots,
+                              int count, uint64_t *bytes_read);
+
 /* Converts neurons[i] of layer il into slot slots[i] of the layer's buffers.
  * Only those neurons' rows of W_gate and W_up are read; W_down is read in
  * blocks of rows (its columns are the neurons) and only the wanted columns
- * are kept. Cannot fail once ffn_tensors_get() succeeded and the scratch is
- * sized (ensure_row(ld, DOWN_BLOCK * n_ff)). */
+ * are kept. Backend memory that is not host memory gets the neurons packed
+ * in ld->stage first, then uploaded into their slots. Cannot fail once
+ * ffn_tensors_get() succeeded and the scratch is sized (ensure_row(ld,
+ * DOWN_BLOCK * n_ff), and ensure_stage(ld, count * 3 * n_embd * element)
+ * for such a backend); a GPU's upload errors surface at the next sync. */
 static void load_neurons(loader *ld, const ffn_tensors *t, eng_layer *L, const int32_t *neurons,
                          const int32_t *slots, int count, uint64_t *bytes_read)
 {
+    eng_backend *be = ld->m->be;
+    const size_t es = dtype_size(L->ffn.dtype), E = (size_t)L->ffn.n_embd;
+    for (int i = 0; i < count; i++)
+        L->neuron_of_slot[slots[i]] = neurons[i];
+    if (be->iface->host_memory) {
+        load_neurons_host(ld, t, (uint8_t *)L->ffn.gate_up, (uint8_t *)L->ffn.down, L->ffn.dtype,
+                          neurons, slots, count, bytes_read);
+        return;
+    }
+    /* packed: slot i of the staging buffers is the i-th neuron */
+    uint8_t *gu = ld->stage, *down = ld->stage + (size_t)count * 2 * E * es;
+    load_neurons_host(ld, t, gu, down, L->ffn.dtype, neurons, NULL, count, bytes_read);
+    be->iface->upload_rows(be, (void *)L->ffn.gate_up, slots, gu, count, 2 * E * es);
+    be->iface->upload_rows(be, (void *)L->ffn.down, slots, down, count, E * es);
+}
+
+/* load_neurons into host buffers gu and down; slots NULL: slot i. */
+static void load_neurons_host(loader *ld, const ffn_tensors *t, uint8_t *gu, uint8_t *down,
+                              eng_dtype dt, const int32_t *neurons, const int32_t *slots,
+                              int count, uint64_t *bytes_read)
+{
     eng_model *m = ld->m;
     const int E = m->info.n_embd, F = m->info.n_ff;
-    const eng_dtype dt = L->ffn.dtype;
     const size_t es = dtype_size(dt);
-    uint8_t *gu = (uint8_t *)L->ffn.gate_up, *down = (uint8_t *)L->ffn.down;
     float *row = ld->row;
+#define SLOT(i) ((size_t)(slots ? slots[i] : (i)))
 
     for (int i = 0; i < count; i++) {
         dequant_row(ld, t->gate, (uint64_t)neurons[i], row);
-        store_row(dt, row, gu + ((size_t)slots[i] * 2 + 0) * E * es, E);
+        store_row(dt, row, gu + (SLOT(i) * 2 + 0) * E * es, E);
         dequant_row(ld, t->up, (uint64_t)neurons[i], row);
-        store_row(dt, row, gu + ((size_t)slots[i] * 2 + 1) * E * es, E);
-        L->neuron_of_slot[slots[i]] = neurons[i];
+        store_row(dt, row, gu + (SLOT(i) * 2 + 1) * E * es, E);
     }
     if (bytes_read)
         *bytes_read += 2 * (uint64_t)count * ggml_row_bytes(t->gate->type, E);
@@ -299,7 +390,7 @@ static void load_neurons(loader *ld, const ffn_tensors *t, eng_layer *L, const i
                 eng_dequant_row_f32(dtype, data + (size_t)e * rb + b * BB, blk, B);
                 row[e] = blk[k];
             }
-            store_row(dt, row, down + (size_t)slots[i] * E * es, E);
+            store_row(dt, row, down + SLOT(i) * E * es, E);
         }
         if (bytes_read)
             *bytes_read += (uint64_t)count * E * BB;
@@ -314,11 +405,12 @@ static void load_neurons(loader *ld, const ffn_tensors *t, eng_layer *L, const i
         for (int i = 0; i < count; i++) {
             for (int b = 0; b < nb; b++)
                 tmp[b] = row[(size_t)b * F + neurons[i]];
-            store_row(dt, tmp, down + ((size_t)slots[i] * E + e0) * es, nb);
+            store_row(dt, tmp, down + (SLOT(i) * E + e0) * es, nb);
         }
     }
     if (bytes_read)
         *bytes_read += (uint64_t)E * rb;
+#undef SLOT
 }
 
 /* The L2 norm of every neuron's W_down column: what a unit activation of
@@ -359,8 +451,8 @@ static int ffn_alloc(eng_model *m, eng_layer *L, int cap)
     const int E = m->info.n_embd;
     const size_t es = dtype_size(m->info.storage);
     int c = cap > 0 ? cap : 1;
-    void *gu = model_alloc(m, (size_t)c * 2 * E * es);
-    void *down = model_alloc(m, (size_t)c * E * es);
+    void *gu = weight_alloc(m, (size_t)c * 2 * E * es);
+    void *down = weight_alloc(m, (size_t)c * E * es);
     int32_t *ids = model_alloc(m, (size_t)c * sizeof(int32_t));
     uint8_t *st = model_alloc(m, (size_t)c);
     if (!gu || !down || !ids || !st)
@@ -383,8 +475,11 @@ static int load_ffn(loader *ld, int il, eng_layer *L, const eng_plan *plan)
     if ((r = ffn_tensors_get(ld, il, &t)) < 0)
         return r;
     int n = plan->n_loaded[il];
-    if (ffn_alloc(m, L, n) < 0)
-        return set_err(ld->err, -ENOMEM, "out of memory loading the FFN of layer %d", il);
+    if (ffn_alloc(m, L, n) < 0) {
+        char what[64];
+        snprintf(what, sizeof(what), "the FFN of layer %d", il);
+        return oom_err(ld, (size_t)n * 3 * m->info.n_embd * dtype_size(m->info.storage), what);
+    }
     int32_t *slots = malloc((size_t)(n > 0 ? n : 1) * sizeof(int32_t));
     if (!slots)
         return set_err(ld->err, -ENOMEM, "out of memory");
@@ -418,6 +513,15 @@ typedef struct jobs_run {
     _Atomic size_t next;
 } jobs_run;
 
+/* Bytes of staging a job needs when backend memory is not host memory. */
+static size_t job_stage_bytes(const eng_model *m, const conv_job *j)
+{
+    size_t es = dtype_size(m->info.storage);
+    if (j->L)
+        return (size_t)j->n * 3 * m->info.n_embd * es;
+    return (size_t)(j->r1 - j->r0) * j->cols * es;
+}
+
 static void run_job(loader *ld, const conv_job *j)
 {
     if (j->L) {
@@ -425,11 +529,15 @@ static void run_job(loader *ld, const conv_job *j)
         load_neurons(ld, &t, j->L, j->neurons, j->slots, j->n, NULL);
         return;
     }
-    size_t es = dtype_size(ld->m->info.storage);
+    eng_backend *be = ld->m->be;
+    size_t es = dtype_size(ld->m->info.storage), rb = j->cols * es;
+    uint8_t *dst = be->iface->host_memory ? j->data + j->r0 * rb : ld->stage;
     for (uint64_t i = j->r0; i < j->r1; i++) {
         dequant_row(ld, j->t, i, ld->row);
-        store_row(ld->m->info.storage, ld->row, j->data + i * j->cols * es, j->cols);
+        store_row(ld->m->info.storage, ld->row, dst + (i - j->r0) * rb, j->cols);
     }
+    if (!be->iface->host_memory)
+        be->iface->upload(be, j->data + j->r0 * rb, ld->stage, (j->r1 - j->r0) * rb);
 }
 
 static void jobs_task(void *arg, int ith, int nth)
@@ -449,10 +557,14 @@ static void jobs_task(void *arg, int ith, int nth)
  * the scratch allocations can. */
 static int run_jobs(loader *ld, int n_threads)
 {
-    size_t scratch = (size_t)DOWN_BLOCK * ld->m->info.n_ff;
-    for (size_t k = 0; k < ld->n_jobs; k++)
+    size_t scratch = (size_t)DOWN_BLOCK * ld->m->info.n_ff, stage = 0;
+    for (size_t k = 0; k < ld->n_jobs; k++) {
         if (!ld->jobs[k].L && ld->jobs[k].cols > scratch)
             scratch = ld->jobs[k].cols;
+        size_t b = job_stage_bytes(ld->m, &ld->jobs[k]);
+        if (!ld->m->be->iface->host_memory && b > stage)
+            stage = b;
+    }
     if (n_threads > (int)ld->n_jobs)
         n_threads = ld->n_jobs > 0 ? (int)ld->n_jobs : 1;
     eng_threadpool *pool = NULL;
@@ -465,6 +577,8 @@ static int run_jobs(loader *ld, int n_threads)
     for (int i = 0; i < n_threads && r == 0; i++) {
         jr.workers[i] = (loader){ .f = ld->f, .m = ld->m, .err = ld->err };
         r = ensure_row(&jr.workers[i], scratch);
+        if (r == 0)
+            r = ensure_stage(&jr.workers[i], stage);
     }
     if (r == 0) {
         if (pool)
@@ -474,8 +588,10 @@ static int run_jobs(loader *ld, int n_threads)
     } else {
         set_err(ld->err, -ENOMEM, "out of memory converting the weights");
     }
-    for (int i = 0; jr.workers && i < n_threads; i++)
+    for (int i = 0; jr.workers && i < n_threads; i++) {
         free(jr.workers[i].row);
+        free(jr.workers[i].stage);
+    }
     free(jr.workers);
     eng_threadpool_free(pool);
     return r;
@@ -711,29 +827,61 @@ static void plan_shape(const gguf_file *f, const eng_model *m, eng_plan_shape *s
                             .n_vocab = (uint32_t)i->n_vocab, .down_norm = m->down_norm };
 }
 
+/* The backend the weights will live in. */
+static int backend_start(eng_model *m, const eng_model_params *p, eng_error *err)
+{
+    int r;
+    if (p->backend != ENG_BACKEND_CPU) {
+        eng_error e = { { 0 } };
+        r = eng_backend_cuda_new(p->device, &m->be, &e);
+        if (r < 0 && p->backend == ENG_BACKEND_CUDA)
+            return set_err(err, r, "%s", e.msg);
+        if (r == 0)
+            return 0;
+        /* auto: no usable GPU, the CPU it is */
+    }
+    if ((r = eng_backend_cpu_new(p->n_threads, &m->be)) < 0)
+        return set_err(err, r, "cannot start the CPU backend: %s", strerror(-r));
+    return 0;
+}
+
 int eng_model_load(const char *path, const eng_model_params *params, eng_model **ret_model,
                    eng_error *err)
+{
+    return eng__model_load_backend(path, params, NULL, ret_model, err);
+}
+
+int eng__model_load_backend(const char *path, const eng_model_params *params, eng_backend *be,
+                            eng_model **ret_model, eng_error *err)
 {
     eng_plan *plan = NULL;
     eng_model_params p = params ? *params : eng_model_params_default();
     if (err)
         err->msg[0] = 0;
-    if (!path || !ret_model)
+    if (!path || !ret_model) {
+        if (be)
+            be->iface->free(be);
         return set_err(err, -EINVAL, "no model path given");
+    }
     if (p.storage != ENG_DTYPE_F16 && p.storage != ENG_DTYPE_F32)
         return set_err(err, -EINVAL, "unknown storage type %d", (int)p.storage);
+    if (p.backend != ENG_BACKEND_CPU && p.backend != ENG_BACKEND_CUDA &&
+        p.backend != ENG_BACKEND_AUTO)
+        return set_err(err, -EINVAL, "unknown backend %d", (int)p.backend);
 
     gguf_file *f = NULL;
+    eng_model *m = NULL;
     int r = gguf_open(path, &f, err);
-    if (r < 0)
-        return r;
-
-    eng_model *m = calloc(1, sizeof(*m));
-    loader ld = { .f = f, .m = m, .err = err };
-    if (!m) {
+    if (r == 0 && !(m = calloc(1, sizeof(*m))))
         r = set_err(err, -ENOMEM, "out of memory");
-        goto fail;
+    if (r < 0) {
+        if (be)
+            be->iface->free(be);
+        gguf_close(f);
+        return r;
     }
+    m->be = be; /* owned from here on */
+    loader ld = { .f = f, .m = m, .err = err };
     m->info.storage = p.storage;
     if ((r = load_hparams(f, m, err)) < 0)
         goto fail;
@@ -762,21 +910,42 @@ int eng_model_load(const char *path, const eng_model_params *params, eng_model *
         goto fail;
     m->plan = plan->info;
 
+    if (!m->be && (r = backend_start(m, &p, err)) < 0)
+        goto fail;
+    if (!(m->be->iface->dtypes & 1u << m->info.storage)) {
+        r = set_err(err, -EINVAL, "the %s backend does not store weights in %s",
+                    m->be->iface->name, m->info.storage == ENG_DTYPE_F32 ? "f32" : "f16");
+        goto fail;
+    }
+    {
+        /* a GPU says up front whether the plan fits */
+        size_t avail = 0, total = 0;
+        m->be->iface->mem_info(m->be, &avail, &total);
+        uint64_t need = shape.bytes_fixed + plan->info.bytes_ffn;
+        if (total && need > avail) {
+            r = set_err(err, -ENOMEM,
+                        "the model does not fit in %s memory: needs %llu bytes, %zu of %zu free",
+                        m->be->iface->name, (unsigned long long)need, avail, total);
+            goto fail;
+        }
+    }
     if ((r = load_weights(&ld, plan)) < 0)
         goto fail;
     {
         int nt = p.n_threads > 0 ? p.n_threads : (int)sysconf(_SC_NPROCESSORS_ONLN);
-        if ((r = run_jobs(&ld, nt < 1 ? 1 : nt > 64 ? 64 : nt)) < 0)
+        nt = nt < 1 ? 1 : nt > 64 ? 64 : nt;
+        if ((r = run_jobs(&ld, nt)) < 0)
             goto fail;
+        /* the CPU backend's pool, or the threads that convert for a GPU */
+        int bt = eng_backend_cpu_n_threads(m->be);
+        m->info.n_threads = bt > 0 ? bt : nt;
+    }
+    if ((r = m->be->iface->sync(m->be)) < 0) {
+        set_err(err, r, "uploading the weights failed: %s", m->be->iface->error(m->be));
+        goto fail;
     }
     m->info.n_params = count_params(f);
     m->info.bytes_per_token = bytes_per_token(m);
-
-    if ((r = eng_backend_cpu_new(p.n_threads, &m->be)) < 0) {
-        set_err(err, r, "cannot start the CPU backend: %s", strerror(-r));
-        goto fail;
-    }
-    m->info.n_threads = eng_backend_cpu_n_threads(m->be);
 
     free(ld.row);
     free_jobs(&ld);
@@ -856,25 +1025,26 @@ void eng_session_free(eng_session *s)
 {
     if (!s)
         return;
+    eng_backend *be = s->model->be;
+    void (*bfree)(eng_backend *, void *) = be->iface->mem_free;
     eng__select_session_free(s);
-    if (s->k_cache)
-        for (int il = 0; il < s->model->info.n_layer; il++)
-            free(s->k_cache[il]);
-    if (s->v_cache)
-        for (int il = 0; il < s->model->info.n_layer; il++)
-            free(s->v_cache[il]);
+    for (int il = 0; il < s->model->info.n_layer; il++) {
+        if (s->k_cache)
+            bfree(be, s->k_cache[il]);
+        if (s->v_cache)
+            bfree(be, s->v_cache[il]);
+        if (s->ffn_sel_dev)
+            bfree(be, s->ffn_sel_dev[il]);
+    }
     free(s->k_cache);
     free(s->v_cache);
     free(s->ffn_sel);
+    free(s->ffn_sel_dev);
     free(s->ffn_n_sel);
-    free(s->x);
-    free(s->xn);
-    free(s->q);
-    free(s->k);
-    free(s->v);
-    free(s->att);
-    free(s->o);
-    free(s->ff);
+    float *bufs[] = { s->x, s->xn, s->q, s->k, s->v, s->att, s->o, s->ff, s->logits_dev };
+    for (size_t i = 0; i < sizeof(bufs) / sizeof(bufs[0]); i++)
+        bfree(be, bufs[i]);
+    bfree(be, s->tokens);
     free(s->logits);
     free(s);
 }
@@ -882,6 +1052,14 @@ void eng_session_free(eng_session *s)
 static float *falloc(size_t n)
 {
     return aligned_alloc(64, ((n * sizeof(float)) + 63) & ~(size_t)63);
+}
+
+/* Backend memory for a session; NULL when it does not fit. */
+void *eng__session_alloc(const eng_session *s, size_t bytes)
+{
+    void *p;
+    eng_backend *be = s->model->be;
+    return be->iface->alloc(be, bytes, &p) < 0 ? NULL : p;
 }
 
 int eng_session_new(const eng_model *m, const eng_session_params *params, eng_session **ret)
@@ -909,27 +1087,34 @@ int eng_session_new(const eng_model *m, const eng_session_params *params, eng_se
     s->k_cache = calloc(L, sizeof(*s->k_cache));
     s->v_cache = calloc(L, sizeof(*s->v_cache));
     s->ffn_sel = calloc(L, sizeof(*s->ffn_sel));
+    s->ffn_sel_dev = calloc(L, sizeof(*s->ffn_sel_dev));
     s->ffn_n_sel = calloc(L, sizeof(*s->ffn_n_sel));
-    if (!s->k_cache || !s->v_cache || !s->ffn_sel || !s->ffn_n_sel)
+    if (!s->k_cache || !s->v_cache || !s->ffn_sel || !s->ffn_sel_dev || !s->ffn_n_sel)
         goto oom;
+    const size_t f4 = sizeof(float);
     for (int il = 0; il < L; il++) {
-        s->k_cache[il] = malloc((size_t)n_ctx * kvd * sizeof(uint16_t));
-        s->v_cache[il] = malloc((size_t)n_ctx * kvd * sizeof(uint16_t));
+        s->k_cache[il] = eng__session_alloc(s, (size_t)n_ctx * kvd * sizeof(uint16_t));
+        s->v_cache[il] = eng__session_alloc(s, (size_t)n_ctx * kvd * sizeof(uint16_t));
         if (!s->k_cache[il] || !s->v_cache[il])
             goto oom;
+        /* the host list is the ops' list when backend memory is host memory */
+        if (!m->be->iface->host_memory &&
+            !(s->ffn_sel_dev[il] = eng__session_alloc(s, (size_t)F * sizeof(int32_t))))
+            goto oom;
     }
-    (void)F;
-    s->x = falloc((size_t)n_batch * E);
-    s->xn = falloc((size_t)n_batch * E);
-    s->q = falloc((size_t)n_batch * qd);
-    s->k = falloc((size_t)n_batch * kvd);
-    s->v = falloc((size_t)n_batch * kvd);
-    s->att = falloc((size_t)n_batch * qd);
-    s->o = falloc((size_t)n_batch * E);
-    s->ff = falloc((size_t)n_batch * E);
+    s->x = eng__session_alloc(s, (size_t)n_batch * E * f4);
+    s->xn = eng__session_alloc(s, (size_t)n_batch * E * f4);
+    s->q = eng__session_alloc(s, (size_t)n_batch * qd * f4);
+    s->k = eng__session_alloc(s, (size_t)n_batch * kvd * f4);
+    s->v = eng__session_alloc(s, (size_t)n_batch * kvd * f4);
+    s->att = eng__session_alloc(s, (size_t)n_batch * qd * f4);
+    s->o = eng__session_alloc(s, (size_t)n_batch * E * f4);
+    s->ff = eng__session_alloc(s, (size_t)n_batch * E * f4);
+    s->tokens = eng__session_alloc(s, (size_t)n_batch * sizeof(int32_t));
     s->logits = falloc((size_t)m->info.n_vocab);
     s->logits_cap = 1;
-    if (!s->x || !s->xn || !s->q || !s->k || !s->v || !s->att || !s->o || !s->ff || !s->logits)
+    if (!s->x || !s->xn || !s->q || !s->k || !s->v || !s->att || !s->o || !s->ff || !s->tokens ||
+        !s->logits)
         goto oom;
     if (eng__select_session_init(s) < 0)
         goto oom;
@@ -987,9 +1172,12 @@ int eng__forward(eng_session *s, const int32_t *tokens, int n, bool all_logits, 
     const size_t kvd = (size_t)Hkv * hd;
     const float scale = 1.0f / sqrtf((float)hd);
     const bool want_act = eng__select_wants_act(s);
+    const bool host = op->host_memory;
+    (void)V;
 
     /* x [n][E]: token embeddings */
-    op->get_rows(be, &m->tok_embd, tokens, n, s->x);
+    op->upload(be, s->tokens, tokens, (size_t)n * sizeof(int32_t));
+    op->get_rows(be, &m->tok_embd, s->tokens, n, s->x);
 
     for (int il = 0; il < m->info.n_layer; il++) {
         const eng_layer *L = &m->layers[il];
@@ -1014,24 +1202,44 @@ int eng__forward(eng_session *s, const int32_t *tokens, int n, bool all_logits, 
          * prefill with selective computation, and profiling, also keep the
          * activations a [n][n_sel] */
         op->rmsnorm(be, s->x, L->ffn_norm, s->xn, n, E, m->rms_eps);
-        const int32_t *sel = s->selected ? s->ffn_sel[il] : NULL;
+        const int32_t *sel = s->selected ? s->ffn_sel[il] : NULL; /* host list */
         int n_sel = sel ? s->ffn_n_sel[il] : L->ffn.n_slots;
-        op->ffn(be, &L->ffn, sel, n_sel, s->xn, s->ff, n, want_act ? s->act : NULL);
-        if (want_act)
-            eng__select_observe(s, il, s->act, n, sel, n_sel);
+        op->ffn(be, &L->ffn, sel && !host ? s->ffn_sel_dev[il] : sel, n_sel, s->xn, s->ff, n,
+                want_act ? s->act : NULL);
+        if (want_act) {
+            const float *a = s->act;
+            if (!host) {
+                op->download(be, s->act_host, s->act, (size_t)n * n_sel * sizeof(float));
+                a = s->act_host;
+            }
+            eng__select_observe(s, il, a, n, sel, n_sel);
+        }
         op->add(be, s->x, s->ff, (long)n * E);
     }
 
     s->n_past += n;
-    if (!logits)
-        return 0;
-    /* logits of the rows asked for: all, or only the last */
-    int first = all_logits ? 0 : n - 1;
-    int rows = n - first;
-    op->rmsnorm(be, s->x + (size_t)first * E, m->output_norm, s->xn, rows, E, m->rms_eps);
-    op->matmul(be, &m->output, NULL, s->xn, logits, rows);      /* logits [rows][V] */
-    (void)V;
-    return 0;
+    if (logits) {
+        /* logits of the rows asked for: all, or only the last */
+        int first = all_logits ? 0 : n - 1;
+        int rows = n - first;
+        float *out = logits; /* host memory is the backend's */
+        if (!host) {
+            if (rows > s->logits_dev_cap) {
+                op->mem_free(be, s->logits_dev);
+                s->logits_dev_cap = 0;
+                if (!(s->logits_dev = eng__session_alloc(s, (size_t)rows * V * sizeof(float))))
+                    return -ENOMEM;
+                s->logits_dev_cap = rows;
+            }
+            out = s->logits_dev;
+        }
+        op->rmsnorm(be, s->x + (size_t)first * E, m->output_norm, s->xn, rows, E, m->rms_eps);
+        op->matmul(be, &m->output, NULL, s->xn, out, rows);    /* logits [rows][V] */
+        if (!host)
+            op->download(be, logits, out, (size_t)rows * V * sizeof(float));
+    }
+    /* a GPU's first failure since the last sync, if any */
+    return op->sync(be);
 }
 
 int eng_session_eval(eng_session *s, const int32_t *tokens, size_t n, unsigned flags)
@@ -1091,14 +1299,17 @@ static void model_free_ptr(eng_model *m, void *p)
         }
 }
 
-/* Moves slot `from` into slot `to` of a layer (compaction after neurons left). */
-static void move_slot(eng_layer *L, int from, int to)
+/* Copies slot `from` of layer A into slot `to` of layer B's buffers (B may
+ * be A: compaction after neurons left), in backend memory. */
+static void copy_slot(eng_backend *be, const eng_layer *A, int from, eng_layer *B, int to)
 {
-    const size_t es = dtype_size(L->ffn.dtype), E = (size_t)L->ffn.n_embd;
-    uint8_t *gu = (uint8_t *)L->ffn.gate_up, *down = (uint8_t *)L->ffn.down;
-    memcpy(gu + (size_t)to * 2 * E * es, gu + (size_t)from * 2 * E * es, 2 * E * es);
-    memcpy(down + (size_t)to * E * es, down + (size_t)from * E * es, E * es);
-    L->neuron_of_slot[to] = L->neuron_of_slot[from];
+    const size_t es = dtype_size(A->ffn.dtype), E = (size_t)A->ffn.n_embd;
+    const uint8_t *gu = A->ffn.gate_up, *down = A->ffn.down;
+    be->iface->copy(be, (uint8_t *)B->ffn.gate_up + (size_t)to * 2 * E * es,
+                    gu + (size_t)from * 2 * E * es, 2 * E * es);
+    be->iface->copy(be, (uint8_t *)B->ffn.down + (size_t)to * E * es, down + (size_t)from * E * es,
+                    E * es);
+    B->neuron_of_slot[to] = A->neuron_of_slot[from];
 }
 
 int eng_model_swap(eng_model *m, const eng_load_plan_params *pp, eng_swap_stats *ret_stats,
@@ -1147,7 +1358,15 @@ int eng_model_swap(eng_model *m, const eng_load_plan_params *pp, eng_swap_stats 
             goto out;
         if (plan->n_loaded[il] > m->layers[il].slot_cap &&
             ffn_alloc(m, &grown[il], plan->n_loaded[il]) < 0) {
-            r = set_err(err, -ENOMEM, "out of memory growing the FFN of layer %d", il);
+            char what[64];
+            snprintf(what, sizeof(what), "the FFN of layer %d", il);
+            r = oom_err(&ld, (size_t)plan->n_loaded[il] * shape.bytes_per_neuron, what);
+            goto out;
+        }
+        /* staging for the neurons that enter (at most all of the plan's) */
+        if (!m->be->iface->host_memory &&
+            ensure_stage(&ld, (size_t)plan->n_loaded[il] * shape.bytes_per_neuron) < 0) {
+            r = -ENOMEM;
             goto out;
         }
     }
@@ -1196,23 +1415,16 @@ int eng_model_swap(eng_model *m, const eng_load_plan_params *pp, eng_swap_stats 
         if (grown[il].slot_cap) {
             /* copy the staying neurons into the bigger buffers, then load */
             eng_layer *G = &grown[il];
-            const size_t es = dtype_size(L->ffn.dtype), E = (size_t)L->ffn.n_embd;
             int k = 0;
-            for (int j = 0; j < L->ffn.n_slots; j++) {
-                if (is_hole[j])
-                    continue;
-                memcpy((uint8_t *)G->ffn.gate_up + (size_t)k * 2 * E * es,
-                       (const uint8_t *)L->ffn.gate_up + (size_t)j * 2 * E * es, 2 * E * es);
-                memcpy((uint8_t *)G->ffn.down + (size_t)k * E * es,
-                       (const uint8_t *)L->ffn.down + (size_t)j * E * es, E * es);
-                G->neuron_of_slot[k++] = L->neuron_of_slot[j];
-            }
+            for (int j = 0; j < L->ffn.n_slots; j++)
+                if (!is_hole[j])
+                    copy_slot(m->be, L, j, G, k++);
             for (int i = 0; i < n_enter; i++)
                 dst[i] = k + i;
             G->ffn.n_slots = n_want;
             load_neurons(&ld, &t, G, enter, dst, n_enter, &st.bytes_read);
-            model_free_ptr(m, (void *)L->ffn.gate_up);
-            model_free_ptr(m, (void *)L->ffn.down);
+            weight_free_ptr(m, L->ffn.gate_up);
+            weight_free_ptr(m, L->ffn.down);
             model_free_ptr(m, L->neuron_of_slot);
             model_free_ptr(m, L->slot_static);
             L->ffn = G->ffn;
@@ -1239,7 +1451,7 @@ int eng_model_swap(eng_model *m, const eng_load_plan_params *pp, eng_swap_stats 
                     break;
                 while (is_hole[last])
                     last--;
-                move_slot(L, last, hole);
+                copy_slot(m->be, L, last, L, hole);
                 is_hole[hole] = 0;
                 is_hole[last] = 1;
                 last--;
@@ -1264,6 +1476,11 @@ int eng_model_swap(eng_model *m, const eng_load_plan_params *pp, eng_swap_stats 
     m->info.bytes_per_token = bytes_per_token(m);
     m->plan = plan->info;
     m->generation++;
+    if ((r = m->be->iface->sync(m->be)) < 0) {
+        /* the slots' contents are undefined now; sessions start over anyway */
+        set_err(err, r, "the swap's uploads failed: %s", m->be->iface->error(m->be));
+        goto out;
+    }
     st.ns = eng_time_ns() - t0;
     if (ret_stats)
         *ret_stats = st;
@@ -1272,8 +1489,8 @@ out:
     if (r < 0 && grown)
         for (int il = 0; il < NL; il++)
             if (grown[il].slot_cap) {
-                model_free_ptr(m, (void *)grown[il].ffn.gate_up);
-                model_free_ptr(m, (void *)grown[il].ffn.down);
+                weight_free_ptr(m, grown[il].ffn.gate_up);
+                weight_free_ptr(m, grown[il].ffn.down);
                 model_free_ptr(m, grown[il].neuron_of_slot);
                 model_free_ptr(m, grown[il].slot_static);
             }
@@ -1284,6 +1501,7 @@ out:
     free(dst);
     free(is_hole);
     free(ld.row);
+    free(ld.stage);
     gguf_close(f);
     eng__plan_free(plan);
     return r;

@@ -57,23 +57,32 @@ struct eng_model {
     uint64_t bytes_fixed;             /* resident weights outside the FFN */
     float *down_norm;                 /* [n_layer][n_ff] ||W_down column n|| */
 
-    void **allocs;                    /* every buffer the model owns */
+    void **allocs;                    /* every host buffer the model owns */
     size_t n_allocs, cap_allocs;
+    void **bufs;                      /* every backend buffer (the weights) */
+    size_t n_bufs, cap_bufs;
 };
 
+/* A session's buffers marked (backend) are backend memory (backend.h): the
+ * host reaches them only through upload/download. */
 struct eng_session {
     const eng_model *model;
     int n_ctx, n_batch, n_past;
 
-    uint16_t **k_cache, **v_cache;    /* [n_layer] -> [n_ctx][n_head_kv*hd] f16 */
+    uint16_t **k_cache, **v_cache;    /* [n_layer] -> [n_ctx][n_head_kv*hd] f16 (backend) */
 
-    /* Which FFN slots each layer computes; NULL (the default): all loaded. */
+    /* Which FFN slots each layer computes; NULL (the default): all loaded.
+     * ffn_sel is the host list, ffn_sel_dev its copy the ops read. */
     const int32_t **ffn_sel;          /* [n_layer] */
+    int32_t **ffn_sel_dev;            /* [n_layer] -> [n_ff] (backend) */
     int *ffn_n_sel;                   /* [n_layer] */
 
-    /* scratch for n_batch tokens */
+    /* scratch for n_batch tokens (backend) */
     float *x, *xn, *q, *k, *v, *att, *o, *ff;
-    float *logits;                    /* [n_logits][n_vocab] */
+    int32_t *tokens;                  /* [n_batch] */
+    float *logits_dev;                /* [logits_dev_cap][n_vocab], not with host memory */
+    int logits_dev_cap;
+    float *logits;                    /* [n_logits][n_vocab] (host) */
     int n_logits;                     /* rows in logits from the last eval */
     int logits_cap;                   /* rows logits can hold */
     int logits_first;                 /* token index of logits row 0 */
@@ -85,11 +94,21 @@ struct eng_session {
     uint64_t generation;              /* model generation the selection refers to */
     int32_t **sel_buf;                /* [n_layer][n_ff] */
     float **counts;                   /* [n_layer][n_ff]: prefill votes (or |a| mass) per slot */
-    float *act;                       /* [n_batch][n_ff] activations of one layer */
+    float *act;                       /* [n_batch][n_ff] activations of one layer (backend) */
+    float *act_host;                  /* act downloaded, when backend memory is not host's */
     float *rank_tmp;                  /* [2 * n_ff] */
     double *observe;                  /* profiling sums, or NULL */
     double ffn_share;
 };
+
+/* eng_model_load on a backend the caller made (tests); the model owns be
+ * from the call on, also when loading fails. NULL: as params say. */
+int eng__model_load_backend(const char *path, const eng_model_params *params, eng_backend *be,
+                            eng_model **ret_model, eng_error *err);
+
+/* Backend memory for a session's buffers (free with the backend's
+ * mem_free); NULL when it does not fit. */
+void *eng__session_alloc(const eng_session *s, size_t bytes);
 
 /* Runs one batch of at most n_batch tokens at positions n_past..; writes
  * logits for all tokens (all_logits) or only the last one, or none when

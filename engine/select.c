@@ -407,9 +407,12 @@ int eng__select_session_init(eng_session *s)
     s->compute = eng_compute_params_default();
     s->sel_buf = calloc(L, sizeof(*s->sel_buf));
     s->counts = calloc(L, sizeof(*s->counts));
-    s->act = malloc((size_t)s->n_batch * F * sizeof(float));
+    s->act = eng__session_alloc(s, (size_t)s->n_batch * F * sizeof(float));
+    if (!m->be->iface->host_memory)
+        s->act_host = malloc((size_t)s->n_batch * F * sizeof(float));
     s->rank_tmp = malloc((size_t)2 * F * sizeof(float));
-    if (!s->sel_buf || !s->counts || !s->act || !s->rank_tmp)
+    if (!s->sel_buf || !s->counts || !s->act || !s->rank_tmp ||
+        (!m->be->iface->host_memory && !s->act_host))
         return -ENOMEM;
     for (int l = 0; l < L; l++) {
         s->sel_buf[l] = malloc((size_t)F * sizeof(int32_t));
@@ -432,7 +435,8 @@ void eng__select_session_free(eng_session *s)
     }
     free(s->sel_buf);
     free(s->counts);
-    free(s->act);
+    s->model->be->iface->mem_free(s->model->be, s->act);
+    free(s->act_host);
     free(s->rank_tmp);
 }
 
@@ -600,6 +604,8 @@ void eng__select_end_eval(eng_session *s)
         qsort(sel, total, sizeof(int32_t), cmp_i32);
         s->ffn_sel[il] = sel;
         s->ffn_n_sel[il] = total;
+        if (!m->be->iface->host_memory)
+            m->be->iface->upload(m->be, s->ffn_sel_dev[il], sel, (size_t)total * sizeof(int32_t));
         computed += total;
     }
     s->selected = true;

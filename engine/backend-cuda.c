@@ -1,0 +1,426 @@
+/* CUDA backend: the ops of backend.h on one GPU, over the kernels of
+ * kernels/si-cuda.h.
+ *
+ * Backend memory is device memory (host_memory false); weights are f16 only.
+ * Every op queues kernels on the context's one stream and returns; errors
+ * are recorded, never raised:
+ *
+ *   - the first failure wins: its code and si_cuda_last_error()'s message
+ *     (statement, file, line, CUDA's words) are kept until sync() returns
+ *     them, and error() gives the message afterwards;
+ *   - after a failure the ops and copies do nothing until that sync(): their
+ *     inputs may be garbage, and after a kernel fault the CUDA context is
+ *     unusable anyway (CUDA's rule), so queuing more only buries the cause;
+ *   - alloc() records nothing (the contract): its -ENOMEM message ("needs N
+ *     bytes, M free") is what error() says until the next sync().
+ *
+ * Threads: the CUDA runtime keeps the current device per host thread, so
+ * every entry point binds the context's device first (a daemon runs the
+ * ops on another thread than the one that loaded the model). upload() and
+ * upload_rows() come from several loader threads at once: they, and the
+ * error record, are serialized by one mutex.
+ */
+#include "backend.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "si-cuda.h"
+
+typedef struct cuda_ctx {
+    eng_backend be;
+    si_cuda *c;
+    int device;
+    pthread_mutex_t lock;   /* uploads, the error record, the row index */
+    int err;                /* first failure since the last sync, 0 when none */
+    char msg[512];          /* its message */
+    char last[512];         /* what error() says: the last failure reported */
+    int32_t *iota;          /* 0, 1, 2, ...: the packed source rows of upload_rows */
+    int n_iota;
+} cuda_ctx;
+
+static inline cuda_ctx *ctx_of(eng_backend *be)
+{
+    return be->ctx;
+}
+
+/* Records a failure (first one wins); caller holds the lock. */
+static void fail_locked(cuda_ctx *x, int code, const char *what)
+{
+    if (x->err)
+        return;
+    x->err = code < 0 ? code : -EIO;
+    snprintf(x->msg, sizeof(x->msg), "%s", what && *what ? what : "CUDA error");
+}
+
+static void fail(cuda_ctx *x, int code, const char *what)
+{
+    pthread_mutex_lock(&x->lock);
+    fail_locked(x, code, what);
+    pthread_mutex_unlock(&x->lock);
+}
+
+/* The result r of an si_cuda call: a failure is recorded with the message
+ * this thread's si_cuda_last_error() holds. Returns true when r is fine. */
+static bool check(cuda_ctx *x, int r)
+{
+    if (r >= 0)
+        return true;
+    fail(x, r, si_cuda_last_error());
+    return false;
+}
+
+/* Whether an op may run: no failure pending, and the device bound. The
+ * flag is read without the lock: ops come from one thread, and a racing
+ * upload failure only means one more op queues before sync() reports it. */
+static bool ready(cuda_ctx *x)
+{
+    if (__atomic_load_n(&x->err, __ATOMIC_RELAXED))
+        return false;
+    return check(x, si_cuda_bind(x->c));
+}
+
+/* ---- memory -------------------------------------------------------------- */
+
+static int mem_alloc(eng_backend *be, size_t bytes, void **ret)
+{
+    cuda_ctx *x = ctx_of(be);
+    if (!ret)
+        return -EINVAL;
+    int r = si_cuda_bind(x->c);
+    void *p = NULL;
+    if (r >= 0)
+        r = si_cuda_alloc(x->c, bytes, &p);
+    if (r < 0) {
+        /* not a recorded error (alloc reports its own), but error() says why */
+        pthread_mutex_lock(&x->lock);
+        snprintf(x->last, sizeof(x->last), "%s", si_cuda_last_error());
+        pthread_mutex_unlock(&x->lock);
+        return r;
+    }
+    *ret = p;
+    return 0;
+}
+
+static void mem_free(eng_backend *be, void *p)
+{
+    cuda_ctx *x = ctx_of(be);
+    if (!p)
+        return;
+    /* cudaFree on another device's pointer fails: bind first, and free even
+     * after a failure (the memory is ours whatever happened). */
+    (void)si_cuda_bind(x->c);
+    si_cuda_dev_free(x->c, p);
+}
+
+static void mem_info(eng_backend *be, size_t *ret_free, size_t *ret_total)
+{
+    cuda_ctx *x = ctx_of(be);
+    size_t f = 0, t = 0;
+    if (si_cuda_bind(x->c) < 0 || si_cuda_mem_info(x->c, &f, &t) < 0)
+        f = t = 0;
+    if (ret_free)
+        *ret_free = f;
+    if (ret_total)
+        *ret_total = t;
+}
+
+static void mem_upload(eng_backend *be, void *dst, const void *src, size_t bytes)
+{
+    cuda_ctx *x = ctx_of(be);
+    pthread_mutex_lock(&x->lock);
+    if (!x->err) {
+        int r = si_cuda_bind(x->c);
+        if (r >= 0)
+            r = si_cuda_upload(x->c, dst, src, bytes);
+        if (r < 0)
+            fail_locked(x, r, si_cuda_last_error());
+    }
+    pthread_mutex_unlock(&x->lock);
+}
+
+/* Packed source rows are 0 .. n-1: si_cuda_upload_rows takes them as an
+ * index array, kept here and grown under the lock. */
+static void mem_upload_rows(eng_backend *be, void *dst, const int32_t *rows, const void *src,
+                            int n, size_t row_bytes)
+{
+    cuda_ctx *x = ctx_of(be);
+    if (n <= 0)
+        return;
+    pthread_mutex_lock(&x->lock);
+    if (x->err)
+        goto out;
+    if (n > x->n_iota) {
+        int32_t *p = realloc(x->iota, (size_t)n * sizeof(int32_t));
+        if (!p) {
+            fail_locked(x, -ENOMEM, "upload_rows: out of host memory for the row index");
+            goto out;
+        }
+        for (int i = x->n_iota; i < n; i++)
+            p[i] = i;
+        x->iota = p;
+        x->n_iota = n;
+    }
+    int r = si_cuda_bind(x->c);
+    if (r >= 0)
+        r = si_cuda_upload_rows(x->c, dst, rows, src, x->iota, n, row_bytes);
+    if (r < 0)
+        fail_locked(x, r, si_cuda_last_error());
+out:
+    pthread_mutex_unlock(&x->lock);
+}
+
+static void mem_download(eng_backend *be, void *dst, const void *src, size_t bytes)
+{
+    cuda_ctx *x = ctx_of(be);
+    if (!bytes)
+        return;
+    if (ready(x) && check(x, si_cuda_download(x->c, dst, src, bytes)) &&
+        check(x, si_cuda_sync(x->c)))
+        return;
+    /* The caller learns of the failure at sync(); meanwhile it reads zeros,
+     * not whatever the buffer held. */
+    if (dst)
+        memset(dst, 0, bytes);
+}
+
+static void mem_copy(eng_backend *be, void *dst, const void *src, size_t bytes)
+{
+    cuda_ctx *x = ctx_of(be);
+    if (bytes && dst != src && ready(x))
+        check(x, si_cuda_copy(x->c, dst, src, bytes));
+}
+
+static int mem_sync(eng_backend *be)
+{
+    cuda_ctx *x = ctx_of(be);
+    /* Wait even after a failure: queued work may still use host buffers. */
+    int r = si_cuda_bind(x->c);
+    if (r >= 0)
+        r = si_cuda_sync(x->c);
+    pthread_mutex_lock(&x->lock);
+    if (r < 0)
+        fail_locked(x, r, si_cuda_last_error());
+    r = x->err;
+    if (r) {
+        memcpy(x->last, x->msg, sizeof(x->last));
+        x->err = 0;
+        x->msg[0] = 0;
+    }
+    pthread_mutex_unlock(&x->lock);
+    return r;
+}
+
+static const char *mem_error(eng_backend *be)
+{
+    return ctx_of(be)->last;
+}
+
+/* ---- ops ------------------------------------------------------------------- */
+
+static bool f16_only(cuda_ctx *x, eng_dtype dtype, const char *op)
+{
+    if (dtype == ENG_DTYPE_F16)
+        return true;
+    char m[128];
+    snprintf(m, sizeof(m), "%s: the CUDA backend takes f16 weights only (got dtype %d)", op,
+             (int)dtype);
+    fail(x, -EINVAL, m);
+    return false;
+}
+
+static void op_get_rows(eng_backend *be, const eng_weight *w, const int32_t *ids, int n,
+                        float *out)
+{
+    cuda_ctx *x = ctx_of(be);
+    if (!w || n <= 0 || !ready(x))
+        return;
+    /* the kernel reads f32 tables too; only f16 and f32 exist */
+    if (w->dtype != ENG_DTYPE_F16 && w->dtype != ENG_DTYPE_F32) {
+        f16_only(x, w->dtype, "get_rows");
+        return;
+    }
+    check(x, si_cuda_get_rows(x->c, w->data, w->dtype == ENG_DTYPE_F16, w->rows, w->cols, ids, n,
+                              out));
+}
+
+static void op_matmul(eng_backend *be, const eng_weight *w, const float *bias, const float *xs,
+                      float *y, int n_tokens)
+{
+    cuda_ctx *x = ctx_of(be);
+    if (!w || n_tokens <= 0 || !ready(x) || !f16_only(x, w->dtype, "matmul"))
+        return;
+    check(x, si_cuda_matmul(x->c, w->data, w->rows, w->cols, bias, xs, y, n_tokens));
+}
+
+static void op_rmsnorm(eng_backend *be, const float *xs, const float *weight, float *y,
+                       int n_tokens, int n, float eps)
+{
+    cuda_ctx *x = ctx_of(be);
+    if (n_tokens <= 0 || n <= 0 || !ready(x))
+        return;
+    check(x, si_cuda_rmsnorm(x->c, xs, weight, y, n_tokens, n, eps));
+}
+
+static void op_rope(eng_backend *be, float *xs, int n_tokens, int n_heads, int head_dim,
+                    int n_rot, int pos0, float freq_base, const float *freq_factors, bool neox)
+{
+    cuda_ctx *x = ctx_of(be);
+    if (n_tokens <= 0 || n_heads <= 0 || !ready(x))
+        return;
+    check(x, si_cuda_rope(x->c, xs, n_tokens, n_heads, head_dim, n_rot, pos0, freq_base,
+                          freq_factors, neox));
+}
+
+static void op_attention(eng_backend *be, const float *q, const uint16_t *k, const uint16_t *v,
+                         float *out, int n_tokens, int pos0, int n_head, int n_head_kv,
+                         int head_dim, float scale)
+{
+    cuda_ctx *x = ctx_of(be);
+    if (n_tokens <= 0 || !ready(x))
+        return;
+    check(x, si_cuda_attention(x->c, q, k, v, out, n_tokens, pos0, n_head, n_head_kv, head_dim,
+                               scale));
+}
+
+static void op_ffn(eng_backend *be, const eng_ffn_weights *w, const int32_t *sel, int n_sel,
+                   const float *xs, float *y, int n_tokens, float *act)
+{
+    cuda_ctx *x = ctx_of(be);
+    if (!w || n_tokens <= 0 || !ready(x) || !f16_only(x, w->dtype, "ffn"))
+        return;
+    si_cuda_ffn_weights cw = {
+        .n_embd = w->n_embd,
+        .n_slots = w->n_slots,
+        .gate_up = w->gate_up,
+        .down = w->down,
+    };
+    check(x, si_cuda_ffn(x->c, &cw, sel, n_sel, xs, y, n_tokens, act));
+}
+
+static void op_add(eng_backend *be, float *y, const float *xs, long n)
+{
+    cuda_ctx *x = ctx_of(be);
+    if (n <= 0 || !ready(x))
+        return;
+    check(x, si_cuda_add(x->c, y, xs, n));
+}
+
+static void op_store_f16(eng_backend *be, const float *src, uint16_t *dst, long n)
+{
+    cuda_ctx *x = ctx_of(be);
+    if (n <= 0 || !ready(x))
+        return;
+    check(x, si_cuda_store_f16(x->c, src, dst, n));
+}
+
+/* ---- construction ------------------------------------------------------- */
+
+static void op_free(eng_backend *be);
+
+static const eng_backend_iface cuda_iface = {
+    .name = "cuda",
+    .free = op_free,
+    .host_memory = false,
+    .dtypes = 1u << ENG_DTYPE_F16,
+    .alloc = mem_alloc,
+    .mem_free = mem_free,
+    .mem_info = mem_info,
+    .upload = mem_upload,
+    .upload_rows = mem_upload_rows,
+    .download = mem_download,
+    .copy = mem_copy,
+    .sync = mem_sync,
+    .error = mem_error,
+    .get_rows = op_get_rows,
+    .matmul = op_matmul,
+    .rmsnorm = op_rmsnorm,
+    .rope = op_rope,
+    .attention = op_attention,
+    .ffn = op_ffn,
+    .add = op_add,
+    .store_f16 = op_store_f16,
+};
+
+static void op_free(eng_backend *be)
+{
+    if (!be)
+        return;
+    cuda_ctx *x = ctx_of(be);
+    (void)si_cuda_bind(x->c);
+    si_cuda_free(x->c);
+    pthread_mutex_destroy(&x->lock);
+    free(x->iota);
+    free(x);
+}
+
+static int set_err(eng_error *err, int code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static int set_err(eng_error *err, int code, const char *fmt, ...)
+{
+    if (err) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err->msg, sizeof(err->msg), fmt, ap);
+        va_end(ap);
+    }
+    return code;
+}
+
+int eng_backend_cuda_new(int device, eng_backend **ret_backend, eng_error *err)
+{
+    if (!ret_backend)
+        return set_err(err, -EINVAL, "eng_backend_cuda_new: ret_backend is NULL");
+    int n = si_cuda_device_count();
+    if (n <= 0)
+        return set_err(err, -ENODEV, "no usable CUDA device: %s", si_cuda_last_error());
+    if (device < 0 || device >= n)
+        return set_err(err, -ENODEV, "no CUDA device %d: there %s %d", device,
+                       n == 1 ? "is" : "are", n);
+    cuda_ctx *x = calloc(1, sizeof(*x));
+    if (!x)
+        return set_err(err, -ENOMEM, "CUDA device %d: out of host memory", device);
+    int r = pthread_mutex_init(&x->lock, NULL);
+    if (r != 0) {
+        free(x);
+        return set_err(err, -r, "CUDA device %d: pthread_mutex_init failed", device);
+    }
+    r = si_cuda_new(device, &x->c);
+    if (r < 0) {
+        set_err(err, r, "CUDA device %d: %s", device, si_cuda_last_error());
+        pthread_mutex_destroy(&x->lock);
+        free(x);
+        return r;
+    }
+    x->device = device;
+    x->be.iface = &cuda_iface;
+    x->be.ctx = x;
+    *ret_backend = &x->be;
+    return 0;
+}
+
+int eng_backend_cuda_describe(const eng_backend *be, char *name, size_t name_size,
+                              bool *integrated, double *peak_gbps)
+{
+    if (!be || be->iface != &cuda_iface)
+        return -EINVAL;
+    cuda_ctx *x = be->ctx;
+    si_cuda_info in;
+    int r = si_cuda_bind(x->c);
+    if (r >= 0)
+        r = si_cuda_get_info(x->c, &in);
+    if (r < 0)
+        return r;
+    if (name && name_size)
+        snprintf(name, name_size, "%s", in.name);
+    if (integrated)
+        *integrated = in.integrated;
+    if (peak_gbps)
+        *peak_gbps = in.peak_gbps;
+    return 0;
+}
