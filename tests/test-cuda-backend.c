@@ -1,0 +1,608 @@
+/* The CUDA backend (engine/backend-cuda.c) through its interface, against
+ * the CPU backend: memory calls, every op on backend memory, and the error
+ * contract of backend.h (first failure wins, sync() returns and clears it,
+ * ops do nothing after a failure, alloc() reports without recording).
+ *
+ * The kernels themselves are checked in detail by test-cuda-ops; here the
+ * shapes are small and cover each path once (decode and prefill), so the
+ * bounds are the same per-element ones, relative to the magnitudes of the
+ * terms summed (a wrong mapping of arguments is off by O(magnitude)):
+ *   get_rows, add, store_f16, copies: exact
+ *   rmsnorm 2e-6 relative; rope 4e-6 (|x| + 2)
+ *   matmul: 3e-5 (one token, f32 GEMV) / 2e-3 (cuBLAS, x in f16) of sum |w x|
+ *   attention: 5e-5 (1 + |o|)
+ *   ffn: 2e-3 of sum_j |a_j| |d_j| + 2e-3 of the a's own magnitude
+ *
+ * Exits 77 (skipped) where eng_backend_cuda_new says -ENODEV.
+ */
+#include <errno.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend.h"
+
+static int n_fail;
+static const char *cur = "";
+
+#define CHECK(cond, ...)                                                                     \
+    do {                                                                                     \
+        if (!(cond)) {                                                                       \
+            if (n_fail < 40) {                                                               \
+                fprintf(stderr, "FAIL [%s] %s:%d: ", cur, __FILE__, __LINE__);               \
+                fprintf(stderr, __VA_ARGS__);                                                \
+                fprintf(stderr, "\n");                                                       \
+            }                                                                                \
+            n_fail++;                                                                        \
+        }                                                                                    \
+    } while (0)
+
+static eng_backend *gpu, *cpu;
+#define G (gpu->iface)
+#define C (cpu->iface)
+
+/* ---- helpers ------------------------------------------------------------------------ */
+
+static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
+
+static float frand(float lo, float hi)
+{
+    uint64_t x = rng_state;
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    rng_state = x;
+    return lo + (hi - lo) * (float)((x >> 11) * 0x1p-53);
+}
+
+static void *xmalloc(size_t n)
+{
+    void *p = malloc(n ? n : 1);
+    if (!p) {
+        fprintf(stderr, "out of memory\n");
+        exit(1);
+    }
+    return p;
+}
+
+static float *frandv(size_t n, float lo, float hi)
+{
+    float *p = xmalloc(n * sizeof(float));
+    for (size_t i = 0; i < n; i++)
+        p[i] = frand(lo, hi);
+    return p;
+}
+
+static uint16_t *halves(size_t n, float lo, float hi)
+{
+    float *f = frandv(n, lo, hi);
+    uint16_t *h = xmalloc(n * sizeof(uint16_t));
+    C->store_f16(cpu, f, h, (long)n);
+    free(f);
+    return h;
+}
+
+static float h2f(uint16_t h)
+{
+    float f;
+    C->get_rows(cpu, &(eng_weight){ ENG_DTYPE_F16, 1, 1, &h }, &(int32_t){ 0 }, 1, &f);
+    return f;
+}
+
+/* backend memory holding a copy of host src */
+static void *up(const void *src, size_t bytes)
+{
+    void *p = NULL;
+    int r = G->alloc(gpu, bytes, &p);
+    if (r < 0) {
+        fprintf(stderr, "alloc of %zu bytes: %d (%s)\n", bytes, r, G->error(gpu));
+        exit(1);
+    }
+    if (src)
+        G->upload(gpu, p, src, bytes);
+    return p;
+}
+
+/* host copy of backend memory; the queued work must have succeeded */
+static void down(void *dst, const void *src, size_t bytes)
+{
+    G->download(gpu, dst, src, bytes);
+    int r = G->sync(gpu);
+    if (r < 0) {
+        fprintf(stderr, "[%s] sync: %d (%s)\n", cur, r, G->error(gpu));
+        exit(1);
+    }
+}
+
+static void dfree(void *p)
+{
+    G->mem_free(gpu, p);
+}
+
+/* |got - ref| <= tol[i] for all i; reports the first failure */
+static void near(const char *what, const float *got, const float *ref, const double *tol, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (!(fabs((double)got[i] - ref[i]) <= tol[i])) {
+            CHECK(0, "%s: element %zu: %g vs %g (tol %g)", what, i, got[i], ref[i], tol[i]);
+            return;
+        }
+}
+
+/* ---- memory ------------------------------------------------------------------------- */
+
+typedef struct up_job {
+    uint8_t *dev;        /* one buffer, each thread its own part */
+    const uint8_t *host;
+    int ith;
+} up_job;
+
+enum { UP_THREADS = 4, UP_CHUNKS = 32, UP_CHUNK = 1000, UP_ROW = 24 };
+
+/* uploads and row uploads at once from several threads, as the loader does */
+static void *up_task(void *p)
+{
+    up_job *j = p;
+    for (int c = j->ith; c < UP_CHUNKS; c += UP_THREADS)
+        G->upload(gpu, j->dev + (size_t)c * UP_CHUNK, j->host + (size_t)c * UP_CHUNK, UP_CHUNK);
+    return NULL;
+}
+
+static void *up_rows_task(void *p)
+{
+    up_job *j = p;
+    /* rows ith, ith + T, ...: runs of one row, scattered */
+    int32_t rows[UP_CHUNKS];
+    uint8_t packed[UP_CHUNKS * UP_ROW];
+    int n = 0;
+    for (int r = j->ith; r < UP_CHUNKS; r += UP_THREADS) {
+        rows[n] = r;
+        memcpy(packed + (size_t)n * UP_ROW, j->host + (size_t)r * UP_ROW, UP_ROW);
+        n++;
+    }
+    G->upload_rows(gpu, j->dev, rows, packed, n, UP_ROW);
+    return NULL;
+}
+
+static void test_memory(void)
+{
+    cur = "memory";
+    CHECK(!G->host_memory, "host_memory must be false");
+    CHECK(G->dtypes == 1u << ENG_DTYPE_F16, "dtypes %#x", G->dtypes);
+    size_t fr = 0, tot = 0;
+    G->mem_info(gpu, &fr, &tot);
+    CHECK(tot > 0 && fr <= tot, "mem_info %zu of %zu", fr, tot);
+
+    /* round trip, device-to-device copy */
+    const size_t n = UP_CHUNKS * UP_CHUNK;
+    uint8_t *h = xmalloc(n), *back = xmalloc(n);
+    for (size_t i = 0; i < n; i++)
+        h[i] = (uint8_t)(i * 7 + 3);
+    uint8_t *d = up(h, n), *d2 = up(NULL, n);
+    G->copy(gpu, d2, d, n);
+    down(back, d2, n);
+    CHECK(memcmp(back, h, n) == 0, "upload/copy/download round trip differs");
+
+    /* several threads at once */
+    uint8_t *d3 = up(NULL, n);
+    pthread_t th[UP_THREADS];
+    up_job jobs[UP_THREADS];
+    for (int t = 0; t < UP_THREADS; t++) {
+        jobs[t] = (up_job){ d3, h, t };
+        pthread_create(&th[t], NULL, up_task, &jobs[t]);
+    }
+    for (int t = 0; t < UP_THREADS; t++)
+        pthread_join(th[t], NULL);
+    memset(back, 0, n);
+    down(back, d3, n);
+    CHECK(memcmp(back, h, n) == 0, "concurrent uploads differ");
+
+    uint8_t *d4 = up(NULL, UP_CHUNKS * UP_ROW);
+    for (int t = 0; t < UP_THREADS; t++) {
+        jobs[t] = (up_job){ d4, h, t };
+        pthread_create(&th[t], NULL, up_rows_task, &jobs[t]);
+    }
+    for (int t = 0; t < UP_THREADS; t++)
+        pthread_join(th[t], NULL);
+    down(back, d4, UP_CHUNKS * UP_ROW);
+    CHECK(memcmp(back, h, UP_CHUNKS * UP_ROW) == 0, "concurrent row uploads differ");
+
+    /* rows in runs (merged into one copy) and out of order, into a buffer
+     * whose other rows keep their contents */
+    int32_t rows[] = { 5, 6, 7, 0, 9, 2, 3 };
+    int nr = (int)(sizeof(rows) / sizeof(rows[0]));
+    uint8_t packed[7 * UP_ROW], want[10 * UP_ROW];
+    for (size_t i = 0; i < sizeof(packed); i++)
+        packed[i] = (uint8_t)(200 - i);
+    memset(want, 0x5a, sizeof(want));
+    uint8_t *d5 = up(want, sizeof(want));
+    for (int i = 0; i < nr; i++)
+        memcpy(want + (size_t)rows[i] * UP_ROW, packed + (size_t)i * UP_ROW, UP_ROW);
+    G->upload_rows(gpu, d5, rows, packed, nr, UP_ROW);
+    G->upload_rows(gpu, d5, rows, packed, 0, UP_ROW); /* nothing */
+    down(back, d5, sizeof(want));
+    CHECK(memcmp(back, want, sizeof(want)) == 0, "upload_rows differs");
+
+    dfree(d);
+    dfree(d2);
+    dfree(d3);
+    dfree(d4);
+    dfree(d5);
+    G->mem_free(gpu, NULL);
+    free(h);
+    free(back);
+}
+
+/* ---- ops ------------------------------------------------------------------------------- */
+
+static void test_get_rows(void)
+{
+    cur = "get_rows";
+    const int rows = 29, cols = 72, n = 6;
+    int32_t ids[6] = { 0, 28, 3, -1, 29, 3 };
+    for (int f16 = 0; f16 < 2; f16++) {
+        float *tf = frandv((size_t)rows * cols, -2, 2);
+        uint16_t *th = xmalloc((size_t)rows * cols * 2);
+        C->store_f16(cpu, tf, th, (long)rows * cols);
+        const void *host = f16 ? (const void *)th : (const void *)tf;
+        size_t tb = (size_t)rows * cols * (f16 ? 2 : 4);
+        eng_weight hw = { f16 ? ENG_DTYPE_F16 : ENG_DTYPE_F32, rows, cols, host };
+        eng_weight dw = hw;
+        dw.data = up(host, tb);
+        int32_t *dids = up(ids, sizeof(ids));
+        float *dout = up(NULL, (size_t)n * cols * 4);
+        float *ref = xmalloc((size_t)n * cols * 4), *got = xmalloc((size_t)n * cols * 4);
+        C->get_rows(cpu, &hw, ids, n, ref);
+        G->get_rows(gpu, &dw, dids, n, dout);
+        down(got, dout, (size_t)n * cols * 4);
+        CHECK(memcmp(got, ref, (size_t)n * cols * 4) == 0, "f16=%d differs", f16);
+        dfree((void *)dw.data);
+        dfree(dids);
+        dfree(dout);
+        free(tf);
+        free(th);
+        free(ref);
+        free(got);
+    }
+}
+
+static void test_matmul(void)
+{
+    const int R = 96, K = 136;
+    for (int T = 1; T <= 5; T += 4) {
+        cur = T == 1 ? "matmul (gemv)" : "matmul (cublas)";
+        uint16_t *w = halves((size_t)R * K, -1, 1);
+        float *x = frandv((size_t)T * K, -2, 2), *b = frandv(R, -1, 1);
+        float *ref = xmalloc((size_t)T * R * 4), *got = xmalloc((size_t)T * R * 4);
+        eng_weight hw = { ENG_DTYPE_F16, R, K, w }, dw = hw;
+        dw.data = up(w, (size_t)R * K * 2);
+        float *dx = up(x, (size_t)T * K * 4), *db = up(b, R * 4), *dy = up(NULL, (size_t)T * R * 4);
+        C->matmul(cpu, &hw, b, x, ref, T);
+        G->matmul(gpu, &dw, db, dx, dy, T);
+        down(got, dy, (size_t)T * R * 4);
+        double *tol = xmalloc((size_t)T * R * sizeof(double));
+        for (int t = 0; t < T; t++)
+            for (int r = 0; r < R; r++) {
+                double mag = 0;
+                for (int k = 0; k < K; k++)
+                    mag += fabs(h2f(w[(size_t)r * K + k]) * (double)x[(size_t)t * K + k]);
+                tol[(size_t)t * R + r] = (T == 1 ? 3e-5 : 2e-3) * mag + 1e-6 * fabs(b[r]) + 1e-7;
+            }
+        near("y", got, ref, tol, (size_t)T * R);
+        dfree((void *)dw.data);
+        dfree(dx);
+        dfree(db);
+        dfree(dy);
+        free(w);
+        free(x);
+        free(b);
+        free(ref);
+        free(got);
+        free(tol);
+    }
+}
+
+static void test_norm_rope(void)
+{
+    cur = "rmsnorm";
+    const int T = 3, n = 192;
+    float *x = frandv((size_t)T * n, -3, 3), *w = frandv(n, 0.5f, 1.5f);
+    float *ref = xmalloc((size_t)T * n * 4), *got = xmalloc((size_t)T * n * 4);
+    double *tol = xmalloc((size_t)T * n * sizeof(double));
+    float *dx = up(x, (size_t)T * n * 4), *dw = up(w, n * 4);
+    C->rmsnorm(cpu, x, w, ref, T, n, 1e-5f);
+    G->rmsnorm(gpu, dx, dw, dx, T, n, 1e-5f); /* in place */
+    down(got, dx, (size_t)T * n * 4);
+    for (int i = 0; i < T * n; i++)
+        tol[i] = 2e-6 * fabs(ref[i]) + 1e-7;
+    near("y", got, ref, tol, (size_t)T * n);
+    dfree(dx);
+    dfree(dw);
+    free(x);
+    free(w);
+    free(ref);
+    free(got);
+    free(tol);
+
+    cur = "rope";
+    for (int neox = 0; neox < 2; neox++) {
+        const int H = 3, hd = 64, nr = neox ? 32 : 64, p0 = 17;
+        size_t nx = (size_t)T * H * hd;
+        x = frandv(nx, -2, 2);
+        float *ff = frandv(nr / 2, 1, 8);
+        ref = xmalloc(nx * 4);
+        got = xmalloc(nx * 4);
+        tol = xmalloc(nx * sizeof(double));
+        memcpy(ref, x, nx * 4);
+        dx = up(x, nx * 4);
+        float *dff = up(ff, (size_t)nr / 2 * 4);
+        C->rope(cpu, ref, T, H, hd, nr, p0, 10000.0f, neox ? NULL : ff, neox);
+        G->rope(gpu, dx, T, H, hd, nr, p0, 10000.0f, neox ? NULL : dff, neox);
+        down(got, dx, nx * 4);
+        for (size_t i = 0; i < nx; i++)
+            tol[i] = 4e-6 * (fabs(x[i]) + 2.0) + 1e-7;
+        near(neox ? "neox" : "pairs", got, ref, tol, nx);
+        dfree(dx);
+        dfree(dff);
+        free(x);
+        free(ff);
+        free(ref);
+        free(got);
+        free(tol);
+    }
+}
+
+static void test_attention(void)
+{
+    cur = "attention";
+    struct {
+        int T, pos0;
+    } cases[] = { { 1, 40 }, { 6, 0 }, { 4, 9 } };
+    const int H = 4, Hkv = 2, hd = 64;
+    for (size_t ci = 0; ci < sizeof(cases) / sizeof(cases[0]); ci++) {
+        int T = cases[ci].T, p0 = cases[ci].pos0, n_ctx = p0 + T + 2;
+        size_t nq = (size_t)T * H * hd, nkv = (size_t)n_ctx * Hkv * hd;
+        float *q = frandv(nq, -1, 1);
+        uint16_t *k = halves(nkv, -1, 1), *v = halves(nkv, -1, 1);
+        float *ref = xmalloc(nq * 4), *got = xmalloc(nq * 4);
+        double *tol = xmalloc(nq * sizeof(double));
+        float *dq = up(q, nq * 4), *dout = up(NULL, nq * 4);
+        uint16_t *dk = up(k, nkv * 2), *dv = up(v, nkv * 2);
+        float scale = 1.0f / sqrtf((float)hd);
+        C->attention(cpu, q, k, v, ref, T, p0, H, Hkv, hd, scale);
+        G->attention(gpu, dq, dk, dv, dout, T, p0, H, Hkv, hd, scale);
+        down(got, dout, nq * 4);
+        for (size_t i = 0; i < nq; i++)
+            tol[i] = 5e-5 * (1.0 + fabs(ref[i]));
+        near("out", got, ref, tol, nq);
+        dfree(dq);
+        dfree(dout);
+        dfree(dk);
+        dfree(dv);
+        free(q);
+        free(k);
+        free(v);
+        free(ref);
+        free(got);
+        free(tol);
+    }
+}
+
+static void test_ffn(void)
+{
+    const int E = 64, S = 192;
+    struct {
+        int T, n_sel;
+        bool use_sel;
+    } cases[] = { { 1, 192, false }, { 1, 77, true }, { 4, 192, false }, { 4, 77, true } };
+    for (size_t ci = 0; ci < sizeof(cases) / sizeof(cases[0]); ci++) {
+        int T = cases[ci].T, n_sel = cases[ci].n_sel;
+        cur = T == 1 ? "ffn decode" : "ffn prefill";
+        uint16_t *gu = halves((size_t)S * 2 * E, -1, 1), *dn = halves((size_t)S * E, -1, 1);
+        float *x = frandv((size_t)T * E, -1.5f, 1.5f);
+        int32_t *sel = NULL;
+        if (cases[ci].use_sel) {
+            sel = xmalloc((size_t)n_sel * 4);
+            for (int j = 0; j < n_sel; j++)
+                sel[j] = (j * 5 + 3) % S; /* distinct: 5 and 192 are coprime */
+            sel[n_sel / 2] = S + 4;       /* out of range: contributes nothing */
+        }
+        eng_ffn_weights hw = { ENG_DTYPE_F16, E, S, gu, dn }, dw = hw;
+        dw.gate_up = up(gu, (size_t)S * 2 * E * 2);
+        dw.down = up(dn, (size_t)S * E * 2);
+        int32_t *dsel = sel ? up(sel, (size_t)n_sel * 4) : NULL;
+        float *dx = up(x, (size_t)T * E * 4), *dy = up(NULL, (size_t)T * E * 4);
+        float *dact = up(NULL, (size_t)T * n_sel * 4);
+        float *ref = xmalloc((size_t)T * E * 4), *got = xmalloc((size_t)T * E * 4);
+        float *aref = xmalloc((size_t)T * n_sel * 4), *agot = xmalloc((size_t)T * n_sel * 4);
+        C->ffn(cpu, &hw, sel, n_sel, x, ref, T, aref);
+        G->ffn(gpu, &dw, dsel, n_sel, dx, dy, T, dact);
+        down(got, dy, (size_t)T * E * 4);
+        down(agot, dact, (size_t)T * n_sel * 4);
+        double *tola = xmalloc((size_t)T * n_sel * sizeof(double));
+        double *toly = xmalloc((size_t)T * E * sizeof(double));
+        for (int t = 0; t < T; t++) {
+            for (int j = 0; j < n_sel; j++) {
+                long s = sel ? sel[j] : j;
+                double G2 = 0, U = 0;
+                for (int e = 0; s < S && e < E; e++) {
+                    G2 += fabs(h2f(gu[(size_t)s * 2 * E + e]) * (double)x[(size_t)t * E + e]);
+                    U += fabs(h2f(gu[(size_t)s * 2 * E + E + e]) * (double)x[(size_t)t * E + e]);
+                }
+                /* a = silu(g) u: each dot off by r of its magnitude */
+                tola[(size_t)t * n_sel + j] = 2e-3 * (1.1 * G2 * (U + 1) + (G2 + 1) * U) + 1e-7;
+            }
+            for (int e = 0; e < E; e++) {
+                double mag = 0, ta = 0;
+                for (int j = 0; j < n_sel; j++) {
+                    long s = sel ? sel[j] : j;
+                    if (s >= S)
+                        continue;
+                    double d = fabs(h2f(dn[(size_t)s * E + e]));
+                    mag += fabs(aref[(size_t)t * n_sel + j]) * d;
+                    ta += tola[(size_t)t * n_sel + j] * d;
+                }
+                toly[(size_t)t * E + e] = 2e-3 * mag + ta + 1e-7;
+            }
+        }
+        near("act", agot, aref, tola, (size_t)T * n_sel);
+        near("y", got, ref, toly, (size_t)T * E);
+        dfree((void *)dw.gate_up);
+        dfree((void *)dw.down);
+        dfree(dsel);
+        dfree(dx);
+        dfree(dy);
+        dfree(dact);
+        free(gu);
+        free(dn);
+        free(x);
+        free(sel);
+        free(ref);
+        free(got);
+        free(aref);
+        free(agot);
+        free(tola);
+        free(toly);
+    }
+}
+
+static void test_add_store(void)
+{
+    cur = "add/store_f16";
+    const long n = 1000;
+    float *y = frandv(n, -100, 100), *x = frandv(n, -100, 100);
+    float *dy = up(y, n * 4), *dx = up(x, n * 4), *got = xmalloc(n * 4);
+    uint16_t *dh = up(NULL, n * 2), *gh = xmalloc(n * 2), *rh = xmalloc(n * 2);
+    C->add(cpu, y, x, n);
+    G->add(gpu, dy, dx, n);
+    down(got, dy, n * 4);
+    CHECK(memcmp(got, y, n * 4) == 0, "add differs");
+    C->store_f16(cpu, y, rh, n);
+    G->store_f16(gpu, dy, dh, n);
+    down(gh, dh, n * 2);
+    CHECK(memcmp(gh, rh, n * 2) == 0, "store_f16 differs");
+    dfree(dy);
+    dfree(dx);
+    dfree(dh);
+    free(y);
+    free(x);
+    free(got);
+    free(gh);
+    free(rh);
+}
+
+/* ---- the error contract ------------------------------------------------------------------ */
+
+static void test_errors(void)
+{
+    cur = "errors";
+    /* alloc: -ENOMEM with both numbers, and nothing recorded */
+    void *p = (void *)1;
+    int r = G->alloc(gpu, (size_t)1 << 52, &p);
+    CHECK(r == -ENOMEM && p == (void *)1, "huge alloc: %d", r);
+    CHECK(strstr(G->error(gpu), "needs") && strstr(G->error(gpu), "free"),
+          "alloc message: '%s'", G->error(gpu));
+    CHECK(G->sync(gpu) == 0, "a failed alloc was recorded");
+
+    const int R = 8, K = 16;
+    float wf[8 * 16] = { 0 }, x[16], y0[8];
+    for (int i = 0; i < K; i++)
+        x[i] = (float)i;
+    for (int i = 0; i < R; i++)
+        y0[i] = 100.0f + (float)i;
+    float *dwf = up(wf, sizeof(wf)), *dx = up(x, sizeof(x)), *dy = up(y0, sizeof(y0));
+    CHECK(G->sync(gpu) == 0, "setup failed: %s", G->error(gpu));
+
+    /* f32 weights are refused, the first failure wins, later ops do nothing */
+    eng_weight w32 = { ENG_DTYPE_F32, R, K, dwf };
+    G->matmul(gpu, &w32, NULL, dx, dy, 1);
+    G->attention(gpu, dx, (uint16_t *)dwf, (uint16_t *)dwf, dy, 1, 0, 5, 2, 64, 1.0f); /* bad GQA */
+    G->add(gpu, dy, dy, R);
+    float got[8];
+    G->download(gpu, got, dy, sizeof(got));
+    bool zeros = true;
+    for (int i = 0; i < R; i++)
+        zeros = zeros && got[i] == 0.0f;
+    CHECK(zeros, "download after a failure must give zeros");
+    r = G->sync(gpu);
+    CHECK(r == -EINVAL, "sync after f32 matmul: %d", r);
+    CHECK(strstr(G->error(gpu), "f16") != NULL, "first error kept? '%s'", G->error(gpu));
+    CHECK(G->sync(gpu) == 0, "sync must forget the error");
+
+    /* the backend works again; the skipped add left y as it was */
+    down(got, dy, sizeof(got));
+    CHECK(memcmp(got, y0, sizeof(y0)) == 0, "an op ran after the failure");
+    G->add(gpu, dy, dy, R);
+    down(got, dy, sizeof(got));
+    CHECK(got[3] == 2 * y0[3], "add after recovery: %g", got[3]);
+
+    /* bad arguments inside the kernels' checks are recorded too */
+    G->attention(gpu, dx, (uint16_t *)dwf, (uint16_t *)dwf, dy, 1, 0, 5, 2, 64, 1.0f);
+    r = G->sync(gpu);
+    CHECK(r == -EINVAL && strstr(G->error(gpu), "n_head"), "bad GQA: %d '%s'", r,
+          G->error(gpu));
+    int32_t bad_row = -3;
+    G->upload_rows(gpu, dy, &bad_row, x, 1, 4);
+    r = G->sync(gpu);
+    CHECK(r == -EINVAL, "negative row: %d '%s'", r, G->error(gpu));
+    CHECK(G->sync(gpu) == 0, "still failing: %s", G->error(gpu));
+
+    dfree(dwf);
+    dfree(dx);
+    dfree(dy);
+}
+
+int main(void)
+{
+    eng_error err = { { 0 } };
+    int r = eng_backend_cuda_new(0, &gpu, &err);
+    if (r == -ENODEV || r == -ENOTSUP) {
+        printf("SKIP: %s\n", err.msg);
+        return 77;
+    }
+    if (r < 0) {
+        fprintf(stderr, "eng_backend_cuda_new: %d (%s)\n", r, err.msg);
+        return 1;
+    }
+    if (eng_backend_cpu_new(2, &cpu) < 0) {
+        fprintf(stderr, "no CPU backend\n");
+        return 1;
+    }
+    char name[256];
+    bool integrated = false;
+    double bw = 0;
+    cur = "describe";
+    CHECK(eng_backend_cuda_describe(gpu, name, sizeof(name), &integrated, &bw) == 0 && name[0],
+          "describe failed");
+    CHECK(eng_backend_cuda_describe(cpu, name, sizeof(name), NULL, NULL) == -EINVAL,
+          "describe of the CPU backend");
+    eng_backend_cuda_describe(gpu, name, sizeof(name), &integrated, &bw);
+    printf("device: %s (%s, %.0f GB/s nominal)\n", name, integrated ? "integrated" : "discrete", bw);
+    /* a device that does not exist */
+    eng_backend *none = NULL;
+    r = eng_backend_cuda_new(1000, &none, &err);
+    cur = "new";
+    CHECK(r == -ENODEV && none == NULL && strstr(err.msg, "1000"), "device 1000: %d '%s'", r,
+          err.msg);
+
+    test_memory();
+    test_get_rows();
+    test_matmul();
+    test_norm_rope();
+    test_attention();
+    test_ffn();
+    test_add_store();
+    test_errors();
+
+    cpu->iface->free(cpu);
+    gpu->iface->free(gpu);
+    if (n_fail) {
+        fprintf(stderr, "%d check(s) failed\n", n_fail);
+        return 1;
+    }
+    printf("the CUDA backend matches the CPU backend\n");
+    return 0;
+}
