@@ -453,6 +453,14 @@ static int on_text(void *ud, const char *text, size_t len)
     return g->oom || atomic_load(&req->cancelled) || atomic_load(&g->srv->stop_worker);
 }
 
+/* Polled between chunks of a long prompt: a client that left, or a cancel,
+ * does not have to wait for its whole prompt to be evaluated. */
+static int on_prefill(void *ud)
+{
+    gen_ctx *g = ud;
+    return atomic_load(&g->req->cancelled) || atomic_load(&g->srv->stop_worker);
+}
+
 /* Renders the request's input as text: the raw prompt, or the chat turns
  * through the model's template. Returns a malloc'd string or NULL (req
  * carries the error). */
@@ -582,7 +590,9 @@ static void run_request(sid_server *srv, sid_req *req)
     gen_ctx ctx = {.srv = srv, .req = req};
     eng_gen_stats st;
     memset(&st, 0, sizeof(st));
+    eng_session_set_abort(srv->session, on_prefill, &ctx);
     rc = eng_generate(srv->session, toks, n, &gp, on_text, &ctx, &st);
+    eng_session_set_abort(srv->session, NULL, NULL);
     free(toks);
     if (ctx.oom) {
         fail(req, SELECTINFER__ERROR_CODE__INTERNAL, "%s", "out of memory while streaming");

@@ -173,6 +173,13 @@ enum {
  * hot-swapped since this context began (reset the session). */
 int eng_session_eval(eng_session *session, const int32_t *tokens, size_t n, unsigned flags);
 
+/* Polled by eng_session_eval before each chunk of n_batch tokens after the
+ * first, so that a long prompt can be abandoned (a client that left): a
+ * nonzero return stops the eval with -ECANCELED, and the session needs a
+ * reset before it is used again. NULL (the default): never. */
+typedef int (*eng_abort_cb)(void *userdata);
+void eng_session_set_abort(eng_session *session, eng_abort_cb cb, void *userdata);
+
 /* Logits of the i-th token of the last eval (i = -1: the last token); NULL
  * when not kept. Valid until the next eval. n_vocab floats. */
 const float *eng_session_logits(const eng_session *session, int i);
@@ -235,7 +242,9 @@ typedef struct eng_gen_stats {
 typedef int (*eng_text_cb)(void *userdata, const char *text, size_t len);
 
 /* Resets the session, evaluates the prompt, and samples until a stop
- * condition. Returns 0 (stats filled even when cancelled) or -errno. */
+ * condition. Returns 0 (stats filled even when cancelled) or -errno. A
+ * prompt abandoned by the session's abort callback (eng_session_set_abort)
+ * also ends with ENG_STOP_CANCELLED and nothing generated. */
 int eng_generate(eng_session *session, const int32_t *prompt, size_t n_prompt,
                  const eng_gen_params *params, eng_text_cb on_text, void *userdata,
                  eng_gen_stats *ret_stats);

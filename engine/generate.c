@@ -222,6 +222,15 @@ int eng_generate(eng_session *session, const int32_t *prompt, size_t n_prompt,
     uint64_t t0 = eng_time_ns();
     r = eng_session_eval(session, prompt, n_prompt, 0);
     st.prefill_ns = eng_time_ns() - t0;
+    if (r == -ECANCELED) {
+        /* the session's abort callback gave up on the prompt */
+        eng_session_reset(session);
+        st.stop_reason = ENG_STOP_CANCELLED;
+        if (ret_stats)
+            *ret_stats = st;
+        r = 0;
+        goto out;
+    }
     if (r < 0)
         goto out;
 

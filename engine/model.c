@@ -1125,6 +1125,12 @@ oom:
     return -ENOMEM;
 }
 
+void eng_session_set_abort(eng_session *s, eng_abort_cb cb, void *userdata)
+{
+    s->abort_cb = cb;
+    s->abort_data = userdata;
+}
+
 void eng_session_reset(eng_session *s)
 {
     s->n_past = 0;
@@ -1272,6 +1278,8 @@ int eng_session_eval(eng_session *s, const int32_t *tokens, size_t n, unsigned f
     }
     s->n_logits = 0;
     for (size_t done = 0; done < n;) {
+        if (done > 0 && s->abort_cb && s->abort_cb(s->abort_data))
+            return -ECANCELED;
         int chunk = (int)(n - done < (size_t)s->n_batch ? n - done : (size_t)s->n_batch);
         bool last = done + chunk == n;
         float *out = all ? s->logits + done * (size_t)m->info.n_vocab : s->logits;

@@ -87,6 +87,8 @@ struct eng_session {
     int logits_cap;                   /* rows logits can hold */
     int logits_first;                 /* token index of logits row 0 */
     int n_last_eval;
+    eng_abort_cb abort_cb;            /* polled between prefill chunks */
+    void *abort_data;
 
     /* selective computation (select.c) */
     eng_compute_params compute;

@@ -27,6 +27,8 @@ struct eng_session {
     int n_ctx;
     eng_compute_params compute;
     double share;
+    eng_abort_cb abort_cb;
+    void *abort_data;
 };
 
 struct eng_profile {
@@ -335,6 +337,12 @@ eng_gen_params eng_gen_params_default(void)
     return p;
 }
 
+void eng_session_set_abort(eng_session *session, eng_abort_cb cb, void *userdata)
+{
+    session->abort_cb = cb;
+    session->abort_data = userdata;
+}
+
 int eng_generate(eng_session *session, const int32_t *prompt, size_t n_prompt,
                  const eng_gen_params *params, eng_text_cb on_text, void *userdata,
                  eng_gen_stats *ret_stats)
@@ -349,6 +357,21 @@ int eng_generate(eng_session *session, const int32_t *prompt, size_t n_prompt,
     float phi = session->compute.phi;
     session->share = phi > 0.0f && phi < pi->gamma ? phi : pi->gamma;
     uint64_t t0 = eng_time_ns();
+    /* "LONG" in the prompt: a prompt that takes a minute to evaluate, in
+     * chunks that poll the abort callback as eng_session_eval does */
+    bool long_prompt = false;
+    for (size_t i = 0; i + 3 < n_prompt; i++)
+        if (prompt[i] == 'L' && prompt[i + 1] == 'O' && prompt[i + 2] == 'N' && prompt[i + 3] == 'G')
+            long_prompt = true;
+    for (long waited = 0; long_prompt && waited < 60000000; waited += 5000) {
+        if (session->abort_cb && session->abort_cb(session->abort_data)) {
+            st.stop_reason = ENG_STOP_CANCELLED;
+            st.prefill_ns = eng_time_ns() - t0;
+            *ret_stats = st;
+            return 0;
+        }
+        sleep_us(5000);
+    }
     sleep_us(delay);
     st.prefill_ns = eng_time_ns() - t0;
     t0 = eng_time_ns();

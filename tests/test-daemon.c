@@ -883,6 +883,40 @@ static void scenario_disconnect(void)
     daemon_stop();
 }
 
+/* A client that leaves while its prompt is being evaluated: the fake
+ * engine's "LONG" prompt takes a minute unless the daemon's abort callback
+ * stops it between chunks. */
+static void scenario_prefill_cancel(void)
+{
+    daemon_start(NULL);
+    si_client *c;
+    REQUIRE(si_client_connect(D.sock, &c) == 0);
+    Selectinfer__Generate g;
+    init_raw(&g, "a LONG prompt", 5);
+    Selectinfer__Request req = SELECTINFER__REQUEST__INIT;
+    req.body_case = SELECTINFER__REQUEST__BODY_GENERATE;
+    req.generate = &g;
+    req.has_id = true;
+    req.id = 1;
+    CHECK(si_client_send(c, &req) == 0);
+    usleep(300000); /* the prefill has begun */
+    si_client_close(c);
+    double t0 = now_s();
+    CHECK(wait_idle(20.0)); /* well below the minute the prompt would take */
+    fprintf(stderr, "idle %.3f s after leaving mid-prompt\n", now_s() - t0);
+    Selectinfer__Response *s = status(D.sock);
+    REQUIRE(s);
+    CHECK(s->status->requests_cancelled == 1);
+    si_response_free(s);
+    /* and the next client is served */
+    gen_result *after = calloc(1, sizeof(*after));
+    reference(after);
+    CHECK(after->len > 0);
+    si_response_free(after->end);
+    free(after);
+    daemon_stop();
+}
+
 typedef struct bg_gen {
     thread_arg t;
     pthread_t th;
@@ -1681,6 +1715,7 @@ int main(int argc, char **argv)
     else if (!strcmp(sc, "connections")) scenario_connections();
     else if (!strcmp(sc, "admin")) scenario_admin();
     else if (!strcmp(sc, "lifecycle") && fake) scenario_lifecycle();
+    else if (!strcmp(sc, "prefill-cancel") && fake) scenario_prefill_cancel();
     else if (!strcmp(sc, "swap")) scenario_swap();
     else if (!strcmp(sc, "task-refuse")) scenario_task_refuse();
     else {

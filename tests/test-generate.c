@@ -39,6 +39,11 @@ static int on_text(void *ud, const char *text, size_t len) {
     return s->cancel_at > 0 && s->calls >= s->cancel_at;
 }
 
+static int abort_on_second_poll(void *ud) {
+    int *polls = ud;
+    return ++*polls >= 2;
+}
+
 static int gen(eng_session *sess, const int32_t *toks, size_t n, const eng_gen_params *gp,
                sink *s, eng_gen_stats *st) {
     int cancel_at = s->cancel_at;
@@ -146,6 +151,26 @@ int main(void) {
     for (int i = 0; i < 64; i++)
         many[i] = toks[i % n];
     CHECK(eng_generate(small, many, (size_t)n_ctx + 1, &gp, NULL, NULL, &st2) == -ENOSPC);
+    eng_session_free(small);
+
+    /* a prompt abandoned between chunks: the abort callback is polled
+     * before every n_batch chunk after the first */
+    eng_session_params sp3 = spar;
+    sp3.n_batch = 4;
+    CHECK(eng_session_new(model, &sp3, &small) == 0);
+    int polls = 0;
+    eng_session_set_abort(small, abort_on_second_poll, &polls);
+    CHECK(eng_session_eval(small, many, 16, 0) == -ECANCELED);
+    CHECK(polls == 2 && eng_session_n_past(small) == 8); /* two chunks ran */
+    eng_session_reset(small);
+    polls = 0;
+    gp.max_tokens = 4;
+    CHECK(gen(small, many, 16, &gp, &s2, &st2) == 0);
+    CHECK(st2.stop_reason == ENG_STOP_CANCELLED && st2.n_generated == 0 && s2.calls == 0);
+    /* without the callback the same prompt runs through and decodes */
+    eng_session_set_abort(small, NULL, NULL);
+    CHECK(gen(small, many, 16, &gp, &s2, &st2) == 0);
+    CHECK(st2.stop_reason == ENG_STOP_LENGTH && st2.n_generated == 4);
     eng_session_free(small);
     CHECK(eng_generate(sess, toks, 0, &gp, NULL, NULL, &st2) == -EINVAL);
     CHECK(eng_generate(sess, NULL, 3, &gp, NULL, NULL, &st2) == -EINVAL);
