@@ -96,6 +96,7 @@ typedef struct daemon_proc {
 } daemon_proc;
 
 static daemon_proc D;
+static int activation_fd = -1; /* >= 0: handed to the daemon as systemd would */
 
 static void daemon_start_env(daemon_proc *d, const char *const *extra, const char *const *env)
 {
@@ -145,6 +146,15 @@ static void daemon_start_env(daemon_proc *d, const char *const *extra, const cha
         dup2(fd, 2);
         for (int i = 0; env && env[i]; i++)
             putenv((char *)env[i]);
+        if (activation_fd >= 0) {
+            /* sd_listen_fds(): fd 3 on, for this very process */
+            char pid[32];
+            snprintf(pid, sizeof(pid), "%d", (int)getpid());
+            if (activation_fd != 3 && dup2(activation_fd, 3) < 0)
+                _exit(126);
+            setenv("LISTEN_FDS", "1", 1);
+            setenv("LISTEN_PID", pid, 1);
+        }
         execv(daemon_bin, (char **)argv);
         perror("execv");
         _exit(127);
@@ -915,6 +925,84 @@ static void scenario_prefill_cancel(void)
     si_response_free(after->end);
     free(after);
     daemon_stop();
+}
+
+/* Socket activation as systemd does it (selectinferd.socket): the daemon
+ * serves on the listening socket it is handed as fd 3, leaves its own
+ * socket path alone, and does not remove the handed socket when it stops;
+ * handed something that is not a listening Unix socket, it refuses to
+ * start and says why. */
+static void scenario_socket_activation(void)
+{
+    char dir[] = "/tmp/si-activation-XXXXXX";
+    REQUIRE(mkdtemp(dir));
+    char path[128];
+    snprintf(path, sizeof(path), "%s/activated.sock", dir);
+    int ls = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    REQUIRE(ls >= 0);
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    snprintf(sa.sun_path, sizeof(sa.sun_path), "%.100s", path);
+    REQUIRE(bind(ls, (struct sockaddr *)&sa, sizeof(sa)) == 0 && listen(ls, 16) == 0);
+    int fl = fcntl(ls, F_GETFD);
+    fcntl(ls, F_SETFD, fl & ~FD_CLOEXEC); /* through fork and exec, as systemd hands it */
+
+    activation_fd = ls;
+    daemon_start_env(&D, NULL, NULL);
+    activation_fd = -1;
+    char own[sizeof(D.sock)];
+    snprintf(own, sizeof(own), "%s", D.sock);
+    snprintf(D.sock, sizeof(D.sock), "%s", path); /* clients use the handed socket */
+    if (wait_ready(&D, 60) < 0) {
+        failures++;
+        if (D.pid > 0)
+            kill(D.pid, SIGKILL);
+        exit(1);
+    }
+    struct stat sb;
+    CHECK(stat(own, &sb) < 0); /* its configured path was never bound */
+    gen_result *r = calloc(1, sizeof(*r));
+    reference(r);
+    CHECK(r->len > 0);
+    si_response_free(r->end);
+    free(r);
+
+    const char *args[] = {"--socket", path, "shutdown", NULL};
+    char out[256];
+    CHECK(run_sictl(args, out, sizeof(out), NULL) == 0);
+    int st = 0;
+    double t0 = now_s();
+    pid_t w = 0;
+    while (now_s() - t0 < 30 && (w = waitpid(D.pid, &st, WNOHANG)) == 0)
+        sleep_ms(20);
+    CHECK(w == D.pid && WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    if (w != D.pid)
+        kill(D.pid, SIGKILL);
+    CHECK(stat(path, &sb) == 0); /* systemd's socket stays */
+    close(ls);
+    if (failures)
+        dump_log(&D);
+
+    /* handed a pipe: no start, a clear reason */
+    int p[2];
+    REQUIRE(pipe(p) == 0);
+    activation_fd = p[0];
+    daemon_proc bad;
+    daemon_start_env(&bad, NULL, NULL);
+    activation_fd = -1;
+    close(p[0]);
+    close(p[1]);
+    t0 = now_s();
+    while (now_s() - t0 < 30 && (w = waitpid(bad.pid, &st, WNOHANG)) == 0)
+        sleep_ms(20);
+    CHECK(w == bad.pid && WIFEXITED(st) && WEXITSTATUS(st) != 0);
+    if (w != bad.pid)
+        kill(bad.pid, SIGKILL);
+    char cmd[512];
+    snprintf(cmd, sizeof(cmd), "grep -q 'not a listening Unix stream socket' %s", bad.log);
+    CHECK(system(cmd) == 0);
+    snprintf(cmd, sizeof(cmd), "rm -rf %s %s %s", D.dir, bad.dir, dir);
+    if (system(cmd) != 0)
+        fprintf(stderr, "cannot remove the test directories\n");
 }
 
 typedef struct bg_gen {
@@ -1716,6 +1804,7 @@ int main(int argc, char **argv)
     else if (!strcmp(sc, "admin")) scenario_admin();
     else if (!strcmp(sc, "lifecycle") && fake) scenario_lifecycle();
     else if (!strcmp(sc, "prefill-cancel") && fake) scenario_prefill_cancel();
+    else if (!strcmp(sc, "socket-activation") && fake) scenario_socket_activation();
     else if (!strcmp(sc, "swap")) scenario_swap();
     else if (!strcmp(sc, "task-refuse")) scenario_task_refuse();
     else {
