@@ -1,0 +1,478 @@
+/* Whole-model parity: the same model on the CPU backend and on the CUDA
+ * backend (eng_model_params.backend), through the public engine API only.
+ *
+ * On the synthetic models si-synth writes (tiny: llama/SmolLM layout,
+ * tiny-qwen2: NEOX RoPE and QKV biases, tiny-llama3: rope frequency
+ * factors), and on the default model when it is present:
+ *
+ *   1. prefill logits of every position of a fixed token sequence;
+ *   2. decode-only logits (one token per eval from an empty context);
+ *   3. greedy generation from fixed prompts, dense, then selective
+ *      (selectinfer gamma 0.7, delta 0.3, phi 0.4 from a profile made on
+ *      the CPU model), then selective again after a hot-swap
+ *      (eng_model_swap) of both models to another task;
+ *   4. the profiling sums (eng_session_observe_ffn) of one prompt.
+ *
+ * Bounds (|CPU - CUDA| on logits; both hold the same f16 weights, only the
+ * arithmetic differs):
+ *   prefill:  cuBLAS gets x rounded to f16 (2^-11 relative) for every
+ *             matrix product, so logits move by ~1e-3 of their scale per
+ *             layer: max <= PREFILL_REL * (1 + max |logit|), rms <= a tenth
+ *             of that;
+ *   decode:   f32 GEMV, sums in another order: max <= DECODE_REL * (1 + max
+ *             |logit|);
+ *   greedy:   the same tokens, except where the CPU's own top two are
+ *             within the logits bound (a near tie may go either way); the
+ *             generation then stops being compared, and says so. Logits
+ *             along the way within the prefill bound (the prompt's KV came
+ *             from the prefill path);
+ *   selective: computing every loaded neuron, and phi 0.4 ranked by summed
+ *             |a| (ENG_RANK_MASS, a continuous score), keep the prefill
+ *             bound. phi 0.4 as published (per-token top alpha) counts
+ *             votes, small integers with many ties broken by slot: one
+ *             activation at a token's cut moving by rounding moves a vote
+ *             from one neuron to another and can swap which of them
+ *             decode computes (seen in the emulation: two slots trading
+ *             one vote, 7 vs 6). On the tiny models one neuron of 77 is a
+ *             large share, so that case gets SELECT_REL (0.1 of the logit
+ *             scale), a bound against gross errors only;
+ *   ffn share: identical (the same number of neurons is computed);
+ *   profile sums: relative difference <= PREFILL_REL per layer total.
+ *
+ * usage: test-cuda-model SI_SYNTH
+ * Environment: SI_MODEL (default model; skipped when absent), SI_TEST_STEPS
+ * (greedy steps, default 12: the host emulation of CUDA runs it with fewer),
+ * SI_TEST_DEFAULT_MODEL=0 skips the default model.
+ * Exit: 0 pass, 1 fail, 77 no GPU (eng_backend_cuda_new: -ENODEV).
+ */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "backend.h"
+#include "engine.h"
+#include "test-util.h"
+
+#define PREFILL_REL 5e-3
+#define DECODE_REL 5e-4
+#define SELECT_REL 1e-1
+
+static int n_fail;
+
+#define EXPECT(cond, ...)                                                                    \
+    do {                                                                                     \
+        if (!(cond)) {                                                                       \
+            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);                             \
+            fprintf(stderr, __VA_ARGS__);                                                    \
+            fputc('\n', stderr);                                                             \
+            n_fail++;                                                                        \
+        }                                                                                    \
+    } while (0)
+
+static const int32_t TOKENS[] = { 5, 17, 99, 250, 300, 12, 7, 64, 128, 200, 31, 42 };
+enum { N_TOK = sizeof(TOKENS) / sizeof(TOKENS[0]) };
+
+static const char *prompts[] = {
+    "The capital of France is",
+    "Once upon a time, in a small village,",
+    "1, 2, 3, 4, 5,",
+};
+enum { N_PROMPTS = sizeof(prompts) / sizeof(prompts[0]) };
+
+static const char *texts_a[] = {
+    "What is the capital of France? The capital of France is Paris.",
+    "Who wrote Hamlet? William Shakespeare wrote Hamlet around 1600.",
+};
+static const char *texts_b[] = {
+    "Translate to German: The house is small. Das Haus ist klein.",
+    "Translate to German: Where is the station? Wo ist der Bahnhof?",
+};
+
+static int steps = 12;
+
+/* ---- helpers ------------------------------------------------------------------------- */
+
+static eng_model *load(const char *path, eng_backend_kind be, const eng_load_plan_params *plan)
+{
+    eng_model_params mp = eng_model_params_default();
+    mp.n_threads = 2;
+    mp.backend = be;
+    mp.device = 0;
+    mp.plan = plan;
+    eng_model *m = NULL;
+    eng_error err = { { 0 } };
+    int r = eng_model_load(path, &mp, &m, &err);
+    CHECKF(r == 0, "load %s on %s: %s (%d)", path, be == ENG_BACKEND_CUDA ? "cuda" : "cpu",
+           err.msg, r);
+    return m;
+}
+
+static int n_vocab(const eng_model *m)
+{
+    eng_model_info info;
+    eng_model_get_info(m, &info);
+    return info.n_vocab;
+}
+
+static int32_t argmax(const float *l, int n)
+{
+    int32_t b = 0;
+    for (int i = 1; i < n; i++)
+        if (l[i] > l[b])
+            b = i;
+    return b;
+}
+
+static double maxabs(const float *l, int n)
+{
+    double m = 0;
+    for (int i = 0; i < n; i++)
+        m = fabs(l[i]) > m ? fabs(l[i]) : m;
+    return m;
+}
+
+typedef struct diff {
+    double max, sq, scale;
+    long n;
+} diff;
+
+static void diff_add(diff *d, const float *ref, const float *got, int n)
+{
+    for (int i = 0; i < n; i++) {
+        double e = fabs((double)got[i] - ref[i]);
+        if (e > d->max || isnan(e))
+            d->max = e;
+        d->sq += e * e;
+    }
+    d->n += n;
+    double s = maxabs(ref, n);
+    d->scale = s > d->scale ? s : d->scale;
+}
+
+static double diff_rms(const diff *d)
+{
+    return d->n ? sqrt(d->sq / (double)d->n) : 0;
+}
+
+static size_t tokenize(const eng_model *m, const char *text, int32_t *toks, size_t cap)
+{
+    size_t n = 0;
+    CHECK(eng_tokenize(m, text, strlen(text), ENG_TOK_ADD_SPECIAL, toks, cap, &n) == 0);
+    return n;
+}
+
+/* ---- 1, 2: logits of a fixed sequence ------------------------------------------------------ */
+
+static void prefill_logits(const char *name, eng_model *mc, eng_model *mg)
+{
+    int V = n_vocab(mc);
+    eng_session *sc, *sg;
+    CHECK(eng_session_new(mc, NULL, &sc) == 0);
+    CHECK(eng_session_new(mg, NULL, &sg) == 0);
+    int32_t toks[N_TOK];
+    for (int i = 0; i < N_TOK; i++)
+        toks[i] = TOKENS[i] % V;
+
+    /* one eval of every token: the prefill path */
+    CHECK(eng_session_eval(sc, toks, N_TOK, ENG_EVAL_ALL_LOGITS) == 0);
+    int r = eng_session_eval(sg, toks, N_TOK, ENG_EVAL_ALL_LOGITS);
+    CHECKF(r == 0, "%s: CUDA prefill failed: %d", name, r);
+    diff d = { 0 };
+    int agree = 0, ties = 0;
+    for (int t = 0; t < N_TOK; t++) {
+        const float *lc = eng_session_logits(sc, t), *lg = eng_session_logits(sg, t);
+        CHECK(lc && lg);
+        diff_add(&d, lc, lg, V);
+        int32_t a = argmax(lc, V), b = argmax(lg, V);
+        agree += a == b;
+        ties += a != b && lc[a] - lc[b] <= PREFILL_REL * (1 + maxabs(lc, V));
+    }
+    double bound = PREFILL_REL * (1 + d.scale);
+    printf("%-12s prefill  max %.2e  rms %.2e  (bound %.2e, |logit| <= %.1f)  argmax %d/%d\n",
+           name, d.max, diff_rms(&d), bound, d.scale, agree, N_TOK);
+    EXPECT(d.max <= bound && diff_rms(&d) <= bound / 10, "%s: prefill logits differ", name);
+    EXPECT(agree + ties == N_TOK, "%s: prefill argmax differs beyond near ties", name);
+
+    /* one token per eval: the decode path from the first token on */
+    eng_session_reset(sc);
+    eng_session_reset(sg);
+    diff dd = { 0 };
+    for (int t = 0; t < N_TOK; t++) {
+        CHECK(eng_session_eval(sc, &toks[t], 1, 0) == 0);
+        CHECK(eng_session_eval(sg, &toks[t], 1, 0) == 0);
+        diff_add(&dd, eng_session_logits(sc, -1), eng_session_logits(sg, -1), V);
+    }
+    bound = DECODE_REL * (1 + dd.scale);
+    printf("%-12s decode   max %.2e  rms %.2e  (bound %.2e)\n", name, dd.max, diff_rms(&dd),
+           bound);
+    EXPECT(dd.max <= bound, "%s: decode logits differ", name);
+    eng_session_free(sc);
+    eng_session_free(sg);
+}
+
+/* ---- 3: greedy generation ------------------------------------------------------------------- */
+
+/* Greedy from prompt: tokens into out[steps], logits of each step into
+ * L[steps][V]. */
+static void greedy(eng_model *m, const eng_compute_params *cp, const char *prompt, int32_t *out,
+                   float *L, double *share)
+{
+    int V = n_vocab(m);
+    int32_t toks[256];
+    size_t n = tokenize(m, prompt, toks, 256);
+    eng_session *s;
+    CHECK(eng_session_new(m, NULL, &s) == 0);
+    if (cp)
+        CHECK(eng_session_set_compute(s, cp) == 0);
+    int r = eng_session_eval(s, toks, n, 0);
+    CHECKF(r == 0, "eval of the prompt: %d", r);
+    for (int i = 0; i < steps; i++) {
+        const float *l = eng_session_logits(s, -1);
+        memcpy(L + (size_t)i * V, l, (size_t)V * sizeof(float));
+        out[i] = argmax(l, V);
+        if (i + 1 < steps)
+            CHECK(eng_session_eval(s, &out[i], 1, 0) == 0);
+    }
+    if (share)
+        *share = eng_session_ffn_share(s);
+    eng_session_free(s);
+}
+
+/* Same tokens on both, up to a near tie; rel scales the logits bound. */
+static void cmp_greedy(const char *name, const char *what, eng_model *mc, eng_model *mg,
+                       const eng_compute_params *cp, double rel)
+{
+    int V = n_vocab(mc);
+    int32_t *tc = malloc(steps * sizeof(int32_t)), *tg = malloc(steps * sizeof(int32_t));
+    float *lc = malloc((size_t)steps * V * sizeof(float));
+    float *lg = malloc((size_t)steps * V * sizeof(float));
+    CHECK(tc && tg && lc && lg);
+    int same = 0, total = 0;
+    diff d = { 0 };
+    for (int p = 0; p < N_PROMPTS; p++) {
+        double sc = 0, sg = 0;
+        greedy(mc, cp, prompts[p], tc, lc, &sc);
+        greedy(mg, cp, prompts[p], tg, lg, &sg);
+        EXPECT(sc == sg, "%s %s: ffn share %.4f on the CPU, %.4f on CUDA", name, what, sc, sg);
+        int i = 0;
+        for (; i < steps; i++) {
+            const float *c = lc + (size_t)i * V, *g = lg + (size_t)i * V;
+            diff_add(&d, c, g, V);
+            if (tc[i] != tg[i]) {
+                double margin = c[tc[i]] - c[tg[i]], bound = rel * (1 + maxabs(c, V));
+                printf("%-12s %s prompt %d: step %d: CPU %d, CUDA %d, CPU margin %.2e (%s)\n",
+                       name, what, p, i, tc[i], tg[i], margin,
+                       margin <= bound ? "a near tie: not compared further" : "NOT a tie");
+                EXPECT(margin <= bound, "%s %s prompt %d: greedy tokens differ at step %d", name,
+                       what, p, i);
+                break;
+            }
+        }
+        same += i;
+        total += steps;
+    }
+    double bound = rel * (1 + d.scale);
+    printf("%-12s %-11s greedy %d/%d steps equal, logits max %.2e rms %.2e (bound %.2e)\n", name,
+           what, same, total, d.max, diff_rms(&d), bound);
+    EXPECT(d.max <= bound, "%s %s: logits along the greedy run differ", name, what);
+    free(tc);
+    free(tg);
+    free(lc);
+    free(lg);
+}
+
+/* ---- 4: profiles ----------------------------------------------------------------------------- */
+
+static void observe(eng_model *m, const char *text, double *sums)
+{
+    int32_t toks[256];
+    size_t n = tokenize(m, text, toks, 256);
+    eng_session *s;
+    CHECK(eng_session_new(m, NULL, &s) == 0);
+    CHECK(eng_session_observe_ffn(s, sums) == 0);
+    CHECK(eng_session_eval(s, toks, n, 0) == 0);
+    CHECK(eng_session_observe_ffn(s, NULL) == 0);
+    eng_session_free(s);
+}
+
+static eng_profile *make_profile(const char *name, eng_model *mc, eng_model *mg)
+{
+    eng_model_info info;
+    eng_model_get_info(mc, &info);
+    size_t n = (size_t)info.n_layer * info.n_ff;
+    double *sc = calloc(n, sizeof(double)), *sg = calloc(n, sizeof(double));
+    CHECK(sc && sg);
+    eng_profile *p;
+    CHECK(eng_profile_new(mc, &p) == 0);
+    double worst = 0;
+    for (int t = 0; t < 2; t++) {
+        const char **texts = t == 0 ? texts_a : texts_b;
+        for (int i = 0; i < 2; i++) {
+            memset(sc, 0, n * sizeof(double));
+            memset(sg, 0, n * sizeof(double));
+            observe(mc, texts[i], sc);
+            observe(mg, texts[i], sg);
+            /* per layer: sum |a| is a magnitude; the CUDA prefill rounds x
+             * and a to f16 */
+            for (int l = 0; l < info.n_layer; l++) {
+                double tot = 0, e = 0;
+                for (int k = 0; k < info.n_ff; k++) {
+                    tot += sc[(size_t)l * info.n_ff + k];
+                    e += fabs(sc[(size_t)l * info.n_ff + k] - sg[(size_t)l * info.n_ff + k]);
+                }
+                double rel = tot > 0 ? e / tot : e;
+                worst = rel > worst ? rel : worst;
+            }
+            int32_t toks[256];
+            CHECK(eng_profile_add_prompt(p, t == 0 ? "qa" : "translate", sc,
+                                         tokenize(mc, texts[i], toks, 256)) == 0);
+        }
+    }
+    printf("%-12s profile  sums differ by %.2e of each layer's total (bound %.0e)\n", name, worst,
+           PREFILL_REL);
+    EXPECT(worst <= PREFILL_REL, "%s: profiling sums differ", name);
+    free(sc);
+    free(sg);
+    return p;
+}
+
+/* ---- one model ------------------------------------------------------------------------------ */
+
+/* the selective plan of task and gamma (delta 0.3) */
+static eng_load_plan_params plan(const eng_profile *prof, const char *task, float gamma)
+{
+    eng_load_plan_params pp = eng_load_plan_params_default();
+    pp.mode = ENG_SELECT_SELECTINFER;
+    pp.profile = prof;
+    pp.task = task;
+    pp.gamma = gamma;
+    pp.delta = 0.3f;
+    return pp;
+}
+
+static void check_model(const char *name, const char *path)
+{
+    eng_model *mc = load(path, ENG_BACKEND_CPU, NULL), *mg = load(path, ENG_BACKEND_CUDA, NULL);
+    CHECK(strcmp(eng_backend_name(mg), "cuda") == 0);
+    prefill_logits(name, mc, mg);
+    cmp_greedy(name, "dense", mc, mg, NULL, PREFILL_REL);
+
+    eng_profile *prof = make_profile(name, mc, mg);
+    eng_model_free(mc);
+    eng_model_free(mg);
+
+    /* compute settings: every loaded neuron (tests the selective loading
+     * alone), phi 0.4 ranked by summed |a| (a continuous score: CPU and
+     * CUDA pick the same neurons unless two are within rounding), and phi
+     * 0.4 as published (per-token top alpha: integer counts with many ties,
+     * so one activation at the cut moving by rounding changes the pick) */
+    eng_compute_params all = eng_compute_params_default();
+    eng_compute_params mass = all, abs = all;
+    mass.phi = abs.phi = 0.4f;
+    mass.rank = ENG_RANK_MASS;
+
+    eng_load_plan_params pa = plan(prof, "qa", 0.7f);
+    mc = load(path, ENG_BACKEND_CPU, &pa);
+    mg = load(path, ENG_BACKEND_CUDA, &pa);
+    eng_plan_info pc, pg;
+    eng_model_get_plan(mc, &pc);
+    eng_model_get_plan(mg, &pg);
+    EXPECT(pc.neurons_loaded == pg.neurons_loaded && pc.bytes_ffn == pg.bytes_ffn,
+           "%s: plans differ: %llu vs %llu neurons", name, (unsigned long long)pc.neurons_loaded,
+           (unsigned long long)pg.neurons_loaded);
+    cmp_greedy(name, "loaded", mc, mg, &all, PREFILL_REL);
+    cmp_greedy(name, "phi/mass", mc, mg, &mass, PREFILL_REL);
+    cmp_greedy(name, "phi 0.4", mc, mg, &abs, SELECT_REL);
+
+    /* hot-swap both to another task and a larger gamma (neurons enter,
+     * through upload_rows on CUDA), compare again; then the swapped CUDA
+     * model against a fresh CUDA load of that plan (same neurons, other
+     * slots: only the order of sums differs) */
+    eng_load_plan_params pb = plan(prof, "translate", 0.9f);
+    eng_swap_stats sc, sg;
+    eng_error err = { { 0 } };
+    int r = eng_model_swap(mc, &pb, &sc, &err);
+    CHECKF(r == 0, "%s: CPU swap: %s", name, err.msg);
+    r = eng_model_swap(mg, &pb, &sg, &err);
+    CHECKF(r == 0, "%s: CUDA swap: %s", name, err.msg);
+    printf("%-12s swap     %llu neurons in, %llu out\n", name,
+           (unsigned long long)sg.neurons_in, (unsigned long long)sg.neurons_out);
+    EXPECT(sg.neurons_in > 0 && sg.neurons_in == sc.neurons_in &&
+               sg.neurons_out == sc.neurons_out,
+           "%s: swap moved %llu/%llu neurons on CUDA, %llu/%llu on the CPU", name,
+           (unsigned long long)sg.neurons_in, (unsigned long long)sg.neurons_out,
+           (unsigned long long)sc.neurons_in, (unsigned long long)sc.neurons_out);
+    cmp_greedy(name, "swap/loaded", mc, mg, &all, PREFILL_REL);
+    cmp_greedy(name, "swap/mass", mc, mg, &mass, PREFILL_REL);
+    cmp_greedy(name, "swap/phi", mc, mg, &abs, SELECT_REL);
+    eng_model *fresh = load(path, ENG_BACKEND_CUDA, &pb);
+    cmp_greedy(name, "swap=fresh", fresh, mg, &all, PREFILL_REL);
+
+    eng_model_free(fresh);
+    eng_model_free(mc);
+    eng_model_free(mg);
+    eng_profile_free(prof);
+}
+
+static void check_synth(const char *synth, const char *shape)
+{
+    char path[] = "/tmp/si-cuda-model-XXXXXX";
+    int fd = mkstemp(path);
+    CHECK(fd >= 0);
+    close(fd);
+    pid_t pid = fork();
+    CHECK(pid >= 0);
+    if (pid == 0) {
+        execl(synth, synth, "--shape", shape, "--out", path, "--seed", "7", "--type", "f16",
+              (char *)NULL);
+        _exit(127);
+    }
+    int status;
+    CHECK(waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    check_model(shape, path);
+    unlink(path);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc != 2) {
+        fprintf(stderr, "usage: test-cuda-model SI_SYNTH\n");
+        return 2;
+    }
+    eng_backend *probe = NULL;
+    eng_error err = { { 0 } };
+    int r = eng_backend_cuda_new(0, &probe, &err);
+    if (r == -ENODEV || r == -ENOTSUP) {
+        printf("SKIP: %s\n", err.msg);
+        return 77;
+    }
+    CHECKF(r == 0, "eng_backend_cuda_new: %s (%d)", err.msg, r);
+    probe->iface->free(probe);
+    const char *e = getenv("SI_TEST_STEPS");
+    if (e && atoi(e) > 0)
+        steps = atoi(e);
+
+    check_synth(argv[1], "tiny");
+    check_synth(argv[1], "tiny-qwen2");
+    check_synth(argv[1], "tiny-llama3");
+
+    const char *path = test_model_path();
+    e = getenv("SI_TEST_DEFAULT_MODEL");
+    if (e && !strcmp(e, "0"))
+        printf("default model: skipped (SI_TEST_DEFAULT_MODEL=0)\n");
+    else if (access(path, R_OK) != 0)
+        printf("default model: %s not found, skipped\n", path);
+    else
+        check_model("default", path);
+
+    if (n_fail) {
+        fprintf(stderr, "%d check(s) failed\n", n_fail);
+        return 1;
+    }
+    printf("CPU and CUDA agree\n");
+    return 0;
+}
