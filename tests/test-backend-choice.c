@@ -1,0 +1,116 @@
+/* Choosing the backend (eng_model_params.backend) on any machine: what a
+ * build without CUDA, a machine without a GPU and a machine with one each
+ * answer.
+ *
+ *   - eng_backend_cuda_new: -ENOTSUP "built without CUDA support (meson
+ *     -Dcuda=enabled)" without CUDA, -ENODEV with the reason without a
+ *     usable GPU, 0 with one;
+ *   - eng_model_load with ENG_BACKEND_CUDA fails the same way (and says
+ *     why), ENG_BACKEND_AUTO falls back to the CPU, an unknown kind is
+ *     -EINVAL; with a GPU, f32 storage is refused (-EINVAL: f16 only) and
+ *     a bad device number is -ENODEV.
+ *
+ * usage: test-backend-choice SI_SYNTH
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "backend.h"
+#include "engine.h"
+#include "test-util.h"
+
+static int load(const char *path, eng_backend_kind kind, int device, eng_dtype storage,
+                eng_model **ret, eng_error *err)
+{
+    eng_model_params mp = eng_model_params_default();
+    mp.n_threads = 1;
+    mp.backend = kind;
+    mp.device = device;
+    mp.storage = storage;
+    *ret = NULL;
+    memset(err, 0, sizeof(*err));
+    return eng_model_load(path, &mp, ret, err);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc != 2) {
+        fprintf(stderr, "usage: test-backend-choice SI_SYNTH\n");
+        return 2;
+    }
+    char path[] = "/tmp/si-backend-choice-XXXXXX";
+    int fd = mkstemp(path);
+    CHECK(fd >= 0);
+    close(fd);
+    pid_t pid = fork();
+    CHECK(pid >= 0);
+    if (pid == 0) {
+        execl(argv[1], argv[1], "--shape", "tiny", "--out", path, "--seed", "7", "--type", "f16",
+              (char *)NULL);
+        _exit(127);
+    }
+    int status;
+    CHECK(waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0);
+
+    eng_backend *be = NULL;
+    eng_error e = { { 0 } };
+    int r = eng_backend_cuda_new(0, &be, &e);
+    const char *what = r == 0 ? "a GPU" : r == -ENODEV ? "no usable GPU" : "no CUDA";
+    printf("eng_backend_cuda_new: %d (%s)%s%s\n", r, what, r ? ": " : "", r ? e.msg : "");
+    CHECKF(r == 0 || r == -ENODEV || r == -ENOTSUP, "unexpected %d: %s", r, e.msg);
+#ifdef ENG_HAVE_CUDA
+    CHECK(r != -ENOTSUP);
+#else
+    CHECK(r == -ENOTSUP && !strcmp(e.msg, "built without CUDA support (meson -Dcuda=enabled)"));
+#endif
+    CHECK(r == 0 ? be != NULL : be == NULL);
+    if (r < 0)
+        CHECK(e.msg[0] != 0);
+    if (be) {
+        char name[256];
+        CHECK(eng_backend_cuda_describe(be, name, sizeof(name), NULL, NULL) == 0);
+        printf("GPU: %s\n", name);
+        be->iface->free(be);
+    }
+
+    eng_model *m;
+    eng_error err;
+    /* CUDA asked for: the same answer as the backend's */
+    int lr = load(path, ENG_BACKEND_CUDA, 0, ENG_DTYPE_F16, &m, &err);
+    if (r < 0) {
+        CHECKF(lr == r && m == NULL && strstr(err.msg, e.msg), "cuda load: %d '%s'", lr, err.msg);
+    } else {
+        CHECKF(lr == 0 && !strcmp(eng_backend_name(m), "cuda"), "cuda load: %d '%s'", lr,
+               err.msg);
+        eng_model_free(m);
+        /* f16 only on a GPU; a device that is not there */
+        lr = load(path, ENG_BACKEND_CUDA, 0, ENG_DTYPE_F32, &m, &err);
+        CHECKF(lr == -EINVAL && m == NULL && strstr(err.msg, "f32"), "f32 on cuda: %d '%s'", lr,
+               err.msg);
+        lr = load(path, ENG_BACKEND_CUDA, 999, ENG_DTYPE_F16, &m, &err);
+        CHECKF(lr == -ENODEV && m == NULL && strstr(err.msg, "999"), "device 999: %d '%s'", lr,
+               err.msg);
+    }
+
+    /* auto: the GPU when usable, else the CPU */
+    lr = load(path, ENG_BACKEND_AUTO, 0, ENG_DTYPE_F16, &m, &err);
+    CHECKF(lr == 0, "auto load: %d '%s'", lr, err.msg);
+    printf("auto: %s backend\n", eng_backend_name(m));
+    CHECK(!strcmp(eng_backend_name(m), r == 0 ? "cuda" : "cpu"));
+    eng_model_free(m);
+
+    /* the default stays the CPU; unknown kinds are refused */
+    lr = load(path, ENG_BACKEND_CPU, 0, ENG_DTYPE_F16, &m, &err);
+    CHECK(lr == 0 && !strcmp(eng_backend_name(m), "cpu"));
+    eng_model_free(m);
+    lr = load(path, (eng_backend_kind)7, 0, ENG_DTYPE_F16, &m, &err);
+    CHECKF(lr == -EINVAL && m == NULL, "backend 7: %d '%s'", lr, err.msg);
+
+    unlink(path);
+    printf("ok\n");
+    return 0;
+}
