@@ -4,17 +4,24 @@
 # seconds, 420 by default, so that the whole run stays under 8 minutes):
 #
 #   1. builds with -Dcuda=enabled (only what the check needs)
-#   2. runs the CUDA op tests (every kernel against the CPU backend)
+#   2. runs the CUDA op tests (every kernel against the CPU backend), the
+#      CUDA backend's interface test, and whole-model parity CPU vs CUDA
+#      through the engine (test-cuda-model: synthetic tiny models, and the
+#      default model when SI_MODEL or the cache has it)
 #   3. generates synthetic f16 models with si-synth: llama-3.2-1b,
 #      llama-3.2-3b, qwen2.5-3b (in parallel; reused when present)
 #   4. benchmarks the kernels on each model's shapes (si-cuda-bench):
 #      decode GEMV and FFN dense vs selective (phi 0.4) in GB/s against the
 #      device's bandwidth, a whole decode token in a CUDA graph, prefill of
 #      512 tokens dense / dense + counting / selective
-#   5. writes everything as JSON to $OUT (or ./gpu-results): gpu-check.json
-#      (summary) and bench-<model>.json, with logs beside them.
+#   5. whole-model speed through the engine (si-bench --backend cuda):
+#      prefill and decode tok/s, dense vs phi 0.4, on each model in time
+#   6. writes everything as JSON to $OUT (or ./gpu-results): gpu-check.json
+#      (summary), bench-<model>.json and engine-<model>-{dense,phi}.json,
+#      with logs beside them.
 #
-# Usage: tests/gpu-check.sh          (from anywhere; BUILD, MODEL_DIR, OUT override)
+# Usage: tests/gpu-check.sh          (from anywhere; BUILD, MODEL_DIR, OUT, SI_GPU_MODELS
+#                                     override)
 # Exit status: 0 all passed, 1 a step failed, 77 no GPU here.
 set -u
 cd "$(dirname "$0")/.."
@@ -23,7 +30,7 @@ OUT_DIR=${OUT:-$ROOT/gpu-results}
 BUILD=${BUILD:-$ROOT/build-gpu}
 MODEL_DIR=${MODEL_DIR:-/tmp/si-gpu-models}
 DEADLINE=${SI_GPU_DEADLINE:-420}
-MODELS="llama-3.2-1b llama-3.2-3b qwen2.5-3b"
+MODELS=${SI_GPU_MODELS:-"llama-3.2-1b llama-3.2-3b qwen2.5-3b"}
 mkdir -p "$OUT_DIR" "$MODEL_DIR"
 start=$(date +%s)
 elapsed() { echo $(( $(date +%s) - start )); }
@@ -31,6 +38,8 @@ log() { echo "[gpu-check $(elapsed)s] $*"; }
 
 status=0
 test_rc=-1
+cuda_backend_rc=-1
+cuda_model_rc=-1
 steps=""
 note() { steps="$steps${steps:+, }\"$1\": \"$2\""; }
 
@@ -39,6 +48,8 @@ finish() {
         echo "{"
         echo "  \"elapsed_s\": $(elapsed),"
         echo "  \"cuda_ops_test_rc\": $test_rc,"
+        echo "  \"cuda_backend_test_rc\": $cuda_backend_rc,"
+        echo "  \"cuda_model_test_rc\": $cuda_model_rc,"
         echo "  \"steps\": {${steps}},"
         echo "  \"models\": ["
         first=1
@@ -49,6 +60,15 @@ finish() {
                 sed 's/^/    /' "$f"
                 first=0
             fi
+        done
+        echo "  ],"
+        echo "  \"engine\": ["
+        first=1
+        for f in "$OUT_DIR"/engine-*.json; do
+            [ -s "$f" ] || continue
+            [ $first = 1 ] || echo "    ,"
+            sed 's/^/    /' "$f"
+            first=0
         done
         echo "  ]"
         echo "}"
@@ -77,7 +97,8 @@ if ! meson setup $setup_args "$BUILD" -Dcuda=enabled > "$OUT_DIR/setup.log" 2>&1
     finish
 fi
 log "building"
-if ! ninja -C "$BUILD" tests/test-cuda-ops tools/si-cuda-bench tools/si-synth > "$OUT_DIR/build.log" 2>&1; then
+if ! ninja -C "$BUILD" tests/test-cuda-ops tests/test-cuda-backend tests/test-cuda-model \
+    tools/si-cuda-bench tools/si-synth tools/si-bench > "$OUT_DIR/build.log" 2>&1; then
     tail -40 "$OUT_DIR/build.log"
     note build failed
     status=1
@@ -112,6 +133,22 @@ if [ $test_rc = 77 ]; then
     finish
 fi
 
+# the CUDA backend through its interface, then whole models CPU vs CUDA
+for t in cuda-backend cuda-model; do
+    log "test $t"
+    args=
+    [ $t = cuda-model ] && args="$BUILD/tools/si-synth"
+    timeout 300 "$BUILD/tests/test-$t" $args > "$OUT_DIR/test-$t.log" 2>&1
+    rc=$?
+    tail -40 "$OUT_DIR/test-$t.log"
+    eval "${t//-/_}_rc=$rc"
+    case $rc in
+        0) note "$t" passed ;;
+        77) note "$t" skipped ;;
+        *) note "$t" "failed ($rc)"; status=1 ;;
+    esac
+done
+
 # wait for the models, but not past the deadline (si-synth is CPU bound:
 # on a loaded machine it is the slowest step)
 for p in $synth_pids; do
@@ -124,7 +161,34 @@ for p in $synth_pids; do
 done
 log "models ready: $(ls "$MODEL_DIR" | tr '\n' ' ')"
 
-# 4. benchmarks
+# 5. whole-model speed through the engine on model $1: dense, then phi 0.4
+# (coreinfer plan: no profile needed; decode computes 40 % of the FFN
+# neurons). Run right after each model's kernel benchmark, so the first
+# model gets both before the deadline.
+engine_bench() {
+    local m=$1 f="$MODEL_DIR/$1-f16.gguf" v extra
+    for v in dense phi; do
+        if [ "$(elapsed)" -ge "$DEADLINE" ]; then
+            note "engine_${m}_$v" "skipped (deadline)"
+            continue
+        fi
+        extra=
+        [ $v = phi ] && extra="--phi 0.4"
+        log "engine $m $v"
+        if timeout 180 "$BUILD/tools/si-bench" -m "$f" --backend cuda -p 512 -n 128 -r 3 $extra \
+            --json > "$OUT_DIR/engine-$m-$v.json" 2> "$OUT_DIR/engine-$m-$v.log"; then
+            note "engine_${m}_$v" ok
+            cat "$OUT_DIR/engine-$m-$v.json"
+        else
+            note "engine_${m}_$v" failed
+            tail -5 "$OUT_DIR/engine-$m-$v.log"
+            rm -f "$OUT_DIR/engine-$m-$v.json"
+            status=1
+        fi
+    done
+}
+
+# 4. benchmarks (and 5. after each)
 for m in $MODELS; do
     f="$MODEL_DIR/$m-f16.gguf"
     if [ "$(elapsed)" -ge "$DEADLINE" ]; then
@@ -146,5 +210,7 @@ for m in $MODELS; do
         status=1
     fi
     cat "$OUT_DIR/bench-$m.log"
+    engine_bench "$m"
 done
+
 finish

@@ -16,12 +16,23 @@
  *   --llama-bench    runs llama.cpp's llama-bench -p N -n M -t T -o json on
  *                    --llama-model (an F16 GGUF reads the same bytes per token
  *                    as our f16 storage) and prints ours / llama.cpp.
+ *   --backend        cpu (default), cuda or auto: where the forward pass runs.
+ *                    On a GPU the host bandwidth probe and roofline say
+ *                    nothing about decode and are left out.
+ *   --phi F          selective decode: the prompt's prefill picks phi * n_ff
+ *                    neurons per layer, decode computes only those (coreinfer
+ *                    plan: everything loaded, no profile needed; with
+ *                    --profile FILE --task T a selectinfer plan, --gamma and
+ *                    --delta, default 0.7 and 0.3). ffn_share reports the
+ *                    share decode computed.
  *
  * Prompt tokens are deterministic pseudo-random ids (llama-bench also feeds
  * random ids); speed of a dense model does not depend on which.
  *
  * Usage: si-bench [-m MODEL] [-p 128] [-n 64] [-t THREADS] [-r REPS] [--f32]
  *                 [--bw-mb 512] [--llama-bench PATH --llama-model GGUF] [--json]
+ *                 [--backend cpu|cuda|auto] [--device N]
+ *                 [--phi F [--profile FILE --task T [--gamma G] [--delta D]]]
  */
 #include <errno.h>
 #include <math.h>
@@ -39,7 +50,9 @@
 static void usage(FILE *f) {
     fprintf(f, "usage: si-bench [-m MODEL] [-p N_PROMPT (128)] [-n N_GEN (64)] [-t THREADS] "
                "[-r REPS (3)] [--f32] [--bw-mb MB (512)]\n"
-               "                [--llama-bench PATH --llama-model GGUF] [--json]\n");
+               "                [--llama-bench PATH --llama-model GGUF] [--json]\n"
+               "                [--backend cpu|cuda|auto] [--device N]\n"
+               "                [--phi F [--profile FILE --task T [--gamma G] [--delta D]]]\n");
 }
 
 /* ---- memory bandwidth ---------------------------------------------------- */
@@ -246,6 +259,10 @@ int main(int argc, char **argv) {
     const char *llama_bench = NULL, *llama_model = NULL;
     int n_prompt = 128, n_gen = 64, n_threads = 0, reps = 3, bw_mb = 512;
     bool json = false, f32 = false;
+    eng_backend_kind backend = ENG_BACKEND_CPU;
+    int device = 0;
+    float phi = 0, gamma = 0.7f, delta = 0.3f;
+    const char *profile_path = NULL, *task = NULL;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         bool has = i + 1 < argc;
@@ -270,6 +287,23 @@ int main(int argc, char **argv) {
             json = true;
         else if (!strcmp(a, "--f32"))
             f32 = true;
+        else if (!strcmp(a, "--backend") && has) {
+            if (si_backend_parse(argv[++i], &backend) < 0) {
+                fprintf(stderr, "unknown backend '%s' (cpu, cuda, auto)\n", argv[i]);
+                return 2;
+            }
+        } else if (!strcmp(a, "--device") && has)
+            device = atoi(argv[++i]);
+        else if (!strcmp(a, "--phi") && has)
+            phi = strtof(argv[++i], NULL);
+        else if (!strcmp(a, "--gamma") && has)
+            gamma = strtof(argv[++i], NULL);
+        else if (!strcmp(a, "--delta") && has)
+            delta = strtof(argv[++i], NULL);
+        else if (!strcmp(a, "--profile") && has)
+            profile_path = argv[++i];
+        else if (!strcmp(a, "--task") && has)
+            task = argv[++i];
         else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
             usage(stdout);
             return 0;
@@ -279,7 +313,8 @@ int main(int argc, char **argv) {
         }
     }
     if (n_prompt < 1 || n_prompt > 16384 || n_gen < 1 || n_gen > 16384 || reps < 1 || reps > 100 ||
-        bw_mb < 16 || bw_mb > 65536 || n_threads > 256 || (llama_bench && !llama_model)) {
+        bw_mb < 16 || bw_mb > 65536 || n_threads > 256 || (llama_bench && !llama_model) ||
+        !(phi >= 0 && phi <= 1) || (!profile_path != !task) || (profile_path && phi <= 0)) {
         usage(stderr);
         return 2;
     }
@@ -291,15 +326,40 @@ int main(int argc, char **argv) {
     eng_model_params mp = eng_model_params_default();
     mp.storage = f32 ? ENG_DTYPE_F32 : ENG_DTYPE_F16;
     mp.n_threads = n_threads;
+    mp.backend = backend;
+    mp.device = device;
     eng_model *m;
     eng_error err = {{0}};
+    int rc;
+    /* the plan of a selective run: a profile's selectinfer plan, else
+     * coreinfer (all loaded, phi dynamic), which needs no profile */
+    eng_profile *prof = NULL;
+    eng_load_plan_params pp = eng_load_plan_params_default();
+    if (phi > 0) {
+        if (profile_path) {
+            if ((rc = eng_profile_load(profile_path, NULL, &prof, &err)) < 0) {
+                fprintf(stderr, "Failed to load profile '%s': %s\n", profile_path, err.msg);
+                return 1;
+            }
+            pp.mode = ENG_SELECT_SELECTINFER;
+            pp.profile = prof;
+            pp.task = task;
+            pp.gamma = gamma;
+            pp.delta = delta;
+        } else {
+            pp.mode = ENG_SELECT_COREINFER;
+        }
+        mp.plan = &pp;
+    }
     uint64_t t0 = eng_time_ns();
-    int rc = eng_model_load(model_path, &mp, &m, &err);
+    rc = eng_model_load(model_path, &mp, &m, &err);
     double load_s = (double)(eng_time_ns() - t0) / 1e9;
     if (rc < 0) {
         fprintf(stderr, "Failed to load model '%s': %s (%s)\n", model_path, err.msg, strerror(-rc));
         return 1;
     }
+    const char *backend_name = eng_backend_name(m);
+    bool on_cpu = !strcmp(backend_name, "cpu");
     eng_model_info info;
     eng_model_get_info(m, &info);
 
@@ -310,6 +370,14 @@ int main(int argc, char **argv) {
     if ((rc = eng_session_new(m, &sp, &s)) < 0) {
         fprintf(stderr, "Failed to create a session: %s\n", strerror(-rc));
         return 1;
+    }
+    if (phi > 0) {
+        eng_compute_params cp = eng_compute_params_default();
+        cp.phi = phi;
+        if ((rc = eng_session_set_compute(s, &cp)) < 0) {
+            fprintf(stderr, "phi %.3f rejected: %s\n", phi, strerror(-rc));
+            return 1;
+        }
     }
     int32_t *prompt = malloc((size_t)n_prompt * sizeof(int32_t));
     if (!prompt)
@@ -355,12 +423,15 @@ int main(int argc, char **argv) {
     double ttft_ms = sum.ttft_s / reps * 1e3;
     uint64_t rss = si_proc_status_bytes("VmRSS"), hwm = si_proc_status_bytes("VmHWM");
     int threads = info.n_threads;
+    double ffn_share = eng_session_ffn_share(s);
     eng_session_free(s);
     eng_model_free(m);
+    eng_profile_free(prof);
     free(prompt);
 
-    double bw = measure_bandwidth((size_t)bw_mb, threads);
-    double roofline = info.bytes_per_token ? bw / (double)info.bytes_per_token : 0;
+    /* the host's read bandwidth bounds CPU decode only */
+    double bw = on_cpu ? measure_bandwidth((size_t)bw_mb, threads) : 0;
+    double roofline = bw > 0 && info.bytes_per_token ? bw / (double)info.bytes_per_token : 0;
 
     double l_pp = NAN, l_tg = NAN;
     int lrc = 0;
@@ -374,8 +445,10 @@ int main(int argc, char **argv) {
     const char *storage = f32 ? "f32" : "f16";
     if (json) {
         printf("{\"model\": \"%s\", \"storage\": \"%s\", \"threads\": %d, \"backend\": \"%s\",\n",
-               model_path, storage, threads, "cpu");
+               model_path, storage, threads, backend_name);
         printf(" \"n_prompt\": %d, \"n_gen\": %d, \"reps\": %d,\n", n_prompt, n_gen, reps);
+        printf(" \"plan\": \"%s\", \"phi\": %.3f, \"ffn_share\": %.4f,\n",
+               eng_select_mode_name(pp.mode), phi, ffn_share);
         printf(" \"load_s\": %.4f, \"prefill_tps\": %.3f, \"prefill_tps_sd\": %.3f, "
                "\"decode_tps\": %.3f, \"decode_tps_sd\": %.3f, \"ttft_ms\": %.3f,\n",
                load_s, pp_mean, pp_sd, tg_mean, tg_sd, ttft_ms);
@@ -393,7 +466,10 @@ int main(int argc, char **argv) {
     } else {
         printf("model            %s (%s, %d layers, n_embd %d)\n", model_path, info.arch,
                info.n_layer, info.n_embd);
-        printf("storage          %s, %d threads\n", storage, threads);
+        printf("storage          %s, %d threads, %s backend\n", storage, threads, backend_name);
+        if (phi > 0)
+            printf("selective        %s plan, phi %.2f: decode computes %.1f %% of FFN neurons\n",
+                   eng_select_mode_name(pp.mode), phi, 100.0 * ffn_share);
         printf("load time        %.3f s\n", load_s);
         printf("prefill          %.1f tok/s (+- %.1f, %d tokens, %d reps)\n", pp_mean, pp_sd,
                n_prompt, reps);
@@ -402,9 +478,12 @@ int main(int argc, char **argv) {
         printf("memory           VmRSS %.1f MiB, VmHWM %.1f MiB, weights %.1f MiB\n",
                rss / 1048576.0, hwm / 1048576.0, info.bytes_weights / 1048576.0);
         printf("bytes per token  %.1f MiB\n", info.bytes_per_token / 1048576.0);
-        printf("read bandwidth   %.2f GB/s (%d MiB buffer, %d threads)\n", bw / 1e9, bw_mb, threads);
-        printf("roofline decode  %.2f tok/s; achieved %.1f %%\n", roofline,
-               roofline > 0 ? 100.0 * tg_mean / roofline : 0.0);
+        if (on_cpu) {
+            printf("read bandwidth   %.2f GB/s (%d MiB buffer, %d threads)\n", bw / 1e9, bw_mb,
+                   threads);
+            printf("roofline decode  %.2f tok/s; achieved %.1f %%\n", roofline,
+                   roofline > 0 ? 100.0 * tg_mean / roofline : 0.0);
+        }
         if (llama_bench && !isnan(l_pp) && !isnan(l_tg)) {
             printf("llama.cpp        %s: prefill %.1f tok/s, decode %.2f tok/s\n", llama_model, l_pp, l_tg);
             printf("ours/llama.cpp   prefill %.3f, decode %.3f\n", pp_mean / l_pp, tg_mean / l_tg);

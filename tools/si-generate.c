@@ -28,7 +28,9 @@ static void usage(FILE *out)
             "      --temp F            temperature (default 0: greedy)\n"
             "      --top-k N, --top-p F, --min-p F, --repeat-penalty F, --seed N\n"
             "      --stop TEXT         stop string (repeatable)\n"
-            "      --f32               keep weights in f32 instead of f16\n");
+            "      --f32               keep weights in f32 instead of f16\n"
+            "      --backend NAME      cpu (default), cuda or auto (CUDA when a GPU is usable)\n"
+            "      --device N          the GPU for cuda/auto (default 0)\n");
 }
 
 static int on_text(void *ud, const char *text, size_t len)
@@ -50,7 +52,8 @@ int main(int argc, char **argv)
     eng_gen_params gp = eng_gen_params_default();
     gp.max_tokens = 128;
 
-    enum { O_RAW = 256, O_TEMP, O_TOPK, O_TOPP, O_MINP, O_REP, O_SEED, O_STOP, O_F32 };
+    enum { O_RAW = 256, O_TEMP, O_TOPK, O_TOPP, O_MINP, O_REP, O_SEED, O_STOP, O_F32, O_BACKEND,
+           O_DEVICE };
     static const struct option opts[] = {
         { "model", required_argument, 0, 'm' },   { "prompt", required_argument, 0, 'p' },
         { "system", required_argument, 0, 's' },  { "raw", no_argument, 0, O_RAW },
@@ -60,6 +63,7 @@ int main(int argc, char **argv)
         { "min-p", required_argument, 0, O_MINP }, { "repeat-penalty", required_argument, 0, O_REP },
         { "seed", required_argument, 0, O_SEED }, { "stop", required_argument, 0, O_STOP },
         { "f32", no_argument, 0, O_F32 },         { "help", no_argument, 0, 'h' },
+        { "backend", required_argument, 0, O_BACKEND }, { "device", required_argument, 0, O_DEVICE },
         { 0, 0, 0, 0 },
     };
     int c;
@@ -86,6 +90,13 @@ int main(int argc, char **argv)
             stops[n_stop++] = optarg;
             break;
         case O_F32: mp.storage = ENG_DTYPE_F32; break;
+        case O_BACKEND:
+            if (si_backend_parse(optarg, &mp.backend) < 0) {
+                fprintf(stderr, "unknown backend '%s' (cpu, cuda, auto)\n", optarg);
+                return 2;
+            }
+            break;
+        case O_DEVICE: mp.device = atoi(optarg); break;
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return 2;
         }
@@ -168,9 +179,10 @@ int main(int argc, char **argv)
         eng_model_info info;
         eng_model_get_info(model, &info);
         fprintf(stderr,
-                "model %s (%s), %d threads, load %.0f ms\n"
+                "model %s (%s), %s backend, %d threads, load %.0f ms\n"
                 "prompt %d tokens, %.1f tok/s; generated %d tokens, %.1f tok/s; stop: %s\n",
-                info.name, info.arch, info.n_threads, t_load / 1e6, st.n_prompt,
+                info.name, info.arch, eng_backend_name(model), info.n_threads, t_load / 1e6,
+                st.n_prompt,
                 st.prefill_ns ? st.n_prompt * 1e9 / st.prefill_ns : 0.0, st.n_generated,
                 st.decode_ns ? st.n_generated * 1e9 / st.decode_ns : 0.0,
                 eng_stop_reason_name(st.stop_reason));

@@ -30,6 +30,21 @@ static inline const char *si_default_model(char *buf, size_t cap)
     return buf;
 }
 
+/* "cpu", "cuda" or "auto" (the --backend option of the tools); -EINVAL
+ * for anything else. */
+static inline int si_backend_parse(const char *name, eng_backend_kind *ret)
+{
+    static const char *const names[] = { "cpu", "cuda", "auto" };
+    static const eng_backend_kind kinds[] = { ENG_BACKEND_CPU, ENG_BACKEND_CUDA,
+                                              ENG_BACKEND_AUTO };
+    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+        if (name && !strcmp(name, names[i])) {
+            *ret = kinds[i];
+            return 0;
+        }
+    return -EINVAL;
+}
+
 /* Tokenizes text into a malloc'ed array (*ret_toks, caller frees) of at
  * most max_tokens tokens; -E2BIG when longer. */
 static inline int si_tokenize(const eng_model *m, const char *text, size_t len, unsigned flags,
