@@ -57,8 +57,6 @@ struct eng_model {
     uint64_t bytes_fixed;             /* resident weights outside the FFN */
     float *down_norm;                 /* [n_layer][n_ff] ||W_down column n|| */
     float *layer_sens;                /* [n_layer] ENG_BUDGET_SENS sensitivities, or NULL */
-    float **ffn_bias;                 /* [n_layer][n_embd]: what the neurons not loaded add
-                                       * on average (ENG_COMP_MEAN at load), or NULL */
 
     void **allocs;                    /* every buffer the model owns */
     size_t n_allocs, cap_allocs;

@@ -582,7 +582,7 @@ void eng__select_session_reset(eng_session *s)
         if (s->act_sum && s->act_sum[l])
             memset(s->act_sum[l], 0, (size_t)m->info.n_ff * sizeof(double));
         if (s->ffn_bias)
-            s->ffn_bias[l] = m->ffn_bias ? m->ffn_bias[l] : NULL;
+            s->ffn_bias[l] = NULL;
     }
     s->act_tokens = 0;
     s->ffn_share = loaded_share(m);
@@ -728,9 +728,8 @@ static int cmp_count_desc(const void *a, const void *b, void *ctx)
 }
 
 /* ENG_COMP_MEAN at the end of prefill: per layer with a selection, the bias
- * decode adds is the model's own (neurons not loaded) plus, for every loaded
- * slot decode does not compute, its mean prompt activation times its W_down
- * row. */
+ * decode adds is, over every loaded slot decode does not compute, its mean
+ * prompt activation times its W_down row. */
 static void comp_fold(eng_session *s)
 {
     const eng_model *m = s->model;
@@ -746,9 +745,8 @@ static void comp_fold(eng_session *s)
         const int32_t *sel = s->ffn_sel[il];
         if (!sel)
             continue;
-        const float *mb = m->ffn_bias ? m->ffn_bias[il] : NULL;
         for (int e = 0; e < E; e++)
-            acc[e] = mb ? mb[e] : 0.0;
+            acc[e] = 0.0;
         const size_t es = L->ffn.dtype == ENG_DTYPE_F32 ? 4 : 2;
         for (int j = 0, k = 0; j < L->ffn.n_slots; j++) {
             if (k < s->ffn_n_sel[il] && sel[k] == j) { /* sel is ascending */
