@@ -279,9 +279,11 @@ typedef enum eng_layer_budget {
     ENG_BUDGET_UNIFORM = 0, /* every sparsified layer loads gamma * n_ff (published) */
     ENG_BUDGET_MASS,        /* each layer loads the neurons that hold the same share of
                              * its model-wide score mass; same total as uniform */
-    ENG_BUDGET_SENS,        /* by measured sensitivity (layer_sens): layer l leaves out
-                             * min(1 - delta, c / sens_l) of its neurons, c such that the
-                             * total is uniform's; decode's phi is spread the same way */
+    ENG_BUDGET_SENS,        /* gamma and phi are model-wide: n_layer * gamma * n_ff neurons
+                             * loaded in all, dense layers included; sparsified layer l
+                             * leaves out min(1 - delta, c / sens_l) of its neurons (c
+                             * fits the total); decode computes n_layer * phi * n_ff in
+                             * all, the sparsified layers an equal count each */
 } eng_layer_budget;
 
 typedef enum eng_select_mode {
@@ -307,7 +309,7 @@ struct eng_load_plan_params {
     eng_score score;            /* how profile scores rank neurons */
     eng_layer_budget layer_budget; /* how gamma is spread over the sparsified layers */
     const float *layer_sens;    /* [n_layer], ENG_BUDGET_SENS: the loss when layer l alone is
-                                 * sparsified (> 0; copied) */
+                                 * sparsified (> 0; copied); NULL: all equal */
 };
 
 eng_load_plan_params eng_load_plan_params_default(void); /* dense */
