@@ -283,7 +283,8 @@ typedef enum eng_layer_budget {
                              * loaded in all, dense layers included; sparsified layer l
                              * leaves out min(1 - delta, c / sens_l) of its neurons (c
                              * fits the total); decode computes n_layer * phi * n_ff in
-                             * all, the sparsified layers an equal count each */
+                             * all, the sparsified layers an equal count each (never
+                             * below their static neurons, so more when phi ~ delta) */
 } eng_layer_budget;
 
 typedef enum eng_select_mode {
