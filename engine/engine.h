@@ -298,6 +298,12 @@ typedef enum eng_layer_budget {
     ENG_BUDGET_UNIFORM = 0, /* every sparsified layer loads gamma * n_ff (published) */
     ENG_BUDGET_MASS,        /* each layer loads the neurons that hold the same share of
                              * its model-wide score mass; same total as uniform */
+    ENG_BUDGET_SENS,        /* gamma and phi are model-wide: n_layer * gamma * n_ff neurons
+                             * loaded in all, dense layers included; sparsified layer l
+                             * leaves out min(1 - delta, c / sens_l) of its neurons (c
+                             * fits the total); decode computes n_layer * phi * n_ff in
+                             * all, the sparsified layers an equal count each (never
+                             * below their static neurons, so more when phi ~ delta) */
 } eng_layer_budget;
 
 typedef enum eng_select_mode {
@@ -322,6 +328,8 @@ struct eng_load_plan_params {
     uint64_t seed;              /* random-load */
     eng_score score;            /* how profile scores rank neurons */
     eng_layer_budget layer_budget; /* how gamma is spread over the sparsified layers */
+    const float *layer_sens;    /* [n_layer], ENG_BUDGET_SENS: the loss when layer l alone is
+                                 * sparsified (> 0; copied); NULL: all equal */
 };
 
 eng_load_plan_params eng_load_plan_params_default(void); /* dense */
@@ -341,16 +349,25 @@ typedef enum eng_rank {
     ENG_RANK_MASS,    /* no per-token cut: by |a| summed over the prompt (alpha unused) */
 } eng_rank;
 
+/* What decode adds for the loaded neurons it does not compute. */
+typedef enum eng_comp {
+    ENG_COMP_NONE = 0, /* nothing: they contribute 0 (published) */
+    ENG_COMP_MEAN,     /* their mean activation over the prompt: per layer the bias
+                        * sum_j mean_t a_j(t) * d_j, fixed at the end of prefill */
+} eng_comp;
+
 typedef struct eng_compute_params {
     float phi;   /* <= 0 or >= gamma: compute every loaded neuron */
     float alpha; /* per-token top fraction of loaded neurons, (0, 1] */
     eng_rank rank;
+    eng_comp comp;
 } eng_compute_params;
 
 eng_compute_params eng_compute_params_default(void); /* everything loaded */
 
 /* Sets how this session computes from its next reset on; -EINVAL when out
- * of range. */
+ * of range, -ENOTSUP for ENG_COMP_MEAN on a backend whose memory is not the
+ * host's (a GPU: the bias is folded from W_down on the host). */
 int eng_session_set_compute(eng_session *session, const eng_compute_params *params);
 
 /* Share of the model's FFN neurons the last decode step computed (1.0 dense). */

@@ -115,6 +115,7 @@ void eng_model_free(eng_model *m)
         free(m->allocs[i]);
     free(m->allocs);
     free(m->layers);
+    free(m->layer_sens);
     free(m);
 }
 
@@ -909,6 +910,8 @@ int eng__model_load_backend(const char *path, const eng_model_params *params, en
     if ((r = eng__plan_build(&shape, p.plan, &plan, err)) < 0)
         goto fail;
     m->plan = plan->info;
+    m->layer_sens = plan->layer_sens; /* owned by the model from here */
+    plan->layer_sens = NULL;
 
     if (!m->be && (r = backend_start(m, &p, err)) < 0)
         goto fail;
@@ -1221,6 +1224,9 @@ int eng__forward(eng_session *s, const int32_t *tokens, int n, bool all_logits, 
             eng__select_observe(s, il, a, n, sel, n_sel);
         }
         op->add(be, s->x, s->ff, (long)n * E);
+        /* what the neurons not computed would add, as a constant (select.c) */
+        for (int t = 0; s->ffn_bias[il] && t < n; t++)
+            op->add(be, s->x + (size_t)t * E, s->ffn_bias[il], E);
     }
 
     s->n_past += n;
@@ -1483,6 +1489,9 @@ int eng_model_swap(eng_model *m, const eng_load_plan_params *pp, eng_swap_stats 
     }
     m->info.bytes_per_token = bytes_per_token(m);
     m->plan = plan->info;
+    free(m->layer_sens);
+    m->layer_sens = plan->layer_sens;
+    plan->layer_sens = NULL;
     m->generation++;
     if ((r = m->be->iface->sync(m->be)) < 0) {
         /* the slots' contents are undefined now; sessions start over anyway */

@@ -56,6 +56,7 @@ struct eng_model {
     uint64_t generation;              /* bumped by every swap */
     uint64_t bytes_fixed;             /* resident weights outside the FFN */
     float *down_norm;                 /* [n_layer][n_ff] ||W_down column n|| */
+    float *layer_sens;                /* [n_layer] ENG_BUDGET_SENS sensitivities, or NULL */
 
     void **allocs;                    /* every host buffer the model owns */
     size_t n_allocs, cap_allocs;
@@ -101,6 +102,13 @@ struct eng_session {
     float *rank_tmp;                  /* [2 * n_ff] */
     double *observe;                  /* profiling sums, or NULL */
     double ffn_share;
+
+    /* compensation for neurons not computed (select.c): the bias added to
+     * layer il's FFN output at this eval, NULL for none */
+    const float **ffn_bias;           /* [n_layer], points into bias_buf */
+    float **bias_buf;                 /* [n_layer][n_embd], or NULL when unused */
+    double **act_sum;                 /* [n_layer][n_ff]: signed sum of a per slot at prefill */
+    double act_tokens;                /* prompt tokens act_sum holds */
 };
 
 /* eng_model_load on a backend the caller made (tests); the model owns be

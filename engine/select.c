@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "model.h"
+#include "quants.h"
 #include "select.h"
 
 static int set_err(eng_error *err, int r, const char *fmt, ...)
@@ -78,6 +79,7 @@ void eng__plan_free(eng_plan *p)
     }
     free(p->loaded);
     free(p->is_static);
+    free(p->layer_sens);
     free(p->n_loaded);
     free(p->sparse);
     free(p);
@@ -191,6 +193,76 @@ static int *mass_budget(const eng_profile *prof, const eng_plan_shape *sh, int f
     return counts;
 }
 
+void eng__split_drops(const float *sens, const bool *sparse, int L, long total, int max_drop,
+                      int *drop)
+{
+    long cap = 0;
+    for (int l = 0; l < L; l++) {
+        drop[l] = 0;
+        cap += sparse[l] ? max_drop : 0;
+    }
+    if (total <= 0 || max_drop <= 0)
+        return;
+    if (total >= cap) {
+        for (int l = 0; l < L; l++)
+            drop[l] = sparse[l] ? max_drop : 0;
+        return;
+    }
+    /* x_l(c) = min(max_drop, c / sens_l) grows with c: bisect c so the sum is total */
+    double lo = 0, hi = 1;
+    for (;;) {
+        double sum = 0;
+        for (int l = 0; l < L; l++)
+            if (sparse[l])
+                sum += fmin(max_drop, hi / fmax(sens[l], 1e-12));
+        if (sum >= total || hi > 1e300)
+            break;
+        hi *= 2;
+    }
+    for (int it = 0; it < 200; it++) {
+        double mid = (lo + hi) / 2, sum = 0;
+        for (int l = 0; l < L; l++)
+            if (sparse[l])
+                sum += fmin(max_drop, mid / fmax(sens[l], 1e-12));
+        if (sum < total)
+            lo = mid;
+        else
+            hi = mid;
+    }
+    /* whole neurons: floor, then the remainder to the largest fractions */
+    double frac[L > 0 ? L : 1];
+    long sum = 0;
+    for (int l = 0; l < L; l++) {
+        if (!sparse[l]) {
+            frac[l] = -1;
+            continue;
+        }
+        double x = fmin(max_drop, hi / fmax(sens[l], 1e-12));
+        drop[l] = (int)floor(x);
+        frac[l] = drop[l] < max_drop ? x - drop[l] : -1;
+        sum += drop[l];
+    }
+    while (sum < total) {
+        int best = -1;
+        for (int l = 0; l < L; l++)
+            if (frac[l] >= 0 && (best < 0 || frac[l] > frac[best]))
+                best = l;
+        if (best < 0)
+            break;
+        drop[best]++;
+        frac[best] = drop[best] < max_drop ? 0 : -1;
+        sum++;
+    }
+    while (sum > total) { /* bisection lands at or just above total */
+        int best = -1;
+        for (int l = 0; l < L; l++)
+            if (sparse[l] && drop[l] > 0 && (best < 0 || drop[l] > drop[best]))
+                best = l;
+        drop[best]--;
+        sum--;
+    }
+}
+
 int eng__plan_build(const eng_plan_shape *sh, const eng_load_plan_params *pp, eng_plan **ret,
                     eng_error *err)
 {
@@ -199,8 +271,14 @@ int eng__plan_build(const eng_plan_shape *sh, const eng_load_plan_params *pp, en
     bool uses_profile = prm.mode == ENG_SELECT_LOAD_ONLY || prm.mode == ENG_SELECT_SELECTINFER;
     bool loads_all = prm.mode == ENG_SELECT_DENSE || prm.mode == ENG_SELECT_COREINFER;
 
-    if ((unsigned)prm.layer_budget > ENG_BUDGET_MASS)
+    if ((unsigned)prm.layer_budget > ENG_BUDGET_SENS)
         return set_err(err, -EINVAL, "unknown layer budget %d", (int)prm.layer_budget);
+    if (prm.layer_budget == ENG_BUDGET_SENS && prm.layer_sens) {
+        for (int l = 0; l < L; l++)
+            if (!(prm.layer_sens[l] > 0) || !isfinite(prm.layer_sens[l]))
+                return set_err(err, -EINVAL, "layer %d: sensitivity %g is not a positive number",
+                               l, prm.layer_sens[l]);
+    }
     if ((unsigned)prm.score > ENG_SCORE_CONTRIB)
         return set_err(err, -EINVAL, "unknown score %d", (int)prm.score);
     if ((unsigned)prm.mode > ENG_SELECT_SELECTINFER)
@@ -281,6 +359,26 @@ int eng__plan_build(const eng_plan_shape *sh, const eng_load_plan_params *pp, en
                                  prm.score);
         if (!layer_load)
             goto fail;
+    }
+    if (prm.layer_budget == ENG_BUDGET_SENS && uses_profile) {
+        /* gamma is model-wide: L * gamma * F neurons in all (with a byte
+         * budget: what fits it), the dense layers' included; the sparsified
+         * layers leave out the rest, spread by sensitivity, each keeping at
+         * least its static neurons */
+        p->layer_sens = malloc((size_t)L * sizeof(float));
+        layer_load = malloc((size_t)L * sizeof(int));
+        if (!p->layer_sens || !layer_load)
+            goto fail;
+        for (int l = 0; l < L; l++) {
+            p->layer_sens[l] = prm.layer_sens ? prm.layer_sens[l] : 1.0f;
+            p->sparse[l] = l >= prm.dense_first && l < L - prm.dense_last;
+        }
+        long total = prm.budget_bytes > 0 ? (long)(L - n_sparse) * F + (long)n_sparse * n_load
+                                          : (long)L * n_load;
+        long drop = (long)L * F - total; /* dense layers leave out nothing */
+        eng__split_drops(p->layer_sens, p->sparse, L, drop, F - n_static, layer_load);
+        for (int l = 0; l < L; l++)
+            layer_load[l] = F - layer_load[l];
     }
     for (int l = 0; l < L; l++) {
         bool sparse = l >= prm.dense_first && l < L - prm.dense_last;
@@ -374,16 +472,39 @@ static bool phi_active(const eng_session *s)
     return s->compute.phi > 0.0f && s->compute.phi < m->plan.gamma;
 }
 
+/* The per-session buffers of ENG_COMP_MEAN, allocated on first use. */
+static int comp_alloc(eng_session *s)
+{
+    const eng_model *m = s->model;
+    const int L = m->info.n_layer, F = m->info.n_ff, E = m->info.n_embd;
+    if (!s->act_sum && !(s->act_sum = calloc(L, sizeof(*s->act_sum))))
+        return -ENOMEM;
+    if (!s->bias_buf && !(s->bias_buf = calloc(L, sizeof(*s->bias_buf))))
+        return -ENOMEM;
+    for (int l = 0; l < L; l++) {
+        if (!s->act_sum[l] && !(s->act_sum[l] = calloc((size_t)F, sizeof(double))))
+            return -ENOMEM;
+        if (!s->bias_buf[l] && !(s->bias_buf[l] = malloc((size_t)E * sizeof(float))))
+            return -ENOMEM;
+    }
+    return 0; /* partial allocations are freed with the session */
+}
+
 int eng_session_set_compute(eng_session *s, const eng_compute_params *c)
 {
     eng_compute_params p = c ? *c : eng_compute_params_default();
     if (!(p.phi >= 0.0f && p.phi <= 1.0f) || !(p.alpha > 0.0f && p.alpha <= 1.0f) ||
-        (unsigned)p.rank > ENG_RANK_MASS)
+        (unsigned)p.rank > ENG_RANK_MASS || (unsigned)p.comp > ENG_COMP_MEAN)
         return -EINVAL;
     /* phi below the static share cannot be honoured: static neurons are
      * always computed */
     if (p.phi > 0.0f && p.phi < s->model->plan.delta - 1e-6f)
         return -EINVAL;
+    /* the bias is folded from W_down rows on the host: the CPU's memory */
+    if (p.comp != ENG_COMP_NONE && !s->model->be->iface->host_memory)
+        return -ENOTSUP;
+    if (p.comp != ENG_COMP_NONE && comp_alloc(s) < 0)
+        return -ENOMEM;
     s->compute = p;
     eng__select_session_reset(s);
     return 0;
@@ -411,7 +532,8 @@ int eng__select_session_init(eng_session *s)
     if (!m->be->iface->host_memory)
         s->act_host = malloc((size_t)s->n_batch * F * sizeof(float));
     s->rank_tmp = malloc((size_t)2 * F * sizeof(float));
-    if (!s->sel_buf || !s->counts || !s->act || !s->rank_tmp ||
+    s->ffn_bias = calloc(L, sizeof(*s->ffn_bias));
+    if (!s->sel_buf || !s->counts || !s->act || !s->rank_tmp || !s->ffn_bias ||
         (!m->be->iface->host_memory && !s->act_host))
         return -ENOMEM;
     for (int l = 0; l < L; l++) {
@@ -433,6 +555,15 @@ void eng__select_session_free(eng_session *s)
         if (s->counts)
             free(s->counts[l]);
     }
+    for (int l = 0; l < L; l++) {
+        if (s->act_sum)
+            free(s->act_sum[l]);
+        if (s->bias_buf)
+            free(s->bias_buf[l]);
+    }
+    free(s->act_sum);
+    free(s->bias_buf);
+    free(s->ffn_bias);
     free(s->sel_buf);
     free(s->counts);
     s->model->be->iface->mem_free(s->model->be, s->act);
@@ -455,7 +586,12 @@ void eng__select_session_reset(eng_session *s)
         s->ffn_n_sel[l] = 0;
         if (s->counts)
             memset(s->counts[l], 0, (size_t)m->info.n_ff * sizeof(float));
+        if (s->act_sum && s->act_sum[l])
+            memset(s->act_sum[l], 0, (size_t)m->info.n_ff * sizeof(double));
+        if (s->ffn_bias)
+            s->ffn_bias[l] = NULL;
     }
+    s->act_tokens = 0;
     s->ffn_share = loaded_share(m);
 }
 
@@ -495,6 +631,16 @@ static float kth_largest(float *tmp, const float *x, int n, int k)
     return tmp[want];
 }
 
+#define COMP_SKIP 1 /* leading context positions ENG_COMP_MEAN leaves out */
+
+static int first_sparse(const eng_model *m)
+{
+    for (int l = 0; l < m->info.n_layer; l++)
+        if (m->layers[l].sparse)
+            return l;
+    return -1;
+}
+
 void eng__select_observe(eng_session *s, int il, const float *act, int n, const int32_t *sel,
                          int n_sel)
 {
@@ -512,6 +658,24 @@ void eng__select_observe(eng_session *s, int il, const float *act, int n, const 
     }
     if (!phi_active(s) || s->selected || !L->sparse || sel)
         return;
+
+    if (s->compute.comp == ENG_COMP_MEAN && s->act_sum) {
+        /* prefill: every loaded slot's signed activation, summed over the
+         * prompt. Position 0 is left out: the first token of a context has
+         * outlier activations (the "attention sink": a few neurons fire
+         * far outside their usual range) that would dominate the mean, and
+         * decode never sees it
+         * again (measured: with it, coreinfer's perplexity grows 65x) */
+        double *sum = s->act_sum[il];
+        int t0 = COMP_SKIP - s->n_past;
+        if (t0 < 0)
+            t0 = 0;
+        for (int t = t0; t < n; t++)
+            for (int j = 0; j < n_sel; j++)
+                sum[j] += act[(size_t)t * n_sel + j];
+        if (il == first_sparse(m) && n > t0)
+            s->act_tokens += n - t0;
+    }
 
     /* prefill over all loaded slots: count, per slot, the tokens that rank
      * it in their top alpha */
@@ -570,16 +734,96 @@ static int cmp_count_desc(const void *a, const void *b, void *ctx)
     return (x > y) - (x < y);
 }
 
+/* ENG_COMP_MEAN at the end of prefill: per layer with a selection, the bias
+ * decode adds is, over every loaded slot decode does not compute, its mean
+ * prompt activation times its W_down row. */
+static void comp_fold(eng_session *s)
+{
+    const eng_model *m = s->model;
+    const int E = m->info.n_embd;
+    float *row = s->rank_tmp; /* 2 * n_ff floats; a W_down row is n_embd */
+    double *acc = malloc((size_t)E * sizeof(double));
+    if (!acc || E > 2 * m->info.n_ff) {
+        free(acc);
+        return; /* no compensation rather than a failed eval */
+    }
+    for (int il = 0; il < m->info.n_layer; il++) {
+        const eng_layer *L = &m->layers[il];
+        const int32_t *sel = s->ffn_sel[il];
+        if (!sel)
+            continue;
+        for (int e = 0; e < E; e++)
+            acc[e] = 0.0;
+        const size_t es = L->ffn.dtype == ENG_DTYPE_F32 ? 4 : 2;
+        for (int j = 0, k = 0; j < L->ffn.n_slots; j++) {
+            if (k < s->ffn_n_sel[il] && sel[k] == j) { /* sel is ascending */
+                k++;
+                continue;
+            }
+            double mean = s->act_sum[il][j] / s->act_tokens;
+            const void *d = (const uint8_t *)L->ffn.down + (size_t)j * E * es;
+            if (L->ffn.dtype == ENG_DTYPE_F32)
+                memcpy(row, d, (size_t)E * sizeof(float));
+            else
+                eng_f16_to_f32_row(d, row, (size_t)E);
+            for (int e = 0; e < E; e++)
+                acc[e] += mean * row[e];
+        }
+        for (int e = 0; e < E; e++)
+            s->bias_buf[il][e] = (float)acc[e];
+        s->ffn_bias[il] = s->bias_buf[il];
+    }
+    free(acc);
+}
+
+/* ENG_BUDGET_SENS: phi is model-wide like gamma, total neurons computed in
+ * all; the unsparsified layers compute all theirs, the sparsified ones the
+ * same count each (clamped to [static, loaded]) for the rest. */
+static void compute_counts(const eng_model *m, long total, int *count)
+{
+    const int NL = m->info.n_layer;
+    long rest = total;
+    for (int il = 0; il < NL; il++)
+        if (!m->layers[il].sparse)
+            rest -= m->layers[il].ffn.n_slots;
+    /* level c: sum_l clamp(c, static_l, loaded_l) = rest, by bisection */
+    int lo = 0, hi = m->info.n_ff;
+    while (lo < hi) {
+        int c = (lo + hi + 1) / 2;
+        long sum = 0;
+        for (int il = 0; il < NL; il++) {
+            const eng_layer *L = &m->layers[il];
+            if (L->sparse)
+                sum += c < L->n_static ? L->n_static : c > L->ffn.n_slots ? L->ffn.n_slots : c;
+        }
+        if (sum <= rest)
+            lo = c;
+        else
+            hi = c - 1;
+    }
+    for (int il = 0; il < NL; il++) {
+        const eng_layer *L = &m->layers[il];
+        count[il] = !L->sparse ? L->ffn.n_slots
+                    : lo < L->n_static ? L->n_static
+                    : lo > L->ffn.n_slots ? L->ffn.n_slots : lo;
+    }
+}
+
 void eng__select_end_eval(eng_session *s)
 {
     const eng_model *m = s->model;
     if (!phi_active(s) || s->selected)
         return;
-    const int F = m->info.n_ff;
+    const int F = m->info.n_ff, NL = m->info.n_layer;
     int n_compute = (int)lround(s->compute.phi * F);
     uint64_t computed = 0;
-    for (int il = 0; il < m->info.n_layer; il++) {
+    int *count = NULL;
+    if (m->layer_sens && (count = malloc((size_t)NL * sizeof(int))))
+        compute_counts(m, (long)NL * n_compute, count);
+    for (int il = 0; il < NL; il++) {
         const eng_layer *L = &m->layers[il];
+        if (count)
+            n_compute = count[il];
         if (!L->sparse || n_compute >= L->ffn.n_slots) {
             s->ffn_sel[il] = NULL;
             computed += L->ffn.n_slots;
@@ -608,9 +852,12 @@ void eng__select_end_eval(eng_session *s)
             m->be->iface->upload(m->be, s->ffn_sel_dev[il], sel, (size_t)total * sizeof(int32_t));
         computed += total;
     }
+    free(count);
     s->selected = true;
     s->generation = m->generation;
     s->ffn_share = (double)computed / ((double)m->info.n_layer * F);
+    if (s->compute.comp == ENG_COMP_MEAN && s->act_sum && s->act_tokens > 0)
+        comp_fold(s);
 }
 
 void eng_model_get_plan(const eng_model *m, eng_plan_info *ret)

@@ -15,6 +15,7 @@ struct eng_session;
 /* Which neurons each layer loads, and which of them are static. */
 typedef struct eng_plan {
     eng_plan_info info;
+    float *layer_sens;   /* [n_layer] with ENG_BUDGET_SENS, else NULL */
     int n_layer, n_ff;
     bool *sparse;        /* [n_layer]: inside the sparsified range */
     int32_t **loaded;    /* [n_layer][n_loaded[l]] neuron ids, ascending */
@@ -32,6 +33,12 @@ typedef struct eng_plan_shape {
     uint32_t n_vocab;
     const float *down_norm;  /* [n_layer][n_ff] ||W_down column||, by neuron */
 } eng_plan_shape;
+
+/* Spreads `total` left-out neurons over the layers l with sparse[l]: layer
+ * l gets min(max_drop, c / sens[l]) (which minimises sum_l sens_l drop_l^2),
+ * whole neurons summing to total (max_drop per layer at most). */
+void eng__split_drops(const float *sens, const bool *sparse, int n_layer, long total,
+                      int max_drop, int *ret_drop);
 
 int eng__plan_build(const eng_plan_shape *shape, const eng_load_plan_params *params,
                     eng_plan **ret_plan, eng_error *err);

@@ -466,6 +466,27 @@ static void run(const char *path, const char *name, int n_prompt, int steps)
         prompt_of(toks, n_prompt, 2 + (int)k);
         compare(sa, sb, toks, n_prompt, steps, what);
     }
+    /* mean compensation folds W_down on the host: refused off host memory */
+    eng_compute_params comp = cp;
+    comp.comp = ENG_COMP_MEAN;
+    CHECK(eng_session_set_compute(sb, &comp) == -ENOTSUP);
+    CHECK(eng_session_set_compute(sa, &comp) == 0);
+    CHECK(eng_session_set_compute(sa, &cp) == 0);
+
+    /* per-layer budgets by sensitivity with the first layer dense: uneven
+     * slot counts per layer, swapped in */
+    pp.layer_budget = ENG_BUDGET_SENS;
+    pp.dense_first = 1;
+    pp.gamma = 0.7f;
+    pp.task = "t";
+    {
+        eng_error err;
+        eng_swap_stats st;
+        CHECKF(eng_model_swap(a, &pp, &st, &err) == 0, "%s", err.msg);
+        CHECKF(eng_model_swap(b, &pp, &st, &err) == 0, "%s", err.msg);
+        prompt_of(toks, n_prompt, 7);
+        compare(sa, sb, toks, n_prompt, steps, "lb=sens df=1");
+    }
     printf("%-12s equal on the split backend: %ld ops, %ld uploads, %ld downloads, %ld copies\n",
            name, last_split->n_ops, last_split->n_up, last_split->n_down, last_split->n_copy);
     eng_session_free(sa);

@@ -210,6 +210,45 @@ int main(void)
         CHECK(load(path, &mass, &err) == NULL && strstr(err.msg, "budget"));
     }
 
+    /* a sensitivity budget: gamma and phi are model-wide (the dense layers
+     * count), the sparsified layers share the rest by sensitivity */
+    {
+        eng_load_plan_params sb = pp;
+        float *sens = malloc(NL * sizeof(float));
+        for (int l = 0; l < NL; l++)
+            sens[l] = 1.0f;
+        sens[5] = 50.0f; /* leaves out almost nothing */
+        sens[6] = 0.5f;  /* leaves out twice as many as the others */
+        sb.dense_first = 1;
+        sb.dense_last = 0;
+        sb.layer_budget = ENG_BUDGET_SENS;
+        sb.layer_sens = sens;
+        eng_model *ms = load(path, &sb, &err);
+        CHECKF(ms, "%s", err.msg);
+        eng_plan_info spi;
+        eng_model_get_plan(ms, &spi);
+        uint64_t uniform_total = (uint64_t)NL * lround(0.7 * NF);
+        CHECKF(spi.neurons_loaded == uniform_total, "sens budget loads %llu, uniform %llu",
+               (unsigned long long)spi.neurons_loaded, (unsigned long long)uniform_total);
+        /* phi 0.4 model-wide: the computed share is at most 0.4 and within
+         * one neuron per layer of it */
+        eng_compute_params c4 = eng_compute_params_default();
+        c4.phi = 0.4f;
+        float *lsb = malloc(V * sizeof(float));
+        double sh;
+        logits_of(ms, &c4, 2, lsb, &sh);
+        double want = (double)lround(0.4 * NF) / NF;
+        CHECKF(sh <= want + 1e-9 && sh > want - (double)NL / ((double)NL * NF),
+               "sens budget computes %g, want %g", sh, want);
+        for (int i = 0; i < V; i++)
+            CHECK(isfinite(lsb[i]));
+        sens[3] = -1.0f;
+        CHECK(load(path, &sb, &err) == NULL && strstr(err.msg, "sensitivity"));
+        eng_model_free(ms);
+        free(lsb);
+        free(sens);
+    }
+
     /* errors: missing task, missing profile, bad fractions, foreign profile */
     {
         eng_load_plan_params bad = pp;
@@ -299,6 +338,24 @@ int main(void)
         CHECK(eng_session_set_compute(s, &cm) == -EINVAL);
         eng_session_free(s);
         free(lm);
+    }
+
+    /* mean compensation of the neurons decode skips: same share, other
+     * numbers; with nothing skipped (phi = gamma) it changes nothing */
+    {
+        eng_compute_params cc = eng_compute_params_default();
+        float *lc = malloc(V * sizeof(float));
+        cc.phi = 0.4f;
+        cc.comp = ENG_COMP_MEAN;
+        logits_of(sel, &cc, 3, lc, &share);
+        CHECK(fabs(share - want_share) < 1e-9);
+        CHECK(maxdiff(lc, lx) > 0);
+        for (int i = 0; i < V; i++)
+            CHECK(isfinite(lc[i]));
+        cc.phi = 0.7f;
+        logits_of(sel, &cc, 3, lc, &share);
+        CHECK(memcmp(lc, l_load, V * sizeof(float)) == 0);
+        free(lc);
     }
 
     /* ---- hot-swap ---- */

@@ -66,6 +66,9 @@ typedef struct config {
     eng_rank rank;
     eng_score score;
     eng_layer_budget layer_budget;
+    eng_comp comp;
+    float sens[512]; /* lb=sens: per-layer sensitivities, from sens=FILE */
+    int n_sens;
     int dense_first, dense_last;
     char task[64]; /* "" = the prompt set's task */
     uint64_t seed;
@@ -183,8 +186,46 @@ static int parse_config(const char *spec, config *c, char *why, size_t cap)
                 c->layer_budget = ENG_BUDGET_UNIFORM;
             else if (!strcmp(v, "mass"))
                 c->layer_budget = ENG_BUDGET_MASS;
+            else if (!strcmp(v, "sens"))
+                c->layer_budget = ENG_BUDGET_SENS;
             else {
-                snprintf(why, cap, "lb must be uniform or mass");
+                snprintf(why, cap, "lb must be uniform, mass or sens");
+                return -EINVAL;
+            }
+        } else if (!strcmp(k, "sens")) {
+            /* one number per layer ('#' comments) */
+            FILE *f = fopen(v, "r");
+            if (!f) {
+                snprintf(why, cap, "sens=%s: %s", v, strerror(errno));
+                return -EINVAL;
+            }
+            char line[256];
+            c->n_sens = 0;
+            while (fgets(line, sizeof line, f)) {
+                char *h = strchr(line, '#'), *e;
+                if (h)
+                    *h = 0;
+                for (char *q = line;; q = e) {
+                    double x = strtod(q, &e);
+                    if (e == q)
+                        break;
+                    if (c->n_sens == (int)(sizeof c->sens / sizeof c->sens[0])) {
+                        fclose(f);
+                        snprintf(why, cap, "sens=%s: too many values", v);
+                        return -EINVAL;
+                    }
+                    c->sens[c->n_sens++] = (float)x;
+                }
+            }
+            fclose(f);
+            c->layer_budget = ENG_BUDGET_SENS;
+        } else if (!strcmp(k, "comp")) {
+            if (!strcmp(v, "none"))
+                c->comp = ENG_COMP_NONE;
+            else if (!strcmp(v, "mean"))
+                c->comp = ENG_COMP_MEAN;
+            else {
+                snprintf(why, cap, "comp must be none or mean");
                 return -EINVAL;
             }
         } else if (!strcmp(k, "score")) {
@@ -232,10 +273,12 @@ static int parse_config(const char *spec, config *c, char *why, size_t cap)
         char extra[80] = "";
         if (c->task[0])
             snprintf(extra, sizeof extra, " task=%s", c->task);
-        snprintf(c->name, sizeof c->name, "%s g%.2g d%.2g p%.2g a%.2g %s%s %d/%d%s",
+        snprintf(c->name, sizeof c->name, "%s g%.2g d%.2g p%.2g a%.2g %s%s%s %d/%d%s",
                  eng_select_mode_name(c->mode), c->gamma, c->delta, c->phi, c->alpha,
                  rank_name(c->rank), c->score == ENG_SCORE_CONTRIB ? " contrib" :
-                 c->layer_budget == ENG_BUDGET_MASS ? " mass" : "",
+                 c->layer_budget == ENG_BUDGET_MASS ? " mass" :
+                 c->layer_budget == ENG_BUDGET_SENS ? " sens" : "",
+                 c->comp == ENG_COMP_MEAN ? " comp" : "",
                  c->dense_first, c->dense_last, extra);
     }
     return 0;
@@ -784,8 +827,9 @@ static void usage(FILE *f)
             "      --prompts FILE     prompt set (repeatable), docs/prompt-sets.md\n"
             "      --split S          heldout (default), profile or all\n"
             "      --limit N          at most N prompts per task\n"
-            "  -c, --config SPEC      MODE[,gamma=,delta=,phi=,alpha=,rank=abs|signed,df=,dl=,\n"
-            "                         task=,seed=,budget_mb=,name=] (repeatable)\n"
+            "  -c, --config SPEC      MODE[,gamma=,delta=,phi=,alpha=,rank=abs|signed,comp=none|mean,df=,dl=,\n"
+            "                         lb=uniform|mass|sens,sens=FILE,task=,seed=,budget_mb=,name=]\n"
+            "                         (repeatable)\n"
             "      --configs FILE     one SPEC per line ('#' comments)\n"
             "      --max-tokens N     generation budget (default: qa 16, translate 48,\n"
             "                         summarize 40)\n"
@@ -1024,6 +1068,12 @@ int main(int argc, char **argv)
         dense_rows[k].mem = dense_mem;
     /* every configuration loads its own model: free the reference first so
      * the VmRSS a load adds is measured on its own */
+    int n_layer_model;
+    {
+        eng_model_info di;
+        eng_model_get_info(dense, &di);
+        n_layer_model = di.n_layer;
+    }
     eng_model_free(dense);
     dense = NULL;
 
@@ -1047,7 +1097,13 @@ int main(int argc, char **argv)
             pp.seed = c->seed;
             pp.score = c->score;
             pp.layer_budget = c->layer_budget;
+            pp.layer_sens = c->n_sens ? c->sens : NULL;
             int r = 0;
+            if (c->n_sens && c->n_sens != n_layer_model) {
+                r = -EINVAL;
+                snprintf(err.msg, sizeof err.msg, "sens=FILE needs %d values (one per layer), "
+                         "it has %d", n_layer_model, c->n_sens);
+            } else
             if (!m) {
                 r = load_model(o.model_path, o.threads, &pp, &m, &mm, &err);
                 cur_task = pp.task;
@@ -1066,6 +1122,7 @@ int main(int argc, char **argv)
             cp.phi = c->phi;
             cp.alpha = c->alpha;
             cp.rank = c->rank;
+            cp.comp = c->comp;
             row *rw = &rows[n_rows];
             rw->cfg = c;
             rw->t = &tasks[k];
