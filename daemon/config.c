@@ -17,6 +17,7 @@ const char *const sid_mode_names[] = {"auto", "dense", "load-only", "random-load
 const char *const sid_rank_names[] = {"abs", "signed", NULL};
 const char *const sid_task_switch_names[] = {"swap", "refuse", NULL};
 const char *const sid_backend_names[] = {"cpu", "cuda", "auto", NULL};
+const char *const sid_layer_budget_names[] = {"uniform", "mass", "sens", NULL}; /* eng_layer_budget */
 
 typedef struct key_def {
     const char *name;
@@ -51,6 +52,7 @@ static const key_def keys[] = {
     F32(delta, 0.0f, 1.0f, false, false),
     U32(dense_first, 0, 1024, false),
     U32(dense_last, 0, 1024, false),
+    ENUM(layer_budget, sid_layer_budget_names, false),
     U64(budget, 0, UINT64_MAX, false),
     U64(seed, 0, UINT64_MAX, false),
     F32(phi, 0.0f, 1.0f, false, false),
@@ -79,6 +81,10 @@ void sid_config_defaults(sid_config *cfg)
     cfg->mode = SID_MODE_AUTO;
     cfg->gamma = 0.7f; /* the published defaults */
     cfg->delta = 0.3f;
+    /* measured to win at equal memory and compute (docs/selectinfer.md):
+     * layer 0 dense, the other layers sharing the rest */
+    cfg->dense_first = 1;
+    cfg->layer_budget = SID_LAYER_BUDGET_SENS;
     cfg->alpha = 0.2f;
     cfg->rank = SID_RANK_ABS;
     cfg->task_switch = SID_TASK_SWITCH_SWAP;

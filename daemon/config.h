@@ -25,6 +25,7 @@ typedef struct sid_config {
     int mode;                          /* SID_MODE_...; AUTO: selectinfer with a profile */
     float gamma, delta;                /* plan: shares loaded and static */
     uint32_t dense_first, dense_last;  /* layers kept dense at each end */
+    int layer_budget;                  /* eng_layer_budget: gamma over the layers */
     uint64_t budget;                   /* bytes of weights; > 0: gamma solved */
     uint64_t seed;                     /* random-load */
     float phi;                         /* default share computed; 0: all loaded */
@@ -53,10 +54,12 @@ enum { SID_MODE_AUTO = 0 };
 enum { SID_RANK_ABS = 0, SID_RANK_SIGNED };
 enum { SID_TASK_SWITCH_SWAP = 0, SID_TASK_SWITCH_REFUSE };
 enum { SID_BACKEND_CPU = 0, SID_BACKEND_CUDA, SID_BACKEND_AUTO }; /* eng_backend_kind's order */
+enum { SID_LAYER_BUDGET_UNIFORM = 0, SID_LAYER_BUDGET_MASS, SID_LAYER_BUDGET_SENS }; /* eng_layer_budget's */
 extern const char *const sid_mode_names[];   /* NULL-terminated */
 extern const char *const sid_rank_names[];
 extern const char *const sid_task_switch_names[];
 extern const char *const sid_backend_names[];
+extern const char *const sid_layer_budget_names[];
 
 typedef struct sid_override {
     const char *key;

@@ -54,6 +54,7 @@ typedef struct sid_plan {
     eng_select_mode mode;
     float gamma, delta;          /* as planned (a budget solved into gamma) */
     int dense_first, dense_last;
+    eng_layer_budget layer_budget;
     uint64_t budget, seed;       /* as asked, for the next re-plan */
     float phi, alpha;            /* request defaults; phi 0: all loaded */
     eng_rank rank;

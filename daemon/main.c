@@ -29,7 +29,8 @@ static void usage(FILE *f)
         "Every key of the configuration file is also a flag: socket-group, admin-group,\n"
         "max-frame, max-queue, max-pending, max-connections, max-tokens, ctx-size,\n"
         "threads, backend, device, client-write-buffer, client-write-timeout-ms, client-socket-buffer,\n"
-        "profile, profile-dir, task, mode, gamma, delta, dense-first, dense-last, budget,\n"
+        "profile, profile-dir, task, mode, gamma, delta, dense-first, dense-last,\n"
+        "layer-budget, budget,\n"
         "seed, phi, alpha, rank, task-switch.\n"
         "See daemon/selectinferd.conf.example.\n");
 }

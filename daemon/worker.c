@@ -192,6 +192,7 @@ static void plan_params_of(const sid_plan *p, const eng_profile *prof, eng_load_
     pp->delta = p->delta;
     pp->dense_first = p->dense_first;
     pp->dense_last = p->dense_last;
+    pp->layer_budget = p->layer_budget;
     pp->budget_bytes = p->budget;
     pp->seed = p->seed;
 }
@@ -647,6 +648,8 @@ static int load_plan_params(sid_server *srv, eng_load_plan_params *pp, eng_profi
     pp->delta = cfg->delta;
     pp->dense_first = (int)cfg->dense_first;
     pp->dense_last = (int)cfg->dense_last;
+    pp->layer_budget = (eng_layer_budget)cfg->layer_budget;
+    p->layer_budget = pp->layer_budget;
     pp->budget_bytes = cfg->budget;
     pp->seed = cfg->seed;
     p->budget = cfg->budget;
