@@ -26,16 +26,21 @@
  *             generation then stops being compared, and says so. Logits
  *             along the way within the prefill bound (the prompt's KV came
  *             from the prefill path);
- *   selective: computing every loaded neuron, and phi 0.4 ranked by summed
- *             |a| (ENG_RANK_MASS, a continuous score), keep the prefill
- *             bound. phi 0.4 as published (per-token top alpha) counts
- *             votes, small integers with many ties broken by slot: one
- *             activation at a token's cut moving by rounding moves a vote
- *             from one neuron to another and can swap which of them
- *             decode computes (seen in the emulation: two slots trading
- *             one vote, 7 vs 6). On the tiny models one neuron of 77 is a
- *             large share, so that case gets SELECT_REL (0.1 of the logit
- *             scale), a bound against gross errors only;
+ *   selective: computing every loaded neuron keeps the prefill bound. With
+ *             phi 0.4 the prefill activations pick the neurons decode
+ *             computes, and a pick at the cut can go the other way on the
+ *             other backend: as published (per-token top alpha) the score
+ *             is a count of votes, small integers with many ties broken
+ *             by slot, so one activation at a token's cut moving by
+ *             rounding moves a vote from one neuron to another (seen in
+ *             the emulation: two slots trading one vote, 7 vs 6); ranked
+ *             by summed |a| (ENG_RANK_MASS) the score is continuous, and
+ *             on the 2-layer tiny models the picks agree, so that case
+ *             keeps the prefill bound there; on the default model (30
+ *             layers, ~1000 candidates per cut) some pick flips anyway
+ *             (logits then move by ~3 % of their scale, with the same
+ *             greedy text). Flipping cases get SELECT_REL (0.1 of the
+ *             logit scale), a bound against gross errors only;
  *   ffn share: identical (the same number of neurons is computed);
  *   profile sums: relative difference <= PREFILL_REL per layer total.
  *
@@ -354,7 +359,8 @@ static eng_load_plan_params plan(const eng_profile *prof, const char *task, floa
     return pp;
 }
 
-static void check_model(const char *name, const char *path)
+/* mass_rel: the bound of phi 0.4 ranked by summed |a| (see the top) */
+static void check_model(const char *name, const char *path, double mass_rel)
 {
     eng_model *mc = load(path, ENG_BACKEND_CPU, NULL), *mg = load(path, ENG_BACKEND_CUDA, NULL);
     CHECK(strcmp(eng_backend_name(mg), "cuda") == 0);
@@ -385,7 +391,7 @@ static void check_model(const char *name, const char *path)
            "%s: plans differ: %llu vs %llu neurons", name, (unsigned long long)pc.neurons_loaded,
            (unsigned long long)pg.neurons_loaded);
     cmp_greedy(name, "loaded", mc, mg, &all, PREFILL_REL);
-    cmp_greedy(name, "phi/mass", mc, mg, &mass, PREFILL_REL);
+    cmp_greedy(name, "phi/mass", mc, mg, &mass, mass_rel);
     cmp_greedy(name, "phi 0.4", mc, mg, &abs, SELECT_REL);
 
     /* hot-swap both to another task and a larger gamma (neurons enter,
@@ -407,7 +413,7 @@ static void check_model(const char *name, const char *path)
            (unsigned long long)sg.neurons_in, (unsigned long long)sg.neurons_out,
            (unsigned long long)sc.neurons_in, (unsigned long long)sc.neurons_out);
     cmp_greedy(name, "swap/loaded", mc, mg, &all, PREFILL_REL);
-    cmp_greedy(name, "swap/mass", mc, mg, &mass, PREFILL_REL);
+    cmp_greedy(name, "swap/mass", mc, mg, &mass, mass_rel);
     cmp_greedy(name, "swap/phi", mc, mg, &abs, SELECT_REL);
     eng_model *fresh = load(path, ENG_BACKEND_CUDA, &pb);
     cmp_greedy(name, "swap=fresh", fresh, mg, &all, PREFILL_REL);
@@ -433,7 +439,7 @@ static void check_synth(const char *synth, const char *shape)
     }
     int status;
     CHECK(waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0);
-    check_model(shape, path);
+    check_model(shape, path, PREFILL_REL);
     unlink(path);
 }
 
@@ -467,7 +473,7 @@ int main(int argc, char **argv)
     else if (access(path, R_OK) != 0)
         printf("default model: %s not found, skipped\n", path);
     else
-        check_model("default", path);
+        check_model("default", path, SELECT_REL);
 
     if (n_fail) {
         fprintf(stderr, "%d check(s) failed\n", n_fail);
