@@ -17,9 +17,10 @@
  * the queued work and returns that error (0 when none) and error() its
  * message. The CPU backend never fails after alloc().
  *
- * Threads: ops and memory calls come from one thread at a time, except
- * upload() and upload_rows(), which the loader calls from its conversion
- * threads at once.
+ * Threads: ops and memory calls come from one thread at a time (not
+ * necessarily the one that made the backend: the daemon loads on one thread
+ * and serves on another), except upload() and upload_rows(), which the
+ * loader calls from its conversion threads at once.
  *
  * Shapes are written [outer][inner], inner contiguous. Activations are f32;
  * weights are f16 or f32 (eng_dtype; a GPU backend takes f16 only); the KV
@@ -84,7 +85,8 @@ typedef struct eng_backend_iface {
     /* Waits for the queued work; returns the first error recorded since the
      * last sync (and forgets it), 0 when none. */
     int (*sync)(eng_backend *be);
-    /* One line about the last error sync() returned ("" when none). */
+    /* One line about the last failure sync() returned, or alloc() met (a GPU
+     * says "needs N bytes, M free"); "" when none. */
     const char *(*error)(eng_backend *be);
 
     /* ---- ops ---- */
