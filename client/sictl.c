@@ -165,9 +165,12 @@ static void print_status(const Selectinfer__Status *s)
     printf("resident memory:  %.1f MiB\n", (double)s->rss_bytes / mib);
     if (s->profile) {
         const Selectinfer__ProfileInfo *p = s->profile;
-        printf("profile:          %s, mode %s (gamma %.2f, delta %.2f, layers dense %u + %u)\n",
-               p->name ? p->name : "", p->mode ? p->mode : "?", (double)p->gamma, (double)p->delta,
-               p->dense_first, p->dense_last);
+        printf("profile:          %s, mode %s (gamma %.2f, delta %.2f", p->name ? p->name : "",
+               p->mode ? p->mode : "?", (double)p->gamma, (double)p->delta);
+        /* a dense plan sparsifies nothing: its dense ends say nothing */
+        if (!p->mode || strcmp(p->mode, "dense") != 0)
+            printf(", layers dense %u + %u", p->dense_first, p->dense_last);
+        printf(")\n");
         if (p->path && p->path[0])
             printf("profile file:     %s\n", p->path);
         printf("FFN neurons:      %llu of %llu loaded; requests compute phi %.2f (0: all loaded), "
