@@ -42,19 +42,8 @@ int main(int argc, char **argv)
         fprintf(stderr, "usage: test-backend-choice SI_SYNTH\n");
         return 2;
     }
-    char path[] = "/tmp/si-backend-choice-XXXXXX";
-    int fd = mkstemp(path);
-    CHECK(fd >= 0);
-    close(fd);
-    pid_t pid = fork();
-    CHECK(pid >= 0);
-    if (pid == 0) {
-        execl(argv[1], argv[1], "--shape", "tiny", "--out", path, "--seed", "7", "--type", "f16",
-              (char *)NULL);
-        _exit(127);
-    }
-    int status;
-    CHECK(waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    char path[32];
+    test_synth(argv[1], "tiny", path);
 
     eng_backend *be = NULL;
     eng_error e = { { 0 } };

@@ -508,18 +508,8 @@ int main(int argc, char **argv)
     }
     const char *shapes[] = { "tiny", "tiny-qwen2", "tiny-llama3" };
     for (size_t i = 0; i < sizeof(shapes) / sizeof(shapes[0]); i++) {
-        char path[] = "/tmp/si-split-XXXXXX";
-        int fd = mkstemp(path);
-        CHECK(fd >= 0);
-        close(fd);
-        pid_t pid = fork();
-        CHECK(pid >= 0);
-        if (pid == 0) {
-            execl(argv[1], argv[1], "--shape", shapes[i], "--out", path, (char *)NULL);
-            _exit(127);
-        }
-        int st;
-        CHECK(waitpid(pid, &st, 0) == pid && WIFEXITED(st) && WEXITSTATUS(st) == 0);
+        char path[32];
+        test_synth(argv[1], shapes[i], path);
         guard = true;
         run(path, shapes[i], 12, 6);
         unlink(path);

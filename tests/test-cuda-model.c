@@ -426,19 +426,8 @@ static void check_model(const char *name, const char *path, double mass_rel)
 
 static void check_synth(const char *synth, const char *shape)
 {
-    char path[] = "/tmp/si-cuda-model-XXXXXX";
-    int fd = mkstemp(path);
-    CHECK(fd >= 0);
-    close(fd);
-    pid_t pid = fork();
-    CHECK(pid >= 0);
-    if (pid == 0) {
-        execl(synth, synth, "--shape", shape, "--out", path, "--seed", "7", "--type", "f16",
-              (char *)NULL);
-        _exit(127);
-    }
-    int status;
-    CHECK(waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    char path[32];
+    test_synth(synth, shape, path);
     check_model(shape, path, PREFILL_REL);
     unlink(path);
 }

@@ -23,19 +23,8 @@ enum { N_TOK = sizeof(TOKENS) / sizeof(TOKENS[0]) };
 
 static int check_shape(const char *synth, const char *data_dir, const char *shape, int n_vocab)
 {
-    char model[] = "/tmp/si-synth-ref-XXXXXX";
-    int fd = mkstemp(model);
-    CHECK(fd >= 0);
-    close(fd);
-    pid_t pid = fork();
-    CHECK(pid >= 0);
-    if (pid == 0) {
-        execl(synth, synth, "--shape", shape, "--out", model, "--seed", "7", "--type", "f16",
-              (char *)NULL);
-        _exit(127);
-    }
-    int status;
-    CHECK(waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    char model[32];
+    test_synth(synth, shape, model);
 
     char ref_path[4096];
     snprintf(ref_path, sizeof(ref_path), "%s/synth-%s.logits", data_dir, shape);

@@ -4,6 +4,8 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #define CHECK(cond)                                                              \
     do {                                                                         \
@@ -37,6 +39,27 @@ static inline const char *test_model_path(void)
         snprintf(buf, sizeof(buf), "%s/.cache/selectinfer/SmolLM2-135M-Instruct.Q4_1.gguf",
                  getenv("HOME") ? getenv("HOME") : "/root");
     return buf;
+}
+
+/* Writes the synthetic model `shape` (tools/si-synth at synth, seed 7, f16)
+ * to a new temporary file whose name goes into path (at least 32 bytes);
+ * the caller unlinks it. */
+static inline void test_synth(const char *synth, const char *shape, char *path)
+{
+    snprintf(path, 32, "/tmp/si-synth-XXXXXX");
+    int fd = mkstemp(path);
+    CHECK(fd >= 0);
+    close(fd);
+    pid_t pid = fork();
+    CHECK(pid >= 0);
+    if (pid == 0) {
+        execl(synth, synth, "--shape", shape, "--out", path, "--seed", "7", "--type", "f16",
+              (char *)NULL);
+        _exit(127);
+    }
+    int status;
+    CHECKF(waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0,
+           "si-synth --shape %s failed", shape);
 }
 
 #endif
