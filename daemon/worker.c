@@ -640,20 +640,17 @@ static int load_plan_params(sid_server *srv, eng_load_plan_params *pp, eng_profi
             return rc;
         }
     }
-    *pp = eng_load_plan_params_default();
-    pp->mode = mode;
-    pp->profile = prof;
-    pp->task = cfg->task[0] ? cfg->task : NULL;
-    pp->gamma = cfg->gamma;
-    pp->delta = cfg->delta;
-    pp->dense_first = (int)cfg->dense_first;
-    pp->dense_last = (int)cfg->dense_last;
-    pp->layer_budget = (eng_layer_budget)cfg->layer_budget;
-    p->layer_budget = pp->layer_budget;
-    pp->budget_bytes = cfg->budget;
-    pp->seed = cfg->seed;
+    /* the configured plan, which plan_snapshot() refreshes once loaded */
+    p->mode = mode;
+    snprintf(p->task, sizeof(p->task), "%s", cfg->task);
+    p->gamma = cfg->gamma;
+    p->delta = cfg->delta;
+    p->dense_first = (int)cfg->dense_first;
+    p->dense_last = (int)cfg->dense_last;
+    p->layer_budget = (eng_layer_budget)cfg->layer_budget;
     p->budget = cfg->budget;
     p->seed = cfg->seed;
+    plan_params_of(p, prof, pp);
     p->phi = cfg->phi;
     p->alpha = cfg->alpha;
     p->rank = cfg->rank == SID_RANK_SIGNED ? ENG_RANK_SIGNED : ENG_RANK_ABS;
