@@ -326,6 +326,16 @@ static void init_raw(Selectinfer__Generate *g, const char *prompt, uint32_t max_
     g->max_tokens = max_tokens;
 }
 
+/* A generate request around g; the caller sets req.id. */
+static Selectinfer__Request generate_request(Selectinfer__Generate *g)
+{
+    Selectinfer__Request req = SELECTINFER__REQUEST__INIT;
+    req.body_case = SELECTINFER__REQUEST__BODY_GENERATE;
+    req.generate = g;
+    req.has_id = true;
+    return req;
+}
+
 static int on_chunk_collect(void *ud, const char *text, size_t len)
 {
     gen_result *r = ud;
@@ -607,10 +617,7 @@ static void scenario_concurrent(void)
     REQUIRE(si_client_connect(D.sock, &c) == 0);
     Selectinfer__Generate g;
     init_raw(&g, "Once upon a time", 3);
-    Selectinfer__Request req = SELECTINFER__REQUEST__INIT;
-    req.body_case = SELECTINFER__REQUEST__BODY_GENERATE;
-    req.generate = &g;
-    req.has_id = true;
+    Selectinfer__Request req = generate_request(&g);
     for (uint64_t id = 101; id <= 103; id++) {
         req.id = id;
         CHECK(si_client_send(c, &req) == 0);
@@ -649,10 +656,7 @@ static void scenario_overload(void)
     REQUIRE(si_client_connect(D.sock, &c) == 0);
     Selectinfer__Generate g;
     init_raw(&g, "The numbers: 1, 2, 3,", fake ? 20 : 6);
-    Selectinfer__Request req = SELECTINFER__REQUEST__INIT;
-    req.body_case = SELECTINFER__REQUEST__BODY_GENERATE;
-    req.generate = &g;
-    req.has_id = true;
+    Selectinfer__Request req = generate_request(&g);
     enum { N = 8 };
     /* All N + 1 frames in one send, so that the daemon reads them in one
      * go: sent one by one, a client that the scheduler stalls between two
@@ -711,10 +715,7 @@ static void scenario_cancel(void)
     REQUIRE(si_client_connect(D.sock, &c) == 0);
     Selectinfer__Generate g;
     init_raw(&g, "1, 2, 3, 4, 5, 6, 7, 8,", 400);
-    Selectinfer__Request req = SELECTINFER__REQUEST__INIT;
-    req.body_case = SELECTINFER__REQUEST__BODY_GENERATE;
-    req.generate = &g;
-    req.has_id = true;
+    Selectinfer__Request req = generate_request(&g);
     req.id = si_client_next_id(c); /* 1 */
     CHECK(si_client_send(c, &req) == 0);
     req.id = si_client_next_id(c); /* 2, queued behind 1 */
@@ -848,10 +849,7 @@ static void scenario_disconnect(void)
     REQUIRE(si_client_connect(D.sock, &c) == 0);
     Selectinfer__Generate g;
     init_raw(&g, "1, 2, 3, 4, 5, 6, 7, 8,", 400);
-    Selectinfer__Request req = SELECTINFER__REQUEST__INIT;
-    req.body_case = SELECTINFER__REQUEST__BODY_GENERATE;
-    req.generate = &g;
-    req.has_id = true;
+    Selectinfer__Request req = generate_request(&g);
     req.id = 1;
     CHECK(si_client_send(c, &req) == 0);
     req.id = 2; /* and one still queued */
@@ -903,10 +901,7 @@ static void scenario_prefill_cancel(void)
     REQUIRE(si_client_connect(D.sock, &c) == 0);
     Selectinfer__Generate g;
     init_raw(&g, "a LONG prompt", 5);
-    Selectinfer__Request req = SELECTINFER__REQUEST__INIT;
-    req.body_case = SELECTINFER__REQUEST__BODY_GENERATE;
-    req.generate = &g;
-    req.has_id = true;
+    Selectinfer__Request req = generate_request(&g);
     req.id = 1;
     CHECK(si_client_send(c, &req) == 0);
     usleep(300000); /* the prefill has begun */
@@ -1035,10 +1030,7 @@ static void scenario_garbage(void)
     big[70000] = '\0';
     Selectinfer__Generate g;
     init_raw(&g, big, 1);
-    Selectinfer__Request req = SELECTINFER__REQUEST__INIT;
-    req.body_case = SELECTINFER__REQUEST__BODY_GENERATE;
-    req.generate = &g;
-    req.has_id = true;
+    Selectinfer__Request req = generate_request(&g);
     req.id = 1;
     si_client_send(c, &req); /* may fail half-way when the daemon closes */
     CHECK(read_until_eof(c, 10000, &eof) == SELECTINFER__ERROR_CODE__FRAME_TOO_LARGE && eof);
@@ -1110,10 +1102,7 @@ static void scenario_slow_reader(void)
     REQUIRE(si_client_connect(D.sock, &slow) == 0);
     Selectinfer__Generate g;
     init_raw(&g, "1, 2, 3, 4, 5, 6, 7, 8,", fake ? 5000 : 300);
-    Selectinfer__Request req = SELECTINFER__REQUEST__INIT;
-    req.body_case = SELECTINFER__REQUEST__BODY_GENERATE;
-    req.generate = &g;
-    req.has_id = true;
+    Selectinfer__Request req = generate_request(&g);
     for (uint64_t id = 1; id <= 8; id++) {
         req.id = id;
         CHECK(si_client_send(slow, &req) == 0);
@@ -1333,10 +1322,7 @@ static void scenario_lifecycle(void)
     si_client *c;
     REQUIRE(si_client_connect(D.sock, &c) == 0);
     init_raw(&g, "hello", 1000);
-    Selectinfer__Request req = SELECTINFER__REQUEST__INIT;
-    req.body_case = SELECTINFER__REQUEST__BODY_GENERATE;
-    req.generate = &g;
-    req.has_id = true;
+    Selectinfer__Request req = generate_request(&g);
     req.id = 1;
     CHECK(si_client_send(c, &req) == 0);
     req.id = 2;
