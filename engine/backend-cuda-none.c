@@ -18,3 +18,8 @@ int eng_backend_cuda_describe(const eng_backend *be, char *name, size_t name_siz
 {
     return -ENOTSUP;
 }
+
+int eng__backend_graph_stats(const eng_backend *be, eng_graph_stats *ret)
+{
+    return -EINVAL;
+}

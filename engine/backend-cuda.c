@@ -14,6 +14,16 @@
  *   - alloc() records nothing (the contract): its -ENOMEM message ("needs N
  *     bytes, M free") is what error() says until the next sync().
  *
+ * Decode graphs (graph_begin/graph_end): the ops of a step are captured
+ * into a CUDA graph and launched at once. The executable graph is kept and
+ * each next step's capture only updates its parameters (si_cuda_graph_end_
+ * update); any op issued outside a capture (a prefill) drops it first,
+ * since it may have to grow the scratch the graph points into. An op that
+ * fails while capturing records nothing: graph_end says so and the engine
+ * runs the step directly, where the failure, if real, is recorded. Three
+ * failed captures in a row, or ENG_CUDA_GRAPHS=0 at creation, turn graphs
+ * off.
+ *
  * Threads: the CUDA runtime keeps the current device per host thread, so
  * every entry point binds the context's device first (a daemon runs the
  * ops on another thread than the one that loaded the model). upload() and
@@ -41,6 +51,13 @@ typedef struct cuda_ctx {
     char last[512];         /* what error() says: the last failure reported */
     int32_t *iota;          /* 0, 1, 2, ...: the packed source rows of upload_rows */
     int n_iota;
+    /* decode graphs; used by the ops' thread only */
+    bool graphs_off;
+    bool capturing;         /* between graph_begin and graph_end */
+    bool capture_failed;    /* an op failed while capturing: the capture is void */
+    int failed_in_row;
+    si_cuda_graph *graph;   /* the last step's, updated by the next one */
+    eng_graph_stats gs;
 } cuda_ctx;
 
 static inline cuda_ctx *ctx_of(eng_backend *be)
@@ -70,8 +87,30 @@ static bool check(cuda_ctx *x, int r)
 {
     if (r >= 0)
         return true;
-    fail(x, r, si_cuda_last_error());
+    if (x->capturing)
+        x->capture_failed = true; /* the direct rerun records it, if real */
+    else
+        fail(x, r, si_cuda_last_error());
     return false;
+}
+
+/* A memory call between graph_begin and graph_end breaks the contract (and
+ * the capture): the engine has a bug, say so at sync(). */
+static bool capturing_misuse(cuda_ctx *x, const char *what)
+{
+    if (!x->capturing)
+        return false;
+    x->capture_failed = true;
+    char m[128];
+    snprintf(m, sizeof(m), "%s while a decode graph is being captured", what);
+    fail(x, -EINVAL, m);
+    return true;
+}
+
+static void drop_graph(cuda_ctx *x)
+{
+    si_cuda_graph_free(x->graph);
+    x->graph = NULL;
 }
 
 /* Whether an op may run: no failure pending, and the device bound. The
@@ -79,9 +118,17 @@ static bool check(cuda_ctx *x, int r)
  * upload failure only means one more op queues before sync() reports it. */
 static bool ready(cuda_ctx *x)
 {
-    if (__atomic_load_n(&x->err, __ATOMIC_RELAXED))
+    if (__atomic_load_n(&x->err, __ATOMIC_RELAXED) || (x->capturing && x->capture_failed))
         return false;
     return check(x, si_cuda_bind(x->c));
+}
+
+/* ready() for an op: one outside a capture drops the kept graph first */
+static bool op_ready(cuda_ctx *x)
+{
+    if (!x->capturing && x->graph)
+        drop_graph(x);
+    return ready(x);
 }
 
 /* ---- memory -------------------------------------------------------------- */
@@ -90,6 +137,8 @@ static int mem_alloc(eng_backend *be, size_t bytes, void **ret)
 {
     cuda_ctx *x = ctx_of(be);
     if (!ret)
+        return -EINVAL;
+    if (capturing_misuse(x, "alloc"))
         return -EINVAL;
     int r = si_cuda_bind(x->c);
     void *p = NULL;
@@ -109,7 +158,7 @@ static int mem_alloc(eng_backend *be, size_t bytes, void **ret)
 static void mem_free(eng_backend *be, void *p)
 {
     cuda_ctx *x = ctx_of(be);
-    if (!p)
+    if (!p || capturing_misuse(x, "mem_free"))
         return;
     /* cudaFree on another device's pointer fails: bind first, and free even
      * after a failure (the memory is ours whatever happened). */
@@ -132,6 +181,8 @@ static void mem_info(eng_backend *be, size_t *ret_free, size_t *ret_total)
 static void mem_upload(eng_backend *be, void *dst, const void *src, size_t bytes)
 {
     cuda_ctx *x = ctx_of(be);
+    if (capturing_misuse(x, "upload"))
+        return;
     pthread_mutex_lock(&x->lock);
     if (!x->err) {
         int r = si_cuda_bind(x->c);
@@ -149,7 +200,7 @@ static void mem_upload_rows(eng_backend *be, void *dst, const int32_t *rows, con
                             int n, size_t row_bytes)
 {
     cuda_ctx *x = ctx_of(be);
-    if (n <= 0)
+    if (n <= 0 || capturing_misuse(x, "upload_rows"))
         return;
     pthread_mutex_lock(&x->lock);
     if (x->err)
@@ -179,7 +230,7 @@ static void mem_download(eng_backend *be, void *dst, const void *src, size_t byt
     cuda_ctx *x = ctx_of(be);
     if (!bytes)
         return;
-    if (ready(x) && check(x, si_cuda_download(x->c, dst, src, bytes)) &&
+    if (!capturing_misuse(x, "download") && ready(x) && check(x, si_cuda_download(x->c, dst, src, bytes)) &&
         check(x, si_cuda_sync(x->c)))
         return;
     /* The caller learns of the failure at sync(); meanwhile it reads zeros,
@@ -191,13 +242,15 @@ static void mem_download(eng_backend *be, void *dst, const void *src, size_t byt
 static void mem_copy(eng_backend *be, void *dst, const void *src, size_t bytes)
 {
     cuda_ctx *x = ctx_of(be);
-    if (bytes && dst != src && ready(x))
+    if (bytes && dst != src && !capturing_misuse(x, "copy") && ready(x))
         check(x, si_cuda_copy(x->c, dst, src, bytes));
 }
 
 static int mem_sync(eng_backend *be)
 {
     cuda_ctx *x = ctx_of(be);
+    if (capturing_misuse(x, "sync"))
+        return -EINVAL;
     /* Wait even after a failure: queued work may still use host buffers. */
     int r = si_cuda_bind(x->c);
     if (r >= 0)
@@ -237,7 +290,7 @@ static void op_get_rows(eng_backend *be, const eng_weight *w, const int32_t *ids
                         float *out)
 {
     cuda_ctx *x = ctx_of(be);
-    if (!w || n <= 0 || !ready(x))
+    if (!w || n <= 0 || !op_ready(x))
         return;
     /* the kernel reads f32 tables too; only f16 and f32 exist */
     if (w->dtype != ENG_DTYPE_F16 && w->dtype != ENG_DTYPE_F32) {
@@ -252,7 +305,7 @@ static void op_matmul(eng_backend *be, const eng_weight *w, const float *bias, c
                       float *y, int n_tokens)
 {
     cuda_ctx *x = ctx_of(be);
-    if (!w || n_tokens <= 0 || !ready(x) || !f16_only(x, w->dtype, "matmul"))
+    if (!w || n_tokens <= 0 || !op_ready(x) || !f16_only(x, w->dtype, "matmul"))
         return;
     check(x, si_cuda_matmul(x->c, w->data, w->rows, w->cols, bias, xs, y, n_tokens));
 }
@@ -261,7 +314,7 @@ static void op_rmsnorm(eng_backend *be, const float *xs, const float *weight, fl
                        int n_tokens, int n, float eps)
 {
     cuda_ctx *x = ctx_of(be);
-    if (n_tokens <= 0 || n <= 0 || !ready(x))
+    if (n_tokens <= 0 || n <= 0 || !op_ready(x))
         return;
     check(x, si_cuda_rmsnorm(x->c, xs, weight, y, n_tokens, n, eps));
 }
@@ -270,7 +323,7 @@ static void op_rope(eng_backend *be, float *xs, int n_tokens, int n_heads, int h
                     int n_rot, int pos0, float freq_base, const float *freq_factors, bool neox)
 {
     cuda_ctx *x = ctx_of(be);
-    if (n_tokens <= 0 || n_heads <= 0 || !ready(x))
+    if (n_tokens <= 0 || n_heads <= 0 || !op_ready(x))
         return;
     check(x, si_cuda_rope(x->c, xs, n_tokens, n_heads, head_dim, n_rot, pos0, freq_base,
                           freq_factors, neox));
@@ -281,7 +334,7 @@ static void op_attention(eng_backend *be, const float *q, const uint16_t *k, con
                          int head_dim, float scale)
 {
     cuda_ctx *x = ctx_of(be);
-    if (n_tokens <= 0 || !ready(x))
+    if (n_tokens <= 0 || !op_ready(x))
         return;
     check(x, si_cuda_attention(x->c, q, k, v, out, n_tokens, pos0, n_head, n_head_kv, head_dim,
                                scale));
@@ -291,7 +344,7 @@ static void op_ffn(eng_backend *be, const eng_ffn_weights *w, const int32_t *sel
                    const float *xs, float *y, int n_tokens, float *act)
 {
     cuda_ctx *x = ctx_of(be);
-    if (!w || n_tokens <= 0 || !ready(x) || !f16_only(x, w->dtype, "ffn"))
+    if (!w || n_tokens <= 0 || !op_ready(x) || !f16_only(x, w->dtype, "ffn"))
         return;
     si_cuda_ffn_weights cw = {
         .n_embd = w->n_embd,
@@ -305,7 +358,7 @@ static void op_ffn(eng_backend *be, const eng_ffn_weights *w, const int32_t *sel
 static void op_add(eng_backend *be, float *y, const float *xs, long n)
 {
     cuda_ctx *x = ctx_of(be);
-    if (n <= 0 || !ready(x))
+    if (n <= 0 || !op_ready(x))
         return;
     check(x, si_cuda_add(x->c, y, xs, n));
 }
@@ -313,9 +366,56 @@ static void op_add(eng_backend *be, float *y, const float *xs, long n)
 static void op_store_f16(eng_backend *be, const float *src, uint16_t *dst, long n)
 {
     cuda_ctx *x = ctx_of(be);
-    if (n <= 0 || !ready(x))
+    if (n <= 0 || !op_ready(x))
         return;
     check(x, si_cuda_store_f16(x->c, src, dst, n));
+}
+
+/* ---- decode graphs -------------------------------------------------------- */
+
+static int op_graph_begin(eng_backend *be)
+{
+    cuda_ctx *x = ctx_of(be);
+    if (x->graphs_off || x->capturing || !ready(x))
+        return -EAGAIN;
+    if (si_cuda_graph_begin(x->c) < 0) {
+        si_cuda_graph_abort(x->c);
+        return -EAGAIN;
+    }
+    x->capturing = true;
+    x->capture_failed = false;
+    return 0;
+}
+
+/* Nothing of the capture ran: the engine issues the step directly. */
+static int capture_lost(cuda_ctx *x)
+{
+    drop_graph(x);
+    x->gs.fallbacks++;
+    if (++x->failed_in_row >= 3)
+        x->graphs_off = true; /* not worth a capture per step any more */
+    return -EAGAIN;
+}
+
+static int op_graph_end(eng_backend *be)
+{
+    cuda_ctx *x = ctx_of(be);
+    if (!x->capturing)
+        return -EINVAL;
+    x->capturing = false;
+    if (x->capture_failed || si_cuda_bind(x->c) < 0) {
+        si_cuda_graph_abort(x->c);
+        return capture_lost(x);
+    }
+    bool updated = false;
+    if (si_cuda_graph_end_update(x->c, &x->graph, &updated) < 0 ||
+        si_cuda_graph_launch(x->c, x->graph) < 0)
+        return capture_lost(x);
+    x->failed_in_row = 0;
+    x->gs.steps++;
+    if (!updated)
+        x->gs.instantiated++;
+    return 0;
 }
 
 /* ---- construction ------------------------------------------------------- */
@@ -344,6 +444,8 @@ static const eng_backend_iface cuda_iface = {
     .ffn = op_ffn,
     .add = op_add,
     .store_f16 = op_store_f16,
+    .graph_begin = op_graph_begin,
+    .graph_end = op_graph_end,
 };
 
 static void op_free(eng_backend *be)
@@ -352,6 +454,9 @@ static void op_free(eng_backend *be)
         return;
     cuda_ctx *x = ctx_of(be);
     (void)si_cuda_bind(x->c);
+    if (x->capturing)
+        si_cuda_graph_abort(x->c);
+    drop_graph(x);
     si_cuda_free(x->c);
     pthread_mutex_destroy(&x->lock);
     free(x->iota);
@@ -398,6 +503,8 @@ int eng_backend_cuda_new(int device, eng_backend **ret_backend, eng_error *err)
         return r;
     }
     x->device = device;
+    const char *env = getenv("ENG_CUDA_GRAPHS");
+    x->graphs_off = env && !strcmp(env, "0");
     x->be.iface = &cuda_iface;
     x->be.ctx = x;
     *ret_backend = &x->be;
@@ -422,5 +529,15 @@ int eng_backend_cuda_describe(const eng_backend *be, char *name, size_t name_siz
         *integrated = in.integrated;
     if (peak_gbps)
         *peak_gbps = in.peak_gbps;
+    return 0;
+}
+
+int eng__backend_graph_stats(const eng_backend *be, eng_graph_stats *ret)
+{
+    if (!be || !ret || be->iface != &cuda_iface)
+        return -EINVAL;
+    const cuda_ctx *x = be->ctx;
+    *ret = x->gs;
+    ret->enabled = !x->graphs_off;
     return 0;
 }

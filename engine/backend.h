@@ -131,6 +131,23 @@ typedef struct eng_backend_iface {
 
     /* dst[i] = f16(src[i]) (KV cache stores) */
     void (*store_f16)(eng_backend *be, const float *src, uint16_t *dst, long n);
+
+    /* ---- optional: one launch per decode step (NULL: not offered) ---- */
+
+    /* A decode step is hundreds of small ops; launching each one costs a
+     * GPU more than running it on a small model. graph_begin() starts
+     * recording: the ops that follow are queued into a graph, not run, and
+     * no memory call may come until graph_end() (upload before, download
+     * after). graph_end() runs the recording with one launch and keeps it,
+     * so that the next recording of the same ops (the next step: another
+     * position, another KV row) only patches arguments.
+     *
+     * graph_begin() < 0: not now, issue the ops directly. graph_end() < 0:
+     * nothing recorded ran and no error is recorded; issue the same ops
+     * again directly (an op may have failed while recording; run directly,
+     * it fails again and sync() says why). */
+    int (*graph_begin)(eng_backend *be);
+    int (*graph_end)(eng_backend *be);
 } eng_backend_iface;
 
 struct eng_backend {
@@ -152,5 +169,7 @@ int eng_backend_cuda_new(int device, eng_backend **ret_backend, eng_error *err);
  * (Jetson), its nominal bandwidth in GB/s (0: unknown). */
 int eng_backend_cuda_describe(const eng_backend *be, char *name, size_t name_size,
                               bool *integrated, double *peak_gbps);
+/* Decode-graph counters of a CUDA backend (-EINVAL for another backend). */
+int eng__backend_graph_stats(const eng_backend *be, eng_graph_stats *ret);
 
 #endif

@@ -408,6 +408,25 @@ int eng_model_swap(eng_model *model, const eng_load_plan_params *plan, eng_swap_
 uint64_t eng_time_ns(void); /* CLOCK_MONOTONIC */
 const char *eng_backend_name(const eng_model *model);
 
+/* Decode steps launched as one CUDA graph (all zero on the CPU). */
+typedef struct eng_graph_stats {
+    bool enabled;      /* off: ENG_CUDA_GRAPHS=0, or captures kept failing */
+    long steps;        /* decode steps run as one graph launch */
+    long instantiated; /* of those, graphs built afresh; the rest patched the last one */
+    long fallbacks;    /* steps whose capture failed and that ran op by op */
+} eng_graph_stats;
+
+/* Where a model runs, for reports and a GPU's roofline. */
+typedef struct eng_backend_info {
+    char name[16];     /* as eng_backend_name */
+    char device[128];  /* the GPU's name; "" on the CPU */
+    bool integrated;   /* the GPU shares memory with the host (Jetson) */
+    double peak_gbps;  /* the GPU's nominal memory bandwidth; 0: unknown or CPU */
+    eng_graph_stats graphs;
+} eng_backend_info;
+
+int eng_model_backend_info(const eng_model *model, eng_backend_info *ret);
+
 #ifdef __cplusplus
 }
 #endif

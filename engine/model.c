@@ -976,6 +976,21 @@ const char *eng_backend_name(const eng_model *m)
     return m->be->iface->name;
 }
 
+int eng_model_backend_info(const eng_model *m, eng_backend_info *ret)
+{
+    if (!m || !ret)
+        return -EINVAL;
+    memset(ret, 0, sizeof(*ret));
+    snprintf(ret->name, sizeof(ret->name), "%s", m->be->iface->name);
+    if (strcmp(ret->name, "cuda") != 0)
+        return 0;
+    int r = eng_backend_cuda_describe(m->be, ret->device, sizeof(ret->device), &ret->integrated,
+                                      &ret->peak_gbps);
+    if (r < 0)
+        return r;
+    return eng__backend_graph_stats(m->be, &ret->graphs);
+}
+
 /* ---- tokenizer and chat: thin wrappers over vocab.c and chat.c ---- */
 
 int eng_tokenize(const eng_model *m, const char *text, size_t len, unsigned flags,
@@ -1170,22 +1185,25 @@ const float *eng_session_logits(const eng_session *s, int i)
 
 /* ---- the forward pass ---- */
 
-int eng__forward(eng_session *s, const int32_t *tokens, int n, bool all_logits, float *logits)
+/* The ops of one forward pass over n tokens at positions n_past ..: the
+ * tokens are in s->tokens already; the logits of rows first .. n-1 go to
+ * `out` (backend memory) when out is not NULL. Nothing here changes the
+ * session on the host except what the prefill's neuron vote observes, so a
+ * decode step can be issued twice (see graphs in eng__forward). */
+static void forward_ops(eng_session *s, int n, int first, float *out)
 {
     const eng_model *m = s->model;
     eng_backend *be = m->be;
     const eng_backend_iface *op = be->iface;
     const int E = m->info.n_embd, H = m->info.n_head, Hkv = m->info.n_head_kv;
-    const int hd = m->info.head_dim, V = m->info.n_vocab;
+    const int hd = m->info.head_dim;
     const int pos0 = s->n_past;
     const size_t kvd = (size_t)Hkv * hd;
     const float scale = 1.0f / sqrtf((float)hd);
     const bool want_act = eng__select_wants_act(s);
     const bool host = op->host_memory;
-    (void)V;
 
     /* x [n][E]: token embeddings */
-    op->upload(be, s->tokens, tokens, (size_t)n * sizeof(int32_t));
     op->get_rows(be, &m->tok_embd, s->tokens, n, s->x);
 
     for (int il = 0; il < m->info.n_layer; il++) {
@@ -1229,27 +1247,53 @@ int eng__forward(eng_session *s, const int32_t *tokens, int n, bool all_logits, 
             op->add(be, s->x + (size_t)t * E, s->ffn_bias[il], E);
     }
 
-    s->n_past += n;
-    if (logits) {
-        /* logits of the rows asked for: all, or only the last */
-        int first = all_logits ? 0 : n - 1;
-        int rows = n - first;
-        float *out = logits; /* host memory is the backend's */
-        if (!host) {
-            if (rows > s->logits_dev_cap) {
-                op->mem_free(be, s->logits_dev);
-                s->logits_dev_cap = 0;
-                if (!(s->logits_dev = eng__session_alloc(s, (size_t)rows * V * sizeof(float))))
-                    return -ENOMEM;
-                s->logits_dev_cap = rows;
-            }
-            out = s->logits_dev;
-        }
-        op->rmsnorm(be, s->x + (size_t)first * E, m->output_norm, s->xn, rows, E, m->rms_eps);
-        op->matmul(be, &m->output, NULL, s->xn, out, rows);    /* logits [rows][V] */
-        if (!host)
-            op->download(be, logits, out, (size_t)rows * V * sizeof(float));
+    if (out) {
+        /* logits of rows first .. n-1 */
+        op->rmsnorm(be, s->x + (size_t)first * E, m->output_norm, s->xn, n - first, E,
+                    m->rms_eps);
+        op->matmul(be, &m->output, NULL, s->xn, out, n - first); /* logits [rows][V] */
     }
+}
+
+int eng__forward(eng_session *s, const int32_t *tokens, int n, bool all_logits, float *logits)
+{
+    const eng_model *m = s->model;
+    eng_backend *be = m->be;
+    const eng_backend_iface *op = be->iface;
+    const int V = m->info.n_vocab;
+    const bool host = op->host_memory;
+
+    /* logits of the rows asked for: all, or only the last; a backend that
+     * is not host memory writes them to its own buffer first */
+    int first = all_logits ? 0 : n - 1;
+    int rows = n - first;
+    float *out = logits;
+    if (logits && !host) {
+        if (rows > s->logits_dev_cap) {
+            op->mem_free(be, s->logits_dev);
+            s->logits_dev_cap = 0;
+            if (!(s->logits_dev = eng__session_alloc(s, (size_t)rows * V * sizeof(float))))
+                return -ENOMEM;
+            s->logits_dev_cap = rows;
+        }
+        out = s->logits_dev;
+    }
+
+    op->upload(be, s->tokens, tokens, (size_t)n * sizeof(int32_t));
+    /* A decode step (one token, nothing to observe on the host) goes to the
+     * backend as one graph when it offers them; when the graph does not
+     * come about, nothing of it ran and the ops go again one by one. */
+    bool done = false;
+    if (n == 1 && !eng__select_wants_act(s) && op->graph_begin && op->graph_begin(be) == 0) {
+        forward_ops(s, n, first, out);
+        done = op->graph_end(be) == 0;
+    }
+    if (!done)
+        forward_ops(s, n, first, out);
+    s->n_past += n;
+
+    if (logits && !host)
+        op->download(be, logits, out, (size_t)rows * V * sizeof(float));
     /* a GPU's first failure since the last sync, if any */
     return op->sync(be);
 }

@@ -193,18 +193,28 @@ static void plan(int n_sm, int n_tokens, int pos0, int n_head, int head_dim, int
     *ret_chunk = (int)chunk;
 }
 
+static size_t split_bytes(long ns, size_t n_q, int head_dim)
+{
+    return si_align256((size_t)ns * n_q * head_dim * sizeof(float)) +
+           si_align256((size_t)ns * n_q * 2 * sizeof(float));
+}
+
+/* One token (decode) asks for the most splits any position can take (a few
+ * MB), whatever it needs now: the scratch then grows once, at the first
+ * step, and never under a captured decode graph, which holds its address. */
 extern "C" size_t si_cuda_attention_scratch(int n_sm, int n_tokens, int pos0, int n_head,
                                             int head_dim)
 {
     if (n_sm <= 0 || n_tokens <= 0 || pos0 < 0 || n_head <= 0 || head_dim <= 0)
         return 0;
+    size_t n_q = (size_t)n_tokens * n_head;
+    if (n_tokens == 1)
+        return split_bytes(ATT_MAX_SPLIT, n_q, head_dim);
     int ns, chunk;
     plan(n_sm, n_tokens, pos0, n_head, head_dim, &ns, &chunk);
     if (ns <= 1)
         return 0;
-    size_t n_q = (size_t)n_tokens * n_head;
-    return si_align256((size_t)ns * n_q * head_dim * sizeof(float)) +
-           si_align256((size_t)ns * n_q * 2 * sizeof(float));
+    return split_bytes(ns, n_q, head_dim);
 }
 
 template <int ND>
@@ -233,13 +243,14 @@ extern "C" int si_cuda_attention(si_cuda *c, const float *q, const uint16_t *k, 
     int ns, chunk;
     plan(c->n_sm, n_tokens, pos0, n_head, head_dim, &ns, &chunk);
     float *po = NULL, *pml = NULL;
-    if (ns > 1) {
-        void *scr;
-        int r = si_cuda__scratch(c, si_cuda_attention_scratch(c->n_sm, n_tokens, pos0, n_head,
-                                                              head_dim),
-                                 &scr);
+    size_t need = si_cuda_attention_scratch(c->n_sm, n_tokens, pos0, n_head, head_dim);
+    void *scr = NULL;
+    if (need) {
+        int r = si_cuda__scratch(c, need, &scr);
         if (r < 0)
             return r;
+    }
+    if (ns > 1) {
         po = (float *)scr;
         pml = (float *)((char *)scr + si_align256((size_t)ns * n_q * head_dim * sizeof(float)));
     }

@@ -352,6 +352,63 @@ extern "C" int si_cuda_graph_end(si_cuda *c, si_cuda_graph **ret)
     return 0;
 }
 
+extern "C" int si_cuda_graph_end_update(si_cuda *c, si_cuda_graph **g, bool *ret_updated)
+{
+    SI_ARG_CHECK(c && g);
+    if (ret_updated)
+        *ret_updated = false;
+    if (!*g)
+        return si_cuda_graph_end(c, g);
+    si_cuda_graph *sg = *g;
+    cudaGraph_t ng = NULL;
+    cudaError_t e = cudaStreamEndCapture(c->stream, &ng);
+    if (e != cudaSuccess) {
+        si_cuda_graph_free(sg);
+        *g = NULL;
+        return si_cuda__fail_cuda(e, "cudaStreamEndCapture(c->stream, &ng)", __FILE__, __LINE__);
+    }
+    cudaGraphExecUpdateResultInfo info;
+    e = cudaGraphExecUpdate(sg->exec, ng, &info);
+    if (e == cudaSuccess) {
+        /* the executable now runs ng's parameters; keep ng as its source */
+        (void)cudaGraphDestroy(sg->graph);
+        sg->graph = ng;
+        if (ret_updated)
+            *ret_updated = true;
+        return 0;
+    }
+    /* Another topology: not an error, the update just does not apply.
+     * CUDA leaves the error set; clear it and instantiate. */
+    (void)cudaGetLastError();
+    cudaGraphExec_t ex = NULL;
+    e = cudaGraphInstantiate(&ex, ng, 0);
+    if (e != cudaSuccess) {
+        (void)cudaGraphDestroy(ng);
+        si_cuda_graph_free(sg);
+        *g = NULL;
+        return si_cuda__fail_cuda(e, "cudaGraphInstantiate(&ex, ng, 0)", __FILE__, __LINE__);
+    }
+    (void)cudaGraphExecDestroy(sg->exec);
+    (void)cudaGraphDestroy(sg->graph);
+    sg->exec = ex;
+    sg->graph = ng;
+    return 0;
+}
+
+extern "C" void si_cuda_graph_abort(si_cuda *c)
+{
+    if (!c)
+        return;
+    cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
+    if (cudaStreamIsCapturing(c->stream, &cs) == cudaSuccess && cs != cudaStreamCaptureStatusNone) {
+        cudaGraph_t ng = NULL;
+        /* an invalidated capture ends with an error and maybe no graph */
+        if (cudaStreamEndCapture(c->stream, &ng) == cudaSuccess && ng)
+            (void)cudaGraphDestroy(ng);
+    }
+    (void)cudaGetLastError();
+}
+
 extern "C" int si_cuda_graph_launch(si_cuda *c, si_cuda_graph *g)
 {
     SI_ARG_CHECK(c && g);

@@ -201,6 +201,18 @@ int si_cuda_argmax(si_cuda *c, const float *logits, int n, int32_t *ret_id);
 typedef struct si_cuda_graph si_cuda_graph;
 int si_cuda_graph_begin(si_cuda *c);
 int si_cuda_graph_end(si_cuda *c, si_cuda_graph **ret);
+/* Ends a capture into *g: a new graph when *g is NULL, else *g is brought
+ * up to the new capture in place. A decode step queues the same kernels in
+ * the same order every time, only some arguments move (the position, the
+ * KV row written): cudaGraphExecUpdate then patches the parameters, far
+ * cheaper than instantiating. When the kernels differ (an attention split
+ * appeared, another selection) *g is instantiated afresh. *ret_updated
+ * (may be NULL) says which. On failure *g is freed and NULL, and nothing of
+ * the capture runs. */
+int si_cuda_graph_end_update(si_cuda *c, si_cuda_graph **g, bool *ret_updated);
+/* Ends a capture whose ops failed (an op's error may have invalidated it):
+ * nothing of it runs, the stream is usable again, CUDA's error is cleared. */
+void si_cuda_graph_abort(si_cuda *c);
 int si_cuda_graph_launch(si_cuda *c, si_cuda_graph *g);
 void si_cuda_graph_free(si_cuda_graph *g);
 

@@ -15,9 +15,12 @@
 #      device's bandwidth, a whole decode token in a CUDA graph, prefill of
 #      512 tokens dense / dense + counting / selective
 #   5. whole-model speed through the engine (si-bench --backend cuda):
-#      prefill and decode tok/s, dense vs phi 0.4, on each model in time
+#      prefill and decode tok/s, achieved GB/s and share of the nominal
+#      bandwidth, dense vs phi 0.4, then dense again launching op by op
+#      (ENG_CUDA_GRAPHS=0: what the decode graphs gain), on each model in
+#      time
 #   6. writes everything as JSON to $OUT (or ./gpu-results): gpu-check.json
-#      (summary), bench-<model>.json and engine-<model>-{dense,phi}.json,
+#      (summary), bench-<model>.json and engine-<model>-{dense,phi,direct}.json,
 #      with logs beside them.
 #
 # Usage: tests/gpu-check.sh          (from anywhere; BUILD, MODEL_DIR, OUT, SI_GPU_MODELS
@@ -163,19 +166,22 @@ log "models ready: $(ls "$MODEL_DIR" | tr '\n' ' ')"
 
 # 5. whole-model speed through the engine on model $1: dense, then phi 0.4
 # (coreinfer plan: no profile needed; decode computes 40 % of the FFN
-# neurons). Run right after each model's kernel benchmark, so the first
-# model gets both before the deadline.
+# neurons), then dense without decode graphs. Run right after each model's
+# kernel benchmark, so the first model gets them before the deadline.
 engine_bench() {
-    local m=$1 f="$MODEL_DIR/$1-f16.gguf" v extra
-    for v in dense phi; do
+    local m=$1 f="$MODEL_DIR/$1-f16.gguf" v extra graphs
+    for v in dense phi direct; do
         if [ "$(elapsed)" -ge "$DEADLINE" ]; then
             note "engine_${m}_$v" "skipped (deadline)"
             continue
         fi
         extra=
+        graphs=1
         [ $v = phi ] && extra="--phi 0.4"
+        [ $v = direct ] && graphs=0
         log "engine $m $v"
-        if timeout 180 "$BUILD/tools/si-bench" -m "$f" --backend cuda -p 512 -n 128 -r 3 $extra \
+        if ENG_CUDA_GRAPHS=$graphs timeout 180 "$BUILD/tools/si-bench" -m "$f" --backend cuda \
+            -p 512 -n 128 -r 3 $extra \
             --json > "$OUT_DIR/engine-$m-$v.json" 2> "$OUT_DIR/engine-$m-$v.log"; then
             note "engine_${m}_$v" ok
             cat "$OUT_DIR/engine-$m-$v.json"

@@ -12,6 +12,11 @@
  * This is the path a CUDA backend takes (staging, row uploads, device
  * copies of neuron slots, selections uploaded at the end of the prefill).
  *
+ * The wrapper also offers decode graphs as CUDA does: between graph_begin
+ * and graph_end the ops are recorded, not run (a memory call there fails
+ * the test), and graph_end replays them; every third capture fails
+ * instead, and then the engine must issue the step again itself.
+ *
  * usage: test-backend-split SI_SYNTH  (the default model too when present)
  */
 #include <errno.h>
@@ -37,6 +42,19 @@ typedef struct span {
     uintptr_t b, e;
 } span;
 
+/* one recorded op: its kind and arguments */
+typedef enum { R_GET_ROWS, R_MATMUL, R_RMSNORM, R_ROPE, R_ATTENTION, R_FFN, R_ADD, R_STORE } rkind;
+typedef struct rec {
+    rkind k;
+    eng_weight w;
+    eng_ffn_weights fw;
+    const void *p[5];
+    int i[6];
+    long n;
+    float f[2];
+    bool b;
+} rec;
+
 typedef struct split {
     eng_backend be;
     eng_backend *cpu;
@@ -48,6 +66,10 @@ typedef struct split {
     pthread_mutex_t lock;
     bool guard; /* arena unmapped between calls */
     long n_ops, n_up, n_down, n_copy;
+    bool recording;
+    rec *recs;
+    int n_recs, cap_recs;
+    long n_graphs, n_graph_fails;
 } split;
 
 static split *S_of(eng_backend *be)
@@ -94,9 +116,13 @@ static bool host(split *S, const void *p)
 #define DEV(p) CHECKF(dev(S, (p), 0), "%s: %s = %p is not backend memory", __func__, #p, (void *)(p))
 #define DEV_OR_NULL(p) do { if (p) DEV(p); } while (0)
 
+/* no memory call while a graph is being recorded (backend.h) */
+#define NOT_RECORDING() CHECKF(!S->recording, "%s while recording a graph", __func__)
+
 static int sp_alloc(eng_backend *be, size_t bytes, void **ret)
 {
     split *S = S_of(be);
+    NOT_RECORDING();
     pthread_mutex_lock(&S->lock);
     size_t at = (S->used + 63) & ~(size_t)63, n = bytes ? bytes : 1;
     if (at + n > ARENA_BYTES) {
@@ -123,6 +149,7 @@ static int sp_alloc(eng_backend *be, size_t bytes, void **ret)
 static void sp_free(eng_backend *be, void *p)
 {
     split *S = S_of(be);
+    NOT_RECORDING();
     if (!p)
         return;
     pthread_mutex_lock(&S->lock);
@@ -144,6 +171,7 @@ static void sp_info(eng_backend *be, size_t *f, size_t *t)
 static void sp_upload(eng_backend *be, void *dst, const void *src, size_t bytes)
 {
     split *S = S_of(be);
+    NOT_RECORDING();
     arena_open(S);
     CHECKF(dev(S, dst, bytes) && host(S, src), "upload %p <- %p", dst, src);
     memcpy(dst, src, bytes);
@@ -155,6 +183,7 @@ static void sp_upload_rows(eng_backend *be, void *dst, const int32_t *rows, cons
                            size_t row_bytes)
 {
     split *S = S_of(be);
+    NOT_RECORDING();
     arena_open(S);
     CHECK(host(S, rows) && host(S, src));
     for (int i = 0; i < n; i++) {
@@ -169,6 +198,7 @@ static void sp_upload_rows(eng_backend *be, void *dst, const int32_t *rows, cons
 static void sp_download(eng_backend *be, void *dst, const void *src, size_t bytes)
 {
     split *S = S_of(be);
+    NOT_RECORDING();
     arena_open(S);
     CHECKF(dev(S, src, bytes) && host(S, dst), "download %p <- %p", dst, src);
     memcpy(dst, src, bytes);
@@ -179,6 +209,7 @@ static void sp_download(eng_backend *be, void *dst, const void *src, size_t byte
 static void sp_copy(eng_backend *be, void *dst, const void *src, size_t bytes)
 {
     split *S = S_of(be);
+    NOT_RECORDING();
     arena_open(S);
     CHECK(dev(S, dst, bytes) && dev(S, src, bytes));
     memcpy(dst, src, bytes);
@@ -188,12 +219,30 @@ static void sp_copy(eng_backend *be, void *dst, const void *src, size_t bytes)
 
 static int sp_sync(eng_backend *be)
 {
+    split *S = S_of(be);
+    NOT_RECORDING();
     return 0;
 }
 
 static const char *sp_error(eng_backend *be)
 {
     return "";
+}
+
+/* While recording, an op keeps its arguments for graph_end's replay. */
+static rec *record(split *S, rkind k)
+{
+    if (!S->recording)
+        return NULL;
+    if (S->n_recs == S->cap_recs) {
+        S->cap_recs = S->cap_recs ? 2 * S->cap_recs : 512;
+        S->recs = realloc(S->recs, (size_t)S->cap_recs * sizeof(rec));
+        CHECK(S->recs);
+    }
+    rec *r = &S->recs[S->n_recs++];
+    memset(r, 0, sizeof(*r));
+    r->k = k;
+    return r;
 }
 
 /* ops: check the pointers, then the CPU's op with the arena open */
@@ -210,6 +259,11 @@ static void sp_get_rows(eng_backend *be, const eng_weight *w, const int32_t *ids
 {
     split *S = S_of(be);
     DEV(w->data); DEV(ids); DEV(out);
+    rec *r = record(S, R_GET_ROWS);
+    if (r) {
+        r->w = *w, r->p[0] = ids, r->i[0] = n, r->p[1] = out;
+        return;
+    }
     CALL(get_rows(S->cpu, w, ids, n, out));
 }
 
@@ -218,6 +272,11 @@ static void sp_matmul(eng_backend *be, const eng_weight *w, const float *bias, c
 {
     split *S = S_of(be);
     DEV(w->data); DEV_OR_NULL(bias); DEV(x); DEV(y);
+    rec *r = record(S, R_MATMUL);
+    if (r) {
+        r->w = *w, r->p[0] = bias, r->p[1] = x, r->p[2] = y, r->i[0] = nt;
+        return;
+    }
     CALL(matmul(S->cpu, w, bias, x, y, nt));
 }
 
@@ -226,6 +285,11 @@ static void sp_rmsnorm(eng_backend *be, const float *x, const float *w, float *y
 {
     split *S = S_of(be);
     DEV(x); DEV(w); DEV(y);
+    rec *r = record(S, R_RMSNORM);
+    if (r) {
+        r->p[0] = x, r->p[1] = w, r->p[2] = y, r->i[0] = nt, r->i[1] = n, r->f[0] = eps;
+        return;
+    }
     CALL(rmsnorm(S->cpu, x, w, y, nt, n, eps));
 }
 
@@ -234,6 +298,12 @@ static void sp_rope(eng_backend *be, float *x, int nt, int nh, int hd, int nr, i
 {
     split *S = S_of(be);
     DEV(x); DEV_OR_NULL(ff);
+    rec *r = record(S, R_ROPE);
+    if (r) {
+        r->p[0] = x, r->i[0] = nt, r->i[1] = nh, r->i[2] = hd, r->i[3] = nr, r->i[4] = pos0;
+        r->f[0] = base, r->p[1] = ff, r->b = neox;
+        return;
+    }
     CALL(rope(S->cpu, x, nt, nh, hd, nr, pos0, base, ff, neox));
 }
 
@@ -242,6 +312,12 @@ static void sp_attention(eng_backend *be, const float *q, const uint16_t *k, con
 {
     split *S = S_of(be);
     DEV(q); DEV(k); DEV(v); DEV(out);
+    rec *r = record(S, R_ATTENTION);
+    if (r) {
+        r->p[0] = q, r->p[1] = k, r->p[2] = v, r->p[3] = out, r->i[0] = nt, r->i[1] = pos0;
+        r->i[2] = nh, r->i[3] = nkv, r->i[4] = hd, r->f[0] = scale;
+        return;
+    }
     CALL(attention(S->cpu, q, k, v, out, nt, pos0, nh, nkv, hd, scale));
 }
 
@@ -250,6 +326,12 @@ static void sp_ffn(eng_backend *be, const eng_ffn_weights *w, const int32_t *sel
 {
     split *S = S_of(be);
     DEV(w->gate_up); DEV(w->down); DEV_OR_NULL(sel); DEV(x); DEV(y); DEV_OR_NULL(act);
+    rec *r = record(S, R_FFN);
+    if (r) {
+        r->fw = *w, r->p[0] = sel, r->i[0] = n_sel, r->p[1] = x, r->p[2] = y, r->i[1] = nt;
+        r->p[3] = act;
+        return;
+    }
     CALL(ffn(S->cpu, w, sel, n_sel, x, y, nt, act));
 }
 
@@ -257,6 +339,11 @@ static void sp_add(eng_backend *be, float *y, const float *x, long n)
 {
     split *S = S_of(be);
     DEV(y); DEV(x);
+    rec *r = record(S, R_ADD);
+    if (r) {
+        r->p[0] = y, r->p[1] = x, r->n = n;
+        return;
+    }
     CALL(add(S->cpu, y, x, n));
 }
 
@@ -264,7 +351,68 @@ static void sp_store(eng_backend *be, const float *src, uint16_t *dst, long n)
 {
     split *S = S_of(be);
     DEV(src); DEV(dst);
+    rec *r = record(S, R_STORE);
+    if (r) {
+        r->p[0] = src, r->p[1] = dst, r->n = n;
+        return;
+    }
     CALL(store_f16(S->cpu, src, dst, n));
+}
+
+static int sp_graph_begin(eng_backend *be)
+{
+    split *S = S_of(be);
+    CHECKF(!S->recording, "graph_begin twice");
+    S->recording = true;
+    S->n_recs = 0;
+    return 0;
+}
+
+/* Replays the recording; every third one is lost instead, as a capture
+ * whose op failed (then nothing of it may have run). */
+static int sp_graph_end(eng_backend *be)
+{
+    split *S = S_of(be);
+    CHECKF(S->recording, "graph_end without graph_begin");
+    S->recording = false;
+    if ((S->n_graphs + S->n_graph_fails) % 3 == 2) {
+        S->n_graph_fails++;
+        return -EAGAIN;
+    }
+    S->n_graphs++;
+    for (int i = 0; i < S->n_recs; i++) {
+        const rec *r = &S->recs[i];
+        switch (r->k) {
+        case R_GET_ROWS:
+            CALL(get_rows(S->cpu, &r->w, r->p[0], r->i[0], (float *)r->p[1]));
+            break;
+        case R_MATMUL:
+            CALL(matmul(S->cpu, &r->w, r->p[0], r->p[1], (float *)r->p[2], r->i[0]));
+            break;
+        case R_RMSNORM:
+            CALL(rmsnorm(S->cpu, r->p[0], r->p[1], (float *)r->p[2], r->i[0], r->i[1], r->f[0]));
+            break;
+        case R_ROPE:
+            CALL(rope(S->cpu, (float *)r->p[0], r->i[0], r->i[1], r->i[2], r->i[3], r->i[4],
+                      r->f[0], r->p[1], r->b));
+            break;
+        case R_ATTENTION:
+            CALL(attention(S->cpu, r->p[0], r->p[1], r->p[2], (float *)r->p[3], r->i[0], r->i[1],
+                           r->i[2], r->i[3], r->i[4], r->f[0]));
+            break;
+        case R_FFN:
+            CALL(ffn(S->cpu, &r->fw, r->p[0], r->i[0], r->p[1], (float *)r->p[2], r->i[1],
+                     (float *)r->p[3]));
+            break;
+        case R_ADD:
+            CALL(add(S->cpu, (float *)r->p[0], r->p[1], r->n));
+            break;
+        case R_STORE:
+            CALL(store_f16(S->cpu, r->p[0], (uint16_t *)r->p[1], r->n));
+            break;
+        }
+    }
+    return 0;
 }
 
 static split *last_split; /* the counters of the latest one, for the checks */
@@ -276,6 +424,7 @@ static void sp_destroy(eng_backend *be)
     S->op->free(S->cpu);
     munmap(S->base, ARENA_BYTES);
     free(S->live);
+    free(S->recs);
     pthread_mutex_destroy(&S->lock);
     if (last_split == S)
         last_split = NULL;
@@ -304,6 +453,8 @@ static const eng_backend_iface split_iface = {
     .ffn = sp_ffn,
     .add = sp_add,
     .store_f16 = sp_store,
+    .graph_begin = sp_graph_begin,
+    .graph_end = sp_graph_end,
 };
 
 static eng_backend *split_new(bool guard)
@@ -487,8 +638,11 @@ static void run(const char *path, const char *name, int n_prompt, int steps)
         prompt_of(toks, n_prompt, 7);
         compare(sa, sb, toks, n_prompt, steps, "lb=sens df=1");
     }
-    printf("%-12s equal on the split backend: %ld ops, %ld uploads, %ld downloads, %ld copies\n",
-           name, last_split->n_ops, last_split->n_up, last_split->n_down, last_split->n_copy);
+    printf("%-12s equal on the split backend: %ld ops, %ld uploads, %ld downloads, %ld copies, "
+           "%ld decode graphs (%ld lost and reissued)\n",
+           name, last_split->n_ops, last_split->n_up, last_split->n_down, last_split->n_copy,
+           last_split->n_graphs, last_split->n_graph_fails);
+    CHECK(last_split->n_graphs > 0 && last_split->n_graph_fails > 0);
     eng_session_free(sa);
     eng_session_free(sb);
     eng_model_free(a);

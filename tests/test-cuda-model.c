@@ -11,7 +11,10 @@
  *      (selectinfer gamma 0.7, delta 0.3, phi 0.4 from a profile made on
  *      the CPU model), then selective again after a hot-swap
  *      (eng_model_swap) of both models to another task;
- *   4. the profiling sums (eng_session_observe_ffn) of one prompt.
+ *   4. the profiling sums (eng_session_observe_ffn) of one prompt;
+ *   5. decode steps as CUDA graphs against the same model launching op by
+ *      op (ENG_CUDA_GRAPHS=0), dense and selective: same tokens and logits,
+ *      every step a graph launch.
  *
  * Bounds (|CPU - CUDA| on logits; both hold the same f16 weights, only the
  * arithmetic differs):
@@ -345,6 +348,64 @@ static eng_profile *make_profile(const char *name, eng_model *mc, eng_model *mg)
     return p;
 }
 
+/* ---- 5: decode graphs ------------------------------------------------------------------------ */
+
+/* mg's decode steps run as CUDA graphs (one launch per step, the parameters
+ * of the next step patched in); the same model loaded with
+ * ENG_CUDA_GRAPHS=0 launches every op. Same kernels, same arguments: the
+ * tokens are the same and the logits agree within the decode bound (they
+ * are expected bit for bit; the bound only keeps a GPU's scheduling out of
+ * the verdict). Every decode step must have been a graph launch, most of
+ * them updates of the step before. */
+static void cmp_graphs(const char *name, const char *what, eng_model *mg, const char *path,
+                       const eng_load_plan_params *plan, const eng_compute_params *cp)
+{
+    setenv("ENG_CUDA_GRAPHS", "0", 1);
+    eng_model *direct = load(path, ENG_BACKEND_CUDA, plan);
+    unsetenv("ENG_CUDA_GRAPHS");
+    eng_backend_info b0, b1, bd;
+    CHECK(eng_model_backend_info(mg, &b0) == 0 && eng_model_backend_info(direct, &bd) == 0);
+    EXPECT(b0.graphs.enabled && !bd.graphs.enabled, "%s %s: graphs enabled %d, with "
+           "ENG_CUDA_GRAPHS=0 %d", name, what, b0.graphs.enabled, bd.graphs.enabled);
+
+    int V = n_vocab(mg);
+    int32_t *tg = malloc(steps * sizeof(int32_t)), *td = malloc(steps * sizeof(int32_t));
+    float *lg = malloc((size_t)steps * V * sizeof(float));
+    float *ld = malloc((size_t)steps * V * sizeof(float));
+    CHECK(tg && td && lg && ld);
+    diff d = { 0 };
+    bool same_bits = true;
+    for (int p = 0; p < N_PROMPTS; p++) {
+        greedy(mg, cp, prompts[p], tg, lg, NULL);
+        greedy(direct, cp, prompts[p], td, ld, NULL);
+        EXPECT(memcmp(tg, td, steps * sizeof(int32_t)) == 0,
+               "%s %s prompt %d: greedy tokens differ with and without graphs", name, what, p);
+        diff_add(&d, ld, lg, steps * V);
+        same_bits = same_bits && memcmp(lg, ld, (size_t)steps * V * sizeof(float)) == 0;
+    }
+    CHECK(eng_model_backend_info(mg, &b1) == 0 && eng_model_backend_info(direct, &bd) == 0);
+    long n = b1.graphs.steps - b0.graphs.steps, inst = b1.graphs.instantiated -
+                                                       b0.graphs.instantiated;
+    long want = (long)N_PROMPTS * (steps - 1);
+    printf("%-12s %-11s graphs: %ld steps, %ld instantiated, %ld fallbacks; logits max %.2e%s\n",
+           name, what, n, inst, b1.graphs.fallbacks - b0.graphs.fallbacks, d.max,
+           same_bits ? " (bit-identical)" : "");
+    EXPECT(n == want, "%s %s: %ld decode steps ran as graphs, %ld expected", name, what, n, want);
+    /* a prefill drops the graph (it may grow the scratch): one per prompt,
+     * and the steps after it update that one */
+    EXPECT(inst >= 1 && inst <= N_PROMPTS && (steps < 3 || inst < n),
+           "%s %s: %ld graphs instantiated for %ld steps", name, what, inst, n);
+    EXPECT(b1.graphs.fallbacks == b0.graphs.fallbacks && bd.graphs.steps == 0,
+           "%s %s: %ld fallbacks, %ld graph steps without graphs", name, what,
+           b1.graphs.fallbacks - b0.graphs.fallbacks, bd.graphs.steps);
+    EXPECT(d.max <= DECODE_REL * (1 + d.scale), "%s %s: logits differ with graphs", name, what);
+    eng_model_free(direct);
+    free(tg);
+    free(td);
+    free(lg);
+    free(ld);
+}
+
 /* ---- one model ------------------------------------------------------------------------------ */
 
 /* the selective plan of task and gamma (delta 0.3) */
@@ -366,6 +427,7 @@ static void check_model(const char *name, const char *path, double mass_rel)
     CHECK(strcmp(eng_backend_name(mg), "cuda") == 0);
     prefill_logits(name, mc, mg);
     cmp_greedy(name, "dense", mc, mg, NULL, PREFILL_REL);
+    cmp_graphs(name, "dense", mg, path, NULL, NULL);
 
     eng_profile *prof = make_profile(name, mc, mg);
     eng_model_free(mc);
@@ -393,6 +455,7 @@ static void check_model(const char *name, const char *path, double mass_rel)
     cmp_greedy(name, "loaded", mc, mg, &all, PREFILL_REL);
     cmp_greedy(name, "phi/mass", mc, mg, &mass, mass_rel);
     cmp_greedy(name, "phi 0.4", mc, mg, &abs, SELECT_REL);
+    cmp_graphs(name, "phi 0.4", mg, path, &pa, &abs);
 
     /* hot-swap both to another task and a larger gamma (neurons enter,
      * through upload_rows on CUDA), compare again; then the swapped CUDA

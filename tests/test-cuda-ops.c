@@ -713,6 +713,46 @@ static void test_graph(void)
     CHECK(r == -EBUSY && strstr(si_cuda_last_error(), "graph"), "scratch grew under a graph: %d %s",
           r, si_cuda_last_error());
     si_cuda_graph_free(g);
+
+    /* A decode step recaptured with other arguments updates the graph in
+     * place; other kernels instantiate it afresh; both then compute what
+     * direct launches do. */
+    g = NULL;
+    bool updated = true;
+    OK(si_cuda_graph_begin(gc));
+    OK(si_cuda_gemv(gc, dw, R, K, dx, NULL, dy));
+    OK(si_cuda_graph_end_update(gc, &g, &updated));
+    CHECK(g && !updated, "first capture: graph %p, updated %d", (void *)g, updated);
+    OK(si_cuda_graph_launch(gc, g));
+    OK(si_cuda_gemv(gc, dw, R, K, dxn, NULL, dy)); /* direct, for the reference */
+    get(a, dy, R * 4);
+    OK(si_cuda_upload(gc, dy, (float[1]){ 0 }, 4));
+    OK(si_cuda_graph_begin(gc));
+    OK(si_cuda_gemv(gc, dw, R, K, dxn, NULL, dy)); /* same kernel, another input */
+    OK(si_cuda_graph_end_update(gc, &g, &updated));
+    CHECK(g && updated, "same kernels, other arguments: not updated in place");
+    OK(si_cuda_graph_launch(gc, g));
+    get(b, dy, R * 4);
+    CHECK(memcmp(a, b, R * 4) == 0, "updated graph computes the old arguments");
+    OK(si_cuda_graph_begin(gc));
+    OK(si_cuda_rmsnorm(gc, dx, dn, dxn, 1, K, 1e-5f)); /* another topology */
+    OK(si_cuda_gemv(gc, dw, R, K, dxn, NULL, dy));
+    OK(si_cuda_graph_end_update(gc, &g, &updated));
+    CHECK(g && !updated, "other kernels: the update claims to have applied");
+    OK(si_cuda_upload(gc, dy, (float[1]){ 0 }, 4));
+    OK(si_cuda_graph_launch(gc, g));
+    get(b, dy, R * 4);
+    CHECK(memcmp(a, b, R * 4) == 0, "re-instantiated graph differs from direct launches");
+    si_cuda_graph_free(g);
+
+    /* an op that fails while capturing (scratch growth): the capture is
+     * abandoned and the stream works directly again */
+    OK(si_cuda_graph_begin(gc));
+    r = si_cuda_reserve(gc, (size_t)1 << 30);
+    CHECK(r < 0, "scratch grew during a capture");
+    si_cuda_graph_abort(gc);
+    OK(si_cuda_gemv(gc, dw, R, K, dx, NULL, dy));
+    OK(si_cuda_sync(gc));
     dfree(dw);
     dfree(dx);
     dfree(dn);

@@ -11,14 +11,20 @@
  *   weight bytes     eng_model_info.bytes_weights (resident after conversion)
  *   bandwidth        best of several streaming reads of a buffer much larger
  *                    than the caches, split over the same number of threads
- *   roofline         bandwidth / eng_model_info.bytes_per_token: the decode
- *                    rate if every step only had to stream its weights once
+ *   step bytes       weight bytes one decode step reads at this setting:
+ *                    eng_model_info.bytes_per_token with the FFN counted at
+ *                    the share decode computes (phi), KV cache left out
+ *   achieved         step bytes x decode tok/s, in GB/s
+ *   roofline         bandwidth / step bytes: the decode rate if every step
+ *                    only had to stream its weights once
  *   --llama-bench    runs llama.cpp's llama-bench -p N -n M -t T -o json on
  *                    --llama-model (an F16 GGUF reads the same bytes per token
  *                    as our f16 storage) and prints ours / llama.cpp.
  *   --backend        cpu (default), cuda or auto: where the forward pass runs.
- *                    On a GPU the host bandwidth probe and roofline say
- *                    nothing about decode and are left out.
+ *                    On a GPU the bandwidth is the device's nominal one
+ *                    (memory clock x bus width; no probe), and the counters
+ *                    of decode graphs are reported (ENG_CUDA_GRAPHS=0 in
+ *                    the environment launches op by op instead).
  *   --phi F          selective decode: the prompt's prefill picks phi * n_ff
  *                    neurons per layer, decode computes only those (coreinfer
  *                    plan: everything loaded, no profile needed; with
@@ -424,14 +430,24 @@ int main(int argc, char **argv) {
     uint64_t rss = si_proc_status_bytes("VmRSS"), hwm = si_proc_status_bytes("VmHWM");
     int threads = info.n_threads;
     double ffn_share = eng_session_ffn_share(s);
+    /* the bytes a decode step streams: the FFN at the share computed */
+    eng_plan_info plan;
+    eng_model_get_plan(m, &plan);
+    double neuron_bytes = plan.neurons_loaded ? (double)plan.bytes_ffn / plan.neurons_loaded : 0;
+    double step_bytes = (double)info.bytes_per_token - (double)plan.bytes_ffn +
+                        ffn_share * info.n_layer * (double)info.n_ff * neuron_bytes;
+    eng_backend_info bi;
+    if (eng_model_backend_info(m, &bi) < 0)
+        memset(&bi, 0, sizeof(bi));
     eng_session_free(s);
     eng_model_free(m);
     eng_profile_free(prof);
     free(prompt);
 
-    /* the host's read bandwidth bounds CPU decode only */
-    double bw = on_cpu ? measure_bandwidth((size_t)bw_mb, threads) : 0;
-    double roofline = bw > 0 && info.bytes_per_token ? bw / (double)info.bytes_per_token : 0;
+    /* the host's read bandwidth bounds CPU decode; a GPU's is its own */
+    double bw = on_cpu ? measure_bandwidth((size_t)bw_mb, threads) : bi.peak_gbps * 1e9;
+    double roofline = bw > 0 && step_bytes > 0 ? bw / step_bytes : 0;
+    double achieved = step_bytes * tg_mean;
 
     double l_pp = NAN, l_tg = NAN;
     int lrc = 0;
@@ -456,8 +472,16 @@ int main(int argc, char **argv) {
                "\"bytes_per_token\": %llu,\n",
                (unsigned long long)rss, (unsigned long long)hwm,
                (unsigned long long)info.bytes_weights, (unsigned long long)info.bytes_per_token);
-        printf(" \"bandwidth_gbs\": %.3f, \"roofline_decode_tps\": %.3f, \"roofline_ratio\": %.4f",
-               bw / 1e9, roofline, roofline > 0 ? tg_mean / roofline : 0.0);
+        printf(" \"step_bytes\": %.0f, \"achieved_gbs\": %.3f,\n", step_bytes, achieved / 1e9);
+        printf(" \"bandwidth_gbs\": %.3f, \"bandwidth_source\": \"%s\", \"roofline_decode_tps\": %.3f, "
+               "\"roofline_ratio\": %.4f",
+               bw / 1e9, on_cpu ? "measured" : "nominal", roofline,
+               roofline > 0 ? tg_mean / roofline : 0.0);
+        if (!on_cpu)
+            printf(",\n \"device\": \"%s\", \"integrated\": %s, \"graphs\": %s, "
+                   "\"graph_steps\": %ld, \"graph_instantiated\": %ld, \"graph_fallbacks\": %ld",
+                   bi.device, bi.integrated ? "true" : "false", bi.graphs.enabled ? "true" : "false",
+                   bi.graphs.steps, bi.graphs.instantiated, bi.graphs.fallbacks);
         if (llama_bench && !isnan(l_pp) && !isnan(l_tg))
             printf(",\n \"llama_model\": \"%s\", \"llama_prefill_tps\": %.3f, \"llama_decode_tps\": %.3f, "
                    "\"prefill_ratio\": %.4f, \"decode_ratio\": %.4f",
@@ -477,13 +501,21 @@ int main(int argc, char **argv) {
         printf("decode           %.2f tok/s (+- %.2f, %d tokens)\n", tg_mean, tg_sd, n_gen);
         printf("memory           VmRSS %.1f MiB, VmHWM %.1f MiB, weights %.1f MiB\n",
                rss / 1048576.0, hwm / 1048576.0, info.bytes_weights / 1048576.0);
-        printf("bytes per token  %.1f MiB\n", info.bytes_per_token / 1048576.0);
-        if (on_cpu) {
+        printf("bytes per token  %.1f MiB (all loaded), %.1f MiB at this setting: %.2f GB/s "
+               "achieved\n",
+               info.bytes_per_token / 1048576.0, step_bytes / 1048576.0, achieved / 1e9);
+        if (on_cpu)
             printf("read bandwidth   %.2f GB/s (%d MiB buffer, %d threads)\n", bw / 1e9, bw_mb,
                    threads);
+        else
+            printf("device           %s (%s), nominal %.0f GB/s; decode graphs %s: %ld steps, "
+                   "%ld instantiated, %ld fallbacks\n",
+                   bi.device, bi.integrated ? "integrated" : "discrete", bw / 1e9,
+                   bi.graphs.enabled ? "on" : "off", bi.graphs.steps, bi.graphs.instantiated,
+                   bi.graphs.fallbacks);
+        if (roofline > 0)
             printf("roofline decode  %.2f tok/s; achieved %.1f %%\n", roofline,
-                   roofline > 0 ? 100.0 * tg_mean / roofline : 0.0);
-        }
+                   100.0 * tg_mean / roofline);
         if (llama_bench && !isnan(l_pp) && !isnan(l_tg)) {
             printf("llama.cpp        %s: prefill %.1f tok/s, decode %.2f tok/s\n", llama_model, l_pp, l_tg);
             printf("ours/llama.cpp   prefill %.3f, decode %.3f\n", pp_mean / l_pp, tg_mean / l_tg);
