@@ -514,6 +514,10 @@ typedef struct jobs_run {
     _Atomic size_t next;
 } jobs_run;
 
+/* Host staging of all conversion threads together, for a backend whose
+ * memory is not host memory (see run_jobs). */
+#define STAGE_BUDGET ((size_t)512 << 20)
+
 /* Bytes of staging a job needs when backend memory is not host memory. */
 static size_t job_stage_bytes(const eng_model *m, const conv_job *j)
 {
@@ -566,8 +570,16 @@ static int run_jobs(loader *ld, int n_threads)
         if (!ld->m->be->iface->host_memory && b > stage)
             stage = b;
     }
-    if (n_threads > (int)ld->n_jobs)
-        n_threads = ld->n_jobs > 0 ? (int)ld->n_jobs : 1;
+    /* Each thread stages a whole job in host memory before uploading it; a
+     * dense FFN layer of a 3B model is 150 MB, and on a Jetson host memory
+     * is the GPU's too: fewer threads rather than more staging than
+     * STAGE_BUDGET in all. */
+    size_t nt = n_threads > 1 ? (size_t)n_threads : 1;
+    if (stage > 0 && nt > STAGE_BUDGET / stage)
+        nt = STAGE_BUDGET / stage > 1 ? STAGE_BUDGET / stage : 1;
+    if (nt > ld->n_jobs)
+        nt = ld->n_jobs > 0 ? ld->n_jobs : 1;
+    n_threads = (int)nt;
     eng_threadpool *pool = NULL;
     if (n_threads > 1 && eng_threadpool_new(n_threads, &pool) < 0)
         n_threads = 1; /* fewer threads is slower, not wrong */
