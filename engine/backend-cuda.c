@@ -318,6 +318,17 @@ static void op_store_f16(eng_backend *be, const float *src, uint16_t *dst, long 
     check(x, si_cuda_store_f16(x->c, src, dst, n));
 }
 
+/* The prefill vote on the device (kernels/select.cu): the activations stay
+ * there, and only the counts come back, once per eval. */
+static void op_topk_count(eng_backend *be, const float *act, int n_tokens, int n_sel, float alpha,
+                          bool signed_rank, uint32_t *counts)
+{
+    cuda_ctx *x = ctx_of(be);
+    if (n_tokens <= 0 || n_sel <= 0 || !ready(x))
+        return;
+    check(x, si_cuda_topk_count(x->c, act, n_tokens, n_sel, alpha, signed_rank, counts));
+}
+
 /* ---- construction ------------------------------------------------------- */
 
 static void op_free(eng_backend *be);
@@ -344,6 +355,7 @@ static const eng_backend_iface cuda_iface = {
     .ffn = op_ffn,
     .add = op_add,
     .store_f16 = op_store_f16,
+    .topk_count = op_topk_count,
 };
 
 static void op_free(eng_backend *be)
