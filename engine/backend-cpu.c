@@ -32,6 +32,7 @@
 #include <unistd.h>
 
 #include "threadpool.h"
+#include "topk.h"
 
 #if defined(__x86_64__) || defined(__i386__)
 #define HAVE_X86 1
@@ -1362,6 +1363,27 @@ static void op_store_f16(eng_backend *be, const float *src, uint16_t *dst, long 
     run(ctx_of(be), store_task, &a, n >= 65536);
 }
 
+/* ---- topk_count ------------------------------------------------------------ */
+
+/* The reference for GPUs: topk.h's counting, the very code the engine's host
+ * path runs, on the caller's thread. The per-token quickselect needs n_sel
+ * floats of scratch: all threads' scratch is free between ops, which covers
+ * any real FFN width; beyond it, a buffer of its own (and when even that
+ * fails, nothing is counted, rather than a crash). */
+static void op_topk_count(eng_backend *be, const float *act, int n_tokens, int n_sel, float alpha,
+                          bool signed_rank, uint32_t *counts)
+{
+    cpu_ctx *c = ctx_of(be);
+    if (!act || !counts || n_tokens <= 0 || n_sel <= 0 || !(alpha > 0.0f && alpha <= 1.0f))
+        return;
+    float *tmp = c->scratch, *own = NULL;
+    if ((size_t)n_sel > (size_t)c->n_threads * SCRATCH_FLOATS &&
+        !(tmp = own = malloc((size_t)n_sel * sizeof(float))))
+        return;
+    eng__topk_count(act, n_tokens, n_sel, alpha, signed_rank, tmp, NULL, counts);
+    free(own);
+}
+
 /* ---- memory: backend memory is host memory ------------------------------ */
 
 static int mem_alloc(eng_backend *be, size_t bytes, void **ret)
@@ -1435,6 +1457,7 @@ static const eng_backend_iface cpu_iface = {
     .ffn = op_ffn,
     .add = op_add,
     .store_f16 = op_store_f16,
+    .topk_count = op_topk_count,
 };
 
 static void op_free(eng_backend *be)

@@ -418,6 +418,17 @@ static int op_graph_end(eng_backend *be)
     return 0;
 }
 
+/* The prefill vote on the device (kernels/select.cu): the activations stay
+ * there, and only the counts come back, once per eval. */
+static void op_topk_count(eng_backend *be, const float *act, int n_tokens, int n_sel, float alpha,
+                          bool signed_rank, uint32_t *counts)
+{
+    cuda_ctx *x = ctx_of(be);
+    if (n_tokens <= 0 || n_sel <= 0 || !op_ready(x))
+        return;
+    check(x, si_cuda_topk_count(x->c, act, n_tokens, n_sel, alpha, signed_rank, counts));
+}
+
 /* ---- construction ------------------------------------------------------- */
 
 static void op_free(eng_backend *be);
@@ -446,6 +457,7 @@ static const eng_backend_iface cuda_iface = {
     .store_f16 = op_store_f16,
     .graph_begin = op_graph_begin,
     .graph_end = op_graph_end,
+    .topk_count = op_topk_count,
 };
 
 static void op_free(eng_backend *be)

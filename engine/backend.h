@@ -132,6 +132,19 @@ typedef struct eng_backend_iface {
     /* dst[i] = f16(src[i]) (KV cache stores) */
     void (*store_f16)(eng_backend *be, const float *src, uint16_t *dst, long n);
 
+    /* ---- optional ops: NULL when the backend does not offer them ---- */
+
+    /* SelectInfer's prefill vote (engine/topk.h has the rule): per token t
+     * of act [n_tokens][n_sel], thr_t = the k-th largest rank value, rank
+     * |a| (k = max(1, lround(alpha * n_sel))) or, with signed_rank, a (k =
+     * max(1, lround(alpha * mean number of positive a per token over these
+     * n_tokens))); then counts[j] += #{t : rank(a[t][j]) >= thr_t}. counts
+     * (n_sel uint32) accumulates across calls; 0 < alpha <= 1. Exact: the
+     * same counts on every backend. A GPU offers it so that the activations
+     * of a selective prefill never leave the device. */
+    void (*topk_count)(eng_backend *be, const float *act, int n_tokens, int n_sel, float alpha,
+                       bool signed_rank, uint32_t *counts);
+
     /* ---- optional: one launch per decode step (NULL: not offered) ---- */
 
     /* A decode step is hundreds of small ops; launching each one costs a

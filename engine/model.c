@@ -1245,7 +1245,8 @@ static void forward_ops(eng_session *s, int n, int first, float *out)
         int n_sel = sel ? s->ffn_n_sel[il] : L->ffn.n_slots;
         op->ffn(be, &L->ffn, sel && !host ? s->ffn_sel_dev[il] : sel, n_sel, s->xn, s->ff, n,
                 want_act ? s->act : NULL);
-        if (want_act) {
+        /* a backend that counts the prefill votes itself keeps a (select.c) */
+        if (want_act && !eng__select_observe_backend(s, il, s->act, n, sel, n_sel)) {
             const float *a = s->act;
             if (!host) {
                 op->download(be, s->act_host, s->act, (size_t)n * n_sel * sizeof(float));
@@ -1353,8 +1354,7 @@ int eng_session_eval(eng_session *s, const int32_t *tokens, size_t n, unsigned f
     s->n_logits = (int)rows;
     s->logits_first = all ? 0 : (int)n - 1;
     s->n_last_eval = (int)n;
-    eng__select_end_eval(s);
-    return 0;
+    return eng__select_end_eval(s);
 }
 
 /* ---- hot-swap ---- */

@@ -14,6 +14,7 @@
 #include "model.h"
 #include "quants.h"
 #include "select.h"
+#include "topk.h"
 
 static int set_err(eng_error *err, int r, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
@@ -542,6 +543,18 @@ int eng__select_session_init(eng_session *s)
         if (!s->sel_buf[l] || !s->counts[l])
             return -ENOMEM;
     }
+    /* a backend that counts the votes itself: per-layer counts in its
+     * memory, so a prefill's activations never come back to the host */
+    if (!m->be->iface->host_memory && m->be->iface->topk_count) {
+        s->counts_dev = calloc(L, sizeof(*s->counts_dev));
+        s->counts_dev_live = calloc(L, sizeof(*s->counts_dev_live));
+        s->counts_stage = malloc((size_t)F * sizeof(uint32_t));
+        if (!s->counts_dev || !s->counts_dev_live || !s->counts_stage)
+            return -ENOMEM;
+        for (int l = 0; l < L; l++)
+            if (!(s->counts_dev[l] = eng__session_alloc(s, (size_t)F * sizeof(uint32_t))))
+                return -ENOMEM;
+    }
     eng__select_session_reset(s);
     return 0;
 }
@@ -566,6 +579,11 @@ void eng__select_session_free(eng_session *s)
     free(s->ffn_bias);
     free(s->sel_buf);
     free(s->counts);
+    for (int l = 0; s->counts_dev && l < L; l++)
+        s->model->be->iface->mem_free(s->model->be, s->counts_dev[l]);
+    free(s->counts_dev);
+    free(s->counts_dev_live);
+    free(s->counts_stage);
     s->model->be->iface->mem_free(s->model->be, s->act);
     free(s->act_host);
     free(s->rank_tmp);
@@ -590,6 +608,8 @@ void eng__select_session_reset(eng_session *s)
             memset(s->act_sum[l], 0, (size_t)m->info.n_ff * sizeof(double));
         if (s->ffn_bias)
             s->ffn_bias[l] = NULL;
+        if (s->counts_dev_live)
+            s->counts_dev_live[l] = false; /* zeroed again at their first count */
     }
     s->act_tokens = 0;
     s->ffn_share = loaded_share(m);
@@ -598,37 +618,6 @@ void eng__select_session_reset(eng_session *s)
 bool eng__select_wants_act(const eng_session *s)
 {
     return s->observe || (phi_active(s) && !s->selected);
-}
-
-/* k-th largest of x[0..n) (k >= 1), by quickselect on a scratch copy. */
-static float kth_largest(float *tmp, const float *x, int n, int k)
-{
-    memcpy(tmp, x, (size_t)n * sizeof(float));
-    int lo = 0, hi = n - 1, want = k - 1;
-    while (lo < hi) {
-        float pivot = tmp[lo + (hi - lo) / 2];
-        int i = lo, j = hi;
-        while (i <= j) {
-            while (tmp[i] > pivot)
-                i++;
-            while (tmp[j] < pivot)
-                j--;
-            if (i <= j) {
-                float t = tmp[i];
-                tmp[i] = tmp[j];
-                tmp[j] = t;
-                i++;
-                j--;
-            }
-        }
-        if (want <= j)
-            hi = j;
-        else if (want >= i)
-            lo = i;
-        else
-            break;
-    }
-    return tmp[want];
 }
 
 #define COMP_SKIP 1 /* leading context positions ENG_COMP_MEAN leaves out */
@@ -681,48 +670,86 @@ void eng__select_observe(eng_session *s, int il, const float *act, int n, const 
      * it in their top alpha */
     float *tmp = s->rank_tmp;
     float *counts = s->counts[il];
-    int k_abs = (int)lround(s->compute.alpha * n_sel);
-    double mean_pos = 0;
-    if (s->compute.rank == ENG_RANK_SIGNED) {
-        for (int t = 0; t < n; t++)
+    switch (s->compute.rank) {
+    case ENG_RANK_ABS:
+    case ENG_RANK_SIGNED:
+        /* topk.h: the code the CPU backend's topk_count runs too */
+        eng__topk_count(act, n, n_sel, s->compute.alpha, s->compute.rank == ENG_RANK_SIGNED, tmp,
+                        counts, NULL);
+        break;
+    case ENG_RANK_CONTRIB: {
+        /* |a| weighted by the neuron's W_down column norm, k as for abs */
+        const float *dn = m->down_norm + (size_t)il * F;
+        const int k = eng__topk_k(NULL, n, n_sel, s->compute.alpha, false);
+        float *mag = tmp + F; /* the second half of rank_tmp */
+        for (int t = 0; t < n; t++) {
+            const float *a = act + (size_t)t * n_sel;
             for (int j = 0; j < n_sel; j++)
-                mean_pos += act[(size_t)t * n_sel + j] > 0;
-        mean_pos /= n;
+                mag[j] = fabsf(a[j]) * dn[L->neuron_of_slot[sel ? sel[j] : j]];
+            float thr = eng__kth_largest(tmp, mag, n_sel, k);
+            for (int j = 0; j < n_sel; j++)
+                counts[j] += mag[j] >= thr;
+        }
+        break;
     }
-    if (s->compute.rank == ENG_RANK_MASS) {
+    case ENG_RANK_MASS:
         /* no per-token cut: each slot's summed |a| over the prompt */
         for (int t = 0; t < n; t++)
             for (int j = 0; j < n_sel; j++)
                 counts[j] += fabsf(act[(size_t)t * n_sel + j]);
-        return;
+        break;
     }
-    for (int t = 0; t < n; t++) {
-        const float *a = act + (size_t)t * n_sel;
-        int k;
-        float thr;
-        if (s->compute.rank == ENG_RANK_SIGNED) {
-            k = (int)lround(s->compute.alpha * mean_pos);
-            if (k < 1)
-                k = 1;
-            thr = kth_largest(tmp, a, n_sel, k);
-            for (int j = 0; j < n_sel; j++)
-                counts[j] += a[j] >= thr;
-        } else {
-            k = k_abs < 1 ? 1 : k_abs;
-            float *mag = tmp + F; /* the second half of rank_tmp */
-            if (s->compute.rank == ENG_RANK_CONTRIB) {
-                const float *dn = m->down_norm + (size_t)il * F;
-                for (int j = 0; j < n_sel; j++)
-                    mag[j] = fabsf(a[j]) * dn[L->neuron_of_slot[sel ? sel[j] : j]];
-            } else {
-                for (int j = 0; j < n_sel; j++)
-                    mag[j] = fabsf(a[j]);
-            }
-            thr = kth_largest(tmp, mag, n_sel, k);
-            for (int j = 0; j < n_sel; j++)
-                counts[j] += mag[j] >= thr;
-        }
+}
+
+bool eng__select_observe_backend(eng_session *s, int il, const float *act, int n,
+                                 const int32_t *sel, int n_sel)
+{
+    const eng_model *m = s->model;
+    eng_backend *be = m->be;
+    /* what only the host can do: profiling sums, the mean compensation's
+     * sums, rankings the op does not count (contrib needs W_down's norms,
+     * mass sums magnitudes) */
+    if (!s->counts_dev || s->observe || s->compute.comp != ENG_COMP_NONE ||
+        (s->compute.rank != ENG_RANK_ABS && s->compute.rank != ENG_RANK_SIGNED))
+        return false;
+    /* nothing to count: the cases eng__select_observe returns on */
+    if (!phi_active(s) || s->selected || !m->layers[il].sparse || sel)
+        return true;
+    if (!s->counts_dev_live[il]) {
+        /* the first count of this layer since the reset (a prefill cut into
+         * chunks keeps adding until eng__select_end_eval takes them) */
+        memset(s->counts_stage, 0, (size_t)m->info.n_ff * sizeof(uint32_t));
+        be->iface->upload(be, s->counts_dev[il], s->counts_stage,
+                          (size_t)m->info.n_ff * sizeof(uint32_t));
+        s->counts_dev_live[il] = true;
     }
+    be->iface->topk_count(be, act, n, n_sel, s->compute.alpha,
+                          s->compute.rank == ENG_RANK_SIGNED, s->counts_dev[il]);
+    return true;
+}
+
+/* The backend's votes into the host counts, once per eval: one download per
+ * layer instead of one of the activations per layer and chunk. The counts
+ * are whole numbers below 2^24, so a sum of ones and the same number added
+ * at once are the same float. */
+static int counts_gather(eng_session *s)
+{
+    const eng_model *m = s->model;
+    eng_backend *be = m->be;
+    for (int il = 0; s->counts_dev && il < m->info.n_layer; il++) {
+        if (!s->counts_dev_live[il])
+            continue;
+        const int n_slots = m->layers[il].ffn.n_slots;
+        be->iface->download(be, s->counts_stage, s->counts_dev[il],
+                            (size_t)n_slots * sizeof(uint32_t));
+        int r = be->iface->sync(be);
+        if (r < 0)
+            return r;
+        for (int j = 0; j < n_slots; j++)
+            s->counts[il][j] += (float)s->counts_stage[j];
+        s->counts_dev_live[il] = false;
+    }
+    return 0;
 }
 
 static int cmp_count_desc(const void *a, const void *b, void *ctx)
@@ -809,11 +836,14 @@ static void compute_counts(const eng_model *m, long total, int *count)
     }
 }
 
-void eng__select_end_eval(eng_session *s)
+int eng__select_end_eval(eng_session *s)
 {
     const eng_model *m = s->model;
     if (!phi_active(s) || s->selected)
-        return;
+        return 0;
+    int r = counts_gather(s);
+    if (r < 0)
+        return r;
     const int F = m->info.n_ff, NL = m->info.n_layer;
     int n_compute = (int)lround(s->compute.phi * F);
     uint64_t computed = 0;
@@ -858,6 +888,7 @@ void eng__select_end_eval(eng_session *s)
     s->ffn_share = (double)computed / ((double)m->info.n_layer * F);
     if (s->compute.comp == ENG_COMP_MEAN && s->act_sum && s->act_tokens > 0)
         comp_fold(s);
+    return 0;
 }
 
 void eng_model_get_plan(const eng_model *m, eng_plan_info *ret)

@@ -56,7 +56,14 @@ bool eng__select_wants_act(const struct eng_session *s);
 /* After layer il's FFN ran over n tokens: act [n][n_sel] for slots sel (NULL: all). */
 void eng__select_observe(struct eng_session *s, int il, const float *act, int n,
                          const int32_t *sel, int n_sel);
-/* At the end of an eval: the first one after a reset fixes the dynamic set. */
-void eng__select_end_eval(struct eng_session *s);
+/* The same with act still in backend memory: true when the backend counted
+ * the votes itself (its topk_count op), or there was nothing to count; false
+ * when they are wanted on the host (host-memory backend, profiling sums,
+ * rankings the backend does not count): download, then eng__select_observe. */
+bool eng__select_observe_backend(struct eng_session *s, int il, const float *act, int n,
+                                 const int32_t *sel, int n_sel);
+/* At the end of an eval: the first one after a reset fixes the dynamic set
+ * (after bringing the backend's votes home). 0, or the backend's error. */
+int eng__select_end_eval(struct eng_session *s);
 
 #endif

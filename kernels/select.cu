@@ -1,7 +1,8 @@
 /* Dynamic-neuron counting at prefill, and greedy argmax, on the device.
  *
- * Counting (engine/select.c): per token, thr = the k-th largest rank value;
- * every index whose rank value is >= thr gets one count. Rank values are
+ * Counting (engine/topk.c, the host's code for select.c and the CPU
+ * backend): per token, thr = the k-th largest rank value; every index whose
+ * rank value is >= thr gets one count. Rank values are
  * mapped to uint32 keys whose unsigned order is the float order (|a|: the
  * bits without the sign; a: the sign-flip map, with -0 folded onto +0 since
  * the CPU compares floats, where -0 == +0), and the k-th largest key is
@@ -43,7 +44,7 @@ __global__ void k_count_pos(const float *__restrict__ act, long n, unsigned long
 }
 
 /* thr[t] = the k-th largest key of token t. k_abs > 0: that k; else k from
- * the positives count (signed rank), as select.c computes it. */
+ * the positives count (signed rank), as topk.c computes it. */
 __global__ void __launch_bounds__(SEL_THREADS)
 k_topk_threshold(const float *__restrict__ act, int n_tokens, int n_sel, int k_abs, float alpha,
                  int signed_rank, const unsigned long long *__restrict__ npos, uint32_t *__restrict__ thr)
@@ -131,7 +132,7 @@ extern "C" int si_cuda_topk_count(si_cuda *c, const float *act, int n_tokens, in
         k_count_pos<<<si_grid(n, 256, 1024), 256, 0, c->stream>>>(act, n, npos);
         SI_LAUNCH_CHECK("k_count_pos");
     } else {
-        /* the same float expression as select.c: (int)lround(alpha * n_sel) */
+        /* the same float expression as topk.c: (int)lround(alpha * n_sel) */
         k_abs = (int)lround(alpha * n_sel);
         if (k_abs < 1)
             k_abs = 1;

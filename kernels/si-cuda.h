@@ -179,9 +179,10 @@ size_t si_cuda_ffn_scratch(int n_sm, const si_cuda_ffn_weights *w, int n_sel, in
 
 /* ---- selection and sampling on the device ---------------------------------- */
 
-/* Dynamic-neuron counting at prefill (engine/select.c, eng__select_observe):
- * for each token t of act [n_tokens][n_sel], the k-th largest rank value
- * thr_t (rank |a| when !signed_rank, with k = max(1, lround(alpha * n_sel));
+/* Dynamic-neuron counting at prefill (engine/topk.h, the backend's
+ * topk_count op): for each token t of act [n_tokens][n_sel], the k-th
+ * largest rank value thr_t (rank |a| when !signed_rank, with k = max(1,
+ * lround(alpha * n_sel));
  * rank a when signed_rank, with k = max(1, lround(alpha * mean number of
  * positive a per token))), then counts[j] += #{t : rank(a[t][j]) >= thr_t}.
  * counts (device, n_sel uint32) accumulates across calls. Exact (radix

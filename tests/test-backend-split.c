@@ -11,6 +11,11 @@
  * backend bit for bit: the kernels are the same, only the memory moves.
  * This is the path a CUDA backend takes (staging, row uploads, device
  * copies of neuron slots, selections uploaded at the end of the prefill).
+ * The wrapper offers topk_count (the CPU's, on arena memory), so a
+ * selective prefill counts its votes "on the device" and brings back only
+ * the counts; a second wrapper without it downloads the activations, as a
+ * backend without the op does. Both must agree with the CPU on the votes
+ * themselves, not only on the logits.
  *
  * The wrapper also offers decode graphs as CUDA does: between graph_begin
  * and graph_end the ops are recorded, not run (a memory call there fails
@@ -65,7 +70,7 @@ typedef struct split {
     int n_live, cap_live;
     pthread_mutex_t lock;
     bool guard; /* arena unmapped between calls */
-    long n_ops, n_up, n_down, n_copy;
+    long n_ops, n_up, n_down, n_copy, n_topk;
     bool recording;
     rec *recs;
     int n_recs, cap_recs;
@@ -415,6 +420,18 @@ static int sp_graph_end(eng_backend *be)
     return 0;
 }
 
+static void sp_topk_count(eng_backend *be, const float *act, int nt, int n_sel, float alpha,
+                          bool signed_rank, uint32_t *counts)
+{
+    split *S = S_of(be);
+    NOT_RECORDING(); /* a prefill's: never in a decode graph */
+    DEV(act); DEV(counts);
+    CHECKF(dev(S, act, (size_t)nt * n_sel * sizeof(float)) &&
+           dev(S, counts, (size_t)n_sel * sizeof(uint32_t)), "topk_count: buffers too small");
+    S->n_topk++;
+    CALL(topk_count(S->cpu, act, nt, n_sel, alpha, signed_rank, counts));
+}
+
 static split *last_split; /* the counters of the latest one, for the checks */
 
 static void sp_destroy(eng_backend *be)
@@ -455,9 +472,13 @@ static const eng_backend_iface split_iface = {
     .store_f16 = sp_store,
     .graph_begin = sp_graph_begin,
     .graph_end = sp_graph_end,
+    .topk_count = sp_topk_count,
 };
 
-static eng_backend *split_new(bool guard)
+/* the same without topk_count: the activations come back to the host */
+static eng_backend_iface split_iface_dl;
+
+static eng_backend *split_new(bool guard, bool counts)
 {
     split *S = calloc(1, sizeof(*S));
     CHECK(S);
@@ -468,7 +489,9 @@ static eng_backend *split_new(bool guard)
     CHECK(S->base != MAP_FAILED);
     pthread_mutex_init(&S->lock, NULL);
     S->guard = guard;
-    S->be = (eng_backend){ .iface = &split_iface, .ctx = S };
+    split_iface_dl = split_iface;
+    split_iface_dl.topk_count = NULL;
+    S->be = (eng_backend){ .iface = counts ? &split_iface : &split_iface_dl, .ctx = S };
     last_split = S;
     return &S->be;
 }
@@ -476,6 +499,7 @@ static eng_backend *split_new(bool guard)
 /* ---- the comparison ---- */
 
 static bool guard;
+static bool dev_counts; /* the split backend offers topk_count */
 
 static eng_model *load(const char *path, const eng_load_plan_params *plan, bool on_split)
 {
@@ -484,7 +508,8 @@ static eng_model *load(const char *path, const eng_load_plan_params *plan, bool 
     mp.plan = plan;
     eng_model *m = NULL;
     eng_error err;
-    int r = eng__model_load_backend(path, &mp, on_split ? split_new(guard) : NULL, &m, &err);
+    int r = eng__model_load_backend(path, &mp, on_split ? split_new(guard, dev_counts) : NULL,
+                                    &m, &err);
     CHECKF(r == 0, "%s: %s", path, err.msg);
     return m;
 }
@@ -509,6 +534,33 @@ static int32_t argmax(const float *l)
     return best;
 }
 
+/* The prefill's votes and the selection they made, equal on both: a wrong
+ * vote need not move the logits of a tiny model, a wrong count always
+ * shows here. */
+static void same_selection(const eng_session *a, const eng_session *b, const char *what)
+{
+    const eng_model *m = a->model;
+    CHECK(a->selected == b->selected);
+    for (int il = 0; il < m->info.n_layer; il++) {
+        const int n_slots = m->layers[il].ffn.n_slots;
+        CHECK(n_slots == b->model->layers[il].ffn.n_slots);
+        CHECKF(memcmp(a->counts[il], b->counts[il], (size_t)n_slots * sizeof(float)) == 0,
+               "%s: layer %d: the prefill's votes differ", what, il);
+        CHECKF(a->ffn_n_sel[il] == b->ffn_n_sel[il] && !a->ffn_sel[il] == !b->ffn_sel[il],
+               "%s: layer %d: selections of %d and %d slots", what, il, a->ffn_n_sel[il],
+               b->ffn_n_sel[il]);
+        if (a->ffn_sel[il])
+            CHECKF(memcmp(a->ffn_sel[il], b->ffn_sel[il],
+                          (size_t)a->ffn_n_sel[il] * sizeof(int32_t)) == 0,
+                   "%s: layer %d: different slots selected", what, il);
+    }
+}
+
+static int cancel_now(void *userdata)
+{
+    return 1;
+}
+
 /* A prompt (every row's logits) then greedy decode steps, on both. */
 static void compare(eng_session *a, eng_session *b, const int32_t *prompt, int n, int steps,
                     const char *what)
@@ -517,6 +569,7 @@ static void compare(eng_session *a, eng_session *b, const int32_t *prompt, int n
     eng_session_reset(b);
     CHECK(eng_session_eval(a, prompt, n, ENG_EVAL_ALL_LOGITS) == 0);
     CHECK(eng_session_eval(b, prompt, n, ENG_EVAL_ALL_LOGITS) == 0);
+    same_selection(a, b, what);
     for (int i = 0; i < n; i++)
         same_logits(a, b, i, what);
     for (int t = 0; t < steps; t++) {
@@ -594,8 +647,76 @@ static void run(const char *path, const char *name, int n_prompt, int steps)
     cp.alpha = 0.2f;
     CHECK(eng_session_set_compute(sa, &cp) == 0 && eng_session_set_compute(sb, &cp) == 0);
     prompt_of(toks, n_prompt, 1);
+    long topk0 = last_split->n_topk, down0 = last_split->n_down;
     compare(sa, sb, toks, n_prompt, steps, "selectinfer");
     CHECK(eng_session_ffn_share(sa) < 0.5);
+    /* the votes were counted where the activations are (downloads: each
+     * sparse layer's counts once, the logits of the prompt and of each
+     * step), or every layer's activations came home */
+    {
+        long n_sparse = 0;
+        for (int il = 0; il < NL; il++)
+            n_sparse += b->layers[il].sparse;
+        long downs = last_split->n_down - down0;
+        CHECK(dev_counts ? last_split->n_topk > topk0 : last_split->n_topk == 0);
+        CHECKF(downs == (dev_counts ? n_sparse : NL) + 1 + steps,
+               "%ld downloads in a selective prompt and %d steps, %ld sparse layers", downs,
+               steps, n_sparse);
+    }
+    /* every ranking, on sessions whose prefill comes in chunks of 5 (the
+     * counts add up over calls; the signed rank's k is per chunk): abs and
+     * signed counted by topk_count, contrib and mass downloaded */
+    {
+        eng_session_params sp = eng_session_params_default();
+        sp.n_batch = 5;
+        eng_session *ca, *cb;
+        CHECK(eng_session_new(a, &sp, &ca) == 0 && eng_session_new(b, &sp, &cb) == 0);
+        const eng_rank ranks[] = { ENG_RANK_ABS, ENG_RANK_SIGNED, ENG_RANK_CONTRIB,
+                                   ENG_RANK_MASS };
+        for (size_t i = 0; i < sizeof(ranks) / sizeof(ranks[0]); i++) {
+            eng_compute_params rp = cp;
+            rp.rank = ranks[i];
+            rp.alpha = ranks[i] == ENG_RANK_SIGNED ? 0.3f : 0.2f;
+            CHECK(eng_session_set_compute(ca, &rp) == 0 && eng_session_set_compute(cb, &rp) == 0);
+            long topk1 = last_split->n_topk;
+            char what[64];
+            snprintf(what, sizeof(what), "rank %d in chunks of 5", (int)ranks[i]);
+            prompt_of(toks, n_prompt, 20 + (int)i);
+            /* a prefill cancelled after its first chunk, then the rest of
+             * the prompt in a second eval: the votes of both add up */
+            eng_session_reset(ca);
+            eng_session_reset(cb);
+            eng_session_set_abort(ca, cancel_now, NULL);
+            eng_session_set_abort(cb, cancel_now, NULL);
+            CHECK(eng_session_eval(ca, toks, n_prompt, 0) == -ECANCELED);
+            CHECK(eng_session_eval(cb, toks, n_prompt, 0) == -ECANCELED);
+            eng_session_set_abort(ca, NULL, NULL);
+            eng_session_set_abort(cb, NULL, NULL);
+            int done = eng_session_n_past(ca);
+            CHECK(done == sp.n_batch && eng_session_n_past(cb) == done);
+            CHECK(eng_session_eval(ca, toks + done, n_prompt - done, 0) == 0);
+            CHECK(eng_session_eval(cb, toks + done, n_prompt - done, 0) == 0);
+            same_selection(ca, cb, what);
+            same_logits(ca, cb, -1, what);
+            /* and one cancelled, then reset: its votes are forgotten */
+            prompt_of(toks, n_prompt, 30 + (int)i);
+            eng_session_reset(ca);
+            eng_session_reset(cb);
+            eng_session_set_abort(ca, cancel_now, NULL);
+            eng_session_set_abort(cb, cancel_now, NULL);
+            CHECK(eng_session_eval(ca, toks, n_prompt, 0) == -ECANCELED);
+            CHECK(eng_session_eval(cb, toks, n_prompt, 0) == -ECANCELED);
+            eng_session_set_abort(ca, NULL, NULL);
+            eng_session_set_abort(cb, NULL, NULL);
+            prompt_of(toks, n_prompt, 20 + (int)i);
+            compare(ca, cb, toks, n_prompt, steps, what);
+            bool counted = dev_counts && ranks[i] <= ENG_RANK_SIGNED;
+            CHECKF(counted == (last_split->n_topk > topk1), "%s: topk_count %s", what,
+                   counted ? "unused" : "used");
+        }
+        eng_session_free(ca);
+        eng_session_free(cb);
+    }
 
     struct {
         const char *task;
@@ -665,7 +786,14 @@ int main(int argc, char **argv)
         char path[32];
         test_synth(argv[1], shapes[i], path);
         guard = true;
+        dev_counts = true;
         run(path, shapes[i], 12, 6);
+        if (i == 0) {
+            /* a backend without topk_count: the activations come home */
+            dev_counts = false;
+            run(path, "tiny (no topk_count)", 12, 6);
+            dev_counts = true;
+        }
         unlink(path);
     }
     const char *dflt = test_model_path();

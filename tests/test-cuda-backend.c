@@ -12,6 +12,7 @@
  *   matmul: 3e-5 (one token, f32 GEMV) / 2e-3 (cuBLAS, x in f16) of sum |w x|
  *   attention: 5e-5 (1 + |o|)
  *   ffn: 2e-3 of sum_j |a_j| |d_j| + 2e-3 of the a's own magnitude
+ *   topk_count: exact (the same counts)
  *
  * Exits 77 (skipped) where eng_backend_cuda_new says -ENODEV.
  */
@@ -494,6 +495,64 @@ static void test_add_store(void)
     free(rh);
 }
 
+/* The prefill vote (optional op): the counts of the CPU's, exactly, over two
+ * calls that add up (two chunks of a prefill; the signed rank's k is each
+ * call's own). Ties, zeros of both signs and neighbouring floats are
+ * planted, since the thresholds fall on them. */
+static void test_topk_count(void)
+{
+    cur = "topk_count";
+    CHECK(G->topk_count && C->topk_count, "topk_count not offered");
+    if (!G->topk_count || !C->topk_count)
+        return;
+    struct {
+        int T1, T2, n_sel;
+        float alpha;
+    } cases[] = { { 1, 1, 64, 0.2f }, { 7, 3, 1000, 0.2f }, { 16, 5, 4099, 0.1f },
+                  { 4, 4, 333, 1.0f } };
+    for (size_t ci = 0; ci < sizeof(cases) / sizeof(cases[0]); ci++)
+        for (int sr = 0; sr < 2; sr++) {
+            const int n = cases[ci].n_sel, T1 = cases[ci].T1, T2 = cases[ci].T2;
+            const size_t N = (size_t)(T1 + T2) * n;
+            /* mostly negative for the signed rank, as SiLU-gated products are */
+            float *act = frandv(N, -3, sr ? 1 : 3);
+            for (size_t i = 0; i < N; i += 7)
+                act[i] = act[i / 2];
+            for (size_t i = 3; i < N; i += 97)
+                act[i] = (i & 1) ? 0.0f : -0.0f;
+            for (size_t i = 5; i < N; i += 131)
+                act[i] = nextafterf(act[i - 1], INFINITY);
+            /* counts add to what the buffer holds */
+            uint32_t *ref = xmalloc((size_t)n * 4), *got = xmalloc((size_t)n * 4);
+            for (int j = 0; j < n; j++)
+                ref[j] = (uint32_t)(j % 5);
+            float *da = up(act, N * 4);
+            uint32_t *dc = up(ref, (size_t)n * 4);
+            const float alpha = cases[ci].alpha;
+            C->topk_count(cpu, act, T1, n, alpha, sr, ref);
+            C->topk_count(cpu, act + (size_t)T1 * n, T2, n, alpha, sr, ref);
+            G->topk_count(gpu, da, T1, n, alpha, sr, dc);
+            G->topk_count(gpu, da + (size_t)T1 * n, T2, n, alpha, sr, dc);
+            down(got, dc, (size_t)n * 4);
+            int bad = 0, first = -1;
+            uint64_t total = 0;
+            for (int j = 0; j < n; j++) {
+                if (got[j] != ref[j] && first < 0)
+                    first = j;
+                bad += got[j] != ref[j];
+                total += ref[j] - (uint32_t)(j % 5);
+            }
+            CHECK(bad == 0, "case %zu signed=%d: %d of %d counts differ (slot %d: %u vs %u)", ci,
+                  sr, bad, n, first, first >= 0 ? got[first] : 0, first >= 0 ? ref[first] : 0);
+            CHECK(total >= (uint64_t)(T1 + T2), "case %zu signed=%d: nothing counted", ci, sr);
+            dfree(da);
+            dfree(dc);
+            free(act);
+            free(ref);
+            free(got);
+        }
+}
+
 /* ---- the error contract ------------------------------------------------------------------ */
 
 static void test_errors(void)
@@ -595,6 +654,7 @@ int main(void)
     test_attention();
     test_ffn();
     test_add_store();
+    test_topk_count();
     test_errors();
 
     cpu->iface->free(cpu);

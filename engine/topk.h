@@ -1,0 +1,36 @@
+/* Top-alpha counting of prefill activations (private to the engine): the
+ * one host implementation of SelectInfer's per-token vote, shared by the
+ * selection's host path (select.c, eng__select_observe) and the CPU
+ * backend's topk_count op (backend.h), which is the reference the CUDA
+ * kernel (kernels/select.cu, si_cuda_topk_count) is checked against.
+ *
+ * For each token t of act [n_tokens][n_sel], thr_t is the k-th largest rank
+ * value of its row, and every slot j with rank(a[t][j]) >= thr_t gets one
+ * count (ties all count):
+ *   abs rank:    rank = |a|, k = max(1, lround(alpha * n_sel));
+ *   signed rank: rank = a,   k = max(1, lround(alpha * mean number of
+ *                positive a per token over these n_tokens)).
+ * The signed k is per call: a prefill cut into chunks takes each chunk's
+ * own mean, on the host and on the device alike.
+ */
+#ifndef ENGINE_TOPK_H
+#define ENGINE_TOPK_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+/* k of the rule above, clamped to 1 .. n_sel (n_sel >= 1); act is read only
+ * for the signed rank (else it may be NULL). */
+int eng__topk_k(const float *act, int n_tokens, int n_sel, float alpha, bool signed_rank);
+
+/* The k-th largest of x[0..n), 1 <= k <= n, by quickselect on tmp [n] (a
+ * copy of x; x is not changed). */
+float eng__kth_largest(float *tmp, const float *x, int n, int k);
+
+/* Adds each slot's count over the tokens of act [n_tokens][n_sel] to
+ * fcounts (float, select.c's votes) or ucounts (uint32, the op's), exactly
+ * one of them not NULL. tmp: n_sel floats of scratch. */
+void eng__topk_count(const float *act, int n_tokens, int n_sel, float alpha, bool signed_rank,
+                     float *tmp, float *fcounts, uint32_t *ucounts);
+
+#endif
