@@ -1363,6 +1363,13 @@ static void op_store_f16(eng_backend *be, const float *src, uint16_t *dst, long 
     run(ctx_of(be), store_task, &a, n >= 65536);
 }
 
+static void op_store_kv(eng_backend *be, const float *src, uint16_t *cache, long row, int pos0,
+                        int n_tokens)
+{
+    if (cache && pos0 >= 0)
+        op_store_f16(be, src, cache + (size_t)pos0 * row, row * n_tokens);
+}
+
 /* ---- topk_count ------------------------------------------------------------ */
 
 /* The reference for GPUs: topk.h's counting, the very code the engine's host
@@ -1457,6 +1464,7 @@ static const eng_backend_iface cpu_iface = {
     .ffn = op_ffn,
     .add = op_add,
     .store_f16 = op_store_f16,
+    .store_kv = op_store_kv,
     .topk_count = op_topk_count,
 };
 

@@ -15,14 +15,19 @@
  *     bytes, M free") is what error() says until the next sync().
  *
  * Decode graphs (graph_begin/graph_end): the ops of a step are captured
- * into a CUDA graph and launched at once. The executable graph is kept and
- * each next step's capture only updates its parameters (si_cuda_graph_end_
- * update); any op issued outside a capture (a prefill) drops it first,
- * since it may have to grow the scratch the graph points into. An op that
- * fails while capturing records nothing: graph_end says so and the engine
- * runs the step directly, where the failure, if real, is recorded. Three
- * failed captures in a row, or ENG_CUDA_GRAPHS=0 at creation, turn graphs
- * off.
+ * into a CUDA graph and launched at once. While capturing, rope, the KV
+ * stores and attention read the position from a device int (pos_dev,
+ * written before each step) instead of taking it as an argument, and
+ * attention splits the keys for the largest position: so the next step of
+ * the same key is the same graph, and graph_begin just uploads the
+ * position and launches it (no capture). Another key captures again and
+ * updates the kept executable graph in place (si_cuda_graph_end_update) or
+ * instantiates one. Any op issued outside a capture (a prefill) drops the
+ * graph first, since it may have to grow the scratch the graph points
+ * into. An op that fails while capturing records nothing: graph_end says
+ * so and the engine runs the step directly, where the failure, if real, is
+ * recorded. Three failed captures in a row, or ENG_CUDA_GRAPHS=0 at
+ * creation, turn graphs off.
  *
  * Threads: the CUDA runtime keeps the current device per host thread, so
  * every entry point binds the context's device first (a daemon runs the
@@ -56,7 +61,9 @@ typedef struct cuda_ctx {
     bool capturing;         /* between graph_begin and graph_end */
     bool capture_failed;    /* an op failed while capturing: the capture is void */
     int failed_in_row;
-    si_cuda_graph *graph;   /* the last step's, updated by the next one */
+    si_cuda_graph *graph;   /* the last recorded step's */
+    eng_graph_step step;    /* its key and largest position; pos: the one being captured */
+    int32_t *pos_dev;       /* the position the graph's ops read (device, one int) */
     eng_graph_stats gs;
 } cuda_ctx;
 
@@ -319,14 +326,36 @@ static void op_rmsnorm(eng_backend *be, const float *xs, const float *weight, fl
     check(x, si_cuda_rmsnorm(x->c, xs, weight, y, n_tokens, n, eps));
 }
 
+/* While capturing, the ops that take a position read it from pos_dev.
+ * They may only be those of the step graph_begin announced (backend.h):
+ * anything else would be replayed at the wrong place, so it voids the
+ * capture and is recorded as the engine's error. */
+static bool at_step(cuda_ctx *x, int n_tokens, int pos0)
+{
+    if (!x->capturing)
+        return false;
+    if (n_tokens != 1 || pos0 != x->step.pos) {
+        char m[128];
+        snprintf(m, sizeof(m), "decode graph: an op at position %d+%d in the step at %d",
+                 pos0, n_tokens, x->step.pos);
+        fail(x, -EINVAL, m);
+        x->capture_failed = true;
+    }
+    return true;
+}
+
 static void op_rope(eng_backend *be, float *xs, int n_tokens, int n_heads, int head_dim,
                     int n_rot, int pos0, float freq_base, const float *freq_factors, bool neox)
 {
     cuda_ctx *x = ctx_of(be);
     if (n_tokens <= 0 || n_heads <= 0 || !op_ready(x))
         return;
-    check(x, si_cuda_rope(x->c, xs, n_tokens, n_heads, head_dim, n_rot, pos0, freq_base,
-                          freq_factors, neox));
+    if (at_step(x, n_tokens, pos0))
+        check(x, si_cuda_rope_at(x->c, xs, n_tokens, n_heads, head_dim, n_rot, x->pos_dev,
+                                 freq_base, freq_factors, neox));
+    else
+        check(x, si_cuda_rope(x->c, xs, n_tokens, n_heads, head_dim, n_rot, pos0, freq_base,
+                              freq_factors, neox));
 }
 
 static void op_attention(eng_backend *be, const float *q, const uint16_t *k, const uint16_t *v,
@@ -336,8 +365,12 @@ static void op_attention(eng_backend *be, const float *q, const uint16_t *k, con
     cuda_ctx *x = ctx_of(be);
     if (n_tokens <= 0 || !op_ready(x))
         return;
-    check(x, si_cuda_attention(x->c, q, k, v, out, n_tokens, pos0, n_head, n_head_kv, head_dim,
-                               scale));
+    if (at_step(x, n_tokens, pos0))
+        check(x, si_cuda_attention_at(x->c, q, k, v, out, x->pos_dev, x->step.max_pos, n_head,
+                                      n_head_kv, head_dim, scale));
+    else
+        check(x, si_cuda_attention(x->c, q, k, v, out, n_tokens, pos0, n_head, n_head_kv,
+                                   head_dim, scale));
 }
 
 static void op_ffn(eng_backend *be, const eng_ffn_weights *w, const int32_t *sel, int n_sel,
@@ -371,17 +404,52 @@ static void op_store_f16(eng_backend *be, const float *src, uint16_t *dst, long 
     check(x, si_cuda_store_f16(x->c, src, dst, n));
 }
 
-/* ---- decode graphs -------------------------------------------------------- */
-
-static int op_graph_begin(eng_backend *be)
+static void op_store_kv(eng_backend *be, const float *src, uint16_t *cache, long row, int pos0,
+                        int n_tokens)
 {
     cuda_ctx *x = ctx_of(be);
+    if (row <= 0 || n_tokens <= 0 || pos0 < 0 || !op_ready(x))
+        return;
+    if (at_step(x, n_tokens, pos0))
+        check(x, si_cuda_store_rows_at(x->c, src, cache, row, x->pos_dev, n_tokens));
+    else
+        check(x, si_cuda_store_f16(x->c, src, cache + (size_t)pos0 * row, row * n_tokens));
+}
+
+/* ---- decode graphs -------------------------------------------------------- */
+
+static int op_graph_begin(eng_backend *be, const eng_graph_step *st)
+{
+    cuda_ctx *x = ctx_of(be);
+    if (!st || st->pos < 0 || st->pos > st->max_pos)
+        return -EINVAL;
     if (x->graphs_off || x->capturing || !ready(x))
         return -EAGAIN;
+    if (!x->pos_dev) {
+        void *p = NULL;
+        if (si_cuda_alloc(x->c, sizeof(int32_t), &p) < 0)
+            return -EAGAIN; /* without graphs, then */
+        x->pos_dev = p;
+    }
+    /* the position the step's ops read, queued before them (a pageable
+     * source: the copy is staged at once, the int may go) */
+    int32_t pos = st->pos;
+    if (!check(x, si_cuda_upload(x->c, x->pos_dev, &pos, sizeof(pos))))
+        return -EAGAIN;
+    if (x->graph && x->step.key == st->key && x->step.max_pos == st->max_pos) {
+        if (si_cuda_graph_launch(x->c, x->graph) < 0) {
+            drop_graph(x);
+            return -EAGAIN; /* nothing ran: the engine issues the ops */
+        }
+        x->gs.steps++;
+        x->gs.replayed++;
+        return 1;
+    }
     if (si_cuda_graph_begin(x->c) < 0) {
         si_cuda_graph_abort(x->c);
         return -EAGAIN;
     }
+    x->step = *st;
     x->capturing = true;
     x->capture_failed = false;
     return 0;
@@ -455,6 +523,7 @@ static const eng_backend_iface cuda_iface = {
     .ffn = op_ffn,
     .add = op_add,
     .store_f16 = op_store_f16,
+    .store_kv = op_store_kv,
     .graph_begin = op_graph_begin,
     .graph_end = op_graph_end,
     .topk_count = op_topk_count,
@@ -469,6 +538,7 @@ static void op_free(eng_backend *be)
     if (x->capturing)
         si_cuda_graph_abort(x->c);
     drop_graph(x);
+    si_cuda_dev_free(x->c, x->pos_dev);
     si_cuda_free(x->c);
     pthread_mutex_destroy(&x->lock);
     free(x->iota);

@@ -54,6 +54,13 @@ typedef struct eng_ffn_weights {
 
 typedef struct eng_backend eng_backend;
 
+/* A decode step, for graph_begin() below. */
+typedef struct eng_graph_step {
+    uint64_t key;  /* same key: the same ops with the same arguments, but positions */
+    int pos;       /* this step's position (pos0 of its ops) */
+    int max_pos;   /* the largest position a step of this key may have */
+} eng_graph_step;
+
 typedef struct eng_backend_iface {
     const char *name;
     void (*free)(eng_backend *be);
@@ -129,8 +136,14 @@ typedef struct eng_backend_iface {
     /* y[i] += x[i] */
     void (*add)(eng_backend *be, float *y, const float *x, long n);
 
-    /* dst[i] = f16(src[i]) (KV cache stores) */
+    /* dst[i] = f16(src[i]) */
     void (*store_f16)(eng_backend *be, const float *src, uint16_t *dst, long n);
+
+    /* KV cache store: rows pos0 .. pos0 + n_tokens - 1 of cache [][row] =
+     * f16(src [n_tokens][row]). (store_f16 at cache + pos0 * row; its own op
+     * so that a decode graph can take the row from the step's position.) */
+    void (*store_kv)(eng_backend *be, const float *src, uint16_t *cache, long row, int pos0,
+                     int n_tokens);
 
     /* ---- optional ops: NULL when the backend does not offer them ---- */
 
@@ -148,18 +161,27 @@ typedef struct eng_backend_iface {
     /* ---- optional: one launch per decode step (NULL: not offered) ---- */
 
     /* A decode step is hundreds of small ops; launching each one costs a
-     * GPU more than running it on a small model. graph_begin() starts
-     * recording: the ops that follow are queued into a graph, not run, and
-     * no memory call may come until graph_end() (upload before, download
-     * after). graph_end() runs the recording with one launch and keeps it,
-     * so that the next recording of the same ops (the next step: another
-     * position, another KV row) only patches arguments.
+     * GPU more than running it on a small model.
      *
-     * graph_begin() < 0: not now, issue the ops directly. graph_end() < 0:
-     * nothing recorded ran and no error is recorded; issue the same ops
-     * again directly (an op may have failed while recording; run directly,
-     * it fails again and sync() says why). */
-    int (*graph_begin)(eng_backend *be);
+     * graph_begin(st) says which step comes: its key, its position, and the
+     * largest position any step of that key may have. It returns
+     *   1: a step recorded under st->key was run again at st->pos (one
+     *      launch): the caller issues nothing;
+     *   0: recording: the ops that follow are queued into a graph, not run,
+     *      until graph_end(), which runs them with one launch and keeps them
+     *      under st->key (0, or < 0 when nothing of them ran and nothing is
+     *      recorded: issue the same ops again directly; an op may have
+     *      failed while recording, run directly it fails again and sync()
+     *      says why);
+     *   < 0: not now, issue the ops directly.
+     * While recording: one token, every op's pos0 is st->pos, KV rows are
+     * written with store_kv, and no memory call comes (upload before,
+     * download after). The backend may make the recorded ops read the
+     * position when they run: so the caller must change the key whenever
+     * anything else a step's ops take changes (pointers, sizes, selections,
+     * biases), and only then; the contents of the buffers are read when
+     * the ops run, as always. */
+    int (*graph_begin)(eng_backend *be, const eng_graph_step *st);
     int (*graph_end)(eng_backend *be);
 } eng_backend_iface;
 

@@ -412,7 +412,8 @@ const char *eng_backend_name(const eng_model *model);
 typedef struct eng_graph_stats {
     bool enabled;      /* off: ENG_CUDA_GRAPHS=0, or captures kept failing */
     long steps;        /* decode steps run as one graph launch */
-    long instantiated; /* of those, graphs built afresh; the rest patched the last one */
+    long replayed;     /* of those, launched again without capturing (same ops, new position) */
+    long instantiated; /* of the captured ones, graphs built afresh; the rest patched the last */
     long fallbacks;    /* steps whose capture failed and that ran op by op */
 } eng_graph_stats;
 

@@ -1110,6 +1110,7 @@ int eng_session_new(const eng_model *m, const eng_session_params *params, eng_se
     s->model = m;
     s->n_ctx = n_ctx;
     s->n_batch = n_batch;
+    eng__session_changed(s);
 
     const int L = m->info.n_layer, E = m->info.n_embd, F = m->info.n_ff;
     const size_t qd = (size_t)m->info.n_head * m->info.head_dim;
@@ -1159,6 +1160,14 @@ void eng_session_set_abort(eng_session *s, eng_abort_cb cb, void *userdata)
 {
     s->abort_cb = cb;
     s->abort_data = userdata;
+}
+
+void eng__session_changed(eng_session *s)
+{
+    /* unique over every session of the process: a backend keeps one graph
+     * for whichever session ran last */
+    static _Atomic uint64_t next_key = 1;
+    s->graph_key = atomic_fetch_add(&next_key, 1);
 }
 
 void eng_session_reset(eng_session *s)
@@ -1230,8 +1239,8 @@ static void forward_ops(eng_session *s, int n, int first, float *out)
                  m->rope_neox);
         op->rope(be, s->k, n, Hkv, hd, m->n_rot, pos0, m->rope_freq_base, m->rope_freqs,
                  m->rope_neox);
-        op->store_f16(be, s->k, s->k_cache[il] + (size_t)pos0 * kvd, (long)n * kvd);
-        op->store_f16(be, s->v, s->v_cache[il] + (size_t)pos0 * kvd, (long)n * kvd);
+        op->store_kv(be, s->k, s->k_cache[il], (long)kvd, pos0, n);
+        op->store_kv(be, s->v, s->v_cache[il], (long)kvd, pos0, n);
         op->attention(be, s->q, s->k_cache[il], s->v_cache[il], s->att, n, pos0, H, Hkv, hd,
                       scale);                                     /* att [n][H*hd] */
         op->matmul(be, &L->wo, NULL, s->att, s->o, n);           /* o [n][E]      */
@@ -1283,6 +1292,7 @@ int eng__forward(eng_session *s, const int32_t *tokens, int n, bool all_logits, 
     float *out = logits;
     if (logits && !host) {
         if (rows > s->logits_dev_cap) {
+            eng__session_changed(s);
             op->mem_free(be, s->logits_dev);
             s->logits_dev_cap = 0;
             if (!(s->logits_dev = eng__session_alloc(s, (size_t)rows * V * sizeof(float))))
@@ -1294,14 +1304,20 @@ int eng__forward(eng_session *s, const int32_t *tokens, int n, bool all_logits, 
 
     op->upload(be, s->tokens, tokens, (size_t)n * sizeof(int32_t));
     /* A decode step (one token, nothing to observe on the host) goes to the
-     * backend as one graph when it offers them; when the graph does not
-     * come about, nothing of it ran and the ops go again one by one. */
-    bool done = false;
-    if (n == 1 && !eng__select_wants_act(s) && op->graph_begin && op->graph_begin(be) == 0) {
-        forward_ops(s, n, first, out);
-        done = op->graph_end(be) == 0;
+     * backend as one graph when it offers them: replayed at this position
+     * when the session's key is the one recorded, else recorded now. When
+     * the graph does not come about, nothing of it ran and the ops go again
+     * one by one. */
+    int g = -1;
+    if (n == 1 && !eng__select_wants_act(s) && op->graph_begin) {
+        eng_graph_step st = { .key = s->graph_key, .pos = s->n_past, .max_pos = s->n_ctx - 1 };
+        g = op->graph_begin(be, &st);
+        if (g == 0) {
+            forward_ops(s, n, first, out);
+            g = op->graph_end(be) == 0 ? 1 : -1;
+        }
     }
-    if (!done)
+    if (g != 1)
         forward_ops(s, n, first, out);
     s->n_past += n;
 
@@ -1340,6 +1356,8 @@ int eng_session_eval(eng_session *s, const int32_t *tokens, size_t n, unsigned f
         s->logits_cap = (int)rows;
     }
     s->n_logits = 0;
+    if (n > 1)
+        eng__session_changed(s); /* a prefill: what decode computes is chosen anew */
     for (size_t done = 0; done < n;) {
         if (done > 0 && s->abort_cb && s->abort_cb(s->abort_data))
             return -ECANCELED;

@@ -88,6 +88,7 @@ struct eng_session {
     int logits_cap;                   /* rows logits can hold */
     int logits_first;                 /* token index of logits row 0 */
     int n_last_eval;
+    uint64_t graph_key;               /* names the decode step's ops (backend.h graph_begin) */
     eng_abort_cb abort_cb;            /* polled between prefill chunks */
     void *abort_data;
 
@@ -120,6 +121,11 @@ struct eng_session {
  * from the call on, also when loading fails. NULL: as params say. */
 int eng__model_load_backend(const char *path, const eng_model_params *params, eng_backend *be,
                             eng_model **ret_model, eng_error *err);
+
+/* Anything a decode step's ops take, other than the position, may have
+ * changed (selection, buffers, settings): a new graph key, so that a
+ * backend never replays a step recorded before. */
+void eng__session_changed(eng_session *s);
 
 /* Backend memory for a session's buffers (free with the backend's
  * mem_free); NULL when it does not fit. */

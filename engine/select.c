@@ -514,6 +514,7 @@ int eng_session_set_compute(eng_session *s, const eng_compute_params *c)
 int eng_session_observe_ffn(eng_session *s, double *sums)
 {
     s->observe = sums;
+    eng__session_changed(s);
     return 0;
 }
 
@@ -599,6 +600,7 @@ void eng__select_session_reset(eng_session *s)
     const eng_model *m = s->model;
     s->selected = false;
     s->generation = m->generation;
+    eng__session_changed(s);
     for (int l = 0; l < m->info.n_layer; l++) {
         s->ffn_sel[l] = NULL;
         s->ffn_n_sel[l] = 0;
@@ -888,6 +890,7 @@ int eng__select_end_eval(eng_session *s)
     s->ffn_share = (double)computed / ((double)m->info.n_layer * F);
     if (s->compute.comp == ENG_COMP_MEAN && s->act_sum && s->act_tokens > 0)
         comp_fold(s);
+    eng__session_changed(s); /* decode now computes the selection */
     return 0;
 }
 

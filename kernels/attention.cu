@@ -36,9 +36,11 @@ __global__ void __launch_bounds__(ATT_WARPS * 32)
 k_attention(const float *__restrict__ q, const uint16_t *__restrict__ k,
             const uint16_t *__restrict__ v, float *__restrict__ out, float *__restrict__ part_o,
             float *__restrict__ part_ml, int n_q, int n_head, int group, int n_head_kv, int hd,
-            int pos0, int chunk, float scale)
+            int pos0, const int32_t *__restrict__ pos_dev, int chunk, float scale)
 {
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    if (pos_dev)
+        pos0 = *pos_dev; /* a replayed decode graph; the split plan covers every position */
     const long qi = (long)blockIdx.x * ATT_WARPS + warp;
     if (qi >= n_q)
         return;
@@ -220,15 +222,19 @@ extern "C" size_t si_cuda_attention_scratch(int n_sm, int n_tokens, int pos0, in
 template <int ND>
 static void launch(cudaStream_t st, dim3 grid, const float *q, const uint16_t *k,
                    const uint16_t *v, float *out, float *po, float *pml, int n_q, int n_head,
-                   int group, int n_head_kv, int hd, int pos0, int chunk, float scale)
+                   int group, int n_head_kv, int hd, int pos0, const int32_t *pos_dev, int chunk,
+                   float scale)
 {
     k_attention<ND><<<grid, ATT_WARPS * 32, 0, st>>>(q, k, v, out, po, pml, n_q, n_head, group,
-                                                     n_head_kv, hd, pos0, chunk, scale);
+                                                     n_head_kv, hd, pos0, pos_dev, chunk, scale);
 }
 
-extern "C" int si_cuda_attention(si_cuda *c, const float *q, const uint16_t *k, const uint16_t *v,
-                                 float *out, int n_tokens, int pos0, int n_head, int n_head_kv,
-                                 int head_dim, float scale)
+/* pos_dev NULL: at pos0. Else the position is read from pos_dev when the
+ * kernel runs, and pos0 is the largest it may be: the key range is split
+ * for that one, chunks past the real position come out empty. */
+static int attention(si_cuda *c, const float *q, const uint16_t *k, const uint16_t *v, float *out,
+                     int n_tokens, int pos0, const int32_t *pos_dev, int n_head, int n_head_kv,
+                     int head_dim, float scale)
 {
     SI_ARG_CHECK(c && n_tokens >= 0 && pos0 >= 0 && n_head >= 0 && n_head_kv > 0 &&
                  head_dim >= 0);
@@ -260,7 +266,7 @@ extern "C" int si_cuda_attention(si_cuda *c, const float *q, const uint16_t *k, 
 #define CASE(N)                                                                              \
     case N:                                                                                  \
         launch<N>(c->stream, grid, q, k, v, out, po, pml, n_q, n_head, group, n_head_kv,     \
-                  head_dim, pos0, chunk, scale);                                             \
+                  head_dim, pos0, pos_dev, chunk, scale);                                    \
         break;
         CASE(1)
         CASE(2)
@@ -282,4 +288,20 @@ extern "C" int si_cuda_attention(si_cuda *c, const float *q, const uint16_t *k, 
         SI_LAUNCH_CHECK("k_attention_combine");
     }
     return 0;
+}
+
+extern "C" int si_cuda_attention(si_cuda *c, const float *q, const uint16_t *k, const uint16_t *v,
+                                 float *out, int n_tokens, int pos0, int n_head, int n_head_kv,
+                                 int head_dim, float scale)
+{
+    return attention(c, q, k, v, out, n_tokens, pos0, NULL, n_head, n_head_kv, head_dim, scale);
+}
+
+extern "C" int si_cuda_attention_at(si_cuda *c, const float *q, const uint16_t *k,
+                                    const uint16_t *v, float *out, const int32_t *pos_dev,
+                                    int max_pos, int n_head, int n_head_kv, int head_dim,
+                                    float scale)
+{
+    SI_ARG_CHECK(pos_dev);
+    return attention(c, q, k, v, out, 1, max_pos, pos_dev, n_head, n_head_kv, head_dim, scale);
 }

@@ -70,6 +70,29 @@ extern "C" int si_cuda_store_f16(si_cuda *c, const float *src, uint16_t *dst, lo
     return 0;
 }
 
+/* rows *pos .. *pos + n_rows - 1 of dst [][row] = f16(src [n_rows][row]) */
+__global__ void k_store_rows_at(const float *__restrict__ src, uint16_t *__restrict__ dst,
+                                long row, const int32_t *__restrict__ pos, long n)
+{
+    uint16_t *d = dst + (size_t)*pos * row;
+    for (long i = (long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (long)gridDim.x * blockDim.x)
+        d[i] = si_f2h(src[i]);
+}
+
+extern "C" int si_cuda_store_rows_at(si_cuda *c, const float *src, uint16_t *dst, long row,
+                                     const int32_t *pos_dev, int n_rows)
+{
+    SI_ARG_CHECK(c && row >= 0 && n_rows >= 0);
+    long n = row * n_rows;
+    if (n == 0)
+        return 0;
+    SI_ARG_CHECK(src && dst && pos_dev);
+    k_store_rows_at<<<si_grid(n, EW_THREADS, 4 * 65535), EW_THREADS, 0, c->stream>>>(
+        src, dst, row, pos_dev, n);
+    SI_LAUNCH_CHECK("k_store_rows_at");
+    return 0;
+}
+
 __global__ void k_to_f32(const uint16_t *__restrict__ src, float *__restrict__ dst, long n)
 {
     for (long i = (long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (long)gridDim.x * blockDim.x)

@@ -8,9 +8,11 @@
 enum { ROPE_THREADS = 128 };
 
 __global__ void k_rope(float *x, long n_items, int n_heads, int head_dim, int half, int n_rot,
-                       int pos0, float freq_base, const float *__restrict__ freq_factors,
-                       int neox)
+                       int pos0, const int32_t *pos_dev, float freq_base,
+                       const float *__restrict__ freq_factors, int neox)
 {
+    if (pos_dev)
+        pos0 = *pos_dev; /* a replayed decode graph: the position of this step */
     /* neox pairs (i, i + n_rot/2); llama pairs (2i, 2i+1) */
     const int off = neox ? half : 1, stride = neox ? 1 : 2;
     for (long idx = (long)blockIdx.x * blockDim.x + threadIdx.x; idx < n_items;
@@ -35,9 +37,9 @@ __global__ void k_rope(float *x, long n_items, int n_heads, int head_dim, int ha
     }
 }
 
-extern "C" int si_cuda_rope(si_cuda *c, float *x, int n_tokens, int n_heads, int head_dim,
-                            int n_rot, int pos0, float freq_base, const float *freq_factors,
-                            bool neox)
+static int rope(si_cuda *c, float *x, int n_tokens, int n_heads, int head_dim, int n_rot,
+                int pos0, const int32_t *pos_dev, float freq_base, const float *freq_factors,
+                bool neox)
 {
     SI_ARG_CHECK(c && n_tokens >= 0 && n_heads >= 0 && head_dim >= 0 && pos0 >= 0);
     if (n_rot > head_dim)
@@ -48,7 +50,25 @@ extern "C" int si_cuda_rope(si_cuda *c, float *x, int n_tokens, int n_heads, int
     int half = n_rot / 2;
     long n_items = (long)n_tokens * half;
     k_rope<<<si_grid(n_items, ROPE_THREADS, 65535), ROPE_THREADS, 0, c->stream>>>(
-        x, n_items, n_heads, head_dim, half, n_rot, pos0, freq_base, freq_factors, neox ? 1 : 0);
+        x, n_items, n_heads, head_dim, half, n_rot, pos0, pos_dev, freq_base, freq_factors,
+        neox ? 1 : 0);
     SI_LAUNCH_CHECK("k_rope");
     return 0;
+}
+
+extern "C" int si_cuda_rope(si_cuda *c, float *x, int n_tokens, int n_heads, int head_dim,
+                            int n_rot, int pos0, float freq_base, const float *freq_factors,
+                            bool neox)
+{
+    return rope(c, x, n_tokens, n_heads, head_dim, n_rot, pos0, NULL, freq_base, freq_factors,
+                neox);
+}
+
+extern "C" int si_cuda_rope_at(si_cuda *c, float *x, int n_tokens, int n_heads, int head_dim,
+                               int n_rot, const int32_t *pos_dev, float freq_base,
+                               const float *freq_factors, bool neox)
+{
+    SI_ARG_CHECK(pos_dev);
+    return rope(c, x, n_tokens, n_heads, head_dim, n_rot, 0, pos_dev, freq_base, freq_factors,
+                neox);
 }

@@ -119,6 +119,11 @@ int si_cuda_get_rows(si_cuda *c, const void *table, bool f16, int rows, int cols
 int si_cuda_add(si_cuda *c, float *y, const float *x, long n);
 /* dst[i] = f16(src[i]), round to nearest even */
 int si_cuda_store_f16(si_cuda *c, const float *src, uint16_t *dst, long n);
+/* Rows *pos_dev .. *pos_dev + n_rows - 1 of dst [][row] = f16(src
+ * [n_rows][row]), the row read from device memory when the kernel runs (a
+ * KV store in a decode graph replayed at every position). */
+int si_cuda_store_rows_at(si_cuda *c, const float *src, uint16_t *dst, long row,
+                          const int32_t *pos_dev, int n_rows);
 /* dst[i] = f32(src[i]) */
 int si_cuda_to_f32(si_cuda *c, const uint16_t *src, float *dst, long n);
 
@@ -132,6 +137,10 @@ int si_cuda_rmsnorm(si_cuda *c, const float *x, const float *weight, float *y, i
  * (device, n_rot/2 floats) or NULL. */
 int si_cuda_rope(si_cuda *c, float *x, int n_tokens, int n_heads, int head_dim, int n_rot,
                  int pos0, float freq_base, const float *freq_factors, bool neox);
+/* The same, the position of token 0 read from pos_dev (device, one int32)
+ * when the kernel runs. */
+int si_cuda_rope_at(si_cuda *c, float *x, int n_tokens, int n_heads, int head_dim, int n_rot,
+                    const int32_t *pos_dev, float freq_base, const float *freq_factors, bool neox);
 
 /* ---- matrix products ----------------------------------------------------- */
 
@@ -155,6 +164,12 @@ size_t si_cuda_matmul_scratch(int rows, int cols, int n_tokens);
 int si_cuda_attention(si_cuda *c, const float *q, const uint16_t *k, const uint16_t *v,
                       float *out, int n_tokens, int pos0, int n_head, int n_head_kv,
                       int head_dim, float scale);
+/* One token at the position read from pos_dev (device, one int32) when the
+ * kernel runs, at most max_pos: the key range is split for max_pos, so one
+ * launch (a decode graph) serves every position up to it. */
+int si_cuda_attention_at(si_cuda *c, const float *q, const uint16_t *k, const uint16_t *v,
+                         float *out, const int32_t *pos_dev, int max_pos, int n_head,
+                         int n_head_kv, int head_dim, float scale);
 size_t si_cuda_attention_scratch(int n_sm, int n_tokens, int pos0, int n_head, int head_dim);
 
 /* ---- FFN over a subset of neuron slots ------------------------------------ */

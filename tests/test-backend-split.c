@@ -19,8 +19,13 @@
  *
  * The wrapper also offers decode graphs as CUDA does: between graph_begin
  * and graph_end the ops are recorded, not run (a memory call there fails
- * the test), and graph_end replays them; every third capture fails
- * instead, and then the engine must issue the step again itself.
+ * the test), and graph_end runs them; every third capture is lost instead,
+ * and then the engine must issue the step again itself. A step whose key
+ * was recorded before is replayed at its own position without the engine
+ * issuing anything, as CUDA replays a graph whose ops read the position on
+ * the device; every other time it is recorded again instead and must be
+ * the recording op for op, but positions: else the engine kept a key over
+ * a change, and a GPU would have replayed stale arguments.
  *
  * usage: test-backend-split SI_SYNTH  (the default model too when present)
  */
@@ -48,9 +53,12 @@ typedef struct span {
 } span;
 
 /* one recorded op: its kind and arguments */
-typedef enum { R_GET_ROWS, R_MATMUL, R_RMSNORM, R_ROPE, R_ATTENTION, R_FFN, R_ADD, R_STORE } rkind;
+typedef enum {
+    R_GET_ROWS, R_MATMUL, R_RMSNORM, R_ROPE, R_ATTENTION, R_FFN, R_ADD, R_STORE, R_STORE_KV
+} rkind;
 typedef struct rec {
     rkind k;
+    int pos; /* the step's position, for the ops that take one; else 0 */
     eng_weight w;
     eng_ffn_weights fw;
     const void *p[5];
@@ -72,9 +80,11 @@ typedef struct split {
     bool guard; /* arena unmapped between calls */
     long n_ops, n_up, n_down, n_copy, n_topk;
     bool recording;
-    rec *recs;
-    int n_recs, cap_recs;
-    long n_graphs, n_graph_fails;
+    eng_graph_step step;  /* the step being recorded, or the last recorded */
+    bool have_graph;      /* recs hold step.key's ops */
+    rec *recs, *saved;    /* being recorded; the kept recording */
+    int n_recs, cap_recs, n_saved;
+    long n_graphs, n_graph_fails, n_replays, n_verified;
 } split;
 
 static split *S_of(eng_backend *be)
@@ -305,7 +315,9 @@ static void sp_rope(eng_backend *be, float *x, int nt, int nh, int hd, int nr, i
     DEV(x); DEV_OR_NULL(ff);
     rec *r = record(S, R_ROPE);
     if (r) {
-        r->p[0] = x, r->i[0] = nt, r->i[1] = nh, r->i[2] = hd, r->i[3] = nr, r->i[4] = pos0;
+        CHECKF(pos0 == S->step.pos && nt == 1, "rope at %d+%d in the step at %d", pos0, nt,
+               S->step.pos);
+        r->p[0] = x, r->i[0] = nt, r->i[1] = nh, r->i[2] = hd, r->i[3] = nr, r->pos = pos0;
         r->f[0] = base, r->p[1] = ff, r->b = neox;
         return;
     }
@@ -319,7 +331,9 @@ static void sp_attention(eng_backend *be, const float *q, const uint16_t *k, con
     DEV(q); DEV(k); DEV(v); DEV(out);
     rec *r = record(S, R_ATTENTION);
     if (r) {
-        r->p[0] = q, r->p[1] = k, r->p[2] = v, r->p[3] = out, r->i[0] = nt, r->i[1] = pos0;
+        CHECKF(pos0 == S->step.pos && nt == 1, "attention at %d+%d in the step at %d", pos0, nt,
+               S->step.pos);
+        r->p[0] = q, r->p[1] = k, r->p[2] = v, r->p[3] = out, r->i[0] = nt, r->pos = pos0;
         r->i[2] = nh, r->i[3] = nkv, r->i[4] = hd, r->f[0] = scale;
         return;
     }
@@ -364,29 +378,28 @@ static void sp_store(eng_backend *be, const float *src, uint16_t *dst, long n)
     CALL(store_f16(S->cpu, src, dst, n));
 }
 
-static int sp_graph_begin(eng_backend *be)
+static void sp_store_kv(eng_backend *be, const float *src, uint16_t *cache, long row, int pos0,
+                        int nt)
 {
     split *S = S_of(be);
-    CHECKF(!S->recording, "graph_begin twice");
-    S->recording = true;
-    S->n_recs = 0;
-    return 0;
+    DEV(src);
+    CHECKF(dev(S, cache + (size_t)pos0 * row, (size_t)row * nt * sizeof(uint16_t)),
+           "store_kv: rows %d..%d outside the cache", pos0, pos0 + nt - 1);
+    rec *r = record(S, R_STORE_KV);
+    if (r) {
+        CHECKF(pos0 == S->step.pos && nt == 1, "store_kv at %d+%d in the step at %d", pos0, nt,
+               S->step.pos);
+        r->p[0] = src, r->p[1] = cache, r->n = row, r->pos = pos0, r->i[0] = nt;
+        return;
+    }
+    CALL(store_kv(S->cpu, src, cache, row, pos0, nt));
 }
 
-/* Replays the recording; every third one is lost instead, as a capture
- * whose op failed (then nothing of it may have run). */
-static int sp_graph_end(eng_backend *be)
+/* Runs a recording at position pos (the ops that take one get pos). */
+static void run_recs(split *S, const rec *recs, int n, int pos)
 {
-    split *S = S_of(be);
-    CHECKF(S->recording, "graph_end without graph_begin");
-    S->recording = false;
-    if ((S->n_graphs + S->n_graph_fails) % 3 == 2) {
-        S->n_graph_fails++;
-        return -EAGAIN;
-    }
-    S->n_graphs++;
-    for (int i = 0; i < S->n_recs; i++) {
-        const rec *r = &S->recs[i];
+    for (int i = 0; i < n; i++) {
+        const rec *r = &recs[i];
         switch (r->k) {
         case R_GET_ROWS:
             CALL(get_rows(S->cpu, &r->w, r->p[0], r->i[0], (float *)r->p[1]));
@@ -398,11 +411,11 @@ static int sp_graph_end(eng_backend *be)
             CALL(rmsnorm(S->cpu, r->p[0], r->p[1], (float *)r->p[2], r->i[0], r->i[1], r->f[0]));
             break;
         case R_ROPE:
-            CALL(rope(S->cpu, (float *)r->p[0], r->i[0], r->i[1], r->i[2], r->i[3], r->i[4],
-                      r->f[0], r->p[1], r->b));
+            CALL(rope(S->cpu, (float *)r->p[0], r->i[0], r->i[1], r->i[2], r->i[3], pos, r->f[0],
+                      r->p[1], r->b));
             break;
         case R_ATTENTION:
-            CALL(attention(S->cpu, r->p[0], r->p[1], r->p[2], (float *)r->p[3], r->i[0], r->i[1],
+            CALL(attention(S->cpu, r->p[0], r->p[1], r->p[2], (float *)r->p[3], r->i[0], pos,
                            r->i[2], r->i[3], r->i[4], r->f[0]));
             break;
         case R_FFN:
@@ -415,8 +428,69 @@ static int sp_graph_end(eng_backend *be)
         case R_STORE:
             CALL(store_f16(S->cpu, r->p[0], (uint16_t *)r->p[1], r->n));
             break;
+        case R_STORE_KV:
+            CALL(store_kv(S->cpu, r->p[0], (uint16_t *)r->p[1], r->n, pos, r->i[0]));
+            break;
         }
     }
+}
+
+static int sp_graph_begin(eng_backend *be, const eng_graph_step *st)
+{
+    split *S = S_of(be);
+    CHECKF(!S->recording, "graph_begin twice");
+    CHECK(st && st->pos >= 0 && st->pos <= st->max_pos);
+    bool same = S->have_graph && st->key == S->step.key && st->max_pos == S->step.max_pos;
+    if (same && S->n_replays % 2 == 0) {
+        S->n_replays++;
+        S->step.pos = st->pos;
+        run_recs(S, S->saved, S->n_saved, st->pos);
+        return 1;
+    }
+    if (same)
+        S->n_replays++; /* this time recorded, and checked against the kept one */
+    else
+        S->have_graph = false;
+    S->step = *st;
+    S->recording = true;
+    S->n_recs = 0;
+    return 0;
+}
+
+/* Runs the recording and keeps it; every third one is lost instead, as a
+ * capture whose op failed (then nothing of it may have run). A recording
+ * under the kept key must be the kept one but positions. */
+static int sp_graph_end(eng_backend *be)
+{
+    split *S = S_of(be);
+    CHECKF(S->recording, "graph_end without graph_begin");
+    S->recording = false;
+    if ((S->n_graphs + S->n_graph_fails) % 3 == 2) {
+        S->n_graph_fails++;
+        S->have_graph = false;
+        return -EAGAIN;
+    }
+    S->n_graphs++;
+    if (S->have_graph) {
+        CHECKF(S->n_recs == S->n_saved, "step key %llu: %d ops recorded, %d before",
+               (unsigned long long)S->step.key, S->n_recs, S->n_saved);
+        for (int i = 0; i < S->n_recs; i++) {
+            rec a = S->recs[i], b = S->saved[i];
+            a.pos = b.pos = 0;
+            CHECKF(memcmp(&a, &b, sizeof(rec)) == 0,
+                   "step key %llu: op %d (kind %d) has other arguments than when recorded: "
+                   "the key should have changed", (unsigned long long)S->step.key, i, (int)a.k);
+        }
+        S->n_verified++;
+    }
+    if (S->n_recs > S->n_saved || !S->saved) {
+        S->saved = realloc(S->saved, (size_t)S->cap_recs * sizeof(rec));
+        CHECK(S->saved);
+    }
+    memcpy(S->saved, S->recs, (size_t)S->n_recs * sizeof(rec));
+    S->n_saved = S->n_recs;
+    S->have_graph = true;
+    run_recs(S, S->recs, S->n_recs, S->step.pos);
     return 0;
 }
 
@@ -442,6 +516,7 @@ static void sp_destroy(eng_backend *be)
     munmap(S->base, ARENA_BYTES);
     free(S->live);
     free(S->recs);
+    free(S->saved);
     pthread_mutex_destroy(&S->lock);
     if (last_split == S)
         last_split = NULL;
@@ -470,6 +545,7 @@ static const eng_backend_iface split_iface = {
     .ffn = sp_ffn,
     .add = sp_add,
     .store_f16 = sp_store,
+    .store_kv = sp_store_kv,
     .graph_begin = sp_graph_begin,
     .graph_end = sp_graph_end,
     .topk_count = sp_topk_count,
@@ -760,10 +836,13 @@ static void run(const char *path, const char *name, int n_prompt, int steps)
         compare(sa, sb, toks, n_prompt, steps, "lb=sens df=1");
     }
     printf("%-12s equal on the split backend: %ld ops, %ld uploads, %ld downloads, %ld copies, "
-           "%ld decode graphs (%ld lost and reissued)\n",
+           "%ld decode graphs recorded (%ld lost and reissued), %ld steps of a known key (%ld "
+           "recorded again and found equal)\n",
            name, last_split->n_ops, last_split->n_up, last_split->n_down, last_split->n_copy,
-           last_split->n_graphs, last_split->n_graph_fails);
-    CHECK(last_split->n_graphs > 0 && last_split->n_graph_fails > 0);
+           last_split->n_graphs, last_split->n_graph_fails, last_split->n_replays,
+           last_split->n_verified);
+    CHECK(last_split->n_graphs > 0 && last_split->n_graph_fails > 0 &&
+          last_split->n_replays > last_split->n_verified && last_split->n_verified > 0);
     eng_session_free(sa);
     eng_session_free(sb);
     eng_model_free(a);

@@ -208,6 +208,27 @@ static void test_add_store(void)
         bad += gh[i] != rh[i];
     CHECK(bad == 0, "store_f16: %ld of %ld differ (first values %04x vs %04x)", bad, n, gh[0], rh[0]);
 
+    /* rows of a cache at a position read on the device (KV stores in a
+     * decode graph): rows 7 and 8 of 1000-element rows, nothing else */
+    {
+        const long row = 1000;
+        int32_t pos = 7, *dpos = dev_copy(&pos, 4);
+        uint16_t *dc = dev(12 * row * 2), *gc2 = xmalloc(12 * row * 2);
+        uint16_t *fill = xmalloc(12 * row * 2);
+        memset(fill, 0x5a, 12 * row * 2);
+        OK(si_cuda_upload(gc, dc, fill, 12 * row * 2));
+        OK(si_cuda_store_rows_at(gc, dx, dc, row, dpos, 2));
+        get(gc2, dc, 12 * row * 2);
+        bad = 0;
+        for (long i = 0; i < 12 * row; i++)
+            bad += gc2[i] != (i >= 7 * row && i < 9 * row ? rh[i - 7 * row] : fill[i]);
+        CHECK(bad == 0, "store_rows_at: %ld of %ld differ", bad, 12 * row);
+        dfree(dpos);
+        dfree(dc);
+        free(gc2);
+        free(fill);
+    }
+
     float *f = xmalloc(n * 4);
     OK(si_cuda_to_f32(gc, dh, dx, n));
     get(f, dx, n * 4);
@@ -295,6 +316,16 @@ static void test_rope(void)
                 break;
             }
         }
+        /* the position read from the device (decode graphs): the same bits */
+        int32_t *dpos = dev_copy(&cases[ci].pos0, 4);
+        float *at = xmalloc(n * 4);
+        OK(si_cuda_upload(gc, dx, x, n * 4));
+        OK(si_cuda_rope_at(gc, dx, T, H, hd, nr, dpos, cases[ci].base, cases[ci].ff ? dff : NULL,
+                           cases[ci].neox));
+        get(at, dx, n * 4);
+        CHECK(memcmp(at, got, n * 4) == 0, "case %zu: rope_at differs from rope", ci);
+        dfree(dpos);
+        free(at);
         dfree(dx);
         dfree(dff);
         free(x);
@@ -399,6 +430,22 @@ static void test_attention(void)
                       Hkv, hd, i, got[i], ref[i]);
                 break;
             }
+        /* decode with the position read on the device, the keys split for a
+         * far larger largest position (a decode graph's plan): chunks past
+         * the position stay empty, and nothing past it is read (NaN there) */
+        for (int mp = p0; T == 1 && mp <= p0 + 8192; mp += 8192) {
+            int32_t *dpos = dev_copy(&p0, 4);
+            OK(si_cuda_upload(gc, dout, ref, 4)); /* must be overwritten */
+            OK(si_cuda_attention_at(gc, dq, dk, dv, dout, dpos, mp, H, Hkv, hd, scale));
+            get(got, dout, nq * 4);
+            for (size_t i = 0; i < nq; i++)
+                if (!(fabsf(got[i] - ref[i]) <= 5e-5f + 5e-5f * fabsf(ref[i]))) {
+                    CHECK(0, "case %zu at pos %d, max %d: i=%zu: %g vs %g", ci, p0, mp, i, got[i],
+                          ref[i]);
+                    break;
+                }
+            dfree(dpos);
+        }
         dfree(dq);
         dfree(dout);
         dfree(dk);

@@ -479,9 +479,10 @@ int main(int argc, char **argv) {
                roofline > 0 ? tg_mean / roofline : 0.0);
         if (!on_cpu)
             printf(",\n \"device\": \"%s\", \"integrated\": %s, \"graphs\": %s, "
-                   "\"graph_steps\": %ld, \"graph_instantiated\": %ld, \"graph_fallbacks\": %ld",
+                   "\"graph_steps\": %ld, \"graph_replayed\": %ld, \"graph_instantiated\": %ld, "
+                   "\"graph_fallbacks\": %ld",
                    bi.device, bi.integrated ? "true" : "false", bi.graphs.enabled ? "true" : "false",
-                   bi.graphs.steps, bi.graphs.instantiated, bi.graphs.fallbacks);
+                   bi.graphs.steps, bi.graphs.replayed, bi.graphs.instantiated, bi.graphs.fallbacks);
         if (llama_bench && !isnan(l_pp) && !isnan(l_tg))
             printf(",\n \"llama_model\": \"%s\", \"llama_prefill_tps\": %.3f, \"llama_decode_tps\": %.3f, "
                    "\"prefill_ratio\": %.4f, \"decode_ratio\": %.4f",
@@ -508,11 +509,11 @@ int main(int argc, char **argv) {
             printf("read bandwidth   %.2f GB/s (%d MiB buffer, %d threads)\n", bw / 1e9, bw_mb,
                    threads);
         else
-            printf("device           %s (%s), nominal %.0f GB/s; decode graphs %s: %ld steps, "
-                   "%ld instantiated, %ld fallbacks\n",
+            printf("device           %s (%s), nominal %.0f GB/s; decode graphs %s: %ld steps "
+                   "(%ld replayed), %ld instantiated, %ld fallbacks\n",
                    bi.device, bi.integrated ? "integrated" : "discrete", bw / 1e9,
-                   bi.graphs.enabled ? "on" : "off", bi.graphs.steps, bi.graphs.instantiated,
-                   bi.graphs.fallbacks);
+                   bi.graphs.enabled ? "on" : "off", bi.graphs.steps, bi.graphs.replayed,
+                   bi.graphs.instantiated, bi.graphs.fallbacks);
         if (roofline > 0)
             printf("roofline decode  %.2f tok/s; achieved %.1f %%\n", roofline,
                    100.0 * tg_mean / roofline);
