@@ -485,6 +485,16 @@ static void test_add_store(void)
     G->store_f16(gpu, dy, dh, n);
     down(gh, dh, n * 2);
     CHECK(memcmp(gh, rh, n * 2) == 0, "store_f16 differs");
+    /* KV rows 3 and 4 of 200-element rows (the rest of the cache untouched) */
+    uint16_t *kc = xmalloc(n * 2);
+    memset(kc, 0, n * 2);
+    uint16_t *dkc = up(kc, n * 2);
+    C->store_kv(cpu, y, kc, 200, 3, 2);
+    G->store_kv(gpu, dy, dkc, 200, 3, 2);
+    down(gh, dkc, n * 2);
+    CHECK(memcmp(gh, kc, n * 2) == 0 && kc[600] != 0, "store_kv differs");
+    dfree(dkc);
+    free(kc);
     dfree(dy);
     dfree(dx);
     dfree(dh);
