@@ -198,7 +198,7 @@ struct sid_server {
     int load_rc;
     char load_error[640];
     eng_model_info info;
-    char backend[32];
+    char backend[160];        /* "cpu", or "cuda (the GPU's name)" */
     int n_ctx;
     uint64_t load_ns;       /* the cold start: eng_model_load with the plan */
     /* the loop's: the active plan (from EV_LOADED, then swap results) */

@@ -722,7 +722,11 @@ static int load_model(sid_server *srv)
         return rc;
     }
     eng_model_get_info(srv->model, &srv->info);
-    snprintf(srv->backend, sizeof(srv->backend), "%s", eng_backend_name(srv->model));
+    eng_backend_info bi;
+    if (eng_model_backend_info(srv->model, &bi) == 0 && bi.device[0])
+        snprintf(srv->backend, sizeof(srv->backend), "%s (%s)", bi.name, bi.device);
+    else
+        snprintf(srv->backend, sizeof(srv->backend), "%s", eng_backend_name(srv->model));
     srv->n_ctx = eng_session_n_ctx(srv->session);
     srv->plan = srv->wplan; /* the loop's copy, read after EV_LOADED */
     sid_debug("model loaded in %.1f ms (%s, %llu of %llu FFN neurons)", (double)srv->load_ns / 1e6,

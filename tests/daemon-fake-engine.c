@@ -249,6 +249,13 @@ const char *eng_backend_name(const eng_model *model)
     return "fake";
 }
 
+int eng_model_backend_info(const eng_model *model, eng_backend_info *ret)
+{
+    memset(ret, 0, sizeof(*ret));
+    snprintf(ret->name, sizeof(ret->name), "fake");
+    return 0;
+}
+
 int eng_tokenize(const eng_model *model, const char *text, size_t len, unsigned flags,
                  int32_t *tokens, size_t cap, size_t *ret_n)
 {
