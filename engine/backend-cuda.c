@@ -497,6 +497,16 @@ static void op_topk_count(eng_backend *be, const float *act, int n_tokens, int n
     check(x, si_cuda_topk_count(x->c, act, n_tokens, n_sel, alpha, signed_rank, counts));
 }
 
+/* Greedy on the device (kernels/select.cu): a decode step ends with this
+ * kernel inside its graph, and 4 bytes come back instead of the logits. */
+static void op_argmax(eng_backend *be, const float *xs, int n, int32_t *ret)
+{
+    cuda_ctx *x = ctx_of(be);
+    if (n < 0 || !op_ready(x))
+        return;
+    check(x, si_cuda_argmax(x->c, xs, n, ret));
+}
+
 /* ---- construction ------------------------------------------------------- */
 
 static void op_free(eng_backend *be);
@@ -527,6 +537,7 @@ static const eng_backend_iface cuda_iface = {
     .graph_begin = op_graph_begin,
     .graph_end = op_graph_end,
     .topk_count = op_topk_count,
+    .argmax = op_argmax,
 };
 
 static void op_free(eng_backend *be)

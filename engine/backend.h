@@ -158,6 +158,13 @@ typedef struct eng_backend_iface {
     void (*topk_count)(eng_backend *be, const float *act, int n_tokens, int n_sel, float alpha,
                        bool signed_rank, uint32_t *counts);
 
+    /* Greedy decoding: *ret (one int32) = the index of the largest of x[0..n),
+     * NaN skipped, ties to the lower index, -1 when every value is NaN (or
+     * n is 0). A GPU offers it so that a greedy step brings back 4 bytes, not
+     * a row of logits; it may be issued inside a decode graph. The CPU does
+     * not: its memory is the host's, and the engine reads the logits. */
+    void (*argmax)(eng_backend *be, const float *x, int n, int32_t *ret);
+
     /* ---- optional: one launch per decode step (NULL: not offered) ---- */
 
     /* A decode step is hundreds of small ops; launching each one costs a

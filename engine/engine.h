@@ -165,6 +165,11 @@ int eng_session_n_ctx(const eng_session *session);
 
 enum {
     ENG_EVAL_ALL_LOGITS = 1 << 0, /* keep logits of every token, not only the last */
+    /* The caller needs only the most likely next token: eng_session_argmax()
+     * gives it, and eng_session_logits() may then return NULL, which saves a
+     * GPU the copy of a row of logits (n_vocab floats) per step. Without
+     * effect together with ENG_EVAL_ALL_LOGITS. */
+    ENG_EVAL_ARGMAX = 1 << 1,
 };
 
 /* Runs tokens[0..n) through the model after the n_past tokens already in the
@@ -183,6 +188,13 @@ void eng_session_set_abort(eng_session *session, eng_abort_cb cb, void *userdata
 /* Logits of the i-th token of the last eval (i = -1: the last token); NULL
  * when not kept. Valid until the next eval. n_vocab floats. */
 const float *eng_session_logits(const eng_session *session, int i);
+
+/* The most likely next token after the last eval: the argmax of its last
+ * row of logits, NaN skipped, ties to the lower id (the backend's own
+ * under ENG_EVAL_ARGMAX on a GPU, else from the logits on the host: the
+ * same token either way). -EDOM when every logit is NaN, -ENODATA when the
+ * last eval kept nothing (none since the reset, or it failed). */
+int32_t eng_session_argmax(const eng_session *session);
 
 /* ---- sampling --------------------------------------------------------- */
 
@@ -205,6 +217,11 @@ void eng_sampler_reset(eng_sampler *sampler);
 int32_t eng_sampler_sample(eng_sampler *sampler, const float *logits);
 /* Records a token of the context (prompt or generated) for the repetition penalty. */
 void eng_sampler_accept(eng_sampler *sampler, int32_t token);
+/* Whether sample() is plain greedy, the argmax of the logits as they are:
+ * temperature <= 0 and no repetition penalty (repeat_penalty 1 or
+ * repeat_last_n 0). Such a sampler needs only eng_session_argmax(), except
+ * that it picks token 0 where every logit is NaN. */
+bool eng_sampler_is_greedy(const eng_sampler *sampler);
 
 /* ---- generation ------------------------------------------------------- */
 

@@ -218,9 +218,13 @@ int eng_generate(eng_session *session, const int32_t *prompt, size_t n_prompt,
         goto out;
     for (size_t i = 0; i < n_prompt; i++)
         eng_sampler_accept(smp, prompt[i]);
+    /* Plain greedy needs the argmax only: a GPU then picks the token itself
+     * and sends back 4 bytes per step instead of a row of logits. */
+    const bool greedy = eng_sampler_is_greedy(smp);
+    const unsigned eval_flags = greedy ? ENG_EVAL_ARGMAX : 0;
 
     uint64_t t0 = eng_time_ns();
-    r = eng_session_eval(session, prompt, n_prompt, 0);
+    r = eng_session_eval(session, prompt, n_prompt, eval_flags);
     st.prefill_ns = eng_time_ns() - t0;
     if (r == -ECANCELED) {
         /* the session's abort callback gave up on the prompt */
@@ -238,12 +242,19 @@ int eng_generate(eng_session *session, const int32_t *prompt, size_t n_prompt,
     size_t len;
     uint64_t t1 = eng_time_ns();
     for (;;) {
-        const float *logits = eng_session_logits(session, -1);
-        if (!logits) {
-            r = -EIO;
-            goto out;
+        int32_t tok;
+        if (greedy) {
+            tok = eng_session_argmax(session);
+            if (tok == -EDOM)
+                tok = 0; /* every logit NaN: what the sampler's greedy picks */
+        } else {
+            const float *logits = eng_session_logits(session, -1);
+            if (!logits) {
+                r = -EIO;
+                goto out;
+            }
+            tok = eng_sampler_sample(smp, logits);
         }
-        int32_t tok = eng_sampler_sample(smp, logits);
         if (tok < 0) {
             r = tok;
             goto out;
@@ -283,7 +294,7 @@ int eng_generate(eng_session *session, const int32_t *prompt, size_t n_prompt,
             st.stop_reason = ENG_STOP_CONTEXT;
             break;
         }
-        r = eng_session_eval(session, &tok, 1, 0);
+        r = eng_session_eval(session, &tok, 1, eval_flags);
         if (r == -ENOSPC) {
             st.stop_reason = ENG_STOP_CONTEXT;
             break;

@@ -1075,6 +1075,7 @@ void eng_session_free(eng_session *s)
     for (size_t i = 0; i < sizeof(bufs) / sizeof(bufs[0]); i++)
         bfree(be, bufs[i]);
     bfree(be, s->tokens);
+    bfree(be, s->argmax_dev);
     free(s->logits);
     free(s);
 }
@@ -1147,6 +1148,10 @@ int eng_session_new(const eng_model *m, const eng_session_params *params, eng_se
     if (!s->x || !s->xn || !s->q || !s->k || !s->v || !s->att || !s->o || !s->ff || !s->tokens ||
         !s->logits)
         goto oom;
+    /* greedy on the backend (ENG_EVAL_ARGMAX): host memory reads the logits */
+    if (!m->be->iface->host_memory && m->be->iface->argmax &&
+        !(s->argmax_dev = eng__session_alloc(s, sizeof(int32_t))))
+        goto oom;
     if (eng__select_session_init(s) < 0)
         goto oom;
     *ret = s;
@@ -1174,6 +1179,7 @@ void eng_session_reset(eng_session *s)
 {
     s->n_past = 0;
     s->n_logits = 0;
+    s->argmax_only = false;
     eng__select_session_reset(s);
 }
 
@@ -1204,14 +1210,34 @@ const float *eng_session_logits(const eng_session *s, int i)
     return s->logits + (size_t)row * s->model->info.n_vocab;
 }
 
+int32_t eng_session_argmax(const eng_session *s)
+{
+    int32_t best = -1;
+    if (s->argmax_only) {
+        best = s->argmax;
+    } else {
+        const float *l = eng_session_logits(s, -1);
+        if (!l)
+            return -ENODATA;
+        /* the rule of the backends' argmax (backend.h), so that a token
+         * does not depend on where it was picked */
+        for (int i = 0; i < s->model->info.n_vocab; i++)
+            if (!isnan(l[i]) && (best < 0 || l[i] > l[best]))
+                best = i;
+    }
+    return best < 0 ? -EDOM : best;
+}
+
 /* ---- the forward pass ---- */
 
 /* The ops of one forward pass over n tokens at positions n_past ..: the
  * tokens are in s->tokens already; the logits of rows first .. n-1 go to
- * `out` (backend memory) when out is not NULL. Nothing here changes the
- * session on the host except what the prefill's neuron vote observes, so a
- * decode step can be issued twice (see graphs in eng__forward). */
-static void forward_ops(eng_session *s, int n, int first, float *out)
+ * `out` (backend memory) when out is not NULL, and the argmax of the last
+ * one to `argmax` (backend memory) when that is not NULL either. Nothing
+ * here changes the session on the host except what the prefill's neuron
+ * vote observes, so a decode step can be issued twice (see graphs in
+ * eng__forward). */
+static void forward_ops(eng_session *s, int n, int first, float *out, int32_t *argmax)
 {
     const eng_model *m = s->model;
     eng_backend *be = m->be;
@@ -1274,10 +1300,15 @@ static void forward_ops(eng_session *s, int n, int first, float *out)
         op->rmsnorm(be, s->x + (size_t)first * E, m->output_norm, s->xn, n - first, E,
                     m->rms_eps);
         op->matmul(be, &m->output, NULL, s->xn, out, n - first); /* logits [rows][V] */
+        /* greedy: the last row's argmax [1] (backend), inside a decode graph */
+        if (argmax)
+            op->argmax(be, out + (size_t)(n - first - 1) * m->info.n_vocab, m->info.n_vocab,
+                       argmax);
     }
 }
 
-int eng__forward(eng_session *s, const int32_t *tokens, int n, bool all_logits, float *logits)
+int eng__forward(eng_session *s, const int32_t *tokens, int n, bool all_logits, float *logits,
+                 int32_t *argmax)
 {
     const eng_model *m = s->model;
     eng_backend *be = m->be;
@@ -1290,7 +1321,7 @@ int eng__forward(eng_session *s, const int32_t *tokens, int n, bool all_logits, 
     int first = all_logits ? 0 : n - 1;
     int rows = n - first;
     float *out = logits;
-    if (logits && !host) {
+    if ((logits || argmax) && !host) {
         if (rows > s->logits_dev_cap) {
             eng__session_changed(s);
             op->mem_free(be, s->logits_dev);
@@ -1308,20 +1339,27 @@ int eng__forward(eng_session *s, const int32_t *tokens, int n, bool all_logits, 
      * when the session's key is the one recorded, else recorded now. When
      * the graph does not come about, nothing of it ran and the ops go again
      * one by one. */
+    int32_t *am = argmax ? s->argmax_dev : NULL;
+    if ((am != NULL) != s->graph_argmax) {
+        s->graph_argmax = am != NULL; /* the step's ops end differently */
+        eng__session_changed(s);
+    }
     int g = -1;
     if (n == 1 && !eng__select_wants_act(s) && op->graph_begin) {
         eng_graph_step st = { .key = s->graph_key, .pos = s->n_past, .max_pos = s->n_ctx - 1 };
         g = op->graph_begin(be, &st);
         if (g == 0) {
-            forward_ops(s, n, first, out);
+            forward_ops(s, n, first, out, am);
             g = op->graph_end(be) == 0 ? 1 : -1;
         }
     }
     if (g != 1)
-        forward_ops(s, n, first, out);
+        forward_ops(s, n, first, out, am);
     s->n_past += n;
 
-    if (logits && !host)
+    if (argmax) /* 4 bytes instead of the row of logits */
+        op->download(be, argmax, am, sizeof(int32_t));
+    else if (logits && !host)
         op->download(be, logits, out, (size_t)rows * V * sizeof(float));
     /* a GPU's first failure since the last sync, if any */
     return op->sync(be);
@@ -1346,6 +1384,8 @@ int eng_session_eval(eng_session *s, const int32_t *tokens, size_t n, unsigned f
 
     bool all = flags & ENG_EVAL_ALL_LOGITS;
     size_t rows = all ? n : 1;
+    /* greedy on the backend: only the argmax of the last row comes back */
+    bool dev_argmax = (flags & ENG_EVAL_ARGMAX) && !all && s->argmax_dev;
     if (rows > (size_t)s->logits_cap) {
         /* grow the logits buffer only when a caller keeps all of them */
         float *p = falloc(rows * (size_t)m->info.n_vocab);
@@ -1358,18 +1398,22 @@ int eng_session_eval(eng_session *s, const int32_t *tokens, size_t n, unsigned f
     s->n_logits = 0;
     if (n > 1)
         eng__session_changed(s); /* a prefill: what decode computes is chosen anew */
+    s->argmax_only = false;
     for (size_t done = 0; done < n;) {
         if (done > 0 && s->abort_cb && s->abort_cb(s->abort_data))
             return -ECANCELED;
         int chunk = (int)(n - done < (size_t)s->n_batch ? n - done : (size_t)s->n_batch);
         bool last = done + chunk == n;
         float *out = all ? s->logits + done * (size_t)m->info.n_vocab : s->logits;
-        int r = eng__forward(s, tokens + done, chunk, all, all || last ? out : NULL);
+        int r = eng__forward(s, tokens + done, chunk, all,
+                             (all || last) && !dev_argmax ? out : NULL,
+                             last && dev_argmax ? &s->argmax : NULL);
         if (r < 0)
             return r;
         done += chunk;
     }
-    s->n_logits = (int)rows;
+    s->n_logits = dev_argmax ? 0 : (int)rows;
+    s->argmax_only = dev_argmax;
     s->logits_first = all ? 0 : (int)n - 1;
     s->n_last_eval = (int)n;
     return eng__select_end_eval(s);

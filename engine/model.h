@@ -87,8 +87,14 @@ struct eng_session {
     int n_logits;                     /* rows in logits from the last eval */
     int logits_cap;                   /* rows logits can hold */
     int logits_first;                 /* token index of logits row 0 */
+    /* ENG_EVAL_ARGMAX on a backend with the argmax op: the last row's argmax
+     * is computed there and only it comes back (argmax_only; no logits) */
+    int32_t *argmax_dev;              /* [1] (backend), NULL without the op */
+    int32_t argmax;                   /* its value after the last eval, -1: all NaN */
+    bool argmax_only;                 /* the last eval kept argmax, not logits */
     int n_last_eval;
     uint64_t graph_key;               /* names the decode step's ops (backend.h graph_begin) */
+    bool graph_argmax;                /* the last step ended in the argmax op */
     eng_abort_cb abort_cb;            /* polled between prefill chunks */
     void *abort_data;
 
@@ -133,7 +139,10 @@ void *eng__session_alloc(const eng_session *s, size_t bytes);
 
 /* Runs one batch of at most n_batch tokens at positions n_past..; writes
  * logits for all tokens (all_logits) or only the last one, or none when
- * logits is NULL. */
-int eng__forward(eng_session *s, const int32_t *tokens, int n, bool all_logits, float *logits);
+ * logits is NULL. argmax (host), when not NULL (logits NULL, not
+ * all_logits, a backend with the argmax op): receives the argmax of the
+ * last token's logits, computed by the backend. */
+int eng__forward(eng_session *s, const int32_t *tokens, int n, bool all_logits, float *logits,
+                 int32_t *argmax);
 
 #endif

@@ -136,6 +136,14 @@ void eng_sampler_accept(eng_sampler *s, int32_t token) {
         s->n_hist++;
 }
 
+/* The greedy branch of eng_sampler_sample with apply_penalty a no-op: the
+ * penalty changes nothing when it is 1, and with repeat_last_n 0 accept()
+ * keeps no history for it to act on. */
+bool eng_sampler_is_greedy(const eng_sampler *s) {
+    return s && s->p.temperature <= 0.0f &&
+           (s->p.repeat_penalty == 1.0f || s->p.repeat_last_n <= 0);
+}
+
 /* Each distinct token of the window is penalised once, however often it
  * occurs (llama.cpp's repeat penalty does the same). */
 static void apply_penalty(eng_sampler *s) {

@@ -27,6 +27,11 @@
  * the recording op for op, but positions: else the engine kept a key over
  * a change, and a GPU would have replayed stale arguments.
  *
+ * And it offers argmax (the kernel's rule, a loop on arena memory), so
+ * that greedy generation (ENG_EVAL_ARGMAX) picks its tokens "on the
+ * device": the same text as on the CPU, with 4 bytes downloaded per eval
+ * where the other samplers download a row of logits.
+ *
  * usage: test-backend-split SI_SYNTH  (the default model too when present)
  */
 #include <errno.h>
@@ -54,7 +59,8 @@ typedef struct span {
 
 /* one recorded op: its kind and arguments */
 typedef enum {
-    R_GET_ROWS, R_MATMUL, R_RMSNORM, R_ROPE, R_ATTENTION, R_FFN, R_ADD, R_STORE, R_STORE_KV
+    R_GET_ROWS, R_MATMUL, R_RMSNORM, R_ROPE, R_ATTENTION, R_FFN, R_ADD, R_STORE, R_STORE_KV,
+    R_ARGMAX
 } rkind;
 typedef struct rec {
     rkind k;
@@ -78,13 +84,15 @@ typedef struct split {
     int n_live, cap_live;
     pthread_mutex_t lock;
     bool guard; /* arena unmapped between calls */
-    long n_ops, n_up, n_down, n_copy, n_topk;
+    long n_ops, n_up, n_down, n_copy, n_topk, n_argmax;
+    size_t down_bytes;
     bool recording;
     eng_graph_step step;  /* the step being recorded, or the last recorded */
     bool have_graph;      /* recs hold step.key's ops */
     rec *recs, *saved;    /* being recorded; the kept recording */
     int n_recs, cap_recs, n_saved;
     long n_graphs, n_graph_fails, n_replays, n_verified;
+    int nan_rows; /* > 0: a matmul of that many rows (the output head) gives NaN */
 } split;
 
 static split *S_of(eng_backend *be)
@@ -218,6 +226,7 @@ static void sp_download(eng_backend *be, void *dst, const void *src, size_t byte
     CHECKF(dev(S, src, bytes) && host(S, dst), "download %p <- %p", dst, src);
     memcpy(dst, src, bytes);
     S->n_down++;
+    S->down_bytes += bytes;
     arena_close(S);
 }
 
@@ -282,6 +291,18 @@ static void sp_get_rows(eng_backend *be, const eng_weight *w, const int32_t *ids
     CALL(get_rows(S->cpu, w, ids, n, out));
 }
 
+static void matmul_run(split *S, const eng_weight *w, const float *bias, const float *x,
+                       float *y, int nt)
+{
+    CALL(matmul(S->cpu, w, bias, x, y, nt));
+    if (S->nan_rows && w->rows == S->nan_rows) {
+        arena_open(S);
+        for (size_t i = 0; i < (size_t)nt * w->rows; i++)
+            y[i] = NAN;
+        arena_close(S);
+    }
+}
+
 static void sp_matmul(eng_backend *be, const eng_weight *w, const float *bias, const float *x,
                       float *y, int nt)
 {
@@ -292,7 +313,7 @@ static void sp_matmul(eng_backend *be, const eng_weight *w, const float *bias, c
         r->w = *w, r->p[0] = bias, r->p[1] = x, r->p[2] = y, r->i[0] = nt;
         return;
     }
-    CALL(matmul(S->cpu, w, bias, x, y, nt));
+    matmul_run(S, w, bias, x, y, nt);
 }
 
 static void sp_rmsnorm(eng_backend *be, const float *x, const float *w, float *y, int nt, int n,
@@ -378,6 +399,35 @@ static void sp_store(eng_backend *be, const float *src, uint16_t *dst, long n)
     CALL(store_f16(S->cpu, src, dst, n));
 }
 
+/* The rule of kernels/select.cu's k_argmax: NaN skipped, ties to the lower
+ * index, -1 when every value is NaN. */
+static void argmax_run(split *S, const float *x, int n, int32_t *ret)
+{
+    arena_open(S);
+    S->n_ops++;
+    S->n_argmax++;
+    int32_t best = -1;
+    for (int i = 0; i < n; i++)
+        if (!isnan(x[i]) && (best < 0 || x[i] > x[best]))
+            best = i;
+    *ret = best;
+    arena_close(S);
+}
+
+static void sp_argmax(eng_backend *be, const float *x, int n, int32_t *ret)
+{
+    split *S = S_of(be);
+    DEV(x); DEV(ret);
+    CHECKF(dev(S, x, (size_t)n * sizeof(float)) && dev(S, ret, sizeof(int32_t)),
+           "argmax: buffers too small");
+    rec *r = record(S, R_ARGMAX);
+    if (r) {
+        r->p[0] = x, r->i[0] = n, r->p[1] = ret;
+        return;
+    }
+    argmax_run(S, x, n, ret);
+}
+
 static void sp_store_kv(eng_backend *be, const float *src, uint16_t *cache, long row, int pos0,
                         int nt)
 {
@@ -405,7 +455,7 @@ static void run_recs(split *S, const rec *recs, int n, int pos)
             CALL(get_rows(S->cpu, &r->w, r->p[0], r->i[0], (float *)r->p[1]));
             break;
         case R_MATMUL:
-            CALL(matmul(S->cpu, &r->w, r->p[0], r->p[1], (float *)r->p[2], r->i[0]));
+            matmul_run(S, &r->w, r->p[0], r->p[1], (float *)r->p[2], r->i[0]);
             break;
         case R_RMSNORM:
             CALL(rmsnorm(S->cpu, r->p[0], r->p[1], (float *)r->p[2], r->i[0], r->i[1], r->f[0]));
@@ -430,6 +480,9 @@ static void run_recs(split *S, const rec *recs, int n, int pos)
             break;
         case R_STORE_KV:
             CALL(store_kv(S->cpu, r->p[0], (uint16_t *)r->p[1], r->n, pos, r->i[0]));
+            break;
+        case R_ARGMAX:
+            argmax_run(S, r->p[0], r->i[0], (int32_t *)r->p[1]);
             break;
         }
     }
@@ -549,6 +602,7 @@ static const eng_backend_iface split_iface = {
     .graph_begin = sp_graph_begin,
     .graph_end = sp_graph_end,
     .topk_count = sp_topk_count,
+    .argmax = sp_argmax,
 };
 
 /* the same without topk_count: the activations come back to the host */
@@ -658,6 +712,200 @@ static void compare(eng_session *a, eng_session *b, const int32_t *prompt, int n
     CHECK(eng_session_ffn_share(a) == eng_session_ffn_share(b));
 }
 
+/* Greedy by ENG_EVAL_ARGMAX: the split backend picks the token itself and
+ * keeps no logits, the CPU keeps its logits and eng_session_argmax reads
+ * them: the same tokens, those of the logits. With ENG_EVAL_ALL_LOGITS the
+ * flag does nothing. */
+static void compare_argmax(eng_session *a, eng_session *b, const int32_t *prompt, int n,
+                           int steps, const char *what)
+{
+    eng_session_reset(a);
+    eng_session_reset(b);
+    CHECK(eng_session_argmax(a) == -ENODATA && eng_session_argmax(b) == -ENODATA);
+    long am0 = last_split->n_argmax, flagged = 1;
+    CHECK(eng_session_eval(a, prompt, n, ENG_EVAL_ARGMAX) == 0);
+    CHECK(eng_session_eval(b, prompt, n, ENG_EVAL_ARGMAX) == 0);
+    /* every third decode step asks for the logits: its graph ends
+     * otherwise, and a replay of the other one would be wrong */
+    unsigned flags = ENG_EVAL_ARGMAX;
+    for (int t = 0;; t++) {
+        int32_t tok = eng_session_argmax(a);
+        CHECKF(tok >= 0 && tok == eng_session_argmax(b), "%s: step %d: argmax %d vs %d", what, t,
+               tok, eng_session_argmax(b));
+        CHECK(eng_session_logits(a, -1) && tok == argmax(eng_session_logits(a, -1)));
+        if (flags)
+            CHECKF(!eng_session_logits(b, -1), "%s: logits kept under ENG_EVAL_ARGMAX", what);
+        else
+            same_logits(a, b, -1, what);
+        if (t == steps)
+            break;
+        flags = t % 3 == 1 ? 0 : ENG_EVAL_ARGMAX;
+        flagged += flags != 0;
+        CHECK(eng_session_eval(a, &tok, 1, flags) == 0);
+        CHECK(eng_session_eval(b, &tok, 1, flags) == 0);
+    }
+    CHECKF(last_split->n_argmax - am0 == flagged, "%s: %ld argmax ops for %ld evals", what,
+           last_split->n_argmax - am0, flagged);
+    CHECK(eng_session_ffn_share(a) == eng_session_ffn_share(b));
+
+    eng_session_reset(a);
+    eng_session_reset(b);
+    CHECK(eng_session_eval(a, prompt, n, ENG_EVAL_ALL_LOGITS | ENG_EVAL_ARGMAX) == 0);
+    CHECK(eng_session_eval(b, prompt, n, ENG_EVAL_ALL_LOGITS | ENG_EVAL_ARGMAX) == 0);
+    for (int i = 0; i < n; i++)
+        same_logits(a, b, i, what);
+    CHECK(eng_session_argmax(b) == argmax(eng_session_logits(b, n - 1)));
+    CHECK(eng_session_argmax(a) == eng_session_argmax(b));
+}
+
+typedef struct sink {
+    char text[4096];
+    size_t len;
+    int calls;
+    size_t lens[256]; /* of each call: one per token */
+} sink;
+
+static int on_text(void *userdata, const char *text, size_t len)
+{
+    sink *k = userdata;
+    CHECK(k->len + len < sizeof(k->text) && k->calls < 256);
+    memcpy(k->text + k->len, text, len);
+    k->len += len;
+    k->lens[k->calls++] = len;
+    return 0;
+}
+
+/* eng_generate on both: the same text, piece by piece. Plain greedy picks
+ * on the backend: 4 bytes downloaded per eval (the prompt, then every
+ * token that is not the last); a penalty or a temperature needs the
+ * logits, a row per eval. count: the split model downloads nothing else
+ * (a dense one; a selective prefill also brings back its votes). */
+static void compare_generate(eng_session *a, eng_session *b, const int32_t *prompt, int n,
+                             int steps, bool count, const char *what)
+{
+    static const struct {
+        const char *name;
+        float temperature, penalty;
+        bool greedy;
+    } cases[] = {
+        { "greedy", 0.0f, 1.0f, true },
+        { "greedy, penalty 1.3", 0.0f, 1.3f, false },
+        { "temperature 0.8", 0.8f, 1.0f, false },
+    };
+    for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
+        eng_gen_params gp = eng_gen_params_default();
+        gp.max_tokens = steps;
+        gp.sampler.temperature = cases[c].temperature;
+        gp.sampler.repeat_penalty = cases[c].penalty;
+        gp.sampler.seed = 5;
+        sink ka = { 0 }, kb = { 0 };
+        eng_gen_stats sa, sb;
+        CHECK(eng_generate(a, prompt, n, &gp, on_text, &ka, &sa) == 0);
+        long down0 = last_split->n_down, am0 = last_split->n_argmax;
+        size_t bytes0 = last_split->down_bytes;
+        CHECK(eng_generate(b, prompt, n, &gp, on_text, &kb, &sb) == 0);
+        long downs = last_split->n_down - down0, ams = last_split->n_argmax - am0;
+        size_t bytes = last_split->down_bytes - bytes0;
+        CHECKF(sa.n_generated == sb.n_generated && sa.stop_reason == sb.stop_reason &&
+                   ka.calls == kb.calls && ka.len == kb.len &&
+                   memcmp(ka.text, kb.text, ka.len) == 0 &&
+                   memcmp(ka.lens, kb.lens, (size_t)ka.calls * sizeof(size_t)) == 0,
+               "%s, %s: %d tokens (%s), %zu bytes of text on the CPU; %d (%s), %zu bytes on "
+               "the split backend", what, cases[c].name, sa.n_generated,
+               eng_stop_reason_name(sa.stop_reason), ka.len, sb.n_generated,
+               eng_stop_reason_name(sb.stop_reason), kb.len);
+        /* a selective tiny model may stop at once: EOS first */
+        CHECK(sb.n_generated > 0 || sb.stop_reason == ENG_STOP_EOS);
+        long evals = 1 + sb.n_generated - (sb.stop_reason == ENG_STOP_LENGTH);
+        size_t per = cases[c].greedy ? sizeof(int32_t) : (size_t)V * sizeof(float);
+        CHECKF(ams == (cases[c].greedy ? evals : 0), "%s, %s: %ld argmax ops in %ld evals",
+               what, cases[c].name, ams, evals);
+        if (count)
+            CHECKF(downs == evals && bytes == (size_t)evals * per,
+                   "%s, %s: %ld downloads of %zu bytes in all for %ld evals (want %zu each)",
+                   what, cases[c].name, downs, bytes, evals, per);
+    }
+}
+
+/* eng_session_argmax on the host (the CPU keeps its logits, written here
+ * through the private session): NaN skipped, ties to the lower id, -EDOM
+ * when every logit is NaN, -ENODATA when nothing was kept; and it is what
+ * a greedy sampler picks, except that one takes 0 where all are NaN. */
+static void argmax_rules(eng_session *a)
+{
+    eng_sampler *smp;
+    eng_sampler_params p = eng_sampler_params_default();
+    CHECK(eng_sampler_new(&p, V, &smp) == 0 && eng_sampler_is_greedy(smp));
+    eng_session_reset(a);
+    CHECK(eng_session_argmax(a) == -ENODATA);
+    int32_t tok = 1;
+    CHECK(eng_session_eval(a, &tok, 1, ENG_EVAL_ARGMAX) == 0);
+    float *l = (float *)eng_session_logits(a, -1);
+    CHECK(l && l == a->logits && eng_session_argmax(a) == argmax(l));
+    struct {
+        int i;
+        float v;
+        int32_t want;
+    } steps[] = {
+        { -1, NAN, -EDOM },            /* every logit NaN */
+        { V - 1, -INFINITY, V - 1 },   /* -inf beats NaN */
+        { 5, -1e30f, 5 },
+        { 7, 2.0f, 7 },
+        { 3, 2.0f, 3 },                /* a tie: the lower id */
+        { 4, NAN, 3 },
+        { 6, INFINITY, 6 },
+        { 0, INFINITY, 0 },
+    };
+    for (size_t k = 0; k < sizeof(steps) / sizeof(steps[0]); k++) {
+        if (steps[k].i < 0)
+            for (int v = 0; v < V; v++)
+                l[v] = steps[k].v;
+        else
+            l[steps[k].i] = steps[k].v;
+        int32_t got = eng_session_argmax(a);
+        CHECKF(got == steps[k].want, "argmax rule %zu: %d, want %d", k, got, steps[k].want);
+        CHECK(eng_sampler_sample(smp, l) == (got < 0 ? 0 : got));
+    }
+    eng_session_reset(a);
+    CHECK(eng_session_argmax(a) == -ENODATA);
+    eng_sampler_free(smp);
+}
+
+/* Every logit NaN (the split backend's output head poisoned): greedy on the
+ * backend finds no token (-EDOM), and eng_generate then picks token 0 as
+ * eng_sampler_sample does on the logits (with a penalty, which leaves NaN
+ * as it is). */
+static void all_nan(eng_session *b, const int32_t *prompt, int n)
+{
+    last_split->nan_rows = V;
+    CHECK(eng_session_eval(b, prompt, n, ENG_EVAL_ARGMAX) == 0);
+    CHECK(eng_session_argmax(b) == -EDOM && !eng_session_logits(b, -1));
+    CHECK(eng_session_eval(b, prompt, 1, ENG_EVAL_ARGMAX) == 0); /* a decode step */
+    CHECK(eng_session_argmax(b) == -EDOM);
+    sink k[2];
+    eng_gen_stats st[2];
+    memset(k, 0, sizeof(k));
+    for (int c = 0; c < 2; c++) {
+        eng_gen_params gp = eng_gen_params_default();
+        gp.max_tokens = 3;
+        gp.sampler.repeat_penalty = c ? 1.3f : 1.0f;
+        CHECK(eng_generate(b, prompt, n, &gp, on_text, &k[c], &st[c]) == 0);
+    }
+    char piece[64];
+    const eng_model *m = eng_session_model(b);
+    int np = eng_token_to_piece(m, 0, false, piece, sizeof(piece));
+    CHECK(np >= 0 && np < (int)sizeof(piece));
+    CHECKF(st[0].n_generated == st[1].n_generated && st[0].stop_reason == st[1].stop_reason &&
+               k[0].len == k[1].len && memcmp(k[0].text, k[1].text, k[0].len) == 0,
+           "all NaN: %d tokens, %zu bytes greedy; %d, %zu with a penalty", st[0].n_generated,
+           k[0].len, st[1].n_generated, k[1].len);
+    /* token 0 each time (or at once the end, when 0 ends a generation) */
+    CHECK(st[0].n_generated == (eng_token_is_eog(m, 0) ? 0 : 3));
+    CHECK(eng_token_is_eog(m, 0) || (k[0].len == 3 * (size_t)np &&
+                                            memcmp(k[0].text, piece, (size_t)np) == 0));
+    last_split->nan_rows = 0;
+}
+
 static void prompt_of(int32_t *toks, int n, int seed)
 {
     uint64_t x = 0x9e3779b97f4a7c15ull * (uint64_t)(seed + 1);
@@ -685,6 +933,10 @@ static void run(const char *path, const char *name, int n_prompt, int steps)
     /* dense, and the profiling sums (activations come back to the host) */
     prompt_of(toks, n_prompt, 0);
     compare(sa, sb, toks, n_prompt, steps, "dense");
+    compare_argmax(sa, sb, toks, n_prompt, steps, "dense");
+    compare_generate(sa, sb, toks, n_prompt, steps, true, "dense");
+    argmax_rules(sa);
+    all_nan(sb, toks, n_prompt);
     double *ua = calloc((size_t)NL * NF, sizeof(double)), *ub = calloc((size_t)NL * NF, sizeof(double));
     eng_profile *prof;
     CHECK(ua && ub && eng_profile_new(a, &prof) == 0);
@@ -814,6 +1066,8 @@ static void run(const char *path, const char *name, int n_prompt, int steps)
         prompt_of(toks, n_prompt, 2 + (int)k);
         compare(sa, sb, toks, n_prompt, steps, what);
     }
+    compare_argmax(sa, sb, toks, n_prompt, steps, "selectinfer, swapped");
+    compare_generate(sa, sb, toks, n_prompt, steps, false, "selectinfer, swapped");
     /* mean compensation folds W_down on the host: refused off host memory */
     eng_compute_params comp = cp;
     comp.comp = ENG_COMP_MEAN;
@@ -837,10 +1091,10 @@ static void run(const char *path, const char *name, int n_prompt, int steps)
     }
     printf("%-12s equal on the split backend: %ld ops, %ld uploads, %ld downloads, %ld copies, "
            "%ld decode graphs recorded (%ld lost and reissued), %ld steps of a known key (%ld "
-           "recorded again and found equal)\n",
+           "recorded again and found equal), %ld argmax\n",
            name, last_split->n_ops, last_split->n_up, last_split->n_down, last_split->n_copy,
            last_split->n_graphs, last_split->n_graph_fails, last_split->n_replays,
-           last_split->n_verified);
+           last_split->n_verified, last_split->n_argmax);
     CHECK(last_split->n_graphs > 0 && last_split->n_graph_fails > 0 &&
           last_split->n_replays > last_split->n_verified && last_split->n_verified > 0);
     eng_session_free(sa);

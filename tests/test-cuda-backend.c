@@ -13,6 +13,7 @@
  *   attention: 5e-5 (1 + |o|)
  *   ffn: 2e-3 of sum_j |a_j| |d_j| + 2e-3 of the a's own magnitude
  *   topk_count: exact (the same counts)
+ *   argmax: exact (against the rule of backend.h; the CPU does not offer it)
  *
  * Exits 77 (skipped) where eng_backend_cuda_new says -ENODEV.
  */
@@ -563,6 +564,63 @@ static void test_topk_count(void)
         }
 }
 
+/* Greedy (optional op): the rule of backend.h, NaN skipped, ties to the
+ * lower index, -1 when all are NaN; on a row in the middle of a buffer of
+ * rows, directly and inside a decode graph. */
+static int32_t argmax_ref(const float *x, int n)
+{
+    int32_t b = -1;
+    for (int i = 0; i < n; i++)
+        if (!isnan(x[i]) && (b < 0 || x[i] > x[b]))
+            b = i;
+    return b;
+}
+
+static void test_argmax(void)
+{
+    cur = "argmax";
+    CHECK(G->argmax, "argmax not offered");
+    if (!G->argmax)
+        return;
+    const int V = 128256, R = 3;
+    float *l = frandv((size_t)R * V, -20, 20);
+    int32_t *dr = up(NULL, sizeof(int32_t)), got = -2;
+    for (int c = 0; c < 6; c++) {
+        float *row = l + V; /* row 1 of 3 */
+        if (c == 1) {       /* the max tied three times, NaN and -inf around */
+            row[9000] = row[70000] = row[100] = 50.0f;
+            row[0] = row[V - 1] = NAN;
+            row[5] = -INFINITY;
+        }
+        if (c == 2) /* a NaN where the max was: skipped */
+            row[100] = NAN;
+        if (c == 3) /* everything NaN but -inf at the end */
+            for (int i = 0; i < V; i++)
+                row[i] = i == V - 1 ? -INFINITY : NAN;
+        if (c == 4) /* everything NaN */
+            row[V - 1] = NAN;
+        float *dl = up(l, (size_t)R * V * sizeof(float));
+        eng_graph_step st = { .key = 0x5e1ec7, .pos = 0, .max_pos = 0 };
+        bool graph = c == 5 && G->graph_begin && G->graph_begin(gpu, &st) == 0;
+        G->argmax(gpu, dl + V, V, dr);
+        if (graph)
+            CHECK(G->graph_end(gpu) == 0, "argmax in a graph: not run");
+        down(&got, dr, sizeof(got));
+        int32_t want = argmax_ref(row, V);
+        CHECK(got == want, "case %d%s: %d, want %d", c, graph ? " (graph)" : "", got, want);
+        if (c == 5)
+            CHECK(graph, "no graph to capture the argmax in");
+        dfree(dl);
+        if (c == 4) { /* fresh values for the graph case */
+            free(l);
+            l = frandv((size_t)R * V, -1, 1);
+        }
+    }
+    CHECK(argmax_ref(l + V, V) >= 0, "the reference itself");
+    dfree(dr);
+    free(l);
+}
+
 /* ---- the error contract ------------------------------------------------------------------ */
 
 static void test_errors(void)
@@ -665,6 +723,7 @@ int main(void)
     test_ffn();
     test_add_store();
     test_topk_count();
+    test_argmax();
     test_errors();
 
     cpu->iface->free(cpu);

@@ -14,7 +14,11 @@
  *   4. the profiling sums (eng_session_observe_ffn) of one prompt;
  *   5. decode steps as CUDA graphs against the same model launching op by
  *      op (ENG_CUDA_GRAPHS=0), dense and selective: same tokens and logits,
- *      every step a graph launch.
+ *      every step a graph launch;
+ *   6. greedy on the device (ENG_EVAL_ARGMAX: the argmax kernel ends each
+ *      step's graph, 4 bytes come back), dense and selective: the tokens
+ *      are the argmax of the logits the same model downloads without the
+ *      flag, exactly.
  *
  * Bounds (|CPU - CUDA| on logits; both hold the same f16 weights, only the
  * arithmetic differs):
@@ -408,6 +412,62 @@ static void cmp_graphs(const char *name, const char *what, eng_model *mg, const 
     free(ld);
 }
 
+/* ---- 6: greedy on the device -------------------------------------------------------------- */
+
+/* The same greedy run as greedy(), with ENG_EVAL_ARGMAX: the token comes
+ * from eng_session_argmax and no logits are kept. The kernels up to the
+ * output matmul are the same, so are the logits the kernel reads: the
+ * tokens must be those of greedy() exactly, and each step still one graph
+ * launch. */
+static void cmp_argmax(const char *name, const char *what, eng_model *mg,
+                       const eng_compute_params *cp)
+{
+    int V = n_vocab(mg);
+    int32_t *tl = malloc(steps * sizeof(int32_t)), *ta = malloc(steps * sizeof(int32_t));
+    float *L = malloc((size_t)steps * V * sizeof(float));
+    CHECK(tl && ta && L);
+    int same = 0;
+    long graph_steps = 0, fallbacks = 0;
+    for (int p = 0; p < N_PROMPTS; p++) {
+        greedy(mg, cp, prompts[p], tl, L, NULL);
+        int32_t toks[256];
+        size_t n = tokenize(mg, prompts[p], toks, 256);
+        eng_session *s;
+        CHECK(eng_session_new(mg, NULL, &s) == 0);
+        if (cp)
+            CHECK(eng_session_set_compute(s, cp) == 0);
+        eng_backend_info b0, b1;
+        CHECK(eng_model_backend_info(mg, &b0) == 0);
+        int r = eng_session_eval(s, toks, n, ENG_EVAL_ARGMAX);
+        CHECKF(r == 0, "eval of the prompt with ENG_EVAL_ARGMAX: %d", r);
+        for (int i = 0; i < steps; i++) {
+            EXPECT(!eng_session_logits(s, -1), "%s %s: logits kept with ENG_EVAL_ARGMAX", name,
+                   what);
+            ta[i] = eng_session_argmax(s);
+            if (i + 1 < steps)
+                CHECK(ta[i] >= 0 && eng_session_eval(s, &ta[i], 1, ENG_EVAL_ARGMAX) == 0);
+        }
+        CHECK(eng_model_backend_info(mg, &b1) == 0);
+        graph_steps += b1.graphs.steps - b0.graphs.steps;
+        fallbacks += b1.graphs.fallbacks - b0.graphs.fallbacks;
+        eng_session_free(s);
+        int i = 0;
+        while (i < steps && ta[i] == tl[i])
+            i++;
+        EXPECT(i == steps, "%s %s prompt %d: step %d: argmax on the device %d, of the logits %d",
+               name, what, p, i, i < steps ? ta[i] : -1, i < steps ? tl[i] : -1);
+        same += i;
+    }
+    printf("%-12s %-11s argmax on the device: %d/%d steps equal the logits' argmax, %ld graph "
+           "steps, %ld fallbacks\n", name, what, same, N_PROMPTS * steps, graph_steps, fallbacks);
+    EXPECT(graph_steps == (long)N_PROMPTS * (steps - 1) && fallbacks == 0,
+           "%s %s: %ld of %d argmax steps ran as graphs, %ld fallbacks", name, what, graph_steps,
+           N_PROMPTS * (steps - 1), fallbacks);
+    free(tl);
+    free(ta);
+    free(L);
+}
+
 /* ---- one model ------------------------------------------------------------------------------ */
 
 /* the selective plan of task and gamma (delta 0.3) */
@@ -430,6 +490,7 @@ static void check_model(const char *name, const char *path, double mass_rel)
     prefill_logits(name, mc, mg);
     cmp_greedy(name, "dense", mc, mg, NULL, PREFILL_REL);
     cmp_graphs(name, "dense", mg, path, NULL, NULL);
+    cmp_argmax(name, "dense", mg, NULL);
 
     eng_profile *prof = make_profile(name, mc, mg);
     eng_model_free(mc);
@@ -458,6 +519,7 @@ static void check_model(const char *name, const char *path, double mass_rel)
     cmp_greedy(name, "phi/mass", mc, mg, &mass, mass_rel);
     cmp_greedy(name, "phi 0.4", mc, mg, &abs, SELECT_REL);
     cmp_graphs(name, "phi 0.4", mg, path, &pa, &abs);
+    cmp_argmax(name, "phi 0.4", mg, &abs);
 
     /* hot-swap both to another task and a larger gamma (neurons enter,
      * through upload_rows on CUDA), compare again; then the swapped CUDA

@@ -92,7 +92,37 @@ static void test_greedy(void) {
     CHECK(eng_sampler_sample(s, l) == 300);
     l[300] = INFINITY;
     CHECK(eng_sampler_sample(s, l) == 300);
+    /* every logit NaN: token 0 (eng_session_argmax says -EDOM there) */
+    for (int i = 0; i < N; i++)
+        l[i] = NAN;
+    CHECK(eng_sampler_sample(s, l) == 0);
     eng_sampler_free(s);
+
+    /* plain greedy, which eng_generate hands to eng_session_argmax: no
+     * temperature and no penalty that could act; truncations do not matter */
+    eng_sampler_params g = eng_sampler_params_default();
+    s = mk(g, N);
+    CHECK(eng_sampler_is_greedy(s));
+    eng_sampler_free(s);
+    g.top_k = 40;
+    g.top_p = 0.9f;
+    g.min_p = 0.05f;
+    g.temperature = -1.0f;
+    s = mk(g, N);
+    CHECK(eng_sampler_is_greedy(s));
+    eng_sampler_free(s);
+    g.repeat_penalty = 1.3f;
+    s = mk(g, N);
+    CHECK(!eng_sampler_is_greedy(s));
+    eng_sampler_free(s);
+    g.repeat_last_n = 0; /* a penalty over no history */
+    s = mk(g, N);
+    CHECK(eng_sampler_is_greedy(s));
+    eng_sampler_free(s);
+    s = mk(temp(0.7f, 1), N);
+    CHECK(!eng_sampler_is_greedy(s));
+    eng_sampler_free(s);
+    CHECK(!eng_sampler_is_greedy(NULL));
 
     /* top_k = 1 with a temperature is greedy too */
     eng_sampler_params p = temp(1.5f, 7);
