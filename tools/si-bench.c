@@ -248,10 +248,13 @@ static int one_run(eng_session *s, const int32_t *prompt, int n_prompt, int n_ge
     uint64_t t1 = eng_time_ns();
     int32_t tok = argmax(eng_session_logits(s, -1), n_vocab);
     uint64_t t2 = eng_time_ns();
+    /* greedy as eng_generate does it: the backend picks the token (a GPU
+     * then sends back 4 bytes, not a row of logits) */
     for (int i = 0; i < n_gen; i++) {
-        if ((rc = eng_session_eval(s, &tok, 1, 0)) < 0)
+        if ((rc = eng_session_eval(s, &tok, 1, ENG_EVAL_ARGMAX)) < 0)
             return rc;
-        tok = argmax(eng_session_logits(s, -1), n_vocab);
+        if ((tok = eng_session_argmax(s)) < 0)
+            return tok;
     }
     uint64_t t3 = eng_time_ns();
     r->prefill_s = (double)(t1 - t0) / 1e9;
