@@ -45,6 +45,39 @@ int si_cuda__fail_blas(cublasStatus_t s, const char *stmt, const char *file, int
                          cublasGetStatusString(s), cublasGetStatusName(s));
 }
 
+/* MemAvailable of /proc/meminfo in bytes, 0 when unknown. */
+static size_t host_available(void)
+{
+    FILE *f = fopen("/proc/meminfo", "r");
+    if (!f)
+        return 0;
+    char line[128];
+    unsigned long long kb = 0;
+    while (fgets(line, sizeof(line), f))
+        if (sscanf(line, "MemAvailable: %llu kB", &kb) == 1)
+            break;
+    fclose(f);
+    return kb > (unsigned long long)(SIZE_MAX >> 10) ? SIZE_MAX : (size_t)kb << 10;
+}
+
+/* Free device memory. An integrated GPU (Jetson) allocates from the host's
+ * memory, and cudaMemGetInfo there leaves out what the kernel can reclaim
+ * (page cache: the GGUF file just read, or read by the last run), so it can
+ * refuse a model that fits: take MemAvailable when it says more, as
+ * NVIDIA's Jetson notes advise. */
+static cudaError_t mem_get_info(const si_cuda *c, size_t *ret_free, size_t *ret_total)
+{
+    cudaError_t e = cudaMemGetInfo(ret_free, ret_total);
+    if (e == cudaSuccess && c->integrated) {
+        size_t avail = host_available();
+        if (avail > *ret_total)
+            avail = *ret_total;
+        if (avail > *ret_free)
+            *ret_free = avail;
+    }
+    return e;
+}
+
 /* ---- devices and context ------------------------------------------------------ */
 
 extern "C" int si_cuda_device_count(void)
@@ -135,7 +168,7 @@ extern "C" int si_cuda_get_info(si_cuda *c, si_cuda_info *ret)
     in.n_sm = c->n_sm;
     in.integrated = c->integrated;
     SI_CUDA_CHECK(cudaSetDevice(c->device));
-    SI_CUDA_CHECK(cudaMemGetInfo(&in.mem_free, &in.mem_total));
+    SI_CUDA_CHECK(mem_get_info(c, &in.mem_free, &in.mem_total));
     int clock_khz = 0, bus_bits = 0;
     /* Not every platform reports these (0 then); they are only for the
      * roofline in benchmarks. */
@@ -164,7 +197,7 @@ extern "C" int si_cuda_mem_info(si_cuda *c, size_t *ret_free, size_t *ret_total)
 {
     SI_ARG_CHECK(c && ret_free && ret_total);
     SI_CUDA_CHECK(cudaSetDevice(c->device));
-    SI_CUDA_CHECK(cudaMemGetInfo(ret_free, ret_total));
+    SI_CUDA_CHECK(mem_get_info(c, ret_free, ret_total));
     return 0;
 }
 
@@ -197,7 +230,7 @@ extern "C" int si_cuda_alloc(si_cuda *c, size_t bytes, void **ret)
         bytes = 1;
     SI_CUDA_CHECK(cudaSetDevice(c->device));
     size_t free_b = 0, total_b = 0;
-    SI_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
+    SI_CUDA_CHECK(mem_get_info(c, &free_b, &total_b));
     /* The allocator rounds up and keeps some memory for itself; checking
      * first turns the common case into a message with both numbers. */
     if (bytes > free_b)
