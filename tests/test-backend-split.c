@@ -691,6 +691,20 @@ static int cancel_now(void *userdata)
     return 1;
 }
 
+/* A reset, then a prefill of toks on both sessions that the abort callback
+ * stops after its first chunk. */
+static void cancelled_prefill(eng_session *a, eng_session *b, const int32_t *toks, int n)
+{
+    eng_session_reset(a);
+    eng_session_reset(b);
+    eng_session_set_abort(a, cancel_now, NULL);
+    eng_session_set_abort(b, cancel_now, NULL);
+    CHECK(eng_session_eval(a, toks, n, 0) == -ECANCELED);
+    CHECK(eng_session_eval(b, toks, n, 0) == -ECANCELED);
+    eng_session_set_abort(a, NULL, NULL);
+    eng_session_set_abort(b, NULL, NULL);
+}
+
 /* A prompt (every row's logits) then greedy decode steps, on both. */
 static void compare(eng_session *a, eng_session *b, const int32_t *prompt, int n, int steps,
                     const char *what)
@@ -1012,14 +1026,7 @@ static void run(const char *path, const char *name, int n_prompt, int steps)
             prompt_of(toks, n_prompt, 20 + (int)i);
             /* a prefill cancelled after its first chunk, then the rest of
              * the prompt in a second eval: the votes of both add up */
-            eng_session_reset(ca);
-            eng_session_reset(cb);
-            eng_session_set_abort(ca, cancel_now, NULL);
-            eng_session_set_abort(cb, cancel_now, NULL);
-            CHECK(eng_session_eval(ca, toks, n_prompt, 0) == -ECANCELED);
-            CHECK(eng_session_eval(cb, toks, n_prompt, 0) == -ECANCELED);
-            eng_session_set_abort(ca, NULL, NULL);
-            eng_session_set_abort(cb, NULL, NULL);
+            cancelled_prefill(ca, cb, toks, n_prompt);
             int done = eng_session_n_past(ca);
             CHECK(done == sp.n_batch && eng_session_n_past(cb) == done);
             CHECK(eng_session_eval(ca, toks + done, n_prompt - done, 0) == 0);
@@ -1028,14 +1035,7 @@ static void run(const char *path, const char *name, int n_prompt, int steps)
             same_logits(ca, cb, -1, what);
             /* and one cancelled, then reset: its votes are forgotten */
             prompt_of(toks, n_prompt, 30 + (int)i);
-            eng_session_reset(ca);
-            eng_session_reset(cb);
-            eng_session_set_abort(ca, cancel_now, NULL);
-            eng_session_set_abort(cb, cancel_now, NULL);
-            CHECK(eng_session_eval(ca, toks, n_prompt, 0) == -ECANCELED);
-            CHECK(eng_session_eval(cb, toks, n_prompt, 0) == -ECANCELED);
-            eng_session_set_abort(ca, NULL, NULL);
-            eng_session_set_abort(cb, NULL, NULL);
+            cancelled_prefill(ca, cb, toks, n_prompt);
             prompt_of(toks, n_prompt, 20 + (int)i);
             compare(ca, cb, toks, n_prompt, steps, what);
             bool counted = dev_counts && ranks[i] <= ENG_RANK_SIGNED;
