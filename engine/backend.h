@@ -58,7 +58,7 @@ typedef struct eng_backend eng_backend;
 typedef struct eng_graph_step {
     uint64_t key;  /* same key: the same ops with the same arguments, but positions */
     int pos;       /* this step's position (pos0 of its ops) */
-    int max_pos;   /* the largest position a step of this key may have */
+    int max_pos;   /* the largest position the graph serves (another: another graph) */
 } eng_graph_step;
 
 typedef struct eng_backend_iface {

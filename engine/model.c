@@ -1346,7 +1346,16 @@ int eng__forward(eng_session *s, const int32_t *tokens, int n, bool all_logits, 
     }
     int g = -1;
     if (n == 1 && !eng__select_wants_act(s) && op->graph_begin) {
-        eng_graph_step st = { .key = s->graph_key, .pos = s->n_past, .max_pos = s->n_ctx - 1 };
+        /* A graph's attention is split for its largest position: the next
+         * power of two (at least 256) rather than n_ctx, so that a short
+         * context does not pay for a long one; each doubling makes another
+         * graph. */
+        int max_pos = 255;
+        while (max_pos < s->n_past && max_pos < s->n_ctx - 1)
+            max_pos = max_pos * 2 + 1;
+        if (max_pos > s->n_ctx - 1)
+            max_pos = s->n_ctx - 1;
+        eng_graph_step st = { .key = s->graph_key, .pos = s->n_past, .max_pos = max_pos };
         g = op->graph_begin(be, &st);
         if (g == 0) {
             forward_ops(s, n, first, out, am);

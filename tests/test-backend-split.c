@@ -92,6 +92,8 @@ typedef struct split {
     rec *recs, *saved;    /* being recorded; the kept recording */
     int n_recs, cap_recs, n_saved;
     long n_graphs, n_graph_fails, n_replays, n_verified;
+    long n_replans; /* steps of the step before's key with another max_pos */
+    eng_graph_step last_step;
     int nan_rows; /* > 0: a matmul of that many rows (the output head) gives NaN */
 } split;
 
@@ -493,6 +495,12 @@ static int sp_graph_begin(eng_backend *be, const eng_graph_step *st)
     split *S = S_of(be);
     CHECKF(!S->recording, "graph_begin twice");
     CHECK(st && st->pos >= 0 && st->pos <= st->max_pos);
+    if (st->key == S->last_step.key && st->max_pos != S->last_step.max_pos) {
+        CHECKF(st->max_pos > S->last_step.max_pos && st->pos > S->last_step.max_pos,
+               "max_pos %d -> %d at position %d", S->last_step.max_pos, st->max_pos, st->pos);
+        S->n_replans++;
+    }
+    S->last_step = *st;
     bool same = S->have_graph && st->key == S->step.key && st->max_pos == S->step.max_pos;
     if (same && S->n_replays % 2 == 0) {
         S->n_replays++;
@@ -951,6 +959,18 @@ static void run(const char *path, const char *name, int n_prompt, int steps)
     compare_generate(sa, sb, toks, n_prompt, steps, true, "dense");
     argmax_rules(sa);
     all_nan(sb, toks, n_prompt);
+    {
+        /* decode across position 256, where a graph's attention plan
+         * doubles (another graph, the same key) */
+        int32_t *lt = malloc(250 * sizeof(int32_t));
+        CHECK(lt);
+        prompt_of(lt, 250, 9);
+        long r0 = last_split->n_replans;
+        compare(sa, sb, lt, 250, 12, "across 256");
+        CHECKF(last_split->n_replans - r0 == 1, "%ld graph plans changed across position 256",
+               last_split->n_replans - r0);
+        free(lt);
+    }
     double *ua = calloc((size_t)NL * NF, sizeof(double)), *ub = calloc((size_t)NL * NF, sizeof(double));
     eng_profile *prof;
     CHECK(ua && ub && eng_profile_new(a, &prof) == 0);
