@@ -160,6 +160,13 @@ static void print_status(const Selectinfer__Status *s)
                s->model_arch, (double)s->model_params / 1e6);
     if (s->backend)
         printf("backend:          %s, %u threads, context %u\n", s->backend, s->n_threads, s->n_ctx);
+    if (s->decode_graphs) {
+        const Selectinfer__DecodeGraphs *g = s->decode_graphs;
+        printf("decode graphs:    %s, %llu steps (%llu replayed), %llu built, %llu fallbacks\n",
+               g->enabled ? "on" : "off", (unsigned long long)g->steps,
+               (unsigned long long)g->replayed, (unsigned long long)g->instantiated,
+               (unsigned long long)g->fallbacks);
+    }
     if (s->has_weight_bytes)
         printf("weights:          %.1f MiB\n", (double)s->weight_bytes / mib);
     printf("resident memory:  %.1f MiB\n", (double)s->rss_bytes / mib);

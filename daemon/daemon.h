@@ -99,6 +99,7 @@ typedef struct sid_req {
     uint64_t t_queued, t_started;
     /* results, written by the worker before EV_DONE */
     eng_gen_stats stats;
+    eng_backend_info backend;  /* after the request: its graph counters */
     int err_code;              /* SELECTINFER__ERROR_CODE__..., 0: done */
     char err_msg[640];
     char *text;                /* stream = false: the whole text */
@@ -175,6 +176,7 @@ struct sid_server {
     int exit_code;
     uint64_t t_start;
     sid_counters n;
+    eng_graph_stats graphs; /* the backend's, as of the last request done */
     bool once_conn_cap, once_queue_cap, once_slow, once_frame;
 
     /* shared with the worker, under mu */

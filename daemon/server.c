@@ -318,6 +318,7 @@ static Selectinfer__StopReason stop_reason_wire(eng_stop_reason s)
 static void send_done(sid_server *srv, sid_req *req)
 {
     sid_conn *c = req->conn;
+    srv->graphs = req->backend.graphs;
     if (req->swap)
         apply_swap(srv, req->swap);
     if (req->swap_failed) {
@@ -502,6 +503,17 @@ static void handle_status(sid_server *srv, sid_conn *c, uint64_t id)
         s.load_error = srv->load_error;
     s.has_rss_bytes = true;
     s.rss_bytes = rss_bytes();
+    Selectinfer__DecodeGraphs dg = SELECTINFER__DECODE_GRAPHS__INIT;
+    if (srv->graphs.enabled || srv->graphs.steps > 0 || srv->graphs.fallbacks > 0) {
+        dg.has_enabled = dg.has_steps = dg.has_replayed = dg.has_instantiated = true;
+        dg.has_fallbacks = true;
+        dg.enabled = srv->graphs.enabled;
+        dg.steps = (uint64_t)srv->graphs.steps;
+        dg.replayed = (uint64_t)srv->graphs.replayed;
+        dg.instantiated = (uint64_t)srv->graphs.instantiated;
+        dg.fallbacks = (uint64_t)srv->graphs.fallbacks;
+        s.decode_graphs = &dg;
+    }
     pthread_mutex_lock(&srv->mu);
     s.queue_length = (uint32_t)sid_queue_len(&srv->queue);
     s.running = srv->running ? 1 : 0;

@@ -767,6 +767,9 @@ static void *worker_main(void *arg)
                 run_swap(srv, req);
             else
                 run_request(srv, req);
+            /* the backend's counters, read on its own thread */
+            if (eng_model_backend_info(srv->model, &req->backend) < 0)
+                memset(&req->backend, 0, sizeof(req->backend));
             post(srv, SID_EV_DONE, req, NULL, 0);
         }
     }

@@ -556,6 +556,14 @@ static void scenario_streaming(void)
     CHECK(st->status->generated_tokens >= 2 * d->generated_tokens);
     CHECK(st->status->rss_bytes > 0 && st->status->uptime_ns > 0);
     CHECK(st->status->model_arch && st->status->backend);
+    /* the backend's decode-graph counters: the fake engine counts one step
+     * per token; the CPU has no graphs and the status says nothing */
+    if (fake)
+        CHECK(st->status->decode_graphs && st->status->decode_graphs->enabled &&
+              st->status->decode_graphs->steps >= st->status->generated_tokens &&
+              st->status->decode_graphs->replayed == st->status->decode_graphs->steps / 2);
+    else
+        CHECK(!st->status->decode_graphs);
     si_response_free(st);
     si_response_free(a->end);
     si_response_free(b->end);
