@@ -35,11 +35,11 @@
  * upload_rows() come from several loader threads at once: they, and the
  * error record, are serialized by one mutex.
  */
+#include "error.h"
 #include "backend.h"
 
 #include <errno.h>
 #include <pthread.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -556,41 +556,27 @@ static void op_free(eng_backend *be)
     free(x);
 }
 
-static int set_err(eng_error *err, int code, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static int set_err(eng_error *err, int code, const char *fmt, ...)
-{
-    if (err) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err->msg, sizeof(err->msg), fmt, ap);
-        va_end(ap);
-    }
-    return code;
-}
-
 int eng_backend_cuda_new(int device, eng_backend **ret_backend, eng_error *err)
 {
     if (!ret_backend)
-        return set_err(err, -EINVAL, "eng_backend_cuda_new: ret_backend is NULL");
+        return eng__set_err(err, -EINVAL, "eng_backend_cuda_new: ret_backend is NULL");
     int n = si_cuda_device_count();
     if (n <= 0)
-        return set_err(err, -ENODEV, "no usable CUDA device: %s", si_cuda_last_error());
+        return eng__set_err(err, -ENODEV, "no usable CUDA device: %s", si_cuda_last_error());
     if (device < 0 || device >= n)
-        return set_err(err, -ENODEV, "no CUDA device %d: there %s %d", device,
-                       n == 1 ? "is" : "are", n);
+        return eng__set_err(err, -ENODEV, "no CUDA device %d: there %s %d", device,
+                            n == 1 ? "is" : "are", n);
     cuda_ctx *x = calloc(1, sizeof(*x));
     if (!x)
-        return set_err(err, -ENOMEM, "CUDA device %d: out of host memory", device);
+        return eng__set_err(err, -ENOMEM, "CUDA device %d: out of host memory", device);
     int r = pthread_mutex_init(&x->lock, NULL);
     if (r != 0) {
         free(x);
-        return set_err(err, -r, "CUDA device %d: pthread_mutex_init failed", device);
+        return eng__set_err(err, -r, "CUDA device %d: pthread_mutex_init failed", device);
     }
     r = si_cuda_new(device, &x->c);
     if (r < 0) {
-        set_err(err, r, "CUDA device %d: %s", device, si_cuda_last_error());
+        eng__set_err(err, r, "CUDA device %d: %s", device, si_cuda_last_error());
         pthread_mutex_destroy(&x->lock);
         free(x);
         return r;

@@ -14,11 +14,11 @@
  * hostile header cannot make us allocate more than a small multiple of the
  * file size.
  */
+#include "error.h"
 #include "gguf.h"
 
 #include <errno.h>
 #include <fcntl.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -57,18 +57,6 @@ struct gguf_file {
     gguf_tensor *tensors;
     size_t *t_sorted; /* tensor indices sorted by name */
 };
-
-static int fail(eng_error *err, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static int fail(eng_error *err, int code, const char *fmt, ...)
-{
-    if (err) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err->msg, sizeof(err->msg), fmt, ap);
-        va_end(ap);
-    }
-    return code;
-}
 
 /* ---- ggml type traits ---- */
 
@@ -190,8 +178,8 @@ static size_t rd_left(const rd *r)
 static int rd_need(rd *r, size_t n, const char *what, size_t idx)
 {
     if (n > rd_left(r))
-        return fail(r->err, -EINVAL, "truncated: %s %zu needs %zu bytes at byte %zu, file has %zu",
-                    what, idx, n, r->pos, r->size);
+        return eng__set_err(r->err, -EINVAL, "truncated: %s %zu needs %zu bytes at byte %zu, file has %zu",
+                            what, idx, n, r->pos, r->size);
     return 0;
 }
 
@@ -223,9 +211,9 @@ static int rd_str(rd *r, size_t *off, uint64_t *len, const char *what, size_t id
     if (ret < 0)
         return ret;
     if (n > rd_left(r))
-        return fail(r->err, -EINVAL,
-                    "truncated: %s %zu has a string of %llu bytes at byte %zu, file has %zu", what,
-                    idx, (unsigned long long)n, r->pos, r->size);
+        return eng__set_err(r->err, -EINVAL,
+                            "truncated: %s %zu has a string of %llu bytes at byte %zu, file has %zu", what,
+                            idx, (unsigned long long)n, r->pos, r->size);
     *off = r->pos;
     *len = n;
     r->pos += (size_t)n;
@@ -242,12 +230,12 @@ static int rd_name(rd *r, char **ret, const char *what, size_t idx)
     if (ret2 < 0)
         return ret2;
     if (len == 0)
-        return fail(r->err, -EINVAL, "%s %zu has an empty name", what, idx);
+        return eng__set_err(r->err, -EINVAL, "%s %zu has an empty name", what, idx);
     if (memchr(r->p + off, 0, (size_t)len))
-        return fail(r->err, -EINVAL, "%s %zu has a name containing a NUL byte", what, idx);
+        return eng__set_err(r->err, -EINVAL, "%s %zu has a name containing a NUL byte", what, idx);
     char *s = malloc((size_t)len + 1);
     if (!s)
-        return fail(r->err, -ENOMEM, "out of memory reading %s %zu", what, idx);
+        return eng__set_err(r->err, -ENOMEM, "out of memory reading %s %zu", what, idx);
     memcpy(s, r->p + off, (size_t)len);
     s[len] = '\0';
     *ret = s;
@@ -306,8 +294,8 @@ static int parse_kv(rd *r, struct gguf_kv *kv, size_t i)
     if (ret < 0)
         return ret;
     if (kv->type >= GGUF_TYPE_COUNT)
-        return fail(r->err, -EINVAL, "kv %zu ('%s') has invalid value type %u", i, kv->key,
-                    kv->type);
+        return eng__set_err(r->err, -EINVAL, "kv %zu ('%s') has invalid value type %u", i, kv->key,
+                            kv->type);
     if (kv->type == GGUF_TYPE_STRING)
         return rd_str(r, &kv->off, &kv->n, "kv", i);
     if (kv->type != GGUF_TYPE_ARRAY) {
@@ -318,30 +306,30 @@ static int parse_kv(rd *r, struct gguf_kv *kv, size_t i)
         kv->off = r->pos;
         r->pos += sz;
         if (kv->type == GGUF_TYPE_BOOL && r->p[kv->off] > 1)
-            return fail(r->err, -EINVAL, "kv %zu ('%s') has bool value %u", i, kv->key,
-                        r->p[kv->off]);
+            return eng__set_err(r->err, -EINVAL, "kv %zu ('%s') has bool value %u", i, kv->key,
+                                r->p[kv->off]);
         return 0;
     }
     ret = rd_u32(r, &kv->elem_type, "kv", i);
     if (ret < 0)
         return ret;
     if (kv->elem_type == GGUF_TYPE_ARRAY)
-        return fail(r->err, -EINVAL, "kv %zu ('%s') is a nested array (not supported)", i, kv->key);
+        return eng__set_err(r->err, -EINVAL, "kv %zu ('%s') is a nested array (not supported)", i, kv->key);
     if (kv->elem_type >= GGUF_TYPE_COUNT)
-        return fail(r->err, -EINVAL, "kv %zu ('%s') is an array of invalid type %u", i, kv->key,
-                    kv->elem_type);
+        return eng__set_err(r->err, -EINVAL, "kv %zu ('%s') is an array of invalid type %u", i, kv->key,
+                            kv->elem_type);
     ret = rd_u64(r, &kv->n, "kv", i);
     if (ret < 0)
         return ret;
     if (kv->elem_type == GGUF_TYPE_STRING) {
         if (kv->n > rd_left(r) / 8)
-            return fail(r->err, -EINVAL,
-                        "truncated: kv %zu ('%s') has %llu strings but only %zu bytes remain", i,
-                        kv->key, (unsigned long long)kv->n, rd_left(r));
+            return eng__set_err(r->err, -EINVAL,
+                                "truncated: kv %zu ('%s') has %llu strings but only %zu bytes remain", i,
+                                kv->key, (unsigned long long)kv->n, rd_left(r));
         kv->off = r->pos;
         kv->str_off = malloc(((size_t)kv->n ? (size_t)kv->n : 1) * sizeof(size_t));
         if (!kv->str_off)
-            return fail(r->err, -ENOMEM, "out of memory reading kv %zu ('%s')", i, kv->key);
+            return eng__set_err(r->err, -ENOMEM, "out of memory reading kv %zu ('%s')", i, kv->key);
         for (uint64_t j = 0; j < kv->n; j++) {
             size_t off = 0;
             uint64_t len = 0;
@@ -354,9 +342,9 @@ static int parse_kv(rd *r, struct gguf_kv *kv, size_t i)
     }
     size_t sz = gtype_size(kv->elem_type);
     if (kv->n > rd_left(r) / sz)
-        return fail(r->err, -EINVAL,
-                    "truncated: kv %zu ('%s') has %llu elements of %zu bytes at byte %zu, file has %zu",
-                    i, kv->key, (unsigned long long)kv->n, sz, r->pos, r->size);
+        return eng__set_err(r->err, -EINVAL,
+                            "truncated: kv %zu ('%s') has %llu elements of %zu bytes at byte %zu, file has %zu",
+                            i, kv->key, (unsigned long long)kv->n, sz, r->pos, r->size);
     kv->off = r->pos;
     r->pos += (size_t)kv->n * sz;
     return 0;
@@ -373,8 +361,8 @@ static int parse_tensor_info(rd *r, gguf_tensor *t, size_t i)
     if (ret < 0)
         return ret;
     if (t->n_dims < 1 || t->n_dims > GGUF_MAX_DIMS)
-        return fail(r->err, -EINVAL, "tensor '%s' has %u dimensions (1 to %d allowed)", name,
-                    t->n_dims, GGUF_MAX_DIMS);
+        return eng__set_err(r->err, -EINVAL, "tensor '%s' has %u dimensions (1 to %d allowed)", name,
+                            t->n_dims, GGUF_MAX_DIMS);
     for (int d = 0; d < GGUF_MAX_DIMS; d++)
         t->ne[d] = 1;
     for (uint32_t d = 0; d < t->n_dims; d++) {
@@ -382,8 +370,8 @@ static int parse_tensor_info(rd *r, gguf_tensor *t, size_t i)
         if (ret < 0)
             return ret;
         if (t->ne[d] == 0 || t->ne[d] > (uint64_t)INT64_MAX)
-            return fail(r->err, -EINVAL, "tensor '%s' has invalid dimension %u of size %llu", name,
-                        d, (unsigned long long)t->ne[d]);
+            return eng__set_err(r->err, -EINVAL, "tensor '%s' has invalid dimension %u of size %llu", name,
+                                d, (unsigned long long)t->ne[d]);
     }
     ret = rd_u32(r, &t->type, "tensor info", i);
     if (ret < 0)
@@ -395,33 +383,33 @@ static int parse_tensor_info(rd *r, gguf_tensor *t, size_t i)
 static int check_tensor(gguf_file *f, gguf_tensor *t, eng_error *err)
 {
     if (!ggml_type_known(t->type))
-        return fail(err, -EINVAL, "tensor '%s' has unsupported type %u (%s)", t->name, t->type,
-                    ggml_type_name(t->type));
+        return eng__set_err(err, -EINVAL, "tensor '%s' has unsupported type %u (%s)", t->name, t->type,
+                            ggml_type_name(t->type));
     /* element count must fit int64 (ggml's limit) */
     uint64_t nel = 1;
     for (int d = 0; d < GGUF_MAX_DIMS; d++) {
         if (t->ne[d] > (uint64_t)INT64_MAX / nel)
-            return fail(err, -EINVAL, "tensor '%s' has too many elements (shape overflows)",
-                        t->name);
+            return eng__set_err(err, -EINVAL, "tensor '%s' has too many elements (shape overflows)",
+                                t->name);
         nel *= t->ne[d];
     }
     size_t be = ggml_type_block_elems(t->type);
     if (t->ne[0] % be != 0)
-        return fail(err, -EINVAL,
-                    "tensor '%s' has row length %llu, not a multiple of the %s block size %zu",
-                    t->name, (unsigned long long)t->ne[0], ggml_type_name(t->type), be);
+        return eng__set_err(err, -EINVAL,
+                            "tensor '%s' has row length %llu, not a multiple of the %s block size %zu",
+                            t->name, (unsigned long long)t->ne[0], ggml_type_name(t->type), be);
     size_t row = ggml_row_bytes(t->type, t->ne[0]);
     uint64_t rows = nel / t->ne[0];
     if (row == 0 || rows > UINT64_MAX / row)
-        return fail(err, -EINVAL, "tensor '%s' is too large (byte size overflows)", t->name);
+        return eng__set_err(err, -EINVAL, "tensor '%s' is too large (byte size overflows)", t->name);
     t->nbytes = (uint64_t)row * rows;
     if (t->offset % f->alignment != 0)
-        return fail(err, -EINVAL, "tensor '%s' has offset %llu, not a multiple of the alignment %u",
-                    t->name, (unsigned long long)t->offset, f->alignment);
+        return eng__set_err(err, -EINVAL, "tensor '%s' has offset %llu, not a multiple of the alignment %u",
+                            t->name, (unsigned long long)t->offset, f->alignment);
     size_t data_size = f->size - f->data_off;
     if (t->offset > data_size || t->nbytes > data_size - t->offset)
-        return fail(err, -EINVAL,
-                    "tensor '%s' data [%llu, +%llu) lies outside the data section (%zu bytes)",
+        return eng__set_err(err, -EINVAL,
+                            "tensor '%s' data [%llu, +%llu) lies outside the data section (%zu bytes)",
                     t->name, (unsigned long long)t->offset, (unsigned long long)t->nbytes,
                     data_size);
     t->data = f->base + f->data_off + t->offset;
@@ -437,34 +425,34 @@ static int parse(gguf_file *f, eng_error *err)
 
     if (f->size < 24) {
         if (f->size >= 4 && memcmp(f->base, "GGUF", 4) != 0)
-            return fail(err, -EINVAL, "not a GGUF file (bad magic)");
-        return fail(err, -EINVAL, "truncated: file has %zu bytes, a GGUF header needs 24", f->size);
+            return eng__set_err(err, -EINVAL, "not a GGUF file (bad magic)");
+        return eng__set_err(err, -EINVAL, "truncated: file has %zu bytes, a GGUF header needs 24", f->size);
     }
     rd_u32(&r, &magic, "header", 0);
     if (magic != GGUF_MAGIC)
-        return fail(err, -EINVAL, "not a GGUF file (bad magic %02x %02x %02x %02x)", f->base[0],
-                    f->base[1], f->base[2], f->base[3]);
+        return eng__set_err(err, -EINVAL, "not a GGUF file (bad magic %02x %02x %02x %02x)", f->base[0],
+                            f->base[1], f->base[2], f->base[3]);
     rd_u32(&r, &f->version, "header", 0);
     if (f->version == 1)
-        return fail(err, -EINVAL, "GGUF version 1 is not supported (only versions 2 and 3)");
+        return eng__set_err(err, -EINVAL, "GGUF version 1 is not supported (only versions 2 and 3)");
     if (f->version != 2 && f->version != 3) {
         uint32_t sw = __builtin_bswap32(f->version);
-        return fail(err, -EINVAL, "unsupported GGUF version %u%s", f->version,
-                    (sw == 2 || sw == 3) ? " (big-endian file?)" : "");
+        return eng__set_err(err, -EINVAL, "unsupported GGUF version %u%s", f->version,
+                            (sw == 2 || sw == 3) ? " (big-endian file?)" : "");
     }
     rd_u64(&r, &n_tensors, "header", 0);
     rd_u64(&r, &n_kv, "header", 0);
     if (n_kv > rd_left(&r) / MIN_KV_BYTES)
-        return fail(err, -EINVAL, "kv count %llu is impossible in a file of %zu bytes",
-                    (unsigned long long)n_kv, f->size);
+        return eng__set_err(err, -EINVAL, "kv count %llu is impossible in a file of %zu bytes",
+                            (unsigned long long)n_kv, f->size);
     if (n_tensors > rd_left(&r) / MIN_TENSOR_INFO_BYTES)
-        return fail(err, -EINVAL, "tensor count %llu is impossible in a file of %zu bytes",
-                    (unsigned long long)n_tensors, f->size);
+        return eng__set_err(err, -EINVAL, "tensor count %llu is impossible in a file of %zu bytes",
+                            (unsigned long long)n_tensors, f->size);
 
     f->kv = calloc(n_kv ? (size_t)n_kv : 1, sizeof(*f->kv));
     f->kv_sorted = calloc(n_kv ? (size_t)n_kv : 1, sizeof(size_t));
     if (!f->kv || !f->kv_sorted)
-        return fail(err, -ENOMEM, "out of memory for %llu kvs", (unsigned long long)n_kv);
+        return eng__set_err(err, -ENOMEM, "out of memory for %llu kvs", (unsigned long long)n_kv);
     for (size_t i = 0; i < n_kv; i++) {
         f->n_kv = i + 1; /* so gguf_close frees what this kv allocated */
         ret = parse_kv(&r, &f->kv[i], i);
@@ -477,14 +465,14 @@ static int parse(gguf_file *f, eng_error *err)
     {
         sort_item *it = malloc((f->n_kv ? f->n_kv : 1) * sizeof(*it));
         if (!it)
-            return fail(err, -ENOMEM, "out of memory");
+            return eng__set_err(err, -ENOMEM, "out of memory");
         for (size_t i = 0; i < f->n_kv; i++)
             it[i] = (sort_item){.name = f->kv[i].key, .idx = i};
         qsort(it, f->n_kv, sizeof(*it), cmp_name);
         for (size_t i = 0; i < f->n_kv; i++) {
             if (i > 0 && strcmp(it[i - 1].name, it[i].name) == 0) {
-                ret = fail(err, -EINVAL, "duplicate key '%s' (kv %zu and %zu)", it[i].name,
-                           it[i - 1].idx, it[i].idx);
+                ret = eng__set_err(err, -EINVAL, "duplicate key '%s' (kv %zu and %zu)", it[i].name,
+                                   it[i - 1].idx, it[i].idx);
                 free(it);
                 return ret;
             }
@@ -498,18 +486,18 @@ static int parse(gguf_file *f, eng_error *err)
     if (ai >= 0) {
         uint32_t a;
         if (f->kv[ai].type != GGUF_TYPE_UINT32)
-            return fail(err, -EINVAL, "general.alignment has type %s, expected uint32",
-                        gtype_name(f->kv[ai].type));
+            return eng__set_err(err, -EINVAL, "general.alignment has type %s, expected uint32",
+                                gtype_name(f->kv[ai].type));
         memcpy(&a, f->base + f->kv[ai].off, 4);
         if (a == 0 || (a & (a - 1)) != 0)
-            return fail(err, -EINVAL, "general.alignment %u is not a power of two", a);
+            return eng__set_err(err, -EINVAL, "general.alignment %u is not a power of two", a);
         f->alignment = a;
     }
 
     f->tensors = calloc(n_tensors ? (size_t)n_tensors : 1, sizeof(*f->tensors));
     f->t_sorted = calloc(n_tensors ? (size_t)n_tensors : 1, sizeof(size_t));
     if (!f->tensors || !f->t_sorted)
-        return fail(err, -ENOMEM, "out of memory for %llu tensors", (unsigned long long)n_tensors);
+        return eng__set_err(err, -ENOMEM, "out of memory for %llu tensors", (unsigned long long)n_tensors);
     for (size_t i = 0; i < n_tensors; i++) {
         f->n_tensors = i + 1;
         ret = parse_tensor_info(&r, &f->tensors[i], i);
@@ -521,13 +509,13 @@ static int parse(gguf_file *f, eng_error *err)
     /* data section: the end of the tensor infos rounded up to the alignment */
     size_t pad = (f->alignment - r.pos % f->alignment) % f->alignment;
     if (pad > SIZE_MAX - r.pos)
-        return fail(err, -EINVAL, "data section offset overflows");
+        return eng__set_err(err, -EINVAL, "data section offset overflows");
     f->data_off = r.pos + pad;
     if (f->data_off > f->size) {
         if (f->n_tensors > 0)
-            return fail(err, -EINVAL,
-                        "truncated: the data section starts at byte %zu, file has %zu",
-                        f->data_off, f->size);
+            return eng__set_err(err, -EINVAL,
+                                "truncated: the data section starts at byte %zu, file has %zu",
+                                f->data_off, f->size);
         f->data_off = f->size; /* a metadata-only file need not be padded */
     }
 
@@ -540,14 +528,14 @@ static int parse(gguf_file *f, eng_error *err)
     if (f->n_tensors > 0) {
         sort_item *it = malloc(f->n_tensors * sizeof(*it));
         if (!it)
-            return fail(err, -ENOMEM, "out of memory");
+            return eng__set_err(err, -ENOMEM, "out of memory");
         for (size_t i = 0; i < f->n_tensors; i++)
             it[i] = (sort_item){.name = f->tensors[i].name, .off = f->tensors[i].offset, .idx = i};
         qsort(it, f->n_tensors, sizeof(*it), cmp_name);
         for (size_t i = 0; i < f->n_tensors; i++) {
             if (i > 0 && strcmp(it[i - 1].name, it[i].name) == 0) {
-                ret = fail(err, -EINVAL, "duplicate tensor '%s' (tensors %zu and %zu)",
-                           it[i].name, it[i - 1].idx, it[i].idx);
+                ret = eng__set_err(err, -EINVAL, "duplicate tensor '%s' (tensors %zu and %zu)",
+                                   it[i].name, it[i - 1].idx, it[i].idx);
                 free(it);
                 return ret;
             }
@@ -557,9 +545,9 @@ static int parse(gguf_file *f, eng_error *err)
         for (size_t i = 1; i < f->n_tensors; i++) {
             const gguf_tensor *a = &f->tensors[it[i - 1].idx], *b = &f->tensors[it[i].idx];
             if (a->offset + a->nbytes > b->offset) {
-                ret = fail(err, -EINVAL, "tensors '%s' and '%s' overlap (offsets %llu and %llu)",
-                           a->name, b->name, (unsigned long long)a->offset,
-                           (unsigned long long)b->offset);
+                ret = eng__set_err(err, -EINVAL, "tensors '%s' and '%s' overlap (offsets %llu and %llu)",
+                                   a->name, b->name, (unsigned long long)a->offset,
+                                   (unsigned long long)b->offset);
                 free(it);
                 return ret;
             }
@@ -576,7 +564,7 @@ static int open_common(const uint8_t *base, size_t size, bool mapped, gguf_file 
     if (!f) {
         if (mapped)
             munmap((void *)base, size);
-        return fail(err, -ENOMEM, "out of memory");
+        return eng__set_err(err, -ENOMEM, "out of memory");
     }
     f->base = base;
     f->size = size;
@@ -593,7 +581,7 @@ static int open_common(const uint8_t *base, size_t size, bool mapped, gguf_file 
 int gguf_open_buffer(const void *buf, size_t size, gguf_file **ret_file, eng_error *err)
 {
     if (!buf && size > 0)
-        return fail(err, -EINVAL, "no buffer");
+        return eng__set_err(err, -EINVAL, "no buffer");
     static const uint8_t empty[1];
     return open_common(buf ? buf : empty, size, false, ret_file, err);
 }
@@ -603,21 +591,21 @@ int gguf_open(const char *path, gguf_file **ret_file, eng_error *err)
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) {
         int e = errno;
-        return fail(err, -e, "cannot open: %s", strerror(e));
+        return eng__set_err(err, -e, "cannot open: %s", strerror(e));
     }
     struct stat st;
     if (fstat(fd, &st) < 0) {
         int e = errno;
         close(fd);
-        return fail(err, -e, "cannot stat: %s", strerror(e));
+        return eng__set_err(err, -e, "cannot stat: %s", strerror(e));
     }
     if (!S_ISREG(st.st_mode)) {
         close(fd);
-        return fail(err, -EINVAL, "not a regular file");
+        return eng__set_err(err, -EINVAL, "not a regular file");
     }
     if ((uint64_t)st.st_size > SIZE_MAX) {
         close(fd);
-        return fail(err, -EFBIG, "file too large to map");
+        return eng__set_err(err, -EFBIG, "file too large to map");
     }
     size_t size = (size_t)st.st_size;
     if (size < 24) {
@@ -626,12 +614,12 @@ int gguf_open(const char *path, gguf_file **ret_file, eng_error *err)
         ssize_t n = size ? pread(fd, small, size, 0) : 0;
         close(fd);
         if (n < 0 || (size_t)n != size)
-            return fail(err, -EIO, "cannot read the file");
+            return eng__set_err(err, -EIO, "cannot read the file");
         gguf_file *f;
         int ret = gguf_open_buffer(small, size, &f, err);
         if (ret == 0) { /* cannot happen: parse rejects < 24 bytes */
             gguf_close(f);
-            ret = fail(err, -EINVAL, "truncated file");
+            ret = eng__set_err(err, -EINVAL, "truncated file");
         }
         return ret;
     }
@@ -639,7 +627,7 @@ int gguf_open(const char *path, gguf_file **ret_file, eng_error *err)
     int e = errno;
     close(fd);
     if (p == MAP_FAILED)
-        return fail(err, -e, "cannot map %zu bytes: %s", size, strerror(e));
+        return eng__set_err(err, -e, "cannot map %zu bytes: %s", size, strerror(e));
     return open_common(p, size, true, ret_file, err);
 }
 

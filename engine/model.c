@@ -15,13 +15,13 @@
 #include <errno.h>
 #include <math.h>
 #include <stdatomic.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "error.h"
 #include "gguf.h"
 #include "model.h"
 #include "quants.h"
@@ -30,20 +30,6 @@
 
 #define MAX_LAYERS 512
 #define MAX_DIM (1 << 20)
-
-static int set_err(eng_error *err, int r, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static int set_err(eng_error *err, int r, const char *fmt, ...)
-{
-    if (err) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err->msg, sizeof(err->msg), fmt, ap);
-        va_end(ap);
-    }
-    return r;
-}
 
 eng_model_params eng_model_params_default(void)
 {
@@ -145,24 +131,24 @@ static int get_tensor(loader *ld, const char *name, int n_dims, uint64_t ne0, ui
     const gguf_tensor *t = gguf_find_tensor(ld->f, name);
     *ret = NULL;
     if (!t) {
-        return required ? set_err(ld->err, -ENOENT, "tensor '%s' is missing", name) : 0;
+        return required ? eng__set_err(ld->err, -ENOENT, "tensor '%s' is missing", name) : 0;
     }
     uint64_t want[2] = { ne0, n_dims > 1 ? ne1 : 1 };
     uint64_t got1 = 1;
     for (uint32_t d = 1; d < t->n_dims; d++)
         got1 *= t->ne[d];
     if (t->ne[0] != want[0] || got1 != want[1] || (n_dims == 1 && t->n_dims != 1))
-        return set_err(ld->err, -EINVAL,
-                       "tensor '%s' has shape [%llu, %llu], expected [%llu, %llu]", name,
-                       (unsigned long long)t->ne[0], (unsigned long long)got1,
-                       (unsigned long long)want[0], (unsigned long long)want[1]);
+        return eng__set_err(ld->err, -EINVAL,
+                            "tensor '%s' has shape [%llu, %llu], expected [%llu, %llu]", name,
+                            (unsigned long long)t->ne[0], (unsigned long long)got1,
+                            (unsigned long long)want[0], (unsigned long long)want[1]);
     if (!ggml_type_known(t->type) || !t->data)
-        return set_err(ld->err, -EINVAL, "tensor '%s' has unsupported type %s (%u)", name,
-                       ggml_type_name(t->type), t->type);
+        return eng__set_err(ld->err, -EINVAL, "tensor '%s' has unsupported type %s (%u)", name,
+                            ggml_type_name(t->type), t->type);
     if (ggml_row_bytes(t->type, t->ne[0]) == 0)
-        return set_err(ld->err, -EINVAL,
-                       "tensor '%s': row of %llu elements is not whole blocks of %s", name,
-                       (unsigned long long)t->ne[0], ggml_type_name(t->type));
+        return eng__set_err(ld->err, -EINVAL,
+                            "tensor '%s': row of %llu elements is not whole blocks of %s", name,
+                            (unsigned long long)t->ne[0], ggml_type_name(t->type));
     *ret = t;
     return 0;
 }
@@ -173,8 +159,8 @@ static int dequant_row(loader *ld, const gguf_tensor *t, uint64_t r, float *dst)
     const uint8_t *src = (const uint8_t *)t->data + r * rb;
     int e = eng_dequant_row_f32(t->type, src, dst, t->ne[0]);
     if (e < 0)
-        return set_err(ld->err, e, "tensor '%s': cannot convert type %s", t->name,
-                       ggml_type_name(t->type));
+        return eng__set_err(ld->err, e, "tensor '%s': cannot convert type %s", t->name,
+                            ggml_type_name(t->type));
     return 0;
 }
 
@@ -184,7 +170,7 @@ static int ensure_row(loader *ld, size_t n)
         return 0;
     float *p = realloc(ld->row, n * sizeof(float));
     if (!p)
-        return set_err(ld->err, -ENOMEM, "out of memory");
+        return eng__set_err(ld->err, -ENOMEM, "out of memory");
     ld->row = p;
     ld->row_cap = n;
     return 0;
@@ -196,7 +182,7 @@ static int ensure_stage(loader *ld, size_t bytes)
         return 0;
     void *p = realloc(ld->stage, bytes);
     if (!p)
-        return set_err(ld->err, -ENOMEM, "out of memory");
+        return eng__set_err(ld->err, -ENOMEM, "out of memory");
     ld->stage = p;
     ld->stage_cap = bytes;
     return 0;
@@ -209,10 +195,10 @@ static int oom_err(loader *ld, size_t bytes, const char *what)
     eng_backend *be = ld->m->be;
     be->iface->mem_info(be, &avail, &total);
     if (total)
-        return set_err(ld->err, -ENOMEM,
-                       "out of %s memory loading %s: needs %zu more bytes, %zu of %zu free",
-                       be->iface->name, what, bytes, avail, total);
-    return set_err(ld->err, -ENOMEM, "out of memory loading %s", what);
+        return eng__set_err(ld->err, -ENOMEM,
+                            "out of %s memory loading %s: needs %zu more bytes, %zu of %zu free",
+                            be->iface->name, what, bytes, avail, total);
+    return eng__set_err(ld->err, -ENOMEM, "out of memory loading %s", what);
 }
 
 static size_t dtype_size(eng_dtype dt)
@@ -249,7 +235,7 @@ static int push_job(loader *ld, const conv_job *j)
         size_t cap = ld->cap_jobs ? 2 * ld->cap_jobs : 256;
         conv_job *p = realloc(ld->jobs, cap * sizeof(*p));
         if (!p)
-            return set_err(ld->err, -ENOMEM, "out of memory");
+            return eng__set_err(ld->err, -ENOMEM, "out of memory");
         ld->jobs = p;
         ld->cap_jobs = cap;
     }
@@ -424,7 +410,7 @@ static int down_norms(loader *ld)
     double *acc = malloc((size_t)F * sizeof(double));
     if (!m->down_norm || !acc || ensure_row(ld, (size_t)F) < 0) {
         free(acc);
-        return set_err(ld->err, -ENOMEM, "out of memory");
+        return eng__set_err(ld->err, -ENOMEM, "out of memory");
     }
     for (int il = 0; il < NL; il++) {
         ffn_tensors t;
@@ -483,7 +469,7 @@ static int load_ffn(loader *ld, int il, eng_layer *L, const eng_plan *plan)
     }
     int32_t *slots = malloc((size_t)(n > 0 ? n : 1) * sizeof(int32_t));
     if (!slots)
-        return set_err(ld->err, -ENOMEM, "out of memory");
+        return eng__set_err(ld->err, -ENOMEM, "out of memory");
     /* static neurons first, then the others, each ascending: every decode
      * step computes the static ones, so they read as one contiguous run */
     const uint8_t *is_static = plan->is_static[il];
@@ -599,7 +585,7 @@ static int run_jobs(loader *ld, int n_threads)
         else
             jobs_task(&jr, 0, 1);
     } else {
-        set_err(ld->err, -ENOMEM, "out of memory converting the weights");
+        eng__set_err(ld->err, -ENOMEM, "out of memory converting the weights");
     }
     for (int i = 0; jr.workers && i < n_threads; i++) {
         free(jr.workers[i].row);
@@ -632,8 +618,8 @@ static int get_u32_arch(const gguf_file *f, const char *arch, const char *suffix
         return 0;
     }
     if (r < 0)
-        return set_err(err, r == -ENOENT ? -EINVAL : r, "metadata '%s' is %s", key,
-                       r == -ENOENT ? "missing" : "not a valid unsigned integer");
+        return eng__set_err(err, r == -ENOENT ? -EINVAL : r, "metadata '%s' is %s", key,
+                            r == -ENOENT ? "missing" : "not a valid unsigned integer");
     return 0;
 }
 
@@ -648,7 +634,7 @@ static int get_f32_arch(const gguf_file *f, const char *arch, const char *suffix
         return 0;
     }
     if (r < 0 || !isfinite(*ret))
-        return set_err(err, -EINVAL, "metadata '%s' is not a valid float", key);
+        return eng__set_err(err, -EINVAL, "metadata '%s' is not a valid float", key);
     return 0;
 }
 
@@ -657,10 +643,10 @@ static int load_hparams(const gguf_file *f, eng_model *m, eng_error *err)
     const char *s;
     size_t len;
     if (gguf_get_str(f, "general.architecture", &s, &len) < 0)
-        return set_err(err, -EINVAL, "metadata 'general.architecture' is missing");
+        return eng__set_err(err, -EINVAL, "metadata 'general.architecture' is missing");
     char arch[32];
     if (len >= sizeof(arch))
-        return set_err(err, -ENOTSUP, "unsupported architecture (name too long)");
+        return eng__set_err(err, -ENOTSUP, "unsupported architecture (name too long)");
     memcpy(arch, s, len);
     arch[len] = 0;
     if (!strcmp(arch, "llama"))
@@ -668,8 +654,8 @@ static int load_hparams(const gguf_file *f, eng_model *m, eng_error *err)
     else if (!strcmp(arch, "qwen2"))
         m->arch = ENG_ARCH_QWEN2;
     else
-        return set_err(err, -ENOTSUP, "unsupported architecture '%s' (supported: llama, qwen2)",
-                       arch);
+        return eng__set_err(err, -ENOTSUP, "unsupported architecture '%s' (supported: llama, qwen2)",
+                            arch);
     snprintf(m->info.arch, sizeof(m->info.arch), "%s", arch);
     if (gguf_get_str(f, "general.name", &s, &len) == 0)
         snprintf(m->info.name, sizeof(m->info.name), "%.*s",
@@ -685,30 +671,30 @@ static int load_hparams(const gguf_file *f, eng_model *m, eng_error *err)
         (r = get_u32_arch(f, arch, "context_length", false, 2048, &n_ctx, err)) < 0)
         return r;
     if (n_layer == 0 || n_layer > MAX_LAYERS)
-        return set_err(err, -EINVAL, "block_count %u out of range 1..%d", n_layer, MAX_LAYERS);
+        return eng__set_err(err, -EINVAL, "block_count %u out of range 1..%d", n_layer, MAX_LAYERS);
     if (n_embd == 0 || n_embd > MAX_DIM || n_ff == 0 || n_ff > MAX_DIM)
-        return set_err(err, -EINVAL, "embedding_length %u / feed_forward_length %u out of range",
-                       n_embd, n_ff);
+        return eng__set_err(err, -EINVAL, "embedding_length %u / feed_forward_length %u out of range",
+                            n_embd, n_ff);
     if (n_head == 0 || n_head > 4096 || n_head_kv == 0 || n_head % n_head_kv)
-        return set_err(err, -EINVAL, "head counts %u/%u are not valid grouped-query attention",
-                       n_head, n_head_kv);
+        return eng__set_err(err, -EINVAL, "head counts %u/%u are not valid grouped-query attention",
+                            n_head, n_head_kv);
     if ((r = get_u32_arch(f, arch, "attention.key_length", false, n_embd / n_head, &head_dim,
                           err)) < 0)
         return r;
     if (head_dim == 0 || head_dim > 1024 || head_dim % 2)
-        return set_err(err, -EINVAL, "head dimension %u is not valid", head_dim);
+        return eng__set_err(err, -EINVAL, "head dimension %u is not valid", head_dim);
     if ((r = get_u32_arch(f, arch, "rope.dimension_count", false, head_dim, &n_rot, err)) < 0)
         return r;
     if (n_rot == 0 || n_rot > head_dim || n_rot % 2)
-        return set_err(err, -EINVAL, "rope dimension %u is not valid for head dimension %u",
-                       n_rot, head_dim);
+        return eng__set_err(err, -EINVAL, "rope dimension %u is not valid for head dimension %u",
+                            n_rot, head_dim);
     float eps_default = 1e-5f;
     if ((r = get_f32_arch(f, arch, "rope.freq_base", 10000.0f, &m->rope_freq_base, err)) < 0 ||
         (r = get_f32_arch(f, arch, "attention.layer_norm_rms_epsilon", eps_default, &m->rms_eps,
                           err)) < 0)
         return r;
     if (m->rope_freq_base <= 0 || m->rms_eps <= 0)
-        return set_err(err, -EINVAL, "rope.freq_base and rms epsilon must be positive");
+        return eng__set_err(err, -EINVAL, "rope.freq_base and rms epsilon must be positive");
 
     m->info.n_layer = n_layer;
     m->info.n_embd = n_embd;
@@ -745,7 +731,7 @@ static int load_weights(loader *ld, const eng_plan *plan)
 
     m->layers = calloc(m->info.n_layer, sizeof(*m->layers));
     if (!m->layers)
-        return set_err(ld->err, -ENOMEM, "out of memory");
+        return eng__set_err(ld->err, -ENOMEM, "out of memory");
     for (int il = 0; il < m->info.n_layer; il++) {
         eng_layer *L = &m->layers[il];
         char name[96];
@@ -848,13 +834,13 @@ static int backend_start(eng_model *m, const eng_model_params *p, eng_error *err
         eng_error e = { { 0 } };
         r = eng_backend_cuda_new(p->device, &m->be, &e);
         if (r < 0 && p->backend == ENG_BACKEND_CUDA)
-            return set_err(err, r, "%s", e.msg);
+            return eng__set_err(err, r, "%s", e.msg);
         if (r == 0)
             return 0;
         /* auto: no usable GPU, the CPU it is */
     }
     if ((r = eng_backend_cpu_new(p->n_threads, &m->be)) < 0)
-        return set_err(err, r, "cannot start the CPU backend: %s", strerror(-r));
+        return eng__set_err(err, r, "cannot start the CPU backend: %s", strerror(-r));
     return 0;
 }
 
@@ -874,19 +860,19 @@ int eng__model_load_backend(const char *path, const eng_model_params *params, en
     if (!path || !ret_model) {
         if (be)
             be->iface->free(be);
-        return set_err(err, -EINVAL, "no model path given");
+        return eng__set_err(err, -EINVAL, "no model path given");
     }
     if (p.storage != ENG_DTYPE_F16 && p.storage != ENG_DTYPE_F32)
-        return set_err(err, -EINVAL, "unknown storage type %d", (int)p.storage);
+        return eng__set_err(err, -EINVAL, "unknown storage type %d", (int)p.storage);
     if (p.backend != ENG_BACKEND_CPU && p.backend != ENG_BACKEND_CUDA &&
         p.backend != ENG_BACKEND_AUTO)
-        return set_err(err, -EINVAL, "unknown backend %d", (int)p.backend);
+        return eng__set_err(err, -EINVAL, "unknown backend %d", (int)p.backend);
 
     gguf_file *f = NULL;
     eng_model *m = NULL;
     int r = gguf_open(path, &f, err);
     if (r == 0 && !(m = calloc(1, sizeof(*m))))
-        r = set_err(err, -ENOMEM, "out of memory");
+        r = eng__set_err(err, -ENOMEM, "out of memory");
     if (r < 0) {
         if (be)
             be->iface->free(be);
@@ -911,7 +897,7 @@ int eng__model_load_backend(const char *path, const eng_model_params *params, en
     m->info.fingerprint = fingerprint(f, m);
     m->path = strdup(path);
     if (!m->path) {
-        r = set_err(err, -ENOMEM, "out of memory");
+        r = eng__set_err(err, -ENOMEM, "out of memory");
         goto fail;
     }
     if ((r = down_norms(&ld)) < 0)
@@ -928,8 +914,8 @@ int eng__model_load_backend(const char *path, const eng_model_params *params, en
     if (!m->be && (r = backend_start(m, &p, err)) < 0)
         goto fail;
     if (!(m->be->iface->dtypes & 1u << m->info.storage)) {
-        r = set_err(err, -EINVAL, "the %s backend does not store weights in %s",
-                    m->be->iface->name, m->info.storage == ENG_DTYPE_F32 ? "f32" : "f16");
+        r = eng__set_err(err, -EINVAL, "the %s backend does not store weights in %s",
+                         m->be->iface->name, m->info.storage == ENG_DTYPE_F32 ? "f32" : "f16");
         goto fail;
     }
     {
@@ -938,9 +924,9 @@ int eng__model_load_backend(const char *path, const eng_model_params *params, en
         m->be->iface->mem_info(m->be, &avail, &total);
         uint64_t need = shape.bytes_fixed + plan->info.bytes_ffn;
         if (total && need > avail) {
-            r = set_err(err, -ENOMEM,
-                        "the model does not fit in %s memory: needs %llu bytes, %zu of %zu free",
-                        m->be->iface->name, (unsigned long long)need, avail, total);
+            r = eng__set_err(err, -ENOMEM,
+                             "the model does not fit in %s memory: needs %llu bytes, %zu of %zu free",
+                             m->be->iface->name, (unsigned long long)need, avail, total);
             goto fail;
         }
     }
@@ -956,7 +942,7 @@ int eng__model_load_backend(const char *path, const eng_model_params *params, en
         m->info.n_threads = bt > 0 ? bt : nt;
     }
     if ((r = m->be->iface->sync(m->be)) < 0) {
-        set_err(err, r, "uploading the weights failed: %s", m->be->iface->error(m->be));
+        eng__set_err(err, r, "uploading the weights failed: %s", m->be->iface->error(m->be));
         goto fail;
     }
     m->info.n_params = count_params(f);
@@ -1479,8 +1465,8 @@ int eng_model_swap(eng_model *m, const eng_load_plan_params *pp, eng_swap_stats 
         goto out;
     ld.f = f;
     if (fingerprint(f, m) != m->info.fingerprint) {
-        r = set_err(err, -EMEDIUMTYPE, "the model file '%s' changed on disk since it was loaded",
-                    m->path);
+        r = eng__set_err(err, -EMEDIUMTYPE, "the model file '%s' changed on disk since it was loaded",
+                         m->path);
         goto out;
     }
     grown = calloc(NL, sizeof(*grown));
@@ -1490,7 +1476,7 @@ int eng_model_swap(eng_model *m, const eng_load_plan_params *pp, eng_swap_stats 
     dst = malloc((size_t)F * sizeof(int32_t));
     is_hole = malloc((size_t)F);
     if (!grown || !slot_of || !enter || !holes || !dst || !is_hole || ensure_row(&ld, (size_t)DOWN_BLOCK * F) < 0) {
-        r = set_err(err, -ENOMEM, "out of memory");
+        r = eng__set_err(err, -ENOMEM, "out of memory");
         goto out;
     }
     for (int il = 0; il < NL; il++) {
@@ -1622,7 +1608,7 @@ int eng_model_swap(eng_model *m, const eng_load_plan_params *pp, eng_swap_stats 
     m->generation++;
     if ((r = m->be->iface->sync(m->be)) < 0) {
         /* the slots' contents are undefined now; sessions start over anyway */
-        set_err(err, r, "the swap's uploads failed: %s", m->be->iface->error(m->be));
+        eng__set_err(err, r, "the swap's uploads failed: %s", m->be->iface->error(m->be));
         goto out;
     }
     st.ns = eng_time_ns() - t0;

@@ -19,13 +19,13 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "error.h"
 #include "model.h"
 #include "select.h"
 
@@ -49,19 +49,6 @@ struct eng_profile {
     int n_tasks;
     profile_task *tasks;
 };
-
-static int set_err(eng_error *err, int r, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static int set_err(eng_error *err, int r, const char *fmt, ...)
-{
-    if (err) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err->msg, sizeof(err->msg), fmt, ap);
-        va_end(ap);
-    }
-    return r;
-}
 
 uint64_t eng__fnv1a(uint64_t h, const void *data, size_t n)
 {
@@ -167,16 +154,16 @@ static int check_same_model(const eng_profile *a, uint64_t fingerprint, const ch
 {
     if (strcmp(a->arch, arch) || a->n_layer != n_layer || a->n_ff != n_ff ||
         a->n_embd != n_embd || a->n_vocab != n_vocab)
-        return set_err(err, -EMEDIUMTYPE,
-                       "profile is for a %s model with %u layers, n_ff %u, n_embd %u, vocab %u; "
-                       "this is a %s model with %u layers, n_ff %u, n_embd %u, vocab %u",
-                       a->arch, a->n_layer, a->n_ff, a->n_embd, a->n_vocab, arch, n_layer, n_ff,
-                       n_embd, n_vocab);
+        return eng__set_err(err, -EMEDIUMTYPE,
+                            "profile is for a %s model with %u layers, n_ff %u, n_embd %u, vocab %u; "
+                            "this is a %s model with %u layers, n_ff %u, n_embd %u, vocab %u",
+                            a->arch, a->n_layer, a->n_ff, a->n_embd, a->n_vocab, arch, n_layer, n_ff,
+                            n_embd, n_vocab);
     if (a->fingerprint != fingerprint)
-        return set_err(err, -EMEDIUMTYPE,
-                       "profile was made for another model of the same shape "
-                       "(fingerprint %016llx, this model %016llx)",
-                       (unsigned long long)a->fingerprint, (unsigned long long)fingerprint);
+        return eng__set_err(err, -EMEDIUMTYPE,
+                            "profile was made for another model of the same shape "
+                            "(fingerprint %016llx, this model %016llx)",
+                            (unsigned long long)a->fingerprint, (unsigned long long)fingerprint);
     return 0;
 }
 
@@ -190,7 +177,7 @@ int eng_profile_merge(eng_profile *dst, const eng_profile *src, eng_error *err)
         const profile_task *s = &src->tasks[i];
         profile_task *t = find_task(dst, s->name);
         if (!t && (r = add_task(dst, s->name, &t)) < 0)
-            return set_err(err, r, "cannot add task '%s'", s->name);
+            return eng__set_err(err, r, "cannot add task '%s'", s->name);
         for (size_t j = 0; j < n_scores(dst); j++)
             t->sums[j] += s->sums[j];
         t->n_prompts += s->n_prompts;
@@ -316,22 +303,22 @@ int eng_profile_load(const char *path, const eng_model *m, eng_profile **ret, en
         err->msg[0] = 0;
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
-        return set_err(err, -errno, "cannot open profile: %s", strerror(errno));
+        return eng__set_err(err, -errno, "cannot open profile: %s", strerror(errno));
     struct stat st;
     if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
         close(fd);
-        return set_err(err, -EINVAL, "profile is not a regular file");
+        return eng__set_err(err, -EINVAL, "profile is not a regular file");
     }
     size_t size = (size_t)st.st_size;
     if (size < HEADER_BYTES + 8 || size > ((size_t)1 << 34)) {
         close(fd);
-        return set_err(err, -EINVAL, "profile has %zu bytes: %s", size,
-                       size < HEADER_BYTES + 8 ? "truncated" : "too large");
+        return eng__set_err(err, -EINVAL, "profile has %zu bytes: %s", size,
+                            size < HEADER_BYTES + 8 ? "truncated" : "too large");
     }
     uint8_t *buf = malloc(size);
     if (!buf) {
         close(fd);
-        return set_err(err, -ENOMEM, "out of memory reading the profile");
+        return eng__set_err(err, -ENOMEM, "out of memory reading the profile");
     }
     size_t off = 0;
     while (off < size) {
@@ -346,22 +333,22 @@ int eng_profile_load(const char *path, const eng_model *m, eng_profile **ret, en
     int r = 0;
     eng_profile *p = NULL;
     if (off != size) {
-        r = set_err(err, -EIO, "short read on the profile");
+        r = eng__set_err(err, -EIO, "short read on the profile");
         goto out;
     }
     if (memcmp(buf, PROFILE_MAGIC, 8)) {
-        r = set_err(err, -EINVAL, "not a profile file (bad magic)");
+        r = eng__set_err(err, -EINVAL, "not a profile file (bad magic)");
         goto out;
     }
     uint32_t version = get_u32(buf + 8);
     if (version != PROFILE_VERSION) {
-        r = set_err(err, -EINVAL, "profile version %u is not supported (expected %d)", version,
-                    PROFILE_VERSION);
+        r = eng__set_err(err, -EINVAL, "profile version %u is not supported (expected %d)", version,
+                         PROFILE_VERSION);
         goto out;
     }
     p = calloc(1, sizeof(*p));
     if (!p) {
-        r = set_err(err, -ENOMEM, "out of memory");
+        r = eng__set_err(err, -ENOMEM, "out of memory");
         goto out;
     }
     p->n_layer = get_u32(buf + 12);
@@ -372,41 +359,41 @@ int eng_profile_load(const char *path, const eng_model *m, eng_profile **ret, en
     p->fingerprint = get_u64(buf + 32);
     if (p->n_layer == 0 || p->n_layer > 512 || p->n_ff == 0 || p->n_ff > (1u << 20) ||
         n_tasks > MAX_TASKS) {
-        r = set_err(err, -EINVAL, "profile header is invalid (%u layers, n_ff %u, %u tasks)",
-                    p->n_layer, p->n_ff, n_tasks);
+        r = eng__set_err(err, -EINVAL, "profile header is invalid (%u layers, n_ff %u, %u tasks)",
+                         p->n_layer, p->n_ff, n_tasks);
         goto out;
     }
     if (buf[40 + 31] != 0) {
-        r = set_err(err, -EINVAL, "profile architecture name is not terminated");
+        r = eng__set_err(err, -EINVAL, "profile architecture name is not terminated");
         goto out;
     }
     memcpy(p->arch, buf + 40, 32);
     size_t want = HEADER_BYTES + (size_t)n_tasks * (TASK_HEADER_BYTES + 8 * n_scores(p)) + 8;
     if (size != want) {
-        r = set_err(err, -EINVAL, "profile has %zu bytes, its header implies %zu (%s)", size,
-                    want, size < want ? "truncated" : "trailing data");
+        r = eng__set_err(err, -EINVAL, "profile has %zu bytes, its header implies %zu (%s)", size,
+                         want, size < want ? "truncated" : "trailing data");
         goto out;
     }
     uint64_t sum = get_u64(buf + size - 8);
     if (sum != eng__fnv1a(0xcbf29ce484222325ull, buf, size - 8)) {
-        r = set_err(err, -EINVAL, "profile checksum mismatch: the file is corrupt");
+        r = eng__set_err(err, -EINVAL, "profile checksum mismatch: the file is corrupt");
         goto out;
     }
     p->tasks = calloc(n_tasks ? n_tasks : 1, sizeof(*p->tasks));
     if (!p->tasks) {
-        r = set_err(err, -ENOMEM, "out of memory");
+        r = eng__set_err(err, -ENOMEM, "out of memory");
         goto out;
     }
     const uint8_t *q = buf + HEADER_BYTES;
     for (uint32_t i = 0; i < n_tasks; i++) {
         profile_task *t = &p->tasks[i];
         if (q[NAME_LEN - 1] != 0) {
-            r = set_err(err, -EINVAL, "task %u: name is not terminated", i);
+            r = eng__set_err(err, -EINVAL, "task %u: name is not terminated", i);
             goto out;
         }
         memcpy(t->name, q, NAME_LEN);
         if (!valid_name(t->name) || find_task(p, t->name)) {
-            r = set_err(err, -EINVAL, "task %u: invalid or duplicate name", i);
+            r = eng__set_err(err, -EINVAL, "task %u: invalid or duplicate name", i);
             goto out;
         }
         t->n_prompts = get_u64(q + 64);
@@ -414,19 +401,19 @@ int eng_profile_load(const char *path, const eng_model *m, eng_profile **ret, en
         q += TASK_HEADER_BYTES;
         t->sums = malloc(n_scores(p) * sizeof(double));
         if (!t->sums) {
-            r = set_err(err, -ENOMEM, "out of memory");
+            r = eng__set_err(err, -ENOMEM, "out of memory");
             goto out;
         }
         p->n_tasks++;
         if (t->n_prompts == 0) {
-            r = set_err(err, -EINVAL, "task '%s' has no prompts", t->name);
+            r = eng__set_err(err, -EINVAL, "task '%s' has no prompts", t->name);
             goto out;
         }
         for (size_t j = 0; j < n_scores(p); j++, q += 8) {
             double d = get_f64(q);
             if (!isfinite(d) || d < 0) {
-                r = set_err(err, -EINVAL, "task '%s': score %zu is not a finite non-negative "
-                            "number", t->name, j);
+                r = eng__set_err(err, -EINVAL, "task '%s': score %zu is not a finite non-negative "
+                                 "number", t->name, j);
                 goto out;
             }
             t->sums[j] = d;

@@ -6,28 +6,15 @@
  */
 #include <errno.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "error.h"
 #include "model.h"
 #include "quants.h"
 #include "select.h"
 #include "topk.h"
-
-static int set_err(eng_error *err, int r, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static int set_err(eng_error *err, int r, const char *fmt, ...)
-{
-    if (err) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err->msg, sizeof(err->msg), fmt, ap);
-        va_end(ap);
-    }
-    return r;
-}
 
 static const char *const mode_names[] = {
     [ENG_SELECT_DENSE] = "dense",         [ENG_SELECT_LOAD_ONLY] = "load-only",
@@ -273,20 +260,20 @@ int eng__plan_build(const eng_plan_shape *sh, const eng_load_plan_params *pp, en
     bool loads_all = prm.mode == ENG_SELECT_DENSE || prm.mode == ENG_SELECT_COREINFER;
 
     if ((unsigned)prm.layer_budget > ENG_BUDGET_SENS)
-        return set_err(err, -EINVAL, "unknown layer budget %d", (int)prm.layer_budget);
+        return eng__set_err(err, -EINVAL, "unknown layer budget %d", (int)prm.layer_budget);
     if (prm.layer_budget == ENG_BUDGET_SENS && prm.layer_sens) {
         for (int l = 0; l < L; l++)
             if (!(prm.layer_sens[l] > 0) || !isfinite(prm.layer_sens[l]))
-                return set_err(err, -EINVAL, "layer %d: sensitivity %g is not a positive number",
-                               l, prm.layer_sens[l]);
+                return eng__set_err(err, -EINVAL, "layer %d: sensitivity %g is not a positive number",
+                                    l, prm.layer_sens[l]);
     }
     if ((unsigned)prm.score > ENG_SCORE_CONTRIB)
-        return set_err(err, -EINVAL, "unknown score %d", (int)prm.score);
+        return eng__set_err(err, -EINVAL, "unknown score %d", (int)prm.score);
     if ((unsigned)prm.mode > ENG_SELECT_SELECTINFER)
-        return set_err(err, -EINVAL, "unknown selection mode %d", (int)prm.mode);
+        return eng__set_err(err, -EINVAL, "unknown selection mode %d", (int)prm.mode);
     if (prm.dense_first < 0 || prm.dense_last < 0 || prm.dense_first + prm.dense_last > L)
-        return set_err(err, -EINVAL, "dense layers %d + %d exceed the model's %d layers",
-                       prm.dense_first, prm.dense_last, L);
+        return eng__set_err(err, -EINVAL, "dense layers %d + %d exceed the model's %d layers",
+                            prm.dense_first, prm.dense_last, L);
     int n_sparse = L - prm.dense_first - prm.dense_last;
     if (loads_all) {
         prm.gamma = 1.0f;
@@ -298,17 +285,17 @@ int eng__plan_build(const eng_plan_shape *sh, const eng_load_plan_params *pp, en
         uint64_t per_gamma = (uint64_t)n_sparse * F * sh->bytes_per_neuron;
         uint64_t min_bytes = floor_bytes + (uint64_t)(prm.delta * (double)per_gamma);
         if (prm.budget_bytes < min_bytes || per_gamma == 0)
-            return set_err(err, -ENOSPC,
-                           "memory budget %llu bytes is below the minimum %llu bytes "
-                           "(weights outside the FFN, dense layers and the static neurons)",
-                           (unsigned long long)prm.budget_bytes, (unsigned long long)min_bytes);
+            return eng__set_err(err, -ENOSPC,
+                                "memory budget %llu bytes is below the minimum %llu bytes "
+                                "(weights outside the FFN, dense layers and the static neurons)",
+                                (unsigned long long)prm.budget_bytes, (unsigned long long)min_bytes);
         double g = (double)(prm.budget_bytes - floor_bytes) / (double)per_gamma;
         /* floor to whole neurons so the plan never exceeds the budget */
         prm.gamma = (float)(g > 1.0 ? 1.0 : floor(g * F) / F);
     }
     if (!(prm.gamma > 0.0f && prm.gamma <= 1.0f) || !(prm.delta >= 0.0f && prm.delta <= prm.gamma))
-        return set_err(err, -EINVAL, "need 0 < gamma <= 1 and 0 <= delta <= gamma (gamma %g, delta %g)",
-                       prm.gamma, prm.delta);
+        return eng__set_err(err, -EINVAL, "need 0 < gamma <= 1 and 0 <= delta <= gamma (gamma %g, delta %g)",
+                            prm.gamma, prm.delta);
 
     double *base = NULL, *second = NULL;
     int32_t *order = NULL;
@@ -316,7 +303,7 @@ int eng__plan_build(const eng_plan_shape *sh, const eng_load_plan_params *pp, en
     eng_plan *p = calloc(1, sizeof(*p));
     int r = -ENOMEM;
     if (!p)
-        return set_err(err, -ENOMEM, "out of memory");
+        return eng__set_err(err, -ENOMEM, "out of memory");
     p->n_layer = L;
     p->n_ff = F;
     p->sparse = calloc(L, sizeof(*p->sparse));
@@ -331,8 +318,8 @@ int eng__plan_build(const eng_plan_shape *sh, const eng_load_plan_params *pp, en
 
     if (uses_profile) {
         if (!prm.profile) {
-            r = set_err(err, -EINVAL, "selection mode '%s' needs a profile",
-                        eng_select_mode_name(prm.mode));
+            r = eng__set_err(err, -EINVAL, "selection mode '%s' needs a profile",
+                             eng_select_mode_name(prm.mode));
             goto fail;
         }
         if (!eng__profile_matches_shape(prm.profile, sh, err)) {
@@ -347,7 +334,7 @@ int eng__plan_build(const eng_plan_shape *sh, const eng_load_plan_params *pp, en
                 snprintf(have + k, sizeof(have) - k, "%s%s", i ? ", " : "",
                          eng_profile_task(prm.profile, i, NULL, NULL));
             }
-            r = set_err(err, -ENOENT, "the profile has no task '%s' (it has: %s)", task, have);
+            r = eng__set_err(err, -ENOENT, "the profile has no task '%s' (it has: %s)", task, have);
             goto fail;
         }
     }
@@ -456,7 +443,7 @@ int eng__plan_build(const eng_plan_shape *sh, const eng_load_plan_params *pp, en
     return 0;
 fail:
     if (r == -ENOMEM)
-        set_err(err, r, "out of memory building the loading plan");
+        eng__set_err(err, r, "out of memory building the loading plan");
     free(layer_load);
     free(base);
     free(second);

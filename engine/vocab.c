@@ -18,12 +18,12 @@
  */
 #define PCRE2_CODE_UNIT_WIDTH 8
 
+#include "error.h"
 #include "vocab.h"
 
 #include <errno.h>
 #include <limits.h>
 #include <pcre2.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -137,17 +137,6 @@ struct eng_vocab {
 };
 
 /* ---- errors ---------------------------------------------------------- */
-
-static int fail(eng_error *err, int r, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static int fail(eng_error *err, int r, const char *fmt, ...) {
-    if (err) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err->msg, sizeof(err->msg), fmt, ap);
-        va_end(ap);
-    }
-    return r;
-}
 
 /* ---- GPT-2 byte <-> unicode ------------------------------------------ */
 
@@ -371,8 +360,8 @@ static int pretok_init(pretok *p, const struct pre_def *def, eng_error *err) {
             PCRE2_UCHAR msg[120];
             pcre2_get_error_message(ec, msg, sizeof(msg));
             pretok_fini(p);
-            return fail(err, -EINVAL, "pre-tokenizer '%s': regex %d does not compile at %zu: %s", def->name, i,
-                        (size_t)eo, (const char *)msg);
+            return eng__set_err(err, -EINVAL, "pre-tokenizer '%s': regex %d does not compile at %zu: %s", def->name, i,
+                                (size_t)eo, (const char *)msg);
         }
         /* JIT is an optimization only: without it pcre2_match interprets. */
         (void)pcre2_jit_compile(p->re[i], PCRE2_JIT_COMPLETE);
@@ -513,7 +502,7 @@ static int load_id(const gguf_file *f, const char *key, int32_t n_tokens, int32_
         /* -1 written as a signed value means "none" in some converters. */
         if (gguf_get_i32(f, key, &s) == 0 && s < 0)
             return 0;
-        return fail(err, -EINVAL, "%s: not an unsigned integer", key);
+        return eng__set_err(err, -EINVAL, "%s: not an unsigned integer", key);
     }
     if (u < (uint32_t)n_tokens)
         *id = (int32_t)u;
@@ -526,7 +515,7 @@ static int load_bool(const gguf_file *f, const char *key, bool *val, eng_error *
     if (r == -ENOENT)
         return 0;
     if (r < 0)
-        return fail(err, -EINVAL, "%s: not a bool", key);
+        return eng__set_err(err, -EINVAL, "%s: not a bool", key);
     *val = b;
     return 0;
 }
@@ -536,12 +525,12 @@ static int load_tokens(eng_vocab *v, const gguf_file *f, eng_error *err) {
     uint64_t n;
     int r = gguf_get_arr_info(f, "tokenizer.ggml.tokens", &et, &n);
     if (r == -ENOENT)
-        return fail(err, -EINVAL, "tokenizer.ggml.tokens missing");
+        return eng__set_err(err, -EINVAL, "tokenizer.ggml.tokens missing");
     if (r < 0 || et != GGUF_TYPE_STRING)
-        return fail(err, -EINVAL, "tokenizer.ggml.tokens: not an array of strings");
+        return eng__set_err(err, -EINVAL, "tokenizer.ggml.tokens: not an array of strings");
     if (n == 0 || n > VOCAB_MAX_TOKENS)
-        return fail(err, -EINVAL, "tokenizer.ggml.tokens: %llu tokens (expected 1..%u)", (unsigned long long)n,
-                    VOCAB_MAX_TOKENS);
+        return eng__set_err(err, -EINVAL, "tokenizer.ggml.tokens: %llu tokens (expected 1..%u)", (unsigned long long)n,
+                            VOCAB_MAX_TOKENS);
     v->n_tokens = (int32_t)n;
 
     size_t total = 0;
@@ -549,15 +538,15 @@ static int load_tokens(eng_vocab *v, const gguf_file *f, eng_error *err) {
         const char *s;
         size_t len;
         if ((r = gguf_get_arr_str(f, "tokenizer.ggml.tokens", i, &s, &len)) < 0)
-            return fail(err, -EINVAL, "tokenizer.ggml.tokens[%llu]: unreadable", (unsigned long long)i);
+            return eng__set_err(err, -EINVAL, "tokenizer.ggml.tokens[%llu]: unreadable", (unsigned long long)i);
         if (len > VOCAB_MAX_TOKEN_LEN)
-            return fail(err, -EINVAL, "tokenizer.ggml.tokens[%llu]: %zu bytes (max %u)", (unsigned long long)i, len,
-                        VOCAB_MAX_TOKEN_LEN);
+            return eng__set_err(err, -EINVAL, "tokenizer.ggml.tokens[%llu]: %zu bytes (max %u)", (unsigned long long)i, len,
+                                VOCAB_MAX_TOKEN_LEN);
         total += len;
     }
     /* total <= 4M * 4096 = 16 GiB would overflow span offsets: bound it. */
     if (total > UINT32_MAX)
-        return fail(err, -EINVAL, "tokenizer.ggml.tokens: %zu bytes of text", total);
+        return eng__set_err(err, -EINVAL, "tokenizer.ggml.tokens: %zu bytes of text", total);
 
     v->text = malloc(total + 1);
     v->tok = calloc(n, sizeof(*v->tok));
@@ -566,7 +555,7 @@ static int load_tokens(eng_vocab *v, const gguf_file *f, eng_error *err) {
     v->tok_mask = table_size((uint32_t)n) - 1;
     v->tok_hash = calloc((size_t)v->tok_mask + 1, sizeof(*v->tok_hash));
     if (!v->text || !v->tok || !v->type || !v->eog || !v->tok_hash)
-        return fail(err, -ENOMEM, "out of memory for %llu tokens", (unsigned long long)n);
+        return eng__set_err(err, -ENOMEM, "out of memory for %llu tokens", (unsigned long long)n);
 
     size_t off = 0;
     for (uint64_t i = 0; i < n; i++) {
@@ -595,17 +584,17 @@ static int load_tokens(eng_vocab *v, const gguf_file *f, eng_error *err) {
     r = gguf_get_arr_info(f, "tokenizer.ggml.token_type", &et, &nt);
     if (r == 0) {
         if (nt < n)
-            return fail(err, -EINVAL, "tokenizer.ggml.token_type: %llu entries for %llu tokens",
-                        (unsigned long long)nt, (unsigned long long)n);
+            return eng__set_err(err, -EINVAL, "tokenizer.ggml.token_type: %llu entries for %llu tokens",
+                                (unsigned long long)nt, (unsigned long long)n);
         for (uint64_t i = 0; i < n; i++) {
             int32_t t;
             if (gguf_get_arr_i32(f, "tokenizer.ggml.token_type", i, &t) < 0)
-                return fail(err, -EINVAL, "tokenizer.ggml.token_type[%llu]: not an integer",
-                            (unsigned long long)i);
+                return eng__set_err(err, -EINVAL, "tokenizer.ggml.token_type[%llu]: not an integer",
+                                    (unsigned long long)i);
             v->type[i] = (t >= TOK_NORMAL && t <= TOK_BYTE) ? (uint8_t)t : TOK_UNDEFINED;
         }
     } else if (r != -ENOENT) {
-        return fail(err, -EINVAL, "tokenizer.ggml.token_type: not an array");
+        return eng__set_err(err, -EINVAL, "tokenizer.ggml.token_type: not an array");
     }
     return 0;
 }
@@ -615,30 +604,30 @@ static int load_merges(eng_vocab *v, const gguf_file *f, eng_error *err) {
     uint64_t n;
     int r = gguf_get_arr_info(f, "tokenizer.ggml.merges", &et, &n);
     if (r == -ENOENT)
-        return fail(err, -EINVAL, "tokenizer.ggml.merges missing (required by a BPE vocabulary)");
+        return eng__set_err(err, -EINVAL, "tokenizer.ggml.merges missing (required by a BPE vocabulary)");
     if (r < 0 || et != GGUF_TYPE_STRING)
-        return fail(err, -EINVAL, "tokenizer.ggml.merges: not an array of strings");
+        return eng__set_err(err, -EINVAL, "tokenizer.ggml.merges: not an array of strings");
     if (n > VOCAB_MAX_MERGES)
-        return fail(err, -EINVAL, "tokenizer.ggml.merges: %llu merges (max %u)", (unsigned long long)n,
-                    VOCAB_MAX_MERGES);
+        return eng__set_err(err, -EINVAL, "tokenizer.ggml.merges: %llu merges (max %u)", (unsigned long long)n,
+                            VOCAB_MAX_MERGES);
     size_t total = 0;
     for (uint64_t i = 0; i < n; i++) {
         const char *s;
         size_t len;
         if (gguf_get_arr_str(f, "tokenizer.ggml.merges", i, &s, &len) < 0)
-            return fail(err, -EINVAL, "tokenizer.ggml.merges[%llu]: unreadable", (unsigned long long)i);
+            return eng__set_err(err, -EINVAL, "tokenizer.ggml.merges[%llu]: unreadable", (unsigned long long)i);
         if (len > 2 * VOCAB_MAX_TOKEN_LEN + 1)
-            return fail(err, -EINVAL, "tokenizer.ggml.merges[%llu]: %zu bytes", (unsigned long long)i, len);
+            return eng__set_err(err, -EINVAL, "tokenizer.ggml.merges[%llu]: %zu bytes", (unsigned long long)i, len);
         total += len;
     }
     if (total > UINT32_MAX)
-        return fail(err, -EINVAL, "tokenizer.ggml.merges: %zu bytes of text", total);
+        return eng__set_err(err, -EINVAL, "tokenizer.ggml.merges: %zu bytes of text", total);
     v->merge_text = malloc(total + 1);
     v->merges = calloc(n ? n : 1, sizeof(*v->merges));
     v->merge_mask = table_size((uint32_t)n) - 1;
     v->merge_hash = calloc((size_t)v->merge_mask + 1, sizeof(*v->merge_hash));
     if (!v->merge_text || !v->merges || !v->merge_hash)
-        return fail(err, -ENOMEM, "out of memory for %llu merges", (unsigned long long)n);
+        return eng__set_err(err, -ENOMEM, "out of memory for %llu merges", (unsigned long long)n);
 
     size_t off = 0;
     for (uint64_t i = 0; i < n; i++) {
@@ -684,7 +673,7 @@ static int build_pieces(eng_vocab *v, eng_error *err) {
     v->piece = malloc(total + 1);
     v->tok_piece = calloc((uint32_t)v->n_tokens, sizeof(*v->tok_piece));
     if (!v->piece || !v->tok_piece)
-        return fail(err, -ENOMEM, "out of memory for token pieces");
+        return eng__set_err(err, -ENOMEM, "out of memory for token pieces");
     size_t off = 0;
     for (int32_t i = 0; i < v->n_tokens; i++) {
         const char *s = v->text + v->tok[i].off;
@@ -749,7 +738,7 @@ static int build_special(eng_vocab *v, eng_error *err) {
     }
     v->special = malloc((n ? n : 1) * sizeof(*v->special));
     if (!v->special)
-        return fail(err, -ENOMEM, "out of memory");
+        return eng__set_err(err, -ENOMEM, "out of memory");
     n = 0;
     for (int32_t i = 0; i < v->n_tokens; i++) {
         uint8_t t = v->type[i];
@@ -782,12 +771,12 @@ int eng_vocab_load(const gguf_file *f, eng_vocab **ret_vocab, eng_error *err) {
     size_t model_len;
     int r = gguf_get_str(f, "tokenizer.ggml.model", &model, &model_len);
     if (r == -ENOENT)
-        return fail(err, -EINVAL, "tokenizer.ggml.model missing: the file has no vocabulary");
+        return eng__set_err(err, -EINVAL, "tokenizer.ggml.model missing: the file has no vocabulary");
     if (r < 0)
-        return fail(err, -EINVAL, "tokenizer.ggml.model: not a string");
+        return eng__set_err(err, -EINVAL, "tokenizer.ggml.model: not a string");
     if (model_len != 4 || memcmp(model, "gpt2", 4) != 0)
-        return fail(err, -ENOTSUP, "tokenizer '%.*s' not supported (only byte-level BPE, \"gpt2\")",
-                    (int)(model_len > 64 ? 64 : model_len), model);
+        return eng__set_err(err, -ENOTSUP, "tokenizer '%.*s' not supported (only byte-level BPE, \"gpt2\")",
+                            (int)(model_len > 64 ? 64 : model_len), model);
 
     char pre_name[64] = "default";
     const char *pre;
@@ -795,11 +784,11 @@ int eng_vocab_load(const gguf_file *f, eng_vocab **ret_vocab, eng_error *err) {
     r = gguf_get_str(f, "tokenizer.ggml.pre", &pre, &pre_len);
     if (r == 0) {
         if (pre_len >= sizeof(pre_name) || memchr(pre, '\0', pre_len))
-            return fail(err, -EINVAL, "tokenizer.ggml.pre: invalid name");
+            return eng__set_err(err, -EINVAL, "tokenizer.ggml.pre: invalid name");
         memcpy(pre_name, pre, pre_len);
         pre_name[pre_len] = '\0';
     } else if (r != -ENOENT) {
-        return fail(err, -EINVAL, "tokenizer.ggml.pre: not a string");
+        return eng__set_err(err, -EINVAL, "tokenizer.ggml.pre: not a string");
     }
     const struct pre_def *def = pre_find(pre_name);
     bool pre_unknown = def == NULL;
@@ -808,7 +797,7 @@ int eng_vocab_load(const gguf_file *f, eng_vocab **ret_vocab, eng_error *err) {
 
     eng_vocab *v = calloc(1, sizeof(*v));
     if (!v)
-        return fail(err, -ENOMEM, "out of memory");
+        return eng__set_err(err, -ENOMEM, "out of memory");
     v->bos = v->eos = v->unk = v->pad = -1;
     v->add_bos = def->add_bos;
     v->add_eos = false;
