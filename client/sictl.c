@@ -181,8 +181,9 @@ static void print_status(const Selectinfer__Status *s)
         if (p->path && p->path[0])
             printf("profile file:     %s\n", p->path);
         printf("FFN neurons:      %llu of %llu loaded; requests compute phi %.2f (0: all loaded), "
-               "alpha %.2f, rank %s\n", (unsigned long long)p->neurons_loaded,
-               (unsigned long long)p->neurons_total, (double)p->phi, (double)p->alpha, p->rank ? p->rank : "?");
+               "alpha %.2f, rank %s, picked per %s\n", (unsigned long long)p->neurons_loaded,
+               (unsigned long long)p->neurons_total, (double)p->phi, (double)p->alpha,
+               p->rank ? p->rank : "?", p->pick ? p->pick : "request");
     }
     if (s->has_load_ns)
         printf("cold start:       %.1f ms\n", (double)s->load_ns / 1e6);

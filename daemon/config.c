@@ -15,6 +15,7 @@ enum key_type { KEY_STR, KEY_U32, KEY_U64, KEY_F32, KEY_ENUM, KEY_LOGLEVEL };
 const char *const sid_mode_names[] = {"auto", "dense", "load-only", "random-load", "coreinfer",
                                       "selectinfer", NULL};
 const char *const sid_rank_names[] = {"abs", "signed", NULL};
+const char *const sid_pick_names[] = {"request", "token", NULL}; /* eng_pick */
 const char *const sid_task_switch_names[] = {"swap", "refuse", NULL};
 const char *const sid_backend_names[] = {"cpu", "cuda", "auto", NULL};
 const char *const sid_layer_budget_names[] = {"uniform", "mass", "sens", NULL}; /* eng_layer_budget */
@@ -58,6 +59,7 @@ static const key_def keys[] = {
     F32(phi, 0.0f, 1.0f, false, false),
     F32(alpha, 0.0f, 1.0f, true, false),
     ENUM(rank, sid_rank_names, false),
+    ENUM(pick, sid_pick_names, false),
     ENUM(task_switch, sid_task_switch_names, true),
     U32(max_frame, 1024, 64u << 20, true),
     U32(max_queue, 1, 100000, true),

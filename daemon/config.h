@@ -31,6 +31,7 @@ typedef struct sid_config {
     float phi;                         /* default share computed; 0: all loaded */
     float alpha;                       /* per-token vote fraction */
     int rank;                          /* SID_RANK_... */
+    int pick;                          /* SID_PICK_...: when decode picks its neurons */
     int task_switch;                   /* SID_TASK_SWITCH_... */
     uint32_t max_frame;                /* bytes per frame */
     uint32_t max_queue;                /* queued generate requests, all clients */
@@ -57,6 +58,8 @@ enum { SID_BACKEND_CPU = 0, SID_BACKEND_CUDA, SID_BACKEND_AUTO }; /* eng_backend
 enum { SID_LAYER_BUDGET_UNIFORM = 0, SID_LAYER_BUDGET_MASS, SID_LAYER_BUDGET_SENS }; /* eng_layer_budget's */
 extern const char *const sid_mode_names[];   /* NULL-terminated */
 extern const char *const sid_rank_names[];
+enum { SID_PICK_REQUEST = 0, SID_PICK_TOKEN }; /* eng_pick's */
+extern const char *const sid_pick_names[];
 extern const char *const sid_task_switch_names[];
 extern const char *const sid_backend_names[];
 extern const char *const sid_layer_budget_names[];

@@ -58,6 +58,7 @@ typedef struct sid_plan {
     uint64_t budget, seed;       /* as asked, for the next re-plan */
     float phi, alpha;            /* request defaults; phi 0: all loaded */
     eng_rank rank;
+    eng_pick pick;               /* per request or per token (the plan keeps a sketch) */
     uint64_t neurons_loaded, neurons_total, weight_bytes;
     int n_tasks;                 /* of the profile, at most SID_MAX_TASKS listed */
     char tasks[SID_MAX_TASKS][SID_TASK_MAX];

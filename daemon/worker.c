@@ -157,9 +157,11 @@ static void plan_snapshot(sid_server *srv)
     }
 }
 
-/* Whether phi can be honoured by a plan of this mode, gamma and delta.
- * 0: yes; else msg says why. */
-static int check_phi(eng_select_mode mode, float gamma, float delta, float phi, char *msg, size_t cap)
+/* Whether phi can be honoured by a plan of this mode, gamma and delta
+ * (per_token: nothing is static, delta is no floor). 0: yes; else msg says
+ * why. */
+static int check_phi(eng_select_mode mode, float gamma, float delta, float phi, bool per_token,
+                     char *msg, size_t cap)
 {
     const float eps = 1e-6f;
     if (phi <= 0.0f)
@@ -174,7 +176,7 @@ static int check_phi(eng_select_mode mode, float gamma, float delta, float phi, 
                  eng_select_mode_name(mode), (double)gamma, (double)phi);
         return -EINVAL;
     }
-    if (phi < delta - eps) {
+    if (!per_token && phi < delta - eps) {
         snprintf(msg, cap, "phi %.4g is below delta %.4g: the static (task) neurons are always computed",
                  (double)phi, (double)delta);
         return -EINVAL;
@@ -195,6 +197,7 @@ static void plan_params_of(const sid_plan *p, const eng_profile *prof, eng_load_
     pp->layer_budget = p->layer_budget;
     pp->budget_bytes = p->budget;
     pp->seed = p->seed;
+    pp->sketch = p->pick == ENG_PICK_TOKEN; /* what per-token picking reads */
 }
 
 /* Swaps the model to plan pp. On success new_prof (when not NULL) becomes
@@ -226,7 +229,8 @@ static int do_swap(sid_server *srv, const eng_load_plan_params *pp, const char *
     plan_snapshot(srv);
     /* a default phi the new plan cannot honour falls back to all loaded */
     char why[200];
-    if (check_phi(srv->wplan.mode, srv->wplan.gamma, srv->wplan.delta, srv->wplan.phi, why, sizeof(why)) < 0) {
+    if (check_phi(srv->wplan.mode, srv->wplan.gamma, srv->wplan.delta, srv->wplan.phi,
+                  srv->wplan.pick == ENG_PICK_TOKEN, why, sizeof(why)) < 0) {
         snprintf(res->note, sizeof(res->note), "default phi reset to 0 (all loaded): %s", why);
         srv->wplan.phi = 0.0f;
     }
@@ -323,7 +327,8 @@ static void run_swap(sid_server *srv, sid_req *req)
         bool all = mode == ENG_SELECT_DENSE || mode == ENG_SELECT_COREINFER;
         float g = all ? 1.0f : pp.gamma, d = mode == ENG_SELECT_DENSE || mode == ENG_SELECT_COREINFER ? 0.0f : pp.delta;
         if (pp.budget_bytes == 0 &&
-            check_phi(mode, g, d, phi, req->err_msg, sizeof(req->err_msg)) < 0) {
+            check_phi(mode, g, d, phi, cur->pick == ENG_PICK_TOKEN, req->err_msg,
+                      sizeof(req->err_msg)) < 0) {
             req->err_code = SELECTINFER__ERROR_CODE__INVALID_ARGUMENT;
             eng_profile_free(np);
             return;
@@ -403,7 +408,9 @@ static bool set_compute(sid_server *srv, sid_req *req)
     cp.phi = g->has_phi ? g->phi : p->phi;
     cp.alpha = g->has_alpha ? g->alpha : p->alpha;
     cp.rank = p->rank;
-    if (check_phi(p->mode, p->gamma, p->delta, cp.phi, req->err_msg, sizeof(req->err_msg)) < 0) {
+    cp.pick = p->pick;
+    if (check_phi(p->mode, p->gamma, p->delta, cp.phi, p->pick == ENG_PICK_TOKEN, req->err_msg,
+                  sizeof(req->err_msg)) < 0) {
         req->err_code = SELECTINFER__ERROR_CODE__INVALID_ARGUMENT;
         return false;
     }
@@ -650,10 +657,11 @@ static int load_plan_params(sid_server *srv, eng_load_plan_params *pp, eng_profi
     p->layer_budget = (eng_layer_budget)cfg->layer_budget;
     p->budget = cfg->budget;
     p->seed = cfg->seed;
-    plan_params_of(p, prof, pp);
     p->phi = cfg->phi;
     p->alpha = cfg->alpha;
     p->rank = cfg->rank == SID_RANK_SIGNED ? ENG_RANK_SIGNED : ENG_RANK_ABS;
+    p->pick = cfg->pick == SID_PICK_TOKEN ? ENG_PICK_TOKEN : ENG_PICK_REQUEST;
+    plan_params_of(p, prof, pp);
     *ret_prof = prof;
     return 0;
 }
@@ -701,7 +709,8 @@ static int load_model(sid_server *srv)
     }
     plan_snapshot(srv);
     char why[256];
-    if (check_phi(srv->wplan.mode, srv->wplan.gamma, srv->wplan.delta, srv->wplan.phi, why, sizeof(why)) < 0) {
+    if (check_phi(srv->wplan.mode, srv->wplan.gamma, srv->wplan.delta, srv->wplan.phi,
+                  srv->wplan.pick == ENG_PICK_TOKEN, why, sizeof(why)) < 0) {
         snprintf(srv->load_error, sizeof(srv->load_error), "phi = %g does not fit the plan: %s",
                  (double)srv->wplan.phi, why);
         eng_model_free(srv->model);

@@ -124,6 +124,15 @@ static inline float silu(float g)
 
 typedef struct ffn_args ffn_args;
 
+/* A token rounded to 8 bits in blocks of 32 for the sketch's dot products:
+ * element i is q[i] * d[i / 32]; sum[b] = the sum of block b's q, so that a
+ * Q4_0 block's offset of 8 comes off as 8 * sum, not per element. */
+typedef struct q8_row {
+    const int8_t *q;
+    const float *d;
+    const int32_t *sum;
+} q8_row;
+
 typedef struct kernels {
     const char *name;
     /* y[r] = w[r] . x (+ bias[r]) for r in [r0, r1). */
@@ -140,6 +149,9 @@ typedef struct kernels {
      * SCRATCH_FLOATS floats of the calling thread's. */
     void (*ffn_down)(const ffn_args *a, const float *A, long lda, float *y, long ldy, int nt,
                      long c0, long nc, float *scratch);
+    /* out = g~ . x~, u~ . x~ for one slot's sketch w (gate then up, nb Q4_0
+     * blocks each, backend.h), x~ the token in 8 bits (q8_row). */
+    void (*dot2_q4q8)(const uint8_t *w, const q8_row *x, long nb, float out[2]);
     float (*dot_h)(const float *q, const uint16_t *k, long n);
     void (*axpy_h)(float *o, float a, const uint16_t *v, long n);
     void (*scale)(float *o, float s, long n);
@@ -300,6 +312,25 @@ static void s_to_f32(const uint16_t *src, float *dst, long n)
         dst[i] = h2f(src[i]);
 }
 
+static void s_dot2_q4q8(const uint8_t *w, const q8_row *x, long nb, float out[2])
+{
+    for (int r = 0; r < 2; r++, w += nb * ENG_SKETCH_BLOCK_BYTES) {
+        const uint8_t *codes = w + 2 * nb;
+        float sum = 0.0f;
+        for (long i = 0; i < nb; i++) {
+            uint16_t dh;
+            memcpy(&dh, w + 2 * i, 2);
+            const uint8_t *c = codes + 16 * i;
+            const int8_t *xq = x->q + i * 32;
+            int32_t b = 0;
+            for (int j = 0; j < 16; j++)
+                b += (c[j] & 15) * xq[j] + (c[j] >> 4) * xq[j + 16];
+            sum += h2f(dh) * x->d[i] * (float)(b - 8 * x->sum[i]);
+        }
+        out[r] = sum;
+    }
+}
+
 static const kernels kern_scalar = {
     .name = "scalar",
     .gemv = s_gemv,
@@ -308,6 +339,7 @@ static const kernels kern_scalar = {
     .dot4x3_h = s_dot4x3_h,
     .ffn_fused = s_ffn_fused,
     .ffn_down = s_ffn_down,
+    .dot2_q4q8 = s_dot2_q4q8,
     .dot_h = s_dot_h,
     .axpy_h = s_axpy_h,
     .scale = s_scale,
@@ -761,6 +793,68 @@ TGT static void v_ffn_down(const ffn_args *a, const float *A, long lda, float *y
 }
 #undef DOWN_CASE
 
+/* One block of codes against x~'s block: 8 int32 lanes summing to
+ * sum_j q_j x_j (q the 4-bit codes, the offset 8 not yet taken off). */
+VALWAYS __m256i q4q8_lanes(const uint8_t *codes, const int8_t *xq)
+{
+    __m128i q = _mm_loadu_si128((const __m128i *)codes);
+    /* low nibbles are elements 0-15, high ones 16-31 */
+    __m256i qq = _mm256_and_si256(
+        _mm256_inserti128_si256(_mm256_castsi128_si256(q), _mm_srli_epi16(q, 4), 1),
+        _mm256_set1_epi8(15));
+    /* q (0..15) x int8 pairs: at most 2 * 15 * 127, no saturation */
+    __m256i xv = _mm256_loadu_si256((const __m256i *)xq);
+    return _mm256_madd_epi16(_mm256_maddubs_epi16(qq, xv), _mm256_set1_epi16(1));
+}
+
+/* The sums of 8 vectors of 8 int32 lanes: lane b = the sum of s[b]. */
+VALWAYS __m256i hsum8x8(const __m256i s[8])
+{
+    __m256i a = _mm256_hadd_epi32(s[0], s[1]), b = _mm256_hadd_epi32(s[2], s[3]);
+    __m256i c = _mm256_hadd_epi32(s[4], s[5]), d = _mm256_hadd_epi32(s[6], s[7]);
+    __m256i ab = _mm256_hadd_epi32(a, b), cd = _mm256_hadd_epi32(c, d);
+    /* ab = [0 1 2 3 of the low halves | the same of the high halves] */
+    return _mm256_add_epi32(_mm256_permute2x128_si256(ab, cd, 0x20),
+                            _mm256_permute2x128_si256(ab, cd, 0x31));
+}
+
+/* One sketch row against x~, eight blocks at a time: their integer sums
+ * side by side, the offset off, then scaled by eight scales in one go. */
+VALWAYS float q4q8_row(const uint8_t *w, const q8_row *x, long nb)
+{
+    const uint8_t *codes = w + 2 * nb;
+    __m256 acc = _mm256_setzero_ps();
+    long i = 0;
+    for (; i + 8 <= nb; i += 8) {
+        __m256i s[8];
+        for (int b = 0; b < 8; b++)
+            s[b] = q4q8_lanes(codes + 16 * (i + b), x->q + 32 * (i + b));
+        __m256i sum = _mm256_sub_epi32(
+            hsum8x8(s),
+            _mm256_slli_epi32(_mm256_loadu_si256((const __m256i *)(x->sum + i)), 3));
+        __m256 d = _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(w + 2 * i))),
+                                 _mm256_loadu_ps(x->d + i));
+        acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(sum), acc);
+    }
+    float r = hsum8(acc);
+    for (; i < nb; i++) {
+        uint16_t dh;
+        memcpy(&dh, w + 2 * i, 2);
+        __m256i l = q4q8_lanes(codes + 16 * i, x->q + 32 * i);
+        __m128i h = _mm_add_epi32(_mm256_castsi256_si128(l), _mm256_extracti128_si256(l, 1));
+        h = _mm_add_epi32(h, _mm_shuffle_epi32(h, 0x4e));
+        h = _mm_add_epi32(h, _mm_shuffle_epi32(h, 0xb1));
+        r += _cvtsh_ss(dh) * x->d[i] * (float)(_mm_cvtsi128_si32(h) - 8 * x->sum[i]);
+    }
+    return r;
+}
+
+TGT static void v_dot2_q4q8(const uint8_t *w, const q8_row *x, long nb, float out[2])
+{
+    out[0] = q4q8_row(w, x, nb);
+    out[1] = q4q8_row(w + nb * ENG_SKETCH_BLOCK_BYTES, x, nb);
+}
+
 TGT static float v_dot_h(const float *q, const uint16_t *k, long n)
 {
     return dot1_impl(k, q, n, true);
@@ -822,6 +916,7 @@ static const kernels kern_avx2 = {
     .dot4x3_h = v_dot4x3_h,
     .ffn_fused = v_ffn_fused,
     .ffn_down = v_ffn_down,
+    .dot2_q4q8 = v_dot2_q4q8,
     .dot_h = v_dot_h,
     .axpy_h = v_axpy_h,
     .scale = v_scale,
@@ -1321,6 +1416,85 @@ static void op_ffn(eng_backend *be, const eng_ffn_weights *w, const int32_t *sel
     }
 }
 
+/* ---- ffn_pick ------------------------------------------------------------ */
+
+typedef struct pick_run {
+    cpu_ctx *c;
+    const eng_ffn_weights *w;
+    q8_row x;     /* one token */
+    float *score; /* [n_slots] */
+} pick_run;
+
+/* x [n] (a multiple of 32) in 8 bits per block of 32, absmax scaled. */
+static void q8_round(const float *x, long n, int8_t *q, float *d, int32_t *sums)
+{
+    for (long b = 0; b < n / 32; b++) {
+        const float *xb = x + b * 32;
+        float amax = 0.0f;
+        for (int j = 0; j < 32; j++)
+            amax = fmaxf(amax, fabsf(xb[j]));
+        const float scale = amax / 127.0f, inv = amax > 0.0f ? 127.0f / amax : 0.0f;
+        int32_t sum = 0;
+        for (int j = 0; j < 32; j++) {
+            int v = (int)lrintf(xb[j] * inv);
+            v = v > 127 ? 127 : v < -127 ? -127 : v;
+            q[b * 32 + j] = (int8_t)v;
+            sum += v;
+        }
+        d[b] = scale;
+        sums[b] = sum;
+    }
+}
+
+/* score[s] = |silu(g~ . x) * (u~ . x)| for a contiguous range of slots */
+static void pick_score_task(void *p, int ith, int nth)
+{
+    pick_run *r = p;
+    const long nb = r->w->n_embd / 32;
+    const size_t sb = eng_sketch_slot_bytes(r->w->n_embd);
+    long b, e;
+    eng_split(r->w->n_slots, ith, nth, &b, &e);
+    for (long s = b; s < e; s++) {
+        float gu[2];
+        r->c->k->dot2_q4q8((const uint8_t *)r->w->sketch + (size_t)s * sb, &r->x, nb, gu);
+        r->score[s] = fabsf(silu(gu[0]) * gu[1]);
+    }
+}
+
+static void op_ffn_pick(eng_backend *be, const eng_ffn_weights *w, int k, const float *x,
+                        float *y, int n_tokens)
+{
+    cpu_ctx *c = ctx_of(be);
+    if (!w || !x || !y || n_tokens <= 0 || w->n_embd <= 0 || w->n_slots < 0)
+        return;
+    const long E = w->n_embd, n = w->n_slots;
+    if (k <= 0) {
+        memset(y, 0, (size_t)n_tokens * E * sizeof(float));
+        return;
+    }
+    /* scores, quickselect scratch, the pick and the rounded token live in
+     * abuf; the fused path ffn() takes for one token does not use it.
+     * Beyond it (over 300k slots) or without a sketch: every slot. */
+    const long nb = E / 32;
+    if (k >= n || !w->sketch || E % 32 || E > SCRATCH_FLOATS ||
+        3 * n + E / 4 + 2 * nb > ABUF_FLOATS) {
+        op_ffn(be, w, NULL, (int)n, x, y, n_tokens, NULL);
+        return;
+    }
+    float *score = c->abuf, *tmp = c->abuf + n;
+    int32_t *sel = (int32_t *)(c->abuf + 2 * n);
+    int8_t *xq = (int8_t *)(c->abuf + 3 * n);
+    float *xd = c->abuf + 3 * n + E / 4;
+    int32_t *xs = (int32_t *)(xd + nb);
+    for (int t = 0; t < n_tokens; t++) {
+        q8_round(x + (size_t)t * E, E, xq, xd, xs);
+        pick_run r = { c, w, { xq, xd, xs }, score };
+        run(c, pick_score_task, &r, n * E >= 16384);
+        eng__pick_top(score, (int)n, k, tmp, sel);
+        op_ffn(be, w, sel, k, x + (size_t)t * E, y + (size_t)t * E, 1, NULL);
+    }
+}
+
 /* ---- add, store_f16 ------------------------------------------------------ */
 
 typedef struct ew_args {
@@ -1466,6 +1640,7 @@ static const eng_backend_iface cpu_iface = {
     .store_f16 = op_store_f16,
     .store_kv = op_store_kv,
     .topk_count = op_topk_count,
+    .ffn_pick = op_ffn_pick,
 };
 
 static void op_free(eng_backend *be)

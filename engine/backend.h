@@ -50,7 +50,32 @@ typedef struct eng_ffn_weights {
     int n_slots;
     const void *gate_up; /* [n_slots][2][n_embd] */
     const void *down;    /* [n_slots][n_embd] */
+    /* ENG_PICK_TOKEN's sketch, NULL when the plan keeps none: slot s's gate
+     * row, then its up row, each Q4_0 regrouped (eng_sketch_row below). */
+    const void *sketch;
 } eng_ffn_weights;
+
+/* A sketch row: n_embd (a multiple of 32) values in nb = n_embd / 32
+ * blocks of 32, value (q - 8) * d with q a 4-bit code and d the block's f16
+ * scale: Q4_0, with the nb scales first (so that a kernel converts eight at
+ * once) and then the nb blocks of 16 code bytes (element j of a block in
+ * byte j % 16, the low nibble for j < 16, as in Q4_0). */
+#define ENG_SKETCH_BLOCK_BYTES 18
+static inline size_t eng_sketch_slot_bytes(int n_embd)
+{
+    return (size_t)2 * (size_t)(n_embd / 32) * ENG_SKETCH_BLOCK_BYTES;
+}
+
+/* Q4_0 blocks (2-byte scale, 16 code bytes each) into a sketch row. */
+static inline void eng_sketch_row(const uint8_t *q4_0, int nb, uint8_t *row)
+{
+    for (int b = 0; b < nb; b++) {
+        row[2 * b] = q4_0[b * ENG_SKETCH_BLOCK_BYTES];
+        row[2 * b + 1] = q4_0[b * ENG_SKETCH_BLOCK_BYTES + 1];
+        for (int j = 0; j < 16; j++)
+            row[2 * nb + 16 * b + j] = q4_0[b * ENG_SKETCH_BLOCK_BYTES + 2 + j];
+    }
+}
 
 typedef struct eng_backend eng_backend;
 
@@ -157,6 +182,15 @@ typedef struct eng_backend_iface {
      * of a selective prefill never leave the device. */
     void (*topk_count)(eng_backend *be, const float *act, int n_tokens, int n_sel, float alpha,
                        bool signed_rank, uint32_t *counts);
+
+    /* ENG_PICK_TOKEN's decode FFN: per token t, every slot s gets the score
+     *   |silu(g~_s . x[t]) * (u~_s . x[t])|  (g~, u~: its rows in w->sketch,
+     *   NaN scored as -1), and the FFN of ffn() runs over the k best slots
+     *   (ties to the lower slot) for that token alone. k >= n_slots: all
+     *   slots (no sketch read); k <= 0: y = 0. Reads the sketch and the
+     *   weights of the k picked slots only. x, y [n_tokens][n_embd]. */
+    void (*ffn_pick)(eng_backend *be, const eng_ffn_weights *w, int k, const float *x, float *y,
+                     int n_tokens);
 
     /* Greedy decoding: *ret (one int32) = the index of the largest of x[0..n),
      * NaN skipped, ties to the lower index, -1 when every value is NaN (or

@@ -347,6 +347,9 @@ struct eng_load_plan_params {
     eng_layer_budget layer_budget; /* how gamma is spread over the sparsified layers */
     const float *layer_sens;    /* [n_layer], ENG_BUDGET_SENS: the loss when layer l alone is
                                  * sparsified (> 0; copied); NULL: all equal */
+    bool sketch;                /* also keep a 4-bit sketch (Q4_0) of each loaded neuron's
+                                 * gate and up rows in the sparsified layers, for
+                                 * ENG_PICK_TOKEN; counted in the plan's bytes (and budget) */
 };
 
 eng_load_plan_params eng_load_plan_params_default(void); /* dense */
@@ -373,21 +376,38 @@ typedef enum eng_comp {
                         * sum_j mean_t a_j(t) * d_j, fixed at the end of prefill */
 } eng_comp;
 
+/* When decode chooses the loaded neurons it computes. */
+typedef enum eng_pick {
+    ENG_PICK_REQUEST = 0, /* once per request, at the end of prefill: static + dynamic
+                           * neurons, phi * n_ff per sparsified layer (published) */
+    ENG_PICK_TOKEN,       /* at every token: each sparsified layer scores all its loaded
+                           * neurons by |silu(g~ . x) * (u~ . x)| from the plan's sketch
+                           * (g~, u~: the gate and up rows in 4 bits) and computes the
+                           * best k exactly. Reading the sketch counts against phi: k =
+                           * phi * n_ff less the sketch's bytes in neurons, so a step
+                           * reads what ENG_PICK_REQUEST's would. Needs a plan loaded
+                           * with sketch and a backend with the ffn_pick op; no comp,
+                           * and prefill casts no votes (alpha and rank are unused). */
+} eng_pick;
+
 typedef struct eng_compute_params {
     float phi;   /* <= 0 or >= gamma: compute every loaded neuron */
     float alpha; /* per-token top fraction of loaded neurons, (0, 1] */
     eng_rank rank;
     eng_comp comp;
+    eng_pick pick;
 } eng_compute_params;
 
 eng_compute_params eng_compute_params_default(void); /* everything loaded */
 
 /* Sets how this session computes from its next reset on; -EINVAL when out
  * of range, -ENOTSUP for ENG_COMP_MEAN on a backend whose memory is not the
- * host's (a GPU: the bias is folded from W_down on the host). */
+ * host's (a GPU: the bias is folded from W_down on the host); -EINVAL also
+ * for ENG_PICK_TOKEN on a model loaded without a sketch. */
 int eng_session_set_compute(eng_session *session, const eng_compute_params *params);
 
-/* Share of the model's FFN neurons the last decode step computed (1.0 dense). */
+/* Share of the model's FFN neurons the last decode step computed (1.0 dense);
+ * with ENG_PICK_TOKEN the sketch read counts as the neurons it weighs. */
 double eng_session_ffn_share(const eng_session *session);
 
 /* Profiling hook: while sums is not NULL, every eval adds sum_t |a_n(t)| of
@@ -401,7 +421,9 @@ typedef struct eng_plan_info {
     float gamma, delta;
     int dense_first, dense_last;
     uint64_t neurons_loaded, neurons_total; /* over all layers */
-    uint64_t bytes_ffn;                      /* resident FFN weight bytes */
+    uint64_t bytes_ffn;                      /* resident FFN weight bytes, sketch included */
+    uint64_t bytes_sketch;                   /* of which the ENG_PICK_TOKEN sketch */
+    bool sketch;
 } eng_plan_info;
 
 void eng_model_get_plan(const eng_model *model, eng_plan_info *ret_info);

@@ -432,6 +432,32 @@ static int down_norms(loader *ld)
     return 0;
 }
 
+/* ENG_PICK_TOKEN's sketch of layer L: each slot's gate and up rows in Q4_0
+ * (backend.h), quantized from the slots themselves, so a hot-swap's moves
+ * need no bookkeeping: the sketch is rebuilt from what the slots hold. Only
+ * a backend whose memory is the host's keeps one (checked at load). */
+static void sketch_build(eng_layer *L, float *row /* [2 * n_embd] */)
+{
+    const int E = L->ffn.n_embd;
+    const size_t es = dtype_size(L->ffn.dtype), sb = eng_sketch_slot_bytes(E);
+    uint8_t *q4 = (uint8_t *)(row + E); /* Q4_0 blocks: 18 bytes per 32 values */
+    for (int j = 0; j < L->ffn.n_slots; j++)
+        for (int h = 0; h < 2; h++) {
+            const uint8_t *src = (const uint8_t *)L->ffn.gate_up + ((size_t)j * 2 + h) * E * es;
+            if (L->ffn.dtype == ENG_DTYPE_F32)
+                memcpy(row, src, (size_t)E * sizeof(float));
+            else
+                eng_f16_to_f32_row((const uint16_t *)src, row, (size_t)E);
+            eng_quant_row(GGML_TYPE_Q4_0, row, q4, (size_t)E);
+            eng_sketch_row(q4, E / 32, (uint8_t *)L->ffn.sketch + j * sb + h * (sb / 2));
+        }
+}
+
+static bool wants_sketch(const eng_plan *plan, int il)
+{
+    return plan->info.sketch && plan->sparse[il];
+}
+
 /* Allocates a layer's FFN buffers for cap slots. */
 static int ffn_alloc(eng_model *m, eng_layer *L, int cap)
 {
@@ -490,6 +516,18 @@ static int load_ffn(loader *ld, int il, eng_layer *L, const eng_plan *plan)
         L->slot_static[j] = j < n_static;
     L->sparse = plan->sparse[il];
     m->info.bytes_weights += (uint64_t)n * 3 * m->info.n_embd * dtype_size(m->info.storage);
+    if (wants_sketch(plan, il)) {
+        /* filled by sketch_build once the slots are loaded */
+        size_t sb = eng_sketch_slot_bytes(m->info.n_embd);
+        int c = n > 0 ? n : 1;
+        if (!(L->ffn.sketch = weight_alloc(m, (size_t)c * sb))) {
+            char what[64];
+            snprintf(what, sizeof(what), "the neuron sketch of layer %d", il);
+            return oom_err(ld, (size_t)c * sb, what);
+        }
+        L->sketch_cap = c;
+        m->info.bytes_weights += (uint64_t)n * sb;
+    }
     return 0;
 }
 
@@ -822,6 +860,7 @@ static void plan_shape(const gguf_file *f, const eng_model *m, eng_plan_shape *s
     fixed += (uint64_t)i->n_layer * (2 * qd + 2 * kvd) * i->n_embd * es;
     *sh = (eng_plan_shape){ .n_layer = i->n_layer, .n_ff = i->n_ff, .n_embd = i->n_embd,
                             .bytes_per_neuron = 3 * (size_t)i->n_embd * es, .bytes_fixed = fixed,
+                            .sketch_per_neuron = i->n_embd % 32 ? 0 : eng_sketch_slot_bytes(i->n_embd),
                             .fingerprint = i->fingerprint, .arch = i->arch,
                             .n_vocab = (uint32_t)i->n_vocab, .down_norm = m->down_norm };
 }
@@ -930,6 +969,12 @@ int eng__model_load_backend(const char *path, const eng_model_params *params, en
             goto fail;
         }
     }
+    if (plan->info.sketch && (!m->be->iface->host_memory || !m->be->iface->ffn_pick)) {
+        r = eng__set_err(err, -ENOTSUP,
+                         "the %s backend cannot pick neurons per token (no neuron sketch there)",
+                         m->be->iface->name);
+        goto fail;
+    }
     if ((r = load_weights(&ld, plan)) < 0)
         goto fail;
     {
@@ -937,6 +982,11 @@ int eng__model_load_backend(const char *path, const eng_model_params *params, en
         nt = nt < 1 ? 1 : nt > 64 ? 64 : nt;
         if ((r = run_jobs(&ld, nt)) < 0)
             goto fail;
+        if (plan->info.sketch && (r = ensure_row(&ld, 2 * (size_t)m->info.n_embd)) < 0)
+            goto fail;
+        for (int il = 0; il < m->info.n_layer; il++)
+            if (m->layers[il].ffn.sketch)
+                sketch_build(&m->layers[il], ld.row);
         /* the CPU backend's pool, or the threads that convert for a GPU */
         int bt = eng_backend_cpu_n_threads(m->be);
         m->info.n_threads = bt > 0 ? bt : nt;
@@ -1264,8 +1314,12 @@ static void forward_ops(eng_session *s, int n, int first, float *out, int32_t *a
         op->rmsnorm(be, s->x, L->ffn_norm, s->xn, n, E, m->rms_eps);
         const int32_t *sel = s->selected ? s->ffn_sel[il] : NULL; /* host list */
         int n_sel = sel ? s->ffn_n_sel[il] : L->ffn.n_slots;
-        op->ffn(be, &L->ffn, sel && !host ? s->ffn_sel_dev[il] : sel, n_sel, s->xn, s->ff, n,
-                want_act ? s->act : NULL);
+        int pick = s->selected && !want_act ? s->pick_k[il] : 0;
+        if (pick > 0) /* ENG_PICK_TOKEN: each token its own best pick slots */
+            op->ffn_pick(be, &L->ffn, pick, s->xn, s->ff, n);
+        else
+            op->ffn(be, &L->ffn, sel && !host ? s->ffn_sel_dev[il] : sel, n_sel, s->xn, s->ff,
+                    n, want_act ? s->act : NULL);
         /* a backend that counts the prefill votes itself keeps a (select.c) */
         if (want_act && !eng__select_observe_backend(s, il, s->act, n, sel, n_sel)) {
             const float *a = s->act;
@@ -1451,6 +1505,7 @@ int eng_model_swap(eng_model *m, const eng_load_plan_params *pp, eng_swap_stats 
     eng_plan *plan = NULL;
     gguf_file *f = NULL;
     eng_layer *grown = NULL; /* new buffers of layers whose slot count grows */
+    void **sketch = NULL;    /* new sketch buffers, where one is wanted and too small */
     int32_t *slot_of = NULL, *enter = NULL, *holes = NULL, *dst = NULL;
     uint8_t *is_hole = NULL;
     loader ld = { .m = m, .err = err };
@@ -1469,13 +1524,25 @@ int eng_model_swap(eng_model *m, const eng_load_plan_params *pp, eng_swap_stats 
                          m->path);
         goto out;
     }
+    if (plan->info.sketch && (!m->be->iface->host_memory || !m->be->iface->ffn_pick)) {
+        r = eng__set_err(err, -ENOTSUP,
+                         "the %s backend cannot pick neurons per token (no neuron sketch there)",
+                         m->be->iface->name);
+        goto out;
+    }
     grown = calloc(NL, sizeof(*grown));
+    sketch = calloc(NL, sizeof(*sketch));
     slot_of = malloc((size_t)F * sizeof(int32_t));
     enter = malloc((size_t)F * sizeof(int32_t));
     holes = malloc((size_t)F * sizeof(int32_t));
     dst = malloc((size_t)F * sizeof(int32_t));
     is_hole = malloc((size_t)F);
-    if (!grown || !slot_of || !enter || !holes || !dst || !is_hole || ensure_row(&ld, (size_t)DOWN_BLOCK * F) < 0) {
+    /* the row scratch serves W_down blocks and the sketch's rows */
+    size_t row_n = (size_t)DOWN_BLOCK * F;
+    if (row_n < 2 * (size_t)m->info.n_embd)
+        row_n = 2 * (size_t)m->info.n_embd;
+    if (!grown || !sketch || !slot_of || !enter || !holes || !dst || !is_hole ||
+        ensure_row(&ld, row_n) < 0) {
         r = eng__set_err(err, -ENOMEM, "out of memory");
         goto out;
     }
@@ -1489,6 +1556,16 @@ int eng_model_swap(eng_model *m, const eng_load_plan_params *pp, eng_swap_stats 
             snprintf(what, sizeof(what), "the FFN of layer %d", il);
             r = oom_err(&ld, (size_t)plan->n_loaded[il] * shape.bytes_per_neuron, what);
             goto out;
+        }
+        if (wants_sketch(plan, il) && plan->n_loaded[il] > m->layers[il].sketch_cap) {
+            size_t bytes = (size_t)(plan->n_loaded[il] > 0 ? plan->n_loaded[il] : 1) *
+                           shape.sketch_per_neuron;
+            if (!(sketch[il] = weight_alloc(m, bytes))) {
+                char what[64];
+                snprintf(what, sizeof(what), "the neuron sketch of layer %d", il);
+                r = oom_err(&ld, bytes, what);
+                goto out;
+            }
         }
         /* staging for the neurons that enter (at most all of the plan's) */
         if (!m->be->iface->host_memory &&
@@ -1554,6 +1631,7 @@ int eng_model_swap(eng_model *m, const eng_load_plan_params *pp, eng_swap_stats 
             weight_free_ptr(m, L->ffn.down);
             model_free_ptr(m, L->neuron_of_slot);
             model_free_ptr(m, L->slot_static);
+            G->ffn.sketch = L->ffn.sketch; /* replaced below, as every layer's */
             L->ffn = G->ffn;
             L->neuron_of_slot = G->neuron_of_slot;
             L->slot_static = G->slot_static;
@@ -1591,13 +1669,27 @@ int eng_model_swap(eng_model *m, const eng_load_plan_params *pp, eng_swap_stats 
             L->n_static += L->slot_static[j];
         }
         L->sparse = plan->sparse[il];
+        /* the sketch follows the slots: rebuilt whole (milliseconds a layer) */
+        if (sketch[il]) {
+            weight_free_ptr(m, L->ffn.sketch);
+            L->ffn.sketch = sketch[il];
+            L->sketch_cap = plan->n_loaded[il] > 0 ? plan->n_loaded[il] : 1;
+            sketch[il] = NULL;
+        } else if (!wants_sketch(plan, il) && L->ffn.sketch) {
+            weight_free_ptr(m, L->ffn.sketch);
+            L->ffn.sketch = NULL;
+            L->sketch_cap = 0;
+        }
+        if (L->ffn.sketch)
+            sketch_build(L, ld.row);
     }
     m->info.bytes_weights = 0;
     {
         /* recount: fixed weights plus the FFN as it is now */
         uint64_t ffn = 0;
         for (int il = 0; il < NL; il++)
-            ffn += (uint64_t)m->layers[il].ffn.n_slots * shape.bytes_per_neuron;
+            ffn += (uint64_t)m->layers[il].ffn.n_slots *
+                   (shape.bytes_per_neuron + (m->layers[il].ffn.sketch ? shape.sketch_per_neuron : 0));
         m->info.bytes_weights = m->bytes_fixed + ffn;
     }
     m->info.bytes_per_token = bytes_per_token(m);
@@ -1624,6 +1716,10 @@ out:
                 model_free_ptr(m, grown[il].neuron_of_slot);
                 model_free_ptr(m, grown[il].slot_static);
             }
+    for (int il = 0; sketch && il < NL; il++)
+        if (sketch[il])
+            weight_free_ptr(m, sketch[il]);
+    free(sketch);
     free(grown);
     free(slot_of);
     free(enter);

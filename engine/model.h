@@ -31,6 +31,7 @@ typedef struct eng_layer {
     int n_static;
     int slot_cap;                     /* slots the buffers hold */
     bool sparse;                      /* inside the sparsified range */
+    int sketch_cap;                   /* slots ffn.sketch holds (0: no sketch) */
 } eng_layer;
 
 struct eng_model {
@@ -103,6 +104,9 @@ struct eng_session {
     bool selected;                    /* dynamic set fixed for this context */
     uint64_t generation;              /* model generation the selection refers to */
     int32_t **sel_buf;                /* [n_layer][n_ff] */
+    /* ENG_PICK_TOKEN: the slots layer il computes per decode token, picked
+     * by the sketch (backend.h ffn_pick); 0: ffn_sel says */
+    int *pick_k;                      /* [n_layer] */
     float **counts;                   /* [n_layer][n_ff]: prefill votes (or |a| mass) per slot */
     float *act;                       /* [n_batch][n_ff] activations of one layer (backend) */
     float *act_host;                  /* act downloaded, when backend memory is not host's */

@@ -275,6 +275,12 @@ int eng__plan_build(const eng_plan_shape *sh, const eng_load_plan_params *pp, en
         return eng__set_err(err, -EINVAL, "dense layers %d + %d exceed the model's %d layers",
                             prm.dense_first, prm.dense_last, L);
     int n_sparse = L - prm.dense_first - prm.dense_last;
+    if (prm.sketch && !sh->sketch_per_neuron)
+        return eng__set_err(err, -ENOTSUP,
+                            "a neuron sketch needs n_embd to be a multiple of 32 (it is %d)",
+                            sh->n_embd);
+    /* a sparsified layer's neuron costs its sketch too */
+    const size_t sparse_bpn = sh->bytes_per_neuron + (prm.sketch ? sh->sketch_per_neuron : 0);
     if (loads_all) {
         prm.gamma = 1.0f;
         if (prm.mode == ENG_SELECT_COREINFER || prm.mode == ENG_SELECT_DENSE)
@@ -282,7 +288,7 @@ int eng__plan_build(const eng_plan_shape *sh, const eng_load_plan_params *pp, en
     } else if (prm.budget_bytes > 0) {
         uint64_t dense_ffn = (uint64_t)(L - n_sparse) * F * sh->bytes_per_neuron;
         uint64_t floor_bytes = sh->bytes_fixed + dense_ffn;
-        uint64_t per_gamma = (uint64_t)n_sparse * F * sh->bytes_per_neuron;
+        uint64_t per_gamma = (uint64_t)n_sparse * F * sparse_bpn;
         uint64_t min_bytes = floor_bytes + (uint64_t)(prm.delta * (double)per_gamma);
         if (prm.budget_bytes < min_bytes || per_gamma == 0)
             return eng__set_err(err, -ENOSPC,
@@ -434,7 +440,11 @@ int eng__plan_build(const eng_plan_shape *sh, const eng_load_plan_params *pp, en
     p->info.dense_last = prm.dense_last;
     p->info.neurons_loaded = total_loaded;
     p->info.neurons_total = (uint64_t)L * F;
-    p->info.bytes_ffn = total_loaded * sh->bytes_per_neuron;
+    p->info.sketch = prm.sketch;
+    for (int l = 0; prm.sketch && l < L; l++)
+        if (p->sparse[l])
+            p->info.bytes_sketch += (uint64_t)p->n_loaded[l] * sh->sketch_per_neuron;
+    p->info.bytes_ffn = total_loaded * sh->bytes_per_neuron + p->info.bytes_sketch;
     free(layer_load);
     free(base);
     free(second);
@@ -482,11 +492,16 @@ int eng_session_set_compute(eng_session *s, const eng_compute_params *c)
 {
     eng_compute_params p = c ? *c : eng_compute_params_default();
     if (!(p.phi >= 0.0f && p.phi <= 1.0f) || !(p.alpha > 0.0f && p.alpha <= 1.0f) ||
-        (unsigned)p.rank > ENG_RANK_MASS || (unsigned)p.comp > ENG_COMP_MEAN)
+        (unsigned)p.rank > ENG_RANK_MASS || (unsigned)p.comp > ENG_COMP_MEAN ||
+        (unsigned)p.pick > ENG_PICK_TOKEN)
+        return -EINVAL;
+    /* per token: a sketch to pick with; nothing is left out for good, so
+     * there is nothing to compensate */
+    if (p.pick == ENG_PICK_TOKEN && (!s->model->plan.sketch || p.comp != ENG_COMP_NONE))
         return -EINVAL;
     /* phi below the static share cannot be honoured: static neurons are
-     * always computed */
-    if (p.phi > 0.0f && p.phi < s->model->plan.delta - 1e-6f)
+     * always computed (per request; per token nothing is static) */
+    if (p.pick == ENG_PICK_REQUEST && p.phi > 0.0f && p.phi < s->model->plan.delta - 1e-6f)
         return -EINVAL;
     /* the bias is folded from W_down rows on the host: the CPU's memory */
     if (p.comp != ENG_COMP_NONE && !s->model->be->iface->host_memory)
@@ -517,12 +532,13 @@ int eng__select_session_init(eng_session *s)
     s->compute = eng_compute_params_default();
     s->sel_buf = calloc(L, sizeof(*s->sel_buf));
     s->counts = calloc(L, sizeof(*s->counts));
+    s->pick_k = calloc(L, sizeof(*s->pick_k));
     s->act = eng__session_alloc(s, (size_t)s->n_batch * F * sizeof(float));
     if (!m->be->iface->host_memory)
         s->act_host = malloc((size_t)s->n_batch * F * sizeof(float));
     s->rank_tmp = malloc((size_t)2 * F * sizeof(float));
     s->ffn_bias = calloc(L, sizeof(*s->ffn_bias));
-    if (!s->sel_buf || !s->counts || !s->act || !s->rank_tmp || !s->ffn_bias ||
+    if (!s->sel_buf || !s->counts || !s->pick_k || !s->act || !s->rank_tmp || !s->ffn_bias ||
         (!m->be->iface->host_memory && !s->act_host))
         return -ENOMEM;
     for (int l = 0; l < L; l++) {
@@ -567,6 +583,7 @@ void eng__select_session_free(eng_session *s)
     free(s->ffn_bias);
     free(s->sel_buf);
     free(s->counts);
+    free(s->pick_k);
     for (int l = 0; s->counts_dev && l < L; l++)
         s->model->be->iface->mem_free(s->model->be, s->counts_dev[l]);
     free(s->counts_dev);
@@ -591,6 +608,8 @@ void eng__select_session_reset(eng_session *s)
     for (int l = 0; l < m->info.n_layer; l++) {
         s->ffn_sel[l] = NULL;
         s->ffn_n_sel[l] = 0;
+        if (s->pick_k)
+            s->pick_k[l] = 0;
         if (s->counts)
             memset(s->counts[l], 0, (size_t)m->info.n_ff * sizeof(float));
         if (s->act_sum && s->act_sum[l])
@@ -606,7 +625,9 @@ void eng__select_session_reset(eng_session *s)
 
 bool eng__select_wants_act(const eng_session *s)
 {
-    return s->observe || (phi_active(s) && !s->selected);
+    /* per-token picking casts no votes at prefill */
+    return s->observe ||
+           (phi_active(s) && !s->selected && s->compute.pick == ENG_PICK_REQUEST);
 }
 
 #define COMP_SKIP 1 /* leading context positions ENG_COMP_MEAN leaves out */
@@ -794,8 +815,9 @@ static void comp_fold(eng_session *s)
 
 /* ENG_BUDGET_SENS: phi is model-wide like gamma, total neurons computed in
  * all; the unsparsified layers compute all theirs, the sparsified ones the
- * same count each (clamped to [static, loaded]) for the rest. */
-static void compute_counts(const eng_model *m, long total, int *count)
+ * same count each (clamped to [static, loaded]; per-token picking has no
+ * static floor) for the rest. */
+static void compute_counts(const eng_model *m, long total, bool per_token, int *count)
 {
     const int NL = m->info.n_layer;
     long rest = total;
@@ -809,8 +831,9 @@ static void compute_counts(const eng_model *m, long total, int *count)
         long sum = 0;
         for (int il = 0; il < NL; il++) {
             const eng_layer *L = &m->layers[il];
+            const int floor = per_token ? 0 : L->n_static;
             if (L->sparse)
-                sum += c < L->n_static ? L->n_static : c > L->ffn.n_slots ? L->ffn.n_slots : c;
+                sum += c < floor ? floor : c > L->ffn.n_slots ? L->ffn.n_slots : c;
         }
         if (sum <= rest)
             lo = c;
@@ -819,10 +842,19 @@ static void compute_counts(const eng_model *m, long total, int *count)
     }
     for (int il = 0; il < NL; il++) {
         const eng_layer *L = &m->layers[il];
+        const int floor = per_token ? 0 : L->n_static;
         count[il] = !L->sparse ? L->ffn.n_slots
-                    : lo < L->n_static ? L->n_static
+                    : lo < floor ? floor
                     : lo > L->ffn.n_slots ? L->ffn.n_slots : lo;
     }
+}
+
+/* A layer's sketch in neurons' worth of bytes, rounded up. */
+static int sketch_neurons(const eng_model *m, const eng_layer *L)
+{
+    const size_t bpn = (size_t)3 * L->ffn.n_embd * (L->ffn.dtype == ENG_DTYPE_F32 ? 4 : 2);
+    const size_t bytes = (size_t)L->ffn.n_slots * eng_sketch_slot_bytes(m->info.n_embd);
+    return (int)((bytes + bpn - 1) / bpn);
 }
 
 int eng__select_end_eval(eng_session *s)
@@ -838,11 +870,27 @@ int eng__select_end_eval(eng_session *s)
     uint64_t computed = 0;
     int *count = NULL;
     if (m->layer_sens && (count = malloc((size_t)NL * sizeof(int))))
-        compute_counts(m, (long)NL * n_compute, count);
+        compute_counts(m, (long)NL * n_compute, s->compute.pick == ENG_PICK_TOKEN, count);
     for (int il = 0; il < NL; il++) {
         const eng_layer *L = &m->layers[il];
         if (count)
             n_compute = count[il];
+        if (s->compute.pick == ENG_PICK_TOKEN && L->sparse && L->ffn.sketch) {
+            /* the sketch is read whole every token: its bytes, in neurons,
+             * come off the budget, so the step reads what a per-request
+             * pick of n_compute neurons would */
+            int cost = sketch_neurons(m, L);
+            int k = n_compute - cost;
+            k = k < 1 ? 1 : k;
+            s->ffn_sel[il] = NULL;
+            if (k >= L->ffn.n_slots) {
+                computed += L->ffn.n_slots;
+            } else {
+                s->pick_k[il] = k;
+                computed += k + cost;
+            }
+            continue;
+        }
         if (!L->sparse || n_compute >= L->ffn.n_slots) {
             s->ffn_sel[il] = NULL;
             computed += L->ffn.n_slots;

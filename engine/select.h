@@ -27,6 +27,7 @@ typedef struct eng_plan {
 typedef struct eng_plan_shape {
     int n_layer, n_ff, n_embd;
     size_t bytes_per_neuron; /* gate row + up row + down column in the storage type */
+    size_t sketch_per_neuron; /* its ENG_PICK_TOKEN sketch; 0: n_embd allows none */
     uint64_t bytes_fixed;    /* every resident weight outside the FFN */
     uint64_t fingerprint;
     const char *arch;

@@ -42,6 +42,28 @@ float eng__kth_largest(float *tmp, const float *x, int n, int k)
     return select_kth(tmp, n, k);
 }
 
+static inline float num_or_low(float x)
+{
+    return isnan(x) ? -INFINITY : x;
+}
+
+void eng__pick_top(const float *score, int n, int k, float *tmp, int32_t *out)
+{
+    for (int i = 0; i < n; i++)
+        tmp[i] = num_or_low(score[i]);
+    const float thr = select_kth(tmp, n, k);
+    /* all above the threshold, then the lowest indices equal to it */
+    int above = 0;
+    for (int i = 0; i < n; i++)
+        above += num_or_low(score[i]) > thr;
+    int equal = k - above, m = 0;
+    for (int i = 0; i < n && m < k; i++) {
+        float v = num_or_low(score[i]);
+        if (v > thr || (v == thr && equal-- > 0))
+            out[m++] = i;
+    }
+}
+
 int eng__topk_k(const float *act, int n_tokens, int n_sel, float alpha, bool signed_rank)
 {
     long k;

@@ -27,6 +27,11 @@ int eng__topk_k(const float *act, int n_tokens, int n_sel, float alpha, bool sig
  * copy of x; x is not changed). */
 float eng__kth_largest(float *tmp, const float *x, int n, int k);
 
+/* ENG_PICK_TOKEN's choice (backend.h ffn_pick): the indices of the k best
+ * of score[0..n), 1 <= k <= n, ties to the lower index, NaN below every
+ * number, into out[0..k) ascending. tmp: n floats of scratch. */
+void eng__pick_top(const float *score, int n, int k, float *tmp, int32_t *out);
+
 /* Adds each slot's count over the tokens of act [n_tokens][n_sel] to
  * fcounts (float, select.c's votes) or ucounts (uint32, the op's), exactly
  * one of them not NULL. tmp: n_sel floats of scratch. */

@@ -426,7 +426,7 @@ static void test_ffn_one(eng_backend *be, eng_dtype dt, int E, int n_slots, int 
         free(used);
         free(perm);
     }
-    eng_ffn_weights W = { dt, E, n_slots, gu, dn };
+    eng_ffn_weights W = { dt, E, n_slots, gu, dn, NULL };
     float *x = make_f32((long)nt * E, -1, 1);
     float *y = make_f32((long)nt * E, 1e30f, 1e30f);
     float *act = with_act ? make_f32((long)nt * (n_sel > 0 ? n_sel : 1), 9, 9) : NULL;
@@ -508,6 +508,103 @@ static void test_ffn(eng_backend *be, eng_dtype dt)
                 test_ffn_one(be, dt, E, S, S, true, nt, !act);       /* all, permuted */
         }
     }
+}
+
+/* ---- ffn_pick ----------------------------------------------------------- */
+
+/* Sketch row (backend.h) of n_embd / 32 blocks: in every block, elements
+ * 0-15 are (lo - 8) * d and elements 16-31 (hi - 8) * d (element j in byte
+ * j % 16, the low nibble for j < 16); the scales first, then the codes. */
+static void sketch_row(uint8_t *row, int E, uint16_t d, int lo, int hi)
+{
+    const int nb = E / 32;
+    for (int b = 0; b < nb; b++) {
+        memcpy(row + 2 * b, &d, 2);
+        for (int j = 0; j < 16; j++)
+            row[2 * nb + 16 * b + j] = (uint8_t)(lo | hi << 4);
+    }
+}
+
+/* The picks are the sketch's: slots whose sketched scores are far apart (or
+ * equal, for the tie rule), against random exact weights, so that y must
+ * equal ffn() over the expected slots bit for bit. E = 64 (two blocks) or
+ * a multiple of 64 (the scores scale with E / 64; the order stays). */
+static void test_ffn_pick_e(eng_backend *be, eng_dtype dt, const int E)
+{
+    enum { S = 10 };
+    /* slot: gate sketch (d, lo, hi nibble), up sketch nibble (d 0.125). With
+     * x = 1 on elements 0-15 of each block and 0.25 on 16-31 (token 0), at
+     * E = 64: g = 0.5 * (32 (lo - 8) + 8 (hi - 8)), u = 40 * 0.125 * (up - 8) */
+    static const struct { float d; int lo, hi, up; } sl[S] = {
+        { 0.5f, 9, 8, 9 },  /* 0: g 16,  score  80 */
+        { 0.5f, 8, 9, 9 },  /* 1: g 4,   score  19.6 (80 if nibbles were swapped) */
+        { 0.5f, 10, 8, 9 }, /* 2: g 32,  score 160 */
+        { 0.5f, 10, 8, 9 }, /* 3: the same: a tie with 2 */
+        { 0.5f, 5, 8, 7 },  /* 4: g -48, score ~0; token 1: g 48, u -5: 240 */
+        { NAN, 9, 9, 9 },   /* 5: NaN, never picked while numbers remain */
+        { 0.5f, 11, 8, 7 }, /* 6: g 48, u -5: 240 */
+        { 0.5f, 9, 10, 9 }, /* 7: g 24, score 120 */
+        { 0.25f, 8, 11, 9 },/* 8: g 6,   score  29.9 */
+        { 1.0f, 9, 9, 9 },  /* 9: g 40,  score 200 */
+    };
+    const size_t sb = eng_sketch_slot_bytes(E);
+    uint8_t *sk = calloc(S, sb);
+    for (int s = 0; s < S; s++) {
+        uint16_t d = isnan(sl[s].d) ? 0x7e00 : ref_f2h(sl[s].d);
+        sketch_row(sk + s * sb, E, d, sl[s].lo, sl[s].hi);
+        sketch_row(sk + s * sb + sb / 2, E, ref_f2h(0.125f), sl[s].up, sl[s].up);
+    }
+    void *gu = make_weights(dt, (long)S * 2 * E), *dn = make_weights(dt, (long)S * E);
+    eng_ffn_weights w = { dt, E, S, gu, dn, sk };
+    float *x = malloc(sizeof(float) * 2 * E), *y = malloc(sizeof(float) * 2 * E);
+    float *want = malloc(sizeof(float) * 2 * E);
+    for (int i = 0; i < E; i++) {
+        x[i] = i % 32 < 16 ? 1.0f : 0.25f;
+        x[E + i] = -x[i]; /* token 1: every g changes sign */
+    }
+    static const struct { int k; int n0, t0[9]; int n1, t1[3]; } cases[] = {
+        { 1, 1, { 6 }, 1, { 4 } },
+        { 3, 3, { 2, 6, 9 }, 3, { 1, 4, 8 } },
+        { 4, 4, { 2, 3, 6, 9 }, 0, { 0 } },
+        { 9, 9, { 0, 1, 2, 3, 4, 6, 7, 8, 9 }, 0, { 0 } },
+    };
+    for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
+        int k = cases[c].k, nt = cases[c].n1 ? 2 : 1;
+        be->iface->ffn_pick(be, &w, k, x, y, nt);
+        be->iface->ffn(be, &w, cases[c].t0, k, x, want, 1, NULL);
+        if (nt == 2)
+            be->iface->ffn(be, &w, cases[c].t1, k, x + E, want + E, 1, NULL);
+        CHECK(memcmp(y, want, sizeof(float) * (size_t)nt * E) == 0,
+              "ffn_pick k %d (%s, E %d): not the FFN of the expected slots", k, dt_name(dt), E);
+    }
+    /* k >= n_slots: every slot (the sketch unread); k 0: nothing */
+    be->iface->ffn_pick(be, &w, S, x, y, 2);
+    be->iface->ffn(be, &w, NULL, S, x, want, 2, NULL);
+    CHECK(memcmp(y, want, sizeof(float) * 2 * E) == 0, "ffn_pick k = n_slots is not ffn()");
+    w.sketch = NULL; /* never read */
+    be->iface->ffn_pick(be, &w, S + 5, x, y, 1);
+    be->iface->ffn(be, &w, NULL, S, x, want, 1, NULL);
+    CHECK(memcmp(y, want, sizeof(float) * E) == 0, "ffn_pick k > n_slots is not ffn()");
+    w.sketch = sk;
+    for (int i = 0; i < E; i++)
+        y[i] = 1.0f;
+    be->iface->ffn_pick(be, &w, 0, x, y, 1);
+    bool zero = true;
+    for (int i = 0; i < E; i++)
+        zero = zero && y[i] == 0.0f;
+    CHECK(zero, "ffn_pick k 0: y not zero");
+    free(sk);
+    free(gu);
+    free(dn);
+    free(x);
+    free(y);
+    free(want);
+}
+
+static void test_ffn_pick(eng_backend *be, eng_dtype dt)
+{
+    test_ffn_pick_e(be, dt, 64);  /* two blocks: a kernel's tail */
+    test_ffn_pick_e(be, dt, 640); /* twenty: groups of eight and a tail */
 }
 
 static void test_add_store(eng_backend *be)
@@ -596,6 +693,7 @@ int main(void)
                 test_get_rows(be, dt);
                 test_matmul(be, dt);
                 test_ffn(be, dt);
+                test_ffn_pick(be, dt);
             }
             test_rmsnorm(be);
             test_rope(be);

@@ -1142,6 +1142,18 @@ int main(int argc, char **argv)
         dev_counts = true;
         run(path, shapes[i], 12, 6);
         if (i == 0) {
+            /* a plan with a neuron sketch (per-token picking) needs a backend
+             * that offers ffn_pick on host memory: refused with a reason */
+            eng_load_plan_params kp = eng_load_plan_params_default();
+            kp.mode = ENG_SELECT_COREINFER;
+            kp.sketch = true;
+            eng_model_params mp = eng_model_params_default();
+            mp.plan = &kp;
+            eng_model *m = NULL;
+            eng_error err;
+            CHECK(eng__model_load_backend(path, &mp, split_new(guard, dev_counts), &m, &err) ==
+                      -ENOTSUP && !m);
+            CHECKF(strstr(err.msg, "per token"), "%s", err.msg);
             /* a backend without topk_count: the activations come home */
             dev_counts = false;
             run(path, "tiny (no topk_count)", 12, 6);

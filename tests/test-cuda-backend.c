@@ -412,7 +412,7 @@ static void test_ffn(void)
                 sel[j] = (j * 5 + 3) % S; /* distinct: 5 and 192 are coprime */
             sel[n_sel / 2] = S + 4;       /* out of range: contributes nothing */
         }
-        eng_ffn_weights hw = { ENG_DTYPE_F16, E, S, gu, dn }, dw = hw;
+        eng_ffn_weights hw = { ENG_DTYPE_F16, E, S, gu, dn, NULL }, dw = hw;
         dw.gate_up = up(gu, (size_t)S * 2 * E * 2);
         dw.down = up(dn, (size_t)S * E * 2);
         int32_t *dsel = sel ? up(sel, (size_t)n_sel * 4) : NULL;

@@ -1718,6 +1718,54 @@ static void scenario_task_refuse(void)
     rmdir(dir);
 }
 
+/* pick = token: the plan keeps a sketch, every decode token picks its own
+ * neurons; phi below delta is fine (nothing is static), above gamma not;
+ * a swap carries the sketch along */
+static void scenario_pick(void)
+{
+    char prof[160], dir[64];
+    snprintf(dir, sizeof(dir), "/tmp/si-pick-XXXXXX");
+    REQUIRE(mkdtemp(dir));
+    snprintf(prof, sizeof(prof), "%s/p.siprof", dir);
+    REQUIRE(make_profile(prof));
+    const char *extra[] = {"--profile", prof, "--task", "qa", "--gamma", "0.5", "--delta", "0.2",
+                           "--phi", "0.4", "--pick", "token", NULL};
+    daemon_start(extra);
+    Selectinfer__Response *st = status(D.sock);
+    REQUIRE(st && st->status->profile);
+    CHECK(st->status->profile->pick && strcmp(st->status->profile->pick, "token") == 0);
+    si_response_free(st);
+    char env_sock[256], out[8192];
+    snprintf(env_sock, sizeof(env_sock), SI_SOCKET_ENV "=%s", D.sock);
+    const char *sargs[] = {"status", NULL};
+    CHECK(run_sictl(sargs, out, sizeof(out), env_sock) == 0);
+    CHECK(strstr(out, "picked per token"));
+
+    gen_result *r = calloc(1, sizeof(*r));
+    gen_task(r, NULL, 0, 6);
+    CHECK(is_done(r->end));
+    if (is_done(r->end))
+        CHECK(fabsf(r->end->done->ffn_share - 0.4f) < 0.02f);
+    si_response_free(r->end);
+    gen_task(r, NULL, 0.15f, 4); /* below delta */
+    CHECK(is_done(r->end));
+    if (is_done(r->end))
+        CHECK(r->end->done->ffn_share < 0.2f);
+    si_response_free(r->end);
+    gen_task(r, NULL, 0.6f, 4);
+    CHECK(error_code(r->end) == SELECTINFER__ERROR_CODE__INVALID_ARGUMENT);
+    si_response_free(r->end);
+    gen_task(r, "translate", 0, 4); /* swaps, the sketch rebuilt */
+    CHECK(is_done(r->end) && strcmp(r->end->done->profile, "translate") == 0 && r->end->done->swap);
+    if (is_done(r->end))
+        CHECK(fabsf(r->end->done->ffn_share - 0.4f) < 0.02f);
+    si_response_free(r->end);
+    free(r);
+    daemon_stop();
+    remove(prof);
+    rmdir(dir);
+}
+
 static bool find_model(void)
 {
     const char *env = getenv("SI_MODEL");
@@ -1801,6 +1849,7 @@ int main(int argc, char **argv)
     else if (!strcmp(sc, "socket-activation") && fake) scenario_socket_activation();
     else if (!strcmp(sc, "swap")) scenario_swap();
     else if (!strcmp(sc, "task-refuse")) scenario_task_refuse();
+    else if (!strcmp(sc, "pick") && !fake) scenario_pick();
     else {
         fprintf(stderr, "unknown scenario '%s'\n", sc);
         return 1;

@@ -1,8 +1,10 @@
 /* SelectInfer in the engine, on the default model: profiles (collection,
  * file round trip, model binding, corruption), loading plans (sizes,
  * budgets, the gamma = 1 identity), selective computation (the computed
- * share, equivalence at phi = gamma) and hot-swap (same numbers as a fresh
- * load, failed swaps keep serving, stale sessions refused).
+ * share, equivalence at phi = gamma), per-token picking by a sketch (its
+ * bytes, its share, the sketch following hot-swaps; model.h for that) and
+ * hot-swap (same numbers as a fresh load, failed swaps keep serving, stale
+ * sessions refused).
  */
 #include <errno.h>
 #include <math.h>
@@ -12,6 +14,9 @@
 #include <unistd.h>
 
 #include "engine.h"
+#include "gguf.h"
+#include "model.h"
+#include "quants.h"
 #include "test-util.h"
 
 static const char *texts_a[] = {
@@ -87,6 +92,40 @@ static void logits_of(eng_model *m, const eng_compute_params *cp, int steps, flo
     if (share)
         *share = eng_session_ffn_share(s);
     eng_session_free(s);
+}
+
+/* Whether every sketch holds its slot's gate and up rows as they are now:
+ * the number of layers with a sketch that does, -1 if one does not. */
+static int sketch_follows_slots(const eng_model *m)
+{
+    int n = 0;
+    for (int il = 0; il < m->info.n_layer; il++) {
+        const eng_layer *L = &m->layers[il];
+        if (!L->ffn.sketch)
+            continue;
+        const int E = L->ffn.n_embd;
+        const size_t sb = eng_sketch_slot_bytes(E);
+        float *row = malloc(E * sizeof(float));
+        uint8_t *q = malloc(sb / 2), *r = malloc(sb / 2);
+        for (int j = 0; j < L->ffn.n_slots; j++)
+            for (int h = 0; h < 2; h++) {
+                const uint16_t *src = (const uint16_t *)L->ffn.gate_up + ((size_t)j * 2 + h) * E;
+                eng_f16_to_f32_row(src, row, E);
+                eng_quant_row(GGML_TYPE_Q4_0, row, q, E);
+                eng_sketch_row(q, E / 32, r);
+                if (memcmp(r, (const uint8_t *)L->ffn.sketch + j * sb + h * (sb / 2), sb / 2)) {
+                    free(row);
+                    free(q);
+                    free(r);
+                    return -1;
+                }
+            }
+        free(row);
+        free(q);
+        free(r);
+        n++;
+    }
+    return n;
 }
 
 static float maxdiff(const float *a, const float *b)
@@ -357,6 +396,126 @@ int main(void)
         CHECK(memcmp(lc, l_load, V * sizeof(float)) == 0);
         free(lc);
     }
+
+    /* per-token picking by a sketch (ENG_PICK_TOKEN): the plan pays for the
+     * sketch in bytes, a step reads what phi says, and the pick is the
+     * sketch's per token: closer to everything loaded than the per-request
+     * pick at the same share */
+    eng_load_plan_params pk = pp;
+    pk.sketch = true;
+    eng_model *msk = load(path, &pk, &err);
+    CHECKF(msk, "%s", err.msg);
+    const uint64_t sketch_slot = 2ull * (info.n_embd / 32) * 18;
+    {
+        eng_plan_info ki;
+        eng_model_info kinfo;
+        eng_model_get_plan(msk, &ki);
+        eng_model_get_info(msk, &kinfo);
+        uint64_t sparse_loaded = (uint64_t)(NL - 4) * lround(0.7 * NF);
+        CHECK(ki.sketch && ki.neurons_loaded == loaded);
+        CHECKF(ki.bytes_sketch == sparse_loaded * sketch_slot, "sketch %llu bytes, want %llu",
+               (unsigned long long)ki.bytes_sketch,
+               (unsigned long long)(sparse_loaded * sketch_slot));
+        CHECK(ki.bytes_ffn == loaded * per_neuron + ki.bytes_sketch);
+        CHECK(kinfo.bytes_weights == si.bytes_weights + ki.bytes_sketch);
+
+        eng_compute_params ck = eng_compute_params_default();
+        ck.phi = 0.4f;
+        ck.pick = ENG_PICK_TOKEN;
+        eng_session *s;
+        CHECK(eng_session_new(sel, NULL, &s) == 0);
+        CHECK(eng_session_set_compute(s, &ck) == -EINVAL); /* no sketch loaded */
+        eng_session_free(s);
+        CHECK(eng_session_new(msk, NULL, &s) == 0);
+        ck.comp = ENG_COMP_MEAN;
+        CHECK(eng_session_set_compute(s, &ck) == -EINVAL);
+        ck.comp = ENG_COMP_NONE;
+        ck.pick = (eng_pick)2;
+        CHECK(eng_session_set_compute(s, &ck) == -EINVAL);
+        ck.pick = ENG_PICK_TOKEN;
+        ck.phi = 0.2f; /* below delta is fine: per token nothing is static */
+        CHECK(eng_session_set_compute(s, &ck) == 0);
+        eng_session_free(s);
+
+        float *lk = malloc(V * sizeof(float));
+        ck.phi = 0.7f; /* = gamma: everything loaded, the sketch unused */
+        logits_of(msk, &ck, 3, lk, &share);
+        CHECK(memcmp(lk, l_load, V * sizeof(float)) == 0);
+        ck.phi = 0.4f;
+        logits_of(msk, &ck, 3, lk, &share);
+        /* the sketch's bytes come off the neurons: the same share as the
+         * per-request pick */
+        CHECKF(fabs(share - want_share) < 1e-9, "pick share %g, want %g", share, want_share);
+        for (int i = 0; i < V; i++)
+            CHECK(isfinite(lk[i]));
+        /* one decode step after the same prefill (all loaded neurons, so the
+         * same token in all three): the sketch's pick stays closer to
+         * computing everything loaded than the request's pick does */
+        {
+            float *a = malloc(V * sizeof(float)), *r1 = malloc(V * sizeof(float));
+            float *k1 = malloc(V * sizeof(float));
+            eng_compute_params cr = eng_compute_params_default();
+            cr.phi = 0.4f;
+            logits_of(sel, NULL, 1, a, NULL);
+            logits_of(sel, &cr, 1, r1, NULL);
+            logits_of(msk, &ck, 1, k1, NULL);
+            CHECKF(maxdiff(k1, a) < 0.75f * maxdiff(r1, a),
+                   "per-token pick %g from everything loaded, per-request %g", maxdiff(k1, a),
+                   maxdiff(r1, a));
+            free(a);
+            free(r1);
+            free(k1);
+        }
+
+        /* hot-swaps move neurons between slots; the sketch must follow: a
+         * task swap (holes refilled in place), a bigger gamma (new buffers),
+         * a smaller one (compaction). (Logits cannot be compared with a
+         * fresh load here: another slot order sums in another order, and a
+         * per-token pick amplifies that at its k-th boundary.) */
+        CHECK(sketch_follows_slots(msk) == NL - 4);
+        float *lf = malloc(V * sizeof(float));
+        eng_swap_stats st;
+        eng_load_plan_params kb = pk;
+        kb.task = "translate";
+        static const float gammas[] = { 0.7f, 0.9f, 0.5f };
+        for (int step = 0; step < 3; step++) {
+            kb.gamma = gammas[step];
+            CHECKF(eng_model_swap(msk, &kb, &st, &err) == 0, "%s", err.msg);
+            CHECKF(st.neurons_in + st.neurons_out > 0, "swap %d moved nothing", step);
+            CHECKF(sketch_follows_slots(msk) == NL - 4, "swap %d: a stale sketch", step);
+            logits_of(msk, &ck, 2, lk, &share);
+            for (int i = 0; i < V; i++)
+                CHECK(isfinite(lk[i]));
+        }
+        /* a swap to a plan without a sketch frees it, and picking is refused */
+        CHECK(eng_model_swap(msk, &pp, &st, &err) == 0);
+        eng_model_get_info(msk, &kinfo);
+        CHECK(kinfo.bytes_weights == si.bytes_weights);
+        CHECK(eng_session_new(msk, NULL, &s) == 0);
+        CHECK(eng_session_set_compute(s, &ck) == -EINVAL);
+        eng_session_free(s);
+        /* and back */
+        CHECK(eng_model_swap(msk, &pk, &st, &err) == 0);
+        logits_of(msk, &ck, 3, lf, &share);
+        CHECK(fabs(share - want_share) < 1e-9);
+
+        /* a memory budget pays for the sketch too */
+        eng_load_plan_params kbud = pk;
+        kbud.budget_bytes = info.bytes_weights * 85 / 100;
+        eng_model *mb = load(path, &kbud, &err);
+        CHECKF(mb, "%s", err.msg);
+        eng_model_get_info(mb, &kinfo);
+        eng_model_get_plan(mb, &ki);
+        CHECKF(kinfo.bytes_weights <= kbud.budget_bytes &&
+                   kinfo.bytes_weights >
+                       kbud.budget_bytes - (uint64_t)(NL - 4) * (per_neuron + sketch_slot),
+               "budget %llu, resident %llu with the sketch",
+               (unsigned long long)kbud.budget_bytes, (unsigned long long)kinfo.bytes_weights);
+        eng_model_free(mb);
+        free(lk);
+        free(lf);
+    }
+    eng_model_free(msk);
 
     /* ---- hot-swap ---- */
     /* a session that began before the swap is refused until reset */

@@ -146,7 +146,8 @@ def test_eval(si_eval, si_profile, model):
         csv = os.path.join(d, "r.csv")
         args = [si_eval, "-m", model, "-P", SHIPPED, "--limit", "3", "--max-tokens", "6",
                 "-t", "2", "-q", "--json", out, "--csv", csv,
-                "-c", "dense", "-c", "selectinfer,gamma=0.7,delta=0.3,phi=0.4,df=1,dl=1"]
+                "-c", "dense", "-c", "selectinfer,gamma=0.7,delta=0.3,phi=0.4,df=1,dl=1",
+                "-c", "selectinfer,gamma=0.7,delta=0.3,phi=0.4,df=1,dl=1,pick=token"]
         for task in TASKS:
             args += ["--prompts", os.path.join(SRC, "profiles", "tasks", task + ".jsonl")]
         run(args, timeout=600)
@@ -155,10 +156,11 @@ def test_eval(si_eval, si_profile, model):
         rows = res["rows"]
         with open(csv) as f:
             check(len(f.read().strip().splitlines()) == len(rows) + 1, "csv rows")
-        check(len(rows) == 3 * len(TASKS), "rows: %d" % len(rows))
+        check(len(rows) == 4 * len(TASKS), "rows: %d" % len(rows))
         ref = {r["task"]: r for r in rows if r["config"] == "dense (reference)"}
         dense = {r["task"]: r for r in rows if r["mode"] == "dense" and r["config"] != "dense (reference)"}
-        sel = {r["task"]: r for r in rows if r["mode"] == "selectinfer"}
+        sel = {r["task"]: r for r in rows if r["mode"] == "selectinfer" and r["pick"] == "request"}
+        pick = {r["task"]: r for r in rows if r["mode"] == "selectinfer" and r["pick"] == "token"}
         check(sorted(ref) == sorted(TASKS) and sorted(dense) == sorted(TASKS) and sorted(sel) == sorted(TASKS),
               "tasks missing")
         per_neuron = 3 * N_EMBD * 2  # gate row, up row, down column in f16
@@ -189,6 +191,17 @@ def test_eval(si_eval, si_profile, model):
                 check(abs(r["rss_vs_plan"] - 1) < 0.05, "%s %s: VmRSS %r vs plan %r" %
                       (task, r["config"], r["rss_model"], r["bytes_weights"]))
             check(sr["mem_ratio"] < 0.9, "%s: memory ratio %r" % (task, sr["mem_ratio"]))
+            # per-token picking: the same neurons plus their sketch (gate and
+            # up rows in Q4_0, 18 bytes per 32 values), measured in VmRSS too,
+            # and the same share of bytes per step
+            kr = pick[task]
+            sketch = (N_LAYER - 2) * round(0.7 * N_FF) * 2 * (N_EMBD // 32) * 18
+            check(kr["bytes_weights"] == sr["bytes_weights"] + sketch, "%s: sketch bytes" % task)
+            check(kr["bytes_ffn"] == sr["bytes_ffn"] + sketch, "%s: sketch in bytes_ffn" % task)
+            check(abs(kr["rss_vs_plan"] - 1) < 0.05, "%s: pick VmRSS %r vs plan %r" %
+                  (task, kr["rss_model"], kr["bytes_weights"]))
+            check(abs(kr["ffn_share"] - share) < 1e-4, "%s: pick share %r" % (task, kr["ffn_share"]))
+            check(0 <= kr["agreement"] <= 1, "%s: pick agreement %r" % (task, kr["agreement"]))
         # computing 40 % of the neurons is not the dense model
         check(min(sel[t]["agreement"] for t in TASKS) < 1, "selectinfer agrees everywhere")
     print("ok")

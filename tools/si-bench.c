@@ -31,6 +31,9 @@
  *                    --profile FILE --task T a selectinfer plan, --gamma and
  *                    --delta, default 0.7 and 0.3). ffn_share reports the
  *                    share decode computed.
+ *   --pick token     with --phi: every decode token picks its own neurons by
+ *                    the plan's 4-bit sketch (ENG_PICK_TOKEN; the plan keeps
+ *                    one); the sketch's bytes count in ffn_share.
  *
  * Prompt tokens are deterministic pseudo-random ids (llama-bench also feeds
  * random ids); speed of a dense model does not depend on which.
@@ -38,7 +41,7 @@
  * Usage: si-bench [-m MODEL] [-p 128] [-n 64] [-t THREADS] [-r REPS] [--f32]
  *                 [--bw-mb 512] [--llama-bench PATH --llama-model GGUF] [--json]
  *                 [--backend cpu|cuda|auto] [--device N]
- *                 [--phi F [--profile FILE --task T [--gamma G] [--delta D]]]
+ *                 [--phi F [--profile FILE --task T [--gamma G] [--delta D]] [--pick token]]
  */
 #include <errno.h>
 #include <math.h>
@@ -58,7 +61,7 @@ static void usage(FILE *f) {
                "[-r REPS (3)] [--f32] [--bw-mb MB (512)]\n"
                "                [--llama-bench PATH --llama-model GGUF] [--json]\n"
                "                [--backend cpu|cuda|auto] [--device N]\n"
-               "                [--phi F [--profile FILE --task T [--gamma G] [--delta D]]]\n");
+               "                [--phi F [--profile FILE --task T [--gamma G] [--delta D]] [--pick token]]\n");
 }
 
 /* ---- memory bandwidth ---------------------------------------------------- */
@@ -272,6 +275,7 @@ int main(int argc, char **argv) {
     int device = 0;
     float phi = 0, gamma = 0.7f, delta = 0.3f;
     const char *profile_path = NULL, *task = NULL;
+    bool pick_token = false;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         bool has = i + 1 < argc;
@@ -313,6 +317,14 @@ int main(int argc, char **argv) {
             profile_path = argv[++i];
         else if (!strcmp(a, "--task") && has)
             task = argv[++i];
+        else if (!strcmp(a, "--pick") && has) {
+            const char *v = argv[++i];
+            if (strcmp(v, "token") && strcmp(v, "request")) {
+                fprintf(stderr, "--pick takes request or token, not '%s'\n", v);
+                return 2;
+            }
+            pick_token = !strcmp(v, "token");
+        }
         else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
             usage(stdout);
             return 0;
@@ -323,7 +335,7 @@ int main(int argc, char **argv) {
     }
     if (n_prompt < 1 || n_prompt > 16384 || n_gen < 1 || n_gen > 16384 || reps < 1 || reps > 100 ||
         bw_mb < 16 || bw_mb > 65536 || n_threads > 256 || (llama_bench && !llama_model) ||
-        !(phi >= 0 && phi <= 1) || (!profile_path != !task) || (profile_path && phi <= 0)) {
+        !(phi >= 0 && phi <= 1) || (!profile_path != !task) || (profile_path && phi <= 0) || (pick_token && phi <= 0)) {
         usage(stderr);
         return 2;
     }
@@ -358,6 +370,7 @@ int main(int argc, char **argv) {
         } else {
             pp.mode = ENG_SELECT_COREINFER;
         }
+        pp.sketch = pick_token;
         mp.plan = &pp;
     }
     uint64_t t0 = eng_time_ns();
@@ -383,6 +396,7 @@ int main(int argc, char **argv) {
     if (phi > 0) {
         eng_compute_params cp = eng_compute_params_default();
         cp.phi = phi;
+        cp.pick = pick_token ? ENG_PICK_TOKEN : ENG_PICK_REQUEST;
         if ((rc = eng_session_set_compute(s, &cp)) < 0) {
             fprintf(stderr, "phi %.3f rejected: %s\n", phi, strerror(-rc));
             return 1;
@@ -436,8 +450,10 @@ int main(int argc, char **argv) {
     /* the bytes a decode step streams: the FFN at the share computed */
     eng_plan_info plan;
     eng_model_get_plan(m, &plan);
-    double neuron_bytes = plan.neurons_loaded ? (double)plan.bytes_ffn / plan.neurons_loaded : 0;
-    double step_bytes = (double)info.bytes_per_token - (double)plan.bytes_ffn +
+    double neuron_bytes =
+        plan.neurons_loaded ? (double)(plan.bytes_ffn - plan.bytes_sketch) / plan.neurons_loaded : 0;
+    /* bytes_per_token counts the loaded neurons, not the sketch */
+    double step_bytes = (double)info.bytes_per_token - (double)(plan.bytes_ffn - plan.bytes_sketch) +
                         ffn_share * info.n_layer * (double)info.n_ff * neuron_bytes;
     eng_backend_info bi;
     if (eng_model_backend_info(m, &bi) < 0)
@@ -466,8 +482,8 @@ int main(int argc, char **argv) {
         printf("{\"model\": \"%s\", \"storage\": \"%s\", \"threads\": %d, \"backend\": \"%s\",\n",
                model_path, storage, threads, backend_name);
         printf(" \"n_prompt\": %d, \"n_gen\": %d, \"reps\": %d,\n", n_prompt, n_gen, reps);
-        printf(" \"plan\": \"%s\", \"phi\": %.3f, \"ffn_share\": %.4f,\n",
-               eng_select_mode_name(pp.mode), phi, ffn_share);
+        printf(" \"plan\": \"%s\", \"phi\": %.3f, \"pick\": \"%s\", \"ffn_share\": %.4f,\n",
+               eng_select_mode_name(pp.mode), phi, pick_token ? "token" : "request", ffn_share);
         printf(" \"load_s\": %.4f, \"prefill_tps\": %.3f, \"prefill_tps_sd\": %.3f, "
                "\"decode_tps\": %.3f, \"decode_tps_sd\": %.3f, \"ttft_ms\": %.3f,\n",
                load_s, pp_mean, pp_sd, tg_mean, tg_sd, ttft_ms);
@@ -496,8 +512,9 @@ int main(int argc, char **argv) {
                info.n_layer, info.n_embd);
         printf("storage          %s, %d threads, %s backend\n", storage, threads, backend_name);
         if (phi > 0)
-            printf("selective        %s plan, phi %.2f: decode computes %.1f %% of FFN neurons\n",
-                   eng_select_mode_name(pp.mode), phi, 100.0 * ffn_share);
+            printf("selective        %s plan, phi %.2f, pick per %s: decode computes %.1f %% of FFN neurons\n",
+                   eng_select_mode_name(pp.mode), phi, pick_token ? "token" : "request",
+                   100.0 * ffn_share);
         printf("load time        %.3f s\n", load_s);
         printf("prefill          %.1f tok/s (+- %.1f, %d tokens, %d reps)\n", pp_mean, pp_sd,
                n_prompt, reps);

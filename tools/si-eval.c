@@ -28,8 +28,9 @@
  *
  * A configuration is MODE[,key=value...]: MODE one of dense, load-only,
  * random-load, coreinfer, selectinfer; keys gamma, delta, phi, alpha,
- * rank (abs|signed), dense_first (df), dense_last (dl), task (the profile
- * task for base neurons; default: the prompt set's), seed, budget_mb, name.
+ * rank (abs|signed), dense_first (df), dense_last (dl), pick (request|token:
+ * per token by a sketch the plan then keeps), task (the profile task for
+ * base neurons; default: the prompt set's), seed, budget_mb, name.
  * Defaults: gamma 0.7, delta 0.3, alpha 0.2, rank abs, 0 dense layers, and
  * phi 0.4 for coreinfer and selectinfer, 0 (everything loaded) otherwise.
  */
@@ -67,6 +68,7 @@ typedef struct config {
     eng_score score;
     eng_layer_budget layer_budget;
     eng_comp comp;
+    eng_pick pick;
     float sens[512]; /* lb=sens: per-layer sensitivities, from sens=FILE */
     int n_sens;
     int dense_first, dense_last;
@@ -228,6 +230,15 @@ static int parse_config(const char *spec, config *c, char *why, size_t cap)
                 snprintf(why, cap, "comp must be none or mean");
                 return -EINVAL;
             }
+        } else if (!strcmp(k, "pick")) {
+            if (!strcmp(v, "request"))
+                c->pick = ENG_PICK_REQUEST;
+            else if (!strcmp(v, "token"))
+                c->pick = ENG_PICK_TOKEN;
+            else {
+                snprintf(why, cap, "pick must be request or token");
+                return -EINVAL;
+            }
         } else if (!strcmp(k, "score")) {
             if (!strcmp(v, "act"))
                 c->score = ENG_SCORE_ACT;
@@ -273,12 +284,13 @@ static int parse_config(const char *spec, config *c, char *why, size_t cap)
         char extra[80] = "";
         if (c->task[0])
             snprintf(extra, sizeof extra, " task=%s", c->task);
-        snprintf(c->name, sizeof c->name, "%s g%.2g d%.2g p%.2g a%.2g %s%s%s %d/%d%s",
+        snprintf(c->name, sizeof c->name, "%s g%.2g d%.2g p%.2g a%.2g %s%s%s%s %d/%d%s",
                  eng_select_mode_name(c->mode), c->gamma, c->delta, c->phi, c->alpha,
                  rank_name(c->rank), c->score == ENG_SCORE_CONTRIB ? " contrib" :
                  c->layer_budget == ENG_BUDGET_MASS ? " mass" :
                  c->layer_budget == ENG_BUDGET_SENS ? " sens" : "",
                  c->comp == ENG_COMP_MEAN ? " comp" : "",
+                 c->pick == ENG_PICK_TOKEN ? " pick" : "",
                  c->dense_first, c->dense_last, extra);
     }
     return 0;
@@ -678,7 +690,7 @@ static const char *const fields[] = {
     "score2_dense", "score2_ratio", "ffn_share",
     "prefill_tps", "decode_tps", "decode_ratio", "bench_prefill_tps", "bench_decode_tps",
     "bench_decode_ratio", "bytes_weights", "bytes_ffn", "bytes_other", "mem_ratio",
-    "neurons_loaded", "rss_model", "rss_vs_plan", "rss_session", "rss_total",
+    "neurons_loaded", "rss_model", "rss_vs_plan", "rss_session", "rss_total", "pick",
 };
 #define N_FIELDS (sizeof(fields) / sizeof(fields[0]))
 
@@ -731,6 +743,7 @@ static void put_field(FILE *f, bool json, size_t i, const row *rw, const row *de
     case 38: v = ratio((double)rw->mem.rss_model, (double)rw->mem.bytes_weights); break;
     case 39: v = (double)rw->mem.rss_session; break;
     case 40: v = (double)rw->mem.rss_total; break;
+    case 41: s = c->pick == ENG_PICK_TOKEN ? "token" : "request"; break;
     }
     if (s) {
         if (json)
@@ -828,7 +841,8 @@ static void usage(FILE *f)
             "      --split S          heldout (default), profile or all\n"
             "      --limit N          at most N prompts per task\n"
             "  -c, --config SPEC      MODE[,gamma=,delta=,phi=,alpha=,rank=abs|signed,comp=none|mean,df=,dl=,\n"
-            "                         lb=uniform|mass|sens,sens=FILE,task=,seed=,budget_mb=,name=]\n"
+            "                         lb=uniform|mass|sens,sens=FILE,pick=request|token,task=,seed=,\n"
+            "                         budget_mb=,name=]\n"
             "                         (repeatable)\n"
             "      --configs FILE     one SPEC per line ('#' comments)\n"
             "      --max-tokens N     generation budget (default: qa 16, translate 48,\n"
@@ -1098,6 +1112,7 @@ int main(int argc, char **argv)
             pp.score = c->score;
             pp.layer_budget = c->layer_budget;
             pp.layer_sens = c->n_sens ? c->sens : NULL;
+            pp.sketch = c->pick == ENG_PICK_TOKEN; /* what per-token picking reads */
             int r = 0;
             if (c->n_sens && c->n_sens != n_layer_model) {
                 r = -EINVAL;
@@ -1123,6 +1138,7 @@ int main(int argc, char **argv)
             cp.alpha = c->alpha;
             cp.rank = c->rank;
             cp.comp = c->comp;
+            cp.pick = c->pick;
             row *rw = &rows[n_rows];
             rw->cfg = c;
             rw->t = &tasks[k];

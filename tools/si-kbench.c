@@ -4,7 +4,8 @@
  *   si-kbench [-t threads] [-q]
  *
  * Roofline: a streaming read of a 512 MiB buffer split over the thread pool.
- * Decode GEMV (f16, one token) and FFN (all slots and 40 % of them) are timed
+ * Decode GEMV (f16, one token) and FFN (all slots, 40 % of them, and 25 %
+ * picked per call by a 4-bit sketch of all, ENG_PICK_TOKEN) are timed
  * "cold": the weights rotate over copies larger than the last-level cache,
  * as in a real decode step where each layer's weights come from DRAM. "hot"
  * repeats one copy (cache resident for the small shapes). Prefill numbers
@@ -229,24 +230,38 @@ static int cmp_i32(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
+/* The FFN over frac of S slots: a fixed list (shuffled or sorted), or with
+ * pick each call's own k = frac * S slots by a sketch (ffn_pick). GB/s
+ * counts the weights of the computed slots and, with pick, the sketch. */
 static double bench_ffn(eng_backend *be, eng_dtype dt, int E, int S, double frac, bool sorted,
-                        bool cold, int n_tokens, double secs, double *ret_gbs)
+                        bool cold, bool pick, int n_tokens, double secs, double *ret_gbs)
 {
     size_t es = dt == ENG_DTYPE_F16 ? 2 : 4;
     size_t gub = (size_t)S * 2 * E * es, dnb = (size_t)S * E * es;
-    int copies = cold ? (int)((256u << 20) / (gub + dnb) + 1) : 1;
+    size_t skb = pick ? (size_t)S * eng_sketch_slot_bytes(E) : 0;
+    int copies = cold ? (int)((256u << 20) / (gub + dnb + skb) + 1) : 1;
     uint8_t *gu = alloc_weights(dt, (size_t)S * 2 * E * copies);
     uint8_t *dn = alloc_weights(dt, (size_t)S * E * copies);
+    uint8_t *sk = pick ? malloc(skb * copies) : NULL;
     float *x = alloc_f32((size_t)E * n_tokens), *y = alloc_f32((size_t)E * n_tokens);
     int n_sel = (int)(S * frac + 0.5);
     int32_t *sel = malloc(sizeof(int32_t) * (size_t)S);
-    if (!gu || !dn || !x || !y || !sel) {
+    if (!gu || !dn || !x || !y || !sel || (pick && !sk)) {
         free(gu);
         free(dn);
+        free(sk);
         free(x);
         free(y);
         free(sel);
         return -1;
+    }
+    /* random nibbles under a scale of 1.0 (f16 0x3c00) per block */
+    for (size_t b = 0; pick && b < skb * copies / ENG_SKETCH_BLOCK_BYTES; b++) {
+        uint8_t *blk = sk + b * ENG_SKETCH_BLOCK_BYTES;
+        blk[0] = 0x00;
+        blk[1] = 0x3c;
+        for (int j = 2; j < ENG_SKETCH_BLOCK_BYTES; j++)
+            blk[j] = (uint8_t)rnd();
     }
     for (int i = 0; i < S; i++)
         sel[i] = i;
@@ -258,29 +273,32 @@ static double bench_ffn(eng_backend *be, eng_dtype dt, int E, int S, double frac
     }
     if (sorted)
         qsort(sel, (size_t)n_sel, sizeof(int32_t), cmp_i32);
-    eng_ffn_weights W = { dt, E, S, gu, dn };
+    eng_ffn_weights W = { dt, E, S, gu, dn, NULL };
     const int32_t *sp = frac >= 1.0 ? NULL : sel;
-    for (int i = 0; i < copies; i++) {
-        W.gate_up = gu + (size_t)i * gub;
-        W.down = dn + (size_t)i * dnb;
-        be->iface->ffn(be, &W, sp, n_sel, x, y, n_tokens, NULL);
-    }
-    long iters = 0;
-    double t0 = now_s(), t;
+    long iters = -copies; /* the first round warms up */
+    double t0 = 0, t = 0;
     do {
         for (int i = 0; i < copies; i++, iters++) {
+            if (iters == 0)
+                t0 = now_s();
             W.gate_up = gu + (size_t)i * gub;
             W.down = dn + (size_t)i * dnb;
-            be->iface->ffn(be, &W, sp, n_sel, x, y, n_tokens, NULL);
+            if (pick) {
+                W.sketch = sk + (size_t)i * skb;
+                be->iface->ffn_pick(be, &W, n_sel, x, y, n_tokens);
+            } else {
+                be->iface->ffn(be, &W, sp, n_sel, x, y, n_tokens, NULL);
+            }
         }
-        t = now_s() - t0;
+        t = iters > 0 ? now_s() - t0 : 0;
     } while (t < secs);
     free(gu);
     free(dn);
+    free(sk);
     free(x);
     free(y);
     free(sel);
-    *ret_gbs = (double)n_sel * 3 * E * es * iters / t / 1e9;
+    *ret_gbs = ((double)n_sel * 3 * E * es + (double)skb) * iters / t / 1e9;
     return t / iters * 1e6;
 }
 
@@ -315,7 +333,7 @@ static double bench_prefill_mm(eng_backend *be, eng_dtype dt, int rows, int cols
 static double bench_prefill_ffn(eng_backend *be, eng_dtype dt, int E, int S, int nt, double secs)
 {
     double gbs;
-    double us = bench_ffn(be, dt, E, S, 1.0, false, false, nt, secs, &gbs);
+    double us = bench_ffn(be, dt, E, S, 1.0, false, false, false, nt, secs, &gbs);
     return us > 0 ? 2.0 * 3 * E * S * nt / (us * 1e-6) / 1e9 : -1;
 }
 
@@ -372,17 +390,21 @@ int main(int argc, char **argv)
     printf("\ndecode FFN, f16, n_embd 576, 1536 slots\n");
     struct {
         double frac;
-        bool sorted, cold;
+        bool sorted, cold, pick;
         const char *name;
     } fc[] = {
-        { 1.0, false, true, "all slots, cold" },   { 0.4, true, true, "40 % sorted, cold" },
-        { 0.4, false, true, "40 % shuffled, cold" }, { 1.0, false, false, "all slots, hot" },
-        { 0.4, true, false, "40 % sorted, hot" },
+        { 1.0, false, true, false, "all slots, cold" },
+        { 0.4, true, true, false, "40 % sorted, cold" },
+        { 0.4, false, true, false, "40 % shuffled, cold" },
+        { 0.25, false, true, true, "sketch + 25 % picked, cold" },
+        { 1.0, false, false, false, "all slots, hot" },
+        { 0.4, true, false, false, "40 % sorted, hot" },
+        { 0.25, false, false, true, "sketch + 25 % picked, hot" },
     };
     for (size_t i = 0; i < sizeof(fc) / sizeof(fc[0]); i++) {
         double gbs = 0, us = bench_ffn(be, ENG_DTYPE_F16, 576, 1536, fc[i].frac, fc[i].sorted,
-                                   fc[i].cold, 1, secs, &gbs);
-        printf("  %-22s            %9.1f us %8.2f   %5.1f %%\n", fc[i].name, us, gbs,
+                                   fc[i].cold, fc[i].pick, 1, secs, &gbs);
+        printf("  %-26s        %9.1f us %8.2f   %5.1f %%\n", fc[i].name, us, gbs,
                100 * gbs / bw);
     }
 
