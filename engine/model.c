@@ -1669,18 +1669,21 @@ int eng_model_swap(eng_model *m, const eng_load_plan_params *pp, eng_swap_stats 
             L->n_static += L->slot_static[j];
         }
         L->sparse = plan->sparse[il];
-        /* the sketch follows the slots: rebuilt whole (milliseconds a layer) */
+        /* the sketch follows the slots: a layer whose slots changed (or
+         * whose sketch is new) has it rebuilt whole, ~10 ms for SmolLM2 */
+        bool stale = n_enter > 0 || n_holes > 0;
         if (sketch[il]) {
             weight_free_ptr(m, L->ffn.sketch);
             L->ffn.sketch = sketch[il];
             L->sketch_cap = plan->n_loaded[il] > 0 ? plan->n_loaded[il] : 1;
             sketch[il] = NULL;
+            stale = true;
         } else if (!wants_sketch(plan, il) && L->ffn.sketch) {
             weight_free_ptr(m, L->ffn.sketch);
             L->ffn.sketch = NULL;
             L->sketch_cap = 0;
         }
-        if (L->ffn.sketch)
+        if (L->ffn.sketch && stale)
             sketch_build(L, ld.row);
     }
     m->info.bytes_weights = 0;

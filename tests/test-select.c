@@ -94,6 +94,29 @@ static void logits_of(eng_model *m, const eng_compute_params *cp, int steps, flo
     eng_session_free(s);
 }
 
+/* The gamma a plan with a byte budget solved, after checking that the
+ * loaded weights fit the budget within one neuron (of bytes_per_neuron,
+ * its sketch included) per sparsified layer; -1 when it did not load. */
+static float budget_gamma(const char *path, const eng_load_plan_params *plan,
+                          uint64_t bytes_per_neuron, int n_sparse)
+{
+    eng_error err;
+    eng_model *m = load(path, plan, &err);
+    CHECKF(m, "%s", err.msg);
+    if (!m)
+        return -1;
+    eng_model_info mi;
+    eng_plan_info pi;
+    eng_model_get_info(m, &mi);
+    eng_model_get_plan(m, &pi);
+    CHECKF(mi.bytes_weights <= plan->budget_bytes &&
+               mi.bytes_weights > plan->budget_bytes - (uint64_t)n_sparse * bytes_per_neuron,
+           "budget %llu, resident %llu%s", (unsigned long long)plan->budget_bytes,
+           (unsigned long long)mi.bytes_weights, plan->sketch ? " with the sketch" : "");
+    eng_model_free(m);
+    return pi.gamma;
+}
+
 /* Whether every sketch holds its slot's gate and up rows as they are now:
  * the number of layers with a sketch that does, -1 if one does not. */
 static int sketch_follows_slots(const eng_model *m)
@@ -499,19 +522,12 @@ int main(void)
         logits_of(msk, &ck, 3, lf, &share);
         CHECK(fabs(share - want_share) < 1e-9);
 
-        /* a memory budget pays for the sketch too */
+        /* a memory budget pays for the sketch too: a lower gamma */
         eng_load_plan_params kbud = pk;
         kbud.budget_bytes = info.bytes_weights * 85 / 100;
-        eng_model *mb = load(path, &kbud, &err);
-        CHECKF(mb, "%s", err.msg);
-        eng_model_get_info(mb, &kinfo);
-        eng_model_get_plan(mb, &ki);
-        CHECKF(kinfo.bytes_weights <= kbud.budget_bytes &&
-                   kinfo.bytes_weights >
-                       kbud.budget_bytes - (uint64_t)(NL - 4) * (per_neuron + sketch_slot),
-               "budget %llu, resident %llu with the sketch",
-               (unsigned long long)kbud.budget_bytes, (unsigned long long)kinfo.bytes_weights);
-        eng_model_free(mb);
+        float g_sketch = budget_gamma(path, &kbud, per_neuron + sketch_slot, NL - 4);
+        kbud.sketch = false;
+        CHECK(g_sketch > 0.3f && g_sketch < budget_gamma(path, &kbud, per_neuron, NL - 4));
         free(lk);
         free(lf);
     }
@@ -580,16 +596,8 @@ int main(void)
     {
         eng_load_plan_params bud = pp;
         bud.budget_bytes = info.bytes_weights * 85 / 100;
-        eng_model *mb = load(path, &bud, &err);
-        CHECKF(mb, "%s", err.msg);
-        eng_model_get_info(mb, &si);
-        eng_model_get_plan(mb, &pi);
-        CHECKF(si.bytes_weights <= bud.budget_bytes &&
-                   si.bytes_weights > bud.budget_bytes - (uint64_t)(NL - 4) * per_neuron,
-               "budget %llu, resident %llu", (unsigned long long)bud.budget_bytes,
-               (unsigned long long)si.bytes_weights);
-        CHECK(pi.gamma > 0.3f && pi.gamma < 0.9f);
-        eng_model_free(mb);
+        float g = budget_gamma(path, &bud, per_neuron, NL - 4);
+        CHECK(g > 0.3f && g < 0.9f);
         bud.budget_bytes = info.bytes_weights / 4;
         CHECK(load(path, &bud, &err) == NULL && strstr(err.msg, "budget"));
     }
