@@ -31,6 +31,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "gguf.h"
+#include "quants.h"
 #include "threadpool.h"
 #include "topk.h"
 
@@ -1495,6 +1497,41 @@ static void op_ffn_pick(eng_backend *be, const eng_ffn_weights *w, int k, const 
     }
 }
 
+/* The sketch: each slot's gate and up rows as Q4_0 (the one quantizer,
+ * quants.c), regrouped into sketch rows; slots split over the threads, a
+ * row and its blocks in the thread's scratch. */
+static void sketch_task(void *p, int ith, int nth)
+{
+    pick_run *r = p;
+    const eng_ffn_weights *w = r->w;
+    const long E = w->n_embd;
+    const size_t es = w->dtype == ENG_DTYPE_F32 ? 4 : 2, sb = eng_sketch_slot_bytes((int)E);
+    float *row = thread_scratch(r->c, ith);
+    uint8_t *q4 = (uint8_t *)(row + E);
+    long b, e;
+    eng_split(w->n_slots, ith, nth, &b, &e);
+    for (long j = b; j < e; j++)
+        for (int h = 0; h < 2; h++) {
+            const uint8_t *src = (const uint8_t *)w->gate_up + ((size_t)j * 2 + h) * E * es;
+            if (w->dtype == ENG_DTYPE_F32)
+                memcpy(row, src, (size_t)E * sizeof(float));
+            else
+                r->c->k->to_f32((const uint16_t *)src, row, E);
+            eng_quant_row(GGML_TYPE_Q4_0, row, q4, (size_t)E);
+            eng_sketch_row(q4, (int)(E / 32), (uint8_t *)w->sketch + j * sb + h * (sb / 2));
+        }
+}
+
+static void op_build_sketch(eng_backend *be, const eng_ffn_weights *w)
+{
+    cpu_ctx *c = ctx_of(be);
+    /* a row and its blocks fit a thread's scratch up to n_embd 32768 */
+    if (!w || !w->sketch || w->n_embd <= 0 || w->n_embd % 32 || 2L * w->n_embd > SCRATCH_FLOATS)
+        return;
+    pick_run r = { .c = c, .w = w };
+    run(c, sketch_task, &r, (long)w->n_slots * w->n_embd >= 65536);
+}
+
 /* ---- add, store_f16 ------------------------------------------------------ */
 
 typedef struct ew_args {
@@ -1641,6 +1678,7 @@ static const eng_backend_iface cpu_iface = {
     .store_kv = op_store_kv,
     .topk_count = op_topk_count,
     .ffn_pick = op_ffn_pick,
+    .build_sketch = op_build_sketch,
 };
 
 static void op_free(eng_backend *be)

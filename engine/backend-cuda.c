@@ -65,6 +65,8 @@ typedef struct cuda_ctx {
     eng_graph_step step;    /* its key and largest position; pos: the one being captured */
     int32_t *pos_dev;       /* the position the graph's ops read (device, one int) */
     eng_graph_stats gs;
+    void *pick_work;        /* ffn_pick's scores, slot list and rounded token (device) */
+    size_t pick_cap;
 } cuda_ctx;
 
 static inline cuda_ctx *ctx_of(eng_backend *be)
@@ -507,6 +509,52 @@ static void op_argmax(eng_backend *be, const float *xs, int n, int32_t *ret)
     check(x, si_cuda_argmax(x->c, xs, n, ret));
 }
 
+/* ENG_PICK_TOKEN (kernels/select.cu): the sketch is built on the device
+ * from the slots, the same bytes as the CPU's; the work buffer of ffn_pick
+ * is reserved here, at load or swap, so that a decode graph never meets an
+ * allocation. */
+static void op_build_sketch(eng_backend *be, const eng_ffn_weights *w)
+{
+    cuda_ctx *x = ctx_of(be);
+    if (!w || !w->sketch || capturing_misuse(x, "build_sketch") || !op_ready(x) ||
+        !f16_only(x, w->dtype, "build_sketch"))
+        return;
+    size_t need = si_cuda_ffn_pick_work(w->n_slots, w->n_embd);
+    if (need > x->pick_cap) {
+        void *p = NULL;
+        int r = si_cuda_alloc(x->c, need, &p);
+        if (r < 0) {
+            fail(x, r, si_cuda_last_error());
+            return;
+        }
+        si_cuda_dev_free(x->c, x->pick_work); /* no graph holds it: op_ready dropped it */
+        x->pick_work = p;
+        x->pick_cap = need;
+    }
+    si_cuda_ffn_weights cw = { .n_embd = w->n_embd, .n_slots = w->n_slots,
+                               .gate_up = w->gate_up, .down = w->down };
+    check(x, si_cuda_sketch_build(x->c, &cw, (uint8_t *)w->sketch));
+}
+
+static void op_ffn_pick(eng_backend *be, const eng_ffn_weights *w, int k, const float *xs,
+                        float *y, int n_tokens)
+{
+    cuda_ctx *x = ctx_of(be);
+    if (!w || n_tokens <= 0 || !op_ready(x) || !f16_only(x, w->dtype, "ffn_pick"))
+        return;
+    if (k > 0 && k < w->n_slots && w->sketch &&
+        si_cuda_ffn_pick_work(w->n_slots, w->n_embd) > x->pick_cap) {
+        fail(x, -EINVAL, "ffn_pick: no work buffer for this layer (build_sketch reserves it)");
+        if (x->capturing)
+            x->capture_failed = true;
+        return;
+    }
+    si_cuda_ffn_weights cw = { .n_embd = w->n_embd, .n_slots = w->n_slots,
+                               .gate_up = w->gate_up, .down = w->down };
+    check(x, si_cuda_ffn_pick(x->c, &cw, (const uint8_t *)w->sketch, k, xs, y, n_tokens,
+                              x->pick_work));
+}
+
 /* ---- construction ------------------------------------------------------- */
 
 static void op_free(eng_backend *be);
@@ -538,6 +586,8 @@ static const eng_backend_iface cuda_iface = {
     .graph_end = op_graph_end,
     .topk_count = op_topk_count,
     .argmax = op_argmax,
+    .ffn_pick = op_ffn_pick,
+    .build_sketch = op_build_sketch,
 };
 
 static void op_free(eng_backend *be)
@@ -550,6 +600,7 @@ static void op_free(eng_backend *be)
         si_cuda_graph_abort(x->c);
     drop_graph(x);
     si_cuda_dev_free(x->c, x->pos_dev);
+    si_cuda_dev_free(x->c, x->pick_work);
     si_cuda_free(x->c);
     pthread_mutex_destroy(&x->lock);
     free(x->iota);

@@ -184,13 +184,19 @@ typedef struct eng_backend_iface {
                        bool signed_rank, uint32_t *counts);
 
     /* ENG_PICK_TOKEN's decode FFN: per token t, every slot s gets the score
-     *   |silu(g~_s . x[t]) * (u~_s . x[t])|  (g~, u~: its rows in w->sketch,
-     *   NaN scored as -1), and the FFN of ffn() runs over the k best slots
+     *   |silu(g~_s . x~) * (u~_s . x~)|  (g~, u~: its rows in w->sketch; x~:
+     *   x[t] rounded to 8 bits per block of 32, absmax scaled), and the FFN
+     *   of ffn() runs over the k best slots (NaN below every number)
      *   (ties to the lower slot) for that token alone. k >= n_slots: all
      *   slots (no sketch read); k <= 0: y = 0. Reads the sketch and the
      *   weights of the k picked slots only. x, y [n_tokens][n_embd]. */
     void (*ffn_pick)(eng_backend *be, const eng_ffn_weights *w, int k, const float *x, float *y,
                      int n_tokens);
+    /* (Re)builds w->sketch (backend memory, n_slots slots) from the slots'
+     * gate and up rows, each quantized as Q4_0 (quants.c), and reserves
+     * what ffn_pick needs for that many slots (so that no decode step
+     * allocates). Offered together with ffn_pick; not while recording. */
+    void (*build_sketch)(eng_backend *be, const eng_ffn_weights *w);
 
     /* Greedy decoding: *ret (one int32) = the index of the largest of x[0..n),
      * NaN skipped, ties to the lower index, -1 when every value is NaN (or

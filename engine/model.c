@@ -432,27 +432,9 @@ static int down_norms(loader *ld)
     return 0;
 }
 
-/* ENG_PICK_TOKEN's sketch of layer L: each slot's gate and up rows in Q4_0
- * (backend.h), quantized from the slots themselves, so a hot-swap's moves
- * need no bookkeeping: the sketch is rebuilt from what the slots hold. Only
- * a backend whose memory is the host's keeps one (checked at load). */
-static void sketch_build(eng_layer *L, float *row /* [2 * n_embd] */)
-{
-    const int E = L->ffn.n_embd;
-    const size_t es = dtype_size(L->ffn.dtype), sb = eng_sketch_slot_bytes(E);
-    uint8_t *q4 = (uint8_t *)(row + E); /* Q4_0 blocks: 18 bytes per 32 values */
-    for (int j = 0; j < L->ffn.n_slots; j++)
-        for (int h = 0; h < 2; h++) {
-            const uint8_t *src = (const uint8_t *)L->ffn.gate_up + ((size_t)j * 2 + h) * E * es;
-            if (L->ffn.dtype == ENG_DTYPE_F32)
-                memcpy(row, src, (size_t)E * sizeof(float));
-            else
-                eng_f16_to_f32_row((const uint16_t *)src, row, (size_t)E);
-            eng_quant_row(GGML_TYPE_Q4_0, row, q4, (size_t)E);
-            eng_sketch_row(q4, E / 32, (uint8_t *)L->ffn.sketch + j * sb + h * (sb / 2));
-        }
-}
-
+/* ENG_PICK_TOKEN's sketch of a layer is built by the backend from the
+ * slots themselves (build_sketch), so that a hot-swap's moves need no
+ * bookkeeping: a layer whose slots changed has its sketch rebuilt. */
 static bool wants_sketch(const eng_plan *plan, int il)
 {
     return plan->info.sketch && plan->sparse[il];
@@ -517,7 +499,7 @@ static int load_ffn(loader *ld, int il, eng_layer *L, const eng_plan *plan)
     L->sparse = plan->sparse[il];
     m->info.bytes_weights += (uint64_t)n * 3 * m->info.n_embd * dtype_size(m->info.storage);
     if (wants_sketch(plan, il)) {
-        /* filled by sketch_build once the slots are loaded */
+        /* filled by the backend (build_sketch) once the slots are loaded */
         size_t sb = eng_sketch_slot_bytes(m->info.n_embd);
         int c = n > 0 ? n : 1;
         if (!(L->ffn.sketch = weight_alloc(m, (size_t)c * sb))) {
@@ -969,7 +951,7 @@ int eng__model_load_backend(const char *path, const eng_model_params *params, en
             goto fail;
         }
     }
-    if (plan->info.sketch && (!m->be->iface->host_memory || !m->be->iface->ffn_pick)) {
+    if (plan->info.sketch && (!m->be->iface->ffn_pick || !m->be->iface->build_sketch)) {
         r = eng__set_err(err, -ENOTSUP,
                          "the %s backend cannot pick neurons per token (no neuron sketch there)",
                          m->be->iface->name);
@@ -982,11 +964,9 @@ int eng__model_load_backend(const char *path, const eng_model_params *params, en
         nt = nt < 1 ? 1 : nt > 64 ? 64 : nt;
         if ((r = run_jobs(&ld, nt)) < 0)
             goto fail;
-        if (plan->info.sketch && (r = ensure_row(&ld, 2 * (size_t)m->info.n_embd)) < 0)
-            goto fail;
         for (int il = 0; il < m->info.n_layer; il++)
             if (m->layers[il].ffn.sketch)
-                sketch_build(&m->layers[il], ld.row);
+                m->be->iface->build_sketch(m->be, &m->layers[il].ffn);
         /* the CPU backend's pool, or the threads that convert for a GPU */
         int bt = eng_backend_cpu_n_threads(m->be);
         m->info.n_threads = bt > 0 ? bt : nt;
@@ -1524,7 +1504,7 @@ int eng_model_swap(eng_model *m, const eng_load_plan_params *pp, eng_swap_stats 
                          m->path);
         goto out;
     }
-    if (plan->info.sketch && (!m->be->iface->host_memory || !m->be->iface->ffn_pick)) {
+    if (plan->info.sketch && (!m->be->iface->ffn_pick || !m->be->iface->build_sketch)) {
         r = eng__set_err(err, -ENOTSUP,
                          "the %s backend cannot pick neurons per token (no neuron sketch there)",
                          m->be->iface->name);
@@ -1537,12 +1517,8 @@ int eng_model_swap(eng_model *m, const eng_load_plan_params *pp, eng_swap_stats 
     holes = malloc((size_t)F * sizeof(int32_t));
     dst = malloc((size_t)F * sizeof(int32_t));
     is_hole = malloc((size_t)F);
-    /* the row scratch serves W_down blocks and the sketch's rows */
-    size_t row_n = (size_t)DOWN_BLOCK * F;
-    if (row_n < 2 * (size_t)m->info.n_embd)
-        row_n = 2 * (size_t)m->info.n_embd;
     if (!grown || !sketch || !slot_of || !enter || !holes || !dst || !is_hole ||
-        ensure_row(&ld, row_n) < 0) {
+        ensure_row(&ld, (size_t)DOWN_BLOCK * F) < 0) {
         r = eng__set_err(err, -ENOMEM, "out of memory");
         goto out;
     }
@@ -1684,7 +1660,7 @@ int eng_model_swap(eng_model *m, const eng_load_plan_params *pp, eng_swap_stats 
             L->sketch_cap = 0;
         }
         if (L->ffn.sketch && stale)
-            sketch_build(L, ld.row);
+            m->be->iface->build_sketch(m->be, &L->ffn);
     }
     m->info.bytes_weights = 0;
     {

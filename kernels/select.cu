@@ -1,4 +1,5 @@
-/* Dynamic-neuron counting at prefill, and greedy argmax, on the device.
+/* Dynamic-neuron counting at prefill, greedy argmax, and per-token picking
+ * (the sketch, its scores, the k best) on the device.
  *
  * Counting (engine/topk.c, the host's code for select.c and the CPU
  * backend): per token, thr = the k-th largest rank value; every index whose
@@ -43,41 +44,29 @@ __global__ void k_count_pos(const float *__restrict__ act, long n, unsigned long
         atomicAdd(npos, c);
 }
 
-/* thr[t] = the k-th largest key of token t. k_abs > 0: that k; else k from
- * the positives count (signed rank), as topk.c computes it. */
-__global__ void __launch_bounds__(SEL_THREADS)
-k_topk_threshold(const float *__restrict__ act, int n_tokens, int n_sel, int k_abs, float alpha,
-                 int signed_rank, const unsigned long long *__restrict__ npos, uint32_t *__restrict__ thr)
+/* The k-th largest of the keys key(j), j < n (1 <= k <= n), by a 4-pass
+ * radix select: 8 bits a pass, a 256-bin histogram in shared memory; from
+ * the top digit down, the digit where the count of keys above reaches k,
+ * whose keys stay candidates. Every thread of the block (THREADS) calls it;
+ * *ret_k: how many keys equal to the result are among the k largest. */
+template <int THREADS, class Key>
+__device__ uint32_t radix_kth(int n, int k, Key key, int *ret_k)
 {
     __shared__ unsigned hist[256];
     __shared__ uint32_t s_prefix;
     __shared__ int s_k;
-    const float *a = act + (size_t)blockIdx.x * n_sel;
-
-    int k = k_abs;
-    if (k <= 0) {
-        double mean_pos = (double)*npos / n_tokens;
-        k = (int)llround((double)alpha * mean_pos);
-    }
-    if (k < 1)
-        k = 1;
-    if (k > n_sel)
-        k = n_sel;
-
     uint32_t prefix = 0, mask = 0;
     for (int shift = 24; shift >= 0; shift -= 8) {
-        for (int i = threadIdx.x; i < 256; i += SEL_THREADS)
+        for (int i = threadIdx.x; i < 256; i += THREADS)
             hist[i] = 0;
         __syncthreads();
-        for (int j = threadIdx.x; j < n_sel; j += SEL_THREADS) {
-            uint32_t key = rank_key(a[j], signed_rank);
-            if ((key & mask) == prefix)
-                atomicAdd(&hist[(key >> shift) & 255u], 1u);
+        for (int j = threadIdx.x; j < n; j += THREADS) {
+            const uint32_t kj = key(j);
+            if ((kj & mask) == prefix)
+                atomicAdd(&hist[(kj >> shift) & 255u], 1u);
         }
         __syncthreads();
         if (threadIdx.x == 0) {
-            /* from the top digit down: the digit where the count of keys
-             * above reaches k; keys of that digit stay candidates */
             unsigned cum = 0;
             int d = 255;
             for (; d > 0; d--) {
@@ -95,8 +84,36 @@ k_topk_threshold(const float *__restrict__ act, int n_tokens, int n_sel, int k_a
         /* hist is cleared at the top of the next pass, after this barrier */
         __syncthreads();
     }
+    *ret_k = k;
+    return prefix;
+}
+
+struct act_key {
+    const float *a;
+    int signed_rank;
+    __device__ uint32_t operator()(int j) const { return rank_key(a[j], signed_rank); }
+};
+
+/* thr[t] = the k-th largest key of token t. k_abs > 0: that k; else k from
+ * the positives count (signed rank), as topk.c computes it. */
+__global__ void __launch_bounds__(SEL_THREADS)
+k_topk_threshold(const float *__restrict__ act, int n_tokens, int n_sel, int k_abs, float alpha,
+                 int signed_rank, const unsigned long long *__restrict__ npos, uint32_t *__restrict__ thr)
+{
+    int k = k_abs;
+    if (k <= 0) {
+        double mean_pos = (double)*npos / n_tokens;
+        k = (int)llround((double)alpha * mean_pos);
+    }
+    if (k < 1)
+        k = 1;
+    if (k > n_sel)
+        k = n_sel;
+    int k_eq;
+    const act_key key{ act + (size_t)blockIdx.x * n_sel, signed_rank };
+    const uint32_t t = radix_kth<SEL_THREADS>(n_sel, k, key, &k_eq);
     if (threadIdx.x == 0)
-        thr[blockIdx.x] = prefix;
+        thr[blockIdx.x] = t;
 }
 
 __global__ void k_topk_count(const float *__restrict__ act, int n_tokens, int n_sel, int signed_rank,
@@ -209,5 +226,251 @@ extern "C" int si_cuda_argmax(si_cuda *c, const float *logits, int n, int32_t *r
     SI_ARG_CHECK(n == 0 || logits);
     k_argmax<<<1, ARGMAX_THREADS, 0, c->stream>>>(logits, n, ret_id);
     SI_LAUNCH_CHECK("k_argmax");
+    return 0;
+}
+
+/* ---- per-token picking (ENG_PICK_TOKEN) ---- */
+
+/* The sketch, quantized as the host does (quants.c q_q4_0): per block of
+ * 32, d = (the value of largest magnitude, its first occurrence) / -8, and
+ * code (int)clamp(v / d + 8.5, 0, 15) with v / d as v * (1 / d); every
+ * product and sum rounded on its own (no fused multiply-add), so the bytes
+ * equal the CPU's. One warp per row (slot s, gate h = 0 or up h = 1). */
+__global__ void k_sketch_build(const uint16_t *__restrict__ gate_up, int n_slots, int E,
+                               uint8_t *__restrict__ sketch)
+{
+    const int lane = threadIdx.x % 32;
+    const long r = (long)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
+    if (r >= 2L * n_slots)
+        return;
+    const int nb = E / 32;
+    const __half *src = reinterpret_cast<const __half *>(gate_up) + (size_t)r * E;
+    uint8_t *row = sketch + (size_t)(r / 2) * 2 * nb * 18 + (size_t)(r % 2) * nb * 18;
+    for (int b = 0; b < nb; b++) {
+        const float v = __half2float(src[b * 32 + lane]);
+        float a = isnan(v) ? -1.0f : fabsf(v);
+        int idx = lane;
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1) {
+            float oa = __shfl_xor_sync(0xffffffffu, a, o);
+            int oi = __shfl_xor_sync(0xffffffffu, idx, o);
+            if (oa > a || (oa == a && oi < idx)) {
+                a = oa;
+                idx = oi;
+            }
+        }
+        /* the host keeps 0 when every value is 0 (its max starts at 0) */
+        const float mx = a > 0.0f ? __shfl_sync(0xffffffffu, v, idx) : 0.0f;
+        const float d = __fdiv_rn(mx, -8.0f);
+        const float id = d != 0.0f ? __fdiv_rn(1.0f, d) : 0.0f;
+        float q = __fadd_rn(__fmul_rn(v, id), 8.5f);
+        q = q < 0.0f ? 0.0f : q > 15.0f ? 15.0f : q;
+        const int qi = __float2int_rz(q);
+        const int hi = __shfl_down_sync(0xffffffffu, qi, 16);
+        if (lane < 16)
+            row[2 * nb + 16 * b + lane] = (uint8_t)(qi | hi << 4);
+        if (lane == 0) {
+            const uint16_t h = __half_as_ushort(__float2half_rn(d));
+            row[2 * b] = (uint8_t)(h & 0xff);
+            row[2 * b + 1] = (uint8_t)(h >> 8);
+        }
+    }
+}
+
+extern "C" int si_cuda_sketch_build(si_cuda *c, const si_cuda_ffn_weights *w, uint8_t *sketch)
+{
+    SI_ARG_CHECK(c && w && w->n_slots >= 0 && w->n_embd > 0 && w->n_embd % 32 == 0);
+    if (w->n_slots == 0)
+        return 0;
+    SI_ARG_CHECK(w->gate_up && sketch);
+    k_sketch_build<<<si_grid(2L * w->n_slots, 8, 1u << 30), 256, 0, c->stream>>>(
+        w->gate_up, w->n_slots, w->n_embd, sketch);
+    SI_LAUNCH_CHECK("k_sketch_build");
+    return 0;
+}
+
+/* The token in 8 bits per block of 32, as the CPU rounds it (backend-cpu.c
+ * q8_round): scale amax / 127, codes rint(x * 127 / amax), and per block
+ * the sum of the codes. One warp per block. */
+__global__ void k_q8_round(const float *__restrict__ x, int nb, int8_t *__restrict__ q,
+                           float *__restrict__ d, int32_t *__restrict__ sums)
+{
+    const int lane = threadIdx.x % 32;
+    const int b = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
+    if (b >= nb)
+        return;
+    const float v = x[b * 32 + lane];
+    float amax = fabsf(v);
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1)
+        amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
+    const float inv = amax > 0.0f ? __fdiv_rn(127.0f, amax) : 0.0f;
+    int c = __float2int_rn(__fmul_rn(v, inv));
+    c = c > 127 ? 127 : c < -127 ? -127 : c;
+    q[b * 32 + lane] = (int8_t)c;
+    int s = c;
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1)
+        s += __shfl_xor_sync(0xffffffffu, s, o);
+    if (lane == 0) {
+        d[b] = __fdiv_rn(amax, 127.0f);
+        sums[b] = s;
+    }
+}
+
+/* score[s] = |silu(g~ . x~) * (u~ . x~)|: one warp per slot, a lane per
+ * block of 32 (integer sums, then the two scales). */
+__global__ void k_pick_score(const uint8_t *__restrict__ sketch, int n_slots, int nb,
+                             const int8_t *__restrict__ xq, const float *__restrict__ xd,
+                             const int32_t *__restrict__ xs, float *__restrict__ score)
+{
+    const int lane = threadIdx.x % 32;
+    const long s = (long)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
+    if (s >= n_slots)
+        return;
+    float acc[2];
+    for (int h = 0; h < 2; h++) {
+        const uint8_t *row = sketch + (size_t)s * 2 * nb * 18 + (size_t)h * nb * 18;
+        float a = 0.0f;
+        for (int b = lane; b < nb; b += 32) {
+            const uint8_t *codes = row + 2 * nb + 16 * b;
+            const int8_t *xb = xq + 32 * b;
+            int32_t isum = 0;
+            for (int j = 0; j < 16; j++)
+                isum += (codes[j] & 15) * xb[j] + (codes[j] >> 4) * xb[j + 16];
+            const uint16_t dh = (uint16_t)(row[2 * b] | row[2 * b + 1] << 8);
+            a += __half2float(__ushort_as_half(dh)) * xd[b] * (float)(isum - 8 * xs[b]);
+        }
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1)
+            a += __shfl_xor_sync(0xffffffffu, a, o);
+        acc[h] = a;
+    }
+    if (lane == 0) {
+        const float g = acc[0];
+        score[s] = fabsf(g / (1.0f + expf(-g)) * acc[1]);
+    }
+}
+
+enum { PICK_THREADS = 1024 };
+
+/* Exclusive prefix sum of v over the block (PICK_THREADS threads, 32
+ * warps); *total gets the sum. */
+__device__ int block_scan(int v, int *total)
+{
+    __shared__ int warp_sum[32];
+    __shared__ int s_total;
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+    int incl = v;
+#pragma unroll
+    for (int o = 1; o < 32; o <<= 1) {
+        int u = __shfl_up_sync(0xffffffffu, incl, o);
+        if (lane >= o)
+            incl += u;
+    }
+    if (lane == 31)
+        warp_sum[warp] = incl;
+    __syncthreads();
+    if (warp == 0) {
+        const int w = warp_sum[lane];
+        int wi = w;
+#pragma unroll
+        for (int o = 1; o < 32; o <<= 1) {
+            int u = __shfl_up_sync(0xffffffffu, wi, o);
+            if (lane >= o)
+                wi += u;
+        }
+        warp_sum[lane] = wi - w;
+        if (lane == 31)
+            s_total = wi;
+    }
+    __syncthreads();
+    const int excl = warp_sum[warp] + incl - v;
+    *total = s_total;
+    __syncthreads(); /* warp_sum and s_total are reused by the next call */
+    return excl;
+}
+
+/* A score's key: the float order of scores >= 0, NaN below all. */
+struct score_key {
+    const float *s;
+    __device__ uint32_t operator()(int j) const
+    {
+        const float v = s[j];
+        return isnan(v) ? 0u : __float_as_uint(v) ^ 0x80000000u;
+    }
+};
+
+/* The k best scores (NaN lowest, ties to the lower index) as an ascending
+ * slot list: the k-th largest key (radix_kth), then, chunk by chunk in
+ * index order, every key above it and the first keys equal to it until k.
+ * One block. */
+__global__ void __launch_bounds__(PICK_THREADS)
+k_pick_select(const float *__restrict__ score, int n, int k, int32_t *__restrict__ sel)
+{
+    const score_key key{ score };
+    int k_eq; /* how many keys equal to the threshold are taken */
+    const uint32_t thr = radix_kth<PICK_THREADS>(n, k, key, &k_eq);
+    int out = 0, eq_seen = 0;
+    for (int base = 0; base < n; base += PICK_THREADS) {
+        const int j = base + threadIdx.x;
+        const uint32_t kj = j < n ? key(j) : 0u;
+        const int eq = j < n && kj == thr, gt = j < n && kj > thr;
+        int eq_total;
+        const int eq_before = eq_seen + block_scan(eq, &eq_total);
+        const int take = gt || (eq && eq_before < k_eq);
+        int take_total;
+        const int pos = out + block_scan(take, &take_total);
+        if (take)
+            sel[pos] = j;
+        out += take_total;
+        eq_seen += eq_total;
+    }
+}
+
+extern "C" size_t si_cuda_ffn_pick_work(int n_slots, int n_embd)
+{
+    const int nb = n_embd / 32;
+    return si_align256((size_t)n_slots * sizeof(float)) + si_align256((size_t)n_slots * 4) +
+           si_align256((size_t)n_embd) + 2 * si_align256((size_t)nb * 4);
+}
+
+extern "C" int si_cuda_ffn_pick(si_cuda *c, const si_cuda_ffn_weights *w, const uint8_t *sketch,
+                                int k, const float *x, float *y, int n_tokens, void *work)
+{
+    SI_ARG_CHECK(c && w && n_tokens >= 0 && w->n_embd > 0 && w->n_slots >= 0);
+    if (n_tokens == 0)
+        return 0;
+    SI_ARG_CHECK(x && y);
+    const int E = w->n_embd, n = w->n_slots, nb = E / 32;
+    if (k >= n || !sketch)
+        return si_cuda_ffn(c, w, NULL, n, x, y, n_tokens, NULL);
+    if (k <= 0) {
+        SI_CUDA_CHECK(cudaMemsetAsync(y, 0, (size_t)n_tokens * E * sizeof(float), c->stream));
+        return 0;
+    }
+    SI_ARG_CHECK(E % 32 == 0 && work);
+    char *p = (char *)work;
+    float *score = (float *)p;
+    p += si_align256((size_t)n * sizeof(float));
+    int32_t *sel = (int32_t *)p;
+    p += si_align256((size_t)n * 4);
+    int8_t *xq = (int8_t *)p;
+    p += si_align256((size_t)E);
+    float *xd = (float *)p;
+    p += si_align256((size_t)nb * 4);
+    int32_t *xs = (int32_t *)p;
+    for (int t = 0; t < n_tokens; t++) {
+        const float *xt = x + (size_t)t * E;
+        k_q8_round<<<(nb + 7) / 8, 256, 0, c->stream>>>(xt, nb, xq, xd, xs);
+        SI_LAUNCH_CHECK("k_q8_round");
+        k_pick_score<<<si_grid(n, 8, 1u << 30), 256, 0, c->stream>>>(sketch, n, nb, xq, xd, xs, score);
+        SI_LAUNCH_CHECK("k_pick_score");
+        k_pick_select<<<1, PICK_THREADS, 0, c->stream>>>(score, n, k, sel);
+        SI_LAUNCH_CHECK("k_pick_select");
+        int r = si_cuda_ffn(c, w, sel, k, xt, y + (size_t)t * E, 1, NULL);
+        if (r < 0)
+            return r;
+    }
     return 0;
 }

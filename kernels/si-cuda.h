@@ -204,6 +204,20 @@ size_t si_cuda_ffn_scratch(int n_sm, const si_cuda_ffn_weights *w, int n_sel, in
  * select on the float bits), deterministic (no float atomics). */
 int si_cuda_topk_count(si_cuda *c, const float *act, int n_tokens, int n_sel, float alpha,
                        bool signed_rank, uint32_t *counts);
+/* ENG_PICK_TOKEN's sketch of w's slots (engine/backend.h eng_sketch_row:
+ * per row the Q4_0 scales, then the codes) into sketch (device, n_slots x
+ * 2 x n_embd / 32 x 18 bytes), quantized exactly as the host's Q4_0
+ * (quants.c): the same bytes as the CPU backend's. n_embd a multiple of 32. */
+int si_cuda_sketch_build(si_cuda *c, const si_cuda_ffn_weights *w, uint8_t *sketch);
+/* The backend's ffn_pick: per token, x rounded to 8 bits per block of 32 as
+ * the CPU does, every slot scored |silu(g~ . x~) (u~ . x~)| from the sketch,
+ * the k best (NaN lowest, ties to the lower slot) listed ascending, and
+ * si_cuda_ffn over them. k >= n_slots: every slot; k <= 0: y = 0. work
+ * (device, si_cuda_ffn_pick_work bytes) holds the scores, the list and the
+ * rounded token: the caller keeps it, so a captured graph may point into it. */
+int si_cuda_ffn_pick(si_cuda *c, const si_cuda_ffn_weights *w, const uint8_t *sketch, int k,
+                     const float *x, float *y, int n_tokens, void *work);
+size_t si_cuda_ffn_pick_work(int n_slots, int n_embd);
 /* Greedy: *ret_id (device) = argmax of logits [n] (NaN skipped, ties to the
  * lower id, -1 when every value is NaN). */
 int si_cuda_argmax(si_cuda *c, const float *logits, int n, int32_t *ret_id);

@@ -17,10 +17,10 @@
 #   5. whole-model speed through the engine (si-bench --backend cuda):
 #      prefill and decode tok/s, achieved GB/s and share of the nominal
 #      bandwidth, dense vs phi 0.4, then dense again launching op by op
-#      (ENG_CUDA_GRAPHS=0: what the decode graphs gain), on each model in
-#      time
+#      (ENG_CUDA_GRAPHS=0: what the decode graphs gain), then phi 0.4
+#      picked per token by a sketch (--pick token), on each model in time
 #   6. writes everything as JSON to $OUT (or ./gpu-results): gpu-check.json
-#      (summary), bench-<model>.json and engine-<model>-{dense,phi,direct}.json,
+#      (summary), bench-<model>.json and engine-<model>-{dense,phi,direct,pick}.json,
 #      with logs beside them.
 #
 # Usage: tests/gpu-check.sh          (from anywhere; BUILD, MODEL_DIR, OUT, SI_GPU_MODELS
@@ -166,11 +166,12 @@ log "models ready: $(ls "$MODEL_DIR" | tr '\n' ' ')"
 
 # 5. whole-model speed through the engine on model $1: dense, then phi 0.4
 # (coreinfer plan: no profile needed; decode computes 40 % of the FFN
-# neurons), then dense without decode graphs. Run right after each model's
+# neurons), then dense without decode graphs, then phi 0.4 picked per token
+# (the plan keeps a 4-bit sketch). Run right after each model's
 # kernel benchmark, so the first model gets them before the deadline.
 engine_bench() {
     local m=$1 f="$MODEL_DIR/$1-f16.gguf" v extra graphs
-    for v in dense phi direct; do
+    for v in dense phi direct pick; do
         if [ "$(elapsed)" -ge "$DEADLINE" ]; then
             note "engine_${m}_$v" "skipped (deadline)"
             continue
@@ -178,6 +179,7 @@ engine_bench() {
         extra=
         graphs=1
         [ $v = phi ] && extra="--phi 0.4"
+        [ $v = pick ] && extra="--phi 0.4 --pick token"
         [ $v = direct ] && graphs=0
         log "engine $m $v"
         if ENG_CUDA_GRAPHS=$graphs timeout 180 "$BUILD/tools/si-bench" -m "$f" --backend cuda \

@@ -471,6 +471,102 @@ static void test_ffn(void)
     }
 }
 
+/* ENG_PICK_TOKEN: the device builds the CPU's sketch bytes from the
+ * slots, and picks the same neurons per token (the CPU's op is the
+ * reference: y within the FFN's tolerance of the picked slots' sum, far
+ * below one neuron's part of it). */
+static void test_ffn_pick(void)
+{
+    /* E, slots, and whether every slot has the same gate and up rows (all
+     * scores tie: the k lowest slots are picked) */
+    static const int shapes[][3] = { { 576, 37, 0 }, { 64, 300, 0 }, { 96, 40, 1 } };
+    for (size_t si = 0; si < sizeof(shapes) / sizeof(shapes[0]); si++) {
+        const int E = shapes[si][0], S = shapes[si][1], T = 2;
+        cur = "build_sketch";
+        uint16_t *gu = halves((size_t)S * 2 * E, -1, 1), *dn = halves((size_t)S * E, -1, 1);
+        for (int s = 1; shapes[si][2] && s < S; s++)
+            memcpy(gu + (size_t)s * 2 * E, gu, (size_t)2 * E * 2);
+        /* a zero row, and a block whose largest magnitude comes twice with
+         * both signs (the first one sets the scale's sign) */
+        memset(gu + (size_t)3 * E, 0, (size_t)E * 2);
+        gu[5 * E + 7] = 0x3c00;  /* +1 */
+        gu[5 * E + 20] = 0xbc00; /* -1 */
+        const size_t sb = eng_sketch_slot_bytes(E);
+        uint8_t *hsk = xmalloc((size_t)S * sb), *gsk = xmalloc((size_t)S * sb);
+        eng_ffn_weights hw = { ENG_DTYPE_F16, E, S, gu, dn, hsk }, dw = hw;
+        dw.gate_up = up(gu, (size_t)S * 2 * E * 2);
+        dw.down = up(dn, (size_t)S * E * 2);
+        dw.sketch = up(NULL, (size_t)S * sb);
+        C->build_sketch(cpu, &hw);
+        G->build_sketch(gpu, &dw);
+        down(gsk, dw.sketch, (size_t)S * sb);
+        size_t bad = 0;
+        while (bad < (size_t)S * sb && gsk[bad] == hsk[bad])
+            bad++;
+        CHECK(bad == (size_t)S * sb, "E %d: sketch byte %zu: %u, CPU %u", E, bad,
+              bad < (size_t)S * sb ? gsk[bad] : 0, bad < (size_t)S * sb ? hsk[bad] : 0);
+
+        cur = "ffn_pick";
+        float *x = frandv((size_t)T * E, -1.5f, 1.5f);
+        float *dx = up(x, (size_t)T * E * 4), *dy = up(NULL, (size_t)T * E * 4);
+        float *ref = xmalloc((size_t)T * E * 4), *got = xmalloc((size_t)T * E * 4);
+        float *act = xmalloc((size_t)S * 4), *tmp = xmalloc((size_t)E * 4);
+        double *tol = xmalloc((size_t)T * E * sizeof(double));
+        const int ks[] = { S / 3, 1, S - 1, S, 0 };
+        for (size_t ki = 0; ki < sizeof(ks) / sizeof(ks[0]); ki++) {
+            const int k = ks[ki];
+            C->ffn_pick(cpu, &hw, k, x, ref, T);
+            G->ffn_pick(gpu, &dw, k, dx, dy, T);
+            down(got, dy, (size_t)T * E * 4);
+            for (int t = 0; t < T; t++) {
+                /* every slot's a bounds the sum of the picked ones */
+                C->ffn(cpu, &hw, NULL, S, x + (size_t)t * E, tmp, 1, act);
+                for (int e = 0; e < E; e++) {
+                    double mag = 0;
+                    for (int j = 0; j < S; j++)
+                        mag += fabs(act[j] * h2f(dn[(size_t)j * E + e]));
+                    tol[(size_t)t * E + e] = 1e-3 * mag + 1e-6;
+                }
+            }
+            char what[48];
+            snprintf(what, sizeof(what), "y, E %d, k %d", E, k);
+            near(what, got, ref, tol, (size_t)T * E);
+        }
+        dfree((void *)dw.gate_up);
+        dfree((void *)dw.down);
+        dfree((void *)dw.sketch);
+        dfree(dx);
+        dfree(dy);
+        free(gu);
+        free(dn);
+        free(hsk);
+        free(gsk);
+        free(x);
+        free(ref);
+        free(got);
+        free(act);
+        free(tmp);
+        free(tol);
+    }
+    /* a layer larger than any build_sketch reserved for: an error, no fault */
+    cur = "ffn_pick unreserved";
+    const int E = 64, S = 5000;
+    eng_ffn_weights w = { ENG_DTYPE_F16, E, S, NULL, NULL, NULL };
+    w.gate_up = up(NULL, (size_t)S * 2 * E * 2);
+    w.down = up(NULL, (size_t)S * E * 2);
+    w.sketch = up(NULL, (size_t)S * eng_sketch_slot_bytes(E));
+    float *dx = up(NULL, (size_t)E * 4), *dy = up(NULL, (size_t)E * 4);
+    G->ffn_pick(gpu, &w, 10, dx, dy, 1);
+    int r = G->sync(gpu);
+    CHECK(r < 0 && strstr(G->error(gpu), "build_sketch"), "unreserved ffn_pick: %d '%s'", r,
+          G->error(gpu));
+    dfree((void *)w.gate_up);
+    dfree((void *)w.down);
+    dfree((void *)w.sketch);
+    dfree(dx);
+    dfree(dy);
+}
+
 static void test_add_store(void)
 {
     cur = "add/store_f16";
@@ -718,6 +814,7 @@ int main(void)
     test_memory();
     test_get_rows();
     test_matmul();
+    test_ffn_pick();
     test_norm_rope();
     test_attention();
     test_ffn();

@@ -18,7 +18,9 @@
  *   6. greedy on the device (ENG_EVAL_ARGMAX: the argmax kernel ends each
  *      step's graph, 4 bytes come back), dense and selective: the tokens
  *      are the argmax of the logits the same model downloads without the
- *      flag, exactly.
+ *      flag, exactly;
+ *   7. 3, 5 and 6 again with per-token picking (a plan with a sketch, phi
+ *      0.4, ENG_PICK_TOKEN), and greedy again after a swap of both.
  *
  * Bounds (|CPU - CUDA| on logits; both hold the same f16 weights, only the
  * arithmetic differs):
@@ -520,6 +522,39 @@ static void check_model(const char *name, const char *path, double mass_rel)
     cmp_greedy(name, "phi 0.4", mc, mg, &abs, SELECT_REL);
     cmp_graphs(name, "phi 0.4", mg, path, &pa, &abs);
     cmp_argmax(name, "phi 0.4", mg, &abs);
+
+    /* per-token picking (pick=token): the same plan with a sketch, built
+     * on the device (the CPU's bytes); both backends score with the same
+     * integer sums, so the picks agree unless two scores are within the
+     * float rounding of their scales (SELECT_REL then bounds gross errors
+     * only); graphs against op by op, and greedy on the device, as above;
+     * then a swap of both (the sketch follows the slots) */
+    {
+        eng_load_plan_params pk = pa;
+        pk.sketch = true;
+        eng_compute_params tok = all;
+        tok.phi = 0.4f;
+        tok.pick = ENG_PICK_TOKEN;
+        eng_model *kc = load(path, ENG_BACKEND_CPU, &pk), *kg = load(path, ENG_BACKEND_CUDA, &pk);
+        eng_plan_info kpc, kpg;
+        eng_model_get_plan(kc, &kpc);
+        eng_model_get_plan(kg, &kpg);
+        EXPECT(kpg.sketch && kpc.bytes_sketch == kpg.bytes_sketch && kpg.bytes_sketch > 0,
+               "%s: sketch bytes %llu on the CPU, %llu on CUDA", name,
+               (unsigned long long)kpc.bytes_sketch, (unsigned long long)kpg.bytes_sketch);
+        cmp_greedy(name, "pick/token", kc, kg, &tok, SELECT_REL);
+        cmp_graphs(name, "pick/token", kg, path, &pk, &tok);
+        cmp_argmax(name, "pick/token", kg, &tok);
+        eng_load_plan_params pkb = plan(prof, "translate", 0.9f);
+        pkb.sketch = true;
+        eng_swap_stats kc_st, kg_st;
+        eng_error kerr = { { 0 } };
+        CHECKF(eng_model_swap(kc, &pkb, &kc_st, &kerr) == 0, "%s: CPU swap: %s", name, kerr.msg);
+        CHECKF(eng_model_swap(kg, &pkb, &kg_st, &kerr) == 0, "%s: CUDA swap: %s", name, kerr.msg);
+        cmp_greedy(name, "swap/pick", kc, kg, &tok, SELECT_REL);
+        eng_model_free(kc);
+        eng_model_free(kg);
+    }
 
     /* hot-swap both to another task and a larger gamma (neurons enter,
      * through upload_rows on CUDA), compare again; then the swapped CUDA
