@@ -151,8 +151,9 @@ typedef struct kernels {
      * SCRATCH_FLOATS floats of the calling thread's. */
     void (*ffn_down)(const ffn_args *a, const float *A, long lda, float *y, long ldy, int nt,
                      long c0, long nc, float *scratch);
-    /* out = g~ . x~, u~ . x~ for one slot's sketch w (gate then up, nb Q4_0
-     * blocks each, backend.h), x~ the token in 8 bits (q8_row). */
+    /* out = g~ . x~, u~ . x~ for one slot's sketch w (its gate row, then
+     * its up row: eng_sketch_row layout, nb blocks each), x~ the token in
+     * 8 bits (q8_row). */
     void (*dot2_q4q8)(const uint8_t *w, const q8_row *x, long nb, float out[2]);
     float (*dot_h)(const float *q, const uint16_t *k, long n);
     void (*axpy_h)(float *o, float a, const uint16_t *v, long n);
