@@ -391,7 +391,8 @@ __device__ int block_scan(int v, int *total)
     return excl;
 }
 
-/* A score's key: the float order of scores >= 0, NaN below all. */
+/* A score's key: the float order of scores (>= 0: absolute values), NaN
+ * below all. */
 struct score_key {
     const float *s;
     __device__ uint32_t operator()(int j) const

@@ -50,6 +50,16 @@
  *             (logits then move by ~3 % of their scale, with the same
  *             greedy text). Flipping cases get SELECT_REL (0.1 of the
  *             logit scale), a bound against gross errors only;
+ *   per-token picking re-picks at every decode token and layer from the
+ *             token's own activations rounded to 8 bits: a rounding
+ *             difference upstream flips a neuron at some cut nearly every
+ *             step (on the default model, seen in the emulation: logits
+ *             within 3.5 of a scale of 32 with the same greedy tokens, 4.1
+ *             after a swap), so PICK_REL (0.2 of the logit scale) bounds
+ *             gross errors only; the op's picks themselves are checked
+ *             exactly in cuda-backend. A device that picked the least
+ *             promising neurons instead fails it (tokens and logits, on
+ *             the synthetic models);
  *   ffn share: identical (the same number of neurons is computed);
  *   profile sums: relative difference <= PREFILL_REL per layer total.
  *
@@ -74,6 +84,7 @@
 #define PREFILL_REL 5e-3
 #define DECODE_REL 5e-4
 #define SELECT_REL 1e-1
+#define PICK_REL 2e-1
 
 static int n_fail;
 
@@ -526,8 +537,8 @@ static void check_model(const char *name, const char *path, double mass_rel)
     /* per-token picking (pick=token): the same plan with a sketch, built
      * on the device (the CPU's bytes); both backends score with the same
      * integer sums, so the picks agree unless two scores are within the
-     * float rounding of their scales (SELECT_REL then bounds gross errors
-     * only); graphs against op by op, and greedy on the device, as above;
+     * rounding of their inputs (PICK_REL then bounds gross errors only,
+     * see the top); graphs against op by op, and greedy on the device, as above;
      * then a swap of both (the sketch follows the slots) */
     {
         eng_load_plan_params pk = pa;
@@ -542,7 +553,7 @@ static void check_model(const char *name, const char *path, double mass_rel)
         EXPECT(kpg.sketch && kpc.bytes_sketch == kpg.bytes_sketch && kpg.bytes_sketch > 0,
                "%s: sketch bytes %llu on the CPU, %llu on CUDA", name,
                (unsigned long long)kpc.bytes_sketch, (unsigned long long)kpg.bytes_sketch);
-        cmp_greedy(name, "pick/token", kc, kg, &tok, SELECT_REL);
+        cmp_greedy(name, "pick/token", kc, kg, &tok, PICK_REL);
         cmp_graphs(name, "pick/token", kg, path, &pk, &tok);
         cmp_argmax(name, "pick/token", kg, &tok);
         eng_load_plan_params pkb = plan(prof, "translate", 0.9f);
@@ -551,7 +562,7 @@ static void check_model(const char *name, const char *path, double mass_rel)
         eng_error kerr = { { 0 } };
         CHECKF(eng_model_swap(kc, &pkb, &kc_st, &kerr) == 0, "%s: CPU swap: %s", name, kerr.msg);
         CHECKF(eng_model_swap(kg, &pkb, &kg_st, &kerr) == 0, "%s: CUDA swap: %s", name, kerr.msg);
-        cmp_greedy(name, "swap/pick", kc, kg, &tok, SELECT_REL);
+        cmp_greedy(name, "swap/pick", kc, kg, &tok, PICK_REL);
         eng_model_free(kc);
         eng_model_free(kg);
     }
