@@ -440,6 +440,16 @@ static bool wants_sketch(const eng_plan *plan, int il)
     return plan->info.sketch && plan->sparse[il];
 }
 
+/* A plan with a sketch needs a backend that builds it and picks by it. */
+static int sketch_supported(const eng_model *m, const eng_plan *plan, eng_error *err)
+{
+    if (!plan->info.sketch || (m->be->iface->ffn_pick && m->be->iface->build_sketch))
+        return 0;
+    return eng__set_err(err, -ENOTSUP,
+                        "the %s backend cannot pick neurons per token (no neuron sketch there)",
+                        m->be->iface->name);
+}
+
 /* Allocates a layer's FFN buffers for cap slots. */
 static int ffn_alloc(eng_model *m, eng_layer *L, int cap)
 {
@@ -951,12 +961,8 @@ int eng__model_load_backend(const char *path, const eng_model_params *params, en
             goto fail;
         }
     }
-    if (plan->info.sketch && (!m->be->iface->ffn_pick || !m->be->iface->build_sketch)) {
-        r = eng__set_err(err, -ENOTSUP,
-                         "the %s backend cannot pick neurons per token (no neuron sketch there)",
-                         m->be->iface->name);
+    if ((r = sketch_supported(m, plan, err)) < 0)
         goto fail;
-    }
     if ((r = load_weights(&ld, plan)) < 0)
         goto fail;
     {
@@ -1504,12 +1510,8 @@ int eng_model_swap(eng_model *m, const eng_load_plan_params *pp, eng_swap_stats 
                          m->path);
         goto out;
     }
-    if (plan->info.sketch && (!m->be->iface->ffn_pick || !m->be->iface->build_sketch)) {
-        r = eng__set_err(err, -ENOTSUP,
-                         "the %s backend cannot pick neurons per token (no neuron sketch there)",
-                         m->be->iface->name);
+    if ((r = sketch_supported(m, plan, err)) < 0)
         goto out;
-    }
     grown = calloc(NL, sizeof(*grown));
     sketch = calloc(NL, sizeof(*sketch));
     slot_of = malloc((size_t)F * sizeof(int32_t));

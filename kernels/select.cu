@@ -354,6 +354,19 @@ __global__ void k_pick_score(const uint8_t *__restrict__ sketch, int n_slots, in
 
 enum { PICK_THREADS = 1024 };
 
+/* Inclusive prefix sum of v over the warp. */
+__device__ __forceinline__ int warp_scan(int v)
+{
+    const int lane = threadIdx.x % 32;
+#pragma unroll
+    for (int o = 1; o < 32; o <<= 1) {
+        int u = __shfl_up_sync(0xffffffffu, v, o);
+        if (lane >= o)
+            v += u;
+    }
+    return v;
+}
+
 /* Exclusive prefix sum of v over the block (PICK_THREADS threads, 32
  * warps); *total gets the sum. */
 __device__ int block_scan(int v, int *total)
@@ -361,25 +374,13 @@ __device__ int block_scan(int v, int *total)
     __shared__ int warp_sum[32];
     __shared__ int s_total;
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-    int incl = v;
-#pragma unroll
-    for (int o = 1; o < 32; o <<= 1) {
-        int u = __shfl_up_sync(0xffffffffu, incl, o);
-        if (lane >= o)
-            incl += u;
-    }
+    const int incl = warp_scan(v);
     if (lane == 31)
         warp_sum[warp] = incl;
     __syncthreads();
     if (warp == 0) {
         const int w = warp_sum[lane];
-        int wi = w;
-#pragma unroll
-        for (int o = 1; o < 32; o <<= 1) {
-            int u = __shfl_up_sync(0xffffffffu, wi, o);
-            if (lane >= o)
-                wi += u;
-        }
+        const int wi = warp_scan(w);
         warp_sum[lane] = wi - w;
         if (lane == 31)
             s_total = wi;
