@@ -18,6 +18,18 @@
  * head under GQA, so the cache rows they read are hot in L1/L2.
  *
  * No __syncthreads anywhere, so warps past the last query return early.
+ *
+ * Decode (one token) has its own kernel, k_attention_decode: a block per
+ * (KV head, chunk of keys) serves all the query heads of its group, so
+ * each K and V row is read once, and the chunks are small enough (32 keys
+ * and up) that there are about two blocks per SM even at short contexts.
+ * Scores: TPK threads per key, each a slice of the dims in 16-byte loads,
+ * against the group's queries in shared memory. Softmax of the chunk: a
+ * warp per head. Values: a warp per key slice, lanes over the dims in
+ * 8-byte loads, summed over the warps in shared memory. The partials go to
+ * the same combine as the split prefill kernel. The warp-per-query kernel
+ * above walked its keys one dependent step at a time: 120 us per layer at
+ * 1024 positions on an H200, more than the layer's weights take.
  */
 #include <math.h>
 
@@ -143,6 +155,189 @@ k_attention(const float *__restrict__ q, const uint16_t *__restrict__ k,
     }
 }
 
+enum {
+    DEC_THREADS = 128,
+    DEC_WARPS = DEC_THREADS / 32,
+    DEC_MAX_G = 8,        /* query heads per KV head (more: the kernel above) */
+    DEC_MAX_SPLIT = 256,
+    DEC_MIN_CHUNK = 32,
+    DEC_MAX_CHUNK = 512   /* shared memory: scores of 8 heads x 512 keys */
+};
+
+/* Shared floats of the decode kernel: the group's queries and scores, then
+ * (reused) the warps' partial outputs; m and l of each head after them. */
+__host__ __device__ inline size_t dec_shared(int group, int hd, int chunk)
+{
+    size_t a = (size_t)group * hd + (size_t)group * chunk;
+    size_t b = (size_t)DEC_WARPS * group * hd;
+    return ((a > b ? a : b) + 2 * DEC_MAX_G) * sizeof(float);
+}
+
+__device__ __forceinline__ void unpack8(uint4 w, float f[8])
+{
+    const __half2 *h = reinterpret_cast<const __half2 *>(&w);
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        float2 t = __half22float2(h[i]);
+        f[2 * i] = t.x;
+        f[2 * i + 1] = t.y;
+    }
+}
+
+/* TPK threads per key in the score step (hd % (8 TPK) == 0); G >= group
+ * heads per KV head, NC columns of 4 dims per lane (hd <= 128 NC). */
+template <int TPK, int G, int NC>
+__global__ void __launch_bounds__(DEC_THREADS)
+k_attention_decode(const float *__restrict__ q, const uint16_t *__restrict__ k,
+                   const uint16_t *__restrict__ v, float *__restrict__ out,
+                   float *__restrict__ part_o, float *__restrict__ part_ml, int n_head, int group,
+                   int n_head_kv, int hd, int pos0, const int32_t *__restrict__ pos_dev, int chunk,
+                   float scale)
+{
+    extern __shared__ float sm[];
+    float *qs = sm, *ss = sm + group * hd, *red = sm;
+    float *mls = sm + (dec_shared(group, hd, chunk) / sizeof(float) - 2 * DEC_MAX_G);
+    const int t = threadIdx.x, warp = t / 32, lane = t % 32;
+    const int kvh = blockIdx.x, split = blockIdx.y, n_split = gridDim.y, h0 = kvh * group;
+    if (pos_dev)
+        pos0 = *pos_dev;
+    const long n_kv = (long)pos0 + 1, k0 = (long)split * chunk;
+    const int nk = k0 >= n_kv ? 0 : (int)(n_kv - k0 < chunk ? n_kv - k0 : chunk);
+    const size_t kv_stride = (size_t)n_head_kv * hd;
+
+    if (nk == 0) {
+        /* beyond the position (a graph's plan): an empty partial */
+        for (int i = t; i < group * hd; i += DEC_THREADS)
+            part_o[((size_t)split * n_head + h0) * hd + i] = 0.0f;
+        if (t < group) {
+            part_ml[2 * ((size_t)split * n_head + h0 + t)] = -INFINITY;
+            part_ml[2 * ((size_t)split * n_head + h0 + t) + 1] = 0.0f;
+        }
+        return; /* the whole block: no barrier is left behind */
+    }
+    for (int i = t; i < group * hd; i += DEC_THREADS)
+        qs[i] = q[(size_t)h0 * hd + i] * scale;
+    __syncthreads();
+
+    /* scores: key c = base + t / TPK, dims [part * dpp, (part + 1) * dpp) */
+    const int part = t % TPK, dpp = hd / TPK;
+    const uint16_t *kb = k + (size_t)kvh * hd + (size_t)part * dpp;
+    for (int base = 0; base < nk; base += DEC_THREADS / TPK) {
+        const int c = base + t / TPK;
+        float acc[G];
+#pragma unroll
+        for (int g = 0; g < G; g++)
+            acc[g] = 0.0f;
+        if (c < nk) {
+            const uint4 *kr = reinterpret_cast<const uint4 *>(kb + (size_t)(k0 + c) * kv_stride);
+            for (int i = 0; i < dpp / 8; i++) {
+                float f[8];
+                unpack8(__ldg(kr + i), f);
+#pragma unroll
+                for (int g = 0; g < G; g++) {
+                    if (g < group) {
+                        const float *qg = qs + g * hd + part * dpp + 8 * i;
+#pragma unroll
+                        for (int e = 0; e < 8; e++)
+                            acc[g] = fmaf(qg[e], f[e], acc[g]);
+                    }
+                }
+            }
+        }
+#pragma unroll
+        for (int o = 1; o < TPK; o <<= 1)
+#pragma unroll
+            for (int g = 0; g < G; g++)
+                acc[g] += __shfl_xor_sync(0xffffffffu, acc[g], o);
+        if (part == 0 && c < nk)
+#pragma unroll
+            for (int g = 0; g < G; g++)
+                if (g < group)
+                    ss[g * chunk + c] = acc[g];
+    }
+    __syncthreads();
+
+    /* softmax of the chunk, a warp per head: p = e^(s - m) in place */
+    for (int g = warp; g < group; g += DEC_WARPS) {
+        float m = -INFINITY;
+        for (int c = lane; c < nk; c += 32)
+            m = fmaxf(m, ss[g * chunk + c]);
+        m = si_warp_max(m);
+        float l = 0.0f;
+        for (int c = lane; c < nk; c += 32) {
+            float p = expf(ss[g * chunk + c] - m);
+            ss[g * chunk + c] = p;
+            l += p;
+        }
+        l = si_warp_sum(l);
+        if (lane == 0) {
+            mls[2 * g] = m;
+            mls[2 * g + 1] = l;
+        }
+    }
+    __syncthreads();
+
+    /* values: warp w takes keys w, w + DEC_WARPS, ...; lane the 4 dims of
+     * columns lane, lane + 32, ... (8-byte loads: a row in one pass) */
+    const int ncol = hd / 4;
+    float o[G][NC][4];
+#pragma unroll
+    for (int g = 0; g < G; g++)
+#pragma unroll
+        for (int n = 0; n < NC; n++)
+#pragma unroll
+            for (int e = 0; e < 4; e++)
+                o[g][n][e] = 0.0f;
+    const uint16_t *vb = v + (size_t)kvh * hd;
+    for (int c = warp; c < nk; c += DEC_WARPS) {
+        const uint2 *vr = reinterpret_cast<const uint2 *>(vb + (size_t)(k0 + c) * kv_stride);
+        uint2 w[NC];
+#pragma unroll
+        for (int n = 0; n < NC; n++)
+            w[n] = lane + 32 * n < ncol ? __ldg(vr + lane + 32 * n) : make_uint2(0, 0);
+#pragma unroll
+        for (int n = 0; n < NC; n++) {
+            const __half2 *h = reinterpret_cast<const __half2 *>(&w[n]);
+            float2 f0 = __half22float2(h[0]), f1 = __half22float2(h[1]);
+#pragma unroll
+            for (int g = 0; g < G; g++) {
+                if (g < group) {
+                    const float p = ss[g * chunk + c];
+                    o[g][n][0] = fmaf(p, f0.x, o[g][n][0]);
+                    o[g][n][1] = fmaf(p, f0.y, o[g][n][1]);
+                    o[g][n][2] = fmaf(p, f1.x, o[g][n][2]);
+                    o[g][n][3] = fmaf(p, f1.y, o[g][n][3]);
+                }
+            }
+        }
+    }
+    __syncthreads(); /* the scores are read: red reuses their memory */
+#pragma unroll
+    for (int g = 0; g < G; g++)
+#pragma unroll
+        for (int n = 0; n < NC; n++)
+            if (g < group && lane + 32 * n < ncol)
+#pragma unroll
+                for (int e = 0; e < 4; e++)
+                    red[((size_t)warp * group + g) * hd + 4 * (lane + 32 * n) + e] = o[g][n][e];
+    __syncthreads();
+    for (int i = t; i < group * hd; i += DEC_THREADS) {
+        const int g = i / hd;
+        float s = 0.0f;
+#pragma unroll
+        for (int w = 0; w < DEC_WARPS; w++)
+            s += red[(size_t)w * group * hd + i];
+        if (n_split == 1)
+            out[(size_t)h0 * hd + i] = s / mls[2 * g + 1];
+        else
+            part_o[((size_t)split * n_head + h0) * hd + i] = s;
+    }
+    if (n_split > 1 && t < group) {
+        part_ml[2 * ((size_t)split * n_head + h0 + t)] = mls[2 * t];
+        part_ml[2 * ((size_t)split * n_head + h0 + t) + 1] = mls[2 * t + 1];
+    }
+}
+
 /* out[qi][d] = sum_s o_s[d] e^(m_s - M) / sum_s l_s e^(m_s - M), M = max m_s. */
 __global__ void k_attention_combine(const float *__restrict__ part_o,
                                     const float *__restrict__ part_ml, float *__restrict__ out,
@@ -195,6 +390,10 @@ static void plan(int n_sm, int n_tokens, int pos0, int n_head, int head_dim, int
     *ret_chunk = (int)chunk;
 }
 
+/* the most splits either kernel takes for one token */
+static const int ATT_MAX_DECODE_SPLIT =
+    (int)DEC_MAX_SPLIT > (int)ATT_MAX_SPLIT ? (int)DEC_MAX_SPLIT : (int)ATT_MAX_SPLIT;
+
 static size_t split_bytes(long ns, size_t n_q, int head_dim)
 {
     return si_align256((size_t)ns * n_q * head_dim * sizeof(float)) +
@@ -211,12 +410,71 @@ extern "C" size_t si_cuda_attention_scratch(int n_sm, int n_tokens, int pos0, in
         return 0;
     size_t n_q = (size_t)n_tokens * n_head;
     if (n_tokens == 1)
-        return split_bytes(ATT_MAX_SPLIT, n_q, head_dim);
+        return split_bytes(ATT_MAX_DECODE_SPLIT, n_q, head_dim);
     int ns, chunk;
     plan(n_sm, n_tokens, pos0, n_head, head_dim, &ns, &chunk);
     if (ns <= 1)
         return 0;
     return split_bytes(ns, n_q, head_dim);
+}
+
+/* The decode kernel's plan: chunks of keys such that there are about two
+ * blocks per SM, 32 keys at least; false where the kernel does not apply
+ * (large GQA groups, head_dim not a multiple of 8 or above 256, unaligned
+ * caches, contexts beyond DEC_MAX_SPLIT x DEC_MAX_CHUNK). */
+static bool plan_decode(int n_sm, int pos0, int n_head, int n_head_kv, int hd, const void *k,
+                        const void *v, int *ret_split, int *ret_chunk, int *ret_tpk)
+{
+    const int group = n_head / n_head_kv;
+    if (group > DEC_MAX_G || hd % 8 || hd > 256 || (uintptr_t)k % 16 || (uintptr_t)v % 16)
+        return false;
+    const long n_kv = (long)pos0 + 1;
+    const long want = (2L * n_sm + n_head_kv - 1) / n_head_kv;
+    long chunk = (n_kv + want - 1) / want;
+    if ((n_kv + chunk - 1) / chunk > DEC_MAX_SPLIT)
+        chunk = (n_kv + DEC_MAX_SPLIT - 1) / DEC_MAX_SPLIT;
+    chunk = (chunk + DEC_MIN_CHUNK - 1) / DEC_MIN_CHUNK * DEC_MIN_CHUNK;
+    if (chunk > DEC_MAX_CHUNK)
+        return false;
+    int tpk = chunk >= 128 ? 1 : chunk >= 64 ? 2 : 4;
+    while (hd % (8 * tpk))
+        tpk /= 2;
+    *ret_split = (int)((n_kv + chunk - 1) / chunk);
+    *ret_chunk = (int)chunk;
+    *ret_tpk = tpk;
+    return true;
+}
+
+template <int TPK, int G>
+static void launch_decode_g(cudaStream_t st, dim3 grid, size_t shm, const float *q,
+                            const uint16_t *k, const uint16_t *v, float *out, float *po,
+                            float *pml, int n_head, int group, int n_head_kv, int hd, int pos0,
+                            const int32_t *pos_dev, int chunk, float scale)
+{
+    if (hd <= 128)
+        k_attention_decode<TPK, G, 1><<<grid, DEC_THREADS, shm, st>>>(
+            q, k, v, out, po, pml, n_head, group, n_head_kv, hd, pos0, pos_dev, chunk, scale);
+    else
+        k_attention_decode<TPK, G, 2><<<grid, DEC_THREADS, shm, st>>>(
+            q, k, v, out, po, pml, n_head, group, n_head_kv, hd, pos0, pos_dev, chunk, scale);
+}
+
+template <int TPK>
+static void launch_decode(cudaStream_t st, dim3 grid, size_t shm, const float *q,
+                          const uint16_t *k, const uint16_t *v, float *out, float *po, float *pml,
+                          int n_head, int group, int n_head_kv, int hd, int pos0,
+                          const int32_t *pos_dev, int chunk, float scale)
+{
+#define SI_DEC_ARGS st, grid, shm, q, k, v, out, po, pml, n_head, group, n_head_kv, hd, pos0, pos_dev, chunk, scale
+    if (group <= 1)
+        launch_decode_g<TPK, 1>(SI_DEC_ARGS);
+    else if (group <= 2)
+        launch_decode_g<TPK, 2>(SI_DEC_ARGS);
+    else if (group <= 4)
+        launch_decode_g<TPK, 4>(SI_DEC_ARGS);
+    else
+        launch_decode_g<TPK, 8>(SI_DEC_ARGS);
+#undef SI_DEC_ARGS
 }
 
 template <int ND>
@@ -246,16 +504,48 @@ static int attention(si_cuda *c, const float *q, const uint16_t *k, const uint16
     SI_ARG_CHECK((long)n_tokens * n_head <= INT32_MAX && (long)pos0 + n_tokens <= INT32_MAX);
     const int n_q = n_tokens * n_head, group = n_head / n_head_kv;
 
-    int ns, chunk;
+    /* Scratch: this call's, and at least what one token takes, whatever
+     * its split: the capture of a decode step (split for its graph's
+     * largest position) then finds it grown, by the prefill or by the
+     * step before, and never has to grow it. */
+    size_t need = si_cuda_attention_scratch(c->n_sm, n_tokens, pos0, n_head, head_dim);
+    const size_t need1 = si_cuda_attention_scratch(c->n_sm, 1, pos0, n_head, head_dim);
+    void *scr = NULL;
+    int r = si_cuda__scratch(c, need > need1 ? need : need1, &scr);
+    if (r < 0)
+        return r;
+
+    int ns, chunk, tpk;
+    if (n_tokens == 1 && plan_decode(c->n_sm, pos0, n_head, n_head_kv, head_dim, k, v, &ns,
+                                     &chunk, &tpk)) {
+        float *po = NULL, *pml = NULL;
+        if (ns > 1) {
+            po = (float *)scr;
+            pml = (float *)((char *)scr +
+                            si_align256((size_t)ns * n_q * head_dim * sizeof(float)));
+        }
+        dim3 grid((unsigned)n_head_kv, (unsigned)ns);
+        size_t shm = dec_shared(group, head_dim, chunk);
+        if (tpk == 4)
+            launch_decode<4>(c->stream, grid, shm, q, k, v, out, po, pml, n_head, group,
+                             n_head_kv, head_dim, pos0, pos_dev, chunk, scale);
+        else if (tpk == 2)
+            launch_decode<2>(c->stream, grid, shm, q, k, v, out, po, pml, n_head, group,
+                             n_head_kv, head_dim, pos0, pos_dev, chunk, scale);
+        else
+            launch_decode<1>(c->stream, grid, shm, q, k, v, out, po, pml, n_head, group,
+                             n_head_kv, head_dim, pos0, pos_dev, chunk, scale);
+        SI_LAUNCH_CHECK("k_attention_decode");
+        if (ns > 1) {
+            long n = (long)n_q * head_dim;
+            k_attention_combine<<<si_grid(n, 256, 65535), 256, 0, c->stream>>>(po, pml, out, n_q,
+                                                                               head_dim, ns);
+            SI_LAUNCH_CHECK("k_attention_combine");
+        }
+        return 0;
+    }
     plan(c->n_sm, n_tokens, pos0, n_head, head_dim, &ns, &chunk);
     float *po = NULL, *pml = NULL;
-    size_t need = si_cuda_attention_scratch(c->n_sm, n_tokens, pos0, n_head, head_dim);
-    void *scr = NULL;
-    if (need) {
-        int r = si_cuda__scratch(c, need, &scr);
-        if (r < 0)
-            return r;
-    }
     if (ns > 1) {
         po = (float *)scr;
         pml = (float *)((char *)scr + si_align256((size_t)ns * n_q * head_dim * sizeof(float)));

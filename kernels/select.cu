@@ -269,11 +269,13 @@ __global__ void k_sketch_build(const uint16_t *__restrict__ gate_up, int n_slots
         const int hi = __shfl_down_sync(0xffffffffu, qi, 16);
         if (lane < 16)
             row[2 * nb + 16 * b + lane] = (uint8_t)(qi | hi << 4);
-        if (lane == 0) {
-            const uint16_t h = __half_as_ushort(__float2half_rn(d));
-            row[2 * b] = (uint8_t)(h & 0xff);
-            row[2 * b + 1] = (uint8_t)(h >> 8);
-        }
+        /* the scale as one 16-bit store (rows start at even offsets). The
+         * two byte stores this replaced read back 0 on an H200 in byte 0,
+         * where the CPU has the first scale's low byte, in every shape of
+         * test-cuda-backend (the host emulation matched the CPU); this
+         * form is not yet checked on a GPU. */
+        if (lane == 0)
+            reinterpret_cast<uint16_t *>(row)[b] = __half_as_ushort(__float2half_rn(d));
     }
 }
 
@@ -282,7 +284,7 @@ extern "C" int si_cuda_sketch_build(si_cuda *c, const si_cuda_ffn_weights *w, ui
     SI_ARG_CHECK(c && w && w->n_slots >= 0 && w->n_embd > 0 && w->n_embd % 32 == 0);
     if (w->n_slots == 0)
         return 0;
-    SI_ARG_CHECK(w->gate_up && sketch);
+    SI_ARG_CHECK(w->gate_up && sketch && (uintptr_t)sketch % 2 == 0);
     k_sketch_build<<<si_grid(2L * w->n_slots, 8, 1u << 30), 256, 0, c->stream>>>(
         w->gate_up, w->n_slots, w->n_embd, sketch);
     SI_LAUNCH_CHECK("k_sketch_build");
@@ -319,7 +321,12 @@ __global__ void k_q8_round(const float *__restrict__ x, int nb, int8_t *__restri
 }
 
 /* score[s] = |silu(g~ . x~) * (u~ . x~)|: one warp per slot, a lane per
- * block of 32 (integer sums, then the two scales). */
+ * block of 32 (integer sums, then the two scales). With ALIGNED (an even
+ * number of blocks per row, so every block's codes start on 4 bytes) the
+ * codes are read 4 bytes at a time and summed with dp4a: low nibbles
+ * against x~[4q..4q+3], high ones against x~[16+4q..]; the integer sums,
+ * and so the scores, are the byte loop's exactly. */
+template <bool ALIGNED>
 __global__ void k_pick_score(const uint8_t *__restrict__ sketch, int n_slots, int nb,
                              const int8_t *__restrict__ xq, const float *__restrict__ xd,
                              const int32_t *__restrict__ xs, float *__restrict__ score)
@@ -336,8 +343,19 @@ __global__ void k_pick_score(const uint8_t *__restrict__ sketch, int n_slots, in
             const uint8_t *codes = row + 2 * nb + 16 * b;
             const int8_t *xb = xq + 32 * b;
             int32_t isum = 0;
-            for (int j = 0; j < 16; j++)
-                isum += (codes[j] & 15) * xb[j] + (codes[j] >> 4) * xb[j + 16];
+            if (ALIGNED) {
+                const uint32_t *c4 = reinterpret_cast<const uint32_t *>(codes);
+                const int *x4 = reinterpret_cast<const int *>(xb);
+#pragma unroll
+                for (int q = 0; q < 4; q++) {
+                    const uint32_t w = __ldg(c4 + q);
+                    isum = __dp4a((int)(w & 0x0f0f0f0fu), __ldg(x4 + q), isum);
+                    isum = __dp4a((int)((w >> 4) & 0x0f0f0f0fu), __ldg(x4 + 4 + q), isum);
+                }
+            } else {
+                for (int j = 0; j < 16; j++)
+                    isum += (codes[j] & 15) * xb[j] + (codes[j] >> 4) * xb[j + 16];
+            }
             const uint16_t dh = (uint16_t)(row[2 * b] | row[2 * b + 1] << 8);
             a += __half2float(__ushort_as_half(dh)) * xd[b] * (float)(isum - 8 * xs[b]);
         }
@@ -462,11 +480,17 @@ extern "C" int si_cuda_ffn_pick(si_cuda *c, const si_cuda_ffn_weights *w, const 
     float *xd = (float *)p;
     p += si_align256((size_t)nb * 4);
     int32_t *xs = (int32_t *)p;
+    const bool aligned = nb % 2 == 0 && (uintptr_t)sketch % 4 == 0;
     for (int t = 0; t < n_tokens; t++) {
         const float *xt = x + (size_t)t * E;
         k_q8_round<<<(nb + 7) / 8, 256, 0, c->stream>>>(xt, nb, xq, xd, xs);
         SI_LAUNCH_CHECK("k_q8_round");
-        k_pick_score<<<si_grid(n, 8, 1u << 30), 256, 0, c->stream>>>(sketch, n, nb, xq, xd, xs, score);
+        if (aligned)
+            k_pick_score<true><<<si_grid(n, 8, 1u << 30), 256, 0, c->stream>>>(sketch, n, nb, xq,
+                                                                               xd, xs, score);
+        else
+            k_pick_score<false><<<si_grid(n, 8, 1u << 30), 256, 0, c->stream>>>(sketch, n, nb, xq,
+                                                                                xd, xs, score);
         SI_LAUNCH_CHECK("k_pick_score");
         k_pick_select<<<1, PICK_THREADS, 0, c->stream>>>(score, n, k, sel);
         SI_LAUNCH_CHECK("k_pick_select");

@@ -505,6 +505,25 @@ static void test_ffn_pick(void)
             bad++;
         CHECK(bad == (size_t)S * sb, "E %d: sketch byte %zu: %u, CPU %u", E, bad,
               bad < (size_t)S * sb ? gsk[bad] : 0, bad < (size_t)S * sb ? hsk[bad] : 0);
+        if (bad < (size_t)S * sb) {
+            /* what a failure looks like: how many bytes differ, and the
+             * first scales and codes of the first differing row */
+            size_t n_diff = 0, r0 = bad / (sb / 2) * (sb / 2);
+            for (size_t i = 0; i < (size_t)S * sb; i++)
+                n_diff += gsk[i] != hsk[i];
+            fprintf(stderr, "  %zu of %zu bytes differ; row at byte %zu:\n", n_diff,
+                    (size_t)S * sb, r0);
+            for (int side = 0; side < 2; side++) {
+                const uint8_t *b = side ? hsk + r0 : gsk + r0;
+                fprintf(stderr, "  %s scales", side ? "CPU " : "CUDA");
+                for (int i = 0; i < 8; i++)
+                    fprintf(stderr, " %02x", b[i]);
+                fprintf(stderr, " codes");
+                for (int i = 0; i < 8; i++)
+                    fprintf(stderr, " %02x", b[2 * (E / 32) + i]);
+                fprintf(stderr, "\n");
+            }
+        }
 
         cur = "ffn_pick";
         float *x = frandv((size_t)T * E, -1.5f, 1.5f);

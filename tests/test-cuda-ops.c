@@ -407,6 +407,13 @@ static void test_attention(void)
         { 64, 64, 16, 2, 128 },
         { 1, 4095, 9, 3, 64 },  /* SmolLM2 heads, long context */
         { 2, 9, 2, 2, 256 },
+        /* decode kernel: a group of 8 (Qwen2.5-3B), hd 80 (two threads per
+         * key), hd 256, a group of 16 (the general kernel), short chunks */
+        { 1, 700, 16, 2, 128 },
+        { 1, 333, 4, 4, 80 },
+        { 1, 77, 6, 2, 256 },
+        { 1, 50, 32, 2, 64 },
+        { 1, 31, 3, 1, 64 },
     };
     for (size_t ci = 0; ci < sizeof(cases) / sizeof(cases[0]); ci++) {
         int T = cases[ci].T, p0 = cases[ci].pos0, H = cases[ci].H, Hkv = cases[ci].Hkv;
