@@ -319,6 +319,27 @@ static void op_matmul(eng_backend *be, const eng_weight *w, const float *bias, c
     check(x, si_cuda_matmul(x->c, w->data, w->rows, w->cols, bias, xs, y, n_tokens));
 }
 
+static void op_matmul3(eng_backend *be, const eng_weight *const w[3], const float *const bias[3],
+                       const float *xs, float *const y[3], int n_tokens)
+{
+    cuda_ctx *x = ctx_of(be);
+    if (n_tokens <= 0 || !op_ready(x))
+        return;
+    const uint16_t *d[3];
+    int rows[3];
+    for (int i = 0; i < 3; i++) {
+        if (!f16_only(x, w[i]->dtype, "matmul3"))
+            return;
+        if (w[i]->cols != w[0]->cols) {
+            fail(x, -EINVAL, "matmul3: weights of different widths");
+            return;
+        }
+        d[i] = w[i]->data;
+        rows[i] = w[i]->rows;
+    }
+    check(x, si_cuda_matmul3(x->c, d, rows, w[0]->cols, bias, xs, y, n_tokens));
+}
+
 static void op_rmsnorm(eng_backend *be, const float *xs, const float *weight, float *y,
                        int n_tokens, int n, float eps)
 {
@@ -575,6 +596,7 @@ static const eng_backend_iface cuda_iface = {
     .error = mem_error,
     .get_rows = op_get_rows,
     .matmul = op_matmul,
+    .matmul3 = op_matmul3,
     .rmsnorm = op_rmsnorm,
     .rope = op_rope,
     .attention = op_attention,

@@ -172,6 +172,12 @@ typedef struct eng_backend_iface {
 
     /* ---- optional ops: NULL when the backend does not offer them ---- */
 
+    /* matmul() of three weights of the same cols on the same x, in one
+     * call: y[i] = w[i] x (+ bias[i] when bias[i]), i < 3 (the forward
+     * pass's q, k and v: a GPU runs one kernel for one token). */
+    void (*matmul3)(eng_backend *be, const eng_weight *const w[3], const float *const bias[3],
+                    const float *x, float *const y[3], int n_tokens);
+
     /* SelectInfer's prefill vote (engine/topk.h has the rule): per token t
      * of act [n_tokens][n_sel], thr_t = the k-th largest rank value, rank
      * |a| (k = max(1, lround(alpha * n_sel))) or, with signed_rank, a (k =

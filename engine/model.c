@@ -1280,9 +1280,17 @@ static void forward_ops(eng_session *s, int n, int first, float *out, int32_t *a
 
         /* attention block: xn = norm(x); q,k,v = xn W^T; rope; cache; attend */
         op->rmsnorm(be, s->x, L->attn_norm, s->xn, n, E, m->rms_eps);
-        op->matmul(be, &L->wq, L->bq, s->xn, s->q, n);          /* q [n][H*hd]   */
-        op->matmul(be, &L->wk, L->bk, s->xn, s->k, n);          /* k [n][Hkv*hd] */
-        op->matmul(be, &L->wv, L->bv, s->xn, s->v, n);          /* v [n][Hkv*hd] */
+        if (op->matmul3 && L->wk.cols == L->wq.cols && L->wv.cols == L->wq.cols) {
+            /* one call (a GPU: one kernel for decode) */
+            const eng_weight *w3[3] = { &L->wq, &L->wk, &L->wv };
+            const float *b3[3] = { L->bq, L->bk, L->bv };
+            float *y3[3] = { s->q, s->k, s->v };
+            op->matmul3(be, w3, b3, s->xn, y3, n);
+        } else {
+            op->matmul(be, &L->wq, L->bq, s->xn, s->q, n);      /* q [n][H*hd]   */
+            op->matmul(be, &L->wk, L->bk, s->xn, s->k, n);      /* k [n][Hkv*hd] */
+            op->matmul(be, &L->wv, L->bv, s->xn, s->v, n);      /* v [n][Hkv*hd] */
+        }
         op->rope(be, s->q, n, H, hd, m->n_rot, pos0, m->rope_freq_base, m->rope_freqs,
                  m->rope_neox);
         op->rope(be, s->k, n, Hkv, hd, m->n_rot, pos0, m->rope_freq_base, m->rope_freqs,

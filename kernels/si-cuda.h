@@ -154,6 +154,15 @@ int si_cuda_gemv(si_cuda *c, const uint16_t *w, int rows, int cols, const float 
 int si_cuda_matmul(si_cuda *c, const uint16_t *w, int rows, int cols, const float *bias,
                    const float *x, float *y, int n_tokens);
 size_t si_cuda_matmul_scratch(int rows, int cols, int n_tokens);
+/* Three GEMVs of the same x in one launch: y[i] = w[i] x (+ bias[i]), w[i]
+ * f16 [rows[i]][cols] (rows[i] 0: y[i] untouched; bias NULL or bias[i]
+ * NULL: none). */
+int si_cuda_gemv3(si_cuda *c, const uint16_t *const w[3], const int rows[3], int cols,
+                  const float *x, const float *const bias[3], float *const y[3]);
+/* si_cuda_matmul of three weights on the same x: one launch for one token
+ * (si_cuda_gemv3), three matmuls for more. */
+int si_cuda_matmul3(si_cuda *c, const uint16_t *const w[3], const int rows[3], int cols,
+                    const float *const bias[3], const float *x, float *const y[3], int n_tokens);
 
 /* ---- attention ------------------------------------------------------------ */
 

@@ -294,6 +294,41 @@ static void test_matmul(void)
                 tol[(size_t)t * R + r] = (T == 1 ? 3e-5 : 2e-3) * mag + 1e-6 * fabs(b[r]) + 1e-7;
             }
         near("y", got, ref, tol, (size_t)T * R);
+
+        /* matmul3: the rows cut into three weights (q, k, v), each output
+         * its own buffer; the same numbers as the one matmul */
+        CHECK(G->matmul3 != NULL, "no matmul3");
+        const int rows3[3] = { 48, 16, 32 }, off3[3] = { 0, 48, 64 };
+        eng_weight w3[3];
+        const eng_weight *pw3[3];
+        const float *pb3[3];
+        float *py3[3];
+        for (int i = 0; i < 3; i++) {
+            w3[i] = (eng_weight){ ENG_DTYPE_F16, rows3[i], K,
+                                  (const uint16_t *)dw.data + (size_t)off3[i] * K };
+            pw3[i] = &w3[i];
+            pb3[i] = i == 1 ? NULL : db + off3[i];
+            py3[i] = up(NULL, (size_t)T * rows3[i] * 4);
+        }
+        G->matmul3(gpu, pw3, pb3, dx, py3, T);
+        for (int i = 0; i < 3; i++) {
+            float *g3 = xmalloc((size_t)T * rows3[i] * 4), *r3 = xmalloc((size_t)T * rows3[i] * 4);
+            double *t3 = xmalloc((size_t)T * rows3[i] * sizeof(double));
+            down(g3, py3[i], (size_t)T * rows3[i] * 4);
+            for (int t = 0; t < T; t++)
+                for (int r = 0; r < rows3[i]; r++) {
+                    const size_t at = (size_t)t * R + off3[i] + r;
+                    /* no bias for the second: the CPU's sum less b */
+                    r3[(size_t)t * rows3[i] + r] = i == 1 ? ref[at] - b[off3[i] + r] : ref[at];
+                    t3[(size_t)t * rows3[i] + r] = tol[at] + (i == 1 ? 1e-6 * fabs(ref[at]) : 0);
+                }
+            near(i == 0 ? "matmul3 y0" : i == 1 ? "matmul3 y1" : "matmul3 y2", g3, r3, t3,
+                 (size_t)T * rows3[i]);
+            dfree(py3[i]);
+            free(g3);
+            free(r3);
+            free(t3);
+        }
         dfree((void *)dw.data);
         dfree(dx);
         dfree(db);

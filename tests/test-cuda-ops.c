@@ -337,6 +337,26 @@ static void test_rope(void)
 
 /* ---- matmul ---------------------------------------------------------------------------- */
 
+/* got against the CPU's ref for y = w x (+ b): within rel of the sum of
+ * |w x| per output (3e-5 for the GEMV, 2e-3 for cuBLAS's f16 inputs). */
+static void near_matmul(const char *what, const uint16_t *w, int R, int K, int T, const float *x,
+                        const float *b, const float *got, const float *ref)
+{
+    float rel = T == 1 ? 3e-5f : 2e-3f;
+    for (int t = 0; t < T; t++)
+        for (int r = 0; r < R; r++) {
+            double mag = 0;
+            for (int k = 0; k < K; k++)
+                mag += fabs((double)h2f(w[(size_t)r * K + k]) * x[(size_t)t * K + k]);
+            float e = fabsf(got[(size_t)t * R + r] - ref[(size_t)t * R + r]);
+            if (!(e <= rel * mag + 1e-6f * fabsf(b[r]) + 1e-7f)) {
+                CHECK(0, "%s%dx%d T=%d t=%d r=%d: %g vs %g (mag %g)", what, R, K, T, t, r,
+                      got[(size_t)t * R + r], ref[(size_t)t * R + r], mag);
+                return;
+            }
+        }
+}
+
 static void test_matmul(void)
 {
     struct {
@@ -365,21 +385,7 @@ static void test_matmul(void)
         float *dy = dev((size_t)T * R * 4);
         OK(si_cuda_matmul(gc, dw, R, K, cases[ci].bias ? db : NULL, dx, dy, T));
         get(got, dy, (size_t)T * R * 4);
-        float rel = T == 1 ? 3e-5f : 2e-3f;
-        int bad = 0;
-        for (int t = 0; t < T && !bad; t++)
-            for (int r = 0; r < R; r++) {
-                double mag = 0;
-                for (int k = 0; k < K; k++)
-                    mag += fabs((double)h2f(w[(size_t)r * K + k]) * x[(size_t)t * K + k]);
-                float e = fabsf(got[(size_t)t * R + r] - ref[(size_t)t * R + r]);
-                if (!(e <= rel * mag + 1e-6f * fabsf(b[r]) + 1e-7f)) {
-                    CHECK(0, "%dx%d T=%d t=%d r=%d: %g vs %g (mag %g)", R, K, T, t, r,
-                          got[(size_t)t * R + r], ref[(size_t)t * R + r], mag);
-                    bad = 1;
-                    break;
-                }
-            }
+        near_matmul("", w, R, K, T, x, b, got, ref);
         dfree(dw);
         dfree(dx);
         dfree(db);
@@ -389,6 +395,68 @@ static void test_matmul(void)
         free(b);
         free(ref);
         free(got);
+    }
+}
+
+/* Three weights on one x (q, k, v): one launch for one token, each output
+ * as its own matmul; a matrix of no rows leaves its output alone. */
+static void test_matmul3(void)
+{
+    cur = "matmul3";
+    struct {
+        int rows[3], cols, T;
+        bool bias[3];
+    } cases[] = {
+        { { 3072, 1024, 1024 }, 3072, 1, { false, false, false } }, /* Llama-3.2-3B */
+        { { 2048, 256, 256 }, 2048, 1, { true, true, true } },       /* Qwen2.5: biases */
+        { { 7, 0, 300 }, 100, 1, { false, false, true } },           /* scalar path, no rows */
+        { { 64, 16, 16 }, 576, 4, { true, false, true } },           /* cuBLAS */
+    };
+    for (size_t ci = 0; ci < sizeof(cases) / sizeof(cases[0]); ci++) {
+        const int K = cases[ci].cols, T = cases[ci].T;
+        uint16_t *w[3], *dw[3];
+        float *b[3], *db[3], *dy[3], *ref[3], *got[3];
+        float *x = frandv((size_t)T * K, -2, 2), *dx = dev_copy(x, (size_t)T * K * 4);
+        for (int i = 0; i < 3; i++) {
+            const int R = cases[ci].rows[i];
+            w[i] = rand_half((size_t)R * K + 1, -1, 1);
+            b[i] = frandv((size_t)R + 1, -1, 1);
+            ref[i] = xmalloc((size_t)T * R * 4 + 4);
+            got[i] = xmalloc((size_t)T * R * 4 + 4);
+            eng_weight ew = { ENG_DTYPE_F16, R, K, w[i] };
+            cpu->iface->matmul(cpu, &ew, cases[ci].bias[i] ? b[i] : NULL, x, ref[i], T);
+            dw[i] = dev_copy(w[i], (size_t)R * K * 2 + 2);
+            db[i] = dev_copy(b[i], (size_t)R * 4 + 4);
+            /* the output past its rows (and all of it with no rows) holds a
+             * marker that must stay */
+            float *mark = frandv((size_t)T * R + 1, 5, 6);
+            dy[i] = dev_copy(mark, (size_t)T * R * 4 + 4);
+            memcpy(got[i], mark, (size_t)T * R * 4 + 4);
+            free(mark);
+        }
+        const uint16_t *cw[3] = { dw[0], dw[1], dw[2] };
+        const float *cb[3] = { cases[ci].bias[0] ? db[0] : NULL, cases[ci].bias[1] ? db[1] : NULL,
+                               cases[ci].bias[2] ? db[2] : NULL };
+        OK(si_cuda_matmul3(gc, cw, cases[ci].rows, K, cb, dx, dy, T));
+        for (int i = 0; i < 3; i++) {
+            const int R = cases[ci].rows[i];
+            const float marker = got[i][(size_t)T * R];
+            get(got[i], dy[i], (size_t)T * R * 4 + 4);
+            char what[64];
+            snprintf(what, sizeof(what), "case %zu matrix %d: ", ci, i);
+            near_matmul(what, w[i], R, K, T, x, b[i], got[i], ref[i]);
+            CHECK(got[i][(size_t)T * R] == marker, "case %zu matrix %d: written past its %d rows",
+                  ci, i, R);
+            dfree(dw[i]);
+            dfree(db[i]);
+            dfree(dy[i]);
+            free(w[i]);
+            free(b[i]);
+            free(ref[i]);
+            free(got[i]);
+        }
+        dfree(dx);
+        free(x);
     }
 }
 
@@ -879,6 +947,7 @@ int main(void)
     test_rmsnorm();
     test_rope();
     test_matmul();
+    test_matmul3();
     test_attention();
     test_ffn();
     test_topk();
