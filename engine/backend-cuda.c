@@ -349,6 +349,15 @@ static void op_rmsnorm(eng_backend *be, const float *xs, const float *weight, fl
     check(x, si_cuda_rmsnorm(x->c, xs, weight, y, n_tokens, n, eps));
 }
 
+static void op_add_rmsnorm(eng_backend *be, float *xs, const float *res, const float *weight,
+                           float *y, int n_tokens, int n, float eps)
+{
+    cuda_ctx *x = ctx_of(be);
+    if (n_tokens <= 0 || n <= 0 || !op_ready(x))
+        return;
+    check(x, si_cuda_add_rmsnorm(x->c, xs, res, weight, y, n_tokens, n, eps));
+}
+
 /* While capturing, the ops that take a position read it from pos_dev.
  * They may only be those of the step graph_begin announced (backend.h):
  * anything else would be replayed at the wrong place, so it voids the
@@ -597,6 +606,7 @@ static const eng_backend_iface cuda_iface = {
     .get_rows = op_get_rows,
     .matmul = op_matmul,
     .matmul3 = op_matmul3,
+    .add_rmsnorm = op_add_rmsnorm,
     .rmsnorm = op_rmsnorm,
     .rope = op_rope,
     .attention = op_attention,

@@ -172,6 +172,12 @@ typedef struct eng_backend_iface {
 
     /* ---- optional ops: NULL when the backend does not offer them ---- */
 
+    /* add() then rmsnorm(): x[t] += y[t], then out[t] = x[t] / rms(x[t]) *
+     * weight; x, y, out [n_tokens][n] (the residual add and the next norm
+     * of the forward pass: a GPU runs one kernel instead of two). */
+    void (*add_rmsnorm)(eng_backend *be, float *x, const float *y, const float *weight,
+                        float *out, int n_tokens, int n, float eps);
+
     /* matmul() of three weights of the same cols on the same x, in one
      * call: y[i] = w[i] x (+ bias[i] when bias[i]), i < 3 (the forward
      * pass's q, k and v: a GPU runs one kernel for one token). */

@@ -1274,12 +1274,19 @@ static void forward_ops(eng_session *s, int n, int first, float *out, int32_t *a
 
     /* x [n][E]: token embeddings */
     op->get_rows(be, &m->tok_embd, s->tokens, n, s->x);
+    /* a residual not yet added to x: the next norm adds it (add_rmsnorm,
+     * one kernel on a GPU) */
+    const float *pending = NULL;
 
     for (int il = 0; il < m->info.n_layer; il++) {
         const eng_layer *L = &m->layers[il];
 
         /* attention block: xn = norm(x); q,k,v = xn W^T; rope; cache; attend */
-        op->rmsnorm(be, s->x, L->attn_norm, s->xn, n, E, m->rms_eps);
+        if (pending)
+            op->add_rmsnorm(be, s->x, pending, L->attn_norm, s->xn, n, E, m->rms_eps);
+        else
+            op->rmsnorm(be, s->x, L->attn_norm, s->xn, n, E, m->rms_eps);
+        pending = NULL;
         if (op->matmul3 && L->wk.cols == L->wq.cols && L->wv.cols == L->wq.cols) {
             /* one call (a GPU: one kernel for decode) */
             const eng_weight *w3[3] = { &L->wq, &L->wk, &L->wv };
@@ -1300,12 +1307,16 @@ static void forward_ops(eng_session *s, int n, int first, float *out, int32_t *a
         op->attention(be, s->q, s->k_cache[il], s->v_cache[il], s->att, n, pos0, H, Hkv, hd,
                       scale);                                     /* att [n][H*hd] */
         op->matmul(be, &L->wo, NULL, s->att, s->o, n);           /* o [n][E]      */
-        op->add(be, s->x, s->o, (long)n * E);
 
         /* FFN block over the session's selected neurons (NULL: all loaded);
          * prefill with selective computation, and profiling, also keep the
          * activations a [n][n_sel] */
-        op->rmsnorm(be, s->x, L->ffn_norm, s->xn, n, E, m->rms_eps);
+        if (op->add_rmsnorm) {
+            op->add_rmsnorm(be, s->x, s->o, L->ffn_norm, s->xn, n, E, m->rms_eps);
+        } else {
+            op->add(be, s->x, s->o, (long)n * E);
+            op->rmsnorm(be, s->x, L->ffn_norm, s->xn, n, E, m->rms_eps);
+        }
         const int32_t *sel = s->selected ? s->ffn_sel[il] : NULL; /* host list */
         int n_sel = sel ? s->ffn_n_sel[il] : L->ffn.n_slots;
         int pick = s->selected && !want_act ? s->pick_k[il] : 0;
@@ -1323,6 +1334,10 @@ static void forward_ops(eng_session *s, int n, int first, float *out, int32_t *a
             }
             eng__select_observe(s, il, a, n, sel, n_sel);
         }
+        if (op->add_rmsnorm && !s->ffn_bias[il]) {
+            pending = s->ff; /* added by the next norm, before ff is written again */
+            continue;
+        }
         op->add(be, s->x, s->ff, (long)n * E);
         /* what the neurons not computed would add, as a constant (select.c) */
         for (int t = 0; s->ffn_bias[il] && t < n; t++)
@@ -1330,9 +1345,14 @@ static void forward_ops(eng_session *s, int n, int first, float *out, int32_t *a
     }
 
     if (out) {
-        /* logits of rows first .. n-1 */
-        op->rmsnorm(be, s->x + (size_t)first * E, m->output_norm, s->xn, n - first, E,
-                    m->rms_eps);
+        /* logits of rows first .. n-1 (x is not read after this pass, so
+         * the rows before first need no pending residual) */
+        if (pending)
+            op->add_rmsnorm(be, s->x + (size_t)first * E, pending + (size_t)first * E,
+                            m->output_norm, s->xn, n - first, E, m->rms_eps);
+        else
+            op->rmsnorm(be, s->x + (size_t)first * E, m->output_norm, s->xn, n - first, E,
+                        m->rms_eps);
         op->matmul(be, &m->output, NULL, s->xn, out, n - first); /* logits [rows][V] */
         /* greedy: the last row's argmax [1] (backend), inside a decode graph */
         if (argmax)

@@ -112,9 +112,11 @@ struct eng_session {
     float *act_host;                  /* act downloaded, when backend memory is not host's */
     /* votes counted by the backend (topk_count) while act stays in its
      * memory; NULL when the backend is host memory or offers no topk_count */
-    uint32_t **counts_dev;            /* [n_layer] -> [n_ff] (backend) */
-    bool *counts_dev_live;            /* [n_layer]: zeroed and counting since the last reset */
-    uint32_t *counts_stage;           /* [n_ff] host side of their copies */
+    uint32_t *counts_dev_all;         /* [n_layer][n_ff] (backend), one block */
+    uint32_t **counts_dev;            /* [n_layer] -> its row of counts_dev_all */
+    bool *counts_dev_live;            /* [n_layer]: counting since the last gather or reset */
+    bool counts_dev_zeroed;           /* every layer not live holds zeros */
+    uint32_t *counts_stage;           /* [n_layer][n_ff] host side of their copies */
     float *rank_tmp;                  /* [2 * n_ff] */
     double *observe;                  /* profiling sums, or NULL */
     double ffn_share;

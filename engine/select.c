@@ -552,12 +552,13 @@ int eng__select_session_init(eng_session *s)
     if (!m->be->iface->host_memory && m->be->iface->topk_count) {
         s->counts_dev = calloc(L, sizeof(*s->counts_dev));
         s->counts_dev_live = calloc(L, sizeof(*s->counts_dev_live));
-        s->counts_stage = malloc((size_t)F * sizeof(uint32_t));
-        if (!s->counts_dev || !s->counts_dev_live || !s->counts_stage)
+        s->counts_stage = malloc((size_t)L * F * sizeof(uint32_t));
+        if (!s->counts_dev || !s->counts_dev_live || !s->counts_stage ||
+            !(s->counts_dev_all = eng__session_alloc(s, (size_t)L * F * sizeof(uint32_t))))
             return -ENOMEM;
         for (int l = 0; l < L; l++)
-            if (!(s->counts_dev[l] = eng__session_alloc(s, (size_t)F * sizeof(uint32_t))))
-                return -ENOMEM;
+            s->counts_dev[l] = s->counts_dev_all + (size_t)l * F;
+        s->counts_dev_zeroed = false;
     }
     eng__select_session_reset(s);
     return 0;
@@ -584,8 +585,7 @@ void eng__select_session_free(eng_session *s)
     free(s->sel_buf);
     free(s->counts);
     free(s->pick_k);
-    for (int l = 0; s->counts_dev && l < L; l++)
-        s->model->be->iface->mem_free(s->model->be, s->counts_dev[l]);
+    s->model->be->iface->mem_free(s->model->be, s->counts_dev_all);
     free(s->counts_dev);
     free(s->counts_dev_live);
     free(s->counts_stage);
@@ -616,8 +616,10 @@ void eng__select_session_reset(eng_session *s)
             memset(s->act_sum[l], 0, (size_t)m->info.n_ff * sizeof(double));
         if (s->ffn_bias)
             s->ffn_bias[l] = NULL;
-        if (s->counts_dev_live)
-            s->counts_dev_live[l] = false; /* zeroed again at their first count */
+        if (s->counts_dev_live && s->counts_dev_live[l]) {
+            s->counts_dev_live[l] = false;
+            s->counts_dev_zeroed = false; /* an eval cut short left its counts */
+        }
     }
     s->act_tokens = 0;
     s->ffn_share = loaded_share(m);
@@ -711,6 +713,19 @@ void eng__select_observe(eng_session *s, int il, const float *act, int n, const 
     }
 }
 
+/* Zeros into every layer's device counts, in one copy. Done at the end of
+ * an eval (the device idle) rather than at each layer's first count of the
+ * next prefill, where a copy from host memory would wait for the queued
+ * work of the layers before and so stall the pass. */
+static void counts_zero(eng_session *s)
+{
+    const eng_model *m = s->model;
+    const size_t bytes = (size_t)m->info.n_layer * m->info.n_ff * sizeof(uint32_t);
+    memset(s->counts_stage, 0, bytes);
+    m->be->iface->upload(m->be, s->counts_dev_all, s->counts_stage, bytes);
+    s->counts_dev_zeroed = true;
+}
+
 bool eng__select_observe_backend(eng_session *s, int il, const float *act, int n,
                                  const int32_t *sel, int n_sel)
 {
@@ -725,14 +740,11 @@ bool eng__select_observe_backend(eng_session *s, int il, const float *act, int n
     /* nothing to count: the cases eng__select_observe returns on */
     if (!phi_active(s) || s->selected || !m->layers[il].sparse || sel)
         return true;
-    if (!s->counts_dev_live[il]) {
-        /* the first count of this layer since the reset (a prefill cut into
-         * chunks keeps adding until eng__select_end_eval takes them) */
-        memset(s->counts_stage, 0, (size_t)m->info.n_ff * sizeof(uint32_t));
-        be->iface->upload(be, s->counts_dev[il], s->counts_stage,
-                          (size_t)m->info.n_ff * sizeof(uint32_t));
-        s->counts_dev_live[il] = true;
-    }
+    if (!s->counts_dev_zeroed)
+        counts_zero(s); /* only after a reset that cut an eval short */
+    /* a prefill cut into chunks keeps adding until eng__select_end_eval
+     * takes the counts */
+    s->counts_dev_live[il] = true;
     be->iface->topk_count(be, act, n, n_sel, s->compute.alpha,
                           s->compute.rank == ENG_RANK_SIGNED, s->counts_dev[il]);
     return true;
@@ -746,19 +758,27 @@ static int counts_gather(eng_session *s)
 {
     const eng_model *m = s->model;
     eng_backend *be = m->be;
-    for (int il = 0; s->counts_dev && il < m->info.n_layer; il++) {
+    const int L = m->info.n_layer, F = m->info.n_ff;
+    bool any = false;
+    for (int il = 0; s->counts_dev && il < L; il++)
+        any = any || s->counts_dev_live[il];
+    if (!any)
+        return 0;
+    /* every layer's counts in one copy (one wait), then zeros for the next
+     * eval while the device is idle */
+    be->iface->download(be, s->counts_stage, s->counts_dev_all, (size_t)L * F * sizeof(uint32_t));
+    int r = be->iface->sync(be);
+    if (r < 0)
+        return r;
+    for (int il = 0; il < L; il++) {
         if (!s->counts_dev_live[il])
             continue;
-        const int n_slots = m->layers[il].ffn.n_slots;
-        be->iface->download(be, s->counts_stage, s->counts_dev[il],
-                            (size_t)n_slots * sizeof(uint32_t));
-        int r = be->iface->sync(be);
-        if (r < 0)
-            return r;
-        for (int j = 0; j < n_slots; j++)
-            s->counts[il][j] += (float)s->counts_stage[j];
+        const uint32_t *c = s->counts_stage + (size_t)il * F;
+        for (int j = 0; j < m->layers[il].ffn.n_slots; j++)
+            s->counts[il][j] += (float)c[j];
         s->counts_dev_live[il] = false;
     }
+    counts_zero(s);
     return 0;
 }
 

@@ -13,18 +13,26 @@ __device__ __forceinline__ double warp_sum_d(double v)
 }
 
 /* x and y may be the same buffer: every element is read before the block
- * barrier (first pass) or by the thread that then writes it (second pass). */
-__global__ void k_rmsnorm(const float *x, const float *__restrict__ weight, float *y, int n,
-                          float eps)
+ * barrier (first pass) or by the thread that then writes it (second pass).
+ * With res (add_rmsnorm), the first pass also adds res into x and writes
+ * x back; each element is then read again only by the thread that wrote
+ * it, so x and y are the add's and the norm's own results. */
+__global__ void k_rmsnorm(float *x, const float *__restrict__ res, const float *__restrict__ weight,
+                          float *y, int n, float eps)
 {
     __shared__ double red[NORM_THREADS / 32];
-    const float *xt = x + (size_t)blockIdx.x * n;
+    float *xt = x + (size_t)blockIdx.x * n;
     float *yt = y + (size_t)blockIdx.x * n;
+    const float *rt = res ? res + (size_t)blockIdx.x * n : NULL;
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
 
     double s = 0.0;
     for (int i = threadIdx.x; i < n; i += NORM_THREADS) {
         float v = xt[i];
+        if (rt) {
+            v = __fadd_rn(v, rt[i]);
+            xt[i] = v;
+        }
         s += (double)(v * v);
     }
     s = warp_sum_d(s);
@@ -51,7 +59,20 @@ extern "C" int si_cuda_rmsnorm(si_cuda *c, const float *x, const float *weight, 
     if (n_tokens == 0 || n == 0)
         return 0;
     SI_ARG_CHECK(x && y);
-    k_rmsnorm<<<n_tokens, NORM_THREADS, 0, c->stream>>>(x, weight, y, n, eps);
+    /* the kernel writes x only with a residual */
+    k_rmsnorm<<<n_tokens, NORM_THREADS, 0, c->stream>>>((float *)x, nullptr, weight, y, n, eps);
+    SI_LAUNCH_CHECK("k_rmsnorm");
+    return 0;
+}
+
+extern "C" int si_cuda_add_rmsnorm(si_cuda *c, float *x, const float *res, const float *weight,
+                                   float *y, int n_tokens, int n, float eps)
+{
+    SI_ARG_CHECK(c && n_tokens >= 0 && n >= 0);
+    if (n_tokens == 0 || n == 0)
+        return 0;
+    SI_ARG_CHECK(x && res && y);
+    k_rmsnorm<<<n_tokens, NORM_THREADS, 0, c->stream>>>(x, res, weight, y, n, eps);
     SI_LAUNCH_CHECK("k_rmsnorm");
     return 0;
 }

@@ -132,6 +132,10 @@ int si_cuda_to_f32(si_cuda *c, const uint16_t *src, float *dst, long n);
 /* y[t] = x[t] / rms(x[t]) * weight (weight NULL: 1); y may equal x. */
 int si_cuda_rmsnorm(si_cuda *c, const float *x, const float *weight, float *y, int n_tokens,
                     int n, float eps);
+/* x[t] += res[t] (written back), then y[t] = rmsnorm(x[t]) * weight: the
+ * backend's add then rmsnorm in one kernel. */
+int si_cuda_add_rmsnorm(si_cuda *c, float *x, const float *res, const float *weight, float *y,
+                        int n_tokens, int n, float eps);
 /* In place on x [n_tokens][n_heads][head_dim], as the backend's rope:
  * neox false pairs (2i, 2i+1), true pairs (i, i + n_rot/2); freq_factors
  * (device, n_rot/2 floats) or NULL. */

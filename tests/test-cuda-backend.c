@@ -356,6 +356,27 @@ static void test_norm_rope(void)
     for (int i = 0; i < T * n; i++)
         tol[i] = 2e-6 * fabs(ref[i]) + 1e-7;
     near("y", got, ref, tol, (size_t)T * n);
+
+    /* add_rmsnorm: the CPU's add then norm; x itself gets the add */
+    cur = "add_rmsnorm";
+    CHECK(G->add_rmsnorm != NULL, "no add_rmsnorm");
+    float *r = frandv((size_t)T * n, -3, 3), *gx = xmalloc((size_t)T * n * 4);
+    float *dr = up(r, (size_t)T * n * 4), *dy = up(NULL, (size_t)T * n * 4);
+    /* x on the device is now the CPU's ref (the norm above, in place) */
+    memcpy(x, got, (size_t)T * n * 4);
+    C->add(cpu, x, r, (long)T * n);
+    C->rmsnorm(cpu, x, w, ref, T, n, 1e-5f);
+    G->add_rmsnorm(gpu, dx, dr, dw, dy, T, n, 1e-5f);
+    down(got, dy, (size_t)T * n * 4);
+    down(gx, dx, (size_t)T * n * 4);
+    CHECK(memcmp(gx, x, (size_t)T * n * 4) == 0, "x after the add differs from the CPU's");
+    for (int i = 0; i < T * n; i++)
+        tol[i] = 2e-6 * fabs(ref[i]) + 1e-7;
+    near("y", got, ref, tol, (size_t)T * n);
+    dfree(dr);
+    dfree(dy);
+    free(r);
+    free(gx);
     dfree(dx);
     dfree(dw);
     free(x);

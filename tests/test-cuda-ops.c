@@ -282,6 +282,43 @@ static void test_rmsnorm(void)
     }
 }
 
+/* x += res, then the norm: x comes back exactly the CPU's add (one float
+ * addition each), y within the norm's bound. */
+static void test_add_rmsnorm(void)
+{
+    cur = "add_rmsnorm";
+    const int sizes[] = { 576, 3072, 100 };
+    for (size_t si = 0; si < sizeof(sizes) / sizeof(sizes[0]); si++) {
+        const int n = sizes[si], T = 3;
+        const size_t N = (size_t)T * n;
+        float *x = frandv(N, -4, 4), *r = frandv(N, -4, 4), *w = frandv(n, 0.5f, 1.5f);
+        float *ref = xmalloc(N * 4), *got = xmalloc(N * 4), *gotx = xmalloc(N * 4);
+        float *dx = dev_copy(x, N * 4), *dr = dev_copy(r, N * 4), *dw = dev_copy(w, (size_t)n * 4);
+        float *dy = dev(N * 4);
+        cpu->iface->add(cpu, x, r, (long)N);
+        cpu->iface->rmsnorm(cpu, x, w, ref, T, n, 1e-5f);
+        OK(si_cuda_add_rmsnorm(gc, dx, dr, dw, dy, T, n, 1e-5f));
+        get(got, dy, N * 4);
+        get(gotx, dx, N * 4);
+        CHECK(memcmp(gotx, x, N * 4) == 0, "n=%d: x after the add differs from the CPU's", n);
+        for (size_t i = 0; i < N; i++)
+            if (!(fabsf(got[i] - ref[i]) <= 2e-6f * fabsf(ref[i]) + 1e-7f)) {
+                CHECK(0, "n=%d i=%zu: %g vs %g", n, i, got[i], ref[i]);
+                break;
+            }
+        dfree(dx);
+        dfree(dr);
+        dfree(dw);
+        dfree(dy);
+        free(x);
+        free(r);
+        free(w);
+        free(ref);
+        free(got);
+        free(gotx);
+    }
+}
+
 static void test_rope(void)
 {
     cur = "rope";
@@ -945,6 +982,7 @@ int main(void)
     test_get_rows();
     test_add_store();
     test_rmsnorm();
+    test_add_rmsnorm();
     test_rope();
     test_matmul();
     test_matmul3();
