@@ -8,8 +8,8 @@
 #      CUDA backend's interface test, and whole-model parity CPU vs CUDA
 #      through the engine (test-cuda-model: synthetic tiny models, and the
 #      default model when SI_MODEL or the cache has it)
-#   3. generates synthetic f16 models with si-synth: llama-3.2-1b,
-#      llama-3.2-3b, qwen2.5-3b (in parallel; reused when present)
+#   3. generates synthetic f16 models with si-synth: llama-3.2-3b,
+#      llama-3.2-1b, qwen2.5-3b (in parallel; reused when present)
 #   4. benchmarks the kernels on each model's shapes (si-cuda-bench):
 #      decode GEMV and FFN dense vs selective (phi 0.4) in GB/s against the
 #      device's bandwidth, a whole decode token in a CUDA graph, prefill of
@@ -19,9 +19,13 @@
 #      bandwidth, dense vs phi 0.4, then dense again launching op by op
 #      (ENG_CUDA_GRAPHS=0: what the decode graphs gain), then phi 0.4
 #      picked per token by a sketch (--pick token), on each model in time
-#   6. writes everything as JSON to $OUT (or ./gpu-results): gpu-check.json
-#      (summary), bench-<model>.json and engine-<model>-{dense,phi,direct,pick}.json,
-#      with logs beside them.
+#   6. where Nsight Compute (ncu) and python3 are there: a per-kernel
+#      profile of a short decode through the engine on the first model,
+#      dense and phi 0.4, launched op by op (tests/ncu-summary.py: time,
+#      share and DRAM GB/s per kernel)
+#   7. writes everything as JSON to $OUT (or ./gpu-results): gpu-check.json
+#      (summary), bench-<model>.json, engine-<model>-{dense,phi,direct,pick}.json
+#      and profile-<model>-{dense,phi}.json, with logs beside them.
 #
 # Usage: tests/gpu-check.sh          (from anywhere; BUILD, MODEL_DIR, OUT, SI_GPU_MODELS
 #                                     override)
@@ -40,7 +44,7 @@ OUT_DIR=${OUT:-$ROOT/gpu-results}
 BUILD=${BUILD:-$ROOT/build-gpu}
 MODEL_DIR=${MODEL_DIR:-/tmp/si-gpu-models}
 DEADLINE=${SI_GPU_DEADLINE:-420}
-MODELS=${SI_GPU_MODELS:-"llama-3.2-1b llama-3.2-3b qwen2.5-3b"}
+MODELS=${SI_GPU_MODELS:-"llama-3.2-3b llama-3.2-1b qwen2.5-3b"}
 mkdir -p "$OUT_DIR" "$MODEL_DIR"
 start=$(date +%s)
 elapsed() { echo $(( $(date +%s) - start )); }
@@ -75,6 +79,15 @@ finish() {
         echo "  \"engine\": ["
         first=1
         for f in "$OUT_DIR"/engine-*.json; do
+            [ -s "$f" ] || continue
+            [ $first = 1 ] || echo "    ,"
+            sed 's/^/    /' "$f"
+            first=0
+        done
+        echo "  ],"
+        echo "  \"profiles\": ["
+        first=1
+        for f in "$OUT_DIR"/profile-*.json; do
             [ -s "$f" ] || continue
             [ $first = 1 ] || echo "    ,"
             sed 's/^/    /' "$f"
@@ -220,7 +233,40 @@ engine_bench() {
     done
 }
 
-# 4. benchmarks (and 5. after each)
+# 6. per-kernel profile of a short decode (prompt of 16, 4 steps, op by op)
+# on model $1, dense and phi 0.4, where ncu and python3 are there
+ncu_profile() {
+    local m=$1 f="$MODEL_DIR/$1-f16.gguf" v extra ncu
+    ncu=$(command -v ncu || ls /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2> /dev/null | head -1)
+    if [ -z "$ncu" ] || ! command -v python3 > /dev/null; then
+        note "profile_$m" "no ncu or python3"
+        return
+    fi
+    for v in dense phi; do
+        if [ "$(elapsed)" -ge "$DEADLINE" ]; then
+            note "profile_${m}_$v" "skipped (deadline)"
+            continue
+        fi
+        extra=
+        [ $v = phi ] && extra="--phi 0.4"
+        log "profile $m $v"
+        if ENG_CUDA_GRAPHS=0 timeout 150 "$ncu" --clock-control none --csv \
+            --metrics gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum \
+            "$BUILD/tools/si-bench" -m "$f" --backend cuda -p 16 -n 4 -r 1 $extra \
+            > "$OUT_DIR/profile-$m-$v.csv" 2> "$OUT_DIR/profile-$m-$v.log" &&
+            python3 "$ROOT/tests/ncu-summary.py" "$OUT_DIR/profile-$m-$v.csv" \
+                "$OUT_DIR/profile-$m-$v.json" "$m $v"; then
+            note "profile_${m}_$v" ok
+        else
+            note "profile_${m}_$v" failed
+            tail -5 "$OUT_DIR/profile-$m-$v.log"
+            rm -f "$OUT_DIR/profile-$m-$v.json"
+        fi
+    done
+}
+
+# 4. benchmarks (and 5. after each; 6. after the first)
+profiled=0
 for m in $MODELS; do
     f="$MODEL_DIR/$m-f16.gguf"
     if [ "$(elapsed)" -ge "$DEADLINE" ]; then
@@ -243,6 +289,10 @@ for m in $MODELS; do
     fi
     cat "$OUT_DIR/bench-$m.log"
     engine_bench "$m"
+    if [ $profiled = 0 ]; then
+        ncu_profile "$m"
+        profiled=1
+    fi
 done
 
 finish
