@@ -515,15 +515,17 @@ static int attention(si_cuda *c, const float *q, const uint16_t *k, const uint16
     if (r < 0)
         return r;
 
-    int ns, chunk, tpk;
-    if (n_tokens == 1 && plan_decode(c->n_sm, pos0, n_head, n_head_kv, head_dim, k, v, &ns,
-                                     &chunk, &tpk)) {
-        float *po = NULL, *pml = NULL;
-        if (ns > 1) {
-            po = (float *)scr;
-            pml = (float *)((char *)scr +
-                            si_align256((size_t)ns * n_q * head_dim * sizeof(float)));
-        }
+    int ns, chunk, tpk = 1;
+    const bool dec = n_tokens == 1 && plan_decode(c->n_sm, pos0, n_head, n_head_kv, head_dim,
+                                                  k, v, &ns, &chunk, &tpk);
+    if (!dec)
+        plan(c->n_sm, n_tokens, pos0, n_head, head_dim, &ns, &chunk);
+    float *po = NULL, *pml = NULL;
+    if (ns > 1) {
+        po = (float *)scr;
+        pml = (float *)((char *)scr + si_align256((size_t)ns * n_q * head_dim * sizeof(float)));
+    }
+    if (dec) {
         dim3 grid((unsigned)n_head_kv, (unsigned)ns);
         size_t shm = dec_shared(group, head_dim, chunk);
         if (tpk == 4)
@@ -536,41 +538,28 @@ static int attention(si_cuda *c, const float *q, const uint16_t *k, const uint16
             launch_decode<1>(c->stream, grid, shm, q, k, v, out, po, pml, n_head, group,
                              n_head_kv, head_dim, pos0, pos_dev, chunk, scale);
         SI_LAUNCH_CHECK("k_attention_decode");
-        if (ns > 1) {
-            long n = (long)n_q * head_dim;
-            k_attention_combine<<<si_grid(n, 256, 65535), 256, 0, c->stream>>>(po, pml, out, n_q,
-                                                                               head_dim, ns);
-            SI_LAUNCH_CHECK("k_attention_combine");
-        }
-        return 0;
-    }
-    plan(c->n_sm, n_tokens, pos0, n_head, head_dim, &ns, &chunk);
-    float *po = NULL, *pml = NULL;
-    if (ns > 1) {
-        po = (float *)scr;
-        pml = (float *)((char *)scr + si_align256((size_t)ns * n_q * head_dim * sizeof(float)));
-    }
-    dim3 grid((unsigned)((n_q + ATT_WARPS - 1) / ATT_WARPS), (unsigned)ns);
-    const int nd = (head_dim + 31) / 32;
-    switch (nd) {
+    } else {
+        dim3 grid((unsigned)((n_q + ATT_WARPS - 1) / ATT_WARPS), (unsigned)ns);
+        switch ((head_dim + 31) / 32) {
 #define CASE(N)                                                                              \
     case N:                                                                                  \
         launch<N>(c->stream, grid, q, k, v, out, po, pml, n_q, n_head, group, n_head_kv,     \
                   head_dim, pos0, pos_dev, chunk, scale);                                    \
         break;
-        CASE(1)
-        CASE(2)
-        CASE(3)
-        CASE(4)
-        CASE(5)
-        CASE(6)
-        CASE(7)
-        CASE(8)
+            CASE(1)
+            CASE(2)
+            CASE(3)
+            CASE(4)
+            CASE(5)
+            CASE(6)
+            CASE(7)
+            CASE(8)
 #undef CASE
-    default:
-        return si_cuda__fail(-EINVAL, "head_dim %d > %d", head_dim, 32 * ATT_MAX_ND);
+        default:
+            return si_cuda__fail(-EINVAL, "head_dim %d > %d", head_dim, 32 * ATT_MAX_ND);
+        }
+        SI_LAUNCH_CHECK("k_attention");
     }
-    SI_LAUNCH_CHECK("k_attention");
     if (ns > 1) {
         long n = (long)n_q * head_dim;
         k_attention_combine<<<si_grid(n, 256, 65535), 256, 0, c->stream>>>(po, pml, out, n_q,

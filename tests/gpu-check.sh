@@ -57,6 +57,20 @@ cuda_model_rc=-1
 steps=""
 note() { steps="$steps${steps:+, }\"$1\": \"$2\""; }
 
+# "name": [the files' JSON objects, comma-separated] (no newline after)
+json_array() {
+    local name=$1 first=1 f
+    shift
+    echo "  \"$name\": ["
+    for f in "$@"; do
+        [ -s "$f" ] || continue
+        [ $first = 1 ] || echo "    ,"
+        sed 's/^/    /' "$f"
+        first=0
+    done
+    printf '  ]'
+}
+
 finish() {
     {
         echo "{"
@@ -65,35 +79,14 @@ finish() {
         echo "  \"cuda_backend_test_rc\": $cuda_backend_rc,"
         echo "  \"cuda_model_test_rc\": $cuda_model_rc,"
         echo "  \"steps\": {${steps}},"
-        echo "  \"models\": ["
-        first=1
-        for m in $MODELS; do
-            f="$OUT_DIR/bench-$m.json"
-            if [ -s "$f" ]; then
-                [ $first = 1 ] || echo "    ,"
-                sed 's/^/    /' "$f"
-                first=0
-            fi
-        done
-        echo "  ],"
-        echo "  \"engine\": ["
-        first=1
-        for f in "$OUT_DIR"/engine-*.json; do
-            [ -s "$f" ] || continue
-            [ $first = 1 ] || echo "    ,"
-            sed 's/^/    /' "$f"
-            first=0
-        done
-        echo "  ],"
-        echo "  \"profiles\": ["
-        first=1
-        for f in "$OUT_DIR"/profile-*.json; do
-            [ -s "$f" ] || continue
-            [ $first = 1 ] || echo "    ,"
-            sed 's/^/    /' "$f"
-            first=0
-        done
-        echo "  ]"
+        local benches=()
+        for m in $MODELS; do benches+=("$OUT_DIR/bench-$m.json"); done
+        json_array models "${benches[@]}"
+        echo ","
+        json_array engine "$OUT_DIR"/engine-*.json
+        echo ","
+        json_array profiles "$OUT_DIR"/profile-*.json
+        echo
         echo "}"
     } > "$OUT_DIR/gpu-check.json"
     log "done (status $status): $OUT_DIR/gpu-check.json"
