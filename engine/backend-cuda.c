@@ -390,6 +390,23 @@ static void op_rope(eng_backend *be, float *xs, int n_tokens, int n_heads, int h
                               freq_factors, neox));
 }
 
+static void op_rope_store(eng_backend *be, float *q, float *k, const float *v, int n_tokens,
+                          int n_head, int n_head_kv, int head_dim, int n_rot, int pos0,
+                          float freq_base, const float *freq_factors, bool neox,
+                          uint16_t *k_cache, uint16_t *v_cache)
+{
+    cuda_ctx *x = ctx_of(be);
+    if (n_tokens <= 0 || !op_ready(x))
+        return;
+    if (at_step(x, n_tokens, pos0))
+        check(x, si_cuda_rope_store_at(x->c, q, k, v, n_tokens, n_head, n_head_kv, head_dim,
+                                       n_rot, x->pos_dev, freq_base, freq_factors, neox,
+                                       k_cache, v_cache));
+    else
+        check(x, si_cuda_rope_store(x->c, q, k, v, n_tokens, n_head, n_head_kv, head_dim, n_rot,
+                                    pos0, freq_base, freq_factors, neox, k_cache, v_cache));
+}
+
 static void op_attention(eng_backend *be, const float *q, const uint16_t *k, const uint16_t *v,
                          float *out, int n_tokens, int pos0, int n_head, int n_head_kv,
                          int head_dim, float scale)
@@ -607,6 +624,7 @@ static const eng_backend_iface cuda_iface = {
     .matmul = op_matmul,
     .matmul3 = op_matmul3,
     .add_rmsnorm = op_add_rmsnorm,
+    .rope_store = op_rope_store,
     .rmsnorm = op_rmsnorm,
     .rope = op_rope,
     .attention = op_attention,

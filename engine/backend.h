@@ -172,6 +172,15 @@ typedef struct eng_backend_iface {
 
     /* ---- optional ops: NULL when the backend does not offer them ---- */
 
+    /* rope() of q [n_tokens][n_head][head_dim] and of k [n_tokens]
+     * [n_head_kv][head_dim], then store_kv() of k and of v into the caches
+     * (row n_head_kv * head_dim): the forward pass's four ops in one call
+     * (a GPU: one kernel). */
+    void (*rope_store)(eng_backend *be, float *q, float *k, const float *v, int n_tokens,
+                       int n_head, int n_head_kv, int head_dim, int n_rot, int pos0,
+                       float freq_base, const float *freq_factors, bool neox, uint16_t *k_cache,
+                       uint16_t *v_cache);
+
     /* add() then rmsnorm(): x[t] += y[t], then out[t] = x[t] / rms(x[t]) *
      * weight; x, y, out [n_tokens][n] (the residual add and the next norm
      * of the forward pass: a GPU runs one kernel instead of two). */

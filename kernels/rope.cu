@@ -56,6 +56,103 @@ static int rope(si_cuda *c, float *x, int n_tokens, int n_heads, int head_dim, i
     return 0;
 }
 
+/* rope of q and of k, then k and v into their caches' row of the position
+ * (si_cuda_rope_store): items [0, n_tokens * half) are pairs, rotated in
+ * every q and k head as k_rope does, the k pair also written to the cache;
+ * the items after are the elements of a token's k/v row: v into its cache,
+ * and k where its dim is not rotated. So the rotated dims of k are written
+ * by the pair's thread only, the others by their element's. */
+__global__ void k_rope_store(float *q, float *k, const float *__restrict__ v, int n_tokens,
+                             int n_head, int n_head_kv, int head_dim, int half, int n_rot,
+                             int pos0, const int32_t *pos_dev, float freq_base,
+                             const float *__restrict__ freq_factors, int neox,
+                             uint16_t *__restrict__ kc, uint16_t *__restrict__ vc)
+{
+    if (pos_dev)
+        pos0 = *pos_dev;
+    const int off = neox ? half : 1, stride = neox ? 1 : 2;
+    const long kvd = (long)n_head_kv * head_dim, n_pairs = (long)n_tokens * half;
+    const long n_items = n_pairs + (long)n_tokens * kvd;
+    for (long idx = (long)blockIdx.x * blockDim.x + threadIdx.x; idx < n_items;
+         idx += (long)gridDim.x * blockDim.x) {
+        if (idx >= n_pairs) {
+            const long e = idx - n_pairs, t = e / kvd, j = e % kvd;
+            const size_t at = (size_t)(pos0 + t) * kvd + j;
+            vc[at] = si_f2h(v[(size_t)t * kvd + j]);
+            if (j % head_dim >= 2 * half)
+                kc[at] = si_f2h(k[(size_t)t * kvd + j]);
+            continue;
+        }
+        const long t = idx / half;
+        const int i = (int)(idx % half);
+        double pos = (double)pos0 + (double)t;
+        double theta = pos * pow((double)freq_base, -2.0 * i / n_rot);
+        if (freq_factors)
+            theta /= (double)freq_factors[i];
+        double sd, cd;
+        sincos(theta, &sd, &cd);
+        const float cs = (float)cd, sn = (float)sd;
+        for (int h = 0; h < n_head + n_head_kv; h++) {
+            const bool isk = h >= n_head;
+            const int hh = isk ? h - n_head : h;
+            float *base = isk ? k + (size_t)t * kvd : q + (size_t)t * n_head * head_dim;
+            const size_t d0 = (size_t)hh * head_dim + (size_t)i * stride;
+            float *p0 = base + d0, *p1 = p0 + off;
+            float x0 = *p0, x1 = *p1;
+            const float y0 = __fsub_rn(__fmul_rn(x0, cs), __fmul_rn(x1, sn));
+            const float y1 = __fadd_rn(__fmul_rn(x0, sn), __fmul_rn(x1, cs));
+            *p0 = y0;
+            *p1 = y1;
+            if (isk) {
+                uint16_t *row = kc + (size_t)(pos0 + t) * kvd;
+                row[d0] = si_f2h(y0);
+                row[d0 + off] = si_f2h(y1);
+            }
+        }
+    }
+}
+
+static int rope_store(si_cuda *c, float *q, float *k, const float *v, int n_tokens, int n_head,
+                      int n_head_kv, int head_dim, int n_rot, int pos0, const int32_t *pos_dev,
+                      float freq_base, const float *freq_factors, bool neox, uint16_t *kc,
+                      uint16_t *vc)
+{
+    SI_ARG_CHECK(c && n_tokens >= 0 && n_head >= 0 && n_head_kv >= 0 && head_dim >= 0 &&
+                 pos0 >= 0);
+    if (n_rot > head_dim)
+        n_rot = head_dim;
+    const int half = n_rot >= 2 ? n_rot / 2 : 0; /* below 2: nothing rotates */
+    const long n_items = (long)n_tokens * half + (long)n_tokens * n_head_kv * head_dim;
+    if (n_tokens == 0 || (n_head_kv == 0 && n_head == 0))
+        return 0;
+    SI_ARG_CHECK(q && k && v && kc && vc);
+    k_rope_store<<<si_grid(n_items, ROPE_THREADS, 65535), ROPE_THREADS, 0, c->stream>>>(
+        q, k, v, n_tokens, n_head, n_head_kv, head_dim, half, n_rot, pos0, pos_dev, freq_base,
+        freq_factors, neox ? 1 : 0, kc, vc);
+    SI_LAUNCH_CHECK("k_rope_store");
+    return 0;
+}
+
+extern "C" int si_cuda_rope_store(si_cuda *c, float *q, float *k, const float *v, int n_tokens,
+                                  int n_head, int n_head_kv, int head_dim, int n_rot, int pos0,
+                                  float freq_base, const float *freq_factors, bool neox,
+                                  uint16_t *k_cache, uint16_t *v_cache)
+{
+    return rope_store(c, q, k, v, n_tokens, n_head, n_head_kv, head_dim, n_rot, pos0, NULL,
+                      freq_base, freq_factors, neox, k_cache, v_cache);
+}
+
+extern "C" int si_cuda_rope_store_at(si_cuda *c, float *q, float *k, const float *v,
+                                     int n_tokens, int n_head, int n_head_kv, int head_dim,
+                                     int n_rot, const int32_t *pos_dev, float freq_base,
+                                     const float *freq_factors, bool neox, uint16_t *k_cache,
+                                     uint16_t *v_cache)
+{
+    SI_ARG_CHECK(pos_dev);
+    return rope_store(c, q, k, v, n_tokens, n_head, n_head_kv, head_dim, n_rot, 0, pos_dev,
+                      freq_base, freq_factors, neox, k_cache, v_cache);
+}
+
 extern "C" int si_cuda_rope(si_cuda *c, float *x, int n_tokens, int n_heads, int head_dim,
                             int n_rot, int pos0, float freq_base, const float *freq_factors,
                             bool neox)

@@ -145,6 +145,18 @@ int si_cuda_rope(si_cuda *c, float *x, int n_tokens, int n_heads, int head_dim, 
  * when the kernel runs. */
 int si_cuda_rope_at(si_cuda *c, float *x, int n_tokens, int n_heads, int head_dim, int n_rot,
                     const int32_t *pos_dev, float freq_base, const float *freq_factors, bool neox);
+/* The forward pass's rope(q), rope(k), then store of k and v in one kernel:
+ * q [n_tokens][n_head][head_dim] and k [n_tokens][n_head_kv][head_dim]
+ * rotated in place as si_cuda_rope does, then rows pos0 .. of the f16
+ * caches [][n_head_kv * head_dim] = k and v. The _at form reads pos0 from
+ * pos_dev (a decode graph). */
+int si_cuda_rope_store(si_cuda *c, float *q, float *k, const float *v, int n_tokens, int n_head,
+                       int n_head_kv, int head_dim, int n_rot, int pos0, float freq_base,
+                       const float *freq_factors, bool neox, uint16_t *k_cache, uint16_t *v_cache);
+int si_cuda_rope_store_at(si_cuda *c, float *q, float *k, const float *v, int n_tokens,
+                          int n_head, int n_head_kv, int head_dim, int n_rot,
+                          const int32_t *pos_dev, float freq_base, const float *freq_factors,
+                          bool neox, uint16_t *k_cache, uint16_t *v_cache);
 
 /* ---- matrix products ----------------------------------------------------- */
 

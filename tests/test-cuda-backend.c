@@ -675,6 +675,59 @@ static void test_add_store(void)
     free(got);
     free(gh);
     free(rh);
+
+    /* rope_store: the CPU's rope of q and k and store of k and v (GQA 6/2,
+     * neox, half the dims rotating, 2 tokens at position 5): q and k within
+     * the rope bound, the k cache the f16 of the device's own k, the v cache
+     * and every other row exactly the CPU's */
+    cur = "rope_store";
+    CHECK(G->rope_store != NULL, "no rope_store");
+    const int T = 2, H = 6, Hkv = 2, hd = 64, nr = 32, p0 = 5, nctx = 9;
+    const size_t nq = (size_t)T * H * hd, nk = (size_t)T * Hkv * hd, nc = (size_t)nctx * Hkv * hd;
+    float *q = frandv(nq, -2, 2), *k = frandv(nk, -2, 2), *v = frandv(nk, -2, 2);
+    uint16_t *kc0 = xmalloc(nc * 2), *vc0 = xmalloc(nc * 2), *gkc = xmalloc(nc * 2), *gvc = xmalloc(nc * 2);
+    for (size_t i = 0; i < nc; i++)
+        kc0[i] = vc0[i] = (uint16_t)(0x3c00 + i % 7); /* rows the op must leave */
+    float *dq = up(q, nq * 4), *dk = up(k, nk * 4), *dv = up(v, nk * 4);
+    uint16_t *dkc0 = up(kc0, nc * 2), *dvc0 = up(vc0, nc * 2);
+    float *gq = xmalloc(nq * 4), *gk = xmalloc(nk * 4);
+    C->rope(cpu, q, T, H, hd, nr, p0, 10000.0f, NULL, true);
+    C->rope(cpu, k, T, Hkv, hd, nr, p0, 10000.0f, NULL, true);
+    C->store_kv(cpu, k, kc0, (long)Hkv * hd, p0, T);
+    C->store_kv(cpu, v, vc0, (long)Hkv * hd, p0, T);
+    G->rope_store(gpu, dq, dk, dv, T, H, Hkv, hd, nr, p0, 10000.0f, NULL, true, dkc0, dvc0);
+    down(gq, dq, nq * 4);
+    down(gk, dk, nk * 4);
+    down(gkc, dkc0, nc * 2);
+    down(gvc, dvc0, nc * 2);
+    double *tq = xmalloc(nq * sizeof(double));
+    for (size_t i = 0; i < nq; i++)
+        tq[i] = 4e-6 * (fabs(q[i]) + 2) + 1e-7;
+    near("q", gq, q, tq, nq);
+    near("k", gk, k, tq, nk);
+    uint16_t *own = xmalloc(nk * 2);
+    C->store_f16(cpu, gk, own, (long)nk);
+    const size_t r0 = (size_t)p0 * Hkv * hd;
+    CHECK(memcmp(gkc + r0, own, nk * 2) == 0, "k cache: not the f16 of the device's k");
+    CHECK(memcmp(gkc, kc0, r0 * 2) == 0 && memcmp(gkc + r0 + nk, kc0 + r0 + nk, (nc - r0 - nk) * 2) == 0,
+          "k cache: rows other than the tokens' changed");
+    CHECK(memcmp(gvc, vc0, nc * 2) == 0, "v cache differs");
+    dfree(dq);
+    dfree(dk);
+    dfree(dv);
+    dfree(dkc0);
+    dfree(dvc0);
+    free(q);
+    free(k);
+    free(v);
+    free(kc0);
+    free(vc0);
+    free(gkc);
+    free(gvc);
+    free(gq);
+    free(gk);
+    free(tq);
+    free(own);
 }
 
 /* The prefill vote (optional op): the counts of the CPU's, exactly, over two

@@ -372,6 +372,94 @@ static void test_rope(void)
     }
 }
 
+/* rope of q and k and the store of k and v in one kernel: the same bits as
+ * the separate kernels (rope twice, store twice; those are checked against
+ * the CPU above), cache rows other than the tokens' untouched, and the
+ * position read from the device the same. */
+static void test_rope_store(void)
+{
+    cur = "rope_store";
+    struct {
+        int T, H, Hkv, hd, n_rot, pos0;
+        bool neox, ff;
+    } cases[] = {
+        { 1, 24, 8, 128, 128, 700, false, true }, /* Llama-3.2-3B decode */
+        { 3, 6, 2, 64, 32, 5, true, false },      /* prefill, half the dims rotate */
+        { 2, 4, 4, 80, 80, 0, true, true },
+        { 1, 2, 1, 64, 0, 9, false, false },      /* nothing rotates */
+    };
+    for (size_t ci = 0; ci < sizeof(cases) / sizeof(cases[0]); ci++) {
+        const int T = cases[ci].T, H = cases[ci].H, Hkv = cases[ci].Hkv, hd = cases[ci].hd;
+        const int nr = cases[ci].n_rot, p0 = cases[ci].pos0, n_ctx = p0 + T + 2;
+        const size_t nq = (size_t)T * H * hd, nk = (size_t)T * Hkv * hd;
+        const size_t nc = (size_t)n_ctx * Hkv * hd;
+        float *q = frandv(nq, -2, 2), *k = frandv(nk, -2, 2), *v = frandv(nk, -2, 2);
+        float *ff = frandv(nr / 2 + 1, 1.0f, 8.0f);
+        uint16_t *cache0 = rand_half(nc, -1, 1);
+        float *dff = dev_copy(ff, (size_t)(nr / 2 + 1) * 4);
+        const float *f = cases[ci].ff ? dff : NULL;
+        /* reference: the separate kernels */
+        float *rq = dev_copy(q, nq * 4), *rk = dev_copy(k, nk * 4), *rv = dev_copy(v, nk * 4);
+        uint16_t *rkc = dev_copy(cache0, nc * 2), *rvc = dev_copy(cache0, nc * 2);
+        OK(si_cuda_rope(gc, rq, T, H, hd, nr, p0, 10000.0f, f, cases[ci].neox));
+        OK(si_cuda_rope(gc, rk, T, Hkv, hd, nr, p0, 10000.0f, f, cases[ci].neox));
+        OK(si_cuda_store_f16(gc, rk, rkc + (size_t)p0 * Hkv * hd, (long)nk));
+        OK(si_cuda_store_f16(gc, rv, rvc + (size_t)p0 * Hkv * hd, (long)nk));
+        float *eq = xmalloc(nq * 4), *ek = xmalloc(nk * 4);
+        uint16_t *ekc = xmalloc(nc * 2), *evc = xmalloc(nc * 2);
+        get(eq, rq, nq * 4);
+        get(ek, rk, nk * 4);
+        get(ekc, rkc, nc * 2);
+        get(evc, rvc, nc * 2);
+        for (int at = 0; at < 2; at++) {
+            float *dq = dev_copy(q, nq * 4), *dk = dev_copy(k, nk * 4), *dv = dev_copy(v, nk * 4);
+            uint16_t *dkc = dev_copy(cache0, nc * 2), *dvc = dev_copy(cache0, nc * 2);
+            int32_t *dpos = dev_copy(&p0, 4);
+            if (at)
+                OK(si_cuda_rope_store_at(gc, dq, dk, dv, T, H, Hkv, hd, nr, dpos, 10000.0f, f,
+                                         cases[ci].neox, dkc, dvc));
+            else
+                OK(si_cuda_rope_store(gc, dq, dk, dv, T, H, Hkv, hd, nr, p0, 10000.0f, f,
+                                      cases[ci].neox, dkc, dvc));
+            float *gq = xmalloc(nq * 4), *gk = xmalloc(nk * 4);
+            uint16_t *gkc = xmalloc(nc * 2), *gvc = xmalloc(nc * 2);
+            get(gq, dq, nq * 4);
+            get(gk, dk, nk * 4);
+            get(gkc, dkc, nc * 2);
+            get(gvc, dvc, nc * 2);
+            CHECK(memcmp(gq, eq, nq * 4) == 0, "case %zu at %d: q differs", ci, at);
+            CHECK(memcmp(gk, ek, nk * 4) == 0, "case %zu at %d: k differs", ci, at);
+            CHECK(memcmp(gkc, ekc, nc * 2) == 0, "case %zu at %d: k cache differs", ci, at);
+            CHECK(memcmp(gvc, evc, nc * 2) == 0, "case %zu at %d: v cache differs", ci, at);
+            dfree(dq);
+            dfree(dk);
+            dfree(dv);
+            dfree(dkc);
+            dfree(dvc);
+            dfree(dpos);
+            free(gq);
+            free(gk);
+            free(gkc);
+            free(gvc);
+        }
+        dfree(rq);
+        dfree(rk);
+        dfree(rv);
+        dfree(rkc);
+        dfree(rvc);
+        dfree(dff);
+        free(q);
+        free(k);
+        free(v);
+        free(ff);
+        free(cache0);
+        free(eq);
+        free(ek);
+        free(ekc);
+        free(evc);
+    }
+}
+
 /* ---- matmul ---------------------------------------------------------------------------- */
 
 /* got against the CPU's ref for y = w x (+ b): within rel of the sum of
@@ -984,6 +1072,7 @@ int main(void)
     test_rmsnorm();
     test_add_rmsnorm();
     test_rope();
+    test_rope_store();
     test_matmul();
     test_matmul3();
     test_attention();
