@@ -21,11 +21,11 @@
 #      picked per token by a sketch (--pick token), on each model in time
 #   6. where Nsight Compute (ncu) and python3 are there: a per-kernel
 #      profile of a short decode through the engine on the first model,
-#      dense and phi 0.4, launched op by op (tests/ncu-summary.py: time,
-#      share and DRAM GB/s per kernel)
+#      dense, phi 0.4 and phi 0.4 picked per token, launched op by op
+#      (tests/ncu-summary.py: time, share and DRAM GB/s per kernel)
 #   7. writes everything as JSON to $OUT (or ./gpu-results): gpu-check.json
 #      (summary), bench-<model>.json, engine-<model>-{dense,phi,direct,pick}.json
-#      and profile-<model>-{dense,phi}.json, with logs beside them.
+#      and profile-<model>-{dense,phi,pick}.json, with logs beside them.
 #
 # Usage: tests/gpu-check.sh          (from anywhere; BUILD, MODEL_DIR, OUT, SI_GPU_MODELS
 #                                     override)
@@ -227,7 +227,8 @@ engine_bench() {
 }
 
 # 6. per-kernel profile of a short decode (prompt of 16, 4 steps, op by op)
-# on model $1, dense and phi 0.4, where ncu and python3 are there
+# on model $1, dense, phi 0.4 and phi 0.4 picked per token, where ncu and
+# python3 are there
 ncu_profile() {
     local m=$1 f="$MODEL_DIR/$1-f16.gguf" v extra ncu
     ncu=$(command -v ncu || ls /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2> /dev/null | head -1)
@@ -235,13 +236,14 @@ ncu_profile() {
         note "profile_$m" "no ncu or python3"
         return
     fi
-    for v in dense phi; do
+    for v in dense phi pick; do
         if [ "$(elapsed)" -ge "$DEADLINE" ]; then
             note "profile_${m}_$v" "skipped (deadline)"
             continue
         fi
         extra=
         [ $v = phi ] && extra="--phi 0.4"
+        [ $v = pick ] && extra="--phi 0.4 --pick token"
         log "profile $m $v"
         if ENG_CUDA_GRAPHS=0 timeout 150 "$ncu" --clock-control none --csv \
             --metrics gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum \
