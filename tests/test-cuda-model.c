@@ -79,6 +79,7 @@
 
 #include "backend.h"
 #include "engine.h"
+#include "model.h"
 #include "test-util.h"
 
 #define PREFILL_REL 5e-3
@@ -496,6 +497,44 @@ static eng_load_plan_params plan(const eng_profile *prof, const char *task, floa
 }
 
 /* mass_rel: the bound of phi 0.4 ranked by summed |a| (see the top) */
+/* Per-token picking: every layer's sketch on the device, downloaded,
+ * byte for byte the CPU model's (the same plan loads the same neurons
+ * into the same slots on both). A device whose sketch is off picks other
+ * neurons, which the greedy bound (PICK_REL) alone does not show: on the
+ * first H200 run the greedy runs stayed within it while the device's
+ * sketch bytes were wrong (cuda-backend caught those). */
+static void cmp_sketch(const char *name, const char *what, const eng_model *kc,
+                       const eng_model *kg)
+{
+    for (int il = 0; il < kc->info.n_layer; il++) {
+        const eng_layer *A = &kc->layers[il], *B = &kg->layers[il];
+        const int n = A->ffn.n_slots;
+        if (!A->ffn.sketch || !B->ffn.sketch) {
+            EXPECT(!A->ffn.sketch && !B->ffn.sketch, "%s %s layer %d: a sketch on one side only",
+                   name, what, il);
+            continue;
+        }
+        const bool same_slots = B->ffn.n_slots == n &&
+                                memcmp(A->neuron_of_slot, B->neuron_of_slot,
+                                       (size_t)n * sizeof(int32_t)) == 0;
+        EXPECT(same_slots, "%s %s layer %d: other slots on CUDA", name, what, il);
+        if (!same_slots)
+            continue;
+        const size_t bytes = (size_t)n * eng_sketch_slot_bytes(kc->info.n_embd);
+        uint8_t *got = malloc(bytes);
+        CHECK(got);
+        kg->be->iface->download(kg->be, got, B->ffn.sketch, bytes);
+        CHECK(kg->be->iface->sync(kg->be) == 0);
+        size_t bad = 0;
+        while (bad < bytes && got[bad] == ((const uint8_t *)A->ffn.sketch)[bad])
+            bad++;
+        EXPECT(bad == bytes, "%s %s layer %d: sketch byte %zu of %zu differs (CUDA %u, CPU %u)",
+               name, what, il, bad, bytes, bad < bytes ? got[bad] : 0,
+               bad < bytes ? ((const uint8_t *)A->ffn.sketch)[bad] : 0);
+        free(got);
+    }
+}
+
 static void check_model(const char *name, const char *path, double mass_rel)
 {
     eng_model *mc = load(path, ENG_BACKEND_CPU, NULL), *mg = load(path, ENG_BACKEND_CUDA, NULL);
@@ -553,6 +592,7 @@ static void check_model(const char *name, const char *path, double mass_rel)
         EXPECT(kpg.sketch && kpc.bytes_sketch == kpg.bytes_sketch && kpg.bytes_sketch > 0,
                "%s: sketch bytes %llu on the CPU, %llu on CUDA", name,
                (unsigned long long)kpc.bytes_sketch, (unsigned long long)kpg.bytes_sketch);
+        cmp_sketch(name, "pick/token", kc, kg);
         cmp_greedy(name, "pick/token", kc, kg, &tok, PICK_REL);
         cmp_graphs(name, "pick/token", kg, path, &pk, &tok);
         cmp_argmax(name, "pick/token", kg, &tok);
@@ -562,6 +602,7 @@ static void check_model(const char *name, const char *path, double mass_rel)
         eng_error kerr = { { 0 } };
         CHECKF(eng_model_swap(kc, &pkb, &kc_st, &kerr) == 0, "%s: CPU swap: %s", name, kerr.msg);
         CHECKF(eng_model_swap(kg, &pkb, &kg_st, &kerr) == 0, "%s: CUDA swap: %s", name, kerr.msg);
+        cmp_sketch(name, "swap/pick", kc, kg);
         cmp_greedy(name, "swap/pick", kc, kg, &tok, PICK_REL);
         eng_model_free(kc);
         eng_model_free(kg);
