@@ -10,13 +10,15 @@
  *
  *   bandwidth   a device-to-device copy (read + write) and the peak from the
  *               memory bus width and clock
- *   gemv        each projection of one layer (q, k, v, o) and the output
+ *   gemv        each projection of one layer (q, k, o), q, k and v in one
+ *               launch as the engine runs them (gemv_qkv), and the output
  *               head, cycling over the layers: time and GB/s
  *   ffn         decode over all slots and over phi * n_ff selected slots
  *   attention   decode at --ctx positions
  *   token       one whole decode token (every layer, final norm, head,
- *               argmax) captured in a CUDA graph, dense and selective; also
- *               launched op by op, to show what the graph saves
+ *               argmax: the engine's kernels, fused ops included) captured
+ *               in a CUDA graph, dense and selective; also launched op by
+ *               op, to show what the graph saves
  *   prefill     --prefill tokens through every layer (cuBLAS), FFN dense,
  *               dense + top-alpha counting, and selective
  *
@@ -275,6 +277,8 @@ static void model_alloc(model *m, int ctx, int n_tok, double phi)
  * the top-alpha counting of the dynamic selection. */
 static void forward(model *m, int n, int pos0, bool selective, bool count, bool logits)
 {
+    /* the engine's sequence of kernels (engine/model.c forward_ops, with
+     * the CUDA backend's fused ops: matmul3, rope_store, add_rmsnorm) */
     const shape *s = &m->s;
     const int E = s->E, H = s->H, Hkv = s->Hkv, hd = s->hd;
     const size_t kvd = (size_t)Hkv * hd;
@@ -282,30 +286,34 @@ static void forward(model *m, int n, int pos0, bool selective, bool count, bool 
     OK(si_cuda_get_rows(gc, m->embd, true, s->V, E, m->tok, n, m->x));
     for (int il = 0; il < s->n_layer; il++) {
         layer *L = &m->L[il % m->n_alloc];
-        OK(si_cuda_rmsnorm(gc, m->x, L->attn_norm, m->xn, n, E, s->eps));
-        OK(si_cuda_matmul(gc, L->wq, H * hd, E, L->bq, m->xn, m->q, n));
-        OK(si_cuda_matmul(gc, L->wk, (int)kvd, E, L->bk, m->xn, m->k, n));
-        OK(si_cuda_matmul(gc, L->wv, (int)kvd, E, L->bv, m->xn, m->v, n));
-        OK(si_cuda_rope(gc, m->q, n, H, hd, hd, pos0, s->rope_base, NULL, s->neox));
-        OK(si_cuda_rope(gc, m->k, n, Hkv, hd, hd, pos0, s->rope_base, NULL, s->neox));
-        OK(si_cuda_store_f16(gc, m->k, L->kc + (size_t)pos0 * kvd, (long)n * kvd));
-        OK(si_cuda_store_f16(gc, m->v, L->vc + (size_t)pos0 * kvd, (long)n * kvd));
+        if (il == 0)
+            OK(si_cuda_rmsnorm(gc, m->x, L->attn_norm, m->xn, n, E, s->eps));
+        else /* the previous layer's FFN residual */
+            OK(si_cuda_add_rmsnorm(gc, m->x, m->ff, L->attn_norm, m->xn, n, E, s->eps));
+        const uint16_t *w3[3] = { L->wq, L->wk, L->wv };
+        const int r3[3] = { H * hd, (int)kvd, (int)kvd };
+        const float *b3[3] = { L->bq, L->bk, L->bv };
+        float *y3[3] = { m->q, m->k, m->v };
+        OK(si_cuda_matmul3(gc, w3, r3, E, b3, m->xn, y3, n));
+        OK(si_cuda_rope_store(gc, m->q, m->k, m->v, n, H, Hkv, hd, hd, pos0, s->rope_base, NULL,
+                              s->neox, L->kc, L->vc));
         OK(si_cuda_attention(gc, m->q, L->kc, L->vc, m->att, n, pos0, H, Hkv, hd, scale));
         OK(si_cuda_matmul(gc, L->wo, E, H * hd, NULL, m->att, m->o, n));
-        OK(si_cuda_add(gc, m->x, m->o, (long)n * E));
-        OK(si_cuda_rmsnorm(gc, m->x, L->ffn_norm, m->xn, n, E, s->eps));
+        OK(si_cuda_add_rmsnorm(gc, m->x, m->o, L->ffn_norm, m->xn, n, E, s->eps));
         int n_sel = selective ? m->n_sel : s->F;
         OK(si_cuda_ffn(gc, &L->ffn, selective ? m->sel : NULL, n_sel, m->xn, m->ff, n,
                        count ? m->act : NULL));
         if (count)
             OK(si_cuda_topk_count(gc, m->act, n, n_sel, 0.2f, false, m->counts));
-        OK(si_cuda_add(gc, m->x, m->ff, (long)n * E));
     }
     if (logits) {
         float *last = m->x + (size_t)(n - 1) * E;
-        OK(si_cuda_rmsnorm(gc, last, m->out_norm, m->xn, 1, E, s->eps));
+        OK(si_cuda_add_rmsnorm(gc, last, m->ff + (size_t)(n - 1) * E, m->out_norm, m->xn, 1, E,
+                               s->eps));
         OK(si_cuda_gemv(gc, m->embd, s->V, E, m->xn, NULL, m->logits));
         OK(si_cuda_argmax(gc, m->logits, s->V, m->next));
+    } else {
+        OK(si_cuda_add(gc, m->x, m->ff, (long)n * E));
     }
 }
 
@@ -445,6 +453,16 @@ static void bench_kernels(model *m, int iters)
         double us = tstop_ms(iters * A) * 1e3;
         report(g[i].name, us, 2.0 * g[i].rows * g[i].cols);
     }
+    /* q, k and v in one launch, as the engine runs them */
+    tstart();
+    for (int it = 0; it < iters * A; it++) {
+        layer *L = &m->L[it % A];
+        const uint16_t *w3[3] = { L->wq, L->wk, L->wv };
+        const int r3[3] = { qd, kvd, kvd };
+        float *y3[3] = { m->q, m->k, m->v };
+        OK(si_cuda_gemv3(gc, w3, r3, E, m->xn, NULL, y3));
+    }
+    report("gemv_qkv", tstop_ms(iters * A) * 1e3, 2.0 * (qd + 2.0 * kvd) * E);
     tstart();
     for (int it = 0; it < iters; it++)
         OK(si_cuda_gemv(gc, m->embd, s->V, E, m->xn, NULL, m->logits));
