@@ -7,6 +7,29 @@
 
 enum { ROPE_THREADS = 128 };
 
+/* cos and sin of pair i's angle at position pos, computed in double */
+__device__ __forceinline__ void rope_angle(long pos, int i, int n_rot, float freq_base,
+                                           const float *__restrict__ freq_factors, float *cs,
+                                           float *sn)
+{
+    double theta = (double)pos * pow((double)freq_base, -2.0 * i / n_rot);
+    if (freq_factors)
+        theta /= (double)freq_factors[i];
+    double sd, cd;
+    sincos(theta, &sd, &cd);
+    *cs = (float)cd;
+    *sn = (float)sd;
+}
+
+/* the pair (*p0, *p1) rotated in place; no FMA contraction: the CPU
+ * reference rounds each product */
+__device__ __forceinline__ void rotate(float *p0, float *p1, float cs, float sn)
+{
+    const float x0 = *p0, x1 = *p1;
+    *p0 = __fsub_rn(__fmul_rn(x0, cs), __fmul_rn(x1, sn));
+    *p1 = __fadd_rn(__fmul_rn(x0, sn), __fmul_rn(x1, cs));
+}
+
 __global__ void k_rope(float *x, long n_items, int n_heads, int head_dim, int half, int n_rot,
                        int pos0, const int32_t *pos_dev, float freq_base,
                        const float *__restrict__ freq_factors, int neox)
@@ -19,20 +42,12 @@ __global__ void k_rope(float *x, long n_items, int n_heads, int head_dim, int ha
          idx += (long)gridDim.x * blockDim.x) {
         long t = idx / half;
         int i = (int)(idx % half);
-        double pos = (double)pos0 + (double)t;
-        double theta = pos * pow((double)freq_base, -2.0 * i / n_rot);
-        if (freq_factors)
-            theta /= (double)freq_factors[i];
-        double sd, cd;
-        sincos(theta, &sd, &cd);
-        const float cs = (float)cd, sn = (float)sd;
+        float cs, sn;
+        rope_angle(pos0 + t, i, n_rot, freq_base, freq_factors, &cs, &sn);
         float *xt = x + (size_t)t * n_heads * head_dim + (size_t)i * stride;
         for (int h = 0; h < n_heads; h++) {
-            float *p0 = xt + (size_t)h * head_dim, *p1 = p0 + off;
-            float x0 = *p0, x1 = *p1;
-            /* no FMA contraction: the CPU reference rounds each product */
-            *p0 = __fsub_rn(__fmul_rn(x0, cs), __fmul_rn(x1, sn));
-            *p1 = __fadd_rn(__fmul_rn(x0, sn), __fmul_rn(x1, cs));
+            float *p0 = xt + (size_t)h * head_dim;
+            rotate(p0, p0 + off, cs, sn);
         }
     }
 }
@@ -85,28 +100,18 @@ __global__ void k_rope_store(float *q, float *k, const float *__restrict__ v, in
         }
         const long t = idx / half;
         const int i = (int)(idx % half);
-        double pos = (double)pos0 + (double)t;
-        double theta = pos * pow((double)freq_base, -2.0 * i / n_rot);
-        if (freq_factors)
-            theta /= (double)freq_factors[i];
-        double sd, cd;
-        sincos(theta, &sd, &cd);
-        const float cs = (float)cd, sn = (float)sd;
+        float cs, sn;
+        rope_angle(pos0 + t, i, n_rot, freq_base, freq_factors, &cs, &sn);
         for (int h = 0; h < n_head + n_head_kv; h++) {
             const bool isk = h >= n_head;
             const int hh = isk ? h - n_head : h;
             float *base = isk ? k + (size_t)t * kvd : q + (size_t)t * n_head * head_dim;
             const size_t d0 = (size_t)hh * head_dim + (size_t)i * stride;
-            float *p0 = base + d0, *p1 = p0 + off;
-            float x0 = *p0, x1 = *p1;
-            const float y0 = __fsub_rn(__fmul_rn(x0, cs), __fmul_rn(x1, sn));
-            const float y1 = __fadd_rn(__fmul_rn(x0, sn), __fmul_rn(x1, cs));
-            *p0 = y0;
-            *p1 = y1;
+            rotate(base + d0, base + d0 + off, cs, sn);
             if (isk) {
                 uint16_t *row = kc + (size_t)(pos0 + t) * kvd;
-                row[d0] = si_f2h(y0);
-                row[d0 + off] = si_f2h(y1);
+                row[d0] = si_f2h(base[d0]);
+                row[d0 + off] = si_f2h(base[d0 + off]);
             }
         }
     }

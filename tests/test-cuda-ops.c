@@ -372,6 +372,31 @@ static void test_rope(void)
     }
 }
 
+/* q, k and the two caches, downloaded */
+typedef struct {
+    float *q, *k;
+    uint16_t *kc, *vc;
+} qkv_host;
+
+static qkv_host qkv_get(const float *dq, const float *dk, const uint16_t *dkc,
+                        const uint16_t *dvc, size_t nq, size_t nk, size_t nc)
+{
+    qkv_host h = { xmalloc(nq * 4), xmalloc(nk * 4), xmalloc(nc * 2), xmalloc(nc * 2) };
+    get(h.q, dq, nq * 4);
+    get(h.k, dk, nk * 4);
+    get(h.kc, dkc, nc * 2);
+    get(h.vc, dvc, nc * 2);
+    return h;
+}
+
+static void qkv_free(qkv_host *h)
+{
+    free(h->q);
+    free(h->k);
+    free(h->kc);
+    free(h->vc);
+}
+
 /* rope of q and k and the store of k and v in one kernel: the same bits as
  * the separate kernels (rope twice, store twice; those are checked against
  * the CPU above), cache rows other than the tokens' untouched, and the
@@ -405,12 +430,7 @@ static void test_rope_store(void)
         OK(si_cuda_rope(gc, rk, T, Hkv, hd, nr, p0, 10000.0f, f, cases[ci].neox));
         OK(si_cuda_store_f16(gc, rk, rkc + (size_t)p0 * Hkv * hd, (long)nk));
         OK(si_cuda_store_f16(gc, rv, rvc + (size_t)p0 * Hkv * hd, (long)nk));
-        float *eq = xmalloc(nq * 4), *ek = xmalloc(nk * 4);
-        uint16_t *ekc = xmalloc(nc * 2), *evc = xmalloc(nc * 2);
-        get(eq, rq, nq * 4);
-        get(ek, rk, nk * 4);
-        get(ekc, rkc, nc * 2);
-        get(evc, rvc, nc * 2);
+        qkv_host e = qkv_get(rq, rk, rkc, rvc, nq, nk, nc);
         for (int at = 0; at < 2; at++) {
             float *dq = dev_copy(q, nq * 4), *dk = dev_copy(k, nk * 4), *dv = dev_copy(v, nk * 4);
             uint16_t *dkc = dev_copy(cache0, nc * 2), *dvc = dev_copy(cache0, nc * 2);
@@ -421,26 +441,18 @@ static void test_rope_store(void)
             else
                 OK(si_cuda_rope_store(gc, dq, dk, dv, T, H, Hkv, hd, nr, p0, 10000.0f, f,
                                       cases[ci].neox, dkc, dvc));
-            float *gq = xmalloc(nq * 4), *gk = xmalloc(nk * 4);
-            uint16_t *gkc = xmalloc(nc * 2), *gvc = xmalloc(nc * 2);
-            get(gq, dq, nq * 4);
-            get(gk, dk, nk * 4);
-            get(gkc, dkc, nc * 2);
-            get(gvc, dvc, nc * 2);
-            CHECK(memcmp(gq, eq, nq * 4) == 0, "case %zu at %d: q differs", ci, at);
-            CHECK(memcmp(gk, ek, nk * 4) == 0, "case %zu at %d: k differs", ci, at);
-            CHECK(memcmp(gkc, ekc, nc * 2) == 0, "case %zu at %d: k cache differs", ci, at);
-            CHECK(memcmp(gvc, evc, nc * 2) == 0, "case %zu at %d: v cache differs", ci, at);
+            qkv_host g = qkv_get(dq, dk, dkc, dvc, nq, nk, nc);
+            CHECK(memcmp(g.q, e.q, nq * 4) == 0, "case %zu at %d: q differs", ci, at);
+            CHECK(memcmp(g.k, e.k, nk * 4) == 0, "case %zu at %d: k differs", ci, at);
+            CHECK(memcmp(g.kc, e.kc, nc * 2) == 0, "case %zu at %d: k cache differs", ci, at);
+            CHECK(memcmp(g.vc, e.vc, nc * 2) == 0, "case %zu at %d: v cache differs", ci, at);
             dfree(dq);
             dfree(dk);
             dfree(dv);
             dfree(dkc);
             dfree(dvc);
             dfree(dpos);
-            free(gq);
-            free(gk);
-            free(gkc);
-            free(gvc);
+            qkv_free(&g);
         }
         dfree(rq);
         dfree(rk);
@@ -453,10 +465,7 @@ static void test_rope_store(void)
         free(v);
         free(ff);
         free(cache0);
-        free(eq);
-        free(ek);
-        free(ekc);
-        free(evc);
+        qkv_free(&e);
     }
 }
 
