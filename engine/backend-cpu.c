@@ -1,9 +1,11 @@
 /* CPU backend: the reference every other backend is checked against, and
  * the decode path whose speed matters most.
  *
- * Two kernel sets behind one small table: portable scalar C (any machine,
- * or ENG_CPU_SIMD=0 in the environment at creation) and x86-64
- * AVX2+FMA+F16C, chosen at run time with __builtin_cpu_supports.
+ * Kernel sets behind one small table: portable scalar C (any machine, or
+ * ENG_CPU_SIMD=0 in the environment at creation), x86-64 AVX2+FMA+F16C,
+ * and the same with AVX-512 VNNI for the sketch's integer dot products
+ * (ENG_CPU_SIMD=avx2 keeps AVX2), chosen at run time with
+ * __builtin_cpu_supports.
  *
  * Decode (one token) is bound by memory bandwidth: every weight byte is read
  * once, so the GEMV kernels read several rows at a time (sharing the x loads
@@ -45,9 +47,13 @@
 
 #define ALWAYS static inline __attribute__((always_inline))
 
-/* Software prefetch distances (rows for GEMV, selected slots for the FFN). */
+/* Software prefetch distances (rows for GEMV, selected slots for the FFN,
+ * sketch slots for the per-token pick's scores). */
 #ifndef GEMV_PF_ROWS
 #define GEMV_PF_ROWS 8
+#endif
+#ifndef PICK_PF_SLOTS
+#define PICK_PF_SLOTS 4
 #endif
 #ifndef FFN_PF_SLOTS
 #define FFN_PF_SLOTS 4
@@ -133,7 +139,20 @@ typedef struct q8_row {
     const int8_t *q;
     const float *d;
     const int32_t *sum;
+    const struct q8_group *g; /* the same regrouped (kernels with groups) */
 } q8_row;
+
+/* x~ regrouped for 512-bit integer dot products, four blocks a group: the
+ * elements 0-15 of the four blocks (where a code row keeps them in low
+ * nibbles), then their elements 16-31 (the high nibbles); the products land
+ * in 16 int32 lanes, lanes 4i..4i+3 for block i, so d and off (8 * the
+ * block's sum, Q4_0's offset) are spread over those lanes. A last group
+ * past nb blocks is zero. */
+typedef struct q8_group {
+    int8_t q[128];
+    float d[16];
+    int32_t off[16];
+} q8_group;
 
 typedef struct kernels {
     const char *name;
@@ -155,6 +174,7 @@ typedef struct kernels {
      * its up row: eng_sketch_row layout, nb blocks each), x~ the token in
      * 8 bits (q8_row). */
     void (*dot2_q4q8)(const uint8_t *w, const q8_row *x, long nb, float out[2]);
+    bool q8_groups; /* dot2_q4q8 reads x->g */
     float (*dot_h)(const float *q, const uint16_t *k, long n);
     void (*axpy_h)(float *o, float a, const uint16_t *v, long n);
     void (*scale)(float *o, float s, long n);
@@ -927,6 +947,72 @@ static const kernels kern_avx2 = {
     .to_f16 = v_to_f16,
     .to_f32 = v_to_f32,
 };
+
+/* ---- AVX-512 VNNI: the sketch's dot products -------------------------- */
+
+/* Per-token picking scores every loaded neuron's 4-bit sketch, and with
+ * AVX2 that is compute-bound (about 10 instructions a block of 32: nibble
+ * unpacking, two multiply-adds, the horizontal sums). vpdpbusd multiplies
+ * unsigned codes by signed bytes and sums each four into an int32 lane, so
+ * four blocks take two of them on the regrouped x~ (q8_group): the low
+ * nibbles of 64 code bytes meet elements 0-15 of four blocks, the high
+ * ones elements 16-31. The rest of the table is AVX2's. */
+#define TGT512 __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")))
+#define VALWAYS512 TGT512 ALWAYS
+
+VALWAYS512 float q4q8_row512(const uint8_t *w, const q8_group *g, long nb)
+{
+    const uint8_t *codes = w + 2 * nb;
+    /* lanes 4i..4i+3 take block i's scale */
+    const __m512i spread = _mm512_set_epi32(3, 3, 3, 3, 2, 2, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0);
+    const __m512i m4 = _mm512_set1_epi8(15);
+    __m512 acc = _mm512_setzero_ps();
+    for (long b = 0; b < nb; b += 4, g++) {
+        __m512i c;
+        __m128i dh;
+        if (b + 4 <= nb) {
+            c = _mm512_loadu_si512(codes + 16 * b);
+            dh = _mm_loadl_epi64((const __m128i *)(w + 2 * b));
+        } else {
+            /* a last group of 1-3 blocks: nothing read past the row */
+            const int nl = (int)(nb - b);
+            c = _mm512_maskz_loadu_epi8((__mmask64)((1ull << (16 * nl)) - 1), codes + 16 * b);
+            dh = _mm_maskz_loadu_epi16((__mmask8)((1u << nl) - 1), w + 2 * b);
+        }
+        __m512i lo = _mm512_and_si512(c, m4), hi = _mm512_and_si512(_mm512_srli_epi16(c, 4), m4);
+        __m512i sum = _mm512_dpbusd_epi32(_mm512_setzero_si512(), lo, _mm512_load_si512(g->q));
+        sum = _mm512_dpbusd_epi32(sum, hi, _mm512_load_si512(g->q + 64));
+        sum = _mm512_sub_epi32(sum, _mm512_load_si512(g->off));
+        __m512 dw = _mm512_permutexvar_ps(spread, _mm512_castps128_ps512(_mm_cvtph_ps(dh)));
+        acc = _mm512_fmadd_ps(_mm512_mul_ps(dw, _mm512_load_ps(g->d)), _mm512_cvtepi32_ps(sum),
+                              acc);
+    }
+    return _mm512_reduce_add_ps(acc);
+}
+
+TGT512 static void v512_dot2_q4q8(const uint8_t *w, const q8_row *x, long nb, float out[2])
+{
+    out[0] = q4q8_row512(w, x->g, nb);
+    out[1] = q4q8_row512(w + nb * ENG_SKETCH_BLOCK_BYTES, x->g, nb);
+}
+
+static const kernels kern_avx512 = {
+    .name = "avx512vnni",
+    .gemv = v_gemv,
+    .cvt_rows = v_cvt_rows,
+    .dot4x3 = v_dot4x3,
+    .dot4x3_h = v_dot4x3_h,
+    .ffn_fused = v_ffn_fused,
+    .ffn_down = v_ffn_down,
+    .dot2_q4q8 = v512_dot2_q4q8,
+    .q8_groups = true,
+    .dot_h = v_dot_h,
+    .axpy_h = v_axpy_h,
+    .scale = v_scale,
+    .add = v_add,
+    .to_f16 = v_to_f16,
+    .to_f32 = v_to_f32,
+};
 #endif /* HAVE_X86 */
 
 /* ---- backend state ----------------------------------------------------- */
@@ -1428,24 +1514,47 @@ typedef struct pick_run {
     float *score; /* [n_slots] */
 } pick_run;
 
-/* x [n] (a multiple of 32) in 8 bits per block of 32, absmax scaled. */
+/* x [n] (a multiple of 32) in 8 bits per block of 32, absmax scaled:
+ * codes rint(x * 127 / amax), as the device's k_q8_round. */
 static void q8_round(const float *x, long n, int8_t *q, float *d, int32_t *sums)
 {
     for (long b = 0; b < n / 32; b++) {
         const float *xb = x + b * 32;
         float amax = 0.0f;
-        for (int j = 0; j < 32; j++)
-            amax = fmaxf(amax, fabsf(xb[j]));
+        for (int j = 0; j < 32; j++) {
+            const float a = fabsf(xb[j]);
+            amax = a > amax ? a : amax; /* NaN passed over, as fmaxf does */
+        }
         const float scale = amax / 127.0f, inv = amax > 0.0f ? 127.0f / amax : 0.0f;
         int32_t sum = 0;
         for (int j = 0; j < 32; j++) {
-            int v = (int)lrintf(xb[j] * inv);
-            v = v > 127 ? 127 : v < -127 ? -127 : v;
-            q[b * 32 + j] = (int8_t)v;
-            sum += v;
+            /* clamped first (NaN, from an infinite x, goes to -127), then
+             * rounded to nearest even by the 1.5 * 2^23 trick: lrintf is a
+             * call into libm per element and took 4 us a layer */
+            float v = xb[j] * inv;
+            v = v >= -127.0f ? (v <= 127.0f ? v : 127.0f) : -127.0f;
+            v = (v + 12582912.0f) - 12582912.0f;
+            q[b * 32 + j] = (int8_t)(int)v;
+            sum += (int)v;
         }
         d[b] = scale;
         sums[b] = sum;
+    }
+}
+
+/* The groups of q8_group from q8_round's output, nb blocks. */
+static void q8_regroup(const int8_t *q, const float *d, const int32_t *sums, long nb,
+                       q8_group *g)
+{
+    for (long b0 = 0; b0 < nb; b0 += 4, g++) {
+        memset(g, 0, sizeof(*g));
+        for (int i = 0; i < 4 && b0 + i < nb; i++) {
+            memcpy(g->q + 16 * i, q + 32 * (b0 + i), 16);
+            memcpy(g->q + 64 + 16 * i, q + 32 * (b0 + i) + 16, 16);
+            for (int l = 0; l < 4; l++)
+                g->d[4 * i + l] = d[b0 + i];
+            g->off[4 * i] = 8 * sums[b0 + i];
+        }
     }
 }
 
@@ -1457,9 +1566,15 @@ static void pick_score_task(void *p, int ith, int nth)
     const size_t sb = eng_sketch_slot_bytes(r->w->n_embd);
     long b, e;
     eng_split(r->w->n_slots, ith, nth, &b, &e);
+    const uint8_t *sk = r->w->sketch;
+    /* one stream per thread, but the prefetcher alone left the cold scores
+     * at two thirds of the read bandwidth */
     for (long s = b; s < e; s++) {
         float gu[2];
-        r->c->k->dot2_q4q8((const uint8_t *)r->w->sketch + (size_t)s * sb, &r->x, nb, gu);
+        if (PICK_PF_SLOTS && s + PICK_PF_SLOTS < e)
+            for (size_t o = 0; o < sb; o += 64)
+                __builtin_prefetch(sk + (size_t)(s + PICK_PF_SLOTS) * sb + o);
+        r->c->k->dot2_q4q8(sk + (size_t)s * sb, &r->x, nb, gu);
         r->score[s] = fabsf(silu(gu[0]) * gu[1]);
     }
 }
@@ -1478,20 +1593,24 @@ static void op_ffn_pick(eng_backend *be, const eng_ffn_weights *w, int k, const 
     /* scores, quickselect scratch, the pick and the rounded token live in
      * abuf; the fused path ffn() takes for one token does not use it.
      * Beyond it (over 300k slots) or without a sketch: every slot. */
-    const long nb = E / 32;
+    const long nb = E / 32, ng = (nb + 3) / 4, gf = (long)(sizeof(q8_group) / sizeof(float));
     if (k >= n || !w->sketch || E % 32 || E > SCRATCH_FLOATS ||
-        3 * n + E / 4 + 2 * nb > ABUF_FLOATS) {
+        ng * gf + 3 * n + E / 4 + 2 * nb > ABUF_FLOATS) {
         op_ffn(be, w, NULL, (int)n, x, y, n_tokens, NULL);
         return;
     }
-    float *score = c->abuf, *tmp = c->abuf + n;
-    int32_t *sel = (int32_t *)(c->abuf + 2 * n);
-    int8_t *xq = (int8_t *)(c->abuf + 3 * n);
-    float *xd = c->abuf + 3 * n + E / 4;
+    /* the groups first: abuf is 64-byte aligned, and so is a q8_group */
+    q8_group *xg = (q8_group *)c->abuf;
+    float *score = c->abuf + ng * gf, *tmp = score + n;
+    int32_t *sel = (int32_t *)(score + 2 * n);
+    int8_t *xq = (int8_t *)(score + 3 * n);
+    float *xd = score + 3 * n + E / 4;
     int32_t *xs = (int32_t *)(xd + nb);
     for (int t = 0; t < n_tokens; t++) {
         q8_round(x + (size_t)t * E, E, xq, xd, xs);
-        pick_run r = { c, w, { xq, xd, xs }, score };
+        if (c->k->q8_groups)
+            q8_regroup(xq, xd, xs, nb, xg);
+        pick_run r = { c, w, { xq, xd, xs, c->k->q8_groups ? xg : NULL }, score };
         run(c, pick_score_task, &r, n * E >= 16384);
         eng__pick_top(score, (int)n, k, tmp, sel);
         op_ffn(be, w, sel, k, x + (size_t)t * E, y + (size_t)t * E, 1, NULL);
@@ -1701,8 +1820,14 @@ static const kernels *pick_kernels(void)
 #if HAVE_X86
     __builtin_cpu_init();
     if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-        __builtin_cpu_supports("f16c"))
+        __builtin_cpu_supports("f16c")) {
+        /* ENG_CPU_SIMD=avx2: the AVX2 set on an AVX-512 machine (tests) */
+        if ((!env || strcmp(env, "avx2") != 0) && __builtin_cpu_supports("avx512f") &&
+            __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
+            __builtin_cpu_supports("avx512vnni"))
+            return &kern_avx512;
         return &kern_avx2;
+    }
 #endif
     return &kern_scalar;
 }

@@ -23,19 +23,19 @@
  * for the signed rank (else it may be NULL). */
 int eng__topk_k(const float *act, int n_tokens, int n_sel, float alpha, bool signed_rank);
 
-/* The k-th largest of x[0..n), 1 <= k <= n, by quickselect on tmp [n] (a
- * copy of x; x is not changed). */
-float eng__kth_largest(float *tmp, const float *x, int n, int k);
+/* The k-th largest of x[0..n), 1 <= k <= n (NaN below every number); tmp:
+ * n 32-bit words of scratch (x is not changed). */
+float eng__kth_largest(void *tmp, const float *x, int n, int k);
 
 /* ENG_PICK_TOKEN's choice (backend.h ffn_pick): the indices of the k best
  * of score[0..n), 1 <= k <= n, ties to the lower index, NaN below every
- * number, into out[0..k) ascending. tmp: n floats of scratch. */
-void eng__pick_top(const float *score, int n, int k, float *tmp, int32_t *out);
+ * number, into out[0..k) ascending. tmp: n 32-bit words of scratch. */
+void eng__pick_top(const float *score, int n, int k, void *tmp, int32_t *out);
 
 /* Adds each slot's count over the tokens of act [n_tokens][n_sel] to
  * fcounts (float, select.c's votes) or ucounts (uint32, the op's), exactly
- * one of them not NULL. tmp: n_sel floats of scratch. */
+ * one of them not NULL. tmp: n_sel 32-bit words of scratch. */
 void eng__topk_count(const float *act, int n_tokens, int n_sel, float alpha, bool signed_rank,
-                     float *tmp, float *fcounts, uint32_t *ucounts);
+                     void *tmp, float *fcounts, uint32_t *ucounts);
 
 #endif

@@ -1,6 +1,7 @@
 /* CPU backend: every op against a naive double-precision reference written
  * here, on random data with odd sizes, both weight dtypes, 1-3 threads, and
- * the SIMD kernels both on and forced off (ENG_CPU_SIMD=0).
+ * every kernel set the machine has: the best (AVX-512 VNNI where there is
+ * one), AVX2 (ENG_CPU_SIMD=avx2) and scalar (ENG_CPU_SIMD=0).
  *
  * Error bounds (per element, stated against magnitudes so they hold for any
  * size; a real bug is off by O(1)):
@@ -601,10 +602,115 @@ static void test_ffn_pick_e(eng_backend *be, eng_dtype dt, const int E)
     free(want);
 }
 
+/* The sketch's score of one slot for token x, in double from the
+ * documented formats: x rounded to 8 bits per block of 32 (scale amax /
+ * 127, codes rint(x * 127 / amax) in float, as the op does), each sketch
+ * row's Q4_0 blocks decoded, |silu(g~ . x~) * (u~ . x~)|. */
+static double ref_pick_score(const uint8_t *slot, const float *x, int E)
+{
+    const int nb = E / 32;
+    double gu[2];
+    for (int r = 0; r < 2; r++) {
+        const uint8_t *row = slot + (size_t)r * nb * 18;
+        double acc = 0;
+        for (int b = 0; b < nb; b++) {
+            float amax = 0;
+            for (int j = 0; j < 32; j++)
+                amax = fabsf(x[32 * b + j]) > amax ? fabsf(x[32 * b + j]) : amax;
+            const float inv = amax > 0 ? 127.0f / amax : 0.0f;
+            uint16_t dh;
+            memcpy(&dh, row + 2 * b, 2);
+            for (int j = 0; j < 32; j++) {
+                const uint8_t c = row[2 * nb + 16 * b + j % 16];
+                const int q = j < 16 ? c & 15 : c >> 4;
+                acc += h2d(dh) * (q - 8) * (double)(amax / 127.0f) * rintf(x[32 * b + j] * inv);
+            }
+        }
+        gu[r] = acc;
+    }
+    return fabs(gu[0] / (1 + exp(-gu[0])) * gu[1]);
+}
+
+static const double *sort_score;
+static int cmp_idx_desc(const void *a, const void *b)
+{
+    double x = sort_score[*(const int *)a], y = sort_score[*(const int *)b];
+    return x > y ? -1 : x < y ? 1 : *(const int *)a - *(const int *)b;
+}
+
+/* Random sketches and tokens: every kernel set's pick is the reference's
+ * k best (k chosen where the reference's k-th and (k+1)-th scores are
+ * apart by far more than float rounding), so y is bit for bit ffn() over
+ * them. E of 1-3 blocks past a multiple of four (the 512-bit kernel's
+ * masked last group) and of whole groups. */
+static void test_ffn_pick_random(eng_backend *be, eng_dtype dt)
+{
+    static const int Es[] = { 32, 64, 96, 576, 640 };
+    enum { S = 300 };
+    for (size_t ei = 0; ei < sizeof(Es) / sizeof(Es[0]); ei++) {
+        const int E = Es[ei], nb = E / 32;
+        const size_t sb = eng_sketch_slot_bytes(E);
+        uint8_t *sk = malloc(S * sb);
+        for (int s = 0; s < S; s++)
+            for (int r = 0; r < 2; r++) {
+                uint8_t *row = sk + s * sb + r * sb / 2;
+                for (int b = 0; b < nb; b++) {
+                    uint16_t d = rand_half(0.01f, 0.1f);
+                    memcpy(row + 2 * b, &d, 2);
+                }
+                for (int i = 0; i < 16 * nb; i++)
+                    row[2 * nb + i] = (uint8_t)rnd();
+            }
+        void *gu = make_weights(dt, (long)S * 2 * E), *dn = make_weights(dt, (long)S * E);
+        eng_ffn_weights w = { dt, E, S, gu, dn, sk };
+        float *x = malloc(sizeof(float) * E), *y = malloc(sizeof(float) * E);
+        float *want = malloc(sizeof(float) * E);
+        double *score = malloc(sizeof(double) * S);
+        int *idx = malloc(sizeof(int) * S), *sel = malloc(sizeof(int) * S);
+        for (int tok = 0; tok < 3; tok++) {
+            for (int i = 0; i < E; i++)
+                x[i] = frand(-2, 2) * (i % 7 == 3 ? 8.0f : 1.0f);
+            for (int s = 0; s < S; s++) {
+                score[s] = ref_pick_score(sk + s * sb, x, E);
+                idx[s] = s;
+            }
+            sort_score = score;
+            qsort(idx, S, sizeof(int), cmp_idx_desc);
+            /* k near 0.38 S whose gap to the next is at least 1e-3 relative */
+            int k = (int)(0.38 * S);
+            while (k < S - 1 && score[idx[k - 1]] - score[idx[k]] < 1e-3 * score[idx[k - 1]])
+                k++;
+            CHECK(k < S - 1, "pick random: no gap in the scores (E %d)", E);
+            int m = 0;
+            for (int s = 0; s < S; s++)
+                for (int i = 0; i < k; i++)
+                    if (idx[i] == s) {
+                        sel[m++] = s;
+                        break;
+                    }
+            be->iface->ffn_pick(be, &w, k, x, y, 1);
+            be->iface->ffn(be, &w, sel, k, x, want, 1, NULL);
+            CHECK(memcmp(y, want, sizeof(float) * E) == 0,
+                  "ffn_pick random (%s, E %d, k %d): not the FFN of the reference's k best",
+                  dt_name(dt), E, k);
+        }
+        free(sk);
+        free(gu);
+        free(dn);
+        free(x);
+        free(y);
+        free(want);
+        free(score);
+        free(idx);
+        free(sel);
+    }
+}
+
 static void test_ffn_pick(eng_backend *be, eng_dtype dt)
 {
     test_ffn_pick_e(be, dt, 64);  /* two blocks: a kernel's tail */
     test_ffn_pick_e(be, dt, 640); /* twenty: groups of eight and a tail */
+    test_ffn_pick_random(be, dt);
 }
 
 static void test_add_store(eng_backend *be)
@@ -664,11 +770,13 @@ int main(void)
         fprintf(stderr, "reference f16 conversion broken\n");
         return 1;
     }
-    for (int simd = 1; simd >= 0; simd--) {
-        if (simd)
+    /* the best set the machine has, AVX2 forced (on an AVX-512 VNNI
+     * machine the two differ in the sketch's dot products), scalar */
+    for (int simd = 2; simd >= 0; simd--) {
+        if (simd == 2)
             unsetenv("ENG_CPU_SIMD");
         else
-            setenv("ENG_CPU_SIMD", "0", 1);
+            setenv("ENG_CPU_SIMD", simd ? "avx2" : "0", 1);
         for (int nth = 1; nth <= 3; nth++) {
             eng_backend *be = NULL;
             if (eng_backend_cpu_new(nth, &be) < 0 || !be) {
@@ -684,8 +792,15 @@ int main(void)
                 CHECK(kn && strcmp(kn, "scalar") == 0, "ENG_CPU_SIMD=0 ignored: %s", kn);
 #if defined(__x86_64__)
             else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-                     __builtin_cpu_supports("f16c"))
-                CHECK(kn && strcmp(kn, "avx2") == 0, "AVX2 machine got %s", kn);
+                     __builtin_cpu_supports("f16c")) {
+                bool vnni = __builtin_cpu_supports("avx512f") &&
+                            __builtin_cpu_supports("avx512bw") &&
+                            __builtin_cpu_supports("avx512vl") &&
+                            __builtin_cpu_supports("avx512vnni");
+                const char *want = simd == 2 && vnni ? "avx512vnni" : "avx2";
+                CHECK(kn && strcmp(kn, want) == 0, "%s machine got %s (ENG_CPU_SIMD %s)",
+                      vnni ? "AVX-512 VNNI" : "AVX2", kn, simd == 2 ? "unset" : "avx2");
+            }
 #endif
             int before = n_fail;
             for (int d = 0; d < 2; d++) {
