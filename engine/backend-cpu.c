@@ -1595,16 +1595,16 @@ static void op_ffn_pick(eng_backend *be, const eng_ffn_weights *w, int k, const 
      * Beyond it (over 300k slots) or without a sketch: every slot. */
     const long nb = E / 32, ng = (nb + 3) / 4, gf = (long)(sizeof(q8_group) / sizeof(float));
     if (k >= n || !w->sketch || E % 32 || E > SCRATCH_FLOATS ||
-        ng * gf + 3 * n + E / 4 + 2 * nb > ABUF_FLOATS) {
+        ng * gf + 4 * n + E / 4 + 2 * nb > ABUF_FLOATS) {
         op_ffn(be, w, NULL, (int)n, x, y, n_tokens, NULL);
         return;
     }
     /* the groups first: abuf is 64-byte aligned, and so is a q8_group */
     q8_group *xg = (q8_group *)c->abuf;
-    float *score = c->abuf + ng * gf, *tmp = score + n;
-    int32_t *sel = (int32_t *)(score + 2 * n);
-    int8_t *xq = (int8_t *)(score + 3 * n);
-    float *xd = score + 3 * n + E / 4;
+    float *score = c->abuf + ng * gf, *tmp = score + n; /* tmp: 2 n */
+    int32_t *sel = (int32_t *)(score + 3 * n);
+    int8_t *xq = (int8_t *)(score + 4 * n);
+    float *xd = score + 4 * n + E / 4;
     int32_t *xs = (int32_t *)(xd + nb);
     for (int t = 0; t < n_tokens; t++) {
         q8_round(x + (size_t)t * E, E, xq, xd, xs);

@@ -32,14 +32,15 @@ static inline float key_float(uint32_t key)
 
 /* The k-th largest of key[0..n) (1 <= k <= n) by radix select, 8 bits a
  * pass from the top, like the device's radix_kth: the digit where the count
- * of keys above reaches k, whose keys are compacted to the front of key
- * (which is overwritten) as the next pass's candidates. A quickselect on
- * floats mispredicts a branch per comparison on fresh scores: 20 us
- * against 8 for the pick of a SmolLM2 layer (1075 slots) on this project's
- * CPU. *ret_eq: how many keys equal to the result are among the k
- * largest. */
-static uint32_t radix_kth(uint32_t *key, int n, int k, int *ret_eq)
+ * of keys above reaches k, whose keys are compacted into cand (n entries;
+ * key itself when the keys may be overwritten) as the next pass's
+ * candidates. A quickselect on floats mispredicts a branch per comparison
+ * on fresh scores: 20 us against 8 for the pick of a SmolLM2 layer (1075
+ * slots) on this project's CPU. *ret_eq: how many keys equal to the result
+ * are among the k largest. */
+static uint32_t radix_kth(const uint32_t *key, int n, int k, uint32_t *cand, int *ret_eq)
 {
+    const uint32_t *src = key;
     uint32_t prefix = 0;
     for (int shift = 24;; shift -= 8) {
         /* four histograms: consecutive keys often share a digit, and one
@@ -48,13 +49,13 @@ static uint32_t radix_kth(uint32_t *key, int n, int k, int *ret_eq)
         memset(h, 0, sizeof(h));
         int i = 0;
         for (; i + 4 <= n; i += 4) {
-            h[0][(key[i] >> shift) & 255u]++;
-            h[1][(key[i + 1] >> shift) & 255u]++;
-            h[2][(key[i + 2] >> shift) & 255u]++;
-            h[3][(key[i + 3] >> shift) & 255u]++;
+            h[0][(src[i] >> shift) & 255u]++;
+            h[1][(src[i + 1] >> shift) & 255u]++;
+            h[2][(src[i + 2] >> shift) & 255u]++;
+            h[3][(src[i + 3] >> shift) & 255u]++;
         }
         for (; i < n; i++)
-            h[0][(key[i] >> shift) & 255u]++;
+            h[0][(src[i] >> shift) & 255u]++;
         uint32_t d = 255, cum = 0;
         for (;; d--) {
             const uint32_t c = h[0][d] + h[1][d] + h[2][d] + h[3][d];
@@ -68,10 +69,11 @@ static uint32_t radix_kth(uint32_t *key, int n, int k, int *ret_eq)
             break;
         int m = 0;
         for (i = 0; i < n; i++) {
-            const uint32_t v = key[i];
-            key[m] = v;
+            const uint32_t v = src[i];
+            cand[m] = v;
             m += ((v >> shift) & 255u) == d;
         }
+        src = cand;
         n = m;
     }
     *ret_eq = k;
@@ -84,20 +86,20 @@ float eng__kth_largest(void *tmp, const float *x, int n, int k)
     for (int i = 0; i < n; i++)
         key[i] = float_key(x[i]);
     int eq;
-    return key_float(radix_kth(key, n, k, &eq));
+    return key_float(radix_kth(key, n, k, key, &eq));
 }
 
 void eng__pick_top(const float *score, int n, int k, void *tmp, int32_t *out)
 {
-    uint32_t *key = tmp;
+    uint32_t *key = tmp, *cand = key + n;
     for (int i = 0; i < n; i++)
         key[i] = float_key(score[i]);
     int eq; /* keys equal to the threshold to take, lowest indices first */
-    const uint32_t thr = radix_kth(key, n, k, &eq);
+    const uint32_t thr = radix_kth(key, n, k, cand, &eq);
     int m = 0;
     for (int i = 0; i < n && m < k; i++) {
         /* branch-free: whether a slot is taken is a coin toss */
-        const uint32_t v = float_key(score[i]);
+        const uint32_t v = key[i];
         const int is_eq = v == thr, take = (v > thr) | (is_eq & (eq > 0));
         eq -= is_eq & take;
         out[m] = i;
@@ -146,7 +148,7 @@ void eng__topk_count(const float *act, int n_tokens, int n_sel, float alpha, boo
             for (int j = 0; j < n_sel; j++)
                 key[j] = float_key(fabsf(a[j]));
             int eq;
-            thr = key_float(radix_kth(key, n_sel, k, &eq));
+            thr = key_float(radix_kth(key, n_sel, k, key, &eq));
             if (ucounts)
                 for (int j = 0; j < n_sel; j++)
                     ucounts[j] += fabsf(a[j]) >= thr;

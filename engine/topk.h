@@ -29,7 +29,7 @@ float eng__kth_largest(void *tmp, const float *x, int n, int k);
 
 /* ENG_PICK_TOKEN's choice (backend.h ffn_pick): the indices of the k best
  * of score[0..n), 1 <= k <= n, ties to the lower index, NaN below every
- * number, into out[0..k) ascending. tmp: n 32-bit words of scratch. */
+ * number, into out[0..k) ascending. tmp: 2 n 32-bit words of scratch. */
 void eng__pick_top(const float *score, int n, int k, void *tmp, int32_t *out);
 
 /* Adds each slot's count over the tokens of act [n_tokens][n_sel] to

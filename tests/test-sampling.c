@@ -1,4 +1,5 @@
-/* Sampler: greedy, determinism, distribution, truncations, repetition penalty. */
+/* Sampler: greedy, determinism, distribution, truncations, repetition penalty,
+ * and the whole chain token for token against a plain re-implementation. */
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -421,6 +422,191 @@ static void test_penalty(void) {
     eng_sampler_free(s);
 }
 
+/* ---- the whole chain, token for token, against a plain re-implementation ----
+ *
+ * The chain as sampling.c documents it, written the slow and obvious way:
+ * the penalty on a copy (each distinct window token once), every possible
+ * token sorted best first (logit, then lower id; +inf ones alone when
+ * there are any), top-k the first k, top-p the smallest best-first prefix
+ * reaching p of the mass (kept worst first, as the sampler leaves them),
+ * min-p, then the temperature softmax and a draw with the sampler's own
+ * generator (xoshiro256** seeded through splitmix64). Same seed, same
+ * tokens: whatever the sampler does to go faster (its top-k never builds a
+ * candidate per token, nor copies the row) must not change one draw. */
+typedef struct { float l; int32_t id; } rcand;
+
+static int rcmp(const void *a, const void *b) {
+    const rcand *x = a, *y = b;
+    if (x->l != y->l)
+        return x->l > y->l ? -1 : 1;
+    return x->id < y->id ? -1 : 1;
+}
+
+static uint64_t r_sm(uint64_t *x) {
+    uint64_t z = (*x += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+static uint64_t r_rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
+
+static double r_uniform(uint64_t st[4]) {
+    uint64_t r = r_rotl(st[1] * 5, 7) * 9, t = st[1] << 17;
+    st[2] ^= st[0];
+    st[3] ^= st[1];
+    st[1] ^= st[2];
+    st[0] ^= st[3];
+    st[2] ^= t;
+    st[3] = r_rotl(st[3], 45);
+    return (double)(r >> 11) * 0x1.0p-53;
+}
+
+static int32_t ref_sample(const eng_sampler_params *p, const float *logits, int n_vocab,
+                          const int32_t *hist, int n_hist, uint64_t rng[4]) {
+    float *l = malloc(sizeof(float) * n_vocab);
+    rcand *c = malloc(sizeof(rcand) * n_vocab);
+    memcpy(l, logits, sizeof(float) * n_vocab);
+    for (int h = 0; h < n_hist && p->repeat_penalty != 1.0f; h++) {
+        int seen = 0;
+        for (int g = 0; g < h; g++)
+            seen |= hist[g] == hist[h];
+        if (!seen) {
+            float v = l[hist[h]];
+            l[hist[h]] = v > 0.0f ? v / p->repeat_penalty : v * p->repeat_penalty;
+        }
+    }
+    size_t n = 0;
+    int inf = 0;
+    for (int i = 0; i < n_vocab; i++)
+        if (!isnan(l[i]) && l[i] != -INFINITY) {
+            c[n++] = (rcand){l[i], i};
+            inf |= l[i] == INFINITY;
+        }
+    if (inf) {
+        size_t m = 0;
+        for (size_t i = 0; i < n; i++)
+            if (c[i].l == INFINITY)
+                c[m++] = (rcand){0.0f, c[i].id};
+        n = m;
+    }
+    int32_t tok = 0;
+    if (n > 0) {
+        qsort(c, n, sizeof(*c), rcmp);
+        if (p->top_k > 0 && (size_t)p->top_k < n)
+            n = (size_t)p->top_k;
+        if (p->top_p < 1.0f && n > 1) {
+            double sum = 0, cum = 0;
+            for (size_t i = 0; i < n; i++)
+                sum += exp((double)c[i].l - c[0].l);
+            size_t m = 0;
+            while (m < n) {
+                cum += exp((double)c[m].l - c[0].l);
+                m++;
+                if (cum >= (double)p->top_p * sum)
+                    break;
+            }
+            for (size_t i = 0; i < m / 2; i++) { /* worst first */
+                rcand t = c[i];
+                c[i] = c[m - 1 - i];
+                c[m - 1 - i] = t;
+            }
+            n = m;
+        }
+        if (p->min_p > 0.0f && n > 1) {
+            float mx = -INFINITY;
+            for (size_t i = 0; i < n; i++)
+                mx = c[i].l > mx ? c[i].l : mx;
+            float floor = mx + logf(p->min_p);
+            size_t m = 0;
+            for (size_t i = 0; i < n; i++)
+                if (c[i].l >= floor)
+                    c[m++] = c[i];
+            n = m;
+        }
+        double inv_t = 1.0 / (double)p->temperature, mx = -INFINITY, sum = 0;
+        for (size_t i = 0; i < n; i++)
+            if (c[i].l * inv_t > mx)
+                mx = c[i].l * inv_t;
+        for (size_t i = 0; i < n; i++) {
+            double e = exp(c[i].l * inv_t - mx);
+            c[i].l = (float)e;
+            sum += e;
+        }
+        double u = r_uniform(rng) * sum, cum = 0;
+        tok = c[n - 1].id;
+        for (size_t i = 0; i < n; i++) {
+            cum += c[i].l;
+            if (u < cum) {
+                tok = c[i].id;
+                break;
+            }
+        }
+    }
+    free(l);
+    free(c);
+    return tok;
+}
+
+static void test_chain_exact(void) {
+    enum { N = 3000, STEPS = 60 };
+    static const struct { int k; float top_p, min_p, pen; int last_n; } cfg[] = {
+        { 40, 1.0f, 0.0f, 1.0f, 0 },   { 40, 0.9f, 0.0f, 1.3f, 64 }, { 5, 1.0f, 0.05f, 1.1f, 16 },
+        { 1, 1.0f, 0.0f, 1.0f, 0 },    { 40, 0.9f, 0.05f, 0.8f, 32 }, /* a penalty that raises */
+        { N - 1, 0.95f, 0.0f, 1.2f, 64 }, { 0, 0.9f, 0.0f, 1.3f, 64 }, { 200, 1.0f, 0.0f, 1.5f, 8 },
+    };
+    float *l = malloc(sizeof(float) * N);
+    int32_t hist[64];
+    for (size_t ci = 0; ci < sizeof(cfg) / sizeof(cfg[0]); ci++)
+        for (int kind = 0; kind < 3; kind++) {
+            eng_sampler_params p = temp(0.7f, 1000 + ci * 3 + kind);
+            p.top_k = cfg[ci].k;
+            p.top_p = cfg[ci].top_p;
+            p.min_p = cfg[ci].min_p;
+            p.repeat_penalty = cfg[ci].pen;
+            p.repeat_last_n = cfg[ci].last_n;
+            eng_sampler *s = mk(p, N);
+            uint64_t rng[4], x = p.seed;
+            for (int i = 0; i < 4; i++)
+                rng[i] = r_sm(&x);
+            int n_hist = 0, pos = 0, same = 0;
+            for (int step = 0; step < STEPS; step++) {
+                for (int i = 0; i < N; i++) {
+                    /* kind 0: spread; 1: coarse (many ties); 2: with NaN,
+                     * -inf, and now and then +inf logits */
+                    float v = kind == 1 ? floorf(frand() * 8.0f) : frand() * 10.0f - 3.0f;
+                    if (kind == 2) {
+                        uint32_t r = (uint32_t)(frand() * 1000.0f);
+                        v = r < 5 ? NAN : r < 300 ? -INFINITY : v;
+                        if (step % 7 == 3 && r == 999)
+                            v = INFINITY;
+                    }
+                    l[i] = v;
+                }
+                /* the window's tokens near the top, where the penalty matters */
+                for (int h = 0; h < n_hist; h++)
+                    if (kind != 2 || !isinf(l[hist[h]]))
+                        l[hist[h]] = 6.5f + 0.1f * (h % 5);
+                int32_t want = ref_sample(&p, l, N, hist, n_hist, rng);
+                int32_t got = eng_sampler_sample(s, l);
+                same += got == want;
+                if (got != want && same == step)
+                    fprintf(stderr, "chain: config %zu kind %d step %d: %d, want %d\n", ci, kind,
+                            step, got, want);
+                eng_sampler_accept(s, got);
+                if (p.repeat_last_n > 0) {
+                    hist[pos] = got;
+                    pos = (pos + 1) % p.repeat_last_n;
+                    if (n_hist < p.repeat_last_n)
+                        n_hist++;
+                }
+            }
+            CHECK(same == STEPS);
+            eng_sampler_free(s);
+        }
+    free(l);
+}
+
 int main(void) {
     test_defaults_and_params();
     test_greedy();
@@ -428,6 +614,7 @@ int main(void) {
     test_distribution();
     test_truncation();
     test_large_vocab();
+    test_chain_exact();
     test_penalty();
     if (failures) {
         fprintf(stderr, "%d check(s) failed\n", failures);

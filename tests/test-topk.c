@@ -62,7 +62,7 @@ static float value(int kind)
 static void check_row(const float *x, int n, int k, int kind)
 {
     int *idx = malloc(sizeof(int) * n);
-    uint32_t *tmp = malloc(sizeof(uint32_t) * n);
+    uint32_t *tmp = malloc(sizeof(uint32_t) * 2 * n);
     int32_t *out = malloc(sizeof(int32_t) * n);
     CHECK(idx && tmp && out);
     for (int i = 0; i < n; i++)
