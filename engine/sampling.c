@@ -1,10 +1,11 @@
 /* Sampler: repetition penalty, then greedy or top-k -> top-p -> min-p ->
  * temperature -> softmax -> draw, the order of llama.cpp's default chain.
  *
- * The caller's logits are never written: each call copies them into the
- * sampler's own scratch (n_vocab floats), which is also where the penalty is
- * applied. Work per token is O(n_vocab) plus O(k) / O(m log n_vocab) for the
- * partial orderings top-k and top-p need (m: tokens top-p keeps).
+ * The caller's logits are never written: top-k reads them in one pass
+ * (the window's penalised tokens offered separately); the other paths copy
+ * them into the sampler's own scratch (n_vocab floats), where the penalty
+ * is applied. Work per token is O(n_vocab) plus O(k log k) / O(m log
+ * n_vocab) for the orderings top-k and top-p need (m: tokens top-p keeps).
  *
  * Ties are broken towards the lower token id everywhere (greedy, the top-k
  * boundary, the top-p order), so a given seed gives the same tokens on every
@@ -165,6 +166,12 @@ static void apply_penalty(eng_sampler *s) {
     }
     for (int i = 0; i < s->n_hist; i++)
         s->mark[s->hist[i]] = 0;
+}
+
+/* The caller's logits into the sampler's scratch, penalised there. */
+static void penalised_copy(eng_sampler *s, const float *logits) {
+    memcpy(s->logits, logits, (size_t)s->n_vocab * sizeof(*logits));
+    apply_penalty(s);
 }
 
 /* a ranks before b: higher logit, then lower id. */
@@ -345,18 +352,9 @@ int32_t eng_sampler_sample(eng_sampler *s, const float *logits) {
         return -EINVAL;
     int n_vocab = s->n_vocab;
     cand *c = s->cands;
-    size_t n = 0;
-    const bool top_k = s->p.temperature > 0.0f && s->p.top_k > 0 && s->p.top_k < n_vocab;
-    if (top_k) {
-        n = top_k_cands(s, logits, c, (size_t)s->p.top_k);
-        if (n == 0)
-            return 0;
-        goto truncate;
-    }
-    memcpy(s->logits, logits, (size_t)n_vocab * sizeof(*logits));
-    apply_penalty(s);
-
+    size_t n;
     if (s->p.temperature <= 0.0f) {
+        penalised_copy(s, logits);
         int32_t best = -1;
         float bv = -INFINITY;
         for (int i = 0; i < n_vocab; i++) {
@@ -368,11 +366,14 @@ int32_t eng_sampler_sample(eng_sampler *s, const float *logits) {
         }
         return best < 0 ? 0 : best;
     }
-
-    n = all_cands(s, c);
+    if (s->p.top_k > 0 && s->p.top_k < n_vocab) {
+        n = top_k_cands(s, logits, c, (size_t)s->p.top_k);
+    } else {
+        penalised_copy(s, logits);
+        n = all_cands(s, c);
+    }
     if (n == 0)
         return 0;
-truncate:
     if (s->p.top_p < 1.0f && n > 1)
         n = top_p(c, n, s->p.top_p);
     if (s->p.min_p > 0.0f && n > 1) {
