@@ -931,21 +931,16 @@ TGT static void v_to_f32(const uint16_t *src, float *dst, long n)
         dst[i] = h2f(src[i]);
 }
 
+/* The AVX2 set's ops, shared with the AVX-512 VNNI set below. */
+#define AVX2_OPS                                                                             \
+    .gemv = v_gemv, .cvt_rows = v_cvt_rows, .dot4x3 = v_dot4x3, .dot4x3_h = v_dot4x3_h,      \
+    .ffn_fused = v_ffn_fused, .ffn_down = v_ffn_down, .dot_h = v_dot_h, .axpy_h = v_axpy_h, \
+    .scale = v_scale, .add = v_add, .to_f16 = v_to_f16, .to_f32 = v_to_f32
+
 static const kernels kern_avx2 = {
     .name = "avx2",
-    .gemv = v_gemv,
-    .cvt_rows = v_cvt_rows,
-    .dot4x3 = v_dot4x3,
-    .dot4x3_h = v_dot4x3_h,
-    .ffn_fused = v_ffn_fused,
-    .ffn_down = v_ffn_down,
+    AVX2_OPS,
     .dot2_q4q8 = v_dot2_q4q8,
-    .dot_h = v_dot_h,
-    .axpy_h = v_axpy_h,
-    .scale = v_scale,
-    .add = v_add,
-    .to_f16 = v_to_f16,
-    .to_f32 = v_to_f32,
 };
 
 /* ---- AVX-512 VNNI: the sketch's dot products -------------------------- */
@@ -998,20 +993,9 @@ TGT512 static void v512_dot2_q4q8(const uint8_t *w, const q8_row *x, long nb, fl
 
 static const kernels kern_avx512 = {
     .name = "avx512vnni",
-    .gemv = v_gemv,
-    .cvt_rows = v_cvt_rows,
-    .dot4x3 = v_dot4x3,
-    .dot4x3_h = v_dot4x3_h,
-    .ffn_fused = v_ffn_fused,
-    .ffn_down = v_ffn_down,
+    AVX2_OPS,
     .dot2_q4q8 = v512_dot2_q4q8,
     .q8_groups = true,
-    .dot_h = v_dot_h,
-    .axpy_h = v_axpy_h,
-    .scale = v_scale,
-    .add = v_add,
-    .to_f16 = v_to_f16,
-    .to_f32 = v_to_f32,
 };
 #endif /* HAVE_X86 */
 

@@ -216,25 +216,30 @@ static int cmp_before(const void *a, const void *b) {
     return before(a, b) ? -1 : before(b, a) ? 1 : 0;
 }
 
-/* Heap whose root is the worst candidate (the reverse of `before`). */
-static void worst_up(cand *h, size_t i) {
-    while (i > 0 && before(&h[(i - 1) / 2], &h[i])) {
-        swap_cand(&h[i], &h[(i - 1) / 2]);
-        i = (i - 1) / 2;
-    }
+/* Binary heaps of candidates: rooted at the best (top-p pops them best
+ * first) or, with worst_root, at the worst (top-k's k best so far). */
+static inline bool heap_above(const cand *a, const cand *b, bool worst_root) {
+    return worst_root ? before(b, a) : before(a, b);
 }
 
-static void worst_down(cand *h, size_t n, size_t i) {
+static void sift_down(cand *h, size_t n, size_t i, bool worst_root) {
     for (;;) {
         size_t l = 2 * i + 1, r = l + 1, m = i;
-        if (l < n && before(&h[m], &h[l]))
+        if (l < n && heap_above(&h[l], &h[m], worst_root))
             m = l;
-        if (r < n && before(&h[m], &h[r]))
+        if (r < n && heap_above(&h[r], &h[m], worst_root))
             m = r;
         if (m == i)
             return;
         swap_cand(&h[i], &h[m]);
         i = m;
+    }
+}
+
+static void worst_up(cand *h, size_t i) {
+    while (i > 0 && heap_above(&h[i], &h[(i - 1) / 2], true)) {
+        swap_cand(&h[i], &h[(i - 1) / 2]);
+        i = (i - 1) / 2;
     }
 }
 
@@ -257,7 +262,7 @@ static void heap_offer(cand *c, size_t *m, size_t k, cand x) {
         worst_up(c, (*m)++);
     } else if (before(&x, &c[0])) {
         c[0] = x;
-        worst_down(c, *m, 0);
+        sift_down(c, *m, 0, true);
     }
 }
 
@@ -300,21 +305,6 @@ static size_t top_k_cands(eng_sampler *s, const float *l, cand *c, size_t k) {
     return m;
 }
 
-/* Binary max-heap in `before` order, for popping candidates best-first. */
-static void sift_down(cand *h, size_t n, size_t i) {
-    for (;;) {
-        size_t l = 2 * i + 1, r = l + 1, m = i;
-        if (l < n && before(&h[l], &h[m]))
-            m = l;
-        if (r < n && before(&h[r], &h[m]))
-            m = r;
-        if (m == i)
-            return;
-        swap_cand(&h[i], &h[m]);
-        i = m;
-    }
-}
-
 /* Keeps the smallest best-first prefix whose probability (softmax of the
  * logits) reaches p; at least one token. Returns how many, moved to c[0..m).
  * Popping a heap orders only what is kept: O(n + m log n). Each pop frees the
@@ -329,13 +319,13 @@ static size_t top_p(cand *c, size_t n, float p) {
         sum += exp((double)c[i].logit - max);
     double target = (double)p * sum, cum = 0.0;
     for (size_t i = n / 2; i-- > 0;)
-        sift_down(c, n, i);
+        sift_down(c, n, i, false);
     size_t heap = n, m = 0;
     while (heap > 0) {
         cand best = c[0];
         c[0] = c[heap - 1];
         heap--;
-        sift_down(c, heap, 0);
+        sift_down(c, heap, 0, false);
         c[n - 1 - m] = best; /* slot freed by the shrinking heap */
         m++;
         cum += exp((double)best.logit - max);
