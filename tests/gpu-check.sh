@@ -18,13 +18,15 @@
 #      prefill and decode tok/s, achieved GB/s and share of the nominal
 #      bandwidth, dense vs phi 0.4, then dense again launching op by op
 #      (ENG_CUDA_GRAPHS=0: what the decode graphs gain), then phi 0.4
-#      picked per token by a sketch (--pick token), on each model in time
+#      picked per token by a sketch (--pick token), then dense decode
+#      sampled (--sample: the logits row back and the host's sampler each
+#      token, against greedy's 4 bytes), on each model in time
 #   6. where Nsight Compute (ncu) and python3 are there: a per-kernel
 #      profile of a short decode through the engine on the first model,
 #      dense, phi 0.4 and phi 0.4 picked per token, launched op by op
 #      (tests/ncu-summary.py: time, share and DRAM GB/s per kernel)
 #   7. writes everything as JSON to $OUT (or ./gpu-results): gpu-check.json
-#      (summary), bench-<model>.json, engine-<model>-{dense,phi,direct,pick}.json
+#      (summary), bench-<model>.json, engine-<model>-{dense,phi,direct,pick,sample}.json
 #      and profile-<model>-{dense,phi,pick}.json, with logs beside them.
 #
 # Usage: tests/gpu-check.sh          (from anywhere; BUILD, MODEL_DIR, OUT, SI_GPU_MODELS
@@ -197,11 +199,11 @@ log "models ready: $(ls "$MODEL_DIR" | tr '\n' ' ')"
 # 5. whole-model speed through the engine on model $1: dense, then phi 0.4
 # (coreinfer plan: no profile needed; decode computes 40 % of the FFN
 # neurons), then dense without decode graphs, then phi 0.4 picked per token
-# (the plan keeps a 4-bit sketch). Run right after each model's
+# (the plan keeps a 4-bit sketch), then dense sampled. Run right after each model's
 # kernel benchmark, so the first model gets them before the deadline.
 engine_bench() {
     local m=$1 f="$MODEL_DIR/$1-f16.gguf" v extra graphs
-    for v in dense phi direct pick; do
+    for v in dense phi direct pick sample; do
         if [ "$(elapsed)" -ge "$DEADLINE" ]; then
             note "engine_${m}_$v" "skipped (deadline)"
             continue
@@ -210,6 +212,7 @@ engine_bench() {
         graphs=1
         [ $v = phi ] && extra="--phi 0.4"
         [ $v = pick ] && extra="--phi 0.4 --pick token"
+        [ $v = sample ] && extra="--sample"
         [ $v = direct ] && graphs=0
         log "engine $m $v"
         if ENG_CUDA_GRAPHS=$graphs timeout 180 "$BUILD/tools/si-bench" -m "$f" --backend cuda \

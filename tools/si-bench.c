@@ -34,6 +34,12 @@
  *   --pick token     with --phi: every decode token picks its own neurons by
  *                    the plan's 4-bit sketch (ENG_PICK_TOKEN; the plan keeps
  *                    one); the sketch's bytes count in ffn_share.
+ *   --sample         decode samples instead of greedy, as a chat client
+ *                    would (temperature 0.8, top-k 40, top-p 0.95, repeat
+ *                    penalty 1.1 over the last 64): each step reads the
+ *                    logits row (a GPU sends it back) and runs the sampler.
+ *                    Against a greedy run of the same model, what sampling
+ *                    costs a token.
  *
  * Prompt tokens are deterministic pseudo-random ids (llama-bench also feeds
  * random ids); speed of a dense model does not depend on which.
@@ -42,6 +48,7 @@
  *                 [--bw-mb 512] [--llama-bench PATH --llama-model GGUF] [--json]
  *                 [--backend cpu|cuda|auto] [--device N]
  *                 [--phi F [--profile FILE --task T [--gamma G] [--delta D]] [--pick token]]
+ *                 [--sample]
  */
 #include <errno.h>
 #include <math.h>
@@ -61,7 +68,8 @@ static void usage(FILE *f) {
                "[-r REPS (3)] [--f32] [--bw-mb MB (512)]\n"
                "                [--llama-bench PATH --llama-model GGUF] [--json]\n"
                "                [--backend cpu|cuda|auto] [--device N]\n"
-               "                [--phi F [--profile FILE --task T [--gamma G] [--delta D]] [--pick token]]\n");
+               "                [--phi F [--profile FILE --task T [--gamma G] [--delta D]] [--pick token]]\n"
+               "                [--sample]\n");
 }
 
 /* ---- memory bandwidth ---------------------------------------------------- */
@@ -241,9 +249,11 @@ typedef struct run_result {
     double prefill_s, ttft_s, decode_s;
 } run_result;
 
-static int one_run(eng_session *s, const int32_t *prompt, int n_prompt, int n_gen, int n_vocab,
-                   run_result *r) {
+static int one_run(eng_session *s, eng_sampler *sp, const int32_t *prompt, int n_prompt,
+                   int n_gen, int n_vocab, run_result *r) {
     eng_session_reset(s);
+    if (sp)
+        eng_sampler_reset(sp);
     uint64_t t0 = eng_time_ns();
     int rc = eng_session_eval(s, prompt, (size_t)n_prompt, 0);
     if (rc < 0)
@@ -252,12 +262,21 @@ static int one_run(eng_session *s, const int32_t *prompt, int n_prompt, int n_ge
     int32_t tok = argmax(eng_session_logits(s, -1), n_vocab);
     uint64_t t2 = eng_time_ns();
     /* greedy as eng_generate does it: the backend picks the token (a GPU
-     * then sends back 4 bytes, not a row of logits) */
+     * then sends back 4 bytes, not a row of logits); sampled: the row of
+     * logits and the sampler, as eng_generate does it then */
     for (int i = 0; i < n_gen; i++) {
-        if ((rc = eng_session_eval(s, &tok, 1, ENG_EVAL_ARGMAX)) < 0)
+        if ((rc = eng_session_eval(s, &tok, 1, sp ? 0 : ENG_EVAL_ARGMAX)) < 0)
             return rc;
-        if ((tok = eng_session_argmax(s)) < 0)
+        if (sp) {
+            const float *l = eng_session_logits(s, -1);
+            if (!l)
+                return -EIO;
+            if ((tok = eng_sampler_sample(sp, l)) < 0)
+                return tok;
+            eng_sampler_accept(sp, tok);
+        } else if ((tok = eng_session_argmax(s)) < 0) {
             return tok;
+        }
     }
     uint64_t t3 = eng_time_ns();
     r->prefill_s = (double)(t1 - t0) / 1e9;
@@ -275,7 +294,7 @@ int main(int argc, char **argv) {
     int device = 0;
     float phi = 0, gamma = 0.7f, delta = 0.3f;
     const char *profile_path = NULL, *task = NULL;
-    bool pick_token = false;
+    bool pick_token = false, sample = false;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         bool has = i + 1 < argc;
@@ -325,6 +344,8 @@ int main(int argc, char **argv) {
             }
             pick_token = !strcmp(v, "token");
         }
+        else if (!strcmp(a, "--sample"))
+            sample = true;
         else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
             usage(stdout);
             return 0;
@@ -402,6 +423,20 @@ int main(int argc, char **argv) {
             return 1;
         }
     }
+    eng_sampler *smp = NULL;
+    if (sample) {
+        eng_sampler_params spp = eng_sampler_params_default();
+        spp.temperature = 0.8f;
+        spp.top_k = 40;
+        spp.top_p = 0.95f;
+        spp.repeat_penalty = 1.1f;
+        spp.repeat_last_n = 64;
+        spp.seed = 1;
+        if ((rc = eng_sampler_new(&spp, info.n_vocab, &smp)) < 0) {
+            fprintf(stderr, "Failed to create a sampler: %s\n", strerror(-rc));
+            return 1;
+        }
+    }
     int32_t *prompt = malloc((size_t)n_prompt * sizeof(int32_t));
     if (!prompt)
         return 1;
@@ -416,13 +451,13 @@ int main(int argc, char **argv) {
     /* One warm-up run (page faults, thread start-up), then reps measured. */
     run_result r, sum = {0};
     int warm_gen = n_gen < 8 ? n_gen : 8;
-    if ((rc = one_run(s, prompt, n_prompt, warm_gen, info.n_vocab, &r)) < 0) {
+    if ((rc = one_run(s, smp, prompt, n_prompt, warm_gen, info.n_vocab, &r)) < 0) {
         fprintf(stderr, "Evaluation failed: %s\n", strerror(-rc));
         return 1;
     }
     double pp_tps[100], tg_tps[100];
     for (int i = 0; i < reps; i++) {
-        if ((rc = one_run(s, prompt, n_prompt, n_gen, info.n_vocab, &r)) < 0) {
+        if ((rc = one_run(s, smp, prompt, n_prompt, n_gen, info.n_vocab, &r)) < 0) {
             fprintf(stderr, "Evaluation failed: %s\n", strerror(-rc));
             return 1;
         }
@@ -459,6 +494,7 @@ int main(int argc, char **argv) {
     if (eng_model_backend_info(m, &bi) < 0)
         memset(&bi, 0, sizeof(bi));
     eng_session_free(s);
+    eng_sampler_free(smp);
     eng_model_free(m);
     eng_profile_free(prof);
     free(prompt);
@@ -482,8 +518,10 @@ int main(int argc, char **argv) {
         printf("{\"model\": \"%s\", \"storage\": \"%s\", \"threads\": %d, \"backend\": \"%s\",\n",
                model_path, storage, threads, backend_name);
         printf(" \"n_prompt\": %d, \"n_gen\": %d, \"reps\": %d,\n", n_prompt, n_gen, reps);
-        printf(" \"plan\": \"%s\", \"phi\": %.3f, \"pick\": \"%s\", \"ffn_share\": %.4f,\n",
-               eng_select_mode_name(pp.mode), phi, pick_token ? "token" : "request", ffn_share);
+        printf(" \"plan\": \"%s\", \"phi\": %.3f, \"pick\": \"%s\", \"ffn_share\": %.4f, "
+               "\"decode\": \"%s\",\n",
+               eng_select_mode_name(pp.mode), phi, pick_token ? "token" : "request", ffn_share,
+               sample ? "sampled" : "greedy");
         printf(" \"load_s\": %.4f, \"prefill_tps\": %.3f, \"prefill_tps_sd\": %.3f, "
                "\"decode_tps\": %.3f, \"decode_tps_sd\": %.3f, \"ttft_ms\": %.3f,\n",
                load_s, pp_mean, pp_sd, tg_mean, tg_sd, ttft_ms);
@@ -519,7 +557,9 @@ int main(int argc, char **argv) {
         printf("prefill          %.1f tok/s (+- %.1f, %d tokens, %d reps)\n", pp_mean, pp_sd,
                n_prompt, reps);
         printf("time to 1st tok  %.1f ms\n", ttft_ms);
-        printf("decode           %.2f tok/s (+- %.2f, %d tokens)\n", tg_mean, tg_sd, n_gen);
+        printf("decode           %.2f tok/s (+- %.2f, %d tokens, %s)\n", tg_mean, tg_sd, n_gen,
+               sample ? "sampled: temperature 0.8, top-k 40, top-p 0.95, repeat penalty 1.1"
+                      : "greedy");
         printf("memory           VmRSS %.1f MiB, VmHWM %.1f MiB, weights %.1f MiB\n",
                rss / 1048576.0, hwm / 1048576.0, info.bytes_weights / 1048576.0);
         printf("bytes per token  %.1f MiB (all loaded), %.1f MiB at this setting: %.2f GB/s "
