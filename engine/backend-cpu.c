@@ -17,6 +17,9 @@
  * are converted once per block into per-thread f32 scratch, then a 4 rows x
  * 3 tokens register-blocked dot kernel runs over them; the FFN's down
  * projection is an outer-product kernel (6 tokens x 16 columns).
+ * Attention takes up to four query heads of one KV head together (a GQA
+ * group shares its K and V rows, converted from f16 once for all of them)
+ * and sums a block of keys' weighted V rows in registers.
  *
  * The ops return nothing, so they must not fail: all scratch is allocated
  * when the backend is created, and sizes beyond it take slower paths that
@@ -175,8 +178,12 @@ typedef struct kernels {
      * 8 bits (q8_row). */
     void (*dot2_q4q8)(const uint8_t *w, const q8_row *x, long nb, float out[2]);
     bool q8_groups; /* dot2_q4q8 reads x->g */
-    float (*dot_h)(const float *q, const uint16_t *k, long n);
-    void (*axpy_h)(float *o, float a, const uint16_t *v, long n);
+    /* Up to 4 queries sharing one f16 K row: out[g] = q[g] . k (g < G). */
+    void (*dot4_h)(const float *const *q, int G, const uint16_t *k, long n, float *out);
+    /* o[g][0..n) += sum_i p[4 i + g] * v_i[0..n) for g < G, over nb f16 rows
+     * v_i = v + i * stride; p holds 4 weights a row (zeros past G). */
+    void (*pv4_h)(float *const *o, int G, const float *p, const uint16_t *v, size_t stride,
+                  int nb, long n);
     void (*scale)(float *o, float s, long n);
     void (*add)(float *y, const float *x, long n);
     void (*to_f16)(const float *src, uint16_t *dst, long n);
@@ -311,6 +318,20 @@ static void s_axpy_h(float *o, float a, const uint16_t *v, long n)
         o[i] += a * h2f(v[i]);
 }
 
+static void s_dot4_h(const float *const *q, int G, const uint16_t *k, long n, float *out)
+{
+    for (int g = 0; g < G; g++)
+        out[g] = s_dot_h(q[g], k, n);
+}
+
+static void s_pv4_h(float *const *o, int G, const float *p, const uint16_t *v, size_t stride,
+                    int nb, long n)
+{
+    for (int i = 0; i < nb; i++)
+        for (int g = 0; g < G; g++)
+            s_axpy_h(o[g], p[4 * i + g], v + (size_t)i * stride, n);
+}
+
 static void s_scale(float *o, float s, long n)
 {
     for (long i = 0; i < n; i++)
@@ -363,8 +384,8 @@ static const kernels kern_scalar = {
     .ffn_fused = s_ffn_fused,
     .ffn_down = s_ffn_down,
     .dot2_q4q8 = s_dot2_q4q8,
-    .dot_h = s_dot_h,
-    .axpy_h = s_axpy_h,
+    .dot4_h = s_dot4_h,
+    .pv4_h = s_pv4_h,
     .scale = s_scale,
     .add = s_add,
     .to_f16 = s_to_f16,
@@ -878,19 +899,66 @@ TGT static void v_dot2_q4q8(const uint8_t *w, const q8_row *x, long nb, float ou
     out[1] = q4q8_row(w + nb * ENG_SKETCH_BLOCK_BYTES, x, nb);
 }
 
-TGT static float v_dot_h(const float *q, const uint16_t *k, long n)
+/* Up to four queries against one K row: the row is converted once for
+ * all of them (a GQA group shares it), and missing queries repeat the last
+ * one, their sums dropped. */
+TGT static void v_dot4_h(const float *const *q, int G, const uint16_t *k, long n, float *out)
 {
-    return dot1_impl(k, q, n, true);
+    const float *qq[4];
+    for (int g = 0; g < 4; g++)
+        qq[g] = q[g < G ? g : G - 1];
+    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+    long i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256 kv = ld8(k, i, true);
+        a0 = _mm256_fmadd_ps(kv, _mm256_loadu_ps(qq[0] + i), a0);
+        a1 = _mm256_fmadd_ps(kv, _mm256_loadu_ps(qq[1] + i), a1);
+        a2 = _mm256_fmadd_ps(kv, _mm256_loadu_ps(qq[2] + i), a2);
+        a3 = _mm256_fmadd_ps(kv, _mm256_loadu_ps(qq[3] + i), a3);
+    }
+    float r[4];
+    _mm_storeu_ps(r, hsum4x8(a0, a1, a2, a3));
+    for (; i < n; i++) {
+        const float kv = h2f(k[i]);
+        for (int g = 0; g < 4; g++)
+            r[g] += kv * qq[g][i];
+    }
+    for (int g = 0; g < G; g++)
+        out[g] = r[g];
 }
 
-TGT static void v_axpy_h(float *o, float a, const uint16_t *v, long n)
+/* The probabilities of a block of keys times their V rows, for up to four
+ * heads: 8 columns at a time, the four sums stay in registers over the
+ * block's rows (a row's 8 halves converted once), and o is read and
+ * written once a block instead of once a key. */
+TGT static void v_pv4_h(float *const *o, int G, const float *p, const uint16_t *v, size_t stride,
+                        int nb, long n)
 {
-    __m256 va = _mm256_set1_ps(a);
-    long i = 0;
-    for (; i + 8 <= n; i += 8)
-        _mm256_storeu_ps(o + i, _mm256_fmadd_ps(va, ld8(v, i, true), _mm256_loadu_ps(o + i)));
-    for (; i < n; i++)
-        o[i] += a * h2f(v[i]);
+    float *oo[4];
+    for (int g = 0; g < 4; g++)
+        oo[g] = o[g < G ? g : G - 1];
+    long c = 0;
+    for (; c + 8 <= n; c += 8) {
+        __m256 a0 = _mm256_loadu_ps(oo[0] + c), a1 = _mm256_loadu_ps(oo[1] + c);
+        __m256 a2 = _mm256_loadu_ps(oo[2] + c), a3 = _mm256_loadu_ps(oo[3] + c);
+        for (int i = 0; i < nb; i++) {
+            const __m256 vv = ld8(v + (size_t)i * stride, c, true);
+            a0 = _mm256_fmadd_ps(_mm256_broadcast_ss(p + 4 * i), vv, a0);
+            a1 = _mm256_fmadd_ps(_mm256_broadcast_ss(p + 4 * i + 1), vv, a1);
+            a2 = _mm256_fmadd_ps(_mm256_broadcast_ss(p + 4 * i + 2), vv, a2);
+            a3 = _mm256_fmadd_ps(_mm256_broadcast_ss(p + 4 * i + 3), vv, a3);
+        }
+        /* the last real head first: a repeated pointer keeps its own sum */
+        const __m256 acc[4] = { a0, a1, a2, a3 };
+        for (int g = G - 1; g >= 0; g--)
+            _mm256_storeu_ps(o[g] + c, acc[g]);
+    }
+    for (; c < n; c++)
+        for (int i = 0; i < nb; i++) {
+            const float vv = h2f(v[(size_t)i * stride + c]);
+            for (int g = 0; g < G; g++)
+                o[g][c] += p[4 * i + g] * vv;
+        }
 }
 
 TGT static void v_scale(float *o, float s, long n)
@@ -934,7 +1002,7 @@ TGT static void v_to_f32(const uint16_t *src, float *dst, long n)
 /* The AVX2 set's ops, shared with the AVX-512 VNNI set below. */
 #define AVX2_OPS                                                                             \
     .gemv = v_gemv, .cvt_rows = v_cvt_rows, .dot4x3 = v_dot4x3, .dot4x3_h = v_dot4x3_h,      \
-    .ffn_fused = v_ffn_fused, .ffn_down = v_ffn_down, .dot_h = v_dot_h, .axpy_h = v_axpy_h, \
+    .ffn_fused = v_ffn_fused, .ffn_down = v_ffn_down, .dot4_h = v_dot4_h, .pv4_h = v_pv4_h,  \
     .scale = v_scale, .add = v_add, .to_f16 = v_to_f16, .to_f32 = v_to_f32
 
 static const kernels kern_avx2 = {
@@ -1251,65 +1319,76 @@ typedef struct att_args {
     float *out;
     int n_tokens, pos0, n_head, n_head_kv, head_dim;
     float scale;
-    _Atomic long next; /* next (token, head) item: causal rows differ in cost */
+    _Atomic long next; /* the next item of att_task */
 } att_args;
 
-/* One (token, head): online softmax over blocks of positions, accumulating
- * straight into the output row, so no scratch depends on the context. */
-static void att_one(att_args *a, long item)
+/* One token and up to 4 query heads of one KV head: online softmax over
+ * blocks of positions, accumulating straight into the output rows (no
+ * scratch depends on the context), the heads side by side so that each K
+ * and V row is read and converted from f16 once for them, not once per
+ * head. */
+static void att_heads(att_args *a, long t, long h0, int G)
 {
     const kernels *k = a->c->k;
-    long t = item / a->n_head, h = item % a->n_head;
-    long hd = a->head_dim, group = a->n_head / a->n_head_kv, kvh = h / group;
+    long hd = a->head_dim, kvh = h0 / (a->n_head / a->n_head_kv);
     size_t kv_stride = (size_t)a->n_head_kv * hd;
-    const float *q = a->q + ((size_t)t * a->n_head + h) * hd;
-    float *o = a->out + ((size_t)t * a->n_head + h) * hd;
+    const float *q[4];
+    float *o[4], m[4], l[4] = { 0, 0, 0, 0 };
+    for (int g = 0; g < G; g++) {
+        q[g] = a->q + ((size_t)t * a->n_head + h0 + g) * hd;
+        o[g] = a->out + ((size_t)t * a->n_head + h0 + g) * hd;
+        memset(o[g], 0, (size_t)hd * sizeof(float));
+        m[g] = -INFINITY;
+        l[g] = 0.0f;
+    }
     long n_kv = a->pos0 + t + 1;
-    float m = -INFINITY, l = 0.0f;
-    memset(o, 0, (size_t)hd * sizeof(float));
     for (long p0 = 0; p0 < n_kv; p0 += ATT_BLOCK) {
         int nb = (int)(n_kv - p0 < ATT_BLOCK ? n_kv - p0 : ATT_BLOCK);
-        float s[ATT_BLOCK], bm = -INFINITY;
+        float s[ATT_BLOCK][4], bm[4] = { -INFINITY, -INFINITY, -INFINITY, -INFINITY };
         for (int i = 0; i < nb; i++) {
-            s[i] = a->scale * k->dot_h(q, a->k + (size_t)(p0 + i) * kv_stride + kvh * hd, hd);
-            if (s[i] > bm)
-                bm = s[i];
-        }
-        if (bm > m) {
-            if (l > 0.0f) {
-                float corr = expf(m - bm);
-                l *= corr;
-                k->scale(o, corr, hd);
+            k->dot4_h(q, G, a->k + (size_t)(p0 + i) * kv_stride + kvh * hd, hd, s[i]);
+            for (int g = 0; g < G; g++) {
+                s[i][g] *= a->scale;
+                bm[g] = s[i][g] > bm[g] ? s[i][g] : bm[g];
             }
-            m = bm;
         }
-        for (int i = 0; i < nb; i++) {
-            float pi = expf(s[i] - m);
-            l += pi;
-            k->axpy_h(o, pi, a->v + (size_t)(p0 + i) * kv_stride + kvh * hd, hd);
-        }
+        for (int g = 0; g < G; g++)
+            if (bm[g] > m[g]) {
+                if (l[g] > 0.0f) {
+                    float corr = expf(m[g] - bm[g]);
+                    l[g] *= corr;
+                    k->scale(o[g], corr, hd);
+                }
+                m[g] = bm[g];
+            }
+        for (int i = 0; i < nb; i++)
+            for (int g = 0; g < 4; g++) {
+                s[i][g] = g < G ? expf(s[i][g] - m[g]) : 0.0f;
+                l[g] += s[i][g];
+            }
+        k->pv4_h(o, G, &s[0][0], a->v + (size_t)p0 * kv_stride + kvh * hd, kv_stride, nb, hd);
     }
-    if (l > 0.0f)
-        k->scale(o, 1.0f / l, hd);
+    for (int g = 0; g < G; g++)
+        if (l[g] > 0.0f)
+            k->scale(o[g], 1.0f / l[g], hd);
 }
 
+/* Items of (token, KV head, run of up to 4 of its query heads), claimed
+ * one at a time: causal rows differ in cost. */
 static void att_task(void *p, int ith, int nth)
 {
+    (void)ith;
+    (void)nth;
     att_args *a = p;
-    long n = (long)a->n_tokens * a->n_head;
-    if (a->n_tokens == 1) {
-        /* decode: heads of one group are neighbours and share K/V in cache */
-        long b, e;
-        eng_split(n, ith, nth, &b, &e);
-        for (long i = b; i < e; i++)
-            att_one(a, i);
-        return;
-    }
+    const long group = a->n_head / a->n_head_kv, runs = (group + 3) / 4;
+    const long n = (long)a->n_tokens * a->n_head_kv * runs;
     for (;;) {
         long i = atomic_fetch_add_explicit(&a->next, 1, memory_order_relaxed);
         if (i >= n)
             break;
-        att_one(a, i);
+        long t = i / (a->n_head_kv * runs), r = i % (a->n_head_kv * runs);
+        long h0 = (r / runs) * group + (r % runs) * 4;
+        att_heads(a, t, h0, (int)(group - (r % runs) * 4 < 4 ? group - (r % runs) * 4 : 4));
     }
 }
 

@@ -391,6 +391,10 @@ static void test_attention(eng_backend *be)
     test_attention_one(be, 7, 61, 9, 3, 64, 1);
     test_attention_one(be, 3, 10, 4, 4, 20, 1);
     test_attention_one(be, 5, 70, 8, 1, 36, 1);
+    /* prefill takes a group's query heads four at a time: groups of 7
+     * (Qwen2.5's 14 / 2: runs of 4 and 3) and 5 */
+    test_attention_one(be, 6, 33, 14, 2, 64, 1);
+    test_attention_one(be, 3, 0, 5, 1, 16, 1);
     test_attention_one(be, 2, 200, 9, 3, 64, 30); /* peaked softmax: scores ~ +-100 */
 }
 
