@@ -948,9 +948,8 @@ TGT static void v_pv4_h(float *const *o, int G, const float *p, const uint16_t *
             a2 = _mm256_fmadd_ps(_mm256_broadcast_ss(p + 4 * i + 2), vv, a2);
             a3 = _mm256_fmadd_ps(_mm256_broadcast_ss(p + 4 * i + 3), vv, a3);
         }
-        /* the last real head first: a repeated pointer keeps its own sum */
         const __m256 acc[4] = { a0, a1, a2, a3 };
-        for (int g = G - 1; g >= 0; g--)
+        for (int g = 0; g < G; g++)
             _mm256_storeu_ps(o[g] + c, acc[g]);
     }
     for (; c < n; c++)
@@ -1339,7 +1338,6 @@ static void att_heads(att_args *a, long t, long h0, int G)
         o[g] = a->out + ((size_t)t * a->n_head + h0 + g) * hd;
         memset(o[g], 0, (size_t)hd * sizeof(float));
         m[g] = -INFINITY;
-        l[g] = 0.0f;
     }
     long n_kv = a->pos0 + t + 1;
     for (long p0 = 0; p0 < n_kv; p0 += ATT_BLOCK) {
@@ -1653,9 +1651,10 @@ static void op_ffn_pick(eng_backend *be, const eng_ffn_weights *w, int k, const 
         memset(y, 0, (size_t)n_tokens * E * sizeof(float));
         return;
     }
-    /* scores, quickselect scratch, the pick and the rounded token live in
-     * abuf; the fused path ffn() takes for one token does not use it.
-     * Beyond it (over 300k slots) or without a sketch: every slot. */
+    /* scores, the k-best selection's scratch, the pick and the rounded
+     * token live in abuf; the fused path ffn() takes for one token does
+     * not use it. Beyond it (over 300k slots) or without a sketch: every
+     * slot. */
     const long nb = E / 32, ng = (nb + 3) / 4, gf = (long)(sizeof(q8_group) / sizeof(float));
     if (k >= n || !w->sketch || E % 32 || E > SCRATCH_FLOATS ||
         ng * gf + 4 * n + E / 4 + 2 * nb > ABUF_FLOATS) {
@@ -1767,8 +1766,8 @@ static void op_store_kv(eng_backend *be, const float *src, uint16_t *cache, long
 /* ---- topk_count ------------------------------------------------------------ */
 
 /* The reference for GPUs: topk.h's counting, the very code the engine's host
- * path runs, on the caller's thread. The per-token quickselect needs n_sel
- * floats of scratch: all threads' scratch is free between ops, which covers
+ * path runs, on the caller's thread. The per-token selection needs n_sel
+ * words of scratch: all threads' scratch is free between ops, which covers
  * any real FFN width; beyond it, a buffer of its own (and when even that
  * fails, nothing is counted, rather than a crash). */
 static void op_topk_count(eng_backend *be, const float *act, int n_tokens, int n_sel, float alpha,

@@ -908,9 +908,9 @@ int eng__select_end_eval(eng_session *s)
             continue;
         }
         /* candidates: the non-static slots, most frequently in a token's
-         * top alpha, ties to the lower slot: the n_dyn best by one
-         * quickselect of the threshold (topk.h), then the static slots and
-         * the chosen ones in one pass in slot order. (Two sorts of each
+         * top alpha, ties to the lower slot: the n_dyn best by one k-th
+         * largest selection of the threshold (topk.h), then the static
+         * slots and the chosen ones in one pass in slot order. (Two sorts of each
          * layer's slots took about 1 ms a layer of n_ff 8192 on the host,
          * a prefill's whole GPU time for a few layers.) */
         int32_t *sel = s->sel_buf[il];

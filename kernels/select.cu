@@ -11,8 +11,8 @@
  * histogram in shared memory, one block per token). A second kernel gives
  * each index its count over all tokens (one thread per index, a loop over
  * tokens): no atomics on the counts, so the result is deterministic.
- * NaN activations are not ranked like the CPU's quickselect would (its
- * order with NaN is undefined anyway).
+ * NaN activations are not ranked as the CPU ranks them (its keys put NaN
+ * lowest, these put |NaN| highest); a NaN activation means a broken model.
  */
 #include <math.h>
 
