@@ -70,6 +70,8 @@ static void usage(FILE *f)
         "  --max-tokens N  --temperature T  --top-k N  --top-p P  --min-p P\n"
         "  --repeat-penalty R  --repeat-last-n N  --seed N  --stop STRING (repeatable)\n"
         "  --task NAME  --phi F  --alpha F  --no-stream  --stats (statistics on stderr)\n"
+        "  --no-cache            evaluate the whole prompt (default: reuse the prefix the\n"
+        "                        daemon holds from the request before)\n"
         "\n"
         "Use options: --profile PATH (another profile file)  --mode MODE  --gamma G\n"
         "  --delta D  --phi P (new default)  --dense-first N  --dense-last N  --budget BYTES\n"
@@ -251,7 +253,7 @@ static int simple_call(Selectinfer__Request *req)
 /* ---- generate and chat -------------------------------------------------- */
 
 typedef struct gen_opts {
-    bool raw, parse_special, no_stream, stats;
+    bool raw, parse_special, no_stream, stats, no_cache;
     const char *system, *task;
     Selectinfer__Sampling sampling;
     bool has_sampling;
@@ -296,6 +298,7 @@ static int parse_gen_opt(gen_opts *g, int argc, char **argv, int *i)
     if (!strcmp(a, "--parse-special")) { g->parse_special = true; return 1; }
     if (!strcmp(a, "--no-stream")) { g->no_stream = true; return 1; }
     if (!strcmp(a, "--stats")) { g->stats = true; return 1; }
+    if (!strcmp(a, "--no-cache")) { g->no_cache = true; return 1; }
     static const char *with_value[] = {"--system", "--task", "--max-tokens", "--temperature", "--top-k",
         "--top-p", "--min-p", "--repeat-penalty", "--repeat-last-n", "--seed", "--stop", "--phi", "--alpha"};
     bool known = false;
@@ -382,6 +385,10 @@ static void fill_generate(const gen_opts *o, Selectinfer__Generate *g, Selectinf
         g->has_parse_special = true;
         g->parse_special = true;
     }
+    if (o->no_cache) {
+        g->has_cache_prompt = true;
+        g->cache_prompt = false;
+    }
 }
 
 typedef struct text_buf {
@@ -409,9 +416,12 @@ static void text_append(text_buf *t, const char *s, size_t n)
 static void print_stats(const Selectinfer__Done *d)
 {
     double pre = (double)d->prefill_ns / 1e9, dec = (double)d->decode_ns / 1e9;
-    fprintf(stderr, "[%s: %u prompt tokens in %.3f s (%.1f tok/s), %u generated in %.3f s (%.1f tok/s), "
+    /* the rate of what was evaluated: cached tokens took no time */
+    uint32_t cached = d->cached_tokens < d->prompt_tokens ? d->cached_tokens : d->prompt_tokens;
+    fprintf(stderr, "[%s: %u prompt tokens (%u cached) in %.3f s (%.1f tok/s), %u generated in %.3f s (%.1f tok/s), "
             "queued %.3f s, FFN share %.3f (phi %.2f), profile %s]\n",
-            si_stop_reason_name(d->stop_reason), d->prompt_tokens, pre, pre > 0 ? d->prompt_tokens / pre : 0.0,
+            si_stop_reason_name(d->stop_reason), d->prompt_tokens, cached, pre,
+            pre > 0 ? (d->prompt_tokens - cached) / pre : 0.0,
             d->generated_tokens, dec, dec > 0 ? d->generated_tokens / dec : 0.0, (double)d->queue_ns / 1e9,
             (double)d->ffn_share, (double)d->phi, d->profile ? d->profile : "");
     if (d->swap)

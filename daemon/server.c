@@ -359,6 +359,8 @@ static void send_done(sid_server *srv, sid_req *req)
     d.prompt_tokens = (uint32_t)(st->n_prompt > 0 ? st->n_prompt : 0);
     d.has_generated_tokens = true;
     d.generated_tokens = (uint32_t)(st->n_generated > 0 ? st->n_generated : 0);
+    d.has_cached_tokens = true;
+    d.cached_tokens = (uint32_t)(st->n_cached > 0 ? st->n_cached : 0);
     d.has_prefill_ns = true;
     d.prefill_ns = st->prefill_ns;
     d.has_decode_ns = true;

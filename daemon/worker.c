@@ -584,6 +584,8 @@ static void run_request(sid_server *srv, sid_req *req)
     gp.max_tokens = (int)(req->max_tokens < room ? req->max_tokens : room);
     gp.stop = (const char *const *)g->stop;
     gp.n_stop = g->n_stop;
+    /* on unless the request says no (the field defaults to true) */
+    gp.cache_prompt = !g->has_cache_prompt || g->cache_prompt;
     const Selectinfer__Sampling *s = g->sampling;
     if (s) {
         if (s->has_temperature) gp.sampler.temperature = s->temperature;

@@ -159,6 +159,22 @@ int eng_session_new(const eng_model *model, const eng_session_params *params,
                     eng_session **ret_session);
 void eng_session_free(eng_session *session);
 void eng_session_reset(eng_session *session); /* forget the context */
+/* Prompt cache: forgets the context but keeps its longest prefix that
+ * tokens[0..n) begins with, so that only the rest of them needs an eval.
+ * Kept are positions the KV cache holds as an evaluation over every
+ * loaded neuron left them (a prompt; decode steps too when the session
+ * computed all loaded neurons), under the current loading plan, and at
+ * most n - 2 (the rest is then evaluated by the prefill's kernels, as in
+ * a fresh prefill). A session that will select its neurons per request
+ * (phi below gamma, ENG_PICK_REQUEST) also needs the prefill votes of what
+ * it keeps; it holds those of its last prompt only, so it keeps a prefix
+ * only when that whole prompt begins tokens (same alpha, rank and comp;
+ * not the signed rank, whose votes depend on where a prompt was cut).
+ * Returns the positions kept (n_past), 0 when nothing could be. The logits
+ * of an eval that follows equal a fresh prefill's when only prompt
+ * positions were kept (on the CPU, bit for bit); decode positions were
+ * computed by other kernels, equal up to rounding. */
+int eng_session_reset_prefix(eng_session *session, const int32_t *tokens, size_t n);
 int eng_session_n_past(const eng_session *session);
 const eng_model *eng_session_model(const eng_session *session);
 int eng_session_n_ctx(const eng_session *session);
@@ -238,6 +254,8 @@ const char *eng_stop_reason_name(eng_stop_reason reason);
 
 typedef struct eng_gen_params {
     int max_tokens;             /* <= 0: until EOS or context full */
+    bool cache_prompt;          /* keep what the session holds of the prompt's
+                                 * prefix (eng_session_reset_prefix); default off */
     const char *const *stop;    /* stop strings, not emitted */
     size_t n_stop;
     eng_sampler_params sampler;
@@ -247,6 +265,7 @@ eng_gen_params eng_gen_params_default(void);
 
 typedef struct eng_gen_stats {
     int n_prompt;
+    int n_cached;               /* of n_prompt, kept from the session (not evaluated) */
     int n_generated;
     uint64_t prefill_ns;
     uint64_t decode_ns;
@@ -258,7 +277,8 @@ typedef struct eng_gen_stats {
  * a split character), so a caller can cancel at every step: return nonzero. */
 typedef int (*eng_text_cb)(void *userdata, const char *text, size_t len);
 
-/* Resets the session, evaluates the prompt, and samples until a stop
+/* Resets the session (keeping the prompt's cached prefix with
+ * cache_prompt), evaluates the prompt, and samples until a stop
  * condition. Returns 0 (stats filled even when cancelled) or -errno. A
  * prompt abandoned by the session's abort callback (eng_session_set_abort)
  * also ends with ENG_STOP_CANCELLED and nothing generated. */

@@ -31,6 +31,7 @@ const char *eng_stop_reason_name(eng_stop_reason reason) {
 eng_gen_params eng_gen_params_default(void) {
     return (eng_gen_params){
         .max_tokens = 0,
+        .cache_prompt = false,
         .stop = NULL,
         .n_stop = 0,
         .sampler = eng_sampler_params_default(),
@@ -197,12 +198,19 @@ int eng_generate(eng_session *session, const int32_t *prompt, size_t n_prompt,
     const eng_model *model = eng_session_model(session);
     eng_model_info info;
     eng_model_get_info(model, &info);
-    eng_session_reset(session);
     int n_ctx = eng_session_n_ctx(session);
-    if (n_prompt > (size_t)n_ctx)
+    if (n_prompt > (size_t)n_ctx) {
+        eng_session_reset(session);
         return -ENOSPC;
+    }
+    int kept = 0;
+    if (params->cache_prompt)
+        kept = eng_session_reset_prefix(session, prompt, n_prompt);
+    else
+        eng_session_reset(session);
 
-    eng_gen_stats st = {.n_prompt = (int)n_prompt, .stop_reason = ENG_STOP_NONE};
+    eng_gen_stats st = {.n_prompt = (int)n_prompt, .n_cached = kept,
+                        .stop_reason = ENG_STOP_NONE};
     eng__textstream ts;
     eng_sampler *smp = NULL;
     char *piece = NULL;
@@ -224,7 +232,7 @@ int eng_generate(eng_session *session, const int32_t *prompt, size_t n_prompt,
     const unsigned eval_flags = greedy ? ENG_EVAL_ARGMAX : 0;
 
     uint64_t t0 = eng_time_ns();
-    r = eng_session_eval(session, prompt, n_prompt, eval_flags);
+    r = eng_session_eval(session, prompt + kept, n_prompt - (size_t)kept, eval_flags);
     st.prefill_ns = eng_time_ns() - t0;
     if (r == -ECANCELED) {
         /* the session's abort callback gave up on the prompt */

@@ -1099,6 +1099,7 @@ void eng_session_free(eng_session *s)
     bfree(be, s->tokens);
     bfree(be, s->argmax_dev);
     free(s->logits);
+    free(s->ctx_tokens);
     free(s);
 }
 
@@ -1167,8 +1168,9 @@ int eng_session_new(const eng_model *m, const eng_session_params *params, eng_se
     s->tokens = eng__session_alloc(s, (size_t)n_batch * sizeof(int32_t));
     s->logits = falloc((size_t)m->info.n_vocab);
     s->logits_cap = 1;
+    s->ctx_tokens = malloc((size_t)n_ctx * sizeof(int32_t));
     if (!s->x || !s->xn || !s->q || !s->k || !s->v || !s->att || !s->o || !s->ff || !s->tokens ||
-        !s->logits)
+        !s->logits || !s->ctx_tokens)
         goto oom;
     /* greedy on the backend (ENG_EVAL_ARGMAX): host memory reads the logits */
     if (!m->be->iface->host_memory && m->be->iface->argmax &&
@@ -1203,6 +1205,34 @@ void eng_session_reset(eng_session *s)
     s->n_logits = 0;
     s->argmax_only = false;
     eng__select_session_reset(s);
+}
+
+int eng_session_reset_prefix(eng_session *s, const int32_t *tokens, size_t n)
+{
+    const eng_model *m = s->model;
+    size_t p = 0;
+    if (tokens && s->kv_generation == m->generation)
+        while (p < (size_t)s->n_reusable && p < n && s->ctx_tokens[p] == tokens[p])
+            p++;
+    /* at least two tokens are left to evaluate: the prefill's kernels then
+     * compute them, as they would in a fresh prefill of the whole prompt
+     * (one token would take the decode step's, which sum in another order) */
+    size_t keep = n < 2 ? 0 : p < n - 2 ? p : n - 2;
+    /* a context that will select per request needs the votes of every
+     * position it keeps, and they are held for one prefix only: the whole
+     * prompt of the context before */
+    const int votes = eng__select_prefix_votes(s);
+    if (votes == 0 || (votes > 0 && p < (size_t)votes))
+        keep = 0;
+    else if (votes > 0 && keep > (size_t)votes)
+        keep = (size_t)votes;
+    eng_session_reset(s);
+    if (keep > 0) {
+        s->n_past = (int)keep;
+        if (votes > 0)
+            eng__select_keep_votes(s);
+    }
+    return (int)keep;
 }
 
 int eng_session_n_past(const eng_session *s)
@@ -1424,6 +1454,7 @@ int eng__forward(eng_session *s, const int32_t *tokens, int n, bool all_logits, 
     }
     if (g != 1)
         forward_ops(s, n, first, out, am);
+    const int pos0 = s->n_past;
     s->n_past += n;
 
     if (argmax) /* 4 bytes instead of the row of logits */
@@ -1431,7 +1462,20 @@ int eng__forward(eng_session *s, const int32_t *tokens, int n, bool all_logits, 
     else if (logits && !host)
         op->download(be, logits, out, (size_t)rows * V * sizeof(float));
     /* a GPU's first failure since the last sync, if any */
-    return op->sync(be);
+    int r = op->sync(be);
+    /* what the KV cache now holds, for eng_session_reset_prefix: positions
+     * computed over every loaded neuron extend the reusable run */
+    if (s->kv_generation != m->generation) {
+        s->kv_generation = m->generation;
+        s->n_reusable = 0;
+    }
+    if (pos0 < s->n_reusable)
+        s->n_reusable = pos0;
+    if (r == 0 && !s->partial && pos0 == s->n_reusable) {
+        memcpy(s->ctx_tokens + pos0, tokens, (size_t)n * sizeof(int32_t));
+        s->n_reusable = pos0 + n;
+    }
+    return r;
 }
 
 int eng_session_eval(eng_session *s, const int32_t *tokens, size_t n, unsigned flags)

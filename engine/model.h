@@ -94,6 +94,13 @@ struct eng_session {
     int32_t argmax;                   /* its value after the last eval, -1: all NaN */
     bool argmax_only;                 /* the last eval kept argmax, not logits */
     int n_last_eval;
+    /* Prompt cache (eng_session_reset_prefix): tokens [0, n_reusable) of
+     * ctx_tokens are in the KV cache as an evaluation over every loaded
+     * neuron left them, for the model generation kv_generation; a reset
+     * keeps them (only n_past goes back). */
+    int32_t *ctx_tokens;              /* [n_ctx] the token at each position */
+    int n_reusable;
+    uint64_t kv_generation;
     uint64_t graph_key;               /* names the decode step's ops (backend.h graph_begin) */
     bool graph_argmax;                /* the last step ended in the argmax op */
     eng_abort_cb abort_cb;            /* polled between prefill chunks */
@@ -119,6 +126,15 @@ struct eng_session {
     uint32_t *counts_stage;           /* [n_layer][n_ff] host side of their copies */
     float *rank_tmp;                  /* [2 * n_ff] */
     double *observe;                  /* profiling sums, or NULL */
+    /* The prefill votes (counts, act_sum) of positions [0, votes_n) as the
+     * last selection took them, under votes_params; votes_ok until the
+     * counts change. A prefix kept with them (eng_session_reset_prefix)
+     * does not vote again below votes_from. */
+    bool votes_ok;
+    bool votes_live;                  /* counts belong to this context (else zeroed at its first vote) */
+    int votes_n, votes_from;
+    eng_compute_params votes_params;
+    bool partial;                     /* decode computes less than every loaded neuron */
     double ffn_share;
 
     /* compensation for neurons not computed (select.c): the bias added to

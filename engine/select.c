@@ -610,10 +610,6 @@ void eng__select_session_reset(eng_session *s)
         s->ffn_n_sel[l] = 0;
         if (s->pick_k)
             s->pick_k[l] = 0;
-        if (s->counts)
-            memset(s->counts[l], 0, (size_t)m->info.n_ff * sizeof(float));
-        if (s->act_sum && s->act_sum[l])
-            memset(s->act_sum[l], 0, (size_t)m->info.n_ff * sizeof(double));
         if (s->ffn_bias)
             s->ffn_bias[l] = NULL;
         if (s->counts_dev_live && s->counts_dev_live[l]) {
@@ -621,8 +617,53 @@ void eng__select_session_reset(eng_session *s)
             s->counts_dev_zeroed = false; /* an eval cut short left its counts */
         }
     }
-    s->act_tokens = 0;
+    /* the counts stay for eng_session_reset_prefix; the context's first
+     * vote zeroes them (votes_begin) */
+    s->votes_live = false;
+    s->votes_from = 0;
+    s->partial = false;
     s->ffn_share = loaded_share(m);
+}
+
+/* Before a context's first vote: counts and sums start from zero, unless
+ * a kept prefix's votes count for it (eng__select_keep_votes). */
+static void votes_begin(eng_session *s)
+{
+    const eng_model *m = s->model;
+    if (s->votes_live)
+        return;
+    for (int l = 0; l < m->info.n_layer; l++) {
+        memset(s->counts[l], 0, (size_t)m->info.n_ff * sizeof(float));
+        if (s->act_sum && s->act_sum[l])
+            memset(s->act_sum[l], 0, (size_t)m->info.n_ff * sizeof(double));
+    }
+    s->act_tokens = 0;
+    s->votes_ok = false;
+    s->votes_live = true;
+}
+
+int eng__select_prefix_votes(const eng_session *s)
+{
+    const eng_compute_params *a = &s->votes_params, *b = &s->compute;
+    if (!phi_active(s) || b->pick != ENG_PICK_REQUEST)
+        return -1;
+    /* the counts depend on the loaded slots and on how tokens vote; phi
+     * only decides how many are taken from them */
+    if (!s->votes_ok || s->generation != s->model->generation || a->alpha != b->alpha ||
+        a->rank != b->rank || a->comp != b->comp)
+        return 0;
+    /* the signed rank's k is a mean over each eval's chunk of tokens, so
+     * its votes depend on where the prompt was cut: not reusable */
+    if (b->rank == ENG_RANK_SIGNED)
+        return 0;
+    return s->votes_n;
+}
+
+void eng__select_keep_votes(eng_session *s)
+{
+    s->votes_live = true;
+    s->votes_ok = false; /* the counts change from here on */
+    s->votes_from = s->votes_n;
 }
 
 bool eng__select_wants_act(const eng_session *s)
@@ -659,6 +700,11 @@ void eng__select_observe(eng_session *s, int il, const float *act, int n, const 
     }
     if (!phi_active(s) || s->selected || !L->sparse || sel)
         return;
+    /* positions whose votes a kept prefix holds do not vote again */
+    const int tv = s->votes_from - s->n_past > 0 ? s->votes_from - s->n_past : 0;
+    if (tv >= n)
+        return;
+    votes_begin(s);
 
     if (s->compute.comp == ENG_COMP_MEAN && s->act_sum) {
         /* prefill: every loaded slot's signed activation, summed over the
@@ -669,8 +715,8 @@ void eng__select_observe(eng_session *s, int il, const float *act, int n, const 
          * again (measured: with it, coreinfer's perplexity grows 65x) */
         double *sum = s->act_sum[il];
         int t0 = COMP_SKIP - s->n_past;
-        if (t0 < 0)
-            t0 = 0;
+        if (t0 < tv)
+            t0 = tv;
         for (int t = t0; t < n; t++)
             for (int j = 0; j < n_sel; j++)
                 sum[j] += act[(size_t)t * n_sel + j];
@@ -686,15 +732,15 @@ void eng__select_observe(eng_session *s, int il, const float *act, int n, const 
     case ENG_RANK_ABS:
     case ENG_RANK_SIGNED:
         /* topk.h: the code the CPU backend's topk_count runs too */
-        eng__topk_count(act, n, n_sel, s->compute.alpha, s->compute.rank == ENG_RANK_SIGNED, tmp,
-                        counts, NULL);
+        eng__topk_count(act + (size_t)tv * n_sel, n - tv, n_sel, s->compute.alpha,
+                        s->compute.rank == ENG_RANK_SIGNED, tmp, counts, NULL);
         break;
     case ENG_RANK_CONTRIB: {
         /* |a| weighted by the neuron's W_down column norm, k as for abs */
         const float *dn = m->down_norm + (size_t)il * F;
         const int k = eng__topk_k(NULL, n, n_sel, s->compute.alpha, false);
         float *mag = tmp + F; /* the second half of rank_tmp */
-        for (int t = 0; t < n; t++) {
+        for (int t = tv; t < n; t++) {
             const float *a = act + (size_t)t * n_sel;
             for (int j = 0; j < n_sel; j++)
                 mag[j] = fabsf(a[j]) * dn[L->neuron_of_slot[sel ? sel[j] : j]];
@@ -706,7 +752,7 @@ void eng__select_observe(eng_session *s, int il, const float *act, int n, const 
     }
     case ENG_RANK_MASS:
         /* no per-token cut: each slot's summed |a| over the prompt */
-        for (int t = 0; t < n; t++)
+        for (int t = tv; t < n; t++)
             for (int j = 0; j < n_sel; j++)
                 counts[j] += fabsf(act[(size_t)t * n_sel + j]);
         break;
@@ -740,12 +786,16 @@ bool eng__select_observe_backend(eng_session *s, int il, const float *act, int n
     /* nothing to count: the cases eng__select_observe returns on */
     if (!phi_active(s) || s->selected || !m->layers[il].sparse || sel)
         return true;
+    const int tv = s->votes_from - s->n_past > 0 ? s->votes_from - s->n_past : 0;
+    if (tv >= n)
+        return true;
+    votes_begin(s);
     if (!s->counts_dev_zeroed)
         counts_zero(s); /* only after a reset that cut an eval short */
     /* a prefill cut into chunks keeps adding until eng__select_end_eval
      * takes the counts */
     s->counts_dev_live[il] = true;
-    be->iface->topk_count(be, act, n, n_sel, s->compute.alpha,
+    be->iface->topk_count(be, act + (size_t)tv * n_sel, n - tv, n_sel, s->compute.alpha,
                           s->compute.rank == ENG_RANK_SIGNED, s->counts_dev[il]);
     return true;
 }
@@ -876,6 +926,8 @@ int eng__select_end_eval(eng_session *s)
     int r = counts_gather(s);
     if (r < 0)
         return r;
+    if (s->compute.pick == ENG_PICK_REQUEST)
+        votes_begin(s); /* a context that cast no vote selects from zeros */
     const int F = m->info.n_ff, NL = m->info.n_layer;
     int n_compute = (int)lround(s->compute.phi * F);
     uint64_t computed = 0;
@@ -898,6 +950,7 @@ int eng__select_end_eval(eng_session *s)
                 computed += L->ffn.n_slots;
             } else {
                 s->pick_k[il] = k;
+                s->partial = true;
                 computed += k + cost;
             }
             continue;
@@ -945,11 +998,18 @@ int eng__select_end_eval(eng_session *s)
         }
         s->ffn_sel[il] = sel;
         s->ffn_n_sel[il] = total;
+        s->partial = true;
         if (!m->be->iface->host_memory)
             m->be->iface->upload(m->be, s->ffn_sel_dev[il], sel, (size_t)total * sizeof(int32_t));
         computed += total;
     }
     free(count);
+    /* the votes of [0, n_past) as a later prefix may reuse them */
+    if (s->compute.pick == ENG_PICK_REQUEST) {
+        s->votes_ok = true;
+        s->votes_n = s->n_past;
+        s->votes_params = s->compute;
+    }
     s->selected = true;
     s->generation = m->generation;
     s->ffn_share = (double)computed / ((double)m->info.n_layer * F);

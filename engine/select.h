@@ -52,6 +52,14 @@ bool eng__profile_matches_shape(const eng_profile *p, const eng_plan_shape *shap
 int eng__select_session_init(struct eng_session *s);
 void eng__select_session_free(struct eng_session *s);
 void eng__select_session_reset(struct eng_session *s);
+/* For eng_session_reset_prefix: -1 when this context casts no votes (it
+ * will not select per request), else how many leading positions the votes
+ * the session holds cover, under its current settings (0: none usable). */
+int eng__select_prefix_votes(const struct eng_session *s);
+/* After a reset that kept a prefix of n_past <= eng__select_prefix_votes()
+ * positions: the held votes count for the new context, and its positions
+ * below them do not vote again. */
+void eng__select_keep_votes(struct eng_session *s);
 /* Whether this eval must hand activations to eng__select_observe. */
 bool eng__select_wants_act(const struct eng_session *s);
 /* After layer il's FFN ran over n tokens: act [n][n_sel] for slots sel (NULL: all). */

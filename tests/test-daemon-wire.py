@@ -139,6 +139,11 @@ try:
     r = c.recv()
     check(r.id == 8 and r.WhichOneof("body") == "done", "unstreamed done")
     check(r.done.text == text, "unstreamed text equals the streamed one")
+    # the same prompt again: all of it but two tokens reused (cache_prompt
+    # defaults to true), and the same text
+    check(done.cached_tokens == 0, "nothing cached for the first request")
+    check(r.done.cached_tokens == r.done.prompt_tokens - 2,
+          "the same prompt reused: %d of %d" % (r.done.cached_tokens, r.done.prompt_tokens))
 
     # stable error codes
     bad = pb.Request(id=9)
@@ -160,6 +165,32 @@ try:
           and r.status.task_switch == "swap"
           and r.status.profile.neurons_loaded == r.status.profile.neurons_total > 0, "status plan")
     check(r.status.generated_tokens == 2 * done.generated_tokens, "generated tokens counted")
+
+    # the next turn of the chat reuses the first turn's prompt and reply
+    def unstreamed(rid, messages, cache):
+        q = pb.Request(id=rid)
+        for role, content in messages:
+            q.generate.chat.messages.add(role=role, content=content)
+        q.generate.max_tokens = 8
+        q.generate.sampling.temperature = 0.0
+        q.generate.stream = False
+        if cache is not None:
+            q.generate.cache_prompt = cache
+        c.send(q)
+        a = c.recv()
+        check(a is not None and a.id == rid and a.WhichOneof("body") == "done",
+              "done for request %d" % rid)
+        return a.done
+    turns = [("user", "What is the capital of France?"), ("assistant", text.decode()),
+             ("user", "And of Germany?")]
+    d13 = unstreamed(13, turns, None)
+    check(d13.cached_tokens >= done.prompt_tokens and d13.cached_tokens < d13.prompt_tokens,
+          "second turn reuses the first: %d of %d" % (d13.cached_tokens, d13.prompt_tokens))
+    d14 = unstreamed(14, turns, False)
+    check(d14.cached_tokens == 0, "cache_prompt false: nothing reused")
+    d15 = unstreamed(15, turns, True)
+    check(d15.cached_tokens == d15.prompt_tokens - 2 and d15.text == d14.text,
+          "a reused prompt gives the text of a fresh one")
 
     # a malformed frame: an error the Python side decodes, then EOF
     c.send_bytes(b"\xff" * 16)
