@@ -4,8 +4,9 @@
  * The caller's logits are never written: top-k reads them in one pass
  * (the window's penalised tokens offered separately); the other paths copy
  * them into the sampler's own scratch (n_vocab floats), where the penalty
- * is applied. Work per token is O(n_vocab) plus O(k log k) / O(m log
- * n_vocab) for the orderings top-k and top-p need (m: tokens top-p keeps).
+ * is applied. Work per token is O(n_vocab) plus O(k log k) / O(m log m)
+ * for the orderings top-k and top-p need (m: tokens top-p keeps; after
+ * top-k, O(k log k); alone, the best 64, 512, ... until they hold p).
  *
  * Ties are broken towards the lower token id everywhere (greedy, the top-k
  * boundary, the top-p order), so a given seed gives the same tokens on every
@@ -266,10 +267,10 @@ static void heap_offer(cand *c, size_t *m, size_t k, cand x) {
     }
 }
 
-static size_t top_k_cands(eng_sampler *s, const float *l, cand *c, size_t k) {
+static size_t top_k_pass(eng_sampler *s, const float *l, cand *c, size_t k, bool pen) {
     /* the window's tokens are left out of the pass and offered after it
      * with their penalised logits: no copy of the row */
-    const bool pen = s->p.repeat_penalty != 1.0f && s->n_hist > 0;
+    pen = pen && s->p.repeat_penalty != 1.0f && s->n_hist > 0;
     for (int h = 0; pen && h < s->n_hist; h++)
         s->mark[s->hist[h]] = 1;
     size_t m = 0;
@@ -305,6 +306,10 @@ static size_t top_k_cands(eng_sampler *s, const float *l, cand *c, size_t k) {
     return m;
 }
 
+static size_t top_k_cands(eng_sampler *s, const float *l, cand *c, size_t k) {
+    return top_k_pass(s, l, c, k, true);
+}
+
 /* Keeps the smallest best-first prefix whose probability (softmax of the
  * logits) reaches p; at least one token. Returns how many, moved to c[0..m).
  * Popping a heap orders only what is kept: O(n + m log n). Each pop frees the
@@ -337,6 +342,52 @@ static size_t top_p(cand *c, size_t n, float p) {
     return m;
 }
 
+/* top_p() over every possible token of the penalised row s->logits, with
+ * the same result (kept tokens, their order, every sum taken in the same
+ * order) without a candidate per token: the normaliser in one pass, then
+ * the best K in rank order by top_k_pass (K = 64, times 8 while they fall
+ * short of p). Real logits keep a few tokens; heapifying the whole
+ * vocabulary for them cost a millisecond a token at 128k. -1 when a +inf
+ * logit calls for keep_inf's rule: the caller takes the general path. */
+static long top_p_only(eng_sampler *s, cand *c, float p) {
+    const float *l = s->logits;
+    const int nv = s->n_vocab;
+    float max = -INFINITY;
+    size_t n = 0;
+    for (int i = 0; i < nv; i++) {
+        const float v = l[i];
+        if (v == INFINITY)
+            return -1;
+        if (!isnan(v) && v != -INFINITY) {
+            n++;
+            max = v > max ? v : max;
+        }
+    }
+    if (n <= 1)
+        return -1; /* nothing to cut */
+    double sum = 0.0;
+    for (int i = 0; i < nv; i++)
+        if (!isnan(l[i]) && l[i] != -INFINITY)
+            sum += exp((double)l[i] - max);
+    const double target = (double)p * sum;
+    for (size_t k = 64;; k *= 8) {
+        size_t m = top_k_pass(s, l, c, k < n ? k : n, false);
+        double cum = 0.0;
+        size_t kept = 0;
+        while (kept < m) {
+            cum += exp((double)c[kept++].logit - max);
+            if (cum >= target)
+                break;
+        }
+        if (cum >= target || m == n) {
+            /* top_p leaves them best last */
+            for (size_t i = 0; i < kept / 2; i++)
+                swap_cand(&c[i], &c[kept - 1 - i]);
+            return (long)kept;
+        }
+    }
+}
+
 int32_t eng_sampler_sample(eng_sampler *s, const float *logits) {
     if (!s || !logits)
         return -EINVAL;
@@ -356,15 +407,18 @@ int32_t eng_sampler_sample(eng_sampler *s, const float *logits) {
         }
         return best < 0 ? 0 : best;
     }
+    long kept = -1;
     if (s->p.top_k > 0 && s->p.top_k < n_vocab) {
         n = top_k_cands(s, logits, c, (size_t)s->p.top_k);
     } else {
         penalised_copy(s, logits);
-        n = all_cands(s, c);
+        if (s->p.top_p < 1.0f)
+            kept = top_p_only(s, c, s->p.top_p);
+        n = kept >= 0 ? (size_t)kept : all_cands(s, c);
     }
     if (n == 0)
         return 0;
-    if (s->p.top_p < 1.0f && n > 1)
+    if (kept < 0 && s->p.top_p < 1.0f && n > 1)
         n = top_p(c, n, s->p.top_p);
     if (s->p.min_p > 0.0f && n > 1) {
         float max = -INFINITY;

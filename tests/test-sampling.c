@@ -554,6 +554,7 @@ static void test_chain_exact(void) {
         { 40, 1.0f, 0.0f, 1.0f, 0 },   { 40, 0.9f, 0.0f, 1.3f, 64 }, { 5, 1.0f, 0.05f, 1.1f, 16 },
         { 1, 1.0f, 0.0f, 1.0f, 0 },    { 40, 0.9f, 0.05f, 0.8f, 32 }, /* a penalty that raises */
         { N - 1, 0.95f, 0.0f, 1.2f, 64 }, { 0, 0.9f, 0.0f, 1.3f, 64 }, { 200, 1.0f, 0.0f, 1.5f, 8 },
+        { 0, 0.05f, 0.0f, 1.1f, 16 }, /* top-p alone keeping fewer than its first 64 */
     };
     float *l = malloc(sizeof(float) * N);
     int32_t hist[64];
