@@ -7,7 +7,9 @@
 #   2. runs the CUDA op tests (every kernel against the CPU backend), the
 #      CUDA backend's interface test, and whole-model parity CPU vs CUDA
 #      through the engine (test-cuda-model: synthetic tiny models, and the
-#      default model when SI_MODEL or the cache has it)
+#      default model when SI_MODEL or the cache has it), and the prompt
+#      cache against fresh prefills (test-prompt-cache cuda, on a tiny
+#      synthetic model)
 #   3. generates synthetic f16 models with si-synth: llama-3.2-3b,
 #      llama-3.2-1b, qwen2.5-3b (in parallel; reused when present)
 #   4. benchmarks the kernels on each model's shapes (si-cuda-bench):
@@ -56,6 +58,7 @@ status=0
 test_rc=-1
 cuda_backend_rc=-1
 cuda_model_rc=-1
+cuda_prompt_cache_rc=-1
 steps=""
 note() { steps="$steps${steps:+, }\"$1\": \"$2\""; }
 
@@ -80,6 +83,7 @@ finish() {
         echo "  \"cuda_ops_test_rc\": $test_rc,"
         echo "  \"cuda_backend_test_rc\": $cuda_backend_rc,"
         echo "  \"cuda_model_test_rc\": $cuda_model_rc,"
+        echo "  \"cuda_prompt_cache_test_rc\": $cuda_prompt_cache_rc,"
         echo "  \"steps\": {${steps}},"
         local benches=()
         for m in $MODELS; do benches+=("$OUT_DIR/bench-$m.json"); done
@@ -132,6 +136,7 @@ else
     fi
     log "building"
     if ! ninja -C "$BUILD" tests/test-cuda-ops tests/test-cuda-backend tests/test-cuda-model \
+        tests/test-prompt-cache \
         tools/si-cuda-bench tools/si-synth tools/si-bench > "$OUT_DIR/build.log" 2>&1; then
         tail -40 "$OUT_DIR/build.log"
         note build failed
@@ -183,6 +188,22 @@ for t in cuda-backend cuda-model; do
         *) note "$t" "failed ($rc)"; status=1 ;;
     esac
 done
+
+# the prompt cache on the device: kept prefixes against fresh prefills
+log "test cuda-prompt-cache"
+if "$BUILD/tools/si-synth" --shape tiny --out "$MODEL_DIR/tiny-f16.gguf" > "$OUT_DIR/synth-tiny.log" 2>&1; then
+    SI_MODEL="$MODEL_DIR/tiny-f16.gguf" timeout 120 "$BUILD/tests/test-prompt-cache" cuda \
+        > "$OUT_DIR/test-cuda-prompt-cache.log" 2>&1
+    cuda_prompt_cache_rc=$?
+else
+    cuda_prompt_cache_rc=1
+fi
+tail -5 "$OUT_DIR/test-cuda-prompt-cache.log" 2> /dev/null
+case $cuda_prompt_cache_rc in
+    0) note cuda-prompt-cache passed ;;
+    77) note cuda-prompt-cache skipped ;;
+    *) note cuda-prompt-cache "failed ($cuda_prompt_cache_rc)"; status=1 ;;
+esac
 
 # wait for the models, but not past the deadline (si-synth is CPU bound:
 # on a loaded machine it is the slowest step)
