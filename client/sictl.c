@@ -200,7 +200,8 @@ static void print_status(const Selectinfer__Status *s)
     printf("requests:         %llu served, %llu failed, %llu cancelled, %llu refused (overloaded)\n",
            (unsigned long long)s->requests_served, (unsigned long long)s->requests_failed,
            (unsigned long long)s->requests_cancelled, (unsigned long long)s->rejected_overloaded);
-    printf("tokens:           %llu prompt, %llu generated\n", (unsigned long long)s->prompt_tokens,
+    printf("tokens:           %llu prompt (%llu of them cached), %llu generated\n",
+           (unsigned long long)s->prompt_tokens, (unsigned long long)s->cached_tokens,
            (unsigned long long)s->generated_tokens);
     printf("swaps, reloads:   %llu (%llu failed; task switch: %s), %llu\n", (unsigned long long)s->swaps,
            (unsigned long long)s->swaps_failed, s->task_switch ? s->task_switch : "?",

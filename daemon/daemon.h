@@ -148,7 +148,7 @@ struct sid_conn {
 
 typedef struct sid_counters {
     uint64_t requests_served, requests_failed, requests_cancelled;
-    uint64_t prompt_tokens, generated_tokens;
+    uint64_t prompt_tokens, generated_tokens, cached_tokens;
     uint64_t swaps, swaps_failed, reloads, rejected_overloaded, clients_dropped;
 } sid_counters;
 

@@ -352,6 +352,7 @@ static void send_done(sid_server *srv, sid_req *req)
         srv->n.requests_served++;
     srv->n.prompt_tokens += (uint64_t)(st->n_prompt > 0 ? st->n_prompt : 0);
     srv->n.generated_tokens += (uint64_t)(st->n_generated > 0 ? st->n_generated : 0);
+    srv->n.cached_tokens += (uint64_t)(st->n_cached > 0 ? st->n_cached : 0);
     Selectinfer__Done d = SELECTINFER__DONE__INIT;
     d.has_stop_reason = true;
     d.stop_reason = stop_reason_wire(st->stop_reason);
@@ -539,6 +540,8 @@ static void handle_status(sid_server *srv, sid_conn *c, uint64_t id)
     s.has_prompt_tokens = s.has_generated_tokens = s.has_swaps = s.has_reloads = true;
     s.prompt_tokens = srv->n.prompt_tokens;
     s.generated_tokens = srv->n.generated_tokens;
+    s.has_cached_tokens = true;
+    s.cached_tokens = srv->n.cached_tokens;
     s.swaps = srv->n.swaps;
     s.has_swaps_failed = true;
     s.swaps_failed = srv->n.swaps_failed;

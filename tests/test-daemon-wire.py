@@ -144,6 +144,7 @@ try:
     check(done.cached_tokens == 0, "nothing cached for the first request")
     check(r.done.cached_tokens == r.done.prompt_tokens - 2,
           "the same prompt reused: %d of %d" % (r.done.cached_tokens, r.done.prompt_tokens))
+    d8 = r.done
 
     # stable error codes
     bad = pb.Request(id=9)
@@ -191,6 +192,10 @@ try:
     d15 = unstreamed(15, turns, True)
     check(d15.cached_tokens == d15.prompt_tokens - 2 and d15.text == d14.text,
           "a reused prompt gives the text of a fresh one")
+    c.send(pb.Request(id=16, status=pb.StatusRequest()))
+    r = c.recv()
+    check(r.status.cached_tokens == d8.cached_tokens + d13.cached_tokens + d15.cached_tokens,
+          "status counts the cached tokens: %d" % r.status.cached_tokens)
 
     # a malformed frame: an error the Python side decodes, then EOF
     c.send_bytes(b"\xff" * 16)
