@@ -16,7 +16,10 @@
  * Prefill (several tokens) reuses each weight row across tokens: f16 rows
  * are converted once per block into per-thread f32 scratch, then a 4 rows x
  * 3 tokens register-blocked dot kernel runs over them; the FFN's down
- * projection is an outer-product kernel (6 tokens x 16 columns).
+ * projection is an outer-product kernel (6 tokens x 16 columns). With
+ * AVX-512 the matrix products and the FFN's gate/up are outer products too
+ * (32 rows packed k-major, 6 tokens at a time), and the down projection
+ * takes 32 columns.
  * Attention takes up to four query heads of one KV head together (a GQA
  * group shares its K and V rows, converted from f16 once for all of them)
  * and sums a block of keys' weighted V rows in registers.
@@ -167,6 +170,15 @@ typedef struct kernels {
     /* out[r][t] = w[r] . x[t] over n, 4 rows x 3 tokens. */
     void (*dot4x3)(const float *const *w, const float *const *x, long n, float out[4][3]);
     void (*dot4x3_h)(const uint16_t *const *w, const float *const *x, long n, float out[4][3]);
+    /* Prefill by outer products, where a set has them (NULL: dot4x3):
+     * pack32 writes rows w[0..nr) (nr <= 32; f16 or f32) over n columns
+     * k-major into P [n][32] f32, rows past nr zero; mm6x32 gives
+     * out[t][r] = sum_k P[k][r] x[t][k] for 6 tokens, the sum over k in
+     * order. */
+    void (*pack32)(const void *const *w, bool f16, int nr, long n, float *P);
+    void (*mm6x32)(const float *P, long n, const float *const *x, float out[6][32]);
+    /* out[i] = silu(in[2 i]) * in[2 i + 1], i < 16 (with mm6x32) */
+    void (*silu_mul16)(const float *in, float *out);
     /* Decode FFN over slots [j0, j1): acc += a_j * down[s_j]; act[j] = a_j. */
     void (*ffn_fused)(const ffn_args *a, long j0, long j1, float *acc);
     /* y[t][c0..c0+nc) = sum_j A[t][j] * down[s_j][c0..), t < nt; scratch is
@@ -778,43 +790,54 @@ VALWAYS void down_tiles(const float *P, long ldp, int nj, long nc, const float *
         down_tiles(P, ldp, nj, ncc, At, lda, yt, ldy, jb == 0, NT);                          \
         break;
 
-/* Blocks of selected down rows (their columns [c0, c0 + nc)) are converted
- * to f32 and packed contiguously in the thread's scratch once, then reused
- * by every block of 6 tokens: the rows of scattered slots are read once per
- * token chunk instead of once per token block, and the inner loop reads
- * only L1/L2. Invalid slots pack as zeros (their A is 0 too). */
-TGT static void v_ffn_down(const ffn_args *a, const float *A, long lda, float *y, long ldy,
-                           int nt, long c0, long nc, float *scratch)
+/* Down rows of slots jb .. jb + nj, columns [cc, cc + ncc), converted to
+ * f32 into P [nj][ldp]: zeros past ncc, and for slots out of range (their
+ * A is 0 too). */
+VALWAYS void down_pack(const ffn_args *a, long jb, int nj, long cc, long ncc, long ldp, float *P)
 {
     const eng_ffn_weights *w = a->w;
     bool f16 = w->dtype == ENG_DTYPE_F16;
     long E = w->n_embd;
-    enum { CC = 2048 }; /* column chunk: at least SCRATCH_FLOATS / CC slots per block */
-    for (long cc = c0; cc < c0 + nc; cc += CC) {
-        long ncc = c0 + nc - cc < CC ? c0 + nc - cc : CC;
+    for (int i = 0; i < nj; i++) {
+        long s = slot_of(a, jb + i);
+        float *d = P + (size_t)i * ldp;
+        long k = 0;
+        if (s >= 0) {
+            const char *src = (const char *)w->down + ((size_t)s * E + cc) * dsize(f16);
+            if (f16)
+                for (; k + 8 <= ncc; k += 8)
+                    _mm256_store_ps(d + k, ld8(src, k, true));
+            else
+                for (; k + 8 <= ncc; k += 8)
+                    _mm256_store_ps(d + k, ld8(src, k, false));
+            for (; k < ncc; k++)
+                d[k] = wval(src, k, f16);
+        }
+        for (; k < ldp; k++)
+            d[k] = 0.0f;
+    }
+}
+
+/* Column chunk of the down projection: at least SCRATCH_FLOATS / DOWN_CC
+ * slots per packed block. */
+enum { DOWN_CC = 2048 };
+
+/* Blocks of selected down rows (their columns [c0, c0 + nc)) are converted
+ * to f32 and packed contiguously in the thread's scratch once, then reused
+ * by every block of 6 tokens: the rows of scattered slots are read once per
+ * token chunk instead of once per token block, and the inner loop reads
+ * only L1/L2. */
+TGT static void v_ffn_down(const ffn_args *a, const float *A, long lda, float *y, long ldy,
+                           int nt, long c0, long nc, float *scratch)
+{
+    for (long cc = c0; cc < c0 + nc; cc += DOWN_CC) {
+        long ncc = c0 + nc - cc < DOWN_CC ? c0 + nc - cc : DOWN_CC;
         long ldp = (ncc + 7) & ~7L;
         long jbs = SCRATCH_FLOATS / ldp;
         for (long jb = 0; jb < a->n_sel; jb += jbs) {
             int nj = (int)(a->n_sel - jb < jbs ? a->n_sel - jb : jbs);
             float *P = scratch;
-            for (int i = 0; i < nj; i++) {
-                long s = slot_of(a, jb + i);
-                float *d = P + (size_t)i * ldp;
-                long k = 0;
-                if (s >= 0) {
-                    const char *src = (const char *)w->down + ((size_t)s * E + cc) * dsize(f16);
-                    if (f16)
-                        for (; k + 8 <= ncc; k += 8)
-                            _mm256_store_ps(d + k, ld8(src, k, true));
-                    else
-                        for (; k + 8 <= ncc; k += 8)
-                            _mm256_store_ps(d + k, ld8(src, k, false));
-                    for (; k < ncc; k++)
-                        d[k] = wval(src, k, f16);
-                }
-                for (; k < ldp; k++)
-                    d[k] = 0.0f;
-            }
+            down_pack(a, jb, nj, cc, ncc, ldp, P);
             for (int t = 0; t < nt; t += 6) {
                 const float *At = A + (size_t)t * lda + jb;
                 float *yt = y + (size_t)t * ldy + cc;
@@ -998,15 +1021,17 @@ TGT static void v_to_f32(const uint16_t *src, float *dst, long n)
         dst[i] = h2f(src[i]);
 }
 
-/* The AVX2 set's ops, shared with the AVX-512 VNNI set below. */
+/* The AVX2 set's ops, shared with the AVX-512 VNNI set below (which has
+ * its own prefill FFN down projection). */
 #define AVX2_OPS                                                                             \
     .gemv = v_gemv, .cvt_rows = v_cvt_rows, .dot4x3 = v_dot4x3, .dot4x3_h = v_dot4x3_h,      \
-    .ffn_fused = v_ffn_fused, .ffn_down = v_ffn_down, .dot4_h = v_dot4_h, .pv4_h = v_pv4_h,  \
-    .scale = v_scale, .add = v_add, .to_f16 = v_to_f16, .to_f32 = v_to_f32
+    .ffn_fused = v_ffn_fused, .dot4_h = v_dot4_h, .pv4_h = v_pv4_h, .scale = v_scale,        \
+    .add = v_add, .to_f16 = v_to_f16, .to_f32 = v_to_f32
 
 static const kernels kern_avx2 = {
     .name = "avx2",
     AVX2_OPS,
+    .ffn_down = v_ffn_down,
     .dot2_q4q8 = v_dot2_q4q8,
 };
 
@@ -1058,11 +1083,220 @@ TGT512 static void v512_dot2_q4q8(const uint8_t *w, const q8_row *x, long nb, fl
     out[1] = q4q8_row512(w + nb * ENG_SKETCH_BLOCK_BYTES, x->g, nb);
 }
 
+/* Prefill's products as outer products on 512-bit registers: a row's
+ * dot products (dot4x3) end in horizontal sums, and with AVX-512 they ran
+ * at 0.6 of AVX2; here a k step loads 32 rows' values (two registers),
+ * broadcasts 6 tokens' x[k] and does 12 multiply-adds into 12 registers,
+ * and nothing is reduced across lanes (80 GFLOP/s a core against dot4x3's
+ * 51 on this project's machine). The rows are transposed into P once per
+ * block and reused by every 6 tokens. */
+
+/* 8 x 8 floats: r[i] becomes column i */
+VALWAYS512 void transpose8(__m256 r[8])
+{
+    __m256 t0 = _mm256_unpacklo_ps(r[0], r[1]), t1 = _mm256_unpackhi_ps(r[0], r[1]);
+    __m256 t2 = _mm256_unpacklo_ps(r[2], r[3]), t3 = _mm256_unpackhi_ps(r[2], r[3]);
+    __m256 t4 = _mm256_unpacklo_ps(r[4], r[5]), t5 = _mm256_unpackhi_ps(r[4], r[5]);
+    __m256 t6 = _mm256_unpacklo_ps(r[6], r[7]), t7 = _mm256_unpackhi_ps(r[6], r[7]);
+    __m256 s0 = _mm256_shuffle_ps(t0, t2, _MM_SHUFFLE(1, 0, 1, 0));
+    __m256 s1 = _mm256_shuffle_ps(t0, t2, _MM_SHUFFLE(3, 2, 3, 2));
+    __m256 s2 = _mm256_shuffle_ps(t1, t3, _MM_SHUFFLE(1, 0, 1, 0));
+    __m256 s3 = _mm256_shuffle_ps(t1, t3, _MM_SHUFFLE(3, 2, 3, 2));
+    __m256 s4 = _mm256_shuffle_ps(t4, t6, _MM_SHUFFLE(1, 0, 1, 0));
+    __m256 s5 = _mm256_shuffle_ps(t4, t6, _MM_SHUFFLE(3, 2, 3, 2));
+    __m256 s6 = _mm256_shuffle_ps(t5, t7, _MM_SHUFFLE(1, 0, 1, 0));
+    __m256 s7 = _mm256_shuffle_ps(t5, t7, _MM_SHUFFLE(3, 2, 3, 2));
+    r[0] = _mm256_permute2f128_ps(s0, s4, 0x20);
+    r[1] = _mm256_permute2f128_ps(s1, s5, 0x20);
+    r[2] = _mm256_permute2f128_ps(s2, s6, 0x20);
+    r[3] = _mm256_permute2f128_ps(s3, s7, 0x20);
+    r[4] = _mm256_permute2f128_ps(s0, s4, 0x31);
+    r[5] = _mm256_permute2f128_ps(s1, s5, 0x31);
+    r[6] = _mm256_permute2f128_ps(s2, s6, 0x31);
+    r[7] = _mm256_permute2f128_ps(s3, s7, 0x31);
+}
+
+TGT512 static void v512_pack32(const void *const *w, bool f16, int nr, long n, float *P)
+{
+    for (int i0 = 0; i0 < 32; i0 += 8) {
+        long k = 0;
+        for (; k + 8 <= n; k += 8) {
+            __m256 r[8];
+            for (int i = 0; i < 8; i++)
+                r[i] = i0 + i < nr ? ld8(w[i0 + i], k, f16) : _mm256_setzero_ps();
+            transpose8(r);
+            for (int j = 0; j < 8; j++)
+                _mm256_store_ps(P + (k + j) * 32 + i0, r[j]);
+        }
+        for (; k < n; k++)
+            for (int i = 0; i < 8; i++)
+                P[k * 32 + i0 + i] = i0 + i < nr ? wval(w[i0 + i], k, f16) : 0.0f;
+    }
+}
+
+TGT512 static void v512_mm6x32(const float *P, long n, const float *const *x, float out[6][32])
+{
+    __m512 c00 = _mm512_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00;
+    __m512 c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00;
+    const float *x0 = x[0], *x1 = x[1], *x2 = x[2], *x3 = x[3], *x4 = x[4], *x5 = x[5];
+    for (long k = 0; k < n; k++) {
+        const __m512 w0 = _mm512_load_ps(P + k * 32), w1 = _mm512_load_ps(P + k * 32 + 16);
+        __m512 b;
+        b = _mm512_set1_ps(x0[k]);
+        c00 = _mm512_fmadd_ps(w0, b, c00);
+        c01 = _mm512_fmadd_ps(w1, b, c01);
+        b = _mm512_set1_ps(x1[k]);
+        c10 = _mm512_fmadd_ps(w0, b, c10);
+        c11 = _mm512_fmadd_ps(w1, b, c11);
+        b = _mm512_set1_ps(x2[k]);
+        c20 = _mm512_fmadd_ps(w0, b, c20);
+        c21 = _mm512_fmadd_ps(w1, b, c21);
+        b = _mm512_set1_ps(x3[k]);
+        c30 = _mm512_fmadd_ps(w0, b, c30);
+        c31 = _mm512_fmadd_ps(w1, b, c31);
+        b = _mm512_set1_ps(x4[k]);
+        c40 = _mm512_fmadd_ps(w0, b, c40);
+        c41 = _mm512_fmadd_ps(w1, b, c41);
+        b = _mm512_set1_ps(x5[k]);
+        c50 = _mm512_fmadd_ps(w0, b, c50);
+        c51 = _mm512_fmadd_ps(w1, b, c51);
+    }
+    _mm512_storeu_ps(out[0], c00);
+    _mm512_storeu_ps(out[0] + 16, c01);
+    _mm512_storeu_ps(out[1], c10);
+    _mm512_storeu_ps(out[1] + 16, c11);
+    _mm512_storeu_ps(out[2], c20);
+    _mm512_storeu_ps(out[2] + 16, c21);
+    _mm512_storeu_ps(out[3], c30);
+    _mm512_storeu_ps(out[3] + 16, c31);
+    _mm512_storeu_ps(out[4], c40);
+    _mm512_storeu_ps(out[4] + 16, c41);
+    _mm512_storeu_ps(out[5], c50);
+    _mm512_storeu_ps(out[5] + 16, c51);
+}
+
+/* down_block on 512-bit registers: NT tokens x 16 NV columns (NV 1 or 2),
+ * the last tile's columns past its end masked off (m). */
+VALWAYS512 void down_block512(const float *P, long ldp, int nj, const float *A, long lda, float *y,
+                              long ldy, bool first, const int NT, const int NV, __mmask16 m)
+{
+    __m512 acc[6][2];
+    const __mmask16 mv[2] = { NV == 1 ? m : 0xffff, m };
+    for (int t = 0; t < NT; t++)
+        for (int v = 0; v < NV; v++)
+            acc[t][v] = first ? _mm512_setzero_ps()
+                              : _mm512_maskz_loadu_ps(mv[v], y + t * ldy + 16 * v);
+    for (int j = 0; j < nj; j++) {
+        __m512 wv[2];
+        for (int v = 0; v < NV; v++)
+            wv[v] = _mm512_maskz_loadu_ps(mv[v], P + (size_t)j * ldp + 16 * v);
+        for (int t = 0; t < NT; t++) {
+            const __m512 av = _mm512_set1_ps(A[t * lda + j]);
+            for (int v = 0; v < NV; v++)
+                acc[t][v] = _mm512_fmadd_ps(av, wv[v], acc[t][v]);
+        }
+    }
+    for (int t = 0; t < NT; t++)
+        for (int v = 0; v < NV; v++)
+            _mm512_mask_storeu_ps(y + t * ldy + 16 * v, mv[v], acc[t][v]);
+}
+
+VALWAYS512 void down_tiles512(const float *P, long ldp, int nj, long nc, const float *A, long lda,
+                              float *y, long ldy, bool first, const int NT)
+{
+    long c = 0;
+    for (; c + 32 <= nc; c += 32)
+        down_block512(P + c, ldp, nj, A, lda, y + c, ldy, first, NT, 2, 0xffff);
+    if (c < nc) {
+        const long r = nc - c; /* 1 .. 31 */
+        const __mmask16 m = (__mmask16)(r >= 16 ? (1u << (r - 16)) - 1 : (1u << r) - 1);
+        if (r > 16)
+            down_block512(P + c, ldp, nj, A, lda, y + c, ldy, first, NT, 2, m);
+        else
+            down_block512(P + c, ldp, nj, A, lda, y + c, ldy, first, NT, 1,
+                          r == 16 ? 0xffff : m);
+    }
+}
+
+TGT512 static void v512_ffn_down(const ffn_args *a, const float *A, long lda, float *y, long ldy,
+                                 int nt, long c0, long nc, float *scratch)
+{
+    for (long cc = c0; cc < c0 + nc; cc += DOWN_CC) {
+        long ncc = c0 + nc - cc < DOWN_CC ? c0 + nc - cc : DOWN_CC;
+        long ldp = (ncc + 7) & ~7L;
+        long jbs = SCRATCH_FLOATS / ldp;
+        for (long jb = 0; jb < a->n_sel; jb += jbs) {
+            int nj = (int)(a->n_sel - jb < jbs ? a->n_sel - jb : jbs);
+            down_pack(a, jb, nj, cc, ncc, ldp, scratch);
+            for (int t = 0; t < nt; t += 6) {
+                const float *At = A + (size_t)t * lda + jb;
+                float *yt = y + (size_t)t * ldy + cc;
+                switch (nt - t < 6 ? nt - t : 6) {
+#define DOWN512_CASE(NT)                                                                     \
+    case NT:                                                                                 \
+        down_tiles512(scratch, ldp, nj, ncc, At, lda, yt, ldy, jb == 0, NT);                 \
+        break;
+                    DOWN512_CASE(1)
+                    DOWN512_CASE(2)
+                    DOWN512_CASE(3)
+                    DOWN512_CASE(4)
+                    DOWN512_CASE(5)
+                    DOWN512_CASE(6)
+#undef DOWN512_CASE
+                default:
+                    break;
+                }
+            }
+        }
+        if (a->n_sel == 0)
+            for (int t = 0; t < nt; t++)
+                memset(y + (size_t)t * ldy + cc, 0, (size_t)ncc * sizeof(float));
+    }
+}
+
+/* e^x for every lane, within 2 ulp of expf: x = n ln 2 + r, |r| <= ln 2 / 2,
+ * e^r by its Taylor series to r^6 (the rest below 2e-7 relative), times
+ * 2^n by scalef (which saturates to 0 and inf as expf does). NaN stays
+ * NaN: vmaxps/vminps return their second operand for it. */
+VALWAYS512 __m512 exp512(__m512 x)
+{
+    x = _mm512_min_ps(_mm512_set1_ps(89.0f), _mm512_max_ps(_mm512_set1_ps(-104.0f), x));
+    const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504f)),
+                                          _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
+    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
+    __m512 p = _mm512_set1_ps(1.0f / 720);
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 120));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 24));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 6));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+    return _mm512_scalef_ps(p, n);
+}
+
+/* Sixteen gate/up pairs at once: a libm expf per neuron and token took
+ * about 8 % of a prefill. */
+TGT512 static void v512_silu_mul16(const float *in, float *out)
+{
+    const __m512 lo = _mm512_loadu_ps(in), hi = _mm512_loadu_ps(in + 16);
+    const __m512i ev = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
+    const __m512i od = _mm512_add_epi32(ev, _mm512_set1_epi32(1));
+    const __m512 g = _mm512_permutex2var_ps(lo, ev, hi), u = _mm512_permutex2var_ps(lo, od, hi);
+    const __m512 e = exp512(_mm512_sub_ps(_mm512_setzero_ps(), g));
+    const __m512 sg = _mm512_div_ps(g, _mm512_add_ps(_mm512_set1_ps(1.0f), e));
+    _mm512_storeu_ps(out, _mm512_mul_ps(sg, u));
+}
+
 static const kernels kern_avx512 = {
     .name = "avx512vnni",
     AVX2_OPS,
     .dot2_q4q8 = v512_dot2_q4q8,
     .q8_groups = true,
+    .pack32 = v512_pack32,
+    .mm6x32 = v512_mm6x32,
+    .silu_mul16 = v512_silu_mul16,
+    .ffn_down = v512_ffn_down,
 };
 #endif /* HAVE_X86 */
 
@@ -1146,6 +1380,52 @@ static void mm_decode_task(void *p, int ith, int nth)
 /* Prefill: row blocks of BLOCK_ROWS (f16 converted to f32 scratch once per
  * block and K chunk), then 4 rows x 3 tokens register blocks. Rows and
  * tokens beyond the edge point at the last valid one and are discarded. */
+/* Prefill by outer products (kernels pack32, mm6x32): blocks of 32 rows
+ * and a K chunk packed k-major once, then 6 tokens at a time. Used for
+ * every prefill chunk, however few its tokens: a token's result must not
+ * depend on how many others share its chunk (eng_session_reset_prefix
+ * promises a fresh prefill's logits). */
+enum { PACK_ROWS = 32, PACK_K = SCRATCH_FLOATS / PACK_ROWS };
+
+static void mm_packed_task(void *p, int ith, int nth)
+{
+    mm_args *a = p;
+    const kernels *k = a->c->k;
+    const eng_weight *w = a->w;
+    const bool f16 = w->dtype == ENG_DTYPE_F16;
+    const size_t es = f16 ? 2 : 4;
+    const long rows = w->rows, K = w->cols, nt = a->n_tokens;
+    long b, e;
+    eng_split((rows + PACK_ROWS - 1) / PACK_ROWS, ith, nth, &b, &e);
+    b *= PACK_ROWS;
+    e = e * PACK_ROWS < rows ? e * PACK_ROWS : rows;
+    float *P = thread_scratch(a->c, ith);
+    for (long r0 = b; r0 < e; r0 += PACK_ROWS) {
+        const int nr = (int)(e - r0 < PACK_ROWS ? e - r0 : PACK_ROWS);
+        for (long k0 = 0; k0 < K; k0 += PACK_K) {
+            const long kc = K - k0 < PACK_K ? K - k0 : PACK_K;
+            const void *src[PACK_ROWS];
+            for (int i = 0; i < nr; i++)
+                src[i] = (const char *)w->data + ((size_t)(r0 + i) * K + k0) * es;
+            k->pack32(src, f16, nr, kc, P);
+            for (long t = 0; t < nt; t += 6) {
+                const int ntt = (int)(nt - t < 6 ? nt - t : 6);
+                const float *xp[6];
+                for (int j = 0; j < 6; j++)
+                    xp[j] = a->x + (size_t)(t + (j < ntt ? j : ntt - 1)) * K + k0;
+                float out[6][32];
+                k->mm6x32(P, kc, xp, out);
+                for (int j = 0; j < ntt; j++) {
+                    float *yo = a->y + (size_t)(t + j) * rows + r0;
+                    for (int q = 0; q < nr; q++)
+                        yo[q] = k0 == 0 ? out[j][q] + (a->bias ? a->bias[r0 + q] : 0.0f)
+                                        : yo[q] + out[j][q];
+                }
+            }
+        }
+    }
+}
+
 static void mm_prefill_task(void *p, int ith, int nth)
 {
     mm_args *a = p;
@@ -1211,6 +1491,8 @@ static void op_matmul(eng_backend *be, const eng_weight *w, const float *bias, c
     long work = (long)w->rows * w->cols * n_tokens;
     if (n_tokens == 1)
         run(c, mm_decode_task, &a, work >= 16384);
+    else if (c->k->mm6x32)
+        run(c, mm_packed_task, &a, work >= 16384);
     else
         run(c, mm_prefill_task, &a, work >= 16384);
 }
@@ -1428,6 +1710,63 @@ static void ffn_fused_task(void *p, int ith, int nth)
     r->c->k->ffn_fused(&r->a, b, e, acc);
 }
 
+/* Phase 1 by outer products (kernels pack32, mm6x32; n_embd <= PACK_K):
+ * blocks of 16 slots, their gate and up rows (32) packed once, then 6
+ * tokens at a time. Invalid slots pack as zero rows and give 0. */
+static void ffn_act_packed_task(void *p, int ith, int nth)
+{
+    ffn_run *r = p;
+    const kernels *k = r->c->k;
+    const eng_ffn_weights *w = r->a.w;
+    const bool f16 = w->dtype == ENG_DTYPE_F16;
+    const long E = w->n_embd, n_sel = r->a.n_sel;
+    const size_t rs = (size_t)E * (f16 ? 2 : 4);
+    float *P = thread_scratch(r->c, ith);
+    long b, e;
+    eng_split((n_sel + 15) / 16, ith, nth, &b, &e);
+    b *= 16;
+    e = e * 16 < n_sel ? e * 16 : n_sel;
+    for (long j0 = b; j0 < e; j0 += 16) {
+        const int nj = (int)(e - j0 < 16 ? e - j0 : 16);
+        const void *src[PACK_ROWS];
+        bool valid[16];
+        for (int i = 0; i < nj; i++) {
+            const long sl = slot_of(&r->a, j0 + i);
+            valid[i] = sl >= 0;
+            src[2 * i] = valid[i] ? (const char *)w->gate_up + (size_t)sl * 2 * rs : NULL;
+            src[2 * i + 1] = valid[i] ? (const char *)src[2 * i] + rs : NULL;
+        }
+        /* an invalid slot's rows: the first valid one's (results dropped),
+         * else nothing to compute */
+        const void *any = NULL;
+        for (int i = 0; i < 2 * nj && !any; i++)
+            any = src[i];
+        if (!any) {
+            for (int t = 0; t < r->nt; t++)
+                for (int i = 0; i < nj; i++)
+                    r->A[t * r->lda + j0 + i] = 0.0f;
+            continue;
+        }
+        for (int i = 0; i < 2 * nj; i++)
+            if (!src[i])
+                src[i] = any;
+        k->pack32(src, f16, 2 * nj, E, P);
+        for (int t = 0; t < r->nt; t += 6) {
+            const int ntt = r->nt - t < 6 ? r->nt - t : 6;
+            const float *xp[6];
+            for (int q = 0; q < 6; q++)
+                xp[q] = r->a.x + (size_t)(r->t0 + t + (q < ntt ? q : ntt - 1)) * E;
+            float out[6][32], a16[16];
+            k->mm6x32(P, E, xp, out);
+            for (int q = 0; q < ntt; q++) {
+                k->silu_mul16(out[q], a16);
+                for (int i = 0; i < nj; i++)
+                    r->A[(t + q) * r->lda + j0 + i] = valid[i] ? a16[i] : 0.0f;
+            }
+        }
+    }
+}
+
 /* Phase 1: A[t][j] = silu(gate_j . x_t) * (up_j . x_t) for the token chunk,
  * slots split over threads in blocks of 8 (16 rows). */
 static void ffn_act_task(void *p, int ith, int nth)
@@ -1561,7 +1900,8 @@ static void op_ffn(eng_backend *be, const eng_ffn_weights *w, const int32_t *sel
         r.nt = (int)(n_tokens - t0 < chunk ? n_tokens - t0 : chunk);
         r.A = act ? act + (size_t)t0 * n_sel : c->abuf;
         r.lda = n_sel;
-        run(c, ffn_act_task, &r, work * r.nt >= 16384);
+        const bool packed = c->k->mm6x32 && E <= PACK_K;
+        run(c, packed ? ffn_act_packed_task : ffn_act_task, &r, work * r.nt >= 16384);
         run(c, ffn_down_task, &r, work * r.nt >= 16384);
     }
 }
