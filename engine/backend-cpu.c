@@ -1136,43 +1136,24 @@ TGT512 static void v512_pack32(const void *const *w, bool f16, int nr, long n, f
 
 TGT512 static void v512_mm6x32(const float *P, long n, const float *const *x, float out[6][32])
 {
-    __m512 c00 = _mm512_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00;
-    __m512 c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00;
-    const float *x0 = x[0], *x1 = x[1], *x2 = x[2], *x3 = x[3], *x4 = x[4], *x5 = x[5];
+    __m512 c[6][2];
+#pragma GCC unroll 6
+    for (int t = 0; t < 6; t++)
+        c[t][0] = c[t][1] = _mm512_setzero_ps();
     for (long k = 0; k < n; k++) {
         const __m512 w0 = _mm512_load_ps(P + k * 32), w1 = _mm512_load_ps(P + k * 32 + 16);
-        __m512 b;
-        b = _mm512_set1_ps(x0[k]);
-        c00 = _mm512_fmadd_ps(w0, b, c00);
-        c01 = _mm512_fmadd_ps(w1, b, c01);
-        b = _mm512_set1_ps(x1[k]);
-        c10 = _mm512_fmadd_ps(w0, b, c10);
-        c11 = _mm512_fmadd_ps(w1, b, c11);
-        b = _mm512_set1_ps(x2[k]);
-        c20 = _mm512_fmadd_ps(w0, b, c20);
-        c21 = _mm512_fmadd_ps(w1, b, c21);
-        b = _mm512_set1_ps(x3[k]);
-        c30 = _mm512_fmadd_ps(w0, b, c30);
-        c31 = _mm512_fmadd_ps(w1, b, c31);
-        b = _mm512_set1_ps(x4[k]);
-        c40 = _mm512_fmadd_ps(w0, b, c40);
-        c41 = _mm512_fmadd_ps(w1, b, c41);
-        b = _mm512_set1_ps(x5[k]);
-        c50 = _mm512_fmadd_ps(w0, b, c50);
-        c51 = _mm512_fmadd_ps(w1, b, c51);
+#pragma GCC unroll 6
+        for (int t = 0; t < 6; t++) {
+            const __m512 b = _mm512_set1_ps(x[t][k]);
+            c[t][0] = _mm512_fmadd_ps(w0, b, c[t][0]);
+            c[t][1] = _mm512_fmadd_ps(w1, b, c[t][1]);
+        }
     }
-    _mm512_storeu_ps(out[0], c00);
-    _mm512_storeu_ps(out[0] + 16, c01);
-    _mm512_storeu_ps(out[1], c10);
-    _mm512_storeu_ps(out[1] + 16, c11);
-    _mm512_storeu_ps(out[2], c20);
-    _mm512_storeu_ps(out[2] + 16, c21);
-    _mm512_storeu_ps(out[3], c30);
-    _mm512_storeu_ps(out[3] + 16, c31);
-    _mm512_storeu_ps(out[4], c40);
-    _mm512_storeu_ps(out[4] + 16, c41);
-    _mm512_storeu_ps(out[5], c50);
-    _mm512_storeu_ps(out[5] + 16, c51);
+#pragma GCC unroll 6
+    for (int t = 0; t < 6; t++) {
+        _mm512_storeu_ps(out[t], c[t][0]);
+        _mm512_storeu_ps(out[t] + 16, c[t][1]);
+    }
 }
 
 /* down_block on 512-bit registers: NT tokens x 16 NV columns (NV 1 or 2),
