@@ -785,10 +785,45 @@ VALWAYS void down_tiles(const float *P, long ldp, int nj, long nc, const float *
     }
 }
 
-#define DOWN_CASE(NT)                                                                        \
+/* The loops of the prefill's down projection, shared by the kernel sets
+ * (v_ffn_down, v512_ffn_down): column chunks, blocks of selected down rows
+ * (their columns [c0, c0 + nc)) converted to f32 and packed contiguously in
+ * the thread's scratch once, then reused by every block of 6 tokens
+ * through TILES (down_tiles or down_tiles512; NT a constant in each case,
+ * so that each compiles to its own unrolled kernel): the rows of scattered
+ * slots are read once per token chunk instead of once per token block, and
+ * the inner loop reads only L1/L2. */
+#define FFN_DOWN_CASE(TILES, NT)                                                             \
     case NT:                                                                                 \
-        down_tiles(P, ldp, nj, ncc, At, lda, yt, ldy, jb == 0, NT);                          \
+        TILES(scratch, ldp, nj, ncc, At, lda, yt, ldy, jb == 0, NT);                         \
         break;
+#define FFN_DOWN_BODY(TILES)                                                                 \
+    for (long cc = c0; cc < c0 + nc; cc += DOWN_CC) {                                        \
+        long ncc = c0 + nc - cc < DOWN_CC ? c0 + nc - cc : DOWN_CC;                          \
+        long ldp = (ncc + 7) & ~7L;                                                          \
+        long jbs = SCRATCH_FLOATS / ldp;                                                     \
+        for (long jb = 0; jb < a->n_sel; jb += jbs) {                                        \
+            int nj = (int)(a->n_sel - jb < jbs ? a->n_sel - jb : jbs);                       \
+            down_pack(a, jb, nj, cc, ncc, ldp, scratch);                                     \
+            for (int t = 0; t < nt; t += 6) {                                                \
+                const float *At = A + (size_t)t * lda + jb;                                  \
+                float *yt = y + (size_t)t * ldy + cc;                                        \
+                switch (nt - t < 6 ? nt - t : 6) {                                           \
+                    FFN_DOWN_CASE(TILES, 1)                                                  \
+                    FFN_DOWN_CASE(TILES, 2)                                                  \
+                    FFN_DOWN_CASE(TILES, 3)                                                  \
+                    FFN_DOWN_CASE(TILES, 4)                                                  \
+                    FFN_DOWN_CASE(TILES, 5)                                                  \
+                    FFN_DOWN_CASE(TILES, 6)                                                  \
+                default:                                                                     \
+                    break;                                                                   \
+                }                                                                            \
+            }                                                                                \
+        }                                                                                    \
+        if (a->n_sel == 0)                                                                   \
+            for (int t = 0; t < nt; t++)                                                     \
+                memset(y + (size_t)t * ldy + cc, 0, (size_t)ncc * sizeof(float));           \
+    }
 
 /* Down rows of slots jb .. jb + nj, columns [cc, cc + ncc), converted to
  * f32 into P [nj][ldp]: zeros past ncc, and for slots out of range (their
@@ -822,43 +857,11 @@ VALWAYS void down_pack(const ffn_args *a, long jb, int nj, long cc, long ncc, lo
  * slots per packed block. */
 enum { DOWN_CC = 2048 };
 
-/* Blocks of selected down rows (their columns [c0, c0 + nc)) are converted
- * to f32 and packed contiguously in the thread's scratch once, then reused
- * by every block of 6 tokens: the rows of scattered slots are read once per
- * token chunk instead of once per token block, and the inner loop reads
- * only L1/L2. */
 TGT static void v_ffn_down(const ffn_args *a, const float *A, long lda, float *y, long ldy,
                            int nt, long c0, long nc, float *scratch)
 {
-    for (long cc = c0; cc < c0 + nc; cc += DOWN_CC) {
-        long ncc = c0 + nc - cc < DOWN_CC ? c0 + nc - cc : DOWN_CC;
-        long ldp = (ncc + 7) & ~7L;
-        long jbs = SCRATCH_FLOATS / ldp;
-        for (long jb = 0; jb < a->n_sel; jb += jbs) {
-            int nj = (int)(a->n_sel - jb < jbs ? a->n_sel - jb : jbs);
-            float *P = scratch;
-            down_pack(a, jb, nj, cc, ncc, ldp, P);
-            for (int t = 0; t < nt; t += 6) {
-                const float *At = A + (size_t)t * lda + jb;
-                float *yt = y + (size_t)t * ldy + cc;
-                switch (nt - t < 6 ? nt - t : 6) {
-                    DOWN_CASE(1)
-                    DOWN_CASE(2)
-                    DOWN_CASE(3)
-                    DOWN_CASE(4)
-                    DOWN_CASE(5)
-                    DOWN_CASE(6)
-                default:
-                    break;
-                }
-            }
-        }
-        if (a->n_sel == 0)
-            for (int t = 0; t < nt; t++)
-                memset(y + (size_t)t * ldy + cc, 0, (size_t)ncc * sizeof(float));
-    }
+    FFN_DOWN_BODY(down_tiles)
 }
-#undef DOWN_CASE
 
 /* One block of codes against x~'s block: 8 int32 lanes summing to
  * sum_j q_j x_j (q the 4-bit codes, the offset 8 not yet taken off). */
@@ -1202,37 +1205,7 @@ VALWAYS512 void down_tiles512(const float *P, long ldp, int nj, long nc, const f
 TGT512 static void v512_ffn_down(const ffn_args *a, const float *A, long lda, float *y, long ldy,
                                  int nt, long c0, long nc, float *scratch)
 {
-    for (long cc = c0; cc < c0 + nc; cc += DOWN_CC) {
-        long ncc = c0 + nc - cc < DOWN_CC ? c0 + nc - cc : DOWN_CC;
-        long ldp = (ncc + 7) & ~7L;
-        long jbs = SCRATCH_FLOATS / ldp;
-        for (long jb = 0; jb < a->n_sel; jb += jbs) {
-            int nj = (int)(a->n_sel - jb < jbs ? a->n_sel - jb : jbs);
-            down_pack(a, jb, nj, cc, ncc, ldp, scratch);
-            for (int t = 0; t < nt; t += 6) {
-                const float *At = A + (size_t)t * lda + jb;
-                float *yt = y + (size_t)t * ldy + cc;
-                switch (nt - t < 6 ? nt - t : 6) {
-#define DOWN512_CASE(NT)                                                                     \
-    case NT:                                                                                 \
-        down_tiles512(scratch, ldp, nj, ncc, At, lda, yt, ldy, jb == 0, NT);                 \
-        break;
-                    DOWN512_CASE(1)
-                    DOWN512_CASE(2)
-                    DOWN512_CASE(3)
-                    DOWN512_CASE(4)
-                    DOWN512_CASE(5)
-                    DOWN512_CASE(6)
-#undef DOWN512_CASE
-                default:
-                    break;
-                }
-            }
-        }
-        if (a->n_sel == 0)
-            for (int t = 0; t < nt; t++)
-                memset(y + (size_t)t * ldy + cc, 0, (size_t)ncc * sizeof(float));
-    }
+    FFN_DOWN_BODY(down_tiles512)
 }
 
 /* e^x for every lane, within 2 ulp of expf: x = n ln 2 + r, |r| <= ln 2 / 2,
