@@ -1223,7 +1223,8 @@ TGT512 static void v512_ffn_down(const ffn_args *a, const float *A, long lda, fl
     FFN_DOWN_BODY(down_tiles512)
 }
 
-/* e^x for every lane, within 2 ulp of expf: x = n ln 2 + r, |r| <= ln 2 / 2,
+/* e^x for every lane, within a few ulp (test-backend-cpu holds silu to 4
+ * of the exact value): x = n ln 2 + r, |r| <= ln 2 / 2,
  * e^r by its Taylor series to r^6 (the rest below 2e-7 relative), times
  * 2^n by scalef (which saturates to 0 and inf as expf does). NaN stays
  * NaN: vmaxps/vminps return their second operand for it. */
@@ -1244,8 +1245,9 @@ VALWAYS512 __m512 exp512(__m512 x)
     return _mm512_scalef_ps(p, n);
 }
 
-/* Four keys of up to four heads a register: a libm expf per score took
- * about 5 % of a prefill. l[g] sums in four lanes, then across them. */
+/* Four keys of up to four heads a register, where a libm expf per score
+ * was (whole 1536-token prefills took 0.96 of the time with this). l[g]
+ * sums in four lanes, then across them. */
 TGT512 static void v512_exp4(float (*s)[4], int nb, const float *m, int G, float *l)
 {
     float mm[4] = { 0, 0, 0, 0 };
