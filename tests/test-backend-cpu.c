@@ -531,6 +531,10 @@ static void test_ffn(eng_backend *be, eng_dtype dt)
     /* without act, tokens x slots beyond the backend's buffer: chunks of
      * tokens, the second starting at token 255 */
     test_ffn_one(be, dt, 8, 4100, 4100, false, 300, false);
+    /* n_embd past one packed block (AVX-512 prefill: K in chunks), and
+     * more tokens than its sums' buffer holds at once */
+    test_ffn_one(be, dt, 2100, 37, 37 * 2 / 5, true, 13, true);
+    test_ffn_one(be, dt, 2100, 5, 5, false, 520, true);
 }
 
 /* silu over its whole range, through the prefill FFN (one slot: gate row
