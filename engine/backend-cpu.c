@@ -1704,24 +1704,29 @@ static void ffn_fused_task(void *p, int ith, int nth)
 /* Phase 1 by outer products (kernels pack32, mm6x32): blocks of 16 slots,
  * their gate and up rows (32) packed once (in K chunks past PACK_K), then
  * 6 tokens at a time. Invalid slots borrow a valid slot's rows and give 0. */
-/* ffn_act_packed_task's block of nj slots (rows src) when n_embd is past
- * one packed block: K in chunks of ACT_KC, each token's 32 sums kept in
- * acc (the rest of the thread's scratch) across them, ACT_TC tokens at a
- * time. */
+/* ffn_act_packed_task's block of nj slots (rows src): K in one chunk, or
+ * past one packed block (n_embd > PACK_K) in chunks of ACT_KC, each token's
+ * 32 sums kept across them in acc (the rest of the thread's scratch),
+ * ACT_TC tokens at a time. The last chunk's products complete the sums and
+ * go through silu. */
 enum { ACT_KC = 1536, ACT_TC = (SCRATCH_FLOATS - PACK_ROWS * ACT_KC) / PACK_ROWS };
 
-static void act_packed_chunked(ffn_run *r, const void *const *src, int nj, const bool *valid,
-                               long j0, float *P)
+static void act_packed_block(ffn_run *r, const void *const *src, int nj, const bool *valid,
+                             long j0, float *P)
 {
     const kernels *k = r->c->k;
     const bool f16 = r->a.w->dtype == ENG_DTYPE_F16;
     const size_t es = f16 ? 2 : 4;
     const long E = r->a.w->n_embd;
-    float *acc = P + (size_t)PACK_ROWS * ACT_KC;
-    for (int tc = 0; tc < r->nt; tc += ACT_TC) {
-        const int ntc = r->nt - tc < ACT_TC ? r->nt - tc : ACT_TC;
-        for (long k0 = 0; k0 < E; k0 += ACT_KC) {
-            const long kc = E - k0 < ACT_KC ? E - k0 : ACT_KC;
+    const bool one = E <= PACK_K;
+    const long KC = one ? E : ACT_KC;
+    const int TC = one ? r->nt : ACT_TC;
+    float *acc = P + (size_t)PACK_ROWS * KC; /* unused with one chunk */
+    for (int tc = 0; tc < r->nt; tc += TC) {
+        const int ntc = r->nt - tc < TC ? r->nt - tc : TC;
+        for (long k0 = 0; k0 < E; k0 += KC) {
+            const long kc = E - k0 < KC ? E - k0 : KC;
+            const bool last = k0 + kc == E;
             const void *sk[PACK_ROWS];
             for (int i = 0; i < 2 * nj; i++)
                 sk[i] = (const char *)src[i] + (size_t)k0 * es;
@@ -1731,20 +1736,21 @@ static void act_packed_chunked(ffn_run *r, const void *const *src, int nj, const
                 const float *xp[6];
                 for (int q = 0; q < 6; q++)
                     xp[q] = r->a.x + (size_t)(r->t0 + tc + t + (q < ntt ? q : ntt - 1)) * E + k0;
-                float out[6][32];
+                float out[6][32], a16[16];
                 k->mm6x32(P, kc, xp, out);
                 for (int q = 0; q < ntt; q++) {
                     float *a = acc + (size_t)(t + q) * PACK_ROWS;
-                    for (int i = 0; i < PACK_ROWS; i++)
-                        a[i] = k0 == 0 ? out[q][i] : a[i] + out[q][i];
+                    for (int i = 0; k0 > 0 && i < PACK_ROWS; i++)
+                        out[q][i] += a[i];
+                    if (!last) {
+                        memcpy(a, out[q], sizeof(out[q]));
+                        continue;
+                    }
+                    k->silu_mul16(out[q], a16);
+                    for (int i = 0; i < nj; i++)
+                        r->A[(tc + t + q) * r->lda + j0 + i] = valid[i] ? a16[i] : 0.0f;
                 }
             }
-        }
-        for (int t = 0; t < ntc; t++) {
-            float a16[16];
-            k->silu_mul16(acc + (size_t)t * PACK_ROWS, a16);
-            for (int i = 0; i < nj; i++)
-                r->A[(tc + t) * r->lda + j0 + i] = valid[i] ? a16[i] : 0.0f;
         }
     }
 }
@@ -1752,7 +1758,6 @@ static void act_packed_chunked(ffn_run *r, const void *const *src, int nj, const
 static void ffn_act_packed_task(void *p, int ith, int nth)
 {
     ffn_run *r = p;
-    const kernels *k = r->c->k;
     const eng_ffn_weights *w = r->a.w;
     const bool f16 = w->dtype == ENG_DTYPE_F16;
     const long E = w->n_embd, n_sel = r->a.n_sel;
@@ -1786,24 +1791,7 @@ static void ffn_act_packed_task(void *p, int ith, int nth)
         for (int i = 0; i < 2 * nj; i++)
             if (!src[i])
                 src[i] = any;
-        if (E > PACK_K) {
-            act_packed_chunked(r, src, nj, valid, j0, P);
-            continue;
-        }
-        k->pack32(src, f16, 2 * nj, E, P);
-        for (int t = 0; t < r->nt; t += 6) {
-            const int ntt = r->nt - t < 6 ? r->nt - t : 6;
-            const float *xp[6];
-            for (int q = 0; q < 6; q++)
-                xp[q] = r->a.x + (size_t)(r->t0 + t + (q < ntt ? q : ntt - 1)) * E;
-            float out[6][32], a16[16];
-            k->mm6x32(P, E, xp, out);
-            for (int q = 0; q < ntt; q++) {
-                k->silu_mul16(out[q], a16);
-                for (int i = 0; i < nj; i++)
-                    r->A[(t + q) * r->lda + j0 + i] = valid[i] ? a16[i] : 0.0f;
-            }
-        }
+        act_packed_block(r, src, nj, valid, j0, P);
     }
 }
 
