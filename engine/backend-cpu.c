@@ -1039,7 +1039,7 @@ TGT static void v_to_f32(const uint16_t *src, float *dst, long n)
 }
 
 /* The AVX2 set's ops, shared with the AVX-512 VNNI set below (which has
- * its own prefill FFN down projection). */
+ * its own prefill down projection and softmax exponentials). */
 #define AVX2_OPS                                                                             \
     .gemv = v_gemv, .cvt_rows = v_cvt_rows, .dot4x3 = v_dot4x3, .dot4x3_h = v_dot4x3_h,      \
     .ffn_fused = v_ffn_fused, .dot4_h = v_dot4_h, .pv4_h = v_pv4_h, .scale = v_scale,        \
