@@ -175,6 +175,14 @@ void eng_session_reset(eng_session *session); /* forget the context */
  * positions were kept (on the CPU, bit for bit); decode positions were
  * computed by other kernels, equal up to rounding. */
 int eng_session_reset_prefix(eng_session *session, const int32_t *tokens, size_t n);
+/* What eng_session_reset_prefix(session, tokens, n) would keep under the
+ * session's compute parameters (set them first), without resetting: a
+ * caller holding several sessions sends a prompt to the one that keeps
+ * most of it. */
+int eng_session_prefix_len(const eng_session *session, const int32_t *tokens, size_t n);
+/* Positions the session holds for reuse (0 after a swap of the model's
+ * plan): what a prompt that reuses less of it would throw away. */
+int eng_session_n_cached(const eng_session *session);
 int eng_session_n_past(const eng_session *session);
 const eng_model *eng_session_model(const eng_session *session);
 int eng_session_n_ctx(const eng_session *session);

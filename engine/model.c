@@ -1207,11 +1207,12 @@ void eng_session_reset(eng_session *s)
     eng__select_session_reset(s);
 }
 
-int eng_session_reset_prefix(eng_session *s, const int32_t *tokens, size_t n)
+/* What eng_session_reset_prefix(s, tokens, n) keeps, and in *ret_votes
+ * eng__select_prefix_votes(s): -1 when no votes are needed. */
+static size_t prefix_keep(const eng_session *s, const int32_t *tokens, size_t n, int *ret_votes)
 {
-    const eng_model *m = s->model;
     size_t p = 0;
-    if (tokens && s->kv_generation == m->generation)
+    if (tokens && s->kv_generation == s->model->generation)
         while (p < (size_t)s->n_reusable && p < n && s->ctx_tokens[p] == tokens[p])
             p++;
     /* at least two tokens are left to evaluate: the prefill's kernels then
@@ -1226,6 +1227,14 @@ int eng_session_reset_prefix(eng_session *s, const int32_t *tokens, size_t n)
         keep = 0;
     else if (votes > 0 && keep > (size_t)votes)
         keep = (size_t)votes;
+    *ret_votes = votes;
+    return keep;
+}
+
+int eng_session_reset_prefix(eng_session *s, const int32_t *tokens, size_t n)
+{
+    int votes;
+    const size_t keep = prefix_keep(s, tokens, n, &votes);
     eng_session_reset(s);
     if (keep > 0) {
         s->n_past = (int)keep;
@@ -1233,6 +1242,17 @@ int eng_session_reset_prefix(eng_session *s, const int32_t *tokens, size_t n)
             eng__select_keep_votes(s);
     }
     return (int)keep;
+}
+
+int eng_session_prefix_len(const eng_session *s, const int32_t *tokens, size_t n)
+{
+    int votes;
+    return (int)prefix_keep(s, tokens, n, &votes);
+}
+
+int eng_session_n_cached(const eng_session *s)
+{
+    return s->kv_generation == s->model->generation ? s->n_reusable : 0;
 }
 
 int eng_session_n_past(const eng_session *s)

@@ -204,12 +204,22 @@ static void step_both(eng_session *a, eng_session *b, int32_t t, double rel, con
     close_logits(a, b, rel, what);
 }
 
+/* eng_session_reset_prefix, after checking that eng_session_prefix_len
+ * foretold what it keeps (how the daemon picks a session for a prompt). */
+static int keep(eng_session *s, const int32_t *t, size_t n)
+{
+    const int want = eng_session_prefix_len(s, t, n);
+    const int kept = eng_session_reset_prefix(s, t, n);
+    CHECKF(kept == want, "prefix_len said %d, reset_prefix kept %d", want, kept);
+    return kept;
+}
+
 /* s keeps a prefix of t[0..n) (expect positions), evaluates the rest; the
  * logits must equal a fresh session's. Returns the fresh session. */
 static eng_session *resume(eng_session *s, eng_model *m, const eng_compute_params *cp,
                            const int32_t *t, size_t n, int expect, const char *what)
 {
-    int kept = eng_session_reset_prefix(s, t, n);
+    int kept = keep(s, t, n);
     CHECKF(kept == expect, "%s: kept %d, expected %d", what, kept, expect);
     CHECK(eng_session_n_past(s) == kept);
     CHECK(eng_session_eval(s, t + kept, n - (size_t)kept, 0) == 0);
@@ -233,8 +243,10 @@ static void test_dense(eng_model *m, const int32_t *a, size_t na, const int32_t 
     eng_session *s = session(m, NULL, 0), *f;
 
     /* nothing held yet */
-    CHECK(eng_session_reset_prefix(s, a, na) == 0);
+    CHECK(eng_session_n_cached(s) == 0);
+    CHECK(keep(s, a, na) == 0);
     CHECK(eng_session_eval(s, a, na, 0) == 0);
+    CHECK(eng_session_n_cached(s) == (int)na);
     /* the whole prompt before, then more: all of it kept */
     f = resume(s, m, NULL, b, nb, (int)na, "dense, prompt extended");
     eng_session_free(f);
@@ -248,9 +260,9 @@ static void test_dense(eng_model *m, const int32_t *a, size_t na, const int32_t 
     f = resume(s, m, NULL, c, nc, (int)common, "dense, diverging prompt");
     eng_session_free(f);
     /* nothing in common, and the empty and one-token prompts */
-    CHECK(eng_session_reset_prefix(s, y, ny) == 0);
-    CHECK(eng_session_reset_prefix(s, a, 1) == 0);
-    CHECK(eng_session_reset_prefix(s, NULL, 0) == 0);
+    CHECK(keep(s, y, ny) == 0);
+    CHECK(keep(s, a, 1) == 0);
+    CHECK(keep(s, NULL, 0) == 0);
     CHECK(eng_session_n_past(s) == 0);
 
     /* decode positions of a dense session are kept too: their kernels sum
@@ -262,9 +274,10 @@ static void test_dense(eng_model *m, const int32_t *a, size_t na, const int32_t 
         CHECK(gen[i] >= 0);
         CHECK(eng_session_eval(s, &gen[i], 1, 0) == 0);
     }
+    CHECK(eng_session_n_cached(s) == (int)na + 3); /* a dense decode's positions count */
     size_t nd = cat(d, a, na, gen, 3);
     nd = cat(d, d, nd, x, nx);
-    CHECK(eng_session_reset_prefix(s, d, nd) == (int)na + 3);
+    CHECK(keep(s, d, nd) == (int)na + 3);
     CHECK(eng_session_eval(s, d + na + 3, nd - na - 3, 0) == 0);
     f = fresh(m, NULL, d, nd);
     if (gpu) {
@@ -304,6 +317,7 @@ static void test_selective(eng_model *m, const int32_t *a, size_t na, const int3
     int32_t g = eng_session_argmax(s);
     CHECK(eng_session_eval(s, &g, 1, 0) == 0); /* a decode step: selective, not kept */
     CHECK(eng_session_eval(s, &g, 1, 0) == 0);
+    CHECK(eng_session_n_cached(s) == (int)na); /* the prompt, not the steps */
 
     /* the prompt before and more: kept with its votes, decode positions not */
     int32_t d[512];
@@ -381,7 +395,7 @@ static void test_selective(eng_model *m, const int32_t *a, size_t na, const int3
     n_evals = 0;
     abort_after = 1;
     eng_session_set_abort(sb, abort_cb, NULL);
-    CHECK(eng_session_reset_prefix(sb, b, nb) == (int)na);
+    CHECK(keep(sb, b, nb) == (int)na);
     CHECK(eng_session_eval(sb, b + na, nb - na, 0) == -ECANCELED);
     eng_session_set_abort(sb, NULL, NULL);
     f = resume(sb, m, &cp, b, nb, 0, "phi 0.4 after a cancelled prefill");
@@ -503,10 +517,12 @@ int main(int argc, char **argv)
     eng_load_plan_params p2 = pp;
     p2.task = "qa";
     eng_swap_stats sw;
+    CHECK(eng_session_n_cached(s) == (int)na);
     CHECKF(eng_model_swap(sel, &p2, &sw, &err) == 0, "%s", err.msg);
-    CHECK(eng_session_reset_prefix(s, a, na) == 0);
+    CHECK(eng_session_n_cached(s) == 0);
+    CHECK(keep(s, a, na) == 0);
     CHECK(eng_session_eval(s, a, na, 0) == 0);
-    CHECK(eng_session_reset_prefix(s, a, na) == (int)na - 2);
+    CHECK(keep(s, a, na) == (int)na - 2);
     eng_session_free(s);
 
     pp.sketch = true;
