@@ -203,6 +203,13 @@ static void print_status(const Selectinfer__Status *s)
     printf("tokens:           %llu prompt (%llu of them cached), %llu generated\n",
            (unsigned long long)s->prompt_tokens, (unsigned long long)s->cached_tokens,
            (unsigned long long)s->generated_tokens);
+    if (s->has_slots && s->slots > 1) {
+        /* the prompt cache's contexts: what each holds for reuse */
+        printf("context slots:    %u, holding", s->slots);
+        for (size_t i = 0; i < s->n_slot_tokens; i++)
+            printf("%s %u", i ? "," : "", s->slot_tokens[i]);
+        printf(" tokens\n");
+    }
     printf("swaps, reloads:   %llu (%llu failed; task switch: %s), %llu\n", (unsigned long long)s->swaps,
            (unsigned long long)s->swaps_failed, s->task_switch ? s->task_switch : "?",
            (unsigned long long)s->reloads);

@@ -67,6 +67,7 @@ static const key_def keys[] = {
     U32(max_connections, 1, 100000, true),
     U32(max_tokens, 1, 1u << 20, true),
     U32(ctx_size, 0, 1u << 20, false),
+    U32(slots, 1, SID_MAX_SLOTS, false),
     U32(threads, 0, 1024, false),
     ENUM(backend, sid_backend_names, false),
     U32(device, 0, 1024, false),
@@ -96,6 +97,7 @@ void sid_config_defaults(sid_config *cfg)
     cfg->max_connections = 64;
     cfg->max_tokens = 512;
     cfg->ctx_size = 0;
+    cfg->slots = 1;
     cfg->threads = 0;
     cfg->client_write_buffer = 1u << 20;
     cfg->client_write_timeout_ms = 30000;

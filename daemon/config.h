@@ -13,6 +13,7 @@
 #define SID_SOCKET_PATH_MAX 108 /* sizeof(sun_path) */
 #define SID_DEFAULT_CONFIG "/etc/selectinfer/selectinferd.conf"
 #define SID_DEFAULT_SOCKET "/run/selectinfer/selectinfer.sock"
+#define SID_MAX_SLOTS 64 /* context slots (slots = N) */
 
 typedef struct sid_config {
     char model[SID_PATH_MAX];          /* GGUF file */
@@ -39,6 +40,7 @@ typedef struct sid_config {
     uint32_t max_connections;
     uint32_t max_tokens;               /* default when a request sets none */
     uint32_t ctx_size;                 /* 0: min(model's, 4096) */
+    uint32_t slots;                    /* contexts kept for the prompt cache */
     uint32_t threads;                  /* 0: online CPUs */
     int backend;                       /* SID_BACKEND_...: where the model runs */
     uint32_t device;                   /* the GPU for cuda and auto */

@@ -3,7 +3,8 @@
  *
  * Threads and ownership:
  * - The loop thread owns connections, the configuration and the counters.
- * - The inference thread owns the model and the session. It loads the model
+ * - The inference thread owns the model and the sessions (one per context
+ *   slot of the prompt cache). It loads the model
  *   once at start-up (the loop already answers status with "loading"), then
  *   takes requests off the fair queue one at a time.
  * - Between them: srv->mu guards the queue, srv->running, the outbox and
@@ -106,6 +107,8 @@ typedef struct sid_req {
     char *text;                /* stream = false: the whole text */
     size_t text_len, text_cap;
     float phi;                 /* phi used */
+    int slot;                  /* the context slot that served it; -1: none */
+    uint32_t slot_held;        /* what that slot holds for reuse after it */
     double ffn_share;
     char served[SID_TASK_MAX]; /* what served it (done.profile) */
     sid_swap_result *swap;     /* a swap that ran for it; owned */
@@ -193,7 +196,10 @@ struct sid_server {
     pthread_t worker;
     bool worker_started;
     eng_model *model;
-    eng_session *session;
+    eng_session *sessions[SID_MAX_SLOTS]; /* the context slots, n_slots of them */
+    int n_slots;
+    uint64_t slot_used[SID_MAX_SLOTS];     /* when each last served, for LRU */
+    uint64_t slot_clock;
     sid_config wcfg;        /* the configuration at start, the worker's copy */
     eng_profile *profile;   /* the profile the plan came from; NULL: none */
     sid_plan wplan;         /* the worker's view of the active plan */
@@ -206,6 +212,7 @@ struct sid_server {
     uint64_t load_ns;       /* the cold start: eng_model_load with the plan */
     /* the loop's: the active plan (from EV_LOADED, then swap results) */
     sid_plan plan;
+    uint32_t slot_held[SID_MAX_SLOTS]; /* tokens each context slot holds, as of the last done */
     bool have_last_swap;
     sid_swap_result last_swap; /* its plan member is not used */
 };

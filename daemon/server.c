@@ -62,6 +62,8 @@ static sid_req *req_new(void)
         free(req);
         req = NULL;
     }
+    if (req)
+        req->slot = -1;
     return req;
 }
 
@@ -362,6 +364,10 @@ static void send_done(sid_server *srv, sid_req *req)
     d.generated_tokens = (uint32_t)(st->n_generated > 0 ? st->n_generated : 0);
     d.has_cached_tokens = true;
     d.cached_tokens = (uint32_t)(st->n_cached > 0 ? st->n_cached : 0);
+    if (req->slot >= 0) {
+        d.has_slot = true;
+        d.slot = (uint32_t)req->slot;
+    }
     d.has_prefill_ns = true;
     d.prefill_ns = st->prefill_ns;
     d.has_decode_ns = true;
@@ -500,6 +506,10 @@ static void handle_status(sid_server *srv, sid_conn *c, uint64_t id)
         s.weight_bytes = srv->plan.weight_bytes; /* follows the swaps */
         s.n_ctx = (uint32_t)srv->n_ctx;
         s.n_threads = (uint32_t)(srv->info.n_threads > 0 ? srv->info.n_threads : 0);
+        s.has_slots = true;
+        s.slots = (uint32_t)srv->n_slots; /* the worker's, fixed since EV_LOADED */
+        s.n_slot_tokens = (size_t)srv->n_slots;
+        s.slot_tokens = srv->slot_held;
         fill_profile(srv, &prof, NULL, 0);
         s.profile = &prof;
     }
@@ -1131,11 +1141,14 @@ static void on_loaded(sid_server *srv)
         return;
     srv->state = SELECTINFER__DAEMON_STATE__STATE_READY;
     const sid_plan *p = &srv->plan;
+    char slots[32] = "";
+    if (srv->n_slots > 1)
+        snprintf(slots, sizeof(slots), " x %d slots", srv->n_slots);
     sid_info("Ready: model '%s' (%s, %d layers, %.1f MiB of weights, loaded in %.1f ms), backend %s, "
-             "context %d, %s%s%s (mode %s, gamma %.2f, delta %.2f, %llu of %llu FFN neurons)",
+             "context %d%s, %s%s%s (mode %s, gamma %.2f, delta %.2f, %llu of %llu FFN neurons)",
              srv->info.name[0] ? srv->info.name : srv->cfg.model, srv->info.arch, srv->info.n_layer,
              (double)p->weight_bytes / (1024.0 * 1024.0), (double)srv->load_ns / 1e6, srv->backend,
-             srv->n_ctx, sid_plan_name(p), p->path[0] ? " from " : "", p->path, eng_select_mode_name(p->mode),
+             srv->n_ctx, slots, sid_plan_name(p), p->path[0] ? " from " : "", p->path, eng_select_mode_name(p->mode),
              (double)p->gamma, (double)p->delta, (unsigned long long)p->neurons_loaded,
              (unsigned long long)p->neurons_total);
     notify("READY=1");
@@ -1160,6 +1173,11 @@ static void on_async(uv_async_t *a)
         case SID_EV_DONE: {
             sid_req *req = ev->req;
             sid_conn *c = req->conn;
+            /* what the context slots hold, for status: a swap emptied them */
+            if (req->swap)
+                memset(srv->slot_held, 0, sizeof(srv->slot_held));
+            if (req->slot >= 0 && req->slot < SID_MAX_SLOTS)
+                srv->slot_held[req->slot] = req->slot_held;
             send_done(srv, req);
             conn_unlink_req(c, req);
             sid_req_free(req);

@@ -201,7 +201,7 @@ static void plan_params_of(const sid_plan *p, const eng_profile *prof, eng_load_
 }
 
 /* Swaps the model to plan pp. On success new_prof (when not NULL) becomes
- * the profile, the session is reset (its context began on the old plan),
+ * the profile, the sessions are reset (their contexts began on the old plan),
  * and res describes the swap; on failure nothing changed, the old plan
  * keeps serving, and an error code is returned with msg filled. */
 static int do_swap(sid_server *srv, const eng_load_plan_params *pp, const char *path,
@@ -217,7 +217,8 @@ static int do_swap(sid_server *srv, const eng_load_plan_params *pp, const char *
                  err.msg[0] ? err.msg : strerror(-rc), res->from);
         return rc == -ENOENT ? SELECTINFER__ERROR_CODE__NOT_FOUND : SELECTINFER__ERROR_CODE__SWAP_FAILED;
     }
-    eng_session_reset(srv->session);
+    for (int i = 0; i < srv->n_slots; i++)
+        eng_session_reset(srv->sessions[i]);
     if (new_prof) {
         eng_profile_free(srv->profile);
         srv->profile = new_prof;
@@ -398,8 +399,10 @@ static bool prepare_task(sid_server *srv, sid_req *req)
     return true;
 }
 
-/* The request's phi, alpha and rank onto the session (eng_generate resets
- * it, which starts the new selection). Returns false with req failed. */
+/* The request's phi, alpha and rank onto every context slot's session
+ * (eng_generate resets the one that serves, which starts the new
+ * selection; the others need them to say what they would keep of the
+ * prompt). Returns false with req failed. */
 static bool set_compute(sid_server *srv, sid_req *req)
 {
     const Selectinfer__Generate *g = req->gen;
@@ -414,7 +417,9 @@ static bool set_compute(sid_server *srv, sid_req *req)
         req->err_code = SELECTINFER__ERROR_CODE__INVALID_ARGUMENT;
         return false;
     }
-    int rc = eng_session_set_compute(srv->session, &cp);
+    int rc = 0;
+    for (int i = 0; i < srv->n_slots && rc == 0; i++)
+        rc = eng_session_set_compute(srv->sessions[i], &cp);
     if (rc < 0) {
         req->err_code = SELECTINFER__ERROR_CODE__INVALID_ARGUMENT;
         snprintf(req->err_msg, sizeof(req->err_msg), "phi %.4g / alpha %.4g cannot be used with the active plan: %s",
@@ -525,6 +530,32 @@ static char *render_prompt(sid_server *srv, sid_req *req, size_t *ret_len)
     return NULL;
 }
 
+/* The context slot a prompt goes to: the one that keeps the most of it
+ * (eng_session_prefix_len), provided that is at least half of the prompt
+ * or half of what the slot holds; otherwise the least recently used slot,
+ * so that a prompt sharing only a system prompt with a long conversation
+ * does not throw that conversation away while an idler slot could go.
+ * (llama.cpp's server weighs only the second half, its slot similarity
+ * 0.5; a retried prompt with a long reply before then would never reuse.) */
+static int pick_slot(sid_server *srv, const int32_t *toks, size_t n, bool cache)
+{
+    int best = -1, lru = 0;
+    int64_t best_keep = 0;
+    for (int i = 0; i < srv->n_slots; i++) {
+        if (srv->slot_used[i] < srv->slot_used[lru])
+            lru = i;
+        if (!cache)
+            continue;
+        const int64_t keep = eng_session_prefix_len(srv->sessions[i], toks, n);
+        const int64_t held = eng_session_n_cached(srv->sessions[i]);
+        if (keep > best_keep && (2 * keep >= (int64_t)n || 2 * keep >= held)) {
+            best = i;
+            best_keep = keep;
+        }
+    }
+    return best >= 0 ? best : lru;
+}
+
 static void run_request(sid_server *srv, sid_req *req)
 {
     const Selectinfer__Generate *g = req->gen;
@@ -597,13 +628,19 @@ static void run_request(sid_server *srv, sid_req *req)
         if (s->has_seed) gp.sampler.seed = s->seed;
     }
 
+    const int slot = pick_slot(srv, toks, n, gp.cache_prompt);
+    eng_session *session = srv->sessions[slot];
+    srv->slot_used[slot] = ++srv->slot_clock;
     gen_ctx ctx = {.srv = srv, .req = req};
     eng_gen_stats st;
     memset(&st, 0, sizeof(st));
-    eng_session_set_abort(srv->session, on_prefill, &ctx);
-    rc = eng_generate(srv->session, toks, n, &gp, on_text, &ctx, &st);
-    eng_session_set_abort(srv->session, NULL, NULL);
+    eng_session_set_abort(session, on_prefill, &ctx);
+    rc = eng_generate(session, toks, n, &gp, on_text, &ctx, &st);
+    eng_session_set_abort(session, NULL, NULL);
     free(toks);
+    /* even a failed request changed what the slot holds */
+    req->slot = slot;
+    req->slot_held = (uint32_t)eng_session_n_cached(session);
     if (ctx.oom) {
         fail(req, SELECTINFER__ERROR_CODE__INTERNAL, "%s", "out of memory while streaming");
         return;
@@ -613,7 +650,7 @@ static void run_request(sid_server *srv, sid_req *req)
         return;
     }
     req->stats = st;
-    req->ffn_share = eng_session_ffn_share(srv->session);
+    req->ffn_share = eng_session_ffn_share(session);
 }
 
 /* The loading plan of the configuration: mode, profile, task, shares. */
@@ -666,6 +703,15 @@ static int load_plan_params(sid_server *srv, eng_load_plan_params *pp, eng_profi
     plan_params_of(p, prof, pp);
     *ret_prof = prof;
     return 0;
+}
+
+static void free_sessions(sid_server *srv)
+{
+    for (int i = 0; i < srv->n_slots; i++) {
+        eng_session_free(srv->sessions[i]);
+        srv->sessions[i] = NULL;
+    }
+    srv->n_slots = 0;
 }
 
 static int load_model(sid_server *srv)
@@ -722,10 +768,20 @@ static int load_model(sid_server *srv)
     eng_session_params sp = eng_session_params_default();
     if (cfg->ctx_size > 0)
         sp.n_ctx = (int)cfg->ctx_size;
-    rc = eng_session_new(srv->model, &sp, &srv->session);
+    /* every slot a whole context: what Ollama's parallel requests do */
+    const uint32_t n_slots = cfg->slots < 1 ? 1 : cfg->slots > SID_MAX_SLOTS ? SID_MAX_SLOTS : cfg->slots;
+    srv->n_slots = 0;
+    rc = 0;
+    for (uint32_t i = 0; i < n_slots && rc >= 0; i++) {
+        rc = eng_session_new(srv->model, &sp, &srv->sessions[i]);
+        if (rc >= 0)
+            srv->n_slots++;
+    }
     if (rc < 0) {
         snprintf(srv->load_error, sizeof(srv->load_error),
-                 "Failed to create a session (context %d): %s", sp.n_ctx, strerror(-rc));
+                 "Failed to create context slot %d of %u (context %d): %s", srv->n_slots + 1,
+                 n_slots, sp.n_ctx, strerror(-rc));
+        free_sessions(srv);
         eng_profile_free(srv->profile);
         srv->profile = NULL;
         eng_model_free(srv->model);
@@ -738,7 +794,7 @@ static int load_model(sid_server *srv)
         snprintf(srv->backend, sizeof(srv->backend), "%s (%s)", bi.name, bi.device);
     else
         snprintf(srv->backend, sizeof(srv->backend), "%s", eng_backend_name(srv->model));
-    srv->n_ctx = eng_session_n_ctx(srv->session);
+    srv->n_ctx = eng_session_n_ctx(srv->sessions[0]);
     srv->plan = srv->wplan; /* the loop's copy, read after EV_LOADED */
     sid_debug("model loaded in %.1f ms (%s, %llu of %llu FFN neurons)", (double)srv->load_ns / 1e6,
               sid_plan_name(&srv->wplan), (unsigned long long)srv->wplan.neurons_loaded,
@@ -784,8 +840,7 @@ static void *worker_main(void *arg)
             post(srv, SID_EV_DONE, req, NULL, 0);
         }
     }
-    eng_session_free(srv->session);
-    srv->session = NULL;
+    free_sessions(srv);
     eng_profile_free(srv->profile);
     srv->profile = NULL;
     eng_model_free(srv->model);

@@ -29,6 +29,10 @@ struct eng_session {
     double share;
     eng_abort_cb abort_cb;
     void *abort_data;
+    /* the prompt cache: the last prompt, all of it reusable (as a
+     * selective session's prompt is, without its decode steps) */
+    int32_t *held;
+    size_t n_held;
 };
 
 struct eng_profile {
@@ -225,7 +229,7 @@ double eng_session_ffn_share(const eng_session *session)
 
 void eng_session_reset(eng_session *session)
 {
-    (void)session;
+    session->n_held = 0; /* what the daemon calls after a swap */
 }
 
 void eng_model_free(eng_model *model)
@@ -333,7 +337,23 @@ int eng_session_new(const eng_model *model, const eng_session_params *params, en
 
 void eng_session_free(eng_session *session)
 {
+    if (session)
+        free(session->held);
     free(session);
+}
+
+/* the engine's rule: the common prefix, at most n - 2 */
+int eng_session_prefix_len(const eng_session *s, const int32_t *tokens, size_t n)
+{
+    size_t p = 0;
+    while (p < s->n_held && p < n && s->held[p] == tokens[p])
+        p++;
+    return n < 2 ? 0 : (int)(p < n - 2 ? p : n - 2);
+}
+
+int eng_session_n_cached(const eng_session *s)
+{
+    return (int)s->n_held;
 }
 
 int eng_session_n_ctx(const eng_session *session)
@@ -367,6 +387,15 @@ int eng_generate(eng_session *session, const int32_t *prompt, size_t n_prompt,
         if (prompt[i] == 'E' && prompt[i + 1] == 'O' && prompt[i + 2] == 'S')
             eos = true;
     eng_gen_stats st = {.n_prompt = (int)n_prompt, .stop_reason = ENG_STOP_LENGTH};
+    if (params->cache_prompt)
+        st.n_cached = eng_session_prefix_len(session, prompt, n_prompt);
+    int32_t *held = malloc((n_prompt + 1) * sizeof(*held));
+    if (!held)
+        return -ENOMEM;
+    memcpy(held, prompt, n_prompt * sizeof(*held));
+    free(session->held);
+    session->held = held;
+    session->n_held = n_prompt;
     const eng_plan_info *pi = &session->model->plan;
     float phi = session->compute.phi;
     session->share = phi > 0.0f && phi < pi->gamma ? phi : pi->gamma;

@@ -3,7 +3,10 @@
 from proto/selectinfer.proto at build time), proving the wire format is
 standard protobuf behind a 4-byte little-endian length.
 
-    test-daemon-wire.py SELECTINFER_PB2_PY SELECTINFERD
+    test-daemon-wire.py SELECTINFER_PB2_PY SELECTINFERD PROFILE
+
+PROFILE: the default model's shipped profile (a selective daemon with two
+context slots).
 
 Exit 0 pass, 1 fail, 77 skip (no protobuf module or no default model)."""
 import importlib.util
@@ -22,7 +25,7 @@ except ImportError:
     print("python3 protobuf is missing (Debian: python3-protobuf)", file=sys.stderr)
     sys.exit(77)
 
-pb2_path, daemon = sys.argv[1], sys.argv[2]
+pb2_path, daemon, profile = sys.argv[1], sys.argv[2], sys.argv[3]
 spec = importlib.util.spec_from_file_location("selectinfer_pb2", pb2_path)
 pb = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(pb)
@@ -82,9 +85,14 @@ class Conn:
 tmp = tempfile.mkdtemp(prefix="si-wire-")
 sock = os.path.join(tmp, "s.sock")
 log = open(os.path.join(tmp, "daemon.log"), "w")
-proc = subprocess.Popen([daemon, "--config", "", "--model", model, "--socket", sock,
-                         "--ctx-size", "512", "--log-level", "debug"], stderr=log)
-try:
+
+
+def start(sock, extra):
+    return subprocess.Popen([daemon, "--config", "", "--model", model, "--socket", sock,
+                             "--ctx-size", "512", "--log-level", "debug"] + extra, stderr=log)
+
+
+def wait_ready(sock):
     # status answers while loading; wait for ready
     state = None
     t0 = time.time()
@@ -103,6 +111,36 @@ try:
             break
         time.sleep(0.1)
     check(state == pb.STATE_READY, "daemon ready")
+
+
+def chat(c, rid, messages, cache=None):
+    q = pb.Request(id=rid)
+    for role, content in messages:
+        q.generate.chat.messages.add(role=role, content=content)
+    q.generate.max_tokens = 8
+    q.generate.sampling.temperature = 0.0
+    q.generate.stream = False
+    if cache is not None:
+        q.generate.cache_prompt = cache
+    c.send(q)
+    a = c.recv()
+    check(a is not None and a.id == rid and a.WhichOneof("body") == "done",
+          "done for request %d" % rid)
+    return a.done
+
+
+def shutdown(proc, sock):
+    c = Conn(sock)
+    c.send(pb.Request(id=1, shutdown=pb.Shutdown()))
+    r = c.recv()
+    check(r.WhichOneof("body") == "ack", "shutdown ack")
+    c.close()
+    check(proc.wait(timeout=60) == 0, "daemon exit status 0")
+
+
+proc = start(sock, [])
+try:
+    wait_ready(sock)
 
     c = Conn(sock)
     # a streamed chat generation
@@ -169,19 +207,7 @@ try:
 
     # the next turn of the chat reuses the first turn's prompt and reply
     def unstreamed(rid, messages, cache):
-        q = pb.Request(id=rid)
-        for role, content in messages:
-            q.generate.chat.messages.add(role=role, content=content)
-        q.generate.max_tokens = 8
-        q.generate.sampling.temperature = 0.0
-        q.generate.stream = False
-        if cache is not None:
-            q.generate.cache_prompt = cache
-        c.send(q)
-        a = c.recv()
-        check(a is not None and a.id == rid and a.WhichOneof("body") == "done",
-              "done for request %d" % rid)
-        return a.done
+        return chat(c, rid, messages, cache)
     turns = [("user", "What is the capital of France?"), ("assistant", text.decode()),
              ("user", "And of Germany?")]
     d13 = unstreamed(13, turns, None)
@@ -204,12 +230,40 @@ try:
     check(c.recv() is None, "closed after a malformed frame")
     c.close()
 
-    c = Conn(sock)
-    c.send(pb.Request(id=1, shutdown=pb.Shutdown()))
+    shutdown(proc, sock)
+
+    # Two context slots, selective decode (phi 0.4 of the shipped profile):
+    # two interleaved chats each keep their own prompt, votes included.
+    # A selective context holds its prompt, not its decode steps.
+    sock2 = os.path.join(tmp, "s2.sock")
+    proc = start(sock2, ["--slots", "2", "--profile", profile, "--task", "chat", "--phi", "0.4"])
+    wait_ready(sock2)
+    c = Conn(sock2)
+    qa = [("user", "What is the capital of France?")]
+    qb = [("user", "Name three colors.")]
+    a1 = chat(c, 21, qa)
+    b1 = chat(c, 22, qb)
+    check(a1.slot == 0 and b1.slot == 1 and a1.cached_tokens == 0 and b1.cached_tokens == 0,
+          "two chats, two slots: %d %d" % (a1.slot, b1.slot))
+    qa += [("assistant", a1.text.decode()), ("user", "And of Germany?")]
+    qb += [("assistant", b1.text.decode()), ("user", "And three animals?")]
+    a2 = chat(c, 23, qa)
+    b2 = chat(c, 24, qb)
+    check(a2.slot == 0 and a2.cached_tokens == a1.prompt_tokens,
+          "chat A reuses its first prompt: slot %d, %d of %d" % (a2.slot, a2.cached_tokens, a1.prompt_tokens))
+    check(b2.slot == 1 and b2.cached_tokens == b1.prompt_tokens,
+          "chat B reuses its first prompt: slot %d, %d of %d" % (b2.slot, b2.cached_tokens, b1.prompt_tokens))
+    check(a2.phi > 0.39 and a2.ffn_share < 0.5, "selective: phi %g, share %g" % (a2.phi, a2.ffn_share))
+    # the least recently used slot (A's) takes an uncached request
+    a3 = chat(c, 25, qa, False)
+    check(a3.slot == 0 and a3.cached_tokens == 0 and a3.text == a2.text,
+          "uncached, same text: slot %d, %d cached" % (a3.slot, a3.cached_tokens))
+    c.send(pb.Request(id=26, status=pb.StatusRequest()))
     r = c.recv()
-    check(r.WhichOneof("body") == "ack", "shutdown ack")
+    check(r.status.slots == 2 and list(r.status.slot_tokens) == [a3.prompt_tokens, b2.prompt_tokens],
+          "status: slots %d holding %s" % (r.status.slots, list(r.status.slot_tokens)))
     c.close()
-    check(proc.wait(timeout=60) == 0, "daemon exit status 0")
+    shutdown(proc, sock2)
 finally:
     if proc.poll() is None:
         proc.kill()

@@ -7,7 +7,7 @@
  * exact token timing); otherwise it serves the default model (SI_MODEL or
  * the cache; exit 77 when absent). Scenarios: streaming, concurrent,
  * overload, cancel, disconnect, garbage, slow-reader, connections, admin,
- * lifecycle (fake only), swap and task-refuse (SelectInfer: hot-swap of
+ * lifecycle, prefill-cancel, socket-activation and slots (fake only), swap and task-refuse (SelectInfer: hot-swap of
  * task profiles, per-request phi; on the real model they need
  * MAKE-PROFILE, tests/daemon-make-profile.c, to write their profile).
  * Exit 0 pass, 1 fail, 77 skip. */
@@ -1782,6 +1782,106 @@ static bool find_model(void)
     return access(model, R_OK) == 0;
 }
 
+/* One raw prompt, 1 token, unstreamed; its done's slot and cached tokens
+ * (-1 when it did not end with done). */
+static void slot_gen(si_client *c, const char *prompt, bool cache, int *slot, int *cached)
+{
+    Selectinfer__Generate g;
+    init_raw(&g, prompt, 1);
+    g.has_stream = true;
+    g.stream = false;
+    g.has_cache_prompt = true;
+    g.cache_prompt = cache;
+    Selectinfer__Response *r = NULL;
+    *slot = *cached = -1;
+    if (si_client_generate(c, &g, NULL, NULL, 60000, &r) == 0 && is_done(r)) {
+        *slot = r->done->has_slot ? (int)r->done->slot : -1;
+        *cached = (int)r->done->cached_tokens;
+    }
+    si_response_free(r);
+}
+
+/* Context slots (slots = 2; the fake engine keeps each session's last
+ * prompt, the engine's rule of at most n - 2 tokens reused): a prompt
+ * goes to the slot that keeps most of it, unless that is under half of
+ * the prompt and of what the slot holds; otherwise to the least recently
+ * used slot. Status lists what each holds; a swap empties them. */
+static void scenario_slots(void)
+{
+    char prof[160], dir[64];
+    snprintf(dir, sizeof(dir), "/tmp/si-slots-XXXXXX");
+    REQUIRE(mkdtemp(dir));
+    snprintf(prof, sizeof(prof), "%s/p.siprof", dir);
+    REQUIRE(make_profile(prof));
+    const char *extra[] = {"--slots", "2", "--profile", prof, "--task", "qa", NULL};
+    daemon_start(extra);
+    si_client *c;
+    REQUIRE(si_client_connect(D.sock, &c) == 0);
+    char A[] = "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA one"; /* 44 */
+    char A2[] = "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA one two";
+    char A3[] = "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA one two three";
+    char B[] = "BBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBB one";
+    char B2[] = "BBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBB one two";
+    /* A's first 10 tokens, then 50 of its own */
+    char AZ[] = "AAAAAAAAAAZZZZZZZZZZZZZZZZZZZZZZZZZZZZZZZZZZZZZZZZZZZZZZZZZZ";
+    int slot, cached;
+    slot_gen(c, A, true, &slot, &cached);
+    CHECK(slot == 0 && cached == 0);
+    slot_gen(c, B, true, &slot, &cached); /* nothing in common: the idle slot */
+    CHECK(slot == 1 && cached == 0);
+    slot_gen(c, A2, true, &slot, &cached); /* each conversation keeps its slot */
+    CHECK(slot == 0 && cached == (int)strlen(A));
+    slot_gen(c, B2, true, &slot, &cached);
+    CHECK(slot == 1 && cached == (int)strlen(B));
+    slot_gen(c, A3, true, &slot, &cached);
+    CHECK(slot == 0 && cached == (int)strlen(A2));
+    /* AZ shares 10 tokens with A3 (of its 60, of A3's 54): not worth A3,
+     * so the least recently used slot, B's */
+    slot_gen(c, AZ, true, &slot, &cached);
+    CHECK(slot == 1 && cached == 0);
+    /* A3 was still there */
+    char A4[] = "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA one two three four";
+    slot_gen(c, A4, true, &slot, &cached);
+    CHECK(slot == 0 && cached == (int)strlen(A3));
+    /* a retry of most of a prompt: over half of it kept, though under half
+     * of what the slot holds (the other slot is the least recently used) */
+    char Aretry[24];
+    snprintf(Aretry, sizeof(Aretry), "%.20s?", A3);
+    slot_gen(c, Aretry, true, &slot, &cached);
+    CHECK(slot == 0 && cached == 19);
+    /* cache_prompt false: the least recently used slot, nothing kept */
+    slot_gen(c, A3, false, &slot, &cached);
+    CHECK(slot == 1 && cached == 0);
+    Selectinfer__Response *st = status(D.sock);
+    REQUIRE(st);
+    CHECK(st->status->has_slots && st->status->slots == 2 && st->status->n_slot_tokens == 2);
+    if (st->status->n_slot_tokens == 2)
+        CHECK(st->status->slot_tokens[0] == strlen(Aretry) && st->status->slot_tokens[1] == strlen(A3));
+    si_response_free(st);
+    char env_sock[256], out[8192], want[64];
+    snprintf(env_sock, sizeof(env_sock), SI_SOCKET_ENV "=%s", D.sock);
+    const char *sargs[] = {"status", NULL};
+    CHECK(run_sictl(sargs, out, sizeof(out), env_sock) == 0);
+    snprintf(want, sizeof(want), "context slots:    2, holding %zu, %zu tokens", strlen(Aretry), strlen(A3));
+    CHECK(strstr(out, want) != NULL);
+    /* a swap resets every slot */
+    Selectinfer__Response *u = use_profile_call(D.sock, "translate", NULL);
+    CHECK(u && u->body_case == SELECTINFER__RESPONSE__BODY_ACK);
+    si_response_free(u);
+    st = status(D.sock);
+    REQUIRE(st);
+    CHECK(st->status->n_slot_tokens == 2);
+    if (st->status->n_slot_tokens == 2)
+        CHECK(st->status->slot_tokens[0] == 0 && st->status->slot_tokens[1] == 0);
+    si_response_free(st);
+    slot_gen(c, A3, true, &slot, &cached);
+    CHECK(slot == 0 && cached == 0);
+    si_client_close(c);
+    daemon_stop();
+    unlink(prof);
+    rmdir(dir);
+}
+
 /* The scenario's overall deadline (below meson's timeout): a scenario stuck
  * in a wait fails here, with its daemon killed, instead of hanging. */
 static void on_watchdog(int sig)
@@ -1846,6 +1946,7 @@ int main(int argc, char **argv)
     else if (!strcmp(sc, "admin")) scenario_admin();
     else if (!strcmp(sc, "lifecycle") && fake) scenario_lifecycle();
     else if (!strcmp(sc, "prefill-cancel") && fake) scenario_prefill_cancel();
+    else if (!strcmp(sc, "slots") && fake) scenario_slots();
     else if (!strcmp(sc, "socket-activation") && fake) scenario_socket_activation();
     else if (!strcmp(sc, "swap")) scenario_swap();
     else if (!strcmp(sc, "task-refuse")) scenario_task_refuse();
