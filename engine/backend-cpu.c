@@ -180,6 +180,12 @@ typedef struct kernels {
     void (*mm6x32)(const float *P, long n, const float *const *x, float out[6][32]);
     /* out[i] = silu(in[2 i]) * in[2 i + 1], i < 16 (with mm6x32) */
     void (*silu_mul16)(const float *in, float *out);
+    /* Prefill attention, one query row and a block of 32 keys (with
+     * mm6x32): s[0..32) their raw scores, the first nv valid (1..32);
+     * online softmax state m, l and the output row o[0..hd) move on by
+     * them, with v[j * hd ..] the keys' value rows in f32. */
+    void (*att_pv32)(const float *s, int nv, float scale, float *m, float *l, float *o,
+                     const float *v, long hd);
     /* Decode FFN over slots [j0, j1): acc += a_j * down[s_j]; act[j] = a_j. */
     void (*ffn_fused)(const ffn_args *a, long j0, long j1, float *acc);
     /* y[t][c0..c0+nc) = sum_j A[t][j] * down[s_j][c0..), t < nt; scratch is
@@ -1269,6 +1275,69 @@ TGT512 static void v512_exp4(float (*s)[4], int nb, const float *m, int G, float
         l[g] += (a[g] + a[4 + g]) + (a[8 + g] + a[12 + g]);
 }
 
+/* The masks of a row of 32 whose first n lanes are live, 0 <= n <= 32. */
+VALWAYS512 void mask32(int n, __mmask16 *lo, __mmask16 *hi)
+{
+    *lo = n >= 16 ? 0xffff : (__mmask16)((1u << n) - 1);
+    *hi = n >= 32 ? 0xffff : n > 16 ? (__mmask16)((1u << (n - 16)) - 1) : 0;
+}
+
+/* o[0..hd) = o * f, or o += sum_j<nv p[j] v[j][0..hd): 64 columns a pass
+ * in four registers, the tail masked. */
+VALWAYS512 void pv_rows512(float *o, long hd, const float *p, int nv, const float *v, float f,
+                           bool scale_only)
+{
+    for (long d = 0; d < hd; d += 64) {
+        __m512 acc[4];
+        __mmask16 mk[4];
+        for (int u = 0; u < 4; u++) {
+            const long r = hd - d - 16 * u;
+            mk[u] = r >= 16 ? 0xffff : r > 0 ? (__mmask16)((1u << r) - 1) : 0;
+            acc[u] = _mm512_maskz_loadu_ps(mk[u], o + d + 16 * u);
+        }
+        if (scale_only) {
+            for (int u = 0; u < 4; u++)
+                acc[u] = _mm512_mul_ps(acc[u], _mm512_set1_ps(f));
+        } else {
+            for (int j = 0; j < nv; j++) {
+                const __m512 pj = _mm512_set1_ps(p[j]);
+                for (int u = 0; u < 4; u++)
+                    acc[u] = _mm512_fmadd_ps(pj, _mm512_maskz_loadu_ps(mk[u], v + j * hd + d + 16 * u),
+                                             acc[u]);
+            }
+        }
+        for (int u = 0; u < 4; u++)
+            _mm512_mask_storeu_ps(o + d + 16 * u, mk[u], acc[u]);
+    }
+}
+
+TGT512 static void v512_att_pv32(const float *s, int nv, float scale, float *m, float *l, float *o,
+                                 const float *v, long hd)
+{
+    __mmask16 k0, k1;
+    mask32(nv, &k0, &k1);
+    const __m512 sc = _mm512_set1_ps(scale), ninf = _mm512_set1_ps(-INFINITY);
+    const __m512 s0 = _mm512_mask_mul_ps(ninf, k0, _mm512_loadu_ps(s), sc);
+    const __m512 s1 = _mm512_mask_mul_ps(ninf, k1, _mm512_loadu_ps(s + 16), sc);
+    const float bm = _mm512_reduce_max_ps(_mm512_max_ps(s0, s1));
+    if (bm > *m) {
+        if (*l > 0.0f) {
+            const float corr = expf(*m - bm);
+            *l *= corr;
+            pv_rows512(o, hd, NULL, 0, NULL, corr, true);
+        }
+        *m = bm;
+    }
+    const __m512 mv = _mm512_set1_ps(*m);
+    const __m512 p0 = _mm512_maskz_mov_ps(k0, exp512(_mm512_sub_ps(s0, mv)));
+    const __m512 p1 = _mm512_maskz_mov_ps(k1, exp512(_mm512_sub_ps(s1, mv)));
+    *l += _mm512_reduce_add_ps(_mm512_add_ps(p0, p1));
+    float p[32];
+    _mm512_storeu_ps(p, p0);
+    _mm512_storeu_ps(p + 16, p1);
+    pv_rows512(o, hd, p, nv, v, 0.0f, false);
+}
+
 /* Sixteen gate/up pairs at once: a libm expf per neuron and token took
  * about 8 % of a prefill. */
 TGT512 static void v512_silu_mul16(const float *in, float *out)
@@ -1290,6 +1359,7 @@ static const kernels kern_avx512 = {
     .pack32 = v512_pack32,
     .mm6x32 = v512_mm6x32,
     .silu_mul16 = v512_silu_mul16,
+    .att_pv32 = v512_att_pv32,
     .exp4 = v512_exp4,
     .ffn_down = v512_ffn_down,
 };
@@ -1663,6 +1733,79 @@ static void att_task(void *p, int ith, int nth)
     }
 }
 
+/* Prefill by outer products (kernels pack32, mm6x32, att_pv32): an item
+ * is ATT_TQ tokens and one KV head with all its query heads. Each block
+ * of 32 keys is packed k-major and its values converted to f32 once for
+ * the item's rows, instead of once per token as att_heads does; the
+ * scores come from mm6x32 and need no horizontal sums. A row's arithmetic
+ * depends only on its own query and keys, never on the rows beside it, so
+ * a token's result does not depend on how a prompt was cut into evals. */
+enum { ATT_TQ = 6 };
+
+static void att_tile(att_args *a, long t0, int nt, long kvh, float *scratch)
+{
+    const kernels *k = a->c->k;
+    const long hd = a->head_dim, G = a->n_head / a->n_head_kv, nr = nt * G;
+    const size_t kv_stride = (size_t)a->n_head_kv * hd;
+    float *PK = scratch, *VF = PK + hd * 32, *S = VF + 32 * hd, *ml = S + ATT_TQ * G * 32;
+    float *m = ml, *l = ml + nr;
+    for (long r = 0; r < nr; r++) {
+        /* row r: token t0 + r / G, query head kvh * G + r % G */
+        memset(a->out + ((size_t)(t0 + r / G) * a->n_head + kvh * G + r % G) * hd, 0,
+               (size_t)hd * sizeof(float));
+        m[r] = -INFINITY;
+        l[r] = 0.0f;
+    }
+    const long n_kv = a->pos0 + t0 + nt;
+    for (long p0 = 0; p0 < n_kv; p0 += 32) {
+        const int nb = (int)(n_kv - p0 < 32 ? n_kv - p0 : 32);
+        const void *kr[32];
+        const uint16_t *vr[32];
+        for (int i = 0; i < nb; i++) {
+            kr[i] = a->k + (size_t)(p0 + i) * kv_stride + kvh * hd;
+            vr[i] = a->v + (size_t)(p0 + i) * kv_stride + kvh * hd;
+        }
+        k->pack32(kr, true, nb, hd, PK);
+        k->cvt_rows(vr, nb, hd, VF, hd);
+        for (long g = 0; g < G; g++) {
+            const float *x[6];
+            for (int i = 0; i < 6; i++)
+                x[i] = a->q + ((size_t)(t0 + (i < nt ? i : 0)) * a->n_head + kvh * G + g) * hd;
+            k->mm6x32(PK, hd, x, (float (*)[32])(S + g * 6 * 32));
+        }
+        for (long r = 0; r < nr; r++) {
+            const long t = r / G, g = r % G;
+            const long nv = a->pos0 + t0 + t + 1 - p0; /* this row's keys in the block */
+            if (nv <= 0)
+                continue;
+            float *o = a->out + ((size_t)(t0 + t) * a->n_head + kvh * G + g) * hd;
+            k->att_pv32(S + (g * 6 + t) * 32, (int)(nv < nb ? nv : nb), a->scale, &m[r], &l[r], o,
+                        VF, hd);
+        }
+    }
+    for (long r = 0; r < nr; r++)
+        if (l[r] > 0.0f)
+            k->scale(a->out + ((size_t)(t0 + r / G) * a->n_head + kvh * G + r % G) * hd,
+                     1.0f / l[r], hd);
+}
+
+static void att_tiles_task(void *p, int ith, int nth)
+{
+    (void)nth;
+    att_args *a = p;
+    const long tiles = (a->n_tokens + ATT_TQ - 1) / ATT_TQ, n = tiles * a->n_head_kv;
+    float *scratch = thread_scratch(a->c, ith);
+    for (;;) {
+        long i = atomic_fetch_add_explicit(&a->next, 1, memory_order_relaxed);
+        if (i >= n)
+            break;
+        /* the costliest tiles (the last tokens) first */
+        const long tile = tiles - 1 - i / a->n_head_kv, kvh = i % a->n_head_kv;
+        const long t0 = tile * ATT_TQ;
+        att_tile(a, t0, (int)(a->n_tokens - t0 < ATT_TQ ? a->n_tokens - t0 : ATT_TQ), kvh, scratch);
+    }
+}
+
 static void op_attention(eng_backend *be, const float *q, const uint16_t *k, const uint16_t *v,
                          float *out, int n_tokens, int pos0, int n_head, int n_head_kv,
                          int head_dim, float scale)
@@ -1674,7 +1817,15 @@ static void op_attention(eng_backend *be, const float *q, const uint16_t *k, con
                    scale, 0 };
     atomic_init(&a.next, 0);
     long work = (long)n_tokens * n_head * (pos0 + n_tokens) * head_dim;
-    run(ctx_of(be), att_task, &a, work >= 16384);
+    /* every prefill, whatever its size, by tiles where the kernels have
+     * them (the prompt cache's results must not depend on the cut) */
+    const kernels *kt = a.c->k;
+    const long G = n_head / n_head_kv;
+    if (n_tokens > 1 && kt->att_pv32 && kt->mm6x32 &&
+        (long)head_dim * 64 + (ATT_TQ * G) * 34 <= SCRATCH_FLOATS)
+        run(ctx_of(be), att_tiles_task, &a, work >= 16384);
+    else
+        run(ctx_of(be), att_task, &a, work >= 16384);
 }
 
 /* ---- ffn ---------------------------------------------------------------- */

@@ -333,6 +333,20 @@ static void test_attention_one(eng_backend *be, int nt, int pos0, int nh, int nk
     float *out = make_f32((long)nt * nh * hd, 5, 5);
     float scale = 1.0f / sqrtf((float)hd);
     be->iface->attention(be, q, k, v, out, nt, pos0, nh, nkv, hd, scale);
+    if (nt >= 4) {
+        /* the same tokens in two prefills (each of 2 tokens or more): the
+         * same bytes, or a prompt cache's kept prefix would change them */
+        const int n1 = nt / 2;
+        const long row = (long)nh * hd;
+        float *o2 = make_f32((long)nt * row, 5, 5);
+        be->iface->attention(be, q, k, v, o2, n1, pos0, nh, nkv, hd, scale);
+        be->iface->attention(be, q + n1 * row, k, v, o2 + n1 * row, nt - n1, pos0 + n1, nh, nkv,
+                             hd, scale);
+        CHECK(memcmp(out, o2, sizeof(float) * (size_t)(nt * row)) == 0,
+              "attention nt=%d pos0=%d nh=%d nkv=%d hd=%d: cut at %d, other bytes", nt, pos0, nh,
+              nkv, hd, n1);
+        free(o2);
+    }
     double *s = malloc(sizeof(double) * (size_t)(pos0 + nt));
     double *kd = malloc(sizeof(double) * (size_t)kvn), *vd = malloc(sizeof(double) * (size_t)kvn);
     for (long i = 0; i < kvn; i++) {
@@ -396,6 +410,12 @@ static void test_attention(eng_backend *be)
     test_attention_one(be, 6, 33, 14, 2, 64, 1);
     test_attention_one(be, 3, 0, 5, 1, 16, 1);
     test_attention_one(be, 2, 200, 9, 3, 64, 30); /* peaked softmax: scores ~ +-100 */
+    /* prefill on AVX-512 takes 6 tokens and a KV head's query heads at
+     * once, keys 32 at a time: Llama-3.2-3B's heads (24 / 8, 128 wide)
+     * over several tiles and key blocks, a group of 8 over 80 columns */
+    test_attention_one(be, 13, 40, 24, 8, 128, 1);
+    test_attention_one(be, 9, 90, 16, 2, 80, 1);
+    test_attention_one(be, 12, 0, 9, 3, 64, 1);
 }
 
 static void test_ffn_one(eng_backend *be, eng_dtype dt, int E, int n_slots, int n_sel_req,
