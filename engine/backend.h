@@ -23,8 +23,9 @@
  * loader calls from its conversion threads at once.
  *
  * Shapes are written [outer][inner], inner contiguous. Activations are f32;
- * weights are f16 or f32 (eng_dtype; a GPU backend takes f16 only); the KV
- * cache is f16.
+ * weights are f16 or f32 (eng_dtype; a GPU backend takes f16 only), and
+ * a matrix (eng_weight, not the FFN) may be Q8_0 where dtypes says so:
+ * rows of cols / 32 blocks of eng_q8_block; the KV cache is f16.
  */
 #ifndef ENGINE_BACKEND_H
 #define ENGINE_BACKEND_H
@@ -33,6 +34,19 @@
 #include <stdint.h>
 
 #include "engine.h"
+
+/* ENG_DTYPE_Q8_0: x[i] = d * q[i] over a block of 32, as ggml's block_q8_0. */
+typedef struct eng_q8_block {
+    uint16_t d; /* f16 */
+    int8_t q[32];
+} eng_q8_block;
+_Static_assert(sizeof(eng_q8_block) == 34, "a Q8_0 block is 34 bytes, as in the GGUF");
+
+/* Bytes of n weights of type dt (n a multiple of 32 for Q8_0). */
+static inline size_t eng_dtype_bytes(eng_dtype dt, size_t n)
+{
+    return dt == ENG_DTYPE_Q8_0 ? n / 32 * sizeof(eng_q8_block) : dt == ENG_DTYPE_F32 ? 4 * n : 2 * n;
+}
 
 typedef struct eng_weight {
     eng_dtype dtype;

@@ -53,6 +53,10 @@ typedef struct eng_error {
 typedef enum eng_dtype {
     ENG_DTYPE_F16 = 0, /* default storage of weights */
     ENG_DTYPE_F32 = 1,
+    /* ggml's Q8_0 blocks (32 int8 and their f16 scale, 34 bytes): a matrix
+     * the file holds in Q8_0 keeps its own bytes under f16 storage, where
+     * the backend computes on them (the CPU; not a storage choice) */
+    ENG_DTYPE_Q8_0 = 2,
 } eng_dtype;
 
 typedef struct eng_load_plan_params eng_load_plan_params;

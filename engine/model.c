@@ -206,6 +206,17 @@ static size_t dtype_size(eng_dtype dt)
     return dt == ENG_DTYPE_F32 ? 4 : 2;
 }
 
+/* How a matrix is stored: a Q8_0 matrix of the file keeps its own bytes
+ * (exactly; f16 would round d * q) where the backend computes on Q8_0 and
+ * the storage is f16; anything else in the storage type. */
+static eng_dtype mat_dtype(const eng_model *m, const gguf_tensor *t)
+{
+    if (m->info.storage == ENG_DTYPE_F16 && t && t->type == GGML_TYPE_Q8_0 && t->ne[0] % 32 == 0 &&
+        m->be && (m->be->iface->dtypes & 1u << ENG_DTYPE_Q8_0))
+        return ENG_DTYPE_Q8_0;
+    return m->info.storage;
+}
+
 static void store_row(eng_dtype dt, const float *src, void *dst, size_t n)
 {
     if (dt == ENG_DTYPE_F32)
@@ -220,6 +231,7 @@ static void store_row(eng_dtype dt, const float *src, void *dst, size_t n)
  * is set) the neurons of one layer's FFN into its slots. */
 typedef struct conv_job {
     const gguf_tensor *t;
+    eng_dtype dt; /* of the matrix */
     uint8_t *data;
     uint64_t r0, r1, cols;
     struct eng_layer *L;
@@ -270,20 +282,21 @@ static int load_mat(loader *ld, const char *name, uint64_t cols, uint64_t rows, 
     int r = get_tensor(ld, name, 2, cols, rows, required, &t);
     if (r < 0 || !t)
         return r;
-    eng_dtype dt = ld->m->info.storage;
-    uint8_t *data = weight_alloc(ld->m, rows * cols * dtype_size(dt));
+    const eng_dtype dt = mat_dtype(ld->m, t);
+    const size_t bytes = eng_dtype_bytes(dt, rows * cols);
+    uint8_t *data = weight_alloc(ld->m, bytes);
     if (!data)
-        return oom_err(ld, rows * cols * dtype_size(dt), name);
+        return oom_err(ld, bytes, name);
     /* in chunks of rows, so that one big matrix (the embeddings) spreads
      * over the threads */
     for (uint64_t r0 = 0; r0 < rows; r0 += MAT_JOB_ROWS) {
-        conv_job j = { .t = t, .data = data, .r0 = r0,
+        conv_job j = { .t = t, .dt = dt, .data = data, .r0 = r0,
                        .r1 = rows - r0 < MAT_JOB_ROWS ? rows : r0 + MAT_JOB_ROWS, .cols = cols };
         if ((r = push_job(ld, &j)) < 0)
             return r;
     }
     *w = (eng_weight){ .dtype = dt, .rows = (int)rows, .cols = (int)cols, .data = data };
-    ld->m->info.bytes_weights += rows * cols * dtype_size(dt);
+    ld->m->info.bytes_weights += bytes;
     return 0;
 }
 
@@ -540,7 +553,7 @@ static size_t job_stage_bytes(const eng_model *m, const conv_job *j)
     size_t es = dtype_size(m->info.storage);
     if (j->L)
         return (size_t)j->n * 3 * m->info.n_embd * es;
-    return (size_t)(j->r1 - j->r0) * j->cols * es;
+    return (size_t)(j->r1 - j->r0) * eng_dtype_bytes(j->dt, j->cols);
 }
 
 static void run_job(loader *ld, const conv_job *j)
@@ -551,11 +564,16 @@ static void run_job(loader *ld, const conv_job *j)
         return;
     }
     eng_backend *be = ld->m->be;
-    size_t es = dtype_size(ld->m->info.storage), rb = j->cols * es;
+    const size_t rb = eng_dtype_bytes(j->dt, j->cols);
     uint8_t *dst = be->iface->host_memory ? j->data + j->r0 * rb : ld->stage;
-    for (uint64_t i = j->r0; i < j->r1; i++) {
-        dequant_row(ld, j->t, i, ld->row);
-        store_row(ld->m->info.storage, ld->row, dst + (i - j->r0) * rb, j->cols);
+    if (j->dt == ENG_DTYPE_Q8_0) {
+        /* the file's own blocks: a Q8_0 row is rb bytes there too */
+        memcpy(dst, (const uint8_t *)j->t->data + j->r0 * rb, (j->r1 - j->r0) * rb);
+    } else {
+        for (uint64_t i = j->r0; i < j->r1; i++) {
+            dequant_row(ld, j->t, i, ld->row);
+            store_row(j->dt, ld->row, dst + (i - j->r0) * rb, j->cols);
+        }
     }
     if (!be->iface->host_memory)
         be->iface->upload(be, j->data + j->r0 * rb, ld->stage, (j->r1 - j->r0) * rb);
@@ -807,10 +825,10 @@ static uint64_t bytes_per_token(const eng_model *m)
         const eng_layer *L = &m->layers[il];
         const eng_weight *w[4] = { &L->wq, &L->wk, &L->wv, &L->wo };
         for (int i = 0; i < 4; i++)
-            b += (uint64_t)w[i]->rows * w[i]->cols * dtype_size(w[i]->dtype);
+            b += eng_dtype_bytes(w[i]->dtype, (size_t)w[i]->rows * w[i]->cols);
         b += (uint64_t)L->ffn.n_slots * 3 * L->ffn.n_embd * dtype_size(L->ffn.dtype);
     }
-    b += (uint64_t)m->output.rows * m->output.cols * dtype_size(m->output.dtype);
+    b += eng_dtype_bytes(m->output.dtype, (size_t)m->output.rows * m->output.cols);
     return b;
 }
 
@@ -844,12 +862,33 @@ static void plan_shape(const gguf_file *f, const eng_model *m, eng_plan_shape *s
     const eng_model_info *i = &m->info;
     const uint64_t es = dtype_size(i->storage);
     const uint64_t qd = (uint64_t)i->n_head * i->head_dim, kvd = (uint64_t)i->n_head_kv * i->head_dim;
-    uint64_t fixed = (uint64_t)i->n_vocab * i->n_embd * es; /* token_embd */
-    if (f && gguf_find_tensor(f, "output.weight"))
-        fixed += (uint64_t)i->n_vocab * i->n_embd * es;
-    else if (!f && m->output.data != m->tok_embd.data)
-        fixed += (uint64_t)i->n_vocab * i->n_embd * es;
-    fixed += (uint64_t)i->n_layer * (2 * qd + 2 * kvd) * i->n_embd * es;
+    const uint64_t VE = (uint64_t)i->n_vocab * i->n_embd, E = (uint64_t)i->n_embd;
+    /* the matrices, each in its storage (mat_dtype; a loaded model's own) */
+    uint64_t fixed = 0;
+    if (f) {
+        const gguf_tensor *out = gguf_find_tensor(f, "output.weight");
+        fixed = eng_dtype_bytes(mat_dtype(m, gguf_find_tensor(f, "token_embd.weight")), VE);
+        if (out)
+            fixed += eng_dtype_bytes(mat_dtype(m, out), VE);
+        static const char *const att[4] = { "attn_q", "attn_k", "attn_v", "attn_output" };
+        const uint64_t n[4] = { qd * E, kvd * E, kvd * E, qd * E };
+        for (int il = 0; il < i->n_layer; il++)
+            for (int k = 0; k < 4; k++) {
+                char name[96];
+                snprintf(name, sizeof(name), "blk.%d.%s.weight", il, att[k]);
+                fixed += eng_dtype_bytes(mat_dtype(m, gguf_find_tensor(f, name)), n[k]);
+            }
+    } else {
+        const eng_weight *tw[2] = { &m->tok_embd, &m->output };
+        for (int k = 0; k < (m->output.data != m->tok_embd.data ? 2 : 1); k++)
+            fixed += eng_dtype_bytes(tw[k]->dtype, (size_t)tw[k]->rows * tw[k]->cols);
+        for (int il = 0; il < i->n_layer; il++) {
+            const eng_layer *L = &m->layers[il];
+            const eng_weight *w[4] = { &L->wq, &L->wk, &L->wv, &L->wo };
+            for (int k = 0; k < 4; k++)
+                fixed += eng_dtype_bytes(w[k]->dtype, (size_t)w[k]->rows * w[k]->cols);
+        }
+    }
     *sh = (eng_plan_shape){ .n_layer = i->n_layer, .n_ff = i->n_ff, .n_embd = i->n_embd,
                             .bytes_per_neuron = 3 * (size_t)i->n_embd * es, .bytes_fixed = fixed,
                             .sketch_per_neuron = i->n_embd % 32 ? 0 : eng_sketch_slot_bytes(i->n_embd),
@@ -933,6 +972,10 @@ int eng__model_load_backend(const char *path, const eng_model_params *params, en
     }
     if ((r = down_norms(&ld)) < 0)
         goto fail;
+    /* the backend first: which matrices it stores in Q8_0 decides the
+     * bytes a plan (a memory budget) works with */
+    if (!m->be && (r = backend_start(m, &p, err)) < 0)
+        goto fail;
     eng_plan_shape shape;
     plan_shape(f, m, &shape);
     m->bytes_fixed = shape.bytes_fixed;
@@ -942,8 +985,6 @@ int eng__model_load_backend(const char *path, const eng_model_params *params, en
     m->layer_sens = plan->layer_sens; /* owned by the model from here */
     plan->layer_sens = NULL;
 
-    if (!m->be && (r = backend_start(m, &p, err)) < 0)
-        goto fail;
     if (!(m->be->iface->dtypes & 1u << m->info.storage)) {
         r = eng__set_err(err, -EINVAL, "the %s backend does not store weights in %s",
                          m->be->iface->name, m->info.storage == ENG_DTYPE_F32 ? "f32" : "f16");

@@ -119,8 +119,19 @@ static uint16_t rand_half(float lo, float hi)
 }
 
 /* Weight buffer of rows x cols in dtype, filled in [-1, 1). */
+/* n a multiple of 32 for Q8_0: blocks of codes in [-127, 127] and scales
+ * of either sign */
 static void *make_weights(eng_dtype dt, long n)
 {
+    if (dt == ENG_DTYPE_Q8_0) {
+        eng_q8_block *b = malloc((size_t)(n / 32 > 0 ? n / 32 : 1) * sizeof(*b));
+        for (long i = 0; i < n / 32; i++) {
+            b[i].d = rand_half(-0.01f, 0.01f);
+            for (int j = 0; j < 32; j++)
+                b[i].q[j] = (int8_t)(irand(255) - 127);
+        }
+        return b;
+    }
     if (dt == ENG_DTYPE_F16) {
         uint16_t *p = malloc((size_t)n * 2);
         for (long i = 0; i < n; i++)
@@ -135,6 +146,10 @@ static void *make_weights(eng_dtype dt, long n)
 
 static double wget(eng_dtype dt, const void *p, long i)
 {
+    if (dt == ENG_DTYPE_Q8_0) {
+        const eng_q8_block *b = (const eng_q8_block *)p + i / 32;
+        return h2d(b->d) * b->q[i % 32];
+    }
     return dt == ENG_DTYPE_F16 ? h2d(((const uint16_t *)p)[i]) : ((const float *)p)[i];
 }
 
@@ -165,14 +180,14 @@ static float *make_f32(long n, float lo, float hi)
 
 static const char *dt_name(eng_dtype dt)
 {
-    return dt == ENG_DTYPE_F16 ? "f16" : "f32";
+    return dt == ENG_DTYPE_F16 ? "f16" : dt == ENG_DTYPE_Q8_0 ? "q8_0" : "f32";
 }
 
 /* ---- ops ----------------------------------------------------------------- */
 
 static void test_get_rows(eng_backend *be, eng_dtype dt)
 {
-    int rows = 37, cols = 100, n = 9;
+    int rows = 37, cols = dt == ENG_DTYPE_Q8_0 ? 96 : 100, n = 9;
     void *w = make_weights(dt, (long)rows * cols);
     eng_weight W = { dt, rows, cols, w };
     int32_t ids[9] = { 0, 36, 5, 5, -1, 37, 12, 1000000, 20 };
@@ -227,12 +242,17 @@ static void test_matmul(eng_backend *be, eng_dtype dt)
 {
     static const int shapes[][2] = { { 1, 1 },   { 3, 7 },    { 13, 8 },   { 37, 100 },
                                      { 64, 576 }, { 192, 576 }, { 576, 100 }, { 21, 4100 } };
+    /* Q8_0 rows are whole blocks: K of 1, 2, 3 and 18 blocks, and past a
+     * packed K chunk (2048) and the dot path's (4096) */
+    static const int shapes_q8[][2] = { { 1, 32 },    { 3, 64 },    { 13, 96 },  { 37, 576 },
+                                        { 64, 576 },  { 197, 576 }, { 576, 160 }, { 21, 4160 } };
     static const int nts[] = { 1, 2, 3, 5, 7, 17 };
     for (size_t s = 0; s < sizeof(shapes) / sizeof(shapes[0]); s++)
         for (size_t i = 0; i < sizeof(nts) / sizeof(nts[0]); i++) {
-            if (shapes[s][1] > 1000 && nts[i] > 5 && nts[i] != 17) /* 17: chunks of K packed */
+            const int *sh = dt == ENG_DTYPE_Q8_0 ? shapes_q8[s] : shapes[s];
+            if (sh[1] > 1000 && nts[i] > 5 && nts[i] != 17) /* 17: chunks of K packed */
                 continue;
-            test_matmul_one(be, dt, shapes[s][0], shapes[s][1], nts[i], (s + i) % 2 == 0);
+            test_matmul_one(be, dt, sh[0], sh[1], nts[i], (s + i) % 2 == 0);
         }
 }
 
@@ -885,6 +905,9 @@ int main(void)
                 test_ffn(be, dt);
                 test_ffn_pick(be, dt);
             }
+            /* matrices the file holds in Q8_0 (not the FFN) */
+            test_get_rows(be, ENG_DTYPE_Q8_0);
+            test_matmul(be, ENG_DTYPE_Q8_0);
             test_silu(be);
             test_rmsnorm(be);
             test_rope(be);

@@ -45,11 +45,18 @@ static uint64_t rnd(void)
 /* Halves in +-[0.5, 1), floats in (-1, 1): no subnormals to slow anything. */
 static void *alloc_weights(eng_dtype dt, size_t n)
 {
-    size_t bytes = n * (dt == ENG_DTYPE_F16 ? 2 : 4);
+    size_t bytes = eng_dtype_bytes(dt, n);
     void *p = aligned_alloc(64, (bytes + 63) / 64 * 64);
     if (!p)
         return NULL;
-    if (dt == ENG_DTYPE_F16) {
+    if (dt == ENG_DTYPE_Q8_0) { /* n a multiple of 32; scales in +-[2^-8, 2^-7) */
+        eng_q8_block *b = p;
+        for (size_t i = 0; i < n / 32; i++) {
+            b[i].d = (uint16_t)((rnd() & 0x83ff) | 0x1c00);
+            for (int j = 0; j < 32; j++)
+                b[i].q[j] = (int8_t)(rnd() % 255 - 127);
+        }
+    } else if (dt == ENG_DTYPE_F16) {
         uint16_t *h = p;
         for (size_t i = 0; i < n; i++)
             h[i] = (uint16_t)((rnd() & 0x83ff) | 0x3800);
@@ -189,7 +196,7 @@ static double roofline(int n_threads, int reps, double *ret_simple)
 static double bench_gemv(eng_backend *be, eng_dtype dt, int rows, int cols, bool cold, double secs,
                          double *ret_gbs)
 {
-    size_t wbytes = (size_t)rows * cols * (dt == ENG_DTYPE_F16 ? 2 : 4);
+    size_t wbytes = eng_dtype_bytes(dt, (size_t)rows * cols);
     int copies = cold ? (int)((256u << 20) / wbytes + 1) : 1;
     if (copies < 2 && cold)
         copies = 2;
@@ -384,6 +391,13 @@ int main(int argc, char **argv)
     {
         double gbs = 0, us = bench_gemv(be, ENG_DTYPE_F32, 49152, 576, true, secs, &gbs);
         printf("  49152 x 576   cold f32          %9.1f us %8.2f   %5.1f %%\n", us, gbs,
+               100 * gbs / bw);
+        /* a matrix the file holds in Q8_0 (SmolLM2's tied head) */
+        us = bench_gemv(be, ENG_DTYPE_Q8_0, 49152, 576, true, secs, &gbs);
+        printf("  49152 x 576   cold q8_0         %9.1f us %8.2f   %5.1f %%\n", us, gbs,
+               100 * gbs / bw);
+        us = bench_gemv(be, ENG_DTYPE_Q8_0, 576, 576, true, secs, &gbs);
+        printf("    576 x 576   cold q8_0         %9.1f us %8.2f   %5.1f %%\n", us, gbs,
                100 * gbs / bw);
     }
 
