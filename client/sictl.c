@@ -57,6 +57,9 @@ static void usage(FILE *f)
         "  generate [OPTIONS] TEXT...  send TEXT as a user message and stream the answer\n"
         "                              (TEXT \"-\": read it from stdin)\n"
         "  chat [OPTIONS]              interactive chat (/reset forgets, /exit quits)\n"
+        "  tokenize [OPTIONS] TEXT...  the tokens generate would evaluate: count and ids\n"
+        "                              (--raw, --parse-special, --system as for generate;\n"
+        "                              --pieces: each token's text)\n"
         "  status                      model, backend, memory, profile, queue, counters\n"
         "  profiles                    list the tasks of the daemon's profile (* active)\n"
         "  use TASK [OPTIONS]          hot-swap to TASK (\"dense\": load everything) (admin)\n"
@@ -245,6 +248,23 @@ static int simple_call(Selectinfer__Request *req)
             if (p->has_n_prompts)
                 printf(" (%llu prompts)", (unsigned long long)p->n_prompts);
             printf("\n");
+        }
+    } else if (r->body_case == SELECTINFER__RESPONSE__BODY_TOKENS) {
+        const Selectinfer__Tokens *t = r->tokens;
+        printf("%zu tokens (context %u)\n", t->n_ids, t->n_ctx);
+        if (t->n_pieces == t->n_ids && t->n_ids > 0) {
+            /* id, then the piece as a JSON string: control bytes and
+             * partial UTF-8 stay readable */
+            for (size_t i = 0; i < t->n_ids; i++) {
+                printf("%d\t", t->ids[i]);
+                si_json_string(stdout, (const char *)t->pieces[i].data, t->pieces[i].len);
+                printf("\n");
+            }
+        } else {
+            for (size_t i = 0; i < t->n_ids; i++)
+                printf("%s%d", i ? " " : "", t->ids[i]);
+            if (t->n_ids)
+                printf("\n");
         }
     } else if (r->body_case == SELECTINFER__RESPONSE__BODY_ACK) {
         printf("%s\n", r->ack->message ? r->ack->message : "ok");
@@ -594,6 +614,72 @@ static int cmd_generate(int argc, char **argv)
     return rc;
 }
 
+/* sictl tokenize: the tokens generate would evaluate for the same input. */
+static int cmd_tokenize(int argc, char **argv)
+{
+    bool raw = false, parse_special = false, pieces = false;
+    const char *system = NULL;
+    text_buf text = {0};
+    for (int i = 0; i < argc; i++) {
+        if (!strcmp(argv[i], "--raw")) {
+            raw = true;
+        } else if (!strcmp(argv[i], "--parse-special")) {
+            parse_special = true;
+        } else if (!strcmp(argv[i], "--pieces")) {
+            pieces = true;
+        } else if (!strcmp(argv[i], "--system") && i + 1 < argc) {
+            system = argv[++i];
+        } else if (argv[i][0] == '-' && argv[i][1] == '-' && argv[i][2]) {
+            fprintf(stderr, "sictl tokenize: unknown option %s\n", argv[i]);
+            free(text.data);
+            return EXIT_USAGE;
+        } else {
+            if (text.len)
+                text_append(&text, " ", 1);
+            char *in = !strcmp(argv[i], "-") ? read_all(stdin) : NULL;
+            const char *t = in ? in : !strcmp(argv[i], "-") ? "" : argv[i];
+            text_append(&text, t, strlen(t));
+            free(in);
+        }
+    }
+    if (!text.data) {
+        fprintf(stderr, "sictl tokenize: no text\n");
+        return EXIT_USAGE;
+    }
+    Selectinfer__Tokenize t = SELECTINFER__TOKENIZE__INIT;
+    Selectinfer__ChatMessage sys = SELECTINFER__CHAT_MESSAGE__INIT, user = SELECTINFER__CHAT_MESSAGE__INIT;
+    Selectinfer__ChatMessage *msgs[2];
+    Selectinfer__ChatMessages chat = SELECTINFER__CHAT_MESSAGES__INIT;
+    if (raw) {
+        t.input_case = SELECTINFER__TOKENIZE__INPUT_PROMPT;
+        t.prompt = text.data;
+        t.has_parse_special = parse_special;
+        t.parse_special = parse_special;
+    } else {
+        size_t n = 0;
+        if (system) {
+            sys.role = "system";
+            sys.content = (char *)system;
+            msgs[n++] = &sys;
+        }
+        user.role = "user";
+        user.content = text.data;
+        msgs[n++] = &user;
+        chat.n_messages = n;
+        chat.messages = msgs;
+        t.input_case = SELECTINFER__TOKENIZE__INPUT_CHAT;
+        t.chat = &chat;
+    }
+    t.has_pieces = pieces;
+    t.pieces = pieces;
+    Selectinfer__Request req = SELECTINFER__REQUEST__INIT;
+    req.body_case = SELECTINFER__REQUEST__BODY_TOKENIZE;
+    req.tokenize = &t;
+    int rc = simple_call(&req);
+    free(text.data);
+    return rc;
+}
+
 typedef struct history {
     Selectinfer__ChatMessage *msgs;
     size_t n, cap;
@@ -812,6 +898,8 @@ int main(int argc, char **argv)
         return cmd_chat(n, rest);
     if (!strcmp(cmd, "use"))
         return cmd_use(n, rest);
+    if (!strcmp(cmd, "tokenize"))
+        return cmd_tokenize(n, rest);
     if (n > 0) {
         fprintf(stderr, "sictl %s: unexpected argument %s\n", cmd, rest[0]);
         return EXIT_USAGE;

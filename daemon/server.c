@@ -755,6 +755,31 @@ static bool bad_float(bool has, float v, float lo, float hi, bool lo_open)
 
 /* Checks what can be checked without the model. Returns an error code and
  * fills msg, or 0. */
+/* The chat turns of generate or tokenize. */
+static int validate_chat(const Selectinfer__ChatMessages *c, char *msg, size_t cap)
+{
+    if (!c || c->n_messages == 0) {
+        snprintf(msg, cap, "chat has no messages");
+        return SELECTINFER__ERROR_CODE__INVALID_ARGUMENT;
+    }
+    if (c->n_messages > SID_MAX_CHAT_MSGS) {
+        snprintf(msg, cap, "chat has %zu messages; at most %d", c->n_messages, SID_MAX_CHAT_MSGS);
+        return SELECTINFER__ERROR_CODE__INVALID_ARGUMENT;
+    }
+    for (size_t i = 0; i < c->n_messages; i++) {
+        const char *role = c->messages[i]->role;
+        if (!role || (strcmp(role, "system") && strcmp(role, "user") && strcmp(role, "assistant"))) {
+            snprintf(msg, cap, "message %zu: role must be system, user or assistant", i);
+            return SELECTINFER__ERROR_CODE__INVALID_ARGUMENT;
+        }
+        if (!c->messages[i]->content) {
+            snprintf(msg, cap, "message %zu has no content", i);
+            return SELECTINFER__ERROR_CODE__INVALID_ARGUMENT;
+        }
+    }
+    return 0;
+}
+
 static int validate_generate(sid_server *srv, const Selectinfer__Generate *g, char *msg, size_t cap)
 {
     if (g->input_case == SELECTINFER__GENERATE__INPUT_PROMPT) {
@@ -763,26 +788,9 @@ static int validate_generate(sid_server *srv, const Selectinfer__Generate *g, ch
             return SELECTINFER__ERROR_CODE__INVALID_ARGUMENT;
         }
     } else if (g->input_case == SELECTINFER__GENERATE__INPUT_CHAT) {
-        const Selectinfer__ChatMessages *c = g->chat;
-        if (!c || c->n_messages == 0) {
-            snprintf(msg, cap, "chat has no messages");
-            return SELECTINFER__ERROR_CODE__INVALID_ARGUMENT;
-        }
-        if (c->n_messages > SID_MAX_CHAT_MSGS) {
-            snprintf(msg, cap, "chat has %zu messages; at most %d", c->n_messages, SID_MAX_CHAT_MSGS);
-            return SELECTINFER__ERROR_CODE__INVALID_ARGUMENT;
-        }
-        for (size_t i = 0; i < c->n_messages; i++) {
-            const char *role = c->messages[i]->role;
-            if (!role || (strcmp(role, "system") && strcmp(role, "user") && strcmp(role, "assistant"))) {
-                snprintf(msg, cap, "message %zu: role must be system, user or assistant", i);
-                return SELECTINFER__ERROR_CODE__INVALID_ARGUMENT;
-            }
-            if (!c->messages[i]->content) {
-                snprintf(msg, cap, "message %zu has no content", i);
-                return SELECTINFER__ERROR_CODE__INVALID_ARGUMENT;
-            }
-        }
+        int code = validate_chat(g->chat, msg, cap);
+        if (code)
+            return code;
     } else {
         snprintf(msg, cap, "generate needs a prompt or chat messages");
         return SELECTINFER__ERROR_CODE__INVALID_ARGUMENT;
@@ -944,6 +952,86 @@ static void handle_cancel(sid_server *srv, sid_conn *c, uint64_t id, const Selec
         finish_unrun(srv, req, 0, NULL);
 }
 
+/* ---- tokenize ------------------------------------------------------------ */
+
+/* Answered on the loop, not queued: it reads only the vocabulary and the
+ * template (sid_input_tokens), and the model stays until the worker is
+ * told to stop, which only this thread does, after leaving STATE_READY.
+ * Its input is bounded by max_frame, so it holds the loop for at most a
+ * frame's worth of tokenizing (~0.1 s for 1 MiB here). */
+static void handle_tokenize(sid_server *srv, sid_conn *c, uint64_t id, const Selectinfer__Tokenize *t)
+{
+    char msg[512];
+    if (srv->state != SELECTINFER__DAEMON_STATE__STATE_READY) {
+        send_error(c, id, srv->state == SELECTINFER__DAEMON_STATE__STATE_STOPPING
+                              ? SELECTINFER__ERROR_CODE__SHUTTING_DOWN
+                              : SELECTINFER__ERROR_CODE__NOT_READY,
+                   "%s", srv->state == SELECTINFER__DAEMON_STATE__STATE_LOADING ? "the model is still loading"
+                         : srv->state == SELECTINFER__DAEMON_STATE__STATE_FAILED  ? "the model failed to load"
+                                                                                   : "the daemon is stopping");
+        return;
+    }
+    const bool chat = t->input_case == SELECTINFER__TOKENIZE__INPUT_CHAT;
+    if (t->input_case == SELECTINFER__TOKENIZE__INPUT_PROMPT ? !t->prompt : !chat) {
+        send_error(c, id, SELECTINFER__ERROR_CODE__INVALID_ARGUMENT, "tokenize needs a prompt or chat messages");
+        return;
+    }
+    int code = chat ? validate_chat(t->chat, msg, sizeof(msg)) : 0;
+    int32_t *ids = NULL;
+    size_t n = 0;
+    if (!code)
+        code = sid_input_tokens(srv->model, t->prompt, chat ? t->chat : NULL,
+                                t->has_parse_special && t->parse_special, &ids, &n, msg, sizeof(msg));
+    if (code) {
+        send_error(c, id, code, "%s", msg);
+        return;
+    }
+    Selectinfer__Tokens tk = SELECTINFER__TOKENS__INIT;
+    tk.n_ids = n;
+    tk.ids = ids;
+    tk.has_n_ctx = true;
+    tk.n_ctx = (uint32_t)srv->n_ctx;
+    ProtobufCBinaryData *pieces = NULL;
+    char *bytes = NULL;
+    bool ok = true;
+    if (t->has_pieces && t->pieces && n > 0) {
+        /* each piece's bytes into one buffer, then pointers into it */
+        size_t total = 0, at = 0;
+        for (size_t i = 0; i < n; i++) {
+            int len = eng_token_to_piece(srv->model, ids[i], true, NULL, 0);
+            total += len > 0 ? (size_t)len : 0;
+        }
+        pieces = calloc(n, sizeof(*pieces));
+        bytes = malloc(total + 1);
+        ok = pieces && bytes;
+        for (size_t i = 0; ok && i < n; i++) {
+            int len = eng_token_to_piece(srv->model, ids[i], true, bytes + at, total + 1 - at);
+            len = len > 0 && (size_t)len <= total - at ? len : 0;
+            pieces[i].data = (uint8_t *)bytes + at;
+            pieces[i].len = (size_t)len;
+            at += (size_t)len;
+        }
+        tk.n_pieces = n;
+        tk.pieces = pieces;
+    }
+    Selectinfer__Response r = SELECTINFER__RESPONSE__INIT;
+    r.has_id = true;
+    r.id = id;
+    r.body_case = SELECTINFER__RESPONSE__BODY_TOKENS;
+    r.tokens = &tk;
+    if (!ok)
+        send_error(c, id, SELECTINFER__ERROR_CODE__INTERNAL, "%s", "out of memory");
+    else if (selectinfer__response__get_packed_size(&r) > SID_MAX_REPLY)
+        send_error(c, id, SELECTINFER__ERROR_CODE__INVALID_ARGUMENT,
+                   "%zu tokens: the reply would pass %u MiB; ask without pieces, or in parts", n,
+                   SID_MAX_REPLY >> 20);
+    else
+        send_response(c, &r);
+    free(pieces);
+    free(bytes);
+    free(ids);
+}
+
 /* ---- frames in ----------------------------------------------------------- */
 
 static void handle_request(sid_server *srv, sid_conn *c, Selectinfer__Request *msg)
@@ -981,6 +1069,9 @@ static void handle_request(sid_server *srv, sid_conn *c, Selectinfer__Request *m
             else
                 send_ack(c, id, text);
         }
+        break;
+    case SELECTINFER__REQUEST__BODY_TOKENIZE:
+        handle_tokenize(srv, c, id, msg->tokenize);
         break;
     case SELECTINFER__REQUEST__BODY_SHUTDOWN:
         if (require_admin(c, id, "shutdown")) {

@@ -8,6 +8,7 @@
 
 #include <errno.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -474,26 +475,33 @@ static int on_prefill(void *ud)
     return atomic_load(&g->req->cancelled) || atomic_load(&g->srv->stop_worker);
 }
 
-/* Renders the request's input as text: the raw prompt, or the chat turns
- * through the model's template. Returns a malloc'd string or NULL (req
- * carries the error). */
-static char *render_prompt(sid_server *srv, sid_req *req, size_t *ret_len)
+/* *code = c and the message: render_input's failures. Returns NULL. */
+static char *input_fail(int *code, char *msg, size_t cap, int c, const char *fmt, ...)
 {
-    const Selectinfer__Generate *g = req->gen;
-    if (g->input_case == SELECTINFER__GENERATE__INPUT_PROMPT) {
-        char *p = strdup(g->prompt ? g->prompt : "");
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, cap, fmt, ap);
+    va_end(ap);
+    *code = c;
+    return NULL;
+}
+
+/* Renders an input as text: the raw prompt, or the chat turns through the
+ * model's template. Returns a malloc'd string, or NULL with *code and msg
+ * set. */
+static char *render_input(const eng_model *m, const char *prompt, const Selectinfer__ChatMessages *c,
+                          size_t *ret_len, int *code, char *msg, size_t cap)
+{
+    if (!c) {
+        char *p = strdup(prompt ? prompt : "");
         if (!p)
-            fail(req, SELECTINFER__ERROR_CODE__INTERNAL, "%s", "out of memory");
-        else
-            *ret_len = strlen(p);
+            return input_fail(code, msg, cap, SELECTINFER__ERROR_CODE__INTERNAL, "out of memory");
+        *ret_len = strlen(p);
         return p;
     }
-    const Selectinfer__ChatMessages *c = g->chat;
-    eng_chat_msg *msgs = calloc(c->n_messages, sizeof(*msgs));
-    if (!msgs) {
-        fail(req, SELECTINFER__ERROR_CODE__INTERNAL, "%s", "out of memory");
-        return NULL;
-    }
+    eng_chat_msg *msgs = calloc(c->n_messages ? c->n_messages : 1, sizeof(*msgs));
+    if (!msgs)
+        return input_fail(code, msg, cap, SELECTINFER__ERROR_CODE__INTERNAL, "out of memory");
     size_t total = 256;
     for (size_t i = 0; i < c->n_messages; i++) {
         msgs[i].role = c->messages[i]->role;
@@ -504,18 +512,18 @@ static char *render_prompt(sid_server *srv, sid_req *req, size_t *ret_len)
     for (int attempt = 0; attempt < 2; attempt++) {
         char *nb = realloc(buf, total + 1);
         if (!nb) {
-            fail(req, SELECTINFER__ERROR_CODE__INTERNAL, "%s", "out of memory");
+            input_fail(code, msg, cap, SELECTINFER__ERROR_CODE__INTERNAL, "out of memory");
             break;
         }
         buf = nb;
-        int n = eng_chat_apply(srv->model, msgs, c->n_messages, true, buf, total + 1);
+        int n = eng_chat_apply(m, msgs, c->n_messages, true, buf, total + 1);
         if (n == -ENOTSUP) {
-            fail(req, SELECTINFER__ERROR_CODE__NOT_SUPPORTED, "%s",
-                 "the model has no known chat template; send a raw prompt");
+            input_fail(code, msg, cap, SELECTINFER__ERROR_CODE__NOT_SUPPORTED,
+                       "the model has no known chat template; send a raw prompt");
             break;
         }
         if (n < 0) {
-            fail(req, SELECTINFER__ERROR_CODE__INVALID_ARGUMENT, "chat template failed: %s", strerror(-n));
+            input_fail(code, msg, cap, SELECTINFER__ERROR_CODE__INVALID_ARGUMENT, "chat template failed: %s", strerror(-n));
             break;
         }
         if ((size_t)n <= total) {
@@ -528,6 +536,44 @@ static char *render_prompt(sid_server *srv, sid_req *req, size_t *ret_len)
     free(msgs);
     free(buf);
     return NULL;
+}
+
+int sid_input_tokens(const eng_model *m, const char *prompt, const Selectinfer__ChatMessages *chat,
+                     bool parse_special, int32_t **ret, size_t *ret_n, char *msg, size_t cap)
+{
+    int code = 0;
+    size_t len = 0;
+    *ret = NULL;
+    *ret_n = 0;
+    char *text = render_input(m, prompt, chat, &len, &code, msg, cap);
+    if (!text)
+        return code;
+    unsigned flags = ENG_TOK_ADD_SPECIAL;
+    if (chat || parse_special)
+        flags |= ENG_TOK_PARSE_SPECIAL;
+    /* a token holds at least one byte: len + a few specials is enough */
+    size_t tcap = len + 8, n = 0;
+    int32_t *toks = malloc(tcap * sizeof(*toks));
+    int rc = toks ? eng_tokenize(m, text, len, flags, toks, tcap, &n) : -ENOMEM;
+    if (rc == -ENOBUFS && n > tcap && n < ((size_t)1 << 28)) {
+        int32_t *nt = realloc(toks, n * sizeof(*toks));
+        if (nt) {
+            toks = nt;
+            tcap = n;
+            rc = eng_tokenize(m, text, len, flags, toks, tcap, &n);
+        } else {
+            rc = -ENOMEM;
+        }
+    }
+    free(text);
+    if (rc < 0) {
+        free(toks);
+        snprintf(msg, cap, "tokenizer failed: %s", strerror(-rc));
+        return SELECTINFER__ERROR_CODE__INTERNAL;
+    }
+    *ret = toks;
+    *ret_n = n;
+    return 0;
 }
 
 /* The context slot a prompt goes to: the one that keeps the most of it
@@ -569,32 +615,14 @@ static void run_request(sid_server *srv, sid_req *req)
     if (!set_compute(srv, req))
         return;
 
-    size_t len = 0;
-    char *text = render_prompt(srv, req, &len);
-    if (!text)
-        return;
-    bool chat = g->input_case == SELECTINFER__GENERATE__INPUT_CHAT;
-    unsigned flags = ENG_TOK_ADD_SPECIAL;
-    if (chat || (g->has_parse_special && g->parse_special))
-        flags |= ENG_TOK_PARSE_SPECIAL;
-    /* a token holds at least one byte: len + a few specials is enough */
-    size_t cap = len + 8, n = 0;
-    int32_t *toks = malloc(cap * sizeof(*toks));
-    int rc = toks ? eng_tokenize(srv->model, text, len, flags, toks, cap, &n) : -ENOMEM;
-    if (rc == -ENOBUFS && n > cap && n < ((size_t)1 << 28)) {
-        int32_t *nt = realloc(toks, n * sizeof(*toks));
-        if (nt) {
-            toks = nt;
-            cap = n;
-            rc = eng_tokenize(srv->model, text, len, flags, toks, cap, &n);
-        } else {
-            rc = -ENOMEM;
-        }
-    }
-    free(text);
-    if (rc < 0) {
-        fail(req, SELECTINFER__ERROR_CODE__INTERNAL, "tokenizer failed: %s", strerror(-rc));
-        free(toks);
+    const bool chat = g->input_case == SELECTINFER__GENERATE__INPUT_CHAT;
+    int32_t *toks = NULL;
+    size_t n = 0;
+    int rc = sid_input_tokens(srv->model, g->prompt, chat ? g->chat : NULL,
+                              g->has_parse_special && g->parse_special, &toks, &n, req->err_msg,
+                              sizeof(req->err_msg));
+    if (rc) {
+        req->err_code = rc;
         return;
     }
     if (n == 0) {

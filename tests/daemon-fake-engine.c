@@ -278,6 +278,18 @@ int eng_tokenize(const eng_model *model, const char *text, size_t len, unsigned 
     return 0;
 }
 
+/* tokens are bytes (eng_tokenize above) */
+int eng_token_to_piece(const eng_model *model, int32_t token, bool special, char *buf, size_t cap)
+{
+    (void)model;
+    (void)special;
+    if (token < 0 || token > 255)
+        return -EINVAL;
+    if (cap >= 1)
+        buf[0] = (char)token;
+    return 1;
+}
+
 eng_chat_template eng_model_chat_template(const eng_model *model)
 {
     return ENG_CHAT_CHATML;

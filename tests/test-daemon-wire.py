@@ -184,6 +184,32 @@ try:
           "the same prompt reused: %d of %d" % (r.done.cached_tokens, r.done.prompt_tokens))
     d8 = r.done
 
+    # tokenize: what generate evaluates, without running it
+    tk = pb.Request(id=30)
+    tk.tokenize.chat.messages.add(role="user", content="What is the capital of France?")
+    c.send(tk)
+    r = c.recv()
+    check(r.id == 30 and r.WhichOneof("body") == "tokens", "tokens reply")
+    check(len(r.tokens.ids) == done.prompt_tokens and r.tokens.n_ctx == 512 and not r.tokens.pieces,
+          "tokenize counts generate's prompt: %d vs %d" % (len(r.tokens.ids), done.prompt_tokens))
+    raw = "Hello world, it's me: 1234 \u00e9t\u00e9 \u4e2d\u6587."
+    tk = pb.Request(id=31)
+    tk.tokenize.prompt = raw
+    tk.tokenize.pieces = True
+    c.send(tk)
+    r = c.recv()
+    check(r.id == 31 and len(r.tokens.pieces) == len(r.tokens.ids) > 5
+          and b"".join(r.tokens.pieces) == raw.encode(), "pieces rebuild the prompt")
+    for rid, build in ((32, lambda t: None),
+                       (33, lambda t: t.chat.messages.add(role="wizard", content="x"))):
+        tk = pb.Request(id=rid)
+        tk.tokenize.SetInParent()
+        build(tk.tokenize)
+        c.send(tk)
+        r = c.recv()
+        check(r.id == rid and r.WhichOneof("body") == "error" and r.error.code == pb.INVALID_ARGUMENT,
+              "tokenize %d refused" % rid)
+
     # stable error codes
     bad = pb.Request(id=9)
     bad.generate.prompt = "x"

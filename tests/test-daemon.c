@@ -1864,6 +1864,15 @@ static void scenario_slots(void)
     CHECK(run_sictl(sargs, out, sizeof(out), env_sock) == 0);
     snprintf(want, sizeof(want), "context slots:    2, holding %zu, %zu tokens", strlen(Aretry), strlen(A3));
     CHECK(strstr(out, want) != NULL);
+    /* tokenize (the fake engine's tokens are bytes) */
+    const char *targs[] = {"tokenize", "--raw", "abc", NULL};
+    CHECK(run_sictl(targs, out, sizeof(out), env_sock) == 0);
+    CHECK(strcmp(out, "3 tokens (context 512)\n97 98 99\n") == 0);
+    const char *targs2[] = {"tokenize", "--raw", "--pieces", "ab", NULL};
+    CHECK(run_sictl(targs2, out, sizeof(out), env_sock) == 0);
+    CHECK(strcmp(out, "2 tokens (context 512)\n97\t\"a\"\n98\t\"b\"\n") == 0);
+    const char *targs3[] = {"tokenize", NULL};
+    CHECK(run_sictl(targs3, out, sizeof(out), env_sock) == 64);
     /* a swap resets every slot */
     Selectinfer__Response *u = use_profile_call(D.sock, "translate", NULL);
     CHECK(u && u->body_case == SELECTINFER__RESPONSE__BODY_ACK);
