@@ -41,6 +41,7 @@ typedef struct sid_config {
     uint32_t max_tokens;               /* default when a request sets none */
     uint32_t ctx_size;                 /* 0: min(model's, 4096) */
     uint32_t slots;                    /* contexts kept for the prompt cache */
+    int matrices;                      /* SID_MATRICES_...: outside the FFN */
     uint32_t threads;                  /* 0: online CPUs */
     int backend;                       /* SID_BACKEND_...: where the model runs */
     uint32_t device;                   /* the GPU for cuda and auto */
@@ -57,9 +58,11 @@ enum { SID_MODE_AUTO = 0 };
 enum { SID_RANK_ABS = 0, SID_RANK_SIGNED };
 enum { SID_TASK_SWITCH_SWAP = 0, SID_TASK_SWITCH_REFUSE };
 enum { SID_BACKEND_CPU = 0, SID_BACKEND_CUDA, SID_BACKEND_AUTO }; /* eng_backend_kind's order */
+enum { SID_MATRICES_F16 = 0, SID_MATRICES_Q8_0 };                 /* eng_model_params.q8_matrices */
 enum { SID_LAYER_BUDGET_UNIFORM = 0, SID_LAYER_BUDGET_MASS, SID_LAYER_BUDGET_SENS }; /* eng_layer_budget's */
 extern const char *const sid_mode_names[];   /* NULL-terminated */
 extern const char *const sid_rank_names[];
+extern const char *const sid_matrices_names[];
 enum { SID_PICK_REQUEST = 0, SID_PICK_TOKEN }; /* eng_pick's */
 extern const char *const sid_pick_names[];
 extern const char *const sid_task_switch_names[];

@@ -752,6 +752,7 @@ static int load_model(sid_server *srv)
                  : cfg->backend == SID_BACKEND_AUTO ? ENG_BACKEND_AUTO
                                                     : ENG_BACKEND_CPU;
     mp.device = (int)cfg->device;
+    mp.q8_matrices = cfg->matrices == SID_MATRICES_Q8_0;
     eng_load_plan_params pp;
     eng_profile *prof = NULL;
     int rc = load_plan_params(srv, &pp, &prof);

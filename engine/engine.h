@@ -69,6 +69,12 @@ typedef enum eng_backend_kind {
 
 typedef struct eng_model_params {
     eng_dtype storage; /* weight storage type after conversion */
+    /* With f16 storage, on a backend that computes on Q8_0 (the CPU): the
+     * matrices outside the FFN (attention, embeddings, head) in Q8_0
+     * whatever the file holds, where a row is whole blocks of 32 (the
+     * file's Q8_0 matrices stay Q8_0 either way). About half their bytes,
+     * for rounding to 8 bits per block. */
+    bool q8_matrices;
     int n_threads;     /* worker threads; <= 0: number of online CPUs */
     eng_backend_kind backend;
     int device;        /* the GPU for ENG_BACKEND_CUDA/AUTO */

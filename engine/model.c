@@ -208,11 +208,13 @@ static size_t dtype_size(eng_dtype dt)
 
 /* How a matrix is stored: a Q8_0 matrix of the file keeps its own bytes
  * (exactly; f16 would round d * q) where the backend computes on Q8_0 and
- * the storage is f16; anything else in the storage type. */
+ * the storage is f16, and with q8_matrices any other is quantized to it;
+ * anything else in the storage type. */
 static eng_dtype mat_dtype(const eng_model *m, const gguf_tensor *t)
 {
-    if (m->info.storage == ENG_DTYPE_F16 && t && t->type == GGML_TYPE_Q8_0 && t->ne[0] % 32 == 0 &&
-        m->be && (m->be->iface->dtypes & 1u << ENG_DTYPE_Q8_0))
+    if (m->info.storage == ENG_DTYPE_F16 && t && t->ne[0] % 32 == 0 &&
+        (t->type == GGML_TYPE_Q8_0 || m->q8_matrices) && m->be &&
+        (m->be->iface->dtypes & 1u << ENG_DTYPE_Q8_0))
         return ENG_DTYPE_Q8_0;
     return m->info.storage;
 }
@@ -566,9 +568,14 @@ static void run_job(loader *ld, const conv_job *j)
     eng_backend *be = ld->m->be;
     const size_t rb = eng_dtype_bytes(j->dt, j->cols);
     uint8_t *dst = be->iface->host_memory ? j->data + j->r0 * rb : ld->stage;
-    if (j->dt == ENG_DTYPE_Q8_0) {
+    if (j->dt == ENG_DTYPE_Q8_0 && j->t->type == GGML_TYPE_Q8_0) {
         /* the file's own blocks: a Q8_0 row is rb bytes there too */
         memcpy(dst, (const uint8_t *)j->t->data + j->r0 * rb, (j->r1 - j->r0) * rb);
+    } else if (j->dt == ENG_DTYPE_Q8_0) {
+        for (uint64_t i = j->r0; i < j->r1; i++) {
+            dequant_row(ld, j->t, i, ld->row);
+            eng_quant_row(GGML_TYPE_Q8_0, ld->row, dst + (i - j->r0) * rb, j->cols);
+        }
     } else {
         for (uint64_t i = j->r0; i < j->r1; i++) {
             dequant_row(ld, j->t, i, ld->row);
@@ -952,6 +959,7 @@ int eng__model_load_backend(const char *path, const eng_model_params *params, en
     m->be = be; /* owned from here on */
     loader ld = { .f = f, .m = m, .err = err };
     m->info.storage = p.storage;
+    m->q8_matrices = p.q8_matrices;
     if ((r = load_hparams(f, m, err)) < 0)
         goto fail;
     if ((r = eng_vocab_load(f, &m->vocab, err)) < 0)

@@ -230,6 +230,7 @@ try:
           and r.status.task_switch == "swap"
           and r.status.profile.neurons_loaded == r.status.profile.neurons_total > 0, "status plan")
     check(r.status.generated_tokens == 2 * done.generated_tokens, "generated tokens counted")
+    dense_weights = r.status.weight_bytes
 
     # the next turn of the chat reuses the first turn's prompt and reply
     def unstreamed(rid, messages, cache):
@@ -290,6 +291,21 @@ try:
           "status: slots %d holding %s" % (r.status.slots, list(r.status.slot_tokens)))
     c.close()
     shutdown(proc, sock2)
+
+    # matrices = q8_0: attention in 8 bits too (the head already is)
+    sock3 = os.path.join(tmp, "s3.sock")
+    proc = start(sock3, ["--matrices", "q8_0"])
+    wait_ready(sock3)
+    c = Conn(sock3)
+    c.send(pb.Request(id=40, status=pb.StatusRequest()))
+    r = c.recv()
+    att = 30 * (576 * 576 * 2 + 192 * 576 * 2)
+    check(r.status.weight_bytes == dense_weights - 2 * att + att // 32 * 34,
+          "matrices q8_0: %d weight bytes, dense f16 %d" % (r.status.weight_bytes, dense_weights))
+    d = chat(c, 41, [("user", "What is the capital of France?")])
+    check(d.generated_tokens > 0, "matrices q8_0 generates")
+    c.close()
+    shutdown(proc, sock3)
 finally:
     if proc.poll() is None:
         proc.kill()

@@ -44,7 +44,7 @@
  * Prompt tokens are deterministic pseudo-random ids (llama-bench also feeds
  * random ids); speed of a dense model does not depend on which.
  *
- * Usage: si-bench [-m MODEL] [-p 128] [-n 64] [-t THREADS] [-r REPS] [--f32]
+ * Usage: si-bench [-m MODEL] [-p 128] [-n 64] [-t THREADS] [-r REPS] [--f32] [--q8]
  *                 [--bw-mb 512] [--llama-bench PATH --llama-model GGUF] [--json]
  *                 [--backend cpu|cuda|auto] [--device N]
  *                 [--phi F [--profile FILE --task T [--gamma G] [--delta D]] [--pick token]]
@@ -65,7 +65,7 @@
 
 static void usage(FILE *f) {
     fprintf(f, "usage: si-bench [-m MODEL] [-p N_PROMPT (128)] [-n N_GEN (64)] [-t THREADS] "
-               "[-r REPS (3)] [--f32] [--bw-mb MB (512)]\n"
+               "[-r REPS (3)] [--f32] [--q8] [--bw-mb MB (512)]\n"
                "                [--llama-bench PATH --llama-model GGUF] [--json]\n"
                "                [--backend cpu|cuda|auto] [--device N]\n"
                "                [--phi F [--profile FILE --task T [--gamma G] [--delta D]] [--pick token]]\n"
@@ -289,7 +289,7 @@ int main(int argc, char **argv) {
     char *model_path = NULL;
     const char *llama_bench = NULL, *llama_model = NULL;
     int n_prompt = 128, n_gen = 64, n_threads = 0, reps = 3, bw_mb = 512;
-    bool json = false, f32 = false;
+    bool json = false, f32 = false, q8 = false;
     eng_backend_kind backend = ENG_BACKEND_CPU;
     int device = 0;
     float phi = 0, gamma = 0.7f, delta = 0.3f;
@@ -319,6 +319,8 @@ int main(int argc, char **argv) {
             json = true;
         else if (!strcmp(a, "--f32"))
             f32 = true;
+        else if (!strcmp(a, "--q8"))
+            q8 = true;
         else if (!strcmp(a, "--backend") && has) {
             if (si_backend_parse(argv[++i], &backend) < 0) {
                 fprintf(stderr, "unknown backend '%s' (cpu, cuda, auto)\n", argv[i]);
@@ -367,6 +369,7 @@ int main(int argc, char **argv) {
 
     eng_model_params mp = eng_model_params_default();
     mp.storage = f32 ? ENG_DTYPE_F32 : ENG_DTYPE_F16;
+    mp.q8_matrices = q8;
     mp.n_threads = n_threads;
     mp.backend = backend;
     mp.device = device;

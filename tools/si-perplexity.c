@@ -13,7 +13,7 @@
  * llama.cpp's "[i]ppl" list.
  *
  * Usage: si-perplexity [-m MODEL] -f FILE [-c N_CTX] [--chunks N] [-t THREADS]
- *                      [--f32] [--json]
+ *                      [--f32] [--q8] [--json]
  */
 #include <errno.h>
 #include <math.h>
@@ -28,7 +28,7 @@
 
 static void usage(FILE *f) {
     fprintf(f, "usage: si-perplexity [-m MODEL] -f FILE [-c N_CTX (512)] [--chunks N] "
-               "[-t THREADS] [--f32] [--json]\n");
+               "[-t THREADS] [--f32] [--q8] [--json]\n");
 }
 
 static char *read_file(const char *path, size_t *ret_len) {
@@ -81,7 +81,7 @@ int main(int argc, char **argv) {
     const char *file = NULL;
     char *model_path = NULL;
     int n_ctx = 512, max_chunks = -1, n_threads = 0;
-    bool json = false, f32 = false;
+    bool json = false, f32 = false, q8 = false;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         bool has = i + 1 < argc;
@@ -100,6 +100,8 @@ int main(int argc, char **argv) {
             json = true;
         else if (!strcmp(a, "--f32"))
             f32 = true;
+        else if (!strcmp(a, "--q8"))
+            q8 = true;
         else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
             usage(stdout);
             return 0;
@@ -126,6 +128,7 @@ int main(int argc, char **argv) {
 
     eng_model_params mp = eng_model_params_default();
     mp.storage = f32 ? ENG_DTYPE_F32 : ENG_DTYPE_F16;
+    mp.q8_matrices = q8;
     mp.n_threads = n_threads;
     eng_model *m;
     eng_error err = {{0}};
