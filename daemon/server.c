@@ -997,8 +997,9 @@ static void handle_tokenize(sid_server *srv, sid_conn *c, uint64_t id, const Sel
     if (t->has_pieces && t->pieces && n > 0) {
         /* each piece's bytes into one buffer, then pointers into it */
         size_t total = 0, at = 0;
+        char probe[1];
         for (size_t i = 0; i < n; i++) {
-            int len = eng_token_to_piece(srv->model, ids[i], true, NULL, 0);
+            int len = eng_token_to_piece(srv->model, ids[i], true, probe, 0);
             total += len > 0 ? (size_t)len : 0;
         }
         pieces = calloc(n, sizeof(*pieces));
