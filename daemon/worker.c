@@ -535,6 +535,8 @@ static char *render_input(const eng_model *m, const char *prompt, const Selectin
     }
     free(msgs);
     free(buf);
+    if (!*code) /* two sizes and it still did not fit: never expected */
+        input_fail(code, msg, cap, SELECTINFER__ERROR_CODE__INTERNAL, "chat template: the size changed");
     return NULL;
 }
 
