@@ -547,6 +547,31 @@ static char *read_all(FILE *f)
     return t.data;
 }
 
+/* A one-turn chat: an optional system message, then the user's text. */
+typedef struct one_turn {
+    Selectinfer__ChatMessage sys, user, *msgs[2];
+    Selectinfer__ChatMessages chat;
+} one_turn;
+
+static Selectinfer__ChatMessages *one_turn_init(one_turn *t, const char *system, char *text)
+{
+    selectinfer__chat_message__init(&t->sys);
+    selectinfer__chat_message__init(&t->user);
+    selectinfer__chat_messages__init(&t->chat);
+    size_t n = 0;
+    if (system) {
+        t->sys.role = "system";
+        t->sys.content = (char *)system;
+        t->msgs[n++] = &t->sys;
+    }
+    t->user.role = "user";
+    t->user.content = text;
+    t->msgs[n++] = &t->user;
+    t->chat.n_messages = n;
+    t->chat.messages = t->msgs;
+    return &t->chat;
+}
+
 static int cmd_generate(int argc, char **argv)
 {
     gen_opts o;
@@ -587,26 +612,13 @@ static int cmd_generate(int argc, char **argv)
     Selectinfer__Generate g = SELECTINFER__GENERATE__INIT;
     Selectinfer__Sampling s;
     fill_generate(&o, &g, &s);
-    Selectinfer__ChatMessage sys = SELECTINFER__CHAT_MESSAGE__INIT, user = SELECTINFER__CHAT_MESSAGE__INIT;
-    Selectinfer__ChatMessage *msgs[2];
-    Selectinfer__ChatMessages chat = SELECTINFER__CHAT_MESSAGES__INIT;
+    one_turn t;
     if (o.raw) {
         g.input_case = SELECTINFER__GENERATE__INPUT_PROMPT;
         g.prompt = text.data;
     } else {
-        size_t n = 0;
-        if (o.system) {
-            sys.role = "system";
-            sys.content = (char *)o.system;
-            msgs[n++] = &sys;
-        }
-        user.role = "user";
-        user.content = text.data;
-        msgs[n++] = &user;
-        chat.n_messages = n;
-        chat.messages = msgs;
         g.input_case = SELECTINFER__GENERATE__INPUT_CHAT;
-        g.chat = &chat;
+        g.chat = one_turn_init(&t, o.system, text.data);
     }
     rc = run_generate(c, &g, &o, NULL);
     si_client_close(c);
@@ -647,28 +659,15 @@ static int cmd_tokenize(int argc, char **argv)
         return EXIT_USAGE;
     }
     Selectinfer__Tokenize t = SELECTINFER__TOKENIZE__INIT;
-    Selectinfer__ChatMessage sys = SELECTINFER__CHAT_MESSAGE__INIT, user = SELECTINFER__CHAT_MESSAGE__INIT;
-    Selectinfer__ChatMessage *msgs[2];
-    Selectinfer__ChatMessages chat = SELECTINFER__CHAT_MESSAGES__INIT;
+    one_turn turn;
     if (raw) {
         t.input_case = SELECTINFER__TOKENIZE__INPUT_PROMPT;
         t.prompt = text.data;
         t.has_parse_special = parse_special;
         t.parse_special = parse_special;
     } else {
-        size_t n = 0;
-        if (system) {
-            sys.role = "system";
-            sys.content = (char *)system;
-            msgs[n++] = &sys;
-        }
-        user.role = "user";
-        user.content = text.data;
-        msgs[n++] = &user;
-        chat.n_messages = n;
-        chat.messages = msgs;
         t.input_case = SELECTINFER__TOKENIZE__INPUT_CHAT;
-        t.chat = &chat;
+        t.chat = one_turn_init(&turn, system, text.data);
     }
     t.has_pieces = pieces;
     t.pieces = pieces;

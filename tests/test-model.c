@@ -34,6 +34,20 @@ static int argmax(const float *x, int n)
     return best;
 }
 
+/* Two runs' logits over n positions: the largest difference into *worst,
+ * and the positions whose argmax agrees. */
+static int compare_runs(const float *a, const float *b, int n, int V, float *worst)
+{
+    int agree = 0;
+    *worst = 0;
+    for (int i = 0; i < n; i++) {
+        float d = max_abs_diff(a + (size_t)i * V, b + (size_t)i * V, V);
+        *worst = d > *worst ? d : *worst;
+        agree += argmax(a + (size_t)i * V, V) == argmax(b + (size_t)i * V, V);
+    }
+    return agree;
+}
+
 /* Logits of every prompt position, by whatever eval pattern `step` says:
  * step 0 = the whole prompt in one eval with all logits; step k = evals of
  * k tokens keeping all logits. */
@@ -182,13 +196,8 @@ int main(void)
         CHECK(i32.storage == ENG_DTYPE_F32 &&
               i32.bytes_weights == 2 * (info.bytes_weights - head / 32 * 34) + 4 * head);
         float *e = run(m32, toks, n, 0, 256, V);
-        float worst = 0;
-        int agree = 0;
-        for (int i = 0; i < n; i++) {
-            float dd = max_abs_diff(a + (size_t)i * V, e + (size_t)i * V, V);
-            worst = dd > worst ? dd : worst;
-            agree += argmax(a + (size_t)i * V, V) == argmax(e + (size_t)i * V, V);
-        }
+        float worst;
+        int agree = compare_runs(a, e, n, V, &worst);
         /* Q4_1 values rounded to f16 move by <= 2^-11 relative; through 30
          * layers that stays well under a tenth of a logit */
         CHECKF(worst < 0.25f, "f16 vs f32 storage: max logit difference %g", worst);
@@ -212,13 +221,8 @@ int main(void)
                    iq.bytes_per_token == info.bytes_per_token - 2 * att + att / 32 * 34,
                "q8 matrices: %llu bytes", (unsigned long long)iq.bytes_weights);
         float *e = run(mq, toks, n, 0, 256, V);
-        float worst = 0;
-        int agree = 0;
-        for (int i = 0; i < n; i++) {
-            float dd = max_abs_diff(a + (size_t)i * V, e + (size_t)i * V, V);
-            worst = dd > worst ? dd : worst;
-            agree += argmax(a + (size_t)i * V, V) == argmax(e + (size_t)i * V, V);
-        }
+        float worst;
+        int agree = compare_runs(a, e, n, V, &worst);
         double mean = 0;
         for (size_t i = 0; i < (size_t)n * V; i++)
             mean += fabs((double)a[i] - e[i]);
