@@ -1824,27 +1824,27 @@ typedef struct att_args {
     _Atomic long next; /* the next item of att_task */
 } att_args;
 
-/* One token and up to 4 query heads of one KV head: online softmax over
- * blocks of positions, accumulating straight into the output rows (no
- * scratch depends on the context), the heads side by side so that each K
- * and V row is read and converted from f16 once for them, not once per
- * head. */
-static void att_heads(att_args *a, long t, long h0, int G)
+/* One token and up to 4 query heads of one KV head over positions
+ * [p_lo, p_hi): online softmax over blocks of positions, accumulating
+ * straight into the output rows o (no scratch depends on the context),
+ * the heads side by side so that each K and V row is read and converted
+ * from f16 once for them, not once per head. With part (m, l [4]), the
+ * rows stay unnormalized and the softmax state goes there, for
+ * att_combine; else o is the result. */
+static void att_range(att_args *a, long t, long h0, int G, long p_lo, long p_hi, float *const *o,
+                      float *part)
 {
     const kernels *k = a->c->k;
     long hd = a->head_dim, kvh = h0 / (a->n_head / a->n_head_kv);
     size_t kv_stride = (size_t)a->n_head_kv * hd;
     const float *q[4];
-    float *o[4], m[4], l[4] = { 0, 0, 0, 0 };
+    float m[4] = { -INFINITY, -INFINITY, -INFINITY, -INFINITY }, l[4] = { 0, 0, 0, 0 };
     for (int g = 0; g < G; g++) {
         q[g] = a->q + ((size_t)t * a->n_head + h0 + g) * hd;
-        o[g] = a->out + ((size_t)t * a->n_head + h0 + g) * hd;
         memset(o[g], 0, (size_t)hd * sizeof(float));
-        m[g] = -INFINITY;
     }
-    long n_kv = a->pos0 + t + 1;
-    for (long p0 = 0; p0 < n_kv; p0 += ATT_BLOCK) {
-        int nb = (int)(n_kv - p0 < ATT_BLOCK ? n_kv - p0 : ATT_BLOCK);
+    for (long p0 = p_lo; p0 < p_hi; p0 += ATT_BLOCK) {
+        int nb = (int)(p_hi - p0 < ATT_BLOCK ? p_hi - p0 : ATT_BLOCK);
         float s[ATT_BLOCK][4], bm[4] = { -INFINITY, -INFINITY, -INFINITY, -INFINITY };
         for (int i = 0; i < nb; i++) {
             k->dot4_h(q, G, a->k + (size_t)(p0 + i) * kv_stride + kvh * hd, hd, s[i]);
@@ -1865,9 +1865,22 @@ static void att_heads(att_args *a, long t, long h0, int G)
         k->exp4(s, nb, m, G, l);
         k->pv4_h(o, G, &s[0][0], a->v + (size_t)p0 * kv_stride + kvh * hd, kv_stride, nb, hd);
     }
+    if (part) {
+        memcpy(part, m, sizeof(m));
+        memcpy(part + 4, l, sizeof(l));
+        return;
+    }
     for (int g = 0; g < G; g++)
         if (l[g] > 0.0f)
             k->scale(o[g], 1.0f / l[g], hd);
+}
+
+static void att_heads(att_args *a, long t, long h0, int G)
+{
+    float *o[4];
+    for (int g = 0; g < G; g++)
+        o[g] = a->out + ((size_t)t * a->n_head + h0 + g) * a->head_dim;
+    att_range(a, t, h0, G, 0, a->pos0 + t + 1, o, NULL);
 }
 
 /* Items of (token, KV head, run of up to 4 of its query heads), claimed
@@ -1886,6 +1899,80 @@ static void att_task(void *p, int ith, int nth)
         long t = i / (a->n_head_kv * runs), r = i % (a->n_head_kv * runs);
         long h0 = (r / runs) * group + (r % runs) * 4;
         att_heads(a, t, h0, (int)(group - (r % runs) * 4 < 4 ? group - (r % runs) * 4 : 4));
+    }
+}
+
+/* Decode over a long context: a token has only n_head_kv x runs items
+ * (3 for SmolLM2), too few to keep every thread busy, so positions are
+ * cut into chunks of ATT_SPLIT (more when there would be over
+ * ATT_MAX_SPLITS of them: the cut depends only on the context, never on
+ * the threads, so neither do the results). Each item leaves unnormalized
+ * rows and (m, l) in abuf; att_combine_task merges them per head. */
+enum { ATT_SPLIT = 256, ATT_MAX_SPLITS = 64 };
+
+typedef struct att_split {
+    att_args *a;
+    long chunk, n_chunks, runs;
+    float *buf; /* [n_chunks][n_head][head_dim], then [n_chunks][items][8] */
+    _Atomic long next;
+} att_split;
+
+static void att_split_task(void *p, int ith, int nth)
+{
+    (void)ith;
+    (void)nth;
+    att_split *sp = p;
+    att_args *a = sp->a;
+    const long group = a->n_head / a->n_head_kv, hd = a->head_dim;
+    const long per_chunk = a->n_head_kv * sp->runs, n = sp->n_chunks * per_chunk;
+    const long n_kv = a->pos0 + 1;
+    for (;;) {
+        long i = atomic_fetch_add_explicit(&sp->next, 1, memory_order_relaxed);
+        if (i >= n)
+            break;
+        const long c = i / per_chunk, r = i % per_chunk;
+        const long h0 = (r / sp->runs) * group + (r % sp->runs) * 4;
+        const int G = (int)(group - (r % sp->runs) * 4 < 4 ? group - (r % sp->runs) * 4 : 4);
+        const long lo = c * sp->chunk, hi = lo + sp->chunk < n_kv ? lo + sp->chunk : n_kv;
+        float *o[4];
+        for (int g = 0; g < G; g++)
+            o[g] = sp->buf + ((size_t)c * a->n_head + h0 + g) * hd;
+        float *part = sp->buf + (size_t)sp->n_chunks * a->n_head * hd + (size_t)i * 8;
+        att_range(a, 0, h0, G, lo, hi, o, part);
+    }
+}
+
+/* out[h] = sum_c e^(m_c - m) o_c / sum_c e^(m_c - m) l_c, chunks in order. */
+static void att_combine_task(void *p, int ith, int nth)
+{
+    att_split *sp = p;
+    att_args *a = sp->a;
+    const long group = a->n_head / a->n_head_kv, hd = a->head_dim, per_chunk = a->n_head_kv * sp->runs;
+    long b, e;
+    eng_split(a->n_head, ith, nth, &b, &e);
+    for (long h = b; h < e; h++) {
+        /* the item and lane that held head h */
+        const long kvh = h / group, run = (h % group) / 4, g = (h % group) % 4;
+        const float *parts = sp->buf + (size_t)sp->n_chunks * a->n_head * hd;
+        float m = -INFINITY;
+        for (long c = 0; c < sp->n_chunks; c++) {
+            const float mc = parts[(size_t)(c * per_chunk + kvh * sp->runs + run) * 8 + g];
+            m = mc > m ? mc : m;
+        }
+        float *out = a->out + (size_t)h * hd, l = 0.0f;
+        memset(out, 0, (size_t)hd * sizeof(float));
+        for (long c = 0; c < sp->n_chunks; c++) {
+            const float *pc = parts + (size_t)(c * per_chunk + kvh * sp->runs + run) * 8;
+            if (!(pc[4 + g] > 0.0f))
+                continue;
+            const float f = expf(pc[g] - m);
+            l += f * pc[4 + g];
+            const float *oc = sp->buf + ((size_t)c * a->n_head + h) * hd;
+            for (long d = 0; d < hd; d++)
+                out[d] += f * oc[d];
+        }
+        if (l > 0.0f)
+            a->c->k->scale(out, 1.0f / l, hd);
     }
 }
 
@@ -1977,11 +2064,23 @@ static void op_attention(eng_backend *be, const float *q, const uint16_t *k, con
      * them (the prompt cache's results must not depend on the cut) */
     const kernels *kt = a.c->k;
     const long G = n_head / n_head_kv;
+    const long n_kv = (long)pos0 + 1, runs = (G + 3) / 4;
+    long chunk = ATT_SPLIT;
+    if (n_kv > chunk * ATT_MAX_SPLITS)
+        chunk = (n_kv + ATT_MAX_SPLITS - 1) / ATT_MAX_SPLITS;
+    const long n_chunks = (n_kv + chunk - 1) / chunk;
     if (n_tokens > 1 && kt->att_pv32 && kt->mm6x32 &&
-        (long)head_dim * 64 + (ATT_TQ * G) * 34 <= SCRATCH_FLOATS)
+        (long)head_dim * 64 + (ATT_TQ * G) * 34 <= SCRATCH_FLOATS) {
         run(ctx_of(be), att_tiles_task, &a, work >= 16384);
-    else
+    } else if (n_tokens == 1 && n_chunks > 1 &&
+               n_chunks * ((long)n_head * head_dim + (long)n_head_kv * runs * 8) <= ABUF_FLOATS) {
+        att_split sp = { &a, chunk, n_chunks, runs, a.c->abuf, 0 };
+        atomic_init(&sp.next, 0);
+        run(ctx_of(be), att_split_task, &sp, true);
+        run(ctx_of(be), att_combine_task, &sp, n_head * head_dim * n_chunks >= 16384);
+    } else {
         run(ctx_of(be), att_task, &a, work >= 16384);
+    }
 }
 
 /* ---- ffn ---------------------------------------------------------------- */
