@@ -84,6 +84,26 @@ enum {
 
 /* ---- f16 <-> f32, scalar ---------------------------------------------- */
 
+#if defined(__aarch64__)
+/* The hardware's conversions (fcvt; exact both ways, round to nearest
+ * even): the portable ones below branch on every element, which keeps the
+ * compiler from vectorizing the scalar kernels, the only ones an ARM CPU
+ * (a Jetson's) runs. */
+static inline float h2f(uint16_t h)
+{
+    __fp16 x;
+    memcpy(&x, &h, 2);
+    return (float)x;
+}
+
+static inline uint16_t f2h(float f)
+{
+    __fp16 x = (__fp16)f;
+    uint16_t h;
+    memcpy(&h, &x, 2);
+    return h;
+}
+#else
 static inline float h2f(uint16_t h)
 {
     uint32_t sign = (uint32_t)(h & 0x8000) << 16;
@@ -129,6 +149,7 @@ static inline uint16_t f2h(float f)
     ax += 0xc8000fffu + odd; /* rebias exponent (-112 << 23) and round */
     return sign | (uint16_t)(ax >> 13);
 }
+#endif
 
 static inline float silu(float g)
 {

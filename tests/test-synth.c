@@ -28,8 +28,11 @@ static char dir[256];
 /* Runs si-synth with args; returns its exit status. */
 static int run(const char *args, const char *out_name)
 {
-    char cmd[2048];
-    snprintf(cmd, sizeof(cmd), "'%s' %s --out '%s/%s' 2>&1", tool, args, dir, out_name);
+    char cmd[4096];
+    /* SI_EXE_WRAPPER: a command prefix (qemu for the aarch64 build) */
+    const char *wrap = getenv("SI_EXE_WRAPPER");
+    snprintf(cmd, sizeof(cmd), "%s '%s' %s --out '%s/%s' 2>&1", wrap ? wrap : "", tool, args, dir,
+             out_name);
     int st = system(cmd);
     return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
