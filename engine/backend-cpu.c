@@ -634,19 +634,20 @@ VALWAYS __m256 ldq8(const int8_t *q)
     return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)q)));
 }
 
-/* GEMV over Q8_0 rows, four at a time: a block's 32 products summed in a
- * register, then scaled by the block's d into the row's sum (a quarter
- * of the f16 row's bytes fewer to read, more instructions a byte). The
- * rows GEMV_PF_ROWS ahead are prefetched, a line every other block. */
+/* GEMV over Q8_0 rows, four quarters side by side as gemv_impl walks
+ * them (four streams): a block's 32 products summed in a register, then
+ * scaled by the block's d into the row's sum (a quarter of the f16 row's
+ * bytes fewer to read, more instructions a byte). The rows GEMV_PF_ROWS
+ * ahead are prefetched, a line every other block. */
 TGT static void v_gemv_q8(const eng_q8_block *w, long cols, const float *x, const float *bias,
                           float *y, long r0, long r1)
 {
-    const long nb = cols / 32;
-    long r = r0;
-    for (; r + 4 <= r1; r += 4) {
+    const long nb = cols / 32, q = (r1 - r0) / 4;
+    for (long i0 = 0; i0 < q; i0++) {
+        const long rr[4] = { r0 + i0, r0 + q + i0, r0 + 2 * q + i0, r0 + 3 * q + i0 };
         const eng_q8_block *b[4];
         for (int j = 0; j < 4; j++)
-            b[j] = w + (size_t)(r + j) * nb;
+            b[j] = w + (size_t)rr[j] * nb;
         __m256 acc[4] = { _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),
                           _mm256_setzero_ps() };
         for (long i = 0; i < nb; i++) {
@@ -668,10 +669,10 @@ TGT static void v_gemv_q8(const eng_q8_block *w, long cols, const float *x, cons
         float o[4];
         _mm_storeu_ps(o, hsum4x8(acc[0], acc[1], acc[2], acc[3]));
         for (int j = 0; j < 4; j++)
-            y[r + j] = o[j] + (bias ? bias[r + j] : 0.0f);
+            y[rr[j]] = o[j] + (bias ? bias[rr[j]] : 0.0f);
     }
-    if (r < r1)
-        s_gemv_q8(w, cols, x, bias, y, r, r1);
+    if (r0 + 4 * q < r1)
+        s_gemv_q8(w, cols, x, bias, y, r0 + 4 * q, r1);
 }
 
 TGT static void v_cvt_rows(const uint16_t *const *src, int nrows, long n, float *dst, long ldd)
@@ -1259,15 +1260,14 @@ TGT512 static void v512_pack32(const void *const *w, bool f16, int nr, long n, f
     }
 }
 
-/* v_gemv_q8 on 512-bit registers: a block's 32 codes are two registers
- * (sign-extended and converted), half the instructions of AVX2's, which
- * left the Q8_0 head compute-bound at 16 GB/s. */
+/* v_gemv_q8 on 512-bit registers (the same walk): a block's 32 codes are
+ * two registers (sign-extended and converted), half the instructions of
+ * AVX2's, which left the Q8_0 head compute-bound at 16 GB/s. */
 TGT512 static void v512_gemv_q8(const eng_q8_block *w, long cols, const float *x,
                                 const float *bias, float *y, long r0, long r1)
 {
     const long nb = cols / 32, q = (r1 - r0) / 4;
     for (long i0 = 0; i0 < q; i0++) {
-        /* four quarters side by side, as gemv_impl: four streams */
         const long rr[4] = { r0 + i0, r0 + q + i0, r0 + 2 * q + i0, r0 + 3 * q + i0 };
         const eng_q8_block *b[4];
         for (int j = 0; j < 4; j++)
