@@ -192,6 +192,14 @@ try:
     check(r.id == 30 and r.WhichOneof("body") == "tokens", "tokens reply")
     check(len(r.tokens.ids) == done.prompt_tokens and r.tokens.n_ctx == 512 and not r.tokens.pieces,
           "tokenize counts generate's prompt: %d vs %d" % (len(r.tokens.ids), done.prompt_tokens))
+    # the chat's template markers are control tokens, one each (as generate
+    # evaluates them), not their text
+    tk.tokenize.pieces = True
+    c.send(tk)
+    r = c.recv()
+    check(r.id == 30 and list(r.tokens.pieces).count(b"<|im_start|>") >= 2
+          and len(r.tokens.pieces) == len(r.tokens.ids) == done.prompt_tokens,
+          "chat tokens: control tokens whole")
     raw = "Hello world, it's me: 1234 \u00e9t\u00e9 \u4e2d\u6587."
     tk = pb.Request(id=31)
     tk.tokenize.prompt = raw
