@@ -289,21 +289,42 @@ static void q8_to_f32(const eng_q8_block *b, long n, float *dst)
     }
 }
 
+/* A row of nb Q8_0 blocks times x: each block's products summed, then
+ * scaled by its d, as the vector kernels do. */
+static float s_dot_q8(const eng_q8_block *b, const float *x, long nb)
+{
+    float sum = 0.0f;
+    for (long i = 0; i < nb; i++) {
+        float s = 0.0f;
+        for (int j = 0; j < 32; j++)
+            s += (float)b[i].q[j] * x[32 * i + j];
+        sum += h2f(b[i].d) * s;
+    }
+    return sum;
+}
+
 static void s_gemv_q8(const eng_q8_block *w, long cols, const float *x, const float *bias,
                       float *y, long r0, long r1)
 {
     const long nb = cols / 32;
-    for (long r = r0; r < r1; r++) {
-        const eng_q8_block *b = w + (size_t)r * nb;
-        float sum = 0.0f;
-        for (long i = 0; i < nb; i++) {
-            float s = 0.0f;
-            for (int j = 0; j < 32; j++)
-                s += (float)b[i].q[j] * x[32 * i + j];
-            sum += h2f(b[i].d) * s;
-        }
-        y[r] = sum + (bias ? bias[r] : 0.0f);
+    for (long r = r0; r < r1; r++)
+        y[r] = s_dot_q8(w + (size_t)r * nb, x, nb) + (bias ? bias[r] : 0.0f);
+}
+
+/* An FFN row (f16, f32 or Q8_0) times x over n. */
+static float s_dot_row(const void *w, eng_dtype dt, const float *x, long n)
+{
+    return dt == ENG_DTYPE_Q8_0 ? s_dot_q8(w, x, n / 32) : s_dot_w(w, dt == ENG_DTYPE_F16, x, n);
+}
+
+/* Element i of an FFN row. */
+static inline float wval_dt(const void *row, long i, eng_dtype dt)
+{
+    if (dt == ENG_DTYPE_Q8_0) {
+        const eng_q8_block *b = (const eng_q8_block *)row + i / 32;
+        return h2f(b->d) * (float)b->q[i % 32];
     }
+    return wval(row, i, dt == ENG_DTYPE_F16);
 }
 
 static void s_gemv(const void *w, bool f16, long cols, const float *x, const float *bias,
@@ -348,20 +369,19 @@ static void s_exp4(float (*s)[4], int nb, const float *m, int G, float *l)
 static void s_ffn_fused(const ffn_args *a, long j0, long j1, float *acc)
 {
     const eng_ffn_weights *w = a->w;
-    bool f16 = w->dtype == ENG_DTYPE_F16;
-    long E = w->n_embd;
-    size_t es = dsize(f16);
+    const long E = w->n_embd;
+    const size_t rb = eng_dtype_bytes(w->dtype, (size_t)E);
     for (long j = j0; j < j1; j++) {
         long s = slot_of(a, j);
         float av = 0.0f;
         if (s >= 0) {
-            const char *g = (const char *)w->gate_up + (size_t)s * 2 * E * es;
-            float gs = s_dot_w(g, f16, a->x, E);
-            float us = s_dot_w(g + E * es, f16, a->x, E);
+            const char *g = (const char *)w->gate_up + (size_t)s * 2 * rb;
+            float gs = s_dot_row(g, w->dtype, a->x, E);
+            float us = s_dot_row(g + rb, w->dtype, a->x, E);
             av = silu(gs) * us;
-            const char *d = (const char *)w->down + (size_t)s * E * es;
+            const char *d = (const char *)w->down + (size_t)s * rb;
             for (long k = 0; k < E; k++)
-                acc[k] += av * wval(d, k, f16);
+                acc[k] += av * wval_dt(d, k, w->dtype);
         }
         if (a->act)
             a->act[j] = av;
@@ -372,8 +392,7 @@ static void s_ffn_down(const ffn_args *a, const float *A, long lda, float *y, lo
                        long c0, long nc, float *scratch)
 {
     const eng_ffn_weights *w = a->w;
-    bool f16 = w->dtype == ENG_DTYPE_F16;
-    long E = w->n_embd;
+    const size_t rb = eng_dtype_bytes(w->dtype, (size_t)w->n_embd);
     for (int t = 0; t < nt; t++)
         for (long c = 0; c < nc; c++)
             y[t * ldy + c0 + c] = 0.0f;
@@ -381,12 +400,12 @@ static void s_ffn_down(const ffn_args *a, const float *A, long lda, float *y, lo
         long s = slot_of(a, j);
         if (s < 0)
             continue;
-        const char *d = (const char *)w->down + ((size_t)s * E + c0) * dsize(f16);
+        const char *d = (const char *)w->down + (size_t)s * rb;
         for (int t = 0; t < nt; t++) {
             float av = A[t * lda + j];
             float *yt = y + t * ldy + c0;
             for (long c = 0; c < nc; c++)
-                yt[c] += av * wval(d, c, f16);
+                yt[c] += av * wval_dt(d, c0 + c, w->dtype);
         }
     }
 }
@@ -634,11 +653,37 @@ VALWAYS __m256 ldq8(const int8_t *q)
     return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)q)));
 }
 
+/* Four Q8_0 rows (n / 32 blocks) against x: per block the 32 products in a
+ * register, scaled by its d into the row's sum; the rows pf each a block
+ * a step (a 34-byte block: every line is touched). */
+VALWAYS void dot4_q8(const void *r0, const void *r1, const void *r2, const void *r3,
+                     const float *x, long n, float out[4], const char *const *pf)
+{
+    const eng_q8_block *b[4] = { r0, r1, r2, r3 };
+    __m256 acc[4] = { _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),
+                      _mm256_setzero_ps() };
+    for (long i = 0; i < n / 32; i++) {
+        if (pf)
+            for (int j = 0; j < 4; j++)
+                _mm_prefetch(pf[j] + i * sizeof(eng_q8_block), _MM_HINT_T0);
+        const float *xb = x + 32 * i;
+        const __m256 x0 = _mm256_loadu_ps(xb), x1 = _mm256_loadu_ps(xb + 8);
+        const __m256 x2 = _mm256_loadu_ps(xb + 16), x3 = _mm256_loadu_ps(xb + 24);
+        for (int j = 0; j < 4; j++) {
+            const eng_q8_block *bb = b[j] + i;
+            __m256 t = _mm256_mul_ps(ldq8(bb->q), x0);
+            t = _mm256_fmadd_ps(ldq8(bb->q + 8), x1, t);
+            t = _mm256_fmadd_ps(ldq8(bb->q + 16), x2, t);
+            t = _mm256_fmadd_ps(ldq8(bb->q + 24), x3, t);
+            acc[j] = _mm256_fmadd_ps(_mm256_set1_ps(_cvtsh_ss(bb->d)), t, acc[j]);
+        }
+    }
+    _mm_storeu_ps(out, hsum4x8(acc[0], acc[1], acc[2], acc[3]));
+}
+
 /* GEMV over Q8_0 rows, four quarters side by side as gemv_impl walks
- * them (four streams): a block's 32 products summed in a register, then
- * scaled by the block's d into the row's sum (a quarter of the f16 row's
- * bytes fewer to read, more instructions a byte). The rows GEMV_PF_ROWS
- * ahead are prefetched, a line every other block. */
+ * them (four streams), each prefetching its row GEMV_PF_ROWS ahead: a
+ * quarter of the f16 row's bytes fewer to read, more instructions a byte. */
 TGT static void v_gemv_q8(const eng_q8_block *w, long cols, const float *x, const float *bias,
                           float *y, long r0, long r1)
 {
@@ -646,28 +691,13 @@ TGT static void v_gemv_q8(const eng_q8_block *w, long cols, const float *x, cons
     for (long i0 = 0; i0 < q; i0++) {
         const long rr[4] = { r0 + i0, r0 + q + i0, r0 + 2 * q + i0, r0 + 3 * q + i0 };
         const eng_q8_block *b[4];
-        for (int j = 0; j < 4; j++)
+        const char *pf[4];
+        for (int j = 0; j < 4; j++) {
             b[j] = w + (size_t)rr[j] * nb;
-        __m256 acc[4] = { _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),
-                          _mm256_setzero_ps() };
-        for (long i = 0; i < nb; i++) {
-            if (GEMV_PF_ROWS && (i & 1) == 0)
-                for (int j = 0; j < 4; j++)
-                    _mm_prefetch((const char *)(b[j] + i + GEMV_PF_ROWS * nb), _MM_HINT_T0);
-            const float *xb = x + 32 * i;
-            const __m256 x0 = _mm256_loadu_ps(xb), x1 = _mm256_loadu_ps(xb + 8);
-            const __m256 x2 = _mm256_loadu_ps(xb + 16), x3 = _mm256_loadu_ps(xb + 24);
-            for (int j = 0; j < 4; j++) {
-                const eng_q8_block *bb = b[j] + i;
-                __m256 t = _mm256_mul_ps(ldq8(bb->q), x0);
-                t = _mm256_fmadd_ps(ldq8(bb->q + 8), x1, t);
-                t = _mm256_fmadd_ps(ldq8(bb->q + 16), x2, t);
-                t = _mm256_fmadd_ps(ldq8(bb->q + 24), x3, t);
-                acc[j] = _mm256_fmadd_ps(_mm256_set1_ps(_cvtsh_ss(bb->d)), t, acc[j]);
-            }
+            pf[j] = (const char *)(b[j] + GEMV_PF_ROWS * nb); /* past the end: a hint */
         }
         float o[4];
-        _mm_storeu_ps(o, hsum4x8(acc[0], acc[1], acc[2], acc[3]));
+        dot4_q8(b[0], b[1], b[2], b[3], x, cols, o, GEMV_PF_ROWS ? pf : NULL);
         for (int j = 0; j < 4; j++)
             y[rr[j]] = o[j] + (bias ? bias[rr[j]] : 0.0f);
     }
@@ -786,76 +816,139 @@ VALWAYS void axpy2_impl(float *acc, float a0, const void *d0, float a1, const vo
         acc[k] += a0 * wval(d0, k, f16) + a1 * wval(d1, k, f16);
 }
 
-/* One selected slot on its own (odd counts, invalid partners). */
-VALWAYS void ffn_one_slot(const ffn_args *a, long j, float *acc, bool f16)
-{
-    long s = slot_of(a, j);
-    float av = 0.0f;
-    if (s >= 0) {
-        size_t rs = (size_t)a->w->n_embd * dsize(f16);
-        const char *g = (const char *)a->w->gate_up + (size_t)s * 2 * rs;
-        const char *d = (const char *)a->w->down + (size_t)s * rs;
-        long E = a->w->n_embd;
-        av = silu(dot1_impl(g, a->x, E, f16)) * dot1_impl(g + rs, a->x, E, f16);
-        axpy2_impl(acc, av, d, 0.0f, d, E, f16, NULL, NULL);
-    }
-    if (a->act)
-        a->act[j] = av;
-}
-
-/* Two slots per step, one from each half of [j0, j1): the rows gate, up of
+/* The decode FFN's walk, shared by the kernel sets and weight types: DOT4
+ * (four rows against x, prefetching four more) and AXPY2 (acc += two
+ * scaled down rows, prefetching two more) are the set's kernels for the
+ * type, rs the bytes of a row.
+ *
+ * Two slots per step, one from each half of [j0, j1): the rows gate, up of
  * both share the x loads, their down rows share the load/store of acc, and
  * the halves are two independent streams for the memory system (with all
  * slots selected, each half is linear in memory). The slots FFN_PF_SLOTS
  * steps ahead are prefetched: selected slots are scattered, so the hardware
- * prefetcher cannot run ahead across them. */
-VALWAYS void ffn_fused_impl(const ffn_args *a, long j0, long j1, float *acc, bool f16)
+ * prefetcher cannot run ahead across them. A slot without a valid partner
+ * (odd counts, slots out of range) goes on its own, its rows twice. */
+#define FFN_FUSED_BODY(DOT4, AXPY2, rs)                                                      \
+    const long E = a->w->n_embd;                                                             \
+    const char *gu = a->w->gate_up, *dn = a->w->down;                                        \
+    const long h = (j1 - j0) / 2;                                                            \
+    for (long i = 0; i < h + 2; i++) {                                                       \
+        long ja = j0 + i, jb = j0 + h + i;                                                   \
+        if (i >= h) { /* the odd one, then nothing */                                        \
+            if (i > h || !((j1 - j0) & 1))                                                   \
+                break;                                                                       \
+            ja = jb = j1 - 1;                                                                \
+        }                                                                                    \
+        const long sa = slot_of(a, ja), sb = slot_of(a, jb);                                 \
+        if (i < h && (sa < 0 || sb < 0)) {                                                   \
+            ffn_one_slot_##DOT4(a, ja, acc, rs);                                             \
+            ffn_one_slot_##DOT4(a, jb, acc, rs);                                             \
+            continue;                                                                        \
+        }                                                                                    \
+        if (sa < 0) { /* the odd one, out of range */                                        \
+            if (a->act)                                                                      \
+                a->act[ja] = 0.0f;                                                           \
+            continue;                                                                        \
+        }                                                                                    \
+        const char *ga = gu + (size_t)sa * 2 * rs, *gb = gu + (size_t)sb * 2 * rs;           \
+        const char *pf[4] = { NULL, NULL, NULL, NULL }, *pd0 = NULL, *pd1 = NULL;            \
+        if (FFN_PF_SLOTS && i + FFN_PF_SLOTS < h) {                                          \
+            long ta = slot_of(a, ja + FFN_PF_SLOTS), tb = slot_of(a, jb + FFN_PF_SLOTS);     \
+            if (ta >= 0 && tb >= 0) {                                                        \
+                pf[0] = gu + (size_t)ta * 2 * rs;                                            \
+                pf[1] = pf[0] + rs;                                                          \
+                pf[2] = gu + (size_t)tb * 2 * rs;                                            \
+                pf[3] = pf[2] + rs;                                                          \
+                pd0 = dn + (size_t)ta * rs;                                                  \
+                pd1 = dn + (size_t)tb * rs;                                                  \
+            }                                                                                \
+        }                                                                                    \
+        float o[4];                                                                          \
+        DOT4(ga, ga + rs, gb, gb + rs, a->x, E, o, pf[0] ? pf : NULL);                       \
+        const float ava = silu(o[0]) * o[1], avb = ja == jb ? 0.0f : silu(o[2]) * o[3];      \
+        AXPY2(acc, ava, dn + (size_t)sa * rs, avb, dn + (size_t)sb * rs, E, pd0, pd1);       \
+        if (a->act) {                                                                        \
+            a->act[jb] = avb;                                                                \
+            a->act[ja] = ava;                                                                \
+        }                                                                                    \
+    }
+
+/* One slot on its own (a partner out of range): its rows as both pairs. */
+#define FFN_ONE_SLOT(DOT4, AXPY2, ATTR)                                                      \
+    ATTR void ffn_one_slot_##DOT4(const ffn_args *a, long j, float *acc, size_t rs)          \
+    {                                                                                        \
+        const long s = slot_of(a, j);                                                        \
+        float av = 0.0f;                                                                     \
+        if (s >= 0) {                                                                        \
+            const char *g = (const char *)a->w->gate_up + (size_t)s * 2 * rs;                \
+            const char *d = (const char *)a->w->down + (size_t)s * rs;                       \
+            float o[4];                                                                      \
+            DOT4(g, g + rs, g, g + rs, a->x, a->w->n_embd, o, NULL);                         \
+            av = silu(o[0]) * o[1];                                                          \
+            AXPY2(acc, av, d, 0.0f, d, a->w->n_embd, NULL, NULL);                            \
+        }                                                                                    \
+        if (a->act)                                                                          \
+            a->act[j] = av;                                                                  \
+    }
+
+#define DOT4_OF(F16)                                                                         \
+    (const void *r0, const void *r1, const void *r2, const void *r3, const float *x, long n, \
+     float out[4], const char *const *pf)                                                    \
+    {                                                                                        \
+        dot4_impl(r0, r1, r2, r3, x, n, F16, out, pf);                                       \
+    }
+VALWAYS void dot4_f16 DOT4_OF(true)
+VALWAYS void dot4_f32 DOT4_OF(false)
+#undef DOT4_OF
+
+VALWAYS void axpy2_f16(float *acc, float a0, const void *d0, float a1, const void *d1, long n,
+                       const char *p0, const char *p1)
 {
-    const eng_ffn_weights *w = a->w;
-    long E = w->n_embd;
-    size_t rs = (size_t)E * dsize(f16);
-    const char *gu = w->gate_up, *dn = w->down;
-    long h = (j1 - j0) / 2;
-    for (long i = 0; i < h; i++) {
-        long ja = j0 + i, jb = j0 + h + i;
-        long sa = slot_of(a, ja), sb = slot_of(a, jb);
-        if (sa < 0 || sb < 0) {
-            ffn_one_slot(a, ja, acc, f16);
-            ffn_one_slot(a, jb, acc, f16);
-            continue;
+    axpy2_impl(acc, a0, d0, a1, d1, n, true, p0, p1);
+}
+
+VALWAYS void axpy2_f32(float *acc, float a0, const void *d0, float a1, const void *d1, long n,
+                       const char *p0, const char *p1)
+{
+    axpy2_impl(acc, a0, d0, a1, d1, n, false, p0, p1);
+}
+
+/* acc[0..n) += a0 * d0 + a1 * d1 over Q8_0 rows: a block's d folded into
+ * its a once. */
+VALWAYS void axpy2_q8(float *acc, float a0, const void *d0, float a1, const void *d1, long n,
+                      const char *p0, const char *p1)
+{
+    const eng_q8_block *b0 = d0, *b1 = d1;
+    for (long i = 0; i < n / 32; i++) {
+        if (p0) {
+            _mm_prefetch(p0 + i * sizeof(eng_q8_block), _MM_HINT_T0);
+            _mm_prefetch(p1 + i * sizeof(eng_q8_block), _MM_HINT_T0);
         }
-        const char *ga = gu + (size_t)sa * 2 * rs, *gb = gu + (size_t)sb * 2 * rs;
-        const char *pf[4] = { NULL, NULL, NULL, NULL }, *pd0 = NULL, *pd1 = NULL;
-        if (FFN_PF_SLOTS && i + FFN_PF_SLOTS < h) {
-            long ta = slot_of(a, ja + FFN_PF_SLOTS), tb = slot_of(a, jb + FFN_PF_SLOTS);
-            if (ta >= 0 && tb >= 0) {
-                pf[0] = gu + (size_t)ta * 2 * rs;
-                pf[1] = pf[0] + rs;
-                pf[2] = gu + (size_t)tb * 2 * rs;
-                pf[3] = pf[2] + rs;
-                pd0 = dn + (size_t)ta * rs;
-                pd1 = dn + (size_t)tb * rs;
-            }
-        }
-        float o[4];
-        dot4_impl(ga, ga + rs, gb, gb + rs, a->x, E, f16, o, pf[0] ? pf : NULL);
-        float ava = silu(o[0]) * o[1], avb = silu(o[2]) * o[3];
-        axpy2_impl(acc, ava, dn + (size_t)sa * rs, avb, dn + (size_t)sb * rs, E, f16, pd0, pd1);
-        if (a->act) {
-            a->act[ja] = ava;
-            a->act[jb] = avb;
+        const __m256 s0 = _mm256_set1_ps(a0 * _cvtsh_ss(b0[i].d));
+        const __m256 s1 = _mm256_set1_ps(a1 * _cvtsh_ss(b1[i].d));
+        for (int u = 0; u < 32; u += 8) {
+            __m256 y = _mm256_loadu_ps(acc + 32 * i + u);
+            y = _mm256_fmadd_ps(s0, ldq8(b0[i].q + u), y);
+            y = _mm256_fmadd_ps(s1, ldq8(b1[i].q + u), y);
+            _mm256_storeu_ps(acc + 32 * i + u, y);
         }
     }
-    if ((j1 - j0) & 1)
-        ffn_one_slot(a, j1 - 1, acc, f16);
 }
+
+FFN_ONE_SLOT(dot4_f16, axpy2_f16, VALWAYS)
+FFN_ONE_SLOT(dot4_f32, axpy2_f32, VALWAYS)
+FFN_ONE_SLOT(dot4_q8, axpy2_q8, VALWAYS)
 
 TGT static void v_ffn_fused(const ffn_args *a, long j0, long j1, float *acc)
 {
-    if (a->w->dtype == ENG_DTYPE_F16)
-        ffn_fused_impl(a, j0, j1, acc, true);
-    else
-        ffn_fused_impl(a, j0, j1, acc, false);
+    const size_t rs = eng_dtype_bytes(a->w->dtype, (size_t)a->w->n_embd);
+    if (a->w->dtype == ENG_DTYPE_F16) {
+        FFN_FUSED_BODY(dot4_f16, axpy2_f16, rs)
+    } else if (a->w->dtype == ENG_DTYPE_Q8_0) {
+        FFN_FUSED_BODY(dot4_q8, axpy2_q8, rs)
+    } else {
+        FFN_FUSED_BODY(dot4_f32, axpy2_f32, rs)
+    }
 }
 
 /* Outer-product block over packed f32 down rows P [nj][ldp]: NT tokens x
@@ -952,14 +1045,24 @@ VALWAYS void down_tiles(const float *P, long ldp, int nj, long nc, const float *
 VALWAYS void down_pack(const ffn_args *a, long jb, int nj, long cc, long ncc, long ldp, float *P)
 {
     const eng_ffn_weights *w = a->w;
-    bool f16 = w->dtype == ENG_DTYPE_F16;
-    long E = w->n_embd;
+    const bool f16 = w->dtype == ENG_DTYPE_F16;
+    const size_t rb = eng_dtype_bytes(w->dtype, (size_t)w->n_embd);
     for (int i = 0; i < nj; i++) {
         long s = slot_of(a, jb + i);
         float *d = P + (size_t)i * ldp;
         long k = 0;
-        if (s >= 0) {
-            const char *src = (const char *)w->down + ((size_t)s * E + cc) * dsize(f16);
+        if (s >= 0 && w->dtype == ENG_DTYPE_Q8_0) {
+            /* cc is a multiple of 8: eight columns never straddle a block */
+            const eng_q8_block *b = (const eng_q8_block *)((const char *)w->down + (size_t)s * rb);
+            for (; k + 8 <= ncc; k += 8) {
+                const eng_q8_block *bb = b + (cc + k) / 32;
+                _mm256_store_ps(d + k, _mm256_mul_ps(ldq8(bb->q + (cc + k) % 32),
+                                                     _mm256_set1_ps(_cvtsh_ss(bb->d))));
+            }
+            for (; k < ncc; k++)
+                d[k] = wval_dt(b, cc + k, w->dtype);
+        } else if (s >= 0) {
+            const char *src = (const char *)w->down + (size_t)s * rb + (size_t)cc * dsize(f16);
             if (f16)
                 for (; k + 8 <= ncc; k += 8)
                     _mm256_store_ps(d + k, ld8(src, k, true));
@@ -1146,15 +1249,16 @@ TGT static void v_to_f32(const uint16_t *src, float *dst, long n)
 }
 
 /* The AVX2 set's ops, shared with the AVX-512 VNNI set below (which has
- * its own prefill down projection and softmax exponentials). */
+ * its own prefill down projection, softmax exponentials and Q8_0 kernels). */
 #define AVX2_OPS                                                                             \
     .gemv = v_gemv, .cvt_rows = v_cvt_rows, .dot4x3 = v_dot4x3, .dot4x3_h = v_dot4x3_h,      \
-    .ffn_fused = v_ffn_fused, .dot4_h = v_dot4_h, .pv4_h = v_pv4_h, .scale = v_scale,        \
-    .add = v_add, .to_f16 = v_to_f16, .to_f32 = v_to_f32
+    .dot4_h = v_dot4_h, .pv4_h = v_pv4_h, .scale = v_scale, .add = v_add, .to_f16 = v_to_f16, \
+    .to_f32 = v_to_f32
 
 static const kernels kern_avx2 = {
     .name = "avx2",
     AVX2_OPS,
+    .ffn_fused = v_ffn_fused,
     .gemv_q8 = v_gemv_q8,
     .ffn_down = v_ffn_down,
     .exp4 = s_exp4,
@@ -1260,9 +1364,60 @@ TGT512 static void v512_pack32(const void *const *w, bool f16, int nr, long n, f
     }
 }
 
-/* v_gemv_q8 on 512-bit registers (the same walk): a block's 32 codes are
- * two registers (sign-extended and converted), half the instructions of
- * AVX2's, which left the Q8_0 head compute-bound at 16 GB/s. */
+/* dot4_q8 on 512-bit registers: a block's 32 codes are two registers
+ * (sign-extended and converted), half the instructions of AVX2's, which
+ * left the Q8_0 head compute-bound at 16 GB/s. */
+VALWAYS512 void dot4_q8_512(const void *r0, const void *r1, const void *r2, const void *r3,
+                            const float *x, long n, float out[4], const char *const *pf)
+{
+    const eng_q8_block *b[4] = { r0, r1, r2, r3 };
+    __m512 acc[4] = { _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(),
+                      _mm512_setzero_ps() };
+    for (long i = 0; i < n / 32; i++) {
+        if (pf)
+            for (int j = 0; j < 4; j++)
+                _mm_prefetch(pf[j] + i * sizeof(eng_q8_block), _MM_HINT_T0);
+        const __m512 x0 = _mm512_loadu_ps(x + 32 * i), x1 = _mm512_loadu_ps(x + 32 * i + 16);
+        for (int j = 0; j < 4; j++) {
+            const eng_q8_block *bb = b[j] + i;
+            const __m512 q0 = _mm512_cvtepi32_ps(
+                _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)bb->q)));
+            const __m512 q1 = _mm512_cvtepi32_ps(
+                _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(bb->q + 16))));
+            const __m512 t = _mm512_fmadd_ps(q1, x1, _mm512_mul_ps(q0, x0));
+            acc[j] = _mm512_fmadd_ps(_mm512_set1_ps(_cvtsh_ss(bb->d)), t, acc[j]);
+        }
+    }
+    for (int j = 0; j < 4; j++)
+        out[j] = _mm512_reduce_add_ps(acc[j]);
+}
+
+/* axpy2_q8 on 512-bit registers */
+VALWAYS512 void axpy2_q8_512(float *acc, float a0, const void *d0, float a1, const void *d1,
+                             long n, const char *p0, const char *p1)
+{
+    const eng_q8_block *b0 = d0, *b1 = d1;
+    for (long i = 0; i < n / 32; i++) {
+        if (p0) {
+            _mm_prefetch(p0 + i * sizeof(eng_q8_block), _MM_HINT_T0);
+            _mm_prefetch(p1 + i * sizeof(eng_q8_block), _MM_HINT_T0);
+        }
+        const __m512 s0 = _mm512_set1_ps(a0 * _cvtsh_ss(b0[i].d));
+        const __m512 s1 = _mm512_set1_ps(a1 * _cvtsh_ss(b1[i].d));
+        for (int u = 0; u < 32; u += 16) {
+            __m512 y = _mm512_loadu_ps(acc + 32 * i + u);
+            y = _mm512_fmadd_ps(s0, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(
+                                        _mm_loadu_si128((const __m128i *)(b0[i].q + u)))),
+                                y);
+            y = _mm512_fmadd_ps(s1, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(
+                                        _mm_loadu_si128((const __m128i *)(b1[i].q + u)))),
+                                y);
+            _mm512_storeu_ps(acc + 32 * i + u, y);
+        }
+    }
+}
+
+/* v_gemv_q8's walk with dot4_q8_512 */
 TGT512 static void v512_gemv_q8(const eng_q8_block *w, long cols, const float *x,
                                 const float *bias, float *y, long r0, long r1)
 {
@@ -1270,30 +1425,31 @@ TGT512 static void v512_gemv_q8(const eng_q8_block *w, long cols, const float *x
     for (long i0 = 0; i0 < q; i0++) {
         const long rr[4] = { r0 + i0, r0 + q + i0, r0 + 2 * q + i0, r0 + 3 * q + i0 };
         const eng_q8_block *b[4];
-        for (int j = 0; j < 4; j++)
+        const char *pf[4];
+        for (int j = 0; j < 4; j++) {
             b[j] = w + (size_t)rr[j] * nb;
-        __m512 acc[4] = { _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(),
-                          _mm512_setzero_ps() };
-        for (long i = 0; i < nb; i++) {
-            if (GEMV_PF_ROWS && (i & 1) == 0)
-                for (int j = 0; j < 4; j++)
-                    _mm_prefetch((const char *)(b[j] + i + GEMV_PF_ROWS * nb), _MM_HINT_T0);
-            const __m512 x0 = _mm512_loadu_ps(x + 32 * i), x1 = _mm512_loadu_ps(x + 32 * i + 16);
-            for (int j = 0; j < 4; j++) {
-                const eng_q8_block *bb = b[j] + i;
-                const __m512 q0 = _mm512_cvtepi32_ps(
-                    _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)bb->q)));
-                const __m512 q1 = _mm512_cvtepi32_ps(
-                    _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(bb->q + 16))));
-                const __m512 t = _mm512_fmadd_ps(q1, x1, _mm512_mul_ps(q0, x0));
-                acc[j] = _mm512_fmadd_ps(_mm512_set1_ps(_cvtsh_ss(bb->d)), t, acc[j]);
-            }
+            pf[j] = (const char *)(b[j] + GEMV_PF_ROWS * nb);
         }
+        float o[4];
+        dot4_q8_512(b[0], b[1], b[2], b[3], x, cols, o, GEMV_PF_ROWS ? pf : NULL);
         for (int j = 0; j < 4; j++)
-            y[rr[j]] = _mm512_reduce_add_ps(acc[j]) + (bias ? bias[rr[j]] : 0.0f);
+            y[rr[j]] = o[j] + (bias ? bias[rr[j]] : 0.0f);
     }
     if (r0 + 4 * q < r1)
         s_gemv_q8(w, cols, x, bias, y, r0 + 4 * q, r1);
+}
+
+FFN_ONE_SLOT(dot4_q8_512, axpy2_q8_512, VALWAYS512)
+
+/* The decode FFN: Q8_0 slots on 512-bit registers, the others as AVX2's */
+TGT512 static void v512_ffn_fused(const ffn_args *a, long j0, long j1, float *acc)
+{
+    if (a->w->dtype != ENG_DTYPE_Q8_0) {
+        v_ffn_fused(a, j0, j1, acc);
+        return;
+    }
+    const size_t rs = eng_dtype_bytes(ENG_DTYPE_Q8_0, (size_t)a->w->n_embd);
+    FFN_FUSED_BODY(dot4_q8_512, axpy2_q8_512, rs)
 }
 
 TGT512 static void v512_pack32_q8(const eng_q8_block *const *w, int nr, long n, float *P)
@@ -1521,6 +1677,7 @@ static const kernels kern_avx512 = {
     .att_pv32 = v512_att_pv32,
     .exp4 = v512_exp4,
     .ffn_down = v512_ffn_down,
+    .ffn_fused = v512_ffn_fused,
 };
 #endif /* HAVE_X86 */
 
@@ -2142,8 +2299,7 @@ static void act_packed_block(ffn_run *r, const void *const *src, int nj, const b
                              long j0, float *P)
 {
     const kernels *k = r->c->k;
-    const bool f16 = r->a.w->dtype == ENG_DTYPE_F16;
-    const size_t es = f16 ? 2 : 4;
+    const eng_dtype dt = r->a.w->dtype;
     const long E = r->a.w->n_embd;
     const bool one = E <= PACK_K;
     const long KC = one ? E : ACT_KC;
@@ -2155,9 +2311,12 @@ static void act_packed_block(ffn_run *r, const void *const *src, int nj, const b
             const long kc = E - k0 < KC ? E - k0 : KC;
             const bool last = k0 + kc == E;
             const void *sk[PACK_ROWS];
-            for (int i = 0; i < 2 * nj; i++)
-                sk[i] = (const char *)src[i] + (size_t)k0 * es;
-            k->pack32(sk, f16, 2 * nj, kc, P);
+            for (int i = 0; i < 2 * nj; i++) /* k0 is a multiple of 32 */
+                sk[i] = (const char *)src[i] + eng_dtype_bytes(dt, (size_t)k0);
+            if (dt == ENG_DTYPE_Q8_0)
+                k->pack32_q8((const eng_q8_block *const *)sk, 2 * nj, kc, P);
+            else
+                k->pack32(sk, dt == ENG_DTYPE_F16, 2 * nj, kc, P);
             for (int t = 0; t < ntc; t += 6) {
                 const int ntt = ntc - t < 6 ? ntc - t : 6;
                 const float *xp[6];
@@ -2186,9 +2345,8 @@ static void ffn_act_packed_task(void *p, int ith, int nth)
 {
     ffn_run *r = p;
     const eng_ffn_weights *w = r->a.w;
-    const bool f16 = w->dtype == ENG_DTYPE_F16;
-    const long E = w->n_embd, n_sel = r->a.n_sel;
-    const size_t rs = (size_t)E * (f16 ? 2 : 4);
+    const long n_sel = r->a.n_sel;
+    const size_t rs = eng_dtype_bytes(w->dtype, (size_t)w->n_embd);
     float *P = thread_scratch(r->c, ith);
     long b, e;
     eng_split((n_sel + 15) / 16, ith, nth, &b, &e);
@@ -2229,10 +2387,12 @@ static void ffn_act_task(void *p, int ith, int nth)
     ffn_run *r = p;
     const kernels *k = r->c->k;
     const eng_ffn_weights *w = r->a.w;
-    bool f16 = w->dtype == ENG_DTYPE_F16;
+    const bool f16 = w->dtype == ENG_DTYPE_F16, q8 = w->dtype == ENG_DTYPE_Q8_0;
+    const size_t rs = eng_dtype_bytes(w->dtype, (size_t)w->n_embd);
     long E = w->n_embd, n_sel = r->a.n_sel;
-    /* convert when a block of 16 rows fits the scratch */
-    bool convert = f16 && (long)BLOCK_ROWS * E <= SCRATCH_FLOATS;
+    /* convert when a block of 16 rows fits the scratch (op_ffn sees that
+     * Q8_0 rows do) */
+    bool convert = (f16 || q8) && (long)BLOCK_ROWS * E <= SCRATCH_FLOATS;
     float *scr = thread_scratch(r->c, ith);
     long b, e;
     eng_split((n_sel + 7) / 8, ith, nth, &b, &e);
@@ -2257,22 +2417,24 @@ static void ffn_act_task(void *p, int ith, int nth)
                     r->A[t * r->lda + j0 + i] = 0.0f;
             continue;
         }
-        for (int i = 0; i < nj; i++) {
-            long s = sl[i] >= 0 ? sl[i] : any;
-            if (f16) {
-                hrows[2 * i] = (const uint16_t *)w->gate_up + (size_t)s * 2 * E;
-                hrows[2 * i + 1] = hrows[2 * i] + E;
-            } else {
-                frows[2 * i] = (const float *)w->gate_up + (size_t)s * 2 * E;
-                frows[2 * i + 1] = frows[2 * i] + E;
-            }
-        }
         int nr = 2 * nj;
-        if (convert) {
+        const void *rows[16];
+        for (int i = 0; i < nr; i++)
+            rows[i] = (const char *)w->gate_up + ((size_t)(sl[i / 2] >= 0 ? sl[i / 2] : any) * 2 +
+                                                  (size_t)(i & 1)) * rs;
+        for (int i = 0; i < nr; i++) {
+            hrows[i] = rows[i];
+            frows[i] = rows[i];
+        }
+        if (convert && q8) {
+            for (int i = 0; i < nr; i++)
+                q8_to_f32(rows[i], E, scr + (size_t)i * E);
+        } else if (convert) {
             k->cvt_rows(hrows, nr, E, scr, E);
+        }
+        if (convert)
             for (int i = 0; i < nr; i++)
                 frows[i] = scr + (size_t)i * E;
-        }
         bool f32rows = !f16 || convert;
         for (int t = 0; t < r->nt; t += 3) {
             int ntt = r->nt - t < 3 ? r->nt - t : 3;
@@ -2321,7 +2483,8 @@ static void op_ffn(eng_backend *be, const eng_ffn_weights *w, const int32_t *sel
                    const float *x, float *y, int n_tokens, float *act)
 {
     cpu_ctx *c = ctx_of(be);
-    if (!w || !x || !y || n_tokens <= 0 || w->n_embd <= 0 || w->n_slots < 0 || n_sel < 0)
+    if (!w || !x || !y || n_tokens <= 0 || w->n_embd <= 0 || w->n_slots < 0 || n_sel < 0 ||
+        (w->dtype == ENG_DTYPE_Q8_0 && (w->n_embd % 32 || w->n_embd > SCRATCH_FLOATS)))
         return;
     long E = w->n_embd;
     if (n_sel == 0) {
@@ -2341,6 +2504,15 @@ static void op_ffn(eng_backend *be, const eng_ffn_weights *w, const int32_t *sel
 
     /* Two phases per token chunk; A is act itself when given, else abuf. */
     long chunk = act ? n_tokens : ABUF_FLOATS / n_sel;
+    if (w->dtype == ENG_DTYPE_Q8_0 && !c->k->mm6x32 && (long)BLOCK_ROWS * E > SCRATCH_FLOATS &&
+        E <= SCRATCH_FLOATS) {
+        /* Q8_0 rows past what ffn_act_task converts (n_embd over 4096
+         * without the packed kernels): a token at a time, fused */
+        for (int t = 0; t < n_tokens; t++)
+            op_ffn(be, w, sel, n_sel, x + (size_t)t * E, y + (size_t)t * E, 1,
+                   act ? act + (size_t)t * n_sel : NULL);
+        return;
+    }
     if (chunk < 1) {
         /* n_sel beyond the buffer (over a million slots): one token at a
          * time through the fused path when it fits, else nothing sane. */
@@ -2482,16 +2654,18 @@ static void sketch_task(void *p, int ith, int nth)
     pick_run *r = p;
     const eng_ffn_weights *w = r->w;
     const long E = w->n_embd;
-    const size_t es = w->dtype == ENG_DTYPE_F32 ? 4 : 2, sb = eng_sketch_slot_bytes((int)E);
+    const size_t rs = eng_dtype_bytes(w->dtype, (size_t)E), sb = eng_sketch_slot_bytes((int)E);
     float *row = thread_scratch(r->c, ith);
     uint8_t *q4 = (uint8_t *)(row + E);
     long b, e;
     eng_split(w->n_slots, ith, nth, &b, &e);
     for (long j = b; j < e; j++)
         for (int h = 0; h < 2; h++) {
-            const uint8_t *src = (const uint8_t *)w->gate_up + ((size_t)j * 2 + h) * E * es;
+            const uint8_t *src = (const uint8_t *)w->gate_up + ((size_t)j * 2 + h) * rs;
             if (w->dtype == ENG_DTYPE_F32)
                 memcpy(row, src, (size_t)E * sizeof(float));
+            else if (w->dtype == ENG_DTYPE_Q8_0)
+                q8_to_f32((const eng_q8_block *)src, E, row);
             else
                 r->c->k->to_f32((const uint16_t *)src, row, E);
             eng_quant_row(GGML_TYPE_Q4_0, row, q4, (size_t)E);

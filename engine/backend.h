@@ -24,8 +24,8 @@
  *
  * Shapes are written [outer][inner], inner contiguous. Activations are f32;
  * weights are f16 or f32 (eng_dtype; a GPU backend takes f16 only), and
- * a matrix (eng_weight, not the FFN) may be Q8_0 where dtypes says so:
- * rows of cols / 32 blocks of eng_q8_block; the KV cache is f16.
+ * a matrix or an FFN's slots may be Q8_0 where dtypes says so: rows of
+ * cols / 32 blocks of eng_q8_block; the KV cache is f16.
  */
 #ifndef ENGINE_BACKEND_H
 #define ENGINE_BACKEND_H
@@ -57,13 +57,15 @@ typedef struct eng_weight {
 /* The FFN of one layer, stored neuron-major so that any subset of neurons
  * can be computed while reading only their weights. Slot s holds one neuron
  * (which one is the model's business): gate_up[s] = [gate row | up row],
- * down[s] = that neuron's column of W_down. */
+ * down[s] = that neuron's column of W_down. Each of the three is a row of
+ * n_embd values in dtype: eng_dtype_bytes(dtype, n_embd) bytes, for Q8_0
+ * (n_embd a multiple of 32) n_embd / 32 blocks. */
 typedef struct eng_ffn_weights {
     eng_dtype dtype;
     int n_embd;
     int n_slots;
-    const void *gate_up; /* [n_slots][2][n_embd] */
-    const void *down;    /* [n_slots][n_embd] */
+    const void *gate_up; /* [n_slots][2][row] */
+    const void *down;    /* [n_slots][row] */
     /* ENG_PICK_TOKEN's sketch, NULL when the plan keeps none: slot s's gate
      * row, then its up row, each Q4_0 regrouped (eng_sketch_row below). */
     const void *sketch;

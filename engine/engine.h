@@ -55,7 +55,8 @@ typedef enum eng_dtype {
     ENG_DTYPE_F32 = 1,
     /* ggml's Q8_0 blocks (32 int8 and their f16 scale, 34 bytes): a matrix
      * the file holds in Q8_0 keeps its own bytes under f16 storage, where
-     * the backend computes on them (the CPU; not a storage choice) */
+     * the backend computes on them (the CPU), as does everything with
+     * q8_matrices below (not a storage choice) */
     ENG_DTYPE_Q8_0 = 2,
 } eng_dtype;
 
@@ -69,10 +70,11 @@ typedef enum eng_backend_kind {
 
 typedef struct eng_model_params {
     eng_dtype storage; /* weight storage type after conversion */
-    /* With f16 storage, on a backend that computes on Q8_0 (the CPU): the
-     * matrices outside the FFN (attention, embeddings, head) in Q8_0
-     * whatever the file holds, where a row is whole blocks of 32 (the
-     * file's Q8_0 matrices stay Q8_0 either way). About half their bytes,
+    /* With f16 storage, on a backend that computes on Q8_0 (the CPU):
+     * every matrix (attention, embeddings, head) and the FFN's neuron slots
+     * in Q8_0 whatever the file holds, where a row is whole blocks of 32
+     * (the file's Q8_0 matrices stay Q8_0 either way, and so do FFN slots
+     * whose gate and up rows the file holds in Q8_0). About half the bytes
      * for rounding to 8 bits per block. */
     bool q8_matrices;
     int n_threads;     /* worker threads; <= 0: number of online CPUs */

@@ -54,6 +54,13 @@ enum ggml_type {
     GGML_TYPE_BF16 = 30,
 };
 
+/* The block type whose bytes an engine weight type's are: the file's
+ * quantizers and dequantizers read and write engine rows through it. */
+static inline uint32_t ggml_type_of_dtype(eng_dtype dt)
+{
+    return dt == ENG_DTYPE_Q8_0 ? GGML_TYPE_Q8_0 : dt == ENG_DTYPE_F32 ? GGML_TYPE_F32 : GGML_TYPE_F16;
+}
+
 #define GGUF_MAX_DIMS 4
 #define GGUF_DEFAULT_ALIGNMENT 32
 

@@ -201,11 +201,6 @@ static int oom_err(loader *ld, size_t bytes, const char *what)
     return eng__set_err(ld->err, -ENOMEM, "out of memory loading %s", what);
 }
 
-static size_t dtype_size(eng_dtype dt)
-{
-    return dt == ENG_DTYPE_F32 ? 4 : 2;
-}
-
 /* How a matrix is stored: a Q8_0 matrix of the file keeps its own bytes
  * (exactly; f16 would round d * q) where the backend computes on Q8_0 and
  * the storage is f16, and with q8_matrices any other is quantized to it;
@@ -219,10 +214,23 @@ static eng_dtype mat_dtype(const eng_model *m, const gguf_tensor *t)
     return m->info.storage;
 }
 
+/* How the FFN's slots are stored: Q8_0 under the same rule as a matrix
+ * (the file's gate and up rows in Q8_0, or q8_matrices), all layers alike
+ * so that a plan prices every neuron the same. A down column runs across
+ * the file's rows, so it is requantized from the file's blocks either way. */
+static eng_dtype ffn_dtype(const eng_model *m, const gguf_file *f)
+{
+    return m->info.n_embd % 32 == 0 ? mat_dtype(m, gguf_find_tensor(f, "blk.0.ffn_gate.weight"))
+                                     : m->info.storage;
+}
+
+/* n values (a multiple of 32 for Q8_0) in type dt */
 static void store_row(eng_dtype dt, const float *src, void *dst, size_t n)
 {
     if (dt == ENG_DTYPE_F32)
         memcpy(dst, src, n * sizeof(float));
+    else if (dt == ENG_DTYPE_Q8_0)
+        eng_quant_row(GGML_TYPE_Q8_0, src, dst, n);
     else
         eng_f32_to_f16_row(src, dst, n);
 }
@@ -303,7 +311,8 @@ static int load_mat(loader *ld, const char *name, uint64_t cols, uint64_t rows, 
 }
 
 /* Rows of W_down dequantized per block when gathering neuron columns: the
- * scratch is DOWN_BLOCK x n_ff floats, far below one layer. */
+ * scratch is DOWN_BLOCK x n_ff floats, far below one layer. A multiple of
+ * 32: a Q8_0 column is stored a block at a time. */
 #define DOWN_BLOCK 64
 
 typedef struct ffn_tensors {
@@ -341,7 +350,7 @@ static void load_neurons(loader *ld, const ffn_tensors *t, eng_layer *L, const i
                          const int32_t *slots, int count, uint64_t *bytes_read)
 {
     eng_backend *be = ld->m->be;
-    const size_t es = dtype_size(L->ffn.dtype), E = (size_t)L->ffn.n_embd;
+    const size_t rb = eng_dtype_bytes(L->ffn.dtype, (size_t)L->ffn.n_embd);
     for (int i = 0; i < count; i++)
         L->neuron_of_slot[slots[i]] = neurons[i];
     if (be->iface->host_memory) {
@@ -350,10 +359,10 @@ static void load_neurons(loader *ld, const ffn_tensors *t, eng_layer *L, const i
         return;
     }
     /* packed: slot i of the staging buffers is the i-th neuron */
-    uint8_t *gu = ld->stage, *down = ld->stage + (size_t)count * 2 * E * es;
+    uint8_t *gu = ld->stage, *down = ld->stage + (size_t)count * 2 * rb;
     load_neurons_host(ld, t, gu, down, L->ffn.dtype, neurons, NULL, count, bytes_read);
-    be->iface->upload_rows(be, (void *)L->ffn.gate_up, slots, gu, count, 2 * E * es);
-    be->iface->upload_rows(be, (void *)L->ffn.down, slots, down, count, E * es);
+    be->iface->upload_rows(be, (void *)L->ffn.gate_up, slots, gu, count, 2 * rb);
+    be->iface->upload_rows(be, (void *)L->ffn.down, slots, down, count, rb);
 }
 
 /* load_neurons into host buffers gu and down; slots NULL: slot i. */
@@ -363,16 +372,22 @@ static void load_neurons_host(loader *ld, const ffn_tensors *t, uint8_t *gu, uin
 {
     eng_model *m = ld->m;
     const int E = m->info.n_embd, F = m->info.n_ff;
-    const size_t es = dtype_size(dt);
+    const size_t sr = eng_dtype_bytes(dt, (size_t)E); /* a slot's row */
     float *row = ld->row;
 #define SLOT(i) ((size_t)(slots ? slots[i] : (i)))
 
-    for (int i = 0; i < count; i++) {
-        dequant_row(ld, t->gate, (uint64_t)neurons[i], row);
-        store_row(dt, row, gu + (SLOT(i) * 2 + 0) * E * es, E);
-        dequant_row(ld, t->up, (uint64_t)neurons[i], row);
-        store_row(dt, row, gu + (SLOT(i) * 2 + 1) * E * es, E);
-    }
+    for (int i = 0; i < count; i++)
+        for (int h = 0; h < 2; h++) {
+            const gguf_tensor *gt = h ? t->up : t->gate;
+            uint8_t *dst = gu + (SLOT(i) * 2 + h) * sr;
+            if (dt == ENG_DTYPE_Q8_0 && gt->type == GGML_TYPE_Q8_0) {
+                /* the file's own blocks, as for a matrix */
+                memcpy(dst, (const uint8_t *)gt->data + (size_t)neurons[i] * sr, sr);
+            } else {
+                dequant_row(ld, gt, (uint64_t)neurons[i], row);
+                store_row(dt, row, dst, E);
+            }
+        }
     if (bytes_read)
         *bytes_read += 2 * (uint64_t)count * ggml_row_bytes(t->gate->type, E);
     if (count == 0)
@@ -392,7 +407,7 @@ static void load_neurons_host(loader *ld, const ffn_tensors *t, uint8_t *gu, uin
                 eng_dequant_row_f32(dtype, data + (size_t)e * rb + b * BB, blk, B);
                 row[e] = blk[k];
             }
-            store_row(dt, row, down + SLOT(i) * E * es, E);
+            store_row(dt, row, down + SLOT(i) * sr, E);
         }
         if (bytes_read)
             *bytes_read += (uint64_t)count * E * BB;
@@ -407,7 +422,7 @@ static void load_neurons_host(loader *ld, const ffn_tensors *t, uint8_t *gu, uin
         for (int i = 0; i < count; i++) {
             for (int b = 0; b < nb; b++)
                 tmp[b] = row[(size_t)b * F + neurons[i]];
-            store_row(dt, tmp, down + (SLOT(i) * E + e0) * es, nb);
+            store_row(dt, tmp, down + SLOT(i) * sr + eng_dtype_bytes(dt, (size_t)e0), nb);
         }
     }
     if (bytes_read)
@@ -469,15 +484,15 @@ static int sketch_supported(const eng_model *m, const eng_plan *plan, eng_error 
 static int ffn_alloc(eng_model *m, eng_layer *L, int cap)
 {
     const int E = m->info.n_embd;
-    const size_t es = dtype_size(m->info.storage);
+    const size_t rb = eng_dtype_bytes(m->ffn_dtype, (size_t)E);
     int c = cap > 0 ? cap : 1;
-    void *gu = weight_alloc(m, (size_t)c * 2 * E * es);
-    void *down = weight_alloc(m, (size_t)c * E * es);
+    void *gu = weight_alloc(m, (size_t)c * 2 * rb);
+    void *down = weight_alloc(m, (size_t)c * rb);
     int32_t *ids = model_alloc(m, (size_t)c * sizeof(int32_t));
     uint8_t *st = model_alloc(m, (size_t)c);
     if (!gu || !down || !ids || !st)
         return -ENOMEM;
-    L->ffn = (eng_ffn_weights){ .dtype = m->info.storage, .n_embd = E, .n_slots = 0,
+    L->ffn = (eng_ffn_weights){ .dtype = m->ffn_dtype, .n_embd = E, .n_slots = 0,
                                 .gate_up = gu, .down = down };
     L->neuron_of_slot = ids;
     L->slot_static = st;
@@ -498,7 +513,8 @@ static int load_ffn(loader *ld, int il, eng_layer *L, const eng_plan *plan)
     if (ffn_alloc(m, L, n) < 0) {
         char what[64];
         snprintf(what, sizeof(what), "the FFN of layer %d", il);
-        return oom_err(ld, (size_t)n * 3 * m->info.n_embd * dtype_size(m->info.storage), what);
+        return oom_err(ld, (size_t)n * 3 * eng_dtype_bytes(m->ffn_dtype, (size_t)m->info.n_embd),
+                       what);
     }
     int32_t *slots = malloc((size_t)(n > 0 ? n : 1) * sizeof(int32_t));
     if (!slots)
@@ -522,7 +538,7 @@ static int load_ffn(loader *ld, int il, eng_layer *L, const eng_plan *plan)
     for (int j = 0; j < n; j++)
         L->slot_static[j] = j < n_static;
     L->sparse = plan->sparse[il];
-    m->info.bytes_weights += (uint64_t)n * 3 * m->info.n_embd * dtype_size(m->info.storage);
+    m->info.bytes_weights += (uint64_t)n * 3 * eng_dtype_bytes(m->ffn_dtype, (size_t)m->info.n_embd);
     if (wants_sketch(plan, il)) {
         /* filled by the backend (build_sketch) once the slots are loaded */
         size_t sb = eng_sketch_slot_bytes(m->info.n_embd);
@@ -552,9 +568,8 @@ typedef struct jobs_run {
 /* Bytes of staging a job needs when backend memory is not host memory. */
 static size_t job_stage_bytes(const eng_model *m, const conv_job *j)
 {
-    size_t es = dtype_size(m->info.storage);
     if (j->L)
-        return (size_t)j->n * 3 * m->info.n_embd * es;
+        return (size_t)j->n * 3 * eng_dtype_bytes(m->ffn_dtype, (size_t)m->info.n_embd);
     return (size_t)(j->r1 - j->r0) * eng_dtype_bytes(j->dt, j->cols);
 }
 
@@ -571,11 +586,6 @@ static void run_job(loader *ld, const conv_job *j)
     if (j->dt == ENG_DTYPE_Q8_0 && j->t->type == GGML_TYPE_Q8_0) {
         /* the file's own blocks: a Q8_0 row is rb bytes there too */
         memcpy(dst, (const uint8_t *)j->t->data + j->r0 * rb, (j->r1 - j->r0) * rb);
-    } else if (j->dt == ENG_DTYPE_Q8_0) {
-        for (uint64_t i = j->r0; i < j->r1; i++) {
-            dequant_row(ld, j->t, i, ld->row);
-            eng_quant_row(GGML_TYPE_Q8_0, ld->row, dst + (i - j->r0) * rb, j->cols);
-        }
     } else {
         for (uint64_t i = j->r0; i < j->r1; i++) {
             dequant_row(ld, j->t, i, ld->row);
@@ -833,7 +843,7 @@ static uint64_t bytes_per_token(const eng_model *m)
         const eng_weight *w[4] = { &L->wq, &L->wk, &L->wv, &L->wo };
         for (int i = 0; i < 4; i++)
             b += eng_dtype_bytes(w[i]->dtype, (size_t)w[i]->rows * w[i]->cols);
-        b += (uint64_t)L->ffn.n_slots * 3 * L->ffn.n_embd * dtype_size(L->ffn.dtype);
+        b += (uint64_t)L->ffn.n_slots * 3 * eng_dtype_bytes(L->ffn.dtype, (size_t)L->ffn.n_embd);
     }
     b += eng_dtype_bytes(m->output.dtype, (size_t)m->output.rows * m->output.cols);
     return b;
@@ -867,7 +877,6 @@ static uint64_t fingerprint(const gguf_file *f, const eng_model *m)
 static void plan_shape(const gguf_file *f, const eng_model *m, eng_plan_shape *sh)
 {
     const eng_model_info *i = &m->info;
-    const uint64_t es = dtype_size(i->storage);
     const uint64_t qd = (uint64_t)i->n_head * i->head_dim, kvd = (uint64_t)i->n_head_kv * i->head_dim;
     const uint64_t VE = (uint64_t)i->n_vocab * i->n_embd, E = (uint64_t)i->n_embd;
     /* the matrices, each in its storage (mat_dtype; a loaded model's own) */
@@ -897,7 +906,7 @@ static void plan_shape(const gguf_file *f, const eng_model *m, eng_plan_shape *s
         }
     }
     *sh = (eng_plan_shape){ .n_layer = i->n_layer, .n_ff = i->n_ff, .n_embd = i->n_embd,
-                            .bytes_per_neuron = 3 * (size_t)i->n_embd * es, .bytes_fixed = fixed,
+                            .bytes_per_neuron = 3 * eng_dtype_bytes(m->ffn_dtype, (size_t)i->n_embd), .bytes_fixed = fixed,
                             .sketch_per_neuron = i->n_embd % 32 ? 0 : eng_sketch_slot_bytes(i->n_embd),
                             .fingerprint = i->fingerprint, .arch = i->arch,
                             .n_vocab = (uint32_t)i->n_vocab, .down_norm = m->down_norm };
@@ -984,6 +993,7 @@ int eng__model_load_backend(const char *path, const eng_model_params *params, en
      * bytes a plan (a memory budget) works with */
     if (!m->be && (r = backend_start(m, &p, err)) < 0)
         goto fail;
+    m->ffn_dtype = ffn_dtype(m, f);
     eng_plan_shape shape;
     plan_shape(f, m, &shape);
     m->bytes_fixed = shape.bytes_fixed;
@@ -1617,12 +1627,11 @@ static void model_free_ptr(eng_model *m, void *p)
  * be A: compaction after neurons left), in backend memory. */
 static void copy_slot(eng_backend *be, const eng_layer *A, int from, eng_layer *B, int to)
 {
-    const size_t es = dtype_size(A->ffn.dtype), E = (size_t)A->ffn.n_embd;
+    const size_t rb = eng_dtype_bytes(A->ffn.dtype, (size_t)A->ffn.n_embd);
     const uint8_t *gu = A->ffn.gate_up, *down = A->ffn.down;
-    be->iface->copy(be, (uint8_t *)B->ffn.gate_up + (size_t)to * 2 * E * es,
-                    gu + (size_t)from * 2 * E * es, 2 * E * es);
-    be->iface->copy(be, (uint8_t *)B->ffn.down + (size_t)to * E * es, down + (size_t)from * E * es,
-                    E * es);
+    be->iface->copy(be, (uint8_t *)B->ffn.gate_up + (size_t)to * 2 * rb, gu + (size_t)from * 2 * rb,
+                    2 * rb);
+    be->iface->copy(be, (uint8_t *)B->ffn.down + (size_t)to * rb, down + (size_t)from * rb, rb);
     B->neuron_of_slot[to] = A->neuron_of_slot[from];
 }
 

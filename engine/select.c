@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "error.h"
+#include "gguf.h"
 #include "model.h"
 #include "quants.h"
 #include "select.h"
@@ -852,18 +853,15 @@ static void comp_fold(eng_session *s)
             continue;
         for (int e = 0; e < E; e++)
             acc[e] = 0.0;
-        const size_t es = L->ffn.dtype == ENG_DTYPE_F32 ? 4 : 2;
+        const size_t rb = eng_dtype_bytes(L->ffn.dtype, (size_t)E);
         for (int j = 0, k = 0; j < L->ffn.n_slots; j++) {
             if (k < s->ffn_n_sel[il] && sel[k] == j) { /* sel is ascending */
                 k++;
                 continue;
             }
             double mean = s->act_sum[il][j] / s->act_tokens;
-            const void *d = (const uint8_t *)L->ffn.down + (size_t)j * E * es;
-            if (L->ffn.dtype == ENG_DTYPE_F32)
-                memcpy(row, d, (size_t)E * sizeof(float));
-            else
-                eng_f16_to_f32_row(d, row, (size_t)E);
+            eng_dequant_row_f32(ggml_type_of_dtype(L->ffn.dtype),
+                                (const uint8_t *)L->ffn.down + (size_t)j * rb, row, (size_t)E);
             for (int e = 0; e < E; e++)
                 acc[e] += mean * row[e];
         }
@@ -913,7 +911,7 @@ static void compute_counts(const eng_model *m, long total, bool per_token, int *
 /* A layer's sketch in neurons' worth of bytes, rounded up. */
 static int sketch_neurons(const eng_model *m, const eng_layer *L)
 {
-    const size_t bpn = (size_t)3 * L->ffn.n_embd * (L->ffn.dtype == ENG_DTYPE_F32 ? 4 : 2);
+    const size_t bpn = 3 * eng_dtype_bytes(L->ffn.dtype, (size_t)L->ffn.n_embd);
     const size_t bytes = (size_t)L->ffn.n_slots * eng_sketch_slot_bytes(m->info.n_embd);
     return (int)((bytes + bpn - 1) / bpn);
 }

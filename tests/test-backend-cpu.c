@@ -162,9 +162,12 @@ static double *to_double(eng_dtype dt, const void *p, long n)
     return d;
 }
 
+/* Element i NaN; for Q8_0 its whole block (the scale) */
 static void wset_nan(eng_dtype dt, void *p, long i)
 {
-    if (dt == ENG_DTYPE_F16)
+    if (dt == ENG_DTYPE_Q8_0)
+        ((eng_q8_block *)p)[i / 32].d = 0x7e00;
+    else if (dt == ENG_DTYPE_F16)
         ((uint16_t *)p)[i] = 0x7e00;
     else
         ((float *)p)[i] = NAN;
@@ -557,10 +560,13 @@ static void test_ffn_one(eng_backend *be, eng_dtype dt, int E, int n_slots, int 
 
 static void test_ffn(eng_backend *be, eng_dtype dt)
 {
+    /* Q8_0 slots take n_embd in whole blocks: the nearest multiples of 32 */
     static const int embd[][2] = { { 576, 1536 }, { 100, 37 }, { 13, 7 }, { 8, 64 }, { 40, 300 } };
     static const int nts[] = { 1, 2, 7, 13 };
+    const bool q8 = dt == ENG_DTYPE_Q8_0;
+#define QE(e) (q8 ? ((e) + 31) / 32 * 32 : (e))
     for (size_t e = 0; e < sizeof(embd) / sizeof(embd[0]); e++) {
-        int E = embd[e][0], S = embd[e][1];
+        int E = QE(embd[e][0]), S = embd[e][1];
         for (size_t i = 0; i < sizeof(nts) / sizeof(nts[0]); i++) {
             int nt = nts[i];
             if (E >= 576 && nt == 7)
@@ -576,11 +582,43 @@ static void test_ffn(eng_backend *be, eng_dtype dt)
     }
     /* without act, tokens x slots beyond the backend's buffer: chunks of
      * tokens, the second starting at token 255 */
-    test_ffn_one(be, dt, 8, 4100, 4100, false, 300, false);
+    test_ffn_one(be, dt, QE(8), 4100, 4100, false, 300, false);
     /* n_embd past one packed block (AVX-512 prefill: K in chunks), and
      * more tokens than its sums' buffer holds at once */
-    test_ffn_one(be, dt, 2100, 37, 37 * 2 / 5, true, 13, true);
-    test_ffn_one(be, dt, 2100, 5, 5, false, 520, true);
+    test_ffn_one(be, dt, QE(2100), 37, 37 * 2 / 5, true, 13, true);
+    test_ffn_one(be, dt, QE(2100), 5, 5, false, 520, true);
+    /* Q8_0 past what the AVX2 prefill converts in its scratch (4096):
+     * a token at a time */
+    if (q8)
+        test_ffn_one(be, dt, 4128, 9, 9, false, 3, true);
+#undef QE
+}
+
+/* build_sketch from Q8_0 slots: the sketch of the same values held in f32
+ * (d * q is exact in float), byte for byte. */
+static void test_sketch_q8(eng_backend *be)
+{
+    enum { E = 96, S = 23 };
+    eng_q8_block *gu = make_weights(ENG_DTYPE_Q8_0, 2L * S * E), *dn = make_weights(ENG_DTYPE_Q8_0, (long)S * E);
+    float *gf = malloc(sizeof(float) * 2 * S * E), *df = malloc(sizeof(float) * S * E);
+    for (long i = 0; i < 2L * S * E; i++)
+        gf[i] = (float)wget(ENG_DTYPE_Q8_0, gu, i);
+    for (long i = 0; i < (long)S * E; i++)
+        df[i] = (float)wget(ENG_DTYPE_Q8_0, dn, i);
+    const size_t sb = eng_sketch_slot_bytes(E);
+    uint8_t *s8 = malloc(S * sb), *s32 = malloc(S * sb);
+    memset(s8, 1, S * sb);
+    memset(s32, 2, S * sb);
+    eng_ffn_weights w8 = { ENG_DTYPE_Q8_0, E, S, gu, dn, s8 }, w32 = { ENG_DTYPE_F32, E, S, gf, df, s32 };
+    be->iface->build_sketch(be, &w8);
+    be->iface->build_sketch(be, &w32);
+    CHECK(memcmp(s8, s32, S * sb) == 0, "build_sketch of Q8_0 slots differs from f32's");
+    free(gu);
+    free(dn);
+    free(gf);
+    free(df);
+    free(s8);
+    free(s32);
 }
 
 /* silu over its whole range, through the prefill FFN (one slot: gate row
@@ -911,9 +949,12 @@ int main(void)
                 test_ffn(be, dt);
                 test_ffn_pick(be, dt);
             }
-            /* matrices the file holds in Q8_0 (not the FFN) */
+            /* matrices and FFN slots in Q8_0 */
             test_get_rows(be, ENG_DTYPE_Q8_0);
             test_matmul(be, ENG_DTYPE_Q8_0);
+            test_ffn(be, ENG_DTYPE_Q8_0);
+            test_ffn_pick(be, ENG_DTYPE_Q8_0);
+            test_sketch_q8(be);
             test_silu(be);
             test_rmsnorm(be);
             test_rope(be);

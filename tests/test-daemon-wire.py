@@ -300,15 +300,15 @@ try:
     c.close()
     shutdown(proc, sock2)
 
-    # matrices = q8_0: attention in 8 bits too (the head already is)
+    # matrices = q8_0: attention and the FFN in 8 bits too (the head already is)
     sock3 = os.path.join(tmp, "s3.sock")
     proc = start(sock3, ["--matrices", "q8_0"])
     wait_ready(sock3)
     c = Conn(sock3)
     c.send(pb.Request(id=40, status=pb.StatusRequest()))
     r = c.recv()
-    att = 30 * (576 * 576 * 2 + 192 * 576 * 2)
-    check(r.status.weight_bytes == dense_weights - 2 * att + att // 32 * 34,
+    q8 = 30 * (576 * 576 * 2 + 192 * 576 * 2) + 30 * 3 * 1536 * 576
+    check(r.status.weight_bytes == dense_weights - 2 * q8 + q8 // 32 * 34,
           "matrices q8_0: %d weight bytes, dense f16 %d" % (r.status.weight_bytes, dense_weights))
     d = chat(c, 41, [("user", "What is the capital of France?")])
     check(d.generated_tokens > 0, "matrices q8_0 generates")

@@ -206,8 +206,8 @@ int main(void)
         eng_model_free(m32);
     }
 
-    /* q8_matrices: attention in Q8_0 too (the head already is), the FFN
-     * f16; 8 bits a block of 32 moves the logits a little more */
+    /* q8_matrices: attention and the FFN's slots in Q8_0 too (the head
+     * already is); 8 bits a block of 32 moves the logits a little more */
     {
         eng_model *mq;
         mp.storage = ENG_DTYPE_F16;
@@ -216,9 +216,9 @@ int main(void)
         mp.q8_matrices = false;
         eng_model_info iq;
         eng_model_get_info(mq, &iq);
-        const uint64_t att = 30ull * (576 * 576 * 2 + 192 * 576 * 2);
-        CHECKF(iq.bytes_weights == info.bytes_weights - 2 * att + att / 32 * 34 &&
-                   iq.bytes_per_token == info.bytes_per_token - 2 * att + att / 32 * 34,
+        const uint64_t q8 = 30ull * (576 * 576 * 2 + 192 * 576 * 2) + 30ull * 3 * 1536 * 576;
+        CHECKF(iq.bytes_weights == info.bytes_weights - 2 * q8 + q8 / 32 * 34 &&
+                   iq.bytes_per_token == info.bytes_per_token - 2 * q8 + q8 / 32 * 34,
                "q8 matrices: %llu bytes", (unsigned long long)iq.bytes_weights);
         float *e = run(mq, toks, n, 0, 256, V);
         float worst;
@@ -227,13 +227,17 @@ int main(void)
         for (size_t i = 0; i < (size_t)n * V; i++)
             mean += fabs((double)a[i] - e[i]);
         mean /= (double)n * V;
-        /* measured: max 1.35 over 49k logits x 37 positions, mean 0.14;
-         * llama.cpp's own 8-bit activations move its Q4_1 logits from its
-         * F16 run's by as much (test-golden: RMS 0.32, max 1.04) */
-        CHECKF(worst > 0.0f && worst < 2.0f && mean < 0.25, "f16 vs q8 matrices: logits differ by %g at most, %g on average",
+        /* measured: max 3.07 over 49k logits x 37 positions, mean 0.31
+         * (attention alone: 1.35, 0.14; a W_down column's blocks run across
+         * the residual stream's outlier dimensions, so the FFN loses a
+         * little more); llama.cpp's own 8-bit activations move its Q4_1
+         * logits from its F16 run's by as much (test-golden: RMS 0.32, max
+         * 1.04). Perplexity: 18.30 -> 18.33 (docs/benchmark.md). */
+        CHECKF(worst > 0.0f && worst < 4.5f && mean < 0.45, "f16 vs q8 matrices: logits differ by %g at most, %g on average",
                worst, mean);
         printf("q8 matrices: logits differ by %.3g at most, %.3g on average\n", worst, mean);
-        CHECKF(agree >= n - 2, "f16 vs q8 matrices: argmax agrees at %d of %d", agree, n);
+        /* measured 38 of 42: near-ties of a 135M model flip */
+        CHECKF(agree >= n - 6, "f16 vs q8 matrices: argmax agrees at %d of %d", agree, n);
         free(e);
         eng_model_free(mq);
     }

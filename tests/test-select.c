@@ -32,11 +32,14 @@ static const char *texts_b[] = {
 
 static int V, NL, NF;
 
+static bool q8_slots; /* load() with q8_matrices */
+
 static eng_model *load(const char *path, const eng_load_plan_params *plan, eng_error *err)
 {
     eng_model_params mp = eng_model_params_default();
     mp.n_threads = 2;
     mp.plan = plan;
+    mp.q8_matrices = q8_slots;
     eng_model *m = NULL;
     int r = eng_model_load(path, &mp, &m, err);
     return r < 0 ? NULL : m;
@@ -127,13 +130,13 @@ static int sketch_follows_slots(const eng_model *m)
         if (!L->ffn.sketch)
             continue;
         const int E = L->ffn.n_embd;
-        const size_t sb = eng_sketch_slot_bytes(E);
+        const size_t sb = eng_sketch_slot_bytes(E), rb = eng_dtype_bytes(L->ffn.dtype, E);
         float *row = malloc(E * sizeof(float));
         uint8_t *q = malloc(sb / 2), *r = malloc(sb / 2);
         for (int j = 0; j < L->ffn.n_slots; j++)
             for (int h = 0; h < 2; h++) {
-                const uint16_t *src = (const uint16_t *)L->ffn.gate_up + ((size_t)j * 2 + h) * E;
-                eng_f16_to_f32_row(src, row, E);
+                const uint8_t *src = (const uint8_t *)L->ffn.gate_up + ((size_t)j * 2 + h) * rb;
+                eng_dequant_row_f32(ggml_type_of_dtype(L->ffn.dtype), src, row, E);
                 eng_quant_row(GGML_TYPE_Q4_0, row, q, E);
                 eng_sketch_row(q, E / 32, r);
                 if (memcmp(r, (const uint8_t *)L->ffn.sketch + j * sb + h * (sb / 2), sb / 2)) {
@@ -629,6 +632,48 @@ int main(void)
         CHECK(eng_select_mode_parse("coreinfer", &mode) == 0 && mode == ENG_SELECT_COREINFER);
         CHECK(eng_select_mode_parse("bogus", &mode) == -EINVAL);
         CHECK(strcmp(eng_select_mode_name(ENG_SELECT_LOAD_ONLY), "load-only") == 0);
+    }
+
+    /* Q8_0 slots (q8_matrices): a plan prices a neuron at three rows of
+     * 18 blocks; swaps (a task, a bigger gamma, a smaller one) move Q8_0
+     * slots and their sketches as they move f16 ones, and give what a
+     * fresh load of the plan gives */
+    {
+        q8_slots = true;
+        eng_model *dq = load(path, NULL, &err), *mq = load(path, &pk, &err);
+        CHECKF(dq && mq, "%s", err.msg);
+        eng_model_info qi, qs;
+        eng_model_get_info(dq, &qi);
+        eng_model_get_info(mq, &qs);
+        const uint64_t q8_neuron = 3ull * (info.n_embd / 32) * 34;
+        CHECK(mq->layers[5].ffn.dtype == ENG_DTYPE_Q8_0 && dense->layers[5].ffn.dtype == ENG_DTYPE_F16);
+        CHECKF(qi.bytes_weights - qs.bytes_weights ==
+                   ((uint64_t)NL * NF - loaded) * q8_neuron - (uint64_t)(NL - 4) * lround(0.7 * NF) * sketch_slot,
+               "q8 plan: %llu of %llu bytes", (unsigned long long)qs.bytes_weights,
+               (unsigned long long)qi.bytes_weights);
+        CHECK(sketch_follows_slots(mq) == NL - 4);
+        eng_load_plan_params kb = pk;
+        kb.task = "translate";
+        static const float gammas[] = { 0.7f, 0.9f, 0.5f };
+        for (int step = 0; step < 3; step++) {
+            kb.gamma = gammas[step];
+            eng_swap_stats st;
+            CHECKF(eng_model_swap(mq, &kb, &st, &err) == 0, "%s", err.msg);
+            CHECKF(sketch_follows_slots(mq) == NL - 4, "q8 swap %d: a stale sketch", step);
+            eng_model *fresh = load(path, &kb, &err);
+            CHECKF(fresh, "%s", err.msg);
+            logits_of(fresh, NULL, 2, lx, NULL);
+            logits_of(mq, NULL, 2, ly, NULL);
+            CHECKF(maxdiff(lx, ly) < 5e-2f, "q8 swap %d vs fresh: %g", step, maxdiff(lx, ly));
+            eng_model_free(fresh);
+        }
+        /* and near the f16 slots' logits: 8 bits a block of 32 */
+        logits_of(dq, NULL, 2, lx, NULL);
+        logits_of(dense, NULL, 2, ly, NULL);
+        CHECKF(maxdiff(lx, ly) > 0 && maxdiff(lx, ly) < 3.0f, "q8 vs f16 slots: %g", maxdiff(lx, ly));
+        eng_model_free(dq);
+        eng_model_free(mq);
+        q8_slots = false;
     }
 
     unlink(ppath);
