@@ -243,8 +243,8 @@ static int cmp_i32(const void *a, const void *b)
 static double bench_ffn(eng_backend *be, eng_dtype dt, int E, int S, double frac, bool sorted,
                         bool cold, bool pick, int n_tokens, double secs, double *ret_gbs)
 {
-    size_t es = dt == ENG_DTYPE_F16 ? 2 : 4;
-    size_t gub = (size_t)S * 2 * E * es, dnb = (size_t)S * E * es;
+    const size_t rb = eng_dtype_bytes(dt, (size_t)E);
+    size_t gub = (size_t)S * 2 * rb, dnb = (size_t)S * rb;
     size_t skb = pick ? (size_t)S * eng_sketch_slot_bytes(E) : 0;
     int copies = cold ? (int)((256u << 20) / (gub + dnb + skb) + 1) : 1;
     uint8_t *gu = alloc_weights(dt, (size_t)S * 2 * E * copies);
@@ -305,7 +305,7 @@ static double bench_ffn(eng_backend *be, eng_dtype dt, int E, int S, double frac
     free(x);
     free(y);
     free(sel);
-    *ret_gbs = ((double)n_sel * 3 * E * es + (double)skb) * iters / t / 1e9;
+    *ret_gbs = ((double)n_sel * 3 * rb + (double)skb) * iters / t / 1e9;
     return t / iters * 1e6;
 }
 
@@ -401,7 +401,6 @@ int main(int argc, char **argv)
                100 * gbs / bw);
     }
 
-    printf("\ndecode FFN, f16, n_embd 576, 1536 slots\n");
     struct {
         double frac;
         bool sorted, cold, pick;
@@ -415,11 +414,15 @@ int main(int argc, char **argv)
         { 0.4, true, false, false, "40 % sorted, hot" },
         { 0.25, false, false, true, "sketch + 25 % picked, hot" },
     };
-    for (size_t i = 0; i < sizeof(fc) / sizeof(fc[0]); i++) {
-        double gbs = 0, us = bench_ffn(be, ENG_DTYPE_F16, 576, 1536, fc[i].frac, fc[i].sorted,
-                                   fc[i].cold, fc[i].pick, 1, secs, &gbs);
-        printf("  %-26s        %9.1f us %8.2f   %5.1f %%\n", fc[i].name, us, gbs,
-               100 * gbs / bw);
+    for (int q = 0; q < 2; q++) {
+        const eng_dtype dt = q ? ENG_DTYPE_Q8_0 : ENG_DTYPE_F16;
+        printf("\ndecode FFN, %s, n_embd 576, 1536 slots\n", q ? "q8_0" : "f16");
+        for (size_t i = 0; i < sizeof(fc) / sizeof(fc[0]); i++) {
+            double gbs = 0, us = bench_ffn(be, dt, 576, 1536, fc[i].frac, fc[i].sorted,
+                                           fc[i].cold, fc[i].pick, 1, secs, &gbs);
+            printf("  %-26s        %9.1f us %8.2f   %5.1f %%\n", fc[i].name, us, gbs,
+                   100 * gbs / bw);
+        }
     }
 
     printf("\nprefill, f16 (GFLOP/s)\n");
