@@ -204,6 +204,29 @@ def test_eval(si_eval, si_profile, model):
             check(0 <= kr["agreement"] <= 1, "%s: pick agreement %r" % (task, kr["agreement"]))
         # computing 40 % of the neurons is not the dense model
         check(min(sel[t]["agreement"] for t in TASKS) < 1, "selectinfer agrees everywhere")
+
+        # --q8: every model in Q8_0, a neuron 3 x 18 blocks of 34 bytes, and
+        # the resident memory still what the plan says
+        args = [si_eval, "-m", model, "-P", SHIPPED, "--limit", "1", "--max-tokens", "4",
+                "-t", "2", "-q", "--json", out, "--q8", "--prompts",
+                os.path.join(SRC, "profiles", "tasks", "qa.jsonl"),
+                "-c", "selectinfer,gamma=0.7,delta=0.3,phi=0.4,df=1,dl=1", "-c", "dense"]
+        run(args, timeout=600)
+        with open(out) as f:
+            res8 = json.load(f)
+        check(res8["matrices"] == "q8_0" and res["matrices"] == "f16", "matrices fields")
+        r8 = {r["mode"] + ("-ref" if r["config"] == "dense (reference)" else ""): r for r in res8["rows"]}
+        q8_neuron = 3 * (N_EMBD // 32) * 34
+        loaded = (N_LAYER - 2) * round(0.7 * N_FF) + 2 * N_FF
+        check(r8["selectinfer"]["bytes_ffn"] == loaded * q8_neuron,
+              "q8 bytes_ffn %r" % r8["selectinfer"]["bytes_ffn"])
+        check(r8["dense"]["bytes_weights"] < 0.6 * ref["qa"]["bytes_weights"],
+              "q8 dense %r bytes, f16 %r" % (r8["dense"]["bytes_weights"], ref["qa"]["bytes_weights"]))
+        # (not the reference: the process's first load also brings in what
+        # stays for its life, several MB against 143 of weights)
+        for r in (r8["selectinfer"], r8["dense"]):
+            check(abs(r["rss_vs_plan"] - 1) < 0.05, "q8 %s: VmRSS %r vs plan %r" %
+                  (r["config"], r["rss_model"], r["bytes_weights"]))
     print("ok")
 
 

@@ -119,6 +119,7 @@ typedef struct opts {
     int max_tokens; /* 0: per task */
     metric_kind force_metric;
     bool force_metric_set, no_generate, quiet;
+    bool q8; /* every model, the reference too, with q8_matrices */
     int bench;
     const task *bench_task; /* the task --bench times */
     const char *csv, *json;
@@ -796,9 +797,9 @@ static int write_json(const char *path, const opts *o, const eng_model_info *inf
         json_str(f, o->sets[i]);
     }
     fprintf(f, "],\n  \"split\": \"%s\",\n  \"limit\": %ld,\n  \"threads\": %d,\n"
-               "  \"bench_tokens\": %d,\n  \"rows\": [\n",
+               "  \"matrices\": \"%s\",\n  \"bench_tokens\": %d,\n  \"rows\": [\n",
             o->split < 0 ? "all" : ek_split_name((ek_split)o->split), o->limit, info->n_threads,
-            o->bench);
+            o->q8 ? "q8_0" : "f16", o->bench);
     for (size_t r = 0; r < n; r++) {
         fprintf(f, "    {");
         for (size_t i = 0; i < N_FIELDS; i++) {
@@ -851,6 +852,8 @@ static void usage(FILE *f)
             "      --no-generate      perplexity and agreement only\n"
             "      --bench N          also time N decode steps per config (first task)\n"
             "  -t, --threads N        worker threads (default 2)\n"
+            "      --q8               every model (the dense reference too) with its matrices\n"
+            "                         and FFN in Q8_0 (CPU; daemon matrices = q8_0)\n"
             "      --csv FILE, --json FILE\n"
             "  -q, --quiet            no table\n");
 }
@@ -894,11 +897,13 @@ static int read_configs(const char *path, config *cfgs, int *n)
     return r;
 }
 
-static int load_model(const char *path, int threads, const eng_load_plan_params *pp,
-                      eng_model **ret, mem *mm, eng_error *err)
+static int load_model(const opts *o, const eng_load_plan_params *pp, eng_model **ret, mem *mm,
+                      eng_error *err)
 {
+    const char *path = o->model_path;
     eng_model_params mp = eng_model_params_default();
-    mp.n_threads = threads;
+    mp.n_threads = o->threads;
+    mp.q8_matrices = o->q8;
     mp.plan = pp;
     uint64_t rss0 = si_proc_status_bytes("VmRSS");
     int r = eng_model_load(path, &mp, ret, err);
@@ -934,7 +939,7 @@ int main(int argc, char **argv)
     static config cfgs[MAX_CONFIGS];
     int n_cfg = 0;
     enum { O_PROMPTS = 256, O_SPLIT, O_LIMIT, O_CONFIGS, O_MAXTOK, O_METRIC, O_NOGEN, O_BENCH,
-           O_CSV, O_JSON };
+           O_CSV, O_JSON, O_Q8 };
     static const struct option lopts[] = {
         { "model", required_argument, 0, 'm' },     { "profile", required_argument, 0, 'P' },
         { "prompts", required_argument, 0, O_PROMPTS }, { "split", required_argument, 0, O_SPLIT },
@@ -944,6 +949,7 @@ int main(int argc, char **argv)
         { "bench", required_argument, 0, O_BENCH }, { "threads", required_argument, 0, 't' },
         { "csv", required_argument, 0, O_CSV },     { "json", required_argument, 0, O_JSON },
         { "quiet", no_argument, 0, 'q' },           { "help", no_argument, 0, 'h' },
+        { "q8", no_argument, 0, O_Q8 },
         { 0, 0, 0, 0 },
     };
     int ch;
@@ -998,6 +1004,7 @@ int main(int argc, char **argv)
         case O_CSV: o.csv = optarg; break;
         case O_JSON: o.json = optarg; break;
         case 'q': o.quiet = true; break;
+        case O_Q8: o.q8 = true; break;
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return 2;
         }
@@ -1031,7 +1038,7 @@ int main(int argc, char **argv)
 
     /* the dense reference: its top-1 per position, perplexity, metric, speed */
     mem dense_mem;
-    if (load_model(o.model_path, o.threads, NULL, &dense, &dense_mem, &err) < 0) {
+    if (load_model(&o, NULL, &dense, &dense_mem, &err) < 0) {
         fprintf(stderr, "Failed to load model '%s': %s\n", o.model_path, err.msg);
         goto out;
     }
@@ -1120,7 +1127,7 @@ int main(int argc, char **argv)
                          "it has %d", n_layer_model, c->n_sens);
             } else
             if (!m) {
-                r = load_model(o.model_path, o.threads, &pp, &m, &mm, &err);
+                r = load_model(&o, &pp, &m, &mm, &err);
                 cur_task = pp.task;
             } else if (per_task && strcmp(cur_task, pp.task)) {
                 /* another task's base neurons: hot-swap instead of reloading */
