@@ -832,22 +832,12 @@ VALWAYS void axpy2_impl(float *acc, float a0, const void *d0, float a1, const vo
     const long E = a->w->n_embd;                                                             \
     const char *gu = a->w->gate_up, *dn = a->w->down;                                        \
     const long h = (j1 - j0) / 2;                                                            \
-    for (long i = 0; i < h + 2; i++) {                                                       \
-        long ja = j0 + i, jb = j0 + h + i;                                                   \
-        if (i >= h) { /* the odd one, then nothing */                                        \
-            if (i > h || !((j1 - j0) & 1))                                                   \
-                break;                                                                       \
-            ja = jb = j1 - 1;                                                                \
-        }                                                                                    \
+    for (long i = 0; i < h; i++) {                                                           \
+        const long ja = j0 + i, jb = j0 + h + i;                                             \
         const long sa = slot_of(a, ja), sb = slot_of(a, jb);                                 \
-        if (i < h && (sa < 0 || sb < 0)) {                                                   \
+        if (sa < 0 || sb < 0) {                                                              \
             ffn_one_slot_##DOT4(a, ja, acc, rs);                                             \
             ffn_one_slot_##DOT4(a, jb, acc, rs);                                             \
-            continue;                                                                        \
-        }                                                                                    \
-        if (sa < 0) { /* the odd one, out of range */                                        \
-            if (a->act)                                                                      \
-                a->act[ja] = 0.0f;                                                           \
             continue;                                                                        \
         }                                                                                    \
         const char *ga = gu + (size_t)sa * 2 * rs, *gb = gu + (size_t)sb * 2 * rs;           \
@@ -865,13 +855,15 @@ VALWAYS void axpy2_impl(float *acc, float a0, const void *d0, float a1, const vo
         }                                                                                    \
         float o[4];                                                                          \
         DOT4(ga, ga + rs, gb, gb + rs, a->x, E, o, pf[0] ? pf : NULL);                       \
-        const float ava = silu(o[0]) * o[1], avb = ja == jb ? 0.0f : silu(o[2]) * o[3];      \
+        const float ava = silu(o[0]) * o[1], avb = silu(o[2]) * o[3];                        \
         AXPY2(acc, ava, dn + (size_t)sa * rs, avb, dn + (size_t)sb * rs, E, pd0, pd1);       \
         if (a->act) {                                                                        \
-            a->act[jb] = avb;                                                                \
             a->act[ja] = ava;                                                                \
+            a->act[jb] = avb;                                                                \
         }                                                                                    \
-    }
+    }                                                                                        \
+    if ((j1 - j0) & 1)                                                                       \
+        ffn_one_slot_##DOT4(a, j1 - 1, acc, rs);
 
 /* One slot on its own (a partner out of range): its rows as both pairs. */
 #define FFN_ONE_SLOT(DOT4, AXPY2, ATTR)                                                      \
