@@ -41,7 +41,7 @@ typedef struct sid_config {
     uint32_t max_tokens;               /* default when a request sets none */
     uint32_t ctx_size;                 /* 0: min(model's, 4096) */
     uint32_t slots;                    /* contexts kept for the prompt cache */
-    int matrices;                      /* SID_MATRICES_...: outside the FFN */
+    int matrices;                      /* SID_MATRICES_...: every matrix and the FFN (CPU) */
     uint32_t threads;                  /* 0: online CPUs */
     int backend;                       /* SID_BACKEND_...: where the model runs */
     uint32_t device;                   /* the GPU for cuda and auto */

@@ -300,18 +300,19 @@ try:
     c.close()
     shutdown(proc, sock2)
 
-    # matrices = q8_0: attention and the FFN in 8 bits too (the head already is)
+    # matrices = f16 (the default is q8_0): every matrix but the file's
+    # Q8_0 head, and the FFN, in f16
     sock3 = os.path.join(tmp, "s3.sock")
-    proc = start(sock3, ["--matrices", "q8_0"])
+    proc = start(sock3, ["--matrices", "f16"])
     wait_ready(sock3)
     c = Conn(sock3)
     c.send(pb.Request(id=40, status=pb.StatusRequest()))
     r = c.recv()
     q8 = 30 * (576 * 576 * 2 + 192 * 576 * 2) + 30 * 3 * 1536 * 576
-    check(r.status.weight_bytes == dense_weights - 2 * q8 + q8 // 32 * 34,
-          "matrices q8_0: %d weight bytes, dense f16 %d" % (r.status.weight_bytes, dense_weights))
+    check(r.status.weight_bytes == dense_weights + 2 * q8 - q8 // 32 * 34,
+          "matrices f16: %d weight bytes, default q8_0 %d" % (r.status.weight_bytes, dense_weights))
     d = chat(c, 41, [("user", "What is the capital of France?")])
-    check(d.generated_tokens > 0, "matrices q8_0 generates")
+    check(d.generated_tokens > 0, "matrices f16 generates")
     c.close()
     shutdown(proc, sock3)
 finally:
