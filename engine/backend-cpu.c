@@ -683,26 +683,30 @@ VALWAYS void dot4_q8(const void *r0, const void *r1, const void *r2, const void 
 
 /* GEMV over Q8_0 rows, four quarters side by side as gemv_impl walks
  * them (four streams), each prefetching its row GEMV_PF_ROWS ahead: a
- * quarter of the f16 row's bytes fewer to read, more instructions a byte. */
+ * quarter of the f16 row's bytes fewer to read, more instructions a byte.
+ * DOT4 is the set's dot4_q8. */
+#define GEMV_Q8_BODY(DOT4)                                                                   \
+    const long nb = cols / 32, q = (r1 - r0) / 4;                                            \
+    for (long i0 = 0; i0 < q; i0++) {                                                        \
+        const long rr[4] = { r0 + i0, r0 + q + i0, r0 + 2 * q + i0, r0 + 3 * q + i0 };       \
+        const eng_q8_block *b[4];                                                            \
+        const char *pf[4];                                                                   \
+        for (int j = 0; j < 4; j++) {                                                        \
+            b[j] = w + (size_t)rr[j] * nb;                                                   \
+            pf[j] = (const char *)(b[j] + GEMV_PF_ROWS * nb); /* past the end: a hint */     \
+        }                                                                                    \
+        float o[4];                                                                          \
+        DOT4(b[0], b[1], b[2], b[3], x, cols, o, GEMV_PF_ROWS ? pf : NULL);                  \
+        for (int j = 0; j < 4; j++)                                                          \
+            y[rr[j]] = o[j] + (bias ? bias[rr[j]] : 0.0f);                                   \
+    }                                                                                        \
+    if (r0 + 4 * q < r1)                                                                     \
+        s_gemv_q8(w, cols, x, bias, y, r0 + 4 * q, r1);
+
 TGT static void v_gemv_q8(const eng_q8_block *w, long cols, const float *x, const float *bias,
                           float *y, long r0, long r1)
 {
-    const long nb = cols / 32, q = (r1 - r0) / 4;
-    for (long i0 = 0; i0 < q; i0++) {
-        const long rr[4] = { r0 + i0, r0 + q + i0, r0 + 2 * q + i0, r0 + 3 * q + i0 };
-        const eng_q8_block *b[4];
-        const char *pf[4];
-        for (int j = 0; j < 4; j++) {
-            b[j] = w + (size_t)rr[j] * nb;
-            pf[j] = (const char *)(b[j] + GEMV_PF_ROWS * nb); /* past the end: a hint */
-        }
-        float o[4];
-        dot4_q8(b[0], b[1], b[2], b[3], x, cols, o, GEMV_PF_ROWS ? pf : NULL);
-        for (int j = 0; j < 4; j++)
-            y[rr[j]] = o[j] + (bias ? bias[rr[j]] : 0.0f);
-    }
-    if (r0 + 4 * q < r1)
-        s_gemv_q8(w, cols, x, bias, y, r0 + 4 * q, r1);
+    GEMV_Q8_BODY(dot4_q8)
 }
 
 TGT static void v_cvt_rows(const uint16_t *const *src, int nrows, long n, float *dst, long ldd)
@@ -1409,26 +1413,10 @@ VALWAYS512 void axpy2_q8_512(float *acc, float a0, const void *d0, float a1, con
     }
 }
 
-/* v_gemv_q8's walk with dot4_q8_512 */
 TGT512 static void v512_gemv_q8(const eng_q8_block *w, long cols, const float *x,
                                 const float *bias, float *y, long r0, long r1)
 {
-    const long nb = cols / 32, q = (r1 - r0) / 4;
-    for (long i0 = 0; i0 < q; i0++) {
-        const long rr[4] = { r0 + i0, r0 + q + i0, r0 + 2 * q + i0, r0 + 3 * q + i0 };
-        const eng_q8_block *b[4];
-        const char *pf[4];
-        for (int j = 0; j < 4; j++) {
-            b[j] = w + (size_t)rr[j] * nb;
-            pf[j] = (const char *)(b[j] + GEMV_PF_ROWS * nb);
-        }
-        float o[4];
-        dot4_q8_512(b[0], b[1], b[2], b[3], x, cols, o, GEMV_PF_ROWS ? pf : NULL);
-        for (int j = 0; j < 4; j++)
-            y[rr[j]] = o[j] + (bias ? bias[rr[j]] : 0.0f);
-    }
-    if (r0 + 4 * q < r1)
-        s_gemv_q8(w, cols, x, bias, y, r0 + 4 * q, r1);
+    GEMV_Q8_BODY(dot4_q8_512)
 }
 
 FFN_ONE_SLOT(dot4_q8_512, axpy2_q8_512, VALWAYS512)
