@@ -63,9 +63,11 @@ ninja -C "$B"
 # The tests that evaluate the default model stay on the x86 run (under
 # qemu they would take an hour); model-bad only truncates a copy of it.
 # The tests that write a synthetic model run si-synth through qemu too.
+# Emulation runs several times slower than the x86 suite the timeouts were
+# set for (backend-cpu: about 5 of its 10 minutes here): a longer leash.
 SI_MODEL=${SI_MODEL:-$(scripts/fetch-model.sh)}
 export SI_MODEL
 SI_EXE_WRAPPER="qemu-aarch64 -L /usr/aarch64-linux-gnu -E LD_LIBRARY_PATH=$lib" SI_TEST_DEFAULT_MODEL=0 \
-    exec meson test -C "$B" --print-errorlogs --num-processes 2 \
+    exec meson test -C "$B" --print-errorlogs --num-processes 2 --timeout-multiplier 3 \
     gguf gguf-bad synth chat sampling backend-cpu backend-split topk threadpool synth-ref comp \
     model-bad promptset metrics "$@"
