@@ -17,6 +17,10 @@ numbers we compute with); against that one the tolerance is 0.1 % (measured:
 under 0.01 %), which catches smaller defects such as a slightly wrong norm
 epsilon or a lossy conversion.
 
+A second run with --q8 (every matrix and the FFN in Q8_0, the daemon's
+default) must also come within 1 % of llama.cpp's Q4_1 run (measured:
++0.39 % over the whole file, -0.75 % after 8 chunks).
+
 Usage: test-perplexity.py SI_PERPLEXITY TEXT REFERENCE_JSON [N_CHUNKS]
 Exit 0 pass, 1 fail, 77 skip (no model).
 """
@@ -53,13 +57,19 @@ def main():
         n_chunks = ref["n_chunks"]
     want = ref["running_ppl"][n_chunks - 1]
 
-    cmd = [tool, "-m", model, "-f", text, "-c", str(ref["n_ctx"]), "--chunks", str(n_chunks),
-           "-t", "2", "--json"]
-    proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    if proc.returncode != 0:
-        print("FAIL: %s exited with %d: %s" % (" ".join(cmd), proc.returncode, proc.stderr.strip()))
+    def run(extra):
+        cmd = [tool, "-m", model, "-f", text, "-c", str(ref["n_ctx"]), "--chunks", str(n_chunks),
+               "-t", "2", "--json"] + extra
+        proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        if proc.returncode != 0:
+            print("FAIL: %s exited with %d: %s" % (" ".join(cmd), proc.returncode, proc.stderr.strip()))
+            return None
+        return json.loads(proc.stdout)
+
+    got = run([])
+    got8 = run(["--q8"])
+    if not got or not got8:
         return 1
-    got = json.loads(proc.stdout)
     ok = True
     if got["n_tokens"] != ref["n_tokens"]:
         print("FAIL: the text tokenizes to %d tokens, llama.cpp %d" % (got["n_tokens"], ref["n_tokens"]))
@@ -82,6 +92,11 @@ def main():
               % (want16, 100.0 * rel16, 100.0 * TOL_F16))
         if rel16 > TOL_F16:
             ok = False
+    rel8 = abs(got8["ppl"] - want) / want
+    print("--q8: ours %.4f, llama.cpp (Q4_1) %.4f, difference %.3f %% (tolerance %.1f %%); f16 %.4f"
+          % (got8["ppl"], want, 100.0 * rel8, 100.0 * TOL, got["ppl"]))
+    if rel8 > TOL or got8["ppl"] == got["ppl"]:
+        ok = False
     print("PASS" if ok else "FAIL")
     return 0 if ok else 1
 
