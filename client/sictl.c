@@ -173,7 +173,9 @@ static void print_status(const Selectinfer__Status *s)
                (unsigned long long)g->fallbacks);
     }
     if (s->has_weight_bytes)
-        printf("weights:          %.1f MiB\n", (double)s->weight_bytes / mib);
+        printf("weights:          %.1f MiB%s%s%s\n", (double)s->weight_bytes / mib,
+               s->weight_type ? " (FFN in " : "", s->weight_type ? s->weight_type : "",
+               s->weight_type ? ")" : "");
     printf("resident memory:  %.1f MiB\n", (double)s->rss_bytes / mib);
     if (s->profile) {
         const Selectinfer__ProfileInfo *p = s->profile;

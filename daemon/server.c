@@ -24,6 +24,12 @@
 
 /* ---- systemd: all no-ops without libsystemd or NOTIFY_SOCKET ------------- */
 
+/* The weight type as the configuration names it (`matrices`). */
+static const char *dtype_name(eng_dtype dt)
+{
+    return dt == ENG_DTYPE_Q8_0 ? "q8_0" : dt == ENG_DTYPE_F32 ? "f32" : "f16";
+}
+
 static void notify(const char *state)
 {
 #ifdef HAVE_SYSTEMD
@@ -501,6 +507,7 @@ static void handle_status(sid_server *srv, sid_conn *c, uint64_t id)
         s.model_name = srv->info.name;
         s.model_arch = srv->info.arch;
         s.backend = srv->backend;
+        s.weight_type = (char *)dtype_name(srv->info.ffn_dtype);
         s.has_model_params = s.has_weight_bytes = s.has_n_ctx = s.has_n_threads = true;
         s.model_params = srv->info.n_params;
         s.weight_bytes = srv->plan.weight_bytes; /* follows the swaps */
@@ -1236,10 +1243,12 @@ static void on_loaded(sid_server *srv)
     char slots[32] = "";
     if (srv->n_slots > 1)
         snprintf(slots, sizeof(slots), " x %d slots", srv->n_slots);
-    sid_info("Ready: model '%s' (%s, %d layers, %.1f MiB of weights, loaded in %.1f ms), backend %s, "
-             "context %d%s, %s%s%s (mode %s, gamma %.2f, delta %.2f, %llu of %llu FFN neurons)",
+    sid_info("Ready: model '%s' (%s, %d layers, %.1f MiB of weights, FFN in %s, loaded in %.1f ms), "
+             "backend %s, context %d%s, %s%s%s (mode %s, gamma %.2f, delta %.2f, %llu of %llu FFN "
+             "neurons)",
              srv->info.name[0] ? srv->info.name : srv->cfg.model, srv->info.arch, srv->info.n_layer,
-             (double)p->weight_bytes / (1024.0 * 1024.0), (double)srv->load_ns / 1e6, srv->backend,
+             (double)p->weight_bytes / (1024.0 * 1024.0), dtype_name(srv->info.ffn_dtype),
+             (double)srv->load_ns / 1e6, srv->backend,
              srv->n_ctx, slots, sid_plan_name(p), p->path[0] ? " from " : "", p->path, eng_select_mode_name(p->mode),
              (double)p->gamma, (double)p->delta, (unsigned long long)p->neurons_loaded,
              (unsigned long long)p->neurons_total);

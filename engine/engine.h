@@ -101,6 +101,9 @@ typedef struct eng_model_info {
     int n_layer, n_embd, n_ff, n_head, n_head_kv, head_dim, n_vocab;
     int n_ctx_train;
     eng_dtype storage;
+    /* how the FFN's neurons are kept: storage, or ENG_DTYPE_Q8_0 on a
+     * backend that computes on it (q8_matrices, or the file's Q8_0 FFN) */
+    eng_dtype ffn_dtype;
     int n_threads;
     uint64_t n_params;        /* parameters as stored in the file */
     uint64_t bytes_weights;   /* resident weight bytes after conversion */

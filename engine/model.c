@@ -993,7 +993,7 @@ int eng__model_load_backend(const char *path, const eng_model_params *params, en
      * bytes a plan (a memory budget) works with */
     if (!m->be && (r = backend_start(m, &p, err)) < 0)
         goto fail;
-    m->ffn_dtype = ffn_dtype(m, f);
+    m->info.ffn_dtype = m->ffn_dtype = ffn_dtype(m, f);
     eng_plan_shape shape;
     plan_shape(f, m, &shape);
     m->bytes_fixed = shape.bytes_fixed;

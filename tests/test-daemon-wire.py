@@ -239,6 +239,7 @@ try:
           and r.status.profile.neurons_loaded == r.status.profile.neurons_total > 0, "status plan")
     check(r.status.generated_tokens == 2 * done.generated_tokens, "generated tokens counted")
     dense_weights = r.status.weight_bytes
+    check(r.status.weight_type == "q8_0", "default weight type %r" % r.status.weight_type)
 
     # the next turn of the chat reuses the first turn's prompt and reply
     def unstreamed(rid, messages, cache):
@@ -311,6 +312,7 @@ try:
     q8 = 30 * (576 * 576 * 2 + 192 * 576 * 2) + 30 * 3 * 1536 * 576
     check(r.status.weight_bytes == dense_weights + 2 * q8 - q8 // 32 * 34,
           "matrices f16: %d weight bytes, default q8_0 %d" % (r.status.weight_bytes, dense_weights))
+    check(r.status.weight_type == "f16", "matrices f16: weight type %r" % r.status.weight_type)
     d = chat(c, 41, [("user", "What is the capital of France?")])
     check(d.generated_tokens > 0, "matrices f16 generates")
     c.close()
