@@ -192,6 +192,17 @@ static void on_written(uv_write_t *w, int status)
     c->stall_since = q ? now_ns() : 0; /* progress: the stall clock restarts */
 }
 
+/* A reply to request id with its body case set; the caller points the
+ * body's member at the message. */
+static Selectinfer__Response reply(uint64_t id, Selectinfer__Response__BodyCase body)
+{
+    Selectinfer__Response r = SELECTINFER__RESPONSE__INIT;
+    r.has_id = true;
+    r.id = id;
+    r.body_case = body;
+    return r;
+}
+
 static void send_response(sid_conn *c, Selectinfer__Response *r)
 {
     if (c->closing)
@@ -246,10 +257,7 @@ static void send_error(sid_conn *c, uint64_t id, int code, const char *fmt, ...)
     e.has_code = true;
     e.code = code;
     e.message = msg;
-    Selectinfer__Response r = SELECTINFER__RESPONSE__INIT;
-    r.has_id = true;
-    r.id = id;
-    r.body_case = SELECTINFER__RESPONSE__BODY_ERROR;
+    Selectinfer__Response r = reply(id, SELECTINFER__RESPONSE__BODY_ERROR);
     r.error = &e;
     send_response(c, &r);
 }
@@ -290,10 +298,7 @@ static void send_ack_swap(sid_conn *c, uint64_t id, const char *msg, const Selec
     Selectinfer__Ack a = SELECTINFER__ACK__INIT;
     a.message = (char *)msg;
     a.swap = (Selectinfer__SwapStats *)sw;
-    Selectinfer__Response r = SELECTINFER__RESPONSE__INIT;
-    r.has_id = true;
-    r.id = id;
-    r.body_case = SELECTINFER__RESPONSE__BODY_ACK;
+    Selectinfer__Response r = reply(id, SELECTINFER__RESPONSE__BODY_ACK);
     r.ack = &a;
     send_response(c, &r);
 }
@@ -302,10 +307,7 @@ static void send_ack(sid_conn *c, uint64_t id, const char *msg)
 {
     Selectinfer__Ack a = SELECTINFER__ACK__INIT;
     a.message = (char *)msg;
-    Selectinfer__Response r = SELECTINFER__RESPONSE__INIT;
-    r.has_id = true;
-    r.id = id;
-    r.body_case = SELECTINFER__RESPONSE__BODY_ACK;
+    Selectinfer__Response r = reply(id, SELECTINFER__RESPONSE__BODY_ACK);
     r.ack = &a;
     send_response(c, &r);
 }
@@ -396,10 +398,7 @@ static void send_done(sid_server *srv, sid_req *req)
         d.text.data = (uint8_t *)req->text;
         d.text.len = req->text_len;
     }
-    Selectinfer__Response r = SELECTINFER__RESPONSE__INIT;
-    r.has_id = true;
-    r.id = req->id;
-    r.body_case = SELECTINFER__RESPONSE__BODY_DONE;
+    Selectinfer__Response r = reply(req->id, SELECTINFER__RESPONSE__BODY_DONE);
     r.done = &d;
     send_response(c, &r);
 }
@@ -410,10 +409,7 @@ static void send_chunk(sid_conn *c, uint64_t id, const char *text, size_t len)
     ch.has_text = true;
     ch.text.data = (uint8_t *)text;
     ch.text.len = len;
-    Selectinfer__Response r = SELECTINFER__RESPONSE__INIT;
-    r.has_id = true;
-    r.id = id;
-    r.body_case = SELECTINFER__RESPONSE__BODY_CHUNK;
+    Selectinfer__Response r = reply(id, SELECTINFER__RESPONSE__BODY_CHUNK);
     r.chunk = &ch;
     send_response(c, &r);
 }
@@ -568,10 +564,7 @@ static void handle_status(sid_server *srv, sid_conn *c, uint64_t id)
     s.rejected_overloaded = srv->n.rejected_overloaded;
     s.clients_dropped = srv->n.clients_dropped;
 
-    Selectinfer__Response r = SELECTINFER__RESPONSE__INIT;
-    r.has_id = true;
-    r.id = id;
-    r.body_case = SELECTINFER__RESPONSE__BODY_STATUS;
+    Selectinfer__Response r = reply(id, SELECTINFER__RESPONSE__BODY_STATUS);
     r.status = &s;
     send_response(c, &r);
 }
@@ -606,10 +599,7 @@ static void handle_list_profiles(sid_server *srv, sid_conn *c, uint64_t id)
     Selectinfer__ProfileList pl = SELECTINFER__PROFILE_LIST__INIT;
     pl.n_profiles = n;
     pl.profiles = list;
-    Selectinfer__Response r = SELECTINFER__RESPONSE__INIT;
-    r.has_id = true;
-    r.id = id;
-    r.body_case = SELECTINFER__RESPONSE__BODY_PROFILES;
+    Selectinfer__Response r = reply(id, SELECTINFER__RESPONSE__BODY_PROFILES);
     r.profiles = &pl;
     send_response(c, &r);
 }
@@ -1022,10 +1012,7 @@ static void handle_tokenize(sid_server *srv, sid_conn *c, uint64_t id, const Sel
         tk.n_pieces = n;
         tk.pieces = pieces;
     }
-    Selectinfer__Response r = SELECTINFER__RESPONSE__INIT;
-    r.has_id = true;
-    r.id = id;
-    r.body_case = SELECTINFER__RESPONSE__BODY_TOKENS;
+    Selectinfer__Response r = reply(id, SELECTINFER__RESPONSE__BODY_TOKENS);
     r.tokens = &tk;
     if (!ok)
         send_error(c, id, SELECTINFER__ERROR_CODE__INTERNAL, "%s", "out of memory");
