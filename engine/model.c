@@ -224,6 +224,12 @@ static eng_dtype ffn_dtype(const eng_model *m, const gguf_file *f)
                                      : m->info.storage;
 }
 
+/* Resident bytes of one FFN neuron: its gate row, up row and down column. */
+static size_t neuron_bytes(const eng_model *m)
+{
+    return 3 * eng_dtype_bytes(m->info.ffn_dtype, (size_t)m->info.n_embd);
+}
+
 /* n values (a multiple of 32 for Q8_0) in type dt */
 static void store_row(eng_dtype dt, const float *src, void *dst, size_t n)
 {
@@ -484,7 +490,7 @@ static int sketch_supported(const eng_model *m, const eng_plan *plan, eng_error 
 static int ffn_alloc(eng_model *m, eng_layer *L, int cap)
 {
     const int E = m->info.n_embd;
-    const size_t rb = eng_dtype_bytes(m->ffn_dtype, (size_t)E);
+    const size_t rb = eng_dtype_bytes(m->info.ffn_dtype, (size_t)E);
     int c = cap > 0 ? cap : 1;
     void *gu = weight_alloc(m, (size_t)c * 2 * rb);
     void *down = weight_alloc(m, (size_t)c * rb);
@@ -492,7 +498,7 @@ static int ffn_alloc(eng_model *m, eng_layer *L, int cap)
     uint8_t *st = model_alloc(m, (size_t)c);
     if (!gu || !down || !ids || !st)
         return -ENOMEM;
-    L->ffn = (eng_ffn_weights){ .dtype = m->ffn_dtype, .n_embd = E, .n_slots = 0,
+    L->ffn = (eng_ffn_weights){ .dtype = m->info.ffn_dtype, .n_embd = E, .n_slots = 0,
                                 .gate_up = gu, .down = down };
     L->neuron_of_slot = ids;
     L->slot_static = st;
@@ -513,8 +519,7 @@ static int load_ffn(loader *ld, int il, eng_layer *L, const eng_plan *plan)
     if (ffn_alloc(m, L, n) < 0) {
         char what[64];
         snprintf(what, sizeof(what), "the FFN of layer %d", il);
-        return oom_err(ld, (size_t)n * 3 * eng_dtype_bytes(m->ffn_dtype, (size_t)m->info.n_embd),
-                       what);
+        return oom_err(ld, (size_t)n * neuron_bytes(m), what);
     }
     int32_t *slots = malloc((size_t)(n > 0 ? n : 1) * sizeof(int32_t));
     if (!slots)
@@ -538,7 +543,7 @@ static int load_ffn(loader *ld, int il, eng_layer *L, const eng_plan *plan)
     for (int j = 0; j < n; j++)
         L->slot_static[j] = j < n_static;
     L->sparse = plan->sparse[il];
-    m->info.bytes_weights += (uint64_t)n * 3 * eng_dtype_bytes(m->ffn_dtype, (size_t)m->info.n_embd);
+    m->info.bytes_weights += (uint64_t)n * neuron_bytes(m);
     if (wants_sketch(plan, il)) {
         /* filled by the backend (build_sketch) once the slots are loaded */
         size_t sb = eng_sketch_slot_bytes(m->info.n_embd);
@@ -569,7 +574,7 @@ typedef struct jobs_run {
 static size_t job_stage_bytes(const eng_model *m, const conv_job *j)
 {
     if (j->L)
-        return (size_t)j->n * 3 * eng_dtype_bytes(m->ffn_dtype, (size_t)m->info.n_embd);
+        return (size_t)j->n * neuron_bytes(m);
     return (size_t)(j->r1 - j->r0) * eng_dtype_bytes(j->dt, j->cols);
 }
 
@@ -843,7 +848,7 @@ static uint64_t bytes_per_token(const eng_model *m)
         const eng_weight *w[4] = { &L->wq, &L->wk, &L->wv, &L->wo };
         for (int i = 0; i < 4; i++)
             b += eng_dtype_bytes(w[i]->dtype, (size_t)w[i]->rows * w[i]->cols);
-        b += (uint64_t)L->ffn.n_slots * 3 * eng_dtype_bytes(L->ffn.dtype, (size_t)L->ffn.n_embd);
+        b += (uint64_t)L->ffn.n_slots * neuron_bytes(m);
     }
     b += eng_dtype_bytes(m->output.dtype, (size_t)m->output.rows * m->output.cols);
     return b;
@@ -906,7 +911,7 @@ static void plan_shape(const gguf_file *f, const eng_model *m, eng_plan_shape *s
         }
     }
     *sh = (eng_plan_shape){ .n_layer = i->n_layer, .n_ff = i->n_ff, .n_embd = i->n_embd,
-                            .bytes_per_neuron = 3 * eng_dtype_bytes(m->ffn_dtype, (size_t)i->n_embd), .bytes_fixed = fixed,
+                            .bytes_per_neuron = neuron_bytes(m), .bytes_fixed = fixed,
                             .sketch_per_neuron = i->n_embd % 32 ? 0 : eng_sketch_slot_bytes(i->n_embd),
                             .fingerprint = i->fingerprint, .arch = i->arch,
                             .n_vocab = (uint32_t)i->n_vocab, .down_norm = m->down_norm };
@@ -993,7 +998,7 @@ int eng__model_load_backend(const char *path, const eng_model_params *params, en
      * bytes a plan (a memory budget) works with */
     if (!m->be && (r = backend_start(m, &p, err)) < 0)
         goto fail;
-    m->info.ffn_dtype = m->ffn_dtype = ffn_dtype(m, f);
+    m->info.ffn_dtype = ffn_dtype(m, f);
     eng_plan_shape shape;
     plan_shape(f, m, &shape);
     m->bytes_fixed = shape.bytes_fixed;
