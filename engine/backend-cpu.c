@@ -62,6 +62,10 @@
 #ifndef PICK_PF_SLOTS
 #define PICK_PF_SLOTS 4
 #endif
+/* positions ahead whose K and V rows decode attention prefetches */
+#ifndef ATT_PF
+#define ATT_PF 16
+#endif
 #ifndef FFN_PF_SLOTS
 #define FFN_PF_SLOTS 4
 #endif
@@ -2005,6 +2009,17 @@ static void att_range(att_args *a, long t, long h0, int G, long p_lo, long p_hi,
         int nb = (int)(p_hi - p0 < ATT_BLOCK ? p_hi - p0 : ATT_BLOCK);
         float s[ATT_BLOCK][4], bm[4] = { -INFINITY, -INFINITY, -INFINITY, -INFINITY };
         for (int i = 0; i < nb; i++) {
+            if (p0 + i + ATT_PF < p_hi) {
+                /* one KV head's rows are strided (every n_head_kv-th
+                 * head_dim of the cache) and the weights streaming through
+                 * every layer evict them: the hardware prefetcher did not
+                 * follow, and decode attention read at ~4 GB/s */
+                const size_t ahead = (size_t)(p0 + i + ATT_PF) * kv_stride + kvh * hd;
+                for (long b = 0; b < hd * 2; b += 64) {
+                    __builtin_prefetch((const char *)(a->k + ahead) + b);
+                    __builtin_prefetch((const char *)(a->v + ahead) + b);
+                }
+            }
             k->dot4_h(q, G, a->k + (size_t)(p0 + i) * kv_stride + kvh * hd, hd, s[i]);
             for (int g = 0; g < G; g++) {
                 s[i][g] *= a->scale;
