@@ -38,6 +38,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include "gguf.h"
@@ -2750,19 +2751,58 @@ static void op_topk_count(eng_backend *be, const float *act, int n_tokens, int n
 
 /* ---- memory: backend memory is host memory ------------------------------ */
 
+/* Buffers of MEM_MAP_MIN bytes and more are mappings of their own, so that
+ * freed weights (a model, a hot-swap's old layers) go back to the kernel at
+ * once. From malloc they came out of its heap whenever they fell under
+ * glibc's mmap threshold (128 KiB, and raised to the size of every mapped
+ * chunk freed): they stayed resident after a free, and a later load reused
+ * them unseen by VmRSS. And scratch never touched is never resident.
+ * Smaller buffers come from malloc. A header of one cache line before the
+ * buffer says which, and the mapping's length; the buffer itself starts on
+ * a cache line (64-byte alignment: whole lines for the SIMD kernels). */
+enum { MEM_HDR = 64, MEM_MAP_MIN = 64 * 1024, MEM_MAGIC = 0x5e1ec7 };
+
+typedef struct mem_hdr {
+    size_t len;      /* of the mapping; 0: malloc'd */
+    uint32_t magic;
+} mem_hdr;
+
 static int mem_alloc(eng_backend *be, size_t bytes, void **ret)
 {
-    /* 64-byte alignment: whole cache lines for the SIMD kernels */
-    void *p = aligned_alloc(64, bytes ? (bytes + 63) & ~(size_t)63 : 64);
-    if (!p)
-        return -ENOMEM;
-    *ret = p;
+    (void)be;
+    const size_t need = (bytes ? (bytes + 63) & ~(size_t)63 : 64) + MEM_HDR;
+    if (need < bytes)
+        return -ENOMEM; /* overflow */
+    mem_hdr *h;
+    if (need >= MEM_MAP_MIN) {
+        void *p = mmap(NULL, need, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (p == MAP_FAILED)
+            return -ENOMEM;
+        h = p;
+        h->len = need;
+    } else {
+        if (!(h = aligned_alloc(64, need)))
+            return -ENOMEM;
+        h->len = 0;
+    }
+    h->magic = MEM_MAGIC;
+    *ret = (char *)h + MEM_HDR;
     return 0;
 }
 
 static void mem_free(eng_backend *be, void *p)
 {
-    free(p);
+    (void)be;
+    if (!p)
+        return;
+    mem_hdr *h = (mem_hdr *)((char *)p - MEM_HDR);
+    if (h->magic != MEM_MAGIC)
+        return; /* not ours: leaking beats freeing what malloc never gave */
+    h->magic = 0;
+    if (h->len)
+        munmap(h, h->len);
+    else
+        free(h);
 }
 
 static void mem_info(eng_backend *be, size_t *ret_free, size_t *ret_total)
@@ -2833,8 +2873,8 @@ static void op_free(eng_backend *be)
         return;
     cpu_ctx *c = ctx_of(be);
     eng_threadpool_free(c->pool);
-    free(c->scratch);
-    free(c->abuf);
+    mem_free(be, c->scratch);
+    mem_free(be, c->abuf);
     free(c);
 }
 
@@ -2876,12 +2916,19 @@ int eng_backend_cpu_new(int n_threads, eng_backend **ret_backend)
     c->be.ctx = c;
     c->n_threads = n_threads;
     c->k = pick_kernels();
-    c->scratch = aligned_alloc(64, (size_t)n_threads * SCRATCH_FLOATS * sizeof(float));
-    c->abuf = aligned_alloc(64, (size_t)ABUF_FLOATS * sizeof(float));
-    int r = (c->scratch && c->abuf) ? eng_threadpool_new(n_threads, &c->pool) : -ENOMEM;
+    /* mappings (mem_alloc): pages become resident as prefill first uses
+     * them, not at load (4.5 MB with two threads, most of it abuf) */
+    void *scratch = NULL, *abuf = NULL;
+    int r = mem_alloc(&c->be, (size_t)n_threads * SCRATCH_FLOATS * sizeof(float), &scratch);
+    if (r == 0)
+        r = mem_alloc(&c->be, (size_t)ABUF_FLOATS * sizeof(float), &abuf);
+    c->scratch = scratch;
+    c->abuf = abuf;
+    if (r == 0)
+        r = eng_threadpool_new(n_threads, &c->pool);
     if (r < 0) {
-        free(c->scratch);
-        free(c->abuf);
+        mem_free(&c->be, c->scratch);
+        mem_free(&c->be, c->abuf);
         free(c);
         return r;
     }

@@ -17,6 +17,7 @@
  * a slot outside sel shows up as NaN in y.
  */
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -901,6 +902,53 @@ static void test_add_store(eng_backend *be)
     }
 }
 
+static long vmrss_kb(void)
+{
+    FILE *f = fopen("/proc/self/status", "r");
+    char line[256];
+    long kb = -1;
+    while (f && fgets(line, sizeof(line), f))
+        if (sscanf(line, "VmRSS: %ld kB", &kb) == 1)
+            break;
+    if (f)
+        fclose(f);
+    return kb;
+}
+
+/* Backend memory: aligned to a cache line, small and large; a freed large
+ * buffer goes back to the kernel at once (weights freed by a hot-swap
+ * must not stay resident), and a buffer not yet written is not resident. */
+static void test_mem(eng_backend *be)
+{
+    static const size_t sizes[] = { 0, 1, 100, 4096, 65536 - 64, 65536, 200 * 1024, 64u << 20 };
+    for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+        void *p = NULL;
+        CHECK(be->iface->alloc(be, sizes[i], &p) == 0 && p, "alloc %zu", sizes[i]);
+        if (!p)
+            continue;
+        CHECK(((uintptr_t)p & 63) == 0, "alloc %zu: %p not on a cache line", sizes[i], p);
+        memset(p, 0x5a, sizes[i]);
+        be->iface->mem_free(be, p);
+    }
+    be->iface->mem_free(be, NULL);
+    /* glibc raises its mmap threshold to the size of a mapped chunk freed
+     * (the 64 MiB above): from malloc, 16 MiB would now come out of the
+     * heap and stay resident after its free */
+    const size_t big = 16u << 20;
+    void *p = NULL;
+    long r0 = vmrss_kb();
+    CHECK(be->iface->alloc(be, big, &p) == 0 && p, "alloc 16 MiB");
+    long r1 = vmrss_kb();
+    if (p)
+        memset(p, 1, big);
+    long r2 = vmrss_kb();
+    be->iface->mem_free(be, p);
+    long r3 = vmrss_kb();
+    CHECK(r1 - r0 < 1024, "an untouched 16 MiB buffer is resident: +%ld kB", r1 - r0);
+    CHECK(r2 - r1 > 15 * 1024, "16 MiB written: VmRSS +%ld kB", r2 - r1);
+    CHECK(r2 - r3 > 15 * 1024, "16 MiB freed: VmRSS -%ld kB only", r2 - r3);
+}
+
 int main(void)
 {
     /* the reference conversion itself, on a few known values */
@@ -960,6 +1008,7 @@ int main(void)
             test_rope(be);
             test_attention(be);
             test_add_store(be);
+            test_mem(be);
             printf("%-22s %s\n", cfg, n_fail == before ? "ok" : "FAILED");
             be->iface->free(be);
         }
