@@ -2774,7 +2774,12 @@ static int mem_alloc(eng_backend *be, size_t bytes, void **ret)
     if (need < bytes)
         return -ENOMEM; /* overflow */
     mem_hdr *h;
-    if (need >= MEM_MAP_MIN) {
+#if defined(__SANITIZE_ADDRESS__)
+    const bool map = false; /* malloc's buffers, whose overruns ASan sees */
+#else
+    const bool map = need >= MEM_MAP_MIN;
+#endif
+    if (map) {
         void *p = mmap(NULL, need, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
         if (p == MAP_FAILED)
             return -ENOMEM;
