@@ -164,6 +164,21 @@ static float maxdiff(const float *a, const float *b)
     return m;
 }
 
+/* The static slots of every layer as slots 0 .. n_static - 1; returns
+ * their count over all layers, -1 where one is out of place. */
+static long statics_lead(const eng_model *m)
+{
+    long n = 0;
+    for (int il = 0; il < m->info.n_layer; il++) {
+        const eng_layer *L = &m->layers[il];
+        for (int j = 0; j < L->ffn.n_slots; j++)
+            if (L->slot_static[j] != (j < L->n_static))
+                return -1;
+        n += L->n_static;
+    }
+    return n;
+}
+
 int main(void)
 {
     const char *path = test_model_path();
@@ -556,8 +571,11 @@ int main(void)
     CHECK(eng_session_eval(old, t3, 3, 0) == 0);
     eng_session_free(old);
 
+    /* the swap keeps the static slots in front, as a load lays them out */
+    CHECK(statics_lead(sel) > 0);
     eng_model *fresh = load(path, &pb, &err);
     CHECKF(fresh, "%s", err.msg);
+    CHECK(statics_lead(fresh) > 0);
     logits_of(fresh, NULL, 3, lx, NULL);
     logits_of(sel, NULL, 3, ly, NULL);
     /* same neurons in other slots: only the summation order differs (typically
