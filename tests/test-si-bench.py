@@ -57,7 +57,8 @@ def main():
               f"ffn_share {greedy['ffn_share']}, {phi['ffn_share']}")
         check(phi["step_bytes"] < greedy["step_bytes"], "phi 0.4 reads as much as dense")
         # arguments it must refuse
-        for bad in (["--pick", "token"], ["--phi", "2"], ["-n", "0"], ["--bogus"]):
+        for bad in (["--pick", "token"], ["--phi", "2"], ["-n", "0"], ["--bogus"],
+                    ["--phi", "0.4", "--swap", "chat"]):  # a swap needs a profile
             out = subprocess.run([bench, "-m", model, *bad], capture_output=True, text=True,
                                  timeout=60)
             check(out.returncode == 2, f"si-bench {' '.join(bad)}: exit {out.returncode}")

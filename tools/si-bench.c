@@ -31,6 +31,9 @@
  *                    --profile FILE --task T a selectinfer plan, --gamma and
  *                    --delta, default 0.7 and 0.3). ffn_share reports the
  *                    share decode computed.
+ *   --swap T         with --profile: hot-swap the loaded plan to task T
+ *                    before measuring (eng_model_swap), as a daemon serves
+ *                    a task after a profile change.
  *   --pick token     with --phi: every decode token picks its own neurons by
  *                    the plan's 4-bit sketch (ENG_PICK_TOKEN; the plan keeps
  *                    one); the sketch's bytes count in ffn_share.
@@ -47,8 +50,8 @@
  * Usage: si-bench [-m MODEL] [-p 128] [-n 64] [-t THREADS] [-r REPS] [--f32] [--q8]
  *                 [--bw-mb 512] [--llama-bench PATH --llama-model GGUF] [--json]
  *                 [--backend cpu|cuda|auto] [--device N]
- *                 [--phi F [--profile FILE --task T [--gamma G] [--delta D]] [--pick token]]
- *                 [--sample]
+ *                 [--phi F [--profile FILE --task T [--gamma G] [--delta D] [--swap T]]
+ *                 [--pick token]] [--sample]
  */
 #include <errno.h>
 #include <math.h>
@@ -68,7 +71,8 @@ static void usage(FILE *f) {
                "[-r REPS (3)] [--f32] [--q8] [--bw-mb MB (512)]\n"
                "                [--llama-bench PATH --llama-model GGUF] [--json]\n"
                "                [--backend cpu|cuda|auto] [--device N]\n"
-               "                [--phi F [--profile FILE --task T [--gamma G] [--delta D]] [--pick token]]\n"
+               "                [--phi F [--profile FILE --task T [--gamma G] [--delta D] [--swap T]]\n"
+               "                [--pick token]]\n"
                "                [--sample]\n");
 }
 
@@ -293,6 +297,8 @@ int main(int argc, char **argv) {
     eng_backend_kind backend = ENG_BACKEND_CPU;
     int device = 0;
     float phi = 0, gamma = 0.7f, delta = 0.3f;
+    const char *swap_task = NULL; /* hot-swap to this task after the load */
+    double swap_ms = 0;
     const char *profile_path = NULL, *task = NULL;
     bool pick_token = false, sample = false;
     for (int i = 1; i < argc; i++) {
@@ -330,6 +336,8 @@ int main(int argc, char **argv) {
             device = atoi(argv[++i]);
         else if (!strcmp(a, "--phi") && has)
             phi = strtof(argv[++i], NULL);
+        else if (!strcmp(a, "--swap") && has)
+            swap_task = argv[++i];
         else if (!strcmp(a, "--gamma") && has)
             gamma = strtof(argv[++i], NULL);
         else if (!strcmp(a, "--delta") && has)
@@ -358,7 +366,8 @@ int main(int argc, char **argv) {
     }
     if (n_prompt < 1 || n_prompt > 16384 || n_gen < 1 || n_gen > 16384 || reps < 1 || reps > 100 ||
         bw_mb < 16 || bw_mb > 65536 || n_threads > 256 || (llama_bench && !llama_model) ||
-        !(phi >= 0 && phi <= 1) || (!profile_path != !task) || (profile_path && phi <= 0) || (pick_token && phi <= 0)) {
+        !(phi >= 0 && phi <= 1) || (!profile_path != !task) || (profile_path && phi <= 0) || (pick_token && phi <= 0) ||
+        (swap_task && !profile_path)) {
         usage(stderr);
         return 2;
     }
@@ -403,6 +412,20 @@ int main(int argc, char **argv) {
     if (rc < 0) {
         fprintf(stderr, "Failed to load model '%s': %s (%s)\n", model_path, err.msg, strerror(-rc));
         return 1;
+    }
+    if (swap_task) {
+        /* measure the slots as a daemon serves them after a hot-swap */
+        eng_load_plan_params sw = pp;
+        sw.task = swap_task;
+        eng_swap_stats st;
+        if ((rc = eng_model_swap(m, &sw, &st, &err)) < 0) {
+            fprintf(stderr, "Failed to swap to task '%s': %s\n", swap_task, err.msg);
+            return 1;
+        }
+        swap_ms = st.ns / 1e6;
+        if (!json)
+            printf("hot-swap         to '%s' in %.1f ms (%llu neurons in)\n", swap_task, swap_ms,
+                   (unsigned long long)st.neurons_in);
     }
     const char *backend_name = eng_backend_name(m);
     bool on_cpu = !strcmp(backend_name, "cpu");
@@ -525,6 +548,8 @@ int main(int argc, char **argv) {
                "\"decode\": \"%s\",\n",
                eng_select_mode_name(pp.mode), phi, pick_token ? "token" : "request", ffn_share,
                sample ? "sampled" : "greedy");
+        if (swap_task)
+            printf(" \"swap_task\": \"%s\", \"swap_ms\": %.3f,\n", swap_task, swap_ms);
         printf(" \"load_s\": %.4f, \"prefill_tps\": %.3f, \"prefill_tps_sd\": %.3f, "
                "\"decode_tps\": %.3f, \"decode_tps_sd\": %.3f, \"ttft_ms\": %.3f,\n",
                load_s, pp_mean, pp_sd, tg_mean, tg_sd, ttft_ms);
