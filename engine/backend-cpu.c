@@ -5,7 +5,7 @@
  * ENG_CPU_SIMD=0 in the environment at creation), x86-64 AVX2+FMA+F16C,
  * and the same with AVX-512 VNNI for the sketch's integer dot products
  * (ENG_CPU_SIMD=avx2 keeps AVX2), chosen at run time with
- * __builtin_cpu_supports.
+ * __builtin_cpu_supports; on AArch64 (a Jetson's CPU), NEON.
  *
  * Decode (one token) is bound by memory bandwidth: every weight byte is read
  * once, so the GEMV kernels read several rows at a time (sharing the x loads
@@ -52,6 +52,12 @@
 #else
 #define HAVE_X86 0
 #endif
+#if defined(__aarch64__)
+#define HAVE_NEON 1
+#include <arm_neon.h>
+#else
+#define HAVE_NEON 0
+#endif
 
 #define ALWAYS static inline __attribute__((always_inline))
 
@@ -91,9 +97,9 @@ enum {
 
 #if defined(__aarch64__)
 /* The hardware's conversions (fcvt; exact both ways, round to nearest
- * even): the portable ones below branch on every element, which keeps the
- * compiler from vectorizing the scalar kernels, the only ones an ARM CPU
- * (a Jetson's) runs. */
+ * even, as the NEON set's fcvtl/fcvtn): the portable ones below branch on
+ * every element, which keeps the compiler from vectorizing the scalar
+ * kernels' loops that have no sums. */
 static inline float h2f(uint16_t h)
 {
     __fp16 x;
@@ -502,6 +508,145 @@ static const kernels kern_scalar = {
     .to_f32 = s_to_f32,
 };
 
+/* ---- walks shared by the vector kernel sets ---------------------------- */
+
+/* Macros, not functions: each expands inside a set's own target
+ * attributes with that set's kernels (DOT4, AXPY2, TILES, down_pack), so
+ * the compiler inlines and unrolls them per set and weight type. */
+
+/* GEMV over Q8_0 rows, four quarters side by side as gemv_impl walks
+ * them (four streams), each prefetching its row GEMV_PF_ROWS ahead: a
+ * quarter of the f16 row's bytes fewer to read, more instructions a byte.
+ * DOT4 is the set's dot4_q8. */
+#define GEMV_Q8_BODY(DOT4)                                                                   \
+    const long nb = cols / 32, q = (r1 - r0) / 4;                                            \
+    for (long i0 = 0; i0 < q; i0++) {                                                        \
+        const long rr[4] = { r0 + i0, r0 + q + i0, r0 + 2 * q + i0, r0 + 3 * q + i0 };       \
+        const eng_q8_block *b[4];                                                            \
+        const char *pf[4];                                                                   \
+        for (int j = 0; j < 4; j++) {                                                        \
+            b[j] = w + (size_t)rr[j] * nb;                                                   \
+            pf[j] = (const char *)(b[j] + GEMV_PF_ROWS * nb); /* past the end: a hint */     \
+        }                                                                                    \
+        float o[4];                                                                          \
+        DOT4(b[0], b[1], b[2], b[3], x, cols, o, GEMV_PF_ROWS ? pf : NULL);                  \
+        for (int j = 0; j < 4; j++)                                                          \
+            y[rr[j]] = o[j] + (bias ? bias[rr[j]] : 0.0f);                                   \
+    }                                                                                        \
+    if (r0 + 4 * q < r1)                                                                     \
+        s_gemv_q8(w, cols, x, bias, y, r0 + 4 * q, r1);
+
+/* The decode FFN's walk, shared by the kernel sets and weight types: DOT4
+ * (four rows against x, prefetching four more) and AXPY2 (acc += two
+ * scaled down rows, prefetching two more) are the set's kernels for the
+ * type, rs the bytes of a row.
+ *
+ * Two slots per step, one from each half of [j0, j1): the rows gate, up of
+ * both share the x loads, their down rows share the load/store of acc, and
+ * the halves are two independent streams for the memory system (with all
+ * slots selected, each half is linear in memory). The slots FFN_PF_SLOTS
+ * steps ahead are prefetched: selected slots are scattered, so the hardware
+ * prefetcher cannot run ahead across them. A slot without a valid partner
+ * (odd counts, slots out of range) goes on its own, its rows twice. */
+#define FFN_FUSED_BODY(DOT4, AXPY2, rs)                                                      \
+    const long E = a->w->n_embd;                                                             \
+    const char *gu = a->w->gate_up, *dn = a->w->down;                                        \
+    const long h = (j1 - j0) / 2;                                                            \
+    for (long i = 0; i < h; i++) {                                                           \
+        const long ja = j0 + i, jb = j0 + h + i;                                             \
+        const long sa = slot_of(a, ja), sb = slot_of(a, jb);                                 \
+        if (sa < 0 || sb < 0) {                                                              \
+            ffn_one_slot_##DOT4(a, ja, acc, rs);                                             \
+            ffn_one_slot_##DOT4(a, jb, acc, rs);                                             \
+            continue;                                                                        \
+        }                                                                                    \
+        const char *ga = gu + (size_t)sa * 2 * rs, *gb = gu + (size_t)sb * 2 * rs;           \
+        const char *pf[4] = { NULL, NULL, NULL, NULL }, *pd0 = NULL, *pd1 = NULL;            \
+        if (FFN_PF_SLOTS && i + FFN_PF_SLOTS < h) {                                          \
+            long ta = slot_of(a, ja + FFN_PF_SLOTS), tb = slot_of(a, jb + FFN_PF_SLOTS);     \
+            if (ta >= 0 && tb >= 0) {                                                        \
+                pf[0] = gu + (size_t)ta * 2 * rs;                                            \
+                pf[1] = pf[0] + rs;                                                          \
+                pf[2] = gu + (size_t)tb * 2 * rs;                                            \
+                pf[3] = pf[2] + rs;                                                          \
+                pd0 = dn + (size_t)ta * rs;                                                  \
+                pd1 = dn + (size_t)tb * rs;                                                  \
+            }                                                                                \
+        }                                                                                    \
+        float o[4];                                                                          \
+        DOT4(ga, ga + rs, gb, gb + rs, a->x, E, o, pf[0] ? pf : NULL);                       \
+        const float ava = silu(o[0]) * o[1], avb = silu(o[2]) * o[3];                        \
+        AXPY2(acc, ava, dn + (size_t)sa * rs, avb, dn + (size_t)sb * rs, E, pd0, pd1);       \
+        if (a->act) {                                                                        \
+            a->act[ja] = ava;                                                                \
+            a->act[jb] = avb;                                                                \
+        }                                                                                    \
+    }                                                                                        \
+    if ((j1 - j0) & 1)                                                                       \
+        ffn_one_slot_##DOT4(a, j1 - 1, acc, rs);
+
+/* One slot on its own (a partner out of range): its rows as both pairs. */
+#define FFN_ONE_SLOT(DOT4, AXPY2, ATTR)                                                      \
+    ATTR void ffn_one_slot_##DOT4(const ffn_args *a, long j, float *acc, size_t rs)          \
+    {                                                                                        \
+        const long s = slot_of(a, j);                                                        \
+        float av = 0.0f;                                                                     \
+        if (s >= 0) {                                                                        \
+            const char *g = (const char *)a->w->gate_up + (size_t)s * 2 * rs;                \
+            const char *d = (const char *)a->w->down + (size_t)s * rs;                       \
+            float o[4];                                                                      \
+            DOT4(g, g + rs, g, g + rs, a->x, a->w->n_embd, o, NULL);                         \
+            av = silu(o[0]) * o[1];                                                          \
+            AXPY2(acc, av, d, 0.0f, d, a->w->n_embd, NULL, NULL);                            \
+        }                                                                                    \
+        if (a->act)                                                                          \
+            a->act[j] = av;                                                                  \
+    }
+
+/* The loops of the prefill's down projection, shared by the kernel sets
+ * (v_ffn_down, v512_ffn_down): column chunks, blocks of selected down rows
+ * (their columns [c0, c0 + nc)) converted to f32 and packed contiguously in
+ * the thread's scratch once, then reused by every block of 6 tokens
+ * through TILES (down_tiles or down_tiles512; NT a constant in each case,
+ * so that each compiles to its own unrolled kernel): the rows of scattered
+ * slots are read once per token chunk instead of once per token block, and
+ * the inner loop reads only L1/L2. */
+#define FFN_DOWN_CASE(TILES, NT)                                                             \
+    case NT:                                                                                 \
+        TILES(scratch, ldp, nj, ncc, At, lda, yt, ldy, jb == 0, NT);                         \
+        break;
+#define FFN_DOWN_BODY(TILES)                                                                 \
+    for (long cc = c0; cc < c0 + nc; cc += DOWN_CC) {                                        \
+        long ncc = c0 + nc - cc < DOWN_CC ? c0 + nc - cc : DOWN_CC;                          \
+        long ldp = (ncc + 7) & ~7L;                                                          \
+        long jbs = SCRATCH_FLOATS / ldp;                                                     \
+        for (long jb = 0; jb < a->n_sel; jb += jbs) {                                        \
+            int nj = (int)(a->n_sel - jb < jbs ? a->n_sel - jb : jbs);                       \
+            down_pack(a, jb, nj, cc, ncc, ldp, scratch);                                     \
+            for (int t = 0; t < nt; t += 6) {                                                \
+                const float *At = A + (size_t)t * lda + jb;                                  \
+                float *yt = y + (size_t)t * ldy + cc;                                        \
+                switch (nt - t < 6 ? nt - t : 6) {                                           \
+                    FFN_DOWN_CASE(TILES, 1)                                                  \
+                    FFN_DOWN_CASE(TILES, 2)                                                  \
+                    FFN_DOWN_CASE(TILES, 3)                                                  \
+                    FFN_DOWN_CASE(TILES, 4)                                                  \
+                    FFN_DOWN_CASE(TILES, 5)                                                  \
+                    FFN_DOWN_CASE(TILES, 6)                                                  \
+                default:                                                                     \
+                    break;                                                                   \
+                }                                                                            \
+            }                                                                                \
+        }                                                                                    \
+        if (a->n_sel == 0)                                                                   \
+            for (int t = 0; t < nt; t++)                                                     \
+                memset(y + (size_t)t * ldy + cc, 0, (size_t)ncc * sizeof(float));           \
+    }
+
+/* Column chunk of the down projection: at least SCRATCH_FLOATS / DOWN_CC
+ * slots per packed block. */
+enum { DOWN_CC = 2048 };
+
 /* ---- AVX2 + FMA + F16C kernels ---------------------------------------- */
 
 #if HAVE_X86
@@ -686,28 +831,6 @@ VALWAYS void dot4_q8(const void *r0, const void *r1, const void *r2, const void 
     _mm_storeu_ps(out, hsum4x8(acc[0], acc[1], acc[2], acc[3]));
 }
 
-/* GEMV over Q8_0 rows, four quarters side by side as gemv_impl walks
- * them (four streams), each prefetching its row GEMV_PF_ROWS ahead: a
- * quarter of the f16 row's bytes fewer to read, more instructions a byte.
- * DOT4 is the set's dot4_q8. */
-#define GEMV_Q8_BODY(DOT4)                                                                   \
-    const long nb = cols / 32, q = (r1 - r0) / 4;                                            \
-    for (long i0 = 0; i0 < q; i0++) {                                                        \
-        const long rr[4] = { r0 + i0, r0 + q + i0, r0 + 2 * q + i0, r0 + 3 * q + i0 };       \
-        const eng_q8_block *b[4];                                                            \
-        const char *pf[4];                                                                   \
-        for (int j = 0; j < 4; j++) {                                                        \
-            b[j] = w + (size_t)rr[j] * nb;                                                   \
-            pf[j] = (const char *)(b[j] + GEMV_PF_ROWS * nb); /* past the end: a hint */     \
-        }                                                                                    \
-        float o[4];                                                                          \
-        DOT4(b[0], b[1], b[2], b[3], x, cols, o, GEMV_PF_ROWS ? pf : NULL);                  \
-        for (int j = 0; j < 4; j++)                                                          \
-            y[rr[j]] = o[j] + (bias ? bias[rr[j]] : 0.0f);                                   \
-    }                                                                                        \
-    if (r0 + 4 * q < r1)                                                                     \
-        s_gemv_q8(w, cols, x, bias, y, r0 + 4 * q, r1);
-
 TGT static void v_gemv_q8(const eng_q8_block *w, long cols, const float *x, const float *bias,
                           float *y, long r0, long r1)
 {
@@ -825,73 +948,6 @@ VALWAYS void axpy2_impl(float *acc, float a0, const void *d0, float a1, const vo
         acc[k] += a0 * wval(d0, k, f16) + a1 * wval(d1, k, f16);
 }
 
-/* The decode FFN's walk, shared by the kernel sets and weight types: DOT4
- * (four rows against x, prefetching four more) and AXPY2 (acc += two
- * scaled down rows, prefetching two more) are the set's kernels for the
- * type, rs the bytes of a row.
- *
- * Two slots per step, one from each half of [j0, j1): the rows gate, up of
- * both share the x loads, their down rows share the load/store of acc, and
- * the halves are two independent streams for the memory system (with all
- * slots selected, each half is linear in memory). The slots FFN_PF_SLOTS
- * steps ahead are prefetched: selected slots are scattered, so the hardware
- * prefetcher cannot run ahead across them. A slot without a valid partner
- * (odd counts, slots out of range) goes on its own, its rows twice. */
-#define FFN_FUSED_BODY(DOT4, AXPY2, rs)                                                      \
-    const long E = a->w->n_embd;                                                             \
-    const char *gu = a->w->gate_up, *dn = a->w->down;                                        \
-    const long h = (j1 - j0) / 2;                                                            \
-    for (long i = 0; i < h; i++) {                                                           \
-        const long ja = j0 + i, jb = j0 + h + i;                                             \
-        const long sa = slot_of(a, ja), sb = slot_of(a, jb);                                 \
-        if (sa < 0 || sb < 0) {                                                              \
-            ffn_one_slot_##DOT4(a, ja, acc, rs);                                             \
-            ffn_one_slot_##DOT4(a, jb, acc, rs);                                             \
-            continue;                                                                        \
-        }                                                                                    \
-        const char *ga = gu + (size_t)sa * 2 * rs, *gb = gu + (size_t)sb * 2 * rs;           \
-        const char *pf[4] = { NULL, NULL, NULL, NULL }, *pd0 = NULL, *pd1 = NULL;            \
-        if (FFN_PF_SLOTS && i + FFN_PF_SLOTS < h) {                                          \
-            long ta = slot_of(a, ja + FFN_PF_SLOTS), tb = slot_of(a, jb + FFN_PF_SLOTS);     \
-            if (ta >= 0 && tb >= 0) {                                                        \
-                pf[0] = gu + (size_t)ta * 2 * rs;                                            \
-                pf[1] = pf[0] + rs;                                                          \
-                pf[2] = gu + (size_t)tb * 2 * rs;                                            \
-                pf[3] = pf[2] + rs;                                                          \
-                pd0 = dn + (size_t)ta * rs;                                                  \
-                pd1 = dn + (size_t)tb * rs;                                                  \
-            }                                                                                \
-        }                                                                                    \
-        float o[4];                                                                          \
-        DOT4(ga, ga + rs, gb, gb + rs, a->x, E, o, pf[0] ? pf : NULL);                       \
-        const float ava = silu(o[0]) * o[1], avb = silu(o[2]) * o[3];                        \
-        AXPY2(acc, ava, dn + (size_t)sa * rs, avb, dn + (size_t)sb * rs, E, pd0, pd1);       \
-        if (a->act) {                                                                        \
-            a->act[ja] = ava;                                                                \
-            a->act[jb] = avb;                                                                \
-        }                                                                                    \
-    }                                                                                        \
-    if ((j1 - j0) & 1)                                                                       \
-        ffn_one_slot_##DOT4(a, j1 - 1, acc, rs);
-
-/* One slot on its own (a partner out of range): its rows as both pairs. */
-#define FFN_ONE_SLOT(DOT4, AXPY2, ATTR)                                                      \
-    ATTR void ffn_one_slot_##DOT4(const ffn_args *a, long j, float *acc, size_t rs)          \
-    {                                                                                        \
-        const long s = slot_of(a, j);                                                        \
-        float av = 0.0f;                                                                     \
-        if (s >= 0) {                                                                        \
-            const char *g = (const char *)a->w->gate_up + (size_t)s * 2 * rs;                \
-            const char *d = (const char *)a->w->down + (size_t)s * rs;                       \
-            float o[4];                                                                      \
-            DOT4(g, g + rs, g, g + rs, a->x, a->w->n_embd, o, NULL);                         \
-            av = silu(o[0]) * o[1];                                                          \
-            AXPY2(acc, av, d, 0.0f, d, a->w->n_embd, NULL, NULL);                            \
-        }                                                                                    \
-        if (a->act)                                                                          \
-            a->act[j] = av;                                                                  \
-    }
-
 #define DOT4_OF(F16)                                                                         \
     (const void *r0, const void *r1, const void *r2, const void *r3, const float *x, long n, \
      float out[4], const char *const *pf)                                                    \
@@ -1000,46 +1056,6 @@ VALWAYS void down_tiles(const float *P, long ldp, int nj, long nc, const float *
     }
 }
 
-/* The loops of the prefill's down projection, shared by the kernel sets
- * (v_ffn_down, v512_ffn_down): column chunks, blocks of selected down rows
- * (their columns [c0, c0 + nc)) converted to f32 and packed contiguously in
- * the thread's scratch once, then reused by every block of 6 tokens
- * through TILES (down_tiles or down_tiles512; NT a constant in each case,
- * so that each compiles to its own unrolled kernel): the rows of scattered
- * slots are read once per token chunk instead of once per token block, and
- * the inner loop reads only L1/L2. */
-#define FFN_DOWN_CASE(TILES, NT)                                                             \
-    case NT:                                                                                 \
-        TILES(scratch, ldp, nj, ncc, At, lda, yt, ldy, jb == 0, NT);                         \
-        break;
-#define FFN_DOWN_BODY(TILES)                                                                 \
-    for (long cc = c0; cc < c0 + nc; cc += DOWN_CC) {                                        \
-        long ncc = c0 + nc - cc < DOWN_CC ? c0 + nc - cc : DOWN_CC;                          \
-        long ldp = (ncc + 7) & ~7L;                                                          \
-        long jbs = SCRATCH_FLOATS / ldp;                                                     \
-        for (long jb = 0; jb < a->n_sel; jb += jbs) {                                        \
-            int nj = (int)(a->n_sel - jb < jbs ? a->n_sel - jb : jbs);                       \
-            down_pack(a, jb, nj, cc, ncc, ldp, scratch);                                     \
-            for (int t = 0; t < nt; t += 6) {                                                \
-                const float *At = A + (size_t)t * lda + jb;                                  \
-                float *yt = y + (size_t)t * ldy + cc;                                        \
-                switch (nt - t < 6 ? nt - t : 6) {                                           \
-                    FFN_DOWN_CASE(TILES, 1)                                                  \
-                    FFN_DOWN_CASE(TILES, 2)                                                  \
-                    FFN_DOWN_CASE(TILES, 3)                                                  \
-                    FFN_DOWN_CASE(TILES, 4)                                                  \
-                    FFN_DOWN_CASE(TILES, 5)                                                  \
-                    FFN_DOWN_CASE(TILES, 6)                                                  \
-                default:                                                                     \
-                    break;                                                                   \
-                }                                                                            \
-            }                                                                                \
-        }                                                                                    \
-        if (a->n_sel == 0)                                                                   \
-            for (int t = 0; t < nt; t++)                                                     \
-                memset(y + (size_t)t * ldy + cc, 0, (size_t)ncc * sizeof(float));           \
-    }
-
 /* Down rows of slots jb .. jb + nj, columns [cc, cc + ncc), converted to
  * f32 into P [nj][ldp]: zeros past ncc, and for slots out of range (their
  * A is 0 too). */
@@ -1077,10 +1093,6 @@ VALWAYS void down_pack(const ffn_args *a, long jb, int nj, long cc, long ncc, lo
             d[k] = 0.0f;
     }
 }
-
-/* Column chunk of the down projection: at least SCRATCH_FLOATS / DOWN_CC
- * slots per packed block. */
-enum { DOWN_CC = 2048 };
 
 TGT static void v_ffn_down(const ffn_args *a, const float *A, long lda, float *y, long ldy,
                            int nt, long c0, long nc, float *scratch)
@@ -1665,6 +1677,600 @@ static const kernels kern_avx512 = {
     .ffn_fused = v512_ffn_fused,
 };
 #endif /* HAVE_X86 */
+
+/* ---- NEON kernels (AArch64: a Jetson's Cortex-A78AE) -------------------- */
+
+/* Advanced SIMD is part of every AArch64 CPU, so this set needs no runtime
+ * check. The scalar kernels cannot stand in for it: without reassociating
+ * float sums (which we do not allow the compiler), each of their dot
+ * products is one chain of dependent multiply-adds, a few cycles an
+ * element. Here every dot product keeps eight independent float32x4
+ * chains (an A78 has two 128-bit FMA pipes of four cycles' latency), the
+ * shapes and walks are the AVX2 set's, and f16 goes through the hardware's
+ * fcvtl/fcvtn (round to nearest even, as f2h). The sums run in another
+ * order than the scalar set's, within the tests' stated bounds. */
+#if HAVE_NEON
+
+/* Four weights (f16 or f32) from element i, as f32. */
+ALWAYS float32x4_t nld4(const void *base, long i, bool f16)
+{
+    if (f16)
+        return vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16((const uint16_t *)base + i)));
+    return vld1q_f32((const float *)base + i);
+}
+
+/* [sum a, sum b, sum c, sum d] */
+ALWAYS float32x4_t nsum4x4(float32x4_t a, float32x4_t b, float32x4_t c, float32x4_t d)
+{
+    return vpaddq_f32(vpaddq_f32(a, b), vpaddq_f32(c, d));
+}
+
+/* Four rows (f16 or f32) against x over n, prefetching the four rows pf
+ * (when not NULL) at the same column, as dot4_impl. */
+ALWAYS void n_dot4_impl(const void *r0, const void *r1, const void *r2, const void *r3,
+                        const float *x, long n, bool f16, float out[4], const char *const *pf)
+{
+    float32x4_t a0 = vdupq_n_f32(0.0f), a1 = a0, a2 = a0, a3 = a0;
+    float32x4_t b0 = a0, b1 = a0, b2 = a0, b3 = a0;
+    const long es = (long)dsize(f16);
+    long k = 0;
+    for (; k + 32 <= n; k += 32) {
+        if (pf) { /* 32 elements: one 64-byte line per row (f16), two (f32) */
+            for (int i = 0; i < 4; i++) {
+                __builtin_prefetch(pf[i] + k * es, 0, 3);
+                if (!f16)
+                    __builtin_prefetch(pf[i] + k * es + 64, 0, 3);
+            }
+        }
+        for (int u = 0; u < 32; u += 8) {
+            const float32x4_t x0 = vld1q_f32(x + k + u), x1 = vld1q_f32(x + k + u + 4);
+            a0 = vfmaq_f32(a0, nld4(r0, k + u, f16), x0);
+            a1 = vfmaq_f32(a1, nld4(r1, k + u, f16), x0);
+            a2 = vfmaq_f32(a2, nld4(r2, k + u, f16), x0);
+            a3 = vfmaq_f32(a3, nld4(r3, k + u, f16), x0);
+            b0 = vfmaq_f32(b0, nld4(r0, k + u + 4, f16), x1);
+            b1 = vfmaq_f32(b1, nld4(r1, k + u + 4, f16), x1);
+            b2 = vfmaq_f32(b2, nld4(r2, k + u + 4, f16), x1);
+            b3 = vfmaq_f32(b3, nld4(r3, k + u + 4, f16), x1);
+        }
+    }
+    if (pf && k < n)
+        for (int i = 0; i < 4; i++)
+            __builtin_prefetch(pf[i] + k * es, 0, 3);
+    for (; k + 4 <= n; k += 4) {
+        const float32x4_t x0 = vld1q_f32(x + k);
+        a0 = vfmaq_f32(a0, nld4(r0, k, f16), x0);
+        a1 = vfmaq_f32(a1, nld4(r1, k, f16), x0);
+        a2 = vfmaq_f32(a2, nld4(r2, k, f16), x0);
+        a3 = vfmaq_f32(a3, nld4(r3, k, f16), x0);
+    }
+    vst1q_f32(out, nsum4x4(vaddq_f32(a0, b0), vaddq_f32(a1, b1), vaddq_f32(a2, b2),
+                           vaddq_f32(a3, b3)));
+    for (; k < n; k++) {
+        const float xv = x[k];
+        out[0] += wval(r0, k, f16) * xv;
+        out[1] += wval(r1, k, f16) * xv;
+        out[2] += wval(r2, k, f16) * xv;
+        out[3] += wval(r3, k, f16) * xv;
+    }
+}
+
+ALWAYS float n_dot1_impl(const void *r, const float *x, long n, bool f16)
+{
+    float32x4_t a0 = vdupq_n_f32(0.0f), a1 = a0;
+    long k = 0;
+    for (; k + 8 <= n; k += 8) {
+        a0 = vfmaq_f32(a0, nld4(r, k, f16), vld1q_f32(x + k));
+        a1 = vfmaq_f32(a1, nld4(r, k + 4, f16), vld1q_f32(x + k + 4));
+    }
+    for (; k + 4 <= n; k += 4)
+        a0 = vfmaq_f32(a0, nld4(r, k, f16), vld1q_f32(x + k));
+    float s = vaddvq_f32(vaddq_f32(a0, a1));
+    for (; k < n; k++)
+        s += wval(r, k, f16) * x[k];
+    return s;
+}
+
+/* Rows [r0, r1) as four quarters side by side, as gemv_impl. */
+ALWAYS void n_gemv_impl(const void *w, bool f16, long cols, const float *x, const float *bias,
+                        float *y, long r0, long r1)
+{
+    const size_t rs = (size_t)cols * dsize(f16);
+    const char *base = w;
+    const long q = (r1 - r0) / 4;
+    for (long i = 0; i < q; i++) {
+        const long r[4] = { r0 + i, r0 + q + i, r0 + 2 * q + i, r0 + 3 * q + i };
+        const char *p[4], *pf[4];
+        for (int j = 0; j < 4; j++) {
+            p[j] = base + (size_t)r[j] * rs;
+            pf[j] = p[j] + GEMV_PF_ROWS * rs; /* past the end: harmless hint */
+        }
+        float o[4];
+        n_dot4_impl(p[0], p[1], p[2], p[3], x, cols, f16, o, GEMV_PF_ROWS ? pf : NULL);
+        for (int j = 0; j < 4; j++)
+            y[r[j]] = o[j] + (bias ? bias[r[j]] : 0.0f);
+    }
+    for (long rr = r0 + 4 * q; rr < r1; rr++)
+        y[rr] = n_dot1_impl(base + (size_t)rr * rs, x, cols, f16) + (bias ? bias[rr] : 0.0f);
+}
+
+static void n_gemv(const void *w, bool f16, long cols, const float *x, const float *bias,
+                   float *y, long r0, long r1)
+{
+    if (f16)
+        n_gemv_impl(w, true, cols, x, bias, y, r0, r1);
+    else
+        n_gemv_impl(w, false, cols, x, bias, y, r0, r1);
+}
+
+/* Sixteen int8 of a Q8_0 block as four float32x4. */
+ALWAYS void nldq8x16(const int8_t *q, float32x4_t f[4])
+{
+    const int8x16_t v = vld1q_s8(q);
+    const int16x8_t lo = vmovl_s8(vget_low_s8(v)), hi = vmovl_high_s8(v);
+    f[0] = vcvtq_f32_s32(vmovl_s16(vget_low_s16(lo)));
+    f[1] = vcvtq_f32_s32(vmovl_high_s16(lo));
+    f[2] = vcvtq_f32_s32(vmovl_s16(vget_low_s16(hi)));
+    f[3] = vcvtq_f32_s32(vmovl_high_s16(hi));
+}
+
+/* Four Q8_0 rows (n / 32 blocks) against x: per block and row the 32
+ * products in two registers (two chains), scaled by its d into the row's
+ * sum, as dot4_q8; pf are prefetched a block a step. */
+ALWAYS void n_dot4_q8(const void *r0, const void *r1, const void *r2, const void *r3,
+                      const float *x, long n, float out[4], const char *const *pf)
+{
+    const eng_q8_block *b[4] = { r0, r1, r2, r3 };
+    float32x4_t acc[4] = { vdupq_n_f32(0.0f), vdupq_n_f32(0.0f), vdupq_n_f32(0.0f),
+                           vdupq_n_f32(0.0f) };
+    for (long i = 0; i < n / 32; i++) {
+        if (pf)
+            for (int j = 0; j < 4; j++)
+                __builtin_prefetch(pf[j] + i * sizeof(eng_q8_block), 0, 3);
+        float32x4_t xv[8];
+        for (int u = 0; u < 8; u++)
+            xv[u] = vld1q_f32(x + 32 * i + 4 * u);
+        for (int j = 0; j < 4; j++) {
+            const eng_q8_block *bb = b[j] + i;
+            float32x4_t lo[4], hi[4];
+            nldq8x16(bb->q, lo);
+            nldq8x16(bb->q + 16, hi);
+            float32x4_t t0 = vmulq_f32(lo[0], xv[0]), t1 = vmulq_f32(lo[1], xv[1]);
+            t0 = vfmaq_f32(t0, lo[2], xv[2]);
+            t1 = vfmaq_f32(t1, lo[3], xv[3]);
+            t0 = vfmaq_f32(t0, hi[0], xv[4]);
+            t1 = vfmaq_f32(t1, hi[1], xv[5]);
+            t0 = vfmaq_f32(t0, hi[2], xv[6]);
+            t1 = vfmaq_f32(t1, hi[3], xv[7]);
+            acc[j] = vfmaq_n_f32(acc[j], vaddq_f32(t0, t1), h2f(bb->d));
+        }
+    }
+    vst1q_f32(out, nsum4x4(acc[0], acc[1], acc[2], acc[3]));
+}
+
+static void n_gemv_q8(const eng_q8_block *w, long cols, const float *x, const float *bias,
+                      float *y, long r0, long r1)
+{
+    GEMV_Q8_BODY(n_dot4_q8)
+}
+
+static void n_cvt_rows(const uint16_t *const *src, int nrows, long n, float *dst, long ldd)
+{
+    for (int i = 0; i < nrows; i++) {
+        const uint16_t *s = src[i];
+        float *d = dst + i * ldd;
+        long k = 0;
+        for (; k + 4 <= n; k += 4)
+            vst1q_f32(d + k, nld4(s, k, true));
+        for (; k < n; k++)
+            d[k] = h2f(s[k]);
+    }
+}
+
+/* 4 rows x 3 tokens, twelve accumulators; weights f32 or f16. */
+ALWAYS void n_dot4x3_impl(const void *const *w, const float *const *x, long n, bool f16,
+                          float out[4][3])
+{
+    const float *x0 = x[0], *x1 = x[1], *x2 = x[2];
+    float32x4_t c[4][3];
+    for (int r = 0; r < 4; r++)
+        for (int t = 0; t < 3; t++)
+            c[r][t] = vdupq_n_f32(0.0f);
+    long k = 0;
+    for (; k + 4 <= n; k += 4) {
+        const float32x4_t xa = vld1q_f32(x0 + k), xb = vld1q_f32(x1 + k), xc = vld1q_f32(x2 + k);
+        for (int r = 0; r < 4; r++) {
+            const float32x4_t v = nld4(w[r], k, f16);
+            c[r][0] = vfmaq_f32(c[r][0], v, xa);
+            c[r][1] = vfmaq_f32(c[r][1], v, xb);
+            c[r][2] = vfmaq_f32(c[r][2], v, xc);
+        }
+    }
+    for (int t = 0; t < 3; t++) {
+        float s[4];
+        vst1q_f32(s, nsum4x4(c[0][t], c[1][t], c[2][t], c[3][t]));
+        for (int r = 0; r < 4; r++)
+            out[r][t] = s[r];
+    }
+    for (; k < n; k++)
+        for (int r = 0; r < 4; r++) {
+            const float wv = wval(w[r], k, f16);
+            out[r][0] += wv * x0[k];
+            out[r][1] += wv * x1[k];
+            out[r][2] += wv * x2[k];
+        }
+}
+
+static void n_dot4x3(const float *const *w, const float *const *x, long n, float out[4][3])
+{
+    n_dot4x3_impl((const void *const *)w, x, n, false, out);
+}
+
+static void n_dot4x3_h(const uint16_t *const *w, const float *const *x, long n, float out[4][3])
+{
+    n_dot4x3_impl((const void *const *)w, x, n, true, out);
+}
+
+/* acc[0..n) += a0 * d0 + a1 * d1 (f16 or f32 rows); prefetches p0, p1. */
+ALWAYS void n_axpy2_impl(float *acc, float a0, const void *d0, float a1, const void *d1, long n,
+                         bool f16, const char *p0, const char *p1)
+{
+    const long es = (long)dsize(f16);
+    long k = 0;
+    for (; k + 8 <= n; k += 8) {
+        if (p0 && (k * es) % 64 == 0) {
+            __builtin_prefetch(p0 + k * es, 0, 3);
+            __builtin_prefetch(p1 + k * es, 0, 3);
+        }
+        float32x4_t y0 = vld1q_f32(acc + k), y1 = vld1q_f32(acc + k + 4);
+        y0 = vfmaq_n_f32(y0, nld4(d0, k, f16), a0);
+        y1 = vfmaq_n_f32(y1, nld4(d0, k + 4, f16), a0);
+        y0 = vfmaq_n_f32(y0, nld4(d1, k, f16), a1);
+        y1 = vfmaq_n_f32(y1, nld4(d1, k + 4, f16), a1);
+        vst1q_f32(acc + k, y0);
+        vst1q_f32(acc + k + 4, y1);
+    }
+    for (; k < n; k++)
+        acc[k] += a0 * wval(d0, k, f16) + a1 * wval(d1, k, f16);
+}
+
+#define N_DOT4_OF(F16)                                                                       \
+    (const void *r0, const void *r1, const void *r2, const void *r3, const float *x, long n, \
+     float out[4], const char *const *pf)                                                    \
+    {                                                                                        \
+        n_dot4_impl(r0, r1, r2, r3, x, n, F16, out, pf);                                     \
+    }
+ALWAYS void n_dot4_f16 N_DOT4_OF(true)
+ALWAYS void n_dot4_f32 N_DOT4_OF(false)
+#undef N_DOT4_OF
+
+ALWAYS void n_axpy2_f16(float *acc, float a0, const void *d0, float a1, const void *d1, long n,
+                        const char *p0, const char *p1)
+{
+    n_axpy2_impl(acc, a0, d0, a1, d1, n, true, p0, p1);
+}
+
+ALWAYS void n_axpy2_f32(float *acc, float a0, const void *d0, float a1, const void *d1, long n,
+                        const char *p0, const char *p1)
+{
+    n_axpy2_impl(acc, a0, d0, a1, d1, n, false, p0, p1);
+}
+
+/* acc[0..n) += a0 * d0 + a1 * d1 over Q8_0 rows, a block's d folded into
+ * its a once, as axpy2_q8. */
+ALWAYS void n_axpy2_q8(float *acc, float a0, const void *d0, float a1, const void *d1, long n,
+                       const char *p0, const char *p1)
+{
+    const eng_q8_block *b0 = d0, *b1 = d1;
+    for (long i = 0; i < n / 32; i++) {
+        if (p0) {
+            __builtin_prefetch(p0 + i * sizeof(eng_q8_block), 0, 3);
+            __builtin_prefetch(p1 + i * sizeof(eng_q8_block), 0, 3);
+        }
+        const float s0 = a0 * h2f(b0[i].d), s1 = a1 * h2f(b1[i].d);
+        for (int u = 0; u < 32; u += 16) {
+            float32x4_t q0[4], q1[4];
+            nldq8x16(b0[i].q + u, q0);
+            nldq8x16(b1[i].q + u, q1);
+            float *yp = acc + 32 * i + u;
+            for (int v = 0; v < 4; v++) {
+                float32x4_t y = vld1q_f32(yp + 4 * v);
+                y = vfmaq_n_f32(y, q0[v], s0);
+                y = vfmaq_n_f32(y, q1[v], s1);
+                vst1q_f32(yp + 4 * v, y);
+            }
+        }
+    }
+}
+
+FFN_ONE_SLOT(n_dot4_f16, n_axpy2_f16, ALWAYS)
+FFN_ONE_SLOT(n_dot4_f32, n_axpy2_f32, ALWAYS)
+FFN_ONE_SLOT(n_dot4_q8, n_axpy2_q8, ALWAYS)
+
+static void n_ffn_fused(const ffn_args *a, long j0, long j1, float *acc)
+{
+    const size_t rs = eng_dtype_bytes(a->w->dtype, (size_t)a->w->n_embd);
+    if (a->w->dtype == ENG_DTYPE_F16) {
+        FFN_FUSED_BODY(n_dot4_f16, n_axpy2_f16, rs)
+    } else if (a->w->dtype == ENG_DTYPE_Q8_0) {
+        FFN_FUSED_BODY(n_dot4_q8, n_axpy2_q8, rs)
+    } else {
+        FFN_FUSED_BODY(n_dot4_f32, n_axpy2_f32, rs)
+    }
+}
+
+/* Outer-product block over packed f32 down rows P [nj][ldp]: NT tokens x
+ * (4 * NV) columns in registers over the nj slots (at most 24 of the 32
+ * vector registers), added to y unless first; as down_block. */
+ALWAYS void n_down_block(const float *P, long ldp, int nj, const float *A, long lda, float *y,
+                         long ldy, bool first, const int NT, const int NV)
+{
+    float32x4_t acc[6][4];
+    for (int t = 0; t < NT; t++)
+        for (int v = 0; v < NV; v++)
+            acc[t][v] = first ? vdupq_n_f32(0.0f) : vld1q_f32(y + t * ldy + 4 * v);
+    for (int j = 0; j < nj; j++) {
+        float32x4_t wv[4];
+        for (int v = 0; v < NV; v++)
+            wv[v] = vld1q_f32(P + (size_t)j * ldp + 4 * v);
+        for (int t = 0; t < NT; t++) {
+            const float av = A[t * lda + j];
+            for (int v = 0; v < NV; v++)
+                acc[t][v] = vfmaq_n_f32(acc[t][v], wv[v], av);
+        }
+    }
+    for (int t = 0; t < NT; t++)
+        for (int v = 0; v < NV; v++)
+            vst1q_f32(y + t * ldy + 4 * v, acc[t][v]);
+}
+
+/* All column tiles of one packed block for NT tokens; a last partial tile
+ * goes through a local copy of y. */
+ALWAYS void n_down_tiles(const float *P, long ldp, int nj, long nc, const float *A, long lda,
+                         float *y, long ldy, bool first, const int NT)
+{
+    long c = 0;
+    for (; c + 16 <= nc; c += 16)
+        n_down_block(P + c, ldp, nj, A, lda, y + c, ldy, first, NT, 4);
+    for (; c + 4 <= nc; c += 4)
+        n_down_block(P + c, ldp, nj, A, lda, y + c, ldy, first, NT, 1);
+    if (c < nc) {
+        float tmp[6 * 4];
+        const long r = nc - c;
+        for (int t = 0; t < NT; t++)
+            for (long i = 0; i < 4; i++)
+                tmp[t * 4 + i] = (!first && i < r) ? y[t * ldy + c + i] : 0.0f;
+        n_down_block(P + c, ldp, nj, A, lda, tmp, 4, first, NT, 1);
+        for (int t = 0; t < NT; t++)
+            for (long i = 0; i < r; i++)
+                y[t * ldy + c + i] = tmp[t * 4 + i];
+    }
+}
+
+/* Down rows of slots jb .. jb + nj, columns [cc, cc + ncc), as f32 into
+ * P [nj][ldp]: zeros past ncc and for slots out of range (as the AVX2
+ * set's down_pack). */
+ALWAYS void down_pack(const ffn_args *a, long jb, int nj, long cc, long ncc, long ldp, float *P)
+{
+    const eng_ffn_weights *w = a->w;
+    const bool f16 = w->dtype == ENG_DTYPE_F16;
+    const size_t rb = eng_dtype_bytes(w->dtype, (size_t)w->n_embd);
+    for (int i = 0; i < nj; i++) {
+        const long s = slot_of(a, jb + i);
+        float *d = P + (size_t)i * ldp;
+        long k = 0;
+        if (s >= 0 && w->dtype == ENG_DTYPE_Q8_0) {
+            /* cc is a multiple of 8, so sixteen columns from a multiple of
+             * 16 of the block never straddle it; others one at a time */
+            const eng_q8_block *b = (const eng_q8_block *)((const char *)w->down + (size_t)s * rb);
+            for (; k < ncc && (cc + k) % 16; k++)
+                d[k] = wval_dt(b, cc + k, w->dtype);
+            for (; k + 16 <= ncc; k += 16) {
+                const eng_q8_block *bb = b + (cc + k) / 32;
+                float32x4_t f[4];
+                nldq8x16(bb->q + (cc + k) % 32, f);
+                const float dd = h2f(bb->d);
+                for (int v = 0; v < 4; v++)
+                    vst1q_f32(d + k + 4 * v, vmulq_n_f32(f[v], dd));
+            }
+            for (; k < ncc; k++)
+                d[k] = wval_dt(b, cc + k, w->dtype);
+        } else if (s >= 0) {
+            const char *src = (const char *)w->down + (size_t)s * rb + (size_t)cc * dsize(f16);
+            if (f16)
+                for (; k + 4 <= ncc; k += 4)
+                    vst1q_f32(d + k, nld4(src, k, true));
+            else
+                for (; k + 4 <= ncc; k += 4)
+                    vst1q_f32(d + k, nld4(src, k, false));
+            for (; k < ncc; k++)
+                d[k] = wval(src, k, f16);
+        }
+        for (; k < ldp; k++)
+            d[k] = 0.0f;
+    }
+}
+
+static void n_ffn_down(const ffn_args *a, const float *A, long lda, float *y, long ldy, int nt,
+                       long c0, long nc, float *scratch)
+{
+    FFN_DOWN_BODY(n_down_tiles)
+}
+
+/* One block of 4-bit codes against x~'s block: four int32 lanes summing
+ * to sum_j q_j x_j (the offset 8 not yet taken off). Products of a code
+ * (0..15) and an int8 are at most 1920 in size, so four of them summed in
+ * an int16 lane cannot overflow. */
+ALWAYS int32x4_t n_q4q8_lanes(const uint8_t *codes, const int8_t *xq)
+{
+    const uint8x16_t c = vld1q_u8(codes);
+    /* low nibbles are elements 0-15, high ones 16-31 */
+    const int8x16_t lo = vreinterpretq_s8_u8(vandq_u8(c, vdupq_n_u8(15)));
+    const int8x16_t hi = vreinterpretq_s8_u8(vshrq_n_u8(c, 4));
+    const int8x16_t x0 = vld1q_s8(xq), x1 = vld1q_s8(xq + 16);
+    int16x8_t p = vmull_s8(vget_low_s8(lo), vget_low_s8(x0));
+    p = vmlal_high_s8(p, lo, x0);
+    p = vmlal_s8(p, vget_low_s8(hi), vget_low_s8(x1));
+    p = vmlal_high_s8(p, hi, x1);
+    return vpaddlq_s16(p);
+}
+
+/* One sketch row against x~, four blocks at a time: their integer sums
+ * side by side, the offset off, scaled by four scales in one go. */
+ALWAYS float n_q4q8_row(const uint8_t *w, const q8_row *x, long nb)
+{
+    const uint8_t *codes = w + 2 * nb;
+    float32x4_t acc = vdupq_n_f32(0.0f);
+    long i = 0;
+    for (; i + 4 <= nb; i += 4) {
+        int32x4_t s[4];
+        for (int b = 0; b < 4; b++)
+            s[b] = n_q4q8_lanes(codes + 16 * (i + b), x->q + 32 * (i + b));
+        int32x4_t sum = vpaddq_s32(vpaddq_s32(s[0], s[1]), vpaddq_s32(s[2], s[3]));
+        sum = vsubq_s32(sum, vshlq_n_s32(vld1q_s32(x->sum + i), 3));
+        const float32x4_t d = vmulq_f32(
+            vcvt_f32_f16(vreinterpret_f16_u8(vld1_u8(w + 2 * i))), vld1q_f32(x->d + i));
+        acc = vfmaq_f32(acc, d, vcvtq_f32_s32(sum));
+    }
+    float r = vaddvq_f32(acc);
+    for (; i < nb; i++) {
+        uint16_t dh;
+        memcpy(&dh, w + 2 * i, 2);
+        const int32_t b = vaddvq_s32(n_q4q8_lanes(codes + 16 * i, x->q + 32 * i));
+        r += h2f(dh) * x->d[i] * (float)(b - 8 * x->sum[i]);
+    }
+    return r;
+}
+
+static void n_dot2_q4q8(const uint8_t *w, const q8_row *x, long nb, float out[2])
+{
+    out[0] = n_q4q8_row(w, x, nb);
+    out[1] = n_q4q8_row(w + nb * ENG_SKETCH_BLOCK_BYTES, x, nb);
+}
+
+/* Up to four queries against one K row, the row converted once for all
+ * (a GQA group shares it); missing queries repeat the last, dropped. */
+static void n_dot4_h(const float *const *q, int G, const uint16_t *k, long n, float *out)
+{
+    const float *qq[4];
+    for (int g = 0; g < 4; g++)
+        qq[g] = q[g < G ? g : G - 1];
+    float32x4_t a[4], b[4];
+    for (int g = 0; g < 4; g++)
+        a[g] = b[g] = vdupq_n_f32(0.0f);
+    long i = 0;
+    for (; i + 8 <= n; i += 8) {
+        const float32x4_t k0 = nld4(k, i, true), k1 = nld4(k, i + 4, true);
+        for (int g = 0; g < 4; g++) {
+            a[g] = vfmaq_f32(a[g], k0, vld1q_f32(qq[g] + i));
+            b[g] = vfmaq_f32(b[g], k1, vld1q_f32(qq[g] + i + 4));
+        }
+    }
+    for (; i + 4 <= n; i += 4) {
+        const float32x4_t k0 = nld4(k, i, true);
+        for (int g = 0; g < 4; g++)
+            a[g] = vfmaq_f32(a[g], k0, vld1q_f32(qq[g] + i));
+    }
+    float r[4];
+    vst1q_f32(r, nsum4x4(vaddq_f32(a[0], b[0]), vaddq_f32(a[1], b[1]), vaddq_f32(a[2], b[2]),
+                         vaddq_f32(a[3], b[3])));
+    for (; i < n; i++) {
+        const float kv = h2f(k[i]);
+        for (int g = 0; g < 4; g++)
+            r[g] += kv * qq[g][i];
+    }
+    for (int g = 0; g < G; g++)
+        out[g] = r[g];
+}
+
+/* A block of keys' probabilities times their V rows for up to four heads,
+ * four columns at a time with the sums in registers over the block's rows
+ * (as v_pv4_h): o is read and written once a block. */
+static void n_pv4_h(float *const *o, int G, const float *p, const uint16_t *v, size_t stride,
+                    int nb, long n)
+{
+    float *oo[4];
+    for (int g = 0; g < 4; g++)
+        oo[g] = o[g < G ? g : G - 1];
+    long c = 0;
+    for (; c + 4 <= n; c += 4) {
+        float32x4_t a[4];
+        for (int g = 0; g < 4; g++)
+            a[g] = vld1q_f32(oo[g] + c);
+        for (int i = 0; i < nb; i++) {
+            const float32x4_t vv = nld4(v + (size_t)i * stride, c, true);
+            const float32x4_t pp = vld1q_f32(p + 4 * i);
+            a[0] = vfmaq_laneq_f32(a[0], vv, pp, 0);
+            a[1] = vfmaq_laneq_f32(a[1], vv, pp, 1);
+            a[2] = vfmaq_laneq_f32(a[2], vv, pp, 2);
+            a[3] = vfmaq_laneq_f32(a[3], vv, pp, 3);
+        }
+        for (int g = 0; g < G; g++)
+            vst1q_f32(o[g] + c, a[g]);
+    }
+    for (; c < n; c++)
+        for (int i = 0; i < nb; i++) {
+            const float vv = h2f(v[(size_t)i * stride + c]);
+            for (int g = 0; g < G; g++)
+                o[g][c] += p[4 * i + g] * vv;
+        }
+}
+
+static void n_scale(float *o, float s, long n)
+{
+    long i = 0;
+    for (; i + 4 <= n; i += 4)
+        vst1q_f32(o + i, vmulq_n_f32(vld1q_f32(o + i), s));
+    for (; i < n; i++)
+        o[i] *= s;
+}
+
+static void n_add(float *y, const float *x, long n)
+{
+    long i = 0;
+    for (; i + 4 <= n; i += 4)
+        vst1q_f32(y + i, vaddq_f32(vld1q_f32(y + i), vld1q_f32(x + i)));
+    for (; i < n; i++)
+        y[i] += x[i];
+}
+
+static void n_to_f16(const float *src, uint16_t *dst, long n)
+{
+    long i = 0;
+    for (; i + 4 <= n; i += 4)
+        vst1_u16(dst + i, vreinterpret_u16_f16(vcvt_f16_f32(vld1q_f32(src + i))));
+    for (; i < n; i++)
+        dst[i] = f2h(src[i]);
+}
+
+static void n_to_f32(const uint16_t *src, float *dst, long n)
+{
+    long i = 0;
+    for (; i + 4 <= n; i += 4)
+        vst1q_f32(dst + i, nld4(src, i, true));
+    for (; i < n; i++)
+        dst[i] = h2f(src[i]);
+}
+
+static const kernels kern_neon = {
+    .name = "neon",
+    .gemv = n_gemv,
+    .gemv_q8 = n_gemv_q8,
+    .cvt_rows = n_cvt_rows,
+    .dot4x3 = n_dot4x3,
+    .dot4x3_h = n_dot4x3_h,
+    .ffn_fused = n_ffn_fused,
+    .ffn_down = n_ffn_down,
+    .dot2_q4q8 = n_dot2_q4q8,
+    .dot4_h = n_dot4_h,
+    .pv4_h = n_pv4_h,
+    .exp4 = s_exp4,
+    .scale = n_scale,
+    .add = n_add,
+    .to_f16 = n_to_f16,
+    .to_f32 = n_to_f32,
+};
+#endif /* HAVE_NEON */
 
 /* ---- backend state ----------------------------------------------------- */
 
@@ -2900,7 +3506,11 @@ static const kernels *pick_kernels(void)
         return &kern_avx2;
     }
 #endif
+#if HAVE_NEON
+    return &kern_neon;
+#else
     return &kern_scalar;
+#endif
 }
 
 int eng_backend_cpu_new(int n_threads, eng_backend **ret_backend)
@@ -2948,7 +3558,8 @@ int eng_backend_cpu_n_threads(const eng_backend *be)
     return ((const cpu_ctx *)be->ctx)->n_threads;
 }
 
-/* Which kernel set this backend uses ("avx2" or "scalar"); for tests and tools. */
+/* Which kernel set this backend uses ("avx512vnni", "avx2", "neon" or
+ * "scalar"); for tests and tools. */
 const char *eng__backend_cpu_kernels(const eng_backend *be)
 {
     if (!be || be->iface != &cpu_iface)

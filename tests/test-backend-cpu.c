@@ -1,7 +1,8 @@
 /* CPU backend: every op against a naive double-precision reference written
  * here, on random data with odd sizes, both weight dtypes, 1-3 threads, and
  * every kernel set the machine has: the best (AVX-512 VNNI where there is
- * one), AVX2 (ENG_CPU_SIMD=avx2) and scalar (ENG_CPU_SIMD=0).
+ * one), AVX2 (ENG_CPU_SIMD=avx2) and scalar (ENG_CPU_SIMD=0); on AArch64,
+ * NEON and scalar.
  *
  * Error bounds (per element, stated against magnitudes so they hold for any
  * size; a real bug is off by O(1)):
@@ -948,6 +949,10 @@ int main(void)
     /* the best set the machine has, AVX2 forced (on an AVX-512 VNNI
      * machine the two differ in the sketch's dot products), scalar */
     for (int simd = 2; simd >= 0; simd--) {
+#if !defined(__x86_64__)
+        if (simd == 1) /* no second vector set to force */
+            continue;
+#endif
         if (simd == 2)
             unsetenv("ENG_CPU_SIMD");
         else
@@ -976,6 +981,9 @@ int main(void)
                 CHECK(kn && strcmp(kn, want) == 0, "%s machine got %s (ENG_CPU_SIMD %s)",
                       vnni ? "AVX-512 VNNI" : "AVX2", kn, simd == 2 ? "unset" : "avx2");
             }
+#elif defined(__aarch64__)
+            else
+                CHECK(kn && strcmp(kn, "neon") == 0, "AArch64 got %s, not neon", kn);
 #endif
             int before = n_fail;
             for (int d = 0; d < 2; d++) {

@@ -121,14 +121,12 @@ static double read_scalar(const uint8_t *p, size_t n, int ns)
     return (double)(a ^ b);
 }
 
+#if defined(__x86_64__) || defined(__i386__)
 static bool have_avx2(void)
 {
-#if defined(__x86_64__) || defined(__i386__)
     return __builtin_cpu_supports("avx2");
-#else
-    return false;
-#endif
 }
+#endif
 
 static void read_task(void *p, int ith, int nth)
 {
