@@ -3,9 +3,11 @@
 # gcc-aarch64-linux-gnu and run under qemu-user, the tests that need no
 # model file (kernels against their references, a synthetic model's
 # logits, selective decode and hot-swaps through the split backend,
-# GGUF/sampling/topk units). This catches what an x86 build cannot: code
-# that only compiles for x86, the scalar kernels' results, and compilers
-# that fail on our sources (gcc 12 for aarch64 died on a test's loop).
+# GGUF/sampling/topk units), and golden-quick: the default model against
+# llama.cpp on one prompt of each golden set. This catches what an x86
+# build cannot: code that only compiles for x86, the NEON and scalar
+# kernels' results, and compilers that fail on our sources (gcc 12 for
+# aarch64 died on a test's loop).
 # Extra arguments go to `meson test`. Needs root or sudo for apt-get.
 set -eu
 cd "$(dirname "$0")/.."
@@ -61,7 +63,8 @@ EOF
 [ -d "$B" ] || meson setup "$B" --cross-file "$SYS/cross.txt" -Dcuda=disabled --buildtype=release
 ninja -C "$B"
 # The tests that evaluate the default model stay on the x86 run (under
-# qemu they would take an hour); model-bad only truncates a copy of it.
+# qemu they would take an hour), but for golden-quick (about 2 minutes);
+# model-bad only truncates a copy of it.
 # The tests that write a synthetic model run si-synth through qemu too.
 # Emulation runs several times slower than the x86 suite the timeouts were
 # set for (backend-cpu: about 5 of its 10 minutes here): a longer leash.
@@ -70,4 +73,4 @@ export SI_MODEL
 SI_EXE_WRAPPER="qemu-aarch64 -L /usr/aarch64-linux-gnu -E LD_LIBRARY_PATH=$lib" SI_TEST_DEFAULT_MODEL=0 \
     exec meson test -C "$B" --print-errorlogs --num-processes 2 --timeout-multiplier 3 \
     gguf gguf-bad synth chat sampling backend-cpu backend-split topk threadpool synth-ref comp \
-    model-bad promptset metrics "$@"
+    model-bad promptset metrics golden-quick "$@"

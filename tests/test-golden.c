@@ -37,6 +37,12 @@
  * Usage: test-golden [q4_1.tsv q4_1.bin [f16.tsv f16.bin]]; by default the
  * files under $SI_SOURCE_ROOT/tests/data. The model comes from SI_MODEL or the
  * cache (scripts/fetch-model.sh). Exit 0 pass, 1 fail, 77 skip (no model).
+ *
+ * SI_GOLDEN_QUICK=N checks only the first N prompts of each set, at most
+ * QUICK_STEPS steps each, with the step-0 logits of those among them: the
+ * same bounds on a few hundred token evaluations instead of a few thousand,
+ * for an emulated CPU (scripts/test-aarch64.sh: the NEON kernels on the real
+ * model, against llama.cpp).
  */
 #include <errno.h>
 #include <math.h>
@@ -85,6 +91,9 @@ typedef struct golden {
 
 static golden g_prompts[MAX_PROMPTS];
 static int g_n_prompts;
+/* SI_GOLDEN_QUICK: prompts checked (all when 0) and their steps */
+enum { QUICK_STEPS = 8 };
+static int g_quick;
 
 /* Undoes the escaping of the generator: \n \t \r \\ \xHH. */
 static char *unescape(const char *s, size_t len) {
@@ -273,6 +282,8 @@ static int check_step0(eng_session *s, const golden_set *set, const char *path, 
             fails++;
             break;
         }
+        if (g_quick && idx >= (uint32_t)g_quick)
+            continue;
         const golden *g = &g_prompts[idx];
         eng_session_reset(s);
         const float *lg = NULL;
@@ -315,8 +326,10 @@ static int run_set(eng_model *m, eng_session *s, const golden_set *set, const ch
     printf("%s (%s):\n", set->name, tsv);
     if (load_golden(tsv) < 0)
         return 1;
-    for (int p = 0; p < g_n_prompts; p++) {
+    const int n_prompts = g_quick && g_quick < g_n_prompts ? g_quick : g_n_prompts;
+    for (int p = 0; p < n_prompts; p++) {
         const golden *g = &g_prompts[p];
+        const int n_steps = g_quick && g->n_steps > QUICK_STEPS ? QUICK_STEPS : g->n_steps;
 
         /* Template and tokenizer. */
         eng_chat_msg msg = {"user", g->message};
@@ -342,7 +355,7 @@ static int run_set(eng_model *m, eng_session *s, const golden_set *set, const ch
         int st = 0;
         const char *verdict = "exact";
         float prompt_max = 0;
-        for (; rc >= 0 && st < g->n_steps; st++) {
+        for (; rc >= 0 && st < n_steps; st++) {
             const step *gs = &g->steps[st];
             const float *lg = eng_session_logits(s, -1);
             if (!lg) {
@@ -388,7 +401,7 @@ static int run_set(eng_model *m, eng_session *s, const golden_set *set, const ch
                 break;
             }
             total_steps++;
-            if (st + 1 < g->n_steps)
+            if (st + 1 < n_steps)
                 rc = eng_session_eval(s, &ours, 1, 0);
         }
         if (rc < 0) {
@@ -400,21 +413,24 @@ static int run_set(eng_model *m, eng_session *s, const golden_set *set, const ch
             n_exact++;
         if (prompt_max > max_dlogit)
             max_dlogit = prompt_max;
-        printf("  prompt %2d: %2d/%2d steps matched, max |dlogit| %.4f: %s\n", p, st, g->n_steps,
+        printf("  prompt %2d: %2d/%2d steps matched, max |dlogit| %.4f: %s\n", p, st, n_steps,
                prompt_max, verdict);
     }
 
     fails += check_step0(s, set, bin, n_vocab);
     printf("  %d prompts: %d exact, %d near-tie divergences (tol %.2f); %d steps matched; top-5 "
            "|dlogit| max %.4f rms %.4f (tol %.2f)\n",
-           g_n_prompts, n_exact, n_tie, set->tie_tol, total_steps, max_dlogit,
+           n_prompts, n_exact, n_tie, set->tie_tol, total_steps, max_dlogit,
            n_d ? sqrt(sum_d2 / n_d) : 0.0, set->logit_tol);
     free_golden();
     return fails;
 }
 
 int main(int argc, char **argv) {
-    const char *root = getenv("SI_SOURCE_ROOT");
+    const char *root = getenv("SI_SOURCE_ROOT"), *quick = getenv("SI_GOLDEN_QUICK");
+    g_quick = quick ? atoi(quick) : 0;
+    if (g_quick < 0)
+        g_quick = 0;
     char *model_path = default_model_path();
     FILE *probe = fopen(model_path, "rb");
     if (!probe) {
