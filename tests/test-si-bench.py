@@ -2,11 +2,13 @@
 """si-bench on a tiny synthetic model: greedy, sampled and selective runs
 give JSON whose figures hang together (the bytes a step reads, the
 roofline and the achieved rate agree with each other; phi 0.4 reads fewer
-bytes than dense; --sample says so), and bad arguments are refused.
+bytes than dense; --sample says so), a run hot-swapped to another task of
+a profile (si-profile makes one of two tasks) reads what a fresh load of
+that task reads, and bad arguments are refused.
 
 No timing is judged: the figures only have to be consistent and positive.
 
-usage: test-si-bench.py SI_BENCH SI_SYNTH
+usage: test-si-bench.py SI_BENCH SI_SYNTH SI_PROFILE
 """
 import json
 import os
@@ -32,8 +34,49 @@ def check(cond, msg):
         sys.exit("FAIL: " + msg)
 
 
+def two_task_profile(si_profile, model, d):
+    """A profile of tasks "a" and "b" of the tiny model, made by si-profile."""
+    prompts, prof = os.path.join(d, "p.jsonl"), os.path.join(d, "ab.siprof")
+    texts = {"a": ["What is the capital of France?", "Name a primary colour."],
+             "b": ["Translate to German: good morning", "Translate to German: the house"]}
+    with open(prompts, "w") as f:
+        for task, ps in texts.items():
+            for i, p in enumerate(ps):
+                f.write(json.dumps({"task": task, "id": f"{task}{i}", "split": "profile",
+                                    "prompt": p}) + "\n")
+    out = subprocess.run([si_profile, "run", "-m", model, "--prompts", prompts, "-o", prof,
+                          "-t", "1", "-q"], capture_output=True, text=True, timeout=120)
+    if out.returncode != 0:
+        sys.exit(f"si-profile run failed ({out.returncode}): {out.stderr}")
+    return prof
+
+
+def check_swap(bench, model, prof):
+    sel = ["--phi", "0.3", "--gamma", "0.3", "--profile", prof]
+    fresh = run(bench, model, *sel, "--task", "b")
+    swapped = run(bench, model, *sel, "--task", "a", "--swap", "b")
+    check("swap_task" not in fresh, "swap_task in a run without --swap")
+    check(swapped.get("swap_task") == "b" and swapped.get("swap_ms", 0) > 0,
+          f"swap: {swapped.get('swap_task')}, {swapped.get('swap_ms')} ms")
+    # gamma = delta = 0.3 loads each task's own top 30 %, not topped up by
+    # the merged ranking (which both tasks share); their prompts differ, so
+    # a swap loads neurons (22 of 2 x 58 here)
+    check(swapped.get("swap_neurons_in", 0) > 0, f"swap loaded {swapped.get('swap_neurons_in')} "
+          "neurons")
+    for key in ("weight_bytes", "step_bytes", "ffn_share"):
+        check(swapped[key] == fresh[key], f"after a swap to b, {key} {swapped[key]} "
+              f"where a load of b gives {fresh[key]}")
+    check(swapped["plan"] == "selectinfer", f"plan {swapped['plan']}")
+    # a task the profile does not have: a clear failure, not a run
+    out = subprocess.run([bench, "-m", model, "-p", "8", "-n", "4", "-r", "1", "--bw-mb", "16",
+                          *sel, "--task", "a", "--swap", "nosuch"],
+                         capture_output=True, text=True, timeout=120)
+    check(out.returncode == 1 and "nosuch" in out.stderr,
+          f"swap to a missing task: exit {out.returncode}, {out.stderr!r}")
+
+
 def main():
-    bench, synth = sys.argv[1], sys.argv[2]
+    bench, synth, si_profile = sys.argv[1], sys.argv[2], sys.argv[3]
     with tempfile.TemporaryDirectory() as d:
         model = os.path.join(d, "tiny.gguf")
         subprocess.run([synth, "--shape", "tiny-llama3", "--out", model, "--seed", "7",
@@ -56,13 +99,15 @@ def main():
         check(greedy["ffn_share"] == 1 and abs(phi["ffn_share"] - 0.4) < 0.02,
               f"ffn_share {greedy['ffn_share']}, {phi['ffn_share']}")
         check(phi["step_bytes"] < greedy["step_bytes"], "phi 0.4 reads as much as dense")
+        check_swap(bench, model, two_task_profile(si_profile, model, d))
         # arguments it must refuse
         for bad in (["--pick", "token"], ["--phi", "2"], ["-n", "0"], ["--bogus"],
                     ["--phi", "0.4", "--swap", "chat"]):  # a swap needs a profile
             out = subprocess.run([bench, "-m", model, *bad], capture_output=True, text=True,
                                  timeout=60)
             check(out.returncode == 2, f"si-bench {' '.join(bad)}: exit {out.returncode}")
-    print("si-bench: greedy, sampled and phi 0.4 runs consistent; bad arguments refused")
+    print("si-bench: greedy, sampled, phi 0.4 and hot-swapped runs consistent; "
+          "bad arguments refused")
 
 
 if __name__ == "__main__":

@@ -299,6 +299,7 @@ int main(int argc, char **argv) {
     float phi = 0, gamma = 0.7f, delta = 0.3f;
     const char *swap_task = NULL; /* hot-swap to this task after the load */
     double swap_ms = 0;
+    unsigned long long swap_in = 0; /* neurons the swap loaded */
     const char *profile_path = NULL, *task = NULL;
     bool pick_token = false, sample = false;
     for (int i = 1; i < argc; i++) {
@@ -423,9 +424,10 @@ int main(int argc, char **argv) {
             return 1;
         }
         swap_ms = st.ns / 1e6;
+        swap_in = (unsigned long long)st.neurons_in;
         if (!json)
             printf("hot-swap         to '%s' in %.1f ms (%llu neurons in)\n", swap_task, swap_ms,
-                   (unsigned long long)st.neurons_in);
+                   swap_in);
     }
     const char *backend_name = eng_backend_name(m);
     bool on_cpu = !strcmp(backend_name, "cpu");
@@ -549,7 +551,8 @@ int main(int argc, char **argv) {
                eng_select_mode_name(pp.mode), phi, pick_token ? "token" : "request", ffn_share,
                sample ? "sampled" : "greedy");
         if (swap_task)
-            printf(" \"swap_task\": \"%s\", \"swap_ms\": %.3f,\n", swap_task, swap_ms);
+            printf(" \"swap_task\": \"%s\", \"swap_ms\": %.3f, \"swap_neurons_in\": %llu,\n",
+                   swap_task, swap_ms, swap_in);
         printf(" \"load_s\": %.4f, \"prefill_tps\": %.3f, \"prefill_tps_sd\": %.3f, "
                "\"decode_tps\": %.3f, \"decode_tps_sd\": %.3f, \"ttft_ms\": %.3f,\n",
                load_s, pp_mean, pp_sd, tg_mean, tg_sd, ttft_ms);
