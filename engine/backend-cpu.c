@@ -1223,6 +1223,62 @@ TGT static void v_pv4_h(float *const *o, int G, const float *p, const uint16_t *
         }
 }
 
+/* e^x on eight lanes, as exp512: n = round(x / ln 2), r = x - n ln 2 in
+ * two parts, a degree-6 polynomial, times 2^n built in the exponent bits.
+ * Below -87 (where 2^n would leave the normal range) the result is 0, as
+ * near as expf's denormals; NaN stays NaN. */
+VALWAYS __m256 exp256(__m256 x)
+{
+    const __m256 keep = _mm256_cmp_ps(x, _mm256_set1_ps(-87.0f), _CMP_NLT_UQ);
+    x = _mm256_min_ps(_mm256_set1_ps(88.0f), _mm256_max_ps(_mm256_set1_ps(-87.0f), x));
+    const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504f)),
+                                     _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
+    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
+    __m256 p = _mm256_set1_ps(1.0f / 720);
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 120));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 24));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 6));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0.5f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+    const __m256i e = _mm256_slli_epi32(
+        _mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+    return _mm256_and_ps(_mm256_mul_ps(p, _mm256_castsi256_ps(e)), keep);
+}
+
+/* Two keys of up to four heads a register (decode attention called libm's
+ * expf once per score: 4 % of a phi 0.4 decode step at a few hundred
+ * positions). l[g] sums the even and the odd keys, then both. */
+TGT static void v_exp4(float (*s)[4], int nb, const float *m, int G, float *l)
+{
+    float mm[8], gm[8];
+    for (int g = 0; g < 4; g++) {
+        mm[g] = mm[g + 4] = g < G ? m[g] : 0.0f;
+        gm[g] = gm[g + 4] = g < G ? 1.0f : 0.0f;
+    }
+    const __m256 mv = _mm256_loadu_ps(mm);
+    const __m256 live = _mm256_cmp_ps(_mm256_loadu_ps(gm), _mm256_setzero_ps(), _CMP_NEQ_OQ);
+    __m256 acc = _mm256_setzero_ps();
+    int i = 0;
+    for (; i + 2 <= nb; i += 2) {
+        const __m256 e = _mm256_and_ps(exp256(_mm256_sub_ps(_mm256_loadu_ps(&s[i][0]), mv)), live);
+        _mm256_storeu_ps(&s[i][0], e);
+        acc = _mm256_add_ps(acc, e);
+    }
+    if (i < nb) { /* the last key alone, in the low half */
+        const __m256 v = _mm256_insertf128_ps(_mm256_setzero_ps(), _mm_loadu_ps(&s[i][0]), 0);
+        const __m256 e = _mm256_and_ps(exp256(_mm256_sub_ps(v, mv)), live);
+        const __m128 lo = _mm256_castps256_ps128(e);
+        _mm_storeu_ps(&s[i][0], lo);
+        acc = _mm256_add_ps(acc, _mm256_insertf128_ps(_mm256_setzero_ps(), lo, 0));
+    }
+    float a[8];
+    _mm256_storeu_ps(a, acc);
+    for (int g = 0; g < 4; g++)
+        l[g] += a[g] + a[g + 4];
+}
+
 TGT static void v_scale(float *o, float s, long n)
 {
     __m256 vs = _mm256_set1_ps(s);
@@ -1274,7 +1330,7 @@ static const kernels kern_avx2 = {
     .ffn_fused = v_ffn_fused,
     .gemv_q8 = v_gemv_q8,
     .ffn_down = v_ffn_down,
-    .exp4 = s_exp4,
+    .exp4 = v_exp4,
     .dot2_q4q8 = v_dot2_q4q8,
 };
 
@@ -2487,6 +2543,41 @@ static void op_matmul(eng_backend *be, const eng_weight *w, const float *bias, c
         run(c, mm_prefill_task, &a, work >= 16384);
 }
 
+/* Decode's q, k and v projections in one dispatch: each thread takes the
+ * rows of each matrix that op_matmul would give it (so the results are the
+ * same bit for bit), and the pool wakes and waits once instead of three
+ * times. k and v are small (SmolLM2: 192 rows, tens of microseconds), so
+ * the dispatches were a visible part of them. */
+static void mm3_decode_task(void *p, int ith, int nth)
+{
+    mm_args *a = p;
+    for (int i = 0; i < 3; i++)
+        mm_decode_task(&a[i], ith, nth);
+}
+
+static void op_matmul3(eng_backend *be, const eng_weight *const w[3], const float *const bias[3],
+                       const float *x, float *const y[3], int n_tokens)
+{
+    cpu_ctx *c = ctx_of(be);
+    if (!w || !y || !x)
+        return;
+    /* each as op_matmul would run it in parallel (the same threshold) */
+    bool ok = n_tokens == 1;
+    for (int i = 0; i < 3 && ok; i++)
+        ok = w[i] && y[i] && w[i]->rows > 0 && w[i]->cols > 0 &&
+             !(w[i]->dtype == ENG_DTYPE_Q8_0 && w[i]->cols % 32) &&
+             (long)w[i]->rows * w[i]->cols >= 16384;
+    if (!ok) { /* prefill, small, or bad: op_matmul handles (or drops) each */
+        for (int i = 0; i < 3; i++)
+            op_matmul(be, w[i], bias ? bias[i] : NULL, x, y[i], n_tokens);
+        return;
+    }
+    mm_args a[3];
+    for (int i = 0; i < 3; i++)
+        a[i] = (mm_args){ c, w[i], bias ? bias[i] : NULL, x, y[i], 1 };
+    run(c, mm3_decode_task, a, true);
+}
+
 /* ---- rmsnorm ----------------------------------------------------------- */
 
 typedef struct norm_args {
@@ -3466,6 +3557,7 @@ static const eng_backend_iface cpu_iface = {
     .error = mem_error,
     .get_rows = op_get_rows,
     .matmul = op_matmul,
+    .matmul3 = op_matmul3,
     .rmsnorm = op_rmsnorm,
     .rope = op_rope,
     .attention = op_attention,

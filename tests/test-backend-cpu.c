@@ -8,6 +8,7 @@
  * size; a real bug is off by O(1)):
  *   get_rows, add: exact.   store_f16: bit-exact round-to-nearest-even.
  *   matmul: |y - ref| <= 3e-5 * sum_k |w_k x_k| + 1e-6 * |bias|
+ *   matmul3: bit for bit three matmuls
  *   rmsnorm: |y - ref| <= 2e-6 * |ref| + 1e-7
  *   rope: |y - ref| <= 3e-6 * (|x0| + |x1|)  (theta in double, cos/sin in float)
  *   attention: |out - ref| <= 2e-5 * max|v| (+ scores' error: 3e-5 * sum|q k|)
@@ -259,6 +260,44 @@ static void test_matmul(eng_backend *be, eng_dtype dt)
             if (sh[1] > 1000 && nts[i] > 5 && nts[i] != 17) /* 17: chunks of K packed */
                 continue;
             test_matmul_one(be, dt, sh[0], sh[1], nts[i], (s + i) % 2 == 0);
+        }
+}
+
+/* matmul3 (q, k, v in one call): bit for bit what three matmuls give, for
+ * decode (one dispatch) and prefill, with and without biases, and with a
+ * matrix too small to split across threads. */
+static void test_matmul3(eng_backend *be, eng_dtype dt)
+{
+    static const int rows[][3] = { { 576, 192, 192 }, { 13, 37, 64 }, { 1, 96, 5 } };
+    const int cols = dt == ENG_DTYPE_Q8_0 ? 576 : 100;
+    for (size_t s = 0; s < sizeof(rows) / sizeof(rows[0]); s++)
+        for (int nt = 1; nt <= 3; nt += 2) {
+            void *w[3];
+            eng_weight W[3];
+            const eng_weight *wp[3];
+            float *b[3], *y3[3], *y1[3];
+            float *x = make_f32((long)nt * cols, -1, 1);
+            for (int i = 0; i < 3; i++) {
+                w[i] = make_weights(dt, (long)rows[s][i] * cols);
+                W[i] = (eng_weight){ dt, rows[s][i], cols, w[i] };
+                wp[i] = &W[i];
+                b[i] = (s + i) % 2 ? make_f32(rows[s][i], -2, 2) : NULL;
+                y3[i] = make_f32((long)nt * rows[s][i], 1e30f, 1e30f);
+                y1[i] = make_f32((long)nt * rows[s][i], -1e30f, -1e30f);
+                be->iface->matmul(be, &W[i], b[i], x, y1[i], nt);
+            }
+            const float *bp[3] = { b[0], b[1], b[2] };
+            be->iface->matmul3(be, wp, bp, x, y3, nt);
+            for (int i = 0; i < 3; i++) {
+                CHECK(!memcmp(y3[i], y1[i], (size_t)nt * rows[s][i] * sizeof(float)),
+                      "matmul3 %s rows %d/%d/%d nt=%d: matrix %d differs from matmul",
+                      dt_name(dt), rows[s][0], rows[s][1], rows[s][2], nt, i);
+                free(w[i]);
+                free(b[i]);
+                free(y3[i]);
+                free(y1[i]);
+            }
+            free(x);
         }
 }
 
@@ -990,12 +1029,14 @@ int main(void)
                 eng_dtype dt = d ? ENG_DTYPE_F32 : ENG_DTYPE_F16;
                 test_get_rows(be, dt);
                 test_matmul(be, dt);
+                test_matmul3(be, dt);
                 test_ffn(be, dt);
                 test_ffn_pick(be, dt);
             }
             /* matrices and FFN slots in Q8_0 */
             test_get_rows(be, ENG_DTYPE_Q8_0);
             test_matmul(be, ENG_DTYPE_Q8_0);
+            test_matmul3(be, ENG_DTYPE_Q8_0);
             test_ffn(be, ENG_DTYPE_Q8_0);
             test_ffn_pick(be, ENG_DTYPE_Q8_0);
             test_sketch_q8(be);
