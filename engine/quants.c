@@ -411,17 +411,29 @@ static float signed_absmax(const float *x, int n)
     return max;
 }
 
+/* Loading a 4- or 5-bit file with Q8_0 matrices (the daemon's default)
+ * quantizes every weight through here, so it must not call libm per
+ * element: fmaxf and lrintf were calls (the compiler may not inline them
+ * under C's errno and NaN rules), most of such a load's time. The max is a
+ * compare that passes over NaN as fmaxf does; the rounding adds and
+ * subtracts 1.5 * 2^23, which leaves a float of magnitude <= 127 no
+ * fraction bits, rounded to nearest even as lrintf does in the default
+ * mode. NaN gives code 0, as lrintf's out-of-range result did. */
 static void q_q8_0(const float *x, uint8_t *b)
 {
     float amax = 0.0f;
-    for (int j = 0; j < 32; j++)
-        amax = fmaxf(amax, fabsf(x[j]));
+    for (int j = 0; j < 32; j++) {
+        const float a = fabsf(x[j]);
+        amax = a > amax ? a : amax;
+    }
     const float d = amax / 127.0f;
     const float id = d != 0.0f ? 1.0f / d : 0.0f;
     st_f16(b, d);
     int8_t *qs = (int8_t *)(b + 2);
-    for (int j = 0; j < 32; j++)
-        qs[j] = (int8_t)lrintf(clampf(x[j] * id, -127.0f, 127.0f));
+    for (int j = 0; j < 32; j++) {
+        const float v = clampf(x[j] * id, -127.0f, 127.0f);
+        qs[j] = v == v ? (int8_t)(int)((v + 12582912.0f) - 12582912.0f) : 0;
+    }
 }
 
 static void q_q4_0(const float *x, uint8_t *b)

@@ -578,6 +578,51 @@ static void test_known_blocks(void)
     CHECK(eng_quant_row(GGML_TYPE_Q2_K, out, b, 256) < 0);
 }
 
+/* ---- Q8_0 quantization, exactly ---- */
+
+/* The codes of eng_quant_row(Q8_0) against d = amax / 127 and lrintf
+ * (round half to even) of x / d, on blocks whose scaled values are exact
+ * halves (the ties), random values, and NaN (code 0). */
+static void test_quant_q8_exact(void)
+{
+    enum { NB = 64 };
+    static float x[NB * 32];
+    static uint8_t q[NB * 34];
+    for (int b = 0; b < NB; b++) {
+        float *xb = x + 32 * b;
+        if (b < NB / 2) {
+            /* amax 127 / 8: d = 1/8 exactly, so x / d = m + 0.5 exactly */
+            xb[0] = (b & 1) ? -127.0f / 8 : 127.0f / 8;
+            for (int j = 1; j < 32; j++)
+                xb[j] = ((float)((b * 31 + j * 17) % 253 - 126) + 0.5f) / 8;
+        } else {
+            for (int j = 0; j < 32; j++)
+                xb[j] = (float)nrand() * (float)(1 + b % 7);
+            if (b % 5 == 0)
+                xb[b % 32] = NAN;
+        }
+    }
+    CHECK(eng_quant_row(GGML_TYPE_Q8_0, x, q, NB * 32) == 0);
+    int bad = 0;
+    for (int b = 0; b < NB; b++) {
+        const float *xb = x + 32 * b;
+        float amax = 0;
+        for (int j = 0; j < 32; j++)
+            if (fabsf(xb[j]) > amax)
+                amax = fabsf(xb[j]);
+        const float d = amax / 127.0f, id = d != 0 ? 1.0f / d : 0.0f;
+        for (int j = 0; j < 32; j++) {
+            const float v = xb[j] * id;
+            const int want = isnan(v) ? 0 : (int)lrintf(v < -127 ? -127 : v > 127 ? 127 : v);
+            const int got = (int8_t)q[34 * b + 2 + j];
+            if (got != want && bad++ < 5)
+                fprintf(stderr, "q8_0 block %d elem %d: x %.9g scaled %.9g: code %d, want %d\n",
+                        b, j, xb[j], v, got, want);
+        }
+    }
+    CHECK(bad == 0);
+}
+
 /* ---- quantize -> dequantize error bounds ---- */
 
 static void test_quant_error(void)
@@ -756,6 +801,7 @@ int main(void)
     test_tensors(1);
     test_half();
     test_known_blocks();
+    test_quant_q8_exact();
     test_quant_error();
     test_smollm2();
     rmdir(tmpdir);
