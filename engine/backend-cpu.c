@@ -2272,6 +2272,50 @@ static void n_pv4_h(float *const *o, int G, const float *p, const uint16_t *v, s
         }
 }
 
+/* e^x on four lanes, as exp256: 2^n built in the exponent bits, 0 below
+ * -87, NaN kept. */
+ALWAYS float32x4_t nexp4(float32x4_t x)
+{
+    const uint32x4_t keep = vmvnq_u32(vcltq_f32(x, vdupq_n_f32(-87.0f)));
+    x = vminq_f32(vdupq_n_f32(88.0f), vmaxq_f32(vdupq_n_f32(-87.0f), x));
+    const float32x4_t n = vrndnq_f32(vmulq_n_f32(x, 1.44269504f));
+    float32x4_t r = vfmsq_n_f32(x, n, 0.693359375f);
+    r = vfmsq_n_f32(r, n, -2.12194440e-4f);
+    float32x4_t p = vdupq_n_f32(1.0f / 720);
+    p = vfmaq_f32(vdupq_n_f32(1.0f / 120), p, r);
+    p = vfmaq_f32(vdupq_n_f32(1.0f / 24), p, r);
+    p = vfmaq_f32(vdupq_n_f32(1.0f / 6), p, r);
+    p = vfmaq_f32(vdupq_n_f32(0.5f), p, r);
+    p = vfmaq_f32(vdupq_n_f32(1.0f), p, r);
+    p = vfmaq_f32(vdupq_n_f32(1.0f), p, r);
+    const int32x4_t e = vshlq_n_s32(vaddq_s32(vcvtq_s32_f32(n), vdupq_n_s32(127)), 23);
+    const float32x4_t y = vmulq_f32(p, vreinterpretq_f32_s32(e));
+    return vreinterpretq_f32_u32(vandq_u32(vreinterpretq_u32_f32(y), keep));
+}
+
+/* One key of up to four heads a register, as v_exp4. */
+static void n_exp4(float (*s)[4], int nb, const float *m, int G, float *l)
+{
+    float mm[4], gm[4];
+    for (int g = 0; g < 4; g++) {
+        mm[g] = g < G ? m[g] : 0.0f;
+        gm[g] = g < G ? 1.0f : 0.0f;
+    }
+    const float32x4_t mv = vld1q_f32(mm);
+    const uint32x4_t live = vmvnq_u32(vceqzq_f32(vld1q_f32(gm)));
+    float32x4_t acc = vdupq_n_f32(0.0f);
+    for (int i = 0; i < nb; i++) {
+        const float32x4_t e = vreinterpretq_f32_u32(
+            vandq_u32(vreinterpretq_u32_f32(nexp4(vsubq_f32(vld1q_f32(&s[i][0]), mv))), live));
+        vst1q_f32(&s[i][0], e);
+        acc = vaddq_f32(acc, e);
+    }
+    float a[4];
+    vst1q_f32(a, acc);
+    for (int g = 0; g < 4; g++)
+        l[g] += a[g];
+}
+
 static void n_scale(float *o, float s, long n)
 {
     long i = 0;
@@ -2320,7 +2364,7 @@ static const kernels kern_neon = {
     .dot2_q4q8 = n_dot2_q4q8,
     .dot4_h = n_dot4_h,
     .pv4_h = n_pv4_h,
-    .exp4 = s_exp4,
+    .exp4 = n_exp4,
     .scale = n_scale,
     .add = n_add,
     .to_f16 = n_to_f16,
