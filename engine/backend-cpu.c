@@ -647,6 +647,31 @@ static const kernels kern_scalar = {
  * slots per packed block. */
 enum { DOWN_CC = 2048 };
 
+/* A set's f16 and f32 kernels for FFN_FUSED_BODY, PFX##dot4_f16 and so on,
+ * from its PFX##dot4_impl and PFX##axpy2_impl: the dtype is a constant in
+ * each, so every load compiles to one branch. */
+#define F16_F32_WALK_KERNELS(PFX, ATTR)                                                      \
+    ATTR void PFX##dot4_f16(const void *r0, const void *r1, const void *r2, const void *r3,  \
+                            const float *x, long n, float out[4], const char *const *pf)     \
+    {                                                                                        \
+        PFX##dot4_impl(r0, r1, r2, r3, x, n, true, out, pf);                                 \
+    }                                                                                        \
+    ATTR void PFX##dot4_f32(const void *r0, const void *r1, const void *r2, const void *r3,  \
+                            const float *x, long n, float out[4], const char *const *pf)     \
+    {                                                                                        \
+        PFX##dot4_impl(r0, r1, r2, r3, x, n, false, out, pf);                                \
+    }                                                                                        \
+    ATTR void PFX##axpy2_f16(float *acc, float a0, const void *d0, float a1, const void *d1, \
+                             long n, const char *p0, const char *p1)                         \
+    {                                                                                        \
+        PFX##axpy2_impl(acc, a0, d0, a1, d1, n, true, p0, p1);                               \
+    }                                                                                        \
+    ATTR void PFX##axpy2_f32(float *acc, float a0, const void *d0, float a1, const void *d1, \
+                             long n, const char *p0, const char *p1)                         \
+    {                                                                                        \
+        PFX##axpy2_impl(acc, a0, d0, a1, d1, n, false, p0, p1);                              \
+    }
+
 /* ---- AVX2 + FMA + F16C kernels ---------------------------------------- */
 
 #if HAVE_X86
@@ -948,27 +973,7 @@ VALWAYS void axpy2_impl(float *acc, float a0, const void *d0, float a1, const vo
         acc[k] += a0 * wval(d0, k, f16) + a1 * wval(d1, k, f16);
 }
 
-#define DOT4_OF(F16)                                                                         \
-    (const void *r0, const void *r1, const void *r2, const void *r3, const float *x, long n, \
-     float out[4], const char *const *pf)                                                    \
-    {                                                                                        \
-        dot4_impl(r0, r1, r2, r3, x, n, F16, out, pf);                                       \
-    }
-VALWAYS void dot4_f16 DOT4_OF(true)
-VALWAYS void dot4_f32 DOT4_OF(false)
-#undef DOT4_OF
-
-VALWAYS void axpy2_f16(float *acc, float a0, const void *d0, float a1, const void *d1, long n,
-                       const char *p0, const char *p1)
-{
-    axpy2_impl(acc, a0, d0, a1, d1, n, true, p0, p1);
-}
-
-VALWAYS void axpy2_f32(float *acc, float a0, const void *d0, float a1, const void *d1, long n,
-                       const char *p0, const char *p1)
-{
-    axpy2_impl(acc, a0, d0, a1, d1, n, false, p0, p1);
-}
+F16_F32_WALK_KERNELS(, VALWAYS)
 
 /* acc[0..n) += a0 * d0 + a1 * d1 over Q8_0 rows: a block's d folded into
  * its a once. */
@@ -1990,27 +1995,7 @@ ALWAYS void n_axpy2_impl(float *acc, float a0, const void *d0, float a1, const v
         acc[k] += a0 * wval(d0, k, f16) + a1 * wval(d1, k, f16);
 }
 
-#define N_DOT4_OF(F16)                                                                       \
-    (const void *r0, const void *r1, const void *r2, const void *r3, const float *x, long n, \
-     float out[4], const char *const *pf)                                                    \
-    {                                                                                        \
-        n_dot4_impl(r0, r1, r2, r3, x, n, F16, out, pf);                                     \
-    }
-ALWAYS void n_dot4_f16 N_DOT4_OF(true)
-ALWAYS void n_dot4_f32 N_DOT4_OF(false)
-#undef N_DOT4_OF
-
-ALWAYS void n_axpy2_f16(float *acc, float a0, const void *d0, float a1, const void *d1, long n,
-                        const char *p0, const char *p1)
-{
-    n_axpy2_impl(acc, a0, d0, a1, d1, n, true, p0, p1);
-}
-
-ALWAYS void n_axpy2_f32(float *acc, float a0, const void *d0, float a1, const void *d1, long n,
-                        const char *p0, const char *p1)
-{
-    n_axpy2_impl(acc, a0, d0, a1, d1, n, false, p0, p1);
-}
+F16_F32_WALK_KERNELS(n_, ALWAYS)
 
 /* acc[0..n) += a0 * d0 + a1 * d1 over Q8_0 rows, a block's d folded into
  * its a once, as axpy2_q8. */
