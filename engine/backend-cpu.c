@@ -181,6 +181,13 @@ typedef struct q8_row {
     const struct q8_group *g; /* the same regrouped (kernels with groups) */
 } q8_row;
 
+/* A token in 16 bits per block of 32 (x16_prep): element i is q[i] *
+ * d[i / 32]. */
+typedef struct x16_row {
+    const int16_t *q;
+    const float *d;
+} x16_row;
+
 /* x~ regrouped for 512-bit integer dot products, four blocks a group: the
  * elements 0-15 of the four blocks (where a code row keeps them in low
  * nibbles), then their elements 16-31 (the high nibbles); the products land
@@ -201,6 +208,12 @@ typedef struct kernels {
     /* The same over rows of cols / 32 Q8_0 blocks. */
     void (*gemv_q8)(const eng_q8_block *w, long cols, const float *x, const float *bias,
                     float *y, long r0, long r1);
+    /* Where a set has them (else NULL): x16_prep rounds x [n] (n a multiple
+     * of 32) to 16 bits per block of 32, x = q[i] * d[i / 32]; gemv_q8_x16
+     * is gemv_q8 against that, by integer multiply-adds. */
+    void (*x16_prep)(const float *x, long n, int16_t *q, float *d);
+    void (*gemv_q8_x16)(const eng_q8_block *w, long cols, const int16_t *xq, const float *xd,
+                        const float *bias, float *y, long r0, long r1);
     /* dst[i][0..n) = f32(src[i][0..n)), rows of stride lds into stride ldd. */
     void (*cvt_rows)(const uint16_t *const *src, int nrows, long n, float *dst, long ldd);
     /* out[r][t] = w[r] . x[t] over n, 4 rows x 3 tokens. */
@@ -257,6 +270,7 @@ struct ffn_args {
     float *y;
     float *act;     /* [n_tokens][n_sel] */
     int n_tokens;
+    const x16_row *x16; /* decode in Q8_0, kernels with x16_prep: x in 16 bits */
 };
 
 /* Slot of selected index j, or -1 when out of range. */
@@ -537,9 +551,9 @@ static const kernels kern_scalar = {
         s_gemv_q8(w, cols, x, bias, y, r0 + 4 * q, r1);
 
 /* The decode FFN's walk, shared by the kernel sets and weight types: DOT4
- * (four rows against x, prefetching four more) and AXPY2 (acc += two
- * scaled down rows, prefetching two more) are the set's kernels for the
- * type, rs the bytes of a row.
+ * (four rows against X, the token as DOT4 takes it, prefetching four
+ * more) and AXPY2 (acc += two scaled down rows, prefetching two more) are
+ * the set's kernels for the type, rs the bytes of a row.
  *
  * Two slots per step, one from each half of [j0, j1): the rows gate, up of
  * both share the x loads, their down rows share the load/store of acc, and
@@ -548,7 +562,7 @@ static const kernels kern_scalar = {
  * steps ahead are prefetched: selected slots are scattered, so the hardware
  * prefetcher cannot run ahead across them. A slot without a valid partner
  * (odd counts, slots out of range) goes on its own, its rows twice. */
-#define FFN_FUSED_BODY(DOT4, AXPY2, rs)                                                      \
+#define FFN_FUSED_BODY(DOT4, AXPY2, rs, X)                                                   \
     const long E = a->w->n_embd;                                                             \
     const char *gu = a->w->gate_up, *dn = a->w->down;                                        \
     const long h = (j1 - j0) / 2;                                                            \
@@ -574,7 +588,7 @@ static const kernels kern_scalar = {
             }                                                                                \
         }                                                                                    \
         float o[4];                                                                          \
-        DOT4(ga, ga + rs, gb, gb + rs, a->x, E, o, pf[0] ? pf : NULL);                       \
+        DOT4(ga, ga + rs, gb, gb + rs, X, E, o, pf[0] ? pf : NULL);                          \
         const float ava = silu(o[0]) * o[1], avb = silu(o[2]) * o[3];                        \
         AXPY2(acc, ava, dn + (size_t)sa * rs, avb, dn + (size_t)sb * rs, E, pd0, pd1);       \
         if (a->act) {                                                                        \
@@ -586,7 +600,7 @@ static const kernels kern_scalar = {
         ffn_one_slot_##DOT4(a, j1 - 1, acc, rs);
 
 /* One slot on its own (a partner out of range): its rows as both pairs. */
-#define FFN_ONE_SLOT(DOT4, AXPY2, ATTR)                                                      \
+#define FFN_ONE_SLOT(DOT4, AXPY2, ATTR, X)                                                   \
     ATTR void ffn_one_slot_##DOT4(const ffn_args *a, long j, float *acc, size_t rs)          \
     {                                                                                        \
         const long s = slot_of(a, j);                                                        \
@@ -595,7 +609,7 @@ static const kernels kern_scalar = {
             const char *g = (const char *)a->w->gate_up + (size_t)s * 2 * rs;                \
             const char *d = (const char *)a->w->down + (size_t)s * rs;                       \
             float o[4];                                                                      \
-            DOT4(g, g + rs, g, g + rs, a->x, a->w->n_embd, o, NULL);                         \
+            DOT4(g, g + rs, g, g + rs, X, a->w->n_embd, o, NULL);                            \
             av = silu(o[0]) * o[1];                                                          \
             AXPY2(acc, av, d, 0.0f, d, a->w->n_embd, NULL, NULL);                            \
         }                                                                                    \
@@ -862,6 +876,98 @@ TGT static void v_gemv_q8(const eng_q8_block *w, long cols, const float *x, cons
     GEMV_Q8_BODY(dot4_q8)
 }
 
+/* Decode's Q8_0 GEMVs with x in 16 bits. Converting every code to f32
+ * made them compute-bound on AVX2 (a Zen 3 core: the decode FFN in Q8_0
+ * took as long hot in cache as cold); vpmaddwd multiplies 16 codes by 16
+ * x's and sums pairs in one instruction. x~ = q * d per block of 32, q in
+ * [-32767, 32767]: each element within d / 2 = max|x_block| / 65534 of x,
+ * about 2^-16 of the block's largest, where the codes themselves are 2^-8
+ * of the weights' largest. Exact in the integers (a lane sums four
+ * products of at most 128 * 32767). A NaN in x does not carry through
+ * here as through f32 products; the prefill's kernels keep f32. */
+TGT static void v_x16_prep(const float *x, long n, int16_t *q, float *d)
+{
+    const __m256 sgn = _mm256_set1_ps(-0.0f);
+    for (long i = 0; i < n / 32; i++) {
+        const float *xb = x + 32 * i;
+        __m256 v[4], m = _mm256_setzero_ps();
+        for (int u = 0; u < 4; u++) {
+            v[u] = _mm256_loadu_ps(xb + 8 * u);
+            m = _mm256_max_ps(m, _mm256_andnot_ps(sgn, v[u]));
+        }
+        __m128 h = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+        h = _mm_max_ps(h, _mm_movehl_ps(h, h));
+        h = _mm_max_ss(h, _mm_movehdup_ps(h));
+        const float amax = _mm_cvtss_f32(h);
+        const float dd = amax / 32767.0f, id = dd != 0.0f ? 1.0f / dd : 0.0f;
+        d[i] = dd;
+        const __m256 vid = _mm256_set1_ps(id);
+        __m256i c[4];
+        for (int u = 0; u < 4; u++) /* round to nearest even (MXCSR's default) */
+            c[u] = _mm256_cvtps_epi32(_mm256_mul_ps(v[u], vid));
+        /* packs works within 128-bit lanes: put elements back in order */
+        _mm256_storeu_si256((__m256i *)(q + 32 * i),
+                            _mm256_permute4x64_epi64(_mm256_packs_epi32(c[0], c[1]), 0xd8));
+        _mm256_storeu_si256((__m256i *)(q + 32 * i + 16),
+                            _mm256_permute4x64_epi64(_mm256_packs_epi32(c[2], c[3]), 0xd8));
+    }
+}
+
+/* Four Q8_0 rows against x~ (v_x16_prep): per block, 32 products in eight
+ * int32 lanes, scaled by d_w * d_x into the row's sum. */
+VALWAYS void dot4_q8_x16(const eng_q8_block *const b[4], const int16_t *xq, const float *xd,
+                         long nb, float out[4], const char *const *pf)
+{
+    __m256 acc[4] = { _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),
+                      _mm256_setzero_ps() };
+    for (long i = 0; i < nb; i++) {
+        if (pf)
+            for (int j = 0; j < 4; j++)
+                _mm_prefetch(pf[j] + i * sizeof(eng_q8_block), _MM_HINT_T0);
+        const __m256i xa = _mm256_loadu_si256((const __m256i *)(xq + 32 * i));
+        const __m256i xb = _mm256_loadu_si256((const __m256i *)(xq + 32 * i + 16));
+        for (int j = 0; j < 4; j++) {
+            const eng_q8_block *bb = b[j] + i;
+            const __m256i qa = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)bb->q));
+            const __m256i qb =
+                _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(bb->q + 16)));
+            const __m256i p =
+                _mm256_add_epi32(_mm256_madd_epi16(qa, xa), _mm256_madd_epi16(qb, xb));
+            acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p),
+                                     _mm256_set1_ps(_cvtsh_ss(bb->d) * xd[i]), acc[j]);
+        }
+    }
+    _mm_storeu_ps(out, hsum4x8(acc[0], acc[1], acc[2], acc[3]));
+}
+
+/* Rows [r0, r1) as four quarters side by side, as GEMV_Q8_BODY walks them;
+ * the rows left over go one at a time through the same kernel (a row
+ * four times), so every row is summed the same way. */
+TGT static void v_gemv_q8_x16(const eng_q8_block *w, long cols, const int16_t *xq,
+                              const float *xd, const float *bias, float *y, long r0, long r1)
+{
+    const long nb = cols / 32, q = (r1 - r0) / 4;
+    for (long i0 = 0; i0 < q; i0++) {
+        const long rr[4] = { r0 + i0, r0 + q + i0, r0 + 2 * q + i0, r0 + 3 * q + i0 };
+        const eng_q8_block *b[4];
+        const char *pf[4];
+        for (int j = 0; j < 4; j++) {
+            b[j] = w + (size_t)rr[j] * nb;
+            pf[j] = (const char *)(b[j] + GEMV_PF_ROWS * nb); /* past the end: a hint */
+        }
+        float o[4];
+        dot4_q8_x16(b, xq, xd, nb, o, GEMV_PF_ROWS ? pf : NULL);
+        for (int j = 0; j < 4; j++)
+            y[rr[j]] = o[j] + (bias ? bias[rr[j]] : 0.0f);
+    }
+    for (long r = r0 + 4 * q; r < r1; r++) {
+        const eng_q8_block *row = w + (size_t)r * nb, *const b[4] = { row, row, row, row };
+        float o[4];
+        dot4_q8_x16(b, xq, xd, nb, o, NULL);
+        y[r] = o[0] + (bias ? bias[r] : 0.0f);
+    }
+}
+
 TGT static void v_cvt_rows(const uint16_t *const *src, int nrows, long n, float *dst, long ldd)
 {
     for (int i = 0; i < nrows; i++) {
@@ -997,19 +1103,30 @@ VALWAYS void axpy2_q8(float *acc, float a0, const void *d0, float a1, const void
     }
 }
 
-FFN_ONE_SLOT(dot4_f16, axpy2_f16, VALWAYS)
-FFN_ONE_SLOT(dot4_f32, axpy2_f32, VALWAYS)
-FFN_ONE_SLOT(dot4_q8, axpy2_q8, VALWAYS)
+FFN_ONE_SLOT(dot4_f16, axpy2_f16, VALWAYS, a->x)
+FFN_ONE_SLOT(dot4_f32, axpy2_f32, VALWAYS, a->x)
+FFN_ONE_SLOT(dot4_q8, axpy2_q8, VALWAYS, a->x)
+
+/* The FFN walk's DOT4 over Q8_0 rows against x in 16 bits. */
+VALWAYS void dot4_q8x16(const void *r0, const void *r1, const void *r2, const void *r3,
+                        const x16_row *x, long n, float out[4], const char *const *pf)
+{
+    const eng_q8_block *const b[4] = { r0, r1, r2, r3 };
+    dot4_q8_x16(b, x->q, x->d, n / 32, out, pf);
+}
+FFN_ONE_SLOT(dot4_q8x16, axpy2_q8, VALWAYS, a->x16)
 
 TGT static void v_ffn_fused(const ffn_args *a, long j0, long j1, float *acc)
 {
     const size_t rs = eng_dtype_bytes(a->w->dtype, (size_t)a->w->n_embd);
     if (a->w->dtype == ENG_DTYPE_F16) {
-        FFN_FUSED_BODY(dot4_f16, axpy2_f16, rs)
+        FFN_FUSED_BODY(dot4_f16, axpy2_f16, rs, a->x)
+    } else if (a->w->dtype == ENG_DTYPE_Q8_0 && a->x16) {
+        FFN_FUSED_BODY(dot4_q8x16, axpy2_q8, rs, a->x16)
     } else if (a->w->dtype == ENG_DTYPE_Q8_0) {
-        FFN_FUSED_BODY(dot4_q8, axpy2_q8, rs)
+        FFN_FUSED_BODY(dot4_q8, axpy2_q8, rs, a->x)
     } else {
-        FFN_FUSED_BODY(dot4_f32, axpy2_f32, rs)
+        FFN_FUSED_BODY(dot4_f32, axpy2_f32, rs, a->x)
     }
 }
 
@@ -1334,6 +1451,8 @@ static const kernels kern_avx2 = {
     AVX2_OPS,
     .ffn_fused = v_ffn_fused,
     .gemv_q8 = v_gemv_q8,
+    .x16_prep = v_x16_prep,
+    .gemv_q8_x16 = v_gemv_q8_x16,
     .ffn_down = v_ffn_down,
     .exp4 = v_exp4,
     .dot2_q4q8 = v_dot2_q4q8,
@@ -1497,7 +1616,7 @@ TGT512 static void v512_gemv_q8(const eng_q8_block *w, long cols, const float *x
     GEMV_Q8_BODY(dot4_q8_512)
 }
 
-FFN_ONE_SLOT(dot4_q8_512, axpy2_q8_512, VALWAYS512)
+FFN_ONE_SLOT(dot4_q8_512, axpy2_q8_512, VALWAYS512, a->x)
 
 /* The decode FFN: Q8_0 slots on 512-bit registers, the others as AVX2's */
 TGT512 static void v512_ffn_fused(const ffn_args *a, long j0, long j1, float *acc)
@@ -1507,7 +1626,7 @@ TGT512 static void v512_ffn_fused(const ffn_args *a, long j0, long j1, float *ac
         return;
     }
     const size_t rs = eng_dtype_bytes(ENG_DTYPE_Q8_0, (size_t)a->w->n_embd);
-    FFN_FUSED_BODY(dot4_q8_512, axpy2_q8_512, rs)
+    FFN_FUSED_BODY(dot4_q8_512, axpy2_q8_512, rs, a->x)
 }
 
 TGT512 static void v512_pack32_q8(const eng_q8_block *const *w, int nr, long n, float *P)
@@ -2024,19 +2143,19 @@ ALWAYS void n_axpy2_q8(float *acc, float a0, const void *d0, float a1, const voi
     }
 }
 
-FFN_ONE_SLOT(n_dot4_f16, n_axpy2_f16, ALWAYS)
-FFN_ONE_SLOT(n_dot4_f32, n_axpy2_f32, ALWAYS)
-FFN_ONE_SLOT(n_dot4_q8, n_axpy2_q8, ALWAYS)
+FFN_ONE_SLOT(n_dot4_f16, n_axpy2_f16, ALWAYS, a->x)
+FFN_ONE_SLOT(n_dot4_f32, n_axpy2_f32, ALWAYS, a->x)
+FFN_ONE_SLOT(n_dot4_q8, n_axpy2_q8, ALWAYS, a->x)
 
 static void n_ffn_fused(const ffn_args *a, long j0, long j1, float *acc)
 {
     const size_t rs = eng_dtype_bytes(a->w->dtype, (size_t)a->w->n_embd);
     if (a->w->dtype == ENG_DTYPE_F16) {
-        FFN_FUSED_BODY(n_dot4_f16, n_axpy2_f16, rs)
+        FFN_FUSED_BODY(n_dot4_f16, n_axpy2_f16, rs, a->x)
     } else if (a->w->dtype == ENG_DTYPE_Q8_0) {
-        FFN_FUSED_BODY(n_dot4_q8, n_axpy2_q8, rs)
+        FFN_FUSED_BODY(n_dot4_q8, n_axpy2_q8, rs, a->x)
     } else {
-        FFN_FUSED_BODY(n_dot4_f32, n_axpy2_f32, rs)
+        FFN_FUSED_BODY(n_dot4_f32, n_axpy2_f32, rs, a->x)
     }
 }
 
@@ -2422,6 +2541,7 @@ typedef struct mm_args {
     const float *x;
     float *y;
     int n_tokens;
+    const x16_row *x16; /* decode, Q8_0: x in 16 bits (x16_prep), or NULL */
 } mm_args;
 
 static void mm_decode_task(void *p, int ith, int nth)
@@ -2431,7 +2551,10 @@ static void mm_decode_task(void *p, int ith, int nth)
     eng_split((rows + 3) / 4, ith, nth, &b, &e);
     b *= 4;
     e = e * 4 < rows ? e * 4 : rows;
-    if (b < e && a->w->dtype == ENG_DTYPE_Q8_0)
+    if (b < e && a->w->dtype == ENG_DTYPE_Q8_0 && a->x16)
+        a->c->k->gemv_q8_x16(a->w->data, a->w->cols, a->x16->q, a->x16->d, a->bias, a->y, b,
+                             e);
+    else if (b < e && a->w->dtype == ENG_DTYPE_Q8_0)
         a->c->k->gemv_q8(a->w->data, a->w->cols, a->x, a->bias, a->y, b, e);
     else if (b < e)
         a->c->k->gemv(a->w->data, a->w->dtype == ENG_DTYPE_F16, a->w->cols, a->x, a->bias,
@@ -2555,6 +2678,21 @@ static void mm_prefill_task(void *p, int ith, int nth)
     }
 }
 
+/* x in 16 bits for a decode step's Q8_0 GEMVs of width cols, where the
+ * kernels have them: into abuf (no other op's data lives there between
+ * ops). Returns false to keep the f32 path. */
+static bool x16_ready(cpu_ctx *c, const float *x, long cols, x16_row *ret)
+{
+    if (!c->k->x16_prep || cols % 32 ||
+        (size_t)cols * (sizeof(int16_t) + sizeof(float)) > ABUF_FLOATS * sizeof(float))
+        return false;
+    int16_t *q = (int16_t *)c->abuf;
+    float *d = c->abuf + cols / 2; /* past cols int16 */
+    c->k->x16_prep(x, cols, q, d);
+    *ret = (x16_row){ q, d };
+    return true;
+}
+
 static void op_matmul(eng_backend *be, const eng_weight *w, const float *bias, const float *x,
                       float *y, int n_tokens)
 {
@@ -2562,8 +2700,11 @@ static void op_matmul(eng_backend *be, const eng_weight *w, const float *bias, c
     if (!w || !x || !y || n_tokens <= 0 || w->rows <= 0 || w->cols <= 0 ||
         (w->dtype == ENG_DTYPE_Q8_0 && w->cols % 32))
         return;
-    mm_args a = { c, w, bias, x, y, n_tokens };
+    mm_args a = { c, w, bias, x, y, n_tokens, NULL };
     long work = (long)w->rows * w->cols * n_tokens;
+    x16_row xr;
+    if (n_tokens == 1 && w->dtype == ENG_DTYPE_Q8_0 && x16_ready(c, x, w->cols, &xr))
+        a.x16 = &xr;
     if (n_tokens == 1)
         run(c, mm_decode_task, &a, work >= 16384);
     else if (c->k->mm6x32)
@@ -2603,7 +2744,13 @@ static void op_matmul3(eng_backend *be, const eng_weight *const w[3], const floa
     }
     mm_args a[3];
     for (int i = 0; i < 3; i++)
-        a[i] = (mm_args){ c, w[i], bias ? bias[i] : NULL, x, y[i], 1 };
+        a[i] = (mm_args){ c, w[i], bias ? bias[i] : NULL, x, y[i], 1, NULL };
+    /* one x in 16 bits for the three (of one width, as the model asks) */
+    x16_row xr;
+    if (w[0]->cols == w[1]->cols && w[0]->cols == w[2]->cols && x16_ready(c, x, w[0]->cols, &xr))
+        for (int i = 0; i < 3; i++)
+            if (w[i]->dtype == ENG_DTYPE_Q8_0)
+                a[i].x16 = &xr;
     run(c, mm3_decode_task, a, true);
 }
 
@@ -3213,10 +3360,14 @@ static void op_ffn(eng_backend *be, const eng_ffn_weights *w, const int32_t *sel
         memset(y, 0, (size_t)n_tokens * E * sizeof(float));
         return;
     }
-    ffn_run r = { .a = { w, sel, n_sel, x, y, act, n_tokens }, .c = c };
+    ffn_run r = { .a = { w, sel, n_sel, x, y, act, n_tokens, NULL }, .c = c };
     long work = (long)n_sel * E * 3;
 
     if (n_tokens == 1 && E <= SCRATCH_FLOATS) {
+        /* gate and up against x in 16 bits, where the kernels have it */
+        x16_row xr;
+        if (w->dtype == ENG_DTYPE_Q8_0 && x16_ready(c, x, E, &xr))
+            r.a.x16 = &xr;
         run(c, ffn_fused_task, &r, work >= 16384);
         int used = (work >= 16384 && c->n_threads > 1) ? c->n_threads : 1;
         for (int i = 1; i < used; i++)

@@ -7,14 +7,16 @@
  * Error bounds (per element, stated against magnitudes so they hold for any
  * size; a real bug is off by O(1)):
  *   get_rows, add: exact.   store_f16: bit-exact round-to-nearest-even.
- *   matmul: |y - ref| <= 3e-5 * sum_k |w_k x_k| + 1e-6 * |bias|
+ *   matmul: |y - ref| <= 3e-5 * sum_k |w_k x_k| + 1e-6 * |bias|; decode in
+ *           Q8_0 + sum_b max_b|x| / 65534 * sum_(k in b) |w_k| (x in 16 bits)
  *   matmul3: bit for bit three matmuls
  *   rmsnorm: |y - ref| <= 2e-6 * |ref| + 1e-7
  *   rope: |y - ref| <= 3e-6 * (|x0| + |x1|)  (theta in double, cos/sin in float)
  *   attention: |out - ref| <= 2e-5 * max|v| (+ scores' error: 3e-5 * sum|q k|)
  *   ffn: a_j within 2e-5 * mag_j, y within 2e-5 * sum_j |a_j d_j| + sum_j
  *        tol(a_j) |d_j|, where mag_j bounds how float dot errors propagate
- *        through silu(g) * u.
+ *        through silu(g) * u; decode in Q8_0 adds x's 16-bit rounding to
+ *        the errors of g and u, as for matmul.
  * Unselected FFN slots hold NaN, so using (not just reading) any weight of
  * a slot outside sel shows up as NaN in y.
  */
@@ -232,6 +234,15 @@ static void test_matmul_one(eng_backend *be, eng_dtype dt, int rows, int cols, i
                 ref += b[r];
             double got = y[(long)t * rows + r];
             double tol = 3e-5 * mag + (b ? 1e-6 * fabs(b[r]) : 0) + 1e-30;
+            if (dt == ENG_DTYPE_Q8_0 && nt == 1) /* decode may round x to 16 bits a block */
+                for (int k0 = 0; k0 < cols; k0 += 32) {
+                    double xm = 0, wa = 0;
+                    for (int k = k0; k < k0 + 32; k++) {
+                        xm = fmax(xm, fabs(x[k]));
+                        wa += fabs(wd[(long)r * cols + k]);
+                    }
+                    tol += wa * xm / 65534 * 1.001;
+                }
             if (!(fabs(got - ref) <= tol) && bad++ < 3)
                 CHECK(0, "matmul %s %dx%d nt=%d bias=%d t=%d r=%d: %.9g vs %.9g (tol %.3g)",
                       dt_name(dt), rows, cols, nt, bias, t, r, got, ref, tol);
@@ -558,11 +569,26 @@ static void test_ffn_one(eng_backend *be, eng_dtype dt, int E, int n_slots, int 
                 gm += fabs(pg);
                 um += fabs(pu);
             }
+            /* decode in Q8_0 may round x to 16 bits per block of 32
+             * (within max_b|x| / 65534): that much more in g and u */
+            double eg = 0, eu = 0;
+            for (int k0 = 0; dt == ENG_DTYPE_Q8_0 && nt == 1 && k0 < E; k0 += 32) {
+                double xm = 0, wg = 0, wu = 0;
+                for (int k = k0; k < k0 + 32 && k < E; k++) {
+                    xm = fmax(xm, fabs(xt[k]));
+                    wg += fabs(gud[s * 2 * E + k]);
+                    wu += fabs(gud[s * 2 * E + E + k]);
+                }
+                eg += wg * xm / 65534 * 1.001;
+                eu += wu * xm / 65534 * 1.001;
+            }
             double sg = g / (1 + exp(-g));
             a[j] = sg * u;
-            /* d(silu)/dg is within [-0.1, 1.1]: errors 3e-5*gm in g and
-             * 3e-5*um in u give this much in a, plus float rounding of a */
-            atol[j] = 3e-5 * (1.1 * gm * fabs(u) + fabs(sg) * um) + 2e-6 * fabs(a[j]) + 1e-30;
+            /* d(silu)/dg is within [-0.1, 1.1]: errors 3e-5*gm (+ eg) in g
+             * and 3e-5*um (+ eu) in u give this much in a, plus float
+             * rounding of a */
+            atol[j] = 1.1 * (3e-5 * gm + eg) * fabs(u) + fabs(sg) * (3e-5 * um + eu) +
+                      2e-6 * fabs(a[j]) + 1e-30;
             if (act) {
                 double got = act[(long)t * n_sel + j];
                 if (!(fabs(got - a[j]) <= atol[j]) && bad++ < 3)
