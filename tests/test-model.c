@@ -134,8 +134,11 @@ int main(void)
         const float *l = eng_session_logits(s, -1);
         CHECK(l != NULL);
         float dl = max_abs_diff(l, a + (size_t)(n - 1) * V, V);
-        /* only the LM head differs: one row (GEMV) instead of a block (GEMM) */
-        CHECKF(dl < 1e-3f, "last-logit path differs by %g", dl);
+        /* only the LM head differs: one row (GEMV) instead of a block
+         * (GEMM), and a Q8_0 head (SmolLM2's) on AVX2 takes x rounded to
+         * 16 bits a block there (~2^-16 of a block's largest: measured
+         * 1.2e-3, where f32 x gave 1.5e-5) */
+        CHECKF(dl < 5e-3f, "last-logit path differs by %g", dl);
 
         /* reset: the same prompt gives bit-identical logits */
         float *first = malloc(V * sizeof(float));
