@@ -212,7 +212,7 @@ typedef struct kernels {
      * of 32) to 16 bits per block of 32, x = q[i] * d[i / 32]; gemv_q8_x16
      * is gemv_q8 against that, by integer multiply-adds. */
     void (*x16_prep)(const float *x, long n, int16_t *q, float *d);
-    void (*gemv_q8_x16)(const eng_q8_block *w, long cols, const int16_t *xq, const float *xd,
+    void (*gemv_q8_x16)(const eng_q8_block *w, long cols, const x16_row *x,
                         const float *bias, float *y, long r0, long r1);
     /* dst[i][0..n) = f32(src[i][0..n)), rows of stride lds into stride ldd. */
     void (*cvt_rows)(const uint16_t *const *src, int nrows, long n, float *dst, long ldd);
@@ -531,8 +531,9 @@ static const kernels kern_scalar = {
 /* GEMV over Q8_0 rows, four quarters side by side as gemv_impl walks
  * them (four streams), each prefetching its row GEMV_PF_ROWS ahead: a
  * quarter of the f16 row's bytes fewer to read, more instructions a byte.
- * DOT4 is the set's dot4_q8. */
-#define GEMV_Q8_BODY(DOT4)                                                                   \
+ * DOT4 is the set's dot4_q8 and X the token as it takes it; the rows past
+ * the quarters, r0 + 4 * q .. r1, are left to the caller. */
+#define GEMV_Q8_BODY(DOT4, X)                                                                \
     const long nb = cols / 32, q = (r1 - r0) / 4;                                            \
     for (long i0 = 0; i0 < q; i0++) {                                                        \
         const long rr[4] = { r0 + i0, r0 + q + i0, r0 + 2 * q + i0, r0 + 3 * q + i0 };       \
@@ -543,12 +544,10 @@ static const kernels kern_scalar = {
             pf[j] = (const char *)(b[j] + GEMV_PF_ROWS * nb); /* past the end: a hint */     \
         }                                                                                    \
         float o[4];                                                                          \
-        DOT4(b[0], b[1], b[2], b[3], x, cols, o, GEMV_PF_ROWS ? pf : NULL);                  \
+        DOT4(b[0], b[1], b[2], b[3], X, cols, o, GEMV_PF_ROWS ? pf : NULL);                  \
         for (int j = 0; j < 4; j++)                                                          \
             y[rr[j]] = o[j] + (bias ? bias[rr[j]] : 0.0f);                                   \
-    }                                                                                        \
-    if (r0 + 4 * q < r1)                                                                     \
-        s_gemv_q8(w, cols, x, bias, y, r0 + 4 * q, r1);
+    }
 
 /* The decode FFN's walk, shared by the kernel sets and weight types: DOT4
  * (four rows against X, the token as DOT4 takes it, prefetching four
@@ -660,6 +659,27 @@ static const kernels kern_scalar = {
 /* Column chunk of the down projection: at least SCRATCH_FLOATS / DOWN_CC
  * slots per packed block. */
 enum { DOWN_CC = 2048 };
+
+/* A set's TILES for FFN_DOWN_BODY: all column tiles of one packed block
+ * for NT tokens, BLOCK taking NVW vectors of VW floats, then one, and the
+ * last partial tile through a local copy of y. */
+#define DOWN_TILES_BODY(BLOCK, VW, NVW)                                                      \
+    long c = 0;                                                                              \
+    for (; c + (VW) * (NVW) <= nc; c += (VW) * (NVW))                                        \
+        BLOCK(P + c, ldp, nj, A, lda, y + c, ldy, first, NT, NVW);                           \
+    for (; c + (VW) <= nc; c += (VW))                                                        \
+        BLOCK(P + c, ldp, nj, A, lda, y + c, ldy, first, NT, 1);                             \
+    if (c < nc) {                                                                            \
+        float tmp[6 * (VW)];                                                                 \
+        const long r = nc - c;                                                               \
+        for (int t = 0; t < NT; t++)                                                         \
+            for (long i = 0; i < (VW); i++)                                                  \
+                tmp[t * (VW) + i] = (!first && i < r) ? y[t * ldy + c + i] : 0.0f;           \
+        BLOCK(P + c, ldp, nj, A, lda, tmp, (VW), first, NT, 1);                              \
+        for (int t = 0; t < NT; t++)                                                         \
+            for (long i = 0; i < r; i++)                                                     \
+                y[t * ldy + c + i] = tmp[t * (VW) + i];                                      \
+    }
 
 /* A set's f16 and f32 kernels for FFN_FUSED_BODY, PFX##dot4_f16 and so on,
  * from its PFX##dot4_impl and PFX##axpy2_impl: the dtype is a constant in
@@ -873,7 +893,8 @@ VALWAYS void dot4_q8(const void *r0, const void *r1, const void *r2, const void 
 TGT static void v_gemv_q8(const eng_q8_block *w, long cols, const float *x, const float *bias,
                           float *y, long r0, long r1)
 {
-    GEMV_Q8_BODY(dot4_q8)
+    GEMV_Q8_BODY(dot4_q8, x)
+    s_gemv_q8(w, cols, x, bias, y, r0 + 4 * q, r1);
 }
 
 /* Decode's Q8_0 GEMVs with x in 16 bits. Converting every code to f32
@@ -914,18 +935,20 @@ TGT static void v_x16_prep(const float *x, long n, int16_t *q, float *d)
 }
 
 /* Four Q8_0 rows against x~ (v_x16_prep): per block, 32 products in eight
- * int32 lanes, scaled by d_w * d_x into the row's sum. */
-VALWAYS void dot4_q8_x16(const eng_q8_block *const b[4], const int16_t *xq, const float *xd,
-                         long nb, float out[4], const char *const *pf)
+ * int32 lanes, scaled by d_w * d_x into the row's sum. The DOT4 of the
+ * GEMV and FFN walks. */
+VALWAYS void dot4_q8x16(const void *r0, const void *r1, const void *r2, const void *r3,
+                        const x16_row *x, long n, float out[4], const char *const *pf)
 {
+    const eng_q8_block *const b[4] = { r0, r1, r2, r3 };
     __m256 acc[4] = { _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),
                       _mm256_setzero_ps() };
-    for (long i = 0; i < nb; i++) {
+    for (long i = 0; i < n / 32; i++) {
         if (pf)
             for (int j = 0; j < 4; j++)
                 _mm_prefetch(pf[j] + i * sizeof(eng_q8_block), _MM_HINT_T0);
-        const __m256i xa = _mm256_loadu_si256((const __m256i *)(xq + 32 * i));
-        const __m256i xb = _mm256_loadu_si256((const __m256i *)(xq + 32 * i + 16));
+        const __m256i xa = _mm256_loadu_si256((const __m256i *)(x->q + 32 * i));
+        const __m256i xb = _mm256_loadu_si256((const __m256i *)(x->q + 32 * i + 16));
         for (int j = 0; j < 4; j++) {
             const eng_q8_block *bb = b[j] + i;
             const __m256i qa = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)bb->q));
@@ -934,36 +957,22 @@ VALWAYS void dot4_q8_x16(const eng_q8_block *const b[4], const int16_t *xq, cons
             const __m256i p =
                 _mm256_add_epi32(_mm256_madd_epi16(qa, xa), _mm256_madd_epi16(qb, xb));
             acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p),
-                                     _mm256_set1_ps(_cvtsh_ss(bb->d) * xd[i]), acc[j]);
+                                     _mm256_set1_ps(_cvtsh_ss(bb->d) * x->d[i]), acc[j]);
         }
     }
     _mm_storeu_ps(out, hsum4x8(acc[0], acc[1], acc[2], acc[3]));
 }
 
-/* Rows [r0, r1) as four quarters side by side, as GEMV_Q8_BODY walks them;
- * the rows left over go one at a time through the same kernel (a row
- * four times), so every row is summed the same way. */
-TGT static void v_gemv_q8_x16(const eng_q8_block *w, long cols, const int16_t *xq,
-                              const float *xd, const float *bias, float *y, long r0, long r1)
+/* The rows left over go one at a time through the same kernel (a row four
+ * times), so every row is summed the same way. */
+TGT static void v_gemv_q8_x16(const eng_q8_block *w, long cols, const x16_row *x,
+                              const float *bias, float *y, long r0, long r1)
 {
-    const long nb = cols / 32, q = (r1 - r0) / 4;
-    for (long i0 = 0; i0 < q; i0++) {
-        const long rr[4] = { r0 + i0, r0 + q + i0, r0 + 2 * q + i0, r0 + 3 * q + i0 };
-        const eng_q8_block *b[4];
-        const char *pf[4];
-        for (int j = 0; j < 4; j++) {
-            b[j] = w + (size_t)rr[j] * nb;
-            pf[j] = (const char *)(b[j] + GEMV_PF_ROWS * nb); /* past the end: a hint */
-        }
-        float o[4];
-        dot4_q8_x16(b, xq, xd, nb, o, GEMV_PF_ROWS ? pf : NULL);
-        for (int j = 0; j < 4; j++)
-            y[rr[j]] = o[j] + (bias ? bias[rr[j]] : 0.0f);
-    }
+    GEMV_Q8_BODY(dot4_q8x16, x)
     for (long r = r0 + 4 * q; r < r1; r++) {
-        const eng_q8_block *row = w + (size_t)r * nb, *const b[4] = { row, row, row, row };
+        const eng_q8_block *row = w + (size_t)r * nb;
         float o[4];
-        dot4_q8_x16(b, xq, xd, nb, o, NULL);
+        dot4_q8x16(row, row, row, row, x, cols, o, NULL);
         y[r] = o[0] + (bias ? bias[r] : 0.0f);
     }
 }
@@ -1106,14 +1115,6 @@ VALWAYS void axpy2_q8(float *acc, float a0, const void *d0, float a1, const void
 FFN_ONE_SLOT(dot4_f16, axpy2_f16, VALWAYS, a->x)
 FFN_ONE_SLOT(dot4_f32, axpy2_f32, VALWAYS, a->x)
 FFN_ONE_SLOT(dot4_q8, axpy2_q8, VALWAYS, a->x)
-
-/* The FFN walk's DOT4 over Q8_0 rows against x in 16 bits. */
-VALWAYS void dot4_q8x16(const void *r0, const void *r1, const void *r2, const void *r3,
-                        const x16_row *x, long n, float out[4], const char *const *pf)
-{
-    const eng_q8_block *const b[4] = { r0, r1, r2, r3 };
-    dot4_q8_x16(b, x->q, x->d, n / 32, out, pf);
-}
 FFN_ONE_SLOT(dot4_q8x16, axpy2_q8, VALWAYS, a->x16)
 
 TGT static void v_ffn_fused(const ffn_args *a, long j0, long j1, float *acc)
@@ -1155,27 +1156,10 @@ VALWAYS void down_block(const float *P, long ldp, int nj, const float *A, long l
             _mm256_storeu_ps(y + t * ldy + 8 * v, acc[t][v]);
 }
 
-/* All column tiles of one packed block for NT tokens; the last partial tile
- * goes through a local copy of y. */
 VALWAYS void down_tiles(const float *P, long ldp, int nj, long nc, const float *A, long lda,
                         float *y, long ldy, bool first, const int NT)
 {
-    long c = 0;
-    for (; c + 16 <= nc; c += 16)
-        down_block(P + c, ldp, nj, A, lda, y + c, ldy, first, NT, 2);
-    for (; c + 8 <= nc; c += 8)
-        down_block(P + c, ldp, nj, A, lda, y + c, ldy, first, NT, 1);
-    if (c < nc) {
-        float tmp[6 * 8];
-        long r = nc - c;
-        for (int t = 0; t < NT; t++)
-            for (long i = 0; i < 8; i++)
-                tmp[t * 8 + i] = (!first && i < r) ? y[t * ldy + c + i] : 0.0f;
-        down_block(P + c, ldp, nj, A, lda, tmp, 8, first, NT, 1);
-        for (int t = 0; t < NT; t++)
-            for (long i = 0; i < r; i++)
-                y[t * ldy + c + i] = tmp[t * 8 + i];
-    }
+    DOWN_TILES_BODY(down_block, 8, 2)
 }
 
 /* Down rows of slots jb .. jb + nj, columns [cc, cc + ncc), converted to
@@ -1613,7 +1597,8 @@ VALWAYS512 void axpy2_q8_512(float *acc, float a0, const void *d0, float a1, con
 TGT512 static void v512_gemv_q8(const eng_q8_block *w, long cols, const float *x,
                                 const float *bias, float *y, long r0, long r1)
 {
-    GEMV_Q8_BODY(dot4_q8_512)
+    GEMV_Q8_BODY(dot4_q8_512, x)
+    s_gemv_q8(w, cols, x, bias, y, r0 + 4 * q, r1);
 }
 
 FFN_ONE_SLOT(dot4_q8_512, axpy2_q8_512, VALWAYS512, a->x)
@@ -2031,7 +2016,8 @@ ALWAYS void n_dot4_q8(const void *r0, const void *r1, const void *r2, const void
 static void n_gemv_q8(const eng_q8_block *w, long cols, const float *x, const float *bias,
                       float *y, long r0, long r1)
 {
-    GEMV_Q8_BODY(n_dot4_q8)
+    GEMV_Q8_BODY(n_dot4_q8, x)
+    s_gemv_q8(w, cols, x, bias, y, r0 + 4 * q, r1);
 }
 
 static void n_cvt_rows(const uint16_t *const *src, int nrows, long n, float *dst, long ldd)
@@ -2184,27 +2170,10 @@ ALWAYS void n_down_block(const float *P, long ldp, int nj, const float *A, long 
             vst1q_f32(y + t * ldy + 4 * v, acc[t][v]);
 }
 
-/* All column tiles of one packed block for NT tokens; a last partial tile
- * goes through a local copy of y. */
 ALWAYS void n_down_tiles(const float *P, long ldp, int nj, long nc, const float *A, long lda,
                          float *y, long ldy, bool first, const int NT)
 {
-    long c = 0;
-    for (; c + 16 <= nc; c += 16)
-        n_down_block(P + c, ldp, nj, A, lda, y + c, ldy, first, NT, 4);
-    for (; c + 4 <= nc; c += 4)
-        n_down_block(P + c, ldp, nj, A, lda, y + c, ldy, first, NT, 1);
-    if (c < nc) {
-        float tmp[6 * 4];
-        const long r = nc - c;
-        for (int t = 0; t < NT; t++)
-            for (long i = 0; i < 4; i++)
-                tmp[t * 4 + i] = (!first && i < r) ? y[t * ldy + c + i] : 0.0f;
-        n_down_block(P + c, ldp, nj, A, lda, tmp, 4, first, NT, 1);
-        for (int t = 0; t < NT; t++)
-            for (long i = 0; i < r; i++)
-                y[t * ldy + c + i] = tmp[t * 4 + i];
-    }
+    DOWN_TILES_BODY(n_down_block, 4, 4)
 }
 
 /* Down rows of slots jb .. jb + nj, columns [cc, cc + ncc), as f32 into
@@ -2552,8 +2521,7 @@ static void mm_decode_task(void *p, int ith, int nth)
     b *= 4;
     e = e * 4 < rows ? e * 4 : rows;
     if (b < e && a->w->dtype == ENG_DTYPE_Q8_0 && a->x16)
-        a->c->k->gemv_q8_x16(a->w->data, a->w->cols, a->x16->q, a->x16->d, a->bias, a->y, b,
-                             e);
+        a->c->k->gemv_q8_x16(a->w->data, a->w->cols, a->x16, a->bias, a->y, b, e);
     else if (b < e && a->w->dtype == ENG_DTYPE_Q8_0)
         a->c->k->gemv_q8(a->w->data, a->w->cols, a->x, a->bias, a->y, b, e);
     else if (b < e)
@@ -2747,7 +2715,10 @@ static void op_matmul3(eng_backend *be, const eng_weight *const w[3], const floa
         a[i] = (mm_args){ c, w[i], bias ? bias[i] : NULL, x, y[i], 1, NULL };
     /* one x in 16 bits for the three (of one width, as the model asks) */
     x16_row xr;
-    if (w[0]->cols == w[1]->cols && w[0]->cols == w[2]->cols && x16_ready(c, x, w[0]->cols, &xr))
+    const bool q8 = w[0]->dtype == ENG_DTYPE_Q8_0 || w[1]->dtype == ENG_DTYPE_Q8_0 ||
+                    w[2]->dtype == ENG_DTYPE_Q8_0;
+    if (q8 && w[0]->cols == w[1]->cols && w[0]->cols == w[2]->cols &&
+        x16_ready(c, x, w[0]->cols, &xr))
         for (int i = 0; i < 3; i++)
             if (w[i]->dtype == ENG_DTYPE_Q8_0)
                 a[i].x16 = &xr;
