@@ -493,11 +493,14 @@ static void test_attention(eng_backend *be)
     test_attention_one(be, 9, 90, 16, 2, 80, 1);
     test_attention_one(be, 12, 0, 9, 3, 64, 1);
     /* decode past 256 positions: the context cut into chunks of 256 over
-     * the threads, then merged; past 64 chunks, longer ones */
+     * the threads (each with all heads), then merged; past 64 chunks,
+     * longer ones */
     test_attention_one(be, 1, 700, 9, 3, 64, 1);
     test_attention_one(be, 1, 300, 14, 2, 64, 1);
     test_attention_one(be, 1, 520, 9, 3, 64, 30);
     test_attention_one(be, 1, 17000, 4, 1, 16, 1);
+    /* a chunk's groups of heads past the 32 an item holds at a time */
+    test_attention_one(be, 1, 300, 40, 40, 16, 1);
 }
 
 static void test_ffn_one(eng_backend *be, eng_dtype dt, int E, int n_slots, int n_sel_req,
