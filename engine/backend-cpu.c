@@ -471,27 +471,24 @@ ALWAYS void att_prefetch(const uint16_t *k, const uint16_t *v, size_t stride, lo
     }
 }
 
-/* scores4_h a row at a time through a set's DOT4 (q[g] . k for g < G). */
-#define SCORES4_BY_ROW(NAME, DOT4, ATTR)                                                     \
-    ATTR void NAME(const float *const *q, int G, const uint16_t *k, const uint16_t *v,       \
-                   size_t stride, int nb, int n_pf, long n, float scale, float (*s)[4],      \
-                   float *bm)                                                                \
-    {                                                                                        \
-        const int last = G > 1 ? G - 1 : 0;                                                  \
-        for (int g = 0; g < 4; g++)                                                          \
-            bm[g] = -INFINITY;                                                               \
-        for (int i = 0; i < nb; i++) {                                                       \
-            if (i < n_pf)                                                                    \
-                att_prefetch(k, v, stride, i, n);                                            \
-            DOT4(q, G, k + (size_t)i * stride, n, s[i]);                                     \
-            for (int g = 0; g < 4; g++) {                                                    \
-                s[i][g] = g < G ? s[i][g] * scale : s[i][last];                              \
-                bm[g] = s[i][g] > bm[g] ? s[i][g] : bm[g];                                   \
-            }                                                                                \
-        }                                                                                    \
+/* scores4_h a row at a time. */
+static void s_scores4_h(const float *const *q, int G, const uint16_t *k, const uint16_t *v,
+                        size_t stride, int nb, int n_pf, long n, float scale, float (*s)[4],
+                        float *bm)
+{
+    const int last = G > 1 ? G - 1 : 0;
+    for (int g = 0; g < 4; g++)
+        bm[g] = -INFINITY;
+    for (int i = 0; i < nb; i++) {
+        if (i < n_pf)
+            att_prefetch(k, v, stride, i, n);
+        s_dot4_h(q, G, k + (size_t)i * stride, n, s[i]);
+        for (int g = 0; g < 4; g++) {
+            s[i][g] = g < G ? s[i][g] * scale : s[i][last];
+            bm[g] = s[i][g] > bm[g] ? s[i][g] : bm[g];
+        }
     }
-
-SCORES4_BY_ROW(s_scores4_h, s_dot4_h, static)
+}
 
 static void s_pv4_h(float *const *o, int G, const float *p, const uint16_t *v, size_t stride,
                     int nb, long n)
@@ -2421,74 +2418,150 @@ static void n_dot2_q4q8(const uint8_t *w, const q8_row *x, long nb, float out[2]
     out[1] = n_q4q8_row(w + nb * ENG_SKETCH_BLOCK_BYTES, x, nb);
 }
 
-/* Up to four queries against one K row, the row converted once for all
- * (a GQA group shares it); missing queries repeat the last, dropped. */
-static void n_dot4_h(const float *const *q, int G, const uint16_t *k, long n, float *out)
+/* Two K rows against nq queries (a constant at each call, as the AVX2
+ * set's dot2xq_h): 2 nq chains of four lanes, each row converted once for
+ * the group; out holds row 0's four sums, then row 1's (lanes past nq
+ * repeat the last). */
+ALWAYS void n_dot2xq_h(const float *const *qq, const uint16_t *k0, const uint16_t *k1, long n,
+                       float out[8], const int nq)
 {
-    const float *qq[4];
-    for (int g = 0; g < 4; g++)
-        qq[g] = q[g < G ? g : G - 1];
     float32x4_t a[4], b[4];
     for (int g = 0; g < 4; g++)
         a[g] = b[g] = vdupq_n_f32(0.0f);
     long i = 0;
-    for (; i + 8 <= n; i += 8) {
-        const float32x4_t k0 = nld4(k, i, true), k1 = nld4(k, i + 4, true);
-        for (int g = 0; g < 4; g++) {
-            a[g] = vfmaq_f32(a[g], k0, vld1q_f32(qq[g] + i));
-            b[g] = vfmaq_f32(b[g], k1, vld1q_f32(qq[g] + i + 4));
+    for (; i + 4 <= n; i += 4) {
+        const float32x4_t x = nld4(k0, i, true), y = nld4(k1, i, true);
+        for (int g = 0; g < nq; g++) {
+            const float32x4_t qv = vld1q_f32(qq[g] + i);
+            a[g] = vfmaq_f32(a[g], x, qv);
+            b[g] = vfmaq_f32(b[g], y, qv);
         }
     }
-    for (; i + 4 <= n; i += 4) {
-        const float32x4_t k0 = nld4(k, i, true);
-        for (int g = 0; g < 4; g++)
-            a[g] = vfmaq_f32(a[g], k0, vld1q_f32(qq[g] + i));
+    for (int g = nq; g < 4; g++) {
+        a[g] = a[nq - 1];
+        b[g] = b[nq - 1];
     }
-    float r[4];
-    vst1q_f32(r, nsum4x4(vaddq_f32(a[0], b[0]), vaddq_f32(a[1], b[1]), vaddq_f32(a[2], b[2]),
-                         vaddq_f32(a[3], b[3])));
-    for (; i < n; i++) {
-        const float kv = h2f(k[i]);
-        for (int g = 0; g < 4; g++)
-            r[g] += kv * qq[g][i];
+    vst1q_f32(out, nsum4x4(a[0], a[1], a[2], a[3]));
+    vst1q_f32(out + 4, nsum4x4(b[0], b[1], b[2], b[3]));
+    for (; i < n; i++) { /* head_dim not a multiple of 4 */
+        const float x = h2f(k0[i]), y = h2f(k1[i]);
+        for (int g = 0; g < 4; g++) {
+            out[g] += x * qq[g][i];
+            out[4 + g] += y * qq[g][i];
+        }
     }
-    for (int g = 0; g < G; g++)
-        out[g] = r[g];
 }
 
-SCORES4_BY_ROW(n_scores4_h, n_dot4_h, static)
-
-/* A block of keys' probabilities times their V rows for up to four heads,
- * four columns at a time with the sums in registers over the block's rows
- * (as v_pv4_h): o is read and written once a block. */
-static void n_pv4_h(float *const *o, int G, const float *p, const uint16_t *v, size_t stride,
-                    int nb, long n)
+ALWAYS void n_scores_q(const float *const *qq, const uint16_t *k, const uint16_t *v,
+                       size_t stride, int nb, int n_pf, long n, float scale, float (*s)[4],
+                       float *bm, const int nq)
 {
-    float *oo[4];
+    float32x4_t mx = vdupq_n_f32(-INFINITY);
+    for (int i = 0; i < nb; i += 2) {
+        if (i < n_pf)
+            att_prefetch(k, v, stride, i, n);
+        if (i + 1 < n_pf)
+            att_prefetch(k, v, stride, i + 1, n);
+        const uint16_t *k0 = k + (size_t)i * stride;
+        float r[8];
+        n_dot2xq_h(qq, k0, i + 1 < nb ? k0 + stride : k0, n, r, nq); /* an odd row: itself */
+        for (int j = 0; j < 2 && i + j < nb; j++) {
+            const float32x4_t x = vmulq_n_f32(vld1q_f32(r + 4 * j), scale);
+            vst1q_f32(&s[i + j][0], x);
+            /* fmaxnm: a NaN score is passed over, as in the other sets */
+            mx = vmaxnmq_f32(mx, x);
+        }
+    }
+    vst1q_f32(bm, mx);
+}
+
+/* scores4_h two rows a call of n_dot2xq_h: one pairwise reduction per row
+ * and no row waiting on the one before. */
+static void n_scores4_h(const float *const *q, int G, const uint16_t *k, const uint16_t *v,
+                        size_t stride, int nb, int n_pf, long n, float scale, float (*s)[4],
+                        float *bm)
+{
+    const float *qq[4];
     for (int g = 0; g < 4; g++)
-        oo[g] = o[g < G ? g : G - 1];
+        qq[g] = q[g < G ? g : G - 1];
+    switch (G) {
+    case 1:
+        n_scores_q(qq, k, v, stride, nb, n_pf, n, scale, s, bm, 1);
+        break;
+    case 2:
+        n_scores_q(qq, k, v, stride, nb, n_pf, n, scale, s, bm, 2);
+        break;
+    case 3:
+        n_scores_q(qq, k, v, stride, nb, n_pf, n, scale, s, bm, 3);
+        break;
+    default:
+        n_scores_q(qq, k, v, stride, nb, n_pf, n, scale, s, bm, 4);
+    }
+}
+
+/* A block of keys' probabilities times their V rows for nq heads (a
+ * constant, as in n_dot2xq_h), eight columns at a time: 2 nq chains in
+ * registers over the block's rows, o read and written once a block. */
+ALWAYS void n_pv_q(float *const *o, const float *p, const uint16_t *v, size_t stride, int nb,
+                   long n, const int nq)
+{
     long c = 0;
-    for (; c + 4 <= n; c += 4) {
-        float32x4_t a[4];
-        for (int g = 0; g < 4; g++)
-            a[g] = vld1q_f32(oo[g] + c);
+    for (; c + 8 <= n; c += 8) {
+        float32x4_t a[4], b[4];
+        for (int g = 0; g < nq; g++) {
+            a[g] = vld1q_f32(o[g] + c);
+            b[g] = vld1q_f32(o[g] + c + 4);
+        }
         for (int i = 0; i < nb; i++) {
             const float32x4_t vv = nld4(v + (size_t)i * stride, c, true);
-            const float32x4_t pp = vld1q_f32(p + 4 * i);
-            a[0] = vfmaq_laneq_f32(a[0], vv, pp, 0);
-            a[1] = vfmaq_laneq_f32(a[1], vv, pp, 1);
-            a[2] = vfmaq_laneq_f32(a[2], vv, pp, 2);
-            a[3] = vfmaq_laneq_f32(a[3], vv, pp, 3);
+            const float32x4_t vw = nld4(v + (size_t)i * stride, c + 4, true);
+            for (int g = 0; g < nq; g++) {
+                const float pg = p[4 * i + g];
+                a[g] = vfmaq_n_f32(a[g], vv, pg);
+                b[g] = vfmaq_n_f32(b[g], vw, pg);
+            }
         }
-        for (int g = 0; g < G; g++)
+        for (int g = 0; g < nq; g++) {
+            vst1q_f32(o[g] + c, a[g]);
+            vst1q_f32(o[g] + c + 4, b[g]);
+        }
+    }
+    for (; c + 4 <= n; c += 4) {
+        float32x4_t a[4];
+        for (int g = 0; g < nq; g++)
+            a[g] = vld1q_f32(o[g] + c);
+        for (int i = 0; i < nb; i++) {
+            const float32x4_t vv = nld4(v + (size_t)i * stride, c, true);
+            for (int g = 0; g < nq; g++)
+                a[g] = vfmaq_n_f32(a[g], vv, p[4 * i + g]);
+        }
+        for (int g = 0; g < nq; g++)
             vst1q_f32(o[g] + c, a[g]);
     }
     for (; c < n; c++)
         for (int i = 0; i < nb; i++) {
             const float vv = h2f(v[(size_t)i * stride + c]);
-            for (int g = 0; g < G; g++)
+            for (int g = 0; g < nq; g++)
                 o[g][c] += p[4 * i + g] * vv;
         }
+}
+
+static void n_pv4_h(float *const *o, int G, const float *p, const uint16_t *v, size_t stride,
+                    int nb, long n)
+{
+    switch (G) {
+    case 1:
+        n_pv_q(o, p, v, stride, nb, n, 1);
+        break;
+    case 2:
+        n_pv_q(o, p, v, stride, nb, n, 2);
+        break;
+    case 3:
+        n_pv_q(o, p, v, stride, nb, n, 3);
+        break;
+    default:
+        n_pv_q(o, p, v, stride, nb, n, 4);
+    }
 }
 
 /* e^x on four lanes, as exp256: 2^n built in the exponent bits, 0 below

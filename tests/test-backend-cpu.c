@@ -499,6 +499,10 @@ static void test_attention(eng_backend *be)
     test_attention_one(be, 1, 300, 14, 2, 64, 1);
     test_attention_one(be, 1, 520, 9, 3, 64, 30);
     test_attention_one(be, 1, 17000, 4, 1, 16, 1);
+    /* groups of 1 and 2 (multi-head attention; 2 a KV head): the AVX2
+     * kernels' extra chains for them */
+    test_attention_one(be, 1, 77, 6, 6, 64, 1);
+    test_attention_one(be, 3, 40, 4, 2, 96, 1);
     /* a chunk's groups of heads past the 32 an item holds at a time */
     test_attention_one(be, 1, 300, 40, 40, 16, 1);
 }
