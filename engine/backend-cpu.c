@@ -471,6 +471,26 @@ ALWAYS void att_prefetch(const uint16_t *k, const uint16_t *v, size_t stride, lo
     }
 }
 
+/* Calls F(args..., nq) with nq the constant 1, 2, 3 or 4 (4 for larger
+ * groups; those come in runs of 4) for a group of G query heads: the
+ * kernels below compile a loop for each count. */
+#define BY_GROUP(G, F, ...)                                                                  \
+    do {                                                                                     \
+        switch (G) {                                                                         \
+        case 1:                                                                              \
+            F(__VA_ARGS__, 1);                                                               \
+            break;                                                                           \
+        case 2:                                                                              \
+            F(__VA_ARGS__, 2);                                                               \
+            break;                                                                           \
+        case 3:                                                                              \
+            F(__VA_ARGS__, 3);                                                               \
+            break;                                                                           \
+        default:                                                                             \
+            F(__VA_ARGS__, 4);                                                               \
+        }                                                                                    \
+    } while (0)
+
 /* scores4_h a row at a time. */
 static void s_scores4_h(const float *const *q, int G, const uint16_t *k, const uint16_t *v,
                         size_t stride, int nb, int n_pf, long n, float scale, float (*s)[4],
@@ -1388,19 +1408,7 @@ TGT static void v_scores4_h(const float *const *q, int G, const uint16_t *k, con
     const float *qq[4];
     for (int g = 0; g < 4; g++)
         qq[g] = q[g < G ? g : G - 1];
-    switch (G) {
-    case 1:
-        scores_q(qq, k, v, stride, nb, n_pf, n, scale, s, bm, 1);
-        break;
-    case 2:
-        scores_q(qq, k, v, stride, nb, n_pf, n, scale, s, bm, 2);
-        break;
-    case 3:
-        scores_q(qq, k, v, stride, nb, n_pf, n, scale, s, bm, 3);
-        break;
-    default:
-        scores_q(qq, k, v, stride, nb, n_pf, n, scale, s, bm, 4);
-    }
+    BY_GROUP(G, scores_q, qq, k, v, stride, nb, n_pf, n, scale, s, bm);
 }
 
 /* The probabilities of a block of keys times their V rows for nq heads
@@ -1455,19 +1463,7 @@ VALWAYS void pv_q(float *const *o, const float *p, const uint16_t *v, size_t str
 TGT static void v_pv4_h(float *const *o, int G, const float *p, const uint16_t *v, size_t stride,
                         int nb, long n)
 {
-    switch (G) {
-    case 1:
-        pv_q(o, p, v, stride, nb, n, 1);
-        break;
-    case 2:
-        pv_q(o, p, v, stride, nb, n, 2);
-        break;
-    case 3:
-        pv_q(o, p, v, stride, nb, n, 3);
-        break;
-    default:
-        pv_q(o, p, v, stride, nb, n, 4);
-    }
+    BY_GROUP(G, pv_q, o, p, v, stride, nb, n);
 }
 
 /* e^x on eight lanes, as exp512: n = round(x / ln 2), r = x - n ln 2 in
@@ -2484,19 +2480,7 @@ static void n_scores4_h(const float *const *q, int G, const uint16_t *k, const u
     const float *qq[4];
     for (int g = 0; g < 4; g++)
         qq[g] = q[g < G ? g : G - 1];
-    switch (G) {
-    case 1:
-        n_scores_q(qq, k, v, stride, nb, n_pf, n, scale, s, bm, 1);
-        break;
-    case 2:
-        n_scores_q(qq, k, v, stride, nb, n_pf, n, scale, s, bm, 2);
-        break;
-    case 3:
-        n_scores_q(qq, k, v, stride, nb, n_pf, n, scale, s, bm, 3);
-        break;
-    default:
-        n_scores_q(qq, k, v, stride, nb, n_pf, n, scale, s, bm, 4);
-    }
+    BY_GROUP(G, n_scores_q, qq, k, v, stride, nb, n_pf, n, scale, s, bm);
 }
 
 /* A block of keys' probabilities times their V rows for nq heads (a
@@ -2549,19 +2533,7 @@ ALWAYS void n_pv_q(float *const *o, const float *p, const uint16_t *v, size_t st
 static void n_pv4_h(float *const *o, int G, const float *p, const uint16_t *v, size_t stride,
                     int nb, long n)
 {
-    switch (G) {
-    case 1:
-        n_pv_q(o, p, v, stride, nb, n, 1);
-        break;
-    case 2:
-        n_pv_q(o, p, v, stride, nb, n, 2);
-        break;
-    case 3:
-        n_pv_q(o, p, v, stride, nb, n, 3);
-        break;
-    default:
-        n_pv_q(o, p, v, stride, nb, n, 4);
-    }
+    BY_GROUP(G, n_pv_q, o, p, v, stride, nb, n);
 }
 
 /* e^x on four lanes, as exp256: 2^n built in the exponent bits, 0 below
