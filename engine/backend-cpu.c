@@ -3140,7 +3140,7 @@ static void att_task(void *p, int ith, int nth)
  * cut into chunks of ATT_SPLIT (more when there would be over
  * ATT_MAX_SPLITS of them: the cut depends only on the context, never on
  * the threads, so neither do the results). Each item leaves unnormalized
- * rows and (m, l) in abuf; att_combine_task merges them per head. */
+ * rows and (m, l) in abuf; att_combine merges them per head. */
 #ifndef ATT_SPLIT
 #define ATT_SPLIT 256
 #endif
@@ -3154,7 +3154,37 @@ typedef struct att_split {
     _Atomic long finished; /* chunks done: the thread that finishes the last merges */
 } att_split;
 
-static void att_combine_task(void *p, int ith, int nth);
+
+/* out[h] = sum_c e^(m_c - m) o_c / sum_c e^(m_c - m) l_c, chunks in order. */
+static void att_combine(att_split *sp)
+{
+    att_args *a = sp->a;
+    const long group = a->n_head / a->n_head_kv, hd = a->head_dim, per_chunk = a->n_head_kv * sp->runs;
+    for (long h = 0; h < a->n_head; h++) {
+        /* the item and lane that held head h */
+        const long kvh = h / group, run = (h % group) / 4, g = (h % group) % 4;
+        const float *parts = sp->buf + (size_t)sp->n_chunks * a->n_head * hd;
+        float m = -INFINITY;
+        for (long c = 0; c < sp->n_chunks; c++) {
+            const float mc = parts[(size_t)(c * per_chunk + kvh * sp->runs + run) * 8 + g];
+            m = mc > m ? mc : m;
+        }
+        float *out = a->out + (size_t)h * hd, l = 0.0f;
+        memset(out, 0, (size_t)hd * sizeof(float));
+        for (long c = 0; c < sp->n_chunks; c++) {
+            const float *pc = parts + (size_t)(c * per_chunk + kvh * sp->runs + run) * 8;
+            if (!(pc[4 + g] > 0.0f))
+                continue;
+            const float f = expf(pc[g] - m);
+            l += f * pc[4 + g];
+            const float *oc = sp->buf + ((size_t)c * a->n_head + h) * hd;
+            for (long d = 0; d < hd; d++)
+                out[d] += f * oc[d];
+        }
+        if (l > 0.0f)
+            a->c->k->scale(out, 1.0f / l, hd);
+    }
+}
 
 /* An item is a chunk of positions with every group of heads (up to
  * ATT_GROUPS at a time), the groups taking turns block by block: a
@@ -3198,41 +3228,7 @@ static void att_split_task(void *p, int ith, int nth)
         /* the merge in the same run of the pool, by the last thread out
          * (acq_rel: it sees every other chunk's rows), not in a second one */
         if (atomic_fetch_add_explicit(&sp->finished, 1, memory_order_acq_rel) == sp->n_chunks - 1)
-            att_combine_task(sp, 0, 1);
-    }
-}
-
-/* out[h] = sum_c e^(m_c - m) o_c / sum_c e^(m_c - m) l_c, chunks in order. */
-static void att_combine_task(void *p, int ith, int nth)
-{
-    att_split *sp = p;
-    att_args *a = sp->a;
-    const long group = a->n_head / a->n_head_kv, hd = a->head_dim, per_chunk = a->n_head_kv * sp->runs;
-    long b, e;
-    eng_split(a->n_head, ith, nth, &b, &e);
-    for (long h = b; h < e; h++) {
-        /* the item and lane that held head h */
-        const long kvh = h / group, run = (h % group) / 4, g = (h % group) % 4;
-        const float *parts = sp->buf + (size_t)sp->n_chunks * a->n_head * hd;
-        float m = -INFINITY;
-        for (long c = 0; c < sp->n_chunks; c++) {
-            const float mc = parts[(size_t)(c * per_chunk + kvh * sp->runs + run) * 8 + g];
-            m = mc > m ? mc : m;
-        }
-        float *out = a->out + (size_t)h * hd, l = 0.0f;
-        memset(out, 0, (size_t)hd * sizeof(float));
-        for (long c = 0; c < sp->n_chunks; c++) {
-            const float *pc = parts + (size_t)(c * per_chunk + kvh * sp->runs + run) * 8;
-            if (!(pc[4 + g] > 0.0f))
-                continue;
-            const float f = expf(pc[g] - m);
-            l += f * pc[4 + g];
-            const float *oc = sp->buf + ((size_t)c * a->n_head + h) * hd;
-            for (long d = 0; d < hd; d++)
-                out[d] += f * oc[d];
-        }
-        if (l > 0.0f)
-            a->c->k->scale(out, 1.0f / l, hd);
+            att_combine(sp);
     }
 }
 
