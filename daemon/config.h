@@ -33,6 +33,7 @@ typedef struct sid_config {
     float alpha;                       /* per-token vote fraction */
     int rank;                          /* SID_RANK_... */
     int pick;                          /* SID_PICK_...: when decode picks its neurons */
+    int copy_dynamic;                  /* 1: eng_compute_params.copy_dynamic */
     int task_switch;                   /* SID_TASK_SWITCH_... */
     uint32_t max_frame;                /* bytes per frame */
     uint32_t max_queue;                /* queued generate requests, all clients */
@@ -65,6 +66,7 @@ extern const char *const sid_rank_names[];
 extern const char *const sid_matrices_names[];
 enum { SID_PICK_REQUEST = 0, SID_PICK_TOKEN }; /* eng_pick's */
 extern const char *const sid_pick_names[];
+extern const char *const sid_yes_no_names[];       /* "no", "yes" */
 extern const char *const sid_task_switch_names[];
 extern const char *const sid_backend_names[];
 extern const char *const sid_layer_budget_names[];

@@ -60,6 +60,7 @@ typedef struct sid_plan {
     float phi, alpha;            /* request defaults; phi 0: all loaded */
     eng_rank rank;
     eng_pick pick;               /* per request or per token (the plan keeps a sketch) */
+    bool copy_dynamic;           /* each context's dynamic neurons copied contiguous */
     uint64_t neurons_loaded, neurons_total, weight_bytes;
     int n_tasks;                 /* of the profile, at most SID_MAX_TASKS listed */
     char tasks[SID_MAX_TASKS][SID_TASK_MAX];

@@ -31,7 +31,7 @@ static void usage(FILE *f)
         "threads, backend, device, client-write-buffer, client-write-timeout-ms, client-socket-buffer,\n"
         "profile, profile-dir, task, mode, gamma, delta, dense-first, dense-last,\n"
         "layer-budget, budget,\n"
-        "seed, phi, alpha, rank, pick, task-switch.\n"
+        "seed, phi, alpha, rank, pick, copy-dynamic, task-switch.\n"
         "See daemon/selectinferd.conf.example.\n");
 }
 

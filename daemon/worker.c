@@ -413,6 +413,7 @@ static bool set_compute(sid_server *srv, sid_req *req)
     cp.alpha = g->has_alpha ? g->alpha : p->alpha;
     cp.rank = p->rank;
     cp.pick = p->pick;
+    cp.copy_dynamic = p->copy_dynamic;
     if (check_phi(p->mode, p->gamma, p->delta, cp.phi, p->pick == ENG_PICK_TOKEN, req->err_msg,
                   sizeof(req->err_msg)) < 0) {
         req->err_code = SELECTINFER__ERROR_CODE__INVALID_ARGUMENT;
@@ -730,6 +731,7 @@ static int load_plan_params(sid_server *srv, eng_load_plan_params *pp, eng_profi
     p->alpha = cfg->alpha;
     p->rank = cfg->rank == SID_RANK_SIGNED ? ENG_RANK_SIGNED : ENG_RANK_ABS;
     p->pick = cfg->pick == SID_PICK_TOKEN ? ENG_PICK_TOKEN : ENG_PICK_REQUEST;
+    p->copy_dynamic = cfg->copy_dynamic != 0;
     plan_params_of(p, prof, pp);
     *ret_prof = prof;
     return 0;

@@ -277,13 +277,37 @@ struct ffn_args {
     float *act;     /* [n_tokens][n_sel] */
     int n_tokens;
     const x16_row *x16; /* decode in Q8_0, kernels with x16_prep: x in 16 bits */
+    /* ffn_runs: selected indices from n1 on are slots j - n1 of w2 (the
+     * decode walk only; NULL: every index is w's) */
+    const eng_ffn_weights *w2;
+    long n1;
 };
 
-/* Slot of selected index j, or -1 when out of range. */
+/* Slot of selected index j, or -1 when out of range (w's slots only). */
 static inline long slot_of(const ffn_args *a, long j)
 {
     long s = a->sel ? (long)a->sel[j] : j;
     return (s >= 0 && s < a->w->n_slots) ? s : -1;
+}
+
+/* The decode walk's rows of selected index j: its gate row (up follows)
+ * and its down row, rs bytes each; false when its slot is out of range. */
+static inline bool slot_rows(const ffn_args *a, long j, size_t rs, const char **gu,
+                             const char **down)
+{
+    const eng_ffn_weights *w = a->w;
+    long s;
+    if (a->w2 && j >= a->n1) {
+        w = a->w2;
+        s = j - a->n1;
+        if (s >= w->n_slots)
+            return false;
+    } else if ((s = slot_of(a, j)) < 0) {
+        return false;
+    }
+    *gu = (const char *)w->gate_up + (size_t)s * 2 * rs;
+    *down = (const char *)w->down + (size_t)s * rs;
+    return true;
 }
 
 static inline size_t dsize(bool f16)
@@ -403,14 +427,12 @@ static void s_ffn_fused(const ffn_args *a, long j0, long j1, float *acc)
     const long E = w->n_embd;
     const size_t rb = eng_dtype_bytes(w->dtype, (size_t)E);
     for (long j = j0; j < j1; j++) {
-        long s = slot_of(a, j);
+        const char *g, *d;
         float av = 0.0f;
-        if (s >= 0) {
-            const char *g = (const char *)w->gate_up + (size_t)s * 2 * rb;
+        if (slot_rows(a, j, rb, &g, &d)) {
             float gs = s_dot_row(g, w->dtype, a->x, E);
             float us = s_dot_row(g + rb, w->dtype, a->x, E);
             av = silu(gs) * us;
-            const char *d = (const char *)w->down + (size_t)s * rb;
             for (long k = 0; k < E; k++)
                 acc[k] += av * wval_dt(d, k, w->dtype);
         }
@@ -621,33 +643,28 @@ static const kernels kern_scalar = {
  * (odd counts, slots out of range) goes on its own, its rows twice. */
 #define FFN_FUSED_BODY(DOT4, AXPY2, rs, X)                                                   \
     const long E = a->w->n_embd;                                                             \
-    const char *gu = a->w->gate_up, *dn = a->w->down;                                        \
     const long h = (j1 - j0) / 2;                                                            \
     for (long i = 0; i < h; i++) {                                                           \
         const long ja = j0 + i, jb = j0 + h + i;                                             \
-        const long sa = slot_of(a, ja), sb = slot_of(a, jb);                                 \
-        if (sa < 0 || sb < 0) {                                                              \
+        const char *ga, *gb, *da, *db;                                                       \
+        if (!slot_rows(a, ja, rs, &ga, &da) || !slot_rows(a, jb, rs, &gb, &db)) {            \
             ffn_one_slot_##DOT4(a, ja, acc, rs);                                             \
             ffn_one_slot_##DOT4(a, jb, acc, rs);                                             \
             continue;                                                                        \
         }                                                                                    \
-        const char *ga = gu + (size_t)sa * 2 * rs, *gb = gu + (size_t)sb * 2 * rs;           \
         const char *pf[4] = { NULL, NULL, NULL, NULL }, *pd0 = NULL, *pd1 = NULL;            \
-        if (FFN_PF_SLOTS && i + FFN_PF_SLOTS < h) {                                          \
-            long ta = slot_of(a, ja + FFN_PF_SLOTS), tb = slot_of(a, jb + FFN_PF_SLOTS);     \
-            if (ta >= 0 && tb >= 0) {                                                        \
-                pf[0] = gu + (size_t)ta * 2 * rs;                                            \
-                pf[1] = pf[0] + rs;                                                          \
-                pf[2] = gu + (size_t)tb * 2 * rs;                                            \
-                pf[3] = pf[2] + rs;                                                          \
-                pd0 = dn + (size_t)ta * rs;                                                  \
-                pd1 = dn + (size_t)tb * rs;                                                  \
-            }                                                                                \
+        if (FFN_PF_SLOTS && i + FFN_PF_SLOTS < h &&                                          \
+            slot_rows(a, ja + FFN_PF_SLOTS, rs, &pf[0], &pd0) &&                             \
+            slot_rows(a, jb + FFN_PF_SLOTS, rs, &pf[2], &pd1)) {                             \
+            pf[1] = pf[0] + rs;                                                              \
+            pf[3] = pf[2] + rs;                                                              \
+        } else {                                                                             \
+            pf[0] = pd0 = pd1 = NULL;                                                        \
         }                                                                                    \
         float o[4];                                                                          \
         DOT4(ga, ga + rs, gb, gb + rs, X, E, o, pf[0] ? pf : NULL);                          \
         const float ava = silu(o[0]) * o[1], avb = silu(o[2]) * o[3];                        \
-        AXPY2(acc, ava, dn + (size_t)sa * rs, avb, dn + (size_t)sb * rs, E, pd0, pd1);       \
+        AXPY2(acc, ava, da, avb, db, E, pd0, pd1);                                           \
         if (a->act) {                                                                        \
             a->act[ja] = ava;                                                                \
             a->act[jb] = avb;                                                                \
@@ -660,11 +677,9 @@ static const kernels kern_scalar = {
 #define FFN_ONE_SLOT(DOT4, AXPY2, ATTR, X)                                                   \
     ATTR void ffn_one_slot_##DOT4(const ffn_args *a, long j, float *acc, size_t rs)          \
     {                                                                                        \
-        const long s = slot_of(a, j);                                                        \
+        const char *g, *d;                                                                   \
         float av = 0.0f;                                                                     \
-        if (s >= 0) {                                                                        \
-            const char *g = (const char *)a->w->gate_up + (size_t)s * 2 * rs;                \
-            const char *d = (const char *)a->w->down + (size_t)s * rs;                       \
+        if (slot_rows(a, j, rs, &g, &d)) {                                                   \
             float o[4];                                                                      \
             DOT4(g, g + rs, g, g + rs, X, a->w->n_embd, o, NULL);                            \
             av = silu(o[0]) * o[1];                                                          \
@@ -3557,6 +3572,22 @@ static void ffn_down_task(void *p, int ith, int nth)
     r->c->k->ffn_down(&r->a, r->A, r->lda, y, E, r->nt, b, e - b, thread_scratch(r->c, ith));
 }
 
+/* One token through the fused pass (r's runs set, n_embd within the
+ * scratch), the threads' partials summed into y. */
+static void ffn_decode(cpu_ctx *c, ffn_run *r)
+{
+    const eng_ffn_weights *w = r->a.w;
+    const long E = w->n_embd, work = r->a.n_sel * E * 3;
+    /* gate and up against x in 16 bits, where the kernels have it */
+    x16_row xr;
+    if (w->dtype == ENG_DTYPE_Q8_0 && x16_ready(c, r->a.x, E, &xr))
+        r->a.x16 = &xr;
+    run(c, ffn_fused_task, r, work >= 16384);
+    int used = (work >= 16384 && c->n_threads > 1) ? c->n_threads : 1;
+    for (int i = 1; i < used; i++)
+        c->k->add(r->a.y, thread_scratch(c, i), E);
+}
+
 static void op_ffn(eng_backend *be, const eng_ffn_weights *w, const int32_t *sel, int n_sel,
                    const float *x, float *y, int n_tokens, float *act)
 {
@@ -3573,14 +3604,7 @@ static void op_ffn(eng_backend *be, const eng_ffn_weights *w, const int32_t *sel
     long work = (long)n_sel * E * 3;
 
     if (n_tokens == 1 && E <= SCRATCH_FLOATS) {
-        /* gate and up against x in 16 bits, where the kernels have it */
-        x16_row xr;
-        if (w->dtype == ENG_DTYPE_Q8_0 && x16_ready(c, x, E, &xr))
-            r.a.x16 = &xr;
-        run(c, ffn_fused_task, &r, work >= 16384);
-        int used = (work >= 16384 && c->n_threads > 1) ? c->n_threads : 1;
-        for (int i = 1; i < used; i++)
-            c->k->add(y, thread_scratch(c, i), E);
+        ffn_decode(c, &r);
         return;
     }
 
@@ -3613,6 +3637,24 @@ static void op_ffn(eng_backend *be, const eng_ffn_weights *w, const int32_t *sel
         run(c, packed ? ffn_act_packed_task : ffn_act_task, &r, work * r.nt >= 16384);
         run(c, ffn_down_task, &r, work * r.nt >= 16384);
     }
+}
+
+static void op_ffn_runs(eng_backend *be, const eng_ffn_weights *a, int n_a,
+                        const eng_ffn_weights *b, int n_b, const float *x, float *y)
+{
+    cpu_ctx *c = ctx_of(be);
+    if (!a || !b || !x || !y || n_a < 0 || n_b < 0 || n_a > a->n_slots || n_b > b->n_slots ||
+        a->dtype != b->dtype || a->n_embd != b->n_embd || a->n_embd <= 0 ||
+        a->n_embd > SCRATCH_FLOATS || (a->dtype == ENG_DTYPE_Q8_0 && a->n_embd % 32))
+        return;
+    if (n_a + n_b == 0) {
+        memset(y, 0, (size_t)a->n_embd * sizeof(float));
+        return;
+    }
+    /* one walk over both, pairs and threads split as over one list: the
+     * same sums, bit for bit, as ffn() over a sel list of the same rows */
+    ffn_run r = { .a = { a, NULL, (long)n_a + n_b, x, y, NULL, 1, NULL, b, n_a }, .c = c };
+    ffn_decode(c, &r);
 }
 
 /* ---- ffn_pick ------------------------------------------------------------ */
@@ -3957,6 +3999,7 @@ static const eng_backend_iface cpu_iface = {
     .topk_count = op_topk_count,
     .ffn_pick = op_ffn_pick,
     .build_sketch = op_build_sketch,
+    .ffn_runs = op_ffn_runs,
 };
 
 static void op_free(eng_backend *be)

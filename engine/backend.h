@@ -235,6 +235,15 @@ typedef struct eng_backend_iface {
      * allocates). Offered together with ffn_pick; not while recording. */
     void (*build_sketch)(eng_backend *be, const eng_ffn_weights *w);
 
+    /* ffn() of one token over two runs of slots, as one list: slots 0 ..
+     * n_a - 1 of a, then 0 .. n_b - 1 of b (the same dtype and n_embd; no
+     * sketch read). Decode over a layer's static slots and the session's
+     * contiguous copy of its dynamic ones (select.c): a CPU reads two
+     * streams where a sel list scatters the dynamic reads over the layer.
+     * x, y [n_embd]. */
+    void (*ffn_runs)(eng_backend *be, const eng_ffn_weights *a, int n_a,
+                     const eng_ffn_weights *b, int n_b, const float *x, float *y);
+
     /* Greedy decoding: *ret (one int32) = the index of the largest of x[0..n),
      * NaN skipped, ties to the lower index, -1 when every value is NaN (or
      * n is 0). A GPU offers it so that a greedy step brings back 4 bytes, not

@@ -137,6 +137,14 @@ struct eng_session {
     eng_compute_params votes_params;
     bool partial;                     /* decode computes less than every loaded neuron */
     double ffn_share;
+    /* copy_dynamic (select.c): layer il's selection past its leading run
+     * of slots 0 .. dyn_from[il] - 1, copied contiguous at the end of
+     * prefill, so that decode reads two runs (backend ffn_runs) instead
+     * of rows scattered over the layer; dyn[il].n_slots 0: none. The
+     * buffers (backend memory) hold dyn_cap[il] slots. */
+    eng_ffn_weights *dyn;             /* [n_layer] */
+    int *dyn_from, *dyn_cap;          /* [n_layer] */
+    void **dyn_gate_up, **dyn_down;   /* [n_layer] */
 
     /* compensation for neurons not computed (select.c): the bias added to
      * layer il's FFN output at this eval, NULL for none */

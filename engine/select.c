@@ -51,7 +51,8 @@ eng_load_plan_params eng_load_plan_params_default(void)
 
 eng_compute_params eng_compute_params_default(void)
 {
-    return (eng_compute_params){ .phi = 0.0f, .alpha = 0.2f, .rank = ENG_RANK_ABS };
+    return (eng_compute_params){ .phi = 0.0f, .alpha = 0.2f, .rank = ENG_RANK_ABS,
+                                 .copy_dynamic = true };
 }
 
 /* ---- plans ---- */
@@ -526,6 +527,20 @@ double eng_session_ffn_share(const eng_session *s)
     return s->ffn_share;
 }
 
+/* A slot's gate, up and down rows in bytes. */
+static size_t slot_bytes(const eng_ffn_weights *w)
+{
+    return 3 * eng_dtype_bytes(w->dtype, (size_t)w->n_embd);
+}
+
+size_t eng_session_copy_bytes(const eng_session *s)
+{
+    size_t bytes = 0;
+    for (int l = 0; s->dyn_cap && l < s->model->info.n_layer; l++)
+        bytes += (size_t)s->dyn_cap[l] * slot_bytes(&s->model->layers[l].ffn);
+    return bytes;
+}
+
 int eng__select_session_init(eng_session *s)
 {
     const eng_model *m = s->model;
@@ -565,6 +580,24 @@ int eng__select_session_init(eng_session *s)
     return 0;
 }
 
+/* The copy of the dynamic neurons (dyn_copy), all layers. */
+static void dyn_free(eng_session *s)
+{
+    eng_backend *be = s->model->be;
+    for (int l = 0; s->dyn_cap && s->dyn_gate_up && s->dyn_down && l < s->model->info.n_layer; l++) {
+        be->iface->mem_free(be, s->dyn_gate_up[l]);
+        be->iface->mem_free(be, s->dyn_down[l]);
+    }
+    free(s->dyn);
+    free(s->dyn_from);
+    free(s->dyn_cap);
+    free(s->dyn_gate_up);
+    free(s->dyn_down);
+    s->dyn = NULL;
+    s->dyn_from = s->dyn_cap = NULL;
+    s->dyn_gate_up = s->dyn_down = NULL;
+}
+
 void eng__select_session_free(eng_session *s)
 {
     const int L = s->model->info.n_layer;
@@ -593,6 +626,7 @@ void eng__select_session_free(eng_session *s)
     s->model->be->iface->mem_free(s->model->be, s->act);
     free(s->act_host);
     free(s->rank_tmp);
+    dyn_free(s);
 }
 
 static double loaded_share(const eng_model *m)
@@ -609,6 +643,8 @@ void eng__select_session_reset(eng_session *s)
     for (int l = 0; l < m->info.n_layer; l++) {
         s->ffn_sel[l] = NULL;
         s->ffn_n_sel[l] = 0;
+        if (s->dyn)
+            s->dyn[l].n_slots = 0;
         if (s->pick_k)
             s->pick_k[l] = 0;
         if (s->ffn_bias)
@@ -908,6 +944,63 @@ static void compute_counts(const eng_model *m, long total, bool per_token, int *
     }
 }
 
+/* copy_dynamic: layer il's selection sel [n] past its leading run of
+ * slots 0 .. from - 1 (the static slots, which a load and a swap keep in
+ * front, and any picked right after them) into the session's copy, which
+ * decode then reads with that run (backend ffn_runs). Only where the
+ * backend offers ffn_runs and its memory is the host's; when the buffers
+ * do not fit, decode reads sel in place, as without the copy. */
+static void dyn_copy(eng_session *s, int il, const int32_t *sel, int n)
+{
+    const eng_model *m = s->model;
+    eng_backend *be = m->be;
+    const int NL = m->info.n_layer;
+    if (!s->compute.copy_dynamic || !be->iface->ffn_runs || !be->iface->host_memory)
+        return;
+    if (!s->dyn) {
+        s->dyn = calloc(NL, sizeof(*s->dyn));
+        s->dyn_from = calloc(NL, sizeof(*s->dyn_from));
+        s->dyn_cap = calloc(NL, sizeof(*s->dyn_cap));
+        s->dyn_gate_up = calloc(NL, sizeof(*s->dyn_gate_up));
+        s->dyn_down = calloc(NL, sizeof(*s->dyn_down));
+        if (!s->dyn || !s->dyn_from || !s->dyn_cap || !s->dyn_gate_up || !s->dyn_down) {
+            dyn_free(s);
+            return;
+        }
+    }
+    const eng_ffn_weights *w = &m->layers[il].ffn;
+    int from = 0;
+    while (from < n && sel[from] == from)
+        from++;
+    const int k = n - from;
+    if (k == 0)
+        return; /* one run already */
+    const size_t rs = eng_dtype_bytes(w->dtype, (size_t)w->n_embd);
+    if (k > s->dyn_cap[il]) {
+        be->iface->mem_free(be, s->dyn_gate_up[il]);
+        be->iface->mem_free(be, s->dyn_down[il]);
+        s->dyn_gate_up[il] = eng__session_alloc(s, (size_t)k * 2 * rs);
+        s->dyn_down[il] = eng__session_alloc(s, (size_t)k * rs);
+        s->dyn_cap[il] = k;
+        if (!s->dyn_gate_up[il] || !s->dyn_down[il]) {
+            be->iface->mem_free(be, s->dyn_gate_up[il]);
+            be->iface->mem_free(be, s->dyn_down[il]);
+            s->dyn_gate_up[il] = s->dyn_down[il] = NULL;
+            s->dyn_cap[il] = 0;
+            return;
+        }
+    }
+    char *gu = s->dyn_gate_up[il], *dn = s->dyn_down[il];
+    for (int j = 0; j < k; j++) {
+        const size_t sl = (size_t)sel[from + j];
+        memcpy(gu + (size_t)j * 2 * rs, (const char *)w->gate_up + sl * 2 * rs, 2 * rs);
+        memcpy(dn + (size_t)j * rs, (const char *)w->down + sl * rs, rs);
+    }
+    s->dyn[il] = (eng_ffn_weights){ .dtype = w->dtype, .n_embd = w->n_embd, .n_slots = k,
+                                    .gate_up = gu, .down = dn };
+    s->dyn_from[il] = from;
+}
+
 /* A layer's sketch in neurons' worth of bytes, rounded up. */
 static int sketch_neurons(const eng_model *m, const eng_layer *L)
 {
@@ -997,6 +1090,7 @@ int eng__select_end_eval(eng_session *s)
         s->ffn_sel[il] = sel;
         s->ffn_n_sel[il] = total;
         s->partial = true;
+        dyn_copy(s, il, sel, total);
         if (!m->be->iface->host_memory)
             m->be->iface->upload(m->be, s->ffn_sel_dev[il], sel, (size_t)total * sizeof(int32_t));
         computed += total;

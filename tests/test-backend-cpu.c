@@ -725,6 +725,59 @@ static void test_silu(eng_backend *be)
     }
 }
 
+/* ---- ffn_runs ----------------------------------------------------------- */
+
+/* ffn_runs over slots 0 .. n_a - 1 of w and a copy of n_b other slots of
+ * w (random, ascending, as select.c copies a request's dynamic neurons) is
+ * ffn() over the sel list of the same rows, bit for bit. */
+static void test_ffn_runs_one(eng_backend *be, eng_dtype dt, int E, int S, int n_a, int n_b)
+{
+    const size_t rs = dt == ENG_DTYPE_Q8_0 ? (size_t)E / 32 * sizeof(eng_q8_block)
+                                           : (size_t)E * (dt == ENG_DTYPE_F16 ? 2 : 4);
+    char *gu = make_weights(dt, (long)S * 2 * E), *dn = make_weights(dt, (long)S * E);
+    char *gu2 = malloc((size_t)(n_b ? n_b : 1) * 2 * rs), *dn2 = malloc((size_t)(n_b ? n_b : 1) * rs);
+    int32_t *sel = malloc((size_t)(n_a + n_b + 1) * sizeof(int32_t));
+    int n = 0;
+    for (int j = 0; j < n_a; j++)
+        sel[n++] = j;
+    for (int j = n_a, left = S - n_a, want = n_b; j < S; j++, left--)
+        if (irand(left) < want) { /* n_b of the S - n_a, ascending */
+            memcpy(gu2 + (size_t)(n - n_a) * 2 * rs, gu + (size_t)j * 2 * rs, 2 * rs);
+            memcpy(dn2 + (size_t)(n - n_a) * rs, dn + (size_t)j * rs, rs);
+            sel[n++] = j;
+            want--;
+        }
+    CHECK(n == n_a + n_b, "ffn_runs setup: %d slots", n);
+    eng_ffn_weights W = { dt, E, S, gu, dn, NULL }, W2 = { dt, E, n_b, gu2, dn2, NULL };
+    float *x = make_f32(E, -1, 1), *y = make_f32(E, 0, 0), *want = make_f32(E, 0, 0);
+    be->iface->ffn(be, &W, sel, n, x, want, 1, NULL);
+    be->iface->ffn_runs(be, &W, n_a, &W2, n_b, x, y);
+    CHECK(memcmp(y, want, (size_t)E * sizeof(float)) == 0,
+          "ffn_runs %s E=%d slots=%d runs %d + %d: not ffn() over the same rows", dt_name(dt), E, S,
+          n_a, n_b);
+    /* runs longer than their weights, or of another type: y untouched */
+    memcpy(want, y, (size_t)E * sizeof(float));
+    be->iface->ffn_runs(be, &W, S + 1, &W2, n_b, x, y);
+    W2.dtype = dt == ENG_DTYPE_F32 ? ENG_DTYPE_F16 : ENG_DTYPE_F32;
+    be->iface->ffn_runs(be, &W, n_a, &W2, n_b, x, y);
+    CHECK(memcmp(y, want, (size_t)E * sizeof(float)) == 0, "ffn_runs wrote y on bad runs");
+    free(gu), free(dn), free(gu2), free(dn2), free(sel), free(x), free(y), free(want);
+}
+
+static void test_ffn_runs(eng_backend *be, eng_dtype dt)
+{
+    CHECK(be->iface->ffn_runs, "no ffn_runs");
+    if (!be->iface->ffn_runs)
+        return;
+    /* SmolLM2's shape (static 461 and 153 of the rest) past the prefetch
+     * distance, odd counts, one run empty */
+    test_ffn_runs_one(be, dt, 576, 1075, 461, 153);
+    test_ffn_runs_one(be, dt, 64, 37, 11, 9);
+    test_ffn_runs_one(be, dt, 64, 37, 0, 13);
+    test_ffn_runs_one(be, dt, 96, 40, 20, 0);
+    test_ffn_runs_one(be, dt, 32, 5, 1, 1);
+}
+
 /* ---- ffn_pick ----------------------------------------------------------- */
 
 /* Sketch row (backend.h) of n_embd / 32 blocks: in every block, elements
@@ -1064,6 +1117,7 @@ int main(void)
                 test_matmul(be, dt);
                 test_matmul3(be, dt);
                 test_ffn(be, dt);
+                test_ffn_runs(be, dt);
                 test_ffn_pick(be, dt);
             }
             /* matrices and FFN slots in Q8_0 */
@@ -1071,6 +1125,7 @@ int main(void)
             test_matmul(be, ENG_DTYPE_Q8_0);
             test_matmul3(be, ENG_DTYPE_Q8_0);
             test_ffn(be, ENG_DTYPE_Q8_0);
+            test_ffn_runs(be, ENG_DTYPE_Q8_0);
             test_ffn_pick(be, ENG_DTYPE_Q8_0);
             test_sketch_q8(be);
             test_silu(be);

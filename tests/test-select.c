@@ -164,6 +164,64 @@ static float maxdiff(const float *a, const float *b)
     return m;
 }
 
+/* copy_dynamic (on by default): decode reads a request's dynamic neurons
+ * from the session's contiguous copy, with the same sums, bit for bit, as
+ * reading them where they lie; and it does read the copy (zeroed, the
+ * logits move). The copy holds each sparsified layer's selection past the
+ * run of slots 0, 1, ... it starts with (its static slots), no more. */
+static void copy_check(eng_model *m, const char *what)
+{
+    const char *text = "The weather today is sunny and warm, so we decided to";
+    int32_t toks[64], next = 1000;
+    size_t nt;
+    CHECK(eng_tokenize(m, text, strlen(text), 0, toks, 64, &nt) == 0);
+    eng_compute_params cp = eng_compute_params_default();
+    CHECK(cp.copy_dynamic);
+    cp.phi = 0.4f;
+    float *l[3]; /* copy, in place, copy zeroed */
+    for (int k = 0; k < 3; k++) {
+        CHECK((l[k] = malloc(V * sizeof(float))));
+        eng_session *s;
+        CHECK(eng_session_new(m, NULL, &s) == 0);
+        cp.copy_dynamic = k != 1;
+        CHECK(eng_session_set_compute(s, &cp) == 0);
+        CHECK(eng_session_eval(s, toks, nt, 0) == 0);
+        size_t want = 0;
+        int copied = 0;
+        for (int il = 0; il < NL && k != 1; il++) {
+            const eng_layer *L = &m->layers[il];
+            const size_t rs = eng_dtype_bytes(L->ffn.dtype, (size_t)L->ffn.n_embd);
+            if (!L->sparse)
+                continue;
+            /* the leading run: the static slots, and the dynamic ones
+             * that happen to follow them */
+            int from = 0;
+            while (from < s->ffn_n_sel[il] && s->ffn_sel[il][from] == from)
+                from++;
+            CHECKF(s->dyn && from >= L->n_static && s->dyn_from[il] == from &&
+                       s->dyn[il].n_slots == s->ffn_n_sel[il] - from,
+                   "%s: layer %d copies %d slots from %d", what, il, s->dyn ? s->dyn[il].n_slots : -1,
+                   s->dyn ? s->dyn_from[il] : -1);
+            want += (size_t)(s->ffn_n_sel[il] - from) * 3 * rs;
+            copied += s->dyn[il].n_slots > 0;
+            if (k == 2)
+                memset(s->dyn_down[il], 0, (size_t)s->dyn[il].n_slots * rs);
+        }
+        CHECKF(eng_session_copy_bytes(s) == want && (k == 1 || copied == NL - 4),
+               "%s: %zu bytes copied, want %zu, %d layers", what, eng_session_copy_bytes(s), want,
+               copied);
+        CHECK(eng_session_eval(s, &next, 1, 0) == 0);
+        memcpy(l[k], eng_session_logits(s, -1), V * sizeof(float));
+        eng_session_free(s);
+    }
+    CHECKF(memcmp(l[0], l[1], V * sizeof(float)) == 0, "%s: copy vs in place: %g", what,
+           maxdiff(l[0], l[1]));
+    CHECKF(maxdiff(l[0], l[2]) > 0.1f, "%s: zeroing the copy moved the logits by %g", what,
+           maxdiff(l[0], l[2]));
+    for (int k = 0; k < 3; k++)
+        free(l[k]);
+}
+
 /* The static slots of every layer as slots 0 .. n_static - 1; returns
  * their count over all layers, -1 where one is out of place. */
 static long statics_lead(const eng_model *m)
@@ -387,6 +445,7 @@ int main(void)
     CHECK(maxdiff(lx, l_load) > 0); /* it really computed less */
     for (int i = 0; i < V; i++)
         CHECK(isfinite(lx[i]));
+    copy_check(sel, "f16");
     cp.phi = 0.2f; /* below delta: static neurons are always computed */
     {
         eng_session *s;
@@ -685,6 +744,7 @@ int main(void)
             CHECKF(maxdiff(lx, ly) < 5e-2f, "q8 swap %d vs fresh: %g", step, maxdiff(lx, ly));
             eng_model_free(fresh);
         }
+        copy_check(mq, "q8_0 after swaps");
         /* and near the f16 slots' logits: 8 bits a block of 32 */
         logits_of(dq, NULL, 2, lx, NULL);
         logits_of(dense, NULL, 2, ly, NULL);

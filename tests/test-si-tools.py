@@ -210,12 +210,23 @@ def test_eval(si_eval, si_profile, model):
         args = [si_eval, "-m", model, "-P", SHIPPED, "--limit", "1", "--max-tokens", "4",
                 "-t", "2", "-q", "--json", out, "--q8", "--prompts",
                 os.path.join(SRC, "profiles", "tasks", "qa.jsonl"),
-                "-c", "selectinfer,gamma=0.7,delta=0.3,phi=0.4,df=1,dl=1", "-c", "dense"]
+                "-c", "selectinfer,gamma=0.7,delta=0.3,phi=0.4,df=1,dl=1", "-c", "dense",
+                "-c", "selectinfer,gamma=0.7,delta=0.3,phi=0.4,df=1,dl=1,copy=no"]
         run(args, timeout=600)
         with open(out) as f:
             res8 = json.load(f)
         check(res8["matrices"] == "q8_0" and res["matrices"] == "f16", "matrices fields")
-        r8 = {r["mode"] + ("-ref" if r["config"] == "dense (reference)" else ""): r for r in res8["rows"]}
+        r8 = {r["mode"] + ("-ref" if r["config"] == "dense (reference)" else "") +
+              ("-nocopy" if "nocopy" in r["config"] else ""): r for r in res8["rows"]}
+        # decode reads the dynamic neurons from the session's copy (the
+        # default) or in place: the same numbers, the copy's bytes in the
+        # session's memory (28 layers x 153 neurons x 3 rows)
+        yes, no = r8["selectinfer"], r8["selectinfer-nocopy"]
+        check(yes["agreement"] == no["agreement"] and yes["ppl"] == no["ppl"],
+              "copy vs in place: %r %r / %r %r" % (yes["agreement"], yes["ppl"], no["agreement"], no["ppl"]))
+        copy = (N_LAYER - 2) * (round(0.4 * N_FF) - round(0.3 * N_FF)) * 3 * (N_EMBD // 32) * 34
+        check(0.7 * copy < yes["rss_session"] - no["rss_session"] < 1.3 * copy,
+              "session RSS %r with the copy, %r without, copy %r" % (yes["rss_session"], no["rss_session"], copy))
         q8_neuron = 3 * (N_EMBD // 32) * 34
         loaded = (N_LAYER - 2) * round(0.7 * N_FF) + 2 * N_FF
         check(r8["selectinfer"]["bytes_ffn"] == loaded * q8_neuron,

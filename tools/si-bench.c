@@ -72,7 +72,7 @@ static void usage(FILE *f) {
                "                [--llama-bench PATH --llama-model GGUF] [--json]\n"
                "                [--backend cpu|cuda|auto] [--device N]\n"
                "                [--phi F [--profile FILE --task T [--gamma G] [--delta D] [--swap T]]\n"
-               "                [--pick token]]\n"
+               "                [--pick token] [--no-copy]]\n"
                "                [--sample]\n");
 }
 
@@ -301,7 +301,7 @@ int main(int argc, char **argv) {
     double swap_ms = 0;
     unsigned long long swap_in = 0; /* neurons the swap loaded */
     const char *profile_path = NULL, *task = NULL;
-    bool pick_token = false, sample = false;
+    bool pick_token = false, sample = false, copy_dynamic = true;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         bool has = i + 1 < argc;
@@ -357,6 +357,8 @@ int main(int argc, char **argv) {
         }
         else if (!strcmp(a, "--sample"))
             sample = true;
+        else if (!strcmp(a, "--no-copy"))
+            copy_dynamic = false;
         else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
             usage(stdout);
             return 0;
@@ -446,6 +448,7 @@ int main(int argc, char **argv) {
         eng_compute_params cp = eng_compute_params_default();
         cp.phi = phi;
         cp.pick = pick_token ? ENG_PICK_TOKEN : ENG_PICK_REQUEST;
+        cp.copy_dynamic = copy_dynamic;
         if ((rc = eng_session_set_compute(s, &cp)) < 0) {
             fprintf(stderr, "phi %.3f rejected: %s\n", phi, strerror(-rc));
             return 1;
@@ -510,6 +513,7 @@ int main(int argc, char **argv) {
     uint64_t rss = si_proc_status_bytes("VmRSS"), hwm = si_proc_status_bytes("VmHWM");
     int threads = info.n_threads;
     double ffn_share = eng_session_ffn_share(s);
+    size_t copy_bytes = eng_session_copy_bytes(s);
     /* the bytes a decode step streams: the FFN at the share computed */
     eng_plan_info plan;
     eng_model_get_plan(m, &plan);
@@ -541,15 +545,16 @@ int main(int argc, char **argv) {
                     lrc < 0 ? strerror(-lrc) : "no pp/tg rows");
     }
 
-    const char *storage = f32 ? "f32" : "f16";
+    /* --q8: every matrix and the FFN's slots in Q8_0 (on the CPU) */
+    const char *storage = f32 ? "f32" : q8 && on_cpu ? "q8_0" : "f16";
     if (json) {
         printf("{\"model\": \"%s\", \"storage\": \"%s\", \"threads\": %d, \"backend\": \"%s\",\n",
                model_path, storage, threads, backend_name);
         printf(" \"n_prompt\": %d, \"n_gen\": %d, \"reps\": %d,\n", n_prompt, n_gen, reps);
         printf(" \"plan\": \"%s\", \"phi\": %.3f, \"pick\": \"%s\", \"ffn_share\": %.4f, "
-               "\"decode\": \"%s\",\n",
+               "\"copy_bytes\": %zu, \"decode\": \"%s\",\n",
                eng_select_mode_name(pp.mode), phi, pick_token ? "token" : "request", ffn_share,
-               sample ? "sampled" : "greedy");
+               copy_bytes, sample ? "sampled" : "greedy");
         if (swap_task)
             printf(" \"swap_task\": \"%s\", \"swap_ms\": %.3f, \"swap_neurons_in\": %llu,\n",
                    swap_task, swap_ms, swap_in);
@@ -584,6 +589,9 @@ int main(int argc, char **argv) {
             printf("selective        %s plan, phi %.2f, pick per %s: decode computes %.1f %% of FFN neurons\n",
                    eng_select_mode_name(pp.mode), phi, pick_token ? "token" : "request",
                    100.0 * ffn_share);
+        if (copy_bytes)
+            printf("dynamic copy     %.1f MiB (the session's contiguous copy of its dynamic neurons)\n",
+                   copy_bytes / 1048576.0);
         printf("load time        %.3f s\n", load_s);
         printf("prefill          %.1f tok/s (+- %.1f, %d tokens, %d reps)\n", pp_mean, pp_sd,
                n_prompt, reps);

@@ -13,7 +13,8 @@
  *   gemv        each projection of one layer (q, k, o), q, k and v in one
  *               launch as the engine runs them (gemv_qkv), and the output
  *               head, cycling over the layers: time and GB/s
- *   ffn         decode over all slots and over phi * n_ff selected slots
+ *   ffn         decode over all slots, over phi * n_ff selected slots, and
+ *               over as many slots in one run
  *   attention   decode at --ctx positions
  *   token       one whole decode token (every layer, final norm, head,
  *               argmax: the engine's kernels, fused ops included) captured
@@ -468,14 +469,18 @@ static void bench_kernels(model *m, int iters)
         OK(si_cuda_gemv(gc, m->embd, s->V, E, m->xn, NULL, m->logits));
     report("gemv_output", tstop_ms(iters) * 1e3, 2.0 * s->V * E);
 
-    for (int sel = 0; sel < 2; sel++) {
-        int n_sel = sel ? m->n_sel : s->F;
-        OK(si_cuda_ffn(gc, &m->L[0].ffn, sel ? m->sel : NULL, n_sel, m->xn, m->ff, 1, NULL));
+    /* all slots; phi * n_ff scattered over the layer (a request's picks);
+     * the same count as one run (slots 0 ..): what scattering costs */
+    static const char *const ffn_case[3] = { "ffn_decode_dense", "ffn_decode_selective",
+                                             "ffn_decode_run" };
+    for (int c = 0; c < 3; c++) {
+        const int n_sel = c ? m->n_sel : s->F;
+        const int32_t *sel = c == 1 ? m->sel : NULL;
+        OK(si_cuda_ffn(gc, &m->L[0].ffn, sel, n_sel, m->xn, m->ff, 1, NULL));
         tstart();
         for (int it = 0; it < iters * A; it++)
-            OK(si_cuda_ffn(gc, &m->L[it % A].ffn, sel ? m->sel : NULL, n_sel, m->xn, m->ff, 1, NULL));
-        report(sel ? "ffn_decode_selective" : "ffn_decode_dense", tstop_ms(iters * A) * 1e3,
-               2.0 * 3 * n_sel * E);
+            OK(si_cuda_ffn(gc, &m->L[it % A].ffn, sel, n_sel, m->xn, m->ff, 1, NULL));
+        report(ffn_case[c], tstop_ms(iters * A) * 1e3, 2.0 * 3 * n_sel * E);
     }
     int pos = m->ctx - 1;
     tstart();

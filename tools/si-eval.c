@@ -29,7 +29,8 @@
  * A configuration is MODE[,key=value...]: MODE one of dense, load-only,
  * random-load, coreinfer, selectinfer; keys gamma, delta, phi, alpha,
  * rank (abs|signed), dense_first (df), dense_last (dl), pick (request|token:
- * per token by a sketch the plan then keeps), task (the profile task for
+ * per token by a sketch the plan then keeps), copy (yes|no: the session's
+ * contiguous copy of its dynamic neurons, in rss_session), task (the profile task for
  * base neurons; default: the prompt set's), seed, budget_mb, name.
  * Defaults: gamma 0.7, delta 0.3, alpha 0.2, rank abs, 0 dense layers, and
  * phi 0.4 for coreinfer and selectinfer, 0 (everything loaded) otherwise.
@@ -69,6 +70,7 @@ typedef struct config {
     eng_layer_budget layer_budget;
     eng_comp comp;
     eng_pick pick;
+    bool copy_dynamic; /* copy=yes|no: eng_compute_params.copy_dynamic */
     float sens[512]; /* lb=sens: per-layer sensitivities, from sens=FILE */
     int n_sens;
     int dense_first, dense_last;
@@ -139,6 +141,7 @@ static int parse_config(const char *spec, config *c, char *why, size_t cap)
     c->gamma = 0.7f;
     c->delta = 0.3f;
     c->alpha = 0.2f;
+    c->copy_dynamic = true;
     c->rank = ENG_RANK_ABS;
     c->seed = 1;
     c->phi = -1; /* set below from the mode */
@@ -240,6 +243,12 @@ static int parse_config(const char *spec, config *c, char *why, size_t cap)
                 snprintf(why, cap, "pick must be request or token");
                 return -EINVAL;
             }
+        } else if (!strcmp(k, "copy")) {
+            if (strcmp(v, "yes") && strcmp(v, "no")) {
+                snprintf(why, cap, "copy must be yes or no");
+                return -EINVAL;
+            }
+            c->copy_dynamic = !strcmp(v, "yes");
         } else if (!strcmp(k, "score")) {
             if (!strcmp(v, "act"))
                 c->score = ENG_SCORE_ACT;
@@ -285,13 +294,14 @@ static int parse_config(const char *spec, config *c, char *why, size_t cap)
         char extra[80] = "";
         if (c->task[0])
             snprintf(extra, sizeof extra, " task=%s", c->task);
-        snprintf(c->name, sizeof c->name, "%s g%.2g d%.2g p%.2g a%.2g %s%s%s%s %d/%d%s",
+        snprintf(c->name, sizeof c->name, "%s g%.2g d%.2g p%.2g a%.2g %s%s%s%s%s %d/%d%s",
                  eng_select_mode_name(c->mode), c->gamma, c->delta, c->phi, c->alpha,
                  rank_name(c->rank), c->score == ENG_SCORE_CONTRIB ? " contrib" :
                  c->layer_budget == ENG_BUDGET_MASS ? " mass" :
                  c->layer_budget == ENG_BUDGET_SENS ? " sens" : "",
                  c->comp == ENG_COMP_MEAN ? " comp" : "",
                  c->pick == ENG_PICK_TOKEN ? " pick" : "",
+                 c->copy_dynamic ? "" : " nocopy",
                  c->dense_first, c->dense_last, extra);
     }
     return 0;
@@ -842,8 +852,8 @@ static void usage(FILE *f)
             "      --split S          heldout (default), profile or all\n"
             "      --limit N          at most N prompts per task\n"
             "  -c, --config SPEC      MODE[,gamma=,delta=,phi=,alpha=,rank=abs|signed,comp=none|mean,df=,dl=,\n"
-            "                         lb=uniform|mass|sens,sens=FILE,pick=request|token,task=,seed=,\n"
-            "                         budget_mb=,name=]\n"
+            "                         lb=uniform|mass|sens,sens=FILE,pick=request|token,copy=yes|no,\n"
+            "                         task=,seed=,budget_mb=,name=]\n"
             "                         (repeatable)\n"
             "      --configs FILE     one SPEC per line ('#' comments)\n"
             "      --max-tokens N     generation budget (default: qa 16, translate 48,\n"
@@ -1146,6 +1156,7 @@ int main(int argc, char **argv)
             cp.rank = c->rank;
             cp.comp = c->comp;
             cp.pick = c->pick;
+            cp.copy_dynamic = c->copy_dynamic;
             row *rw = &rows[n_rows];
             rw->cfg = c;
             rw->t = &tasks[k];
