@@ -955,6 +955,8 @@ static void dyn_copy(eng_session *s, int il, const int32_t *sel, int n)
     const eng_model *m = s->model;
     eng_backend *be = m->be;
     const int NL = m->info.n_layer;
+    if (s->dyn)
+        s->dyn[il].n_slots = 0; /* the copy of a selection before this one */
     if (!s->compute.copy_dynamic || !be->iface->ffn_runs || !be->iface->host_memory)
         return;
     if (!s->dyn) {
