@@ -452,6 +452,8 @@ int main(int argc, char **argv)
         { 1.0, false, false, false, "all slots, hot" },
         { 0.4, true, false, false, "40 % sorted, hot" },
         { 0.25, false, false, true, "sketch + 25 % picked, hot" },
+        { 0.001, false, true, true, "sketch alone (k 2), cold" },
+        { 0.001, false, false, true, "sketch alone (k 2), hot" },
     };
     for (int q = 0; q < 2; q++) {
         const eng_dtype dt = q ? ENG_DTYPE_Q8_0 : ENG_DTYPE_F16;
