@@ -1442,10 +1442,10 @@ static void forward_ops(eng_session *s, int n, int first, float *out, int32_t *a
         int pick = s->selected && !want_act ? s->pick_k[il] : 0;
         if (pick > 0) /* ENG_PICK_TOKEN: each token its own best pick slots */
             op->ffn_pick(be, &L->ffn, pick, s->xn, s->ff, n);
-        else if (sel && n == 1 && !want_act && s->dyn && s->dyn[il].n_slots > 0)
+        else if (sel && n == 1 && !want_act && s->dyn && s->dyn[il].w.n_slots > 0)
             /* the same slots, the dynamic ones from the session's copy */
-            op->ffn_runs(be, &L->ffn, s->dyn_from[il], &s->dyn[il], s->dyn[il].n_slots, s->xn,
-                         s->ff);
+            op->ffn_runs(be, &L->ffn, s->dyn[il].from, &s->dyn[il].w, s->dyn[il].w.n_slots,
+                         s->xn, s->ff);
         else
             op->ffn(be, &L->ffn, sel && !host ? s->ffn_sel_dev[il] : sel, n_sel, s->xn, s->ff,
                     n, want_act ? s->act : NULL);

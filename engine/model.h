@@ -68,6 +68,17 @@ struct eng_model {
 
 /* A session's buffers marked (backend) are backend memory (backend.h): the
  * host reaches them only through upload/download. */
+/* copy_dynamic (select.c): a layer's selection past its leading run of
+ * slots 0 .. from - 1, copied contiguous at the end of prefill, so that
+ * decode reads two runs (backend ffn_runs) instead of rows scattered over
+ * the layer. */
+typedef struct eng_dyn_copy {
+    eng_ffn_weights w;     /* the copied slots; w.n_slots 0: none */
+    int from;              /* the leading run, read in the layer */
+    int cap;               /* slots the buffers hold */
+    void *gate_up, *down;  /* backend memory, w's rows */
+} eng_dyn_copy;
+
 struct eng_session {
     const eng_model *model;
     int n_ctx, n_batch, n_past;
@@ -137,14 +148,8 @@ struct eng_session {
     eng_compute_params votes_params;
     bool partial;                     /* decode computes less than every loaded neuron */
     double ffn_share;
-    /* copy_dynamic (select.c): layer il's selection past its leading run
-     * of slots 0 .. dyn_from[il] - 1, copied contiguous at the end of
-     * prefill, so that decode reads two runs (backend ffn_runs) instead
-     * of rows scattered over the layer; dyn[il].n_slots 0: none. The
-     * buffers (backend memory) hold dyn_cap[il] slots. */
-    eng_ffn_weights *dyn;             /* [n_layer] */
-    int *dyn_from, *dyn_cap;          /* [n_layer] */
-    void **dyn_gate_up, **dyn_down;   /* [n_layer] */
+    /* copy_dynamic (select.c): per layer, NULL until a selection copies */
+    struct eng_dyn_copy *dyn;         /* [n_layer] */
 
     /* compensation for neurons not computed (select.c): the bias added to
      * layer il's FFN output at this eval, NULL for none */

@@ -527,17 +527,13 @@ double eng_session_ffn_share(const eng_session *s)
     return s->ffn_share;
 }
 
-/* A slot's gate, up and down rows in bytes. */
-static size_t slot_bytes(const eng_ffn_weights *w)
-{
-    return 3 * eng_dtype_bytes(w->dtype, (size_t)w->n_embd);
-}
-
 size_t eng_session_copy_bytes(const eng_session *s)
 {
     size_t bytes = 0;
-    for (int l = 0; s->dyn_cap && l < s->model->info.n_layer; l++)
-        bytes += (size_t)s->dyn_cap[l] * slot_bytes(&s->model->layers[l].ffn);
+    for (int l = 0; s->dyn && l < s->model->info.n_layer; l++) {
+        const eng_ffn_weights *w = &s->model->layers[l].ffn;
+        bytes += (size_t)s->dyn[l].cap * 3 * eng_dtype_bytes(w->dtype, (size_t)w->n_embd);
+    }
     return bytes;
 }
 
@@ -580,22 +576,13 @@ int eng__select_session_init(eng_session *s)
     return 0;
 }
 
-/* The copy of the dynamic neurons (dyn_copy), all layers. */
-static void dyn_free(eng_session *s)
+/* A layer's copy of its dynamic neurons (dyn_copy): its buffers, emptied. */
+static void dyn_release(eng_session *s, eng_dyn_copy *d)
 {
     eng_backend *be = s->model->be;
-    for (int l = 0; s->dyn_cap && s->dyn_gate_up && s->dyn_down && l < s->model->info.n_layer; l++) {
-        be->iface->mem_free(be, s->dyn_gate_up[l]);
-        be->iface->mem_free(be, s->dyn_down[l]);
-    }
-    free(s->dyn);
-    free(s->dyn_from);
-    free(s->dyn_cap);
-    free(s->dyn_gate_up);
-    free(s->dyn_down);
-    s->dyn = NULL;
-    s->dyn_from = s->dyn_cap = NULL;
-    s->dyn_gate_up = s->dyn_down = NULL;
+    be->iface->mem_free(be, d->gate_up);
+    be->iface->mem_free(be, d->down);
+    *d = (eng_dyn_copy){ 0 };
 }
 
 void eng__select_session_free(eng_session *s)
@@ -626,7 +613,9 @@ void eng__select_session_free(eng_session *s)
     s->model->be->iface->mem_free(s->model->be, s->act);
     free(s->act_host);
     free(s->rank_tmp);
-    dyn_free(s);
+    for (int l = 0; s->dyn && l < L; l++)
+        dyn_release(s, &s->dyn[l]);
+    free(s->dyn);
 }
 
 static double loaded_share(const eng_model *m)
@@ -644,7 +633,7 @@ void eng__select_session_reset(eng_session *s)
         s->ffn_sel[l] = NULL;
         s->ffn_n_sel[l] = 0;
         if (s->dyn)
-            s->dyn[l].n_slots = 0;
+            s->dyn[l].w.n_slots = 0;
         if (s->pick_k)
             s->pick_k[l] = 0;
         if (s->ffn_bias)
@@ -953,23 +942,13 @@ static void compute_counts(const eng_model *m, long total, bool per_token, int *
 static void dyn_copy(eng_session *s, int il, const int32_t *sel, int n)
 {
     const eng_model *m = s->model;
-    eng_backend *be = m->be;
-    const int NL = m->info.n_layer;
+    const eng_backend_iface *op = m->be->iface;
     if (s->dyn)
-        s->dyn[il].n_slots = 0; /* the copy of a selection before this one */
-    if (!s->compute.copy_dynamic || !be->iface->ffn_runs || !be->iface->host_memory)
+        s->dyn[il].w.n_slots = 0; /* the copy of a selection before this one */
+    if (!s->compute.copy_dynamic || !op->ffn_runs || !op->host_memory ||
+        (!s->dyn && !(s->dyn = calloc(m->info.n_layer, sizeof(*s->dyn)))))
         return;
-    if (!s->dyn) {
-        s->dyn = calloc(NL, sizeof(*s->dyn));
-        s->dyn_from = calloc(NL, sizeof(*s->dyn_from));
-        s->dyn_cap = calloc(NL, sizeof(*s->dyn_cap));
-        s->dyn_gate_up = calloc(NL, sizeof(*s->dyn_gate_up));
-        s->dyn_down = calloc(NL, sizeof(*s->dyn_down));
-        if (!s->dyn || !s->dyn_from || !s->dyn_cap || !s->dyn_gate_up || !s->dyn_down) {
-            dyn_free(s);
-            return;
-        }
-    }
+    eng_dyn_copy *d = &s->dyn[il];
     const eng_ffn_weights *w = &m->layers[il].ffn;
     int from = 0;
     while (from < n && sel[from] == from)
@@ -978,29 +957,25 @@ static void dyn_copy(eng_session *s, int il, const int32_t *sel, int n)
     if (k == 0)
         return; /* one run already */
     const size_t rs = eng_dtype_bytes(w->dtype, (size_t)w->n_embd);
-    if (k > s->dyn_cap[il]) {
-        be->iface->mem_free(be, s->dyn_gate_up[il]);
-        be->iface->mem_free(be, s->dyn_down[il]);
-        s->dyn_gate_up[il] = eng__session_alloc(s, (size_t)k * 2 * rs);
-        s->dyn_down[il] = eng__session_alloc(s, (size_t)k * rs);
-        s->dyn_cap[il] = k;
-        if (!s->dyn_gate_up[il] || !s->dyn_down[il]) {
-            be->iface->mem_free(be, s->dyn_gate_up[il]);
-            be->iface->mem_free(be, s->dyn_down[il]);
-            s->dyn_gate_up[il] = s->dyn_down[il] = NULL;
-            s->dyn_cap[il] = 0;
+    if (k > d->cap) {
+        dyn_release(s, d);
+        d->gate_up = eng__session_alloc(s, (size_t)k * 2 * rs);
+        d->down = eng__session_alloc(s, (size_t)k * rs);
+        if (!d->gate_up || !d->down) {
+            dyn_release(s, d);
             return;
         }
+        d->cap = k;
     }
-    char *gu = s->dyn_gate_up[il], *dn = s->dyn_down[il];
+    char *gu = d->gate_up, *dn = d->down;
     for (int j = 0; j < k; j++) {
         const size_t sl = (size_t)sel[from + j];
         memcpy(gu + (size_t)j * 2 * rs, (const char *)w->gate_up + sl * 2 * rs, 2 * rs);
         memcpy(dn + (size_t)j * rs, (const char *)w->down + sl * rs, rs);
     }
-    s->dyn[il] = (eng_ffn_weights){ .dtype = w->dtype, .n_embd = w->n_embd, .n_slots = k,
-                                    .gate_up = gu, .down = dn };
-    s->dyn_from[il] = from;
+    d->w = (eng_ffn_weights){ .dtype = w->dtype, .n_embd = w->n_embd, .n_slots = k,
+                              .gate_up = gu, .down = dn };
+    d->from = from;
 }
 
 /* A layer's sketch in neurons' worth of bytes, rounded up. */

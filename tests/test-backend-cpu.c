@@ -732,8 +732,7 @@ static void test_silu(eng_backend *be)
  * ffn() over the sel list of the same rows, bit for bit. */
 static void test_ffn_runs_one(eng_backend *be, eng_dtype dt, int E, int S, int n_a, int n_b)
 {
-    const size_t rs = dt == ENG_DTYPE_Q8_0 ? (size_t)E / 32 * sizeof(eng_q8_block)
-                                           : (size_t)E * (dt == ENG_DTYPE_F16 ? 2 : 4);
+    const size_t rs = eng_dtype_bytes(dt, (size_t)E);
     char *gu = make_weights(dt, (long)S * 2 * E), *dn = make_weights(dt, (long)S * E);
     char *gu2 = malloc((size_t)(n_b ? n_b : 1) * 2 * rs), *dn2 = malloc((size_t)(n_b ? n_b : 1) * rs);
     int32_t *sel = malloc((size_t)(n_a + n_b + 1) * sizeof(int32_t));

@@ -198,14 +198,17 @@ static void copy_check(eng_model *m, const char *what)
             int from = 0;
             while (from < s->ffn_n_sel[il] && s->ffn_sel[il][from] == from)
                 from++;
-            CHECKF(s->dyn && from >= L->n_static && s->dyn_from[il] == from &&
-                       s->dyn[il].n_slots == s->ffn_n_sel[il] - from,
-                   "%s: layer %d copies %d slots from %d", what, il, s->dyn ? s->dyn[il].n_slots : -1,
-                   s->dyn ? s->dyn_from[il] : -1);
+            const eng_dyn_copy *d = s->dyn ? &s->dyn[il] : NULL;
+            CHECKF(d && from >= L->n_static && d->from == from &&
+                       d->w.n_slots == s->ffn_n_sel[il] - from,
+                   "%s: layer %d copies %d slots from %d", what, il, d ? d->w.n_slots : -1,
+                   d ? d->from : -1);
+            if (!d)
+                continue;
             want += (size_t)(s->ffn_n_sel[il] - from) * 3 * rs;
-            copied += s->dyn[il].n_slots > 0;
+            copied += d->w.n_slots > 0;
             if (k == 2)
-                memset(s->dyn_down[il], 0, (size_t)s->dyn[il].n_slots * rs);
+                memset(d->down, 0, (size_t)d->w.n_slots * rs);
         }
         CHECKF(eng_session_copy_bytes(s) == want && (k == 1 || copied == NL - 4),
                "%s: %zu bytes copied, want %zu, %d layers", what, eng_session_copy_bytes(s), want,
