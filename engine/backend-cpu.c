@@ -1279,60 +1279,75 @@ TGT static void v_ffn_down(const ffn_args *a, const float *A, long lda, float *y
     FFN_DOWN_BODY(down_tiles)
 }
 
-/* One block of codes against x~'s block: 8 int32 lanes summing to
- * sum_j q_j x_j (q the 4-bit codes, the offset 8 not yet taken off). */
-VALWAYS __m256i q4q8_lanes(const uint8_t *codes, const int8_t *xq)
+/* The sketch's dot products on the regrouped x~ (q8_group), two blocks
+ * at a time: 32 code bytes hold blocks b and b + 1, their low nibbles
+ * elements 0-15 of each (the group's first 64 bytes hold the same of x~)
+ * and their high nibbles elements 16-31 (its last 64). So a pair costs
+ * one load, one shift, two masks and two multiply-adds, whose int16 sums
+ * add without overflow (4 * 15 * 127 at most); a block per 128-bit lane
+ * comes out, 4 int32 lanes each, and a chunk of eight blocks needs three
+ * horizontal adds, not six. One block a lane, as q8_row's own layout gave,
+ * took about 1.6 times as long (hot, si-kbench's "sketch alone"). With
+ * one: block b only, 16 bytes read (the row may end there). */
+VALWAYS __m256i q4q8_pair(const uint8_t *codes, const q8_group *g, long b, bool one)
 {
-    __m128i q = _mm_loadu_si128((const __m128i *)codes);
-    /* low nibbles are elements 0-15, high ones 16-31 */
-    __m256i qq = _mm256_and_si256(
-        _mm256_inserti128_si256(_mm256_castsi128_si256(q), _mm_srli_epi16(q, 4), 1),
-        _mm256_set1_epi8(15));
-    /* q (0..15) x int8 pairs: at most 2 * 15 * 127, no saturation */
-    __m256i xv = _mm256_loadu_si256((const __m256i *)xq);
-    return _mm256_madd_epi16(_mm256_maddubs_epi16(qq, xv), _mm256_set1_epi16(1));
+    const int8_t *xq = g[b / 4].q + 32 * ((b % 4) / 2);
+    const __m256i c = one ? _mm256_zextsi128_si256(_mm_loadu_si128((const __m128i *)codes))
+                          : _mm256_loadu_si256((const __m256i *)codes);
+    const __m256i m = _mm256_set1_epi8(15);
+    const __m256i lo = _mm256_and_si256(c, m), hi = _mm256_and_si256(_mm256_srli_epi16(c, 4), m);
+    const __m256i s =
+        _mm256_add_epi16(_mm256_maddubs_epi16(lo, _mm256_loadu_si256((const __m256i *)xq)),
+                         _mm256_maddubs_epi16(hi, _mm256_loadu_si256((const __m256i *)(xq + 64))));
+    return _mm256_madd_epi16(s, _mm256_set1_epi16(1));
 }
 
-/* The sums of 8 vectors of 8 int32 lanes: lane b = the sum of s[b]. */
-VALWAYS __m256i hsum8x8(const __m256i s[8])
+/* Four pairs' lanes (blocks 0|1, 2|3, 4|5, 6|7) to the eight block sums
+ * in order: the adds leave [0 2 4 6 | 1 3 5 7]. */
+VALWAYS __m256i q4q8_sums(__m256i v0, __m256i v1, __m256i v2, __m256i v3)
 {
-    __m256i a = _mm256_hadd_epi32(s[0], s[1]), b = _mm256_hadd_epi32(s[2], s[3]);
-    __m256i c = _mm256_hadd_epi32(s[4], s[5]), d = _mm256_hadd_epi32(s[6], s[7]);
-    __m256i ab = _mm256_hadd_epi32(a, b), cd = _mm256_hadd_epi32(c, d);
-    /* ab = [0 1 2 3 of the low halves | the same of the high halves] */
-    return _mm256_add_epi32(_mm256_permute2x128_si256(ab, cd, 0x20),
-                            _mm256_permute2x128_si256(ab, cd, 0x31));
+    const __m256i h = _mm256_hadd_epi32(_mm256_hadd_epi32(v0, v1), _mm256_hadd_epi32(v2, v3));
+    return _mm256_permutevar8x32_epi32(h, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
 }
 
 /* One sketch row against x~, eight blocks at a time: their integer sums
- * side by side, the offset off, then scaled by eight scales in one go. */
+ * side by side, the offset (8 * x~'s block sums) off, then scaled by
+ * eight scales in one go. The last 1-7 blocks the same, lanes past them
+ * masked (their scales are code bytes, x~'s past its end unread). */
 VALWAYS float q4q8_row(const uint8_t *w, const q8_row *x, long nb)
 {
     const uint8_t *codes = w + 2 * nb;
     __m256 acc = _mm256_setzero_ps();
     long i = 0;
     for (; i + 8 <= nb; i += 8) {
-        __m256i s[8];
-        for (int b = 0; b < 8; b++)
-            s[b] = q4q8_lanes(codes + 16 * (i + b), x->q + 32 * (i + b));
-        __m256i sum = _mm256_sub_epi32(
-            hsum8x8(s),
-            _mm256_slli_epi32(_mm256_loadu_si256((const __m256i *)(x->sum + i)), 3));
+        __m256i s = q4q8_sums(q4q8_pair(codes + 16 * i, x->g, i, false),
+                              q4q8_pair(codes + 16 * (i + 2), x->g, i + 2, false),
+                              q4q8_pair(codes + 16 * (i + 4), x->g, i + 4, false),
+                              q4q8_pair(codes + 16 * (i + 6), x->g, i + 6, false));
+        s = _mm256_sub_epi32(
+            s, _mm256_slli_epi32(_mm256_loadu_si256((const __m256i *)(x->sum + i)), 3));
+        const __m256 d = _mm256_mul_ps(
+            _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(w + 2 * i))),
+            _mm256_loadu_ps(x->d + i));
+        acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(s), acc);
+    }
+    if (i < nb) {
+        const int m = (int)(nb - i);
+        __m256i v[4];
+        for (int p = 0; p < 4; p++)
+            v[p] = 2 * p < m ? q4q8_pair(codes + 16 * (i + 2 * p), x->g, i + 2 * p, 2 * p + 1 == m)
+                             : _mm256_setzero_si256();
+        const __m256i mask =
+            _mm256_cmpgt_epi32(_mm256_set1_epi32(m), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+        const __m256i s = _mm256_sub_epi32(
+            q4q8_sums(v[0], v[1], v[2], v[3]),
+            _mm256_slli_epi32(_mm256_maskload_epi32(x->sum + i, mask), 3));
         __m256 d = _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(w + 2 * i))),
-                                 _mm256_loadu_ps(x->d + i));
-        acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(sum), acc);
+                                 _mm256_maskload_ps(x->d + i, mask));
+        d = _mm256_and_ps(d, _mm256_castsi256_ps(mask));
+        acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(s), acc);
     }
-    float r = hsum8(acc);
-    for (; i < nb; i++) {
-        uint16_t dh;
-        memcpy(&dh, w + 2 * i, 2);
-        __m256i l = q4q8_lanes(codes + 16 * i, x->q + 32 * i);
-        __m128i h = _mm_add_epi32(_mm256_castsi256_si128(l), _mm256_extracti128_si256(l, 1));
-        h = _mm_add_epi32(h, _mm_shuffle_epi32(h, 0x4e));
-        h = _mm_add_epi32(h, _mm_shuffle_epi32(h, 0xb1));
-        r += _cvtsh_ss(dh) * x->d[i] * (float)(_mm_cvtsi128_si32(h) - 8 * x->sum[i]);
-    }
-    return r;
+    return hsum8(acc);
 }
 
 TGT static void v_dot2_q4q8(const uint8_t *w, const q8_row *x, long nb, float out[2])
@@ -1592,13 +1607,14 @@ static const kernels kern_avx2 = {
     .ffn_down = v_ffn_down,
     .exp4 = v_exp4,
     .dot2_q4q8 = v_dot2_q4q8,
+    .q8_groups = true,
 };
 
 /* ---- AVX-512 VNNI: the sketch's dot products -------------------------- */
 
 /* Per-token picking scores every loaded neuron's 4-bit sketch, and with
- * AVX2 that is compute-bound (about 10 instructions a block of 32: nibble
- * unpacking, two multiply-adds, the horizontal sums). vpdpbusd multiplies
+ * AVX2 that is compute-bound (about 6 instructions a block of 32: nibble
+ * unpacking, multiply-adds, the horizontal sums). vpdpbusd multiplies
  * unsigned codes by signed bytes and sums each four into an int32 lane, so
  * four blocks take two of them on the regrouped x~ (q8_group): the low
  * nibbles of 64 code bytes meet elements 0-15 of four blocks, the high
