@@ -2676,6 +2676,16 @@ typedef struct cpu_ctx {
     const kernels *k;
     float *scratch; /* [n_threads][SCRATCH_FLOATS] */
     float *abuf;    /* [ABUF_FLOATS] */
+    /* rope's cos and sin for the last single position rotated: a decode
+     * step rotates q and k of every layer at the same position, and the
+     * angles in double (pow, cos, sin for each pair) took about 5 us a
+     * layer, serial, on SmolLM2 (n_rot 64) */
+    struct {
+        bool valid, has_factors;
+        int pos, n_rot;
+        float base;
+        float factors[ROPE_CHUNK], cs[ROPE_CHUNK], sn[ROPE_CHUNK];
+    } rope;
 } cpu_ctx;
 
 static inline cpu_ctx *ctx_of(eng_backend *be)
@@ -2992,7 +3002,21 @@ typedef struct rope_args {
     float freq_base;
     const float *freq_factors;
     bool neox;
+    const float *cs, *sn; /* one token's angles, computed already (or NULL) */
 } rope_args;
+
+/* cos and sin of pairs i0 .. i0 + ni - 1 at position pos */
+static void rope_angles(const rope_args *a, double pos, int i0, int ni, float *cs, float *sn)
+{
+    for (int i = 0; i < ni; i++) {
+        int ii = i0 + i;
+        double theta = pos * pow((double)a->freq_base, -2.0 * ii / a->n_rot);
+        if (a->freq_factors)
+            theta /= (double)a->freq_factors[ii];
+        cs[i] = (float)cos(theta);
+        sn[i] = (float)sin(theta);
+    }
+}
 
 static void rope_task(void *p, int ith, int nth)
 {
@@ -3003,18 +3027,16 @@ static void rope_task(void *p, int ith, int nth)
     int off = a->neox ? half : 1, stride = a->neox ? 1 : 2;
     eng_split(a->n_tokens, ith, nth, &b, &e);
     for (long t = b; t < e; t++) {
-        double pos = (double)a->pos0 + (double)t;
         float *xt = a->x + (size_t)t * a->n_heads * a->head_dim;
         for (int i0 = 0; i0 < half; i0 += ROPE_CHUNK) {
             int ni = half - i0 < ROPE_CHUNK ? half - i0 : ROPE_CHUNK;
-            float cs[ROPE_CHUNK], sn[ROPE_CHUNK];
-            for (int i = 0; i < ni; i++) {
-                int ii = i0 + i;
-                double theta = pos * pow((double)a->freq_base, -2.0 * ii / a->n_rot);
-                if (a->freq_factors)
-                    theta /= (double)a->freq_factors[ii];
-                cs[i] = (float)cos(theta);
-                sn[i] = (float)sin(theta);
+            float cbuf[ROPE_CHUNK], sbuf[ROPE_CHUNK];
+            const float *cs = cbuf, *sn = sbuf;
+            if (a->cs) { /* one token, half <= ROPE_CHUNK */
+                cs = a->cs;
+                sn = a->sn;
+            } else {
+                rope_angles(a, (double)a->pos0 + (double)t, i0, ni, cbuf, sbuf);
             }
             for (int h = 0; h < a->n_heads; h++) {
                 float *xh = xt + (size_t)h * a->head_dim;
@@ -3033,12 +3055,34 @@ static void rope_task(void *p, int ith, int nth)
 static void op_rope(eng_backend *be, float *x, int n_tokens, int n_heads, int head_dim, int n_rot,
                     int pos0, float freq_base, const float *freq_factors, bool neox)
 {
+    cpu_ctx *c = ctx_of(be);
     if (!x || n_tokens <= 0 || n_heads <= 0 || head_dim <= 0 || n_rot < 2 || pos0 < 0)
         return;
     if (n_rot > head_dim)
         n_rot = head_dim;
-    rope_args a = { x, n_tokens, n_heads, head_dim, n_rot, pos0, freq_base, freq_factors, neox };
-    run(ctx_of(be), rope_task, &a, n_tokens > 1);
+    rope_args a = { x, n_tokens, n_heads, head_dim, n_rot, pos0, freq_base, freq_factors, neox,
+                    NULL, NULL };
+    const int half = n_rot / 2;
+    if (n_tokens == 1 && half <= ROPE_CHUNK) {
+        /* the same angles as rope_angles gives; the factors compared by
+         * value, so a table never outlives the values it was made from */
+        if (!c->rope.valid || c->rope.pos != pos0 || c->rope.n_rot != n_rot ||
+            memcmp(&c->rope.base, &freq_base, sizeof(float)) != 0 ||
+            c->rope.has_factors != (freq_factors != NULL) ||
+            (freq_factors && memcmp(c->rope.factors, freq_factors, half * sizeof(float)) != 0)) {
+            rope_angles(&a, (double)pos0, 0, half, c->rope.cs, c->rope.sn);
+            c->rope.valid = true;
+            c->rope.pos = pos0;
+            c->rope.n_rot = n_rot;
+            c->rope.base = freq_base;
+            c->rope.has_factors = freq_factors != NULL;
+            if (freq_factors)
+                memcpy(c->rope.factors, freq_factors, half * sizeof(float));
+        }
+        a.cs = c->rope.cs;
+        a.sn = c->rope.sn;
+    }
+    run(c, rope_task, &a, n_tokens > 1);
 }
 
 /* ---- attention ---------------------------------------------------------- */

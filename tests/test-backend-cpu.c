@@ -345,6 +345,33 @@ static void test_rmsnorm(eng_backend *be)
             }
 }
 
+/* x (rotated) against x0 by the reference rotation in double */
+static void rope_check(const float *x0, const float *x, int nt, int nh, int hd, int nrot, int pos0,
+                       float base, const float *ff, bool neox, const char *what)
+{
+    for (int t = 0; t < nt; t++)
+        for (int h = 0; h < nh; h++) {
+            const float *xi = x0 + ((long)t * nh + h) * hd;
+            const float *xo = x + ((long)t * nh + h) * hd;
+            double ref[512];
+            for (int i = 0; i < hd; i++)
+                ref[i] = xi[i];
+            for (int i = 0; i < nrot / 2; i++) {
+                double th = (double)(pos0 + t) * pow(base, -2.0 * i / nrot);
+                if (ff)
+                    th /= ff[i];
+                int i0 = neox ? i : 2 * i, i1 = neox ? i + nrot / 2 : 2 * i + 1;
+                ref[i0] = xi[i0] * cos(th) - xi[i1] * sin(th);
+                ref[i1] = xi[i0] * sin(th) + xi[i1] * cos(th);
+            }
+            for (int i = 0; i < hd; i++) {
+                double tol = 3e-6 * 4.0 + 1e-30;
+                CHECK(fabs(xo[i] - ref[i]) <= tol, "rope %s t=%d h=%d i=%d: %.9g vs %.9g", what,
+                      t, h, i, xo[i], ref[i]);
+            }
+        }
+}
+
 static void test_rope(eng_backend *be)
 {
     struct {
@@ -365,30 +392,44 @@ static void test_rope(eng_backend *be)
         memcpy(x0, x, (size_t)n * 4);
         float *ff = cases[c].ff ? make_f32(nrot / 2, 1, 8) : NULL;
         be->iface->rope(be, x, nt, nh, hd, nrot, cases[c].pos0, cases[c].base, ff, cases[c].neox);
-        for (int t = 0; t < nt; t++)
-            for (int h = 0; h < nh; h++) {
-                const float *xi = x0 + ((long)t * nh + h) * hd;
-                const float *xo = x + ((long)t * nh + h) * hd;
-                double ref[512];
-                for (int i = 0; i < hd; i++)
-                    ref[i] = xi[i];
-                for (int i = 0; i < nrot / 2; i++) {
-                    double th = (double)(cases[c].pos0 + t) * pow(cases[c].base, -2.0 * i / nrot);
-                    if (ff)
-                        th /= ff[i];
-                    int i0 = cases[c].neox ? i : 2 * i, i1 = cases[c].neox ? i + nrot / 2 : 2 * i + 1;
-                    ref[i0] = xi[i0] * cos(th) - xi[i1] * sin(th);
-                    ref[i1] = xi[i0] * sin(th) + xi[i1] * cos(th);
-                }
-                for (int i = 0; i < hd; i++) {
-                    double tol = 3e-6 * 4.0 + 1e-30;
-                    CHECK(fabs(xo[i] - ref[i]) <= tol, "rope case %zu t=%d h=%d i=%d: %.9g vs %.9g",
-                          c, t, h, i, xo[i], ref[i]);
-                }
-            }
+        char what[32];
+        snprintf(what, sizeof(what), "case %zu", c);
+        rope_check(x0, x, nt, nh, hd, nrot, cases[c].pos0, cases[c].base, ff, cases[c].neox, what);
         free(x);
         free(x0);
         free(ff);
+    }
+
+    /* One token at a time, as decode calls it (the backend keeps the last
+     * position's angles): every call right after one that differs in a
+     * single argument (position, base, n_rot, the factors' values behind
+     * the same pointer, factors or none), and repeats. */
+    float ff[32];
+    for (int i = 0; i < 32; i++)
+        ff[i] = 1.0f + (float)i / 8;
+    struct {
+        int pos, nrot;
+        float base;
+        bool ff;
+        float ff0; /* ff[0] before the call */
+    } seq[] = {
+        { 5, 64, 10000, false, 1 },  { 5, 64, 10000, false, 1 },  { 6, 64, 10000, false, 1 },
+        { 6, 64, 500000, false, 1 }, { 6, 32, 500000, false, 1 }, { 6, 32, 500000, true, 1 },
+        { 6, 32, 500000, true, 4 },  { 6, 32, 500000, true, 4 },  { 6, 32, 500000, false, 4 },
+        { 5, 64, 10000, false, 4 },
+    };
+    enum { NH = 3, HD = 64 };
+    for (size_t c = 0; c < sizeof(seq) / sizeof(seq[0]); c++) {
+        ff[0] = seq[c].ff0;
+        float *x = make_f32(NH * HD, -2, 2), x0[NH * HD];
+        memcpy(x0, x, sizeof(x0));
+        be->iface->rope(be, x, 1, NH, HD, seq[c].nrot, seq[c].pos, seq[c].base,
+                        seq[c].ff ? ff : NULL, c % 2 == 0);
+        char what[32];
+        snprintf(what, sizeof(what), "one token, call %zu", c);
+        rope_check(x0, x, 1, NH, HD, seq[c].nrot, seq[c].pos, seq[c].base, seq[c].ff ? ff : NULL,
+                   c % 2 == 0, what);
+        free(x);
     }
 }
 
