@@ -949,10 +949,11 @@ static int cmp_idx_desc(const void *a, const void *b)
  * k best (k chosen where the reference's k-th and (k+1)-th scores are
  * apart by far more than float rounding), so y is bit for bit ffn() over
  * them. E of 1-3 blocks past a multiple of four (the 512-bit kernel's
- * masked last group) and of whole groups. */
+ * masked last group), of 1-7 past a multiple of eight (AVX2's last chunk,
+ * its last pair of blocks half empty when odd) and of whole groups. */
 static void test_ffn_pick_random(eng_backend *be, eng_dtype dt)
 {
-    static const int Es[] = { 32, 64, 96, 576, 640 };
+    static const int Es[] = { 32, 64, 96, 160, 224, 576, 640 };
     enum { S = 300 };
     for (size_t ei = 0; ei < sizeof(Es) / sizeof(Es[0]); ei++) {
         const int E = Es[ei], nb = E / 32;
