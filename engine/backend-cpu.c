@@ -1287,7 +1287,7 @@ TGT static void v_ffn_down(const ffn_args *a, const float *A, long lda, float *y
  * add without overflow (4 * 15 * 127 at most); a block per 128-bit lane
  * comes out, 4 int32 lanes each, and a chunk of eight blocks needs three
  * horizontal adds, not six. One block a lane, as q8_row's own layout gave,
- * took about 1.6 times as long (hot, si-kbench's "sketch alone"). With
+ * took about 1.5 times as long (the kernel alone, sketch in cache). With
  * one: block b only, 16 bytes read (the row may end there). */
 VALWAYS __m256i q4q8_pair(const uint8_t *codes, const q8_group *g, long b, bool one)
 {
@@ -1613,7 +1613,7 @@ static const kernels kern_avx2 = {
 /* ---- AVX-512 VNNI: the sketch's dot products -------------------------- */
 
 /* Per-token picking scores every loaded neuron's 4-bit sketch, and with
- * AVX2 that is compute-bound (about 6 instructions a block of 32: nibble
+ * AVX2 that is compute-bound (about 9 instructions a block of 32: nibble
  * unpacking, multiply-adds, the horizontal sums). vpdpbusd multiplies
  * unsigned codes by signed bytes and sums each four into an int32 lane, so
  * four blocks take two of them on the regrouped x~ (q8_group): the low
