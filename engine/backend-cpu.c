@@ -1288,10 +1288,10 @@ TGT static void v_ffn_down(const ffn_args *a, const float *A, long lda, float *y
  * comes out, 4 int32 lanes each, and a chunk of eight blocks needs three
  * horizontal adds, not six. One block a lane, as q8_row's own layout gave,
  * took about 1.5 times as long (the kernel alone, sketch in cache). With
- * one: block b only, 16 bytes read (the row may end there). */
-VALWAYS __m256i q4q8_pair(const uint8_t *codes, const q8_group *g, long b, bool one)
+ * one: block b only, 16 bytes read (the row may end there). xq: the
+ * pair's place in its group (q, or q + 32 for the group's second pair). */
+VALWAYS __m256i q4q8_pair(const uint8_t *codes, const int8_t *xq, bool one)
 {
-    const int8_t *xq = g[b / 4].q + 32 * ((b % 4) / 2);
     const __m256i c = one ? _mm256_zextsi128_si256(_mm_loadu_si128((const __m128i *)codes))
                           : _mm256_loadu_si256((const __m256i *)codes);
     const __m256i m = _mm256_set1_epi8(15);
@@ -1317,13 +1317,14 @@ VALWAYS __m256i q4q8_sums(__m256i v0, __m256i v1, __m256i v2, __m256i v3)
 VALWAYS float q4q8_row(const uint8_t *w, const q8_row *x, long nb)
 {
     const uint8_t *codes = w + 2 * nb;
+    const q8_group *g = x->g; /* blocks i .. i + 3 */
     __m256 acc = _mm256_setzero_ps();
     long i = 0;
-    for (; i + 8 <= nb; i += 8) {
-        __m256i s = q4q8_sums(q4q8_pair(codes + 16 * i, x->g, i, false),
-                              q4q8_pair(codes + 16 * (i + 2), x->g, i + 2, false),
-                              q4q8_pair(codes + 16 * (i + 4), x->g, i + 4, false),
-                              q4q8_pair(codes + 16 * (i + 6), x->g, i + 6, false));
+    for (; i + 8 <= nb; i += 8, g += 2) {
+        __m256i s = q4q8_sums(q4q8_pair(codes + 16 * i, g[0].q, false),
+                              q4q8_pair(codes + 16 * (i + 2), g[0].q + 32, false),
+                              q4q8_pair(codes + 16 * (i + 4), g[1].q, false),
+                              q4q8_pair(codes + 16 * (i + 6), g[1].q + 32, false));
         s = _mm256_sub_epi32(
             s, _mm256_slli_epi32(_mm256_loadu_si256((const __m256i *)(x->sum + i)), 3));
         const __m256 d = _mm256_mul_ps(
@@ -1335,7 +1336,8 @@ VALWAYS float q4q8_row(const uint8_t *w, const q8_row *x, long nb)
         const int m = (int)(nb - i);
         __m256i v[4];
         for (int p = 0; p < 4; p++)
-            v[p] = 2 * p < m ? q4q8_pair(codes + 16 * (i + 2 * p), x->g, i + 2 * p, 2 * p + 1 == m)
+            v[p] = 2 * p < m ? q4q8_pair(codes + 16 * (i + 2 * p), g[p / 2].q + 32 * (p % 2),
+                                         2 * p + 1 == m)
                              : _mm256_setzero_si256();
         const __m256i mask =
             _mm256_cmpgt_epi32(_mm256_set1_epi32(m), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
