@@ -215,6 +215,16 @@ static void print_status(const Selectinfer__Status *s)
             printf("%s %u", i ? "," : "", s->slot_tokens[i]);
         printf(" tokens\n");
     }
+    uint64_t copies = 0;
+    for (size_t i = 0; i < s->n_slot_copy_bytes; i++)
+        copies += s->slot_copy_bytes[i];
+    if (copies > 0) {
+        /* each context's contiguous copy of its dynamic neurons (copy_dynamic) */
+        printf("dynamic copies:   %.1f MiB (", (double)copies / (1 << 20));
+        for (size_t i = 0; i < s->n_slot_copy_bytes; i++)
+            printf("%s%.1f", i ? ", " : "", (double)s->slot_copy_bytes[i] / (1 << 20));
+        printf(" by slot)\n");
+    }
     printf("swaps, reloads:   %llu (%llu failed; task switch: %s), %llu\n", (unsigned long long)s->swaps,
            (unsigned long long)s->swaps_failed, s->task_switch ? s->task_switch : "?",
            (unsigned long long)s->reloads);

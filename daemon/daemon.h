@@ -110,6 +110,7 @@ typedef struct sid_req {
     float phi;                 /* phi used */
     int slot;                  /* the context slot that served it; -1: none */
     uint32_t slot_held;        /* what that slot holds for reuse after it */
+    uint64_t slot_copy;        /* the bytes of that slot's dynamic copy after it */
     double ffn_share;
     char served[SID_TASK_MAX]; /* what served it (done.profile) */
     sid_swap_result *swap;     /* a swap that ran for it; owned */
@@ -214,6 +215,7 @@ struct sid_server {
     /* the loop's: the active plan (from EV_LOADED, then swap results) */
     sid_plan plan;
     uint32_t slot_held[SID_MAX_SLOTS]; /* tokens each context slot holds, as of the last done */
+    uint64_t slot_copy[SID_MAX_SLOTS]; /* bytes of each slot's dynamic copy, the same */
     bool have_last_swap;
     sid_swap_result last_swap; /* its plan member is not used */
 };

@@ -513,6 +513,8 @@ static void handle_status(sid_server *srv, sid_conn *c, uint64_t id)
         s.slots = (uint32_t)srv->n_slots; /* the worker's, fixed since EV_LOADED */
         s.n_slot_tokens = (size_t)srv->n_slots;
         s.slot_tokens = srv->slot_held;
+        s.n_slot_copy_bytes = (size_t)srv->n_slots;
+        s.slot_copy_bytes = srv->slot_copy;
         fill_profile(srv, &prof, NULL, 0);
         s.profile = &prof;
     }
@@ -1264,8 +1266,10 @@ static void on_async(uv_async_t *a)
             /* what the context slots hold, for status: a swap emptied them */
             if (req->swap)
                 memset(srv->slot_held, 0, sizeof(srv->slot_held));
-            if (req->slot >= 0 && req->slot < SID_MAX_SLOTS)
+            if (req->slot >= 0 && req->slot < SID_MAX_SLOTS) {
                 srv->slot_held[req->slot] = req->slot_held;
+                srv->slot_copy[req->slot] = req->slot_copy; /* a swap keeps the buffers */
+            }
             send_done(srv, req);
             conn_unlink_req(c, req);
             sid_req_free(req);

@@ -672,6 +672,7 @@ static void run_request(sid_server *srv, sid_req *req)
     /* even a failed request changed what the slot holds */
     req->slot = slot;
     req->slot_held = (uint32_t)eng_session_n_cached(session);
+    req->slot_copy = (uint64_t)eng_session_copy_bytes(session);
     if (ctx.oom) {
         fail(req, SELECTINFER__ERROR_CODE__INTERNAL, "%s", "out of memory while streaming");
         return;

@@ -33,6 +33,10 @@ struct eng_session {
      * selective session's prompt is, without its decode steps) */
     int32_t *held;
     size_t n_held;
+    /* the dynamic copy's bytes, as the engine keeps them: a buffer that
+     * grows to the largest selection (here 1 KiB a prompt token of a
+     * request computed below gamma) and stays through resets */
+    size_t copy;
 };
 
 struct eng_profile {
@@ -368,6 +372,11 @@ int eng_session_n_cached(const eng_session *s)
     return (int)s->n_held;
 }
 
+size_t eng_session_copy_bytes(const eng_session *s)
+{
+    return s->copy;
+}
+
 int eng_session_n_ctx(const eng_session *session)
 {
     return session->n_ctx;
@@ -411,6 +420,8 @@ int eng_generate(eng_session *session, const int32_t *prompt, size_t n_prompt,
     const eng_plan_info *pi = &session->model->plan;
     float phi = session->compute.phi;
     session->share = phi > 0.0f && phi < pi->gamma ? phi : pi->gamma;
+    if (session->share < pi->gamma && session->compute.copy_dynamic && 1024 * n_prompt > session->copy)
+        session->copy = 1024 * n_prompt;
     uint64_t t0 = eng_time_ns();
     /* "LONG" in the prompt: a prompt that takes a minute to evaluate, in
      * chunks that poll the abort callback as eng_session_eval does */

@@ -1525,6 +1525,22 @@ static void scenario_swap(void)
     if (is_done(r->end))
         CHECK(fabsf(r->end->done->ffn_share - 0.3f) < 1e-3f && fabsf(r->end->done->phi - 0.3f) < 1e-6f);
     si_response_free(r->end);
+    /* phi below gamma: the slot keeps a copy of its dynamic neurons, and
+     * status says how large (the fake: 1 KiB a prompt token) */
+    st = status(D.sock);
+    REQUIRE(st);
+    CHECK(st->status->n_slot_copy_bytes == 1 && st->status->n_slot_tokens == 1);
+    if (st->status->n_slot_copy_bytes == 1 && st->status->n_slot_tokens == 1) {
+        uint64_t cb = st->status->slot_copy_bytes[0];
+        if (fake)
+            CHECK(cb == 1024u * st->status->slot_tokens[0]);
+        else /* about (phi - delta) n_ff slots a layer (8 MB here); not the weights */
+            CHECK(cb > (1u << 20) && cb < weights / 2);
+    }
+    si_response_free(st);
+    const char *cargs[] = {"status", NULL};
+    CHECK(run_sictl(cargs, out, sizeof(out), env_sock) == 0);
+    CHECK(strstr(out, "dynamic copies:"));
     gen_task(r, NULL, 0.6f, 4);
     CHECK(error_code(r->end) == SELECTINFER__ERROR_CODE__INVALID_ARGUMENT);
     CHECK(r->end && r->end->error && strstr(r->end->error->message, "gamma"));
@@ -1761,6 +1777,12 @@ static void scenario_pick(void)
         CHECK(fabsf(r->end->done->ffn_share - 0.4f) < 0.02f);
     si_response_free(r->end);
     free(r);
+    /* picks change every token: nothing is copied */
+    st = status(D.sock);
+    REQUIRE(st);
+    CHECK(st->status->n_slot_copy_bytes == 1 && st->status->slot_copy_bytes &&
+          st->status->slot_copy_bytes[0] == 0);
+    si_response_free(st);
     daemon_stop();
     remove(prof);
     rmdir(dir);
