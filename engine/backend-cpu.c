@@ -259,6 +259,14 @@ typedef struct kernels {
      * v_i = v + i * stride; p holds 4 weights a row (zeros past G). */
     void (*pv4_h)(float *const *o, int G, const float *p, const uint16_t *v, size_t stride,
                   int nb, long n);
+    /* scores4_h and pv4_h over rows of n / 32 Q8_0 blocks (a Q8_0 KV
+     * cache; n a multiple of 32, stride in blocks): each block's dot
+     * product times its d, and p[4 i + g] * d times the block's codes. */
+    void (*scores4_q8)(const float *const *q, int G, const eng_q8_block *k,
+                       const eng_q8_block *v, size_t stride, int nb, int n_pf, long n,
+                       float scale, float (*s)[4], float *bm);
+    void (*pv4_q8)(float *const *o, int G, const float *p, const eng_q8_block *v, size_t stride,
+                   int nb, long n);
     /* Attention's softmax weights of nb keys, up to 4 heads: s[i][g] =
      * e^(s[i][g] - m[g]) for g < G (0 for the others), added into l[g]. */
     void (*exp4)(float (*s)[4], int nb, const float *m, int G, float *l);
@@ -493,6 +501,23 @@ ALWAYS void att_prefetch(const uint16_t *k, const uint16_t *v, size_t stride, lo
     }
 }
 
+/* The same for rows of Q8_0 blocks (stride in blocks, nb blocks a row): a
+ * head's row (68 bytes for head_dim 64) is not aligned to the lines, so
+ * its last byte's line too. */
+ALWAYS void att_prefetch_q8(const eng_q8_block *k, const eng_q8_block *v, size_t stride, long i,
+                            long nb)
+{
+    const char *kr = (const char *)(k + (size_t)(i + ATT_PF) * stride);
+    const char *vr = (const char *)(v + (size_t)(i + ATT_PF) * stride);
+    const long bytes = nb * (long)sizeof(eng_q8_block);
+    for (long b = 0; b < bytes; b += 64) {
+        __builtin_prefetch(kr + b);
+        __builtin_prefetch(vr + b);
+    }
+    __builtin_prefetch(kr + bytes - 1);
+    __builtin_prefetch(vr + bytes - 1);
+}
+
 /* Calls F(args..., nq) with nq the constant 1, 2, 3 or 4 (4 for larger
  * groups; those come in runs of 4) for a group of G query heads: the
  * kernels below compile a loop for each count. */
@@ -538,6 +563,38 @@ static void s_pv4_h(float *const *o, int G, const float *p, const uint16_t *v, s
     for (int i = 0; i < nb; i++)
         for (int g = 0; g < G; g++)
             s_axpy_h(o[g], p[4 * i + g], v + (size_t)i * stride, n);
+}
+
+static void s_scores4_q8(const float *const *q, int G, const eng_q8_block *k,
+                         const eng_q8_block *v, size_t stride, int nb, int n_pf, long n,
+                         float scale, float (*s)[4], float *bm)
+{
+    const int last = G > 1 ? G - 1 : 0;
+    for (int g = 0; g < 4; g++)
+        bm[g] = -INFINITY;
+    for (int i = 0; i < nb; i++) {
+        if (i < n_pf)
+            att_prefetch_q8(k, v, stride, i, n / 32);
+        for (int g = 0; g < G; g++)
+            s[i][g] = s_dot_q8(k + (size_t)i * stride, q[g], n / 32);
+        for (int g = 0; g < 4; g++) {
+            s[i][g] = g < G ? s[i][g] * scale : s[i][last];
+            bm[g] = s[i][g] > bm[g] ? s[i][g] : bm[g];
+        }
+    }
+}
+
+static void s_pv4_q8(float *const *o, int G, const float *p, const eng_q8_block *v,
+                     size_t stride, int nb, long n)
+{
+    for (int i = 0; i < nb; i++)
+        for (int g = 0; g < G; g++)
+            for (long b = 0; b < n / 32; b++) {
+                const eng_q8_block *r = v + (size_t)i * stride + b;
+                const float pd = p[4 * i + g] * h2f(r->d);
+                for (int j = 0; j < 32; j++)
+                    o[g][32 * b + j] += pd * (float)r->q[j];
+            }
 }
 
 static void s_scale(float *o, float s, long n)
@@ -595,6 +652,8 @@ static const kernels kern_scalar = {
     .dot2_q4q8 = s_dot2_q4q8,
     .scores4_h = s_scores4_h,
     .pv4_h = s_pv4_h,
+    .scores4_q8 = s_scores4_q8,
+    .pv4_q8 = s_pv4_q8,
     .exp4 = s_exp4,
     .scale = s_scale,
     .add = s_add,
@@ -1498,6 +1557,122 @@ TGT static void v_pv4_h(float *const *o, int G, const float *p, const uint16_t *
     BY_GROUP(G, pv_q, o, p, v, stride, nb, n);
 }
 
+/* Eight codes of a Q8_0 block as floats. */
+VALWAYS __m256 ld8_q8(const int8_t *q)
+{
+    return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)q)));
+}
+
+/* dot2xq_h over rows of nb Q8_0 blocks: each block's codes times its d
+ * once for the group (a multiply an 8 lanes, where f16 rows convert), then
+ * the same 2 nq chains and reduction. */
+VALWAYS __m256 dot2xq_q8(const float *const *qq, const eng_q8_block *k0,
+                         const eng_q8_block *k1, long nb, const int nq)
+{
+    __m256 a[4], b[4];
+    for (int g = 0; g < 4; g++)
+        a[g] = b[g] = _mm256_setzero_ps();
+    for (long j = 0; j < nb; j++) {
+        const __m256 d0 = _mm256_set1_ps(_cvtsh_ss(k0[j].d));
+        const __m256 d1 = _mm256_set1_ps(_cvtsh_ss(k1[j].d));
+        for (int c = 0; c < 32; c += 8) {
+            const __m256 x = _mm256_mul_ps(ld8_q8(k0[j].q + c), d0);
+            const __m256 y = _mm256_mul_ps(ld8_q8(k1[j].q + c), d1);
+            for (int g = 0; g < nq; g++) {
+                const __m256 qv = _mm256_loadu_ps(qq[g] + 32 * j + c);
+                a[g] = _mm256_fmadd_ps(x, qv, a[g]);
+                b[g] = _mm256_fmadd_ps(y, qv, b[g]);
+            }
+        }
+    }
+    for (int g = nq; g < 4; g++) {
+        a[g] = a[nq - 1];
+        b[g] = b[nq - 1];
+    }
+    const __m256 ra = _mm256_hadd_ps(_mm256_hadd_ps(a[0], a[1]), _mm256_hadd_ps(a[2], a[3]));
+    const __m256 rb = _mm256_hadd_ps(_mm256_hadd_ps(b[0], b[1]), _mm256_hadd_ps(b[2], b[3]));
+    return _mm256_add_ps(_mm256_permute2f128_ps(ra, rb, 0x20),
+                         _mm256_permute2f128_ps(ra, rb, 0x31));
+}
+
+VALWAYS void scores_q8(const float *const *qq, const eng_q8_block *k, const eng_q8_block *v,
+                       size_t stride, int nb, int n_pf, long n, float scale, float (*s)[4],
+                       float *bm, const int nq)
+{
+    const __m256 sc = _mm256_set1_ps(scale);
+    __m256 mx = _mm256_set1_ps(-INFINITY);
+    int i = 0;
+    for (; i + 2 <= nb; i += 2) {
+        if (i < n_pf)
+            att_prefetch_q8(k, v, stride, i, n / 32);
+        if (i + 1 < n_pf)
+            att_prefetch_q8(k, v, stride, i + 1, n / 32);
+        const eng_q8_block *k0 = k + (size_t)i * stride;
+        const __m256 r = _mm256_mul_ps(dot2xq_q8(qq, k0, k0 + stride, n / 32, nq), sc);
+        _mm256_storeu_ps(&s[i][0], r);
+        mx = _mm256_max_ps(r, mx);
+    }
+    if (i < nb) {
+        if (i < n_pf)
+            att_prefetch_q8(k, v, stride, i, n / 32);
+        const eng_q8_block *k0 = k + (size_t)i * stride;
+        const __m256 r = _mm256_mul_ps(dot2xq_q8(qq, k0, k0, n / 32, nq), sc);
+        _mm_storeu_ps(&s[i][0], _mm256_castps256_ps128(r));
+        mx = _mm256_max_ps(r, mx);
+    }
+    _mm_storeu_ps(bm, _mm_max_ps(_mm256_castps256_ps128(mx), _mm256_extractf128_ps(mx, 1)));
+}
+
+TGT static void v_scores4_q8(const float *const *q, int G, const eng_q8_block *k,
+                             const eng_q8_block *v, size_t stride, int nb, int n_pf, long n,
+                             float scale, float (*s)[4], float *bm)
+{
+    const float *qq[4];
+    for (int g = 0; g < 4; g++)
+        qq[g] = q[g < G ? g : G - 1];
+    BY_GROUP(G, scores_q8, qq, k, v, stride, nb, n_pf, n, scale, s, bm);
+}
+
+/* pv_q over rows of Q8_0 blocks: the weights times each row's d once
+ * (pd), then 16 columns (half a block) at a time as pv_q. */
+VALWAYS void pv_q8(float *const *o, const float *p, const eng_q8_block *v, size_t stride,
+                   int nb, long n, const int nq)
+{
+    float pd[ATT_BLOCK][4];
+    for (long c = 0; c < n; c += 16) {
+        const long jb = c / 32, off = c % 32;
+        __m256 a[4], b[4];
+        if (off == 0) /* a new block of each row: its d */
+            for (int i = 0; i < nb; i++)
+                _mm_storeu_ps(pd[i],
+                              _mm_mul_ps(_mm_loadu_ps(p + 4 * i),
+                                         _mm_set1_ps(_cvtsh_ss(v[(size_t)i * stride + jb].d))));
+        for (int g = 0; g < nq; g++) {
+            a[g] = _mm256_loadu_ps(o[g] + c);
+            b[g] = _mm256_loadu_ps(o[g] + c + 8);
+        }
+        for (int i = 0; i < nb; i++) {
+            const int8_t *q = v[(size_t)i * stride + jb].q + off;
+            const __m256 vv = ld8_q8(q), vw = ld8_q8(q + 8);
+            for (int g = 0; g < nq; g++) {
+                const __m256 pg = _mm256_broadcast_ss(&pd[i][g]);
+                a[g] = _mm256_fmadd_ps(pg, vv, a[g]);
+                b[g] = _mm256_fmadd_ps(pg, vw, b[g]);
+            }
+        }
+        for (int g = 0; g < nq; g++) {
+            _mm256_storeu_ps(o[g] + c, a[g]);
+            _mm256_storeu_ps(o[g] + c + 8, b[g]);
+        }
+    }
+}
+
+TGT static void v_pv4_q8(float *const *o, int G, const float *p, const eng_q8_block *v,
+                         size_t stride, int nb, long n)
+{
+    BY_GROUP(G, pv_q8, o, p, v, stride, nb, n);
+}
+
 /* e^x on eight lanes, as exp512: n = round(x / ln 2), r = x - n ln 2 in
  * two parts, a degree-6 polynomial, times 2^n built in the exponent bits.
  * Below -87 (where 2^n would leave the normal range) the result is 0, as
@@ -1596,7 +1771,8 @@ TGT static void v_to_f32(const uint16_t *src, float *dst, long n)
  * its own prefill down projection, softmax exponentials and Q8_0 kernels). */
 #define AVX2_OPS                                                                             \
     .gemv = v_gemv, .cvt_rows = v_cvt_rows, .dot4x3 = v_dot4x3, .dot4x3_h = v_dot4x3_h,      \
-    .scores4_h = v_scores4_h, .pv4_h = v_pv4_h, .scale = v_scale, .add = v_add, .to_f16 = v_to_f16, \
+    .scores4_h = v_scores4_h, .pv4_h = v_pv4_h, .scores4_q8 = v_scores4_q8, .pv4_q8 = v_pv4_q8, \
+    .scale = v_scale, .add = v_add, .to_f16 = v_to_f16, \
     .to_f32 = v_to_f32
 
 static const kernels kern_avx2 = {
@@ -2569,6 +2745,116 @@ static void n_pv4_h(float *const *o, int G, const float *p, const uint16_t *v, s
     BY_GROUP(G, n_pv_q, o, p, v, stride, nb, n);
 }
 
+/* Eight codes of a Q8_0 block as two float vectors. */
+ALWAYS void nld8_q8(const int8_t *q, float32x4_t *lo, float32x4_t *hi)
+{
+    const int16x8_t w = vmovl_s8(vld1_s8(q));
+    *lo = vcvtq_f32_s32(vmovl_s16(vget_low_s16(w)));
+    *hi = vcvtq_f32_s32(vmovl_s16(vget_high_s16(w)));
+}
+
+/* n_dot2xq_h over rows of nb Q8_0 blocks: a block's codes times its d
+ * once for the group. */
+ALWAYS void n_dot2xq_q8(const float *const *qq, const eng_q8_block *k0, const eng_q8_block *k1,
+                        long nb, float out[8], const int nq)
+{
+    float32x4_t a[4], b[4];
+    for (int g = 0; g < 4; g++)
+        a[g] = b[g] = vdupq_n_f32(0.0f);
+    for (long j = 0; j < nb; j++) {
+        const float d0 = h2f(k0[j].d), d1 = h2f(k1[j].d);
+        for (int c = 0; c < 32; c += 8) {
+            float32x4_t x0, x1, y0, y1;
+            nld8_q8(k0[j].q + c, &x0, &x1);
+            nld8_q8(k1[j].q + c, &y0, &y1);
+            x0 = vmulq_n_f32(x0, d0), x1 = vmulq_n_f32(x1, d0);
+            y0 = vmulq_n_f32(y0, d1), y1 = vmulq_n_f32(y1, d1);
+            for (int g = 0; g < nq; g++) {
+                const float32x4_t q0 = vld1q_f32(qq[g] + 32 * j + c);
+                const float32x4_t q1 = vld1q_f32(qq[g] + 32 * j + c + 4);
+                a[g] = vfmaq_f32(vfmaq_f32(a[g], x0, q0), x1, q1);
+                b[g] = vfmaq_f32(vfmaq_f32(b[g], y0, q0), y1, q1);
+            }
+        }
+    }
+    for (int g = nq; g < 4; g++) {
+        a[g] = a[nq - 1];
+        b[g] = b[nq - 1];
+    }
+    vst1q_f32(out, nsum4x4(a[0], a[1], a[2], a[3]));
+    vst1q_f32(out + 4, nsum4x4(b[0], b[1], b[2], b[3]));
+}
+
+ALWAYS void n_scores_q8(const float *const *qq, const eng_q8_block *k, const eng_q8_block *v,
+                        size_t stride, int nb, int n_pf, long n, float scale, float (*s)[4],
+                        float *bm, const int nq)
+{
+    float32x4_t mx = vdupq_n_f32(-INFINITY);
+    for (int i = 0; i < nb; i += 2) {
+        if (i < n_pf)
+            att_prefetch_q8(k, v, stride, i, n / 32);
+        if (i + 1 < n_pf)
+            att_prefetch_q8(k, v, stride, i + 1, n / 32);
+        const eng_q8_block *k0 = k + (size_t)i * stride;
+        float r[8];
+        n_dot2xq_q8(qq, k0, i + 1 < nb ? k0 + stride : k0, n / 32, r, nq);
+        for (int j = 0; j < 2 && i + j < nb; j++) {
+            const float32x4_t x = vmulq_n_f32(vld1q_f32(r + 4 * j), scale);
+            vst1q_f32(&s[i + j][0], x);
+            mx = vmaxnmq_f32(mx, x);
+        }
+    }
+    vst1q_f32(bm, mx);
+}
+
+static void n_scores4_q8(const float *const *q, int G, const eng_q8_block *k,
+                         const eng_q8_block *v, size_t stride, int nb, int n_pf, long n,
+                         float scale, float (*s)[4], float *bm)
+{
+    const float *qq[4];
+    for (int g = 0; g < 4; g++)
+        qq[g] = q[g < G ? g : G - 1];
+    BY_GROUP(G, n_scores_q8, qq, k, v, stride, nb, n_pf, n, scale, s, bm);
+}
+
+/* n_pv_q over rows of Q8_0 blocks: the weights times each row's d once a
+ * block (pd), then eight columns at a time. */
+ALWAYS void n_pv_q8(float *const *o, const float *p, const eng_q8_block *v, size_t stride,
+                    int nb, long n, const int nq)
+{
+    float pd[ATT_BLOCK][4];
+    for (long c = 0; c < n; c += 8) {
+        const long jb = c / 32, off = c % 32;
+        if (off == 0)
+            for (int i = 0; i < nb; i++)
+                vst1q_f32(pd[i], vmulq_n_f32(vld1q_f32(p + 4 * i),
+                                             h2f(v[(size_t)i * stride + jb].d)));
+        float32x4_t a[4], b[4];
+        for (int g = 0; g < nq; g++) {
+            a[g] = vld1q_f32(o[g] + c);
+            b[g] = vld1q_f32(o[g] + c + 4);
+        }
+        for (int i = 0; i < nb; i++) {
+            float32x4_t vv, vw;
+            nld8_q8(v[(size_t)i * stride + jb].q + off, &vv, &vw);
+            for (int g = 0; g < nq; g++) {
+                a[g] = vfmaq_n_f32(a[g], vv, pd[i][g]);
+                b[g] = vfmaq_n_f32(b[g], vw, pd[i][g]);
+            }
+        }
+        for (int g = 0; g < nq; g++) {
+            vst1q_f32(o[g] + c, a[g]);
+            vst1q_f32(o[g] + c + 4, b[g]);
+        }
+    }
+}
+
+static void n_pv4_q8(float *const *o, int G, const float *p, const eng_q8_block *v,
+                     size_t stride, int nb, long n)
+{
+    BY_GROUP(G, n_pv_q8, o, p, v, stride, nb, n);
+}
+
 /* e^x on four lanes, as exp256: 2^n built in the exponent bits, 0 below
  * -87, NaN kept. */
 ALWAYS float32x4_t nexp4(float32x4_t x)
@@ -2661,6 +2947,8 @@ static const kernels kern_neon = {
     .dot2_q4q8 = n_dot2_q4q8,
     .scores4_h = n_scores4_h,
     .pv4_h = n_pv4_h,
+    .scores4_q8 = n_scores4_q8,
+    .pv4_q8 = n_pv4_q8,
     .exp4 = n_exp4,
     .scale = n_scale,
     .add = n_add,
@@ -3092,7 +3380,8 @@ static void op_rope(eng_backend *be, float *x, int n_tokens, int n_heads, int he
 typedef struct att_args {
     cpu_ctx *c;
     const float *q;
-    const uint16_t *k, *v;
+    const void *k, *v; /* f16, or Q8_0 blocks (q8) */
+    bool q8;
     float *out;
     int n_tokens, pos0, n_head, n_head_kv, head_dim;
     float scale;
@@ -3140,9 +3429,15 @@ static void att_group_block(att_args *a, att_group *g, long p0, int nb, long p_h
     /* rows whose row ATT_PF further on is still in range */
     const long pf = p_hi - ATT_PF - p0;
     const int n_pf = pf < 0 ? 0 : pf < nb ? (int)pf : nb;
-    const size_t at = (size_t)p0 * kv_stride + g->kvh * hd;
+    const size_t at = (size_t)p0 * kv_stride + g->kvh * hd; /* in values */
+    const eng_q8_block *kq = (const eng_q8_block *)a->k + at / 32;
+    const eng_q8_block *vq = (const eng_q8_block *)a->v + at / 32;
+    const uint16_t *kh = (const uint16_t *)a->k + at, *vh = (const uint16_t *)a->v + at;
     float s[ATT_BLOCK][4], bm[4];
-    k->scores4_h(g->q, G, a->k + at, a->v + at, kv_stride, nb, n_pf, hd, a->scale, s, bm);
+    if (a->q8)
+        k->scores4_q8(g->q, G, kq, vq, kv_stride / 32, nb, n_pf, hd, a->scale, s, bm);
+    else
+        k->scores4_h(g->q, G, kh, vh, kv_stride, nb, n_pf, hd, a->scale, s, bm);
     for (int i = 0; i < G; i++)
         if (bm[i] > g->m[i]) {
             if (g->l[i] > 0.0f) {
@@ -3153,7 +3448,10 @@ static void att_group_block(att_args *a, att_group *g, long p0, int nb, long p_h
             g->m[i] = bm[i];
         }
     k->exp4(s, nb, g->m, G, g->l);
-    k->pv4_h(g->o, G, &s[0][0], a->v + at, kv_stride, nb, hd);
+    if (a->q8)
+        k->pv4_q8(g->o, G, &s[0][0], vq, kv_stride / 32, nb, hd);
+    else
+        k->pv4_h(g->o, G, &s[0][0], vh, kv_stride, nb, hd);
 }
 
 /* With part (m, l [4]), the rows stay unnormalized and the softmax state
@@ -3338,8 +3636,8 @@ static void att_tile(att_args *a, long t0, int nt, long kvh, float *scratch)
         const void *kr[32];
         const uint16_t *vr[32];
         for (int i = 0; i < nb; i++) {
-            kr[i] = a->k + (size_t)(p0 + i) * kv_stride + kvh * hd;
-            vr[i] = a->v + (size_t)(p0 + i) * kv_stride + kvh * hd;
+            kr[i] = (const uint16_t *)a->k + (size_t)(p0 + i) * kv_stride + kvh * hd;
+            vr[i] = (const uint16_t *)a->v + (size_t)(p0 + i) * kv_stride + kvh * hd;
         }
         k->pack32(kr, true, nb, hd, PK);
         k->cvt_rows(vr, nb, hd, VF, hd);
@@ -3382,14 +3680,14 @@ static void att_tiles_task(void *p, int ith, int nth)
     }
 }
 
-static void op_attention(eng_backend *be, const float *q, const uint16_t *k, const uint16_t *v,
-                         float *out, int n_tokens, int pos0, int n_head, int n_head_kv,
-                         int head_dim, float scale)
+static void attention(eng_backend *be, const float *q, const void *k, const void *v, bool q8,
+                      float *out, int n_tokens, int pos0, int n_head, int n_head_kv,
+                      int head_dim, float scale)
 {
     if (!q || !k || !v || !out || n_tokens <= 0 || pos0 < 0 || n_head <= 0 || n_head_kv <= 0 ||
-        head_dim <= 0 || n_head % n_head_kv != 0)
+        head_dim <= 0 || n_head % n_head_kv != 0 || (q8 && head_dim % 32 != 0))
         return;
-    att_args a = { ctx_of(be), q, k, v, out, n_tokens, pos0, n_head, n_head_kv, head_dim,
+    att_args a = { ctx_of(be), q, k, v, q8, out, n_tokens, pos0, n_head, n_head_kv, head_dim,
                    scale, 0 };
     atomic_init(&a.next, 0);
     long work = (long)n_tokens * n_head * (pos0 + n_tokens) * head_dim;
@@ -3402,7 +3700,9 @@ static void op_attention(eng_backend *be, const float *q, const uint16_t *k, con
     if (n_kv > chunk * ATT_MAX_SPLITS)
         chunk = (n_kv + ATT_MAX_SPLITS - 1) / ATT_MAX_SPLITS;
     const long n_chunks = (n_kv + chunk - 1) / chunk;
-    if (n_tokens > 1 && kt->att_pv32 && kt->mm6x32 &&
+    /* a Q8_0 cache's prefill by att_task (the tiles read f16 rows; they
+     * exist in the AVX-512 set only, which no machine of ours can test) */
+    if (n_tokens > 1 && !q8 && kt->att_pv32 && kt->mm6x32 &&
         (long)head_dim * 64 + (ATT_TQ * G) * 34 <= SCRATCH_FLOATS) {
         run(ctx_of(be), att_tiles_task, &a, work >= 16384);
     } else if (n_tokens == 1 && n_chunks > 1 &&
@@ -3414,6 +3714,20 @@ static void op_attention(eng_backend *be, const float *q, const uint16_t *k, con
     } else {
         run(ctx_of(be), att_task, &a, work >= 16384);
     }
+}
+
+static void op_attention(eng_backend *be, const float *q, const uint16_t *k, const uint16_t *v,
+                         float *out, int n_tokens, int pos0, int n_head, int n_head_kv,
+                         int head_dim, float scale)
+{
+    attention(be, q, k, v, false, out, n_tokens, pos0, n_head, n_head_kv, head_dim, scale);
+}
+
+static void op_attention_q8(eng_backend *be, const float *q, const eng_q8_block *k,
+                            const eng_q8_block *v, float *out, int n_tokens, int pos0,
+                            int n_head, int n_head_kv, int head_dim, float scale)
+{
+    attention(be, q, k, v, true, out, n_tokens, pos0, n_head, n_head_kv, head_dim, scale);
 }
 
 /* ---- ffn ---------------------------------------------------------------- */
@@ -3918,6 +4232,17 @@ static void op_store_kv(eng_backend *be, const float *src, uint16_t *cache, long
         op_store_f16(be, src, cache + (size_t)pos0 * row, row * n_tokens);
 }
 
+/* On the caller's thread: a decode step stores two rows of a few hundred
+ * values, and a prefill's rows are few against its matmuls. */
+static void op_store_kv_q8(eng_backend *be, const float *src, eng_q8_block *cache, long row,
+                           int pos0, int n_tokens)
+{
+    (void)be;
+    if (src && cache && pos0 >= 0 && row > 0 && row % 32 == 0 && n_tokens > 0)
+        eng_quant_row(GGML_TYPE_Q8_0, src, cache + (size_t)pos0 * (row / 32),
+                      (size_t)row * n_tokens);
+}
+
 /* ---- topk_count ------------------------------------------------------------ */
 
 /* The reference for GPUs: topk.h's counting, the very code the engine's host
@@ -4058,6 +4383,8 @@ static const eng_backend_iface cpu_iface = {
     .add = op_add,
     .store_f16 = op_store_f16,
     .store_kv = op_store_kv,
+    .store_kv_q8 = op_store_kv_q8,
+    .attention_q8 = op_attention_q8,
     .topk_count = op_topk_count,
     .ffn_pick = op_ffn_pick,
     .build_sketch = op_build_sketch,

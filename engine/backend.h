@@ -188,6 +188,16 @@ typedef struct eng_backend_iface {
 
     /* ---- optional ops: NULL when the backend does not offer them ---- */
 
+    /* A Q8_0 KV cache (ENG_KV_Q8_0): store_kv() into rows of row / 32
+     * blocks, each block of 32 quantized as ggml's Q8_0 (d = max |x| / 127,
+     * q = round(x / d)); attention() over such caches, head_dim a multiple
+     * of 32 (a head's row is head_dim / 32 blocks). */
+    void (*store_kv_q8)(eng_backend *be, const float *src, eng_q8_block *cache, long row,
+                        int pos0, int n_tokens);
+    void (*attention_q8)(eng_backend *be, const float *q, const eng_q8_block *k,
+                         const eng_q8_block *v, float *out, int n_tokens, int pos0, int n_head,
+                         int n_head_kv, int head_dim, float scale);
+
     /* rope() of q [n_tokens][n_head][head_dim] and of k [n_tokens]
      * [n_head_kv][head_dim], then store_kv() of k and of v into the caches
      * (row n_head_kv * head_dim): the forward pass's four ops in one call

@@ -163,12 +163,22 @@ int eng_chat_apply(const eng_model *model, const eng_chat_msg *msgs, size_t n_ms
 
 /* ---- sessions: KV cache and forward pass -------------------------------- */
 
+/* What the KV cache holds: f16 (the default), or Q8_0 blocks of 32 with
+ * an f16 scale, as llama.cpp's `--cache-type-k/v q8_0` (34 bytes per 32
+ * values: 0.53 of f16's bytes; a backend offers it or the session gets
+ * -ENOTSUP, and it needs head_dim a multiple of 32). */
+typedef enum eng_kv_type { ENG_KV_F16 = 0, ENG_KV_Q8_0 = 1 } eng_kv_type;
+
 typedef struct eng_session_params {
     int n_ctx;   /* context length in tokens; <= 0: min(model's, 4096) */
     int n_batch; /* tokens per forward step in prefill; <= 0: 256 */
+    eng_kv_type kv_type;
 } eng_session_params;
 
 eng_session_params eng_session_params_default(void);
+/* "f16" or "q8_0" (as llama.cpp spells them); -EINVAL for anything else. */
+int eng_kv_type_parse(const char *name, eng_kv_type *ret);
+const char *eng_kv_type_name(eng_kv_type type);
 
 int eng_session_new(const eng_model *model, const eng_session_params *params,
                     eng_session **ret_session);
@@ -201,6 +211,9 @@ int eng_session_n_cached(const eng_session *session);
 int eng_session_n_past(const eng_session *session);
 const eng_model *eng_session_model(const eng_session *session);
 int eng_session_n_ctx(const eng_session *session);
+eng_kv_type eng_session_kv_type(const eng_session *session);
+/* Bytes of the session's KV cache (both K and V, every layer, n_ctx rows). */
+size_t eng_session_kv_bytes(const eng_session *session);
 
 enum {
     ENG_EVAL_ALL_LOGITS = 1 << 0, /* keep logits of every token, not only the last */

@@ -1134,7 +1134,25 @@ int eng_chat_apply(const eng_model *m, const eng_chat_msg *msgs, size_t n_msgs,
 
 eng_session_params eng_session_params_default(void)
 {
-    return (eng_session_params){ .n_ctx = 0, .n_batch = 0 };
+    return (eng_session_params){ .n_ctx = 0, .n_batch = 0, .kv_type = ENG_KV_F16 };
+}
+
+int eng_kv_type_parse(const char *name, eng_kv_type *ret)
+{
+    if (!name || !ret)
+        return -EINVAL;
+    if (!strcmp(name, "f16"))
+        *ret = ENG_KV_F16;
+    else if (!strcmp(name, "q8_0"))
+        *ret = ENG_KV_Q8_0;
+    else
+        return -EINVAL;
+    return 0;
+}
+
+const char *eng_kv_type_name(eng_kv_type type)
+{
+    return type == ENG_KV_Q8_0 ? "q8_0" : type == ENG_KV_F16 ? "f16" : "?";
 }
 
 void eng_session_free(eng_session *s)
@@ -1191,6 +1209,12 @@ int eng_session_new(const eng_model *m, const eng_session_params *params, eng_se
     int n_batch = p.n_batch > 0 ? p.n_batch : 256;
     if (n_batch > n_ctx)
         n_batch = n_ctx;
+    const eng_backend_iface *ops = m->be->iface;
+    if (p.kv_type != ENG_KV_F16 && p.kv_type != ENG_KV_Q8_0)
+        return -EINVAL;
+    if (p.kv_type == ENG_KV_Q8_0 &&
+        (!ops->store_kv_q8 || !ops->attention_q8 || m->info.head_dim % 32 != 0))
+        return -ENOTSUP;
 
     eng_session *s = calloc(1, sizeof(*s));
     if (!s)
@@ -1198,11 +1222,14 @@ int eng_session_new(const eng_model *m, const eng_session_params *params, eng_se
     s->model = m;
     s->n_ctx = n_ctx;
     s->n_batch = n_batch;
+    s->kv_type = p.kv_type;
     eng__session_changed(s);
 
     const int L = m->info.n_layer, E = m->info.n_embd, F = m->info.n_ff;
     const size_t qd = (size_t)m->info.n_head * m->info.head_dim;
     const size_t kvd = (size_t)m->info.n_head_kv * m->info.head_dim;
+    s->kv_row_bytes = s->kv_type == ENG_KV_Q8_0 ? kvd / 32 * sizeof(eng_q8_block)
+                                                : kvd * sizeof(uint16_t);
     s->k_cache = calloc(L, sizeof(*s->k_cache));
     s->v_cache = calloc(L, sizeof(*s->v_cache));
     s->ffn_sel = calloc(L, sizeof(*s->ffn_sel));
@@ -1212,8 +1239,8 @@ int eng_session_new(const eng_model *m, const eng_session_params *params, eng_se
         goto oom;
     const size_t f4 = sizeof(float);
     for (int il = 0; il < L; il++) {
-        s->k_cache[il] = eng__session_alloc(s, (size_t)n_ctx * kvd * sizeof(uint16_t));
-        s->v_cache[il] = eng__session_alloc(s, (size_t)n_ctx * kvd * sizeof(uint16_t));
+        s->k_cache[il] = eng__session_alloc(s, (size_t)n_ctx * s->kv_row_bytes);
+        s->v_cache[il] = eng__session_alloc(s, (size_t)n_ctx * s->kv_row_bytes);
         if (!s->k_cache[il] || !s->v_cache[il])
             goto oom;
         /* the host list is the ops' list when backend memory is host memory */
@@ -1334,6 +1361,16 @@ int eng_session_n_ctx(const eng_session *s)
     return s->n_ctx;
 }
 
+eng_kv_type eng_session_kv_type(const eng_session *s)
+{
+    return s->kv_type;
+}
+
+size_t eng_session_kv_bytes(const eng_session *s)
+{
+    return 2 * (size_t)s->model->info.n_layer * (size_t)s->n_ctx * s->kv_row_bytes;
+}
+
 const float *eng_session_logits(const eng_session *s, int i)
 {
     if (s->n_logits == 0)
@@ -1412,7 +1449,14 @@ static void forward_ops(eng_session *s, int n, int first, float *out, int32_t *a
             op->matmul(be, &L->wk, L->bk, s->xn, s->k, n);      /* k [n][Hkv*hd] */
             op->matmul(be, &L->wv, L->bv, s->xn, s->v, n);      /* v [n][Hkv*hd] */
         }
-        if (op->rope_store) {
+        if (s->kv_type == ENG_KV_Q8_0) {
+            op->rope(be, s->q, n, H, hd, m->n_rot, pos0, m->rope_freq_base, m->rope_freqs,
+                     m->rope_neox);
+            op->rope(be, s->k, n, Hkv, hd, m->n_rot, pos0, m->rope_freq_base, m->rope_freqs,
+                     m->rope_neox);
+            op->store_kv_q8(be, s->k, s->k_cache[il], (long)kvd, pos0, n);
+            op->store_kv_q8(be, s->v, s->v_cache[il], (long)kvd, pos0, n);
+        } else if (op->rope_store) {
             op->rope_store(be, s->q, s->k, s->v, n, H, Hkv, hd, m->n_rot, pos0,
                            m->rope_freq_base, m->rope_freqs, m->rope_neox, s->k_cache[il],
                            s->v_cache[il]);
@@ -1424,8 +1468,12 @@ static void forward_ops(eng_session *s, int n, int first, float *out, int32_t *a
             op->store_kv(be, s->k, s->k_cache[il], (long)kvd, pos0, n);
             op->store_kv(be, s->v, s->v_cache[il], (long)kvd, pos0, n);
         }
-        op->attention(be, s->q, s->k_cache[il], s->v_cache[il], s->att, n, pos0, H, Hkv, hd,
-                      scale);                                     /* att [n][H*hd] */
+        if (s->kv_type == ENG_KV_Q8_0)
+            op->attention_q8(be, s->q, s->k_cache[il], s->v_cache[il], s->att, n, pos0, H, Hkv,
+                             hd, scale);
+        else
+            op->attention(be, s->q, s->k_cache[il], s->v_cache[il], s->att, n, pos0, H, Hkv, hd,
+                          scale);                                 /* att [n][H*hd] */
         op->matmul(be, &L->wo, NULL, s->att, s->o, n);           /* o [n][E]      */
 
         /* FFN block over the session's selected neurons (NULL: all loaded);

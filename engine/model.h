@@ -83,7 +83,10 @@ struct eng_session {
     const eng_model *model;
     int n_ctx, n_batch, n_past;
 
-    uint16_t **k_cache, **v_cache;    /* [n_layer] -> [n_ctx][n_head_kv*hd] f16 (backend) */
+    /* [n_layer] -> [n_ctx][n_head_kv*hd] f16, or in Q8_0 blocks (kv_type) (backend) */
+    void **k_cache, **v_cache;
+    eng_kv_type kv_type;
+    size_t kv_row_bytes;              /* one position's K (or V) row */
 
     /* Which FFN slots each layer computes; NULL (the default): all loaded.
      * ffn_sel is the host list, ffn_sel_dev its copy the ops read. */

@@ -25,6 +25,7 @@ struct eng_model {
 struct eng_session {
     const eng_model *model;
     int n_ctx;
+    eng_kv_type kv_type;
     eng_compute_params compute;
     double share;
     eng_abort_cb abort_cb;
@@ -335,7 +336,7 @@ int eng_chat_apply(const eng_model *model, const eng_chat_msg *msgs, size_t n_ms
 
 eng_session_params eng_session_params_default(void)
 {
-    eng_session_params p = {0, 0};
+    eng_session_params p = {0, 0, ENG_KV_F16};
     return p;
 }
 
@@ -345,6 +346,7 @@ int eng_session_new(const eng_model *model, const eng_session_params *params, en
     if (!s)
         return -ENOMEM;
     s->n_ctx = params->n_ctx > 0 ? params->n_ctx : 512;
+    s->kv_type = params->kv_type;
     s->model = model;
     s->compute = eng_compute_params_default();
     *ret_session = s;
@@ -380,6 +382,17 @@ size_t eng_session_copy_bytes(const eng_session *s)
 int eng_session_n_ctx(const eng_session *session)
 {
     return session->n_ctx;
+}
+
+/* 1 KiB a position in f16, 17/32 of it in q8_0 (the real ratio) */
+size_t eng_session_kv_bytes(const eng_session *session)
+{
+    return (size_t)session->n_ctx * (session->kv_type == ENG_KV_Q8_0 ? 544 : 1024);
+}
+
+const char *eng_kv_type_name(eng_kv_type type)
+{
+    return type == ENG_KV_Q8_0 ? "q8_0" : "f16";
 }
 
 eng_gen_params eng_gen_params_default(void)

@@ -12,7 +12,9 @@
  *   matmul3: bit for bit three matmuls
  *   rmsnorm: |y - ref| <= 2e-6 * |ref| + 1e-7
  *   rope: |y - ref| <= 3e-6 * (|x0| + |x1|)  (theta in double, cos/sin in float)
- *   attention: |out - ref| <= 2e-5 * max|v| (+ scores' error: 3e-5 * sum|q k|)
+ *   attention: |out - ref| <= 2e-5 * max|v| (+ scores' error: 3e-5 * sum|q k|),
+ *              over an f16 cache and a Q8_0 one (against its exact values)
+ *   store_kv_q8: ggml's Q8_0 rule, d within f16 rounding of max|x| / 127
  *   ffn: a_j within 2e-5 * mag_j, y within 2e-5 * sum_j |a_j d_j| + sum_j
  *        tol(a_j) |d_j|, where mag_j bounds how float dot errors propagate
  *        through silu(g) * u; decode in Q8_0 adds x's 16-bit rounding to
@@ -433,55 +435,81 @@ static void test_rope(eng_backend *be)
     }
 }
 
+/* Attention over an f16 cache, or (q8) over a Q8_0 cache of random codes
+ * and scales, against the reference over the cache's exact values. */
 static void test_attention_one(eng_backend *be, int nt, int pos0, int nh, int nkv, int hd,
-                               float qscale)
+                               float qscale, bool q8)
 {
     int n_ctx = pos0 + nt + 3;
     long kvn = (long)n_ctx * nkv * hd;
-    uint16_t *k = malloc((size_t)kvn * 2), *v = malloc((size_t)kvn * 2);
-    for (long i = 0; i < kvn; i++) {
-        k[i] = rand_half(-1, 1);
-        v[i] = rand_half(-1, 1);
+    uint16_t *k = NULL, *v = NULL;
+    eng_q8_block *kq = NULL, *vq = NULL;
+    double *kd = malloc(sizeof(double) * (size_t)kvn), *vd = malloc(sizeof(double) * (size_t)kvn);
+    const long filled = (long)(pos0 + nt) * nkv * hd;
+    if (q8) {
+        kq = malloc((size_t)kvn / 32 * sizeof(eng_q8_block));
+        vq = malloc((size_t)kvn / 32 * sizeof(eng_q8_block));
+        for (long b = 0; b < kvn / 32; b++) {
+            /* scales over two decades, codes over the whole range */
+            kq[b].d = rand_half(0.002f, 0.02f);
+            vq[b].d = rand_half(0.002f, 0.02f);
+            for (int j = 0; j < 32; j++) {
+                kq[b].q[j] = (int8_t)(rnd() % 255 - 127);
+                vq[b].q[j] = (int8_t)(rnd() % 255 - 127);
+                kd[32 * b + j] = h2d(kq[b].d) * kq[b].q[j];
+                vd[32 * b + j] = h2d(vq[b].d) * vq[b].q[j];
+            }
+            if (32 * b >= filled) /* a NaN scale: must never be read */
+                kq[b].d = vq[b].d = 0x7e00;
+        }
+    } else {
+        k = malloc((size_t)kvn * 2), v = malloc((size_t)kvn * 2);
+        for (long i = 0; i < kvn; i++) {
+            k[i] = rand_half(-1, 1);
+            v[i] = rand_half(-1, 1);
+            kd[i] = h2d(k[i]);
+            vd[i] = h2d(v[i]);
+        }
+        /* rows past pos0 + nt - 1 are not filled: NaN must never be read */
+        for (long i = filled; i < kvn; i++)
+            k[i] = v[i] = 0x7e00;
     }
-    /* rows past pos0 + nt - 1 are not filled: NaN must never be read */
-    for (long i = (long)(pos0 + nt) * nkv * hd; i < kvn; i++)
-        k[i] = v[i] = 0x7e00;
     float *q = make_f32((long)nt * nh * hd, -qscale, qscale);
     float *out = make_f32((long)nt * nh * hd, 5, 5);
     float scale = 1.0f / sqrtf((float)hd);
-    be->iface->attention(be, q, k, v, out, nt, pos0, nh, nkv, hd, scale);
+#define ATTEND(Q, O, N, P)                                                                   \
+    (q8 ? be->iface->attention_q8(be, Q, kq, vq, O, N, P, nh, nkv, hd, scale)                \
+        : be->iface->attention(be, Q, k, v, O, N, P, nh, nkv, hd, scale))
+    ATTEND(q, out, nt, pos0);
     if (nt >= 4) {
         /* the same tokens in two prefills (each of 2 tokens or more): the
          * same bytes, or a prompt cache's kept prefix would change them */
         const int n1 = nt / 2;
         const long row = (long)nh * hd;
         float *o2 = make_f32((long)nt * row, 5, 5);
-        be->iface->attention(be, q, k, v, o2, n1, pos0, nh, nkv, hd, scale);
-        be->iface->attention(be, q + n1 * row, k, v, o2 + n1 * row, nt - n1, pos0 + n1, nh, nkv,
-                             hd, scale);
+        ATTEND(q, o2, n1, pos0);
+        ATTEND(q + n1 * row, o2 + n1 * row, nt - n1, pos0 + n1);
         CHECK(memcmp(out, o2, sizeof(float) * (size_t)(nt * row)) == 0,
-              "attention nt=%d pos0=%d nh=%d nkv=%d hd=%d: cut at %d, other bytes", nt, pos0, nh,
-              nkv, hd, n1);
+              "attention%s nt=%d pos0=%d nh=%d nkv=%d hd=%d: cut at %d, other bytes",
+              q8 ? " q8" : "", nt, pos0, nh, nkv, hd, n1);
         free(o2);
     }
+#undef ATTEND
     double *s = malloc(sizeof(double) * (size_t)(pos0 + nt));
-    double *kd = malloc(sizeof(double) * (size_t)kvn), *vd = malloc(sizeof(double) * (size_t)kvn);
-    for (long i = 0; i < kvn; i++) {
-        kd[i] = h2d(k[i]);
-        vd[i] = h2d(v[i]);
-    }
     int group = nh / nkv;
     for (int t = 0; t < nt; t++)
         for (int h = 0; h < nh; h++) {
             const float *qq = q + ((long)t * nh + h) * hd;
             int kh = h / group, n_kv = pos0 + t + 1;
-            double m = -INFINITY, mag = 0;
+            double m = -INFINITY, mag = 0, vmax = 0;
             for (int p = 0; p < n_kv; p++) {
                 double d = 0, dm = 0;
                 for (int i = 0; i < hd; i++) {
                     double pr = qq[i] * kd[((long)p * nkv + kh) * hd + i];
                     d += pr;
                     dm += fabs(pr);
+                    if (fabs(vd[((long)p * nkv + kh) * hd + i]) > vmax)
+                        vmax = fabs(vd[((long)p * nkv + kh) * hd + i]);
                 }
                 s[p] = d * scale;
                 if (dm * scale > mag)
@@ -493,15 +521,15 @@ static void test_attention_one(eng_backend *be, int nt, int pos0, int nh, int nk
             for (int p = 0; p < n_kv; p++)
                 l += exp(s[p] - m);
             /* score errors up to ~3e-5 * mag shift the weights by that factor */
-            double tol = 2e-5 + 2 * 3e-5 * mag;
+            double tol = (2e-5 + 2 * 3e-5 * mag) * vmax;
             for (int i = 0; i < hd; i++) {
                 double ref = 0;
                 for (int p = 0; p < n_kv; p++)
                     ref += exp(s[p] - m) / l * vd[((long)p * nkv + kh) * hd + i];
                 double got = out[((long)t * nh + h) * hd + i];
                 CHECK(fabs(got - ref) <= tol,
-                      "attention nt=%d pos0=%d nh=%d nkv=%d hd=%d qs=%g t=%d h=%d i=%d: %.9g vs %.9g",
-                      nt, pos0, nh, nkv, hd, qscale, t, h, i, got, ref);
+                      "attention%s nt=%d pos0=%d nh=%d nkv=%d hd=%d qs=%g t=%d h=%d i=%d: %.9g vs %.9g",
+                      q8 ? " q8" : "", nt, pos0, nh, nkv, hd, qscale, t, h, i, got, ref);
             }
         }
     free(s);
@@ -509,43 +537,48 @@ static void test_attention_one(eng_backend *be, int nt, int pos0, int nh, int nk
     free(vd);
     free(k);
     free(v);
+    free(kq);
+    free(vq);
     free(q);
     free(out);
 }
 
 static void test_attention(eng_backend *be)
 {
-    test_attention_one(be, 1, 0, 9, 3, 64, 1);
-    test_attention_one(be, 1, 5, 9, 3, 64, 1);
-    test_attention_one(be, 1, 130, 9, 3, 64, 1);
-    test_attention_one(be, 4, 0, 9, 3, 64, 1);
-    test_attention_one(be, 7, 61, 9, 3, 64, 1);
-    test_attention_one(be, 3, 10, 4, 4, 20, 1);
-    test_attention_one(be, 5, 70, 8, 1, 36, 1);
+    for (int q8 = 0; q8 < 2; q8++) {
+        test_attention_one(be, 1, 0, 9, 3, 64, 1, q8);
+        test_attention_one(be, 1, 5, 9, 3, 64, 1, q8);
+        test_attention_one(be, 1, 130, 9, 3, 64, 1, q8);
+        test_attention_one(be, 4, 0, 9, 3, 64, 1, q8);
+        test_attention_one(be, 7, 61, 9, 3, 64, 1, q8);
+        test_attention_one(be, 6, 33, 14, 2, 64, 1, q8);
+        test_attention_one(be, 2, 200, 9, 3, 64, 30, q8); /* peaked softmax: scores ~ +-100 */
+        test_attention_one(be, 13, 40, 24, 8, 128, 1, q8);
+        test_attention_one(be, 12, 0, 9, 3, 64, 1, q8);
+        test_attention_one(be, 1, 700, 9, 3, 64, 1, q8);
+        test_attention_one(be, 1, 300, 14, 2, 64, 1, q8);
+        test_attention_one(be, 1, 520, 9, 3, 64, 30, q8);
+        test_attention_one(be, 1, 77, 6, 6, 64, 1, q8);
+        test_attention_one(be, 3, 40, 4, 2, 96, 1, q8);
+        test_attention_one(be, 1, 300, 40, 40, 32, 1, q8);
+        test_attention_one(be, 1, 9000, 4, 1, 32, 1, q8);
+    }
+    /* f16 only: head_dim not a multiple of 32 */
+    test_attention_one(be, 3, 10, 4, 4, 20, 1, false);
+    test_attention_one(be, 5, 70, 8, 1, 36, 1, false);
     /* prefill takes a group's query heads four at a time: groups of 7
-     * (Qwen2.5's 14 / 2: runs of 4 and 3) and 5 */
-    test_attention_one(be, 6, 33, 14, 2, 64, 1);
-    test_attention_one(be, 3, 0, 5, 1, 16, 1);
-    test_attention_one(be, 2, 200, 9, 3, 64, 30); /* peaked softmax: scores ~ +-100 */
+     * (Qwen2.5's 14 / 2: runs of 4 and 3, above) and 5 */
+    test_attention_one(be, 3, 0, 5, 1, 16, 1, false);
     /* prefill on AVX-512 takes 6 tokens and a KV head's query heads at
-     * once, keys 32 at a time: Llama-3.2-3B's heads (24 / 8, 128 wide)
-     * over several tiles and key blocks, a group of 8 over 80 columns */
-    test_attention_one(be, 13, 40, 24, 8, 128, 1);
-    test_attention_one(be, 9, 90, 16, 2, 80, 1);
-    test_attention_one(be, 12, 0, 9, 3, 64, 1);
+     * once, keys 32 at a time: Llama-3.2-3B's heads (24 / 8, 128 wide,
+     * above) over several tiles and key blocks, a group of 8 over 80 */
+    test_attention_one(be, 9, 90, 16, 2, 80, 1, false);
     /* decode past 256 positions: the context cut into chunks of 256 over
      * the threads (each with all heads), then merged; past 64 chunks,
      * longer ones */
-    test_attention_one(be, 1, 700, 9, 3, 64, 1);
-    test_attention_one(be, 1, 300, 14, 2, 64, 1);
-    test_attention_one(be, 1, 520, 9, 3, 64, 30);
-    test_attention_one(be, 1, 17000, 4, 1, 16, 1);
-    /* groups of 1 and 2 (multi-head attention; 2 a KV head): the AVX2
-     * kernels' extra chains for them */
-    test_attention_one(be, 1, 77, 6, 6, 64, 1);
-    test_attention_one(be, 3, 40, 4, 2, 96, 1);
+    test_attention_one(be, 1, 17000, 4, 1, 16, 1, false);
     /* a chunk's groups of heads past the 32 an item holds at a time */
-    test_attention_one(be, 1, 300, 40, 40, 16, 1);
+    test_attention_one(be, 1, 300, 40, 40, 16, 1, false);
 }
 
 static void test_ffn_one(eng_backend *be, eng_dtype dt, int E, int n_slots, int n_sel_req,
@@ -1021,6 +1054,55 @@ static void test_ffn_pick(eng_backend *be, eng_dtype dt)
     test_ffn_pick_random(be, dt);
 }
 
+/* store_kv_q8: rows pos0.. of a Q8_0 cache, ggml's rule: d = f16(max|x| /
+ * 127), q = round(x / d) (ties away from zero), so every code is in
+ * [-127, 127], the largest value's code is +-127, and d * q is within d / 2
+ * of x plus d's own rounding; rows outside [pos0, pos0 + n) untouched. */
+static void test_store_kv_q8(eng_backend *be)
+{
+    static const struct { long row; int pos0, n; } cs[] = { { 192, 0, 1 }, { 192, 5, 7 },
+                                                            { 32, 3, 300 }, { 1024, 1, 2 } };
+    for (size_t c = 0; c < sizeof(cs) / sizeof(cs[0]); c++) {
+        const long row = cs[c].row, nb = row / 32, n_ctx = cs[c].pos0 + cs[c].n + 2;
+        float *src = make_f32(row * cs[c].n, -3, 3);
+        for (long i = 0; i < row * cs[c].n; i += 97) /* blocks of mixed magnitudes, one zero */
+            src[i] *= (i / 97) % 3 == 0 ? 1000.0f : (i / 97) % 3 == 1 ? 1e-3f : 1.0f;
+        for (int j = 0; j < 32 && row * cs[c].n >= 64; j++)
+            src[32 + j] = 0.0f;
+        eng_q8_block *cache = malloc((size_t)(n_ctx * nb) * sizeof(eng_q8_block));
+        memset(cache, 0x5a, (size_t)(n_ctx * nb) * sizeof(eng_q8_block));
+        be->iface->store_kv_q8(be, src, cache, row, cs[c].pos0, cs[c].n);
+        const unsigned char *raw = (const unsigned char *)cache;
+        for (long b = 0; b < n_ctx * nb; b++) {
+            const long r = b / nb;
+            if (r < cs[c].pos0 || r >= cs[c].pos0 + cs[c].n) {
+                for (size_t i = 0; i < sizeof(eng_q8_block); i++)
+                    CHECK(raw[b * sizeof(eng_q8_block) + i] == 0x5a,
+                          "store_kv_q8 row %ld (pos0 %d, n %d) written", r, cs[c].pos0, cs[c].n);
+                continue;
+            }
+            const float *x = src + (b - (long)cs[c].pos0 * nb) * 32;
+            double amax = 0;
+            int qmax = 0;
+            for (int j = 0; j < 32; j++)
+                amax = fabs(x[j]) > amax ? fabs(x[j]) : amax;
+            const double d = h2d(cache[b].d);
+            CHECK(fabs(d - amax / 127) <= amax / 127 / 1024,
+                  "store_kv_q8 block %ld: d %.9g for max %.9g", b, d, amax);
+            for (int j = 0; j < 32; j++) {
+                const int qj = cache[b].q[j];
+                qmax = abs(qj) > qmax ? abs(qj) : qmax;
+                CHECK(qj >= -127 && qj <= 127 && fabs(d * qj - x[j]) <= d / 2 + amax / 1024 + 1e-30,
+                      "store_kv_q8 block %ld [%d]: %d * %.9g for %.9g", b, j, qj, d, x[j]);
+            }
+            CHECK(amax == 0 ? qmax == 0 : qmax == 127, "store_kv_q8 block %ld: largest code %d",
+                  b, qmax);
+        }
+        free(src);
+        free(cache);
+    }
+}
+
 static void test_add_store(eng_backend *be)
 {
     static const long ns[] = { 1, 7, 8, 100, 70001 };
@@ -1174,6 +1256,7 @@ int main(void)
             test_rope(be);
             test_attention(be);
             test_add_store(be);
+            test_store_kv_q8(be);
             printf("%-22s %s\n", cfg, n_fail == before ? "ok" : "FAILED");
             be->iface->free(be);
         }

@@ -951,6 +951,14 @@ static void run(const char *path, const char *name, int n_prompt, int steps)
     CHECK(toks);
     eng_session *sa, *sb;
     CHECK(eng_session_new(a, NULL, &sa) == 0 && eng_session_new(b, NULL, &sb) == 0);
+    /* a Q8_0 KV cache needs the backend's store_kv_q8 and attention_q8,
+     * which the wrapper (as CUDA) does not offer */
+    {
+        eng_session_params kp = eng_session_params_default();
+        kp.kv_type = ENG_KV_Q8_0;
+        eng_session *sq = NULL;
+        CHECK(eng_session_new(b, &kp, &sq) == -ENOTSUP && sq == NULL);
+    }
 
     /* dense, and the profiling sums (activations come back to the host) */
     prompt_of(toks, n_prompt, 0);

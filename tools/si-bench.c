@@ -44,6 +44,10 @@
  *                    Against a greedy run of the same model, what sampling
  *                    costs a token.
  *
+ *   --kv-type T      the KV cache in f16 (default) or q8_0 (eng_kv_type;
+ *                    the CPU backend offers q8_0). Long prompts (-p 1500)
+ *                    show what it does to decode attention.
+ *
  * Prompt tokens are deterministic pseudo-random ids (llama-bench also feeds
  * random ids); speed of a dense model does not depend on which.
  *
@@ -51,7 +55,7 @@
  *                 [--bw-mb 512] [--llama-bench PATH --llama-model GGUF] [--json]
  *                 [--backend cpu|cuda|auto] [--device N]
  *                 [--phi F [--profile FILE --task T [--gamma G] [--delta D] [--swap T]]
- *                 [--pick token]] [--sample]
+ *                 [--pick token]] [--sample] [--kv-type f16|q8_0]
  */
 #include <errno.h>
 #include <math.h>
@@ -73,7 +77,7 @@ static void usage(FILE *f) {
                "                [--backend cpu|cuda|auto] [--device N]\n"
                "                [--phi F [--profile FILE --task T [--gamma G] [--delta D] [--swap T]]\n"
                "                [--pick token] [--no-copy]]\n"
-               "                [--sample]\n");
+               "                [--sample] [--kv-type f16|q8_0]\n");
 }
 
 /* ---- memory bandwidth ---------------------------------------------------- */
@@ -302,6 +306,7 @@ int main(int argc, char **argv) {
     unsigned long long swap_in = 0; /* neurons the swap loaded */
     const char *profile_path = NULL, *task = NULL;
     bool pick_token = false, sample = false, copy_dynamic = true;
+    eng_kv_type kv_type = ENG_KV_F16;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         bool has = i + 1 < argc;
@@ -357,6 +362,12 @@ int main(int argc, char **argv) {
         }
         else if (!strcmp(a, "--sample"))
             sample = true;
+        else if (!strcmp(a, "--kv-type") && has) {
+            if (eng_kv_type_parse(argv[++i], &kv_type) < 0) {
+                fprintf(stderr, "--kv-type takes f16 or q8_0, not '%s'\n", argv[i]);
+                return 2;
+            }
+        }
         else if (!strcmp(a, "--no-copy"))
             copy_dynamic = false;
         else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
@@ -438,6 +449,7 @@ int main(int argc, char **argv) {
 
     eng_session_params sp = eng_session_params_default();
     sp.n_ctx = n_prompt + n_gen + 1;
+    sp.kv_type = kv_type;
     sp.n_batch = n_prompt;
     eng_session *s;
     if ((rc = eng_session_new(m, &sp, &s)) < 0) {

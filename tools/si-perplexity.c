@@ -13,7 +13,9 @@
  * llama.cpp's "[i]ppl" list.
  *
  * Usage: si-perplexity [-m MODEL] -f FILE [-c N_CTX] [--chunks N] [-t THREADS]
- *                      [--f32] [--q8] [--json]
+ *                      [--f32] [--q8] [--kv-type f16|q8_0] [--json]
+ * --kv-type q8_0 keeps the KV cache in Q8_0 blocks (llama.cpp's -ctk/-ctv
+ * q8_0).
  */
 #include <errno.h>
 #include <math.h>
@@ -28,7 +30,7 @@
 
 static void usage(FILE *f) {
     fprintf(f, "usage: si-perplexity [-m MODEL] -f FILE [-c N_CTX (512)] [--chunks N] "
-               "[-t THREADS] [--f32] [--q8] [--json]\n");
+               "[-t THREADS] [--f32] [--q8] [--kv-type f16|q8_0] [--json]\n");
 }
 
 static char *read_file(const char *path, size_t *ret_len) {
@@ -82,6 +84,7 @@ int main(int argc, char **argv) {
     char *model_path = NULL;
     int n_ctx = 512, max_chunks = -1, n_threads = 0;
     bool json = false, f32 = false, q8 = false;
+    eng_kv_type kv_type = ENG_KV_F16;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         bool has = i + 1 < argc;
@@ -102,7 +105,12 @@ int main(int argc, char **argv) {
             f32 = true;
         else if (!strcmp(a, "--q8"))
             q8 = true;
-        else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+        else if (!strcmp(a, "--kv-type") && has) {
+            if (eng_kv_type_parse(argv[++i], &kv_type) < 0) {
+                fprintf(stderr, "--kv-type takes f16 or q8_0, not '%s'\n", argv[i]);
+                return 2;
+            }
+        } else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
             usage(stdout);
             return 0;
         } else {
@@ -166,6 +174,7 @@ int main(int argc, char **argv) {
     eng_session_params sp = eng_session_params_default();
     sp.n_ctx = n_ctx;
     sp.n_batch = n_ctx;
+    sp.kv_type = kv_type;
     eng_session *s;
     if ((rc = eng_session_new(m, &sp, &s)) < 0) {
         fprintf(stderr, "Failed to create a session: %s\n", strerror(-rc));
