@@ -176,6 +176,10 @@ static void print_status(const Selectinfer__Status *s)
         printf("weights:          %.1f MiB%s%s%s\n", (double)s->weight_bytes / mib,
                s->weight_type ? " (FFN in " : "", s->weight_type ? s->weight_type : "",
                s->weight_type ? ")" : "");
+    if (s->kv_cache_type)
+        printf("KV cache:         %.1f MiB in %s (%u slot%s of %u tokens)\n",
+               (double)s->kv_bytes / mib, s->kv_cache_type, s->slots, s->slots == 1 ? "" : "s",
+               s->n_ctx);
     printf("resident memory:  %.1f MiB\n", (double)s->rss_bytes / mib);
     if (s->profile) {
         const Selectinfer__ProfileInfo *p = s->profile;

@@ -19,6 +19,7 @@ const char *const sid_pick_names[] = {"request", "token", NULL}; /* eng_pick */
 const char *const sid_yes_no_names[] = {"no", "yes", NULL};
 const char *const sid_task_switch_names[] = {"swap", "refuse", NULL};
 const char *const sid_matrices_names[] = {"f16", "q8_0", NULL};
+const char *const sid_kv_cache_type_names[] = {"f16", "q8_0", NULL}; /* eng_kv_type */
 const char *const sid_backend_names[] = {"cpu", "cuda", "auto", NULL};
 const char *const sid_layer_budget_names[] = {"uniform", "mass", "sens", NULL}; /* eng_layer_budget */
 
@@ -71,6 +72,7 @@ static const key_def keys[] = {
     U32(max_tokens, 1, 1u << 20, true),
     U32(ctx_size, 0, 1u << 20, false),
     U32(slots, 1, SID_MAX_SLOTS, false),
+    ENUM(kv_cache_type, sid_kv_cache_type_names, false),
     ENUM(matrices, sid_matrices_names, false),
     U32(threads, 0, 1024, false),
     ENUM(backend, sid_backend_names, false),

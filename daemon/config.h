@@ -42,6 +42,7 @@ typedef struct sid_config {
     uint32_t max_tokens;               /* default when a request sets none */
     uint32_t ctx_size;                 /* 0: min(model's, 4096) */
     uint32_t slots;                    /* contexts kept for the prompt cache */
+    int kv_cache_type;                 /* eng_kv_type: f16 or q8_0 */
     int matrices;                      /* SID_MATRICES_...: every matrix and the FFN (CPU) */
     uint32_t threads;                  /* 0: online CPUs */
     int backend;                       /* SID_BACKEND_...: where the model runs */
@@ -64,6 +65,7 @@ enum { SID_LAYER_BUDGET_UNIFORM = 0, SID_LAYER_BUDGET_MASS, SID_LAYER_BUDGET_SEN
 extern const char *const sid_mode_names[];   /* NULL-terminated */
 extern const char *const sid_rank_names[];
 extern const char *const sid_matrices_names[];
+extern const char *const sid_kv_cache_type_names[];
 enum { SID_PICK_REQUEST = 0, SID_PICK_TOKEN }; /* eng_pick's */
 extern const char *const sid_pick_names[];
 extern const char *const sid_yes_no_names[];       /* "no", "yes" */

@@ -211,6 +211,7 @@ struct sid_server {
     eng_model_info info;
     char backend[160];        /* "cpu", or "cuda (the GPU's name)" */
     int n_ctx;
+    uint64_t kv_bytes;        /* the KV caches of all context slots */
     uint64_t load_ns;       /* the cold start: eng_model_load with the plan */
     /* the loop's: the active plan (from EV_LOADED, then swap results) */
     sid_plan plan;

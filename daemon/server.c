@@ -515,6 +515,9 @@ static void handle_status(sid_server *srv, sid_conn *c, uint64_t id)
         s.slot_tokens = srv->slot_held;
         s.n_slot_copy_bytes = (size_t)srv->n_slots;
         s.slot_copy_bytes = srv->slot_copy;
+        s.kv_cache_type = (char *)sid_kv_cache_type_names[srv->cfg.kv_cache_type == 1];
+        s.has_kv_bytes = true;
+        s.kv_bytes = srv->kv_bytes;
         fill_profile(srv, &prof, NULL, 0);
         s.profile = &prof;
     }

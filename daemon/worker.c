@@ -799,9 +799,11 @@ static int load_model(sid_server *srv)
         srv->model = NULL;
         return -EINVAL;
     }
+    eng_model_get_info(srv->model, &srv->info);
     eng_session_params sp = eng_session_params_default();
     if (cfg->ctx_size > 0)
         sp.n_ctx = (int)cfg->ctx_size;
+    sp.kv_type = cfg->kv_cache_type == 1 ? ENG_KV_Q8_0 : ENG_KV_F16;
     /* every slot a whole context: what Ollama's parallel requests do */
     const uint32_t n_slots = cfg->slots < 1 ? 1 : cfg->slots > SID_MAX_SLOTS ? SID_MAX_SLOTS : cfg->slots;
     srv->n_slots = 0;
@@ -811,10 +813,17 @@ static int load_model(sid_server *srv)
         if (rc >= 0)
             srv->n_slots++;
     }
-    if (rc < 0) {
+    if (rc == -ENOTSUP && sp.kv_type != ENG_KV_F16) {
+        snprintf(srv->load_error, sizeof(srv->load_error),
+                 "kv_cache_type = %s is not available here: the %s backend keeps an f16 KV "
+                 "cache%s", eng_kv_type_name(sp.kv_type), eng_backend_name(srv->model),
+                 srv->info.head_dim % 32 ? " (or the model's head_dim is not a multiple of 32)" : "");
+    } else if (rc < 0) {
         snprintf(srv->load_error, sizeof(srv->load_error),
                  "Failed to create context slot %d of %u (context %d): %s", srv->n_slots + 1,
                  n_slots, sp.n_ctx, strerror(-rc));
+    }
+    if (rc < 0) {
         free_sessions(srv);
         eng_profile_free(srv->profile);
         srv->profile = NULL;
@@ -822,13 +831,15 @@ static int load_model(sid_server *srv)
         srv->model = NULL;
         return rc;
     }
-    eng_model_get_info(srv->model, &srv->info);
     eng_backend_info bi;
     if (eng_model_backend_info(srv->model, &bi) == 0 && bi.device[0])
         snprintf(srv->backend, sizeof(srv->backend), "%s (%s)", bi.name, bi.device);
     else
         snprintf(srv->backend, sizeof(srv->backend), "%s", eng_backend_name(srv->model));
     srv->n_ctx = eng_session_n_ctx(srv->sessions[0]);
+    srv->kv_bytes = 0;
+    for (int i = 0; i < srv->n_slots; i++)
+        srv->kv_bytes += eng_session_kv_bytes(srv->sessions[i]);
     srv->plan = srv->wplan; /* the loop's copy, read after EV_LOADED */
     sid_debug("model loaded in %.1f ms (%s, %llu of %llu FFN neurons)", (double)srv->load_ns / 1e6,
               sid_plan_name(&srv->wplan), (unsigned long long)srv->wplan.neurons_loaded,

@@ -1507,6 +1507,11 @@ static void scenario_swap(void)
     CHECK(st->status->profile->neurons_loaded * 2 == st->status->profile->neurons_total);
     CHECK(st->status->swaps == 0 && st->status->load_ns > 0 && !st->status->last_swap);
     CHECK(st->status->task_switch && strcmp(st->status->task_switch, "swap") == 0);
+    /* the KV cache in f16 by default: SmolLM2-135M's 30 layers of 3 KV
+     * heads of 64 (K and V, 2 bytes a value) a position; the fake: 1 KiB */
+    CHECK(st->status->kv_cache_type && strcmp(st->status->kv_cache_type, "f16") == 0);
+    CHECK(st->status->has_kv_bytes && st->status->n_ctx > 0 &&
+          st->status->kv_bytes == (uint64_t)st->status->n_ctx * (fake ? 1024 : 30 * 2 * 192 * 2));
     uint64_t weights = st->status->weight_bytes;
     si_response_free(st);
     char env_sock[256], out[8192];
@@ -1745,17 +1750,21 @@ static void scenario_pick(void)
     snprintf(prof, sizeof(prof), "%s/p.siprof", dir);
     REQUIRE(make_profile(prof));
     const char *extra[] = {"--profile", prof, "--task", "qa", "--gamma", "0.5", "--delta", "0.2",
-                           "--phi", "0.4", "--pick", "token", NULL};
+                           "--phi", "0.4", "--pick", "token", "--kv-cache-type", "q8_0", NULL};
     daemon_start(extra);
     Selectinfer__Response *st = status(D.sock);
     REQUIRE(st && st->status->profile);
     CHECK(st->status->profile->pick && strcmp(st->status->profile->pick, "token") == 0);
+    /* a Q8_0 KV cache: 6 blocks of 34 bytes a position for K, as for V */
+    CHECK(st->status->kv_cache_type && strcmp(st->status->kv_cache_type, "q8_0") == 0);
+    CHECK(st->status->n_ctx > 0 && st->status->kv_bytes == (uint64_t)st->status->n_ctx * 30 * 2 * 6 * 34);
     si_response_free(st);
     char env_sock[256], out[8192];
     snprintf(env_sock, sizeof(env_sock), SI_SOCKET_ENV "=%s", D.sock);
     const char *sargs[] = {"status", NULL};
     CHECK(run_sictl(sargs, out, sizeof(out), env_sock) == 0);
     CHECK(strstr(out, "picked per token"));
+    CHECK(strstr(out, "in q8_0 (1 slot of "));
 
     gen_result *r = calloc(1, sizeof(*r));
     gen_task(r, NULL, 0, 6);
@@ -1835,7 +1844,8 @@ static void scenario_slots(void)
     REQUIRE(mkdtemp(dir));
     snprintf(prof, sizeof(prof), "%s/p.siprof", dir);
     REQUIRE(make_profile(prof));
-    const char *extra[] = {"--slots", "2", "--profile", prof, "--task", "qa", NULL};
+    const char *extra[] = {"--slots", "2", "--profile", prof, "--task", "qa",
+                           "--kv-cache-type", "q8_0", NULL};
     daemon_start(extra);
     si_client *c;
     REQUIRE(si_client_connect(D.sock, &c) == 0);
@@ -1886,6 +1896,8 @@ static void scenario_slots(void)
     CHECK(run_sictl(sargs, out, sizeof(out), env_sock) == 0);
     snprintf(want, sizeof(want), "context slots:    2, holding %zu, %zu tokens", strlen(Aretry), strlen(A3));
     CHECK(strstr(out, want) != NULL);
+    /* both slots' caches (the fake: 544 bytes a position in q8_0) */
+    CHECK(strstr(out, "KV cache:         0.5 MiB in q8_0 (2 slots of 512 tokens)") != NULL);
     /* tokenize (the fake engine's tokens are bytes) */
     const char *targs[] = {"tokenize", "--raw", "abc", NULL};
     CHECK(run_sictl(targs, out, sizeof(out), env_sock) == 0);
