@@ -1623,6 +1623,99 @@ VALWAYS void scores_q8(const float *const *qq, const eng_q8_block *k, const eng_
     _mm_storeu_ps(bm, _mm_max_ps(_mm256_castps256_ps128(mx), _mm256_extractf128_ps(mx, 1)));
 }
 
+/* The same with the queries rounded to 16 bits (one scale a head, as
+ * x16_prep rounds a GEMV's x a block): a K block's codes widen to 16 bits
+ * and madd against them, so a block costs each head two integer
+ * multiply-adds, a convert and one FMA, where the float kernel above
+ * spends a multiply by d and four FMAs (on the pipes the FMAs need: 1.25x
+ * the f16 kernel's time in cache). Sums of 32 products stay below 2^24,
+ * exact in float. */
+enum { QI_MAX = 256 };
+
+VALWAYS __m256 dot2xq_q8i(const int16_t (*qi)[QI_MAX], const eng_q8_block *k0,
+                          const eng_q8_block *k1, long nb, const int nq)
+{
+    __m256 a[4], b[4];
+    for (int g = 0; g < 4; g++)
+        a[g] = b[g] = _mm256_setzero_ps();
+    for (long j = 0; j < nb; j++) {
+        const __m256i x0 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)k0[j].q));
+        const __m256i x1 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(k0[j].q + 16)));
+        const __m256i y0 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)k1[j].q));
+        const __m256i y1 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(k1[j].q + 16)));
+        const __m256 d0 = _mm256_set1_ps(_cvtsh_ss(k0[j].d));
+        const __m256 d1 = _mm256_set1_ps(_cvtsh_ss(k1[j].d));
+        for (int g = 0; g < nq; g++) {
+            const __m256i q0 = _mm256_load_si256((const __m256i *)(qi[g] + 32 * j));
+            const __m256i q1 = _mm256_load_si256((const __m256i *)(qi[g] + 32 * j + 16));
+            const __m256i sx = _mm256_add_epi32(_mm256_madd_epi16(x0, q0), _mm256_madd_epi16(x1, q1));
+            const __m256i sy = _mm256_add_epi32(_mm256_madd_epi16(y0, q0), _mm256_madd_epi16(y1, q1));
+            a[g] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sx), d0, a[g]);
+            b[g] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sy), d1, b[g]);
+        }
+    }
+    for (int g = nq; g < 4; g++) {
+        a[g] = a[nq - 1];
+        b[g] = b[nq - 1];
+    }
+    const __m256 ra = _mm256_hadd_ps(_mm256_hadd_ps(a[0], a[1]), _mm256_hadd_ps(a[2], a[3]));
+    const __m256 rb = _mm256_hadd_ps(_mm256_hadd_ps(b[0], b[1]), _mm256_hadd_ps(b[2], b[3]));
+    return _mm256_add_ps(_mm256_permute2f128_ps(ra, rb, 0x20),
+                         _mm256_permute2f128_ps(ra, rb, 0x31));
+}
+
+VALWAYS void scores_q8i(const int16_t (*qi)[QI_MAX], const float *dq, const eng_q8_block *k,
+                        const eng_q8_block *v, size_t stride, int nb, int n_pf, long n,
+                        float scale, float (*s)[4], float *bm, const int nq)
+{
+    /* [scale dq_0 .. dq_3 | the same] */
+    const __m128 sq = _mm_mul_ps(_mm_loadu_ps(dq), _mm_set1_ps(scale));
+    const __m256 sc = _mm256_insertf128_ps(_mm256_castps128_ps256(sq), sq, 1);
+    __m256 mx = _mm256_set1_ps(-INFINITY);
+    int i = 0;
+    for (; i + 2 <= nb; i += 2) {
+        if (i < n_pf)
+            att_prefetch_q8(k, v, stride, i, n / 32);
+        if (i + 1 < n_pf)
+            att_prefetch_q8(k, v, stride, i + 1, n / 32);
+        const eng_q8_block *k0 = k + (size_t)i * stride;
+        const __m256 r = _mm256_mul_ps(dot2xq_q8i(qi, k0, k0 + stride, n / 32, nq), sc);
+        _mm256_storeu_ps(&s[i][0], r);
+        mx = _mm256_max_ps(r, mx);
+    }
+    if (i < nb) {
+        if (i < n_pf)
+            att_prefetch_q8(k, v, stride, i, n / 32);
+        const eng_q8_block *k0 = k + (size_t)i * stride;
+        const __m256 r = _mm256_mul_ps(dot2xq_q8i(qi, k0, k0, n / 32, nq), sc);
+        _mm_storeu_ps(&s[i][0], _mm256_castps256_ps128(r));
+        mx = _mm256_max_ps(r, mx);
+    }
+    _mm_storeu_ps(bm, _mm_max_ps(_mm256_castps256_ps128(mx), _mm256_extractf128_ps(mx, 1)));
+}
+
+/* q in 16 bits: q = qi * dq with dq = max|q| / 32767 (0 for a zero row);
+ * n a multiple of 16. */
+TGT static void q16_head(const float *q, long n, int16_t *qi, float *dq)
+{
+    __m256 mx = _mm256_setzero_ps();
+    const __m256 sign = _mm256_set1_ps(-0.0f);
+    for (long i = 0; i < n; i += 8)
+        mx = _mm256_max_ps(mx, _mm256_andnot_ps(sign, _mm256_loadu_ps(q + i)));
+    const __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(mx), _mm256_extractf128_ps(mx, 1));
+    const __m128 m2 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+    const float amax = _mm_cvtss_f32(_mm_max_ss(m2, _mm_movehdup_ps(m2)));
+    *dq = amax / 32767.0f;
+    const __m256 id = _mm256_set1_ps(amax > 0.0f ? 32767.0f / amax : 0.0f);
+    for (long i = 0; i < n; i += 16) {
+        const __m256i lo = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(q + i), id));
+        const __m256i hi = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(q + i + 8), id));
+        /* packs works per 128-bit lane: [lo0-3 hi0-3 lo4-7 hi4-7] back in order */
+        _mm256_store_si256((__m256i *)(qi + i),
+                           _mm256_permute4x64_epi64(_mm256_packs_epi32(lo, hi), 0xD8));
+    }
+}
+
 TGT static void v_scores4_q8(const float *const *q, int G, const eng_q8_block *k,
                              const eng_q8_block *v, size_t stride, int nb, int n_pf, long n,
                              float scale, float (*s)[4], float *bm)
@@ -1630,7 +1723,20 @@ TGT static void v_scores4_q8(const float *const *q, int G, const eng_q8_block *k
     const float *qq[4];
     for (int g = 0; g < 4; g++)
         qq[g] = q[g < G ? g : G - 1];
-    BY_GROUP(G, scores_q8, qq, k, v, stride, nb, n_pf, n, scale, s, bm);
+    if (n > QI_MAX) {
+        BY_GROUP(G, scores_q8, qq, k, v, stride, nb, n_pf, n, scale, s, bm);
+        return;
+    }
+    _Alignas(32) int16_t qi[4][QI_MAX];
+    float dq[4];
+    for (int g = 0; g < 4; g++) {
+        if (g < G)
+            q16_head(qq[g], n, qi[g], &dq[g]);
+        else
+            dq[g] = dq[G - 1];
+    }
+    BY_GROUP(G, scores_q8i, (const int16_t (*)[QI_MAX])qi, dq, k, v, stride, nb, n_pf, n, scale,
+             s, bm);
 }
 
 /* pv_q over rows of Q8_0 blocks: the weights times each row's d once

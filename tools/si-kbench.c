@@ -9,8 +9,8 @@
  * "cold": the weights rotate over copies larger than the last-level cache,
  * as in a real decode step where each layer's weights come from DRAM. "hot"
  * repeats one copy (cache resident for the small shapes). Decode attention
- * (one token over an f16 cache of 128 to 2048 positions, SmolLM2's and
- * Llama-3.2-1B's heads) is timed the same two ways. Prefill numbers
+ * (one token over an f16 or a Q8_0 cache of 128 to 2048 positions,
+ * SmolLM2's and Llama-3.2-1B's heads) is timed the same two ways. Prefill numbers
  * (GFLOP/s, n_tokens > 1) show the gain of row reuse over n GEMVs.
  */
 #include <errno.h>
@@ -310,16 +310,18 @@ static double bench_ffn(eng_backend *be, eng_dtype dt, int E, int S, double frac
 }
 
 /* Decode attention of one token over n_kv cached positions (f16 K and V,
- * [n_kv][n_head_kv][head_dim]), cold as the weights are: the caches rotate
- * over copies larger than the last-level cache, as a layer's cache comes
- * back after every other layer's weights went through. GB/s counts K and V. */
-static double bench_attention(eng_backend *be, int H, int Hkv, int hd, int n_kv, bool cold,
-                              double secs, double *ret_gbs)
+ * [n_kv][n_head_kv][head_dim], or Q8_0 blocks with q8), cold as the
+ * weights are: the caches rotate over copies larger than the last-level
+ * cache, as a layer's cache comes back after every other layer's weights
+ * went through. GB/s counts K and V. */
+static double bench_attention(eng_backend *be, int H, int Hkv, int hd, int n_kv, bool q8,
+                              bool cold, double secs, double *ret_gbs)
 {
-    const size_t kvb = (size_t)n_kv * Hkv * hd * sizeof(uint16_t);
+    const eng_dtype dt = q8 ? ENG_DTYPE_Q8_0 : ENG_DTYPE_F16;
+    const size_t kvb = eng_dtype_bytes(dt, (size_t)n_kv * Hkv * hd);
     int copies = cold ? (int)((256u << 20) / (2 * kvb) + 1) : 1;
-    uint16_t *k = alloc_weights(ENG_DTYPE_F16, (size_t)n_kv * Hkv * hd * copies);
-    uint16_t *v = alloc_weights(ENG_DTYPE_F16, (size_t)n_kv * Hkv * hd * copies);
+    char *k = alloc_weights(dt, (size_t)n_kv * Hkv * hd * copies);
+    char *v = alloc_weights(dt, (size_t)n_kv * Hkv * hd * copies);
     float *q = alloc_f32((size_t)H * hd), *out = alloc_f32((size_t)H * hd);
     if (!k || !v || !q || !out) {
         free(k);
@@ -328,15 +330,21 @@ static double bench_attention(eng_backend *be, int H, int Hkv, int hd, int n_kv,
         free(out);
         return -1;
     }
-    const size_t step = (size_t)n_kv * Hkv * hd;
+    const size_t step = kvb; /* bytes */
     long iters = -copies; /* the first round warms up */
     double t0 = 0, t = 0;
     do {
         for (int i = 0; i < copies; i++, iters++) {
             if (iters == 0)
                 t0 = now_s();
-            be->iface->attention(be, q, k + i * step, v + i * step, out, 1, n_kv - 1, H, Hkv,
-                                 hd, 0.125f);
+            if (q8)
+                be->iface->attention_q8(be, q, (const eng_q8_block *)(k + i * step),
+                                        (const eng_q8_block *)(v + i * step), out, 1, n_kv - 1,
+                                        H, Hkv, hd, 0.125f);
+            else
+                be->iface->attention(be, q, (const uint16_t *)(k + i * step),
+                                     (const uint16_t *)(v + i * step), out, 1, n_kv - 1, H, Hkv,
+                                     hd, 0.125f);
         }
         t = iters > 0 ? now_s() - t0 : 0;
     } while (t < secs);
@@ -466,18 +474,21 @@ int main(int argc, char **argv)
         }
     }
 
-    printf("\ndecode attention, f16 cache, 1 token\n");
     static const int ashapes[][3] = { { 9, 3, 64 }, { 32, 8, 64 } };
     static const int n_kvs[] = { 128, 256, 512, 2048 };
-    for (size_t s = 0; s < 2; s++)
-        for (int c = 0; c < 2; c++)
-            for (size_t i = 0; i < 4; i++) {
-                double gbs = 0, us = bench_attention(be, ashapes[s][0], ashapes[s][1],
-                                                     ashapes[s][2], n_kvs[i], c == 0, secs, &gbs);
-                printf("  %2d/%d heads x %d, %4d pos %-4s  %9.1f us %8.2f   %5.1f %%\n",
-                       ashapes[s][0], ashapes[s][1], ashapes[s][2], n_kvs[i],
-                       c == 0 ? "cold" : "hot", us, gbs, 100 * gbs / bw);
-            }
+    for (int q8 = 0; q8 < 2; q8++) {
+        printf("\ndecode attention, %s cache, 1 token\n", q8 ? "q8_0" : "f16");
+        for (size_t s = 0; s < 2; s++)
+            for (int c = 0; c < 2; c++)
+                for (size_t i = 0; i < 4; i++) {
+                    double gbs = 0, us = bench_attention(be, ashapes[s][0], ashapes[s][1],
+                                                         ashapes[s][2], n_kvs[i], q8, c == 0,
+                                                         secs, &gbs);
+                    printf("  %2d/%d heads x %d, %4d pos %-4s  %9.1f us %8.2f   %5.1f %%\n",
+                           ashapes[s][0], ashapes[s][1], ashapes[s][2], n_kvs[i],
+                           c == 0 ? "cold" : "hot", us, gbs, 100 * gbs / bw);
+                }
+    }
 
     printf("\nprefill, f16 (GFLOP/s)\n");
     static const int nts[] = { 1, 8, 64, 256 };
