@@ -22,11 +22,13 @@ default) must also come within 1 % of llama.cpp's Q4_1 run (measured:
 +0.39 % over the whole file, -0.75 % after 8 chunks).
 
 A third run with --kv-type q8_0 (the KV cache in Q8_0 blocks) must come
-within 0.5 % of llama.cpp's run on the F16 copy with a Q8_0 cache (`kv_q8_0`
-in the JSON; measured: -0.15 % over the whole file: llama.cpp also rounds
-the queries to 8 bits there, we keep them in f32) and differ from our f16
-cache's value. A defect in the Q8_0 attention kernels (a block's scale
-misplaced, a head's offset) moves it by far more.
+within 1 % of llama.cpp's run on the F16 copy with a Q8_0 cache (`kv_q8_0`
+in the JSON; measured: -0.29 % over the whole file, and our f16 cache's
+value -0.16 %: llama.cpp rounds the queries to 8 bits a block of 32 there,
+our AVX2 kernel to 16 bits a head, the scalar and NEON ones not at all)
+and differ from our f16 cache's value. A defect in the Q8_0 attention
+kernels (one row's scale used for its neighbour) moved it to 78 after 8
+chunks.
 
 Usage: test-perplexity.py SI_PERPLEXITY TEXT REFERENCE_JSON [N_CHUNKS]
 Exit 0 pass, 1 fail, 77 skip (no model).
@@ -38,7 +40,7 @@ import sys
 
 TOL = 0.01
 TOL_F16 = 0.001
-TOL_KV = 0.005
+TOL_KV = 0.01
 
 
 def model_path():
