@@ -261,7 +261,8 @@ typedef struct kernels {
                   int nb, long n);
     /* scores4_h and pv4_h over rows of n / 32 Q8_0 blocks (a Q8_0 KV
      * cache; n a multiple of 32, stride in blocks): each block's dot
-     * product times its d, and p[4 i + g] * d times the block's codes. */
+     * product times its d (the AVX2 set's with q rounded to 16 bits a
+     * head), and p[4 i + g] * d times the block's codes. */
     void (*scores4_q8)(const float *const *q, int G, const eng_q8_block *k,
                        const eng_q8_block *v, size_t stride, int nb, int n_pf, long n,
                        float scale, float (*s)[4], float *bm);
