@@ -30,7 +30,8 @@
  * random-load, coreinfer, selectinfer; keys gamma, delta, phi, alpha,
  * rank (abs|signed), dense_first (df), dense_last (dl), pick (request|token:
  * per token by a sketch the plan then keeps), copy (yes|no: the session's
- * contiguous copy of its dynamic neurons, in rss_session), task (the profile task for
+ * contiguous copy of its dynamic neurons, in rss_session), kv (f16|q8_0: the
+ * session's KV cache; the dense reference keeps f16), task (the profile task for
  * base neurons; default: the prompt set's), seed, budget_mb, name.
  * Defaults: gamma 0.7, delta 0.3, alpha 0.2, rank abs, 0 dense layers, and
  * phi 0.4 for coreinfer and selectinfer, 0 (everything loaded) otherwise.
@@ -71,6 +72,7 @@ typedef struct config {
     eng_comp comp;
     eng_pick pick;
     bool copy_dynamic; /* copy=yes|no: eng_compute_params.copy_dynamic */
+    eng_kv_type kv;    /* kv=f16|q8_0: eng_session_params.kv_type */
     float sens[512]; /* lb=sens: per-layer sensitivities, from sens=FILE */
     int n_sens;
     int dense_first, dense_last;
@@ -243,6 +245,11 @@ static int parse_config(const char *spec, config *c, char *why, size_t cap)
                 snprintf(why, cap, "pick must be request or token");
                 return -EINVAL;
             }
+        } else if (!strcmp(k, "kv")) {
+            if (eng_kv_type_parse(v, &c->kv) < 0) {
+                snprintf(why, cap, "kv must be f16 or q8_0");
+                return -EINVAL;
+            }
         } else if (!strcmp(k, "copy")) {
             if (strcmp(v, "yes") && strcmp(v, "no")) {
                 snprintf(why, cap, "copy must be yes or no");
@@ -294,14 +301,14 @@ static int parse_config(const char *spec, config *c, char *why, size_t cap)
         char extra[80] = "";
         if (c->task[0])
             snprintf(extra, sizeof extra, " task=%s", c->task);
-        snprintf(c->name, sizeof c->name, "%s g%.2g d%.2g p%.2g a%.2g %s%s%s%s%s %d/%d%s",
+        snprintf(c->name, sizeof c->name, "%s g%.2g d%.2g p%.2g a%.2g %s%s%s%s%s%s %d/%d%s",
                  eng_select_mode_name(c->mode), c->gamma, c->delta, c->phi, c->alpha,
                  rank_name(c->rank), c->score == ENG_SCORE_CONTRIB ? " contrib" :
                  c->layer_budget == ENG_BUDGET_MASS ? " mass" :
                  c->layer_budget == ENG_BUDGET_SENS ? " sens" : "",
                  c->comp == ENG_COMP_MEAN ? " comp" : "",
                  c->pick == ENG_PICK_TOKEN ? " pick" : "",
-                 c->copy_dynamic ? "" : " nocopy",
+                 c->copy_dynamic ? "" : " nocopy", c->kv == ENG_KV_Q8_0 ? " kvq8" : "",
                  c->dense_first, c->dense_last, extra);
     }
     return 0;
@@ -518,8 +525,8 @@ static int bench(eng_session *s, int n_vocab, const item *it, int n, result *res
     return 0;
 }
 
-static int run_task(const opts *o, eng_model *m, const eng_compute_params *cp, task *t,
-                    bool is_reference, result *res, uint64_t *rss_session)
+static int run_task(const opts *o, eng_model *m, const eng_compute_params *cp, eng_kv_type kv,
+                    task *t, bool is_reference, result *res, uint64_t *rss_session)
 {
     eng_model_info info;
     eng_model_get_info(m, &info);
@@ -537,6 +544,7 @@ static int run_task(const opts *o, eng_model *m, const eng_compute_params *cp, t
             need = it->n_prompt + tail + 8;
     }
     sp.n_ctx = (int)need;
+    sp.kv_type = kv;
     uint64_t rss0 = si_proc_status_bytes("VmRSS");
     eng_session *s;
     int r = eng_session_new(m, &sp, &s);
@@ -853,6 +861,7 @@ static void usage(FILE *f)
             "      --limit N          at most N prompts per task\n"
             "  -c, --config SPEC      MODE[,gamma=,delta=,phi=,alpha=,rank=abs|signed,comp=none|mean,df=,dl=,\n"
             "                         lb=uniform|mass|sens,sens=FILE,pick=request|token,copy=yes|no,\n"
+            "                         kv=f16|q8_0,\n"
             "                         task=,seed=,budget_mb=,name=]\n"
             "                         (repeatable)\n"
             "      --configs FILE     one SPEC per line ('#' comments)\n"
@@ -1083,7 +1092,7 @@ int main(int argc, char **argv)
         rw->cfg = &dense_cfg;
         rw->t = &tasks[k];
         rw->mem = dense_mem;
-        int r = run_task(&o, dense, NULL, &tasks[k], true, &rw->res,
+        int r = run_task(&o, dense, NULL, ENG_KV_F16, &tasks[k], true, &rw->res,
                          k == 0 ? &dense_mem.rss_session : NULL);
         if (r < 0) {
             fprintf(stderr, "dense run on %s failed: %s\n", tasks[k].name, strerror(-r));
@@ -1162,7 +1171,7 @@ int main(int argc, char **argv)
             rw->t = &tasks[k];
             snprintf(rw->plan_task, sizeof rw->plan_task, "%s", per_task ? pp.task : "");
             uint64_t rss_session = 0;
-            r = run_task(&o, m, &cp, &tasks[k], false, &rw->res, &rss_session);
+            r = run_task(&o, m, &cp, c->kv, &tasks[k], false, &rw->res, &rss_session);
             if (r < 0) {
                 fprintf(stderr, "%s, task %s: %s\n", c->name, tasks[k].name,
                         r == -EINVAL ? "compute parameters rejected (phi below delta?)"
