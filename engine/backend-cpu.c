@@ -89,6 +89,8 @@ enum {
     ABUF_FLOATS = 1024 * 1024,
     /* Attention: scores computed per block of positions. */
     ATT_BLOCK = 64,
+    /* Q8_0 cache scores with q in 16 bits: up to this head_dim */
+    QI_MAX = 256,
     /* Rope: cos/sin pairs computed per chunk. */
     ROPE_CHUNK = 128,
 };
@@ -261,8 +263,8 @@ typedef struct kernels {
                   int nb, long n);
     /* scores4_h and pv4_h over rows of n / 32 Q8_0 blocks (a Q8_0 KV
      * cache; n a multiple of 32, stride in blocks): each block's dot
-     * product times its d (the AVX2 set's with q rounded to 16 bits a
-     * head), and p[4 i + g] * d times the block's codes. */
+     * product times its d (the AVX2 and NEON sets' with q rounded to 16
+     * bits a head), and p[4 i + g] * d times the block's codes. */
     void (*scores4_q8)(const float *const *q, int G, const eng_q8_block *k,
                        const eng_q8_block *v, size_t stride, int nb, int n_pf, long n,
                        float scale, float (*s)[4], float *bm);
@@ -1631,7 +1633,6 @@ VALWAYS void scores_q8(const float *const *qq, const eng_q8_block *k, const eng_
  * spends a multiply by d and four FMAs (on the pipes the FMAs need: 1.25x
  * the f16 kernel's time in cache). Sums of 32 products stay below 2^24,
  * exact in float. */
-enum { QI_MAX = 256 };
 
 VALWAYS __m256 dot2xq_q8i(const int16_t (*qi)[QI_MAX], const eng_q8_block *k0,
                           const eng_q8_block *k1, long nb, const int nq)
@@ -2914,6 +2915,86 @@ ALWAYS void n_scores_q8(const float *const *qq, const eng_q8_block *k, const eng
     vst1q_f32(bm, mx);
 }
 
+/* n_dot2xq_q8 with the queries in 16 bits (one scale a head), as the
+ * AVX2 set: a block's codes widen to 16 bits and multiply-accumulate
+ * against them into 32 bits (vmlal), one convert and FMA a block and
+ * head where the float kernel multiplies by d and does eight FMAs. A
+ * lane's eight products can pass 2^24, where the convert rounds (to 6e-8
+ * of the sum). */
+ALWAYS void n_dot2xq_q8i(const int16_t (*qi)[QI_MAX], const eng_q8_block *k0,
+                         const eng_q8_block *k1, long nb, float out[8], const int nq)
+{
+    float32x4_t a[4], b[4];
+    for (int g = 0; g < 4; g++)
+        a[g] = b[g] = vdupq_n_f32(0.0f);
+    for (long j = 0; j < nb; j++) {
+        int16x8_t x[4], y[4];
+        for (int c = 0; c < 4; c++) {
+            x[c] = vmovl_s8(vld1_s8(k0[j].q + 8 * c));
+            y[c] = vmovl_s8(vld1_s8(k1[j].q + 8 * c));
+        }
+        const float d0 = h2f(k0[j].d), d1 = h2f(k1[j].d);
+        for (int g = 0; g < nq; g++) {
+            int32x4_t sx = vdupq_n_s32(0), sy = vdupq_n_s32(0);
+            for (int c = 0; c < 4; c++) {
+                const int16x8_t qv = vld1q_s16(qi[g] + 32 * j + 8 * c);
+                sx = vmlal_s16(sx, vget_low_s16(x[c]), vget_low_s16(qv));
+                sx = vmlal_high_s16(sx, x[c], qv);
+                sy = vmlal_s16(sy, vget_low_s16(y[c]), vget_low_s16(qv));
+                sy = vmlal_high_s16(sy, y[c], qv);
+            }
+            a[g] = vfmaq_n_f32(a[g], vcvtq_f32_s32(sx), d0);
+            b[g] = vfmaq_n_f32(b[g], vcvtq_f32_s32(sy), d1);
+        }
+    }
+    for (int g = nq; g < 4; g++) {
+        a[g] = a[nq - 1];
+        b[g] = b[nq - 1];
+    }
+    vst1q_f32(out, nsum4x4(a[0], a[1], a[2], a[3]));
+    vst1q_f32(out + 4, nsum4x4(b[0], b[1], b[2], b[3]));
+}
+
+ALWAYS void n_scores_q8i(const int16_t (*qi)[QI_MAX], const float *dq, const eng_q8_block *k,
+                         const eng_q8_block *v, size_t stride, int nb, int n_pf, long n,
+                         float scale, float (*s)[4], float *bm, const int nq)
+{
+    const float32x4_t sc = vmulq_n_f32(vld1q_f32(dq), scale);
+    float32x4_t mx = vdupq_n_f32(-INFINITY);
+    for (int i = 0; i < nb; i += 2) {
+        if (i < n_pf)
+            att_prefetch_q8(k, v, stride, i, n / 32);
+        if (i + 1 < n_pf)
+            att_prefetch_q8(k, v, stride, i + 1, n / 32);
+        const eng_q8_block *k0 = k + (size_t)i * stride;
+        float r[8];
+        n_dot2xq_q8i(qi, k0, i + 1 < nb ? k0 + stride : k0, n / 32, r, nq);
+        for (int j = 0; j < 2 && i + j < nb; j++) {
+            const float32x4_t x = vmulq_f32(vld1q_f32(r + 4 * j), sc);
+            vst1q_f32(&s[i + j][0], x);
+            mx = vmaxnmq_f32(mx, x);
+        }
+    }
+    vst1q_f32(bm, mx);
+}
+
+/* q in 16 bits: q = qi * dq, dq = max|q| / 32767 (0 for a zero row); n a
+ * multiple of 8. */
+static void n_q16_head(const float *q, long n, int16_t *qi, float *dq)
+{
+    float32x4_t mx = vdupq_n_f32(0.0f);
+    for (long i = 0; i < n; i += 4)
+        mx = vmaxq_f32(mx, vabsq_f32(vld1q_f32(q + i)));
+    const float amax = vmaxvq_f32(mx);
+    *dq = amax / 32767.0f;
+    const float id = amax > 0.0f ? 32767.0f / amax : 0.0f;
+    for (long i = 0; i < n; i += 8) {
+        const int32x4_t lo = vcvtnq_s32_f32(vmulq_n_f32(vld1q_f32(q + i), id));
+        const int32x4_t hi = vcvtnq_s32_f32(vmulq_n_f32(vld1q_f32(q + i + 4), id));
+        vst1q_s16(qi + i, vcombine_s16(vqmovn_s32(lo), vqmovn_s32(hi)));
+    }
+}
+
 static void n_scores4_q8(const float *const *q, int G, const eng_q8_block *k,
                          const eng_q8_block *v, size_t stride, int nb, int n_pf, long n,
                          float scale, float (*s)[4], float *bm)
@@ -2921,7 +3002,20 @@ static void n_scores4_q8(const float *const *q, int G, const eng_q8_block *k,
     const float *qq[4];
     for (int g = 0; g < 4; g++)
         qq[g] = q[g < G ? g : G - 1];
-    BY_GROUP(G, n_scores_q8, qq, k, v, stride, nb, n_pf, n, scale, s, bm);
+    if (n > QI_MAX) {
+        BY_GROUP(G, n_scores_q8, qq, k, v, stride, nb, n_pf, n, scale, s, bm);
+        return;
+    }
+    int16_t qi[4][QI_MAX];
+    float dq[4];
+    for (int g = 0; g < 4; g++) {
+        if (g < G)
+            n_q16_head(qq[g], n, qi[g], &dq[g]);
+        else
+            dq[g] = dq[G - 1];
+    }
+    BY_GROUP(G, n_scores_q8i, (const int16_t (*)[QI_MAX])qi, dq, k, v, stride, nb, n_pf, n,
+             scale, s, bm);
 }
 
 /* n_pv_q over rows of Q8_0 blocks: the weights times each row's d once a

@@ -527,7 +527,7 @@ static void test_attention_one(eng_backend *be, int nt, int pos0, int nh, int nk
             for (int p = 0; p < n_kv; p++)
                 l += exp(s[p] - m);
             /* score errors up to ~3e-5 * mag shift the weights by that
-             * factor; over a Q8_0 cache the AVX2 kernel rounds q to 16 bits
+             * factor; over a Q8_0 cache the AVX2 and NEON kernels round q to 16 bits
              * (max|q| / 65534 an element, times sum|k|) */
             const double qerr = q8 ? scale * qmax / 65534 * ksum : 0;
             double tol = (2e-5 + 2 * (3e-5 * mag + qerr)) * vmax;

@@ -25,7 +25,7 @@ A third run with --kv-type q8_0 (the KV cache in Q8_0 blocks) must come
 within 1 % of llama.cpp's run on the F16 copy with a Q8_0 cache (`kv_q8_0`
 in the JSON; measured: -0.29 % over the whole file, and our f16 cache's
 value -0.16 %: llama.cpp rounds the queries to 8 bits a block of 32 there,
-our AVX2 kernel to 16 bits a head, the scalar and NEON ones not at all)
+our AVX2 and NEON kernels to 16 bits a head, the scalar one not at all)
 and differ from our f16 cache's value. A defect in the Q8_0 attention
 kernels (one row's scale used for its neighbour) moved it to 78 after 8
 chunks.
