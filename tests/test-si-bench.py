@@ -4,7 +4,10 @@ give JSON whose figures hang together (the bytes a step reads, the
 roofline and the achieved rate agree with each other; phi 0.4 reads fewer
 bytes than dense; --sample says so), a run hot-swapped to another task of
 a profile (si-profile makes one of two tasks) reads what a fresh load of
-that task reads, and bad arguments are refused.
+that task reads, and bad arguments are refused. --kv-type q8_0 reports a
+Q8_0 cache's bytes (17/32 of f16's), hands llama-bench (a stand-in script
+here) -ctk q8_0 -ctv q8_0 -fa on, and is refused on a model whose heads
+are not a multiple of 32 wide.
 
 No timing is judged: the figures only have to be consistent and positive.
 
@@ -75,6 +78,45 @@ def check_swap(bench, model, prof):
           f"swap to a missing task: exit {out.returncode}, {out.stderr!r}")
 
 
+def check_kv(bench, synth, d, tiny):
+    # two layers of SmolLM2's shape: heads of 64, which a Q8_0 cache needs
+    model = os.path.join(d, "smol2.gguf")
+    subprocess.run([synth, "--shape", "smollm2-135m", "--layers", "2", "--out", model, "--seed", "3",
+                    "--type", "q8_0"], check=True, capture_output=True, timeout=300)
+    log = os.path.join(d, "llama-args.txt")
+    fake = os.path.join(d, "llama-bench")
+    with open(fake, "w") as f:
+        f.write("#!/usr/bin/env python3\n"
+                "import json, sys\n"
+                f"open({log!r}, 'a').write(' '.join(sys.argv[1:]) + '\\n')\n"
+                "a = sys.argv\n"
+                "p, n = int(a[a.index('-p') + 1]), int(a[a.index('-n') + 1])\n"
+                "print(json.dumps([{'n_prompt': p, 'n_gen': 0, 'avg_ts': 400.0},\n"
+                "                  {'n_prompt': 0, 'n_gen': n, 'avg_ts': 50.0}]))\n")
+    os.chmod(fake, 0o755)
+    res = {}
+    for kv in ("f16", "q8_0"):
+        r = run(bench, model, "--kv-type", kv, "--llama-bench", fake, "--llama-model", model)
+        check(r.get("kv_type") == kv, f"kv_type {r.get('kv_type')} for {kv}")
+        check(abs(r["decode_ratio"] - r["decode_tps"] / 50.0) <= 1e-3 * r["decode_ratio"] and
+              abs(r["prefill_ratio"] - r["prefill_tps"] / 400.0) <= 1e-3 * r["prefill_ratio"],
+              f"{kv}: ratios {r['prefill_ratio']}, {r['decode_ratio']} against 400 and 50 tok/s")
+        res[kv] = r
+    # 2 layers x 13 positions (8 + 4 + 1) x 192 values, K and V
+    check(res["f16"]["kv_bytes"] == 2 * 13 * 2 * 192 * 2 and
+          res["q8_0"]["kv_bytes"] == 2 * 13 * 2 * 6 * 34,
+          f"kv_bytes {res['f16']['kv_bytes']}, {res['q8_0']['kv_bytes']}")
+    with open(log) as f:
+        calls = f.read().splitlines()
+    check(len(calls) == 2 and "-ctk" not in calls[0] and "-ctk q8_0 -ctv q8_0 -fa on" in calls[1],
+          f"llama-bench called with {calls!r}")
+    # heads 16 wide: no Q8_0 cache, said so
+    out = subprocess.run([bench, "-m", tiny, "-p", "8", "-n", "4", "-r", "1", "--bw-mb", "16",
+                          "--kv-type", "q8_0"], capture_output=True, text=True, timeout=120)
+    check(out.returncode == 1 and "not supported" in out.stderr.lower(),
+          f"q8_0 cache on 16-wide heads: exit {out.returncode}, {out.stderr!r}")
+
+
 def main():
     bench, synth, si_profile = sys.argv[1], sys.argv[2], sys.argv[3]
     with tempfile.TemporaryDirectory() as d:
@@ -100,8 +142,9 @@ def main():
               f"ffn_share {greedy['ffn_share']}, {phi['ffn_share']}")
         check(phi["step_bytes"] < greedy["step_bytes"], "phi 0.4 reads as much as dense")
         check_swap(bench, model, two_task_profile(si_profile, model, d))
+        check_kv(bench, synth, d, model)
         # arguments it must refuse
-        for bad in (["--pick", "token"], ["--phi", "2"], ["-n", "0"], ["--bogus"],
+        for bad in (["--pick", "token"], ["--phi", "2"], ["-n", "0"], ["--bogus"], ["--kv-type", "q4_0"],
                     ["--phi", "0.4", "--swap", "chat"]):  # a swap needs a profile
             out = subprocess.run([bench, "-m", model, *bad], capture_output=True, text=True,
                                  timeout=60)

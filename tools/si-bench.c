@@ -19,7 +19,10 @@
  *                    only had to stream its weights once
  *   --llama-bench    runs llama.cpp's llama-bench -p N -n M -t T -o json on
  *                    --llama-model (an F16 GGUF reads the same bytes per token
- *                    as our f16 storage) and prints ours / llama.cpp.
+ *                    as our f16 storage) and prints ours / llama.cpp; with
+ *                    --kv-type q8_0 also -ctk q8_0 -ctv q8_0 -fa on. Its
+ *                    decode runs from an empty context, ours after the
+ *                    prompt (llama-bench -d N is the like for like one).
  *   --backend        cpu (default), cuda or auto: where the forward pass runs.
  *                    On a GPU the bandwidth is the device's nominal one
  *                    (memory clock x bus width; no probe), and the counters
@@ -197,12 +200,13 @@ static double json_num(const char *p, const char *end, const char *key) {
 
 /* Runs llama-bench and fills its prefill and decode tok/s (NAN when absent). */
 static int run_llama_bench(const char *bin, const char *model, int n_prompt, int n_gen,
-                           int n_threads, int reps, double *ret_pp, double *ret_tg) {
+                           int n_threads, int reps, bool kv_q8, double *ret_pp, double *ret_tg) {
     if (strchr(bin, '\'') || strchr(model, '\''))
         return -EINVAL;
     char cmd[8192];
-    snprintf(cmd, sizeof cmd, "'%s' -m '%s' -p %d -n %d -t %d -r %d -o json 2>/dev/null", bin,
-             model, n_prompt, n_gen, n_threads, reps);
+    /* a Q8_0 cache there too (its quantized V needs flash attention) */
+    snprintf(cmd, sizeof cmd, "'%s' -m '%s' -p %d -n %d -t %d -r %d%s -o json 2>/dev/null", bin,
+             model, n_prompt, n_gen, n_threads, reps, kv_q8 ? " -ctk q8_0 -ctv q8_0 -fa on" : "");
     FILE *f = popen(cmd, "r");
     if (!f)
         return -errno;
@@ -456,6 +460,7 @@ int main(int argc, char **argv) {
         fprintf(stderr, "Failed to create a session: %s\n", strerror(-rc));
         return 1;
     }
+    const size_t kv_bytes = eng_session_kv_bytes(s);
     if (phi > 0) {
         eng_compute_params cp = eng_compute_params_default();
         cp.phi = phi;
@@ -551,7 +556,8 @@ int main(int argc, char **argv) {
     double l_pp = NAN, l_tg = NAN;
     int lrc = 0;
     if (llama_bench) {
-        lrc = run_llama_bench(llama_bench, llama_model, n_prompt, n_gen, threads, reps, &l_pp, &l_tg);
+        lrc = run_llama_bench(llama_bench, llama_model, n_prompt, n_gen, threads, reps,
+                              kv_type == ENG_KV_Q8_0, &l_pp, &l_tg);
         if (lrc < 0 || isnan(l_pp) || isnan(l_tg))
             fprintf(stderr, "llama-bench '%s' failed or printed no results (%s)\n", llama_bench,
                     lrc < 0 ? strerror(-lrc) : "no pp/tg rows");
@@ -562,7 +568,9 @@ int main(int argc, char **argv) {
     if (json) {
         printf("{\"model\": \"%s\", \"storage\": \"%s\", \"threads\": %d, \"backend\": \"%s\",\n",
                model_path, storage, threads, backend_name);
-        printf(" \"n_prompt\": %d, \"n_gen\": %d, \"reps\": %d,\n", n_prompt, n_gen, reps);
+        printf(" \"n_prompt\": %d, \"n_gen\": %d, \"reps\": %d, \"kv_type\": \"%s\", "
+               "\"kv_bytes\": %zu,\n", n_prompt, n_gen, reps, eng_kv_type_name(kv_type),
+               kv_bytes);
         printf(" \"plan\": \"%s\", \"phi\": %.3f, \"pick\": \"%s\", \"ffn_share\": %.4f, "
                "\"copy_bytes\": %zu, \"decode\": \"%s\",\n",
                eng_select_mode_name(pp.mode), phi, pick_token ? "token" : "request", ffn_share,
@@ -596,7 +604,9 @@ int main(int argc, char **argv) {
     } else {
         printf("model            %s (%s, %d layers, n_embd %d)\n", model_path, info.arch,
                info.n_layer, info.n_embd);
-        printf("storage          %s, %d threads, %s backend\n", storage, threads, backend_name);
+        printf("storage          %s, %d threads, %s backend, KV cache %s (%.1f MiB)\n", storage,
+               threads, backend_name, eng_kv_type_name(kv_type),
+               (double)kv_bytes / (1 << 20));
         if (phi > 0)
             printf("selective        %s plan, phi %.2f, pick per %s: decode computes %.1f %% of FFN neurons\n",
                    eng_select_mode_name(pp.mode), phi, pick_token ? "token" : "request",
