@@ -1420,6 +1420,21 @@ TGT static void v_dot2_q4q8(const uint8_t *w, const q8_row *x, long nb, float ou
     out[1] = q4q8_row(w + nb * ENG_SKETCH_BLOCK_BYTES, x, nb);
 }
 
+/* Two rows' sums of nq queries' chains into [row a: g0..g3 | row b: g0..g3],
+ * lanes past nq repeating the last. */
+VALWAYS __m256 sums2x4(__m256 *a, __m256 *b, const int nq)
+{
+    for (int g = nq; g < 4; g++) {
+        a[g] = a[nq - 1];
+        b[g] = b[nq - 1];
+    }
+    /* per row: [g0 g0 g1 g1 | ...] pairs, then [g0 g1 g2 g3] in each half */
+    const __m256 ra = _mm256_hadd_ps(_mm256_hadd_ps(a[0], a[1]), _mm256_hadd_ps(a[2], a[3]));
+    const __m256 rb = _mm256_hadd_ps(_mm256_hadd_ps(b[0], b[1]), _mm256_hadd_ps(b[2], b[3]));
+    return _mm256_add_ps(_mm256_permute2f128_ps(ra, rb, 0x20),
+                         _mm256_permute2f128_ps(ra, rb, 0x31));
+}
+
 /* Two K rows against nq queries (lanes past nq repeat the last): each row
  * converted once for the group, 2 nq independent FMA chains, and the sums
  * reduced together into [row 0: g0..g3 | row 1: g0..g3]. nq is a constant
@@ -1440,15 +1455,7 @@ VALWAYS __m256 dot2xq_h(const float *const *qq, const uint16_t *k0, const uint16
             b[g] = _mm256_fmadd_ps(y, qv, b[g]);
         }
     }
-    for (int g = nq; g < 4; g++) {
-        a[g] = a[nq - 1];
-        b[g] = b[nq - 1];
-    }
-    /* per row: [g0 g0 g1 g1 | ...] pairs, then [g0 g1 g2 g3] in each half */
-    const __m256 ra = _mm256_hadd_ps(_mm256_hadd_ps(a[0], a[1]), _mm256_hadd_ps(a[2], a[3]));
-    const __m256 rb = _mm256_hadd_ps(_mm256_hadd_ps(b[0], b[1]), _mm256_hadd_ps(b[2], b[3]));
-    __m256 r = _mm256_add_ps(_mm256_permute2f128_ps(ra, rb, 0x20),
-                             _mm256_permute2f128_ps(ra, rb, 0x31));
+    __m256 r = sums2x4(a, b, nq);
     if (i < n) { /* head_dim not a multiple of 8 (qq[g] for g >= nq is the last) */
         float t[8];
         _mm256_storeu_ps(t, r);
@@ -1566,74 +1573,13 @@ VALWAYS __m256 ld8_q8(const int8_t *q)
     return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)q)));
 }
 
-/* dot2xq_h over rows of nb Q8_0 blocks: each block's codes times its d
- * once for the group (a multiply an 8 lanes, where f16 rows convert), then
- * the same 2 nq chains and reduction. */
-VALWAYS __m256 dot2xq_q8(const float *const *qq, const eng_q8_block *k0,
-                         const eng_q8_block *k1, long nb, const int nq)
-{
-    __m256 a[4], b[4];
-    for (int g = 0; g < 4; g++)
-        a[g] = b[g] = _mm256_setzero_ps();
-    for (long j = 0; j < nb; j++) {
-        const __m256 d0 = _mm256_set1_ps(_cvtsh_ss(k0[j].d));
-        const __m256 d1 = _mm256_set1_ps(_cvtsh_ss(k1[j].d));
-        for (int c = 0; c < 32; c += 8) {
-            const __m256 x = _mm256_mul_ps(ld8_q8(k0[j].q + c), d0);
-            const __m256 y = _mm256_mul_ps(ld8_q8(k1[j].q + c), d1);
-            for (int g = 0; g < nq; g++) {
-                const __m256 qv = _mm256_loadu_ps(qq[g] + 32 * j + c);
-                a[g] = _mm256_fmadd_ps(x, qv, a[g]);
-                b[g] = _mm256_fmadd_ps(y, qv, b[g]);
-            }
-        }
-    }
-    for (int g = nq; g < 4; g++) {
-        a[g] = a[nq - 1];
-        b[g] = b[nq - 1];
-    }
-    const __m256 ra = _mm256_hadd_ps(_mm256_hadd_ps(a[0], a[1]), _mm256_hadd_ps(a[2], a[3]));
-    const __m256 rb = _mm256_hadd_ps(_mm256_hadd_ps(b[0], b[1]), _mm256_hadd_ps(b[2], b[3]));
-    return _mm256_add_ps(_mm256_permute2f128_ps(ra, rb, 0x20),
-                         _mm256_permute2f128_ps(ra, rb, 0x31));
-}
-
-VALWAYS void scores_q8(const float *const *qq, const eng_q8_block *k, const eng_q8_block *v,
-                       size_t stride, int nb, int n_pf, long n, float scale, float (*s)[4],
-                       float *bm, const int nq)
-{
-    const __m256 sc = _mm256_set1_ps(scale);
-    __m256 mx = _mm256_set1_ps(-INFINITY);
-    int i = 0;
-    for (; i + 2 <= nb; i += 2) {
-        if (i < n_pf)
-            att_prefetch_q8(k, v, stride, i, n / 32);
-        if (i + 1 < n_pf)
-            att_prefetch_q8(k, v, stride, i + 1, n / 32);
-        const eng_q8_block *k0 = k + (size_t)i * stride;
-        const __m256 r = _mm256_mul_ps(dot2xq_q8(qq, k0, k0 + stride, n / 32, nq), sc);
-        _mm256_storeu_ps(&s[i][0], r);
-        mx = _mm256_max_ps(r, mx);
-    }
-    if (i < nb) {
-        if (i < n_pf)
-            att_prefetch_q8(k, v, stride, i, n / 32);
-        const eng_q8_block *k0 = k + (size_t)i * stride;
-        const __m256 r = _mm256_mul_ps(dot2xq_q8(qq, k0, k0, n / 32, nq), sc);
-        _mm_storeu_ps(&s[i][0], _mm256_castps256_ps128(r));
-        mx = _mm256_max_ps(r, mx);
-    }
-    _mm_storeu_ps(bm, _mm_max_ps(_mm256_castps256_ps128(mx), _mm256_extractf128_ps(mx, 1)));
-}
-
-/* The same with the queries rounded to 16 bits (one scale a head, as
- * x16_prep rounds a GEMV's x a block): a K block's codes widen to 16 bits
- * and madd against them, so a block costs each head two integer
- * multiply-adds, a convert and one FMA, where the float kernel above
- * spends a multiply by d and four FMAs (on the pipes the FMAs need: 1.25x
- * the f16 kernel's time in cache). Sums of 32 products stay below 2^24,
- * exact in float. */
-
+/* dot2xq_h over rows of nb Q8_0 blocks, with the queries rounded to 16
+ * bits (one scale a head, as x16_prep rounds a GEMV's x a block): a K
+ * block's codes widen to 16 bits and madd against them, so a block costs
+ * each head two integer multiply-adds, a convert and one FMA, where a
+ * float kernel spent a multiply by d and four FMAs (on the pipes the FMAs
+ * need: 1.25x the f16 kernel's time in cache). Sums of 32 products stay
+ * below 2^24, exact in float. */
 VALWAYS __m256 dot2xq_q8i(const int16_t (*qi)[QI_MAX], const eng_q8_block *k0,
                           const eng_q8_block *k1, long nb, const int nq)
 {
@@ -1656,14 +1602,7 @@ VALWAYS __m256 dot2xq_q8i(const int16_t (*qi)[QI_MAX], const eng_q8_block *k0,
             b[g] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sy), d1, b[g]);
         }
     }
-    for (int g = nq; g < 4; g++) {
-        a[g] = a[nq - 1];
-        b[g] = b[nq - 1];
-    }
-    const __m256 ra = _mm256_hadd_ps(_mm256_hadd_ps(a[0], a[1]), _mm256_hadd_ps(a[2], a[3]));
-    const __m256 rb = _mm256_hadd_ps(_mm256_hadd_ps(b[0], b[1]), _mm256_hadd_ps(b[2], b[3]));
-    return _mm256_add_ps(_mm256_permute2f128_ps(ra, rb, 0x20),
-                         _mm256_permute2f128_ps(ra, rb, 0x31));
+    return sums2x4(a, b, nq);
 }
 
 VALWAYS void scores_q8i(const int16_t (*qi)[QI_MAX], const float *dq, const eng_q8_block *k,
@@ -1725,8 +1664,8 @@ TGT static void v_scores4_q8(const float *const *q, int G, const eng_q8_block *k
     const float *qq[4];
     for (int g = 0; g < 4; g++)
         qq[g] = q[g < G ? g : G - 1];
-    if (n > QI_MAX) {
-        BY_GROUP(G, scores_q8, qq, k, v, stride, nb, n_pf, n, scale, s, bm);
+    if (n > QI_MAX) { /* heads over 256 wide: none of the families we load */
+        s_scores4_q8(q, G, k, v, stride, nb, n_pf, n, scale, s, bm);
         return;
     }
     _Alignas(32) int16_t qi[4][QI_MAX];
@@ -2861,66 +2800,12 @@ ALWAYS void nld8_q8(const int8_t *q, float32x4_t *lo, float32x4_t *hi)
     *hi = vcvtq_f32_s32(vmovl_s16(vget_high_s16(w)));
 }
 
-/* n_dot2xq_h over rows of nb Q8_0 blocks: a block's codes times its d
- * once for the group. */
-ALWAYS void n_dot2xq_q8(const float *const *qq, const eng_q8_block *k0, const eng_q8_block *k1,
-                        long nb, float out[8], const int nq)
-{
-    float32x4_t a[4], b[4];
-    for (int g = 0; g < 4; g++)
-        a[g] = b[g] = vdupq_n_f32(0.0f);
-    for (long j = 0; j < nb; j++) {
-        const float d0 = h2f(k0[j].d), d1 = h2f(k1[j].d);
-        for (int c = 0; c < 32; c += 8) {
-            float32x4_t x0, x1, y0, y1;
-            nld8_q8(k0[j].q + c, &x0, &x1);
-            nld8_q8(k1[j].q + c, &y0, &y1);
-            x0 = vmulq_n_f32(x0, d0), x1 = vmulq_n_f32(x1, d0);
-            y0 = vmulq_n_f32(y0, d1), y1 = vmulq_n_f32(y1, d1);
-            for (int g = 0; g < nq; g++) {
-                const float32x4_t q0 = vld1q_f32(qq[g] + 32 * j + c);
-                const float32x4_t q1 = vld1q_f32(qq[g] + 32 * j + c + 4);
-                a[g] = vfmaq_f32(vfmaq_f32(a[g], x0, q0), x1, q1);
-                b[g] = vfmaq_f32(vfmaq_f32(b[g], y0, q0), y1, q1);
-            }
-        }
-    }
-    for (int g = nq; g < 4; g++) {
-        a[g] = a[nq - 1];
-        b[g] = b[nq - 1];
-    }
-    vst1q_f32(out, nsum4x4(a[0], a[1], a[2], a[3]));
-    vst1q_f32(out + 4, nsum4x4(b[0], b[1], b[2], b[3]));
-}
-
-ALWAYS void n_scores_q8(const float *const *qq, const eng_q8_block *k, const eng_q8_block *v,
-                        size_t stride, int nb, int n_pf, long n, float scale, float (*s)[4],
-                        float *bm, const int nq)
-{
-    float32x4_t mx = vdupq_n_f32(-INFINITY);
-    for (int i = 0; i < nb; i += 2) {
-        if (i < n_pf)
-            att_prefetch_q8(k, v, stride, i, n / 32);
-        if (i + 1 < n_pf)
-            att_prefetch_q8(k, v, stride, i + 1, n / 32);
-        const eng_q8_block *k0 = k + (size_t)i * stride;
-        float r[8];
-        n_dot2xq_q8(qq, k0, i + 1 < nb ? k0 + stride : k0, n / 32, r, nq);
-        for (int j = 0; j < 2 && i + j < nb; j++) {
-            const float32x4_t x = vmulq_n_f32(vld1q_f32(r + 4 * j), scale);
-            vst1q_f32(&s[i + j][0], x);
-            mx = vmaxnmq_f32(mx, x);
-        }
-    }
-    vst1q_f32(bm, mx);
-}
-
-/* n_dot2xq_q8 with the queries in 16 bits (one scale a head), as the
- * AVX2 set: a block's codes widen to 16 bits and multiply-accumulate
- * against them into 32 bits (vmlal), one convert and FMA a block and
- * head where the float kernel multiplies by d and does eight FMAs. A
- * lane's eight products can pass 2^24, where the convert rounds (to 6e-8
- * of the sum). */
+/* n_dot2xq_h over rows of nb Q8_0 blocks with the queries in 16 bits (one
+ * scale a head), as the AVX2 set: a block's codes widen to 16 bits and
+ * multiply-accumulate against them into 32 bits (vmlal), one convert and
+ * FMA a block and head where a float kernel multiplies by d and does
+ * eight FMAs. A lane's eight products can pass 2^24, where the convert
+ * rounds (to 6e-8 of the sum). */
 ALWAYS void n_dot2xq_q8i(const int16_t (*qi)[QI_MAX], const eng_q8_block *k0,
                          const eng_q8_block *k1, long nb, float out[8], const int nq)
 {
@@ -3002,8 +2887,8 @@ static void n_scores4_q8(const float *const *q, int G, const eng_q8_block *k,
     const float *qq[4];
     for (int g = 0; g < 4; g++)
         qq[g] = q[g < G ? g : G - 1];
-    if (n > QI_MAX) {
-        BY_GROUP(G, n_scores_q8, qq, k, v, stride, nb, n_pf, n, scale, s, bm);
+    if (n > QI_MAX) { /* heads over 256 wide: none of the families we load */
+        s_scores4_q8(q, G, k, v, stride, nb, n_pf, n, scale, s, bm);
         return;
     }
     int16_t qi[4][QI_MAX];

@@ -1449,14 +1449,7 @@ static void forward_ops(eng_session *s, int n, int first, float *out, int32_t *a
             op->matmul(be, &L->wk, L->bk, s->xn, s->k, n);      /* k [n][Hkv*hd] */
             op->matmul(be, &L->wv, L->bv, s->xn, s->v, n);      /* v [n][Hkv*hd] */
         }
-        if (s->kv_type == ENG_KV_Q8_0) {
-            op->rope(be, s->q, n, H, hd, m->n_rot, pos0, m->rope_freq_base, m->rope_freqs,
-                     m->rope_neox);
-            op->rope(be, s->k, n, Hkv, hd, m->n_rot, pos0, m->rope_freq_base, m->rope_freqs,
-                     m->rope_neox);
-            op->store_kv_q8(be, s->k, s->k_cache[il], (long)kvd, pos0, n);
-            op->store_kv_q8(be, s->v, s->v_cache[il], (long)kvd, pos0, n);
-        } else if (op->rope_store) {
+        if (op->rope_store && s->kv_type == ENG_KV_F16) {
             op->rope_store(be, s->q, s->k, s->v, n, H, Hkv, hd, m->n_rot, pos0,
                            m->rope_freq_base, m->rope_freqs, m->rope_neox, s->k_cache[il],
                            s->v_cache[il]);
@@ -1465,8 +1458,13 @@ static void forward_ops(eng_session *s, int n, int first, float *out, int32_t *a
                      m->rope_neox);
             op->rope(be, s->k, n, Hkv, hd, m->n_rot, pos0, m->rope_freq_base, m->rope_freqs,
                      m->rope_neox);
-            op->store_kv(be, s->k, s->k_cache[il], (long)kvd, pos0, n);
-            op->store_kv(be, s->v, s->v_cache[il], (long)kvd, pos0, n);
+            if (s->kv_type == ENG_KV_Q8_0) {
+                op->store_kv_q8(be, s->k, s->k_cache[il], (long)kvd, pos0, n);
+                op->store_kv_q8(be, s->v, s->v_cache[il], (long)kvd, pos0, n);
+            } else {
+                op->store_kv(be, s->k, s->k_cache[il], (long)kvd, pos0, n);
+                op->store_kv(be, s->v, s->v_cache[il], (long)kvd, pos0, n);
+            }
         }
         if (s->kv_type == ENG_KV_Q8_0)
             op->attention_q8(be, s->q, s->k_cache[il], s->v_cache[il], s->att, n, pos0, H, Hkv,

@@ -571,6 +571,8 @@ static void test_attention(eng_backend *be)
         test_attention_one(be, 3, 40, 4, 2, 96, 1, q8);
         test_attention_one(be, 1, 300, 40, 40, 32, 1, q8);
         test_attention_one(be, 1, 9000, 4, 1, 32, 1, q8);
+        /* heads over 256 wide: the Q8_0 scores' 16-bit queries stop there */
+        test_attention_one(be, 3, 40, 2, 1, 288, 1, q8);
     }
     /* f16 only: head_dim not a multiple of 32 */
     test_attention_one(be, 3, 10, 4, 4, 20, 1, false);
