@@ -813,11 +813,14 @@ static int load_model(sid_server *srv)
         if (rc >= 0)
             srv->n_slots++;
     }
-    if (rc == -ENOTSUP && sp.kv_type != ENG_KV_F16) {
+    if (rc == -ENOTSUP && sp.kv_type != ENG_KV_F16 && srv->info.head_dim % 32) {
         snprintf(srv->load_error, sizeof(srv->load_error),
-                 "kv_cache_type = %s is not available here: the %s backend keeps an f16 KV "
-                 "cache%s", eng_kv_type_name(sp.kv_type), eng_backend_name(srv->model),
-                 srv->info.head_dim % 32 ? " (or the model's head_dim is not a multiple of 32)" : "");
+                 "kv_cache_type = %s needs attention heads a multiple of 32 wide; this model's "
+                 "are %d: use f16", eng_kv_type_name(sp.kv_type), srv->info.head_dim);
+    } else if (rc == -ENOTSUP && sp.kv_type != ENG_KV_F16) {
+        snprintf(srv->load_error, sizeof(srv->load_error),
+                 "kv_cache_type = %s is not available on the %s backend, which keeps an f16 KV "
+                 "cache: use f16", eng_kv_type_name(sp.kv_type), eng_backend_name(srv->model));
     } else if (rc < 0) {
         snprintf(srv->load_error, sizeof(srv->load_error),
                  "Failed to create context slot %d of %u (context %d): %s", srv->n_slots + 1,
