@@ -600,6 +600,20 @@ static void s_pv4_q8(float *const *o, int G, const float *p, const eng_q8_block 
             }
 }
 
+/* A group's queries rounded to 16 bits for the Q8_0 scores (the AVX2
+ * and NEON sets), by the set's rounding of one head; lanes past G repeat
+ * the last head's scale. */
+ALWAYS void q16_group(const float *const *q, int G, long n, int16_t (*qi)[QI_MAX], float *dq,
+                      void (*head)(const float *, long, int16_t *, float *))
+{
+    for (int g = 0; g < 4; g++) {
+        if (g < G)
+            head(q[g], n, qi[g], &dq[g]);
+        else
+            dq[g] = dq[G - 1];
+    }
+}
+
 static void s_scale(float *o, float s, long n)
 {
     for (long i = 0; i < n; i++)
@@ -1661,21 +1675,13 @@ TGT static void v_scores4_q8(const float *const *q, int G, const eng_q8_block *k
                              const eng_q8_block *v, size_t stride, int nb, int n_pf, long n,
                              float scale, float (*s)[4], float *bm)
 {
-    const float *qq[4];
-    for (int g = 0; g < 4; g++)
-        qq[g] = q[g < G ? g : G - 1];
     if (n > QI_MAX) { /* heads over 256 wide: none of the families we load */
         s_scores4_q8(q, G, k, v, stride, nb, n_pf, n, scale, s, bm);
         return;
     }
     _Alignas(32) int16_t qi[4][QI_MAX];
     float dq[4];
-    for (int g = 0; g < 4; g++) {
-        if (g < G)
-            q16_head(qq[g], n, qi[g], &dq[g]);
-        else
-            dq[g] = dq[G - 1];
-    }
+    q16_group(q, G, n, qi, dq, q16_head);
     BY_GROUP(G, scores_q8i, (const int16_t (*)[QI_MAX])qi, dq, k, v, stride, nb, n_pf, n, scale,
              s, bm);
 }
@@ -2884,21 +2890,13 @@ static void n_scores4_q8(const float *const *q, int G, const eng_q8_block *k,
                          const eng_q8_block *v, size_t stride, int nb, int n_pf, long n,
                          float scale, float (*s)[4], float *bm)
 {
-    const float *qq[4];
-    for (int g = 0; g < 4; g++)
-        qq[g] = q[g < G ? g : G - 1];
     if (n > QI_MAX) { /* heads over 256 wide: none of the families we load */
         s_scores4_q8(q, G, k, v, stride, nb, n_pf, n, scale, s, bm);
         return;
     }
     int16_t qi[4][QI_MAX];
     float dq[4];
-    for (int g = 0; g < 4; g++) {
-        if (g < G)
-            n_q16_head(qq[g], n, qi[g], &dq[g]);
-        else
-            dq[g] = dq[G - 1];
-    }
+    q16_group(q, G, n, qi, dq, n_q16_head);
     BY_GROUP(G, n_scores_q8i, (const int16_t (*)[QI_MAX])qi, dq, k, v, stride, nb, n_pf, n,
              scale, s, bm);
 }
