@@ -495,30 +495,30 @@ static void s_dot4_h(const float *const *q, int G, const uint16_t *k, long n, fl
  * cache) and the weights streaming through every layer evict them: the
  * hardware prefetcher did not follow, and decode attention read at ~4 GB/s
  * until row i + ATT_PF was prefetched at row i. */
-ALWAYS void att_prefetch(const uint16_t *k, const uint16_t *v, size_t stride, long i, long n)
+ALWAYS void att_prefetch_bytes(const void *k, const void *v, size_t stride, long i, long bytes)
 {
-    const size_t ahead = (size_t)(i + ATT_PF) * stride;
-    for (long b = 0; b < n * 2; b += 64) {
-        __builtin_prefetch((const char *)(k + ahead) + b);
-        __builtin_prefetch((const char *)(v + ahead) + b);
-    }
-}
-
-/* The same for rows of Q8_0 blocks (stride in blocks, nb blocks a row): a
- * head's row (68 bytes for head_dim 64) is not aligned to the lines, so
- * its last byte's line too. */
-ALWAYS void att_prefetch_q8(const eng_q8_block *k, const eng_q8_block *v, size_t stride, long i,
-                            long nb)
-{
-    const char *kr = (const char *)(k + (size_t)(i + ATT_PF) * stride);
-    const char *vr = (const char *)(v + (size_t)(i + ATT_PF) * stride);
-    const long bytes = nb * (long)sizeof(eng_q8_block);
+    const char *kr = (const char *)k + (size_t)(i + ATT_PF) * stride;
+    const char *vr = (const char *)v + (size_t)(i + ATT_PF) * stride;
     for (long b = 0; b < bytes; b += 64) {
         __builtin_prefetch(kr + b);
         __builtin_prefetch(vr + b);
     }
+    /* a row not aligned to the lines (a Q8_0 head: 68 bytes) ends in one more */
     __builtin_prefetch(kr + bytes - 1);
     __builtin_prefetch(vr + bytes - 1);
+}
+
+/* f16 rows: stride and n in values */
+ALWAYS void att_prefetch(const uint16_t *k, const uint16_t *v, size_t stride, long i, long n)
+{
+    att_prefetch_bytes(k, v, stride * sizeof(uint16_t), i, n * (long)sizeof(uint16_t));
+}
+
+/* rows of Q8_0 blocks: stride and nb in blocks */
+ALWAYS void att_prefetch_q8(const eng_q8_block *k, const eng_q8_block *v, size_t stride, long i,
+                            long nb)
+{
+    att_prefetch_bytes(k, v, stride * sizeof(eng_q8_block), i, nb * (long)sizeof(eng_q8_block));
 }
 
 /* Calls F(args..., nq) with nq the constant 1, 2, 3 or 4 (4 for larger
