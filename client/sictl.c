@@ -75,6 +75,8 @@ static void usage(FILE *f)
         "  --task NAME  --phi F  --alpha F  --no-stream  --stats (statistics on stderr)\n"
         "  --no-cache            evaluate the whole prompt (default: reuse the prefix the\n"
         "                        daemon holds from the request before)\n"
+        "  --no-truncate         a chat too long for the context is refused (default: its\n"
+        "                        oldest turns are left out, system messages kept)\n"
         "\n"
         "Use options: --profile PATH (another profile file)  --mode MODE  --gamma G\n"
         "  --delta D  --phi P (new default)  --dense-first N  --dense-last N  --budget BYTES\n"
@@ -297,7 +299,7 @@ static int simple_call(Selectinfer__Request *req)
 /* ---- generate and chat -------------------------------------------------- */
 
 typedef struct gen_opts {
-    bool raw, parse_special, no_stream, stats, no_cache;
+    bool raw, parse_special, no_stream, stats, no_cache, no_truncate;
     const char *system, *task;
     Selectinfer__Sampling sampling;
     bool has_sampling;
@@ -343,6 +345,7 @@ static int parse_gen_opt(gen_opts *g, int argc, char **argv, int *i)
     if (!strcmp(a, "--no-stream")) { g->no_stream = true; return 1; }
     if (!strcmp(a, "--stats")) { g->stats = true; return 1; }
     if (!strcmp(a, "--no-cache")) { g->no_cache = true; return 1; }
+    if (!strcmp(a, "--no-truncate")) { g->no_truncate = true; return 1; }
     static const char *with_value[] = {"--system", "--task", "--max-tokens", "--temperature", "--top-k",
         "--top-p", "--min-p", "--repeat-penalty", "--repeat-last-n", "--seed", "--stop", "--phi", "--alpha"};
     bool known = false;
@@ -433,6 +436,10 @@ static void fill_generate(const gen_opts *o, Selectinfer__Generate *g, Selectinf
         g->has_cache_prompt = true;
         g->cache_prompt = false;
     }
+    if (o->no_truncate) {
+        g->has_truncate = true;
+        g->truncate = false;
+    }
 }
 
 typedef struct text_buf {
@@ -468,6 +475,8 @@ static void print_stats(const Selectinfer__Done *d)
             pre > 0 ? (d->prompt_tokens - cached) / pre : 0.0,
             d->generated_tokens, dec, dec > 0 ? d->generated_tokens / dec : 0.0, (double)d->queue_ns / 1e9,
             (double)d->ffn_share, (double)d->phi, d->profile ? d->profile : "");
+    if (d->dropped_messages)
+        fprintf(stderr, "[the %u oldest messages left out to fit the context]\n", d->dropped_messages);
     if (d->swap)
         fprintf(stderr, "[swapped %s -> %s first: %.1f ms, %llu neurons in, %llu out]\n",
                 d->swap->from_task ? d->swap->from_task : "", d->swap->to_task ? d->swap->to_task : "",
@@ -476,8 +485,10 @@ static void print_stats(const Selectinfer__Done *d)
 }
 
 /* Runs one generate request, streaming to stdout; the answer's text goes
- * to *answer when not NULL. Ctrl-C cancels it. Returns an exit status. */
-static int run_generate(si_client *c, Selectinfer__Generate *g, const gen_opts *o, text_buf *answer)
+ * to *answer when not NULL, and done.dropped_messages to *dropped. Ctrl-C
+ * cancels it. Returns an exit status. */
+static int run_generate(si_client *c, Selectinfer__Generate *g, const gen_opts *o, text_buf *answer,
+                        uint32_t *dropped)
 {
     Selectinfer__Request req = SELECTINFER__REQUEST__INIT;
     req.has_id = true;
@@ -536,6 +547,8 @@ static int run_generate(si_client *c, Selectinfer__Generate *g, const gen_opts *
             }
             if (o->stats)
                 print_stats(d);
+            if (dropped)
+                *dropped = d->dropped_messages;
             int ret = cancel_sent ? EXIT_INTERRUPTED : 0;
             si_response_free(r);
             return ret;
@@ -636,7 +649,7 @@ static int cmd_generate(int argc, char **argv)
         g.input_case = SELECTINFER__GENERATE__INPUT_CHAT;
         g.chat = one_turn_init(&t, o.system, text.data);
     }
-    rc = run_generate(c, &g, &o, NULL);
+    rc = run_generate(c, &g, &o, NULL, NULL);
     si_client_close(c);
     free(text.data);
     return rc;
@@ -752,6 +765,7 @@ static int cmd_chat(int argc, char **argv)
         keep = 1;
     }
     bool tty = isatty(STDIN_FILENO);
+    uint32_t shown_dropped = 0;
     char *line = NULL;
     size_t lcap = 0;
     int ret = 0;
@@ -772,6 +786,7 @@ static int cmd_chat(int argc, char **argv)
             break;
         if (!strcmp(line, "/reset")) {
             history_clear(&h, keep);
+            shown_dropped = 0;
             continue;
         }
         if (history_add(&h, "user", strdup(line)) < 0)
@@ -790,7 +805,13 @@ static int cmd_chat(int argc, char **argv)
         g.input_case = SELECTINFER__GENERATE__INPUT_CHAT;
         g.chat = &chat;
         text_buf answer = {0};
-        ret = run_generate(c, &g, &o, &answer);
+        uint32_t dropped = 0;
+        ret = run_generate(c, &g, &o, &answer, &dropped);
+        /* said once per new cut, not with every later turn that keeps it */
+        if (ret == 0 && dropped > shown_dropped && !o.stats)
+            fprintf(stderr, "[the %u oldest messages no longer fit the context and are left out]\n", dropped);
+        if (ret == 0)
+            shown_dropped = dropped;
         free(ptrs);
         if (ret == EXIT_INTERRUPTED) {
             ret = 0; /* Ctrl-C ends the answer, not the chat */

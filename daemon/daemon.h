@@ -111,6 +111,7 @@ typedef struct sid_req {
     int slot;                  /* the context slot that served it; -1: none */
     uint32_t slot_held;        /* what that slot holds for reuse after it */
     uint64_t slot_copy;        /* the bytes of that slot's dynamic copy after it */
+    uint32_t dropped;          /* chat messages left out to fit (done.dropped_messages) */
     double ffn_share;
     char served[SID_TASK_MAX]; /* what served it (done.profile) */
     sid_swap_result *swap;     /* a swap that ran for it; owned */

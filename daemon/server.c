@@ -376,6 +376,10 @@ static void send_done(sid_server *srv, sid_req *req)
         d.has_slot = true;
         d.slot = (uint32_t)req->slot;
     }
+    if (req->gen->input_case == SELECTINFER__GENERATE__INPUT_CHAT) {
+        d.has_dropped_messages = true;
+        d.dropped_messages = req->dropped;
+    }
     d.has_prefill_ns = true;
     d.prefill_ns = st->prefill_ns;
     d.has_decode_ns = true;

@@ -605,6 +605,112 @@ static int pick_slot(sid_server *srv, const int32_t *toks, size_t n, bool cache)
     return best >= 0 ? best : lru;
 }
 
+/* The longest prefix of toks that one of the slots holds. */
+static int64_t held_prefix(sid_server *srv, const int32_t *toks, size_t n)
+{
+    int64_t best = 0;
+    for (int i = 0; i < srv->n_slots; i++) {
+        const int64_t keep = eng_session_prefix_len(srv->sessions[i], toks, n);
+        if (keep > best)
+            best = keep;
+    }
+    return best;
+}
+
+/* A conversation too long for the context with `reserve` tokens of room
+ * for the reply: which of its oldest turns to leave out (Generate.truncate).
+ * A cut at message i keeps the system messages before i and messages i..;
+ * it starts at a user message, or keeps only the last message. Walking the
+ * cuts from the latest (shortest prompt) back while they fit, it takes
+ *  - the cut whose prompt a slot holds the most of, where that is more
+ *    than the shortest cut's share (the system part): the cut an earlier
+ *    turn made, still fitting, so this turn appends to the cached prompt;
+ *  - else the earliest cut within half the context: room for the next
+ *    turns to append before the cut must move again (llama.cpp's context
+ *    shift also drops half);
+ *  - else the shortest cut, if it fits in the context at all.
+ * On success *toks and *n are the cut prompt's and *dropped counts the
+ * messages left out; otherwise the error code, with msg set. */
+static int fit_chat(sid_server *srv, const Selectinfer__ChatMessages *c, size_t reserve, bool cache,
+                    int32_t **toks, size_t *n, uint32_t *dropped, char *msg, size_t cap)
+{
+    const size_t n_ctx = (size_t)srv->n_ctx, m = c->n_messages;
+    Selectinfer__ChatMessage **view = malloc(m * sizeof(*view));
+    if (!view) {
+        snprintf(msg, cap, "out of memory");
+        return SELECTINFER__ERROR_CODE__INTERNAL;
+    }
+    struct cut {
+        size_t i, n;
+        int64_t held;
+    } shortest = {0, 0, 0}, half = {0, 0, 0}, reuse = {0, 0, 0};
+    for (size_t i = m - 1; i >= 1; i--) {
+        if (i != m - 1 && strcmp(c->messages[i]->role, "user") != 0)
+            continue;
+        size_t k = 0;
+        for (size_t j = 0; j < i; j++)
+            if (!strcmp(c->messages[j]->role, "system"))
+                view[k++] = c->messages[j];
+        for (size_t j = i; j < m; j++)
+            view[k++] = c->messages[j];
+        Selectinfer__ChatMessages v = *c;
+        v.n_messages = k;
+        v.messages = view;
+        int32_t *t = NULL;
+        size_t nt = 0;
+        int rc = sid_input_tokens(srv->model, NULL, &v, false, &t, &nt, msg, cap);
+        if (rc) {
+            free(view);
+            return rc;
+        }
+        const int64_t held = cache ? held_prefix(srv, t, nt) : 0;
+        free(t);
+        const struct cut here = {i, nt, held};
+        if (i == m - 1)
+            shortest = here;
+        else if (nt + reserve > n_ctx)
+            break; /* the earlier cuts are longer still */
+        if (nt + reserve <= n_ctx && held > shortest.held && held >= reuse.held)
+            reuse = here;
+        if (nt <= n_ctx / 2)
+            half = here;
+    }
+    free(view);
+    const struct cut *pick = reuse.i ? &reuse : half.i ? &half : &shortest;
+    if (pick->n >= n_ctx) {
+        snprintf(msg, cap, "the last message takes %zu tokens with the system messages; the context holds %zu",
+                 pick->n, n_ctx);
+        return SELECTINFER__ERROR_CODE__PROMPT_TOO_LONG;
+    }
+    uint32_t d = 0;
+    for (size_t j = 0; j < pick->i; j++)
+        d += strcmp(c->messages[j]->role, "system") != 0;
+    /* render the cut again: one prompt's tokens, not every candidate's */
+    size_t k = 0;
+    Selectinfer__ChatMessage **keep = malloc(m * sizeof(*keep));
+    if (!keep) {
+        snprintf(msg, cap, "out of memory");
+        return SELECTINFER__ERROR_CODE__INTERNAL;
+    }
+    for (size_t j = 0; j < m; j++)
+        if (j >= pick->i || !strcmp(c->messages[j]->role, "system"))
+            keep[k++] = c->messages[j];
+    Selectinfer__ChatMessages v = *c;
+    v.n_messages = k;
+    v.messages = keep;
+    int32_t *t = NULL;
+    size_t nt = 0;
+    int rc = sid_input_tokens(srv->model, NULL, &v, false, &t, &nt, msg, cap);
+    free(keep);
+    if (rc)
+        return rc;
+    free(*toks);
+    *toks = t;
+    *n = nt;
+    *dropped = d;
+    return 0;
+}
+
 static void run_request(sid_server *srv, sid_req *req)
 {
     const Selectinfer__Generate *g = req->gen;
@@ -633,6 +739,17 @@ static void run_request(sid_server *srv, sid_req *req)
         free(toks);
         return;
     }
+    /* on unless the request says no (the fields default to true) */
+    const bool cache = !g->has_cache_prompt || g->cache_prompt;
+    const size_t reserve = req->max_tokens < (uint32_t)srv->n_ctx / 4 ? req->max_tokens : (size_t)srv->n_ctx / 4;
+    if (chat && (!g->has_truncate || g->truncate) && g->chat->n_messages > 1 && n + reserve > (size_t)srv->n_ctx) {
+        rc = fit_chat(srv, g->chat, reserve, cache, &toks, &n, &req->dropped, req->err_msg, sizeof(req->err_msg));
+        if (rc) {
+            req->err_code = rc;
+            free(toks);
+            return;
+        }
+    }
     if (n >= (size_t)srv->n_ctx) {
         req->err_code = SELECTINFER__ERROR_CODE__PROMPT_TOO_LONG;
         snprintf(req->err_msg, sizeof(req->err_msg),
@@ -646,8 +763,7 @@ static void run_request(sid_server *srv, sid_req *req)
     gp.max_tokens = (int)(req->max_tokens < room ? req->max_tokens : room);
     gp.stop = (const char *const *)g->stop;
     gp.n_stop = g->n_stop;
-    /* on unless the request says no (the field defaults to true) */
-    gp.cache_prompt = !g->has_cache_prompt || g->cache_prompt;
+    gp.cache_prompt = cache;
     const Selectinfer__Sampling *s = g->sampling;
     if (s) {
         if (s->has_temperature) gp.sampler.temperature = s->temperature;

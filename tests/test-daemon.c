@@ -222,6 +222,8 @@ static void daemon_start(const char *const *extra)
     }
 }
 
+static const char *sictl_stdin; /* a file for run_sictl's stdin; NULL: the test's */
+
 /* Runs sictl with args; stdout into out (may be NULL). Returns its exit status. */
 static int run_sictl(const char *const *args, char *out, size_t cap, const char *user_env)
 {
@@ -232,6 +234,9 @@ static int run_sictl(const char *const *args, char *out, size_t cap, const char 
     if (pid == 0) {
         dup2(pfd[1], 1);
         close(pfd[0]);
+        int in = sictl_stdin ? open(sictl_stdin, O_RDONLY) : -1;
+        if (sictl_stdin && (in < 0 || dup2(in, 0) < 0))
+            _exit(126);
         const char *argv[32];
         int n = 0;
         argv[n++] = sictl_bin;
@@ -1956,6 +1961,195 @@ static void kill_leftover_daemon(void)
         fprintf(stderr, "cannot remove %s\n", D.dir);
 }
 
+/* A conversation through the client library: roles and contents alternate
+ * user/assistant after an optional system message. */
+typedef struct convo {
+    Selectinfer__ChatMessage m[64], *mp[64];
+    char text[64][64];
+    Selectinfer__ChatMessages chat;
+    size_t n;
+} convo;
+
+static void convo_add(convo *v, const char *role, char tag, int i)
+{
+    REQUIRE(v->n < 64);
+    Selectinfer__ChatMessage *m = &v->m[v->n];
+    selectinfer__chat_message__init(m);
+    m->role = (char *)role;
+    /* 40 bytes that differ from the first on: "u07 ..." */
+    snprintf(v->text[v->n], sizeof(v->text[0]), "%c%02d %.36s", tag, i, "....................................");
+    m->content = strcmp(role, "system") ? v->text[v->n] : "Be brief.";
+    v->mp[v->n] = m;
+    v->n++;
+}
+
+/* done.prompt_tokens, cached_tokens, dropped_messages; or the error code
+ * as -code. max_tokens 64: a quarter of the context is 128, so the reply's
+ * room is 64 tokens. */
+static int convo_gen(si_client *c, convo *v, bool truncate, int *cached, int *dropped, char *err, size_t cap)
+{
+    Selectinfer__Generate g;
+    selectinfer__generate__init(&g);
+    selectinfer__chat_messages__init(&v->chat);
+    v->chat.n_messages = v->n;
+    v->chat.messages = v->mp;
+    g.input_case = SELECTINFER__GENERATE__INPUT_CHAT;
+    g.chat = &v->chat;
+    g.has_max_tokens = true;
+    g.max_tokens = 64;
+    g.has_stream = true;
+    g.stream = false;
+    if (!truncate) {
+        g.has_truncate = true;
+        g.truncate = false;
+    }
+    Selectinfer__Response *r = NULL;
+    int ret = -1000;
+    if (si_client_generate(c, &g, NULL, NULL, 60000, &r) == 0 && r) {
+        if (is_done(r)) {
+            ret = (int)r->done->prompt_tokens;
+            *cached = (int)r->done->cached_tokens;
+            *dropped = r->done->has_dropped_messages ? (int)r->done->dropped_messages : -1;
+        } else if (r->body_case == SELECTINFER__RESPONSE__BODY_ERROR) {
+            ret = -(int)r->error->code;
+            snprintf(err, cap, "%s", r->error->message ? r->error->message : "");
+        }
+    }
+    si_response_free(r);
+    return ret;
+}
+
+/* A chat longer than the context (512 tokens; the fake engine's tokens are
+ * bytes and its template "role: content\n" per message, then
+ * "assistant:\n"): the oldest turns go, the system message stays, the cut
+ * goes to half the context and stays there while the turns after it fit,
+ * so those reuse the cached prompt. Here a system message is 18 tokens,
+ * a user message 47, an assistant one 52: a prompt keeping the system
+ * message and the last p pairs before a final user message has
+ * 76 + 99 p tokens. */
+static void scenario_truncate_real(void);
+
+static void scenario_truncate(void)
+{
+    if (!fake) {
+        scenario_truncate_real();
+        return;
+    }
+    daemon_start(NULL);
+    si_client *c;
+    REQUIRE(si_client_connect(D.sock, &c) == 0);
+    convo v;
+    memset(&v, 0, sizeof(v));
+    int cached, dropped;
+    char err[512] = "";
+    convo_add(&v, "system", 's', 0);
+    convo_add(&v, "user", 'u', 1);
+    /* fits: nothing left out, and done says so */
+    CHECK(convo_gen(c, &v, true, &cached, &dropped, err, sizeof(err)) == 76 && dropped == 0);
+    for (int i = 1; i <= 12; i++) {
+        convo_add(&v, "assistant", 'a', i);
+        convo_add(&v, "user", 'u', i + 1);
+    }
+    /* 12 pairs: 1264 tokens. Refused as a whole... */
+    CHECK(convo_gen(c, &v, false, &cached, &dropped, err, sizeof(err)) == -SELECTINFER__ERROR_CODE__PROMPT_TOO_LONG);
+    /* ...cut to half the context: the last pair (175 tokens; two pairs,
+     * 274, are over 256), 22 messages left out */
+    int n = convo_gen(c, &v, true, &cached, &dropped, err, sizeof(err));
+    CHECK(n == 175 && dropped == 22);
+    /* the next turns append to that cut while it fits with the reply's
+     * room (448 tokens), reusing the prompt before (all of it but the
+     * "\n" after "assistant:") */
+    int want_n[] = {274, 373}, want_c[] = {174, 273};
+    for (int t = 0; t < 2; t++) {
+        convo_add(&v, "assistant", 'a', 13 + t);
+        convo_add(&v, "user", 'u', 14 + t);
+        n = convo_gen(c, &v, true, &cached, &dropped, err, sizeof(err));
+        CHECK(n == want_n[t] && cached == want_c[t] && dropped == 22);
+        if (n != want_n[t] || cached != want_c[t] || dropped != 22)
+            fprintf(stderr, "turn %d: %d tokens, %d cached, %d dropped\n", t, n, cached, dropped);
+    }
+    /* then the cut moves: back to half the context, the system message
+     * and "user: u1" (u15's first bytes, u12's before) all that is reused */
+    convo_add(&v, "assistant", 'a', 15);
+    convo_add(&v, "user", 'u', 16);
+    n = convo_gen(c, &v, true, &cached, &dropped, err, sizeof(err));
+    CHECK(n == 175 && dropped == 28 && cached == 26);
+    if (n != 175 || dropped != 28 || cached != 26)
+        fprintf(stderr, "moved cut: %d tokens, %d cached, %d dropped\n", n, cached, dropped);
+    convo_add(&v, "assistant", 'a', 16);
+    convo_add(&v, "user", 'u', 17);
+    CHECK(convo_gen(c, &v, true, &cached, &dropped, err, sizeof(err)) == 274 && dropped == 28);
+    /* a last message longer than the context cannot be cut to fit; the
+     * slot keeps what it held, so the cut before still serves */
+    static char big[600];
+    memset(big, 'x', sizeof(big) - 1);
+    v.m[v.n - 1].content = big;
+    n = convo_gen(c, &v, true, &cached, &dropped, err, sizeof(err));
+    CHECK(n == -SELECTINFER__ERROR_CODE__PROMPT_TOO_LONG && strstr(err, "the last message") != NULL);
+    v.m[v.n - 1].content = v.text[v.n - 1];
+    CHECK(convo_gen(c, &v, true, &cached, &dropped, err, sizeof(err)) == 274 && dropped == 28);
+    /* 4 pairs (472 tokens) fit but leave under 64 for the reply:
+     * truncate = false takes them whole, true cuts to half */
+    convo w;
+    memset(&w, 0, sizeof(w));
+    convo_add(&w, "system", 's', 0);
+    for (int i = 1; i <= 4; i++) {
+        convo_add(&w, "user", 'u', i);
+        convo_add(&w, "assistant", 'a', i);
+    }
+    convo_add(&w, "user", 'u', 5);
+    CHECK(convo_gen(c, &w, false, &cached, &dropped, err, sizeof(err)) == 472 && dropped == 0);
+    CHECK(convo_gen(c, &w, true, &cached, &dropped, err, sizeof(err)) == 175 && dropped == 6);
+    si_client_close(c);
+    daemon_stop();
+}
+
+/* The same on the default model through `sictl --json chat`: 14 turns of
+ * ~30 tokens with replies of 40 overrun the 512-token context. Every turn
+ * is answered; a new cut leaves the prompt within half the context; the
+ * turns that keep a cut reuse most of their prompt. */
+static void scenario_truncate_real(void)
+{
+    daemon_start(NULL);
+    char in[sizeof(D.dir) + 16];
+    snprintf(in, sizeof(in), "%s/turns.txt", D.dir);
+    FILE *f = fopen(in, "w");
+    REQUIRE(f);
+    for (int i = 1; i <= 14; i++)
+        fprintf(f, "Tell me one fact about the number %d, in a sentence or two please.\n", i);
+    fclose(f);
+    static char out[1 << 20];
+    const char *args[] = {"--socket", D.sock, "--json", "chat", "--max-tokens", "40", "--temperature", "0", NULL};
+    sictl_stdin = in;
+    CHECK(run_sictl(args, out, sizeof(out), NULL) == 0);
+    sictl_stdin = NULL;
+    int turns = 0, cuts = 0, reused = 0, prev_dropped = 0;
+    for (const char *p = out; (p = strstr(p, "\"done\":{")) != NULL; p++) {
+        const char *pt = strstr(p, "\"prompt_tokens\":"), *ct = strstr(p, "\"cached_tokens\":"),
+                   *dm = strstr(p, "\"dropped_messages\":"), *end = strchr(p, '}');
+        REQUIRE(pt && ct && dm && end && dm < end);
+        int n = atoi(pt + 16), cached = atoi(ct + 16), dropped = atoi(dm + 19);
+        turns++;
+        CHECK(n + 40 <= 512 && dropped >= prev_dropped);
+        if (dropped > prev_dropped) {
+            cuts++;
+            CHECK(n <= 256);
+        } else if (dropped > 0) {
+            reused++;
+            CHECK(2 * cached >= n);
+        }
+        if (n + 40 > 512 || dropped < prev_dropped || (dropped > prev_dropped && n > 256) ||
+            (dropped == prev_dropped && dropped > 0 && 2 * cached < n))
+            fprintf(stderr, "turn %d: %d tokens, %d cached, %d dropped\n", turns, n, cached, dropped);
+        prev_dropped = dropped;
+    }
+    CHECK(turns == 14 && strstr(out, "\"error\"") == NULL);
+    CHECK(cuts >= 1 && reused >= 1);
+    fprintf(stderr, "%d turns, %d cuts, %d turns kept a cut (%d messages left out at the end)\n", turns, cuts,
+            reused, prev_dropped);
+    daemon_stop();
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 4) {
@@ -1990,6 +2184,7 @@ int main(int argc, char **argv)
     else if (!strcmp(sc, "lifecycle") && fake) scenario_lifecycle();
     else if (!strcmp(sc, "prefill-cancel") && fake) scenario_prefill_cancel();
     else if (!strcmp(sc, "slots") && fake) scenario_slots();
+    else if (!strcmp(sc, "truncate")) scenario_truncate();
     else if (!strcmp(sc, "socket-activation") && fake) scenario_socket_activation();
     else if (!strcmp(sc, "swap")) scenario_swap();
     else if (!strcmp(sc, "task-refuse")) scenario_task_refuse();
