@@ -73,6 +73,7 @@ static void usage(FILE *f)
         "  --max-tokens N  --temperature T  --top-k N  --top-p P  --min-p P\n"
         "  --repeat-penalty R  --repeat-last-n N  --seed N  --stop STRING (repeatable)\n"
         "  --task NAME  --phi F  --alpha F  --no-stream  --stats (statistics on stderr)\n"
+        "  --format json         the answer is one JSON object (ask for JSON in the text too)\n"
         "  --no-cache            evaluate the whole prompt (default: reuse the prefix the\n"
         "                        daemon holds from the request before)\n"
         "  --no-truncate         a chat too long for the context is refused (default: its\n"
@@ -300,7 +301,7 @@ static int simple_call(Selectinfer__Request *req)
 
 typedef struct gen_opts {
     bool raw, parse_special, no_stream, stats, no_cache, no_truncate;
-    const char *system, *task;
+    const char *system, *task, *format;
     Selectinfer__Sampling sampling;
     bool has_sampling;
     uint32_t max_tokens;
@@ -346,7 +347,7 @@ static int parse_gen_opt(gen_opts *g, int argc, char **argv, int *i)
     if (!strcmp(a, "--stats")) { g->stats = true; return 1; }
     if (!strcmp(a, "--no-cache")) { g->no_cache = true; return 1; }
     if (!strcmp(a, "--no-truncate")) { g->no_truncate = true; return 1; }
-    static const char *with_value[] = {"--system", "--task", "--max-tokens", "--temperature", "--top-k",
+    static const char *with_value[] = {"--system", "--task", "--format", "--max-tokens", "--temperature", "--top-k",
         "--top-p", "--min-p", "--repeat-penalty", "--repeat-last-n", "--seed", "--stop", "--phi", "--alpha"};
     bool known = false;
     for (size_t k = 0; k < sizeof(with_value) / sizeof(with_value[0]); k++)
@@ -362,6 +363,7 @@ static int parse_gen_opt(gen_opts *g, int argc, char **argv, int *i)
     u = 0;
     if (!strcmp(a, "--system")) samp = false, g->system = v;
     else if (!strcmp(a, "--task")) samp = false, g->task = v;
+    else if (!strcmp(a, "--format")) samp = false, g->format = v;
     else if (!strcmp(a, "--max-tokens")) {
         samp = false;
         ok = parse_u64(v, UINT32_MAX, &u);
@@ -414,6 +416,8 @@ static void fill_generate(const gen_opts *o, Selectinfer__Generate *g, Selectinf
     }
     if (o->task)
         g->task = (char *)o->task;
+    if (o->format)
+        g->format = (char *)o->format;
     if (o->has_phi) {
         g->has_phi = true;
         g->phi = o->phi;

@@ -842,6 +842,15 @@ static int validate_generate(sid_server *srv, const Selectinfer__Generate *g, ch
         snprintf(msg, cap, "task names have at most %d bytes", SID_TASK_MAX - 1);
         return SELECTINFER__ERROR_CODE__INVALID_ARGUMENT;
     }
+    eng_format format;
+    if (g->format && g->format[0] && eng_format_parse(g->format, &format) < 0) {
+        if (g->format[0] == '{') {
+            snprintf(msg, cap, "format: JSON schemas are not supported; \"json\" asks for any JSON object");
+            return SELECTINFER__ERROR_CODE__NOT_SUPPORTED;
+        }
+        snprintf(msg, cap, "format must be \"json\" or \"text\"");
+        return SELECTINFER__ERROR_CODE__INVALID_ARGUMENT;
+    }
     (void)srv;
     return 0;
 }

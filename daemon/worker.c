@@ -764,6 +764,8 @@ static void run_request(sid_server *srv, sid_req *req)
     gp.stop = (const char *const *)g->stop;
     gp.n_stop = g->n_stop;
     gp.cache_prompt = cache;
+    if (g->format && g->format[0])
+        eng_format_parse(g->format, &gp.format); /* checked by the loop */
     const Selectinfer__Sampling *s = g->sampling;
     if (s) {
         if (s->has_temperature) gp.sampler.temperature = s->temperature;

@@ -288,6 +288,18 @@ typedef enum eng_stop_reason {
 
 const char *eng_stop_reason_name(eng_stop_reason reason);
 
+/* What the generated text must be. */
+typedef enum eng_format {
+    ENG_FORMAT_TEXT = 0,        /* anything */
+    ENG_FORMAT_JSON,            /* one JSON object (RFC 8259), nesting at most
+                                 * 32 deep: only tokens that continue one are
+                                 * sampled, and generation ends (ENG_STOP_EOS)
+                                 * where it closes */
+} eng_format;
+
+const char *eng_format_name(eng_format format);
+int eng_format_parse(const char *name, eng_format *ret_format); /* "text", "json"; -EINVAL */
+
 typedef struct eng_gen_params {
     int max_tokens;             /* <= 0: until EOS or context full */
     bool cache_prompt;          /* keep what the session holds of the prompt's
@@ -295,6 +307,7 @@ typedef struct eng_gen_params {
     const char *const *stop;    /* stop strings, not emitted */
     size_t n_stop;
     eng_sampler_params sampler;
+    eng_format format;
 } eng_gen_params;
 
 eng_gen_params eng_gen_params_default(void);

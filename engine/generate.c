@@ -2,6 +2,7 @@
  * timing. The model side uses only engine.h; the text side (UTF-8 and stop
  * strings) is the eng__textstream of generate.h. */
 #include <errno.h>
+#include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,6 +10,7 @@
 
 #include "engine.h"
 #include "generate.h"
+#include "json.h"
 
 uint64_t eng_time_ns(void) {
     struct timespec ts;
@@ -173,6 +175,22 @@ int eng__text_finish(eng__textstream *t, const char **ret_text, size_t *ret_len)
     return 0;
 }
 
+const char *eng_format_name(eng_format format) {
+    return format == ENG_FORMAT_JSON ? "json" : format == ENG_FORMAT_TEXT ? "text" : "unknown";
+}
+
+int eng_format_parse(const char *name, eng_format *ret_format) {
+    if (!name || !ret_format)
+        return -EINVAL;
+    if (!strcmp(name, "text"))
+        *ret_format = ENG_FORMAT_TEXT;
+    else if (!strcmp(name, "json"))
+        *ret_format = ENG_FORMAT_JSON;
+    else
+        return -EINVAL;
+    return 0;
+}
+
 /* ---- generation ---- */
 
 /* The bytes of one token into *buf (grown as needed). */
@@ -188,6 +206,78 @@ static int token_piece(const eng_model *m, int32_t tok, char **buf, size_t *cap)
             return r;
     }
     return -EIO; /* the piece changed size between two calls */
+}
+
+/* ENG_FORMAT_JSON: the recognizer of the text so far, and every token's
+ * bytes to try on a copy of it. A token with no bytes (the end-of-turn and
+ * other control tokens) never continues the object. */
+typedef struct json_guard {
+    eng__json state;
+    char *bytes;   /* the pieces back to back */
+    uint32_t *off; /* token t: bytes[off[t], off[t + 1]) */
+    float *masked; /* logits, the tokens that cannot continue at -inf */
+    int n_vocab;
+} json_guard;
+
+static void guard_free(json_guard *g) {
+    free(g->bytes);
+    free(g->off);
+    free(g->masked);
+}
+
+static int guard_init(json_guard *g, const eng_model *m, int n_vocab) {
+    memset(g, 0, sizeof(*g));
+    eng__json_init(&g->state);
+    g->n_vocab = n_vocab;
+    size_t cap = (size_t)n_vocab * 8, len = 0;
+    g->bytes = malloc(cap);
+    g->off = malloc(((size_t)n_vocab + 1) * sizeof(*g->off));
+    g->masked = malloc((size_t)n_vocab * sizeof(*g->masked));
+    if (!g->bytes || !g->off || !g->masked)
+        return -ENOMEM;
+    for (int t = 0; t < n_vocab; t++) {
+        g->off[t] = (uint32_t)len;
+        if (eng_token_is_eog(m, t))
+            continue;
+        int n;
+        while ((n = eng_token_to_piece(m, t, false, g->bytes + len, cap - len)) >= 0 &&
+               (size_t)n > cap - len) {
+            char *nb = realloc(g->bytes, cap * 2);
+            if (!nb)
+                return -ENOMEM;
+            g->bytes = nb;
+            cap *= 2;
+        }
+        if (n < 0)
+            return n;
+        len += (size_t)n;
+        if (len > UINT32_MAX)
+            return -E2BIG;
+    }
+    g->off[n_vocab] = (uint32_t)len;
+    return 0;
+}
+
+static bool guard_allows(const json_guard *g, int32_t t) {
+    const uint32_t a = g->off[t], b = g->off[t + 1];
+    eng__json j = g->state;
+    return b > a && eng__json_feed(&j, g->bytes + a, b - a) == 0;
+}
+
+/* The sampler's choice if it continues the object; otherwise the choice
+ * among the tokens that do (llama.cpp's grammar sampling does the same:
+ * the whole vocabulary is tried only when the first choice fails).
+ * -EILSEQ when none does (every logit NaN or -inf). */
+static int32_t guard_sample(json_guard *g, eng_sampler *smp, const float *logits) {
+    int32_t tok = eng_sampler_sample(smp, logits);
+    if (tok < 0 || guard_allows(g, tok))
+        return tok;
+    for (int t = 0; t < g->n_vocab; t++)
+        g->masked[t] = guard_allows(g, t) ? logits[t] : -INFINITY;
+    tok = eng_sampler_sample(smp, g->masked);
+    if (tok < 0)
+        return tok;
+    return guard_allows(g, tok) ? tok : -EILSEQ;
 }
 
 int eng_generate(eng_session *session, const int32_t *prompt, size_t n_prompt,
@@ -215,20 +305,30 @@ int eng_generate(eng_session *session, const int32_t *prompt, size_t n_prompt,
     eng_sampler *smp = NULL;
     char *piece = NULL;
     size_t piece_cap = 0;
+    json_guard guard, *json = NULL;
+    if (params->format != ENG_FORMAT_TEXT && params->format != ENG_FORMAT_JSON)
+        return -EINVAL;
     int r = eng__text_init(&ts, params->stop, params->n_stop);
     if (r < 0)
         return r;
     r = eng_sampler_new(&params->sampler, info.n_vocab, &smp);
     if (r < 0)
         goto out;
+    if (params->format == ENG_FORMAT_JSON) {
+        json = &guard;
+        r = guard_init(json, model, info.n_vocab);
+        if (r < 0)
+            goto out;
+    }
     r = grow(&piece, &piece_cap, 256);
     if (r < 0)
         goto out;
     for (size_t i = 0; i < n_prompt; i++)
         eng_sampler_accept(smp, prompt[i]);
     /* Plain greedy needs the argmax only: a GPU then picks the token itself
-     * and sends back 4 bytes per step instead of a row of logits. */
-    const bool greedy = eng_sampler_is_greedy(smp);
+     * and sends back 4 bytes per step instead of a row of logits. (Not for
+     * JSON: the argmax may not continue the object.) */
+    const bool greedy = eng_sampler_is_greedy(smp) && !json;
     const unsigned eval_flags = greedy ? ENG_EVAL_ARGMAX : 0;
 
     uint64_t t0 = eng_time_ns();
@@ -261,7 +361,7 @@ int eng_generate(eng_session *session, const int32_t *prompt, size_t n_prompt,
                 r = -EIO;
                 goto out;
             }
-            tok = eng_sampler_sample(smp, logits);
+            tok = json ? guard_sample(json, smp, logits) : eng_sampler_sample(smp, logits);
         }
         if (tok < 0) {
             r = tok;
@@ -279,6 +379,10 @@ int eng_generate(eng_session *session, const int32_t *prompt, size_t n_prompt,
             r = n;
             goto out;
         }
+        if (json && eng__json_feed(&json->state, piece, (size_t)n) < 0) {
+            r = -EILSEQ; /* guard_sample tried these very bytes */
+            goto out;
+        }
         int matched = eng__text_push(&ts, piece, (size_t)n, &text, &len);
         if (matched < 0) {
             r = matched;
@@ -292,6 +396,10 @@ int eng_generate(eng_session *session, const int32_t *prompt, size_t n_prompt,
         }
         if (matched) {
             st.stop_reason = ENG_STOP_STRING;
+            break;
+        }
+        if (json && eng__json_done(&json->state)) {
+            st.stop_reason = ENG_STOP_EOS; /* the object closed */
             break;
         }
         if (params->max_tokens > 0 && st.n_generated >= params->max_tokens) {
@@ -324,6 +432,8 @@ int eng_generate(eng_session *session, const int32_t *prompt, size_t n_prompt,
     if (ret_stats)
         *ret_stats = st;
 out:
+    if (json)
+        guard_free(json);
     eng__text_free(&ts);
     eng_sampler_free(smp);
     free(piece);

@@ -334,6 +334,15 @@ int eng_chat_apply(const eng_model *model, const eng_chat_msg *msgs, size_t n_ms
     return (int)n;
 }
 
+int eng_format_parse(const char *name, eng_format *ret_format)
+{
+    if (!strcmp(name, "text") || !strcmp(name, "json")) {
+        *ret_format = name[0] == 'j' ? ENG_FORMAT_JSON : ENG_FORMAT_TEXT;
+        return 0;
+    }
+    return -EINVAL;
+}
+
 eng_session_params eng_session_params_default(void)
 {
     eng_session_params p = {0, 0, ENG_KV_F16};

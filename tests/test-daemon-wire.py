@@ -10,6 +10,7 @@ context slots).
 
 Exit 0 pass, 1 fail, 77 skip (no protobuf module or no default model)."""
 import importlib.util
+import json
 import os
 import shutil
 import socket
@@ -258,6 +259,29 @@ try:
     r = c.recv()
     check(r.status.cached_tokens == d8.cached_tokens + d13.cached_tokens + d15.cached_tokens,
           "status counts the cached tokens: %d" % r.status.cached_tokens)
+
+    # format = json: the answer is a JSON object that ends the request
+    # where it closes (the same question in prose above)
+    q = pb.Request(id=40)
+    q.generate.chat.messages.add(role="user", content="What is the capital of France?")
+    q.generate.max_tokens = 100
+    q.generate.stream = False
+    q.generate.format = "json"
+    c.send(q)
+    r = c.recv()
+    check(r.id == 40 and r.WhichOneof("body") == "done" and r.done.stop_reason == pb.STOP_EOS,
+          "format json: done with STOP_EOS")
+    try:
+        check(isinstance(json.loads(r.done.text.decode()), dict), "format json: an object")
+    except ValueError:
+        check(False, "format json: %r does not parse" % r.done.text)
+    for rid, fmt, code in ((41, "yaml", pb.INVALID_ARGUMENT), (42, '{"type": "object"}', pb.NOT_SUPPORTED)):
+        q.id = rid
+        q.generate.format = fmt
+        c.send(q)
+        r = c.recv()
+        check(r.id == rid and r.WhichOneof("body") == "error" and r.error.code == code,
+              "format %r refused with %d" % (fmt, code))
 
     # a malformed frame: an error the Python side decodes, then EOF
     c.send_bytes(b"\xff" * 16)

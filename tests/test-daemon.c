@@ -2147,6 +2147,22 @@ static void scenario_truncate_real(void)
     CHECK(cuts >= 1 && reused >= 1);
     fprintf(stderr, "%d turns, %d cuts, %d turns kept a cut (%d messages left out at the end)\n", turns, cuts,
             reused, prev_dropped);
+    /* sictl's --format json reaches the sampler: an object, where the
+     * same question gets prose without it (test-json-output.py judges
+     * such objects with Python's parser) */
+    const char *jargs[] = {"--socket", D.sock, "generate", "--format", "json", "--max-tokens", "100",
+                           "What is the capital of France?", NULL};
+    CHECK(run_sictl(jargs, out, sizeof(out), NULL) == 0);
+    const char *obj = out + strspn(out, " \t\r\n"); /* whitespace may lead */
+    size_t len = strlen(obj);
+    CHECK(len >= 3 && obj[0] == '{' && strcmp(obj + len - 2, "}\n") == 0);
+    if (len < 3 || obj[0] != '{')
+        fprintf(stderr, "format json answered: %s\n", out);
+    const char *pargs[] = {"--socket", D.sock, "generate", "--max-tokens", "100", "What is the capital of France?",
+                           NULL};
+    CHECK(run_sictl(pargs, out, sizeof(out), NULL) == 0 && out[0] != '{');
+    const char *bargs[] = {"--socket", D.sock, "generate", "--format", "yaml", "x", NULL};
+    CHECK(run_sictl(bargs, out, sizeof(out), NULL) == 65);
     daemon_stop();
 }
 

@@ -28,6 +28,7 @@ static void usage(FILE *out)
             "      --temp F            temperature (default 0: greedy)\n"
             "      --top-k N, --top-p F, --min-p F, --repeat-penalty F, --seed N\n"
             "      --stop TEXT         stop string (repeatable)\n"
+            "      --format json       the output is one JSON object (ends where it closes)\n"
             "      --f32               keep weights in f32 instead of f16\n"
             "      --q8                every matrix and the FFN in Q8_0 (CPU): half the memory\n"
             "      --backend NAME      cpu (default), cuda or auto (CUDA when a GPU is usable)\n"
@@ -54,7 +55,7 @@ int main(int argc, char **argv)
     gp.max_tokens = 128;
 
     enum { O_RAW = 256, O_TEMP, O_TOPK, O_TOPP, O_MINP, O_REP, O_SEED, O_STOP, O_F32, O_BACKEND,
-           O_DEVICE, O_Q8 };
+           O_DEVICE, O_Q8, O_FORMAT };
     static const struct option opts[] = {
         { "model", required_argument, 0, 'm' },   { "prompt", required_argument, 0, 'p' },
         { "system", required_argument, 0, 's' },  { "raw", no_argument, 0, O_RAW },
@@ -64,7 +65,7 @@ int main(int argc, char **argv)
         { "min-p", required_argument, 0, O_MINP }, { "repeat-penalty", required_argument, 0, O_REP },
         { "seed", required_argument, 0, O_SEED }, { "stop", required_argument, 0, O_STOP },
         { "f32", no_argument, 0, O_F32 },         { "help", no_argument, 0, 'h' },
-        { "q8", no_argument, 0, O_Q8 },
+        { "q8", no_argument, 0, O_Q8 },          { "format", required_argument, 0, O_FORMAT },
         { "backend", required_argument, 0, O_BACKEND }, { "device", required_argument, 0, O_DEVICE },
         { 0, 0, 0, 0 },
     };
@@ -100,6 +101,12 @@ int main(int argc, char **argv)
             }
             break;
         case O_DEVICE: mp.device = atoi(optarg); break;
+        case O_FORMAT:
+            if (eng_format_parse(optarg, &gp.format) < 0) {
+                fprintf(stderr, "unknown format '%s' (text, json)\n", optarg);
+                return 2;
+            }
+            break;
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return 2;
         }
