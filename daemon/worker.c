@@ -617,6 +617,21 @@ static int64_t held_prefix(sid_server *srv, const int32_t *toks, size_t n)
     return best;
 }
 
+/* The tokens of the conversation cut at message i: the system messages
+ * before i, then messages i... (view: room for every message). */
+static int cut_tokens(sid_server *srv, const Selectinfer__ChatMessages *c, size_t i,
+                      Selectinfer__ChatMessage **view, int32_t **toks, size_t *n, char *msg, size_t cap)
+{
+    size_t k = 0;
+    for (size_t j = 0; j < c->n_messages; j++)
+        if (j >= i || !strcmp(c->messages[j]->role, "system"))
+            view[k++] = c->messages[j];
+    Selectinfer__ChatMessages v = *c;
+    v.n_messages = k;
+    v.messages = view;
+    return sid_input_tokens(srv->model, NULL, &v, false, toks, n, msg, cap);
+}
+
 /* A conversation too long for the context with `reserve` tokens of room
  * for the reply: which of its oldest turns to leave out (Generate.truncate).
  * A cut at message i keeps the system messages before i and messages i..;
@@ -644,27 +659,17 @@ static int fit_chat(sid_server *srv, const Selectinfer__ChatMessages *c, size_t 
         size_t i, n;
         int64_t held;
     } shortest = {0, 0, 0}, half = {0, 0, 0}, reuse = {0, 0, 0};
+    int32_t *t = NULL;
+    size_t nt = 0;
+    int rc = 0;
     for (size_t i = m - 1; i >= 1; i--) {
         if (i != m - 1 && strcmp(c->messages[i]->role, "user") != 0)
             continue;
-        size_t k = 0;
-        for (size_t j = 0; j < i; j++)
-            if (!strcmp(c->messages[j]->role, "system"))
-                view[k++] = c->messages[j];
-        for (size_t j = i; j < m; j++)
-            view[k++] = c->messages[j];
-        Selectinfer__ChatMessages v = *c;
-        v.n_messages = k;
-        v.messages = view;
-        int32_t *t = NULL;
-        size_t nt = 0;
-        int rc = sid_input_tokens(srv->model, NULL, &v, false, &t, &nt, msg, cap);
-        if (rc) {
-            free(view);
-            return rc;
-        }
+        if ((rc = cut_tokens(srv, c, i, view, &t, &nt, msg, cap)) != 0)
+            break;
         const int64_t held = cache ? held_prefix(srv, t, nt) : 0;
         free(t);
+        t = NULL;
         const struct cut here = {i, nt, held};
         if (i == m - 1)
             shortest = here;
@@ -675,40 +680,23 @@ static int fit_chat(sid_server *srv, const Selectinfer__ChatMessages *c, size_t 
         if (nt <= n_ctx / 2)
             half = here;
     }
-    free(view);
     const struct cut *pick = reuse.i ? &reuse : half.i ? &half : &shortest;
-    if (pick->n >= n_ctx) {
+    if (!rc && pick->n >= n_ctx) {
         snprintf(msg, cap, "the last message takes %zu tokens with the system messages; the context holds %zu",
                  pick->n, n_ctx);
-        return SELECTINFER__ERROR_CODE__PROMPT_TOO_LONG;
+        rc = SELECTINFER__ERROR_CODE__PROMPT_TOO_LONG;
     }
-    uint32_t d = 0;
-    for (size_t j = 0; j < pick->i; j++)
-        d += strcmp(c->messages[j]->role, "system") != 0;
-    /* render the cut again: one prompt's tokens, not every candidate's */
-    size_t k = 0;
-    Selectinfer__ChatMessage **keep = malloc(m * sizeof(*keep));
-    if (!keep) {
-        snprintf(msg, cap, "out of memory");
-        return SELECTINFER__ERROR_CODE__INTERNAL;
+    /* tokenized again: one prompt's tokens kept, not every candidate's */
+    if (!rc && (rc = cut_tokens(srv, c, pick->i, view, &t, &nt, msg, cap)) == 0) {
+        free(*toks);
+        *toks = t;
+        *n = nt;
+        *dropped = 0;
+        for (size_t j = 0; j < pick->i; j++)
+            *dropped += strcmp(c->messages[j]->role, "system") != 0;
     }
-    for (size_t j = 0; j < m; j++)
-        if (j >= pick->i || !strcmp(c->messages[j]->role, "system"))
-            keep[k++] = c->messages[j];
-    Selectinfer__ChatMessages v = *c;
-    v.n_messages = k;
-    v.messages = keep;
-    int32_t *t = NULL;
-    size_t nt = 0;
-    int rc = sid_input_tokens(srv->model, NULL, &v, false, &t, &nt, msg, cap);
-    free(keep);
-    if (rc)
-        return rc;
-    free(*toks);
-    *toks = t;
-    *n = nt;
-    *dropped = d;
-    return 0;
+    free(view);
+    return rc;
 }
 
 static void run_request(sid_server *srv, sid_req *req)
