@@ -297,7 +297,6 @@ typedef enum eng_format {
                                  * where it closes */
 } eng_format;
 
-const char *eng_format_name(eng_format format);
 int eng_format_parse(const char *name, eng_format *ret_format); /* "text", "json"; -EINVAL */
 
 typedef struct eng_gen_params {

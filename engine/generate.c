@@ -175,10 +175,6 @@ int eng__text_finish(eng__textstream *t, const char **ret_text, size_t *ret_len)
     return 0;
 }
 
-const char *eng_format_name(eng_format format) {
-    return format == ENG_FORMAT_JSON ? "json" : format == ENG_FORMAT_TEXT ? "text" : "unknown";
-}
-
 int eng_format_parse(const char *name, eng_format *ret_format) {
     if (!name || !ret_format)
         return -EINVAL;
