@@ -172,6 +172,9 @@ struct sid_server {
     uv_async_t async;
     uv_signal_t sig_int, sig_term, sig_hup;
     uv_timer_t housekeeping, force_close;
+    uv_timer_t watchdog;      /* WATCHDOG=1 pings (WatchdogSec=) */
+    uint64_t watchdog_usec;   /* 0: no watchdog */
+    bool once_silent;
     bool listening;
 
     sid_conn *conns;
@@ -194,6 +197,11 @@ struct sid_server {
     sid_req *swaps_head, *swaps_tail; /* use_profile jobs, served first */
     sid_event *out_head, *out_tail;
     atomic_bool stop_worker;
+    /* the inference thread's heartbeat: busy while it runs a request, and
+     * when it last showed progress (a token, a prefill chunk); the watchdog
+     * pings only while it is idle or its last beat is recent */
+    atomic_bool worker_busy;
+    _Atomic uint64_t beat_ns;
 
     /* the inference thread and what it owns */
     pthread_t worker;

@@ -1326,6 +1326,25 @@ static void on_housekeeping(uv_timer_t *t)
     }
 }
 
+/* WATCHDOG=1 at half the interval, but only while the inference thread
+ * is idle or showed progress within the interval: a request stuck in one
+ * engine call (a hung GPU call) stops the pings, and systemd restarts
+ * the daemon. */
+static void on_watchdog(uv_timer_t *t)
+{
+    sid_server *srv = t->data;
+    const uint64_t now = eng_time_ns(), beat = atomic_load(&srv->beat_ns);
+    const uint64_t age = now > beat ? now - beat : 0;
+    if (!atomic_load(&srv->worker_busy) || age < srv->watchdog_usec * 1000ull) {
+        notify("WATCHDOG=1");
+        srv->once_silent = false;
+        return;
+    }
+    sid_log_once(&srv->once_silent, SID_LOG_ERR,
+                 "The inference thread has shown no progress for %.1f s; watchdog pings withheld",
+                 (double)age / 1e9);
+}
+
 static void on_signal(uv_signal_t *s, int signum)
 {
     sid_server *srv = s->data;
@@ -1427,6 +1446,7 @@ static void finish_shutdown(sid_server *srv)
     uv_close((uv_handle_t *)&srv->sig_term, NULL);
     uv_close((uv_handle_t *)&srv->sig_hup, NULL);
     uv_close((uv_handle_t *)&srv->housekeeping, NULL);
+    uv_close((uv_handle_t *)&srv->watchdog, NULL);
     uv_timer_start(&srv->force_close, on_force_close, 2000, 0);
     uv_unref((uv_handle_t *)&srv->force_close); /* does not keep the loop alive */
 }
@@ -1569,7 +1589,17 @@ int sid_daemon_run(const sid_config *cfg, const char *config_file,
     srv->sig_int.data = srv->sig_term.data = srv->sig_hup.data = srv;
     uv_timer_init(&loop, &srv->housekeeping);
     uv_timer_init(&loop, &srv->force_close);
-    srv->housekeeping.data = srv->force_close.data = srv;
+    uv_timer_init(&loop, &srv->watchdog);
+    srv->housekeeping.data = srv->force_close.data = srv->watchdog.data = srv;
+    atomic_init(&srv->worker_busy, false);
+    atomic_init(&srv->beat_ns, eng_time_ns());
+#ifdef HAVE_SYSTEMD
+    {
+        uint64_t usec = 0;
+        if (sd_watchdog_enabled(0, &usec) > 0 && usec >= 2000)
+            srv->watchdog_usec = usec;
+    }
+#endif
 
     /* Phase 1: the socket, so that clients can ask for status while the
      * model loads. */
@@ -1580,6 +1610,11 @@ int sid_daemon_run(const sid_config *cfg, const char *config_file,
         uv_signal_start(&srv->sig_term, on_signal, SIGTERM);
         uv_signal_start(&srv->sig_hup, on_signal, SIGHUP);
         uv_timer_start(&srv->housekeeping, on_housekeeping, 250, 250);
+        if (srv->watchdog_usec) {
+            const uint64_t ms = srv->watchdog_usec / 2000;
+            uv_timer_start(&srv->watchdog, on_watchdog, ms, ms);
+            sid_debug("Watchdog: a ping every %llu ms", (unsigned long long)ms);
+        }
         /* Phase 2: the model, on the inference thread; on_loaded() is the
          * readiness point (READY=1). */
         notify_status("Loading model %s", srv->cfg.model);

@@ -440,10 +440,17 @@ typedef struct gen_ctx {
 
 /* Called by eng_generate with each piece of text; its return value is how a
  * cancel (explicit, client gone, shutdown) reaches the engine. */
+/* A sign of life for the watchdog (server.c's on_watchdog). */
+static void beat(sid_server *srv)
+{
+    atomic_store(&srv->beat_ns, eng_time_ns());
+}
+
 static int on_text(void *ud, const char *text, size_t len)
 {
     gen_ctx *g = ud;
     sid_req *req = g->req;
+    beat(g->srv);
     if (len > 0) {
         if (req->stream) {
             if (post(g->srv, SID_EV_CHUNK, req, text, len) < 0)
@@ -473,6 +480,7 @@ static int on_text(void *ud, const char *text, size_t len)
 static int on_prefill(void *ud)
 {
     gen_ctx *g = ud;
+    beat(g->srv);
     return atomic_load(&g->req->cancelled) || atomic_load(&g->srv->stop_worker);
 }
 
@@ -964,6 +972,7 @@ static void *worker_main(void *arg)
     if (srv->load_rc == 0) {
         for (;;) {
             pthread_mutex_lock(&srv->mu);
+            atomic_store(&srv->worker_busy, false);
             while (!atomic_load(&srv->stop_worker) && !srv->swaps_head && sid_queue_len(&srv->queue) == 0)
                 pthread_cond_wait(&srv->cv, &srv->mu);
             if (atomic_load(&srv->stop_worker)) {
@@ -983,6 +992,11 @@ static void *worker_main(void *arg)
                 req = (sid_req *)sid_queue_pop(&srv->queue);
             }
             srv->running = req;
+            /* A swap has no progress to report (one engine call, file
+             * reads and uploads): the watchdog leaves it alone. Requests
+             * beat at every prefill chunk and token. */
+            beat(srv);
+            atomic_store(&srv->worker_busy, req->kind != SID_REQ_SWAP);
             pthread_mutex_unlock(&srv->mu);
             if (req->kind == SID_REQ_SWAP)
                 run_swap(srv, req);

@@ -7,7 +7,9 @@
  * fails for a path that does not exist. Profiles are text files: the line
  * "fake-profile", then one task name per line; a swap takes SI_FAKE_SWAP_MS
  * (default 0) and moves 100 neurons per changed task; with a task active,
- * words read "TASK:wN". phi sets ffn_share (1 without). The real-model
+ * words read "TASK:wN". phi sets ffn_share (1 without). A prompt with
+ * "HANG" first stalls SI_FAKE_HANG_MS (default 2000) without a callback,
+ * as a hung GPU call would. The real-model
  * tests cover the real engine; this one proves the daemon's own logic. */
 #include "engine.h"
 
@@ -451,6 +453,13 @@ int eng_generate(eng_session *session, const int32_t *prompt, size_t n_prompt,
     for (size_t i = 0; i + 3 < n_prompt; i++)
         if (prompt[i] == 'L' && prompt[i + 1] == 'O' && prompt[i + 2] == 'N' && prompt[i + 3] == 'G')
             long_prompt = true;
+    /* "HANG": SI_FAKE_HANG_MS (default 2000) in one call that reports
+     * nothing, as a hung GPU call would */
+    for (size_t i = 0; i + 3 < n_prompt; i++)
+        if (prompt[i] == 'H' && prompt[i + 1] == 'A' && prompt[i + 2] == 'N' && prompt[i + 3] == 'G') {
+            sleep_us(env_long("SI_FAKE_HANG_MS", 2000) * 1000);
+            break;
+        }
     for (long waited = 0; long_prompt && waited < 60000000; waited += 5000) {
         if (session->abort_cb && session->abort_cb(session->abort_data)) {
             st.stop_reason = ENG_STOP_CANCELLED;

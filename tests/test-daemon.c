@@ -19,6 +19,7 @@
 #include <math.h>
 #include <grp.h>
 #include <pthread.h>
+#include <poll.h>
 #include <pwd.h>
 #include <signal.h>
 #include <stdbool.h>
@@ -2027,6 +2028,98 @@ static int convo_gen(si_client *c, convo *v, bool truncate, int *cached, int *dr
  * a user message 47, an assistant one 52: a prompt keeping the system
  * message and the last p pairs before a final user message has
  * 76 + 99 p tokens. */
+/* Datagrams on the notify socket for `seconds`: how many said WATCHDOG=1;
+ * *ready set when one said READY=1. */
+static int count_pings(int fd, double seconds, bool *ready)
+{
+    int pings = 0;
+    const double end = now_s() + seconds;
+    for (double left; (left = end - now_s()) > 0;) {
+        struct pollfd p = {.fd = fd, .events = POLLIN};
+        if (poll(&p, 1, (int)(left * 1000) + 1) <= 0)
+            continue;
+        char buf[512];
+        ssize_t n = recv(fd, buf, sizeof(buf) - 1, 0);
+        if (n <= 0)
+            continue;
+        buf[n] = '\0';
+        pings += strstr(buf, "WATCHDOG=1") != NULL;
+        if (ready && strstr(buf, "READY=1"))
+            *ready = true;
+    }
+    return pings;
+}
+
+/* The systemd watchdog (WATCHDOG_USEC 0.4 s: a ping every 0.2 s): pings
+ * while idle and while a request makes progress, none while the inference
+ * thread is stuck in one call (the fake engine's "HANG": 2 s without a
+ * callback, as a hung GPU call), and pings again once it returns. */
+static void scenario_watchdog(void)
+{
+    char dir[] = "/tmp/si-watchdog-XXXXXX";
+    REQUIRE(mkdtemp(dir));
+    char path[128], env_sock[160];
+    snprintf(path, sizeof(path), "%s/notify", dir);
+    snprintf(env_sock, sizeof(env_sock), "NOTIFY_SOCKET=%s", path);
+    int fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    REQUIRE(fd >= 0);
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    snprintf(sa.sun_path, sizeof(sa.sun_path), "%.100s", path);
+    REQUIRE(bind(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0);
+    const char *env[] = {env_sock, "WATCHDOG_USEC=400000", NULL};
+    daemon_start_env(&D, NULL, env);
+    if (wait_ready(&D, 60) < 0) {
+        failures++;
+        if (D.pid > 0)
+            kill(D.pid, SIGKILL);
+        exit(1);
+    }
+    bool ready = false;
+    int idle = count_pings(fd, 1.2, &ready);
+    CHECK(ready && idle >= 3);
+    si_client *c;
+    REQUIRE(si_client_connect(D.sock, &c) == 0);
+    /* a request that makes progress: 60 tokens, 20 ms apart */
+    Selectinfer__Generate g;
+    init_raw(&g, "live", 60);
+    Selectinfer__Request req = generate_request(&g);
+    req.id = 1;
+    REQUIRE(si_client_send(c, &req) == 0);
+    int live = count_pings(fd, 1.0, NULL);
+    CHECK(live >= 3);
+    Selectinfer__Response *r = NULL;
+    while (si_client_recv(c, 10000, &r) == 1 && r->body_case == SELECTINFER__RESPONSE__BODY_CHUNK)
+        si_response_free(r);
+    CHECK(r && r->body_case == SELECTINFER__RESPONSE__BODY_DONE);
+    si_response_free(r);
+    /* stuck for 2 s: after the last beat's 0.4 s, no ping */
+    init_raw(&g, "HANG", 1);
+    req = generate_request(&g);
+    req.id = 2;
+    REQUIRE(si_client_send(c, &req) == 0);
+    count_pings(fd, 0.6, NULL);
+    int stuck = count_pings(fd, 1.0, NULL);
+    CHECK(stuck == 0);
+    r = NULL;
+    while (si_client_recv(c, 10000, &r) == 1 && r->body_case == SELECTINFER__RESPONSE__BODY_CHUNK)
+        si_response_free(r);
+    CHECK(r && r->body_case == SELECTINFER__RESPONSE__BODY_DONE);
+    si_response_free(r);
+    int after = count_pings(fd, 1.0, NULL);
+    CHECK(after >= 3);
+    fprintf(stderr, "watchdog pings: %d idle (1.2 s), %d live, %d stuck, %d after (1 s each)\n", idle, live, stuck,
+            after);
+    si_client_close(c);
+    /* the log says why the pings stopped */
+    char cmd[256];
+    snprintf(cmd, sizeof(cmd), "grep -q 'watchdog pings withheld' %s", D.log);
+    CHECK(system(cmd) == 0);
+    daemon_stop();
+    close(fd);
+    unlink(path);
+    rmdir(dir);
+}
+
 static void scenario_truncate_real(void);
 
 static void scenario_truncate(void)
@@ -2201,6 +2294,7 @@ int main(int argc, char **argv)
     else if (!strcmp(sc, "prefill-cancel") && fake) scenario_prefill_cancel();
     else if (!strcmp(sc, "slots") && fake) scenario_slots();
     else if (!strcmp(sc, "truncate")) scenario_truncate();
+    else if (!strcmp(sc, "watchdog") && fake) scenario_watchdog();
     else if (!strcmp(sc, "socket-activation") && fake) scenario_socket_activation();
     else if (!strcmp(sc, "swap")) scenario_swap();
     else if (!strcmp(sc, "task-refuse")) scenario_task_refuse();

@@ -14,7 +14,7 @@ grep -q '@' "$tmp/selectinferd.service" && { echo "unsubstituted @VAR@ left"; ex
 # the checks DAEMON.md asks for, so that a unit edit cannot drop them silently
 for want in '^Type=notify$' '^SocketMode=0660$' '^SocketGroup=' '^ProtectSystem=strict$' \
             '^NoNewPrivileges=yes$' '^RestrictAddressFamilies=AF_UNIX$' '^DevicePolicy=closed$' \
-            '^RuntimeDirectory=' '^ExecReload=.*sictl.* reload$'; do
+            '^RuntimeDirectory=' '^ExecReload=.*sictl.* reload$' '^WatchdogSec='; do
     cat "$tmp"/selectinferd.* | grep -q "$want" || { echo "units lack $want"; exit 1; }
 done
 if cat "$tmp"/selectinferd.* | grep -q '^PrivateDevices=yes'; then
