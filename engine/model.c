@@ -723,8 +723,10 @@ static int load_hparams(const gguf_file *f, eng_model *m, eng_error *err)
         m->arch = ENG_ARCH_LLAMA;
     else if (!strcmp(arch, "qwen2"))
         m->arch = ENG_ARCH_QWEN2;
+    else if (!strcmp(arch, "qwen3"))
+        m->arch = ENG_ARCH_QWEN3;
     else
-        return eng__set_err(err, -ENOTSUP, "unsupported architecture '%s' (supported: llama, qwen2)",
+        return eng__set_err(err, -ENOTSUP, "unsupported architecture '%s' (supported: llama, qwen2, qwen3)",
                             arch);
     snprintf(m->info.arch, sizeof(m->info.arch), "%s", arch);
     if (gguf_get_str(f, "general.name", &s, &len) == 0)
@@ -774,7 +776,7 @@ static int load_hparams(const gguf_file *f, eng_model *m, eng_error *err)
     m->info.head_dim = head_dim;
     m->info.n_ctx_train = n_ctx ? (int)(n_ctx > (1u << 24) ? (1u << 24) : n_ctx) : 2048;
     m->n_rot = n_rot;
-    m->rope_neox = m->arch == ENG_ARCH_QWEN2;
+    m->rope_neox = m->arch == ENG_ARCH_QWEN2 || m->arch == ENG_ARCH_QWEN3;
     return 0;
 }
 
@@ -817,6 +819,10 @@ static int load_weights(loader *ld, const eng_plan *plan)
         if ((r = load_vec(ld, NAME("attn_q.bias"), (uint64_t)H * hd, need_bias, &L->bq)) < 0 ||
             (r = load_vec(ld, NAME("attn_k.bias"), (uint64_t)Hkv * hd, need_bias, &L->bk)) < 0 ||
             (r = load_vec(ld, NAME("attn_v.bias"), (uint64_t)Hkv * hd, need_bias, &L->bv)) < 0)
+            return r;
+        if (m->arch == ENG_ARCH_QWEN3 &&
+            ((r = load_vec(ld, NAME("attn_q_norm.weight"), (uint64_t)hd, true, &L->q_norm)) < 0 ||
+             (r = load_vec(ld, NAME("attn_k_norm.weight"), (uint64_t)hd, true, &L->k_norm)) < 0))
             return r;
 #undef NAME
         if ((r = load_ffn(ld, il, L, plan)) < 0)
@@ -1448,6 +1454,11 @@ static void forward_ops(eng_session *s, int n, int first, float *out, int32_t *a
             op->matmul(be, &L->wq, L->bq, s->xn, s->q, n);      /* q [n][H*hd]   */
             op->matmul(be, &L->wk, L->bk, s->xn, s->k, n);      /* k [n][Hkv*hd] */
             op->matmul(be, &L->wv, L->bv, s->xn, s->v, n);      /* v [n][Hkv*hd] */
+        }
+        if (L->q_norm) {
+            /* qwen3: each head of q and k RMS-normalised (rows of hd) */
+            op->rmsnorm(be, s->q, L->q_norm, s->q, n * H, hd, m->rms_eps);
+            op->rmsnorm(be, s->k, L->k_norm, s->k, n * Hkv, hd, m->rms_eps);
         }
         if (op->rope_store && s->kv_type == ENG_KV_F16) {
             op->rope_store(be, s->q, s->k, s->v, n, H, Hkv, hd, m->n_rot, pos0,

@@ -18,6 +18,7 @@
 typedef enum eng_arch {
     ENG_ARCH_LLAMA = 0,
     ENG_ARCH_QWEN2,
+    ENG_ARCH_QWEN3,
 } eng_arch;
 
 typedef struct eng_layer {
@@ -25,6 +26,8 @@ typedef struct eng_layer {
     float *ffn_norm;                  /* [n_embd] */
     eng_weight wq, wk, wv, wo;        /* [n_head*hd][n_embd] ... [n_embd][n_head*hd] */
     float *bq, *bk, *bv;              /* qwen2 biases, NULL for llama */
+    float *q_norm, *k_norm;           /* qwen3: [head_dim] RMSNorm of each head
+                                       * of q and k before RoPE; else NULL */
     eng_ffn_weights ffn;              /* neuron-major, n_slots loaded neurons */
     int32_t *neuron_of_slot;          /* [ffn.n_slots]: the neuron each slot holds */
     uint8_t *slot_static;             /* [ffn.n_slots]: 1 for static (base) neurons */

@@ -2,8 +2,8 @@
  * backend (eng_model_params.backend), through the public engine API only.
  *
  * On the synthetic models si-synth writes (tiny: llama/SmolLM layout,
- * tiny-qwen2: NEOX RoPE and QKV biases, tiny-llama3: rope frequency
- * factors), and on the default model when it is present:
+ * tiny-qwen2: NEOX RoPE and QKV biases, tiny-qwen3: per-head q/k norms
+ * and wide heads, tiny-llama3: rope frequency factors), and on the default model when it is present:
  *
  *   1. prefill logits of every position of a fixed token sequence;
  *   2. decode-only logits (one token per eval from an empty context);
@@ -667,6 +667,7 @@ int main(int argc, char **argv)
 
     check_synth(argv[1], "tiny");
     check_synth(argv[1], "tiny-qwen2");
+    check_synth(argv[1], "tiny-qwen3");
     check_synth(argv[1], "tiny-llama3");
 
     const char *path = test_model_path();

@@ -1,5 +1,6 @@
 /* The forward pass of the other code paths against llama.cpp: qwen2 (NEOX
- * RoPE, Q/K/V biases) and Llama 3 (rope_freqs frequency factors, llama-bpe
+ * RoPE, Q/K/V biases), qwen3 (each head of q and k RMS-normalised before
+ * RoPE, heads wider than n_embd / n_head) and Llama 3 (rope_freqs frequency factors, llama-bpe
  * vocabulary) on small synthetic models that si-synth writes
  * deterministically (seed 7, f16 weights). tests/data/synth-<shape>.logits
  * holds llama.cpp's f32 logits of every position of TOKENS, made as
@@ -150,6 +151,7 @@ int main(int argc, char **argv)
     }
     check_shape(argv[1], argv[2], "tiny", 320);
     check_shape(argv[1], argv[2], "tiny-qwen2", 320);
+    check_shape(argv[1], argv[2], "tiny-qwen3", 320);
     check_shape(argv[1], argv[2], "tiny-llama3", 1024);
     check_q8_file(argv[1]);
     printf("ok\n");

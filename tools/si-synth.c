@@ -33,23 +33,28 @@ typedef struct shape {
     bool tied;       /* no output.weight: logits use token_embd */
     enum vocab_style vocab;
     int n_smol_specials; /* VOCAB_SMOL: specials at ids 0.. */
+    int head_dim;        /* 0: n_embd / n_head; else attention.key_length */
+    bool qk_norm;        /* qwen3: attn_q_norm / attn_k_norm per head */
 } shape;
 
 static const shape shapes[] = {
     {"tiny", "llama", "smollm", "Synthetic Tiny", 2, 64, 192, 4, 2, 320, 2048, 10000.0f, 1e-5f,
-     false, false, true, VOCAB_SMOL, 3},
+     false, false, true, VOCAB_SMOL, 3, 0, false},
     {"tiny-qwen2", "qwen2", "qwen2", "Synthetic Tiny Qwen2", 2, 64, 192, 4, 2, 320, 4096,
-     1000000.0f, 1e-6f, true, false, true, VOCAB_QWEN, 0},
+     1000000.0f, 1e-6f, true, false, true, VOCAB_QWEN, 0, 0, false},
+    /* heads wider than n_embd / n_head, as Qwen3's (1024 wide, 16 heads of 128) */
+    {"tiny-qwen3", "qwen3", "qwen2", "Synthetic Tiny Qwen3", 2, 64, 192, 4, 2, 320, 4096,
+     1000000.0f, 1e-6f, false, false, true, VOCAB_QWEN, 0, 32, true},
     {"tiny-llama3", "llama", "llama-bpe", "Synthetic Tiny Llama 3", 2, 64, 192, 4, 2, 1024, 8192,
-     500000.0f, 1e-5f, false, true, true, VOCAB_LLAMA3, 0},
+     500000.0f, 1e-5f, false, true, true, VOCAB_LLAMA3, 0, 0, false},
     {"smollm2-135m", "llama", "smollm", "Synthetic SmolLM2 135M", 30, 576, 1536, 9, 3, 49152,
-     8192, 100000.0f, 1e-5f, false, false, true, VOCAB_SMOL, 17},
+     8192, 100000.0f, 1e-5f, false, false, true, VOCAB_SMOL, 17, 0, false},
     {"llama-3.2-1b", "llama", "llama-bpe", "Synthetic Llama 3.2 1B", 16, 2048, 8192, 32, 8,
-     128256, 131072, 500000.0f, 1e-5f, false, true, true, VOCAB_LLAMA3, 0},
+     128256, 131072, 500000.0f, 1e-5f, false, true, true, VOCAB_LLAMA3, 0, 0, false},
     {"llama-3.2-3b", "llama", "llama-bpe", "Synthetic Llama 3.2 3B", 28, 3072, 8192, 24, 8,
-     128256, 131072, 500000.0f, 1e-5f, false, true, true, VOCAB_LLAMA3, 0},
+     128256, 131072, 500000.0f, 1e-5f, false, true, true, VOCAB_LLAMA3, 0, 0, false},
     {"qwen2.5-3b", "qwen2", "qwen2", "Synthetic Qwen2.5 3B", 36, 2048, 11008, 16, 2, 151936,
-     32768, 1000000.0f, 1e-6f, true, false, true, VOCAB_QWEN, 0},
+     32768, 1000000.0f, 1e-6f, true, false, true, VOCAB_QWEN, 0, 0, false},
 };
 
 static const char *const smol_specials[] = {
@@ -432,7 +437,7 @@ typedef struct tdesc {
     uint32_t type;
     uint32_t n_dims;
     uint64_t ne[2];
-    enum { INIT_RANDOM, INIT_ONES, INIT_BIAS, INIT_ROPE } init;
+    enum { INIT_RANDOM, INIT_ONES, INIT_BIAS, INIT_ROPE, INIT_NORM } init;
 } tdesc;
 
 static const struct {
@@ -599,7 +604,7 @@ int main(int argc, char **argv)
     if (etype == UINT32_MAX)
         etype = wtype;
 
-    const int head_dim = sh->n_embd / sh->n_head;
+    const int head_dim = sh->head_dim ? sh->head_dim : sh->n_embd / sh->n_head;
     const char *arch = sh->arch;
     char key[128];
     gguf_writer *w = NULL;
@@ -633,6 +638,10 @@ int main(int argc, char **argv)
     CHECK(gguf_writer_set_u32(w, "general.file_type", ftype));
     CHECK(gguf_writer_set_u32(w, KEY("vocab_size"), (uint32_t)sh->n_vocab));
     CHECK(gguf_writer_set_u32(w, KEY("rope.dimension_count"), (uint32_t)head_dim));
+    if (sh->head_dim) {
+        CHECK(gguf_writer_set_u32(w, KEY("attention.key_length"), (uint32_t)head_dim));
+        CHECK(gguf_writer_set_u32(w, KEY("attention.value_length"), (uint32_t)head_dim));
+    }
 
     CHECK(gguf_writer_set_str(w, "tokenizer.ggml.model", "gpt2"));
     CHECK(gguf_writer_set_str(w, "tokenizer.ggml.pre", sh->pre));
@@ -675,7 +684,7 @@ int main(int argc, char **argv)
         CHECK(gguf_writer_set_u32(w, "general.quantization_version", 2));
 
     /* tensor list, in the order llama.cpp's converter writes them */
-    size_t max_t = 4 + (size_t)sh->n_layer * 12, nt = 0;
+    size_t max_t = 4 + (size_t)sh->n_layer * 14, nt = 0;
     td = calloc(max_t, sizeof(*td));
     if (!td) {
         fprintf(stderr, "si-synth: out of memory\n");
@@ -697,10 +706,14 @@ int main(int argc, char **argv)
         T("ffn_norm.weight", 1, E, 1, INIT_ONES);
         if (sh->qkv_bias)
             T("attn_k.bias", 1, KV, 1, INIT_BIAS);
+        if (sh->qk_norm)
+            T("attn_k_norm.weight", 1, (uint64_t)head_dim, 1, INIT_NORM);
         T("attn_k.weight", 2, E, KV, INIT_RANDOM);
         T("attn_output.weight", 2, Q, E, INIT_RANDOM);
         if (sh->qkv_bias)
             T("attn_q.bias", 1, Q, 1, INIT_BIAS);
+        if (sh->qk_norm)
+            T("attn_q_norm.weight", 1, (uint64_t)head_dim, 1, INIT_NORM);
         T("attn_q.weight", 2, E, Q, INIT_RANDOM);
         if (sh->qkv_bias)
             T("attn_v.bias", 1, KV, 1, INIT_BIAS);
@@ -736,6 +749,9 @@ int main(int argc, char **argv)
                 switch (t->init) {
                 case INIT_RANDOM: row[j] = rand_normal(&s) * scale; break;
                 case INIT_ONES: row[j] = 1.0f; break;
+                /* not all ones, so that a weight applied to the wrong
+                 * element shows */
+                case INIT_NORM: row[j] = 1.0f + 0.25f * rand_normal(&s); break;
                 case INIT_BIAS: row[j] = rand_normal(&s) * 0.02f; break;
                 case INIT_ROPE: row[j] = llama3_rope_factor((int)j, head_dim, sh->rope_base); break;
                 }
