@@ -438,14 +438,14 @@ typedef struct gen_ctx {
     bool oom;
 } gen_ctx;
 
-/* Called by eng_generate with each piece of text; its return value is how a
- * cancel (explicit, client gone, shutdown) reaches the engine. */
 /* A sign of life for the watchdog (server.c's on_watchdog). */
 static void beat(sid_server *srv)
 {
     atomic_store(&srv->beat_ns, eng_time_ns());
 }
 
+/* Called by eng_generate with each piece of text; its return value is how a
+ * cancel (explicit, client gone, shutdown) reaches the engine. */
 static int on_text(void *ud, const char *text, size_t len)
 {
     gen_ctx *g = ud;
