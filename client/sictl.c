@@ -74,6 +74,8 @@ static void usage(FILE *f)
         "  --repeat-penalty R  --repeat-last-n N  --seed N  --stop STRING (repeatable)\n"
         "  --task NAME  --phi F  --alpha F  --no-stream  --stats (statistics on stderr)\n"
         "  --format json         the answer is one JSON object (ask for JSON in the text too)\n"
+        "  --no-think            a model with a thinking switch (Qwen3) answers without\n"
+        "                        reasoning first\n"
         "  --no-cache            evaluate the whole prompt (default: reuse the prefix the\n"
         "                        daemon holds from the request before)\n"
         "  --no-truncate         a chat too long for the context is refused (default: its\n"
@@ -300,7 +302,7 @@ static int simple_call(Selectinfer__Request *req)
 /* ---- generate and chat -------------------------------------------------- */
 
 typedef struct gen_opts {
-    bool raw, parse_special, no_stream, stats, no_cache, no_truncate;
+    bool raw, parse_special, no_stream, stats, no_cache, no_truncate, no_think;
     const char *system, *task, *format;
     Selectinfer__Sampling sampling;
     bool has_sampling;
@@ -347,6 +349,7 @@ static int parse_gen_opt(gen_opts *g, int argc, char **argv, int *i)
     if (!strcmp(a, "--stats")) { g->stats = true; return 1; }
     if (!strcmp(a, "--no-cache")) { g->no_cache = true; return 1; }
     if (!strcmp(a, "--no-truncate")) { g->no_truncate = true; return 1; }
+    if (!strcmp(a, "--no-think")) { g->no_think = true; return 1; }
     static const char *with_value[] = {"--system", "--task", "--format", "--max-tokens", "--temperature", "--top-k",
         "--top-p", "--min-p", "--repeat-penalty", "--repeat-last-n", "--seed", "--stop", "--phi", "--alpha"};
     bool known = false;
@@ -443,6 +446,10 @@ static void fill_generate(const gen_opts *o, Selectinfer__Generate *g, Selectinf
     if (o->no_truncate) {
         g->has_truncate = true;
         g->truncate = false;
+    }
+    if (o->no_think) {
+        g->has_think = true;
+        g->think = false;
     }
 }
 

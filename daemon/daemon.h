@@ -241,12 +241,12 @@ bool sid_mode_uses_profile(eng_select_mode mode);
 /* worker.c */
 /* The tokens of a request's input, as generate evaluates them: the raw
  * prompt (chat NULL), or the chat rendered through the model's template
- * with the assistant header. Returns 0 with *ret malloc'd, or an error
+ * with the assistant header (no_think: ENG_CHAT_NO_THINK). Returns 0 with *ret malloc'd, or an error
  * code (SELECTINFER__ERROR_CODE_...) with msg. Reads only the model's
  * vocabulary and template, which nothing changes after load: the loop may
  * call it while the worker runs. */
 int sid_input_tokens(const eng_model *m, const char *prompt, const Selectinfer__ChatMessages *chat,
-                     bool parse_special, int32_t **ret, size_t *ret_n, char *msg, size_t cap);
+                     bool parse_special, bool no_think, int32_t **ret, size_t *ret_n, char *msg, size_t cap);
 int sid_worker_start(sid_server *srv);
 void sid_worker_join(sid_server *srv);
 /* Frees an event (and its data). */

@@ -499,7 +499,7 @@ static char *input_fail(int *code, char *msg, size_t cap, int c, const char *fmt
  * model's template. Returns a malloc'd string, or NULL with *code and msg
  * set. */
 static char *render_input(const eng_model *m, const char *prompt, const Selectinfer__ChatMessages *c,
-                          size_t *ret_len, int *code, char *msg, size_t cap)
+                          bool no_think, size_t *ret_len, int *code, char *msg, size_t cap)
 {
     if (!c) {
         char *p = strdup(prompt ? prompt : "");
@@ -525,7 +525,8 @@ static char *render_input(const eng_model *m, const char *prompt, const Selectin
             break;
         }
         buf = nb;
-        int n = eng_chat_apply(m, msgs, c->n_messages, true, buf, total + 1);
+        int n = eng_chat_apply(m, msgs, c->n_messages, ENG_CHAT_ADD_ASSISTANT | (no_think ? ENG_CHAT_NO_THINK : 0),
+                               buf, total + 1);
         if (n == -ENOTSUP) {
             input_fail(code, msg, cap, SELECTINFER__ERROR_CODE__NOT_SUPPORTED,
                        "the model has no known chat template; send a raw prompt");
@@ -550,13 +551,13 @@ static char *render_input(const eng_model *m, const char *prompt, const Selectin
 }
 
 int sid_input_tokens(const eng_model *m, const char *prompt, const Selectinfer__ChatMessages *chat,
-                     bool parse_special, int32_t **ret, size_t *ret_n, char *msg, size_t cap)
+                     bool parse_special, bool no_think, int32_t **ret, size_t *ret_n, char *msg, size_t cap)
 {
     int code = 0;
     size_t len = 0;
     *ret = NULL;
     *ret_n = 0;
-    char *text = render_input(m, prompt, chat, &len, &code, msg, cap);
+    char *text = render_input(m, prompt, chat, no_think, &len, &code, msg, cap);
     if (!text)
         return code;
     unsigned flags = ENG_TOK_ADD_SPECIAL;
@@ -627,7 +628,7 @@ static int64_t held_prefix(sid_server *srv, const int32_t *toks, size_t n)
 
 /* The tokens of the conversation cut at message i: the system messages
  * before i, then messages i... (view: room for every message). */
-static int cut_tokens(sid_server *srv, const Selectinfer__ChatMessages *c, size_t i,
+static int cut_tokens(sid_server *srv, const Selectinfer__ChatMessages *c, size_t i, bool no_think,
                       Selectinfer__ChatMessage **view, int32_t **toks, size_t *n, char *msg, size_t cap)
 {
     size_t k = 0;
@@ -637,7 +638,7 @@ static int cut_tokens(sid_server *srv, const Selectinfer__ChatMessages *c, size_
     Selectinfer__ChatMessages v = *c;
     v.n_messages = k;
     v.messages = view;
-    return sid_input_tokens(srv->model, NULL, &v, false, toks, n, msg, cap);
+    return sid_input_tokens(srv->model, NULL, &v, false, no_think, toks, n, msg, cap);
 }
 
 /* A conversation too long for the context with `reserve` tokens of room
@@ -654,8 +655,8 @@ static int cut_tokens(sid_server *srv, const Selectinfer__ChatMessages *c, size_
  *  - else the shortest cut, if it fits in the context at all.
  * On success *toks and *n are the cut prompt's and *dropped counts the
  * messages left out; otherwise the error code, with msg set. */
-static int fit_chat(sid_server *srv, const Selectinfer__ChatMessages *c, size_t reserve, bool cache,
-                    int32_t **toks, size_t *n, uint32_t *dropped, char *msg, size_t cap)
+static int fit_chat(sid_server *srv, const Selectinfer__ChatMessages *c, bool no_think, size_t reserve,
+                    bool cache, int32_t **toks, size_t *n, uint32_t *dropped, char *msg, size_t cap)
 {
     const size_t n_ctx = (size_t)srv->n_ctx, m = c->n_messages;
     Selectinfer__ChatMessage **view = malloc(m * sizeof(*view));
@@ -673,7 +674,7 @@ static int fit_chat(sid_server *srv, const Selectinfer__ChatMessages *c, size_t 
     for (size_t i = m - 1; i >= 1; i--) {
         if (i != m - 1 && strcmp(c->messages[i]->role, "user") != 0)
             continue;
-        if ((rc = cut_tokens(srv, c, i, view, &t, &nt, msg, cap)) != 0)
+        if ((rc = cut_tokens(srv, c, i, no_think, view, &t, &nt, msg, cap)) != 0)
             break;
         const int64_t held = cache ? held_prefix(srv, t, nt) : 0;
         free(t);
@@ -695,7 +696,7 @@ static int fit_chat(sid_server *srv, const Selectinfer__ChatMessages *c, size_t 
         rc = SELECTINFER__ERROR_CODE__PROMPT_TOO_LONG;
     }
     /* tokenized again: one prompt's tokens kept, not every candidate's */
-    if (!rc && (rc = cut_tokens(srv, c, pick->i, view, &t, &nt, msg, cap)) == 0) {
+    if (!rc && (rc = cut_tokens(srv, c, pick->i, no_think, view, &t, &nt, msg, cap)) == 0) {
         free(*toks);
         *toks = t;
         *n = nt;
@@ -723,8 +724,9 @@ static void run_request(sid_server *srv, sid_req *req)
     const bool chat = g->input_case == SELECTINFER__GENERATE__INPUT_CHAT;
     int32_t *toks = NULL;
     size_t n = 0;
+    const bool no_think = g->has_think && !g->think;
     int rc = sid_input_tokens(srv->model, g->prompt, chat ? g->chat : NULL,
-                              g->has_parse_special && g->parse_special, &toks, &n, req->err_msg,
+                              g->has_parse_special && g->parse_special, no_think, &toks, &n, req->err_msg,
                               sizeof(req->err_msg));
     if (rc) {
         req->err_code = rc;
@@ -739,7 +741,8 @@ static void run_request(sid_server *srv, sid_req *req)
     const bool cache = !g->has_cache_prompt || g->cache_prompt;
     const size_t reserve = req->max_tokens < (uint32_t)srv->n_ctx / 4 ? req->max_tokens : (size_t)srv->n_ctx / 4;
     if (chat && (!g->has_truncate || g->truncate) && g->chat->n_messages > 1 && n + reserve > (size_t)srv->n_ctx) {
-        rc = fit_chat(srv, g->chat, reserve, cache, &toks, &n, &req->dropped, req->err_msg, sizeof(req->err_msg));
+        rc = fit_chat(srv, g->chat, no_think, reserve, cache, &toks, &n, &req->dropped, req->err_msg,
+                      sizeof(req->err_msg));
         if (rc) {
             req->err_code = rc;
             free(toks);

@@ -193,6 +193,8 @@ void eng_chat_detect(const char *tmpl, size_t len, eng_chat_info *ret_info) {
     if (find_bytes(tmpl, len, CHATML_START)) {
         ret_info->kind = ENG_CHAT_CHATML;
         chatml_find_default(tmpl, len, ret_info);
+        ret_info->reasoning = find_bytes(tmpl, len, "reasoning_content") && find_bytes(tmpl, len, "</think>");
+        ret_info->think_switch = find_bytes(tmpl, len, "enable_thinking") != NULL;
     } else if (find_bytes(tmpl, len, LLAMA3_HDR_START)) {
         ret_info->kind = ENG_CHAT_LLAMA3;
         llama3_find_preamble(tmpl, len, ret_info);
@@ -230,8 +232,66 @@ static void out_trimmed(outbuf *o, const char *c) {
     out_put(o, c, n);
 }
 
+/* The bytes of [s, s + n) without leading (lead) or trailing newlines:
+ * Jinja's lstrip('\n') / rstrip('\n'). */
+static void strip_nl(const char **s, size_t *n, bool lead, bool trail) {
+    while (lead && *n > 0 && **s == '\n')
+        (*s)++, (*n)--;
+    while (trail && *n > 0 && (*s)[*n - 1] == '\n')
+        (*n)--;
+}
+
+/* The last occurrence of needle in [s, s + n), or NULL. */
+static const char *find_last(const char *s, size_t n, const char *needle) {
+    const char *last = NULL, *p = s;
+    size_t m = strlen(needle);
+    while ((p = find_bytes(p, n - (size_t)(p - s), needle)) != NULL) {
+        last = p;
+        p += m;
+    }
+    return last;
+}
+
+/* A Qwen3 answer: the template splits a message with "</think>" into its
+ * reasoning (before the first "</think>", after the last "<think>" there,
+ * newlines trimmed) and its content (after the last "</think>", leading
+ * newlines trimmed), and keeps the reasoning only for answers after the
+ * last user message, where there is some or the answer is the last
+ * message. */
+static void qwen3_answer(outbuf *o, const char *c, bool after_query, bool last) {
+    size_t n = strlen(c);
+    const char *content = c, *reason = c;
+    size_t clen = n, rlen = 0;
+    const char *close = find_bytes(c, n, "</think>");
+    if (close) {
+        const char *lc = find_last(c, n, "</think>");
+        content = lc + 8;
+        clen = n - (size_t)(content - c);
+        strip_nl(&content, &clen, true, false);
+        rlen = (size_t)(close - c);
+        strip_nl(&reason, &rlen, false, true);
+        const char *open = find_last(reason, rlen, "<think>");
+        if (open) {
+            rlen -= (size_t)(open + 7 - reason);
+            reason = open + 7;
+        }
+        strip_nl(&reason, &rlen, true, false);
+    }
+    out_str(o, CHATML_START "assistant\n");
+    if (after_query && (last || rlen > 0)) {
+        strip_nl(&reason, &rlen, true, true);
+        out_str(o, "<think>\n");
+        out_put(o, reason, rlen);
+        out_str(o, "\n</think>\n\n");
+        strip_nl(&content, &clen, true, false);
+    }
+    out_put(o, content, clen);
+    out_str(o, CHATML_END "\n");
+}
+
 int eng_chat_render(const eng_chat_info *info, const eng_chat_msg *msgs, size_t n_msgs,
-                    bool add_assistant, char *buf, size_t cap) {
+                    unsigned flags, char *buf, size_t cap) {
+    const bool add_assistant = flags & ENG_CHAT_ADD_ASSISTANT;
     if (!info || (!msgs && n_msgs > 0) || (!buf && cap > 0))
         return -EINVAL;
     if (info->kind != ENG_CHAT_CHATML && info->kind != ENG_CHAT_LLAMA3)
@@ -248,7 +308,25 @@ int eng_chat_render(const eng_chat_info *info, const eng_chat_msg *msgs, size_t 
             out_put(&o, info->default_system, dlen);
             out_str(&o, CHATML_END "\n");
         }
+        /* the last user message (the template's last_query_index; the
+         * last message when there is none) */
+        size_t last_query = n_msgs > 0 ? n_msgs - 1 : 0;
+        for (size_t i = n_msgs; i-- > 0;) {
+            /* (Qwen3's template passes over tool results sent as user
+             * messages) */
+            const char *c = msgs[i].content;
+            const size_t cl = strlen(c);
+            if (!strcmp(msgs[i].role, "user") &&
+                !(cl >= 31 && !strncmp(c, "<tool_response>", 15) && !strcmp(c + cl - 16, "</tool_response>"))) {
+                last_query = i;
+                break;
+            }
+        }
         for (size_t i = 0; i < n_msgs; i++) {
+            if (info->reasoning && !strcmp(msgs[i].role, "assistant")) {
+                qwen3_answer(&o, msgs[i].content, i > last_query, i + 1 == n_msgs);
+                continue;
+            }
             out_str(&o, CHATML_START);
             out_str(&o, msgs[i].role);
             out_str(&o, "\n");
@@ -257,6 +335,8 @@ int eng_chat_render(const eng_chat_info *info, const eng_chat_msg *msgs, size_t 
         }
         if (add_assistant)
             out_str(&o, CHATML_START "assistant\n");
+        if (add_assistant && info->think_switch && (flags & ENG_CHAT_NO_THINK))
+            out_str(&o, "<think>\n\n</think>\n\n");
     } else {
         size_t plen = strnlen(info->default_system, sizeof(info->default_system));
         size_t first = 0;

@@ -11,13 +11,17 @@ typedef struct eng_chat_info {
     /* The system prompt the template inserts when the conversation has none
      * (SmolLM2 and Qwen2.5 templates do); empty when none. */
     char default_system[512];
+    /* ChatML with reasoning (Qwen3): an earlier answer's <think> part is
+     * left out of the history, as the template does */
+    bool reasoning;
+    bool think_switch; /* the template reads enable_thinking */
 } eng_chat_info;
 
 /* Recognises a template from tokenizer.chat_template (NULL/0: none). */
 void eng_chat_detect(const char *tmpl, size_t len, eng_chat_info *ret_info);
 
-/* Renders as eng_chat_apply() documents. */
+/* Renders as eng_chat_apply() documents (flags ENG_CHAT_*). */
 int eng_chat_render(const eng_chat_info *info, const eng_chat_msg *msgs, size_t n_msgs,
-                    bool add_assistant, char *buf, size_t cap);
+                    unsigned flags, char *buf, size_t cap);
 
 #endif

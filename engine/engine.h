@@ -148,18 +148,31 @@ typedef struct eng_chat_msg {
 
 typedef enum eng_chat_template {
     ENG_CHAT_NONE = 0,
-    ENG_CHAT_CHATML, /* SmolLM2, Qwen2.5 */
+    ENG_CHAT_CHATML, /* SmolLM2, Qwen2.5, Qwen3 */
     ENG_CHAT_LLAMA3,
 } eng_chat_template;
 
 eng_chat_template eng_model_chat_template(const eng_model *model);
 
+/* eng_chat_apply's flags. */
+enum {
+    ENG_CHAT_ADD_ASSISTANT = 1u << 0, /* end with the assistant's header */
+    ENG_CHAT_NO_THINK = 1u << 1,      /* a template with a thinking switch
+                                       * (Qwen3's enable_thinking): answer
+                                       * without reasoning first; others
+                                       * ignore it */
+};
+
+/* Whether the model's template has the thinking switch of ENG_CHAT_NO_THINK. */
+bool eng_model_chat_can_think(const eng_model *model);
+
 /* Renders messages with the model's template (its default system prompt
  * included where the template adds one), followed by the assistant header
- * when add_assistant. Writes at most cap bytes plus NUL; returns the full
- * length (like snprintf), or -ENOTSUP when the model has no known template. */
+ * with ENG_CHAT_ADD_ASSISTANT (true does the same). Writes at most cap
+ * bytes plus NUL; returns the full length (like snprintf), or -ENOTSUP
+ * when the model has no known template. */
 int eng_chat_apply(const eng_model *model, const eng_chat_msg *msgs, size_t n_msgs,
-                   bool add_assistant, char *buf, size_t cap);
+                   unsigned flags, char *buf, size_t cap);
 
 /* ---- sessions: KV cache and forward pass -------------------------------- */
 

@@ -1128,12 +1128,17 @@ eng_chat_template eng_model_chat_template(const eng_model *m)
     return m->chat.kind;
 }
 
+bool eng_model_chat_can_think(const eng_model *m)
+{
+    return m->chat.think_switch;
+}
+
 int eng_chat_apply(const eng_model *m, const eng_chat_msg *msgs, size_t n_msgs,
-                   bool add_assistant, char *buf, size_t cap)
+                   unsigned flags, char *buf, size_t cap)
 {
     if (m->chat.kind == ENG_CHAT_NONE)
         return -ENOTSUP;
-    return eng_chat_render(&m->chat, msgs, n_msgs, add_assistant, buf, cap);
+    return eng_chat_render(&m->chat, msgs, n_msgs, flags, buf, cap);
 }
 
 /* ---- sessions ---- */

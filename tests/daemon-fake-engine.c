@@ -9,7 +9,8 @@
  * (default 0) and moves 100 neurons per changed task; with a task active,
  * words read "TASK:wN". phi sets ffn_share (1 without). A prompt with
  * "HANG" first stalls SI_FAKE_HANG_MS (default 2000) without a callback,
- * as a hung GPU call would. The real-model
+ * as a hung GPU call would. Its chat template has a thinking switch:
+ * ENG_CHAT_NO_THINK ends the prompt with " <think></think>". The real-model
  * tests cover the real engine; this one proves the daemon's own logic. */
 #include "engine.h"
 
@@ -303,8 +304,9 @@ eng_chat_template eng_model_chat_template(const eng_model *model)
 }
 
 int eng_chat_apply(const eng_model *model, const eng_chat_msg *msgs, size_t n_msgs,
-                   bool add_assistant, char *buf, size_t cap)
+                   unsigned flags, char *buf, size_t cap)
 {
+    const bool add_assistant = flags & ENG_CHAT_ADD_ASSISTANT;
     size_t n = 0;
     char tmp[64];
     for (size_t i = 0; i <= n_msgs; i++) {
@@ -314,9 +316,10 @@ int eng_chat_apply(const eng_model *model, const eng_chat_msg *msgs, size_t n_ms
             parts[1] = ": ";
             parts[2] = msgs[i].content;
         } else if (add_assistant) {
+            /* the thinking switch, as a Qwen3 template has it */
             parts[0] = "assistant";
             parts[1] = ":";
-            parts[2] = "";
+            parts[2] = flags & ENG_CHAT_NO_THINK ? " <think></think>" : "";
         } else {
             break;
         }

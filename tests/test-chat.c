@@ -106,7 +106,7 @@ static void check_smollm2_matches_gguf(const char *tmpl, size_t tlen) {
 
 /* Renders and compares, then checks the snprintf contract on every shorter cap. */
 static void check_render(const eng_chat_info *info, const eng_chat_msg *msgs, size_t n,
-                         bool add, const char *want) {
+                         unsigned add, const char *want) {
     char buf[4096];
     size_t wl = strlen(want);
     int r = eng_chat_render(info, msgs, n, add, buf, sizeof(buf));
@@ -199,6 +199,75 @@ static void test_qwen(void) {
                  "<|im_start|>system\nS<|im_end|>\n"
                  "<|im_start|>user\nU<|im_end|>\n"
                  "<|im_start|>assistant\n");
+}
+
+/* Qwen3 (Qwen3-0.6B's template as llama.cpp keeps it): ChatML whose
+ * earlier answers lose their reasoning, answers after the last user
+ * message keep a <think> block (an empty one for the last), and
+ * enable_thinking = false ends the prompt with an empty <think> block.
+ * Every expected string below is what Python's jinja2 3.1 renders from
+ * tests/data/chat-template-qwen3.jinja for the same messages. */
+static void test_qwen3(void) {
+    size_t len;
+    char *t = read_template("qwen3", &len);
+    eng_chat_info info;
+    eng_chat_detect(t, len, &info);
+    free(t);
+    CHECK(info.kind == ENG_CHAT_CHATML && info.reasoning && info.think_switch);
+    CHECK(info.default_system[0] == '\0');
+    const unsigned A = ENG_CHAT_ADD_ASSISTANT, NT = ENG_CHAT_NO_THINK;
+
+    eng_chat_msg user[] = {{"user", "Hi"}};
+    check_render(&info, user, 1, A, "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n");
+    check_render(&info, user, 1, A | NT,
+                 "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n");
+    eng_chat_msg hist[] = {{"system", "S"}, {"user", "U1"},
+                           {"assistant", "<think>\nreason 1\n</think>\n\nA1"}, {"user", "U2"}};
+    check_render(&info, hist, 4, A,
+                 "<|im_start|>system\nS<|im_end|>\n<|im_start|>user\nU1<|im_end|>\n"
+                 "<|im_start|>assistant\nA1<|im_end|>\n<|im_start|>user\nU2<|im_end|>\n"
+                 "<|im_start|>assistant\n");
+    eng_chat_msg last[] = {{"user", "U1"}, {"assistant", "<think>\nr\n</think>\n\nA1"}};
+    check_render(&info, last, 2, 0,
+                 "<|im_start|>user\nU1<|im_end|>\n<|im_start|>assistant\n<think>\nr\n</think>\n\nA1<|im_end|>\n");
+    eng_chat_msg plain[] = {{"user", "U1"}, {"assistant", "plain answer"}};
+    check_render(&info, plain, 2, 0,
+                 "<|im_start|>user\nU1<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n"
+                 "plain answer<|im_end|>\n");
+    eng_chat_msg nl[] = {{"user", "U"}, {"assistant", "\n\n<think>\n\nx <think> y\n\n</think>\n\n\nA </think>\n\nB\n"},
+                         {"user", "V"}};
+    check_render(&info, nl, 3, A,
+                 "<|im_start|>user\nU<|im_end|>\n<|im_start|>assistant\nB\n<|im_end|>\n"
+                 "<|im_start|>user\nV<|im_end|>\n<|im_start|>assistant\n");
+    eng_chat_msg nl2[] = {{"user", "U"}, {"assistant", "pre<think>\n\nx <think> y\n\n</think>\n\n\nA </think>\n\nB\n"}};
+    check_render(&info, nl2, 2, 0,
+                 "<|im_start|>user\nU<|im_end|>\n<|im_start|>assistant\n<think>\n y\n</think>\n\nB\n<|im_end|>\n");
+    eng_chat_msg mid[] = {{"user", "U"}, {"system", "S2"}, {"assistant", "A"}};
+    check_render(&info, mid, 3, A | NT,
+                 "<|im_start|>user\nU<|im_end|>\n<|im_start|>system\nS2<|im_end|>\n"
+                 "<|im_start|>assistant\n<think>\n\n</think>\n\nA<|im_end|>\n"
+                 "<|im_start|>assistant\n<think>\n\n</think>\n\n");
+    /* a tool result sent as a user message is not the last query */
+    eng_chat_msg tool[] = {{"user", "U1"}, {"assistant", "<think>r</think>A"},
+                           {"user", "<tool_response>\nok\n</tool_response>"}};
+    check_render(&info, tool, 3, A,
+                 "<|im_start|>user\nU1<|im_end|>\n<|im_start|>assistant\n<think>\nr\n</think>\n\nA<|im_end|>\n"
+                 "<|im_start|>user\n<tool_response>\nok\n</tool_response><|im_end|>\n<|im_start|>assistant\n");
+    /* ...and an answer there without reasoning that is not the last gets
+     * no <think> block */
+    tool[1].content = "A";
+    check_render(&info, tool, 3, A,
+                 "<|im_start|>user\nU1<|im_end|>\n<|im_start|>assistant\nA<|im_end|>\n"
+                 "<|im_start|>user\n<tool_response>\nok\n</tool_response><|im_end|>\n<|im_start|>assistant\n");
+
+    /* templates without the switch or the reasoning: no change */
+    t = read_template("qwen2.5", &len);
+    eng_chat_detect(t, len, &info);
+    free(t);
+    CHECK(!info.reasoning && !info.think_switch);
+    check_render(&info, last, 2, A | NT,
+                 "<|im_start|>system\n" QWEN_SYS "<|im_end|>\n<|im_start|>user\nU1<|im_end|>\n"
+                 "<|im_start|>assistant\n<think>\nr\n</think>\n\nA1<|im_end|>\n<|im_start|>assistant\n");
 }
 
 static void test_llama3(void) {
@@ -319,6 +388,7 @@ static void test_render_errors(void) {
 int main(void) {
     test_smollm2();
     test_qwen();
+    test_qwen3();
     test_llama3();
     test_detect_edges();
     test_render_errors();

@@ -1987,6 +1987,8 @@ static void convo_add(convo *v, const char *role, char tag, int i)
 /* done.prompt_tokens, cached_tokens, dropped_messages; or the error code
  * as -code. max_tokens 64: a quarter of the context is 128, so the reply's
  * room is 64 tokens. */
+static bool think_off; /* convo_gen sends think = false */
+
 static int convo_gen(si_client *c, convo *v, bool truncate, int *cached, int *dropped, char *err, size_t cap)
 {
     Selectinfer__Generate g;
@@ -2003,6 +2005,10 @@ static int convo_gen(si_client *c, convo *v, bool truncate, int *cached, int *dr
     if (!truncate) {
         g.has_truncate = true;
         g.truncate = false;
+    }
+    if (think_off) {
+        g.has_think = true;
+        g.think = false;
     }
     Selectinfer__Response *r = NULL;
     int ret = -1000;
@@ -2139,6 +2145,11 @@ static void scenario_truncate(void)
     convo_add(&v, "user", 'u', 1);
     /* fits: nothing left out, and done says so */
     CHECK(convo_gen(c, &v, true, &cached, &dropped, err, sizeof(err)) == 76 && dropped == 0);
+    /* think = false reaches the template (the fake's switch adds
+     * " <think></think>", 16 bytes) */
+    think_off = true;
+    CHECK(convo_gen(c, &v, true, &cached, &dropped, err, sizeof(err)) == 76 + 16);
+    think_off = false;
     for (int i = 1; i <= 12; i++) {
         convo_add(&v, "assistant", 'a', i);
         convo_add(&v, "user", 'u', i + 1);

@@ -29,6 +29,7 @@ static void usage(FILE *out)
             "      --top-k N, --top-p F, --min-p F, --repeat-penalty F, --seed N\n"
             "      --stop TEXT         stop string (repeatable)\n"
             "      --format json       the output is one JSON object (ends where it closes)\n"
+            "      --no-think          a template with a thinking switch (Qwen3): no reasoning\n"
             "      --f32               keep weights in f32 instead of f16\n"
             "      --q8                every matrix and the FFN in Q8_0 (CPU): half the memory\n"
             "      --backend NAME      cpu (default), cuda or auto (CUDA when a GPU is usable)\n"
@@ -46,7 +47,7 @@ static int on_text(void *ud, const char *text, size_t len)
 int main(int argc, char **argv)
 {
     const char *model_path = NULL, *prompt = NULL, *system = NULL;
-    bool raw = false;
+    bool raw = false, no_think = false;
     const char *stops[16];
     size_t n_stop = 0;
     eng_model_params mp = eng_model_params_default();
@@ -55,7 +56,7 @@ int main(int argc, char **argv)
     gp.max_tokens = 128;
 
     enum { O_RAW = 256, O_TEMP, O_TOPK, O_TOPP, O_MINP, O_REP, O_SEED, O_STOP, O_F32, O_BACKEND,
-           O_DEVICE, O_Q8, O_FORMAT };
+           O_DEVICE, O_Q8, O_FORMAT, O_NO_THINK };
     static const struct option opts[] = {
         { "model", required_argument, 0, 'm' },   { "prompt", required_argument, 0, 'p' },
         { "system", required_argument, 0, 's' },  { "raw", no_argument, 0, O_RAW },
@@ -66,6 +67,7 @@ int main(int argc, char **argv)
         { "seed", required_argument, 0, O_SEED }, { "stop", required_argument, 0, O_STOP },
         { "f32", no_argument, 0, O_F32 },         { "help", no_argument, 0, 'h' },
         { "q8", no_argument, 0, O_Q8 },          { "format", required_argument, 0, O_FORMAT },
+        { "no-think", no_argument, 0, O_NO_THINK },
         { "backend", required_argument, 0, O_BACKEND }, { "device", required_argument, 0, O_DEVICE },
         { 0, 0, 0, 0 },
     };
@@ -79,6 +81,7 @@ int main(int argc, char **argv)
         case 't': mp.n_threads = atoi(optarg); break;
         case 'c': sp.n_ctx = atoi(optarg); break;
         case O_RAW: raw = true; break;
+        case O_NO_THINK: no_think = true; break;
         case O_TEMP: gp.sampler.temperature = strtof(optarg, NULL); break;
         case O_TOPK: gp.sampler.top_k = atoi(optarg); break;
         case O_TOPP: gp.sampler.top_p = strtof(optarg, NULL); break;
@@ -142,7 +145,8 @@ int main(int argc, char **argv)
         if (system)
             msgs[n++] = (eng_chat_msg){ "system", system };
         msgs[n++] = (eng_chat_msg){ "user", prompt };
-        int len = eng_chat_apply(model, msgs, n, true, NULL, 0);
+        const unsigned flags = ENG_CHAT_ADD_ASSISTANT | (no_think ? ENG_CHAT_NO_THINK : 0);
+        int len = eng_chat_apply(model, msgs, n, flags, NULL, 0);
         if (len < 0) {
             fprintf(stderr, "The model has no chat template I know; use --raw (%s)\n",
                     strerror(-len));
@@ -151,7 +155,7 @@ int main(int argc, char **argv)
         }
         text = malloc((size_t)len + 1);
         if (text)
-            eng_chat_apply(model, msgs, n, true, text, (size_t)len + 1);
+            eng_chat_apply(model, msgs, n, flags, text, (size_t)len + 1);
         text_len = (size_t)len;
     }
     if (!text) {
