@@ -58,7 +58,8 @@ static void usage(FILE *f)
         "                              (TEXT \"-\": read it from stdin)\n"
         "  chat [OPTIONS]              interactive chat (/reset forgets, /exit quits)\n"
         "  tokenize [OPTIONS] TEXT...  the tokens generate would evaluate: count and ids\n"
-        "                              (--raw, --parse-special, --system as for generate;\n"
+        "                              (--raw, --parse-special, --system, --no-think as for\n"
+        "                              generate;\n"
         "                              --pieces: each token's text)\n"
         "  status                      model, backend, memory, profile, queue, counters\n"
         "  profiles                    list the tasks of the daemon's profile (* active)\n"
@@ -669,7 +670,7 @@ static int cmd_generate(int argc, char **argv)
 /* sictl tokenize: the tokens generate would evaluate for the same input. */
 static int cmd_tokenize(int argc, char **argv)
 {
-    bool raw = false, parse_special = false, pieces = false;
+    bool raw = false, parse_special = false, pieces = false, no_think = false;
     const char *system = NULL;
     text_buf text = {0};
     for (int i = 0; i < argc; i++) {
@@ -679,6 +680,8 @@ static int cmd_tokenize(int argc, char **argv)
             parse_special = true;
         } else if (!strcmp(argv[i], "--pieces")) {
             pieces = true;
+        } else if (!strcmp(argv[i], "--no-think")) {
+            no_think = true;
         } else if (!strcmp(argv[i], "--system") && i + 1 < argc) {
             system = argv[++i];
         } else if (argv[i][0] == '-' && argv[i][1] == '-' && argv[i][2]) {
@@ -711,6 +714,8 @@ static int cmd_tokenize(int argc, char **argv)
     }
     t.has_pieces = pieces;
     t.pieces = pieces;
+    t.has_think = no_think;
+    t.think = false;
     Selectinfer__Request req = SELECTINFER__REQUEST__INIT;
     req.body_case = SELECTINFER__REQUEST__BODY_TOKENIZE;
     req.tokenize = &t;

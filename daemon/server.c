@@ -996,7 +996,8 @@ static void handle_tokenize(sid_server *srv, sid_conn *c, uint64_t id, const Sel
     size_t n = 0;
     if (!code)
         code = sid_input_tokens(srv->model, t->prompt, chat ? t->chat : NULL,
-                                t->has_parse_special && t->parse_special, false, &ids, &n, msg, sizeof(msg));
+                                t->has_parse_special && t->parse_special, t->has_think && !t->think, &ids, &n,
+                                msg, sizeof(msg));
     if (code) {
         send_error(c, id, code, "%s", msg);
         return;

@@ -1913,6 +1913,12 @@ static void scenario_slots(void)
     CHECK(strcmp(out, "2 tokens (context 512)\n97\t\"a\"\n98\t\"b\"\n") == 0);
     const char *targs3[] = {"tokenize", NULL};
     CHECK(run_sictl(targs3, out, sizeof(out), env_sock) == 64);
+    /* a chat ("user: hi\nassistant:\n"), and with the thinking switch off
+     * (" <think></think>" more), as generate would evaluate them */
+    const char *targs4[] = {"tokenize", "hi", NULL};
+    CHECK(run_sictl(targs4, out, sizeof(out), env_sock) == 0 && strncmp(out, "20 tokens (", 11) == 0);
+    const char *targs5[] = {"tokenize", "--no-think", "hi", NULL};
+    CHECK(run_sictl(targs5, out, sizeof(out), env_sock) == 0 && strncmp(out, "36 tokens (", 11) == 0);
     /* a swap resets every slot */
     Selectinfer__Response *u = use_profile_call(D.sock, "translate", NULL);
     CHECK(u && u->body_case == SELECTINFER__RESPONSE__BODY_ACK);
