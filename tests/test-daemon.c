@@ -2062,6 +2062,19 @@ static int count_pings(int fd, double seconds, bool *ready)
     return pings;
 }
 
+/* Reads a streamed request's replies: whether they end with done. */
+static bool ends_done(si_client *c)
+{
+    Selectinfer__Response *r = NULL;
+    while (si_client_recv(c, 10000, &r) == 1 && r->body_case == SELECTINFER__RESPONSE__BODY_CHUNK) {
+        si_response_free(r);
+        r = NULL;
+    }
+    const bool done = r && r->body_case == SELECTINFER__RESPONSE__BODY_DONE;
+    si_response_free(r);
+    return done;
+}
+
 /* The systemd watchdog (WATCHDOG_USEC 0.4 s: a ping every 0.2 s): pings
  * while idle and while a request makes progress, none while the inference
  * thread is stuck in one call (the fake engine's "HANG": 2 s without a
@@ -2099,11 +2112,7 @@ static void scenario_watchdog(void)
     REQUIRE(si_client_send(c, &req) == 0);
     int live = count_pings(fd, 1.0, NULL);
     CHECK(live >= 3);
-    Selectinfer__Response *r = NULL;
-    while (si_client_recv(c, 10000, &r) == 1 && r->body_case == SELECTINFER__RESPONSE__BODY_CHUNK)
-        si_response_free(r);
-    CHECK(r && r->body_case == SELECTINFER__RESPONSE__BODY_DONE);
-    si_response_free(r);
+    CHECK(ends_done(c));
     /* stuck for 2 s: after the last beat's 0.4 s, no ping */
     init_raw(&g, "HANG", 1);
     req = generate_request(&g);
@@ -2112,11 +2121,7 @@ static void scenario_watchdog(void)
     count_pings(fd, 0.6, NULL);
     int stuck = count_pings(fd, 1.0, NULL);
     CHECK(stuck == 0);
-    r = NULL;
-    while (si_client_recv(c, 10000, &r) == 1 && r->body_case == SELECTINFER__RESPONSE__BODY_CHUNK)
-        si_response_free(r);
-    CHECK(r && r->body_case == SELECTINFER__RESPONSE__BODY_DONE);
-    si_response_free(r);
+    CHECK(ends_done(c));
     int after = count_pings(fd, 1.0, NULL);
     CHECK(after >= 3);
     fprintf(stderr, "watchdog pings: %d idle (1.2 s), %d live, %d stuck, %d after (1 s each)\n", idle, live, stuck,
