@@ -210,6 +210,8 @@ struct sid_server {
     eng_session *sessions[SID_MAX_SLOTS]; /* the context slots, n_slots of them */
     int n_slots;
     uint64_t slot_used[SID_MAX_SLOTS];     /* when each last served, for LRU */
+    uint64_t slot_cut[SID_MAX_SLOTS];      /* a cut chat's first kept message
+                                            * (msg_hash), 0: not cut (fit_chat) */
     uint64_t slot_clock;
     sid_config wcfg;        /* the configuration at start, the worker's copy */
     eng_profile *profile;   /* the profile the plan came from; NULL: none */

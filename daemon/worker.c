@@ -626,85 +626,168 @@ static int64_t held_prefix(sid_server *srv, const int32_t *toks, size_t n)
     return best;
 }
 
-/* The tokens of the conversation cut at message i: the system messages
- * before i, then messages i... (view: room for every message). */
-static int cut_tokens(sid_server *srv, const Selectinfer__ChatMessages *c, size_t i, bool no_think,
-                      Selectinfer__ChatMessage **view, int32_t **toks, size_t *n, char *msg, size_t cap)
+/* FNV-1a of a message's role and content: which message a slot's cut
+ * started at, recognised in the next turn's history. Never 0. */
+static uint64_t msg_hash(const Selectinfer__ChatMessage *m)
 {
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (const char *p = m->role; *p; p++)
+        h = (h ^ (unsigned char)*p) * 0x100000001b3ull;
+    h = (h ^ 0xff) * 0x100000001b3ull;
+    for (const char *p = m->content; *p; p++)
+        h = (h ^ (unsigned char)*p) * 0x100000001b3ull;
+    return h ? h : 1;
+}
+
+/* Where fit_chat may cut: before a user message, or before the last
+ * message; and what it learnt of each cut (tokenizing is what costs). */
+typedef struct chat_cuts {
+    const Selectinfer__ChatMessages *c;
+    bool no_think;
+    Selectinfer__ChatMessage **view; /* room for every message */
+    size_t *at;                      /* message index of each cut, ascending */
+    size_t *n;                       /* its prompt's tokens; 0: not yet known */
+    size_t k;
+} chat_cuts;
+
+/* The tokens of the conversation cut before message at[j]: the system
+ * messages before it, then everything from it on. */
+static int cut_tokens(sid_server *srv, chat_cuts *cc, size_t j, int32_t **toks, size_t *n, char *msg,
+                      size_t cap)
+{
+    const Selectinfer__ChatMessages *c = cc->c;
     size_t k = 0;
-    for (size_t j = 0; j < c->n_messages; j++)
-        if (j >= i || !strcmp(c->messages[j]->role, "system"))
-            view[k++] = c->messages[j];
+    for (size_t i = 0; i < c->n_messages; i++)
+        if (i >= cc->at[j] || !strcmp(c->messages[i]->role, "system"))
+            cc->view[k++] = c->messages[i];
     Selectinfer__ChatMessages v = *c;
     v.n_messages = k;
-    v.messages = view;
-    return sid_input_tokens(srv->model, NULL, &v, false, no_think, toks, n, msg, cap);
+    v.messages = cc->view;
+    int rc = sid_input_tokens(srv->model, NULL, &v, false, cc->no_think, toks, n, msg, cap);
+    if (!rc)
+        cc->n[j] = *n;
+    return rc;
+}
+
+/* The token count of cut j. */
+static int cut_len(sid_server *srv, chat_cuts *cc, size_t j, size_t *n, char *msg, size_t cap)
+{
+    if (cc->n[j]) {
+        *n = cc->n[j];
+        return 0;
+    }
+    int32_t *t = NULL;
+    int rc = cut_tokens(srv, cc, j, &t, n, msg, cap);
+    free(t);
+    return rc;
+}
+
+/* The earliest cut whose prompt has at most `limit` tokens (a cut's
+ * prompt shrinks as it moves later), by bisection: a few tokenizations
+ * however long the history. *ret = cc->k when none. */
+static int first_within(sid_server *srv, chat_cuts *cc, size_t limit, size_t *ret, char *msg, size_t cap)
+{
+    size_t lo = 0, hi = cc->k;
+    while (lo < hi) {
+        const size_t mid = lo + (hi - lo) / 2;
+        size_t n;
+        int rc = cut_len(srv, cc, mid, &n, msg, cap);
+        if (rc)
+            return rc;
+        if (n <= limit)
+            hi = mid;
+        else
+            lo = mid + 1;
+    }
+    *ret = lo;
+    return 0;
 }
 
 /* A conversation too long for the context with `reserve` tokens of room
  * for the reply: which of its oldest turns to leave out (Generate.truncate).
- * A cut at message i keeps the system messages before i and messages i..;
- * it starts at a user message, or keeps only the last message. Walking the
- * cuts from the latest (shortest prompt) back while they fit, it takes
- *  - the cut whose prompt a slot holds the most of, where that is more
- *    than the shortest cut's share (the system part): the cut an earlier
- *    turn made, still fitting, so this turn appends to the cached prompt;
+ * A cut keeps the system messages before it and every message from it on;
+ * it is made before a user message, or keeps only the last message. It
+ * takes
+ *  - the cut an earlier turn made (the slots remember its first message),
+ *    while that still fits and a slot holds more of its prompt than of
+ *    the shortest cut's (the system part): this turn appends to the
+ *    cached prompt;
  *  - else the earliest cut within half the context: room for the next
  *    turns to append before the cut must move again (llama.cpp's context
  *    shift also drops half);
  *  - else the shortest cut, if it fits in the context at all.
- * On success *toks and *n are the cut prompt's and *dropped counts the
- * messages left out; otherwise the error code, with msg set. */
+ * On success *toks and *n are the cut prompt's, *dropped counts the
+ * messages left out and *first is the index of the first kept one;
+ * otherwise the error code, with msg set. */
 static int fit_chat(sid_server *srv, const Selectinfer__ChatMessages *c, bool no_think, size_t reserve,
-                    bool cache, int32_t **toks, size_t *n, uint32_t *dropped, char *msg, size_t cap)
+                    bool cache, int32_t **toks, size_t *n, uint32_t *dropped, size_t *first, char *msg,
+                    size_t cap)
 {
     const size_t n_ctx = (size_t)srv->n_ctx, m = c->n_messages;
-    Selectinfer__ChatMessage **view = malloc(m * sizeof(*view));
-    if (!view) {
-        snprintf(msg, cap, "out of memory");
-        return SELECTINFER__ERROR_CODE__INTERNAL;
-    }
-    struct cut {
-        size_t i, n;
-        int64_t held;
-    } shortest = {0, 0, 0}, half = {0, 0, 0}, reuse = {0, 0, 0};
+    chat_cuts cc = {c, no_think, malloc(m * sizeof(*cc.view)), malloc(m * sizeof(*cc.at)),
+                    calloc(m, sizeof(*cc.n)), 0};
     int32_t *t = NULL;
-    size_t nt = 0;
+    size_t nt = 0, pick = SIZE_MAX;
     int rc = 0;
-    for (size_t i = m - 1; i >= 1; i--) {
-        if (i != m - 1 && strcmp(c->messages[i]->role, "user") != 0)
-            continue;
-        if ((rc = cut_tokens(srv, c, i, no_think, view, &t, &nt, msg, cap)) != 0)
-            break;
-        const int64_t held = cache ? held_prefix(srv, t, nt) : 0;
-        free(t);
-        t = NULL;
-        const struct cut here = {i, nt, held};
-        if (i == m - 1)
-            shortest = here;
-        else if (nt + reserve > n_ctx)
-            break; /* the earlier cuts are longer still */
-        if (nt + reserve <= n_ctx && held > shortest.held && held >= reuse.held)
-            reuse = here;
-        if (nt <= n_ctx / 2)
-            half = here;
+    if (!cc.view || !cc.at || !cc.n) {
+        snprintf(msg, cap, "out of memory");
+        rc = SELECTINFER__ERROR_CODE__INTERNAL;
+        goto out;
     }
-    const struct cut *pick = reuse.i ? &reuse : half.i ? &half : &shortest;
-    if (!rc && pick->n >= n_ctx) {
+    for (size_t i = 1; i < m; i++)
+        if (i == m - 1 || !strcmp(c->messages[i]->role, "user"))
+            cc.at[cc.k++] = i;
+    const size_t last = cc.k - 1;
+    if ((rc = cut_tokens(srv, &cc, last, &t, &nt, msg, cap)) != 0)
+        goto out;
+    const int64_t held_short = cache ? held_prefix(srv, t, nt) : 0;
+    free(t);
+    t = NULL;
+    if (nt >= n_ctx) {
         snprintf(msg, cap, "the last message takes %zu tokens with the system messages; the context holds %zu",
-                 pick->n, n_ctx);
+                 nt, n_ctx);
         rc = SELECTINFER__ERROR_CODE__PROMPT_TOO_LONG;
+        goto out;
     }
-    /* tokenized again: one prompt's tokens kept, not every candidate's */
-    if (!rc && (rc = cut_tokens(srv, c, pick->i, no_think, view, &t, &nt, msg, cap)) == 0) {
-        free(*toks);
-        *toks = t;
-        *n = nt;
-        *dropped = 0;
-        for (size_t j = 0; j < pick->i; j++)
-            *dropped += strcmp(c->messages[j]->role, "system") != 0;
+    /* the cuts the slots hold, latest message first among equal ones */
+    int64_t best_held = held_short;
+    for (int s = 0; cache && s < srv->n_slots; s++) {
+        if (!srv->slot_cut[s])
+            continue;
+        for (size_t j = cc.k; j-- > 0;) {
+            if (msg_hash(c->messages[cc.at[j]]) != srv->slot_cut[s])
+                continue;
+            if ((rc = cut_tokens(srv, &cc, j, &t, &nt, msg, cap)) != 0)
+                goto out;
+            const int64_t held = nt + reserve <= n_ctx ? held_prefix(srv, t, nt) : 0;
+            free(t);
+            t = NULL;
+            if (held > best_held) {
+                best_held = held;
+                pick = j;
+                break;
+            }
+        }
     }
-    free(view);
+    if (pick == SIZE_MAX) {
+        if ((rc = first_within(srv, &cc, n_ctx / 2, &pick, msg, cap)) != 0)
+            goto out;
+        if (pick == cc.k)
+            pick = last;
+    }
+    if ((rc = cut_tokens(srv, &cc, pick, &t, &nt, msg, cap)) != 0)
+        goto out;
+    free(*toks);
+    *toks = t;
+    *n = nt;
+    *first = cc.at[pick];
+    *dropped = 0;
+    for (size_t i = 0; i < cc.at[pick]; i++)
+        *dropped += strcmp(c->messages[i]->role, "system") != 0;
+out:
+    free(cc.view);
+    free(cc.at);
+    free(cc.n);
     return rc;
 }
 
@@ -740,8 +823,9 @@ static void run_request(sid_server *srv, sid_req *req)
     /* on unless the request says no (the fields default to true) */
     const bool cache = !g->has_cache_prompt || g->cache_prompt;
     const size_t reserve = req->max_tokens < (uint32_t)srv->n_ctx / 4 ? req->max_tokens : (size_t)srv->n_ctx / 4;
+    size_t cut_at = 0; /* the first message a cut chat keeps */
     if (chat && (!g->has_truncate || g->truncate) && g->chat->n_messages > 1 && n + reserve > (size_t)srv->n_ctx) {
-        rc = fit_chat(srv, g->chat, no_think, reserve, cache, &toks, &n, &req->dropped, req->err_msg,
+        rc = fit_chat(srv, g->chat, no_think, reserve, cache, &toks, &n, &req->dropped, &cut_at, req->err_msg,
                       sizeof(req->err_msg));
         if (rc) {
             req->err_code = rc;
@@ -779,6 +863,7 @@ static void run_request(sid_server *srv, sid_req *req)
     const int slot = pick_slot(srv, toks, n, gp.cache_prompt);
     eng_session *session = srv->sessions[slot];
     srv->slot_used[slot] = ++srv->slot_clock;
+    srv->slot_cut[slot] = req->dropped ? msg_hash(g->chat->messages[cut_at]) : 0;
     gen_ctx ctx = {.srv = srv, .req = req};
     eng_gen_stats st;
     memset(&st, 0, sizeof(st));
