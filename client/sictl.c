@@ -77,6 +77,8 @@ static void usage(FILE *f)
         "  --format json         the answer is one JSON object (ask for JSON in the text too)\n"
         "  --no-think            a model with a thinking switch (Qwen3) answers without\n"
         "                        reasoning first\n"
+        "  --logprobs N          after the answer, each token's log-probability and the N\n"
+        "                        (0-20) most likely tokens at its step, on stderr\n"
         "  --no-cache            evaluate the whole prompt (default: reuse the prefix the\n"
         "                        daemon holds from the request before)\n"
         "  --no-truncate         a chat too long for the context is refused (default: its\n"
@@ -310,6 +312,7 @@ typedef struct gen_opts {
     uint32_t max_tokens;
     bool has_phi, has_alpha;
     float phi, alpha;
+    int logprobs; /* -1: none; else alternatives per token */
     char *stop[16];
     size_t n_stop;
 } gen_opts;
@@ -351,7 +354,7 @@ static int parse_gen_opt(gen_opts *g, int argc, char **argv, int *i)
     if (!strcmp(a, "--no-cache")) { g->no_cache = true; return 1; }
     if (!strcmp(a, "--no-truncate")) { g->no_truncate = true; return 1; }
     if (!strcmp(a, "--no-think")) { g->no_think = true; return 1; }
-    static const char *with_value[] = {"--system", "--task", "--format", "--max-tokens", "--temperature", "--top-k",
+    static const char *with_value[] = {"--system", "--task", "--format", "--logprobs", "--max-tokens", "--temperature", "--top-k",
         "--top-p", "--min-p", "--repeat-penalty", "--repeat-last-n", "--seed", "--stop", "--phi", "--alpha"};
     bool known = false;
     for (size_t k = 0; k < sizeof(with_value) / sizeof(with_value[0]); k++)
@@ -368,6 +371,11 @@ static int parse_gen_opt(gen_opts *g, int argc, char **argv, int *i)
     if (!strcmp(a, "--system")) samp = false, g->system = v;
     else if (!strcmp(a, "--task")) samp = false, g->task = v;
     else if (!strcmp(a, "--format")) samp = false, g->format = v;
+    else if (!strcmp(a, "--logprobs")) {
+        samp = false;
+        ok = parse_u64(v, 20, &u);
+        g->logprobs = (int)u;
+    }
     else if (!strcmp(a, "--max-tokens")) {
         samp = false;
         ok = parse_u64(v, UINT32_MAX, &u);
@@ -452,6 +460,11 @@ static void fill_generate(const gen_opts *o, Selectinfer__Generate *g, Selectinf
         g->has_think = true;
         g->think = false;
     }
+    if (o->logprobs >= 0) {
+        g->has_logprobs = g->logprobs = true;
+        g->has_top_logprobs = true;
+        g->top_logprobs = (uint32_t)o->logprobs;
+    }
 }
 
 typedef struct text_buf {
@@ -496,11 +509,64 @@ static void print_stats(const Selectinfer__Done *d)
                 (unsigned long long)d->swap->neurons_out);
 }
 
+/* A token's bytes for a terminal: control bytes and quotes escaped. */
+static void put_token(text_buf *b, const ProtobufCBinaryData *t)
+{
+    char e[8];
+    text_append(b, "\"", 1);
+    for (size_t i = 0; i < t->len; i++) {
+        const unsigned char ch = t->data[i];
+        if (ch == '\n')
+            snprintf(e, sizeof(e), "\\n");
+        else if (ch == '"' || ch == '\\')
+            snprintf(e, sizeof(e), "\\%c", ch);
+        else if (ch < 0x20 || ch == 0x7f)
+            snprintf(e, sizeof(e), "\\x%02x", ch);
+        else
+            snprintf(e, sizeof(e), "%c", ch);
+        text_append(b, e, strlen(e));
+    }
+    text_append(b, "\"", 1);
+}
+
+/* --logprobs: one line per token, printed on stderr after the answer. */
+static void format_logprobs(text_buf *b, Selectinfer__TokenLogprob **v, size_t n)
+{
+    char num[32];
+    for (size_t i = 0; i < n; i++) {
+        snprintf(num, sizeof(num), "%9.4f ", (double)v[i]->logprob);
+        text_append(b, num, strlen(num));
+        put_token(b, &v[i]->token);
+        for (size_t j = 0; j < v[i]->n_top; j++) {
+            text_append(b, j ? ", " : "   top: ", j ? 2 : 8);
+            put_token(b, &v[i]->top[j]->token);
+            snprintf(num, sizeof(num), " %.3f", (double)v[i]->top[j]->logprob);
+            text_append(b, num, strlen(num));
+        }
+        text_append(b, "\n", 1);
+    }
+}
+
 /* Runs one generate request, streaming to stdout; the answer's text goes
  * to *answer when not NULL, and done.dropped_messages to *dropped. Ctrl-C
  * cancels it. Returns an exit status. */
+static int generate_call(si_client *c, Selectinfer__Generate *g, const gen_opts *o, text_buf *answer,
+                         uint32_t *dropped, text_buf *lps);
+
 static int run_generate(si_client *c, Selectinfer__Generate *g, const gen_opts *o, text_buf *answer,
                         uint32_t *dropped)
+{
+    text_buf lps = {0};
+    const int rc = generate_call(c, g, o, answer, dropped, o->logprobs >= 0 && !opt.json ? &lps : NULL);
+    if (lps.len)
+        fputs(lps.data, stderr);
+    free(lps.data);
+    return rc;
+}
+
+/* run_generate's request; the log-probabilities go to *lps when not NULL. */
+static int generate_call(si_client *c, Selectinfer__Generate *g, const gen_opts *o, text_buf *answer,
+                         uint32_t *dropped, text_buf *lps)
 {
     Selectinfer__Request req = SELECTINFER__REQUEST__INIT;
     req.has_id = true;
@@ -543,6 +609,8 @@ static int run_generate(si_client *c, Selectinfer__Generate *g, const gen_opts *
             }
             if (answer)
                 text_append(answer, (const char *)r->chunk->text.data, r->chunk->text.len);
+            if (lps)
+                format_logprobs(lps, r->chunk->logprobs, r->chunk->n_logprobs);
             si_response_free(r);
             continue;
         case SELECTINFER__RESPONSE__BODY_DONE: {
@@ -557,6 +625,8 @@ static int run_generate(si_client *c, Selectinfer__Generate *g, const gen_opts *
                 fputc('\n', stdout);
                 fflush(stdout);
             }
+            if (lps)
+                format_logprobs(lps, d->logprobs, d->n_logprobs);
             if (o->stats)
                 print_stats(d);
             if (dropped)
@@ -617,6 +687,7 @@ static int cmd_generate(int argc, char **argv)
 {
     gen_opts o;
     memset(&o, 0, sizeof(o));
+    o.logprobs = -1;
     selectinfer__sampling__init(&o.sampling);
     text_buf text = {0};
     for (int i = 0; i < argc; i++) {
@@ -757,6 +828,7 @@ static int cmd_chat(int argc, char **argv)
 {
     gen_opts o;
     memset(&o, 0, sizeof(o));
+    o.logprobs = -1;
     selectinfer__sampling__init(&o.sampling);
     for (int i = 0; i < argc; i++) {
         int k = parse_gen_opt(&o, argc, argv, &i);

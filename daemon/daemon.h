@@ -83,6 +83,22 @@ typedef struct sid_conn sid_conn;
 
 struct sid_event;
 
+/* A generated token's log-probability and the most likely tokens at its
+ * step (Generate.logprobs); a growing array of them. */
+typedef struct sid_lp {
+    int32_t id;
+    float logprob;
+    int n_top;
+    eng_token_prob top[ENG_MAX_TOP_PROBS];
+} sid_lp;
+
+typedef struct sid_lps {
+    sid_lp *v;
+    size_t n, cap;
+} sid_lps;
+
+int sid_lps_push(sid_lps *a, const sid_lp *e);
+
 typedef struct sid_req {
     sid_qitem q;              /* first: the queue hands back sid_qitem pointers */
     struct sid_event *done_ev; /* allocated with the request, so handing it back cannot fail */
@@ -112,6 +128,8 @@ typedef struct sid_req {
     uint32_t slot_held;        /* what that slot holds for reuse after it */
     uint64_t slot_copy;        /* the bytes of that slot's dynamic copy after it */
     uint32_t dropped;          /* chat messages left out to fit (done.dropped_messages) */
+    int top_logprobs;          /* -1: no logprobs; else alternatives per token */
+    sid_lps lps;               /* stream = false: every token's; else the tail */
     double ffn_share;
     char served[SID_TASK_MAX]; /* what served it (done.profile) */
     sid_swap_result *swap;     /* a swap that ran for it; owned */
@@ -131,6 +149,7 @@ typedef struct sid_event {
     sid_req *req;
     char *data;  /* EV_CHUNK */
     size_t len, cap;
+    sid_lps lps; /* EV_CHUNK: log-probabilities (Generate.logprobs) */
 } sid_event;
 
 struct sid_conn {

@@ -57,6 +57,7 @@ void sid_req_free(sid_req *req)
     free(req->text);
     free(req->swap);
     free(req->done_ev);
+    free(req->lps.v);
     free(req);
 }
 
@@ -325,6 +326,75 @@ static Selectinfer__StopReason stop_reason_wire(eng_stop_reason s)
 }
 
 /* The terminal reply of a generate or swap request; counts it. */
+/* Log-probabilities as protobuf messages, with each token's bytes (the
+ * vocabulary is read-only after load: the loop may read it). lp_free()
+ * releases what lp_build() made, also after a failure (NULL: out of
+ * memory; the reply then goes without them). */
+typedef struct lp_msgs {
+    Selectinfer__TokenLogprob *m, **p, **tp; /* entries, pointers to them, to the tops */
+    char *bytes;
+    size_t n;
+} lp_msgs;
+
+static void lp_free(lp_msgs *o)
+{
+    free(o->m);
+    free(o->p);
+    free(o->tp);
+    free(o->bytes);
+}
+
+static Selectinfer__TokenLogprob *lp_one(const eng_model *model, Selectinfer__TokenLogprob *m, int32_t id,
+                                         float logprob, char **b, char *end)
+{
+    selectinfer__token_logprob__init(m);
+    m->has_id = m->has_logprob = m->has_token = true;
+    m->id = id;
+    m->logprob = logprob;
+    int n = id >= 0 ? eng_token_to_piece(model, id, false, *b, (size_t)(end - *b)) : 0;
+    if (n < 0 || n > end - *b)
+        n = 0; /* (a piece never exceeds its share: lp_build sized it) */
+    m->token.data = (uint8_t *)*b;
+    m->token.len = (size_t)n;
+    *b += n;
+    return m;
+}
+
+static Selectinfer__TokenLogprob **lp_build(const eng_model *model, const sid_lps *a, lp_msgs *o)
+{
+    memset(o, 0, sizeof(*o));
+    size_t total = a->n, bytes = 0;
+    char piece[256];
+    for (size_t i = 0; i < a->n; i++) {
+        total += (size_t)a->v[i].n_top;
+        int n = eng_token_to_piece(model, a->v[i].id, false, piece, sizeof(piece));
+        bytes += n > 0 ? (size_t)n : 0;
+        for (int j = 0; j < a->v[i].n_top; j++) {
+            n = a->v[i].top[j].id >= 0 ? eng_token_to_piece(model, a->v[i].top[j].id, false, piece, sizeof(piece)) : 0;
+            bytes += n > 0 ? (size_t)n : 0;
+        }
+    }
+    o->m = calloc(total ? total : 1, sizeof(*o->m));
+    o->p = calloc(a->n ? a->n : 1, sizeof(*o->p));
+    o->tp = calloc(total ? total : 1, sizeof(*o->tp));
+    o->bytes = malloc(bytes + 1);
+    if (!o->m || !o->p || !o->tp || !o->bytes)
+        return NULL;
+    char *b = o->bytes, *end = o->bytes + bytes;
+    size_t k = 0, t = 0;
+    for (size_t i = 0; i < a->n; i++) {
+        const sid_lp *e = &a->v[i];
+        Selectinfer__TokenLogprob *m = lp_one(model, &o->m[k++], e->id, e->logprob, &b, end);
+        m->top = &o->tp[t];
+        m->n_top = (size_t)e->n_top;
+        for (int j = 0; j < e->n_top; j++)
+            o->tp[t++] = lp_one(model, &o->m[k++], e->top[j].id, e->top[j].logprob, &b, end);
+        o->p[i] = m;
+    }
+    o->n = a->n;
+    return o->p;
+}
+
 static void send_done(sid_server *srv, sid_req *req)
 {
     sid_conn *c = req->conn;
@@ -402,20 +472,29 @@ static void send_done(sid_server *srv, sid_req *req)
         d.text.data = (uint8_t *)req->text;
         d.text.len = req->text_len;
     }
+    lp_msgs lm = {0};
+    if (req->lps.n && (d.logprobs = lp_build(srv->model, &req->lps, &lm)) != NULL)
+        d.n_logprobs = lm.n;
     Selectinfer__Response r = reply(req->id, SELECTINFER__RESPONSE__BODY_DONE);
     r.done = &d;
     send_response(c, &r);
+    lp_free(&lm);
 }
 
-static void send_chunk(sid_conn *c, uint64_t id, const char *text, size_t len)
+static void send_chunk(sid_server *srv, sid_conn *c, uint64_t id, const char *text, size_t len,
+                       const sid_lps *lps)
 {
     Selectinfer__Chunk ch = SELECTINFER__CHUNK__INIT;
     ch.has_text = true;
     ch.text.data = (uint8_t *)text;
     ch.text.len = len;
+    lp_msgs lm = {0};
+    if (lps->n && (ch.logprobs = lp_build(srv->model, lps, &lm)) != NULL)
+        ch.n_logprobs = lm.n;
     Selectinfer__Response r = reply(id, SELECTINFER__RESPONSE__BODY_CHUNK);
     r.chunk = &ch;
     send_response(c, &r);
+    lp_free(&lm);
 }
 
 /* Ends a request the worker never saw (cancelled while queued, shutdown). */
@@ -842,6 +921,10 @@ static int validate_generate(sid_server *srv, const Selectinfer__Generate *g, ch
         snprintf(msg, cap, "task names have at most %d bytes", SID_TASK_MAX - 1);
         return SELECTINFER__ERROR_CODE__INVALID_ARGUMENT;
     }
+    if (g->has_top_logprobs && g->top_logprobs > ENG_MAX_TOP_PROBS) {
+        snprintf(msg, cap, "top_logprobs must be in [0, %d]", ENG_MAX_TOP_PROBS);
+        return SELECTINFER__ERROR_CODE__INVALID_ARGUMENT;
+    }
     eng_format format;
     if (g->format && g->format[0] && eng_format_parse(g->format, &format) < 0) {
         if (g->format[0] == '{') {
@@ -908,6 +991,10 @@ static void handle_generate(sid_server *srv, sid_conn *c, Selectinfer__Request *
     req->msg = msg;
     req->gen = msg->generate;
     req->stream = !msg->generate->has_stream || msg->generate->stream;
+    const Selectinfer__Generate *gm = msg->generate;
+    req->top_logprobs = gm->has_top_logprobs && gm->top_logprobs > 0 ? (int)gm->top_logprobs
+                        : gm->has_logprobs && gm->logprobs                 ? 0
+                                                                           : -1;
     req->max_tokens = msg->generate->has_max_tokens && msg->generate->max_tokens > 0
                           ? msg->generate->max_tokens : srv->cfg.max_tokens;
     req->task_switch = srv->cfg.task_switch;
@@ -1275,7 +1362,7 @@ static void on_async(uv_async_t *a)
         sid_event *next = ev->next;
         switch (ev->type) {
         case SID_EV_CHUNK:
-            send_chunk(ev->req->conn, ev->req->id, ev->data, ev->len);
+            send_chunk(srv, ev->req->conn, ev->req->id, ev->data, ev->len, &ev->lps);
             break;
         case SID_EV_DONE: {
             sid_req *req = ev->req;

@@ -17,19 +17,41 @@ void sid_event_free(sid_event *ev)
     if (!ev)
         return;
     free(ev->data);
+    free(ev->lps.v);
     free(ev);
 }
 
+int sid_lps_push(sid_lps *a, const sid_lp *e)
+{
+    if (a->n == a->cap) {
+        size_t cap = a->cap ? a->cap * 2 : 16;
+        sid_lp *nv = realloc(a->v, cap * sizeof(*nv));
+        if (!nv)
+            return -ENOMEM;
+        a->v = nv;
+        a->cap = cap;
+    }
+    a->v[a->n++] = *e;
+    return 0;
+}
+
 /* Appends an event and wakes the loop. Chunks of one request that the loop
- * has not taken yet are merged, so a slow loop sees fewer, larger frames. */
+ * has not taken yet are merged, so a slow loop sees fewer, larger frames.
+ * A chunk may carry a token's log-probability (lp) instead of text. */
 static int post(sid_server *srv, enum sid_event_type type, sid_req *req,
-                const char *data, size_t len)
+                const char *data, size_t len, const sid_lp *lp)
 {
     pthread_mutex_lock(&srv->mu);
     sid_event *tail = srv->out_tail;
     if (type == SID_EV_CHUNK && tail && tail->type == SID_EV_CHUNK && tail->req == req) {
+        if (lp) {
+            int rc = sid_lps_push(&tail->lps, lp);
+            pthread_mutex_unlock(&srv->mu);
+            return rc;
+        }
         if (tail->len + len > tail->cap) {
-            size_t cap = tail->cap * 2;
+            /* (a chunk begun by a log-probability has no text buffer yet) */
+            size_t cap = tail->cap ? tail->cap * 2 : 256;
             while (cap < tail->len + len)
                 cap *= 2;
             char *nd = realloc(tail->data, cap);
@@ -57,6 +79,10 @@ static int post(sid_server *srv, enum sid_event_type type, sid_req *req,
     }
     ev->type = type;
     ev->req = req;
+    if (lp && sid_lps_push(&ev->lps, lp) < 0) {
+        free(ev);
+        return -ENOMEM;
+    }
     if (len) {
         ev->cap = len < 256 ? 256 : len;
         ev->data = malloc(ev->cap);
@@ -453,7 +479,7 @@ static int on_text(void *ud, const char *text, size_t len)
     beat(g->srv);
     if (len > 0) {
         if (req->stream) {
-            if (post(g->srv, SID_EV_CHUNK, req, text, len) < 0)
+            if (post(g->srv, SID_EV_CHUNK, req, text, len, NULL) < 0)
                 g->oom = true;
         } else {
             if (req->text_len + len > req->text_cap) {
@@ -472,6 +498,20 @@ static int on_text(void *ud, const char *text, size_t len)
             req->text_len += len;
         }
     }
+    return g->oom || atomic_load(&req->cancelled) || atomic_load(&g->srv->stop_worker);
+}
+
+/* Each generated token's log-probability (Generate.logprobs): to the loop
+ * in a chunk when streaming, else kept for done. */
+static int on_prob(void *ud, int32_t tok, float logprob, const eng_token_prob *top, int n_top)
+{
+    gen_ctx *g = ud;
+    sid_req *req = g->req;
+    sid_lp e = {.id = tok, .logprob = logprob, .n_top = n_top};
+    memcpy(e.top, top, (size_t)n_top * sizeof(*top));
+    const int rc = req->stream ? post(g->srv, SID_EV_CHUNK, req, NULL, 0, &e) : sid_lps_push(&req->lps, &e);
+    if (rc < 0)
+        g->oom = true;
     return g->oom || atomic_load(&req->cancelled) || atomic_load(&g->srv->stop_worker);
 }
 
@@ -847,6 +887,10 @@ static void run_request(sid_server *srv, sid_req *req)
     gp.stop = (const char *const *)g->stop;
     gp.n_stop = g->n_stop;
     gp.cache_prompt = cache;
+    if (req->top_logprobs >= 0) {
+        gp.on_prob = on_prob;
+        gp.n_top_probs = req->top_logprobs;
+    }
     if (g->format && g->format[0])
         eng_format_parse(g->format, &gp.format); /* checked by the loop */
     const Selectinfer__Sampling *s = g->sampling;
@@ -1056,7 +1100,7 @@ static void *worker_main(void *arg)
 {
     sid_server *srv = arg;
     srv->load_rc = load_model(srv);
-    post(srv, SID_EV_LOADED, NULL, NULL, 0);
+    post(srv, SID_EV_LOADED, NULL, NULL, 0, NULL);
     if (srv->load_rc == 0) {
         for (;;) {
             pthread_mutex_lock(&srv->mu);
@@ -1093,7 +1137,7 @@ static void *worker_main(void *arg)
             /* the backend's counters, read on its own thread */
             if (eng_model_backend_info(srv->model, &req->backend) < 0)
                 memset(&req->backend, 0, sizeof(req->backend));
-            post(srv, SID_EV_DONE, req, NULL, 0);
+            post(srv, SID_EV_DONE, req, NULL, 0, NULL);
         }
     }
     free_sessions(srv);
@@ -1101,7 +1145,7 @@ static void *worker_main(void *arg)
     srv->profile = NULL;
     eng_model_free(srv->model);
     srv->model = NULL;
-    post(srv, SID_EV_EXITED, NULL, NULL, 0);
+    post(srv, SID_EV_EXITED, NULL, NULL, 0, NULL);
     return NULL;
 }
 

@@ -312,6 +312,22 @@ typedef enum eng_format {
 
 int eng_format_parse(const char *name, eng_format *ret_format); /* "text", "json"; -EINVAL */
 
+/* A token and its log-probability (eng_prob_cb). */
+typedef struct eng_token_prob {
+    int32_t id;
+    float logprob;
+} eng_token_prob;
+
+#define ENG_MAX_TOP_PROBS 20
+
+/* Called once per generated token, before its text, with the token's
+ * log-probability under the model (the log-softmax of its logits as they
+ * come: before temperature, penalties and truncation, as OpenAI and Ollama
+ * report them) and the n_top most likely tokens, most likely first (ties
+ * to the lower id). Return nonzero to stop (ENG_STOP_CANCELLED). */
+typedef int (*eng_prob_cb)(void *userdata, int32_t token, float logprob, const eng_token_prob *top,
+                           int n_top);
+
 typedef struct eng_gen_params {
     int max_tokens;             /* <= 0: until EOS or context full */
     bool cache_prompt;          /* keep what the session holds of the prompt's
@@ -320,6 +336,9 @@ typedef struct eng_gen_params {
     size_t n_stop;
     eng_sampler_params sampler;
     eng_format format;
+    eng_prob_cb on_prob;        /* NULL: no log-probabilities; called with
+                                 * eng_generate's userdata */
+    int n_top_probs;            /* alternatives per token, 0..ENG_MAX_TOP_PROBS */
 } eng_gen_params;
 
 eng_gen_params eng_gen_params_default(void);

@@ -276,6 +276,39 @@ static int32_t guard_sample(json_guard *g, eng_sampler *smp, const float *logits
     return guard_allows(g, tok) ? tok : -EILSEQ;
 }
 
+/* The log-probability of tok in logits[0..n) and the n_top most likely
+ * tokens (n_top <= ENG_MAX_TOP_PROBS), most likely first, ties to the
+ * lower id: one pass for the maximum and the k best, one for the sum (in
+ * double). NaN logits take no part; tok's own NaN gives NaN. */
+static float token_logprob(const float *logits, int n, int32_t tok, eng_token_prob *top, int n_top) {
+    float m = -INFINITY;
+    int k = 0;
+    for (int i = 0; i < n; i++) {
+        const float v = logits[i];
+        if (isnan(v))
+            continue;
+        m = v > m ? v : m;
+        if (k == n_top && (n_top == 0 || v <= top[k - 1].logprob))
+            continue;
+        int j = k < n_top ? k++ : k - 1; /* the slot v takes, then moved up */
+        while (j > 0 && top[j - 1].logprob < v) {
+            top[j] = top[j - 1];
+            j--;
+        }
+        top[j] = (eng_token_prob){ i, v };
+    }
+    double s = 0.0;
+    for (int i = 0; i < n; i++)
+        if (!isnan(logits[i]))
+            s += exp((double)logits[i] - m);
+    const float lz = (float)((double)m + log(s));
+    for (int j = 0; j < k; j++)
+        top[j].logprob -= lz;
+    for (int j = k; j < n_top; j++)
+        top[j] = (eng_token_prob){ -1, -INFINITY }; /* fewer numbers than asked */
+    return logits[tok] - lz;
+}
+
 int eng_generate(eng_session *session, const int32_t *prompt, size_t n_prompt,
                  const eng_gen_params *params, eng_text_cb on_text, void *userdata,
                  eng_gen_stats *ret_stats) {
@@ -304,6 +337,8 @@ int eng_generate(eng_session *session, const int32_t *prompt, size_t n_prompt,
     json_guard guard, *json = NULL;
     if (params->format != ENG_FORMAT_TEXT && params->format != ENG_FORMAT_JSON)
         return -EINVAL;
+    if (params->n_top_probs < 0 || params->n_top_probs > ENG_MAX_TOP_PROBS)
+        return -EINVAL;
     int r = eng__text_init(&ts, params->stop, params->n_stop);
     if (r < 0)
         return r;
@@ -324,7 +359,7 @@ int eng_generate(eng_session *session, const int32_t *prompt, size_t n_prompt,
     /* Plain greedy needs the argmax only: a GPU then picks the token itself
      * and sends back 4 bytes per step instead of a row of logits. (Not for
      * JSON: the argmax may not continue the object.) */
-    const bool greedy = eng_sampler_is_greedy(smp) && !json;
+    const bool greedy = eng_sampler_is_greedy(smp) && !json && !params->on_prob;
     const unsigned eval_flags = greedy ? ENG_EVAL_ARGMAX : 0;
 
     uint64_t t0 = eng_time_ns();
@@ -366,6 +401,15 @@ int eng_generate(eng_session *session, const int32_t *prompt, size_t n_prompt,
         if (eng_token_is_eog(model, tok)) {
             st.stop_reason = ENG_STOP_EOS; /* not emitted, not counted */
             break;
+        }
+        if (params->on_prob) {
+            eng_token_prob top[ENG_MAX_TOP_PROBS];
+            const float lp = token_logprob(eng_session_logits(session, -1), info.n_vocab, tok, top,
+                                           params->n_top_probs);
+            if (params->on_prob(userdata, tok, lp, top, params->n_top_probs) != 0) {
+                st.stop_reason = ENG_STOP_CANCELLED;
+                break;
+            }
         }
         eng_sampler_accept(smp, tok);
         st.n_generated++;

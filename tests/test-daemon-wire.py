@@ -11,6 +11,7 @@ context slots).
 Exit 0 pass, 1 fail, 77 skip (no protobuf module or no default model)."""
 import importlib.util
 import json
+import math
 import os
 import shutil
 import socket
@@ -282,6 +283,45 @@ try:
         r = c.recv()
         check(r.id == rid and r.WhichOneof("body") == "error" and r.error.code == code,
               "format %r refused with %d" % (fmt, code))
+
+    # logprobs: one entry per generated token, streamed with the chunks
+    # (or all in done), their bytes the text, the greedy token the most
+    # likely of its top three, probabilities that add up to at most 1
+    def logprob_checks(entries, text, gen, what):
+        check(len(entries) == gen, "%s: %d entries for %d tokens" % (what, len(entries), gen))
+        check(b"".join(e.token for e in entries) == text, "%s: the tokens' bytes are the text" % what)
+        for e in entries:
+            tops = [t.logprob for t in e.top]
+            check(e.logprob <= 0 and len(e.top) == 3 and e.top[0].id == e.id and e.top[0].logprob == e.logprob
+                  and tops == sorted(tops, reverse=True) and sum(math.exp(x) for x in tops) <= 1 + 1e-5,
+                  "%s: entry %r" % (what, e))
+    q = pb.Request(id=43)
+    q.generate.chat.messages.add(role="user", content="Name three colors.")
+    q.generate.max_tokens = 12
+    q.generate.top_logprobs = 3
+    c.send(q)
+    text, entries = b"", []
+    while True:
+        r = c.recv()
+        if r.WhichOneof("body") != "chunk":
+            break
+        text += r.chunk.text
+        entries += list(r.chunk.logprobs)
+    check(r.id == 43 and r.WhichOneof("body") == "done", "logprobs: done")
+    entries += list(r.done.logprobs)
+    logprob_checks(entries, text, r.done.generated_tokens, "streamed")
+    q.id = 44
+    q.generate.stream = False
+    c.send(q)
+    r = c.recv()
+    check(r.id == 44 and r.WhichOneof("body") == "done" and r.done.text == text, "logprobs: unstreamed")
+    logprob_checks(list(r.done.logprobs), r.done.text, r.done.generated_tokens, "unstreamed")
+    q.id = 45
+    q.generate.top_logprobs = 21
+    c.send(q)
+    r = c.recv()
+    check(r.id == 45 and r.WhichOneof("body") == "error" and r.error.code == pb.INVALID_ARGUMENT,
+          "top_logprobs 21 refused")
 
     # a malformed frame: an error the Python side decodes, then EOF
     c.send_bytes(b"\xff" * 16)

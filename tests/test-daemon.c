@@ -2278,6 +2278,13 @@ static void scenario_truncate_real(void)
     CHECK(run_sictl(pargs, out, sizeof(out), NULL) == 0 && out[0] != '{');
     const char *bargs[] = {"--socket", D.sock, "generate", "--format", "yaml", "x", NULL};
     CHECK(run_sictl(bargs, out, sizeof(out), NULL) == 65);
+    /* --logprobs N asks for the log-probabilities and N alternatives
+     * (test-daemon-wire.py checks their values) */
+    const char *largs[] = {"--socket", D.sock, "--json", "generate", "--logprobs", "2", "--max-tokens", "4", "Hi", NULL};
+    CHECK(run_sictl(largs, out, sizeof(out), NULL) == 0);
+    CHECK(strstr(out, "\"logprobs\":[{\"id\":") != NULL && strstr(out, "\"top\":[{") != NULL);
+    const char *l21[] = {"--socket", D.sock, "generate", "--logprobs", "21", "x", NULL};
+    CHECK(run_sictl(l21, out, sizeof(out), NULL) == 64);
     daemon_stop();
 }
 

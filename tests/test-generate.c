@@ -2,6 +2,7 @@
  * strings against text the model really produces, cancellation, seeded
  * sampling. Skips (77) when the model file is absent. */
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,6 +38,37 @@ static int on_text(void *ud, const char *text, size_t len) {
         s->text[s->len] = '\0';
     }
     return s->cancel_at > 0 && s->calls >= s->cancel_at;
+}
+
+/* A sink that also records the log-probabilities (on_prob gets the same
+ * userdata as on_text: the sink comes first). */
+typedef struct probe {
+    sink s;
+    int n, stop_at;
+    int32_t tok[64];
+    float lp[64];
+    eng_token_prob top[64][5];
+} probe;
+
+static int on_prob(void *ud, int32_t tok, float lp, const eng_token_prob *top, int n_top) {
+    probe *p = ud;
+    if (p->n < 64 && n_top == 5) {
+        p->tok[p->n] = tok;
+        p->lp[p->n] = lp;
+        memcpy(p->top[p->n], top, sizeof(p->top[0]));
+    }
+    p->n++;
+    return p->stop_at > 0 && p->n >= p->stop_at;
+}
+
+/* log-softmax of row at id, in double */
+static double ref_logprob(const float *row, int n, int id) {
+    double m = -INFINITY, s = 0.0;
+    for (int i = 0; i < n; i++)
+        m = row[i] > m ? row[i] : m;
+    for (int i = 0; i < n; i++)
+        s += exp((double)row[i] - m);
+    return (double)row[id] - m - log(s);
 }
 
 static int abort_on_second_poll(void *ud) {
@@ -190,6 +222,69 @@ int main(void) {
         CHECK(st2.stop_reason == ENG_STOP_EOS);
         CHECK(strstr(s2.text, "Paris") != NULL);
         CHECK(strstr(s2.text, "<|im_end|>") == NULL);
+    }
+
+    /* log-probabilities of the chat answer's tokens and the 5 most likely
+     * at each step, against the logits of a teacher-forced evaluation of
+     * the same tokens in another session (prefill kernels, not decode
+     * ones: equal up to rounding), log-softmax in double */
+    if (cn > 0) {
+        probe p;
+        memset(&p, 0, sizeof(p));
+        eng_gen_params pp = eng_gen_params_default();
+        pp.max_tokens = 12;
+        pp.on_prob = on_prob;
+        pp.n_top_probs = 5;
+        eng_gen_stats pst;
+        CHECK(eng_generate(sess, ctoks, cn, &pp, on_text, &p, &pst) == 0);
+        CHECK(p.n == pst.n_generated && p.n > 3 && p.n <= 12);
+        eng_model_info mi;
+        eng_model_get_info(model, &mi);
+        eng_session *tf = NULL;
+        int32_t all[256 + 12];
+        memcpy(all, ctoks, cn * sizeof(int32_t));
+        memcpy(all + cn, p.tok, (size_t)p.n * sizeof(int32_t));
+        CHECK(eng_session_new(model, NULL, &tf) == 0);
+        CHECK(tf && eng_session_eval(tf, all, cn + (size_t)p.n, ENG_EVAL_ALL_LOGITS) == 0);
+        double worst = 0.0;
+        for (int i = 0; tf && i < p.n; i++) {
+            const float *row = eng_session_logits(tf, (int)cn - 1 + i);
+            CHECK(row != NULL);
+            if (!row)
+                break;
+            const double want = ref_logprob(row, mi.n_vocab, p.tok[i]);
+            worst = fmax(worst, fabs(want - p.lp[i]));
+            /* greedy: the chosen token is the most likely one */
+            CHECK(p.top[i][0].id == p.tok[i] && p.top[i][0].logprob == p.lp[i] && p.lp[i] <= 0.0f);
+            double mass = 0.0;
+            for (int j = 0; j < 5; j++) {
+                const eng_token_prob *t = &p.top[i][j];
+                CHECK(t->id >= 0 && (j == 0 || t->logprob <= p.top[i][j - 1].logprob));
+                worst = fmax(worst, fabs(ref_logprob(row, mi.n_vocab, t->id) - t->logprob));
+                mass += exp(t->logprob);
+            }
+            CHECK(mass <= 1.0 + 1e-4);
+            /* nothing outside the five is more likely than the fifth */
+            for (int v = 0; v < mi.n_vocab; v++) {
+                bool in = false;
+                for (int j = 0; j < 5; j++)
+                    in |= p.top[i][j].id == v;
+                if (!in && ref_logprob(row, mi.n_vocab, v) > p.top[i][4].logprob + 0.02) {
+                    CHECK(!"a token outside the top five is more likely");
+                    break;
+                }
+            }
+        }
+        printf("logprobs: %d tokens, max |diff| against the teacher-forced logits %.5f\n", p.n, worst);
+        CHECK(worst < 0.02);
+        eng_session_free(tf);
+        /* the callback stops generation like on_text */
+        memset(&p, 0, sizeof(p));
+        p.stop_at = 2;
+        CHECK(eng_generate(sess, ctoks, cn, &pp, on_text, &p, &pst) == 0);
+        CHECK(pst.stop_reason == ENG_STOP_CANCELLED && p.n == 2 && pst.n_generated == 1);
+        pp.n_top_probs = ENG_MAX_TOP_PROBS + 1;
+        CHECK(eng_generate(sess, ctoks, cn, &pp, on_text, &p, &pst) == -EINVAL);
     }
 
     /* seeded sampling: same seed, same text; the session is reset each time */
