@@ -325,7 +325,6 @@ static Selectinfer__StopReason stop_reason_wire(eng_stop_reason s)
     }
 }
 
-/* The terminal reply of a generate or swap request; counts it. */
 /* Log-probabilities as protobuf messages, with each token's bytes (the
  * vocabulary is read-only after load: the loop may read it). lp_free()
  * releases what lp_build() made, also after a failure (NULL: out of
@@ -395,6 +394,7 @@ static Selectinfer__TokenLogprob **lp_build(const eng_model *model, const sid_lp
     return o->p;
 }
 
+/* The terminal reply of a generate or swap request; counts it. */
 static void send_done(sid_server *srv, sid_req *req)
 {
     sid_conn *c = req->conn;
@@ -477,7 +477,18 @@ static void send_done(sid_server *srv, sid_req *req)
         d.n_logprobs = lm.n;
     Selectinfer__Response r = reply(req->id, SELECTINFER__RESPONSE__BODY_DONE);
     r.done = &d;
-    send_response(c, &r);
+    /* an unstreamed answer too long for one reply still ends its request:
+     * without the log-probabilities, else as an error */
+    if (protobuf_c_message_get_packed_size(&r.base) + 4 > SID_MAX_REPLY && d.n_logprobs) {
+        sid_warn("Request %llu: its log-probabilities do not fit in a reply; sent without them",
+                 (unsigned long long)req->id);
+        d.n_logprobs = 0;
+    }
+    if (protobuf_c_message_get_packed_size(&r.base) + 4 > SID_MAX_REPLY)
+        send_error(c, req->id, SELECTINFER__ERROR_CODE__INTERNAL,
+                   "the answer does not fit in one reply (%u MiB): ask for it streamed", SID_MAX_REPLY >> 20);
+    else
+        send_response(c, &r);
     lp_free(&lm);
 }
 
