@@ -193,6 +193,7 @@ struct sid_server {
     uv_timer_t housekeeping, force_close;
     uv_timer_t watchdog;      /* WATCHDOG=1 pings (WatchdogSec=) */
     uint64_t watchdog_usec;   /* 0: no watchdog */
+    uint64_t extended_ns;     /* the last EXTEND_TIMEOUT_USEC sent while loading */
     bool once_silent;
     bool listening;
 

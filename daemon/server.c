@@ -1331,6 +1331,8 @@ static void on_connection(uv_stream_t *server, int status)
 
 /* ---- events from the worker --------------------------------------------- */
 
+static void on_watchdog(uv_timer_t *t);
+
 static void on_loaded(sid_server *srv)
 {
     if (srv->load_rc < 0) {
@@ -1357,6 +1359,12 @@ static void on_loaded(sid_server *srv)
              (double)p->gamma, (double)p->delta, (unsigned long long)p->neurons_loaded,
              (unsigned long long)p->neurons_total);
     notify("READY=1");
+    /* systemd watches from the end of start-up: pings from now on */
+    if (srv->watchdog_usec) {
+        const uint64_t ms = srv->watchdog_usec / 2000;
+        uv_timer_start(&srv->watchdog, on_watchdog, ms, ms);
+        sid_debug("Watchdog: a ping every %llu ms", (unsigned long long)ms);
+    }
     notify_status("Ready, profile %s", sid_plan_name(p));
 }
 
@@ -1406,9 +1414,24 @@ static void on_async(uv_async_t *a)
 
 /* ---- timers and signals --------------------------------------------------- */
 
+/* While the model loads and its layers keep coming (the worker's beat at
+ * every layer), the start timeout is pushed 30 s on every 5 s, so a slow
+ * but moving load of a large model is not killed at TimeoutStartSec; a
+ * load stuck for 10 s stops the extensions. */
+static void extend_start_timeout(sid_server *srv)
+{
+    const uint64_t now = eng_time_ns(), beat = atomic_load(&srv->beat_ns);
+    if (srv->state != SELECTINFER__DAEMON_STATE__STATE_LOADING || now - srv->extended_ns < 5000000000ull ||
+        (now > beat && now - beat > 10000000000ull))
+        return;
+    srv->extended_ns = now;
+    notify("EXTEND_TIMEOUT_USEC=30000000");
+}
+
 static void on_housekeeping(uv_timer_t *t)
 {
     sid_server *srv = t->data;
+    extend_start_timeout(srv);
     uint64_t now = now_ns(), limit = (uint64_t)srv->cfg.client_write_timeout_ms * 1000000ull;
     sid_conn *next;
     for (sid_conn *c = srv->conns; c; c = next) {
@@ -1709,11 +1732,6 @@ int sid_daemon_run(const sid_config *cfg, const char *config_file,
         uv_signal_start(&srv->sig_term, on_signal, SIGTERM);
         uv_signal_start(&srv->sig_hup, on_signal, SIGHUP);
         uv_timer_start(&srv->housekeeping, on_housekeeping, 250, 250);
-        if (srv->watchdog_usec) {
-            const uint64_t ms = srv->watchdog_usec / 2000;
-            uv_timer_start(&srv->watchdog, on_watchdog, ms, ms);
-            sid_debug("Watchdog: a ping every %llu ms", (unsigned long long)ms);
-        }
         /* Phase 2: the model, on the inference thread; on_loaded() is the
          * readiness point (READY=1). */
         notify_status("Loading model %s", srv->cfg.model);

@@ -470,6 +470,14 @@ static void beat(sid_server *srv)
     atomic_store(&srv->beat_ns, eng_time_ns());
 }
 
+/* A layer loaded or swapped: a sign of life too. */
+static void on_progress(void *ud, int done, int total)
+{
+    (void)done;
+    (void)total;
+    beat(ud);
+}
+
 /* Called by eng_generate with each piece of text; its return value is how a
  * cancel (explicit, client gone, shutdown) reaches the engine. */
 static int on_text(void *ud, const char *text, size_t len)
@@ -1010,6 +1018,8 @@ static int load_model(sid_server *srv)
     if (rc < 0)
         return rc;
     mp.plan = &pp;
+    mp.progress = on_progress; /* loads and swaps beat (the watchdog, start timeout) */
+    mp.progress_data = srv;
     eng_error err;
     memset(&err, 0, sizeof(err));
     uint64_t t0 = uv_hrtime();
@@ -1124,11 +1134,10 @@ static void *worker_main(void *arg)
                 req = (sid_req *)sid_queue_pop(&srv->queue);
             }
             srv->running = req;
-            /* A swap has no progress to report (one engine call, file
-             * reads and uploads): the watchdog leaves it alone. Requests
-             * beat at every prefill chunk and token. */
+            /* requests beat at every prefill chunk and token, swaps at
+             * every layer (on_progress) */
             beat(srv);
-            atomic_store(&srv->worker_busy, req->kind != SID_REQ_SWAP);
+            atomic_store(&srv->worker_busy, true);
             pthread_mutex_unlock(&srv->mu);
             if (req->kind == SID_REQ_SWAP)
                 run_swap(srv, req);

@@ -68,6 +68,11 @@ typedef enum eng_backend_kind {
     ENG_BACKEND_AUTO,    /* CUDA when a GPU is usable, else the CPU */
 } eng_backend_kind;
 
+/* Loading and hot-swapping report their progress layer by layer (done:
+ * layers finished, of total), from the calling thread: a sign of life for whoever watches a long load (a
+ * service manager's start timeout, a watchdog). It cannot stop them. */
+typedef void (*eng_progress_cb)(void *userdata, int done, int total);
+
 typedef struct eng_model_params {
     eng_dtype storage; /* weight storage type after conversion */
     /* With f16 storage, on a backend that computes on Q8_0 (the CPU):
@@ -83,6 +88,8 @@ typedef struct eng_model_params {
     /* Selective loading (SelectInfer section below); NULL: dense. Only
      * read during eng_model_load(). */
     const eng_load_plan_params *plan;
+    eng_progress_cb progress;  /* NULL: none; kept for eng_model_swap() */
+    void *progress_data;
 } eng_model_params;
 
 eng_model_params eng_model_params_default(void);

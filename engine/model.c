@@ -827,6 +827,8 @@ static int load_weights(loader *ld, const eng_plan *plan)
 #undef NAME
         if ((r = load_ffn(ld, il, L, plan)) < 0)
             return r;
+        if (m->progress)
+            m->progress(m->progress_data, il + 1, m->info.n_layer);
     }
     (void)f;
     return 0;
@@ -980,6 +982,8 @@ int eng__model_load_backend(const char *path, const eng_model_params *params, en
     loader ld = { .f = f, .m = m, .err = err };
     m->info.storage = p.storage;
     m->q8_matrices = p.q8_matrices;
+    m->progress = p.progress;
+    m->progress_data = p.progress_data;
     if ((r = load_hparams(f, m, err)) < 0)
         goto fail;
     if ((r = eng_vocab_load(f, &m->vocab, err)) < 0)
@@ -1812,6 +1816,8 @@ int eng_model_swap(eng_model *m, const eng_load_plan_params *pp, eng_swap_stats 
      * of those that leave; the rest stay where they are */
     for (int il = 0; il < NL; il++) {
         eng_layer *L = &m->layers[il];
+        if (m->progress)
+            m->progress(m->progress_data, il, NL);
         ffn_tensors t;
         ffn_tensors_get(&ld, il, &t);
         for (int n = 0; n < F; n++)

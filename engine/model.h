@@ -60,6 +60,8 @@ struct eng_model {
     uint64_t generation;              /* bumped by every swap */
     uint64_t bytes_fixed;             /* resident weights outside the FFN */
     bool q8_matrices;                 /* eng_model_params.q8_matrices */
+    eng_progress_cb progress;         /* eng_model_params.progress */
+    void *progress_data;
     float *down_norm;                 /* [n_layer][n_ff] ||W_down column n|| */
     float *layer_sens;                /* [n_layer] ENG_BUDGET_SENS sensitivities, or NULL */
 

@@ -23,7 +23,22 @@
 
 struct eng_model {
     eng_plan_info plan;
+    eng_progress_cb progress;
+    void *progress_data;
 };
+
+static void sleep_us(long us);
+
+/* ms milliseconds in 20 steps, each reported as a layer done, as the
+ * engine reports loads and swaps */
+static void progress_sleep(eng_progress_cb cb, void *ud, long ms)
+{
+    for (int i = 1; i <= 20; i++) {
+        sleep_us(ms * 1000 / 20);
+        if (cb)
+            cb(ud, i, 20);
+    }
+}
 
 struct eng_session {
     const eng_model *model;
@@ -78,7 +93,8 @@ eng_model_params eng_model_params_default(void)
 
 int eng_model_load(const char *path, const eng_model_params *params, eng_model **ret_model, eng_error *err)
 {
-    sleep_us(env_long("SI_FAKE_LOAD_MS", 0) * 1000);
+    progress_sleep(params ? params->progress : NULL, params ? params->progress_data : NULL,
+                   env_long("SI_FAKE_LOAD_MS", 0));
     if (access(path, R_OK) != 0) {
         if (err)
             snprintf(err->msg, sizeof(err->msg), "cannot open '%s'", path);
@@ -87,6 +103,10 @@ int eng_model_load(const char *path, const eng_model_params *params, eng_model *
     eng_model *m = calloc(1, sizeof(*m));
     if (!m)
         return -ENOMEM;
+    if (params) {
+        m->progress = params->progress;
+        m->progress_data = params->progress_data;
+    }
     eng_error e2;
     int rc = eng_model_swap(m, params ? params->plan : NULL, NULL, err ? err : &e2);
     if (rc < 0) {
@@ -197,7 +217,7 @@ int eng_model_swap(eng_model *model, const eng_load_plan_params *plan, eng_swap_
         snprintf(err->msg, sizeof(err->msg), "need 0 < gamma <= 1 and 0 <= delta <= gamma");
         return -EINVAL;
     }
-    sleep_us(env_long("SI_FAKE_SWAP_MS", 0) * 1000);
+    progress_sleep(model->progress, model->progress_data, env_long("SI_FAKE_SWAP_MS", 0));
     eng_plan_info *pi = &model->plan;
     bool changed = strcmp(pi->task, uses ? task : "") != 0 || pi->mode != pp.mode;
     pi->mode = pp.mode;

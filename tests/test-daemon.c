@@ -2040,6 +2040,8 @@ static int convo_gen(si_client *c, convo *v, bool truncate, int *cached, int *dr
  * a user message 47, an assistant one 52: a prompt keeping the system
  * message and the last p pairs before a final user message has
  * 76 + 99 p tokens. */
+static int extends_before_ready; /* EXTEND_TIMEOUT_USEC= seen before READY=1 */
+
 /* Datagrams on the notify socket for `seconds`: how many said WATCHDOG=1;
  * *ready set when one said READY=1. */
 static int count_pings(int fd, double seconds, bool *ready)
@@ -2056,6 +2058,8 @@ static int count_pings(int fd, double seconds, bool *ready)
             continue;
         buf[n] = '\0';
         pings += strstr(buf, "WATCHDOG=1") != NULL;
+        if (ready && strstr(buf, "EXTEND_TIMEOUT_USEC=") && !*ready)
+            extends_before_ready++;
         if (ready && strstr(buf, "READY=1"))
             *ready = true;
     }
@@ -2076,9 +2080,11 @@ static bool ends_done(si_client *c)
 }
 
 /* The systemd watchdog (WATCHDOG_USEC 0.4 s: a ping every 0.2 s): pings
- * while idle and while a request makes progress, none while the inference
- * thread is stuck in one call (the fake engine's "HANG": 2 s without a
- * callback, as a hung GPU call), and pings again once it returns. */
+ * while idle, while a request makes progress and while a profile swap
+ * reports its layers, none while the inference thread is stuck in one call
+ * (the fake engine's "HANG": 2 s without a callback, as a hung GPU call),
+ * and pings again once it returns. A load that reports its layers extends
+ * the start timeout (EXTEND_TIMEOUT_USEC) before READY=1. */
 static void scenario_watchdog(void)
 {
     char dir[] = "/tmp/si-watchdog-XXXXXX";
@@ -2091,8 +2097,13 @@ static void scenario_watchdog(void)
     struct sockaddr_un sa = {.sun_family = AF_UNIX};
     snprintf(sa.sun_path, sizeof(sa.sun_path), "%.100s", path);
     REQUIRE(bind(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0);
-    const char *env[] = {env_sock, "WATCHDOG_USEC=400000", NULL};
-    daemon_start_env(&D, NULL, env);
+    char prof[160];
+    snprintf(prof, sizeof(prof), "%s/p.siprof", dir);
+    REQUIRE(make_profile(prof));
+    const char *extra[] = {"--profile", prof, "--task", "qa", NULL};
+    /* the load takes 0.6 + 1.6 s (its first plan is a swap), the swap 1.6 s */
+    const char *env[] = {env_sock, "WATCHDOG_USEC=400000", "SI_FAKE_LOAD_MS=600", "SI_FAKE_SWAP_MS=1600", NULL};
+    daemon_start_env(&D, extra, env);
     if (wait_ready(&D, 60) < 0) {
         failures++;
         if (D.pid > 0)
@@ -2101,7 +2112,24 @@ static void scenario_watchdog(void)
     }
     bool ready = false;
     int idle = count_pings(fd, 1.2, &ready);
-    CHECK(ready && idle >= 3);
+    CHECK(ready && idle >= 3 && extends_before_ready >= 1);
+    /* a swap that reports its layers: busy, and pinging */
+    si_client *sc;
+    REQUIRE(si_client_connect(D.sock, &sc) == 0);
+    Selectinfer__UseProfile u = SELECTINFER__USE_PROFILE__INIT;
+    u.name = "translate";
+    Selectinfer__Request sreq = SELECTINFER__REQUEST__INIT;
+    sreq.body_case = SELECTINFER__REQUEST__BODY_USE_PROFILE;
+    sreq.use_profile = &u;
+    sreq.has_id = true;
+    sreq.id = 7;
+    REQUIRE(si_client_send(sc, &sreq) == 0);
+    int swapping = count_pings(fd, 1.2, NULL);
+    CHECK(swapping >= 3);
+    Selectinfer__Response *ack = NULL;
+    CHECK(si_client_recv(sc, 10000, &ack) == 1 && ack && ack->body_case == SELECTINFER__RESPONSE__BODY_ACK);
+    si_response_free(ack);
+    si_client_close(sc);
     si_client *c;
     REQUIRE(si_client_connect(D.sock, &c) == 0);
     /* a request that makes progress: 60 tokens, 20 ms apart */
@@ -2124,8 +2152,8 @@ static void scenario_watchdog(void)
     CHECK(ends_done(c));
     int after = count_pings(fd, 1.0, NULL);
     CHECK(after >= 3);
-    fprintf(stderr, "watchdog pings: %d idle (1.2 s), %d live, %d stuck, %d after (1 s each)\n", idle, live, stuck,
-            after);
+    fprintf(stderr, "watchdog pings: %d idle (1.2 s), %d swapping (1.2 s), %d live, %d stuck, %d after (1 s each); "
+            "%d start-timeout extensions while loading\n", idle, swapping, live, stuck, after, extends_before_ready);
     si_client_close(c);
     /* the log says why the pings stopped */
     char cmd[256];
@@ -2134,6 +2162,7 @@ static void scenario_watchdog(void)
     daemon_stop();
     close(fd);
     unlink(path);
+    unlink(prof);
     rmdir(dir);
 }
 

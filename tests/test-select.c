@@ -34,11 +34,34 @@ static int V, NL, NF;
 
 static bool q8_slots; /* load() with q8_matrices */
 
+/* Progress reports of loads and swaps (eng_model_params.progress): how
+ * many, and whether each counted one more layer of the same total. */
+static struct {
+    int calls, last, total;
+    bool in_order;
+} prog;
+
+static void on_progress(void *ud, int done, int total)
+{
+    (void)ud;
+    prog.in_order &= done >= 0 && done <= total && (prog.calls == 0 || (done == prog.last + 1 && total == prog.total));
+    prog.calls++;
+    prog.last = done;
+    prog.total = total;
+}
+
+static void prog_reset(void)
+{
+    prog.calls = prog.last = prog.total = 0;
+    prog.in_order = true;
+}
+
 static eng_model *load(const char *path, const eng_load_plan_params *plan, eng_error *err)
 {
     eng_model_params mp = eng_model_params_default();
     mp.n_threads = 2;
     mp.plan = plan;
+    mp.progress = on_progress;
     mp.q8_matrices = q8_slots;
     eng_model *m = NULL;
     int r = eng_model_load(path, &mp, &m, err);
@@ -506,8 +529,11 @@ int main(void)
      * pick at the same share */
     eng_load_plan_params pk = pp;
     pk.sketch = true;
+    prog_reset();
     eng_model *msk = load(path, &pk, &err);
     CHECKF(msk, "%s", err.msg);
+    /* the load reports every layer, 1 of NL to NL of NL */
+    CHECK(prog.in_order && prog.calls == NL && prog.last == NL && prog.total == NL);
     const uint64_t sketch_slot = 2ull * (info.n_embd / 32) * 18;
     {
         eng_plan_info ki;
@@ -583,7 +609,10 @@ int main(void)
         static const float gammas[] = { 0.7f, 0.9f, 0.5f };
         for (int step = 0; step < 3; step++) {
             kb.gamma = gammas[step];
+            prog_reset();
             CHECKF(eng_model_swap(msk, &kb, &st, &err) == 0, "%s", err.msg);
+            /* a swap reports each layer as it starts on it: 0 .. NL - 1 */
+            CHECK(prog.in_order && prog.calls == NL && prog.last == NL - 1);
             CHECKF(st.neurons_in + st.neurons_out > 0, "swap %d moved nothing", step);
             CHECKF(sketch_follows_slots(msk) == NL - 4, "swap %d: a stale sketch", step);
             logits_of(msk, &ck, 2, lk, &share);
