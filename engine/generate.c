@@ -312,8 +312,10 @@ static float token_logprob(const float *logits, int n, int32_t tok, eng_token_pr
 int eng_generate(eng_session *session, const int32_t *prompt, size_t n_prompt,
                  const eng_gen_params *params, eng_text_cb on_text, void *userdata,
                  eng_gen_stats *ret_stats) {
-    if (!session || !prompt || n_prompt == 0 || !params)
-        return -EINVAL;
+    if (!session || !prompt || n_prompt == 0 || !params ||
+        (params->format != ENG_FORMAT_TEXT && params->format != ENG_FORMAT_JSON) ||
+        params->n_top_probs < 0 || params->n_top_probs > ENG_MAX_TOP_PROBS)
+        return -EINVAL; /* before the session is touched: a bad request keeps its cache */
     const eng_model *model = eng_session_model(session);
     eng_model_info info;
     eng_model_get_info(model, &info);
@@ -335,10 +337,6 @@ int eng_generate(eng_session *session, const int32_t *prompt, size_t n_prompt,
     char *piece = NULL;
     size_t piece_cap = 0;
     json_guard guard, *json = NULL;
-    if (params->format != ENG_FORMAT_TEXT && params->format != ENG_FORMAT_JSON)
-        return -EINVAL;
-    if (params->n_top_probs < 0 || params->n_top_probs > ENG_MAX_TOP_PROBS)
-        return -EINVAL;
     int r = eng__text_init(&ts, params->stop, params->n_stop);
     if (r < 0)
         return r;
@@ -358,7 +356,8 @@ int eng_generate(eng_session *session, const int32_t *prompt, size_t n_prompt,
         eng_sampler_accept(smp, prompt[i]);
     /* Plain greedy needs the argmax only: a GPU then picks the token itself
      * and sends back 4 bytes per step instead of a row of logits. (Not for
-     * JSON: the argmax may not continue the object.) */
+     * JSON, where the argmax may not continue the object, nor with
+     * log-probabilities, which need the row.) */
     const bool greedy = eng_sampler_is_greedy(smp) && !json && !params->on_prob;
     const unsigned eval_flags = greedy ? ENG_EVAL_ARGMAX : 0;
 

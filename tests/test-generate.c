@@ -283,8 +283,14 @@ int main(void) {
         p.stop_at = 2;
         CHECK(eng_generate(sess, ctoks, cn, &pp, on_text, &p, &pst) == 0);
         CHECK(pst.stop_reason == ENG_STOP_CANCELLED && p.n == 2 && pst.n_generated == 1);
+        /* a request refused as invalid leaves what the session holds */
+        const int held = eng_session_n_past(sess);
         pp.n_top_probs = ENG_MAX_TOP_PROBS + 1;
+        CHECK(held > 0 && eng_generate(sess, ctoks, cn, &pp, on_text, &p, &pst) == -EINVAL);
+        pp.n_top_probs = 5;
+        pp.format = (eng_format)7;
         CHECK(eng_generate(sess, ctoks, cn, &pp, on_text, &p, &pst) == -EINVAL);
+        CHECK(eng_session_n_past(sess) == held);
     }
 
     /* seeded sampling: same seed, same text; the session is reset each time */
