@@ -1414,15 +1414,22 @@ static void on_async(uv_async_t *a)
 
 /* ---- timers and signals --------------------------------------------------- */
 
+/* Nanoseconds since the inference thread's last sign of life. */
+static uint64_t beat_age(sid_server *srv)
+{
+    const uint64_t now = eng_time_ns(), beat = atomic_load(&srv->beat_ns);
+    return now > beat ? now - beat : 0;
+}
+
 /* While the model loads and its layers keep coming (the worker's beat at
  * every layer), the start timeout is pushed 30 s on every 5 s, so a slow
  * but moving load of a large model is not killed at TimeoutStartSec; a
  * load stuck for 10 s stops the extensions. */
 static void extend_start_timeout(sid_server *srv)
 {
-    const uint64_t now = eng_time_ns(), beat = atomic_load(&srv->beat_ns);
+    const uint64_t now = eng_time_ns();
     if (srv->state != SELECTINFER__DAEMON_STATE__STATE_LOADING || now - srv->extended_ns < 5000000000ull ||
-        (now > beat && now - beat > 10000000000ull))
+        beat_age(srv) > 10000000000ull)
         return;
     srv->extended_ns = now;
     notify("EXTEND_TIMEOUT_USEC=30000000");
@@ -1455,8 +1462,7 @@ static void on_housekeeping(uv_timer_t *t)
 static void on_watchdog(uv_timer_t *t)
 {
     sid_server *srv = t->data;
-    const uint64_t now = eng_time_ns(), beat = atomic_load(&srv->beat_ns);
-    const uint64_t age = now > beat ? now - beat : 0;
+    const uint64_t age = beat_age(srv);
     if (!atomic_load(&srv->worker_busy) || age < srv->watchdog_usec * 1000ull) {
         notify("WATCHDOG=1");
         srv->once_silent = false;
