@@ -373,6 +373,29 @@ int eng_generate(eng_session *session, const int32_t *prompt, size_t n_prompt,
                  const eng_gen_params *params, eng_text_cb on_text, void *userdata,
                  eng_gen_stats *ret_stats);
 
+/* ---- embeddings ------------------------------------------------------- */
+
+typedef enum eng_pooling {
+    ENG_POOL_MEAN = 0,          /* the mean over the tokens (llama.cpp's
+                                 * --pooling mean, Ollama's default) */
+    ENG_POOL_LAST,              /* the last token's (--pooling last) */
+} eng_pooling;
+
+int eng_pooling_parse(const char *name, eng_pooling *ret_pooling); /* "mean", "last"; -EINVAL */
+
+/* The embedding of tokens[0..n) into out (n_embd floats): the model's last
+ * hidden states after its output norm, the vectors llama.cpp's embeddings
+ * are made of, pooled over the tokens and, with normalize, scaled to unit
+ * Euclidean length (a zero vector stays zero). The tokens are evaluated
+ * over every loaded neuron, whatever the session's phi, in a fresh context:
+ * the session is left reset, holding nothing for reuse. -EINVAL for no
+ * tokens, an out-of-range token or pooling; -ENOSPC when n exceeds the
+ * context; -ECANCELED when the session's abort callback stopped it
+ * between chunks. Validated first: a refused call leaves the session as
+ * it was. */
+int eng_embed(eng_session *session, const int32_t *tokens, size_t n, eng_pooling pooling,
+              bool normalize, float *out);
+
 /* ---- SelectInfer: profiles ---------------------------------------------
  *
  * A profile holds, for one model, the raw per-neuron scores of one or more

@@ -1424,8 +1424,9 @@ int32_t eng_session_argmax(const eng_session *s)
  * one to `argmax` (backend memory) when that is not NULL either. Nothing
  * here changes the session on the host except what the prefill's neuron
  * vote observes, so a decode step can be issued twice (see graphs in
- * eng__forward). */
-static void forward_ops(eng_session *s, int n, int first, float *out, int32_t *argmax)
+ * eng__forward). hidden (embeddings; out NULL): the last hidden states of
+ * all n rows, after the output norm, are left in s->xn. */
+static void forward_ops(eng_session *s, int n, int first, float *out, int32_t *argmax, bool hidden)
 {
     const eng_model *m = s->model;
     eng_backend *be = m->be;
@@ -1534,7 +1535,9 @@ static void forward_ops(eng_session *s, int n, int first, float *out, int32_t *a
             op->add(be, s->x + (size_t)t * E, s->ffn_bias[il], E);
     }
 
-    if (out) {
+    if (hidden)
+        first = 0;
+    if (out || hidden) {
         /* logits of rows first .. n-1 (x is not read after this pass, so
          * the rows before first need no pending residual) */
         if (pending)
@@ -1543,6 +1546,8 @@ static void forward_ops(eng_session *s, int n, int first, float *out, int32_t *a
         else
             op->rmsnorm(be, s->x + (size_t)first * E, m->output_norm, s->xn, n - first, E,
                         m->rms_eps);
+        if (!out)
+            return;
         op->matmul(be, &m->output, NULL, s->xn, out, n - first); /* logits [rows][V] */
         /* greedy: the last row's argmax [1] (backend), inside a decode graph */
         if (argmax)
@@ -1552,7 +1557,7 @@ static void forward_ops(eng_session *s, int n, int first, float *out, int32_t *a
 }
 
 int eng__forward(eng_session *s, const int32_t *tokens, int n, bool all_logits, float *logits,
-                 int32_t *argmax)
+                 int32_t *argmax, float *hidden)
 {
     const eng_model *m = s->model;
     eng_backend *be = m->be;
@@ -1589,7 +1594,7 @@ int eng__forward(eng_session *s, const int32_t *tokens, int n, bool all_logits, 
         eng__session_changed(s);
     }
     int g = -1;
-    if (n == 1 && !eng__select_wants_act(s) && op->graph_begin) {
+    if (n == 1 && !hidden && !eng__select_wants_act(s) && op->graph_begin) {
         /* A graph's attention is split for its largest position: the next
          * power of two (at least 256) rather than n_ctx, so that a short
          * context does not pay for a long one; each doubling makes another
@@ -1602,17 +1607,19 @@ int eng__forward(eng_session *s, const int32_t *tokens, int n, bool all_logits, 
         eng_graph_step st = { .key = s->graph_key, .pos = s->n_past, .max_pos = max_pos };
         g = op->graph_begin(be, &st);
         if (g == 0) {
-            forward_ops(s, n, first, out, am);
+            forward_ops(s, n, first, out, am, false);
             g = op->graph_end(be) == 0 ? 1 : -1;
         }
     }
     if (g != 1)
-        forward_ops(s, n, first, out, am);
+        forward_ops(s, n, first, out, am, hidden != NULL);
     const int pos0 = s->n_past;
     s->n_past += n;
 
     if (argmax) /* 4 bytes instead of the row of logits */
         op->download(be, argmax, am, sizeof(int32_t));
+    else if (hidden)
+        op->download(be, hidden, s->xn, (size_t)n * m->info.n_embd * sizeof(float));
     else if (logits && !host)
         op->download(be, logits, out, (size_t)rows * V * sizeof(float));
     /* a GPU's first failure since the last sync, if any */
@@ -1674,7 +1681,7 @@ int eng_session_eval(eng_session *s, const int32_t *tokens, size_t n, unsigned f
         float *out = all ? s->logits + done * (size_t)m->info.n_vocab : s->logits;
         int r = eng__forward(s, tokens + done, chunk, all,
                              (all || last) && !dev_argmax ? out : NULL,
-                             last && dev_argmax ? &s->argmax : NULL);
+                             last && dev_argmax ? &s->argmax : NULL, NULL);
         if (r < 0)
             return r;
         done += chunk;
@@ -1684,6 +1691,87 @@ int eng_session_eval(eng_session *s, const int32_t *tokens, size_t n, unsigned f
     s->logits_first = all ? 0 : (int)n - 1;
     s->n_last_eval = (int)n;
     return eng__select_end_eval(s);
+}
+
+/* ---- embeddings ---- */
+
+int eng_pooling_parse(const char *name, eng_pooling *ret)
+{
+    if (!name || !ret)
+        return -EINVAL;
+    if (!strcmp(name, "mean"))
+        *ret = ENG_POOL_MEAN;
+    else if (!strcmp(name, "last"))
+        *ret = ENG_POOL_LAST;
+    else
+        return -EINVAL;
+    return 0;
+}
+
+int eng_embed(eng_session *s, const int32_t *tokens, size_t n, eng_pooling pool, bool normalize,
+              float *out)
+{
+    const eng_model *m = s->model;
+    const int E = m->info.n_embd;
+    if (n == 0 || !tokens || !out || (unsigned)pool > ENG_POOL_LAST)
+        return -EINVAL;
+    if (n > (size_t)s->n_ctx)
+        return -ENOSPC;
+    for (size_t i = 0; i < n; i++)
+        if (tokens[i] < 0 || tokens[i] >= m->info.n_vocab)
+            return -EINVAL;
+    /* one chunk's rows, and the mean's sums in double: a long text adds
+     * thousands of rows */
+    float *h = malloc((size_t)s->n_batch * E * sizeof(float));
+    double *sum = calloc((size_t)E, sizeof(double));
+    if (!h || !sum) {
+        free(h);
+        free(sum);
+        return -ENOMEM;
+    }
+    /* every loaded neuron, as a prefill computes: phi 0 casts no votes and
+     * selects nothing; the session's own phi comes back after */
+    const float phi = s->compute.phi;
+    s->compute.phi = 0.0f;
+    eng_session_reset(s);
+    s->n_reusable = 0;
+    int r = 0;
+    for (size_t done = 0; done < n && r == 0;) {
+        if (done > 0 && s->abort_cb && s->abort_cb(s->abort_data)) {
+            r = -ECANCELED;
+            break;
+        }
+        const int chunk = (int)(n - done < (size_t)s->n_batch ? n - done : (size_t)s->n_batch);
+        r = eng__forward(s, tokens + done, chunk, false, NULL, NULL, h);
+        if (r < 0)
+            break;
+        done += chunk;
+        if (pool == ENG_POOL_LAST && done == n)
+            for (int j = 0; j < E; j++)
+                sum[j] = h[(size_t)(chunk - 1) * E + j];
+        for (int t = 0; pool == ENG_POOL_MEAN && t < chunk; t++)
+            for (int j = 0; j < E; j++)
+                sum[j] += h[(size_t)t * E + j];
+    }
+    /* nothing of this context is reused (a generate after it starts anew),
+     * and the next eval selects under the session's own phi */
+    s->compute.phi = phi;
+    eng_session_reset(s);
+    s->n_reusable = 0;
+    if (r == 0) {
+        const double div = pool == ENG_POOL_MEAN ? (double)n : 1.0;
+        double norm = 0.0;
+        for (int j = 0; j < E; j++) {
+            sum[j] /= div;
+            norm += sum[j] * sum[j];
+        }
+        norm = normalize && norm > 0.0 ? 1.0 / sqrt(norm) : 1.0;
+        for (int j = 0; j < E; j++)
+            out[j] = (float)(sum[j] * norm);
+    }
+    free(h);
+    free(sum);
+    return r < 0 ? r : 0;
 }
 
 /* ---- hot-swap ---- */

@@ -185,8 +185,10 @@ void *eng__session_alloc(const eng_session *s, size_t bytes);
  * logits for all tokens (all_logits) or only the last one, or none when
  * logits is NULL. argmax (host), when not NULL (logits NULL, not
  * all_logits, a backend with the argmax op): receives the argmax of the
- * last token's logits, computed by the backend. */
+ * last token's logits, computed by the backend. hidden, when not NULL
+ * (logits and argmax NULL): receives the n rows' last hidden states after
+ * the output norm, [n][n_embd] (host), for embeddings. */
 int eng__forward(eng_session *s, const int32_t *tokens, int n, bool all_logits, float *logits,
-                 int32_t *argmax);
+                 int32_t *argmax, float *hidden);
 
 #endif

@@ -780,6 +780,30 @@ static void compare_argmax(eng_session *a, eng_session *b, const int32_t *prompt
     CHECK(eng_session_argmax(a) == eng_session_argmax(b));
 }
 
+/* eng_embed on both: the hidden states come back from backend memory (one
+ * download per chunk), the same bits for both poolings and for one token
+ * (no graph) */
+static void same_embeddings(eng_session *a, eng_session *b, const int32_t *prompt, int n,
+                            const char *what)
+{
+    eng_model_info info;
+    eng_model_get_info(eng_session_model(a), &info);
+    float *ea = malloc((size_t)info.n_embd * sizeof(float)), *eb = malloc((size_t)info.n_embd * sizeof(float));
+    CHECK(ea && eb);
+    for (int k = 0; ea && eb && k < 3; k++) {
+        const int nk = k == 2 ? 1 : n;
+        const eng_pooling pool = k == 1 ? ENG_POOL_LAST : ENG_POOL_MEAN;
+        long d0 = last_split->n_down;
+        CHECK(eng_embed(a, prompt, (size_t)nk, pool, k != 1, ea) == 0);
+        CHECK(eng_embed(b, prompt, (size_t)nk, pool, k != 1, eb) == 0);
+        CHECKF(memcmp(ea, eb, (size_t)info.n_embd * sizeof(float)) == 0 && isfinite(ea[0]),
+               "%s: embedding %d differs", what, k);
+        CHECKF(last_split->n_down > d0, "%s: no download for embedding %d", what, k);
+    }
+    free(ea);
+    free(eb);
+}
+
 typedef struct sink {
     char text[4096];
     size_t len;
@@ -967,6 +991,7 @@ static void run(const char *path, const char *name, int n_prompt, int steps)
     compare_generate(sa, sb, toks, n_prompt, steps, true, "dense");
     argmax_rules(sa);
     all_nan(sb, toks, n_prompt);
+    same_embeddings(sa, sb, toks, n_prompt, "dense");
     {
         /* decode across position 256, where a graph's attention plan
          * doubles (another graph, the same key) */
@@ -1033,6 +1058,7 @@ static void run(const char *path, const char *name, int n_prompt, int steps)
                "%ld downloads in a selective prompt and %d steps, %ld sparse layers", downs,
                steps, n_sparse);
     }
+    same_embeddings(sa, sb, toks, n_prompt, "selectinfer");
     /* every ranking, on sessions whose prefill comes in chunks of 5 (the
      * counts add up over calls; the signed rank's k is per chunk): abs and
      * signed counted by topk_count, contrib and mass downloaded */
