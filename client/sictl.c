@@ -61,6 +61,9 @@ static void usage(FILE *f)
         "                              (--raw, --parse-special, --system, --no-think as for\n"
         "                              generate;\n"
         "                              --pieces: each token's text)\n"
+        "  embed [OPTIONS] TEXT...     one embedding per TEXT (\"-\": one per line of stdin),\n"
+        "                              printed as a JSON array per line; --pooling mean|last,\n"
+        "                              --no-normalize, --no-truncate, --parse-special, --stats\n"
         "  status                      model, backend, memory, profile, queue, counters\n"
         "  profiles                    list the tasks of the daemon's profile (* active)\n"
         "  use TASK [OPTIONS]          hot-swap to TASK (\"dense\": load everything) (admin)\n"
@@ -244,14 +247,20 @@ static void print_status(const Selectinfer__Status *s)
     printf("uptime:           %.1f s\n", (double)s->uptime_ns / 1e9);
 }
 
-static int simple_call(Selectinfer__Request *req)
+static bool embed_stats; /* sictl embed --stats */
+
+static int simple_call(Selectinfer__Request *req);
+
+/* One request, its reply printed. wait_ms: the timeout without --timeout
+ * (-1: none). */
+static int call_and_print(Selectinfer__Request *req, int wait_ms)
 {
     si_client *c;
     int rc = connect_daemon(&c);
     if (rc)
         return rc;
     Selectinfer__Response *r;
-    rc = si_client_call(c, req, opt.timeout_ms >= 0 ? opt.timeout_ms : 60000, &r);
+    rc = si_client_call(c, req, opt.timeout_ms >= 0 ? opt.timeout_ms : wait_ms, &r);
     si_client_close(c);
     if (rc < 0)
         return transport_error(rc);
@@ -290,6 +299,23 @@ static int simple_call(Selectinfer__Request *req)
             if (t->n_ids)
                 printf("\n");
         }
+    } else if (r->body_case == SELECTINFER__RESPONSE__BODY_EMBEDDINGS) {
+        const Selectinfer__Embeddings *em = r->embeddings;
+        for (size_t i = 0; i < em->n_embeddings; i++) {
+            const Selectinfer__Embedding *e = em->embeddings[i];
+            for (size_t j = 0; j < e->n_values; j++)
+                printf("%s%.7g", j ? ", " : "[", (double)e->values[j]);
+            printf("]\n");
+        }
+        if (embed_stats)
+            fprintf(stderr, "%zu embeddings of %zu values: %u tokens (%u inputs truncated) in %.1f ms, queued %.1f ms; %s\n",
+                    em->n_embeddings, em->n_embeddings ? em->embeddings[0]->n_values : 0, em->prompt_tokens,
+                    em->truncated, (double)em->embed_ns / 1e6, (double)em->queue_ns / 1e6,
+                    em->profile ? em->profile : "");
+    } else if (r->body_case == SELECTINFER__RESPONSE__BODY_DONE) {
+        /* an embed that was cancelled (the daemon shutting down) */
+        fprintf(stderr, "sictl: cancelled\n");
+        ret = EXIT_DAEMON_ERROR;
     } else if (r->body_case == SELECTINFER__RESPONSE__BODY_ACK) {
         printf("%s\n", r->ack->message ? r->ack->message : "ok");
         const Selectinfer__SwapStats *w = r->ack->swap;
@@ -465,6 +491,11 @@ static void fill_generate(const gen_opts *o, Selectinfer__Generate *g, Selectinf
         g->has_top_logprobs = true;
         g->top_logprobs = (uint32_t)o->logprobs;
     }
+}
+
+static int simple_call(Selectinfer__Request *req)
+{
+    return call_and_print(req, 60000);
 }
 
 typedef struct text_buf {
@@ -795,6 +826,75 @@ static int cmd_tokenize(int argc, char **argv)
     return rc;
 }
 
+/* sictl embed: one embedding per argument, or per line of stdin ("-"). */
+static int cmd_embed(int argc, char **argv)
+{
+    Selectinfer__Embed e = SELECTINFER__EMBED__INIT;
+    char **inputs = calloc((size_t)argc + 1, sizeof(char *));
+    char *in = NULL;
+    size_t n = 0, cap = (size_t)argc + 1;
+    int rc = inputs ? 0 : EXIT_DAEMON_ERROR;
+    for (int i = 0; rc == 0 && i < argc; i++) {
+        if (!strcmp(argv[i], "--pooling") && i + 1 < argc) {
+            e.pooling = argv[++i];
+        } else if (!strcmp(argv[i], "--no-normalize")) {
+            e.has_normalize = true;
+            e.normalize = false;
+        } else if (!strcmp(argv[i], "--no-truncate")) {
+            e.has_truncate = true;
+            e.truncate = false;
+        } else if (!strcmp(argv[i], "--parse-special")) {
+            e.has_parse_special = true;
+            e.parse_special = true;
+        } else if (!strcmp(argv[i], "--stats")) {
+            embed_stats = true;
+        } else if (argv[i][0] == '-' && argv[i][1] == '-' && argv[i][2]) {
+            fprintf(stderr, "sictl embed: unknown option %s\n", argv[i]);
+            rc = EXIT_USAGE;
+        } else if (!strcmp(argv[i], "-") && !in) {
+            /* stdin: each non-empty line one input */
+            in = read_all(stdin);
+            for (char *line = in, *next; line && *line; line = next) {
+                next = strchr(line, '\n');
+                if (next)
+                    *next++ = 0;
+                else
+                    next = line + strlen(line);
+                if (!*line)
+                    continue;
+                if (n + 1 >= cap) {
+                    char **ni = realloc(inputs, (cap *= 2) * sizeof(char *));
+                    if (!ni) {
+                        rc = EXIT_DAEMON_ERROR;
+                        break;
+                    }
+                    inputs = ni;
+                }
+                inputs[n++] = line;
+            }
+        } else {
+            inputs[n++] = argv[i];
+        }
+    }
+    if (rc == 0 && n == 0) {
+        fprintf(stderr, "sictl embed: no text\n");
+        rc = EXIT_USAGE;
+    }
+    if (rc == 0) {
+        e.n_input = n;
+        e.input = inputs;
+        Selectinfer__Request req = SELECTINFER__REQUEST__INIT;
+        req.body_case = SELECTINFER__REQUEST__BODY_EMBED;
+        req.embed = &e;
+        /* Ctrl-C ends sictl; the daemon stops the request when we go */
+        signal(SIGINT, SIG_DFL);
+        rc = call_and_print(&req, -1);
+    }
+    free(inputs);
+    free(in);
+    return rc;
+}
+
 typedef struct history {
     Selectinfer__ChatMessage *msgs;
     size_t n, cap;
@@ -1024,6 +1124,8 @@ int main(int argc, char **argv)
         return cmd_use(n, rest);
     if (!strcmp(cmd, "tokenize"))
         return cmd_tokenize(n, rest);
+    if (!strcmp(cmd, "embed"))
+        return cmd_embed(n, rest);
     if (n > 0) {
         fprintf(stderr, "sictl %s: unexpected argument %s\n", cmd, rest[0]);
         return EXIT_USAGE;

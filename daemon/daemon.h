@@ -47,6 +47,7 @@
 #define SID_MAX_REPLY (16u << 20) /* replies may exceed max_frame: a whole text */
 #define SID_MAX_TASKS 64         /* tasks of a profile listed by `profiles` */
 #define SID_TASK_MAX 64          /* bytes of a task name, with the NUL */
+#define SID_MAX_EMBED_INPUTS 256 /* texts of one embed request */
 
 /* The active loading plan and the defaults of each request's computation. */
 typedef struct sid_plan {
@@ -76,7 +77,7 @@ typedef struct sid_swap_result {
     sid_plan plan;
 } sid_swap_result;
 
-enum sid_req_kind { SID_REQ_GENERATE = 0, SID_REQ_SWAP };
+enum sid_req_kind { SID_REQ_GENERATE = 0, SID_REQ_SWAP, SID_REQ_EMBED };
 
 typedef struct sid_server sid_server;
 typedef struct sid_conn sid_conn;
@@ -109,7 +110,8 @@ typedef struct sid_req {
     bool swap_queued;
     uint64_t id;
     Selectinfer__Request *msg; /* owned; immutable once queued */
-    const Selectinfer__Generate *gen;
+    const Selectinfer__Generate *gen; /* kind GENERATE, else NULL */
+    const Selectinfer__Embed *embed;  /* kind EMBED, else NULL */
     uint32_t max_tokens;       /* resolved by the loop from the config */
     int task_switch;           /* SID_TASK_SWITCH_..., resolved by the loop */
     char swap_path[SID_PATH_MAX]; /* kind SWAP: the profile file, resolved; "" */
@@ -134,6 +136,11 @@ typedef struct sid_req {
     char served[SID_TASK_MAX]; /* what served it (done.profile) */
     sid_swap_result *swap;     /* a swap that ran for it; owned */
     bool swap_failed;
+    /* kind EMBED: n_embd values per input, the tokens of each, and how
+     * many inputs were cut to the context; stats.n_prompt the total */
+    float *embd;
+    uint32_t *embd_tokens;
+    uint32_t truncated;
 } sid_req;
 
 enum sid_event_type {

@@ -58,6 +58,8 @@ void sid_req_free(sid_req *req)
     free(req->swap);
     free(req->done_ev);
     free(req->lps.v);
+    free(req->embd);
+    free(req->embd_tokens);
     free(req);
 }
 
@@ -395,6 +397,54 @@ static Selectinfer__TokenLogprob **lp_build(const eng_model *model, const sid_lp
 }
 
 /* The terminal reply of a generate or swap request; counts it. */
+/* The answer to an embed request the worker ran. */
+static void send_embeddings(sid_server *srv, sid_req *req)
+{
+    const size_t n_in = req->embed->n_input, E = (size_t)srv->info.n_embd;
+    srv->n.requests_served++;
+    srv->n.prompt_tokens += (uint64_t)(req->stats.n_prompt > 0 ? req->stats.n_prompt : 0);
+    Selectinfer__Embedding *one = calloc(n_in, sizeof(*one));
+    Selectinfer__Embedding **all = calloc(n_in, sizeof(*all));
+    if (!one || !all) {
+        send_error(req->conn, req->id, SELECTINFER__ERROR_CODE__INTERNAL, "%s", "out of memory");
+        free(one);
+        free(all);
+        return;
+    }
+    for (size_t i = 0; i < n_in; i++) {
+        selectinfer__embedding__init(&one[i]);
+        one[i].n_values = E;
+        one[i].values = req->embd + i * E;
+        one[i].has_tokens = true;
+        one[i].tokens = req->embd_tokens[i];
+        all[i] = &one[i];
+    }
+    Selectinfer__Embeddings em = SELECTINFER__EMBEDDINGS__INIT;
+    em.n_embeddings = n_in;
+    em.embeddings = all;
+    em.has_prompt_tokens = true;
+    em.prompt_tokens = (uint32_t)req->stats.n_prompt;
+    em.has_truncated = true;
+    em.truncated = req->truncated;
+    em.has_embed_ns = true;
+    em.embed_ns = req->stats.prefill_ns;
+    em.has_queue_ns = true;
+    em.queue_ns = req->t_started > req->t_queued ? req->t_started - req->t_queued : 0;
+    em.profile = req->served[0] ? req->served : (char *)sid_plan_name(&srv->plan);
+    Selectinfer__Response r = reply(req->id, SELECTINFER__RESPONSE__BODY_EMBEDDINGS);
+    r.embeddings = &em;
+    /* 256 inputs of a model 8192 wide are 8 MiB: within a reply, but the
+     * bound is the reply's, not the model's */
+    if (protobuf_c_message_get_packed_size(&r.base) + 4 > SID_MAX_REPLY)
+        send_error(req->conn, req->id, SELECTINFER__ERROR_CODE__INVALID_ARGUMENT,
+                   "%zu embeddings of %zu values do not fit in one reply (%u MiB): ask for fewer at once",
+                   n_in, E, SID_MAX_REPLY >> 20);
+    else
+        send_response(req->conn, &r);
+    free(one);
+    free(all);
+}
+
 static void send_done(sid_server *srv, sid_req *req)
 {
     sid_conn *c = req->conn;
@@ -425,6 +475,10 @@ static void send_done(sid_server *srv, sid_req *req)
         send_error(c, req->id, req->err_code, "%s", req->err_msg);
         return;
     }
+    if (req->kind == SID_REQ_EMBED && req->stats.stop_reason != ENG_STOP_CANCELLED) {
+        send_embeddings(srv, req);
+        return;
+    }
     const eng_gen_stats *st = &req->stats;
     if (st->stop_reason == ENG_STOP_CANCELLED)
         srv->n.requests_cancelled++;
@@ -446,7 +500,7 @@ static void send_done(sid_server *srv, sid_req *req)
         d.has_slot = true;
         d.slot = (uint32_t)req->slot;
     }
-    if (req->gen->input_case == SELECTINFER__GENERATE__INPUT_CHAT) {
+    if (req->gen && req->gen->input_case == SELECTINFER__GENERATE__INPUT_CHAT) {
         d.has_dropped_messages = true;
         d.dropped_messages = req->dropped;
     }
@@ -467,7 +521,7 @@ static void send_done(sid_server *srv, sid_req *req)
         fill_swap_stats(srv, req->swap, &sw);
         d.swap = &sw;
     }
-    if (!req->stream) {
+    if (req->gen && !req->stream) {
         d.has_text = true;
         d.text.data = (uint8_t *)req->text;
         d.text.len = req->text_len;
@@ -957,17 +1011,11 @@ static sid_req *find_req(sid_conn *c, uint64_t id)
     return NULL;
 }
 
-static void handle_generate(sid_server *srv, sid_conn *c, Selectinfer__Request *msg)
+/* Queues a request for the inference thread (generate, embed) once it
+ * passed its own checks: takes msg. */
+static void submit(sid_server *srv, sid_conn *c, Selectinfer__Request *msg, enum sid_req_kind kind)
 {
     uint64_t id = msg->id;
-    char why[512];
-    int code = validate_generate(srv, msg->generate, why, sizeof(why));
-    if (code) {
-        srv->n.requests_failed++;
-        send_error(c, id, code, "%s", why);
-        si_message_free(&msg->base);
-        return;
-    }
     if (srv->stopping) {
         send_error(c, id, SELECTINFER__ERROR_CODE__SHUTTING_DOWN, "the daemon is shutting down");
         si_message_free(&msg->base);
@@ -1000,15 +1048,20 @@ static void handle_generate(sid_server *srv, sid_conn *c, Selectinfer__Request *
     req->conn = c;
     req->id = id;
     req->msg = msg;
-    req->gen = msg->generate;
-    req->stream = !msg->generate->has_stream || msg->generate->stream;
-    const Selectinfer__Generate *gm = msg->generate;
-    req->top_logprobs = gm->has_top_logprobs && gm->top_logprobs > 0 ? (int)gm->top_logprobs
-                        : gm->has_logprobs && gm->logprobs                 ? 0
-                                                                           : -1;
-    req->max_tokens = msg->generate->has_max_tokens && msg->generate->max_tokens > 0
-                          ? msg->generate->max_tokens : srv->cfg.max_tokens;
-    req->task_switch = srv->cfg.task_switch;
+    req->kind = kind;
+    req->top_logprobs = -1;
+    if (kind == SID_REQ_EMBED) {
+        req->embed = msg->embed;
+    } else {
+        const Selectinfer__Generate *gm = msg->generate;
+        req->gen = gm;
+        req->stream = !gm->has_stream || gm->stream;
+        req->top_logprobs = gm->has_top_logprobs && gm->top_logprobs > 0 ? (int)gm->top_logprobs
+                            : gm->has_logprobs && gm->logprobs                 ? 0
+                                                                               : -1;
+        req->max_tokens = gm->has_max_tokens && gm->max_tokens > 0 ? gm->max_tokens : srv->cfg.max_tokens;
+        req->task_switch = srv->cfg.task_switch;
+    }
     req->t_queued = now_ns();
     atomic_init(&req->cancelled, false);
 
@@ -1034,6 +1087,53 @@ static void handle_generate(sid_server *srv, sid_conn *c, Selectinfer__Request *
     req->next = c->reqs;
     c->reqs = req;
     c->n_reqs++;
+}
+
+static void handle_generate(sid_server *srv, sid_conn *c, Selectinfer__Request *msg)
+{
+    char why[512];
+    int code = validate_generate(srv, msg->generate, why, sizeof(why));
+    if (code) {
+        srv->n.requests_failed++;
+        send_error(c, msg->id, code, "%s", why);
+        si_message_free(&msg->base);
+        return;
+    }
+    submit(srv, c, msg, SID_REQ_GENERATE);
+}
+
+/* ---- embed --------------------------------------------------------------- */
+
+static int validate_embed(const Selectinfer__Embed *e, char *msg, size_t cap)
+{
+    if (e->n_input == 0 || e->n_input > SID_MAX_EMBED_INPUTS) {
+        snprintf(msg, cap, "embed takes 1 to %d inputs, not %zu", SID_MAX_EMBED_INPUTS, e->n_input);
+        return SELECTINFER__ERROR_CODE__INVALID_ARGUMENT;
+    }
+    for (size_t i = 0; i < e->n_input; i++)
+        if (!e->input[i] || !e->input[i][0]) {
+            snprintf(msg, cap, "input %zu is empty", i);
+            return SELECTINFER__ERROR_CODE__INVALID_ARGUMENT;
+        }
+    eng_pooling pool;
+    if (e->pooling && e->pooling[0] && eng_pooling_parse(e->pooling, &pool) < 0) {
+        snprintf(msg, cap, "pooling must be \"mean\" or \"last\"");
+        return SELECTINFER__ERROR_CODE__INVALID_ARGUMENT;
+    }
+    return 0;
+}
+
+static void handle_embed(sid_server *srv, sid_conn *c, Selectinfer__Request *msg)
+{
+    char why[512];
+    int code = validate_embed(msg->embed, why, sizeof(why));
+    if (code) {
+        srv->n.requests_failed++;
+        send_error(c, msg->id, code, "%s", why);
+        si_message_free(&msg->base);
+        return;
+    }
+    submit(srv, c, msg, SID_REQ_EMBED);
 }
 
 static void handle_cancel(sid_server *srv, sid_conn *c, uint64_t id, const Selectinfer__Cancel *m)
@@ -1185,6 +1285,9 @@ static void handle_request(sid_server *srv, sid_conn *c, Selectinfer__Request *m
     case SELECTINFER__REQUEST__BODY_TOKENIZE:
         handle_tokenize(srv, c, id, msg->tokenize);
         break;
+    case SELECTINFER__REQUEST__BODY_EMBED:
+        handle_embed(srv, c, msg); /* takes msg */
+        return;
     case SELECTINFER__REQUEST__BODY_SHUTDOWN:
         if (require_admin(c, id, "shutdown")) {
             sid_info("Shutdown requested by client %llu (pid %d, uid %u)",

@@ -939,6 +939,86 @@ static void run_request(sid_server *srv, sid_req *req)
     req->ffn_share = eng_session_ffn_share(session);
 }
 
+/* An embed request: each input alone, in the least recently used slot,
+ * which holds nothing afterwards and so is the next one given away. */
+static void run_embed(sid_server *srv, sid_req *req)
+{
+    const Selectinfer__Embed *e = req->embed;
+    req->t_started = uv_hrtime();
+    req->stats.stop_reason = ENG_STOP_CANCELLED;
+    if (atomic_load(&req->cancelled) || atomic_load(&srv->stop_worker))
+        return;
+    snprintf(req->served, sizeof(req->served), "%s", sid_plan_name(&srv->wplan));
+    eng_pooling pool = ENG_POOL_MEAN;
+    if (e->pooling && e->pooling[0])
+        eng_pooling_parse(e->pooling, &pool); /* checked by the loop */
+    const bool normalize = !e->has_normalize || e->normalize;
+    const bool truncate = !e->has_truncate || e->truncate;
+    const size_t E = (size_t)srv->info.n_embd;
+    req->embd = malloc(e->n_input * E * sizeof(float));
+    req->embd_tokens = calloc(e->n_input, sizeof(uint32_t));
+    if (!req->embd || !req->embd_tokens) {
+        fail(req, SELECTINFER__ERROR_CODE__INTERNAL, "%s", "out of memory");
+        return;
+    }
+    const int slot = pick_slot(srv, NULL, 0, false);
+    eng_session *session = srv->sessions[slot];
+    gen_ctx ctx = {.srv = srv, .req = req};
+    eng_session_set_abort(session, on_prefill, &ctx);
+    const uint64_t t0 = eng_time_ns();
+    uint64_t total = 0;
+    int rc = 0;
+    for (size_t i = 0; i < e->n_input && rc == 0; i++) {
+        if (on_prefill(&ctx)) {
+            rc = -ECANCELED;
+            break;
+        }
+        int32_t *toks = NULL;
+        size_t n = 0;
+        int code = sid_input_tokens(srv->model, e->input[i], NULL, e->has_parse_special && e->parse_special,
+                                    false, &toks, &n, req->err_msg, sizeof(req->err_msg));
+        if (!code && n == 0) {
+            code = SELECTINFER__ERROR_CODE__INVALID_ARGUMENT;
+            snprintf(req->err_msg, sizeof(req->err_msg), "input %zu has no tokens", i);
+        }
+        if (!code && n > (size_t)srv->n_ctx) {
+            if (truncate) {
+                n = (size_t)srv->n_ctx; /* the beginning, as Ollama keeps it */
+                req->truncated++;
+            } else {
+                code = SELECTINFER__ERROR_CODE__PROMPT_TOO_LONG;
+                snprintf(req->err_msg, sizeof(req->err_msg),
+                         "input %zu has %zu tokens; the context holds %d", i, n, srv->n_ctx);
+            }
+        }
+        if (code) {
+            req->err_code = code;
+            free(toks);
+            break;
+        }
+        rc = eng_embed(session, toks, n, pool, normalize, req->embd + i * E);
+        free(toks);
+        req->embd_tokens[i] = (uint32_t)n;
+        total += n;
+    }
+    eng_session_set_abort(session, NULL, NULL);
+    /* the slot was reset: nothing to reuse, and first in line */
+    req->slot = slot;
+    req->slot_held = (uint32_t)eng_session_n_cached(session);
+    req->slot_copy = (uint64_t)eng_session_copy_bytes(session);
+    srv->slot_used[slot] = 0;
+    srv->slot_cut[slot] = 0;
+    if (req->err_code || rc == -ECANCELED)
+        return;
+    if (rc < 0) {
+        fail(req, SELECTINFER__ERROR_CODE__INTERNAL, "embedding failed: %s", strerror(-rc));
+        return;
+    }
+    req->stats.n_prompt = (int)total;
+    req->stats.prefill_ns = eng_time_ns() - t0;
+    req->stats.stop_reason = ENG_STOP_NONE;
+}
+
 /* The loading plan of the configuration: mode, profile, task, shares. */
 static int load_plan_params(sid_server *srv, eng_load_plan_params *pp, eng_profile **ret_prof)
 {
@@ -1141,6 +1221,8 @@ static void *worker_main(void *arg)
             pthread_mutex_unlock(&srv->mu);
             if (req->kind == SID_REQ_SWAP)
                 run_swap(srv, req);
+            else if (req->kind == SID_REQ_EMBED)
+                run_embed(srv, req);
             else
                 run_request(srv, req);
             /* the backend's counters, read on its own thread */

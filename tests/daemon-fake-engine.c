@@ -10,7 +10,9 @@
  * words read "TASK:wN". phi sets ffn_share (1 without). A prompt with
  * "HANG" first stalls SI_FAKE_HANG_MS (default 2000) without a callback,
  * as a hung GPU call would. Its chat template has a thinking switch:
- * ENG_CHAT_NO_THINK ends the prompt with " <think></think>". The real-model
+ * ENG_CHAT_NO_THINK ends the prompt with " <think></think>". Embeddings
+ * have 8 values: byte sums by position mod 8, polling the abort callback
+ * every 64 bytes, SI_FAKE_TOKEN_US apart. The real-model
  * tests cover the real engine; this one proves the daemon's own logic. */
 #include "engine.h"
 
@@ -271,6 +273,7 @@ void eng_model_get_info(const eng_model *model, eng_model_info *ret_info)
     snprintf(ret_info->arch, sizeof(ret_info->arch), "fake");
     snprintf(ret_info->name, sizeof(ret_info->name), "fake-model");
     ret_info->n_layer = 2;
+    ret_info->n_embd = 8;
     ret_info->n_vocab = 256;
     ret_info->n_ctx_train = 512;
     ret_info->n_threads = 1;
@@ -514,5 +517,41 @@ int eng_generate(eng_session *session, const int32_t *prompt, size_t n_prompt,
     }
     st.decode_ns = eng_time_ns() - t0;
     *ret_stats = st;
+    return 0;
+}
+
+int eng_pooling_parse(const char *name, eng_pooling *ret)
+{
+    if (name && !strcmp(name, "mean"))
+        *ret = ENG_POOL_MEAN;
+    else if (name && !strcmp(name, "last"))
+        *ret = ENG_POOL_LAST;
+    else
+        return -EINVAL;
+    return 0;
+}
+
+int eng_embed(eng_session *s, const int32_t *tokens, size_t n, eng_pooling pool, bool normalize, float *out)
+{
+    if (n == 0 || n > (size_t)s->n_ctx)
+        return n ? -ENOSPC : -EINVAL;
+    free(s->held);
+    s->held = NULL;
+    s->n_held = 0;
+    float v[8] = {0};
+    for (size_t i = 0; i < n; i++) {
+        if (i % 64 == 0) {
+            if (i > 0 && s->abort_cb && s->abort_cb(s->abort_data))
+                return -ECANCELED;
+            sleep_us(env_long("SI_FAKE_TOKEN_US", 2000));
+        }
+        if (pool == ENG_POOL_MEAN || i + 1 == n)
+            v[i % 8] += (float)tokens[i];
+    }
+    float norm = 0.0f;
+    for (int j = 0; j < 8; j++)
+        norm += v[j] * v[j];
+    for (int j = 0; j < 8; j++)
+        out[j] = normalize && norm > 0.0f ? v[j] / __builtin_sqrtf(norm) : v[j];
     return 0;
 }

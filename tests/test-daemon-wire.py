@@ -3,10 +3,11 @@
 from proto/selectinfer.proto at build time), proving the wire format is
 standard protobuf behind a 4-byte little-endian length.
 
-    test-daemon-wire.py SELECTINFER_PB2_PY SELECTINFERD PROFILE
+    test-daemon-wire.py SELECTINFER_PB2_PY SELECTINFERD PROFILE EMBED_REF
 
 PROFILE: the default model's shipped profile (a selective daemon with two
-context slots).
+context slots). EMBED_REF: tests/data/embed-smollm2.tsv, llama.cpp's
+embeddings of the default model's weights in f16.
 
 Exit 0 pass, 1 fail, 77 skip (no protobuf module or no default model)."""
 import importlib.util
@@ -27,7 +28,7 @@ except ImportError:
     print("python3 protobuf is missing (Debian: python3-protobuf)", file=sys.stderr)
     sys.exit(77)
 
-pb2_path, daemon, profile = sys.argv[1], sys.argv[2], sys.argv[3]
+pb2_path, daemon, profile, embed_ref = sys.argv[1:5]
 spec = importlib.util.spec_from_file_location("selectinfer_pb2", pb2_path)
 pb = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(pb)
@@ -129,6 +130,27 @@ def chat(c, rid, messages, cache=None):
     check(a is not None and a.id == rid and a.WhichOneof("body") == "done",
           "done for request %d" % rid)
     return a.done
+
+
+# llama.cpp's embeddings: (text, pooling) -> the vector before normalising
+ref, ref_tokens = {}, {}
+with open(embed_ref, encoding="utf-8") as f:
+    for line in f:
+        if not line.startswith("#"):
+            text, pool, ids, vals = line.rstrip("\n").split("\t")
+            ref[(text, pool)] = [float(v) for v in vals.split()]
+            ref_tokens[text] = len(ids.split())
+
+
+def cosine(a, b):
+    return sum(x * y for x, y in zip(a, b)) / math.sqrt(sum(x * x for x in a) * sum(y * y for y in b))
+
+
+def embed(c, rid, inputs, **kw):
+    c.send(pb.Request(id=rid, embed=pb.Embed(input=inputs, **kw)))
+    r = c.recv()
+    check(r is not None and r.id == rid, "reply to embed %d" % rid)
+    return r
 
 
 def shutdown(proc, sock):
@@ -323,6 +345,72 @@ try:
     check(r.id == 45 and r.WhichOneof("body") == "error" and r.error.code == pb.INVALID_ARGUMENT,
           "top_logprobs 21 refused")
 
+    # embeddings: one per input, in order, unit length, the same text the
+    # same vector; near llama.cpp's (the FFN in q8_0 here: measured cosine
+    # 0.9976-0.9993; the f16 daemon below is checked tightly)
+    c.send(pb.Request(id=49, status=pb.StatusRequest()))
+    st0 = c.recv().status
+    paris = "The capital of France is Paris."
+    r = embed(c, 50, [paris, "Hello", paris])
+    check(r.WhichOneof("body") == "embeddings", "embed: %s" % r)
+    e = r.embeddings.embeddings
+    check(len(e) == 3 and all(len(x.values) == 576 for x in e), "embed: 3 x 576 values")
+    check(all(abs(math.sqrt(sum(v * v for v in x.values)) - 1) < 1e-4 for x in e), "embed: unit length")
+    check(list(e[0].values) == list(e[2].values), "embed: the same text, the same vector")
+    check([x.tokens for x in e] == [7, 1, 7] and r.embeddings.prompt_tokens == 15
+          and r.embeddings.truncated == 0 and r.embeddings.embed_ns > 0 and r.embeddings.profile == "dense",
+          "embed: counts %s" % r.embeddings)
+    check(cosine(e[0].values, ref[(paris, "mean")]) > 0.99 and cosine(e[1].values, ref[("Hello", "mean")]) > 0.99,
+          "embed vs llama.cpp: cosine %.5f %.5f" % (cosine(e[0].values, ref[(paris, "mean")]),
+                                                 cosine(e[1].values, ref[("Hello", "mean")])))
+    r = embed(c, 51, [paris], pooling="last", normalize=False)
+    v = r.embeddings.embeddings[0].values
+    check(cosine(v, ref[(paris, "last")]) > 0.99 and math.sqrt(sum(x * x for x in v)) > 2,
+          "embed last, not normalised: cosine %.5f, norm %.3f" % (cosine(v, ref[(paris, "last")]),
+                                                                 math.sqrt(sum(x * x for x in v))))
+    check(cosine(v, e[0].values) < 0.999, "embed: last and mean pooling differ")
+    for rid, inputs, kw, code, what in [
+            (52, [], {}, pb.INVALID_ARGUMENT, "no input"),
+            (53, ["x"], {"pooling": "cls"}, pb.INVALID_ARGUMENT, "pooling cls"),
+            (54, ["x"] * 257, {}, pb.INVALID_ARGUMENT, "257 inputs"),
+            (55, ["x", ""], {}, pb.INVALID_ARGUMENT, "an empty input"),
+            (56, ["word " * 600], {"truncate": False}, pb.PROMPT_TOO_LONG, "too long, truncate false")]:
+        r = embed(c, rid, inputs, **kw)
+        check(r.WhichOneof("body") == "error" and r.error.code == code, "embed %s: %s" % (what, r))
+    # too long: its first 512 tokens (the context), as Ollama truncates
+    r = embed(c, 57, ["word " * 600, "Hello"])
+    check(r.WhichOneof("body") == "embeddings" and [x.tokens for x in r.embeddings.embeddings] == [512, 1]
+          and r.embeddings.truncated == 1 and r.embeddings.embeddings[1].values == e[1].values,
+          "embed truncated: %s" % [(x.tokens, len(x.values)) for x in r.embeddings.embeddings])
+    # cancelled while it runs (24 inputs of 500 tokens: several seconds),
+    # between two prefill chunks; and a client that leaves mid-request
+    t0 = time.time()
+    c.send(pb.Request(id=58, embed=pb.Embed(input=["%d " % i + "token " * 499 for i in range(24)])))
+    time.sleep(0.5)
+    c.send(pb.Request(id=59, cancel=pb.Cancel(request_id=58)))
+    got = {}
+    while len(got) < 2:
+        r = c.recv()
+        got[r.id] = r
+    check(got[59].WhichOneof("body") == "ack" and got[58].WhichOneof("body") == "done"
+          and got[58].done.stop_reason == pb.STOP_CANCELLED, "embed cancelled: %s" % got)
+    check(time.time() - t0 < 5, "embed cancelled within %.1f s" % (time.time() - t0))
+    gone = Conn(sock)
+    gone.send(pb.Request(id=1, embed=pb.Embed(input=["%d " % i + "token " * 499 for i in range(24)])))
+    time.sleep(0.3)
+    gone.close()
+    t0 = time.time()
+    r = embed(c, 60, ["Hello"])
+    check(r.WhichOneof("body") == "embeddings" and r.embeddings.embeddings[0].values == e[1].values
+          and time.time() - t0 < 5, "embed after a client left mid-request: %.1f s" % (time.time() - t0))
+    c.send(pb.Request(id=61, status=pb.StatusRequest()))
+    r = c.recv()
+    check((r.status.requests_served - st0.requests_served, r.status.requests_cancelled - st0.requests_cancelled,
+           r.status.requests_failed - st0.requests_failed) == (4, 2, 5),
+          "status after embeds: %d served, %d cancelled, %d failed" % (
+              r.status.requests_served - st0.requests_served, r.status.requests_cancelled - st0.requests_cancelled,
+              r.status.requests_failed - st0.requests_failed))
+
     # a malformed frame: an error the Python side decodes, then EOF
     c.send_bytes(b"\xff" * 16)
     r = c.recv()
@@ -362,13 +450,25 @@ try:
     r = c.recv()
     check(r.status.slots == 2 and list(r.status.slot_tokens) == [a3.prompt_tokens, b2.prompt_tokens],
           "status: slots %d holding %s" % (r.status.slots, list(r.status.slot_tokens)))
+    # an embedding takes the least recently used slot (B's), on the
+    # selective plan over every loaded neuron, and leaves A's slot alone
+    r = embed(c, 27, ["The capital of France is Paris."])
+    check(r.WhichOneof("body") == "embeddings" and r.embeddings.profile == a3.profile
+          and abs(math.sqrt(sum(v * v for v in r.embeddings.embeddings[0].values)) - 1) < 1e-4,
+          "embed on the selective plan: %s" % r.WhichOneof("body"))
+    c.send(pb.Request(id=28, status=pb.StatusRequest()))
+    r = c.recv()
+    check(list(r.status.slot_tokens) == [a3.prompt_tokens, 0], "after embed: slots hold %s" % list(r.status.slot_tokens))
+    a4 = chat(c, 29, qa)
+    check(a4.slot == 0 and a4.cached_tokens == a4.prompt_tokens - 2 and a4.text == a3.text,
+          "after embed: A's prompt reused, %d cached" % a4.cached_tokens)
     c.close()
     shutdown(proc, sock2)
 
     # matrices = f16 (the default is q8_0): every matrix but the file's
     # Q8_0 head, and the FFN, in f16
     sock3 = os.path.join(tmp, "s3.sock")
-    proc = start(sock3, ["--matrices", "f16"])
+    proc = start(sock3, ["--matrices", "f16", "--ctx-size", "4096"])
     wait_ready(sock3)
     c = Conn(sock3)
     c.send(pb.Request(id=40, status=pb.StatusRequest()))
@@ -379,6 +479,24 @@ try:
     check(r.status.weight_type == "f16", "matrices f16: weight type %r" % r.status.weight_type)
     d = chat(c, 41, [("user", "What is the capital of France?")])
     check(d.generated_tokens > 0, "matrices f16 generates")
+    # f16 weights are llama.cpp's F16 file's: its embeddings within 1e-5
+    texts = sorted(ref_tokens)
+    for pool in ("mean", "last"):
+        r = embed(c, 42, texts, pooling=pool, normalize=False)
+        cs = [cosine(x.values, ref[(t, pool)]) for t, x in zip(texts, r.embeddings.embeddings)]
+        check(len(cs) == 5 and min(cs) > 0.99999, "f16 embeddings (%s) vs llama.cpp: cosine %s" % (pool, cs))
+    # one input of 4000 tokens, cancelled inside its evaluation: between
+    # two of its prefill chunks, not after the whole input
+    c.send(pb.Request(id=43, embed=pb.Embed(input=["token " * 4000])))
+    time.sleep(0.5)
+    t0 = time.time()
+    c.send(pb.Request(id=44, cancel=pb.Cancel(request_id=43)))
+    got = {}
+    while len(got) < 2:
+        r = c.recv()
+        got[r.id] = r
+    check(got[43].WhichOneof("body") == "done" and got[43].done.stop_reason == pb.STOP_CANCELLED
+          and time.time() - t0 < 1.5, "one long input cancelled in %.2f s" % (time.time() - t0))
     c.close()
     shutdown(proc, sock3)
 finally:

@@ -571,6 +571,50 @@ static void scenario_streaming(void)
     else
         CHECK(!st->status->decode_graphs);
     si_response_free(st);
+
+    /* sictl embed: a JSON array per input, of n_embd unit-length values;
+     * "-" takes one input per non-empty line of stdin */
+    const char *em1[] = {"embed", "Hello", "Hello there", NULL};
+    CHECK(run_sictl(em1, out, sizeof(out), env) == 0);
+    int n_lines = 0, n_vals = 0;
+    double sq = 0.0;
+    for (char *p = out, *end; *p; p = end) {
+        end = strchr(p, '\n');
+        if (!end)
+            break;
+        *end++ = 0;
+        n_lines++;
+        CHECK(p[0] == '[' && end[-2] == ']');
+        for (char *q = p + 1; n_lines == 1 && *q && *q != ']'; q++) {
+            double v = strtod(q, &q);
+            sq += v * v;
+            n_vals++;
+            if (*q == ']')
+                break;
+        }
+    }
+    if (!(n_lines == 2 && n_vals == (fake ? 8 : 576) && fabs(sq - 1.0) < 1e-4)) {
+        fprintf(stderr, "sictl embed: %d lines, %d values, sum of squares %g\n", n_lines, n_vals, sq);
+        failures++;
+    }
+    char lines[] = "/tmp/si-embed-XXXXXX";
+    int lfd = mkstemp(lines);
+    CHECK(lfd >= 0 && write(lfd, "one\n\ntwo\nthree", 15) == 15);
+    close(lfd);
+    sictl_stdin = lines;
+    const char *em2[] = {"embed", "--pooling", "last", "-", NULL};
+    CHECK(run_sictl(em2, out, sizeof(out), env) == 0);
+    sictl_stdin = NULL;
+    unlink(lines);
+    n_lines = 0;
+    for (char *p = out; (p = strchr(p, '\n')); p++)
+        n_lines++;
+    CHECK(n_lines == 3);
+    const char *em3[] = {"embed", "--pooling", "cls", "x", NULL};
+    CHECK(run_sictl(em3, NULL, 0, env) == 65);
+    const char *em4[] = {"embed", NULL};
+    CHECK(run_sictl(em4, NULL, 0, env) == 64);
+
     si_response_free(a->end);
     si_response_free(b->end);
     free(a);
