@@ -5,8 +5,11 @@
   - greedy answers to three prompts each end where their object closes
     (stop: eos) and parse as a JSON object; one of those prompts answered
     without the format is not JSON, so the constraint is what made it so;
-  - sampled answers (temperature 0.8, six seeds): every one that ended
-    with its object parses, and at least one did.
+  - sampled answers (temperature 0.8, six seeds) to the prompt with a
+    short object: every one that ended with its object parses, and at
+    least three did. (Sampled answers to the colours prompt wander for
+    hundreds of tokens: on one machine one of six closed within 160, on
+    another none; all six to this prompt close on both.)
 
     test-json-output.py SI_GENERATE
 
@@ -61,13 +64,13 @@ check(not parses(plain), "without the format the answer is prose: %r" % plain)
 
 ended = 0
 for seed in range(1, 7):
-    text, stop = generate(COLORS, ["-n", "160", "--format", "json", "--temp", "0.8", "--seed", str(seed)])
+    text, stop = generate(PERSON, ["-n", "160", "--format", "json", "--temp", "0.8", "--seed", str(seed)])
     if stop == "eos":
         ended += 1
         check(parses(text), "seed %d ended but does not parse: %r" % (seed, text))
     else:
         check(stop == "length", "seed %d: stop %s" % (seed, stop))
-check(ended >= 1, "no sampled answer closed its object")
+check(ended >= 3, "%d sampled answers closed their object" % ended)
 print("%d of 6 sampled answers closed their object" % ended, file=sys.stderr)
 
 sys.exit(1 if failures else 0)
