@@ -76,6 +76,7 @@ static void usage(FILE *f)
         "  --system TEXT         a system message first\n"
         "  --max-tokens N  --temperature T  --top-k N  --top-p P  --min-p P\n"
         "  --repeat-penalty R  --repeat-last-n N  --seed N  --stop STRING (repeatable)\n"
+        "  --frequency-penalty F  --presence-penalty F  (OpenAI's, in [-2, 2])\n"
         "  --task NAME  --phi F  --alpha F  --no-stream  --stats (statistics on stderr)\n"
         "  --format json         the answer is one JSON object (ask for JSON in the text too)\n"
         "  --no-think            a model with a thinking switch (Qwen3) answers without\n"
@@ -381,7 +382,8 @@ static int parse_gen_opt(gen_opts *g, int argc, char **argv, int *i)
     if (!strcmp(a, "--no-truncate")) { g->no_truncate = true; return 1; }
     if (!strcmp(a, "--no-think")) { g->no_think = true; return 1; }
     static const char *with_value[] = {"--system", "--task", "--format", "--logprobs", "--max-tokens", "--temperature", "--top-k",
-        "--top-p", "--min-p", "--repeat-penalty", "--repeat-last-n", "--seed", "--stop", "--phi", "--alpha"};
+        "--top-p", "--min-p", "--repeat-penalty", "--repeat-last-n", "--seed", "--stop", "--phi", "--alpha",
+        "--frequency-penalty", "--presence-penalty"};
     bool known = false;
     for (size_t k = 0; k < sizeof(with_value) / sizeof(with_value[0]); k++)
         known |= !strcmp(a, with_value[k]);
@@ -413,6 +415,8 @@ static int parse_gen_opt(gen_opts *g, int argc, char **argv, int *i)
     } else if (!strcmp(a, "--top-p")) ok = (s->has_top_p = parse_f(v, &s->top_p));
     else if (!strcmp(a, "--min-p")) ok = (s->has_min_p = parse_f(v, &s->min_p));
     else if (!strcmp(a, "--repeat-penalty")) ok = (s->has_repeat_penalty = parse_f(v, &s->repeat_penalty));
+    else if (!strcmp(a, "--frequency-penalty")) ok = (s->has_frequency_penalty = parse_f(v, &s->frequency_penalty));
+    else if (!strcmp(a, "--presence-penalty")) ok = (s->has_presence_penalty = parse_f(v, &s->presence_penalty));
     else if (!strcmp(a, "--repeat-last-n")) {
         ok = (s->has_repeat_last_n = parse_u64(v, UINT32_MAX, &u));
         s->repeat_last_n = (uint32_t)u;

@@ -954,6 +954,9 @@ static int validate_generate(sid_server *srv, const Selectinfer__Generate *g, ch
             bad = "min_p must be in [0, 1)";
         else if (bad_float(s->has_repeat_penalty, s->repeat_penalty, 0.0f, 10.0f, true))
             bad = "repeat_penalty must be in (0, 10]";
+        else if (bad_float(s->has_frequency_penalty, s->frequency_penalty, -2.0f, 2.0f, false) ||
+                 bad_float(s->has_presence_penalty, s->presence_penalty, -2.0f, 2.0f, false))
+            bad = "frequency_penalty and presence_penalty must be in [-2, 2]";
         else if (s->has_top_k && s->top_k > 1000000) bad = "top_k is too large";
         else if (s->has_repeat_last_n && s->repeat_last_n > 1000000) bad = "repeat_last_n is too large";
         if (bad) {

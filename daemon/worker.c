@@ -909,6 +909,8 @@ static void run_request(sid_server *srv, sid_req *req)
         if (s->has_min_p) gp.sampler.min_p = s->min_p;
         if (s->has_repeat_penalty) gp.sampler.repeat_penalty = s->repeat_penalty;
         if (s->has_repeat_last_n) gp.sampler.repeat_last_n = (int)s->repeat_last_n;
+        if (s->has_frequency_penalty) gp.sampler.freq_penalty = s->frequency_penalty;
+        if (s->has_presence_penalty) gp.sampler.presence_penalty = s->presence_penalty;
         if (s->has_seed) gp.sampler.seed = s->seed;
     }
 

@@ -276,8 +276,13 @@ typedef struct eng_sampler_params {
     float top_p;          /* 1: off */
     float min_p;          /* 0: off */
     float repeat_penalty; /* 1: off */
-    int repeat_last_n;    /* tokens the penalty looks back over */
+    int repeat_last_n;    /* tokens the penalties look back over */
     uint64_t seed;
+    /* OpenAI's and llama.cpp's: subtracted from the logit of each token in
+     * the window, per occurrence / once, after the repeat penalty; 0: off,
+     * negative favours repeats; |x| <= 100 */
+    float freq_penalty;
+    float presence_penalty;
 } eng_sampler_params;
 
 eng_sampler_params eng_sampler_params_default(void); /* greedy */

@@ -1,4 +1,4 @@
-/* Sampler: repetition penalty, then greedy or top-k -> top-p -> min-p ->
+/* Sampler: repetition, frequency and presence penalties, then greedy or top-k -> top-p -> min-p ->
  * temperature -> softmax -> draw, the order of llama.cpp's default chain.
  *
  * The caller's logits are never written: top-k reads them in one pass
@@ -23,6 +23,7 @@
 
 /* Bounds on what a client may ask for; far above any sane setting. */
 #define REPEAT_LAST_N_MAX 65536
+#define FREQ_PRESENCE_MAX 100.0f
 #define N_VOCAB_MAX (1 << 24)
 
 typedef struct cand {
@@ -40,7 +41,8 @@ struct eng_sampler {
 
     float *logits;    /* [n_vocab] penalised copy of the caller's logits */
     cand *cands;      /* [n_vocab] candidates of the current step */
-    uint8_t *mark;    /* [n_vocab] tokens already penalised this step */
+    uint32_t *cnt;    /* [n_vocab] occurrences in the window, counted while
+                       * a step penalises; all zero between steps */
 };
 
 eng_sampler_params eng_sampler_params_default(void) {
@@ -92,7 +94,8 @@ int eng_sampler_new(const eng_sampler_params *params, int n_vocab, eng_sampler *
     if (isnan(p->temperature) || isinf(p->temperature) || p->top_k < 0 ||
         !(p->top_p >= 0.0f && p->top_p <= 1.0f) || !(p->min_p >= 0.0f && p->min_p <= 1.0f) ||
         !(p->repeat_penalty > 0.0f) || isinf(p->repeat_penalty) || p->repeat_last_n < 0 ||
-        p->repeat_last_n > REPEAT_LAST_N_MAX)
+        p->repeat_last_n > REPEAT_LAST_N_MAX || !(fabsf(p->freq_penalty) <= FREQ_PRESENCE_MAX) ||
+        !(fabsf(p->presence_penalty) <= FREQ_PRESENCE_MAX))
         return -EINVAL;
 
     eng_sampler *s = calloc(1, sizeof(*s));
@@ -102,9 +105,9 @@ int eng_sampler_new(const eng_sampler_params *params, int n_vocab, eng_sampler *
     s->n_vocab = n_vocab;
     s->logits = malloc((size_t)n_vocab * sizeof(*s->logits));
     s->cands = malloc((size_t)n_vocab * sizeof(*s->cands));
-    s->mark = calloc((size_t)n_vocab, 1);
+    s->cnt = calloc((size_t)n_vocab, sizeof(*s->cnt));
     s->hist = p->repeat_last_n > 0 ? malloc((size_t)p->repeat_last_n * sizeof(*s->hist)) : NULL;
-    if (!s->logits || !s->cands || !s->mark || (p->repeat_last_n > 0 && !s->hist)) {
+    if (!s->logits || !s->cands || !s->cnt || (p->repeat_last_n > 0 && !s->hist)) {
         eng_sampler_free(s);
         return -ENOMEM;
     }
@@ -118,7 +121,7 @@ void eng_sampler_free(eng_sampler *s) {
         return;
     free(s->logits);
     free(s->cands);
-    free(s->mark);
+    free(s->cnt);
     free(s->hist);
     free(s);
 }
@@ -140,33 +143,40 @@ void eng_sampler_accept(eng_sampler *s, int32_t token) {
         s->n_hist++;
 }
 
-/* The greedy branch of eng_sampler_sample with apply_penalty a no-op: the
- * penalty changes nothing when it is 1, and with repeat_last_n 0 accept()
- * keeps no history for it to act on. */
+/* Whether any penalty is set (each is a no-op at its default). */
+static bool penalties_set(const eng_sampler_params *p) {
+    return p->repeat_penalty != 1.0f || p->freq_penalty != 0.0f || p->presence_penalty != 0.0f;
+}
+
+/* The greedy branch of eng_sampler_sample with apply_penalty a no-op: no
+ * penalty set, or repeat_last_n 0, where accept() keeps no history for
+ * one to act on. */
 bool eng_sampler_is_greedy(const eng_sampler *s) {
-    return s && s->p.temperature <= 0.0f &&
-           (s->p.repeat_penalty == 1.0f || s->p.repeat_last_n <= 0);
+    return s && s->p.temperature <= 0.0f && (!penalties_set(&s->p) || s->p.repeat_last_n <= 0);
 }
 
-static inline float penalised(float v, float pen) {
-    return v > 0.0f ? v / pen : v * pen;
+/* A logit of a token that occurs count (> 0) times in the window, as
+ * llama.cpp's penalties sampler computes it: scaled away from likely by the
+ * repeat penalty (divided when positive, multiplied otherwise), then less
+ * count x frequency penalty and the presence penalty. */
+static inline float penalised(const eng_sampler *s, float v, uint32_t count) {
+    v = v > 0.0f ? v / s->p.repeat_penalty : v * s->p.repeat_penalty;
+    return v - ((float)count * s->p.freq_penalty + s->p.presence_penalty);
 }
 
-/* Each distinct token of the window is penalised once, however often it
- * occurs (llama.cpp's repeat penalty does the same). */
+/* Each distinct token of the window is penalised once, by its count. */
 static void apply_penalty(eng_sampler *s) {
-    float pen = s->p.repeat_penalty;
-    if (pen == 1.0f || s->n_hist == 0)
+    if (!penalties_set(&s->p) || s->n_hist == 0)
         return;
+    for (int i = 0; i < s->n_hist; i++)
+        s->cnt[s->hist[i]]++;
     for (int i = 0; i < s->n_hist; i++) {
         int32_t t = s->hist[i];
-        if (s->mark[t])
-            continue;
-        s->mark[t] = 1;
-        s->logits[t] = penalised(s->logits[t], pen);
+        if (s->cnt[t]) {
+            s->logits[t] = penalised(s, s->logits[t], s->cnt[t]);
+            s->cnt[t] = 0;
+        }
     }
-    for (int i = 0; i < s->n_hist; i++)
-        s->mark[s->hist[i]] = 0;
 }
 
 /* The caller's logits into the sampler's scratch, penalised there. */
@@ -270,13 +280,13 @@ static void heap_offer(cand *c, size_t *m, size_t k, cand x) {
 static size_t top_k_pass(eng_sampler *s, const float *l, cand *c, size_t k, bool pen) {
     /* the window's tokens are left out of the pass and offered after it
      * with their penalised logits: no copy of the row */
-    pen = pen && s->p.repeat_penalty != 1.0f && s->n_hist > 0;
+    pen = pen && penalties_set(&s->p) && s->n_hist > 0;
     for (int h = 0; pen && h < s->n_hist; h++)
-        s->mark[s->hist[h]] = 1;
+        s->cnt[s->hist[h]]++;
     size_t m = 0;
     int i = 0;
     for (; i < s->n_vocab && m < k; i++)
-        if (!s->mark[i])
+        if (!s->cnt[i])
             heap_offer(c, &m, k, (cand){l[i], i});
     /* the root's logit: anything below it (NaN too) loses at once, and a
      * block of 16 that all lose costs one branch */
@@ -289,17 +299,17 @@ static size_t top_k_pass(eng_sampler *s, const float *l, cand *c, size_t k, bool
         if (!any)
             continue;
         for (int j = i; j < e; j++)
-            if (l[j] >= worst && !s->mark[j]) {
+            if (l[j] >= worst && !s->cnt[j]) {
                 heap_offer(c, &m, k, (cand){l[j], j});
                 worst = c[0].logit;
             }
     }
     for (int h = 0; pen && h < s->n_hist; h++) {
         const int32_t t = s->hist[h];
-        if (!s->mark[t])
+        if (!s->cnt[t])
             continue; /* offered already: a token counts once */
-        s->mark[t] = 0;
-        heap_offer(c, &m, k, (cand){penalised(l[t], s->p.repeat_penalty), t});
+        heap_offer(c, &m, k, (cand){penalised(s, l[t], s->cnt[t]), t});
+        s->cnt[t] = 0;
     }
     m = keep_inf(c, m);
     qsort(c, m, sizeof(*c), cmp_before);

@@ -345,6 +345,47 @@ try:
     check(r.id == 45 and r.WhichOneof("body") == "error" and r.error.code == pb.INVALID_ARGUMENT,
           "top_logprobs 21 refused")
 
+    # frequency and presence penalties: each greedy token is the best of
+    # the raw log-probabilities (logprobs are before any penalty) less
+    # count x frequency and the presence for tokens in the last 64 of the
+    # prompt and the answer so far, as llama.cpp penalises
+    yes = [("user", "Write the word yes twenty times.")]
+    q = pb.Request(id=46)
+    for role, content in yes:
+        q.tokenize.chat.messages.add(role=role, content=content)
+    c.send(q)
+    ids = list(c.recv().tokens.ids)
+    q = pb.Request(id=47)
+    for role, content in yes:
+        q.generate.chat.messages.add(role=role, content=content)
+    q.generate.max_tokens = 24
+    q.generate.stream = False
+    q.generate.cache_prompt = False
+    q.generate.top_logprobs = 20
+    q.generate.sampling.frequency_penalty = 1.0
+    q.generate.sampling.presence_penalty = 0.5
+    c.send(q)
+    r = c.recv()
+    check(r.id == 47 and r.WhichOneof("body") == "done", "penalties: done")
+    moved = 0
+    for e in r.done.logprobs:
+        window = ids[-64:]
+        def adj(tok, lp):
+            n = window.count(tok)
+            return lp - (n * 1.0 + (0.5 if n else 0.0))
+        best = max(adj(t.id, t.logprob) for t in e.top)
+        check(abs(adj(e.id, e.logprob) - best) < 1e-4 or all(adj(t.id, t.logprob) < adj(e.id, e.logprob) for t in e.top),
+              "penalties: token %d is not the best after them" % e.id)
+        moved += e.id != e.top[0].id
+        ids.append(e.id)
+    check(moved >= 2, "penalties changed %d of %d greedy tokens" % (moved, len(r.done.logprobs)))
+    q.id = 48
+    q.generate.sampling.frequency_penalty = 2.5
+    c.send(q)
+    r = c.recv()
+    check(r.id == 48 and r.WhichOneof("body") == "error" and r.error.code == pb.INVALID_ARGUMENT,
+          "frequency_penalty 2.5 refused")
+
     # embeddings: one per input, in order, unit length, the same text the
     # same vector; near llama.cpp's (the FFN in q8_0 here: measured cosine
     # 0.9976-0.9993; the f16 daemon below is checked tightly)

@@ -509,6 +509,8 @@ static void scenario_streaming(void)
     /* the dense plan computes every neuron: phi < 1 is out of its range */
     const char *e5[] = {"generate", "--phi", "0.5", "x", NULL};
     CHECK(run_sictl(e5, NULL, 0, env) == 65);
+    const char *e6[] = {"generate", "--presence-penalty", "2.5", "x", NULL};
+    CHECK(run_sictl(e6, NULL, 0, env) == 65);
 
     /* the daemon answers bad requests with stable codes */
     si_client *c;

@@ -45,7 +45,8 @@ static float frand(void) {
 static void test_defaults_and_params(void) {
     eng_sampler_params p = eng_sampler_params_default();
     CHECK(p.temperature == 0.0f && p.top_k == 0 && p.top_p == 1.0f && p.min_p == 0.0f &&
-          p.repeat_penalty == 1.0f && p.repeat_last_n == 64);
+          p.repeat_penalty == 1.0f && p.repeat_last_n == 64 && p.freq_penalty == 0.0f &&
+          p.presence_penalty == 0.0f);
     eng_sampler *s = (eng_sampler *)0x1;
     CHECK(eng_sampler_new(&p, 0, &s) == -EINVAL && s == (eng_sampler *)0x1);
     CHECK(eng_sampler_new(NULL, 10, &s) == -EINVAL);
@@ -63,6 +64,12 @@ static void test_defaults_and_params(void) {
     CHECK(eng_sampler_new(&b, 10, &s) == -EINVAL);
     b = p;
     b.min_p = NAN;
+    CHECK(eng_sampler_new(&b, 10, &s) == -EINVAL);
+    b = p;
+    b.freq_penalty = NAN;
+    CHECK(eng_sampler_new(&b, 10, &s) == -EINVAL);
+    b = p;
+    b.presence_penalty = -101.0f;
     CHECK(eng_sampler_new(&b, 10, &s) == -EINVAL);
     eng_sampler_free(NULL);
     CHECK(eng_sampler_sample(NULL, NULL) < 0);
@@ -407,9 +414,57 @@ static void test_penalty(void) {
     CHECK(eng_sampler_sample(s, neg) == 3);
     eng_sampler_free(s);
 
+    /* frequency and presence penalties (OpenAI's, llama.cpp's): minus
+     * count x frequency and the presence once, for tokens in the window */
+    float fp[N] = {2.0f, 1.9f, 1.0f, -5.0f, -5.0f, -5.0f, -5.0f, -5.0f};
+    static const struct { float freq, pres, rep; int want; } fc[] = {
+        { 0.04f, 0.0f, 1.0f, 1 },  /* 2 - 3 x 0.04 = 1.88 < 1.9 */
+        { 0.03f, 0.0f, 1.0f, 0 },  /* 1.91 */
+        { 0.0f, 0.05f, 1.0f, 0 },  /* 1.95: presence counts once */
+        { 0.0f, 0.11f, 1.0f, 1 },  /* 1.89 */
+        { 0.02f, 0.02f, 1.0f, 0 }, /* 2 - 0.06 - 0.02 = 1.92 */
+        { 0.02f, 0.05f, 1.0f, 1 }, /* 1.89 */
+        { 0.0f, 0.0f, 1.04f, 0 },  /* 2 / 1.04 = 1.923 */
+        { 0.01f, 0.0f, 1.04f, 1 }, /* 1.923 - 0.03 = 1.893: after the division */
+        { -0.5f, 0.0f, 1.0f, 0 },  /* negative: favours the repeated */
+    };
+    for (size_t i = 0; i < sizeof(fc) / sizeof(fc[0]); i++) {
+        eng_sampler_params q = eng_sampler_params_default();
+        q.freq_penalty = fc[i].freq;
+        q.presence_penalty = fc[i].pres;
+        q.repeat_penalty = fc[i].rep;
+        s = mk(q, N);
+        CHECK(!eng_sampler_is_greedy(s));
+        CHECK(eng_sampler_sample(s, fp) == 0); /* nothing in the window yet */
+        for (int k = 0; k < 3; k++)
+            eng_sampler_accept(s, 0);
+        eng_sampler_accept(s, 2);
+        int got = eng_sampler_sample(s, fp);
+        if (got != fc[i].want)
+            fprintf(stderr, "freq %g presence %g repeat %g: token %d, want %d\n", (double)fc[i].freq,
+                    (double)fc[i].pres, (double)fc[i].rep, got, fc[i].want);
+        CHECK(got == fc[i].want);
+        eng_sampler_free(s);
+        /* the same through top-k's pass, which penalises the window's
+         * tokens on the side (top-k 1 at any temperature is greedy) */
+        eng_sampler_params t = temp(0.8f, 5);
+        t.top_k = 1;
+        t.freq_penalty = fc[i].freq;
+        t.presence_penalty = fc[i].pres;
+        t.repeat_penalty = fc[i].rep;
+        s = mk(t, N);
+        for (int k = 0; k < 3; k++)
+            eng_sampler_accept(s, 0);
+        eng_sampler_accept(s, 2);
+        CHECK(eng_sampler_sample(s, fp) == fc[i].want);
+        eng_sampler_free(s);
+    }
+
     /* the caller's logits are never modified, whatever the chain does */
     p = temp(0.9f, 3);
     p.repeat_penalty = 1.3f;
+    p.freq_penalty = 0.4f;
+    p.presence_penalty = 0.3f;
     p.top_k = 4;
     p.top_p = 0.9f;
     p.min_p = 0.05f;
@@ -467,13 +522,16 @@ static int32_t ref_sample(const eng_sampler_params *p, const float *logits, int 
     float *l = malloc(sizeof(float) * n_vocab);
     rcand *c = malloc(sizeof(rcand) * n_vocab);
     memcpy(l, logits, sizeof(float) * n_vocab);
-    for (int h = 0; h < n_hist && p->repeat_penalty != 1.0f; h++) {
-        int seen = 0;
-        for (int g = 0; g < h; g++)
-            seen |= hist[g] == hist[h];
+    for (int h = 0; h < n_hist; h++) {
+        int seen = 0, count = 0;
+        for (int g = 0; g < n_hist; g++) {
+            seen |= g < h && hist[g] == hist[h];
+            count += hist[g] == hist[h];
+        }
         if (!seen) {
             float v = l[hist[h]];
-            l[hist[h]] = v > 0.0f ? v / p->repeat_penalty : v * p->repeat_penalty;
+            v = v > 0.0f ? v / p->repeat_penalty : v * p->repeat_penalty;
+            l[hist[h]] = v - ((float)count * p->freq_penalty + p->presence_penalty);
         }
     }
     size_t n = 0;
@@ -550,11 +608,16 @@ static int32_t ref_sample(const eng_sampler_params *p, const float *logits, int 
 
 static void test_chain_exact(void) {
     enum { N = 3000, STEPS = 60 };
-    static const struct { int k; float top_p, min_p, pen; int last_n; } cfg[] = {
-        { 40, 1.0f, 0.0f, 1.0f, 0 },   { 40, 0.9f, 0.0f, 1.3f, 64 }, { 5, 1.0f, 0.05f, 1.1f, 16 },
-        { 1, 1.0f, 0.0f, 1.0f, 0 },    { 40, 0.9f, 0.05f, 0.8f, 32 }, /* a penalty that raises */
-        { N - 1, 0.95f, 0.0f, 1.2f, 64 }, { 0, 0.9f, 0.0f, 1.3f, 64 }, { 200, 1.0f, 0.0f, 1.5f, 8 },
-        { 0, 0.05f, 0.0f, 1.1f, 16 }, /* top-p alone keeping fewer than its first 64 */
+    static const struct { int k; float top_p, min_p, pen; int last_n; float freq, pres; } cfg[] = {
+        { 40, 1.0f, 0.0f, 1.0f, 0, 0, 0 },   { 40, 0.9f, 0.0f, 1.3f, 64, 0, 0 },
+        { 5, 1.0f, 0.05f, 1.1f, 16, 0, 0 },  { 1, 1.0f, 0.0f, 1.0f, 0, 0, 0 },
+        { 40, 0.9f, 0.05f, 0.8f, 32, 0, 0 }, /* a penalty that raises */
+        { N - 1, 0.95f, 0.0f, 1.2f, 64, 0, 0 }, { 0, 0.9f, 0.0f, 1.3f, 64, 0, 0 },
+        { 200, 1.0f, 0.0f, 1.5f, 8, 0, 0 },
+        { 0, 0.05f, 0.0f, 1.1f, 16, 0, 0 }, /* top-p alone keeping fewer than its first 64 */
+        /* frequency and presence penalties, with and without the repeat one */
+        { 40, 0.9f, 0.0f, 1.0f, 64, 0.6f, 0.4f }, { 0, 0.95f, 0.05f, 1.2f, 32, 0.3f, 0.0f },
+        { 200, 0.95f, 0.0f, 1.0f, 16, 0.0f, 1.5f }, { 0, 0.9f, 0.0f, 1.1f, 64, -0.2f, 0.5f },
     };
     float *l = malloc(sizeof(float) * N);
     int32_t hist[64];
@@ -566,6 +629,8 @@ static void test_chain_exact(void) {
             p.min_p = cfg[ci].min_p;
             p.repeat_penalty = cfg[ci].pen;
             p.repeat_last_n = cfg[ci].last_n;
+            p.freq_penalty = cfg[ci].freq;
+            p.presence_penalty = cfg[ci].pres;
             eng_sampler *s = mk(p, N);
             uint64_t rng[4], x = p.seed;
             for (int i = 0; i < 4; i++)

@@ -27,6 +27,7 @@ static void usage(FILE *out)
             "  -c, --ctx N             context length (default 2048)\n"
             "      --temp F            temperature (default 0: greedy)\n"
             "      --top-k N, --top-p F, --min-p F, --repeat-penalty F, --seed N\n"
+            "      --frequency-penalty F, --presence-penalty F\n"
             "      --stop TEXT         stop string (repeatable)\n"
             "      --format json       the output is one JSON object (ends where it closes)\n"
             "      --no-think          a template with a thinking switch (Qwen3): no reasoning\n"
@@ -56,7 +57,7 @@ int main(int argc, char **argv)
     gp.max_tokens = 128;
 
     enum { O_RAW = 256, O_TEMP, O_TOPK, O_TOPP, O_MINP, O_REP, O_SEED, O_STOP, O_F32, O_BACKEND,
-           O_DEVICE, O_Q8, O_FORMAT, O_NO_THINK };
+           O_DEVICE, O_Q8, O_FORMAT, O_NO_THINK, O_FREQ, O_PRES };
     static const struct option opts[] = {
         { "model", required_argument, 0, 'm' },   { "prompt", required_argument, 0, 'p' },
         { "system", required_argument, 0, 's' },  { "raw", no_argument, 0, O_RAW },
@@ -68,6 +69,8 @@ int main(int argc, char **argv)
         { "f32", no_argument, 0, O_F32 },         { "help", no_argument, 0, 'h' },
         { "q8", no_argument, 0, O_Q8 },          { "format", required_argument, 0, O_FORMAT },
         { "no-think", no_argument, 0, O_NO_THINK },
+        { "frequency-penalty", required_argument, 0, O_FREQ },
+        { "presence-penalty", required_argument, 0, O_PRES },
         { "backend", required_argument, 0, O_BACKEND }, { "device", required_argument, 0, O_DEVICE },
         { 0, 0, 0, 0 },
     };
@@ -87,6 +90,8 @@ int main(int argc, char **argv)
         case O_TOPP: gp.sampler.top_p = strtof(optarg, NULL); break;
         case O_MINP: gp.sampler.min_p = strtof(optarg, NULL); break;
         case O_REP: gp.sampler.repeat_penalty = strtof(optarg, NULL); break;
+        case O_FREQ: gp.sampler.freq_penalty = strtof(optarg, NULL); break;
+        case O_PRES: gp.sampler.presence_penalty = strtof(optarg, NULL); break;
         case O_SEED: gp.sampler.seed = strtoull(optarg, NULL, 10); break;
         case O_STOP:
             if (n_stop == sizeof(stops) / sizeof(stops[0])) {
