@@ -79,6 +79,8 @@ static void usage(FILE *f)
         "  --frequency-penalty F  --presence-penalty F  (OpenAI's, in [-2, 2])\n"
         "  --task NAME  --phi F  --alpha F  --no-stream  --stats (statistics on stderr)\n"
         "  --format json         the answer is one JSON object (ask for JSON in the text too)\n"
+        "  --format SCHEMA       ... one matching this JSON Schema (\"$(cat schema.json)\";\n"
+        "                        docs/protocol.md lists the keywords followed)\n"
         "  --no-think            a model with a thinking switch (Qwen3) answers without\n"
         "                        reasoning first\n"
         "  --logprobs N          after the answer, each token's log-probability and the N\n"

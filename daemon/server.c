@@ -994,12 +994,16 @@ static int validate_generate(sid_server *srv, const Selectinfer__Generate *g, ch
         return SELECTINFER__ERROR_CODE__INVALID_ARGUMENT;
     }
     eng_format format;
-    if (g->format && g->format[0] && eng_format_parse(g->format, &format) < 0) {
-        if (g->format[0] == '{') {
-            snprintf(msg, cap, "format: JSON schemas are not supported; \"json\" asks for any JSON object");
-            return SELECTINFER__ERROR_CODE__NOT_SUPPORTED;
+    if (g->format && g->format[0] == '{') {
+        /* a JSON Schema: one the engine can follow, else why not */
+        char why[256];
+        int r = eng_json_schema_check(g->format, why, sizeof(why));
+        if (r < 0) {
+            snprintf(msg, cap, "format: %s", why);
+            return r == -ENOTSUP ? SELECTINFER__ERROR_CODE__NOT_SUPPORTED : SELECTINFER__ERROR_CODE__INVALID_ARGUMENT;
         }
-        snprintf(msg, cap, "format must be \"json\" or \"text\"");
+    } else if (g->format && g->format[0] && eng_format_parse(g->format, &format) < 0) {
+        snprintf(msg, cap, "format must be \"json\", \"text\" or a JSON Schema");
         return SELECTINFER__ERROR_CODE__INVALID_ARGUMENT;
     }
     (void)srv;

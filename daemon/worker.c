@@ -899,8 +899,12 @@ static void run_request(sid_server *srv, sid_req *req)
         gp.on_prob = on_prob;
         gp.n_top_probs = req->top_logprobs;
     }
-    if (g->format && g->format[0])
+    if (g->format && g->format[0] == '{') {
+        gp.format = ENG_FORMAT_JSON; /* a schema, checked by the loop */
+        gp.json_schema = g->format;
+    } else if (g->format && g->format[0]) {
         eng_format_parse(g->format, &gp.format); /* checked by the loop */
+    }
     const Selectinfer__Sampling *s = g->sampling;
     if (s) {
         if (s->has_temperature) gp.sampler.temperature = s->temperature;

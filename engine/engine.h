@@ -324,6 +324,15 @@ typedef enum eng_format {
 
 int eng_format_parse(const char *name, eng_format *ret_format); /* "text", "json"; -EINVAL */
 
+/* Whether a JSON Schema (eng_gen_params.json_schema) is one generation can
+ * follow: 0; -EINVAL when it is not JSON or not a schema; -ENOTSUP when it
+ * uses what is outside the subset engine/jschema.h lists (its root is an
+ * object or an array; properties in the schema's order, required ones
+ * present, no others; items, minItems, maxItems; enum and const of
+ * strings, booleans, null; anyOf of alternatives that begin differently;
+ * local $ref). msg (cap bytes) says what and where. */
+int eng_json_schema_check(const char *schema, char *msg, size_t cap);
+
 /* A token and its log-probability (eng_prob_cb). */
 typedef struct eng_token_prob {
     int32_t id;
@@ -348,6 +357,9 @@ typedef struct eng_gen_params {
     size_t n_stop;
     eng_sampler_params sampler;
     eng_format format;
+    const char *json_schema;    /* ENG_FORMAT_JSON: the document must also match
+                                 * this JSON Schema (eng_json_schema_check);
+                                 * NULL: any object */
     eng_prob_cb on_prob;        /* NULL: no log-probabilities; called with
                                  * eng_generate's userdata */
     int n_top_probs;            /* alternatives per token, 0..ENG_MAX_TOP_PROBS */

@@ -10,6 +10,7 @@
 
 #include "engine.h"
 #include "generate.h"
+#include "jschema.h"
 #include "json.h"
 
 uint64_t eng_time_ns(void) {
@@ -187,6 +188,15 @@ int eng_format_parse(const char *name, eng_format *ret_format) {
     return 0;
 }
 
+int eng_json_schema_check(const char *schema, char *msg, size_t cap) {
+    if (!schema)
+        return -EINVAL;
+    eng__jschema *s = NULL;
+    int r = eng__jschema_compile(schema, strlen(schema), &s, msg, cap);
+    eng__jschema_free(s);
+    return r;
+}
+
 /* ---- generation ---- */
 
 /* The bytes of one token into *buf (grown as needed). */
@@ -204,11 +214,14 @@ static int token_piece(const eng_model *m, int32_t tok, char **buf, size_t *cap)
     return -EIO; /* the piece changed size between two calls */
 }
 
-/* ENG_FORMAT_JSON: the recognizer of the text so far, and every token's
- * bytes to try on a copy of it. A token with no bytes (the end-of-turn and
- * other control tokens) never continues the object. */
+/* ENG_FORMAT_JSON: the recognizer of the text so far (any object, or the
+ * documents of a schema), and every token's bytes to try on a copy of it.
+ * A token with no bytes (the end-of-turn and other control tokens) never
+ * continues the document. */
 typedef struct json_guard {
     eng__json state;
+    eng__jschema *schema; /* NULL: any object (state) */
+    eng__jsr sstate;
     char *bytes;   /* the pieces back to back */
     uint32_t *off; /* token t: bytes[off[t], off[t + 1]) */
     float *masked; /* logits, the tokens that cannot continue at -inf */
@@ -216,14 +229,22 @@ typedef struct json_guard {
 } json_guard;
 
 static void guard_free(json_guard *g) {
+    eng__jschema_free(g->schema);
     free(g->bytes);
     free(g->off);
     free(g->masked);
 }
 
-static int guard_init(json_guard *g, const eng_model *m, int n_vocab) {
+static int guard_init(json_guard *g, const eng_model *m, int n_vocab, const char *schema) {
     memset(g, 0, sizeof(*g));
     eng__json_init(&g->state);
+    if (schema) {
+        char msg[8];
+        int r = eng__jschema_compile(schema, strlen(schema), &g->schema, msg, 0);
+        if (r < 0)
+            return r;
+        eng__jsr_init(&g->sstate, g->schema);
+    }
     g->n_vocab = n_vocab;
     size_t cap = (size_t)n_vocab * 8, len = 0;
     g->bytes = malloc(cap);
@@ -254,10 +275,25 @@ static int guard_init(json_guard *g, const eng_model *m, int n_vocab) {
     return 0;
 }
 
+/* The text so far continued by bytes[0..n): 0, or -EILSEQ. */
+static int guard_feed(json_guard *g, const char *bytes, size_t n) {
+    return g->schema ? eng__jsr_feed(&g->sstate, bytes, n) : eng__json_feed(&g->state, bytes, n);
+}
+
+static bool guard_done(const json_guard *g) {
+    return g->schema ? eng__jsr_done(&g->sstate) : eng__json_done(&g->state);
+}
+
 static bool guard_allows(const json_guard *g, int32_t t) {
     const uint32_t a = g->off[t], b = g->off[t + 1];
+    if (b <= a)
+        return false;
+    if (g->schema) {
+        eng__jsr r = g->sstate;
+        return eng__jsr_feed(&r, g->bytes + a, b - a) == 0;
+    }
     eng__json j = g->state;
-    return b > a && eng__json_feed(&j, g->bytes + a, b - a) == 0;
+    return eng__json_feed(&j, g->bytes + a, b - a) == 0;
 }
 
 /* The sampler's choice if it continues the object; otherwise the choice
@@ -316,6 +352,12 @@ int eng_generate(eng_session *session, const int32_t *prompt, size_t n_prompt,
         (params->format != ENG_FORMAT_TEXT && params->format != ENG_FORMAT_JSON) ||
         params->n_top_probs < 0 || params->n_top_probs > ENG_MAX_TOP_PROBS)
         return -EINVAL; /* before the session is touched: a bad request keeps its cache */
+    if (params->format == ENG_FORMAT_JSON && params->json_schema) {
+        char msg[8];
+        int r = eng_json_schema_check(params->json_schema, msg, 0);
+        if (r < 0)
+            return r;
+    }
     const eng_model *model = eng_session_model(session);
     eng_model_info info;
     eng_model_get_info(model, &info);
@@ -345,7 +387,7 @@ int eng_generate(eng_session *session, const int32_t *prompt, size_t n_prompt,
         goto out;
     if (params->format == ENG_FORMAT_JSON) {
         json = &guard;
-        r = guard_init(json, model, info.n_vocab);
+        r = guard_init(json, model, info.n_vocab, params->json_schema);
         if (r < 0)
             goto out;
     }
@@ -418,7 +460,7 @@ int eng_generate(eng_session *session, const int32_t *prompt, size_t n_prompt,
             r = n;
             goto out;
         }
-        if (json && eng__json_feed(&json->state, piece, (size_t)n) < 0) {
+        if (json && guard_feed(json, piece, (size_t)n) < 0) {
             r = -EILSEQ; /* guard_sample tried these very bytes */
             goto out;
         }
@@ -437,8 +479,8 @@ int eng_generate(eng_session *session, const int32_t *prompt, size_t n_prompt,
             st.stop_reason = ENG_STOP_STRING;
             break;
         }
-        if (json && eng__json_done(&json->state)) {
-            st.stop_reason = ENG_STOP_EOS; /* the object closed */
+        if (json && guard_done(json)) {
+            st.stop_reason = ENG_STOP_EOS; /* the document closed */
             break;
         }
         if (params->max_tokens > 0 && st.n_generated >= params->max_tokens) {

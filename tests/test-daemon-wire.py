@@ -298,13 +298,33 @@ try:
         check(isinstance(json.loads(r.done.text.decode()), dict), "format json: an object")
     except ValueError:
         check(False, "format json: %r does not parse" % r.done.text)
-    for rid, fmt, code in ((41, "yaml", pb.INVALID_ARGUMENT), (42, '{"type": "object"}', pb.NOT_SUPPORTED)):
+    for rid, fmt, code in ((41, "yaml", pb.INVALID_ARGUMENT), (42, '{"type": "object"}', pb.NOT_SUPPORTED),
+                           (42, '{"type": "object", "properties": {}, "allOf": []}', pb.NOT_SUPPORTED),
+                           (42, '{"type": "object", "properties": ', pb.INVALID_ARGUMENT)):
         q.id = rid
         q.generate.format = fmt
         c.send(q)
         r = c.recv()
-        check(r.id == rid and r.WhichOneof("body") == "error" and r.error.code == code,
-              "format %r refused with %d" % (fmt, code))
+        check(r.id == rid and r.WhichOneof("body") == "error" and r.error.code == code and "format" in r.error.message,
+              "format %r refused with %d: %s" % (fmt, code, r.error.message))
+    # a JSON Schema: the same question answered in its shape
+    q.id = 43
+    q.generate.format = json.dumps({"type": "object", "properties": {
+        "country": {"type": "string"}, "capital": {"type": "string"},
+        "population": {"type": ["integer", "null"]}, "continent": {"enum": ["Europe", "Asia", "Other"]}},
+        "required": ["country", "capital", "population", "continent"]})
+    c.send(q)
+    r = c.recv()
+    check(r.id == 43 and r.WhichOneof("body") == "done" and r.done.stop_reason == pb.STOP_EOS,
+          "format schema: done with STOP_EOS")
+    try:
+        obj = json.loads(r.done.text.decode())
+        check(list(obj) == ["country", "capital", "population", "continent"]
+              and isinstance(obj["capital"], str) and obj["continent"] in ("Europe", "Asia", "Other")
+              and (obj["population"] is None or isinstance(obj["population"], int)),
+              "format schema: %r" % obj)
+    except ValueError:
+        check(False, "format schema: %r does not parse" % r.done.text)
 
     # logprobs: one entry per generated token, streamed with the chunks
     # (or all in done), their bytes the text, the greedy token the most

@@ -30,6 +30,7 @@ static void usage(FILE *out)
             "      --frequency-penalty F, --presence-penalty F\n"
             "      --stop TEXT         stop string (repeatable)\n"
             "      --format json       the output is one JSON object (ends where it closes)\n"
+            "      --format SCHEMA     ... one matching this JSON Schema ('{\"type\": ...}')\n"
             "      --no-think          a template with a thinking switch (Qwen3): no reasoning\n"
             "      --f32               keep weights in f32 instead of f16\n"
             "      --q8                every matrix and the FFN in Q8_0 (CPU): half the memory\n"
@@ -109,12 +110,23 @@ int main(int argc, char **argv)
             }
             break;
         case O_DEVICE: mp.device = atoi(optarg); break;
-        case O_FORMAT:
-            if (eng_format_parse(optarg, &gp.format) < 0) {
-                fprintf(stderr, "unknown format '%s' (text, json)\n", optarg);
+        case O_FORMAT: {
+            /* a JSON Schema: "{...}" */
+            char why[256];
+            int fr = optarg[0] == '{' ? eng_json_schema_check(optarg, why, sizeof(why)) : 0;
+            if (fr < 0) {
+                fprintf(stderr, "--format: %s\n", why);
+                return 2;
+            }
+            if (optarg[0] == '{') {
+                gp.format = ENG_FORMAT_JSON;
+                gp.json_schema = optarg;
+            } else if (eng_format_parse(optarg, &gp.format) < 0) {
+                fprintf(stderr, "unknown format '%s' (text, json, or a JSON Schema)\n", optarg);
                 return 2;
             }
             break;
+        }
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return 2;
         }
