@@ -77,6 +77,7 @@ static void usage(FILE *f)
         "  --max-tokens N  --temperature T  --top-k N  --top-p P  --min-p P\n"
         "  --repeat-penalty R  --repeat-last-n N  --seed N  --stop STRING (repeatable)\n"
         "  --frequency-penalty F  --presence-penalty F  (OpenAI's, in [-2, 2])\n"
+        "  --logit-bias ID:BIAS  add BIAS (-100..100) to token ID's logit (repeatable)\n"
         "  --task NAME  --phi F  --alpha F  --no-stream  --stats (statistics on stderr)\n"
         "  --format json         the answer is one JSON object (ask for JSON in the text too)\n"
         "  --format SCHEMA       ... one matching this JSON Schema (\"$(cat schema.json)\";\n"
@@ -344,6 +345,9 @@ typedef struct gen_opts {
     int logprobs; /* -1: none; else alternatives per token */
     char *stop[16];
     size_t n_stop;
+    Selectinfer__LogitBias bias[64];
+    Selectinfer__LogitBias *bias_p[64];
+    size_t n_bias;
 } gen_opts;
 
 static bool parse_u64(const char *s, uint64_t max, uint64_t *ret)
@@ -385,7 +389,7 @@ static int parse_gen_opt(gen_opts *g, int argc, char **argv, int *i)
     if (!strcmp(a, "--no-think")) { g->no_think = true; return 1; }
     static const char *with_value[] = {"--system", "--task", "--format", "--logprobs", "--max-tokens", "--temperature", "--top-k",
         "--top-p", "--min-p", "--repeat-penalty", "--repeat-last-n", "--seed", "--stop", "--phi", "--alpha",
-        "--frequency-penalty", "--presence-penalty"};
+        "--frequency-penalty", "--presence-penalty", "--logit-bias"};
     bool known = false;
     for (size_t k = 0; k < sizeof(with_value) / sizeof(with_value[0]); k++)
         known |= !strcmp(a, with_value[k]);
@@ -431,6 +435,21 @@ static int parse_gen_opt(gen_opts *g, int argc, char **argv, int *i)
     } else if (!strcmp(a, "--alpha")) {
         samp = false;
         ok = (g->has_alpha = parse_f(v, &g->alpha));
+    } else if (!strcmp(a, "--logit-bias")) {
+        /* TOKEN:BIAS */
+        const char *colon = strchr(v, ':');
+        char id[24];
+        ok = colon && colon > v && (size_t)(colon - v) < sizeof(id) && g->n_bias < 64;
+        if (ok) {
+            memcpy(id, v, (size_t)(colon - v));
+            id[colon - v] = 0;
+            Selectinfer__LogitBias *b = &g->bias[g->n_bias];
+            selectinfer__logit_bias__init(b);
+            ok = parse_u64(id, INT32_MAX, &u) && parse_f(colon + 1, &b->bias);
+            b->has_token = b->has_bias = true;
+            b->token = (int32_t)u;
+            g->bias_p[g->n_bias++] = b;
+        }
     } else if (!strcmp(a, "--stop")) {
         samp = false;
         if (g->n_stop == 16) {
@@ -452,6 +471,8 @@ static void fill_generate(const gen_opts *o, Selectinfer__Generate *g, Selectinf
 {
     if (o->has_sampling) {
         *s = o->sampling;
+        s->n_logit_bias = o->n_bias;
+        s->logit_bias = (Selectinfer__LogitBias **)o->bias_p;
         g->sampling = s;
     }
     if (o->max_tokens) {

@@ -957,6 +957,12 @@ static int validate_generate(sid_server *srv, const Selectinfer__Generate *g, ch
         else if (bad_float(s->has_frequency_penalty, s->frequency_penalty, -2.0f, 2.0f, false) ||
                  bad_float(s->has_presence_penalty, s->presence_penalty, -2.0f, 2.0f, false))
             bad = "frequency_penalty and presence_penalty must be in [-2, 2]";
+        else if (s->n_logit_bias > ENG_MAX_LOGIT_BIAS)
+            bad = "at most 1024 logit_bias entries";
+        for (size_t i = 0; !bad && i < s->n_logit_bias; i++)
+            if (!s->logit_bias[i]->has_token || s->logit_bias[i]->token < 0 ||
+                bad_float(true, s->logit_bias[i]->has_bias ? s->logit_bias[i]->bias : NAN, -100.0f, 100.0f, false))
+                bad = "a logit_bias entry needs a token >= 0 and a bias in [-100, 100]";
         else if (s->has_top_k && s->top_k > 1000000) bad = "top_k is too large";
         else if (s->has_repeat_last_n && s->repeat_last_n > 1000000) bad = "repeat_last_n is too large";
         if (bad) {

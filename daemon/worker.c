@@ -917,6 +917,26 @@ static void run_request(sid_server *srv, sid_req *req)
         if (s->has_presence_penalty) gp.sampler.presence_penalty = s->presence_penalty;
         if (s->has_seed) gp.sampler.seed = s->seed;
     }
+    /* the tokens against the vocabulary, known here; the rest the loop checked */
+    eng_logit_bias *bias = s && s->n_logit_bias ? malloc(s->n_logit_bias * sizeof(*bias)) : NULL;
+    if (s && s->n_logit_bias && !bias) {
+        fail(req, SELECTINFER__ERROR_CODE__INTERNAL, "%s", "out of memory");
+        free(toks);
+        return;
+    }
+    for (size_t i = 0; s && i < s->n_logit_bias; i++) {
+        if (s->logit_bias[i]->token >= srv->info.n_vocab) {
+            req->err_code = SELECTINFER__ERROR_CODE__INVALID_ARGUMENT;
+            snprintf(req->err_msg, sizeof(req->err_msg), "logit_bias: token %d is outside the vocabulary (%d)",
+                     s->logit_bias[i]->token, srv->info.n_vocab);
+            free(bias);
+            free(toks);
+            return;
+        }
+        bias[i] = (eng_logit_bias){s->logit_bias[i]->token, s->logit_bias[i]->bias};
+    }
+    gp.sampler.logit_bias = bias;
+    gp.sampler.n_logit_bias = s ? (int)s->n_logit_bias : 0;
 
     const int slot = pick_slot(srv, toks, n, gp.cache_prompt);
     eng_session *session = srv->sessions[slot];
@@ -929,6 +949,7 @@ static void run_request(sid_server *srv, sid_req *req)
     rc = eng_generate(session, toks, n, &gp, on_text, &ctx, &st);
     eng_session_set_abort(session, NULL, NULL);
     free(toks);
+    free(bias);
     /* even a failed request changed what the slot holds */
     req->slot = slot;
     req->slot_held = (uint32_t)eng_session_n_cached(session);

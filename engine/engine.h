@@ -270,6 +270,14 @@ int32_t eng_session_argmax(const eng_session *session);
 
 /* ---- sampling --------------------------------------------------------- */
 
+/* A token's logit raised or lowered (eng_sampler_params.logit_bias). */
+typedef struct eng_logit_bias {
+    int32_t token;
+    float bias;           /* finite, or -INFINITY: never this token */
+} eng_logit_bias;
+
+#define ENG_MAX_LOGIT_BIAS 1024
+
 typedef struct eng_sampler_params {
     float temperature;    /* 0: greedy */
     int top_k;            /* 0: off */
@@ -283,6 +291,12 @@ typedef struct eng_sampler_params {
      * negative favours repeats; |x| <= 100 */
     float freq_penalty;
     float presence_penalty;
+    /* OpenAI's and llama.cpp's logit_bias: added to those tokens' logits
+     * before anything else (penalties included); a token listed twice gets
+     * both. Copied by eng_sampler_new; at most ENG_MAX_LOGIT_BIAS entries,
+     * tokens in [0, n_vocab). */
+    const eng_logit_bias *logit_bias;
+    int n_logit_bias;
 } eng_sampler_params;
 
 eng_sampler_params eng_sampler_params_default(void); /* greedy */

@@ -1,4 +1,4 @@
-/* Sampler: repetition, frequency and presence penalties, then greedy or top-k -> top-p -> min-p ->
+/* Sampler: logit bias, repetition, frequency and presence penalties, then greedy or top-k -> top-p -> min-p ->
  * temperature -> softmax -> draw, the order of llama.cpp's default chain.
  *
  * The caller's logits are never written: top-k reads them in one pass
@@ -41,8 +41,11 @@ struct eng_sampler {
 
     float *logits;    /* [n_vocab] penalised copy of the caller's logits */
     cand *cands;      /* [n_vocab] candidates of the current step */
-    uint32_t *cnt;    /* [n_vocab] occurrences in the window, counted while
-                       * a step penalises; all zero between steps */
+    uint32_t *cnt;    /* [n_vocab] occurrences in the window (and BIASED),
+                       * marked while a step adjusts; all zero between steps */
+    float *bias;      /* [n_vocab] logit bias, or NULL for none */
+    int32_t *bias_ids; /* the distinct biased tokens, n_bias of them */
+    int n_bias;
 };
 
 eng_sampler_params eng_sampler_params_default(void) {
@@ -95,13 +98,19 @@ int eng_sampler_new(const eng_sampler_params *params, int n_vocab, eng_sampler *
         !(p->top_p >= 0.0f && p->top_p <= 1.0f) || !(p->min_p >= 0.0f && p->min_p <= 1.0f) ||
         !(p->repeat_penalty > 0.0f) || isinf(p->repeat_penalty) || p->repeat_last_n < 0 ||
         p->repeat_last_n > REPEAT_LAST_N_MAX || !(fabsf(p->freq_penalty) <= FREQ_PRESENCE_MAX) ||
-        !(fabsf(p->presence_penalty) <= FREQ_PRESENCE_MAX))
+        !(fabsf(p->presence_penalty) <= FREQ_PRESENCE_MAX) || p->n_logit_bias < 0 ||
+        p->n_logit_bias > ENG_MAX_LOGIT_BIAS || (p->n_logit_bias > 0 && !p->logit_bias))
         return -EINVAL;
+    for (int i = 0; i < p->n_logit_bias; i++)
+        if (p->logit_bias[i].token < 0 || p->logit_bias[i].token >= n_vocab || isnan(p->logit_bias[i].bias) ||
+            p->logit_bias[i].bias == INFINITY)
+            return -EINVAL;
 
     eng_sampler *s = calloc(1, sizeof(*s));
     if (!s)
         return -ENOMEM;
     s->p = *p;
+    s->p.logit_bias = NULL; /* the caller's array is not kept */
     s->n_vocab = n_vocab;
     s->logits = malloc((size_t)n_vocab * sizeof(*s->logits));
     s->cands = malloc((size_t)n_vocab * sizeof(*s->cands));
@@ -110,6 +119,24 @@ int eng_sampler_new(const eng_sampler_params *params, int n_vocab, eng_sampler *
     if (!s->logits || !s->cands || !s->cnt || (p->repeat_last_n > 0 && !s->hist)) {
         eng_sampler_free(s);
         return -ENOMEM;
+    }
+    if (p->n_logit_bias > 0) {
+        s->bias = calloc((size_t)n_vocab, sizeof(*s->bias));
+        s->bias_ids = malloc((size_t)p->n_logit_bias * sizeof(*s->bias_ids));
+        if (!s->bias || !s->bias_ids) {
+            eng_sampler_free(s);
+            return -ENOMEM;
+        }
+        for (int i = 0; i < p->n_logit_bias; i++) {
+            const int32_t t = p->logit_bias[i].token;
+            if (!s->cnt[t]) { /* cnt is all zero here: a mark of the first sight */
+                s->cnt[t] = 1;
+                s->bias_ids[s->n_bias++] = t;
+            }
+            s->bias[t] += p->logit_bias[i].bias;
+        }
+        for (int i = 0; i < s->n_bias; i++)
+            s->cnt[s->bias_ids[i]] = 0;
     }
     rng_seed(s->rng, p->seed);
     *ret_sampler = s;
@@ -122,6 +149,8 @@ void eng_sampler_free(eng_sampler *s) {
     free(s->logits);
     free(s->cands);
     free(s->cnt);
+    free(s->bias);
+    free(s->bias_ids);
     free(s->hist);
     free(s);
 }
@@ -152,7 +181,8 @@ static bool penalties_set(const eng_sampler_params *p) {
  * penalty set, or repeat_last_n 0, where accept() keeps no history for
  * one to act on. */
 bool eng_sampler_is_greedy(const eng_sampler *s) {
-    return s && s->p.temperature <= 0.0f && (!penalties_set(&s->p) || s->p.repeat_last_n <= 0);
+    return s && s->p.temperature <= 0.0f && (!penalties_set(&s->p) || s->p.repeat_last_n <= 0) &&
+           s->n_bias == 0;
 }
 
 /* A logit of a token that occurs count (> 0) times in the window, as
@@ -179,9 +209,12 @@ static void apply_penalty(eng_sampler *s) {
     }
 }
 
-/* The caller's logits into the sampler's scratch, penalised there. */
+/* The caller's logits into the sampler's scratch, biased and penalised
+ * there. */
 static void penalised_copy(eng_sampler *s, const float *logits) {
     memcpy(s->logits, logits, (size_t)s->n_vocab * sizeof(*logits));
+    for (int i = 0; i < s->n_bias; i++)
+        s->logits[s->bias_ids[i]] += s->bias[s->bias_ids[i]];
     apply_penalty(s);
 }
 
@@ -277,12 +310,17 @@ static void heap_offer(cand *c, size_t *m, size_t k, cand x) {
     }
 }
 
-static size_t top_k_pass(eng_sampler *s, const float *l, cand *c, size_t k, bool pen) {
-    /* the window's tokens are left out of the pass and offered after it
-     * with their penalised logits: no copy of the row */
-    pen = pen && penalties_set(&s->p) && s->n_hist > 0;
+#define BIASED 0x80000000u /* cnt's mark of a biased token in top_k_pass */
+
+/* raw: l is the caller's row, not yet biased or penalised. */
+static size_t top_k_pass(eng_sampler *s, const float *l, cand *c, size_t k, bool raw) {
+    /* the window's tokens and the biased ones are left out of the pass and
+     * offered after it with their adjusted logits: no copy of the row */
+    const bool pen = raw && penalties_set(&s->p) && s->n_hist > 0, bias = raw && s->n_bias > 0;
     for (int h = 0; pen && h < s->n_hist; h++)
         s->cnt[s->hist[h]]++;
+    for (int b = 0; bias && b < s->n_bias; b++)
+        s->cnt[s->bias_ids[b]] |= BIASED;
     size_t m = 0;
     int i = 0;
     for (; i < s->n_vocab && m < k; i++)
@@ -303,6 +341,13 @@ static size_t top_k_pass(eng_sampler *s, const float *l, cand *c, size_t k, bool
                 heap_offer(c, &m, k, (cand){l[j], j});
                 worst = c[0].logit;
             }
+    }
+    for (int b = 0; bias && b < s->n_bias; b++) {
+        const int32_t t = s->bias_ids[b];
+        const uint32_t n = s->cnt[t] & ~BIASED;
+        const float v = l[t] + s->bias[t];
+        heap_offer(c, &m, k, (cand){n ? penalised(s, v, n) : v, t});
+        s->cnt[t] = 0;
     }
     for (int h = 0; pen && h < s->n_hist; h++) {
         const int32_t t = s->hist[h];

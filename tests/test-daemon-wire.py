@@ -406,6 +406,40 @@ try:
     check(r.id == 48 and r.WhichOneof("body") == "error" and r.error.code == pb.INVALID_ARGUMENT,
           "frequency_penalty 2.5 refused")
 
+    # logit_bias: banning the greedy first token makes it the runner-up;
+    # raising the third makes it the first (logprobs: before any bias)
+    def first_token(rid, bias):
+        q = pb.Request(id=rid)
+        q.generate.chat.messages.add(role="user", content="What is the capital of France?")
+        q.generate.max_tokens = 1
+        q.generate.stream = False
+        q.generate.top_logprobs = 3
+        for tok, b in bias:
+            q.generate.sampling.logit_bias.add(token=tok, bias=b)
+        c.send(q)
+        r = c.recv()
+        check(r.id == rid and r.WhichOneof("body") == "done" and len(r.done.logprobs) == 1,
+              "logit_bias %s: %s" % (bias, r.WhichOneof("body")))
+        return r.done.logprobs[0] if r.done.logprobs else None
+    e0 = first_token(50, [])
+    if e0 is not None:
+        top = [t.id for t in e0.top]
+        e1 = first_token(51, [(top[0], -100.0)])
+        e2 = first_token(52, [(top[2], 50.0), (top[2], 50.0)])
+        check(e1 is not None and e1.id == top[1] and e2 is not None and e2.id == top[2],
+              "logit_bias: banned %d gives %s (want %d), raised %d gives %s" % (
+                  top[0], e1 and e1.id, top[1], top[2], e2 and e2.id))
+    for rid, entries, what in ((53, [(49152, 1.0)], "token outside the vocabulary"),
+                               (54, [(5, 101.0)], "bias 101")):
+        q = pb.Request(id=rid)
+        q.generate.prompt = "x"
+        for tok, b in entries:
+            q.generate.sampling.logit_bias.add(token=tok, bias=b)
+        c.send(q)
+        r = c.recv()
+        check(r.id == rid and r.WhichOneof("body") == "error" and r.error.code == pb.INVALID_ARGUMENT,
+              "logit_bias %s refused" % what)
+
     # embeddings: one per input, in order, unit length, the same text the
     # same vector; near llama.cpp's (the FFN in q8_0 here: measured cosine
     # 0.9976-0.9993; the f16 daemon below is checked tightly)

@@ -71,6 +71,23 @@ static void test_defaults_and_params(void) {
     b = p;
     b.presence_penalty = -101.0f;
     CHECK(eng_sampler_new(&b, 10, &s) == -EINVAL);
+    /* logit bias: tokens in range, no NaN or +inf, a bounded list */
+    eng_logit_bias lb[2] = {{3, 1.0f}, {10, 1.0f}};
+    b = p;
+    b.logit_bias = lb;
+    b.n_logit_bias = 2;
+    CHECK(eng_sampler_new(&b, 10, &s) == -EINVAL);
+    lb[1] = (eng_logit_bias){-1, 1.0f};
+    CHECK(eng_sampler_new(&b, 10, &s) == -EINVAL);
+    lb[1] = (eng_logit_bias){4, NAN};
+    CHECK(eng_sampler_new(&b, 10, &s) == -EINVAL);
+    lb[1] = (eng_logit_bias){4, INFINITY};
+    CHECK(eng_sampler_new(&b, 10, &s) == -EINVAL);
+    b.n_logit_bias = ENG_MAX_LOGIT_BIAS + 1;
+    CHECK(eng_sampler_new(&b, 10, &s) == -EINVAL);
+    b.n_logit_bias = 1;
+    b.logit_bias = NULL;
+    CHECK(eng_sampler_new(&b, 10, &s) == -EINVAL);
     eng_sampler_free(NULL);
     CHECK(eng_sampler_sample(NULL, NULL) < 0);
 }
@@ -460,6 +477,37 @@ static void test_penalty(void) {
         eng_sampler_free(s);
     }
 
+    /* logit bias: added first, before the penalties; -inf bans; a token
+     * listed twice gets both; greedy and through top-k's pass alike */
+    static const struct { eng_logit_bias b[2]; int nb; float rep; int hist; float l1; int want; } bc[] = {
+        { {{0, -0.2f}}, 1, 1.0f, -1, 1.9f, 1 },
+        { {{2, 1.9f}}, 1, 1.0f, -1, 1.9f, 2 },  /* 2.1 */
+        { {{0, -INFINITY}}, 1, 1.0f, -1, 1.9f, 1 },
+        { {{1, 0.06f}, {1, 0.06f}}, 2, 1.0f, -1, 1.9f, 1 }, /* 2.02 > 2 */
+        { {{1, 0.06f}}, 1, 1.0f, -1, 1.9f, 0 },
+        { {{0, -1.0f}}, 1, 2.0f, 0, 0.3f, 0 },  /* (2 - 1) / 2 = 0.5 > 0.3; the other order: 0 */
+        { {{0, -1.0f}}, 1, 1.0f, 0, 1.2f, 1 },
+    };
+    for (size_t i = 0; i < sizeof(bc) / sizeof(bc[0]); i++) {
+        float bl[N] = {2.0f, bc[i].l1, 0.2f, -5.0f, -5.0f, -5.0f, -5.0f, -5.0f};
+        for (int path = 0; path < 2; path++) {
+            eng_sampler_params q = path ? temp(0.8f, 9) : eng_sampler_params_default();
+            q.top_k = path; /* top-k 1: the pass that adjusts on the side */
+            q.repeat_penalty = bc[i].rep;
+            q.logit_bias = bc[i].b;
+            q.n_logit_bias = bc[i].nb;
+            s = mk(q, N);
+            CHECK(!eng_sampler_is_greedy(s));
+            if (bc[i].hist >= 0)
+                eng_sampler_accept(s, bc[i].hist);
+            int got = eng_sampler_sample(s, bl);
+            if (got != bc[i].want)
+                fprintf(stderr, "logit bias case %zu path %d: token %d, want %d\n", i, path, got, bc[i].want);
+            CHECK(got == bc[i].want);
+            eng_sampler_free(s);
+        }
+    }
+
     /* the caller's logits are never modified, whatever the chain does */
     p = temp(0.9f, 3);
     p.repeat_penalty = 1.3f;
@@ -522,6 +570,8 @@ static int32_t ref_sample(const eng_sampler_params *p, const float *logits, int 
     float *l = malloc(sizeof(float) * n_vocab);
     rcand *c = malloc(sizeof(rcand) * n_vocab);
     memcpy(l, logits, sizeof(float) * n_vocab);
+    for (int i = 0; i < p->n_logit_bias; i++)
+        l[p->logit_bias[i].token] += p->logit_bias[i].bias;
     for (int h = 0; h < n_hist; h++) {
         int seen = 0, count = 0;
         for (int g = 0; g < n_hist; g++) {
@@ -618,7 +668,13 @@ static void test_chain_exact(void) {
         /* frequency and presence penalties, with and without the repeat one */
         { 40, 0.9f, 0.0f, 1.0f, 64, 0.6f, 0.4f }, { 0, 0.95f, 0.05f, 1.2f, 32, 0.3f, 0.0f },
         { 200, 0.95f, 0.0f, 1.0f, 16, 0.0f, 1.5f }, { 0, 0.9f, 0.0f, 1.1f, 64, -0.2f, 0.5f },
+        /* the same two again with a logit bias (below) */
+        { 40, 0.9f, 0.0f, 1.0f, 64, 0.6f, 0.4f }, { 0, 0.9f, 0.0f, 1.1f, 64, -0.2f, 0.5f },
     };
+    const size_t first_biased = sizeof(cfg) / sizeof(cfg[0]) - 2;
+    eng_logit_bias bias[12];
+    for (int i = 0; i < 12; i++) /* ten tokens, two of them twice, one banned */
+        bias[i] = (eng_logit_bias){ i % 10, i == 3 ? -INFINITY : (float)(i % 5) - 2.0f + 0.25f * (float)i };
     float *l = malloc(sizeof(float) * N);
     int32_t hist[64];
     for (size_t ci = 0; ci < sizeof(cfg) / sizeof(cfg[0]); ci++)
@@ -631,6 +687,10 @@ static void test_chain_exact(void) {
             p.repeat_last_n = cfg[ci].last_n;
             p.freq_penalty = cfg[ci].freq;
             p.presence_penalty = cfg[ci].pres;
+            if (ci >= first_biased) {
+                p.logit_bias = bias;
+                p.n_logit_bias = 12;
+            }
             eng_sampler *s = mk(p, N);
             uint64_t rng[4], x = p.seed;
             for (int i = 0; i < 4; i++)
