@@ -88,6 +88,8 @@ static void usage(FILE *f)
         "                        (0-20) most likely tokens at its step, on stderr\n"
         "  --no-cache            evaluate the whole prompt (default: reuse the prefix the\n"
         "                        daemon holds from the request before)\n"
+        "  --no-shift            stop when the context is full (default: drop the older half\n"
+        "                        of the conversation after its system messages and go on)\n"
         "  --no-truncate         a chat too long for the context is refused (default: its\n"
         "                        oldest turns are left out, system messages kept)\n"
         "\n"
@@ -335,7 +337,7 @@ static int call_and_print(Selectinfer__Request *req, int wait_ms)
 /* ---- generate and chat -------------------------------------------------- */
 
 typedef struct gen_opts {
-    bool raw, parse_special, no_stream, stats, no_cache, no_truncate, no_think;
+    bool raw, parse_special, no_stream, stats, no_cache, no_truncate, no_think, no_shift;
     const char *system, *task, *format;
     Selectinfer__Sampling sampling;
     bool has_sampling;
@@ -386,6 +388,7 @@ static int parse_gen_opt(gen_opts *g, int argc, char **argv, int *i)
     if (!strcmp(a, "--stats")) { g->stats = true; return 1; }
     if (!strcmp(a, "--no-cache")) { g->no_cache = true; return 1; }
     if (!strcmp(a, "--no-truncate")) { g->no_truncate = true; return 1; }
+    if (!strcmp(a, "--no-shift")) { g->no_shift = true; return 1; }
     if (!strcmp(a, "--no-think")) { g->no_think = true; return 1; }
     static const char *with_value[] = {"--system", "--task", "--format", "--logprobs", "--max-tokens", "--temperature", "--top-k",
         "--top-p", "--min-p", "--repeat-penalty", "--repeat-last-n", "--seed", "--stop", "--phi", "--alpha",
@@ -509,6 +512,10 @@ static void fill_generate(const gen_opts *o, Selectinfer__Generate *g, Selectinf
         g->has_truncate = true;
         g->truncate = false;
     }
+    if (o->no_shift) {
+        g->has_shift = true;
+        g->shift = false;
+    }
     if (o->no_think) {
         g->has_think = true;
         g->think = false;
@@ -560,6 +567,8 @@ static void print_stats(const Selectinfer__Done *d)
             (double)d->ffn_share, (double)d->phi, d->profile ? d->profile : "");
     if (d->dropped_messages)
         fprintf(stderr, "[the %u oldest messages left out to fit the context]\n", d->dropped_messages);
+    if (d->context_shifts)
+        fprintf(stderr, "[the context was full %u times: its older half went each time]\n", d->context_shifts);
     if (d->swap)
         fprintf(stderr, "[swapped %s -> %s first: %.1f ms, %llu neurons in, %llu out]\n",
                 d->swap->from_task ? d->swap->from_task : "", d->swap->to_task ? d->swap->to_task : "",

@@ -504,6 +504,8 @@ static void send_done(sid_server *srv, sid_req *req)
         d.has_dropped_messages = true;
         d.dropped_messages = req->dropped;
     }
+    d.has_context_shifts = true;
+    d.context_shifts = (uint32_t)(st->n_shifts > 0 ? st->n_shifts : 0);
     d.has_prefill_ns = true;
     d.prefill_ns = st->prefill_ns;
     d.has_decode_ns = true;

@@ -674,6 +674,42 @@ static int64_t held_prefix(sid_server *srv, const int32_t *toks, size_t n)
     return best;
 }
 
+/* Tokens at the start of a prompt that a context shift keeps: a chat's
+ * leading system messages and the next message's header (the common
+ * prefix with the same system messages and an empty user turn; templates
+ * that insert a default system prompt insert it there too), a raw
+ * prompt's BOS. */
+static size_t keep_tokens(sid_server *srv, const Selectinfer__Generate *g, bool no_think, const int32_t *toks,
+                          size_t n)
+{
+    if (g->input_case != SELECTINFER__GENERATE__INPUT_CHAT)
+        return n > 0 && toks[0] == eng_token_bos(srv->model) ? 1 : 0;
+    const Selectinfer__ChatMessages *c = g->chat;
+    size_t k = 0;
+    while (k < c->n_messages && c->messages[k]->role && !strcmp(c->messages[k]->role, "system"))
+        k++;
+    Selectinfer__ChatMessage empty = SELECTINFER__CHAT_MESSAGE__INIT, **ms = calloc(k + 1, sizeof(*ms));
+    if (!ms)
+        return 0;
+    for (size_t i = 0; i < k; i++)
+        ms[i] = c->messages[i];
+    empty.role = "user";
+    empty.content = "";
+    ms[k] = &empty;
+    Selectinfer__ChatMessages head = SELECTINFER__CHAT_MESSAGES__INIT;
+    head.n_messages = k + 1;
+    head.messages = ms;
+    int32_t *ht = NULL;
+    size_t hn = 0, p = 0;
+    char msg[64];
+    if (sid_input_tokens(srv->model, NULL, &head, false, no_think, &ht, &hn, msg, sizeof(msg)) == 0)
+        while (p < hn && p < n && ht[p] == toks[p])
+            p++;
+    free(ht);
+    free(ms);
+    return p;
+}
+
 /* FNV-1a of a message's role and content: which message a slot's cut
  * started at, recognised in the next turn's history. Never 0. */
 static uint64_t msg_hash(const Selectinfer__ChatMessage *m)
@@ -891,7 +927,10 @@ static void run_request(sid_server *srv, sid_req *req)
 
     eng_gen_params gp = eng_gen_params_default();
     size_t room = (size_t)srv->n_ctx - n;
-    gp.max_tokens = (int)(req->max_tokens < room ? req->max_tokens : room);
+    gp.context_shift = !g->has_shift || g->shift;
+    gp.max_tokens = (int)(req->max_tokens < room || gp.context_shift ? req->max_tokens : room);
+    if (gp.context_shift)
+        gp.n_keep = (int)keep_tokens(srv, g, no_think, toks, n);
     gp.stop = (const char *const *)g->stop;
     gp.n_stop = g->n_stop;
     gp.cache_prompt = cache;

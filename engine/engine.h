@@ -377,6 +377,14 @@ typedef struct eng_gen_params {
     eng_prob_cb on_prob;        /* NULL: no log-probabilities; called with
                                  * eng_generate's userdata */
     int n_top_probs;            /* alternatives per token, 0..ENG_MAX_TOP_PROBS */
+    /* A full context during generation: false (the default) ends with
+     * ENG_STOP_CONTEXT; true drops the older half of what follows the
+     * first n_keep tokens (Ollama's shift and num_keep, llama.cpp's
+     * --context-shift), evaluates what is left again (a prefill of about
+     * half the context, the first n_keep reused) and goes on. n_keep is
+     * capped at half the context. */
+    bool context_shift;
+    int n_keep;
 } eng_gen_params;
 
 eng_gen_params eng_gen_params_default(void);
@@ -386,8 +394,9 @@ typedef struct eng_gen_stats {
     int n_cached;               /* of n_prompt, kept from the session (not evaluated) */
     int n_generated;
     uint64_t prefill_ns;
-    uint64_t decode_ns;
+    uint64_t decode_ns;         /* context shifts included */
     eng_stop_reason stop_reason;
+    int n_shifts;               /* context shifts (context_shift) */
 } eng_gen_stats;
 
 /* Called once per generated token with the complete UTF-8 text it released

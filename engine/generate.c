@@ -350,7 +350,7 @@ int eng_generate(eng_session *session, const int32_t *prompt, size_t n_prompt,
                  eng_gen_stats *ret_stats) {
     if (!session || !prompt || n_prompt == 0 || !params ||
         (params->format != ENG_FORMAT_TEXT && params->format != ENG_FORMAT_JSON) ||
-        params->n_top_probs < 0 || params->n_top_probs > ENG_MAX_TOP_PROBS)
+        params->n_top_probs < 0 || params->n_top_probs > ENG_MAX_TOP_PROBS || params->n_keep < 0)
         return -EINVAL; /* before the session is touched: a bad request keeps its cache */
     if (params->format == ENG_FORMAT_JSON && params->json_schema) {
         char msg[8];
@@ -379,9 +379,20 @@ int eng_generate(eng_session *session, const int32_t *prompt, size_t n_prompt,
     char *piece = NULL;
     size_t piece_cap = 0;
     json_guard guard, *json = NULL;
+    /* the context's tokens and the one sampled last (context_shift) */
+    int32_t *hist = params->context_shift ? malloc(((size_t)n_ctx + 1) * sizeof(*hist)) : NULL;
+    size_t n_hist = 0;
+    if (params->context_shift && !hist)
+        return -ENOMEM;
+    if (hist) {
+        memcpy(hist, prompt, n_prompt * sizeof(*hist));
+        n_hist = n_prompt;
+    }
     int r = eng__text_init(&ts, params->stop, params->n_stop);
-    if (r < 0)
+    if (r < 0) {
+        free(hist);
         return r;
+    }
     r = eng_sampler_new(&params->sampler, info.n_vocab, &smp);
     if (r < 0)
         goto out;
@@ -487,9 +498,30 @@ int eng_generate(eng_session *session, const int32_t *prompt, size_t n_prompt,
             st.stop_reason = ENG_STOP_LENGTH;
             break;
         }
+        if (hist)
+            hist[n_hist++] = tok;
         if (eng_session_n_past(session) >= n_ctx) {
-            st.stop_reason = ENG_STOP_CONTEXT;
-            break;
+            if (!hist) {
+                st.stop_reason = ENG_STOP_CONTEXT;
+                break;
+            }
+            /* the older half of what follows the kept start goes; the rest
+             * (tok last) is evaluated again, its logits the next step's */
+            const size_t keep = (size_t)params->n_keep < (size_t)n_ctx / 2 ? (size_t)params->n_keep
+                                                                             : (size_t)n_ctx / 2;
+            const size_t drop = (n_hist - 1 - keep) / 2;
+            if (drop == 0) {
+                st.stop_reason = ENG_STOP_CONTEXT;
+                break;
+            }
+            memmove(hist + keep, hist + keep + drop, (n_hist - keep - drop) * sizeof(*hist));
+            n_hist -= drop;
+            const int held = eng_session_reset_prefix(session, hist, n_hist);
+            r = eng_session_eval(session, hist + held, n_hist - (size_t)held, eval_flags);
+            if (r < 0)
+                goto out;
+            st.n_shifts++;
+            continue;
         }
         r = eng_session_eval(session, &tok, 1, eval_flags);
         if (r == -ENOSPC) {
@@ -513,6 +545,7 @@ int eng_generate(eng_session *session, const int32_t *prompt, size_t n_prompt,
     if (ret_stats)
         *ret_stats = st;
 out:
+    free(hist);
     if (json)
         guard_free(json);
     eng__text_free(&ts);

@@ -10,7 +10,9 @@
  * words read "TASK:wN". phi sets ffn_share (1 without). A prompt with
  * "HANG" first stalls SI_FAKE_HANG_MS (default 2000) without a callback,
  * as a hung GPU call would. Its chat template has a thinking switch:
- * ENG_CHAT_NO_THINK ends the prompt with " <think></think>". Embeddings
+ * ENG_CHAT_NO_THINK ends the prompt with " <think></think>". An answer
+ * that would overrun the context with context_shift starts "keepN " (N:
+ * n_keep) and counts one shift. Embeddings
  * have 8 values: byte sums by position mod 8, polling the abort callback
  * every 64 bytes, SI_FAKE_TOKEN_US apart. The real-model
  * tests cover the real engine; this one proves the daemon's own logic. */
@@ -499,6 +501,18 @@ int eng_generate(eng_session *session, const int32_t *prompt, size_t n_prompt,
     st.prefill_ns = eng_time_ns() - t0;
     t0 = eng_time_ns();
     int max = params->max_tokens > 0 ? params->max_tokens : session->n_ctx - (int)n_prompt;
+    /* an answer that would overrun the context with context_shift on: one
+     * shift, and a first word that tells what it would keep */
+    if (params->context_shift && (long)n_prompt + max > session->n_ctx) {
+        char kw[32];
+        int kn = snprintf(kw, sizeof(kw), "keep%d ", params->n_keep);
+        st.n_shifts = 1;
+        if (on_text(userdata, kw, (size_t)kn)) {
+            st.stop_reason = ENG_STOP_CANCELLED;
+            *ret_stats = st;
+            return 0;
+        }
+    }
     for (int i = 0; i < max; i++) {
         if (eos && i == 3) {
             st.stop_reason = ENG_STOP_EOS;
@@ -565,4 +579,10 @@ int eng_json_schema_check(const char *schema, char *msg, size_t cap)
     if (cap)
         snprintf(msg, cap, "not a schema");
     return -EINVAL;
+}
+
+int32_t eng_token_bos(const eng_model *model)
+{
+    (void)model;
+    return -1; /* byte tokens: no BOS */
 }

@@ -429,6 +429,35 @@ try:
         check(e1 is not None and e1.id == top[1] and e2 is not None and e2.id == top[2],
               "logit_bias: banned %d gives %s (want %d), raised %d gives %s" % (
                   top[0], e1 and e1.id, top[1], top[2], e2 and e2.id))
+    # context shift: 600 tokens in a context of 512 (the end-of-turn tokens
+    # banned, so that the answer runs on); shift = false ends where the
+    # context does
+    q = pb.Request(id=55)
+    q.tokenize.prompt = "<|im_end|><|endoftext|>"
+    q.tokenize.parse_special = True
+    c.send(q)
+    eos = list(c.recv().tokens.ids)
+    for rid, shift in ((56, True), (57, False)):
+        q = pb.Request(id=rid)
+        q.generate.chat.messages.add(role="system", content="You write long stories.")
+        q.generate.chat.messages.add(role="user", content="Tell me a very long story about a dragon.")
+        q.generate.max_tokens = 600
+        q.generate.stream = False
+        q.generate.shift = shift
+        for t in eos:
+            q.generate.sampling.logit_bias.add(token=t, bias=-100.0)
+        c.send(q)
+        r = c.recv()
+        d = r.done
+        if shift:
+            check(r.WhichOneof("body") == "done" and d.stop_reason == pb.STOP_LENGTH and d.generated_tokens == 600
+                  and d.context_shifts >= 1,
+                  "shift: %s, %d tokens, %d shifts" % (d.stop_reason, d.generated_tokens, d.context_shifts))
+        else:
+            # max_tokens bounded by the room the prompt leaves
+            check(r.WhichOneof("body") == "done" and d.stop_reason == pb.STOP_LENGTH and d.context_shifts == 0
+                  and d.prompt_tokens + d.generated_tokens == 512,
+                  "no shift: %s, %d + %d tokens" % (d.stop_reason, d.prompt_tokens, d.generated_tokens))
     for rid, entries, what in ((53, [(49152, 1.0)], "token outside the vocabulary"),
                                (54, [(5, 101.0)], "bias 101")):
         q = pb.Request(id=rid)

@@ -2291,6 +2291,43 @@ static void scenario_truncate(void)
     CHECK(convo_gen(c, &w, false, &cached, &dropped, err, sizeof(err)) == 472 && dropped == 0);
     CHECK(convo_gen(c, &w, true, &cached, &dropped, err, sizeof(err)) == 175 && dropped == 6);
     si_client_close(c);
+
+    /* an answer longer than the context's room: a context shift keeps the
+     * system message and the next header ("system: Be brief.\nuser: ",
+     * 24 bytes), a raw prompt nothing (no BOS); shift = false stops */
+    Selectinfer__Generate g;
+    Selectinfer__ChatMessages chat;
+    Selectinfer__ChatMessage ms[2], *mp[2] = {&ms[0], &ms[1]};
+    init_chat(&g, &chat, &ms[1], mp, "Hello");
+    selectinfer__chat_message__init(&ms[0]);
+    ms[0].role = "system";
+    ms[0].content = "Be brief.";
+    mp[0] = &ms[0];
+    chat.n_messages = 2;
+    g.has_max_tokens = true;
+    g.max_tokens = 480;
+    gen_result *res = calloc(1, sizeof(*res));
+    REQUIRE(res);
+    for (int k = 0; k < 3; k++) {
+        Selectinfer__Generate r;
+        init_raw(&r, "Hello", 510);
+        if (k == 2) {
+            g.has_shift = true;
+            g.shift = false;
+        }
+        CHECK(generate(D.sock, k == 1 ? &r : &g, res) == 0 && is_done(res->end));
+        if (!is_done(res->end))
+            continue;
+        const Selectinfer__Done *d = res->end->done;
+        const char *want = k == 0 ? "keep24 " : k == 1 ? "keep0 " : "w0 ";
+        CHECK(strncmp(res->text, want, strlen(want)) == 0 && d->context_shifts == (k < 2 ? 1u : 0u));
+        if (k == 2) /* the room the prompt leaves: 512 less its 38 bytes */
+            CHECK(d->generated_tokens == 512 - d->prompt_tokens);
+        if (strncmp(res->text, want, strlen(want)) != 0)
+            fprintf(stderr, "shift %d: '%.20s', %u shifts\n", k, res->text, d->context_shifts);
+        si_response_free(res->end);
+    }
+    free(res);
     daemon_stop();
 }
 

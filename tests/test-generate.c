@@ -11,6 +11,16 @@
 
 static int failures;
 
+#define CHECKF(cond, ...)                                                        \
+    do {                                                                         \
+        if (!(cond)) {                                                           \
+            fprintf(stderr, "%s:%d: CHECK failed: %s: ", __FILE__, __LINE__, #cond); \
+            fprintf(stderr, __VA_ARGS__);                                        \
+            fputc('\n', stderr);                                                 \
+            failures++;                                                          \
+        }                                                                        \
+    } while (0)
+
 #define CHECK(cond)                                                              \
     do {                                                                         \
         if (!(cond)) {                                                           \
@@ -69,6 +79,20 @@ static double ref_logprob(const float *row, int n, int id) {
     for (int i = 0; i < n; i++)
         s += exp((double)row[i] - m);
     return (double)row[id] - m - log(s);
+}
+
+/* the generated tokens, through the log-probability callback */
+typedef struct idrec {
+    int32_t ids[256];
+    int n;
+} idrec;
+
+static int rec_id(void *ud, int32_t tok, float lp, const eng_token_prob *top, int n_top) {
+    idrec *r = ud;
+    (void)lp, (void)top, (void)n_top;
+    if (r->n < 256)
+        r->ids[r->n++] = tok;
+    return 0;
 }
 
 static int abort_on_second_poll(void *ud) {
@@ -184,6 +208,64 @@ int main(void) {
         many[i] = toks[i % n];
     CHECK(eng_generate(small, many, (size_t)n_ctx + 1, &gp, NULL, NULL, &st2) == -ENOSPC);
     eng_session_free(small);
+
+    /* context shift: a context of 32 goes on past its end, each time
+     * without the older half of what follows the first n_keep tokens */
+    {
+        eng_session_params sp4 = spar;
+        sp4.n_ctx = 32;
+        eng_session *sh = NULL, *ref = NULL;
+        CHECK(eng_session_new(model, &sp4, &sh) == 0 && eng_session_new(model, &sp4, &ref) == 0);
+        eng_gen_params g4 = eng_gen_params_default();
+        g4.on_prob = rec_id;
+        idrec plain = {0}, shifted = {0};
+        eng_gen_stats s4;
+        CHECK(eng_generate(sh, toks, n, &g4, NULL, &plain, &s4) == 0);
+        CHECK(s4.stop_reason == ENG_STOP_CONTEXT && s4.n_shifts == 0 && plain.n == 32 - (int)n + 1);
+        g4.context_shift = true;
+        g4.n_keep = 4;
+        g4.max_tokens = 80;
+        CHECK(eng_generate(sh, toks, n, &g4, NULL, &shifted, &s4) == 0);
+        /* the shifts the rule makes: at a full context, keep 4, drop half the rest */
+        int n_past = (int)n, want = 0, first_at = -1;
+        for (int i = 0; i < 80 - 1; i++) {
+            if (n_past < 32) {
+                n_past++;
+                continue;
+            }
+            const int drop = (n_past - 4) / 2;
+            n_past = n_past + 1 - drop;
+            if (first_at < 0)
+                first_at = i;
+            want++;
+        }
+        CHECKF(s4.stop_reason == ENG_STOP_LENGTH && s4.n_generated == 80 && shifted.n == 80 &&
+                   s4.n_shifts == want && want >= 3,
+               "stop %d, %d generated, %d shifts (want %d)", s4.stop_reason, s4.n_generated, s4.n_shifts, want);
+        /* the same tokens until the context is full */
+        CHECK(memcmp(shifted.ids, plain.ids, (size_t)plain.n * sizeof(int32_t)) == 0);
+        /* after the first shift: the token a fresh context of what was
+         * kept gives (prompt and answer so far, positions 4 .. 4+drop out) */
+        if (first_at >= 0 && shifted.n == 80) {
+            int32_t list[64];
+            int len = 0;
+            for (size_t i = 0; i < n; i++)
+                list[len++] = toks[i];
+            for (int i = 0; i <= first_at; i++)
+                list[len++] = shifted.ids[i];
+            const int drop = (len - 1 - 4) / 2;
+            memmove(list + 4, list + 4 + drop, (size_t)(len - 4 - drop) * sizeof(int32_t));
+            len -= drop;
+            eng_session_reset(ref);
+            CHECK(eng_session_eval(ref, list, (size_t)len, 0) == 0);
+            CHECKF(eng_session_argmax(ref) == shifted.ids[first_at + 1], "after the shift: %d, fresh %d",
+                   shifted.ids[first_at + 1], eng_session_argmax(ref));
+        }
+        g4.n_keep = -1;
+        CHECK(eng_generate(sh, toks, n, &g4, NULL, &shifted, &s4) == -EINVAL);
+        eng_session_free(sh);
+        eng_session_free(ref);
+    }
 
     /* a prompt abandoned between chunks: the abort callback is polled
      * before every n_batch chunk after the first */
