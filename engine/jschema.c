@@ -14,6 +14,32 @@
 enum { V_NULL, V_TRUE, V_FALSE, V_NUM, V_STR, V_ARR, V_OBJ };
 
 #define V_MAX 8192      /* values in a schema */
+
+/* A growing byte buffer: decoded strings, alternatives' texts. */
+typedef struct jbuf {
+    char *p;
+    size_t n, cap;
+} jbuf;
+
+/* Appends bytes; *off (when not NULL) receives where they start. */
+static int jbuf_put(jbuf *b, const char *bytes, size_t n, uint32_t *off)
+{
+    if (b->n + n > b->cap) {
+        size_t cap = b->cap ? b->cap * 2 : 256;
+        while (cap < b->n + n)
+            cap *= 2;
+        char *nb = realloc(b->p, cap);
+        if (!nb)
+            return -ENOMEM;
+        b->p = nb;
+        b->cap = cap;
+    }
+    memcpy(b->p + b->n, bytes, n);
+    if (off)
+        *off = (uint32_t)b->n;
+    b->n += n;
+    return 0;
+}
 #define V_DEPTH 64
 
 typedef struct jv {
@@ -28,8 +54,7 @@ typedef struct parser {
     const char *p, *end;
     jv *v;
     int n;
-    char *sb;           /* decoded strings */
-    size_t sn, scap;
+    jbuf sb;            /* decoded strings */
     char *msg;
     size_t cap;
 } parser;
@@ -50,23 +75,6 @@ static void skip_ws(parser *ps)
         ps->p++;
 }
 
-static int sb_put(parser *ps, const char *b, size_t n)
-{
-    if (ps->sn + n > ps->scap) {
-        size_t cap = ps->scap ? ps->scap * 2 : 256;
-        while (cap < ps->sn + n)
-            cap *= 2;
-        char *nb = realloc(ps->sb, cap);
-        if (!nb)
-            return -ENOMEM;
-        ps->sb = nb;
-        ps->scap = cap;
-    }
-    memcpy(ps->sb + ps->sn, b, n);
-    ps->sn += n;
-    return 0;
-}
-
 static int hex4(const char *p)
 {
     int v = 0;
@@ -82,7 +90,7 @@ static int hex4(const char *p)
 static int parse_str(parser *ps, uint32_t *off, uint32_t *len)
 {
     ps->p++;
-    const size_t start = ps->sn;
+    const size_t start = ps->sb.n;
     for (;;) {
         if (ps->p >= ps->end)
             return fail(ps, -EINVAL, "the schema ends inside a string");
@@ -93,7 +101,7 @@ static int parse_str(parser *ps, uint32_t *off, uint32_t *len)
         if (c < 0x20)
             return fail(ps, -EINVAL, "a control byte in a string of the schema");
         if (c != '\\') {
-            r = sb_put(ps, (const char *)&c, 1);
+            r = jbuf_put(&ps->sb, (const char *)&c, 1, NULL);
         } else {
             if (ps->p >= ps->end)
                 return fail(ps, -EINVAL, "the schema ends inside a string");
@@ -101,7 +109,7 @@ static int parse_str(parser *ps, uint32_t *off, uint32_t *len)
             const char *simple = strchr("\"\\/bfnrt", e);
             if (e && simple) {
                 static const char out[] = "\"\\/\b\f\n\r\t";
-                r = sb_put(ps, &out[simple - "\"\\/bfnrt"], 1);
+                r = jbuf_put(&ps->sb, &out[simple - "\"\\/bfnrt"], 1, NULL);
             } else if (e == 'u' && ps->end - ps->p >= 4 && hex4(ps->p) >= 0) {
                 unsigned cp = (unsigned)hex4(ps->p);
                 ps->p += 4;
@@ -128,7 +136,7 @@ static int parse_str(parser *ps, uint32_t *off, uint32_t *len)
                     u[n++] = (char)(0x80 | (cp >> 6 & 0x3f));
                     u[n++] = (char)(0x80 | (cp & 0x3f));
                 }
-                r = sb_put(ps, u, (size_t)n);
+                r = jbuf_put(&ps->sb, u, (size_t)n, NULL);
             } else {
                 return fail(ps, -EINVAL, "a bad escape in a string of the schema");
             }
@@ -137,7 +145,7 @@ static int parse_str(parser *ps, uint32_t *off, uint32_t *len)
             return r;
     }
     *off = (uint32_t)start;
-    *len = (uint32_t)(ps->sn - start);
+    *len = (uint32_t)(ps->sb.n - start);
     return 0;
 }
 
@@ -255,7 +263,7 @@ static int member(const parser *ps, int o, const char *key)
         return -1;
     const size_t n = strlen(key);
     for (int k = ps->v[o].kid; k >= 0; k = ps->v[k].next)
-        if (ps->v[k].klen == n && !memcmp(ps->sb + ps->v[k].koff, key, n))
+        if (ps->v[k].klen == n && !memcmp(ps->sb.p + ps->v[k].koff, key, n))
             return k;
     return -1;
 }
@@ -292,8 +300,7 @@ struct eng__jschema {
     js_alt alt[ALT_MAX];
     uint16_t kid[NODE_MAX];
     int n_node, n_alt, n_kid;
-    char *text;           /* alternatives' bytes */
-    size_t n_text, cap_text;
+    jbuf text;            /* alternatives' bytes */
     uint16_t root;
 };
 
@@ -305,28 +312,14 @@ typedef struct compiler {
 
 static int text_put(compiler *c, const char *b, size_t n, uint32_t *off)
 {
-    eng__jschema *s = c->s;
-    if (s->n_text + n > s->cap_text) {
-        size_t cap = s->cap_text ? s->cap_text * 2 : 1024;
-        while (cap < s->n_text + n)
-            cap *= 2;
-        char *nt = realloc(s->text, cap);
-        if (!nt)
-            return -ENOMEM;
-        s->text = nt;
-        s->cap_text = cap;
-    }
-    memcpy(s->text + s->n_text, b, n);
-    *off = (uint32_t)s->n_text;
-    s->n_text += n;
-    return 0;
+    return jbuf_put(&c->s->text, b, n, off);
 }
 
 /* A string's JSON text as a model must write it: quoted, '"' '\' and
  * control bytes escaped the short way where there is one. */
 static int put_json_string(compiler *c, const char *b, size_t n, uint32_t *off, uint32_t *len)
 {
-    const size_t start = c->s->n_text;
+    const size_t start = c->s->text.n;
     uint32_t o;
     int r = text_put(c, "\"", 1, off);
     for (size_t i = 0; r == 0 && i < n; i++) {
@@ -344,7 +337,7 @@ static int put_json_string(compiler *c, const char *b, size_t n, uint32_t *off, 
     }
     if (r == 0)
         r = text_put(c, "\"", 1, &o);
-    *len = (uint32_t)(c->s->n_text - start);
+    *len = (uint32_t)(c->s->text.n - start);
     return r;
 }
 
@@ -389,7 +382,7 @@ static int compile_lits(compiler *c, const int *vals, int n)
             return a;
         js_alt *al = &c->s->alt[a];
         if (x->t == V_STR) {
-            r = put_json_string(c, ps->sb + x->off, x->len, &al->off, &al->len);
+            r = put_json_string(c, ps->sb.p + x->off, x->len, &al->off, &al->len);
             c->s->node[node].cls |= C_STR;
         } else if (x->t == V_TRUE || x->t == V_FALSE || x->t == V_NULL) {
             const char *t = x->t == V_TRUE ? "true" : x->t == V_FALSE ? "false" : "null";
@@ -506,7 +499,7 @@ static int compile_type(compiler *c, int v, const char *type, int depth)
             bool found = false;
             for (int k = ps->v[props].kid; k >= 0 && !found; k = ps->v[k].next)
                 found = ps->v[q].t == V_STR && ps->v[k].klen == ps->v[q].len &&
-                        !memcmp(ps->sb + ps->v[k].koff, ps->sb + ps->v[q].off, ps->v[q].len);
+                        !memcmp(ps->sb.p + ps->v[k].koff, ps->sb.p + ps->v[q].off, ps->v[q].len);
             if (!found)
                 return fail(ps, -ENOTSUP, "a required name that is not among the properties");
         }
@@ -520,12 +513,12 @@ static int compile_type(compiler *c, int v, const char *type, int depth)
             if (a < 0)
                 return a;
             js_alt *al = &c->s->alt[a];
-            int r = put_json_string(c, ps->sb + ps->v[k].koff, ps->v[k].klen, &al->off, &al->len);
+            int r = put_json_string(c, ps->sb.p + ps->v[k].koff, ps->v[k].klen, &al->off, &al->len);
             if (r < 0)
                 return r;
             for (int q = req >= 0 ? ps->v[req].kid : -1; q >= 0; q = ps->v[q].next)
                 al->required |= ps->v[q].len == ps->v[k].klen &&
-                                !memcmp(ps->sb + ps->v[q].off, ps->sb + ps->v[k].koff, ps->v[k].klen);
+                                !memcmp(ps->sb.p + ps->v[q].off, ps->sb.p + ps->v[k].koff, ps->v[k].klen);
         }
         c->s->node[node].first = first;
         c->s->node[node].n = (uint32_t)np;
@@ -562,14 +555,14 @@ static int compile(compiler *c, int v, int depth)
         const char *const prefixes[2] = {"#/$defs/", "#/definitions/"}, *const keys[2] = {"$defs", "definitions"};
         for (int i = 0; i < 2 && ps->v[ref].t == V_STR; i++) {
             const size_t pl = strlen(prefixes[i]);
-            if (ps->v[ref].len <= pl || memcmp(ps->sb + ps->v[ref].off, prefixes[i], pl))
+            if (ps->v[ref].len <= pl || memcmp(ps->sb.p + ps->v[ref].off, prefixes[i], pl))
                 continue;
             const int defs = member(ps, c->root, keys[i]);
             char name[256];
             const size_t nl = ps->v[ref].len - pl;
             if (nl >= sizeof(name))
                 break;
-            memcpy(name, ps->sb + ps->v[ref].off + pl, nl);
+            memcpy(name, ps->sb.p + ps->v[ref].off + pl, nl);
             name[nl] = 0;
             const int target = member(ps, defs, name);
             if (target < 0)
@@ -608,7 +601,7 @@ static int compile(compiler *c, int v, int depth)
                                   "is not supported");
     char tname[32];
     if (ps->v[type].t == V_STR) {
-        snprintf(tname, sizeof(tname), "%.*s", (int)ps->v[type].len, ps->sb + ps->v[type].off);
+        snprintf(tname, sizeof(tname), "%.*s", (int)ps->v[type].len, ps->sb.p + ps->v[type].off);
         return compile_type(c, v, tname, depth);
     }
     if (ps->v[type].t != V_ARR || ps->v[type].kid < 0)
@@ -617,7 +610,7 @@ static int compile(compiler *c, int v, int depth)
     for (int k = ps->v[type].kid; k >= 0; k = ps->v[k].next) {
         if (n == 8 || ps->v[k].t != V_STR)
             return fail(ps, -EINVAL, "type must be a name or an array of at most 8 names");
-        snprintf(tname, sizeof(tname), "%.*s", (int)ps->v[k].len, ps->sb + ps->v[k].off);
+        snprintf(tname, sizeof(tname), "%.*s", (int)ps->v[k].len, ps->sb.p + ps->v[k].off);
         if ((kids[n++] = compile_type(c, v, tname, depth)) < 0)
             return kids[n - 1];
     }
@@ -652,7 +645,7 @@ int eng__jschema_compile(const char *text, size_t len, eng__jschema **ret, char 
         r = root;
     }
     free(ps.v);
-    free(ps.sb);
+    free(ps.sb.p);
     if (r < 0) {
         eng__jschema_free(s);
         return r;
@@ -664,7 +657,7 @@ int eng__jschema_compile(const char *text, size_t len, eng__jschema **ret, char 
 void eng__jschema_free(eng__jschema *s)
 {
     if (s)
-        free(s->text);
+        free(s->text.p);
     free(s);
 }
 
@@ -730,7 +723,7 @@ static uint64_t match(const eng__jschema *s, uint32_t first, uint64_t alive, uin
         if (!(alive >> i & 1))
             continue;
         const js_alt *a = &s->alt[first + (uint32_t)i];
-        if (pos < a->len && (unsigned char)s->text[a->off + pos] == c) {
+        if (pos < a->len && (unsigned char)s->text.p[a->off + pos] == c) {
             out |= (uint64_t)1 << i;
             *complete |= pos + 1u == a->len;
         }
