@@ -236,6 +236,26 @@ static void prefill_logits(const char *name, eng_model *mc, eng_model *mg)
     printf("%-12s decode   max %.2e  rms %.2e  (bound %.2e)\n", name, dd.max, diff_rms(&dd),
            bound);
     EXPECT(dd.max <= bound, "%s: decode logits differ", name);
+
+    /* embeddings: the output-normed hidden states come back from the
+     * device (eng_embed), mean and last pooling, within the prefill's bound */
+    eng_model_info info;
+    eng_model_get_info(mc, &info);
+    float *ec = malloc((size_t)info.n_embd * sizeof(float)), *eg = malloc((size_t)info.n_embd * sizeof(float));
+    CHECK(ec && eg);
+    for (int k = 0; ec && eg && k < 2; k++) {
+        const eng_pooling pool = k ? ENG_POOL_LAST : ENG_POOL_MEAN;
+        CHECK(eng_embed(sc, toks, N_TOK, pool, false, ec) == 0);
+        r = eng_embed(sg, toks, N_TOK, pool, false, eg);
+        CHECKF(r == 0, "%s: CUDA embedding failed: %d", name, r);
+        diff de = { 0 };
+        diff_add(&de, ec, eg, info.n_embd);
+        bound = PREFILL_REL * (1 + de.scale);
+        printf("%-12s embed %s max %.2e  (bound %.2e)\n", name, k ? "last" : "mean", de.max, bound);
+        EXPECT(de.max <= bound, "%s: embeddings (%s) differ", name, k ? "last" : "mean");
+    }
+    free(ec);
+    free(eg);
     eng_session_free(sc);
     eng_session_free(sg);
 }
