@@ -13,9 +13,13 @@
 #include <string.h>
 
 #include "engine.h"
+#include "test-util.h"
 
 static int failures;
 
+/* counted, not exiting at the first failure as test-util.h does */
+#undef CHECK
+#undef CHECKF
 #define CHECKF(cond, ...)                                                        \
     do {                                                                         \
         if (!(cond)) {                                                           \
@@ -93,19 +97,6 @@ static double max_diff(const float *a, const float *b, int n)
     return m;
 }
 
-static const char *model_path(char *buf, size_t cap)
-{
-    const char *env = getenv("SI_MODEL");
-    if (env)
-        return env;
-    const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
-    if (xdg)
-        snprintf(buf, cap, "%s/selectinfer/SmolLM2-135M-Instruct.Q4_1.gguf", xdg);
-    else
-        snprintf(buf, cap, "%s/.cache/selectinfer/SmolLM2-135M-Instruct.Q4_1.gguf", home ? home : ".");
-    return buf;
-}
-
 static eng_session *session(eng_model *m, int n_ctx, int n_batch)
 {
     eng_session_params sp = eng_session_params_default();
@@ -142,8 +133,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "usage: test-embed embed-smollm2.tsv\n");
         return 2;
     }
-    char pbuf[4096];
-    const char *path = model_path(pbuf, sizeof(pbuf));
+    const char *path = test_model_path();
     FILE *mf = fopen(path, "rb");
     if (!mf) {
         fprintf(stderr, "no model at %s: skipped\n", path);
