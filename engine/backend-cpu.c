@@ -3430,7 +3430,7 @@ static void op_rope(eng_backend *be, float *x, int n_tokens, int n_heads, int he
                     int pos0, float freq_base, const float *freq_factors, bool neox)
 {
     cpu_ctx *c = ctx_of(be);
-    if (!x || n_tokens <= 0 || n_heads <= 0 || head_dim <= 0 || n_rot < 2 || pos0 < 0)
+    if (!x || n_tokens <= 0 || n_heads <= 0 || head_dim <= 0 || n_rot < 2)
         return;
     if (n_rot > head_dim)
         n_rot = head_dim;

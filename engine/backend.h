@@ -154,7 +154,8 @@ typedef struct eng_backend_iface {
     /* Rotates x [n_tokens][n_heads][head_dim] in place; token t at position
      * pos0 + t. The first n_rot dims of each head rotate: pairs (2i, 2i+1)
      * (neox false, llama) or (i, i + n_rot/2) (neox true, qwen2). theta_i =
-     * pos * freq_base^(-2i/n_rot) / freq_factors[i] (factors NULL: 1). */
+     * pos * freq_base^(-2i/n_rot) / freq_factors[i] (factors NULL: 1).
+     * pos0 may be negative: a rotation back (eng_session_shift). */
     void (*rope)(eng_backend *be, float *x, int n_tokens, int n_heads, int head_dim,
                  int n_rot, int pos0, float freq_base, const float *freq_factors, bool neox);
 

@@ -225,6 +225,19 @@ int eng_session_reset_prefix(eng_session *session, const int32_t *tokens, size_t
  * caller holding several sessions sends a prompt to the one that keeps
  * most of it. */
 int eng_session_prefix_len(const eng_session *session, const int32_t *tokens, size_t n);
+/* Context shift without a prefill: positions [keep, keep + drop) leave the
+ * context, the n_past - keep - drop after them move down by drop (n_past
+ * with them), their keys rotated back by drop positions (RoPE is a
+ * rotation by position, so the key a token would have at its new position
+ * is its key rotated by the difference) and their values copied as they
+ * are. What moved keeps what it was computed from, the dropped positions
+ * included (llama.cpp's and Ollama's shift): a fresh evaluation of the
+ * shorter context would give other keys and values from layer 1 on, and
+ * layer 0's only up to rounding. The prompt cache keeps at most the first
+ * keep positions. The dynamic neurons a request selected stay selected.
+ * Returns 0; -EINVAL for a range outside [0, n_past); -ENOTSUP where the
+ * backend cannot read its Q8_0 cache back (evaluate again instead). */
+int eng_session_shift(eng_session *session, int keep, int drop);
 /* Positions the session holds for reuse (0 after a swap of the model's
  * plan): what a prompt that reuses less of it would throw away. */
 int eng_session_n_cached(const eng_session *session);
@@ -380,10 +393,13 @@ typedef struct eng_gen_params {
     /* A full context during generation: false (the default) ends with
      * ENG_STOP_CONTEXT; true drops the older half of what follows the
      * first n_keep tokens (Ollama's shift and num_keep, llama.cpp's
-     * --context-shift), evaluates what is left again (a prefill of about
-     * half the context, the first n_keep reused) and goes on. n_keep is
-     * capped at half the context. */
+     * --context-shift) and goes on: eng_session_shift() moves what is left
+     * down and rotates its keys, no prefill. shift_reeval evaluates what
+     * is left again instead (a prefill of about half the context, the
+     * first n_keep reused): exact for the shorter context, and slower.
+     * n_keep is capped at half the context. */
     bool context_shift;
+    bool shift_reeval;
     int n_keep;
 } eng_gen_params;
 

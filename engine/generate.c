@@ -505,8 +505,7 @@ int eng_generate(eng_session *session, const int32_t *prompt, size_t n_prompt,
                 st.stop_reason = ENG_STOP_CONTEXT;
                 break;
             }
-            /* the older half of what follows the kept start goes; the rest
-             * (tok last) is evaluated again, its logits the next step's */
+            /* the older half of what follows the kept start goes */
             const size_t keep = (size_t)params->n_keep < (size_t)n_ctx / 2 ? (size_t)params->n_keep
                                                                              : (size_t)n_ctx / 2;
             const size_t drop = (n_hist - 1 - keep) / 2;
@@ -516,12 +515,20 @@ int eng_generate(eng_session *session, const int32_t *prompt, size_t n_prompt,
             }
             memmove(hist + keep, hist + keep + drop, (n_hist - keep - drop) * sizeof(*hist));
             n_hist -= drop;
-            const int held = eng_session_reset_prefix(session, hist, n_hist);
-            r = eng_session_eval(session, hist + held, n_hist - (size_t)held, eval_flags);
+            st.n_shifts++;
+            /* the rest moves down, and tok is evaluated after it below;
+             * or (asked for, or a cache the backend cannot read back) the
+             * rest, tok last, is evaluated again, its logits the next step's */
+            r = params->shift_reeval ? -ENOTSUP : eng_session_shift(session, (int)keep, (int)drop);
+            if (r == -ENOTSUP) {
+                const int held = eng_session_reset_prefix(session, hist, n_hist);
+                r = eng_session_eval(session, hist + held, n_hist - (size_t)held, eval_flags);
+                if (r < 0)
+                    goto out;
+                continue;
+            }
             if (r < 0)
                 goto out;
-            st.n_shifts++;
-            continue;
         }
         r = eng_session_eval(session, &tok, 1, eval_flags);
         if (r == -ENOSPC) {

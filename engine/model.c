@@ -1356,6 +1356,79 @@ int eng_session_prefix_len(const eng_session *s, const int32_t *tokens, size_t n
     return (int)prefix_keep(s, tokens, n, &votes);
 }
 
+int eng_session_shift(eng_session *s, int keep, int drop)
+{
+    const eng_model *m = s->model;
+    eng_backend *be = m->be;
+    const eng_backend_iface *op = be->iface;
+    if (keep < 0 || drop < 0 || keep > s->n_past || drop > s->n_past - keep)
+        return -EINVAL;
+    if (s->generation != m->generation && s->n_past > 0)
+        return -ESTALE; /* as eval would say: the context was built on other neurons */
+    const bool q8 = s->kv_type == ENG_KV_Q8_0;
+    if (q8 && !(op->dtypes & (1u << ENG_DTYPE_Q8_0)))
+        return -ENOTSUP; /* get_rows cannot read the cache's blocks */
+    if (drop == 0)
+        return 0;
+    const int Hkv = m->info.n_head_kv, hd = m->info.head_dim;
+    const int kvd = Hkv * hd;
+    const int first = keep + drop, n_move = s->n_past - first;
+    const size_t rb = s->kv_row_bytes;
+    int32_t *ids = malloc((size_t)s->n_batch * sizeof(*ids));
+    if (!ids)
+        return -ENOMEM;
+    for (int il = 0; il < m->info.n_layer; il++) {
+        /* Keys, n_batch rows at a time through the K scratch: read as f32,
+         * rotated by -drop (all of a chunk's rows are one "token" of
+         * n * Hkv heads, so one position, -drop, rotates them all), stored
+         * drop rows lower. In ascending order a chunk only writes rows
+         * below the ones later chunks read, and it reads its own rows
+         * before it writes. */
+        const eng_weight kc = { .dtype = q8 ? ENG_DTYPE_Q8_0 : ENG_DTYPE_F16, .rows = s->n_ctx,
+                                .cols = kvd, .data = s->k_cache[il] };
+        for (int done = 0; done < n_move;) {
+            const int n = n_move - done < s->n_batch ? n_move - done : s->n_batch;
+            for (int i = 0; i < n; i++)
+                ids[i] = first + done + i;
+            op->upload(be, s->tokens, ids, (size_t)n * sizeof(*ids));
+            op->get_rows(be, &kc, s->tokens, n, s->k);
+            op->rope(be, s->k, 1, n * Hkv, hd, m->n_rot, -drop, m->rope_freq_base, m->rope_freqs,
+                     m->rope_neox);
+            if (q8)
+                op->store_kv_q8(be, s->k, s->k_cache[il], (long)kvd, keep + done, n);
+            else
+                op->store_kv(be, s->k, s->k_cache[il], (long)kvd, keep + done, n);
+            done += n;
+        }
+        /* Values as they are: copies of at most drop rows never overlap
+         * (source and destination lie drop rows apart) */
+        char *v = s->v_cache[il];
+        for (int done = 0; done < n_move;) {
+            const int n = n_move - done < drop ? n_move - done : drop;
+            op->copy(be, v + (size_t)(keep + done) * rb, v + (size_t)(first + done) * rb,
+                     (size_t)n * rb);
+            done += n;
+        }
+    }
+    free(ids);
+    const int r = op->sync(be);
+    if (r < 0) {
+        /* a GPU failed halfway: the cache holds neither context */
+        eng_session_reset(s);
+        s->n_reusable = 0;
+        return r;
+    }
+    s->n_past -= drop;
+    memmove(s->ctx_tokens + keep, s->ctx_tokens + first, (size_t)n_move * sizeof(int32_t));
+    /* what moved was computed in the longer context: not what an
+     * evaluation of the new one leaves, so not reusable */
+    if (s->n_reusable > keep)
+        s->n_reusable = keep;
+    s->n_logits = 0;
+    s->argmax_only = false;
+    return 0;
+}
+
 int eng_session_n_cached(const eng_session *s)
 {
     return s->kv_generation == s->model->generation ? s->n_reusable : 0;

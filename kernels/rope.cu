@@ -56,7 +56,7 @@ static int rope(si_cuda *c, float *x, int n_tokens, int n_heads, int head_dim, i
                 int pos0, const int32_t *pos_dev, float freq_base, const float *freq_factors,
                 bool neox)
 {
-    SI_ARG_CHECK(c && n_tokens >= 0 && n_heads >= 0 && head_dim >= 0 && pos0 >= 0);
+    SI_ARG_CHECK(c && n_tokens >= 0 && n_heads >= 0 && head_dim >= 0);
     if (n_rot > head_dim)
         n_rot = head_dim;
     if (n_tokens == 0 || n_heads == 0 || n_rot < 2)

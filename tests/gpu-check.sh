@@ -205,6 +205,19 @@ case $cuda_prompt_cache_rc in
     *) note cuda-prompt-cache "failed ($cuda_prompt_cache_rc)"; status=1 ;;
 esac
 
+# the context shift on the device: keys rotated in the cache (synthetic
+# models of three rope layouts; no default model on this machine)
+log "test cuda-shift"
+SI_TEST_DEFAULT_MODEL=0 timeout 120 "$BUILD/tests/test-shift" "$BUILD/tools/si-synth" cuda \
+    > "$OUT_DIR/test-cuda-shift.log" 2>&1
+cuda_shift_rc=$?
+tail -5 "$OUT_DIR/test-cuda-shift.log"
+case $cuda_shift_rc in
+    0) note cuda-shift passed ;;
+    77) note cuda-shift skipped ;;
+    *) note cuda-shift "failed ($cuda_shift_rc)"; status=1 ;;
+esac
+
 # wait for the models, but not past the deadline (si-synth is CPU bound:
 # on a loaded machine it is the slowest step)
 for p in $synth_pids; do

@@ -210,8 +210,9 @@ int main(void) {
     eng_session_free(small);
 
     /* context shift: a context of 32 goes on past its end, each time
-     * without the older half of what follows the first n_keep tokens */
-    {
+     * without the older half of what follows the first n_keep tokens;
+     * rotating the keys (the default) and evaluating again (shift_reeval) */
+    for (int reeval = 0; reeval < 2; reeval++) {
         eng_session_params sp4 = spar;
         sp4.n_ctx = 32;
         eng_session *sh = NULL, *ref = NULL;
@@ -223,6 +224,7 @@ int main(void) {
         CHECK(eng_generate(sh, toks, n, &g4, NULL, &plain, &s4) == 0);
         CHECK(s4.stop_reason == ENG_STOP_CONTEXT && s4.n_shifts == 0 && plain.n == 32 - (int)n + 1);
         g4.context_shift = true;
+        g4.shift_reeval = reeval;
         g4.n_keep = 4;
         g4.max_tokens = 80;
         CHECK(eng_generate(sh, toks, n, &g4, NULL, &shifted, &s4) == 0);
@@ -244,9 +246,16 @@ int main(void) {
                "stop %d, %d generated, %d shifts (want %d)", s4.stop_reason, s4.n_generated, s4.n_shifts, want);
         /* the same tokens until the context is full */
         CHECK(memcmp(shifted.ids, plain.ids, (size_t)plain.n * sizeof(int32_t)) == 0);
-        /* after the first shift: the token a fresh context of what was
-         * kept gives (prompt and answer so far, positions 4 .. 4+drop out) */
-        if (first_at >= 0 && shifted.n == 80) {
+        /* the session holds what the rule leaves: n_past positions, of
+         * which a prompt cache may reuse the kept 4 only after a rotation
+         * (what moved was computed in the longer context) */
+        CHECKF(eng_session_n_past(sh) == n_past, "n_past %d, want %d", eng_session_n_past(sh), n_past);
+        CHECKF(reeval || eng_session_n_cached(sh) == 4, "%d cached after rotating",
+               eng_session_n_cached(sh));
+        /* after the first shift, evaluating again: the token a fresh context
+         * of what was kept gives (prompt and answer so far, positions 4 ..
+         * 4+drop out); tests/test-shift.c checks the rotated cache */
+        if (reeval && first_at >= 0 && shifted.n == 80) {
             int32_t list[64];
             int len = 0;
             for (size_t i = 0; i < n; i++)

@@ -32,6 +32,9 @@ static void usage(FILE *out)
             "      --format json       the output is one JSON object (ends where it closes)\n"
             "      --format SCHEMA     ... one matching this JSON Schema ('{\"type\": ...}')\n"
             "      --no-think          a template with a thinking switch (Qwen3): no reasoning\n"
+            "      --context-shift     a full context drops the older half of what follows the\n"
+            "                          first --keep N tokens (default 0) and goes on, the keys\n"
+            "                          rotated; --shift-reeval: evaluated again instead\n"
             "      --f32               keep weights in f32 instead of f16\n"
             "      --q8                every matrix and the FFN in Q8_0 (CPU): half the memory\n"
             "      --backend NAME      cpu (default), cuda or auto (CUDA when a GPU is usable)\n"
@@ -58,7 +61,7 @@ int main(int argc, char **argv)
     gp.max_tokens = 128;
 
     enum { O_RAW = 256, O_TEMP, O_TOPK, O_TOPP, O_MINP, O_REP, O_SEED, O_STOP, O_F32, O_BACKEND,
-           O_DEVICE, O_Q8, O_FORMAT, O_NO_THINK, O_FREQ, O_PRES };
+           O_DEVICE, O_Q8, O_FORMAT, O_NO_THINK, O_FREQ, O_PRES, O_SHIFT, O_REEVAL, O_KEEP };
     static const struct option opts[] = {
         { "model", required_argument, 0, 'm' },   { "prompt", required_argument, 0, 'p' },
         { "system", required_argument, 0, 's' },  { "raw", no_argument, 0, O_RAW },
@@ -70,6 +73,8 @@ int main(int argc, char **argv)
         { "f32", no_argument, 0, O_F32 },         { "help", no_argument, 0, 'h' },
         { "q8", no_argument, 0, O_Q8 },          { "format", required_argument, 0, O_FORMAT },
         { "no-think", no_argument, 0, O_NO_THINK },
+        { "context-shift", no_argument, 0, O_SHIFT }, { "shift-reeval", no_argument, 0, O_REEVAL },
+        { "keep", required_argument, 0, O_KEEP },
         { "frequency-penalty", required_argument, 0, O_FREQ },
         { "presence-penalty", required_argument, 0, O_PRES },
         { "backend", required_argument, 0, O_BACKEND }, { "device", required_argument, 0, O_DEVICE },
@@ -86,6 +91,9 @@ int main(int argc, char **argv)
         case 'c': sp.n_ctx = atoi(optarg); break;
         case O_RAW: raw = true; break;
         case O_NO_THINK: no_think = true; break;
+        case O_SHIFT: gp.context_shift = true; break;
+        case O_REEVAL: gp.context_shift = gp.shift_reeval = true; break;
+        case O_KEEP: gp.n_keep = atoi(optarg); break;
         case O_TEMP: gp.sampler.temperature = strtof(optarg, NULL); break;
         case O_TOPK: gp.sampler.top_k = atoi(optarg); break;
         case O_TOPP: gp.sampler.top_p = strtof(optarg, NULL); break;
@@ -209,6 +217,8 @@ int main(int argc, char **argv)
     } else {
         eng_model_info info;
         eng_model_get_info(model, &info);
+        if (st.n_shifts > 0) /* first: scripts read the stop reason at the end */
+            fprintf(stderr, "context shifts: %d\n", st.n_shifts);
         fprintf(stderr,
                 "model %s (%s), %s backend, %d threads, load %.0f ms\n"
                 "prompt %d tokens, %.1f tok/s; generated %d tokens, %.1f tok/s; stop: %s\n",

@@ -1,0 +1,277 @@
+/* eng_session_shift: the context shift that moves the KV cache instead of
+ * evaluating again. After a prefill of 40 tokens and a shift that keeps 5
+ * and drops 13, read back from the cache:
+ *   - the kept rows, keys and values, are the bytes they were;
+ *   - each moved value row is the bytes of the row it came from;
+ *   - each moved key row is its old row rotated back by 13 positions,
+ *     against a rotation computed here in double from the old row (both
+ *     pair conventions, llama.cpp's rope_freqs divisors);
+ *   - layer 0's keys and values, which depend on the token and its
+ *     position only, are what a fresh session's prefill of the shortened
+ *     token list stores, up to rounding;
+ * and n_past, the prompt cache's reusable positions, decode after it, and
+ * the ranges refused. Synthetic models of three rope layouts (llama,
+ * qwen2's neox pairs, llama 3's divisors) with an f16 cache; the default
+ * model with f16 and Q8_0 caches (SI_TEST_DEFAULT_MODEL=0: not).
+ *
+ * usage: test-shift SI_SYNTH [cuda]  (cuda: the CUDA backend, exit 77
+ * without a GPU; the caches are read back through the backend)
+ */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "backend.h"
+#include "engine.h"
+#include "model.h"
+#include "quants.h"
+#include "test-util.h"
+
+enum { N_TOK = 40, KEEP = 5, DROP = 13, N_CTX = 64, N_BATCH = 8 };
+
+static bool gpu;
+
+static eng_model *load(const char *path)
+{
+    eng_model_params mp = eng_model_params_default();
+    mp.n_threads = 2;
+    mp.backend = gpu ? ENG_BACKEND_CUDA : ENG_BACKEND_CPU;
+    eng_model *m = NULL;
+    eng_error err;
+    int r = eng_model_load(path, &mp, &m, &err);
+    if (gpu && (r == -ENODEV || r == -ENOTSUP)) {
+        printf("SKIP: no usable GPU (%s)\n", err.msg);
+        exit(77);
+    }
+    CHECKF(r == 0, "%s: %s", path, err.msg);
+    return m;
+}
+
+/* One layer's K (or V) cache rows [0, n) as f32 into f, their bytes into raw. */
+static void read_rows(const eng_session *s, const void *cache, int n, uint8_t *raw, float *f)
+{
+    eng_backend *be = s->model->be;
+    const size_t rb = s->kv_row_bytes;
+    be->iface->download(be, raw, cache, (size_t)n * rb);
+    const int kvd = s->model->info.n_head_kv * s->model->info.head_dim;
+    for (int r = 0; r < n; r++) {
+        const uint8_t *row = raw + (size_t)r * rb;
+        float *out = f + (size_t)r * kvd;
+        if (s->kv_type == ENG_KV_Q8_0) {
+            const eng_q8_block *b = (const eng_q8_block *)row;
+            for (int j = 0; j < kvd; j++)
+                out[j] = eng_f16_to_f32(b[j / 32].d) * (float)b[j / 32].q[j % 32];
+        } else {
+            const uint16_t *h = (const uint16_t *)row;
+            for (int j = 0; j < kvd; j++)
+                out[j] = eng_f16_to_f32(h[j]);
+        }
+    }
+}
+
+/* x (one row of n_head_kv heads) rotated by dpos positions, in double:
+ * the rotation by position of backend.h's rope, written out again here */
+static void rotate_ref(const eng_model *m, const float *factors, const float *x, int dpos,
+                       double *out)
+{
+    const int hd = m->info.head_dim, Hkv = m->info.n_head_kv;
+    const int n_rot = (int)m->n_rot < hd ? (int)m->n_rot : hd, half = n_rot / 2;
+    for (int j = 0; j < Hkv * hd; j++)
+        out[j] = x[j];
+    for (int h = 0; h < Hkv; h++)
+        for (int i = 0; i < half; i++) {
+            double th = dpos * pow((double)m->rope_freq_base, -2.0 * i / n_rot);
+            if (factors)
+                th /= factors[i];
+            const int a = h * hd + (m->rope_neox ? i : 2 * i);
+            const int b = a + (m->rope_neox ? half : 1);
+            out[a] = x[a] * cos(th) - x[b] * sin(th);
+            out[b] = x[a] * sin(th) + x[b] * cos(th);
+        }
+}
+
+static double row_amax(const float *x, int n)
+{
+    double a = 0;
+    for (int j = 0; j < n; j++)
+        a = fabs(x[j]) > a ? fabs(x[j]) : a;
+    return a;
+}
+
+static void check_shift(const char *name, eng_model *m, eng_kv_type kv)
+{
+    eng_model_info info;
+    eng_model_get_info(m, &info);
+    eng_session_params sp = eng_session_params_default();
+    sp.n_ctx = N_CTX;
+    sp.n_batch = N_BATCH; /* the keys move in several chunks */
+    sp.kv_type = kv;
+    eng_session *s = NULL, *f = NULL;
+    int r = eng_session_new(m, &sp, &s);
+    if (r == -ENOTSUP && kv == ENG_KV_Q8_0) {
+        printf("%s q8_0: no Q8_0 cache on this backend, skipped\n", name);
+        return;
+    }
+    CHECKF(r == 0, "%s: session: %d", name, r);
+    CHECK(eng_session_new(m, &sp, &f) == 0);
+    const char *kvn = eng_kv_type_name(kv);
+
+    int32_t t[N_TOK], shortened[N_TOK];
+    uint32_t seed = 99;
+    for (int i = 0; i < N_TOK; i++) {
+        seed = seed * 1664525u + 1013904223u;
+        t[i] = (int32_t)((seed >> 8) % (uint32_t)info.n_vocab);
+    }
+    const int first = KEEP + DROP, n_left = N_TOK - DROP;
+    memcpy(shortened, t, KEEP * sizeof(int32_t));
+    memcpy(shortened + KEEP, t + first, (size_t)(N_TOK - first) * sizeof(int32_t));
+
+    const int NL = info.n_layer, kvd = info.n_head_kv * info.head_dim;
+    const size_t rb = s->kv_row_bytes;
+    uint8_t *oldk = malloc((size_t)NL * N_TOK * rb), *oldv = malloc((size_t)NL * N_TOK * rb);
+    uint8_t *raw = malloc(N_TOK * rb);
+    float *ok = malloc((size_t)NL * N_TOK * kvd * sizeof(float));
+    float *nk = malloc((size_t)N_TOK * kvd * sizeof(float));
+    float *fk = malloc((size_t)N_TOK * kvd * sizeof(float));
+    float *nv = malloc((size_t)N_TOK * kvd * sizeof(float));
+    float *fv = malloc((size_t)N_TOK * kvd * sizeof(float));
+    double *ref = malloc((size_t)kvd * sizeof(double));
+    CHECK(oldk && oldv && raw && ok && nk && fk && nv && fv && ref);
+    float *factors = NULL;
+    if (m->rope_freqs) {
+        const int half = (int)m->n_rot / 2;
+        factors = malloc((size_t)half * sizeof(float));
+        CHECK(factors);
+        m->be->iface->download(m->be, factors, m->rope_freqs, (size_t)half * sizeof(float));
+    }
+
+    CHECK(eng_session_eval(s, t, N_TOK, 0) == 0);
+    CHECK(eng_session_n_cached(s) == N_TOK);
+    for (int l = 0; l < NL; l++) {
+        read_rows(s, s->k_cache[l], N_TOK, oldk + (size_t)l * N_TOK * rb,
+                  ok + (size_t)l * N_TOK * kvd);
+        read_rows(s, s->v_cache[l], N_TOK, oldv + (size_t)l * N_TOK * rb, nv);
+    }
+
+    /* ranges outside the context, and a shift of nothing */
+    CHECK(eng_session_shift(s, -1, 1) == -EINVAL);
+    CHECK(eng_session_shift(s, 0, -1) == -EINVAL);
+    CHECK(eng_session_shift(s, N_TOK + 1, 0) == -EINVAL);
+    CHECK(eng_session_shift(s, KEEP, N_TOK - KEEP + 1) == -EINVAL);
+    CHECK(eng_session_shift(s, KEEP, 0) == 0 && eng_session_n_past(s) == N_TOK);
+
+    CHECK(eng_session_shift(s, KEEP, DROP) == 0);
+    CHECK(eng_session_n_past(s) == n_left);
+    CHECKF(eng_session_n_cached(s) == KEEP, "%d cached", eng_session_n_cached(s));
+
+    CHECK(eng_session_eval(f, shortened, (size_t)n_left, 0) == 0);
+    double worst_rot = 0, worst_fresh_k = 0, worst_fresh_v = 0;
+    for (int l = 0; l < NL; l++) {
+        const uint8_t *ko = oldk + (size_t)l * N_TOK * rb, *vo = oldv + (size_t)l * N_TOK * rb;
+        const float *kof = ok + (size_t)l * N_TOK * kvd;
+        read_rows(s, s->k_cache[l], n_left, raw, nk);
+        CHECKF(memcmp(raw, ko, KEEP * rb) == 0, "%s %s layer %d: a kept key changed", name, kvn, l);
+        for (int i = 0; i < n_left - KEEP; i++) {
+            const float *now = nk + (size_t)(KEEP + i) * kvd;
+            rotate_ref(m, factors, kof + (size_t)(first + i) * kvd, -DROP, ref);
+            double amax = 0, d = 0;
+            for (int j = 0; j < kvd; j++) {
+                amax = fabs(ref[j]) > amax ? fabs(ref[j]) : amax;
+                d = fabs(now[j] - ref[j]) > d ? fabs(now[j] - ref[j]) : d;
+            }
+            /* f16: one rounding of the rotated value; Q8_0: the block's
+             * step, its scale taken anew from the rotated values */
+            const double rel = d / (amax + 1e-30);
+            worst_rot = rel > worst_rot ? rel : worst_rot;
+            CHECKF(rel <= (kv == ENG_KV_Q8_0 ? 1.5 / 127 : 1e-3),
+                   "%s %s layer %d row %d: rotated key off by %.3g of %.3g", name, kvn, l, KEEP + i,
+                   d, amax);
+        }
+        read_rows(s, s->v_cache[l], n_left, raw, nv);
+        CHECKF(memcmp(raw, vo, KEEP * rb) == 0, "%s %s layer %d: a kept value changed", name, kvn, l);
+        CHECKF(memcmp(raw + KEEP * rb, vo + first * rb, (size_t)(n_left - KEEP) * rb) == 0,
+               "%s %s layer %d: a moved value changed", name, kvn, l);
+        if (l == 0) {
+            /* what a fresh prefill of the shortened list stores */
+            read_rows(f, f->k_cache[0], n_left, raw, fk);
+            read_rows(f, f->v_cache[0], n_left, raw, fv);
+            for (int p = 0; p < n_left; p++) {
+                const size_t o = (size_t)p * kvd;
+                const double ak = row_amax(fk + o, kvd), av = row_amax(fv + o, kvd);
+                double dk = 0, dv = 0;
+                for (int j = 0; j < kvd; j++) {
+                    dk = fabs(nk[o + j] - fk[o + j]) > dk ? fabs(nk[o + j] - fk[o + j]) : dk;
+                    dv = fabs(nv[o + j] - fv[o + j]) > dv ? fabs(nv[o + j] - fv[o + j]) : dv;
+                }
+                dk /= ak + 1e-30;
+                dv /= av + 1e-30;
+                worst_fresh_k = dk > worst_fresh_k ? dk : worst_fresh_k;
+                worst_fresh_v = dv > worst_fresh_v ? dv : worst_fresh_v;
+                /* the old key was rounded once (f16) or quantized, then
+                 * rotated and rounded again; a fresh one once, perhaps
+                 * from a matmul of another batch */
+                const double tol = kv == ENG_KV_Q8_0 ? 3.0 / 127 : 4e-3;
+                CHECKF(dk <= tol && dv <= tol, "%s %s layer 0 position %d: key %.3g, value %.3g off",
+                       name, kvn, p, dk, dv);
+            }
+        }
+    }
+    printf("%s %s: rotated keys within %.2g of the reference, layer 0 within %.2g (keys) "
+           "and %.2g (values) of a fresh prefill\n",
+           name, kvn, worst_rot, worst_fresh_k, worst_fresh_v);
+
+    /* decode goes on at the new position; the whole rest can go too */
+    CHECK(eng_session_eval(s, t, 1, 0) == 0 && eng_session_n_past(s) == n_left + 1);
+    const float *lg = eng_session_logits(s, -1);
+    CHECK(lg && isfinite(lg[0]));
+    CHECK(eng_session_shift(s, KEEP, n_left + 1 - KEEP) == 0 && eng_session_n_past(s) == KEEP);
+    CHECK(eng_session_eval(s, t, 2, 0) == 0 && eng_session_n_past(s) == KEEP + 2);
+
+    free(factors);
+    free(oldk);
+    free(oldv);
+    free(raw);
+    free(ok);
+    free(nk);
+    free(fk);
+    free(nv);
+    free(fv);
+    free(ref);
+    eng_session_free(s);
+    eng_session_free(f);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2 || argc > 3 || (argc == 3 && strcmp(argv[2], "cuda"))) {
+        fprintf(stderr, "usage: %s SI_SYNTH [cuda]\n", argv[0]);
+        return 2;
+    }
+    gpu = argc == 3;
+    static const char *const shapes[] = {"tiny", "tiny-qwen2", "tiny-llama3"};
+    for (size_t i = 0; i < sizeof(shapes) / sizeof(*shapes); i++) {
+        char path[64];
+        test_synth(argv[1], shapes[i], path);
+        eng_model *m = load(path);
+        unlink(path);
+        check_shift(shapes[i], m, ENG_KV_F16);
+        eng_model_free(m);
+    }
+    const char *path = test_model_path(), *use = getenv("SI_TEST_DEFAULT_MODEL");
+    if (use && !strcmp(use, "0")) {
+        printf("default model: skipped (SI_TEST_DEFAULT_MODEL=0)\n");
+        return 0;
+    }
+    if (access(path, R_OK) != 0) {
+        printf("no default model at %s: its part skipped\n", path);
+        return 0;
+    }
+    eng_model *m = load(path);
+    check_shift("default model", m, ENG_KV_F16);
+    check_shift("default model", m, ENG_KV_Q8_0);
+    eng_model_free(m);
+    return 0;
+}
