@@ -14,6 +14,7 @@
 #include "selectinfer-client.h"
 #include "pb-json.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <math.h>
 #include <signal.h>
@@ -55,7 +56,8 @@ static void usage(FILE *f)
         "\n"
         "Commands:\n"
         "  generate [OPTIONS] TEXT...  send TEXT as a user message and stream the answer\n"
-        "                              (TEXT \"-\": read it from stdin)\n"
+        "                              (TEXT \"-\": read it from stdin; after \"--\" every\n"
+        "                              argument is text, \"-v\" too)\n"
         "  chat [OPTIONS]              interactive chat (/reset forgets, /exit quits)\n"
         "  tokenize [OPTIONS] TEXT...  the tokens generate would evaluate: count and ids\n"
         "                              (--raw, --parse-special, --system, --no-think as for\n"
@@ -74,7 +76,7 @@ static void usage(FILE *f)
         "  --raw                 TEXT is a raw prompt, not a chat message\n"
         "  --parse-special       raw prompt: \"<|im_start|>\" etc. become control tokens\n"
         "  --system TEXT         a system message first\n"
-        "  --max-tokens N  --temperature T  --top-k N  --top-p P  --min-p P\n"
+        "  --max-tokens N (-n N)  --temperature T  --top-k N  --top-p P  --min-p P\n"
         "  --repeat-penalty R  --repeat-last-n N  --seed N  --stop STRING (repeatable)\n"
         "  --frequency-penalty F  --presence-penalty F  (OpenAI's, in [-2, 2])\n"
         "  --logit-bias ID:BIAS  add BIAS (-100..100) to token ID's logit (repeatable)\n"
@@ -382,6 +384,8 @@ static int parse_gen_opt(gen_opts *g, int argc, char **argv, int *i)
     const char *v = *i + 1 < argc ? argv[*i + 1] : NULL;
     uint64_t u;
     Selectinfer__Sampling *s = &g->sampling;
+    if (!strcmp(a, "-n"))
+        a = "--max-tokens"; /* llama.cpp's and si-generate's short form */
     if (!strcmp(a, "--raw")) { g->raw = true; return 1; }
     if (!strcmp(a, "--parse-special")) { g->parse_special = true; return 1; }
     if (!strcmp(a, "--no-stream")) { g->no_stream = true; return 1; }
@@ -757,14 +761,24 @@ static int cmd_generate(int argc, char **argv)
     o.logprobs = -1;
     selectinfer__sampling__init(&o.sampling);
     text_buf text = {0};
+    bool opts = true;
     for (int i = 0; i < argc; i++) {
-        int k = parse_gen_opt(&o, argc, argv, &i);
+        if (opts && !strcmp(argv[i], "--")) {
+            opts = false; /* the rest is text, dashes and all */
+            continue;
+        }
+        int k = opts ? parse_gen_opt(&o, argc, argv, &i) : 0;
         if (k < 0)
             return EXIT_USAGE;
         if (k > 0)
             continue;
-        if (argv[i][0] == '-' && argv[i][1] == '-' && argv[i][2]) {
-            fprintf(stderr, "sictl generate: unknown option %s\n", argv[i]);
+        /* "-x" or "--xyz" that is none of ours: a typo or another tool's
+         * option, refused rather than sent to the model as text ("-" is
+         * stdin; "-5" and "- item" stay text) */
+        if (opts && argv[i][0] == '-' &&
+            ((argv[i][1] == '-' && argv[i][2]) || (isalpha((unsigned char)argv[i][1]) && !strchr(argv[i], ' ')))) {
+            fprintf(stderr, "sictl generate: unknown option %s (text that begins with '-': after --)\n",
+                    argv[i]);
             return EXIT_USAGE;
         }
         if (text.len)

@@ -491,6 +491,9 @@ static void scenario_streaming(void)
     const char *jargs[] = {"--json", "generate", "--max-tokens", "3", "--raw", "Hello", NULL};
     CHECK(run_sictl(jargs, out, sizeof(out), env) == 0);
     CHECK(strstr(out, "{\"id\":1,\"done\":{\"stop_reason\":\"STOP_") != NULL);
+    const char *pt = strstr(out, "\"prompt_tokens\":");
+    const int hello_tokens = pt ? atoi(pt + strlen("\"prompt_tokens\":")) : -1;
+    CHECK(hello_tokens > 0);
     const char *sargs[] = {"--json", "status", NULL};
     CHECK(run_sictl(sargs, out, sizeof(out), env) == 0);
     CHECK(strstr(out, "\"state\":\"STATE_READY\"") && strstr(out, "\"requests_served\":4"));
@@ -511,6 +514,15 @@ static void scenario_streaming(void)
     CHECK(run_sictl(e5, NULL, 0, env) == 65);
     const char *e6[] = {"generate", "--presence-penalty", "2.5", "x", NULL};
     CHECK(run_sictl(e6, NULL, 0, env) == 65);
+    /* an option sictl does not know is refused, not sent as text; after
+     * "--" it is text; -n is --max-tokens */
+    const char *e7[] = {"generate", "-x", "Hello", NULL};
+    CHECK(run_sictl(e7, NULL, 0, env) == 64);
+    const char *e8[] = {"--json", "generate", "-n", "2", "--raw", "--", "-x", "Hello", NULL};
+    CHECK(run_sictl(e8, out, sizeof(out), env) == 0);
+    pt = strstr(out, "\"prompt_tokens\":");
+    CHECK(strstr(out, "\"generated_tokens\":2") && pt &&
+          atoi(pt + strlen("\"prompt_tokens\":")) > hello_tokens); /* "-x Hello" */
 
     /* the daemon answers bad requests with stable codes */
     si_client *c;
@@ -559,7 +571,7 @@ static void scenario_streaming(void)
 
     Selectinfer__Response *st = status(D.sock);
     REQUIRE(st);
-    CHECK(st->status->requests_served == 4);
+    CHECK(st->status->requests_served == 5); /* the four above and sictl -n 2 */
     CHECK(st->status->requests_failed >= 6);
     CHECK(st->status->generated_tokens >= 2 * d->generated_tokens);
     CHECK(st->status->rss_bytes > 0 && st->status->uptime_ns > 0);
