@@ -135,6 +135,10 @@ def main():
                   <= 1e-3 * r["achieved_gbs"] + 1e-3, f"{name}: achieved_gbs inconsistent")
             check(abs(r["roofline_ratio"] - r["decode_tps"] / r["roofline_decode_tps"]) <= 1e-3,
                   f"{name}: roofline_ratio inconsistent")
+            # the shift of the last run's 12 positions: keep 4, drop 4, move 4
+            check(r["shift_positions"] == 12 and r["shift_moved"] == 4 and r["shift_ms"] > 0 and
+                  r["shift_reeval_ms"] > 0, f"{name}: shift {r['shift_positions']} positions, "
+                  f"{r['shift_moved']} moved, {r['shift_ms']} ms, again {r['shift_reeval_ms']} ms")
         check(greedy["decode"] == "greedy" and sampled["decode"] == "sampled",
               f"decode mode: {greedy['decode']}, {sampled['decode']}")
         check(greedy["step_bytes"] == sampled["step_bytes"], "sampling changed the step bytes")
