@@ -514,6 +514,95 @@ int ek_bleu_sentence(const char *hyp, const char *const *refs, size_t n_refs, do
     return 0;
 }
 
+/* ---- paired bootstrap ---------------------------------------------------- */
+
+typedef struct boot_src {
+    const double *x, *ref;              /* per-item scores (mean), or */
+    const ek_bleu_stats *bx, *bref;     /* per-item BLEU statistics */
+} boot_src;
+
+static void bleu_sum(ek_bleu_stats *acc, const ek_bleu_stats *s) {
+    for (int k = 0; k < EK_BLEU_ORDER; k++) {
+        acc->match[k] += s->match[k];
+        acc->total[k] += s->total[k];
+    }
+    acc->hyp_len += s->hyp_len;
+    acc->ref_len += s->ref_len;
+    acc->n_segments += s->n_segments;
+}
+
+static int cmp_double(const void *a, const void *b) {
+    const double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static int boot_ratio(const boot_src *src, size_t n, int n_boot, uint64_t seed, double *lo,
+                      double *hi) {
+    if (!lo || !hi || n_boot < 1 || n_boot > 1000000) return -EINVAL;
+    *lo = *hi = NAN;
+    if (n < 2) return -EDOM;
+    double *ratios = malloc((size_t)n_boot * sizeof(*ratios));
+    if (!ratios) return -ENOMEM;
+    /* splitmix64: the same resamples for the same seed everywhere */
+    uint64_t state = seed;
+    int n_ok = 0;
+    for (int b = 0; b < n_boot; b++) {
+        double sx = 0, sr = 0;
+        ek_bleu_stats ax, ar;
+        ek_bleu_stats_init(&ax);
+        ek_bleu_stats_init(&ar);
+        for (size_t j = 0; j < n; j++) {
+            uint64_t z = (state += 0x9e3779b97f4a7c15ull);
+            z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+            z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+            z ^= z >> 31;
+            const size_t i = (size_t)(z % n);
+            if (src->x) {
+                sx += src->x[i];
+                sr += src->ref[i];
+            } else {
+                bleu_sum(&ax, &src->bx[i]);
+                bleu_sum(&ar, &src->bref[i]);
+            }
+        }
+        if (!src->x) {
+            sx = ek_bleu_score(&ax);
+            sr = ek_bleu_score(&ar);
+        }
+        if (sr > 0 && isfinite(sx))
+            ratios[n_ok++] = sx / sr; /* the means' n cancels */
+    }
+    int r = 0;
+    if (n_ok == 0 || (double)n_ok < 0.95 * n_boot) {
+        r = -EDOM;
+    } else {
+        qsort(ratios, (size_t)n_ok, sizeof(*ratios), cmp_double);
+        /* nearest rank: the smallest value with at least 2.5 % at or below
+         * it, and the largest with at least 2.5 % at or above it */
+        size_t k = (size_t)ceil(0.025 * n_ok);
+        *lo = ratios[k > 0 ? k - 1 : 0];
+        *hi = ratios[(size_t)n_ok - (k > 0 ? k : 1)];
+    }
+    free(ratios);
+    return r;
+}
+
+int ek_boot_mean_ratio(const double *x, const double *ref, size_t n, int n_boot, uint64_t seed,
+                       double *lo, double *hi) {
+    if (!x || !ref) return -EINVAL;
+    for (size_t i = 0; i < n; i++)
+        if (!isfinite(x[i]) || !isfinite(ref[i])) return -EINVAL;
+    const boot_src src = {x, ref, NULL, NULL};
+    return boot_ratio(&src, n, n_boot, seed, lo, hi);
+}
+
+int ek_boot_bleu_ratio(const ek_bleu_stats *x, const ek_bleu_stats *ref, size_t n, int n_boot,
+                       uint64_t seed, double *lo, double *hi) {
+    if (!x || !ref) return -EINVAL;
+    const boot_src src = {NULL, NULL, x, ref};
+    return boot_ratio(&src, n, n_boot, seed, lo, hi);
+}
+
 /* ---- SQuAD ------------------------------------------------------------- */
 
 /* normalize_answer() of the SQuAD v2 script: lower, remove punctuation,

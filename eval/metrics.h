@@ -97,6 +97,23 @@ int ek_squad_f1(const char *pred, const char *const *refs, size_t n_refs, double
 int ek_rouge_l(const char *hyp, const char *const *refs, size_t n_refs, double *ret_f,
                double *ret_p, double *ret_r);
 
+/* ---- paired bootstrap of a score ratio ---------------------------------- */
+
+/* How far the ratio of a configuration's task score to the reference's
+ * can be trusted on n items (prompts): n_boot resamples of the items, with
+ * replacement and the same items for both sides (paired), each giving
+ * score(x) / score(ref) over the resample; *lo and *hi are the 2.5th and
+ * 97.5th percentiles (a 95 % interval). The score of a set of items is the
+ * mean of per-item scores (ek_boot_mean_ratio: F1, ROUGE-L) or the corpus
+ * BLEU of their summed statistics (ek_boot_bleu_ratio). Resamples whose
+ * reference score is 0 have no ratio; more than 5 % of them, or n < 2, give
+ * -EDOM (lo and hi NAN). The resamples follow seed: the same call gives the
+ * same interval. */
+int ek_boot_mean_ratio(const double *x, const double *ref, size_t n, int n_boot, uint64_t seed,
+                       double *lo, double *hi);
+int ek_boot_bleu_ratio(const ek_bleu_stats *x, const ek_bleu_stats *ref, size_t n, int n_boot,
+                       uint64_t seed, double *lo, double *hi);
+
 /* ---- language-model statistics ----------------------------------------- */
 
 /* log softmax(logits)[target] in double precision, and the argmax (lowest

@@ -373,7 +373,70 @@ static void test_fixture(void) {
     printf("fixture: %zu cases\n", n_cases);
 }
 
+/* The paired bootstrap of a score ratio: exact where every resample has
+ * the same ratio, the binomial spread where items differ, BLEU over
+ * summed statistics, and the undefined cases. */
+static void test_boot(void) {
+    enum { N = 40 };
+    double x[N], ref[N], lo, hi, lo2, hi2;
+    /* x = ref / 2 item by item: every paired resample's ratio is 0.5
+     * exactly (an unpaired one would not be) */
+    for (int i = 0; i < N; i++) {
+        ref[i] = 0.1 + 0.02 * i;
+        x[i] = ref[i] / 2;
+    }
+    CHECK(ek_boot_mean_ratio(x, ref, N, 1000, 1, &lo, &hi) == 0, "boot half");
+    CHECK(lo == 0.5 && hi == 0.5, "half: [%g, %g]", lo, hi);
+    /* half the items kept (1), half lost (0), against 1 everywhere: the
+     * ratio is a binomial share, 0.5 +- 1.96 sqrt(0.25 / 40) = +-0.155 */
+    for (int i = 0; i < N; i++) {
+        ref[i] = 1;
+        x[i] = i % 2;
+    }
+    CHECK(ek_boot_mean_ratio(x, ref, N, 2000, 7, &lo, &hi) == 0, "boot binomial");
+    CHECK(lo >= 0.30 && lo <= 0.40 && hi >= 0.60 && hi <= 0.70, "binomial: [%g, %g]", lo, hi);
+    CHECK(ek_boot_mean_ratio(x, ref, N, 2000, 7, &lo2, &hi2) == 0 && lo2 == lo && hi2 == hi,
+          "the same seed, the same interval");
+    /* undefined: a reference of 0, one item; bad input */
+    for (int i = 0; i < N; i++)
+        ref[i] = 0;
+    CHECK(ek_boot_mean_ratio(x, ref, N, 100, 1, &lo, &hi) == -EDOM && isnan(lo) && isnan(hi),
+          "zero reference");
+    ref[0] = 1;
+    CHECK(ek_boot_mean_ratio(x, ref, 1, 100, 1, &lo, &hi) == -EDOM, "one item");
+    x[3] = NAN;
+    CHECK(ek_boot_mean_ratio(x, ref, N, 100, 1, &lo, &hi) == -EINVAL, "NaN score");
+    CHECK(ek_boot_mean_ratio(x, ref, N, 0, 1, &lo, &hi) == -EINVAL, "no resamples");
+
+    /* BLEU: per-item statistics summed per resample */
+    const char *refs[4] = {"the cat sat on the mat", "a dog ran in the park today",
+                           "birds sing in the early morning", "the sun rises over the hills"};
+    const char *hyps[4] = {"the cat sat on a mat", "the dog ran in the park",
+                           "birds sing early in the morning", "the sun rises over the hills"};
+    ek_bleu_stats bx[4], br[4], all_x, all_r;
+    ek_bleu_stats_init(&all_x);
+    ek_bleu_stats_init(&all_r);
+    for (int i = 0; i < 4; i++) {
+        ek_bleu_stats_init(&bx[i]);
+        ek_bleu_stats_init(&br[i]);
+        CHECK(ek_bleu_add(&bx[i], hyps[i], &refs[i], 1) == 0 && ek_bleu_add(&all_x, hyps[i], &refs[i], 1) == 0,
+              "bleu add %d", i);
+        /* the reference side: the reference itself, BLEU 100 */
+        CHECK(ek_bleu_add(&br[i], refs[i], &refs[i], 1) == 0 && ek_bleu_add(&all_r, refs[i], &refs[i], 1) == 0,
+              "bleu add ref %d", i);
+    }
+    const double point = ek_bleu_score(&all_x) / ek_bleu_score(&all_r);
+    CHECK(ek_boot_bleu_ratio(br, br, 4, 500, 3, &lo, &hi) == 0 && lo == 1 && hi == 1,
+          "bleu against itself: [%g, %g]", lo, hi);
+    int r = ek_boot_bleu_ratio(bx, br, 4, 2000, 3, &lo, &hi);
+    /* a resample of items 1 and 2 only can have no matching 4-gram (BLEU
+     * 0, ratio 0): defined, as long as the reference scores */
+    CHECK(r == 0 && lo <= point && point <= hi && lo < hi && hi <= 1, "bleu: %d [%g, %g] around %g",
+          r, lo, hi, point);
+}
+
 int main(void) {
+    test_boot();
     test_bleu();
     test_13a();
     test_squad();

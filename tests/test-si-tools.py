@@ -172,10 +172,24 @@ def test_eval(si_eval, si_profile, model):
                   "%s: dense vs dense %r" % (task, dr))
             if task == "chat":
                 check(dr["score"] is None and dr["metric"] == "none", "chat has no task metric")
+                check(rr["score_ratio_lo"] is None and sr["score_ratio_hi"] is None,
+                      "chat: an interval without a metric")
             else:
                 check(dr["score"] == rr["score"], "%s: dense score differs" % task)
                 if rr["score"]:
                     check(dr["score_ratio"] == 1.0, "%s: ratio %r" % (task, dr["score_ratio"]))
+                    # the paired bootstrap of a run against itself: every
+                    # resample's ratio is 1 (undefined where more than 5 % of
+                    # the resamples of 3 prompts score 0)
+                    for r in (rr, dr):
+                        iv = (r["score_ratio_lo"], r["score_ratio_hi"])
+                        check(iv in ((1.0, 1.0), (None, None)),
+                              "%s %s: interval %r" % (task, r["config"], iv))
+                    # selectinfer's interval holds its ratio (or is undefined
+                    # where too many resamples have a dense score of 0)
+                    lo, hi, q = sr["score_ratio_lo"], sr["score_ratio_hi"], sr["score_ratio"]
+                    check((lo is None and hi is None) or lo - 1e-9 <= q <= hi + 1e-9,
+                          "%s: selectinfer ratio %r outside [%r, %r]" % (task, q, lo, hi))
             check(dr["ffn_share"] == 1.0 and dr["mem_ratio"] == 1.0, "%s: dense share/mem" % task)
             # selectinfer: what the plan says, measured
             loaded = (N_LAYER - 2) * round(0.7 * N_FF) + 2 * N_FF
@@ -204,6 +218,29 @@ def test_eval(si_eval, si_profile, model):
             check(0 <= kr["agreement"] <= 1, "%s: pick agreement %r" % (task, kr["agreement"]))
         # computing 40 % of the neurons is not the dense model
         check(min(sel[t]["agreement"] for t in TASKS) < 1, "selectinfer agrees everywhere")
+
+        # the score interval on a prompt set whose references share words
+        # with any answer, so that every prompt scores: dense against itself
+        # [1, 1], selectinfer's interval around its ratio
+        own = os.path.join(d, "own.jsonl")
+        with open(own, "w") as f:
+            for i, c in enumerate(["France", "Italy", "Spain", "Japan", "Egypt", "Peru"]):
+                f.write(json.dumps({"task": "qa", "id": "own-%d" % i, "split": "heldout",
+                                    "prompt": "What is the capital of %s?" % c,
+                                    "references": ["The capital of %s is its largest city" % c]}) + "\n")
+        run([si_eval, "-m", model, "-P", SHIPPED, "--max-tokens", "8", "-t", "2", "-q",
+             "--json", out, "--prompts", own, "-c", "selectinfer,gamma=0.7,delta=0.3,phi=0.4,df=1,dl=1"],
+            timeout=600)
+        with open(out) as f:
+            rows = json.load(f)["rows"]
+        rr = [r for r in rows if r["config"] == "dense (reference)"][0]
+        sr = [r for r in rows if r["mode"] == "selectinfer"][0]
+        check(rr["n_prompts"] == 6 and rr["score"] > 0, "own prompts: %r" % rr)
+        check(rr["score_ratio_lo"] == 1.0 and rr["score_ratio_hi"] == 1.0,
+              "dense vs itself: [%r, %r]" % (rr["score_ratio_lo"], rr["score_ratio_hi"]))
+        lo, hi, q = sr["score_ratio_lo"], sr["score_ratio_hi"], sr["score_ratio"]
+        check(lo is not None and lo - 1e-9 <= q <= hi + 1e-9 and lo < hi,
+              "selectinfer ratio %r, interval [%r, %r]" % (q, lo, hi))
 
         # --q8: every model in Q8_0, a neuron 3 x 18 blocks of 34 bytes, and
         # the resident memory still what the plan says

@@ -101,6 +101,12 @@ typedef struct task {
 /* One (configuration, task) measurement. */
 typedef struct result {
     double ppl, agree, metric, score2;
+    /* per item (task item index) the metric's input, for the bootstrap:
+     * scored or not, the score (F1, ROUGE-L) or the BLEU statistics */
+    bool *item_ok;
+    double *item_v;
+    ek_bleu_stats *item_bleu;
+    double ratio_lo, ratio_hi;        /* 95 % interval of score / dense score */
     uint64_t n_pos, n_items;
     uint64_t n_prefill, prefill_ns, n_decode, decode_ns;
     double bench_prefill_tps, bench_decode_tps;
@@ -556,6 +562,13 @@ static int run_task(const opts *o, eng_model *m, const eng_compute_params *cp, e
     ek_lm_stats_init(&lm);
     ek_bleu_stats bleu;
     ek_bleu_stats_init(&bleu);
+    res->item_ok = calloc(t->n_items ? t->n_items : 1, sizeof(*res->item_ok));
+    res->item_v = calloc(t->n_items ? t->n_items : 1, sizeof(*res->item_v));
+    res->item_bleu = calloc(t->n_items ? t->n_items : 1, sizeof(*res->item_bleu));
+    if (!res->item_ok || !res->item_v || !res->item_bleu) {
+        r = -ENOMEM;
+        goto out;
+    }
     double msum = 0, emsum = 0;
     uint64_t n_gen_items = 0;
     gen_buf *g = malloc(sizeof(*g));
@@ -598,7 +611,9 @@ static int run_task(const opts *o, eng_model *m, const eng_compute_params *cp, e
                 r = ek_squad_em(hyp, refs, nr, &em);
             break;
         case MET_BLEU:
-            if ((r = ek_bleu_add(&bleu, hyp, refs, nr)) == 0)
+            ek_bleu_stats_init(&res->item_bleu[i]);
+            if ((r = ek_bleu_add(&bleu, hyp, refs, nr)) == 0 &&
+                (r = ek_bleu_add(&res->item_bleu[i], hyp, refs, nr)) == 0)
                 r = ek_bleu_sentence(hyp, refs, nr, &em);
             break;
         case MET_ROUGE: r = ek_rouge_l(hyp, refs, nr, &v, NULL, NULL); break;
@@ -612,6 +627,8 @@ static int run_task(const opts *o, eng_model *m, const eng_compute_params *cp, e
         msum += v;
         emsum += em;
         n_gen_items++;
+        res->item_ok[i] = true;
+        res->item_v[i] = v;
         if (!o->quiet && getenv("SI_EVAL_SHOW"))
             fprintf(stderr, "  %s: %s\n", it->rec->id, hyp);
     }
@@ -642,6 +659,49 @@ static int run_task(const opts *o, eng_model *m, const eng_compute_params *cp, e
 out:
     eng_session_free(s);
     return r;
+}
+
+static void result_free_items(result *res)
+{
+    free(res->item_ok);
+    free(res->item_v);
+    free(res->item_bleu);
+    res->item_ok = NULL;
+    res->item_v = NULL;
+    res->item_bleu = NULL;
+}
+
+/* The 95 % interval of x's score ratio to the dense run d on the same task:
+ * a paired bootstrap over the items both scored (eval/metrics.h). NAN where
+ * there is no metric or the ratio is undefined. */
+static void score_interval(const task *t, result *x, const result *d)
+{
+    x->ratio_lo = x->ratio_hi = NAN;
+    if (t->metric == MET_NONE || !x->item_ok || !d->item_ok || t->n_items == 0)
+        return;
+    double *xv = malloc(t->n_items * sizeof(*xv)), *dv = malloc(t->n_items * sizeof(*dv));
+    ek_bleu_stats *xb = malloc(t->n_items * sizeof(*xb)), *db = malloc(t->n_items * sizeof(*db));
+    size_t n = 0;
+    if (xv && dv && xb && db) {
+        for (size_t i = 0; i < t->n_items; i++) {
+            if (!x->item_ok[i] || !d->item_ok[i])
+                continue;
+            xv[n] = x->item_v[i];
+            dv[n] = d->item_v[i];
+            xb[n] = x->item_bleu[i];
+            db[n] = d->item_bleu[i];
+            n++;
+        }
+        /* a fixed seed: the same run gives the same interval */
+        if (t->metric == MET_BLEU)
+            ek_boot_bleu_ratio(xb, db, n, 2000, 1, &x->ratio_lo, &x->ratio_hi);
+        else
+            ek_boot_mean_ratio(xv, dv, n, 2000, 1, &x->ratio_lo, &x->ratio_hi);
+    }
+    free(xv);
+    free(dv);
+    free(xb);
+    free(db);
 }
 
 /* ---- output ---------------------------------------------------------------- */
@@ -710,6 +770,7 @@ static const char *const fields[] = {
     "prefill_tps", "decode_tps", "decode_ratio", "bench_prefill_tps", "bench_decode_tps",
     "bench_decode_ratio", "bytes_weights", "bytes_ffn", "bytes_other", "mem_ratio",
     "neurons_loaded", "rss_model", "rss_vs_plan", "rss_session", "rss_total", "pick",
+    "score_ratio_lo", "score_ratio_hi",
 };
 #define N_FIELDS (sizeof(fields) / sizeof(fields[0]))
 
@@ -763,6 +824,8 @@ static void put_field(FILE *f, bool json, size_t i, const row *rw, const row *de
     case 39: v = (double)rw->mem.rss_session; break;
     case 40: v = (double)rw->mem.rss_total; break;
     case 41: s = c->pick == ENG_PICK_TOKEN ? "token" : "request"; break;
+    case 42: v = x->ratio_lo; break;
+    case 43: v = x->ratio_hi; break;
     }
     if (s) {
         if (json)
@@ -833,15 +896,17 @@ static int write_json(const char *path, const opts *o, const eng_model_info *inf
 static void print_row(const row *rw, const row *dense)
 {
     const result *x = &rw->res;
-    char score[32] = "-", rt[16] = "-";
+    char score[32] = "-", rt[48] = "-";
     if (isfinite(x->metric)) {
         snprintf(score, sizeof score, "%s %.3g", metric_names[rw->t->metric], x->metric);
         double q = ratio(x->metric, dense->res.metric);
-        if (isfinite(q))
+        if (isfinite(q) && isfinite(x->ratio_lo))
+            snprintf(rt, sizeof rt, "%.3f [%.2f,%.2f]", q, x->ratio_lo, x->ratio_hi);
+        else if (isfinite(q))
             snprintf(rt, sizeof rt, "%.3f", q);
     }
     double dec = x->bench_decode_tps ? x->bench_decode_tps : tps(x->n_decode, x->decode_ns);
-    printf("%-44.44s %-16.16s %8.2f %6.3f %-14s %6s %6.3f %7.1f %7.1f %6.3f\n", rw->cfg->name,
+    printf("%-44.44s %-16.16s %8.2f %6.3f %-14s %-18s %6.3f %7.1f %7.1f %6.3f\n", rw->cfg->name,
            rw->t->name, x->ppl, x->agree, score, rt, x->share,
            tps(x->n_prefill, x->prefill_ns), dec,
            ratio((double)rw->mem.bytes_weights, (double)dense->mem.bytes_weights));
@@ -1084,8 +1149,8 @@ int main(int argc, char **argv)
     if (!dense_rows || !rows || !dense_of)
         goto out;
     if (!o.quiet)
-        printf("%-44s %-16s %8s %6s %-14s %6s %6s %7s %7s %6s\n", "config", "task", "ppl", "agree",
-               "score", "ratio", "share", "pre t/s", "dec t/s", "mem");
+        printf("%-44s %-16s %8s %6s %-14s %-18s %6s %7s %7s %6s\n", "config", "task", "ppl", "agree",
+               "score", "ratio [95% CI]", "share", "pre t/s", "dec t/s", "mem");
     size_t n_rows = 0;
     for (int k = 0; k < n_tasks; k++) {
         row *rw = &dense_rows[k];
@@ -1098,6 +1163,7 @@ int main(int argc, char **argv)
             fprintf(stderr, "dense run on %s failed: %s\n", tasks[k].name, strerror(-r));
             goto out;
         }
+        score_interval(&tasks[k], &rw->res, &rw->res);
         rw->mem = dense_mem;
         if (!o.quiet)
             print_row(rw, rw);
@@ -1172,6 +1238,9 @@ int main(int argc, char **argv)
             snprintf(rw->plan_task, sizeof rw->plan_task, "%s", per_task ? pp.task : "");
             uint64_t rss_session = 0;
             r = run_task(&o, m, &cp, c->kv, &tasks[k], false, &rw->res, &rss_session);
+            if (r == 0)
+                score_interval(&tasks[k], &rw->res, &dense_rows[k].res);
+            result_free_items(&rw->res); /* the dense rows keep theirs */
             if (r < 0) {
                 fprintf(stderr, "%s, task %s: %s\n", c->name, tasks[k].name,
                         r == -EINVAL ? "compute parameters rejected (phi below delta?)"
@@ -1203,6 +1272,8 @@ out:
     eng_model_free(dense);
     eng_profile_free(prof);
     free_tasks(tasks, n_tasks);
+    for (int k = 0; dense_rows && k < n_tasks; k++)
+        result_free_items(&dense_rows[k].res); /* rows[] holds copies of these */
     free(rows);
     free(dense_of);
     free(dense_rows);
