@@ -60,9 +60,8 @@ static void usage(FILE *f)
         "                              argument is text, \"-v\" too)\n"
         "  chat [OPTIONS]              interactive chat (/reset forgets, /exit quits)\n"
         "  tokenize [OPTIONS] TEXT...  the tokens generate would evaluate: count and ids\n"
-        "                              (--raw, --parse-special, --system, --no-think as for\n"
-        "                              generate;\n"
-        "                              --pieces: each token's text)\n"
+        "                              (--raw, --parse-special, --system, --no-think and\n"
+        "                              --tools as for generate; --pieces: each token's text)\n"
         "  embed [OPTIONS] TEXT...     one embedding per TEXT (\"-\": one per line of stdin),\n"
         "                              printed as a JSON array per line; --pooling mean|last,\n"
         "                              --no-normalize, --no-truncate, --parse-special, --stats\n"
@@ -84,7 +83,9 @@ static void usage(FILE *f)
         "  --format json         the answer is one JSON object (ask for JSON in the text too)\n"
         "  --format SCHEMA       ... one matching this JSON Schema (\"$(cat schema.json)\";\n"
         "                        docs/protocol.md lists the keywords followed)\n"
-        "  --no-think            a model with a thinking switch (Qwen3) answers without\n"
+        "  --tools JSON          functions the model may call (\"$(cat tools.json)\": a JSON\n"
+        "                        array, OpenAI's form; Qwen2.5, Qwen3, Llama 3.1+); each call\n"
+        "                        is printed after the answer as \"tool call: NAME ARGS\"\n"        "  --no-think            a model with a thinking switch (Qwen3) answers without\n"
         "                        reasoning first\n"
         "  --logprobs N          after the answer, each token's log-probability and the N\n"
         "                        (0-20) most likely tokens at its step, on stderr\n"
@@ -340,7 +341,7 @@ static int call_and_print(Selectinfer__Request *req, int wait_ms)
 
 typedef struct gen_opts {
     bool raw, parse_special, no_stream, stats, no_cache, no_truncate, no_think, no_shift;
-    const char *system, *task, *format;
+    const char *system, *task, *format, *tools;
     Selectinfer__Sampling sampling;
     bool has_sampling;
     uint32_t max_tokens;
@@ -394,7 +395,7 @@ static int parse_gen_opt(gen_opts *g, int argc, char **argv, int *i)
     if (!strcmp(a, "--no-truncate")) { g->no_truncate = true; return 1; }
     if (!strcmp(a, "--no-shift")) { g->no_shift = true; return 1; }
     if (!strcmp(a, "--no-think")) { g->no_think = true; return 1; }
-    static const char *with_value[] = {"--system", "--task", "--format", "--logprobs", "--max-tokens", "--temperature", "--top-k",
+    static const char *with_value[] = {"--system", "--task", "--format", "--tools", "--logprobs", "--max-tokens", "--temperature", "--top-k",
         "--top-p", "--min-p", "--repeat-penalty", "--repeat-last-n", "--seed", "--stop", "--phi", "--alpha",
         "--frequency-penalty", "--presence-penalty", "--logit-bias"};
     bool known = false;
@@ -412,6 +413,7 @@ static int parse_gen_opt(gen_opts *g, int argc, char **argv, int *i)
     if (!strcmp(a, "--system")) samp = false, g->system = v;
     else if (!strcmp(a, "--task")) samp = false, g->task = v;
     else if (!strcmp(a, "--format")) samp = false, g->format = v;
+    else if (!strcmp(a, "--tools")) samp = false, g->tools = v;
     else if (!strcmp(a, "--logprobs")) {
         samp = false;
         ok = parse_u64(v, 20, &u);
@@ -490,6 +492,8 @@ static void fill_generate(const gen_opts *o, Selectinfer__Generate *g, Selectinf
         g->task = (char *)o->task;
     if (o->format)
         g->format = (char *)o->format;
+    if (o->tools)
+        g->tools = (char *)o->tools;
     if (o->has_phi) {
         g->has_phi = true;
         g->phi = o->phi;
@@ -694,6 +698,9 @@ static int generate_call(si_client *c, Selectinfer__Generate *g, const gen_opts 
             }
             if (!opt.json) {
                 fputc('\n', stdout);
+                for (size_t i = 0; i < d->n_tool_calls; i++)
+                    printf("tool call: %s %s\n", d->tool_calls[i]->name ? d->tool_calls[i]->name : "",
+                           d->tool_calls[i]->arguments ? d->tool_calls[i]->arguments : "{}");
                 fflush(stdout);
             }
             if (lps)
@@ -823,7 +830,7 @@ static int cmd_generate(int argc, char **argv)
 static int cmd_tokenize(int argc, char **argv)
 {
     bool raw = false, parse_special = false, pieces = false, no_think = false;
-    const char *system = NULL;
+    const char *system = NULL, *tools = NULL;
     text_buf text = {0};
     for (int i = 0; i < argc; i++) {
         if (!strcmp(argv[i], "--raw")) {
@@ -836,6 +843,8 @@ static int cmd_tokenize(int argc, char **argv)
             no_think = true;
         } else if (!strcmp(argv[i], "--system") && i + 1 < argc) {
             system = argv[++i];
+        } else if (!strcmp(argv[i], "--tools") && i + 1 < argc) {
+            tools = argv[++i];
         } else if (argv[i][0] == '-' && argv[i][1] == '-' && argv[i][2]) {
             fprintf(stderr, "sictl tokenize: unknown option %s\n", argv[i]);
             free(text.data);
@@ -863,6 +872,7 @@ static int cmd_tokenize(int argc, char **argv)
     } else {
         t.input_case = SELECTINFER__TOKENIZE__INPUT_CHAT;
         t.chat = one_turn_init(&turn, system, text.data);
+        t.tools = (char *)tools;
     }
     t.has_pieces = pieces;
     t.pieces = pieces;

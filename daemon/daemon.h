@@ -44,6 +44,7 @@
 #define SID_MAX_STOP 16
 #define SID_MAX_STOP_LEN 256
 #define SID_MAX_CHAT_MSGS 4096
+#define SID_MAX_TOOL_CALLS 64 /* per chat message */
 #define SID_MAX_REPLY (16u << 20) /* replies may exceed max_frame: a whole text */
 #define SID_MAX_TASKS 64         /* tasks of a profile listed by `profiles` */
 #define SID_TASK_MAX 64          /* bytes of a task name, with the NUL */
@@ -123,8 +124,11 @@ typedef struct sid_req {
     eng_backend_info backend;  /* after the request: its graph counters */
     int err_code;              /* SELECTINFER__ERROR_CODE__..., 0: done */
     char err_msg[640];
-    char *text;                /* stream = false: the whole text */
+    char *text;                /* stream = false or tools: the whole text */
     size_t text_len, text_cap;
+    bool tools;                /* Generate.tools: read the answer's calls */
+    eng_tool_call *calls;      /* done.tool_calls */
+    size_t n_calls;
     float phi;                 /* phi used */
     int slot;                  /* the context slot that served it; -1: none */
     uint32_t slot_held;        /* what that slot holds for reuse after it */
@@ -274,7 +278,7 @@ bool sid_mode_uses_profile(eng_select_mode mode);
  * code (SELECTINFER__ERROR_CODE_...) with msg. Reads only the model's
  * vocabulary and template, which nothing changes after load: the loop may
  * call it while the worker runs. */
-int sid_input_tokens(const eng_model *m, const char *prompt, const Selectinfer__ChatMessages *chat,
+int sid_input_tokens(const eng_model *m, const char *prompt, const Selectinfer__ChatMessages *chat, const char *tools,
                      bool parse_special, bool no_think, int32_t **ret, size_t *ret_n, char *msg, size_t cap);
 int sid_worker_start(sid_server *srv);
 void sid_worker_join(sid_server *srv);

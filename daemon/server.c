@@ -55,6 +55,7 @@ void sid_req_free(sid_req *req)
         return;
     si_message_free(req->msg ? &req->msg->base : NULL);
     free(req->text);
+    eng_tool_calls_free(req->calls, req->n_calls);
     free(req->swap);
     free(req->done_ev);
     free(req->lps.v);
@@ -531,6 +532,21 @@ static void send_done(sid_server *srv, sid_req *req)
     lp_msgs lm = {0};
     if (req->lps.n && (d.logprobs = lp_build(srv->model, &req->lps, &lm)) != NULL)
         d.n_logprobs = lm.n;
+    Selectinfer__ToolCall *tc = req->n_calls ? calloc(req->n_calls, sizeof(*tc)) : NULL;
+    Selectinfer__ToolCall **tcp = req->n_calls ? calloc(req->n_calls, sizeof(*tcp)) : NULL;
+    if (tc && tcp) {
+        for (size_t i = 0; i < req->n_calls; i++) {
+            selectinfer__tool_call__init(&tc[i]);
+            tc[i].name = req->calls[i].name;
+            tc[i].arguments = req->calls[i].arguments;
+            tcp[i] = &tc[i];
+        }
+        d.tool_calls = tcp;
+        d.n_tool_calls = req->n_calls;
+    } else if (req->n_calls) {
+        sid_warn("Request %llu: out of memory for its tool calls; sent without them",
+                 (unsigned long long)req->id);
+    }
     Selectinfer__Response r = reply(req->id, SELECTINFER__RESPONSE__BODY_DONE);
     r.done = &d;
     /* an unstreamed answer too long for one reply still ends its request:
@@ -546,6 +562,8 @@ static void send_done(sid_server *srv, sid_req *req)
     else
         send_response(c, &r);
     lp_free(&lm);
+    free(tc);
+    free(tcp);
 }
 
 static void send_chunk(sid_server *srv, sid_conn *c, uint64_t id, const char *text, size_t len,
@@ -919,14 +937,27 @@ static int validate_chat(const Selectinfer__ChatMessages *c, char *msg, size_t c
         return SELECTINFER__ERROR_CODE__INVALID_ARGUMENT;
     }
     for (size_t i = 0; i < c->n_messages; i++) {
-        const char *role = c->messages[i]->role;
-        if (!role || (strcmp(role, "system") && strcmp(role, "user") && strcmp(role, "assistant"))) {
-            snprintf(msg, cap, "message %zu: role must be system, user or assistant", i);
+        const Selectinfer__ChatMessage *m = c->messages[i];
+        const char *role = m->role;
+        if (!role || (strcmp(role, "system") && strcmp(role, "user") && strcmp(role, "assistant") &&
+                      strcmp(role, "tool"))) {
+            snprintf(msg, cap, "message %zu: role must be system, user, assistant or tool", i);
             return SELECTINFER__ERROR_CODE__INVALID_ARGUMENT;
         }
-        if (!c->messages[i]->content) {
+        if (!m->content) {
             snprintf(msg, cap, "message %zu has no content", i);
             return SELECTINFER__ERROR_CODE__INVALID_ARGUMENT;
+        }
+        if (m->n_tool_calls > SID_MAX_TOOL_CALLS) {
+            snprintf(msg, cap, "message %zu has %zu tool calls; at most %d", i, m->n_tool_calls,
+                     SID_MAX_TOOL_CALLS);
+            return SELECTINFER__ERROR_CODE__INVALID_ARGUMENT;
+        }
+        for (size_t j = 0; j < m->n_tool_calls; j++) {
+            if (!m->tool_calls[j]->name || !m->tool_calls[j]->name[0]) {
+                snprintf(msg, cap, "message %zu: tool call %zu has no name", i, j);
+                return SELECTINFER__ERROR_CODE__INVALID_ARGUMENT;
+            }
         }
     }
     return 0;
@@ -937,6 +968,10 @@ static int validate_generate(sid_server *srv, const Selectinfer__Generate *g, ch
     if (g->input_case == SELECTINFER__GENERATE__INPUT_PROMPT) {
         if (!g->prompt) {
             snprintf(msg, cap, "prompt is missing");
+            return SELECTINFER__ERROR_CODE__INVALID_ARGUMENT;
+        }
+        if (g->tools && g->tools[0]) {
+            snprintf(msg, cap, "tools need chat input");
             return SELECTINFER__ERROR_CODE__INVALID_ARGUMENT;
         }
     } else if (g->input_case == SELECTINFER__GENERATE__INPUT_CHAT) {
@@ -1208,7 +1243,7 @@ static void handle_tokenize(sid_server *srv, sid_conn *c, uint64_t id, const Sel
     int32_t *ids = NULL;
     size_t n = 0;
     if (!code)
-        code = sid_input_tokens(srv->model, t->prompt, chat ? t->chat : NULL,
+        code = sid_input_tokens(srv->model, t->prompt, chat ? t->chat : NULL, chat ? t->tools : NULL,
                                 t->has_parse_special && t->parse_special, t->has_think && !t->think, &ids, &n,
                                 msg, sizeof(msg));
     if (code) {

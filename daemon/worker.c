@@ -486,10 +486,9 @@ static int on_text(void *ud, const char *text, size_t len)
     sid_req *req = g->req;
     beat(g->srv);
     if (len > 0) {
-        if (req->stream) {
-            if (post(g->srv, SID_EV_CHUNK, req, text, len, NULL) < 0)
-                g->oom = true;
-        } else {
+        if (req->stream && post(g->srv, SID_EV_CHUNK, req, text, len, NULL) < 0)
+            g->oom = true;
+        if (!req->stream || req->tools) { /* the whole text: done.text, or the calls in it */
             if (req->text_len + len > req->text_cap) {
                 size_t cap = req->text_cap ? req->text_cap * 2 : 1024;
                 while (cap < req->text_len + len)
@@ -547,7 +546,7 @@ static char *input_fail(int *code, char *msg, size_t cap, int c, const char *fmt
  * model's template. Returns a malloc'd string, or NULL with *code and msg
  * set. */
 static char *render_input(const eng_model *m, const char *prompt, const Selectinfer__ChatMessages *c,
-                          bool no_think, size_t *ret_len, int *code, char *msg, size_t cap)
+                          const char *tools, bool no_think, size_t *ret_len, int *code, char *msg, size_t cap)
 {
     if (!c) {
         char *p = strdup(prompt ? prompt : "");
@@ -556,13 +555,28 @@ static char *render_input(const eng_model *m, const char *prompt, const Selectin
         *ret_len = strlen(p);
         return p;
     }
+    size_t n_calls = 0;
+    for (size_t i = 0; i < c->n_messages; i++)
+        n_calls += c->messages[i]->n_tool_calls;
     eng_chat_msg *msgs = calloc(c->n_messages ? c->n_messages : 1, sizeof(*msgs));
-    if (!msgs)
+    eng_tool_call *calls = calloc(n_calls ? n_calls : 1, sizeof(*calls));
+    if (!msgs || !calls) {
+        free(msgs);
+        free(calls);
         return input_fail(code, msg, cap, SELECTINFER__ERROR_CODE__INTERNAL, "out of memory");
-    size_t total = 256;
+    }
+    size_t total = 256 + (tools ? 2 * strlen(tools) : 0), k = 0;
     for (size_t i = 0; i < c->n_messages; i++) {
-        msgs[i].role = c->messages[i]->role;
-        msgs[i].content = c->messages[i]->content;
+        const Selectinfer__ChatMessage *cm = c->messages[i];
+        msgs[i].role = cm->role;
+        msgs[i].content = cm->content;
+        msgs[i].tool_calls = calls + k;
+        msgs[i].n_tool_calls = cm->n_tool_calls;
+        for (size_t j = 0; j < cm->n_tool_calls; j++, k++) {
+            calls[k].name = cm->tool_calls[j]->name;
+            calls[k].arguments = cm->tool_calls[j]->arguments;
+            total += strlen(calls[k].name) + (calls[k].arguments ? 2 * strlen(calls[k].arguments) : 0) + 64;
+        }
         total += strlen(msgs[i].content) + 64;
     }
     char *buf = NULL;
@@ -573,11 +587,22 @@ static char *render_input(const eng_model *m, const char *prompt, const Selectin
             break;
         }
         buf = nb;
-        int n = eng_chat_apply(m, msgs, c->n_messages, ENG_CHAT_ADD_ASSISTANT | (no_think ? ENG_CHAT_NO_THINK : 0),
-                               buf, total + 1);
+        int n = eng_chat_apply_tools(m, msgs, c->n_messages, tools,
+                                     ENG_CHAT_ADD_ASSISTANT | (no_think ? ENG_CHAT_NO_THINK : 0), buf, total + 1);
+        if (n == -ENOTSUP && eng_model_chat_template(m) != ENG_CHAT_NONE) {
+            input_fail(code, msg, cap, SELECTINFER__ERROR_CODE__NOT_SUPPORTED,
+                       "the model's chat template has no tool calling (Qwen2.5 and Qwen3 have it)");
+            break;
+        }
         if (n == -ENOTSUP) {
             input_fail(code, msg, cap, SELECTINFER__ERROR_CODE__NOT_SUPPORTED,
                        "the model has no known chat template; send a raw prompt");
+            break;
+        }
+        if (n == -EINVAL && (n_calls > 0 || (tools && tools[0]))) {
+            input_fail(code, msg, cap, SELECTINFER__ERROR_CODE__INVALID_ARGUMENT,
+                       "tools must be a JSON array, and each tool call's arguments a JSON object "
+                       "(Llama 3's template: one call per message, and a message besides the system one)");
             break;
         }
         if (n < 0) {
@@ -586,26 +611,28 @@ static char *render_input(const eng_model *m, const char *prompt, const Selectin
         }
         if ((size_t)n <= total) {
             free(msgs);
+            free(calls);
             *ret_len = (size_t)n;
             return buf;
         }
         total = (size_t)n;
     }
     free(msgs);
+    free(calls);
     free(buf);
     if (!*code) /* two sizes and it still did not fit: never expected */
         input_fail(code, msg, cap, SELECTINFER__ERROR_CODE__INTERNAL, "chat template: the size changed");
     return NULL;
 }
 
-int sid_input_tokens(const eng_model *m, const char *prompt, const Selectinfer__ChatMessages *chat,
+int sid_input_tokens(const eng_model *m, const char *prompt, const Selectinfer__ChatMessages *chat, const char *tools,
                      bool parse_special, bool no_think, int32_t **ret, size_t *ret_n, char *msg, size_t cap)
 {
     int code = 0;
     size_t len = 0;
     *ret = NULL;
     *ret_n = 0;
-    char *text = render_input(m, prompt, chat, no_think, &len, &code, msg, cap);
+    char *text = render_input(m, prompt, chat, tools, no_think, &len, &code, msg, cap);
     if (!text)
         return code;
     unsigned flags = ENG_TOK_ADD_SPECIAL;
@@ -702,7 +729,7 @@ static size_t keep_tokens(sid_server *srv, const Selectinfer__Generate *g, bool 
     int32_t *ht = NULL;
     size_t hn = 0, p = 0;
     char msg[64];
-    if (sid_input_tokens(srv->model, NULL, &head, false, no_think, &ht, &hn, msg, sizeof(msg)) == 0)
+    if (sid_input_tokens(srv->model, NULL, &head, g->tools, false, no_think, &ht, &hn, msg, sizeof(msg)) == 0)
         while (p < hn && p < n && ht[p] == toks[p])
             p++;
     free(ht);
@@ -728,6 +755,7 @@ static uint64_t msg_hash(const Selectinfer__ChatMessage *m)
 typedef struct chat_cuts {
     const Selectinfer__ChatMessages *c;
     bool no_think;
+    const char *tools;
     Selectinfer__ChatMessage **view; /* room for every message */
     size_t *at;                      /* message index of each cut, ascending */
     size_t *n;                       /* its prompt's tokens; 0: not yet known */
@@ -747,7 +775,7 @@ static int cut_tokens(sid_server *srv, chat_cuts *cc, size_t j, int32_t **toks, 
     Selectinfer__ChatMessages v = *c;
     v.n_messages = k;
     v.messages = cc->view;
-    int rc = sid_input_tokens(srv->model, NULL, &v, false, cc->no_think, toks, n, msg, cap);
+    int rc = sid_input_tokens(srv->model, NULL, &v, cc->tools, false, cc->no_think, toks, n, msg, cap);
     if (!rc)
         cc->n[j] = *n;
     return rc;
@@ -803,12 +831,12 @@ static int first_within(sid_server *srv, chat_cuts *cc, size_t limit, size_t *re
  * On success *toks and *n are the cut prompt's, *dropped counts the
  * messages left out and *first is the index of the first kept one;
  * otherwise the error code, with msg set. */
-static int fit_chat(sid_server *srv, const Selectinfer__ChatMessages *c, bool no_think, size_t reserve,
-                    bool cache, int32_t **toks, size_t *n, uint32_t *dropped, size_t *first, char *msg,
-                    size_t cap)
+static int fit_chat(sid_server *srv, const Selectinfer__ChatMessages *c, const char *tools, bool no_think,
+                    size_t reserve, bool cache, int32_t **toks, size_t *n, uint32_t *dropped, size_t *first,
+                    char *msg, size_t cap)
 {
     const size_t n_ctx = (size_t)srv->n_ctx, m = c->n_messages;
-    chat_cuts cc = {c, no_think, malloc(m * sizeof(*cc.view)), malloc(m * sizeof(*cc.at)),
+    chat_cuts cc = {c, no_think, tools, malloc(m * sizeof(*cc.view)), malloc(m * sizeof(*cc.at)),
                     calloc(m, sizeof(*cc.n)), 0};
     int32_t *t = NULL;
     size_t nt = 0, pick = SIZE_MAX;
@@ -892,7 +920,7 @@ static void run_request(sid_server *srv, sid_req *req)
     int32_t *toks = NULL;
     size_t n = 0;
     const bool no_think = g->has_think && !g->think;
-    int rc = sid_input_tokens(srv->model, g->prompt, chat ? g->chat : NULL,
+    int rc = sid_input_tokens(srv->model, g->prompt, chat ? g->chat : NULL, chat ? g->tools : NULL,
                               g->has_parse_special && g->parse_special, no_think, &toks, &n, req->err_msg,
                               sizeof(req->err_msg));
     if (rc) {
@@ -909,7 +937,7 @@ static void run_request(sid_server *srv, sid_req *req)
     const size_t reserve = req->max_tokens < (uint32_t)srv->n_ctx / 4 ? req->max_tokens : (size_t)srv->n_ctx / 4;
     size_t cut_at = 0; /* the first message a cut chat keeps */
     if (chat && (!g->has_truncate || g->truncate) && g->chat->n_messages > 1 && n + reserve > (size_t)srv->n_ctx) {
-        rc = fit_chat(srv, g->chat, no_think, reserve, cache, &toks, &n, &req->dropped, &cut_at, req->err_msg,
+        rc = fit_chat(srv, g->chat, g->tools, no_think, reserve, cache, &toks, &n, &req->dropped, &cut_at, req->err_msg,
                       sizeof(req->err_msg));
         if (rc) {
             req->err_code = rc;
@@ -984,6 +1012,7 @@ static void run_request(sid_server *srv, sid_req *req)
     gen_ctx ctx = {.srv = srv, .req = req};
     eng_gen_stats st;
     memset(&st, 0, sizeof(st));
+    req->tools = chat && g->tools && g->tools[0] && eng_model_chat_can_call_tools(srv->model);
     eng_session_set_abort(session, on_prefill, &ctx);
     rc = eng_generate(session, toks, n, &gp, on_text, &ctx, &st);
     eng_session_set_abort(session, NULL, NULL);
@@ -1003,6 +1032,10 @@ static void run_request(sid_server *srv, sid_req *req)
     }
     req->stats = st;
     req->ffn_share = eng_session_ffn_share(session);
+    /* the calls in the answer (none: it stays text) */
+    if (req->tools && st.stop_reason != ENG_STOP_CANCELLED &&
+        eng_chat_tool_calls(srv->model, req->text, req->text_len, &req->calls, &req->n_calls) == -ENOMEM)
+        fail(req, SELECTINFER__ERROR_CODE__INTERNAL, "%s", "out of memory reading the tool calls");
 }
 
 /* An embed request: each input alone, in the least recently used slot,
@@ -1041,7 +1074,7 @@ static void run_embed(sid_server *srv, sid_req *req)
         }
         int32_t *toks = NULL;
         size_t n = 0;
-        int code = sid_input_tokens(srv->model, e->input[i], NULL, e->has_parse_special && e->parse_special,
+        int code = sid_input_tokens(srv->model, e->input[i], NULL, NULL, e->has_parse_special && e->parse_special,
                                     false, &toks, &n, req->err_msg, sizeof(req->err_msg));
         if (!code && n == 0) {
             code = SELECTINFER__ERROR_CODE__INVALID_ARGUMENT;

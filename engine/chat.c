@@ -33,15 +33,42 @@
  *   it; we use the template's own fallback date ("26 Jul 2024"), which keeps
  *   the output deterministic. For LLAMA3, default_system holds that preamble
  *   (empty for 3.0): it is what the template inserts when the conversation
- *   has no system message. Tool-calling branches are not reproduced.
+ *   has no system message. Tools: below.
+ *
+ * Tool calling (Llama 3.1+, custom tools in the first user message, the
+ * templates' default): with tools the system block starts "Environment:
+ * ipython\n", and the first message after it becomes
+ *     <|start_header_id|>user<|end_header_id|>\n\nLLAMA_TOOLS_HEAD
+ *         (TOOL "\n\n")... TRIM(CONTENT)<|eot_id|>
+ *   with each definition through tojson(indent=4). An answer with a call
+ *   is {"name": "NAME", "parameters": ARGS} (one call per message: the
+ *   template raises on more), a "tool" (or "ipython") message is an
+ *   ipython turn whose content the template quotes as a JSON string (a
+ *   string is "iterable" to Jinja). The model answers a call with that
+ *   JSON and nothing else.
+ *
+ * Tool calling (Qwen2.5, Qwen3): with tools, the system block is
+ *     <|im_start|>system\n[SYSTEM or DEFAULT\n\n]TOOLS_HEAD
+ *         ("\n" TOOL)... TOOLS_TAIL<|im_end|>\n
+ *   where SYSTEM is messages[0]'s content (then left out of the loop) and
+ *   DEFAULT the template's default system prompt (Qwen2.5's; Qwen3 has
+ *   none), TOOL each definition through tojson. An assistant message with
+ *   calls prints each as "<tool_call>\n{"name": "NAME", "arguments": ARGS}
+ *   \n</tool_call>", after "\n" (Qwen2.5: the content, if any, after its
+ *   "\n", then every call after a "\n"; Qwen3: a "\n" between the
+ *   content and the first call only when there is content). "tool"
+ *   messages are results: a run of them is one user turn of
+ *   "\n<tool_response>\nCONTENT\n</tool_response>" pieces.
  */
 #include <errno.h>
 #include <limits.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "chat.h"
+#include "json.h"
 
 #define CHATML_START "<|im_start|>"
 #define CHATML_END "<|im_end|>"
@@ -195,9 +222,17 @@ void eng_chat_detect(const char *tmpl, size_t len, eng_chat_info *ret_info) {
         chatml_find_default(tmpl, len, ret_info);
         ret_info->reasoning = find_bytes(tmpl, len, "reasoning_content") && find_bytes(tmpl, len, "</think>");
         ret_info->think_switch = find_bytes(tmpl, len, "enable_thinking") != NULL;
+        /* Qwen's tool calling, whose fixed text we print (TOOLS_HEAD) */
+        ret_info->tools = find_bytes(tmpl, len, "You may call one or more functions to assist with the user query.") &&
+                          find_bytes(tmpl, len, "<tool_call>") && find_bytes(tmpl, len, "<tool_response>");
     } else if (find_bytes(tmpl, len, LLAMA3_HDR_START)) {
         ret_info->kind = ENG_CHAT_LLAMA3;
         llama3_find_preamble(tmpl, len, ret_info);
+        /* Llama 3.1+'s custom tools (LLAMA_TOOLS_HEAD), in the first user
+         * message as by default; with the preamble that 3.0 lacks */
+        ret_info->tools = ret_info->default_system[0] && find_bytes(tmpl, len, "Environment: ipython") &&
+                          find_bytes(tmpl, len, "Given the following functions, please respond with a JSON") &&
+                          find_bytes(tmpl, len, "\"parameters\": ");
     }
 }
 
@@ -258,7 +293,10 @@ static const char *find_last(const char *s, size_t n, const char *needle) {
  * newlines trimmed), and keeps the reasoning only for answers after the
  * last user message, where there is some or the answer is the last
  * message. */
-static void qwen3_answer(outbuf *o, const char *c, bool after_query, bool last) {
+static void out_call(outbuf *o, const eng_tool_call *tc);
+
+static void qwen3_answer(outbuf *o, const eng_chat_msg *m, bool after_query, bool last) {
+    const char *c = m->content;
     size_t n = strlen(c);
     const char *content = c, *reason = c;
     size_t clen = n, rlen = 0;
@@ -286,24 +324,125 @@ static void qwen3_answer(outbuf *o, const char *c, bool after_query, bool last) 
         strip_nl(&content, &clen, true, false);
     }
     out_put(o, content, clen);
+    for (size_t j = 0; j < m->n_tool_calls; j++) {
+        if (j > 0 || clen > 0)
+            out_str(o, "\n");
+        out_call(o, &m->tool_calls[j]);
+    }
     out_str(o, CHATML_END "\n");
 }
 
+#define TOOLS_HEAD                                                                          \
+    "# Tools\n\nYou may call one or more functions to assist with the user query.\n\n"       \
+    "You are provided with function signatures within <tools></tools> XML tags:\n<tools>"
+#define TOOLS_TAIL                                                                          \
+    "\n</tools>\n\nFor each function call, return a json object with function name and "     \
+    "arguments within <tool_call></tool_call> XML tags:\n<tool_call>\n{\"name\": "          \
+    "<function-name>, \"arguments\": <args-json-object>}\n</tool_call>"
+
+#define LLAMA_TOOLS_HEAD                                                                    \
+    "Given the following functions, please respond with a JSON for a function call with its " \
+    "proper arguments that best answers the given prompt.\n\nRespond in the format "          \
+    "{\"name\": function name, \"parameters\": dictionary of argument name and its value}."    \
+    "Do not use variables.\n\n"
+
+static void out_cb(void *ctx, const char *s, size_t n) { out_put(ctx, s, n); }
+
+static size_t skip_json_ws(const char *s, size_t n, size_t i) {
+    while (i < n && (s[i] == ' ' || s[i] == '\t' || s[i] == '\n' || s[i] == '\r'))
+        i++;
+    return i;
+}
+
+/* Whether [s, s + n) is one JSON value, whitespace around it allowed; the
+ * value written to o (NULL: only checked). */
+static bool json_whole(const char *s, size_t n, outbuf *o) {
+    int64_t r = eng__json_value(s, n, o ? out_cb : NULL, o);
+    return r >= 0 && skip_json_ws(s, n, (size_t)r) == n;
+}
+
+static bool json_is_object(const char *s, size_t n) {
+    size_t i = skip_json_ws(s, n, 0);
+    return i < n && s[i] == '{' && json_whole(s, n, NULL);
+}
+
+static void out_call(outbuf *o, const eng_tool_call *tc) {
+    out_str(o, "<tool_call>\n{\"name\": \"");
+    out_str(o, tc->name);
+    out_str(o, "\", \"arguments\": ");
+    if (tc->arguments)
+        json_whole(tc->arguments, strlen(tc->arguments), o); /* checked before */
+    else
+        out_str(o, "{}");
+    out_str(o, "}\n</tool_call>");
+}
+
+/* Elements of a tools array (Jinja's `if tools`: an empty one is none);
+ * -EINVAL when it is not a JSON array. */
+static int count_tools(const char *tools, size_t *ret) {
+    *ret = 0;
+    if (!tools)
+        return 0;
+    const size_t n = strlen(tools);
+    size_t i = skip_json_ws(tools, n, 0);
+    if (i >= n || tools[i] != '[' || !json_whole(tools, n, NULL))
+        return -EINVAL;
+    size_t pos = 0, vl;
+    const char *v;
+    int r;
+    while ((r = eng__json_next(tools, n, &pos, NULL, NULL, &v, &vl)) == 1)
+        (*ret)++;
+    return r;
+}
+
 int eng_chat_render(const eng_chat_info *info, const eng_chat_msg *msgs, size_t n_msgs,
-                    unsigned flags, char *buf, size_t cap) {
+                    const char *tools, unsigned flags, char *buf, size_t cap) {
     const bool add_assistant = flags & ENG_CHAT_ADD_ASSISTANT;
     if (!info || (!msgs && n_msgs > 0) || (!buf && cap > 0))
         return -EINVAL;
     if (info->kind != ENG_CHAT_CHATML && info->kind != ENG_CHAT_LLAMA3)
         return -ENOTSUP;
-    for (size_t i = 0; i < n_msgs; i++)
-        if (!msgs[i].role || !msgs[i].content)
+    size_t n_tools = 0, n_calls = 0;
+    for (size_t i = 0; i < n_msgs; i++) {
+        if (!msgs[i].role || !msgs[i].content || (!msgs[i].tool_calls && msgs[i].n_tool_calls))
             return -EINVAL;
+        for (size_t j = 0; j < msgs[i].n_tool_calls; j++) {
+            const eng_tool_call *tc = &msgs[i].tool_calls[j];
+            if (!tc->name || (tc->arguments && !json_is_object(tc->arguments, strlen(tc->arguments))))
+                return -EINVAL;
+        }
+        n_calls += msgs[i].n_tool_calls;
+    }
+    int r = count_tools(tools, &n_tools);
+    if (r < 0)
+        return r;
+    if ((n_tools > 0 || n_calls > 0) && !info->tools)
+        return -ENOTSUP;
 
     outbuf o = {buf, cap > 0 ? cap - 1 : 0, 0};
     if (info->kind == ENG_CHAT_CHATML) {
         size_t dlen = strnlen(info->default_system, sizeof(info->default_system));
-        if (n_msgs > 0 && dlen > 0 && strcmp(msgs[0].role, "system") != 0) {
+        size_t first = 0;
+        if (n_tools > 0) {
+            out_str(&o, CHATML_START "system\n");
+            if (n_msgs > 0 && strcmp(msgs[0].role, "system") == 0) {
+                out_str(&o, msgs[0].content);
+                out_str(&o, "\n\n");
+                first = 1;
+            } else if (dlen > 0) {
+                out_put(&o, info->default_system, dlen);
+                out_str(&o, "\n\n");
+            }
+            out_str(&o, TOOLS_HEAD);
+            const size_t tl = strlen(tools);
+            size_t pos = 0, vl;
+            const char *v;
+            while (eng__json_next(tools, tl, &pos, NULL, NULL, &v, &vl) == 1) {
+                out_str(&o, "\n");
+                json_whole(v, vl, &o);
+            }
+            out_str(&o, TOOLS_TAIL CHATML_END "\n");
+        } else if (n_msgs > 0 && dlen > 0 && strcmp(msgs[0].role, "system") != 0) {
             out_str(&o, CHATML_START "system\n");
             out_put(&o, info->default_system, dlen);
             out_str(&o, CHATML_END "\n");
@@ -322,9 +461,33 @@ int eng_chat_render(const eng_chat_info *info, const eng_chat_msg *msgs, size_t 
                 break;
             }
         }
-        for (size_t i = 0; i < n_msgs; i++) {
-            if (info->reasoning && !strcmp(msgs[i].role, "assistant")) {
-                qwen3_answer(&o, msgs[i].content, i > last_query, i + 1 == n_msgs);
+        for (size_t i = first; i < n_msgs; i++) {
+            const eng_chat_msg *m = &msgs[i];
+            if (info->reasoning && !strcmp(m->role, "assistant")) {
+                qwen3_answer(&o, m, i > last_query, i + 1 == n_msgs);
+                continue;
+            }
+            if (info->tools && !strcmp(m->role, "tool")) {
+                if (i == 0 || strcmp(msgs[i - 1].role, "tool") != 0)
+                    out_str(&o, CHATML_START "user");
+                out_str(&o, "\n<tool_response>\n");
+                out_str(&o, m->content);
+                out_str(&o, "\n</tool_response>");
+                if (i + 1 == n_msgs || strcmp(msgs[i + 1].role, "tool") != 0)
+                    out_str(&o, CHATML_END "\n");
+                continue;
+            }
+            if (m->n_tool_calls > 0 && !strcmp(m->role, "assistant")) { /* Qwen2.5's, with calls */
+                out_str(&o, CHATML_START "assistant");
+                if (m->content[0]) {
+                    out_str(&o, "\n");
+                    out_str(&o, m->content);
+                }
+                for (size_t j = 0; j < m->n_tool_calls; j++) {
+                    out_str(&o, "\n");
+                    out_call(&o, &m->tool_calls[j]);
+                }
+                out_str(&o, CHATML_END "\n");
                 continue;
             }
             out_str(&o, CHATML_START);
@@ -340,22 +503,64 @@ int eng_chat_render(const eng_chat_info *info, const eng_chat_msg *msgs, size_t 
     } else {
         size_t plen = strnlen(info->default_system, sizeof(info->default_system));
         size_t first = 0;
+        const bool sys = n_msgs > 0 && strcmp(msgs[0].role, "system") == 0;
+        /* the template's raise_exception()s: tools need a first message
+         * after the system one to go into; one call per answer */
+        if (n_tools > 0 && n_msgs <= (sys ? 1u : 0u))
+            return -EINVAL;
+        for (size_t i = 0; info->tools && i < n_msgs; i++)
+            if (msgs[i].n_tool_calls > 1)
+                return -EINVAL;
         if (n_msgs > 0 || plen > 0)
             out_str(&o, LLAMA3_BOS);
         if (plen > 0) {
             out_str(&o, LLAMA3_HDR_START "system" LLAMA3_HDR_END "\n\n");
+            if (n_tools > 0)
+                out_str(&o, "Environment: ipython\n");
             out_put(&o, info->default_system, plen);
-            if (n_msgs > 0 && strcmp(msgs[0].role, "system") == 0) {
+            if (sys) {
                 out_trimmed(&o, msgs[0].content);
                 first = 1;
             }
             out_str(&o, LLAMA3_EOT);
         }
+        if (n_tools > 0) { /* tools_in_user_message: into the first message */
+            out_str(&o, LLAMA3_HDR_START "user" LLAMA3_HDR_END "\n\n" LLAMA_TOOLS_HEAD);
+            const size_t tl = strlen(tools);
+            size_t pos = 0, vl;
+            const char *v;
+            while (eng__json_next(tools, tl, &pos, NULL, NULL, &v, &vl) == 1) {
+                eng__json_value_indent(v, vl, 4, out_cb, &o);
+                out_str(&o, "\n\n");
+            }
+            out_trimmed(&o, msgs[first].content);
+            out_str(&o, LLAMA3_EOT);
+            first++;
+        }
         for (size_t i = first; i < n_msgs; i++) {
+            const eng_chat_msg *m = &msgs[i];
+            if (info->tools && (!strcmp(m->role, "tool") || !strcmp(m->role, "ipython"))) {
+                /* a string is "iterable" to Jinja: the template quotes it */
+                out_str(&o, LLAMA3_HDR_START "ipython" LLAMA3_HDR_END "\n\n");
+                eng__json_quote(m->content, strlen(m->content), out_cb, &o);
+                out_str(&o, LLAMA3_EOT);
+                continue;
+            }
+            if (info->tools && m->n_tool_calls == 1) {
+                out_str(&o, LLAMA3_HDR_START "assistant" LLAMA3_HDR_END "\n\n{\"name\": \"");
+                out_str(&o, m->tool_calls[0].name);
+                out_str(&o, "\", \"parameters\": ");
+                if (m->tool_calls[0].arguments)
+                    json_whole(m->tool_calls[0].arguments, strlen(m->tool_calls[0].arguments), &o);
+                else
+                    out_str(&o, "{}");
+                out_str(&o, "}" LLAMA3_EOT);
+                continue;
+            }
             out_str(&o, LLAMA3_HDR_START);
-            out_str(&o, msgs[i].role);
+            out_str(&o, m->role);
             out_str(&o, LLAMA3_HDR_END "\n\n");
-            out_trimmed(&o, msgs[i].content);
+            out_trimmed(&o, m->content);
             out_str(&o, LLAMA3_EOT);
         }
         if (add_assistant)
@@ -366,4 +571,147 @@ int eng_chat_render(const eng_chat_info *info, const eng_chat_msg *msgs, size_t 
     if (cap > 0)
         buf[o.len < o.cap ? o.len : o.cap] = '\0';
     return (int)o.len;
+}
+
+/* ---- tool calls in an answer ---------------------------------------------- */
+
+typedef struct growbuf {
+    char *p;
+    size_t n, cap;
+    bool failed;
+} growbuf;
+
+static void grow_put(void *ctx, const char *s, size_t n) {
+    growbuf *g = ctx;
+    if (g->failed)
+        return;
+    if (n + 1 > g->cap - g->n) {
+        size_t cap = g->cap ? g->cap : 64;
+        while (n + 1 > cap - g->n)
+            cap *= 2;
+        char *p = realloc(g->p, cap);
+        if (!p) {
+            g->failed = true;
+            return;
+        }
+        g->p = p;
+        g->cap = cap;
+    }
+    memcpy(g->p + g->n, s, n);
+    g->n += n;
+    g->p[g->n] = '\0';
+}
+
+void eng_tool_calls_free(eng_tool_call *calls, size_t n) {
+    for (size_t i = 0; calls && i < n; i++) {
+        free(calls[i].name);
+        free(calls[i].arguments);
+    }
+    free(calls);
+}
+
+/* One block's object: its name and its arguments ("arguments", or Llama's
+ * "parameters") in json.dumps form. 1: a call; 0: not a call; -ENOMEM. */
+static int read_call(const char *s, size_t n, eng_tool_call *tc) {
+    size_t pos = 0, kl = 0, vl = 0;
+    const char *k = NULL, *v = NULL, *name = NULL, *args = NULL;
+    size_t name_len = 0, args_len = 0;
+    int r;
+    while ((r = eng__json_next(s, n, &pos, &k, &kl, &v, &vl)) == 1) {
+        if (eng__json_key_is(k, kl, "name")) {
+            name = v;
+            name_len = vl;
+        } else if (eng__json_key_is(k, kl, "arguments") || eng__json_key_is(k, kl, "parameters")) {
+            args = v;
+            args_len = vl;
+        }
+    }
+    if (r < 0 || !name || (args && args[0] != '{'))
+        return 0;
+    r = eng__json_unquote(name, name_len, &tc->name);
+    if (r < 0)
+        return r == -ENOMEM ? r : 0;
+    growbuf g = {0};
+    if (args)
+        eng__json_value(args, args_len, grow_put, &g);
+    else
+        grow_put(&g, "{}", 2);
+    if (g.failed) {
+        free(g.p);
+        return -ENOMEM;
+    }
+    tc->arguments = g.p;
+    return 1;
+}
+
+/* Llama 3.1+: the whole answer is one {"name": ..., "parameters": {...}}
+ * (after <|python_tag|>, where the model puts one). */
+static int llama_call(const char *text, size_t len, eng_tool_call **ret_calls, size_t *ret_n) {
+    static const char tag[] = "<|python_tag|>";
+    size_t b = skip_json_ws(text, len, 0);
+    if (len - b >= sizeof(tag) - 1 && !memcmp(text + b, tag, sizeof(tag) - 1))
+        b = skip_json_ws(text, len, b + sizeof(tag) - 1);
+    if (b >= len || text[b] != '{' || !json_whole(text + b, len - b, NULL))
+        return 0;
+    eng_tool_call *call = calloc(1, sizeof(*call));
+    if (!call)
+        return -ENOMEM;
+    int r = read_call(text + b, len - b, call);
+    if (r <= 0) {
+        eng_tool_calls_free(call, 1);
+        return r;
+    }
+    *ret_calls = call;
+    *ret_n = 1;
+    return 0;
+}
+
+int eng_chat_parse_calls(const eng_chat_info *info, const char *text, size_t len,
+                         eng_tool_call **ret_calls, size_t *ret_n) {
+    static const char open[] = "<tool_call>", close[] = "</tool_call>";
+    if (!info || (!text && len > 0) || !ret_calls || !ret_n)
+        return -EINVAL;
+    *ret_calls = NULL;
+    *ret_n = 0;
+    if (!info->tools)
+        return -ENOTSUP;
+    if (info->kind == ENG_CHAT_LLAMA3)
+        return llama_call(text, len, ret_calls, ret_n);
+    size_t count = 0;
+    for (const char *p = text; (p = find_bytes(p, len - (size_t)(p - text), open)) != NULL; p += sizeof(open) - 1)
+        count++;
+    if (count == 0)
+        return 0;
+    eng_tool_call *calls = calloc(count, sizeof(*calls));
+    if (!calls)
+        return -ENOMEM;
+    const char *p = text;
+    size_t k = 0;
+    for (; k < count; k++) {
+        p = find_bytes(p, len - (size_t)(p - text), open) + sizeof(open) - 1;
+        const size_t rest = len - (size_t)(p - text);
+        const size_t b = skip_json_ws(p, rest, 0);
+        int64_t e = b < rest && p[b] == '{' ? eng__json_value(p, rest, NULL, NULL) : -EINVAL;
+        if (e < 0)
+            break;
+        /* the block closes, or the text ends (a stop string ate the tag) */
+        const size_t after = skip_json_ws(p, rest, (size_t)e);
+        if (after < rest && (rest - after < sizeof(close) - 1 || memcmp(p + after, close, sizeof(close) - 1)))
+            break;
+        int r = read_call(p, (size_t)e, &calls[k]);
+        if (r < 0) {
+            eng_tool_calls_free(calls, count);
+            return r;
+        }
+        if (r == 0)
+            break;
+        p += after;
+    }
+    if (k < count) { /* not all calls: the answer stays text */
+        eng_tool_calls_free(calls, count);
+        return 0;
+    }
+    *ret_calls = calls;
+    *ret_n = count;
+    return 0;
 }

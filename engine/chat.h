@@ -15,13 +15,18 @@ typedef struct eng_chat_info {
      * left out of the history, as the template does */
     bool reasoning;
     bool think_switch; /* the template reads enable_thinking */
+    bool tools;        /* tool calling, Qwen's <tool_call> blocks */
 } eng_chat_info;
 
 /* Recognises a template from tokenizer.chat_template (NULL/0: none). */
 void eng_chat_detect(const char *tmpl, size_t len, eng_chat_info *ret_info);
 
-/* Renders as eng_chat_apply() documents (flags ENG_CHAT_*). */
+/* Renders as eng_chat_apply_tools() documents (flags ENG_CHAT_*). */
 int eng_chat_render(const eng_chat_info *info, const eng_chat_msg *msgs, size_t n_msgs,
-                    unsigned flags, char *buf, size_t cap);
+                    const char *tools, unsigned flags, char *buf, size_t cap);
+
+/* eng_chat_tool_calls() on a template. */
+int eng_chat_parse_calls(const eng_chat_info *info, const char *text, size_t len,
+                         eng_tool_call **ret_calls, size_t *ret_n);
 
 #endif

@@ -148,9 +148,18 @@ size_t eng_utf8_complete_prefix(const char *buf, size_t n);
 
 /* ---- chat templates --------------------------------------------------- */
 
+/* A function call: the function's name and its arguments, a JSON object. */
+typedef struct eng_tool_call {
+    char *name;
+    char *arguments;
+} eng_tool_call;
+
 typedef struct eng_chat_msg {
-    const char *role; /* "system", "user", "assistant" */
+    const char *role; /* "system", "user", "assistant"; "tool" for a call's result */
     const char *content;
+    /* an assistant's calls (templates with tool calling only) */
+    const eng_tool_call *tool_calls;
+    size_t n_tool_calls;
 } eng_chat_msg;
 
 typedef enum eng_chat_template {
@@ -180,6 +189,36 @@ bool eng_model_chat_can_think(const eng_model *model);
  * when the model has no known template. */
 int eng_chat_apply(const eng_model *model, const eng_chat_msg *msgs, size_t n_msgs,
                    unsigned flags, char *buf, size_t cap);
+
+/* Tool calling (function calling), as the model's template does it:
+ * Qwen2.5 and Qwen3 (the definitions in the system block, answers with
+ * <tool_call> blocks of {"name": ..., "arguments": {...}}) and Llama
+ * 3.1/3.2 (the definitions in the first user message, an answer that is
+ * one {"name": ..., "parameters": {...}}); the results go back as "tool"
+ * messages. Whether the model's template has it: */
+bool eng_model_chat_can_call_tools(const eng_model *model);
+
+/* eng_chat_apply() with the tools a reply may call: `tools` is a JSON array
+ * of definitions (OpenAI's and Ollama's [{"type": "function", "function":
+ * {"name", "description", "parameters"}}], printed as the template prints
+ * them; NULL or [] : none). -ENOTSUP when there are tools or calls and the
+ * template has no tool calling, -EINVAL when the tools or a call's
+ * arguments are not valid JSON, or where the template raises (Llama: more
+ * than one call in a message, tools without a user message). */
+int eng_chat_apply_tools(const eng_model *model, const eng_chat_msg *msgs, size_t n_msgs,
+                         const char *tools, unsigned flags, char *buf, size_t cap);
+
+/* The tool calls in a generated answer: every <tool_call> block of the
+ * text (Qwen), or the whole answer (Llama), each a JSON object with a
+ * string "name" and an object "arguments" or "parameters" (absent: {}),
+ * returned with the arguments in json.dumps form. An answer
+ * with no block, or with one that is not such an object (cut short by
+ * max_tokens, say), has no calls: *ret_n = 0 and it stays text. Free the
+ * calls with eng_tool_calls_free(). -ENOTSUP when the template has no tool
+ * calling, -ENOMEM. */
+int eng_chat_tool_calls(const eng_model *model, const char *text, size_t len,
+                        eng_tool_call **ret_calls, size_t *ret_n);
+void eng_tool_calls_free(eng_tool_call *calls, size_t n);
 
 /* ---- sessions: KV cache and forward pass -------------------------------- */
 

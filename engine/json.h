@@ -48,4 +48,49 @@ int eng__json_feed(eng__json *j, const char *bytes, size_t n);
 /* Whether the object is complete: any further byte is refused. */
 bool eng__json_done(const eng__json *j);
 
+/* ---- whole documents -----------------------------------------------------
+ *
+ * Tool definitions and tool calls arrive as JSON text and go into prompts
+ * the way the chat templates print them: Python's json.dumps(v,
+ * ensure_ascii=False) (Hugging Face's tojson), i.e. ", " and ": " between
+ * items, strings re-escaped (only '"', '\\' and control characters),
+ * integers as written, other numbers in Python's repr (shortest digits
+ * that read back, 1e+16 / 1e-05 outside [1e-4, 1e16), 1.0 for whole
+ * values). Members keep their order; a duplicate key is kept as written
+ * (Python would keep its last value in the first place). */
+
+/* Receives the output of eng__json_value(). */
+typedef void (*eng__json_put)(void *ctx, const char *bytes, size_t n);
+
+/* Reads one value at the start of [s, s + n) (leading whitespace skipped;
+ * nesting at most ENG__JSON_DEPTH * 2 deep) and passes it in the form
+ * above to put (NULL: only check). Returns the bytes read up to the
+ * value's end, or -EINVAL when there is no valid value there. */
+int64_t eng__json_value(const char *s, size_t n, eng__json_put put, void *ctx);
+
+/* The same in json.dumps(v, indent=N)'s layout (1 <= N <= 16): each item
+ * on its own line, N spaces deeper per level, "," and ": " between; empty
+ * containers stay [] and {}. */
+int64_t eng__json_value_indent(const char *s, size_t n, int indent, eng__json_put put, void *ctx);
+
+/* Writes the bytes [s, s + n) as a JSON string in json.dumps form (the
+ * quotes, '"', '\\' and control bytes escaped, the rest as it is). */
+void eng__json_quote(const char *s, size_t n, eng__json_put put, void *ctx);
+
+/* The members of the object, or the elements of the array, [s, s + n):
+ * *pos = 0 first; each call returns 1 with the next item's value span
+ * (*val, *val_len) and, for an object, its key as written with the
+ * quotes (*key, *key_len; NULL for an array), 0 after the last, or
+ * -EINVAL where the text is not a valid container. */
+int eng__json_next(const char *s, size_t n, size_t *pos, const char **key, size_t *key_len,
+                   const char **val, size_t *val_len);
+
+/* Whether a key as eng__json_next() gives it equals want once unescaped. */
+bool eng__json_key_is(const char *key, size_t key_len, const char *want);
+
+/* The string value [s, s + n) unescaped into a malloc'd NUL-terminated
+ * UTF-8 string: -EINVAL when it is not one string (or holds \u0000),
+ * -ENOMEM. */
+int eng__json_unquote(const char *s, size_t n, char **ret);
+
 #endif

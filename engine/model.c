@@ -1140,9 +1140,26 @@ bool eng_model_chat_can_think(const eng_model *m)
 int eng_chat_apply(const eng_model *m, const eng_chat_msg *msgs, size_t n_msgs,
                    unsigned flags, char *buf, size_t cap)
 {
+    return eng_chat_apply_tools(m, msgs, n_msgs, NULL, flags, buf, cap);
+}
+
+bool eng_model_chat_can_call_tools(const eng_model *m)
+{
+    return m->chat.tools;
+}
+
+int eng_chat_apply_tools(const eng_model *m, const eng_chat_msg *msgs, size_t n_msgs,
+                         const char *tools, unsigned flags, char *buf, size_t cap)
+{
     if (m->chat.kind == ENG_CHAT_NONE)
         return -ENOTSUP;
-    return eng_chat_render(&m->chat, msgs, n_msgs, flags, buf, cap);
+    return eng_chat_render(&m->chat, msgs, n_msgs, tools, flags, buf, cap);
+}
+
+int eng_chat_tool_calls(const eng_model *m, const char *text, size_t len,
+                        eng_tool_call **ret_calls, size_t *ret_n)
+{
+    return eng_chat_parse_calls(&m->chat, text, len, ret_calls, ret_n);
 }
 
 /* ---- sessions ---- */

@@ -13,10 +13,13 @@
  * ENG_CHAT_NO_THINK ends the prompt with " <think></think>". An answer
  * that would overrun the context with context_shift starts "keepN " (N:
  * n_keep) and counts one shift. Embeddings
+ * A prompt with "CALLTOOL" is answered with FAKE_CALL, 8 bytes a token,
+ * then STOP_EOS. Embeddings
  * have 8 values: byte sums by position mod 8, polling the abort callback
  * every 64 bytes, SI_FAKE_TOKEN_US apart. The real-model
  * tests cover the real engine; this one proves the daemon's own logic. */
 #include "engine.h"
+#include "chat.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -24,6 +27,10 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+
+#define FAKE_CALL                                                                            \
+    "Checking.\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\":\"Paris\"}}\n"  \
+    "</tool_call>\n<tool_call>\n{\"name\": \"now\"}\n</tool_call>"
 
 struct eng_model {
     eng_plan_info plan;
@@ -328,40 +335,71 @@ eng_chat_template eng_model_chat_template(const eng_model *model)
     return ENG_CHAT_CHATML;
 }
 
+static void put_str(char *buf, size_t cap, size_t *n, const char *s)
+{
+    size_t l = strlen(s);
+    if (*n + l < cap)
+        memcpy(buf + *n, s, l);
+    *n += l;
+}
+
 int eng_chat_apply(const eng_model *model, const eng_chat_msg *msgs, size_t n_msgs,
                    unsigned flags, char *buf, size_t cap)
 {
+    return eng_chat_apply_tools(model, msgs, n_msgs, NULL, flags, buf, cap);
+}
+
+bool eng_model_chat_can_call_tools(const eng_model *model)
+{
+    return true;
+}
+
+/* "role: content\n" per message; tools first as "tools: TOOLS\n" (not
+ * "[]"; not starting with '[': -EINVAL), a call as " call:NAME(ARGS)" */
+int eng_chat_apply_tools(const eng_model *model, const eng_chat_msg *msgs, size_t n_msgs,
+                         const char *tools, unsigned flags, char *buf, size_t cap)
+{
     const bool add_assistant = flags & ENG_CHAT_ADD_ASSISTANT;
     size_t n = 0;
-    char tmp[64];
+    if (tools && tools[0] && strcmp(tools, "[]") != 0) {
+        if (tools[0] != '[')
+            return -EINVAL;
+        put_str(buf, cap, &n, "tools: ");
+        put_str(buf, cap, &n, tools);
+        put_str(buf, cap, &n, "\n");
+    }
     for (size_t i = 0; i <= n_msgs; i++) {
-        const char *parts[3];
         if (i < n_msgs) {
-            parts[0] = msgs[i].role;
-            parts[1] = ": ";
-            parts[2] = msgs[i].content;
+            put_str(buf, cap, &n, msgs[i].role);
+            put_str(buf, cap, &n, ": ");
+            put_str(buf, cap, &n, msgs[i].content);
+            for (size_t j = 0; j < msgs[i].n_tool_calls; j++) {
+                put_str(buf, cap, &n, " call:");
+                put_str(buf, cap, &n, msgs[i].tool_calls[j].name);
+                put_str(buf, cap, &n, "(");
+                put_str(buf, cap, &n, msgs[i].tool_calls[j].arguments ? msgs[i].tool_calls[j].arguments : "{}");
+                put_str(buf, cap, &n, ")");
+            }
         } else if (add_assistant) {
             /* the thinking switch, as a Qwen3 template has it */
-            parts[0] = "assistant";
-            parts[1] = ":";
-            parts[2] = flags & ENG_CHAT_NO_THINK ? " <think></think>" : "";
+            put_str(buf, cap, &n, "assistant:");
+            put_str(buf, cap, &n, flags & ENG_CHAT_NO_THINK ? " <think></think>" : "");
         } else {
             break;
         }
-        for (int k = 0; k < 3; k++) {
-            size_t l = strlen(parts[k]);
-            if (n + l < cap)
-                memcpy(buf + n, parts[k], l);
-            n += l;
-        }
-        snprintf(tmp, sizeof(tmp), "\n");
-        if (n + 1 < cap)
-            buf[n] = '\n';
-        n++;
+        put_str(buf, cap, &n, "\n");
     }
     if (cap)
         buf[n < cap ? n : cap - 1] = '\0';
     return (int)n;
+}
+
+/* the engine's own reader (engine/chat.c, linked in), as for Qwen */
+int eng_chat_tool_calls(const eng_model *model, const char *text, size_t len,
+                        eng_tool_call **ret_calls, size_t *ret_n)
+{
+    const eng_chat_info info = {.kind = ENG_CHAT_CHATML, .tools = true};
+    return eng_chat_parse_calls(&info, text, len, ret_calls, ret_n);
 }
 
 int eng_format_parse(const char *name, eng_format *ret_format)
@@ -450,6 +488,15 @@ void eng_session_set_abort(eng_session *session, eng_abort_cb cb, void *userdata
     session->abort_data = userdata;
 }
 
+/* whether the byte tokens at t spell s */
+static bool memcmp_tokens(const int32_t *t, const char *s)
+{
+    for (size_t i = 0; s[i]; i++)
+        if (t[i] != (unsigned char)s[i])
+            return true;
+    return false;
+}
+
 int eng_generate(eng_session *session, const int32_t *prompt, size_t n_prompt,
                  const eng_gen_params *params, eng_text_cb on_text, void *userdata,
                  eng_gen_stats *ret_stats)
@@ -513,14 +560,20 @@ int eng_generate(eng_session *session, const int32_t *prompt, size_t n_prompt,
             return 0;
         }
     }
+    bool call = false;
+    for (size_t i = 0; i + 7 < n_prompt; i++)
+        if (!memcmp_tokens(prompt + i, "CALLTOOL"))
+            call = true;
+    const size_t call_len = strlen(FAKE_CALL);
     for (int i = 0; i < max; i++) {
-        if (eos && i == 3) {
+        if ((eos && i == 3) || (call && (size_t)i * 8 >= call_len)) {
             st.stop_reason = ENG_STOP_EOS;
             break;
         }
         sleep_us(delay);
         char word[32];
-        int n = pi->task[0] ? snprintf(word, sizeof(word), "%.16s:w%d ", pi->task, i)
+        int n = call ? snprintf(word, sizeof(word), "%.8s", FAKE_CALL + (size_t)i * 8)
+              : pi->task[0] ? snprintf(word, sizeof(word), "%.16s:w%d ", pi->task, i)
                             : snprintf(word, sizeof(word), "w%d ", i);
         st.n_generated++;
         fake_graph_steps++; /* as a GPU backend counts its decode graphs */

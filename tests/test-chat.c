@@ -105,27 +105,31 @@ static void check_smollm2_matches_gguf(const char *tmpl, size_t tlen) {
 }
 
 /* Renders and compares, then checks the snprintf contract on every shorter cap. */
-static void check_render(const eng_chat_info *info, const eng_chat_msg *msgs, size_t n,
-                         unsigned add, const char *want) {
-    char buf[4096];
+static void check_render_tools(const eng_chat_info *info, const eng_chat_msg *msgs, size_t n,
+                               const char *tools, unsigned add, const char *want) {
+    static char buf[8192], small[8192];
     size_t wl = strlen(want);
-    int r = eng_chat_render(info, msgs, n, add, buf, sizeof(buf));
+    int r = eng_chat_render(info, msgs, n, tools, add, buf, sizeof(buf));
     CHECK(r == (int)wl);
     if (r != (int)wl || strcmp(buf, want) != 0) {
         fprintf(stderr, "render mismatch\n got: [%s]\nwant: [%s]\n", r >= 0 ? buf : "(error)", want);
         failures++;
         return;
     }
-    CHECK(eng_chat_render(info, msgs, n, add, NULL, 0) == (int)wl);
+    CHECK(eng_chat_render(info, msgs, n, tools, add, NULL, 0) == (int)wl);
     for (size_t cap = 1; cap <= wl + 1; cap++) {
-        char small[4096];
         memset(small, 'Z', sizeof(small));
-        r = eng_chat_render(info, msgs, n, add, small, cap);
+        r = eng_chat_render(info, msgs, n, tools, add, small, cap);
         CHECK(r == (int)wl);
         CHECK(small[cap - 1] == '\0');
         CHECK(memcmp(small, want, cap - 1) == 0);
         CHECK(small[cap] == 'Z'); /* nothing past cap */
     }
+}
+
+static void check_render(const eng_chat_info *info, const eng_chat_msg *msgs, size_t n,
+                         unsigned add, const char *want) {
+    check_render_tools(info, msgs, n, NULL, add, want);
 }
 
 #define SMOL_SYS "You are a helpful AI assistant named SmolLM, trained by Hugging Face"
@@ -141,7 +145,7 @@ static void test_smollm2(void) {
     CHECK(strcmp(info.default_system, SMOL_SYS) == 0);
     free(t);
 
-    eng_chat_msg user[] = {{"user", "Hi"}};
+    eng_chat_msg user[] = {{.role = "user", .content = "Hi"}};
     check_render(&info, user, 1, true,
                  "<|im_start|>system\n" SMOL_SYS "<|im_end|>\n"
                  "<|im_start|>user\nHi<|im_end|>\n"
@@ -151,8 +155,8 @@ static void test_smollm2(void) {
                  "<|im_start|>user\nHi<|im_end|>\n");
 
     /* own system prompt: no default; content verbatim (no trimming) */
-    eng_chat_msg sys[] = {{"system", "Be terse."}, {"user", " What is 2+2?\n"},
-                          {"assistant", "4"}, {"user", "And 3+3?"}};
+    eng_chat_msg sys[] = {{.role = "system", .content = "Be terse."}, {.role = "user", .content = " What is 2+2?\n"},
+                          {.role = "assistant", .content = "4"}, {.role = "user", .content = "And 3+3?"}};
     check_render(&info, sys, 4, true,
                  "<|im_start|>system\nBe terse.<|im_end|>\n"
                  "<|im_start|>user\n What is 2+2?\n<|im_end|>\n"
@@ -161,7 +165,7 @@ static void test_smollm2(void) {
                  "<|im_start|>assistant\n");
 
     /* a system message that is not first does not suppress the default */
-    eng_chat_msg late[] = {{"user", "a"}, {"system", "s"}, {"assistant", "b"}};
+    eng_chat_msg late[] = {{.role = "user", .content = "a"}, {.role = "system", .content = "s"}, {.role = "assistant", .content = "b"}};
     check_render(&info, late, 3, false,
                  "<|im_start|>system\n" SMOL_SYS "<|im_end|>\n"
                  "<|im_start|>user\na<|im_end|>\n"
@@ -173,7 +177,7 @@ static void test_smollm2(void) {
     check_render(&info, NULL, 0, false, "");
 
     /* empty content and UTF-8 pass through */
-    eng_chat_msg odd[] = {{"user", ""}, {"assistant", "h\xc3\xa9"}};
+    eng_chat_msg odd[] = {{.role = "user", .content = ""}, {.role = "assistant", .content = "h\xc3\xa9"}};
     check_render(&info, odd, 2, false,
                  "<|im_start|>system\n" SMOL_SYS "<|im_end|>\n"
                  "<|im_start|>user\n<|im_end|>\n"
@@ -189,12 +193,12 @@ static void test_qwen(void) {
     CHECK(strcmp(info.default_system, QWEN_SYS) == 0);
     free(t);
 
-    eng_chat_msg user[] = {{"user", "Hi"}};
+    eng_chat_msg user[] = {{.role = "user", .content = "Hi"}};
     check_render(&info, user, 1, true,
                  "<|im_start|>system\n" QWEN_SYS "<|im_end|>\n"
                  "<|im_start|>user\nHi<|im_end|>\n"
                  "<|im_start|>assistant\n");
-    eng_chat_msg sys[] = {{"system", "S"}, {"user", "U"}};
+    eng_chat_msg sys[] = {{.role = "system", .content = "S"}, {.role = "user", .content = "U"}};
     check_render(&info, sys, 2, true,
                  "<|im_start|>system\nS<|im_end|>\n"
                  "<|im_start|>user\nU<|im_end|>\n"
@@ -217,39 +221,39 @@ static void test_qwen3(void) {
     CHECK(info.default_system[0] == '\0');
     const unsigned A = ENG_CHAT_ADD_ASSISTANT, NT = ENG_CHAT_NO_THINK;
 
-    eng_chat_msg user[] = {{"user", "Hi"}};
+    eng_chat_msg user[] = {{.role = "user", .content = "Hi"}};
     check_render(&info, user, 1, A, "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n");
     check_render(&info, user, 1, A | NT,
                  "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n");
-    eng_chat_msg hist[] = {{"system", "S"}, {"user", "U1"},
-                           {"assistant", "<think>\nreason 1\n</think>\n\nA1"}, {"user", "U2"}};
+    eng_chat_msg hist[] = {{.role = "system", .content = "S"}, {.role = "user", .content = "U1"},
+                           {.role = "assistant", .content = "<think>\nreason 1\n</think>\n\nA1"}, {.role = "user", .content = "U2"}};
     check_render(&info, hist, 4, A,
                  "<|im_start|>system\nS<|im_end|>\n<|im_start|>user\nU1<|im_end|>\n"
                  "<|im_start|>assistant\nA1<|im_end|>\n<|im_start|>user\nU2<|im_end|>\n"
                  "<|im_start|>assistant\n");
-    eng_chat_msg last[] = {{"user", "U1"}, {"assistant", "<think>\nr\n</think>\n\nA1"}};
+    eng_chat_msg last[] = {{.role = "user", .content = "U1"}, {.role = "assistant", .content = "<think>\nr\n</think>\n\nA1"}};
     check_render(&info, last, 2, 0,
                  "<|im_start|>user\nU1<|im_end|>\n<|im_start|>assistant\n<think>\nr\n</think>\n\nA1<|im_end|>\n");
-    eng_chat_msg plain[] = {{"user", "U1"}, {"assistant", "plain answer"}};
+    eng_chat_msg plain[] = {{.role = "user", .content = "U1"}, {.role = "assistant", .content = "plain answer"}};
     check_render(&info, plain, 2, 0,
                  "<|im_start|>user\nU1<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n"
                  "plain answer<|im_end|>\n");
-    eng_chat_msg nl[] = {{"user", "U"}, {"assistant", "\n\n<think>\n\nx <think> y\n\n</think>\n\n\nA </think>\n\nB\n"},
-                         {"user", "V"}};
+    eng_chat_msg nl[] = {{.role = "user", .content = "U"}, {.role = "assistant", .content = "\n\n<think>\n\nx <think> y\n\n</think>\n\n\nA </think>\n\nB\n"},
+                         {.role = "user", .content = "V"}};
     check_render(&info, nl, 3, A,
                  "<|im_start|>user\nU<|im_end|>\n<|im_start|>assistant\nB\n<|im_end|>\n"
                  "<|im_start|>user\nV<|im_end|>\n<|im_start|>assistant\n");
-    eng_chat_msg nl2[] = {{"user", "U"}, {"assistant", "pre<think>\n\nx <think> y\n\n</think>\n\n\nA </think>\n\nB\n"}};
+    eng_chat_msg nl2[] = {{.role = "user", .content = "U"}, {.role = "assistant", .content = "pre<think>\n\nx <think> y\n\n</think>\n\n\nA </think>\n\nB\n"}};
     check_render(&info, nl2, 2, 0,
                  "<|im_start|>user\nU<|im_end|>\n<|im_start|>assistant\n<think>\n y\n</think>\n\nB\n<|im_end|>\n");
-    eng_chat_msg mid[] = {{"user", "U"}, {"system", "S2"}, {"assistant", "A"}};
+    eng_chat_msg mid[] = {{.role = "user", .content = "U"}, {.role = "system", .content = "S2"}, {.role = "assistant", .content = "A"}};
     check_render(&info, mid, 3, A | NT,
                  "<|im_start|>user\nU<|im_end|>\n<|im_start|>system\nS2<|im_end|>\n"
                  "<|im_start|>assistant\n<think>\n\n</think>\n\nA<|im_end|>\n"
                  "<|im_start|>assistant\n<think>\n\n</think>\n\n");
     /* a tool result sent as a user message is not the last query */
-    eng_chat_msg tool[] = {{"user", "U1"}, {"assistant", "<think>r</think>A"},
-                           {"user", "<tool_response>\nok\n</tool_response>"}};
+    eng_chat_msg tool[] = {{.role = "user", .content = "U1"}, {.role = "assistant", .content = "<think>r</think>A"},
+                           {.role = "user", .content = "<tool_response>\nok\n</tool_response>"}};
     check_render(&info, tool, 3, A,
                  "<|im_start|>user\nU1<|im_end|>\n<|im_start|>assistant\n<think>\nr\n</think>\n\nA<|im_end|>\n"
                  "<|im_start|>user\n<tool_response>\nok\n</tool_response><|im_end|>\n<|im_start|>assistant\n");
@@ -279,13 +283,13 @@ static void test_llama3(void) {
     CHECK(info.default_system[0] == '\0'); /* 3.0: no system block of its own */
     free(t);
 
-    eng_chat_msg conv[] = {{"system", " Be brief.\n"}, {"user", "Hi  "}};
+    eng_chat_msg conv[] = {{.role = "system", .content = " Be brief.\n"}, {.role = "user", .content = "Hi  "}};
     check_render(&info, conv, 2, true,
                  "<|begin_of_text|>"
                  "<|start_header_id|>system<|end_header_id|>\n\nBe brief.<|eot_id|>"
                  "<|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|>"
                  "<|start_header_id|>assistant<|end_header_id|>\n\n");
-    eng_chat_msg user[] = {{"user", "\t x y \r\n"}, {"assistant", "z"}};
+    eng_chat_msg user[] = {{.role = "user", .content = "\t x y \r\n"}, {.role = "assistant", .content = "z"}};
     check_render(&info, user, 2, false,
                  "<|begin_of_text|>"
                  "<|start_header_id|>user<|end_header_id|>\n\nx y<|eot_id|>"
@@ -299,14 +303,14 @@ static void test_llama3(void) {
     CHECK(info.kind == ENG_CHAT_LLAMA3);
 #define PRE "Cutting Knowledge Date: December 2023\nToday Date: 26 Jul 2024\n\n"
     CHECK(strcmp(info.default_system, PRE) == 0);
-    eng_chat_msg u2[] = {{"user", "Hi  "}};
+    eng_chat_msg u2[] = {{.role = "user", .content = "Hi  "}};
     check_render(&info, u2, 1, true,
                  "<|begin_of_text|>"
                  "<|start_header_id|>system<|end_header_id|>\n\n" PRE "<|eot_id|>"
                  "<|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|>"
                  "<|start_header_id|>assistant<|end_header_id|>\n\n");
     /* the system message moves into the system block, trimmed */
-    eng_chat_msg s2[] = {{"system", " Be brief. "}, {"user", "Hi"}, {"assistant", "Hello"}};
+    eng_chat_msg s2[] = {{.role = "system", .content = " Be brief. "}, {.role = "user", .content = "Hi"}, {.role = "assistant", .content = "Hello"}};
     check_render(&info, s2, 3, false,
                  "<|begin_of_text|>"
                  "<|start_header_id|>system<|end_header_id|>\n\n" PRE "Be brief.<|eot_id|>"
@@ -366,23 +370,174 @@ static void test_detect_edges(void) {
 static void test_render_errors(void) {
     eng_chat_info info = {.kind = ENG_CHAT_CHATML};
     char buf[64];
-    eng_chat_msg bad_role[] = {{NULL, "x"}};
-    eng_chat_msg bad_content[] = {{"user", "x"}, {"assistant", NULL}};
-    CHECK(eng_chat_render(&info, bad_role, 1, true, buf, sizeof(buf)) == -EINVAL);
-    CHECK(eng_chat_render(&info, bad_content, 2, true, buf, sizeof(buf)) == -EINVAL);
-    CHECK(eng_chat_render(&info, NULL, 1, true, buf, sizeof(buf)) == -EINVAL);
-    CHECK(eng_chat_render(NULL, NULL, 0, true, buf, sizeof(buf)) == -EINVAL);
-    CHECK(eng_chat_render(&info, NULL, 0, true, NULL, 5) == -EINVAL);
+    eng_chat_msg bad_role[] = {{.role = NULL, .content = "x"}};
+    eng_chat_msg bad_content[] = {{.role = "user", .content = "x"}, {.role = "assistant", .content = NULL}};
+    CHECK(eng_chat_render(&info, bad_role, 1, NULL, true, buf, sizeof(buf)) == -EINVAL);
+    CHECK(eng_chat_render(&info, bad_content, 2, NULL, true, buf, sizeof(buf)) == -EINVAL);
+    CHECK(eng_chat_render(&info, NULL, 1, NULL, true, buf, sizeof(buf)) == -EINVAL);
+    CHECK(eng_chat_render(NULL, NULL, 0, NULL, true, buf, sizeof(buf)) == -EINVAL);
+    CHECK(eng_chat_render(&info, NULL, 0, NULL, true, NULL, 5) == -EINVAL);
     info.kind = ENG_CHAT_NONE;
-    eng_chat_msg ok[] = {{"user", "x"}};
-    CHECK(eng_chat_render(&info, ok, 1, true, buf, sizeof(buf)) == -ENOTSUP);
+    eng_chat_msg ok[] = {{.role = "user", .content = "x"}};
+    CHECK(eng_chat_render(&info, ok, 1, NULL, true, buf, sizeof(buf)) == -ENOTSUP);
 
     /* an unterminated default_system is read only up to its array size */
     info.kind = ENG_CHAT_CHATML;
     memset(info.default_system, 'q', sizeof(info.default_system));
-    int r = eng_chat_render(&info, ok, 1, false, NULL, 0);
+    int r = eng_chat_render(&info, ok, 1, NULL, false, NULL, 0);
     CHECK(r == (int)(strlen("<|im_start|>system\n<|im_end|>\n<|im_start|>user\nx<|im_end|>\n") +
                      sizeof(info.default_system)));
+}
+
+#include "data/chat-tools-cases.h"
+
+/* Tool calling: the conversations of tests/data/chat-tools-cases.h against
+ * jinja2's renderings (tools and arguments re-serialized as json.dumps
+ * does), refusals, and the calls read back from answers. */
+static void test_tools(void) {
+    for (size_t k = 0; k < sizeof(tools_cases) / sizeof(tools_cases[0]); k++) {
+        const struct tools_case *c = &tools_cases[k];
+        size_t len;
+        char *t = read_template(c->template, &len);
+        eng_chat_info info;
+        eng_chat_detect(t, len, &info);
+        free(t);
+        CHECK((info.kind == ENG_CHAT_CHATML || info.kind == ENG_CHAT_LLAMA3) && info.tools);
+        fprintf(stderr, "tools case %s\n", c->name);
+        check_render_tools(&info, c->msgs, c->n_msgs, c->tools, c->add ? ENG_CHAT_ADD_ASSISTANT : 0, c->want);
+    }
+
+    /* templates without tool calling refuse tools and calls, not [] */
+    static const eng_tool_call call = {(char *)"f", (char *)"{}"};
+    eng_chat_msg user[] = {{.role = "user", .content = "x"}};
+    eng_chat_msg called[] = {{.role = "user", .content = "x"},
+                             {.role = "assistant", .content = "", .tool_calls = &call, .n_tool_calls = 1}};
+    char buf[512];
+    const char *names[] = {"smollm2", "llama3"};
+    for (int k = 0; k < 2; k++) {
+        size_t len;
+        char *t = read_template(names[k], &len);
+        eng_chat_info info;
+        eng_chat_detect(t, len, &info);
+        free(t);
+        CHECK(!info.tools);
+        CHECK(eng_chat_render(&info, user, 1, "[{\"type\": \"function\"}]", true, buf, sizeof buf) == -ENOTSUP);
+        CHECK(eng_chat_render(&info, called, 2, NULL, true, buf, sizeof buf) == -ENOTSUP);
+        CHECK(eng_chat_render(&info, user, 1, " [ ] ", true, buf, sizeof buf) > 0);
+        eng_tool_call *calls = NULL;
+        size_t n = 9;
+        CHECK(eng_chat_parse_calls(&info, "<tool_call>{\"name\": \"f\"}</tool_call>", 33, &calls, &n) == -ENOTSUP);
+        CHECK(n == 0 && calls == NULL);
+    }
+
+    size_t len;
+    char *t = read_template("qwen2.5", &len);
+    eng_chat_info info;
+    eng_chat_detect(t, len, &info);
+    free(t);
+    /* tools that are not a JSON array, arguments that are not an object */
+    const char *bad_tools[] = {"", "{}", "[", "[1,]", "[{\"a\": 1}] x", "[\"\\q\"]", "[01]", "[1.]", "[nul]"};
+    for (size_t k = 0; k < sizeof(bad_tools) / sizeof(bad_tools[0]); k++)
+        CHECK(eng_chat_render(&info, user, 1, bad_tools[k], true, buf, sizeof buf) == -EINVAL);
+    const char *bad_args[] = {"[]", "1", "{", "{\"a\" 1}", "{\"a\": 1}}", ""};
+    for (size_t k = 0; k < sizeof(bad_args) / sizeof(bad_args[0]); k++) {
+        eng_tool_call bc = {(char *)"f", (char *)bad_args[k]};
+        called[1].tool_calls = &bc;
+        CHECK(eng_chat_render(&info, called, 2, NULL, true, buf, sizeof buf) == -EINVAL);
+    }
+    eng_tool_call noname = {NULL, (char *)"{}"}, noargs = {(char *)"f", NULL};
+    called[1].tool_calls = &noname;
+    CHECK(eng_chat_render(&info, called, 2, NULL, true, buf, sizeof buf) == -EINVAL);
+    called[1].tool_calls = &noargs; /* no arguments: {} */
+    CHECK(eng_chat_render(&info, called, 2, NULL, false, buf, sizeof buf) > 0);
+    CHECK(strstr(buf, "<|im_start|>assistant\n<tool_call>\n{\"name\": \"f\", \"arguments\": {}}\n</tool_call><|im_end|>\n"));
+    called[1].tool_calls = NULL; /* a count without calls */
+    CHECK(eng_chat_render(&info, called, 2, NULL, true, buf, sizeof buf) == -EINVAL);
+
+    /* Llama 3.2: one call per answer, and tools need a first message to
+     * go into (the template raises otherwise) */
+    t = read_template("llama3.2", &len);
+    eng_chat_info ll;
+    eng_chat_detect(t, len, &ll);
+    free(t);
+    CHECK(ll.kind == ENG_CHAT_LLAMA3 && ll.tools);
+    static const eng_tool_call two[] = {{(char *)"f", (char *)"{}"}, {(char *)"g", (char *)"{}"}};
+    eng_chat_msg twice[] = {{.role = "user", .content = "x"},
+                            {.role = "assistant", .content = "", .tool_calls = two, .n_tool_calls = 2}};
+    CHECK(eng_chat_render(&ll, twice, 2, NULL, true, buf, sizeof buf) == -EINVAL);
+    twice[1].n_tool_calls = 1;
+    CHECK(eng_chat_render(&ll, twice, 2, NULL, true, buf, sizeof buf) > 0);
+    eng_chat_msg only_sys[] = {{.role = "system", .content = "s"}};
+    CHECK(eng_chat_render(&ll, only_sys, 1, "[{}]", true, buf, sizeof buf) == -EINVAL);
+    CHECK(eng_chat_render(&ll, only_sys, 1, "[]", true, buf, sizeof buf) > 0);
+    CHECK(eng_chat_render(&ll, NULL, 0, "[{}]", true, buf, sizeof buf) == -EINVAL);
+    struct {
+        const char *text, *name, *args;
+    } lanswers[] = {
+        {"{\"name\": \"get_weather\", \"parameters\": {\"city\":\"Paris\"}}", "get_weather", "{\"city\": \"Paris\"}"},
+        {" <|python_tag|>{\"name\": \"f\", \"parameters\": {}}\n", "f", "{}"},
+        {"{\"name\": \"f\"}", "f", "{}"},
+        {"The weather is fine.", NULL, NULL},
+        {"{\"name\": \"f\", \"parameters\": {}} and more", NULL, NULL},
+        {"{\"name\": \"f\", \"parameters\": [1]}", NULL, NULL},
+        {"{\"parameters\": {}}", NULL, NULL},
+        {"{\"name\": \"f\", \"parameters\": {\"x\": ", NULL, NULL},
+    };
+    for (size_t k = 0; k < sizeof(lanswers) / sizeof(lanswers[0]); k++) {
+        eng_tool_call *calls = NULL;
+        size_t n = 99;
+        CHECK(eng_chat_parse_calls(&ll, lanswers[k].text, strlen(lanswers[k].text), &calls, &n) == 0);
+        CHECK(n == (lanswers[k].name ? 1u : 0u));
+        if (n == 1 && lanswers[k].name)
+            CHECK(!strcmp(calls[0].name, lanswers[k].name) && !strcmp(calls[0].arguments, lanswers[k].args));
+        else if (n != (lanswers[k].name ? 1u : 0u))
+            fprintf(stderr, "llama answer %zu: %zu calls\n", k, n);
+        eng_tool_calls_free(calls, n);
+    }
+
+    /* answers: the calls, their arguments in json.dumps form */
+    struct {
+        const char *text;
+        size_t n;
+        const char *name[2], *args[2];
+    } answers[] = {
+        {"<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\":\"Paris\",\"n\":1.50}}\n</tool_call>",
+         1, {"get_weather"}, {"{\"city\": \"Paris\", \"n\": 1.5}"}},
+        {"Let me check.\n<tool_call>\n{\"arguments\": {}, \"name\": \"a\\u00e9\"}\n</tool_call>\n"
+         "<tool_call>\n{\"name\": \"b\"}\n</tool_call>",
+         2, {"a\xc3\xa9", "b"}, {"{}", "{}"}},
+        /* the closing tag may be missing at the very end (a stop string) */
+        {"<tool_call>{\"name\": \"f\", \"arguments\": {\"x\": [1, {\"y\": null}]}}  ", 1, {"f"},
+         {"{\"x\": [1, {\"y\": null}]}"}},
+        /* not calls: the answer stays text */
+        {"no calls here", 0, {NULL}, {NULL}},
+        {"<tool_call>\n{\"name\": \"f\", \"arguments\": {\"x\": ", 0, {NULL}, {NULL}}, /* cut short */
+        {"<tool_call>\n{\"arguments\": {}}\n</tool_call>", 0, {NULL}, {NULL}},             /* no name */
+        {"<tool_call>\n{\"name\": 3}\n</tool_call>", 0, {NULL}, {NULL}},                   /* name not a string */
+        {"<tool_call>\n{\"name\": \"f\", \"arguments\": \"{}\"}\n</tool_call>", 0, {NULL}, {NULL}},
+        {"<tool_call>\n[\"f\"]\n</tool_call>", 0, {NULL}, {NULL}},
+        {"<tool_call>\n{\"name\": \"f\"} trailing\n</tool_call>", 0, {NULL}, {NULL}},
+        {"<tool_call>\n{\"name\": \"ok\"}\n</tool_call><tool_call>\n{\"name\": \"\\u0000\"}\n</tool_call>", 0,
+         {NULL}, {NULL}}, /* one bad call: none */
+    };
+    for (size_t k = 0; k < sizeof(answers) / sizeof(answers[0]); k++) {
+        eng_tool_call *calls = (eng_tool_call *)1;
+        size_t n = 99;
+        CHECK(eng_chat_parse_calls(&info, answers[k].text, strlen(answers[k].text), &calls, &n) == 0);
+        CHECK(n == answers[k].n);
+        if (n != answers[k].n) {
+            fprintf(stderr, "answer %zu: %zu calls\n", k, n);
+            continue;
+        }
+        CHECK((n == 0) == (calls == NULL));
+        for (size_t j = 0; j < n; j++) {
+            CHECK(strcmp(calls[j].name, answers[k].name[j]) == 0);
+            CHECK(strcmp(calls[j].arguments, answers[k].args[j]) == 0);
+            if (strcmp(calls[j].arguments, answers[k].args[j]) != 0)
+                fprintf(stderr, "answer %zu call %zu: [%s]\n", k, j, calls[j].arguments);
+        }
+        eng_tool_calls_free(calls, n);
+    }
 }
 
 int main(void) {
@@ -392,6 +547,7 @@ int main(void) {
     test_llama3();
     test_detect_edges();
     test_render_errors();
+    test_tools();
     if (failures) {
         fprintf(stderr, "%d check(s) failed\n", failures);
         return 1;

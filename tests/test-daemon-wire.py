@@ -298,6 +298,33 @@ try:
         check(isinstance(json.loads(r.done.text.decode()), dict), "format json: an object")
     except ValueError:
         check(False, "format json: %r does not parse" % r.done.text)
+    # tools: SmolLM2's template has no tool calling; "[]" is no tools, and
+    # a "tool" message is one more turn to its template
+    q = pb.Request(id=44)
+    q.generate.chat.messages.add(role="user", content="Weather in Paris?")
+    q.generate.tools = json.dumps([{"type": "function", "function": {"name": "get_weather"}}])
+    q.generate.max_tokens = 4
+    c.send(q)
+    r = c.recv()
+    check(r.id == 44 and r.WhichOneof("body") == "error" and r.error.code == pb.NOT_SUPPORTED and
+          "tool calling" in r.error.message, "tools on SmolLM2: %s" % r)
+    q.generate.tools = "[]"
+    q.generate.chat.messages.add(role="assistant", content="Let me check.")
+    q.generate.chat.messages.add(role="tool", content="21 C")
+    q.generate.stream = False
+    c.send(q)
+    r = c.recv()
+    check(r.id == 44 and r.WhichOneof("body") == "done" and len(r.done.tool_calls) == 0, "tools [] and a tool turn")
+    call = q.generate.chat.messages[1].tool_calls.add(name="get_weather", arguments='{"city": "Paris"}')
+    c.send(q)
+    r = c.recv()
+    check(r.id == 44 and r.WhichOneof("body") == "error" and r.error.code == pb.NOT_SUPPORTED,
+          "a tool call in SmolLM2's history: %s" % r)
+    q = pb.Request(id=41)
+    q.generate.chat.messages.add(role="user", content="What is the capital of France?")
+    q.generate.max_tokens = 100
+    q.generate.stream = False
+    q.generate.format = "json"
     for rid, fmt, code in ((41, "yaml", pb.INVALID_ARGUMENT), (42, '{"type": "object"}', pb.NOT_SUPPORTED),
                            (42, '{"type": "object", "properties": {}, "allOf": []}', pb.NOT_SUPPORTED),
                            (42, '{"type": "object", "properties": ', pb.INVALID_ARGUMENT)):

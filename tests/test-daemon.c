@@ -2412,6 +2412,174 @@ static void scenario_truncate_real(void)
     daemon_stop();
 }
 
+/* Tool calling through the daemon (fake engine: its template prints tools
+ * as "tools: TOOLS" and calls as " call:NAME(ARGS)", and a prompt with
+ * "CALLTOOL" is answered with two <tool_call> blocks read by the engine's
+ * own reader): the calls in done, streamed or not; an answer cut short
+ * has none; the history's calls and tool results reach the template;
+ * refusals. */
+static void scenario_tools(void)
+{
+    daemon_start(NULL);
+    static const char tools[] = "[{\"type\": \"function\", \"function\": {\"name\": \"get_weather\"}}]";
+    Selectinfer__Generate g;
+    Selectinfer__ChatMessages chat;
+    Selectinfer__ChatMessage m[4], *mp[4];
+    gen_result res;
+    for (int stream = 1; stream >= 0; stream--) {
+        init_chat(&g, &chat, &m[0], mp, "CALLTOOL please");
+        g.tools = (char *)tools;
+        g.has_stream = true;
+        g.stream = stream;
+        g.has_max_tokens = true;
+        g.max_tokens = 100; /* within the context: no shift */
+        CHECK(generate(D.sock, &g, &res) == 0 && is_done(res.end));
+        if (!is_done(res.end)) {
+            describe_reply("tools", res.end);
+            continue;
+        }
+        const Selectinfer__Done *d = res.end->done;
+        CHECK(d->stop_reason == SELECTINFER__STOP_REASON__STOP_EOS && d->n_tool_calls == 2);
+        if (d->n_tool_calls == 2) {
+            CHECK(!strcmp(d->tool_calls[0]->name, "get_weather") &&
+                  !strcmp(d->tool_calls[0]->arguments, "{\"city\": \"Paris\"}"));
+            CHECK(!strcmp(d->tool_calls[1]->name, "now") && !strcmp(d->tool_calls[1]->arguments, "{}"));
+        }
+        /* the text is the answer whole, blocks included */
+        const char *text = stream ? res.text : (const char *)d->text.data;
+        const size_t len = stream ? res.len : d->text.len;
+        CHECK(len > 20 && !memcmp(text, "Checking.\n<tool_call>", 21));
+        CHECK(stream ? res.n_chunks > 1 : d->has_text);
+        si_response_free(res.end);
+    }
+    /* cut short by max_tokens: no calls, the text as it came */
+    init_chat(&g, &chat, &m[0], mp, "CALLTOOL please");
+    g.tools = (char *)tools;
+    g.has_max_tokens = true;
+    g.max_tokens = 5;
+    CHECK(generate(D.sock, &g, &res) == 0 && is_done(res.end) && res.end->done->n_tool_calls == 0 &&
+          res.len == 40);
+    si_response_free(res.end);
+    /* a context shift keeps the tools with the start of the prompt (the
+     * fake answers "keepN " first when its answer would overrun) */
+    init_chat(&g, &chat, &m[0], mp, "a question");
+    g.tools = (char *)tools;
+    g.has_max_tokens = true;
+    g.max_tokens = 600;
+    char keep[64];
+    snprintf(keep, sizeof keep, "keep%zu ", strlen("tools: \nuser: ") + strlen(tools));
+    CHECK(generate(D.sock, &g, &res) == 0 && is_done(res.end) && !strncmp(res.text, keep, strlen(keep)));
+    si_response_free(res.end);
+    /* without tools the answer's blocks are only text */
+    init_chat(&g, &chat, &m[0], mp, "CALLTOOL please");
+    CHECK(generate(D.sock, &g, &res) == 0 && is_done(res.end) && res.end->done->n_tool_calls == 0);
+    si_response_free(res.end);
+
+    /* the history: an assistant's call and the tool's result, with tools,
+     * as the template renders them (tokenize's pieces: the fake's tokens
+     * are bytes) */
+    Selectinfer__ToolCall call = SELECTINFER__TOOL_CALL__INIT, *callp = &call;
+    call.name = "get_weather";
+    call.arguments = "{\"city\": \"Paris\"}";
+    init_chat(&g, &chat, &m[0], mp, "Weather?");
+    selectinfer__chat_message__init(&m[1]);
+    m[1].role = "assistant";
+    m[1].content = "";
+    m[1].n_tool_calls = 1;
+    m[1].tool_calls = &callp;
+    selectinfer__chat_message__init(&m[2]);
+    m[2].role = "tool";
+    m[2].content = "21 C";
+    mp[1] = &m[1];
+    mp[2] = &m[2];
+    chat.n_messages = 3;
+    Selectinfer__Tokenize t = SELECTINFER__TOKENIZE__INIT;
+    t.input_case = SELECTINFER__TOKENIZE__INPUT_CHAT;
+    t.chat = &chat;
+    t.tools = (char *)tools;
+    t.has_pieces = t.pieces = true;
+    Selectinfer__Request req = SELECTINFER__REQUEST__INIT;
+    req.has_id = true;
+    req.id = 7;
+    req.body_case = SELECTINFER__REQUEST__BODY_TOKENIZE;
+    req.tokenize = &t;
+    si_client *c;
+    REQUIRE(si_client_connect(D.sock, &c) == 0);
+    Selectinfer__Response *r = NULL;
+    CHECK(si_client_call(c, &req, 10000, &r) == 0 && r && r->body_case == SELECTINFER__RESPONSE__BODY_TOKENS);
+    if (r && r->body_case == SELECTINFER__RESPONSE__BODY_TOKENS) {
+        char text[1024];
+        size_t n = 0;
+        for (size_t i = 0; i < r->tokens->n_pieces && n + r->tokens->pieces[i].len < sizeof(text); i++) {
+            memcpy(text + n, r->tokens->pieces[i].data, r->tokens->pieces[i].len);
+            n += r->tokens->pieces[i].len;
+        }
+        text[n] = '\0';
+        char want[512];
+        snprintf(want, sizeof want, "tools: %s\nuser: Weather?\nassistant:  call:get_weather({\"city\": \"Paris\"})\n"
+                 "tool: 21 C\nassistant:\n", tools);
+        CHECK(!strcmp(text, want));
+        if (strcmp(text, want))
+            fprintf(stderr, "tokenize with tools: [%s]\n", text);
+    }
+    si_response_free(r);
+    /* ...and a generate over that history runs */
+    g.tools = (char *)tools;
+    CHECK(generate(D.sock, &g, &res) == 0 && is_done(res.end));
+    si_response_free(res.end);
+
+    /* refusals: tools with a raw prompt, tools that are not an array, a
+     * call without a name, too many calls, an unknown role */
+    struct {
+        const char *what;
+        int code;
+        const char *msg;
+    } bad[] = {
+        {"raw", SELECTINFER__ERROR_CODE__INVALID_ARGUMENT, "tools need chat input"},
+        {"object", SELECTINFER__ERROR_CODE__INVALID_ARGUMENT, "tools must be a JSON array"},
+        {"noname", SELECTINFER__ERROR_CODE__INVALID_ARGUMENT, "has no name"},
+        {"many", SELECTINFER__ERROR_CODE__INVALID_ARGUMENT, "at most 64"},
+        {"role", SELECTINFER__ERROR_CODE__INVALID_ARGUMENT, "assistant or tool"},
+    };
+    static Selectinfer__ToolCall *many[65];
+    for (int i = 0; i < 65; i++)
+        many[i] = &call;
+    for (size_t k = 0; k < sizeof(bad) / sizeof(bad[0]); k++) {
+        init_chat(&g, &chat, &m[0], mp, "x");
+        g.tools = (char *)tools;
+        if (!strcmp(bad[k].what, "raw")) {
+            init_raw(&g, "x", 4);
+            g.tools = (char *)tools;
+        } else if (!strcmp(bad[k].what, "object")) {
+            g.tools = "{\"type\": \"function\"}";
+        } else if (!strcmp(bad[k].what, "noname")) {
+            static Selectinfer__ToolCall nameless = SELECTINFER__TOOL_CALL__INIT, *np = &nameless;
+            m[0].n_tool_calls = 1;
+            m[0].tool_calls = &np;
+        } else if (!strcmp(bad[k].what, "many")) {
+            m[0].n_tool_calls = 65;
+            m[0].tool_calls = many;
+        } else {
+            m[0].role = "function";
+        }
+        CHECK(generate(D.sock, &g, &res) == 0 && error_code(res.end) == bad[k].code &&
+              strstr(res.end->error->message, bad[k].msg) != NULL);
+        if (error_code(res.end) != bad[k].code || !strstr(res.end->error->message, bad[k].msg))
+            describe_reply(bad[k].what, res.end);
+        si_response_free(res.end);
+    }
+    /* sictl: --tools, and each call printed after the answer */
+    char out[4096];
+    const char *args[] = {"--socket", D.sock, "generate", "-n", "100", "--tools", tools, "CALLTOOL", NULL};
+    CHECK(run_sictl(args, out, sizeof(out), NULL) == 0 &&
+          strstr(out, "</tool_call>\ntool call: get_weather {\"city\": \"Paris\"}\ntool call: now {}\n") != NULL);
+    const char *jargs[] = {"--socket", D.sock, "--json", "generate", "-n", "100", "--tools", tools, "CALLTOOL", NULL};
+    CHECK(run_sictl(jargs, out, sizeof(out), NULL) == 0 &&
+          strstr(out, "\"tool_calls\":[{\"name\":\"get_weather\",\"arguments\":\"{\\\"city\\\": \\\"Paris\\\"}\"}") != NULL);
+    si_client_close(c);
+    daemon_stop();
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 4) {
@@ -2426,7 +2594,7 @@ int main(int argc, char **argv)
     signal(SIGPIPE, SIG_IGN);
     if (fake) {
         snprintf(model, sizeof(model), "%s", argv[0]); /* any readable file */
-        setenv("SI_FAKE_TOKEN_US", strcmp(sc, "slow-reader") == 0 ? "200" : "20000", 0);
+        setenv("SI_FAKE_TOKEN_US", !strcmp(sc, "slow-reader") ? "200" : !strcmp(sc, "tools") ? "2000" : "20000", 0);
     } else if (!find_model()) {
         fprintf(stderr, "default model not found (%s); run scripts/fetch-model.sh\n", model);
         return 77;
@@ -2448,6 +2616,7 @@ int main(int argc, char **argv)
     else if (!strcmp(sc, "slots") && fake) scenario_slots();
     else if (!strcmp(sc, "truncate")) scenario_truncate();
     else if (!strcmp(sc, "watchdog") && fake) scenario_watchdog();
+    else if (!strcmp(sc, "tools") && fake) scenario_tools();
     else if (!strcmp(sc, "socket-activation") && fake) scenario_socket_activation();
     else if (!strcmp(sc, "swap")) scenario_swap();
     else if (!strcmp(sc, "task-refuse")) scenario_task_refuse();

@@ -299,7 +299,7 @@ int main(void) {
     CHECK(eng_generate(sess, NULL, 3, &gp, NULL, NULL, &st2) == -EINVAL);
 
     /* end of generation: a chat answer ends with <|im_end|>, not emitted */
-    eng_chat_msg msg[] = {{"user", "What is the capital of France?"}};
+    eng_chat_msg msg[] = {{.role = "user", .content = "What is the capital of France?"}};
     char chat[1024];
     int cl = eng_chat_apply(model, msg, 1, true, chat, sizeof(chat));
     CHECK(cl > 0 && cl < (int)sizeof(chat));

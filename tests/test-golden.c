@@ -332,7 +332,7 @@ static int run_set(eng_model *m, eng_session *s, const golden_set *set, const ch
         const int n_steps = g_quick && g->n_steps > QUICK_STEPS ? QUICK_STEPS : g->n_steps;
 
         /* Template and tokenizer. */
-        eng_chat_msg msg = {"user", g->message};
+        eng_chat_msg msg = {.role = "user", .content = g->message};
         int len = eng_chat_apply(m, &msg, 1, true, rendered, sizeof rendered);
         if (len < 0 || (size_t)len >= sizeof rendered || strcmp(rendered, g->rendered) != 0) {
             printf("  prompt %d: FAIL chat template renders differently (rc %d)\n", p, len);

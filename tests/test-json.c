@@ -4,7 +4,9 @@
  * (checked against positions worked out by hand); the nesting and
  * whitespace bounds hold; random documents from a generator written here
  * (every construct, random whitespace and splits) all pass. */
+#include <errno.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "json.h"
@@ -140,8 +142,127 @@ static void gen_value(buf *b, int depth)
     }
 }
 
+/* ---- whole documents: eng__json_value in json.dumps form ---- */
+
+typedef struct sink {
+    char s[4096];
+    size_t n;
+} sink;
+
+static void sink_put(void *ctx, const char *bytes, size_t n)
+{
+    sink *k = ctx;
+    if (n < sizeof(k->s) - k->n) {
+        memcpy(k->s + k->n, bytes, n);
+        k->n += n;
+        k->s[k->n] = '\0';
+    } else {
+        k->n = sizeof(k->s); /* overflow: no test output is this long */
+    }
+}
+
+/* in -> out, and out is its own form */
+static void dumps(const char *in, const char *want)
+{
+    static sink k, k2;
+    k.n = 0;
+    k.s[0] = '\0';
+    int64_t r = eng__json_value(in, strlen(in), sink_put, &k);
+    size_t end = strlen(in);
+    while (end > 0 && (in[end - 1] == ' ' || in[end - 1] == '\n'))
+        end--;
+    CHECKF(r == (int64_t)end && strcmp(k.s, want) == 0, "'%s': %lld '%s', want '%s'", in, (long long)r, k.s, want);
+    k2.n = 0;
+    k2.s[0] = '\0';
+    r = eng__json_value(k.s, k.n, sink_put, &k2);
+    CHECKF(r == (int64_t)k.n && strcmp(k2.s, k.s) == 0, "'%s' again: '%s'", k.s, k2.s);
+}
+
+static void test_dumps(void)
+{
+    /* expected strings: Python 3.11's json.dumps(json.loads(in), ensure_ascii=False) */
+    dumps("{\"a\":[1,2.5,-0.1e+3,true,false,null,\"x\\u00e9\\n\"],\"b\":{}}",
+          "{\"a\": [1, 2.5, -100.0, true, false, null, \"x\xc3\xa9\\n\"], \"b\": {}}");
+    dumps("[ 1E5 , -0 , 0.1 , 1e-5 , 123456789012345678 , 1.0e16, 9.999999999999999e15, 5e-324, "
+          "1.7976931348623157e308, -2.50E-3, 0.000123, 1e22, 123.456, 0.30000000000000004 ] ",
+          "[100000.0, 0, 0.1, 1e-05, 123456789012345678, 1e+16, 1e+16, 5e-324, 1.7976931348623157e+308, "
+          "-0.0025, 0.000123, 1e+22, 123.456, 0.30000000000000004]");
+    dumps("{\"q\":\"\\\"\\\\\\/\\b\\f\\n\\r\\t\\u0001\\u001f\\u007f\\ud83d\\ude00x\"}",
+          "{\"q\": \"\\\"\\\\/\\b\\f\\n\\r\\t\\u0001\\u001f\x7f\xf0\x9f\x98\x80x\"}");
+    dumps(" \"\\u00e9\\u4e2d\" ", "\"\xc3\xa9\xe4\xb8\xad\"");
+    dumps("\"\\ud800\\uD800\\udc00\"", "\"\\ud800\xf0\x90\x80\x80\""); /* a lone surrogate stays escaped */
+    dumps("{ }", "{}");
+    /* past the largest double: Python's float is inf, written Infinity
+     * (not JSON, so not read again) */
+    static sink inf;
+    CHECK(eng__json_value("[1e400,-1E999]", 14, sink_put, &inf) == 14 && !strcmp(inf.s, "[Infinity, -Infinity]"));
+    dumps("[[],{ \"\" : [ ] }]", "[[], {\"\": []}]");
+
+    /* indent=N, and strings quoted (Python's json.dumps) */
+    static sink ind, q;
+    const char *doc = "{\"a\":[1,{\"b\":[]},{}],\"c\":\"x\",\"d\":{\"e\":1.50}}";
+    CHECK(eng__json_value_indent(doc, strlen(doc), 4, sink_put, &ind) == (int64_t)strlen(doc));
+    CHECKF(!strcmp(ind.s, "{\n    \"a\": [\n        1,\n        {\n            \"b\": []\n        },\n        {}\n"
+                          "    ],\n    \"c\": \"x\",\n    \"d\": {\n        \"e\": 1.5\n    }\n}"),
+           "indent 4: %s", ind.s);
+    ind.n = 0;
+    CHECK(eng__json_value_indent("[[]]", 4, 2, sink_put, &ind) == 4 && !strcmp(ind.s, "[\n  []\n]"));
+    CHECK(eng__json_value_indent("[]", 2, 17, NULL, NULL) == -EINVAL);
+    eng__json_quote("a\"b\\c\n\x01\xc3\xa9\x7f", 10, sink_put, &q);
+    CHECKF(!strcmp(q.s, "\"a\\\"b\\\\c\\n\\u0001\xc3\xa9\x7f\""), "quote: %s", q.s);
+
+    /* not values */
+    const char *bad[] = {"", " ", "{", "[1,]", "{\"a\" 1}", "{\"a\":}", "[01]", "-", "1.", ".5", "1e", "+1",
+                         "tru", "nul", "\"\\q\"", "\"\\u12G4\"", "\"\x01\"", "\"abc", "{,}", "[1 2]",
+                         "{\"a\":1,}", "'a'", "{a:1}"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+        CHECKF(eng__json_value(bad[i], strlen(bad[i]), NULL, NULL) == -EINVAL, "'%s' accepted", bad[i]);
+    /* a value ends where it ends: the rest is the caller's */
+    CHECK(eng__json_value("{} x", 4, NULL, NULL) == 2);
+    CHECK(eng__json_value("12,3", 4, NULL, NULL) == 2);
+    /* nesting bound: 2 * ENG__JSON_DEPTH containers */
+    char deep[300] = "";
+    for (int i = 0; i < 2 * ENG__JSON_DEPTH; i++)
+        strcat(deep, "[");
+    for (int i = 0; i < 2 * ENG__JSON_DEPTH; i++)
+        strcat(deep, "]");
+    CHECK(eng__json_value(deep, strlen(deep), NULL, NULL) == (int64_t)strlen(deep));
+    memmove(deep + 1, deep, strlen(deep) + 1);
+    strcat(deep, "]");
+    CHECK(eng__json_value(deep, strlen(deep), NULL, NULL) == -EINVAL);
+
+    /* members and elements */
+    const char *obj = " {\"a\": 1, \"b\\u0063\" : [2, {\"x\": 3}], \"d\":\"s\\n\"} ";
+    size_t pos = 0, kl, vl;
+    const char *k, *v;
+    CHECK(eng__json_next(obj, strlen(obj), &pos, &k, &kl, &v, &vl) == 1);
+    CHECK(eng__json_key_is(k, kl, "a") && vl == 1 && v[0] == '1');
+    CHECK(eng__json_next(obj, strlen(obj), &pos, &k, &kl, &v, &vl) == 1);
+    CHECK(eng__json_key_is(k, kl, "bc") && !eng__json_key_is(k, kl, "b") && vl == strlen("[2, {\"x\": 3}]") && !memcmp(v, "[2, {\"x\": 3}]", vl));
+    CHECK(eng__json_next(obj, strlen(obj), &pos, &k, &kl, &v, &vl) == 1);
+    char *str = NULL;
+    CHECK(eng__json_key_is(k, kl, "d") && eng__json_unquote(v, vl, &str) == 0 && str && !strcmp(str, "s\n"));
+    free(str);
+    CHECK(eng__json_next(obj, strlen(obj), &pos, &k, &kl, &v, &vl) == 0);
+    CHECK(eng__json_next(obj, strlen(obj), &pos, &k, &kl, &v, &vl) == 0);
+    pos = 0;
+    CHECK(eng__json_next("[]", 2, &pos, NULL, NULL, &v, &vl) == 0);
+    pos = 0;
+    CHECK(eng__json_next("[1", 2, &pos, NULL, NULL, &v, &vl) == 1);
+    CHECK(eng__json_next("[1", 2, &pos, NULL, NULL, &v, &vl) == -EINVAL); /* never closed */
+    pos = 0;
+    CHECK(eng__json_next("[1 2]", 5, &pos, NULL, NULL, &v, &vl) == 1);
+    CHECK(eng__json_next("[1 2]", 5, &pos, NULL, NULL, &v, &vl) == -EINVAL);
+    pos = 0;
+    CHECK(eng__json_next("\"x\"", 3, &pos, NULL, NULL, &v, &vl) == -EINVAL);
+    CHECK(eng__json_unquote("\"a\\u0000b\"", 10, &str) == -EINVAL && str == NULL);
+    CHECK(eng__json_unquote("\"a\" x", 5, &str) == -EINVAL);
+    CHECK(eng__json_unquote("1", 1, &str) == -EINVAL);
+}
+
 int main(void)
 {
+    test_dumps();
     valid("{}");
     valid(" \n{ }");
     valid("{\"a\":1}");
@@ -239,6 +360,16 @@ int main(void)
             i += piece;
         }
         CHECKF(eng__json_done(&j), "doc %d not complete: %s", it, b.s);
+        /* the whole-document reader takes it too, and its json.dumps form
+         * is a document the recognizer takes and its own form */
+        static sink k1, k2;
+        k1.n = k2.n = 0;
+        CHECKF(eng__json_value(b.s, b.n, sink_put, &k1) == (int64_t)b.n && k1.n < sizeof(k1.s),
+               "doc %d: value reader: %s", it, b.s);
+        CHECKF(eng__json_value(k1.s, k1.n, sink_put, &k2) == (int64_t)k1.n && k2.n == k1.n &&
+                   !memcmp(k1.s, k2.s, k1.n), "doc %d: form not stable: %s", it, k1.s);
+        eng__json_init(&j);
+        CHECKF(eng__json_feed(&j, k1.s, k1.n) == 0 && eng__json_done(&j), "doc %d: form %s", it, k1.s);
     }
     printf("json: ok\n");
     return 0;

@@ -168,8 +168,8 @@ int main(int argc, char **argv)
         eng_chat_msg msgs[2];
         size_t n = 0;
         if (system)
-            msgs[n++] = (eng_chat_msg){ "system", system };
-        msgs[n++] = (eng_chat_msg){ "user", prompt };
+            msgs[n++] = (eng_chat_msg){ .role = "system", .content = system };
+        msgs[n++] = (eng_chat_msg){ .role = "user", .content = prompt };
         const unsigned flags = ENG_CHAT_ADD_ASSISTANT | (no_think ? ENG_CHAT_NO_THINK : 0);
         int len = eng_chat_apply(model, msgs, n, flags, NULL, 0);
         if (len < 0) {

@@ -78,8 +78,8 @@ static inline int si_render_prompt(const eng_model *m, const char *system, const
     eng_chat_msg msgs[2];
     size_t nm = 0;
     if (system && *system)
-        msgs[nm++] = (eng_chat_msg){ "system", system };
-    msgs[nm++] = (eng_chat_msg){ "user", user };
+        msgs[nm++] = (eng_chat_msg){ .role = "system", .content = system };
+    msgs[nm++] = (eng_chat_msg){ .role = "user", .content = user };
     int len = eng_chat_apply(m, msgs, nm, true, NULL, 0);
     if (len == -ENOTSUP)
         return si_tokenize(m, user, strlen(user), ENG_TOK_ADD_SPECIAL, max_tokens, ret_toks,

@@ -1,0 +1,149 @@
+#!/usr/bin/env python3
+"""Writes tests/data/chat-tools-cases.h: tool-calling conversations and
+what Python's jinja2 renders for them from the stored Qwen and Llama 3.2 templates, with
+Hugging Face's tojson (json.dumps, ensure_ascii=False, keys unsorted) and
+its environment (trim_blocks, lstrip_blocks), as transformers'
+apply_chat_template does. tests/test-chat.c renders the same conversations
+with the engine and compares bytes.
+
+    python3 tests/data/make-chat-tools.py > tests/data/chat-tools-cases.h
+"""
+import json
+import os
+import sys
+
+import jinja2
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+# Tools as a client would send them: odd whitespace, escapes that json.dumps
+# writes differently (\/, \u00e9, a surrogate pair), numbers Python reprints
+# (1.50, 1E5, -0, 2.5e-7, 1e16), nesting, a key order that is not sorted.
+TOOLS = r'''[ {"type":"function","function":{"name":"get_weather",
+  "description":"Current weather in a city\/region, \u00e9t\u00e9 or winter \ud83c\udf1e",
+  "parameters":{"type":"object","required":["city"],"properties":{
+    "city":{"type":"string","description":"Name, e.g. \"Paris\"\n(no country)"},
+    "unit":{"type":"string","enum":["celsius","fahrenheit"],"default":null}}}}},
+ {"type":"function","function":{"name":"round","parameters":{"type":"object","properties":{
+   "x":{"type":"number","minimum":-0,"maximum":1E5,"multipleOf":2.5e-7,"examples":[1.50,1e16,0.0001,100.0,true,false]}}}}}
+]'''
+
+CALLS_ONE = [("get_weather", '{"city": "Paris", "unit":"celsius"}')]
+CALLS_TWO = [("get_weather", '{ "city" : "Bucure\\u0219ti" }'), ("round", '{"x":3.0}')]
+
+CASES = [
+    # name, template, tools (None: none), messages, add_generation_prompt
+    ("qwen25_tools_user", "qwen2.5", TOOLS, [("user", "What is the weather in Paris?", None)], True),
+    ("qwen25_tools_system", "qwen2.5", TOOLS,
+     [("system", "You are terse.", None), ("user", "Weather?", None)], True),
+    ("qwen25_history", "qwen2.5", TOOLS,
+     [("user", "Weather in Paris and Bucharest?", None),
+      ("assistant", "", CALLS_TWO),
+      ("tool", '{"temp": 21}', None),
+      ("tool", "3", None),
+      ("assistant", "21 degrees.", None),
+      ("user", "And now?", None),
+      ("assistant", "Let me look.", CALLS_ONE),
+      ("tool", "22", None)], True),
+    ("qwen25_calls_no_tools", "qwen2.5", None,
+     [("user", "U", None), ("assistant", "", CALLS_ONE), ("tool", "ok", None)], False),
+    ("qwen25_empty_tools", "qwen2.5", "[]", [("user", "Hi", None)], True),
+    ("qwen3_tools_user", "qwen3", TOOLS, [("user", "What is the weather in Paris?", None)], True),
+    ("qwen3_tools_system", "qwen3", TOOLS,
+     [("system", "You are terse.", None), ("user", "Weather?", None)], True),
+    ("qwen3_history", "qwen3", TOOLS,
+     [("user", "Weather in Paris and Bucharest?", None),
+      ("assistant", "<think>\nTwo cities.\n</think>\n\n", CALLS_TWO),
+      ("tool", '{"temp": 21}', None),
+      ("tool", "3", None),
+      ("assistant", "21 degrees.", None),
+      ("user", "And now?", None),
+      ("assistant", "Let me look.", CALLS_ONE),
+      ("tool", "22", None)], True),
+    ("qwen3_after_query", "qwen3", TOOLS,
+     [("user", "Weather?", None),
+      ("assistant", "<think>\nlook it up\n</think>\n\nChecking.", CALLS_ONE),
+      ("tool", "22", None),
+      ("assistant", "<think>\nnow answer\n</think>\n\n22 degrees.", None)], False),
+    ("llama32_tools_user", "llama3.2", TOOLS, [("user", " What is the weather in Paris? ", None)], True),
+    ("llama32_tools_system", "llama3.2", TOOLS,
+     [("system", "You are terse.", None), ("user", "Weather?", None), ("assistant", "Which city?", None),
+      ("user", "Paris", None)], True),
+    ("llama32_history", "llama3.2", TOOLS,
+     [("user", "Weather in Bucharest?", None),
+      ("assistant", "", [CALLS_TWO[0]]),
+      ("tool", '{"temp": 21, "sky": "clear\\n"}', None),
+      ("assistant", "21 degrees.", None),
+      ("user", "And now?", None)], True),
+    ("llama32_calls_no_tools", "llama3.2", None,
+     [("user", "U", None), ("assistant", "", CALLS_ONE), ("ipython", "ok \"quoted\"", None)], False),
+]
+
+
+def tojson(x, ensure_ascii=False, indent=None, separators=None, sort_keys=False):
+    return json.dumps(x, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
+
+
+def render(template, tools, messages, add):
+    env = jinja2.Environment(trim_blocks=True, lstrip_blocks=True, extensions=["jinja2.ext.loopcontrols"])
+    env.filters["tojson"] = tojson
+    with open(os.path.join(HERE, "chat-template-%s.jinja" % template)) as f:
+        t = env.from_string(f.read())
+    msgs = []
+    for role, content, calls in messages:
+        m = {"role": role, "content": content}
+        if calls:
+            m["tool_calls"] = [{"type": "function", "function": {"name": n, "arguments": json.loads(a)}}
+                               for n, a in calls]
+        msgs.append(m)
+    return t.render(messages=msgs, tools=json.loads(tools) if tools else None, add_generation_prompt=add,
+                    bos_token="<|begin_of_text|>")
+
+
+def c_str(s):
+    out = []
+    for b in s.encode("utf-8"):
+        c = chr(b)
+        if c == "\\":
+            out.append("\\\\")
+        elif c == '"':
+            out.append('\\"')
+        elif c == "\n":
+            out.append("\\n")
+        elif 0x20 <= b < 0x7f:
+            out.append(c)
+        else:
+            out.append('\\x%02x""' % b)
+    return '"' + "".join(out) + '"'
+
+
+def main():
+    w = sys.stdout.write
+    w("/* Generated by tests/data/make-chat-tools.py with jinja2 %s: do not edit. */\n\n" % jinja2.__version__)
+    for name, template, tools, messages, add in CASES:
+        for k, (role, content, calls) in enumerate(messages):
+            if calls:
+                w("static const eng_tool_call %s_calls%d[] = {\n" % (name, k))
+                for n, a in calls:
+                    w("    {(char *)%s, (char *)%s},\n" % (c_str(n), c_str(a)))
+                w("};\n")
+        w("static const eng_chat_msg %s_msgs[] = {\n" % name)
+        for k, (role, content, calls) in enumerate(messages):
+            if calls:
+                w("    {%s, %s, %s_calls%d, %d},\n" % (c_str(role), c_str(content), name, k, len(calls)))
+            else:
+                w("    {%s, %s, NULL, 0},\n" % (c_str(role), c_str(content)))
+        w("};\n\n")
+    w("static const struct tools_case {\n    const char *name, *template, *tools;\n"
+      "    const eng_chat_msg *msgs;\n    size_t n_msgs;\n    bool add;\n    const char *want;\n"
+      "} tools_cases[] = {\n")
+    for name, template, tools, messages, add in CASES:
+        want = render(template, tools, messages, add)
+        w("    {%s, %s, %s,\n     %s_msgs, %d, %s,\n     %s},\n" %
+          (c_str(name), c_str(template), c_str(tools) if tools else "NULL", name, len(messages),
+           "true" if add else "false", c_str(want)))
+    w("};\n")
+
+
+if __name__ == "__main__":
+    main()
