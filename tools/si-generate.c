@@ -32,6 +32,9 @@ static void usage(FILE *out)
             "      --format json       the output is one JSON object (ends where it closes)\n"
             "      --format SCHEMA     ... one matching this JSON Schema ('{\"type\": ...}')\n"
             "      --no-think          a template with a thinking switch (Qwen3): no reasoning\n"
+            "      --tools JSON        functions the model may call (a JSON array, OpenAI's form;\n"
+            "                          Qwen2.5, Qwen3, Llama 3.1+): each call printed after the\n"
+            "                          answer as \"tool call: NAME ARGS\"\n"
             "      --context-shift     a full context drops the older half of what follows the\n"
             "                          first --keep N tokens (default 0) and goes on, the keys\n"
             "                          rotated; --shift-reeval: evaluated again instead\n"
@@ -41,17 +44,38 @@ static void usage(FILE *out)
             "      --device N          the GPU for cuda/auto (default 0)\n");
 }
 
+/* the answer so far, for the tool calls in it */
+typedef struct answer {
+    char *text;
+    size_t len, cap;
+    bool oom;
+} answer;
+
 static int on_text(void *ud, const char *text, size_t len)
 {
-    (void)ud;
+    answer *a = ud;
     fwrite(text, 1, len, stdout);
     fflush(stdout);
+    if (a && !a->oom && a->len + len > a->cap) {
+        size_t cap = a->cap ? a->cap : 1024;
+        while (cap < a->len + len)
+            cap *= 2;
+        char *t = realloc(a->text, cap);
+        if (!t)
+            a->oom = true;
+        else
+            a->text = t, a->cap = cap;
+    }
+    if (a && !a->oom) {
+        memcpy(a->text + a->len, text, len);
+        a->len += len;
+    }
     return 0;
 }
 
 int main(int argc, char **argv)
 {
-    const char *model_path = NULL, *prompt = NULL, *system = NULL;
+    const char *model_path = NULL, *prompt = NULL, *system = NULL, *tools = NULL;
     bool raw = false, no_think = false;
     const char *stops[16];
     size_t n_stop = 0;
@@ -61,7 +85,7 @@ int main(int argc, char **argv)
     gp.max_tokens = 128;
 
     enum { O_RAW = 256, O_TEMP, O_TOPK, O_TOPP, O_MINP, O_REP, O_SEED, O_STOP, O_F32, O_BACKEND,
-           O_DEVICE, O_Q8, O_FORMAT, O_NO_THINK, O_FREQ, O_PRES, O_SHIFT, O_REEVAL, O_KEEP };
+           O_DEVICE, O_Q8, O_FORMAT, O_NO_THINK, O_FREQ, O_PRES, O_SHIFT, O_REEVAL, O_KEEP, O_TOOLS };
     static const struct option opts[] = {
         { "model", required_argument, 0, 'm' },   { "prompt", required_argument, 0, 'p' },
         { "system", required_argument, 0, 's' },  { "raw", no_argument, 0, O_RAW },
@@ -72,7 +96,7 @@ int main(int argc, char **argv)
         { "seed", required_argument, 0, O_SEED }, { "stop", required_argument, 0, O_STOP },
         { "f32", no_argument, 0, O_F32 },         { "help", no_argument, 0, 'h' },
         { "q8", no_argument, 0, O_Q8 },          { "format", required_argument, 0, O_FORMAT },
-        { "no-think", no_argument, 0, O_NO_THINK },
+        { "no-think", no_argument, 0, O_NO_THINK }, { "tools", required_argument, 0, O_TOOLS },
         { "context-shift", no_argument, 0, O_SHIFT }, { "shift-reeval", no_argument, 0, O_REEVAL },
         { "keep", required_argument, 0, O_KEEP },
         { "frequency-penalty", required_argument, 0, O_FREQ },
@@ -91,6 +115,7 @@ int main(int argc, char **argv)
         case 'c': sp.n_ctx = atoi(optarg); break;
         case O_RAW: raw = true; break;
         case O_NO_THINK: no_think = true; break;
+        case O_TOOLS: tools = optarg; break;
         case O_SHIFT: gp.context_shift = true; break;
         case O_REEVAL: gp.context_shift = gp.shift_reeval = true; break;
         case O_KEEP: gp.n_keep = atoi(optarg); break;
@@ -171,16 +196,21 @@ int main(int argc, char **argv)
             msgs[n++] = (eng_chat_msg){ .role = "system", .content = system };
         msgs[n++] = (eng_chat_msg){ .role = "user", .content = prompt };
         const unsigned flags = ENG_CHAT_ADD_ASSISTANT | (no_think ? ENG_CHAT_NO_THINK : 0);
-        int len = eng_chat_apply(model, msgs, n, flags, NULL, 0);
+        int len = eng_chat_apply_tools(model, msgs, n, tools, flags, NULL, 0);
         if (len < 0) {
-            fprintf(stderr, "The model has no chat template I know; use --raw (%s)\n",
-                    strerror(-len));
+            if (len == -ENOTSUP && eng_model_chat_template(model) != ENG_CHAT_NONE)
+                fprintf(stderr, "--tools: the model's chat template has no tool calling\n");
+            else if (len == -EINVAL && tools)
+                fprintf(stderr, "--tools: not a JSON array of tool definitions\n");
+            else
+                fprintf(stderr, "The model has no chat template I know; use --raw (%s)\n",
+                        strerror(-len));
             eng_model_free(model);
             return 1;
         }
         text = malloc((size_t)len + 1);
         if (text)
-            eng_chat_apply(model, msgs, n, flags, text, (size_t)len + 1);
+            eng_chat_apply_tools(model, msgs, n, tools, flags, text, (size_t)len + 1);
         text_len = (size_t)len;
     }
     if (!text) {
@@ -210,8 +240,19 @@ int main(int argc, char **argv)
         return 1;
     }
     eng_gen_stats st;
-    r = eng_generate(sess, toks, n_tok, &gp, on_text, NULL, &st);
+    answer ans = {0};
+    r = eng_generate(sess, toks, n_tok, &gp, on_text, tools ? &ans : NULL, &st);
     printf("\n");
+    if (r == 0 && tools && !raw) {
+        eng_tool_call *calls = NULL;
+        size_t n_calls = 0;
+        if (ans.oom || eng_chat_tool_calls(model, ans.text, ans.len, &calls, &n_calls) == -ENOMEM)
+            fprintf(stderr, "out of memory reading the tool calls\n");
+        for (size_t i = 0; i < n_calls; i++)
+            printf("tool call: %s %s\n", calls[i].name, calls[i].arguments);
+        eng_tool_calls_free(calls, n_calls);
+    }
+    free(ans.text);
     if (r < 0) {
         fprintf(stderr, "generation failed: %s\n", strerror(-r));
     } else {

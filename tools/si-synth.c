@@ -1,6 +1,7 @@
 /* si-synth: writes a synthetic GGUF model with random weights.
  *
  *   si-synth --shape NAME --out FILE [--seed N] [--type T] [--embd-type T] [--layers N]
+ *            [--chat-template FILE]
  *
  * Shapes mirror real models' hyperparameters, metadata keys, tensor names and
  * tokenizer layout (a byte-level BPE vocabulary with the 256 GPT-2 byte
@@ -498,7 +499,8 @@ static float llama3_rope_factor(int i, int head_dim, float base)
 static void usage(FILE *f)
 {
     fprintf(f, "usage: si-synth --shape NAME --out FILE [--seed N] [--type T] [--embd-type T] "
-               "[--layers N]\nshapes:");
+               "[--layers N]\n                [--chat-template FILE (a model's Jinja template instead of "
+               "the family's plain one)]\nshapes:");
     for (size_t i = 0; i < sizeof(shapes) / sizeof(shapes[0]); i++)
         fprintf(f, " %s", shapes[i].name);
     fprintf(f, "\ntypes:");
@@ -535,6 +537,7 @@ int main(int argc, char **argv)
     uint64_t seed = 1;
     uint32_t wtype = GGML_TYPE_F16, ftype = 1, etype = UINT32_MAX;
     long layers = -1;
+    const char *tmpl_path = NULL;
 
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -571,6 +574,8 @@ int main(int argc, char **argv)
                 fprintf(stderr, "si-synth: unknown type '%s'\n", val);
                 return 2;
             }
+        } else if (!strcmp(a, "--chat-template")) {
+            tmpl_path = val;
         } else if (!strcmp(a, "--layers")) {
             errno = 0;
             layers = strtol(val, &end, 10);
@@ -678,6 +683,20 @@ int main(int argc, char **argv)
         if (unk >= 0)
             CHECK(gguf_writer_set_u32(w, "tokenizer.ggml.unknown_token_id", (uint32_t)unk));
         CHECK(gguf_writer_set_u32(w, "tokenizer.ggml.padding_token_id", (uint32_t)pad));
+        if (tmpl_path) { /* a real template, to test what the engine makes of it */
+            FILE *tf = fopen(tmpl_path, "rb");
+            static char tbuf[1 << 20];
+            size_t tn = tf ? fread(tbuf, 1, sizeof(tbuf) - 1, tf) : 0;
+            if (!tf || ferror(tf) || tn == 0 || tn == sizeof(tbuf) - 1) {
+                fprintf(stderr, "si-synth: cannot read the template %s (at most 1 MiB)\n", tmpl_path);
+                if (tf)
+                    fclose(tf);
+                goto fail;
+            }
+            fclose(tf);
+            tbuf[tn] = '\0';
+            tmpl = tbuf;
+        }
         CHECK(gguf_writer_set_str(w, "tokenizer.chat_template", tmpl));
     }
     if (wtype != GGML_TYPE_F32 && wtype != GGML_TYPE_F16 && wtype != GGML_TYPE_BF16)

@@ -1,0 +1,183 @@
+/* Tool calling through a loaded model: synthetic models (si-synth) that
+ * carry the real Qwen2.5 and Llama 3.2 templates (tests/data), so that the
+ * template is found in the GGUF's metadata as a user's file has it. For
+ * each: the model says it can call tools; eng_chat_apply_tools renders the
+ * conversations of tests/data/chat-tools-cases.h as jinja2 did; the
+ * rendered prompt tokenizes with the template's turn markers as single
+ * tokens, one per turn the template printed; a generation from
+ * it runs; eng_chat_tool_calls reads a call in the model's format. A
+ * model without tool calling (the plain synthetic template) refuses.
+ *
+ * si-generate --tools (when given): refused by the plain template and
+ * for tools that are not an array, run on Qwen's.
+ *
+ * usage: test-tools SI_SYNTH [SI_GENERATE]
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "engine.h"
+#include "test-util.h"
+
+#include "data/chat-tools-cases.h"
+
+static const char *synth_bin;
+
+/* the synthetic `shape` with the template tests/data/chat-template-NAME.jinja
+ * (NULL: the family's plain one), loaded */
+static eng_model *load_with(const char *shape, const char *tmpl, char *path)
+{
+    snprintf(path, 32, "/tmp/si-tools-XXXXXX");
+    int fd = mkstemp(path);
+    CHECK(fd >= 0);
+    close(fd);
+    const char *root = getenv("SI_SOURCE_ROOT");
+    const char *wrap = getenv("SI_EXE_WRAPPER");
+    char opt[1024] = "";
+    if (tmpl)
+        snprintf(opt, sizeof opt, "--chat-template '%s/tests/data/chat-template-%s.jinja'", root ? root : ".",
+                 tmpl);
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd, "%s '%s' --shape %s --out '%s' --seed 7 %s", wrap ? wrap : "", synth_bin, shape,
+             path, opt);
+    int st = system(cmd);
+    CHECKF(st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 0, "%s", cmd);
+    eng_model_params mp = eng_model_params_default();
+    mp.n_threads = 2;
+    eng_model *m = NULL;
+    eng_error err;
+    CHECKF(eng_model_load(path, &mp, &m, &err) == 0, "%s: %s", path, err.msg);
+    return m;
+}
+
+static const struct tools_case *find_case(const char *name)
+{
+    for (size_t k = 0; k < sizeof(tools_cases) / sizeof(tools_cases[0]); k++)
+        if (!strcmp(tools_cases[k].name, name))
+            return &tools_cases[k];
+    CHECKF(0, "no case %s", name);
+    return NULL;
+}
+
+static int count_token(const int32_t *t, size_t n, int32_t id)
+{
+    int c = 0;
+    for (size_t i = 0; i < n; i++)
+        c += t[i] == id;
+    return c;
+}
+
+static void check_model(const char *shape, const char *tmpl, const char *case_name, const char *marker,
+                        int marker_count, const char *answer, const char *want_args)
+{
+    char path[32];
+    eng_model *m = load_with(shape, tmpl, path);
+    CHECKF(eng_model_chat_can_call_tools(m), "%s: no tool calling", tmpl);
+    const struct tools_case *c = find_case(case_name);
+    const unsigned flags = c->add ? ENG_CHAT_ADD_ASSISTANT : 0;
+    int len = eng_chat_apply_tools(m, c->msgs, c->n_msgs, c->tools, flags, NULL, 0);
+    CHECKF(len == (int)strlen(c->want), "%s: %d bytes, want %zu", case_name, len, strlen(c->want));
+    char *text = malloc((size_t)len + 1);
+    CHECK(text && eng_chat_apply_tools(m, c->msgs, c->n_msgs, c->tools, flags, text, (size_t)len + 1) == len);
+    CHECKF(!strcmp(text, c->want), "%s: rendering differs", case_name);
+
+    /* the marker is one token, and the prompt holds it where the text does */
+    int32_t one[8];
+    size_t n1 = 0;
+    int tr = eng_tokenize(m, marker, strlen(marker), ENG_TOK_PARSE_SPECIAL, one, 8, &n1);
+    CHECKF(tr == 0, "%s: tokenizing %s: %d (%zu tokens)", tmpl, marker, tr, n1);
+    CHECKF(n1 == 1, "%s: %s is %zu tokens", tmpl, marker, n1);
+    size_t n = 0;
+    eng_tokenize(m, text, (size_t)len, ENG_TOK_ADD_SPECIAL | ENG_TOK_PARSE_SPECIAL, NULL, 0, &n);
+    int32_t *toks = malloc(n * sizeof(*toks));
+    CHECK(toks && eng_tokenize(m, text, (size_t)len, ENG_TOK_ADD_SPECIAL | ENG_TOK_PARSE_SPECIAL, toks, n, &n) == 0);
+    int in_text = 0;
+    for (const char *p = c->want; (p = strstr(p, marker)) != NULL; p += strlen(marker))
+        in_text++;
+    CHECKF(in_text == marker_count && count_token(toks, n, one[0]) == marker_count, "%s: %s %d times, %d in the text, want %d",
+           tmpl, marker, count_token(toks, n, one[0]), in_text, marker_count);
+
+    /* a generation from the tools prompt runs to its length */
+    eng_session_params sp = eng_session_params_default();
+    sp.n_ctx = (int)n + 16;
+    eng_session *s;
+    CHECK(eng_session_new(m, &sp, &s) == 0);
+    eng_gen_params gp = eng_gen_params_default();
+    gp.max_tokens = 4;
+    eng_gen_stats st;
+    CHECK(eng_generate(s, toks, n, &gp, NULL, NULL, &st) == 0 && st.n_prompt == (int)n);
+    eng_session_free(s);
+
+    /* the model's way of calling */
+    eng_tool_call *calls = NULL;
+    size_t n_calls = 0;
+    CHECK(eng_chat_tool_calls(m, answer, strlen(answer), &calls, &n_calls) == 0);
+    CHECKF(n_calls == 1 && !strcmp(calls[0].name, "get_weather") && !strcmp(calls[0].arguments, want_args),
+           "%s: %zu calls", tmpl, n_calls);
+    eng_tool_calls_free(calls, n_calls);
+    free(toks);
+    free(text);
+    eng_model_free(m);
+    unlink(path);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        fprintf(stderr, "usage: test-tools SI_SYNTH [SI_GENERATE]\n");
+        return 2;
+    }
+    synth_bin = argv[1];
+    /* Qwen2.5: a turn for the system block with the tools, each message
+     * but the second tool result (one user turn holds both), the answer's
+     * header (the tiny vocabulary has no <tool_call> token) */
+    check_model("tiny-qwen2", "qwen2.5", "qwen25_history", "<|im_start|>", 9,
+                "Checking.\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\":\"Paris\"}}\n"
+                "</tool_call>",
+                "{\"city\": \"Paris\"}");
+    /* Llama 3.2: system, the first user message with the tools, the
+     * call, the ipython turn, the answer, the next question, the header */
+    check_model("tiny-llama3", "llama3.2", "llama32_history", "<|start_header_id|>", 7,
+                "{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Paris\", \"unit\":\"celsius\"}}",
+                "{\"city\": \"Paris\", \"unit\": \"celsius\"}");
+
+    /* the plain synthetic templates have no tool calling */
+    char path[32];
+    eng_model *m = load_with("tiny-qwen2", NULL, path);
+    CHECK(!eng_model_chat_can_call_tools(m));
+    eng_chat_msg u[] = {{.role = "user", .content = "x"}};
+    CHECK(eng_chat_apply_tools(m, u, 1, "[{\"type\": \"function\"}]", ENG_CHAT_ADD_ASSISTANT, NULL, 0) == -ENOTSUP);
+    CHECK(eng_chat_apply_tools(m, u, 1, "[]", ENG_CHAT_ADD_ASSISTANT, NULL, 0) > 0);
+    eng_tool_call *calls = (eng_tool_call *)1;
+    size_t n_calls = 5;
+    CHECK(eng_chat_tool_calls(m, "{}", 2, &calls, &n_calls) == -ENOTSUP && n_calls == 0 && calls == NULL);
+    eng_model_free(m);
+
+    /* si-generate --tools: refused by the plain template, run by Qwen's */
+    if (argc > 2) {
+        const char *wrap = getenv("SI_EXE_WRAPPER");
+        const char *tools = "'[{\"type\": \"function\", \"function\": {\"name\": \"f\"}}]'";
+        char cmd[2048];
+        snprintf(cmd, sizeof cmd, "%s '%s' -m '%s' -p x -n 2 -t 1 --tools %s 2>/dev/null >/dev/null", wrap ? wrap : "",
+                 argv[2], path, tools);
+        int st = system(cmd);
+        CHECKF(st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 1, "si-generate --tools on a plain template");
+        unlink(path);
+        m = load_with("tiny-qwen2", "qwen2.5", path);
+        eng_model_free(m);
+        snprintf(cmd, sizeof cmd, "%s '%s' -m '%s' -p x -n 2 -t 1 --tools %s 2>/dev/null >/dev/null", wrap ? wrap : "",
+                 argv[2], path, tools);
+        st = system(cmd);
+        CHECKF(st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 0, "si-generate --tools on Qwen2.5's template");
+        snprintf(cmd, sizeof cmd, "%s '%s' -m '%s' -p x -n 2 -t 1 --tools '{}' 2>/dev/null >/dev/null",
+                 wrap ? wrap : "", argv[2], path);
+        st = system(cmd);
+        CHECKF(st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 1, "si-generate --tools '{}'");
+    }
+    unlink(path);
+    printf("tools: ok\n");
+    return 0;
+}
