@@ -2,6 +2,7 @@
  * tree of JSON values, compiled into value nodes, and the recognizer that
  * walks them byte by byte. */
 #include "jschema.h"
+#include "utf8.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -120,23 +121,8 @@ static int parse_str(parser *ps, uint32_t *off, uint32_t *len)
                     ps->p += 6;
                 }
                 char u[4];
-                int n = 0;
-                if (cp < 0x80) {
-                    u[n++] = (char)cp;
-                } else if (cp < 0x800) {
-                    u[n++] = (char)(0xc0 | cp >> 6);
-                    u[n++] = (char)(0x80 | (cp & 0x3f));
-                } else if (cp < 0x10000) {
-                    u[n++] = (char)(0xe0 | cp >> 12);
-                    u[n++] = (char)(0x80 | (cp >> 6 & 0x3f));
-                    u[n++] = (char)(0x80 | (cp & 0x3f));
-                } else {
-                    u[n++] = (char)(0xf0 | cp >> 18);
-                    u[n++] = (char)(0x80 | (cp >> 12 & 0x3f));
-                    u[n++] = (char)(0x80 | (cp >> 6 & 0x3f));
-                    u[n++] = (char)(0x80 | (cp & 0x3f));
-                }
-                r = jbuf_put(&ps->sb, u, (size_t)n, NULL);
+                const size_t n = eng__utf8_encode(cp, u);
+                r = jbuf_put(&ps->sb, u, n, NULL);
             } else {
                 return fail(ps, -EINVAL, "a bad escape in a string of the schema");
             }

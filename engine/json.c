@@ -1,6 +1,7 @@
 /* The JSON recognizer of json.h: one state per kind of byte that may come
  * next; containers on a stack. */
 #include "json.h"
+#include "utf8.h"
 
 #include <errno.h>
 #include <math.h>
@@ -324,21 +325,7 @@ static void put_cp(const jw *w, uint32_t cp, bool raw)
         }
         return;
     }
-    if (cp < 0x80) {
-        b[n++] = (char)cp;
-    } else if (cp < 0x800) {
-        b[n++] = (char)(0xc0 | cp >> 6);
-        b[n++] = (char)(0x80 | (cp & 0x3f));
-    } else if (cp < 0x10000) {
-        b[n++] = (char)(0xe0 | cp >> 12);
-        b[n++] = (char)(0x80 | (cp >> 6 & 0x3f));
-        b[n++] = (char)(0x80 | (cp & 0x3f));
-    } else {
-        b[n++] = (char)(0xf0 | cp >> 18);
-        b[n++] = (char)(0x80 | (cp >> 12 & 0x3f));
-        b[n++] = (char)(0x80 | (cp >> 6 & 0x3f));
-        b[n++] = (char)(0x80 | (cp & 0x3f));
-    }
+    n = eng__utf8_encode(cp, b);
     jput(w, b, n);
 }
 

@@ -19,6 +19,7 @@
 #define PCRE2_CODE_UNIT_WIDTH 8
 
 #include "error.h"
+#include "utf8.h"
 #include "vocab.h"
 
 #include <errno.h>
@@ -221,28 +222,6 @@ static size_t utf8_decode(const uint8_t *s, size_t n, uint32_t *cp) {
     return len;
 }
 
-static size_t utf8_encode(uint32_t cp, char *out) {
-    if (cp < 0x80) {
-        out[0] = (char)cp;
-        return 1;
-    }
-    if (cp < 0x800) {
-        out[0] = (char)(0xc0 | (cp >> 6));
-        out[1] = (char)(0x80 | (cp & 0x3f));
-        return 2;
-    }
-    if (cp < 0x10000) {
-        out[0] = (char)(0xe0 | (cp >> 12));
-        out[1] = (char)(0x80 | ((cp >> 6) & 0x3f));
-        out[2] = (char)(0x80 | (cp & 0x3f));
-        return 3;
-    }
-    out[0] = (char)(0xf0 | (cp >> 18));
-    out[1] = (char)(0x80 | ((cp >> 12) & 0x3f));
-    out[2] = (char)(0x80 | ((cp >> 6) & 0x3f));
-    out[3] = (char)(0x80 | (cp & 0x3f));
-    return 4;
-}
 
 /* Copies s[0..n) to out as valid, shortest-form UTF-8; a byte that does not
  * start a well-formed sequence becomes U+FFFD. out needs 3 * n bytes. */
@@ -255,7 +234,7 @@ static size_t utf8_sanitize(const char *s, size_t n, char *out) {
             cp = 0xfffd;
             l = 1;
         }
-        o += utf8_encode(cp, out + o);
+        o += eng__utf8_encode(cp, out + o);
         i += l;
     }
     return o;

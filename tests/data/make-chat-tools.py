@@ -31,35 +31,33 @@ TOOLS = r'''[ {"type":"function","function":{"name":"get_weather",
 CALLS_ONE = [("get_weather", '{"city": "Paris", "unit":"celsius"}')]
 CALLS_TWO = [("get_weather", '{ "city" : "Bucure\\u0219ti" }'), ("round", '{"x":3.0}')]
 
+
+
+def history(first_answer):
+    """Two calls answered by two results, then a turn with one call."""
+    return [("user", "Weather in Paris and Bucharest?", None),
+            ("assistant", first_answer, CALLS_TWO),
+            ("tool", '{"temp": 21}', None),
+            ("tool", "3", None),
+            ("assistant", "21 degrees.", None),
+            ("user", "And now?", None),
+            ("assistant", "Let me look.", CALLS_ONE),
+            ("tool", "22", None)]
+
+
 CASES = [
     # name, template, tools (None: none), messages, add_generation_prompt
     ("qwen25_tools_user", "qwen2.5", TOOLS, [("user", "What is the weather in Paris?", None)], True),
     ("qwen25_tools_system", "qwen2.5", TOOLS,
      [("system", "You are terse.", None), ("user", "Weather?", None)], True),
-    ("qwen25_history", "qwen2.5", TOOLS,
-     [("user", "Weather in Paris and Bucharest?", None),
-      ("assistant", "", CALLS_TWO),
-      ("tool", '{"temp": 21}', None),
-      ("tool", "3", None),
-      ("assistant", "21 degrees.", None),
-      ("user", "And now?", None),
-      ("assistant", "Let me look.", CALLS_ONE),
-      ("tool", "22", None)], True),
+    ("qwen25_history", "qwen2.5", TOOLS, history(""), True),
     ("qwen25_calls_no_tools", "qwen2.5", None,
      [("user", "U", None), ("assistant", "", CALLS_ONE), ("tool", "ok", None)], False),
     ("qwen25_empty_tools", "qwen2.5", "[]", [("user", "Hi", None)], True),
     ("qwen3_tools_user", "qwen3", TOOLS, [("user", "What is the weather in Paris?", None)], True),
     ("qwen3_tools_system", "qwen3", TOOLS,
      [("system", "You are terse.", None), ("user", "Weather?", None)], True),
-    ("qwen3_history", "qwen3", TOOLS,
-     [("user", "Weather in Paris and Bucharest?", None),
-      ("assistant", "<think>\nTwo cities.\n</think>\n\n", CALLS_TWO),
-      ("tool", '{"temp": 21}', None),
-      ("tool", "3", None),
-      ("assistant", "21 degrees.", None),
-      ("user", "And now?", None),
-      ("assistant", "Let me look.", CALLS_ONE),
-      ("tool", "22", None)], True),
+    ("qwen3_history", "qwen3", TOOLS, history("<think>\nTwo cities.\n</think>\n\n"), True),
     ("qwen3_after_query", "qwen3", TOOLS,
      [("user", "Weather?", None),
       ("assistant", "<think>\nlook it up\n</think>\n\nChecking.", CALLS_ONE),
