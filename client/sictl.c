@@ -58,7 +58,8 @@ static void usage(FILE *f)
         "  generate [OPTIONS] TEXT...  send TEXT as a user message and stream the answer\n"
         "                              (TEXT \"-\": read it from stdin; after \"--\" every\n"
         "                              argument is text, \"-v\" too)\n"
-        "  chat [OPTIONS]              interactive chat (/reset forgets, /exit quits)\n"
+        "  chat [OPTIONS]              interactive chat (/reset forgets, /exit quits; with\n"
+        "                              --tools, each call's result is asked for in turn)\n"
         "  tokenize [OPTIONS] TEXT...  the tokens generate would evaluate: count and ids\n"
         "                              (--raw, --parse-special, --system, --no-think and\n"
         "                              --tools as for generate; --pieces: each token's text)\n"
@@ -625,14 +626,34 @@ static void format_logprobs(text_buf *b, Selectinfer__TokenLogprob **v, size_t n
 /* Runs one generate request, streaming to stdout; the answer's text goes
  * to *answer when not NULL, and done.dropped_messages to *dropped. Ctrl-C
  * cancels it. Returns an exit status. */
+/* An answer's tool calls (done.tool_calls) and the text without them
+ * (done.content), owned: what a chat sends back. */
+typedef struct turn_calls {
+    char *content;
+    Selectinfer__ToolCall **calls;
+    size_t n;
+} turn_calls;
+
+static void turn_calls_free(turn_calls *t)
+{
+    for (size_t i = 0; i < t->n; i++) {
+        free(t->calls[i]->name);
+        free(t->calls[i]->arguments);
+        free(t->calls[i]);
+    }
+    free(t->calls);
+    free(t->content);
+    memset(t, 0, sizeof(*t));
+}
+
 static int generate_call(si_client *c, Selectinfer__Generate *g, const gen_opts *o, text_buf *answer,
-                         uint32_t *dropped, text_buf *lps);
+                         uint32_t *dropped, text_buf *lps, turn_calls *tc);
 
 static int run_generate(si_client *c, Selectinfer__Generate *g, const gen_opts *o, text_buf *answer,
-                        uint32_t *dropped)
+                        uint32_t *dropped, turn_calls *tc)
 {
     text_buf lps = {0};
-    const int rc = generate_call(c, g, o, answer, dropped, o->logprobs >= 0 && !opt.json ? &lps : NULL);
+    const int rc = generate_call(c, g, o, answer, dropped, o->logprobs >= 0 && !opt.json ? &lps : NULL, tc);
     if (lps.len)
         fputs(lps.data, stderr);
     free(lps.data);
@@ -641,7 +662,7 @@ static int run_generate(si_client *c, Selectinfer__Generate *g, const gen_opts *
 
 /* run_generate's request; the log-probabilities go to *lps when not NULL. */
 static int generate_call(si_client *c, Selectinfer__Generate *g, const gen_opts *o, text_buf *answer,
-                         uint32_t *dropped, text_buf *lps)
+                         uint32_t *dropped, text_buf *lps, turn_calls *tc)
 {
     Selectinfer__Request req = SELECTINFER__REQUEST__INIT;
     req.has_id = true;
@@ -709,6 +730,28 @@ static int generate_call(si_client *c, Selectinfer__Generate *g, const gen_opts 
                 print_stats(d);
             if (dropped)
                 *dropped = d->dropped_messages;
+            if (tc && d->n_tool_calls) { /* copied: r is freed below */
+                tc->calls = calloc(d->n_tool_calls, sizeof(*tc->calls));
+                tc->content = strndup(d->has_content ? (const char *)d->content.data : "",
+                                      d->has_content ? d->content.len : 0);
+                for (size_t i = 0; tc->calls && tc->content && i < d->n_tool_calls; i++) {
+                    Selectinfer__ToolCall *x = malloc(sizeof(*x));
+                    if (!x)
+                        break;
+                    selectinfer__tool_call__init(x);
+                    x->name = strdup(d->tool_calls[i]->name ? d->tool_calls[i]->name : "");
+                    x->arguments = strdup(d->tool_calls[i]->arguments ? d->tool_calls[i]->arguments : "{}");
+                    tc->calls[tc->n++] = x;
+                    if (!x->name || !x->arguments)
+                        break;
+                }
+                if (!tc->calls || !tc->content || tc->n < d->n_tool_calls) {
+                    turn_calls_free(tc);
+                    si_response_free(r);
+                    fprintf(stderr, "sictl: out of memory\n");
+                    return EXIT_PROTOCOL;
+                }
+            }
             int ret = cancel_sent ? EXIT_INTERRUPTED : 0;
             si_response_free(r);
             return ret;
@@ -820,7 +863,7 @@ static int cmd_generate(int argc, char **argv)
         g.input_case = SELECTINFER__GENERATE__INPUT_CHAT;
         g.chat = one_turn_init(&t, o.system, text.data);
     }
-    rc = run_generate(c, &g, &o, NULL, NULL);
+    rc = run_generate(c, &g, &o, NULL, NULL, NULL);
     si_client_close(c);
     free(text.data);
     return rc;
@@ -979,8 +1022,11 @@ static int history_add(history *h, const char *role, char *content)
 
 static void history_clear(history *h, size_t keep)
 {
-    for (size_t i = keep; i < h->n; i++)
+    for (size_t i = keep; i < h->n; i++) {
         free(h->msgs[i].content);
+        turn_calls t = {NULL, h->msgs[i].tool_calls, h->msgs[i].n_tool_calls};
+        turn_calls_free(&t);
+    }
     h->n = keep;
 }
 
@@ -1017,28 +1063,33 @@ static int cmd_chat(int argc, char **argv)
     char *line = NULL;
     size_t lcap = 0;
     int ret = 0;
+    bool follow = false; /* tool results just came: the model goes on */
     for (;;) {
-        if (tty) {
-            fputs("> ", stdout);
-            fflush(stdout);
+        const size_t turn_start = h.n;
+        if (!follow) {
+            if (tty) {
+                fputs("> ", stdout);
+                fflush(stdout);
+            }
+            interrupted = 0;
+            ssize_t n = getline(&line, &lcap, stdin);
+            if (n < 0)
+                break;
+            while (n > 0 && (line[n - 1] == '\n' || line[n - 1] == '\r'))
+                line[--n] = '\0';
+            if (n == 0)
+                continue;
+            if (!strcmp(line, "/exit") || !strcmp(line, "/quit"))
+                break;
+            if (!strcmp(line, "/reset")) {
+                history_clear(&h, keep);
+                shown_dropped = 0;
+                continue;
+            }
+            if (history_add(&h, "user", strdup(line)) < 0)
+                break;
         }
-        interrupted = 0;
-        ssize_t n = getline(&line, &lcap, stdin);
-        if (n < 0)
-            break;
-        while (n > 0 && (line[n - 1] == '\n' || line[n - 1] == '\r'))
-            line[--n] = '\0';
-        if (n == 0)
-            continue;
-        if (!strcmp(line, "/exit") || !strcmp(line, "/quit"))
-            break;
-        if (!strcmp(line, "/reset")) {
-            history_clear(&h, keep);
-            shown_dropped = 0;
-            continue;
-        }
-        if (history_add(&h, "user", strdup(line)) < 0)
-            break;
+        follow = false;
         Selectinfer__Generate g = SELECTINFER__GENERATE__INIT;
         Selectinfer__Sampling s;
         Selectinfer__ChatMessages chat = SELECTINFER__CHAT_MESSAGES__INIT;
@@ -1054,7 +1105,8 @@ static int cmd_chat(int argc, char **argv)
         g.chat = &chat;
         text_buf answer = {0};
         uint32_t dropped = 0;
-        ret = run_generate(c, &g, &o, &answer, &dropped);
+        turn_calls tc = {0};
+        ret = run_generate(c, &g, &o, &answer, &dropped, &tc);
         /* said once per new cut, not with every later turn that keeps it */
         if (ret == 0 && dropped > shown_dropped && !o.stats)
             fprintf(stderr, "[the %u oldest messages no longer fit the context and are left out]\n", dropped);
@@ -1067,11 +1119,38 @@ static int cmd_chat(int argc, char **argv)
             free(answer.data);
             if (ret == EXIT_PROTOCOL)
                 break;
-            free(h.msgs[--h.n].content); /* forget the turn that failed */
+            history_clear(&h, turn_start); /* forget the turn that failed */
             continue;
         }
-        history_add(&h, "assistant", answer.data ? answer.data : strdup(""));
+        if (tc.n == 0) {
+            history_add(&h, "assistant", answer.data ? answer.data : strdup(""));
+            continue;
+        }
+        /* calls (printed with the answer): the turn keeps them, then each
+         * result is asked for, and the model goes on with them */
+        free(answer.data);
+        if (history_add(&h, "assistant", tc.content) < 0) {
+            turn_calls_free(&tc);
+            break;
+        }
+        h.msgs[h.n - 1].tool_calls = tc.calls;
+        h.msgs[h.n - 1].n_tool_calls = tc.n;
+        for (size_t i = 0; i < tc.n; i++) {
+            if (tty) {
+                printf("result of %s> ", tc.calls[i]->name);
+                fflush(stdout);
+            }
+            ssize_t n = getline(&line, &lcap, stdin);
+            if (n < 0)
+                goto out;
+            while (n > 0 && (line[n - 1] == '\n' || line[n - 1] == '\r'))
+                line[--n] = '\0';
+            if (history_add(&h, "tool", strdup(line)) < 0)
+                goto out;
+        }
+        follow = true;
     }
+out:
     free(line);
     history_clear(&h, 0);
     free(h.msgs);

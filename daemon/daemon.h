@@ -129,6 +129,7 @@ typedef struct sid_req {
     bool tools;                /* Generate.tools: read the answer's calls */
     eng_tool_call *calls;      /* done.tool_calls */
     size_t n_calls;
+    size_t content_len;        /* done.content: text[0..content_len) */
     float phi;                 /* phi used */
     int slot;                  /* the context slot that served it; -1: none */
     uint32_t slot_held;        /* what that slot holds for reuse after it */

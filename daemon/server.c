@@ -543,6 +543,9 @@ static void send_done(sid_server *srv, sid_req *req)
         }
         d.tool_calls = tcp;
         d.n_tool_calls = req->n_calls;
+        d.has_content = true;
+        d.content.data = (uint8_t *)req->text;
+        d.content.len = req->content_len;
     } else if (req->n_calls) {
         sid_warn("Request %llu: out of memory for its tool calls; sent without them",
                  (unsigned long long)req->id);

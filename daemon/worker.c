@@ -1034,7 +1034,8 @@ static void run_request(sid_server *srv, sid_req *req)
     req->ffn_share = eng_session_ffn_share(session);
     /* the calls in the answer (none: it stays text) */
     if (req->tools && st.stop_reason != ENG_STOP_CANCELLED &&
-        eng_chat_tool_calls(srv->model, req->text, req->text_len, &req->calls, &req->n_calls) == -ENOMEM)
+        eng_chat_tool_calls(srv->model, req->text, req->text_len, &req->calls, &req->n_calls, &req->content_len) ==
+            -ENOMEM)
         fail(req, SELECTINFER__ERROR_CODE__INTERNAL, "%s", "out of memory reading the tool calls");
 }
 

@@ -667,16 +667,22 @@ static int llama_call(const char *text, size_t len, eng_tool_call **ret_calls, s
 }
 
 int eng_chat_parse_calls(const eng_chat_info *info, const char *text, size_t len,
-                         eng_tool_call **ret_calls, size_t *ret_n) {
+                         eng_tool_call **ret_calls, size_t *ret_n, size_t *ret_content_len) {
     static const char open[] = "<tool_call>", close[] = "</tool_call>";
     if (!info || (!text && len > 0) || !ret_calls || !ret_n)
         return -EINVAL;
     *ret_calls = NULL;
     *ret_n = 0;
+    if (ret_content_len)
+        *ret_content_len = len;
     if (!info->tools)
         return -ENOTSUP;
-    if (info->kind == ENG_CHAT_LLAMA3)
-        return llama_call(text, len, ret_calls, ret_n);
+    if (info->kind == ENG_CHAT_LLAMA3) {
+        int r = llama_call(text, len, ret_calls, ret_n);
+        if (r == 0 && *ret_n > 0 && ret_content_len)
+            *ret_content_len = 0; /* the answer is the call */
+        return r;
+    }
     size_t count = 0;
     for (const char *p = text; (p = find_bytes(p, len - (size_t)(p - text), open)) != NULL; p += sizeof(open) - 1)
         count++;
@@ -713,5 +719,11 @@ int eng_chat_parse_calls(const eng_chat_info *info, const char *text, size_t len
     }
     *ret_calls = calls;
     *ret_n = count;
+    if (ret_content_len) { /* the text before the first block, less its trailing space */
+        size_t c = (size_t)(find_bytes(text, len, open) - text);
+        while (c > 0 && is_space(text[c - 1]))
+            c--;
+        *ret_content_len = c;
+    }
     return 0;
 }

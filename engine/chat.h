@@ -27,6 +27,6 @@ int eng_chat_render(const eng_chat_info *info, const eng_chat_msg *msgs, size_t 
 
 /* eng_chat_tool_calls() on a template. */
 int eng_chat_parse_calls(const eng_chat_info *info, const char *text, size_t len,
-                         eng_tool_call **ret_calls, size_t *ret_n);
+                         eng_tool_call **ret_calls, size_t *ret_n, size_t *ret_content_len);
 
 #endif

@@ -211,13 +211,15 @@ int eng_chat_apply_tools(const eng_model *model, const eng_chat_msg *msgs, size_
 /* The tool calls in a generated answer: every <tool_call> block of the
  * text (Qwen), or the whole answer (Llama), each a JSON object with a
  * string "name" and an object "arguments" or "parameters" (absent: {}),
- * returned with the arguments in json.dumps form. An answer
- * with no block, or with one that is not such an object (cut short by
- * max_tokens, say), has no calls: *ret_n = 0 and it stays text. Free the
- * calls with eng_tool_calls_free(). -ENOTSUP when the template has no tool
- * calling, -ENOMEM. */
+ * returned with the arguments in json.dumps form. An answer with no block,
+ * or with one that is not such an object (cut short by max_tokens, say),
+ * has no calls: *ret_n = 0 and it stays text. *ret_content_len (when not
+ * NULL): the length of the answer's text without its calls (what goes back
+ * as the assistant message's content; the whole text when there are
+ * none). Free the calls with eng_tool_calls_free(). -ENOTSUP when the
+ * template has no tool calling, -ENOMEM. */
 int eng_chat_tool_calls(const eng_model *model, const char *text, size_t len,
-                        eng_tool_call **ret_calls, size_t *ret_n);
+                        eng_tool_call **ret_calls, size_t *ret_n, size_t *ret_content_len);
 void eng_tool_calls_free(eng_tool_call *calls, size_t n);
 
 /* ---- sessions: KV cache and forward pass -------------------------------- */

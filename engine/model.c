@@ -1157,9 +1157,9 @@ int eng_chat_apply_tools(const eng_model *m, const eng_chat_msg *msgs, size_t n_
 }
 
 int eng_chat_tool_calls(const eng_model *m, const char *text, size_t len,
-                        eng_tool_call **ret_calls, size_t *ret_n)
+                        eng_tool_call **ret_calls, size_t *ret_n, size_t *ret_content_len)
 {
-    return eng_chat_parse_calls(&m->chat, text, len, ret_calls, ret_n);
+    return eng_chat_parse_calls(&m->chat, text, len, ret_calls, ret_n, ret_content_len);
 }
 
 /* ---- sessions ---- */

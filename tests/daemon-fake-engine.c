@@ -396,10 +396,10 @@ int eng_chat_apply_tools(const eng_model *model, const eng_chat_msg *msgs, size_
 
 /* the engine's own reader (engine/chat.c, linked in), as for Qwen */
 int eng_chat_tool_calls(const eng_model *model, const char *text, size_t len,
-                        eng_tool_call **ret_calls, size_t *ret_n)
+                        eng_tool_call **ret_calls, size_t *ret_n, size_t *ret_content_len)
 {
     const eng_chat_info info = {.kind = ENG_CHAT_CHATML, .tools = true};
-    return eng_chat_parse_calls(&info, text, len, ret_calls, ret_n);
+    return eng_chat_parse_calls(&info, text, len, ret_calls, ret_n, ret_content_len);
 }
 
 int eng_format_parse(const char *name, eng_format *ret_format)

@@ -426,7 +426,7 @@ static void test_tools(void) {
         CHECK(eng_chat_render(&info, user, 1, " [ ] ", true, buf, sizeof buf) > 0);
         eng_tool_call *calls = NULL;
         size_t n = 9;
-        CHECK(eng_chat_parse_calls(&info, "<tool_call>{\"name\": \"f\"}</tool_call>", 33, &calls, &n) == -ENOTSUP);
+        CHECK(eng_chat_parse_calls(&info, "<tool_call>{\"name\": \"f\"}</tool_call>", 33, &calls, &n, NULL) == -ENOTSUP);
         CHECK(n == 0 && calls == NULL);
     }
 
@@ -486,7 +486,9 @@ static void test_tools(void) {
     for (size_t k = 0; k < sizeof(lanswers) / sizeof(lanswers[0]); k++) {
         eng_tool_call *calls = NULL;
         size_t n = 99;
-        CHECK(eng_chat_parse_calls(&ll, lanswers[k].text, strlen(lanswers[k].text), &calls, &n) == 0);
+        size_t cl = 0;
+        CHECK(eng_chat_parse_calls(&ll, lanswers[k].text, strlen(lanswers[k].text), &calls, &n, &cl) == 0);
+        CHECK(cl == (n ? 0 : strlen(lanswers[k].text)));
         CHECK(n == (lanswers[k].name ? 1u : 0u));
         if (n == 1 && lanswers[k].name)
             CHECK(!strcmp(calls[0].name, lanswers[k].name) && !strcmp(calls[0].arguments, lanswers[k].args));
@@ -500,30 +502,33 @@ static void test_tools(void) {
         const char *text;
         size_t n;
         const char *name[2], *args[2];
+        const char *content; /* the text before the calls */
     } answers[] = {
         {"<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\":\"Paris\",\"n\":1.50}}\n</tool_call>",
-         1, {"get_weather"}, {"{\"city\": \"Paris\", \"n\": 1.5}"}},
+         1, {"get_weather"}, {"{\"city\": \"Paris\", \"n\": 1.5}"}, ""},
         {"Let me check.\n<tool_call>\n{\"arguments\": {}, \"name\": \"a\\u00e9\"}\n</tool_call>\n"
          "<tool_call>\n{\"name\": \"b\"}\n</tool_call>",
-         2, {"a\xc3\xa9", "b"}, {"{}", "{}"}},
+         2, {"a\xc3\xa9", "b"}, {"{}", "{}"}, "Let me check."},
         /* the closing tag may be missing at the very end (a stop string) */
         {"<tool_call>{\"name\": \"f\", \"arguments\": {\"x\": [1, {\"y\": null}]}}  ", 1, {"f"},
-         {"{\"x\": [1, {\"y\": null}]}"}},
+         {"{\"x\": [1, {\"y\": null}]}"}, ""},
         /* not calls: the answer stays text */
-        {"no calls here", 0, {NULL}, {NULL}},
-        {"<tool_call>\n{\"name\": \"f\", \"arguments\": {\"x\": ", 0, {NULL}, {NULL}}, /* cut short */
-        {"<tool_call>\n{\"arguments\": {}}\n</tool_call>", 0, {NULL}, {NULL}},             /* no name */
-        {"<tool_call>\n{\"name\": 3}\n</tool_call>", 0, {NULL}, {NULL}},                   /* name not a string */
-        {"<tool_call>\n{\"name\": \"f\", \"arguments\": \"{}\"}\n</tool_call>", 0, {NULL}, {NULL}},
-        {"<tool_call>\n[\"f\"]\n</tool_call>", 0, {NULL}, {NULL}},
-        {"<tool_call>\n{\"name\": \"f\"} trailing\n</tool_call>", 0, {NULL}, {NULL}},
+        {"no calls here", 0, {NULL}, {NULL}, NULL},
+        {"<tool_call>\n{\"name\": \"f\", \"arguments\": {\"x\": ", 0, {NULL}, {NULL}, NULL}, /* cut short */
+        {"<tool_call>\n{\"arguments\": {}}\n</tool_call>", 0, {NULL}, {NULL}, NULL},             /* no name */
+        {"<tool_call>\n{\"name\": 3}\n</tool_call>", 0, {NULL}, {NULL}, NULL},                   /* name not a string */
+        {"<tool_call>\n{\"name\": \"f\", \"arguments\": \"{}\"}\n</tool_call>", 0, {NULL}, {NULL}, NULL},
+        {"<tool_call>\n[\"f\"]\n</tool_call>", 0, {NULL}, {NULL}, NULL},
+        {"<tool_call>\n{\"name\": \"f\"} trailing\n</tool_call>", 0, {NULL}, {NULL}, NULL},
         {"<tool_call>\n{\"name\": \"ok\"}\n</tool_call><tool_call>\n{\"name\": \"\\u0000\"}\n</tool_call>", 0,
-         {NULL}, {NULL}}, /* one bad call: none */
+         {NULL}, {NULL}, NULL}, /* one bad call: none */
     };
     for (size_t k = 0; k < sizeof(answers) / sizeof(answers[0]); k++) {
         eng_tool_call *calls = (eng_tool_call *)1;
         size_t n = 99;
-        CHECK(eng_chat_parse_calls(&info, answers[k].text, strlen(answers[k].text), &calls, &n) == 0);
+        size_t cl = 0;
+        CHECK(eng_chat_parse_calls(&info, answers[k].text, strlen(answers[k].text), &calls, &n, &cl) == 0);
+        CHECK(cl == (n ? strlen(answers[k].content) : strlen(answers[k].text)));
         CHECK(n == answers[k].n);
         if (n != answers[k].n) {
             fprintf(stderr, "answer %zu: %zu calls\n", k, n);

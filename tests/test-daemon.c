@@ -2449,6 +2449,8 @@ static void scenario_tools(void)
         const char *text = stream ? res.text : (const char *)d->text.data;
         const size_t len = stream ? res.len : d->text.len;
         CHECK(len > 20 && !memcmp(text, "Checking.\n<tool_call>", 21));
+        /* the content to send back with the calls: the text before them */
+        CHECK(d->has_content && d->content.len == 9 && !memcmp(d->content.data, "Checking.", 9));
         CHECK(stream ? res.n_chunks > 1 : d->has_text);
         si_response_free(res.end);
     }
@@ -2576,6 +2578,31 @@ static void scenario_tools(void)
     const char *jargs[] = {"--socket", D.sock, "--json", "generate", "-n", "100", "--tools", tools, "CALLTOOL", NULL};
     CHECK(run_sictl(jargs, out, sizeof(out), NULL) == 0 &&
           strstr(out, "\"tool_calls\":[{\"name\":\"get_weather\",\"arguments\":\"{\\\"city\\\": \\\"Paris\\\"}\"}") != NULL);
+    /* sictl chat --tools: the calls' results are asked for in turn, and
+     * the model goes on with the turn and the results in the history:
+     * the second request's prompt is exactly the fake template's
+     * rendering of them (its tokens are bytes) */
+    char in_path[] = "/tmp/si-chat-in-XXXXXX";
+    int fd = mkstemp(in_path);
+    static const char lines[] = "CALLTOOL please\n21 C\nnoon\n";
+    CHECK(fd >= 0 && write(fd, lines, sizeof(lines) - 1) == (ssize_t)(sizeof(lines) - 1));
+    close(fd);
+    sictl_stdin = in_path;
+    const char *cargs[] = {"--socket", D.sock, "--json", "chat", "-n", "100", "--tools", tools, NULL};
+    static char cout[65536];
+    CHECK(run_sictl(cargs, cout, sizeof(cout), NULL) == 0);
+    sictl_stdin = NULL;
+    unlink(in_path);
+    char hist[1024];
+    snprintf(hist, sizeof hist,
+             "tools: %s\nuser: CALLTOOL please\nassistant: Checking. call:get_weather({\"city\": \"Paris\"}) "
+             "call:now({})\ntool: 21 C\ntool: noon\nassistant:\n", tools);
+    char want[64];
+    snprintf(want, sizeof want, "\"prompt_tokens\":%zu,", strlen(hist));
+    const char *first = strstr(cout, "\"prompt_tokens\":");
+    CHECK(first && strstr(first + 1, want) != NULL);
+    if (!first || !strstr(first + 1, want))
+        fprintf(stderr, "sictl chat --tools: no second turn of %zu tokens:\n%.2000s\n", strlen(hist), cout);
     si_client_close(c);
     daemon_stop();
 }

@@ -71,7 +71,7 @@ static int count_token(const int32_t *t, size_t n, int32_t id)
 }
 
 static void check_model(const char *shape, const char *tmpl, const char *case_name, const char *marker,
-                        int marker_count, const char *answer, const char *want_args)
+                        int marker_count, const char *answer, const char *want_args, const char *want_content)
 {
     char path[32];
     eng_model *m = load_with(shape, tmpl, path);
@@ -114,7 +114,9 @@ static void check_model(const char *shape, const char *tmpl, const char *case_na
     /* the model's way of calling */
     eng_tool_call *calls = NULL;
     size_t n_calls = 0;
-    CHECK(eng_chat_tool_calls(m, answer, strlen(answer), &calls, &n_calls) == 0);
+    size_t content = 99;
+    CHECK(eng_chat_tool_calls(m, answer, strlen(answer), &calls, &n_calls, &content) == 0);
+    CHECKF(content == strlen(want_content), "%s: content %zu bytes", tmpl, content);
     CHECKF(n_calls == 1 && !strcmp(calls[0].name, "get_weather") && !strcmp(calls[0].arguments, want_args),
            "%s: %zu calls", tmpl, n_calls);
     eng_tool_calls_free(calls, n_calls);
@@ -137,12 +139,12 @@ int main(int argc, char **argv)
     check_model("tiny-qwen2", "qwen2.5", "qwen25_history", "<|im_start|>", 9,
                 "Checking.\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\":\"Paris\"}}\n"
                 "</tool_call>",
-                "{\"city\": \"Paris\"}");
+                "{\"city\": \"Paris\"}", "Checking.");
     /* Llama 3.2: system, the first user message with the tools, the
      * call, the ipython turn, the answer, the next question, the header */
     check_model("tiny-llama3", "llama3.2", "llama32_history", "<|start_header_id|>", 7,
                 "{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Paris\", \"unit\":\"celsius\"}}",
-                "{\"city\": \"Paris\", \"unit\": \"celsius\"}");
+                "{\"city\": \"Paris\", \"unit\": \"celsius\"}", "");
 
     /* the plain synthetic templates have no tool calling */
     char path[32];
@@ -153,7 +155,7 @@ int main(int argc, char **argv)
     CHECK(eng_chat_apply_tools(m, u, 1, "[]", ENG_CHAT_ADD_ASSISTANT, NULL, 0) > 0);
     eng_tool_call *calls = (eng_tool_call *)1;
     size_t n_calls = 5;
-    CHECK(eng_chat_tool_calls(m, "{}", 2, &calls, &n_calls) == -ENOTSUP && n_calls == 0 && calls == NULL);
+    CHECK(eng_chat_tool_calls(m, "{}", 2, &calls, &n_calls, NULL) == -ENOTSUP && n_calls == 0 && calls == NULL);
     eng_model_free(m);
 
     /* si-generate --tools: refused by the plain template, run by Qwen's */

@@ -246,7 +246,7 @@ int main(int argc, char **argv)
     if (r == 0 && tools && !raw) {
         eng_tool_call *calls = NULL;
         size_t n_calls = 0;
-        if (ans.oom || eng_chat_tool_calls(model, ans.text, ans.len, &calls, &n_calls) == -ENOMEM)
+        if (ans.oom || eng_chat_tool_calls(model, ans.text, ans.len, &calls, &n_calls, NULL) == -ENOMEM)
             fprintf(stderr, "out of memory reading the tool calls\n");
         for (size_t i = 0; i < n_calls; i++)
             printf("tool call: %s %s\n", calls[i].name, calls[i].arguments);

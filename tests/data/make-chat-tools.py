@@ -32,7 +32,6 @@ CALLS_ONE = [("get_weather", '{"city": "Paris", "unit":"celsius"}')]
 CALLS_TWO = [("get_weather", '{ "city" : "Bucure\\u0219ti" }'), ("round", '{"x":3.0}')]
 
 
-
 def history(first_answer):
     """Two calls answered by two results, then a turn with one call."""
     return [("user", "Weather in Paris and Bucharest?", None),
