@@ -1,5 +1,6 @@
 /* evalkit prompt sets: every shipped set in profiles/tasks/ parses, has
- * both splits and the fields its task needs; the reader decodes escapes
+ * both splits and the fields its task needs; the evaluation-only sets of
+ * profiles/eval/ are all held out and share no source with their task's; the reader decodes escapes
  * and UTF-8 correctly; malformed input is rejected with its line number. */
 #include "promptset.h"
 
@@ -87,6 +88,55 @@ static void test_shipped(void) {
     closedir(d);
     for (size_t i = 0; i < 5; i++) CHECK(seen[i], "missing %s", expected[i]);
     CHECK(files >= 5, "%zu sets", files);
+}
+
+/* profiles/eval/TASK-*.jsonl: evaluation-only sets, all held out, with
+ * references, and sharing no source with the task's own set (whose
+ * profile part made the shipped profile). */
+static void test_eval_sets(void) {
+    char dir[4096];
+    snprintf(dir, sizeof(dir), "%s/profiles/eval", source_root());
+    DIR *d = opendir(dir);
+    CHECK(d != NULL, "cannot open %s", dir);
+    if (!d) return;
+    struct dirent *e;
+    size_t files = 0;
+    while ((e = readdir(d))) {
+        size_t l = strlen(e->d_name);
+        const char *dash = strchr(e->d_name, '-');
+        if (l <= 6 || strcmp(e->d_name + l - 6, ".jsonl") != 0 || !dash) continue;
+        char path[8192], task[256];
+        snprintf(task, sizeof(task), "%.*s", (int)(dash - e->d_name), e->d_name);
+        snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
+        ek_promptset *ps = NULL, *own = NULL;
+        ek_error err = {0};
+        CHECK(ek_promptset_load(path, NULL, &ps, &err) == 0, "%s:%zu: %s", e->d_name, err.line, err.msg);
+        snprintf(path, sizeof(path), "%s/profiles/tasks/%s.jsonl", source_root(), task);
+        CHECK(ek_promptset_load(path, NULL, &own, &err) == 0, "%s: %s", path, err.msg);
+        if (!ps || !own) {
+            ek_promptset_free(ps);
+            ek_promptset_free(own);
+            continue;
+        }
+        const size_t n = ek_promptset_size(ps);
+        CHECK(n > 0 && ek_promptset_count(ps, EK_SPLIT_HELDOUT) == n, "%s: not all held out", e->d_name);
+        for (size_t i = 0; i < n; i++) {
+            const ek_prompt *p = ek_promptset_get(ps, i);
+            CHECK(!strcmp(p->task, task) && p->n_references > 0 && p->max_tokens > 0 && p->source,
+                  "%s:%zu: task, references or source", e->d_name, p->line);
+            for (size_t j = 0; p->source && j < ek_promptset_size(own); j++) {
+                const ek_prompt *q = ek_promptset_get(own, j);
+                CHECK(!q->source || strcmp(p->source, q->source) != 0, "%s:%zu: %s is in %s.jsonl", e->d_name,
+                      p->line, p->source, task);
+            }
+        }
+        printf("%-24s %4zu heldout (evaluation only)\n", e->d_name, n);
+        ek_promptset_free(ps);
+        ek_promptset_free(own);
+        files++;
+    }
+    closedir(d);
+    CHECK(files >= 1, "no evaluation sets in %s", dir);
 }
 
 /* ---- what the reader accepts ------------------------------------------- */
@@ -290,6 +340,7 @@ static void test_reject(void) {
 
 int main(void) {
     test_shipped();
+    test_eval_sets();
     test_accept();
     test_reject();
     if (failures) {

@@ -14,6 +14,9 @@ apt. The sources (see docs/prompt-sets.md for the full story):
   chat.jsonl            assistant requests built from other package
                         descriptions (disjoint from summarize's)
 
+With --summarize-extra N it writes only profiles/eval/summarize-extra.jsonl:
+N more held-out summarize prompts for a tighter evaluation (no profile part).
+
 Prerequisites (as root):
 
   apt-get install bsdgames coreutils tar grep sed findutils diffutils apt \
@@ -578,6 +581,29 @@ def chat_item(pkg, syn, doc, rng):
             "references": [ref]}
 
 
+def write_summarize_extra(args):
+    """More held-out summarize prompts for a tighter evaluation: the same
+    pool and order as summarize.jsonl, after the packages that it and
+    chat.jsonl use, and none of those (checked against the files in --out,
+    which may come from older apt lists)."""
+    used = set()
+    for name in ("summarize.jsonl", "chat.jsonl"):
+        with open(os.path.join(args.out, name), encoding="utf-8") as f:
+            for line in f:
+                used.add(json.loads(line)["source"])
+    pool = description_pool(read_descriptions())
+    rng = random.Random(args.seed + 4)
+    rng.shuffle(pool)
+    items = [summarize_item(*p) for p in pool[2 * (N_PROFILE + N_HELDOUT):]]
+    items = [it for it in items if it["source"] not in used][:args.summarize_extra]
+    if len(items) < args.summarize_extra:
+        sys.exit(f"make-promptsets: only {len(items)} more package descriptions")
+    out = os.path.join(args.out, "..", "eval")
+    os.makedirs(out, exist_ok=True)
+    write_jsonl(os.path.join(out, "summarize-extra.jsonl"),
+                records("summarize", "sumx", [], items, MAX_TOKENS["summarize"]))
+
+
 # ------------------------------------------------------------------- main
 
 def main():
@@ -585,8 +611,14 @@ def main():
     ap.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "..",
                                                   "profiles", "tasks"))
     ap.add_argument("--seed", type=int, default=20250101)
+    ap.add_argument("--summarize-extra", type=int, default=0, metavar="N",
+                    help="write only ../eval/summarize-extra.jsonl (beside --out): N more "
+                         "held-out summarize prompts, packages that no set in --out uses")
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
+    if args.summarize_extra:
+        write_summarize_extra(args)
+        return
 
     rng = random.Random(args.seed + 1)
     qa = balanced(quiz_items(), lambda it: it["source"], N_PROFILE + N_HELDOUT, rng)
