@@ -1243,6 +1243,10 @@ static void handle_tokenize(sid_server *srv, sid_conn *c, uint64_t id, const Sel
         return;
     }
     int code = chat ? validate_chat(t->chat, msg, sizeof(msg)) : 0;
+    if (!chat && t->tools && t->tools[0]) {
+        snprintf(msg, sizeof(msg), "tools need chat input");
+        code = SELECTINFER__ERROR_CODE__INVALID_ARGUMENT;
+    }
     int32_t *ids = NULL;
     size_t n = 0;
     if (!code)

@@ -2525,6 +2525,14 @@ static void scenario_tools(void)
             fprintf(stderr, "tokenize with tools: [%s]\n", text);
     }
     si_response_free(r);
+    /* tools with a raw prompt: refused, as for generate */
+    t.input_case = SELECTINFER__TOKENIZE__INPUT_PROMPT;
+    t.prompt = "x";
+    req.id = 8;
+    r = NULL;
+    CHECK(si_client_call(c, &req, 10000, &r) == 0 && error_code(r) == SELECTINFER__ERROR_CODE__INVALID_ARGUMENT);
+    si_response_free(r);
+    t.input_case = SELECTINFER__TOKENIZE__INPUT_CHAT;
     /* ...and a generate over that history runs */
     g.tools = (char *)tools;
     CHECK(generate(D.sock, &g, &res) == 0 && is_done(res.end));
