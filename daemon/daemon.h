@@ -129,7 +129,10 @@ typedef struct sid_req {
     bool tools;                /* Generate.tools: read the answer's calls */
     eng_tool_call *calls;      /* done.tool_calls */
     size_t n_calls;
-    size_t content_len;        /* done.content: text[0..content_len) */
+    bool reasoning;            /* a reasoning template: split the answer */
+    bool has_content;          /* done.content: text[content_off..+content_len) */
+    size_t content_off, content_len;
+    size_t think_off, think_len; /* done.thinking */
     float phi;                 /* phi used */
     int slot;                  /* the context slot that served it; -1: none */
     uint32_t slot_held;        /* what that slot holds for reuse after it */

@@ -543,12 +543,19 @@ static void send_done(sid_server *srv, sid_req *req)
         }
         d.tool_calls = tcp;
         d.n_tool_calls = req->n_calls;
-        d.has_content = true;
-        d.content.data = (uint8_t *)req->text;
-        d.content.len = req->content_len;
     } else if (req->n_calls) {
         sid_warn("Request %llu: out of memory for its tool calls; sent without them",
                  (unsigned long long)req->id);
+    }
+    if (req->has_content) {
+        d.has_content = true;
+        d.content.data = (uint8_t *)req->text + req->content_off;
+        d.content.len = req->content_len;
+    }
+    if (req->think_len) {
+        d.has_thinking = true;
+        d.thinking.data = (uint8_t *)req->text + req->think_off;
+        d.thinking.len = req->think_len;
     }
     Selectinfer__Response r = reply(req->id, SELECTINFER__RESPONSE__BODY_DONE);
     r.done = &d;

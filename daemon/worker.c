@@ -488,7 +488,7 @@ static int on_text(void *ud, const char *text, size_t len)
     if (len > 0) {
         if (req->stream && post(g->srv, SID_EV_CHUNK, req, text, len, NULL) < 0)
             g->oom = true;
-        if (!req->stream || req->tools) { /* the whole text: done.text, or the calls in it */
+        if (!req->stream || req->tools || req->reasoning) { /* the whole text: done.text, calls, thinking */
             if (req->text_len + len > req->text_cap) {
                 size_t cap = req->text_cap ? req->text_cap * 2 : 1024;
                 while (cap < req->text_len + len)
@@ -1013,6 +1013,8 @@ static void run_request(sid_server *srv, sid_req *req)
     eng_gen_stats st;
     memset(&st, 0, sizeof(st));
     req->tools = chat && g->tools && g->tools[0] && eng_model_chat_can_call_tools(srv->model);
+    size_t t0, t1, c0;
+    req->reasoning = chat && eng_chat_reasoning(srv->model, NULL, 0, &t0, &t1, &c0) == 0;
     eng_session_set_abort(session, on_prefill, &ctx);
     rc = eng_generate(session, toks, n, &gp, on_text, &ctx, &st);
     eng_session_set_abort(session, NULL, NULL);
@@ -1032,11 +1034,28 @@ static void run_request(sid_server *srv, sid_req *req)
     }
     req->stats = st;
     req->ffn_share = eng_session_ffn_share(session);
-    /* the calls in the answer (none: it stays text) */
-    if (req->tools && st.stop_reason != ENG_STOP_CANCELLED &&
-        eng_chat_tool_calls(srv->model, req->text, req->text_len, &req->calls, &req->n_calls, &req->content_len) ==
-            -ENOMEM)
-        fail(req, SELECTINFER__ERROR_CODE__INTERNAL, "%s", "out of memory reading the tool calls");
+    if (st.stop_reason == ENG_STOP_CANCELLED)
+        return;
+    /* the answer's parts: reasoning, then content, then calls */
+    size_t c_begin = 0, c_end = req->text_len;
+    if (req->reasoning &&
+        eng_chat_reasoning(srv->model, req->text, req->text_len, &req->think_off, &req->think_len, &c_begin) == 0 &&
+        c_begin > 0)
+        req->has_content = true;
+    if (req->tools) {
+        size_t before_calls = req->text_len;
+        if (eng_chat_tool_calls(srv->model, req->text, req->text_len, &req->calls, &req->n_calls, &before_calls) ==
+            -ENOMEM) {
+            fail(req, SELECTINFER__ERROR_CODE__INTERNAL, "%s", "out of memory reading the tool calls");
+            return;
+        }
+        if (req->n_calls) {
+            c_end = before_calls;
+            req->has_content = true;
+        }
+    }
+    req->content_off = c_begin;
+    req->content_len = c_end > c_begin ? c_end - c_begin : 0;
 }
 
 /* An embed request: each input alone, in the least recently used slot,

@@ -295,26 +295,53 @@ static const char *find_last(const char *s, size_t n, const char *needle) {
  * message. */
 static void out_call(outbuf *o, const eng_tool_call *tc);
 
+/* The template's split of an answer [c, c + n) into reasoning and content. */
+static void split_reasoning(const char *c, size_t n, const char **reason, size_t *rlen, const char **content,
+                            size_t *clen) {
+    *content = c;
+    *clen = n;
+    *reason = c;
+    *rlen = 0;
+    const char *close = find_bytes(c, n, "</think>");
+    if (!close)
+        return;
+    const char *lc = find_last(c, n, "</think>");
+    *content = lc + 8;
+    *clen = n - (size_t)(*content - c);
+    strip_nl(content, clen, true, false);
+    *rlen = (size_t)(close - c);
+    strip_nl(reason, rlen, false, true);
+    const char *open = find_last(*reason, *rlen, "<think>");
+    if (open) {
+        *rlen -= (size_t)(open + 7 - *reason);
+        *reason = open + 7;
+    }
+    strip_nl(reason, rlen, true, false);
+}
+
+int eng_chat_split_reasoning(const eng_chat_info *info, const char *text, size_t len, size_t *ret_think_off,
+                             size_t *ret_think_len, size_t *ret_content_off) {
+    if (!info || (!text && len) || !ret_think_off || !ret_think_len || !ret_content_off)
+        return -EINVAL;
+    *ret_think_off = *ret_think_len = *ret_content_off = 0;
+    if (!info->reasoning)
+        return -ENOTSUP;
+    const char *reason, *content;
+    size_t rlen, clen;
+    split_reasoning(text ? text : "", len, &reason, &rlen, &content, &clen);
+    if (text) {
+        *ret_think_off = (size_t)(reason - text);
+        *ret_content_off = (size_t)(content - text);
+    }
+    *ret_think_len = rlen;
+    return 0;
+}
+
 static void qwen3_answer(outbuf *o, const eng_chat_msg *m, bool after_query, bool last) {
     const char *c = m->content;
-    size_t n = strlen(c);
-    const char *content = c, *reason = c;
-    size_t clen = n, rlen = 0;
-    const char *close = find_bytes(c, n, "</think>");
-    if (close) {
-        const char *lc = find_last(c, n, "</think>");
-        content = lc + 8;
-        clen = n - (size_t)(content - c);
-        strip_nl(&content, &clen, true, false);
-        rlen = (size_t)(close - c);
-        strip_nl(&reason, &rlen, false, true);
-        const char *open = find_last(reason, rlen, "<think>");
-        if (open) {
-            rlen -= (size_t)(open + 7 - reason);
-            reason = open + 7;
-        }
-        strip_nl(&reason, &rlen, true, false);
-    }
+    const char *content, *reason;
+    size_t clen, rlen;
+    split_reasoning(c, strlen(c), &reason, &rlen, &content, &clen);
     out_str(o, CHATML_START "assistant\n");
     if (after_query && (last || rlen > 0)) {
         strip_nl(&reason, &rlen, true, true);

@@ -25,6 +25,10 @@ void eng_chat_detect(const char *tmpl, size_t len, eng_chat_info *ret_info);
 int eng_chat_render(const eng_chat_info *info, const eng_chat_msg *msgs, size_t n_msgs,
                     const char *tools, unsigned flags, char *buf, size_t cap);
 
+/* eng_chat_reasoning() on a template. */
+int eng_chat_split_reasoning(const eng_chat_info *info, const char *text, size_t len, size_t *ret_think_off,
+                             size_t *ret_think_len, size_t *ret_content_off);
+
 /* eng_chat_tool_calls() on a template. */
 int eng_chat_parse_calls(const eng_chat_info *info, const char *text, size_t len,
                          eng_tool_call **ret_calls, size_t *ret_n, size_t *ret_content_len);

@@ -222,6 +222,17 @@ int eng_chat_tool_calls(const eng_model *model, const char *text, size_t len,
                         eng_tool_call **ret_calls, size_t *ret_n, size_t *ret_content_len);
 void eng_tool_calls_free(eng_tool_call *calls, size_t n);
 
+/* A reasoning model's answer (Qwen3: "<think>\nREASONING\n</think>\n\nANSWER")
+ * split as its template splits it for the history: the reasoning is what
+ * comes before the first "</think>" and after the last "<think>" there,
+ * newlines trimmed (*ret_think_off, *ret_think_len), the answer what comes
+ * after the last "</think>", leading newlines dropped (*ret_content_off
+ * to the end). An answer without "</think>" is all answer (length 0
+ * reasoning). -ENOTSUP when the template has no reasoning (ask with
+ * text NULL, len 0). */
+int eng_chat_reasoning(const eng_model *model, const char *text, size_t len, size_t *ret_think_off,
+                       size_t *ret_think_len, size_t *ret_content_off);
+
 /* ---- sessions: KV cache and forward pass -------------------------------- */
 
 /* What the KV cache holds: f16 (the default), or Q8_0 blocks of 32 with

@@ -1156,6 +1156,12 @@ int eng_chat_apply_tools(const eng_model *m, const eng_chat_msg *msgs, size_t n_
     return eng_chat_render(&m->chat, msgs, n_msgs, tools, flags, buf, cap);
 }
 
+int eng_chat_reasoning(const eng_model *m, const char *text, size_t len, size_t *ret_think_off,
+                       size_t *ret_think_len, size_t *ret_content_off)
+{
+    return eng_chat_split_reasoning(&m->chat, text, len, ret_think_off, ret_think_len, ret_content_off);
+}
+
 int eng_chat_tool_calls(const eng_model *m, const char *text, size_t len,
                         eng_tool_call **ret_calls, size_t *ret_n, size_t *ret_content_len)
 {

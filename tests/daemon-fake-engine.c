@@ -13,8 +13,9 @@
  * ENG_CHAT_NO_THINK ends the prompt with " <think></think>". An answer
  * that would overrun the context with context_shift starts "keepN " (N:
  * n_keep) and counts one shift. Embeddings
- * A prompt with "CALLTOOL" is answered with FAKE_CALL, 8 bytes a token,
- * then STOP_EOS. Embeddings
+ * A prompt with "CALLTOOL" is answered with FAKE_CALL, one with "THINK"
+ * with FAKE_THINK (a reasoning model's answer), 8 bytes a token, then
+ * STOP_EOS. Embeddings
  * have 8 values: byte sums by position mod 8, polling the abort callback
  * every 64 bytes, SI_FAKE_TOKEN_US apart. The real-model
  * tests cover the real engine; this one proves the daemon's own logic. */
@@ -31,6 +32,8 @@
 #define FAKE_CALL                                                                            \
     "Checking.\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\":\"Paris\"}}\n"  \
     "</tool_call>\n<tool_call>\n{\"name\": \"now\"}\n</tool_call>"
+
+#define FAKE_THINK "<think>\nweighing it\n</think>\n\nThe answer."
 
 struct eng_model {
     eng_plan_info plan;
@@ -394,6 +397,14 @@ int eng_chat_apply_tools(const eng_model *model, const eng_chat_msg *msgs, size_
     return (int)n;
 }
 
+/* the engine's own split (engine/chat.c, linked in), as for Qwen3 */
+int eng_chat_reasoning(const eng_model *model, const char *text, size_t len, size_t *ret_think_off,
+                       size_t *ret_think_len, size_t *ret_content_off)
+{
+    const eng_chat_info info = {.kind = ENG_CHAT_CHATML, .reasoning = true};
+    return eng_chat_split_reasoning(&info, text, len, ret_think_off, ret_think_len, ret_content_off);
+}
+
 /* the engine's own reader (engine/chat.c, linked in), as for Qwen */
 int eng_chat_tool_calls(const eng_model *model, const char *text, size_t len,
                         eng_tool_call **ret_calls, size_t *ret_n, size_t *ret_content_len)
@@ -560,11 +571,16 @@ int eng_generate(eng_session *session, const int32_t *prompt, size_t n_prompt,
             return 0;
         }
     }
-    bool call = false;
+    bool call = false, think = false;
     for (size_t i = 0; i + 7 < n_prompt; i++)
         if (!memcmp_tokens(prompt + i, "CALLTOOL"))
             call = true;
-    const size_t call_len = strlen(FAKE_CALL);
+    for (size_t i = 0; i + 4 < n_prompt; i++)
+        if (!memcmp_tokens(prompt + i, "THINK"))
+            think = true;
+    const char *canned = call ? FAKE_CALL : FAKE_THINK;
+    call = call || think;
+    const size_t call_len = strlen(canned);
     for (int i = 0; i < max; i++) {
         if ((eos && i == 3) || (call && (size_t)i * 8 >= call_len)) {
             st.stop_reason = ENG_STOP_EOS;
@@ -572,7 +588,7 @@ int eng_generate(eng_session *session, const int32_t *prompt, size_t n_prompt,
         }
         sleep_us(delay);
         char word[32];
-        int n = call ? snprintf(word, sizeof(word), "%.8s", FAKE_CALL + (size_t)i * 8)
+        int n = call ? snprintf(word, sizeof(word), "%.8s", canned + (size_t)i * 8)
               : pi->task[0] ? snprintf(word, sizeof(word), "%.16s:w%d ", pi->task, i)
                             : snprintf(word, sizeof(word), "w%d ", i);
         st.n_generated++;

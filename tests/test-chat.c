@@ -264,11 +264,21 @@ static void test_qwen3(void) {
                  "<|im_start|>user\nU1<|im_end|>\n<|im_start|>assistant\nA<|im_end|>\n"
                  "<|im_start|>user\n<tool_response>\nok\n</tool_response><|im_end|>\n<|im_start|>assistant\n");
 
+    /* the split of an answer that the daemon reports (done.thinking and
+     * content): the same as the history's */
+    const char *ans = "\n\n<think>\n\nx <think> y\n\n</think>\n\n\nA </think>\n\nB\n";
+    size_t to, tl, co;
+    CHECK(eng_chat_split_reasoning(&info, ans, strlen(ans), &to, &tl, &co) == 0);
+    CHECK(tl == 2 && !memcmp(ans + to, " y", 2) && !strcmp(ans + co, "B\n"));
+    CHECK(eng_chat_split_reasoning(&info, "plain", 5, &to, &tl, &co) == 0 && tl == 0 && co == 0);
+    CHECK(eng_chat_split_reasoning(&info, NULL, 0, &to, &tl, &co) == 0);
+
     /* templates without the switch or the reasoning: no change */
     t = read_template("qwen2.5", &len);
     eng_chat_detect(t, len, &info);
     free(t);
     CHECK(!info.reasoning && !info.think_switch);
+    CHECK(eng_chat_split_reasoning(&info, NULL, 0, &to, &tl, &co) == -ENOTSUP);
     check_render(&info, last, 2, A | NT,
                  "<|im_start|>system\n" QWEN_SYS "<|im_end|>\n<|im_start|>user\nU1<|im_end|>\n"
                  "<|im_start|>assistant\n<think>\nr\n</think>\n\nA1<|im_end|>\n<|im_start|>assistant\n");

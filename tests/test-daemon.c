@@ -2454,6 +2454,24 @@ static void scenario_tools(void)
         CHECK(stream ? res.n_chunks > 1 : d->has_text);
         si_response_free(res.end);
     }
+    /* a reasoning model's answer (the fake's template splits as Qwen3's):
+     * the reasoning in done.thinking, the answer after it in content */
+    init_chat(&g, &chat, &m[0], mp, "THINK first");
+    g.has_max_tokens = true;
+    g.max_tokens = 100;
+    CHECK(generate(D.sock, &g, &res) == 0 && is_done(res.end));
+    if (is_done(res.end)) {
+        const Selectinfer__Done *d = res.end->done;
+        CHECK(d->has_thinking && d->thinking.len == 11 && !memcmp(d->thinking.data, "weighing it", 11));
+        CHECK(d->has_content && d->content.len == 11 && !memcmp(d->content.data, "The answer.", 11));
+        CHECK(d->n_tool_calls == 0 && res.len == strlen("<think>\nweighing it\n</think>\n\nThe answer."));
+    }
+    si_response_free(res.end);
+    /* a plain answer has neither */
+    init_chat(&g, &chat, &m[0], mp, "EOS");
+    CHECK(generate(D.sock, &g, &res) == 0 && is_done(res.end) && !res.end->done->has_thinking &&
+          !res.end->done->has_content);
+    si_response_free(res.end);
     /* cut short by max_tokens: no calls, the text as it came */
     init_chat(&g, &chat, &m[0], mp, "CALLTOOL please");
     g.tools = (char *)tools;
