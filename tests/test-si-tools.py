@@ -170,6 +170,20 @@ def test_eval(si_eval, si_profile, model):
             # dense against dense: the same numbers, agreement 1, ratio 1
             check(dr["agreement"] == 1.0 and dr["ppl"] == rr["ppl"] and dr["ppl_ratio"] == 1.0,
                   "%s: dense vs dense %r" % (task, dr))
+            # the second score's interval (exact match, sentence BLEU): only
+            # where the task has a second score, [1, 1] (or undefined) for
+            # dense against itself, and around selectinfer's ratio
+            if task.startswith("qa") or task.startswith("translate"):
+                for r in (rr, dr):
+                    iv = (r["score2_ratio_lo"], r["score2_ratio_hi"])
+                    check(iv in ((1.0, 1.0), (None, None)), "%s %s: score2 interval %r" %
+                          (task, r["config"], iv))
+                lo, hi, q = sr["score2_ratio_lo"], sr["score2_ratio_hi"], sr["score2_ratio"]
+                check((lo is None and hi is None) or lo - 1e-9 <= q <= hi + 1e-9,
+                      "%s: selectinfer score2 ratio %r outside [%r, %r]" % (task, q, lo, hi))
+            else:
+                check(sr["score2_ratio_lo"] is None and rr["score2_ratio_hi"] is None,
+                      "%s: a second score's interval without a second score" % task)
             if task == "chat":
                 check(dr["score"] is None and dr["metric"] == "none", "chat has no task metric")
                 check(rr["score_ratio_lo"] is None and sr["score_ratio_hi"] is None,
@@ -241,6 +255,25 @@ def test_eval(si_eval, si_profile, model):
         lo, hi, q = sr["score_ratio_lo"], sr["score_ratio_hi"], sr["score_ratio"]
         check(lo is not None and lo - 1e-9 <= q <= hi + 1e-9 and lo < hi,
               "selectinfer ratio %r, interval [%r, %r]" % (q, lo, hi))
+
+        # the same prompts scored by BLEU: every answer shares words with its
+        # reference, so every sentence BLEU is above 0 and the second score
+        # (mean sentence BLEU) has its interval: [1, 1] for dense, around
+        # selectinfer's ratio of the means, the metric's (corpus BLEU) too
+        run([si_eval, "-m", model, "-P", SHIPPED, "--max-tokens", "8", "-t", "2", "-q",
+             "--metric", "bleu", "--json", out, "--prompts", own,
+             "-c", "selectinfer,gamma=0.7,delta=0.3,phi=0.4,df=1,dl=1"], timeout=600)
+        with open(out) as f:
+            rows = json.load(f)["rows"]
+        rr = [r for r in rows if r["config"] == "dense (reference)"][0]
+        sr = [r for r in rows if r["mode"] == "selectinfer"][0]
+        check(rr["metric2"] == "sbleu" and rr["score2"] > 0 and sr["score2"] > 0, "sbleu: %r" % sr)
+        check(rr["score2_ratio_lo"] == 1.0 and rr["score2_ratio_hi"] == 1.0,
+              "sbleu, dense vs itself: [%r, %r]" % (rr["score2_ratio_lo"], rr["score2_ratio_hi"]))
+        lo, hi, q = sr["score2_ratio_lo"], sr["score2_ratio_hi"], sr["score2_ratio"]
+        check(lo is not None and lo - 1e-9 <= q <= hi + 1e-9 and lo < hi,
+              "selectinfer sbleu ratio %r, interval [%r, %r]" % (q, lo, hi))
+        check(abs(q / (sr["score2"] / rr["score2"]) - 1) < 1e-4, "sbleu ratio %r" % q)
 
         # --q8: every model in Q8_0, a neuron 3 x 18 blocks of 34 bytes, and
         # the resident memory still what the plan says

@@ -105,8 +105,10 @@ typedef struct result {
      * scored or not, the score (F1, ROUGE-L) or the BLEU statistics */
     bool *item_ok;
     double *item_v;
+    double *item_v2;                  /* the second score (exact match, sentence BLEU) */
     ek_bleu_stats *item_bleu;
     double ratio_lo, ratio_hi;        /* 95 % interval of score / dense score */
+    double ratio2_lo, ratio2_hi;      /* ... of score2 / dense score2 */
     uint64_t n_pos, n_items;
     uint64_t n_prefill, prefill_ns, n_decode, decode_ns;
     double bench_prefill_tps, bench_decode_tps;
@@ -564,8 +566,9 @@ static int run_task(const opts *o, eng_model *m, const eng_compute_params *cp, e
     ek_bleu_stats_init(&bleu);
     res->item_ok = calloc(t->n_items ? t->n_items : 1, sizeof(*res->item_ok));
     res->item_v = calloc(t->n_items ? t->n_items : 1, sizeof(*res->item_v));
+    res->item_v2 = calloc(t->n_items ? t->n_items : 1, sizeof(*res->item_v2));
     res->item_bleu = calloc(t->n_items ? t->n_items : 1, sizeof(*res->item_bleu));
-    if (!res->item_ok || !res->item_v || !res->item_bleu) {
+    if (!res->item_ok || !res->item_v || !res->item_v2 || !res->item_bleu) {
         r = -ENOMEM;
         goto out;
     }
@@ -629,6 +632,7 @@ static int run_task(const opts *o, eng_model *m, const eng_compute_params *cp, e
         n_gen_items++;
         res->item_ok[i] = true;
         res->item_v[i] = v;
+        res->item_v2[i] = em;
         if (!o->quiet && getenv("SI_EVAL_SHOW"))
             fprintf(stderr, "  %s: %s\n", it->rec->id, hyp);
     }
@@ -665,29 +669,37 @@ static void result_free_items(result *res)
 {
     free(res->item_ok);
     free(res->item_v);
+    free(res->item_v2);
     free(res->item_bleu);
     res->item_ok = NULL;
     res->item_v = NULL;
+    res->item_v2 = NULL;
     res->item_bleu = NULL;
 }
 
-/* The 95 % interval of x's score ratio to the dense run d on the same task:
- * a paired bootstrap over the items both scored (eval/metrics.h). NAN where
- * there is no metric or the ratio is undefined. */
+/* The 95 % intervals of x's score ratios to the dense run d on the same
+ * task: a paired bootstrap over the items both scored (eval/metrics.h), for
+ * the metric and, where the task has one, the second score (exact match,
+ * mean sentence BLEU: per-item means). NAN where there is no metric or the
+ * ratio is undefined. */
 static void score_interval(const task *t, result *x, const result *d)
 {
-    x->ratio_lo = x->ratio_hi = NAN;
+    x->ratio_lo = x->ratio_hi = x->ratio2_lo = x->ratio2_hi = NAN;
     if (t->metric == MET_NONE || !x->item_ok || !d->item_ok || t->n_items == 0)
         return;
-    double *xv = malloc(t->n_items * sizeof(*xv)), *dv = malloc(t->n_items * sizeof(*dv));
-    ek_bleu_stats *xb = malloc(t->n_items * sizeof(*xb)), *db = malloc(t->n_items * sizeof(*db));
+    const size_t m = t->n_items;
+    double *xv = malloc(m * sizeof(*xv)), *dv = malloc(m * sizeof(*dv));
+    double *xv2 = malloc(m * sizeof(*xv2)), *dv2 = malloc(m * sizeof(*dv2));
+    ek_bleu_stats *xb = malloc(m * sizeof(*xb)), *db = malloc(m * sizeof(*db));
     size_t n = 0;
-    if (xv && dv && xb && db) {
-        for (size_t i = 0; i < t->n_items; i++) {
+    if (xv && dv && xv2 && dv2 && xb && db) {
+        for (size_t i = 0; i < m; i++) {
             if (!x->item_ok[i] || !d->item_ok[i])
                 continue;
             xv[n] = x->item_v[i];
             dv[n] = d->item_v[i];
+            xv2[n] = x->item_v2[i];
+            dv2[n] = d->item_v2[i];
             xb[n] = x->item_bleu[i];
             db[n] = d->item_bleu[i];
             n++;
@@ -697,9 +709,13 @@ static void score_interval(const task *t, result *x, const result *d)
             ek_boot_bleu_ratio(xb, db, n, 2000, 1, &x->ratio_lo, &x->ratio_hi);
         else
             ek_boot_mean_ratio(xv, dv, n, 2000, 1, &x->ratio_lo, &x->ratio_hi);
+        if (t->metric == MET_BLEU || t->metric == MET_F1)
+            ek_boot_mean_ratio(xv2, dv2, n, 2000, 1, &x->ratio2_lo, &x->ratio2_hi);
     }
     free(xv);
     free(dv);
+    free(xv2);
+    free(dv2);
     free(xb);
     free(db);
 }
@@ -770,7 +786,7 @@ static const char *const fields[] = {
     "prefill_tps", "decode_tps", "decode_ratio", "bench_prefill_tps", "bench_decode_tps",
     "bench_decode_ratio", "bytes_weights", "bytes_ffn", "bytes_other", "mem_ratio",
     "neurons_loaded", "rss_model", "rss_vs_plan", "rss_session", "rss_total", "pick",
-    "score_ratio_lo", "score_ratio_hi",
+    "score_ratio_lo", "score_ratio_hi", "score2_ratio_lo", "score2_ratio_hi",
 };
 #define N_FIELDS (sizeof(fields) / sizeof(fields[0]))
 
@@ -826,6 +842,8 @@ static void put_field(FILE *f, bool json, size_t i, const row *rw, const row *de
     case 41: s = c->pick == ENG_PICK_TOKEN ? "token" : "request"; break;
     case 42: v = x->ratio_lo; break;
     case 43: v = x->ratio_hi; break;
+    case 44: v = x->ratio2_lo; break;
+    case 45: v = x->ratio2_hi; break;
     }
     if (s) {
         if (json)
@@ -904,6 +922,16 @@ static void print_row(const row *rw, const row *dense)
             snprintf(rt, sizeof rt, "%.3f [%.2f,%.2f]", q, x->ratio_lo, x->ratio_hi);
         else if (isfinite(q))
             snprintf(rt, sizeof rt, "%.3f", q);
+        /* a metric whose dense score is 0 (corpus BLEU of a small model)
+         * says nothing: the second score, with its interval, instead */
+        double q2 = ratio(x->score2, dense->res.score2);
+        if (!isfinite(q) && isfinite(q2)) {
+            snprintf(score, sizeof score, "%s %.3g", metric2_names[rw->t->metric], x->score2);
+            if (isfinite(x->ratio2_lo))
+                snprintf(rt, sizeof rt, "%.3f [%.2f,%.2f]", q2, x->ratio2_lo, x->ratio2_hi);
+            else
+                snprintf(rt, sizeof rt, "%.3f", q2);
+        }
     }
     double dec = x->bench_decode_tps ? x->bench_decode_tps : tps(x->n_decode, x->decode_ns);
     printf("%-44.44s %-16.16s %8.2f %6.3f %-14s %-18s %6.3f %7.1f %7.1f %6.3f\n", rw->cfg->name,
