@@ -1,11 +1,16 @@
 /* Rotary position embedding, both pair conventions. One thread per (token,
- * pair index i): the angle is computed once in double (as the CPU reference
- * does: positions reach 10^5 and more, where a float angle loses the
- * fraction) and applied to that pair in every head. Threads own disjoint
- * pairs, so the update in place has no races. */
+ * pair index i) and group of ROPE_HEADS heads: the angle is computed in
+ * double (as the CPU reference does: positions reach 10^5 and more, where a
+ * float angle loses the fraction) and applied to that pair in each head of
+ * the group. Threads own disjoint pairs, so the update in place has no
+ * races. */
 #include "si-cuda-impl.cuh"
 
-enum { ROPE_THREADS = 128 };
+/* Heads per thread. A token's heads all share its angles, but a context
+ * shift rotates every cached key as the heads of one "token" (n_kv x
+ * n_head_kv of them): in one thread each, those would be tens of thousands
+ * of dependent steps over 64 threads. blockIdx.y takes a group of heads. */
+enum { ROPE_THREADS = 128, ROPE_HEADS = 64 };
 
 /* cos and sin of pair i's angle at position pos, computed in double */
 __device__ __forceinline__ void rope_angle(long pos, int i, int n_rot, float freq_base,
@@ -38,6 +43,8 @@ __global__ void k_rope(float *x, long n_items, int n_heads, int head_dim, int ha
         pos0 = *pos_dev; /* a replayed decode graph: the position of this step */
     /* neox pairs (i, i + n_rot/2); llama pairs (2i, 2i+1) */
     const int off = neox ? half : 1, stride = neox ? 1 : 2;
+    const int h0 = (int)blockIdx.y * ROPE_HEADS;
+    const int h1 = n_heads - h0 < ROPE_HEADS ? n_heads : h0 + ROPE_HEADS;
     for (long idx = (long)blockIdx.x * blockDim.x + threadIdx.x; idx < n_items;
          idx += (long)gridDim.x * blockDim.x) {
         long t = idx / half;
@@ -45,7 +52,7 @@ __global__ void k_rope(float *x, long n_items, int n_heads, int head_dim, int ha
         float cs, sn;
         rope_angle(pos0 + t, i, n_rot, freq_base, freq_factors, &cs, &sn);
         float *xt = x + (size_t)t * n_heads * head_dim + (size_t)i * stride;
-        for (int h = 0; h < n_heads; h++) {
+        for (int h = h0; h < h1; h++) {
             float *p0 = xt + (size_t)h * head_dim;
             rotate(p0, p0 + off, cs, sn);
         }
@@ -64,7 +71,12 @@ static int rope(si_cuda *c, float *x, int n_tokens, int n_heads, int head_dim, i
     SI_ARG_CHECK(x);
     int half = n_rot / 2;
     long n_items = (long)n_tokens * half;
-    k_rope<<<si_grid(n_items, ROPE_THREADS, 65535), ROPE_THREADS, 0, c->stream>>>(
+    /* gridDim.y's 65535 groups of 64 heads: a shift of 2^16 positions with
+     * 64 KV heads (a cache far past any model here) */
+    const long ny = ((long)n_heads + ROPE_HEADS - 1) / ROPE_HEADS;
+    SI_ARG_CHECK(ny <= 65535);
+    const dim3 grid(si_grid(n_items, ROPE_THREADS, 65535), (unsigned)ny);
+    k_rope<<<grid, ROPE_THREADS, 0, c->stream>>>(
         x, n_items, n_heads, head_dim, half, n_rot, pos0, pos_dev, freq_base, freq_factors,
         neox ? 1 : 0);
     SI_LAUNCH_CHECK("k_rope");
