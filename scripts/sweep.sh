@@ -112,49 +112,71 @@ if [ -n "$CONFIGS" ]; then
     # per task x configuration: score retained, agreement; per configuration:
     # decode speed and resident weights relative to dense
     awk -F, -v q="$CFG.q" -v a="$CFG.a" -v sm="$CFG.sm" '
+    function col(name) { return (name in c) ? $c[name] : "" }
     NR == 1 { for (i = 1; i <= NF; i++) c[$i] = i; next }
     $c["config"] == "dense (reference)" { next }
     {
         cf = $c["config"]; t = $c["task"]
         if (!(cf in seen)) { seen[cf] = 1; cfs[++nc] = cf }
         if (!(t in tseen)) { tseen[t] = 1; ts[++nt] = t }
-        v[cf, t] = $c["score_ratio"] != "" ? $c["score_ratio"] : "NaN"
+        # the metric retained and its 95 % interval; where the dense metric
+        # is 0 (corpus BLEU of a small model) the second score, marked (s)
+        # (columns an older CSV lacks read as empty)
+        if (col("score_ratio") != "") {
+            v[cf, t] = col("score_ratio"); lo[cf, t] = col("score_ratio_lo"); hi[cf, t] = col("score_ratio_hi")
+        } else if (col("score2_ratio") != "") {
+            v[cf, t] = col("score2_ratio"); lo[cf, t] = col("score2_ratio_lo"); hi[cf, t] = col("score2_ratio_hi")
+            second[t] = 1
+        } else {
+            v[cf, t] = "NaN"
+        }
+        if (lo[cf, t] == "") { lo[cf, t] = v[cf, t]; hi[cf, t] = v[cf, t] }
         ag[cf, t] = $c["agreement"]
         if ($c["bench_decode_ratio"] != "") sp[cf] = $c["bench_decode_ratio"]
         mem[cf] = $c["mem_ratio"]
     }
     END {
         printf "config" > q; printf "config" > a
-        for (j = 1; j <= nt; j++) { printf "\t%s", ts[j] > q; printf "\t%s", ts[j] > a }
+        for (j = 1; j <= nt; j++) {
+            printf "\t%s%s\tlo\thi", ts[j], second[ts[j]] ? " (s)" : "" > q
+            printf "\t%s", ts[j] > a
+        }
         printf "\n" > q; printf "\n" > a
         for (i = 1; i <= nc; i++) {
             printf "%s", cfs[i] > q; printf "%s", cfs[i] > a
             for (j = 1; j <= nt; j++) {
-                printf "\t%s", v[cfs[i], ts[j]] > q
+                printf "\t%s\t%s\t%s", v[cfs[i], ts[j]], lo[cfs[i], ts[j]], hi[cfs[i], ts[j]] > q
                 printf "\t%s", ag[cfs[i], ts[j]] > a
             }
             printf "\n" > q; printf "\n" > a
             printf "%s\t%s\t%s\n", cfs[i], sp[cfs[i]] != "" ? sp[cfs[i]] : "NaN", mem[cfs[i]] > sm
         }
     }' "$OUT/$NAME.csv"
-    NT=$(head -1 "$CFG.q" | awk -F'\t' '{ print NF }')
+    NT=$(head -1 "$CFG.a" | awk -F'\t' '{ print NF }')
     for what in q a; do
-        if [ $what = q ]; then F=quality; Y="task metric retained (score / dense)"
-        else F=agreement; Y="next-token agreement with dense"; fi
+        if [ $what = q ]; then
+            F=quality
+            Y="task metric retained (score / dense, bars: 95 % interval; (s): sentence BLEU)"
+            STYLE="errorbars gap 1 lw 1"
+            PLOT="for [i=0:$NT-2] \"$CFG.q\" using (column(2+3*i)):(column(3+3*i)):(column(4+3*i)):xtic(1) title columnhead(2+3*i)"
+        else
+            F=agreement; Y="next-token agreement with dense"; STYLE="clustered gap 1"
+            PLOT="for [i=2:$NT] \"$CFG.a\" using i:xtic(1) title columnhead(i)"
+        fi
         gnuplot <<EOF
 set terminal pngcairo size 1100,560 font ",10"
 set output "$OUT/$NAME-$F.png"
 set title "$Y per task; $LIMIT held-out prompts per task"
 set style data histograms
-set style histogram clustered gap 1
+set style histogram $STYLE
 set style fill solid 0.8 border -1
 set datafile separator "\t"
 set datafile missing "NaN"
 set key outside right
-set yrange [0:1.2]
+set yrange [0:*]
 set grid y
 set xtics rotate by -15 font ",8"
-plot for [i=2:$NT] "$CFG.$what" using i:xtic(1) title columnhead(i)
+plot $PLOT
 EOF
     done
     gnuplot <<EOF
