@@ -911,27 +911,33 @@ static int write_json(const char *path, const opts *o, const eng_model_info *inf
     return fclose(f) == 0 ? 0 : -EIO;
 }
 
+/* "name score" and "ratio [lo,hi]" (the interval where defined), or "-"
+ * where the ratio is undefined */
+static void fmt_score(char *score, size_t ns, char *rt, size_t nr, const char *name, double v,
+                      double q, double lo, double hi)
+{
+    snprintf(score, ns, "%s %.3g", name, v);
+    if (isfinite(q) && isfinite(lo))
+        snprintf(rt, nr, "%.3f [%.2f,%.2f]", q, lo, hi);
+    else if (isfinite(q))
+        snprintf(rt, nr, "%.3f", q);
+}
+
 static void print_row(const row *rw, const row *dense)
 {
     const result *x = &rw->res;
     char score[32] = "-", rt[48] = "-";
     if (isfinite(x->metric)) {
-        snprintf(score, sizeof score, "%s %.3g", metric_names[rw->t->metric], x->metric);
-        double q = ratio(x->metric, dense->res.metric);
-        if (isfinite(q) && isfinite(x->ratio_lo))
-            snprintf(rt, sizeof rt, "%.3f [%.2f,%.2f]", q, x->ratio_lo, x->ratio_hi);
-        else if (isfinite(q))
-            snprintf(rt, sizeof rt, "%.3f", q);
+        const double q = ratio(x->metric, dense->res.metric);
+        const double q2 = ratio(x->score2, dense->res.score2);
         /* a metric whose dense score is 0 (corpus BLEU of a small model)
          * says nothing: the second score, with its interval, instead */
-        double q2 = ratio(x->score2, dense->res.score2);
-        if (!isfinite(q) && isfinite(q2)) {
-            snprintf(score, sizeof score, "%s %.3g", metric2_names[rw->t->metric], x->score2);
-            if (isfinite(x->ratio2_lo))
-                snprintf(rt, sizeof rt, "%.3f [%.2f,%.2f]", q2, x->ratio2_lo, x->ratio2_hi);
-            else
-                snprintf(rt, sizeof rt, "%.3f", q2);
-        }
+        if (!isfinite(q) && isfinite(q2))
+            fmt_score(score, sizeof score, rt, sizeof rt, metric2_names[rw->t->metric],
+                      x->score2, q2, x->ratio2_lo, x->ratio2_hi);
+        else
+            fmt_score(score, sizeof score, rt, sizeof rt, metric_names[rw->t->metric],
+                      x->metric, q, x->ratio_lo, x->ratio_hi);
     }
     double dec = x->bench_decode_tps ? x->bench_decode_tps : tps(x->n_decode, x->decode_ns);
     printf("%-44.44s %-16.16s %8.2f %6.3f %-14s %-18s %6.3f %7.1f %7.1f %6.3f\n", rw->cfg->name,
