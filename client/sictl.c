@@ -62,10 +62,12 @@ static void usage(FILE *f)
         "                              --tools, each call's result is asked for in turn)\n"
         "  tokenize [OPTIONS] TEXT...  the tokens generate would evaluate: count and ids\n"
         "                              (--raw, --parse-special, --system, --no-think and\n"
-        "                              --tools as for generate; --pieces: each token's text)\n"
+        "                              --tools and \"--\" as for generate; --pieces: each\n"
+        "                              token's text)\n"
         "  embed [OPTIONS] TEXT...     one embedding per TEXT (\"-\": one per line of stdin),\n"
         "                              printed as a JSON array per line; --pooling mean|last,\n"
         "                              --no-normalize, --no-truncate, --parse-special, --stats\n"
+        "                              (after \"--\" every argument is an input)\n"
         "  status                      model, backend, memory, profile, queue, counters\n"
         "  profiles                    list the tasks of the daemon's profile (* active)\n"
         "  use TASK [OPTIONS]          hot-swap to TASK (\"dense\": load everything) (admin)\n"
@@ -875,31 +877,39 @@ static int cmd_tokenize(int argc, char **argv)
     bool raw = false, parse_special = false, pieces = false, no_think = false;
     const char *system = NULL, *tools = NULL;
     text_buf text = {0};
+    bool opts = true;
     for (int i = 0; i < argc; i++) {
-        if (!strcmp(argv[i], "--raw")) {
-            raw = true;
-        } else if (!strcmp(argv[i], "--parse-special")) {
-            parse_special = true;
-        } else if (!strcmp(argv[i], "--pieces")) {
-            pieces = true;
-        } else if (!strcmp(argv[i], "--no-think")) {
-            no_think = true;
-        } else if (!strcmp(argv[i], "--system") && i + 1 < argc) {
-            system = argv[++i];
-        } else if (!strcmp(argv[i], "--tools") && i + 1 < argc) {
-            tools = argv[++i];
-        } else if (argv[i][0] == '-' && argv[i][1] == '-' && argv[i][2]) {
-            fprintf(stderr, "sictl tokenize: unknown option %s\n", argv[i]);
-            free(text.data);
-            return EXIT_USAGE;
-        } else {
-            if (text.len)
-                text_append(&text, " ", 1);
-            char *in = !strcmp(argv[i], "-") ? read_all(stdin) : NULL;
-            const char *t = in ? in : !strcmp(argv[i], "-") ? "" : argv[i];
-            text_append(&text, t, strlen(t));
-            free(in);
+        if (opts && !strcmp(argv[i], "--")) {
+            opts = false; /* the rest is text, dashes and all, as for generate */
+            continue;
         }
+        if (opts && argv[i][0] == '-' && argv[i][1] == '-' && argv[i][2]) {
+            if (!strcmp(argv[i], "--raw")) {
+                raw = true;
+            } else if (!strcmp(argv[i], "--parse-special")) {
+                parse_special = true;
+            } else if (!strcmp(argv[i], "--pieces")) {
+                pieces = true;
+            } else if (!strcmp(argv[i], "--no-think")) {
+                no_think = true;
+            } else if (!strcmp(argv[i], "--system") && i + 1 < argc) {
+                system = argv[++i];
+            } else if (!strcmp(argv[i], "--tools") && i + 1 < argc) {
+                tools = argv[++i];
+            } else {
+                fprintf(stderr, "sictl tokenize: unknown option %s (text that begins with '--': after --)\n",
+                        argv[i]);
+                free(text.data);
+                return EXIT_USAGE;
+            }
+            continue;
+        }
+        if (text.len)
+            text_append(&text, " ", 1);
+        char *in = !strcmp(argv[i], "-") ? read_all(stdin) : NULL;
+        const char *t = in ? in : !strcmp(argv[i], "-") ? "" : argv[i];
+        text_append(&text, t, strlen(t));
+        free(in);
     }
     if (!text.data) {
         fprintf(stderr, "sictl tokenize: no text\n");
@@ -937,8 +947,13 @@ static int cmd_embed(int argc, char **argv)
     char *in = NULL;
     size_t n = 0, cap = (size_t)argc + 1;
     int rc = inputs ? 0 : EXIT_DAEMON_ERROR;
+    bool opts = true;
     for (int i = 0; rc == 0 && i < argc; i++) {
-        if (!strcmp(argv[i], "--pooling") && i + 1 < argc) {
+        if (!opts) {
+            inputs[n++] = argv[i]; /* after "--" every argument is an input, "-" too */
+        } else if (!strcmp(argv[i], "--")) {
+            opts = false;
+        } else if (!strcmp(argv[i], "--pooling") && i + 1 < argc) {
             e.pooling = argv[++i];
         } else if (!strcmp(argv[i], "--no-normalize")) {
             e.has_normalize = true;
@@ -952,7 +967,7 @@ static int cmd_embed(int argc, char **argv)
         } else if (!strcmp(argv[i], "--stats")) {
             embed_stats = true;
         } else if (argv[i][0] == '-' && argv[i][1] == '-' && argv[i][2]) {
-            fprintf(stderr, "sictl embed: unknown option %s\n", argv[i]);
+            fprintf(stderr, "sictl embed: unknown option %s (text that begins with '--': after --)\n", argv[i]);
             rc = EXIT_USAGE;
         } else if (!strcmp(argv[i], "-") && !in) {
             /* stdin: each non-empty line one input */

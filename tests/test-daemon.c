@@ -628,6 +628,13 @@ static void scenario_streaming(void)
     CHECK(run_sictl(em3, NULL, 0, env) == 65);
     const char *em4[] = {"embed", NULL};
     CHECK(run_sictl(em4, NULL, 0, env) == 64);
+    /* after "--" every argument is an input, "--pooling" too: two lines */
+    const char *em5[] = {"embed", "--", "--pooling", "x", NULL};
+    CHECK(run_sictl(em5, out, sizeof(out), env) == 0);
+    n_lines = 0;
+    for (char *p = out; (p = strchr(p, '\n')); p++)
+        n_lines++;
+    CHECK(n_lines == 2);
 
     si_response_free(a->end);
     si_response_free(b->end);
@@ -1969,6 +1976,12 @@ static void scenario_slots(void)
     const char *targs2[] = {"tokenize", "--raw", "--pieces", "ab", NULL};
     CHECK(run_sictl(targs2, out, sizeof(out), env_sock) == 0);
     CHECK(strcmp(out, "2 tokens (context 512)\n97\t\"a\"\n98\t\"b\"\n") == 0);
+    /* after "--" an option's name is text: "--pieces" is 8 bytes */
+    const char *targs6[] = {"tokenize", "--raw", "--", "--pieces", NULL};
+    CHECK(run_sictl(targs6, out, sizeof(out), env_sock) == 0);
+    CHECK(strcmp(out, "8 tokens (context 512)\n45 45 112 105 101 99 101 115\n") == 0);
+    const char *targs7[] = {"tokenize", "--raw", "--bogus", "x", NULL};
+    CHECK(run_sictl(targs7, NULL, 0, env_sock) == 64);
     const char *targs3[] = {"tokenize", NULL};
     CHECK(run_sictl(targs3, out, sizeof(out), env_sock) == 64);
     /* a chat ("user: hi\nassistant:\n"), and with the thinking switch off
