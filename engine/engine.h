@@ -123,7 +123,8 @@ void eng_model_get_info(const eng_model *model, eng_model_info *ret_info);
 /* ---- tokenizer -------------------------------------------------------- */
 
 enum {
-    ENG_TOK_ADD_SPECIAL = 1 << 0,   /* add BOS/EOS as the model's metadata says */
+    ENG_TOK_ADD_SPECIAL = 1 << 0,   /* add BOS/EOS as the model's metadata says (no
+                                     * BOS before text that starts with it) */
     ENG_TOK_PARSE_SPECIAL = 1 << 1, /* "<|im_start|>" in text becomes its token */
 };
 

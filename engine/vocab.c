@@ -1109,11 +1109,14 @@ int eng_vocab_tokenize(const eng_vocab *v, const char *text, size_t len, unsigne
     int r = 0;
 
     bool add = flags & ENG_TOK_ADD_SPECIAL;
-    if (add && v->add_bos && v->bos >= 0)
+    if (len && (r = partition(v, text, len, flags & ENG_TOK_PARSE_SPECIAL, &fr, &nf)) < 0)
+        goto done;
+    /* Text that starts with the BOS token (a rendered Llama 3 or Llama 2
+     * chat prints it) gets no second one: llama.cpp would add it (and
+     * warn), its server and Ollama strip the template's. */
+    if (add && v->add_bos && v->bos >= 0 && !(nf > 0 && fr[0].token == v->bos))
         out_push(&out, v->bos);
     if (len) {
-        if ((r = partition(v, text, len, flags & ENG_TOK_PARSE_SPECIAL, &fr, &nf)) < 0)
-            goto done;
         for (size_t i = 0; i < nf; i++) {
             if (fr[i].token >= 0) {
                 out_push(&out, fr[i].token);

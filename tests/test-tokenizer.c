@@ -435,6 +435,14 @@ static void test_synthetic(void) {
         /* llama-bpe defaults add_bos to true. */
         r = eng_vocab_tokenize(v, "ab", 2, ENG_TOK_ADD_SPECIAL, ids, 8, &n);
         CHECK(r == 0 && n == 2 && ids[0] == 1 && ids[1] == 5, "llama-bpe BOS: r %d n %zu", r, n);
+        /* text that starts with BOS (a rendered Llama 3 chat) gets no
+         * second one; BOS later in the text does not count */
+        r = eng_vocab_tokenize(v, "<s>ab", 5, ENG_TOK_ADD_SPECIAL | ENG_TOK_PARSE_SPECIAL, ids, 8, &n);
+        CHECK(r == 0 && n == 2 && ids[0] == 1 && ids[1] == 5, "one BOS: r %d n %zu", r, n);
+        r = eng_vocab_tokenize(v, "ab<s>", 5, ENG_TOK_ADD_SPECIAL | ENG_TOK_PARSE_SPECIAL, ids, 8, &n);
+        CHECK(r == 0 && n == 3 && ids[0] == 1 && ids[1] == 5 && ids[2] == 1, "BOS later: r %d n %zu", r, n);
+        r = eng_vocab_tokenize(v, "<s>ab", 5, ENG_TOK_ADD_SPECIAL, ids, 8, &n);
+        CHECK(r == 0 && n >= 2 && ids[0] == 1 && ids[1] != 1, "<s> as text: r %d n %zu", r, n);
         eng_vocab_free(v);
     }
     eng_vocab_free(NULL);

@@ -99,6 +99,9 @@ static void check_model(const char *shape, const char *tmpl, const char *case_na
         in_text++;
     CHECKF(in_text == marker_count && count_token(toks, n, one[0]) == marker_count, "%s: %s %d times, %d in the text, want %d",
            tmpl, marker, count_token(toks, n, one[0]), in_text, marker_count);
+    /* one BOS: the Llama template prints it, the vocabulary would add it */
+    const int32_t bos = eng_token_bos(m);
+    CHECKF(bos < 0 || count_token(toks, n, bos) <= 1, "%s: %d BOS tokens", tmpl, count_token(toks, n, bos));
 
     /* a generation from the tools prompt runs to its length */
     eng_session_params sp = eng_session_params_default();
