@@ -1,6 +1,7 @@
-/* Vocabulary and byte-level BPE tokenizer.
+/* Vocabulary and tokenizers: byte-level BPE ("gpt2") and SentencePiece
+ * ("llama": Llama 2, Mistral, TinyLlama, Gemma...).
  *
- * Pipeline of eng_vocab_tokenize():
+ * Pipeline of eng_vocab_tokenize() for byte-level BPE:
  *   1. special-token partition: the text is cut at every occurrence of a
  *      control/user-defined token (longest token first, each token over all
  *      remaining text fragments, as llama.cpp does); without
@@ -13,6 +14,16 @@
  *   3. each piece is mapped through the GPT-2 byte-to-unicode table and
  *      merged by BPE rank (lowest rank first, leftmost first on ties).
  *
+ * SentencePiece vocabularies (llama.cpp's "SPM") have no pre-tokenizer and
+ * no merge list: after the same special-token partition, each text fragment
+ * (it starts the input or follows a special token) gets a leading space
+ * (tokenizer.ggml.add_space_prefix, default on), its spaces become U+2581
+ * ("\xe2\x96\x81"), and its characters are merged pairwise, the pair whose
+ * concatenation is the token of highest score first (leftmost on ties),
+ * while any such pair exists. A symbol that is no token is spelled by its
+ * bytes' <0xXX> tokens. Malformed UTF-8 is not replaced: a stray byte is a
+ * symbol of its own, as in llama.cpp.
+ *
  * The vocabulary is immutable after load and shared across threads: every
  * tokenize call owns its scratch memory, nothing global is mutable.
  */
@@ -24,6 +35,7 @@
 
 #include <errno.h>
 #include <limits.h>
+#include <math.h>
 #include <pcre2.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -35,6 +47,8 @@
 #define VOCAB_MAX_TOKEN_LEN 4096u       /* bytes of one token's text */
 #define VOCAB_MAX_TEXT     ((size_t)1 << 28) /* bytes one tokenize call accepts */
 #define VOCAB_MAX_REGEX    2
+
+#define SPM_SPACE "\xe2\x96\x81" /* U+2581, SentencePiece's space */
 
 enum tok_type {
     TOK_UNDEFINED = 0,
@@ -110,6 +124,10 @@ typedef struct span {
 } span;
 
 struct eng_vocab {
+    bool spm;            /* SentencePiece ("llama"), else byte-level BPE */
+    bool add_space_prefix; /* SPM: " " before each text fragment */
+    float *score;        /* SPM: [n_tokens] merge priority, higher first */
+    int32_t byte_tok[256]; /* SPM: the <0xXX> token of each byte, or -1 */
     int32_t n_tokens;
     char *text;          /* token texts, back to back */
     span *tok;           /* [n_tokens] token text inside text */
@@ -466,6 +484,7 @@ void eng_vocab_free(eng_vocab *v) {
     free(v->merges);
     free(v->merge_hash);
     free(v->special);
+    free(v->score);
     pretok_fini(&v->pre);
     free(v);
 }
@@ -642,6 +661,40 @@ static int load_merges(eng_vocab *v, const gguf_file *f, eng_error *err) {
     return 0;
 }
 
+/* SPM: the merge scores (absent: all 0, as llama.cpp reads them) and the
+ * token of each byte: "<0xAB>", else the byte itself as a token, else none. */
+static int load_spm(eng_vocab *v, const gguf_file *f, eng_error *err) {
+    v->score = calloc((uint32_t)v->n_tokens, sizeof(*v->score));
+    if (!v->score)
+        return eng__set_err(err, -ENOMEM, "out of memory for token scores");
+    enum gguf_type et;
+    uint64_t n;
+    int r = gguf_get_arr_info(f, "tokenizer.ggml.scores", &et, &n);
+    if (r == 0) {
+        if (n < (uint64_t)v->n_tokens)
+            return eng__set_err(err, -EINVAL, "tokenizer.ggml.scores: %llu entries for %d tokens",
+                                (unsigned long long)n, v->n_tokens);
+        for (int32_t i = 0; i < v->n_tokens; i++) {
+            float x;
+            if (gguf_get_arr_f32(f, "tokenizer.ggml.scores", (uint64_t)i, &x) < 0)
+                return eng__set_err(err, -EINVAL, "tokenizer.ggml.scores[%d]: not a number", i);
+            /* a NaN would make the merge order depend on the heap's shape */
+            v->score[i] = x == x ? x : -INFINITY;
+        }
+    } else if (r != -ENOENT) {
+        return eng__set_err(err, -EINVAL, "tokenizer.ggml.scores: not an array");
+    }
+    for (int b = 0; b < 256; b++) {
+        char hex[8], raw = (char)b;
+        snprintf(hex, sizeof(hex), "<0x%02X>", b);
+        int32_t id = lookup_token(v, hex, 6);
+        v->byte_tok[b] = id >= 0 ? id : lookup_token(v, &raw, 1);
+    }
+    if ((r = load_bool(f, "tokenizer.ggml.add_space_prefix", &v->add_space_prefix, err)) < 0)
+        return r;
+    return 0;
+}
+
 /* Precomputes every token's bytes, so token_to_piece is a copy. */
 static int build_pieces(eng_vocab *v, eng_error *err) {
     byte_map bm;
@@ -675,6 +728,18 @@ static int build_pieces(eng_vocab *v, eng_error *err) {
             }
             /* fall through */
         case TOK_NORMAL:
+            if (v->spm) {
+                /* U+2581 stands for a space; everything else is as written */
+                for (size_t j = 0; j < n;) {
+                    if (n - j >= 3 && memcmp(s + j, SPM_SPACE, 3) == 0) {
+                        v->piece[off++] = ' ';
+                        j += 3;
+                    } else {
+                        v->piece[off++] = s[j++];
+                    }
+                }
+                break;
+            }
             for (size_t j = 0; j < n;) {
                 uint32_t cp;
                 size_t l = utf8_decode((const uint8_t *)s + j, n - j, &cp);
@@ -729,6 +794,7 @@ static int build_special(eng_vocab *v, eng_error *err) {
 
     static const char *const eog_names[] = {
         "<|im_end|>", "<|eot_id|>", "<|end_of_text|>", "<|endoftext|>", "<|eom_id|>",
+        "<|end|>", "<end_of_turn>", /* Phi-3, Gemma */
     };
     for (size_t i = 0; i < sizeof(eog_names) / sizeof(eog_names[0]); i++) {
         int32_t id = lookup_token(v, eog_names[i], strlen(eog_names[i]));
@@ -753,8 +819,10 @@ int eng_vocab_load(const gguf_file *f, eng_vocab **ret_vocab, eng_error *err) {
         return eng__set_err(err, -EINVAL, "tokenizer.ggml.model missing: the file has no vocabulary");
     if (r < 0)
         return eng__set_err(err, -EINVAL, "tokenizer.ggml.model: not a string");
-    if (model_len != 4 || memcmp(model, "gpt2", 4) != 0)
-        return eng__set_err(err, -ENOTSUP, "tokenizer '%.*s' not supported (only byte-level BPE, \"gpt2\")",
+    bool spm = model_len == 5 && memcmp(model, "llama", 5) == 0;
+    if (!spm && (model_len != 4 || memcmp(model, "gpt2", 4) != 0))
+        return eng__set_err(err, -ENOTSUP,
+                            "tokenizer '%.*s' not supported (byte-level BPE, \"gpt2\", and SentencePiece, \"llama\")",
                             (int)(model_len > 64 ? 64 : model_len), model);
 
     char pre_name[64] = "default";
@@ -778,10 +846,15 @@ int eng_vocab_load(const gguf_file *f, eng_vocab **ret_vocab, eng_error *err) {
     if (!v)
         return eng__set_err(err, -ENOMEM, "out of memory");
     v->bos = v->eos = v->unk = v->pad = -1;
-    v->add_bos = def->add_bos;
+    v->spm = spm;
+    /* SentencePiece models start with BOS and a space, unless they say not */
+    v->add_bos = spm || def->add_bos;
+    v->add_space_prefix = spm;
     v->add_eos = false;
 
-    if ((r = load_tokens(v, f, err)) < 0 || (r = load_merges(v, f, err)) < 0)
+    if ((r = load_tokens(v, f, err)) < 0)
+        goto out;
+    if ((r = spm ? load_spm(v, f, err) : load_merges(v, f, err)) < 0)
         goto out;
     if ((r = load_id(f, "tokenizer.ggml.bos_token_id", v->n_tokens, &v->bos, err)) < 0 ||
         (r = load_id(f, "tokenizer.ggml.eos_token_id", v->n_tokens, &v->eos, err)) < 0 ||
@@ -793,11 +866,11 @@ int eng_vocab_load(const gguf_file *f, eng_vocab **ret_vocab, eng_error *err) {
         goto out;
     if ((r = build_pieces(v, err)) < 0 || (r = build_special(v, err)) < 0)
         goto out;
-    if ((r = pretok_init(&v->pre, def, err)) < 0)
+    if (!spm && (r = pretok_init(&v->pre, def, err)) < 0)
         goto out;
 
     /* Success; an unknown pre-tokenizer is worth a note for the caller to log. */
-    if (pre_unknown && err)
+    if (pre_unknown && !spm && err)
         snprintf(err->msg, sizeof(err->msg), "note: unknown pre-tokenizer '%s', using 'gpt2'", pre_name);
     *ret_vocab = v;
     return 0;
@@ -856,7 +929,7 @@ typedef struct bpe_sym {
 } bpe_sym;
 
 typedef struct bpe_pair {
-    uint32_t rank;
+    double key; /* lower first: a BPE merge's rank, or minus an SPM token's score */
     int32_t left, right;
     uint32_t len; /* left.len + right.len when pushed; detects stale entries */
 } bpe_pair;
@@ -875,7 +948,7 @@ typedef struct tok_ctx {
 } tok_ctx;
 
 static bool pair_less(const bpe_pair *a, const bpe_pair *b) {
-    return a->rank < b->rank || (a->rank == b->rank && a->left < b->left);
+    return a->key < b->key || (a->key == b->key && a->left < b->left);
 }
 
 static int heap_push(tok_ctx *c, bpe_pair p) {
@@ -925,10 +998,20 @@ static int try_pair(tok_ctx *c, int32_t left, int32_t right) {
     if (left < 0 || right < 0)
         return 0;
     const bpe_sym *a = &c->sym[left], *b = &c->sym[right];
-    int32_t rank = lookup_merge(c->v, c->word + a->off, a->len, c->word + b->off, b->len);
-    if (rank < 0)
-        return 0;
-    return heap_push(c, (bpe_pair){ (uint32_t)rank, left, right, a->len + b->len });
+    double key;
+    if (c->v->spm) {
+        /* symbols are adjacent in the word: their union is one span */
+        int32_t id = lookup_token(c->v, c->word + a->off, a->len + b->len);
+        if (id < 0)
+            return 0;
+        key = -(double)c->v->score[id];
+    } else {
+        int32_t rank = lookup_merge(c->v, c->word + a->off, a->len, c->word + b->off, b->len);
+        if (rank < 0)
+            return 0;
+        key = rank;
+    }
+    return heap_push(c, (bpe_pair){ key, left, right, a->len + b->len });
 }
 
 static int grow(void **p, size_t *cap, size_t need, size_t elem) {
@@ -960,6 +1043,86 @@ static void emit_fallback(tok_ctx *c, const char *s, size_t n) {
             out_push(c->out, id);
         i += l;
     }
+}
+
+/* Merges the ns symbols of c->word, best pair first, until no pair merges. */
+static int merge_symbols(tok_ctx *c, int32_t ns) {
+    int r;
+    c->heap_n = 0;
+    for (int32_t i = 0; i + 1 < ns; i++)
+        if ((r = try_pair(c, i, i + 1)) < 0)
+            return r;
+    while (c->heap_n) {
+        bpe_pair p = heap_pop(c);
+        bpe_sym *a = &c->sym[p.left], *b = &c->sym[p.right];
+        if (a->len == 0 || b->len == 0 || a->next != p.right || a->len + b->len != p.len)
+            continue; /* stale: one side has changed since the pair was queued */
+        a->len += b->len;
+        b->len = 0;
+        a->next = b->next;
+        if (b->next >= 0)
+            c->sym[b->next].prev = p.left;
+        if ((r = try_pair(c, a->prev, p.left)) < 0 || (r = try_pair(c, p.left, a->next)) < 0)
+            return r;
+    }
+    return 0;
+}
+
+/* SentencePiece over one text fragment: a space first if asked, spaces as
+ * U+2581, one symbol per character (by its lead byte, as llama.cpp counts:
+ * a stray continuation byte is one symbol, a 0xF8-0xFF lead takes up to 4
+ * bytes), merged by token score; what is left that is no token is spelled
+ * by byte tokens (a byte without one is dropped, <unk> when there is one). */
+static int spm_fragment(tok_ctx *c, const char *s, size_t n, bool space_first) {
+    static const uint8_t char_len[16] = { 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 3, 4 };
+    const eng_vocab *v = c->v;
+    int r;
+    if (n > (UINT32_MAX / 2 - 3) / 3)
+        return -E2BIG;
+    if ((r = grow((void **)&c->word, &c->word_cap, 3 * n + 3, 1)) < 0)
+        return r;
+    size_t wn = 0;
+    if (space_first) {
+        memcpy(c->word, SPM_SPACE, 3);
+        wn = 3;
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (s[i] == ' ') {
+            memcpy(c->word + wn, SPM_SPACE, 3);
+            wn += 3;
+        } else {
+            c->word[wn++] = s[i];
+        }
+    }
+    if ((r = grow((void **)&c->sym, &c->sym_cap, wn, sizeof(bpe_sym))) < 0)
+        return r;
+    int32_t ns = 0;
+    for (size_t off = 0; off < wn;) {
+        size_t l = char_len[(uint8_t)c->word[off] >> 4];
+        if (l > wn - off)
+            l = wn - off;
+        c->sym[ns] = (bpe_sym){ (uint32_t)off, (uint32_t)l, ns - 1, -1 };
+        if (ns > 0)
+            c->sym[ns - 1].next = ns;
+        ns++;
+        off += l;
+    }
+    if ((r = merge_symbols(c, ns)) < 0)
+        return r;
+    for (int32_t i = 0; i >= 0 && ns > 0; i = c->sym[i].next) {
+        const bpe_sym *sy = &c->sym[i];
+        int32_t id = lookup_token(v, c->word + sy->off, sy->len);
+        if (id >= 0) {
+            out_push(c->out, id);
+            continue;
+        }
+        for (uint32_t j = 0; j < sy->len; j++) {
+            int32_t b = v->byte_tok[(uint8_t)c->word[sy->off + j]];
+            if (b >= 0 || (b = v->unk) >= 0)
+                out_push(c->out, b);
+        }
+    }
+    return 0;
 }
 
 /* BPE over one pre-token piece (raw UTF-8 bytes). */
@@ -998,23 +1161,8 @@ static int bpe_piece(void *ud, const char *s, size_t n) {
         ns++;
         off += l;
     }
-    c->heap_n = 0;
-    for (int32_t i = 0; i + 1 < ns; i++)
-        if ((r = try_pair(c, i, i + 1)) < 0)
-            return r;
-    while (c->heap_n) {
-        bpe_pair p = heap_pop(c);
-        bpe_sym *a = &c->sym[p.left], *b = &c->sym[p.right];
-        if (a->len == 0 || b->len == 0 || a->next != p.right || a->len + b->len != p.len)
-            continue; /* stale: one side has changed since the pair was queued */
-        a->len += b->len;
-        b->len = 0;
-        a->next = b->next;
-        if (b->next >= 0)
-            c->sym[b->next].prev = p.left;
-        if ((r = try_pair(c, a->prev, p.left)) < 0 || (r = try_pair(c, p.left, a->next)) < 0)
-            return r;
-    }
+    if ((r = merge_symbols(c, ns)) < 0)
+        return r;
     for (int32_t i = 0; i >= 0 && ns > 0; i = c->sym[i].next) {
         const bpe_sym *sy = &c->sym[i];
         int32_t id = lookup_token(v, c->word + sy->off, sy->len);
@@ -1120,6 +1268,13 @@ int eng_vocab_tokenize(const eng_vocab *v, const char *text, size_t len, unsigne
         for (size_t i = 0; i < nf; i++) {
             if (fr[i].token >= 0) {
                 out_push(&out, fr[i].token);
+                continue;
+            }
+            /* a text fragment starts the text or follows a special token:
+             * SPM puts a space before each */
+            if (v->spm) {
+                if ((r = spm_fragment(&c, text + fr[i].off, fr[i].len, v->add_space_prefix)) < 0)
+                    goto done;
                 continue;
             }
             if ((r = grow((void **)&clean, &clean_cap, 3 * fr[i].len, 1)) < 0)

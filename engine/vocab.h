@@ -2,6 +2,7 @@
  *
  * Byte-level BPE (tokenizer.ggml.model "gpt2") with the pre-tokenizers
  * "smollm", "llama-bpe" (also "llama3") and "qwen2" (and "default"/"gpt-2"),
+ * and SentencePiece ("llama": Llama 2, Mistral, TinyLlama), with
  * control/special tokens, BOS/EOS rules from the metadata. The vocabulary is
  * copied out of the GGUF mapping so the file can be closed after load.
  */

@@ -1,6 +1,8 @@
-/* Tokenizer against llama.cpp's ids for the SmolLM2 vocabulary.
+/* Tokenizer against llama.cpp's ids for the SmolLM2 vocabulary, and for a
+ * SentencePiece one.
  *
  * Usage: test-tokenizer tests/data/tokenizer-smollm2.tsv
+ *        test-tokenizer --vocab tests/data/vocab-spm.gguf tests/data/tokenizer-spm.tsv
  *
  * Each row of the .tsv is: escaped text, parse_special (0/1), ids. We load
  * the vocabulary of the real model (closing the GGUF right away, so the
@@ -9,6 +11,13 @@
  * eng_utf8_complete_prefix. Then the vocabulary's special ids, EOG set, error
  * paths on synthetic vocabularies, and concurrent use from two threads.
  * Exits 77 when the model is not available.
+ *
+ * With --vocab (a vocabulary-only GGUF; never skips) each row has a fourth
+ * column, llama.cpp's pieces of those ids (special tokens rendered)
+ * concatenated: a SentencePiece vocabulary adds a space before text that
+ * starts the input or follows a special token, so the pieces are not the
+ * input. The ids with BOS added, the pieces and the streaming decode are
+ * checked against it.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -26,6 +35,8 @@
 typedef struct row {
     char *text;
     size_t len;
+    char *want;      /* --vocab rows: the reference's pieces, else NULL */
+    size_t want_len;
     int parse_special;
     int32_t *ids;
     size_t n_ids;
@@ -123,6 +134,20 @@ static row *load_rows(const char *path, size_t *ret_n) {
             exit(1);
         }
         r->len = (size_t)tl;
+        r->want = NULL;
+        r->want_len = 0;
+        char *t3 = strchr(t2 + 1, '\t');
+        if (t3) {
+            *t3 = '\0';
+            size_t wl = strlen(t3 + 1);
+            r->want = malloc(wl + 1);
+            long k = unescape(t3 + 1, wl, r->want);
+            if (k < 0) {
+                fprintf(stderr, "%s:%d: bad escape in the pieces\n", path, lineno);
+                exit(1);
+            }
+            r->want_len = (size_t)k;
+        }
         r->parse_special = atoi(t1 + 1);
         r->ids = malloc(MAX_IDS * sizeof(int32_t));
         r->n_ids = 0;
@@ -399,8 +424,8 @@ static int load_synthetic(const char *model, const char *pre, bool merges, const
 static void test_synthetic(void) {
     eng_vocab *v = NULL;
     eng_error err = { "" };
-    int r = load_synthetic("llama", "default", true, NULL, &v, &err);
-    CHECK(r == -ENOTSUP && strstr(err.msg, "llama"), "SPM model: %d '%s'", r, err.msg);
+    int r = load_synthetic("t5", "default", true, NULL, &v, &err);
+    CHECK(r == -ENOTSUP && strstr(err.msg, "t5"), "Unigram (T5) model: %d '%s'", r, err.msg);
     r = load_synthetic(NULL, "default", true, NULL, &v, &err);
     CHECK(r == -EINVAL, "missing tokenizer.ggml.model: %d", r);
     r = load_synthetic("gpt2", "default", false, NULL, &v, &err);
@@ -500,6 +525,169 @@ static void test_random_roundtrip(const eng_vocab *v) {
     CHECK(bad == 0, "random round trip: %d failures", bad);
 }
 
+/* ---- a SentencePiece vocabulary (--vocab) ---- */
+
+static void check_row_spm(const eng_vocab *v, const row *r, int *n_held) {
+    static int32_t got[MAX_IDS];
+    static char buf[4 * MAX_TEXT];
+    unsigned flags = r->parse_special ? ENG_TOK_PARSE_SPECIAL : 0;
+    size_t n = 12345;
+    int rc = eng_vocab_tokenize(v, r->text, r->len, flags, got, MAX_IDS, &n);
+    bool same = rc == 0 && n == r->n_ids && memcmp(got, r->ids, n * sizeof(int32_t)) == 0;
+    CHECK(same, "line %d (parse_special=%d): ids differ from llama.cpp (rc %d, %zu vs %zu tokens)", r->line,
+          r->parse_special, rc, n, r->n_ids);
+    if (!same) {
+        fprintf(stderr, "  want:");
+        for (size_t i = 0; i < r->n_ids; i++)
+            fprintf(stderr, " %d", r->ids[i]);
+        fprintf(stderr, "\n  got: ");
+        for (size_t i = 0; rc == 0 && i < n; i++)
+            fprintf(stderr, " %d", got[i]);
+        fprintf(stderr, "\n");
+        return;
+    }
+    /* add_bos_token is set: BOS, then the same ids; none more where the
+     * text starts with BOS (llama.cpp adds a second one and warns) */
+    size_t n2 = 0, add = r->n_ids > 0 && r->ids[0] == eng_vocab_bos(v) ? 0 : 1;
+    rc = eng_vocab_tokenize(v, r->text, r->len, flags | ENG_TOK_ADD_SPECIAL, got, MAX_IDS, &n2);
+    CHECK(rc == 0 && n2 == r->n_ids + add && got[0] == eng_vocab_bos(v) &&
+              memcmp(got + add, r->ids, r->n_ids * sizeof(int32_t)) == 0,
+          "line %d: ENG_TOK_ADD_SPECIAL is not BOS + the ids", r->line);
+    if (r->n_ids >= 2) {
+        size_t cap = r->n_ids / 2, n3 = 0;
+        rc = eng_vocab_tokenize(v, r->text, r->len, flags, got, cap, &n3);
+        CHECK(rc == -ENOBUFS && n3 == r->n_ids && memcmp(got, r->ids, cap * sizeof(int32_t)) == 0,
+              "line %d: cap %zu gave rc %d n %zu", r->line, cap, rc, n3);
+    }
+    size_t m = detok(v, r->ids, r->n_ids, true, buf, sizeof(buf));
+    CHECK(m == r->want_len && memcmp(buf, r->want, m) == 0, "line %d: pieces differ from llama.cpp's", r->line);
+    if (!valid_utf8(r->want, r->want_len))
+        return;
+    static char pend[64], outb[4 * MAX_TEXT];
+    size_t np = 0, no = 0;
+    bool ok = true;
+    for (size_t i = 0; i < r->n_ids && ok; i++) {
+        int k = eng_vocab_token_to_piece(v, r->ids[i], true, pend + np, sizeof(pend) - np);
+        if (k < 0 || (size_t)k > sizeof(pend) - np) {
+            ok = false;
+            break;
+        }
+        np += (size_t)k;
+        size_t c = eng_utf8_complete_prefix(pend, np);
+        if (c < np)
+            (*n_held)++;
+        ok = valid_utf8(pend, c);
+        memcpy(outb + no, pend, c);
+        no += c;
+        memmove(pend, pend + c, np - c);
+        np -= c;
+    }
+    CHECK(ok && np == 0 && no == r->want_len && memcmp(outb, r->want, no) == 0,
+          "line %d: streaming decode broke UTF-8 or lost bytes", r->line);
+}
+
+/* What holds for any input, from the vocabulary's own facts: every byte has
+ * a <0xXX> token, so valid UTF-8 text without special tokens comes back
+ * with the one space the tokenizer puts first. */
+static void test_spm_facts(const eng_vocab *v) {
+    CHECK(eng_vocab_bos(v) == 1 && eng_vocab_eos(v) == 2, "bos %d eos %d", eng_vocab_bos(v), eng_vocab_eos(v));
+    CHECK(eng_vocab_is_eog(v, 2) && !eng_vocab_is_eog(v, 1), "</s> ends generation, <s> does not");
+    char buf[64];
+    int k = eng_vocab_token_to_piece(v, 1, false, buf, sizeof(buf));
+    CHECK(k == 0, "<s> without special: %d bytes", k);
+    k = eng_vocab_token_to_piece(v, 1, true, buf, sizeof(buf));
+    CHECK(k == 3 && memcmp(buf, "<s>", 3) == 0, "<s> with special: %d bytes", k);
+    /* the vocabulary starts <unk> <s> </s> <|im_start|> [INST] [/INST] <0x00>...: byte tokens 6.. */
+    k = eng_vocab_token_to_piece(v, 6 + 'A', false, buf, sizeof(buf));
+    CHECK(k == 1 && buf[0] == 'A', "<0x41> is 'A': %d bytes", k);
+    int32_t ids[64];
+    size_t n = 0;
+    /* "the" is "\u2581the" with the space put first: one token, piece " the" */
+    k = -1;
+    if (eng_vocab_tokenize(v, "the", 3, 0, ids, 64, &n) == 0 && n == 1)
+        k = eng_vocab_token_to_piece(v, ids[0], false, buf, sizeof(buf));
+    CHECK(k == 4 && memcmp(buf, " the", 4) == 0, "'the' is one token, piece ' the' (%zu tokens)", n);
+
+    static const char *const atoms[] = {
+        "a", "Z", "the", " ", "  ", "\t", "\n", "\r\n", "7", "42", ".", "!?", "\xc3\xa9", "\xe4\xbd\xa0",
+        "\xf0\x9f\xa6\x99", "\xe2\x80\x8d", "\xd9\x85", "\xcc\x81", "\x00", "\xe2\x96\x81", "<s>", "[INST",
+    };
+    static int32_t rid[MAX_IDS];
+    static char text[1024], out[8192];
+    uint64_t x = 0x9e3779b97f4a7c15ull;
+    int bad = 0;
+    for (int it = 0; it < 3000; it++) {
+        size_t tn = 0;
+        int kk = 1 + (int)((x >> 33) % 40);
+        for (int j = 0; j < kk; j++) {
+            x ^= x << 13; x ^= x >> 7; x ^= x << 17;
+            const char *a = atoms[(x >> 20) % (sizeof(atoms) / sizeof(atoms[0]))];
+            size_t al = a[0] == '\0' ? 1 : strlen(a);
+            memcpy(text + tn, a, al);
+            tn += al;
+        }
+        size_t nt = 0;
+        if (eng_vocab_tokenize(v, text, tn, 0, rid, MAX_IDS, &nt) != 0) {
+            bad++;
+            continue;
+        }
+        size_t m = detok(v, rid, nt, false, out, sizeof(out));
+        /* "\xe2\x96\x81" in the input comes back as a space, as in llama.cpp */
+        size_t w = 1;
+        char want[1100] = " ";
+        for (size_t j = 0; j < tn; j++) {
+            if (j + 3 <= tn && memcmp(text + j, "\xe2\x96\x81", 3) == 0) {
+                want[w++] = ' ';
+                j += 2;
+            } else {
+                want[w++] = text[j];
+            }
+        }
+        if (m != w || memcmp(out, want, w) != 0)
+            bad++;
+    }
+    CHECK(bad == 0, "SentencePiece random round trip: %d failures", bad);
+}
+
+static int main_spm(const char *vocab_path, const char *rows_path) {
+    gguf_file *f;
+    eng_error err = { "" };
+    if (gguf_open(vocab_path, &f, &err) < 0) {
+        fprintf(stderr, "FAIL: gguf_open %s: %s\n", vocab_path, err.msg);
+        return 1;
+    }
+    eng_vocab *v;
+    int r = eng_vocab_load(f, &v, &err);
+    gguf_close(f);
+    if (r < 0) {
+        fprintf(stderr, "FAIL: eng_vocab_load: %d %s\n", r, err.msg);
+        return 1;
+    }
+    test_spm_facts(v);
+    size_t n_rows;
+    row *rows = load_rows(rows_path, &n_rows);
+    if (!rows || n_rows < 50) {
+        fprintf(stderr, "FAIL: too few rows in %s\n", rows_path);
+        return 1;
+    }
+    int n_held = 0;
+    for (size_t i = 0; i < n_rows; i++) {
+        CHECK(rows[i].want, "line %d: no pieces column", rows[i].line);
+        if (rows[i].want)
+            check_row_spm(v, &rows[i], &n_held);
+    }
+    CHECK(n_held > 0, "no token ended inside a UTF-8 sequence; the streaming check proved nothing");
+    for (size_t i = 0; i < n_rows; i++) {
+        free(rows[i].text);
+        free(rows[i].want);
+        free(rows[i].ids);
+    }
+    free(rows);
+    eng_vocab_free(v);
+    printf("SentencePiece: %zu rows, %d held-back UTF-8 tails, %d failures\n", n_rows, n_held, failures);
+    return failures ? 1 : 0;
+}
+
 /* ---- two threads over one vocabulary ---- */
 
 struct thread_arg {
@@ -526,8 +714,10 @@ static void *thread_main(void *p) {
 }
 
 int main(int argc, char **argv) {
+    if (argc == 4 && strcmp(argv[1], "--vocab") == 0)
+        return main_spm(argv[2], argv[3]);
     if (argc != 2) {
-        fprintf(stderr, "usage: %s tokenizer-smollm2.tsv\n", argv[0]);
+        fprintf(stderr, "usage: %s tokenizer-smollm2.tsv | --vocab VOCAB.gguf ROWS.tsv\n", argv[0]);
         return 1;
     }
     test_utf8_prefix();
