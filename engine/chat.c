@@ -59,6 +59,30 @@
  *   content and the first call only when there is content). "tool"
  *   messages are results: a run of them is one user turn of
  *   "\n<tool_response>\nCONTENT\n</tool_response>" pieces.
+ *
+ * Llama 2 chat (BOS/EOS: the vocabulary's texts, "<s>" and "</s>"):
+ *     (BOS[INST] STRIP(CONTENT) [/INST] | " " STRIP(CONTENT) " " EOS)...
+ *   per user / assistant message, other roles print nothing; a leading
+ *   system message goes into the first message as "<<SYS>>\nSYSTEM\n
+ *   <</SYS>>\n\n" + content, stripped as a whole (Python's str.strip).
+ *
+ * Mistral Instruct v0.1 / v0.2, Mixtral:
+ *     BOS ("[INST] " CONTENT " [/INST]" | CONTENT EOS[" "])...
+ *   the space after EOS in v0.1 only. These templates refuse system
+ *   messages; we put them before the next user message's content, with
+ *   "\n\n" between, as Mistral's later templates (and Gemma's) do; those
+ *   no user message follows make an "[INST] SYSTEM [/INST]" turn. Both
+ *   templates also refuse turns that do not alternate; we render them as
+ *   the loop would. Other roles are refused (-EINVAL).
+ *
+ * Zephyr (TinyLlama chat), rendered as transformers does (trim_blocks):
+ *     ("<|" ROLE "|>\n" CONTENT EOS "\n")...   user, system, assistant
+ *     "<|assistant|>\n"                          with add_assistant, after
+ *                                                a message
+ *   other roles print nothing.
+ *
+ * None of these add a generation prompt of their own except Zephyr: the
+ * prompt ends with "[/INST]".
  */
 #include <errno.h>
 #include <limits.h>
@@ -225,6 +249,19 @@ void eng_chat_detect(const char *tmpl, size_t len, eng_chat_info *ret_info) {
         /* Qwen's tool calling, whose fixed text we print (TOOLS_HEAD) */
         ret_info->tools = find_bytes(tmpl, len, "You may call one or more functions to assist with the user query.") &&
                           find_bytes(tmpl, len, "<tool_call>") && find_bytes(tmpl, len, "<tool_response>");
+    } else if (find_bytes(tmpl, len, "'<<SYS>>\\n' + system_message + '\\n<</SYS>>\\n\\n'") &&
+               find_bytes(tmpl, len, "bos_token + '[INST] ' + content.strip() + ' [/INST]'") &&
+               find_bytes(tmpl, len, "' '  + content.strip() + ' ' + eos_token")) {
+        ret_info->kind = ENG_CHAT_LLAMA2;
+    } else if (find_bytes(tmpl, len, "{{ bos_token }}") &&
+               find_bytes(tmpl, len, "{{ '[INST] ' + message['content'] + ' [/INST]' }}") &&
+               find_bytes(tmpl, len, "{{ message['content'] + eos_token")) {
+        ret_info->kind = ENG_CHAT_MISTRAL;
+        ret_info->eos_space = find_bytes(tmpl, len, "{{ message['content'] + eos_token + ' ' }}") != NULL;
+    } else if ((find_bytes(tmpl, len, "'<|user|>\n' + message['content'] + eos_token") ||
+                find_bytes(tmpl, len, "'<|user|>\\n' + message['content'] + eos_token")) &&
+               find_bytes(tmpl, len, "'<|system|>") && find_bytes(tmpl, len, "{{ '<|assistant|>' }}")) {
+        ret_info->kind = ENG_CHAT_ZEPHYR;
     } else if (find_bytes(tmpl, len, LLAMA3_HDR_START)) {
         ret_info->kind = ENG_CHAT_LLAMA3;
         llama3_find_preamble(tmpl, len, ret_info);
@@ -285,6 +322,132 @@ static const char *find_last(const char *s, size_t n, const char *needle) {
         p += m;
     }
     return last;
+}
+
+/* Python's str.strip() of the ASCII whitespace (non-ASCII spaces stay). */
+static bool py_space(char c) {
+    return is_space(c) || (c >= 0x1c && c <= 0x1f);
+}
+
+static size_t rstrip_len(const char *c, size_t n) {
+    while (n > 0 && py_space(c[n - 1]))
+        n--;
+    return n;
+}
+
+static void out_pystrip(outbuf *o, const char *c) {
+    size_t n = strlen(c);
+    while (n > 0 && py_space(*c))
+        c++, n--;
+    out_put(o, c, rstrip_len(c, n));
+}
+
+/* Mistral: the system messages in msgs[from, to), "\n\n" between them;
+ * whether there was one. */
+static bool out_systems(outbuf *o, const eng_chat_msg *msgs, size_t from, size_t to) {
+    bool any = false;
+    for (size_t k = from; k < to; k++) {
+        if (strcmp(msgs[k].role, "system") != 0)
+            continue;
+        if (any)
+            out_str(o, "\n\n");
+        out_str(o, msgs[k].content);
+        any = true;
+    }
+    return any;
+}
+
+/* Mistral: system messages no user message follows, as a turn of their own. */
+static void out_system_turn(outbuf *o, const eng_chat_msg *msgs, size_t from, size_t to) {
+    for (size_t k = from; k < to; k++)
+        if (!strcmp(msgs[k].role, "system")) {
+            out_str(o, "[INST] ");
+            out_systems(o, msgs, from, to);
+            out_str(o, " [/INST]");
+            return;
+        }
+}
+
+/* Llama 2, Mistral v0.1/v0.2 and Zephyr, as the comment at the top says. */
+static int render_spm_family(const eng_chat_info *info, const eng_chat_msg *msgs, size_t n_msgs,
+                             bool add_assistant, outbuf *o) {
+    if (info->kind == ENG_CHAT_LLAMA2) {
+        const char *sys = n_msgs > 0 && !strcmp(msgs[0].role, "system") ? msgs[0].content : NULL;
+        for (size_t i = sys ? 1 : 0; i < n_msgs; i++) {
+            const eng_chat_msg *m = &msgs[i];
+            const bool user = !strcmp(m->role, "user");
+            if (!user && strcmp(m->role, "assistant") != 0)
+                continue;
+            if (user) {
+                out_str(o, info->bos);
+                out_str(o, "[INST] ");
+            } else {
+                out_str(o, " ");
+            }
+            if (sys && i == 1) {
+                /* "<<SYS>>..." + content, stripped as one string: only
+                 * its end can lose whitespace, up to "<</SYS>>" */
+                out_str(o, "<<SYS>>\n");
+                out_str(o, sys);
+                out_str(o, "\n<</SYS>>");
+                size_t cl = rstrip_len(m->content, strlen(m->content));
+                if (cl > 0) {
+                    out_str(o, "\n\n");
+                    out_put(o, m->content, cl);
+                }
+            } else {
+                out_pystrip(o, m->content);
+            }
+            if (user) {
+                out_str(o, " [/INST]");
+            } else {
+                out_str(o, " ");
+                out_str(o, info->eos);
+            }
+        }
+        return 0;
+    }
+    if (info->kind == ENG_CHAT_MISTRAL) {
+        out_str(o, info->bos);
+        size_t from = 0; /* system messages from here on wait for a user message */
+        for (size_t i = 0; i < n_msgs; i++) {
+            const eng_chat_msg *m = &msgs[i];
+            if (!strcmp(m->role, "system"))
+                continue;
+            if (!strcmp(m->role, "user")) {
+                out_str(o, "[INST] ");
+                if (out_systems(o, msgs, from, i))
+                    out_str(o, "\n\n");
+                out_str(o, m->content);
+                out_str(o, " [/INST]");
+            } else if (!strcmp(m->role, "assistant")) {
+                out_system_turn(o, msgs, from, i);
+                out_str(o, m->content);
+                out_str(o, info->eos);
+                if (info->eos_space)
+                    out_str(o, " ");
+            } else {
+                return -EINVAL; /* "Only user and assistant roles are supported!" */
+            }
+            from = i + 1;
+        }
+        out_system_turn(o, msgs, from, n_msgs);
+        return 0;
+    }
+    for (size_t i = 0; i < n_msgs; i++) { /* Zephyr */
+        const eng_chat_msg *m = &msgs[i];
+        if (!strcmp(m->role, "user") || !strcmp(m->role, "system") || !strcmp(m->role, "assistant")) {
+            out_str(o, "<|");
+            out_str(o, m->role);
+            out_str(o, "|>\n");
+            out_str(o, m->content);
+            out_str(o, info->eos);
+            out_str(o, "\n");
+        }
+        if (i + 1 == n_msgs && add_assistant)
+            out_str(o, "<|assistant|>\n");
+    }
+    return 0;
 }
 
 /* A Qwen3 answer: the template splits a message with "</think>" into its
@@ -427,7 +590,7 @@ int eng_chat_render(const eng_chat_info *info, const eng_chat_msg *msgs, size_t 
     const bool add_assistant = flags & ENG_CHAT_ADD_ASSISTANT;
     if (!info || (!msgs && n_msgs > 0) || (!buf && cap > 0))
         return -EINVAL;
-    if (info->kind != ENG_CHAT_CHATML && info->kind != ENG_CHAT_LLAMA3)
+    if (info->kind == ENG_CHAT_NONE)
         return -ENOTSUP;
     size_t n_tools = 0, n_calls = 0;
     for (size_t i = 0; i < n_msgs; i++) {
@@ -447,7 +610,10 @@ int eng_chat_render(const eng_chat_info *info, const eng_chat_msg *msgs, size_t 
         return -ENOTSUP;
 
     outbuf o = {buf, cap > 0 ? cap - 1 : 0, 0};
-    if (info->kind == ENG_CHAT_CHATML) {
+    if (info->kind == ENG_CHAT_LLAMA2 || info->kind == ENG_CHAT_MISTRAL || info->kind == ENG_CHAT_ZEPHYR) {
+        if ((r = render_spm_family(info, msgs, n_msgs, add_assistant, &o)) < 0)
+            return r;
+    } else if (info->kind == ENG_CHAT_CHATML) {
         size_t dlen = strnlen(info->default_system, sizeof(info->default_system));
         size_t first = 0;
         if (n_tools > 0) {

@@ -16,6 +16,10 @@ typedef struct eng_chat_info {
     bool reasoning;
     bool think_switch; /* the template reads enable_thinking */
     bool tools;        /* tool calling, Qwen's <tool_call> blocks */
+    bool eos_space;    /* Mistral v0.1: a space after each answer's eos_token */
+    /* the texts of bos_token and eos_token, which Llama 2, Mistral and
+     * Zephyr templates print (the loader fills them from the vocabulary) */
+    char bos[64], eos[64];
 } eng_chat_info;
 
 /* Recognises a template from tokenizer.chat_template (NULL/0: none). */

@@ -167,6 +167,9 @@ typedef enum eng_chat_template {
     ENG_CHAT_NONE = 0,
     ENG_CHAT_CHATML, /* SmolLM2, Qwen2.5, Qwen3 */
     ENG_CHAT_LLAMA3,
+    ENG_CHAT_LLAMA2,  /* Llama 2 chat: [INST] <<SYS>> */
+    ENG_CHAT_MISTRAL, /* Mistral Instruct v0.1/v0.2, Mixtral: [INST] ... [/INST] */
+    ENG_CHAT_ZEPHYR,  /* Zephyr, TinyLlama chat: <|user|> ... </s> */
 } eng_chat_template;
 
 eng_chat_template eng_model_chat_template(const eng_model *model);

@@ -995,6 +995,14 @@ int eng__model_load_backend(const char *path, const eng_model_params *params, en
     if (gguf_get_str(f, "tokenizer.chat_template", &tmpl, &tlen) < 0)
         tmpl = NULL, tlen = 0;
     eng_chat_detect(tmpl, tlen, &m->chat);
+    /* the special tokens the template prints, as text that tokenizes back
+     * to them; a template that needs one the vocabulary lacks prints none */
+    const int32_t bos_eos[2] = { eng_vocab_bos(m->vocab), eng_vocab_eos(m->vocab) };
+    char *bet[2] = { m->chat.bos, m->chat.eos };
+    for (int i = 0; i < 2; i++) {
+        int k = bos_eos[i] < 0 ? 0 : eng_vocab_token_to_piece(m->vocab, bos_eos[i], true, bet[i], sizeof(m->chat.bos) - 1);
+        bet[i][k > 0 && k < (int)sizeof(m->chat.bos) ? k : 0] = '\0';
+    }
 
     m->info.fingerprint = fingerprint(f, m);
     m->path = strdup(path);

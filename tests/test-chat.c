@@ -555,6 +555,60 @@ static void test_tools(void) {
     }
 }
 
+/* Llama 2, Mistral and Zephyr templates: jinja2's renderings
+ * (plain_cases), then what we do where the Mistral templates raise. */
+static eng_chat_info detect_named(const char *name) {
+    size_t len;
+    char *t = read_template(name, &len);
+    eng_chat_info info;
+    eng_chat_detect(t, len, &info);
+    free(t);
+    strcpy(info.bos, "<s>");
+    strcpy(info.eos, "</s>");
+    return info;
+}
+
+static void test_spm_families(void) {
+    for (size_t k = 0; k < sizeof(plain_cases) / sizeof(plain_cases[0]); k++) {
+        const struct tools_case *c = &plain_cases[k];
+        eng_chat_info info = detect_named(c->template);
+        eng_chat_template want = !strcmp(c->template, "llama2")  ? ENG_CHAT_LLAMA2
+                                 : !strcmp(c->template, "zephyr") ? ENG_CHAT_ZEPHYR
+                                                                  : ENG_CHAT_MISTRAL;
+        CHECK(info.kind == want && !info.tools && !info.reasoning && !info.default_system[0]);
+        CHECK(info.eos_space == !strcmp(c->template, "mistral-v0.1"));
+        fprintf(stderr, "plain case %s\n", c->name);
+        check_render(&info, c->msgs, c->n_msgs, c->add ? ENG_CHAT_ADD_ASSISTANT : 0, c->want);
+    }
+
+    /* Mistral refuses system messages and other roles; a system message
+     * goes before the next user message, or is a turn of its own */
+    eng_chat_info mx = detect_named("mixtral");
+    eng_chat_msg sys_user[] = {{.role = "system", .content = "S1"}, {.role = "system", .content = "S2"},
+                               {.role = "user", .content = "U"}, {.role = "assistant", .content = "A"},
+                               {.role = "system", .content = "S3"}, {.role = "assistant", .content = "B"},
+                               {.role = "system", .content = "S4"}};
+    check_render(&mx, sys_user, 3, ENG_CHAT_ADD_ASSISTANT, "<s>[INST] S1\n\nS2\n\nU [/INST]");
+    check_render(&mx, sys_user, 7, ENG_CHAT_ADD_ASSISTANT,
+                 "<s>[INST] S1\n\nS2\n\nU [/INST]A</s>[INST] S3 [/INST]B</s>[INST] S4 [/INST]");
+    eng_chat_msg tool[] = {{.role = "user", .content = "U"}, {.role = "tool", .content = "1"}};
+    char buf[256];
+    CHECK(eng_chat_render(&mx, tool, 2, NULL, ENG_CHAT_ADD_ASSISTANT, buf, sizeof buf) == -EINVAL);
+    CHECK(eng_chat_render(&mx, tool, 0, NULL, ENG_CHAT_ADD_ASSISTANT, buf, sizeof buf) == 3 && !strcmp(buf, "<s>"));
+    /* tools: not these templates */
+    CHECK(eng_chat_render(&mx, tool, 1, "[{\"type\": \"function\"}]", 0, buf, sizeof buf) == -ENOTSUP);
+
+    /* near misses are not taken for these families: a template that only
+     * mentions [INST] (Mistral v0.3's differs in spaces) or <|user|> */
+    eng_chat_info near;
+    const char *v03 = "{{- bos_token }}{%- for message in loop_messages %}{{- \"[INST] \" + message[\"content\"] + \"[/INST]\" }}";
+    eng_chat_detect(v03, strlen(v03), &near);
+    CHECK(near.kind == ENG_CHAT_NONE);
+    const char *phi = "{% for message in messages %}{{'<|' + message['role'] + '|>' + '\\n' + message['content'] + '<|end|>\\n' }}{% endfor %}";
+    eng_chat_detect(phi, strlen(phi), &near);
+    CHECK(near.kind == ENG_CHAT_NONE);
+}
+
 int main(void) {
     test_smollm2();
     test_qwen();
@@ -563,6 +617,7 @@ int main(void) {
     test_detect_edges();
     test_render_errors();
     test_tools();
+    test_spm_families();
     if (failures) {
         fprintf(stderr, "%d check(s) failed\n", failures);
         return 1;

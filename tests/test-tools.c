@@ -11,6 +11,12 @@
  * si-generate --tools (when given): refused by the plain template and
  * for tools that are not an array, run on Qwen's.
  *
+ * The SentencePiece families the same way: a synthetic model with the
+ * vocabulary of tests/data/vocab-spm.gguf (si-synth --vocab) and the Llama
+ * 2, Mistral and Zephyr templates renders plain_cases as jinja2 did, the
+ * prompt starts with one BOS (those templates print it, the vocabulary
+ * adds it: one is kept), and a generation runs.
+ *
  * usage: test-tools SI_SYNTH [SI_GENERATE]
  */
 #include <errno.h>
@@ -28,7 +34,7 @@ static const char *synth_bin;
 
 /* the synthetic `shape` with the template tests/data/chat-template-NAME.jinja
  * (NULL: the family's plain one), loaded */
-static eng_model *load_with(const char *shape, const char *tmpl, char *path)
+static eng_model *load_with_vocab(const char *shape, const char *tmpl, const char *vocab, char *path)
 {
     snprintf(path, 32, "/tmp/si-tools-XXXXXX");
     int fd = mkstemp(path);
@@ -40,6 +46,9 @@ static eng_model *load_with(const char *shape, const char *tmpl, char *path)
     if (tmpl)
         snprintf(opt, sizeof opt, "--chat-template '%s/tests/data/chat-template-%s.jinja'", root ? root : ".",
                  tmpl);
+    if (vocab)
+        snprintf(opt + strlen(opt), sizeof opt - strlen(opt), " --vocab '%s/tests/data/%s'", root ? root : ".",
+                 vocab);
     char cmd[4096];
     snprintf(cmd, sizeof cmd, "%s '%s' --shape %s --out '%s' --seed 7 %s", wrap ? wrap : "", synth_bin, shape,
              path, opt);
@@ -51,6 +60,11 @@ static eng_model *load_with(const char *shape, const char *tmpl, char *path)
     eng_error err;
     CHECKF(eng_model_load(path, &mp, &m, &err) == 0, "%s: %s", path, err.msg);
     return m;
+}
+
+static eng_model *load_with(const char *shape, const char *tmpl, char *path)
+{
+    return load_with_vocab(shape, tmpl, NULL, path);
 }
 
 static const struct tools_case *find_case(const char *name)
@@ -129,6 +143,43 @@ static void check_model(const char *shape, const char *tmpl, const char *case_na
     unlink(path);
 }
 
+static void check_spm_family(const char *tmpl, eng_chat_template kind, const char *case_name, int want_bos)
+{
+    char path[32];
+    eng_model *m = load_with_vocab("tiny", tmpl, "vocab-spm.gguf", path);
+    CHECKF(eng_model_chat_template(m) == kind, "%s: template kind %d", tmpl, eng_model_chat_template(m));
+    const struct tools_case *c = NULL;
+    for (size_t k = 0; k < sizeof(plain_cases) / sizeof(plain_cases[0]); k++)
+        if (!strcmp(plain_cases[k].name, case_name))
+            c = &plain_cases[k];
+    CHECKF(c != NULL, "no case %s", case_name);
+    const unsigned flags = c->add ? ENG_CHAT_ADD_ASSISTANT : 0;
+    int len = eng_chat_apply(m, c->msgs, c->n_msgs, flags, NULL, 0);
+    char *text = malloc(len > 0 ? (size_t)len + 1 : 1);
+    CHECK(text && len > 0 && eng_chat_apply(m, c->msgs, c->n_msgs, flags, text, (size_t)len + 1) == len);
+    CHECKF(!strcmp(text, c->want), "%s: rendering differs: [%s]", case_name, text);
+    size_t n = 0;
+    eng_tokenize(m, text, (size_t)len, ENG_TOK_ADD_SPECIAL | ENG_TOK_PARSE_SPECIAL, NULL, 0, &n);
+    int32_t *toks = malloc(n * sizeof(*toks));
+    CHECK(toks && eng_tokenize(m, text, (size_t)len, ENG_TOK_ADD_SPECIAL | ENG_TOK_PARSE_SPECIAL, toks, n, &n) == 0);
+    const int32_t bos = eng_token_bos(m);
+    CHECKF(bos >= 0 && toks[0] == bos && count_token(toks, n, bos) == want_bos, "%s: %d BOS, want %d", tmpl,
+           count_token(toks, n, bos), want_bos);
+    eng_session_params sp = eng_session_params_default();
+    sp.n_ctx = (int)n + 16;
+    eng_session *s;
+    CHECK(eng_session_new(m, &sp, &s) == 0);
+    eng_gen_params gp = eng_gen_params_default();
+    gp.max_tokens = 4;
+    eng_gen_stats st;
+    CHECK(eng_generate(s, toks, n, &gp, NULL, NULL, &st) == 0 && st.n_prompt == (int)n);
+    eng_session_free(s);
+    free(toks);
+    free(text);
+    eng_model_free(m);
+    unlink(path);
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2) {
@@ -148,6 +199,12 @@ int main(int argc, char **argv)
     check_model("tiny-llama3", "llama3.2", "llama32_history", "<|start_header_id|>", 7,
                 "{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Paris\", \"unit\":\"celsius\"}}",
                 "{\"city\": \"Paris\", \"unit\": \"celsius\"}", "");
+
+    /* SentencePiece families: Llama 2 prints BOS before each user turn */
+    check_spm_family("llama2", ENG_CHAT_LLAMA2, "llama2_turns", 2);
+    check_spm_family("mistral-v0.1", ENG_CHAT_MISTRAL, "mistral_turns", 1);
+    check_spm_family("mixtral", ENG_CHAT_MISTRAL, "mixtral_turns", 1);
+    check_spm_family("zephyr", ENG_CHAT_ZEPHYR, "zephyr_system", 1);
 
     /* the plain synthetic templates have no tool calling */
     char path[32];

@@ -496,11 +496,84 @@ static float llama3_rope_factor(int i, int head_dim, float base)
     return (float)(1.0 / ((1.0 - smooth) / factor + smooth));
 }
 
+/* Copies every tokenizer.* key of src (a model's, or a vocabulary-only
+ * GGUF) but the chat template when skip_template; returns 0 or -1. */
+static int copy_tokenizer(gguf_writer *w, const gguf_file *src, bool skip_template)
+{
+    for (size_t i = 0; i < gguf_n_kv(src); i++) {
+        const char *k = gguf_key_name(src, (int)i);
+        if (strncmp(k, "tokenizer.", 10) != 0 || (skip_template && !strcmp(k, "tokenizer.chat_template")))
+            continue;
+        enum gguf_type t = gguf_key_type(src, (int)i);
+        int r = -1;
+        if (t == GGUF_TYPE_STRING) {
+            const char *v;
+            size_t n;
+            char *z = gguf_get_str(src, k, &v, &n) == 0 ? strndup(v, n) : NULL;
+            r = z ? gguf_writer_set_str(w, k, z) : -1;
+            free(z);
+        } else if (t == GGUF_TYPE_BOOL) {
+            bool b;
+            r = gguf_get_bool(src, k, &b) == 0 ? gguf_writer_set_bool(w, k, b) : -1;
+        } else if (t == GGUF_TYPE_FLOAT32 || t == GGUF_TYPE_FLOAT64) {
+            float f;
+            r = gguf_get_f32(src, k, &f) == 0 ? gguf_writer_set_f32(w, k, f) : -1;
+        } else if (t == GGUF_TYPE_INT32 || t == GGUF_TYPE_INT8 || t == GGUF_TYPE_INT16 || t == GGUF_TYPE_INT64) {
+            int32_t x;
+            r = gguf_get_i32(src, k, &x) == 0 ? gguf_writer_set_i32(w, k, x) : -1;
+        } else if (t != GGUF_TYPE_ARRAY) {
+            uint32_t x;
+            r = gguf_get_u32(src, k, &x) == 0 ? gguf_writer_set_u32(w, k, x) : -1;
+        } else {
+            enum gguf_type et;
+            uint64_t n;
+            if (gguf_get_arr_info(src, k, &et, &n) < 0 || n > (1u << 24))
+                return -1;
+            if (et == GGUF_TYPE_STRING) {
+                char **sv = calloc(n ? n : 1, sizeof(*sv));
+                r = sv ? 0 : -1;
+                for (uint64_t j = 0; r == 0 && j < n; j++) {
+                    const char *v;
+                    size_t len;
+                    r = gguf_get_arr_str(src, k, j, &v, &len) == 0 && (sv[j] = strndup(v, len)) ? 0 : -1;
+                }
+                if (r == 0)
+                    r = gguf_writer_set_arr_str(w, k, (const char *const *)sv, n);
+                for (uint64_t j = 0; sv && j < n; j++)
+                    free(sv[j]);
+                free(sv);
+            } else if (et == GGUF_TYPE_FLOAT32) {
+                float *fv = malloc((n ? n : 1) * sizeof(*fv));
+                r = fv ? 0 : -1;
+                for (uint64_t j = 0; r == 0 && j < n; j++)
+                    r = gguf_get_arr_f32(src, k, j, &fv[j]) == 0 ? 0 : -1;
+                if (r == 0)
+                    r = gguf_writer_set_arr_f32(w, k, fv, n);
+                free(fv);
+            } else {
+                int32_t *iv = malloc((n ? n : 1) * sizeof(*iv));
+                r = iv ? 0 : -1;
+                for (uint64_t j = 0; r == 0 && j < n; j++)
+                    r = gguf_get_arr_i32(src, k, j, &iv[j]) == 0 ? 0 : -1;
+                if (r == 0)
+                    r = gguf_writer_set_arr_i32(w, k, iv, n);
+                free(iv);
+            }
+        }
+        if (r < 0) {
+            fprintf(stderr, "si-synth: cannot copy %s\n", k);
+            return -1;
+        }
+    }
+    return 0;
+}
+
 static void usage(FILE *f)
 {
     fprintf(f, "usage: si-synth --shape NAME --out FILE [--seed N] [--type T] [--embd-type T] "
                "[--layers N]\n                [--chat-template FILE (a model's Jinja template instead of "
-               "the family's plain one)]\nshapes:");
+               "the family's plain one)]\n                [--vocab GGUF (the tokenizer.* keys of another "
+               "GGUF: its vocabulary, size and template)]\nshapes:");
     for (size_t i = 0; i < sizeof(shapes) / sizeof(shapes[0]); i++)
         fprintf(f, " %s", shapes[i].name);
     fprintf(f, "\ntypes:");
@@ -537,7 +610,7 @@ int main(int argc, char **argv)
     uint64_t seed = 1;
     uint32_t wtype = GGML_TYPE_F16, ftype = 1, etype = UINT32_MAX;
     long layers = -1;
-    const char *tmpl_path = NULL;
+    const char *tmpl_path = NULL, *vocab_path = NULL;
 
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -576,6 +649,8 @@ int main(int argc, char **argv)
             }
         } else if (!strcmp(a, "--chat-template")) {
             tmpl_path = val;
+        } else if (!strcmp(a, "--vocab")) {
+            vocab_path = val;
         } else if (!strcmp(a, "--layers")) {
             errno = 0;
             layers = strtol(val, &end, 10);
@@ -605,6 +680,19 @@ int main(int argc, char **argv)
     shape shc = *sh0;
     if (layers > 0)
         shc.n_layer = (int)layers;
+    gguf_file *vf = NULL;
+    if (vocab_path) {
+        eng_error verr = { "" };
+        enum gguf_type et;
+        uint64_t nv = 0;
+        if (gguf_open(vocab_path, &vf, &verr) < 0 ||
+            gguf_get_arr_info(vf, "tokenizer.ggml.tokens", &et, &nv) < 0 || nv == 0 || nv > (1u << 22)) {
+            fprintf(stderr, "si-synth: %s: no vocabulary %s\n", vocab_path, verr.msg);
+            gguf_close(vf);
+            return 1;
+        }
+        shc.n_vocab = (int)nv;
+    }
     const shape *sh = &shc;
     if (etype == UINT32_MAX)
         etype = wtype;
@@ -619,8 +707,10 @@ int main(int argc, char **argv)
     void *qrow = NULL;
     int rc = 1;
 
-    build_vocab(&v, sh, seed);
-    if (v.n != (size_t)sh->n_vocab) {
+    memset(&v, 0, sizeof(v));
+    if (!vf)
+        build_vocab(&v, sh, seed);
+    if (!vf && v.n != (size_t)sh->n_vocab) {
         fprintf(stderr, "si-synth: internal error: vocabulary has %zu tokens, expected %d\n", v.n,
                 sh->n_vocab);
         free_vocab(&v);
@@ -648,56 +738,64 @@ int main(int argc, char **argv)
         CHECK(gguf_writer_set_u32(w, KEY("attention.value_length"), (uint32_t)head_dim));
     }
 
-    CHECK(gguf_writer_set_str(w, "tokenizer.ggml.model", "gpt2"));
-    CHECK(gguf_writer_set_str(w, "tokenizer.ggml.pre", sh->pre));
-    CHECK(gguf_writer_set_arr_str(w, "tokenizer.ggml.tokens", (const char *const *)v.tok, v.n));
-    CHECK(gguf_writer_set_arr_i32(w, "tokenizer.ggml.token_type", v.type, v.n));
-    CHECK(gguf_writer_set_arr_str(w, "tokenizer.ggml.merges", (const char *const *)v.merge,
-                                  v.n_merge));
-    {
-        int32_t bos, eos, pad, unk = -1;
-        bool add_bos;
-        const char *tmpl;
-        if (sh->vocab == VOCAB_SMOL) {
-            unk = find_tok(&v, "<|endoftext|>");
-            bos = find_tok(&v, "<|im_start|>");
-            eos = pad = find_tok(&v, "<|im_end|>");
-            add_bos = false;
-            tmpl = tmpl_smol;
-        } else if (sh->vocab == VOCAB_LLAMA3) {
-            bos = find_tok(&v, "<|begin_of_text|>");
-            eos = find_tok(&v, "<|eot_id|>");
-            pad = find_tok(&v, "<|finetune_right_pad_id|>");
-            add_bos = true;
-            tmpl = tmpl_llama3;
-        } else {
-            bos = pad = find_tok(&v, "<|endoftext|>");
-            eos = find_tok(&v, "<|im_end|>");
-            add_bos = false;
-            tmpl = tmpl_qwen;
+    static char tbuf[1 << 20];
+    const char *tmpl_file = NULL; /* a real template, to test what the engine makes of it */
+    if (tmpl_path) {
+        FILE *tf = fopen(tmpl_path, "rb");
+        size_t tn = tf ? fread(tbuf, 1, sizeof(tbuf) - 1, tf) : 0;
+        if (!tf || ferror(tf) || tn == 0 || tn == sizeof(tbuf) - 1) {
+            fprintf(stderr, "si-synth: cannot read the template %s (at most 1 MiB)\n", tmpl_path);
+            if (tf)
+                fclose(tf);
+            goto fail;
         }
-        CHECK(gguf_writer_set_bool(w, "tokenizer.ggml.add_space_prefix", false));
-        CHECK(gguf_writer_set_bool(w, "tokenizer.ggml.add_bos_token", add_bos));
-        CHECK(gguf_writer_set_u32(w, "tokenizer.ggml.bos_token_id", (uint32_t)bos));
-        CHECK(gguf_writer_set_u32(w, "tokenizer.ggml.eos_token_id", (uint32_t)eos));
-        if (unk >= 0)
-            CHECK(gguf_writer_set_u32(w, "tokenizer.ggml.unknown_token_id", (uint32_t)unk));
-        CHECK(gguf_writer_set_u32(w, "tokenizer.ggml.padding_token_id", (uint32_t)pad));
-        if (tmpl_path) { /* a real template, to test what the engine makes of it */
-            FILE *tf = fopen(tmpl_path, "rb");
-            static char tbuf[1 << 20];
-            size_t tn = tf ? fread(tbuf, 1, sizeof(tbuf) - 1, tf) : 0;
-            if (!tf || ferror(tf) || tn == 0 || tn == sizeof(tbuf) - 1) {
-                fprintf(stderr, "si-synth: cannot read the template %s (at most 1 MiB)\n", tmpl_path);
-                if (tf)
-                    fclose(tf);
-                goto fail;
+        fclose(tf);
+        tbuf[tn] = '\0';
+        tmpl_file = tbuf;
+    }
+    if (vf) {
+        if (copy_tokenizer(w, vf, tmpl_file != NULL) < 0)
+            goto fail;
+        if (tmpl_file)
+            CHECK(gguf_writer_set_str(w, "tokenizer.chat_template", tmpl_file));
+    } else {
+        CHECK(gguf_writer_set_str(w, "tokenizer.ggml.model", "gpt2"));
+        CHECK(gguf_writer_set_str(w, "tokenizer.ggml.pre", sh->pre));
+        CHECK(gguf_writer_set_arr_str(w, "tokenizer.ggml.tokens", (const char *const *)v.tok, v.n));
+        CHECK(gguf_writer_set_arr_i32(w, "tokenizer.ggml.token_type", v.type, v.n));
+        CHECK(gguf_writer_set_arr_str(w, "tokenizer.ggml.merges", (const char *const *)v.merge,
+                                      v.n_merge));
+        {
+            int32_t bos, eos, pad, unk = -1;
+            bool add_bos;
+            const char *tmpl;
+            if (sh->vocab == VOCAB_SMOL) {
+                unk = find_tok(&v, "<|endoftext|>");
+                bos = find_tok(&v, "<|im_start|>");
+                eos = pad = find_tok(&v, "<|im_end|>");
+                add_bos = false;
+                tmpl = tmpl_smol;
+            } else if (sh->vocab == VOCAB_LLAMA3) {
+                bos = find_tok(&v, "<|begin_of_text|>");
+                eos = find_tok(&v, "<|eot_id|>");
+                pad = find_tok(&v, "<|finetune_right_pad_id|>");
+                add_bos = true;
+                tmpl = tmpl_llama3;
+            } else {
+                bos = pad = find_tok(&v, "<|endoftext|>");
+                eos = find_tok(&v, "<|im_end|>");
+                add_bos = false;
+                tmpl = tmpl_qwen;
             }
-            fclose(tf);
-            tbuf[tn] = '\0';
-            tmpl = tbuf;
+            CHECK(gguf_writer_set_bool(w, "tokenizer.ggml.add_space_prefix", false));
+            CHECK(gguf_writer_set_bool(w, "tokenizer.ggml.add_bos_token", add_bos));
+            CHECK(gguf_writer_set_u32(w, "tokenizer.ggml.bos_token_id", (uint32_t)bos));
+            CHECK(gguf_writer_set_u32(w, "tokenizer.ggml.eos_token_id", (uint32_t)eos));
+            if (unk >= 0)
+                CHECK(gguf_writer_set_u32(w, "tokenizer.ggml.unknown_token_id", (uint32_t)unk));
+            CHECK(gguf_writer_set_u32(w, "tokenizer.ggml.padding_token_id", (uint32_t)pad));
+            CHECK(gguf_writer_set_str(w, "tokenizer.chat_template", tmpl_file ? tmpl_file : tmpl));
         }
-        CHECK(gguf_writer_set_str(w, "tokenizer.chat_template", tmpl));
     }
     if (wtype != GGML_TYPE_F32 && wtype != GGML_TYPE_F16 && wtype != GGML_TYPE_BF16)
         CHECK(gguf_writer_set_u32(w, "general.quantization_version", 2));
@@ -789,5 +887,6 @@ fail:
     free(row);
     free(qrow);
     free_vocab(&v);
+    gguf_close(vf);
     return rc;
 }

@@ -108,6 +108,70 @@ static const eng_chat_msg llama32_calls_no_tools_msgs[] = {
     {"ipython", "ok \"quoted\"", NULL, 0},
 };
 
+static const eng_chat_msg llama2_user_msgs[] = {
+    {"user", "Hello", NULL, 0},
+};
+
+static const eng_chat_msg llama2_system_msgs[] = {
+    {"system", "You are terse.", NULL, 0},
+    {"user", " Hi there \n", NULL, 0},
+};
+
+static const eng_chat_msg llama2_turns_msgs[] = {
+    {"system", " Be brief. ", NULL, 0},
+    {"user", "Hi", NULL, 0},
+    {"assistant", "  Hello!  ", NULL, 0},
+    {"user", "\x09""And you?\x1f""", NULL, 0},
+};
+
+static const eng_chat_msg llama2_system_blank_user_msgs[] = {
+    {"system", "S", NULL, 0},
+    {"user", "  \n ", NULL, 0},
+};
+
+static const eng_chat_msg llama2_no_system_msgs[] = {
+    {"user", "a", NULL, 0},
+    {"assistant", "b", NULL, 0},
+    {"user", "c", NULL, 0},
+};
+
+static const eng_chat_msg mistral_user_msgs[] = {
+    {"user", "Hello", NULL, 0},
+};
+
+static const eng_chat_msg mistral_turns_msgs[] = {
+    {"user", " What? ", NULL, 0},
+    {"assistant", "This.", NULL, 0},
+    {"user", "Why?\n", NULL, 0},
+};
+
+static const eng_chat_msg mixtral_turns_msgs[] = {
+    {"user", " What? ", NULL, 0},
+    {"assistant", "This.", NULL, 0},
+    {"user", "Why?", NULL, 0},
+};
+
+static const eng_chat_msg zephyr_user_msgs[] = {
+    {"user", "Hello", NULL, 0},
+};
+
+static const eng_chat_msg zephyr_system_msgs[] = {
+    {"system", "You are a pirate.", NULL, 0},
+    {"user", "Hi\n", NULL, 0},
+};
+
+static const eng_chat_msg zephyr_turns_msgs[] = {
+    {"system", "S", NULL, 0},
+    {"user", "a", NULL, 0},
+    {"assistant", "b", NULL, 0},
+    {"user", "c", NULL, 0},
+};
+
+static const eng_chat_msg zephyr_tool_last_msgs[] = {
+    {"user", "a", NULL, 0},
+    {"tool", "42", NULL, 0},
+};
+
 static const struct tools_case {
     const char *name, *template, *tools;
     const eng_chat_msg *msgs;
@@ -154,4 +218,43 @@ static const struct tools_case {
     {"llama32_calls_no_tools", "llama3.2", NULL,
      llama32_calls_no_tools_msgs, 3, false,
      "<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\nCutting Knowledge Date: December 2023\nToday Date: 26 Jul 2024\n\n<|eot_id|><|start_header_id|>user<|end_header_id|>\n\nU<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Paris\", \"unit\": \"celsius\"}}<|eot_id|><|start_header_id|>ipython<|end_header_id|>\n\n\"ok \\\"quoted\\\"\"<|eot_id|>"},
+};
+
+static const struct tools_case plain_cases[] = {
+    {"llama2_user", "llama2", NULL,
+     llama2_user_msgs, 1, true,
+     "<s>[INST] Hello [/INST]"},
+    {"llama2_system", "llama2", NULL,
+     llama2_system_msgs, 2, true,
+     "<s>[INST] <<SYS>>\nYou are terse.\n<</SYS>>\n\n Hi there [/INST]"},
+    {"llama2_turns", "llama2", NULL,
+     llama2_turns_msgs, 4, true,
+     "<s>[INST] <<SYS>>\n Be brief. \n<</SYS>>\n\nHi [/INST] Hello! </s><s>[INST] And you? [/INST]"},
+    {"llama2_system_blank_user", "llama2", NULL,
+     llama2_system_blank_user_msgs, 2, true,
+     "<s>[INST] <<SYS>>\nS\n<</SYS>> [/INST]"},
+    {"llama2_no_system", "llama2", NULL,
+     llama2_no_system_msgs, 3, false,
+     "<s>[INST] a [/INST] b </s><s>[INST] c [/INST]"},
+    {"mistral_user", "mistral-v0.1", NULL,
+     mistral_user_msgs, 1, true,
+     "<s>[INST] Hello [/INST]"},
+    {"mistral_turns", "mistral-v0.1", NULL,
+     mistral_turns_msgs, 3, true,
+     "<s>[INST]  What?  [/INST]This.</s> [INST] Why?\n [/INST]"},
+    {"mixtral_turns", "mixtral", NULL,
+     mixtral_turns_msgs, 3, true,
+     "<s>[INST]  What?  [/INST]This.</s>[INST] Why? [/INST]"},
+    {"zephyr_user", "zephyr", NULL,
+     zephyr_user_msgs, 1, true,
+     "<|user|>\nHello</s>\n<|assistant|>\n"},
+    {"zephyr_system", "zephyr", NULL,
+     zephyr_system_msgs, 2, true,
+     "<|system|>\nYou are a pirate.</s>\n<|user|>\nHi\n</s>\n<|assistant|>\n"},
+    {"zephyr_turns", "zephyr", NULL,
+     zephyr_turns_msgs, 4, false,
+     "<|system|>\nS</s>\n<|user|>\na</s>\n<|assistant|>\nb</s>\n<|user|>\nc</s>\n"},
+    {"zephyr_tool_last", "zephyr", NULL,
+     zephyr_tool_last_msgs, 2, true,
+     "<|user|>\na</s>\n<|assistant|>\n"},
 };
