@@ -245,13 +245,21 @@ static void store_row(eng_dtype dt, const float *src, void *dst, size_t n)
 
 /* One deferred conversion: rows [r0, r1) of matrix t into data, or (when L
  * is set) the neurons of one layer's FFN into its slots. */
+/* A layer's FFN in the file: W_gate's rows from gate_row0, W_up's from
+ * up_row0 (one fused tensor [gate; up] in phi3), W_down. */
+typedef struct ffn_tensors {
+    const gguf_tensor *gate, *up, *down;
+    uint64_t gate_row0, up_row0;
+} ffn_tensors;
+
 typedef struct conv_job {
     const gguf_tensor *t;
     eng_dtype dt; /* of the matrix */
     uint8_t *data;
     uint64_t r0, r1, cols;
+    uint64_t src_r0; /* the matrix's first row in t (a part of a fused tensor) */
     struct eng_layer *L;
-    const gguf_tensor *gate, *up, *down;
+    ffn_tensors ffn;
     const int32_t *neurons;
     int32_t *slots; /* owned by the job */
     int n;
@@ -291,11 +299,13 @@ static int load_vec(loader *ld, const char *name, uint64_t n, bool required, flo
 }
 
 /* A matrix [rows][cols] in the storage type. */
-static int load_mat(loader *ld, const char *name, uint64_t cols, uint64_t rows, bool required,
-                    eng_weight *w)
+/* Rows [row0, row0 + rows) of the [t_rows][cols] tensor name as a matrix
+ * (phi3's fused attn_qkv holds q, k and v one after the other). */
+static int load_mat_part(loader *ld, const char *name, uint64_t cols, uint64_t t_rows, uint64_t row0,
+                         uint64_t rows, bool required, eng_weight *w)
 {
     const gguf_tensor *t;
-    int r = get_tensor(ld, name, 2, cols, rows, required, &t);
+    int r = get_tensor(ld, name, 2, cols, t_rows, required, &t);
     if (r < 0 || !t)
         return r;
     const eng_dtype dt = mat_dtype(ld->m, t);
@@ -307,7 +317,8 @@ static int load_mat(loader *ld, const char *name, uint64_t cols, uint64_t rows, 
      * over the threads */
     for (uint64_t r0 = 0; r0 < rows; r0 += MAT_JOB_ROWS) {
         conv_job j = { .t = t, .dt = dt, .data = data, .r0 = r0,
-                       .r1 = rows - r0 < MAT_JOB_ROWS ? rows : r0 + MAT_JOB_ROWS, .cols = cols };
+                       .r1 = rows - r0 < MAT_JOB_ROWS ? rows : r0 + MAT_JOB_ROWS, .cols = cols,
+                       .src_r0 = row0 };
         if ((r = push_job(ld, &j)) < 0)
             return r;
     }
@@ -316,20 +327,32 @@ static int load_mat(loader *ld, const char *name, uint64_t cols, uint64_t rows, 
     return 0;
 }
 
+static int load_mat(loader *ld, const char *name, uint64_t cols, uint64_t rows, bool required,
+                    eng_weight *w)
+{
+    return load_mat_part(ld, name, cols, rows, 0, rows, required, w);
+}
+
 /* Rows of W_down dequantized per block when gathering neuron columns: the
  * scratch is DOWN_BLOCK x n_ff floats, far below one layer. A multiple of
  * 32: a Q8_0 column is stored a block at a time. */
 #define DOWN_BLOCK 64
-
-typedef struct ffn_tensors {
-    const gguf_tensor *gate, *up, *down;
-} ffn_tensors;
 
 static int ffn_tensors_get(loader *ld, int il, ffn_tensors *t)
 {
     const int E = ld->m->info.n_embd, F = ld->m->info.n_ff;
     char name[64];
     int r;
+    t->gate_row0 = t->up_row0 = 0;
+    if (ld->m->arch == ENG_ARCH_PHI3) {
+        snprintf(name, sizeof(name), "blk.%d.ffn_up.weight", il);
+        if ((r = get_tensor(ld, name, 2, E, 2 * (uint64_t)F, true, &t->up)) < 0)
+            return r;
+        t->gate = t->up;
+        t->up_row0 = (uint64_t)F;
+        snprintf(name, sizeof(name), "blk.%d.ffn_down.weight", il);
+        return get_tensor(ld, name, 2, F, E, true, &t->down);
+    }
     snprintf(name, sizeof(name), "blk.%d.ffn_gate.weight", il);
     if ((r = get_tensor(ld, name, 2, E, F, true, &t->gate)) < 0)
         return r;
@@ -385,12 +408,13 @@ static void load_neurons_host(loader *ld, const ffn_tensors *t, uint8_t *gu, uin
     for (int i = 0; i < count; i++)
         for (int h = 0; h < 2; h++) {
             const gguf_tensor *gt = h ? t->up : t->gate;
+            const uint64_t src = (h ? t->up_row0 : t->gate_row0) + (uint64_t)neurons[i];
             uint8_t *dst = gu + (SLOT(i) * 2 + h) * sr;
             if (dt == ENG_DTYPE_Q8_0 && gt->type == GGML_TYPE_Q8_0) {
                 /* the file's own blocks, as for a matrix */
-                memcpy(dst, (const uint8_t *)gt->data + (size_t)neurons[i] * sr, sr);
+                memcpy(dst, (const uint8_t *)gt->data + src * sr, sr);
             } else {
-                dequant_row(ld, gt, (uint64_t)neurons[i], row);
+                dequant_row(ld, gt, src, row);
                 store_row(dt, row, dst, E);
             }
         }
@@ -532,8 +556,7 @@ static int load_ffn(loader *ld, int il, eng_layer *L, const eng_plan *plan)
         n_static += is_static[plan->loaded[il][i]];
     for (int i = 0, a = 0, b = n_static; i < n; i++)
         slots[i] = is_static[plan->loaded[il][i]] ? a++ : b++;
-    conv_job j = { .L = L, .gate = t.gate, .up = t.up, .down = t.down,
-                   .neurons = plan->loaded[il], .slots = slots, .n = n };
+    conv_job j = { .L = L, .ffn = t, .neurons = plan->loaded[il], .slots = slots, .n = n };
     if ((r = push_job(ld, &j)) < 0) {
         free(slots);
         return r;
@@ -581,8 +604,7 @@ static size_t job_stage_bytes(const eng_model *m, const conv_job *j)
 static void run_job(loader *ld, const conv_job *j)
 {
     if (j->L) {
-        ffn_tensors t = { j->gate, j->up, j->down };
-        load_neurons(ld, &t, j->L, j->neurons, j->slots, j->n, NULL);
+        load_neurons(ld, &j->ffn, j->L, j->neurons, j->slots, j->n, NULL);
         return;
     }
     eng_backend *be = ld->m->be;
@@ -590,10 +612,10 @@ static void run_job(loader *ld, const conv_job *j)
     uint8_t *dst = be->iface->host_memory ? j->data + j->r0 * rb : ld->stage;
     if (j->dt == ENG_DTYPE_Q8_0 && j->t->type == GGML_TYPE_Q8_0) {
         /* the file's own blocks: a Q8_0 row is rb bytes there too */
-        memcpy(dst, (const uint8_t *)j->t->data + j->r0 * rb, (j->r1 - j->r0) * rb);
+        memcpy(dst, (const uint8_t *)j->t->data + (j->src_r0 + j->r0) * rb, (j->r1 - j->r0) * rb);
     } else {
         for (uint64_t i = j->r0; i < j->r1; i++) {
-            dequant_row(ld, j->t, i, ld->row);
+            dequant_row(ld, j->t, j->src_r0 + i, ld->row);
             store_row(j->dt, ld->row, dst + (i - j->r0) * rb, j->cols);
         }
     }
@@ -725,9 +747,11 @@ static int load_hparams(const gguf_file *f, eng_model *m, eng_error *err)
         m->arch = ENG_ARCH_QWEN2;
     else if (!strcmp(arch, "qwen3"))
         m->arch = ENG_ARCH_QWEN3;
+    else if (!strcmp(arch, "phi3"))
+        m->arch = ENG_ARCH_PHI3;
     else
-        return eng__set_err(err, -ENOTSUP, "unsupported architecture '%s' (supported: llama, qwen2, qwen3)",
-                            arch);
+        return eng__set_err(err, -ENOTSUP,
+                            "unsupported architecture '%s' (supported: llama, qwen2, qwen3, phi3)", arch);
     snprintf(m->info.arch, sizeof(m->info.arch), "%s", arch);
     if (gguf_get_str(f, "general.name", &s, &len) == 0)
         snprintf(m->info.name, sizeof(m->info.name), "%.*s",
@@ -776,7 +800,11 @@ static int load_hparams(const gguf_file *f, eng_model *m, eng_error *err)
     m->info.head_dim = head_dim;
     m->info.n_ctx_train = n_ctx ? (int)(n_ctx > (1u << 24) ? (1u << 24) : n_ctx) : 2048;
     m->n_rot = n_rot;
-    m->rope_neox = m->arch == ENG_ARCH_QWEN2 || m->arch == ENG_ARCH_QWEN3;
+    m->rope_neox = m->arch == ENG_ARCH_QWEN2 || m->arch == ENG_ARCH_QWEN3 || m->arch == ENG_ARCH_PHI3;
+    uint32_t n_swa = 0;
+    if ((r = get_u32_arch(f, arch, "attention.sliding_window", false, 0, &n_swa, err)) < 0)
+        return r;
+    m->n_swa = n_swa > (1u << 24) ? 0 : (int)n_swa;
     return 0;
 }
 
@@ -800,6 +828,9 @@ static int load_weights(loader *ld, const eng_plan *plan)
         m->output = m->tok_embd; /* tied embeddings */
     if ((r = load_vec(ld, "rope_freqs.weight", m->n_rot / 2, false, &m->rope_freqs)) < 0)
         return r;
+    if (gguf_find_tensor(ld->f, "rope_factors_long.weight") || gguf_find_tensor(ld->f, "rope_factors_short.weight"))
+        return eng__set_err(ld->err, -ENOTSUP,
+                            "LongRoPE scaling (rope_factors_long/short: Phi-3 128k variants) is not supported");
 
     m->layers = calloc(m->info.n_layer, sizeof(*m->layers));
     if (!m->layers)
@@ -809,12 +840,22 @@ static int load_weights(loader *ld, const eng_plan *plan)
         char name[96];
 #define NAME(suffix) (snprintf(name, sizeof(name), "blk.%d." suffix, il), name)
         if ((r = load_vec(ld, NAME("attn_norm.weight"), E, true, &L->attn_norm)) < 0 ||
-            (r = load_vec(ld, NAME("ffn_norm.weight"), E, true, &L->ffn_norm)) < 0 ||
-            (r = load_mat(ld, NAME("attn_q.weight"), E, (uint64_t)H * hd, true, &L->wq)) < 0 ||
-            (r = load_mat(ld, NAME("attn_k.weight"), E, (uint64_t)Hkv * hd, true, &L->wk)) < 0 ||
-            (r = load_mat(ld, NAME("attn_v.weight"), E, (uint64_t)Hkv * hd, true, &L->wv)) < 0 ||
-            (r = load_mat(ld, NAME("attn_output.weight"), (uint64_t)H * hd, E, true, &L->wo)) < 0)
+            (r = load_vec(ld, NAME("ffn_norm.weight"), E, true, &L->ffn_norm)) < 0)
             return r;
+        if (m->arch == ENG_ARCH_PHI3) {
+            /* one [q; k; v] tensor, split into the three matrices */
+            const uint64_t q = (uint64_t)H * hd, kv = (uint64_t)Hkv * hd;
+            if ((r = load_mat_part(ld, NAME("attn_qkv.weight"), E, q + 2 * kv, 0, q, true, &L->wq)) < 0 ||
+                (r = load_mat_part(ld, NAME("attn_qkv.weight"), E, q + 2 * kv, q, kv, true, &L->wk)) < 0 ||
+                (r = load_mat_part(ld, NAME("attn_qkv.weight"), E, q + 2 * kv, q + kv, kv, true, &L->wv)) < 0 ||
+                (r = load_mat(ld, NAME("attn_output.weight"), q, E, true, &L->wo)) < 0)
+                return r;
+        } else if ((r = load_mat(ld, NAME("attn_q.weight"), E, (uint64_t)H * hd, true, &L->wq)) < 0 ||
+                   (r = load_mat(ld, NAME("attn_k.weight"), E, (uint64_t)Hkv * hd, true, &L->wk)) < 0 ||
+                   (r = load_mat(ld, NAME("attn_v.weight"), E, (uint64_t)Hkv * hd, true, &L->wv)) < 0 ||
+                   (r = load_mat(ld, NAME("attn_output.weight"), (uint64_t)H * hd, E, true, &L->wo)) < 0) {
+            return r;
+        }
         bool need_bias = m->arch == ENG_ARCH_QWEN2;
         if ((r = load_vec(ld, NAME("attn_q.bias"), (uint64_t)H * hd, need_bias, &L->bq)) < 0 ||
             (r = load_vec(ld, NAME("attn_k.bias"), (uint64_t)Hkv * hd, need_bias, &L->bk)) < 0 ||
@@ -1250,6 +1291,10 @@ int eng_session_new(const eng_model *m, const eng_session_params *params, eng_se
     if (!m || !ret)
         return -EINVAL;
     int n_ctx = p.n_ctx > 0 ? p.n_ctx : (m->info.n_ctx_train < 2048 ? m->info.n_ctx_train : 2048);
+    /* a sliding-window model attends to its last n_swa positions: a
+     * context that long sees everything, so attention stays exact */
+    if (m->n_swa > 0 && n_ctx > m->n_swa)
+        n_ctx = m->n_swa;
     if (n_ctx > m->info.n_ctx_train && p.n_ctx > 0 && n_ctx > (1 << 20))
         return -EINVAL;
     int n_batch = p.n_batch > 0 ? p.n_batch : 256;

@@ -19,6 +19,7 @@ typedef enum eng_arch {
     ENG_ARCH_LLAMA = 0,
     ENG_ARCH_QWEN2,
     ENG_ARCH_QWEN3,
+    ENG_ARCH_PHI3, /* fused attn_qkv and ffn_up (gate rows, then up rows) */
 } eng_arch;
 
 typedef struct eng_layer {
@@ -44,6 +45,8 @@ struct eng_model {
     float rope_freq_base;
     float rms_eps;
     bool rope_neox;
+    int n_swa;                        /* sliding-window attention span (phi3), 0: none;
+                                       * a session's context is kept within it */
     float *rope_freqs;                /* [n_rot/2] divisors, NULL when absent */
 
     eng_weight tok_embd;              /* [n_vocab][n_embd] */

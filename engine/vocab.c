@@ -149,6 +149,8 @@ struct eng_vocab {
 
     int32_t *special;    /* control / user-defined / unknown ids, longest text first */
     size_t n_special;
+    uint8_t *rstrip;     /* [n_tokens] 1: whitespace after this special token is dropped
+                          * (Phi-3's tokens, as llama.cpp sets them); NULL: none */
 
     int32_t bos, eos, unk, pad;
     bool add_bos, add_eos;
@@ -485,6 +487,7 @@ void eng_vocab_free(eng_vocab *v) {
     free(v->merge_hash);
     free(v->special);
     free(v->score);
+    free(v->rstrip);
     pretok_fini(&v->pre);
     free(v);
 }
@@ -806,6 +809,40 @@ static int build_special(eng_vocab *v, eng_error *err) {
     return 0;
 }
 
+/* Phi-3's tokenizer drops the whitespace that follows its special tokens
+ * (rstrip in its tokenizer.json, which the GGUF does not carry); llama.cpp
+ * recognises the model by its name and sets it on every special token and
+ * </s>, except <unk>, <s> and <|endoftext|>. So do we. */
+static int phi3_attributes(eng_vocab *v, const gguf_file *f, eng_error *err) {
+    const char *name;
+    size_t len;
+    if (gguf_get_str(f, "general.name", &name, &len) < 0)
+        return 0;
+    bool phi3 = false;
+    for (size_t i = 0; i + 4 <= len && !phi3; i++) {
+        char w[5];
+        for (int k = 0; k < 5 && i + (size_t)k < len; k++)
+            w[k] = (char)((name[i + k] >= 'A' && name[i + k] <= 'Z') ? name[i + k] + 32 : name[i + k]);
+        phi3 = !memcmp(w, "phi3", 4) || (i + 5 <= len && !memcmp(w, "phi-3", 5));
+    }
+    if (!phi3)
+        return 0;
+    if (!(v->rstrip = calloc((uint32_t)v->n_tokens, 1)))
+        return eng__set_err(err, -ENOMEM, "out of memory");
+    for (size_t k = 0; k < v->n_special; k++)
+        v->rstrip[v->special[k]] = 1;
+    static const char *const keep[] = { "<unk>", "<s>", "<|endoftext|>" };
+    for (size_t k = 0; k < sizeof(keep) / sizeof(keep[0]); k++) {
+        int32_t id = lookup_token(v, keep[k], strlen(keep[k]));
+        if (id >= 0)
+            v->rstrip[id] = 0;
+    }
+    int32_t eos = lookup_token(v, "</s>", 4);
+    if (eos >= 0)
+        v->rstrip[eos] = 1;
+    return 0;
+}
+
 int eng_vocab_load(const gguf_file *f, eng_vocab **ret_vocab, eng_error *err) {
     if (!f || !ret_vocab)
         return -EINVAL;
@@ -864,7 +901,8 @@ int eng_vocab_load(const gguf_file *f, eng_vocab **ret_vocab, eng_error *err) {
     if ((r = load_bool(f, "tokenizer.ggml.add_bos_token", &v->add_bos, err)) < 0 ||
         (r = load_bool(f, "tokenizer.ggml.add_eos_token", &v->add_eos, err)) < 0)
         goto out;
-    if ((r = build_pieces(v, err)) < 0 || (r = build_special(v, err)) < 0)
+    if ((r = build_pieces(v, err)) < 0 || (r = build_special(v, err)) < 0 ||
+        (r = phi3_attributes(v, f, err)) < 0)
         goto out;
     if (!spm && (r = pretok_init(&v->pre, def, err)) < 0)
         goto out;
@@ -1179,6 +1217,10 @@ typedef struct frag {
     int32_t token; /* -1: text */
 } frag;
 
+static bool c_isspace(char c) {
+    return c == ' ' || (c >= '\t' && c <= '\r');
+}
+
 /* Cuts special tokens out of text (llama.cpp's order: each special token,
  * longest first, over every text fragment left by the previous ones). */
 static int partition(const eng_vocab *v, const char *text, size_t len, bool parse_special, frag **ret,
@@ -1215,6 +1257,8 @@ static int partition(const eng_vocab *v, const char *text, size_t len, bool pars
                 tmp[m++] = (frag){ at, sl, id };
                 rem -= at - off + sl;
                 off = at + sl;
+                while (v->rstrip && v->rstrip[id] && rem > 0 && c_isspace(text[off]))
+                    off++, rem--;
             }
             if (grow((void **)&tmp, &tmp_cap, m + 1, sizeof(frag)) < 0)
                 goto nomem;

@@ -1,7 +1,8 @@
 /* The forward pass of the other code paths against llama.cpp: qwen2 (NEOX
  * RoPE, Q/K/V biases), qwen3 (each head of q and k RMS-normalised before
- * RoPE, heads wider than n_embd / n_head) and Llama 3 (rope_freqs frequency factors, llama-bpe
- * vocabulary) on small synthetic models that si-synth writes
+ * RoPE, heads wider than n_embd / n_head), Llama 3 (rope_freqs frequency factors, llama-bpe
+ * vocabulary) and phi3 (q, k and v in one tensor, gate and up in another)
+ * on small synthetic models that si-synth writes
  * deterministically (seed 7, f16 weights). tests/data/synth-<shape>.logits
  * holds llama.cpp's f32 logits of every position of TOKENS, made as
  * tests/data/README.md describes. The default model (llama/SmolLM2) has its
@@ -143,6 +144,70 @@ static void check_q8_file(const char *synth)
     eng_model_free(x);
 }
 
+/* phi3's fused FFN under a loading plan: every loaded slot holds its
+ * neuron's row of the gate half and of the up half of the file's ffn_up,
+ * byte for byte (f16 file, f16 storage); a hot-swap to the dense plan then
+ * gives the dense load's logits. */
+static void check_phi3_plan(const char *synth)
+{
+    char path[32];
+    test_synth(synth, "tiny-phi3", path);
+    eng_model_params mp = eng_model_params_default();
+    mp.n_threads = 2;
+    eng_model *dense = NULL, *m = NULL;
+    eng_error err;
+    CHECKF(eng_model_load(path, &mp, &dense, &err) == 0, "%s", err.msg);
+    eng_load_plan_params pp = eng_load_plan_params_default();
+    pp.mode = ENG_SELECT_RANDOM;
+    pp.gamma = 0.5f;
+    pp.seed = 3;
+    mp.plan = &pp;
+    CHECKF(eng_model_load(path, &mp, &m, &err) == 0, "%s", err.msg);
+    gguf_file *f = NULL;
+    CHECKF(gguf_open(path, &f, &err) == 0, "%s", err.msg);
+    const int E = m->info.n_embd, F = m->info.n_ff;
+    const size_t rb = (size_t)E * 2;
+    int bad = 0, loaded = 0;
+    for (int il = 0; il < m->info.n_layer; il++) {
+        const eng_layer *L = &m->layers[il];
+        char name[64];
+        snprintf(name, sizeof(name), "blk.%d.ffn_up.weight", il);
+        const gguf_tensor *t = gguf_find_tensor(f, name);
+        CHECK(t && t->type == GGML_TYPE_F16 && t->ne[1] == 2 * (uint64_t)F && L->ffn.dtype == ENG_DTYPE_F16);
+        loaded += L->ffn.n_slots;
+        for (int j = 0; t && j < L->ffn.n_slots; j++)
+            for (int h = 0; h < 2; h++)
+                bad += memcmp((const uint8_t *)L->ffn.gate_up + (2 * (size_t)j + h) * rb,
+                              (const uint8_t *)t->data + ((size_t)h * F + (size_t)L->neuron_of_slot[j]) * rb,
+                              rb) != 0;
+    }
+    gguf_close(f);
+    CHECKF(bad == 0 && loaded == m->info.n_layer * (F / 2), "phi3 plan: %d of %d slots hold other rows", bad, loaded);
+    eng_load_plan_params dp = eng_load_plan_params_default();
+    CHECKF(eng_model_swap(m, &dp, NULL, &err) == 0, "%s", err.msg); /* reads the file again */
+    unlink(path);
+    eng_session *a, *b;
+    CHECK(eng_session_new(dense, NULL, &a) == 0 && eng_session_new(m, NULL, &b) == 0);
+    CHECK(eng_session_eval(a, TOKENS, N_TOK, 0) == 0 && eng_session_eval(b, TOKENS, N_TOK, 0) == 0);
+    double worst = 0;
+    const float *la = eng_session_logits(a, N_TOK - 1), *lb = eng_session_logits(b, N_TOK - 1);
+    for (int v = 0; v < m->info.n_vocab; v++)
+        worst = fmax(worst, fabs((double)la[v] - lb[v]));
+    printf("tiny-phi3    random plan: %d slots from the fused rows; swapped to dense: max |diff| %.2g\n", loaded,
+           worst);
+    CHECKF(worst < 1e-3, "phi3 swapped to dense: logits %g from the dense load", worst);
+    eng_session_free(a);
+    eng_session_free(b);
+    /* the sliding window (2047): a session's context stays within it */
+    eng_session_params sp = eng_session_params_default();
+    sp.n_ctx = 4096;
+    CHECK(eng_session_new(m, &sp, &a) == 0);
+    CHECKF(eng_session_n_ctx(a) == 2047, "phi3 context %d, its window 2047", eng_session_n_ctx(a));
+    eng_session_free(a);
+    eng_model_free(m);
+    eng_model_free(dense);
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 3) {
@@ -153,6 +218,8 @@ int main(int argc, char **argv)
     check_shape(argv[1], argv[2], "tiny-qwen2", 320);
     check_shape(argv[1], argv[2], "tiny-qwen3", 320);
     check_shape(argv[1], argv[2], "tiny-llama3", 1024);
+    check_shape(argv[1], argv[2], "tiny-phi3", 320);
+    check_phi3_plan(argv[1]);
     check_q8_file(argv[1]);
     printf("ok\n");
     return 0;

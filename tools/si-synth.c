@@ -36,26 +36,34 @@ typedef struct shape {
     int n_smol_specials; /* VOCAB_SMOL: specials at ids 0.. */
     int head_dim;        /* 0: n_embd / n_head; else attention.key_length */
     bool qk_norm;        /* qwen3: attn_q_norm / attn_k_norm per head */
+    bool fused;          /* phi3: attn_qkv = [q; k; v], ffn_up = [gate; up] */
+    int n_swa;           /* attention.sliding_window, 0: none */
 } shape;
 
 static const shape shapes[] = {
     {"tiny", "llama", "smollm", "Synthetic Tiny", 2, 64, 192, 4, 2, 320, 2048, 10000.0f, 1e-5f,
-     false, false, true, VOCAB_SMOL, 3, 0, false},
+     false, false, true, VOCAB_SMOL, 3, 0, false, false, 0},
     {"tiny-qwen2", "qwen2", "qwen2", "Synthetic Tiny Qwen2", 2, 64, 192, 4, 2, 320, 4096,
-     1000000.0f, 1e-6f, true, false, true, VOCAB_QWEN, 0, 0, false},
+     1000000.0f, 1e-6f, true, false, true, VOCAB_QWEN, 0, 0, false, false, 0},
     /* heads wider than n_embd / n_head, as Qwen3's (1024 wide, 16 heads of 128) */
     {"tiny-qwen3", "qwen3", "qwen2", "Synthetic Tiny Qwen3", 2, 64, 192, 4, 2, 320, 4096,
-     1000000.0f, 1e-6f, false, false, true, VOCAB_QWEN, 0, 32, true},
+     1000000.0f, 1e-6f, false, false, true, VOCAB_QWEN, 0, 32, true, false, 0},
     {"tiny-llama3", "llama", "llama-bpe", "Synthetic Tiny Llama 3", 2, 64, 192, 4, 2, 1024, 8192,
-     500000.0f, 1e-5f, false, true, true, VOCAB_LLAMA3, 0, 0, false},
+     500000.0f, 1e-5f, false, true, true, VOCAB_LLAMA3, 0, 0, false, false, 0},
+    /* fused q/k/v and gate/up, NEOX RoPE, an output matrix of its own and
+     * a sliding window, as Phi-3-mini-4k (its window 2047, its vocabulary
+     * SentencePiece: --vocab). Not named Phi-3: llama.cpp gives the special
+     * tokens of a model so named Phi-3's attributes, and needs its tokens */
+    {"tiny-phi3", "phi3", "smollm", "Synthetic Tiny Fused", 2, 64, 192, 4, 2, 320, 4096, 10000.0f, 1e-5f,
+     false, false, false, VOCAB_SMOL, 3, 0, false, true, 2047},
     {"smollm2-135m", "llama", "smollm", "Synthetic SmolLM2 135M", 30, 576, 1536, 9, 3, 49152,
-     8192, 100000.0f, 1e-5f, false, false, true, VOCAB_SMOL, 17, 0, false},
+     8192, 100000.0f, 1e-5f, false, false, true, VOCAB_SMOL, 17, 0, false, false, 0},
     {"llama-3.2-1b", "llama", "llama-bpe", "Synthetic Llama 3.2 1B", 16, 2048, 8192, 32, 8,
-     128256, 131072, 500000.0f, 1e-5f, false, true, true, VOCAB_LLAMA3, 0, 0, false},
+     128256, 131072, 500000.0f, 1e-5f, false, true, true, VOCAB_LLAMA3, 0, 0, false, false, 0},
     {"llama-3.2-3b", "llama", "llama-bpe", "Synthetic Llama 3.2 3B", 28, 3072, 8192, 24, 8,
-     128256, 131072, 500000.0f, 1e-5f, false, true, true, VOCAB_LLAMA3, 0, 0, false},
+     128256, 131072, 500000.0f, 1e-5f, false, true, true, VOCAB_LLAMA3, 0, 0, false, false, 0},
     {"qwen2.5-3b", "qwen2", "qwen2", "Synthetic Qwen2.5 3B", 36, 2048, 11008, 16, 2, 151936,
-     32768, 1000000.0f, 1e-6f, true, false, true, VOCAB_QWEN, 0, 0, false},
+     32768, 1000000.0f, 1e-6f, true, false, true, VOCAB_QWEN, 0, 0, false, false, 0},
 };
 
 static const char *const smol_specials[] = {
@@ -733,6 +741,8 @@ int main(int argc, char **argv)
     CHECK(gguf_writer_set_u32(w, "general.file_type", ftype));
     CHECK(gguf_writer_set_u32(w, KEY("vocab_size"), (uint32_t)sh->n_vocab));
     CHECK(gguf_writer_set_u32(w, KEY("rope.dimension_count"), (uint32_t)head_dim));
+    if (sh->n_swa)
+        CHECK(gguf_writer_set_u32(w, KEY("attention.sliding_window"), (uint32_t)sh->n_swa));
     if (sh->head_dim) {
         CHECK(gguf_writer_set_u32(w, KEY("attention.key_length"), (uint32_t)head_dim));
         CHECK(gguf_writer_set_u32(w, KEY("attention.value_length"), (uint32_t)head_dim));
@@ -817,6 +827,14 @@ int main(int argc, char **argv)
 #define T(suffix, nd, a, b, init)                                                                \
     (snprintf(n, sizeof(n), "blk.%d.%s", l, suffix), push(td, &nt, n, wtype, nd, a, b, init))
         T("attn_norm.weight", 1, E, 1, INIT_ONES);
+        if (sh->fused) { /* llama.cpp's converter's order for phi3 */
+            T("attn_qkv.weight", 2, E, Q + 2 * KV, INIT_RANDOM);
+            T("attn_output.weight", 2, Q, E, INIT_RANDOM);
+            T("ffn_norm.weight", 1, E, 1, INIT_ONES);
+            T("ffn_up.weight", 2, E, 2 * F, INIT_RANDOM);
+            T("ffn_down.weight", 2, F, E, INIT_RANDOM);
+            continue;
+        }
         T("ffn_down.weight", 2, F, E, INIT_RANDOM);
         T("ffn_gate.weight", 2, E, F, INIT_RANDOM);
         T("ffn_up.weight", 2, E, F, INIT_RANDOM);

@@ -6,13 +6,23 @@ profiles/tasks/*.jsonl, converted to GGUF as llama.cpp's converter does
 (tokenizer.ggml.model "llama", tokens, scores, token types). A vocabulary-only
 file: the tokenizer test loads nothing else.
 
+With --phi3 it writes the vocabulary of a Phi-3-like model instead: named
+"Phi-3 ..." (llama.cpp gives a model so named Phi-3's token attributes:
+whitespace after a special token is dropped) and with Phi-3's chat tokens
+<|endoftext|> <|system|> <|user|> <|assistant|> <|end|> as control tokens.
+
 Needs the PyPI packages sentencepiece and gguf:
     python3 tests/data/make-spm-vocab.py tests/data/vocab-spm.gguf
+    python3 tests/data/make-spm-vocab.py --phi3 tests/data/vocab-spm-phi3.gguf
 """
 import glob, io, json, os, sys
 
 import sentencepiece as spm
 import gguf
+
+phi3 = sys.argv[1] == "--phi3"
+out = sys.argv[-1]
+PHI3_TOKENS = ["<|endoftext|>", "<|system|>", "<|user|>", "<|assistant|>", "<|end|>"]
 
 root = os.environ.get("SI_ROOT") or os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
 lines = []
@@ -28,7 +38,7 @@ spm.SentencePieceTrainer.train(
     model_type="bpe", byte_fallback=True, split_digits=True, allow_whitespace_only_pieces=True,
     remove_extra_whitespaces=False, normalization_rule_name="identity", add_dummy_prefix=True,
     character_coverage=0.9995, user_defined_symbols=["[INST]", "[/INST]"],
-    control_symbols=["<|im_start|>"], unk_id=0, bos_id=1, eos_id=2, pad_id=-1,
+    control_symbols=["<|im_start|>"] + (PHI3_TOKENS if phi3 else []), unk_id=0, bos_id=1, eos_id=2, pad_id=-1,
     num_threads=1, minloglevel=2)
 sp = spm.SentencePieceProcessor(model_proto=model.getvalue())
 
@@ -41,8 +51,8 @@ for i in range(sp.vocab_size()):
                  T.UNUSED if sp.is_unused(i) else T.BYTE if sp.is_byte(i) else
                  T.USER_DEFINED if sp.id_to_piece(i) in ("[INST]", "[/INST]") else T.NORMAL)
 
-w = gguf.GGUFWriter(sys.argv[1], "llama")
-w.add_name("spm-test-vocab")
+w = gguf.GGUFWriter(out, "llama")
+w.add_name("Phi-3 spm-test-vocab" if phi3 else "spm-test-vocab")
 # the shape keys llama.cpp reads even for a vocabulary-only load
 w.add_context_length(512); w.add_embedding_length(64); w.add_block_count(1)
 w.add_feed_forward_length(128); w.add_head_count(4); w.add_head_count_kv(4)
@@ -52,4 +62,4 @@ w.add_token_list(toks); w.add_token_scores(scores); w.add_token_types(types)
 w.add_bos_token_id(1); w.add_eos_token_id(2); w.add_unk_token_id(0)
 w.add_add_bos_token(True); w.add_add_eos_token(False)
 w.write_header_to_file(); w.write_kv_data_to_file(); w.write_tensors_to_file(); w.close()
-print(f"{len(toks)} tokens -> {sys.argv[1]}", file=sys.stderr)
+print(f"{len(toks)} tokens -> {out}", file=sys.stderr)
