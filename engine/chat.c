@@ -81,8 +81,19 @@
  *                                                a message
  *   other roles print nothing.
  *
- * None of these add a generation prompt of their own except Zephyr: the
- * prompt ends with "[/INST]".
+ * Phi-3 / Phi-3.5 (June 2024 on):
+ *     ("<|" ROLE "|>\n" CONTENT "<|end|>\n")...   system, user, assistant
+ *     "<|assistant|>\n" with add_assistant, else EOS
+ *   Phi-3.5 leaves an empty system message out. Phi-3 (April 2024):
+ *     [BOS] ("<|user|>\n" CONTENT "<|end|>\n<|assistant|>\n" |
+ *            CONTENT "<|end|>\n")...          user, assistant
+ *   that template drops system messages; we print them as the later one
+ *   does, "<|system|>\n" CONTENT "<|end|>\n". Phi-3's tokenizer drops the
+ *   whitespace after its special tokens (vocab.c), so the "\n"s after the
+ *   markers never become tokens.
+ *
+ * None of these add a generation prompt of their own except Zephyr and
+ * Phi-3.5: the prompt ends with "[/INST]" or the assistant's header.
  */
 #include <errno.h>
 #include <limits.h>
@@ -262,6 +273,16 @@ void eng_chat_detect(const char *tmpl, size_t len, eng_chat_info *ret_info) {
                 find_bytes(tmpl, len, "'<|user|>\\n' + message['content'] + eos_token")) &&
                find_bytes(tmpl, len, "'<|system|>") && find_bytes(tmpl, len, "{{ '<|assistant|>' }}")) {
         ret_info->kind = ENG_CHAT_ZEPHYR;
+    } else if (find_bytes(tmpl, len, "'<|user|>' + '\\n' + message['content'] + '<|end|>' + '\\n' + '<|assistant|>' + '\\n'")) {
+        ret_info->kind = ENG_CHAT_PHI3;
+        ret_info->phi3_legacy = true;
+        ret_info->phi3_bos = find_bytes(tmpl, len, "{{ bos_token }}") != NULL;
+    } else if ((find_bytes(tmpl, len, "'<|user|>\\n' + message['content'] + '<|end|>\\n'") ||
+                find_bytes(tmpl, len, "'<|user|>\n' + message['content'] + '<|end|>\n'")) &&
+               (find_bytes(tmpl, len, "{{ '<|assistant|>\\n' }}{% else %}{{ eos_token }}") ||
+                find_bytes(tmpl, len, "{{ '<|assistant|>\n' }}{% else %}{{ eos_token }}"))) {
+        ret_info->kind = ENG_CHAT_PHI3;
+        ret_info->phi3_skip_empty_system = find_bytes(tmpl, len, "message['role'] == 'system' and message['content']");
     } else if (find_bytes(tmpl, len, LLAMA3_HDR_START)) {
         ret_info->kind = ENG_CHAT_LLAMA3;
         llama3_find_preamble(tmpl, len, ret_info);
@@ -368,7 +389,7 @@ static void out_system_turn(outbuf *o, const eng_chat_msg *msgs, size_t from, si
         }
 }
 
-/* Llama 2, Mistral v0.1/v0.2 and Zephyr, as the comment at the top says. */
+/* Llama 2, Mistral v0.1/v0.2, Zephyr and Phi-3, as the comment at the top says. */
 static int render_spm_family(const eng_chat_info *info, const eng_chat_msg *msgs, size_t n_msgs,
                              bool add_assistant, outbuf *o) {
     if (info->kind == ENG_CHAT_LLAMA2) {
@@ -432,6 +453,30 @@ static int render_spm_family(const eng_chat_info *info, const eng_chat_msg *msgs
             from = i + 1;
         }
         out_system_turn(o, msgs, from, n_msgs);
+        return 0;
+    }
+    if (info->kind == ENG_CHAT_PHI3) {
+        if (info->phi3_legacy && info->phi3_bos)
+            out_str(o, info->bos);
+        for (size_t i = 0; i < n_msgs; i++) {
+            const eng_chat_msg *m = &msgs[i];
+            const bool sys = !strcmp(m->role, "system"), user = !strcmp(m->role, "user");
+            if (!sys && !user && strcmp(m->role, "assistant") != 0)
+                continue;
+            if (sys && info->phi3_skip_empty_system && !m->content[0])
+                continue;
+            if (!info->phi3_legacy || sys || user) {
+                out_str(o, "<|");
+                out_str(o, m->role);
+                out_str(o, "|>\n");
+            }
+            out_str(o, m->content);
+            out_str(o, "<|end|>\n");
+            if (info->phi3_legacy && user)
+                out_str(o, "<|assistant|>\n");
+        }
+        if (!info->phi3_legacy)
+            out_str(o, add_assistant ? "<|assistant|>\n" : info->eos);
         return 0;
     }
     for (size_t i = 0; i < n_msgs; i++) { /* Zephyr */
@@ -610,7 +655,8 @@ int eng_chat_render(const eng_chat_info *info, const eng_chat_msg *msgs, size_t 
         return -ENOTSUP;
 
     outbuf o = {buf, cap > 0 ? cap - 1 : 0, 0};
-    if (info->kind == ENG_CHAT_LLAMA2 || info->kind == ENG_CHAT_MISTRAL || info->kind == ENG_CHAT_ZEPHYR) {
+    if (info->kind == ENG_CHAT_LLAMA2 || info->kind == ENG_CHAT_MISTRAL || info->kind == ENG_CHAT_ZEPHYR ||
+        info->kind == ENG_CHAT_PHI3) {
         if ((r = render_spm_family(info, msgs, n_msgs, add_assistant, &o)) < 0)
             return r;
     } else if (info->kind == ENG_CHAT_CHATML) {

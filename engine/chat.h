@@ -17,6 +17,10 @@ typedef struct eng_chat_info {
     bool think_switch; /* the template reads enable_thinking */
     bool tools;        /* tool calling, Qwen's <tool_call> blocks */
     bool eos_space;    /* Mistral v0.1: a space after each answer's eos_token */
+    bool phi3_legacy;  /* Phi-3 (April 2024): the user turn ends with the
+                        * assistant's header; bos_token first where phi3_bos */
+    bool phi3_bos;
+    bool phi3_skip_empty_system; /* Phi-3.5: an empty system message prints nothing */
     /* the texts of bos_token and eos_token, which Llama 2, Mistral and
      * Zephyr templates print (the loader fills them from the vocabulary) */
     char bos[64], eos[64];

@@ -170,6 +170,7 @@ typedef enum eng_chat_template {
     ENG_CHAT_LLAMA2,  /* Llama 2 chat: [INST] <<SYS>> */
     ENG_CHAT_MISTRAL, /* Mistral Instruct v0.1/v0.2, Mixtral: [INST] ... [/INST] */
     ENG_CHAT_ZEPHYR,  /* Zephyr, TinyLlama chat: <|user|> ... </s> */
+    ENG_CHAT_PHI3,    /* Phi-3, Phi-3.5: <|user|> ... <|end|> */
 } eng_chat_template;
 
 eng_chat_template eng_model_chat_template(const eng_model *model);

@@ -572,14 +572,24 @@ static void test_spm_families(void) {
     for (size_t k = 0; k < sizeof(plain_cases) / sizeof(plain_cases[0]); k++) {
         const struct tools_case *c = &plain_cases[k];
         eng_chat_info info = detect_named(c->template);
-        eng_chat_template want = !strcmp(c->template, "llama2")  ? ENG_CHAT_LLAMA2
-                                 : !strcmp(c->template, "zephyr") ? ENG_CHAT_ZEPHYR
-                                                                  : ENG_CHAT_MISTRAL;
+        eng_chat_template want = !strcmp(c->template, "llama2")     ? ENG_CHAT_LLAMA2
+                                 : !strcmp(c->template, "zephyr")     ? ENG_CHAT_ZEPHYR
+                                 : !strncmp(c->template, "phi3", 4)   ? ENG_CHAT_PHI3
+                                                                      : ENG_CHAT_MISTRAL;
         CHECK(info.kind == want && !info.tools && !info.reasoning && !info.default_system[0]);
         CHECK(info.eos_space == !strcmp(c->template, "mistral-v0.1"));
         fprintf(stderr, "plain case %s\n", c->name);
         check_render(&info, c->msgs, c->n_msgs, c->add ? ENG_CHAT_ADD_ASSISTANT : 0, c->want);
     }
+
+    /* Phi-3's first template drops system messages; we print them as its
+     * later one does */
+    eng_chat_info p3 = detect_named("phi3-mini");
+    CHECK(p3.kind == ENG_CHAT_PHI3 && p3.phi3_legacy && p3.phi3_bos);
+    eng_chat_msg phi_sys[] = {{.role = "system", .content = "S"}, {.role = "user", .content = "U"}};
+    check_render(&p3, phi_sys, 2, ENG_CHAT_ADD_ASSISTANT, "<s><|system|>\nS<|end|>\n<|user|>\nU<|end|>\n<|assistant|>\n");
+    p3 = detect_named("phi3.5");
+    CHECK(p3.kind == ENG_CHAT_PHI3 && !p3.phi3_legacy && p3.phi3_skip_empty_system);
 
     /* Mistral refuses system messages and other roles; a system message
      * goes before the next user message, or is a turn of its own */

@@ -143,10 +143,11 @@ static void check_model(const char *shape, const char *tmpl, const char *case_na
     unlink(path);
 }
 
-static void check_spm_family(const char *tmpl, eng_chat_template kind, const char *case_name, int want_bos)
+static void check_spm_family_on(const char *shape, const char *vocab, const char *tmpl, eng_chat_template kind,
+                                const char *case_name, int want_bos)
 {
     char path[32];
-    eng_model *m = load_with_vocab("tiny", tmpl, "vocab-spm.gguf", path);
+    eng_model *m = load_with_vocab(shape, tmpl, vocab, path);
     CHECKF(eng_model_chat_template(m) == kind, "%s: template kind %d", tmpl, eng_model_chat_template(m));
     const struct tools_case *c = NULL;
     for (size_t k = 0; k < sizeof(plain_cases) / sizeof(plain_cases[0]); k++)
@@ -165,6 +166,21 @@ static void check_spm_family(const char *tmpl, eng_chat_template kind, const cha
     const int32_t bos = eng_token_bos(m);
     CHECKF(bos >= 0 && toks[0] == bos && count_token(toks, n, bos) == want_bos, "%s: %d BOS, want %d", tmpl,
            count_token(toks, n, bos), want_bos);
+    if (kind == ENG_CHAT_PHI3) {
+        /* each <|end|> one token, and the "\n" after it dropped (Phi-3's
+         * tokenizer): no token but <|end|>'s ends with a newline there */
+        int32_t end[4], nl[4];
+        size_t ne = 0, nn = 0;
+        CHECK(eng_tokenize(m, "<|end|>", 7, ENG_TOK_PARSE_SPECIAL, end, 4, &ne) == 0 && ne == 1);
+        CHECK(eng_tokenize(m, "\n", 1, 0, nl, 4, &nn) == 0 && nn >= 1);
+        int ends = 0, after = 0;
+        for (size_t i = 0; i < n; i++)
+            if (toks[i] == end[0]) {
+                ends++;
+                after += i + 1 < n && toks[i + 1] == nl[nn - 1];
+            }
+        CHECKF(ends == 4 && after == 0, "%s: %d <|end|>, %d followed by a newline", tmpl, ends, after);
+    }
     eng_session_params sp = eng_session_params_default();
     sp.n_ctx = (int)n + 16;
     eng_session *s;
@@ -178,6 +194,11 @@ static void check_spm_family(const char *tmpl, eng_chat_template kind, const cha
     free(text);
     eng_model_free(m);
     unlink(path);
+}
+
+static void check_spm_family(const char *tmpl, eng_chat_template kind, const char *case_name, int want_bos)
+{
+    check_spm_family_on("tiny", "vocab-spm.gguf", tmpl, kind, case_name, want_bos);
 }
 
 int main(int argc, char **argv)
@@ -205,6 +226,8 @@ int main(int argc, char **argv)
     check_spm_family("mistral-v0.1", ENG_CHAT_MISTRAL, "mistral_turns", 1);
     check_spm_family("mixtral", ENG_CHAT_MISTRAL, "mixtral_turns", 1);
     check_spm_family("zephyr", ENG_CHAT_ZEPHYR, "zephyr_system", 1);
+    /* a Phi-3: fused tensors, a vocabulary named Phi-3 with its chat tokens */
+    check_spm_family_on("tiny-phi3", "vocab-spm-phi3.gguf", "phi3.5", ENG_CHAT_PHI3, "phi35_turns", 1);
 
     /* the plain synthetic templates have no tool calling */
     char path[32];

@@ -172,6 +172,33 @@ static const eng_chat_msg zephyr_tool_last_msgs[] = {
     {"tool", "42", NULL, 0},
 };
 
+static const eng_chat_msg phi3_user_msgs[] = {
+    {"user", "Hello", NULL, 0},
+};
+
+static const eng_chat_msg phi3_turns_msgs[] = {
+    {"user", " a ", NULL, 0},
+    {"assistant", "b\n", NULL, 0},
+    {"user", "c", NULL, 0},
+};
+
+static const eng_chat_msg phi35_user_msgs[] = {
+    {"user", "Hello", NULL, 0},
+};
+
+static const eng_chat_msg phi35_empty_system_msgs[] = {
+    {"system", "", NULL, 0},
+    {"user", "Hi", NULL, 0},
+};
+
+static const eng_chat_msg phi35_turns_msgs[] = {
+    {"system", "Be brief.", NULL, 0},
+    {"user", "a", NULL, 0},
+    {"assistant", "b", NULL, 0},
+    {"user", "c", NULL, 0},
+    {"tool", "t", NULL, 0},
+};
+
 static const struct tools_case {
     const char *name, *template, *tools;
     const eng_chat_msg *msgs;
@@ -257,4 +284,19 @@ static const struct tools_case plain_cases[] = {
     {"zephyr_tool_last", "zephyr", NULL,
      zephyr_tool_last_msgs, 2, true,
      "<|user|>\na</s>\n<|assistant|>\n"},
+    {"phi3_user", "phi3-mini", NULL,
+     phi3_user_msgs, 1, true,
+     "<s><|user|>\nHello<|end|>\n<|assistant|>\n"},
+    {"phi3_turns", "phi3-mini", NULL,
+     phi3_turns_msgs, 3, false,
+     "<s><|user|>\n a <|end|>\n<|assistant|>\nb\n<|end|>\n<|user|>\nc<|end|>\n<|assistant|>\n"},
+    {"phi35_user", "phi3.5", NULL,
+     phi35_user_msgs, 1, true,
+     "<|user|>\nHello<|end|>\n<|assistant|>\n"},
+    {"phi35_empty_system", "phi3.5", NULL,
+     phi35_empty_system_msgs, 2, true,
+     "<|user|>\nHi<|end|>\n<|assistant|>\n"},
+    {"phi35_turns", "phi3.5", NULL,
+     phi35_turns_msgs, 5, false,
+     "<|system|>\nBe brief.<|end|>\n<|user|>\na<|end|>\n<|assistant|>\nb<|end|>\n<|user|>\nc<|end|>\n</s>"},
 };

@@ -99,6 +99,13 @@ PLAIN_CASES = [
     ("zephyr_turns", "zephyr",
      [("system", "S", None), ("user", "a", None), ("assistant", "b", None), ("user", "c", None)], False),
     ("zephyr_tool_last", "zephyr", [("user", "a", None), ("tool", "42", None)], True),
+    ("phi3_user", "phi3-mini", [("user", "Hello", None)], True),
+    ("phi3_turns", "phi3-mini", [("user", " a ", None), ("assistant", "b\n", None), ("user", "c", None)], False),
+    ("phi35_user", "phi3.5", [("user", "Hello", None)], True),
+    ("phi35_empty_system", "phi3.5", [("system", "", None), ("user", "Hi", None)], True),
+    ("phi35_turns", "phi3.5",
+     [("system", "Be brief.", None), ("user", "a", None), ("assistant", "b", None), ("user", "c", None),
+      ("tool", "t", None)], False),
 ]
 
 
