@@ -1106,13 +1106,38 @@ static int merge_symbols(tok_ctx *c, int32_t ns) {
     return 0;
 }
 
+/* Splits c->word[0, wn) into at most max_syms symbols, one per character,
+ * and merges them; *ret_ns receives the symbol count. A character's length
+ * comes from its lead byte: for byte-level BPE as UTF-8 says (the word is
+ * the byte map's valid UTF-8); for SPM as llama.cpp counts it, so that a
+ * stray continuation byte is one symbol and a 0xF8-0xFF lead takes up to 4
+ * bytes. */
+static int merge_word(tok_ctx *c, size_t wn, size_t max_syms, bool spm, int32_t *ret_ns) {
+    static const uint8_t spm_len[16] = { 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 3, 4 };
+    int r;
+    if ((r = grow((void **)&c->sym, &c->sym_cap, max_syms, sizeof(bpe_sym))) < 0)
+        return r;
+    int32_t ns = 0;
+    for (size_t off = 0; off < wn;) {
+        uint8_t lead = (uint8_t)c->word[off];
+        size_t l = spm ? spm_len[lead >> 4] : utf8_len(lead);
+        if (l > wn - off)
+            l = wn - off;
+        c->sym[ns] = (bpe_sym){ (uint32_t)off, (uint32_t)l, ns - 1, -1 };
+        if (ns > 0)
+            c->sym[ns - 1].next = ns;
+        ns++;
+        off += l;
+    }
+    *ret_ns = ns;
+    return merge_symbols(c, ns);
+}
+
 /* SentencePiece over one text fragment: a space first if asked, spaces as
- * U+2581, one symbol per character (by its lead byte, as llama.cpp counts:
- * a stray continuation byte is one symbol, a 0xF8-0xFF lead takes up to 4
- * bytes), merged by token score; what is left that is no token is spelled
- * by byte tokens (a byte without one is dropped, <unk> when there is one). */
+ * U+2581, one symbol per character, merged by token score; what is left
+ * that is no token is spelled by byte tokens (a byte without one is
+ * dropped, <unk> when there is one). */
 static int spm_fragment(tok_ctx *c, const char *s, size_t n, bool space_first) {
-    static const uint8_t char_len[16] = { 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 3, 4 };
     const eng_vocab *v = c->v;
     int r;
     if (n > (UINT32_MAX / 2 - 3) / 3)
@@ -1132,20 +1157,8 @@ static int spm_fragment(tok_ctx *c, const char *s, size_t n, bool space_first) {
             c->word[wn++] = s[i];
         }
     }
-    if ((r = grow((void **)&c->sym, &c->sym_cap, wn, sizeof(bpe_sym))) < 0)
-        return r;
-    int32_t ns = 0;
-    for (size_t off = 0; off < wn;) {
-        size_t l = char_len[(uint8_t)c->word[off] >> 4];
-        if (l > wn - off)
-            l = wn - off;
-        c->sym[ns] = (bpe_sym){ (uint32_t)off, (uint32_t)l, ns - 1, -1 };
-        if (ns > 0)
-            c->sym[ns - 1].next = ns;
-        ns++;
-        off += l;
-    }
-    if ((r = merge_symbols(c, ns)) < 0)
+    int32_t ns;
+    if ((r = merge_word(c, wn, wn, true, &ns)) < 0)
         return r;
     for (int32_t i = 0; i >= 0 && ns > 0; i = c->sym[i].next) {
         const bpe_sym *sy = &c->sym[i];
@@ -1188,18 +1201,8 @@ static int bpe_piece(void *ud, const char *s, size_t n) {
     }
 
     /* One symbol per encoded character (each is 1 or 2 bytes). */
-    if ((r = grow((void **)&c->sym, &c->sym_cap, n, sizeof(bpe_sym))) < 0)
-        return r;
-    int32_t ns = 0;
-    for (size_t off = 0; off < wn;) {
-        size_t l = utf8_len((uint8_t)c->word[off]);
-        c->sym[ns] = (bpe_sym){ (uint32_t)off, (uint32_t)l, ns - 1, -1 };
-        if (ns > 0)
-            c->sym[ns - 1].next = ns;
-        ns++;
-        off += l;
-    }
-    if ((r = merge_symbols(c, ns)) < 0)
+    int32_t ns;
+    if ((r = merge_word(c, wn, n, false, &ns)) < 0)
         return r;
     for (int32_t i = 0; i >= 0 && ns > 0; i = c->sym[i].next) {
         const bpe_sym *sy = &c->sym[i];

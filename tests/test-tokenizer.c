@@ -231,6 +231,31 @@ static bool contains(const char *s, size_t n, const char *needle) {
     return memmem(s, n, needle, strlen(needle)) != NULL;
 }
 
+/* Streaming: the complete-UTF-8 prefix emitted after each token, the rest
+ * kept; true when every emitted chunk is valid UTF-8 and the whole is
+ * want. Counts in n_held the tokens that left bytes held back. */
+static bool streams(const eng_vocab *v, const int32_t *ids, size_t n, const char *want, size_t want_len,
+                    int *n_held) {
+    static char pend[64], outb[4 * MAX_TEXT];
+    size_t np = 0, no = 0;
+    for (size_t i = 0; i < n; i++) {
+        int k = eng_vocab_token_to_piece(v, ids[i], true, pend + np, sizeof(pend) - np);
+        if (k < 0 || (size_t)k > sizeof(pend) - np)
+            return false;
+        np += (size_t)k;
+        size_t c = eng_utf8_complete_prefix(pend, np);
+        if (c < np)
+            (*n_held)++;
+        if (!valid_utf8(pend, c))
+            return false;
+        memcpy(outb + no, pend, c);
+        no += c;
+        memmove(pend, pend + c, np - c);
+        np -= c;
+    }
+    return np == 0 && no == want_len && memcmp(outb, want, no) == 0;
+}
+
 static void check_row(const eng_vocab *v, const row *r, int *n_held) {
     static int32_t got[MAX_IDS];
     unsigned flags = r->parse_special ? ENG_TOK_PARSE_SPECIAL : 0;
@@ -293,29 +318,7 @@ static void check_row(const eng_vocab *v, const row *r, int *n_held) {
               "line %d: control token rendered without special", r->line);
     }
 
-    /* Streaming: emit the complete-UTF-8 prefix after each token, keep the
-     * rest; every emitted chunk must be valid UTF-8 and the whole the input. */
-    static char pend[64], outb[4 * MAX_TEXT];
-    size_t np = 0, no = 0;
-    bool ok = true;
-    for (size_t i = 0; i < r->n_ids && ok; i++) {
-        int k = eng_vocab_token_to_piece(v, r->ids[i], true, pend + np, sizeof(pend) - np);
-        if (k < 0 || (size_t)k > sizeof(pend) - np) {
-            ok = false;
-            break;
-        }
-        np += (size_t)k;
-        size_t c = eng_utf8_complete_prefix(pend, np);
-        if (c < np)
-            (*n_held)++;
-        if (!valid_utf8(pend, c))
-            ok = false;
-        memcpy(outb + no, pend, c);
-        no += c;
-        memmove(pend, pend + c, np - c);
-        np -= c;
-    }
-    CHECK(ok && np == 0 && no == r->len && memcmp(outb, r->text, no) == 0,
+    CHECK(streams(v, r->ids, r->n_ids, r->text, r->len, n_held),
           "line %d: streaming decode broke UTF-8 or lost bytes", r->line);
 }
 
@@ -563,26 +566,7 @@ static void check_row_spm(const eng_vocab *v, const row *r, int *n_held) {
     CHECK(m == r->want_len && memcmp(buf, r->want, m) == 0, "line %d: pieces differ from llama.cpp's", r->line);
     if (!valid_utf8(r->want, r->want_len))
         return;
-    static char pend[64], outb[4 * MAX_TEXT];
-    size_t np = 0, no = 0;
-    bool ok = true;
-    for (size_t i = 0; i < r->n_ids && ok; i++) {
-        int k = eng_vocab_token_to_piece(v, r->ids[i], true, pend + np, sizeof(pend) - np);
-        if (k < 0 || (size_t)k > sizeof(pend) - np) {
-            ok = false;
-            break;
-        }
-        np += (size_t)k;
-        size_t c = eng_utf8_complete_prefix(pend, np);
-        if (c < np)
-            (*n_held)++;
-        ok = valid_utf8(pend, c);
-        memcpy(outb + no, pend, c);
-        no += c;
-        memmove(pend, pend + c, np - c);
-        np -= c;
-    }
-    CHECK(ok && np == 0 && no == r->want_len && memcmp(outb, r->want, no) == 0,
+    CHECK(streams(v, r->ids, r->n_ids, r->want, r->want_len, n_held),
           "line %d: streaming decode broke UTF-8 or lost bytes", r->line);
 }
 

@@ -84,6 +84,29 @@ static int count_token(const int32_t *t, size_t n, int32_t id)
     return c;
 }
 
+/* A rendered prompt's tokens, as the daemon makes them. */
+static int32_t *prompt_tokens(const eng_model *m, const char *text, size_t len, size_t *n)
+{
+    eng_tokenize(m, text, len, ENG_TOK_ADD_SPECIAL | ENG_TOK_PARSE_SPECIAL, NULL, 0, n);
+    int32_t *toks = malloc(*n * sizeof(*toks));
+    CHECK(toks && eng_tokenize(m, text, len, ENG_TOK_ADD_SPECIAL | ENG_TOK_PARSE_SPECIAL, toks, *n, n) == 0);
+    return toks;
+}
+
+/* A generation of 4 tokens from the prompt runs. */
+static void generate_from(eng_model *m, const int32_t *toks, size_t n)
+{
+    eng_session_params sp = eng_session_params_default();
+    sp.n_ctx = (int)n + 16;
+    eng_session *s;
+    CHECK(eng_session_new(m, &sp, &s) == 0);
+    eng_gen_params gp = eng_gen_params_default();
+    gp.max_tokens = 4;
+    eng_gen_stats st;
+    CHECK(eng_generate(s, toks, n, &gp, NULL, NULL, &st) == 0 && st.n_prompt == (int)n);
+    eng_session_free(s);
+}
+
 static void check_model(const char *shape, const char *tmpl, const char *case_name, const char *marker,
                         int marker_count, const char *answer, const char *want_args, const char *want_content)
 {
@@ -105,9 +128,7 @@ static void check_model(const char *shape, const char *tmpl, const char *case_na
     CHECKF(tr == 0, "%s: tokenizing %s: %d (%zu tokens)", tmpl, marker, tr, n1);
     CHECKF(n1 == 1, "%s: %s is %zu tokens", tmpl, marker, n1);
     size_t n = 0;
-    eng_tokenize(m, text, (size_t)len, ENG_TOK_ADD_SPECIAL | ENG_TOK_PARSE_SPECIAL, NULL, 0, &n);
-    int32_t *toks = malloc(n * sizeof(*toks));
-    CHECK(toks && eng_tokenize(m, text, (size_t)len, ENG_TOK_ADD_SPECIAL | ENG_TOK_PARSE_SPECIAL, toks, n, &n) == 0);
+    int32_t *toks = prompt_tokens(m, text, (size_t)len, &n);
     int in_text = 0;
     for (const char *p = c->want; (p = strstr(p, marker)) != NULL; p += strlen(marker))
         in_text++;
@@ -118,15 +139,7 @@ static void check_model(const char *shape, const char *tmpl, const char *case_na
     CHECKF(bos < 0 || count_token(toks, n, bos) <= 1, "%s: %d BOS tokens", tmpl, count_token(toks, n, bos));
 
     /* a generation from the tools prompt runs to its length */
-    eng_session_params sp = eng_session_params_default();
-    sp.n_ctx = (int)n + 16;
-    eng_session *s;
-    CHECK(eng_session_new(m, &sp, &s) == 0);
-    eng_gen_params gp = eng_gen_params_default();
-    gp.max_tokens = 4;
-    eng_gen_stats st;
-    CHECK(eng_generate(s, toks, n, &gp, NULL, NULL, &st) == 0 && st.n_prompt == (int)n);
-    eng_session_free(s);
+    generate_from(m, toks, n);
 
     /* the model's way of calling */
     eng_tool_call *calls = NULL;
@@ -160,9 +173,7 @@ static void check_spm_family_on(const char *shape, const char *vocab, const char
     CHECK(text && len > 0 && eng_chat_apply(m, c->msgs, c->n_msgs, flags, text, (size_t)len + 1) == len);
     CHECKF(!strcmp(text, c->want), "%s: rendering differs: [%s]", case_name, text);
     size_t n = 0;
-    eng_tokenize(m, text, (size_t)len, ENG_TOK_ADD_SPECIAL | ENG_TOK_PARSE_SPECIAL, NULL, 0, &n);
-    int32_t *toks = malloc(n * sizeof(*toks));
-    CHECK(toks && eng_tokenize(m, text, (size_t)len, ENG_TOK_ADD_SPECIAL | ENG_TOK_PARSE_SPECIAL, toks, n, &n) == 0);
+    int32_t *toks = prompt_tokens(m, text, (size_t)len, &n);
     const int32_t bos = eng_token_bos(m);
     CHECKF(bos >= 0 && toks[0] == bos && count_token(toks, n, bos) == want_bos, "%s: %d BOS, want %d", tmpl,
            count_token(toks, n, bos), want_bos);
@@ -181,15 +192,7 @@ static void check_spm_family_on(const char *shape, const char *vocab, const char
             }
         CHECKF(ends == 4 && after == 0, "%s: %d <|end|>, %d followed by a newline", tmpl, ends, after);
     }
-    eng_session_params sp = eng_session_params_default();
-    sp.n_ctx = (int)n + 16;
-    eng_session *s;
-    CHECK(eng_session_new(m, &sp, &s) == 0);
-    eng_gen_params gp = eng_gen_params_default();
-    gp.max_tokens = 4;
-    eng_gen_stats st;
-    CHECK(eng_generate(s, toks, n, &gp, NULL, NULL, &st) == 0 && st.n_prompt == (int)n);
-    eng_session_free(s);
+    generate_from(m, toks, n);
     free(toks);
     free(text);
     eng_model_free(m);
