@@ -347,7 +347,8 @@ static int32_t end_of_turn(const eng_model *m)
     switch (eng_model_chat_template(m)) {
     case ENG_CHAT_CHATML: txt = "<|im_end|>"; break;
     case ENG_CHAT_LLAMA3: txt = "<|eot_id|>"; break;
-    default: break;
+    case ENG_CHAT_PHI3: txt = "<|end|>"; break;
+    default: break; /* Llama 2, Mistral, Zephyr: EOS */
     }
     int32_t t[4];
     size_t n = 0;
