@@ -605,8 +605,18 @@ static void test_spm_facts(const eng_vocab *v) {
     for (int it = 0; it < 3000; it++) {
         size_t tn = 0;
         int kk = 1 + (int)((x >> 33) % 40);
+        /* every 5th: arbitrary bytes (malformed UTF-8 too: byte fallback
+         * spells anything), but '[' (the user-defined [INST] would be cut)
+         * and ' ' (its U+2581 after a stray lead byte would be split into
+         * that byte's symbol and come back as bytes, as in llama.cpp) */
+        const bool raw = it % 5 == 4;
         for (int j = 0; j < kk; j++) {
             x ^= x << 13; x ^= x >> 7; x ^= x << 17;
+            if (raw) {
+                text[tn] = (char)(x >> 24);
+                tn += text[tn] != '[' && text[tn] != ' ';
+                continue;
+            }
             const char *a = atoms[(x >> 20) % (sizeof(atoms) / sizeof(atoms[0]))];
             size_t al = a[0] == '\0' ? 1 : strlen(a);
             memcpy(text + tn, a, al);
