@@ -92,6 +92,15 @@
  *   whitespace after its special tokens (vocab.c), so the "\n"s after the
  *   markers never become tokens.
  *
+ * Mistral's v3 templates (Mistral Large 2407 and the models that share
+ * it; "v3-tekken": Mistral Nemo), without tools:
+ *     BOS ("[INST] " [SYSTEM "\n\n"] CONTENT "[/INST]" | " " TRIM(CONTENT) EOS)...
+ *   where SYSTEM (messages[0], if a system message) goes into the user
+ *   message only when that is the last message, as the template does;
+ *   tekken has no space after "[INST]" and prints answers as they are,
+ *   without the space. Tool calls and results are refused (-ENOTSUP,
+ *   -EINVAL); so is a system message that is not the first.
+ *
  * None of these add a generation prompt of their own except Zephyr and
  * Phi-3.5: the prompt ends with "[/INST]" or the assistant's header.
  */
@@ -283,6 +292,10 @@ void eng_chat_detect(const char *tmpl, size_t len, eng_chat_info *ret_info) {
                 find_bytes(tmpl, len, "{{ '<|assistant|>\n' }}{% else %}{{ eos_token }}"))) {
         ret_info->kind = ENG_CHAT_PHI3;
         ret_info->phi3_skip_empty_system = find_bytes(tmpl, len, "message['role'] == 'system' and message['content']");
+    } else if (find_bytes(tmpl, len, "\"[INST] \" + system_message + \"\\n\\n\" + message[\"content\"] + \"[/INST]\"") ||
+               find_bytes(tmpl, len, "\"[INST]\" + system_message + \"\\n\\n\" + message[\"content\"] + \"[/INST]\"")) {
+        ret_info->kind = ENG_CHAT_MISTRAL3;
+        ret_info->tekken = find_bytes(tmpl, len, "\"[INST]\" + system_message") != NULL;
     } else if (find_bytes(tmpl, len, LLAMA3_HDR_START)) {
         ret_info->kind = ENG_CHAT_LLAMA3;
         llama3_find_preamble(tmpl, len, ret_info);
@@ -389,7 +402,7 @@ static void out_system_turn(outbuf *o, const eng_chat_msg *msgs, size_t from, si
         }
 }
 
-/* Llama 2, Mistral v0.1/v0.2, Zephyr and Phi-3, as the comment at the top says. */
+/* Llama 2, Mistral v0.1/v0.2 and v3, Zephyr and Phi-3, as the comment at the top says. */
 static int render_spm_family(const eng_chat_info *info, const eng_chat_msg *msgs, size_t n_msgs,
                              bool add_assistant, outbuf *o) {
     if (info->kind == ENG_CHAT_LLAMA2) {
@@ -453,6 +466,33 @@ static int render_spm_family(const eng_chat_info *info, const eng_chat_msg *msgs
             from = i + 1;
         }
         out_system_turn(o, msgs, from, n_msgs);
+        return 0;
+    }
+    if (info->kind == ENG_CHAT_MISTRAL3) {
+        out_str(o, info->bos);
+        const char *sys = n_msgs > 0 && !strcmp(msgs[0].role, "system") ? msgs[0].content : NULL;
+        for (size_t i = sys ? 1 : 0; i < n_msgs; i++) {
+            const eng_chat_msg *m = &msgs[i];
+            if (!strcmp(m->role, "user")) {
+                out_str(o, info->tekken ? "[INST]" : "[INST] ");
+                if (sys && i + 1 == n_msgs) {
+                    out_str(o, sys);
+                    out_str(o, "\n\n");
+                }
+                out_str(o, m->content);
+                out_str(o, "[/INST]");
+            } else if (!strcmp(m->role, "assistant")) {
+                if (info->tekken) {
+                    out_str(o, m->content);
+                } else {
+                    out_str(o, " ");
+                    out_pystrip(o, m->content);
+                }
+                out_str(o, info->eos);
+            } else {
+                return -EINVAL; /* tool results need call ids; a later system message is refused */
+            }
+        }
         return 0;
     }
     if (info->kind == ENG_CHAT_PHI3) {
@@ -656,7 +696,7 @@ int eng_chat_render(const eng_chat_info *info, const eng_chat_msg *msgs, size_t 
 
     outbuf o = {buf, cap > 0 ? cap - 1 : 0, 0};
     if (info->kind == ENG_CHAT_LLAMA2 || info->kind == ENG_CHAT_MISTRAL || info->kind == ENG_CHAT_ZEPHYR ||
-        info->kind == ENG_CHAT_PHI3) {
+        info->kind == ENG_CHAT_PHI3 || info->kind == ENG_CHAT_MISTRAL3) {
         if ((r = render_spm_family(info, msgs, n_msgs, add_assistant, &o)) < 0)
             return r;
     } else if (info->kind == ENG_CHAT_CHATML) {

@@ -171,6 +171,8 @@ typedef enum eng_chat_template {
     ENG_CHAT_MISTRAL, /* Mistral Instruct v0.1/v0.2, Mixtral: [INST] ... [/INST] */
     ENG_CHAT_ZEPHYR,  /* Zephyr, TinyLlama chat: <|user|> ... </s> */
     ENG_CHAT_PHI3,    /* Phi-3, Phi-3.5: <|user|> ... <|end|> */
+    ENG_CHAT_MISTRAL3, /* Mistral's v3 templates (Large and Nemo 2407, and others):
+                        * [INST] ...[/INST], the system message in the last turn */
 } eng_chat_template;
 
 eng_chat_template eng_model_chat_template(const eng_model *model);

@@ -575,9 +575,11 @@ static void test_spm_families(void) {
         eng_chat_template want = !strcmp(c->template, "llama2")     ? ENG_CHAT_LLAMA2
                                  : !strcmp(c->template, "zephyr")     ? ENG_CHAT_ZEPHYR
                                  : !strncmp(c->template, "phi3", 4)   ? ENG_CHAT_PHI3
+                                 : !strncmp(c->template, "mistral-v3", 10) ? ENG_CHAT_MISTRAL3
                                                                       : ENG_CHAT_MISTRAL;
         CHECK(info.kind == want && !info.tools && !info.reasoning && !info.default_system[0]);
         CHECK(info.eos_space == !strcmp(c->template, "mistral-v0.1"));
+        CHECK(info.tekken == !strcmp(c->template, "mistral-v3-tekken"));
         fprintf(stderr, "plain case %s\n", c->name);
         check_render(&info, c->msgs, c->n_msgs, c->add ? ENG_CHAT_ADD_ASSISTANT : 0, c->want);
     }
@@ -590,6 +592,15 @@ static void test_spm_families(void) {
     check_render(&p3, phi_sys, 2, ENG_CHAT_ADD_ASSISTANT, "<s><|system|>\nS<|end|>\n<|user|>\nU<|end|>\n<|assistant|>\n");
     p3 = detect_named("phi3.5");
     CHECK(p3.kind == ENG_CHAT_PHI3 && !p3.phi3_legacy && p3.phi3_skip_empty_system);
+
+    /* Mistral v3: tool results (they need call ids) and a system message
+     * that is not the first are refused */
+    eng_chat_info m3 = detect_named("mistral-v3");
+    eng_chat_msg m3_tool[] = {{.role = "user", .content = "U"}, {.role = "tool", .content = "1"}};
+    eng_chat_msg m3_sys2[] = {{.role = "user", .content = "U"}, {.role = "system", .content = "S"}};
+    char b3[128];
+    CHECK(eng_chat_render(&m3, m3_tool, 2, NULL, ENG_CHAT_ADD_ASSISTANT, b3, sizeof b3) == -EINVAL);
+    CHECK(eng_chat_render(&m3, m3_sys2, 2, NULL, ENG_CHAT_ADD_ASSISTANT, b3, sizeof b3) == -EINVAL);
 
     /* Mistral refuses system messages and other roles; a system message
      * goes before the next user message, or is a turn of its own */

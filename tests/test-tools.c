@@ -229,6 +229,7 @@ int main(int argc, char **argv)
     check_spm_family("mistral-v0.1", ENG_CHAT_MISTRAL, "mistral_turns", 1);
     check_spm_family("mixtral", ENG_CHAT_MISTRAL, "mixtral_turns", 1);
     check_spm_family("zephyr", ENG_CHAT_ZEPHYR, "zephyr_system", 1);
+    check_spm_family("mistral-v3", ENG_CHAT_MISTRAL3, "mistral3_turns", 1);
     /* a Phi-3: fused tensors, a vocabulary named Phi-3 with its chat tokens */
     check_spm_family_on("tiny-phi3", "vocab-spm-phi3.gguf", "phi3.5", ENG_CHAT_PHI3, "phi35_turns", 1);
 

@@ -172,6 +172,30 @@ static const eng_chat_msg zephyr_tool_last_msgs[] = {
     {"tool", "42", NULL, 0},
 };
 
+static const eng_chat_msg mistral3_user_msgs[] = {
+    {"user", "Hello", NULL, 0},
+};
+
+static const eng_chat_msg mistral3_turns_msgs[] = {
+    {"system", "Be brief.", NULL, 0},
+    {"user", "a", NULL, 0},
+    {"assistant", "  b\n", NULL, 0},
+    {"user", "c", NULL, 0},
+};
+
+static const eng_chat_msg mistral3_system_dropped_msgs[] = {
+    {"system", "S", NULL, 0},
+    {"user", "a", NULL, 0},
+    {"assistant", "b", NULL, 0},
+};
+
+static const eng_chat_msg tekken_turns_msgs[] = {
+    {"system", "Be brief.", NULL, 0},
+    {"user", "a", NULL, 0},
+    {"assistant", "  b\n", NULL, 0},
+    {"user", "c", NULL, 0},
+};
+
 static const eng_chat_msg phi3_user_msgs[] = {
     {"user", "Hello", NULL, 0},
 };
@@ -284,6 +308,18 @@ static const struct tools_case plain_cases[] = {
     {"zephyr_tool_last", "zephyr", NULL,
      zephyr_tool_last_msgs, 2, true,
      "<|user|>\na</s>\n<|assistant|>\n"},
+    {"mistral3_user", "mistral-v3", NULL,
+     mistral3_user_msgs, 1, true,
+     "<s>[INST] Hello[/INST]"},
+    {"mistral3_turns", "mistral-v3", NULL,
+     mistral3_turns_msgs, 4, true,
+     "<s>[INST] a[/INST] b</s>[INST] Be brief.\n\nc[/INST]"},
+    {"mistral3_system_dropped", "mistral-v3", NULL,
+     mistral3_system_dropped_msgs, 3, false,
+     "<s>[INST] a[/INST] b</s>"},
+    {"tekken_turns", "mistral-v3-tekken", NULL,
+     tekken_turns_msgs, 4, true,
+     "<s>[INST]a[/INST]  b\n</s>[INST]Be brief.\n\nc[/INST]"},
     {"phi3_user", "phi3-mini", NULL,
      phi3_user_msgs, 1, true,
      "<s><|user|>\nHello<|end|>\n<|assistant|>\n"},
