@@ -65,6 +65,7 @@ enum pre_type {
     PRE_SMOLLM,
     PRE_LLAMA3,
     PRE_QWEN2,
+    PRE_TEKKEN,
 };
 
 /* Published patterns (Hugging Face tokenizer.json), with the case-insensitive
@@ -76,6 +77,12 @@ enum pre_type {
     "| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"
 #define RE_QWEN2 RE_CONTRACTIONS "|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}" \
     "| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"
+
+/* Mistral Nemo's ("tekken"): words split at case changes. PCRE2 has the
+ * Unicode categories, so the published pattern is used as is. */
+#define RE_TEKKEN "[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]*[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]+" \
+    "|[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]+[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]*" \
+    "|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n/]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"
 
 static const struct pre_def {
     const char *name;
@@ -90,6 +97,7 @@ static const struct pre_def {
     { "smollm", PRE_SMOLLM, false, false, 2, { "\\p{N}", RE_GPT2 } },
     { "llama-bpe", PRE_LLAMA3, true, true, 1, { RE_LLAMA3 } },
     { "qwen2", PRE_QWEN2, false, false, 1, { RE_QWEN2 } },
+    { "tekken", PRE_TEKKEN, true, true, 1, { RE_TEKKEN } },
 };
 
 static const struct pre_alias {

@@ -1,7 +1,8 @@
 /* Vocabulary and tokenizer (private to the engine).
  *
  * Byte-level BPE (tokenizer.ggml.model "gpt2") with the pre-tokenizers
- * "smollm", "llama-bpe" (also "llama3") and "qwen2" (and "default"/"gpt-2"),
+ * "smollm", "llama-bpe" (also "llama3"), "qwen2" and "tekken" (Mistral
+ * Nemo) (and "default"/"gpt-2"),
  * and SentencePiece ("llama": Llama 2, Mistral, TinyLlama), with
  * control/special tokens, BOS/EOS rules from the metadata. The vocabulary is
  * copied out of the GGUF mapping so the file can be closed after load.
@@ -31,7 +32,7 @@ int32_t eng_vocab_eos(const eng_vocab *vocab);
 bool eng_vocab_is_eog(const eng_vocab *vocab, int32_t token);
 
 /* Splits text into pre-token pieces as the named pre-tokenizer does ("smollm",
- * "llama-bpe", "qwen2", "gpt2"), without BPE; for the tests that check our
+ * "llama-bpe", "qwen2", "tekken", "gpt2"), without BPE; for the tests that check our
  * splits against an independent regex engine. Calls cb for each piece.
  * Returns 0, -ENOTSUP for an unknown name, -EINVAL for invalid UTF-8 handling
  * failures. */

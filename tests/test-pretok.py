@@ -29,6 +29,10 @@ LLAMA3 = (r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}""
 QWEN2 = (r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}"""
          r"""| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+""")
 DIGITS = r"""\p{N}"""  # SmolLM2: Digits(individual_digits=true) before ByteLevel
+# Mistral Nemo ("tekken"): words split where the case changes
+TEKKEN = (r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+"""
+          r"""|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*"""
+          r"""|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+""")
 
 # Each pre-tokenizer is a sequence of splits; a split keeps both the matches
 # and the text between them (HF "Isolated" behaviour), and the next split
@@ -38,6 +42,7 @@ PRETOKENIZERS = {
     "smollm": [DIGITS, GPT2],
     "llama-bpe": [LLAMA3],
     "qwen2": [QWEN2],
+    "tekken": [TEKKEN],
 }
 
 
@@ -113,6 +118,7 @@ def escape(s):
 # punctuation, symbols and emoji (with ZWJ and variation selectors).
 ALPHABET = (
     list("abcdeSTtRrVvMmLlDdZ") + list("éÅßñøçæ") + list("你好世界カナ") + list("مرحبا") +
+    ["\u01c5", "\u02b0", "\u00c9"] +  # titlecase Dž, modifier letter ʰ, É (tekken's classes)
     ["\u0301", "\u0308", "\u093e", "\u094d"] +
     list("0123456789") + ["\u0663", "\u00b2", "\u00bd", "\u216b", "\u2460"] +
     [" ", " ", " ", "  ", "\t", "\n", "\r\n", "\r", "\u00a0", "\u3000", "\u2009", "\u000b", "\u000c"] +
