@@ -939,18 +939,35 @@ static int cmd_tokenize(int argc, char **argv)
     return rc;
 }
 
+/* Appends s to the inputs, growing the array; false when out of memory. */
+static bool push_input(char ***inputs, size_t *n, size_t *cap, char *s)
+{
+    if (*n == *cap) {
+        size_t nc = *cap ? 2 * *cap : 16;
+        char **ni = realloc(*inputs, nc * sizeof(char *));
+        if (!ni)
+            return false;
+        *inputs = ni;
+        *cap = nc;
+    }
+    (*inputs)[(*n)++] = s;
+    return true;
+}
+
 /* sictl embed: one embedding per argument, or per line of stdin ("-"). */
 static int cmd_embed(int argc, char **argv)
 {
     Selectinfer__Embed e = SELECTINFER__EMBED__INIT;
-    char **inputs = calloc((size_t)argc + 1, sizeof(char *));
+    char **inputs = NULL;
     char *in = NULL;
-    size_t n = 0, cap = (size_t)argc + 1;
-    int rc = inputs ? 0 : EXIT_DAEMON_ERROR;
+    size_t n = 0, cap = 0;
+    int rc = 0;
     bool opts = true;
     for (int i = 0; rc == 0 && i < argc; i++) {
         if (!opts) {
-            inputs[n++] = argv[i]; /* after "--" every argument is an input, "-" too */
+            /* after "--" every argument is an input, "-" too */
+            if (!push_input(&inputs, &n, &cap, argv[i]))
+                rc = EXIT_DAEMON_ERROR;
         } else if (!strcmp(argv[i], "--")) {
             opts = false;
         } else if (!strcmp(argv[i], "--pooling") && i + 1 < argc) {
@@ -978,20 +995,13 @@ static int cmd_embed(int argc, char **argv)
                     *next++ = 0;
                 else
                     next = line + strlen(line);
-                if (!*line)
-                    continue;
-                if (n + 1 >= cap) {
-                    char **ni = realloc(inputs, (cap *= 2) * sizeof(char *));
-                    if (!ni) {
-                        rc = EXIT_DAEMON_ERROR;
-                        break;
-                    }
-                    inputs = ni;
+                if (*line && !push_input(&inputs, &n, &cap, line)) {
+                    rc = EXIT_DAEMON_ERROR;
+                    break;
                 }
-                inputs[n++] = line;
             }
-        } else {
-            inputs[n++] = argv[i];
+        } else if (!push_input(&inputs, &n, &cap, argv[i])) {
+            rc = EXIT_DAEMON_ERROR;
         }
     }
     if (rc == 0 && n == 0) {

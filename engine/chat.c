@@ -102,7 +102,8 @@
  *   -EINVAL); so is a system message that is not the first.
  *
  * None of these add a generation prompt of their own except Zephyr and
- * Phi-3.5: the prompt ends with "[/INST]" or the assistant's header.
+ * the later Phi-3 templates: the prompt ends with "[/INST]" or the
+ * assistant's header.
  */
 #include <errno.h>
 #include <limits.h>
@@ -328,14 +329,45 @@ static bool is_space(char c) {
     return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v';
 }
 
-/* Jinja's trim filter. */
+/* Python's whitespace (str.isspace, which str.strip() and so Jinja's trim
+ * filter remove), in UTF-8: the ASCII ones, U+001C-U+001F, U+0085, U+00A0,
+ * U+1680, U+2000-U+200A, U+2028, U+2029, U+202F, U+205F and U+3000. The
+ * length of the one that starts s[0, n) (ends it, with at_end), or 0. */
+static size_t py_space(const char *s, size_t n, bool at_end) {
+    static const char *const wide[] = {
+        "\xc2\x85", "\xc2\xa0", "\xe1\x9a\x80", "\xe2\x80\xa8", "\xe2\x80\xa9", "\xe2\x80\xaf",
+        "\xe2\x81\x9f", "\xe3\x80\x80",
+    };
+    if (n == 0)
+        return 0;
+    const char c = at_end ? s[n - 1] : s[0];
+    if (is_space(c) || (c >= 0x1c && c <= 0x1f))
+        return 1;
+    for (size_t k = 0; k < sizeof(wide) / sizeof(wide[0]); k++) {
+        const size_t l = strlen(wide[k]);
+        if (n >= l && !memcmp(at_end ? s + n - l : s, wide[k], l))
+            return l;
+    }
+    if (n < 3)
+        return 0;
+    /* U+2000-U+200A: e2 80 80-8a */
+    const unsigned char *t = (const unsigned char *)(at_end ? s + n - 3 : s);
+    return t[0] == 0xe2 && t[1] == 0x80 && t[2] >= 0x80 && t[2] <= 0x8a ? 3 : 0;
+}
+
+/* The length of s[0, n) without its trailing whitespace. */
+static size_t rstrip_len(const char *s, size_t n) {
+    for (size_t l; (l = py_space(s, n, true)) > 0;)
+        n -= l;
+    return n;
+}
+
+/* Jinja's trim filter, Python's str.strip(). */
 static void out_trimmed(outbuf *o, const char *c) {
     size_t n = strlen(c);
-    while (n > 0 && is_space(*c))
-        c++, n--;
-    while (n > 0 && is_space(c[n - 1]))
-        n--;
-    out_put(o, c, n);
+    for (size_t l; (l = py_space(c, n, false)) > 0;)
+        c += l, n -= l;
+    out_put(o, c, rstrip_len(c, n));
 }
 
 /* The bytes of [s, s + n) without leading (lead) or trailing newlines:
@@ -356,24 +388,6 @@ static const char *find_last(const char *s, size_t n, const char *needle) {
         p += m;
     }
     return last;
-}
-
-/* Python's str.strip() of the ASCII whitespace (non-ASCII spaces stay). */
-static bool py_space(char c) {
-    return is_space(c) || (c >= 0x1c && c <= 0x1f);
-}
-
-static size_t rstrip_len(const char *c, size_t n) {
-    while (n > 0 && py_space(c[n - 1]))
-        n--;
-    return n;
-}
-
-static void out_pystrip(outbuf *o, const char *c) {
-    size_t n = strlen(c);
-    while (n > 0 && py_space(*c))
-        c++, n--;
-    out_put(o, c, rstrip_len(c, n));
 }
 
 /* Mistral: the system messages in msgs[from, to), "\n\n" between them;
@@ -430,7 +444,7 @@ static int render_spm_family(const eng_chat_info *info, const eng_chat_msg *msgs
                     out_put(o, m->content, cl);
                 }
             } else {
-                out_pystrip(o, m->content);
+                out_trimmed(o, m->content);
             }
             if (user) {
                 out_str(o, " [/INST]");
@@ -486,7 +500,7 @@ static int render_spm_family(const eng_chat_info *info, const eng_chat_msg *msgs
                     out_str(o, m->content);
                 } else {
                     out_str(o, " ");
-                    out_pystrip(o, m->content);
+                    out_trimmed(o, m->content);
                 }
                 out_str(o, info->eos);
             } else {

@@ -220,8 +220,9 @@ static eng_dtype mat_dtype(const eng_model *m, const gguf_tensor *t)
  * the file's rows, so it is requantized from the file's blocks either way. */
 static eng_dtype ffn_dtype(const eng_model *m, const gguf_file *f)
 {
-    return m->info.n_embd % 32 == 0 ? mat_dtype(m, gguf_find_tensor(f, "blk.0.ffn_gate.weight"))
-                                     : m->info.storage;
+    /* phi3's gate rows are the first half of its ffn_up */
+    const char *gate = m->arch == ENG_ARCH_PHI3 ? "blk.0.ffn_up.weight" : "blk.0.ffn_gate.weight";
+    return m->info.n_embd % 32 == 0 ? mat_dtype(m, gguf_find_tensor(f, gate)) : m->info.storage;
 }
 
 /* Resident bytes of one FFN neuron: its gate row, up row and down column. */
@@ -801,8 +802,11 @@ static int load_hparams(const gguf_file *f, eng_model *m, eng_error *err)
     m->info.n_ctx_train = n_ctx ? (int)(n_ctx > (1u << 24) ? (1u << 24) : n_ctx) : 2048;
     m->n_rot = n_rot;
     m->rope_neox = m->arch == ENG_ARCH_QWEN2 || m->arch == ENG_ARCH_QWEN3 || m->arch == ENG_ARCH_PHI3;
+    /* Phi-3's sliding window (other families' GGUFs may carry one that
+     * llama.cpp does not use either) */
     uint32_t n_swa = 0;
-    if ((r = get_u32_arch(f, arch, "attention.sliding_window", false, 0, &n_swa, err)) < 0)
+    if (m->arch == ENG_ARCH_PHI3 &&
+        (r = get_u32_arch(f, arch, "attention.sliding_window", false, 0, &n_swa, err)) < 0)
         return r;
     m->n_swa = n_swa > (1u << 24) ? 0 : (int)n_swa;
     return 0;
@@ -940,12 +944,13 @@ static void plan_shape(const gguf_file *f, const eng_model *m, eng_plan_shape *s
         fixed = eng_dtype_bytes(mat_dtype(m, gguf_find_tensor(f, "token_embd.weight")), VE);
         if (out)
             fixed += eng_dtype_bytes(mat_dtype(m, out), VE);
-        static const char *const att[4] = { "attn_q", "attn_k", "attn_v", "attn_output" };
+        static const char *const att[2][4] = { { "attn_q", "attn_k", "attn_v", "attn_output" },
+                                               { "attn_qkv", "attn_qkv", "attn_qkv", "attn_output" } };
         const uint64_t n[4] = { qd * E, kvd * E, kvd * E, qd * E };
         for (int il = 0; il < i->n_layer; il++)
             for (int k = 0; k < 4; k++) {
                 char name[96];
-                snprintf(name, sizeof(name), "blk.%d.%s.weight", il, att[k]);
+                snprintf(name, sizeof(name), "blk.%d.%s.weight", il, att[m->arch == ENG_ARCH_PHI3][k]);
                 fixed += eng_dtype_bytes(mat_dtype(m, gguf_find_tensor(f, name)), n[k]);
             }
     } else {

@@ -901,6 +901,13 @@ int eng_vocab_load(const gguf_file *f, eng_vocab **ret_vocab, eng_error *err) {
         goto out;
     if ((r = spm ? load_spm(v, f, err) : load_merges(v, f, err)) < 0)
         goto out;
+    if (spm && v->n_tokens > 2) {
+        /* SentencePiece's own numbering, which llama.cpp assumes when the
+         * file names no ids: <unk> <s> </s> */
+        v->unk = 0;
+        v->bos = 1;
+        v->eos = 2;
+    }
     if ((r = load_id(f, "tokenizer.ggml.bos_token_id", v->n_tokens, &v->bos, err)) < 0 ||
         (r = load_id(f, "tokenizer.ggml.eos_token_id", v->n_tokens, &v->eos, err)) < 0 ||
         (r = load_id(f, "tokenizer.ggml.unknown_token_id", v->n_tokens, &v->unk, err)) < 0 ||

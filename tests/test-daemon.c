@@ -618,12 +618,20 @@ static void scenario_streaming(void)
     sictl_stdin = lines;
     const char *em2[] = {"embed", "--pooling", "last", "-", NULL};
     CHECK(run_sictl(em2, out, sizeof(out), env) == 0);
+    n_lines = 0;
+    for (char *p = out; (p = strchr(p, '\n')); p++)
+        n_lines++;
+    CHECK(n_lines == 3);
+    /* stdin's lines and more arguments than sictl was given (it once
+     * wrote past its array here) */
+    const char *em6[] = {"embed", "-", "x", "y", NULL};
+    CHECK(run_sictl(em6, out, sizeof(out), env) == 0);
     sictl_stdin = NULL;
     unlink(lines);
     n_lines = 0;
     for (char *p = out; (p = strchr(p, '\n')); p++)
         n_lines++;
-    CHECK(n_lines == 3);
+    CHECK(n_lines == 5);
     const char *em3[] = {"embed", "--pooling", "cls", "x", NULL};
     CHECK(run_sictl(em3, NULL, 0, env) == 65);
     const char *em4[] = {"embed", NULL};

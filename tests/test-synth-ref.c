@@ -211,6 +211,34 @@ static void check_phi3_plan(const char *synth)
     eng_model_free(dense);
 }
 
+/* A Q8_0 phi3 file: its fused matrices and FFN rows stay Q8_0, and what a
+ * hot-swap recounts from the plan's fixed bytes is what the load counted
+ * (both once priced the file's fused tensors as f16). */
+static void check_phi3_q8(const char *synth)
+{
+    char path[32];
+    test_synth_type(synth, "tiny-phi3", "q8_0", path);
+    eng_model_params mp = eng_model_params_default();
+    mp.n_threads = 2;
+    eng_load_plan_params pp = eng_load_plan_params_default();
+    pp.mode = ENG_SELECT_RANDOM;
+    pp.gamma = 0.5f;
+    pp.seed = 3;
+    mp.plan = &pp;
+    eng_model *m = NULL;
+    eng_error err;
+    CHECKF(eng_model_load(path, &mp, &m, &err) == 0, "%s", err.msg);
+    CHECK(m->layers[0].ffn.dtype == ENG_DTYPE_Q8_0 && m->layers[0].wq.dtype == ENG_DTYPE_Q8_0);
+    eng_model_info a, b;
+    eng_model_get_info(m, &a);
+    CHECKF(eng_model_swap(m, &pp, NULL, &err) == 0, "%s", err.msg);
+    unlink(path);
+    eng_model_get_info(m, &b);
+    CHECKF(a.bytes_weights == b.bytes_weights, "phi3 q8_0: %llu bytes loaded, %llu recounted",
+           (unsigned long long)a.bytes_weights, (unsigned long long)b.bytes_weights);
+    eng_model_free(m);
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 3) {
@@ -223,6 +251,7 @@ int main(int argc, char **argv)
     check_shape(argv[1], argv[2], "tiny-llama3", 1024);
     check_shape(argv[1], argv[2], "tiny-phi3", 320);
     check_phi3_plan(argv[1]);
+    check_phi3_q8(argv[1]);
     check_q8_file(argv[1]);
     printf("ok\n");
     return 0;

@@ -432,6 +432,21 @@ static void test_synthetic(void) {
     CHECK(r == -ENOTSUP && strstr(err.msg, "t5"), "Unigram (T5) model: %d '%s'", r, err.msg);
     r = load_synthetic(NULL, "default", true, NULL, &v, &err);
     CHECK(r == -EINVAL, "missing tokenizer.ggml.model: %d", r);
+    /* SentencePiece without scores and with an EOS id out of range: all
+     * scores 0, </s> is 2 as SentencePiece numbers it, BOS added; "ab" is
+     * "\u2581ab": a U+2581 the vocabulary cannot spell (3 x <unk>), "ab" */
+    r = load_synthetic("llama", NULL, false, NULL, &v, &err);
+    CHECK(r == 0, "SPM synthetic: %d %s", r, err.msg);
+    if (r == 0) {
+        int32_t ids[8];
+        size_t n = 0;
+        CHECK(eng_vocab_bos(v) == 1 && eng_vocab_eos(v) == 2, "SPM ids: bos %d eos %d", eng_vocab_bos(v),
+              eng_vocab_eos(v));
+        r = eng_vocab_tokenize(v, "ab", 2, ENG_TOK_ADD_SPECIAL, ids, 8, &n);
+        CHECK(r == 0 && n == 5 && ids[0] == 1 && ids[1] == 0 && ids[3] == 0 && ids[4] == 5, "SPM synthetic: r %d n %zu",
+              r, n);
+        eng_vocab_free(v);
+    }
     r = load_synthetic("gpt2", "default", false, NULL, &v, &err);
     CHECK(r == -EINVAL && strstr(err.msg, "merges"), "missing merges: %d '%s'", r, err.msg);
 

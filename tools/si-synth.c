@@ -535,8 +535,10 @@ static int copy_tokenizer(gguf_writer *w, const gguf_file *src, bool skip_templa
         } else {
             enum gguf_type et;
             uint64_t n;
-            if (gguf_get_arr_info(src, k, &et, &n) < 0 || n > (1u << 24))
+            if (gguf_get_arr_info(src, k, &et, &n) < 0 || n > (1u << 24)) {
+                fprintf(stderr, "si-synth: %s: not an array of at most 2^24 values\n", k);
                 return -1;
+            }
             if (et == GGUF_TYPE_STRING) {
                 char **sv = calloc(n ? n : 1, sizeof(*sv));
                 r = sv ? 0 : -1;

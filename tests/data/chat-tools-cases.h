@@ -172,8 +172,20 @@ static const eng_chat_msg zephyr_tool_last_msgs[] = {
     {"tool", "42", NULL, 0},
 };
 
+static const eng_chat_msg llama2_unicode_space_msgs[] = {
+    {"user", "\xe3""\x80""\x80""\xc2""\xa0""hi\xe2""\x80""\x83""\xc2""\x85""", NULL, 0},
+    {"assistant", "\xe2""\x80""\xa8""b\xe2""\x81""\x9f""\xe2""\x80""\x8a""", NULL, 0},
+    {"user", "\xe2""\x80""\x8b""zero width is no space\xc2""\xa0""", NULL, 0},
+};
+
 static const eng_chat_msg mistral3_user_msgs[] = {
     {"user", "Hello", NULL, 0},
+};
+
+static const eng_chat_msg mistral3_unicode_space_msgs[] = {
+    {"user", "a", NULL, 0},
+    {"assistant", "\xe1""\x9a""\x80""\xe2""\x80""\xaf""b\xe3""\x80""\x80""", NULL, 0},
+    {"user", "c", NULL, 0},
 };
 
 static const eng_chat_msg mistral3_turns_msgs[] = {
@@ -308,9 +320,15 @@ static const struct tools_case plain_cases[] = {
     {"zephyr_tool_last", "zephyr", NULL,
      zephyr_tool_last_msgs, 2, true,
      "<|user|>\na</s>\n<|assistant|>\n"},
+    {"llama2_unicode_space", "llama2", NULL,
+     llama2_unicode_space_msgs, 3, true,
+     "<s>[INST] hi [/INST] b </s><s>[INST] \xe2""\x80""\x8b""zero width is no space [/INST]"},
     {"mistral3_user", "mistral-v3", NULL,
      mistral3_user_msgs, 1, true,
      "<s>[INST] Hello[/INST]"},
+    {"mistral3_unicode_space", "mistral-v3", NULL,
+     mistral3_unicode_space_msgs, 3, true,
+     "<s>[INST] a[/INST] b</s>[INST] c[/INST]"},
     {"mistral3_turns", "mistral-v3", NULL,
      mistral3_turns_msgs, 4, true,
      "<s>[INST] a[/INST] b</s>[INST] Be brief.\n\nc[/INST]"},
