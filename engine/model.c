@@ -731,6 +731,14 @@ static int get_f32_arch(const gguf_file *f, const char *arch, const char *suffix
     return 0;
 }
 
+/* Token id's text (special tokens too) in buf, NUL-terminated; empty when
+ * there is no such token or it does not fit. */
+static void special_text(const eng_vocab *v, int32_t id, char *buf, size_t cap)
+{
+    int k = id < 0 ? 0 : eng_vocab_token_to_piece(v, id, true, buf, cap - 1);
+    buf[k > 0 && (size_t)k < cap ? k : 0] = '\0';
+}
+
 static int load_hparams(const gguf_file *f, eng_model *m, eng_error *err)
 {
     const char *s;
@@ -1043,12 +1051,8 @@ int eng__model_load_backend(const char *path, const eng_model_params *params, en
     eng_chat_detect(tmpl, tlen, &m->chat);
     /* the special tokens the template prints, as text that tokenizes back
      * to them; a template that needs one the vocabulary lacks prints none */
-    const int32_t bos_eos[2] = { eng_vocab_bos(m->vocab), eng_vocab_eos(m->vocab) };
-    char *bet[2] = { m->chat.bos, m->chat.eos };
-    for (int i = 0; i < 2; i++) {
-        int k = bos_eos[i] < 0 ? 0 : eng_vocab_token_to_piece(m->vocab, bos_eos[i], true, bet[i], sizeof(m->chat.bos) - 1);
-        bet[i][k > 0 && k < (int)sizeof(m->chat.bos) ? k : 0] = '\0';
-    }
+    special_text(m->vocab, eng_vocab_bos(m->vocab), m->chat.bos, sizeof(m->chat.bos));
+    special_text(m->vocab, eng_vocab_eos(m->vocab), m->chat.eos, sizeof(m->chat.eos));
 
     m->info.fingerprint = fingerprint(f, m);
     m->path = strdup(path);

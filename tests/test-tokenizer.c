@@ -257,15 +257,13 @@ static bool streams(const eng_vocab *v, const int32_t *ids, size_t n, const char
     return np == 0 && no == want_len && memcmp(outb, want, no) == 0;
 }
 
-static void check_row(const eng_vocab *v, const row *r, int *n_held) {
-    static int32_t got[MAX_IDS];
-    unsigned flags = r->parse_special ? ENG_TOK_PARSE_SPECIAL : 0;
+/* The row's text tokenizes to llama.cpp's ids (both listed when not). */
+static bool same_ids(const eng_vocab *v, const row *r, int32_t *got) {
     size_t n = 12345;
-    int rc = eng_vocab_tokenize(v, r->text, r->len, flags, got, MAX_IDS, &n);
-    CHECK(rc == 0, "line %d: tokenize returned %d", r->line, rc);
+    int rc = eng_vocab_tokenize(v, r->text, r->len, r->parse_special ? ENG_TOK_PARSE_SPECIAL : 0, got, MAX_IDS, &n);
     bool same = rc == 0 && n == r->n_ids && memcmp(got, r->ids, n * sizeof(int32_t)) == 0;
-    CHECK(same, "line %d (parse_special=%d): ids differ from llama.cpp (%zu vs %zu tokens)", r->line,
-          r->parse_special, n, r->n_ids);
+    CHECK(same, "line %d (parse_special=%d): ids differ from llama.cpp (rc %d, %zu vs %zu tokens)", r->line,
+          r->parse_special, rc, n, r->n_ids);
     if (!same) {
         fprintf(stderr, "  want:");
         for (size_t i = 0; i < r->n_ids; i++)
@@ -274,8 +272,33 @@ static void check_row(const eng_vocab *v, const row *r, int *n_held) {
         for (size_t i = 0; rc == 0 && i < n; i++)
             fprintf(stderr, " %d", got[i]);
         fprintf(stderr, "\n");
-        return;
     }
+    return same;
+}
+
+/* Too small a buffer: -ENOBUFS, the full count, and the prefix that fits. */
+static void check_small_buffer(const eng_vocab *v, const row *r, int32_t *got) {
+    if (r->n_ids < 2)
+        return;
+    unsigned flags = r->parse_special ? ENG_TOK_PARSE_SPECIAL : 0;
+    size_t cap = r->n_ids / 2, n3 = 0;
+    for (size_t i = 0; i < MAX_IDS; i++)
+        got[i] = -7;
+    int rc = eng_vocab_tokenize(v, r->text, r->len, flags, got, cap, &n3);
+    CHECK(rc == -ENOBUFS && n3 == r->n_ids, "line %d: cap %zu gave rc %d n %zu", r->line, cap, rc, n3);
+    CHECK(memcmp(got, r->ids, cap * sizeof(int32_t)) == 0 && got[cap] == -7,
+          "line %d: wrong prefix or write past cap", r->line);
+    n3 = 0;
+    rc = eng_vocab_tokenize(v, r->text, r->len, flags, NULL, 0, &n3);
+    CHECK(rc == -ENOBUFS && n3 == r->n_ids, "line %d: cap 0 gave rc %d n %zu", r->line, rc, n3);
+}
+
+static void check_row(const eng_vocab *v, const row *r, int *n_held) {
+    static int32_t got[MAX_IDS];
+    unsigned flags = r->parse_special ? ENG_TOK_PARSE_SPECIAL : 0;
+    int rc;
+    if (!same_ids(v, r, got))
+        return;
 
     /* SmolLM2's metadata adds neither BOS nor EOS (llama.cpp agrees: the
      * generator checked that add_special gives the same ids). */
@@ -284,19 +307,7 @@ static void check_row(const eng_vocab *v, const row *r, int *n_held) {
     CHECK(rc == 0 && n2 == r->n_ids && memcmp(got, r->ids, n2 * sizeof(int32_t)) == 0,
           "line %d: ENG_TOK_ADD_SPECIAL changed the ids", r->line);
 
-    /* Too small a buffer: -ENOBUFS, the full count, and the prefix that fits. */
-    if (r->n_ids >= 2) {
-        size_t cap = r->n_ids / 2, n3 = 0;
-        for (size_t i = 0; i < MAX_IDS; i++)
-            got[i] = -7;
-        rc = eng_vocab_tokenize(v, r->text, r->len, flags, got, cap, &n3);
-        CHECK(rc == -ENOBUFS && n3 == r->n_ids, "line %d: cap %zu gave rc %d n %zu", r->line, cap, rc, n3);
-        CHECK(memcmp(got, r->ids, cap * sizeof(int32_t)) == 0 && got[cap] == -7,
-              "line %d: wrong prefix or write past cap", r->line);
-        n3 = 0;
-        rc = eng_vocab_tokenize(v, r->text, r->len, flags, NULL, 0, &n3);
-        CHECK(rc == -ENOBUFS && n3 == r->n_ids, "line %d: cap 0 gave rc %d n %zu", r->line, rc, n3);
-    }
+    check_small_buffer(v, r, got);
 
     /* Round trip. Malformed UTF-8 is replaced on the way in, so skip it. */
     static char buf[4 * MAX_TEXT];
@@ -544,27 +555,15 @@ static void test_random_roundtrip(const eng_vocab *v) {
     CHECK(bad == 0, "random round trip: %d failures", bad);
 }
 
-/* ---- a SentencePiece vocabulary (--vocab) ---- */
+/* ---- a vocabulary-only GGUF (--vocab) ---- */
 
-static void check_row_spm(const eng_vocab *v, const row *r, int *n_held) {
+static void check_row_vocab(const eng_vocab *v, const row *r, int *n_held) {
     static int32_t got[MAX_IDS];
     static char buf[4 * MAX_TEXT];
     unsigned flags = r->parse_special ? ENG_TOK_PARSE_SPECIAL : 0;
-    size_t n = 12345;
-    int rc = eng_vocab_tokenize(v, r->text, r->len, flags, got, MAX_IDS, &n);
-    bool same = rc == 0 && n == r->n_ids && memcmp(got, r->ids, n * sizeof(int32_t)) == 0;
-    CHECK(same, "line %d (parse_special=%d): ids differ from llama.cpp (rc %d, %zu vs %zu tokens)", r->line,
-          r->parse_special, rc, n, r->n_ids);
-    if (!same) {
-        fprintf(stderr, "  want:");
-        for (size_t i = 0; i < r->n_ids; i++)
-            fprintf(stderr, " %d", r->ids[i]);
-        fprintf(stderr, "\n  got: ");
-        for (size_t i = 0; rc == 0 && i < n; i++)
-            fprintf(stderr, " %d", got[i]);
-        fprintf(stderr, "\n");
+    int rc;
+    if (!same_ids(v, r, got))
         return;
-    }
     /* add_bos_token is set: BOS, then the same ids; none more where the
      * text starts with BOS (llama.cpp adds a second one and warns) */
     size_t n2 = 0, add = r->n_ids > 0 && r->ids[0] == eng_vocab_bos(v) ? 0 : 1;
@@ -572,12 +571,7 @@ static void check_row_spm(const eng_vocab *v, const row *r, int *n_held) {
     CHECK(rc == 0 && n2 == r->n_ids + add && got[0] == eng_vocab_bos(v) &&
               memcmp(got + add, r->ids, r->n_ids * sizeof(int32_t)) == 0,
           "line %d: ENG_TOK_ADD_SPECIAL is not BOS + the ids", r->line);
-    if (r->n_ids >= 2) {
-        size_t cap = r->n_ids / 2, n3 = 0;
-        rc = eng_vocab_tokenize(v, r->text, r->len, flags, got, cap, &n3);
-        CHECK(rc == -ENOBUFS && n3 == r->n_ids && memcmp(got, r->ids, cap * sizeof(int32_t)) == 0,
-              "line %d: cap %zu gave rc %d n %zu", r->line, cap, rc, n3);
-    }
+    check_small_buffer(v, r, got);
     size_t m = detok(v, r->ids, r->n_ids, true, buf, sizeof(buf));
     CHECK(m == r->want_len && memcmp(buf, r->want, m) == 0, "line %d: pieces differ from llama.cpp's", r->line);
     if (!valid_utf8(r->want, r->want_len))
@@ -687,7 +681,7 @@ static int main_vocab(const char *vocab_path, const char *rows_path, bool spm) {
     for (size_t i = 0; i < n_rows; i++) {
         CHECK(rows[i].want, "line %d: no pieces column", rows[i].line);
         if (rows[i].want)
-            check_row_spm(v, &rows[i], &n_held);
+            check_row_vocab(v, &rows[i], &n_held);
     }
     CHECK(n_held > 0, "no token ended inside a UTF-8 sequence; the streaming check proved nothing");
     for (size_t i = 0; i < n_rows; i++) {

@@ -552,22 +552,16 @@ static int copy_tokenizer(gguf_writer *w, const gguf_file *src, bool skip_templa
                 for (uint64_t j = 0; sv && j < n; j++)
                     free(sv[j]);
                 free(sv);
-            } else if (et == GGUF_TYPE_FLOAT32) {
-                float *fv = malloc((n ? n : 1) * sizeof(*fv));
-                r = fv ? 0 : -1;
-                for (uint64_t j = 0; r == 0 && j < n; j++)
-                    r = gguf_get_arr_f32(src, k, j, &fv[j]) == 0 ? 0 : -1;
-                if (r == 0)
-                    r = gguf_writer_set_arr_f32(w, k, fv, n);
-                free(fv);
             } else {
-                int32_t *iv = malloc((n ? n : 1) * sizeof(*iv));
-                r = iv ? 0 : -1;
+                /* numbers: scores as f32, the rest (token types) as i32 */
+                const bool f32 = et == GGUF_TYPE_FLOAT32;
+                union { float f; int32_t i; } *nv = malloc((n ? n : 1) * sizeof(*nv));
+                r = nv ? 0 : -1;
                 for (uint64_t j = 0; r == 0 && j < n; j++)
-                    r = gguf_get_arr_i32(src, k, j, &iv[j]) == 0 ? 0 : -1;
+                    r = f32 ? gguf_get_arr_f32(src, k, j, &nv[j].f) : gguf_get_arr_i32(src, k, j, &nv[j].i);
                 if (r == 0)
-                    r = gguf_writer_set_arr_i32(w, k, iv, n);
-                free(iv);
+                    r = gguf_writer_set_arr(w, k, f32 ? GGUF_TYPE_FLOAT32 : GGUF_TYPE_INT32, nv, n);
+                free(nv);
             }
         }
         if (r < 0) {
