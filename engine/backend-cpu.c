@@ -164,9 +164,15 @@ static inline uint16_t f2h(float f)
 }
 #endif
 
-static inline float silu(float g)
+/* The gate's activation, both as g * sigmoid(z): silu (z = g), or GELU's
+ * tanh form, 0.5 g (1 + tanh(u)) = g * sigmoid(2 u), z = 2 u =
+ * 1.5957691 (g + 0.044715 g^3). */
+#define GELU_2U 1.5957691216057308f
+#define GELU_2UC (1.5957691216057308f * 0.044715f)
+static inline float gate_act(float g, eng_act act)
 {
-    return g / (1.0f + expf(-g));
+    const float z = act == ENG_ACT_GELU ? g * (GELU_2U + GELU_2UC * g * g) : g;
+    return g / (1.0f + expf(-z));
 }
 
 /* ---- kernel table ------------------------------------------------------ */
@@ -230,8 +236,8 @@ typedef struct kernels {
     /* pack32 of rows of Q8_0 blocks (n a multiple of 32) */
     void (*pack32_q8)(const eng_q8_block *const *w, int nr, long n, float *P);
     void (*mm6x32)(const float *P, long n, const float *const *x, float out[6][32]);
-    /* out[i] = silu(in[2 i]) * in[2 i + 1], i < 16 (with mm6x32) */
-    void (*silu_mul16)(const float *in, float *out);
+    /* out[i] = act(in[2 i]) * in[2 i + 1], i < 16 (with mm6x32) */
+    void (*act_mul16)(const float *in, float *out, eng_act act);
     /* Prefill attention, one query row and a block of 32 keys (with
      * mm6x32): s[0..32) their raw scores, the first nv valid (1..32);
      * online softmax state m, l and the output row o[0..hd) move on by
@@ -443,7 +449,7 @@ static void s_ffn_fused(const ffn_args *a, long j0, long j1, float *acc)
         if (slot_rows(a, j, rb, &g, &d)) {
             float gs = s_dot_row(g, w->dtype, a->x, E);
             float us = s_dot_row(g + rb, w->dtype, a->x, E);
-            av = silu(gs) * us;
+            av = gate_act(gs, w->act) * us;
             for (long k = 0; k < E; k++)
                 acc[k] += av * wval_dt(d, k, w->dtype);
         }
@@ -739,7 +745,8 @@ static const kernels kern_scalar = {
         }                                                                                    \
         float o[4];                                                                          \
         DOT4(ga, ga + rs, gb, gb + rs, X, E, o, pf[0] ? pf : NULL);                          \
-        const float ava = silu(o[0]) * o[1], avb = silu(o[2]) * o[3];                        \
+        const float ava = gate_act(o[0], a->w->act) * o[1];                                  \
+        const float avb = gate_act(o[2], a->w->act) * o[3];                                  \
         AXPY2(acc, ava, da, avb, db, E, pd0, pd1);                                           \
         if (a->act) {                                                                        \
             a->act[ja] = ava;                                                                \
@@ -758,7 +765,7 @@ static const kernels kern_scalar = {
         if (slot_rows(a, j, rs, &g, &d)) {                                                   \
             float o[4];                                                                      \
             DOT4(g, g + rs, g, g + rs, X, a->w->n_embd, o, NULL);                            \
-            av = silu(o[0]) * o[1];                                                          \
+            av = gate_act(o[0], a->w->act) * o[1];                                           \
             AXPY2(acc, av, d, 0.0f, d, a->w->n_embd, NULL, NULL);                            \
         }                                                                                    \
         if (a->act)                                                                          \
@@ -2214,13 +2221,17 @@ TGT512 static void v512_att_pv32(const float *s, int nv, float scale, float *m, 
 
 /* Sixteen gate/up pairs at once: a libm expf per neuron and token took
  * about 8 % of a prefill. */
-TGT512 static void v512_silu_mul16(const float *in, float *out)
+TGT512 static void v512_act_mul16(const float *in, float *out, eng_act act)
 {
     const __m512 lo = _mm512_loadu_ps(in), hi = _mm512_loadu_ps(in + 16);
     const __m512i ev = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
     const __m512i od = _mm512_add_epi32(ev, _mm512_set1_epi32(1));
     const __m512 g = _mm512_permutex2var_ps(lo, ev, hi), u = _mm512_permutex2var_ps(lo, od, hi);
-    const __m512 e = exp512(_mm512_sub_ps(_mm512_setzero_ps(), g));
+    __m512 z = g; /* gate_act's z */
+    if (act == ENG_ACT_GELU)
+        z = _mm512_mul_ps(g, _mm512_fmadd_ps(_mm512_set1_ps(GELU_2UC), _mm512_mul_ps(g, g),
+                                             _mm512_set1_ps(GELU_2U)));
+    const __m512 e = exp512(_mm512_sub_ps(_mm512_setzero_ps(), z));
     const __m512 sg = _mm512_div_ps(g, _mm512_add_ps(_mm512_set1_ps(1.0f), e));
     _mm512_storeu_ps(out, _mm512_mul_ps(sg, u));
 }
@@ -2234,7 +2245,7 @@ static const kernels kern_avx512 = {
     .pack32_q8 = v512_pack32_q8,
     .gemv_q8 = v512_gemv_q8,
     .mm6x32 = v512_mm6x32,
-    .silu_mul16 = v512_silu_mul16,
+    .act_mul16 = v512_act_mul16,
     .att_pv32 = v512_att_pv32,
     .exp4 = v512_exp4,
     .ffn_down = v512_ffn_down,
@@ -3469,8 +3480,16 @@ typedef struct att_args {
     float *out;
     int n_tokens, pos0, n_head, n_head_kv, head_dim;
     float scale;
+    int window; /* > 0: a token sees its last window positions only */
     _Atomic long next; /* the next item of att_task */
 } att_args;
+
+/* The first position token t (at pos0 + t) attends to. */
+static inline long att_lo(const att_args *a, long t)
+{
+    const long lo = (long)a->pos0 + t + 1 - a->window;
+    return a->window > 0 && lo > 0 ? lo : 0;
+}
 
 /* One token and up to 4 query heads of one KV head over positions
  * [p_lo, p_hi): online softmax over blocks of positions, accumulating
@@ -3572,7 +3591,7 @@ static void att_heads(att_args *a, long t, long h0, int G)
     float *o[4];
     for (int g = 0; g < G; g++)
         o[g] = a->out + ((size_t)t * a->n_head + h0 + g) * a->head_dim;
-    att_range(a, t, h0, G, 0, a->pos0 + t + 1, o, NULL);
+    att_range(a, t, h0, G, att_lo(a, t), a->pos0 + t + 1, o, NULL);
 }
 
 /* Items of (token, KV head, run of up to 4 of its query heads), claimed
@@ -3607,6 +3626,7 @@ enum { ATT_MAX_SPLITS = 64 };
 
 typedef struct att_split {
     att_args *a;
+    long lo; /* the first position (att_lo) */
     long chunk, n_chunks, runs;
     float *buf; /* [n_chunks][n_head][head_dim], then [n_chunks][items][8] */
     _Atomic long next;
@@ -3666,7 +3686,8 @@ static void att_split_task(void *p, int ith, int nth)
         long c = atomic_fetch_add_explicit(&sp->next, 1, memory_order_relaxed);
         if (c >= sp->n_chunks)
             break;
-        const long lo = c * sp->chunk, hi = lo + sp->chunk < n_kv ? lo + sp->chunk : n_kv;
+        const long lo = sp->lo + c * sp->chunk;
+        const long hi = lo + sp->chunk < n_kv ? lo + sp->chunk : n_kv;
         for (long r0 = 0; r0 < per_chunk; r0 += ATT_GROUPS) {
             const long nr = per_chunk - r0 < ATT_GROUPS ? per_chunk - r0 : ATT_GROUPS;
             for (long r = r0; r < r0 + nr; r++) {
@@ -3715,7 +3736,8 @@ static void att_tile(att_args *a, long t0, int nt, long kvh, float *scratch)
         l[r] = 0.0f;
     }
     const long n_kv = a->pos0 + t0 + nt;
-    for (long p0 = 0; p0 < n_kv; p0 += 32) {
+    /* from the block of the first token's first position (a window) */
+    for (long p0 = att_lo(a, t0) / 32 * 32; p0 < n_kv; p0 += 32) {
         const int nb = (int)(n_kv - p0 < 32 ? n_kv - p0 : 32);
         const void *kr[32];
         const uint16_t *vr[32];
@@ -3733,12 +3755,22 @@ static void att_tile(att_args *a, long t0, int nt, long kvh, float *scratch)
         }
         for (long r = 0; r < nr; r++) {
             const long t = r / G, g = r % G;
-            const long nv = a->pos0 + t0 + t + 1 - p0; /* this row's keys in the block */
-            if (nv <= 0)
+            long nv = a->pos0 + t0 + t + 1 - p0; /* this row's keys in the block */
+            nv = nv < nb ? nv : nb;
+            const long off = att_lo(a, t0 + t) - p0; /* keys before its window */
+            if (nv <= 0 || nv <= off)
                 continue;
             float *o = a->out + ((size_t)(t0 + t) * a->n_head + kvh * G + g) * hd;
-            k->att_pv32(S + (g * 6 + t) * 32, (int)(nv < nb ? nv : nb), a->scale, &m[r], &l[r], o,
-                        VF, hd);
+            const float *srow = S + (g * 6 + t) * 32;
+            if (off > 0) {
+                /* the row's window starts inside the block: its keys moved
+                 * to the front of a row of their own */
+                float win[32] = { 0 };
+                memcpy(win, srow + off, (size_t)(nv - off) * sizeof(float));
+                k->att_pv32(win, (int)(nv - off), a->scale, &m[r], &l[r], o, VF + off * hd, hd);
+            } else {
+                k->att_pv32(srow, (int)nv, a->scale, &m[r], &l[r], o, VF, hd);
+            }
         }
     }
     for (long r = 0; r < nr; r++)
@@ -3766,20 +3798,21 @@ static void att_tiles_task(void *p, int ith, int nth)
 
 static void attention(eng_backend *be, const float *q, const void *k, const void *v, bool q8,
                       float *out, int n_tokens, int pos0, int n_head, int n_head_kv,
-                      int head_dim, float scale)
+                      int head_dim, float scale, int window)
 {
     if (!q || !k || !v || !out || n_tokens <= 0 || pos0 < 0 || n_head <= 0 || n_head_kv <= 0 ||
         head_dim <= 0 || n_head % n_head_kv != 0 || (q8 && head_dim % 32 != 0))
         return;
     att_args a = { ctx_of(be), q, k, v, q8, out, n_tokens, pos0, n_head, n_head_kv, head_dim,
-                   scale, 0 };
+                   scale, window, 0 };
     atomic_init(&a.next, 0);
-    long work = (long)n_tokens * n_head * (pos0 + n_tokens) * head_dim;
+    const long kv_lo = att_lo(&a, 0); /* a decode token's first position */
+    long work = (long)n_tokens * n_head * (pos0 + n_tokens - kv_lo) * head_dim;
     /* every prefill, whatever its size, by tiles where the kernels have
      * them (the prompt cache's results must not depend on the cut) */
     const kernels *kt = a.c->k;
     const long G = n_head / n_head_kv;
-    const long n_kv = (long)pos0 + 1, runs = (G + 3) / 4;
+    const long n_kv = (long)pos0 + 1 - kv_lo, runs = (G + 3) / 4;
     long chunk = ATT_SPLIT;
     if (n_kv > chunk * ATT_MAX_SPLITS)
         chunk = (n_kv + ATT_MAX_SPLITS - 1) / ATT_MAX_SPLITS;
@@ -3791,7 +3824,7 @@ static void attention(eng_backend *be, const float *q, const void *k, const void
         run(ctx_of(be), att_tiles_task, &a, work >= 16384);
     } else if (n_tokens == 1 && n_chunks > 1 &&
                n_chunks * ((long)n_head * head_dim + (long)n_head_kv * runs * 8) <= ABUF_FLOATS) {
-        att_split sp = { &a, chunk, n_chunks, runs, a.c->abuf, 0, 0 };
+        att_split sp = { &a, kv_lo, chunk, n_chunks, runs, a.c->abuf, 0, 0 };
         atomic_init(&sp.next, 0);
         atomic_init(&sp.finished, 0);
         run(ctx_of(be), att_split_task, &sp, true);
@@ -3802,16 +3835,18 @@ static void attention(eng_backend *be, const float *q, const void *k, const void
 
 static void op_attention(eng_backend *be, const float *q, const uint16_t *k, const uint16_t *v,
                          float *out, int n_tokens, int pos0, int n_head, int n_head_kv,
-                         int head_dim, float scale)
+                         int head_dim, float scale, int window)
 {
-    attention(be, q, k, v, false, out, n_tokens, pos0, n_head, n_head_kv, head_dim, scale);
+    attention(be, q, k, v, false, out, n_tokens, pos0, n_head, n_head_kv, head_dim, scale,
+              window);
 }
 
 static void op_attention_q8(eng_backend *be, const float *q, const eng_q8_block *k,
                             const eng_q8_block *v, float *out, int n_tokens, int pos0,
-                            int n_head, int n_head_kv, int head_dim, float scale)
+                            int n_head, int n_head_kv, int head_dim, float scale, int window)
 {
-    attention(be, q, k, v, true, out, n_tokens, pos0, n_head, n_head_kv, head_dim, scale);
+    attention(be, q, k, v, true, out, n_tokens, pos0, n_head, n_head_kv, head_dim, scale,
+              window);
 }
 
 /* ---- ffn ---------------------------------------------------------------- */
@@ -3845,7 +3880,7 @@ static void ffn_fused_task(void *p, int ith, int nth)
  * past one packed block (n_embd > PACK_K) in chunks of ACT_KC, each token's
  * 32 sums kept across them in acc (the rest of the thread's scratch),
  * ACT_TC tokens at a time. The last chunk's products complete the sums and
- * go through silu. */
+ * go through the activation. */
 enum { ACT_KC = 1536, ACT_TC = (SCRATCH_FLOATS - PACK_ROWS * ACT_KC) / PACK_ROWS };
 
 static void act_packed_block(ffn_run *r, const void *const *src, int nj, const bool *valid,
@@ -3885,7 +3920,7 @@ static void act_packed_block(ffn_run *r, const void *const *src, int nj, const b
                         memcpy(a, out[q], sizeof(out[q]));
                         continue;
                     }
-                    k->silu_mul16(out[q], a16);
+                    k->act_mul16(out[q], a16, r->a.w->act);
                     for (int i = 0; i < nj; i++)
                         r->A[(tc + t + q) * r->lda + j0 + i] = valid[i] ? a16[i] : 0.0f;
                 }
@@ -3933,7 +3968,7 @@ static void ffn_act_packed_task(void *p, int ith, int nth)
     }
 }
 
-/* Phase 1: A[t][j] = silu(gate_j . x_t) * (up_j . x_t) for the token chunk,
+/* Phase 1: A[t][j] = act(gate_j . x_t) * (up_j . x_t) for the token chunk,
  * slots split over threads in blocks of 8 (16 rows). */
 static void ffn_act_task(void *p, int ith, int nth)
 {
@@ -4011,7 +4046,8 @@ static void ffn_act_task(void *p, int ith, int nth)
                     int jj = i / 2 + q;
                     for (int tt = 0; tt < ntt; tt++)
                         r->A[(t + tt) * r->lda + j0 + jj] =
-                            sl[jj] >= 0 ? silu(out[2 * q][tt]) * out[2 * q + 1][tt] : 0.0f;
+                            sl[jj] >= 0 ? gate_act(out[2 * q][tt], w->act) * out[2 * q + 1][tt]
+                                        : 0.0f;
                 }
             }
         }
@@ -4170,7 +4206,7 @@ static void q8_regroup(const int8_t *q, const float *d, const int32_t *sums, lon
     }
 }
 
-/* score[s] = |silu(g~ . x) * (u~ . x)| for a contiguous range of slots */
+/* score[s] = |act(g~ . x) * (u~ . x)| for a contiguous range of slots */
 static void pick_score_task(void *p, int ith, int nth)
 {
     pick_run *r = p;
@@ -4187,7 +4223,7 @@ static void pick_score_task(void *p, int ith, int nth)
             for (size_t o = 0; o < sb; o += 64)
                 __builtin_prefetch(sk + (size_t)(s + PICK_PF_SLOTS) * sb + o);
         r->c->k->dot2_q4q8(sk + (size_t)s * sb, &r->x, nb, gu);
-        r->score[s] = fabsf(silu(gu[0]) * gu[1]);
+        r->score[s] = fabsf(gate_act(gu[0], r->w->act) * gu[1]);
     }
 }
 
@@ -4299,6 +4335,12 @@ static void op_add(eng_backend *be, float *y, const float *x, long n)
         return;
     ew_args a = { ctx_of(be), y, x, NULL, n };
     run(ctx_of(be), add_task, &a, n >= 65536);
+}
+
+static void op_scale(eng_backend *be, float *x, float f, long n)
+{
+    if (x && n > 0) /* once per eval, over its embeddings: one thread */
+        ctx_of(be)->k->scale(x, f, n);
 }
 
 static void op_store_f16(eng_backend *be, const float *src, uint16_t *dst, long n)
@@ -4465,6 +4507,7 @@ static const eng_backend_iface cpu_iface = {
     .attention = op_attention,
     .ffn = op_ffn,
     .add = op_add,
+    .scale = op_scale,
     .store_f16 = op_store_f16,
     .store_kv = op_store_kv,
     .store_kv_q8 = op_store_kv_q8,

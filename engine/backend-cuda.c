@@ -409,17 +409,17 @@ static void op_rope_store(eng_backend *be, float *q, float *k, const float *v, i
 
 static void op_attention(eng_backend *be, const float *q, const uint16_t *k, const uint16_t *v,
                          float *out, int n_tokens, int pos0, int n_head, int n_head_kv,
-                         int head_dim, float scale)
+                         int head_dim, float scale, int window)
 {
     cuda_ctx *x = ctx_of(be);
     if (n_tokens <= 0 || !op_ready(x))
         return;
     if (at_step(x, n_tokens, pos0))
         check(x, si_cuda_attention_at(x->c, q, k, v, out, x->pos_dev, x->step.max_pos, n_head,
-                                      n_head_kv, head_dim, scale));
+                                      n_head_kv, head_dim, scale, window));
     else
         check(x, si_cuda_attention(x->c, q, k, v, out, n_tokens, pos0, n_head, n_head_kv,
-                                   head_dim, scale));
+                                   head_dim, scale, window));
 }
 
 static void op_ffn(eng_backend *be, const eng_ffn_weights *w, const int32_t *sel, int n_sel,
@@ -433,6 +433,7 @@ static void op_ffn(eng_backend *be, const eng_ffn_weights *w, const int32_t *sel
         .n_slots = w->n_slots,
         .gate_up = w->gate_up,
         .down = w->down,
+        .gelu = w->act == ENG_ACT_GELU,
     };
     check(x, si_cuda_ffn(x->c, &cw, sel, n_sel, xs, y, n_tokens, act));
 }
@@ -443,6 +444,14 @@ static void op_add(eng_backend *be, float *y, const float *xs, long n)
     if (n <= 0 || !op_ready(x))
         return;
     check(x, si_cuda_add(x->c, y, xs, n));
+}
+
+static void op_scale(eng_backend *be, float *xs, float f, long n)
+{
+    cuda_ctx *x = ctx_of(be);
+    if (n <= 0 || !op_ready(x))
+        return;
+    check(x, si_cuda_scale(x->c, xs, f, n));
 }
 
 static void op_store_f16(eng_backend *be, const float *src, uint16_t *dst, long n)
@@ -579,7 +588,8 @@ static void op_build_sketch(eng_backend *be, const eng_ffn_weights *w)
         x->pick_cap = need;
     }
     si_cuda_ffn_weights cw = { .n_embd = w->n_embd, .n_slots = w->n_slots,
-                               .gate_up = w->gate_up, .down = w->down };
+                               .gate_up = w->gate_up, .down = w->down,
+                               .gelu = w->act == ENG_ACT_GELU };
     check(x, si_cuda_sketch_build(x->c, &cw, (uint8_t *)w->sketch));
 }
 
@@ -597,7 +607,8 @@ static void op_ffn_pick(eng_backend *be, const eng_ffn_weights *w, int k, const 
         return;
     }
     si_cuda_ffn_weights cw = { .n_embd = w->n_embd, .n_slots = w->n_slots,
-                               .gate_up = w->gate_up, .down = w->down };
+                               .gate_up = w->gate_up, .down = w->down,
+                               .gelu = w->act == ENG_ACT_GELU };
     check(x, si_cuda_ffn_pick(x->c, &cw, (const uint8_t *)w->sketch, k, xs, y, n_tokens,
                               x->pick_work));
 }
@@ -629,6 +640,7 @@ static const eng_backend_iface cuda_iface = {
     .rope = op_rope,
     .attention = op_attention,
     .ffn = op_ffn,
+    .scale = op_scale,
     .add = op_add,
     .store_f16 = op_store_f16,
     .store_kv = op_store_kv,

@@ -60,6 +60,12 @@ typedef struct eng_weight {
  * down[s] = that neuron's column of W_down. Each of the three is a row of
  * n_embd values in dtype: eng_dtype_bytes(dtype, n_embd) bytes, for Q8_0
  * (n_embd a multiple of 32) n_embd / 32 blocks. */
+/* The FFN's gate activation: a = act(gate . x) * (up . x). */
+typedef enum eng_act {
+    ENG_ACT_SILU = 0, /* SwiGLU: silu(g) = g * sigmoid(g) (Llama, Qwen, Phi-3) */
+    ENG_ACT_GELU,     /* GeGLU, GELU's tanh form (Gemma): g * sigmoid(1.5957691 (g + 0.044715 g^3)) */
+} eng_act;
+
 typedef struct eng_ffn_weights {
     eng_dtype dtype;
     int n_embd;
@@ -69,6 +75,7 @@ typedef struct eng_ffn_weights {
     /* ENG_PICK_TOKEN's sketch, NULL when the plan keeps none: slot s's gate
      * row, then its up row, each Q4_0 regrouped (eng_sketch_row below). */
     const void *sketch;
+    eng_act act;         /* every op below applies it where it says silu */
 } eng_ffn_weights;
 
 /* A sketch row: n_embd (a multiple of 32) values in nb = n_embd / 32
@@ -161,13 +168,15 @@ typedef struct eng_backend_iface {
 
     /* Causal grouped-query attention. q [n_tokens][n_head][head_dim];
      * k, v f16 caches [n_ctx][n_head_kv][head_dim] whose rows 0 .. pos0 +
-     * n_tokens - 1 are filled; token t attends to rows 0 .. pos0 + t; head h
-     * uses kv head h / (n_head / n_head_kv). out [n_tokens][n_head][head_dim]. */
+     * n_tokens - 1 are filled; token t attends to rows 0 .. pos0 + t, or
+     * with window > 0 (sliding-window layers) to the last window of them,
+     * max(0, pos0 + t - window + 1) .. pos0 + t; head h uses kv head h /
+     * (n_head / n_head_kv). out [n_tokens][n_head][head_dim]. */
     void (*attention)(eng_backend *be, const float *q, const uint16_t *k, const uint16_t *v,
                       float *out, int n_tokens, int pos0, int n_head, int n_head_kv,
-                      int head_dim, float scale);
+                      int head_dim, float scale, int window);
 
-    /* SwiGLU FFN over a subset of slots:
+    /* Gated FFN over a subset of slots (silu: w->act's activation):
      *   a[t][j] = silu(gate[s] . x[t]) * (up[s] . x[t]),  s = sel[j] (sel NULL: s = j)
      *   y[t]    = sum_j a[t][j] * down[s]
      * Reads only the weights of the selected slots. x, y [n_tokens][n_embd]
@@ -177,6 +186,9 @@ typedef struct eng_backend_iface {
 
     /* y[i] += x[i] */
     void (*add)(eng_backend *be, float *y, const float *x, long n);
+
+    /* x[i] *= f (Gemma's embeddings: by sqrt(n_embd)) */
+    void (*scale)(eng_backend *be, float *x, float f, long n);
 
     /* dst[i] = f16(src[i]) */
     void (*store_f16)(eng_backend *be, const float *src, uint16_t *dst, long n);
@@ -197,7 +209,7 @@ typedef struct eng_backend_iface {
                         int pos0, int n_tokens);
     void (*attention_q8)(eng_backend *be, const float *q, const eng_q8_block *k,
                          const eng_q8_block *v, float *out, int n_tokens, int pos0, int n_head,
-                         int n_head_kv, int head_dim, float scale);
+                         int n_head_kv, int head_dim, float scale, int window);
 
     /* rope() of q [n_tokens][n_head][head_dim] and of k [n_tokens]
      * [n_head_kv][head_dim], then store_kv() of k and of v into the caches

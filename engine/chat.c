@@ -101,6 +101,15 @@
  *   without the space. Tool calls and results are refused (-ENOTSUP,
  *   -EINVAL); so is a system message that is not the first.
  *
+ * Gemma 3 (BOS: "<bos>"):
+ *     BOS ("<start_of_turn>" ROLE "\n" [SYSTEM "\n\n"] TRIM(CONTENT) "<end_of_turn>\n")...
+ *     "<start_of_turn>model\n"                   with add_assistant
+ *   ROLE "model" for assistant, other roles verbatim; SYSTEM is messages[0]
+ *   when a system message, printed (untrimmed) at the start of the first
+ *   message after it (one "\n" after it in some GGUFs' copies of the
+ *   template). The template raises where turns do not alternate user,
+ *   assistant, user...; we render them as its loop would.
+ *
  * None of these add a generation prompt of their own except Zephyr and
  * the later Phi-3 templates: the prompt ends with "[/INST]" or the
  * assistant's header.
@@ -297,6 +306,11 @@ void eng_chat_detect(const char *tmpl, size_t len, eng_chat_info *ret_info) {
                find_bytes(tmpl, len, "\"[INST]\" + system_message + \"\\n\\n\" + message[\"content\"] + \"[/INST]\"")) {
         ret_info->kind = ENG_CHAT_MISTRAL3;
         ret_info->tekken = find_bytes(tmpl, len, "\"[INST]\" + system_message") != NULL;
+    } else if (find_bytes(tmpl, len, "{{ '<start_of_turn>' + role + '\\n' + (first_user_prefix if loop.first else \"\") }}") &&
+               find_bytes(tmpl, len, "{{ message['content'] | trim }}") &&
+               find_bytes(tmpl, len, "{{ '<end_of_turn>\\n' }}")) {
+        ret_info->kind = ENG_CHAT_GEMMA;
+        ret_info->gemma_nl1 = find_bytes(tmpl, len, "messages[0]['content'] + '\\n' -%}") != NULL;
     } else if (find_bytes(tmpl, len, LLAMA3_HDR_START)) {
         ret_info->kind = ENG_CHAT_LLAMA3;
         llama3_find_preamble(tmpl, len, ret_info);
@@ -416,7 +430,7 @@ static void out_system_turn(outbuf *o, const eng_chat_msg *msgs, size_t from, si
         }
 }
 
-/* Llama 2, Mistral v0.1/v0.2 and v3, Zephyr and Phi-3, as the comment at the top says. */
+/* Llama 2, Mistral v0.1/v0.2 and v3, Zephyr, Phi-3 and Gemma, as the comment at the top says. */
 static int render_spm_family(const eng_chat_info *info, const eng_chat_msg *msgs, size_t n_msgs,
                              bool add_assistant, outbuf *o) {
     if (info->kind == ENG_CHAT_LLAMA2) {
@@ -531,6 +545,25 @@ static int render_spm_family(const eng_chat_info *info, const eng_chat_msg *msgs
         }
         if (!info->phi3_legacy)
             out_str(o, add_assistant ? "<|assistant|>\n" : info->eos);
+        return 0;
+    }
+    if (info->kind == ENG_CHAT_GEMMA) {
+        out_str(o, info->bos);
+        const bool sys = n_msgs > 0 && !strcmp(msgs[0].role, "system");
+        for (size_t i = sys ? 1 : 0; i < n_msgs; i++) {
+            const eng_chat_msg *m = &msgs[i];
+            out_str(o, "<start_of_turn>");
+            out_str(o, strcmp(m->role, "assistant") ? m->role : "model");
+            out_str(o, "\n");
+            if (sys && i == 1) {
+                out_str(o, msgs[0].content);
+                out_str(o, info->gemma_nl1 ? "\n" : "\n\n");
+            }
+            out_trimmed(o, m->content);
+            out_str(o, "<end_of_turn>\n");
+        }
+        if (add_assistant)
+            out_str(o, "<start_of_turn>model\n");
         return 0;
     }
     for (size_t i = 0; i < n_msgs; i++) { /* Zephyr */
@@ -710,7 +743,7 @@ int eng_chat_render(const eng_chat_info *info, const eng_chat_msg *msgs, size_t 
 
     outbuf o = {buf, cap > 0 ? cap - 1 : 0, 0};
     if (info->kind == ENG_CHAT_LLAMA2 || info->kind == ENG_CHAT_MISTRAL || info->kind == ENG_CHAT_ZEPHYR ||
-        info->kind == ENG_CHAT_PHI3 || info->kind == ENG_CHAT_MISTRAL3) {
+        info->kind == ENG_CHAT_PHI3 || info->kind == ENG_CHAT_MISTRAL3 || info->kind == ENG_CHAT_GEMMA) {
         if ((r = render_spm_family(info, msgs, n_msgs, add_assistant, &o)) < 0)
             return r;
     } else if (info->kind == ENG_CHAT_CHATML) {

@@ -173,6 +173,7 @@ typedef enum eng_chat_template {
     ENG_CHAT_PHI3,    /* Phi-3, Phi-3.5: <|user|> ... <|end|> */
     ENG_CHAT_MISTRAL3, /* Mistral's v3 templates (Large and Nemo 2407, and others):
                         * [INST] ...[/INST], the system message in the last turn */
+    ENG_CHAT_GEMMA,   /* Gemma 3: <start_of_turn>user ... <end_of_turn> */
 } eng_chat_template;
 
 eng_chat_template eng_model_chat_template(const eng_model *model);

@@ -524,7 +524,8 @@ static int ffn_alloc(eng_model *m, eng_layer *L, int cap)
     if (!gu || !down || !ids || !st)
         return -ENOMEM;
     L->ffn = (eng_ffn_weights){ .dtype = m->info.ffn_dtype, .n_embd = E, .n_slots = 0,
-                                .gate_up = gu, .down = down };
+                                .gate_up = gu, .down = down,
+                                .act = m->arch == ENG_ARCH_GEMMA3 ? ENG_ACT_GELU : ENG_ACT_SILU };
     L->neuron_of_slot = ids;
     L->slot_static = st;
     L->slot_cap = c;
@@ -758,9 +759,13 @@ static int load_hparams(const gguf_file *f, eng_model *m, eng_error *err)
         m->arch = ENG_ARCH_QWEN3;
     else if (!strcmp(arch, "phi3"))
         m->arch = ENG_ARCH_PHI3;
+    else if (!strcmp(arch, "gemma3"))
+        m->arch = ENG_ARCH_GEMMA3;
     else
         return eng__set_err(err, -ENOTSUP,
-                            "unsupported architecture '%s' (supported: llama, qwen2, qwen3, phi3)", arch);
+                            "unsupported architecture '%s' (supported: llama, qwen2, qwen3, phi3, "
+                            "gemma3)", arch);
+    const bool gemma = m->arch == ENG_ARCH_GEMMA3;
     snprintf(m->info.arch, sizeof(m->info.arch), "%s", arch);
     if (gguf_get_str(f, "general.name", &s, &len) == 0)
         snprintf(m->info.name, sizeof(m->info.name), "%.*s",
@@ -793,7 +798,7 @@ static int load_hparams(const gguf_file *f, eng_model *m, eng_error *err)
     if (n_rot == 0 || n_rot > head_dim || n_rot % 2)
         return eng__set_err(err, -EINVAL, "rope dimension %u is not valid for head dimension %u",
                             n_rot, head_dim);
-    float eps_default = 1e-5f;
+    float eps_default = gemma ? 1e-6f : 1e-5f;
     if ((r = get_f32_arch(f, arch, "rope.freq_base", 10000.0f, &m->rope_freq_base, err)) < 0 ||
         (r = get_f32_arch(f, arch, "attention.layer_norm_rms_epsilon", eps_default, &m->rms_eps,
                           err)) < 0)
@@ -809,18 +814,73 @@ static int load_hparams(const gguf_file *f, eng_model *m, eng_error *err)
     m->info.head_dim = head_dim;
     m->info.n_ctx_train = n_ctx ? (int)(n_ctx > (1u << 24) ? (1u << 24) : n_ctx) : 2048;
     m->n_rot = n_rot;
-    m->rope_neox = m->arch == ENG_ARCH_QWEN2 || m->arch == ENG_ARCH_QWEN3 || m->arch == ENG_ARCH_PHI3;
-    /* Phi-3's sliding window (other families' GGUFs may carry one that
-     * llama.cpp does not use either) */
+    m->rope_neox = m->arch == ENG_ARCH_QWEN2 || m->arch == ENG_ARCH_QWEN3 ||
+                   m->arch == ENG_ARCH_PHI3 || gemma;
+    /* Linear RoPE scaling (positions divided by the factor), the type
+     * llama.cpp assumes when a file names none; other types (yarn) are
+     * left as before: unscaled */
+    m->rope_linear = 1.0f;
+    char key[128];
+    snprintf(key, sizeof(key), "%s.rope.scaling.type", arch);
+    const bool linear = gguf_get_str(f, key, &s, &len) < 0 || (len == 6 && !memcmp(s, "linear", 6));
+    float factor;
+    if ((r = get_f32_arch(f, arch, "rope.scaling.factor", 0.0f, &factor, err)) < 0)
+        return r;
+    if (factor == 0.0f && (r = get_f32_arch(f, arch, "rope.scale_linear", 0.0f, &factor, err)) < 0)
+        return r;
+    if (factor < 0.0f || factor > 1e6f)
+        return eng__set_err(err, -EINVAL, "rope scaling factor %g out of range", factor);
+    if (linear && factor > 0.0f)
+        m->rope_linear = factor;
+    /* Phi-3's sliding window over every layer, Gemma 3's over five layers
+     * of six (other families' GGUFs may carry one that llama.cpp does not
+     * use either) */
     uint32_t n_swa = 0;
-    if (m->arch == ENG_ARCH_PHI3 &&
+    if ((m->arch == ENG_ARCH_PHI3 || gemma) &&
         (r = get_u32_arch(f, arch, "attention.sliding_window", false, 0, &n_swa, err)) < 0)
         return r;
     m->n_swa = n_swa > (1u << 24) ? 0 : (int)n_swa;
+    /* Gemma 3: scores scaled by 1/sqrt(head_dim), but 27B's (62 layers)
+     * by 1/sqrt(n_embd / n_head), as Google's reference and llama.cpp */
+    m->attn_scale = 1.0f / sqrtf((float)head_dim);
+    if (gemma && n_layer == 62)
+        m->attn_scale = 1.0f / sqrtf((float)(n_embd / n_head));
+    m->embd_scale = gemma ? sqrtf((float)n_embd) : 0.0f;
+    /* soft-capping (Gemma 2, some Gemma 3 derivatives) is not implemented:
+     * refused rather than run wrong */
+    const char *caps[] = { "attn_logit_softcapping", "final_logit_softcapping" };
+    for (int i = 0; i < 2; i++) {
+        float cap;
+        if ((r = get_f32_arch(f, arch, caps[i], 0.0f, &cap, err)) < 0)
+            return r;
+        if (cap != 0.0f)
+            return eng__set_err(err, -ENOTSUP, "%s.%s (soft-capping) is not supported", arch,
+                                caps[i]);
+    }
     return 0;
 }
 
 /* ---- load ---- */
+
+/* Linear RoPE scaling as divisors: rope_freqs (1 without them) times the
+ * factor, for the layers that scale (Gemma 3: the global ones). */
+static int load_rope_scaled(loader *ld)
+{
+    eng_model *m = ld->m;
+    const uint64_t n = (uint64_t)m->n_rot / 2;
+    const gguf_tensor *t;
+    int r = get_tensor(ld, "rope_freqs.weight", 1, n, 1, false, &t);
+    if (r < 0 || (r = ensure_row(ld, n)) < 0)
+        return r;
+    if (t && (r = dequant_row(ld, t, 0, ld->row)) < 0)
+        return r;
+    for (uint64_t i = 0; i < n; i++)
+        ld->row[i] = (t ? ld->row[i] : 1.0f) * m->rope_linear;
+    if (!(m->rope_freqs_scaled = weight_alloc(m, n * sizeof(float))))
+        return oom_err(ld, n * sizeof(float), "rope scaling");
+    m->be->iface->upload(m->be, m->rope_freqs_scaled, ld->row, n * sizeof(float));
+    return 0;
+}
 
 static int load_weights(loader *ld, const eng_plan *plan)
 {
@@ -843,6 +903,8 @@ static int load_weights(loader *ld, const eng_plan *plan)
     if (gguf_find_tensor(ld->f, "rope_factors_long.weight") || gguf_find_tensor(ld->f, "rope_factors_short.weight"))
         return eng__set_err(ld->err, -ENOTSUP,
                             "LongRoPE scaling (rope_factors_long/short: Phi-3 128k variants) is not supported");
+    if (m->rope_linear != 1.0f && (r = load_rope_scaled(ld)) < 0)
+        return r;
 
     m->layers = calloc(m->info.n_layer, sizeof(*m->layers));
     if (!m->layers)
@@ -873,10 +935,21 @@ static int load_weights(loader *ld, const eng_plan *plan)
             (r = load_vec(ld, NAME("attn_k.bias"), (uint64_t)Hkv * hd, need_bias, &L->bk)) < 0 ||
             (r = load_vec(ld, NAME("attn_v.bias"), (uint64_t)Hkv * hd, need_bias, &L->bv)) < 0)
             return r;
-        if (m->arch == ENG_ARCH_QWEN3 &&
+        const bool gemma = m->arch == ENG_ARCH_GEMMA3;
+        if ((m->arch == ENG_ARCH_QWEN3 || gemma) &&
             ((r = load_vec(ld, NAME("attn_q_norm.weight"), (uint64_t)hd, true, &L->q_norm)) < 0 ||
              (r = load_vec(ld, NAME("attn_k_norm.weight"), (uint64_t)hd, true, &L->k_norm)) < 0))
             return r;
+        if (gemma &&
+            ((r = load_vec(ld, NAME("post_attention_norm.weight"), E, true, &L->attn_post_norm)) < 0 ||
+             (r = load_vec(ld, NAME("post_ffw_norm.weight"), E, true, &L->ffn_post_norm)) < 0))
+            return r;
+        /* Gemma 3: five local layers (a window, RoPE base 10000, no
+         * scaling) for each global one */
+        const bool local = gemma && m->n_swa > 0 && il % 6 < 5;
+        L->window = local ? m->n_swa : 0;
+        L->rope_base = local ? 10000.0f : m->rope_freq_base;
+        L->rope_freqs = local ? NULL : m->rope_freqs_scaled ? m->rope_freqs_scaled : m->rope_freqs;
 #undef NAME
         if ((r = load_ffn(ld, il, L, plan)) < 0)
             return r;
@@ -1302,7 +1375,7 @@ int eng_session_new(const eng_model *m, const eng_session_params *params, eng_se
     int n_ctx = p.n_ctx > 0 ? p.n_ctx : (m->info.n_ctx_train < 2048 ? m->info.n_ctx_train : 2048);
     /* a sliding-window model attends to its last n_swa positions: a
      * context that long sees everything, so attention stays exact */
-    if (m->n_swa > 0 && n_ctx > m->n_swa)
+    if (m->arch == ENG_ARCH_PHI3 && m->n_swa > 0 && n_ctx > m->n_swa)
         n_ctx = m->n_swa;
     if (n_ctx > m->info.n_ctx_train && p.n_ctx > 0 && n_ctx > (1 << 20))
         return -EINVAL;
@@ -1477,8 +1550,8 @@ int eng_session_shift(eng_session *s, int keep, int drop)
                 ids[i] = first + done + i;
             op->upload(be, s->tokens, ids, (size_t)n * sizeof(*ids));
             op->get_rows(be, &kc, s->tokens, n, s->k);
-            op->rope(be, s->k, 1, n * Hkv, hd, m->n_rot, -drop, m->rope_freq_base, m->rope_freqs,
-                     m->rope_neox);
+            op->rope(be, s->k, 1, n * Hkv, hd, m->n_rot, -drop, m->layers[il].rope_base,
+                     m->layers[il].rope_freqs, m->rope_neox);
             if (q8)
                 op->store_kv_q8(be, s->k, s->k_cache[il], (long)kvd, keep + done, n);
             else
@@ -1593,12 +1666,14 @@ static void forward_ops(eng_session *s, int n, int first, float *out, int32_t *a
     const int hd = m->info.head_dim;
     const int pos0 = s->n_past;
     const size_t kvd = (size_t)Hkv * hd;
-    const float scale = 1.0f / sqrtf((float)hd);
+    const float scale = m->attn_scale;
     const bool want_act = eng__select_wants_act(s);
     const bool host = op->host_memory;
 
     /* x [n][E]: token embeddings */
     op->get_rows(be, &m->tok_embd, s->tokens, n, s->x);
+    if (m->embd_scale > 0.0f)
+        op->scale(be, s->x, m->embd_scale, (long)n * E);
     /* a residual not yet added to x: the next norm adds it (add_rmsnorm,
      * one kernel on a GPU) */
     const float *pending = NULL;
@@ -1624,18 +1699,17 @@ static void forward_ops(eng_session *s, int n, int first, float *out, int32_t *a
             op->matmul(be, &L->wv, L->bv, s->xn, s->v, n);      /* v [n][Hkv*hd] */
         }
         if (L->q_norm) {
-            /* qwen3: each head of q and k RMS-normalised (rows of hd) */
+            /* qwen3, gemma3: each head of q and k RMS-normalised (rows of hd) */
             op->rmsnorm(be, s->q, L->q_norm, s->q, n * H, hd, m->rms_eps);
             op->rmsnorm(be, s->k, L->k_norm, s->k, n * Hkv, hd, m->rms_eps);
         }
         if (op->rope_store && s->kv_type == ENG_KV_F16) {
-            op->rope_store(be, s->q, s->k, s->v, n, H, Hkv, hd, m->n_rot, pos0,
-                           m->rope_freq_base, m->rope_freqs, m->rope_neox, s->k_cache[il],
-                           s->v_cache[il]);
+            op->rope_store(be, s->q, s->k, s->v, n, H, Hkv, hd, m->n_rot, pos0, L->rope_base,
+                           L->rope_freqs, m->rope_neox, s->k_cache[il], s->v_cache[il]);
         } else {
-            op->rope(be, s->q, n, H, hd, m->n_rot, pos0, m->rope_freq_base, m->rope_freqs,
+            op->rope(be, s->q, n, H, hd, m->n_rot, pos0, L->rope_base, L->rope_freqs,
                      m->rope_neox);
-            op->rope(be, s->k, n, Hkv, hd, m->n_rot, pos0, m->rope_freq_base, m->rope_freqs,
+            op->rope(be, s->k, n, Hkv, hd, m->n_rot, pos0, L->rope_base, L->rope_freqs,
                      m->rope_neox);
             if (s->kv_type == ENG_KV_Q8_0) {
                 op->store_kv_q8(be, s->k, s->k_cache[il], (long)kvd, pos0, n);
@@ -1647,11 +1721,13 @@ static void forward_ops(eng_session *s, int n, int first, float *out, int32_t *a
         }
         if (s->kv_type == ENG_KV_Q8_0)
             op->attention_q8(be, s->q, s->k_cache[il], s->v_cache[il], s->att, n, pos0, H, Hkv,
-                             hd, scale);
+                             hd, scale, L->window);
         else
             op->attention(be, s->q, s->k_cache[il], s->v_cache[il], s->att, n, pos0, H, Hkv, hd,
-                          scale);                                 /* att [n][H*hd] */
+                          scale, L->window);                      /* att [n][H*hd] */
         op->matmul(be, &L->wo, NULL, s->att, s->o, n);           /* o [n][E]      */
+        if (L->attn_post_norm) /* gemma3: the output normalised before it joins x */
+            op->rmsnorm(be, s->o, L->attn_post_norm, s->o, n, E, m->rms_eps);
 
         /* FFN block over the session's selected neurons (NULL: all loaded);
          * prefill with selective computation, and profiling, also keep the
@@ -1683,14 +1759,22 @@ static void forward_ops(eng_session *s, int n, int first, float *out, int32_t *a
             }
             eng__select_observe(s, il, a, n, sel, n_sel);
         }
-        if (op->add_rmsnorm && !s->ffn_bias[il]) {
+        /* what the neurons not computed would add, as a constant (select.c),
+         * joins the FFN's output: before gemma3's norm of it, else into x */
+        const float *bias = s->ffn_bias[il];
+        if (L->ffn_post_norm) {
+            for (int t = 0; bias && t < n; t++)
+                op->add(be, s->ff + (size_t)t * E, bias, E);
+            bias = NULL;
+            op->rmsnorm(be, s->ff, L->ffn_post_norm, s->ff, n, E, m->rms_eps);
+        }
+        if (op->add_rmsnorm && !bias) {
             pending = s->ff; /* added by the next norm, before ff is written again */
             continue;
         }
         op->add(be, s->x, s->ff, (long)n * E);
-        /* what the neurons not computed would add, as a constant (select.c) */
-        for (int t = 0; s->ffn_bias[il] && t < n; t++)
-            op->add(be, s->x + (size_t)t * E, s->ffn_bias[il], E);
+        for (int t = 0; bias && t < n; t++)
+            op->add(be, s->x + (size_t)t * E, bias, E);
     }
 
     if (hidden)
@@ -2150,7 +2234,8 @@ int eng_model_swap(eng_model *m, const eng_load_plan_params *pp, eng_swap_stats 
         }
         const size_t rb = eng_dtype_bytes(L->ffn.dtype, (size_t)L->ffn.n_embd);
         eng_layer T = { .ffn = { .dtype = L->ffn.dtype, .n_embd = L->ffn.n_embd, .n_slots = 1,
-                                 .gate_up = tmp_slot, .down = (uint8_t *)tmp_slot + 2 * rb },
+                                 .gate_up = tmp_slot, .down = (uint8_t *)tmp_slot + 2 * rb,
+                                 .act = L->ffn.act },
                         .neuron_of_slot = &tmp_nid };
         const bool moved = statics_first(m->be, L, plan->is_static[il], &T) > 0;
         L->n_static = 0;

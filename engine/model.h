@@ -20,6 +20,7 @@ typedef enum eng_arch {
     ENG_ARCH_QWEN2,
     ENG_ARCH_QWEN3,
     ENG_ARCH_PHI3, /* fused attn_qkv and ffn_up (gate rows, then up rows) */
+    ENG_ARCH_GEMMA3, /* GeGLU, norms after attention and FFN too, local/global layers */
 } eng_arch;
 
 typedef struct eng_layer {
@@ -27,8 +28,15 @@ typedef struct eng_layer {
     float *ffn_norm;                  /* [n_embd] */
     eng_weight wq, wk, wv, wo;        /* [n_head*hd][n_embd] ... [n_embd][n_head*hd] */
     float *bq, *bk, *bv;              /* qwen2 biases, NULL for llama */
-    float *q_norm, *k_norm;           /* qwen3: [head_dim] RMSNorm of each head
-                                       * of q and k before RoPE; else NULL */
+    float *q_norm, *k_norm;           /* qwen3, gemma3: [head_dim] RMSNorm of each
+                                       * head of q and k before RoPE; else NULL */
+    float *attn_post_norm;            /* gemma3: [n_embd] RMSNorm of the attention's
+                                       * output before the residual add; else NULL */
+    float *ffn_post_norm;             /* gemma3: the same for the FFN's output */
+    float rope_base;                  /* this layer's RoPE base and divisors (NULL: */
+    const float *rope_freqs;          /* none): gemma3's local layers differ */
+    int window;                       /* attention over the last window positions
+                                       * (gemma3's local layers), 0: all */
     eng_ffn_weights ffn;              /* neuron-major, n_slots loaded neurons */
     int32_t *neuron_of_slot;          /* [ffn.n_slots]: the neuron each slot holds */
     uint8_t *slot_static;             /* [ffn.n_slots]: 1 for static (base) neurons */
@@ -48,6 +56,10 @@ struct eng_model {
     int n_swa;                        /* sliding-window attention span (phi3), 0: none;
                                        * a session's context is kept within it */
     float *rope_freqs;                /* [n_rot/2] divisors, NULL when absent */
+    float rope_linear;                /* linear RoPE scaling: positions / this (1: none) */
+    float *rope_freqs_scaled;         /* [n_rot/2] rope_freqs times rope_linear, or NULL */
+    float attn_scale;                 /* scores times this: 1/sqrt(head_dim) mostly */
+    float embd_scale;                 /* token embeddings times this (gemma3 sqrt(n_embd)), 0: 1 */
 
     eng_weight tok_embd;              /* [n_vocab][n_embd] */
     eng_weight output;                /* [n_vocab][n_embd]; shares tok_embd's data when tied */

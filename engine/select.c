@@ -974,7 +974,7 @@ static void dyn_copy(eng_session *s, int il, const int32_t *sel, int n)
         memcpy(dn + (size_t)j * rs, (const char *)w->down + sl * rs, rs);
     }
     d->w = (eng_ffn_weights){ .dtype = w->dtype, .n_embd = w->n_embd, .n_slots = k,
-                              .gate_up = gu, .down = dn };
+                              .gate_up = gu, .down = dn, .act = w->act };
     d->from = from;
 }
 

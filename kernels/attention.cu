@@ -48,7 +48,7 @@ __global__ void __launch_bounds__(ATT_WARPS * 32)
 k_attention(const float *__restrict__ q, const uint16_t *__restrict__ k,
             const uint16_t *__restrict__ v, float *__restrict__ out, float *__restrict__ part_o,
             float *__restrict__ part_ml, int n_q, int n_head, int group, int n_head_kv, int hd,
-            int pos0, const int32_t *__restrict__ pos_dev, int chunk, float scale)
+            int pos0, const int32_t *__restrict__ pos_dev, int chunk, float scale, int window)
 {
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     if (pos_dev)
@@ -60,8 +60,10 @@ k_attention(const float *__restrict__ q, const uint16_t *__restrict__ k,
     const long t = qi / n_head;
     const int h = (int)(qi % n_head), kvh = h / group;
     const long n_kv = (long)pos0 + t + 1;
-    const long k0 = (long)split * chunk;
-    const long k1 = k0 + chunk < n_kv ? k0 + chunk : n_kv;
+    /* a sliding window: the split's keys before it are skipped */
+    const long lo = window > 0 && n_kv > window ? n_kv - window : 0;
+    const long k0 = (long)split * chunk > lo ? (long)split * chunk : lo;
+    const long k1 = (long)split * chunk + chunk < n_kv ? (long)split * chunk + chunk : n_kv;
     const size_t kv_stride = (size_t)n_head_kv * hd;
     const uint16_t *kb = k + (size_t)kvh * hd, *vb = v + (size_t)kvh * hd;
 
@@ -192,7 +194,7 @@ k_attention_decode(const float *__restrict__ q, const uint16_t *__restrict__ k,
                    const uint16_t *__restrict__ v, float *__restrict__ out,
                    float *__restrict__ part_o, float *__restrict__ part_ml, int n_head, int group,
                    int n_head_kv, int hd, int pos0, const int32_t *__restrict__ pos_dev, int chunk,
-                   float scale)
+                   float scale, int window)
 {
     extern __shared__ float sm[];
     float *qs = sm, *ss = sm + group * hd, *red = sm;
@@ -201,8 +203,12 @@ k_attention_decode(const float *__restrict__ q, const uint16_t *__restrict__ k,
     const int kvh = blockIdx.x, split = blockIdx.y, n_split = gridDim.y, h0 = kvh * group;
     if (pos_dev)
         pos0 = *pos_dev;
-    const long n_kv = (long)pos0 + 1, k0 = (long)split * chunk;
-    const int nk = k0 >= n_kv ? 0 : (int)(n_kv - k0 < chunk ? n_kv - k0 : chunk);
+    /* the split's keys [k0, k0 + nk): its chunk, from the window's first
+     * key (window > 0) on */
+    const long n_kv = (long)pos0 + 1, c0 = (long)split * chunk;
+    const long lo = window > 0 && n_kv > window ? n_kv - window : 0;
+    const long k0 = c0 > lo ? c0 : lo, c1 = c0 + chunk < n_kv ? c0 + chunk : n_kv;
+    const int nk = k0 >= c1 ? 0 : (int)(c1 - k0);
     const size_t kv_stride = (size_t)n_head_kv * hd;
 
     if (nk == 0) {
@@ -449,23 +455,26 @@ template <int TPK, int G>
 static void launch_decode_g(cudaStream_t st, dim3 grid, size_t shm, const float *q,
                             const uint16_t *k, const uint16_t *v, float *out, float *po,
                             float *pml, int n_head, int group, int n_head_kv, int hd, int pos0,
-                            const int32_t *pos_dev, int chunk, float scale)
+                            const int32_t *pos_dev, int chunk, float scale, int window)
 {
     if (hd <= 128)
         k_attention_decode<TPK, G, 1><<<grid, DEC_THREADS, shm, st>>>(
-            q, k, v, out, po, pml, n_head, group, n_head_kv, hd, pos0, pos_dev, chunk, scale);
+            q, k, v, out, po, pml, n_head, group, n_head_kv, hd, pos0, pos_dev, chunk, scale,
+            window);
     else
         k_attention_decode<TPK, G, 2><<<grid, DEC_THREADS, shm, st>>>(
-            q, k, v, out, po, pml, n_head, group, n_head_kv, hd, pos0, pos_dev, chunk, scale);
+            q, k, v, out, po, pml, n_head, group, n_head_kv, hd, pos0, pos_dev, chunk, scale,
+            window);
 }
 
 template <int TPK>
 static void launch_decode(cudaStream_t st, dim3 grid, size_t shm, const float *q,
                           const uint16_t *k, const uint16_t *v, float *out, float *po, float *pml,
                           int n_head, int group, int n_head_kv, int hd, int pos0,
-                          const int32_t *pos_dev, int chunk, float scale)
+                          const int32_t *pos_dev, int chunk, float scale, int window)
 {
-#define SI_DEC_ARGS st, grid, shm, q, k, v, out, po, pml, n_head, group, n_head_kv, hd, pos0, pos_dev, chunk, scale
+#define SI_DEC_ARGS \
+    st, grid, shm, q, k, v, out, po, pml, n_head, group, n_head_kv, hd, pos0, pos_dev, chunk, scale, window
     if (group <= 1)
         launch_decode_g<TPK, 1>(SI_DEC_ARGS);
     else if (group <= 2)
@@ -481,10 +490,11 @@ template <int ND>
 static void launch(cudaStream_t st, dim3 grid, const float *q, const uint16_t *k,
                    const uint16_t *v, float *out, float *po, float *pml, int n_q, int n_head,
                    int group, int n_head_kv, int hd, int pos0, const int32_t *pos_dev, int chunk,
-                   float scale)
+                   float scale, int window)
 {
     k_attention<ND><<<grid, ATT_WARPS * 32, 0, st>>>(q, k, v, out, po, pml, n_q, n_head, group,
-                                                     n_head_kv, hd, pos0, pos_dev, chunk, scale);
+                                                     n_head_kv, hd, pos0, pos_dev, chunk, scale,
+                                                     window);
 }
 
 /* pos_dev NULL: at pos0. Else the position is read from pos_dev when the
@@ -492,10 +502,10 @@ static void launch(cudaStream_t st, dim3 grid, const float *q, const uint16_t *k
  * for that one, chunks past the real position come out empty. */
 static int attention(si_cuda *c, const float *q, const uint16_t *k, const uint16_t *v, float *out,
                      int n_tokens, int pos0, const int32_t *pos_dev, int n_head, int n_head_kv,
-                     int head_dim, float scale)
+                     int head_dim, float scale, int window)
 {
     SI_ARG_CHECK(c && n_tokens >= 0 && pos0 >= 0 && n_head >= 0 && n_head_kv > 0 &&
-                 head_dim >= 0);
+                 head_dim >= 0 && window >= 0);
     if (n_tokens == 0 || n_head == 0 || head_dim == 0)
         return 0;
     SI_ARG_CHECK(q && k && v && out);
@@ -530,13 +540,13 @@ static int attention(si_cuda *c, const float *q, const uint16_t *k, const uint16
         size_t shm = dec_shared(group, head_dim, chunk);
         if (tpk == 4)
             launch_decode<4>(c->stream, grid, shm, q, k, v, out, po, pml, n_head, group,
-                             n_head_kv, head_dim, pos0, pos_dev, chunk, scale);
+                             n_head_kv, head_dim, pos0, pos_dev, chunk, scale, window);
         else if (tpk == 2)
             launch_decode<2>(c->stream, grid, shm, q, k, v, out, po, pml, n_head, group,
-                             n_head_kv, head_dim, pos0, pos_dev, chunk, scale);
+                             n_head_kv, head_dim, pos0, pos_dev, chunk, scale, window);
         else
             launch_decode<1>(c->stream, grid, shm, q, k, v, out, po, pml, n_head, group,
-                             n_head_kv, head_dim, pos0, pos_dev, chunk, scale);
+                             n_head_kv, head_dim, pos0, pos_dev, chunk, scale, window);
         SI_LAUNCH_CHECK("k_attention_decode");
     } else {
         dim3 grid((unsigned)((n_q + ATT_WARPS - 1) / ATT_WARPS), (unsigned)ns);
@@ -544,7 +554,7 @@ static int attention(si_cuda *c, const float *q, const uint16_t *k, const uint16
 #define CASE(N)                                                                              \
     case N:                                                                                  \
         launch<N>(c->stream, grid, q, k, v, out, po, pml, n_q, n_head, group, n_head_kv,     \
-                  head_dim, pos0, pos_dev, chunk, scale);                                    \
+                  head_dim, pos0, pos_dev, chunk, scale, window);                            \
         break;
             CASE(1)
             CASE(2)
@@ -571,16 +581,18 @@ static int attention(si_cuda *c, const float *q, const uint16_t *k, const uint16
 
 extern "C" int si_cuda_attention(si_cuda *c, const float *q, const uint16_t *k, const uint16_t *v,
                                  float *out, int n_tokens, int pos0, int n_head, int n_head_kv,
-                                 int head_dim, float scale)
+                                 int head_dim, float scale, int window)
 {
-    return attention(c, q, k, v, out, n_tokens, pos0, NULL, n_head, n_head_kv, head_dim, scale);
+    return attention(c, q, k, v, out, n_tokens, pos0, NULL, n_head, n_head_kv, head_dim, scale,
+                     window);
 }
 
 extern "C" int si_cuda_attention_at(si_cuda *c, const float *q, const uint16_t *k,
                                     const uint16_t *v, float *out, const int32_t *pos_dev,
                                     int max_pos, int n_head, int n_head_kv, int head_dim,
-                                    float scale)
+                                    float scale, int window)
 {
     SI_ARG_CHECK(pos_dev);
-    return attention(c, q, k, v, out, 1, max_pos, pos_dev, n_head, n_head_kv, head_dim, scale);
+    return attention(c, q, k, v, out, 1, max_pos, pos_dev, n_head, n_head_kv, head_dim, scale,
+                     window);
 }

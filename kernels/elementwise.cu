@@ -53,6 +53,23 @@ extern "C" int si_cuda_add(si_cuda *c, float *y, const float *x, long n)
     return 0;
 }
 
+__global__ void k_scale(float *__restrict__ x, float f, long n)
+{
+    for (long i = (long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (long)gridDim.x * blockDim.x)
+        x[i] *= f;
+}
+
+extern "C" int si_cuda_scale(si_cuda *c, float *x, float f, long n)
+{
+    SI_ARG_CHECK(c && n >= 0);
+    if (n == 0)
+        return 0;
+    SI_ARG_CHECK(x);
+    k_scale<<<si_grid(n, EW_THREADS, 4 * 65535), EW_THREADS, 0, c->stream>>>(x, f, n);
+    SI_LAUNCH_CHECK("k_scale");
+    return 0;
+}
+
 __global__ void k_store_f16(const float *__restrict__ src, uint16_t *__restrict__ dst, long n)
 {
     for (long i = (long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (long)gridDim.x * blockDim.x)

@@ -1,8 +1,8 @@
-/* SwiGLU FFN over a subset of neuron slots (neuron-major f16 layout).
+/* Gated FFN (SwiGLU, or GeGLU with w->gelu) over a subset of neuron slots (neuron-major f16 layout).
  *
  * Decode (one token) reads only the selected slots, in three kernels:
  *   1. k_ffn_act: one warp per selected index j: the gate and up rows of
- *      slot s_j (2 x n_embd contiguous halves) against x, a_j = silu(g) * u
+ *      slot s_j (2 x n_embd contiguous halves) against x, a_j = act(g) * u
  *      (0 for a slot out of range), into act.
  *   2. k_ffn_down: y = sum_j a_j down[s_j]. A block owns a tile of 1024
  *      columns (4 per thread, one 8-byte load per down row, so a warp reads
@@ -42,7 +42,7 @@ __device__ __forceinline__ int slot_of(const int32_t *__restrict__ sel, long j, 
 template <bool VEC>
 __global__ void __launch_bounds__(FFN_THREADS)
 k_ffn_act(const uint16_t *__restrict__ gate_up, int E, int n_slots, const int32_t *__restrict__ sel,
-          int n_sel, const float *__restrict__ x, float *__restrict__ act)
+          int n_sel, const float *__restrict__ x, float *__restrict__ act, int gelu)
 {
     const int lane = threadIdx.x % 32;
     const long j = (long)blockIdx.x * FFN_WARPS + threadIdx.x / 32;
@@ -89,7 +89,7 @@ k_ffn_act(const uint16_t *__restrict__ gate_up, int E, int n_slots, const int32_
     ga = si_warp_sum(ga);
     ua = si_warp_sum(ua);
     if (lane == 0)
-        act[j] = si_silu(ga) * ua;
+        act[j] = si_act(ga, gelu) * ua;
 }
 
 template <bool VEC>
@@ -218,9 +218,9 @@ static int ffn_decode(si_cuda *c, const si_cuda_ffn_weights *w, const int32_t *s
     bool vec_act = E % 8 == 0 && (uintptr_t)w->gate_up % 16 == 0 && (uintptr_t)x % 16 == 0;
     unsigned g1 = (unsigned)(((long)n_sel + FFN_WARPS - 1) / FFN_WARPS);
     if (vec_act)
-        k_ffn_act<true><<<g1, FFN_THREADS, 0, c->stream>>>(w->gate_up, E, w->n_slots, sel, n_sel, x, a);
+        k_ffn_act<true><<<g1, FFN_THREADS, 0, c->stream>>>(w->gate_up, E, w->n_slots, sel, n_sel, x, a, w->gelu);
     else
-        k_ffn_act<false><<<g1, FFN_THREADS, 0, c->stream>>>(w->gate_up, E, w->n_slots, sel, n_sel, x, a);
+        k_ffn_act<false><<<g1, FFN_THREADS, 0, c->stream>>>(w->gate_up, E, w->n_slots, sel, n_sel, x, a, w->gelu);
     SI_LAUNCH_CHECK("k_ffn_act");
 
     bool vec_down = E % 4 == 0 && (uintptr_t)w->down % 8 == 0;
@@ -255,17 +255,17 @@ __global__ void k_gather_rows(const uint16_t *__restrict__ src, long row, int n_
     }
 }
 
-/* a[t][jj] = silu(H[t][2jj]) * H[t][2jj+1] for jj < nc: into A16 [t][nc] and,
+/* a[t][jj] = act(H[t][2jj]) * H[t][2jj+1] for jj < nc: into A16 [t][nc] and,
  * when act, act[t * n_sel + j0 + jj]. */
-__global__ void k_ffn_swiglu(const float *__restrict__ H, int n_tokens, int nc, __half *__restrict__ A16,
-                             float *__restrict__ act, int n_sel, int j0)
+__global__ void k_ffn_glu(const float *__restrict__ H, int n_tokens, int nc, __half *__restrict__ A16,
+                          float *__restrict__ act, int n_sel, int j0, int gelu)
 {
     const long total = (long)n_tokens * nc;
     for (long idx = (long)blockIdx.x * blockDim.x + threadIdx.x; idx < total;
          idx += (long)gridDim.x * blockDim.x) {
         long t = idx / nc, jj = idx % nc;
         float g = H[(size_t)t * 2 * nc + 2 * jj], u = H[(size_t)t * 2 * nc + 2 * jj + 1];
-        float a = si_silu(g) * u;
+        float a = si_act(g, gelu) * u;
         A16[idx] = __float2half_rn(a);
         if (act)
             act[(size_t)t * n_sel + j0 + jj] = a;
@@ -328,8 +328,9 @@ static int ffn_prefill(si_cuda *c, const si_cuda_ffn_weights *w, const int32_t *
         if ((r = si_cuda__gemm_f16(c, true, 2 * nc, n_tokens, E, gu, E, x16, E, 0.0f, H, 2 * nc)) < 0)
             return r;
         long na = (long)n_tokens * nc;
-        k_ffn_swiglu<<<si_grid(na, 256, 65535), 256, 0, c->stream>>>(H, n_tokens, nc, A16, act, n_sel, j0);
-        SI_LAUNCH_CHECK("k_ffn_swiglu");
+        k_ffn_glu<<<si_grid(na, 256, 65535), 256, 0, c->stream>>>(H, n_tokens, nc, A16, act, n_sel, j0,
+                                                                   w->gelu);
+        SI_LAUNCH_CHECK("k_ffn_glu");
         /* y [T][E] (+)= A [T][nc] . DN [nc][E]: column-major y^T = DN^T-as-(E x nc) . A^T */
         if ((r = si_cuda__gemm_f16(c, false, E, n_tokens, nc, dn, E, A16, nc, j0 == 0 ? 0.0f : 1.0f,
                                    y, E)) < 0)

@@ -320,7 +320,7 @@ __global__ void k_q8_round(const float *__restrict__ x, int nb, int8_t *__restri
     }
 }
 
-/* score[s] = |silu(g~ . x~) * (u~ . x~)|: one warp per slot, a lane per
+/* score[s] = |act(g~ . x~) * (u~ . x~)|: one warp per slot, a lane per
  * block of 32 (integer sums, then the two scales). With ALIGNED (an even
  * number of blocks per row, so every block's codes start on 4 bytes) the
  * codes are read 4 bytes at a time and summed with dp4a: low nibbles
@@ -329,7 +329,7 @@ __global__ void k_q8_round(const float *__restrict__ x, int nb, int8_t *__restri
 template <bool ALIGNED>
 __global__ void k_pick_score(const uint8_t *__restrict__ sketch, int n_slots, int nb,
                              const int8_t *__restrict__ xq, const float *__restrict__ xd,
-                             const int32_t *__restrict__ xs, float *__restrict__ score)
+                             const int32_t *__restrict__ xs, float *__restrict__ score, int gelu)
 {
     const int lane = threadIdx.x % 32;
     const long s = (long)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
@@ -365,8 +365,7 @@ __global__ void k_pick_score(const uint8_t *__restrict__ sketch, int n_slots, in
         acc[h] = a;
     }
     if (lane == 0) {
-        const float g = acc[0];
-        score[s] = fabsf(g / (1.0f + expf(-g)) * acc[1]);
+        score[s] = fabsf(si_act(acc[0], gelu) * acc[1]);
     }
 }
 
@@ -487,10 +486,10 @@ extern "C" int si_cuda_ffn_pick(si_cuda *c, const si_cuda_ffn_weights *w, const 
         SI_LAUNCH_CHECK("k_q8_round");
         if (aligned)
             k_pick_score<true><<<si_grid(n, 8, 1u << 30), 256, 0, c->stream>>>(sketch, n, nb, xq,
-                                                                               xd, xs, score);
+                                                                               xd, xs, score, w->gelu);
         else
             k_pick_score<false><<<si_grid(n, 8, 1u << 30), 256, 0, c->stream>>>(sketch, n, nb, xq,
-                                                                                xd, xs, score);
+                                                                                xd, xs, score, w->gelu);
         SI_LAUNCH_CHECK("k_pick_score");
         k_pick_select<<<1, PICK_THREADS, 0, c->stream>>>(score, n, k, sel);
         SI_LAUNCH_CHECK("k_pick_select");

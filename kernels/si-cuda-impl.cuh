@@ -130,9 +130,13 @@ __device__ __forceinline__ float si_dot8(uint4 w, float4 xa, float4 xb, float ac
     return acc;
 }
 
-__device__ __forceinline__ float si_silu(float g)
+/* The FFN gate's activation (eng_act), both g * sigmoid(z): silu (z = g)
+ * or GELU's tanh form (gelu: z = 1.5957691 (g + 0.044715 g^3)), as the CPU
+ * backend's gate_act. */
+__device__ __forceinline__ float si_act(float g, int gelu)
 {
-    return g / (1.0f + expf(-g));
+    const float z = gelu ? g * fmaf(1.5957691216057308f * 0.044715f, g * g, 1.5957691216057308f) : g;
+    return g / (1.0f + expf(-z));
 }
 
 #endif

@@ -117,6 +117,8 @@ int si_cuda_get_rows(si_cuda *c, const void *table, bool f16, int rows, int cols
                      const int32_t *ids, int n, float *out);
 /* y[i] += x[i] */
 int si_cuda_add(si_cuda *c, float *y, const float *x, long n);
+/* x[i] *= f */
+int si_cuda_scale(si_cuda *c, float *x, float f, long n);
 /* dst[i] = f16(src[i]), round to nearest even */
 int si_cuda_store_f16(si_cuda *c, const float *src, uint16_t *dst, long n);
 /* Rows *pos_dev .. *pos_dev + n_rows - 1 of dst [][row] = f16(src
@@ -185,16 +187,17 @@ int si_cuda_matmul3(si_cuda *c, const uint16_t *const w[3], const int rows[3], i
 /* Causal grouped-query attention, as the backend's attention: q f32
  * [n_tokens][n_head][head_dim]; k, v f16 caches [n_ctx][n_head_kv][head_dim]
  * with rows 0 .. pos0 + n_tokens - 1 filled; out f32 like q. head_dim <= 256.
- * Long contexts are split over blocks (flash-decoding) and combined. */
+ * window > 0: a token sees only its last window positions. Long contexts
+ * are split over blocks (flash-decoding) and combined. */
 int si_cuda_attention(si_cuda *c, const float *q, const uint16_t *k, const uint16_t *v,
                       float *out, int n_tokens, int pos0, int n_head, int n_head_kv,
-                      int head_dim, float scale);
+                      int head_dim, float scale, int window);
 /* One token at the position read from pos_dev (device, one int32) when the
  * kernel runs, at most max_pos: the key range is split for max_pos, so one
  * launch (a decode graph) serves every position up to it. */
 int si_cuda_attention_at(si_cuda *c, const float *q, const uint16_t *k, const uint16_t *v,
                          float *out, const int32_t *pos_dev, int max_pos, int n_head,
-                         int n_head_kv, int head_dim, float scale);
+                         int n_head_kv, int head_dim, float scale, int window);
 size_t si_cuda_attention_scratch(int n_sm, int n_tokens, int pos0, int n_head, int head_dim);
 
 /* ---- FFN over a subset of neuron slots ------------------------------------ */
@@ -205,9 +208,11 @@ typedef struct si_cuda_ffn_weights {
     int n_slots;
     const uint16_t *gate_up; /* [n_slots][2][n_embd] */
     const uint16_t *down;    /* [n_slots][n_embd] */
+    int gelu;                /* the gate's activation: 0 silu, 1 GELU (tanh form) */
 } si_cuda_ffn_weights;
 
-/* As the backend's ffn: a[t][j] = silu(gate[s].x[t]) * (up[s].x[t]), s =
+/* As the backend's ffn: a[t][j] = silu(gate[s].x[t]) * (up[s].x[t]) (GELU
+ * with w->gelu), s =
  * sel[j] (sel NULL: j; out of range: a = 0), y[t] = sum_j a[t][j] down[s].
  * sel (device) has n_sel entries; act (device, [n_tokens][n_sel]) receives a
  * when not NULL. One token: hand-written kernels that read only the selected
@@ -235,7 +240,7 @@ int si_cuda_topk_count(si_cuda *c, const float *act, int n_tokens, int n_sel, fl
  * (quants.c): the same bytes as the CPU backend's. n_embd a multiple of 32. */
 int si_cuda_sketch_build(si_cuda *c, const si_cuda_ffn_weights *w, uint8_t *sketch);
 /* The backend's ffn_pick: per token, x rounded to 8 bits per block of 32 as
- * the CPU does, every slot scored |silu(g~ . x~) (u~ . x~)| from the sketch,
+ * the CPU does, every slot scored |silu(g~ . x~) (u~ . x~)| from the sketch (w->gelu: GELU),
  * the k best (NaN lowest, ties to the lower slot) listed ascending, and
  * si_cuda_ffn over them. k >= n_slots: every slot; k <= 0: y = 0. work
  * (device, si_cuda_ffn_pick_work bytes) holds the scores, the list and the

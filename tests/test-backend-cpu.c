@@ -34,6 +34,19 @@
 
 
 static int n_fail;
+
+/* The FFN activation the ffn tests give their weights (each runs under
+ * both), and its value in double: silu, or GELU's tanh form as Gemma's
+ * reference writes it. */
+static eng_act g_act = ENG_ACT_SILU;
+static double act_ref(double g)
+{
+    if (g_act == ENG_ACT_GELU)
+        /* 0.5 g (1 + tanh u) as g / (1 + e^-2u), which keeps its digits
+         * where tanh u rounds to -1 */
+        return g / (1 + exp(-2 * 0.7978845608028654 * (g + 0.044715 * g * g * g)));
+    return g / (1 + exp(-g));
+}
 static const char *cur_cfg = "";
 
 #define CHECK(cond, ...)                                                                     \
@@ -438,8 +451,8 @@ static void test_rope(eng_backend *be)
 
 /* Attention over an f16 cache, or (q8) over a Q8_0 cache of random codes
  * and scales, against the reference over the cache's exact values. */
-static void test_attention_one(eng_backend *be, int nt, int pos0, int nh, int nkv, int hd,
-                               float qscale, bool q8)
+static void test_attention_win(eng_backend *be, int nt, int pos0, int nh, int nkv, int hd,
+                               float qscale, bool q8, int window)
 {
     int n_ctx = pos0 + nt + 3;
     long kvn = (long)n_ctx * nkv * hd;
@@ -475,12 +488,21 @@ static void test_attention_one(eng_backend *be, int nt, int pos0, int nh, int nk
         for (long i = filled; i < kvn; i++)
             k[i] = v[i] = 0x7e00;
     }
+    /* nor the rows before the first token's window */
+    const long before = window > 0 && pos0 + 1 > window ? (long)(pos0 + 1 - window) * nkv * hd : 0;
+    for (long i = 0; i < before; i++) {
+        kd[i] = vd[i] = NAN;
+        if (q8 && i % 32 == 0)
+            kq[i / 32].d = vq[i / 32].d = 0x7e00;
+        else if (!q8)
+            k[i] = v[i] = 0x7e00;
+    }
     float *q = make_f32((long)nt * nh * hd, -qscale, qscale);
     float *out = make_f32((long)nt * nh * hd, 5, 5);
     float scale = 1.0f / sqrtf((float)hd);
 #define ATTEND(Q, O, N, P)                                                                   \
-    (q8 ? be->iface->attention_q8(be, Q, kq, vq, O, N, P, nh, nkv, hd, scale)                \
-        : be->iface->attention(be, Q, k, v, O, N, P, nh, nkv, hd, scale))
+    (q8 ? be->iface->attention_q8(be, Q, kq, vq, O, N, P, nh, nkv, hd, scale, window)        \
+        : be->iface->attention(be, Q, k, v, O, N, P, nh, nkv, hd, scale, window))
     ATTEND(q, out, nt, pos0);
     if (nt >= 4) {
         /* the same tokens in two prefills (each of 2 tokens or more): the
@@ -491,8 +513,8 @@ static void test_attention_one(eng_backend *be, int nt, int pos0, int nh, int nk
         ATTEND(q, o2, n1, pos0);
         ATTEND(q + n1 * row, o2 + n1 * row, nt - n1, pos0 + n1);
         CHECK(memcmp(out, o2, sizeof(float) * (size_t)(nt * row)) == 0,
-              "attention%s nt=%d pos0=%d nh=%d nkv=%d hd=%d: cut at %d, other bytes",
-              q8 ? " q8" : "", nt, pos0, nh, nkv, hd, n1);
+              "attention%s nt=%d pos0=%d nh=%d nkv=%d hd=%d w=%d: cut at %d, other bytes",
+              q8 ? " q8" : "", nt, pos0, nh, nkv, hd, window, n1);
         free(o2);
     }
 #undef ATTEND
@@ -502,10 +524,11 @@ static void test_attention_one(eng_backend *be, int nt, int pos0, int nh, int nk
         for (int h = 0; h < nh; h++) {
             const float *qq = q + ((long)t * nh + h) * hd;
             int kh = h / group, n_kv = pos0 + t + 1;
+            const int lo = window > 0 && n_kv > window ? n_kv - window : 0;
             double m = -INFINITY, mag = 0, vmax = 0, qmax = 0, ksum = 0;
             for (int i = 0; i < hd; i++)
                 qmax = fabs(qq[i]) > qmax ? fabs(qq[i]) : qmax;
-            for (int p = 0; p < n_kv; p++) {
+            for (int p = lo; p < n_kv; p++) {
                 double d = 0, dm = 0, ks = 0;
                 for (int i = 0; i < hd; i++) {
                     double pr = qq[i] * kd[((long)p * nkv + kh) * hd + i];
@@ -524,7 +547,7 @@ static void test_attention_one(eng_backend *be, int nt, int pos0, int nh, int nk
                     m = s[p];
             }
             double l = 0;
-            for (int p = 0; p < n_kv; p++)
+            for (int p = lo; p < n_kv; p++)
                 l += exp(s[p] - m);
             /* score errors up to ~3e-5 * mag shift the weights by that
              * factor; over a Q8_0 cache the AVX2 and NEON kernels round q to 16 bits
@@ -533,12 +556,13 @@ static void test_attention_one(eng_backend *be, int nt, int pos0, int nh, int nk
             double tol = (2e-5 + 2 * (3e-5 * mag + qerr)) * vmax;
             for (int i = 0; i < hd; i++) {
                 double ref = 0;
-                for (int p = 0; p < n_kv; p++)
+                for (int p = lo; p < n_kv; p++)
                     ref += exp(s[p] - m) / l * vd[((long)p * nkv + kh) * hd + i];
                 double got = out[((long)t * nh + h) * hd + i];
                 CHECK(fabs(got - ref) <= tol,
-                      "attention%s nt=%d pos0=%d nh=%d nkv=%d hd=%d qs=%g t=%d h=%d i=%d: %.9g vs %.9g",
-                      q8 ? " q8" : "", nt, pos0, nh, nkv, hd, qscale, t, h, i, got, ref);
+                      "attention%s nt=%d pos0=%d nh=%d nkv=%d hd=%d w=%d qs=%g t=%d h=%d i=%d: "
+                      "%.9g vs %.9g",
+                      q8 ? " q8" : "", nt, pos0, nh, nkv, hd, window, qscale, t, h, i, got, ref);
             }
         }
     free(s);
@@ -552,8 +576,28 @@ static void test_attention_one(eng_backend *be, int nt, int pos0, int nh, int nk
     free(out);
 }
 
+static void test_attention_one(eng_backend *be, int nt, int pos0, int nh, int nkv, int hd,
+                               float qscale, bool q8)
+{
+    test_attention_win(be, nt, pos0, nh, nkv, hd, qscale, q8, 0);
+}
+
 static void test_attention(eng_backend *be)
 {
+    /* sliding windows (Gemma 3's local layers): decode, one prefill and
+     * a prefill cut in two whose windows start inside a block of 32 keys,
+     * on a block's edge, and before position 0; decode split over chunks */
+    for (int q8 = 0; q8 < 2; q8++) {
+        test_attention_win(be, 1, 40, 4, 1, 64, 1, q8, 8);
+        test_attention_win(be, 1, 600, 8, 2, 64, 1, q8, 300);
+        test_attention_win(be, 1, 3, 4, 1, 64, 1, q8, 8);
+        test_attention_win(be, 9, 37, 4, 1, 64, 1, q8, 5);
+        test_attention_win(be, 8, 64, 6, 2, 32, 1, q8, 33);
+        test_attention_win(be, 13, 90, 4, 1, 256, 1, q8, 40);
+        test_attention_win(be, 7, 2, 4, 1, 64, 1, q8, 4);
+    }
+    test_attention_win(be, 1, 17000, 4, 1, 16, 1, false, 1000);
+    test_attention_win(be, 20, 100, 16, 2, 80, 1, false, 7);
     for (int q8 = 0; q8 < 2; q8++) {
         test_attention_one(be, 1, 0, 9, 3, 64, 1, q8);
         test_attention_one(be, 1, 5, 9, 3, 64, 1, q8);
@@ -631,7 +675,7 @@ static void test_ffn_one(eng_backend *be, eng_dtype dt, int E, int n_slots, int 
         free(used);
         free(perm);
     }
-    eng_ffn_weights W = { dt, E, n_slots, gu, dn, NULL };
+    eng_ffn_weights W = { dt, E, n_slots, gu, dn, NULL, g_act };
     float *x = make_f32((long)nt * E, -1, 1);
     float *y = make_f32((long)nt * E, 1e30f, 1e30f);
     float *act = with_act ? make_f32((long)nt * (n_sel > 0 ? n_sel : 1), 9, 9) : NULL;
@@ -674,13 +718,14 @@ static void test_ffn_one(eng_backend *be, eng_dtype dt, int E, int n_slots, int 
                 eg += wg * xm / 65534 * 1.001;
                 eu += wu * xm / 65534 * 1.001;
             }
-            double sg = g / (1 + exp(-g));
+            double sg = act_ref(g);
             a[j] = sg * u;
-            /* d(silu)/dg is within [-0.1, 1.1]: errors 3e-5*gm (+ eg) in g
-             * and 3e-5*um (+ eu) in u give this much in a, plus float
-             * rounding of a */
-            atol[j] = 1.1 * (3e-5 * gm + eg) * fabs(u) + fabs(sg) * (3e-5 * um + eu) +
-                      2e-6 * fabs(a[j]) + 1e-30;
+            /* d(silu)/dg is within [-0.1, 1.1], d(gelu)/dg within [-0.17,
+             * 1.13]: errors 3e-5*gm (+ eg) in g and 3e-5*um (+ eu) in u
+             * give this much in a, plus float rounding of a (GELU's
+             * exponent carries its own float error, relative to |g|^3) */
+            atol[j] = 1.2 * (3e-5 * gm + eg) * fabs(u) + fabs(sg) * (3e-5 * um + eu) +
+                      (2e-6 + 1e-6 * fabs(g * g * g)) * fabs(a[j]) + 1e-30;
             if (act) {
                 double got = act[(long)t * n_sel + j];
                 if (!(fabs(got - a[j]) <= atol[j]) && bad++ < 3)
@@ -700,8 +745,9 @@ static void test_ffn_one(eng_backend *be, eng_dtype dt, int E, int n_slots, int 
             }
             double got = y[(long)t * E + c];
             if (!(fabs(got - ref) <= tol + 1e-30) && bad++ < 3)
-                CHECK(0, "ffn y %s E=%d slots=%d n_sel=%d sel=%d nt=%d act=%d t=%d c=%d: %.9g vs %.9g (tol %.3g)",
-                      dt_name(dt), E, n_slots, n_sel, use_sel, nt, with_act, t, c, got, ref, tol);
+                CHECK(0, "ffn y %s%s E=%d slots=%d n_sel=%d sel=%d nt=%d act=%d t=%d c=%d: %.9g vs %.9g (tol %.3g)",
+                      dt_name(dt), g_act ? " gelu" : "", E, n_slots, n_sel, use_sel, nt, with_act,
+                      t, c, got, ref, tol);
         }
     }
     if (bad)
@@ -769,7 +815,8 @@ static void test_sketch_q8(eng_backend *be)
     uint8_t *s8 = malloc(S * sb), *s32 = malloc(S * sb);
     memset(s8, 1, S * sb);
     memset(s32, 2, S * sb);
-    eng_ffn_weights w8 = { ENG_DTYPE_Q8_0, E, S, gu, dn, s8 }, w32 = { ENG_DTYPE_F32, E, S, gf, df, s32 };
+    eng_ffn_weights w8 = { ENG_DTYPE_Q8_0, E, S, gu, dn, s8, ENG_ACT_SILU },
+                    w32 = { ENG_DTYPE_F32, E, S, gf, df, s32, ENG_ACT_SILU };
     be->iface->build_sketch(be, &w8);
     be->iface->build_sketch(be, &w32);
     CHECK(memcmp(s8, s32, S * sb) == 0, "build_sketch of Q8_0 slots differs from f32's");
@@ -781,10 +828,12 @@ static void test_sketch_q8(eng_backend *be)
     free(s32);
 }
 
-/* silu over its whole range, through the prefill FFN (one slot: gate row
- * e0, up row e1; token t's x = (v_t, 1, 0, ...), so act[t] = silu(v_t)):
- * within 4 float ulps of the double value (1e-37 absolutely, where float
- * runs out of range), NaN for NaN. */
+/* The activation over its whole range, through the prefill FFN (one
+ * slot: gate row e0, up row e1; token t's x = (v_t, 1, 0, ...), so act[t]
+ * = silu(v_t)): within 4 float ulps of the double value (1e-37 absolutely,
+ * where float runs out of range), NaN for NaN. GELU's exponent z = 1.6 (g
+ * + 0.045 g^3) is itself rounded to float, which moves e^-z by about |z|
+ * ulps more. */
 static void test_silu(eng_backend *be)
 {
     static const float v[] = { -200.0f, -104.0f, -88.7f, -87.3f, -20.0f, -9.5f, -1.0f, -1e-3f,
@@ -794,7 +843,7 @@ static void test_silu(eng_backend *be)
     uint16_t gu[2 * E] = { 0 }, dn[E] = { 0 };
     gu[0] = 0x3c00;     /* gate . x = x[0] */
     gu[E + 1] = 0x3c00; /* up . x = x[1] */
-    eng_ffn_weights W = { ENG_DTYPE_F16, E, 1, gu, dn, NULL };
+    eng_ffn_weights W = { ENG_DTYPE_F16, E, 1, gu, dn, NULL, g_act };
     float x[NT * E], y[NT * E], act[NT];
     memset(x, 0, sizeof(x));
     for (int t = 0; t < NT; t++) {
@@ -803,10 +852,11 @@ static void test_silu(eng_backend *be)
     }
     be->iface->ffn(be, &W, NULL, 1, x, y, NT, act);
     for (int t = 0; t < NT; t++) {
-        double g = v[t], want = g / (1 + exp(-g));
+        double g = v[t], want = act_ref(g);
+        double z = g_act == ENG_ACT_GELU ? 1.6 * fabs(g + 0.045 * g * g * g) : 0;
         bool ok = isnan(g) ? isnan(act[t])
-                           : fabs(act[t] - want) <= 4 * 1.2e-7 * fabs(want) + 1e-37;
-        CHECK(ok, "silu(%g) = %.9g, want %.9g", g, act[t], want);
+                           : fabs(act[t] - want) <= (4 + 2 * z) * 1.2e-7 * fabs(want) + 1e-37;
+        CHECK(ok, "%s(%g) = %.9g, want %.9g", g_act ? "gelu" : "silu", g, act[t], want);
     }
 }
 
@@ -832,7 +882,7 @@ static void test_ffn_runs_one(eng_backend *be, eng_dtype dt, int E, int S, int n
             want--;
         }
     CHECK(n == n_a + n_b, "ffn_runs setup: %d slots", n);
-    eng_ffn_weights W = { dt, E, S, gu, dn, NULL }, W2 = { dt, E, n_b, gu2, dn2, NULL };
+    eng_ffn_weights W = { dt, E, S, gu, dn, NULL, g_act }, W2 = { dt, E, n_b, gu2, dn2, NULL, g_act };
     float *x = make_f32(E, -1, 1), *y = make_f32(E, 0, 0), *want = make_f32(E, 0, 0);
     be->iface->ffn(be, &W, sel, n, x, want, 1, NULL);
     be->iface->ffn_runs(be, &W, n_a, &W2, n_b, x, y);
@@ -907,7 +957,8 @@ static void test_ffn_pick_e(eng_backend *be, eng_dtype dt, const int E)
         sketch_row(sk + s * sb + sb / 2, E, ref_f2h(0.125f), sl[s].up, sl[s].up);
     }
     void *gu = make_weights(dt, (long)S * 2 * E), *dn = make_weights(dt, (long)S * E);
-    eng_ffn_weights w = { dt, E, S, gu, dn, sk };
+    /* the expected slots follow from silu's scores */
+    eng_ffn_weights w = { dt, E, S, gu, dn, sk, ENG_ACT_SILU };
     float *x = malloc(sizeof(float) * 2 * E), *y = malloc(sizeof(float) * 2 * E);
     float *want = malloc(sizeof(float) * 2 * E);
     for (int i = 0; i < E; i++) {
@@ -979,7 +1030,7 @@ static double ref_pick_score(const uint8_t *slot, const float *x, int E)
         }
         gu[r] = acc;
     }
-    return fabs(gu[0] / (1 + exp(-gu[0])) * gu[1]);
+    return fabs(act_ref(gu[0]) * gu[1]);
 }
 
 static const double *sort_score;
@@ -1014,7 +1065,7 @@ static void test_ffn_pick_random(eng_backend *be, eng_dtype dt)
                     row[2 * nb + i] = (uint8_t)rnd();
             }
         void *gu = make_weights(dt, (long)S * 2 * E), *dn = make_weights(dt, (long)S * E);
-        eng_ffn_weights w = { dt, E, S, gu, dn, sk };
+        eng_ffn_weights w = { dt, E, S, gu, dn, sk, g_act };
         float *x = malloc(sizeof(float) * E), *y = malloc(sizeof(float) * E);
         float *want = malloc(sizeof(float) * E);
         double *score = malloc(sizeof(double) * S);
@@ -1263,6 +1314,14 @@ int main(void)
             test_ffn_pick(be, ENG_DTYPE_Q8_0);
             test_sketch_q8(be);
             test_silu(be);
+            /* GeGLU (Gemma): the FFN's kernels under the other activation */
+            g_act = ENG_ACT_GELU;
+            test_ffn(be, ENG_DTYPE_F16);
+            test_ffn(be, ENG_DTYPE_Q8_0);
+            test_ffn_runs(be, ENG_DTYPE_F16);
+            test_ffn_pick(be, ENG_DTYPE_F16);
+            test_silu(be);
+            g_act = ENG_ACT_SILU;
             test_rmsnorm(be);
             test_rope(be);
             test_attention(be);

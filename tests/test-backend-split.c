@@ -59,7 +59,7 @@ typedef struct span {
 
 /* one recorded op: its kind and arguments */
 typedef enum {
-    R_GET_ROWS, R_MATMUL, R_RMSNORM, R_ROPE, R_ATTENTION, R_FFN, R_ADD, R_STORE, R_STORE_KV,
+    R_GET_ROWS, R_MATMUL, R_RMSNORM, R_ROPE, R_ATTENTION, R_FFN, R_ADD, R_SCALE, R_STORE, R_STORE_KV,
     R_ARGMAX
 } rkind;
 typedef struct rec {
@@ -348,7 +348,8 @@ static void sp_rope(eng_backend *be, float *x, int nt, int nh, int hd, int nr, i
 }
 
 static void sp_attention(eng_backend *be, const float *q, const uint16_t *k, const uint16_t *v,
-                         float *out, int nt, int pos0, int nh, int nkv, int hd, float scale)
+                         float *out, int nt, int pos0, int nh, int nkv, int hd, float scale,
+                         int window)
 {
     split *S = S_of(be);
     DEV(q); DEV(k); DEV(v); DEV(out);
@@ -357,10 +358,10 @@ static void sp_attention(eng_backend *be, const float *q, const uint16_t *k, con
         CHECKF(pos0 == S->step.pos && nt == 1, "attention at %d+%d in the step at %d", pos0, nt,
                S->step.pos);
         r->p[0] = q, r->p[1] = k, r->p[2] = v, r->p[3] = out, r->i[0] = nt, r->pos = pos0;
-        r->i[2] = nh, r->i[3] = nkv, r->i[4] = hd, r->f[0] = scale;
+        r->i[2] = nh, r->i[3] = nkv, r->i[4] = hd, r->i[5] = window, r->f[0] = scale;
         return;
     }
-    CALL(attention(S->cpu, q, k, v, out, nt, pos0, nh, nkv, hd, scale));
+    CALL(attention(S->cpu, q, k, v, out, nt, pos0, nh, nkv, hd, scale, window));
 }
 
 static void sp_ffn(eng_backend *be, const eng_ffn_weights *w, const int32_t *sel, int n_sel,
@@ -387,6 +388,18 @@ static void sp_add(eng_backend *be, float *y, const float *x, long n)
         return;
     }
     CALL(add(S->cpu, y, x, n));
+}
+
+static void sp_scale(eng_backend *be, float *x, float f, long n)
+{
+    split *S = S_of(be);
+    DEV(x);
+    rec *r = record(S, R_SCALE);
+    if (r) {
+        r->p[0] = x, r->f[0] = f, r->n = n;
+        return;
+    }
+    CALL(scale(S->cpu, x, f, n));
 }
 
 static void sp_store(eng_backend *be, const float *src, uint16_t *dst, long n)
@@ -468,11 +481,14 @@ static void run_recs(split *S, const rec *recs, int n, int pos)
             break;
         case R_ATTENTION:
             CALL(attention(S->cpu, r->p[0], r->p[1], r->p[2], (float *)r->p[3], r->i[0], pos,
-                           r->i[2], r->i[3], r->i[4], r->f[0]));
+                           r->i[2], r->i[3], r->i[4], r->f[0], r->i[5]));
             break;
         case R_FFN:
             CALL(ffn(S->cpu, &r->fw, r->p[0], r->i[0], r->p[1], (float *)r->p[2], r->i[1],
                      (float *)r->p[3]));
+            break;
+        case R_SCALE:
+            CALL(scale(S->cpu, (float *)r->p[0], r->f[0], r->n));
             break;
         case R_ADD:
             CALL(add(S->cpu, (float *)r->p[0], r->p[1], r->n));
@@ -605,6 +621,7 @@ static const eng_backend_iface split_iface = {
     .attention = sp_attention,
     .ffn = sp_ffn,
     .add = sp_add,
+    .scale = sp_scale,
     .store_f16 = sp_store,
     .store_kv = sp_store_kv,
     .graph_begin = sp_graph_begin,

@@ -576,10 +576,12 @@ static void test_spm_families(void) {
                                  : !strcmp(c->template, "zephyr")     ? ENG_CHAT_ZEPHYR
                                  : !strncmp(c->template, "phi3", 4)   ? ENG_CHAT_PHI3
                                  : !strncmp(c->template, "mistral-v3", 10) ? ENG_CHAT_MISTRAL3
+                                 : !strcmp(c->template, "gemma3")     ? ENG_CHAT_GEMMA
                                                                       : ENG_CHAT_MISTRAL;
         CHECK(info.kind == want && !info.tools && !info.reasoning && !info.default_system[0]);
         CHECK(info.eos_space == !strcmp(c->template, "mistral-v0.1"));
         CHECK(info.tekken == !strcmp(c->template, "mistral-v3-tekken"));
+        CHECK(!info.gemma_nl1);
         fprintf(stderr, "plain case %s\n", c->name);
         check_render(&info, c->msgs, c->n_msgs, c->add ? ENG_CHAT_ADD_ASSISTANT : 0, c->want);
     }
@@ -592,6 +594,40 @@ static void test_spm_families(void) {
     check_render(&p3, phi_sys, 2, ENG_CHAT_ADD_ASSISTANT, "<s><|system|>\nS<|end|>\n<|user|>\nU<|end|>\n<|assistant|>\n");
     p3 = detect_named("phi3.5");
     CHECK(p3.kind == ENG_CHAT_PHI3 && !p3.phi3_legacy && p3.phi3_skip_empty_system);
+
+    /* Gemma 3 raises where turns do not alternate; we render them as its
+     * loop would. Copies of the template with one "\n" after the system
+     * prefix (some GGUFs') keep it; one without trim is not taken for it. */
+    eng_chat_info g3 = detect_named("gemma3");
+    eng_chat_msg g3_odd[] = {{.role = "user", .content = "a"}, {.role = "user", .content = " b"},
+                             {.role = "tool", .content = "1"}, {.role = "system", .content = "S"}};
+    check_render(&g3, g3_odd, 4, ENG_CHAT_ADD_ASSISTANT,
+                 "<s><start_of_turn>user\na<end_of_turn>\n<start_of_turn>user\nb<end_of_turn>\n"
+                 "<start_of_turn>tool\n1<end_of_turn>\n<start_of_turn>system\nS<end_of_turn>\n"
+                 "<start_of_turn>model\n");
+    check_render(&g3, NULL, 0, ENG_CHAT_ADD_ASSISTANT, "<s><start_of_turn>model\n");
+    {
+        size_t gl;
+        char *gt = read_template("gemma3", &gl);
+        char *at = strstr(gt, "'\\n\\n' -%}");
+        CHECK(at != NULL);
+        memmove(at + 3, at + 5, strlen(at + 5) + 1); /* '\n\n' -> '\n', both places */
+        at = strstr(at, "'\\n\\n' -%}");
+        CHECK(at != NULL);
+        memmove(at + 3, at + 5, strlen(at + 5) + 1);
+        eng_chat_info g1;
+        eng_chat_detect(gt, strlen(gt), &g1);
+        CHECK(g1.kind == ENG_CHAT_GEMMA && g1.gemma_nl1);
+        strcpy(g1.bos, "<bos>");
+        eng_chat_msg g1_sys[] = {{.role = "system", .content = "S"}, {.role = "user", .content = "U"}};
+        check_render(&g1, g1_sys, 2, 0, "<bos><start_of_turn>user\nS\nU<end_of_turn>\n");
+        char *tr = strstr(gt, "{{ message['content'] | trim }}");
+        CHECK(tr != NULL);
+        memcpy(tr + 22, "      ", 6); /* "| trim" gone: not Gemma's */
+        eng_chat_detect(gt, strlen(gt), &g1);
+        CHECK(g1.kind == ENG_CHAT_NONE);
+        free(gt);
+    }
 
     /* Mistral v3: tool results (they need call ids) and a system message
      * that is not the first are refused */

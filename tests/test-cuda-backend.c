@@ -416,12 +416,14 @@ static void test_norm_rope(void)
 static void test_attention(void)
 {
     cur = "attention";
+    /* window > 0: Gemma 3's local layers (a decode past its window, a
+     * prefill whose windows start inside the context) */
     struct {
-        int T, pos0;
-    } cases[] = { { 1, 40 }, { 6, 0 }, { 4, 9 } };
+        int T, pos0, window;
+    } cases[] = { { 1, 40, 0 }, { 6, 0, 0 }, { 4, 9, 0 }, { 1, 300, 37 }, { 9, 50, 6 } };
     const int H = 4, Hkv = 2, hd = 64;
     for (size_t ci = 0; ci < sizeof(cases) / sizeof(cases[0]); ci++) {
-        int T = cases[ci].T, p0 = cases[ci].pos0, n_ctx = p0 + T + 2;
+        int T = cases[ci].T, p0 = cases[ci].pos0, n_ctx = p0 + T + 2, win = cases[ci].window;
         size_t nq = (size_t)T * H * hd, nkv = (size_t)n_ctx * Hkv * hd;
         float *q = frandv(nq, -1, 1);
         uint16_t *k = halves(nkv, -1, 1), *v = halves(nkv, -1, 1);
@@ -430,8 +432,8 @@ static void test_attention(void)
         float *dq = up(q, nq * 4), *dout = up(NULL, nq * 4);
         uint16_t *dk = up(k, nkv * 2), *dv = up(v, nkv * 2);
         float scale = 1.0f / sqrtf((float)hd);
-        C->attention(cpu, q, k, v, ref, T, p0, H, Hkv, hd, scale);
-        G->attention(gpu, dq, dk, dv, dout, T, p0, H, Hkv, hd, scale);
+        C->attention(cpu, q, k, v, ref, T, p0, H, Hkv, hd, scale, win);
+        G->attention(gpu, dq, dk, dv, dout, T, p0, H, Hkv, hd, scale, win);
         down(got, dout, nq * 4);
         for (size_t i = 0; i < nq; i++)
             tol[i] = 5e-5 * (1.0 + fabs(ref[i]));
@@ -452,13 +454,16 @@ static void test_attention(void)
 static void test_ffn(void)
 {
     const int E = 64, S = 192;
+    /* gelu: GeGLU (Gemma) */
     struct {
         int T, n_sel;
-        bool use_sel;
-    } cases[] = { { 1, 192, false }, { 1, 77, true }, { 4, 192, false }, { 4, 77, true } };
+        bool use_sel, gelu;
+    } cases[] = { { 1, 192, false, false }, { 1, 77, true, false }, { 4, 192, false, false },
+                  { 4, 77, true, false }, { 1, 77, true, true }, { 4, 192, false, true } };
     for (size_t ci = 0; ci < sizeof(cases) / sizeof(cases[0]); ci++) {
         int T = cases[ci].T, n_sel = cases[ci].n_sel;
-        cur = T == 1 ? "ffn decode" : "ffn prefill";
+        cur = T == 1 ? (cases[ci].gelu ? "ffn decode gelu" : "ffn decode")
+                     : (cases[ci].gelu ? "ffn prefill gelu" : "ffn prefill");
         uint16_t *gu = halves((size_t)S * 2 * E, -1, 1), *dn = halves((size_t)S * E, -1, 1);
         float *x = frandv((size_t)T * E, -1.5f, 1.5f);
         int32_t *sel = NULL;
@@ -468,7 +473,8 @@ static void test_ffn(void)
                 sel[j] = (j * 5 + 3) % S; /* distinct: 5 and 192 are coprime */
             sel[n_sel / 2] = S + 4;       /* out of range: contributes nothing */
         }
-        eng_ffn_weights hw = { ENG_DTYPE_F16, E, S, gu, dn, NULL }, dw = hw;
+        eng_ffn_weights hw = { ENG_DTYPE_F16, E, S, gu, dn, NULL,
+                               cases[ci].gelu ? ENG_ACT_GELU : ENG_ACT_SILU }, dw = hw;
         dw.gate_up = up(gu, (size_t)S * 2 * E * 2);
         dw.down = up(dn, (size_t)S * E * 2);
         int32_t *dsel = sel ? up(sel, (size_t)n_sel * 4) : NULL;
@@ -533,9 +539,10 @@ static void test_ffn(void)
  * below one neuron's part of it). */
 static void test_ffn_pick(void)
 {
-    /* E, slots, and whether every slot has the same gate and up rows (all
-     * scores tie: the k lowest slots are picked) */
-    static const int shapes[][3] = { { 576, 37, 0 }, { 64, 300, 0 }, { 96, 40, 1 } };
+    /* E, slots, whether every slot has the same gate and up rows (all
+     * scores tie: the k lowest slots are picked), and GELU's scores */
+    static const int shapes[][4] = { { 576, 37, 0, 0 }, { 64, 300, 0, 0 }, { 96, 40, 1, 0 },
+                                     { 64, 300, 0, 1 } };
     for (size_t si = 0; si < sizeof(shapes) / sizeof(shapes[0]); si++) {
         const int E = shapes[si][0], S = shapes[si][1], T = 2;
         cur = "build_sketch";
@@ -549,7 +556,8 @@ static void test_ffn_pick(void)
         gu[5 * E + 20] = 0xbc00; /* -1 */
         const size_t sb = eng_sketch_slot_bytes(E);
         uint8_t *hsk = xmalloc((size_t)S * sb), *gsk = xmalloc((size_t)S * sb);
-        eng_ffn_weights hw = { ENG_DTYPE_F16, E, S, gu, dn, hsk }, dw = hw;
+        eng_ffn_weights hw = { ENG_DTYPE_F16, E, S, gu, dn, hsk,
+                               shapes[si][3] ? ENG_ACT_GELU : ENG_ACT_SILU }, dw = hw;
         dw.gate_up = up(gu, (size_t)S * 2 * E * 2);
         dw.down = up(dn, (size_t)S * E * 2);
         dw.sketch = up(NULL, (size_t)S * sb);
@@ -626,7 +634,7 @@ static void test_ffn_pick(void)
     /* a layer larger than any build_sketch reserved for: an error, no fault */
     cur = "ffn_pick unreserved";
     const int E = 64, S = 5000;
-    eng_ffn_weights w = { ENG_DTYPE_F16, E, S, NULL, NULL, NULL };
+    eng_ffn_weights w = { ENG_DTYPE_F16, E, S, NULL, NULL, NULL, ENG_ACT_SILU };
     w.gate_up = up(NULL, (size_t)S * 2 * E * 2);
     w.down = up(NULL, (size_t)S * E * 2);
     w.sketch = up(NULL, (size_t)S * eng_sketch_slot_bytes(E));
@@ -870,7 +878,7 @@ static void test_errors(void)
     /* f32 weights are refused, the first failure wins, later ops do nothing */
     eng_weight w32 = { ENG_DTYPE_F32, R, K, dwf };
     G->matmul(gpu, &w32, NULL, dx, dy, 1);
-    G->attention(gpu, dx, (uint16_t *)dwf, (uint16_t *)dwf, dy, 1, 0, 5, 2, 64, 1.0f); /* bad GQA */
+    G->attention(gpu, dx, (uint16_t *)dwf, (uint16_t *)dwf, dy, 1, 0, 5, 2, 64, 1.0f, 0); /* bad GQA */
     G->add(gpu, dy, dy, R);
     float got[8];
     G->download(gpu, got, dy, sizeof(got));
@@ -891,7 +899,7 @@ static void test_errors(void)
     CHECK(got[3] == 2 * y0[3], "add after recovery: %g", got[3]);
 
     /* bad arguments inside the kernels' checks are recorded too */
-    G->attention(gpu, dx, (uint16_t *)dwf, (uint16_t *)dwf, dy, 1, 0, 5, 2, 64, 1.0f);
+    G->attention(gpu, dx, (uint16_t *)dwf, (uint16_t *)dwf, dy, 1, 0, 5, 2, 64, 1.0f, 0);
     r = G->sync(gpu);
     CHECK(r == -EINVAL && strstr(G->error(gpu), "n_head"), "bad GQA: %d '%s'", r,
           G->error(gpu));

@@ -599,39 +599,48 @@ static void test_matmul3(void)
 static void test_attention(void)
 {
     cur = "attention";
+    /* window: Gemma 3's local layers see their last window positions */
     struct {
-        int T, pos0, H, Hkv, hd;
+        int T, pos0, H, Hkv, hd, window;
     } cases[] = {
-        { 5, 0, 8, 2, 64 },     /* prefill from empty */
-        { 1, 1000, 24, 8, 128 },/* decode, split over chunks */
-        { 17, 300, 4, 4, 80 },  /* prefill after a context, hd not a multiple of 32 */
-        { 1, 0, 2, 1, 32 },     /* first token */
-        { 64, 64, 16, 2, 128 },
-        { 1, 4095, 9, 3, 64 },  /* SmolLM2 heads, long context */
-        { 2, 9, 2, 2, 256 },
+        { 5, 0, 8, 2, 64, 0 },     /* prefill from empty */
+        { 1, 1000, 24, 8, 128, 0 },/* decode, split over chunks */
+        { 17, 300, 4, 4, 80, 0 },  /* prefill after a context, hd not a multiple of 32 */
+        { 1, 0, 2, 1, 32, 0 },     /* first token */
+        { 64, 64, 16, 2, 128, 0 },
+        { 1, 4095, 9, 3, 64, 0 },  /* SmolLM2 heads, long context */
+        { 2, 9, 2, 2, 256, 0 },
         /* decode kernel: a group of 8 (Qwen2.5-3B), hd 80 (two threads per
          * key), hd 256, a group of 16 (the general kernel), short chunks */
-        { 1, 700, 16, 2, 128 },
-        { 1, 333, 4, 4, 80 },
-        { 1, 77, 6, 2, 256 },
-        { 1, 50, 32, 2, 64 },
-        { 1, 31, 3, 1, 64 },
+        { 1, 700, 16, 2, 128, 0 },
+        { 1, 333, 4, 4, 80, 0 },
+        { 1, 77, 6, 2, 256, 0 },
+        { 1, 50, 32, 2, 64, 0 },
+        { 1, 31, 3, 1, 64, 0 },
+        /* Gemma 3 1B's heads (4 / 1, 256 wide) in local layers: decode past
+         * the window over splits, a prefill across it */
+        { 1, 2000, 4, 1, 256, 512 },
+        { 40, 600, 4, 1, 256, 512 },
+        { 9, 30, 8, 2, 64, 5 },
     };
     for (size_t ci = 0; ci < sizeof(cases) / sizeof(cases[0]); ci++) {
         int T = cases[ci].T, p0 = cases[ci].pos0, H = cases[ci].H, Hkv = cases[ci].Hkv;
-        int hd = cases[ci].hd, n_ctx = p0 + T + 3;
+        int hd = cases[ci].hd, n_ctx = p0 + T + 3, win = cases[ci].window;
         size_t nq = (size_t)T * H * hd, nkv = (size_t)n_ctx * Hkv * hd;
         float *q = frandv(nq, -1, 1);
         uint16_t *k = rand_half(nkv, -1, 1), *v = rand_half(nkv, -1, 1);
-        /* rows past the filled ones hold NaN: reading one shows up */
+        /* rows past the filled ones hold NaN: reading one shows up; so do
+         * the rows before the first token's window */
         for (size_t i = (size_t)(p0 + T) * Hkv * hd; i < nkv; i++)
+            k[i] = v[i] = 0x7e00;
+        for (size_t i = 0; win > 0 && p0 + 1 > win && i < (size_t)(p0 + 1 - win) * Hkv * hd; i++)
             k[i] = v[i] = 0x7e00;
         float *ref = xmalloc(nq * 4), *got = xmalloc(nq * 4);
         float scale = 1.0f / sqrtf((float)hd) * 3.0f; /* sharper softmax than usual */
-        cpu->iface->attention(cpu, q, k, v, ref, T, p0, H, Hkv, hd, scale);
+        cpu->iface->attention(cpu, q, k, v, ref, T, p0, H, Hkv, hd, scale, win);
         float *dq = dev_copy(q, nq * 4), *dout = dev(nq * 4);
         uint16_t *dk = dev_copy(k, nkv * 2), *dv = dev_copy(v, nkv * 2);
-        OK(si_cuda_attention(gc, dq, dk, dv, dout, T, p0, H, Hkv, hd, scale));
+        OK(si_cuda_attention(gc, dq, dk, dv, dout, T, p0, H, Hkv, hd, scale, win));
         get(got, dout, nq * 4);
         for (size_t i = 0; i < nq; i++)
             if (!(fabsf(got[i] - ref[i]) <= 5e-5f + 5e-5f * fabsf(ref[i]))) {
@@ -645,7 +654,7 @@ static void test_attention(void)
         for (int mp = p0; T == 1 && mp <= p0 + 8192; mp += 8192) {
             int32_t *dpos = dev_copy(&p0, 4);
             OK(si_cuda_upload(gc, dout, ref, 4)); /* must be overwritten */
-            OK(si_cuda_attention_at(gc, dq, dk, dv, dout, dpos, mp, H, Hkv, hd, scale));
+            OK(si_cuda_attention_at(gc, dq, dk, dv, dout, dpos, mp, H, Hkv, hd, scale, win));
             get(got, dout, nq * 4);
             for (size_t i = 0; i < nq; i++)
                 if (!(fabsf(got[i] - ref[i]) <= 5e-5f + 5e-5f * fabsf(ref[i]))) {
@@ -667,7 +676,7 @@ static void test_attention(void)
     }
     /* GQA with n_head not a multiple of n_head_kv is rejected */
     CHECK(si_cuda_attention(gc, (float *)16, (uint16_t *)16, (uint16_t *)16, (float *)16, 1, 0, 5,
-                            2, 64, 1.0f) == -EINVAL && strstr(si_cuda_last_error(), "n_head"),
+                            2, 64, 1.0f, 0) == -EINVAL && strstr(si_cuda_last_error(), "n_head"),
           "bad GQA accepted: %s", si_cuda_last_error());
 }
 
@@ -677,20 +686,24 @@ static void test_ffn(void)
 {
     struct {
         int E, n_slots, n_sel, T;
-        bool use_sel, bad_slots;
+        bool use_sel, bad_slots, gelu;
     } cases[] = {
-        { 576, 1536, 1536, 1, false, false },  /* decode, all slots */
-        { 576, 1536, 600, 1, true, false },    /* decode, 40 % */
-        { 3072, 2000, 800, 1, true, true },    /* decode, slots out of range */
-        { 100, 300, 123, 1, true, false },     /* scalar paths */
-        { 576, 1536, 1536, 6, false, false },  /* prefill, in place */
-        { 2048, 2500, 1100, 9, true, true },   /* prefill, gathered, 2 chunks */
-        { 100, 50, 60, 4, false, false },      /* prefill, n_sel > n_slots */
-        { 64, 0, 5, 1, false, false },         /* no slots at all */
+        { 576, 1536, 1536, 1, false, false, false },  /* decode, all slots */
+        { 576, 1536, 600, 1, true, false, false },    /* decode, 40 % */
+        { 3072, 2000, 800, 1, true, true, false },    /* decode, slots out of range */
+        { 100, 300, 123, 1, true, false, false },     /* scalar paths */
+        { 576, 1536, 1536, 6, false, false, false },  /* prefill, in place */
+        { 2048, 2500, 1100, 9, true, true, false },   /* prefill, gathered, 2 chunks */
+        { 100, 50, 60, 4, false, false, false },      /* prefill, n_sel > n_slots */
+        { 64, 0, 5, 1, false, false, false },         /* no slots at all */
+        { 1152, 1000, 400, 1, true, false, true }, /* GeGLU (Gemma 3 1B's n_embd) */
+        { 640, 700, 700, 5, false, false, true },
+        { 640, 700, 300, 7, true, true, true },
     };
     for (size_t ci = 0; ci < sizeof(cases) / sizeof(cases[0]); ci++) {
         int E = cases[ci].E, S = cases[ci].n_slots, n_sel = cases[ci].n_sel, T = cases[ci].T;
-        cur = T == 1 ? "ffn decode" : "ffn prefill";
+        cur = T == 1 ? (cases[ci].gelu ? "ffn decode gelu" : "ffn decode")
+                     : (cases[ci].gelu ? "ffn prefill gelu" : "ffn prefill");
         size_t ngu = (size_t)S * 2 * E, nd = (size_t)S * E;
         uint16_t *gu = rand_half(ngu ? ngu : 1, -1, 1), *dn = rand_half(nd ? nd : 1, -1, 1);
         float *x = frandv((size_t)T * E, -1.5f, 1.5f);
@@ -721,7 +734,8 @@ static void test_ffn(void)
                 }
             free(used);
         }
-        eng_ffn_weights w = { ENG_DTYPE_F16, E, S, gu, dn, NULL };
+        eng_ffn_weights w = { ENG_DTYPE_F16, E, S, gu, dn, NULL,
+                              cases[ci].gelu ? ENG_ACT_GELU : ENG_ACT_SILU };
         float *ref = xmalloc((size_t)T * E * 4), *got = xmalloc((size_t)T * E * 4);
         float *aref = xmalloc((size_t)T * n_sel * 4), *agot = xmalloc((size_t)T * n_sel * 4);
         cpu->iface->ffn(cpu, &w, sel, n_sel, x, ref, T, aref);
@@ -730,7 +744,7 @@ static void test_ffn(void)
         float *dx = dev_copy(x, (size_t)T * E * 4), *dy = dev((size_t)T * E * 4);
         float *dact = dev((size_t)T * n_sel * 4);
         int32_t *dsel = sel ? dev_copy(sel, (size_t)n_sel * 4) : NULL;
-        si_cuda_ffn_weights dw = { E, S, dgu, ddn };
+        si_cuda_ffn_weights dw = { E, S, dgu, ddn, cases[ci].gelu };
         OK(si_cuda_ffn(gc, &dw, dsel, n_sel, dx, dy, T, dact));
         get(got, dy, (size_t)T * E * 4);
         get(agot, dact, (size_t)T * n_sel * 4);

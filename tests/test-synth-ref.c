@@ -211,6 +211,92 @@ static void check_phi3_plan(const char *synth)
     eng_model_free(dense);
 }
 
+static double max_diff(const float *a, const float *b, int n)
+{
+    double worst = 0;
+    for (int v = 0; v < n; v++) {
+        const double d = fabs((double)a[v] - b[v]);
+        worst = d > worst || isnan(d) ? d : worst;
+    }
+    return worst;
+}
+
+/* gemma3 beyond the one batch llama.cpp's logits cover: its windows (4
+ * positions here) bound attention, not the session's context; the same
+ * tokens one at a time (decode's attention, with its own window code)
+ * give the batch's logits; and SelectInfer runs on it: a plan with a
+ * sketch, per-request selection with mean compensation (the bias goes in
+ * before the FFN's norm) and per-token picking (GELU in the sketch's
+ * scores) over a prompt and decode steps past the window. */
+static void check_gemma3(const char *synth)
+{
+    char path[32];
+    test_synth(synth, "tiny-gemma3", path);
+    eng_model_params mp = eng_model_params_default();
+    mp.n_threads = 2;
+    eng_model *m = NULL, *sel = NULL;
+    eng_error err;
+    CHECKF(eng_model_load(path, &mp, &m, &err) == 0, "%s", err.msg);
+    const int V = m->info.n_vocab;
+    eng_session_params sp = eng_session_params_default();
+    sp.n_ctx = 4096;
+    eng_session *a, *b;
+    CHECK(eng_session_new(m, &sp, &a) == 0 && eng_session_new(m, NULL, &b) == 0);
+    CHECKF(eng_session_n_ctx(a) == 4096, "gemma3 context %d, not its 4096", eng_session_n_ctx(a));
+    CHECK(eng_session_eval(a, TOKENS, N_TOK, 0) == 0);
+    for (int t = 0; t < N_TOK; t++)
+        CHECK(eng_session_eval(b, &TOKENS[t], 1, 0) == 0);
+    const double d1 = max_diff(eng_session_logits(a, -1), eng_session_logits(b, -1), V);
+    eng_session_free(a);
+    eng_session_free(b);
+
+    eng_load_plan_params pp = eng_load_plan_params_default();
+    pp.mode = ENG_SELECT_RANDOM;
+    pp.gamma = 0.7f;
+    pp.seed = 5;
+    pp.sketch = true;
+    mp.plan = &pp;
+    CHECKF(eng_model_load(path, &mp, &sel, &err) == 0, "%s", err.msg);
+    double share[2] = { 0, 0 };
+    for (int k = 0; k < 2; k++) {
+        eng_compute_params cp = eng_compute_params_default();
+        cp.phi = 0.4f;
+        cp.alpha = 0.2f;
+        cp.comp = k ? ENG_COMP_NONE : ENG_COMP_MEAN;
+        cp.pick = k ? ENG_PICK_TOKEN : ENG_PICK_REQUEST;
+        CHECK(eng_session_new(sel, NULL, &a) == 0 && eng_session_set_compute(a, &cp) == 0);
+        CHECK(eng_session_eval(a, TOKENS, N_TOK, 0) == 0);
+        int32_t next = 7;
+        for (int step = 0; step < 6; step++)
+            CHECK(eng_session_eval(a, &next, 1, 0) == 0);
+        const float *l = eng_session_logits(a, -1);
+        int finite = 0;
+        for (int v = 0; v < V; v++)
+            finite += isfinite(l[v]);
+        share[k] = eng_session_ffn_share(a);
+        CHECKF(finite == V, "gemma3 selective: %d of %d logits finite", finite, V);
+        eng_session_free(a);
+    }
+    /* a hot-swap to the dense plan: the dense load's logits (GELU and the
+     * norms kept through the swap) */
+    eng_load_plan_params dp = eng_load_plan_params_default();
+    CHECKF(eng_model_swap(sel, &dp, NULL, &err) == 0, "%s", err.msg);
+    unlink(path);
+    CHECK(eng_session_new(m, NULL, &a) == 0 && eng_session_new(sel, NULL, &b) == 0);
+    CHECK(eng_session_eval(a, TOKENS, N_TOK, 0) == 0 && eng_session_eval(b, TOKENS, N_TOK, 0) == 0);
+    const double d2 = max_diff(eng_session_logits(a, -1), eng_session_logits(b, -1), V);
+    eng_session_free(a);
+    eng_session_free(b);
+    printf("tiny-gemma3  one at a time vs one batch: max |diff| %.2g; selective decode shares %.2f %.2f; "
+           "swapped to dense: %.2g\n", d1, share[0], share[1], d2);
+    CHECKF(d2 < 1e-3, "gemma3 swapped to dense: logits %g from the dense load", d2);
+    CHECKF(d1 < 1e-3, "gemma3: token by token, logits %g from the batch's", d1);
+    CHECKF(share[0] > 0.3 && share[0] < 0.5 && share[1] > 0.3 && share[1] < 0.6,
+           "gemma3: decode computed %.2f / %.2f of the FFN at phi 0.4", share[0], share[1]);
+    eng_model_free(sel);
+    eng_model_free(m);
+}
+
 /* A Q8_0 phi3 file: its fused matrices and FFN rows stay Q8_0, and what a
  * hot-swap recounts from the plan's fixed bytes is what the load counted
  * (both once priced the file's fused tensors as f16). */
@@ -250,8 +336,10 @@ int main(int argc, char **argv)
     check_shape(argv[1], argv[2], "tiny-qwen3", 320);
     check_shape(argv[1], argv[2], "tiny-llama3", 1024);
     check_shape(argv[1], argv[2], "tiny-phi3", 320);
+    check_shape(argv[1], argv[2], "tiny-gemma3", 320);
     check_phi3_plan(argv[1]);
     check_phi3_q8(argv[1]);
+    check_gemma3(argv[1]);
     check_q8_file(argv[1]);
     printf("ok\n");
     return 0;

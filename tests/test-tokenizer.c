@@ -18,7 +18,9 @@
  * starts the input or follows a special token, so the pieces are not the
  * input. The ids with BOS added, the pieces and the streaming decode are
  * checked against it; --spm adds what holds for the SentencePiece test
- * vocabularies (special ids, byte fallback, random round trips).
+ * vocabularies (special ids, byte fallback, random round trips), and
+ * --spm-gemma the same for the Gemma-like one (bos 2, eos 1, no space put
+ * first).
  */
 #include <errno.h>
 #include <pthread.h>
@@ -582,27 +584,31 @@ static void check_row_vocab(const eng_vocab *v, const row *r, int *n_held) {
 
 /* What holds for any input, from the vocabulary's own facts: every byte has
  * a <0xXX> token, so valid UTF-8 text without special tokens comes back
- * with the one space the tokenizer puts first. */
-static void test_spm_facts(const eng_vocab *v) {
-    CHECK(eng_vocab_bos(v) == 1 && eng_vocab_eos(v) == 2, "bos %d eos %d", eng_vocab_bos(v), eng_vocab_eos(v));
-    CHECK(eng_vocab_is_eog(v, 2) && !eng_vocab_is_eog(v, 1), "</s> ends generation, <s> does not");
+ * with the one space the tokenizer puts first (none for Gemma's). */
+static void test_spm_facts(const eng_vocab *v, bool gemma) {
+    const int32_t bos = gemma ? 2 : 1, eos = gemma ? 1 : 2;
+    const size_t pre = gemma ? 0 : 1; /* the space put first */
+    CHECK(eng_vocab_bos(v) == bos && eng_vocab_eos(v) == eos, "bos %d eos %d", eng_vocab_bos(v), eng_vocab_eos(v));
+    CHECK(eng_vocab_is_eog(v, eos) && !eng_vocab_is_eog(v, bos), "</s> ends generation, <s> does not");
     char buf[64];
-    int k = eng_vocab_token_to_piece(v, 1, false, buf, sizeof(buf));
+    int k = eng_vocab_token_to_piece(v, bos, false, buf, sizeof(buf));
     CHECK(k == 0, "<s> without special: %d bytes", k);
-    k = eng_vocab_token_to_piece(v, 1, true, buf, sizeof(buf));
+    k = eng_vocab_token_to_piece(v, bos, true, buf, sizeof(buf));
     CHECK(k == 3 && memcmp(buf, "<s>", 3) == 0, "<s> with special: %d bytes", k);
-    /* a byte no piece holds is spelled by its <0xXX> token: " " "\x01" */
+    /* a byte no piece holds is spelled by its <0xXX> token: [" "] "\x01" */
     int32_t ids[64];
     size_t n = 0;
     k = -1;
-    if (eng_vocab_tokenize(v, "\x01", 1, 0, ids, 64, &n) == 0 && n == 2)
-        k = eng_vocab_token_to_piece(v, ids[1], false, buf, sizeof(buf));
+    if (eng_vocab_tokenize(v, "\x01", 1, 0, ids, 64, &n) == 0 && n == 1 + pre)
+        k = eng_vocab_token_to_piece(v, ids[pre], false, buf, sizeof(buf));
     CHECK(k == 1 && buf[0] == 1, "<0x01> is the byte 01: %zu tokens, %d bytes", n, k);
-    /* "the" is "\u2581the" with the space put first: one token, piece " the" */
+    /* "the" is "\u2581the" with the space put first: one token, piece " the";
+     * without the space, "the" */
     k = -1;
     if (eng_vocab_tokenize(v, "the", 3, 0, ids, 64, &n) == 0 && n == 1)
         k = eng_vocab_token_to_piece(v, ids[0], false, buf, sizeof(buf));
-    CHECK(k == 4 && memcmp(buf, " the", 4) == 0, "'the' is one token, piece ' the' (%zu tokens)", n);
+    CHECK(k == (int)(3 + pre) && memcmp(buf, " the" + 1 - pre, 3 + pre) == 0,
+          "'the' is one token, piece '%s' (%zu tokens)", " the" + 1 - pre, n);
 
     static const char *const atoms[] = {
         "a", "Z", "the", " ", "  ", "\t", "\n", "\r\n", "7", "42", ".", "!?", "\xc3\xa9", "\xe4\xbd\xa0",
@@ -639,7 +645,7 @@ static void test_spm_facts(const eng_vocab *v) {
         }
         size_t m = detok(v, rid, nt, false, out, sizeof(out));
         /* "\xe2\x96\x81" in the input comes back as a space, as in llama.cpp */
-        size_t w = 1;
+        size_t w = pre;
         char want[1100] = " ";
         for (size_t j = 0; j < tn; j++) {
             if (j + 3 <= tn && memcmp(text + j, "\xe2\x96\x81", 3) == 0) {
@@ -655,7 +661,7 @@ static void test_spm_facts(const eng_vocab *v) {
     CHECK(bad == 0, "SentencePiece random round trip: %d failures", bad);
 }
 
-static int main_vocab(const char *vocab_path, const char *rows_path, bool spm) {
+static int main_vocab(const char *vocab_path, const char *rows_path, bool spm, bool gemma) {
     gguf_file *f;
     eng_error err = { "" };
     if (gguf_open(vocab_path, &f, &err) < 0) {
@@ -670,7 +676,7 @@ static int main_vocab(const char *vocab_path, const char *rows_path, bool spm) {
         return 1;
     }
     if (spm)
-        test_spm_facts(v);
+        test_spm_facts(v, gemma);
     size_t n_rows;
     row *rows = load_rows(rows_path, &n_rows);
     if (!rows || n_rows < 50) {
@@ -721,10 +727,12 @@ static void *thread_main(void *p) {
 }
 
 int main(int argc, char **argv) {
-    if ((argc == 4 || (argc == 5 && !strcmp(argv[4], "--spm"))) && strcmp(argv[1], "--vocab") == 0)
-        return main_vocab(argv[2], argv[3], argc == 5);
+    const bool gemma = argc == 5 && !strcmp(argv[4], "--spm-gemma");
+    if ((argc == 4 || (argc == 5 && (!strcmp(argv[4], "--spm") || gemma))) && strcmp(argv[1], "--vocab") == 0)
+        return main_vocab(argv[2], argv[3], argc == 5, gemma);
     if (argc != 2) {
-        fprintf(stderr, "usage: %s tokenizer-smollm2.tsv | --vocab VOCAB.gguf ROWS.tsv [--spm]\n", argv[0]);
+        fprintf(stderr, "usage: %s tokenizer-smollm2.tsv | --vocab VOCAB.gguf ROWS.tsv [--spm | --spm-gemma]\n",
+                argv[0]);
         return 1;
     }
     test_utf8_prefix();

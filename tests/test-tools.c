@@ -192,6 +192,16 @@ static void check_spm_family_on(const char *shape, const char *vocab, const char
             }
         CHECKF(ends == 4 && after == 0, "%s: %d <|end|>, %d followed by a newline", tmpl, ends, after);
     }
+    if (kind == ENG_CHAT_GEMMA) {
+        /* the turn markers are control tokens, one each, three turns */
+        int32_t st[4], en[4];
+        size_t ns = 0, nd = 0;
+        CHECK(eng_tokenize(m, "<start_of_turn>", 15, ENG_TOK_PARSE_SPECIAL, st, 4, &ns) == 0 && ns == 1);
+        CHECK(eng_tokenize(m, "<end_of_turn>", 13, ENG_TOK_PARSE_SPECIAL, en, 4, &nd) == 0 && nd == 1);
+        CHECKF(count_token(toks, n, st[0]) == 3 && count_token(toks, n, en[0]) == 3 && eng_token_is_eog(m, en[0]),
+               "%s: %d <start_of_turn>, %d <end_of_turn>", tmpl, count_token(toks, n, st[0]),
+               count_token(toks, n, en[0]));
+    }
     generate_from(m, toks, n);
     free(toks);
     free(text);
@@ -232,6 +242,8 @@ int main(int argc, char **argv)
     check_spm_family("mistral-v3", ENG_CHAT_MISTRAL3, "mistral3_turns", 1);
     /* a Phi-3: fused tensors, a vocabulary named Phi-3 with its chat tokens */
     check_spm_family_on("tiny-phi3", "vocab-spm-phi3.gguf", "phi3.5", ENG_CHAT_PHI3, "phi35_turns", 1);
+    /* a Gemma 3: its layers, a Gemma-like vocabulary (no space put first) */
+    check_spm_family_on("tiny-gemma3", "vocab-spm-gemma.gguf", "gemma3", ENG_CHAT_GEMMA, "gemma_turns", 1);
 
     /* the plain synthetic templates have no tool calling */
     char path[32];

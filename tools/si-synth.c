@@ -38,32 +38,42 @@ typedef struct shape {
     bool qk_norm;        /* qwen3: attn_q_norm / attn_k_norm per head */
     bool fused;          /* phi3: attn_qkv = [q; k; v], ffn_up = [gate; up] */
     int n_swa;           /* attention.sliding_window, 0: none */
+    float rope_linear;   /* rope.scaling.factor of type linear, 0: none */
 } shape;
 
 static const shape shapes[] = {
     {"tiny", "llama", "smollm", "Synthetic Tiny", 2, 64, 192, 4, 2, 320, 2048, 10000.0f, 1e-5f,
-     false, false, true, VOCAB_SMOL, 3, 0, false, false, 0},
+     false, false, true, VOCAB_SMOL, 3, 0, false, false, 0, 0.0f},
     {"tiny-qwen2", "qwen2", "qwen2", "Synthetic Tiny Qwen2", 2, 64, 192, 4, 2, 320, 4096,
-     1000000.0f, 1e-6f, true, false, true, VOCAB_QWEN, 0, 0, false, false, 0},
+     1000000.0f, 1e-6f, true, false, true, VOCAB_QWEN, 0, 0, false, false, 0, 0.0f},
     /* heads wider than n_embd / n_head, as Qwen3's (1024 wide, 16 heads of 128) */
     {"tiny-qwen3", "qwen3", "qwen2", "Synthetic Tiny Qwen3", 2, 64, 192, 4, 2, 320, 4096,
-     1000000.0f, 1e-6f, false, false, true, VOCAB_QWEN, 0, 32, true, false, 0},
+     1000000.0f, 1e-6f, false, false, true, VOCAB_QWEN, 0, 32, true, false, 0, 0.0f},
     {"tiny-llama3", "llama", "llama-bpe", "Synthetic Tiny Llama 3", 2, 64, 192, 4, 2, 1024, 8192,
-     500000.0f, 1e-5f, false, true, true, VOCAB_LLAMA3, 0, 0, false, false, 0},
+     500000.0f, 1e-5f, false, true, true, VOCAB_LLAMA3, 0, 0, false, false, 0, 0.0f},
     /* fused q/k/v and gate/up, NEOX RoPE, an output matrix of its own and
      * a sliding window, as Phi-3-mini-4k (its window 2047, its vocabulary
      * SentencePiece: --vocab). Not named Phi-3: llama.cpp gives the special
      * tokens of a model so named Phi-3's attributes, and needs its tokens */
     {"tiny-phi3", "phi3", "smollm", "Synthetic Tiny Fused", 2, 64, 192, 4, 2, 320, 4096, 10000.0f, 1e-5f,
-     false, false, false, VOCAB_SMOL, 3, 0, false, true, 2047},
+     false, false, false, VOCAB_SMOL, 3, 0, false, true, 2047, 0.0f},
+    /* gemma3: q/k norms, norms after attention and FFN, GeGLU, embeddings
+     * scaled by sqrt(n_embd), five local layers (window, RoPE base 10000)
+     * to a global one (RoPE 1e6, linear scaling as Gemma 3 4B's); heads
+     * wider than n_embd / n_head and one KV head, as Gemma 3 1B's. The
+     * window of 4 makes a short test cross it. */
+    {"tiny-gemma3", "gemma3", "smollm", "Synthetic Tiny Gemma3", 7, 64, 192, 4, 1, 320, 4096,
+     1000000.0f, 1e-6f, false, false, true, VOCAB_SMOL, 3, 32, true, false, 4, 8.0f},
+    {"gemma-3-1b", "gemma3", "smollm", "Synthetic Gemma 3 1B", 26, 1152, 6912, 4, 1, 262144,
+     32768, 1000000.0f, 1e-6f, false, false, true, VOCAB_SMOL, 17, 256, true, false, 512, 0.0f},
     {"smollm2-135m", "llama", "smollm", "Synthetic SmolLM2 135M", 30, 576, 1536, 9, 3, 49152,
-     8192, 100000.0f, 1e-5f, false, false, true, VOCAB_SMOL, 17, 0, false, false, 0},
+     8192, 100000.0f, 1e-5f, false, false, true, VOCAB_SMOL, 17, 0, false, false, 0, 0.0f},
     {"llama-3.2-1b", "llama", "llama-bpe", "Synthetic Llama 3.2 1B", 16, 2048, 8192, 32, 8,
-     128256, 131072, 500000.0f, 1e-5f, false, true, true, VOCAB_LLAMA3, 0, 0, false, false, 0},
+     128256, 131072, 500000.0f, 1e-5f, false, true, true, VOCAB_LLAMA3, 0, 0, false, false, 0, 0.0f},
     {"llama-3.2-3b", "llama", "llama-bpe", "Synthetic Llama 3.2 3B", 28, 3072, 8192, 24, 8,
-     128256, 131072, 500000.0f, 1e-5f, false, true, true, VOCAB_LLAMA3, 0, 0, false, false, 0},
+     128256, 131072, 500000.0f, 1e-5f, false, true, true, VOCAB_LLAMA3, 0, 0, false, false, 0, 0.0f},
     {"qwen2.5-3b", "qwen2", "qwen2", "Synthetic Qwen2.5 3B", 36, 2048, 11008, 16, 2, 151936,
-     32768, 1000000.0f, 1e-6f, true, false, true, VOCAB_QWEN, 0, 0, false, false, 0},
+     32768, 1000000.0f, 1e-6f, true, false, true, VOCAB_QWEN, 0, 0, false, false, 0, 0.0f},
 };
 
 static const char *const smol_specials[] = {
@@ -739,6 +749,10 @@ int main(int argc, char **argv)
     CHECK(gguf_writer_set_u32(w, KEY("rope.dimension_count"), (uint32_t)head_dim));
     if (sh->n_swa)
         CHECK(gguf_writer_set_u32(w, KEY("attention.sliding_window"), (uint32_t)sh->n_swa));
+    if (sh->rope_linear > 0.0f) {
+        CHECK(gguf_writer_set_str(w, KEY("rope.scaling.type"), "linear"));
+        CHECK(gguf_writer_set_f32(w, KEY("rope.scaling.factor"), sh->rope_linear));
+    }
     if (sh->head_dim) {
         CHECK(gguf_writer_set_u32(w, KEY("attention.key_length"), (uint32_t)head_dim));
         CHECK(gguf_writer_set_u32(w, KEY("attention.value_length"), (uint32_t)head_dim));
@@ -807,7 +821,8 @@ int main(int argc, char **argv)
         CHECK(gguf_writer_set_u32(w, "general.quantization_version", 2));
 
     /* tensor list, in the order llama.cpp's converter writes them */
-    size_t max_t = 4 + (size_t)sh->n_layer * 14, nt = 0;
+    size_t max_t = 4 + (size_t)sh->n_layer * 16, nt = 0;
+    const bool gemma = !strcmp(arch, "gemma3");
     td = calloc(max_t, sizeof(*td));
     if (!td) {
         fprintf(stderr, "si-synth: out of memory\n");
@@ -834,7 +849,11 @@ int main(int argc, char **argv)
         T("ffn_down.weight", 2, F, E, INIT_RANDOM);
         T("ffn_gate.weight", 2, E, F, INIT_RANDOM);
         T("ffn_up.weight", 2, E, F, INIT_RANDOM);
-        T("ffn_norm.weight", 1, E, 1, INIT_ONES);
+        T("ffn_norm.weight", 1, E, 1, gemma ? INIT_NORM : INIT_ONES);
+        if (gemma) {
+            T("post_attention_norm.weight", 1, E, 1, INIT_NORM);
+            T("post_ffw_norm.weight", 1, E, 1, INIT_NORM);
+        }
         if (sh->qkv_bias)
             T("attn_k.bias", 1, KV, 1, INIT_BIAS);
         if (sh->qk_norm)

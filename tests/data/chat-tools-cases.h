@@ -235,6 +235,28 @@ static const eng_chat_msg phi35_turns_msgs[] = {
     {"tool", "t", NULL, 0},
 };
 
+static const eng_chat_msg gemma_user_msgs[] = {
+    {"user", "Hello", NULL, 0},
+};
+
+static const eng_chat_msg gemma_system_msgs[] = {
+    {"system", " Be brief.\n", NULL, 0},
+    {"user", " Hi \n", NULL, 0},
+};
+
+static const eng_chat_msg gemma_turns_msgs[] = {
+    {"system", "S", NULL, 0},
+    {"user", "a", NULL, 0},
+    {"assistant", "  b\n", NULL, 0},
+    {"user", "c", NULL, 0},
+};
+
+static const eng_chat_msg gemma_unicode_space_msgs[] = {
+    {"user", "\xe3""\x80""\x80""hi\xc2""\xa0""", NULL, 0},
+    {"assistant", "\xe2""\x80""\xa8""b\xe2""\x81""\x9f""", NULL, 0},
+    {"user", "\x09""c", NULL, 0},
+};
+
 static const struct tools_case {
     const char *name, *template, *tools;
     const eng_chat_msg *msgs;
@@ -353,4 +375,16 @@ static const struct tools_case plain_cases[] = {
     {"phi35_turns", "phi3.5", NULL,
      phi35_turns_msgs, 5, false,
      "<|system|>\nBe brief.<|end|>\n<|user|>\na<|end|>\n<|assistant|>\nb<|end|>\n<|user|>\nc<|end|>\n</s>"},
+    {"gemma_user", "gemma3", NULL,
+     gemma_user_msgs, 1, true,
+     "<s><start_of_turn>user\nHello<end_of_turn>\n<start_of_turn>model\n"},
+    {"gemma_system", "gemma3", NULL,
+     gemma_system_msgs, 2, true,
+     "<s><start_of_turn>user\n Be brief.\n\n\nHi<end_of_turn>\n<start_of_turn>model\n"},
+    {"gemma_turns", "gemma3", NULL,
+     gemma_turns_msgs, 4, false,
+     "<s><start_of_turn>user\nS\n\na<end_of_turn>\n<start_of_turn>model\nb<end_of_turn>\n<start_of_turn>user\nc<end_of_turn>\n"},
+    {"gemma_unicode_space", "gemma3", NULL,
+     gemma_unicode_space_msgs, 3, true,
+     "<s><start_of_turn>user\nhi<end_of_turn>\n<start_of_turn>model\nb<end_of_turn>\n<start_of_turn>user\nc<end_of_turn>\n<start_of_turn>model\n"},
 };

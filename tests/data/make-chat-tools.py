@@ -2,7 +2,7 @@
 """Writes tests/data/chat-tools-cases.h: tool-calling conversations and
 what Python's jinja2 renders for them from the stored Qwen and Llama 3.2 templates
 (tools_cases), and plain conversations for the Llama 2, Mistral and Zephyr
-templates (plain_cases, bos_token "<s>", eos_token "</s>"), with
+templates and Gemma 3's (plain_cases, bos_token "<s>", eos_token "</s>"), with
 Hugging Face's tojson (json.dumps, ensure_ascii=False, keys unsorted) and
 its environment (trim_blocks, lstrip_blocks), as transformers'
 apply_chat_template does. tests/test-chat.c renders the same conversations
@@ -118,6 +118,12 @@ PLAIN_CASES = [
     ("phi35_turns", "phi3.5",
      [("system", "Be brief.", None), ("user", "a", None), ("assistant", "b", None), ("user", "c", None),
       ("tool", "t", None)], False),
+    ("gemma_user", "gemma3", [("user", "Hello", None)], True),
+    ("gemma_system", "gemma3", [("system", " Be brief.\n", None), ("user", " Hi \n", None)], True),
+    ("gemma_turns", "gemma3",
+     [("system", "S", None), ("user", "a", None), ("assistant", "  b\n", None), ("user", "c", None)], False),
+    ("gemma_unicode_space", "gemma3",
+     [("user", "\u3000hi\u00a0", None), ("assistant", "\u2028b\u205f", None), ("user", "\tc", None)], True),
 ]
 
 

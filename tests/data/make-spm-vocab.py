@@ -11,9 +11,15 @@ With --phi3 it writes the vocabulary of a Phi-3-like model instead: named
 whitespace after a special token is dropped) and with Phi-3's chat tokens
 <|endoftext|> <|system|> <|user|> <|assistant|> <|end|> as control tokens.
 
+With --gemma, the vocabulary of a Gemma-like model: no dummy prefix (the
+GGUF's tokenizer.ggml.add_space_prefix false, as Gemma's converter writes
+it), Gemma's ids (pad 0, eos 1, bos 2, unk 3) and its turn tokens
+<start_of_turn> <end_of_turn> as control tokens.
+
 Needs the PyPI packages sentencepiece and gguf:
     python3 tests/data/make-spm-vocab.py tests/data/vocab-spm.gguf
     python3 tests/data/make-spm-vocab.py --phi3 tests/data/vocab-spm-phi3.gguf
+    python3 tests/data/make-spm-vocab.py --gemma tests/data/vocab-spm-gemma.gguf
 """
 import glob, io, json, os, sys
 
@@ -21,6 +27,8 @@ import sentencepiece as spm
 import gguf
 
 phi3 = sys.argv[1] == "--phi3"
+gemma = sys.argv[1] == "--gemma"
+GEMMA_TOKENS = ["<start_of_turn>", "<end_of_turn>"]
 out = sys.argv[-1]
 PHI3_TOKENS = ["<|endoftext|>", "<|system|>", "<|user|>", "<|assistant|>", "<|end|>"]
 
@@ -36,9 +44,10 @@ model = io.BytesIO()
 spm.SentencePieceTrainer.train(
     sentence_iterator=iter(text.split("\n")), model_writer=model, vocab_size=3000,
     model_type="bpe", byte_fallback=True, split_digits=True, allow_whitespace_only_pieces=True,
-    remove_extra_whitespaces=False, normalization_rule_name="identity", add_dummy_prefix=True,
+    remove_extra_whitespaces=False, normalization_rule_name="identity", add_dummy_prefix=not gemma,
     character_coverage=0.9995, user_defined_symbols=["[INST]", "[/INST]"],
-    control_symbols=["<|im_start|>"] + (PHI3_TOKENS if phi3 else []), unk_id=0, bos_id=1, eos_id=2, pad_id=-1,
+    control_symbols=["<|im_start|>"] + (PHI3_TOKENS if phi3 else []) + (GEMMA_TOKENS if gemma else []),
+    unk_id=3 if gemma else 0, bos_id=2 if gemma else 1, eos_id=1 if gemma else 2, pad_id=0 if gemma else -1,
     num_threads=1, minloglevel=2)
 sp = spm.SentencePieceProcessor(model_proto=model.getvalue())
 
@@ -52,14 +61,18 @@ for i in range(sp.vocab_size()):
                  T.USER_DEFINED if sp.id_to_piece(i) in ("[INST]", "[/INST]") else T.NORMAL)
 
 w = gguf.GGUFWriter(out, "llama")
-w.add_name("Phi-3 spm-test-vocab" if phi3 else "spm-test-vocab")
+w.add_name("Phi-3 spm-test-vocab" if phi3 else "gemma-like spm-test-vocab" if gemma else "spm-test-vocab")
 # the shape keys llama.cpp reads even for a vocabulary-only load
 w.add_context_length(512); w.add_embedding_length(64); w.add_block_count(1)
 w.add_feed_forward_length(128); w.add_head_count(4); w.add_head_count_kv(4)
 w.add_rope_dimension_count(16); w.add_layer_norm_rms_eps(1e-5)
 w.add_tokenizer_model("llama")
 w.add_token_list(toks); w.add_token_scores(scores); w.add_token_types(types)
-w.add_bos_token_id(1); w.add_eos_token_id(2); w.add_unk_token_id(0)
+if gemma:
+    w.add_bos_token_id(2); w.add_eos_token_id(1); w.add_unk_token_id(3); w.add_pad_token_id(0)
+    w.add_add_space_prefix(False)
+else:
+    w.add_bos_token_id(1); w.add_eos_token_id(2); w.add_unk_token_id(0)
 w.add_add_bos_token(True); w.add_add_eos_token(False)
 w.write_header_to_file(); w.write_kv_data_to_file(); w.write_tensors_to_file(); w.close()
 print(f"{len(toks)} tokens -> {out}", file=sys.stderr)
