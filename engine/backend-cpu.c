@@ -3481,6 +3481,7 @@ typedef struct att_args {
     int n_tokens, pos0, n_head, n_head_kv, head_dim;
     float scale;
     int window; /* > 0: a token sees its last window positions only */
+    float softcap; /* > 0: scores through softcap * tanh(s / softcap) */
     _Atomic long next; /* the next item of att_task */
 } att_args;
 
@@ -3541,6 +3542,12 @@ static void att_group_block(att_args *a, att_group *g, long p0, int nb, long p_h
         k->scores4_q8(g->q, G, kq, vq, kv_stride / 32, nb, n_pf, hd, a->scale, s, bm);
     else
         k->scores4_h(g->q, G, kh, vh, kv_stride, nb, n_pf, hd, a->scale, s, bm);
+    if (a->softcap > 0.0f) /* monotonic: the block's maxima map to the new maxima */
+        for (int i = 0; i <= nb; i++)
+            for (int j = 0; j < 4; j++) {
+                float *x = i < nb ? &s[i][j] : &bm[j];
+                *x = a->softcap * tanhf(*x / a->softcap);
+            }
     for (int i = 0; i < G; i++)
         if (bm[i] > g->m[i]) {
             if (g->l[i] > 0.0f) {
@@ -3762,12 +3769,18 @@ static void att_tile(att_args *a, long t0, int nt, long kvh, float *scratch)
                 continue;
             float *o = a->out + ((size_t)(t0 + t) * a->n_head + kvh * G + g) * hd;
             const float *srow = S + (g * 6 + t) * 32;
-            if (off > 0) {
-                /* the row's window starts inside the block: its keys moved
-                 * to the front of a row of their own */
-                float win[32] = { 0 };
-                memcpy(win, srow + off, (size_t)(nv - off) * sizeof(float));
-                k->att_pv32(win, (int)(nv - off), a->scale, &m[r], &l[r], o, VF + off * hd, hd);
+            if (off > 0 || a->softcap > 0.0f) {
+                /* the row's window starts inside the block (its keys moved
+                 * to the front of a row of their own), or its scores go
+                 * through the cap here, scaled */
+                const long o0 = off > 0 ? off : 0;
+                float win[32] = { 0 }, sc = a->scale;
+                memcpy(win, srow + o0, (size_t)(nv - o0) * sizeof(float));
+                for (long j = 0; a->softcap > 0.0f && j < nv - o0; j++)
+                    win[j] = a->softcap * tanhf(win[j] * a->scale / a->softcap);
+                if (a->softcap > 0.0f)
+                    sc = 1.0f;
+                k->att_pv32(win, (int)(nv - o0), sc, &m[r], &l[r], o, VF + o0 * hd, hd);
             } else {
                 k->att_pv32(srow, (int)nv, a->scale, &m[r], &l[r], o, VF, hd);
             }
@@ -3798,13 +3811,13 @@ static void att_tiles_task(void *p, int ith, int nth)
 
 static void attention(eng_backend *be, const float *q, const void *k, const void *v, bool q8,
                       float *out, int n_tokens, int pos0, int n_head, int n_head_kv,
-                      int head_dim, float scale, int window)
+                      int head_dim, float scale, int window, float softcap)
 {
     if (!q || !k || !v || !out || n_tokens <= 0 || pos0 < 0 || n_head <= 0 || n_head_kv <= 0 ||
         head_dim <= 0 || n_head % n_head_kv != 0 || (q8 && head_dim % 32 != 0))
         return;
     att_args a = { ctx_of(be), q, k, v, q8, out, n_tokens, pos0, n_head, n_head_kv, head_dim,
-                   scale, window, 0 };
+                   scale, window, softcap, 0 };
     atomic_init(&a.next, 0);
     const long kv_lo = att_lo(&a, 0); /* a decode token's first position */
     long work = (long)n_tokens * n_head * (pos0 + n_tokens - kv_lo) * head_dim;
@@ -3835,18 +3848,19 @@ static void attention(eng_backend *be, const float *q, const void *k, const void
 
 static void op_attention(eng_backend *be, const float *q, const uint16_t *k, const uint16_t *v,
                          float *out, int n_tokens, int pos0, int n_head, int n_head_kv,
-                         int head_dim, float scale, int window)
+                         int head_dim, float scale, int window, float softcap)
 {
     attention(be, q, k, v, false, out, n_tokens, pos0, n_head, n_head_kv, head_dim, scale,
-              window);
+              window, softcap);
 }
 
 static void op_attention_q8(eng_backend *be, const float *q, const eng_q8_block *k,
                             const eng_q8_block *v, float *out, int n_tokens, int pos0,
-                            int n_head, int n_head_kv, int head_dim, float scale, int window)
+                            int n_head, int n_head_kv, int head_dim, float scale, int window,
+                            float softcap)
 {
     attention(be, q, k, v, true, out, n_tokens, pos0, n_head, n_head_kv, head_dim, scale,
-              window);
+              window, softcap);
 }
 
 /* ---- ffn ---------------------------------------------------------------- */
@@ -4343,6 +4357,13 @@ static void op_scale(eng_backend *be, float *x, float f, long n)
         ctx_of(be)->k->scale(x, f, n);
 }
 
+static void op_softcap(eng_backend *be, float *x, float cap, long n)
+{
+    (void)be;
+    for (long i = 0; x && cap > 0.0f && i < n; i++) /* once per eval, over the logits kept */
+        x[i] = cap * tanhf(x[i] / cap);
+}
+
 static void op_store_f16(eng_backend *be, const float *src, uint16_t *dst, long n)
 {
     if (!src || !dst || n <= 0)
@@ -4508,6 +4529,7 @@ static const eng_backend_iface cpu_iface = {
     .ffn = op_ffn,
     .add = op_add,
     .scale = op_scale,
+    .softcap = op_softcap,
     .store_f16 = op_store_f16,
     .store_kv = op_store_kv,
     .store_kv_q8 = op_store_kv_q8,

@@ -409,17 +409,17 @@ static void op_rope_store(eng_backend *be, float *q, float *k, const float *v, i
 
 static void op_attention(eng_backend *be, const float *q, const uint16_t *k, const uint16_t *v,
                          float *out, int n_tokens, int pos0, int n_head, int n_head_kv,
-                         int head_dim, float scale, int window)
+                         int head_dim, float scale, int window, float softcap)
 {
     cuda_ctx *x = ctx_of(be);
     if (n_tokens <= 0 || !op_ready(x))
         return;
     if (at_step(x, n_tokens, pos0))
         check(x, si_cuda_attention_at(x->c, q, k, v, out, x->pos_dev, x->step.max_pos, n_head,
-                                      n_head_kv, head_dim, scale, window));
+                                      n_head_kv, head_dim, scale, window, softcap));
     else
         check(x, si_cuda_attention(x->c, q, k, v, out, n_tokens, pos0, n_head, n_head_kv,
-                                   head_dim, scale, window));
+                                   head_dim, scale, window, softcap));
 }
 
 static void op_ffn(eng_backend *be, const eng_ffn_weights *w, const int32_t *sel, int n_sel,
@@ -452,6 +452,14 @@ static void op_scale(eng_backend *be, float *xs, float f, long n)
     if (n <= 0 || !op_ready(x))
         return;
     check(x, si_cuda_scale(x->c, xs, f, n));
+}
+
+static void op_softcap(eng_backend *be, float *xs, float cap, long n)
+{
+    cuda_ctx *x = ctx_of(be);
+    if (n <= 0 || !op_ready(x))
+        return;
+    check(x, si_cuda_softcap(x->c, xs, cap, n));
 }
 
 static void op_store_f16(eng_backend *be, const float *src, uint16_t *dst, long n)
@@ -641,6 +649,7 @@ static const eng_backend_iface cuda_iface = {
     .attention = op_attention,
     .ffn = op_ffn,
     .scale = op_scale,
+    .softcap = op_softcap,
     .add = op_add,
     .store_f16 = op_store_f16,
     .store_kv = op_store_kv,

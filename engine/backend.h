@@ -171,10 +171,12 @@ typedef struct eng_backend_iface {
      * n_tokens - 1 are filled; token t attends to rows 0 .. pos0 + t, or
      * with window > 0 (sliding-window layers) to the last window of them,
      * max(0, pos0 + t - window + 1) .. pos0 + t; head h uses kv head h /
-     * (n_head / n_head_kv). out [n_tokens][n_head][head_dim]. */
+     * (n_head / n_head_kv). out [n_tokens][n_head][head_dim]. A score is
+     * scale * q.k, with softcap > 0 then softcap * tanh(score / softcap)
+     * (Gemma 2), before the softmax. */
     void (*attention)(eng_backend *be, const float *q, const uint16_t *k, const uint16_t *v,
                       float *out, int n_tokens, int pos0, int n_head, int n_head_kv,
-                      int head_dim, float scale, int window);
+                      int head_dim, float scale, int window, float softcap);
 
     /* Gated FFN over a subset of slots (silu: w->act's activation):
      *   a[t][j] = silu(gate[s] . x[t]) * (up[s] . x[t]),  s = sel[j] (sel NULL: s = j)
@@ -189,6 +191,9 @@ typedef struct eng_backend_iface {
 
     /* x[i] *= f (Gemma's embeddings: by sqrt(n_embd)) */
     void (*scale)(eng_backend *be, float *x, float f, long n);
+
+    /* x[i] = cap * tanh(x[i] / cap) (Gemma 2's logits), cap > 0 */
+    void (*softcap)(eng_backend *be, float *x, float cap, long n);
 
     /* dst[i] = f16(src[i]) */
     void (*store_f16)(eng_backend *be, const float *src, uint16_t *dst, long n);
@@ -209,7 +214,7 @@ typedef struct eng_backend_iface {
                         int pos0, int n_tokens);
     void (*attention_q8)(eng_backend *be, const float *q, const eng_q8_block *k,
                          const eng_q8_block *v, float *out, int n_tokens, int pos0, int n_head,
-                         int n_head_kv, int head_dim, float scale, int window);
+                         int n_head_kv, int head_dim, float scale, int window, float softcap);
 
     /* rope() of q [n_tokens][n_head][head_dim] and of k [n_tokens]
      * [n_head_kv][head_dim], then store_kv() of k and of v into the caches

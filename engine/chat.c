@@ -108,7 +108,10 @@
  *   when a system message, printed (untrimmed) at the start of the first
  *   message after it (one "\n" after it in some GGUFs' copies of the
  *   template). The template raises where turns do not alternate user,
- *   assistant, user...; we render them as its loop would.
+ *   assistant, user...; we render them as its loop would. Gemma 2's (and
+ *   Gemma 1.1's) template is the same without SYSTEM: it raises on a
+ *   system message, which we print as Gemma 3's does (llama.cpp merges it
+ *   into the first user message the same way); Gemma 1.0's prints no BOS.
  *
  * None of these add a generation prompt of their own except Zephyr and
  * the later Phi-3 templates: the prompt ends with "[/INST]" or the
@@ -311,6 +314,11 @@ void eng_chat_detect(const char *tmpl, size_t len, eng_chat_info *ret_info) {
                find_bytes(tmpl, len, "{{ '<end_of_turn>\\n' }}")) {
         ret_info->kind = ENG_CHAT_GEMMA;
         ret_info->gemma_nl1 = find_bytes(tmpl, len, "messages[0]['content'] + '\\n' -%}") != NULL;
+    } else if (find_bytes(tmpl, len, "{{ '<start_of_turn>' + role + '\\n' + message['content'] | trim + "
+                                     "'<end_of_turn>\\n' }}") &&
+               find_bytes(tmpl, len, "{{'<start_of_turn>model\\n'}}")) {
+        ret_info->kind = ENG_CHAT_GEMMA; /* Gemma 2, 1.x */
+        ret_info->gemma_no_bos = !find_bytes(tmpl, len, "{{ bos_token }}");
     } else if (find_bytes(tmpl, len, LLAMA3_HDR_START)) {
         ret_info->kind = ENG_CHAT_LLAMA3;
         llama3_find_preamble(tmpl, len, ret_info);
@@ -548,7 +556,8 @@ static int render_spm_family(const eng_chat_info *info, const eng_chat_msg *msgs
         return 0;
     }
     if (info->kind == ENG_CHAT_GEMMA) {
-        out_str(o, info->bos);
+        if (!info->gemma_no_bos)
+            out_str(o, info->bos);
         const bool sys = n_msgs > 0 && !strcmp(msgs[0].role, "system");
         for (size_t i = sys ? 1 : 0; i < n_msgs; i++) {
             const eng_chat_msg *m = &msgs[i];

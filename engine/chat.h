@@ -23,6 +23,7 @@ typedef struct eng_chat_info {
     bool phi3_skip_empty_system; /* Phi-3.5: an empty system message prints nothing */
     bool tekken;       /* Mistral v3-tekken: no space after [INST], answers untrimmed */
     bool gemma_nl1;    /* Gemma: one "\n" after the system prefix, not two */
+    bool gemma_no_bos; /* Gemma (1.0's template): no bos_token printed */
     /* the texts of bos_token and eos_token, which Llama 2, Mistral and
      * Zephyr templates print (the loader fills them from the vocabulary) */
     char bos[64], eos[64];

@@ -525,7 +525,9 @@ static int ffn_alloc(eng_model *m, eng_layer *L, int cap)
         return -ENOMEM;
     L->ffn = (eng_ffn_weights){ .dtype = m->info.ffn_dtype, .n_embd = E, .n_slots = 0,
                                 .gate_up = gu, .down = down,
-                                .act = m->arch == ENG_ARCH_GEMMA3 ? ENG_ACT_GELU : ENG_ACT_SILU };
+                                .act = m->arch == ENG_ARCH_GEMMA2 || m->arch == ENG_ARCH_GEMMA3
+                                           ? ENG_ACT_GELU
+                                           : ENG_ACT_SILU };
     L->neuron_of_slot = ids;
     L->slot_static = st;
     L->slot_cap = c;
@@ -759,13 +761,15 @@ static int load_hparams(const gguf_file *f, eng_model *m, eng_error *err)
         m->arch = ENG_ARCH_QWEN3;
     else if (!strcmp(arch, "phi3"))
         m->arch = ENG_ARCH_PHI3;
+    else if (!strcmp(arch, "gemma2"))
+        m->arch = ENG_ARCH_GEMMA2;
     else if (!strcmp(arch, "gemma3"))
         m->arch = ENG_ARCH_GEMMA3;
     else
         return eng__set_err(err, -ENOTSUP,
                             "unsupported architecture '%s' (supported: llama, qwen2, qwen3, phi3, "
-                            "gemma3)", arch);
-    const bool gemma = m->arch == ENG_ARCH_GEMMA3;
+                            "gemma2, gemma3)", arch);
+    const bool gemma = m->arch == ENG_ARCH_GEMMA2 || m->arch == ENG_ARCH_GEMMA3;
     snprintf(m->info.arch, sizeof(m->info.arch), "%s", arch);
     if (gguf_get_str(f, "general.name", &s, &len) == 0)
         snprintf(m->info.name, sizeof(m->info.name), "%.*s",
@@ -832,30 +836,33 @@ static int load_hparams(const gguf_file *f, eng_model *m, eng_error *err)
         return eng__set_err(err, -EINVAL, "rope scaling factor %g out of range", factor);
     if (linear && factor > 0.0f)
         m->rope_linear = factor;
-    /* Phi-3's sliding window over every layer, Gemma 3's over five layers
-     * of six (other families' GGUFs may carry one that llama.cpp does not
-     * use either) */
+    /* Phi-3's sliding window over every layer, Gemma 2's over every other
+     * layer, Gemma 3's over five layers of six (other families' GGUFs may
+     * carry one that llama.cpp does not use either) */
     uint32_t n_swa = 0;
     if ((m->arch == ENG_ARCH_PHI3 || gemma) &&
-        (r = get_u32_arch(f, arch, "attention.sliding_window", false, 0, &n_swa, err)) < 0)
+        (r = get_u32_arch(f, arch, "attention.sliding_window", false, m->arch == ENG_ARCH_GEMMA2 ? 4096 : 0,
+                          &n_swa, err)) < 0)
         return r;
     m->n_swa = n_swa > (1u << 24) ? 0 : (int)n_swa;
-    /* Gemma 3: scores scaled by 1/sqrt(head_dim), but 27B's (62 layers)
-     * by 1/sqrt(n_embd / n_head), as Google's reference and llama.cpp */
+    /* Gemma: scores scaled by 1/sqrt(head_dim), but the 27B models'
+     * (Gemma 2: 46 layers, Gemma 3: 62) by 1/sqrt(n_embd / n_head), as
+     * Google's reference and llama.cpp */
     m->attn_scale = 1.0f / sqrtf((float)head_dim);
-    if (gemma && n_layer == 62)
+    if ((m->arch == ENG_ARCH_GEMMA2 && n_layer == 46) || (m->arch == ENG_ARCH_GEMMA3 && n_layer == 62))
         m->attn_scale = 1.0f / sqrtf((float)(n_embd / n_head));
     m->embd_scale = gemma ? sqrtf((float)n_embd) : 0.0f;
-    /* soft-capping (Gemma 2, some Gemma 3 derivatives) is not implemented:
-     * refused rather than run wrong */
+    /* soft-capping: Gemma 2's (50 for scores, 30 for logits when its file
+     * names none, as llama.cpp); refused elsewhere rather than ignored */
     const char *caps[] = { "attn_logit_softcapping", "final_logit_softcapping" };
+    float *capv[] = { &m->attn_softcap, &m->final_softcap };
+    const bool g2 = m->arch == ENG_ARCH_GEMMA2;
     for (int i = 0; i < 2; i++) {
-        float cap;
-        if ((r = get_f32_arch(f, arch, caps[i], 0.0f, &cap, err)) < 0)
+        if ((r = get_f32_arch(f, arch, caps[i], g2 ? (i ? 30.0f : 50.0f) : 0.0f, capv[i], err)) < 0)
             return r;
-        if (cap != 0.0f)
-            return eng__set_err(err, -ENOTSUP, "%s.%s (soft-capping) is not supported", arch,
-                                caps[i]);
+        if (*capv[i] < 0.0f || (*capv[i] != 0.0f && !g2))
+            return eng__set_err(err, -ENOTSUP, "%s.%s = %g (soft-capping) is not supported here",
+                                arch, caps[i], *capv[i]);
     }
     return 0;
 }
@@ -935,8 +942,8 @@ static int load_weights(loader *ld, const eng_plan *plan)
             (r = load_vec(ld, NAME("attn_k.bias"), (uint64_t)Hkv * hd, need_bias, &L->bk)) < 0 ||
             (r = load_vec(ld, NAME("attn_v.bias"), (uint64_t)Hkv * hd, need_bias, &L->bv)) < 0)
             return r;
-        const bool gemma = m->arch == ENG_ARCH_GEMMA3;
-        if ((m->arch == ENG_ARCH_QWEN3 || gemma) &&
+        const bool gemma = m->arch == ENG_ARCH_GEMMA2 || m->arch == ENG_ARCH_GEMMA3;
+        if ((m->arch == ENG_ARCH_QWEN3 || m->arch == ENG_ARCH_GEMMA3) &&
             ((r = load_vec(ld, NAME("attn_q_norm.weight"), (uint64_t)hd, true, &L->q_norm)) < 0 ||
              (r = load_vec(ld, NAME("attn_k_norm.weight"), (uint64_t)hd, true, &L->k_norm)) < 0))
             return r;
@@ -944,12 +951,15 @@ static int load_weights(loader *ld, const eng_plan *plan)
             ((r = load_vec(ld, NAME("post_attention_norm.weight"), E, true, &L->attn_post_norm)) < 0 ||
              (r = load_vec(ld, NAME("post_ffw_norm.weight"), E, true, &L->ffn_post_norm)) < 0))
             return r;
-        /* Gemma 3: five local layers (a window, RoPE base 10000, no
-         * scaling) for each global one */
-        const bool local = gemma && m->n_swa > 0 && il % 6 < 5;
+        /* Gemma 2: a local layer (a window) before each global one; Gemma
+         * 3: five local layers (a window, RoPE base 10000, no scaling) for
+         * each global one */
+        const bool local = gemma && m->n_swa > 0 && il % (m->arch == ENG_ARCH_GEMMA2 ? 2 : 6) <
+                                                        (m->arch == ENG_ARCH_GEMMA2 ? 1 : 5);
+        const bool g3local = local && m->arch == ENG_ARCH_GEMMA3;
         L->window = local ? m->n_swa : 0;
-        L->rope_base = local ? 10000.0f : m->rope_freq_base;
-        L->rope_freqs = local ? NULL : m->rope_freqs_scaled ? m->rope_freqs_scaled : m->rope_freqs;
+        L->rope_base = g3local ? 10000.0f : m->rope_freq_base;
+        L->rope_freqs = g3local ? NULL : m->rope_freqs_scaled ? m->rope_freqs_scaled : m->rope_freqs;
 #undef NAME
         if ((r = load_ffn(ld, il, L, plan)) < 0)
             return r;
@@ -1721,10 +1731,10 @@ static void forward_ops(eng_session *s, int n, int first, float *out, int32_t *a
         }
         if (s->kv_type == ENG_KV_Q8_0)
             op->attention_q8(be, s->q, s->k_cache[il], s->v_cache[il], s->att, n, pos0, H, Hkv,
-                             hd, scale, L->window);
+                             hd, scale, L->window, m->attn_softcap);
         else
             op->attention(be, s->q, s->k_cache[il], s->v_cache[il], s->att, n, pos0, H, Hkv, hd,
-                          scale, L->window);                      /* att [n][H*hd] */
+                          scale, L->window, m->attn_softcap);     /* att [n][H*hd] */
         op->matmul(be, &L->wo, NULL, s->att, s->o, n);           /* o [n][E]      */
         if (L->attn_post_norm) /* gemma3: the output normalised before it joins x */
             op->rmsnorm(be, s->o, L->attn_post_norm, s->o, n, E, m->rms_eps);
@@ -1791,6 +1801,8 @@ static void forward_ops(eng_session *s, int n, int first, float *out, int32_t *a
         if (!out)
             return;
         op->matmul(be, &m->output, NULL, s->xn, out, n - first); /* logits [rows][V] */
+        if (m->final_softcap > 0.0f) /* gemma2 */
+            op->softcap(be, out, m->final_softcap, (long)(n - first) * m->info.n_vocab);
         /* greedy: the last row's argmax [1] (backend), inside a decode graph */
         if (argmax)
             op->argmax(be, out + (size_t)(n - first - 1) * m->info.n_vocab, m->info.n_vocab,

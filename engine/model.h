@@ -20,7 +20,9 @@ typedef enum eng_arch {
     ENG_ARCH_QWEN2,
     ENG_ARCH_QWEN3,
     ENG_ARCH_PHI3, /* fused attn_qkv and ffn_up (gate rows, then up rows) */
-    ENG_ARCH_GEMMA3, /* GeGLU, norms after attention and FFN too, local/global layers */
+    ENG_ARCH_GEMMA2, /* GeGLU, norms after attention and FFN too, local/global layers,
+                      * soft-capped scores and logits */
+    ENG_ARCH_GEMMA3, /* as gemma2 with q/k norms, no soft-capping, 5 local layers to 1 */
 } eng_arch;
 
 typedef struct eng_layer {
@@ -59,7 +61,9 @@ struct eng_model {
     float rope_linear;                /* linear RoPE scaling: positions / this (1: none) */
     float *rope_freqs_scaled;         /* [n_rot/2] rope_freqs times rope_linear, or NULL */
     float attn_scale;                 /* scores times this: 1/sqrt(head_dim) mostly */
-    float embd_scale;                 /* token embeddings times this (gemma3 sqrt(n_embd)), 0: 1 */
+    float embd_scale;                 /* token embeddings times this (gemma sqrt(n_embd)), 0: 1 */
+    float attn_softcap;               /* gemma2: scores through c * tanh(s / c); 0: none */
+    float final_softcap;              /* gemma2: the same for the logits */
 
     eng_weight tok_embd;              /* [n_vocab][n_embd] */
     eng_weight output;                /* [n_vocab][n_embd]; shares tok_embd's data when tied */

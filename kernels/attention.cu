@@ -48,7 +48,8 @@ __global__ void __launch_bounds__(ATT_WARPS * 32)
 k_attention(const float *__restrict__ q, const uint16_t *__restrict__ k,
             const uint16_t *__restrict__ v, float *__restrict__ out, float *__restrict__ part_o,
             float *__restrict__ part_ml, int n_q, int n_head, int group, int n_head_kv, int hd,
-            int pos0, const int32_t *__restrict__ pos_dev, int chunk, float scale, int window)
+            int pos0, const int32_t *__restrict__ pos_dev, int chunk, float scale, int window,
+            float softcap)
 {
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     if (pos_dev)
@@ -103,6 +104,8 @@ k_attention(const float *__restrict__ q, const uint16_t *__restrict__ k,
 #pragma unroll
         for (int j = 0; j < ATT_KB; j++) {
             s[j] = p + j < k1 ? scale * s[j] : -INFINITY;
+            if (softcap > 0.0f) /* Gemma 2; -inf stays below every capped score */
+                s[j] = p + j < k1 ? softcap * tanhf(s[j] / softcap) : -INFINITY;
             bm = fmaxf(bm, s[j]);
         }
         if (bm > m) {
@@ -194,7 +197,7 @@ k_attention_decode(const float *__restrict__ q, const uint16_t *__restrict__ k,
                    const uint16_t *__restrict__ v, float *__restrict__ out,
                    float *__restrict__ part_o, float *__restrict__ part_ml, int n_head, int group,
                    int n_head_kv, int hd, int pos0, const int32_t *__restrict__ pos_dev, int chunk,
-                   float scale, int window)
+                   float scale, int window, float softcap)
 {
     extern __shared__ float sm[];
     float *qs = sm, *ss = sm + group * hd, *red = sm;
@@ -259,7 +262,7 @@ k_attention_decode(const float *__restrict__ q, const uint16_t *__restrict__ k,
 #pragma unroll
             for (int g = 0; g < G; g++)
                 if (g < group)
-                    ss[g * chunk + c] = acc[g];
+                    ss[g * chunk + c] = softcap > 0.0f ? softcap * tanhf(acc[g] / softcap) : acc[g];
     }
     __syncthreads();
 
@@ -455,26 +458,28 @@ template <int TPK, int G>
 static void launch_decode_g(cudaStream_t st, dim3 grid, size_t shm, const float *q,
                             const uint16_t *k, const uint16_t *v, float *out, float *po,
                             float *pml, int n_head, int group, int n_head_kv, int hd, int pos0,
-                            const int32_t *pos_dev, int chunk, float scale, int window)
+                            const int32_t *pos_dev, int chunk, float scale, int window,
+                            float softcap)
 {
     if (hd <= 128)
         k_attention_decode<TPK, G, 1><<<grid, DEC_THREADS, shm, st>>>(
             q, k, v, out, po, pml, n_head, group, n_head_kv, hd, pos0, pos_dev, chunk, scale,
-            window);
+            window, softcap);
     else
         k_attention_decode<TPK, G, 2><<<grid, DEC_THREADS, shm, st>>>(
             q, k, v, out, po, pml, n_head, group, n_head_kv, hd, pos0, pos_dev, chunk, scale,
-            window);
+            window, softcap);
 }
 
 template <int TPK>
 static void launch_decode(cudaStream_t st, dim3 grid, size_t shm, const float *q,
                           const uint16_t *k, const uint16_t *v, float *out, float *po, float *pml,
                           int n_head, int group, int n_head_kv, int hd, int pos0,
-                          const int32_t *pos_dev, int chunk, float scale, int window)
+                          const int32_t *pos_dev, int chunk, float scale, int window, float softcap)
 {
 #define SI_DEC_ARGS \
-    st, grid, shm, q, k, v, out, po, pml, n_head, group, n_head_kv, hd, pos0, pos_dev, chunk, scale, window
+    st, grid, shm, q, k, v, out, po, pml, n_head, group, n_head_kv, hd, pos0, pos_dev, chunk, scale, window, \
+        softcap
     if (group <= 1)
         launch_decode_g<TPK, 1>(SI_DEC_ARGS);
     else if (group <= 2)
@@ -490,11 +495,11 @@ template <int ND>
 static void launch(cudaStream_t st, dim3 grid, const float *q, const uint16_t *k,
                    const uint16_t *v, float *out, float *po, float *pml, int n_q, int n_head,
                    int group, int n_head_kv, int hd, int pos0, const int32_t *pos_dev, int chunk,
-                   float scale, int window)
+                   float scale, int window, float softcap)
 {
     k_attention<ND><<<grid, ATT_WARPS * 32, 0, st>>>(q, k, v, out, po, pml, n_q, n_head, group,
                                                      n_head_kv, hd, pos0, pos_dev, chunk, scale,
-                                                     window);
+                                                     window, softcap);
 }
 
 /* pos_dev NULL: at pos0. Else the position is read from pos_dev when the
@@ -502,10 +507,10 @@ static void launch(cudaStream_t st, dim3 grid, const float *q, const uint16_t *k
  * for that one, chunks past the real position come out empty. */
 static int attention(si_cuda *c, const float *q, const uint16_t *k, const uint16_t *v, float *out,
                      int n_tokens, int pos0, const int32_t *pos_dev, int n_head, int n_head_kv,
-                     int head_dim, float scale, int window)
+                     int head_dim, float scale, int window, float softcap)
 {
     SI_ARG_CHECK(c && n_tokens >= 0 && pos0 >= 0 && n_head >= 0 && n_head_kv > 0 &&
-                 head_dim >= 0 && window >= 0);
+                 head_dim >= 0 && window >= 0 && softcap >= 0.0f);
     if (n_tokens == 0 || n_head == 0 || head_dim == 0)
         return 0;
     SI_ARG_CHECK(q && k && v && out);
@@ -540,13 +545,13 @@ static int attention(si_cuda *c, const float *q, const uint16_t *k, const uint16
         size_t shm = dec_shared(group, head_dim, chunk);
         if (tpk == 4)
             launch_decode<4>(c->stream, grid, shm, q, k, v, out, po, pml, n_head, group,
-                             n_head_kv, head_dim, pos0, pos_dev, chunk, scale, window);
+                             n_head_kv, head_dim, pos0, pos_dev, chunk, scale, window, softcap);
         else if (tpk == 2)
             launch_decode<2>(c->stream, grid, shm, q, k, v, out, po, pml, n_head, group,
-                             n_head_kv, head_dim, pos0, pos_dev, chunk, scale, window);
+                             n_head_kv, head_dim, pos0, pos_dev, chunk, scale, window, softcap);
         else
             launch_decode<1>(c->stream, grid, shm, q, k, v, out, po, pml, n_head, group,
-                             n_head_kv, head_dim, pos0, pos_dev, chunk, scale, window);
+                             n_head_kv, head_dim, pos0, pos_dev, chunk, scale, window, softcap);
         SI_LAUNCH_CHECK("k_attention_decode");
     } else {
         dim3 grid((unsigned)((n_q + ATT_WARPS - 1) / ATT_WARPS), (unsigned)ns);
@@ -554,7 +559,7 @@ static int attention(si_cuda *c, const float *q, const uint16_t *k, const uint16
 #define CASE(N)                                                                              \
     case N:                                                                                  \
         launch<N>(c->stream, grid, q, k, v, out, po, pml, n_q, n_head, group, n_head_kv,     \
-                  head_dim, pos0, pos_dev, chunk, scale, window);                            \
+                  head_dim, pos0, pos_dev, chunk, scale, window, softcap);                   \
         break;
             CASE(1)
             CASE(2)
@@ -581,18 +586,18 @@ static int attention(si_cuda *c, const float *q, const uint16_t *k, const uint16
 
 extern "C" int si_cuda_attention(si_cuda *c, const float *q, const uint16_t *k, const uint16_t *v,
                                  float *out, int n_tokens, int pos0, int n_head, int n_head_kv,
-                                 int head_dim, float scale, int window)
+                                 int head_dim, float scale, int window, float softcap)
 {
     return attention(c, q, k, v, out, n_tokens, pos0, NULL, n_head, n_head_kv, head_dim, scale,
-                     window);
+                     window, softcap);
 }
 
 extern "C" int si_cuda_attention_at(si_cuda *c, const float *q, const uint16_t *k,
                                     const uint16_t *v, float *out, const int32_t *pos_dev,
                                     int max_pos, int n_head, int n_head_kv, int head_dim,
-                                    float scale, int window)
+                                    float scale, int window, float softcap)
 {
     SI_ARG_CHECK(pos_dev);
     return attention(c, q, k, v, out, 1, max_pos, pos_dev, n_head, n_head_kv, head_dim, scale,
-                     window);
+                     window, softcap);
 }

@@ -70,6 +70,23 @@ extern "C" int si_cuda_scale(si_cuda *c, float *x, float f, long n)
     return 0;
 }
 
+__global__ void k_softcap(float *__restrict__ x, float cap, long n)
+{
+    for (long i = (long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (long)gridDim.x * blockDim.x)
+        x[i] = cap * tanhf(x[i] / cap);
+}
+
+extern "C" int si_cuda_softcap(si_cuda *c, float *x, float cap, long n)
+{
+    SI_ARG_CHECK(c && n >= 0 && cap > 0.0f);
+    if (n == 0)
+        return 0;
+    SI_ARG_CHECK(x);
+    k_softcap<<<si_grid(n, EW_THREADS, 4 * 65535), EW_THREADS, 0, c->stream>>>(x, cap, n);
+    SI_LAUNCH_CHECK("k_softcap");
+    return 0;
+}
+
 __global__ void k_store_f16(const float *__restrict__ src, uint16_t *__restrict__ dst, long n)
 {
     for (long i = (long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (long)gridDim.x * blockDim.x)

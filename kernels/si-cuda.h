@@ -119,6 +119,8 @@ int si_cuda_get_rows(si_cuda *c, const void *table, bool f16, int rows, int cols
 int si_cuda_add(si_cuda *c, float *y, const float *x, long n);
 /* x[i] *= f */
 int si_cuda_scale(si_cuda *c, float *x, float f, long n);
+/* x[i] = cap * tanh(x[i] / cap), cap > 0 */
+int si_cuda_softcap(si_cuda *c, float *x, float cap, long n);
 /* dst[i] = f16(src[i]), round to nearest even */
 int si_cuda_store_f16(si_cuda *c, const float *src, uint16_t *dst, long n);
 /* Rows *pos_dev .. *pos_dev + n_rows - 1 of dst [][row] = f16(src
@@ -187,17 +189,18 @@ int si_cuda_matmul3(si_cuda *c, const uint16_t *const w[3], const int rows[3], i
 /* Causal grouped-query attention, as the backend's attention: q f32
  * [n_tokens][n_head][head_dim]; k, v f16 caches [n_ctx][n_head_kv][head_dim]
  * with rows 0 .. pos0 + n_tokens - 1 filled; out f32 like q. head_dim <= 256.
- * window > 0: a token sees only its last window positions. Long contexts
+ * window > 0: a token sees only its last window positions; softcap > 0:
+ * scores through softcap * tanh(score / softcap) (Gemma 2). Long contexts
  * are split over blocks (flash-decoding) and combined. */
 int si_cuda_attention(si_cuda *c, const float *q, const uint16_t *k, const uint16_t *v,
                       float *out, int n_tokens, int pos0, int n_head, int n_head_kv,
-                      int head_dim, float scale, int window);
+                      int head_dim, float scale, int window, float softcap);
 /* One token at the position read from pos_dev (device, one int32) when the
  * kernel runs, at most max_pos: the key range is split for max_pos, so one
  * launch (a decode graph) serves every position up to it. */
 int si_cuda_attention_at(si_cuda *c, const float *q, const uint16_t *k, const uint16_t *v,
                          float *out, const int32_t *pos_dev, int max_pos, int n_head,
-                         int n_head_kv, int head_dim, float scale, int window);
+                         int n_head_kv, int head_dim, float scale, int window, float softcap);
 size_t si_cuda_attention_scratch(int n_sm, int n_tokens, int pos0, int n_head, int head_dim);
 
 /* ---- FFN over a subset of neuron slots ------------------------------------ */

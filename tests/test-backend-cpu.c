@@ -452,7 +452,7 @@ static void test_rope(eng_backend *be)
 /* Attention over an f16 cache, or (q8) over a Q8_0 cache of random codes
  * and scales, against the reference over the cache's exact values. */
 static void test_attention_win(eng_backend *be, int nt, int pos0, int nh, int nkv, int hd,
-                               float qscale, bool q8, int window)
+                               float qscale, bool q8, int window, float cap)
 {
     int n_ctx = pos0 + nt + 3;
     long kvn = (long)n_ctx * nkv * hd;
@@ -501,8 +501,8 @@ static void test_attention_win(eng_backend *be, int nt, int pos0, int nh, int nk
     float *out = make_f32((long)nt * nh * hd, 5, 5);
     float scale = 1.0f / sqrtf((float)hd);
 #define ATTEND(Q, O, N, P)                                                                   \
-    (q8 ? be->iface->attention_q8(be, Q, kq, vq, O, N, P, nh, nkv, hd, scale, window)        \
-        : be->iface->attention(be, Q, k, v, O, N, P, nh, nkv, hd, scale, window))
+    (q8 ? be->iface->attention_q8(be, Q, kq, vq, O, N, P, nh, nkv, hd, scale, window, cap)   \
+        : be->iface->attention(be, Q, k, v, O, N, P, nh, nkv, hd, scale, window, cap))
     ATTEND(q, out, nt, pos0);
     if (nt >= 4) {
         /* the same tokens in two prefills (each of 2 tokens or more): the
@@ -513,8 +513,8 @@ static void test_attention_win(eng_backend *be, int nt, int pos0, int nh, int nk
         ATTEND(q, o2, n1, pos0);
         ATTEND(q + n1 * row, o2 + n1 * row, nt - n1, pos0 + n1);
         CHECK(memcmp(out, o2, sizeof(float) * (size_t)(nt * row)) == 0,
-              "attention%s nt=%d pos0=%d nh=%d nkv=%d hd=%d w=%d: cut at %d, other bytes",
-              q8 ? " q8" : "", nt, pos0, nh, nkv, hd, window, n1);
+              "attention%s nt=%d pos0=%d nh=%d nkv=%d hd=%d w=%d cap=%g: cut at %d, other bytes",
+              q8 ? " q8" : "", nt, pos0, nh, nkv, hd, window, cap, n1);
         free(o2);
     }
 #undef ATTEND
@@ -538,7 +538,7 @@ static void test_attention_win(eng_backend *be, int nt, int pos0, int nh, int nk
                     if (fabs(vd[((long)p * nkv + kh) * hd + i]) > vmax)
                         vmax = fabs(vd[((long)p * nkv + kh) * hd + i]);
                 }
-                s[p] = d * scale;
+                s[p] = cap > 0 ? cap * tanh(d * scale / cap) : d * scale;
                 if (dm * scale > mag)
                     mag = dm * scale;
                 if (ks > ksum)
@@ -560,9 +560,9 @@ static void test_attention_win(eng_backend *be, int nt, int pos0, int nh, int nk
                     ref += exp(s[p] - m) / l * vd[((long)p * nkv + kh) * hd + i];
                 double got = out[((long)t * nh + h) * hd + i];
                 CHECK(fabs(got - ref) <= tol,
-                      "attention%s nt=%d pos0=%d nh=%d nkv=%d hd=%d w=%d qs=%g t=%d h=%d i=%d: "
-                      "%.9g vs %.9g",
-                      q8 ? " q8" : "", nt, pos0, nh, nkv, hd, window, qscale, t, h, i, got, ref);
+                      "attention%s nt=%d pos0=%d nh=%d nkv=%d hd=%d w=%d cap=%g qs=%g t=%d h=%d "
+                      "i=%d: %.9g vs %.9g",
+                      q8 ? " q8" : "", nt, pos0, nh, nkv, hd, window, cap, qscale, t, h, i, got, ref);
             }
         }
     free(s);
@@ -579,7 +579,7 @@ static void test_attention_win(eng_backend *be, int nt, int pos0, int nh, int nk
 static void test_attention_one(eng_backend *be, int nt, int pos0, int nh, int nkv, int hd,
                                float qscale, bool q8)
 {
-    test_attention_win(be, nt, pos0, nh, nkv, hd, qscale, q8, 0);
+    test_attention_win(be, nt, pos0, nh, nkv, hd, qscale, q8, 0, 0.0f);
 }
 
 static void test_attention(eng_backend *be)
@@ -588,16 +588,22 @@ static void test_attention(eng_backend *be)
      * a prefill cut in two whose windows start inside a block of 32 keys,
      * on a block's edge, and before position 0; decode split over chunks */
     for (int q8 = 0; q8 < 2; q8++) {
-        test_attention_win(be, 1, 40, 4, 1, 64, 1, q8, 8);
-        test_attention_win(be, 1, 600, 8, 2, 64, 1, q8, 300);
-        test_attention_win(be, 1, 3, 4, 1, 64, 1, q8, 8);
-        test_attention_win(be, 9, 37, 4, 1, 64, 1, q8, 5);
-        test_attention_win(be, 8, 64, 6, 2, 32, 1, q8, 33);
-        test_attention_win(be, 13, 90, 4, 1, 256, 1, q8, 40);
-        test_attention_win(be, 7, 2, 4, 1, 64, 1, q8, 4);
+        test_attention_win(be, 1, 40, 4, 1, 64, 1, q8, 8, 0.0f);
+        test_attention_win(be, 1, 600, 8, 2, 64, 1, q8, 300, 0.0f);
+        test_attention_win(be, 1, 3, 4, 1, 64, 1, q8, 8, 0.0f);
+        test_attention_win(be, 9, 37, 4, 1, 64, 1, q8, 5, 0.0f);
+        test_attention_win(be, 8, 64, 6, 2, 32, 1, q8, 33, 0.0f);
+        test_attention_win(be, 13, 90, 4, 1, 256, 1, q8, 40, 0.0f);
+        test_attention_win(be, 7, 2, 4, 1, 64, 1, q8, 4, 0.0f);
+        /* soft-capped scores (Gemma 2), scores ~ +-100 against a cap of
+         * 3: decode, decode split, prefill, with and without a window */
+        test_attention_win(be, 1, 40, 4, 2, 64, 30, q8, 0, 3.0f);
+        test_attention_win(be, 1, 700, 8, 4, 64, 30, q8, 0, 3.0f);
+        test_attention_win(be, 11, 50, 8, 4, 64, 30, q8, 0, 3.0f);
+        test_attention_win(be, 9, 70, 4, 2, 256, 30, q8, 20, 3.0f);
     }
-    test_attention_win(be, 1, 17000, 4, 1, 16, 1, false, 1000);
-    test_attention_win(be, 20, 100, 16, 2, 80, 1, false, 7);
+    test_attention_win(be, 1, 17000, 4, 1, 16, 1, false, 1000, 0.0f);
+    test_attention_win(be, 20, 100, 16, 2, 80, 1, false, 7, 0.0f);
     for (int q8 = 0; q8 < 2; q8++) {
         test_attention_one(be, 1, 0, 9, 3, 64, 1, q8);
         test_attention_one(be, 1, 5, 9, 3, 64, 1, q8);

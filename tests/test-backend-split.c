@@ -59,7 +59,8 @@ typedef struct span {
 
 /* one recorded op: its kind and arguments */
 typedef enum {
-    R_GET_ROWS, R_MATMUL, R_RMSNORM, R_ROPE, R_ATTENTION, R_FFN, R_ADD, R_SCALE, R_STORE, R_STORE_KV,
+    R_GET_ROWS, R_MATMUL, R_RMSNORM, R_ROPE, R_ATTENTION, R_FFN, R_ADD, R_SCALE, R_SOFTCAP, R_STORE,
+    R_STORE_KV,
     R_ARGMAX
 } rkind;
 typedef struct rec {
@@ -349,7 +350,7 @@ static void sp_rope(eng_backend *be, float *x, int nt, int nh, int hd, int nr, i
 
 static void sp_attention(eng_backend *be, const float *q, const uint16_t *k, const uint16_t *v,
                          float *out, int nt, int pos0, int nh, int nkv, int hd, float scale,
-                         int window)
+                         int window, float softcap)
 {
     split *S = S_of(be);
     DEV(q); DEV(k); DEV(v); DEV(out);
@@ -359,9 +360,10 @@ static void sp_attention(eng_backend *be, const float *q, const uint16_t *k, con
                S->step.pos);
         r->p[0] = q, r->p[1] = k, r->p[2] = v, r->p[3] = out, r->i[0] = nt, r->pos = pos0;
         r->i[2] = nh, r->i[3] = nkv, r->i[4] = hd, r->i[5] = window, r->f[0] = scale;
+        r->f[1] = softcap;
         return;
     }
-    CALL(attention(S->cpu, q, k, v, out, nt, pos0, nh, nkv, hd, scale, window));
+    CALL(attention(S->cpu, q, k, v, out, nt, pos0, nh, nkv, hd, scale, window, softcap));
 }
 
 static void sp_ffn(eng_backend *be, const eng_ffn_weights *w, const int32_t *sel, int n_sel,
@@ -400,6 +402,18 @@ static void sp_scale(eng_backend *be, float *x, float f, long n)
         return;
     }
     CALL(scale(S->cpu, x, f, n));
+}
+
+static void sp_softcap(eng_backend *be, float *x, float cap, long n)
+{
+    split *S = S_of(be);
+    DEV(x);
+    rec *r = record(S, R_SOFTCAP);
+    if (r) {
+        r->p[0] = x, r->f[0] = cap, r->n = n;
+        return;
+    }
+    CALL(softcap(S->cpu, x, cap, n));
 }
 
 static void sp_store(eng_backend *be, const float *src, uint16_t *dst, long n)
@@ -481,11 +495,14 @@ static void run_recs(split *S, const rec *recs, int n, int pos)
             break;
         case R_ATTENTION:
             CALL(attention(S->cpu, r->p[0], r->p[1], r->p[2], (float *)r->p[3], r->i[0], pos,
-                           r->i[2], r->i[3], r->i[4], r->f[0], r->i[5]));
+                           r->i[2], r->i[3], r->i[4], r->f[0], r->i[5], r->f[1]));
             break;
         case R_FFN:
             CALL(ffn(S->cpu, &r->fw, r->p[0], r->i[0], r->p[1], (float *)r->p[2], r->i[1],
                      (float *)r->p[3]));
+            break;
+        case R_SOFTCAP:
+            CALL(softcap(S->cpu, (float *)r->p[0], r->f[0], r->n));
             break;
         case R_SCALE:
             CALL(scale(S->cpu, (float *)r->p[0], r->f[0], r->n));
@@ -622,6 +639,7 @@ static const eng_backend_iface split_iface = {
     .ffn = sp_ffn,
     .add = sp_add,
     .scale = sp_scale,
+    .softcap = sp_softcap,
     .store_f16 = sp_store,
     .store_kv = sp_store_kv,
     .graph_begin = sp_graph_begin,

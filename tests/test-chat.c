@@ -576,12 +576,12 @@ static void test_spm_families(void) {
                                  : !strcmp(c->template, "zephyr")     ? ENG_CHAT_ZEPHYR
                                  : !strncmp(c->template, "phi3", 4)   ? ENG_CHAT_PHI3
                                  : !strncmp(c->template, "mistral-v3", 10) ? ENG_CHAT_MISTRAL3
-                                 : !strcmp(c->template, "gemma3")     ? ENG_CHAT_GEMMA
+                                 : !strncmp(c->template, "gemma", 5)  ? ENG_CHAT_GEMMA
                                                                       : ENG_CHAT_MISTRAL;
         CHECK(info.kind == want && !info.tools && !info.reasoning && !info.default_system[0]);
         CHECK(info.eos_space == !strcmp(c->template, "mistral-v0.1"));
         CHECK(info.tekken == !strcmp(c->template, "mistral-v3-tekken"));
-        CHECK(!info.gemma_nl1);
+        CHECK(!info.gemma_nl1 && !info.gemma_no_bos);
         fprintf(stderr, "plain case %s\n", c->name);
         check_render(&info, c->msgs, c->n_msgs, c->add ? ENG_CHAT_ADD_ASSISTANT : 0, c->want);
     }
@@ -626,6 +626,23 @@ static void test_spm_families(void) {
         memcpy(tr + 22, "      ", 6); /* "| trim" gone: not Gemma's */
         eng_chat_detect(gt, strlen(gt), &g1);
         CHECK(g1.kind == ENG_CHAT_NONE);
+        free(gt);
+    }
+
+    /* Gemma 2's template raises on a system message: printed as Gemma 3's
+     * does; Gemma 1.0's (no bos_token) prints no BOS */
+    eng_chat_info g2 = detect_named("gemma2");
+    eng_chat_msg g2_sys[] = {{.role = "system", .content = "S "}, {.role = "user", .content = " U"}};
+    check_render(&g2, g2_sys, 2, ENG_CHAT_ADD_ASSISTANT,
+                 "<s><start_of_turn>user\nS \n\nU<end_of_turn>\n<start_of_turn>model\n");
+    {
+        size_t gl;
+        char *gt = read_template("gemma2", &gl);
+        CHECK(!strncmp(gt, "{{ bos_token }}", 15));
+        eng_chat_info g1;
+        eng_chat_detect(gt + 15, gl - 15, &g1);
+        CHECK(g1.kind == ENG_CHAT_GEMMA && g1.gemma_no_bos);
+        check_render(&g1, g2_sys + 1, 1, 0, "<start_of_turn>user\nU<end_of_turn>\n");
         free(gt);
     }
 

@@ -420,7 +420,9 @@ static void test_attention(void)
      * prefill whose windows start inside the context) */
     struct {
         int T, pos0, window;
-    } cases[] = { { 1, 40, 0 }, { 6, 0, 0 }, { 4, 9, 0 }, { 1, 300, 37 }, { 9, 50, 6 } };
+        float cap; /* Gemma 2's soft-capped scores */
+    } cases[] = { { 1, 40, 0, 0 }, { 6, 0, 0, 0 }, { 4, 9, 0, 0 }, { 1, 300, 37, 0 }, { 9, 50, 6, 0 },
+                  { 1, 300, 0, 0.5f }, { 9, 50, 6, 0.5f } };
     const int H = 4, Hkv = 2, hd = 64;
     for (size_t ci = 0; ci < sizeof(cases) / sizeof(cases[0]); ci++) {
         int T = cases[ci].T, p0 = cases[ci].pos0, n_ctx = p0 + T + 2, win = cases[ci].window;
@@ -432,8 +434,8 @@ static void test_attention(void)
         float *dq = up(q, nq * 4), *dout = up(NULL, nq * 4);
         uint16_t *dk = up(k, nkv * 2), *dv = up(v, nkv * 2);
         float scale = 1.0f / sqrtf((float)hd);
-        C->attention(cpu, q, k, v, ref, T, p0, H, Hkv, hd, scale, win);
-        G->attention(gpu, dq, dk, dv, dout, T, p0, H, Hkv, hd, scale, win);
+        C->attention(cpu, q, k, v, ref, T, p0, H, Hkv, hd, scale, win, cases[ci].cap);
+        G->attention(gpu, dq, dk, dv, dout, T, p0, H, Hkv, hd, scale, win, cases[ci].cap);
         down(got, dout, nq * 4);
         for (size_t i = 0; i < nq; i++)
             tol[i] = 5e-5 * (1.0 + fabs(ref[i]));
@@ -878,7 +880,7 @@ static void test_errors(void)
     /* f32 weights are refused, the first failure wins, later ops do nothing */
     eng_weight w32 = { ENG_DTYPE_F32, R, K, dwf };
     G->matmul(gpu, &w32, NULL, dx, dy, 1);
-    G->attention(gpu, dx, (uint16_t *)dwf, (uint16_t *)dwf, dy, 1, 0, 5, 2, 64, 1.0f, 0); /* bad GQA */
+    G->attention(gpu, dx, (uint16_t *)dwf, (uint16_t *)dwf, dy, 1, 0, 5, 2, 64, 1.0f, 0, 0.0f); /* bad GQA */
     G->add(gpu, dy, dy, R);
     float got[8];
     G->download(gpu, got, dy, sizeof(got));
@@ -899,7 +901,7 @@ static void test_errors(void)
     CHECK(got[3] == 2 * y0[3], "add after recovery: %g", got[3]);
 
     /* bad arguments inside the kernels' checks are recorded too */
-    G->attention(gpu, dx, (uint16_t *)dwf, (uint16_t *)dwf, dy, 1, 0, 5, 2, 64, 1.0f, 0);
+    G->attention(gpu, dx, (uint16_t *)dwf, (uint16_t *)dwf, dy, 1, 0, 5, 2, 64, 1.0f, 0, 0.0f);
     r = G->sync(gpu);
     CHECK(r == -EINVAL && strstr(G->error(gpu), "n_head"), "bad GQA: %d '%s'", r,
           G->error(gpu));

@@ -1,7 +1,10 @@
 /* The forward pass of the other code paths against llama.cpp: qwen2 (NEOX
  * RoPE, Q/K/V biases), qwen3 (each head of q and k RMS-normalised before
  * RoPE, heads wider than n_embd / n_head), Llama 3 (rope_freqs frequency factors, llama-bpe
- * vocabulary) and phi3 (q, k and v in one tensor, gate and up in another)
+ * vocabulary), phi3 (q, k and v in one tensor, gate and up in another),
+ * gemma3 (GeGLU, norms after attention and FFN, scaled embeddings, local
+ * layers with a window and their own RoPE base, linear RoPE scaling) and
+ * gemma2 (soft-capped scores and logits, every other layer local)
  * on small synthetic models that si-synth writes
  * deterministically (seed 7, f16 weights). tests/data/synth-<shape>.logits
  * holds llama.cpp's f32 logits of every position of TOKENS, made as
@@ -221,17 +224,17 @@ static double max_diff(const float *a, const float *b, int n)
     return worst;
 }
 
-/* gemma3 beyond the one batch llama.cpp's logits cover: its windows (4
+/* gemma2 and gemma3 beyond the one batch llama.cpp's logits cover: their windows (4
  * positions here) bound attention, not the session's context; the same
  * tokens one at a time (decode's attention, with its own window code)
  * give the batch's logits; and SelectInfer runs on it: a plan with a
  * sketch, per-request selection with mean compensation (the bias goes in
  * before the FFN's norm) and per-token picking (GELU in the sketch's
  * scores) over a prompt and decode steps past the window. */
-static void check_gemma3(const char *synth)
+static void check_gemma(const char *synth, const char *shape)
 {
     char path[32];
-    test_synth(synth, "tiny-gemma3", path);
+    test_synth(synth, shape, path);
     eng_model_params mp = eng_model_params_default();
     mp.n_threads = 2;
     eng_model *m = NULL, *sel = NULL;
@@ -242,7 +245,7 @@ static void check_gemma3(const char *synth)
     sp.n_ctx = 4096;
     eng_session *a, *b;
     CHECK(eng_session_new(m, &sp, &a) == 0 && eng_session_new(m, NULL, &b) == 0);
-    CHECKF(eng_session_n_ctx(a) == 4096, "gemma3 context %d, not its 4096", eng_session_n_ctx(a));
+    CHECKF(eng_session_n_ctx(a) == 4096, "%s context %d, not its 4096", shape, eng_session_n_ctx(a));
     CHECK(eng_session_eval(a, TOKENS, N_TOK, 0) == 0);
     for (int t = 0; t < N_TOK; t++)
         CHECK(eng_session_eval(b, &TOKENS[t], 1, 0) == 0);
@@ -274,7 +277,7 @@ static void check_gemma3(const char *synth)
         for (int v = 0; v < V; v++)
             finite += isfinite(l[v]);
         share[k] = eng_session_ffn_share(a);
-        CHECKF(finite == V, "gemma3 selective: %d of %d logits finite", finite, V);
+        CHECKF(finite == V, "%s selective: %d of %d logits finite", shape, finite, V);
         eng_session_free(a);
     }
     /* a hot-swap to the dense plan: the dense load's logits (GELU and the
@@ -287,12 +290,12 @@ static void check_gemma3(const char *synth)
     const double d2 = max_diff(eng_session_logits(a, -1), eng_session_logits(b, -1), V);
     eng_session_free(a);
     eng_session_free(b);
-    printf("tiny-gemma3  one at a time vs one batch: max |diff| %.2g; selective decode shares %.2f %.2f; "
-           "swapped to dense: %.2g\n", d1, share[0], share[1], d2);
-    CHECKF(d2 < 1e-3, "gemma3 swapped to dense: logits %g from the dense load", d2);
-    CHECKF(d1 < 1e-3, "gemma3: token by token, logits %g from the batch's", d1);
+    printf("%-12s one at a time vs one batch: max |diff| %.2g; selective decode shares %.2f %.2f; "
+           "swapped to dense: %.2g\n", shape, d1, share[0], share[1], d2);
+    CHECKF(d2 < 1e-3, "%s swapped to dense: logits %g from the dense load", shape, d2);
+    CHECKF(d1 < 1e-3, "%s: token by token, logits %g from the batch's", shape, d1);
     CHECKF(share[0] > 0.3 && share[0] < 0.5 && share[1] > 0.3 && share[1] < 0.6,
-           "gemma3: decode computed %.2f / %.2f of the FFN at phi 0.4", share[0], share[1]);
+           "%s: decode computed %.2f / %.2f of the FFN at phi 0.4", shape, share[0], share[1]);
     eng_model_free(sel);
     eng_model_free(m);
 }
@@ -336,10 +339,12 @@ int main(int argc, char **argv)
     check_shape(argv[1], argv[2], "tiny-qwen3", 320);
     check_shape(argv[1], argv[2], "tiny-llama3", 1024);
     check_shape(argv[1], argv[2], "tiny-phi3", 320);
+    check_shape(argv[1], argv[2], "tiny-gemma2", 320);
     check_shape(argv[1], argv[2], "tiny-gemma3", 320);
     check_phi3_plan(argv[1]);
     check_phi3_q8(argv[1]);
-    check_gemma3(argv[1]);
+    check_gemma(argv[1], "tiny-gemma2");
+    check_gemma(argv[1], "tiny-gemma3");
     check_q8_file(argv[1]);
     printf("ok\n");
     return 0;

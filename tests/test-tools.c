@@ -244,6 +244,7 @@ int main(int argc, char **argv)
     check_spm_family_on("tiny-phi3", "vocab-spm-phi3.gguf", "phi3.5", ENG_CHAT_PHI3, "phi35_turns", 1);
     /* a Gemma 3: its layers, a Gemma-like vocabulary (no space put first) */
     check_spm_family_on("tiny-gemma3", "vocab-spm-gemma.gguf", "gemma3", ENG_CHAT_GEMMA, "gemma_turns", 1);
+    check_spm_family_on("tiny-gemma2", "vocab-spm-gemma.gguf", "gemma2", ENG_CHAT_GEMMA, "gemma2_turns", 1);
 
     /* the plain synthetic templates have no tool calling */
     char path[32];

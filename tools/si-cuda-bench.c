@@ -298,7 +298,7 @@ static void forward(model *m, int n, int pos0, bool selective, bool count, bool 
         OK(si_cuda_matmul3(gc, w3, r3, E, b3, m->xn, y3, n));
         OK(si_cuda_rope_store(gc, m->q, m->k, m->v, n, H, Hkv, hd, hd, pos0, s->rope_base, NULL,
                               s->neox, L->kc, L->vc));
-        OK(si_cuda_attention(gc, m->q, L->kc, L->vc, m->att, n, pos0, H, Hkv, hd, scale, 0));
+        OK(si_cuda_attention(gc, m->q, L->kc, L->vc, m->att, n, pos0, H, Hkv, hd, scale, 0, 0.0f));
         OK(si_cuda_matmul(gc, L->wo, E, H * hd, NULL, m->att, m->o, n));
         OK(si_cuda_add_rmsnorm(gc, m->x, m->o, L->ffn_norm, m->xn, n, E, s->eps));
         int n_sel = selective ? m->n_sel : s->F;
@@ -487,7 +487,7 @@ static void bench_kernels(model *m, int iters)
     for (int it = 0; it < iters * A; it++) {
         layer *L = &m->L[it % A];
         OK(si_cuda_attention(gc, m->q, L->kc, L->vc, m->att, 1, pos, s->H, s->Hkv, s->hd,
-                             1.0f / sqrtf((float)s->hd), 0));
+                             1.0f / sqrtf((float)s->hd), 0, 0.0f));
     }
     report("attention_decode", tstop_ms(iters * A) * 1e3, 2.0 * 2 * (double)(pos + 1) * kvd);
     jclose();

@@ -340,11 +340,11 @@ static double bench_attention(eng_backend *be, int H, int Hkv, int hd, int n_kv,
             if (q8)
                 be->iface->attention_q8(be, q, (const eng_q8_block *)(k + i * step),
                                         (const eng_q8_block *)(v + i * step), out, 1, n_kv - 1,
-                                        H, Hkv, hd, 0.125f, 0);
+                                        H, Hkv, hd, 0.125f, 0, 0.0f);
             else
                 be->iface->attention(be, q, (const uint16_t *)(k + i * step),
                                      (const uint16_t *)(v + i * step), out, 1, n_kv - 1, H, Hkv,
-                                     hd, 0.125f, 0);
+                                     hd, 0.125f, 0, 0.0f);
         }
         t = iters > 0 ? now_s() - t0 : 0;
     } while (t < secs);

@@ -257,6 +257,16 @@ static const eng_chat_msg gemma_unicode_space_msgs[] = {
     {"user", "\x09""c", NULL, 0},
 };
 
+static const eng_chat_msg gemma2_user_msgs[] = {
+    {"user", " Hello\n", NULL, 0},
+};
+
+static const eng_chat_msg gemma2_turns_msgs[] = {
+    {"user", "a", NULL, 0},
+    {"assistant", "  b\n", NULL, 0},
+    {"user", "c\xc2""\xa0""", NULL, 0},
+};
+
 static const struct tools_case {
     const char *name, *template, *tools;
     const eng_chat_msg *msgs;
@@ -387,4 +397,10 @@ static const struct tools_case plain_cases[] = {
     {"gemma_unicode_space", "gemma3", NULL,
      gemma_unicode_space_msgs, 3, true,
      "<s><start_of_turn>user\nhi<end_of_turn>\n<start_of_turn>model\nb<end_of_turn>\n<start_of_turn>user\nc<end_of_turn>\n<start_of_turn>model\n"},
+    {"gemma2_user", "gemma2", NULL,
+     gemma2_user_msgs, 1, true,
+     "<s><start_of_turn>user\nHello<end_of_turn>\n<start_of_turn>model\n"},
+    {"gemma2_turns", "gemma2", NULL,
+     gemma2_turns_msgs, 3, false,
+     "<s><start_of_turn>user\na<end_of_turn>\n<start_of_turn>model\nb<end_of_turn>\n<start_of_turn>user\nc<end_of_turn>\n"},
 };

@@ -2,7 +2,7 @@
 """Writes tests/data/chat-tools-cases.h: tool-calling conversations and
 what Python's jinja2 renders for them from the stored Qwen and Llama 3.2 templates
 (tools_cases), and plain conversations for the Llama 2, Mistral and Zephyr
-templates and Gemma 3's (plain_cases, bos_token "<s>", eos_token "</s>"), with
+templates and Gemma's (plain_cases, bos_token "<s>", eos_token "</s>"), with
 Hugging Face's tojson (json.dumps, ensure_ascii=False, keys unsorted) and
 its environment (trim_blocks, lstrip_blocks), as transformers'
 apply_chat_template does. tests/test-chat.c renders the same conversations
@@ -124,6 +124,9 @@ PLAIN_CASES = [
      [("system", "S", None), ("user", "a", None), ("assistant", "  b\n", None), ("user", "c", None)], False),
     ("gemma_unicode_space", "gemma3",
      [("user", "\u3000hi\u00a0", None), ("assistant", "\u2028b\u205f", None), ("user", "\tc", None)], True),
+    ("gemma2_user", "gemma2", [("user", " Hello\n", None)], True),
+    ("gemma2_turns", "gemma2",
+     [("user", "a", None), ("assistant", "  b\n", None), ("user", "c\u00a0", None)], False),
 ]
 
 
