@@ -3544,7 +3544,7 @@ static void att_group_block(att_args *a, att_group *g, long p0, int nb, long p_h
         k->scores4_h(g->q, G, kh, vh, kv_stride, nb, n_pf, hd, a->scale, s, bm);
     if (a->softcap > 0.0f) /* monotonic: the block's maxima map to the new maxima */
         for (int i = 0; i <= nb; i++)
-            for (int j = 0; j < 4; j++) {
+            for (int j = 0; j < G; j++) {
                 float *x = i < nb ? &s[i][j] : &bm[j];
                 *x = a->softcap * tanhf(*x / a->softcap);
             }
@@ -4357,11 +4357,28 @@ static void op_scale(eng_backend *be, float *x, float f, long n)
         ctx_of(be)->k->scale(x, f, n);
 }
 
+typedef struct cap_args {
+    float *x, cap;
+    long n;
+} cap_args;
+
+static void softcap_task(void *p, int ith, int nth)
+{
+    cap_args *a = p;
+    long b, e;
+    eng_split(a->n, ith, nth, &b, &e);
+    for (long i = b; i < e; i++)
+        a->x[i] = a->cap * tanhf(a->x[i] / a->cap);
+}
+
+/* Over a row of logits per token: 256k tanhf (Gemma 2's vocabulary) cost
+ * one thread about 2 ms a decode step. */
 static void op_softcap(eng_backend *be, float *x, float cap, long n)
 {
-    (void)be;
-    for (long i = 0; x && cap > 0.0f && i < n; i++) /* once per eval, over the logits kept */
-        x[i] = cap * tanhf(x[i] / cap);
+    if (!x || !(cap > 0.0f) || n <= 0)
+        return;
+    cap_args a = { x, cap, n };
+    run(ctx_of(be), softcap_task, &a, n >= 16384);
 }
 
 static void op_store_f16(eng_backend *be, const float *src, uint16_t *dst, long n)

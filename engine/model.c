@@ -832,7 +832,7 @@ static int load_hparams(const gguf_file *f, eng_model *m, eng_error *err)
         return r;
     if (factor == 0.0f && (r = get_f32_arch(f, arch, "rope.scale_linear", 0.0f, &factor, err)) < 0)
         return r;
-    if (factor < 0.0f || factor > 1e6f)
+    if (factor < 0.0f || factor > 1e6f || (factor > 0.0f && factor < 1e-3f))
         return eng__set_err(err, -EINVAL, "rope scaling factor %g out of range", factor);
     if (linear && factor > 0.0f)
         m->rope_linear = factor;
@@ -844,7 +844,23 @@ static int load_hparams(const gguf_file *f, eng_model *m, eng_error *err)
         (r = get_u32_arch(f, arch, "attention.sliding_window", false, m->arch == ENG_ARCH_GEMMA2 ? 4096 : 0,
                           &n_swa, err)) < 0)
         return r;
-    m->n_swa = n_swa > (1u << 24) ? 0 : (int)n_swa;
+    m->n_swa = n_swa > (1u << 24) ? 1 << 24 : (int)n_swa; /* beyond any context: no cut */
+    /* Gemma's layout of local layers and their RoPE base, as llama.cpp
+     * sets them, or as the file says (a per-layer array is refused) */
+    m->swa_pattern = m->arch == ENG_ARCH_GEMMA2 ? 2 : 6;
+    m->rope_base_swa = m->arch == ENG_ARCH_GEMMA3 ? 10000.0f : m->rope_freq_base;
+    if (gemma) {
+        uint32_t pat;
+        if ((r = get_u32_arch(f, arch, "attention.sliding_window_pattern", false,
+                              (uint32_t)m->swa_pattern, &pat, err)) < 0 ||
+            (r = get_f32_arch(f, arch, "rope.freq_base_swa", m->rope_base_swa, &m->rope_base_swa,
+                              err)) < 0)
+            return r;
+        if (pat == 0 || pat > 1024 || m->rope_base_swa <= 0.0f)
+            return eng__set_err(err, -EINVAL, "sliding_window_pattern %u or rope.freq_base_swa %g "
+                                "out of range", pat, m->rope_base_swa);
+        m->swa_pattern = (int)pat;
+    }
     /* Gemma: scores scaled by 1/sqrt(head_dim), but the 27B models'
      * (Gemma 2: 46 layers, Gemma 3: 62) by 1/sqrt(n_embd / n_head), as
      * Google's reference and llama.cpp */
@@ -853,14 +869,17 @@ static int load_hparams(const gguf_file *f, eng_model *m, eng_error *err)
         m->attn_scale = 1.0f / sqrtf((float)(n_embd / n_head));
     m->embd_scale = gemma ? sqrtf((float)n_embd) : 0.0f;
     /* soft-capping: Gemma 2's (50 for scores, 30 for logits when its file
-     * names none, as llama.cpp); refused elsewhere rather than ignored */
+     * names none, as llama.cpp), Gemma 3 derivatives' logits (Rnj-1);
+     * refused elsewhere rather than ignored */
     const char *caps[] = { "attn_logit_softcapping", "final_logit_softcapping" };
     float *capv[] = { &m->attn_softcap, &m->final_softcap };
     const bool g2 = m->arch == ENG_ARCH_GEMMA2;
     for (int i = 0; i < 2; i++) {
         if ((r = get_f32_arch(f, arch, caps[i], g2 ? (i ? 30.0f : 50.0f) : 0.0f, capv[i], err)) < 0)
             return r;
-        if (*capv[i] < 0.0f || (*capv[i] != 0.0f && !g2))
+        if (*capv[i] < 0.0f)
+            return eng__set_err(err, -EINVAL, "%s.%s = %g is negative", arch, caps[i], *capv[i]);
+        if (*capv[i] != 0.0f && !g2 && !(i == 1 && m->arch == ENG_ARCH_GEMMA3))
             return eng__set_err(err, -ENOTSUP, "%s.%s = %g (soft-capping) is not supported here",
                                 arch, caps[i], *capv[i]);
     }
@@ -954,11 +973,10 @@ static int load_weights(loader *ld, const eng_plan *plan)
         /* Gemma 2: a local layer (a window) before each global one; Gemma
          * 3: five local layers (a window, RoPE base 10000, no scaling) for
          * each global one */
-        const bool local = gemma && m->n_swa > 0 && il % (m->arch == ENG_ARCH_GEMMA2 ? 2 : 6) <
-                                                        (m->arch == ENG_ARCH_GEMMA2 ? 1 : 5);
+        const bool local = gemma && m->n_swa > 0 && il % m->swa_pattern < m->swa_pattern - 1;
         const bool g3local = local && m->arch == ENG_ARCH_GEMMA3;
         L->window = local ? m->n_swa : 0;
-        L->rope_base = g3local ? 10000.0f : m->rope_freq_base;
+        L->rope_base = local ? m->rope_base_swa : m->rope_freq_base;
         L->rope_freqs = g3local ? NULL : m->rope_freqs_scaled ? m->rope_freqs_scaled : m->rope_freqs;
 #undef NAME
         if ((r = load_ffn(ld, il, L, plan)) < 0)

@@ -32,13 +32,13 @@ typedef struct eng_layer {
     float *bq, *bk, *bv;              /* qwen2 biases, NULL for llama */
     float *q_norm, *k_norm;           /* qwen3, gemma3: [head_dim] RMSNorm of each
                                        * head of q and k before RoPE; else NULL */
-    float *attn_post_norm;            /* gemma3: [n_embd] RMSNorm of the attention's
+    float *attn_post_norm;            /* gemma2/3: [n_embd] RMSNorm of the attention's
                                        * output before the residual add; else NULL */
-    float *ffn_post_norm;             /* gemma3: the same for the FFN's output */
+    float *ffn_post_norm;             /* gemma2/3: the same for the FFN's output */
     float rope_base;                  /* this layer's RoPE base and divisors (NULL: */
     const float *rope_freqs;          /* none): gemma3's local layers differ */
     int window;                       /* attention over the last window positions
-                                       * (gemma3's local layers), 0: all */
+                                       * (gemma's local layers), 0: all */
     eng_ffn_weights ffn;              /* neuron-major, n_slots loaded neurons */
     int32_t *neuron_of_slot;          /* [ffn.n_slots]: the neuron each slot holds */
     uint8_t *slot_static;             /* [ffn.n_slots]: 1 for static (base) neurons */
@@ -55,8 +55,12 @@ struct eng_model {
     float rope_freq_base;
     float rms_eps;
     bool rope_neox;
-    int n_swa;                        /* sliding-window attention span (phi3), 0: none;
-                                       * a session's context is kept within it */
+    int n_swa;                        /* sliding-window attention span, 0: none; phi3:
+                                       * a session's context is kept within it; gemma:
+                                       * the local layers' window */
+    int swa_pattern;                  /* gemma: layer il is local when il % this <
+                                       * this - 1 (gemma2 2, gemma3 6) */
+    float rope_base_swa;              /* gemma: the local layers' RoPE base */
     float *rope_freqs;                /* [n_rot/2] divisors, NULL when absent */
     float rope_linear;                /* linear RoPE scaling: positions / this (1: none) */
     float *rope_freqs_scaled;         /* [n_rot/2] rope_freqs times rope_linear, or NULL */

@@ -206,12 +206,13 @@ k_attention_decode(const float *__restrict__ q, const uint16_t *__restrict__ k,
     const int kvh = blockIdx.x, split = blockIdx.y, n_split = gridDim.y, h0 = kvh * group;
     if (pos_dev)
         pos0 = *pos_dev;
-    /* the split's keys [k0, k0 + nk): its chunk, from the window's first
-     * key (window > 0) on */
-    const long n_kv = (long)pos0 + 1, c0 = (long)split * chunk;
+    /* the split's keys [k0, k0 + nk): chunks from the window's first key
+     * (window > 0; plan_decode planned the splits for at most window
+     * keys) */
+    const long n_kv = (long)pos0 + 1;
     const long lo = window > 0 && n_kv > window ? n_kv - window : 0;
-    const long k0 = c0 > lo ? c0 : lo, c1 = c0 + chunk < n_kv ? c0 + chunk : n_kv;
-    const int nk = k0 >= c1 ? 0 : (int)(c1 - k0);
+    const long k0 = lo + (long)split * chunk;
+    const int nk = k0 >= n_kv ? 0 : (int)(n_kv - k0 < chunk ? n_kv - k0 : chunk);
     const size_t kv_stride = (size_t)n_head_kv * hd;
 
     if (nk == 0) {
@@ -431,13 +432,14 @@ extern "C" size_t si_cuda_attention_scratch(int n_sm, int n_tokens, int pos0, in
  * blocks per SM, 32 keys at least; false where the kernel does not apply
  * (large GQA groups, head_dim not a multiple of 8 or above 256, unaligned
  * caches, contexts beyond DEC_MAX_SPLIT x DEC_MAX_CHUNK). */
-static bool plan_decode(int n_sm, int pos0, int n_head, int n_head_kv, int hd, const void *k,
-                        const void *v, int *ret_split, int *ret_chunk, int *ret_tpk)
+static bool plan_decode(int n_sm, int pos0, int window, int n_head, int n_head_kv, int hd,
+                        const void *k, const void *v, int *ret_split, int *ret_chunk, int *ret_tpk)
 {
     const int group = n_head / n_head_kv;
     if (group > DEC_MAX_G || hd % 8 || hd > 256 || (uintptr_t)k % 16 || (uintptr_t)v % 16)
         return false;
-    const long n_kv = (long)pos0 + 1;
+    /* the keys a token attends to: its window's, at most */
+    const long n_kv = window > 0 && (long)pos0 + 1 > window ? window : (long)pos0 + 1;
     const long want = (2L * n_sm + n_head_kv - 1) / n_head_kv;
     long chunk = (n_kv + want - 1) / want;
     if ((n_kv + chunk - 1) / chunk > DEC_MAX_SPLIT)
@@ -531,8 +533,8 @@ static int attention(si_cuda *c, const float *q, const uint16_t *k, const uint16
         return r;
 
     int ns, chunk, tpk = 1;
-    const bool dec = n_tokens == 1 && plan_decode(c->n_sm, pos0, n_head, n_head_kv, head_dim,
-                                                  k, v, &ns, &chunk, &tpk);
+    const bool dec = n_tokens == 1 && plan_decode(c->n_sm, pos0, window, n_head, n_head_kv,
+                                                  head_dim, k, v, &ns, &chunk, &tpk);
     if (!dec)
         plan(c->n_sm, n_tokens, pos0, n_head, head_dim, &ns, &chunk);
     float *po = NULL, *pml = NULL;

@@ -859,7 +859,11 @@ static void test_silu(eng_backend *be)
     be->iface->ffn(be, &W, NULL, 1, x, y, NT, act);
     for (int t = 0; t < NT; t++) {
         double g = v[t], want = act_ref(g);
+        /* e^-z's own error counts where it is not negligible: g < 0, or z
+         * small (e^-z near 1) */
         double z = g_act == ENG_ACT_GELU ? 1.6 * fabs(g + 0.045 * g * g * g) : 0;
+        if (g > 0 && z > 20)
+            z = 0;
         bool ok = isnan(g) ? isnan(act[t])
                            : fabs(act[t] - want) <= (4 + 2 * z) * 1.2e-7 * fabs(want) + 1e-37;
         CHECK(ok, "%s(%g) = %.9g, want %.9g", g_act ? "gelu" : "silu", g, act[t], want);

@@ -247,6 +247,33 @@ static void test_add_store(void)
     free(f);
 }
 
+/* Gemma's scale (embeddings) and softcap (Gemma 2's logits): the scale
+ * exact, the cap within float rounding of the CPU's (device tanhf). */
+static void test_scale_softcap(void)
+{
+    cur = "scale/softcap";
+    const long n = 262147;
+    float *x = frandv(n, -80, 80), *ref = xmalloc(n * 4), *got = xmalloc(n * 4);
+    float *dx = dev_copy(x, n * 4);
+    memcpy(ref, x, n * 4);
+    OK(si_cuda_scale(gc, dx, 33.941125f, n));
+    cpu->iface->scale(cpu, ref, 33.941125f, n);
+    get(got, dx, n * 4);
+    CHECK(memcmp(got, ref, n * 4) == 0, "scale differs");
+    OK(si_cuda_softcap(gc, dx, 30.0f, n));
+    cpu->iface->softcap(cpu, ref, 30.0f, n);
+    get(got, dx, n * 4);
+    long bad = 0;
+    for (long i = 0; i < n; i++)
+        bad += !(fabsf(got[i] - ref[i]) <= 4e-6f * 30.0f && fabsf(got[i]) <= 30.0f);
+    CHECK(bad == 0, "softcap: %ld of %ld beyond float rounding of the CPU's", bad, n);
+    CHECK(si_cuda_softcap(gc, dx, 0.0f, n) == -EINVAL, "a cap of 0 accepted");
+    dfree(dx);
+    free(x);
+    free(ref);
+    free(got);
+}
+
 /* ---- rmsnorm, rope ------------------------------------------------------------------ */
 
 static void test_rmsnorm(void)
@@ -622,13 +649,14 @@ static void test_attention(void)
         { 1, 2000, 4, 1, 256, 512 },
         { 40, 600, 4, 1, 256, 512 },
         { 9, 30, 8, 2, 64, 5 },
+        { 1, 900, 8, 2, 64, 100 },
     };
     for (size_t ci = 0; ci < sizeof(cases) / sizeof(cases[0]); ci++) {
         int T = cases[ci].T, p0 = cases[ci].pos0, H = cases[ci].H, Hkv = cases[ci].Hkv;
         int hd = cases[ci].hd, n_ctx = p0 + T + 3, win = cases[ci].window;
-        /* every third case with Gemma 2's soft-capped scores (the sharp
-         * scale below makes the cap of 2 bite) */
-        const float cap = ci % 3 == 2 ? 2.0f : 0.0f;
+        /* every third case, and the long window decode, with Gemma 2's
+         * soft-capped scores (the sharp scale below makes the cap of 2 bite) */
+        const float cap = ci % 3 == 2 || (win > 0 && T == 1 && p0 > 1000) ? 2.0f : 0.0f;
         size_t nq = (size_t)T * H * hd, nkv = (size_t)n_ctx * Hkv * hd;
         float *q = frandv(nq, -1, 1);
         uint16_t *k = rand_half(nkv, -1, 1), *v = rand_half(nkv, -1, 1);
@@ -1102,6 +1130,7 @@ int main(void)
     test_matmul();
     test_matmul3();
     test_attention();
+    test_scale_softcap();
     test_ffn();
     test_topk();
     test_argmax();

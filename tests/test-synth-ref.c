@@ -13,6 +13,7 @@
  *
  * usage: test-synth-ref SI_SYNTH DATA_DIR
  */
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -300,6 +301,87 @@ static void check_gemma(const char *synth, const char *shape)
     eng_model_free(m);
 }
 
+/* tiny-gemma3 with metadata set by si-synth --kv (one "KEY=TYPE:VALUE"
+ * argument, shell-quoted), loaded: 0 and its last position's logits in
+ * out [n_vocab], or the load's error (err's message). */
+static int load_gemma3_kv(const char *synth, const char *kv, float *out, eng_error *err)
+{
+    char path[32], cmd[8192];
+    snprintf(path, sizeof(path), "/tmp/si-synth-XXXXXX");
+    int fd = mkstemp(path);
+    CHECK(fd >= 0);
+    close(fd);
+    const char *wrap = getenv("SI_EXE_WRAPPER");
+    snprintf(cmd, sizeof(cmd), "%s '%s' --shape tiny-gemma3 --out '%s' --seed 7 --type f16 --kv '%s'",
+             wrap ? wrap : "", synth, path, kv);
+    int st = system(cmd);
+    CHECKF(st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 0, "si-synth --kv %s failed", kv);
+    eng_model_params mp = eng_model_params_default();
+    mp.n_threads = 2;
+    eng_model *m = NULL;
+    int r = eng_model_load(path, &mp, &m, err);
+    unlink(path);
+    if (r < 0)
+        return r;
+    eng_session *s;
+    CHECK(eng_session_new(m, NULL, &s) == 0 && eng_session_eval(s, TOKENS, N_TOK, 0) == 0);
+    memcpy(out, eng_session_logits(s, -1), 320 * sizeof(float));
+    eng_session_free(s);
+    eng_model_free(m);
+    return 0;
+}
+
+/* Gemma metadata beyond the shape's: the local layers' pattern and RoPE
+ * base are read (the defaults give the same logits, other values others);
+ * a Gemma 3 derivative's logit cap applies (every logit within it, the
+ * same argmax); what would run wrong is refused with its key named. */
+static void check_gemma_meta(const char *synth)
+{
+    static float base[320], got[320];
+    eng_error err;
+    CHECK(load_gemma3_kv(synth, "general.name=str:x", base, &err) == 0);
+    static const struct {
+        const char *kv;
+        int same; /* 1: the default's logits, 0: others */
+    } ok[] = {
+        { "gemma3.attention.sliding_window_pattern=u32:6", 1 },
+        { "gemma3.rope.freq_base_swa=f32:10000", 1 },
+        { "gemma3.attention.sliding_window_pattern=u32:2", 0 },
+        { "gemma3.rope.freq_base_swa=f32:500", 0 },
+        { "gemma3.attention.sliding_window=u32:4294967295", 0 }, /* no cut, still local RoPE */
+    };
+    for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
+        CHECKF(load_gemma3_kv(synth, ok[i].kv, got, &err) == 0, "%s: %s", ok[i].kv, err.msg);
+        const double d = max_diff(base, got, 320);
+        CHECKF(ok[i].same ? d == 0 : d > 1e-3, "%s: logits %g from the default's", ok[i].kv, d);
+    }
+    CHECK(load_gemma3_kv(synth, "gemma3.final_logit_softcapping=f32:0.5", got, &err) == 0);
+    int a = 0, b = 0, inside = 1;
+    for (int v = 0; v < 320; v++) {
+        a = base[v] > base[a] ? v : a;
+        b = got[v] > got[b] ? v : b;
+        inside &= fabsf(got[v]) <= 0.5f && fabsf(got[v] - 0.5f * tanhf(base[v] / 0.5f)) < 1e-5f;
+    }
+    CHECKF(inside && a == b, "gemma3 logit cap: logits not cap * tanh(l / cap), argmax %d vs %d", b, a);
+    static const struct {
+        const char *kv, *needle;
+        int err;
+    } bad[] = {
+        { "gemma3.attn_logit_softcapping=f32:50", "attn_logit_softcapping", -ENOTSUP },
+        { "gemma3.final_logit_softcapping=f32:-1", "final_logit_softcapping", -EINVAL },
+        { "gemma3.rope.scaling.factor=f32:0.00001", "rope scaling factor", -EINVAL },
+        { "gemma3.attention.sliding_window_pattern=u32:0", "sliding_window_pattern", -EINVAL },
+        { "gemma3.attention.sliding_window_pattern=i32s:1,1,0", "sliding_window_pattern", -EINVAL },
+        { "gemma3.rope.freq_base_swa=f32:-5", "freq_base_swa", -EINVAL },
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        int r = load_gemma3_kv(synth, bad[i].kv, got, &err);
+        CHECKF(r == bad[i].err && strstr(err.msg, bad[i].needle), "%s: %d (%s)", bad[i].kv, r, err.msg);
+    }
+    printf("tiny-gemma3  metadata: %zu variants load as they say, %zu refused\n", sizeof(ok) / sizeof(ok[0]) + 1,
+           sizeof(bad) / sizeof(bad[0]));
+}
+
 /* A Q8_0 phi3 file: its fused matrices and FFN rows stay Q8_0, and what a
  * hot-swap recounts from the plan's fixed bytes is what the load counted
  * (both once priced the file's fused tensors as f16). */
@@ -345,6 +427,7 @@ int main(int argc, char **argv)
     check_phi3_q8(argv[1]);
     check_gemma(argv[1], "tiny-gemma2");
     check_gemma(argv[1], "tiny-gemma3");
+    check_gemma_meta(argv[1]);
     check_q8_file(argv[1]);
     printf("ok\n");
     return 0;

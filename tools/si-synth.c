@@ -1,13 +1,16 @@
 /* si-synth: writes a synthetic GGUF model with random weights.
  *
  *   si-synth --shape NAME --out FILE [--seed N] [--type T] [--embd-type T] [--layers N]
- *            [--chat-template FILE]
+ *            [--chat-template FILE] [--vocab GGUF] [--kv KEY=TYPE:VALUE]...
  *
  * Shapes mirror real models' hyperparameters, metadata keys, tensor names and
  * tokenizer layout (a byte-level BPE vocabulary with the 256 GPT-2 byte
  * tokens, merges of common English words, the model family's special tokens
  * and chat template), so that the engine and llama.cpp can both load them.
  * Weights are seeded and reproducible: ~N(0,1)/sqrt(fan_in), norms 1.
+ *
+ * --kv sets (or replaces) one metadata key after the shape's own, TYPE u32,
+ * f32, str or i32s (a comma-separated array): a test's way to an odd file.
  *
  * The file is written tensor by tensor, row by row (the writer's streaming
  * mode), so even the 3B shapes need only a few rows of memory.
@@ -588,12 +591,50 @@ static int copy_tokenizer(gguf_writer *w, const gguf_file *src, bool skip_templa
     return 0;
 }
 
+/* --kv KEY=TYPE:VALUE into w; -1 when malformed. */
+static int set_kv(gguf_writer *w, const char *spec)
+{
+    char key[128];
+    const char *eq = strchr(spec, '='), *colon = eq ? strchr(eq, ':') : NULL;
+    if (!eq || !colon || (size_t)(eq - spec) >= sizeof(key) || eq == spec)
+        return -1;
+    memcpy(key, spec, (size_t)(eq - spec));
+    key[eq - spec] = '\0';
+    const size_t tl = (size_t)(colon - eq - 1);
+    const char *v = colon + 1;
+    char *end;
+    errno = 0;
+    if (tl == 3 && !strncmp(eq + 1, "u32", 3)) {
+        unsigned long x = strtoul(v, &end, 0);
+        return errno || *end || !*v || x > UINT32_MAX ? -1 : gguf_writer_set_u32(w, key, (uint32_t)x);
+    }
+    if (tl == 3 && !strncmp(eq + 1, "f32", 3)) {
+        float x = strtof(v, &end);
+        return errno || *end || !*v ? -1 : gguf_writer_set_f32(w, key, x);
+    }
+    if (tl == 3 && !strncmp(eq + 1, "str", 3))
+        return gguf_writer_set_str(w, key, v);
+    if (tl == 4 && !strncmp(eq + 1, "i32s", 4)) {
+        int32_t a[64];
+        size_t n = 0;
+        for (const char *p = v; *p && n < 64; p = *end == ',' ? end + 1 : end) {
+            long x = strtol(p, &end, 0);
+            if (end == p || errno || x < INT32_MIN || x > INT32_MAX || (*end && *end != ','))
+                return -1;
+            a[n++] = (int32_t)x;
+        }
+        return n == 0 ? -1 : gguf_writer_set_arr_i32(w, key, a, n);
+    }
+    return -1;
+}
+
 static void usage(FILE *f)
 {
     fprintf(f, "usage: si-synth --shape NAME --out FILE [--seed N] [--type T] [--embd-type T] "
                "[--layers N]\n                [--chat-template FILE (a model's Jinja template instead of "
                "the family's plain one)]\n                [--vocab GGUF (the tokenizer.* keys of another "
-               "GGUF: its vocabulary, size and template)]\nshapes:");
+               "GGUF: its vocabulary, size and template)]\n                [--kv KEY=u32:N|f32:X|str:S|i32s:N,N,... "
+               "(a metadata key set last; repeatable)]\nshapes:");
     for (size_t i = 0; i < sizeof(shapes) / sizeof(shapes[0]); i++)
         fprintf(f, " %s", shapes[i].name);
     fprintf(f, "\ntypes:");
@@ -631,6 +672,8 @@ int main(int argc, char **argv)
     uint32_t wtype = GGML_TYPE_F16, ftype = 1, etype = UINT32_MAX;
     long layers = -1;
     const char *tmpl_path = NULL, *vocab_path = NULL;
+    const char *kvs[16];
+    size_t n_kv = 0;
 
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -669,6 +712,12 @@ int main(int argc, char **argv)
             }
         } else if (!strcmp(a, "--chat-template")) {
             tmpl_path = val;
+        } else if (!strcmp(a, "--kv")) {
+            if (n_kv == sizeof(kvs) / sizeof(kvs[0]) || !strchr(val, '=')) {
+                fprintf(stderr, "si-synth: --kv KEY=TYPE:VALUE, at most %zu\n", sizeof(kvs) / sizeof(kvs[0]));
+                return 2;
+            }
+            kvs[n_kv++] = val;
         } else if (!strcmp(a, "--vocab")) {
             vocab_path = val;
         } else if (!strcmp(a, "--layers")) {
@@ -827,6 +876,11 @@ int main(int argc, char **argv)
             CHECK(gguf_writer_set_str(w, "tokenizer.chat_template", tmpl_file ? tmpl_file : tmpl));
         }
     }
+    for (size_t k = 0; k < n_kv; k++)
+        if (set_kv(w, kvs[k]) < 0) {
+            fprintf(stderr, "si-synth: bad --kv '%s'\n", kvs[k]);
+            goto fail;
+        }
     if (wtype != GGML_TYPE_F32 && wtype != GGML_TYPE_F16 && wtype != GGML_TYPE_BF16)
         CHECK(gguf_writer_set_u32(w, "general.quantization_version", 2));
 
