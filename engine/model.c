@@ -525,7 +525,8 @@ static int ffn_alloc(eng_model *m, eng_layer *L, int cap)
         return -ENOMEM;
     L->ffn = (eng_ffn_weights){ .dtype = m->info.ffn_dtype, .n_embd = E, .n_slots = 0,
                                 .gate_up = gu, .down = down,
-                                .act = m->arch == ENG_ARCH_GEMMA2 || m->arch == ENG_ARCH_GEMMA3
+                                .act = m->arch == ENG_ARCH_GEMMA || m->arch == ENG_ARCH_GEMMA2 ||
+                                               m->arch == ENG_ARCH_GEMMA3
                                            ? ENG_ACT_GELU
                                            : ENG_ACT_SILU };
     L->neuron_of_slot = ids;
@@ -761,6 +762,8 @@ static int load_hparams(const gguf_file *f, eng_model *m, eng_error *err)
         m->arch = ENG_ARCH_QWEN3;
     else if (!strcmp(arch, "phi3"))
         m->arch = ENG_ARCH_PHI3;
+    else if (!strcmp(arch, "gemma"))
+        m->arch = ENG_ARCH_GEMMA;
     else if (!strcmp(arch, "gemma2"))
         m->arch = ENG_ARCH_GEMMA2;
     else if (!strcmp(arch, "gemma3"))
@@ -768,8 +771,11 @@ static int load_hparams(const gguf_file *f, eng_model *m, eng_error *err)
     else
         return eng__set_err(err, -ENOTSUP,
                             "unsupported architecture '%s' (supported: llama, qwen2, qwen3, phi3, "
-                            "gemma2, gemma3)", arch);
-    const bool gemma = m->arch == ENG_ARCH_GEMMA2 || m->arch == ENG_ARCH_GEMMA3;
+                            "gemma, gemma2, gemma3)", arch);
+    /* what every Gemma has (GeGLU, scaled embeddings, NEOX), and what
+     * Gemma 2 and 3 add (local layers, norms after attention and FFN) */
+    const bool g23 = m->arch == ENG_ARCH_GEMMA2 || m->arch == ENG_ARCH_GEMMA3;
+    const bool gemma = g23 || m->arch == ENG_ARCH_GEMMA;
     snprintf(m->info.arch, sizeof(m->info.arch), "%s", arch);
     if (gguf_get_str(f, "general.name", &s, &len) == 0)
         snprintf(m->info.name, sizeof(m->info.name), "%.*s",
@@ -840,7 +846,7 @@ static int load_hparams(const gguf_file *f, eng_model *m, eng_error *err)
      * layer, Gemma 3's over five layers of six (other families' GGUFs may
      * carry one that llama.cpp does not use either) */
     uint32_t n_swa = 0;
-    if ((m->arch == ENG_ARCH_PHI3 || gemma) &&
+    if ((m->arch == ENG_ARCH_PHI3 || g23) &&
         (r = get_u32_arch(f, arch, "attention.sliding_window", false, m->arch == ENG_ARCH_GEMMA2 ? 4096 : 0,
                           &n_swa, err)) < 0)
         return r;
@@ -849,7 +855,7 @@ static int load_hparams(const gguf_file *f, eng_model *m, eng_error *err)
      * sets them, or as the file says (a per-layer array is refused) */
     m->swa_pattern = m->arch == ENG_ARCH_GEMMA2 ? 2 : 6;
     m->rope_base_swa = m->arch == ENG_ARCH_GEMMA3 ? 10000.0f : m->rope_freq_base;
-    if (gemma) {
+    if (g23) {
         uint32_t pat;
         if ((r = get_u32_arch(f, arch, "attention.sliding_window_pattern", false,
                               (uint32_t)m->swa_pattern, &pat, err)) < 0 ||
@@ -961,7 +967,7 @@ static int load_weights(loader *ld, const eng_plan *plan)
             (r = load_vec(ld, NAME("attn_k.bias"), (uint64_t)Hkv * hd, need_bias, &L->bk)) < 0 ||
             (r = load_vec(ld, NAME("attn_v.bias"), (uint64_t)Hkv * hd, need_bias, &L->bv)) < 0)
             return r;
-        const bool gemma = m->arch == ENG_ARCH_GEMMA2 || m->arch == ENG_ARCH_GEMMA3;
+        const bool gemma = m->arch == ENG_ARCH_GEMMA2 || m->arch == ENG_ARCH_GEMMA3; /* 2 and 3 */
         if ((m->arch == ENG_ARCH_QWEN3 || m->arch == ENG_ARCH_GEMMA3) &&
             ((r = load_vec(ld, NAME("attn_q_norm.weight"), (uint64_t)hd, true, &L->q_norm)) < 0 ||
              (r = load_vec(ld, NAME("attn_k_norm.weight"), (uint64_t)hd, true, &L->k_norm)) < 0))

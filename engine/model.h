@@ -20,6 +20,7 @@ typedef enum eng_arch {
     ENG_ARCH_QWEN2,
     ENG_ARCH_QWEN3,
     ENG_ARCH_PHI3, /* fused attn_qkv and ffn_up (gate rows, then up rows) */
+    ENG_ARCH_GEMMA,  /* Gemma 1: GeGLU, embeddings scaled by sqrt(n_embd) */
     ENG_ARCH_GEMMA2, /* GeGLU, norms after attention and FFN too, local/global layers,
                       * soft-capped scores and logits */
     ENG_ARCH_GEMMA3, /* as gemma2 with q/k norms, no soft-capping, 5 local layers to 1 */

@@ -694,6 +694,7 @@ int main(int argc, char **argv)
     check_synth(argv[1], "tiny-llama3", PREFILL_REL);
     check_synth(argv[1], "tiny-phi3", PREFILL_REL);
     /* six and seven layers: a pick at some cut may flip (as on the default model) */
+    check_synth(argv[1], "tiny-gemma", SELECT_REL);
     check_synth(argv[1], "tiny-gemma2", SELECT_REL);
     check_synth(argv[1], "tiny-gemma3", SELECT_REL);
 

@@ -4,7 +4,8 @@
  * vocabulary), phi3 (q, k and v in one tensor, gate and up in another),
  * gemma3 (GeGLU, norms after attention and FFN, scaled embeddings, local
  * layers with a window and their own RoPE base, linear RoPE scaling) and
- * gemma2 (soft-capped scores and logits, every other layer local)
+ * gemma2 (soft-capped scores and logits, every other layer local) and
+ * gemma (1: GeGLU and scaled embeddings on Llama's layers)
  * on small synthetic models that si-synth writes
  * deterministically (seed 7, f16 weights). tests/data/synth-<shape>.logits
  * holds llama.cpp's f32 logits of every position of TOKENS, made as
@@ -421,6 +422,7 @@ int main(int argc, char **argv)
     check_shape(argv[1], argv[2], "tiny-qwen3", 320);
     check_shape(argv[1], argv[2], "tiny-llama3", 1024);
     check_shape(argv[1], argv[2], "tiny-phi3", 320);
+    check_shape(argv[1], argv[2], "tiny-gemma", 320);
     check_shape(argv[1], argv[2], "tiny-gemma2", 320);
     check_shape(argv[1], argv[2], "tiny-gemma3", 320);
     check_phi3_plan(argv[1]);

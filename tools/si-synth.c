@@ -68,6 +68,9 @@ static const shape shapes[] = {
      * window of 4 makes a short test cross it. */
     {"tiny-gemma3", "gemma3", "smollm", "Synthetic Tiny Gemma3", 7, 64, 192, 4, 1, 320, 4096,
      1000000.0f, 1e-6f, false, false, true, VOCAB_SMOL, 3, 32, true, false, 4, 8.0f, {0, 0}},
+    /* gemma (1): GeGLU and scaled embeddings on Llama's layers */
+    {"tiny-gemma", "gemma", "smollm", "Synthetic Tiny Gemma", 3, 64, 192, 4, 1, 320, 4096,
+     10000.0f, 1e-6f, false, false, true, VOCAB_SMOL, 3, 32, false, false, 0, 0.0f, {0, 0}},
     /* gemma2: gemma3's layers without q/k norms, a local layer before each
      * global one, soft-capped scores and logits; caps far below Gemma 2's
      * (50 and 30) so that they bite on a small random model */
