@@ -842,6 +842,21 @@ static int load_hparams(const gguf_file *f, eng_model *m, eng_error *err)
         return eng__set_err(err, -EINVAL, "rope scaling factor %g out of range", factor);
     if (linear && factor > 0.0f)
         m->rope_linear = factor;
+    /* rope.scaling.attn_factor multiplies RoPE's cos and sin, of q and of
+     * k (llama.cpp's mscale; Phi-3's LongRoPE sets it): the scores by its
+     * square, where every dimension rotates */
+    float mscale;
+    uint32_t orig;
+    if ((r = get_f32_arch(f, arch, "rope.scaling.attn_factor", 1.0f, &mscale, err)) < 0 ||
+        (r = get_u32_arch(f, arch, "rope.scaling.original_context_length", false,
+                          n_ctx ? n_ctx : 2048, &orig, err)) < 0)
+        return r;
+    if (!(mscale > 0.0f && mscale <= 16.0f))
+        return eng__set_err(err, -EINVAL, "rope.scaling.attn_factor %g out of range", mscale);
+    if (mscale != 1.0f && n_rot != head_dim)
+        return eng__set_err(err, -ENOTSUP, "rope.scaling.attn_factor with partial rotation "
+                            "(%u of %u dimensions) is not supported", n_rot, head_dim);
+    m->n_ctx_orig = orig > (1u << 24) ? 1 << 24 : (int)orig;
     /* Phi-3's sliding window over every layer, Gemma 2's over every other
      * layer, Gemma 3's over five layers of six (other families' GGUFs may
      * carry one that llama.cpp does not use either) */
@@ -870,7 +885,7 @@ static int load_hparams(const gguf_file *f, eng_model *m, eng_error *err)
     /* Gemma: scores scaled by 1/sqrt(head_dim), but the 27B models'
      * (Gemma 2: 46 layers, Gemma 3: 62) by 1/sqrt(n_embd / n_head), as
      * Google's reference and llama.cpp */
-    m->attn_scale = 1.0f / sqrtf((float)head_dim);
+    m->attn_scale = mscale * mscale / sqrtf((float)head_dim);
     if ((m->arch == ENG_ARCH_GEMMA2 && n_layer == 46) || (m->arch == ENG_ARCH_GEMMA3 && n_layer == 62))
         m->attn_scale = 1.0f / sqrtf((float)(n_embd / n_head));
     m->embd_scale = gemma ? sqrtf((float)n_embd) : 0.0f;
@@ -932,9 +947,13 @@ static int load_weights(loader *ld, const eng_plan *plan)
         m->output = m->tok_embd; /* tied embeddings */
     if ((r = load_vec(ld, "rope_freqs.weight", m->n_rot / 2, false, &m->rope_freqs)) < 0)
         return r;
-    if (gguf_find_tensor(ld->f, "rope_factors_long.weight") || gguf_find_tensor(ld->f, "rope_factors_short.weight"))
-        return eng__set_err(ld->err, -ENOTSUP,
-                            "LongRoPE scaling (rope_factors_long/short: Phi-3 128k variants) is not supported");
+    /* LongRoPE: both tables, on their own (no rope_freqs, no linear scaling) */
+    if ((r = load_vec(ld, "rope_factors_long.weight", m->n_rot / 2, false, &m->rope_long)) < 0 ||
+        (r = load_vec(ld, "rope_factors_short.weight", m->n_rot / 2, false, &m->rope_short)) < 0)
+        return r;
+    if (!m->rope_long != !m->rope_short || (m->rope_long && (m->rope_freqs || m->rope_linear != 1.0f)))
+        return eng__set_err(ld->err, -ENOTSUP, "LongRoPE needs rope_factors_long and _short, and "
+                            "neither rope_freqs nor linear scaling");
     if (m->rope_linear != 1.0f && (r = load_rope_scaled(ld)) < 0)
         return r;
 
@@ -983,7 +1002,9 @@ static int load_weights(loader *ld, const eng_plan *plan)
         const bool g3local = local && m->arch == ENG_ARCH_GEMMA3;
         L->window = local ? m->n_swa : 0;
         L->rope_base = local ? m->rope_base_swa : m->rope_freq_base;
-        L->rope_freqs = g3local ? NULL : m->rope_freqs_scaled ? m->rope_freqs_scaled : m->rope_freqs;
+        L->rope_freqs = g3local ? NULL : m->rope_freqs_scaled ? m->rope_freqs_scaled
+                                       : m->rope_short      ? m->rope_short /* sessions may take long */
+                                                            : m->rope_freqs;
 #undef NAME
         if ((r = load_ffn(ld, il, L, plan)) < 0)
             return r;
@@ -1428,6 +1449,9 @@ int eng_session_new(const eng_model *m, const eng_session_params *params, eng_se
         return -ENOMEM;
     s->model = m;
     s->n_ctx = n_ctx;
+    /* LongRoPE, as llama.cpp picks it: long divisors for a context past
+     * the original one */
+    s->rope_long = m->rope_long && n_ctx > m->n_ctx_orig;
     s->n_batch = n_batch;
     s->kv_type = p.kv_type;
     eng__session_changed(s);
@@ -1585,7 +1609,7 @@ int eng_session_shift(eng_session *s, int keep, int drop)
             op->upload(be, s->tokens, ids, (size_t)n * sizeof(*ids));
             op->get_rows(be, &kc, s->tokens, n, s->k);
             op->rope(be, s->k, 1, n * Hkv, hd, m->n_rot, -drop, m->layers[il].rope_base,
-                     m->layers[il].rope_freqs, m->rope_neox);
+                     s->rope_long ? m->rope_long : m->layers[il].rope_freqs, m->rope_neox);
             if (q8)
                 op->store_kv_q8(be, s->k, s->k_cache[il], (long)kvd, keep + done, n);
             else
@@ -1737,14 +1761,14 @@ static void forward_ops(eng_session *s, int n, int first, float *out, int32_t *a
             op->rmsnorm(be, s->q, L->q_norm, s->q, n * H, hd, m->rms_eps);
             op->rmsnorm(be, s->k, L->k_norm, s->k, n * Hkv, hd, m->rms_eps);
         }
+        /* RoPE's divisors: the layer's, or LongRoPE's long ones for this session */
+        const float *ff = s->rope_long ? m->rope_long : L->rope_freqs;
         if (op->rope_store && s->kv_type == ENG_KV_F16) {
-            op->rope_store(be, s->q, s->k, s->v, n, H, Hkv, hd, m->n_rot, pos0, L->rope_base,
-                           L->rope_freqs, m->rope_neox, s->k_cache[il], s->v_cache[il]);
+            op->rope_store(be, s->q, s->k, s->v, n, H, Hkv, hd, m->n_rot, pos0, L->rope_base, ff,
+                           m->rope_neox, s->k_cache[il], s->v_cache[il]);
         } else {
-            op->rope(be, s->q, n, H, hd, m->n_rot, pos0, L->rope_base, L->rope_freqs,
-                     m->rope_neox);
-            op->rope(be, s->k, n, Hkv, hd, m->n_rot, pos0, L->rope_base, L->rope_freqs,
-                     m->rope_neox);
+            op->rope(be, s->q, n, H, hd, m->n_rot, pos0, L->rope_base, ff, m->rope_neox);
+            op->rope(be, s->k, n, Hkv, hd, m->n_rot, pos0, L->rope_base, ff, m->rope_neox);
             if (s->kv_type == ENG_KV_Q8_0) {
                 op->store_kv_q8(be, s->k, s->k_cache[il], (long)kvd, pos0, n);
                 op->store_kv_q8(be, s->v, s->v_cache[il], (long)kvd, pos0, n);

@@ -65,6 +65,10 @@ struct eng_model {
     float *rope_freqs;                /* [n_rot/2] divisors, NULL when absent */
     float rope_linear;                /* linear RoPE scaling: positions / this (1: none) */
     float *rope_freqs_scaled;         /* [n_rot/2] rope_freqs times rope_linear, or NULL */
+    /* LongRoPE (Phi-3 128k, Phi-3.5): divisors for contexts up to n_ctx_orig
+     * (short) and beyond (long), chosen per session; NULL when absent */
+    float *rope_short, *rope_long;
+    int n_ctx_orig;
     float attn_scale;                 /* scores times this: 1/sqrt(head_dim) mostly */
     float embd_scale;                 /* token embeddings times this (gemma sqrt(n_embd)), 0: 1 */
     float attn_softcap;               /* gemma2: scores through c * tanh(s / c); 0: none */
@@ -111,6 +115,7 @@ typedef struct eng_dyn_copy {
 struct eng_session {
     const eng_model *model;
     int n_ctx, n_batch, n_past;
+    bool rope_long;                   /* LongRoPE: the long divisors (a context past n_ctx_orig) */
 
     /* [n_layer] -> [n_ctx][n_head_kv*hd] f16, or in Q8_0 blocks (kv_type) (backend) */
     void **k_cache, **v_cache;

@@ -1203,7 +1203,8 @@ int main(int argc, char **argv)
         fprintf(stderr, "usage: test-backend-split SI_SYNTH\n");
         return 2;
     }
-    const char *shapes[] = { "tiny", "tiny-qwen2", "tiny-qwen3", "tiny-llama3", "tiny-gemma2", "tiny-gemma3" };
+    const char *shapes[] = { "tiny", "tiny-qwen2", "tiny-qwen3", "tiny-llama3", "tiny-phi3-128k", "tiny-gemma2",
+                             "tiny-gemma3" };
     for (size_t i = 0; i < sizeof(shapes) / sizeof(shapes[0]); i++) {
         char path[32];
         test_synth(argv[1], shapes[i], path);

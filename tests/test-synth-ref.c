@@ -30,13 +30,37 @@
 static const int32_t TOKENS[] = { 5, 17, 99, 250, 300, 12, 7, 64, 128, 200, 31, 42 };
 enum { N_TOK = sizeof(TOKENS) / sizeof(TOKENS[0]) };
 
-static int check_shape(const char *synth, const char *data_dir, const char *shape, int n_vocab)
+/* si-synth's shape (seed 7, f16) into a new temporary file named in path
+ * (32 bytes), with one metadata key set by --kv ("KEY=TYPE:VALUE") unless
+ * kv is NULL. */
+static void synth_kv(const char *synth, const char *shape, const char *kv, char *path)
+{
+    if (!kv) {
+        test_synth(synth, shape, path);
+        return;
+    }
+    char cmd[8192];
+    snprintf(path, 32, "/tmp/si-synth-XXXXXX");
+    int fd = mkstemp(path);
+    CHECK(fd >= 0);
+    close(fd);
+    const char *wrap = getenv("SI_EXE_WRAPPER");
+    snprintf(cmd, sizeof(cmd), "%s '%s' --shape '%s' --out '%s' --seed 7 --type f16 --kv '%s'",
+             wrap ? wrap : "", synth, shape, path, kv);
+    int st = system(cmd);
+    CHECKF(st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 0, "si-synth --kv %s failed", kv);
+}
+
+/* The shape's logits (with kv set, see synth_kv) against llama.cpp's in
+ * synth-NAME.logits. */
+static int check_shape_kv(const char *synth, const char *data_dir, const char *shape, const char *kv,
+                          const char *name, int n_vocab)
 {
     char model[32];
-    test_synth(synth, shape, model);
+    synth_kv(synth, shape, kv, model);
 
     char ref_path[4096];
-    snprintf(ref_path, sizeof(ref_path), "%s/synth-%s.logits", data_dir, shape);
+    snprintf(ref_path, sizeof(ref_path), "%s/synth-%s.logits", data_dir, name);
     FILE *f = fopen(ref_path, "rb");
     CHECKF(f, "cannot open %s", ref_path);
     float *ref = malloc(sizeof(float) * N_TOK * n_vocab);
@@ -73,18 +97,23 @@ static int check_shape(const char *synth, const char *data_dir, const char *shap
         agree += a == b;
     }
     double rms = sqrt(sq / ((double)N_TOK * n_vocab));
-    printf("%-12s max |diff| %.5f  rms %.5f  argmax agrees %d/%d\n", shape, worst, rms, agree,
+    printf("%-12s max |diff| %.5f  rms %.5f  argmax agrees %d/%d\n", name, worst, rms, agree,
            N_TOK);
     /* llama.cpp rounds activations to f16 for f16 matrix products, we keep
      * them in f32: differences stay in the 1e-3 range on these small models,
      * while a wrong rotation convention or a missing bias moves logits by
      * O(0.1..1) */
-    CHECKF(worst < 0.02 && rms < 0.005, "%s: logits differ from llama.cpp", shape);
+    CHECKF(worst < 0.02 && rms < 0.005, "%s: logits differ from llama.cpp", name);
     CHECK(agree == N_TOK);
     eng_session_free(s);
     eng_model_free(m);
     free(ref);
     return 0;
+}
+
+static int check_shape(const char *synth, const char *data_dir, const char *shape, int n_vocab)
+{
+    return check_shape_kv(synth, data_dir, shape, NULL, shape, n_vocab);
 }
 
 /* A file in Q8_0: its matrices and its FFN's gate and up rows keep the
@@ -307,16 +336,8 @@ static void check_gemma(const char *synth, const char *shape)
  * out [n_vocab], or the load's error (err's message). */
 static int load_gemma3_kv(const char *synth, const char *kv, float *out, eng_error *err)
 {
-    char path[32], cmd[8192];
-    snprintf(path, sizeof(path), "/tmp/si-synth-XXXXXX");
-    int fd = mkstemp(path);
-    CHECK(fd >= 0);
-    close(fd);
-    const char *wrap = getenv("SI_EXE_WRAPPER");
-    snprintf(cmd, sizeof(cmd), "%s '%s' --shape tiny-gemma3 --out '%s' --seed 7 --type f16 --kv '%s'",
-             wrap ? wrap : "", synth, path, kv);
-    int st = system(cmd);
-    CHECKF(st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 0, "si-synth --kv %s failed", kv);
+    char path[32];
+    synth_kv(synth, "tiny-gemma3", kv, path);
     eng_model_params mp = eng_model_params_default();
     mp.n_threads = 2;
     eng_model *m = NULL;
@@ -383,6 +404,30 @@ static void check_gemma_meta(const char *synth)
            sizeof(bad) / sizeof(bad[0]));
 }
 
+/* LongRoPE metadata that would run wrong is refused, naming it. */
+static void check_longrope_bad(const char *synth)
+{
+    static const struct {
+        const char *kv, *needle;
+        int err;
+    } bad[] = {
+        { "phi3.rope.scaling.attn_factor=f32:0", "attn_factor", -EINVAL },
+        { "phi3.rope.dimension_count=u32:8", "partial rotation", -ENOTSUP },
+        { "phi3.rope.scaling.factor=f32:4", "LongRoPE", -ENOTSUP },
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        char path[32];
+        synth_kv(synth, "tiny-phi3-128k", bad[i].kv, path);
+        eng_model_params mp = eng_model_params_default();
+        mp.n_threads = 2;
+        eng_model *m = NULL;
+        eng_error err;
+        int r = eng_model_load(path, &mp, &m, &err);
+        unlink(path);
+        CHECKF(r == bad[i].err && !m && strstr(err.msg, bad[i].needle), "%s: %d (%s)", bad[i].kv, r, err.msg);
+    }
+}
+
 /* A Q8_0 phi3 file: its fused matrices and FFN rows stay Q8_0, and what a
  * hot-swap recounts from the plan's fixed bytes is what the load counted
  * (both once priced the file's fused tensors as f16). */
@@ -422,6 +467,12 @@ int main(int argc, char **argv)
     check_shape(argv[1], argv[2], "tiny-qwen3", 320);
     check_shape(argv[1], argv[2], "tiny-llama3", 1024);
     check_shape(argv[1], argv[2], "tiny-phi3", 320);
+    /* LongRoPE: a context past the original (8) takes the long factors;
+     * one within it (4096) the short ones */
+    check_shape(argv[1], argv[2], "tiny-phi3-128k", 320);
+    check_shape_kv(argv[1], argv[2], "tiny-phi3-128k", "phi3.rope.scaling.original_context_length=u32:4096",
+                   "tiny-phi3-128k-short", 320);
+    check_longrope_bad(argv[1]);
     check_shape(argv[1], argv[2], "tiny-gemma", 320);
     check_shape(argv[1], argv[2], "tiny-gemma2", 320);
     check_shape(argv[1], argv[2], "tiny-gemma3", 320);

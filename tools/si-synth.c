@@ -43,49 +43,55 @@ typedef struct shape {
     int n_swa;           /* attention.sliding_window, 0: none */
     float rope_linear;   /* rope.scaling.factor of type linear, 0: none */
     float softcap[2];    /* attn_logit_softcapping, final_logit_softcapping; 0: not written */
+    int longrope;        /* > 0: LongRoPE tables and attn_factor, this original context */
 } shape;
 
 static const shape shapes[] = {
     {"tiny", "llama", "smollm", "Synthetic Tiny", 2, 64, 192, 4, 2, 320, 2048, 10000.0f, 1e-5f,
-     false, false, true, VOCAB_SMOL, 3, 0, false, false, 0, 0.0f, {0, 0}},
+     false, false, true, VOCAB_SMOL, 3, 0, false, false, 0, 0.0f, {0, 0}, 0},
     {"tiny-qwen2", "qwen2", "qwen2", "Synthetic Tiny Qwen2", 2, 64, 192, 4, 2, 320, 4096,
-     1000000.0f, 1e-6f, true, false, true, VOCAB_QWEN, 0, 0, false, false, 0, 0.0f, {0, 0}},
+     1000000.0f, 1e-6f, true, false, true, VOCAB_QWEN, 0, 0, false, false, 0, 0.0f, {0, 0}, 0},
     /* heads wider than n_embd / n_head, as Qwen3's (1024 wide, 16 heads of 128) */
     {"tiny-qwen3", "qwen3", "qwen2", "Synthetic Tiny Qwen3", 2, 64, 192, 4, 2, 320, 4096,
-     1000000.0f, 1e-6f, false, false, true, VOCAB_QWEN, 0, 32, true, false, 0, 0.0f, {0, 0}},
+     1000000.0f, 1e-6f, false, false, true, VOCAB_QWEN, 0, 32, true, false, 0, 0.0f, {0, 0}, 0},
     {"tiny-llama3", "llama", "llama-bpe", "Synthetic Tiny Llama 3", 2, 64, 192, 4, 2, 1024, 8192,
-     500000.0f, 1e-5f, false, true, true, VOCAB_LLAMA3, 0, 0, false, false, 0, 0.0f, {0, 0}},
+     500000.0f, 1e-5f, false, true, true, VOCAB_LLAMA3, 0, 0, false, false, 0, 0.0f, {0, 0}, 0},
     /* fused q/k/v and gate/up, NEOX RoPE, an output matrix of its own and
      * a sliding window, as Phi-3-mini-4k (its window 2047, its vocabulary
      * SentencePiece: --vocab). Not named Phi-3: llama.cpp gives the special
      * tokens of a model so named Phi-3's attributes, and needs its tokens */
     {"tiny-phi3", "phi3", "smollm", "Synthetic Tiny Fused", 2, 64, 192, 4, 2, 320, 4096, 10000.0f, 1e-5f,
-     false, false, false, VOCAB_SMOL, 3, 0, false, true, 2047, 0.0f, {0, 0}},
+     false, false, false, VOCAB_SMOL, 3, 0, false, true, 2047, 0.0f, {0, 0}, 0},
+    /* Phi-3's 128k layout (LongRoPE: rope_factors_long / _short, the
+     * attn_factor of a 32x longer context), with an original context of 8
+     * positions, so that a test's context takes the long factors */
+    {"tiny-phi3-128k", "phi3", "smollm", "Synthetic Tiny Fused LongRoPE", 2, 64, 192, 4, 2, 320, 4096,
+     10000.0f, 1e-5f, false, false, false, VOCAB_SMOL, 3, 0, false, true, 262144, 0.0f, {0, 0}, 8},
     /* gemma3: q/k norms, norms after attention and FFN, GeGLU, embeddings
      * scaled by sqrt(n_embd), five local layers (window, RoPE base 10000)
      * to a global one (RoPE 1e6, linear scaling as Gemma 3 4B's); heads
      * wider than n_embd / n_head and one KV head, as Gemma 3 1B's. The
      * window of 4 makes a short test cross it. */
     {"tiny-gemma3", "gemma3", "smollm", "Synthetic Tiny Gemma3", 7, 64, 192, 4, 1, 320, 4096,
-     1000000.0f, 1e-6f, false, false, true, VOCAB_SMOL, 3, 32, true, false, 4, 8.0f, {0, 0}},
+     1000000.0f, 1e-6f, false, false, true, VOCAB_SMOL, 3, 32, true, false, 4, 8.0f, {0, 0}, 0},
     /* gemma (1): GeGLU and scaled embeddings on Llama's layers */
     {"tiny-gemma", "gemma", "smollm", "Synthetic Tiny Gemma", 3, 64, 192, 4, 1, 320, 4096,
-     10000.0f, 1e-6f, false, false, true, VOCAB_SMOL, 3, 32, false, false, 0, 0.0f, {0, 0}},
+     10000.0f, 1e-6f, false, false, true, VOCAB_SMOL, 3, 32, false, false, 0, 0.0f, {0, 0}, 0},
     /* gemma2: gemma3's layers without q/k norms, a local layer before each
      * global one, soft-capped scores and logits; caps far below Gemma 2's
      * (50 and 30) so that they bite on a small random model */
     {"tiny-gemma2", "gemma2", "smollm", "Synthetic Tiny Gemma2", 6, 64, 192, 4, 2, 320, 4096,
-     10000.0f, 1e-6f, false, false, true, VOCAB_SMOL, 3, 32, false, false, 4, 0.0f, {1.0f, 2.0f}},
+     10000.0f, 1e-6f, false, false, true, VOCAB_SMOL, 3, 32, false, false, 4, 0.0f, {1.0f, 2.0f}, 0},
     {"gemma-3-1b", "gemma3", "smollm", "Synthetic Gemma 3 1B", 26, 1152, 6912, 4, 1, 262144,
-     32768, 1000000.0f, 1e-6f, false, false, true, VOCAB_SMOL, 17, 256, true, false, 512, 0.0f, {0, 0}},
+     32768, 1000000.0f, 1e-6f, false, false, true, VOCAB_SMOL, 17, 256, true, false, 512, 0.0f, {0, 0}, 0},
     {"smollm2-135m", "llama", "smollm", "Synthetic SmolLM2 135M", 30, 576, 1536, 9, 3, 49152,
-     8192, 100000.0f, 1e-5f, false, false, true, VOCAB_SMOL, 17, 0, false, false, 0, 0.0f, {0, 0}},
+     8192, 100000.0f, 1e-5f, false, false, true, VOCAB_SMOL, 17, 0, false, false, 0, 0.0f, {0, 0}, 0},
     {"llama-3.2-1b", "llama", "llama-bpe", "Synthetic Llama 3.2 1B", 16, 2048, 8192, 32, 8,
-     128256, 131072, 500000.0f, 1e-5f, false, true, true, VOCAB_LLAMA3, 0, 0, false, false, 0, 0.0f, {0, 0}},
+     128256, 131072, 500000.0f, 1e-5f, false, true, true, VOCAB_LLAMA3, 0, 0, false, false, 0, 0.0f, {0, 0}, 0},
     {"llama-3.2-3b", "llama", "llama-bpe", "Synthetic Llama 3.2 3B", 28, 3072, 8192, 24, 8,
-     128256, 131072, 500000.0f, 1e-5f, false, true, true, VOCAB_LLAMA3, 0, 0, false, false, 0, 0.0f, {0, 0}},
+     128256, 131072, 500000.0f, 1e-5f, false, true, true, VOCAB_LLAMA3, 0, 0, false, false, 0, 0.0f, {0, 0}, 0},
     {"qwen2.5-3b", "qwen2", "qwen2", "Synthetic Qwen2.5 3B", 36, 2048, 11008, 16, 2, 151936,
-     32768, 1000000.0f, 1e-6f, true, false, true, VOCAB_QWEN, 0, 0, false, false, 0, 0.0f, {0, 0}},
+     32768, 1000000.0f, 1e-6f, true, false, true, VOCAB_QWEN, 0, 0, false, false, 0, 0.0f, {0, 0}, 0},
 };
 
 static const char *const smol_specials[] = {
@@ -468,7 +474,7 @@ typedef struct tdesc {
     uint32_t type;
     uint32_t n_dims;
     uint64_t ne[2];
-    enum { INIT_RANDOM, INIT_ONES, INIT_BIAS, INIT_ROPE, INIT_NORM } init;
+    enum { INIT_RANDOM, INIT_ONES, INIT_BIAS, INIT_ROPE, INIT_NORM, INIT_ROPE_LONG, INIT_ROPE_SHORT } init;
 } tdesc;
 
 static const struct {
@@ -807,6 +813,13 @@ int main(int argc, char **argv)
     CHECK(gguf_writer_set_u32(w, KEY("rope.dimension_count"), (uint32_t)head_dim));
     if (sh->n_swa)
         CHECK(gguf_writer_set_u32(w, KEY("attention.sliding_window"), (uint32_t)sh->n_swa));
+    if (sh->longrope > 0) {
+        /* sqrt(1 + ln(32) / ln(4096)), as the converter computes it for a
+         * 128k model of 4k */
+        CHECK(gguf_writer_set_f32(w, KEY("rope.scaling.attn_factor"),
+                                  sqrtf(1.0f + logf(32.0f) / logf(4096.0f))));
+        CHECK(gguf_writer_set_u32(w, KEY("rope.scaling.original_context_length"), (uint32_t)sh->longrope));
+    }
     if (sh->softcap[0] > 0.0f)
         CHECK(gguf_writer_set_f32(w, KEY("attn_logit_softcapping"), sh->softcap[0]));
     if (sh->softcap[1] > 0.0f)
@@ -899,6 +912,10 @@ int main(int argc, char **argv)
     const uint64_t Q = (uint64_t)sh->n_head * head_dim, KV = (uint64_t)sh->n_head_kv * head_dim;
     if (sh->rope_freqs)
         push(td, &nt, "rope_freqs.weight", GGML_TYPE_F32, 1, (uint64_t)head_dim / 2, 1, INIT_ROPE);
+    if (sh->longrope > 0) {
+        push(td, &nt, "rope_factors_long.weight", GGML_TYPE_F32, 1, (uint64_t)head_dim / 2, 1, INIT_ROPE_LONG);
+        push(td, &nt, "rope_factors_short.weight", GGML_TYPE_F32, 1, (uint64_t)head_dim / 2, 1, INIT_ROPE_SHORT);
+    }
     push(td, &nt, "token_embd.weight", etype, 2, E, (uint64_t)sh->n_vocab, INIT_RANDOM);
     for (int l = 0; l < sh->n_layer; l++) {
         char n[64];
@@ -971,6 +988,9 @@ int main(int argc, char **argv)
                 case INIT_NORM: row[j] = 1.0f + 0.25f * rand_normal(&s); break;
                 case INIT_BIAS: row[j] = rand_normal(&s) * 0.02f; break;
                 case INIT_ROPE: row[j] = llama3_rope_factor((int)j, head_dim, sh->rope_base); break;
+                /* growing with the wavelength, as Phi-3's tables do */
+                case INIT_ROPE_LONG: row[j] = 1.0f + 20.0f * (float)j / (float)(t->ne[0] - 1); break;
+                case INIT_ROPE_SHORT: row[j] = 1.0f + 0.5f * (float)j / (float)(t->ne[0] - 1); break;
                 }
             }
             CHECK(eng_quant_row(t->type, row, qrow, (size_t)t->ne[0]));
