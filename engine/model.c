@@ -826,13 +826,15 @@ static int load_hparams(const gguf_file *f, eng_model *m, eng_error *err)
     m->n_rot = n_rot;
     m->rope_neox = m->arch == ENG_ARCH_QWEN2 || m->arch == ENG_ARCH_QWEN3 ||
                    m->arch == ENG_ARCH_PHI3 || gemma;
-    /* Linear RoPE scaling (positions divided by the factor), the type
-     * llama.cpp assumes when a file names none; other types (yarn) are
-     * left as before: unscaled */
+    /* RoPE scaling: linear (positions divided by the factor), the type
+     * llama.cpp assumes when a file names none, or YaRN (Qwen's long
+     * contexts); others (none, llama3's rope_freqs) scale nothing here */
     m->rope_linear = 1.0f;
     char key[128];
     snprintf(key, sizeof(key), "%s.rope.scaling.type", arch);
-    const bool linear = gguf_get_str(f, key, &s, &len) < 0 || (len == 6 && !memcmp(s, "linear", 6));
+    const bool typed = gguf_get_str(f, key, &s, &len) == 0;
+    const bool linear = !typed || (len == 6 && !memcmp(s, "linear", 6));
+    m->rope_yarn = typed && len == 4 && !memcmp(s, "yarn", 4);
     float factor;
     if ((r = get_f32_arch(f, arch, "rope.scaling.factor", 0.0f, &factor, err)) < 0)
         return r;
@@ -840,8 +842,20 @@ static int load_hparams(const gguf_file *f, eng_model *m, eng_error *err)
         return r;
     if (factor < 0.0f || factor > 1e6f || (factor > 0.0f && factor < 1e-3f))
         return eng__set_err(err, -EINVAL, "rope scaling factor %g out of range", factor);
-    if (linear && factor > 0.0f)
+    if ((linear || m->rope_yarn) && factor > 0.0f)
         m->rope_linear = factor;
+    /* YaRN's ramp between interpolated and extrapolated frequencies, with
+     * llama.cpp's defaults (ext_factor 1, beta_fast 32, beta_slow 1) */
+    float ylog;
+    if ((r = get_f32_arch(f, arch, "rope.scaling.yarn_ext_factor", 1.0f, &m->yarn_ext, err)) < 0 ||
+        (r = get_f32_arch(f, arch, "rope.scaling.yarn_beta_fast", 32.0f, &m->yarn_beta_fast, err)) < 0 ||
+        (r = get_f32_arch(f, arch, "rope.scaling.yarn_beta_slow", 1.0f, &m->yarn_beta_slow, err)) < 0 ||
+        (r = get_f32_arch(f, arch, "rope.scaling.yarn_log_multiplier", 0.0f, &ylog, err)) < 0)
+        return r;
+    if (m->rope_yarn && (ylog != 0.0f || !(m->yarn_ext >= 0.0f && m->yarn_ext <= 1.0f) ||
+                         !(m->yarn_beta_fast > 0.0f) || !(m->yarn_beta_slow > 0.0f)))
+        return eng__set_err(err, -ENOTSUP, "YaRN with yarn_log_multiplier %g, ext_factor %g, betas %g/%g "
+                            "is not supported", ylog, m->yarn_ext, m->yarn_beta_fast, m->yarn_beta_slow);
     /* rope.scaling.attn_factor multiplies RoPE's cos and sin, of q and of
      * k (llama.cpp's mscale; Phi-3's LongRoPE sets it): the scores by its
      * square, where every dimension rotates */
@@ -853,9 +867,12 @@ static int load_hparams(const gguf_file *f, eng_model *m, eng_error *err)
         return r;
     if (!(mscale > 0.0f && mscale <= 16.0f))
         return eng__set_err(err, -EINVAL, "rope.scaling.attn_factor %g out of range", mscale);
+    /* YaRN raises cos and sin by 1 + 0.1 ln(factor) where it ramps */
+    if (m->rope_yarn && m->yarn_ext != 0.0f && m->rope_linear != 1.0f)
+        mscale *= 1.0f + 0.1f * logf(m->rope_linear);
     if (mscale != 1.0f && n_rot != head_dim)
-        return eng__set_err(err, -ENOTSUP, "rope.scaling.attn_factor with partial rotation "
-                            "(%u of %u dimensions) is not supported", n_rot, head_dim);
+        return eng__set_err(err, -ENOTSUP, "rope.scaling.attn_factor (or YaRN's) with partial "
+                            "rotation (%u of %u dimensions) is not supported", n_rot, head_dim);
     m->n_ctx_orig = orig > (1u << 24) ? 1 << 24 : (int)orig;
     /* Phi-3's sliding window over every layer, Gemma 2's over every other
      * layer, Gemma 3's over five layers of six (other families' GGUFs may
@@ -909,8 +926,24 @@ static int load_hparams(const gguf_file *f, eng_model *m, eng_error *err)
 
 /* ---- load ---- */
 
-/* Linear RoPE scaling as divisors: rope_freqs (1 without them) times the
- * factor, for the layers that scale (Gemma 3: the global ones). */
+/* YaRN's ramp for frequency i of n_rot / 2 (ggml's rope_yarn_corr_dims
+ * and rope_yarn_ramp): 1 extrapolates (the highest frequencies), 0
+ * interpolates, over the dimensions whose wavelengths fit beta_fast to
+ * beta_slow times in the original context. */
+static float yarn_ramp(const eng_model *m, int i)
+{
+    const float n = (float)m->n_rot, base = m->rope_freq_base, orig = (float)m->n_ctx_orig;
+    const float lo = floorf(n * logf(orig / (m->yarn_beta_fast * 2.0f * (float)M_PI)) / (2.0f * logf(base)));
+    const float hi = ceilf(n * logf(orig / (m->yarn_beta_slow * 2.0f * (float)M_PI)) / (2.0f * logf(base)));
+    const float a = lo > 0.0f ? lo : 0.0f, b = hi < n - 1.0f ? hi : n - 1.0f;
+    float y = ((float)i - a) / (b - a > 0.001f ? b - a : 0.001f);
+    y = y < 0.0f ? 0.0f : y > 1.0f ? 1.0f : y;
+    return 1.0f - y;
+}
+
+/* RoPE scaling as divisors: rope_freqs (1 without them) times the linear
+ * factor, or YaRN's mix of 1 and the factor, for the layers that scale
+ * (Gemma 3: the global ones). */
 static int load_rope_scaled(loader *ld)
 {
     eng_model *m = ld->m;
@@ -921,8 +954,12 @@ static int load_rope_scaled(loader *ld)
         return r;
     if (t && (r = dequant_row(ld, t, 0, ld->row)) < 0)
         return r;
-    for (uint64_t i = 0; i < n; i++)
-        ld->row[i] = (t ? ld->row[i] : 1.0f) * m->rope_linear;
+    for (uint64_t i = 0; i < n; i++) {
+        /* YaRN: theta = theta_extrap (fs (1 - mix) + mix), fs = 1 / factor */
+        const float mix = m->rope_yarn ? yarn_ramp(m, (int)i) * m->yarn_ext : 0.0f;
+        const float d = m->rope_yarn ? 1.0f / ((1.0f - mix) / m->rope_linear + mix) : m->rope_linear;
+        ld->row[i] = (t ? ld->row[i] : 1.0f) * d;
+    }
     if (!(m->rope_freqs_scaled = weight_alloc(m, n * sizeof(float))))
         return oom_err(ld, n * sizeof(float), "rope scaling");
     m->be->iface->upload(m->be, m->rope_freqs_scaled, ld->row, n * sizeof(float));

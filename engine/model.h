@@ -63,8 +63,10 @@ struct eng_model {
                                        * this - 1 (gemma2 2, gemma3 6) */
     float rope_base_swa;              /* gemma: the local layers' RoPE base */
     float *rope_freqs;                /* [n_rot/2] divisors, NULL when absent */
-    float rope_linear;                /* linear RoPE scaling: positions / this (1: none) */
-    float *rope_freqs_scaled;         /* [n_rot/2] rope_freqs times rope_linear, or NULL */
+    float rope_linear;                /* RoPE scaling factor (1: none): positions / this */
+    bool rope_yarn;                   /* ... not linearly but by YaRN's ramp (yarn_*) */
+    float yarn_ext, yarn_beta_fast, yarn_beta_slow;
+    float *rope_freqs_scaled;         /* [n_rot/2] rope_freqs with the scaling, or NULL */
     /* LongRoPE (Phi-3 128k, Phi-3.5): divisors for contexts up to n_ctx_orig
      * (short) and beyond (long), chosen per session; NULL when absent */
     float *rope_short, *rope_long;

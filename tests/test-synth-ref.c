@@ -31,8 +31,8 @@ static const int32_t TOKENS[] = { 5, 17, 99, 250, 300, 12, 7, 64, 128, 200, 31, 
 enum { N_TOK = sizeof(TOKENS) / sizeof(TOKENS[0]) };
 
 /* si-synth's shape (seed 7, f16) into a new temporary file named in path
- * (32 bytes), with one metadata key set by --kv ("KEY=TYPE:VALUE") unless
- * kv is NULL. */
+ * (32 bytes), with metadata keys set by --kv ("KEY=TYPE:VALUE", several
+ * separated by spaces) unless kv is NULL. */
 static void synth_kv(const char *synth, const char *shape, const char *kv, char *path)
 {
     if (!kv) {
@@ -45,8 +45,13 @@ static void synth_kv(const char *synth, const char *shape, const char *kv, char 
     CHECK(fd >= 0);
     close(fd);
     const char *wrap = getenv("SI_EXE_WRAPPER");
-    snprintf(cmd, sizeof(cmd), "%s '%s' --shape '%s' --out '%s' --seed 7 --type f16 --kv '%s'",
-             wrap ? wrap : "", synth, shape, path, kv);
+    int k = snprintf(cmd, sizeof(cmd), "%s '%s' --shape '%s' --out '%s' --seed 7 --type f16", wrap ? wrap : "",
+                     synth, shape, path);
+    for (const char *p = kv; *p && k > 0 && (size_t)k < sizeof(cmd);) {
+        const size_t n = strcspn(p, " ");
+        k += snprintf(cmd + k, sizeof(cmd) - (size_t)k, " --kv '%.*s'", (int)n, p);
+        p += n + (p[n] == ' ');
+    }
     int st = system(cmd);
     CHECKF(st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 0, "si-synth --kv %s failed", kv);
 }
@@ -473,6 +478,12 @@ int main(int argc, char **argv)
     check_shape_kv(argv[1], argv[2], "tiny-phi3-128k", "phi3.rope.scaling.original_context_length=u32:4096",
                    "tiny-phi3-128k-short", 320);
     check_longrope_bad(argv[1]);
+    /* YaRN (Qwen's long contexts): factor 4 over an original context of
+     * 64, so that the ramp spans the tiny heads' frequencies */
+    check_shape_kv(argv[1], argv[2], "tiny-qwen2",
+                   "qwen2.rope.scaling.type=str:yarn qwen2.rope.scaling.factor=f32:4 "
+                   "qwen2.rope.scaling.original_context_length=u32:64",
+                   "tiny-qwen2-yarn", 320);
     check_shape(argv[1], argv[2], "tiny-gemma", 320);
     check_shape(argv[1], argv[2], "tiny-gemma2", 320);
     check_shape(argv[1], argv[2], "tiny-gemma3", 320);
