@@ -826,15 +826,20 @@ static int load_hparams(const gguf_file *f, eng_model *m, eng_error *err)
     m->n_rot = n_rot;
     m->rope_neox = m->arch == ENG_ARCH_QWEN2 || m->arch == ENG_ARCH_QWEN3 ||
                    m->arch == ENG_ARCH_PHI3 || gemma;
-    /* RoPE scaling: linear (positions divided by the factor), the type
-     * llama.cpp assumes when a file names none, or YaRN (Qwen's long
-     * contexts); others (none, llama3's rope_freqs) scale nothing here */
+    /* RoPE scaling as llama.cpp reads it: the factor divides positions for
+     * every type but none (linear, the type a file that names none has,
+     * and longrope); yarn ramps between that and no scaling (Qwen's long
+     * contexts); another type is refused rather than run unscaled */
     m->rope_linear = 1.0f;
     char key[128];
     snprintf(key, sizeof(key), "%s.rope.scaling.type", arch);
     const bool typed = gguf_get_str(f, key, &s, &len) == 0;
-    const bool linear = !typed || (len == 6 && !memcmp(s, "linear", 6));
-    m->rope_yarn = typed && len == 4 && !memcmp(s, "yarn", 4);
+#define TYPE_IS(lit) (len == sizeof(lit) - 1 && !memcmp(s, lit, sizeof(lit) - 1))
+    const bool none = typed && TYPE_IS("none");
+    m->rope_yarn = typed && TYPE_IS("yarn");
+    if (typed && !none && !m->rope_yarn && !TYPE_IS("linear") && !TYPE_IS("longrope"))
+        return eng__set_err(err, -ENOTSUP, "rope.scaling.type '%.*s' is not supported", (int)(len < 32 ? len : 32), s);
+#undef TYPE_IS
     float factor;
     if ((r = get_f32_arch(f, arch, "rope.scaling.factor", 0.0f, &factor, err)) < 0)
         return r;
@@ -842,20 +847,17 @@ static int load_hparams(const gguf_file *f, eng_model *m, eng_error *err)
         return r;
     if (factor < 0.0f || factor > 1e6f || (factor > 0.0f && factor < 1e-3f))
         return eng__set_err(err, -EINVAL, "rope scaling factor %g out of range", factor);
-    if ((linear || m->rope_yarn) && factor > 0.0f)
+    if (!none && factor > 0.0f)
         m->rope_linear = factor;
     /* YaRN's ramp between interpolated and extrapolated frequencies, with
-     * llama.cpp's defaults (ext_factor 1, beta_fast 32, beta_slow 1) */
-    float ylog;
-    if ((r = get_f32_arch(f, arch, "rope.scaling.yarn_ext_factor", 1.0f, &m->yarn_ext, err)) < 0 ||
-        (r = get_f32_arch(f, arch, "rope.scaling.yarn_beta_fast", 32.0f, &m->yarn_beta_fast, err)) < 0 ||
-        (r = get_f32_arch(f, arch, "rope.scaling.yarn_beta_slow", 1.0f, &m->yarn_beta_slow, err)) < 0 ||
-        (r = get_f32_arch(f, arch, "rope.scaling.yarn_log_multiplier", 0.0f, &ylog, err)) < 0)
-        return r;
-    if (m->rope_yarn && (ylog != 0.0f || !(m->yarn_ext >= 0.0f && m->yarn_ext <= 1.0f) ||
-                         !(m->yarn_beta_fast > 0.0f) || !(m->yarn_beta_slow > 0.0f)))
-        return eng__set_err(err, -ENOTSUP, "YaRN with yarn_log_multiplier %g, ext_factor %g, betas %g/%g "
-                            "is not supported", ylog, m->yarn_ext, m->yarn_beta_fast, m->yarn_beta_slow);
+     * llama.cpp's values for these families (ext_factor 1, beta_fast 32,
+     * beta_slow 1: it reads a file's yarn_* keys for other families only);
+     * Gemma's local layers would not scale: not done */
+    m->yarn_ext = 1.0f;
+    m->yarn_beta_fast = 32.0f;
+    m->yarn_beta_slow = 1.0f;
+    if (m->rope_yarn && gemma)
+        return eng__set_err(err, -ENOTSUP, "YaRN on %s (local layers unscaled) is not supported", arch);
     /* rope.scaling.attn_factor multiplies RoPE's cos and sin, of q and of
      * k (llama.cpp's mscale; Phi-3's LongRoPE sets it): the scores by its
      * square, where every dimension rotates */
@@ -865,6 +867,8 @@ static int load_hparams(const gguf_file *f, eng_model *m, eng_error *err)
         (r = get_u32_arch(f, arch, "rope.scaling.original_context_length", false,
                           n_ctx ? n_ctx : 2048, &orig, err)) < 0)
         return r;
+    if (orig == 0 && m->rope_yarn) /* llama.cpp: the training context */
+        orig = n_ctx ? n_ctx : 2048;
     if (!(mscale > 0.0f && mscale <= 16.0f))
         return eng__set_err(err, -EINVAL, "rope.scaling.attn_factor %g out of range", mscale);
     /* YaRN raises cos and sin by 1 + 0.1 ln(factor) where it ramps */
@@ -904,7 +908,7 @@ static int load_hparams(const gguf_file *f, eng_model *m, eng_error *err)
      * Google's reference and llama.cpp */
     m->attn_scale = mscale * mscale / sqrtf((float)head_dim);
     if ((m->arch == ENG_ARCH_GEMMA2 && n_layer == 46) || (m->arch == ENG_ARCH_GEMMA3 && n_layer == 62))
-        m->attn_scale = 1.0f / sqrtf((float)(n_embd / n_head));
+        m->attn_scale = mscale * mscale / sqrtf((float)(n_embd / n_head));
     m->embd_scale = gemma ? sqrtf((float)n_embd) : 0.0f;
     /* soft-capping: Gemma 2's (50 for scores, 30 for logits when its file
      * names none, as llama.cpp), Gemma 3 derivatives' logits (Rnj-1);
@@ -925,6 +929,17 @@ static int load_hparams(const gguf_file *f, eng_model *m, eng_error *err)
 }
 
 /* ---- load ---- */
+
+/* The table load_vec just read (ld->row): RoPE divisors, finite and
+ * positive, or a 0 would make every angle NaN. */
+static int check_divisors(loader *ld, const char *name, uint64_t n)
+{
+    for (uint64_t i = 0; i < n; i++)
+        if (!(isfinite(ld->row[i]) && ld->row[i] > 0.0f))
+            return eng__set_err(ld->err, -EINVAL, "%s[%llu] = %g is not a positive divisor", name,
+                                (unsigned long long)i, ld->row[i]);
+    return 0;
+}
 
 /* YaRN's ramp for frequency i of n_rot / 2 (ggml's rope_yarn_corr_dims
  * and rope_yarn_ramp): 1 extrapolates (the highest frequencies), 0
@@ -982,15 +997,20 @@ static int load_weights(loader *ld, const eng_plan *plan)
         return r;
     if (!m->output.data)
         m->output = m->tok_embd; /* tied embeddings */
-    if ((r = load_vec(ld, "rope_freqs.weight", m->n_rot / 2, false, &m->rope_freqs)) < 0)
+    if ((r = load_vec(ld, "rope_freqs.weight", m->n_rot / 2, false, &m->rope_freqs)) < 0 ||
+        (m->rope_freqs && (r = check_divisors(ld, "rope_freqs.weight", m->n_rot / 2)) < 0))
         return r;
-    /* LongRoPE: both tables, on their own (no rope_freqs, no linear scaling) */
+    /* LongRoPE (phi3 only, as in llama.cpp): both tables, on their own
+     * (no rope_freqs, no scaling factor) */
     if ((r = load_vec(ld, "rope_factors_long.weight", m->n_rot / 2, false, &m->rope_long)) < 0 ||
-        (r = load_vec(ld, "rope_factors_short.weight", m->n_rot / 2, false, &m->rope_short)) < 0)
+        (m->rope_long && (r = check_divisors(ld, "rope_factors_long.weight", m->n_rot / 2)) < 0) ||
+        (r = load_vec(ld, "rope_factors_short.weight", m->n_rot / 2, false, &m->rope_short)) < 0 ||
+        (m->rope_short && (r = check_divisors(ld, "rope_factors_short.weight", m->n_rot / 2)) < 0))
         return r;
-    if (!m->rope_long != !m->rope_short || (m->rope_long && (m->rope_freqs || m->rope_linear != 1.0f)))
-        return eng__set_err(ld->err, -ENOTSUP, "LongRoPE needs rope_factors_long and _short, and "
-                            "neither rope_freqs nor linear scaling");
+    if ((m->rope_long || m->rope_short) &&
+        (m->arch != ENG_ARCH_PHI3 || !m->rope_long || !m->rope_short || m->rope_freqs || m->rope_linear != 1.0f))
+        return eng__set_err(ld->err, -ENOTSUP, "LongRoPE (rope_factors_long/_short) needs both tables, a phi3 "
+                            "model, and neither rope_freqs nor a scaling factor");
     if (m->rope_linear != 1.0f && (r = load_rope_scaled(ld)) < 0)
         return r;
 

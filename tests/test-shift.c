@@ -74,7 +74,7 @@ static void read_rows(const eng_session *s, const void *cache, int n, uint8_t *r
 
 /* x (one row of n_head_kv heads) rotated by dpos positions, in double:
  * the rotation by position of backend.h's rope, written out again here */
-static void rotate_ref(const eng_model *m, const float *factors, const float *x, int dpos,
+static void rotate_ref(const eng_model *m, double base, const float *factors, const float *x, int dpos,
                        double *out)
 {
     const int hd = m->info.head_dim, Hkv = m->info.n_head_kv;
@@ -83,7 +83,7 @@ static void rotate_ref(const eng_model *m, const float *factors, const float *x,
         out[j] = x[j];
     for (int h = 0; h < Hkv; h++)
         for (int i = 0; i < half; i++) {
-            double th = dpos * pow((double)m->rope_freq_base, -2.0 * i / n_rot);
+            double th = dpos * pow(base, -2.0 * i / n_rot);
             if (factors)
                 th /= factors[i];
             const int a = h * hd + (m->rope_neox ? i : 2 * i);
@@ -140,12 +140,17 @@ static void check_shift(const char *name, eng_model *m, eng_kv_type kv)
     float *fv = malloc((size_t)N_TOK * kvd * sizeof(float));
     double *ref = malloc((size_t)kvd * sizeof(double));
     CHECK(oldk && oldv && raw && ok && nk && fk && nv && fv && ref);
-    float *factors = NULL;
-    if (m->rope_freqs) {
-        const int half = (int)m->n_rot / 2;
-        factors = malloc((size_t)half * sizeof(float));
-        CHECK(factors);
-        m->be->iface->download(m->be, factors, m->rope_freqs, (size_t)half * sizeof(float));
+    /* each layer's divisors as the session rotates with them: its own
+     * (rope_freqs, a scaled table, none on Gemma 3's local layers), or
+     * LongRoPE's long table for a context past the original one */
+    const int half = (int)m->n_rot / 2;
+    float *factors = calloc((size_t)NL * half, sizeof(float));
+    bool *has_f = calloc((size_t)NL, sizeof(bool));
+    CHECK(factors && has_f);
+    for (int l = 0; l < NL; l++) {
+        const float *tab = s->rope_long ? m->rope_long : m->layers[l].rope_freqs;
+        if ((has_f[l] = tab != NULL))
+            m->be->iface->download(m->be, factors + (size_t)l * half, tab, (size_t)half * sizeof(float));
     }
 
     CHECK(eng_session_eval(s, t, N_TOK, 0) == 0);
@@ -176,7 +181,8 @@ static void check_shift(const char *name, eng_model *m, eng_kv_type kv)
         CHECKF(memcmp(raw, ko, KEEP * rb) == 0, "%s %s layer %d: a kept key changed", name, kvn, l);
         for (int i = 0; i < n_left - KEEP; i++) {
             const float *now = nk + (size_t)(KEEP + i) * kvd;
-            rotate_ref(m, factors, kof + (size_t)(first + i) * kvd, -DROP, ref);
+            rotate_ref(m, m->layers[l].rope_base, has_f[l] ? factors + (size_t)l * half : NULL,
+                       kof + (size_t)(first + i) * kvd, -DROP, ref);
             double amax = 0, d = 0;
             for (int j = 0; j < kvd; j++) {
                 amax = fabs(ref[j]) > amax ? fabs(ref[j]) : amax;
@@ -231,6 +237,7 @@ static void check_shift(const char *name, eng_model *m, eng_kv_type kv)
     CHECK(eng_session_eval(s, t, 2, 0) == 0 && eng_session_n_past(s) == KEEP + 2);
 
     free(factors);
+    free(has_f);
     free(oldk);
     free(oldv);
     free(raw);
@@ -251,7 +258,9 @@ int main(int argc, char **argv)
         return 2;
     }
     gpu = argc == 3;
-    static const char *const shapes[] = {"tiny", "tiny-qwen2", "tiny-llama3"};
+    /* tiny-phi3-128k: LongRoPE's long table (the context of 64 is past its
+     * original 8); tiny-gemma3: per-layer bases and a linearly scaled table */
+    static const char *const shapes[] = {"tiny", "tiny-qwen2", "tiny-llama3", "tiny-phi3-128k", "tiny-gemma3"};
     for (size_t i = 0; i < sizeof(shapes) / sizeof(*shapes); i++) {
         char path[64];
         test_synth(argv[1], shapes[i], path);

@@ -336,13 +336,13 @@ static void check_gemma(const char *synth, const char *shape)
     eng_model_free(m);
 }
 
-/* tiny-gemma3 with metadata set by si-synth --kv (one "KEY=TYPE:VALUE"
- * argument, shell-quoted), loaded: 0 and its last position's logits in
- * out [n_vocab], or the load's error (err's message). */
-static int load_gemma3_kv(const char *synth, const char *kv, float *out, eng_error *err)
+/* A shape (320 tokens) with metadata set by si-synth --kv (see synth_kv),
+ * loaded: 0 and its last position's logits in out [320], or the load's
+ * error (err's message). */
+static int load_kv(const char *synth, const char *shape, const char *kv, float *out, eng_error *err)
 {
     char path[32];
-    synth_kv(synth, "tiny-gemma3", kv, path);
+    synth_kv(synth, shape, kv, path);
     eng_model_params mp = eng_model_params_default();
     mp.n_threads = 2;
     eng_model *m = NULL;
@@ -366,7 +366,7 @@ static void check_gemma_meta(const char *synth)
 {
     static float base[320], got[320];
     eng_error err;
-    CHECK(load_gemma3_kv(synth, "general.name=str:x", base, &err) == 0);
+    CHECK(load_kv(synth, "tiny-gemma3", "general.name=str:x", base, &err) == 0);
     static const struct {
         const char *kv;
         int same; /* 1: the default's logits, 0: others */
@@ -378,11 +378,11 @@ static void check_gemma_meta(const char *synth)
         { "gemma3.attention.sliding_window=u32:4294967295", 0 }, /* no cut, still local RoPE */
     };
     for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
-        CHECKF(load_gemma3_kv(synth, ok[i].kv, got, &err) == 0, "%s: %s", ok[i].kv, err.msg);
+        CHECKF(load_kv(synth, "tiny-gemma3", ok[i].kv, got, &err) == 0, "%s: %s", ok[i].kv, err.msg);
         const double d = max_diff(base, got, 320);
         CHECKF(ok[i].same ? d == 0 : d > 1e-3, "%s: logits %g from the default's", ok[i].kv, d);
     }
-    CHECK(load_gemma3_kv(synth, "gemma3.final_logit_softcapping=f32:0.5", got, &err) == 0);
+    CHECK(load_kv(synth, "tiny-gemma3", "gemma3.final_logit_softcapping=f32:0.5", got, &err) == 0);
     int a = 0, b = 0, inside = 1;
     for (int v = 0; v < 320; v++) {
         a = base[v] > base[a] ? v : a;
@@ -402,27 +402,29 @@ static void check_gemma_meta(const char *synth)
         { "gemma3.rope.freq_base_swa=f32:-5", "freq_base_swa", -EINVAL },
     };
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-        int r = load_gemma3_kv(synth, bad[i].kv, got, &err);
+        int r = load_kv(synth, "tiny-gemma3", bad[i].kv, got, &err);
         CHECKF(r == bad[i].err && strstr(err.msg, bad[i].needle), "%s: %d (%s)", bad[i].kv, r, err.msg);
     }
     printf("tiny-gemma3  metadata: %zu variants load as they say, %zu refused\n", sizeof(ok) / sizeof(ok[0]) + 1,
            sizeof(bad) / sizeof(bad[0]));
 }
 
-/* LongRoPE metadata that would run wrong is refused, naming it. */
-static void check_longrope_bad(const char *synth)
+/* RoPE scaling metadata that would run wrong is refused, naming it. */
+static void check_rope_bad(const char *synth)
 {
     static const struct {
-        const char *kv, *needle;
+        const char *shape, *kv, *needle;
         int err;
     } bad[] = {
-        { "phi3.rope.scaling.attn_factor=f32:0", "attn_factor", -EINVAL },
-        { "phi3.rope.dimension_count=u32:8", "partial rotation", -ENOTSUP },
-        { "phi3.rope.scaling.factor=f32:4", "LongRoPE", -ENOTSUP },
+        { "tiny-phi3-128k", "phi3.rope.scaling.attn_factor=f32:0", "attn_factor", -EINVAL },
+        { "tiny-phi3-128k", "phi3.rope.dimension_count=u32:8", "partial rotation", -ENOTSUP },
+        { "tiny-phi3-128k", "phi3.rope.scaling.factor=f32:4", "LongRoPE", -ENOTSUP },
+        { "tiny-qwen2", "qwen2.rope.scaling.type=str:dynamic", "'dynamic'", -ENOTSUP },
+        { "tiny-gemma3", "gemma3.rope.scaling.type=str:yarn", "YaRN", -ENOTSUP },
     };
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         char path[32];
-        synth_kv(synth, "tiny-phi3-128k", bad[i].kv, path);
+        synth_kv(synth, bad[i].shape, bad[i].kv, path);
         eng_model_params mp = eng_model_params_default();
         mp.n_threads = 2;
         eng_model *m = NULL;
@@ -477,7 +479,17 @@ int main(int argc, char **argv)
     check_shape(argv[1], argv[2], "tiny-phi3-128k", 320);
     check_shape_kv(argv[1], argv[2], "tiny-phi3-128k", "phi3.rope.scaling.original_context_length=u32:4096",
                    "tiny-phi3-128k-short", 320);
-    check_longrope_bad(argv[1]);
+    check_rope_bad(argv[1]);
+    {
+        /* YaRN's original context 0 is the training context (4096), as in llama.cpp */
+        static float a[320], b[320];
+        eng_error err;
+        CHECK(load_kv(argv[1], "tiny-qwen2", "qwen2.rope.scaling.type=str:yarn qwen2.rope.scaling.factor=f32:4 "
+                      "qwen2.rope.scaling.original_context_length=u32:0", a, &err) == 0);
+        CHECK(load_kv(argv[1], "tiny-qwen2", "qwen2.rope.scaling.type=str:yarn qwen2.rope.scaling.factor=f32:4 "
+                      "qwen2.rope.scaling.original_context_length=u32:4096", b, &err) == 0);
+        CHECKF(max_diff(a, b, 320) == 0, "yarn, original context 0: logits %g from 4096's", max_diff(a, b, 320));
+    }
     /* YaRN (Qwen's long contexts): factor 4 over an original context of
      * 64, so that the ramp spans the tiny heads' frequencies */
     check_shape_kv(argv[1], argv[2], "tiny-qwen2",
