@@ -900,8 +900,9 @@ int main(int argc, char **argv)
     if (wtype != GGML_TYPE_F32 && wtype != GGML_TYPE_F16 && wtype != GGML_TYPE_BF16)
         CHECK(gguf_writer_set_u32(w, "general.quantization_version", 2));
 
-    /* tensor list, in the order llama.cpp's converter writes them */
-    size_t max_t = 4 + (size_t)sh->n_layer * 16, nt = 0;
+    /* tensor list, in the order llama.cpp's converter writes them; at most
+     * 6 outside the layers (rope tables, embeddings, output) */
+    size_t max_t = 8 + (size_t)sh->n_layer * 16, nt = 0;
     const bool gemma = !strcmp(arch, "gemma2") || !strcmp(arch, "gemma3");
     td = calloc(max_t, sizeof(*td));
     if (!td) {
