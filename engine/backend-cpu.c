@@ -169,6 +169,12 @@ static inline uint16_t f2h(float f)
  * 1.5957691 (g + 0.044715 g^3). */
 #define GELU_2U 1.5957691216057308f
 #define GELU_2UC (1.5957691216057308f * 0.044715f)
+/* Gemma 2's soft cap of a score or a logit */
+static inline float softcap(float x, float cap)
+{
+    return cap * tanhf(x / cap);
+}
+
 static inline float gate_act(float g, eng_act act)
 {
     const float z = act == ENG_ACT_GELU ? g * (GELU_2U + GELU_2UC * g * g) : g;
@@ -3546,7 +3552,7 @@ static void att_group_block(att_args *a, att_group *g, long p0, int nb, long p_h
         for (int i = 0; i <= nb; i++)
             for (int j = 0; j < G; j++) {
                 float *x = i < nb ? &s[i][j] : &bm[j];
-                *x = a->softcap * tanhf(*x / a->softcap);
+                *x = softcap(*x, a->softcap);
             }
     for (int i = 0; i < G; i++)
         if (bm[i] > g->m[i]) {
@@ -3777,7 +3783,7 @@ static void att_tile(att_args *a, long t0, int nt, long kvh, float *scratch)
                 float win[32] = { 0 }, sc = a->scale;
                 memcpy(win, srow + o0, (size_t)(nv - o0) * sizeof(float));
                 for (long j = 0; a->softcap > 0.0f && j < nv - o0; j++)
-                    win[j] = a->softcap * tanhf(win[j] * a->scale / a->softcap);
+                    win[j] = softcap(win[j] * a->scale, a->softcap);
                 if (a->softcap > 0.0f)
                     sc = 1.0f;
                 k->att_pv32(win, (int)(nv - o0), sc, &m[r], &l[r], o, VF + o0 * hd, hd);
@@ -4368,7 +4374,7 @@ static void softcap_task(void *p, int ith, int nth)
     long b, e;
     eng_split(a->n, ith, nth, &b, &e);
     for (long i = b; i < e; i++)
-        a->x[i] = a->cap * tanhf(a->x[i] / a->cap);
+        a->x[i] = softcap(a->x[i], a->cap);
 }
 
 /* Over a row of logits per token: 256k tanhf (Gemma 2's vocabulary) cost

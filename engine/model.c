@@ -1043,19 +1043,19 @@ static int load_weights(loader *ld, const eng_plan *plan)
             (r = load_vec(ld, NAME("attn_k.bias"), (uint64_t)Hkv * hd, need_bias, &L->bk)) < 0 ||
             (r = load_vec(ld, NAME("attn_v.bias"), (uint64_t)Hkv * hd, need_bias, &L->bv)) < 0)
             return r;
-        const bool gemma = m->arch == ENG_ARCH_GEMMA2 || m->arch == ENG_ARCH_GEMMA3; /* 2 and 3 */
+        const bool g23 = m->arch == ENG_ARCH_GEMMA2 || m->arch == ENG_ARCH_GEMMA3;
         if ((m->arch == ENG_ARCH_QWEN3 || m->arch == ENG_ARCH_GEMMA3) &&
             ((r = load_vec(ld, NAME("attn_q_norm.weight"), (uint64_t)hd, true, &L->q_norm)) < 0 ||
              (r = load_vec(ld, NAME("attn_k_norm.weight"), (uint64_t)hd, true, &L->k_norm)) < 0))
             return r;
-        if (gemma &&
+        if (g23 &&
             ((r = load_vec(ld, NAME("post_attention_norm.weight"), E, true, &L->attn_post_norm)) < 0 ||
              (r = load_vec(ld, NAME("post_ffw_norm.weight"), E, true, &L->ffn_post_norm)) < 0))
             return r;
         /* Gemma 2: a local layer (a window) before each global one; Gemma
          * 3: five local layers (a window, RoPE base 10000, no scaling) for
          * each global one */
-        const bool local = gemma && m->n_swa > 0 && il % m->swa_pattern < m->swa_pattern - 1;
+        const bool local = g23 && m->n_swa > 0 && il % m->swa_pattern < m->swa_pattern - 1;
         const bool g3local = local && m->arch == ENG_ARCH_GEMMA3;
         L->window = local ? m->n_swa : 0;
         L->rope_base = local ? m->rope_base_swa : m->rope_freq_base;

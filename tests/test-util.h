@@ -46,8 +46,8 @@ static inline const char *test_model_path(void)
  * the caller unlinks it. SI_EXE_WRAPPER (a command prefix: the tests
  * cross-built for aarch64 run under qemu, scripts/test-aarch64.sh) runs
  * the tool through it. */
-static inline void test_synth_type(const char *synth, const char *shape, const char *type,
-                                   char *path)
+static inline void test_synth_args(const char *synth, const char *shape, const char *type,
+                                   const char *extra, char *path)
 {
     snprintf(path, 32, "/tmp/si-synth-XXXXXX");
     int fd = mkstemp(path);
@@ -55,10 +55,16 @@ static inline void test_synth_type(const char *synth, const char *shape, const c
     close(fd);
     const char *wrap = getenv("SI_EXE_WRAPPER");
     char cmd[8192];
-    snprintf(cmd, sizeof(cmd), "%s '%s' --shape '%s' --out '%s' --seed 7 --type %s", wrap ? wrap : "",
-             synth, shape, path, type);
+    snprintf(cmd, sizeof(cmd), "%s '%s' --shape '%s' --out '%s' --seed 7 --type %s%s", wrap ? wrap : "",
+             synth, shape, path, type, extra);
     int st = system(cmd);
-    CHECKF(st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 0, "si-synth --shape %s failed", shape);
+    CHECKF(st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 0, "si-synth --shape %s%s failed", shape, extra);
+}
+
+static inline void test_synth_type(const char *synth, const char *shape, const char *type,
+                                   char *path)
+{
+    test_synth_args(synth, shape, type, "", path);
 }
 
 static inline void test_synth(const char *synth, const char *shape, char *path)
