@@ -51,6 +51,8 @@ enum ggml_type {
     GGML_TYPE_Q5_K = 13,
     GGML_TYPE_Q6_K = 14,
     GGML_TYPE_Q8_K = 15,
+    GGML_TYPE_IQ4_NL = 20,
+    GGML_TYPE_IQ4_XS = 23,
     GGML_TYPE_BF16 = 30,
 };
 
@@ -79,7 +81,7 @@ typedef struct gguf_tensor {
 /* Opens and validates a file. On failure returns -errno and writes a message
  * naming the problem ("truncated: tensor info 12 ends at byte N of M") to err
  * (err may be NULL). A tensor of a type the engine cannot convert
- * (!ggml_type_known) fails the open: "tensor 'x' has unsupported type 23 (IQ4_XS)". */
+ * (!ggml_type_known) fails the open: "tensor 'x' has unsupported type 16 (IQ2_XXS)". */
 int gguf_open(const char *path, gguf_file **ret_file, eng_error *err);
 /* The same over a caller's buffer (for the fuzzer and tests); buf must stay valid. */
 int gguf_open_buffer(const void *buf, size_t size, gguf_file **ret_file, eng_error *err);

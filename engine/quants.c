@@ -14,6 +14,13 @@
  *   Q4_K 256 elems 144 B: d, dmin, scales[12] (8 x 6-bit scale/min), qs[128]
  *   Q5_K 256 elems 176 B: d, dmin, scales[12], qh[32], qs[128]
  *   Q6_K 256 elems 210 B: ql[128], qh[64], scales[16] (int8), d
+ *   Q2_K 256 elems  84 B: scales[16] (4-bit scale | 4-bit min << 4), qs[64], d, dmin
+ *   Q3_K 256 elems 110 B: hmask[32], qs[64], scales[12] (16 x 6 bits), d
+ *   IQ4_NL 32 elems 18 B: d, qs[16]            x = d * kvalues[q]
+ *   IQ4_XS 256 elems 136 B: d, scales_h (u16), scales_l[4], qs[128]
+ * Q2_K and Q3_K: element 128n + 32j + l (n < 2, j < 4, l < 32) has its 2 low
+ * bits at bit 2j of qs[32n + l] and sub-block scale 8n + 2j + l / 16; Q3_K's
+ * third bit is bit 4n + j of hmask[l], set meaning "no -4".
  * In the 32-element formats byte j holds element j (low nibble) and element
  * j + 16 (high nibble).
  */
@@ -290,6 +297,96 @@ static void dq_q6_k(const uint8_t *b, float *y)
     }
 }
 
+/* Q2_K: x = d * sc * q - dmin * m over 16 sub-blocks of 16, q in [0, 3]. */
+static void dq_q2_k(const uint8_t *b, float *y)
+{
+    const uint8_t *scales = b;
+    const uint8_t *q = b + 16;
+    const float d = ld_f16(b + 80);
+    const float min = ld_f16(b + 82);
+    int is = 0;
+    for (int n = 0; n < 256; n += 128) {
+        for (int shift = 0; shift < 8; shift += 2) {
+            for (int h = 0; h < 2; h++) {
+                const uint8_t sc = scales[is++];
+                const float dl = d * (float)(sc & 0x0f);
+                const float ml = min * (float)(sc >> 4);
+                for (int l = 0; l < 16; l++)
+                    *y++ = dl * (float)((q[16 * h + l] >> shift) & 3) - ml;
+            }
+        }
+        q += 32;
+    }
+}
+
+/* The 16 six-bit scales of Q3_K: scale s has its low 4 bits in byte s % 8
+ * (low nibble for s < 8, high for s >= 8) and its top 2 bits at bit
+ * 2 * (s / 4) of byte 8 + s % 4. Stored with a bias of 32. */
+static int q3k_scale(const uint8_t *p, int s)
+{
+    const int lo = s < 8 ? p[s] & 0x0f : p[s - 8] >> 4;
+    const int hi = (p[8 + s % 4] >> (2 * (s / 4))) & 3;
+    return (lo | (hi << 4)) - 32;
+}
+
+/* Q3_K: x = d * (sc - 32) * q over 16 sub-blocks of 16, q in [-4, 3]. */
+static void dq_q3_k(const uint8_t *b, float *y)
+{
+    const uint8_t *hm = b;
+    const uint8_t *q = b + 32;
+    const uint8_t *scales = b + 96;
+    const float d_all = ld_f16(b + 108);
+    int is = 0;
+    uint8_t m = 1;
+    for (int n = 0; n < 256; n += 128) {
+        for (int shift = 0; shift < 8; shift += 2) {
+            for (int h = 0; h < 2; h++) {
+                const float dl = d_all * (float)q3k_scale(scales, is++);
+                for (int l = 0; l < 16; l++) {
+                    const int k = 16 * h + l;
+                    *y++ = dl * (float)(((q[k] >> shift) & 3) - ((hm[k] & m) ? 0 : 4));
+                }
+            }
+            m = (uint8_t)(m << 1);
+        }
+        q += 32;
+    }
+}
+
+/* The 16 non-uniform levels of IQ4_NL and IQ4_XS (ggml's kvalues_iq4nl). */
+static const int8_t iq4_levels[16] = { -127, -104, -83, -65, -49, -35, -22, -10,
+                                       1,    13,   25,  38,  53,  69,  89,  113 };
+
+static void dq_iq4_nl(const uint8_t *b, float *y)
+{
+    const float d = ld_f16(b);
+    const uint8_t *qs = b + 2;
+    for (int j = 0; j < 16; j++) {
+        y[j] = d * (float)iq4_levels[qs[j] & 0x0f];
+        y[j + 16] = d * (float)iq4_levels[qs[j] >> 4];
+    }
+}
+
+/* IQ4_XS: IQ4_NL's levels under a 6-bit scale (bias 32) per 32 elements:
+ * low 4 bits in the nibbles of scales_l, top 2 bits in scales_h. */
+static void dq_iq4_xs(const uint8_t *b, float *y)
+{
+    const float d = ld_f16(b);
+    const unsigned scales_h = (unsigned)b[2] | ((unsigned)b[3] << 8);
+    const uint8_t *scales_l = b + 4;
+    const uint8_t *qs = b + 8;
+    for (int ib = 0; ib < 8; ib++) {
+        const int ls = ((scales_l[ib / 2] >> (4 * (ib % 2))) & 0x0f) | (((scales_h >> (2 * ib)) & 3) << 4);
+        const float dl = d * (float)(ls - 32);
+        for (int j = 0; j < 16; j++) {
+            y[j] = dl * (float)iq4_levels[qs[j] & 0x0f];
+            y[j + 16] = dl * (float)iq4_levels[qs[j] >> 4];
+        }
+        y += 32;
+        qs += 16;
+    }
+}
+
 typedef void (*dq_fn)(const uint8_t *block, float *y);
 
 static dq_fn dq_block_fn(uint32_t type)
@@ -303,6 +400,10 @@ static dq_fn dq_block_fn(uint32_t type)
     case GGML_TYPE_Q4_K: return dq_q4_k;
     case GGML_TYPE_Q5_K: return dq_q5_k;
     case GGML_TYPE_Q6_K: return dq_q6_k;
+    case GGML_TYPE_Q2_K: return dq_q2_k;
+    case GGML_TYPE_Q3_K: return dq_q3_k;
+    case GGML_TYPE_IQ4_NL: return dq_iq4_nl;
+    case GGML_TYPE_IQ4_XS: return dq_iq4_xs;
     default: return NULL;
     }
 }
@@ -510,19 +611,20 @@ static void q_q5_1(const float *x, uint8_t *b)
     memcpy(b + 4, &qh, 4);
 }
 
-/* Q4_K / Q5_K: per 32-element sub-block an affine (scale, min) pair with
- * x ~= q * scale - min, q in [0, nmax]; the 8 pairs are then themselves
- * quantized to 6 bits against the block's d and dmin. Values are coded
- * against the quantized scales so the rounding error stays bounded. */
-static void k_scales(const float *x, int nmax, uint8_t sc6[8], uint8_t m6[8], float *ret_d,
-                     float *ret_dmin)
+/* Q2_K / Q4_K / Q5_K: per sub-block (nsub of len elements) an affine
+ * (scale, min) pair with x ~= q * scale - min, q in [0, nmax]; the pairs
+ * are then themselves quantized to [0, smax] (6 bits for Q4_K/Q5_K, 4 for
+ * Q2_K) against the block's d and dmin. Values are coded against the
+ * quantized scales so the rounding error stays bounded. */
+static void k_scales(const float *x, int nsub, int len, int nmax, int smax, uint8_t *sc, uint8_t *m,
+                     float *ret_d, float *ret_dmin)
 {
-    float scale[8], min[8], max_scale = 0.0f, max_min = 0.0f;
-    for (int s = 0; s < 8; s++) {
-        float lo = x[32 * s], hi = x[32 * s];
-        for (int l = 1; l < 32; l++) {
-            lo = fminf(lo, x[32 * s + l]);
-            hi = fmaxf(hi, x[32 * s + l]);
+    float scale[16], min[16], max_scale = 0.0f, max_min = 0.0f;
+    for (int s = 0; s < nsub; s++) {
+        float lo = x[len * s], hi = x[len * s];
+        for (int l = 1; l < len; l++) {
+            lo = fminf(lo, x[len * s + l]);
+            hi = fmaxf(hi, x[len * s + l]);
         }
         if (lo > 0.0f)
             lo = 0.0f; /* the min is stored unsigned (x = q*sc - m, m >= 0) */
@@ -531,20 +633,20 @@ static void k_scales(const float *x, int nmax, uint8_t sc6[8], uint8_t m6[8], fl
         max_scale = fmaxf(max_scale, scale[s]);
         max_min = fmaxf(max_min, min[s]);
     }
-    /* Round the block scales up a little so the 6-bit codes never exceed 63
+    /* Round the block scales up a little so the codes never exceed smax
      * after the f16 rounding of d and dmin. */
-    float d = eng_f16_to_f32(eng_f32_to_f16(max_scale / 63.0f));
-    float dmin = eng_f16_to_f32(eng_f32_to_f16(max_min / 63.0f));
-    for (int s = 0; s < 8; s++) {
+    float d = eng_f16_to_f32(eng_f32_to_f16(max_scale / (float)smax));
+    float dmin = eng_f16_to_f32(eng_f32_to_f16(max_min / (float)smax));
+    for (int s = 0; s < nsub; s++) {
         int a = d > 0.0f ? (int)lrintf(scale[s] / d) : 0;
         int b = dmin > 0.0f ? (int)lrintf(min[s] / dmin) : 0;
         /* a scale rounded down would clip the top of the sub-block: round up */
-        if (d > 0.0f && (float)a * d < scale[s] && a < 63)
+        if (d > 0.0f && (float)a * d < scale[s] && a < smax)
             a++;
-        if (dmin > 0.0f && (float)b * dmin < min[s] && b < 63)
+        if (dmin > 0.0f && (float)b * dmin < min[s] && b < smax)
             b++;
-        sc6[s] = (uint8_t)(a > 63 ? 63 : a);
-        m6[s] = (uint8_t)(b > 63 ? 63 : b);
+        sc[s] = (uint8_t)(a > smax ? smax : a);
+        m[s] = (uint8_t)(b > smax ? smax : b);
     }
     *ret_d = d;
     *ret_dmin = dmin;
@@ -571,7 +673,7 @@ static void q_q4_k(const float *x, uint8_t *b)
 {
     uint8_t sc[8], m[8];
     float d, dmin;
-    k_scales(x, 15, sc, m, &d, &dmin);
+    k_scales(x, 8, 32, 15, 63, sc, m, &d, &dmin);
     st_f16(b, d);
     st_f16(b + 2, dmin);
     k_pack_scales(sc, m, b + 4);
@@ -589,7 +691,7 @@ static void q_q5_k(const float *x, uint8_t *b)
 {
     uint8_t sc[8], m[8];
     float d, dmin;
-    k_scales(x, 31, sc, m, &d, &dmin);
+    k_scales(x, 8, 32, 31, 63, sc, m, &d, &dmin);
     st_f16(b, d);
     st_f16(b + 2, dmin);
     k_pack_scales(sc, m, b + 4);
@@ -647,6 +749,108 @@ static void q_q6_k(const float *x, uint8_t *b)
     }
 }
 
+/* Q2_K: 16 sub-blocks of 16, codes in [0, 3], 4-bit scale and min each. */
+static void q_q2_k(const float *x, uint8_t *b)
+{
+    uint8_t sc[16], m[16];
+    float d, dmin;
+    k_scales(x, 16, 16, 3, 15, sc, m, &d, &dmin);
+    for (int s = 0; s < 16; s++)
+        b[s] = (uint8_t)(sc[s] | (m[s] << 4));
+    uint8_t *q = b + 16;
+    memset(q, 0, 64);
+    for (int e = 0; e < 256; e++) {
+        const int n = e / 128, j = (e % 128) / 32, l = e % 32, s = 8 * n + 2 * j + l / 16;
+        q[32 * n + l] |= (uint8_t)(k_code(x[e], d, dmin, sc[s], m[s], 3) << (2 * j));
+    }
+    st_f16(b + 80, d);
+    st_f16(b + 82, dmin);
+}
+
+/* Q3_K / IQ4_XS: per sub-block (nsub of len elements) a signed scale that
+ * puts the element of largest magnitude on the code `lowest` (the most
+ * negative one), quantized to [-32, 31] against the returned d (f16). */
+static float signed_scales6(const float *x, int nsub, int len, float lowest, int *sc)
+{
+    float scale[16], amax_scale = 0.0f;
+    for (int s = 0; s < nsub; s++) {
+        scale[s] = signed_absmax(x + len * s, len) / lowest;
+        amax_scale = fmaxf(amax_scale, fabsf(scale[s]));
+    }
+    const float d = eng_f16_to_f32(eng_f32_to_f16(amax_scale / 31.0f));
+    for (int s = 0; s < nsub; s++) {
+        const int v = d > 0.0f ? (int)lrintf(scale[s] / d) : 0;
+        sc[s] = v > 31 ? 31 : v < -32 ? -32 : v;
+    }
+    return d;
+}
+
+/* Q3_K: 16 sub-blocks of 16 with a signed 6-bit scale each against d;
+ * codes in [-4, 3]. */
+static void q_q3_k(const float *x, uint8_t *b)
+{
+    int sc[16];
+    const float d = signed_scales6(x, 16, 16, -4.0f, sc);
+    uint8_t *hm = b, *q = b + 32, *p = b + 96;
+    memset(b, 0, 108);
+    for (int s = 0; s < 16; s++) {
+        const int u = sc[s] + 32;
+        p[s % 8] |= (uint8_t)((u & 0x0f) << (s < 8 ? 0 : 4));
+        p[8 + s % 4] |= (uint8_t)((u >> 4) << (2 * (s / 4)));
+    }
+    for (int e = 0; e < 256; e++) {
+        const int n = e / 128, j = (e % 128) / 32, l = e % 32, s = 8 * n + 2 * j + l / 16;
+        const float ds = d * (float)sc[s];
+        int c = ds != 0.0f ? (int)lrintf(x[e] / ds) : 0;
+        c = (c < -4 ? -4 : c > 3 ? 3 : c) + 4;
+        q[32 * n + l] |= (uint8_t)((c & 3) << (2 * j));
+        hm[l] |= (uint8_t)((c >> 2) << (4 * n + j));
+    }
+    st_f16(b + 108, d);
+}
+
+/* The IQ4 level nearest x / d (level 8, value 1, when d is 0). */
+static int iq4_code(float x, float d)
+{
+    if (d == 0.0f)
+        return 8;
+    const float v = x / d;
+    int best = 0;
+    for (int k = 1; k < 16; k++)
+        if (fabsf(v - (float)iq4_levels[k]) < fabsf(v - (float)iq4_levels[best]))
+            best = k;
+    return best;
+}
+
+/* IQ4_NL: the element of largest magnitude lands on level 0 (-127). */
+static void q_iq4_nl(const float *x, uint8_t *b)
+{
+    const float d = eng_f16_to_f32(eng_f32_to_f16(signed_absmax(x, 32) / -127.0f));
+    st_f16(b, d);
+    for (int j = 0; j < 16; j++)
+        b[2 + j] = (uint8_t)(iq4_code(x[j], d) | (iq4_code(x[j + 16], d) << 4));
+}
+
+/* IQ4_XS: as IQ4_NL per 32 elements, the scales 6-bit (bias 32) against d. */
+static void q_iq4_xs(const float *x, uint8_t *b)
+{
+    int sc[8];
+    const float d = signed_scales6(x, 8, 32, -127.0f, sc);
+    st_f16(b, d);
+    unsigned scales_h = 0;
+    memset(b + 4, 0, 4);
+    for (int s = 0; s < 8; s++) {
+        const int u = sc[s] + 32;
+        b[4 + s / 2] |= (uint8_t)((u & 0x0f) << (4 * (s % 2)));
+        scales_h |= (unsigned)(u >> 4) << (2 * s);
+        const float dl = d * (float)sc[s];
+        for (int j = 0; j < 16; j++)
+            b[8 + 16 * s + j] = (uint8_t)(iq4_code(x[32 * s + j], dl) | (iq4_code(x[32 * s + j + 16], dl) << 4));
+    }
+    b[2] = (uint8_t)(scales_h & 0xff);
+    b[3] = (uint8_t)(scales_h >> 8);
+}
+
 typedef void (*q_fn)(const float *x, uint8_t *block);
 
 int eng_quant_row(uint32_t type, const float *src, void *dst, size_t n)
@@ -680,6 +884,10 @@ int eng_quant_row(uint32_t type, const float *src, void *dst, size_t n)
     case GGML_TYPE_Q4_K: fn = q_q4_k; break;
     case GGML_TYPE_Q5_K: fn = q_q5_k; break;
     case GGML_TYPE_Q6_K: fn = q_q6_k; break;
+    case GGML_TYPE_Q2_K: fn = q_q2_k; break;
+    case GGML_TYPE_Q3_K: fn = q_q3_k; break;
+    case GGML_TYPE_IQ4_NL: fn = q_iq4_nl; break;
+    case GGML_TYPE_IQ4_XS: fn = q_iq4_xs; break;
     default: return -ENOTSUP;
     }
     size_t be = ggml_type_block_elems(type), bb = ggml_type_block_bytes(type);

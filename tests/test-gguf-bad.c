@@ -197,7 +197,7 @@ static void m_ne_overflow(uint8_t *b, size_t *n)
 static void m_ne_huge(uint8_t *b, size_t *n) { wr64(b + at.t_ne[0] + 8, 1ull << 62); }
 static void m_ne_negative(uint8_t *b, size_t *n) { wr64(b + at.t_ne[0], UINT64_MAX); }
 static void m_ne_partial_block(uint8_t *b, size_t *n) { wr64(b + at.t_ne[1], 48); } /* t1: Q8_0 */
-static void m_type_23(uint8_t *b, size_t *n) { wr32(b + at.t_type[0], 23); }
+static void m_type_16(uint8_t *b, size_t *n) { wr32(b + at.t_type[0], 16); } /* IQ2_XXS */
 static void m_type_huge(uint8_t *b, size_t *n) { wr32(b + at.t_type[0], 0xffffffffu); }
 static void m_off_misaligned(uint8_t *b, size_t *n) { wr64(b + at.t_off[1], rd64(b + at.t_off[1]) + 4); }
 static void m_off_overlap(uint8_t *b, size_t *n) { wr64(b + at.t_off[1], rd64(b + at.t_off[0])); }
@@ -324,7 +324,7 @@ int main(void)
         {"ne 2^62", m_ne_huge, "t.a"},
         {"ne UINT64_MAX", m_ne_negative, "t.a"},
         {"row not whole blocks", m_ne_partial_block, "block"},
-        {"unknown type 23", m_type_23, "tensor 't.a' has unsupported type 23"},
+        {"unknown type 16", m_type_16, "tensor 't.a' has unsupported type 16 (IQ2_XXS)"},
         {"unknown type huge", m_type_huge, "unsupported type"},
         {"misaligned offset", m_off_misaligned, "alignment"},
         {"overlapping tensors", m_off_overlap, "overlap"},

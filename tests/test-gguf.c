@@ -575,7 +575,8 @@ static void test_known_blocks(void)
     CHECK(eng_dequant_row_f32(GGML_TYPE_Q4_K, b, out, 32) == -EINVAL);
     CHECK(eng_dequant_row_f32(23, b, out, 32) == -EINVAL);
     CHECK(eng_quant_row(GGML_TYPE_Q8_0, out, b, 16) == -EINVAL);
-    CHECK(eng_quant_row(GGML_TYPE_Q2_K, out, b, 256) < 0);
+    CHECK(eng_dequant_row_f32(16, b, out, 32) == -EINVAL); /* IQ2_XXS */
+    CHECK(eng_quant_row(GGML_TYPE_Q8_K, out, b, 256) < 0);
 }
 
 /* ---- Q8_0 quantization, exactly ---- */
@@ -623,6 +624,46 @@ static void test_quant_q8_exact(void)
     CHECK(bad == 0);
 }
 
+/* ---- every format against gguf-py, bit for bit ---- */
+
+/* tests/data/quant-blocks.bin (make-quant-blocks.py): random blocks of each
+ * format with the values llama.cpp's gguf-py dequantizes them to. Random
+ * bytes reach every bit of every field, which hand-built blocks do not. */
+static void test_random_blocks(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    CHECK(f != NULL);
+    if (!f)
+        return;
+    int records = 0;
+    uint32_t hdr[2];
+    while (fread(hdr, sizeof(uint32_t), 2, f) == 2) {
+        const uint32_t type = hdr[0], nb = hdr[1];
+        const size_t be = ggml_type_block_elems(type), bb = ggml_type_block_bytes(type);
+        CHECK(be > 0 && nb > 0 && nb <= 16);
+        if (!(be > 0 && nb > 0 && nb <= 16))
+            break;
+        uint8_t blk[16 * 256];
+        float want[16 * 256], got[16 * 256];
+        uint16_t h[16 * 256];
+        CHECK(fread(blk, bb, nb, f) == nb && fread(want, sizeof(float), nb * be, f) == nb * be);
+        CHECK(eng_dequant_row_f32(type, blk, got, nb * be) == 0);
+        CHECK(eng_dequant_row_f16(type, blk, h, nb * be) == 0);
+        int bad = 0, bad16 = 0;
+        for (size_t i = 0; i < nb * be; i++) {
+            bad += memcmp(&got[i], &want[i], sizeof(float)) != 0;
+            bad16 += h[i] != eng_f32_to_f16(want[i]);
+        }
+        if (bad || bad16)
+            fprintf(stderr, "  %s: %d of %zu values differ from gguf-py's (%d as f16)\n",
+                    ggml_type_name(type), bad, nb * be, bad16);
+        CHECK(bad == 0 && bad16 == 0);
+        records++;
+    }
+    fclose(f);
+    CHECK(records == 12); /* the formats make-quant-blocks.py writes */
+}
+
 /* ---- quantize -> dequantize error bounds ---- */
 
 static void test_quant_error(void)
@@ -633,7 +674,8 @@ static void test_quant_error(void)
         {GGML_TYPE_F32, 0.0},    {GGML_TYPE_F16, 5e-4},  {GGML_TYPE_BF16, 4e-3},
         {GGML_TYPE_Q8_0, 8e-3},  {GGML_TYPE_Q4_0, 0.12}, {GGML_TYPE_Q4_1, 0.12},
         {GGML_TYPE_Q5_0, 0.06},  {GGML_TYPE_Q5_1, 0.06}, {GGML_TYPE_Q4_K, 0.12},
-        {GGML_TYPE_Q5_K, 0.06},  {GGML_TYPE_Q6_K, 0.03},
+        {GGML_TYPE_Q5_K, 0.06},  {GGML_TYPE_Q6_K, 0.03}, {GGML_TYPE_Q2_K, 0.40},
+        {GGML_TYPE_Q3_K, 0.18},  {GGML_TYPE_IQ4_NL, 0.09}, {GGML_TYPE_IQ4_XS, 0.09},
     };
     enum { N = 8192 };
     static float x[N], y[N], z[N];
@@ -678,8 +720,8 @@ static void test_quant_error(void)
 
 static void test_traits(void)
 {
-    CHECK(ggml_type_known(GGML_TYPE_Q4_K) && !ggml_type_known(GGML_TYPE_Q2_K) &&
-          !ggml_type_known(23) && !ggml_type_known(4) && !ggml_type_known(1000));
+    CHECK(ggml_type_known(GGML_TYPE_Q4_K) && ggml_type_known(GGML_TYPE_Q2_K) && ggml_type_known(23) &&
+          !ggml_type_known(16) && !ggml_type_known(4) && !ggml_type_known(1000));
     CHECK(strcmp(ggml_type_name(GGML_TYPE_Q4_K), "Q4_K") == 0);
     CHECK(strcmp(ggml_type_name(23), "IQ4_XS") == 0);
     CHECK(strcmp(ggml_type_name(4), "unknown") == 0);
@@ -687,6 +729,10 @@ static void test_traits(void)
     CHECK(ggml_type_block_elems(GGML_TYPE_Q4_0) == 32 && ggml_type_block_bytes(GGML_TYPE_Q4_0) == 18);
     CHECK(ggml_type_block_elems(GGML_TYPE_Q6_K) == 256 && ggml_type_block_bytes(GGML_TYPE_Q6_K) == 210);
     CHECK(ggml_type_block_bytes(GGML_TYPE_Q4_K) == 144 && ggml_type_block_bytes(GGML_TYPE_Q5_K) == 176);
+    CHECK(ggml_type_block_elems(GGML_TYPE_Q2_K) == 256 && ggml_type_block_bytes(GGML_TYPE_Q2_K) == 84);
+    CHECK(ggml_type_block_elems(GGML_TYPE_Q3_K) == 256 && ggml_type_block_bytes(GGML_TYPE_Q3_K) == 110);
+    CHECK(ggml_type_block_elems(GGML_TYPE_IQ4_NL) == 32 && ggml_type_block_bytes(GGML_TYPE_IQ4_NL) == 18);
+    CHECK(ggml_type_block_elems(GGML_TYPE_IQ4_XS) == 256 && ggml_type_block_bytes(GGML_TYPE_IQ4_XS) == 136);
     CHECK(ggml_row_bytes(GGML_TYPE_Q8_0, 64) == 68);
     CHECK(ggml_row_bytes(GGML_TYPE_Q8_0, 65) == 0);
     CHECK(ggml_row_bytes(GGML_TYPE_F32, 3) == 12);
@@ -786,8 +832,12 @@ static void test_smollm2(void)
     gguf_close(f);
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
+    if (argc != 2) {
+        fprintf(stderr, "usage: test-gguf tests/data/quant-blocks.bin\n");
+        return 2;
+    }
     const char *base = getenv("TMPDIR");
     snprintf(tmpdir, sizeof(tmpdir), "%s/test-gguf-XXXXXX", base && *base ? base : "/tmp");
     if (!mkdtemp(tmpdir)) {
@@ -801,6 +851,7 @@ int main(void)
     test_tensors(1);
     test_half();
     test_known_blocks();
+    test_random_blocks(argv[1]);
     test_quant_q8_exact();
     test_quant_error();
     test_smollm2();

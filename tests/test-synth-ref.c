@@ -5,7 +5,8 @@
  * gemma3 (GeGLU, norms after attention and FFN, scaled embeddings, local
  * layers with a window and their own RoPE base, linear RoPE scaling) and
  * gemma2 (soft-capped scores and logits, every other layer local) and
- * gemma (1: GeGLU and scaled embeddings on Llama's layers)
+ * gemma (1: GeGLU and scaled embeddings on Llama's layers), and the block formats
+ * (Q2_K to Q6_K, IQ4_NL, IQ4_XS) on tiny-k,
  * on small synthetic models that si-synth writes
  * deterministically (seed 7, f16 weights). tests/data/synth-<shape>.logits
  * holds llama.cpp's f32 logits of every position of TOKENS, made as
@@ -30,10 +31,10 @@
 static const int32_t TOKENS[] = { 5, 17, 99, 250, 300, 12, 7, 64, 128, 200, 31, 42 };
 enum { N_TOK = sizeof(TOKENS) / sizeof(TOKENS[0]) };
 
-/* si-synth's shape (seed 7, f16) into a new temporary file named in path
- * (32 bytes), with metadata keys set by --kv ("KEY=TYPE:VALUE", several
- * separated by spaces) unless kv is NULL. */
-static void synth_kv(const char *synth, const char *shape, const char *kv, char *path)
+/* si-synth's shape (seed 7, weights of type) into a new temporary file
+ * named in path (32 bytes), with metadata keys set by --kv
+ * ("KEY=TYPE:VALUE", several separated by spaces) unless kv is NULL. */
+static void synth_kv(const char *synth, const char *shape, const char *type, const char *kv, char *path)
 {
     char args[2048] = "";
     size_t k = 0;
@@ -43,16 +44,17 @@ static void synth_kv(const char *synth, const char *shape, const char *kv, char 
         p += n + (p[n] == ' ');
     }
     CHECK(k < sizeof(args));
-    test_synth_args(synth, shape, "f16", args, path);
+    test_synth_args(synth, shape, type, args, path);
 }
 
-/* The shape's logits (with kv set, see synth_kv) against llama.cpp's in
- * synth-NAME.logits. */
-static int check_shape_kv(const char *synth, const char *data_dir, const char *shape, const char *kv,
-                          const char *name, int n_vocab)
+/* The shape's logits (weights of type, kv set, see synth_kv) against
+ * llama.cpp's in synth-NAME.logits: at most max_diff apart, rms at most
+ * max_rms, the same argmax everywhere. */
+static int check_logits(const char *synth, const char *data_dir, const char *shape, const char *type,
+                        const char *kv, const char *name, int n_vocab, double max_diff, double max_rms)
 {
     char model[32];
-    synth_kv(synth, shape, kv, model);
+    synth_kv(synth, shape, type, kv, model);
 
     char ref_path[4096];
     snprintf(ref_path, sizeof(ref_path), "%s/synth-%s.logits", data_dir, name);
@@ -94,11 +96,7 @@ static int check_shape_kv(const char *synth, const char *data_dir, const char *s
     double rms = sqrt(sq / ((double)N_TOK * n_vocab));
     printf("%-12s max |diff| %.5f  rms %.5f  argmax agrees %d/%d\n", name, worst, rms, agree,
            N_TOK);
-    /* llama.cpp rounds activations to f16 for f16 matrix products, we keep
-     * them in f32: differences stay in the 1e-3 range on these small models,
-     * while a wrong rotation convention or a missing bias moves logits by
-     * O(0.1..1) */
-    CHECKF(worst < 0.02 && rms < 0.005, "%s: logits differ from llama.cpp", name);
+    CHECKF(worst < max_diff && rms < max_rms, "%s: logits differ from llama.cpp", name);
     CHECK(agree == N_TOK);
     eng_session_free(s);
     eng_model_free(m);
@@ -106,9 +104,34 @@ static int check_shape_kv(const char *synth, const char *data_dir, const char *s
     return 0;
 }
 
+/* f16 files. llama.cpp rounds activations to f16 for f16 matrix products,
+ * we keep them in f32: differences stay in the 1e-3 range on these small
+ * models, while a wrong rotation convention or a missing bias moves logits
+ * by O(0.1..1). */
+static int check_shape_kv(const char *synth, const char *data_dir, const char *shape, const char *kv,
+                          const char *name, int n_vocab)
+{
+    return check_logits(synth, data_dir, shape, "f16", kv, name, n_vocab, 0.02, 0.005);
+}
+
 static int check_shape(const char *synth, const char *data_dir, const char *shape, int n_vocab)
 {
     return check_shape_kv(synth, data_dir, shape, NULL, shape, n_vocab);
+}
+
+/* tiny-k's matrices in one block format. The reference,
+ * tests/data/synth-tiny-k-TYPE.logits, is llama.cpp run on the same file
+ * with every tensor dequantized to F32 by gguf-py (llama.cpp's Python
+ * package): llama.cpp on the quantized file itself rounds the activations
+ * to 8 bits for these formats' products, which alone moves its logits by
+ * 0.05-0.14 and flips argmaxes, too coarse to catch a misread block. Our
+ * dequantization is exact, so only the f16 storage of the weights and
+ * llama.cpp's f16 activations separate the two, as for the f16 shapes. */
+static void check_block_type(const char *synth, const char *data_dir, const char *type)
+{
+    char name[64];
+    snprintf(name, sizeof(name), "tiny-k-%s", type);
+    check_logits(synth, data_dir, "tiny-k", type, NULL, name, 320, 0.02, 0.005);
 }
 
 /* A file in Q8_0: its matrices and its FFN's gate and up rows keep the
@@ -332,7 +355,7 @@ static void check_gemma(const char *synth, const char *shape)
 static int load_kv(const char *synth, const char *shape, const char *kv, float *out, eng_error *err)
 {
     char path[32];
-    synth_kv(synth, shape, kv, path);
+    synth_kv(synth, shape, "f16", kv, path);
     eng_model_params mp = eng_model_params_default();
     mp.n_threads = 2;
     eng_model *m = NULL;
@@ -476,6 +499,10 @@ int main(int argc, char **argv)
     check_shape(argv[1], argv[2], "tiny-gemma", 320);
     check_shape(argv[1], argv[2], "tiny-gemma2", 320);
     check_shape(argv[1], argv[2], "tiny-gemma3", 320);
+    check_shape(argv[1], argv[2], "tiny-k", 320);
+    static const char *const block_types[] = { "q2_k", "q3_k", "q4_k", "q5_k", "q6_k", "iq4_nl", "iq4_xs" };
+    for (size_t i = 0; i < sizeof(block_types) / sizeof(block_types[0]); i++)
+        check_block_type(argv[1], argv[2], block_types[i]);
     check_phi3_plan(argv[1]);
     check_phi3_q8(argv[1]);
     check_gemma(argv[1], "tiny-gemma2");

@@ -316,6 +316,21 @@ int main(int argc, char **argv)
         CHECK(t && t->type == GGML_TYPE_Q5_0);
         gguf_close(f);
     }
+    /* Q3_K falls back to IQ4_NL as in llama-quantize; tiny-k keeps it */
+    CHECK(run("--shape tiny --type q3_k", "tk.gguf") == 0);
+    f = open_out("tk.gguf");
+    if (f) {
+        const gguf_tensor *t = gguf_find_tensor(f, "blk.0.ffn_gate.weight");
+        CHECK(t && t->type == GGML_TYPE_IQ4_NL);
+        gguf_close(f);
+    }
+    CHECK(run("--shape tiny-k --type q3_k", "tk.gguf") == 0);
+    f = open_out("tk.gguf");
+    if (f) {
+        const gguf_tensor *t = gguf_find_tensor(f, "blk.1.ffn_down.weight");
+        CHECK(t && t->type == GGML_TYPE_Q3_K && t->ne[0] == 512);
+        gguf_close(f);
+    }
 
     /* the 135M shape, one layer (full vocabulary) */
     CHECK(run("--shape smollm2-135m --layers 1 --type q4_1 --embd-type q8_0", "sm.gguf") == 0);
@@ -330,7 +345,7 @@ int main(int argc, char **argv)
 
     /* bad arguments */
     CHECK(run("--shape nosuch", "x.gguf") != 0);
-    CHECK(run("--shape tiny --type q3_k", "x.gguf") != 0);
+    CHECK(run("--shape tiny --type iq2_xxs", "x.gguf") != 0);
     CHECK(run("--shape tiny --layers 0", "x.gguf") != 0);
 
     rm("tiny.gguf");

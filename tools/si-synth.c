@@ -82,6 +82,10 @@ static const shape shapes[] = {
      * (50 and 30) so that they bite on a small random model */
     {"tiny-gemma2", "gemma2", "smollm", "Synthetic Tiny Gemma2", 6, 64, 192, 4, 2, 320, 4096,
      10000.0f, 1e-6f, false, false, true, VOCAB_SMOL, 3, 32, false, false, 4, 0.0f, {1.0f, 2.0f}, 0},
+    /* rows of 256 and 512, whole blocks of the 256-element K and IQ4_XS
+     * formats, so that a file of those types uses them in every matrix */
+    {"tiny-k", "llama", "smollm", "Synthetic Tiny K", 2, 256, 512, 4, 2, 320, 2048, 10000.0f, 1e-5f,
+     false, false, false, VOCAB_SMOL, 3, 0, false, false, 0, 0.0f, {0, 0}, 0},
     {"gemma-3-1b", "gemma3", "smollm", "Synthetic Gemma 3 1B", 26, 1152, 6912, 4, 1, 262144,
      32768, 1000000.0f, 1e-6f, false, false, true, VOCAB_SMOL, 17, 256, true, false, 512, 0.0f, {0, 0}, 0},
     {"smollm2-135m", "llama", "smollm", "Synthetic SmolLM2 135M", 30, 576, 1536, 9, 3, 49152,
@@ -485,7 +489,8 @@ static const struct {
     {"f32", GGML_TYPE_F32, 0},   {"f16", GGML_TYPE_F16, 1},   {"bf16", GGML_TYPE_BF16, 32},
     {"q8_0", GGML_TYPE_Q8_0, 7}, {"q4_0", GGML_TYPE_Q4_0, 2}, {"q4_1", GGML_TYPE_Q4_1, 3},
     {"q5_0", GGML_TYPE_Q5_0, 8}, {"q5_1", GGML_TYPE_Q5_1, 9}, {"q4_k", GGML_TYPE_Q4_K, 15},
-    {"q5_k", GGML_TYPE_Q5_K, 17}, {"q6_k", GGML_TYPE_Q6_K, 18},
+    {"q5_k", GGML_TYPE_Q5_K, 17}, {"q6_k", GGML_TYPE_Q6_K, 18}, {"q2_k", GGML_TYPE_Q2_K, 10},
+    {"q3_k", GGML_TYPE_Q3_K, 11}, {"iq4_nl", GGML_TYPE_IQ4_NL, 25}, {"iq4_xs", GGML_TYPE_IQ4_XS, 30},
 };
 
 /* The type a matrix of row length ne0 gets: K types fall back as
@@ -498,6 +503,9 @@ static uint32_t matrix_type(uint32_t want, uint64_t ne0)
     case GGML_TYPE_Q4_K: want = GGML_TYPE_Q5_0; break;
     case GGML_TYPE_Q5_K: want = GGML_TYPE_Q5_1; break;
     case GGML_TYPE_Q6_K: want = GGML_TYPE_Q8_0; break;
+    case GGML_TYPE_Q2_K:
+    case GGML_TYPE_Q3_K:
+    case GGML_TYPE_IQ4_XS: want = GGML_TYPE_IQ4_NL; break;
     default: break;
     }
     return ne0 % ggml_type_block_elems(want) == 0 ? want : GGML_TYPE_F16;
