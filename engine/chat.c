@@ -92,6 +92,12 @@
  *   whitespace after its special tokens (vocab.c), so the "\n"s after the
  *   markers never become tokens.
  *
+ * Phi-4-mini:
+ *     ("<|" ROLE "|>" CONTENT "<|end|>")...      every role ("tool" too)
+ *     "<|assistant|>" with add_assistant, else EOS
+ *   A system message's `tools` key (<|tool|>...<|/tool|>) is not part of
+ *   our messages and is not printed.
+ *
  * Mistral's v3 templates (Mistral Large 2407 and the models that share
  * it; "v3-tekken": Mistral Nemo), without tools:
  *     BOS ("[INST] " [SYSTEM "\n\n"] CONTENT "[/INST]" | " " TRIM(CONTENT) EOS)...
@@ -305,6 +311,10 @@ void eng_chat_detect(const char *tmpl, size_t len, eng_chat_info *ret_info) {
                 find_bytes(tmpl, len, "{{ '<|assistant|>\n' }}{% else %}{{ eos_token }}"))) {
         ret_info->kind = ENG_CHAT_PHI3;
         ret_info->phi3_skip_empty_system = find_bytes(tmpl, len, "message['role'] == 'system' and message['content']");
+    } else if (find_bytes(tmpl, len, "'<|' + message['role'] + '|>' + message['content'] + '<|end|>'") &&
+               find_bytes(tmpl, len, "{{ '<|assistant|>' }}{% else %}{{ eos_token }}")) {
+        ret_info->kind = ENG_CHAT_PHI3;
+        ret_info->phi4 = true;
     } else if (find_bytes(tmpl, len, "\"[INST] \" + system_message + \"\\n\\n\" + message[\"content\"] + \"[/INST]\"") ||
                find_bytes(tmpl, len, "\"[INST]\" + system_message + \"\\n\\n\" + message[\"content\"] + \"[/INST]\"")) {
         ret_info->kind = ENG_CHAT_MISTRAL3;
@@ -537,6 +547,14 @@ static int render_spm_family(const eng_chat_info *info, const eng_chat_msg *msgs
         for (size_t i = 0; i < n_msgs; i++) {
             const eng_chat_msg *m = &msgs[i];
             const bool sys = !strcmp(m->role, "system"), user = !strcmp(m->role, "user");
+            if (info->phi4) {
+                out_str(o, "<|");
+                out_str(o, m->role);
+                out_str(o, "|>");
+                out_str(o, m->content);
+                out_str(o, "<|end|>");
+                continue;
+            }
             if (!sys && !user && strcmp(m->role, "assistant") != 0)
                 continue;
             if (sys && info->phi3_skip_empty_system && !m->content[0])
@@ -551,7 +569,9 @@ static int render_spm_family(const eng_chat_info *info, const eng_chat_msg *msgs
             if (info->phi3_legacy && user)
                 out_str(o, "<|assistant|>\n");
         }
-        if (!info->phi3_legacy)
+        if (info->phi4)
+            out_str(o, add_assistant ? "<|assistant|>" : info->eos);
+        else if (!info->phi3_legacy)
             out_str(o, add_assistant ? "<|assistant|>\n" : info->eos);
         return 0;
     }

@@ -21,6 +21,7 @@ typedef struct eng_chat_info {
                         * assistant's header; bos_token first where phi3_bos */
     bool phi3_bos;
     bool phi3_skip_empty_system; /* Phi-3.5: an empty system message prints nothing */
+    bool phi4;         /* Phi-4-mini: no "\n" after the markers, every role printed */
     bool tekken;       /* Mistral v3-tekken: no space after [INST], answers untrimmed */
     bool gemma_nl1;    /* Gemma: one "\n" after the system prefix, not two */
     bool gemma_no_bos; /* Gemma (1.0's template): no bos_token printed */

@@ -264,6 +264,10 @@ typedef struct conv_job {
     const int32_t *neurons;
     int32_t *slots; /* owned by the job */
     int n;
+    /* rows r with r % rot_period < rot_n times rot_scale (q's rotated
+     * dimensions, q_rot_scale); rot_period 0: none */
+    uint32_t rot_period, rot_n;
+    float rot_scale;
 } conv_job;
 
 static int push_job(loader *ld, const conv_job *j)
@@ -280,8 +284,16 @@ static int push_job(loader *ld, const conv_job *j)
     return 0;
 }
 
-/* A float vector (norms, biases, rope factors). */
-static int load_vec(loader *ld, const char *name, uint64_t n, bool required, float **ret)
+/* Does rotated-dimension scaling (see conv_job) apply to row or element i? */
+static bool rot_scaled(uint32_t period, uint32_t n_rot, uint64_t i)
+{
+    return period > 0 && i % period < n_rot;
+}
+
+/* A float vector (norms, biases, rope factors); elements i with
+ * rot_scaled(period, n_rot, i) times scale. */
+static int load_vec_rot(loader *ld, const char *name, uint64_t n, bool required, uint32_t period,
+                        uint32_t n_rot, float scale, float **ret)
 {
     const gguf_tensor *t;
     int r = get_tensor(ld, name, 1, n, 1, required, &t);
@@ -294,9 +306,30 @@ static int load_vec(loader *ld, const char *name, uint64_t n, bool required, flo
         return oom_err(ld, n * sizeof(float), name);
     if ((r = ensure_row(ld, n)) < 0 || (r = dequant_row(ld, t, 0, ld->row)) < 0)
         return r;
+    for (uint64_t i = 0; i < n; i++)
+        if (rot_scaled(period, n_rot, i))
+            ld->row[i] *= scale;
     ld->m->be->iface->upload(ld->m->be, v, ld->row, n * sizeof(float));
     *ret = v;
     return 0;
+}
+
+static int load_vec(loader *ld, const char *name, uint64_t n, bool required, float **ret)
+{
+    return load_vec_rot(ld, name, n, required, 0, 0, 1.0f, ret);
+}
+
+/* q's rotated dimensions times m->q_rot_scale in the conversion jobs of
+ * matrix data (its rows; see conv_job). */
+static void scale_rot_rows(loader *ld, const void *data)
+{
+    const eng_model *m = ld->m;
+    for (size_t i = 0; i < ld->n_jobs; i++)
+        if (ld->jobs[i].data == data && !ld->jobs[i].L) {
+            ld->jobs[i].rot_period = (uint32_t)m->info.head_dim;
+            ld->jobs[i].rot_n = (uint32_t)m->n_rot;
+            ld->jobs[i].rot_scale = m->q_rot_scale;
+        }
 }
 
 /* A matrix [rows][cols] in the storage type. */
@@ -615,12 +648,15 @@ static void run_job(loader *ld, const conv_job *j)
     eng_backend *be = ld->m->be;
     const size_t rb = eng_dtype_bytes(j->dt, j->cols);
     uint8_t *dst = be->iface->host_memory ? j->data + j->r0 * rb : ld->stage;
-    if (j->dt == ENG_DTYPE_Q8_0 && j->t->type == GGML_TYPE_Q8_0) {
+    if (j->dt == ENG_DTYPE_Q8_0 && j->t->type == GGML_TYPE_Q8_0 && j->rot_period == 0) {
         /* the file's own blocks: a Q8_0 row is rb bytes there too */
         memcpy(dst, (const uint8_t *)j->t->data + (j->src_r0 + j->r0) * rb, (j->r1 - j->r0) * rb);
     } else {
         for (uint64_t i = j->r0; i < j->r1; i++) {
             dequant_row(ld, j->t, j->src_r0 + i, ld->row);
+            if (rot_scaled(j->rot_period, j->rot_n, i))
+                for (uint64_t c = 0; c < j->cols; c++)
+                    ld->row[c] *= j->rot_scale;
             store_row(j->dt, ld->row, dst + (i - j->r0) * rb, j->cols);
         }
     }
@@ -859,8 +895,10 @@ static int load_hparams(const gguf_file *f, eng_model *m, eng_error *err)
     if (m->rope_yarn && gemma)
         return eng__set_err(err, -ENOTSUP, "YaRN on %s (local layers unscaled) is not supported", arch);
     /* rope.scaling.attn_factor multiplies RoPE's cos and sin, of q and of
-     * k (llama.cpp's mscale; Phi-3's LongRoPE sets it): the scores by its
-     * square, where every dimension rotates */
+     * k (llama.cpp's mscale; Phi-3's LongRoPE sets it), so the scores'
+     * rotated part by its square: all of a score where every dimension
+     * rotates (attn_scale), else (Phi-4-mini: 96 of 128) q's rotated
+     * dimensions, through its weights at load (q_rot_scale) */
     float mscale;
     uint32_t orig;
     if ((r = get_f32_arch(f, arch, "rope.scaling.attn_factor", 1.0f, &mscale, err)) < 0 ||
@@ -874,9 +912,11 @@ static int load_hparams(const gguf_file *f, eng_model *m, eng_error *err)
     /* YaRN raises cos and sin by 1 + 0.1 ln(factor) where it ramps */
     if (m->rope_yarn && m->yarn_ext != 0.0f && m->rope_linear != 1.0f)
         mscale *= 1.0f + 0.1f * logf(m->rope_linear);
-    if (mscale != 1.0f && n_rot != head_dim)
-        return eng__set_err(err, -ENOTSUP, "rope.scaling.attn_factor (or YaRN's) with partial "
-                            "rotation (%u of %u dimensions) is not supported", n_rot, head_dim);
+    m->q_rot_scale = 1.0f;
+    if (n_rot != head_dim) {
+        m->q_rot_scale = mscale * mscale;
+        mscale = 1.0f;
+    }
     m->n_ctx_orig = orig > (1u << 24) ? 1 << 24 : (int)orig;
     /* Phi-3's sliding window over every layer, Gemma 2's over every other
      * layer, Gemma 3's over five layers of six (other families' GGUFs may
@@ -1038,14 +1078,24 @@ static int load_weights(loader *ld, const eng_plan *plan)
                    (r = load_mat(ld, NAME("attn_output.weight"), (uint64_t)H * hd, E, true, &L->wo)) < 0) {
             return r;
         }
+        /* partial rotation under an attn_factor: q's rotated dimensions
+         * scaled by its square, in q's norm where it has one (the norm
+         * would undo a scaled row), else in W_q's rows and q's bias */
+        const bool qk_norm = m->arch == ENG_ARCH_QWEN3 || m->arch == ENG_ARCH_GEMMA3;
+        const float qs = m->q_rot_scale;
+        const uint32_t rot_p = qs != 1.0f ? (uint32_t)hd : 0, rot_n = (uint32_t)m->n_rot;
+        if (qs != 1.0f && !qk_norm)
+            scale_rot_rows(ld, L->wq.data);
         bool need_bias = m->arch == ENG_ARCH_QWEN2;
-        if ((r = load_vec(ld, NAME("attn_q.bias"), (uint64_t)H * hd, need_bias, &L->bq)) < 0 ||
+        if ((r = load_vec_rot(ld, NAME("attn_q.bias"), (uint64_t)H * hd, need_bias, qk_norm ? 0 : rot_p,
+                              rot_n, qs, &L->bq)) < 0 ||
             (r = load_vec(ld, NAME("attn_k.bias"), (uint64_t)Hkv * hd, need_bias, &L->bk)) < 0 ||
             (r = load_vec(ld, NAME("attn_v.bias"), (uint64_t)Hkv * hd, need_bias, &L->bv)) < 0)
             return r;
         const bool g23 = m->arch == ENG_ARCH_GEMMA2 || m->arch == ENG_ARCH_GEMMA3;
-        if ((m->arch == ENG_ARCH_QWEN3 || m->arch == ENG_ARCH_GEMMA3) &&
-            ((r = load_vec(ld, NAME("attn_q_norm.weight"), (uint64_t)hd, true, &L->q_norm)) < 0 ||
+        if (qk_norm &&
+            ((r = load_vec_rot(ld, NAME("attn_q_norm.weight"), (uint64_t)hd, true, rot_p, rot_n, qs,
+                               &L->q_norm)) < 0 ||
              (r = load_vec(ld, NAME("attn_k_norm.weight"), (uint64_t)hd, true, &L->k_norm)) < 0))
             return r;
         if (g23 &&

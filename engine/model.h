@@ -72,6 +72,7 @@ struct eng_model {
     float *rope_short, *rope_long;
     int n_ctx_orig;
     float attn_scale;                 /* scores times this: 1/sqrt(head_dim) mostly */
+    float q_rot_scale;                /* partial rotation's mscale^2, in q's rotated dims (1: none) */
     float embd_scale;                 /* token embeddings times this (gemma sqrt(n_embd)), 0: 1 */
     float attn_softcap;               /* gemma2: scores through c * tanh(s / c); 0: none */
     float final_softcap;              /* gemma2: the same for the logits */

@@ -66,6 +66,7 @@ enum pre_type {
     PRE_LLAMA3,
     PRE_QWEN2,
     PRE_TEKKEN,
+    PRE_GPT4O,
 };
 
 /* Published patterns (Hugging Face tokenizer.json), with the case-insensitive
@@ -78,11 +79,23 @@ enum pre_type {
 #define RE_QWEN2 RE_CONTRACTIONS "|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}" \
     "| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"
 
-/* Mistral Nemo's ("tekken"): words split at case changes. PCRE2 has the
- * Unicode categories, so the published pattern is used as is. */
-#define RE_TEKKEN "[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]*[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]+" \
-    "|[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]+[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]*" \
+/* Mistral Nemo's ("tekken") and GPT-4o's o200k ("gpt-4o": Phi-4-mini):
+ * words split at case changes. llama.cpp, the reference, runs these as
+ * rewritten patterns (its regex engine has no \p{Lu}): an "upper" letter
+ * is any letter but a-z and a "lower" one any letter but A-Z, so a
+ * non-ASCII capital ends a piece ("ÉCOLE": "É" + "COLE"), and a combining
+ * mark is no letter (it splits off as punctuation). Hugging Face's
+ * tokenizers, with the published \p{Lu}/\p{Ll}/\p{M} classes, keep both
+ * words whole; we follow llama.cpp. gpt-4o adds the contraction as a
+ * suffix of the word, and digits in threes. */
+#define RE_UPPER "(?=\\p{L})[^a-z]"
+#define RE_LOWER "(?=\\p{L})[^A-Z]"
+#define RE_TEKKEN "[^\\r\\n\\p{L}\\p{N}]?(?:" RE_UPPER ")*(?:" RE_LOWER ")+" \
+    "|[^\\r\\n\\p{L}\\p{N}]?(?:" RE_UPPER ")+(?:" RE_LOWER ")*" \
     "|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n/]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"
+#define RE_GPT4O "[^\\r\\n\\p{L}\\p{N}]?(?:" RE_UPPER ")*(?:" RE_LOWER ")+" RE_CONTRACTIONS "?" \
+    "|[^\\r\\n\\p{L}\\p{N}]?(?:" RE_UPPER ")+(?:" RE_LOWER ")*" RE_CONTRACTIONS "?" \
+    "|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n/]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"
 
 static const struct pre_def {
     const char *name;
@@ -98,6 +111,7 @@ static const struct pre_def {
     { "llama-bpe", PRE_LLAMA3, true, true, 1, { RE_LLAMA3 } },
     { "qwen2", PRE_QWEN2, false, false, 1, { RE_QWEN2 } },
     { "tekken", PRE_TEKKEN, true, true, 1, { RE_TEKKEN } },
+    { "gpt-4o", PRE_GPT4O, false, false, 1, { RE_GPT4O } },
 };
 
 static const struct pre_alias {

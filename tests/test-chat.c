@@ -574,7 +574,7 @@ static void test_spm_families(void) {
         eng_chat_info info = detect_named(c->template);
         eng_chat_template want = !strcmp(c->template, "llama2")     ? ENG_CHAT_LLAMA2
                                  : !strcmp(c->template, "zephyr")     ? ENG_CHAT_ZEPHYR
-                                 : !strncmp(c->template, "phi3", 4)   ? ENG_CHAT_PHI3
+                                 : !strncmp(c->template, "phi", 3)    ? ENG_CHAT_PHI3
                                  : !strncmp(c->template, "mistral-v3", 10) ? ENG_CHAT_MISTRAL3
                                  : !strncmp(c->template, "gemma", 5)  ? ENG_CHAT_GEMMA
                                                                       : ENG_CHAT_MISTRAL;
@@ -582,6 +582,7 @@ static void test_spm_families(void) {
         CHECK(info.eos_space == !strcmp(c->template, "mistral-v0.1"));
         CHECK(info.tekken == !strcmp(c->template, "mistral-v3-tekken"));
         CHECK(!info.gemma_nl1 && !info.gemma_no_bos);
+        CHECK(info.phi4 == !strcmp(c->template, "phi4-mini"));
         fprintf(stderr, "plain case %s\n", c->name);
         check_render(&info, c->msgs, c->n_msgs, c->add ? ENG_CHAT_ADD_ASSISTANT : 0, c->want);
     }

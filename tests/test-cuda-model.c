@@ -6,7 +6,8 @@
  * and wide heads, tiny-llama3: rope frequency factors, tiny-phi3: fused
  * tensors split at load, tiny-gemma3: GeGLU, post-norms, scaled
  * embeddings, sliding-window layers, tiny-gemma2: soft-capped scores and
- * logits, tiny-phi3-128k: LongRoPE's long table and attn_factor), and on
+ * logits, tiny-phi3-128k: LongRoPE's long table and attn_factor,
+ * tiny-phi4: partial rotation and a tied output), and on
  * the default model when it is present:
  *
  *   1. prefill logits of every position of a fixed token sequence;
@@ -695,6 +696,7 @@ int main(int argc, char **argv)
     check_synth(argv[1], "tiny-llama3", PREFILL_REL);
     check_synth(argv[1], "tiny-phi3", PREFILL_REL);
     check_synth(argv[1], "tiny-phi3-128k", PREFILL_REL);
+    check_synth(argv[1], "tiny-phi4", PREFILL_REL);
     /* six and seven layers: a pick at some cut may flip (as on the default model) */
     check_synth(argv[1], "tiny-gemma", SELECT_REL);
     check_synth(argv[1], "tiny-gemma2", SELECT_REL);

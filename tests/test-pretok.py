@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Our pre-tokenizer splits (PCRE2) against Python's `regex` module running
-the patterns as published in the models' tokenizer.json files.
+the patterns as published in the models' tokenizer.json files (tekken and
+gpt-4o: as llama.cpp rewrites them, see below).
 
 Usage: test-pretok.py PRETOK_DUMP CORPUS
 
@@ -29,10 +30,20 @@ LLAMA3 = (r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}""
 QWEN2 = (r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}"""
          r"""| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+""")
 DIGITS = r"""\p{N}"""  # SmolLM2: Digits(individual_digits=true) before ByteLevel
-# Mistral Nemo ("tekken"): words split where the case changes
-TEKKEN = (r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+"""
-          r"""|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*"""
+# Mistral Nemo ("tekken") and GPT-4o ("gpt-4o"): words split where the case
+# changes. These two as llama.cpp runs them, not verbatim: an "upper" letter
+# is any letter but a-z, a "lower" one any letter but A-Z, marks are no
+# letters (its regex engine has no \p{Lu}; engine/vocab.c says more). The
+# llama.cpp rows of tests/data/tokenizer-bpe-{tekken,gpt4o}.tsv pin that down.
+UPPER = r"""(?:(?=\p{L})[^a-z])"""
+LOWER = r"""(?:(?=\p{L})[^A-Z])"""
+CONTRACTION = r"""(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])"""
+TEKKEN = (r"""[^\r\n\p{L}\p{N}]?""" + UPPER + "*" + LOWER + "+"
+          r"""|[^\r\n\p{L}\p{N}]?""" + UPPER + "+" + LOWER + "*"
           r"""|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+""")
+GPT4O = (r"""[^\r\n\p{L}\p{N}]?""" + UPPER + "*" + LOWER + "+" + CONTRACTION + "?"
+         r"""|[^\r\n\p{L}\p{N}]?""" + UPPER + "+" + LOWER + "*" + CONTRACTION + "?"
+         r"""|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+""")
 
 # Each pre-tokenizer is a sequence of splits; a split keeps both the matches
 # and the text between them (HF "Isolated" behaviour), and the next split
@@ -43,6 +54,7 @@ PRETOKENIZERS = {
     "llama-bpe": [LLAMA3],
     "qwen2": [QWEN2],
     "tekken": [TEKKEN],
+    "gpt-4o": [GPT4O],
 }
 
 

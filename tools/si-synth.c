@@ -44,58 +44,64 @@ typedef struct shape {
     float rope_linear;   /* rope.scaling.factor of type linear, 0: none */
     float softcap[2];    /* attn_logit_softcapping, final_logit_softcapping; 0: not written */
     int longrope;        /* > 0: LongRoPE tables and attn_factor, this original context */
+    int n_rot;           /* rope.dimension_count; 0: head_dim (every dimension rotates) */
 } shape;
 
 static const shape shapes[] = {
     {"tiny", "llama", "smollm", "Synthetic Tiny", 2, 64, 192, 4, 2, 320, 2048, 10000.0f, 1e-5f,
-     false, false, true, VOCAB_SMOL, 3, 0, false, false, 0, 0.0f, {0, 0}, 0},
+     false, false, true, VOCAB_SMOL, 3, 0, false, false, 0, 0.0f, {0, 0}, 0, 0},
     {"tiny-qwen2", "qwen2", "qwen2", "Synthetic Tiny Qwen2", 2, 64, 192, 4, 2, 320, 4096,
-     1000000.0f, 1e-6f, true, false, true, VOCAB_QWEN, 0, 0, false, false, 0, 0.0f, {0, 0}, 0},
+     1000000.0f, 1e-6f, true, false, true, VOCAB_QWEN, 0, 0, false, false, 0, 0.0f, {0, 0}, 0, 0},
     /* heads wider than n_embd / n_head, as Qwen3's (1024 wide, 16 heads of 128) */
     {"tiny-qwen3", "qwen3", "qwen2", "Synthetic Tiny Qwen3", 2, 64, 192, 4, 2, 320, 4096,
-     1000000.0f, 1e-6f, false, false, true, VOCAB_QWEN, 0, 32, true, false, 0, 0.0f, {0, 0}, 0},
+     1000000.0f, 1e-6f, false, false, true, VOCAB_QWEN, 0, 32, true, false, 0, 0.0f, {0, 0}, 0, 0},
     {"tiny-llama3", "llama", "llama-bpe", "Synthetic Tiny Llama 3", 2, 64, 192, 4, 2, 1024, 8192,
-     500000.0f, 1e-5f, false, true, true, VOCAB_LLAMA3, 0, 0, false, false, 0, 0.0f, {0, 0}, 0},
+     500000.0f, 1e-5f, false, true, true, VOCAB_LLAMA3, 0, 0, false, false, 0, 0.0f, {0, 0}, 0, 0},
     /* fused q/k/v and gate/up, NEOX RoPE, an output matrix of its own and
      * a sliding window, as Phi-3-mini-4k (its window 2047, its vocabulary
      * SentencePiece: --vocab). Not named Phi-3: llama.cpp gives the special
      * tokens of a model so named Phi-3's attributes, and needs its tokens */
     {"tiny-phi3", "phi3", "smollm", "Synthetic Tiny Fused", 2, 64, 192, 4, 2, 320, 4096, 10000.0f, 1e-5f,
-     false, false, false, VOCAB_SMOL, 3, 0, false, true, 2047, 0.0f, {0, 0}, 0},
+     false, false, false, VOCAB_SMOL, 3, 0, false, true, 2047, 0.0f, {0, 0}, 0, 0},
     /* Phi-3's 128k layout (LongRoPE: rope_factors_long / _short, the
      * attn_factor of a 32x longer context), with an original context of 8
      * positions, so that a test's context takes the long factors */
     {"tiny-phi3-128k", "phi3", "smollm", "Synthetic Tiny Fused LongRoPE", 2, 64, 192, 4, 2, 320, 4096,
-     10000.0f, 1e-5f, false, false, false, VOCAB_SMOL, 3, 0, false, true, 262144, 0.0f, {0, 0}, 8},
+     10000.0f, 1e-5f, false, false, false, VOCAB_SMOL, 3, 0, false, true, 262144, 0.0f, {0, 0}, 8, 0},
+    /* Phi-4-mini's layout: tiny-phi3-128k with 3/4 of each head rotating
+     * (12 of 16; Phi-4-mini 96 of 128), so LongRoPE's attn_factor scales
+     * only part of a score, and the output tied to the embeddings */
+    {"tiny-phi4", "phi3", "smollm", "Synthetic Tiny Fused Partial", 2, 64, 192, 4, 2, 320, 4096,
+     10000.0f, 1e-5f, false, false, true, VOCAB_SMOL, 3, 0, false, true, 262144, 0.0f, {0, 0}, 8, 12},
     /* gemma3: q/k norms, norms after attention and FFN, GeGLU, embeddings
      * scaled by sqrt(n_embd), five local layers (window, RoPE base 10000)
      * to a global one (RoPE 1e6, linear scaling as Gemma 3 4B's); heads
      * wider than n_embd / n_head and one KV head, as Gemma 3 1B's. The
      * window of 4 makes a short test cross it. */
     {"tiny-gemma3", "gemma3", "smollm", "Synthetic Tiny Gemma3", 7, 64, 192, 4, 1, 320, 4096,
-     1000000.0f, 1e-6f, false, false, true, VOCAB_SMOL, 3, 32, true, false, 4, 8.0f, {0, 0}, 0},
+     1000000.0f, 1e-6f, false, false, true, VOCAB_SMOL, 3, 32, true, false, 4, 8.0f, {0, 0}, 0, 0},
     /* gemma (1): GeGLU and scaled embeddings on Llama's layers */
     {"tiny-gemma", "gemma", "smollm", "Synthetic Tiny Gemma", 3, 64, 192, 4, 1, 320, 4096,
-     10000.0f, 1e-6f, false, false, true, VOCAB_SMOL, 3, 32, false, false, 0, 0.0f, {0, 0}, 0},
+     10000.0f, 1e-6f, false, false, true, VOCAB_SMOL, 3, 32, false, false, 0, 0.0f, {0, 0}, 0, 0},
     /* gemma2: gemma3's layers without q/k norms, a local layer before each
      * global one, soft-capped scores and logits; caps far below Gemma 2's
      * (50 and 30) so that they bite on a small random model */
     {"tiny-gemma2", "gemma2", "smollm", "Synthetic Tiny Gemma2", 6, 64, 192, 4, 2, 320, 4096,
-     10000.0f, 1e-6f, false, false, true, VOCAB_SMOL, 3, 32, false, false, 4, 0.0f, {1.0f, 2.0f}, 0},
+     10000.0f, 1e-6f, false, false, true, VOCAB_SMOL, 3, 32, false, false, 4, 0.0f, {1.0f, 2.0f}, 0, 0},
     /* rows of 256 and 512, whole blocks of the 256-element K and IQ4_XS
      * formats, so that a file of those types uses them in every matrix */
     {"tiny-k", "llama", "smollm", "Synthetic Tiny K", 2, 256, 512, 4, 2, 320, 2048, 10000.0f, 1e-5f,
-     false, false, false, VOCAB_SMOL, 3, 0, false, false, 0, 0.0f, {0, 0}, 0},
+     false, false, false, VOCAB_SMOL, 3, 0, false, false, 0, 0.0f, {0, 0}, 0, 0},
     {"gemma-3-1b", "gemma3", "smollm", "Synthetic Gemma 3 1B", 26, 1152, 6912, 4, 1, 262144,
-     32768, 1000000.0f, 1e-6f, false, false, true, VOCAB_SMOL, 17, 256, true, false, 512, 0.0f, {0, 0}, 0},
+     32768, 1000000.0f, 1e-6f, false, false, true, VOCAB_SMOL, 17, 256, true, false, 512, 0.0f, {0, 0}, 0, 0},
     {"smollm2-135m", "llama", "smollm", "Synthetic SmolLM2 135M", 30, 576, 1536, 9, 3, 49152,
-     8192, 100000.0f, 1e-5f, false, false, true, VOCAB_SMOL, 17, 0, false, false, 0, 0.0f, {0, 0}, 0},
+     8192, 100000.0f, 1e-5f, false, false, true, VOCAB_SMOL, 17, 0, false, false, 0, 0.0f, {0, 0}, 0, 0},
     {"llama-3.2-1b", "llama", "llama-bpe", "Synthetic Llama 3.2 1B", 16, 2048, 8192, 32, 8,
-     128256, 131072, 500000.0f, 1e-5f, false, true, true, VOCAB_LLAMA3, 0, 0, false, false, 0, 0.0f, {0, 0}, 0},
+     128256, 131072, 500000.0f, 1e-5f, false, true, true, VOCAB_LLAMA3, 0, 0, false, false, 0, 0.0f, {0, 0}, 0, 0},
     {"llama-3.2-3b", "llama", "llama-bpe", "Synthetic Llama 3.2 3B", 28, 3072, 8192, 24, 8,
-     128256, 131072, 500000.0f, 1e-5f, false, true, true, VOCAB_LLAMA3, 0, 0, false, false, 0, 0.0f, {0, 0}, 0},
+     128256, 131072, 500000.0f, 1e-5f, false, true, true, VOCAB_LLAMA3, 0, 0, false, false, 0, 0.0f, {0, 0}, 0, 0},
     {"qwen2.5-3b", "qwen2", "qwen2", "Synthetic Qwen2.5 3B", 36, 2048, 11008, 16, 2, 151936,
-     32768, 1000000.0f, 1e-6f, true, false, true, VOCAB_QWEN, 0, 0, false, false, 0, 0.0f, {0, 0}, 0},
+     32768, 1000000.0f, 1e-6f, true, false, true, VOCAB_QWEN, 0, 0, false, false, 0, 0.0f, {0, 0}, 0, 0},
 };
 
 static const char *const smol_specials[] = {
@@ -784,6 +790,7 @@ int main(int argc, char **argv)
         etype = wtype;
 
     const int head_dim = sh->head_dim ? sh->head_dim : sh->n_embd / sh->n_head;
+    const int n_rot = sh->n_rot ? sh->n_rot : head_dim;
     const char *arch = sh->arch;
     char key[128];
     gguf_writer *w = NULL;
@@ -818,7 +825,7 @@ int main(int argc, char **argv)
     CHECK(gguf_writer_set_f32(w, KEY("attention.layer_norm_rms_epsilon"), sh->eps));
     CHECK(gguf_writer_set_u32(w, "general.file_type", ftype));
     CHECK(gguf_writer_set_u32(w, KEY("vocab_size"), (uint32_t)sh->n_vocab));
-    CHECK(gguf_writer_set_u32(w, KEY("rope.dimension_count"), (uint32_t)head_dim));
+    CHECK(gguf_writer_set_u32(w, KEY("rope.dimension_count"), (uint32_t)n_rot));
     if (sh->n_swa)
         CHECK(gguf_writer_set_u32(w, KEY("attention.sliding_window"), (uint32_t)sh->n_swa));
     if (sh->longrope > 0) {
@@ -920,10 +927,10 @@ int main(int argc, char **argv)
     const uint64_t E = (uint64_t)sh->n_embd, F = (uint64_t)sh->n_ff;
     const uint64_t Q = (uint64_t)sh->n_head * head_dim, KV = (uint64_t)sh->n_head_kv * head_dim;
     if (sh->rope_freqs)
-        push(td, &nt, "rope_freqs.weight", GGML_TYPE_F32, 1, (uint64_t)head_dim / 2, 1, INIT_ROPE);
+        push(td, &nt, "rope_freqs.weight", GGML_TYPE_F32, 1, (uint64_t)n_rot / 2, 1, INIT_ROPE);
     if (sh->longrope > 0) {
-        push(td, &nt, "rope_factors_long.weight", GGML_TYPE_F32, 1, (uint64_t)head_dim / 2, 1, INIT_ROPE_LONG);
-        push(td, &nt, "rope_factors_short.weight", GGML_TYPE_F32, 1, (uint64_t)head_dim / 2, 1, INIT_ROPE_SHORT);
+        push(td, &nt, "rope_factors_long.weight", GGML_TYPE_F32, 1, (uint64_t)n_rot / 2, 1, INIT_ROPE_LONG);
+        push(td, &nt, "rope_factors_short.weight", GGML_TYPE_F32, 1, (uint64_t)n_rot / 2, 1, INIT_ROPE_SHORT);
     }
     push(td, &nt, "token_embd.weight", etype, 2, E, (uint64_t)sh->n_vocab, INIT_RANDOM);
     for (int l = 0; l < sh->n_layer; l++) {
@@ -996,7 +1003,7 @@ int main(int argc, char **argv)
                  * element shows */
                 case INIT_NORM: row[j] = 1.0f + 0.25f * rand_normal(&s); break;
                 case INIT_BIAS: row[j] = rand_normal(&s) * 0.02f; break;
-                case INIT_ROPE: row[j] = llama3_rope_factor((int)j, head_dim, sh->rope_base); break;
+                case INIT_ROPE: row[j] = llama3_rope_factor((int)j, n_rot, sh->rope_base); break;
                 /* growing with the wavelength, as Phi-3's tables do */
                 case INIT_ROPE_LONG: row[j] = 1.0f + 20.0f * (float)j / (float)(t->ne[0] - 1); break;
                 case INIT_ROPE_SHORT: row[j] = 1.0f + 0.5f * (float)j / (float)(t->ne[0] - 1); break;

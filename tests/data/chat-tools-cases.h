@@ -235,6 +235,23 @@ static const eng_chat_msg phi35_turns_msgs[] = {
     {"tool", "t", NULL, 0},
 };
 
+static const eng_chat_msg phi4_user_msgs[] = {
+    {"user", "Hello", NULL, 0},
+};
+
+static const eng_chat_msg phi4_turns_msgs[] = {
+    {"system", "Be brief.", NULL, 0},
+    {"user", " a\n", NULL, 0},
+    {"assistant", "b", NULL, 0},
+    {"user", "c", NULL, 0},
+    {"tool", "{\"t\": 1}", NULL, 0},
+};
+
+static const eng_chat_msg phi4_empty_system_msgs[] = {
+    {"system", "", NULL, 0},
+    {"user", "Hi", NULL, 0},
+};
+
 static const eng_chat_msg gemma_user_msgs[] = {
     {"user", "Hello", NULL, 0},
 };
@@ -385,6 +402,15 @@ static const struct tools_case plain_cases[] = {
     {"phi35_turns", "phi3.5", NULL,
      phi35_turns_msgs, 5, false,
      "<|system|>\nBe brief.<|end|>\n<|user|>\na<|end|>\n<|assistant|>\nb<|end|>\n<|user|>\nc<|end|>\n</s>"},
+    {"phi4_user", "phi4-mini", NULL,
+     phi4_user_msgs, 1, true,
+     "<|user|>Hello<|end|><|assistant|>"},
+    {"phi4_turns", "phi4-mini", NULL,
+     phi4_turns_msgs, 5, false,
+     "<|system|>Be brief.<|end|><|user|> a\n<|end|><|assistant|>b<|end|><|user|>c<|end|><|tool|>{\"t\": 1}<|end|></s>"},
+    {"phi4_empty_system", "phi4-mini", NULL,
+     phi4_empty_system_msgs, 2, true,
+     "<|system|><|end|><|user|>Hi<|end|><|assistant|>"},
     {"gemma_user", "gemma3", NULL,
      gemma_user_msgs, 1, true,
      "<s><start_of_turn>user\nHello<end_of_turn>\n<start_of_turn>model\n"},

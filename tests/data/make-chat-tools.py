@@ -2,7 +2,7 @@
 """Writes tests/data/chat-tools-cases.h: tool-calling conversations and
 what Python's jinja2 renders for them from the stored Qwen and Llama 3.2 templates
 (tools_cases), and plain conversations for the Llama 2, Mistral and Zephyr
-templates and Gemma's (plain_cases, bos_token "<s>", eos_token "</s>"), with
+templates, Phi-3's and Phi-4-mini's and Gemma's (plain_cases, bos_token "<s>", eos_token "</s>"), with
 Hugging Face's tojson (json.dumps, ensure_ascii=False, keys unsorted) and
 its environment (trim_blocks, lstrip_blocks), as transformers'
 apply_chat_template does. tests/test-chat.c renders the same conversations
@@ -118,6 +118,11 @@ PLAIN_CASES = [
     ("phi35_turns", "phi3.5",
      [("system", "Be brief.", None), ("user", "a", None), ("assistant", "b", None), ("user", "c", None),
       ("tool", "t", None)], False),
+    ("phi4_user", "phi4-mini", [("user", "Hello", None)], True),
+    ("phi4_turns", "phi4-mini",
+     [("system", "Be brief.", None), ("user", " a\n", None), ("assistant", "b", None), ("user", "c", None),
+      ("tool", "{\"t\": 1}", None)], False),
+    ("phi4_empty_system", "phi4-mini", [("system", "", None), ("user", "Hi", None)], True),
     ("gemma_user", "gemma3", [("user", "Hello", None)], True),
     ("gemma_system", "gemma3", [("system", " Be brief.\n", None), ("user", " Hi \n", None)], True),
     ("gemma_turns", "gemma3",
