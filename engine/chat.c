@@ -98,6 +98,17 @@
  *   A system message's `tools` key (<|tool|>...<|/tool|>) is not part of
  *   our messages and is not printed.
  *
+ * DeepSeek-R1's distills (Qwen 1.5B-32B, Llama 8B/70B):
+ *     BOS SYSTEM ("<｜User｜>" CONTENT | "<｜Assistant｜>" ANSWER "<｜end▁of▁sentence｜>")...
+ *     "<｜Assistant｜><think>\n" with add_assistant (r1_think; earlier
+ *     copies: "<｜Assistant｜>")
+ *   SYSTEM is the last system message's content, printed once up front;
+ *   ANSWER what follows the last "</think>" (r1_strip) or the whole answer.
+ *   Tool results: "<｜tool▁outputs▁begin｜><｜tool▁output▁begin｜>" CONTENT
+ *   "<｜tool▁output▁end｜>", later ones "\n<｜tool▁output▁begin｜>"...,
+ *   closed by "<｜tool▁outputs▁end｜>" before the next answer (or at the end,
+ *   without the assistant's header). Calls are not supported.
+ *
  * Mistral's v3 templates (Mistral Large 2407 and the models that share
  * it; "v3-tekken": Mistral Nemo), without tools:
  *     BOS ("[INST] " [SYSTEM "\n\n"] CONTENT "[/INST]" | " " TRIM(CONTENT) EOS)...
@@ -329,6 +340,13 @@ void eng_chat_detect(const char *tmpl, size_t len, eng_chat_info *ret_info) {
                find_bytes(tmpl, len, "{{'<start_of_turn>model\\n'}}")) {
         ret_info->kind = ENG_CHAT_GEMMA; /* Gemma 2, 1.x */
         ret_info->gemma_no_bos = !find_bytes(tmpl, len, "{{ bos_token }}");
+    } else if (find_bytes(tmpl, len, "{{'<｜User｜>' + message['content']}}") &&
+               find_bytes(tmpl, len, "'<｜Assistant｜>' + content + '<｜end▁of▁sentence｜>'") &&
+               find_bytes(tmpl, len, "{{ns.system_prompt}}")) {
+        ret_info->kind = ENG_CHAT_DEEPSEEK_R1;
+        ret_info->reasoning = true;
+        ret_info->r1_think = find_bytes(tmpl, len, "{{'<｜Assistant｜><think>\\n'}}") != NULL;
+        ret_info->r1_strip = find_bytes(tmpl, len, "content.split('</think>')[-1]") != NULL;
     } else if (find_bytes(tmpl, len, LLAMA3_HDR_START)) {
         ret_info->kind = ENG_CHAT_LLAMA3;
         llama3_find_preamble(tmpl, len, ret_info);
@@ -575,6 +593,47 @@ static int render_spm_family(const eng_chat_info *info, const eng_chat_msg *msgs
             out_str(o, add_assistant ? "<|assistant|>\n" : info->eos);
         return 0;
     }
+    if (info->kind == ENG_CHAT_DEEPSEEK_R1) {
+        const char *sys = "";
+        for (size_t i = 0; i < n_msgs; i++)
+            if (!strcmp(msgs[i].role, "system"))
+                sys = msgs[i].content;
+        out_str(o, info->bos);
+        out_str(o, sys);
+        bool in_tool = false, first_output = true;
+        for (size_t i = 0; i < n_msgs; i++) {
+            const eng_chat_msg *m = &msgs[i];
+            if (!strcmp(m->role, "user")) {
+                in_tool = false;
+                out_str(o, "<｜User｜>");
+                out_str(o, m->content);
+            } else if (!strcmp(m->role, "assistant") && in_tool) {
+                out_str(o, "<｜tool▁outputs▁end｜>");
+                out_str(o, m->content);
+                out_str(o, "<｜end▁of▁sentence｜>");
+                in_tool = false;
+            } else if (!strcmp(m->role, "assistant")) {
+                const char *c = m->content;
+                for (const char *t; info->r1_strip && (t = strstr(c, "</think>")) != NULL;)
+                    c = t + 8;
+                out_str(o, "<｜Assistant｜>");
+                out_str(o, c);
+                out_str(o, "<｜end▁of▁sentence｜>");
+            } else if (!strcmp(m->role, "tool")) {
+                in_tool = true;
+                out_str(o, first_output ? "<｜tool▁outputs▁begin｜><｜tool▁output▁begin｜>"
+                                        : "\n<｜tool▁output▁begin｜>");
+                out_str(o, m->content);
+                out_str(o, "<｜tool▁output▁end｜>");
+                first_output = false;
+            }
+        }
+        if (in_tool)
+            out_str(o, "<｜tool▁outputs▁end｜>");
+        else if (add_assistant)
+            out_str(o, info->r1_think ? "<｜Assistant｜><think>\n" : "<｜Assistant｜>");
+        return 0;
+    }
     if (info->kind == ENG_CHAT_GEMMA) {
         if (!info->gemma_no_bos)
             out_str(o, info->bos);
@@ -772,7 +831,8 @@ int eng_chat_render(const eng_chat_info *info, const eng_chat_msg *msgs, size_t 
 
     outbuf o = {buf, cap > 0 ? cap - 1 : 0, 0};
     if (info->kind == ENG_CHAT_LLAMA2 || info->kind == ENG_CHAT_MISTRAL || info->kind == ENG_CHAT_ZEPHYR ||
-        info->kind == ENG_CHAT_PHI3 || info->kind == ENG_CHAT_MISTRAL3 || info->kind == ENG_CHAT_GEMMA) {
+        info->kind == ENG_CHAT_PHI3 || info->kind == ENG_CHAT_MISTRAL3 || info->kind == ENG_CHAT_GEMMA ||
+        info->kind == ENG_CHAT_DEEPSEEK_R1) {
         if ((r = render_spm_family(info, msgs, n_msgs, add_assistant, &o)) < 0)
             return r;
     } else if (info->kind == ENG_CHAT_CHATML) {

@@ -174,6 +174,7 @@ typedef enum eng_chat_template {
     ENG_CHAT_MISTRAL3, /* Mistral's v3 templates (Large and Nemo 2407, and others):
                         * [INST] ...[/INST], the system message in the last turn */
     ENG_CHAT_GEMMA,   /* Gemma 3: <start_of_turn>user ... <end_of_turn> */
+    ENG_CHAT_DEEPSEEK_R1, /* DeepSeek-R1 distills: <｜User｜> ... <｜Assistant｜><think> */
 } eng_chat_template;
 
 eng_chat_template eng_model_chat_template(const eng_model *model);

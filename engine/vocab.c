@@ -117,10 +117,23 @@ static const struct pre_def {
 static const struct pre_alias {
     const char *alias, *name;
 } pre_aliases[] = {
+    /* the names llama.cpp gives the same pattern (its llama-vocab.cpp) */
     { "gpt-2", "gpt2" },
     { "default", "gpt2" },
+    { "phi-2", "gpt2" },
+    { "mellum", "gpt2" },
+    { "exaone4", "gpt2" },
     { "llama3", "llama-bpe" },
     { "llama-v3", "llama-bpe" },
+    { "falcon3", "llama-bpe" },   /* Falcon3 1B-10B: llama layers */
+    { "falcon-h1", "llama-bpe" },
+    { "pixtral", "llama-bpe" },
+    { "midm-2.0", "llama-bpe" },
+    { "lfm2", "llama-bpe" },
+    { "deepseek-r1-qwen", "qwen2" }, /* DeepSeek-R1-Distill-Qwen: qwen2 layers */
+    { "megrez", "qwen2" },
+    { "kormo", "qwen2" },
+    { "llama4", "gpt-4o" },
 };
 
 static const struct pre_def *pre_find(const char *name) {

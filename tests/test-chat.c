@@ -279,6 +279,18 @@ static void test_qwen3(void) {
     free(t);
     CHECK(!info.reasoning && !info.think_switch);
     CHECK(eng_chat_split_reasoning(&info, NULL, 0, &to, &tl, &co) == -ENOTSUP);
+
+    /* DeepSeek-R1's distills: the prompt opens the reasoning, so an answer
+     * holds only its end; the split is the same rule */
+    t = read_template("deepseek-r1-distill", &len);
+    eng_chat_info r1;
+    eng_chat_detect(t, len, &r1);
+    free(t);
+    const char *r1a = "Let me think.\n</think>\n\nParis.";
+    CHECK(r1.kind == ENG_CHAT_DEEPSEEK_R1 && r1.reasoning && !r1.think_switch);
+    CHECK(eng_chat_split_reasoning(&r1, r1a, strlen(r1a), &to, &tl, &co) == 0);
+    CHECK(tl == 13 && !memcmp(r1a + to, "Let me think.", 13) && !strcmp(r1a + co, "Paris."));
+
     check_render(&info, last, 2, A | NT,
                  "<|im_start|>system\n" QWEN_SYS "<|im_end|>\n<|im_start|>user\nU1<|im_end|>\n"
                  "<|im_start|>assistant\n<think>\nr\n</think>\n\nA1<|im_end|>\n<|im_start|>assistant\n");
@@ -577,8 +589,12 @@ static void test_spm_families(void) {
                                  : !strncmp(c->template, "phi", 3)    ? ENG_CHAT_PHI3
                                  : !strncmp(c->template, "mistral-v3", 10) ? ENG_CHAT_MISTRAL3
                                  : !strncmp(c->template, "gemma", 5)  ? ENG_CHAT_GEMMA
+                                 : !strncmp(c->template, "deepseek-r1", 11) ? ENG_CHAT_DEEPSEEK_R1
                                                                       : ENG_CHAT_MISTRAL;
-        CHECK(info.kind == want && !info.tools && !info.reasoning && !info.default_system[0]);
+        CHECK(info.kind == want && !info.tools && info.reasoning == (want == ENG_CHAT_DEEPSEEK_R1) &&
+              !info.default_system[0]);
+        CHECK(info.r1_think == (want == ENG_CHAT_DEEPSEEK_R1));
+        CHECK(info.r1_strip == !strcmp(c->template, "deepseek-r1-distill"));
         CHECK(info.eos_space == !strcmp(c->template, "mistral-v0.1"));
         CHECK(info.tekken == !strcmp(c->template, "mistral-v3-tekken"));
         CHECK(!info.gemma_nl1 && !info.gemma_no_bos);

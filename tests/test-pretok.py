@@ -55,6 +55,11 @@ PRETOKENIZERS = {
     "qwen2": [QWEN2],
     "tekken": [TEKKEN],
     "gpt-4o": [GPT4O],
+    # names llama.cpp gives the same patterns
+    "phi-2": [GPT2],
+    "falcon3": [LLAMA3],
+    "deepseek-r1-qwen": [QWEN2],
+    "llama4": [GPT4O],
 }
 
 

@@ -212,6 +212,51 @@ static void check_spm_family_on(const char *shape, const char *vocab, const char
     unlink(path);
 }
 
+/* A DeepSeek-R1 distill: qwen2 layers, Qwen's pre-tokenizer under R1's
+ * name, its marker tokens, BOS printed by the template and added by the
+ * vocabulary yet once in the prompt, and an answer opening in the
+ * reasoning. */
+static void check_deepseek_r1(void)
+{
+    char path[32];
+    eng_model *m = load_with_vocab("tiny-qwen2", "deepseek-r1-distill", "vocab-bpe-r1.gguf", path);
+    CHECK(eng_model_chat_template(m) == ENG_CHAT_DEEPSEEK_R1);
+    const struct tools_case *c = NULL;
+    for (size_t k = 0; k < sizeof(plain_cases) / sizeof(plain_cases[0]); k++)
+        if (!strcmp(plain_cases[k].name, "r1_turns"))
+            c = &plain_cases[k];
+    CHECK(c != NULL && !strncmp(c->want, "<s>", 3));
+    int len = eng_chat_apply(m, c->msgs, c->n_msgs, ENG_CHAT_ADD_ASSISTANT, NULL, 0);
+    char *text = malloc(len > 0 ? (size_t)len + 1 : 1);
+    CHECK(text && len > 0 && eng_chat_apply(m, c->msgs, c->n_msgs, ENG_CHAT_ADD_ASSISTANT, text, (size_t)len + 1) == len);
+    /* the case was rendered with bos_token "<s>" */
+    static const char bos_text[] = "<｜begin▁of▁sentence｜>";
+    CHECKF(!strncmp(text, bos_text, strlen(bos_text)) && !strcmp(text + strlen(bos_text), c->want + 3),
+           "r1_turns: rendering differs: [%s]", text);
+    size_t n = 0;
+    int32_t *toks = prompt_tokens(m, text, (size_t)len, &n);
+    int32_t mk[3][4];
+    size_t nk[3] = { 0, 0, 0 };
+    static const char *const markers[3] = { "<｜User｜>", "<｜Assistant｜>", "<｜end▁of▁sentence｜>" };
+    for (int k = 0; k < 3; k++)
+        CHECK(eng_tokenize(m, markers[k], strlen(markers[k]), ENG_TOK_PARSE_SPECIAL, mk[k], 4, &nk[k]) == 0 &&
+              nk[k] == 1);
+    const int32_t bos = eng_token_bos(m);
+    CHECKF(toks[0] == bos && count_token(toks, n, bos) == 1 && count_token(toks, n, mk[0][0]) == 2 &&
+               count_token(toks, n, mk[1][0]) == 2 && count_token(toks, n, mk[2][0]) == 1 &&
+               eng_token_is_eog(m, mk[2][0]) && mk[2][0] == eng_token_eos(m),
+           "r1: %d BOS, %d User, %d Assistant", count_token(toks, n, bos), count_token(toks, n, mk[0][0]),
+           count_token(toks, n, mk[1][0]));
+    size_t to, tl, co;
+    const char *ans = "hmm\n</think>\n\nyes";
+    CHECK(eng_chat_reasoning(m, ans, strlen(ans), &to, &tl, &co) == 0 && tl == 3 && !strcmp(ans + co, "yes"));
+    generate_from(m, toks, n);
+    free(toks);
+    free(text);
+    eng_model_free(m);
+    unlink(path);
+}
+
 static void check_spm_family(const char *tmpl, eng_chat_template kind, const char *case_name, int want_bos)
 {
     check_spm_family_on("tiny", "vocab-spm.gguf", tmpl, kind, case_name, want_bos);
@@ -251,6 +296,8 @@ int main(int argc, char **argv)
     /* a Gemma 3: its layers, a Gemma-like vocabulary (no space put first) */
     check_spm_family_on("tiny-gemma3", "vocab-spm-gemma.gguf", "gemma3", ENG_CHAT_GEMMA, "gemma_turns", 1);
     check_spm_family_on("tiny-gemma2", "vocab-spm-gemma.gguf", "gemma2", ENG_CHAT_GEMMA, "gemma2_turns", 1);
+
+    check_deepseek_r1();
 
     /* the plain synthetic templates have no tool calling */
     char path[32];

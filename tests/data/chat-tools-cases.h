@@ -252,6 +252,46 @@ static const eng_chat_msg phi4_empty_system_msgs[] = {
     {"user", "Hi", NULL, 0},
 };
 
+static const eng_chat_msg r1_user_msgs[] = {
+    {"user", "Hello", NULL, 0},
+};
+
+static const eng_chat_msg r1_turns_msgs[] = {
+    {"system", "Be brief.", NULL, 0},
+    {"user", "a", NULL, 0},
+    {"assistant", "think</think>x</think>\n\nb", NULL, 0},
+    {"user", "c\n", NULL, 0},
+};
+
+static const eng_chat_msg r1_systems_msgs[] = {
+    {"system", "A", NULL, 0},
+    {"user", "x", NULL, 0},
+    {"system", "B", NULL, 0},
+    {"user", "y", NULL, 0},
+};
+
+static const eng_chat_msg r1_tool_results_msgs[] = {
+    {"user", "q", NULL, 0},
+    {"assistant", "calling", NULL, 0},
+    {"tool", "r1", NULL, 0},
+    {"tool", "r2", NULL, 0},
+};
+
+static const eng_chat_msg r1_tool_answer_msgs[] = {
+    {"user", "q", NULL, 0},
+    {"tool", "r", NULL, 0},
+    {"assistant", "done", NULL, 0},
+    {"user", "more", NULL, 0},
+    {"tool", "s", NULL, 0},
+    {"assistant", "ok", NULL, 0},
+};
+
+static const eng_chat_msg r1v0_turns_msgs[] = {
+    {"user", "a", NULL, 0},
+    {"assistant", "think</think>b", NULL, 0},
+    {"user", "c", NULL, 0},
+};
+
 static const eng_chat_msg gemma_user_msgs[] = {
     {"user", "Hello", NULL, 0},
 };
@@ -411,6 +451,24 @@ static const struct tools_case plain_cases[] = {
     {"phi4_empty_system", "phi4-mini", NULL,
      phi4_empty_system_msgs, 2, true,
      "<|system|><|end|><|user|>Hi<|end|><|assistant|>"},
+    {"r1_user", "deepseek-r1-distill", NULL,
+     r1_user_msgs, 1, true,
+     "<s><\xef""\xbd""\x9c""User\xef""\xbd""\x9c"">Hello<\xef""\xbd""\x9c""Assistant\xef""\xbd""\x9c""><think>\n"},
+    {"r1_turns", "deepseek-r1-distill", NULL,
+     r1_turns_msgs, 4, true,
+     "<s>Be brief.<\xef""\xbd""\x9c""User\xef""\xbd""\x9c"">a<\xef""\xbd""\x9c""Assistant\xef""\xbd""\x9c"">\n\nb<\xef""\xbd""\x9c""end\xe2""\x96""\x81""of\xe2""\x96""\x81""sentence\xef""\xbd""\x9c""><\xef""\xbd""\x9c""User\xef""\xbd""\x9c"">c\n<\xef""\xbd""\x9c""Assistant\xef""\xbd""\x9c""><think>\n"},
+    {"r1_systems", "deepseek-r1-distill", NULL,
+     r1_systems_msgs, 4, true,
+     "<s>B<\xef""\xbd""\x9c""User\xef""\xbd""\x9c"">x<\xef""\xbd""\x9c""User\xef""\xbd""\x9c"">y<\xef""\xbd""\x9c""Assistant\xef""\xbd""\x9c""><think>\n"},
+    {"r1_tool_results", "deepseek-r1-distill", NULL,
+     r1_tool_results_msgs, 4, true,
+     "<s><\xef""\xbd""\x9c""User\xef""\xbd""\x9c"">q<\xef""\xbd""\x9c""Assistant\xef""\xbd""\x9c"">calling<\xef""\xbd""\x9c""end\xe2""\x96""\x81""of\xe2""\x96""\x81""sentence\xef""\xbd""\x9c""><\xef""\xbd""\x9c""tool\xe2""\x96""\x81""outputs\xe2""\x96""\x81""begin\xef""\xbd""\x9c""><\xef""\xbd""\x9c""tool\xe2""\x96""\x81""output\xe2""\x96""\x81""begin\xef""\xbd""\x9c"">r1<\xef""\xbd""\x9c""tool\xe2""\x96""\x81""output\xe2""\x96""\x81""end\xef""\xbd""\x9c"">\n<\xef""\xbd""\x9c""tool\xe2""\x96""\x81""output\xe2""\x96""\x81""begin\xef""\xbd""\x9c"">r2<\xef""\xbd""\x9c""tool\xe2""\x96""\x81""output\xe2""\x96""\x81""end\xef""\xbd""\x9c""><\xef""\xbd""\x9c""tool\xe2""\x96""\x81""outputs\xe2""\x96""\x81""end\xef""\xbd""\x9c"">"},
+    {"r1_tool_answer", "deepseek-r1-distill", NULL,
+     r1_tool_answer_msgs, 6, false,
+     "<s><\xef""\xbd""\x9c""User\xef""\xbd""\x9c"">q<\xef""\xbd""\x9c""tool\xe2""\x96""\x81""outputs\xe2""\x96""\x81""begin\xef""\xbd""\x9c""><\xef""\xbd""\x9c""tool\xe2""\x96""\x81""output\xe2""\x96""\x81""begin\xef""\xbd""\x9c"">r<\xef""\xbd""\x9c""tool\xe2""\x96""\x81""output\xe2""\x96""\x81""end\xef""\xbd""\x9c""><\xef""\xbd""\x9c""tool\xe2""\x96""\x81""outputs\xe2""\x96""\x81""end\xef""\xbd""\x9c"">done<\xef""\xbd""\x9c""end\xe2""\x96""\x81""of\xe2""\x96""\x81""sentence\xef""\xbd""\x9c""><\xef""\xbd""\x9c""User\xef""\xbd""\x9c"">more\n<\xef""\xbd""\x9c""tool\xe2""\x96""\x81""output\xe2""\x96""\x81""begin\xef""\xbd""\x9c"">s<\xef""\xbd""\x9c""tool\xe2""\x96""\x81""output\xe2""\x96""\x81""end\xef""\xbd""\x9c""><\xef""\xbd""\x9c""tool\xe2""\x96""\x81""outputs\xe2""\x96""\x81""end\xef""\xbd""\x9c"">ok<\xef""\xbd""\x9c""end\xe2""\x96""\x81""of\xe2""\x96""\x81""sentence\xef""\xbd""\x9c"">"},
+    {"r1v0_turns", "deepseek-r1-distill-v0", NULL,
+     r1v0_turns_msgs, 3, true,
+     "<s><\xef""\xbd""\x9c""User\xef""\xbd""\x9c"">a<\xef""\xbd""\x9c""Assistant\xef""\xbd""\x9c"">think</think>b<\xef""\xbd""\x9c""end\xe2""\x96""\x81""of\xe2""\x96""\x81""sentence\xef""\xbd""\x9c""><\xef""\xbd""\x9c""User\xef""\xbd""\x9c"">c<\xef""\xbd""\x9c""Assistant\xef""\xbd""\x9c""><think>\n"},
     {"gemma_user", "gemma3", NULL,
      gemma_user_msgs, 1, true,
      "<s><start_of_turn>user\nHello<end_of_turn>\n<start_of_turn>model\n"},

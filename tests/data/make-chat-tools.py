@@ -2,7 +2,7 @@
 """Writes tests/data/chat-tools-cases.h: tool-calling conversations and
 what Python's jinja2 renders for them from the stored Qwen and Llama 3.2 templates
 (tools_cases), and plain conversations for the Llama 2, Mistral and Zephyr
-templates, Phi-3's and Phi-4-mini's and Gemma's (plain_cases, bos_token "<s>", eos_token "</s>"), with
+templates, Phi-3's, Phi-4-mini's, DeepSeek-R1's and Gemma's (plain_cases, bos_token "<s>", eos_token "</s>"), with
 Hugging Face's tojson (json.dumps, ensure_ascii=False, keys unsorted) and
 its environment (trim_blocks, lstrip_blocks), as transformers'
 apply_chat_template does. tests/test-chat.c renders the same conversations
@@ -123,6 +123,19 @@ PLAIN_CASES = [
      [("system", "Be brief.", None), ("user", " a\n", None), ("assistant", "b", None), ("user", "c", None),
       ("tool", "{\"t\": 1}", None)], False),
     ("phi4_empty_system", "phi4-mini", [("system", "", None), ("user", "Hi", None)], True),
+    ("r1_user", "deepseek-r1-distill", [("user", "Hello", None)], True),
+    ("r1_turns", "deepseek-r1-distill",
+     [("system", "Be brief.", None), ("user", "a", None), ("assistant", "think</think>x</think>\n\nb", None),
+      ("user", "c\n", None)], True),
+    ("r1_systems", "deepseek-r1-distill",
+     [("system", "A", None), ("user", "x", None), ("system", "B", None), ("user", "y", None)], True),
+    ("r1_tool_results", "deepseek-r1-distill",
+     [("user", "q", None), ("assistant", "calling", None), ("tool", "r1", None), ("tool", "r2", None)], True),
+    ("r1_tool_answer", "deepseek-r1-distill",
+     [("user", "q", None), ("tool", "r", None), ("assistant", "done", None), ("user", "more", None),
+      ("tool", "s", None), ("assistant", "ok", None)], False),
+    ("r1v0_turns", "deepseek-r1-distill-v0",
+     [("user", "a", None), ("assistant", "think</think>b", None), ("user", "c", None)], True),
     ("gemma_user", "gemma3", [("user", "Hello", None)], True),
     ("gemma_system", "gemma3", [("system", " Be brief.\n", None), ("user", " Hi \n", None)], True),
     ("gemma_turns", "gemma3",
