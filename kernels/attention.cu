@@ -48,8 +48,8 @@ __global__ void __launch_bounds__(ATT_WARPS * 32)
 k_attention(const float *__restrict__ q, const uint16_t *__restrict__ k,
             const uint16_t *__restrict__ v, float *__restrict__ out, float *__restrict__ part_o,
             float *__restrict__ part_ml, int n_q, int n_head, int group, int n_head_kv, int hd,
-            int pos0, const int32_t *__restrict__ pos_dev, int chunk, float scale, int window,
-            float softcap)
+            int pos0, const int32_t *__restrict__ pos_dev, int chunk, int kbase, float scale,
+            int window, float softcap)
 {
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     if (pos_dev)
@@ -61,10 +61,13 @@ k_attention(const float *__restrict__ q, const uint16_t *__restrict__ k,
     const long t = qi / n_head;
     const int h = (int)(qi % n_head), kvh = h / group;
     const long n_kv = (long)pos0 + t + 1;
-    /* a sliding window: the split's keys before it are skipped */
+    /* a sliding window: the split's keys before it are skipped. The
+     * splits cover keys kbase.. (the window's first key for the batch's
+     * first token, 0 without a window) */
     const long lo = window > 0 && n_kv > window ? n_kv - window : 0;
-    const long k0 = (long)split * chunk > lo ? (long)split * chunk : lo;
-    const long k1 = (long)split * chunk + chunk < n_kv ? (long)split * chunk + chunk : n_kv;
+    const long c0 = (long)kbase + (long)split * chunk;
+    const long k0 = c0 > lo ? c0 : lo;
+    const long k1 = c0 + chunk < n_kv ? c0 + chunk : n_kv;
     const size_t kv_stride = (size_t)n_head_kv * hd;
     const uint16_t *kb = k + (size_t)kvh * hd, *vb = v + (size_t)kvh * hd;
 
@@ -378,11 +381,10 @@ __global__ void k_attention_combine(const float *__restrict__ part_o,
 
 /* How the key range is split; the same arithmetic for the scratch size and
  * the launch. */
-static void plan(int n_sm, int n_tokens, int pos0, int n_head, int head_dim, int *ret_split,
+static void plan(int n_sm, int n_tokens, long n_kv, int n_head, int head_dim, int *ret_split,
                  int *ret_chunk)
 {
     long n_q = (long)n_tokens * n_head;
-    long n_kv = (long)pos0 + n_tokens;
     long want = ((long)n_sm * 32 + n_q - 1) / n_q; /* splits for ~32 warps per SM */
     long max_by_len = (n_kv + ATT_MIN_CHUNK - 1) / ATT_MIN_CHUNK;
     long ns = want < max_by_len ? want : max_by_len;
@@ -422,7 +424,7 @@ extern "C" size_t si_cuda_attention_scratch(int n_sm, int n_tokens, int pos0, in
     if (n_tokens == 1)
         return split_bytes(ATT_MAX_DECODE_SPLIT, n_q, head_dim);
     int ns, chunk;
-    plan(n_sm, n_tokens, pos0, n_head, head_dim, &ns, &chunk);
+    plan(n_sm, n_tokens, (long)pos0 + n_tokens, n_head, head_dim, &ns, &chunk);
     if (ns <= 1)
         return 0;
     return split_bytes(ns, n_q, head_dim);
@@ -497,11 +499,11 @@ template <int ND>
 static void launch(cudaStream_t st, dim3 grid, const float *q, const uint16_t *k,
                    const uint16_t *v, float *out, float *po, float *pml, int n_q, int n_head,
                    int group, int n_head_kv, int hd, int pos0, const int32_t *pos_dev, int chunk,
-                   float scale, int window, float softcap)
+                   int kbase, float scale, int window, float softcap)
 {
     k_attention<ND><<<grid, ATT_WARPS * 32, 0, st>>>(q, k, v, out, po, pml, n_q, n_head, group,
-                                                     n_head_kv, hd, pos0, pos_dev, chunk, scale,
-                                                     window, softcap);
+                                                     n_head_kv, hd, pos0, pos_dev, chunk, kbase,
+                                                     scale, window, softcap);
 }
 
 /* pos_dev NULL: at pos0. Else the position is read from pos_dev when the
@@ -535,8 +537,12 @@ static int attention(si_cuda *c, const float *q, const uint16_t *k, const uint16
     int ns, chunk, tpk = 1;
     const bool dec = n_tokens == 1 && plan_decode(c->n_sm, pos0, window, n_head, n_head_kv,
                                                   head_dim, k, v, &ns, &chunk, &tpk);
+    /* a window: no split before the first key the batch's first token
+     * needs (a replayed graph's position is not known here: from 0). The
+     * scratch sized above for all the keys is enough for fewer. */
+    const int kbase = window > 0 && !pos_dev && pos0 + 1 > window ? pos0 + 1 - window : 0;
     if (!dec)
-        plan(c->n_sm, n_tokens, pos0, n_head, head_dim, &ns, &chunk);
+        plan(c->n_sm, n_tokens, (long)pos0 + n_tokens - kbase, n_head, head_dim, &ns, &chunk);
     float *po = NULL, *pml = NULL;
     if (ns > 1) {
         po = (float *)scr;
@@ -561,7 +567,7 @@ static int attention(si_cuda *c, const float *q, const uint16_t *k, const uint16
 #define CASE(N)                                                                              \
     case N:                                                                                  \
         launch<N>(c->stream, grid, q, k, v, out, po, pml, n_q, n_head, group, n_head_kv,     \
-                  head_dim, pos0, pos_dev, chunk, scale, window, softcap);                   \
+                  head_dim, pos0, pos_dev, chunk, kbase, scale, window, softcap);            \
         break;
             CASE(1)
             CASE(2)
