@@ -73,6 +73,7 @@ static const key_def keys[] = {
     U32(ctx_size, 0, 1u << 20, false),
     U32(slots, 1, SID_MAX_SLOTS, false),
     ENUM(kv_cache_type, sid_kv_cache_type_names, false),
+    ENUM(swa_full, sid_yes_no_names, false),
     ENUM(matrices, sid_matrices_names, false),
     U32(threads, 0, 1024, false),
     ENUM(backend, sid_backend_names, false),

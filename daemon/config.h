@@ -43,6 +43,7 @@ typedef struct sid_config {
     uint32_t ctx_size;                 /* 0: min(model's, 4096) */
     uint32_t slots;                    /* contexts kept for the prompt cache */
     int kv_cache_type;                 /* eng_kv_type: f16 or q8_0 */
+    int swa_full;                      /* 1: eng_session_params.swa_full */
     int matrices;                      /* SID_MATRICES_...: every matrix and the FFN (CPU) */
     uint32_t threads;                  /* 0: online CPUs */
     int backend;                       /* SID_BACKEND_...: where the model runs */

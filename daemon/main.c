@@ -28,7 +28,7 @@ static void usage(FILE *f)
         "\n"
         "Every key of the configuration file is also a flag: socket-group, admin-group,\n"
         "max-frame, max-queue, max-pending, max-connections, max-tokens, ctx-size, slots, matrices,\n"
-        "kv-cache-type, threads, backend, device, client-write-buffer, client-write-timeout-ms,\n"
+        "kv-cache-type, swa-full, threads, backend, device, client-write-buffer, client-write-timeout-ms,\n"
         "client-socket-buffer,\n"
         "profile, profile-dir, task, mode, gamma, delta, dense-first, dense-last,\n"
         "layer-budget, budget,\n"

@@ -1259,6 +1259,7 @@ static int load_model(sid_server *srv)
     if (cfg->ctx_size > 0)
         sp.n_ctx = (int)cfg->ctx_size;
     sp.kv_type = cfg->kv_cache_type == 1 ? ENG_KV_Q8_0 : ENG_KV_F16;
+    sp.swa_full = cfg->swa_full != 0;
     /* every slot a whole context: what Ollama's parallel requests do */
     const uint32_t n_slots = cfg->slots < 1 ? 1 : cfg->slots > SID_MAX_SLOTS ? SID_MAX_SLOTS : cfg->slots;
     srv->n_slots = 0;

@@ -254,6 +254,14 @@ typedef struct eng_session_params {
     int n_ctx;   /* context length in tokens; <= 0: min(model's, 4096) */
     int n_batch; /* tokens per forward step in prefill; <= 0: 256 */
     eng_kv_type kv_type;
+    /* Sliding-window layers (Gemma 2/3's local ones) keep the K/V of every
+     * position, as the others do (llama.cpp's --swa-full). Default (false):
+     * on a backend in host memory (the CPU) they keep their window's and
+     * one batch's: for Gemma 3 1B at 32k positions 0.15 of the cache.
+     * Either way attention is the same; such a cache only holds back a
+     * prompt-cache prefix, or a context shift, whose window it no longer
+     * has (those are evaluated again). */
+    bool swa_full;
 } eng_session_params;
 
 eng_session_params eng_session_params_default(void);

@@ -1503,6 +1503,9 @@ void eng_session_free(eng_session *s)
     }
     free(s->k_cache);
     free(s->v_cache);
+    free(s->kv_rows);
+    free(s->kv_base);
+    free(s->kv_lo);
     free(s->ffn_sel);
     free(s->ffn_sel_dev);
     free(s->ffn_n_sel);
@@ -1570,15 +1573,25 @@ int eng_session_new(const eng_model *m, const eng_session_params *params, eng_se
                                                 : kvd * sizeof(uint16_t);
     s->k_cache = calloc(L, sizeof(*s->k_cache));
     s->v_cache = calloc(L, sizeof(*s->v_cache));
+    s->kv_rows = calloc(L, sizeof(*s->kv_rows));
+    s->kv_base = calloc(L, sizeof(*s->kv_base));
+    s->kv_lo = calloc(L, sizeof(*s->kv_lo));
     s->ffn_sel = calloc(L, sizeof(*s->ffn_sel));
     s->ffn_sel_dev = calloc(L, sizeof(*s->ffn_sel_dev));
     s->ffn_n_sel = calloc(L, sizeof(*s->ffn_n_sel));
-    if (!s->k_cache || !s->v_cache || !s->ffn_sel || !s->ffn_sel_dev || !s->ffn_n_sel)
+    if (!s->k_cache || !s->v_cache || !s->kv_rows || !s->kv_base || !s->kv_lo || !s->ffn_sel ||
+        !s->ffn_sel_dev || !s->ffn_n_sel)
         goto oom;
     const size_t f4 = sizeof(float);
     for (int il = 0; il < L; il++) {
-        s->k_cache[il] = eng__session_alloc(s, (size_t)n_ctx * s->kv_row_bytes);
-        s->v_cache[il] = eng__session_alloc(s, (size_t)n_ctx * s->kv_row_bytes);
+        /* a sliding-window layer needs its window's rows and the batch's;
+         * the ring moves rows with memmove, so host memory only (a GPU's
+         * replayed decode graph also holds its cache rows) */
+        const int w = m->layers[il].window;
+        const bool ring = !p.swa_full && ops->host_memory && w > 0 && w - 1 + n_batch < n_ctx;
+        s->kv_rows[il] = ring ? w - 1 + n_batch : n_ctx;
+        s->k_cache[il] = eng__session_alloc(s, (size_t)s->kv_rows[il] * s->kv_row_bytes);
+        s->v_cache[il] = eng__session_alloc(s, (size_t)s->kv_rows[il] * s->kv_row_bytes);
         if (!s->k_cache[il] || !s->v_cache[il])
             goto oom;
         /* the host list is the ops' list when backend memory is host memory */
@@ -1636,6 +1649,46 @@ void eng_session_reset(eng_session *s)
     eng__select_session_reset(s);
 }
 
+/* A ring (sliding-window layer, see eng_session) about to take positions
+ * pos0 .. pos0 + n - 1: from position 0 it starts over; when they would
+ * run past its rows, the window's last positions before pos0 (all the
+ * chunk's first token attends to) move to its first rows. Returns the
+ * row of pos0. */
+static int ring_room(eng_session *s, int il, int pos0, int n)
+{
+    if (s->kv_rows[il] == s->n_ctx)
+        return pos0;
+    if (pos0 == 0)
+        s->kv_base[il] = s->kv_lo[il] = 0;
+    if (pos0 + n - s->kv_base[il] > s->kv_rows[il]) {
+        /* more than the window lies below pos0 (kv_rows is window - 1 +
+         * n_batch): nb > kv_base */
+        const int nb = pos0 - s->model->layers[il].window + 1;
+        const size_t rb = s->kv_row_bytes, from = (size_t)(nb - s->kv_base[il]) * rb;
+        const size_t bytes = (size_t)(pos0 - nb) * rb;
+        memmove(s->k_cache[il], (char *)s->k_cache[il] + from, bytes);
+        memmove(s->v_cache[il], (char *)s->v_cache[il] + from, bytes);
+        s->kv_base[il] = nb;
+        if (s->kv_lo[il] < nb)
+            s->kv_lo[il] = nb;
+    }
+    return pos0 - s->kv_base[il];
+}
+
+/* Whether every ring still holds what a token at position pos attends to
+ * (positions pos - window + 1 .. pos - 1). */
+static bool rings_hold(const eng_session *s, int pos)
+{
+    for (int il = 0; il < s->model->info.n_layer; il++) {
+        if (s->kv_rows[il] == s->n_ctx || pos == 0)
+            continue;
+        const int lo = pos - s->model->layers[il].window + 1;
+        if ((lo > 0 ? lo : 0) < s->kv_lo[il])
+            return false;
+    }
+    return true;
+}
+
 /* What eng_session_reset_prefix(s, tokens, n) keeps, and in *ret_votes
  * eng__select_prefix_votes(s): -1 when no votes are needed. */
 static size_t prefix_keep(const eng_session *s, const int32_t *tokens, size_t n, int *ret_votes)
@@ -1648,6 +1701,10 @@ static size_t prefix_keep(const eng_session *s, const int32_t *tokens, size_t n,
      * compute them, as they would in a fresh prefill of the whole prompt
      * (one token would take the decode step's, which sum in another order) */
     size_t keep = n < 2 ? 0 : p < n - 2 ? p : n - 2;
+    /* a sliding window's ring may no longer hold what follows the prefix
+     * attends to */
+    if (keep > 0 && !rings_hold(s, (int)keep))
+        keep = 0;
     /* a context that will select per request needs the votes of every
      * position it keeps, and they are held for one prefix only: the whole
      * prompt of the context before */
@@ -1697,10 +1754,46 @@ int eng_session_shift(eng_session *s, int keep, int drop)
     const int kvd = Hkv * hd;
     const int first = keep + drop, n_move = s->n_past - first;
     const size_t rb = s->kv_row_bytes;
+    /* A ring keeps its rows and relabels them drop positions lower; the
+     * rows below first (dropped or kept) then stand for nothing valid, so
+     * the window of the next position must lie above them: a window that
+     * reaches back into the kept start is not in the ring (-ENOTSUP: the
+     * caller evaluates again) */
+    for (int il = 0; il < m->info.n_layer; il++) {
+        if (s->kv_rows[il] == s->n_ctx)
+            continue;
+        const int lo = s->kv_lo[il] > first ? s->kv_lo[il] : first;
+        const int want = s->n_past - drop - m->layers[il].window + 1;
+        if ((want > 0 ? want : 0) < lo - drop)
+            return -ENOTSUP;
+    }
     int32_t *ids = malloc((size_t)s->n_batch * sizeof(*ids));
     if (!ids)
         return -ENOMEM;
     for (int il = 0; il < m->info.n_layer; il++) {
+        if (s->kv_rows[il] != s->n_ctx) {
+            /* a ring: its keys from first on rotated by -drop in place */
+            const int base = s->kv_base[il], lo = s->kv_lo[il] > first ? s->kv_lo[il] : first;
+            const eng_weight kc = { .dtype = q8 ? ENG_DTYPE_Q8_0 : ENG_DTYPE_F16,
+                                    .rows = s->kv_rows[il], .cols = kvd, .data = s->k_cache[il] };
+            for (int p = lo; p < s->n_past;) {
+                const int n = s->n_past - p < s->n_batch ? s->n_past - p : s->n_batch;
+                for (int i = 0; i < n; i++)
+                    ids[i] = p - base + i;
+                op->upload(be, s->tokens, ids, (size_t)n * sizeof(*ids));
+                op->get_rows(be, &kc, s->tokens, n, s->k);
+                op->rope(be, s->k, 1, n * Hkv, hd, m->n_rot, -drop, m->layers[il].rope_base,
+                         s->rope_long ? m->rope_long : m->layers[il].rope_freqs, m->rope_neox);
+                if (q8)
+                    op->store_kv_q8(be, s->k, s->k_cache[il], (long)kvd, p - base, n);
+                else
+                    op->store_kv(be, s->k, s->k_cache[il], (long)kvd, p - base, n);
+                p += n;
+            }
+            s->kv_base[il] = base - drop;
+            s->kv_lo[il] = lo - drop;
+            continue;
+        }
         /* Keys, n_batch rows at a time through the K scratch: read as f32,
          * rotated by -drop (all of a chunk's rows are one "token" of
          * n * Hkv heads, so one position, -drop, rotates them all), stored
@@ -1779,8 +1872,12 @@ eng_kv_type eng_session_kv_type(const eng_session *s)
 
 size_t eng_session_kv_bytes(const eng_session *s)
 {
-    return 2 * (size_t)s->model->info.n_layer * (size_t)s->n_ctx * s->kv_row_bytes;
+    size_t rows = 0;
+    for (int il = 0; il < s->model->info.n_layer; il++)
+        rows += (size_t)s->kv_rows[il];
+    return 2 * rows * s->kv_row_bytes;
 }
+
 
 const float *eng_session_logits(const eng_session *s, int i)
 {
@@ -1870,25 +1967,28 @@ static void forward_ops(eng_session *s, int n, int first, float *out, int32_t *a
         }
         /* RoPE's divisors: the layer's, or LongRoPE's long ones for this session */
         const float *ff = s->rope_long ? m->rope_long : L->rope_freqs;
-        if (op->rope_store && s->kv_type == ENG_KV_F16) {
+        /* the cache row of pos0: pos0, or in a ring its row (the keys are
+         * rotated for their positions, so attention needs only the rows) */
+        const int row0 = ring_room(s, il, pos0, n);
+        if (op->rope_store && s->kv_type == ENG_KV_F16 && row0 == pos0) {
             op->rope_store(be, s->q, s->k, s->v, n, H, Hkv, hd, m->n_rot, pos0, L->rope_base, ff,
                            m->rope_neox, s->k_cache[il], s->v_cache[il]);
         } else {
             op->rope(be, s->q, n, H, hd, m->n_rot, pos0, L->rope_base, ff, m->rope_neox);
             op->rope(be, s->k, n, Hkv, hd, m->n_rot, pos0, L->rope_base, ff, m->rope_neox);
             if (s->kv_type == ENG_KV_Q8_0) {
-                op->store_kv_q8(be, s->k, s->k_cache[il], (long)kvd, pos0, n);
-                op->store_kv_q8(be, s->v, s->v_cache[il], (long)kvd, pos0, n);
+                op->store_kv_q8(be, s->k, s->k_cache[il], (long)kvd, row0, n);
+                op->store_kv_q8(be, s->v, s->v_cache[il], (long)kvd, row0, n);
             } else {
-                op->store_kv(be, s->k, s->k_cache[il], (long)kvd, pos0, n);
-                op->store_kv(be, s->v, s->v_cache[il], (long)kvd, pos0, n);
+                op->store_kv(be, s->k, s->k_cache[il], (long)kvd, row0, n);
+                op->store_kv(be, s->v, s->v_cache[il], (long)kvd, row0, n);
             }
         }
         if (s->kv_type == ENG_KV_Q8_0)
-            op->attention_q8(be, s->q, s->k_cache[il], s->v_cache[il], s->att, n, pos0, H, Hkv,
+            op->attention_q8(be, s->q, s->k_cache[il], s->v_cache[il], s->att, n, row0, H, Hkv,
                              hd, scale, L->window, m->attn_softcap);
         else
-            op->attention(be, s->q, s->k_cache[il], s->v_cache[il], s->att, n, pos0, H, Hkv, hd,
+            op->attention(be, s->q, s->k_cache[il], s->v_cache[il], s->att, n, row0, H, Hkv, hd,
                           scale, L->window, m->attn_softcap);     /* att [n][H*hd] */
         op->matmul(be, &L->wo, NULL, s->att, s->o, n);           /* o [n][E]      */
         if (L->attn_post_norm) /* gemma3: the output normalised before it joins x */

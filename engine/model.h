@@ -124,6 +124,12 @@ struct eng_session {
     void **k_cache, **v_cache;
     eng_kv_type kv_type;
     size_t kv_row_bytes;              /* one position's K (or V) row */
+    /* [n_layer] rows each layer's cache holds: n_ctx, or for a
+     * sliding-window layer (not swa_full, host memory) a ring of its
+     * window and one batch, whose row r holds position kv_base + r; the
+     * rows of positions below kv_lo are not valid (a context shift left
+     * them behind). A full layer's kv_base and kv_lo stay 0. */
+    int *kv_rows, *kv_base, *kv_lo;
 
     /* Which FFN slots each layer computes; NULL (the default): all loaded.
      * ffn_sel is the host list, ffn_sel_dev its copy the ops read. */

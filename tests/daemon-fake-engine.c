@@ -424,7 +424,7 @@ int eng_format_parse(const char *name, eng_format *ret_format)
 
 eng_session_params eng_session_params_default(void)
 {
-    eng_session_params p = {0, 0, ENG_KV_F16};
+    eng_session_params p = {0, 0, ENG_KV_F16, false};
     return p;
 }
 
