@@ -1649,6 +1649,12 @@ void eng_session_reset(eng_session *s)
     eng__select_session_reset(s);
 }
 
+/* Whether layer il's cache is a sliding window's ring (see eng_session). */
+static bool is_ring(const eng_session *s, int il)
+{
+    return s->kv_rows[il] != s->n_ctx;
+}
+
 /* A ring (sliding-window layer, see eng_session) about to take positions
  * pos0 .. pos0 + n - 1: from position 0 it starts over; when they would
  * run past its rows, the window's last positions before pos0 (all the
@@ -1656,7 +1662,7 @@ void eng_session_reset(eng_session *s)
  * row of pos0. */
 static int ring_room(eng_session *s, int il, int pos0, int n)
 {
-    if (s->kv_rows[il] == s->n_ctx)
+    if (!is_ring(s, il))
         return pos0;
     if (pos0 == 0)
         s->kv_base[il] = s->kv_lo[il] = 0;
@@ -1679,8 +1685,8 @@ static int ring_room(eng_session *s, int il, int pos0, int n)
  * (positions pos - window + 1 .. pos - 1). */
 static bool rings_hold(const eng_session *s, int pos)
 {
-    for (int il = 0; il < s->model->info.n_layer; il++) {
-        if (s->kv_rows[il] == s->n_ctx || pos == 0)
+    for (int il = 0; il < s->model->info.n_layer && pos > 0; il++) {
+        if (!is_ring(s, il))
             continue;
         const int lo = pos - s->model->layers[il].window + 1;
         if ((lo > 0 ? lo : 0) < s->kv_lo[il])
@@ -1736,6 +1742,37 @@ int eng_session_prefix_len(const eng_session *s, const int32_t *tokens, size_t n
     return (int)prefix_keep(s, tokens, n, &votes);
 }
 
+/* Layer il's keys of rows src .. src + n - 1 rotated by -drop and stored
+ * at rows dst .., n_batch rows at a time through the K scratch: read as
+ * f32, rotated (all of a chunk's rows are one "token" of n * Hkv heads, so
+ * one position, -drop, rotates them all), stored. With dst <= src, in
+ * ascending order a chunk only writes rows below the ones later chunks
+ * read, and it reads its own rows before it writes. ids: n_batch ints. */
+static void rotate_keys(eng_session *s, int il, int src, int dst, int n, int drop, int32_t *ids)
+{
+    const eng_model *m = s->model;
+    eng_backend *be = m->be;
+    const eng_backend_iface *op = be->iface;
+    const int Hkv = m->info.n_head_kv, hd = m->info.head_dim, kvd = Hkv * hd;
+    const bool q8 = s->kv_type == ENG_KV_Q8_0;
+    const eng_weight kc = { .dtype = q8 ? ENG_DTYPE_Q8_0 : ENG_DTYPE_F16, .rows = s->kv_rows[il],
+                            .cols = kvd, .data = s->k_cache[il] };
+    for (int done = 0; done < n;) {
+        const int c = n - done < s->n_batch ? n - done : s->n_batch;
+        for (int i = 0; i < c; i++)
+            ids[i] = src + done + i;
+        op->upload(be, s->tokens, ids, (size_t)c * sizeof(*ids));
+        op->get_rows(be, &kc, s->tokens, c, s->k);
+        op->rope(be, s->k, 1, c * Hkv, hd, m->n_rot, -drop, m->layers[il].rope_base,
+                 s->rope_long ? m->rope_long : m->layers[il].rope_freqs, m->rope_neox);
+        if (q8)
+            op->store_kv_q8(be, s->k, s->k_cache[il], (long)kvd, dst + done, c);
+        else
+            op->store_kv(be, s->k, s->k_cache[il], (long)kvd, dst + done, c);
+        done += c;
+    }
+}
+
 int eng_session_shift(eng_session *s, int keep, int drop)
 {
     const eng_model *m = s->model;
@@ -1750,8 +1787,6 @@ int eng_session_shift(eng_session *s, int keep, int drop)
         return -ENOTSUP; /* get_rows cannot read the cache's blocks */
     if (drop == 0)
         return 0;
-    const int Hkv = m->info.n_head_kv, hd = m->info.head_dim;
-    const int kvd = Hkv * hd;
     const int first = keep + drop, n_move = s->n_past - first;
     const size_t rb = s->kv_row_bytes;
     /* A ring keeps its rows and relabels them drop positions lower; the
@@ -1760,7 +1795,7 @@ int eng_session_shift(eng_session *s, int keep, int drop)
      * reaches back into the kept start is not in the ring (-ENOTSUP: the
      * caller evaluates again) */
     for (int il = 0; il < m->info.n_layer; il++) {
-        if (s->kv_rows[il] == s->n_ctx)
+        if (!is_ring(s, il))
             continue;
         const int lo = s->kv_lo[il] > first ? s->kv_lo[il] : first;
         const int want = s->n_past - drop - m->layers[il].window + 1;
@@ -1771,53 +1806,18 @@ int eng_session_shift(eng_session *s, int keep, int drop)
     if (!ids)
         return -ENOMEM;
     for (int il = 0; il < m->info.n_layer; il++) {
-        if (s->kv_rows[il] != s->n_ctx) {
+        if (is_ring(s, il)) {
             /* a ring: its keys from first on rotated by -drop in place */
             const int base = s->kv_base[il], lo = s->kv_lo[il] > first ? s->kv_lo[il] : first;
-            const eng_weight kc = { .dtype = q8 ? ENG_DTYPE_Q8_0 : ENG_DTYPE_F16,
-                                    .rows = s->kv_rows[il], .cols = kvd, .data = s->k_cache[il] };
-            for (int p = lo; p < s->n_past;) {
-                const int n = s->n_past - p < s->n_batch ? s->n_past - p : s->n_batch;
-                for (int i = 0; i < n; i++)
-                    ids[i] = p - base + i;
-                op->upload(be, s->tokens, ids, (size_t)n * sizeof(*ids));
-                op->get_rows(be, &kc, s->tokens, n, s->k);
-                op->rope(be, s->k, 1, n * Hkv, hd, m->n_rot, -drop, m->layers[il].rope_base,
-                         s->rope_long ? m->rope_long : m->layers[il].rope_freqs, m->rope_neox);
-                if (q8)
-                    op->store_kv_q8(be, s->k, s->k_cache[il], (long)kvd, p - base, n);
-                else
-                    op->store_kv(be, s->k, s->k_cache[il], (long)kvd, p - base, n);
-                p += n;
-            }
+            rotate_keys(s, il, lo - base, lo - base, s->n_past - lo, drop, ids);
             s->kv_base[il] = base - drop;
             s->kv_lo[il] = lo - drop;
             continue;
         }
-        /* Keys, n_batch rows at a time through the K scratch: read as f32,
-         * rotated by -drop (all of a chunk's rows are one "token" of
-         * n * Hkv heads, so one position, -drop, rotates them all), stored
-         * drop rows lower. In ascending order a chunk only writes rows
-         * below the ones later chunks read, and it reads its own rows
-         * before it writes. */
-        const eng_weight kc = { .dtype = q8 ? ENG_DTYPE_Q8_0 : ENG_DTYPE_F16, .rows = s->n_ctx,
-                                .cols = kvd, .data = s->k_cache[il] };
-        for (int done = 0; done < n_move;) {
-            const int n = n_move - done < s->n_batch ? n_move - done : s->n_batch;
-            for (int i = 0; i < n; i++)
-                ids[i] = first + done + i;
-            op->upload(be, s->tokens, ids, (size_t)n * sizeof(*ids));
-            op->get_rows(be, &kc, s->tokens, n, s->k);
-            op->rope(be, s->k, 1, n * Hkv, hd, m->n_rot, -drop, m->layers[il].rope_base,
-                     s->rope_long ? m->rope_long : m->layers[il].rope_freqs, m->rope_neox);
-            if (q8)
-                op->store_kv_q8(be, s->k, s->k_cache[il], (long)kvd, keep + done, n);
-            else
-                op->store_kv(be, s->k, s->k_cache[il], (long)kvd, keep + done, n);
-            done += n;
-        }
-        /* Values as they are: copies of at most drop rows never overlap
-         * (source and destination lie drop rows apart) */
+        /* keys drop rows lower, rotated back; values as they are: copies
+         * of at most drop rows never overlap (source and destination lie
+         * drop rows apart) */
+        rotate_keys(s, il, first, keep, n_move, drop, ids);
         char *v = s->v_cache[il];
         for (int done = 0; done < n_move;) {
             const int n = n_move - done < drop ? n_move - done : drop;
@@ -1877,7 +1877,6 @@ size_t eng_session_kv_bytes(const eng_session *s)
         rows += (size_t)s->kv_rows[il];
     return 2 * rows * s->kv_row_bytes;
 }
-
 
 const float *eng_session_logits(const eng_session *s, int i)
 {

@@ -55,6 +55,16 @@ static eng_model *load(const char *path)
     return m;
 }
 
+/* si-synth's shape, loaded (its file removed). */
+static eng_model *load_synth(const char *synth, const char *shape)
+{
+    char path[64];
+    test_synth(synth, shape, path);
+    eng_model *m = load(path);
+    unlink(path);
+    return m;
+}
+
 /* One layer's K (or V) cache rows [0, n) as f32 into f, their bytes into raw. */
 static void read_rows(const eng_session *s, const void *cache, int n, uint8_t *raw, float *f)
 {
@@ -407,19 +417,13 @@ int main(int argc, char **argv)
      * original 8); tiny-gemma3: per-layer bases and a linearly scaled table */
     static const char *const shapes[] = {"tiny", "tiny-qwen2", "tiny-llama3", "tiny-phi3-128k", "tiny-gemma3"};
     for (size_t i = 0; i < sizeof(shapes) / sizeof(*shapes); i++) {
-        char path[64];
-        test_synth(argv[1], shapes[i], path);
-        eng_model *m = load(path);
-        unlink(path);
+        eng_model *m = load_synth(argv[1], shapes[i]);
         check_shift(shapes[i], m, ENG_KV_F16);
         eng_model_free(m);
     }
     static const char *const swa[] = {"tiny-gemma3", "tiny-gemma2"};
     for (size_t i = 0; i < sizeof(swa) / sizeof(*swa); i++) {
-        char path[64];
-        test_synth(argv[1], swa[i], path);
-        eng_model *m = load(path);
-        unlink(path);
+        eng_model *m = load_synth(argv[1], swa[i]);
         check_ring(swa[i], m, ENG_KV_F16);
         if (!gpu && m->info.head_dim % 32 == 0)
             check_ring(swa[i], m, ENG_KV_Q8_0);
