@@ -27,7 +27,10 @@
 /* The weight type as the configuration names it (`matrices`). */
 static const char *dtype_name(eng_dtype dt)
 {
-    return dt == ENG_DTYPE_Q8_0 ? "q8_0" : dt == ENG_DTYPE_F32 ? "f32" : "f16";
+    return dt == ENG_DTYPE_Q8_0   ? "q8_0"
+           : dt == ENG_DTYPE_Q4_K ? "q4_k"
+           : dt == ENG_DTYPE_F32  ? "f32"
+                                  : "f16";
 }
 
 static void notify(const char *state)

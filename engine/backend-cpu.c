@@ -222,6 +222,9 @@ typedef struct kernels {
     /* The same over rows of cols / 32 Q8_0 blocks. */
     void (*gemv_q8)(const eng_q8_block *w, long cols, const float *x, const float *bias,
                     float *y, long r0, long r1);
+    /* The same over rows of cols / 256 Q4_K blocks; xs = x_sums32(x). */
+    void (*gemv_q4k)(const eng_q4k_block *w, long cols, const float *x, const float *xs,
+                     const float *bias, float *y, long r0, long r1);
     /* Where a set has them (else NULL): x16_prep rounds x [n] (n a multiple
      * of 32) to 16 bits per block of 32, x = q[i] * d[i / 32]; gemv_q8_x16
      * is gemv_q8 against that, by integer multiply-adds. */
@@ -387,6 +390,62 @@ static void s_gemv_q8(const eng_q8_block *w, long cols, const float *x, const fl
     const long nb = cols / 32;
     for (long r = r0; r < r1; r++)
         y[r] = s_dot_q8(w + (size_t)r * nb, x, nb) + (bias ? bias[r] : 0.0f);
+}
+
+/* A Q4_K block's eight sub-block factors: weight i of sub-block j is
+ * dsc[j] * q[i] - dmn[j]. */
+static inline void q4k_factors(const eng_q4k_block *b, float dsc[8], float dmn[8])
+{
+    const float d = h2f(b->d), dm = h2f(b->dmin);
+    for (int j = 0; j < 8; j++) {
+        uint8_t sc, m;
+        eng_q4k_scale_min(b->scales, j, &sc, &m);
+        dsc[j] = d * (float)sc;
+        dmn[j] = dm * (float)m;
+    }
+}
+
+/* xs[j] = the sum of x's 32 elements of block j, j < n / 32: a Q4_K
+ * sub-block's min comes off a dot product as dmn * xs, not per weight. */
+static void x_sums32(const float *x, long n, float *xs)
+{
+    for (long j = 0; j < n / 32; j++) {
+        float s = 0.0f;
+        for (int i = 0; i < 32; i++)
+            s += x[32 * j + i];
+        xs[j] = s;
+    }
+}
+
+/* A row of nb Q4_K blocks times x (xs: x_sums32): per sub-block the 32
+ * products of codes and x, times dsc, less dmn times the sub-block's sum,
+ * as the vector kernels do. */
+static float s_dot_q4k(const eng_q4k_block *b, const float *x, const float *xs, long nb)
+{
+    float sum = 0.0f;
+    for (long i = 0; i < nb; i++, b++, x += 256, xs += 8) {
+        float dsc[8], dmn[8];
+        q4k_factors(b, dsc, dmn);
+        for (int p = 0; p < 4; p++) {
+            const uint8_t *q = b->qs + 32 * p;
+            float lo = 0.0f, hi = 0.0f;
+            for (int l = 0; l < 32; l++) {
+                lo += (float)(q[l] & 15) * x[64 * p + l];
+                hi += (float)(q[l] >> 4) * x[64 * p + 32 + l];
+            }
+            sum += dsc[2 * p] * lo - dmn[2 * p] * xs[2 * p];
+            sum += dsc[2 * p + 1] * hi - dmn[2 * p + 1] * xs[2 * p + 1];
+        }
+    }
+    return sum;
+}
+
+static void s_gemv_q4k(const eng_q4k_block *w, long cols, const float *x, const float *xs,
+                       const float *bias, float *y, long r0, long r1)
+{
+    const long nb = cols / 256;
+    for (long r = r0; r < r1; r++)
+        y[r] = s_dot_q4k(w + (size_t)r * nb, x, xs, nb) + (bias ? bias[r] : 0.0f);
 }
 
 /* An FFN row (f16, f32 or Q8_0) times x over n. */
@@ -670,6 +729,7 @@ static void s_dot2_q4q8(const uint8_t *w, const q8_row *x, long nb, float out[2]
 }
 
 static const kernels kern_scalar = {
+    .gemv_q4k = s_gemv_q4k,
     .name = "scalar",
     .gemv = s_gemv,
     .gemv_q8 = s_gemv_q8,
@@ -1057,6 +1117,110 @@ TGT static void v_gemv_q8(const eng_q8_block *w, long cols, const float *x, cons
 {
     GEMV_Q8_BODY(dot4_q8, x)
     s_gemv_q8(w, cols, x, bias, y, r0 + 4 * q, r1);
+}
+
+/* Sixteen 4-bit codes (the low or high nibbles of 16 bytes) as floats. */
+VALWAYS void ldq4x16(__m128i nib, __m256 *a, __m256 *b)
+{
+    *a = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(nib));
+    *b = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(nib, 8)));
+}
+
+/* q4k_factors on 8 lanes, the mins' term dmn . xs added into *mins: the
+ * 12 scale bytes as three words, regrouped with masks and shifts into 8
+ * scale bytes then 8 min bytes (the layout eng_q4k_scale_min reads). */
+VALWAYS void q4k_factors8(const eng_q4k_block *b, const float *xs, float dsc[8], __m256 *mins)
+{
+    uint32_t u[4];
+    memcpy(u, b->scales, 12);
+    const uint32_t m6 = 0x3f3f3f3f, m4 = 0x0f0f0f0f, m2 = 0x03030303;
+    u[3] = ((u[2] >> 4) & m4) | (((u[1] >> 6) & m2) << 4);
+    const uint32_t lo_m = u[1] & m6;
+    u[1] = (u[2] & m4) | (((u[0] >> 6) & m2) << 4);
+    u[2] = lo_m;
+    u[0] &= m6;
+    /* u[0], u[1]: scales 0-3, 4-7; u[2], u[3]: mins 0-3, 4-7 */
+    const __m128i v = _mm_loadu_si128((const __m128i *)u);
+    const __m256 sc = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(v));
+    const __m256 mn = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(v, 8)));
+    _mm256_storeu_ps(dsc, _mm256_mul_ps(_mm256_set1_ps(_cvtsh_ss(b->d)), sc));
+    *mins = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_set1_ps(_cvtsh_ss(b->dmin)), mn),
+                            _mm256_loadu_ps(xs), *mins);
+}
+
+/* Four Q4_K rows (nb blocks) against x: per sub-block the 32 products of
+ * codes and x in a register, times the sub-block's d * sc into the row's
+ * sum, and the mins off as dmin * m * xs once a row (as s_dot_q4k); the
+ * rows pf prefetched a block (three lines) a step. */
+VALWAYS void dot4_q4k(const eng_q4k_block *const b[4], const float *x, const float *xs, long nb,
+                      float out[4], const char *const *pf)
+{
+    const __m128i m4 = _mm_set1_epi8(15);
+    __m256 acc[4] = { _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),
+                      _mm256_setzero_ps() };
+    __m256 mins[4] = { _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),
+                       _mm256_setzero_ps() };
+    for (long i = 0; i < nb; i++) {
+        if (pf)
+            for (int j = 0; j < 4; j++)
+                for (int l = 0; l < ENG_Q4K_BLOCK_BYTES; l += 64)
+                    _mm_prefetch(pf[j] + i * ENG_Q4K_BLOCK_BYTES + l, _MM_HINT_T0);
+        float dsc[4][8];
+        for (int j = 0; j < 4; j++)
+            q4k_factors8(b[j] + i, xs + 8 * i, dsc[j], &mins[j]);
+        for (int p = 0; p < 4; p++) {
+            const float *xb = x + 256 * i + 64 * p;
+            __m256 xv[8];
+            for (int u = 0; u < 8; u++)
+                xv[u] = _mm256_loadu_ps(xb + 8 * u);
+            for (int j = 0; j < 4; j++) {
+                const uint8_t *q = b[j][i].qs + 32 * p;
+                const __m128i c0 = _mm_loadu_si128((const __m128i *)q);
+                const __m128i c1 = _mm_loadu_si128((const __m128i *)(q + 16));
+                __m256 f0, f1, f2, f3;
+                ldq4x16(_mm_and_si128(c0, m4), &f0, &f1);
+                ldq4x16(_mm_and_si128(c1, m4), &f2, &f3);
+                __m256 lo = _mm256_mul_ps(f0, xv[0]);
+                lo = _mm256_fmadd_ps(f1, xv[1], lo);
+                lo = _mm256_fmadd_ps(f2, xv[2], lo);
+                lo = _mm256_fmadd_ps(f3, xv[3], lo);
+                ldq4x16(_mm_and_si128(_mm_srli_epi16(c0, 4), m4), &f0, &f1);
+                ldq4x16(_mm_and_si128(_mm_srli_epi16(c1, 4), m4), &f2, &f3);
+                __m256 hi = _mm256_mul_ps(f0, xv[4]);
+                hi = _mm256_fmadd_ps(f1, xv[5], hi);
+                hi = _mm256_fmadd_ps(f2, xv[6], hi);
+                hi = _mm256_fmadd_ps(f3, xv[7], hi);
+                acc[j] = _mm256_fmadd_ps(_mm256_set1_ps(dsc[j][2 * p]), lo, acc[j]);
+                acc[j] = _mm256_fmadd_ps(_mm256_set1_ps(dsc[j][2 * p + 1]), hi, acc[j]);
+            }
+        }
+    }
+    float o[4], mn[4];
+    _mm_storeu_ps(o, hsum4x8(acc[0], acc[1], acc[2], acc[3]));
+    _mm_storeu_ps(mn, hsum4x8(mins[0], mins[1], mins[2], mins[3]));
+    for (int j = 0; j < 4; j++)
+        out[j] = o[j] - mn[j];
+}
+
+/* Q4_K rows four quarters side by side, as GEMV_Q8_BODY walks Q8_0 ones. */
+TGT static void v_gemv_q4k(const eng_q4k_block *w, long cols, const float *x, const float *xs,
+                           const float *bias, float *y, long r0, long r1)
+{
+    const long nb = cols / 256, q = (r1 - r0) / 4;
+    for (long i0 = 0; i0 < q; i0++) {
+        const long rr[4] = { r0 + i0, r0 + q + i0, r0 + 2 * q + i0, r0 + 3 * q + i0 };
+        const eng_q4k_block *b[4];
+        const char *pf[4];
+        for (int j = 0; j < 4; j++) {
+            b[j] = w + (size_t)rr[j] * nb;
+            pf[j] = (const char *)(b[j] + GEMV_PF_ROWS * nb); /* past the end: a hint */
+        }
+        float o[4];
+        dot4_q4k(b, x, xs, nb, o, GEMV_PF_ROWS ? pf : NULL);
+        for (int j = 0; j < 4; j++)
+            y[rr[j]] = o[j] + (bias ? bias[rr[j]] : 0.0f);
+    }
+    s_gemv_q4k(w, cols, x, xs, bias, y, r0 + 4 * q, r1);
 }
 
 /* Decode's Q8_0 GEMVs with x in 16 bits. Converting every code to f32
@@ -1846,6 +2010,7 @@ static const kernels kern_avx2 = {
     AVX2_OPS,
     .ffn_fused = v_ffn_fused,
     .gemv_q8 = v_gemv_q8,
+    .gemv_q4k = v_gemv_q4k,
     .x16_prep = v_x16_prep,
     .gemv_q8_x16 = v_gemv_q8_x16,
     .ffn_down = v_ffn_down,
@@ -2242,6 +2407,70 @@ TGT512 static void v512_act_mul16(const float *in, float *out, eng_act act)
     _mm512_storeu_ps(out, _mm512_mul_ps(sg, u));
 }
 
+/* dot4_q4k on 512-bit registers: a sub-block's 32 codes in two
+ * conversions, not four (the AVX2 form is compute-bound: the 2048-wide
+ * Q4_K head of a Llama 3.2 decoded at 0.73 of its Q8_0 speed). */
+VALWAYS512 void dot4_q4k512(const eng_q4k_block *const b[4], const float *x, const float *xs,
+                            long nb, float out[4], const char *const *pf)
+{
+    const __m128i m4 = _mm_set1_epi8(15);
+    __m512 acc[4] = { _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(),
+                      _mm512_setzero_ps() };
+    __m256 mins[4] = { _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),
+                       _mm256_setzero_ps() };
+    for (long i = 0; i < nb; i++) {
+        if (pf)
+            for (int j = 0; j < 4; j++)
+                for (int l = 0; l < ENG_Q4K_BLOCK_BYTES; l += 64)
+                    _mm_prefetch(pf[j] + i * ENG_Q4K_BLOCK_BYTES + l, _MM_HINT_T0);
+        float dsc[4][8];
+        for (int j = 0; j < 4; j++)
+            q4k_factors8(b[j] + i, xs + 8 * i, dsc[j], &mins[j]);
+        for (int p = 0; p < 4; p++) {
+            const float *xb = x + 256 * i + 64 * p;
+            const __m512 x0 = _mm512_loadu_ps(xb), x1 = _mm512_loadu_ps(xb + 16);
+            const __m512 x2 = _mm512_loadu_ps(xb + 32), x3 = _mm512_loadu_ps(xb + 48);
+            for (int j = 0; j < 4; j++) {
+                const uint8_t *q = b[j][i].qs + 32 * p;
+                const __m128i c0 = _mm_loadu_si128((const __m128i *)q);
+                const __m128i c1 = _mm_loadu_si128((const __m128i *)(q + 16));
+#define Q4F(v) _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(v))
+                __m512 lo = _mm512_mul_ps(Q4F(_mm_and_si128(c0, m4)), x0);
+                lo = _mm512_fmadd_ps(Q4F(_mm_and_si128(c1, m4)), x1, lo);
+                __m512 hi = _mm512_mul_ps(Q4F(_mm_and_si128(_mm_srli_epi16(c0, 4), m4)), x2);
+                hi = _mm512_fmadd_ps(Q4F(_mm_and_si128(_mm_srli_epi16(c1, 4), m4)), x3, hi);
+#undef Q4F
+                acc[j] = _mm512_fmadd_ps(_mm512_set1_ps(dsc[j][2 * p]), lo, acc[j]);
+                acc[j] = _mm512_fmadd_ps(_mm512_set1_ps(dsc[j][2 * p + 1]), hi, acc[j]);
+            }
+        }
+    }
+    float mn[4];
+    _mm_storeu_ps(mn, hsum4x8(mins[0], mins[1], mins[2], mins[3]));
+    for (int j = 0; j < 4; j++)
+        out[j] = _mm512_reduce_add_ps(acc[j]) - mn[j];
+}
+
+TGT512 static void v512_gemv_q4k(const eng_q4k_block *w, long cols, const float *x,
+                                 const float *xs, const float *bias, float *y, long r0, long r1)
+{
+    const long nb = cols / 256, q = (r1 - r0) / 4;
+    for (long i0 = 0; i0 < q; i0++) {
+        const long rr[4] = { r0 + i0, r0 + q + i0, r0 + 2 * q + i0, r0 + 3 * q + i0 };
+        const eng_q4k_block *b[4];
+        const char *pf[4];
+        for (int j = 0; j < 4; j++) {
+            b[j] = w + (size_t)rr[j] * nb;
+            pf[j] = (const char *)(b[j] + GEMV_PF_ROWS * nb); /* past the end: a hint */
+        }
+        float o[4];
+        dot4_q4k512(b, x, xs, nb, o, GEMV_PF_ROWS ? pf : NULL);
+        for (int j = 0; j < 4; j++)
+            y[rr[j]] = o[j] + (bias ? bias[rr[j]] : 0.0f);
+    }
+    s_gemv_q4k(w, cols, x, xs, bias, y, r0 + 4 * q, r1);
+}
+
 static const kernels kern_avx512 = {
     .name = "avx512vnni",
     AVX2_OPS,
@@ -2250,6 +2479,7 @@ static const kernels kern_avx512 = {
     .pack32 = v512_pack32,
     .pack32_q8 = v512_pack32_q8,
     .gemv_q8 = v512_gemv_q8,
+    .gemv_q4k = v512_gemv_q4k,
     .mm6x32 = v512_mm6x32,
     .act_mul16 = v512_act_mul16,
     .att_pv32 = v512_att_pv32,
@@ -2434,6 +2664,61 @@ static void n_gemv_q8(const eng_q8_block *w, long cols, const float *x, const fl
 {
     GEMV_Q8_BODY(n_dot4_q8, x)
     s_gemv_q8(w, cols, x, bias, y, r0 + 4 * q, r1);
+}
+
+/* Sixteen 4-bit codes (nibbles already split into 16 bytes) as four
+ * float32x4. */
+ALWAYS void nldq4x16(uint8x16_t v, float32x4_t f[4])
+{
+    const uint16x8_t lo = vmovl_u8(vget_low_u8(v)), hi = vmovl_high_u8(v);
+    f[0] = vcvtq_f32_u32(vmovl_u16(vget_low_u16(lo)));
+    f[1] = vcvtq_f32_u32(vmovl_high_u16(lo));
+    f[2] = vcvtq_f32_u32(vmovl_u16(vget_low_u16(hi)));
+    f[3] = vcvtq_f32_u32(vmovl_high_u16(hi));
+}
+
+/* A Q4_K row against x as dot4_q4k takes each of its four: per sub-block
+ * the products in two chains, times d * sc, the mins off at the end. */
+static float n_dot_q4k(const eng_q4k_block *b, const float *x, const float *xs, long nb)
+{
+    float32x4_t acc = vdupq_n_f32(0.0f);
+    float mins = 0.0f;
+    const uint8x16_t m4 = vdupq_n_u8(15);
+    for (long i = 0; i < nb; i++, b++) {
+        float dsc[8], dmn[8];
+        q4k_factors(b, dsc, dmn);
+        for (int u = 0; u < 8; u++)
+            mins += dmn[u] * xs[8 * i + u];
+        for (int p = 0; p < 4; p++) {
+            const float *xb = x + 256 * i + 64 * p;
+            const uint8x16_t c0 = vld1q_u8(b->qs + 32 * p), c1 = vld1q_u8(b->qs + 32 * p + 16);
+            for (int h = 0; h < 2; h++) {
+                float32x4_t f[8];
+                nldq4x16(h ? vshrq_n_u8(c0, 4) : vandq_u8(c0, m4), f);
+                nldq4x16(h ? vshrq_n_u8(c1, 4) : vandq_u8(c1, m4), f + 4);
+                const float *xh = xb + 32 * h;
+                float32x4_t t0 = vmulq_f32(f[0], vld1q_f32(xh)), t1 = vmulq_f32(f[1], vld1q_f32(xh + 4));
+                for (int u = 2; u < 8; u += 2) {
+                    t0 = vfmaq_f32(t0, f[u], vld1q_f32(xh + 4 * u));
+                    t1 = vfmaq_f32(t1, f[u + 1], vld1q_f32(xh + 4 * u + 4));
+                }
+                acc = vfmaq_n_f32(acc, vaddq_f32(t0, t1), dsc[2 * p + h]);
+            }
+        }
+    }
+    return vaddvq_f32(acc) - mins;
+}
+
+static void n_gemv_q4k(const eng_q4k_block *w, long cols, const float *x, const float *xs,
+                       const float *bias, float *y, long r0, long r1)
+{
+    const long nb = cols / 256;
+    for (long r = r0; r < r1; r++) {
+        if (r + GEMV_PF_ROWS < r1)
+            for (long l = 0; l < nb * ENG_Q4K_BLOCK_BYTES; l += 64)
+                __builtin_prefetch((const char *)(w + (size_t)(r + GEMV_PF_ROWS) * nb) + l, 0, 3);
+        y[r] = n_dot_q4k(w + (size_t)r * nb, x, xs, nb) + (bias ? bias[r] : 0.0f);
+    }
 }
 
 static void n_cvt_rows(const uint16_t *const *src, int nrows, long n, float *dst, long ldd)
@@ -3040,6 +3325,7 @@ static const kernels kern_neon = {
     .name = "neon",
     .gemv = n_gemv,
     .gemv_q8 = n_gemv_q8,
+    .gemv_q4k = n_gemv_q4k,
     .cvt_rows = n_cvt_rows,
     .dot4x3 = n_dot4x3,
     .dot4x3_h = n_dot4x3_h,
@@ -3105,7 +3391,7 @@ static void op_get_rows(eng_backend *be, const eng_weight *w, const int32_t *ids
                         float *out)
 {
     cpu_ctx *c = ctx_of(be);
-    if (!w || !ids || !out || n <= 0 || w->cols <= 0 || (w->dtype == ENG_DTYPE_Q8_0 && w->cols % 32))
+    if (!w || !ids || !out || n <= 0 || w->cols <= 0 || w->cols % eng_dtype_block(w->dtype))
         return;
     bool f16 = w->dtype == ENG_DTYPE_F16;
     long cols = w->cols;
@@ -3117,6 +3403,10 @@ static void op_get_rows(eng_backend *be, const eng_weight *w, const int32_t *ids
         }
         if (w->dtype == ENG_DTYPE_Q8_0)
             q8_to_f32((const eng_q8_block *)w->data + (size_t)ids[t] * (cols / 32), cols, o);
+        else if (w->dtype == ENG_DTYPE_Q4_K)
+            eng_dequant_row_f32(GGML_TYPE_Q4_K,
+                                (const char *)w->data + eng_dtype_bytes(w->dtype, (size_t)ids[t] * cols),
+                                o, (size_t)cols);
         else if (f16)
             c->k->to_f32((const uint16_t *)w->data + (size_t)ids[t] * cols, o, cols);
         else
@@ -3134,6 +3424,7 @@ typedef struct mm_args {
     float *y;
     int n_tokens;
     const x16_row *x16; /* decode, Q8_0: x in 16 bits (x16_prep), or NULL */
+    const float *xs;    /* decode, Q4_K: x_sums32(x) */
 } mm_args;
 
 static void mm_decode_task(void *p, int ith, int nth)
@@ -3143,7 +3434,9 @@ static void mm_decode_task(void *p, int ith, int nth)
     eng_split((rows + 3) / 4, ith, nth, &b, &e);
     b *= 4;
     e = e * 4 < rows ? e * 4 : rows;
-    if (b < e && a->w->dtype == ENG_DTYPE_Q8_0 && a->x16)
+    if (b < e && a->w->dtype == ENG_DTYPE_Q4_K)
+        a->c->k->gemv_q4k(a->w->data, a->w->cols, a->x, a->xs, a->bias, a->y, b, e);
+    else if (b < e && a->w->dtype == ENG_DTYPE_Q8_0 && a->x16)
         a->c->k->gemv_q8_x16(a->w->data, a->w->cols, a->x16, a->bias, a->y, b, e);
     else if (b < e && a->w->dtype == ENG_DTYPE_Q8_0)
         a->c->k->gemv_q8(a->w->data, a->w->cols, a->x, a->bias, a->y, b, e);
@@ -3184,6 +3477,19 @@ static void mm_packed_task(void *p, int ith, int nth)
                 for (int i = 0; i < nr; i++)
                     src[i] = (const eng_q8_block *)w->data + (size_t)(r0 + i) * (K / 32) + k0 / 32;
                 k->pack32_q8(src, nr, kc, P);
+            } else if (w->dtype == ENG_DTYPE_Q4_K) {
+                /* each row's chunk (k0 and kc are multiples of 256) to
+                 * f32, then into its column of P */
+                float row[PACK_K];
+                for (int i = 0; i < PACK_ROWS; i++) {
+                    if (i < nr)
+                        eng_dequant_row_f32(GGML_TYPE_Q4_K,
+                                            (const char *)w->data +
+                                                eng_dtype_bytes(w->dtype, (size_t)(r0 + i) * K + k0),
+                                            row, (size_t)kc);
+                    for (long q = 0; q < kc; q++)
+                        P[q * PACK_ROWS + i] = i < nr ? row[q] : 0.0f;
+                }
             } else {
                 const void *src[PACK_ROWS];
                 for (int i = 0; i < nr; i++)
@@ -3230,6 +3536,14 @@ static void mm_prefill_task(void *p, int ith, int nth)
                 for (int i = 0; i < nr; i++) {
                     q8_to_f32((const eng_q8_block *)w->data + (size_t)(r0 + i) * (K / 32) + k0 / 32,
                               kc, scr + (size_t)i * kc);
+                    wr[i] = scr + (size_t)i * kc;
+                }
+            } else if (w->dtype == ENG_DTYPE_Q4_K) {
+                for (int i = 0; i < nr; i++) {
+                    eng_dequant_row_f32(GGML_TYPE_Q4_K,
+                                        (const char *)w->data +
+                                            eng_dtype_bytes(w->dtype, (size_t)(r0 + i) * K + k0),
+                                        scr + (size_t)i * kc, (size_t)kc);
                     wr[i] = scr + (size_t)i * kc;
                 }
             } else if (f16) {
@@ -3284,14 +3598,25 @@ static bool x16_ready(cpu_ctx *c, const float *x, long cols, x16_row *ret)
     return true;
 }
 
+/* x_sums32(x) for a decode step's Q4_K GEMVs, in the upper half of abuf
+ * (x16_ready's 16-bit x takes the lower). */
+static const float *q4k_sums(cpu_ctx *c, const float *x, long cols)
+{
+    float *xs = c->abuf + ABUF_FLOATS / 2;
+    x_sums32(x, cols, xs);
+    return xs;
+}
+
 static void op_matmul(eng_backend *be, const eng_weight *w, const float *bias, const float *x,
                       float *y, int n_tokens)
 {
     cpu_ctx *c = ctx_of(be);
     if (!w || !x || !y || n_tokens <= 0 || w->rows <= 0 || w->cols <= 0 ||
-        (w->dtype == ENG_DTYPE_Q8_0 && w->cols % 32))
+        w->cols % eng_dtype_block(w->dtype))
         return;
-    mm_args a = { c, w, bias, x, y, n_tokens, NULL };
+    mm_args a = { c, w, bias, x, y, n_tokens, NULL, NULL };
+    if (n_tokens == 1 && w->dtype == ENG_DTYPE_Q4_K)
+        a.xs = q4k_sums(c, x, w->cols);
     long work = (long)w->rows * w->cols * n_tokens;
     x16_row xr;
     if (n_tokens == 1 && w->dtype == ENG_DTYPE_Q8_0 && x16_ready(c, x, w->cols, &xr))
@@ -3326,7 +3651,7 @@ static void op_matmul3(eng_backend *be, const eng_weight *const w[3], const floa
     bool ok = n_tokens == 1;
     for (int i = 0; i < 3 && ok; i++)
         ok = w[i] && y[i] && w[i]->rows > 0 && w[i]->cols > 0 &&
-             !(w[i]->dtype == ENG_DTYPE_Q8_0 && w[i]->cols % 32) &&
+             w[i]->cols % eng_dtype_block(w[i]->dtype) == 0 &&
              (long)w[i]->rows * w[i]->cols >= 16384;
     if (!ok) { /* prefill, small, or bad: op_matmul handles (or drops) each */
         for (int i = 0; i < 3; i++)
@@ -3335,7 +3660,10 @@ static void op_matmul3(eng_backend *be, const eng_weight *const w[3], const floa
     }
     mm_args a[3];
     for (int i = 0; i < 3; i++)
-        a[i] = (mm_args){ c, w[i], bias ? bias[i] : NULL, x, y[i], 1, NULL };
+        a[i] = (mm_args){ c, w[i], bias ? bias[i] : NULL, x, y[i], 1, NULL, NULL };
+    for (int i = 0; i < 3; i++)
+        if (w[i]->dtype == ENG_DTYPE_Q4_K)
+            a[i].xs = q4k_sums(c, x, w[i]->cols); /* the same x: the same sums */
     /* one x in 16 bits for the three (of one width, as the model asks) */
     x16_row xr;
     const bool q8 = w[0]->dtype == ENG_DTYPE_Q8_0 || w[1]->dtype == ENG_DTYPE_Q8_0 ||
@@ -4533,7 +4861,8 @@ static const eng_backend_iface cpu_iface = {
     .name = "cpu",
     .free = op_free,
     .host_memory = true,
-    .dtypes = 1u << ENG_DTYPE_F16 | 1u << ENG_DTYPE_F32 | 1u << ENG_DTYPE_Q8_0,
+    .dtypes = 1u << ENG_DTYPE_F16 | 1u << ENG_DTYPE_F32 | 1u << ENG_DTYPE_Q8_0 |
+              1u << ENG_DTYPE_Q4_K,
     .alloc = mem_alloc,
     .mem_free = mem_free,
     .mem_info = mem_info,

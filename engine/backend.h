@@ -25,7 +25,8 @@
  * Shapes are written [outer][inner], inner contiguous. Activations are f32;
  * weights are f16 or f32 (eng_dtype; a GPU backend takes f16 only), and
  * a matrix or an FFN's slots may be Q8_0 where dtypes says so: rows of
- * cols / 32 blocks of eng_q8_block; the KV cache is f16.
+ * cols / 32 blocks of eng_q8_block; a matrix (not an FFN) may be Q4_K
+ * there: rows of cols / 256 eng_q4k_block; the KV cache is f16.
  */
 #ifndef ENGINE_BACKEND_H
 #define ENGINE_BACKEND_H
@@ -42,10 +43,49 @@ typedef struct eng_q8_block {
 } eng_q8_block;
 _Static_assert(sizeof(eng_q8_block) == 34, "a Q8_0 block is 34 bytes, as in the GGUF");
 
-/* Bytes of n weights of type dt (n a multiple of 32 for Q8_0). */
+/* ENG_DTYPE_Q4_K: ggml's block_q4_K, 256 weights. Sub-block j (32
+ * weights) is x[i] = d * sc_j * q[i] - dmin * m_j, sc_j and m_j 6-bit
+ * (packed in scales[12] as ggml packs them), q 4-bit: the 64 weights of
+ * sub-blocks 2p and 2p + 1 are the low and high nibbles of qs[32p ..
+ * 32p + 32). */
+#define ENG_Q4K_BLOCK_BYTES 144
+typedef struct eng_q4k_block {
+    uint16_t d, dmin; /* f16 */
+    uint8_t scales[12];
+    uint8_t qs[128];
+} eng_q4k_block;
+_Static_assert(sizeof(eng_q4k_block) == ENG_Q4K_BLOCK_BYTES, "a Q4_K block is 144 bytes");
+
+/* Sub-block j's 6-bit scale and min from a Q4_K block's scales: pairs 0-3
+ * in the low 6 bits of bytes 0-7, pairs 4-7 in bytes 8-11's nibbles with
+ * the top 2 bits of bytes 0-7. */
+static inline void eng_q4k_scale_min(const uint8_t *q, int j, uint8_t *sc, uint8_t *m)
+{
+    if (j < 4) {
+        *sc = q[j] & 63;
+        *m = q[j + 4] & 63;
+    } else {
+        *sc = (uint8_t)((q[j + 4] & 0x0f) | ((q[j - 4] >> 6) << 4));
+        *m = (uint8_t)((q[j + 4] >> 4) | ((q[j] >> 6) << 4));
+    }
+}
+
+/* Bytes of n weights of type dt (n a multiple of 32 for Q8_0, of 256 for
+ * Q4_K). */
 static inline size_t eng_dtype_bytes(eng_dtype dt, size_t n)
 {
-    return dt == ENG_DTYPE_Q8_0 ? n / 32 * sizeof(eng_q8_block) : dt == ENG_DTYPE_F32 ? 4 * n : 2 * n;
+    switch (dt) {
+    case ENG_DTYPE_Q8_0: return n / 32 * sizeof(eng_q8_block);
+    case ENG_DTYPE_Q4_K: return n / 256 * ENG_Q4K_BLOCK_BYTES;
+    case ENG_DTYPE_F32: return 4 * n;
+    default: return 2 * n;
+    }
+}
+
+/* The elements a row of type dt must be a whole number of (1: any). */
+static inline long eng_dtype_block(eng_dtype dt)
+{
+    return dt == ENG_DTYPE_Q8_0 ? 32 : dt == ENG_DTYPE_Q4_K ? 256 : 1;
 }
 
 typedef struct eng_weight {

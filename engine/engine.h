@@ -58,6 +58,12 @@ typedef enum eng_dtype {
      * the backend computes on them (the CPU), as does everything with
      * q8_matrices below (not a storage choice) */
     ENG_DTYPE_Q8_0 = 2,
+    /* ggml's Q4_K blocks (256 weights in 144 bytes: 8 sub-blocks of 32
+     * 4-bit codes, each with a 6-bit scale and min under the block's f16
+     * d and dmin): a matrix the file holds in Q4_K keeps its own bytes on
+     * the CPU, as a Q8_0 one does (Q4_K_M files: 4.5 bits a weight, not
+     * 8.5), where its rows are whole blocks */
+    ENG_DTYPE_Q4_K = 3,
 } eng_dtype;
 
 typedef struct eng_load_plan_params eng_load_plan_params;

@@ -207,9 +207,15 @@ static int oom_err(loader *ld, size_t bytes, const char *what)
  * anything else in the storage type. */
 static eng_dtype mat_dtype(const eng_model *m, const gguf_tensor *t)
 {
-    if (m->info.storage == ENG_DTYPE_F16 && t && t->ne[0] % 32 == 0 &&
-        (t->type == GGML_TYPE_Q8_0 || m->q8_matrices) && m->be &&
-        (m->be->iface->dtypes & 1u << ENG_DTYPE_Q8_0))
+    const unsigned dts = m->be ? m->be->iface->dtypes : 0;
+    if (m->info.storage != ENG_DTYPE_F16 || !t)
+        return m->info.storage;
+    /* a Q4_K file matrix keeps its blocks too: exact, and 4.5 bits a
+     * weight where Q8_0 would take 8.5 */
+    if (t->type == GGML_TYPE_Q4_K && t->ne[0] % 256 == 0 && (dts & 1u << ENG_DTYPE_Q4_K))
+        return ENG_DTYPE_Q4_K;
+    if (t->ne[0] % 32 == 0 && (t->type == GGML_TYPE_Q8_0 || m->q8_matrices) &&
+        (dts & 1u << ENG_DTYPE_Q8_0))
         return ENG_DTYPE_Q8_0;
     return m->info.storage;
 }
@@ -222,7 +228,16 @@ static eng_dtype ffn_dtype(const eng_model *m, const gguf_file *f)
 {
     /* phi3's gate rows are the first half of its ffn_up */
     const char *gate = m->arch == ENG_ARCH_PHI3 ? "blk.0.ffn_up.weight" : "blk.0.ffn_gate.weight";
-    return m->info.n_embd % 32 == 0 ? mat_dtype(m, gguf_find_tensor(f, gate)) : m->info.storage;
+    if (m->info.n_embd % 32)
+        return m->info.storage;
+    const gguf_tensor *t = gguf_find_tensor(f, gate);
+    const eng_dtype dt = mat_dtype(m, t);
+    /* slots are f16, f32 or Q8_0: a Q4_K file's rows go to Q8_0 with
+     * q8_matrices, else to the storage */
+    if (dt == ENG_DTYPE_Q4_K)
+        return m->q8_matrices && (m->be->iface->dtypes & 1u << ENG_DTYPE_Q8_0) ? ENG_DTYPE_Q8_0
+                                                                              : m->info.storage;
+    return dt;
 }
 
 /* Resident bytes of one FFN neuron: its gate row, up row and down column. */
@@ -651,6 +666,20 @@ static void run_job(loader *ld, const conv_job *j)
     if (j->dt == ENG_DTYPE_Q8_0 && j->t->type == GGML_TYPE_Q8_0 && j->rot_period == 0) {
         /* the file's own blocks: a Q8_0 row is rb bytes there too */
         memcpy(dst, (const uint8_t *)j->t->data + (j->src_r0 + j->r0) * rb, (j->r1 - j->r0) * rb);
+    } else if (j->dt == ENG_DTYPE_Q4_K) {
+        /* the file's own blocks (mat_dtype: only a Q4_K tensor is); a
+         * scaled row scales every weight, so its blocks' d and dmin,
+         * rounded to f16 as the file holds them */
+        memcpy(dst, (const uint8_t *)j->t->data + (j->src_r0 + j->r0) * rb, (j->r1 - j->r0) * rb);
+        for (uint64_t i = j->r0; i < j->r1; i++) {
+            if (!rot_scaled(j->rot_period, j->rot_n, i))
+                continue;
+            eng_q4k_block *b = (eng_q4k_block *)(dst + (i - j->r0) * rb);
+            for (uint64_t k = 0; k < j->cols / 256; k++) {
+                b[k].d = eng_f32_to_f16(eng_f16_to_f32(b[k].d) * j->rot_scale);
+                b[k].dmin = eng_f32_to_f16(eng_f16_to_f32(b[k].dmin) * j->rot_scale);
+            }
+        }
     } else {
         for (uint64_t i = j->r0; i < j->r1; i++) {
             dequant_row(ld, j->t, j->src_r0 + i, ld->row);

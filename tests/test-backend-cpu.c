@@ -9,6 +9,8 @@
  *   get_rows, add: exact.   store_f16: bit-exact round-to-nearest-even.
  *   matmul: |y - ref| <= 3e-5 * sum_k |w_k x_k| + 1e-6 * |bias|; decode in
  *           Q8_0 + sum_b max_b|x| / 65534 * sum_(k in b) |w_k| (x in 16 bits)
+ *           Q4_K: sum_k over (|d sc q_k| + |dmin m|) |x_k| (the kernels
+ *           take the mins off apart)
  *   matmul3: bit for bit three matmuls
  *   rmsnorm: |y - ref| <= 2e-6 * |ref| + 1e-7
  *   rope: |y - ref| <= 3e-6 * (|x0| + |x1|)  (theta in double, cos/sin in float)
@@ -145,6 +147,19 @@ static uint16_t rand_half(float lo, float hi)
  * of either sign */
 static void *make_weights(eng_dtype dt, long n)
 {
+    if (dt == ENG_DTYPE_Q4_K) {
+        /* random scale bytes cover every 6-bit scale and min */
+        eng_q4k_block *b = malloc((size_t)(n / 256 > 0 ? n / 256 : 1) * sizeof(*b));
+        for (long i = 0; i < n / 256; i++) {
+            b[i].d = rand_half(0.0001f, 0.0005f);
+            b[i].dmin = rand_half(0.0001f, 0.0005f);
+            for (int j = 0; j < 12; j++)
+                b[i].scales[j] = (uint8_t)irand(256);
+            for (int j = 0; j < 128; j++)
+                b[i].qs[j] = (uint8_t)irand(256);
+        }
+        return b;
+    }
     if (dt == ENG_DTYPE_Q8_0) {
         eng_q8_block *b = malloc((size_t)(n / 32 > 0 ? n / 32 : 1) * sizeof(*b));
         for (long i = 0; i < n / 32; i++) {
@@ -166,13 +181,47 @@ static void *make_weights(eng_dtype dt, long n)
     return p;
 }
 
+/* Q4_K element i's two terms, d * sc * q and dmin * m (written out here
+ * from ggml's layout, not taken from the engine). */
+static void q4k_terms(const void *p, long i, double *dq, double *dm)
+{
+    const eng_q4k_block *b = (const eng_q4k_block *)p + i / 256;
+    const int e = (int)(i % 256), j = e / 32, l = e % 32;
+    const uint8_t *s = b->scales;
+    const int sc = j < 4 ? s[j] & 63 : (s[j + 4] & 15) | (s[j - 4] >> 6) << 4;
+    const int m = j < 4 ? s[j + 4] & 63 : (s[j + 4] >> 4) | (s[j] >> 6) << 4;
+    const uint8_t byte = b->qs[32 * (j / 2) + l];
+    const int q = j % 2 ? byte >> 4 : byte & 15;
+    *dq = h2d(b->d) * sc * q;
+    *dm = h2d(b->dmin) * m;
+}
+
+/* |w_i|, or for Q4_K the sum of its terms' magnitudes (the kernels sum the
+ * two apart, so their rounding scales with both) */
+static double wmag(eng_dtype dt, const void *p, long i);
+
 static double wget(eng_dtype dt, const void *p, long i)
 {
+    if (dt == ENG_DTYPE_Q4_K) {
+        double dq, dm;
+        q4k_terms(p, i, &dq, &dm);
+        return dq - dm;
+    }
     if (dt == ENG_DTYPE_Q8_0) {
         const eng_q8_block *b = (const eng_q8_block *)p + i / 32;
         return h2d(b->d) * b->q[i % 32];
     }
     return dt == ENG_DTYPE_F16 ? h2d(((const uint16_t *)p)[i]) : ((const float *)p)[i];
+}
+
+static double wmag(eng_dtype dt, const void *p, long i)
+{
+    if (dt == ENG_DTYPE_Q4_K) {
+        double dq, dm;
+        q4k_terms(p, i, &dq, &dm);
+        return fabs(dq) + fabs(dm);
+    }
+    return fabs(wget(dt, p, i));
 }
 
 /* The weights as doubles, converted once (h2d is slow in inner loops). */
@@ -205,14 +254,17 @@ static float *make_f32(long n, float lo, float hi)
 
 static const char *dt_name(eng_dtype dt)
 {
-    return dt == ENG_DTYPE_F16 ? "f16" : dt == ENG_DTYPE_Q8_0 ? "q8_0" : "f32";
+    return dt == ENG_DTYPE_F16    ? "f16"
+           : dt == ENG_DTYPE_Q8_0 ? "q8_0"
+           : dt == ENG_DTYPE_Q4_K ? "q4_k"
+                                  : "f32";
 }
 
 /* ---- ops ----------------------------------------------------------------- */
 
 static void test_get_rows(eng_backend *be, eng_dtype dt)
 {
-    int rows = 37, cols = dt == ENG_DTYPE_Q8_0 ? 96 : 100, n = 9;
+    int rows = 37, cols = dt == ENG_DTYPE_Q8_0 ? 96 : dt == ENG_DTYPE_Q4_K ? 512 : 100, n = 9;
     void *w = make_weights(dt, (long)rows * cols);
     eng_weight W = { dt, rows, cols, w };
     int32_t ids[9] = { 0, 36, 5, 5, -1, 37, 12, 1000000, 20 };
@@ -237,6 +289,9 @@ static void test_matmul_one(eng_backend *be, eng_dtype dt, int rows, int cols, i
     float *y = make_f32((long)nt * rows, 1e30f, 1e30f);
     be->iface->matmul(be, &W, b, x, y, nt);
     double *wd = to_double(dt, w, (long)rows * cols);
+    double *wm = malloc(sizeof(double) * (size_t)rows * cols);
+    for (long i = 0; i < (long)rows * cols; i++)
+        wm[i] = wmag(dt, w, i);
     int bad = 0;
     for (int t = 0; t < nt; t++)
         for (int r = 0; r < rows; r++) {
@@ -244,7 +299,7 @@ static void test_matmul_one(eng_backend *be, eng_dtype dt, int rows, int cols, i
             for (int k = 0; k < cols; k++) {
                 double p = wd[(long)r * cols + k] * x[(long)t * cols + k];
                 ref += p;
-                mag += fabs(p);
+                mag += wm[(long)r * cols + k] * fabs(x[(long)t * cols + k]);
             }
             if (b)
                 ref += b[r];
@@ -266,6 +321,7 @@ static void test_matmul_one(eng_backend *be, eng_dtype dt, int rows, int cols, i
     if (bad)
         n_fail++;
     free(wd);
+    free(wm);
     free(w);
     free(x);
     free(b);
@@ -280,10 +336,15 @@ static void test_matmul(eng_backend *be, eng_dtype dt)
      * packed K chunk (2048) and the dot path's (4096) */
     static const int shapes_q8[][2] = { { 1, 32 },    { 3, 64 },    { 13, 96 },  { 37, 576 },
                                         { 64, 576 },  { 197, 576 }, { 576, 160 }, { 21, 4160 } };
+    /* Q4_K rows: 1, 2, 3 and 17 blocks of 256 (past both chunks) */
+    static const int shapes_q4k[][2] = { { 1, 256 },   { 3, 512 },   { 13, 256 },  { 37, 768 },
+                                         { 64, 768 },  { 197, 512 }, { 576, 256 }, { 21, 4352 } };
     static const int nts[] = { 1, 2, 3, 5, 7, 17 };
     for (size_t s = 0; s < sizeof(shapes) / sizeof(shapes[0]); s++)
         for (size_t i = 0; i < sizeof(nts) / sizeof(nts[0]); i++) {
-            const int *sh = dt == ENG_DTYPE_Q8_0 ? shapes_q8[s] : shapes[s];
+            const int *sh = dt == ENG_DTYPE_Q8_0   ? shapes_q8[s]
+                            : dt == ENG_DTYPE_Q4_K ? shapes_q4k[s]
+                                                   : shapes[s];
             if (sh[1] > 1000 && nts[i] > 5 && nts[i] != 17) /* 17: chunks of K packed */
                 continue;
             test_matmul_one(be, dt, sh[0], sh[1], nts[i], (s + i) % 2 == 0);
@@ -296,7 +357,7 @@ static void test_matmul(eng_backend *be, eng_dtype dt)
 static void test_matmul3(eng_backend *be, eng_dtype dt)
 {
     static const int rows[][3] = { { 576, 192, 192 }, { 13, 37, 64 }, { 1, 96, 5 } };
-    const int cols = dt == ENG_DTYPE_Q8_0 ? 576 : 100;
+    const int cols = dt == ENG_DTYPE_Q8_0 ? 576 : dt == ENG_DTYPE_Q4_K ? 512 : 100;
     for (size_t s = 0; s < sizeof(rows) / sizeof(rows[0]); s++)
         for (int nt = 1; nt <= 3; nt += 2) {
             void *w[3];
@@ -1323,6 +1384,10 @@ int main(void)
             test_ffn_runs(be, ENG_DTYPE_Q8_0);
             test_ffn_pick(be, ENG_DTYPE_Q8_0);
             test_sketch_q8(be);
+            /* matrices in Q4_K (a Q4_K_M file's), the FFN never */
+            test_get_rows(be, ENG_DTYPE_Q4_K);
+            test_matmul(be, ENG_DTYPE_Q4_K);
+            test_matmul3(be, ENG_DTYPE_Q4_K);
             test_silu(be);
             /* GeGLU (Gemma): the FFN's kernels under the other activation */
             g_act = ENG_ACT_GELU;

@@ -134,6 +134,50 @@ static void check_block_type(const char *synth, const char *data_dir, const char
     check_logits(synth, data_dir, "tiny-k", type, NULL, name, 320, 0.02, 0.005);
 }
 
+/* A Q4_K file's matrices keep its blocks on the CPU (exact, 4.5 bits a
+ * weight), the FFN's slots do not (f16 here, or Q8_0 with q8_matrices):
+ * decode, a token at a time through the Q4_K GEMV, against llama.cpp's
+ * logits of the F32 rewrite as check_block_type's prefill. */
+static void check_q4k_native(const char *synth, const char *data_dir)
+{
+    char model[32], ref_path[4096];
+    synth_kv(synth, "tiny-k", "q4_k", NULL, model);
+    snprintf(ref_path, sizeof(ref_path), "%s/synth-tiny-k-q4_k.logits", data_dir);
+    FILE *f = fopen(ref_path, "rb");
+    CHECKF(f, "cannot open %s", ref_path);
+    static float ref[N_TOK * 320];
+    CHECK(fread(ref, sizeof(float), N_TOK * 320, f) == N_TOK * 320);
+    fclose(f);
+    for (int q8 = 0; q8 < 2; q8++) {
+        eng_model *m;
+        eng_error err;
+        eng_model_params mp = eng_model_params_default();
+        mp.n_threads = 2;
+        mp.q8_matrices = q8;
+        CHECKF(eng_model_load(model, &mp, &m, &err) == 0, "tiny-k q4_k: %s", err.msg);
+        CHECK(m->layers[0].wq.dtype == ENG_DTYPE_Q4_K && m->layers[0].wo.dtype == ENG_DTYPE_Q4_K &&
+              m->tok_embd.dtype == ENG_DTYPE_Q4_K);
+        CHECK(m->info.ffn_dtype == (q8 ? ENG_DTYPE_Q8_0 : ENG_DTYPE_F16));
+        eng_session *s;
+        CHECK(eng_session_new(m, NULL, &s) == 0);
+        double worst = 0;
+        for (int t = 0; t < N_TOK; t++) {
+            CHECK(eng_session_eval(s, TOKENS + t, 1, 0) == 0);
+            const float *l = eng_session_logits(s, 0);
+            for (int v = 0; v < 320; v++) {
+                const double d = fabs((double)l[v] - ref[t * 320 + v]);
+                worst = d > worst || isnan(d) ? d : worst;
+            }
+        }
+        printf("tiny-k-q4_k decode%s: max |diff| %.5f\n", q8 ? " (q8 FFN)" : "", worst);
+        /* Q8_0 slots round the FFN's rows to 8 bits: 0.05 apart */
+        CHECKF(worst < (q8 ? 0.06 : 0.02), "tiny-k q4_k decode: logits %g from llama.cpp's", worst);
+        eng_session_free(s);
+        eng_model_free(m);
+    }
+    unlink(model);
+}
+
 /* A file in Q8_0: its matrices and its FFN's gate and up rows keep the
  * file's blocks byte for byte (a W_down column is requantized across the
  * file's rows), and the logits stay near an f32 load of the same file
@@ -541,6 +585,7 @@ int main(int argc, char **argv)
     static const char *const block_types[] = { "q2_k", "q3_k", "q4_k", "q5_k", "q6_k", "iq4_nl", "iq4_xs" };
     for (size_t i = 0; i < sizeof(block_types) / sizeof(block_types[0]); i++)
         check_block_type(argv[1], argv[2], block_types[i]);
+    check_q4k_native(argv[1], argv[2]);
     check_phi3_plan(argv[1]);
     check_phi3_q8(argv[1]);
     check_gemma(argv[1], "tiny-gemma2");
