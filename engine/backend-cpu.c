@@ -1148,6 +1148,38 @@ VALWAYS void q4k_factors8(const eng_q4k_block *b, const float *xs, float dsc[8],
                             _mm256_loadu_ps(xs), *mins);
 }
 
+/* Block i of four Q4_K rows: its three lines prefetched in the rows pf
+ * (when not NULL), its factors into dsc, its mins' terms into mins. */
+VALWAYS void q4k_block4(const eng_q4k_block *const b[4], long i, const float *xs,
+                        const char *const *pf, float dsc[4][8], __m256 mins[4])
+{
+    if (pf)
+        for (int j = 0; j < 4; j++)
+            for (int l = 0; l < ENG_Q4K_BLOCK_BYTES; l += 64)
+                _mm_prefetch(pf[j] + i * ENG_Q4K_BLOCK_BYTES + l, _MM_HINT_T0);
+    for (int j = 0; j < 4; j++)
+        q4k_factors8(b[j] + i, xs + 8 * i, dsc[j], &mins[j]);
+}
+
+/* Q4_K rows four quarters side by side, as GEMV_Q8_BODY walks Q8_0 ones,
+ * DOT4 the set's four-row dot product; the rest by the scalar kernel. */
+#define GEMV_Q4K_BODY(DOT4)                                                                  \
+    const long nb = cols / 256, q = (r1 - r0) / 4;                                           \
+    for (long i0 = 0; i0 < q; i0++) {                                                        \
+        const long rr[4] = { r0 + i0, r0 + q + i0, r0 + 2 * q + i0, r0 + 3 * q + i0 };       \
+        const eng_q4k_block *b[4];                                                           \
+        const char *pf[4];                                                                   \
+        for (int j = 0; j < 4; j++) {                                                        \
+            b[j] = w + (size_t)rr[j] * nb;                                                   \
+            pf[j] = (const char *)(b[j] + GEMV_PF_ROWS * nb); /* past the end: a hint */     \
+        }                                                                                    \
+        float o[4];                                                                          \
+        DOT4(b, x, xs, nb, o, GEMV_PF_ROWS ? pf : NULL);                                     \
+        for (int j = 0; j < 4; j++)                                                          \
+            y[rr[j]] = o[j] + (bias ? bias[rr[j]] : 0.0f);                                   \
+    }                                                                                        \
+    s_gemv_q4k(w, cols, x, xs, bias, y, r0 + 4 * q, r1);
+
 /* Four Q4_K rows (nb blocks) against x: per sub-block the 32 products of
  * codes and x in a register, times the sub-block's d * sc into the row's
  * sum, and the mins off as dmin * m * xs once a row (as s_dot_q4k); the
@@ -1161,13 +1193,8 @@ VALWAYS void dot4_q4k(const eng_q4k_block *const b[4], const float *x, const flo
     __m256 mins[4] = { _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),
                        _mm256_setzero_ps() };
     for (long i = 0; i < nb; i++) {
-        if (pf)
-            for (int j = 0; j < 4; j++)
-                for (int l = 0; l < ENG_Q4K_BLOCK_BYTES; l += 64)
-                    _mm_prefetch(pf[j] + i * ENG_Q4K_BLOCK_BYTES + l, _MM_HINT_T0);
         float dsc[4][8];
-        for (int j = 0; j < 4; j++)
-            q4k_factors8(b[j] + i, xs + 8 * i, dsc[j], &mins[j]);
+        q4k_block4(b, i, xs, pf, dsc, mins);
         for (int p = 0; p < 4; p++) {
             const float *xb = x + 256 * i + 64 * p;
             __m256 xv[8];
@@ -1202,25 +1229,10 @@ VALWAYS void dot4_q4k(const eng_q4k_block *const b[4], const float *x, const flo
         out[j] = o[j] - mn[j];
 }
 
-/* Q4_K rows four quarters side by side, as GEMV_Q8_BODY walks Q8_0 ones. */
 TGT static void v_gemv_q4k(const eng_q4k_block *w, long cols, const float *x, const float *xs,
                            const float *bias, float *y, long r0, long r1)
 {
-    const long nb = cols / 256, q = (r1 - r0) / 4;
-    for (long i0 = 0; i0 < q; i0++) {
-        const long rr[4] = { r0 + i0, r0 + q + i0, r0 + 2 * q + i0, r0 + 3 * q + i0 };
-        const eng_q4k_block *b[4];
-        const char *pf[4];
-        for (int j = 0; j < 4; j++) {
-            b[j] = w + (size_t)rr[j] * nb;
-            pf[j] = (const char *)(b[j] + GEMV_PF_ROWS * nb); /* past the end: a hint */
-        }
-        float o[4];
-        dot4_q4k(b, x, xs, nb, o, GEMV_PF_ROWS ? pf : NULL);
-        for (int j = 0; j < 4; j++)
-            y[rr[j]] = o[j] + (bias ? bias[rr[j]] : 0.0f);
-    }
-    s_gemv_q4k(w, cols, x, xs, bias, y, r0 + 4 * q, r1);
+    GEMV_Q4K_BODY(dot4_q4k)
 }
 
 /* Decode's Q8_0 GEMVs with x in 16 bits. Converting every code to f32
@@ -2419,13 +2431,8 @@ VALWAYS512 void dot4_q4k512(const eng_q4k_block *const b[4], const float *x, con
     __m256 mins[4] = { _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),
                        _mm256_setzero_ps() };
     for (long i = 0; i < nb; i++) {
-        if (pf)
-            for (int j = 0; j < 4; j++)
-                for (int l = 0; l < ENG_Q4K_BLOCK_BYTES; l += 64)
-                    _mm_prefetch(pf[j] + i * ENG_Q4K_BLOCK_BYTES + l, _MM_HINT_T0);
         float dsc[4][8];
-        for (int j = 0; j < 4; j++)
-            q4k_factors8(b[j] + i, xs + 8 * i, dsc[j], &mins[j]);
+        q4k_block4(b, i, xs, pf, dsc, mins);
         for (int p = 0; p < 4; p++) {
             const float *xb = x + 256 * i + 64 * p;
             const __m512 x0 = _mm512_loadu_ps(xb), x1 = _mm512_loadu_ps(xb + 16);
@@ -2454,21 +2461,7 @@ VALWAYS512 void dot4_q4k512(const eng_q4k_block *const b[4], const float *x, con
 TGT512 static void v512_gemv_q4k(const eng_q4k_block *w, long cols, const float *x,
                                  const float *xs, const float *bias, float *y, long r0, long r1)
 {
-    const long nb = cols / 256, q = (r1 - r0) / 4;
-    for (long i0 = 0; i0 < q; i0++) {
-        const long rr[4] = { r0 + i0, r0 + q + i0, r0 + 2 * q + i0, r0 + 3 * q + i0 };
-        const eng_q4k_block *b[4];
-        const char *pf[4];
-        for (int j = 0; j < 4; j++) {
-            b[j] = w + (size_t)rr[j] * nb;
-            pf[j] = (const char *)(b[j] + GEMV_PF_ROWS * nb); /* past the end: a hint */
-        }
-        float o[4];
-        dot4_q4k512(b, x, xs, nb, o, GEMV_PF_ROWS ? pf : NULL);
-        for (int j = 0; j < 4; j++)
-            y[rr[j]] = o[j] + (bias ? bias[rr[j]] : 0.0f);
-    }
-    s_gemv_q4k(w, cols, x, xs, bias, y, r0 + 4 * q, r1);
+    GEMV_Q4K_BODY(dot4_q4k512)
 }
 
 static const kernels kern_avx512 = {

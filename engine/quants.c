@@ -24,6 +24,7 @@
  * In the 32-element formats byte j holds element j (low nibble) and element
  * j + 16 (high nibble).
  */
+#include "backend.h"
 #include "quants.h"
 
 #include <errno.h>
@@ -206,18 +207,10 @@ static void dq_q8_0(const uint8_t *b, float *y)
         y[j] = qs[j] * d;
 }
 
-/* The 8 six-bit (scale, min) pairs of Q4_K/Q5_K: pairs 0-3 in the low 6
- * bits of bytes 0-7, pairs 4-7 split between bytes 8-11 (low 4 bits) and
- * the top 2 bits of bytes 0-7. */
+/* The 8 six-bit (scale, min) pairs of Q4_K/Q5_K (backend.h's reader) */
 static void k4_scale_min(int j, const uint8_t *q, uint8_t *sc, uint8_t *m)
 {
-    if (j < 4) {
-        *sc = q[j] & 63;
-        *m = q[j + 4] & 63;
-    } else {
-        *sc = (uint8_t)((q[j + 4] & 0x0f) | ((q[j - 4] >> 6) << 4));
-        *m = (uint8_t)((q[j + 4] >> 4) | ((q[j] >> 6) << 4));
-    }
+    eng_q4k_scale_min(q, j, sc, m);
 }
 
 static void dq_q4_k(const uint8_t *b, float *y)
