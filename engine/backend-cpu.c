@@ -307,6 +307,7 @@ struct ffn_args {
      * decode walk only; NULL: every index is w's) */
     const eng_ffn_weights *w2;
     long n1;
+    const float *xs; /* decode in Q4_K: x_sums32(x) */
 };
 
 /* Slot of selected index j, or -1 when out of range (w's slots only). */
@@ -316,9 +317,10 @@ static inline long slot_of(const ffn_args *a, long j)
     return (s >= 0 && s < a->w->n_slots) ? s : -1;
 }
 
-/* The decode walk's rows of selected index j: its gate row (up follows)
- * and its down row, rs bytes each; false when its slot is out of range. */
-static inline bool slot_rows(const ffn_args *a, long j, size_t rs, const char **gu,
+/* The decode walk's rows of selected index j: its gate row (up follows),
+ * rs bytes each, and its down row, rd bytes; false when its slot is out of
+ * range. */
+static inline bool slot_rows(const ffn_args *a, long j, size_t rs, size_t rd, const char **gu,
                              const char **down)
 {
     const eng_ffn_weights *w = a->w;
@@ -332,7 +334,7 @@ static inline bool slot_rows(const ffn_args *a, long j, size_t rs, const char **
         return false;
     }
     *gu = (const char *)w->gate_up + (size_t)s * 2 * rs;
-    *down = (const char *)w->down + (size_t)s * rs;
+    *down = (const char *)w->down + (size_t)s * rd;
     return true;
 }
 
@@ -448,10 +450,12 @@ static void s_gemv_q4k(const eng_q4k_block *w, long cols, const float *x, const 
         y[r] = s_dot_q4k(w + (size_t)r * nb, x, xs, nb) + (bias ? bias[r] : 0.0f);
 }
 
-/* An FFN row (f16, f32 or Q8_0) times x over n. */
-static float s_dot_row(const void *w, eng_dtype dt, const float *x, long n)
+/* An FFN row (f16, f32, Q8_0 or Q4_K, xs = x_sums32(x)) times x over n. */
+static float s_dot_row(const void *w, eng_dtype dt, const float *x, const float *xs, long n)
 {
-    return dt == ENG_DTYPE_Q8_0 ? s_dot_q8(w, x, n / 32) : s_dot_w(w, dt == ENG_DTYPE_F16, x, n);
+    return dt == ENG_DTYPE_Q8_0   ? s_dot_q8(w, x, n / 32)
+           : dt == ENG_DTYPE_Q4_K ? s_dot_q4k(w, x, xs, n / 256)
+                                  : s_dot_w(w, dt == ENG_DTYPE_F16, x, n);
 }
 
 /* Element i of an FFN row. */
@@ -507,16 +511,17 @@ static void s_ffn_fused(const ffn_args *a, long j0, long j1, float *acc)
 {
     const eng_ffn_weights *w = a->w;
     const long E = w->n_embd;
-    const size_t rb = eng_dtype_bytes(w->dtype, (size_t)E);
+    const eng_dtype dd = eng_ffn_down_dtype(w->dtype);
+    const size_t rb = eng_ffn_row_bytes(w->dtype, E), rd = eng_ffn_down_bytes(w->dtype, E);
     for (long j = j0; j < j1; j++) {
         const char *g, *d;
         float av = 0.0f;
-        if (slot_rows(a, j, rb, &g, &d)) {
-            float gs = s_dot_row(g, w->dtype, a->x, E);
-            float us = s_dot_row(g + rb, w->dtype, a->x, E);
+        if (slot_rows(a, j, rb, rd, &g, &d)) {
+            float gs = s_dot_row(g, w->dtype, a->x, a->xs, E);
+            float us = s_dot_row(g + rb, w->dtype, a->x, a->xs, E);
             av = gate_act(gs, w->act) * us;
             for (long k = 0; k < E; k++)
-                acc[k] += av * wval_dt(d, k, w->dtype);
+                acc[k] += av * wval_dt(d, k, dd);
         }
         if (a->act)
             a->act[j] = av;
@@ -527,7 +532,8 @@ static void s_ffn_down(const ffn_args *a, const float *A, long lda, float *y, lo
                        long c0, long nc, float *scratch)
 {
     const eng_ffn_weights *w = a->w;
-    const size_t rb = eng_dtype_bytes(w->dtype, (size_t)w->n_embd);
+    const eng_dtype dd = eng_ffn_down_dtype(w->dtype);
+    const size_t rb = eng_ffn_down_bytes(w->dtype, w->n_embd);
     for (int t = 0; t < nt; t++)
         for (long c = 0; c < nc; c++)
             y[t * ldy + c0 + c] = 0.0f;
@@ -540,7 +546,7 @@ static void s_ffn_down(const ffn_args *a, const float *A, long lda, float *y, lo
             float av = A[t * lda + j];
             float *yt = y + t * ldy + c0;
             for (long c = 0; c < nc; c++)
-                yt[c] += av * wval_dt(d, c0 + c, w->dtype);
+                yt[c] += av * wval_dt(d, c0 + c, dd);
         }
     }
 }
@@ -780,7 +786,8 @@ static const kernels kern_scalar = {
 /* The decode FFN's walk, shared by the kernel sets and weight types: DOT4
  * (four rows against X, the token as DOT4 takes it, prefetching four
  * more) and AXPY2 (acc += two scaled down rows, prefetching two more) are
- * the set's kernels for the type, rs the bytes of a row.
+ * the set's kernels for the type, rs the bytes of a gate or up row, rd of
+ * a down row.
  *
  * Two slots per step, one from each half of [j0, j1): the rows gate, up of
  * both share the x loads, their down rows share the load/store of acc, and
@@ -789,21 +796,21 @@ static const kernels kern_scalar = {
  * steps ahead are prefetched: selected slots are scattered, so the hardware
  * prefetcher cannot run ahead across them. A slot without a valid partner
  * (odd counts, slots out of range) goes on its own, its rows twice. */
-#define FFN_FUSED_BODY(DOT4, AXPY2, rs, X)                                                   \
+#define FFN_FUSED_BODY(DOT4, AXPY2, rs, rd, X)                                               \
     const long E = a->w->n_embd;                                                             \
     const long h = (j1 - j0) / 2;                                                            \
     for (long i = 0; i < h; i++) {                                                           \
         const long ja = j0 + i, jb = j0 + h + i;                                             \
         const char *ga, *gb, *da, *db;                                                       \
-        if (!slot_rows(a, ja, rs, &ga, &da) || !slot_rows(a, jb, rs, &gb, &db)) {            \
-            ffn_one_slot_##DOT4(a, ja, acc, rs);                                             \
-            ffn_one_slot_##DOT4(a, jb, acc, rs);                                             \
+        if (!slot_rows(a, ja, rs, rd, &ga, &da) || !slot_rows(a, jb, rs, rd, &gb, &db)) {    \
+            ffn_one_slot_##DOT4(a, ja, acc, rs, rd);                                         \
+            ffn_one_slot_##DOT4(a, jb, acc, rs, rd);                                         \
             continue;                                                                        \
         }                                                                                    \
         const char *pf[4] = { NULL, NULL, NULL, NULL }, *pd0 = NULL, *pd1 = NULL;            \
         if (FFN_PF_SLOTS && i + FFN_PF_SLOTS < h &&                                          \
-            slot_rows(a, ja + FFN_PF_SLOTS, rs, &pf[0], &pd0) &&                             \
-            slot_rows(a, jb + FFN_PF_SLOTS, rs, &pf[2], &pd1)) {                             \
+            slot_rows(a, ja + FFN_PF_SLOTS, rs, rd, &pf[0], &pd0) &&                         \
+            slot_rows(a, jb + FFN_PF_SLOTS, rs, rd, &pf[2], &pd1)) {                         \
             pf[1] = pf[0] + rs;                                                              \
             pf[3] = pf[2] + rs;                                                              \
         } else {                                                                             \
@@ -820,15 +827,16 @@ static const kernels kern_scalar = {
         }                                                                                    \
     }                                                                                        \
     if ((j1 - j0) & 1)                                                                       \
-        ffn_one_slot_##DOT4(a, j1 - 1, acc, rs);
+        ffn_one_slot_##DOT4(a, j1 - 1, acc, rs, rd);
 
 /* One slot on its own (a partner out of range): its rows as both pairs. */
 #define FFN_ONE_SLOT(DOT4, AXPY2, ATTR, X)                                                   \
-    ATTR void ffn_one_slot_##DOT4(const ffn_args *a, long j, float *acc, size_t rs)          \
+    ATTR void ffn_one_slot_##DOT4(const ffn_args *a, long j, float *acc, size_t rs,          \
+                                  size_t rd)                                                 \
     {                                                                                        \
         const char *g, *d;                                                                   \
         float av = 0.0f;                                                                     \
-        if (slot_rows(a, j, rs, &g, &d)) {                                                   \
+        if (slot_rows(a, j, rs, rd, &g, &d)) {                                               \
             float o[4];                                                                      \
             DOT4(g, g + rs, g, g + rs, X, a->w->n_embd, o, NULL);                            \
             av = gate_act(o[0], a->w->act) * o[1];                                           \
@@ -1455,17 +1463,32 @@ FFN_ONE_SLOT(dot4_f32, axpy2_f32, VALWAYS, a->x)
 FFN_ONE_SLOT(dot4_q8, axpy2_q8, VALWAYS, a->x)
 FFN_ONE_SLOT(dot4_q8x16, axpy2_q8, VALWAYS, a->x16)
 
+/* The walk's DOT4 over Q4_K gate and up rows: X is the walk's args, for
+ * the token and its sums (ffn_args.xs). */
+VALWAYS void dot4_q4k_ffn(const void *r0, const void *r1, const void *r2, const void *r3,
+                          const ffn_args *a, long n, float out[4], const char *const *pf)
+{
+    const eng_q4k_block *const b[4] = { r0, r1, r2, r3 };
+    dot4_q4k(b, a->x, a->xs, n / 256, out, pf);
+}
+
+FFN_ONE_SLOT(dot4_q4k_ffn, axpy2_q8, VALWAYS, a)
+
 TGT static void v_ffn_fused(const ffn_args *a, long j0, long j1, float *acc)
 {
     const size_t rs = eng_dtype_bytes(a->w->dtype, (size_t)a->w->n_embd);
-    if (a->w->dtype == ENG_DTYPE_F16) {
-        FFN_FUSED_BODY(dot4_f16, axpy2_f16, rs, a->x)
+    if (a->w->dtype == ENG_DTYPE_Q4_K) {
+        /* gate and up 4-bit, down Q8_0 */
+        const size_t rd = eng_ffn_down_bytes(ENG_DTYPE_Q4_K, a->w->n_embd);
+        FFN_FUSED_BODY(dot4_q4k_ffn, axpy2_q8, rs, rd, a)
+    } else if (a->w->dtype == ENG_DTYPE_F16) {
+        FFN_FUSED_BODY(dot4_f16, axpy2_f16, rs, rs, a->x)
     } else if (a->w->dtype == ENG_DTYPE_Q8_0 && a->x16) {
-        FFN_FUSED_BODY(dot4_q8x16, axpy2_q8, rs, a->x16)
+        FFN_FUSED_BODY(dot4_q8x16, axpy2_q8, rs, rs, a->x16)
     } else if (a->w->dtype == ENG_DTYPE_Q8_0) {
-        FFN_FUSED_BODY(dot4_q8, axpy2_q8, rs, a->x)
+        FFN_FUSED_BODY(dot4_q8, axpy2_q8, rs, rs, a->x)
     } else {
-        FFN_FUSED_BODY(dot4_f32, axpy2_f32, rs, a->x)
+        FFN_FUSED_BODY(dot4_f32, axpy2_f32, rs, rs, a->x)
     }
 }
 
@@ -1506,13 +1529,14 @@ VALWAYS void down_tiles(const float *P, long ldp, int nj, long nc, const float *
 VALWAYS void down_pack(const ffn_args *a, long jb, int nj, long cc, long ncc, long ldp, float *P)
 {
     const eng_ffn_weights *w = a->w;
-    const bool f16 = w->dtype == ENG_DTYPE_F16;
-    const size_t rb = eng_dtype_bytes(w->dtype, (size_t)w->n_embd);
+    const eng_dtype dt = eng_ffn_down_dtype(w->dtype);
+    const bool f16 = dt == ENG_DTYPE_F16;
+    const size_t rb = eng_dtype_bytes(dt, (size_t)w->n_embd);
     for (int i = 0; i < nj; i++) {
         long s = slot_of(a, jb + i);
         float *d = P + (size_t)i * ldp;
         long k = 0;
-        if (s >= 0 && w->dtype == ENG_DTYPE_Q8_0) {
+        if (s >= 0 && dt == ENG_DTYPE_Q8_0) {
             /* cc is a multiple of 8: eight columns never straddle a block */
             const eng_q8_block *b = (const eng_q8_block *)((const char *)w->down + (size_t)s * rb);
             for (; k + 8 <= ncc; k += 8) {
@@ -1521,7 +1545,7 @@ VALWAYS void down_pack(const ffn_args *a, long jb, int nj, long cc, long ncc, lo
                                                      _mm256_set1_ps(_cvtsh_ss(bb->d))));
             }
             for (; k < ncc; k++)
-                d[k] = wval_dt(b, cc + k, w->dtype);
+                d[k] = wval_dt(b, cc + k, dt);
         } else if (s >= 0) {
             const char *src = (const char *)w->down + (size_t)s * rb + (size_t)cc * dsize(f16);
             if (f16)
@@ -2192,17 +2216,6 @@ TGT512 static void v512_gemv_q8(const eng_q8_block *w, long cols, const float *x
 
 FFN_ONE_SLOT(dot4_q8_512, axpy2_q8_512, VALWAYS512, a->x)
 
-/* The decode FFN: Q8_0 slots on 512-bit registers, the others as AVX2's */
-TGT512 static void v512_ffn_fused(const ffn_args *a, long j0, long j1, float *acc)
-{
-    if (a->w->dtype != ENG_DTYPE_Q8_0) {
-        v_ffn_fused(a, j0, j1, acc);
-        return;
-    }
-    const size_t rs = eng_dtype_bytes(ENG_DTYPE_Q8_0, (size_t)a->w->n_embd);
-    FFN_FUSED_BODY(dot4_q8_512, axpy2_q8_512, rs, a->x)
-}
-
 TGT512 static void v512_pack32_q8(const eng_q8_block *const *w, int nr, long n, float *P)
 {
     for (int i0 = 0; i0 < 32; i0 += 8)
@@ -2462,6 +2475,31 @@ TGT512 static void v512_gemv_q4k(const eng_q4k_block *w, long cols, const float 
                                  const float *xs, const float *bias, float *y, long r0, long r1)
 {
     GEMV_Q4K_BODY(dot4_q4k512)
+}
+
+/* dot4_q4k_ffn on 512-bit registers */
+VALWAYS512 void dot4_q4k512_ffn(const void *r0, const void *r1, const void *r2, const void *r3,
+                                const ffn_args *a, long n, float out[4], const char *const *pf)
+{
+    const eng_q4k_block *const b[4] = { r0, r1, r2, r3 };
+    dot4_q4k512(b, a->x, a->xs, n / 256, out, pf);
+}
+
+FFN_ONE_SLOT(dot4_q4k512_ffn, axpy2_q8_512, VALWAYS512, a)
+
+/* The decode FFN: Q8_0 and Q4_K slots on 512-bit registers, the others as
+ * AVX2's */
+TGT512 static void v512_ffn_fused(const ffn_args *a, long j0, long j1, float *acc)
+{
+    const size_t rs = eng_dtype_bytes(a->w->dtype, (size_t)a->w->n_embd);
+    if (a->w->dtype == ENG_DTYPE_Q4_K) {
+        const size_t rd = eng_ffn_down_bytes(ENG_DTYPE_Q4_K, a->w->n_embd);
+        FFN_FUSED_BODY(dot4_q4k512_ffn, axpy2_q8_512, rs, rd, a)
+    } else if (a->w->dtype == ENG_DTYPE_Q8_0) {
+        FFN_FUSED_BODY(dot4_q8_512, axpy2_q8_512, rs, rs, a->x)
+    } else {
+        v_ffn_fused(a, j0, j1, acc);
+    }
 }
 
 static const kernels kern_avx512 = {
@@ -2827,15 +2865,35 @@ FFN_ONE_SLOT(n_dot4_f16, n_axpy2_f16, ALWAYS, a->x)
 FFN_ONE_SLOT(n_dot4_f32, n_axpy2_f32, ALWAYS, a->x)
 FFN_ONE_SLOT(n_dot4_q8, n_axpy2_q8, ALWAYS, a->x)
 
+/* The walk's DOT4 over Q4_K gate and up rows, a row at a time (X: the
+ * walk's args, for the token and its sums); the rows pf prefetched whole. */
+ALWAYS void n_dot4_q4k_ffn(const void *r0, const void *r1, const void *r2, const void *r3,
+                           const ffn_args *a, long n, float out[4], const char *const *pf)
+{
+    const eng_q4k_block *const b[4] = { r0, r1, r2, r3 };
+    const long nb = n / 256;
+    for (int j = 0; j < 4; j++) {
+        if (pf)
+            for (long l = 0; l < nb * ENG_Q4K_BLOCK_BYTES; l += 64)
+                __builtin_prefetch(pf[j] + l, 0, 3);
+        out[j] = n_dot_q4k(b[j], a->x, a->xs, nb);
+    }
+}
+
+FFN_ONE_SLOT(n_dot4_q4k_ffn, n_axpy2_q8, ALWAYS, a)
+
 static void n_ffn_fused(const ffn_args *a, long j0, long j1, float *acc)
 {
     const size_t rs = eng_dtype_bytes(a->w->dtype, (size_t)a->w->n_embd);
-    if (a->w->dtype == ENG_DTYPE_F16) {
-        FFN_FUSED_BODY(n_dot4_f16, n_axpy2_f16, rs, a->x)
+    if (a->w->dtype == ENG_DTYPE_Q4_K) {
+        const size_t rd = eng_ffn_down_bytes(ENG_DTYPE_Q4_K, a->w->n_embd);
+        FFN_FUSED_BODY(n_dot4_q4k_ffn, n_axpy2_q8, rs, rd, a)
+    } else if (a->w->dtype == ENG_DTYPE_F16) {
+        FFN_FUSED_BODY(n_dot4_f16, n_axpy2_f16, rs, rs, a->x)
     } else if (a->w->dtype == ENG_DTYPE_Q8_0) {
-        FFN_FUSED_BODY(n_dot4_q8, n_axpy2_q8, rs, a->x)
+        FFN_FUSED_BODY(n_dot4_q8, n_axpy2_q8, rs, rs, a->x)
     } else {
-        FFN_FUSED_BODY(n_dot4_f32, n_axpy2_f32, rs, a->x)
+        FFN_FUSED_BODY(n_dot4_f32, n_axpy2_f32, rs, rs, a->x)
     }
 }
 
@@ -2876,18 +2934,19 @@ ALWAYS void n_down_tiles(const float *P, long ldp, int nj, long nc, const float 
 ALWAYS void down_pack(const ffn_args *a, long jb, int nj, long cc, long ncc, long ldp, float *P)
 {
     const eng_ffn_weights *w = a->w;
-    const bool f16 = w->dtype == ENG_DTYPE_F16;
-    const size_t rb = eng_dtype_bytes(w->dtype, (size_t)w->n_embd);
+    const eng_dtype dt = eng_ffn_down_dtype(w->dtype);
+    const bool f16 = dt == ENG_DTYPE_F16;
+    const size_t rb = eng_dtype_bytes(dt, (size_t)w->n_embd);
     for (int i = 0; i < nj; i++) {
         const long s = slot_of(a, jb + i);
         float *d = P + (size_t)i * ldp;
         long k = 0;
-        if (s >= 0 && w->dtype == ENG_DTYPE_Q8_0) {
+        if (s >= 0 && dt == ENG_DTYPE_Q8_0) {
             /* cc is a multiple of 8, so sixteen columns from a multiple of
              * 16 of the block never straddle it; others one at a time */
             const eng_q8_block *b = (const eng_q8_block *)((const char *)w->down + (size_t)s * rb);
             for (; k < ncc && (cc + k) % 16; k++)
-                d[k] = wval_dt(b, cc + k, w->dtype);
+                d[k] = wval_dt(b, cc + k, dt);
             for (; k + 16 <= ncc; k += 16) {
                 const eng_q8_block *bb = b + (cc + k) / 32;
                 float32x4_t f[4];
@@ -2897,7 +2956,7 @@ ALWAYS void down_pack(const ffn_args *a, long jb, int nj, long cc, long ncc, lon
                     vst1q_f32(d + k + 4 * v, vmulq_n_f32(f[v], dd));
             }
             for (; k < ncc; k++)
-                d[k] = wval_dt(b, cc + k, w->dtype);
+                d[k] = wval_dt(b, cc + k, dt);
         } else if (s >= 0) {
             const char *src = (const char *)w->down + (size_t)s * rb + (size_t)cc * dsize(f16);
             if (f16)
@@ -4223,6 +4282,22 @@ static void ffn_fused_task(void *p, int ith, int nth)
  * ACT_TC tokens at a time. The last chunk's products complete the sums and
  * go through the activation. */
 enum { ACT_KC = 1536, ACT_TC = (SCRATCH_FLOATS - PACK_ROWS * ACT_KC) / PACK_ROWS };
+_Static_assert(ACT_KC % 256 == 0, "a K chunk is whole Q4_K blocks");
+
+/* pack32 of rows of Q4_K blocks (n a multiple of 256), a block of a row
+ * dequantized at a time: the prefill packs a chunk of rows once for all
+ * its tokens, so the plain conversion costs little next to mm6x32. */
+static void pack32_q4k(const eng_q4k_block *const *w, int nr, long n, float *P)
+{
+    float tmp[256];
+    for (int r = 0; r < PACK_ROWS; r++)
+        for (long b = 0; b < n / 256; b++) {
+            if (r < nr)
+                eng_dequant_row_f32(GGML_TYPE_Q4_K, (const uint8_t *)(w[r] + b), tmp, 256);
+            for (int i = 0; i < 256; i++)
+                P[(size_t)(256 * b + i) * PACK_ROWS + r] = r < nr ? tmp[i] : 0.0f;
+        }
+}
 
 static void act_packed_block(ffn_run *r, const void *const *src, int nj, const bool *valid,
                              long j0, float *P)
@@ -4244,6 +4319,8 @@ static void act_packed_block(ffn_run *r, const void *const *src, int nj, const b
                 sk[i] = (const char *)src[i] + eng_dtype_bytes(dt, (size_t)k0);
             if (dt == ENG_DTYPE_Q8_0)
                 k->pack32_q8((const eng_q8_block *const *)sk, 2 * nj, kc, P);
+            else if (dt == ENG_DTYPE_Q4_K)
+                pack32_q4k((const eng_q4k_block *const *)sk, 2 * nj, kc, P);
             else
                 k->pack32(sk, dt == ENG_DTYPE_F16, 2 * nj, kc, P);
             for (int t = 0; t < ntc; t += 6) {
@@ -4316,12 +4393,13 @@ static void ffn_act_task(void *p, int ith, int nth)
     ffn_run *r = p;
     const kernels *k = r->c->k;
     const eng_ffn_weights *w = r->a.w;
-    const bool f16 = w->dtype == ENG_DTYPE_F16, q8 = w->dtype == ENG_DTYPE_Q8_0;
+    const bool f16 = w->dtype == ENG_DTYPE_F16, q8 = w->dtype == ENG_DTYPE_Q8_0,
+               q4k = w->dtype == ENG_DTYPE_Q4_K;
     const size_t rs = eng_dtype_bytes(w->dtype, (size_t)w->n_embd);
     long E = w->n_embd, n_sel = r->a.n_sel;
     /* convert when a block of 16 rows fits the scratch (op_ffn sees that
-     * Q8_0 rows do) */
-    bool convert = (f16 || q8) && (long)BLOCK_ROWS * E <= SCRATCH_FLOATS;
+     * Q8_0 and Q4_K rows do) */
+    bool convert = (f16 || q8 || q4k) && (long)BLOCK_ROWS * E <= SCRATCH_FLOATS;
     float *scr = thread_scratch(r->c, ith);
     long b, e;
     eng_split((n_sel + 7) / 8, ith, nth, &b, &e);
@@ -4358,6 +4436,9 @@ static void ffn_act_task(void *p, int ith, int nth)
         if (convert && q8) {
             for (int i = 0; i < nr; i++)
                 q8_to_f32(rows[i], E, scr + (size_t)i * E);
+        } else if (convert && q4k) {
+            for (int i = 0; i < nr; i++)
+                eng_dequant_row_f32(GGML_TYPE_Q4_K, rows[i], scr + (size_t)i * E, (size_t)E);
         } else if (convert) {
             k->cvt_rows(hrows, nr, E, scr, E);
         }
@@ -4415,22 +4496,36 @@ static void ffn_decode(cpu_ctx *c, ffn_run *r)
 {
     const eng_ffn_weights *w = r->a.w;
     const long E = w->n_embd, work = r->a.n_sel * E * 3;
-    /* gate and up against x in 16 bits, where the kernels have it */
+    /* gate and up against x in 16 bits, where the kernels have it; Q4_K's
+     * mins against x's sums */
     x16_row xr;
+    float xs[SCRATCH_FLOATS / 32];
     if (w->dtype == ENG_DTYPE_Q8_0 && x16_ready(c, r->a.x, E, &xr))
         r->a.x16 = &xr;
+    if (w->dtype == ENG_DTYPE_Q4_K) {
+        x_sums32(r->a.x, E, xs);
+        r->a.xs = xs;
+    }
     run(c, ffn_fused_task, r, work >= 16384);
     int used = (work >= 16384 && c->n_threads > 1) ? c->n_threads : 1;
     for (int i = 1; i < used; i++)
         c->k->add(r->a.y, thread_scratch(c, i), E);
 }
 
+/* Whether the FFN's rows are whole blocks of their type (and block types
+ * within what the decode and prefill paths convert in a scratch). */
+static bool ffn_shape_ok(const eng_ffn_weights *w)
+{
+    if (w->n_embd <= 0 || w->n_embd % eng_dtype_block(w->dtype))
+        return false;
+    return eng_dtype_block(w->dtype) == 1 || w->n_embd <= SCRATCH_FLOATS;
+}
+
 static void op_ffn(eng_backend *be, const eng_ffn_weights *w, const int32_t *sel, int n_sel,
                    const float *x, float *y, int n_tokens, float *act)
 {
     cpu_ctx *c = ctx_of(be);
-    if (!w || !x || !y || n_tokens <= 0 || w->n_embd <= 0 || w->n_slots < 0 || n_sel < 0 ||
-        (w->dtype == ENG_DTYPE_Q8_0 && (w->n_embd % 32 || w->n_embd > SCRATCH_FLOATS)))
+    if (!w || !x || !y || n_tokens <= 0 || !ffn_shape_ok(w) || w->n_slots < 0 || n_sel < 0)
         return;
     long E = w->n_embd;
     if (n_sel == 0) {
@@ -4447,10 +4542,10 @@ static void op_ffn(eng_backend *be, const eng_ffn_weights *w, const int32_t *sel
 
     /* Two phases per token chunk; A is act itself when given, else abuf. */
     long chunk = act ? n_tokens : ABUF_FLOATS / n_sel;
-    if (w->dtype == ENG_DTYPE_Q8_0 && !c->k->mm6x32 && (long)BLOCK_ROWS * E > SCRATCH_FLOATS &&
-        E <= SCRATCH_FLOATS) {
-        /* Q8_0 rows past what ffn_act_task converts (n_embd over 4096
-         * without the packed kernels): a token at a time, fused */
+    if (eng_dtype_block(w->dtype) > 1 && !c->k->mm6x32 &&
+        (long)BLOCK_ROWS * E > SCRATCH_FLOATS && E <= SCRATCH_FLOATS) {
+        /* Q8_0 or Q4_K rows past what ffn_act_task converts (n_embd over
+         * 4096 without the packed kernels): a token at a time, fused */
         for (int t = 0; t < n_tokens; t++)
             op_ffn(be, w, sel, n_sel, x + (size_t)t * E, y + (size_t)t * E, 1,
                    act ? act + (size_t)t * n_sel : NULL);
@@ -4481,8 +4576,8 @@ static void op_ffn_runs(eng_backend *be, const eng_ffn_weights *a, int n_a,
 {
     cpu_ctx *c = ctx_of(be);
     if (!a || !b || !x || !y || n_a < 0 || n_b < 0 || n_a > a->n_slots || n_b > b->n_slots ||
-        a->dtype != b->dtype || a->n_embd != b->n_embd || a->n_embd <= 0 ||
-        a->n_embd > SCRATCH_FLOATS || (a->dtype == ENG_DTYPE_Q8_0 && a->n_embd % 32))
+        a->dtype != b->dtype || a->n_embd != b->n_embd || !ffn_shape_ok(a) ||
+        a->n_embd > SCRATCH_FLOATS)
         return;
     if (n_a + n_b == 0) {
         memset(y, 0, (size_t)a->n_embd * sizeof(float));
@@ -4627,6 +4722,8 @@ static void sketch_task(void *p, int ith, int nth)
                 memcpy(row, src, (size_t)E * sizeof(float));
             else if (w->dtype == ENG_DTYPE_Q8_0)
                 q8_to_f32((const eng_q8_block *)src, E, row);
+            else if (w->dtype == ENG_DTYPE_Q4_K)
+                eng_dequant_row_f32(GGML_TYPE_Q4_K, src, row, (size_t)E);
             else
                 r->c->k->to_f32((const uint16_t *)src, row, E);
             eng_quant_row(GGML_TYPE_Q4_0, row, q4, (size_t)E);

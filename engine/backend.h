@@ -25,8 +25,9 @@
  * Shapes are written [outer][inner], inner contiguous. Activations are f32;
  * weights are f16 or f32 (eng_dtype; a GPU backend takes f16 only), and
  * a matrix or an FFN's slots may be Q8_0 where dtypes says so: rows of
- * cols / 32 blocks of eng_q8_block; a matrix (not an FFN) may be Q4_K
- * there: rows of cols / 256 eng_q4k_block; the KV cache is f16.
+ * cols / 32 blocks of eng_q8_block; a matrix or an FFN's gate and up
+ * rows may be Q4_K there: rows of cols / 256 eng_q4k_block (a Q4_K FFN's
+ * down rows are Q8_0: eng_ffn_down_dtype); the KV cache is f16.
  */
 #ifndef ENGINE_BACKEND_H
 #define ENGINE_BACKEND_H
@@ -88,6 +89,33 @@ static inline long eng_dtype_block(eng_dtype dt)
     return dt == ENG_DTYPE_Q8_0 ? 32 : dt == ENG_DTYPE_Q4_K ? 256 : 1;
 }
 
+/* An FFN slot of type dt: its gate and up rows in dt, its down row in
+ * eng_ffn_down_dtype(dt), which is dt but for Q4_K, whose down rows are
+ * Q8_0: a down row is a column of the file's W_down, requantized from
+ * blocks across the file's rows either way, and 8 bits keep it within the
+ * file's rounding where 4 would add their own. */
+static inline eng_dtype eng_ffn_down_dtype(eng_dtype dt)
+{
+    return dt == ENG_DTYPE_Q4_K ? ENG_DTYPE_Q8_0 : dt;
+}
+
+/* Bytes of a slot's gate (or up) row and of its down row, n_embd wide. */
+static inline size_t eng_ffn_row_bytes(eng_dtype dt, long n_embd)
+{
+    return eng_dtype_bytes(dt, (size_t)n_embd);
+}
+
+static inline size_t eng_ffn_down_bytes(eng_dtype dt, long n_embd)
+{
+    return eng_dtype_bytes(eng_ffn_down_dtype(dt), (size_t)n_embd);
+}
+
+/* A neuron's resident bytes: its gate row, up row and down row. */
+static inline size_t eng_ffn_slot_bytes(eng_dtype dt, long n_embd)
+{
+    return 2 * eng_ffn_row_bytes(dt, n_embd) + eng_ffn_down_bytes(dt, n_embd);
+}
+
 typedef struct eng_weight {
     eng_dtype dtype;
     int rows, cols; /* [rows][cols] */
@@ -98,8 +126,9 @@ typedef struct eng_weight {
  * can be computed while reading only their weights. Slot s holds one neuron
  * (which one is the model's business): gate_up[s] = [gate row | up row],
  * down[s] = that neuron's column of W_down. Each of the three is a row of
- * n_embd values in dtype: eng_dtype_bytes(dtype, n_embd) bytes, for Q8_0
- * (n_embd a multiple of 32) n_embd / 32 blocks. */
+ * n_embd values: gate and up in dtype (eng_ffn_row_bytes), down in
+ * eng_ffn_down_dtype(dtype) (eng_ffn_down_bytes); n_embd a multiple of 32
+ * for Q8_0, of 256 for Q4_K. */
 /* The FFN's gate activation: a = act(gate . x) * (up . x). */
 typedef enum eng_act {
     ENG_ACT_SILU = 0, /* SwiGLU: silu(g) = g * sigmoid(g) (Llama, Qwen, Phi-3) */

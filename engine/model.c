@@ -220,30 +220,51 @@ static eng_dtype mat_dtype(const eng_model *m, const gguf_tensor *t)
     return m->info.storage;
 }
 
-/* How the FFN's slots are stored: Q8_0 under the same rule as a matrix
- * (the file's gate and up rows in Q8_0, or q8_matrices), all layers alike
- * so that a plan prices every neuron the same. A down column runs across
- * the file's rows, so it is requantized from the file's blocks either way. */
+/* Whether every layer's gate and up rows are Q4_K in the file (phi3's
+ * gate rows are the first half of its ffn_up). */
+static bool ffn_file_q4k(const eng_model *m, const gguf_file *f)
+{
+    for (int il = 0; il < m->info.n_layer; il++)
+        for (int h = 0; h < 2; h++) {
+            char name[64];
+            snprintf(name, sizeof(name), "blk.%d.ffn_%s.weight", il,
+                     h && m->arch != ENG_ARCH_PHI3 ? "gate" : "up");
+            const gguf_tensor *t = gguf_find_tensor(f, name);
+            if (!t || t->type != GGML_TYPE_Q4_K)
+                return false;
+        }
+    return true;
+}
+
+/* How the FFN's slots are stored, all layers alike so that a plan prices
+ * every neuron the same: Q4_K where every layer's gate and up rows are
+ * Q4_K in the file and the backend takes them (the file's blocks, as a
+ * matrix keeps them; down rows Q8_0, eng_ffn_down_dtype), else Q8_0 under
+ * the same rule as a matrix (the file's gate and up rows in Q8_0, or
+ * q8_matrices), else the storage. A down column runs across the file's
+ * rows, so it is requantized from the file's blocks in every case. */
 static eng_dtype ffn_dtype(const eng_model *m, const gguf_file *f)
 {
-    /* phi3's gate rows are the first half of its ffn_up */
+    const unsigned dts = m->be ? m->be->iface->dtypes : 0;
     const char *gate = m->arch == ENG_ARCH_PHI3 ? "blk.0.ffn_up.weight" : "blk.0.ffn_gate.weight";
     if (m->info.n_embd % 32)
         return m->info.storage;
+    if (m->info.storage == ENG_DTYPE_F16 && m->info.n_embd % 256 == 0 &&
+        (dts & 1u << ENG_DTYPE_Q4_K) && (dts & 1u << ENG_DTYPE_Q8_0) && ffn_file_q4k(m, f))
+        return ENG_DTYPE_Q4_K;
     const gguf_tensor *t = gguf_find_tensor(f, gate);
     const eng_dtype dt = mat_dtype(m, t);
-    /* slots are f16, f32 or Q8_0: a Q4_K file's rows go to Q8_0 with
-     * q8_matrices, else to the storage */
+    /* a Q4_K gate row kept apart from the rest (some layers not Q4_K):
+     * Q8_0 with q8_matrices, else the storage */
     if (dt == ENG_DTYPE_Q4_K)
-        return m->q8_matrices && (m->be->iface->dtypes & 1u << ENG_DTYPE_Q8_0) ? ENG_DTYPE_Q8_0
-                                                                              : m->info.storage;
+        return m->q8_matrices && (dts & 1u << ENG_DTYPE_Q8_0) ? ENG_DTYPE_Q8_0 : m->info.storage;
     return dt;
 }
 
 /* Resident bytes of one FFN neuron: its gate row, up row and down column. */
 static size_t neuron_bytes(const eng_model *m)
 {
-    return 3 * eng_dtype_bytes(m->info.ffn_dtype, (size_t)m->info.n_embd);
+    return eng_ffn_slot_bytes(m->info.ffn_dtype, m->info.n_embd);
 }
 
 /* n values (a multiple of 32 for Q8_0) in type dt */
@@ -428,7 +449,8 @@ static void load_neurons(loader *ld, const ffn_tensors *t, eng_layer *L, const i
                          const int32_t *slots, int count, uint64_t *bytes_read)
 {
     eng_backend *be = ld->m->be;
-    const size_t rb = eng_dtype_bytes(L->ffn.dtype, (size_t)L->ffn.n_embd);
+    const size_t rb = eng_ffn_row_bytes(L->ffn.dtype, L->ffn.n_embd);
+    const size_t rd = eng_ffn_down_bytes(L->ffn.dtype, L->ffn.n_embd);
     for (int i = 0; i < count; i++)
         L->neuron_of_slot[slots[i]] = neurons[i];
     if (be->iface->host_memory) {
@@ -440,7 +462,7 @@ static void load_neurons(loader *ld, const ffn_tensors *t, eng_layer *L, const i
     uint8_t *gu = ld->stage, *down = ld->stage + (size_t)count * 2 * rb;
     load_neurons_host(ld, t, gu, down, L->ffn.dtype, neurons, NULL, count, bytes_read);
     be->iface->upload_rows(be, (void *)L->ffn.gate_up, slots, gu, count, 2 * rb);
-    be->iface->upload_rows(be, (void *)L->ffn.down, slots, down, count, rb);
+    be->iface->upload_rows(be, (void *)L->ffn.down, slots, down, count, rd);
 }
 
 /* load_neurons into host buffers gu and down; slots NULL: slot i. */
@@ -450,7 +472,9 @@ static void load_neurons_host(loader *ld, const ffn_tensors *t, uint8_t *gu, uin
 {
     eng_model *m = ld->m;
     const int E = m->info.n_embd, F = m->info.n_ff;
-    const size_t sr = eng_dtype_bytes(dt, (size_t)E); /* a slot's row */
+    const size_t sr = eng_ffn_row_bytes(dt, E); /* a slot's gate or up row */
+    const eng_dtype ddt = eng_ffn_down_dtype(dt);
+    const size_t sd = eng_ffn_down_bytes(dt, E); /* its down row */
     float *row = ld->row;
 #define SLOT(i) ((size_t)(slots ? slots[i] : (i)))
 
@@ -459,8 +483,10 @@ static void load_neurons_host(loader *ld, const ffn_tensors *t, uint8_t *gu, uin
             const gguf_tensor *gt = h ? t->up : t->gate;
             const uint64_t src = (h ? t->up_row0 : t->gate_row0) + (uint64_t)neurons[i];
             uint8_t *dst = gu + (SLOT(i) * 2 + h) * sr;
-            if (dt == ENG_DTYPE_Q8_0 && gt->type == GGML_TYPE_Q8_0) {
-                /* the file's own blocks, as for a matrix */
+            if ((dt == ENG_DTYPE_Q8_0 && gt->type == GGML_TYPE_Q8_0) ||
+                (dt == ENG_DTYPE_Q4_K && gt->type == GGML_TYPE_Q4_K)) {
+                /* the file's own blocks, as for a matrix (ffn_dtype: a
+                 * Q4_K FFN's gate and up rows are all Q4_K) */
                 memcpy(dst, (const uint8_t *)gt->data + src * sr, sr);
             } else {
                 dequant_row(ld, gt, src, row);
@@ -486,7 +512,7 @@ static void load_neurons_host(loader *ld, const ffn_tensors *t, uint8_t *gu, uin
                 eng_dequant_row_f32(dtype, data + (size_t)e * rb + b * BB, blk, B);
                 row[e] = blk[k];
             }
-            store_row(dt, row, down + SLOT(i) * sr, E);
+            store_row(ddt, row, down + SLOT(i) * sd, E);
         }
         if (bytes_read)
             *bytes_read += (uint64_t)count * E * BB;
@@ -501,7 +527,7 @@ static void load_neurons_host(loader *ld, const ffn_tensors *t, uint8_t *gu, uin
         for (int i = 0; i < count; i++) {
             for (int b = 0; b < nb; b++)
                 tmp[b] = row[(size_t)b * F + neurons[i]];
-            store_row(dt, tmp, down + SLOT(i) * sr + eng_dtype_bytes(dt, (size_t)e0), nb);
+            store_row(ddt, tmp, down + SLOT(i) * sd + eng_dtype_bytes(ddt, (size_t)e0), nb);
         }
     }
     if (bytes_read)
@@ -563,10 +589,10 @@ static int sketch_supported(const eng_model *m, const eng_plan *plan, eng_error 
 static int ffn_alloc(eng_model *m, eng_layer *L, int cap)
 {
     const int E = m->info.n_embd;
-    const size_t rb = eng_dtype_bytes(m->info.ffn_dtype, (size_t)E);
+    const size_t rb = eng_ffn_row_bytes(m->info.ffn_dtype, E);
     int c = cap > 0 ? cap : 1;
     void *gu = weight_alloc(m, (size_t)c * 2 * rb);
-    void *down = weight_alloc(m, (size_t)c * rb);
+    void *down = weight_alloc(m, (size_t)c * eng_ffn_down_bytes(m->info.ffn_dtype, E));
     int32_t *ids = model_alloc(m, (size_t)c * sizeof(int32_t));
     uint8_t *st = model_alloc(m, (size_t)c);
     if (!gu || !down || !ids || !st)
@@ -2327,11 +2353,12 @@ static void model_free_ptr(eng_model *m, void *p)
  * be A: compaction after neurons left), in backend memory. */
 static void copy_slot(eng_backend *be, const eng_layer *A, int from, eng_layer *B, int to)
 {
-    const size_t rb = eng_dtype_bytes(A->ffn.dtype, (size_t)A->ffn.n_embd);
+    const size_t rb = eng_ffn_row_bytes(A->ffn.dtype, A->ffn.n_embd);
+    const size_t rd = eng_ffn_down_bytes(A->ffn.dtype, A->ffn.n_embd);
     const uint8_t *gu = A->ffn.gate_up, *down = A->ffn.down;
     be->iface->copy(be, (uint8_t *)B->ffn.gate_up + (size_t)to * 2 * rb, gu + (size_t)from * 2 * rb,
                     2 * rb);
-    be->iface->copy(be, (uint8_t *)B->ffn.down + (size_t)to * rb, down + (size_t)from * rb, rb);
+    be->iface->copy(be, (uint8_t *)B->ffn.down + (size_t)to * rd, down + (size_t)from * rd, rd);
     B->neuron_of_slot[to] = A->neuron_of_slot[from];
 }
 
@@ -2527,7 +2554,7 @@ int eng_model_swap(eng_model *m, const eng_load_plan_params *pp, eng_swap_stats 
             }
             L->ffn.n_slots = n_new;
         }
-        const size_t rb = eng_dtype_bytes(L->ffn.dtype, (size_t)L->ffn.n_embd);
+        const size_t rb = eng_ffn_row_bytes(L->ffn.dtype, L->ffn.n_embd);
         eng_layer T = { .ffn = { .dtype = L->ffn.dtype, .n_embd = L->ffn.n_embd, .n_slots = 1,
                                  .gate_up = tmp_slot, .down = (uint8_t *)tmp_slot + 2 * rb,
                                  .act = L->ffn.act },

@@ -532,7 +532,7 @@ size_t eng_session_copy_bytes(const eng_session *s)
     size_t bytes = 0;
     for (int l = 0; s->dyn && l < s->model->info.n_layer; l++) {
         const eng_ffn_weights *w = &s->model->layers[l].ffn;
-        bytes += (size_t)s->dyn[l].cap * 3 * eng_dtype_bytes(w->dtype, (size_t)w->n_embd);
+        bytes += (size_t)s->dyn[l].cap * eng_ffn_slot_bytes(w->dtype, w->n_embd);
     }
     return bytes;
 }
@@ -878,14 +878,14 @@ static void comp_fold(eng_session *s)
             continue;
         for (int e = 0; e < E; e++)
             acc[e] = 0.0;
-        const size_t rb = eng_dtype_bytes(L->ffn.dtype, (size_t)E);
+        const size_t rb = eng_ffn_down_bytes(L->ffn.dtype, E);
         for (int j = 0, k = 0; j < L->ffn.n_slots; j++) {
             if (k < s->ffn_n_sel[il] && sel[k] == j) { /* sel is ascending */
                 k++;
                 continue;
             }
             double mean = s->act_sum[il][j] / s->act_tokens;
-            eng_dequant_row_f32(ggml_type_of_dtype(L->ffn.dtype),
+            eng_dequant_row_f32(ggml_type_of_dtype(eng_ffn_down_dtype(L->ffn.dtype)),
                                 (const uint8_t *)L->ffn.down + (size_t)j * rb, row, (size_t)E);
             for (int e = 0; e < E; e++)
                 acc[e] += mean * row[e];
@@ -956,11 +956,12 @@ static void dyn_copy(eng_session *s, int il, const int32_t *sel, int n)
     const int k = n - from;
     if (k == 0)
         return; /* one run already */
-    const size_t rs = eng_dtype_bytes(w->dtype, (size_t)w->n_embd);
+    const size_t rs = eng_ffn_row_bytes(w->dtype, w->n_embd);
+    const size_t rd = eng_ffn_down_bytes(w->dtype, w->n_embd);
     if (k > d->cap) {
         dyn_release(s, d);
         d->gate_up = eng__session_alloc(s, (size_t)k * 2 * rs);
-        d->down = eng__session_alloc(s, (size_t)k * rs);
+        d->down = eng__session_alloc(s, (size_t)k * rd);
         if (!d->gate_up || !d->down) {
             dyn_release(s, d);
             return;
@@ -971,7 +972,7 @@ static void dyn_copy(eng_session *s, int il, const int32_t *sel, int n)
     for (int j = 0; j < k; j++) {
         const size_t sl = (size_t)sel[from + j];
         memcpy(gu + (size_t)j * 2 * rs, (const char *)w->gate_up + sl * 2 * rs, 2 * rs);
-        memcpy(dn + (size_t)j * rs, (const char *)w->down + sl * rs, rs);
+        memcpy(dn + (size_t)j * rd, (const char *)w->down + sl * rd, rd);
     }
     d->w = (eng_ffn_weights){ .dtype = w->dtype, .n_embd = w->n_embd, .n_slots = k,
                               .gate_up = gu, .down = dn, .act = w->act };
@@ -981,7 +982,7 @@ static void dyn_copy(eng_session *s, int il, const int32_t *sel, int n)
 /* A layer's sketch in neurons' worth of bytes, rounded up. */
 static int sketch_neurons(const eng_model *m, const eng_layer *L)
 {
-    const size_t bpn = 3 * eng_dtype_bytes(L->ffn.dtype, (size_t)L->ffn.n_embd);
+    const size_t bpn = eng_ffn_slot_bytes(L->ffn.dtype, L->ffn.n_embd);
     const size_t bytes = (size_t)L->ffn.n_slots * eng_sketch_slot_bytes(m->info.n_embd);
     return (int)((bytes + bpn - 1) / bpn);
 }

@@ -21,7 +21,8 @@
  *   ffn: a_j within 2e-5 * mag_j, y within 2e-5 * sum_j |a_j d_j| + sum_j
  *        tol(a_j) |d_j|, where mag_j bounds how float dot errors propagate
  *        through silu(g) * u; decode in Q8_0 adds x's 16-bit rounding to
- *        the errors of g and u, as for matmul.
+ *        the errors of g and u, as for matmul; Q4_K gate and up rows
+ *        (Q8_0 down rows) count their terms' magnitudes, as for matmul.
  * Unselected FFN slots hold NaN, so using (not just reading) any weight of
  * a slot outside sel shows up as NaN in y.
  */
@@ -32,6 +33,8 @@
 #include <string.h>
 
 #include "backend.h"
+#include "gguf.h"   /* GGML_TYPE_Q4_K */
+#include "quants.h" /* eng_dequant_row_f32: test_sketch_q4k's rows */
 #include "si-util.h" /* si_proc_status_bytes */
 
 
@@ -233,10 +236,12 @@ static double *to_double(eng_dtype dt, const void *p, long n)
     return d;
 }
 
-/* Element i NaN; for Q8_0 its whole block (the scale) */
+/* Element i NaN; for Q8_0 and Q4_K its whole block (the scale) */
 static void wset_nan(eng_dtype dt, void *p, long i)
 {
-    if (dt == ENG_DTYPE_Q8_0)
+    if (dt == ENG_DTYPE_Q4_K)
+        ((eng_q4k_block *)p)[i / 256].d = 0x7e00;
+    else if (dt == ENG_DTYPE_Q8_0)
         ((eng_q8_block *)p)[i / 32].d = 0x7e00;
     else if (dt == ENG_DTYPE_F16)
         ((uint16_t *)p)[i] = 0x7e00;
@@ -706,8 +711,9 @@ static void test_attention(eng_backend *be)
 static void test_ffn_one(eng_backend *be, eng_dtype dt, int E, int n_slots, int n_sel_req,
                          bool use_sel, int nt, bool with_act)
 {
+    const eng_dtype ddt = eng_ffn_down_dtype(dt); /* Q4_K's down rows: Q8_0 */
     void *gu = make_weights(dt, (long)n_slots * 2 * E);
-    void *dn = make_weights(dt, (long)n_slots * E);
+    void *dn = make_weights(ddt, (long)n_slots * E);
     int n_sel = use_sel ? n_sel_req : n_slots;
     int32_t *sel = NULL;
     if (use_sel) {
@@ -737,7 +743,7 @@ static void test_ffn_one(eng_backend *be, eng_dtype dt, int E, int n_slots, int 
                 for (long i = 0; i < 2L * E; i++)
                     wset_nan(dt, gu, (long)s * 2 * E + i);
                 for (long i = 0; i < E; i++)
-                    wset_nan(dt, dn, (long)s * E + i);
+                    wset_nan(ddt, dn, (long)s * E + i);
             }
         free(used);
         free(perm);
@@ -748,7 +754,12 @@ static void test_ffn_one(eng_backend *be, eng_dtype dt, int E, int n_slots, int 
     float *act = with_act ? make_f32((long)nt * (n_sel > 0 ? n_sel : 1), 9, 9) : NULL;
     be->iface->ffn(be, &W, sel, n_sel, x, y, nt, act);
 
-    double *gud = to_double(dt, gu, (long)n_slots * 2 * E), *dnd = to_double(dt, dn, (long)n_slots * E);
+    double *gud = to_double(dt, gu, (long)n_slots * 2 * E), *dnd = to_double(ddt, dn, (long)n_slots * E);
+    /* the magnitudes a row's float rounding scales with: |w|, for Q4_K
+     * both terms' */
+    double *gmg = dt == ENG_DTYPE_Q4_K ? malloc(sizeof(double) * (size_t)n_slots * 2 * E) : NULL;
+    for (long i = 0; gmg && i < (long)n_slots * 2 * E; i++)
+        gmg[i] = wmag(dt, gu, i);
     double *a = malloc(sizeof(double) * (size_t)(n_sel > 0 ? n_sel : 1));
     double *atol = malloc(sizeof(double) * (size_t)(n_sel > 0 ? n_sel : 1));
     int bad = 0;
@@ -765,12 +776,11 @@ static void test_ffn_one(eng_backend *be, eng_dtype dt, int E, int n_slots, int 
             }
             double g = 0, u = 0, gm = 0, um = 0;
             for (int k = 0; k < E; k++) {
-                double pg = gud[s * 2 * E + k] * xt[k];
-                double pu = gud[s * 2 * E + E + k] * xt[k];
-                g += pg;
-                u += pu;
-                gm += fabs(pg);
-                um += fabs(pu);
+                g += gud[s * 2 * E + k] * xt[k];
+                u += gud[s * 2 * E + E + k] * xt[k];
+                const long ig = s * 2 * E + k, iu = ig + E;
+                gm += (gmg ? gmg[ig] : fabs(gud[ig])) * fabs(xt[k]);
+                um += (gmg ? gmg[iu] : fabs(gud[iu])) * fabs(xt[k]);
             }
             /* decode in Q8_0 may round x to 16 bits per block of 32
              * (within max_b|x| / 65534): that much more in g and u */
@@ -822,6 +832,7 @@ static void test_ffn_one(eng_backend *be, eng_dtype dt, int E, int n_slots, int 
     free(a);
     free(atol);
     free(gud);
+    free(gmg);
     free(dnd);
     free(gu);
     free(dn);
@@ -833,13 +844,19 @@ static void test_ffn_one(eng_backend *be, eng_dtype dt, int E, int n_slots, int 
 
 static void test_ffn(eng_backend *be, eng_dtype dt)
 {
-    /* Q8_0 slots take n_embd in whole blocks: the nearest multiples of 32 */
+    /* Q8_0 and Q4_K slots take n_embd in whole blocks: the next multiples
+     * of 32 or 256 */
     static const int embd[][2] = { { 576, 1536 }, { 100, 37 }, { 13, 7 }, { 8, 64 }, { 40, 300 } };
+    /* Q4_K: two blocks a row and one (rounding the others up to 256 would
+     * cost its reference, under qemu too, several times Q8_0's) */
+    static const int embd4[][2] = { { 512, 300 }, { 256, 37 } };
     static const int nts[] = { 1, 2, 7, 13 };
-    const bool q8 = dt == ENG_DTYPE_Q8_0;
-#define QE(e) (q8 ? ((e) + 31) / 32 * 32 : (e))
-    for (size_t e = 0; e < sizeof(embd) / sizeof(embd[0]); e++) {
-        int E = QE(embd[e][0]), S = embd[e][1];
+    const bool q8 = dt == ENG_DTYPE_Q8_0, q4k = dt == ENG_DTYPE_Q4_K;
+    const int blk = q8 ? 32 : q4k ? 256 : 1;
+#define QE(e) (((e) + blk - 1) / blk * blk)
+    const size_t n_embd = q4k ? 2 : sizeof(embd) / sizeof(embd[0]);
+    for (size_t e = 0; e < n_embd; e++) {
+        int E = QE(q4k ? embd4[e][0] : embd[e][0]), S = q4k ? embd4[e][1] : embd[e][1];
         for (size_t i = 0; i < sizeof(nts) / sizeof(nts[0]); i++) {
             int nt = nts[i];
             if (E >= 576 && nt == 7)
@@ -854,16 +871,19 @@ static void test_ffn(eng_backend *be, eng_dtype dt)
         }
     }
     /* without act, tokens x slots beyond the backend's buffer: chunks of
-     * tokens, the second starting at token 255 */
-    test_ffn_one(be, dt, QE(8), 4100, 4100, false, 300, false);
+     * tokens, the second starting at token 255 (the same walk for every
+     * type: not at Q4_K's 256 wide rows, which cost the reference 8 times
+     * as much) */
+    if (!q4k)
+        test_ffn_one(be, dt, QE(8), 4100, 4100, false, 300, false);
     /* n_embd past one packed block (AVX-512 prefill: K in chunks), and
      * more tokens than its sums' buffer holds at once */
     test_ffn_one(be, dt, QE(2100), 37, 37 * 2 / 5, true, 13, true);
     test_ffn_one(be, dt, QE(2100), 5, 5, false, 520, true);
-    /* Q8_0 past what the AVX2 prefill converts in its scratch (4096):
-     * a token at a time */
-    if (q8)
-        test_ffn_one(be, dt, 4128, 9, 9, false, 3, true);
+    /* Q8_0 and Q4_K past what the AVX2 prefill converts in its scratch
+     * (4096): a token at a time */
+    if (q8 || q4k)
+        test_ffn_one(be, dt, QE(4097), 9, 9, false, 3, true);
 #undef QE
 }
 
@@ -892,6 +912,32 @@ static void test_sketch_q8(eng_backend *be)
     free(gf);
     free(df);
     free(s8);
+    free(s32);
+}
+
+/* build_sketch from Q4_K slots: the sketch of their rows dequantized by
+ * the engine's own rule (quants.c; the FFN tests check the values
+ * themselves), byte for byte: the sketch finds each slot's rows. */
+static void test_sketch_q4k(eng_backend *be)
+{
+    enum { E = 512, S = 13 };
+    void *gu = make_weights(ENG_DTYPE_Q4_K, 2L * S * E), *dn = make_weights(ENG_DTYPE_Q8_0, (long)S * E);
+    float *gf = malloc(sizeof(float) * 2 * S * E), *df = calloc((size_t)S * E, sizeof(float));
+    eng_dequant_row_f32(GGML_TYPE_Q4_K, gu, gf, 2L * S * E);
+    const size_t sb = eng_sketch_slot_bytes(E);
+    uint8_t *s4 = malloc(S * sb), *s32 = malloc(S * sb);
+    memset(s4, 1, S * sb);
+    memset(s32, 2, S * sb);
+    eng_ffn_weights w4 = { ENG_DTYPE_Q4_K, E, S, gu, dn, s4, ENG_ACT_SILU },
+                    w32 = { ENG_DTYPE_F32, E, S, gf, df, s32, ENG_ACT_SILU };
+    be->iface->build_sketch(be, &w4);
+    be->iface->build_sketch(be, &w32);
+    CHECK(memcmp(s4, s32, S * sb) == 0, "build_sketch of Q4_K slots differs from f32's");
+    free(gu);
+    free(dn);
+    free(gf);
+    free(df);
+    free(s4);
     free(s32);
 }
 
@@ -938,9 +984,12 @@ static void test_silu(eng_backend *be)
  * ffn() over the sel list of the same rows, bit for bit. */
 static void test_ffn_runs_one(eng_backend *be, eng_dtype dt, int E, int S, int n_a, int n_b)
 {
-    const size_t rs = eng_dtype_bytes(dt, (size_t)E);
-    char *gu = make_weights(dt, (long)S * 2 * E), *dn = make_weights(dt, (long)S * E);
-    char *gu2 = malloc((size_t)(n_b ? n_b : 1) * 2 * rs), *dn2 = malloc((size_t)(n_b ? n_b : 1) * rs);
+    /* rows whole blocks of the type */
+    E = (int)((E + eng_dtype_block(dt) - 1) / eng_dtype_block(dt) * eng_dtype_block(dt));
+    const size_t rs = eng_ffn_row_bytes(dt, E), rd = eng_ffn_down_bytes(dt, E);
+    char *gu = make_weights(dt, (long)S * 2 * E);
+    char *dn = make_weights(eng_ffn_down_dtype(dt), (long)S * E);
+    char *gu2 = malloc((size_t)(n_b ? n_b : 1) * 2 * rs), *dn2 = malloc((size_t)(n_b ? n_b : 1) * rd);
     int32_t *sel = malloc((size_t)(n_a + n_b + 1) * sizeof(int32_t));
     int n = 0;
     for (int j = 0; j < n_a; j++)
@@ -948,7 +997,7 @@ static void test_ffn_runs_one(eng_backend *be, eng_dtype dt, int E, int S, int n
     for (int j = n_a, left = S - n_a, want = n_b; j < S; j++, left--)
         if (irand(left) < want) { /* n_b of the S - n_a, ascending */
             memcpy(gu2 + (size_t)(n - n_a) * 2 * rs, gu + (size_t)j * 2 * rs, 2 * rs);
-            memcpy(dn2 + (size_t)(n - n_a) * rs, dn + (size_t)j * rs, rs);
+            memcpy(dn2 + (size_t)(n - n_a) * rd, dn + (size_t)j * rd, rd);
             sel[n++] = j;
             want--;
         }
@@ -1027,7 +1076,8 @@ static void test_ffn_pick_e(eng_backend *be, eng_dtype dt, const int E)
         sketch_row(sk + s * sb, E, d, sl[s].lo, sl[s].hi);
         sketch_row(sk + s * sb + sb / 2, E, ref_f2h(0.125f), sl[s].up, sl[s].up);
     }
-    void *gu = make_weights(dt, (long)S * 2 * E), *dn = make_weights(dt, (long)S * E);
+    void *gu = make_weights(dt, (long)S * 2 * E);
+    void *dn = make_weights(eng_ffn_down_dtype(dt), (long)S * E);
     /* the expected slots follow from silu's scores */
     eng_ffn_weights w = { dt, E, S, gu, dn, sk, ENG_ACT_SILU };
     float *x = malloc(sizeof(float) * 2 * E), *y = malloc(sizeof(float) * 2 * E);
@@ -1182,6 +1232,10 @@ static void test_ffn_pick_random(eng_backend *be, eng_dtype dt)
 
 static void test_ffn_pick(eng_backend *be, eng_dtype dt)
 {
+    if (dt == ENG_DTYPE_Q4_K) { /* the pick is the same for every type: its FFN on Q4_K rows */
+        test_ffn_pick_e(be, dt, 256);
+        return;
+    }
     test_ffn_pick_e(be, dt, 64);  /* two blocks: a kernel's tail */
     test_ffn_pick_e(be, dt, 640); /* twenty: groups of eight and a tail */
     test_ffn_pick_random(be, dt);
@@ -1384,15 +1438,21 @@ int main(void)
             test_ffn_runs(be, ENG_DTYPE_Q8_0);
             test_ffn_pick(be, ENG_DTYPE_Q8_0);
             test_sketch_q8(be);
-            /* matrices in Q4_K (a Q4_K_M file's), the FFN never */
+            /* matrices in Q4_K (a Q4_K_M file's), and FFN slots (down
+             * rows Q8_0) */
             test_get_rows(be, ENG_DTYPE_Q4_K);
             test_matmul(be, ENG_DTYPE_Q4_K);
             test_matmul3(be, ENG_DTYPE_Q4_K);
+            test_ffn(be, ENG_DTYPE_Q4_K);
+            test_ffn_runs(be, ENG_DTYPE_Q4_K);
+            test_ffn_pick(be, ENG_DTYPE_Q4_K);
+            test_sketch_q4k(be);
             test_silu(be);
             /* GeGLU (Gemma): the FFN's kernels under the other activation */
             g_act = ENG_ACT_GELU;
             test_ffn(be, ENG_DTYPE_F16);
             test_ffn(be, ENG_DTYPE_Q8_0);
+            test_ffn(be, ENG_DTYPE_Q4_K);
             test_ffn_runs(be, ENG_DTYPE_F16);
             test_ffn_pick(be, ENG_DTYPE_F16);
             test_silu(be);

@@ -213,7 +213,7 @@ static void copy_check(eng_model *m, const char *what)
         int copied = 0;
         for (int il = 0; il < NL && k != 1; il++) {
             const eng_layer *L = &m->layers[il];
-            const size_t rs = eng_dtype_bytes(L->ffn.dtype, (size_t)L->ffn.n_embd);
+            const size_t rd = eng_ffn_down_bytes(L->ffn.dtype, L->ffn.n_embd);
             if (!L->sparse)
                 continue;
             /* the leading run: the static slots, and the dynamic ones
@@ -228,10 +228,10 @@ static void copy_check(eng_model *m, const char *what)
                    d ? d->from : -1);
             if (!d)
                 continue;
-            want += (size_t)(s->ffn_n_sel[il] - from) * 3 * rs;
+            want += (size_t)(s->ffn_n_sel[il] - from) * eng_ffn_slot_bytes(L->ffn.dtype, L->ffn.n_embd);
             copied += d->w.n_slots > 0;
             if (k == 2)
-                memset(d->down, 0, (size_t)d->w.n_slots * rs);
+                memset(d->down, 0, (size_t)d->w.n_slots * rd);
         }
         CHECKF(eng_session_copy_bytes(s) == want && (k == 1 || copied == NL - 4),
                "%s: %zu bytes copied, want %zu, %d layers", what, eng_session_copy_bytes(s), want,

@@ -51,7 +51,17 @@ static void *alloc_weights(eng_dtype dt, size_t n)
     void *p = aligned_alloc(64, (bytes + 63) / 64 * 64);
     if (!p)
         return NULL;
-    if (dt == ENG_DTYPE_Q8_0) { /* n a multiple of 32; scales in +-[2^-8, 2^-7) */
+    if (dt == ENG_DTYPE_Q4_K) { /* n a multiple of 256; d, dmin in [2^-10, 2^-9) */
+        eng_q4k_block *b = p;
+        for (size_t i = 0; i < n / 256; i++) {
+            b[i].d = (uint16_t)((rnd() & 0x03ff) | 0x1400);
+            b[i].dmin = (uint16_t)((rnd() & 0x03ff) | 0x1400);
+            for (int j = 0; j < 12; j++)
+                b[i].scales[j] = (uint8_t)rnd();
+            for (int j = 0; j < 128; j++)
+                b[i].qs[j] = (uint8_t)rnd();
+        }
+    } else if (dt == ENG_DTYPE_Q8_0) { /* n a multiple of 32; scales in +-[2^-8, 2^-7) */
         eng_q8_block *b = p;
         for (size_t i = 0; i < n / 32; i++) {
             b[i].d = (uint16_t)((rnd() & 0x83ff) | 0x1c00);
@@ -243,12 +253,12 @@ static int cmp_i32(const void *a, const void *b)
 static double bench_ffn(eng_backend *be, eng_dtype dt, int E, int S, double frac, bool sorted,
                         bool cold, bool pick, int n_tokens, double secs, double *ret_gbs)
 {
-    const size_t rb = eng_dtype_bytes(dt, (size_t)E);
-    size_t gub = (size_t)S * 2 * rb, dnb = (size_t)S * rb;
+    const size_t rb = eng_ffn_row_bytes(dt, E), rd = eng_ffn_down_bytes(dt, E);
+    size_t gub = (size_t)S * 2 * rb, dnb = (size_t)S * rd;
     size_t skb = pick ? (size_t)S * eng_sketch_slot_bytes(E) : 0;
     int copies = cold ? (int)((256u << 20) / (gub + dnb + skb) + 1) : 1;
     uint8_t *gu = alloc_weights(dt, (size_t)S * 2 * E * copies);
-    uint8_t *dn = alloc_weights(dt, (size_t)S * E * copies);
+    uint8_t *dn = alloc_weights(eng_ffn_down_dtype(dt), (size_t)S * E * copies);
     uint8_t *sk = pick ? malloc(skb * copies) : NULL;
     float *x = alloc_f32((size_t)E * n_tokens), *y = alloc_f32((size_t)E * n_tokens);
     int n_sel = (int)(S * frac + 0.5);
@@ -305,7 +315,7 @@ static double bench_ffn(eng_backend *be, eng_dtype dt, int E, int S, double frac
     free(x);
     free(y);
     free(sel);
-    *ret_gbs = ((double)n_sel * 3 * rb + (double)skb) * iters / t / 1e9;
+    *ret_gbs = ((double)n_sel * (2 * rb + rd) + (double)skb) * iters / t / 1e9;
     return t / iters * 1e6;
 }
 
@@ -468,6 +478,20 @@ int main(int argc, char **argv)
         printf("\ndecode FFN, %s, n_embd 576, 1536 slots\n", q ? "q8_0" : "f16");
         for (size_t i = 0; i < sizeof(fc) / sizeof(fc[0]); i++) {
             double gbs = 0, us = bench_ffn(be, dt, 576, 1536, fc[i].frac, fc[i].sorted,
+                                           fc[i].cold, fc[i].pick, 1, secs, &gbs);
+            printf("  %-26s        %9.1f us %8.2f   %5.1f %%\n", fc[i].name, us, gbs,
+                   100 * gbs / bw);
+        }
+    }
+
+    /* Llama-3.2-1B's FFN: a Q4_K file's gate and up rows stay Q4_K (down
+     * rows Q8_0), against the same in Q8_0 and f16 */
+    static const eng_dtype ldt[] = { ENG_DTYPE_F16, ENG_DTYPE_Q8_0, ENG_DTYPE_Q4_K };
+    static const char *const ldn[] = { "f16", "q8_0", "q4_k (down q8_0)" };
+    for (int q = 0; q < 3; q++) {
+        printf("\ndecode FFN, %s, n_embd 2048, 8192 slots\n", ldn[q]);
+        for (size_t i = 0; i < 3; i++) {
+            double gbs = 0, us = bench_ffn(be, ldt[q], 2048, 8192, fc[i].frac, fc[i].sorted,
                                            fc[i].cold, fc[i].pick, 1, secs, &gbs);
             printf("  %-26s        %9.1f us %8.2f   %5.1f %%\n", fc[i].name, us, gbs,
                    100 * gbs / bw);
