@@ -231,6 +231,14 @@ typedef struct kernels {
     void (*x16_prep)(const float *x, long n, int16_t *q, float *d);
     void (*gemv_q8_x16)(const eng_q8_block *w, long cols, const x16_row *x,
                         const float *bias, float *y, long r0, long r1);
+    /* Where a set has them (else NULL): x16_prep_q4k is x16_prep with each
+     * block of 32 reordered, its 16 even elements then its 16 odd ones
+     * (the order a Q4_K kernel's 16-bit lanes hold codes in); gemv_q4k_x16
+     * is gemv_q4k against that, by integer multiply-adds (xs: the exact
+     * x's sums, for the mins). */
+    void (*x16_prep_q4k)(const float *x, long n, int16_t *q, float *d);
+    void (*gemv_q4k_x16)(const eng_q4k_block *w, long cols, const x16_row *x, const float *xs,
+                         const float *bias, float *y, long r0, long r1);
     /* dst[i][0..n) = f32(src[i][0..n)), rows of stride lds into stride ldd. */
     void (*cvt_rows)(const uint16_t *const *src, int nrows, long n, float *dst, long ldd);
     /* out[r][t] = w[r] . x[t] over n, 4 rows x 3 tokens. */
@@ -302,7 +310,9 @@ struct ffn_args {
     float *y;
     float *act;     /* [n_tokens][n_sel] */
     int n_tokens;
-    const x16_row *x16; /* decode in Q8_0, kernels with x16_prep: x in 16 bits */
+    /* decode in Q8_0, kernels with x16_prep: x in 16 bits; in Q4_K, kernels
+     * with gemv_q4k_x16: the same in x16_prep_q4k's order */
+    const x16_row *x16;
     /* ffn_runs: selected indices from n1 on are slots j - n1 of w2 (the
      * decode walk only; NULL: every index is w's) */
     const eng_ffn_weights *w2;
@@ -1243,6 +1253,84 @@ TGT static void v_gemv_q4k(const eng_q4k_block *w, long cols, const float *x, co
     GEMV_Q4K_BODY(dot4_q4k)
 }
 
+/* Four Q4_K rows against x~ in 16 bits (v_x16_prep_q4k's order). A 16-bit
+ * lane of 32 code bytes holds elements 2k and 2k + 1 of two sub-blocks
+ * (the low and high nibbles of bytes 2k and 2k + 1), so shifts and masks
+ * alone take them apart, and vpmaddwd multiplies them with x~'s even and
+ * odd elements: a row's 64 products of a step in four multiply-adds where
+ * converting its codes to f32 took eight conversions (shuffles, one port)
+ * and eight FMAs. Per sub-block the sum in eight int32 lanes (at most 4 *
+ * 15 * 32767 each), times d * sc * d_x into the row's sum; the mins off as
+ * dmin * m times x's exact sums, as dot4_q4k. x~ is within d_x / 2 =
+ * max|x_block| / 65534 of x, as for the Q8_0 kernels. */
+VALWAYS void dot4_q4k_x16(const eng_q4k_block *const b[4], const x16_row *x, const float *xs,
+                          long nb, float out[4], const char *const *pf)
+{
+    const __m256i m4 = _mm256_set1_epi16(15);
+    __m256 acc[4] = { _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),
+                      _mm256_setzero_ps() };
+    __m256 mins[4] = { _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),
+                       _mm256_setzero_ps() };
+    for (long i = 0; i < nb; i++) {
+        float dsc[4][8];
+        q4k_block4(b, i, xs, pf, dsc, mins);
+        const __m256 xd = _mm256_loadu_ps(x->d + 8 * i);
+        for (int j = 0; j < 4; j++)
+            _mm256_storeu_ps(dsc[j], _mm256_mul_ps(_mm256_loadu_ps(dsc[j]), xd));
+        for (int p = 0; p < 4; p++) {
+            const int16_t *xq = x->q + 256 * i + 64 * p;
+            const __m256i xe0 = _mm256_loadu_si256((const __m256i *)xq);
+            const __m256i xo0 = _mm256_loadu_si256((const __m256i *)(xq + 16));
+            const __m256i xe1 = _mm256_loadu_si256((const __m256i *)(xq + 32));
+            const __m256i xo1 = _mm256_loadu_si256((const __m256i *)(xq + 48));
+            for (int j = 0; j < 4; j++) {
+                const __m256i c = _mm256_loadu_si256((const __m256i *)(b[j][i].qs + 32 * p));
+                const __m256i s0 = _mm256_add_epi32(
+                    _mm256_madd_epi16(_mm256_and_si256(c, m4), xe0),
+                    _mm256_madd_epi16(_mm256_and_si256(_mm256_srli_epi16(c, 8), m4), xo0));
+                const __m256i s1 = _mm256_add_epi32(
+                    _mm256_madd_epi16(_mm256_and_si256(_mm256_srli_epi16(c, 4), m4), xe1),
+                    _mm256_madd_epi16(_mm256_srli_epi16(c, 12), xo1));
+                acc[j] = _mm256_fmadd_ps(_mm256_set1_ps(dsc[j][2 * p]), _mm256_cvtepi32_ps(s0),
+                                         acc[j]);
+                acc[j] = _mm256_fmadd_ps(_mm256_set1_ps(dsc[j][2 * p + 1]),
+                                         _mm256_cvtepi32_ps(s1), acc[j]);
+            }
+        }
+    }
+    float o[4], mn[4];
+    _mm_storeu_ps(o, hsum4x8(acc[0], acc[1], acc[2], acc[3]));
+    _mm_storeu_ps(mn, hsum4x8(mins[0], mins[1], mins[2], mins[3]));
+    for (int j = 0; j < 4; j++)
+        out[j] = o[j] - mn[j];
+}
+
+TGT static void v_gemv_q4k_x16(const eng_q4k_block *w, long cols, const x16_row *x,
+                               const float *xs, const float *bias, float *y, long r0, long r1)
+{
+    const long nb = cols / 256, q = (r1 - r0) / 4;
+    for (long i0 = 0; i0 < q; i0++) {
+        const long rr[4] = { r0 + i0, r0 + q + i0, r0 + 2 * q + i0, r0 + 3 * q + i0 };
+        const eng_q4k_block *b[4];
+        const char *pf[4];
+        for (int j = 0; j < 4; j++) {
+            b[j] = w + (size_t)rr[j] * nb;
+            pf[j] = (const char *)(b[j] + GEMV_PF_ROWS * nb); /* past the end: a hint */
+        }
+        float o[4];
+        dot4_q4k_x16(b, x, xs, nb, o, GEMV_PF_ROWS ? pf : NULL);
+        for (int j = 0; j < 4; j++)
+            y[rr[j]] = o[j] + (bias ? bias[rr[j]] : 0.0f);
+    }
+    /* the last rows one at a time, the same kernel */
+    for (long r = r0 + 4 * q; r < r1; r++) {
+        const eng_q4k_block *row = w + (size_t)r * nb, *b[4] = { row, row, row, row };
+        float o[4];
+        dot4_q4k_x16(b, x, xs, nb, o, NULL);
+        y[r] = o[0] + (bias ? bias[r] : 0.0f);
+    }
+}
+
 /* Decode's Q8_0 GEMVs with x in 16 bits. Converting every code to f32
  * made them compute-bound on AVX2 (a Zen 3 core: the decode FFN in Q8_0
  * took as long hot in cache as cold); vpmaddwd multiplies 16 codes by 16
@@ -1277,6 +1365,21 @@ TGT static void v_x16_prep(const float *x, long n, int16_t *q, float *d)
                             _mm256_permute4x64_epi64(_mm256_packs_epi32(c[0], c[1]), 0xd8));
         _mm256_storeu_si256((__m256i *)(q + 32 * i + 16),
                             _mm256_permute4x64_epi64(_mm256_packs_epi32(c[2], c[3]), 0xd8));
+    }
+}
+
+/* v_x16_prep, each block of 32 then reordered for dot4_q4k_x16: its 16
+ * even elements, then its 16 odd ones. */
+TGT static void v_x16_prep_q4k(const float *x, long n, int16_t *q, float *d)
+{
+    v_x16_prep(x, n, q, d);
+    for (long b = 0; b < n / 32; b++) {
+        int16_t t[32];
+        for (int k = 0; k < 16; k++) {
+            t[k] = q[32 * b + 2 * k];
+            t[16 + k] = q[32 * b + 2 * k + 1];
+        }
+        memcpy(q + 32 * b, t, sizeof(t));
     }
 }
 
@@ -1474,11 +1577,24 @@ VALWAYS void dot4_q4k_ffn(const void *r0, const void *r1, const void *r2, const 
 
 FFN_ONE_SLOT(dot4_q4k_ffn, axpy2_q8, VALWAYS, a)
 
+/* The same against x~ (ffn_args.x16 in x16_prep_q4k's order) */
+VALWAYS void dot4_q4k_x16_ffn(const void *r0, const void *r1, const void *r2, const void *r3,
+                              const ffn_args *a, long n, float out[4], const char *const *pf)
+{
+    const eng_q4k_block *const b[4] = { r0, r1, r2, r3 };
+    dot4_q4k_x16(b, a->x16, a->xs, n / 256, out, pf);
+}
+
+FFN_ONE_SLOT(dot4_q4k_x16_ffn, axpy2_q8, VALWAYS, a)
+
 TGT static void v_ffn_fused(const ffn_args *a, long j0, long j1, float *acc)
 {
     const size_t rs = eng_dtype_bytes(a->w->dtype, (size_t)a->w->n_embd);
-    if (a->w->dtype == ENG_DTYPE_Q4_K) {
+    if (a->w->dtype == ENG_DTYPE_Q4_K && a->x16) {
         /* gate and up 4-bit, down Q8_0 */
+        const size_t rd = eng_ffn_down_bytes(ENG_DTYPE_Q4_K, a->w->n_embd);
+        FFN_FUSED_BODY(dot4_q4k_x16_ffn, axpy2_q8, rs, rd, a)
+    } else if (a->w->dtype == ENG_DTYPE_Q4_K) {
         const size_t rd = eng_ffn_down_bytes(ENG_DTYPE_Q4_K, a->w->n_embd);
         FFN_FUSED_BODY(dot4_q4k_ffn, axpy2_q8, rs, rd, a)
     } else if (a->w->dtype == ENG_DTYPE_F16) {
@@ -2049,6 +2165,8 @@ static const kernels kern_avx2 = {
     .gemv_q4k = v_gemv_q4k,
     .x16_prep = v_x16_prep,
     .gemv_q8_x16 = v_gemv_q8_x16,
+    .x16_prep_q4k = v_x16_prep_q4k,
+    .gemv_q4k_x16 = v_gemv_q4k_x16,
     .ffn_down = v_ffn_down,
     .exp4 = v_exp4,
     .dot2_q4q8 = v_dot2_q4q8,
@@ -2487,12 +2605,25 @@ VALWAYS512 void dot4_q4k512_ffn(const void *r0, const void *r1, const void *r2, 
 
 FFN_ONE_SLOT(dot4_q4k512_ffn, axpy2_q8_512, VALWAYS512, a)
 
+/* dot4_q4k_x16_ffn in this set's walk (its own name for FFN_ONE_SLOT) */
+VALWAYS512 void dot4_q4k_x16_ffn512(const void *r0, const void *r1, const void *r2,
+                                    const void *r3, const ffn_args *a, long n, float out[4],
+                                    const char *const *pf)
+{
+    dot4_q4k_x16_ffn(r0, r1, r2, r3, a, n, out, pf);
+}
+
+FFN_ONE_SLOT(dot4_q4k_x16_ffn512, axpy2_q8_512, VALWAYS512, a)
+
 /* The decode FFN: Q8_0 and Q4_K slots on 512-bit registers, the others as
  * AVX2's */
 TGT512 static void v512_ffn_fused(const ffn_args *a, long j0, long j1, float *acc)
 {
     const size_t rs = eng_dtype_bytes(a->w->dtype, (size_t)a->w->n_embd);
-    if (a->w->dtype == ENG_DTYPE_Q4_K) {
+    if (a->w->dtype == ENG_DTYPE_Q4_K && a->x16) {
+        const size_t rd = eng_ffn_down_bytes(ENG_DTYPE_Q4_K, a->w->n_embd);
+        FFN_FUSED_BODY(dot4_q4k_x16_ffn512, axpy2_q8_512, rs, rd, a)
+    } else if (a->w->dtype == ENG_DTYPE_Q4_K) {
         const size_t rd = eng_ffn_down_bytes(ENG_DTYPE_Q4_K, a->w->n_embd);
         FFN_FUSED_BODY(dot4_q4k512_ffn, axpy2_q8_512, rs, rd, a)
     } else if (a->w->dtype == ENG_DTYPE_Q8_0) {
@@ -2511,6 +2642,8 @@ static const kernels kern_avx512 = {
     .pack32_q8 = v512_pack32_q8,
     .gemv_q8 = v512_gemv_q8,
     .gemv_q4k = v512_gemv_q4k,
+    .x16_prep_q4k = v_x16_prep_q4k,
+    .gemv_q4k_x16 = v_gemv_q4k_x16,
     .mm6x32 = v512_mm6x32,
     .act_mul16 = v512_act_mul16,
     .att_pv32 = v512_att_pv32,
@@ -3477,6 +3610,7 @@ typedef struct mm_args {
     int n_tokens;
     const x16_row *x16; /* decode, Q8_0: x in 16 bits (x16_prep), or NULL */
     const float *xs;    /* decode, Q4_K: x_sums32(x) */
+    const x16_row *x4;  /* decode, Q4_K: x in 16 bits (x16_prep_q4k), or NULL */
 } mm_args;
 
 static void mm_decode_task(void *p, int ith, int nth)
@@ -3486,7 +3620,9 @@ static void mm_decode_task(void *p, int ith, int nth)
     eng_split((rows + 3) / 4, ith, nth, &b, &e);
     b *= 4;
     e = e * 4 < rows ? e * 4 : rows;
-    if (b < e && a->w->dtype == ENG_DTYPE_Q4_K)
+    if (b < e && a->w->dtype == ENG_DTYPE_Q4_K && a->x4)
+        a->c->k->gemv_q4k_x16(a->w->data, a->w->cols, a->x4, a->xs, a->bias, a->y, b, e);
+    else if (b < e && a->w->dtype == ENG_DTYPE_Q4_K)
         a->c->k->gemv_q4k(a->w->data, a->w->cols, a->x, a->xs, a->bias, a->y, b, e);
     else if (b < e && a->w->dtype == ENG_DTYPE_Q8_0 && a->x16)
         a->c->k->gemv_q8_x16(a->w->data, a->w->cols, a->x16, a->bias, a->y, b, e);
@@ -3650,12 +3786,23 @@ static bool x16_ready(cpu_ctx *c, const float *x, long cols, x16_row *ret)
     return true;
 }
 
-/* x_sums32(x) for a decode step's Q4_K GEMVs, in the upper half of abuf
- * (x16_ready's 16-bit x takes the lower). */
-static const float *q4k_sums(cpu_ctx *c, const float *x, long cols)
+/* A decode step's x for Q4_K rows (GEMVs and the FFN's gate and up), in
+ * the upper half of abuf (x16_ready's 16-bit x takes the lower): its sums
+ * x_sums32(x), returned, and where the kernels have gemv_q4k_x16 x in 16
+ * bits in their order (*x4, and *has_x4 true). */
+static const float *q4k_prep(cpu_ctx *c, const float *x, long cols, x16_row *x4, bool *has_x4)
 {
     float *xs = c->abuf + ABUF_FLOATS / 2;
     x_sums32(x, cols, xs);
+    *has_x4 = false;
+    if (c->k->gemv_q4k_x16 && cols % 32 == 0 &&
+        (size_t)cols / 32 * 2 + (size_t)cols / 2 + 16 <= ABUF_FLOATS / 2) {
+        int16_t *q = (int16_t *)(xs + (cols / 32 + 15) / 16 * 16);
+        float *d = (float *)(q + cols);
+        c->k->x16_prep_q4k(x, cols, q, d);
+        *x4 = (x16_row){ q, d };
+        *has_x4 = true;
+    }
     return xs;
 }
 
@@ -3666,11 +3813,14 @@ static void op_matmul(eng_backend *be, const eng_weight *w, const float *bias, c
     if (!w || !x || !y || n_tokens <= 0 || w->rows <= 0 || w->cols <= 0 ||
         w->cols % eng_dtype_block(w->dtype))
         return;
-    mm_args a = { c, w, bias, x, y, n_tokens, NULL, NULL };
-    if (n_tokens == 1 && w->dtype == ENG_DTYPE_Q4_K)
-        a.xs = q4k_sums(c, x, w->cols);
+    mm_args a = { c, w, bias, x, y, n_tokens, NULL, NULL, NULL };
+    x16_row xr, x4;
+    bool has_x4;
+    if (n_tokens == 1 && w->dtype == ENG_DTYPE_Q4_K) {
+        a.xs = q4k_prep(c, x, w->cols, &x4, &has_x4);
+        a.x4 = has_x4 ? &x4 : NULL;
+    }
     long work = (long)w->rows * w->cols * n_tokens;
-    x16_row xr;
     if (n_tokens == 1 && w->dtype == ENG_DTYPE_Q8_0 && x16_ready(c, x, w->cols, &xr))
         a.x16 = &xr;
     if (n_tokens == 1)
@@ -3712,10 +3862,21 @@ static void op_matmul3(eng_backend *be, const eng_weight *const w[3], const floa
     }
     mm_args a[3];
     for (int i = 0; i < 3; i++)
-        a[i] = (mm_args){ c, w[i], bias ? bias[i] : NULL, x, y[i], 1, NULL, NULL };
+        a[i] = (mm_args){ c, w[i], bias ? bias[i] : NULL, x, y[i], 1, NULL, NULL, NULL };
+    /* the same x: its Q4_K forms once, over the widest (a block's sums
+     * and 16-bit values do not depend on the row's length) */
+    long q4_cols = 0;
     for (int i = 0; i < 3; i++)
-        if (w[i]->dtype == ENG_DTYPE_Q4_K)
-            a[i].xs = q4k_sums(c, x, w[i]->cols); /* the same x: the same sums */
+        if (w[i]->dtype == ENG_DTYPE_Q4_K && w[i]->cols > q4_cols)
+            q4_cols = w[i]->cols;
+    x16_row x4;
+    bool has_x4 = false;
+    const float *xs = q4_cols ? q4k_prep(c, x, q4_cols, &x4, &has_x4) : NULL;
+    for (int i = 0; i < 3; i++)
+        if (w[i]->dtype == ENG_DTYPE_Q4_K) {
+            a[i].xs = xs;
+            a[i].x4 = has_x4 ? &x4 : NULL;
+        }
     /* one x in 16 bits for the three (of one width, as the model asks) */
     x16_row xr;
     const bool q8 = w[0]->dtype == ENG_DTYPE_Q8_0 || w[1]->dtype == ENG_DTYPE_Q8_0 ||
@@ -4499,12 +4660,12 @@ static void ffn_decode(cpu_ctx *c, ffn_run *r)
     /* gate and up against x in 16 bits, where the kernels have it; Q4_K's
      * mins against x's sums */
     x16_row xr;
-    float xs[SCRATCH_FLOATS / 32];
+    bool has_x4;
     if (w->dtype == ENG_DTYPE_Q8_0 && x16_ready(c, r->a.x, E, &xr))
         r->a.x16 = &xr;
     if (w->dtype == ENG_DTYPE_Q4_K) {
-        x_sums32(r->a.x, E, xs);
-        r->a.xs = xs;
+        r->a.xs = q4k_prep(c, r->a.x, E, &xr, &has_x4);
+        r->a.x16 = has_x4 ? &xr : NULL;
     }
     run(c, ffn_fused_task, r, work >= 16384);
     int used = (work >= 16384 && c->n_threads > 1) ? c->n_threads : 1;
@@ -4675,12 +4836,14 @@ static void op_ffn_pick(eng_backend *be, const eng_ffn_weights *w, int k, const 
         return;
     }
     /* scores, the k-best selection's scratch, the pick and the rounded
-     * token live in abuf; the fused path ffn() takes for one token does
-     * not use it. Beyond it (over 300k slots) or without a sketch: every
-     * slot. */
+     * token live in the lower half of abuf; the fused path ffn() takes for
+     * one token uses its upper half only (q4k_prep) and, for Q8_0, the
+     * start of the lower (x16_ready: past the pick only for a few slots of
+     * a wide token, where the pick is never wanted). Beyond it (over 150k
+     * slots) or without a sketch: every slot. */
     const long nb = E / 32, ng = (nb + 3) / 4, gf = (long)(sizeof(q8_group) / sizeof(float));
     if (k >= n || !w->sketch || E % 32 || E > SCRATCH_FLOATS ||
-        ng * gf + 4 * n + E / 4 + 2 * nb > ABUF_FLOATS) {
+        ng * gf + 4 * n + E / 4 + 2 * nb > ABUF_FLOATS / 2) {
         op_ffn(be, w, NULL, (int)n, x, y, n_tokens, NULL);
         return;
     }

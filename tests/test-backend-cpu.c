@@ -8,7 +8,8 @@
  * size; a real bug is off by O(1)):
  *   get_rows, add: exact.   store_f16: bit-exact round-to-nearest-even.
  *   matmul: |y - ref| <= 3e-5 * sum_k |w_k x_k| + 1e-6 * |bias|; decode in
- *           Q8_0 + sum_b max_b|x| / 65534 * sum_(k in b) |w_k| (x in 16 bits)
+ *           Q8_0 and Q4_K + sum_b max_b|x| / 65534 * sum_(k in b) |w_k| (x in
+ *           16 bits)
  *           Q4_K: sum_k over (|d sc q_k| + |dmin m|) |x_k| (the kernels
  *           take the mins off apart)
  *   matmul3: bit for bit three matmuls
@@ -310,12 +311,14 @@ static void test_matmul_one(eng_backend *be, eng_dtype dt, int rows, int cols, i
                 ref += b[r];
             double got = y[(long)t * rows + r];
             double tol = 3e-5 * mag + (b ? 1e-6 * fabs(b[r]) : 0) + 1e-30;
-            if (dt == ENG_DTYPE_Q8_0 && nt == 1) /* decode may round x to 16 bits a block */
+            /* decode may round x to 16 bits a block (Q4_K: against the
+             * codes' term, within the magnitudes) */
+            if ((dt == ENG_DTYPE_Q8_0 || dt == ENG_DTYPE_Q4_K) && nt == 1)
                 for (int k0 = 0; k0 < cols; k0 += 32) {
                     double xm = 0, wa = 0;
                     for (int k = k0; k < k0 + 32; k++) {
                         xm = fmax(xm, fabs(x[k]));
-                        wa += fabs(wd[(long)r * cols + k]);
+                        wa += wm[(long)r * cols + k];
                     }
                     tol += wa * xm / 65534 * 1.001;
                 }
@@ -782,15 +785,17 @@ static void test_ffn_one(eng_backend *be, eng_dtype dt, int E, int n_slots, int 
                 gm += (gmg ? gmg[ig] : fabs(gud[ig])) * fabs(xt[k]);
                 um += (gmg ? gmg[iu] : fabs(gud[iu])) * fabs(xt[k]);
             }
-            /* decode in Q8_0 may round x to 16 bits per block of 32
-             * (within max_b|x| / 65534): that much more in g and u */
+            /* decode in Q8_0 and Q4_K may round x to 16 bits per block
+             * of 32 (within max_b|x| / 65534): that much more in g and u */
             double eg = 0, eu = 0;
-            for (int k0 = 0; dt == ENG_DTYPE_Q8_0 && nt == 1 && k0 < E; k0 += 32) {
+            for (int k0 = 0; (dt == ENG_DTYPE_Q8_0 || dt == ENG_DTYPE_Q4_K) && nt == 1 && k0 < E;
+                 k0 += 32) {
                 double xm = 0, wg = 0, wu = 0;
                 for (int k = k0; k < k0 + 32 && k < E; k++) {
+                    const long ig = s * 2 * E + k, iu = ig + E;
                     xm = fmax(xm, fabs(xt[k]));
-                    wg += fabs(gud[s * 2 * E + k]);
-                    wu += fabs(gud[s * 2 * E + E + k]);
+                    wg += gmg ? gmg[ig] : fabs(gud[ig]);
+                    wu += gmg ? gmg[iu] : fabs(gud[iu]);
                 }
                 eg += wg * xm / 65534 * 1.001;
                 eu += wu * xm / 65534 * 1.001;
