@@ -1137,13 +1137,6 @@ TGT static void v_gemv_q8(const eng_q8_block *w, long cols, const float *x, cons
     s_gemv_q8(w, cols, x, bias, y, r0 + 4 * q, r1);
 }
 
-/* Sixteen 4-bit codes (the low or high nibbles of 16 bytes) as floats. */
-VALWAYS void ldq4x16(__m128i nib, __m256 *a, __m256 *b)
-{
-    *a = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(nib));
-    *b = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(nib, 8)));
-}
-
 /* q4k_factors on 8 lanes, the mins' term dmn . xs added into *mins: the
  * 12 scale bytes as three words, regrouped with masks and shifts into 8
  * scale bytes then 8 min bytes (the layout eng_q4k_scale_min reads). */
@@ -1179,89 +1172,16 @@ VALWAYS void q4k_block4(const eng_q4k_block *const b[4], long i, const float *xs
         q4k_factors8(b[j] + i, xs + 8 * i, dsc[j], &mins[j]);
 }
 
-/* Q4_K rows four quarters side by side, as GEMV_Q8_BODY walks Q8_0 ones,
- * DOT4 the set's four-row dot product; the rest by the scalar kernel. */
-#define GEMV_Q4K_BODY(DOT4)                                                                  \
-    const long nb = cols / 256, q = (r1 - r0) / 4;                                           \
-    for (long i0 = 0; i0 < q; i0++) {                                                        \
-        const long rr[4] = { r0 + i0, r0 + q + i0, r0 + 2 * q + i0, r0 + 3 * q + i0 };       \
-        const eng_q4k_block *b[4];                                                           \
-        const char *pf[4];                                                                   \
-        for (int j = 0; j < 4; j++) {                                                        \
-            b[j] = w + (size_t)rr[j] * nb;                                                   \
-            pf[j] = (const char *)(b[j] + GEMV_PF_ROWS * nb); /* past the end: a hint */     \
-        }                                                                                    \
-        float o[4];                                                                          \
-        DOT4(b, x, xs, nb, o, GEMV_PF_ROWS ? pf : NULL);                                     \
-        for (int j = 0; j < 4; j++)                                                          \
-            y[rr[j]] = o[j] + (bias ? bias[rr[j]] : 0.0f);                                   \
-    }                                                                                        \
-    s_gemv_q4k(w, cols, x, xs, bias, y, r0 + 4 * q, r1);
-
-/* Four Q4_K rows (nb blocks) against x: per sub-block the 32 products of
- * codes and x in a register, times the sub-block's d * sc into the row's
- * sum, and the mins off as dmin * m * xs once a row (as s_dot_q4k); the
- * rows pf prefetched a block (three lines) a step. */
-VALWAYS void dot4_q4k(const eng_q4k_block *const b[4], const float *x, const float *xs, long nb,
-                      float out[4], const char *const *pf)
-{
-    const __m128i m4 = _mm_set1_epi8(15);
-    __m256 acc[4] = { _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),
-                      _mm256_setzero_ps() };
-    __m256 mins[4] = { _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),
-                       _mm256_setzero_ps() };
-    for (long i = 0; i < nb; i++) {
-        float dsc[4][8];
-        q4k_block4(b, i, xs, pf, dsc, mins);
-        for (int p = 0; p < 4; p++) {
-            const float *xb = x + 256 * i + 64 * p;
-            __m256 xv[8];
-            for (int u = 0; u < 8; u++)
-                xv[u] = _mm256_loadu_ps(xb + 8 * u);
-            for (int j = 0; j < 4; j++) {
-                const uint8_t *q = b[j][i].qs + 32 * p;
-                const __m128i c0 = _mm_loadu_si128((const __m128i *)q);
-                const __m128i c1 = _mm_loadu_si128((const __m128i *)(q + 16));
-                __m256 f0, f1, f2, f3;
-                ldq4x16(_mm_and_si128(c0, m4), &f0, &f1);
-                ldq4x16(_mm_and_si128(c1, m4), &f2, &f3);
-                __m256 lo = _mm256_mul_ps(f0, xv[0]);
-                lo = _mm256_fmadd_ps(f1, xv[1], lo);
-                lo = _mm256_fmadd_ps(f2, xv[2], lo);
-                lo = _mm256_fmadd_ps(f3, xv[3], lo);
-                ldq4x16(_mm_and_si128(_mm_srli_epi16(c0, 4), m4), &f0, &f1);
-                ldq4x16(_mm_and_si128(_mm_srli_epi16(c1, 4), m4), &f2, &f3);
-                __m256 hi = _mm256_mul_ps(f0, xv[4]);
-                hi = _mm256_fmadd_ps(f1, xv[5], hi);
-                hi = _mm256_fmadd_ps(f2, xv[6], hi);
-                hi = _mm256_fmadd_ps(f3, xv[7], hi);
-                acc[j] = _mm256_fmadd_ps(_mm256_set1_ps(dsc[j][2 * p]), lo, acc[j]);
-                acc[j] = _mm256_fmadd_ps(_mm256_set1_ps(dsc[j][2 * p + 1]), hi, acc[j]);
-            }
-        }
-    }
-    float o[4], mn[4];
-    _mm_storeu_ps(o, hsum4x8(acc[0], acc[1], acc[2], acc[3]));
-    _mm_storeu_ps(mn, hsum4x8(mins[0], mins[1], mins[2], mins[3]));
-    for (int j = 0; j < 4; j++)
-        out[j] = o[j] - mn[j];
-}
-
-TGT static void v_gemv_q4k(const eng_q4k_block *w, long cols, const float *x, const float *xs,
-                           const float *bias, float *y, long r0, long r1)
-{
-    GEMV_Q4K_BODY(dot4_q4k)
-}
-
 /* Four Q4_K rows against x~ in 16 bits (v_x16_prep_q4k's order). A 16-bit
  * lane of 32 code bytes holds elements 2k and 2k + 1 of two sub-blocks
  * (the low and high nibbles of bytes 2k and 2k + 1), so shifts and masks
  * alone take them apart, and vpmaddwd multiplies them with x~'s even and
  * odd elements: a row's 64 products of a step in four multiply-adds where
- * converting its codes to f32 took eight conversions (shuffles, one port)
- * and eight FMAs. Per sub-block the sum in eight int32 lanes (at most 4 *
+ * the first form, converting the codes to f32 against the f32 token, took
+ * eight conversions (shuffles, one port) and eight FMAs, and decoded a
+ * Q4_K model about 10 % slower (it is gone: decode always has x~ here). Per sub-block the sum in eight int32 lanes (at most 4 *
  * 15 * 32767 each), times d * sc * d_x into the row's sum; the mins off as
- * dmin * m times x's exact sums, as dot4_q4k. x~ is within d_x / 2 =
+ * dmin * m times x's exact sums, as s_dot_q4k. x~ is within d_x / 2 =
  * max|x_block| / 65534 of x, as for the Q8_0 kernels. */
 VALWAYS void dot4_q4k_x16(const eng_q4k_block *const b[4], const x16_row *x, const float *xs,
                           long nb, float out[4], const char *const *pf)
@@ -1566,18 +1486,8 @@ FFN_ONE_SLOT(dot4_f32, axpy2_f32, VALWAYS, a->x)
 FFN_ONE_SLOT(dot4_q8, axpy2_q8, VALWAYS, a->x)
 FFN_ONE_SLOT(dot4_q8x16, axpy2_q8, VALWAYS, a->x16)
 
-/* The walk's DOT4 over Q4_K gate and up rows: X is the walk's args, for
- * the token and its sums (ffn_args.xs). */
-VALWAYS void dot4_q4k_ffn(const void *r0, const void *r1, const void *r2, const void *r3,
-                          const ffn_args *a, long n, float out[4], const char *const *pf)
-{
-    const eng_q4k_block *const b[4] = { r0, r1, r2, r3 };
-    dot4_q4k(b, a->x, a->xs, n / 256, out, pf);
-}
-
-FFN_ONE_SLOT(dot4_q4k_ffn, axpy2_q8, VALWAYS, a)
-
-/* The same against x~ (ffn_args.x16 in x16_prep_q4k's order) */
+/* The walk's DOT4 over Q4_K gate and up rows against x~ (ffn_args.x16 in
+ * x16_prep_q4k's order; X is the walk's args, for it and x's sums) */
 VALWAYS void dot4_q4k_x16_ffn(const void *r0, const void *r1, const void *r2, const void *r3,
                               const ffn_args *a, long n, float out[4], const char *const *pf)
 {
@@ -1587,24 +1497,25 @@ VALWAYS void dot4_q4k_x16_ffn(const void *r0, const void *r1, const void *r2, co
 
 FFN_ONE_SLOT(dot4_q4k_x16_ffn, axpy2_q8, VALWAYS, a)
 
+/* Q4_K slots (gate and up 4-bit, down Q8_0) against x~ only: ffn_decode
+ * prepares it wherever the set has gemv_q4k_x16, the scalar walk where
+ * it could not. */
 TGT static void v_ffn_fused(const ffn_args *a, long j0, long j1, float *acc)
 {
-    const size_t rs = eng_dtype_bytes(a->w->dtype, (size_t)a->w->n_embd);
+    const size_t rs = eng_ffn_row_bytes(a->w->dtype, a->w->n_embd);
+    const size_t rd = eng_ffn_down_bytes(a->w->dtype, a->w->n_embd);
     if (a->w->dtype == ENG_DTYPE_Q4_K && a->x16) {
-        /* gate and up 4-bit, down Q8_0 */
-        const size_t rd = eng_ffn_down_bytes(ENG_DTYPE_Q4_K, a->w->n_embd);
         FFN_FUSED_BODY(dot4_q4k_x16_ffn, axpy2_q8, rs, rd, a)
     } else if (a->w->dtype == ENG_DTYPE_Q4_K) {
-        const size_t rd = eng_ffn_down_bytes(ENG_DTYPE_Q4_K, a->w->n_embd);
-        FFN_FUSED_BODY(dot4_q4k_ffn, axpy2_q8, rs, rd, a)
+        s_ffn_fused(a, j0, j1, acc);
     } else if (a->w->dtype == ENG_DTYPE_F16) {
-        FFN_FUSED_BODY(dot4_f16, axpy2_f16, rs, rs, a->x)
+        FFN_FUSED_BODY(dot4_f16, axpy2_f16, rs, rd, a->x)
     } else if (a->w->dtype == ENG_DTYPE_Q8_0 && a->x16) {
-        FFN_FUSED_BODY(dot4_q8x16, axpy2_q8, rs, rs, a->x16)
+        FFN_FUSED_BODY(dot4_q8x16, axpy2_q8, rs, rd, a->x16)
     } else if (a->w->dtype == ENG_DTYPE_Q8_0) {
-        FFN_FUSED_BODY(dot4_q8, axpy2_q8, rs, rs, a->x)
+        FFN_FUSED_BODY(dot4_q8, axpy2_q8, rs, rd, a->x)
     } else {
-        FFN_FUSED_BODY(dot4_f32, axpy2_f32, rs, rs, a->x)
+        FFN_FUSED_BODY(dot4_f32, axpy2_f32, rs, rd, a->x)
     }
 }
 
@@ -2162,7 +2073,7 @@ static const kernels kern_avx2 = {
     AVX2_OPS,
     .ffn_fused = v_ffn_fused,
     .gemv_q8 = v_gemv_q8,
-    .gemv_q4k = v_gemv_q4k,
+    .gemv_q4k = s_gemv_q4k, /* decode takes gemv_q4k_x16 */
     .x16_prep = v_x16_prep,
     .gemv_q8_x16 = v_gemv_q8_x16,
     .x16_prep_q4k = v_x16_prep_q4k,
@@ -2550,61 +2461,6 @@ TGT512 static void v512_act_mul16(const float *in, float *out, eng_act act)
     _mm512_storeu_ps(out, _mm512_mul_ps(sg, u));
 }
 
-/* dot4_q4k on 512-bit registers: a sub-block's 32 codes in two
- * conversions, not four (the AVX2 form is compute-bound: the 2048-wide
- * Q4_K head of a Llama 3.2 decoded at 0.73 of its Q8_0 speed). */
-VALWAYS512 void dot4_q4k512(const eng_q4k_block *const b[4], const float *x, const float *xs,
-                            long nb, float out[4], const char *const *pf)
-{
-    const __m128i m4 = _mm_set1_epi8(15);
-    __m512 acc[4] = { _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(),
-                      _mm512_setzero_ps() };
-    __m256 mins[4] = { _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),
-                       _mm256_setzero_ps() };
-    for (long i = 0; i < nb; i++) {
-        float dsc[4][8];
-        q4k_block4(b, i, xs, pf, dsc, mins);
-        for (int p = 0; p < 4; p++) {
-            const float *xb = x + 256 * i + 64 * p;
-            const __m512 x0 = _mm512_loadu_ps(xb), x1 = _mm512_loadu_ps(xb + 16);
-            const __m512 x2 = _mm512_loadu_ps(xb + 32), x3 = _mm512_loadu_ps(xb + 48);
-            for (int j = 0; j < 4; j++) {
-                const uint8_t *q = b[j][i].qs + 32 * p;
-                const __m128i c0 = _mm_loadu_si128((const __m128i *)q);
-                const __m128i c1 = _mm_loadu_si128((const __m128i *)(q + 16));
-#define Q4F(v) _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(v))
-                __m512 lo = _mm512_mul_ps(Q4F(_mm_and_si128(c0, m4)), x0);
-                lo = _mm512_fmadd_ps(Q4F(_mm_and_si128(c1, m4)), x1, lo);
-                __m512 hi = _mm512_mul_ps(Q4F(_mm_and_si128(_mm_srli_epi16(c0, 4), m4)), x2);
-                hi = _mm512_fmadd_ps(Q4F(_mm_and_si128(_mm_srli_epi16(c1, 4), m4)), x3, hi);
-#undef Q4F
-                acc[j] = _mm512_fmadd_ps(_mm512_set1_ps(dsc[j][2 * p]), lo, acc[j]);
-                acc[j] = _mm512_fmadd_ps(_mm512_set1_ps(dsc[j][2 * p + 1]), hi, acc[j]);
-            }
-        }
-    }
-    float mn[4];
-    _mm_storeu_ps(mn, hsum4x8(mins[0], mins[1], mins[2], mins[3]));
-    for (int j = 0; j < 4; j++)
-        out[j] = _mm512_reduce_add_ps(acc[j]) - mn[j];
-}
-
-TGT512 static void v512_gemv_q4k(const eng_q4k_block *w, long cols, const float *x,
-                                 const float *xs, const float *bias, float *y, long r0, long r1)
-{
-    GEMV_Q4K_BODY(dot4_q4k512)
-}
-
-/* dot4_q4k_ffn on 512-bit registers */
-VALWAYS512 void dot4_q4k512_ffn(const void *r0, const void *r1, const void *r2, const void *r3,
-                                const ffn_args *a, long n, float out[4], const char *const *pf)
-{
-    const eng_q4k_block *const b[4] = { r0, r1, r2, r3 };
-    dot4_q4k512(b, a->x, a->xs, n / 256, out, pf);
-}
-
-FFN_ONE_SLOT(dot4_q4k512_ffn, axpy2_q8_512, VALWAYS512, a)
-
 /* dot4_q4k_x16_ffn in this set's walk (its own name for FFN_ONE_SLOT) */
 VALWAYS512 void dot4_q4k_x16_ffn512(const void *r0, const void *r1, const void *r2,
                                     const void *r3, const ffn_args *a, long n, float out[4],
@@ -2615,19 +2471,16 @@ VALWAYS512 void dot4_q4k_x16_ffn512(const void *r0, const void *r1, const void *
 
 FFN_ONE_SLOT(dot4_q4k_x16_ffn512, axpy2_q8_512, VALWAYS512, a)
 
-/* The decode FFN: Q8_0 and Q4_K slots on 512-bit registers, the others as
- * AVX2's */
+/* The decode FFN: Q8_0 slots, and Q4_K ones' down rows, on 512-bit
+ * registers; the others as AVX2's */
 TGT512 static void v512_ffn_fused(const ffn_args *a, long j0, long j1, float *acc)
 {
-    const size_t rs = eng_dtype_bytes(a->w->dtype, (size_t)a->w->n_embd);
+    const size_t rs = eng_ffn_row_bytes(a->w->dtype, a->w->n_embd);
+    const size_t rd = eng_ffn_down_bytes(a->w->dtype, a->w->n_embd);
     if (a->w->dtype == ENG_DTYPE_Q4_K && a->x16) {
-        const size_t rd = eng_ffn_down_bytes(ENG_DTYPE_Q4_K, a->w->n_embd);
         FFN_FUSED_BODY(dot4_q4k_x16_ffn512, axpy2_q8_512, rs, rd, a)
-    } else if (a->w->dtype == ENG_DTYPE_Q4_K) {
-        const size_t rd = eng_ffn_down_bytes(ENG_DTYPE_Q4_K, a->w->n_embd);
-        FFN_FUSED_BODY(dot4_q4k512_ffn, axpy2_q8_512, rs, rd, a)
     } else if (a->w->dtype == ENG_DTYPE_Q8_0) {
-        FFN_FUSED_BODY(dot4_q8_512, axpy2_q8_512, rs, rs, a->x)
+        FFN_FUSED_BODY(dot4_q8_512, axpy2_q8_512, rs, rd, a->x)
     } else {
         v_ffn_fused(a, j0, j1, acc);
     }
@@ -2641,7 +2494,7 @@ static const kernels kern_avx512 = {
     .pack32 = v512_pack32,
     .pack32_q8 = v512_pack32_q8,
     .gemv_q8 = v512_gemv_q8,
-    .gemv_q4k = v512_gemv_q4k,
+    .gemv_q4k = s_gemv_q4k,
     .x16_prep_q4k = v_x16_prep_q4k,
     .gemv_q4k_x16 = v_gemv_q4k_x16,
     .mm6x32 = v512_mm6x32,
@@ -2841,7 +2694,7 @@ ALWAYS void nldq4x16(uint8x16_t v, float32x4_t f[4])
     f[3] = vcvtq_f32_u32(vmovl_high_u16(hi));
 }
 
-/* A Q4_K row against x as dot4_q4k takes each of its four: per sub-block
+/* A Q4_K row against x as s_dot_q4k takes it: per sub-block
  * the products in two chains, times d * sc, the mins off at the end. */
 static float n_dot_q4k(const eng_q4k_block *b, const float *x, const float *xs, long nb)
 {
@@ -3017,16 +2870,16 @@ FFN_ONE_SLOT(n_dot4_q4k_ffn, n_axpy2_q8, ALWAYS, a)
 
 static void n_ffn_fused(const ffn_args *a, long j0, long j1, float *acc)
 {
-    const size_t rs = eng_dtype_bytes(a->w->dtype, (size_t)a->w->n_embd);
+    const size_t rs = eng_ffn_row_bytes(a->w->dtype, a->w->n_embd);
+    const size_t rd = eng_ffn_down_bytes(a->w->dtype, a->w->n_embd);
     if (a->w->dtype == ENG_DTYPE_Q4_K) {
-        const size_t rd = eng_ffn_down_bytes(ENG_DTYPE_Q4_K, a->w->n_embd);
         FFN_FUSED_BODY(n_dot4_q4k_ffn, n_axpy2_q8, rs, rd, a)
     } else if (a->w->dtype == ENG_DTYPE_F16) {
-        FFN_FUSED_BODY(n_dot4_f16, n_axpy2_f16, rs, rs, a->x)
+        FFN_FUSED_BODY(n_dot4_f16, n_axpy2_f16, rs, rd, a->x)
     } else if (a->w->dtype == ENG_DTYPE_Q8_0) {
-        FFN_FUSED_BODY(n_dot4_q8, n_axpy2_q8, rs, rs, a->x)
+        FFN_FUSED_BODY(n_dot4_q8, n_axpy2_q8, rs, rd, a->x)
     } else {
-        FFN_FUSED_BODY(n_dot4_f32, n_axpy2_f32, rs, rs, a->x)
+        FFN_FUSED_BODY(n_dot4_f32, n_axpy2_f32, rs, rd, a->x)
     }
 }
 
