@@ -85,8 +85,9 @@ typedef struct eng_model_params {
      * every matrix (attention, embeddings, head) and the FFN's neuron slots
      * in Q8_0 whatever the file holds, where a row is whole blocks of 32
      * (the file's Q8_0 matrices stay Q8_0 either way, and so do FFN slots
-     * whose gate and up rows the file holds in Q8_0). About half the bytes
-     * for rounding to 8 bits per block. */
+     * whose gate and up rows the file holds in Q8_0; FFN slots whose gate
+     * and up rows are all Q4_K keep those, their down rows Q8_0). About
+     * half the bytes for rounding to 8 bits per block. */
     bool q8_matrices;
     int n_threads;     /* worker threads; <= 0: number of online CPUs */
     eng_backend_kind backend;
@@ -115,7 +116,9 @@ typedef struct eng_model_info {
     int n_ctx_train;
     eng_dtype storage;
     /* how the FFN's neurons are kept: storage, or ENG_DTYPE_Q8_0 on a
-     * backend that computes on it (q8_matrices, or the file's Q8_0 FFN) */
+     * backend that computes on it (q8_matrices, or the file's Q8_0 FFN),
+     * or with q8_matrices ENG_DTYPE_Q4_K where the file's gate and up rows
+     * all are (their down rows Q8_0) */
     eng_dtype ffn_dtype;
     int n_threads;
     uint64_t n_params;        /* parameters as stored in the file */

@@ -237,19 +237,21 @@ static bool ffn_file_q4k(const eng_model *m, const gguf_file *f)
 }
 
 /* How the FFN's slots are stored, all layers alike so that a plan prices
- * every neuron the same: Q4_K where every layer's gate and up rows are
- * Q4_K in the file and the backend takes them (the file's blocks, as a
- * matrix keeps them; down rows Q8_0, eng_ffn_down_dtype), else Q8_0 under
- * the same rule as a matrix (the file's gate and up rows in Q8_0, or
- * q8_matrices), else the storage. A down column runs across the file's
- * rows, so it is requantized from the file's blocks in every case. */
+ * every neuron the same: with q8_matrices, Q4_K where every layer's gate
+ * and up rows are Q4_K in the file and the backend takes them (the file's
+ * blocks, as a matrix keeps them; down rows Q8_0, eng_ffn_down_dtype: so
+ * only where Q8_0 is asked for, and without it the FFN keeps the file's
+ * values in the storage); else Q8_0 under the same rule as a matrix (the
+ * file's gate and up rows in Q8_0, or q8_matrices), else the storage. A
+ * down column runs across the file's rows, so it is requantized from the
+ * file's blocks in every case. */
 static eng_dtype ffn_dtype(const eng_model *m, const gguf_file *f)
 {
     const unsigned dts = m->be ? m->be->iface->dtypes : 0;
     const char *gate = m->arch == ENG_ARCH_PHI3 ? "blk.0.ffn_up.weight" : "blk.0.ffn_gate.weight";
     if (m->info.n_embd % 32)
         return m->info.storage;
-    if (m->info.storage == ENG_DTYPE_F16 && m->info.n_embd % 256 == 0 &&
+    if (m->info.storage == ENG_DTYPE_F16 && m->q8_matrices && m->info.n_embd % 256 == 0 &&
         (dts & 1u << ENG_DTYPE_Q4_K) && (dts & 1u << ENG_DTYPE_Q8_0) && ffn_file_q4k(m, f))
         return ENG_DTYPE_Q4_K;
     const gguf_tensor *t = gguf_find_tensor(f, gate);
