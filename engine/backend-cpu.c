@@ -3624,32 +3624,39 @@ static void mm_prefill_task(void *p, int ith, int nth)
     }
 }
 
+/* abuf between ops holds nothing; within a decode step's op, its lower
+ * half is ffn_pick's (scores, the pick), its third quarter q4k_prep's and
+ * its last x16_ready's, so that a pick's FFN and q, k, v of two types at
+ * once each keep their own. */
+enum { ABUF_Q4K = ABUF_FLOATS / 2, ABUF_X16 = ABUF_FLOATS / 4 * 3 };
+
 /* x in 16 bits for a decode step's Q8_0 GEMVs of width cols, where the
- * kernels have them: into abuf (no other op's data lives there between
- * ops). Returns false to keep the f32 path. */
+ * kernels have them: into abuf's last quarter. Returns false to keep the
+ * f32 path. */
 static bool x16_ready(cpu_ctx *c, const float *x, long cols, x16_row *ret)
 {
-    if (!c->k->x16_prep || cols % 32 ||
-        (size_t)cols * (sizeof(int16_t) + sizeof(float)) > ABUF_FLOATS * sizeof(float))
+    if (!c->k->x16_prep || cols % 32 || cols / 2 + cols / 32 > ABUF_FLOATS - ABUF_X16)
         return false;
-    int16_t *q = (int16_t *)c->abuf;
-    float *d = c->abuf + cols / 2; /* past cols int16 */
+    int16_t *q = (int16_t *)(c->abuf + ABUF_X16);
+    float *d = c->abuf + ABUF_X16 + cols / 2; /* past cols int16 */
     c->k->x16_prep(x, cols, q, d);
     *ret = (x16_row){ q, d };
     return true;
 }
 
 /* A decode step's x for Q4_K rows (GEMVs and the FFN's gate and up), in
- * the upper half of abuf (x16_ready's 16-bit x takes the lower): its sums
- * x_sums32(x), returned, and where the kernels have gemv_q4k_x16 x in 16
- * bits in their order (*x4, and *has_x4 true). */
+ * abuf's third quarter: its sums x_sums32(x), returned (NULL where cols is
+ * too wide), and where the kernels have gemv_q4k_x16 x in 16 bits in
+ * their order (*x4, and *has_x4 true). */
 static const float *q4k_prep(cpu_ctx *c, const float *x, long cols, x16_row *x4, bool *has_x4)
 {
-    float *xs = c->abuf + ABUF_FLOATS / 2;
-    x_sums32(x, cols, xs);
+    float *xs = c->abuf + ABUF_Q4K;
     *has_x4 = false;
+    if (cols / 32 + 16 > ABUF_X16 - ABUF_Q4K)
+        return NULL;
+    x_sums32(x, cols, xs);
     if (c->k->gemv_q4k_x16 && cols % 32 == 0 &&
-        (size_t)cols / 32 * 2 + (size_t)cols / 2 + 16 <= ABUF_FLOATS / 2) {
+        cols / 32 * 2 + cols / 2 + 16 <= ABUF_X16 - ABUF_Q4K) {
         int16_t *q = (int16_t *)(xs + (cols / 32 + 15) / 16 * 16);
         float *d = (float *)(q + cols);
         c->k->x16_prep_q4k(x, cols, q, d);
@@ -3676,9 +3683,9 @@ static void op_matmul(eng_backend *be, const eng_weight *w, const float *bias, c
     long work = (long)w->rows * w->cols * n_tokens;
     if (n_tokens == 1 && w->dtype == ENG_DTYPE_Q8_0 && x16_ready(c, x, w->cols, &xr))
         a.x16 = &xr;
-    if (n_tokens == 1)
+    if (n_tokens == 1 && !(w->dtype == ENG_DTYPE_Q4_K && !a.xs))
         run(c, mm_decode_task, &a, work >= 16384);
-    else if (c->k->mm6x32)
+    else if (c->k->mm6x32) /* (and a Q4_K row too wide for q4k_prep) */
         run(c, mm_packed_task, &a, work >= 16384);
     else
         run(c, mm_prefill_task, &a, work >= 16384);
@@ -3725,6 +3732,11 @@ static void op_matmul3(eng_backend *be, const eng_weight *const w[3], const floa
     x16_row x4;
     bool has_x4 = false;
     const float *xs = q4_cols ? q4k_prep(c, x, q4_cols, &x4, &has_x4) : NULL;
+    if (q4_cols && !xs) { /* too wide: op_matmul's way */
+        for (int i = 0; i < 3; i++)
+            op_matmul(be, w[i], bias ? bias[i] : NULL, x, y[i], n_tokens);
+        return;
+    }
     for (int i = 0; i < 3; i++)
         if (w[i]->dtype == ENG_DTYPE_Q4_K) {
             a[i].xs = xs;
@@ -4689,10 +4701,8 @@ static void op_ffn_pick(eng_backend *be, const eng_ffn_weights *w, int k, const 
         return;
     }
     /* scores, the k-best selection's scratch, the pick and the rounded
-     * token live in the lower half of abuf; the fused path ffn() takes for
-     * one token uses its upper half only (q4k_prep) and, for Q8_0, the
-     * start of the lower (x16_ready: past the pick only for a few slots of
-     * a wide token, where the pick is never wanted). Beyond it (over 150k
+     * token live in the lower half of abuf (the fused path ffn() takes for
+     * one token uses the upper: x16_ready, q4k_prep). Beyond it (over 150k
      * slots) or without a sketch: every slot. */
     const long nb = E / 32, ng = (nb + 3) / 4, gf = (long)(sizeof(q8_group) / sizeof(float));
     if (k >= n || !w->sketch || E % 32 || E > SCRATCH_FLOATS ||
