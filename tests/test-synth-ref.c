@@ -550,22 +550,27 @@ static void check_gemma_meta(const char *synth)
 }
 
 /* Phi-4-mini's partial rotation scales q's rotated rows at load, which a
- * Q8_0 file's matrices, kept as the file's blocks otherwise, must go
- * through too: its logits stay near an f32 load of the same file (a
- * skipped scale moves them by O(1)). */
-static void check_rot_q8(const char *synth)
+ * Q8_0 or Q4_K file's matrices, kept as the file's blocks otherwise, must
+ * go through too (Q4_K: the blocks' d and dmin): the logits stay near an
+ * f32 load of the same file (a skipped scale moves them by O(1)). Loaded
+ * with q8_matrices, tiny-phi4-k's FFN is Q4_K too, from phi3's fused
+ * gate/up rows. */
+static void check_rot(const char *synth, const char *shape, const char *type, eng_dtype dt)
 {
     char path[32];
-    test_synth_type(synth, "tiny-phi4", "q8_0", path);
+    test_synth_type(synth, shape, type, path);
     eng_model_params mp = eng_model_params_default();
     mp.n_threads = 2;
+    mp.q8_matrices = true;
     eng_model *ms[2] = { NULL, NULL };
     eng_error err;
     CHECKF(eng_model_load(path, &mp, &ms[0], &err) == 0, "%s", err.msg);
+    mp.q8_matrices = false;
     mp.storage = ENG_DTYPE_F32;
     CHECKF(eng_model_load(path, &mp, &ms[1], &err) == 0, "%s", err.msg);
     unlink(path);
-    CHECK(ms[0]->layers[0].wq.dtype == ENG_DTYPE_Q8_0 && ms[1]->layers[0].wq.dtype == ENG_DTYPE_F32);
+    CHECK(ms[0]->layers[0].wq.dtype == dt && ms[1]->layers[0].wq.dtype == ENG_DTYPE_F32);
+    CHECK(ms[0]->info.ffn_dtype == dt);
     const int V = ms[0]->info.n_vocab;
     float *out[2] = { malloc(sizeof(float) * N_TOK * V), malloc(sizeof(float) * N_TOK * V) };
     for (int k = 0; k < 2; k++) {
@@ -577,8 +582,8 @@ static void check_rot_q8(const char *synth)
         eng_session_free(s);
     }
     const double d = max_diff(out[0], out[1], N_TOK * V);
-    printf("tiny-phi4 q8_0 max |diff| %.5f against its f32 load\n", d);
-    CHECKF(d > 0 && d < 0.05, "tiny-phi4 q8_0 file: logits %g from its f32 load", d);
+    printf("%s %s max |diff| %.5f against its f32 load\n", shape, type, d);
+    CHECKF(d > 0 && d < 0.05, "%s %s file: logits %g from its f32 load", shape, type, d);
     free(out[0]);
     free(out[1]);
     eng_model_free(ms[0]);
@@ -680,7 +685,8 @@ int main(int argc, char **argv)
     check_shape(argv[1], argv[2], "tiny-gemma3", 320);
     check_shape(argv[1], argv[2], "tiny-k", 320);
     check_shape(argv[1], argv[2], "tiny-phi4", 320);
-    check_rot_q8(argv[1]);
+    check_rot(argv[1], "tiny-phi4", "q8_0", ENG_DTYPE_Q8_0);
+    check_rot(argv[1], "tiny-phi4-k", "q4_k", ENG_DTYPE_Q4_K);
     static const char *const block_types[] = { "q2_k", "q3_k", "q4_k", "q5_k", "q6_k", "iq4_nl", "iq4_xs" };
     for (size_t i = 0; i < sizeof(block_types) / sizeof(block_types[0]); i++)
         check_block_type(argv[1], argv[2], block_types[i]);

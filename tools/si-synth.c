@@ -73,6 +73,11 @@ static const shape shapes[] = {
      * only part of a score, and the output tied to the embeddings */
     {"tiny-phi4", "phi3", "smollm", "Synthetic Tiny Fused Partial", 2, 64, 192, 4, 2, 320, 4096,
      10000.0f, 1e-5f, false, false, true, VOCAB_SMOL, 3, 0, false, true, 262144, 0.0f, {0, 0}, 8, 12},
+    /* the same with rows of 256 (heads of 64, 48 rotating): whole blocks of
+     * Q4_K, whose q rows' scaling goes into the blocks' scales */
+    {"tiny-phi4-k", "phi3", "smollm", "Synthetic Tiny Fused Partial K", 2, 256, 512, 4, 2, 320,
+     4096, 10000.0f, 1e-5f, false, false, true, VOCAB_SMOL, 3, 0, false, true, 262144, 0.0f, {0, 0},
+     8, 48},
     /* gemma3: q/k norms, norms after attention and FFN, GeGLU, embeddings
      * scaled by sqrt(n_embd), five local layers (window, RoPE base 10000)
      * to a global one (RoPE 1e6, linear scaling as Gemma 3 4B's); heads
