@@ -1179,10 +1179,14 @@ VALWAYS void q4k_block4(const eng_q4k_block *const b[4], long i, const float *xs
  * odd elements: a row's 64 products of a step in four multiply-adds where
  * the first form, converting the codes to f32 against the f32 token, took
  * eight conversions (shuffles, one port) and eight FMAs, and decoded a
- * Q4_K model about 10 % slower (it is gone: decode always has x~ here). Per sub-block the sum in eight int32 lanes (at most 4 *
- * 15 * 32767 each), times d * sc * d_x into the row's sum; the mins off as
- * dmin * m times x's exact sums, as s_dot_q4k. x~ is within d_x / 2 =
- * max|x_block| / 65534 of x, as for the Q8_0 kernels. */
+ * Q4_K model about 10 % slower (it is gone: decode always has x~ here).
+ * Per sub-block the sum in eight int32 lanes (at most 4 * 15 * 32767
+ * each), times d * sc * d_x into the row's sum; the mins off as dmin * m
+ * times x's exact sums, as s_dot_q4k. x~ is within d_x / 2 = max|x_block|
+ * / 65534 of x, as for the Q8_0 kernels. llama.cpp rounds x to 8 bits a
+ * block of 256 instead (Q8_K) and multiplies bytes (vpmaddubsw), twice the
+ * products an instruction and one conversion a block: about 1.6x this
+ * kernel's decode on the same Q4_K file (docs/benchmark.md). */
 VALWAYS void dot4_q4k_x16(const eng_q4k_block *const b[4], const x16_row *x, const float *xs,
                           long nb, float out[4], const char *const *pf)
 {
