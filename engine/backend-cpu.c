@@ -772,16 +772,17 @@ static const kernels kern_scalar = {
  * attributes with that set's kernels (DOT4, AXPY2, TILES, down_pack), so
  * the compiler inlines and unrolls them per set and weight type. */
 
-/* GEMV over Q8_0 rows, four quarters side by side as gemv_impl walks
- * them (four streams), each prefetching its row GEMV_PF_ROWS ahead: a
- * quarter of the f16 row's bytes fewer to read, more instructions a byte.
- * DOT4 is the set's dot4_q8 and X the token as it takes it; the rows past
- * the quarters, r0 + 4 * q .. r1, are left to the caller. */
-#define GEMV_Q8_BODY(DOT4, X)                                                                \
-    const long nb = cols / 32, q = (r1 - r0) / 4;                                            \
+/* GEMV over rows of blocks of BE weights (BT: eng_q8_block, 32;
+ * eng_q4k_block, 256), four quarters side by side as gemv_impl walks
+ * them (four streams), each prefetching its row GEMV_PF_ROWS ahead: a quarter of the
+ * f16 row's bytes fewer to read, more instructions a byte. DOT4 is the
+ * set's four-row kernel and X the token as it takes it; the rows past the
+ * quarters, r0 + 4 * q .. r1, are left to the caller. */
+#define GEMV_BLOCKS_BODY(BT, BE, DOT4, X)                                                    \
+    const long nb = cols / (BE), q = (r1 - r0) / 4;                                          \
     for (long i0 = 0; i0 < q; i0++) {                                                        \
         const long rr[4] = { r0 + i0, r0 + q + i0, r0 + 2 * q + i0, r0 + 3 * q + i0 };       \
-        const eng_q8_block *b[4];                                                            \
+        const BT *b[4];                                                                      \
         const char *pf[4];                                                                   \
         for (int j = 0; j < 4; j++) {                                                        \
             b[j] = w + (size_t)rr[j] * nb;                                                   \
@@ -1133,7 +1134,7 @@ VALWAYS void dot4_q8(const void *r0, const void *r1, const void *r2, const void 
 TGT static void v_gemv_q8(const eng_q8_block *w, long cols, const float *x, const float *bias,
                           float *y, long r0, long r1)
 {
-    GEMV_Q8_BODY(dot4_q8, x)
+    GEMV_BLOCKS_BODY(eng_q8_block, 32, dot4_q8, x)
     s_gemv_q8(w, cols, x, bias, y, r0 + 4 * q, r1);
 }
 
@@ -1229,23 +1230,25 @@ VALWAYS void dot4_q4k_x16(const eng_q4k_block *const b[4], const x16_row *x, con
         out[j] = o[j] - mn[j];
 }
 
+/* GEMV_BLOCKS_BODY's DOT4 over Q4_K rows: X the token's x~ and sums */
+typedef struct q4k_x {
+    const x16_row *x;
+    const float *xs;
+} q4k_x;
+
+VALWAYS void dot4_q4k_x16_rows(const eng_q4k_block *r0, const eng_q4k_block *r1,
+                               const eng_q4k_block *r2, const eng_q4k_block *r3, const q4k_x *X,
+                               long cols, float out[4], const char *const *pf)
+{
+    const eng_q4k_block *const b[4] = { r0, r1, r2, r3 };
+    dot4_q4k_x16(b, X->x, X->xs, cols / 256, out, pf);
+}
+
 TGT static void v_gemv_q4k_x16(const eng_q4k_block *w, long cols, const x16_row *x,
                                const float *xs, const float *bias, float *y, long r0, long r1)
 {
-    const long nb = cols / 256, q = (r1 - r0) / 4;
-    for (long i0 = 0; i0 < q; i0++) {
-        const long rr[4] = { r0 + i0, r0 + q + i0, r0 + 2 * q + i0, r0 + 3 * q + i0 };
-        const eng_q4k_block *b[4];
-        const char *pf[4];
-        for (int j = 0; j < 4; j++) {
-            b[j] = w + (size_t)rr[j] * nb;
-            pf[j] = (const char *)(b[j] + GEMV_PF_ROWS * nb); /* past the end: a hint */
-        }
-        float o[4];
-        dot4_q4k_x16(b, x, xs, nb, o, GEMV_PF_ROWS ? pf : NULL);
-        for (int j = 0; j < 4; j++)
-            y[rr[j]] = o[j] + (bias ? bias[rr[j]] : 0.0f);
-    }
+    const q4k_x X = { x, xs };
+    GEMV_BLOCKS_BODY(eng_q4k_block, 256, dot4_q4k_x16_rows, &X)
     /* the last rows one at a time, the same kernel */
     for (long r = r0 + 4 * q; r < r1; r++) {
         const eng_q4k_block *row = w + (size_t)r * nb, *b[4] = { row, row, row, row };
@@ -1341,7 +1344,7 @@ VALWAYS void dot4_q8x16(const void *r0, const void *r1, const void *r2, const vo
 TGT static void v_gemv_q8_x16(const eng_q8_block *w, long cols, const x16_row *x,
                               const float *bias, float *y, long r0, long r1)
 {
-    GEMV_Q8_BODY(dot4_q8x16, x)
+    GEMV_BLOCKS_BODY(eng_q8_block, 32, dot4_q8x16, x)
     for (long r = r0 + 4 * q; r < r1; r++) {
         const eng_q8_block *row = w + (size_t)r * nb;
         float o[4];
@@ -2243,7 +2246,7 @@ VALWAYS512 void axpy2_q8_512(float *acc, float a0, const void *d0, float a1, con
 TGT512 static void v512_gemv_q8(const eng_q8_block *w, long cols, const float *x,
                                 const float *bias, float *y, long r0, long r1)
 {
-    GEMV_Q8_BODY(dot4_q8_512, x)
+    GEMV_BLOCKS_BODY(eng_q8_block, 32, dot4_q8_512, x)
     s_gemv_q8(w, cols, x, bias, y, r0 + 4 * q, r1);
 }
 
@@ -2683,7 +2686,7 @@ ALWAYS void n_dot4_q8(const void *r0, const void *r1, const void *r2, const void
 static void n_gemv_q8(const eng_q8_block *w, long cols, const float *x, const float *bias,
                       float *y, long r0, long r1)
 {
-    GEMV_Q8_BODY(n_dot4_q8, x)
+    GEMV_BLOCKS_BODY(eng_q8_block, 32, n_dot4_q8, x)
     s_gemv_q8(w, cols, x, bias, y, r0 + 4 * q, r1);
 }
 
@@ -3493,13 +3496,29 @@ static void mm_decode_task(void *p, int ith, int nth)
 /* Prefill: row blocks of BLOCK_ROWS (f16 converted to f32 scratch once per
  * block and K chunk), then 4 rows x 3 tokens register blocks. Rows and
  * tokens beyond the edge point at the last valid one and are discarded. */
+enum { PACK_ROWS = 32, PACK_K = SCRATCH_FLOATS / PACK_ROWS };
+
+/* pack32 of rows of Q4_K blocks (n a multiple of 256), a block of a row
+ * dequantized at a time: a prefill packs a chunk of rows once for all its
+ * tokens, so the plain conversion costs little next to mm6x32 (the
+ * matrices' mm_packed_task and the FFN's act_packed_block). */
+static void pack32_q4k(const eng_q4k_block *const *w, int nr, long n, float *P)
+{
+    float tmp[256];
+    for (int r = 0; r < PACK_ROWS; r++)
+        for (long b = 0; b < n / 256; b++) {
+            if (r < nr)
+                eng_dequant_row_f32(GGML_TYPE_Q4_K, (const uint8_t *)(w[r] + b), tmp, 256);
+            for (int i = 0; i < 256; i++)
+                P[(size_t)(256 * b + i) * PACK_ROWS + r] = r < nr ? tmp[i] : 0.0f;
+        }
+}
+
 /* Prefill by outer products (kernels pack32, mm6x32): blocks of 32 rows
  * and a K chunk packed k-major once, then 6 tokens at a time. Used for
  * every prefill chunk, however few its tokens: a token's result must not
  * depend on how many others share its chunk (eng_session_reset_prefix
  * promises a fresh prefill's logits). */
-enum { PACK_ROWS = 32, PACK_K = SCRATCH_FLOATS / PACK_ROWS };
-
 static void mm_packed_task(void *p, int ith, int nth)
 {
     mm_args *a = p;
@@ -3522,19 +3541,11 @@ static void mm_packed_task(void *p, int ith, int nth)
                 for (int i = 0; i < nr; i++)
                     src[i] = (const eng_q8_block *)w->data + (size_t)(r0 + i) * (K / 32) + k0 / 32;
                 k->pack32_q8(src, nr, kc, P);
-            } else if (w->dtype == ENG_DTYPE_Q4_K) {
-                /* each row's chunk (k0 and kc are multiples of 256) to
-                 * f32, then into its column of P */
-                float row[PACK_K];
-                for (int i = 0; i < PACK_ROWS; i++) {
-                    if (i < nr)
-                        eng_dequant_row_f32(GGML_TYPE_Q4_K,
-                                            (const char *)w->data +
-                                                eng_dtype_bytes(w->dtype, (size_t)(r0 + i) * K + k0),
-                                            row, (size_t)kc);
-                    for (long q = 0; q < kc; q++)
-                        P[q * PACK_ROWS + i] = i < nr ? row[q] : 0.0f;
-                }
+            } else if (w->dtype == ENG_DTYPE_Q4_K) { /* k0, kc: multiples of 256 */
+                const eng_q4k_block *src[PACK_ROWS];
+                for (int i = 0; i < nr; i++)
+                    src[i] = (const eng_q4k_block *)w->data + ((size_t)(r0 + i) * K + k0) / 256;
+                pack32_q4k(src, nr, kc, P);
             } else {
                 const void *src[PACK_ROWS];
                 for (int i = 0; i < nr; i++)
@@ -4314,20 +4325,6 @@ static void ffn_fused_task(void *p, int ith, int nth)
 enum { ACT_KC = 1536, ACT_TC = (SCRATCH_FLOATS - PACK_ROWS * ACT_KC) / PACK_ROWS };
 _Static_assert(ACT_KC % 256 == 0, "a K chunk is whole Q4_K blocks");
 
-/* pack32 of rows of Q4_K blocks (n a multiple of 256), a block of a row
- * dequantized at a time: the prefill packs a chunk of rows once for all
- * its tokens, so the plain conversion costs little next to mm6x32. */
-static void pack32_q4k(const eng_q4k_block *const *w, int nr, long n, float *P)
-{
-    float tmp[256];
-    for (int r = 0; r < PACK_ROWS; r++)
-        for (long b = 0; b < n / 256; b++) {
-            if (r < nr)
-                eng_dequant_row_f32(GGML_TYPE_Q4_K, (const uint8_t *)(w[r] + b), tmp, 256);
-            for (int i = 0; i < 256; i++)
-                P[(size_t)(256 * b + i) * PACK_ROWS + r] = r < nr ? tmp[i] : 0.0f;
-        }
-}
 
 static void act_packed_block(ffn_run *r, const void *const *src, int nj, const bool *valid,
                              long j0, float *P)

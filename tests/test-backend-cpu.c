@@ -892,57 +892,34 @@ static void test_ffn(eng_backend *be, eng_dtype dt)
 #undef QE
 }
 
-/* build_sketch from Q8_0 slots: the sketch of the same values held in f32
- * (d * q is exact in float), byte for byte. */
-static void test_sketch_q8(eng_backend *be)
+/* build_sketch from Q8_0 or Q4_K slots: the sketch of the same values held
+ * in f32, byte for byte. Q8_0's d * q is exact in float (the values from
+ * this test's own reading); Q4_K's rows come dequantized by the engine's
+ * rule (quants.c; the FFN tests check the values themselves): the sketch
+ * finds each slot's rows. */
+static void test_sketch_dt(eng_backend *be, eng_dtype dt, const int E, const int S)
 {
-    enum { E = 96, S = 23 };
-    eng_q8_block *gu = make_weights(ENG_DTYPE_Q8_0, 2L * S * E), *dn = make_weights(ENG_DTYPE_Q8_0, (long)S * E);
-    float *gf = malloc(sizeof(float) * 2 * S * E), *df = malloc(sizeof(float) * S * E);
-    for (long i = 0; i < 2L * S * E; i++)
-        gf[i] = (float)wget(ENG_DTYPE_Q8_0, gu, i);
-    for (long i = 0; i < (long)S * E; i++)
-        df[i] = (float)wget(ENG_DTYPE_Q8_0, dn, i);
-    const size_t sb = eng_sketch_slot_bytes(E);
-    uint8_t *s8 = malloc(S * sb), *s32 = malloc(S * sb);
-    memset(s8, 1, S * sb);
-    memset(s32, 2, S * sb);
-    eng_ffn_weights w8 = { ENG_DTYPE_Q8_0, E, S, gu, dn, s8, ENG_ACT_SILU },
-                    w32 = { ENG_DTYPE_F32, E, S, gf, df, s32, ENG_ACT_SILU };
-    be->iface->build_sketch(be, &w8);
-    be->iface->build_sketch(be, &w32);
-    CHECK(memcmp(s8, s32, S * sb) == 0, "build_sketch of Q8_0 slots differs from f32's");
-    free(gu);
-    free(dn);
-    free(gf);
-    free(df);
-    free(s8);
-    free(s32);
-}
-
-/* build_sketch from Q4_K slots: the sketch of their rows dequantized by
- * the engine's own rule (quants.c; the FFN tests check the values
- * themselves), byte for byte: the sketch finds each slot's rows. */
-static void test_sketch_q4k(eng_backend *be)
-{
-    enum { E = 512, S = 13 };
-    void *gu = make_weights(ENG_DTYPE_Q4_K, 2L * S * E), *dn = make_weights(ENG_DTYPE_Q8_0, (long)S * E);
+    void *gu = make_weights(dt, 2L * S * E), *dn = make_weights(eng_ffn_down_dtype(dt), (long)S * E);
     float *gf = malloc(sizeof(float) * 2 * S * E), *df = calloc((size_t)S * E, sizeof(float));
-    eng_dequant_row_f32(GGML_TYPE_Q4_K, gu, gf, 2L * S * E);
+    if (dt == ENG_DTYPE_Q4_K)
+        eng_dequant_row_f32(GGML_TYPE_Q4_K, gu, gf, 2L * S * E);
+    else
+        for (long i = 0; i < 2L * S * E; i++)
+            gf[i] = (float)wget(dt, gu, i);
     const size_t sb = eng_sketch_slot_bytes(E);
-    uint8_t *s4 = malloc(S * sb), *s32 = malloc(S * sb);
-    memset(s4, 1, S * sb);
+    uint8_t *sq = malloc(S * sb), *s32 = malloc(S * sb);
+    memset(sq, 1, S * sb);
     memset(s32, 2, S * sb);
-    eng_ffn_weights w4 = { ENG_DTYPE_Q4_K, E, S, gu, dn, s4, ENG_ACT_SILU },
+    eng_ffn_weights wq = { dt, E, S, gu, dn, sq, ENG_ACT_SILU },
                     w32 = { ENG_DTYPE_F32, E, S, gf, df, s32, ENG_ACT_SILU };
-    be->iface->build_sketch(be, &w4);
+    be->iface->build_sketch(be, &wq);
     be->iface->build_sketch(be, &w32);
-    CHECK(memcmp(s4, s32, S * sb) == 0, "build_sketch of Q4_K slots differs from f32's");
+    CHECK(memcmp(sq, s32, S * sb) == 0, "build_sketch of %s slots differs from f32's", dt_name(dt));
     free(gu);
     free(dn);
     free(gf);
     free(df);
-    free(s4);
+    free(sq);
     free(s32);
 }
 
@@ -1442,7 +1419,7 @@ int main(void)
             test_ffn(be, ENG_DTYPE_Q8_0);
             test_ffn_runs(be, ENG_DTYPE_Q8_0);
             test_ffn_pick(be, ENG_DTYPE_Q8_0);
-            test_sketch_q8(be);
+            test_sketch_dt(be, ENG_DTYPE_Q8_0, 96, 23);
             /* matrices in Q4_K (a Q4_K_M file's), and FFN slots (down
              * rows Q8_0) */
             test_get_rows(be, ENG_DTYPE_Q4_K);
@@ -1451,7 +1428,7 @@ int main(void)
             test_ffn(be, ENG_DTYPE_Q4_K);
             test_ffn_runs(be, ENG_DTYPE_Q4_K);
             test_ffn_pick(be, ENG_DTYPE_Q4_K);
-            test_sketch_q4k(be);
+            test_sketch_dt(be, ENG_DTYPE_Q4_K, 512, 13);
             test_silu(be);
             /* GeGLU (Gemma): the FFN's kernels under the other activation */
             g_act = ENG_ACT_GELU;
