@@ -1,7 +1,7 @@
 /* si-kbench: speed of the CPU backend's decode kernels against the
  * machine's read bandwidth.
  *
- *   si-kbench [-t threads] [-q]
+ *   si-kbench [-t threads] [-q] [-s gemv|ffn|attention|prefill]
  *
  * Roofline: a streaming read of a 512 MiB buffer split over the thread pool.
  * Decode GEMV (f16, one token) and FFN (all slots, 40 % of them, and 25 %
@@ -401,20 +401,31 @@ static double bench_prefill_ffn(eng_backend *be, eng_dtype dt, int E, int S, int
     return us > 0 ? 2.0 * 3 * E * S * nt / (us * 1e-6) / 1e9 : -1;
 }
 
+static bool is_section(const char *s)
+{
+    return !strcmp(s, "gemv") || !strcmp(s, "ffn") || !strcmp(s, "attention") ||
+           !strcmp(s, "prefill");
+}
+
 int main(int argc, char **argv)
 {
     int n_threads = 2;
     bool quick = false;
+    const char *only = NULL; /* -s: one section, else all */
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "-t") && i + 1 < argc)
             n_threads = atoi(argv[++i]);
         else if (!strcmp(argv[i], "-q"))
             quick = true;
+        else if (!strcmp(argv[i], "-s") && i + 1 < argc && is_section(argv[i + 1]))
+            only = argv[++i];
         else {
-            fprintf(stderr, "usage: %s [-t threads] [-q]\n", argv[0]);
+            fprintf(stderr, "usage: %s [-t threads] [-q] [-s gemv|ffn|attention|prefill]\n",
+                    argv[0]);
             return 2;
         }
     }
+#define RUN(name) (!only || !strcmp(only, (name)))
     double secs = quick ? 0.3 : 1.0;
     eng_backend *be;
     int r = eng_backend_cpu_new(n_threads, &be);
@@ -435,27 +446,38 @@ int main(int argc, char **argv)
     printf("  best (streams, prefetch)%6.2f GB/s  %6.2f GB/s   <- roofline for the ratios\n\n",
            bw1, bw);
 
-    printf("decode GEMV, f16, 1 token            time/op      GB/s   of roofline\n");
-    static const int shapes[][2] = { { 576, 576 }, { 192, 576 }, { 1536, 576 }, { 576, 1536 },
-                                     { 49152, 576 } };
-    for (int c = 0; c < 2; c++)
-        for (size_t s = 0; s < sizeof(shapes) / sizeof(shapes[0]); s++) {
-            double gbs = 0, us = bench_gemv(be, ENG_DTYPE_F16, shapes[s][0], shapes[s][1], c == 0,
-                                        secs, &gbs);
-            printf("  %5d x %-5d %-4s              %9.1f us %8.2f   %5.1f %%\n", shapes[s][0],
-                   shapes[s][1], c == 0 ? "cold" : "hot", us, gbs, 100 * gbs / bw);
+    if (RUN("gemv")) {
+        printf("decode GEMV, f16, 1 token            time/op      GB/s   of roofline\n");
+        static const int shapes[][2] = { { 576, 576 }, { 192, 576 }, { 1536, 576 }, { 576, 1536 },
+                                         { 49152, 576 } };
+        for (int c = 0; c < 2; c++)
+            for (size_t s = 0; s < sizeof(shapes) / sizeof(shapes[0]); s++) {
+                double gbs = 0, us = bench_gemv(be, ENG_DTYPE_F16, shapes[s][0], shapes[s][1],
+                                                c == 0, secs, &gbs);
+                printf("  %5d x %-5d %-4s              %9.1f us %8.2f   %5.1f %%\n", shapes[s][0],
+                       shapes[s][1], c == 0 ? "cold" : "hot", us, gbs, 100 * gbs / bw);
+            }
+        {
+            double gbs = 0, us = bench_gemv(be, ENG_DTYPE_F32, 49152, 576, true, secs, &gbs);
+            printf("  49152 x 576   cold f32          %9.1f us %8.2f   %5.1f %%\n", us, gbs,
+                   100 * gbs / bw);
+            /* a matrix the file holds in Q8_0 (SmolLM2's tied head) */
+            us = bench_gemv(be, ENG_DTYPE_Q8_0, 49152, 576, true, secs, &gbs);
+            printf("  49152 x 576   cold q8_0         %9.1f us %8.2f   %5.1f %%\n", us, gbs,
+                   100 * gbs / bw);
+            us = bench_gemv(be, ENG_DTYPE_Q8_0, 576, 576, true, secs, &gbs);
+            printf("    576 x 576   cold q8_0         %9.1f us %8.2f   %5.1f %%\n", us, gbs,
+                   100 * gbs / bw);
         }
-    {
-        double gbs = 0, us = bench_gemv(be, ENG_DTYPE_F32, 49152, 576, true, secs, &gbs);
-        printf("  49152 x 576   cold f32          %9.1f us %8.2f   %5.1f %%\n", us, gbs,
-               100 * gbs / bw);
-        /* a matrix the file holds in Q8_0 (SmolLM2's tied head) */
-        us = bench_gemv(be, ENG_DTYPE_Q8_0, 49152, 576, true, secs, &gbs);
-        printf("  49152 x 576   cold q8_0         %9.1f us %8.2f   %5.1f %%\n", us, gbs,
-               100 * gbs / bw);
-        us = bench_gemv(be, ENG_DTYPE_Q8_0, 576, 576, true, secs, &gbs);
-        printf("    576 x 576   cold q8_0         %9.1f us %8.2f   %5.1f %%\n", us, gbs,
-               100 * gbs / bw);
+        /* Llama-3.2-1B's width: a Q4_K file's matrices against Q8_0 */
+        static const eng_dtype kdt[] = { ENG_DTYPE_Q4_K, ENG_DTYPE_Q8_0 };
+        for (int c = 0; c < 2; c++)
+            for (int k = 0; k < 2; k++) {
+                const int rows = c ? 512 : 32768;
+                double gbs = 0, us = bench_gemv(be, kdt[k], rows, 2048, c == 0, secs, &gbs);
+                printf("  %5d x 2048  %-4s %-4s         %9.1f us %8.2f   %5.1f %%\n", rows,
+                       c ? "hot" : "cold", k ? "q8_0" : "q4_k", us, gbs, 100 * gbs / bw);
+            }
     }
 
     struct {
@@ -473,57 +495,63 @@ int main(int argc, char **argv)
         { 0.001, false, true, true, "sketch alone (k 2), cold" },
         { 0.001, false, false, true, "sketch alone (k 2), hot" },
     };
-    for (int q = 0; q < 2; q++) {
-        const eng_dtype dt = q ? ENG_DTYPE_Q8_0 : ENG_DTYPE_F16;
-        printf("\ndecode FFN, %s, n_embd 576, 1536 slots\n", q ? "q8_0" : "f16");
-        for (size_t i = 0; i < sizeof(fc) / sizeof(fc[0]); i++) {
-            double gbs = 0, us = bench_ffn(be, dt, 576, 1536, fc[i].frac, fc[i].sorted,
-                                           fc[i].cold, fc[i].pick, 1, secs, &gbs);
-            printf("  %-26s        %9.1f us %8.2f   %5.1f %%\n", fc[i].name, us, gbs,
-                   100 * gbs / bw);
+    if (RUN("ffn")) {
+        for (int q = 0; q < 2; q++) {
+            const eng_dtype dt = q ? ENG_DTYPE_Q8_0 : ENG_DTYPE_F16;
+            printf("\ndecode FFN, %s, n_embd 576, 1536 slots\n", q ? "q8_0" : "f16");
+            for (size_t i = 0; i < sizeof(fc) / sizeof(fc[0]); i++) {
+                double gbs = 0, us = bench_ffn(be, dt, 576, 1536, fc[i].frac, fc[i].sorted,
+                                               fc[i].cold, fc[i].pick, 1, secs, &gbs);
+                printf("  %-26s        %9.1f us %8.2f   %5.1f %%\n", fc[i].name, us, gbs,
+                       100 * gbs / bw);
+            }
+        }
+
+        /* Llama-3.2-1B's FFN: a Q4_K file's gate and up rows stay Q4_K (down
+         * rows Q8_0), against the same in Q8_0 and f16 */
+        static const eng_dtype ldt[] = { ENG_DTYPE_F16, ENG_DTYPE_Q8_0, ENG_DTYPE_Q4_K };
+        static const char *const ldn[] = { "f16", "q8_0", "q4_k (down q8_0)" };
+        for (int q = 0; q < 3; q++) {
+            printf("\ndecode FFN, %s, n_embd 2048, 8192 slots\n", ldn[q]);
+            for (size_t i = 0; i < 3; i++) {
+                double gbs = 0, us = bench_ffn(be, ldt[q], 2048, 8192, fc[i].frac, fc[i].sorted,
+                                               fc[i].cold, fc[i].pick, 1, secs, &gbs);
+                printf("  %-26s        %9.1f us %8.2f   %5.1f %%\n", fc[i].name, us, gbs,
+                       100 * gbs / bw);
+            }
         }
     }
 
-    /* Llama-3.2-1B's FFN: a Q4_K file's gate and up rows stay Q4_K (down
-     * rows Q8_0), against the same in Q8_0 and f16 */
-    static const eng_dtype ldt[] = { ENG_DTYPE_F16, ENG_DTYPE_Q8_0, ENG_DTYPE_Q4_K };
-    static const char *const ldn[] = { "f16", "q8_0", "q4_k (down q8_0)" };
-    for (int q = 0; q < 3; q++) {
-        printf("\ndecode FFN, %s, n_embd 2048, 8192 slots\n", ldn[q]);
-        for (size_t i = 0; i < 3; i++) {
-            double gbs = 0, us = bench_ffn(be, ldt[q], 2048, 8192, fc[i].frac, fc[i].sorted,
-                                           fc[i].cold, fc[i].pick, 1, secs, &gbs);
-            printf("  %-26s        %9.1f us %8.2f   %5.1f %%\n", fc[i].name, us, gbs,
-                   100 * gbs / bw);
+    if (RUN("attention")) {
+        static const int ashapes[][3] = { { 9, 3, 64 }, { 32, 8, 64 } };
+        static const int n_kvs[] = { 128, 256, 512, 2048 };
+        for (int q8 = 0; q8 < 2; q8++) {
+            printf("\ndecode attention, %s cache, 1 token\n", q8 ? "q8_0" : "f16");
+            for (size_t s = 0; s < 2; s++)
+                for (int c = 0; c < 2; c++)
+                    for (size_t i = 0; i < 4; i++) {
+                        double gbs = 0, us = bench_attention(be, ashapes[s][0], ashapes[s][1],
+                                                             ashapes[s][2], n_kvs[i], q8, c == 0,
+                                                             secs, &gbs);
+                        printf("  %2d/%d heads x %d, %4d pos %-4s  %9.1f us %8.2f   %5.1f %%\n",
+                               ashapes[s][0], ashapes[s][1], ashapes[s][2], n_kvs[i],
+                               c == 0 ? "cold" : "hot", us, gbs, 100 * gbs / bw);
+                    }
         }
     }
 
-    static const int ashapes[][3] = { { 9, 3, 64 }, { 32, 8, 64 } };
-    static const int n_kvs[] = { 128, 256, 512, 2048 };
-    for (int q8 = 0; q8 < 2; q8++) {
-        printf("\ndecode attention, %s cache, 1 token\n", q8 ? "q8_0" : "f16");
-        for (size_t s = 0; s < 2; s++)
-            for (int c = 0; c < 2; c++)
-                for (size_t i = 0; i < 4; i++) {
-                    double gbs = 0, us = bench_attention(be, ashapes[s][0], ashapes[s][1],
-                                                         ashapes[s][2], n_kvs[i], q8, c == 0,
-                                                         secs, &gbs);
-                    printf("  %2d/%d heads x %d, %4d pos %-4s  %9.1f us %8.2f   %5.1f %%\n",
-                           ashapes[s][0], ashapes[s][1], ashapes[s][2], n_kvs[i],
-                           c == 0 ? "cold" : "hot", us, gbs, 100 * gbs / bw);
-                }
+    if (RUN("prefill")) {
+        printf("\nprefill, f16 (GFLOP/s)\n");
+        static const int nts[] = { 1, 8, 64, 256 };
+        for (size_t i = 0; i < 4; i++)
+            printf("  matmul 576 x 576, %3d tokens         %8.1f\n", nts[i],
+                   bench_prefill_mm(be, ENG_DTYPE_F16, 576, 576, nts[i], secs));
+        for (size_t i = 0; i < 4; i++)
+            printf("  ffn 576 x 1536, %3d tokens           %8.1f\n", nts[i],
+                   bench_prefill_ffn(be, ENG_DTYPE_F16, 576, 1536, nts[i], secs));
+        printf("  matmul 576 x 576 f32, 64 tokens       %8.1f\n",
+               bench_prefill_mm(be, ENG_DTYPE_F32, 576, 576, 64, secs));
     }
-
-    printf("\nprefill, f16 (GFLOP/s)\n");
-    static const int nts[] = { 1, 8, 64, 256 };
-    for (size_t i = 0; i < 4; i++)
-        printf("  matmul 576 x 576, %3d tokens         %8.1f\n", nts[i],
-               bench_prefill_mm(be, ENG_DTYPE_F16, 576, 576, nts[i], secs));
-    for (size_t i = 0; i < 4; i++)
-        printf("  ffn 576 x 1536, %3d tokens           %8.1f\n", nts[i],
-               bench_prefill_ffn(be, ENG_DTYPE_F16, 576, 1536, nts[i], secs));
-    printf("  matmul 576 x 576 f32, 64 tokens       %8.1f\n",
-           bench_prefill_mm(be, ENG_DTYPE_F32, 576, 576, 64, secs));
 
     be->iface->free(be);
     return 0;
