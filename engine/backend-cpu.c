@@ -196,7 +196,7 @@ typedef struct q8_row {
 } q8_row;
 
 /* A token in 16 bits per block of 32 (x16_prep): element i is q[i] *
- * d[i / 32]. */
+ * d[i / 32]; for Q4_K rows per block of 256 in bytes (x16_prep_q4k). */
 typedef struct x16_row {
     const int16_t *q;
     const float *d;
@@ -231,11 +231,11 @@ typedef struct kernels {
     void (*x16_prep)(const float *x, long n, int16_t *q, float *d);
     void (*gemv_q8_x16)(const eng_q8_block *w, long cols, const x16_row *x,
                         const float *bias, float *y, long r0, long r1);
-    /* Where a set has them (else NULL): x16_prep_q4k is x16_prep with each
-     * block of 32 reordered, its 16 even elements then its 16 odd ones
-     * (the order a Q4_K kernel's 16-bit lanes hold codes in); gemv_q4k_x16
-     * is gemv_q4k against that, by integer multiply-adds (xs: the exact
-     * x's sums, for the mins). */
+    /* Where a set has them (else NULL): x16_prep_q4k rounds x [n] (n a
+     * multiple of 256) to 16 bits per block of 256, x = q[i] * d[i / 256],
+     * each q held as two signed bytes (v_x16_prep_q4k: q as 2n bytes);
+     * gemv_q4k_x16 is gemv_q4k against that, by integer multiply-adds (xs:
+     * the exact x's sums, for the mins). */
     void (*x16_prep_q4k)(const float *x, long n, int16_t *q, float *d);
     void (*gemv_q4k_x16)(const eng_q4k_block *w, long cols, const x16_row *x, const float *xs,
                          const float *bias, float *y, long r0, long r1);
@@ -311,7 +311,7 @@ struct ffn_args {
     float *act;     /* [n_tokens][n_sel] */
     int n_tokens;
     /* decode in Q8_0, kernels with x16_prep: x in 16 bits; in Q4_K, kernels
-     * with gemv_q4k_x16: the same in x16_prep_q4k's order */
+     * with gemv_q4k_x16: x in 16 bits as x16_prep_q4k holds it */
     const x16_row *x16;
     /* ffn_runs: selected indices from n1 on are slots j - n1 of w2 (the
      * decode walk only; NULL: every index is w's) */
@@ -1138,96 +1138,110 @@ TGT static void v_gemv_q8(const eng_q8_block *w, long cols, const float *x, cons
     s_gemv_q8(w, cols, x, bias, y, r0 + 4 * q, r1);
 }
 
-/* q4k_factors on 8 lanes, the mins' term dmn . xs added into *mins: the
- * 12 scale bytes as three words, regrouped with masks and shifts into 8
- * scale bytes then 8 min bytes (the layout eng_q4k_scale_min reads). */
-VALWAYS void q4k_factors8(const eng_q4k_block *b, const float *xs, float dsc[8], __m256 *mins)
+/* A Q4_K block's 12 scale bytes as 8 scale bytes then 8 min bytes (the
+ * layout eng_q4k_scale_min reads), in vector registers: the scalar form
+ * (three words regrouped in general registers, then moved over) took a
+ * third of the decode kernel's time. With B the scale bytes, sc_j = B_j &
+ * 63 and m_j = B_(j+4) & 63 for j < 4; for j >= 4 the low four bits come
+ * from B_(j+4)'s nibbles and the high two from B_(j-4)'s and B_j's top
+ * bits. Shifts are 16-bit, so each is masked to the bits it owns. */
+VALWAYS __m128i q4k_scales_mins(const eng_q4k_block *b)
 {
-    uint32_t u[4];
-    memcpy(u, b->scales, 12);
-    const uint32_t m6 = 0x3f3f3f3f, m4 = 0x0f0f0f0f, m2 = 0x03030303;
-    u[3] = ((u[2] >> 4) & m4) | (((u[1] >> 6) & m2) << 4);
-    const uint32_t lo_m = u[1] & m6;
-    u[1] = (u[2] & m4) | (((u[0] >> 6) & m2) << 4);
-    u[2] = lo_m;
-    u[0] &= m6;
-    /* u[0], u[1]: scales 0-3, 4-7; u[2], u[3]: mins 0-3, 4-7 */
-    const __m128i v = _mm_loadu_si128((const __m128i *)u);
-    const __m256 sc = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(v));
-    const __m256 mn = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(v, 8)));
-    _mm256_storeu_ps(dsc, _mm256_mul_ps(_mm256_set1_ps(_cvtsh_ss(b->d)), sc));
-    *mins = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_set1_ps(_cvtsh_ss(b->dmin)), mn),
-                            _mm256_loadu_ps(xs), *mins);
+    const __m128i v = _mm_loadu_si128((const __m128i *)b); /* d, dmin, then B */
+    const __m128i a = _mm_shuffle_epi8(v, _mm_setr_epi8(4, 5, 6, 7, 12, 13, 14, 15, 8, 9, 10, 11,
+                                                        12, 13, 14, 15));
+    const __m128i hi = _mm_shuffle_epi8(v, _mm_setr_epi8(-1, -1, -1, -1, 4, 5, 6, 7, -1, -1, -1,
+                                                         -1, 8, 9, 10, 11));
+    const __m128i lo = _mm_or_si128(
+        _mm_and_si128(a, _mm_setr_epi8(63, 63, 63, 63, 15, 15, 15, 15, 63, 63, 63, 63, 0, 0, 0,
+                                       0)),
+        _mm_and_si128(_mm_srli_epi16(a, 4),
+                      _mm_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 15, 15, 15, 15)));
+    return _mm_or_si128(lo, _mm_and_si128(_mm_srli_epi16(hi, 2), _mm_set1_epi8(0x30)));
 }
 
-/* Block i of four Q4_K rows: its three lines prefetched in the rows pf
- * (when not NULL), its factors into dsc, its mins' terms into mins. */
-VALWAYS void q4k_block4(const eng_q4k_block *const b[4], long i, const float *xs,
-                        const char *const *pf, float dsc[4][8], __m256 mins[4])
-{
-    if (pf)
-        for (int j = 0; j < 4; j++)
-            for (int l = 0; l < ENG_Q4K_BLOCK_BYTES; l += 64)
-                _mm_prefetch(pf[j] + i * ENG_Q4K_BLOCK_BYTES + l, _MM_HINT_T0);
-    for (int j = 0; j < 4; j++)
-        q4k_factors8(b[j] + i, xs + 8 * i, dsc[j], &mins[j]);
-}
+/* Four Q4_K rows against x~ in 16 bits a block of 256, q = 256 h + l held
+ * as the signed bytes h and l (x16_prep_q4k). Per step of 64 weights a row
+ * the two sub-blocks' codes come apart as bytes with one shift and two
+ * masks; vpmaddubsw multiplies them with h and with l (pairs of products
+ * in int16, at most 2 * 15 * 128), and a multiply-add by the sub-block's
+ * scale (DPW: acc + the pairs' products summed in int32; VNNI's vpdpwssd
+ * where the set has it) applies the scale in the integers, so a block
+ * takes one conversion and one FMA a row. The first form multiplied 16-bit
+ * x~ a block of 32 by vpmaddwd, then converted and scaled each sub-block
+ * in floats: about 165 instructions a block a row against about 100 here.
+ * Exact in the integers: a lane of the h sums is at most 8 * 2 * 2 * 3840
+ * * 63 (3.9e6) before its shift by 8. The mins come off as dmin * m times
+ * x's exact sums, as s_dot_q4k. x~ is within d_x / 2 = max|x_block| /
+ * 65278 of x, 2^-16 of the block's largest where llama.cpp's Q8_K takes
+ * 2^-8 (docs/benchmark.md). */
+#define DOT4_Q4K_X16_BODY(DPW)                                                               \
+    const __m256i m4 = _mm256_set1_epi8(15);                                                 \
+    __m256 acc[4] = { _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),        \
+                      _mm256_setzero_ps() };                                                 \
+    __m256 mins[4] = { _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),        \
+                       _mm256_setzero_ps() };                                                \
+    for (long i = 0; i < nb; i++) {                                                          \
+        if (pf)                                                                              \
+            for (int j = 0; j < 4; j++)                                                      \
+                for (int l = 0; l < ENG_Q4K_BLOCK_BYTES; l += 64)                            \
+                    _mm_prefetch(pf[j] + i * ENG_Q4K_BLOCK_BYTES + l, _MM_HINT_T0);          \
+        /* per row: the sub-blocks' scales as int16 pairs (a dword a scale,    \
+         * broadcast by the loads below), d * d_x, the mins' term */                         \
+        __m256i scw[4];                                                                      \
+        float dd[4];                                                                         \
+        const __m256 xs8 = _mm256_loadu_ps(xs + 8 * i);                                      \
+        for (int j = 0; j < 4; j++) {                                                        \
+            const eng_q4k_block *bj = b[j] + i;                                              \
+            const __m128i v = q4k_scales_mins(bj);                                           \
+            const __m256i sc = _mm256_cvtepu8_epi32(v);                                      \
+            scw[j] = _mm256_or_si256(sc, _mm256_slli_epi32(sc, 16));                         \
+            const __m256 mn = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(v, 8))); \
+            mins[j] = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_set1_ps(_cvtsh_ss(bj->dmin)), mn), \
+                                      xs8, mins[j]);                                         \
+            dd[j] = _cvtsh_ss(bj->d) * x->d[i];                                              \
+        }                                                                                    \
+        __m256i ah[4], al[4];                                                                \
+        for (int j = 0; j < 4; j++)                                                          \
+            ah[j] = al[j] = _mm256_setzero_si256();                                          \
+        const int8_t *xh = (const int8_t *)x->q + 512 * i, *xl = xh + 256;                   \
+        for (int p = 0; p < 4; p++) {                                                        \
+            const __m256i h0 = _mm256_loadu_si256((const __m256i *)(xh + 64 * p));           \
+            const __m256i h1 = _mm256_loadu_si256((const __m256i *)(xh + 64 * p + 32));      \
+            const __m256i l0 = _mm256_loadu_si256((const __m256i *)(xl + 64 * p));           \
+            const __m256i l1 = _mm256_loadu_si256((const __m256i *)(xl + 64 * p + 32));      \
+            for (int j = 0; j < 4; j++) {                                                    \
+                const __m256i c = _mm256_loadu_si256((const __m256i *)(b[j][i].qs + 32 * p)); \
+                const __m256i c0 = _mm256_and_si256(c, m4);                                  \
+                const __m256i c1 = _mm256_and_si256(_mm256_srli_epi16(c, 4), m4);            \
+                const __m256i s0 =                                                           \
+                    _mm256_permutevar8x32_epi32(scw[j], _mm256_set1_epi32(2 * p));           \
+                const __m256i s1 =                                                           \
+                    _mm256_permutevar8x32_epi32(scw[j], _mm256_set1_epi32(2 * p + 1));       \
+                ah[j] = DPW(ah[j], _mm256_maddubs_epi16(c0, h0), s0);                        \
+                al[j] = DPW(al[j], _mm256_maddubs_epi16(c0, l0), s0);                        \
+                ah[j] = DPW(ah[j], _mm256_maddubs_epi16(c1, h1), s1);                        \
+                al[j] = DPW(al[j], _mm256_maddubs_epi16(c1, l1), s1);                        \
+            }                                                                                \
+        }                                                                                    \
+        for (int j = 0; j < 4; j++)                                                          \
+            acc[j] = _mm256_fmadd_ps(                                                        \
+                _mm256_cvtepi32_ps(_mm256_add_epi32(_mm256_slli_epi32(ah[j], 8), al[j])),    \
+                _mm256_set1_ps(dd[j]), acc[j]);                                              \
+    }                                                                                        \
+    float o[4], mn[4];                                                                       \
+    _mm_storeu_ps(o, hsum4x8(acc[0], acc[1], acc[2], acc[3]));                               \
+    _mm_storeu_ps(mn, hsum4x8(mins[0], mins[1], mins[2], mins[3]));                          \
+    for (int j = 0; j < 4; j++)                                                              \
+        out[j] = o[j] - mn[j];
 
-/* Four Q4_K rows against x~ in 16 bits (v_x16_prep_q4k's order). A 16-bit
- * lane of 32 code bytes holds elements 2k and 2k + 1 of two sub-blocks
- * (the low and high nibbles of bytes 2k and 2k + 1), so shifts and masks
- * alone take them apart, and vpmaddwd multiplies them with x~'s even and
- * odd elements: a row's 64 products of a step in four multiply-adds where
- * the first form, converting the codes to f32 against the f32 token, took
- * eight conversions (shuffles, one port) and eight FMAs, and decoded a
- * Q4_K model about 10 % slower (it is gone: decode always has x~ here).
- * Per sub-block the sum in eight int32 lanes (at most 4 * 15 * 32767
- * each), times d * sc * d_x into the row's sum; the mins off as dmin * m
- * times x's exact sums, as s_dot_q4k. x~ is within d_x / 2 = max|x_block|
- * / 65534 of x, as for the Q8_0 kernels. llama.cpp rounds x to 8 bits a
- * block of 256 instead (Q8_K) and multiplies bytes (vpmaddubsw), twice the
- * products an instruction and one conversion a block: about 1.6x this
- * kernel's decode on the same Q4_K file (docs/benchmark.md). */
+/* AVX2's DPW: vpmaddwd, then the add */
+#define DPW_AVX2(acc, a, b) _mm256_add_epi32((acc), _mm256_madd_epi16((a), (b)))
+
 VALWAYS void dot4_q4k_x16(const eng_q4k_block *const b[4], const x16_row *x, const float *xs,
                           long nb, float out[4], const char *const *pf)
 {
-    const __m256i m4 = _mm256_set1_epi16(15);
-    __m256 acc[4] = { _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),
-                      _mm256_setzero_ps() };
-    __m256 mins[4] = { _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),
-                       _mm256_setzero_ps() };
-    for (long i = 0; i < nb; i++) {
-        float dsc[4][8];
-        q4k_block4(b, i, xs, pf, dsc, mins);
-        const __m256 xd = _mm256_loadu_ps(x->d + 8 * i);
-        for (int j = 0; j < 4; j++)
-            _mm256_storeu_ps(dsc[j], _mm256_mul_ps(_mm256_loadu_ps(dsc[j]), xd));
-        for (int p = 0; p < 4; p++) {
-            const int16_t *xq = x->q + 256 * i + 64 * p;
-            const __m256i xe0 = _mm256_loadu_si256((const __m256i *)xq);
-            const __m256i xo0 = _mm256_loadu_si256((const __m256i *)(xq + 16));
-            const __m256i xe1 = _mm256_loadu_si256((const __m256i *)(xq + 32));
-            const __m256i xo1 = _mm256_loadu_si256((const __m256i *)(xq + 48));
-            for (int j = 0; j < 4; j++) {
-                const __m256i c = _mm256_loadu_si256((const __m256i *)(b[j][i].qs + 32 * p));
-                const __m256i s0 = _mm256_add_epi32(
-                    _mm256_madd_epi16(_mm256_and_si256(c, m4), xe0),
-                    _mm256_madd_epi16(_mm256_and_si256(_mm256_srli_epi16(c, 8), m4), xo0));
-                const __m256i s1 = _mm256_add_epi32(
-                    _mm256_madd_epi16(_mm256_and_si256(_mm256_srli_epi16(c, 4), m4), xe1),
-                    _mm256_madd_epi16(_mm256_srli_epi16(c, 12), xo1));
-                acc[j] = _mm256_fmadd_ps(_mm256_set1_ps(dsc[j][2 * p]), _mm256_cvtepi32_ps(s0),
-                                         acc[j]);
-                acc[j] = _mm256_fmadd_ps(_mm256_set1_ps(dsc[j][2 * p + 1]),
-                                         _mm256_cvtepi32_ps(s1), acc[j]);
-            }
-        }
-    }
-    float o[4], mn[4];
-    _mm_storeu_ps(o, hsum4x8(acc[0], acc[1], acc[2], acc[3]));
-    _mm_storeu_ps(mn, hsum4x8(mins[0], mins[1], mins[2], mins[3]));
-    for (int j = 0; j < 4; j++)
-        out[j] = o[j] - mn[j];
+    DOT4_Q4K_X16_BODY(DPW_AVX2)
 }
 
 /* GEMV_BLOCKS_BODY's DOT4 over Q4_K rows: X the token's x~ and sums */
@@ -1244,18 +1258,22 @@ VALWAYS void dot4_q4k_x16_rows(const eng_q4k_block *r0, const eng_q4k_block *r1,
     dot4_q4k_x16(b, X->x, X->xs, cols / 256, out, pf);
 }
 
+/* The GEMV over Q4_K rows for a set's DOT4 (ROWS: its dot4_q4k_x16_rows,
+ * DOT: its dot4_q4k_x16); the last rows one at a time, the same kernel */
+#define GEMV_Q4K_X16_BODY(ROWS, DOT)                                                          \
+    const q4k_x X = { x, xs };                                                               \
+    GEMV_BLOCKS_BODY(eng_q4k_block, 256, ROWS, &X)                                           \
+    for (long r = r0 + 4 * q; r < r1; r++) {                                                 \
+        const eng_q4k_block *row = w + (size_t)r * nb, *b[4] = { row, row, row, row };       \
+        float o[4];                                                                          \
+        DOT(b, x, xs, nb, o, NULL);                                                          \
+        y[r] = o[0] + (bias ? bias[r] : 0.0f);                                               \
+    }
+
 TGT static void v_gemv_q4k_x16(const eng_q4k_block *w, long cols, const x16_row *x,
                                const float *xs, const float *bias, float *y, long r0, long r1)
 {
-    const q4k_x X = { x, xs };
-    GEMV_BLOCKS_BODY(eng_q4k_block, 256, dot4_q4k_x16_rows, &X)
-    /* the last rows one at a time, the same kernel */
-    for (long r = r0 + 4 * q; r < r1; r++) {
-        const eng_q4k_block *row = w + (size_t)r * nb, *b[4] = { row, row, row, row };
-        float o[4];
-        dot4_q4k_x16(b, x, xs, nb, o, NULL);
-        y[r] = o[0] + (bias ? bias[r] : 0.0f);
-    }
+    GEMV_Q4K_X16_BODY(dot4_q4k_x16_rows, dot4_q4k_x16)
 }
 
 /* Decode's Q8_0 GEMVs with x in 16 bits. Converting every code to f32
@@ -1295,18 +1313,43 @@ TGT static void v_x16_prep(const float *x, long n, int16_t *q, float *d)
     }
 }
 
-/* v_x16_prep, each block of 32 then reordered for dot4_q4k_x16: its 16
- * even elements, then its 16 odd ones. */
+/* x rounded to 16 bits a block of 256 for dot4_q4k_x16: q = round(x /
+ * d), d = max|x_block| / 32639, so that q = 256 h + l with h and l signed
+ * bytes (l = q's low byte as signed, h = (q - l) / 256, both within
+ * [-128, 127]); the block stored as its 256 h then its 256 l (q [2n]
+ * bytes, d [n / 256]). */
 TGT static void v_x16_prep_q4k(const float *x, long n, int16_t *q, float *d)
 {
-    v_x16_prep(x, n, q, d);
-    for (long b = 0; b < n / 32; b++) {
-        int16_t t[32];
-        for (int k = 0; k < 16; k++) {
-            t[k] = q[32 * b + 2 * k];
-            t[16 + k] = q[32 * b + 2 * k + 1];
+    const __m256 sgn = _mm256_set1_ps(-0.0f);
+    for (long i = 0; i < n / 256; i++) {
+        const float *xb = x + 256 * i;
+        __m256 m = _mm256_setzero_ps();
+        for (int u = 0; u < 32; u++)
+            m = _mm256_max_ps(m, _mm256_andnot_ps(sgn, _mm256_loadu_ps(xb + 8 * u)));
+        __m128 hm = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+        hm = _mm_max_ps(hm, _mm_movehl_ps(hm, hm));
+        hm = _mm_max_ss(hm, _mm_movehdup_ps(hm));
+        const float amax = _mm_cvtss_f32(hm);
+        const float dd = amax / 32639.0f, id = dd != 0.0f ? 1.0f / dd : 0.0f;
+        d[i] = dd;
+        const __m256 vid = _mm256_set1_ps(id);
+        int8_t *h = (int8_t *)q + 512 * i, *l = h + 256;
+        for (int k = 0; k < 256; k += 32) {
+            __m256i c[4];
+            for (int u = 0; u < 4; u++) /* round to nearest even (MXCSR's default) */
+                c[u] = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(xb + k + 8 * u), vid));
+            /* packs works within 128-bit lanes: put elements back in order */
+            const __m256i q0 = _mm256_permute4x64_epi64(_mm256_packs_epi32(c[0], c[1]), 0xd8);
+            const __m256i q1 = _mm256_permute4x64_epi64(_mm256_packs_epi32(c[2], c[3]), 0xd8);
+            const __m256i l0 = _mm256_srai_epi16(_mm256_slli_epi16(q0, 8), 8);
+            const __m256i l1 = _mm256_srai_epi16(_mm256_slli_epi16(q1, 8), 8);
+            const __m256i h0 = _mm256_srai_epi16(_mm256_sub_epi16(q0, l0), 8);
+            const __m256i h1 = _mm256_srai_epi16(_mm256_sub_epi16(q1, l1), 8);
+            _mm256_storeu_si256((__m256i *)(h + k),
+                                _mm256_permute4x64_epi64(_mm256_packs_epi16(h0, h1), 0xd8));
+            _mm256_storeu_si256((__m256i *)(l + k),
+                                _mm256_permute4x64_epi64(_mm256_packs_epi16(l0, l1), 0xd8));
         }
-        memcpy(q + 32 * b, t, sizeof(t));
     }
 }
 
@@ -1494,7 +1537,7 @@ FFN_ONE_SLOT(dot4_q8, axpy2_q8, VALWAYS, a->x)
 FFN_ONE_SLOT(dot4_q8x16, axpy2_q8, VALWAYS, a->x16)
 
 /* The walk's DOT4 over Q4_K gate and up rows against x~ (ffn_args.x16 in
- * x16_prep_q4k's order; X is the walk's args, for it and x's sums) */
+ * x16_prep_q4k's form; X is the walk's args, for it and x's sums) */
 VALWAYS void dot4_q4k_x16_ffn(const void *r0, const void *r1, const void *r2, const void *r3,
                               const ffn_args *a, long n, float out[4], const char *const *pf)
 {
@@ -2468,12 +2511,38 @@ TGT512 static void v512_act_mul16(const float *in, float *out, eng_act act)
     _mm512_storeu_ps(out, _mm512_mul_ps(sg, u));
 }
 
+/* dot4_q4k_x16 with VNNI's vpdpwssd for the multiply-add by the scales */
+#define DPW_VNNI(acc, a, b) _mm256_dpwssd_epi32((acc), (a), (b))
+
+VALWAYS512 void dot4_q4k_x16_512(const eng_q4k_block *const b[4], const x16_row *x,
+                                 const float *xs, long nb, float out[4], const char *const *pf)
+{
+    DOT4_Q4K_X16_BODY(DPW_VNNI)
+}
+
+VALWAYS512 void dot4_q4k_x16_rows512(const eng_q4k_block *r0, const eng_q4k_block *r1,
+                                     const eng_q4k_block *r2, const eng_q4k_block *r3,
+                                     const q4k_x *X, long cols, float out[4],
+                                     const char *const *pf)
+{
+    const eng_q4k_block *const b[4] = { r0, r1, r2, r3 };
+    dot4_q4k_x16_512(b, X->x, X->xs, cols / 256, out, pf);
+}
+
+TGT512 static void v512_gemv_q4k_x16(const eng_q4k_block *w, long cols, const x16_row *x,
+                                     const float *xs, const float *bias, float *y, long r0,
+                                     long r1)
+{
+    GEMV_Q4K_X16_BODY(dot4_q4k_x16_rows512, dot4_q4k_x16_512)
+}
+
 /* dot4_q4k_x16_ffn in this set's walk (its own name for FFN_ONE_SLOT) */
 VALWAYS512 void dot4_q4k_x16_ffn512(const void *r0, const void *r1, const void *r2,
                                     const void *r3, const ffn_args *a, long n, float out[4],
                                     const char *const *pf)
 {
-    dot4_q4k_x16_ffn(r0, r1, r2, r3, a, n, out, pf);
+    const eng_q4k_block *const b[4] = { r0, r1, r2, r3 };
+    dot4_q4k_x16_512(b, a->x16, a->xs, n / 256, out, pf);
 }
 
 FFN_ONE_SLOT(dot4_q4k_x16_ffn512, axpy2_q8_512, VALWAYS512, a)
@@ -2503,7 +2572,7 @@ static const kernels kern_avx512 = {
     .gemv_q8 = v512_gemv_q8,
     .gemv_q4k = s_gemv_q4k,
     .x16_prep_q4k = v_x16_prep_q4k,
-    .gemv_q4k_x16 = v_gemv_q4k_x16,
+    .gemv_q4k_x16 = v512_gemv_q4k_x16,
     .mm6x32 = v512_mm6x32,
     .act_mul16 = v512_act_mul16,
     .att_pv32 = v512_att_pv32,
@@ -3670,7 +3739,7 @@ static const float *q4k_prep(cpu_ctx *c, const float *x, long cols, x16_row *x4,
     if (cols / 32 + 16 > ABUF_X16 - ABUF_Q4K)
         return NULL;
     x_sums32(x, cols, xs);
-    if (c->k->gemv_q4k_x16 && cols % 32 == 0 &&
+    if (c->k->gemv_q4k_x16 && cols % 256 == 0 &&
         cols / 32 * 2 + cols / 2 + 16 <= ABUF_X16 - ABUF_Q4K) {
         int16_t *q = (int16_t *)(xs + (cols / 32 + 15) / 16 * 16);
         float *d = (float *)(q + cols);

@@ -8,8 +8,9 @@
  * size; a real bug is off by O(1)):
  *   get_rows, add: exact.   store_f16: bit-exact round-to-nearest-even.
  *   matmul: |y - ref| <= 3e-5 * sum_k |w_k x_k| + 1e-6 * |bias|; decode in
- *           Q8_0 and Q4_K + sum_b max_b|x| / 65534 * sum_(k in b) |w_k| (x in
- *           16 bits)
+ *           Q8_0 + sum_b max_b|x| / 65534 * sum_(k in b) |w_k| (x in 16 bits
+ *           a block b of 32), in Q4_K the same over blocks of 256 and
+ *           max_b|x| / 65278 (q within +-32639, two signed bytes)
  *           Q4_K: sum_k over (|d sc q_k| + |dmin m|) |x_k| (the kernels
  *           take the mins off apart)
  *   matmul3: bit for bit three matmuls
@@ -185,6 +186,18 @@ static void *make_weights(eng_dtype dt, long n)
     return p;
 }
 
+/* Decode's x in 16 bits: blocks of 32 (Q8_0's kernels) or 256 (Q4_K's),
+ * each element within max_b|x| times this of x */
+static int x16_block(eng_dtype dt)
+{
+    return dt == ENG_DTYPE_Q4_K ? 256 : 32;
+}
+
+static double x16_unit(eng_dtype dt)
+{
+    return dt == ENG_DTYPE_Q4_K ? 1.0 / 65278 : 1.0 / 65534;
+}
+
 /* Q4_K element i's two terms, d * sc * q and dmin * m (written out here
  * from ggml's layout, not taken from the engine). */
 static void q4k_terms(const void *p, long i, double *dq, double *dm)
@@ -314,13 +327,13 @@ static void test_matmul_one(eng_backend *be, eng_dtype dt, int rows, int cols, i
             /* decode may round x to 16 bits a block (Q4_K: against the
              * codes' term, within the magnitudes) */
             if ((dt == ENG_DTYPE_Q8_0 || dt == ENG_DTYPE_Q4_K) && nt == 1)
-                for (int k0 = 0; k0 < cols; k0 += 32) {
+                for (int k0 = 0; k0 < cols; k0 += x16_block(dt)) {
                     double xm = 0, wa = 0;
-                    for (int k = k0; k < k0 + 32; k++) {
+                    for (int k = k0; k < k0 + x16_block(dt); k++) {
                         xm = fmax(xm, fabs(x[k]));
                         wa += wm[(long)r * cols + k];
                     }
-                    tol += wa * xm / 65534 * 1.001;
+                    tol += wa * xm * x16_unit(dt) * 1.001;
                 }
             if (!(fabs(got - ref) <= tol) && bad++ < 3)
                 CHECK(0, "matmul %s %dx%d nt=%d bias=%d t=%d r=%d: %.9g vs %.9g (tol %.3g)",
@@ -786,19 +799,19 @@ static void test_ffn_one(eng_backend *be, eng_dtype dt, int E, int n_slots, int 
                 um += (gmg ? gmg[iu] : fabs(gud[iu])) * fabs(xt[k]);
             }
             /* decode in Q8_0 and Q4_K may round x to 16 bits per block
-             * of 32 (within max_b|x| / 65534): that much more in g and u */
+             * (x16_unit): that much more in g and u */
             double eg = 0, eu = 0;
             for (int k0 = 0; (dt == ENG_DTYPE_Q8_0 || dt == ENG_DTYPE_Q4_K) && nt == 1 && k0 < E;
-                 k0 += 32) {
+                 k0 += x16_block(dt)) {
                 double xm = 0, wg = 0, wu = 0;
-                for (int k = k0; k < k0 + 32 && k < E; k++) {
+                for (int k = k0; k < k0 + x16_block(dt) && k < E; k++) {
                     const long ig = s * 2 * E + k, iu = ig + E;
                     xm = fmax(xm, fabs(xt[k]));
                     wg += gmg ? gmg[ig] : fabs(gud[ig]);
                     wu += gmg ? gmg[iu] : fabs(gud[iu]);
                 }
-                eg += wg * xm / 65534 * 1.001;
-                eu += wu * xm / 65534 * 1.001;
+                eg += wg * xm * x16_unit(dt) * 1.001;
+                eu += wu * xm * x16_unit(dt) * 1.001;
             }
             double sg = act_ref(g);
             a[j] = sg * u;
