@@ -1169,8 +1169,8 @@ VALWAYS __m128i q4k_scales_mins(const eng_q4k_block *b)
  * where the set has it) applies the scale in the integers, so a block
  * takes one conversion and one FMA a row. The first form multiplied 16-bit
  * x~ a block of 32 by vpmaddwd, then converted and scaled each sub-block
- * in floats: about 165 instructions a block a row against about 100 here.
- * Exact in the integers: a lane of the h sums is at most 8 * 2 * 2 * 3840
+ * in floats: about 135 instructions a block a row against about 95 here.
+ * Exact in the integers: a lane of the h sums is at most 8 * 2 * 3840
  * * 63 (3.9e6) before its shift by 8. The mins come off as dmin * m times
  * x's exact sums, as s_dot_q4k. x~ is within d_x / 2 = max|x_block| /
  * 65278 of x, 2^-16 of the block's largest where llama.cpp's Q8_K takes
