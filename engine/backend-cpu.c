@@ -384,6 +384,21 @@ static void q8_to_f32(const eng_q8_block *b, long n, float *dst)
     }
 }
 
+/* A row of n weights of type dt (n whole blocks) as f32: how get_rows, the
+ * unconverted prefill and the sketch read any type (k->to_f32 for f16) */
+static void row_to_f32(const struct kernels *k, eng_dtype dt, const void *src, long n,
+                       float *dst)
+{
+    if (dt == ENG_DTYPE_Q8_0)
+        q8_to_f32(src, n, dst);
+    else if (dt == ENG_DTYPE_Q4_K)
+        eng_dequant_row_f32(GGML_TYPE_Q4_K, src, dst, (size_t)n);
+    else if (dt == ENG_DTYPE_F16)
+        k->to_f32(src, dst, n);
+    else
+        memcpy(dst, src, (size_t)n * sizeof(float));
+}
+
 /* A row of nb Q8_0 blocks times x: each block's products summed, then
  * scaled by its d, as the vector kernels do. */
 static float s_dot_q8(const eng_q8_block *b, const float *x, long nb)
@@ -3551,7 +3566,6 @@ static void op_get_rows(eng_backend *be, const eng_weight *w, const int32_t *ids
     cpu_ctx *c = ctx_of(be);
     if (!w || !ids || !out || n <= 0 || w->cols <= 0 || w->cols % eng_dtype_block(w->dtype))
         return;
-    bool f16 = w->dtype == ENG_DTYPE_F16;
     long cols = w->cols;
     for (int t = 0; t < n; t++) {
         float *o = out + (size_t)t * cols;
@@ -3559,16 +3573,9 @@ static void op_get_rows(eng_backend *be, const eng_weight *w, const int32_t *ids
             memset(o, 0, (size_t)cols * sizeof(float));
             continue;
         }
-        if (w->dtype == ENG_DTYPE_Q8_0)
-            q8_to_f32((const eng_q8_block *)w->data + (size_t)ids[t] * (cols / 32), cols, o);
-        else if (w->dtype == ENG_DTYPE_Q4_K)
-            eng_dequant_row_f32(GGML_TYPE_Q4_K,
-                                (const char *)w->data + eng_dtype_bytes(w->dtype, (size_t)ids[t] * cols),
-                                o, (size_t)cols);
-        else if (f16)
-            c->k->to_f32((const uint16_t *)w->data + (size_t)ids[t] * cols, o, cols);
-        else
-            memcpy(o, (const float *)w->data + (size_t)ids[t] * cols, (size_t)cols * sizeof(float));
+        row_to_f32(c->k, w->dtype,
+                   (const char *)w->data + eng_dtype_bytes(w->dtype, (size_t)ids[t] * cols), cols,
+                   o);
     }
 }
 
@@ -3689,18 +3696,12 @@ static void mm_prefill_task(void *p, int ith, int nth)
         for (long k0 = 0; k0 < K; k0 += BLOCK_K) {
             long kc = K - k0 < BLOCK_K ? K - k0 : BLOCK_K;
             const float *wr[BLOCK_ROWS];
-            if (w->dtype == ENG_DTYPE_Q8_0) {
+            if (w->dtype == ENG_DTYPE_Q8_0 || w->dtype == ENG_DTYPE_Q4_K) {
                 for (int i = 0; i < nr; i++) {
-                    q8_to_f32((const eng_q8_block *)w->data + (size_t)(r0 + i) * (K / 32) + k0 / 32,
-                              kc, scr + (size_t)i * kc);
-                    wr[i] = scr + (size_t)i * kc;
-                }
-            } else if (w->dtype == ENG_DTYPE_Q4_K) {
-                for (int i = 0; i < nr; i++) {
-                    eng_dequant_row_f32(GGML_TYPE_Q4_K,
-                                        (const char *)w->data +
-                                            eng_dtype_bytes(w->dtype, (size_t)(r0 + i) * K + k0),
-                                        scr + (size_t)i * kc, (size_t)kc);
+                    row_to_f32(k, w->dtype,
+                               (const char *)w->data +
+                                   eng_dtype_bytes(w->dtype, (size_t)(r0 + i) * K + k0),
+                               kc, scr + (size_t)i * kc);
                     wr[i] = scr + (size_t)i * kc;
                 }
             } else if (f16) {
@@ -4561,12 +4562,9 @@ static void ffn_act_task(void *p, int ith, int nth)
             hrows[i] = rows[i];
             frows[i] = rows[i];
         }
-        if (convert && q8) {
+        if (convert && (q8 || q4k)) {
             for (int i = 0; i < nr; i++)
-                q8_to_f32(rows[i], E, scr + (size_t)i * E);
-        } else if (convert && q4k) {
-            for (int i = 0; i < nr; i++)
-                eng_dequant_row_f32(GGML_TYPE_Q4_K, rows[i], scr + (size_t)i * E, (size_t)E);
+                row_to_f32(k, w->dtype, rows[i], E, scr + (size_t)i * E);
         } else if (convert) {
             k->cvt_rows(hrows, nr, E, scr, E);
         }
@@ -4846,14 +4844,7 @@ static void sketch_task(void *p, int ith, int nth)
     for (long j = b; j < e; j++)
         for (int h = 0; h < 2; h++) {
             const uint8_t *src = (const uint8_t *)w->gate_up + ((size_t)j * 2 + h) * rs;
-            if (w->dtype == ENG_DTYPE_F32)
-                memcpy(row, src, (size_t)E * sizeof(float));
-            else if (w->dtype == ENG_DTYPE_Q8_0)
-                q8_to_f32((const eng_q8_block *)src, E, row);
-            else if (w->dtype == ENG_DTYPE_Q4_K)
-                eng_dequant_row_f32(GGML_TYPE_Q4_K, src, row, (size_t)E);
-            else
-                r->c->k->to_f32((const uint16_t *)src, row, E);
+            row_to_f32(r->c->k, w->dtype, src, E, row);
             eng_quant_row(GGML_TYPE_Q4_0, row, q4, (size_t)E);
             eng_sketch_row(q4, (int)(E / 32), (uint8_t *)w->sketch + j * sb + h * (sb / 2));
         }
