@@ -1302,31 +1302,44 @@ TGT static void v_gemv_q4k_x16(const eng_q4k_block *w, long cols, const x16_row 
  * of the weights' largest. Exact in the integers (a lane sums four
  * products of at most 128 * 32767). A NaN in x does not carry through
  * here as through f32 products; the prefill's kernels keep f32. */
-TGT static void v_x16_prep(const float *x, long n, int16_t *q, float *d)
+/* A block's step for q within +-qmax: d = max|xb[0..n)| / qmax (n a
+ * multiple of 8) returned, its inverse (0 for an all-zero block) in *id */
+VALWAYS float x16_step(const float *xb, int n, float qmax, __m256 *id)
 {
     const __m256 sgn = _mm256_set1_ps(-0.0f);
+    __m256 m = _mm256_setzero_ps();
+    for (int u = 0; u < n; u += 8)
+        m = _mm256_max_ps(m, _mm256_andnot_ps(sgn, _mm256_loadu_ps(xb + u)));
+    __m128 h = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+    h = _mm_max_ps(h, _mm_movehl_ps(h, h));
+    h = _mm_max_ss(h, _mm_movehdup_ps(h));
+    const float d = _mm_cvtss_f32(h) / qmax;
+    *id = _mm256_set1_ps(d != 0.0f ? 1.0f / d : 0.0f);
+    return d;
+}
+
+/* xb[0..32) times id rounded to int16 (to nearest even, MXCSR's default),
+ * in order: elements 0-15 in *q0, 16-31 in *q1 */
+VALWAYS void q16x32(const float *xb, __m256 id, __m256i *q0, __m256i *q1)
+{
+    __m256i c[4];
+    for (int u = 0; u < 4; u++)
+        c[u] = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(xb + 8 * u), id));
+    /* packs works within 128-bit lanes: put elements back in order */
+    *q0 = _mm256_permute4x64_epi64(_mm256_packs_epi32(c[0], c[1]), 0xd8);
+    *q1 = _mm256_permute4x64_epi64(_mm256_packs_epi32(c[2], c[3]), 0xd8);
+}
+
+TGT static void v_x16_prep(const float *x, long n, int16_t *q, float *d)
+{
     for (long i = 0; i < n / 32; i++) {
         const float *xb = x + 32 * i;
-        __m256 v[4], m = _mm256_setzero_ps();
-        for (int u = 0; u < 4; u++) {
-            v[u] = _mm256_loadu_ps(xb + 8 * u);
-            m = _mm256_max_ps(m, _mm256_andnot_ps(sgn, v[u]));
-        }
-        __m128 h = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
-        h = _mm_max_ps(h, _mm_movehl_ps(h, h));
-        h = _mm_max_ss(h, _mm_movehdup_ps(h));
-        const float amax = _mm_cvtss_f32(h);
-        const float dd = amax / 32767.0f, id = dd != 0.0f ? 1.0f / dd : 0.0f;
-        d[i] = dd;
-        const __m256 vid = _mm256_set1_ps(id);
-        __m256i c[4];
-        for (int u = 0; u < 4; u++) /* round to nearest even (MXCSR's default) */
-            c[u] = _mm256_cvtps_epi32(_mm256_mul_ps(v[u], vid));
-        /* packs works within 128-bit lanes: put elements back in order */
-        _mm256_storeu_si256((__m256i *)(q + 32 * i),
-                            _mm256_permute4x64_epi64(_mm256_packs_epi32(c[0], c[1]), 0xd8));
-        _mm256_storeu_si256((__m256i *)(q + 32 * i + 16),
-                            _mm256_permute4x64_epi64(_mm256_packs_epi32(c[2], c[3]), 0xd8));
+        __m256 id;
+        d[i] = x16_step(xb, 32, 32767.0f, &id);
+        __m256i q0, q1;
+        q16x32(xb, id, &q0, &q1);
+        _mm256_storeu_si256((__m256i *)(q + 32 * i), q0);
+        _mm256_storeu_si256((__m256i *)(q + 32 * i + 16), q1);
     }
 }
 
@@ -1337,27 +1350,14 @@ TGT static void v_x16_prep(const float *x, long n, int16_t *q, float *d)
  * bytes, d [n / 256]). */
 TGT static void v_x16_prep_q4k(const float *x, long n, int16_t *q, float *d)
 {
-    const __m256 sgn = _mm256_set1_ps(-0.0f);
     for (long i = 0; i < n / 256; i++) {
         const float *xb = x + 256 * i;
-        __m256 m = _mm256_setzero_ps();
-        for (int u = 0; u < 32; u++)
-            m = _mm256_max_ps(m, _mm256_andnot_ps(sgn, _mm256_loadu_ps(xb + 8 * u)));
-        __m128 hm = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
-        hm = _mm_max_ps(hm, _mm_movehl_ps(hm, hm));
-        hm = _mm_max_ss(hm, _mm_movehdup_ps(hm));
-        const float amax = _mm_cvtss_f32(hm);
-        const float dd = amax / 32639.0f, id = dd != 0.0f ? 1.0f / dd : 0.0f;
-        d[i] = dd;
-        const __m256 vid = _mm256_set1_ps(id);
+        __m256 vid;
+        d[i] = x16_step(xb, 256, 32639.0f, &vid);
         int8_t *h = (int8_t *)q + 512 * i, *l = h + 256;
         for (int k = 0; k < 256; k += 32) {
-            __m256i c[4];
-            for (int u = 0; u < 4; u++) /* round to nearest even (MXCSR's default) */
-                c[u] = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(xb + k + 8 * u), vid));
-            /* packs works within 128-bit lanes: put elements back in order */
-            const __m256i q0 = _mm256_permute4x64_epi64(_mm256_packs_epi32(c[0], c[1]), 0xd8);
-            const __m256i q1 = _mm256_permute4x64_epi64(_mm256_packs_epi32(c[2], c[3]), 0xd8);
+            __m256i q0, q1;
+            q16x32(xb + k, vid, &q0, &q1);
             const __m256i l0 = _mm256_srai_epi16(_mm256_slli_epi16(q0, 8), 8);
             const __m256i l1 = _mm256_srai_epi16(_mm256_slli_epi16(q1, 8), 8);
             const __m256i h0 = _mm256_srai_epi16(_mm256_sub_epi16(q0, l0), 8);
