@@ -386,8 +386,7 @@ static void q8_to_f32(const eng_q8_block *b, long n, float *dst)
 
 /* A row of n weights of type dt (n whole blocks) as f32: how get_rows, the
  * unconverted prefill and the sketch read any type (k->to_f32 for f16) */
-static void row_to_f32(const struct kernels *k, eng_dtype dt, const void *src, long n,
-                       float *dst)
+static void row_to_f32(const kernels *k, eng_dtype dt, const void *src, long n, float *dst)
 {
     if (dt == ENG_DTYPE_Q8_0)
         q8_to_f32(src, n, dst);
@@ -2331,26 +2330,19 @@ TGT512 static void v512_pack32_q8(const eng_q8_block *const *w, int nr, long n, 
         }
 }
 
-/* pack32 of Q4_K rows, eight at a time: each block's scales unpacked once
- * (q4k_scales_mins) into d * sc and dmin * m, then eight values of each
- * row dequantized in a register (code * d sc - dmin m, one rounding) and
- * transposed into P. It was the scalar rule, one value at a time, stored
- * 32 floats apart: about an eighth of a Q4_K prefill's time. */
+/* pack32 of Q4_K rows, eight at a time: each block's factors d * sc and
+ * dmin * m once (q4k_factors), then eight values of each row dequantized
+ * in a register (code * d sc - dmin m, one rounding) and transposed into
+ * P. It was the scalar rule, one value at a time, stored 32 floats apart:
+ * about an eighth of a Q4_K prefill's time. */
 TGT512 static void v512_pack32_q4k(const eng_q4k_block *const *w, int nr, long n, float *P)
 {
     const __m256i m4 = _mm256_set1_epi32(15);
     for (int i0 = 0; i0 < 32; i0 += 8)
         for (long bi = 0; bi < n / 256; bi++) {
             float f[8][8], g[8][8]; /* row i0 + i, sub-block s: d * sc, dmin * m */
-            for (int i = 0; i < 8 && i0 + i < nr; i++) {
-                const eng_q4k_block *b = w[i0 + i] + bi;
-                const __m128i v = q4k_scales_mins(b);
-                _mm256_storeu_ps(f[i], _mm256_mul_ps(_mm256_set1_ps(_cvtsh_ss(b->d)),
-                                                     _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(v))));
-                _mm256_storeu_ps(g[i], _mm256_mul_ps(_mm256_set1_ps(_cvtsh_ss(b->dmin)),
-                                                     _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(
-                                                         _mm_srli_si128(v, 8)))));
-            }
+            for (int i = 0; i < 8 && i0 + i < nr; i++)
+                q4k_factors(w[i0 + i] + bi, f[i], g[i]);
             for (int k = 0; k < 256; k += 8) {
                 const int sb = k / 32; /* codes: bytes 32 (sb / 2) + k % 32, nibble sb % 2 */
                 __m256 r[8];
@@ -3763,8 +3755,8 @@ static bool x16_ready(cpu_ctx *c, const float *x, long cols, x16_row *ret)
 
 /* A decode step's x for Q4_K rows (GEMVs and the FFN's gate and up), in
  * abuf's third quarter: its sums x_sums32(x), returned (NULL where cols is
- * too wide), and where the kernels have gemv_q4k_x16 x in 16 bits in
- * their order (*x4, and *has_x4 true). */
+ * too wide), and where the kernels have gemv_q4k_x16 x in 16 bits as
+ * x16_prep_q4k holds it (*x4, and *has_x4 true). */
 static const float *q4k_prep(cpu_ctx *c, const float *x, long cols, x16_row *x4, bool *has_x4)
 {
     float *xs = c->abuf + ABUF_Q4K;
