@@ -239,6 +239,12 @@ typedef struct kernels {
     void (*x16_prep_q4k)(const float *x, long n, int16_t *q, float *d);
     void (*gemv_q4k_x16)(const eng_q4k_block *w, long cols, const x16_row *x, const float *xs,
                          const float *bias, float *y, long r0, long r1);
+    /* gemv over rows of cols / 256 Q6_K blocks; with gemv_q4k_x16 (else
+     * NULL) the same against x in x16_prep_q4k's form */
+    void (*gemv_q6k)(const eng_q6k_block *w, long cols, const float *x, const float *bias,
+                     float *y, long r0, long r1);
+    void (*gemv_q6k_x16)(const eng_q6k_block *w, long cols, const x16_row *x, const float *bias,
+                         float *y, long r0, long r1);
     /* dst[i][0..n) = f32(src[i][0..n)), rows of stride lds into stride ldd. */
     void (*cvt_rows)(const uint16_t *const *src, int nrows, long n, float *dst, long ldd);
     /* out[r][t] = w[r] . x[t] over n, 4 rows x 3 tokens. */
@@ -390,8 +396,8 @@ static void row_to_f32(const kernels *k, eng_dtype dt, const void *src, long n, 
 {
     if (dt == ENG_DTYPE_Q8_0)
         q8_to_f32(src, n, dst);
-    else if (dt == ENG_DTYPE_Q4_K)
-        eng_dequant_row_f32(GGML_TYPE_Q4_K, src, dst, (size_t)n);
+    else if (dt == ENG_DTYPE_Q4_K || dt == ENG_DTYPE_Q6_K)
+        eng_dequant_row_f32(ggml_type_of_dtype(dt), src, dst, (size_t)n);
     else if (dt == ENG_DTYPE_F16)
         k->to_f32(src, dst, n);
     else
@@ -474,6 +480,42 @@ static void s_gemv_q4k(const eng_q4k_block *w, long cols, const float *x, const 
     const long nb = cols / 256;
     for (long r = r0; r < r1; r++)
         y[r] = s_dot_q4k(w + (size_t)r * nb, x, xs, nb) + (bias ? bias[r] : 0.0f);
+}
+
+/* Element e's code of a Q6_K block, less its offset of 32 (backend.h's
+ * layout) */
+static inline int q6k_code(const eng_q6k_block *b, int e)
+{
+    const int h = e / 128, r = e % 128;
+    const int lo = (b->ql[64 * h + r % 64] >> (r < 64 ? 0 : 4)) & 15;
+    const int hi = (b->qh[32 * h + r % 32] >> (2 * (r / 32))) & 3;
+    return (lo | hi << 4) - 32;
+}
+
+/* A row of nb Q6_K blocks times x: per sub-block of 16 the products of
+ * codes and x, times d * scale. The reference for the vector kernels, and
+ * the GEMV of the sets without them. */
+static float s_dot_q6k(const eng_q6k_block *b, const float *x, long nb)
+{
+    float sum = 0.0f;
+    for (long i = 0; i < nb; i++, b++, x += 256) {
+        const float d = h2f(b->d);
+        for (int j = 0; j < 16; j++) {
+            float s = 0.0f;
+            for (int e = 16 * j; e < 16 * j + 16; e++)
+                s += (float)q6k_code(b, e) * x[e];
+            sum += d * (float)b->scales[j] * s;
+        }
+    }
+    return sum;
+}
+
+static void s_gemv_q6k(const eng_q6k_block *w, long cols, const float *x, const float *bias,
+                       float *y, long r0, long r1)
+{
+    const long nb = cols / 256;
+    for (long r = r0; r < r1; r++)
+        y[r] = s_dot_q6k(w + (size_t)r * nb, x, nb) + (bias ? bias[r] : 0.0f);
 }
 
 /* An FFN row (f16, f32, Q8_0 or Q4_K, xs = x_sums32(x)) times x over n. */
@@ -762,6 +804,7 @@ static void s_dot2_q4q8(const uint8_t *w, const q8_row *x, long nb, float out[2]
 
 static const kernels kern_scalar = {
     .gemv_q4k = s_gemv_q4k,
+    .gemv_q6k = s_gemv_q6k,
     .name = "scalar",
     .gemv = s_gemv,
     .gemv_q8 = s_gemv_q8,
@@ -1290,6 +1333,108 @@ TGT static void v_gemv_q4k_x16(const eng_q4k_block *w, long cols, const x16_row 
                                const float *xs, const float *bias, float *y, long r0, long r1)
 {
     GEMV_Q4K_X16_BODY(dot4_q4k_x16_rows, dot4_q4k_x16)
+}
+
+/* Four Q6_K rows against x~ in x16_prep_q4k's form (q = 256 h + l a block
+ * of 256), as dot4_q4k_x16: per group of 32 weights a row, the 6-bit codes
+ * u come together from a nibble of ql and two bits of qh; vpmaddubsw
+ * multiplies them with h and with l, and takes off 32 times the same pairs
+ * of x~ (the code's offset: u - 32 by h is at most 2 * 32 * 128 a pair),
+ * and DPW multiplies by the two sub-blocks' signed scales into int32. So
+ * the codes less 32 meet x~ exactly in the integers: a lane of the h sums is at
+ * most 8 * 2 * 8192 * 128 (1.7e7), past int32 once shifted by 8, so h and
+ * l sums are converted apart, two FMAs a block a row. x~ is within d_x / 2
+ * = max|x_block| / 65278 of x, as for Q4_K. */
+#define DOT4_Q6K_X16_BODY(DPW)                                                           \
+    const __m256i m4 = _mm256_set1_epi8(15), m2 = _mm256_set1_epi8(0x30);                \
+    const __m256i k32 = _mm256_set1_epi8(32), m16 = _mm256_set1_epi32(0xffff);           \
+    __m256 acc[4] = { _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),     \
+                      _mm256_setzero_ps() };                                             \
+    for (long i = 0; i < nb; i++) {                                                      \
+        if (pf)                                                                          \
+            for (int j = 0; j < 4; j++)                                                  \
+                for (int l = 0; l < ENG_Q6K_BLOCK_BYTES; l += 64)                        \
+                    _mm_prefetch(pf[j] + i * ENG_Q6K_BLOCK_BYTES + l, _MM_HINT_T0);      \
+        /* per row: the 16 scales as int16 pairs, a dword each (scales                   \
+         * 0-7, 8-15), and d * d_x */                                                    \
+        __m256i scw[4][2];                                                               \
+        float dd[4];                                                                     \
+        for (int j = 0; j < 4; j++) {                                                    \
+            const eng_q6k_block *bj = b[j] + i;                                          \
+            const __m128i s8 = _mm_loadu_si128((const __m128i *)bj->scales);             \
+            for (int hh = 0; hh < 2; hh++) {                                             \
+                const __m256i s = _mm256_cvtepi8_epi32(hh ? _mm_srli_si128(s8, 8) : s8); \
+                scw[j][hh] =                                                             \
+                    _mm256_or_si256(_mm256_and_si256(s, m16), _mm256_slli_epi32(s, 16)); \
+            }                                                                            \
+            dd[j] = _cvtsh_ss(bj->d) * x->d[i];                                          \
+        }                                                                                \
+        __m256i ah[4], al[4];                                                            \
+        for (int j = 0; j < 4; j++)                                                      \
+            ah[j] = al[j] = _mm256_setzero_si256();                                      \
+        const int8_t *xh = (const int8_t *)x->q + 512 * i, *xl = xh + 256;               \
+        _Pragma("GCC unroll 8") for (int g = 0; g < 8; g++) {                            \
+            const int hf = g / 4, gg = g % 4;                                            \
+            const __m256i hx = _mm256_loadu_si256((const __m256i *)(xh + 32 * g));       \
+            const __m256i lx = _mm256_loadu_si256((const __m256i *)(xl + 32 * g));       \
+            const __m256i ho = _mm256_maddubs_epi16(k32, hx);                            \
+            const __m256i lo = _mm256_maddubs_epi16(k32, lx);                            \
+            const __m256i idx = _mm256_setr_epi32(2 * gg, 2 * gg, 2 * gg, 2 * gg, 2 * gg + 1, \
+                                                  2 * gg + 1, 2 * gg + 1, 2 * gg + 1);   \
+            for (int j = 0; j < 4; j++) {                                                \
+                const eng_q6k_block *bj = b[j] + i;                                      \
+                const __m256i c = _mm256_loadu_si256(                                    \
+                    (const __m256i *)(bj->ql + 64 * hf + 32 * (gg & 1)));                \
+                const __m256i t = _mm256_loadu_si256((const __m256i *)(bj->qh + 32 * hf)); \
+                const __m256i lo4 =                                                      \
+                    _mm256_and_si256(gg < 2 ? c : _mm256_srli_epi16(c, 4), m4);          \
+                const __m256i hi2 = _mm256_and_si256(                                    \
+                    gg == 0   ? _mm256_slli_epi16(t, 4)                                  \
+                    : gg == 1 ? _mm256_slli_epi16(t, 2)                                  \
+                    : gg == 2 ? t                                                        \
+                              : _mm256_srli_epi16(t, 2),                                 \
+                    m2);                                                                 \
+                const __m256i u = _mm256_or_si256(lo4, hi2);                             \
+                const __m256i s = _mm256_permutevar8x32_epi32(scw[j][hf], idx);          \
+                ah[j] = DPW(ah[j], _mm256_sub_epi16(_mm256_maddubs_epi16(u, hx), ho), s); \
+                al[j] = DPW(al[j], _mm256_sub_epi16(_mm256_maddubs_epi16(u, lx), lo), s); \
+            }                                                                            \
+        }                                                                                \
+        for (int j = 0; j < 4; j++)                                                      \
+            acc[j] = _mm256_fmadd_ps(                                                    \
+                _mm256_cvtepi32_ps(ah[j]), _mm256_set1_ps(256.0f * dd[j]),               \
+                _mm256_fmadd_ps(_mm256_cvtepi32_ps(al[j]), _mm256_set1_ps(dd[j]), acc[j])); \
+    }                                                                                    \
+    _mm_storeu_ps(out, hsum4x8(acc[0], acc[1], acc[2], acc[3]));
+
+VALWAYS void dot4_q6k_x16(const eng_q6k_block *const b[4], const x16_row *x, long nb,
+                          float out[4], const char *const *pf)
+{
+    DOT4_Q6K_X16_BODY(DPW_AVX2)
+}
+
+VALWAYS void dot4_q6k_x16_rows(const eng_q6k_block *r0, const eng_q6k_block *r1,
+                               const eng_q6k_block *r2, const eng_q6k_block *r3,
+                               const x16_row *x, long cols, float out[4], const char *const *pf)
+{
+    const eng_q6k_block *const b[4] = { r0, r1, r2, r3 };
+    dot4_q6k_x16(b, x, cols / 256, out, pf);
+}
+
+/* The GEMV over Q6_K rows, as GEMV_Q4K_X16_BODY */
+#define GEMV_Q6K_X16_BODY(ROWS, DOT)                                                          \
+    GEMV_BLOCKS_BODY(eng_q6k_block, 256, ROWS, x)                                            \
+    for (long r = r0 + 4 * q; r < r1; r++) {                                                 \
+        const eng_q6k_block *row = w + (size_t)r * nb, *b[4] = { row, row, row, row };       \
+        float o[4];                                                                          \
+        DOT(b, x, nb, o, NULL);                                                              \
+        y[r] = o[0] + (bias ? bias[r] : 0.0f);                                               \
+    }
+
+TGT static void v_gemv_q6k_x16(const eng_q6k_block *w, long cols, const x16_row *x,
+                               const float *bias, float *y, long r0, long r1)
+{
+    GEMV_Q6K_X16_BODY(dot4_q6k_x16_rows, dot4_q6k_x16)
 }
 
 /* Decode's Q8_0 GEMVs with x in 16 bits. Converting every code to f32
@@ -2140,10 +2285,12 @@ static const kernels kern_avx2 = {
     .ffn_fused = v_ffn_fused,
     .gemv_q8 = v_gemv_q8,
     .gemv_q4k = s_gemv_q4k, /* decode takes gemv_q4k_x16 */
+    .gemv_q6k = s_gemv_q6k, /* and gemv_q6k_x16 */
     .x16_prep = v_x16_prep,
     .gemv_q8_x16 = v_gemv_q8_x16,
     .x16_prep_q4k = v_x16_prep_q4k,
     .gemv_q4k_x16 = v_gemv_q4k_x16,
+    .gemv_q6k_x16 = v_gemv_q6k_x16,
     .ffn_down = v_ffn_down,
     .exp4 = v_exp4,
     .dot2_q4q8 = v_dot2_q4q8,
@@ -2586,6 +2733,27 @@ TGT512 static void v512_gemv_q4k_x16(const eng_q4k_block *w, long cols, const x1
     GEMV_Q4K_X16_BODY(dot4_q4k_x16_rows512, dot4_q4k_x16_512)
 }
 
+VALWAYS512 void dot4_q6k_x16_512(const eng_q6k_block *const b[4], const x16_row *x, long nb,
+                                 float out[4], const char *const *pf)
+{
+    DOT4_Q6K_X16_BODY(DPW_VNNI)
+}
+
+VALWAYS512 void dot4_q6k_x16_rows512(const eng_q6k_block *r0, const eng_q6k_block *r1,
+                                     const eng_q6k_block *r2, const eng_q6k_block *r3,
+                                     const x16_row *x, long cols, float out[4],
+                                     const char *const *pf)
+{
+    const eng_q6k_block *const b[4] = { r0, r1, r2, r3 };
+    dot4_q6k_x16_512(b, x, cols / 256, out, pf);
+}
+
+TGT512 static void v512_gemv_q6k_x16(const eng_q6k_block *w, long cols, const x16_row *x,
+                                     const float *bias, float *y, long r0, long r1)
+{
+    GEMV_Q6K_X16_BODY(dot4_q6k_x16_rows512, dot4_q6k_x16_512)
+}
+
 /* dot4_q4k_x16_ffn in this set's walk (its own name for FFN_ONE_SLOT) */
 VALWAYS512 void dot4_q4k_x16_ffn512(const void *r0, const void *r1, const void *r2,
                                     const void *r3, const ffn_args *a, long n, float out[4],
@@ -2622,8 +2790,10 @@ static const kernels kern_avx512 = {
     .pack32_q4k = v512_pack32_q4k,
     .gemv_q8 = v512_gemv_q8,
     .gemv_q4k = s_gemv_q4k,
+    .gemv_q6k = s_gemv_q6k,
     .x16_prep_q4k = v_x16_prep_q4k,
     .gemv_q4k_x16 = v512_gemv_q4k_x16,
+    .gemv_q6k_x16 = v512_gemv_q6k_x16,
     .mm6x32 = v512_mm6x32,
     .act_mul16 = v512_act_mul16,
     .att_pv32 = v512_att_pv32,
@@ -2758,15 +2928,20 @@ static void n_gemv(const void *w, bool f16, long cols, const float *x, const flo
         n_gemv_impl(w, false, cols, x, bias, y, r0, r1);
 }
 
-/* Sixteen int8 of a Q8_0 block as four float32x4. */
-ALWAYS void nldq8x16(const int8_t *q, float32x4_t f[4])
+/* Sixteen int8 as four float32x4. */
+ALWAYS void nq8x16(int8x16_t v, float32x4_t f[4])
 {
-    const int8x16_t v = vld1q_s8(q);
     const int16x8_t lo = vmovl_s8(vget_low_s8(v)), hi = vmovl_high_s8(v);
     f[0] = vcvtq_f32_s32(vmovl_s16(vget_low_s16(lo)));
     f[1] = vcvtq_f32_s32(vmovl_high_s16(lo));
     f[2] = vcvtq_f32_s32(vmovl_s16(vget_low_s16(hi)));
     f[3] = vcvtq_f32_s32(vmovl_high_s16(hi));
+}
+
+/* Sixteen int8 of a Q8_0 block as four float32x4. */
+ALWAYS void nldq8x16(const int8_t *q, float32x4_t f[4])
+{
+    nq8x16(vld1q_s8(q), f);
 }
 
 /* Four Q8_0 rows (n / 32 blocks) against x: per block and row the 32
@@ -2862,6 +3037,52 @@ static void n_gemv_q4k(const eng_q4k_block *w, long cols, const float *x, const 
             for (long l = 0; l < nb * ENG_Q4K_BLOCK_BYTES; l += 64)
                 __builtin_prefetch((const char *)(w + (size_t)(r + GEMV_PF_ROWS) * nb) + l, 0, 3);
         y[r] = n_dot_q4k(w + (size_t)r * nb, x, xs, nb) + (bias ? bias[r] : 0.0f);
+    }
+}
+
+/* A Q6_K row against x as s_dot_q6k takes it: per sub-block of 16 the
+ * codes as int8 (u - 32: a nibble of ql, two bits of qh), their products in
+ * two chains, times d * scale. */
+static float n_dot_q6k(const eng_q6k_block *b, const float *x, long nb)
+{
+    float32x4_t acc = vdupq_n_f32(0.0f);
+    const uint8x16_t m4 = vdupq_n_u8(15), m2 = vdupq_n_u8(0x30);
+    for (long i = 0; i < nb; i++, b++) {
+        const float d = h2f(b->d);
+        for (int g = 0; g < 8; g++) { /* 32 weights: two sub-blocks */
+            const int hf = g / 4, gg = g % 4;
+            for (int s = 0; s < 2; s++) {
+                const uint8x16_t c = vld1q_u8(b->ql + 64 * hf + 32 * (gg & 1) + 16 * s);
+                const uint8x16_t t = vld1q_u8(b->qh + 32 * hf + 16 * s);
+                const uint8x16_t lo = gg < 2 ? vandq_u8(c, m4) : vshrq_n_u8(c, 4);
+                const uint8x16_t hi = vandq_u8(gg == 0   ? vshlq_n_u8(t, 4)
+                                               : gg == 1 ? vshlq_n_u8(t, 2)
+                                               : gg == 2 ? t
+                                                         : vshrq_n_u8(t, 2),
+                                               m2);
+                float32x4_t f[4];
+                nq8x16(vsubq_s8(vreinterpretq_s8_u8(vorrq_u8(lo, hi)), vdupq_n_s8(32)), f);
+                const float *xb = x + 256 * i + 32 * g + 16 * s;
+                float32x4_t t0 = vmulq_f32(f[0], vld1q_f32(xb));
+                float32x4_t t1 = vmulq_f32(f[1], vld1q_f32(xb + 4));
+                t0 = vfmaq_f32(t0, f[2], vld1q_f32(xb + 8));
+                t1 = vfmaq_f32(t1, f[3], vld1q_f32(xb + 12));
+                acc = vfmaq_n_f32(acc, vaddq_f32(t0, t1), d * (float)b->scales[2 * g + s]);
+            }
+        }
+    }
+    return vaddvq_f32(acc);
+}
+
+static void n_gemv_q6k(const eng_q6k_block *w, long cols, const float *x, const float *bias,
+                       float *y, long r0, long r1)
+{
+    const long nb = cols / 256;
+    for (long r = r0; r < r1; r++) {
+        if (r + GEMV_PF_ROWS < r1)
+            for (long l = 0; l < nb * ENG_Q6K_BLOCK_BYTES; l += 64)
+                __builtin_prefetch((const char *)(w + (size_t)(r + GEMV_PF_ROWS) * nb) + l, 0, 3);
+        y[r] = n_dot_q6k(w + (size_t)r * nb, x, nb) + (bias ? bias[r] : 0.0f);
     }
 }
 
@@ -3491,6 +3712,7 @@ static const kernels kern_neon = {
     .gemv = n_gemv,
     .gemv_q8 = n_gemv_q8,
     .gemv_q4k = n_gemv_q4k,
+    .gemv_q6k = n_gemv_q6k,
     .cvt_rows = n_cvt_rows,
     .dot4x3 = n_dot4x3,
     .dot4x3_h = n_dot4x3_h,
@@ -3582,7 +3804,7 @@ typedef struct mm_args {
     int n_tokens;
     const x16_row *x16; /* decode, Q8_0: x in 16 bits (x16_prep), or NULL */
     const float *xs;    /* decode, Q4_K: x_sums32(x) */
-    const x16_row *x4;  /* decode, Q4_K: x in 16 bits (x16_prep_q4k), or NULL */
+    const x16_row *x4;  /* decode, Q4_K and Q6_K: x in 16 bits (x16_prep_q4k), or NULL */
 } mm_args;
 
 static void mm_decode_task(void *p, int ith, int nth)
@@ -3596,6 +3818,10 @@ static void mm_decode_task(void *p, int ith, int nth)
         a->c->k->gemv_q4k_x16(a->w->data, a->w->cols, a->x4, a->xs, a->bias, a->y, b, e);
     else if (b < e && a->w->dtype == ENG_DTYPE_Q4_K)
         a->c->k->gemv_q4k(a->w->data, a->w->cols, a->x, a->xs, a->bias, a->y, b, e);
+    else if (b < e && a->w->dtype == ENG_DTYPE_Q6_K && a->x4 && a->c->k->gemv_q6k_x16)
+        a->c->k->gemv_q6k_x16(a->w->data, a->w->cols, a->x4, a->bias, a->y, b, e);
+    else if (b < e && a->w->dtype == ENG_DTYPE_Q6_K)
+        a->c->k->gemv_q6k(a->w->data, a->w->cols, a->x, a->bias, a->y, b, e);
     else if (b < e && a->w->dtype == ENG_DTYPE_Q8_0 && a->x16)
         a->c->k->gemv_q8_x16(a->w->data, a->w->cols, a->x16, a->bias, a->y, b, e);
     else if (b < e && a->w->dtype == ENG_DTYPE_Q8_0)
@@ -3608,7 +3834,25 @@ static void mm_decode_task(void *p, int ith, int nth)
 /* The packed prefill's block: 32 rows (pack32's) by a K chunk that fills
  * a thread's scratch as f32 */
 enum { PACK_ROWS = 32, PACK_K = SCRATCH_FLOATS / PACK_ROWS };
-_Static_assert(PACK_K % 256 == 0, "a K chunk is whole Q4_K blocks");
+_Static_assert(PACK_K % 256 == 0, "a K chunk is whole Q4_K and Q6_K blocks");
+
+/* pack32 of Q6_K rows (n a multiple of 256), one for every set with
+ * mm6x32: a block at a time through the dequantizer, then stored 32 floats
+ * apart. Q6_K matrices are a small part of a prefill (a Q4_K_M file's
+ * head, which a prompt runs for its last token, and some attn_v). */
+static void pack32_q6k(const eng_q6k_block *const *w, int nr, long n, float *P)
+{
+    float t[256];
+    for (long i = 0; i < n / 256; i++) {
+        float *Pb = P + (size_t)i * 256 * PACK_ROWS;
+        for (int r = 0; r < PACK_ROWS; r++) {
+            if (r < nr)
+                eng_dequant_row_f32(GGML_TYPE_Q6_K, w[r] + i, t, 256);
+            for (int k = 0; k < 256; k++)
+                Pb[(size_t)k * PACK_ROWS + r] = r < nr ? t[k] : 0.0f;
+        }
+    }
+}
 
 /* Prefill by outer products (kernels pack32, mm6x32): blocks of 32 rows
  * and a K chunk packed k-major once, then 6 tokens at a time. Used for
@@ -3642,6 +3886,11 @@ static void mm_packed_task(void *p, int ith, int nth)
                 for (int i = 0; i < nr; i++)
                     src[i] = (const eng_q4k_block *)w->data + ((size_t)(r0 + i) * K + k0) / 256;
                 k->pack32_q4k(src, nr, kc, P);
+            } else if (w->dtype == ENG_DTYPE_Q6_K) {
+                const eng_q6k_block *src[PACK_ROWS];
+                for (int i = 0; i < nr; i++)
+                    src[i] = (const eng_q6k_block *)w->data + ((size_t)(r0 + i) * K + k0) / 256;
+                pack32_q6k(src, nr, kc, P);
             } else {
                 const void *src[PACK_ROWS];
                 for (int i = 0; i < nr; i++)
@@ -3688,7 +3937,8 @@ static void mm_prefill_task(void *p, int ith, int nth)
         for (long k0 = 0; k0 < K; k0 += BLOCK_K) {
             long kc = K - k0 < BLOCK_K ? K - k0 : BLOCK_K;
             const float *wr[BLOCK_ROWS];
-            if (w->dtype == ENG_DTYPE_Q8_0 || w->dtype == ENG_DTYPE_Q4_K) {
+            if (w->dtype == ENG_DTYPE_Q8_0 || w->dtype == ENG_DTYPE_Q4_K ||
+                w->dtype == ENG_DTYPE_Q6_K) {
                 for (int i = 0; i < nr; i++) {
                     row_to_f32(k, w->dtype,
                                (const char *)w->data +
@@ -3753,10 +4003,10 @@ static bool x16_ready(cpu_ctx *c, const float *x, long cols, x16_row *ret)
     return true;
 }
 
-/* A decode step's x for Q4_K rows (GEMVs and the FFN's gate and up), in
- * abuf's third quarter: its sums x_sums32(x), returned (NULL where cols is
- * too wide), and where the kernels have gemv_q4k_x16 x in 16 bits as
- * x16_prep_q4k holds it (*x4, and *has_x4 true). */
+/* A decode step's x for Q4_K and Q6_K rows (GEMVs and the FFN's gate and
+ * up), in abuf's third quarter: its sums x_sums32(x), returned (NULL where
+ * cols is too wide), and where the kernels have gemv_q4k_x16 x in 16 bits
+ * as x16_prep_q4k holds it (*x4, and *has_x4 true). */
 static const float *q4k_prep(cpu_ctx *c, const float *x, long cols, x16_row *x4, bool *has_x4)
 {
     float *xs = c->abuf + ABUF_Q4K;
@@ -3785,13 +4035,14 @@ static void op_matmul(eng_backend *be, const eng_weight *w, const float *bias, c
     mm_args a = { c, w, bias, x, y, n_tokens, NULL, NULL, NULL };
     x16_row xr, x4;
     bool has_x4;
-    if (n_tokens == 1 && w->dtype == ENG_DTYPE_Q4_K) {
+    if (n_tokens == 1 && (w->dtype == ENG_DTYPE_Q4_K || w->dtype == ENG_DTYPE_Q6_K)) {
         a.xs = q4k_prep(c, x, w->cols, &x4, &has_x4);
         a.x4 = has_x4 ? &x4 : NULL;
     }
     long work = (long)w->rows * w->cols * n_tokens;
     if (n_tokens == 1 && w->dtype == ENG_DTYPE_Q8_0 && x16_ready(c, x, w->cols, &xr))
         a.x16 = &xr;
+    /* (a Q6_K row too wide for q4k_prep takes gemv_q6k) */
     if (n_tokens == 1 && !(w->dtype == ENG_DTYPE_Q4_K && !a.xs))
         run(c, mm_decode_task, &a, work >= 16384);
     else if (c->k->mm6x32) /* (and a Q4_K row too wide for q4k_prep) */
@@ -3833,10 +4084,12 @@ static void op_matmul3(eng_backend *be, const eng_weight *const w[3], const floa
     for (int i = 0; i < 3; i++)
         a[i] = (mm_args){ c, w[i], bias ? bias[i] : NULL, x, y[i], 1, NULL, NULL, NULL };
     /* the same x: its Q4_K forms once, over the widest (a block's sums
-     * and 16-bit values do not depend on the row's length) */
+     * and 16-bit values do not depend on the row's length); Q6_K rows take
+     * the 16-bit values too (a Q4_K_M file's v) */
     long q4_cols = 0;
     for (int i = 0; i < 3; i++)
-        if (w[i]->dtype == ENG_DTYPE_Q4_K && w[i]->cols > q4_cols)
+        if ((w[i]->dtype == ENG_DTYPE_Q4_K || w[i]->dtype == ENG_DTYPE_Q6_K) &&
+            w[i]->cols > q4_cols)
             q4_cols = w[i]->cols;
     x16_row x4;
     bool has_x4 = false;
@@ -3847,7 +4100,7 @@ static void op_matmul3(eng_backend *be, const eng_weight *const w[3], const floa
         return;
     }
     for (int i = 0; i < 3; i++)
-        if (w[i]->dtype == ENG_DTYPE_Q4_K) {
+        if (w[i]->dtype == ENG_DTYPE_Q4_K || w[i]->dtype == ENG_DTYPE_Q6_K) {
             a[i].xs = xs;
             a[i].x4 = has_x4 ? &x4 : NULL;
         }
@@ -5063,7 +5316,7 @@ static const eng_backend_iface cpu_iface = {
     .free = op_free,
     .host_memory = true,
     .dtypes = 1u << ENG_DTYPE_F16 | 1u << ENG_DTYPE_F32 | 1u << ENG_DTYPE_Q8_0 |
-              1u << ENG_DTYPE_Q4_K,
+              1u << ENG_DTYPE_Q4_K | 1u << ENG_DTYPE_Q6_K,
     .alloc = mem_alloc,
     .mem_free = mem_free,
     .mem_info = mem_info,

@@ -27,7 +27,8 @@
  * a matrix or an FFN's slots may be Q8_0 where dtypes says so: rows of
  * cols / 32 blocks of eng_q8_block; a matrix or an FFN's gate and up
  * rows may be Q4_K there: rows of cols / 256 eng_q4k_block (a Q4_K FFN's
- * down rows are Q8_0: eng_ffn_down_dtype); the KV cache is f16.
+ * down rows are Q8_0: eng_ffn_down_dtype); a matrix may be Q6_K there:
+ * rows of cols / 256 eng_q6k_block; the KV cache is f16.
  */
 #ifndef ENGINE_BACKEND_H
 #define ENGINE_BACKEND_H
@@ -71,13 +72,28 @@ static inline void eng_q4k_scale_min(const uint8_t *q, int j, uint8_t *sc, uint8
     }
 }
 
+/* ENG_DTYPE_Q6_K: ggml's block_q6_K, 256 weights. Weight i is d *
+ * scales[i / 16] * (u - 32), u its 6-bit code: in half h (128 weights),
+ * element e's low four bits are ql[64h + e % 64]'s low nibble for e < 64,
+ * its high nibble for e >= 64, its top two bits qh[32h + e % 32]'s bits
+ * 2 (e / 32) and up. */
+#define ENG_Q6K_BLOCK_BYTES 210
+typedef struct eng_q6k_block {
+    uint8_t ql[128];
+    uint8_t qh[64];
+    int8_t scales[16];
+    uint16_t d; /* f16 */
+} eng_q6k_block;
+_Static_assert(sizeof(eng_q6k_block) == ENG_Q6K_BLOCK_BYTES, "a Q6_K block is 210 bytes");
+
 /* Bytes of n weights of type dt (n a multiple of 32 for Q8_0, of 256 for
- * Q4_K). */
+ * Q4_K and Q6_K). */
 static inline size_t eng_dtype_bytes(eng_dtype dt, size_t n)
 {
     switch (dt) {
     case ENG_DTYPE_Q8_0: return n / 32 * sizeof(eng_q8_block);
     case ENG_DTYPE_Q4_K: return n / 256 * ENG_Q4K_BLOCK_BYTES;
+    case ENG_DTYPE_Q6_K: return n / 256 * ENG_Q6K_BLOCK_BYTES;
     case ENG_DTYPE_F32: return 4 * n;
     default: return 2 * n;
     }
@@ -86,7 +102,7 @@ static inline size_t eng_dtype_bytes(eng_dtype dt, size_t n)
 /* The elements a row of type dt must be a whole number of (1: any). */
 static inline long eng_dtype_block(eng_dtype dt)
 {
-    return dt == ENG_DTYPE_Q8_0 ? 32 : dt == ENG_DTYPE_Q4_K ? 256 : 1;
+    return dt == ENG_DTYPE_Q8_0 ? 32 : dt == ENG_DTYPE_Q4_K || dt == ENG_DTYPE_Q6_K ? 256 : 1;
 }
 
 /* An FFN slot of type dt: its gate and up rows in dt, its down row in

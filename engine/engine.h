@@ -64,6 +64,12 @@ typedef enum eng_dtype {
      * the CPU, as a Q8_0 one does (Q4_K_M files: 4.5 bits a weight, not
      * 8.5), where its rows are whole blocks */
     ENG_DTYPE_Q4_K = 3,
+    /* ggml's Q6_K blocks (256 weights in 210 bytes: 16 sub-blocks of 16
+     * 6-bit codes, each with a signed 8-bit scale under the block's f16
+     * d): a matrix the file holds in Q6_K keeps its own bytes on the CPU
+     * (Q4_K_M files: the tied head and some attn_v; 6.56 bits a weight
+     * where Q8_0 would take 8.5 and round them again) */
+    ENG_DTYPE_Q6_K = 4,
 } eng_dtype;
 
 typedef struct eng_load_plan_params eng_load_plan_params;

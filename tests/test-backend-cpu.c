@@ -165,6 +165,20 @@ static void *make_weights(eng_dtype dt, long n)
         }
         return b;
     }
+    if (dt == ENG_DTYPE_Q6_K) {
+        /* every code and signed scale byte */
+        eng_q6k_block *b = malloc((size_t)(n / 256 > 0 ? n / 256 : 1) * sizeof(*b));
+        for (long i = 0; i < n / 256; i++) {
+            b[i].d = rand_half(0.0001f, 0.0005f);
+            for (int j = 0; j < 16; j++)
+                b[i].scales[j] = (int8_t)(irand(256) - 128);
+            for (int j = 0; j < 128; j++)
+                b[i].ql[j] = (uint8_t)irand(256);
+            for (int j = 0; j < 64; j++)
+                b[i].qh[j] = (uint8_t)irand(256);
+        }
+        return b;
+    }
     if (dt == ENG_DTYPE_Q8_0) {
         eng_q8_block *b = malloc((size_t)(n / 32 > 0 ? n / 32 : 1) * sizeof(*b));
         for (long i = 0; i < n / 32; i++) {
@@ -186,16 +200,29 @@ static void *make_weights(eng_dtype dt, long n)
     return p;
 }
 
-/* Decode's x in 16 bits: blocks of 32 (Q8_0's kernels) or 256 (Q4_K's),
- * each element within max_b|x| times this of x */
+/* Decode's x in 16 bits: blocks of 32 (Q8_0's kernels) or 256 (Q4_K's
+ * and Q6_K's), each element within max_b|x| times this of x */
 static int x16_block(eng_dtype dt)
 {
-    return dt == ENG_DTYPE_Q4_K ? 256 : 32;
+    return dt == ENG_DTYPE_Q4_K || dt == ENG_DTYPE_Q6_K ? 256 : 32;
 }
 
 static double x16_unit(eng_dtype dt)
 {
-    return dt == ENG_DTYPE_Q4_K ? 1.0 / 65278 : 1.0 / 65534;
+    return dt == ENG_DTYPE_Q4_K || dt == ENG_DTYPE_Q6_K ? 1.0 / 65278 : 1.0 / 65534;
+}
+
+/* Q6_K element i, d * scale * (u - 32), as ggml's dequantizer walks a
+ * half of 128: for l < 32, element 32 k + l takes ql[l + 32 (k & 1)]'s
+ * low nibble (k < 2) or high one, and qh[l]'s bits 2k, 2k + 1 */
+static double q6k_get(const void *p, long i)
+{
+    const eng_q6k_block *b = (const eng_q6k_block *)p + i / 256;
+    const int e = (int)(i % 256), h = e / 128, k = e % 128 / 32, l = e % 32;
+    const uint8_t lb = b->ql[64 * h + l + 32 * (k & 1)];
+    const int lo = k < 2 ? lb & 15 : lb >> 4;
+    const int hi = (b->qh[32 * h + l] >> (2 * k)) & 3;
+    return h2d(b->d) * b->scales[e / 16] * ((lo | hi << 4) - 32);
 }
 
 /* Q4_K element i's two terms, d * sc * q and dmin * m (written out here
@@ -219,6 +246,8 @@ static double wmag(eng_dtype dt, const void *p, long i);
 
 static double wget(eng_dtype dt, const void *p, long i)
 {
+    if (dt == ENG_DTYPE_Q6_K)
+        return q6k_get(p, i);
     if (dt == ENG_DTYPE_Q4_K) {
         double dq, dm;
         q4k_terms(p, i, &dq, &dm);
@@ -255,6 +284,8 @@ static void wset_nan(eng_dtype dt, void *p, long i)
 {
     if (dt == ENG_DTYPE_Q4_K)
         ((eng_q4k_block *)p)[i / 256].d = 0x7e00;
+    else if (dt == ENG_DTYPE_Q6_K)
+        ((eng_q6k_block *)p)[i / 256].d = 0x7e00;
     else if (dt == ENG_DTYPE_Q8_0)
         ((eng_q8_block *)p)[i / 32].d = 0x7e00;
     else if (dt == ENG_DTYPE_F16)
@@ -276,6 +307,7 @@ static const char *dt_name(eng_dtype dt)
     return dt == ENG_DTYPE_F16    ? "f16"
            : dt == ENG_DTYPE_Q8_0 ? "q8_0"
            : dt == ENG_DTYPE_Q4_K ? "q4_k"
+           : dt == ENG_DTYPE_Q6_K ? "q6_k"
                                   : "f32";
 }
 
@@ -283,7 +315,7 @@ static const char *dt_name(eng_dtype dt)
 
 static void test_get_rows(eng_backend *be, eng_dtype dt)
 {
-    int rows = 37, cols = dt == ENG_DTYPE_Q8_0 ? 96 : dt == ENG_DTYPE_Q4_K ? 512 : 100, n = 9;
+    int rows = 37, cols = dt == ENG_DTYPE_Q8_0 ? 96 : eng_dtype_block(dt) == 256 ? 512 : 100, n = 9;
     void *w = make_weights(dt, (long)rows * cols);
     eng_weight W = { dt, rows, cols, w };
     int32_t ids[9] = { 0, 36, 5, 5, -1, 37, 12, 1000000, 20 };
@@ -326,7 +358,7 @@ static void test_matmul_one(eng_backend *be, eng_dtype dt, int rows, int cols, i
             double tol = 3e-5 * mag + (b ? 1e-6 * fabs(b[r]) : 0) + 1e-30;
             /* decode may round x to 16 bits a block (Q4_K: against the
              * codes' term, within the magnitudes) */
-            if ((dt == ENG_DTYPE_Q8_0 || dt == ENG_DTYPE_Q4_K) && nt == 1)
+            if ((dt == ENG_DTYPE_Q8_0 || dt == ENG_DTYPE_Q4_K || dt == ENG_DTYPE_Q6_K) && nt == 1)
                 for (int k0 = 0; k0 < cols; k0 += x16_block(dt)) {
                     double xm = 0, wa = 0;
                     for (int k = k0; k < k0 + x16_block(dt); k++) {
@@ -357,28 +389,33 @@ static void test_matmul(eng_backend *be, eng_dtype dt)
      * packed K chunk (2048) and the dot path's (4096) */
     static const int shapes_q8[][2] = { { 1, 32 },    { 3, 64 },    { 13, 96 },  { 37, 576 },
                                         { 64, 576 },  { 197, 576 }, { 576, 160 }, { 21, 4160 } };
-    /* Q4_K rows: 1, 2, 3 and 17 blocks of 256 (past both chunks) */
+    /* Q4_K and Q6_K rows: 1, 2, 3 and 17 blocks of 256 (past both chunks) */
     static const int shapes_q4k[][2] = { { 1, 256 },   { 3, 512 },   { 13, 256 },  { 37, 768 },
                                          { 64, 768 },  { 197, 512 }, { 576, 256 }, { 21, 4352 } };
     static const int nts[] = { 1, 2, 3, 5, 7, 17 };
     for (size_t s = 0; s < sizeof(shapes) / sizeof(shapes[0]); s++)
         for (size_t i = 0; i < sizeof(nts) / sizeof(nts[0]); i++) {
-            const int *sh = dt == ENG_DTYPE_Q8_0   ? shapes_q8[s]
-                            : dt == ENG_DTYPE_Q4_K ? shapes_q4k[s]
-                                                   : shapes[s];
+            const int *sh = dt == ENG_DTYPE_Q8_0            ? shapes_q8[s]
+                            : eng_dtype_block(dt) == 256 ? shapes_q4k[s]
+                                                        : shapes[s];
             if (sh[1] > 1000 && nts[i] > 5 && nts[i] != 17) /* 17: chunks of K packed */
                 continue;
             test_matmul_one(be, dt, sh[0], sh[1], nts[i], (s + i) % 2 == 0);
         }
 }
 
-/* matmul3 (q, k, v in one call): bit for bit what three matmuls give, for
- * decode (one dispatch) and prefill, with and without biases, and with a
- * matrix too small to split across threads. */
-static void test_matmul3(eng_backend *be, eng_dtype dt)
+/* matmul3 (q, k, v in one call, of types dts): bit for bit what three
+ * matmuls give, for decode (one dispatch) and prefill, with and without
+ * biases, and with a matrix too small to split across threads. */
+static void test_matmul3_dts(eng_backend *be, const eng_dtype dts[3])
 {
     static const int rows[][3] = { { 576, 192, 192 }, { 13, 37, 64 }, { 1, 96, 5 } };
-    const int cols = dt == ENG_DTYPE_Q8_0 ? 576 : dt == ENG_DTYPE_Q4_K ? 512 : 100;
+    int cols = 100; /* whole blocks of every type: 512 with a 256-block one */
+    for (int i = 0; i < 3; i++)
+        if (eng_dtype_block(dts[i]) == 256)
+            cols = 512;
+        else if (dts[i] == ENG_DTYPE_Q8_0 && cols == 100)
+            cols = 576;
     for (size_t s = 0; s < sizeof(rows) / sizeof(rows[0]); s++)
         for (int nt = 1; nt <= 3; nt += 2) {
             void *w[3];
@@ -387,8 +424,8 @@ static void test_matmul3(eng_backend *be, eng_dtype dt)
             float *b[3], *y3[3], *y1[3];
             float *x = make_f32((long)nt * cols, -1, 1);
             for (int i = 0; i < 3; i++) {
-                w[i] = make_weights(dt, (long)rows[s][i] * cols);
-                W[i] = (eng_weight){ dt, rows[s][i], cols, w[i] };
+                w[i] = make_weights(dts[i], (long)rows[s][i] * cols);
+                W[i] = (eng_weight){ dts[i], rows[s][i], cols, w[i] };
                 wp[i] = &W[i];
                 b[i] = (s + i) % 2 ? make_f32(rows[s][i], -2, 2) : NULL;
                 y3[i] = make_f32((long)nt * rows[s][i], 1e30f, 1e30f);
@@ -399,8 +436,9 @@ static void test_matmul3(eng_backend *be, eng_dtype dt)
             be->iface->matmul3(be, wp, bp, x, y3, nt);
             for (int i = 0; i < 3; i++) {
                 CHECK(!memcmp(y3[i], y1[i], (size_t)nt * rows[s][i] * sizeof(float)),
-                      "matmul3 %s rows %d/%d/%d nt=%d: matrix %d differs from matmul",
-                      dt_name(dt), rows[s][0], rows[s][1], rows[s][2], nt, i);
+                      "matmul3 %s/%s/%s rows %d/%d/%d nt=%d: matrix %d differs from matmul",
+                      dt_name(dts[0]), dt_name(dts[1]), dt_name(dts[2]), rows[s][0],
+                      rows[s][1], rows[s][2], nt, i);
                 free(w[i]);
                 free(b[i]);
                 free(y3[i]);
@@ -408,6 +446,11 @@ static void test_matmul3(eng_backend *be, eng_dtype dt)
             }
             free(x);
         }
+}
+
+static void test_matmul3(eng_backend *be, eng_dtype dt)
+{
+    test_matmul3_dts(be, (const eng_dtype[3]){ dt, dt, dt });
 }
 
 static void test_rmsnorm(eng_backend *be)
@@ -1442,6 +1485,15 @@ int main(void)
             test_ffn_runs(be, ENG_DTYPE_Q4_K);
             test_ffn_pick(be, ENG_DTYPE_Q4_K);
             test_sketch_dt(be, ENG_DTYPE_Q4_K, 512, 13);
+            /* matrices in Q6_K (a Q4_K_M file's head and some v), and
+             * beside others in one matmul3: x's forms share abuf */
+            test_get_rows(be, ENG_DTYPE_Q6_K);
+            test_matmul(be, ENG_DTYPE_Q6_K);
+            test_matmul3(be, ENG_DTYPE_Q6_K);
+            test_matmul3_dts(be, (const eng_dtype[3]){ ENG_DTYPE_Q4_K, ENG_DTYPE_Q4_K,
+                                                       ENG_DTYPE_Q6_K });
+            test_matmul3_dts(be, (const eng_dtype[3]){ ENG_DTYPE_Q6_K, ENG_DTYPE_Q8_0,
+                                                       ENG_DTYPE_F16 });
             test_silu(be);
             /* GeGLU (Gemma): the FFN's kernels under the other activation */
             g_act = ENG_ACT_GELU;

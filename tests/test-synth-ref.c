@@ -158,15 +158,18 @@ static void check_slots_are_file_rows(const eng_model *m, const char *path, uint
     gguf_close(f);
 }
 
-/* A Q4_K file's matrices keep its blocks on the CPU (exact, 4.5 bits a
- * weight), the FFN's slots do not (f16 here, or Q8_0 with q8_matrices):
- * decode, a token at a time through the Q4_K GEMV, against llama.cpp's
- * logits of the F32 rewrite as check_block_type's prefill. */
-static void check_q4k_native(const char *synth, const char *data_dir)
+/* A Q4_K or Q6_K file's matrices keep its blocks on the CPU (exact, 4.5
+ * or 6.56 bits a weight); with q8_matrices a Q4_K FFN's gate and up rows
+ * do too, else the FFN is f16 (a Q6_K FFN: Q8_0 with q8_matrices, as the
+ * FFN's kernels take no Q6_K). Decode, a token at a time through the
+ * type's GEMV, against llama.cpp's logits of the F32 rewrite as
+ * check_block_type's prefill. */
+static void check_k_native(const char *synth, const char *data_dir, const char *type,
+                           eng_dtype dt)
 {
     char model[32], ref_path[4096];
-    synth_kv(synth, "tiny-k", "q4_k", NULL, model);
-    snprintf(ref_path, sizeof(ref_path), "%s/synth-tiny-k-q4_k.logits", data_dir);
+    synth_kv(synth, "tiny-k", type, NULL, model);
+    snprintf(ref_path, sizeof(ref_path), "%s/synth-tiny-k-%s.logits", data_dir, type);
     FILE *f = fopen(ref_path, "rb");
     CHECKF(f, "cannot open %s", ref_path);
     static float ref[N_TOK * 320];
@@ -178,14 +181,15 @@ static void check_q4k_native(const char *synth, const char *data_dir)
         eng_model_params mp = eng_model_params_default();
         mp.n_threads = 2;
         mp.q8_matrices = q8;
-        CHECKF(eng_model_load(model, &mp, &m, &err) == 0, "tiny-k q4_k: %s", err.msg);
-        CHECK(m->layers[0].wq.dtype == ENG_DTYPE_Q4_K && m->layers[0].wo.dtype == ENG_DTYPE_Q4_K &&
-              m->tok_embd.dtype == ENG_DTYPE_Q4_K);
-        /* with q8_matrices the FFN's gate and up rows keep the file's
+        CHECKF(eng_model_load(model, &mp, &m, &err) == 0, "tiny-k %s: %s", type, err.msg);
+        CHECK(m->layers[0].wq.dtype == dt && m->layers[0].wo.dtype == dt &&
+              m->tok_embd.dtype == dt);
+        /* with q8_matrices a Q4_K FFN's gate and up rows keep the file's
          * blocks too (their down rows Q8_0); without, the FFN is f16 */
-        CHECK(m->info.ffn_dtype == (q8 ? ENG_DTYPE_Q4_K : ENG_DTYPE_F16));
-        if (q8)
-            check_slots_are_file_rows(m, model, GGML_TYPE_Q4_K);
+        const bool q4k = dt == ENG_DTYPE_Q4_K;
+        CHECK(m->info.ffn_dtype == (!q8 ? ENG_DTYPE_F16 : q4k ? ENG_DTYPE_Q4_K : ENG_DTYPE_Q8_0));
+        if (q8 && q4k)
+            check_slots_are_file_rows(m, model, ggml_type_of_dtype(dt));
         eng_session *s;
         CHECK(eng_session_new(m, NULL, &s) == 0);
         double worst = 0;
@@ -197,11 +201,12 @@ static void check_q4k_native(const char *synth, const char *data_dir)
                 worst = d > worst || isnan(d) ? d : worst;
             }
         }
-        printf("tiny-k-q4_k decode%s: max |diff| %.5f\n", q8 ? " (q8_matrices: FFN q4_k)" : "",
-               worst);
+        printf("tiny-k-%s decode%s: max |diff| %.5f\n", type,
+               !q8 ? "" : q4k ? " (q8_matrices: FFN q4_k)" : " (q8_matrices: FFN q8_0)", worst);
         /* Q8_0 down rows round W_down to 8 bits: about 0.02 apart (0.03
          * with every FFN row in Q8_0) */
-        CHECKF(worst < (q8 ? 0.04 : 0.02), "tiny-k q4_k decode: logits %g from llama.cpp's", worst);
+        CHECKF(worst < (q8 ? 0.04 : 0.02), "tiny-k %s decode: logits %g from llama.cpp's", type,
+               worst);
         eng_session_free(s);
         eng_model_free(m);
     }
@@ -690,7 +695,8 @@ int main(int argc, char **argv)
     static const char *const block_types[] = { "q2_k", "q3_k", "q4_k", "q5_k", "q6_k", "iq4_nl", "iq4_xs" };
     for (size_t i = 0; i < sizeof(block_types) / sizeof(block_types[0]); i++)
         check_block_type(argv[1], argv[2], block_types[i]);
-    check_q4k_native(argv[1], argv[2]);
+    check_k_native(argv[1], argv[2], "q4_k", ENG_DTYPE_Q4_K);
+    check_k_native(argv[1], argv[2], "q6_k", ENG_DTYPE_Q6_K);
     check_q4k_plan(argv[1]);
     check_phi3_plan(argv[1]);
     check_phi3_q8(argv[1]);
