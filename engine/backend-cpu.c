@@ -196,10 +196,13 @@ typedef struct q8_row {
 } q8_row;
 
 /* A token in 16 bits per block of 32 (x16_prep): element i is q[i] *
- * d[i / 32]; for Q4_K rows per block of 256 in bytes (x16_prep_q4k). */
+ * d[i / 32]; for Q4_K rows per block of 256 in bytes (x16_prep_q4k),
+ * with ns: per block of 256, minus the sums of h over each 16 elements,
+ * then minus those of l (Q6_K's offset). */
 typedef struct x16_row {
     const int16_t *q;
     const float *d;
+    const int16_t *ns;
 } x16_row;
 
 /* x~ regrouped for 512-bit integer dot products, four blocks a group: the
@@ -233,10 +236,11 @@ typedef struct kernels {
                         const float *bias, float *y, long r0, long r1);
     /* Where a set has them (else NULL): x16_prep_q4k rounds x [n] (n a
      * multiple of 256) to 16 bits per block of 256, x = q[i] * d[i / 256],
-     * each q held as two signed bytes (v_x16_prep_q4k: q as 2n bytes);
+     * each q held as two signed bytes (v_x16_prep_q4k: q as 2n bytes, ns
+     * n / 8 int16 as x16_row has them);
      * gemv_q4k_x16 is gemv_q4k against that, by integer multiply-adds (xs:
      * the exact x's sums, for the mins). */
-    void (*x16_prep_q4k)(const float *x, long n, int16_t *q, float *d);
+    void (*x16_prep_q4k)(const float *x, long n, int16_t *q, float *d, int16_t *ns);
     void (*gemv_q4k_x16)(const eng_q4k_block *w, long cols, const x16_row *x, const float *xs,
                          const float *bias, float *y, long r0, long r1);
     /* gemv over rows of cols / 256 Q6_K blocks; with gemv_q4k_x16 (else
@@ -1339,16 +1343,20 @@ TGT static void v_gemv_q4k_x16(const eng_q4k_block *w, long cols, const x16_row 
 /* Four Q6_K rows against x~ in x16_prep_q4k's form (q = 256 h + l a block
  * of 256), as dot4_q4k_x16: per group of 32 weights a row, the 6-bit codes
  * u come together from a nibble of ql and two bits of qh; vpmaddubsw
- * multiplies them with h and with l, and takes off 32 times the same pairs
- * of x~ (the code's offset: u - 32 by h is at most 2 * 32 * 128 a pair),
- * and DPW multiplies by the two sub-blocks' signed scales into int32. So
- * the codes less 32 meet x~ exactly in the integers: a lane of the h sums is at
- * most 8 * 2 * 8192 * 128 (1.7e7), past int32 once shifted by 8, so h and
- * l sums are converted apart, two FMAs a block a row. x~ is within d_x / 2
- * = max|x_block| / 65278 of x, as for Q4_K. */
+ * multiplies them with h and with l (pairs of at most 2 * 63 * 128), and
+ * DPW multiplies by the two sub-blocks' signed scales into int32. The
+ * codes' offset of 32 comes off once a block a row: the row's 16 scales
+ * times the prep's negated sums of h (and of l) over each 16 (one vpmaddwd),
+ * times 32, start the sums. Taking it off each group's products instead
+ * (32 times the same pairs of x~, a vpsubw each) was 16 instructions a
+ * block a row more. So the codes less 32 meet x~ exactly in the
+ * integers: a lane of the h sums is at most 8 * 2 * 16128 * 128 + 32 * 2
+ * * 128 * 2048 (5.0e7), past int32 once shifted by 8, so h and l sums are
+ * converted apart (rounded to 24 bits there), two FMAs a block a row. x~
+ * is within d_x / 2 = max|x_block| / 65278 of x, as for Q4_K. */
 #define DOT4_Q6K_X16_BODY(DPW)                                                           \
     const __m256i m4 = _mm256_set1_epi8(15), m2 = _mm256_set1_epi8(0x30);                \
-    const __m256i k32 = _mm256_set1_epi8(32), m16 = _mm256_set1_epi32(0xffff);           \
+    const __m256i m16 = _mm256_set1_epi32(0xffff);                                       \
     __m256 acc[4] = { _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),     \
                       _mm256_setzero_ps() };                                             \
     for (long i = 0; i < nb; i++) {                                                      \
@@ -1357,9 +1365,11 @@ TGT static void v_gemv_q4k_x16(const eng_q4k_block *w, long cols, const x16_row 
                 for (int l = 0; l < ENG_Q6K_BLOCK_BYTES; l += 64)                        \
                     _mm_prefetch(pf[j] + i * ENG_Q6K_BLOCK_BYTES + l, _MM_HINT_T0);      \
         /* per row: the 16 scales as int16 pairs, a dword each (scales                   \
-         * 0-7, 8-15), and d * d_x */                                                    \
-        __m256i scw[4][2];                                                               \
+         * 0-7, 8-15), d * d_x, and the sums started at the offset's term */             \
+        __m256i scw[4][2], ah[4], al[4];                                                 \
         float dd[4];                                                                     \
+        const __m256i nh = _mm256_loadu_si256((const __m256i *)(x->ns + 32 * i));        \
+        const __m256i nl = _mm256_loadu_si256((const __m256i *)(x->ns + 32 * i + 16));   \
         for (int j = 0; j < 4; j++) {                                                    \
             const eng_q6k_block *bj = b[j] + i;                                          \
             const __m128i s8 = _mm_loadu_si128((const __m128i *)bj->scales);             \
@@ -1369,17 +1379,15 @@ TGT static void v_gemv_q4k_x16(const eng_q4k_block *w, long cols, const x16_row 
                     _mm256_or_si256(_mm256_and_si256(s, m16), _mm256_slli_epi32(s, 16)); \
             }                                                                            \
             dd[j] = _cvtsh_ss(bj->d) * x->d[i];                                          \
+            const __m256i s16 = _mm256_cvtepi8_epi16(s8);                                \
+            ah[j] = _mm256_slli_epi32(_mm256_madd_epi16(s16, nh), 5);                    \
+            al[j] = _mm256_slli_epi32(_mm256_madd_epi16(s16, nl), 5);                    \
         }                                                                                \
-        __m256i ah[4], al[4];                                                            \
-        for (int j = 0; j < 4; j++)                                                      \
-            ah[j] = al[j] = _mm256_setzero_si256();                                      \
         const int8_t *xh = (const int8_t *)x->q + 512 * i, *xl = xh + 256;               \
         _Pragma("GCC unroll 8") for (int g = 0; g < 8; g++) {                            \
             const int hf = g / 4, gg = g % 4;                                            \
             const __m256i hx = _mm256_loadu_si256((const __m256i *)(xh + 32 * g));       \
             const __m256i lx = _mm256_loadu_si256((const __m256i *)(xl + 32 * g));       \
-            const __m256i ho = _mm256_maddubs_epi16(k32, hx);                            \
-            const __m256i lo = _mm256_maddubs_epi16(k32, lx);                            \
             const __m256i idx = _mm256_setr_epi32(2 * gg, 2 * gg, 2 * gg, 2 * gg, 2 * gg + 1, \
                                                   2 * gg + 1, 2 * gg + 1, 2 * gg + 1);   \
             for (int j = 0; j < 4; j++) {                                                \
@@ -1397,8 +1405,8 @@ TGT static void v_gemv_q4k_x16(const eng_q4k_block *w, long cols, const x16_row 
                     m2);                                                                 \
                 const __m256i u = _mm256_or_si256(lo4, hi2);                             \
                 const __m256i s = _mm256_permutevar8x32_epi32(scw[j][hf], idx);          \
-                ah[j] = DPW(ah[j], _mm256_sub_epi16(_mm256_maddubs_epi16(u, hx), ho), s); \
-                al[j] = DPW(al[j], _mm256_sub_epi16(_mm256_maddubs_epi16(u, lx), lo), s); \
+                ah[j] = DPW(ah[j], _mm256_maddubs_epi16(u, hx), s);                      \
+                al[j] = DPW(al[j], _mm256_maddubs_epi16(u, lx), s);                      \
             }                                                                            \
         }                                                                                \
         for (int j = 0; j < 4; j++)                                                      \
@@ -1488,12 +1496,24 @@ TGT static void v_x16_prep(const float *x, long n, int16_t *q, float *d)
     }
 }
 
+/* The sums of two runs of 16 signed bytes (v's lanes), negated: the
+ * biased bytes' sums by vpsadbw, less the bias */
+VALWAYS void nsum16x2(__m256i v, int16_t *a, int16_t *b)
+{
+    const __m256i t = _mm256_sad_epu8(_mm256_xor_si256(v, _mm256_set1_epi8(-128)),
+                                      _mm256_setzero_si256());
+    const __m256i u = _mm256_add_epi64(t, _mm256_shuffle_epi32(t, 0x4e));
+    *a = (int16_t)(16 * 128 - _mm256_extract_epi32(u, 0));
+    *b = (int16_t)(16 * 128 - _mm256_extract_epi32(u, 4));
+}
+
 /* x rounded to 16 bits a block of 256 for dot4_q4k_x16: q = round(x /
  * d), d = max|x_block| / 32639, so that q = 256 h + l with h and l signed
  * bytes (l = q's low byte as signed, h = (q - l) / 256, both within
  * [-128, 127]); the block stored as its 256 h then its 256 l (q [2n]
- * bytes, d [n / 256]). */
-TGT static void v_x16_prep_q4k(const float *x, long n, int16_t *q, float *d)
+ * bytes, d [n / 256]), and for dot4_q6k_x16 minus the sums of each 16 h,
+ * then of each 16 l (ns [n / 8], within +-2048). */
+TGT static void v_x16_prep_q4k(const float *x, long n, int16_t *q, float *d, int16_t *ns)
 {
     for (long i = 0; i < n / 256; i++) {
         const float *xb = x + 256 * i;
@@ -1507,10 +1527,13 @@ TGT static void v_x16_prep_q4k(const float *x, long n, int16_t *q, float *d)
             const __m256i l1 = _mm256_srai_epi16(_mm256_slli_epi16(q1, 8), 8);
             const __m256i h0 = _mm256_srai_epi16(_mm256_sub_epi16(q0, l0), 8);
             const __m256i h1 = _mm256_srai_epi16(_mm256_sub_epi16(q1, l1), 8);
-            _mm256_storeu_si256((__m256i *)(h + k),
-                                _mm256_permute4x64_epi64(_mm256_packs_epi16(h0, h1), 0xd8));
-            _mm256_storeu_si256((__m256i *)(l + k),
-                                _mm256_permute4x64_epi64(_mm256_packs_epi16(l0, l1), 0xd8));
+            const __m256i hv = _mm256_permute4x64_epi64(_mm256_packs_epi16(h0, h1), 0xd8);
+            const __m256i lv = _mm256_permute4x64_epi64(_mm256_packs_epi16(l0, l1), 0xd8);
+            _mm256_storeu_si256((__m256i *)(h + k), hv);
+            _mm256_storeu_si256((__m256i *)(l + k), lv);
+            int16_t *s = ns + 32 * i + k / 16;
+            nsum16x2(hv, &s[0], &s[1]);
+            nsum16x2(lv, &s[16], &s[17]);
         }
     }
 }
@@ -4029,7 +4052,7 @@ static bool x16_ready(cpu_ctx *c, const float *x, long cols, x16_row *ret)
     int16_t *q = (int16_t *)(c->abuf + ABUF_X16);
     float *d = c->abuf + ABUF_X16 + cols / 2; /* past cols int16 */
     c->k->x16_prep(x, cols, q, d);
-    *ret = (x16_row){ q, d };
+    *ret = (x16_row){ q, d, NULL };
     return true;
 }
 
@@ -4045,11 +4068,12 @@ static const float *q4k_prep(cpu_ctx *c, const float *x, long cols, x16_row *x4,
         return NULL;
     x_sums32(x, cols, xs);
     if (c->k->gemv_q4k_x16 && cols % 256 == 0 &&
-        cols / 32 * 2 + cols / 2 + 16 <= ABUF_X16 - ABUF_Q4K) {
+        cols / 32 * 2 + cols / 2 + cols / 16 + 16 <= ABUF_X16 - ABUF_Q4K) {
         int16_t *q = (int16_t *)(xs + (cols / 32 + 15) / 16 * 16);
         float *d = (float *)(q + cols);
-        c->k->x16_prep_q4k(x, cols, q, d);
-        *x4 = (x16_row){ q, d };
+        int16_t *ns = (int16_t *)(d + cols / 256);
+        c->k->x16_prep_q4k(x, cols, q, d, ns);
+        *x4 = (x16_row){ q, d, ns };
         *has_x4 = true;
     }
     return xs;
