@@ -3990,8 +3990,7 @@ static void mm_prefill_task(void *p, int ith, int nth)
         for (long k0 = 0; k0 < K; k0 += BLOCK_K) {
             long kc = K - k0 < BLOCK_K ? K - k0 : BLOCK_K;
             const float *wr[BLOCK_ROWS];
-            if (w->dtype == ENG_DTYPE_Q8_0 || w->dtype == ENG_DTYPE_Q4_K ||
-                w->dtype == ENG_DTYPE_Q6_K) {
+            if (eng_dtype_block(w->dtype) > 1) { /* block types, by row_to_f32 */
                 for (int i = 0; i < nr; i++) {
                     row_to_f32(k, w->dtype,
                                (const char *)w->data +
@@ -4079,6 +4078,12 @@ static const float *q4k_prep(cpu_ctx *c, const float *x, long cols, x16_row *x4,
     return xs;
 }
 
+/* Rows whose decode takes q4k_prep's x (x16_prep_q4k's form) */
+static bool x4_rows(eng_dtype dt)
+{
+    return dt == ENG_DTYPE_Q4_K || dt == ENG_DTYPE_Q6_K;
+}
+
 static void op_matmul(eng_backend *be, const eng_weight *w, const float *bias, const float *x,
                       float *y, int n_tokens)
 {
@@ -4089,7 +4094,7 @@ static void op_matmul(eng_backend *be, const eng_weight *w, const float *bias, c
     mm_args a = { c, w, bias, x, y, n_tokens, NULL, NULL, NULL };
     x16_row xr, x4;
     bool has_x4;
-    if (n_tokens == 1 && (w->dtype == ENG_DTYPE_Q4_K || w->dtype == ENG_DTYPE_Q6_K)) {
+    if (n_tokens == 1 && x4_rows(w->dtype)) {
         a.xs = q4k_prep(c, x, w->cols, &x4, &has_x4);
         a.x4 = has_x4 ? &x4 : NULL;
     }
@@ -4142,8 +4147,7 @@ static void op_matmul3(eng_backend *be, const eng_weight *const w[3], const floa
      * the 16-bit values too (a Q4_K_M file's v) */
     long q4_cols = 0;
     for (int i = 0; i < 3; i++)
-        if ((w[i]->dtype == ENG_DTYPE_Q4_K || w[i]->dtype == ENG_DTYPE_Q6_K) &&
-            w[i]->cols > q4_cols)
+        if (x4_rows(w[i]->dtype) && w[i]->cols > q4_cols)
             q4_cols = w[i]->cols;
     x16_row x4;
     bool has_x4 = false;
@@ -4154,7 +4158,7 @@ static void op_matmul3(eng_backend *be, const eng_weight *const w[3], const floa
         return;
     }
     for (int i = 0; i < 3; i++)
-        if (w[i]->dtype == ENG_DTYPE_Q4_K || w[i]->dtype == ENG_DTYPE_Q6_K) {
+        if (x4_rows(w[i]->dtype)) {
             a[i].xs = xs;
             a[i].x4 = has_x4 ? &x4 : NULL;
         }

@@ -708,15 +708,16 @@ static void run_job(loader *ld, const conv_job *j)
         for (uint64_t i = j->r0; i < j->r1; i++) {
             if (!rot_scaled(j->rot_period, j->rot_n, i))
                 continue;
+            uint8_t *row = dst + (i - j->r0) * rb;
             for (uint64_t k = 0; k < j->cols / 256; k++) {
-                if (j->dt == ENG_DTYPE_Q6_K) {
-                    eng_q6k_block *b = (eng_q6k_block *)(dst + (i - j->r0) * rb) + k;
-                    b->d = eng_f32_to_f16(eng_f16_to_f32(b->d) * j->rot_scale);
-                    continue;
+                /* both types' scales are f16 fields of each block */
+                uint16_t *d = j->dt == ENG_DTYPE_Q6_K ? &((eng_q6k_block *)row)[k].d
+                                                      : &((eng_q4k_block *)row)[k].d;
+                *d = eng_f32_to_f16(eng_f16_to_f32(*d) * j->rot_scale);
+                if (j->dt == ENG_DTYPE_Q4_K) {
+                    uint16_t *dm = &((eng_q4k_block *)row)[k].dmin;
+                    *dm = eng_f32_to_f16(eng_f16_to_f32(*dm) * j->rot_scale);
                 }
-                eng_q4k_block *b = (eng_q4k_block *)(dst + (i - j->r0) * rb) + k;
-                b->d = eng_f32_to_f16(eng_f16_to_f32(b->d) * j->rot_scale);
-                b->dmin = eng_f32_to_f16(eng_f16_to_f32(b->dmin) * j->rot_scale);
             }
         }
     } else {
