@@ -249,6 +249,12 @@ typedef struct kernels {
                      float *y, long r0, long r1);
     void (*gemv_q6k_x16)(const eng_q6k_block *w, long cols, const x16_row *x, const float *bias,
                          float *y, long r0, long r1);
+    /* gemv_q4k and gemv_q4k_x16 over rows of cols / 256 Q5_K blocks (the
+     * second NULL where gemv_q4k_x16 is) */
+    void (*gemv_q5k)(const eng_q5k_block *w, long cols, const float *x, const float *xs,
+                     const float *bias, float *y, long r0, long r1);
+    void (*gemv_q5k_x16)(const eng_q5k_block *w, long cols, const x16_row *x, const float *xs,
+                         const float *bias, float *y, long r0, long r1);
     /* dst[i][0..n) = f32(src[i][0..n)), rows of stride lds into stride ldd. */
     void (*cvt_rows)(const uint16_t *const *src, int nrows, long n, float *dst, long ldd);
     /* out[r][t] = w[r] . x[t] over n, 4 rows x 3 tokens. */
@@ -260,10 +266,11 @@ typedef struct kernels {
      * out[t][r] = sum_k P[k][r] x[t][k] for 6 tokens, the sum over k in
      * order. */
     void (*pack32)(const void *const *w, bool f16, int nr, long n, float *P);
-    /* pack32 of rows of Q8_0 blocks (n a multiple of 32), of Q4_K and Q6_K
-     * blocks (n a multiple of 256) */
+    /* pack32 of rows of Q8_0 blocks (n a multiple of 32), of Q4_K, Q5_K
+     * and Q6_K blocks (n a multiple of 256) */
     void (*pack32_q8)(const eng_q8_block *const *w, int nr, long n, float *P);
     void (*pack32_q4k)(const eng_q4k_block *const *w, int nr, long n, float *P);
+    void (*pack32_q5k)(const eng_q5k_block *const *w, int nr, long n, float *P);
     void (*pack32_q6k)(const eng_q6k_block *const *w, int nr, long n, float *P);
     void (*mm6x32)(const float *P, long n, const float *const *x, float out[6][32]);
     /* out[i] = act(in[2 i]) * in[2 i + 1], i < 16 (with mm6x32) */
@@ -401,7 +408,7 @@ static void row_to_f32(const kernels *k, eng_dtype dt, const void *src, long n, 
 {
     if (dt == ENG_DTYPE_Q8_0)
         q8_to_f32(src, n, dst);
-    else if (dt == ENG_DTYPE_Q4_K || dt == ENG_DTYPE_Q6_K)
+    else if (dt == ENG_DTYPE_Q4_K || dt == ENG_DTYPE_Q5_K || dt == ENG_DTYPE_Q6_K)
         eng_dequant_row_f32(ggml_type_of_dtype(dt), src, dst, (size_t)n);
     else if (dt == ENG_DTYPE_F16)
         k->to_f32(src, dst, n);
@@ -431,14 +438,15 @@ static void s_gemv_q8(const eng_q8_block *w, long cols, const float *x, const fl
         y[r] = s_dot_q8(w + (size_t)r * nb, x, nb) + (bias ? bias[r] : 0.0f);
 }
 
-/* A Q4_K block's eight sub-block factors: weight i of sub-block j is
- * dsc[j] * q[i] - dmn[j]. */
-static inline void q4k_factors(const eng_q4k_block *b, float dsc[8], float dmn[8])
+/* A Q4_K (or Q5_K) block's eight sub-block factors from its d, dmin and
+ * scales: weight i of sub-block j is dsc[j] * q[i] - dmn[j]. */
+static inline void qk_factors(uint16_t d16, uint16_t dmin16, const uint8_t *scales, float dsc[8],
+                              float dmn[8])
 {
-    const float d = h2f(b->d), dm = h2f(b->dmin);
+    const float d = h2f(d16), dm = h2f(dmin16);
     for (int j = 0; j < 8; j++) {
         uint8_t sc, m;
-        eng_q4k_scale_min(b->scales, j, &sc, &m);
+        eng_q4k_scale_min(scales, j, &sc, &m);
         dsc[j] = d * (float)sc;
         dmn[j] = dm * (float)m;
     }
@@ -464,7 +472,7 @@ static float s_dot_q4k(const eng_q4k_block *b, const float *x, const float *xs, 
     float sum = 0.0f;
     for (long i = 0; i < nb; i++, b++, x += 256, xs += 8) {
         float dsc[8], dmn[8];
-        q4k_factors(b, dsc, dmn);
+        qk_factors(b->d, b->dmin, b->scales, dsc, dmn);
         for (int p = 0; p < 4; p++) {
             const uint8_t *q = b->qs + 32 * p;
             float lo = 0.0f, hi = 0.0f;
@@ -485,6 +493,38 @@ static void s_gemv_q4k(const eng_q4k_block *w, long cols, const float *x, const 
     const long nb = cols / 256;
     for (long r = r0; r < r1; r++)
         y[r] = s_dot_q4k(w + (size_t)r * nb, x, xs, nb) + (bias ? bias[r] : 0.0f);
+}
+
+/* A row of nb Q5_K blocks times x, as s_dot_q4k: each code's fifth bit
+ * from qh. The reference for the vector kernels, and the GEMV of the sets
+ * without them. */
+static float s_dot_q5k(const eng_q5k_block *b, const float *x, const float *xs, long nb)
+{
+    float sum = 0.0f;
+    for (long i = 0; i < nb; i++, b++, x += 256, xs += 8) {
+        float dsc[8], dmn[8];
+        qk_factors(b->d, b->dmin, b->scales, dsc, dmn);
+        for (int p = 0; p < 4; p++) {
+            const uint8_t *q = b->qs + 32 * p;
+            float lo = 0.0f, hi = 0.0f;
+            for (int l = 0; l < 32; l++) {
+                const int h = b->qh[l] >> 2 * p;
+                lo += (float)((q[l] & 15) | (h & 1) << 4) * x[64 * p + l];
+                hi += (float)((q[l] >> 4) | (h & 2) << 3) * x[64 * p + 32 + l];
+            }
+            sum += dsc[2 * p] * lo - dmn[2 * p] * xs[2 * p];
+            sum += dsc[2 * p + 1] * hi - dmn[2 * p + 1] * xs[2 * p + 1];
+        }
+    }
+    return sum;
+}
+
+static void s_gemv_q5k(const eng_q5k_block *w, long cols, const float *x, const float *xs,
+                       const float *bias, float *y, long r0, long r1)
+{
+    const long nb = cols / 256;
+    for (long r = r0; r < r1; r++)
+        y[r] = s_dot_q5k(w + (size_t)r * nb, x, xs, nb) + (bias ? bias[r] : 0.0f);
 }
 
 /* Element e's code of a Q6_K block, less its offset of 32 (backend.h's
@@ -810,6 +850,7 @@ static void s_dot2_q4q8(const uint8_t *w, const q8_row *x, long nb, float out[2]
 static const kernels kern_scalar = {
     .gemv_q4k = s_gemv_q4k,
     .gemv_q6k = s_gemv_q6k,
+    .gemv_q5k = s_gemv_q5k,
     .name = "scalar",
     .gemv = s_gemv,
     .gemv_q8 = s_gemv_q8,
@@ -1202,14 +1243,14 @@ TGT static void v_gemv_q8(const eng_q8_block *w, long cols, const float *x, cons
     s_gemv_q8(w, cols, x, bias, y, r0 + 4 * q, r1);
 }
 
-/* A Q4_K block's 12 scale bytes as 8 scale bytes then 8 min bytes (the
- * layout eng_q4k_scale_min reads), in vector registers: the scalar form
+/* A Q4_K (or Q5_K) block's 12 scale bytes as 8 scale bytes then 8 min
+ * bytes (the layout eng_q4k_scale_min reads), in vector registers: the scalar form
  * (three words regrouped in general registers, then moved over) took a
  * third of the decode kernel's time. With B the scale bytes, sc_j = B_j &
  * 63 and m_j = B_(j+4) & 63 for j < 4; for j >= 4 the low four bits come
  * from B_(j+4)'s nibbles and the high two from B_(j-4)'s and B_j's top
  * bits. Shifts are 16-bit, so each is masked to the bits it owns. */
-VALWAYS __m128i q4k_scales_mins(const eng_q4k_block *b)
+VALWAYS __m128i q4k_scales_mins(const void *b)
 {
     const __m128i v = _mm_loadu_si128((const __m128i *)b); /* d, dmin, then B */
     const __m128i a = _mm_shuffle_epi8(v, _mm_setr_epi8(4, 5, 6, 7, 12, 13, 14, 15, 8, 9, 10, 11,
@@ -1238,9 +1279,24 @@ VALWAYS __m128i q4k_scales_mins(const eng_q4k_block *b)
  * * 63 (3.9e6) before its shift by 8. The mins come off as dmin * m times
  * x's exact sums, as s_dot_q4k. x~ is within d_x / 2 = max|x_block| /
  * 65278 of x, 2^-16 of the block's largest where llama.cpp's Q8_K takes
- * 2^-8 (docs/benchmark.md). */
-#define DOT4_Q4K_X16_BODY(DPW)                                                               \
-    const __m256i m4 = _mm256_set1_epi8(15);                                                 \
+ * 2^-8 (docs/benchmark.md).
+ *
+ * Q5_K rows (BT eng_q5k_block, HIBITS Q5K_HIBITS) take the same steps, each
+ * code with its fifth bit from qh put in before the products: codes up to
+ * 31, pairs at most 2 * 31 * 128, and a lane of the h sums at most 8 * 2
+ * * 7936 * 63 (8.0e6), 2.06e9 with the l sums after the shift by 8: still
+ * within int32. Q4_K's HIBITS, QK_NO_HIBITS, is nothing. */
+#define QK_NO_HIBITS(c0, c1, bj, p)
+#define Q5K_HIBITS(c0, c1, bj, p)                                                            \
+    {                                                                                        \
+        const __m256i hs =                                                                   \
+            _mm256_srli_epi16(_mm256_loadu_si256((const __m256i *)(bj)->qh), 2 * (p));       \
+        c0 = _mm256_or_si256(c0, _mm256_and_si256(_mm256_slli_epi16(hs, 4), m16b));          \
+        c1 = _mm256_or_si256(c1, _mm256_and_si256(_mm256_slli_epi16(hs, 3), m16b));          \
+    }
+#define DOT4_QK_X16_BODY(DPW, BT, BYTES, HIBITS)                                             \
+    const __m256i m4 = _mm256_set1_epi8(15), m16b = _mm256_set1_epi8(16);                    \
+    (void)m16b;                                                                              \
     __m256 acc[4] = { _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),        \
                       _mm256_setzero_ps() };                                                 \
     __m256 mins[4] = { _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),        \
@@ -1248,15 +1304,15 @@ VALWAYS __m128i q4k_scales_mins(const eng_q4k_block *b)
     for (long i = 0; i < nb; i++) {                                                          \
         if (pf)                                                                              \
             for (int j = 0; j < 4; j++)                                                      \
-                for (int l = 0; l < ENG_Q4K_BLOCK_BYTES; l += 64)                            \
-                    _mm_prefetch(pf[j] + i * ENG_Q4K_BLOCK_BYTES + l, _MM_HINT_T0);          \
+                for (int l = 0; l < (BYTES); l += 64)                                        \
+                    _mm_prefetch(pf[j] + i * (BYTES) + l, _MM_HINT_T0);                      \
         /* per row: the sub-blocks' scales as int16 pairs (a dword a scale,    \
          * broadcast by the loads below), d * d_x, the mins' term */                         \
         __m256i scw[4];                                                                      \
         float dd[4];                                                                         \
         const __m256 xs8 = _mm256_loadu_ps(xs + 8 * i);                                      \
         for (int j = 0; j < 4; j++) {                                                        \
-            const eng_q4k_block *bj = b[j] + i;                                              \
+            const BT *bj = b[j] + i;                                                         \
             const __m128i v = q4k_scales_mins(bj);                                           \
             const __m256i sc = _mm256_cvtepu8_epi32(v);                                      \
             scw[j] = _mm256_or_si256(sc, _mm256_slli_epi32(sc, 16));                         \
@@ -1276,8 +1332,9 @@ VALWAYS __m128i q4k_scales_mins(const eng_q4k_block *b)
             const __m256i l1 = _mm256_loadu_si256((const __m256i *)(xl + 64 * p + 32));      \
             for (int j = 0; j < 4; j++) {                                                    \
                 const __m256i c = _mm256_loadu_si256((const __m256i *)(b[j][i].qs + 32 * p)); \
-                const __m256i c0 = _mm256_and_si256(c, m4);                                  \
-                const __m256i c1 = _mm256_and_si256(_mm256_srli_epi16(c, 4), m4);            \
+                __m256i c0 = _mm256_and_si256(c, m4);                                        \
+                __m256i c1 = _mm256_and_si256(_mm256_srli_epi16(c, 4), m4);                  \
+                HIBITS(c0, c1, b[j] + i, p)                                                  \
                 const __m256i s0 =                                                           \
                     _mm256_permutevar8x32_epi32(scw[j], _mm256_set1_epi32(2 * p));           \
                 const __m256i s1 =                                                           \
@@ -1305,7 +1362,7 @@ VALWAYS __m128i q4k_scales_mins(const eng_q4k_block *b)
 VALWAYS void dot4_q4k_x16(const eng_q4k_block *const b[4], const x16_row *x, const float *xs,
                           long nb, float out[4], const char *const *pf)
 {
-    DOT4_Q4K_X16_BODY(DPW_AVX2)
+    DOT4_QK_X16_BODY(DPW_AVX2, eng_q4k_block, ENG_Q4K_BLOCK_BYTES, QK_NO_HIBITS)
 }
 
 /* GEMV_BLOCKS_BODY's DOT4 over Q4_K rows: X the token's x~ and sums */
@@ -1322,13 +1379,14 @@ VALWAYS void dot4_q4k_x16_rows(const eng_q4k_block *r0, const eng_q4k_block *r1,
     dot4_q4k_x16(b, X->x, X->xs, cols / 256, out, pf);
 }
 
-/* The GEMV over Q4_K rows for a set's DOT4 (ROWS: its dot4_q4k_x16_rows,
- * DOT: its dot4_q4k_x16); the last rows one at a time, the same kernel */
-#define GEMV_Q4K_X16_BODY(ROWS, DOT)                                                          \
+/* The GEMV over Q4_K (BT) rows for a set's DOT4 (ROWS: its
+ * dot4_q4k_x16_rows, DOT: its dot4_q4k_x16); the last rows one at a time,
+ * the same kernel. Q5_K's too. */
+#define GEMV_QK_X16_BODY(BT, ROWS, DOT)                                                       \
     const q4k_x X = { x, xs };                                                               \
-    GEMV_BLOCKS_BODY(eng_q4k_block, 256, ROWS, &X)                                           \
+    GEMV_BLOCKS_BODY(BT, 256, ROWS, &X)                                                      \
     for (long r = r0 + 4 * q; r < r1; r++) {                                                 \
-        const eng_q4k_block *row = w + (size_t)r * nb, *b[4] = { row, row, row, row };       \
+        const BT *row = w + (size_t)r * nb, *b[4] = { row, row, row, row };                  \
         float o[4];                                                                          \
         DOT(b, x, xs, nb, o, NULL);                                                          \
         y[r] = o[0] + (bias ? bias[r] : 0.0f);                                               \
@@ -1337,7 +1395,28 @@ VALWAYS void dot4_q4k_x16_rows(const eng_q4k_block *r0, const eng_q4k_block *r1,
 TGT static void v_gemv_q4k_x16(const eng_q4k_block *w, long cols, const x16_row *x,
                                const float *xs, const float *bias, float *y, long r0, long r1)
 {
-    GEMV_Q4K_X16_BODY(dot4_q4k_x16_rows, dot4_q4k_x16)
+    GEMV_QK_X16_BODY(eng_q4k_block, dot4_q4k_x16_rows, dot4_q4k_x16)
+}
+
+/* Four Q5_K rows, as dot4_q4k_x16 (DOT4_QK_X16_BODY) */
+VALWAYS void dot4_q5k_x16(const eng_q5k_block *const b[4], const x16_row *x, const float *xs,
+                          long nb, float out[4], const char *const *pf)
+{
+    DOT4_QK_X16_BODY(DPW_AVX2, eng_q5k_block, ENG_Q5K_BLOCK_BYTES, Q5K_HIBITS)
+}
+
+VALWAYS void dot4_q5k_x16_rows(const eng_q5k_block *r0, const eng_q5k_block *r1,
+                               const eng_q5k_block *r2, const eng_q5k_block *r3, const q4k_x *X,
+                               long cols, float out[4], const char *const *pf)
+{
+    const eng_q5k_block *const b[4] = { r0, r1, r2, r3 };
+    dot4_q5k_x16(b, X->x, X->xs, cols / 256, out, pf);
+}
+
+TGT static void v_gemv_q5k_x16(const eng_q5k_block *w, long cols, const x16_row *x,
+                               const float *xs, const float *bias, float *y, long r0, long r1)
+{
+    GEMV_QK_X16_BODY(eng_q5k_block, dot4_q5k_x16_rows, dot4_q5k_x16)
 }
 
 /* Four Q6_K rows against x~ in x16_prep_q4k's form (q = 256 h + l a block
@@ -1430,7 +1509,7 @@ VALWAYS void dot4_q6k_x16_rows(const eng_q6k_block *r0, const eng_q6k_block *r1,
     dot4_q6k_x16(b, x, cols / 256, out, pf);
 }
 
-/* The GEMV over Q6_K rows, as GEMV_Q4K_X16_BODY */
+/* The GEMV over Q6_K rows, as GEMV_QK_X16_BODY */
 #define GEMV_Q6K_X16_BODY(ROWS, DOT)                                                          \
     GEMV_BLOCKS_BODY(eng_q6k_block, 256, ROWS, x)                                            \
     for (long r = r0 + 4 * q; r < r1; r++) {                                                 \
@@ -2310,11 +2389,13 @@ static const kernels kern_avx2 = {
     .gemv_q8 = v_gemv_q8,
     .gemv_q4k = s_gemv_q4k, /* decode takes gemv_q4k_x16 */
     .gemv_q6k = s_gemv_q6k, /* and gemv_q6k_x16 */
+    .gemv_q5k = s_gemv_q5k, /* and gemv_q5k_x16 */
     .x16_prep = v_x16_prep,
     .gemv_q8_x16 = v_gemv_q8_x16,
     .x16_prep_q4k = v_x16_prep_q4k,
     .gemv_q4k_x16 = v_gemv_q4k_x16,
     .gemv_q6k_x16 = v_gemv_q6k_x16,
+    .gemv_q5k_x16 = v_gemv_q5k_x16,
     .ffn_down = v_ffn_down,
     .exp4 = v_exp4,
     .dot2_q4q8 = v_dot2_q4q8,
@@ -2502,37 +2583,61 @@ TGT512 static void v512_pack32_q8(const eng_q8_block *const *w, int nr, long n, 
 }
 
 /* pack32 of Q4_K rows, eight at a time: each block's factors d * sc and
- * dmin * m once (q4k_factors), then eight values of each row dequantized
+ * dmin * m once (qk_factors), then eight values of each row dequantized
  * in a register (code * d sc - dmin m, one rounding) and transposed into
  * P. It was the scalar rule, one value at a time, stored 32 floats apart:
- * about an eighth of a Q4_K prefill's time. */
+ * about an eighth of a Q4_K prefill's time. Q5_K rows (Q5K) take each
+ * code's fifth bit from qh as well. */
+#define PACK32_QK_BODY(BT, Q5)                                                               \
+    const __m256i m4 = _mm256_set1_epi32(15), m16 = _mm256_set1_epi32(16);                   \
+    (void)m16;                                                                               \
+    for (int i0 = 0; i0 < 32; i0 += 8)                                                       \
+        for (long bi = 0; bi < n / 256; bi++) {                                              \
+            float f[8][8], g[8][8]; /* row i0 + i, sub-block s: d * sc, dmin * m */          \
+            for (int i = 0; i < 8 && i0 + i < nr; i++) {                                     \
+                const BT *b = w[i0 + i] + bi;                                                \
+                qk_factors(b->d, b->dmin, b->scales, f[i], g[i]);                            \
+            }                                                                                \
+            for (int k = 0; k < 256; k += 8) {                                               \
+                const int sb = k / 32; /* codes: bytes 32 (sb / 2) + k % 32, nibble sb % 2 */ \
+                __m256 r[8];                                                                 \
+                for (int i = 0; i < 8; i++) {                                                \
+                    if (i0 + i >= nr) {                                                      \
+                        r[i] = _mm256_setzero_ps();                                          \
+                        continue;                                                            \
+                    }                                                                        \
+                    const uint8_t *qs = w[i0 + i][bi].qs + 32 * (sb / 2) + k % 32;           \
+                    __m256i q = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)qs));  \
+                    q = _mm256_and_si256(sb % 2 ? _mm256_srli_epi32(q, 4) : q, m4);          \
+                    PACK_Q5_BIT(Q5, q, w[i0 + i] + bi, k, sb)                                \
+                    r[i] = _mm256_fmsub_ps(_mm256_set1_ps(f[i][sb]), _mm256_cvtepi32_ps(q),  \
+                                           _mm256_set1_ps(g[i][sb]));                        \
+                }                                                                            \
+                transpose8(r);                                                               \
+                for (int j = 0; j < 8; j++)                                                  \
+                    _mm256_store_ps(P + (256 * bi + k + j) * 32 + i0, r[j]);                 \
+            }                                                                                \
+        }
+#define PACK_Q5_BIT(Q5, q, bj, k, sb) PACK_Q5_BIT_##Q5(q, bj, k, sb)
+#define PACK_Q5_BIT_0(q, bj, k, sb)
+#define PACK_Q5_BIT_1(q, bj, k, sb)                                                          \
+    q = _mm256_or_si256(                                                                     \
+        q, _mm256_and_si256(                                                                 \
+               _mm256_slli_epi32(                                                            \
+                   _mm256_srlv_epi32(_mm256_cvtepu8_epi32(_mm_loadl_epi64(                   \
+                                         (const __m128i *)((bj)->qh + (k) % 32))),           \
+                                     _mm256_set1_epi32(sb)),                                 \
+                   4),                                                                       \
+               m16));
+
 TGT512 static void v512_pack32_q4k(const eng_q4k_block *const *w, int nr, long n, float *P)
 {
-    const __m256i m4 = _mm256_set1_epi32(15);
-    for (int i0 = 0; i0 < 32; i0 += 8)
-        for (long bi = 0; bi < n / 256; bi++) {
-            float f[8][8], g[8][8]; /* row i0 + i, sub-block s: d * sc, dmin * m */
-            for (int i = 0; i < 8 && i0 + i < nr; i++)
-                q4k_factors(w[i0 + i] + bi, f[i], g[i]);
-            for (int k = 0; k < 256; k += 8) {
-                const int sb = k / 32; /* codes: bytes 32 (sb / 2) + k % 32, nibble sb % 2 */
-                __m256 r[8];
-                for (int i = 0; i < 8; i++) {
-                    if (i0 + i >= nr) {
-                        r[i] = _mm256_setzero_ps();
-                        continue;
-                    }
-                    const uint8_t *qs = w[i0 + i][bi].qs + 32 * (sb / 2) + k % 32;
-                    __m256i q = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)qs));
-                    q = _mm256_and_si256(sb % 2 ? _mm256_srli_epi32(q, 4) : q, m4);
-                    r[i] = _mm256_fmsub_ps(_mm256_set1_ps(f[i][sb]), _mm256_cvtepi32_ps(q),
-                                           _mm256_set1_ps(g[i][sb]));
-                }
-                transpose8(r);
-                for (int j = 0; j < 8; j++)
-                    _mm256_store_ps(P + (256 * bi + k + j) * 32 + i0, r[j]);
-            }
-        }
+    PACK32_QK_BODY(eng_q4k_block, 0)
+}
+
+TGT512 static void v512_pack32_q5k(const eng_q5k_block *const *w, int nr, long n, float *P)
+{
+    PACK32_QK_BODY(eng_q5k_block, 1)
 }
 
 /* pack32 of Q6_K rows as v512_pack32_q4k: per row and block the 16
@@ -2784,7 +2889,7 @@ TGT512 static void v512_act_mul16(const float *in, float *out, eng_act act)
 VALWAYS512 void dot4_q4k_x16_512(const eng_q4k_block *const b[4], const x16_row *x,
                                  const float *xs, long nb, float out[4], const char *const *pf)
 {
-    DOT4_Q4K_X16_BODY(DPW_VNNI)
+    DOT4_QK_X16_BODY(DPW_VNNI, eng_q4k_block, ENG_Q4K_BLOCK_BYTES, QK_NO_HIBITS)
 }
 
 VALWAYS512 void dot4_q4k_x16_rows512(const eng_q4k_block *r0, const eng_q4k_block *r1,
@@ -2800,7 +2905,29 @@ TGT512 static void v512_gemv_q4k_x16(const eng_q4k_block *w, long cols, const x1
                                      const float *xs, const float *bias, float *y, long r0,
                                      long r1)
 {
-    GEMV_Q4K_X16_BODY(dot4_q4k_x16_rows512, dot4_q4k_x16_512)
+    GEMV_QK_X16_BODY(eng_q4k_block, dot4_q4k_x16_rows512, dot4_q4k_x16_512)
+}
+
+VALWAYS512 void dot4_q5k_x16_512(const eng_q5k_block *const b[4], const x16_row *x,
+                                 const float *xs, long nb, float out[4], const char *const *pf)
+{
+    DOT4_QK_X16_BODY(DPW_VNNI, eng_q5k_block, ENG_Q5K_BLOCK_BYTES, Q5K_HIBITS)
+}
+
+VALWAYS512 void dot4_q5k_x16_rows512(const eng_q5k_block *r0, const eng_q5k_block *r1,
+                                     const eng_q5k_block *r2, const eng_q5k_block *r3,
+                                     const q4k_x *X, long cols, float out[4],
+                                     const char *const *pf)
+{
+    const eng_q5k_block *const b[4] = { r0, r1, r2, r3 };
+    dot4_q5k_x16_512(b, X->x, X->xs, cols / 256, out, pf);
+}
+
+TGT512 static void v512_gemv_q5k_x16(const eng_q5k_block *w, long cols, const x16_row *x,
+                                     const float *xs, const float *bias, float *y, long r0,
+                                     long r1)
+{
+    GEMV_QK_X16_BODY(eng_q5k_block, dot4_q5k_x16_rows512, dot4_q5k_x16_512)
 }
 
 VALWAYS512 void dot4_q6k_x16_512(const eng_q6k_block *const b[4], const x16_row *x, long nb,
@@ -2859,12 +2986,15 @@ static const kernels kern_avx512 = {
     .pack32_q8 = v512_pack32_q8,
     .pack32_q4k = v512_pack32_q4k,
     .pack32_q6k = v512_pack32_q6k,
+    .pack32_q5k = v512_pack32_q5k,
     .gemv_q8 = v512_gemv_q8,
     .gemv_q4k = s_gemv_q4k,
     .gemv_q6k = s_gemv_q6k,
+    .gemv_q5k = s_gemv_q5k,
     .x16_prep_q4k = v_x16_prep_q4k,
     .gemv_q4k_x16 = v512_gemv_q4k_x16,
     .gemv_q6k_x16 = v512_gemv_q6k_x16,
+    .gemv_q5k_x16 = v512_gemv_q5k_x16,
     .mm6x32 = v512_mm6x32,
     .act_mul16 = v512_act_mul16,
     .att_pv32 = v512_att_pv32,
@@ -3076,7 +3206,7 @@ static float n_dot_q4k(const eng_q4k_block *b, const float *x, const float *xs, 
     const uint8x16_t m4 = vdupq_n_u8(15);
     for (long i = 0; i < nb; i++, b++) {
         float dsc[8], dmn[8];
-        q4k_factors(b, dsc, dmn);
+        qk_factors(b->d, b->dmin, b->scales, dsc, dmn);
         for (int u = 0; u < 8; u++)
             mins += dmn[u] * xs[8 * i + u];
         for (int p = 0; p < 4; p++) {
@@ -3108,6 +3238,56 @@ static void n_gemv_q4k(const eng_q4k_block *w, long cols, const float *x, const 
             for (long l = 0; l < nb * ENG_Q4K_BLOCK_BYTES; l += 64)
                 __builtin_prefetch((const char *)(w + (size_t)(r + GEMV_PF_ROWS) * nb) + l, 0, 3);
         y[r] = n_dot_q4k(w + (size_t)r * nb, x, xs, nb) + (bias ? bias[r] : 0.0f);
+    }
+}
+
+/* A Q5_K row as n_dot_q4k: each code's fifth bit (bit 2p + h of qh's
+ * byte at its place in the 32) moved to 16 and put in before the
+ * conversion. */
+static float n_dot_q5k(const eng_q5k_block *b, const float *x, const float *xs, long nb)
+{
+    float32x4_t acc = vdupq_n_f32(0.0f);
+    float mins = 0.0f;
+    const uint8x16_t m4 = vdupq_n_u8(15), m16 = vdupq_n_u8(16);
+    for (long i = 0; i < nb; i++, b++) {
+        float dsc[8], dmn[8];
+        qk_factors(b->d, b->dmin, b->scales, dsc, dmn);
+        for (int u = 0; u < 8; u++)
+            mins += dmn[u] * xs[8 * i + u];
+        const uint8x16_t qh0 = vld1q_u8(b->qh), qh1 = vld1q_u8(b->qh + 16);
+        for (int p = 0; p < 4; p++) {
+            const float *xb = x + 256 * i + 64 * p;
+            const uint8x16_t c0 = vld1q_u8(b->qs + 32 * p), c1 = vld1q_u8(b->qs + 32 * p + 16);
+            for (int h = 0; h < 2; h++) {
+                /* bit 2p + h to bit 4: a shift left by 4 - (2p + h) or right */
+                const int8x16_t sh = vdupq_n_s8((int8_t)(4 - 2 * p - h));
+                const uint8x16_t h0 = vandq_u8(vshlq_u8(qh0, sh), m16);
+                const uint8x16_t h1 = vandq_u8(vshlq_u8(qh1, sh), m16);
+                float32x4_t f[8];
+                nldq4x16(vorrq_u8(h ? vshrq_n_u8(c0, 4) : vandq_u8(c0, m4), h0), f);
+                nldq4x16(vorrq_u8(h ? vshrq_n_u8(c1, 4) : vandq_u8(c1, m4), h1), f + 4);
+                const float *xh = xb + 32 * h;
+                float32x4_t t0 = vmulq_f32(f[0], vld1q_f32(xh)), t1 = vmulq_f32(f[1], vld1q_f32(xh + 4));
+                for (int u = 2; u < 8; u += 2) {
+                    t0 = vfmaq_f32(t0, f[u], vld1q_f32(xh + 4 * u));
+                    t1 = vfmaq_f32(t1, f[u + 1], vld1q_f32(xh + 4 * u + 4));
+                }
+                acc = vfmaq_n_f32(acc, vaddq_f32(t0, t1), dsc[2 * p + h]);
+            }
+        }
+    }
+    return vaddvq_f32(acc) - mins;
+}
+
+static void n_gemv_q5k(const eng_q5k_block *w, long cols, const float *x, const float *xs,
+                       const float *bias, float *y, long r0, long r1)
+{
+    const long nb = cols / 256;
+    for (long r = r0; r < r1; r++) {
+        if (r + GEMV_PF_ROWS < r1)
+            for (long l = 0; l < nb * ENG_Q5K_BLOCK_BYTES; l += 64)
+                __builtin_prefetch((const char *)(w + (size_t)(r + GEMV_PF_ROWS) * nb) + l, 0, 3);
+        y[r] = n_dot_q5k(w + (size_t)r * nb, x, xs, nb) + (bias ? bias[r] : 0.0f);
     }
 }
 
@@ -3784,6 +3964,7 @@ static const kernels kern_neon = {
     .gemv_q8 = n_gemv_q8,
     .gemv_q4k = n_gemv_q4k,
     .gemv_q6k = n_gemv_q6k,
+    .gemv_q5k = n_gemv_q5k,
     .cvt_rows = n_cvt_rows,
     .dot4x3 = n_dot4x3,
     .dot4x3_h = n_dot4x3_h,
@@ -3874,8 +4055,8 @@ typedef struct mm_args {
     float *y;
     int n_tokens;
     const x16_row *x16; /* decode, Q8_0: x in 16 bits (x16_prep), or NULL */
-    const float *xs;    /* decode, Q4_K: x_sums32(x) */
-    const x16_row *x4;  /* decode, Q4_K and Q6_K: x in 16 bits (x16_prep_q4k), or NULL */
+    const float *xs;    /* decode, Q4_K and Q5_K: x_sums32(x) */
+    const x16_row *x4;  /* decode, Q4_K, Q5_K, Q6_K: x in 16 bits (x16_prep_q4k), or NULL */
 } mm_args;
 
 static void mm_decode_task(void *p, int ith, int nth)
@@ -3889,6 +4070,10 @@ static void mm_decode_task(void *p, int ith, int nth)
         a->c->k->gemv_q4k_x16(a->w->data, a->w->cols, a->x4, a->xs, a->bias, a->y, b, e);
     else if (b < e && a->w->dtype == ENG_DTYPE_Q4_K)
         a->c->k->gemv_q4k(a->w->data, a->w->cols, a->x, a->xs, a->bias, a->y, b, e);
+    else if (b < e && a->w->dtype == ENG_DTYPE_Q5_K && a->x4)
+        a->c->k->gemv_q5k_x16(a->w->data, a->w->cols, a->x4, a->xs, a->bias, a->y, b, e);
+    else if (b < e && a->w->dtype == ENG_DTYPE_Q5_K)
+        a->c->k->gemv_q5k(a->w->data, a->w->cols, a->x, a->xs, a->bias, a->y, b, e);
     else if (b < e && a->w->dtype == ENG_DTYPE_Q6_K && a->x4 && a->c->k->gemv_q6k_x16)
         a->c->k->gemv_q6k_x16(a->w->data, a->w->cols, a->x4, a->bias, a->y, b, e);
     else if (b < e && a->w->dtype == ENG_DTYPE_Q6_K)
@@ -3905,7 +4090,7 @@ static void mm_decode_task(void *p, int ith, int nth)
 /* The packed prefill's block: 32 rows (pack32's) by a K chunk that fills
  * a thread's scratch as f32 */
 enum { PACK_ROWS = 32, PACK_K = SCRATCH_FLOATS / PACK_ROWS };
-_Static_assert(PACK_K % 256 == 0, "a K chunk is whole Q4_K and Q6_K blocks");
+_Static_assert(PACK_K % 256 == 0, "a K chunk is whole Q4_K, Q5_K and Q6_K blocks");
 
 /* Prefill by outer products (kernels pack32, mm6x32): blocks of 32 rows
  * and a K chunk packed k-major once, then 6 tokens at a time. Used for
@@ -3939,6 +4124,11 @@ static void mm_packed_task(void *p, int ith, int nth)
                 for (int i = 0; i < nr; i++)
                     src[i] = (const eng_q4k_block *)w->data + ((size_t)(r0 + i) * K + k0) / 256;
                 k->pack32_q4k(src, nr, kc, P);
+            } else if (w->dtype == ENG_DTYPE_Q5_K) {
+                const eng_q5k_block *src[PACK_ROWS];
+                for (int i = 0; i < nr; i++)
+                    src[i] = (const eng_q5k_block *)w->data + ((size_t)(r0 + i) * K + k0) / 256;
+                k->pack32_q5k(src, nr, kc, P);
             } else if (w->dtype == ENG_DTYPE_Q6_K) {
                 const eng_q6k_block *src[PACK_ROWS];
                 for (int i = 0; i < nr; i++)
@@ -4055,10 +4245,10 @@ static bool x16_ready(cpu_ctx *c, const float *x, long cols, x16_row *ret)
     return true;
 }
 
-/* A decode step's x for Q4_K and Q6_K rows (GEMVs and the FFN's gate and
- * up), in abuf's third quarter: its sums x_sums32(x), returned (NULL where
- * cols is too wide), and where the kernels have gemv_q4k_x16 x in 16 bits
- * as x16_prep_q4k holds it (*x4, and *has_x4 true). */
+/* A decode step's x for Q4_K, Q5_K and Q6_K rows (GEMVs and the FFN's
+ * gate and up), in abuf's third quarter: its sums x_sums32(x), returned
+ * (NULL where cols is too wide), and where the kernels have gemv_q4k_x16 x
+ * in 16 bits as x16_prep_q4k holds it (*x4, and *has_x4 true). */
 static const float *q4k_prep(cpu_ctx *c, const float *x, long cols, x16_row *x4, bool *has_x4)
 {
     float *xs = c->abuf + ABUF_Q4K;
@@ -4081,7 +4271,7 @@ static const float *q4k_prep(cpu_ctx *c, const float *x, long cols, x16_row *x4,
 /* Rows whose decode takes q4k_prep's x (x16_prep_q4k's form) */
 static bool x4_rows(eng_dtype dt)
 {
-    return dt == ENG_DTYPE_Q4_K || dt == ENG_DTYPE_Q6_K;
+    return dt == ENG_DTYPE_Q4_K || dt == ENG_DTYPE_Q5_K || dt == ENG_DTYPE_Q6_K;
 }
 
 static void op_matmul(eng_backend *be, const eng_weight *w, const float *bias, const float *x,
@@ -4102,9 +4292,9 @@ static void op_matmul(eng_backend *be, const eng_weight *w, const float *bias, c
     if (n_tokens == 1 && w->dtype == ENG_DTYPE_Q8_0 && x16_ready(c, x, w->cols, &xr))
         a.x16 = &xr;
     /* (a Q6_K row too wide for q4k_prep takes gemv_q6k) */
-    if (n_tokens == 1 && !(w->dtype == ENG_DTYPE_Q4_K && !a.xs))
+    if (n_tokens == 1 && !((w->dtype == ENG_DTYPE_Q4_K || w->dtype == ENG_DTYPE_Q5_K) && !a.xs))
         run(c, mm_decode_task, &a, work >= 16384);
-    else if (c->k->mm6x32) /* (and a Q4_K row too wide for q4k_prep) */
+    else if (c->k->mm6x32) /* (and a Q4_K or Q5_K row too wide for q4k_prep) */
         run(c, mm_packed_task, &a, work >= 16384);
     else
         run(c, mm_prefill_task, &a, work >= 16384);
@@ -5374,7 +5564,7 @@ static const eng_backend_iface cpu_iface = {
     .free = op_free,
     .host_memory = true,
     .dtypes = 1u << ENG_DTYPE_F16 | 1u << ENG_DTYPE_F32 | 1u << ENG_DTYPE_Q8_0 |
-              1u << ENG_DTYPE_Q4_K | 1u << ENG_DTYPE_Q6_K,
+              1u << ENG_DTYPE_Q4_K | 1u << ENG_DTYPE_Q5_K | 1u << ENG_DTYPE_Q6_K,
     .alloc = mem_alloc,
     .mem_free = mem_free,
     .mem_info = mem_info,

@@ -27,8 +27,9 @@
  * a matrix or an FFN's slots may be Q8_0 where dtypes says so: rows of
  * cols / 32 blocks of eng_q8_block; a matrix or an FFN's gate and up
  * rows may be Q4_K there: rows of cols / 256 eng_q4k_block (a Q4_K FFN's
- * down rows are Q8_0: eng_ffn_down_dtype); a matrix may be Q6_K there:
- * rows of cols / 256 eng_q6k_block; the KV cache is f16.
+ * down rows are Q8_0: eng_ffn_down_dtype); a matrix may be Q6_K or Q5_K
+ * there: rows of cols / 256 eng_q6k_block or eng_q5k_block; the KV cache
+ * is f16.
  */
 #ifndef ENGINE_BACKEND_H
 #define ENGINE_BACKEND_H
@@ -86,14 +87,27 @@ typedef struct eng_q6k_block {
 } eng_q6k_block;
 _Static_assert(sizeof(eng_q6k_block) == ENG_Q6K_BLOCK_BYTES, "a Q6_K block is 210 bytes");
 
+/* ENG_DTYPE_Q5_K: ggml's block_q5_K, 256 weights: eng_q4k_block's d,
+ * dmin, scales and qs (at other offsets), each code with a fifth bit, 16:
+ * weight l of sub-block j (l < 32) has bit j of qh[l]. */
+#define ENG_Q5K_BLOCK_BYTES 176
+typedef struct eng_q5k_block {
+    uint16_t d, dmin; /* f16 */
+    uint8_t scales[12];
+    uint8_t qh[32];
+    uint8_t qs[128];
+} eng_q5k_block;
+_Static_assert(sizeof(eng_q5k_block) == ENG_Q5K_BLOCK_BYTES, "a Q5_K block is 176 bytes");
+
 /* Bytes of n weights of type dt (n a multiple of 32 for Q8_0, of 256 for
- * Q4_K and Q6_K). */
+ * Q4_K, Q5_K and Q6_K). */
 static inline size_t eng_dtype_bytes(eng_dtype dt, size_t n)
 {
     switch (dt) {
     case ENG_DTYPE_Q8_0: return n / 32 * sizeof(eng_q8_block);
     case ENG_DTYPE_Q4_K: return n / 256 * ENG_Q4K_BLOCK_BYTES;
     case ENG_DTYPE_Q6_K: return n / 256 * ENG_Q6K_BLOCK_BYTES;
+    case ENG_DTYPE_Q5_K: return n / 256 * ENG_Q5K_BLOCK_BYTES;
     case ENG_DTYPE_F32: return 4 * n;
     default: return 2 * n;
     }
@@ -102,7 +116,9 @@ static inline size_t eng_dtype_bytes(eng_dtype dt, size_t n)
 /* The elements a row of type dt must be a whole number of (1: any). */
 static inline long eng_dtype_block(eng_dtype dt)
 {
-    return dt == ENG_DTYPE_Q8_0 ? 32 : dt == ENG_DTYPE_Q4_K || dt == ENG_DTYPE_Q6_K ? 256 : 1;
+    return dt == ENG_DTYPE_Q8_0                                                   ? 32
+           : dt == ENG_DTYPE_Q4_K || dt == ENG_DTYPE_Q5_K || dt == ENG_DTYPE_Q6_K ? 256
+                                                                                  : 1;
 }
 
 /* An FFN slot of type dt: its gate and up rows in dt, its down row in

@@ -70,6 +70,11 @@ typedef enum eng_dtype {
      * (Q4_K_M files: the tied head and some attn_v; 6.56 bits a weight
      * where Q8_0 would take 8.5 and round them again) */
     ENG_DTYPE_Q6_K = 4,
+    /* ggml's Q5_K blocks (256 weights in 176 bytes: Q4_K's scales, mins and
+     * nibbles with a fifth bit a weight in qh): a matrix the file holds in
+     * Q5_K keeps its own bytes on the CPU (Q5_K_M files: 5.5 bits a weight
+     * where Q8_0 would take 8.5 and round them again) */
+    ENG_DTYPE_Q5_K = 5,
 } eng_dtype;
 
 typedef struct eng_load_plan_params eng_load_plan_params;

@@ -204,8 +204,8 @@ static int oom_err(loader *ld, size_t bytes, const char *what)
 /* How a matrix is stored: a Q8_0 matrix of the file keeps its own bytes
  * (exactly; f16 would round d * q) where the backend computes on Q8_0 and
  * the storage is f16, and with q8_matrices any other is quantized to it;
- * so do Q4_K and Q6_K ones where the backend takes them; anything else in
- * the storage type. */
+ * so do Q4_K, Q5_K and Q6_K ones where the backend takes them; anything
+ * else in the storage type. */
 static eng_dtype mat_dtype(const eng_model *m, const gguf_tensor *t)
 {
     const unsigned dts = m->be ? m->be->iface->dtypes : 0;
@@ -219,6 +219,10 @@ static eng_dtype mat_dtype(const eng_model *m, const gguf_tensor *t)
      * exact, where Q8_0 would take 8.5 and round the weights again */
     if (t->type == GGML_TYPE_Q6_K && t->ne[0] % 256 == 0 && (dts & 1u << ENG_DTYPE_Q6_K))
         return ENG_DTYPE_Q6_K;
+    /* Q5_K (Q5_K_M files): 5.5 bits a weight, exact, where Q8_0 would
+     * take 8.5 */
+    if (t->type == GGML_TYPE_Q5_K && t->ne[0] % 256 == 0 && (dts & 1u << ENG_DTYPE_Q5_K))
+        return ENG_DTYPE_Q5_K;
     if (t->ne[0] % 32 == 0 && (t->type == GGML_TYPE_Q8_0 || m->q8_matrices) &&
         (dts & 1u << ENG_DTYPE_Q8_0))
         return ENG_DTYPE_Q8_0;
@@ -262,9 +266,9 @@ static eng_dtype ffn_dtype(const eng_model *m, const gguf_file *f)
     const gguf_tensor *t = gguf_find_tensor(f, gate);
     const eng_dtype dt = mat_dtype(m, t);
     /* a Q4_K gate row kept apart from the rest (some layers not Q4_K), or
-     * a Q6_K one (the FFN's kernels take neither): Q8_0 with q8_matrices,
-     * else the storage */
-    if (dt == ENG_DTYPE_Q4_K || dt == ENG_DTYPE_Q6_K)
+     * a Q5_K or Q6_K one (the FFN's kernels take neither): Q8_0 with
+     * q8_matrices, else the storage */
+    if (dt == ENG_DTYPE_Q4_K || dt == ENG_DTYPE_Q5_K || dt == ENG_DTYPE_Q6_K)
         return m->q8_matrices && (dts & 1u << ENG_DTYPE_Q8_0) ? ENG_DTYPE_Q8_0 : m->info.storage;
     return dt;
 }
@@ -700,7 +704,7 @@ static void run_job(loader *ld, const conv_job *j)
     if (j->dt == ENG_DTYPE_Q8_0 && j->t->type == GGML_TYPE_Q8_0 && j->rot_period == 0) {
         /* the file's own blocks: a Q8_0 row is rb bytes there too */
         memcpy(dst, (const uint8_t *)j->t->data + (j->src_r0 + j->r0) * rb, (j->r1 - j->r0) * rb);
-    } else if (j->dt == ENG_DTYPE_Q4_K || j->dt == ENG_DTYPE_Q6_K) {
+    } else if (j->dt == ENG_DTYPE_Q4_K || j->dt == ENG_DTYPE_Q5_K || j->dt == ENG_DTYPE_Q6_K) {
         /* the file's own blocks (mat_dtype: only a tensor of the type is);
          * a scaled row scales every weight, so its blocks' d (and dmin),
          * rounded to f16 as the file holds them */
@@ -710,12 +714,14 @@ static void run_job(loader *ld, const conv_job *j)
                 continue;
             uint8_t *row = dst + (i - j->r0) * rb;
             for (uint64_t k = 0; k < j->cols / 256; k++) {
-                /* both types' scales are f16 fields of each block */
-                uint16_t *d = j->dt == ENG_DTYPE_Q6_K ? &((eng_q6k_block *)row)[k].d
-                                                      : &((eng_q4k_block *)row)[k].d;
+                /* the types' scales are f16 fields of each block */
+                uint16_t *d = j->dt == ENG_DTYPE_Q6_K   ? &((eng_q6k_block *)row)[k].d
+                              : j->dt == ENG_DTYPE_Q5_K ? &((eng_q5k_block *)row)[k].d
+                                                        : &((eng_q4k_block *)row)[k].d;
                 *d = eng_f32_to_f16(eng_f16_to_f32(*d) * j->rot_scale);
-                if (j->dt == ENG_DTYPE_Q4_K) {
-                    uint16_t *dm = &((eng_q4k_block *)row)[k].dmin;
+                if (j->dt != ENG_DTYPE_Q6_K) { /* and Q4_K's and Q5_K's dmin */
+                    uint16_t *dm = j->dt == ENG_DTYPE_Q5_K ? &((eng_q5k_block *)row)[k].dmin
+                                                           : &((eng_q4k_block *)row)[k].dmin;
                     *dm = eng_f32_to_f16(eng_f16_to_f32(*dm) * j->rot_scale);
                 }
             }

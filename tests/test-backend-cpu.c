@@ -165,6 +165,21 @@ static void *make_weights(eng_dtype dt, long n)
         }
         return b;
     }
+    if (dt == ENG_DTYPE_Q5_K) {
+        /* as Q4_K, and every fifth bit */
+        eng_q5k_block *b = malloc((size_t)(n / 256 > 0 ? n / 256 : 1) * sizeof(*b));
+        for (long i = 0; i < n / 256; i++) {
+            b[i].d = rand_half(0.0001f, 0.0005f);
+            b[i].dmin = rand_half(0.0001f, 0.0005f);
+            for (int j = 0; j < 12; j++)
+                b[i].scales[j] = (uint8_t)irand(256);
+            for (int j = 0; j < 32; j++)
+                b[i].qh[j] = (uint8_t)irand(256);
+            for (int j = 0; j < 128; j++)
+                b[i].qs[j] = (uint8_t)irand(256);
+        }
+        return b;
+    }
     if (dt == ENG_DTYPE_Q6_K) {
         /* every code and signed scale byte */
         eng_q6k_block *b = malloc((size_t)(n / 256 > 0 ? n / 256 : 1) * sizeof(*b));
@@ -200,16 +215,16 @@ static void *make_weights(eng_dtype dt, long n)
     return p;
 }
 
-/* Decode's x in 16 bits: blocks of 32 (Q8_0's kernels) or 256 (Q4_K's
- * and Q6_K's), each element within max_b|x| times this of x */
+/* Decode's x in 16 bits: blocks of 32 (Q8_0's kernels) or 256 (Q4_K's,
+ * Q5_K's and Q6_K's), each element within max_b|x| times this of x */
 static int x16_block(eng_dtype dt)
 {
-    return dt == ENG_DTYPE_Q4_K || dt == ENG_DTYPE_Q6_K ? 256 : 32;
+    return eng_dtype_block(dt) == 256 ? 256 : 32;
 }
 
 static double x16_unit(eng_dtype dt)
 {
-    return dt == ENG_DTYPE_Q4_K || dt == ENG_DTYPE_Q6_K ? 1.0 / 65278 : 1.0 / 65534;
+    return eng_dtype_block(dt) == 256 ? 1.0 / 65278 : 1.0 / 65534;
 }
 
 /* Q6_K element i, d * scale * (u - 32), as ggml's dequantizer walks a
@@ -225,19 +240,24 @@ static double q6k_get(const void *p, long i)
     return h2d(b->d) * b->scales[e / 16] * ((lo | hi << 4) - 32);
 }
 
-/* Q4_K element i's two terms, d * sc * q and dmin * m (written out here
- * from ggml's layout, not taken from the engine). */
-static void q4k_terms(const void *p, long i, double *dq, double *dm)
+/* Q4_K (or Q5_K) element i's two terms, d * sc * q and dmin * m (written
+ * out here from ggml's layout, not taken from the engine): a Q5_K code's
+ * fifth bit is bit j of qh[l] */
+static void qk_terms(eng_dtype dt, const void *p, long i, double *dq, double *dm)
 {
-    const eng_q4k_block *b = (const eng_q4k_block *)p + i / 256;
+    const bool q5 = dt == ENG_DTYPE_Q5_K;
+    const eng_q4k_block *b4 = (const eng_q4k_block *)p + i / 256;
+    const eng_q5k_block *b5 = (const eng_q5k_block *)p + i / 256;
     const int e = (int)(i % 256), j = e / 32, l = e % 32;
-    const uint8_t *s = b->scales;
+    const uint8_t *s = q5 ? b5->scales : b4->scales;
     const int sc = j < 4 ? s[j] & 63 : (s[j + 4] & 15) | (s[j - 4] >> 6) << 4;
     const int m = j < 4 ? s[j + 4] & 63 : (s[j + 4] >> 4) | (s[j] >> 6) << 4;
-    const uint8_t byte = b->qs[32 * (j / 2) + l];
-    const int q = j % 2 ? byte >> 4 : byte & 15;
-    *dq = h2d(b->d) * sc * q;
-    *dm = h2d(b->dmin) * m;
+    const uint8_t byte = (q5 ? b5->qs : b4->qs)[32 * (j / 2) + l];
+    int q = j % 2 ? byte >> 4 : byte & 15;
+    if (q5)
+        q += (b5->qh[l] >> j & 1) * 16;
+    *dq = h2d(q5 ? b5->d : b4->d) * sc * q;
+    *dm = h2d(q5 ? b5->dmin : b4->dmin) * m;
 }
 
 /* |w_i|, or for Q4_K the sum of its terms' magnitudes (the kernels sum the
@@ -248,9 +268,9 @@ static double wget(eng_dtype dt, const void *p, long i)
 {
     if (dt == ENG_DTYPE_Q6_K)
         return q6k_get(p, i);
-    if (dt == ENG_DTYPE_Q4_K) {
+    if (dt == ENG_DTYPE_Q4_K || dt == ENG_DTYPE_Q5_K) {
         double dq, dm;
-        q4k_terms(p, i, &dq, &dm);
+        qk_terms(dt, p, i, &dq, &dm);
         return dq - dm;
     }
     if (dt == ENG_DTYPE_Q8_0) {
@@ -262,9 +282,9 @@ static double wget(eng_dtype dt, const void *p, long i)
 
 static double wmag(eng_dtype dt, const void *p, long i)
 {
-    if (dt == ENG_DTYPE_Q4_K) {
+    if (dt == ENG_DTYPE_Q4_K || dt == ENG_DTYPE_Q5_K) {
         double dq, dm;
-        q4k_terms(p, i, &dq, &dm);
+        qk_terms(dt, p, i, &dq, &dm);
         return fabs(dq) + fabs(dm);
     }
     return fabs(wget(dt, p, i));
@@ -286,6 +306,8 @@ static void wset_nan(eng_dtype dt, void *p, long i)
         ((eng_q4k_block *)p)[i / 256].d = 0x7e00;
     else if (dt == ENG_DTYPE_Q6_K)
         ((eng_q6k_block *)p)[i / 256].d = 0x7e00;
+    else if (dt == ENG_DTYPE_Q5_K)
+        ((eng_q5k_block *)p)[i / 256].d = 0x7e00;
     else if (dt == ENG_DTYPE_Q8_0)
         ((eng_q8_block *)p)[i / 32].d = 0x7e00;
     else if (dt == ENG_DTYPE_F16)
@@ -308,6 +330,7 @@ static const char *dt_name(eng_dtype dt)
            : dt == ENG_DTYPE_Q8_0 ? "q8_0"
            : dt == ENG_DTYPE_Q4_K ? "q4_k"
            : dt == ENG_DTYPE_Q6_K ? "q6_k"
+           : dt == ENG_DTYPE_Q5_K ? "q5_k"
                                   : "f32";
 }
 
@@ -358,7 +381,7 @@ static void test_matmul_one(eng_backend *be, eng_dtype dt, int rows, int cols, i
             double tol = 3e-5 * mag + (b ? 1e-6 * fabs(b[r]) : 0) + 1e-30;
             /* decode may round x to 16 bits a block (Q4_K: against the
              * codes' term, within the magnitudes) */
-            if ((dt == ENG_DTYPE_Q8_0 || dt == ENG_DTYPE_Q4_K || dt == ENG_DTYPE_Q6_K) && nt == 1)
+            if ((dt == ENG_DTYPE_Q8_0 || eng_dtype_block(dt) == 256) && nt == 1)
                 for (int k0 = 0; k0 < cols; k0 += x16_block(dt)) {
                     double xm = 0, wa = 0;
                     for (int k = k0; k < k0 + x16_block(dt); k++) {
@@ -389,7 +412,8 @@ static void test_matmul(eng_backend *be, eng_dtype dt)
      * packed K chunk (2048) and the dot path's (4096) */
     static const int shapes_q8[][2] = { { 1, 32 },    { 3, 64 },    { 13, 96 },  { 37, 576 },
                                         { 64, 576 },  { 197, 576 }, { 576, 160 }, { 21, 4160 } };
-    /* Q4_K and Q6_K rows: 1, 2, 3 and 17 blocks of 256 (past both chunks) */
+    /* Q4_K, Q5_K and Q6_K rows: 1, 2, 3 and 17 blocks of 256 (past both
+     * chunks) */
     static const int shapes_q4k[][2] = { { 1, 256 },   { 3, 512 },   { 13, 256 },  { 37, 768 },
                                          { 64, 768 },  { 197, 512 }, { 576, 256 }, { 21, 4352 } };
     static const int nts[] = { 1, 2, 3, 5, 7, 17 };
@@ -1494,6 +1518,15 @@ int main(void)
                                                        ENG_DTYPE_Q6_K });
             test_matmul3_dts(be, (const eng_dtype[3]){ ENG_DTYPE_Q6_K, ENG_DTYPE_Q8_0,
                                                        ENG_DTYPE_F16 });
+            /* matrices in Q5_K (a Q5_K_M file's; its v Q6_K), and beside
+             * Q4_K rows, which take the same x */
+            test_get_rows(be, ENG_DTYPE_Q5_K);
+            test_matmul(be, ENG_DTYPE_Q5_K);
+            test_matmul3(be, ENG_DTYPE_Q5_K);
+            test_matmul3_dts(be, (const eng_dtype[3]){ ENG_DTYPE_Q5_K, ENG_DTYPE_Q5_K,
+                                                       ENG_DTYPE_Q6_K });
+            test_matmul3_dts(be, (const eng_dtype[3]){ ENG_DTYPE_Q4_K, ENG_DTYPE_Q5_K,
+                                                       ENG_DTYPE_Q8_0 });
             test_silu(be);
             /* GeGLU (Gemma): the FFN's kernels under the other activation */
             g_act = ENG_ACT_GELU;

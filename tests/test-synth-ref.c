@@ -158,10 +158,10 @@ static void check_slots_are_file_rows(const eng_model *m, const char *path, uint
     gguf_close(f);
 }
 
-/* A Q4_K or Q6_K file's matrices keep its blocks on the CPU (exact, 4.5
- * or 6.56 bits a weight); with q8_matrices a Q4_K FFN's gate and up rows
- * do too, else the FFN is f16 (a Q6_K FFN: Q8_0 with q8_matrices, as the
- * FFN's kernels take no Q6_K). Decode, a token at a time through the
+/* A Q4_K, Q5_K or Q6_K file's matrices keep its blocks on the CPU (exact,
+ * 4.5, 5.5 or 6.56 bits a weight); with q8_matrices a Q4_K FFN's gate and
+ * up rows do too, else the FFN is f16 (a Q5_K or Q6_K FFN: Q8_0 with
+ * q8_matrices, as the FFN's kernels take neither). Decode, a token at a time through the
  * type's GEMV, against llama.cpp's logits of the F32 rewrite as
  * check_block_type's prefill. */
 static void check_k_native(const char *synth, const char *data_dir, const char *type,
@@ -555,11 +555,12 @@ static void check_gemma_meta(const char *synth)
 }
 
 /* Phi-4-mini's partial rotation scales q's rotated rows at load, which a
- * Q8_0, Q4_K or Q6_K file's matrices, kept as the file's blocks otherwise,
- * must go through too (Q4_K: the blocks' d and dmin; Q6_K: d): the logits
- * stay near an f32 load of the same file (a skipped scale moves them by
- * O(1)). Loaded with q8_matrices, tiny-phi4-k's FFN is Q4_K too, from
- * phi3's fused gate/up rows; a Q6_K file's FFN is Q8_0. */
+ * Q8_0, Q4_K, Q5_K or Q6_K file's matrices, kept as the file's blocks
+ * otherwise, must go through too (Q4_K and Q5_K: the blocks' d and dmin;
+ * Q6_K: d): the logits stay near an f32 load of the same file (a skipped
+ * scale moves them by O(1)). Loaded with q8_matrices, tiny-phi4-k's FFN is
+ * Q4_K too, from phi3's fused gate/up rows; a Q5_K or Q6_K file's FFN is
+ * Q8_0. */
 static void check_rot(const char *synth, const char *shape, const char *type, eng_dtype dt)
 {
     char path[32];
@@ -575,7 +576,8 @@ static void check_rot(const char *synth, const char *shape, const char *type, en
     CHECKF(eng_model_load(path, &mp, &ms[1], &err) == 0, "%s", err.msg);
     unlink(path);
     CHECK(ms[0]->layers[0].wq.dtype == dt && ms[1]->layers[0].wq.dtype == ENG_DTYPE_F32);
-    CHECK(ms[0]->info.ffn_dtype == (dt == ENG_DTYPE_Q6_K ? ENG_DTYPE_Q8_0 : dt));
+    CHECK(ms[0]->info.ffn_dtype ==
+          (dt == ENG_DTYPE_Q5_K || dt == ENG_DTYPE_Q6_K ? ENG_DTYPE_Q8_0 : dt));
     const int V = ms[0]->info.n_vocab;
     float *out[2] = { malloc(sizeof(float) * N_TOK * V), malloc(sizeof(float) * N_TOK * V) };
     for (int k = 0; k < 2; k++) {
@@ -692,11 +694,13 @@ int main(int argc, char **argv)
     check_shape(argv[1], argv[2], "tiny-phi4", 320);
     check_rot(argv[1], "tiny-phi4", "q8_0", ENG_DTYPE_Q8_0);
     check_rot(argv[1], "tiny-phi4-k", "q4_k", ENG_DTYPE_Q4_K);
+    check_rot(argv[1], "tiny-phi4-k", "q5_k", ENG_DTYPE_Q5_K);
     check_rot(argv[1], "tiny-phi4-k", "q6_k", ENG_DTYPE_Q6_K);
     static const char *const block_types[] = { "q2_k", "q3_k", "q4_k", "q5_k", "q6_k", "iq4_nl", "iq4_xs" };
     for (size_t i = 0; i < sizeof(block_types) / sizeof(block_types[0]); i++)
         check_block_type(argv[1], argv[2], block_types[i]);
     check_k_native(argv[1], argv[2], "q4_k", ENG_DTYPE_Q4_K);
+    check_k_native(argv[1], argv[2], "q5_k", ENG_DTYPE_Q5_K);
     check_k_native(argv[1], argv[2], "q6_k", ENG_DTYPE_Q6_K);
     check_q4k_plan(argv[1]);
     check_phi3_plan(argv[1]);

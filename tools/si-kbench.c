@@ -61,6 +61,18 @@ static void *alloc_weights(eng_dtype dt, size_t n)
             for (int j = 0; j < 128; j++)
                 b[i].qs[j] = (uint8_t)rnd();
         }
+    } else if (dt == ENG_DTYPE_Q5_K) { /* as Q4_K, and the fifth bits */
+        eng_q5k_block *b = p;
+        for (size_t i = 0; i < n / 256; i++) {
+            b[i].d = (uint16_t)((rnd() & 0x03ff) | 0x1400);
+            b[i].dmin = (uint16_t)((rnd() & 0x03ff) | 0x1400);
+            for (int j = 0; j < 12; j++)
+                b[i].scales[j] = (uint8_t)rnd();
+            for (int j = 0; j < 32; j++)
+                b[i].qh[j] = (uint8_t)rnd();
+            for (int j = 0; j < 128; j++)
+                b[i].qs[j] = (uint8_t)rnd();
+        }
     } else if (dt == ENG_DTYPE_Q6_K) { /* n a multiple of 256; d in [2^-10, 2^-9) */
         eng_q6k_block *b = p;
         for (size_t i = 0; i < n / 256; i++) {
@@ -480,12 +492,13 @@ int main(int argc, char **argv)
             printf("    576 x 576   cold q8_0         %9.1f us %8.2f   %5.1f %%\n", us, gbs,
                    100 * gbs / bw);
         }
-        /* Llama-3.2-1B's width: a Q4_K_M file's matrices (Q4_K, and Q6_K
-         * for its head and some attn_v) against Q8_0 */
-        static const eng_dtype kdt[] = { ENG_DTYPE_Q4_K, ENG_DTYPE_Q6_K, ENG_DTYPE_Q8_0 };
-        static const char *const kdn[] = { "q4_k", "q6_k", "q8_0" };
+        /* Llama-3.2-1B's width: a Q4_K_M or Q5_K_M file's matrices (Q4_K
+         * or Q5_K, and Q6_K for its head and some attn_v) against Q8_0 */
+        static const eng_dtype kdt[] = { ENG_DTYPE_Q4_K, ENG_DTYPE_Q5_K, ENG_DTYPE_Q6_K,
+                                         ENG_DTYPE_Q8_0 };
+        static const char *const kdn[] = { "q4_k", "q5_k", "q6_k", "q8_0" };
         for (int c = 0; c < 2; c++)
-            for (int k = 0; k < 3; k++) {
+            for (int k = 0; k < 4; k++) {
                 const int rows = c ? 512 : 32768;
                 double gbs = 0, us = bench_gemv(be, kdt[k], rows, 2048, c == 0, secs, &gbs);
                 printf("  %5d x 2048  %-4s %-4s         %9.1f us %8.2f   %5.1f %%\n", rows,
