@@ -568,6 +568,7 @@ static float s_dot_row(const void *w, eng_dtype dt, const float *x, const float 
 {
     return dt == ENG_DTYPE_Q8_0   ? s_dot_q8(w, x, n / 32)
            : dt == ENG_DTYPE_Q4_K ? s_dot_q4k(w, x, xs, n / 256)
+           : dt == ENG_DTYPE_Q5_K ? s_dot_q5k(w, x, xs, n / 256)
                                   : s_dot_w(w, dt == ENG_DTYPE_F16, x, n);
 }
 
@@ -1811,6 +1812,16 @@ VALWAYS void dot4_q4k_x16_ffn(const void *r0, const void *r1, const void *r2, co
 
 FFN_ONE_SLOT(dot4_q4k_x16_ffn, axpy2_q8, VALWAYS, a)
 
+/* The same over Q5_K gate and up rows */
+VALWAYS void dot4_q5k_x16_ffn(const void *r0, const void *r1, const void *r2, const void *r3,
+                              const ffn_args *a, long n, float out[4], const char *const *pf)
+{
+    const eng_q5k_block *const b[4] = { r0, r1, r2, r3 };
+    dot4_q5k_x16(b, a->x16, a->xs, n / 256, out, pf);
+}
+
+FFN_ONE_SLOT(dot4_q5k_x16_ffn, axpy2_q8, VALWAYS, a)
+
 /* Q4_K slots (gate and up 4-bit, down Q8_0) against x~ only: ffn_decode
  * prepares it wherever the set has gemv_q4k_x16, the scalar walk where
  * it could not. */
@@ -1820,7 +1831,9 @@ TGT static void v_ffn_fused(const ffn_args *a, long j0, long j1, float *acc)
     const size_t rd = eng_ffn_down_bytes(a->w->dtype, a->w->n_embd);
     if (a->w->dtype == ENG_DTYPE_Q4_K && a->x16) {
         FFN_FUSED_BODY(dot4_q4k_x16_ffn, axpy2_q8, rs, rd, a)
-    } else if (a->w->dtype == ENG_DTYPE_Q4_K) {
+    } else if (a->w->dtype == ENG_DTYPE_Q5_K && a->x16) {
+        FFN_FUSED_BODY(dot4_q5k_x16_ffn, axpy2_q8, rs, rd, a)
+    } else if (a->w->dtype == ENG_DTYPE_Q4_K || a->w->dtype == ENG_DTYPE_Q5_K) {
         s_ffn_fused(a, j0, j1, acc);
     } else if (a->w->dtype == ENG_DTYPE_F16) {
         FFN_FUSED_BODY(dot4_f16, axpy2_f16, rs, rd, a->x)
@@ -2962,7 +2975,17 @@ VALWAYS512 void dot4_q4k_x16_ffn512(const void *r0, const void *r1, const void *
 
 FFN_ONE_SLOT(dot4_q4k_x16_ffn512, axpy2_q8_512, VALWAYS512, a)
 
-/* The decode FFN: Q8_0 slots, and Q4_K ones' down rows, on 512-bit
+VALWAYS512 void dot4_q5k_x16_ffn512(const void *r0, const void *r1, const void *r2,
+                                    const void *r3, const ffn_args *a, long n, float out[4],
+                                    const char *const *pf)
+{
+    const eng_q5k_block *const b[4] = { r0, r1, r2, r3 };
+    dot4_q5k_x16_512(b, a->x16, a->xs, n / 256, out, pf);
+}
+
+FFN_ONE_SLOT(dot4_q5k_x16_ffn512, axpy2_q8_512, VALWAYS512, a)
+
+/* The decode FFN: Q8_0 slots, and Q4_K and Q5_K ones' down rows, on 512-bit
  * registers; the others as AVX2's */
 TGT512 static void v512_ffn_fused(const ffn_args *a, long j0, long j1, float *acc)
 {
@@ -2970,6 +2993,8 @@ TGT512 static void v512_ffn_fused(const ffn_args *a, long j0, long j1, float *ac
     const size_t rd = eng_ffn_down_bytes(a->w->dtype, a->w->n_embd);
     if (a->w->dtype == ENG_DTYPE_Q4_K && a->x16) {
         FFN_FUSED_BODY(dot4_q4k_x16_ffn512, axpy2_q8_512, rs, rd, a)
+    } else if (a->w->dtype == ENG_DTYPE_Q5_K && a->x16) {
+        FFN_FUSED_BODY(dot4_q5k_x16_ffn512, axpy2_q8_512, rs, rd, a)
     } else if (a->w->dtype == ENG_DTYPE_Q8_0) {
         FFN_FUSED_BODY(dot4_q8_512, axpy2_q8_512, rs, rd, a->x)
     } else {
@@ -3467,12 +3492,30 @@ ALWAYS void n_dot4_q4k_ffn(const void *r0, const void *r1, const void *r2, const
 
 FFN_ONE_SLOT(n_dot4_q4k_ffn, n_axpy2_q8, ALWAYS, a)
 
+/* The same over Q5_K rows */
+ALWAYS void n_dot4_q5k_ffn(const void *r0, const void *r1, const void *r2, const void *r3,
+                           const ffn_args *a, long n, float out[4], const char *const *pf)
+{
+    const eng_q5k_block *const b[4] = { r0, r1, r2, r3 };
+    const long nb = n / 256;
+    for (int j = 0; j < 4; j++) {
+        if (pf)
+            for (long l = 0; l < nb * ENG_Q5K_BLOCK_BYTES; l += 64)
+                __builtin_prefetch(pf[j] + l, 0, 3);
+        out[j] = n_dot_q5k(b[j], a->x, a->xs, nb);
+    }
+}
+
+FFN_ONE_SLOT(n_dot4_q5k_ffn, n_axpy2_q8, ALWAYS, a)
+
 static void n_ffn_fused(const ffn_args *a, long j0, long j1, float *acc)
 {
     const size_t rs = eng_ffn_row_bytes(a->w->dtype, a->w->n_embd);
     const size_t rd = eng_ffn_down_bytes(a->w->dtype, a->w->n_embd);
     if (a->w->dtype == ENG_DTYPE_Q4_K) {
         FFN_FUSED_BODY(n_dot4_q4k_ffn, n_axpy2_q8, rs, rd, a)
+    } else if (a->w->dtype == ENG_DTYPE_Q5_K) {
+        FFN_FUSED_BODY(n_dot4_q5k_ffn, n_axpy2_q8, rs, rd, a)
     } else if (a->w->dtype == ENG_DTYPE_F16) {
         FFN_FUSED_BODY(n_dot4_f16, n_axpy2_f16, rs, rd, a->x)
     } else if (a->w->dtype == ENG_DTYPE_Q8_0) {
@@ -4943,6 +4986,8 @@ static void act_packed_block(ffn_run *r, const void *const *src, int nj, const b
                 k->pack32_q8((const eng_q8_block *const *)sk, 2 * nj, kc, P);
             else if (dt == ENG_DTYPE_Q4_K)
                 k->pack32_q4k((const eng_q4k_block *const *)sk, 2 * nj, kc, P);
+            else if (dt == ENG_DTYPE_Q5_K)
+                k->pack32_q5k((const eng_q5k_block *const *)sk, 2 * nj, kc, P);
             else
                 k->pack32(sk, dt == ENG_DTYPE_F16, 2 * nj, kc, P);
             for (int t = 0; t < ntc; t += 6) {
@@ -5016,11 +5061,11 @@ static void ffn_act_task(void *p, int ith, int nth)
     const kernels *k = r->c->k;
     const eng_ffn_weights *w = r->a.w;
     const bool f16 = w->dtype == ENG_DTYPE_F16, q8 = w->dtype == ENG_DTYPE_Q8_0,
-               q4k = w->dtype == ENG_DTYPE_Q4_K;
+               q4k = w->dtype == ENG_DTYPE_Q4_K || w->dtype == ENG_DTYPE_Q5_K;
     const size_t rs = eng_dtype_bytes(w->dtype, (size_t)w->n_embd);
     long E = w->n_embd, n_sel = r->a.n_sel;
     /* convert when a block of 16 rows fits the scratch (op_ffn sees that
-     * Q8_0 and Q4_K rows do) */
+     * Q8_0, Q4_K and Q5_K rows do) */
     bool convert = (f16 || q8 || q4k) && (long)BLOCK_ROWS * E <= SCRATCH_FLOATS;
     float *scr = thread_scratch(r->c, ith);
     long b, e;
@@ -5121,7 +5166,7 @@ static void ffn_decode(cpu_ctx *c, ffn_run *r)
     bool has_x4;
     if (w->dtype == ENG_DTYPE_Q8_0 && x16_ready(c, r->a.x, E, &xr))
         r->a.x16 = &xr;
-    if (w->dtype == ENG_DTYPE_Q4_K) {
+    if (w->dtype == ENG_DTYPE_Q4_K || w->dtype == ENG_DTYPE_Q5_K) {
         r->a.xs = q4k_prep(c, r->a.x, E, &xr, &has_x4);
         r->a.x16 = has_x4 ? &xr : NULL;
     }
@@ -5163,7 +5208,7 @@ static void op_ffn(eng_backend *be, const eng_ffn_weights *w, const int32_t *sel
     long chunk = act ? n_tokens : ABUF_FLOATS / n_sel;
     if (eng_dtype_block(w->dtype) > 1 && !c->k->mm6x32 &&
         (long)BLOCK_ROWS * E > SCRATCH_FLOATS && E <= SCRATCH_FLOATS) {
-        /* Q8_0 or Q4_K rows past what ffn_act_task converts (n_embd over
+        /* Q8_0, Q4_K or Q5_K rows past what ffn_act_task converts (n_embd over
          * 4096 without the packed kernels): a token at a time, fused */
         for (int t = 0; t < n_tokens; t++)
             op_ffn(be, w, sel, n_sel, x + (size_t)t * E, y + (size_t)t * E, 1,

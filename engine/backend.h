@@ -122,13 +122,13 @@ static inline long eng_dtype_block(eng_dtype dt)
 }
 
 /* An FFN slot of type dt: its gate and up rows in dt, its down row in
- * eng_ffn_down_dtype(dt), which is dt but for Q4_K, whose down rows are
- * Q8_0: a down row is a column of the file's W_down, requantized from
- * blocks across the file's rows either way, and 8 bits keep it within the
- * file's rounding where 4 would add their own. */
+ * eng_ffn_down_dtype(dt), which is dt but for Q4_K and Q5_K, whose down
+ * rows are Q8_0: a down row is a column of the file's W_down, requantized
+ * from blocks across the file's rows either way, and 8 bits keep it within
+ * the file's rounding where 4 or 5 would add their own. */
 static inline eng_dtype eng_ffn_down_dtype(eng_dtype dt)
 {
-    return dt == ENG_DTYPE_Q4_K ? ENG_DTYPE_Q8_0 : dt;
+    return dt == ENG_DTYPE_Q4_K || dt == ENG_DTYPE_Q5_K ? ENG_DTYPE_Q8_0 : dt;
 }
 
 /* Bytes of a slot's gate (or up) row and of its down row, n_embd wide. */

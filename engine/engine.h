@@ -128,8 +128,8 @@ typedef struct eng_model_info {
     eng_dtype storage;
     /* how the FFN's neurons are kept: storage, or ENG_DTYPE_Q8_0 on a
      * backend that computes on it (q8_matrices, or the file's Q8_0 FFN),
-     * or with q8_matrices ENG_DTYPE_Q4_K where the file's gate and up rows
-     * all are (their down rows Q8_0) */
+     * or with q8_matrices ENG_DTYPE_Q4_K (ENG_DTYPE_Q5_K) where the file's
+     * gate and up rows all are (their down rows Q8_0) */
     eng_dtype ffn_dtype;
     int n_threads;
     uint64_t n_params;        /* parameters as stored in the file */

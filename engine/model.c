@@ -229,9 +229,9 @@ static eng_dtype mat_dtype(const eng_model *m, const gguf_tensor *t)
     return m->info.storage;
 }
 
-/* Whether every layer's gate and up rows are Q4_K in the file (phi3's
- * gate rows are the first half of its ffn_up). */
-static bool ffn_file_q4k(const eng_model *m, const gguf_file *f)
+/* Whether every layer's gate and up rows are of ggml type `type` in the
+ * file (phi3's gate rows are the first half of its ffn_up). */
+static bool ffn_file_all(const eng_model *m, const gguf_file *f, uint32_t type)
 {
     for (int il = 0; il < m->info.n_layer; il++)
         for (int h = 0; h < 2; h++) {
@@ -239,35 +239,38 @@ static bool ffn_file_q4k(const eng_model *m, const gguf_file *f)
             snprintf(name, sizeof(name), "blk.%d.ffn_%s.weight", il,
                      h && m->arch != ENG_ARCH_PHI3 ? "gate" : "up");
             const gguf_tensor *t = gguf_find_tensor(f, name);
-            if (!t || t->type != GGML_TYPE_Q4_K)
+            if (!t || t->type != type)
                 return false;
         }
     return true;
 }
 
 /* How the FFN's slots are stored, all layers alike so that a plan prices
- * every neuron the same: with q8_matrices, Q4_K where every layer's gate
- * and up rows are Q4_K in the file and the backend takes them (the file's
- * blocks, as a matrix keeps them; down rows Q8_0, eng_ffn_down_dtype: so
- * only where Q8_0 is asked for, and without it the FFN keeps the file's
- * values in the storage); else Q8_0 under the same rule as a matrix (the
- * file's gate and up rows in Q8_0, or q8_matrices), else the storage. A
- * down column runs across the file's rows, so it is requantized from the
- * file's blocks in every case. */
+ * every neuron the same: with q8_matrices, Q4_K (Q5_K) where every layer's
+ * gate and up rows are Q4_K (Q5_K) in the file and the backend takes them
+ * (the file's blocks, as a matrix keeps them; down rows Q8_0,
+ * eng_ffn_down_dtype: so only where Q8_0 is asked for, and without it the
+ * FFN keeps the file's values in the storage); else Q8_0 under the same
+ * rule as a matrix (the file's gate and up rows in Q8_0, or q8_matrices),
+ * else the storage. A down column runs across the file's rows, so it is
+ * requantized from the file's blocks in every case. */
 static eng_dtype ffn_dtype(const eng_model *m, const gguf_file *f)
 {
     const unsigned dts = m->be ? m->be->iface->dtypes : 0;
     const char *gate = m->arch == ENG_ARCH_PHI3 ? "blk.0.ffn_up.weight" : "blk.0.ffn_gate.weight";
     if (m->info.n_embd % 32)
         return m->info.storage;
-    if (m->info.storage == ENG_DTYPE_F16 && m->q8_matrices && m->info.n_embd % 256 == 0 &&
-        (dts & 1u << ENG_DTYPE_Q4_K) && (dts & 1u << ENG_DTYPE_Q8_0) && ffn_file_q4k(m, f))
-        return ENG_DTYPE_Q4_K;
+    static const eng_dtype kept[] = { ENG_DTYPE_Q4_K, ENG_DTYPE_Q5_K };
+    for (int i = 0; i < 2; i++)
+        if (m->info.storage == ENG_DTYPE_F16 && m->q8_matrices && m->info.n_embd % 256 == 0 &&
+            (dts & 1u << kept[i]) && (dts & 1u << ENG_DTYPE_Q8_0) &&
+            ffn_file_all(m, f, ggml_type_of_dtype(kept[i])))
+            return kept[i];
     const gguf_tensor *t = gguf_find_tensor(f, gate);
     const eng_dtype dt = mat_dtype(m, t);
-    /* a Q4_K gate row kept apart from the rest (some layers not Q4_K), or
-     * a Q5_K or Q6_K one (the FFN's kernels take neither): Q8_0 with
-     * q8_matrices, else the storage */
+    /* a Q4_K or Q5_K gate row kept apart from the rest (some layers of
+     * another type), or a Q6_K one (the FFN's kernels take none): Q8_0
+     * with q8_matrices, else the storage */
     if (dt == ENG_DTYPE_Q4_K || dt == ENG_DTYPE_Q5_K || dt == ENG_DTYPE_Q6_K)
         return m->q8_matrices && (dts & 1u << ENG_DTYPE_Q8_0) ? ENG_DTYPE_Q8_0 : m->info.storage;
     return dt;
@@ -496,9 +499,10 @@ static void load_neurons_host(loader *ld, const ffn_tensors *t, uint8_t *gu, uin
             const uint64_t src = (h ? t->up_row0 : t->gate_row0) + (uint64_t)neurons[i];
             uint8_t *dst = gu + (SLOT(i) * 2 + h) * sr;
             if ((dt == ENG_DTYPE_Q8_0 && gt->type == GGML_TYPE_Q8_0) ||
-                (dt == ENG_DTYPE_Q4_K && gt->type == GGML_TYPE_Q4_K)) {
+                (dt == ENG_DTYPE_Q4_K && gt->type == GGML_TYPE_Q4_K) ||
+                (dt == ENG_DTYPE_Q5_K && gt->type == GGML_TYPE_Q5_K)) {
                 /* the file's own blocks, as for a matrix (ffn_dtype: a
-                 * Q4_K FFN's gate and up rows are all Q4_K) */
+                 * Q4_K or Q5_K FFN's gate and up rows are all of it) */
                 memcpy(dst, (const uint8_t *)gt->data + src * sr, sr);
             } else {
                 dequant_row(ld, gt, src, row);

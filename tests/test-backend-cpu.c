@@ -840,7 +840,7 @@ static void test_ffn_one(eng_backend *be, eng_dtype dt, int E, int n_slots, int 
     double *gud = to_double(dt, gu, (long)n_slots * 2 * E), *dnd = to_double(ddt, dn, (long)n_slots * E);
     /* the magnitudes a row's float rounding scales with: |w|, for Q4_K
      * both terms' */
-    double *gmg = dt == ENG_DTYPE_Q4_K ? malloc(sizeof(double) * (size_t)n_slots * 2 * E) : NULL;
+    double *gmg = eng_dtype_block(dt) == 256 ? malloc(sizeof(double) * (size_t)n_slots * 2 * E) : NULL;
     for (long i = 0; gmg && i < (long)n_slots * 2 * E; i++)
         gmg[i] = wmag(dt, gu, i);
     double *a = malloc(sizeof(double) * (size_t)(n_sel > 0 ? n_sel : 1));
@@ -868,7 +868,7 @@ static void test_ffn_one(eng_backend *be, eng_dtype dt, int E, int n_slots, int 
             /* decode in Q8_0 and Q4_K may round x to 16 bits per block
              * (x16_unit): that much more in g and u */
             double eg = 0, eu = 0;
-            for (int k0 = 0; (dt == ENG_DTYPE_Q8_0 || dt == ENG_DTYPE_Q4_K) && nt == 1 && k0 < E;
+            for (int k0 = 0; eng_dtype_block(dt) > 1 && nt == 1 && k0 < E;
                  k0 += x16_block(dt)) {
                 double xm = 0, wg = 0, wu = 0;
                 for (int k = k0; k < k0 + x16_block(dt) && k < E; k++) {
@@ -932,11 +932,11 @@ static void test_ffn(eng_backend *be, eng_dtype dt)
     /* Q8_0 and Q4_K slots take n_embd in whole blocks: the next multiples
      * of 32 or 256 */
     static const int embd[][2] = { { 576, 1536 }, { 100, 37 }, { 13, 7 }, { 8, 64 }, { 40, 300 } };
-    /* Q4_K: two blocks a row and one (rounding the others up to 256 would
-     * cost its reference, under qemu too, several times Q8_0's) */
+    /* Q4_K and Q5_K: two blocks a row and one (rounding the others up to
+     * 256 would cost its reference, under qemu too, several times Q8_0's) */
     static const int embd4[][2] = { { 512, 300 }, { 256, 37 } };
     static const int nts[] = { 1, 2, 7, 13 };
-    const bool q8 = dt == ENG_DTYPE_Q8_0, q4k = dt == ENG_DTYPE_Q4_K;
+    const bool q8 = dt == ENG_DTYPE_Q8_0, q4k = eng_dtype_block(dt) == 256;
     const int blk = q8 ? 32 : q4k ? 256 : 1;
 #define QE(e) (((e) + blk - 1) / blk * blk)
     const size_t n_embd = q4k ? 2 : sizeof(embd) / sizeof(embd[0]);
@@ -972,17 +972,17 @@ static void test_ffn(eng_backend *be, eng_dtype dt)
 #undef QE
 }
 
-/* build_sketch from Q8_0 or Q4_K slots: the sketch of the same values held
- * in f32, byte for byte. Q8_0's d * q is exact in float (the values from
- * this test's own reading); Q4_K's rows come dequantized by the engine's
- * rule (quants.c; the FFN tests check the values themselves): the sketch
- * finds each slot's rows. */
+/* build_sketch from Q8_0, Q4_K or Q5_K slots: the sketch of the same
+ * values held in f32, byte for byte. Q8_0's d * q is exact in float (the
+ * values from this test's own reading); Q4_K's and Q5_K's rows come
+ * dequantized by the engine's rule (quants.c; the FFN tests check the
+ * values themselves): the sketch finds each slot's rows. */
 static void test_sketch_dt(eng_backend *be, eng_dtype dt, const int E, const int S)
 {
     void *gu = make_weights(dt, 2L * S * E), *dn = make_weights(eng_ffn_down_dtype(dt), (long)S * E);
     float *gf = malloc(sizeof(float) * 2 * S * E), *df = calloc((size_t)S * E, sizeof(float));
-    if (dt == ENG_DTYPE_Q4_K)
-        eng_dequant_row_f32(GGML_TYPE_Q4_K, gu, gf, 2L * S * E);
+    if (eng_dtype_block(dt) == 256)
+        eng_dequant_row_f32(ggml_type_of_dtype(dt), gu, gf, 2L * S * E);
     else
         for (long i = 0; i < 2L * S * E; i++)
             gf[i] = (float)wget(dt, gu, i);
@@ -1294,7 +1294,7 @@ static void test_ffn_pick_random(eng_backend *be, eng_dtype dt)
 
 static void test_ffn_pick(eng_backend *be, eng_dtype dt)
 {
-    if (dt == ENG_DTYPE_Q4_K) { /* the pick is the same for every type: its FFN on Q4_K rows */
+    if (eng_dtype_block(dt) == 256) { /* the pick is the same for every type: its FFN on these rows */
         test_ffn_pick_e(be, dt, 256);
         return;
     }
@@ -1527,6 +1527,11 @@ int main(void)
                                                        ENG_DTYPE_Q6_K });
             test_matmul3_dts(be, (const eng_dtype[3]){ ENG_DTYPE_Q4_K, ENG_DTYPE_Q5_K,
                                                        ENG_DTYPE_Q8_0 });
+            /* and FFN slots in Q5_K (down rows Q8_0) */
+            test_ffn(be, ENG_DTYPE_Q5_K);
+            test_ffn_runs(be, ENG_DTYPE_Q5_K);
+            test_ffn_pick(be, ENG_DTYPE_Q5_K);
+            test_sketch_dt(be, ENG_DTYPE_Q5_K, 512, 13);
             test_silu(be);
             /* GeGLU (Gemma): the FFN's kernels under the other activation */
             g_act = ENG_ACT_GELU;

@@ -159,9 +159,9 @@ static void check_slots_are_file_rows(const eng_model *m, const char *path, uint
 }
 
 /* A Q4_K, Q5_K or Q6_K file's matrices keep its blocks on the CPU (exact,
- * 4.5, 5.5 or 6.56 bits a weight); with q8_matrices a Q4_K FFN's gate and
- * up rows do too, else the FFN is f16 (a Q5_K or Q6_K FFN: Q8_0 with
- * q8_matrices, as the FFN's kernels take neither). Decode, a token at a time through the
+ * 4.5, 5.5 or 6.56 bits a weight); with q8_matrices a Q4_K or Q5_K FFN's
+ * gate and up rows do too, else the FFN is f16 (a Q6_K FFN: Q8_0 with
+ * q8_matrices, as the FFN's kernels take no Q6_K). Decode, a token at a time through the
  * type's GEMV, against llama.cpp's logits of the F32 rewrite as
  * check_block_type's prefill. */
 static void check_k_native(const char *synth, const char *data_dir, const char *type,
@@ -184,10 +184,10 @@ static void check_k_native(const char *synth, const char *data_dir, const char *
         CHECKF(eng_model_load(model, &mp, &m, &err) == 0, "tiny-k %s: %s", type, err.msg);
         CHECK(m->layers[0].wq.dtype == dt && m->layers[0].wo.dtype == dt &&
               m->tok_embd.dtype == dt);
-        /* with q8_matrices a Q4_K FFN's gate and up rows keep the file's
-         * blocks too (their down rows Q8_0); without, the FFN is f16 */
-        const bool q4k = dt == ENG_DTYPE_Q4_K;
-        CHECK(m->info.ffn_dtype == (!q8 ? ENG_DTYPE_F16 : q4k ? ENG_DTYPE_Q4_K : ENG_DTYPE_Q8_0));
+        /* with q8_matrices a Q4_K or Q5_K FFN's gate and up rows keep the
+         * file's blocks too (their down rows Q8_0); without, the FFN is f16 */
+        const bool q4k = dt == ENG_DTYPE_Q4_K || dt == ENG_DTYPE_Q5_K;
+        CHECK(m->info.ffn_dtype == (!q8 ? ENG_DTYPE_F16 : q4k ? dt : ENG_DTYPE_Q8_0));
         if (q8 && q4k)
             check_slots_are_file_rows(m, model, ggml_type_of_dtype(dt));
         eng_session *s;
@@ -202,7 +202,8 @@ static void check_k_native(const char *synth, const char *data_dir, const char *
             }
         }
         printf("tiny-k-%s decode%s: max |diff| %.5f\n", type,
-               !q8 ? "" : q4k ? " (q8_matrices: FFN q4_k)" : " (q8_matrices: FFN q8_0)", worst);
+               !q8 ? "" : q4k ? " (q8_matrices: FFN gate/up kept)" : " (q8_matrices: FFN q8_0)",
+               worst);
         /* Q8_0 down rows round W_down to 8 bits: about 0.02 apart (0.03
          * with every FFN row in Q8_0) */
         CHECKF(worst < (q8 ? 0.04 : 0.02), "tiny-k %s decode: logits %g from llama.cpp's", type,
@@ -337,16 +338,17 @@ static double max_diff(const float *a, const float *b, int n)
     return worst;
 }
 
-/* A Q4_K FFN under selection (tiny-k's Q4_K file): a random plan keeps
- * the file's gate and up rows of its neurons and the dense load's down
- * rows; decode over a request's dynamic neurons gives the same logits, bit
- * for bit, from the session's copy of them (copy_dynamic) as from where
- * they lie; a per-token pick over the sketch of the Q4_K rows gives finite
- * ones; a swap back to dense gives the dense load's. */
-static void check_q4k_plan(const char *synth)
+/* A Q4_K (Q5_K) FFN under selection (tiny-k's Q4_K or Q5_K file): a
+ * random plan keeps the file's gate and up rows of its neurons and the
+ * dense load's down rows; decode over a request's dynamic neurons gives
+ * the same logits, bit for bit, from the session's copy of them
+ * (copy_dynamic) as from where they lie; a per-token pick over the sketch
+ * of the rows gives finite ones; a swap back to dense gives the dense
+ * load's. */
+static void check_k_plan(const char *synth, const char *type, eng_dtype dt)
 {
     char model[32];
-    synth_kv(synth, "tiny-k", "q4_k", NULL, model);
+    synth_kv(synth, "tiny-k", type, NULL, model);
     eng_model_params mp = eng_model_params_default();
     mp.n_threads = 2;
     mp.q8_matrices = true;
@@ -360,10 +362,10 @@ static void check_q4k_plan(const char *synth)
     pp.sketch = true;
     mp.plan = &pp;
     CHECKF(eng_model_load(model, &mp, &m, &err) == 0, "%s", err.msg);
-    CHECK(m->info.ffn_dtype == ENG_DTYPE_Q4_K && dense->info.ffn_dtype == ENG_DTYPE_Q4_K);
-    check_slots_are_file_rows(m, model, GGML_TYPE_Q4_K);
+    CHECK(m->info.ffn_dtype == dt && dense->info.ffn_dtype == dt);
+    check_slots_are_file_rows(m, model, ggml_type_of_dtype(dt));
     const int V = m->info.n_vocab;
-    const size_t rd = eng_ffn_down_bytes(ENG_DTYPE_Q4_K, m->info.n_embd);
+    const size_t rd = eng_ffn_down_bytes(dt, m->info.n_embd);
     int bad = 0, loaded = 0;
     for (int il = 0; il < m->info.n_layer; il++) {
         const eng_layer *L = &m->layers[il], *D = &dense->layers[il];
@@ -375,7 +377,8 @@ static void check_q4k_plan(const char *synth)
         }
     }
     CHECKF(bad == 0 && loaded < m->info.n_layer * m->info.n_ff,
-           "q4_k plan: %d of %d slots' down rows are not the dense load's", bad, loaded);
+           "%s plan: %d of %d slots' down rows are not the dense load's", type, bad,
+           loaded);
     float *l[4];
     for (int k = 0; k < 4; k++)
         CHECK((l[k] = malloc(sizeof(float) * (size_t)V)));
@@ -390,18 +393,18 @@ static void check_q4k_plan(const char *synth)
         CHECK(eng_session_set_compute(s, &cp) == 0);
         CHECK(eng_session_eval(s, TOKENS, N_TOK - 1, 0) == 0);
         CHECK(eng_session_eval(s, TOKENS + N_TOK - 1, 1, 0) == 0);
-        CHECKF(eng_session_ffn_share(s) < 0.5, "q4_k plan %d: computed %g of the FFN", k,
+        CHECKF(eng_session_ffn_share(s) < 0.5, "%s plan %d: computed %g of the FFN", type, k,
                eng_session_ffn_share(s));
         CHECK(k != 0 || eng_session_copy_bytes(s) > 0);
         memcpy(l[k], eng_session_logits(s, -1), sizeof(float) * (size_t)V);
         eng_session_free(s);
     }
     CHECKF(memcmp(l[0], l[1], sizeof(float) * (size_t)V) == 0,
-           "q4_k plan: copied dynamic neurons %g from in place", max_diff(l[0], l[1], V));
+           "%s plan: copied dynamic neurons %g from in place", type, max_diff(l[0], l[1], V));
     bool finite = true;
     for (int v = 0; v < V; v++)
         finite = finite && isfinite(l[2][v]);
-    CHECKF(finite, "q4_k plan: a per-token pick gave non-finite logits");
+    CHECKF(finite, "%s plan: a per-token pick gave non-finite logits", type);
     eng_load_plan_params dp = eng_load_plan_params_default();
     CHECKF(eng_model_swap(m, &dp, NULL, &err) == 0, "%s", err.msg);
     unlink(model);
@@ -410,9 +413,9 @@ static void check_q4k_plan(const char *synth)
     CHECK(eng_session_eval(a, TOKENS, N_TOK, 0) == 0 && eng_session_eval(b, TOKENS, N_TOK, 0) == 0);
     memcpy(l[3], eng_session_logits(a, -1), sizeof(float) * (size_t)V);
     const double swapped = max_diff(l[3], eng_session_logits(b, -1), V);
-    printf("tiny-k-q4_k  random plan: %d slots, phi 0.25 vs dense %.3f, swapped to dense: max |diff| %.2g\n",
-           loaded, max_diff(l[0], l[3], V), swapped);
-    CHECKF(swapped < 1e-3, "q4_k swapped to dense: logits %g from the dense load", swapped);
+    printf("tiny-k-%s  random plan: %d slots, phi 0.25 vs dense %.3f, swapped to dense: max |diff| %.2g\n",
+           type, loaded, max_diff(l[0], l[3], V), swapped);
+    CHECKF(swapped < 1e-3, "%s swapped to dense: logits %g from the dense load", type, swapped);
     eng_session_free(a);
     eng_session_free(b);
     for (int k = 0; k < 4; k++)
@@ -559,7 +562,7 @@ static void check_gemma_meta(const char *synth)
  * otherwise, must go through too (Q4_K and Q5_K: the blocks' d and dmin;
  * Q6_K: d): the logits stay near an f32 load of the same file (a skipped
  * scale moves them by O(1)). Loaded with q8_matrices, tiny-phi4-k's FFN is
- * Q4_K too, from phi3's fused gate/up rows; a Q5_K or Q6_K file's FFN is
+ * Q4_K (Q5_K) too, from phi3's fused gate/up rows; a Q6_K file's FFN is
  * Q8_0. */
 static void check_rot(const char *synth, const char *shape, const char *type, eng_dtype dt)
 {
@@ -576,8 +579,7 @@ static void check_rot(const char *synth, const char *shape, const char *type, en
     CHECKF(eng_model_load(path, &mp, &ms[1], &err) == 0, "%s", err.msg);
     unlink(path);
     CHECK(ms[0]->layers[0].wq.dtype == dt && ms[1]->layers[0].wq.dtype == ENG_DTYPE_F32);
-    CHECK(ms[0]->info.ffn_dtype ==
-          (dt == ENG_DTYPE_Q5_K || dt == ENG_DTYPE_Q6_K ? ENG_DTYPE_Q8_0 : dt));
+    CHECK(ms[0]->info.ffn_dtype == (dt == ENG_DTYPE_Q6_K ? ENG_DTYPE_Q8_0 : dt));
     const int V = ms[0]->info.n_vocab;
     float *out[2] = { malloc(sizeof(float) * N_TOK * V), malloc(sizeof(float) * N_TOK * V) };
     for (int k = 0; k < 2; k++) {
@@ -702,7 +704,8 @@ int main(int argc, char **argv)
     check_k_native(argv[1], argv[2], "q4_k", ENG_DTYPE_Q4_K);
     check_k_native(argv[1], argv[2], "q5_k", ENG_DTYPE_Q5_K);
     check_k_native(argv[1], argv[2], "q6_k", ENG_DTYPE_Q6_K);
-    check_q4k_plan(argv[1]);
+    check_k_plan(argv[1], "q4_k", ENG_DTYPE_Q4_K);
+    check_k_plan(argv[1], "q5_k", ENG_DTYPE_Q5_K);
     check_phi3_plan(argv[1]);
     check_phi3_q8(argv[1]);
     check_gemma(argv[1], "tiny-gemma2");
