@@ -1326,7 +1326,7 @@ VALWAYS __m128i q4k_scales_mins(const void *b)
         for (int j = 0; j < 4; j++)                                                          \
             ah[j] = al[j] = _mm256_setzero_si256();                                          \
         const int8_t *xh = (const int8_t *)x->q + 512 * i, *xl = xh + 256;                   \
-        for (int p = 0; p < 4; p++) {                                                        \
+        _Pragma("GCC unroll 4") for (int p = 0; p < 4; p++) {                               \
             const __m256i h0 = _mm256_loadu_si256((const __m256i *)(xh + 64 * p));           \
             const __m256i h1 = _mm256_loadu_si256((const __m256i *)(xh + 64 * p + 32));      \
             const __m256i l0 = _mm256_loadu_si256((const __m256i *)(xl + 64 * p));           \
@@ -2921,10 +2921,22 @@ TGT512 static void v512_gemv_q4k_x16(const eng_q4k_block *w, long cols, const x1
     GEMV_QK_X16_BODY(eng_q4k_block, dot4_q4k_x16_rows512, dot4_q4k_x16_512)
 }
 
+/* Q5K_HIBITS with AVX-512BW's byte masks: vptestmb picks the codes whose
+ * fifth bit is set, a masked add puts in 16 (two instructions a sub-block
+ * where the shifts, mask and or took three, and no shift of qh) */
+#define Q5K_HIBITS512(c0, c1, bj, p)                                                         \
+    {                                                                                        \
+        const __m256i qh = _mm256_loadu_si256((const __m256i *)(bj)->qh);                    \
+        c0 = _mm256_mask_add_epi8(                                                           \
+            c0, _mm256_test_epi8_mask(qh, _mm256_set1_epi8((char)(1 << 2 * (p)))), c0, m16b); \
+        c1 = _mm256_mask_add_epi8(                                                           \
+            c1, _mm256_test_epi8_mask(qh, _mm256_set1_epi8((char)(2 << 2 * (p)))), c1, m16b); \
+    }
+
 VALWAYS512 void dot4_q5k_x16_512(const eng_q5k_block *const b[4], const x16_row *x,
                                  const float *xs, long nb, float out[4], const char *const *pf)
 {
-    DOT4_QK_X16_BODY(DPW_VNNI, eng_q5k_block, ENG_Q5K_BLOCK_BYTES, Q5K_HIBITS)
+    DOT4_QK_X16_BODY(DPW_VNNI, eng_q5k_block, ENG_Q5K_BLOCK_BYTES, Q5K_HIBITS512)
 }
 
 VALWAYS512 void dot4_q5k_x16_rows512(const eng_q5k_block *r0, const eng_q5k_block *r1,
