@@ -464,25 +464,35 @@ static void x_sums32(const float *x, long n, float *xs)
     }
 }
 
-/* A row of nb Q4_K blocks times x (xs: x_sums32): per sub-block the 32
- * products of codes and x, times dsc, less dmn times the sub-block's sum,
- * as the vector kernels do. */
+/* One Q4_K (qh NULL) or Q5_K block times x (its 256; xs: its 8 sums,
+ * x_sums32) added to *sum: per sub-block the 32 products of codes and x,
+ * times dsc, less dmn times the sub-block's sum, as the vector kernels do;
+ * a Q5_K code's fifth bit from qh. */
+static inline void s_qk_block(const uint8_t *qs, const uint8_t *qh, const float *x,
+                              const float *xs, const float dsc[8], const float dmn[8],
+                              float *sum)
+{
+    for (int p = 0; p < 4; p++) {
+        const uint8_t *q = qs + 32 * p;
+        float lo = 0.0f, hi = 0.0f;
+        for (int l = 0; l < 32; l++) {
+            const int h = qh ? qh[l] >> 2 * p : 0;
+            lo += (float)((q[l] & 15) | (h & 1) << 4) * x[64 * p + l];
+            hi += (float)((q[l] >> 4) | (h & 2) << 3) * x[64 * p + 32 + l];
+        }
+        *sum += dsc[2 * p] * lo - dmn[2 * p] * xs[2 * p];
+        *sum += dsc[2 * p + 1] * hi - dmn[2 * p + 1] * xs[2 * p + 1];
+    }
+}
+
+/* A row of nb Q4_K blocks times x (xs: x_sums32) */
 static float s_dot_q4k(const eng_q4k_block *b, const float *x, const float *xs, long nb)
 {
     float sum = 0.0f;
     for (long i = 0; i < nb; i++, b++, x += 256, xs += 8) {
         float dsc[8], dmn[8];
         qk_factors(b->d, b->dmin, b->scales, dsc, dmn);
-        for (int p = 0; p < 4; p++) {
-            const uint8_t *q = b->qs + 32 * p;
-            float lo = 0.0f, hi = 0.0f;
-            for (int l = 0; l < 32; l++) {
-                lo += (float)(q[l] & 15) * x[64 * p + l];
-                hi += (float)(q[l] >> 4) * x[64 * p + 32 + l];
-            }
-            sum += dsc[2 * p] * lo - dmn[2 * p] * xs[2 * p];
-            sum += dsc[2 * p + 1] * hi - dmn[2 * p + 1] * xs[2 * p + 1];
-        }
+        s_qk_block(b->qs, NULL, x, xs, dsc, dmn, &sum);
     }
     return sum;
 }
@@ -495,26 +505,15 @@ static void s_gemv_q4k(const eng_q4k_block *w, long cols, const float *x, const 
         y[r] = s_dot_q4k(w + (size_t)r * nb, x, xs, nb) + (bias ? bias[r] : 0.0f);
 }
 
-/* A row of nb Q5_K blocks times x, as s_dot_q4k: each code's fifth bit
- * from qh. The reference for the vector kernels, and the GEMV of the sets
- * without them. */
+/* The same over Q5_K blocks. The reference for the vector kernels, and
+ * the GEMV of the sets without them. */
 static float s_dot_q5k(const eng_q5k_block *b, const float *x, const float *xs, long nb)
 {
     float sum = 0.0f;
     for (long i = 0; i < nb; i++, b++, x += 256, xs += 8) {
         float dsc[8], dmn[8];
         qk_factors(b->d, b->dmin, b->scales, dsc, dmn);
-        for (int p = 0; p < 4; p++) {
-            const uint8_t *q = b->qs + 32 * p;
-            float lo = 0.0f, hi = 0.0f;
-            for (int l = 0; l < 32; l++) {
-                const int h = b->qh[l] >> 2 * p;
-                lo += (float)((q[l] & 15) | (h & 1) << 4) * x[64 * p + l];
-                hi += (float)((q[l] >> 4) | (h & 2) << 3) * x[64 * p + 32 + l];
-            }
-            sum += dsc[2 * p] * lo - dmn[2 * p] * xs[2 * p];
-            sum += dsc[2 * p + 1] * hi - dmn[2 * p + 1] * xs[2 * p + 1];
-        }
+        s_qk_block(b->qs, b->qh, x, xs, dsc, dmn, &sum);
     }
     return sum;
 }
@@ -1360,25 +1359,11 @@ VALWAYS __m128i q4k_scales_mins(const void *b)
 /* AVX2's DPW: vpmaddwd, then the add */
 #define DPW_AVX2(acc, a, b) _mm256_add_epi32((acc), _mm256_madd_epi16((a), (b)))
 
-VALWAYS void dot4_q4k_x16(const eng_q4k_block *const b[4], const x16_row *x, const float *xs,
-                          long nb, float out[4], const char *const *pf)
-{
-    DOT4_QK_X16_BODY(DPW_AVX2, eng_q4k_block, ENG_Q4K_BLOCK_BYTES, QK_NO_HIBITS)
-}
-
 /* GEMV_BLOCKS_BODY's DOT4 over Q4_K rows: X the token's x~ and sums */
 typedef struct q4k_x {
     const x16_row *x;
     const float *xs;
 } q4k_x;
-
-VALWAYS void dot4_q4k_x16_rows(const eng_q4k_block *r0, const eng_q4k_block *r1,
-                               const eng_q4k_block *r2, const eng_q4k_block *r3, const q4k_x *X,
-                               long cols, float out[4], const char *const *pf)
-{
-    const eng_q4k_block *const b[4] = { r0, r1, r2, r3 };
-    dot4_q4k_x16(b, X->x, X->xs, cols / 256, out, pf);
-}
 
 /* The GEMV over Q4_K (BT) rows for a set's DOT4 (ROWS: its
  * dot4_q4k_x16_rows, DOT: its dot4_q4k_x16); the last rows one at a time,
@@ -1393,32 +1378,33 @@ VALWAYS void dot4_q4k_x16_rows(const eng_q4k_block *r0, const eng_q4k_block *r1,
         y[r] = o[0] + (bias ? bias[r] : 0.0f);                                               \
     }
 
-TGT static void v_gemv_q4k_x16(const eng_q4k_block *w, long cols, const x16_row *x,
-                               const float *xs, const float *bias, float *y, long r0, long r1)
-{
-    GEMV_QK_X16_BODY(eng_q4k_block, dot4_q4k_x16_rows, dot4_q4k_x16)
-}
+/* A set's kernels over rows of type T (q4k, q5k; BT its block, BYTES its
+ * size, HIBITS its fifth bits): dot4_T_x16SFX (four rows, DOT4_QK_X16_BODY
+ * with the set's DPW), dot4_T_x16_rowsSFX (GEMV_BLOCKS_BODY's DOT4) and
+ * PFX_gemv_T_x16 (the set's gemv_q4k_x16 or gemv_q5k_x16). */
+#define QK_X16_KERNELS(T, SFX, PFX, BT, BYTES, HIBITS, DPW, VATTR, TATTR)                     \
+    VATTR void dot4_##T##_x16##SFX(const BT *const b[4], const x16_row *x, const float *xs,  \
+                                   long nb, float out[4], const char *const *pf)             \
+    {                                                                                        \
+        DOT4_QK_X16_BODY(DPW, BT, BYTES, HIBITS)                                             \
+    }                                                                                        \
+    VATTR void dot4_##T##_x16_rows##SFX(const BT *r0, const BT *r1, const BT *r2,            \
+                                        const BT *r3, const q4k_x *X, long cols,             \
+                                        float out[4], const char *const *pf)                 \
+    {                                                                                        \
+        const BT *const b[4] = { r0, r1, r2, r3 };                                           \
+        dot4_##T##_x16##SFX(b, X->x, X->xs, cols / 256, out, pf);                            \
+    }                                                                                        \
+    TATTR static void PFX##_gemv_##T##_x16(const BT *w, long cols, const x16_row *x,         \
+                                           const float *xs, const float *bias, float *y,     \
+                                           long r0, long r1)                                 \
+    {                                                                                        \
+        GEMV_QK_X16_BODY(BT, dot4_##T##_x16_rows##SFX, dot4_##T##_x16##SFX)                  \
+    }
 
-/* Four Q5_K rows, as dot4_q4k_x16 (DOT4_QK_X16_BODY) */
-VALWAYS void dot4_q5k_x16(const eng_q5k_block *const b[4], const x16_row *x, const float *xs,
-                          long nb, float out[4], const char *const *pf)
-{
-    DOT4_QK_X16_BODY(DPW_AVX2, eng_q5k_block, ENG_Q5K_BLOCK_BYTES, Q5K_HIBITS)
-}
-
-VALWAYS void dot4_q5k_x16_rows(const eng_q5k_block *r0, const eng_q5k_block *r1,
-                               const eng_q5k_block *r2, const eng_q5k_block *r3, const q4k_x *X,
-                               long cols, float out[4], const char *const *pf)
-{
-    const eng_q5k_block *const b[4] = { r0, r1, r2, r3 };
-    dot4_q5k_x16(b, X->x, X->xs, cols / 256, out, pf);
-}
-
-TGT static void v_gemv_q5k_x16(const eng_q5k_block *w, long cols, const x16_row *x,
-                               const float *xs, const float *bias, float *y, long r0, long r1)
-{
-    GEMV_QK_X16_BODY(eng_q5k_block, dot4_q5k_x16_rows, dot4_q5k_x16)
-}
+QK_X16_KERNELS(q4k, , v, eng_q4k_block, ENG_Q4K_BLOCK_BYTES, QK_NO_HIBITS, DPW_AVX2, VALWAYS,
+               TGT)
+QK_X16_KERNELS(q5k, , v, eng_q5k_block, ENG_Q5K_BLOCK_BYTES, Q5K_HIBITS, DPW_AVX2, VALWAYS, TGT)
 
 /* Four Q6_K rows against x~ in x16_prep_q4k's form (q = 256 h + l a block
  * of 256), as dot4_q4k_x16: per group of 32 weights a row, the 6-bit codes
@@ -2899,28 +2885,6 @@ TGT512 static void v512_act_mul16(const float *in, float *out, eng_act act)
 /* dot4_q4k_x16 with VNNI's vpdpwssd for the multiply-add by the scales */
 #define DPW_VNNI(acc, a, b) _mm256_dpwssd_epi32((acc), (a), (b))
 
-VALWAYS512 void dot4_q4k_x16_512(const eng_q4k_block *const b[4], const x16_row *x,
-                                 const float *xs, long nb, float out[4], const char *const *pf)
-{
-    DOT4_QK_X16_BODY(DPW_VNNI, eng_q4k_block, ENG_Q4K_BLOCK_BYTES, QK_NO_HIBITS)
-}
-
-VALWAYS512 void dot4_q4k_x16_rows512(const eng_q4k_block *r0, const eng_q4k_block *r1,
-                                     const eng_q4k_block *r2, const eng_q4k_block *r3,
-                                     const q4k_x *X, long cols, float out[4],
-                                     const char *const *pf)
-{
-    const eng_q4k_block *const b[4] = { r0, r1, r2, r3 };
-    dot4_q4k_x16_512(b, X->x, X->xs, cols / 256, out, pf);
-}
-
-TGT512 static void v512_gemv_q4k_x16(const eng_q4k_block *w, long cols, const x16_row *x,
-                                     const float *xs, const float *bias, float *y, long r0,
-                                     long r1)
-{
-    GEMV_QK_X16_BODY(eng_q4k_block, dot4_q4k_x16_rows512, dot4_q4k_x16_512)
-}
-
 /* Q5K_HIBITS with AVX-512BW's byte masks: vptestmb picks the codes whose
  * fifth bit is set, a masked add puts in 16 (two instructions a sub-block
  * where the shifts, mask and or took three, and no shift of qh) */
@@ -2933,27 +2897,10 @@ TGT512 static void v512_gemv_q4k_x16(const eng_q4k_block *w, long cols, const x1
             c1, _mm256_test_epi8_mask(qh, _mm256_set1_epi8((char)(2 << 2 * (p)))), c1, m16b); \
     }
 
-VALWAYS512 void dot4_q5k_x16_512(const eng_q5k_block *const b[4], const x16_row *x,
-                                 const float *xs, long nb, float out[4], const char *const *pf)
-{
-    DOT4_QK_X16_BODY(DPW_VNNI, eng_q5k_block, ENG_Q5K_BLOCK_BYTES, Q5K_HIBITS512)
-}
-
-VALWAYS512 void dot4_q5k_x16_rows512(const eng_q5k_block *r0, const eng_q5k_block *r1,
-                                     const eng_q5k_block *r2, const eng_q5k_block *r3,
-                                     const q4k_x *X, long cols, float out[4],
-                                     const char *const *pf)
-{
-    const eng_q5k_block *const b[4] = { r0, r1, r2, r3 };
-    dot4_q5k_x16_512(b, X->x, X->xs, cols / 256, out, pf);
-}
-
-TGT512 static void v512_gemv_q5k_x16(const eng_q5k_block *w, long cols, const x16_row *x,
-                                     const float *xs, const float *bias, float *y, long r0,
-                                     long r1)
-{
-    GEMV_QK_X16_BODY(eng_q5k_block, dot4_q5k_x16_rows512, dot4_q5k_x16_512)
-}
+QK_X16_KERNELS(q4k, _512, v512, eng_q4k_block, ENG_Q4K_BLOCK_BYTES, QK_NO_HIBITS, DPW_VNNI,
+               VALWAYS512, TGT512)
+QK_X16_KERNELS(q5k, _512, v512, eng_q5k_block, ENG_Q5K_BLOCK_BYTES, Q5K_HIBITS512, DPW_VNNI,
+               VALWAYS512, TGT512)
 
 VALWAYS512 void dot4_q6k_x16_512(const eng_q6k_block *const b[4], const x16_row *x, long nb,
                                  float out[4], const char *const *pf)
@@ -3234,34 +3181,52 @@ ALWAYS void nldq4x16(uint8x16_t v, float32x4_t f[4])
     f[3] = vcvtq_f32_u32(vmovl_high_u16(hi));
 }
 
-/* A Q4_K row against x as s_dot_q4k takes it: per sub-block
- * the products in two chains, times d * sc, the mins off at the end. */
+/* One Q4_K (qh NULL) or Q5_K block's codes against x (its 256), as
+ * s_dot_q4k takes them: per sub-block the products in two chains, times
+ * dsc, into acc. A Q5_K code's fifth bit (bit 2p + h of qh's byte at its
+ * place in the 32) is moved to 16 and put in before the conversion. */
+ALWAYS float32x4_t n_qk_block(const uint8_t *qs, const uint8_t *qh, const float *x,
+                              const float dsc[8], float32x4_t acc)
+{
+    const uint8x16_t m4 = vdupq_n_u8(15), m16 = vdupq_n_u8(16);
+    const uint8x16_t qh0 = qh ? vld1q_u8(qh) : m4, qh1 = qh ? vld1q_u8(qh + 16) : m4;
+    for (int p = 0; p < 4; p++) {
+        const float *xb = x + 64 * p;
+        const uint8x16_t c0 = vld1q_u8(qs + 32 * p), c1 = vld1q_u8(qs + 32 * p + 16);
+        for (int h = 0; h < 2; h++) {
+            uint8x16_t q0 = h ? vshrq_n_u8(c0, 4) : vandq_u8(c0, m4);
+            uint8x16_t q1 = h ? vshrq_n_u8(c1, 4) : vandq_u8(c1, m4);
+            if (qh) { /* bit 2p + h to bit 4: a shift left by 4 - (2p + h), or right */
+                const int8x16_t sh = vdupq_n_s8((int8_t)(4 - 2 * p - h));
+                q0 = vorrq_u8(q0, vandq_u8(vshlq_u8(qh0, sh), m16));
+                q1 = vorrq_u8(q1, vandq_u8(vshlq_u8(qh1, sh), m16));
+            }
+            float32x4_t f[8];
+            nldq4x16(q0, f);
+            nldq4x16(q1, f + 4);
+            const float *xh = xb + 32 * h;
+            float32x4_t t0 = vmulq_f32(f[0], vld1q_f32(xh)), t1 = vmulq_f32(f[1], vld1q_f32(xh + 4));
+            for (int u = 2; u < 8; u += 2) {
+                t0 = vfmaq_f32(t0, f[u], vld1q_f32(xh + 4 * u));
+                t1 = vfmaq_f32(t1, f[u + 1], vld1q_f32(xh + 4 * u + 4));
+            }
+            acc = vfmaq_n_f32(acc, vaddq_f32(t0, t1), dsc[2 * p + h]);
+        }
+    }
+    return acc;
+}
+
+/* A Q4_K row against x as s_dot_q4k takes it, the mins off at the end. */
 static float n_dot_q4k(const eng_q4k_block *b, const float *x, const float *xs, long nb)
 {
     float32x4_t acc = vdupq_n_f32(0.0f);
     float mins = 0.0f;
-    const uint8x16_t m4 = vdupq_n_u8(15);
     for (long i = 0; i < nb; i++, b++) {
         float dsc[8], dmn[8];
         qk_factors(b->d, b->dmin, b->scales, dsc, dmn);
         for (int u = 0; u < 8; u++)
             mins += dmn[u] * xs[8 * i + u];
-        for (int p = 0; p < 4; p++) {
-            const float *xb = x + 256 * i + 64 * p;
-            const uint8x16_t c0 = vld1q_u8(b->qs + 32 * p), c1 = vld1q_u8(b->qs + 32 * p + 16);
-            for (int h = 0; h < 2; h++) {
-                float32x4_t f[8];
-                nldq4x16(h ? vshrq_n_u8(c0, 4) : vandq_u8(c0, m4), f);
-                nldq4x16(h ? vshrq_n_u8(c1, 4) : vandq_u8(c1, m4), f + 4);
-                const float *xh = xb + 32 * h;
-                float32x4_t t0 = vmulq_f32(f[0], vld1q_f32(xh)), t1 = vmulq_f32(f[1], vld1q_f32(xh + 4));
-                for (int u = 2; u < 8; u += 2) {
-                    t0 = vfmaq_f32(t0, f[u], vld1q_f32(xh + 4 * u));
-                    t1 = vfmaq_f32(t1, f[u + 1], vld1q_f32(xh + 4 * u + 4));
-                }
-                acc = vfmaq_n_f32(acc, vaddq_f32(t0, t1), dsc[2 * p + h]);
-            }
-        }
+        acc = n_qk_block(b->qs, NULL, x + 256 * i, dsc, acc);
     }
     return vaddvq_f32(acc) - mins;
 }
@@ -3278,40 +3243,17 @@ static void n_gemv_q4k(const eng_q4k_block *w, long cols, const float *x, const 
     }
 }
 
-/* A Q5_K row as n_dot_q4k: each code's fifth bit (bit 2p + h of qh's
- * byte at its place in the 32) moved to 16 and put in before the
- * conversion. */
+/* The same over a Q5_K row */
 static float n_dot_q5k(const eng_q5k_block *b, const float *x, const float *xs, long nb)
 {
     float32x4_t acc = vdupq_n_f32(0.0f);
     float mins = 0.0f;
-    const uint8x16_t m4 = vdupq_n_u8(15), m16 = vdupq_n_u8(16);
     for (long i = 0; i < nb; i++, b++) {
         float dsc[8], dmn[8];
         qk_factors(b->d, b->dmin, b->scales, dsc, dmn);
         for (int u = 0; u < 8; u++)
             mins += dmn[u] * xs[8 * i + u];
-        const uint8x16_t qh0 = vld1q_u8(b->qh), qh1 = vld1q_u8(b->qh + 16);
-        for (int p = 0; p < 4; p++) {
-            const float *xb = x + 256 * i + 64 * p;
-            const uint8x16_t c0 = vld1q_u8(b->qs + 32 * p), c1 = vld1q_u8(b->qs + 32 * p + 16);
-            for (int h = 0; h < 2; h++) {
-                /* bit 2p + h to bit 4: a shift left by 4 - (2p + h) or right */
-                const int8x16_t sh = vdupq_n_s8((int8_t)(4 - 2 * p - h));
-                const uint8x16_t h0 = vandq_u8(vshlq_u8(qh0, sh), m16);
-                const uint8x16_t h1 = vandq_u8(vshlq_u8(qh1, sh), m16);
-                float32x4_t f[8];
-                nldq4x16(vorrq_u8(h ? vshrq_n_u8(c0, 4) : vandq_u8(c0, m4), h0), f);
-                nldq4x16(vorrq_u8(h ? vshrq_n_u8(c1, 4) : vandq_u8(c1, m4), h1), f + 4);
-                const float *xh = xb + 32 * h;
-                float32x4_t t0 = vmulq_f32(f[0], vld1q_f32(xh)), t1 = vmulq_f32(f[1], vld1q_f32(xh + 4));
-                for (int u = 2; u < 8; u += 2) {
-                    t0 = vfmaq_f32(t0, f[u], vld1q_f32(xh + 4 * u));
-                    t1 = vfmaq_f32(t1, f[u + 1], vld1q_f32(xh + 4 * u + 4));
-                }
-                acc = vfmaq_n_f32(acc, vaddq_f32(t0, t1), dsc[2 * p + h]);
-            }
-        }
+        acc = n_qk_block(b->qs, b->qh, x + 256 * i, dsc, acc);
     }
     return vaddvq_f32(acc) - mins;
 }
@@ -3487,35 +3429,34 @@ FFN_ONE_SLOT(n_dot4_f16, n_axpy2_f16, ALWAYS, a->x)
 FFN_ONE_SLOT(n_dot4_f32, n_axpy2_f32, ALWAYS, a->x)
 FFN_ONE_SLOT(n_dot4_q8, n_axpy2_q8, ALWAYS, a->x)
 
-/* The walk's DOT4 over Q4_K gate and up rows, a row at a time (X: the
- * walk's args, for the token and its sums); the rows pf prefetched whole. */
+/* The walk's DOT4 over Q4_K (Q5_K: q5) gate and up rows, a row at a time
+ * (X: the walk's args, for the token and its sums); the rows pf
+ * prefetched whole. */
+ALWAYS void n_dot4_qk(const void *const r[4], const ffn_args *a, long n, float out[4],
+                      const char *const *pf, bool q5)
+{
+    const long nb = n / 256;
+    const size_t rb = (size_t)nb * (q5 ? ENG_Q5K_BLOCK_BYTES : ENG_Q4K_BLOCK_BYTES);
+    for (int j = 0; j < 4; j++) {
+        if (pf)
+            for (size_t l = 0; l < rb; l += 64)
+                __builtin_prefetch(pf[j] + l, 0, 3);
+        out[j] = q5 ? n_dot_q5k(r[j], a->x, a->xs, nb) : n_dot_q4k(r[j], a->x, a->xs, nb);
+    }
+}
+
 ALWAYS void n_dot4_q4k_ffn(const void *r0, const void *r1, const void *r2, const void *r3,
                            const ffn_args *a, long n, float out[4], const char *const *pf)
 {
-    const eng_q4k_block *const b[4] = { r0, r1, r2, r3 };
-    const long nb = n / 256;
-    for (int j = 0; j < 4; j++) {
-        if (pf)
-            for (long l = 0; l < nb * ENG_Q4K_BLOCK_BYTES; l += 64)
-                __builtin_prefetch(pf[j] + l, 0, 3);
-        out[j] = n_dot_q4k(b[j], a->x, a->xs, nb);
-    }
+    n_dot4_qk((const void *const[4]){ r0, r1, r2, r3 }, a, n, out, pf, false);
 }
 
 FFN_ONE_SLOT(n_dot4_q4k_ffn, n_axpy2_q8, ALWAYS, a)
 
-/* The same over Q5_K rows */
 ALWAYS void n_dot4_q5k_ffn(const void *r0, const void *r1, const void *r2, const void *r3,
                            const ffn_args *a, long n, float out[4], const char *const *pf)
 {
-    const eng_q5k_block *const b[4] = { r0, r1, r2, r3 };
-    const long nb = n / 256;
-    for (int j = 0; j < 4; j++) {
-        if (pf)
-            for (long l = 0; l < nb * ENG_Q5K_BLOCK_BYTES; l += 64)
-                __builtin_prefetch(pf[j] + l, 0, 3);
-        out[j] = n_dot_q5k(b[j], a->x, a->xs, nb);
-    }
+    n_dot4_qk((const void *const[4]){ r0, r1, r2, r3 }, a, n, out, pf, true);
 }
 
 FFN_ONE_SLOT(n_dot4_q5k_ffn, n_axpy2_q8, ALWAYS, a)

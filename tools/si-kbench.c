@@ -533,11 +533,13 @@ int main(int argc, char **argv)
             }
         }
 
-        /* Llama-3.2-1B's FFN: a Q4_K file's gate and up rows stay Q4_K (down
-         * rows Q8_0), against the same in Q8_0 and f16 */
-        static const eng_dtype ldt[] = { ENG_DTYPE_F16, ENG_DTYPE_Q8_0, ENG_DTYPE_Q4_K };
-        static const char *const ldn[] = { "f16", "q8_0", "q4_k (down q8_0)" };
-        for (int q = 0; q < 3; q++) {
+        /* Llama-3.2-1B's FFN: a Q4_K (Q5_K) file's gate and up rows stay
+         * Q4_K (Q5_K; down rows Q8_0), against the same in Q8_0 and f16 */
+        static const eng_dtype ldt[] = { ENG_DTYPE_F16, ENG_DTYPE_Q8_0, ENG_DTYPE_Q4_K,
+                                         ENG_DTYPE_Q5_K };
+        static const char *const ldn[] = { "f16", "q8_0", "q4_k (down q8_0)",
+                                           "q5_k (down q8_0)" };
+        for (int q = 0; q < 4; q++) {
             printf("\ndecode FFN, %s, n_embd 2048, 8192 slots\n", ldn[q]);
             for (size_t i = 0; i < 3; i++) {
                 double gbs = 0, us = bench_ffn(be, ldt[q], 2048, 8192, fc[i].frac, fc[i].sorted,
