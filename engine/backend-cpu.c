@@ -5014,12 +5014,12 @@ static void ffn_act_task(void *p, int ith, int nth)
     const kernels *k = r->c->k;
     const eng_ffn_weights *w = r->a.w;
     const bool f16 = w->dtype == ENG_DTYPE_F16, q8 = w->dtype == ENG_DTYPE_Q8_0,
-               q4k = w->dtype == ENG_DTYPE_Q4_K || w->dtype == ENG_DTYPE_Q5_K;
+               kq = eng_dtype_block(w->dtype) == 256; /* Q4_K, Q5_K */
     const size_t rs = eng_dtype_bytes(w->dtype, (size_t)w->n_embd);
     long E = w->n_embd, n_sel = r->a.n_sel;
     /* convert when a block of 16 rows fits the scratch (op_ffn sees that
      * Q8_0, Q4_K and Q5_K rows do) */
-    bool convert = (f16 || q8 || q4k) && (long)BLOCK_ROWS * E <= SCRATCH_FLOATS;
+    bool convert = (f16 || q8 || kq) && (long)BLOCK_ROWS * E <= SCRATCH_FLOATS;
     float *scr = thread_scratch(r->c, ith);
     long b, e;
     eng_split((n_sel + 7) / 8, ith, nth, &b, &e);
@@ -5053,7 +5053,7 @@ static void ffn_act_task(void *p, int ith, int nth)
             hrows[i] = rows[i];
             frows[i] = rows[i];
         }
-        if (convert && (q8 || q4k)) {
+        if (convert && (q8 || kq)) {
             for (int i = 0; i < nr; i++)
                 row_to_f32(k, w->dtype, rows[i], E, scr + (size_t)i * E);
         } else if (convert) {

@@ -35,6 +35,7 @@
 #define ENGINE_BACKEND_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "engine.h"
@@ -98,6 +99,8 @@ typedef struct eng_q5k_block {
     uint8_t qs[128];
 } eng_q5k_block;
 _Static_assert(sizeof(eng_q5k_block) == ENG_Q5K_BLOCK_BYTES, "a Q5_K block is 176 bytes");
+_Static_assert(offsetof(eng_q5k_block, scales) == offsetof(eng_q4k_block, scales),
+               "Q5_K's d, dmin and scales lie where Q4_K's do");
 
 /* Bytes of n weights of type dt (n a multiple of 32 for Q8_0, of 256 for
  * Q4_K, Q5_K and Q6_K). */

@@ -15,6 +15,7 @@
 #include <errno.h>
 #include <math.h>
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -211,18 +212,14 @@ static eng_dtype mat_dtype(const eng_model *m, const gguf_tensor *t)
     const unsigned dts = m->be ? m->be->iface->dtypes : 0;
     if (m->info.storage != ENG_DTYPE_F16 || !t)
         return m->info.storage;
-    /* a Q4_K file matrix keeps its blocks too: exact, and 4.5 bits a
-     * weight where Q8_0 would take 8.5 */
-    if (t->type == GGML_TYPE_Q4_K && t->ne[0] % 256 == 0 && (dts & 1u << ENG_DTYPE_Q4_K))
-        return ENG_DTYPE_Q4_K;
-    /* Q6_K (a Q4_K_M file's head and some attn_v): 6.56 bits a weight,
-     * exact, where Q8_0 would take 8.5 and round the weights again */
-    if (t->type == GGML_TYPE_Q6_K && t->ne[0] % 256 == 0 && (dts & 1u << ENG_DTYPE_Q6_K))
-        return ENG_DTYPE_Q6_K;
-    /* Q5_K (Q5_K_M files): 5.5 bits a weight, exact, where Q8_0 would
-     * take 8.5 */
-    if (t->type == GGML_TYPE_Q5_K && t->ne[0] % 256 == 0 && (dts & 1u << ENG_DTYPE_Q5_K))
-        return ENG_DTYPE_Q5_K;
+    /* a Q4_K, Q5_K or Q6_K file matrix keeps its blocks too: exact, and
+     * 4.5, 5.5 or 6.56 bits a weight where Q8_0 would take 8.5 and round
+     * the weights again (K_M files: Q6_K heads and some attn_v) */
+    static const eng_dtype kept[] = { ENG_DTYPE_Q4_K, ENG_DTYPE_Q5_K, ENG_DTYPE_Q6_K };
+    for (int i = 0; i < 3; i++)
+        if (t->type == ggml_type_of_dtype(kept[i]) && t->ne[0] % 256 == 0 &&
+            (dts & 1u << kept[i]))
+            return kept[i];
     if (t->ne[0] % 32 == 0 && (t->type == GGML_TYPE_Q8_0 || m->q8_matrices) &&
         (dts & 1u << ENG_DTYPE_Q8_0))
         return ENG_DTYPE_Q8_0;
@@ -498,9 +495,7 @@ static void load_neurons_host(loader *ld, const ffn_tensors *t, uint8_t *gu, uin
             const gguf_tensor *gt = h ? t->up : t->gate;
             const uint64_t src = (h ? t->up_row0 : t->gate_row0) + (uint64_t)neurons[i];
             uint8_t *dst = gu + (SLOT(i) * 2 + h) * sr;
-            if ((dt == ENG_DTYPE_Q8_0 && gt->type == GGML_TYPE_Q8_0) ||
-                (dt == ENG_DTYPE_Q4_K && gt->type == GGML_TYPE_Q4_K) ||
-                (dt == ENG_DTYPE_Q5_K && gt->type == GGML_TYPE_Q5_K)) {
+            if (eng_dtype_block(dt) > 1 && gt->type == ggml_type_of_dtype(dt)) {
                 /* the file's own blocks, as for a matrix (ffn_dtype: a
                  * Q4_K or Q5_K FFN's gate and up rows are all of it) */
                 memcpy(dst, (const uint8_t *)gt->data + src * sr, sr);
@@ -708,7 +703,7 @@ static void run_job(loader *ld, const conv_job *j)
     if (j->dt == ENG_DTYPE_Q8_0 && j->t->type == GGML_TYPE_Q8_0 && j->rot_period == 0) {
         /* the file's own blocks: a Q8_0 row is rb bytes there too */
         memcpy(dst, (const uint8_t *)j->t->data + (j->src_r0 + j->r0) * rb, (j->r1 - j->r0) * rb);
-    } else if (j->dt == ENG_DTYPE_Q4_K || j->dt == ENG_DTYPE_Q5_K || j->dt == ENG_DTYPE_Q6_K) {
+    } else if (eng_dtype_block(j->dt) == 256) { /* Q4_K, Q5_K, Q6_K */
         /* the file's own blocks (mat_dtype: only a tensor of the type is);
          * a scaled row scales every weight, so its blocks' d (and dmin),
          * rounded to f16 as the file holds them */
@@ -716,19 +711,18 @@ static void run_job(loader *ld, const conv_job *j)
         for (uint64_t i = j->r0; i < j->r1; i++) {
             if (!rot_scaled(j->rot_period, j->rot_n, i))
                 continue;
-            uint8_t *row = dst + (i - j->r0) * rb;
-            for (uint64_t k = 0; k < j->cols / 256; k++) {
-                /* the types' scales are f16 fields of each block */
-                uint16_t *d = j->dt == ENG_DTYPE_Q6_K   ? &((eng_q6k_block *)row)[k].d
-                              : j->dt == ENG_DTYPE_Q5_K ? &((eng_q5k_block *)row)[k].d
-                                                        : &((eng_q4k_block *)row)[k].d;
-                *d = eng_f32_to_f16(eng_f16_to_f32(*d) * j->rot_scale);
-                if (j->dt != ENG_DTYPE_Q6_K) { /* and Q4_K's and Q5_K's dmin */
-                    uint16_t *dm = j->dt == ENG_DTYPE_Q5_K ? &((eng_q5k_block *)row)[k].dmin
-                                                           : &((eng_q4k_block *)row)[k].dmin;
-                    *dm = eng_f32_to_f16(eng_f16_to_f32(*dm) * j->rot_scale);
+            /* the types' scales are f16 fields of each block: Q6_K's d at
+             * its end, Q4_K's and Q5_K's d and dmin at its start */
+            const bool q6 = j->dt == ENG_DTYPE_Q6_K;
+            const size_t bb = eng_dtype_bytes(j->dt, 256);
+            uint8_t *b = dst + (i - j->r0) * rb + (q6 ? offsetof(eng_q6k_block, d) : 0);
+            for (uint64_t k = 0; k < j->cols / 256; k++, b += bb)
+                for (int f = 0; f < (q6 ? 1 : 2); f++) {
+                    uint16_t h;
+                    memcpy(&h, b + 2 * f, 2);
+                    h = eng_f32_to_f16(eng_f16_to_f32(h) * j->rot_scale);
+                    memcpy(b + 2 * f, &h, 2);
                 }
-            }
         }
     } else {
         for (uint64_t i = j->r0; i < j->r1; i++) {
