@@ -108,9 +108,11 @@ void sid_config_defaults(sid_config *cfg)
     cfg->max_tokens = 512;
     cfg->ctx_size = 0;
     cfg->slots = 1;
-    /* 8-bit weights on the CPU: 136 MiB instead of 231 for the default
-     * model, decode 1.35x, perplexity 18.30 -> 18.33 (docs/benchmark.md);
-     * the CUDA backend keeps f16 */
+    /* the FFN in the file's Q4_1 (or K type) gate and up rows and 8-bit
+     * down rows on the CPU, every other matrix 8-bit where the file holds
+     * it in none of those: the default model in 103 MiB instead of 196,
+     * decode about 2x, perplexity 18.30 -> 18.36 (docs/benchmark.md); the
+     * CUDA backend keeps f16 */
     cfg->matrices = SID_MATRICES_Q8_0;
     cfg->threads = 0;
     cfg->client_write_buffer = 1u << 20;

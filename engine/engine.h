@@ -75,6 +75,11 @@ typedef enum eng_dtype {
      * Q5_K keeps its own bytes on the CPU (Q5_K_M files: 5.5 bits a weight
      * where Q8_0 would take 8.5 and round them again) */
     ENG_DTYPE_Q5_K = 5,
+    /* ggml's Q4_1 blocks (32 weights in 20 bytes: f16 d and m, 16 bytes of
+     * 4-bit codes, weight d * q + m): a matrix the file holds in Q4_1
+     * keeps its own bytes on the CPU (the default model's layers: 5 bits a
+     * weight where Q8_0 would take 8.5 and round them again) */
+    ENG_DTYPE_Q4_1 = 6,
 } eng_dtype;
 
 typedef struct eng_load_plan_params eng_load_plan_params;
@@ -128,8 +133,8 @@ typedef struct eng_model_info {
     eng_dtype storage;
     /* how the FFN's neurons are kept: storage, or ENG_DTYPE_Q8_0 on a
      * backend that computes on it (q8_matrices, or the file's Q8_0 FFN),
-     * or with q8_matrices ENG_DTYPE_Q4_K (ENG_DTYPE_Q5_K) where the file's
-     * gate and up rows all are (their down rows Q8_0) */
+     * or with q8_matrices ENG_DTYPE_Q4_K (ENG_DTYPE_Q5_K, ENG_DTYPE_Q4_1)
+     * where the file's gate and up rows all are (their down rows Q8_0) */
     eng_dtype ffn_dtype;
     int n_threads;
     uint64_t n_params;        /* parameters as stored in the file */

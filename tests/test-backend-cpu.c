@@ -194,6 +194,18 @@ static void *make_weights(eng_dtype dt, long n)
         }
         return b;
     }
+    if (dt == ENG_DTYPE_Q4_1) {
+        /* every code; d > 0 and m of either sign, as a file's (m the
+         * block's least value) */
+        eng_q41_block *b = malloc((size_t)(n / 32 > 0 ? n / 32 : 1) * sizeof(*b));
+        for (long i = 0; i < n / 32; i++) {
+            b[i].d = rand_half(0.001f, 0.01f);
+            b[i].m = rand_half(-0.08f, 0.02f);
+            for (int j = 0; j < 16; j++)
+                b[i].qs[j] = (uint8_t)irand(256);
+        }
+        return b;
+    }
     if (dt == ENG_DTYPE_Q8_0) {
         eng_q8_block *b = malloc((size_t)(n / 32 > 0 ? n / 32 : 1) * sizeof(*b));
         for (long i = 0; i < n / 32; i++) {
@@ -260,8 +272,18 @@ static void qk_terms(eng_dtype dt, const void *p, long i, double *dq, double *dm
     *dm = h2d(q5 ? b5->dmin : b4->dmin) * m;
 }
 
-/* |w_i|, or for Q4_K the sum of its terms' magnitudes (the kernels sum the
- * two apart, so their rounding scales with both) */
+/* Q4_1 element i's two terms, d * q and m: q the low nibble of qs[i %
+ * 32] for i % 32 < 16, the high one of qs[i % 32 - 16] past */
+static void q41_terms(const void *p, long i, double *dq, double *m)
+{
+    const eng_q41_block *b = (const eng_q41_block *)p + i / 32;
+    const int e = (int)(i % 32);
+    *dq = h2d(b->d) * (e < 16 ? b->qs[e] & 15 : b->qs[e - 16] >> 4);
+    *m = h2d(b->m);
+}
+
+/* |w_i|, or for Q4_K and Q4_1 the sum of its terms' magnitudes (the
+ * kernels sum the two apart, so their rounding scales with both) */
 static double wmag(eng_dtype dt, const void *p, long i);
 
 static double wget(eng_dtype dt, const void *p, long i)
@@ -272,6 +294,11 @@ static double wget(eng_dtype dt, const void *p, long i)
         double dq, dm;
         qk_terms(dt, p, i, &dq, &dm);
         return dq - dm;
+    }
+    if (dt == ENG_DTYPE_Q4_1) {
+        double dq, m;
+        q41_terms(p, i, &dq, &m);
+        return dq + m;
     }
     if (dt == ENG_DTYPE_Q8_0) {
         const eng_q8_block *b = (const eng_q8_block *)p + i / 32;
@@ -286,6 +313,11 @@ static double wmag(eng_dtype dt, const void *p, long i)
         double dq, dm;
         qk_terms(dt, p, i, &dq, &dm);
         return fabs(dq) + fabs(dm);
+    }
+    if (dt == ENG_DTYPE_Q4_1) {
+        double dq, m;
+        q41_terms(p, i, &dq, &m);
+        return fabs(dq) + fabs(m);
     }
     return fabs(wget(dt, p, i));
 }
@@ -310,6 +342,8 @@ static void wset_nan(eng_dtype dt, void *p, long i)
         ((eng_q5k_block *)p)[i / 256].d = 0x7e00;
     else if (dt == ENG_DTYPE_Q8_0)
         ((eng_q8_block *)p)[i / 32].d = 0x7e00;
+    else if (dt == ENG_DTYPE_Q4_1)
+        ((eng_q41_block *)p)[i / 32].d = 0x7e00;
     else if (dt == ENG_DTYPE_F16)
         ((uint16_t *)p)[i] = 0x7e00;
     else
@@ -331,6 +365,7 @@ static const char *dt_name(eng_dtype dt)
            : dt == ENG_DTYPE_Q4_K ? "q4_k"
            : dt == ENG_DTYPE_Q6_K ? "q6_k"
            : dt == ENG_DTYPE_Q5_K ? "q5_k"
+           : dt == ENG_DTYPE_Q4_1 ? "q4_1"
                                   : "f32";
 }
 
@@ -338,7 +373,7 @@ static const char *dt_name(eng_dtype dt)
 
 static void test_get_rows(eng_backend *be, eng_dtype dt)
 {
-    int rows = 37, cols = dt == ENG_DTYPE_Q8_0 ? 96 : eng_dtype_block(dt) == 256 ? 512 : 100, n = 9;
+    int rows = 37, cols = eng_dtype_block(dt) == 32 ? 96 : eng_dtype_block(dt) == 256 ? 512 : 100, n = 9;
     void *w = make_weights(dt, (long)rows * cols);
     eng_weight W = { dt, rows, cols, w };
     int32_t ids[9] = { 0, 36, 5, 5, -1, 37, 12, 1000000, 20 };
@@ -381,7 +416,7 @@ static void test_matmul_one(eng_backend *be, eng_dtype dt, int rows, int cols, i
             double tol = 3e-5 * mag + (b ? 1e-6 * fabs(b[r]) : 0) + 1e-30;
             /* decode may round x to 16 bits a block (Q4_K: against the
              * codes' term, within the magnitudes) */
-            if ((dt == ENG_DTYPE_Q8_0 || eng_dtype_block(dt) == 256) && nt == 1)
+            if (eng_dtype_block(dt) > 1 && nt == 1)
                 for (int k0 = 0; k0 < cols; k0 += x16_block(dt)) {
                     double xm = 0, wa = 0;
                     for (int k = k0; k < k0 + x16_block(dt); k++) {
@@ -419,7 +454,7 @@ static void test_matmul(eng_backend *be, eng_dtype dt)
     static const int nts[] = { 1, 2, 3, 5, 7, 17 };
     for (size_t s = 0; s < sizeof(shapes) / sizeof(shapes[0]); s++)
         for (size_t i = 0; i < sizeof(nts) / sizeof(nts[0]); i++) {
-            const int *sh = dt == ENG_DTYPE_Q8_0            ? shapes_q8[s]
+            const int *sh = eng_dtype_block(dt) == 32       ? shapes_q8[s]
                             : eng_dtype_block(dt) == 256 ? shapes_q4k[s]
                                                         : shapes[s];
             if (sh[1] > 1000 && nts[i] > 5 && nts[i] != 17) /* 17: chunks of K packed */
@@ -438,7 +473,7 @@ static void test_matmul3_dts(eng_backend *be, const eng_dtype dts[3])
     for (int i = 0; i < 3; i++)
         if (eng_dtype_block(dts[i]) == 256)
             cols = 512;
-        else if (dts[i] == ENG_DTYPE_Q8_0 && cols == 100)
+        else if (eng_dtype_block(dts[i]) == 32 && cols == 100)
             cols = 576;
     for (size_t s = 0; s < sizeof(rows) / sizeof(rows[0]); s++)
         for (int nt = 1; nt <= 3; nt += 2) {
@@ -840,7 +875,9 @@ static void test_ffn_one(eng_backend *be, eng_dtype dt, int E, int n_slots, int 
     double *gud = to_double(dt, gu, (long)n_slots * 2 * E), *dnd = to_double(ddt, dn, (long)n_slots * E);
     /* the magnitudes a row's float rounding scales with: |w|, for Q4_K
      * both terms' */
-    double *gmg = eng_dtype_block(dt) == 256 ? malloc(sizeof(double) * (size_t)n_slots * 2 * E) : NULL;
+    double *gmg = eng_dtype_block(dt) > 1 && dt != ENG_DTYPE_Q8_0
+                      ? malloc(sizeof(double) * (size_t)n_slots * 2 * E)
+                      : NULL;
     for (long i = 0; gmg && i < (long)n_slots * 2 * E; i++)
         gmg[i] = wmag(dt, gu, i);
     double *a = malloc(sizeof(double) * (size_t)(n_sel > 0 ? n_sel : 1));
@@ -936,7 +973,7 @@ static void test_ffn(eng_backend *be, eng_dtype dt)
      * 256 would cost its reference, under qemu too, several times Q8_0's) */
     static const int embd4[][2] = { { 512, 300 }, { 256, 37 } };
     static const int nts[] = { 1, 2, 7, 13 };
-    const bool q8 = dt == ENG_DTYPE_Q8_0, q4k = eng_dtype_block(dt) == 256;
+    const bool q8 = eng_dtype_block(dt) == 32, q4k = eng_dtype_block(dt) == 256; /* q8: Q4_1 too */
     const int blk = q8 ? 32 : q4k ? 256 : 1;
 #define QE(e) (((e) + blk - 1) / blk * blk)
     const size_t n_embd = q4k ? 2 : sizeof(embd) / sizeof(embd[0]);
@@ -981,7 +1018,7 @@ static void test_sketch_dt(eng_backend *be, eng_dtype dt, const int E, const int
 {
     void *gu = make_weights(dt, 2L * S * E), *dn = make_weights(eng_ffn_down_dtype(dt), (long)S * E);
     float *gf = malloc(sizeof(float) * 2 * S * E), *df = calloc((size_t)S * E, sizeof(float));
-    if (eng_dtype_block(dt) == 256)
+    if (eng_dtype_block(dt) > 1 && dt != ENG_DTYPE_Q8_0)
         eng_dequant_row_f32(ggml_type_of_dtype(dt), gu, gf, 2L * S * E);
     else
         for (long i = 0; i < 2L * S * E; i++)
@@ -1247,7 +1284,8 @@ static void test_ffn_pick_random(eng_backend *be, eng_dtype dt)
                 for (int i = 0; i < 16 * nb; i++)
                     row[2 * nb + i] = (uint8_t)rnd();
             }
-        void *gu = make_weights(dt, (long)S * 2 * E), *dn = make_weights(dt, (long)S * E);
+        void *gu = make_weights(dt, (long)S * 2 * E);
+        void *dn = make_weights(eng_ffn_down_dtype(dt), (long)S * E);
         eng_ffn_weights w = { dt, E, S, gu, dn, sk, g_act };
         float *x = malloc(sizeof(float) * E), *y = malloc(sizeof(float) * E);
         float *want = malloc(sizeof(float) * E);
@@ -1532,6 +1570,20 @@ int main(void)
             test_ffn_runs(be, ENG_DTYPE_Q5_K);
             test_ffn_pick(be, ENG_DTYPE_Q5_K);
             test_sketch_dt(be, ENG_DTYPE_Q5_K, 512, 13);
+            /* matrices and FFN slots (down rows Q8_0) in Q4_1 (the default
+             * model's layers), and beside Q8_0 rows, whose x in 16 bits is
+             * the same form where they take it */
+            test_get_rows(be, ENG_DTYPE_Q4_1);
+            test_matmul(be, ENG_DTYPE_Q4_1);
+            test_matmul3(be, ENG_DTYPE_Q4_1);
+            test_matmul3_dts(be, (const eng_dtype[3]){ ENG_DTYPE_Q4_1, ENG_DTYPE_Q8_0,
+                                                       ENG_DTYPE_Q4_1 });
+            test_matmul3_dts(be, (const eng_dtype[3]){ ENG_DTYPE_Q4_K, ENG_DTYPE_Q4_1,
+                                                       ENG_DTYPE_Q6_K });
+            test_ffn(be, ENG_DTYPE_Q4_1);
+            test_ffn_runs(be, ENG_DTYPE_Q4_1);
+            test_ffn_pick(be, ENG_DTYPE_Q4_1);
+            test_sketch_dt(be, ENG_DTYPE_Q4_1, 96, 23);
             test_silu(be);
             /* GeGLU (Gemma): the FFN's kernels under the other activation */
             g_act = ENG_ACT_GELU;

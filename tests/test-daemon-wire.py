@@ -263,7 +263,9 @@ try:
           and r.status.profile.neurons_loaded == r.status.profile.neurons_total > 0, "status plan")
     check(r.status.generated_tokens == 2 * done.generated_tokens, "generated tokens counted")
     dense_weights = r.status.weight_bytes
-    check(r.status.weight_type == "q8_0", "default weight type %r" % r.status.weight_type)
+    # the default model's FFN keeps its file's Q4_1 gate and up rows
+    # (down rows Q8_0) under the default matrices = q8_0
+    check(r.status.weight_type == "q4_1", "default weight type %r" % r.status.weight_type)
 
     # the next turn of the chat reuses the first turn's prompt and reply
     def unstreamed(rid, messages, cache):
@@ -616,16 +618,17 @@ try:
     c.close()
     shutdown(proc, sock2)
 
-    # matrices = f16 (the default is q8_0): every matrix but the file's
-    # Q8_0 head, and the FFN, in f16
+    # matrices = f16 (the default is q8_0): the FFN in f16 where the default
+    # keeps the file's Q4_1 gate and up rows and Q8_0 down rows; the file's
+    # Q4_1 attention and Q8_0 head stay as they are either way
     sock3 = os.path.join(tmp, "s3.sock")
     proc = start(sock3, ["--matrices", "f16", "--ctx-size", "4096"])
     wait_ready(sock3)
     c = Conn(sock3)
     c.send(pb.Request(id=40, status=pb.StatusRequest()))
     r = c.recv()
-    q8 = 30 * (576 * 576 * 2 + 192 * 576 * 2) + 30 * 3 * 1536 * 576
-    check(r.status.weight_bytes == dense_weights + 2 * q8 - q8 // 32 * 34,
+    neurons = 30 * 1536
+    check(r.status.weight_bytes == dense_weights + neurons * (3 * 576 * 2 - 18 * (2 * 20 + 34)),
           "matrices f16: %d weight bytes, default q8_0 %d" % (r.status.weight_bytes, dense_weights))
     check(r.status.weight_type == "f16", "matrices f16: weight type %r" % r.status.weight_type)
     d = chat(c, 41, [("user", "What is the capital of France?")])

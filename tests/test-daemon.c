@@ -1861,10 +1861,13 @@ static void scenario_pick(void)
     if (is_done(r->end))
         CHECK(fabsf(r->end->done->ffn_share - 0.4f) < 0.02f);
     si_response_free(r->end);
-    gen_task(r, NULL, 0.15f, 4); /* below delta */
+    /* below delta: fewer picked, the sketch's charge the same (with the
+     * default model's Q4_1 slots a sketch costs about half a neuron a slot,
+     * so the share stays above phi) */
+    gen_task(r, NULL, 0.15f, 4);
     CHECK(is_done(r->end));
     if (is_done(r->end))
-        CHECK(r->end->done->ffn_share < 0.2f);
+        CHECK(r->end->done->ffn_share > 0.15f && r->end->done->ffn_share < 0.35f);
     si_response_free(r->end);
     gen_task(r, NULL, 0.6f, 4);
     CHECK(error_code(r->end) == SELECTINFER__ERROR_CODE__INVALID_ARGUMENT);

@@ -743,10 +743,11 @@ int main(void)
         CHECK(strcmp(eng_select_mode_name(ENG_SELECT_LOAD_ONLY), "load-only") == 0);
     }
 
-    /* Q8_0 slots (q8_matrices): a plan prices a neuron at three rows of
-     * 18 blocks; swaps (a task, a bigger gamma, a smaller one) move Q8_0
-     * slots and their sketches as they move f16 ones, and give what a
-     * fresh load of the plan gives */
+    /* Q4_1 slots (q8_matrices on the default model's Q4_1 file): a plan
+     * prices a neuron at its gate and up rows of 18 Q4_1 blocks (the
+     * file's) and its down row of 18 Q8_0 ones; swaps (a task, a bigger
+     * gamma, a smaller one) move those slots and their sketches as they
+     * move f16 ones, and give what a fresh load of the plan gives */
     {
         q8_slots = true;
         eng_model *dq = load(path, NULL, &err), *mq = load(path, &pk, &err);
@@ -754,8 +755,8 @@ int main(void)
         eng_model_info qi, qs;
         eng_model_get_info(dq, &qi);
         eng_model_get_info(mq, &qs);
-        const uint64_t q8_neuron = 3ull * (info.n_embd / 32) * 34;
-        CHECK(mq->layers[5].ffn.dtype == ENG_DTYPE_Q8_0 && dense->layers[5].ffn.dtype == ENG_DTYPE_F16);
+        const uint64_t q8_neuron = (info.n_embd / 32) * (2ull * 20 + 34);
+        CHECK(mq->layers[5].ffn.dtype == ENG_DTYPE_Q4_1 && dense->layers[5].ffn.dtype == ENG_DTYPE_F16);
         CHECKF(qi.bytes_weights - qs.bytes_weights ==
                    ((uint64_t)NL * NF - loaded) * q8_neuron - (uint64_t)(NL - 4) * lround(0.7 * NF) * sketch_slot,
                "q8 plan: %llu of %llu bytes", (unsigned long long)qs.bytes_weights,
@@ -777,7 +778,7 @@ int main(void)
             eng_model_free(fresh);
         }
         copy_check(mq, "q8_0 after swaps");
-        /* and near the f16 slots' logits: 8 bits a block of 32 */
+        /* and near the f16 slots' logits: the down rows' 8 bits a block */
         logits_of(dq, NULL, 2, lx, NULL);
         logits_of(dense, NULL, 2, ly, NULL);
         CHECKF(maxdiff(lx, ly) > 0 && maxdiff(lx, ly) < 3.0f, "q8 vs f16 slots: %g", maxdiff(lx, ly));

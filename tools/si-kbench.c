@@ -84,6 +84,14 @@ static void *alloc_weights(eng_dtype dt, size_t n)
             for (int j = 0; j < 64; j++)
                 b[i].qh[j] = (uint8_t)rnd();
         }
+    } else if (dt == ENG_DTYPE_Q4_1) { /* n a multiple of 32; d in [2^-8, 2^-7), m < 0 */
+        eng_q41_block *b = p;
+        for (size_t i = 0; i < n / 32; i++) {
+            b[i].d = (uint16_t)((rnd() & 0x03ff) | 0x1c00);
+            b[i].m = (uint16_t)((rnd() & 0x03ff) | 0xa400);
+            for (int j = 0; j < 16; j++)
+                b[i].qs[j] = (uint8_t)rnd();
+        }
     } else if (dt == ENG_DTYPE_Q8_0) { /* n a multiple of 32; scales in +-[2^-8, 2^-7) */
         eng_q8_block *b = p;
         for (size_t i = 0; i < n / 32; i++) {
@@ -491,6 +499,16 @@ int main(int argc, char **argv)
             us = bench_gemv(be, ENG_DTYPE_Q8_0, 576, 576, true, secs, &gbs);
             printf("    576 x 576   cold q8_0         %9.1f us %8.2f   %5.1f %%\n", us, gbs,
                    100 * gbs / bw);
+            /* the default model's layers: Q4_1 in the file, kept so */
+            us = bench_gemv(be, ENG_DTYPE_Q4_1, 576, 576, true, secs, &gbs);
+            printf("    576 x 576   cold q4_1         %9.1f us %8.2f   %5.1f %%\n", us, gbs,
+                   100 * gbs / bw);
+            us = bench_gemv(be, ENG_DTYPE_Q4_1, 32768, 2048, true, secs, &gbs);
+            printf("  32768 x 2048  cold q4_1         %9.1f us %8.2f   %5.1f %%\n", us, gbs,
+                   100 * gbs / bw);
+            us = bench_gemv(be, ENG_DTYPE_Q4_1, 512, 2048, false, secs, &gbs);
+            printf("    512 x 2048  hot  q4_1         %9.1f us %8.2f   %5.1f %%\n", us, gbs,
+                   100 * gbs / bw);
         }
         /* Llama-3.2-1B's width: a Q4_K_M or Q5_K_M file's matrices (Q4_K
          * or Q5_K, and Q6_K for its head and some attn_v) against Q8_0 */
@@ -522,9 +540,13 @@ int main(int argc, char **argv)
         { 0.001, false, false, true, "sketch alone (k 2), hot" },
     };
     if (RUN("ffn")) {
-        for (int q = 0; q < 2; q++) {
-            const eng_dtype dt = q ? ENG_DTYPE_Q8_0 : ENG_DTYPE_F16;
-            printf("\ndecode FFN, %s, n_embd 576, 1536 slots\n", q ? "q8_0" : "f16");
+        /* the default model's FFN: f16, Q8_0, and the file's Q4_1 gate and
+         * up rows (down rows Q8_0) */
+        static const eng_dtype sdt[] = { ENG_DTYPE_F16, ENG_DTYPE_Q8_0, ENG_DTYPE_Q4_1 };
+        static const char *const sdn[] = { "f16", "q8_0", "q4_1 (down q8_0)" };
+        for (int q = 0; q < 3; q++) {
+            const eng_dtype dt = sdt[q];
+            printf("\ndecode FFN, %s, n_embd 576, 1536 slots\n", sdn[q]);
             for (size_t i = 0; i < sizeof(fc) / sizeof(fc[0]); i++) {
                 double gbs = 0, us = bench_ffn(be, dt, 576, 1536, fc[i].frac, fc[i].sorted,
                                                fc[i].cold, fc[i].pick, 1, secs, &gbs);
