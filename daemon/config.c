@@ -108,7 +108,7 @@ void sid_config_defaults(sid_config *cfg)
     cfg->max_tokens = 512;
     cfg->ctx_size = 0;
     cfg->slots = 1;
-    /* the FFN in the file's Q4_1 (or K type) gate and up rows and 8-bit
+    /* the FFN in the file's Q4_1 (Q4_0, K type) gate and up rows and 8-bit
      * down rows on the CPU, every other matrix 8-bit where the file holds
      * it in none of those: the default model in 103 MiB instead of 196,
      * decode about 2x, perplexity 18.30 -> 18.36 (docs/benchmark.md); the

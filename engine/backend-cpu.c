@@ -255,14 +255,18 @@ typedef struct kernels {
                      const float *bias, float *y, long r0, long r1);
     void (*gemv_q5k_x16)(const eng_q5k_block *w, long cols, const x16_row *x, const float *xs,
                          const float *bias, float *y, long r0, long r1);
-    /* gemv over rows of cols / 32 Q4_1 blocks (xs = x_sums32(x)); where a
-     * set has x16_prep_q41 (else NULL: x16_prep's form, which Q4_1 rows
-     * take on every x86 set, where Q8_0 rows take it only with x16_prep),
-     * gemv_q41_x16 the same against that */
+    /* gemv over rows of cols / 32 Q4_1 (Q4_0) blocks (xs = x_sums32(x));
+     * where a set has x16_prep_q4 (else NULL: x16_prep's form, which Q4_1
+     * and Q4_0 rows take on every x86 set, where Q8_0 rows take it only
+     * with x16_prep), gemv_q41_x16 (gemv_q40_x16) the same against that */
     void (*gemv_q41)(const eng_q41_block *w, long cols, const float *x, const float *xs,
                      const float *bias, float *y, long r0, long r1);
-    void (*x16_prep_q41)(const float *x, long n, int16_t *q, float *d);
+    void (*gemv_q40)(const eng_q40_block *w, long cols, const float *x, const float *xs,
+                     const float *bias, float *y, long r0, long r1);
+    void (*x16_prep_q4)(const float *x, long n, int16_t *q, float *d);
     void (*gemv_q41_x16)(const eng_q41_block *w, long cols, const x16_row *x, const float *xs,
+                         const float *bias, float *y, long r0, long r1);
+    void (*gemv_q40_x16)(const eng_q40_block *w, long cols, const x16_row *x, const float *xs,
                          const float *bias, float *y, long r0, long r1);
     /* dst[i][0..n) = f32(src[i][0..n)), rows of stride lds into stride ldd. */
     void (*cvt_rows)(const uint16_t *const *src, int nrows, long n, float *dst, long ldd);
@@ -275,13 +279,14 @@ typedef struct kernels {
      * out[t][r] = sum_k P[k][r] x[t][k] for 6 tokens, the sum over k in
      * order. */
     void (*pack32)(const void *const *w, bool f16, int nr, long n, float *P);
-    /* pack32 of rows of Q8_0 and Q4_1 blocks (n a multiple of 32), of
+    /* pack32 of rows of Q8_0, Q4_1 and Q4_0 blocks (n a multiple of 32), of
      * Q4_K, Q5_K and Q6_K blocks (n a multiple of 256) */
     void (*pack32_q8)(const eng_q8_block *const *w, int nr, long n, float *P);
     void (*pack32_q4k)(const eng_q4k_block *const *w, int nr, long n, float *P);
     void (*pack32_q5k)(const eng_q5k_block *const *w, int nr, long n, float *P);
     void (*pack32_q6k)(const eng_q6k_block *const *w, int nr, long n, float *P);
     void (*pack32_q41)(const eng_q41_block *const *w, int nr, long n, float *P);
+    void (*pack32_q40)(const eng_q40_block *const *w, int nr, long n, float *P);
     void (*mm6x32)(const float *P, long n, const float *const *x, float out[6][32]);
     /* out[i] = act(in[2 i]) * in[2 i + 1], i < 16 (with mm6x32) */
     void (*act_mul16)(const float *in, float *out, eng_act act);
@@ -340,15 +345,15 @@ struct ffn_args {
     float *y;
     float *act;     /* [n_tokens][n_sel] */
     int n_tokens;
-    /* decode in Q8_0, kernels with x16_prep, and in Q4_1, kernels with
-     * x16_prep_q41: x in 16 bits; in Q4_K, kernels with gemv_q4k_x16: x in
+    /* decode in Q8_0, kernels with x16_prep, and in Q4_1 and Q4_0, kernels
+     * with x16_prep_q4: x in 16 bits; in Q4_K, kernels with gemv_q4k_x16: x in
      * 16 bits as x16_prep_q4k holds it */
     const x16_row *x16;
     /* ffn_runs: selected indices from n1 on are slots j - n1 of w2 (the
      * decode walk only; NULL: every index is w's) */
     const eng_ffn_weights *w2;
     long n1;
-    const float *xs; /* decode in Q4_K, Q5_K and Q4_1: x_sums32(x) */
+    const float *xs; /* decode in Q4_K, Q5_K, Q4_1 and Q4_0: x_sums32(x) */
 };
 
 /* Slot of selected index j, or -1 when out of range (w's slots only). */
@@ -420,7 +425,7 @@ static void row_to_f32(const kernels *k, eng_dtype dt, const void *src, long n, 
     if (dt == ENG_DTYPE_Q8_0)
         q8_to_f32(src, n, dst);
     else if (dt == ENG_DTYPE_Q4_K || dt == ENG_DTYPE_Q5_K || dt == ENG_DTYPE_Q6_K ||
-             dt == ENG_DTYPE_Q4_1)
+             dt == ENG_DTYPE_Q4_1 || dt == ENG_DTYPE_Q4_0)
         eng_dequant_row_f32(ggml_type_of_dtype(dt), src, dst, (size_t)n);
     else if (dt == ENG_DTYPE_F16)
         k->to_f32(src, dst, n);
@@ -574,20 +579,37 @@ static void s_gemv_q6k(const eng_q6k_block *w, long cols, const float *x, const 
         y[r] = s_dot_q6k(w + (size_t)r * nb, x, nb) + (bias ? bias[r] : 0.0f);
 }
 
-/* A row of nb Q4_1 blocks times x (xs = x_sums32(x)): per block the 32
- * products of codes and x, times d, plus m times the block's sum of x, as
- * the vector kernels do. */
+/* A Q4_1 block's d and m as floats (CVT: the set's f16 conversion); a
+ * Q4_0 block's d and -8 d (its codes' offset of 8 times d is an m): one
+ * kernel body serves both types. */
+#define Q41_DM(CVT, bb, dw, mw)                                                              \
+    const float dw = CVT((bb)->d), mw = CVT((bb)->m)
+#define Q40_DM(CVT, bb, dw, mw)                                                              \
+    const float dw = CVT((bb)->d), mw = -8.0f * dw
+
+/* A row of nb Q4_1 (Q4_0: DM) blocks times x (xs = x_sums32(x)): per
+ * block the 32 products of codes and x, times d, plus m times the block's
+ * sum of x, as the vector kernels do. */
+#define S_DOT_Q4X_BODY(DM)                                                                   \
+    float sum = 0.0f;                                                                        \
+    for (long i = 0; i < nb; i++) {                                                          \
+        const float *xb = x + 32 * i;                                                        \
+        DM(h2f, &b[i], dw, mw);                                                              \
+        float s = 0.0f;                                                                      \
+        for (int j = 0; j < 16; j++)                                                         \
+            s += (float)(b[i].qs[j] & 15) * xb[j] + (float)(b[i].qs[j] >> 4) * xb[j + 16];   \
+        sum += dw * s + mw * xs[i];                                                          \
+    }                                                                                        \
+    return sum;
+
 static float s_dot_q41(const eng_q41_block *b, const float *x, const float *xs, long nb)
 {
-    float sum = 0.0f;
-    for (long i = 0; i < nb; i++) {
-        const float *xb = x + 32 * i;
-        float s = 0.0f;
-        for (int j = 0; j < 16; j++)
-            s += (float)(b[i].qs[j] & 15) * xb[j] + (float)(b[i].qs[j] >> 4) * xb[j + 16];
-        sum += h2f(b[i].d) * s + h2f(b[i].m) * xs[i];
-    }
-    return sum;
+    S_DOT_Q4X_BODY(Q41_DM)
+}
+
+static float s_dot_q40(const eng_q40_block *b, const float *x, const float *xs, long nb)
+{
+    S_DOT_Q4X_BODY(Q40_DM)
 }
 
 static void s_gemv_q41(const eng_q41_block *w, long cols, const float *x, const float *xs,
@@ -598,12 +620,21 @@ static void s_gemv_q41(const eng_q41_block *w, long cols, const float *x, const 
         y[r] = s_dot_q41(w + (size_t)r * nb, x, xs, nb) + (bias ? bias[r] : 0.0f);
 }
 
-/* An FFN row (f16, f32, Q8_0, Q4_K, Q5_K or Q4_1; xs = x_sums32(x)) times
- * x over n. */
+static void s_gemv_q40(const eng_q40_block *w, long cols, const float *x, const float *xs,
+                       const float *bias, float *y, long r0, long r1)
+{
+    const long nb = cols / 32;
+    for (long r = r0; r < r1; r++)
+        y[r] = s_dot_q40(w + (size_t)r * nb, x, xs, nb) + (bias ? bias[r] : 0.0f);
+}
+
+/* An FFN row (f16, f32, Q8_0, Q4_K, Q5_K, Q4_1 or Q4_0; xs = x_sums32(x))
+ * times x over n. */
 static float s_dot_row(const void *w, eng_dtype dt, const float *x, const float *xs, long n)
 {
     return dt == ENG_DTYPE_Q8_0   ? s_dot_q8(w, x, n / 32)
            : dt == ENG_DTYPE_Q4_1 ? s_dot_q41(w, x, xs, n / 32)
+           : dt == ENG_DTYPE_Q4_0 ? s_dot_q40(w, x, xs, n / 32)
            : dt == ENG_DTYPE_Q4_K ? s_dot_q4k(w, x, xs, n / 256)
            : dt == ENG_DTYPE_Q5_K ? s_dot_q5k(w, x, xs, n / 256)
                                   : s_dot_w(w, dt == ENG_DTYPE_F16, x, n);
@@ -887,6 +918,7 @@ static void s_dot2_q4q8(const uint8_t *w, const q8_row *x, long nb, float out[2]
 
 static const kernels kern_scalar = {
     .gemv_q41 = s_gemv_q41,
+    .gemv_q40 = s_gemv_q40,
     .gemv_q4k = s_gemv_q4k,
     .gemv_q6k = s_gemv_q6k,
     .gemv_q5k = s_gemv_q5k,
@@ -1446,56 +1478,71 @@ QK_X16_KERNELS(q4k, , v, eng_q4k_block, ENG_Q4K_BLOCK_BYTES, QK_NO_HIBITS, DPW_A
                TGT)
 QK_X16_KERNELS(q5k, , v, eng_q5k_block, ENG_Q5K_BLOCK_BYTES, Q5K_HIBITS, DPW_AVX2, VALWAYS, TGT)
 
-/* Four Q4_1 rows against x~ in x16_prep's form (16 bits a block of 32)
- * and x's exact block sums xs: per block and row the 16 code bytes' low
- * nibbles (elements 0-15) and high ones (16-31) widened to 16 bits and
- * multiplied with x~ by vpmaddwd (pairs of at most 2 * 15 * 32767), eight
- * int32 lanes scaled by d_w * d_x into the row's sum; m times the block's
- * sum of x apart, a scalar multiply-add. Codes converted to f32 against
- * the f32 x, as dot4_q8, would take four conversions and four FMAs a
- * block a row where this takes one of each. */
-VALWAYS void dot4_q41x16(const eng_q41_block *const b[4], const x16_row *x, const float *xs,
-                         long nb, float out[4], const char *const *pf)
-{
-    const __m128i m4 = _mm_set1_epi8(15);
-    __m256 acc[4] = { _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),
-                      _mm256_setzero_ps() };
-    float am[4] = { 0.0f, 0.0f, 0.0f, 0.0f };
-    for (long i = 0; i < nb; i++) {
-        if (pf)
-            for (int j = 0; j < 4; j++)
-                _mm_prefetch(pf[j] + i * sizeof(eng_q41_block), _MM_HINT_T0);
-        const __m256i xa = _mm256_loadu_si256((const __m256i *)(x->q + 32 * i));
-        const __m256i xb = _mm256_loadu_si256((const __m256i *)(x->q + 32 * i + 16));
-        const float dx = x->d[i], sx = xs[i];
-        for (int j = 0; j < 4; j++) {
-            const eng_q41_block *bb = b[j] + i;
-            const __m128i v = _mm_loadu_si128((const __m128i *)bb->qs);
-            const __m256i qa = _mm256_cvtepu8_epi16(_mm_and_si128(v, m4));
-            const __m256i qb = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(v, 4), m4));
-            const __m256i p =
-                _mm256_add_epi32(_mm256_madd_epi16(qa, xa), _mm256_madd_epi16(qb, xb));
-            acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(_cvtsh_ss(bb->d) * dx),
-                                     acc[j]);
-            am[j] += _cvtsh_ss(bb->m) * sx;
-        }
-    }
+/* Four Q4_1 (Q4_0: DM) rows against x~ in x16_prep's form (16 bits a
+ * block of 32) and x's exact block sums xs: per block and row the 16 code
+ * bytes' low nibbles (elements 0-15) and high ones (16-31) widened to 16
+ * bits and multiplied with x~ by vpmaddwd (pairs of at most 2 * 15 *
+ * 32767), eight int32 lanes scaled by d_w * d_x into the row's sum; m
+ * times the block's sum of x apart, a scalar multiply-add. Codes converted
+ * to f32 against the f32 x, as dot4_q8, would take four conversions and
+ * four FMAs a block a row where this takes one of each. */
+#define DOT4_Q4X_X16_BODY(BT, DM)                                                            \
+    const __m128i m4 = _mm_set1_epi8(15);                                                    \
+    __m256 acc[4] = { _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),         \
+                      _mm256_setzero_ps() };                                                 \
+    float am[4] = { 0.0f, 0.0f, 0.0f, 0.0f };                                                \
+    for (long i = 0; i < nb; i++) {                                                          \
+        if (pf)                                                                              \
+            for (int j = 0; j < 4; j++)                                                      \
+                _mm_prefetch(pf[j] + i * sizeof(BT), _MM_HINT_T0);                           \
+        const __m256i xa = _mm256_loadu_si256((const __m256i *)(x->q + 32 * i));             \
+        const __m256i xb = _mm256_loadu_si256((const __m256i *)(x->q + 32 * i + 16));        \
+        const float dx = x->d[i], sx = xs[i];                                                \
+        for (int j = 0; j < 4; j++) {                                                        \
+            const BT *bb = b[j] + i;                                                         \
+            DM(_cvtsh_ss, bb, dw, mw);                                                       \
+            const __m128i v = _mm_loadu_si128((const __m128i *)bb->qs);                      \
+            const __m256i qa = _mm256_cvtepu8_epi16(_mm_and_si128(v, m4));                   \
+            const __m256i qb = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(v, 4), m4)); \
+            const __m256i p =                                                                \
+                _mm256_add_epi32(_mm256_madd_epi16(qa, xa), _mm256_madd_epi16(qb, xb));      \
+            acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(dw * dx), acc[j]); \
+            am[j] += mw * sx;                                                                \
+        }                                                                                    \
+    }                                                                                        \
     _mm_storeu_ps(out, _mm_add_ps(hsum4x8(acc[0], acc[1], acc[2], acc[3]), _mm_loadu_ps(am)));
-}
 
-VALWAYS void dot4_q41x16_rows(const eng_q41_block *r0, const eng_q41_block *r1,
-                              const eng_q41_block *r2, const eng_q41_block *r3, const q4k_x *X,
-                              long cols, float out[4], const char *const *pf)
-{
-    const eng_q41_block *const b[4] = { r0, r1, r2, r3 };
-    dot4_q41x16(b, X->x, X->xs, cols / 32, out, pf);
-}
-
-TGT static void v_gemv_q41_x16(const eng_q41_block *w, long cols, const x16_row *x,
-                               const float *xs, const float *bias, float *y, long r0, long r1)
-{
-    GEMV_QK_X16_BODY(eng_q41_block, 32, dot4_q41x16_rows, dot4_q41x16)
-}
+/* A set's kernels over Q4_1 or Q4_0 rows (T q41 or q40, BT its block):
+ * dot4_Tx16SFX (four rows, BODY), dot4_Tx16_rowsSFX (GEMV_BLOCKS_BODY's
+ * DOT4), PFX_gemv_T_x16 (the set's gemv_q41_x16 or gemv_q40_x16) and the
+ * FFN walk's dot4_Tx16_ffnSFX with its lone-slot walk (AXPY2). */
+#define Q4X_X16_KERNELS(T, SFX, PFX, BT, BODY, AXPY2, VATTR, TATTR)                          \
+    VATTR void dot4_##T##x16##SFX(const BT *const b[4], const x16_row *x, const float *xs,   \
+                                  long nb, float out[4], const char *const *pf)              \
+    {                                                                                        \
+        BODY                                                                                 \
+    }                                                                                        \
+    VATTR void dot4_##T##x16_rows##SFX(const BT *r0, const BT *r1, const BT *r2,             \
+                                       const BT *r3, const q4k_x *X, long cols,              \
+                                       float out[4], const char *const *pf)                  \
+    {                                                                                        \
+        const BT *const b[4] = { r0, r1, r2, r3 };                                           \
+        dot4_##T##x16##SFX(b, X->x, X->xs, cols / 32, out, pf);                              \
+    }                                                                                        \
+    TATTR static void PFX##_gemv_##T##_x16(const BT *w, long cols, const x16_row *x,         \
+                                           const float *xs, const float *bias, float *y,     \
+                                           long r0, long r1)                                 \
+    {                                                                                        \
+        GEMV_QK_X16_BODY(BT, 32, dot4_##T##x16_rows##SFX, dot4_##T##x16##SFX)                \
+    }                                                                                        \
+    VATTR void dot4_##T##x16_ffn##SFX(const void *r0, const void *r1, const void *r2,        \
+                                      const void *r3, const ffn_args *a, long n,             \
+                                      float out[4], const char *const *pf)                   \
+    {                                                                                        \
+        const BT *const b[4] = { r0, r1, r2, r3 };                                           \
+        dot4_##T##x16##SFX(b, a->x16, a->xs, n / 32, out, pf);                               \
+    }                                                                                        \
+    FFN_ONE_SLOT(dot4_##T##x16_ffn##SFX, AXPY2, VATTR, a)
 
 /* Four Q6_K rows against x~ in x16_prep_q4k's form (q = 256 h + l a block
  * of 256), as dot4_q4k_x16: per group of 32 weights a row, the 6-bit codes
@@ -1899,19 +1946,16 @@ VALWAYS void dot4_q5k_x16_ffn(const void *r0, const void *r1, const void *r2, co
 
 FFN_ONE_SLOT(dot4_q5k_x16_ffn, axpy2_q8, VALWAYS, a)
 
-/* The same over Q4_1 gate and up rows (x~ in x16_prep's form) */
-VALWAYS void dot4_q41x16_ffn(const void *r0, const void *r1, const void *r2, const void *r3,
-                             const ffn_args *a, long n, float out[4], const char *const *pf)
-{
-    const eng_q41_block *const b[4] = { r0, r1, r2, r3 };
-    dot4_q41x16(b, a->x16, a->xs, n / 32, out, pf);
-}
+/* Q4_1's and Q4_0's: the GEMVs and the walk's gate and up rows (x~ in
+ * x16_prep's form) */
+Q4X_X16_KERNELS(q41, , v, eng_q41_block, DOT4_Q4X_X16_BODY(eng_q41_block, Q41_DM), axpy2_q8,
+                VALWAYS, TGT)
+Q4X_X16_KERNELS(q40, , v, eng_q40_block, DOT4_Q4X_X16_BODY(eng_q40_block, Q40_DM), axpy2_q8,
+                VALWAYS, TGT)
 
-FFN_ONE_SLOT(dot4_q41x16_ffn, axpy2_q8, VALWAYS, a)
-
-/* Q4_K, Q5_K and Q4_1 slots (down rows Q8_0) against x~ only: ffn_decode
- * prepares it wherever the set has gemv_q4k_x16 (x16_prep_q41), the scalar
- * walk where it could not. */
+/* Q4_K, Q5_K, Q4_1 and Q4_0 slots (down rows Q8_0) against x~ only:
+ * ffn_decode prepares it wherever the set has gemv_q4k_x16 (x16_prep_q4),
+ * the scalar walk where it could not. */
 TGT static void v_ffn_fused(const ffn_args *a, long j0, long j1, float *acc)
 {
     const size_t rs = eng_ffn_row_bytes(a->w->dtype, a->w->n_embd);
@@ -1922,8 +1966,10 @@ TGT static void v_ffn_fused(const ffn_args *a, long j0, long j1, float *acc)
         FFN_FUSED_BODY(dot4_q5k_x16_ffn, axpy2_q8, rs, rd, a)
     } else if (a->w->dtype == ENG_DTYPE_Q4_1 && a->x16) {
         FFN_FUSED_BODY(dot4_q41x16_ffn, axpy2_q8, rs, rd, a)
+    } else if (a->w->dtype == ENG_DTYPE_Q4_0 && a->x16) {
+        FFN_FUSED_BODY(dot4_q40x16_ffn, axpy2_q8, rs, rd, a)
     } else if (a->w->dtype == ENG_DTYPE_Q4_K || a->w->dtype == ENG_DTYPE_Q5_K ||
-               a->w->dtype == ENG_DTYPE_Q4_1) {
+               a->w->dtype == ENG_DTYPE_Q4_1 || a->w->dtype == ENG_DTYPE_Q4_0) {
         s_ffn_fused(a, j0, j1, acc);
     } else if (a->w->dtype == ENG_DTYPE_F16) {
         FFN_FUSED_BODY(dot4_f16, axpy2_f16, rs, rd, a->x)
@@ -2494,8 +2540,10 @@ static const kernels kern_avx2 = {
     .gemv_q6k = s_gemv_q6k, /* and gemv_q6k_x16 */
     .gemv_q5k = s_gemv_q5k, /* and gemv_q5k_x16 */
     .gemv_q41 = s_gemv_q41, /* and gemv_q41_x16 */
-    .x16_prep_q41 = v_x16_prep,
+    .gemv_q40 = s_gemv_q40, /* and gemv_q40_x16 */
+    .x16_prep_q4 = v_x16_prep,
     .gemv_q41_x16 = v_gemv_q41_x16,
+    .gemv_q40_x16 = v_gemv_q40_x16,
     .x16_prep = v_x16_prep,
     .gemv_q8_x16 = v_gemv_q8_x16,
     .x16_prep_q4k = v_x16_prep_q4k,
@@ -2688,32 +2736,41 @@ TGT512 static void v512_pack32_q8(const eng_q8_block *const *w, int nr, long n, 
         }
 }
 
-/* pack32 of Q4_1 rows as v512_pack32_q8: eight values of each row (eight
- * codes of one nibble half) as code * d + m in a register (one rounding),
- * transposed into P */
+/* pack32 of Q4_1 (Q4_0: DM) rows as v512_pack32_q8: eight values of each
+ * row (eight codes of one nibble half) as code * d + m in a register (one
+ * rounding; exact for Q4_0's m = -8 d), transposed into P */
+#define PACK32_Q4X_BODY(BT, DM)                                                              \
+    const __m256i m4 = _mm256_set1_epi32(15);                                                \
+    for (int i0 = 0; i0 < 32; i0 += 8)                                                       \
+        for (long k = 0; k < n; k += 8) {                                                    \
+            const int e = (int)(k % 32);                                                     \
+            __m256 r[8];                                                                     \
+            for (int i = 0; i < 8; i++) {                                                    \
+                if (i0 + i < nr) {                                                           \
+                    const BT *b = w[i0 + i] + k / 32;                                        \
+                    DM(_cvtsh_ss, b, dw, mw);                                                \
+                    __m256i c =                                                              \
+                        _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(b->qs + e % 16))); \
+                    c = e < 16 ? _mm256_and_si256(c, m4) : _mm256_srli_epi32(c, 4);          \
+                    r[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(c), _mm256_set1_ps(dw),        \
+                                           _mm256_set1_ps(mw));                              \
+                } else {                                                                     \
+                    r[i] = _mm256_setzero_ps();                                              \
+                }                                                                            \
+            }                                                                                \
+            transpose8(r);                                                                   \
+            for (int j = 0; j < 8; j++)                                                      \
+                _mm256_store_ps(P + (k + j) * 32 + i0, r[j]);                                \
+        }
+
 TGT512 static void v512_pack32_q41(const eng_q41_block *const *w, int nr, long n, float *P)
 {
-    const __m256i m4 = _mm256_set1_epi32(15);
-    for (int i0 = 0; i0 < 32; i0 += 8)
-        for (long k = 0; k < n; k += 8) {
-            const int e = (int)(k % 32);
-            __m256 r[8];
-            for (int i = 0; i < 8; i++) {
-                if (i0 + i < nr) {
-                    const eng_q41_block *b = w[i0 + i] + k / 32;
-                    __m256i c =
-                        _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(b->qs + e % 16)));
-                    c = e < 16 ? _mm256_and_si256(c, m4) : _mm256_srli_epi32(c, 4);
-                    r[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(c), _mm256_set1_ps(_cvtsh_ss(b->d)),
-                                           _mm256_set1_ps(_cvtsh_ss(b->m)));
-                } else {
-                    r[i] = _mm256_setzero_ps();
-                }
-            }
-            transpose8(r);
-            for (int j = 0; j < 8; j++)
-                _mm256_store_ps(P + (k + j) * 32 + i0, r[j]);
-        }
+    PACK32_Q4X_BODY(eng_q41_block, Q41_DM)
+}
+
+TGT512 static void v512_pack32_q40(const eng_q40_block *const *w, int nr, long n, float *P)
+{
+    PACK32_Q4X_BODY(eng_q40_block, Q40_DM)
 }
 
 /* pack32 of Q4_K rows, eight at a time: each block's factors d * sc and
@@ -3037,83 +3094,86 @@ QK_X16_KERNELS(q4k, _512, v512, eng_q4k_block, ENG_Q4K_BLOCK_BYTES, QK_NO_HIBITS
 QK_X16_KERNELS(q5k, _512, v512, eng_q5k_block, ENG_Q5K_BLOCK_BYTES, Q5K_HIBITS512, DPW_VNNI,
                VALWAYS512, TGT512)
 
-/* dot4_q41x16 two blocks a step on 512-bit registers: the pair's 32 code
- * bytes widen to two registers of 32 words (low nibbles: elements 0-15 of
- * each block, high ones: 16-31), x~ regrouped to match once for the four
- * rows, and vpmaddwd then vpdpwssd leave each block's products in eight
- * int32 lanes. The pair's d and m come as four f16 in one conversion, [d0,
- * m0, d1, m1]: a permute spreads d over its block's lanes, and one FMA
- * against [0, s0, 0, s1] (the blocks' sums of x) adds m's terms in lanes 1
- * and 3. Per block a row about half the instructions of the 256-bit step,
- * which takes an odd last block. */
-VALWAYS512 void dot4_q41x16_512(const eng_q41_block *const b[4], const x16_row *x,
-                                const float *xs, long nb, float out[4], const char *const *pf)
+/* A pair of Q4_1 blocks' [d0, m0, d1, m1] from one conversion of four
+ * f16; Q4_0's [d0, -8 d0, d1, -8 d1] */
+VALWAYS512 __m128 q41_dm4(const eng_q41_block *bb)
 {
-    const __m256i m4 = _mm256_set1_epi8(15);
-    const __m512i pd = _mm512_set_epi32(2, 2, 2, 2, 2, 2, 2, 2, 0, 0, 0, 0, 0, 0, 0, 0);
-    __m512 acc[4] = { _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(),
-                      _mm512_setzero_ps() };
-    __m128 am[4] = { _mm_setzero_ps(), _mm_setzero_ps(), _mm_setzero_ps(), _mm_setzero_ps() };
-    long i = 0;
-    for (; i + 2 <= nb; i += 2) {
-        if (pf)
-            for (int j = 0; j < 4; j++)
-                _mm_prefetch(pf[j] + i * sizeof(eng_q41_block), _MM_HINT_T0);
-        const int16_t *xq = x->q + 32 * i;
-        const __m512i xa =
-            _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)xq)),
-                               _mm256_loadu_si256((const __m256i *)(xq + 32)), 1);
-        const __m512i xb = _mm512_inserti64x4(
-            _mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(xq + 16))),
-            _mm256_loadu_si256((const __m256i *)(xq + 48)), 1);
-        const __m512 dx = _mm512_castpd_ps(_mm512_insertf64x4(
-            _mm512_castps_pd(_mm512_set1_ps(x->d[i])), _mm256_castps_pd(_mm256_set1_ps(x->d[i + 1])),
-            1));
-        const __m128 sx = _mm_set_ps(xs[i + 1], 0.0f, xs[i], 0.0f);
-        for (int j = 0; j < 4; j++) {
-            const eng_q41_block *bb = b[j] + i;
-            const __m256i v = _mm256_inserti128_si256(
-                _mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)bb[0].qs)),
-                _mm_loadu_si128((const __m128i *)bb[1].qs), 1);
-            const __m512i qa = _mm512_cvtepu8_epi16(_mm256_and_si256(v, m4));
-            const __m512i qb = _mm512_cvtepu8_epi16(_mm256_and_si256(_mm256_srli_epi16(v, 4), m4));
-            const __m512i p = _mm512_dpwssd_epi32(_mm512_madd_epi16(qa, xa), qb, xb);
-            uint32_t s0, s1;
-            memcpy(&s0, &bb[0], 4);
-            memcpy(&s1, &bb[1], 4);
-            const __m128 f = _mm_cvtph_ps(_mm_set_epi32(0, 0, (int)s1, (int)s0));
-            const __m512 dw = _mm512_permutexvar_ps(pd, _mm512_castps128_ps512(f));
-            acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), _mm512_mul_ps(dw, dx), acc[j]);
-            am[j] = _mm_fmadd_ps(f, sx, am[j]);
-        }
-    }
-    float tail[4] = { 0.0f, 0.0f, 0.0f, 0.0f };
-    if (i < nb) {
-        const eng_q41_block *const bt[4] = { b[0] + i, b[1] + i, b[2] + i, b[3] + i };
-        const x16_row xt = { x->q + 32 * i, x->d + i, NULL };
-        dot4_q41x16(bt, &xt, xs + i, 1, tail, NULL);
-    }
-    for (int j = 0; j < 4; j++) {
-        const __m128 h = _mm_add_ps(am[j], _mm_movehl_ps(am[j], am[j]));
-        out[j] = _mm512_reduce_add_ps(acc[j]) + _mm_cvtss_f32(_mm_shuffle_ps(h, h, 1)) + tail[j];
-    }
+    uint32_t s0, s1;
+    memcpy(&s0, &bb[0], 4);
+    memcpy(&s1, &bb[1], 4);
+    return _mm_cvtph_ps(_mm_set_epi32(0, 0, (int)s1, (int)s0));
 }
 
-VALWAYS512 void dot4_q41x16_rows512(const eng_q41_block *r0, const eng_q41_block *r1,
-                                    const eng_q41_block *r2, const eng_q41_block *r3,
-                                    const q4k_x *X, long cols, float out[4],
-                                    const char *const *pf)
+VALWAYS512 __m128 q40_dm4(const eng_q40_block *bb)
 {
-    const eng_q41_block *const b[4] = { r0, r1, r2, r3 };
-    dot4_q41x16_512(b, X->x, X->xs, cols / 32, out, pf);
+    const __m128i h = _mm_set_epi16(0, 0, 0, 0, (short)bb[1].d, (short)bb[1].d, (short)bb[0].d,
+                                    (short)bb[0].d);
+    return _mm_mul_ps(_mm_cvtph_ps(h), _mm_set_ps(-8.0f, 1.0f, -8.0f, 1.0f));
 }
 
-TGT512 static void v512_gemv_q41_x16(const eng_q41_block *w, long cols, const x16_row *x,
-                                     const float *xs, const float *bias, float *y, long r0,
-                                     long r1)
-{
-    GEMV_QK_X16_BODY(eng_q41_block, 32, dot4_q41x16_rows512, dot4_q41x16_512)
-}
+/* DOT4_Q4X_X16_BODY two blocks a step on 512-bit registers: the pair's 32
+ * code bytes widen to two registers of 32 words (low nibbles: elements
+ * 0-15 of each block, high ones: 16-31), x~ regrouped to match once for
+ * the four rows, and vpmaddwd then vpdpwssd leave each block's products in
+ * eight int32 lanes. The pair's d and m come as [d0, m0, d1, m1] (DM4): a
+ * permute spreads d over its block's lanes, and one FMA against [0, s0, 0,
+ * s1] (the blocks' sums of x) adds m's terms in lanes 1 and 3. Per block a
+ * row about half the instructions of the 256-bit step, TAIL, which takes
+ * an odd last block. */
+#define DOT4_Q4X_X16_512_BODY(BT, DM4, TAIL)                                                 \
+    const __m256i m4 = _mm256_set1_epi8(15);                                                 \
+    const __m512i pd = _mm512_set_epi32(2, 2, 2, 2, 2, 2, 2, 2, 0, 0, 0, 0, 0, 0, 0, 0);     \
+    __m512 acc[4] = { _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(),         \
+                      _mm512_setzero_ps() };                                                 \
+    __m128 am[4] = { _mm_setzero_ps(), _mm_setzero_ps(), _mm_setzero_ps(), _mm_setzero_ps() }; \
+    long i = 0;                                                                              \
+    for (; i + 2 <= nb; i += 2) {                                                            \
+        if (pf)                                                                              \
+            for (int j = 0; j < 4; j++)                                                      \
+                _mm_prefetch(pf[j] + i * sizeof(BT), _MM_HINT_T0);                           \
+        const int16_t *xq = x->q + 32 * i;                                                   \
+        const __m512i xa =                                                                   \
+            _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)xq)), \
+                               _mm256_loadu_si256((const __m256i *)(xq + 32)), 1);           \
+        const __m512i xb = _mm512_inserti64x4(                                               \
+            _mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(xq + 16))),          \
+            _mm256_loadu_si256((const __m256i *)(xq + 48)), 1);                              \
+        const __m512 dx = _mm512_castpd_ps(                                                  \
+            _mm512_insertf64x4(_mm512_castps_pd(_mm512_set1_ps(x->d[i])),                    \
+                               _mm256_castps_pd(_mm256_set1_ps(x->d[i + 1])), 1));           \
+        const __m128 sx = _mm_set_ps(xs[i + 1], 0.0f, xs[i], 0.0f);                          \
+        for (int j = 0; j < 4; j++) {                                                        \
+            const BT *bb = b[j] + i;                                                         \
+            const __m256i v = _mm256_inserti128_si256(                                       \
+                _mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)bb[0].qs)),          \
+                _mm_loadu_si128((const __m128i *)bb[1].qs), 1);                              \
+            const __m512i qa = _mm512_cvtepu8_epi16(_mm256_and_si256(v, m4));                \
+            const __m512i qb =                                                               \
+                _mm512_cvtepu8_epi16(_mm256_and_si256(_mm256_srli_epi16(v, 4), m4));         \
+            const __m512i p = _mm512_dpwssd_epi32(_mm512_madd_epi16(qa, xa), qb, xb);        \
+            const __m128 f = DM4(bb);                                                        \
+            const __m512 dw = _mm512_permutexvar_ps(pd, _mm512_castps128_ps512(f));          \
+            acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), _mm512_mul_ps(dw, dx), acc[j]);  \
+            am[j] = _mm_fmadd_ps(f, sx, am[j]);                                              \
+        }                                                                                    \
+    }                                                                                        \
+    float tail[4] = { 0.0f, 0.0f, 0.0f, 0.0f };                                              \
+    if (i < nb) {                                                                            \
+        const BT *const bt[4] = { b[0] + i, b[1] + i, b[2] + i, b[3] + i };                  \
+        const x16_row xt = { x->q + 32 * i, x->d + i, NULL };                                \
+        TAIL(bt, &xt, xs + i, 1, tail, NULL);                                                \
+    }                                                                                        \
+    for (int j = 0; j < 4; j++) {                                                            \
+        const __m128 h = _mm_add_ps(am[j], _mm_movehl_ps(am[j], am[j]));                     \
+        out[j] = _mm512_reduce_add_ps(acc[j]) + _mm_cvtss_f32(_mm_shuffle_ps(h, h, 1)) + tail[j]; \
+    }
+
+Q4X_X16_KERNELS(q41, _512, v512, eng_q41_block,
+                DOT4_Q4X_X16_512_BODY(eng_q41_block, q41_dm4, dot4_q41x16), axpy2_q8_512,
+                VALWAYS512, TGT512)
+Q4X_X16_KERNELS(q40, _512, v512, eng_q40_block,
+                DOT4_Q4X_X16_512_BODY(eng_q40_block, q40_dm4, dot4_q40x16), axpy2_q8_512,
+                VALWAYS512, TGT512)
 
 VALWAYS512 void dot4_q6k_x16_512(const eng_q6k_block *const b[4], const x16_row *x, long nb,
                                  float out[4], const char *const *pf)
@@ -3157,18 +3217,9 @@ VALWAYS512 void dot4_q5k_x16_ffn512(const void *r0, const void *r1, const void *
 
 FFN_ONE_SLOT(dot4_q5k_x16_ffn512, axpy2_q8_512, VALWAYS512, a)
 
-VALWAYS512 void dot4_q41x16_ffn512(const void *r0, const void *r1, const void *r2,
-                                   const void *r3, const ffn_args *a, long n, float out[4],
-                                   const char *const *pf)
-{
-    const eng_q41_block *const b[4] = { r0, r1, r2, r3 };
-    dot4_q41x16_512(b, a->x16, a->xs, n / 32, out, pf);
-}
 
-FFN_ONE_SLOT(dot4_q41x16_ffn512, axpy2_q8_512, VALWAYS512, a)
-
-/* The decode FFN: Q8_0 slots, and Q4_K, Q5_K and Q4_1 ones' down rows, on
- * 512-bit registers; the others as AVX2's */
+/* The decode FFN: Q8_0 slots, and Q4_K, Q5_K, Q4_1 and Q4_0 ones' down
+ * rows, on 512-bit registers; the others as AVX2's */
 TGT512 static void v512_ffn_fused(const ffn_args *a, long j0, long j1, float *acc)
 {
     const size_t rs = eng_ffn_row_bytes(a->w->dtype, a->w->n_embd);
@@ -3178,7 +3229,9 @@ TGT512 static void v512_ffn_fused(const ffn_args *a, long j0, long j1, float *ac
     } else if (a->w->dtype == ENG_DTYPE_Q5_K && a->x16) {
         FFN_FUSED_BODY(dot4_q5k_x16_ffn512, axpy2_q8_512, rs, rd, a)
     } else if (a->w->dtype == ENG_DTYPE_Q4_1 && a->x16) {
-        FFN_FUSED_BODY(dot4_q41x16_ffn512, axpy2_q8_512, rs, rd, a)
+        FFN_FUSED_BODY(dot4_q41x16_ffn_512, axpy2_q8_512, rs, rd, a)
+    } else if (a->w->dtype == ENG_DTYPE_Q4_0 && a->x16) {
+        FFN_FUSED_BODY(dot4_q40x16_ffn_512, axpy2_q8_512, rs, rd, a)
     } else if (a->w->dtype == ENG_DTYPE_Q8_0) {
         FFN_FUSED_BODY(dot4_q8_512, axpy2_q8_512, rs, rd, a->x)
     } else {
@@ -3201,9 +3254,12 @@ static const kernels kern_avx512 = {
     .gemv_q6k = s_gemv_q6k,
     .gemv_q5k = s_gemv_q5k,
     .gemv_q41 = s_gemv_q41,
-    .x16_prep_q41 = v_x16_prep,
+    .gemv_q40 = s_gemv_q40,
+    .x16_prep_q4 = v_x16_prep,
     .gemv_q41_x16 = v512_gemv_q41_x16,
+    .gemv_q40_x16 = v512_gemv_q40_x16,
     .pack32_q41 = v512_pack32_q41,
+    .pack32_q40 = v512_pack32_q40,
     .x16_prep_q4k = v_x16_prep_q4k,
     .gemv_q4k_x16 = v512_gemv_q4k_x16,
     .gemv_q6k_x16 = v512_gemv_q6k_x16,
@@ -3499,70 +3555,6 @@ static void n_gemv_q5k(const eng_q5k_block *w, long cols, const float *x, const 
     }
 }
 
-/* Four Q4_1 rows (nb blocks) against x and its block sums xs: per block
- * and row the 32 products of codes and x in two chains, times d, into the
- * row's sum; m times the block's sum apart, as s_dot_q41 takes them. */
-ALWAYS void n_dot4_q41(const eng_q41_block *const b[4], const float *x, const float *xs,
-                       long nb, float out[4], const char *const *pf)
-{
-    const uint8x16_t m4 = vdupq_n_u8(15);
-    float32x4_t acc[4] = { vdupq_n_f32(0.0f), vdupq_n_f32(0.0f), vdupq_n_f32(0.0f),
-                           vdupq_n_f32(0.0f) };
-    float am[4] = { 0.0f, 0.0f, 0.0f, 0.0f };
-    for (long i = 0; i < nb; i++) {
-        if (pf)
-            for (int j = 0; j < 4; j++)
-                __builtin_prefetch(pf[j] + i * sizeof(eng_q41_block), 0, 3);
-        float32x4_t xv[8];
-        for (int u = 0; u < 8; u++)
-            xv[u] = vld1q_f32(x + 32 * i + 4 * u);
-        for (int j = 0; j < 4; j++) {
-            const eng_q41_block *bb = b[j] + i;
-            const uint8x16_t v = vld1q_u8(bb->qs);
-            float32x4_t lo[4], hi[4];
-            nldq4x16(vandq_u8(v, m4), lo);
-            nldq4x16(vshrq_n_u8(v, 4), hi);
-            float32x4_t t0 = vmulq_f32(lo[0], xv[0]), t1 = vmulq_f32(lo[1], xv[1]);
-            t0 = vfmaq_f32(t0, lo[2], xv[2]);
-            t1 = vfmaq_f32(t1, lo[3], xv[3]);
-            t0 = vfmaq_f32(t0, hi[0], xv[4]);
-            t1 = vfmaq_f32(t1, hi[1], xv[5]);
-            t0 = vfmaq_f32(t0, hi[2], xv[6]);
-            t1 = vfmaq_f32(t1, hi[3], xv[7]);
-            acc[j] = vfmaq_n_f32(acc[j], vaddq_f32(t0, t1), h2f(bb->d));
-            am[j] += h2f(bb->m) * xs[i];
-        }
-    }
-    vst1q_f32(out, vaddq_f32(nsum4x4(acc[0], acc[1], acc[2], acc[3]), vld1q_f32(am)));
-}
-
-/* GEMV_BLOCKS_BODY's DOT4 over Q4_1 rows: X the token and its sums */
-typedef struct f32_xs {
-    const float *x, *xs;
-} f32_xs;
-
-ALWAYS void n_dot4_q41_rows(const eng_q41_block *r0, const eng_q41_block *r1,
-                            const eng_q41_block *r2, const eng_q41_block *r3, const f32_xs *X,
-                            long cols, float out[4], const char *const *pf)
-{
-    const eng_q41_block *const b[4] = { r0, r1, r2, r3 };
-    n_dot4_q41(b, X->x, X->xs, cols / 32, out, pf);
-}
-
-/* The rows past the quarters one at a time through the same kernel */
-static void n_gemv_q41(const eng_q41_block *w, long cols, const float *x, const float *xs,
-                       const float *bias, float *y, long r0, long r1)
-{
-    const f32_xs X = { x, xs };
-    GEMV_BLOCKS_BODY(eng_q41_block, 32, n_dot4_q41_rows, &X)
-    for (long r = r0 + 4 * q; r < r1; r++) {
-        const eng_q41_block *row = w + (size_t)r * nb, *b4[4] = { row, row, row, row };
-        float o[4];
-        n_dot4_q41(b4, x, xs, nb, o, NULL);
-        y[r] = o[0] + (bias ? bias[r] : 0.0f);
-    }
-}
-
 /* A Q6_K row against x as s_dot_q6k takes it: per sub-block of 16 the
  * codes as int8 (u - 32: a nibble of ql, two bits of qh), their products in
  * two chains, times d * scale. */
@@ -3754,14 +3746,83 @@ ALWAYS void n_dot4_q5k_ffn(const void *r0, const void *r1, const void *r2, const
 
 FFN_ONE_SLOT(n_dot4_q5k_ffn, n_axpy2_q8, ALWAYS, a)
 
-ALWAYS void n_dot4_q41_ffn(const void *r0, const void *r1, const void *r2, const void *r3,
-                           const ffn_args *a, long n, float out[4], const char *const *pf)
-{
-    const eng_q41_block *const b[4] = { r0, r1, r2, r3 };
-    n_dot4_q41(b, a->x, a->xs, n / 32, out, pf);
-}
+/* GEMV_BLOCKS_BODY's DOT4 over Q4_1 and Q4_0 rows: X the token and its
+ * sums */
+typedef struct f32_xs {
+    const float *x, *xs;
+} f32_xs;
 
-FFN_ONE_SLOT(n_dot4_q41_ffn, n_axpy2_q8, ALWAYS, a)
+/* Four Q4_1 (Q4_0: DM) rows (nb blocks) against x and its block sums xs:
+ * per block and row the 32 products of codes and x in two chains, times d,
+ * into the row's sum; m times the block's sum apart, as s_dot_q41 takes
+ * them. The set's kernels for T (q41, q40): n_dot4_T, its GEMV's DOT4,
+ * n_gemv_T (the rows past the quarters one at a time through the same
+ * kernel) and the FFN walk's n_dot4_T_ffn with its lone-slot walk. */
+#define N_Q4X_KERNELS(T, BT, DM)                                                             \
+    ALWAYS void n_dot4_##T(const BT *const b[4], const float *x, const float *xs, long nb,   \
+                           float out[4], const char *const *pf)                              \
+    {                                                                                        \
+        const uint8x16_t m4 = vdupq_n_u8(15);                                                \
+        float32x4_t acc[4] = { vdupq_n_f32(0.0f), vdupq_n_f32(0.0f), vdupq_n_f32(0.0f),      \
+                               vdupq_n_f32(0.0f) };                                          \
+        float am[4] = { 0.0f, 0.0f, 0.0f, 0.0f };                                            \
+        for (long i = 0; i < nb; i++) {                                                      \
+            if (pf)                                                                          \
+                for (int j = 0; j < 4; j++)                                                  \
+                    __builtin_prefetch(pf[j] + i * sizeof(BT), 0, 3);                        \
+            float32x4_t xv[8];                                                               \
+            for (int u = 0; u < 8; u++)                                                      \
+                xv[u] = vld1q_f32(x + 32 * i + 4 * u);                                       \
+            for (int j = 0; j < 4; j++) {                                                    \
+                const BT *bb = b[j] + i;                                                     \
+                DM(h2f, bb, dw, mw);                                                         \
+                const uint8x16_t v = vld1q_u8(bb->qs);                                       \
+                float32x4_t lo[4], hi[4];                                                    \
+                nldq4x16(vandq_u8(v, m4), lo);                                               \
+                nldq4x16(vshrq_n_u8(v, 4), hi);                                              \
+                float32x4_t t0 = vmulq_f32(lo[0], xv[0]), t1 = vmulq_f32(lo[1], xv[1]);      \
+                t0 = vfmaq_f32(t0, lo[2], xv[2]);                                            \
+                t1 = vfmaq_f32(t1, lo[3], xv[3]);                                            \
+                t0 = vfmaq_f32(t0, hi[0], xv[4]);                                            \
+                t1 = vfmaq_f32(t1, hi[1], xv[5]);                                            \
+                t0 = vfmaq_f32(t0, hi[2], xv[6]);                                            \
+                t1 = vfmaq_f32(t1, hi[3], xv[7]);                                            \
+                acc[j] = vfmaq_n_f32(acc[j], vaddq_f32(t0, t1), dw);                         \
+                am[j] += mw * xs[i];                                                         \
+            }                                                                                \
+        }                                                                                    \
+        vst1q_f32(out, vaddq_f32(nsum4x4(acc[0], acc[1], acc[2], acc[3]), vld1q_f32(am)));   \
+    }                                                                                        \
+    ALWAYS void n_dot4_##T##_rows(const BT *r0, const BT *r1, const BT *r2, const BT *r3,    \
+                                  const f32_xs *X, long cols, float out[4],                  \
+                                  const char *const *pf)                                     \
+    {                                                                                        \
+        const BT *const b[4] = { r0, r1, r2, r3 };                                           \
+        n_dot4_##T(b, X->x, X->xs, cols / 32, out, pf);                                      \
+    }                                                                                        \
+    static void n_gemv_##T(const BT *w, long cols, const float *x, const float *xs,          \
+                           const float *bias, float *y, long r0, long r1)                    \
+    {                                                                                        \
+        const f32_xs X = { x, xs };                                                          \
+        GEMV_BLOCKS_BODY(BT, 32, n_dot4_##T##_rows, &X)                                      \
+        for (long r = r0 + 4 * q; r < r1; r++) {                                             \
+            const BT *row = w + (size_t)r * nb, *b4[4] = { row, row, row, row };             \
+            float o[4];                                                                      \
+            n_dot4_##T(b4, x, xs, nb, o, NULL);                                              \
+            y[r] = o[0] + (bias ? bias[r] : 0.0f);                                           \
+        }                                                                                    \
+    }                                                                                        \
+    ALWAYS void n_dot4_##T##_ffn(const void *r0, const void *r1, const void *r2,             \
+                                 const void *r3, const ffn_args *a, long n, float out[4],    \
+                                 const char *const *pf)                                      \
+    {                                                                                        \
+        const BT *const b[4] = { r0, r1, r2, r3 };                                           \
+        n_dot4_##T(b, a->x, a->xs, n / 32, out, pf);                                         \
+    }                                                                                        \
+    FFN_ONE_SLOT(n_dot4_##T##_ffn, n_axpy2_q8, ALWAYS, a)
+
+N_Q4X_KERNELS(q41, eng_q41_block, Q41_DM)
+N_Q4X_KERNELS(q40, eng_q40_block, Q40_DM)
 
 static void n_ffn_fused(const ffn_args *a, long j0, long j1, float *acc)
 {
@@ -3773,6 +3834,8 @@ static void n_ffn_fused(const ffn_args *a, long j0, long j1, float *acc)
         FFN_FUSED_BODY(n_dot4_q5k_ffn, n_axpy2_q8, rs, rd, a)
     } else if (a->w->dtype == ENG_DTYPE_Q4_1) {
         FFN_FUSED_BODY(n_dot4_q41_ffn, n_axpy2_q8, rs, rd, a)
+    } else if (a->w->dtype == ENG_DTYPE_Q4_0) {
+        FFN_FUSED_BODY(n_dot4_q40_ffn, n_axpy2_q8, rs, rd, a)
     } else if (a->w->dtype == ENG_DTYPE_F16) {
         FFN_FUSED_BODY(n_dot4_f16, n_axpy2_f16, rs, rd, a->x)
     } else if (a->w->dtype == ENG_DTYPE_Q8_0) {
@@ -4266,6 +4329,7 @@ static const kernels kern_neon = {
     .gemv_q6k = n_gemv_q6k,
     .gemv_q5k = n_gemv_q5k,
     .gemv_q41 = n_gemv_q41,
+    .gemv_q40 = n_gemv_q40,
     .cvt_rows = n_cvt_rows,
     .dot4x3 = n_dot4x3,
     .dot4x3_h = n_dot4x3_h,
@@ -4355,8 +4419,8 @@ typedef struct mm_args {
     const float *x;
     float *y;
     int n_tokens;
-    const x16_row *x16; /* decode, Q8_0 and Q4_1: x in 16 bits (x16_ready), or NULL */
-    const float *xs;    /* decode, Q4_K, Q5_K and Q4_1: x_sums32(x) */
+    const x16_row *x16; /* decode, Q8_0, Q4_1, Q4_0: x in 16 bits (x16_ready), or NULL */
+    const float *xs;    /* decode, Q4_K, Q5_K, Q4_1, Q4_0: x_sums32(x) */
     const x16_row *x4;  /* decode, Q4_K, Q5_K, Q6_K: x in 16 bits (x16_prep_q4k), or NULL */
 } mm_args;
 
@@ -4383,6 +4447,10 @@ static void mm_decode_task(void *p, int ith, int nth)
         a->c->k->gemv_q41_x16(a->w->data, a->w->cols, a->x16, a->xs, a->bias, a->y, b, e);
     else if (b < e && a->w->dtype == ENG_DTYPE_Q4_1)
         a->c->k->gemv_q41(a->w->data, a->w->cols, a->x, a->xs, a->bias, a->y, b, e);
+    else if (b < e && a->w->dtype == ENG_DTYPE_Q4_0 && a->x16)
+        a->c->k->gemv_q40_x16(a->w->data, a->w->cols, a->x16, a->xs, a->bias, a->y, b, e);
+    else if (b < e && a->w->dtype == ENG_DTYPE_Q4_0)
+        a->c->k->gemv_q40(a->w->data, a->w->cols, a->x, a->xs, a->bias, a->y, b, e);
     else if (b < e && a->w->dtype == ENG_DTYPE_Q8_0 && a->x16)
         a->c->k->gemv_q8_x16(a->w->data, a->w->cols, a->x16, a->bias, a->y, b, e);
     else if (b < e && a->w->dtype == ENG_DTYPE_Q8_0)
@@ -4429,6 +4497,11 @@ static void mm_packed_task(void *p, int ith, int nth)
                 for (int i = 0; i < nr; i++)
                     src[i] = (const eng_q41_block *)w->data + (size_t)(r0 + i) * (K / 32) + k0 / 32;
                 k->pack32_q41(src, nr, kc, P);
+            } else if (w->dtype == ENG_DTYPE_Q4_0) {
+                const eng_q40_block *src[PACK_ROWS];
+                for (int i = 0; i < nr; i++)
+                    src[i] = (const eng_q40_block *)w->data + (size_t)(r0 + i) * (K / 32) + k0 / 32;
+                k->pack32_q40(src, nr, kc, P);
             } else if (w->dtype == ENG_DTYPE_Q4_K) { /* k0, kc: multiples of 256 */
                 const eng_q4k_block *src[PACK_ROWS];
                 for (int i = 0; i < nr; i++)
@@ -4543,15 +4616,22 @@ enum { ABUF_Q4K = ABUF_FLOATS / 2, ABUF_X16 = ABUF_FLOATS / 4 * 3 };
 
 typedef void x16_prep_fn(const float *x, long n, int16_t *q, float *d);
 
-/* The set's prep of x in 16 bits a block of 32 (x16_prep's form) for
- * rows of type dt in a decode step: Q8_0's (x16_prep) and Q4_1's
- * (x16_prep_q41) where the set has them; NULL: the f32 path. */
-static x16_prep_fn *x16_prep_for(const kernels *k, eng_dtype dt)
+/* Rows of 4-bit blocks of 32 whose decode takes x's block sums for m:
+ * Q4_1, and Q4_0 (m = -8 d) */
+static bool q4x_rows(eng_dtype dt)
 {
-    return dt == ENG_DTYPE_Q8_0 ? k->x16_prep : dt == ENG_DTYPE_Q4_1 ? k->x16_prep_q41 : NULL;
+    return dt == ENG_DTYPE_Q4_1 || dt == ENG_DTYPE_Q4_0;
 }
 
-/* x in 16 bits for a decode step's Q8_0 or Q4_1 rows of width cols by
+/* The set's prep of x in 16 bits a block of 32 (x16_prep's form) for
+ * rows of type dt in a decode step: Q8_0's (x16_prep), Q4_1's and Q4_0's
+ * (x16_prep_q4) where the set has them; NULL: the f32 path. */
+static x16_prep_fn *x16_prep_for(const kernels *k, eng_dtype dt)
+{
+    return dt == ENG_DTYPE_Q8_0 ? k->x16_prep : q4x_rows(dt) ? k->x16_prep_q4 : NULL;
+}
+
+/* x in 16 bits for a decode step's Q8_0, Q4_1 or Q4_0 rows of width cols by
  * prep (x16_prep_for), into abuf's last quarter. Returns false to keep
  * the f32 path. */
 static bool x16_ready(cpu_ctx *c, x16_prep_fn *prep, const float *x, long cols, x16_row *ret)
@@ -4565,7 +4645,7 @@ static bool x16_ready(cpu_ctx *c, x16_prep_fn *prep, const float *x, long cols, 
     return true;
 }
 
-/* x's block sums x_sums32(x) for a decode step's Q4_K, Q5_K and Q4_1 rows
+/* x's block sums x_sums32(x) for a decode step's Q4_K, Q5_K, Q4_1, Q4_0 rows
  * (their mins, m), in abuf's third quarter; NULL where cols is too wide. */
 static float *xs_prep(cpu_ctx *c, const float *x, long cols)
 {
@@ -4618,17 +4698,17 @@ static void op_matmul(eng_backend *be, const eng_weight *w, const float *bias, c
         a.xs = q4k_prep(c, x, w->cols, &x4, &has_x4);
         a.x4 = has_x4 ? &x4 : NULL;
     }
-    if (n_tokens == 1 && w->dtype == ENG_DTYPE_Q4_1)
+    if (n_tokens == 1 && q4x_rows(w->dtype))
         a.xs = xs_prep(c, x, w->cols);
     long work = (long)w->rows * w->cols * n_tokens;
     if (n_tokens == 1 && x16_ready(c, x16_prep_for(c->k, w->dtype), x, w->cols, &xr))
         a.x16 = &xr;
     /* (a Q6_K row too wide for q4k_prep takes gemv_q6k) */
     const bool need_xs = w->dtype == ENG_DTYPE_Q4_K || w->dtype == ENG_DTYPE_Q5_K ||
-                         w->dtype == ENG_DTYPE_Q4_1;
+                         q4x_rows(w->dtype);
     if (n_tokens == 1 && !(need_xs && !a.xs))
         run(c, mm_decode_task, &a, work >= 16384);
-    else if (c->k->mm6x32) /* (and a Q4_K, Q5_K or Q4_1 row too wide for its sums) */
+    else if (c->k->mm6x32) /* (and a row too wide for its sums) */
         run(c, mm_packed_task, &a, work >= 16384);
     else
         run(c, mm_prefill_task, &a, work >= 16384);
@@ -4672,7 +4752,7 @@ static void op_matmul3(eng_backend *be, const eng_weight *const w[3], const floa
     long q4_cols = 0;
     bool any_x4 = false;
     for (int i = 0; i < 3; i++)
-        if ((x4_rows(w[i]->dtype) || w[i]->dtype == ENG_DTYPE_Q4_1) && w[i]->cols > q4_cols) {
+        if ((x4_rows(w[i]->dtype) || q4x_rows(w[i]->dtype)) && w[i]->cols > q4_cols) {
             q4_cols = w[i]->cols;
             any_x4 = any_x4 || x4_rows(w[i]->dtype);
         }
@@ -4690,11 +4770,11 @@ static void op_matmul3(eng_backend *be, const eng_weight *const w[3], const floa
         if (x4_rows(w[i]->dtype)) {
             a[i].xs = xs;
             a[i].x4 = has_x4 ? &x4 : NULL;
-        } else if (w[i]->dtype == ENG_DTYPE_Q4_1) {
+        } else if (q4x_rows(w[i]->dtype)) {
             a[i].xs = xs;
         }
     /* one x in 16 bits for the three (of one width, as the model asks):
-     * Q8_0's and Q4_1's preps write the same form */
+     * Q8_0's, Q4_1's and Q4_0's preps write the same form */
     x16_row xr;
     x16_prep_fn *prep = NULL;
     for (int i = 0; i < 3; i++)
@@ -5287,6 +5367,8 @@ static void act_packed_block(ffn_run *r, const void *const *src, int nj, const b
                 k->pack32_q8((const eng_q8_block *const *)sk, 2 * nj, kc, P);
             else if (dt == ENG_DTYPE_Q4_1)
                 k->pack32_q41((const eng_q41_block *const *)sk, 2 * nj, kc, P);
+            else if (dt == ENG_DTYPE_Q4_0)
+                k->pack32_q40((const eng_q40_block *const *)sk, 2 * nj, kc, P);
             else if (dt == ENG_DTYPE_Q4_K)
                 k->pack32_q4k((const eng_q4k_block *const *)sk, 2 * nj, kc, P);
             else if (dt == ENG_DTYPE_Q5_K)
@@ -5364,7 +5446,7 @@ static void ffn_act_task(void *p, int ith, int nth)
     const kernels *k = r->c->k;
     const eng_ffn_weights *w = r->a.w;
     const bool f16 = w->dtype == ENG_DTYPE_F16,
-               blk = eng_dtype_block(w->dtype) > 1; /* Q8_0, Q4_K, Q5_K, Q4_1 */
+               blk = eng_dtype_block(w->dtype) > 1; /* Q8_0, Q4_K, Q5_K, Q4_1, Q4_0 */
     const size_t rs = eng_dtype_bytes(w->dtype, (size_t)w->n_embd);
     long E = w->n_embd, n_sel = r->a.n_sel;
     /* convert when a block of 16 rows fits the scratch (op_ffn sees that
@@ -5464,12 +5546,12 @@ static void ffn_decode(cpu_ctx *c, ffn_run *r)
     const eng_ffn_weights *w = r->a.w;
     const long E = w->n_embd, work = r->a.n_sel * E * 3;
     /* gate and up against x in 16 bits, where the kernels have it; Q4_K's
-     * (Q5_K's) mins and Q4_1's m against x's sums */
+     * (Q5_K's) mins and Q4_1's (Q4_0's) m against x's sums */
     x16_row xr;
     bool has_x4;
     if (x16_ready(c, x16_prep_for(c->k, w->dtype), r->a.x, E, &xr))
         r->a.x16 = &xr;
-    if (w->dtype == ENG_DTYPE_Q4_1)
+    if (q4x_rows(w->dtype))
         r->a.xs = xs_prep(c, r->a.x, E);
     if (w->dtype == ENG_DTYPE_Q4_K || w->dtype == ENG_DTYPE_Q5_K) {
         r->a.xs = q4k_prep(c, r->a.x, E, &xr, &has_x4);
@@ -5915,7 +5997,7 @@ static const eng_backend_iface cpu_iface = {
     .host_memory = true,
     .dtypes = 1u << ENG_DTYPE_F16 | 1u << ENG_DTYPE_F32 | 1u << ENG_DTYPE_Q8_0 |
               1u << ENG_DTYPE_Q4_K | 1u << ENG_DTYPE_Q5_K | 1u << ENG_DTYPE_Q6_K |
-              1u << ENG_DTYPE_Q4_1,
+              1u << ENG_DTYPE_Q4_1 | 1u << ENG_DTYPE_Q4_0,
     .alloc = mem_alloc,
     .mem_free = mem_free,
     .mem_info = mem_info,

@@ -29,8 +29,8 @@
  * rows may be Q4_K there: rows of cols / 256 eng_q4k_block (a Q4_K FFN's
  * down rows are Q8_0: eng_ffn_down_dtype); a matrix may be Q6_K or Q5_K
  * there: rows of cols / 256 eng_q6k_block or eng_q5k_block; a matrix or
- * an FFN's gate and up rows may be Q4_1 there: rows of cols / 32
- * eng_q41_block (down rows Q8_0); the KV cache is f16.
+ * an FFN's gate and up rows may be Q4_1 or Q4_0 there: rows of cols / 32
+ * eng_q41_block or eng_q40_block (down rows Q8_0); the KV cache is f16.
  */
 #ifndef ENGINE_BACKEND_H
 #define ENGINE_BACKEND_H
@@ -113,8 +113,16 @@ typedef struct eng_q41_block {
 _Static_assert(sizeof(eng_q41_block) == 20 && offsetof(eng_q41_block, m) == 2,
                "a Q4_1 block is 20 bytes, its d and m first, as in the GGUF");
 
-/* Bytes of n weights of type dt (n a multiple of 32 for Q8_0 and Q4_1, of
- * 256 for Q4_K, Q5_K and Q6_K). */
+/* ENG_DTYPE_Q4_0: ggml's block_q4_0, 32 weights: weight i is d * (q_i -
+ * 8), q_i as in Q4_1. */
+typedef struct eng_q40_block {
+    uint16_t d; /* f16 */
+    uint8_t qs[16];
+} eng_q40_block;
+_Static_assert(sizeof(eng_q40_block) == 18, "a Q4_0 block is 18 bytes, as in the GGUF");
+
+/* Bytes of n weights of type dt (n a multiple of 32 for Q8_0, Q4_1 and
+ * Q4_0, of 256 for Q4_K, Q5_K and Q6_K). */
 static inline size_t eng_dtype_bytes(eng_dtype dt, size_t n)
 {
     switch (dt) {
@@ -123,6 +131,7 @@ static inline size_t eng_dtype_bytes(eng_dtype dt, size_t n)
     case ENG_DTYPE_Q6_K: return n / 256 * ENG_Q6K_BLOCK_BYTES;
     case ENG_DTYPE_Q5_K: return n / 256 * ENG_Q5K_BLOCK_BYTES;
     case ENG_DTYPE_Q4_1: return n / 32 * sizeof(eng_q41_block);
+    case ENG_DTYPE_Q4_0: return n / 32 * sizeof(eng_q40_block);
     case ENG_DTYPE_F32: return 4 * n;
     default: return 2 * n;
     }
@@ -131,20 +140,22 @@ static inline size_t eng_dtype_bytes(eng_dtype dt, size_t n)
 /* The elements a row of type dt must be a whole number of (1: any). */
 static inline long eng_dtype_block(eng_dtype dt)
 {
-    return dt == ENG_DTYPE_Q8_0 || dt == ENG_DTYPE_Q4_1                           ? 32
+    return dt == ENG_DTYPE_Q8_0 || dt == ENG_DTYPE_Q4_1 || dt == ENG_DTYPE_Q4_0   ? 32
            : dt == ENG_DTYPE_Q4_K || dt == ENG_DTYPE_Q5_K || dt == ENG_DTYPE_Q6_K ? 256
                                                                                   : 1;
 }
 
 /* An FFN slot of type dt: its gate and up rows in dt, its down row in
- * eng_ffn_down_dtype(dt), which is dt but for Q4_K, Q5_K and Q4_1, whose
- * down rows are Q8_0: a down row is a column of the file's W_down,
+ * eng_ffn_down_dtype(dt), which is dt but for Q4_K, Q5_K, Q4_1 and Q4_0,
+ * whose down rows are Q8_0: a down row is a column of the file's W_down,
  * requantized from blocks across the file's rows either way, and 8 bits
  * keep it within the file's rounding where 4 or 5 would add their own. */
 static inline eng_dtype eng_ffn_down_dtype(eng_dtype dt)
 {
-    return dt == ENG_DTYPE_Q4_K || dt == ENG_DTYPE_Q5_K || dt == ENG_DTYPE_Q4_1 ? ENG_DTYPE_Q8_0
-                                                                                : dt;
+    return dt == ENG_DTYPE_Q4_K || dt == ENG_DTYPE_Q5_K || dt == ENG_DTYPE_Q4_1 ||
+                   dt == ENG_DTYPE_Q4_0
+               ? ENG_DTYPE_Q8_0
+               : dt;
 }
 
 /* Bytes of a slot's gate (or up) row and of its down row, n_embd wide. */

@@ -80,6 +80,10 @@ typedef enum eng_dtype {
      * keeps its own bytes on the CPU (the default model's layers: 5 bits a
      * weight where Q8_0 would take 8.5 and round them again) */
     ENG_DTYPE_Q4_1 = 6,
+    /* ggml's Q4_0 blocks (32 weights in 18 bytes: f16 d, 16 bytes of 4-bit
+     * codes, weight d * (q - 8)): kept on the CPU as Q4_1 is (Q4_0 files,
+     * Gemma 3's QAT ones among them: 4.5 bits a weight) */
+    ENG_DTYPE_Q4_0 = 7,
 } eng_dtype;
 
 typedef struct eng_load_plan_params eng_load_plan_params;
@@ -133,8 +137,9 @@ typedef struct eng_model_info {
     eng_dtype storage;
     /* how the FFN's neurons are kept: storage, or ENG_DTYPE_Q8_0 on a
      * backend that computes on it (q8_matrices, or the file's Q8_0 FFN),
-     * or with q8_matrices ENG_DTYPE_Q4_K (ENG_DTYPE_Q5_K, ENG_DTYPE_Q4_1)
-     * where the file's gate and up rows all are (their down rows Q8_0) */
+     * or with q8_matrices ENG_DTYPE_Q4_K (ENG_DTYPE_Q5_K, ENG_DTYPE_Q4_1,
+     * ENG_DTYPE_Q4_0) where the file's gate and up rows all are (their down
+     * rows Q8_0) */
     eng_dtype ffn_dtype;
     int n_threads;
     uint64_t n_params;        /* parameters as stored in the file */

@@ -65,6 +65,7 @@ static inline uint32_t ggml_type_of_dtype(eng_dtype dt)
            : dt == ENG_DTYPE_Q6_K ? GGML_TYPE_Q6_K
            : dt == ENG_DTYPE_Q5_K ? GGML_TYPE_Q5_K
            : dt == ENG_DTYPE_Q4_1 ? GGML_TYPE_Q4_1
+           : dt == ENG_DTYPE_Q4_0 ? GGML_TYPE_Q4_0
            : dt == ENG_DTYPE_F32  ? GGML_TYPE_F32
                                   : GGML_TYPE_F16;
 }

@@ -205,20 +205,20 @@ static int oom_err(loader *ld, size_t bytes, const char *what)
 /* How a matrix is stored: a Q8_0 matrix of the file keeps its own bytes
  * (exactly; f16 would round d * q) where the backend computes on Q8_0 and
  * the storage is f16, and with q8_matrices any other is quantized to it;
- * so do Q4_K, Q5_K, Q6_K and Q4_1 ones where the backend takes them;
- * anything else in the storage type. */
+ * so do Q4_K, Q5_K, Q6_K, Q4_1 and Q4_0 ones where the backend takes
+ * them; anything else in the storage type. */
 static eng_dtype mat_dtype(const eng_model *m, const gguf_tensor *t)
 {
     const unsigned dts = m->be ? m->be->iface->dtypes : 0;
     if (m->info.storage != ENG_DTYPE_F16 || !t)
         return m->info.storage;
-    /* a Q4_K, Q5_K, Q6_K or Q4_1 file matrix keeps its blocks too: exact,
-     * and 4.5, 5.5, 6.56 or 5 bits a weight where Q8_0 would take 8.5 and
-     * round the weights again (K_M files: Q6_K heads and some attn_v; the
-     * default model's layers: Q4_1) */
+    /* a Q4_K, Q5_K, Q6_K, Q4_1 or Q4_0 file matrix keeps its blocks too:
+     * exact, and 4.5, 5.5, 6.56, 5 or 4.5 bits a weight where Q8_0 would
+     * take 8.5 and round the weights again (K_M files: Q6_K heads and some
+     * attn_v; the default model's layers: Q4_1) */
     static const eng_dtype kept[] = { ENG_DTYPE_Q4_K, ENG_DTYPE_Q5_K, ENG_DTYPE_Q6_K,
-                                      ENG_DTYPE_Q4_1 };
-    for (int i = 0; i < 4; i++)
+                                      ENG_DTYPE_Q4_1, ENG_DTYPE_Q4_0 };
+    for (int i = 0; i < 5; i++)
         if (t->type == ggml_type_of_dtype(kept[i]) && t->ne[0] % eng_dtype_block(kept[i]) == 0 &&
             (dts & 1u << kept[i]))
             return kept[i];
@@ -245,8 +245,8 @@ static bool ffn_file_all(const eng_model *m, const gguf_file *f, uint32_t type)
 }
 
 /* How the FFN's slots are stored, all layers alike so that a plan prices
- * every neuron the same: with q8_matrices, Q4_K (Q5_K, Q4_1) where every
- * layer's gate and up rows are Q4_K (Q5_K, Q4_1) in the file and the
+ * every neuron the same: with q8_matrices, Q4_K (Q5_K, Q4_1, Q4_0) where
+ * every layer's gate and up rows are of that type in the file and the
  * backend takes them
  * (the file's blocks, as a matrix keeps them; down rows Q8_0,
  * eng_ffn_down_dtype: so only where Q8_0 is asked for, and without it the
@@ -260,8 +260,9 @@ static eng_dtype ffn_dtype(const eng_model *m, const gguf_file *f)
     const char *gate = m->arch == ENG_ARCH_PHI3 ? "blk.0.ffn_up.weight" : "blk.0.ffn_gate.weight";
     if (m->info.n_embd % 32)
         return m->info.storage;
-    static const eng_dtype kept[] = { ENG_DTYPE_Q4_K, ENG_DTYPE_Q5_K, ENG_DTYPE_Q4_1 };
-    for (int i = 0; i < 3; i++)
+    static const eng_dtype kept[] = { ENG_DTYPE_Q4_K, ENG_DTYPE_Q5_K, ENG_DTYPE_Q4_1,
+                                      ENG_DTYPE_Q4_0 };
+    for (int i = 0; i < 4; i++)
         if (m->info.storage == ENG_DTYPE_F16 && m->q8_matrices &&
             m->info.n_embd % eng_dtype_block(kept[i]) == 0 &&
             (dts & 1u << kept[i]) && (dts & 1u << ENG_DTYPE_Q8_0) &&
@@ -269,11 +270,11 @@ static eng_dtype ffn_dtype(const eng_model *m, const gguf_file *f)
             return kept[i];
     const gguf_tensor *t = gguf_find_tensor(f, gate);
     const eng_dtype dt = mat_dtype(m, t);
-    /* a Q4_K, Q5_K or Q4_1 gate row kept apart from the rest (some layers
-     * of another type, or no q8_matrices), or a Q6_K one (the FFN's
+    /* a Q4_K, Q5_K, Q4_1 or Q4_0 gate row kept apart from the rest (some
+     * layers of another type, or no q8_matrices), or a Q6_K one (the FFN's
      * kernels take none): Q8_0 with q8_matrices, else the storage */
     if (dt == ENG_DTYPE_Q4_K || dt == ENG_DTYPE_Q5_K || dt == ENG_DTYPE_Q6_K ||
-        dt == ENG_DTYPE_Q4_1)
+        dt == ENG_DTYPE_Q4_1 || dt == ENG_DTYPE_Q4_0)
         return m->q8_matrices && (dts & 1u << ENG_DTYPE_Q8_0) ? ENG_DTYPE_Q8_0 : m->info.storage;
     return dt;
 }
@@ -502,7 +503,8 @@ static void load_neurons_host(loader *ld, const ffn_tensors *t, uint8_t *gu, uin
             uint8_t *dst = gu + (SLOT(i) * 2 + h) * sr;
             if (eng_dtype_block(dt) > 1 && gt->type == ggml_type_of_dtype(dt)) {
                 /* the file's own blocks, as for a matrix (ffn_dtype: a
-                 * Q4_K, Q5_K or Q4_1 FFN's gate and up rows are all of it) */
+                 * Q4_K, Q5_K, Q4_1 or Q4_0 FFN's gate and up rows are all
+                 * of it) */
                 memcpy(dst, (const uint8_t *)gt->data + src * sr, sr);
             } else {
                 dequant_row(ld, gt, src, row);
@@ -709,22 +711,24 @@ static void run_job(loader *ld, const conv_job *j)
         /* the file's own blocks: a Q8_0 row is rb bytes there too */
         memcpy(dst, (const uint8_t *)j->t->data + (j->src_r0 + j->r0) * rb, (j->r1 - j->r0) * rb);
     } else if (j->dt != ENG_DTYPE_Q8_0 && eng_dtype_block(j->dt) > 1) {
-        /* Q4_K, Q5_K, Q6_K, Q4_1: the file's own blocks (mat_dtype: only a
-         * tensor of the type is); a scaled row scales every weight, so its
-         * blocks' d (and dmin, m), rounded to f16 as the file holds them */
+        /* Q4_K, Q5_K, Q6_K, Q4_1, Q4_0: the file's own blocks (mat_dtype:
+         * only a tensor of the type is); a scaled row scales every weight,
+         * so its blocks' d (and dmin, m), rounded to f16 as the file holds
+         * them */
         memcpy(dst, (const uint8_t *)j->t->data + (j->src_r0 + j->r0) * rb, (j->r1 - j->r0) * rb);
         for (uint64_t i = j->r0; i < j->r1; i++) {
             if (!rot_scaled(j->rot_period, j->rot_n, i))
                 continue;
             /* the types' scales are f16 fields of each block: Q6_K's d at
-             * its end, Q4_K's and Q5_K's d and dmin and Q4_1's d and m at
-             * its start */
+             * its end, Q4_K's and Q5_K's d and dmin, Q4_1's d and m and
+             * Q4_0's d at its start */
             const bool q6 = j->dt == ENG_DTYPE_Q6_K;
-            const long be = eng_dtype_block(j->dt);
-            const size_t bb = eng_dtype_bytes(j->dt, (size_t)be);
+            const int nf = q6 || j->dt == ENG_DTYPE_Q4_0 ? 1 : 2;
+            const long bl = eng_dtype_block(j->dt);
+            const size_t bb = eng_dtype_bytes(j->dt, (size_t)bl);
             uint8_t *b = dst + (i - j->r0) * rb + (q6 ? offsetof(eng_q6k_block, d) : 0);
-            for (uint64_t k = 0; k < j->cols / (uint64_t)be; k++, b += bb)
-                for (int f = 0; f < (q6 ? 1 : 2); f++) {
+            for (uint64_t k = 0; k < j->cols / (uint64_t)bl; k++, b += bb)
+                for (int f = 0; f < nf; f++) {
                     uint16_t h;
                     memcpy(&h, b + 2 * f, 2);
                     h = eng_f32_to_f16(eng_f16_to_f32(h) * j->rot_scale);

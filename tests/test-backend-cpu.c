@@ -206,6 +206,16 @@ static void *make_weights(eng_dtype dt, long n)
         }
         return b;
     }
+    if (dt == ENG_DTYPE_Q4_0) {
+        /* every code; d of either sign, as a file's */
+        eng_q40_block *b = malloc((size_t)(n / 32 > 0 ? n / 32 : 1) * sizeof(*b));
+        for (long i = 0; i < n / 32; i++) {
+            b[i].d = rand_half(-0.01f, 0.01f);
+            for (int j = 0; j < 16; j++)
+                b[i].qs[j] = (uint8_t)irand(256);
+        }
+        return b;
+    }
     if (dt == ENG_DTYPE_Q8_0) {
         eng_q8_block *b = malloc((size_t)(n / 32 > 0 ? n / 32 : 1) * sizeof(*b));
         for (long i = 0; i < n / 32; i++) {
@@ -273,11 +283,18 @@ static void qk_terms(eng_dtype dt, const void *p, long i, double *dq, double *dm
 }
 
 /* Q4_1 element i's two terms, d * q and m: q the low nibble of qs[i %
- * 32] for i % 32 < 16, the high one of qs[i % 32 - 16] past */
-static void q41_terms(const void *p, long i, double *dq, double *m)
+ * 32] for i % 32 < 16, the high one of qs[i % 32 - 16] past; Q4_0's, d * q
+ * and -8 d (the kernels sum the two apart, as Q4_1's) */
+static void q41_terms(eng_dtype dt, const void *p, long i, double *dq, double *m)
 {
-    const eng_q41_block *b = (const eng_q41_block *)p + i / 32;
     const int e = (int)(i % 32);
+    if (dt == ENG_DTYPE_Q4_0) {
+        const eng_q40_block *b = (const eng_q40_block *)p + i / 32;
+        *dq = h2d(b->d) * (e < 16 ? b->qs[e] & 15 : b->qs[e - 16] >> 4);
+        *m = -8 * h2d(b->d);
+        return;
+    }
+    const eng_q41_block *b = (const eng_q41_block *)p + i / 32;
     *dq = h2d(b->d) * (e < 16 ? b->qs[e] & 15 : b->qs[e - 16] >> 4);
     *m = h2d(b->m);
 }
@@ -295,9 +312,9 @@ static double wget(eng_dtype dt, const void *p, long i)
         qk_terms(dt, p, i, &dq, &dm);
         return dq - dm;
     }
-    if (dt == ENG_DTYPE_Q4_1) {
+    if (dt == ENG_DTYPE_Q4_1 || dt == ENG_DTYPE_Q4_0) {
         double dq, m;
-        q41_terms(p, i, &dq, &m);
+        q41_terms(dt, p, i, &dq, &m);
         return dq + m;
     }
     if (dt == ENG_DTYPE_Q8_0) {
@@ -314,9 +331,9 @@ static double wmag(eng_dtype dt, const void *p, long i)
         qk_terms(dt, p, i, &dq, &dm);
         return fabs(dq) + fabs(dm);
     }
-    if (dt == ENG_DTYPE_Q4_1) {
+    if (dt == ENG_DTYPE_Q4_1 || dt == ENG_DTYPE_Q4_0) {
         double dq, m;
-        q41_terms(p, i, &dq, &m);
+        q41_terms(dt, p, i, &dq, &m);
         return fabs(dq) + fabs(m);
     }
     return fabs(wget(dt, p, i));
@@ -344,6 +361,8 @@ static void wset_nan(eng_dtype dt, void *p, long i)
         ((eng_q8_block *)p)[i / 32].d = 0x7e00;
     else if (dt == ENG_DTYPE_Q4_1)
         ((eng_q41_block *)p)[i / 32].d = 0x7e00;
+    else if (dt == ENG_DTYPE_Q4_0)
+        ((eng_q40_block *)p)[i / 32].d = 0x7e00;
     else if (dt == ENG_DTYPE_F16)
         ((uint16_t *)p)[i] = 0x7e00;
     else
@@ -366,6 +385,7 @@ static const char *dt_name(eng_dtype dt)
            : dt == ENG_DTYPE_Q6_K ? "q6_k"
            : dt == ENG_DTYPE_Q5_K ? "q5_k"
            : dt == ENG_DTYPE_Q4_1 ? "q4_1"
+           : dt == ENG_DTYPE_Q4_0 ? "q4_0"
                                   : "f32";
 }
 
@@ -1584,6 +1604,16 @@ int main(void)
             test_ffn_runs(be, ENG_DTYPE_Q4_1);
             test_ffn_pick(be, ENG_DTYPE_Q4_1);
             test_sketch_dt(be, ENG_DTYPE_Q4_1, 96, 23);
+            /* and Q4_0 (Gemma 3's QAT files), m = -8 d */
+            test_get_rows(be, ENG_DTYPE_Q4_0);
+            test_matmul(be, ENG_DTYPE_Q4_0);
+            test_matmul3(be, ENG_DTYPE_Q4_0);
+            test_matmul3_dts(be, (const eng_dtype[3]){ ENG_DTYPE_Q4_0, ENG_DTYPE_Q4_1,
+                                                       ENG_DTYPE_Q8_0 });
+            test_ffn(be, ENG_DTYPE_Q4_0);
+            test_ffn_runs(be, ENG_DTYPE_Q4_0);
+            test_ffn_pick(be, ENG_DTYPE_Q4_0);
+            test_sketch_dt(be, ENG_DTYPE_Q4_0, 96, 23);
             test_silu(be);
             /* GeGLU (Gemma): the FFN's kernels under the other activation */
             g_act = ENG_ACT_GELU;

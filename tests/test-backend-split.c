@@ -624,7 +624,7 @@ static const eng_backend_iface split_iface = {
     /* the CPU's kernels (the default model's Q4_1 layers among them) */
     .dtypes = 1u << ENG_DTYPE_F16 | 1u << ENG_DTYPE_F32 | 1u << ENG_DTYPE_Q8_0 |
               1u << ENG_DTYPE_Q4_K | 1u << ENG_DTYPE_Q5_K | 1u << ENG_DTYPE_Q6_K |
-              1u << ENG_DTYPE_Q4_1,
+              1u << ENG_DTYPE_Q4_1 | 1u << ENG_DTYPE_Q4_0,
     .alloc = sp_alloc,
     .mem_free = sp_free,
     .mem_info = sp_info,

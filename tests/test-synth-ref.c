@@ -699,6 +699,7 @@ int main(int argc, char **argv)
     check_rot(argv[1], "tiny-phi4-k", "q5_k", ENG_DTYPE_Q5_K);
     check_rot(argv[1], "tiny-phi4-k", "q6_k", ENG_DTYPE_Q6_K);
     check_rot(argv[1], "tiny-phi4-k", "q4_1", ENG_DTYPE_Q4_1);
+    check_rot(argv[1], "tiny-phi4-k", "q4_0", ENG_DTYPE_Q4_0);
     static const char *const block_types[] = { "q2_k", "q3_k", "q4_k", "q5_k", "q6_k", "iq4_nl", "iq4_xs" };
     for (size_t i = 0; i < sizeof(block_types) / sizeof(block_types[0]); i++)
         check_block_type(argv[1], argv[2], block_types[i]);
@@ -708,6 +709,7 @@ int main(int argc, char **argv)
     check_k_plan(argv[1], "q4_k", ENG_DTYPE_Q4_K);
     check_k_plan(argv[1], "q5_k", ENG_DTYPE_Q5_K);
     check_k_plan(argv[1], "q4_1", ENG_DTYPE_Q4_1);
+    check_k_plan(argv[1], "q4_0", ENG_DTYPE_Q4_0);
     check_phi3_plan(argv[1]);
     check_phi3_q8(argv[1]);
     check_gemma(argv[1], "tiny-gemma2");
