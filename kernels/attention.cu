@@ -243,6 +243,7 @@ k_attention_decode(const float *__restrict__ q, const uint16_t *__restrict__ k,
             acc[g] = 0.0f;
         if (c < nk) {
             const uint4 *kr = reinterpret_cast<const uint4 *>(kb + (size_t)(k0 + c) * kv_stride);
+#pragma unroll 4
             for (int i = 0; i < dpp / 8; i++) {
                 float f[8];
                 unpack8(__ldg(kr + i), f);
@@ -302,6 +303,8 @@ k_attention_decode(const float *__restrict__ q, const uint16_t *__restrict__ k,
             for (int e = 0; e < 4; e++)
                 o[g][n][e] = 0.0f;
     const uint16_t *vb = v + (size_t)kvh * hd;
+    /* unrolled so that a warp has several rows' loads in flight */
+#pragma unroll 4
     for (int c = warp; c < nk; c += DEC_WARPS) {
         const uint2 *vr = reinterpret_cast<const uint2 *>(vb + (size_t)(k0 + c) * kv_stride);
         uint2 w[NC];
@@ -351,31 +354,65 @@ k_attention_decode(const float *__restrict__ q, const uint16_t *__restrict__ k,
     }
 }
 
-/* out[qi][d] = sum_s o_s[d] e^(m_s - M) / sum_s l_s e^(m_s - M), M = max m_s. */
-__global__ void k_attention_combine(const float *__restrict__ part_o,
-                                    const float *__restrict__ part_ml, float *__restrict__ out,
-                                    long n_q, int hd, int n_split)
+/* out[qi][d] = sum_s o_s[d] e^(m_s - M) / sum_s l_s e^(m_s - M), M = max m_s.
+ * A block per query head: the splits' weights e^(m_s - M) are computed once
+ * into shared memory, then each thread sums its dims over the splits with
+ * the loads independent of each other. (A thread per output element, each
+ * walking the splits twice in dependent steps, took about 20 us at 1024
+ * positions on an H200, more than the attention itself.) */
+enum { COMB_THREADS = 128, COMB_WARPS = COMB_THREADS / 32 };
+enum { COMB_MAX_SPLIT = (int)DEC_MAX_SPLIT > (int)ATT_MAX_SPLIT ? (int)DEC_MAX_SPLIT : (int)ATT_MAX_SPLIT };
+
+__global__ void __launch_bounds__(COMB_THREADS)
+k_attention_combine(const float *__restrict__ part_o, const float *__restrict__ part_ml,
+                    float *__restrict__ out, long n_q, int hd, int n_split)
 {
-    long n = n_q * hd;
-    for (long idx = (long)blockIdx.x * blockDim.x + threadIdx.x; idx < n;
-         idx += (long)gridDim.x * blockDim.x) {
-        long qi = idx / hd;
-        float M = -INFINITY;
-        for (int s = 0; s < n_split; s++)
-            M = fmaxf(M, part_ml[2 * ((size_t)s * n_q + qi)]);
-        float L = 0.0f, O = 0.0f;
-        if (M != -INFINITY) {
-            for (int s = 0; s < n_split; s++) {
-                size_t pi = (size_t)s * n_q + qi;
-                float ms = part_ml[2 * pi];
-                if (ms == -INFINITY)
-                    continue;
-                float f = expf(ms - M);
-                L = fmaf(part_ml[2 * pi + 1], f, L);
-                O = fmaf(part_o[pi * hd + (idx - qi * hd)], f, O);
-            }
+    __shared__ float fs[COMB_MAX_SPLIT];
+    __shared__ float red[COMB_WARPS];
+    const int t = threadIdx.x, lane = t % 32, warp = t / 32;
+    const long qi = blockIdx.x;
+
+    float m = -INFINITY;
+    for (int s = t; s < n_split; s += COMB_THREADS)
+        m = fmaxf(m, part_ml[2 * ((size_t)s * n_q + qi)]);
+    m = si_warp_max(m);
+    if (lane == 0)
+        red[warp] = m;
+    __syncthreads();
+    float M = red[0];
+#pragma unroll
+    for (int w = 1; w < COMB_WARPS; w++)
+        M = fmaxf(M, red[w]);
+    __syncthreads(); /* red is reused below */
+
+    float l = 0.0f;
+    for (int s = t; s < n_split; s += COMB_THREADS) {
+        const size_t pi = (size_t)s * n_q + qi;
+        const float ms = part_ml[2 * pi];
+        const float f = (M == -INFINITY || ms == -INFINITY) ? 0.0f : expf(ms - M);
+        fs[s] = f;
+        l = fmaf(part_ml[2 * pi + 1], f, l);
+    }
+    l = si_warp_sum(l);
+    if (lane == 0)
+        red[warp] = l;
+    __syncthreads();
+    float L = 0.0f;
+#pragma unroll
+    for (int w = 0; w < COMB_WARPS; w++)
+        L += red[w];
+
+    for (int d = t; d < hd; d += COMB_THREADS) {
+        float O = 0.0f;
+#pragma unroll 8
+        for (int s = 0; s < n_split; s++) {
+            /* an empty split's o is not read into the sum (f = 0 there,
+             * and its scratch need not hold a number) */
+            const float o = part_o[((size_t)s * n_q + qi) * hd + d];
+            const float f = fs[s];
+            O = fmaf(f != 0.0f ? o : 0.0f, f, O);
         }
-        out[idx] = L > 0.0f ? O * (1.0f / L) : 0.0f;
+        out[(size_t)qi * hd + d] = L > 0.0f ? O * (1.0f / L) : 0.0f;
     }
 }
 
@@ -584,9 +621,9 @@ static int attention(si_cuda *c, const float *q, const uint16_t *k, const uint16
         SI_LAUNCH_CHECK("k_attention");
     }
     if (ns > 1) {
-        long n = (long)n_q * head_dim;
-        k_attention_combine<<<si_grid(n, 256, 65535), 256, 0, c->stream>>>(po, pml, out, n_q,
-                                                                           head_dim, ns);
+        SI_ARG_CHECK(ns <= COMB_MAX_SPLIT);
+        k_attention_combine<<<(unsigned)n_q, COMB_THREADS, 0, c->stream>>>(po, pml, out, n_q,
+                                                                          head_dim, ns);
         SI_LAUNCH_CHECK("k_attention_combine");
     }
     return 0;

@@ -18,7 +18,7 @@
  */
 #include "si-cuda-impl.cuh"
 
-enum { GEMV_THREADS = 256, GEMV_WARPS = GEMV_THREADS / 32 };
+enum { GEMV_THREADS = 256, GEMV_WARPS = GEMV_THREADS / 32, GEMV_UNROLL = 8 };
 
 /* Up to three matrices sharing x and cols, one launch (decode's q, k and
  * v): row r of the stack is row r - first[m] of matrix m. */
@@ -39,32 +39,48 @@ k_gemv(const gemv_set set, int cols, const float *__restrict__ x)
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     const int rsub = warp / WPR, part = warp % WPR;
     const long srow = (long)blockIdx.x * (GEMV_WARPS / WPR) + rsub;
-    const int rows = set.end[set.n - 1];
-    /* the matrix of this stacked row, and the row in it */
-    int m = 0;
-    while (m < set.n - 1 && srow >= set.end[m])
-        m++;
-    const long row = srow - (m ? set.end[m - 1] : 0);
+    const int rows = set.n == 1 ? set.end[0] : set.n == 2 ? set.end[1] : set.end[2];
+    /* the matrix of this stacked row, and the row in it. Only constant
+     * indices into the set: a computed one (set.w[m]) makes the compiler
+     * copy the parameter block into each thread's local memory, which cost
+     * the output head a third of its bandwidth on an H200. */
+    const uint16_t *wm = set.w[0];
+    const float *bm = set.bias[0];
+    float *ym = set.y[0];
+    long row = srow;
+#pragma unroll
+    for (int i = 1; i < GEMV_MAX_MATS; i++) {
+        if (i < set.n && srow >= set.end[i - 1]) {
+            wm = set.w[i];
+            bm = set.bias[i];
+            ym = set.y[i];
+            row = srow - set.end[i - 1];
+        }
+    }
     float acc = 0.0f;
     if (srow < rows) {
-        const uint16_t *wr = set.w[m] + (size_t)row * cols;
+        const uint16_t *wr = wm + (size_t)row * cols;
         if (VEC) {
+            /* GEMV_UNROLL predicated loads issued before any is used: a
+             * lane's share of the row takes ceil(share / GEMV_UNROLL)
+             * memory latencies, with no serial remainder */
             const uint4 *w4 = reinterpret_cast<const uint4 *>(wr);
             const float4 *x4 = reinterpret_cast<const float4 *>(x);
             const int n8 = cols / 8, step = 32 * WPR;
-            int c = part * 32 + lane;
-            float a1 = 0.0f, a2 = 0.0f, a3 = 0.0f;
-            for (; c + 3 * step < n8; c += 4 * step) {
-                uint4 v0 = __ldcs(w4 + c), v1 = __ldcs(w4 + c + step);
-                uint4 v2 = __ldcs(w4 + c + 2 * step), v3 = __ldcs(w4 + c + 3 * step);
-                acc = si_dot8(v0, __ldg(x4 + 2 * c), __ldg(x4 + 2 * c + 1), acc);
-                a1 = si_dot8(v1, __ldg(x4 + 2 * (c + step)), __ldg(x4 + 2 * (c + step) + 1), a1);
-                a2 = si_dot8(v2, __ldg(x4 + 2 * (c + 2 * step)), __ldg(x4 + 2 * (c + 2 * step) + 1), a2);
-                a3 = si_dot8(v3, __ldg(x4 + 2 * (c + 3 * step)), __ldg(x4 + 2 * (c + 3 * step) + 1), a3);
+            float a[4] = { 0.0f, 0.0f, 0.0f, 0.0f };
+            for (int c = part * 32 + lane; c < n8; c += GEMV_UNROLL * step) {
+                uint4 v[GEMV_UNROLL];
+#pragma unroll
+                for (int u = 0; u < GEMV_UNROLL; u++)
+                    v[u] = c + u * step < n8 ? __ldcs(w4 + c + u * step) : make_uint4(0, 0, 0, 0);
+#pragma unroll
+                for (int u = 0; u < GEMV_UNROLL; u++) {
+                    const int cc = c + u * step;
+                    if (cc < n8)
+                        a[u % 4] = si_dot8(v[u], __ldg(x4 + 2 * cc), __ldg(x4 + 2 * cc + 1), a[u % 4]);
+                }
             }
-            for (; c < n8; c += step)
-                acc = si_dot8(__ldcs(w4 + c), __ldg(x4 + 2 * c), __ldg(x4 + 2 * c + 1), acc);
-            acc += (a1 + a2) + a3;
+            acc = (a[0] + a[1]) + (a[2] + a[3]);
         } else {
             for (int k = part * 32 + lane; k < cols; k += 32 * WPR)
                 acc = fmaf(si_h2f(wr[k]), __ldg(x + k), acc);
@@ -73,7 +89,7 @@ k_gemv(const gemv_set set, int cols, const float *__restrict__ x)
     acc = si_warp_sum(acc);
     if (WPR == 1) {
         if (lane == 0 && srow < rows)
-            set.y[m][row] = acc + (set.bias[m] ? set.bias[m][row] : 0.0f);
+            ym[row] = acc + (bm ? bm[row] : 0.0f);
         return;
     }
     /* every thread reaches the barrier: no early return above for WPR > 1 */
@@ -85,7 +101,7 @@ k_gemv(const gemv_set set, int cols, const float *__restrict__ x)
 #pragma unroll
         for (int p = 0; p < WPR; p++)
             s += red[rsub * WPR + p];
-        set.y[m][row] = s + (set.bias[m] ? set.bias[m][row] : 0.0f);
+        ym[row] = s + (bm ? bm[row] : 0.0f);
     }
 }
 
@@ -107,11 +123,12 @@ static int gemv_set_run(si_cuda *c, const gemv_set &set, int cols, const float *
     bool vec = cols % 8 == 0 && (uintptr_t)x % 16 == 0;
     for (int m = 0; m < set.n; m++)
         vec = vec && (uintptr_t)set.w[m] % 16 == 0;
-    /* Smallest WPR that gives ~4 blocks per SM, while each warp part keeps at
-     * least one 256-element chunk of its row. */
+    /* Smallest WPR that gives ~8 blocks per SM (a full SM of 256-thread
+     * blocks), while each warp part keeps at least one 256-element chunk of
+     * its row. */
     long chunks = (cols + 255) / 256;
     int wpr = 1;
-    while (wpr < GEMV_WARPS && rows * wpr / GEMV_WARPS < 4L * c->n_sm && chunks >= 2 * wpr)
+    while (wpr < GEMV_WARPS && rows * wpr / GEMV_WARPS < 8L * c->n_sm && chunks >= 2 * wpr)
         wpr *= 2;
     switch (wpr) {
     case 1:

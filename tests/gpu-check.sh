@@ -23,7 +23,8 @@
 #      picked per token by a sketch (--pick token), then dense decode
 #      sampled (--sample: the logits row back and the host's sampler each
 #      token, against greedy's 4 bytes), on each model in time
-#   6. where Nsight Compute (ncu) and python3 are there: a per-kernel
+#   6. where Nsight Compute (ncu) and python3 are there (and SI_GPU_NCU is
+#      not 0; on an H200 a profile takes about 150 s): a per-kernel
 #      profile of a short decode through the engine on the first model,
 #      dense, phi 0.4 and phi 0.4 picked per token, launched op by op
 #      (tests/ncu-summary.py: time, share and DRAM GB/s per kernel)
@@ -31,8 +32,8 @@
 #      (summary), bench-<model>.json, engine-<model>-{dense,phi,direct,pick,sample}.json
 #      and profile-<model>-{dense,phi,pick}.json, with logs beside them.
 #
-# Usage: tests/gpu-check.sh          (from anywhere; BUILD, MODEL_DIR, OUT, SI_GPU_MODELS
-#                                     override)
+# Usage: tests/gpu-check.sh          (from anywhere; BUILD, MODEL_DIR, OUT, SI_GPU_MODELS,
+#                                     SI_GPU_DEADLINE, SI_GPU_NCU override)
 #        SI_GPU_PREBUILT=DIR tests/gpu-check.sh
 #                                     skips step 1 and runs the binaries under
 #                                     DIR/tests and DIR/tools, built elsewhere
@@ -136,7 +137,7 @@ else
     fi
     log "building"
     if ! ninja -C "$BUILD" tests/test-cuda-ops tests/test-cuda-backend tests/test-cuda-model \
-        tests/test-prompt-cache \
+        tests/test-prompt-cache tests/test-shift \
         tools/si-cuda-bench tools/si-synth tools/si-bench > "$OUT_DIR/build.log" 2>&1; then
         tail -40 "$OUT_DIR/build.log"
         note build failed
@@ -269,6 +270,10 @@ engine_bench() {
 ncu_profile() {
     local m=$1 f="$MODEL_DIR/$1-f16.gguf" v extra ncu
     ncu=$(command -v ncu || ls /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2> /dev/null | head -1)
+    if [ "${SI_GPU_NCU:-1}" = 0 ]; then
+        note "profile_$m" "skipped (SI_GPU_NCU=0)"
+        return
+    fi
     if [ -z "$ncu" ] || ! command -v python3 > /dev/null; then
         note "profile_$m" "no ncu or python3"
         return
