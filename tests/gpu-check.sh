@@ -24,7 +24,8 @@
 #      sampled (--sample: the logits row back and the host's sampler each
 #      token, against greedy's 4 bytes), on each model in time
 #   6. where Nsight Compute (ncu) and python3 are there (and SI_GPU_NCU is
-#      not 0; on an H200 a profile takes about 150 s): a per-kernel
+#      not 0; an unfiltered profile took over 150 s on an H200, so only
+#      the decode step's kernels are profiled): a per-kernel
 #      profile of a short decode through the engine on the first model,
 #      dense, phi 0.4 and phi 0.4 picked per token, launched op by op
 #      (tests/ncu-summary.py: time, share and DRAM GB/s per kernel)
@@ -287,7 +288,13 @@ ncu_profile() {
         [ $v = phi ] && extra="--phi 0.4"
         [ $v = pick ] && extra="--phi 0.4 --pick token"
         log "profile $m $v"
+        # only the kernels of a decode step: every launch of the run
+        # (loading, cuBLAS prefill, the shift check) took past 150 s on
+        # Llama-3.2-3B; norms, ropes and the combine of the 16-token
+        # prefill still pass the filter
         if ENG_CUDA_GRAPHS=0 timeout 150 "$ncu" --clock-control none --csv \
+            --kernel-name-base function \
+            -k "regex:^k_(gemv|rmsnorm|rope_store|attention_decode|attention_combine|ffn_act|ffn_down|ffn_reduce|argmax|pick_score|pick_select)" \
             --metrics gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum \
             "$BUILD/tools/si-bench" -m "$f" --backend cuda -p 16 -n 4 -r 1 $extra \
             > "$OUT_DIR/profile-$m-$v.csv" 2> "$OUT_DIR/profile-$m-$v.log" &&
