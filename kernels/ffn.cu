@@ -29,6 +29,7 @@ enum {
     FFN_MIN_CHUNK = 64,         /* selected indices per down block, at least */
     FFN_SLOT_CHUNK = 1024,      /* prefill: selected indices per GEMM pair */
     FFN_DOWN_UNROLL = 8,        /* down rows per step: 8-byte loads in flight per thread */
+    FFN_ACT_UNROLL = 8,         /* 16-byte gate and up loads in flight per lane, each */
 };
 
 __device__ __forceinline__ int slot_of(const int32_t *__restrict__ sel, long j, int n_slots)
@@ -57,25 +58,35 @@ k_ffn_act(const uint16_t *__restrict__ gate_up, int E, int n_slots, const int32_
     const uint16_t *g = gate_up + (size_t)s * 2 * E, *u = g + E;
     float ga = 0.0f, ua = 0.0f;
     if (VEC) {
+        /* FFN_ACT_UNROLL predicated gate and up loads a lane issued before
+         * any is used: a row of n_embd 3072 (12 loads a lane) in one
+         * memory latency instead of six, as the GEMV does */
         const uint4 *g4 = reinterpret_cast<const uint4 *>(g), *u4 = reinterpret_cast<const uint4 *>(u);
         const float4 *x4 = reinterpret_cast<const float4 *>(x);
         const int n8 = E / 8;
-        int c = lane;
         float gb = 0.0f, ub = 0.0f;
-        for (; c + 32 < n8; c += 64) {
-            uint4 g0 = __ldcs(g4 + c), u0 = __ldcs(u4 + c);
-            uint4 g1 = __ldcs(g4 + c + 32), u1 = __ldcs(u4 + c + 32);
-            float4 xa = __ldg(x4 + 2 * c), xb = __ldg(x4 + 2 * c + 1);
-            float4 xc = __ldg(x4 + 2 * (c + 32)), xd = __ldg(x4 + 2 * (c + 32) + 1);
-            ga = si_dot8(g0, xa, xb, ga);
-            ua = si_dot8(u0, xa, xb, ua);
-            gb = si_dot8(g1, xc, xd, gb);
-            ub = si_dot8(u1, xc, xd, ub);
-        }
-        for (; c < n8; c += 32) {
-            float4 xa = __ldg(x4 + 2 * c), xb = __ldg(x4 + 2 * c + 1);
-            ga = si_dot8(__ldcs(g4 + c), xa, xb, ga);
-            ua = si_dot8(__ldcs(u4 + c), xa, xb, ua);
+        for (int c = lane; c < n8; c += 32 * FFN_ACT_UNROLL) {
+            uint4 gv[FFN_ACT_UNROLL], uv[FFN_ACT_UNROLL];
+#pragma unroll
+            for (int k = 0; k < FFN_ACT_UNROLL; k++) {
+                const int cc = c + 32 * k;
+                gv[k] = cc < n8 ? __ldcs(g4 + cc) : make_uint4(0, 0, 0, 0);
+                uv[k] = cc < n8 ? __ldcs(u4 + cc) : make_uint4(0, 0, 0, 0);
+            }
+#pragma unroll
+            for (int k = 0; k < FFN_ACT_UNROLL; k++) {
+                const int cc = c + 32 * k;
+                if (cc >= n8)
+                    break;
+                float4 xa = __ldg(x4 + 2 * cc), xb = __ldg(x4 + 2 * cc + 1);
+                if (k % 2) {
+                    gb = si_dot8(gv[k], xa, xb, gb);
+                    ub = si_dot8(uv[k], xa, xb, ub);
+                } else {
+                    ga = si_dot8(gv[k], xa, xb, ga);
+                    ua = si_dot8(uv[k], xa, xb, ua);
+                }
+            }
         }
         ga += gb;
         ua += ub;
