@@ -2,12 +2,14 @@
  * the CPU reference does (ggml_float), so both agree to float rounding. */
 #include "si-cuda-impl.cuh"
 
-/* A block of 1024 threads per token. Where the row is float4-aligned and
- * short enough (n_embd up to NORM_THREADS * 4 * NORM_VEC = 8192), each
- * thread loads its elements (and the residual's) into registers at once,
- * so a token takes two memory latencies, not one per element in turn: a
- * decode norm of 256 threads walking 3072 elements took 8 us on an H200,
- * its loads serialized by the possible aliasing of x and y. */
+/* A block per token, of a warp per 128 elements (float4 a thread) up to
+ * 1024 threads: 768 for n_embd 3072, 32 for a head of 128 (the per-head
+ * q/k norms run one block per head). Where the row is float4-aligned and
+ * short enough (up to 1024 * 4 * NORM_VEC = 8192), each thread loads its
+ * elements (and the residual's) into registers at once, so a token takes
+ * two memory latencies, not one per element in turn: a decode norm of 256
+ * threads walking 3072 elements took 8 us on an H200, its loads
+ * serialized by the possible aliasing of x and y. */
 enum { NORM_THREADS = 1024, NORM_WARPS = NORM_THREADS / 32, NORM_VEC = 2 };
 
 __device__ __forceinline__ double warp_sum_d(double v)
@@ -18,7 +20,7 @@ __device__ __forceinline__ double warp_sum_d(double v)
     return v;
 }
 
-/* the block's sum of s, in every thread */
+/* the block's sum of s, in every thread (blockDim.x a multiple of 32) */
 __device__ __forceinline__ double block_sum_d(double s, double *red)
 {
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
@@ -27,7 +29,7 @@ __device__ __forceinline__ double block_sum_d(double s, double *red)
         red[warp] = s;
     __syncthreads();
     if (warp == 0) {
-        s = lane < NORM_WARPS ? red[lane] : 0.0;
+        s = lane < (int)(blockDim.x / 32) ? red[lane] : 0.0;
         s = warp_sum_d(s);
         if (lane == 0)
             red[0] = s;
@@ -55,6 +57,7 @@ k_rmsnorm(float *x, const float *__restrict__ res, const float *__restrict__ wei
     float *xt = x + (size_t)blockIdx.x * n;
     float *yt = y + (size_t)blockIdx.x * n;
     const float *rt = res ? res + (size_t)blockIdx.x * n : NULL;
+    const int nt = blockDim.x;
 
     if (VEC) {
         float4 *x4 = reinterpret_cast<float4 *>(xt);
@@ -63,7 +66,7 @@ k_rmsnorm(float *x, const float *__restrict__ res, const float *__restrict__ wei
         float4 v[NORM_VEC];
 #pragma unroll
         for (int u = 0; u < NORM_VEC; u++) {
-            const int i = threadIdx.x + u * NORM_THREADS;
+            const int i = threadIdx.x + u * nt;
             v[u] = i < n4 ? x4[i] : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
         }
         if (rt) {
@@ -71,12 +74,12 @@ k_rmsnorm(float *x, const float *__restrict__ res, const float *__restrict__ wei
             float4 r[NORM_VEC];
 #pragma unroll
             for (int u = 0; u < NORM_VEC; u++) {
-                const int i = threadIdx.x + u * NORM_THREADS;
+                const int i = threadIdx.x + u * nt;
                 r[u] = i < n4 ? r4[i] : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
             }
 #pragma unroll
             for (int u = 0; u < NORM_VEC; u++) {
-                const int i = threadIdx.x + u * NORM_THREADS;
+                const int i = threadIdx.x + u * nt;
                 v[u].x = __fadd_rn(v[u].x, r[u].x);
                 v[u].y = __fadd_rn(v[u].y, r[u].y);
                 v[u].z = __fadd_rn(v[u].z, r[u].z);
@@ -94,7 +97,7 @@ k_rmsnorm(float *x, const float *__restrict__ res, const float *__restrict__ wei
         const float4 *w4 = reinterpret_cast<const float4 *>(weight);
 #pragma unroll
         for (int u = 0; u < NORM_VEC; u++) {
-            const int i = threadIdx.x + u * NORM_THREADS;
+            const int i = threadIdx.x + u * nt;
             if (i >= n4)
                 continue;
             const float4 w = weight ? w4[i] : make_float4(1.0f, 1.0f, 1.0f, 1.0f);
@@ -107,7 +110,7 @@ k_rmsnorm(float *x, const float *__restrict__ res, const float *__restrict__ wei
     }
 
     double s = 0.0;
-    for (int i = threadIdx.x; i < n; i += NORM_THREADS) {
+    for (int i = threadIdx.x; i < n; i += nt) {
         float v = xt[i];
         if (rt) {
             v = __fadd_rn(v, rt[i]);
@@ -118,7 +121,7 @@ k_rmsnorm(float *x, const float *__restrict__ res, const float *__restrict__ wei
     s = block_sum_d(s, red);
     float mean = (float)(s / n);
     float scale = 1.0f / sqrtf(mean + eps);
-    for (int i = threadIdx.x; i < n; i += NORM_THREADS)
+    for (int i = threadIdx.x; i < n; i += nt)
         yt[i] = __fmul_rn(__fmul_rn(xt[i], scale), weight ? weight[i] : 1.0f);
 }
 
@@ -128,10 +131,14 @@ static void launch_norm(si_cuda *c, float *x, const float *res, const float *wei
     const bool vec = n % 4 == 0 && n <= NORM_THREADS * 4 * NORM_VEC && (uintptr_t)x % 16 == 0 &&
                      (uintptr_t)y % 16 == 0 && (uintptr_t)res % 16 == 0 &&
                      (uintptr_t)weight % 16 == 0;
+    /* a warp per 128 elements, 1024 threads at most */
+    long nt = ((long)n + 127) / 128 * 32;
+    if (nt > NORM_THREADS)
+        nt = NORM_THREADS;
     if (vec)
-        k_rmsnorm<true><<<n_tokens, NORM_THREADS, 0, c->stream>>>(x, res, weight, y, n, eps);
+        k_rmsnorm<true><<<n_tokens, (unsigned)nt, 0, c->stream>>>(x, res, weight, y, n, eps);
     else
-        k_rmsnorm<false><<<n_tokens, NORM_THREADS, 0, c->stream>>>(x, res, weight, y, n, eps);
+        k_rmsnorm<false><<<n_tokens, (unsigned)nt, 0, c->stream>>>(x, res, weight, y, n, eps);
 }
 
 extern "C" int si_cuda_rmsnorm(si_cuda *c, const float *x, const float *weight, float *y,
