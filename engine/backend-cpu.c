@@ -424,8 +424,7 @@ static void row_to_f32(const kernels *k, eng_dtype dt, const void *src, long n, 
 {
     if (dt == ENG_DTYPE_Q8_0)
         q8_to_f32(src, n, dst);
-    else if (dt == ENG_DTYPE_Q4_K || dt == ENG_DTYPE_Q5_K || dt == ENG_DTYPE_Q6_K ||
-             dt == ENG_DTYPE_Q4_1 || dt == ENG_DTYPE_Q4_0)
+    else if (eng_dtype_block(dt) > 1) /* the K types, Q4_1, Q4_0 */
         eng_dequant_row_f32(ggml_type_of_dtype(dt), src, dst, (size_t)n);
     else if (dt == ENG_DTYPE_F16)
         k->to_f32(src, dst, n);
@@ -1995,8 +1994,8 @@ TGT static void v_ffn_fused(const ffn_args *a, long j0, long j1, float *acc)
         FFN_FUSED_BODY(dot4_q41x16_ffn, axpy2_q8, rs, rd, a)
     } else if (a->w->dtype == ENG_DTYPE_Q4_0 && a->x16) {
         FFN_FUSED_BODY(dot4_q40x16_ffn, axpy2_q8, rs, rd, a)
-    } else if (a->w->dtype == ENG_DTYPE_Q4_K || a->w->dtype == ENG_DTYPE_Q5_K ||
-               a->w->dtype == ENG_DTYPE_Q4_1 || a->w->dtype == ENG_DTYPE_Q4_0) {
+    } else if (eng_ffn_down_dtype(a->w->dtype) != a->w->dtype) {
+        /* the other slots of 4- and 5-bit gate and up rows (down Q8_0) */
         s_ffn_fused(a, j0, j1, acc);
     } else if (a->w->dtype == ENG_DTYPE_F16) {
         FFN_FUSED_BODY(dot4_f16, axpy2_f16, rs, rd, a->x)

@@ -218,7 +218,7 @@ static eng_dtype mat_dtype(const eng_model *m, const gguf_tensor *t)
      * attn_v; the default model's layers: Q4_1) */
     static const eng_dtype kept[] = { ENG_DTYPE_Q4_K, ENG_DTYPE_Q5_K, ENG_DTYPE_Q6_K,
                                       ENG_DTYPE_Q4_1, ENG_DTYPE_Q4_0 };
-    for (int i = 0; i < 5; i++)
+    for (size_t i = 0; i < sizeof(kept) / sizeof(kept[0]); i++)
         if (t->type == ggml_type_of_dtype(kept[i]) && t->ne[0] % eng_dtype_block(kept[i]) == 0 &&
             (dts & 1u << kept[i]))
             return kept[i];
@@ -262,7 +262,7 @@ static eng_dtype ffn_dtype(const eng_model *m, const gguf_file *f)
         return m->info.storage;
     static const eng_dtype kept[] = { ENG_DTYPE_Q4_K, ENG_DTYPE_Q5_K, ENG_DTYPE_Q4_1,
                                       ENG_DTYPE_Q4_0 };
-    for (int i = 0; i < 4; i++)
+    for (size_t i = 0; i < sizeof(kept) / sizeof(kept[0]); i++)
         if (m->info.storage == ENG_DTYPE_F16 && m->q8_matrices &&
             m->info.n_embd % eng_dtype_block(kept[i]) == 0 &&
             (dts & 1u << kept[i]) && (dts & 1u << ENG_DTYPE_Q8_0) &&
@@ -273,8 +273,7 @@ static eng_dtype ffn_dtype(const eng_model *m, const gguf_file *f)
     /* a Q4_K, Q5_K, Q4_1 or Q4_0 gate row kept apart from the rest (some
      * layers of another type, or no q8_matrices), or a Q6_K one (the FFN's
      * kernels take none): Q8_0 with q8_matrices, else the storage */
-    if (dt == ENG_DTYPE_Q4_K || dt == ENG_DTYPE_Q5_K || dt == ENG_DTYPE_Q6_K ||
-        dt == ENG_DTYPE_Q4_1 || dt == ENG_DTYPE_Q4_0)
+    if (dt != ENG_DTYPE_Q8_0 && eng_dtype_block(dt) > 1)
         return m->q8_matrices && (dts & 1u << ENG_DTYPE_Q8_0) ? ENG_DTYPE_Q8_0 : m->info.storage;
     return dt;
 }

@@ -1361,6 +1361,24 @@ static void test_ffn_pick(eng_backend *be, eng_dtype dt)
     test_ffn_pick_random(be, dt);
 }
 
+/* A kept block type's matrices: get_rows, matmul, matmul3 */
+static void test_mats(eng_backend *be, eng_dtype dt)
+{
+    test_get_rows(be, dt);
+    test_matmul(be, dt);
+    test_matmul3(be, dt);
+}
+
+/* Its FFN slots (down rows Q8_0): ffn, ffn_runs, ffn_pick, and the
+ * sketch of E columns, seed S */
+static void test_slots(eng_backend *be, eng_dtype dt, int E, int S)
+{
+    test_ffn(be, dt);
+    test_ffn_runs(be, dt);
+    test_ffn_pick(be, dt);
+    test_sketch_dt(be, dt, E, S);
+}
+
 /* store_kv_q8: rows pos0.. of a Q8_0 cache, ggml's rule: d = f16(max|x| /
  * 127), q = round(x / d) (ties away from zero), so every code is in
  * [-127, 127], the largest value's code is +-127, and d * q is within d / 2
@@ -1578,42 +1596,27 @@ int main(void)
                                                        ENG_DTYPE_F16 });
             /* matrices in Q5_K (a Q5_K_M file's; its v Q6_K), and beside
              * Q4_K rows, which take the same x */
-            test_get_rows(be, ENG_DTYPE_Q5_K);
-            test_matmul(be, ENG_DTYPE_Q5_K);
-            test_matmul3(be, ENG_DTYPE_Q5_K);
+            test_mats(be, ENG_DTYPE_Q5_K);
             test_matmul3_dts(be, (const eng_dtype[3]){ ENG_DTYPE_Q5_K, ENG_DTYPE_Q5_K,
                                                        ENG_DTYPE_Q6_K });
             test_matmul3_dts(be, (const eng_dtype[3]){ ENG_DTYPE_Q4_K, ENG_DTYPE_Q5_K,
                                                        ENG_DTYPE_Q8_0 });
             /* and FFN slots in Q5_K (down rows Q8_0) */
-            test_ffn(be, ENG_DTYPE_Q5_K);
-            test_ffn_runs(be, ENG_DTYPE_Q5_K);
-            test_ffn_pick(be, ENG_DTYPE_Q5_K);
-            test_sketch_dt(be, ENG_DTYPE_Q5_K, 512, 13);
+            test_slots(be, ENG_DTYPE_Q5_K, 512, 13);
             /* matrices and FFN slots (down rows Q8_0) in Q4_1 (the default
              * model's layers), and beside Q8_0 rows, whose x in 16 bits is
              * the same form where they take it */
-            test_get_rows(be, ENG_DTYPE_Q4_1);
-            test_matmul(be, ENG_DTYPE_Q4_1);
-            test_matmul3(be, ENG_DTYPE_Q4_1);
+            test_mats(be, ENG_DTYPE_Q4_1);
             test_matmul3_dts(be, (const eng_dtype[3]){ ENG_DTYPE_Q4_1, ENG_DTYPE_Q8_0,
                                                        ENG_DTYPE_Q4_1 });
             test_matmul3_dts(be, (const eng_dtype[3]){ ENG_DTYPE_Q4_K, ENG_DTYPE_Q4_1,
                                                        ENG_DTYPE_Q6_K });
-            test_ffn(be, ENG_DTYPE_Q4_1);
-            test_ffn_runs(be, ENG_DTYPE_Q4_1);
-            test_ffn_pick(be, ENG_DTYPE_Q4_1);
-            test_sketch_dt(be, ENG_DTYPE_Q4_1, 96, 23);
+            test_slots(be, ENG_DTYPE_Q4_1, 96, 23);
             /* and Q4_0 (Gemma 3's QAT files), m = -8 d */
-            test_get_rows(be, ENG_DTYPE_Q4_0);
-            test_matmul(be, ENG_DTYPE_Q4_0);
-            test_matmul3(be, ENG_DTYPE_Q4_0);
+            test_mats(be, ENG_DTYPE_Q4_0);
             test_matmul3_dts(be, (const eng_dtype[3]){ ENG_DTYPE_Q4_0, ENG_DTYPE_Q4_1,
                                                        ENG_DTYPE_Q8_0 });
-            test_ffn(be, ENG_DTYPE_Q4_0);
-            test_ffn_runs(be, ENG_DTYPE_Q4_0);
-            test_ffn_pick(be, ENG_DTYPE_Q4_0);
-            test_sketch_dt(be, ENG_DTYPE_Q4_0, 96, 23);
+            test_slots(be, ENG_DTYPE_Q4_0, 96, 23);
             test_silu(be);
             /* GeGLU (Gemma): the FFN's kernels under the other activation */
             g_act = ENG_ACT_GELU;
