@@ -706,6 +706,10 @@ int eng_backend_cuda_new(int device, eng_backend **ret_backend, eng_error *err)
     x->device = device;
     const char *env = getenv("ENG_CUDA_GRAPHS");
     x->graphs_off = env && !strcmp(env, "0");
+    /* ENG_CUDA_PDL=0: the decode kernels one after another, without
+     * programmatic dependent launch (to measure what it gives) */
+    env = getenv("ENG_CUDA_PDL");
+    si_cuda_set_pdl(x->c, !(env && !strcmp(env, "0")));
     x->be.iface = &cuda_iface;
     x->be.ctx = x;
     *ret_backend = &x->be;

@@ -207,6 +207,7 @@ k_attention_decode(const float *__restrict__ q, const uint16_t *__restrict__ k,
     float *mls = sm + (dec_shared(group, hd, chunk) / sizeof(float) - 2 * DEC_MAX_G);
     const int t = threadIdx.x, warp = t / 32, lane = t % 32;
     const int kvh = blockIdx.x, split = blockIdx.y, n_split = gridDim.y, h0 = kvh * group;
+    si_pdl_enter();
     if (pos_dev)
         pos0 = *pos_dev;
     /* the split's keys [k0, k0 + nk): chunks from the window's first key
@@ -371,6 +372,7 @@ k_attention_combine(const float *__restrict__ part_o, const float *__restrict__ 
     __shared__ float red[COMB_WARPS];
     const int t = threadIdx.x, lane = t % 32, warp = t / 32;
     const long qi = blockIdx.x;
+    si_pdl_enter();
 
     float m = -INFINITY;
     for (int s = t; s < n_split; s += COMB_THREADS)
@@ -496,39 +498,38 @@ static bool plan_decode(int n_sm, int pos0, int window, int n_head, int n_head_k
 }
 
 template <int TPK, int G>
-static void launch_decode_g(cudaStream_t st, dim3 grid, size_t shm, const float *q,
+static cudaError_t launch_decode_g(const si_cuda *c, dim3 grid, size_t shm, const float *q,
                             const uint16_t *k, const uint16_t *v, float *out, float *po,
                             float *pml, int n_head, int group, int n_head_kv, int hd, int pos0,
                             const int32_t *pos_dev, int chunk, float scale, int window,
                             float softcap)
 {
     if (hd <= 128)
-        k_attention_decode<TPK, G, 1><<<grid, DEC_THREADS, shm, st>>>(
-            q, k, v, out, po, pml, n_head, group, n_head_kv, hd, pos0, pos_dev, chunk, scale,
-            window, softcap);
-    else
-        k_attention_decode<TPK, G, 2><<<grid, DEC_THREADS, shm, st>>>(
-            q, k, v, out, po, pml, n_head, group, n_head_kv, hd, pos0, pos_dev, chunk, scale,
-            window, softcap);
+        return si_launch(c, k_attention_decode<TPK, G, 1>, grid, DEC_THREADS, shm, q, k, v, out, po, pml,
+                         n_head, group, n_head_kv, hd, pos0, pos_dev, chunk, scale, window, softcap);
+    return si_launch(c, k_attention_decode<TPK, G, 2>, grid, DEC_THREADS, shm, q, k, v, out, po, pml,
+                     n_head, group, n_head_kv, hd, pos0, pos_dev, chunk, scale, window, softcap);
 }
 
 template <int TPK>
-static void launch_decode(cudaStream_t st, dim3 grid, size_t shm, const float *q,
+static cudaError_t launch_decode(const si_cuda *c, dim3 grid, size_t shm, const float *q,
                           const uint16_t *k, const uint16_t *v, float *out, float *po, float *pml,
                           int n_head, int group, int n_head_kv, int hd, int pos0,
                           const int32_t *pos_dev, int chunk, float scale, int window, float softcap)
 {
 #define SI_DEC_ARGS \
-    st, grid, shm, q, k, v, out, po, pml, n_head, group, n_head_kv, hd, pos0, pos_dev, chunk, scale, window, \
+    c, grid, shm, q, k, v, out, po, pml, n_head, group, n_head_kv, hd, pos0, pos_dev, chunk, scale, window, \
         softcap
+    cudaError_t e;
     if (group <= 1)
-        launch_decode_g<TPK, 1>(SI_DEC_ARGS);
+        e = launch_decode_g<TPK, 1>(SI_DEC_ARGS);
     else if (group <= 2)
-        launch_decode_g<TPK, 2>(SI_DEC_ARGS);
+        e = launch_decode_g<TPK, 2>(SI_DEC_ARGS);
     else if (group <= 4)
-        launch_decode_g<TPK, 4>(SI_DEC_ARGS);
+        e = launch_decode_g<TPK, 4>(SI_DEC_ARGS);
     else
-        launch_decode_g<TPK, 8>(SI_DEC_ARGS);
+        e = launch_decode_g<TPK, 8>(SI_DEC_ARGS);
+    return e;
 #undef SI_DEC_ARGS
 }
 
@@ -588,16 +589,18 @@ static int attention(si_cuda *c, const float *q, const uint16_t *k, const uint16
     if (dec) {
         dim3 grid((unsigned)n_head_kv, (unsigned)ns);
         size_t shm = dec_shared(group, head_dim, chunk);
+        cudaError_t e;
         if (tpk == 4)
-            launch_decode<4>(c->stream, grid, shm, q, k, v, out, po, pml, n_head, group,
+            e = launch_decode<4>(c, grid, shm, q, k, v, out, po, pml, n_head, group,
                              n_head_kv, head_dim, pos0, pos_dev, chunk, scale, window, softcap);
         else if (tpk == 2)
-            launch_decode<2>(c->stream, grid, shm, q, k, v, out, po, pml, n_head, group,
+            e = launch_decode<2>(c, grid, shm, q, k, v, out, po, pml, n_head, group,
                              n_head_kv, head_dim, pos0, pos_dev, chunk, scale, window, softcap);
         else
-            launch_decode<1>(c->stream, grid, shm, q, k, v, out, po, pml, n_head, group,
-                             n_head_kv, head_dim, pos0, pos_dev, chunk, scale, window, softcap);
-        SI_LAUNCH_CHECK("k_attention_decode");
+            e = launch_decode<1>(c, grid, shm, q, k, v, out, po, pml, n_head, group,
+                                 n_head_kv, head_dim, pos0, pos_dev, chunk, scale, window, softcap);
+        if (e != cudaSuccess)
+            return si_cuda__fail_cuda(e, "launch of k_attention_decode", __FILE__, __LINE__);
     } else {
         dim3 grid((unsigned)((n_q + ATT_WARPS - 1) / ATT_WARPS), (unsigned)ns);
         switch ((head_dim + 31) / 32) {
@@ -622,9 +625,8 @@ static int attention(si_cuda *c, const float *q, const uint16_t *k, const uint16
     }
     if (ns > 1) {
         SI_ARG_CHECK(ns <= COMB_MAX_SPLIT);
-        k_attention_combine<<<(unsigned)n_q, COMB_THREADS, 0, c->stream>>>(po, pml, out, n_q,
-                                                                          head_dim, ns);
-        SI_LAUNCH_CHECK("k_attention_combine");
+        SI_LAUNCH("k_attention_combine", c, k_attention_combine, (unsigned)n_q, COMB_THREADS, 0, po, pml,
+                  out, (long)n_q, head_dim, ns);
     }
     return 0;
 }

@@ -1,7 +1,8 @@
 /* Gated FFN (SwiGLU, or GeGLU with w->gelu) over a subset of neuron slots (neuron-major f16 layout).
  *
  * Decode (one token) reads only the selected slots, in three kernels:
- *   1. k_ffn_act: one warp per selected index j: the gate and up rows of
+ *   1. k_ffn_act: one warp per selected index j (its first loads issued
+ *      before the previous kernel ends, si_launch): the gate and up rows of
  *      slot s_j (2 x n_embd contiguous halves) against x, a_j = act(g) * u
  *      (0 for a slot out of range), into act.
  *   2. k_ffn_down: y = sum_j a_j down[s_j]. A block owns a tile of 128
@@ -29,7 +30,6 @@ enum {
     FFN_MIN_CHUNK = 64,         /* selected indices per down block, at least */
     FFN_SLOT_CHUNK = 1024,      /* prefill: selected indices per GEMM pair */
     FFN_DOWN_UNROLL = 8,        /* down rows per step: 8-byte loads in flight per thread */
-    FFN_ACT_UNROLL = 8,         /* 16-byte gate and up loads in flight per lane, each */
 };
 
 __device__ __forceinline__ int slot_of(const int32_t *__restrict__ sel, long j, int n_slots)
@@ -40,39 +40,41 @@ __device__ __forceinline__ int slot_of(const int32_t *__restrict__ sel, long j, 
 
 /* ---- decode ---- */
 
-template <bool VEC>
+/* pre: the selection is not written by the step's kernels (a plan's, or
+ * all slots), so the first gate and up loads may go before the wait for x
+ * (si_launch); a selection picked per token in the step is read after it. */
+template <bool VEC, int FFN_ACT_UNROLL>
 __global__ void __launch_bounds__(FFN_THREADS)
 k_ffn_act(const uint16_t *__restrict__ gate_up, int E, int n_slots, const int32_t *__restrict__ sel,
-          int n_sel, const float *__restrict__ x, float *__restrict__ act, int gelu)
+          int n_sel, const float *__restrict__ x, float *__restrict__ act, int gelu, int pre)
 {
     const int lane = threadIdx.x % 32;
     const long j = (long)blockIdx.x * FFN_WARPS + threadIdx.x / 32;
-    if (j >= n_sel)
-        return; /* no barriers in this kernel */
-    const int s = slot_of(sel, j, n_slots);
-    if (s < 0) {
-        if (lane == 0)
-            act[j] = 0.0f;
-        return;
-    }
-    const uint16_t *g = gate_up + (size_t)s * 2 * E, *u = g + E;
+    if (!pre)
+        si_pdl_wait();
+    const int s = j < n_sel ? slot_of(sel, j, n_slots) : -1;
+    const uint16_t *g = gate_up + (size_t)(s < 0 ? 0 : s) * 2 * E, *u = g + E;
     float ga = 0.0f, ua = 0.0f;
     if (VEC) {
         /* FFN_ACT_UNROLL predicated gate and up loads a lane issued before
-         * any is used: a row of n_embd 3072 (12 loads a lane) in one
-         * memory latency instead of six, as the GEMV does */
+         * any is used, the first ones before the wait for x: a row of
+         * n_embd 3072 (12 loads a lane) in three memory latencies instead
+         * of twelve. 4 of each (62 registers) beat 8 (98 registers, 2
+         * blocks an SM) on an H200: more warps resident smooth the waves */
         const uint4 *g4 = reinterpret_cast<const uint4 *>(g), *u4 = reinterpret_cast<const uint4 *>(u);
         const float4 *x4 = reinterpret_cast<const float4 *>(x);
-        const int n8 = E / 8;
+        const int n8 = s < 0 ? 0 : E / 8;
         float gb = 0.0f, ub = 0.0f;
-        for (int c = lane; c < n8; c += 32 * FFN_ACT_UNROLL) {
-            uint4 gv[FFN_ACT_UNROLL], uv[FFN_ACT_UNROLL];
+        int c = lane;
+        uint4 gv[FFN_ACT_UNROLL], uv[FFN_ACT_UNROLL];
 #pragma unroll
-            for (int k = 0; k < FFN_ACT_UNROLL; k++) {
-                const int cc = c + 32 * k;
-                gv[k] = cc < n8 ? __ldcs(g4 + cc) : make_uint4(0, 0, 0, 0);
-                uv[k] = cc < n8 ? __ldcs(u4 + cc) : make_uint4(0, 0, 0, 0);
-            }
+        for (int k = 0; k < FFN_ACT_UNROLL; k++) {
+            const int cc = c + 32 * k;
+            gv[k] = cc < n8 ? __ldcs(g4 + cc) : make_uint4(0, 0, 0, 0);
+            uv[k] = cc < n8 ? __ldcs(u4 + cc) : make_uint4(0, 0, 0, 0);
+        }
+        si_pdl_enter();
+        for (; c < n8; c += 32 * FFN_ACT_UNROLL) {
 #pragma unroll
             for (int k = 0; k < FFN_ACT_UNROLL; k++) {
                 const int cc = c + 32 * k;
@@ -87,20 +89,33 @@ k_ffn_act(const uint16_t *__restrict__ gate_up, int E, int n_slots, const int32_
                     ua = si_dot8(uv[k], xa, xb, ua);
                 }
             }
+            const int cn = c + 32 * FFN_ACT_UNROLL;
+            if (cn < n8) {
+#pragma unroll
+                for (int k = 0; k < FFN_ACT_UNROLL; k++) {
+                    const int cc = cn + 32 * k;
+                    gv[k] = cc < n8 ? __ldcs(g4 + cc) : make_uint4(0, 0, 0, 0);
+                    uv[k] = cc < n8 ? __ldcs(u4 + cc) : make_uint4(0, 0, 0, 0);
+                }
+            }
         }
         ga += gb;
         ua += ub;
     } else {
-        for (int k = lane; k < E; k += 32) {
-            float xv = __ldg(x + k);
-            ga = fmaf(si_h2f(g[k]), xv, ga);
-            ua = fmaf(si_h2f(u[k]), xv, ua);
-        }
+        si_pdl_enter();
+        if (s >= 0)
+            for (int k = lane; k < E; k += 32) {
+                float xv = __ldg(x + k);
+                ga = fmaf(si_h2f(g[k]), xv, ga);
+                ua = fmaf(si_h2f(u[k]), xv, ua);
+            }
     }
+    if (j >= n_sel)
+        return; /* no barriers in this kernel */
     ga = si_warp_sum(ga);
     ua = si_warp_sum(ua);
     if (lane == 0)
-        act[j] = si_act(ga, gelu) * ua;
+        act[j] = s < 0 ? 0.0f : si_act(ga, gelu) * ua; /* 0 for a slot out of range */
 }
 
 template <bool VEC>
@@ -114,6 +129,7 @@ k_ffn_down(const uint16_t *__restrict__ down, int E, int n_slots, const int32_t 
     const long j0 = (long)blockIdx.y * chunk;
     const long j1 = j0 + chunk < n_sel ? j0 + chunk : n_sel;
     float acc[4] = { 0.0f, 0.0f, 0.0f, 0.0f };
+    si_pdl_enter();
     if (c0 < E) {
         /* warp w takes the groups of FFN_DOWN_UNROLL indices starting at
          * j0 + w * FFN_DOWN_UNROLL, every FFN_WARPS-th group */
@@ -185,6 +201,7 @@ k_ffn_reduce(const float *__restrict__ part, int n_chunks, int E, float *__restr
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
     const long c = (long)blockIdx.x * 32 + lane;
     float s = 0.0f;
+    si_pdl_enter();
     if (c < E) {
 #pragma unroll 4
         for (int k = warp; k < n_chunks; k += FFN_WARPS)
@@ -220,7 +237,7 @@ static int down_chunks(int n_sm, int E, int n_sel, int *ret_chunk)
 }
 
 static int ffn_decode(si_cuda *c, const si_cuda_ffn_weights *w, const int32_t *sel, int n_sel, const float *x,
-                      float *y, float *act)
+                      float *y, float *act, bool sel_fixed)
 {
     const int E = w->n_embd;
     int chunk;
@@ -240,23 +257,21 @@ static int ffn_decode(si_cuda *c, const si_cuda_ffn_weights *w, const int32_t *s
 
     bool vec_act = E % 8 == 0 && (uintptr_t)w->gate_up % 16 == 0 && (uintptr_t)x % 16 == 0;
     unsigned g1 = (unsigned)(((long)n_sel + FFN_WARPS - 1) / FFN_WARPS);
-    if (vec_act)
-        k_ffn_act<true><<<g1, FFN_THREADS, 0, c->stream>>>(w->gate_up, E, w->n_slots, sel, n_sel, x, a, w->gelu);
+    if (c->ffn_act_unroll == 8)
+        SI_LAUNCH("k_ffn_act", c, vec_act ? k_ffn_act<true, 8> : k_ffn_act<false, 8>, g1, FFN_THREADS, 0,
+                  w->gate_up, E, w->n_slots, sel, n_sel, x, a, w->gelu, sel_fixed ? 1 : 0);
     else
-        k_ffn_act<false><<<g1, FFN_THREADS, 0, c->stream>>>(w->gate_up, E, w->n_slots, sel, n_sel, x, a, w->gelu);
-    SI_LAUNCH_CHECK("k_ffn_act");
+        SI_LAUNCH("k_ffn_act", c, vec_act ? k_ffn_act<true, 4> : k_ffn_act<false, 4>, g1, FFN_THREADS, 0,
+                  w->gate_up, E, w->n_slots, sel, n_sel, x, a, w->gelu, sel_fixed ? 1 : 0);
 
-    bool vec_down = E % 4 == 0 && (uintptr_t)w->down % 8 == 0;
     dim3 g2((unsigned)(((long)E + FFN_TILE - 1) / FFN_TILE), (unsigned)nc);
-    if (vec_down)
-        k_ffn_down<true><<<g2, FFN_THREADS, 0, c->stream>>>(w->down, E, w->n_slots, sel, n_sel, a, chunk, part);
-    else
-        k_ffn_down<false><<<g2, FFN_THREADS, 0, c->stream>>>(w->down, E, w->n_slots, sel, n_sel, a, chunk, part);
-    SI_LAUNCH_CHECK("k_ffn_down");
+    bool vec_down = E % 4 == 0 && (uintptr_t)w->down % 8 == 0;
+    SI_LAUNCH("k_ffn_down", c, vec_down ? k_ffn_down<true> : k_ffn_down<false>, g2, FFN_THREADS, 0, w->down, E,
+              w->n_slots, sel, n_sel, (const float *)a, chunk, part);
 
     if (nc > 1) {
-        k_ffn_reduce<<<(unsigned)(((long)E + 31) / 32), FFN_THREADS, 0, c->stream>>>(part, nc, E, y);
-        SI_LAUNCH_CHECK("k_ffn_reduce");
+        SI_LAUNCH("k_ffn_reduce", c, k_ffn_reduce, (unsigned)(((long)E + 31) / 32), FFN_THREADS, 0,
+                  (const float *)part, nc, E, y);
     }
     return 0;
 }
@@ -374,8 +389,8 @@ extern "C" size_t si_cuda_ffn_scratch(int n_sm, const si_cuda_ffn_weights *w, in
            (nc > 1 ? si_align256((size_t)nc * w->n_embd * sizeof(float)) : 0);
 }
 
-extern "C" int si_cuda_ffn(si_cuda *c, const si_cuda_ffn_weights *w, const int32_t *sel, int n_sel,
-                           const float *x, float *y, int n_tokens, float *act)
+int si_cuda__ffn(si_cuda *c, const si_cuda_ffn_weights *w, const int32_t *sel, int n_sel, const float *x,
+                 float *y, int n_tokens, float *act, bool sel_fixed)
 {
     SI_ARG_CHECK(c && w && n_sel >= 0 && n_tokens >= 0 && w->n_embd >= 0 && w->n_slots >= 0);
     if (n_tokens == 0 || w->n_embd == 0)
@@ -394,6 +409,12 @@ extern "C" int si_cuda_ffn(si_cuda *c, const si_cuda_ffn_weights *w, const int32
         return 0;
     }
     if (n_tokens == 1)
-        return ffn_decode(c, w, sel, n_sel, x, y, act);
+        return ffn_decode(c, w, sel, n_sel, x, y, act, sel_fixed);
     return ffn_prefill(c, w, sel, n_sel, x, y, n_tokens, act);
+}
+
+extern "C" int si_cuda_ffn(si_cuda *c, const si_cuda_ffn_weights *w, const int32_t *sel, int n_sel,
+                           const float *x, float *y, int n_tokens, float *act)
+{
+    return si_cuda__ffn(c, w, sel, n_sel, x, y, n_tokens, act, true);
 }

@@ -5,8 +5,9 @@
  * rows; WPR warps share one row, each taking every WPR-th 256-element chunk
  * (32 lanes x 8 halves, one uint4 per lane), then summing through shared
  * memory. WPR grows for short matrices (k/v projections) so that there are
- * enough blocks to fill the device. The loop is unrolled by 4 so each lane
- * has 4 independent loads outstanding. Weights are loaded with the
+ * enough blocks to fill the device. Each lane has GEMV_UNROLL independent
+ * loads outstanding; the first of them are issued before the kernel waits
+ * for the one before it (si_launch: programmatic dependent launch). Weights are loaded with the
  * streaming hint (read once), x through the read-only cache (read by every
  * row). Rows whose length is not a multiple of 8, or unaligned pointers,
  * take a scalar path.
@@ -58,33 +59,42 @@ k_gemv(const gemv_set set, int cols, const float *__restrict__ x)
         }
     }
     float acc = 0.0f;
-    if (srow < rows) {
-        const uint16_t *wr = wm + (size_t)row * cols;
-        if (VEC) {
-            /* GEMV_UNROLL predicated loads issued before any is used: a
-             * lane's share of the row takes ceil(share / GEMV_UNROLL)
-             * memory latencies, with no serial remainder */
-            const uint4 *w4 = reinterpret_cast<const uint4 *>(wr);
-            const float4 *x4 = reinterpret_cast<const float4 *>(x);
-            const int n8 = cols / 8, step = 32 * WPR;
-            float a[4] = { 0.0f, 0.0f, 0.0f, 0.0f };
-            for (int c = part * 32 + lane; c < n8; c += GEMV_UNROLL * step) {
-                uint4 v[GEMV_UNROLL];
+    const uint16_t *wr = wm + (size_t)row * cols;
+    if (VEC) {
+        /* GEMV_UNROLL predicated loads issued before any is used: a lane's
+         * share of the row takes ceil(share / GEMV_UNROLL) memory
+         * latencies, with no serial remainder. The first batch is issued
+         * before the wait for x (si_launch): it overlaps the kernel before */
+        const uint4 *w4 = reinterpret_cast<const uint4 *>(wr);
+        const float4 *x4 = reinterpret_cast<const float4 *>(x);
+        const int n8 = srow < rows ? cols / 8 : 0, step = 32 * WPR;
+        float a[4] = { 0.0f, 0.0f, 0.0f, 0.0f };
+        int c = part * 32 + lane;
+        uint4 v[GEMV_UNROLL];
+#pragma unroll
+        for (int u = 0; u < GEMV_UNROLL; u++)
+            v[u] = c + u * step < n8 ? __ldcs(w4 + c + u * step) : make_uint4(0, 0, 0, 0);
+        si_pdl_enter();
+        for (; c < n8; c += GEMV_UNROLL * step) {
+#pragma unroll
+            for (int u = 0; u < GEMV_UNROLL; u++) {
+                const int cc = c + u * step;
+                if (cc < n8)
+                    a[u % 4] = si_dot8(v[u], __ldg(x4 + 2 * cc), __ldg(x4 + 2 * cc + 1), a[u % 4]);
+            }
+            const int cn = c + GEMV_UNROLL * step;
+            if (cn < n8) {
 #pragma unroll
                 for (int u = 0; u < GEMV_UNROLL; u++)
-                    v[u] = c + u * step < n8 ? __ldcs(w4 + c + u * step) : make_uint4(0, 0, 0, 0);
-#pragma unroll
-                for (int u = 0; u < GEMV_UNROLL; u++) {
-                    const int cc = c + u * step;
-                    if (cc < n8)
-                        a[u % 4] = si_dot8(v[u], __ldg(x4 + 2 * cc), __ldg(x4 + 2 * cc + 1), a[u % 4]);
-                }
+                    v[u] = cn + u * step < n8 ? __ldcs(w4 + cn + u * step) : make_uint4(0, 0, 0, 0);
             }
-            acc = (a[0] + a[1]) + (a[2] + a[3]);
-        } else {
+        }
+        acc = (a[0] + a[1]) + (a[2] + a[3]);
+    } else {
+        si_pdl_enter();
+        if (srow < rows)
             for (int k = part * 32 + lane; k < cols; k += 32 * WPR)
                 acc = fmaf(si_h2f(wr[k]), __ldg(x + k), acc);
-        }
     }
     acc = si_warp_sum(acc);
     if (WPR == 1) {
@@ -106,14 +116,13 @@ k_gemv(const gemv_set set, int cols, const float *__restrict__ x)
 }
 
 template <int WPR>
-static void launch(cudaStream_t st, bool vec, const gemv_set &set, int cols, const float *x)
+static cudaError_t launch(const si_cuda *c, bool vec, const gemv_set &set, int cols, const float *x)
 {
     const int rpb = GEMV_WARPS / WPR;
     unsigned grid = (unsigned)(((long)set.end[set.n - 1] + rpb - 1) / rpb);
     if (vec)
-        k_gemv<WPR, true><<<grid, GEMV_THREADS, 0, st>>>(set, cols, x);
-    else
-        k_gemv<WPR, false><<<grid, GEMV_THREADS, 0, st>>>(set, cols, x);
+        return si_launch(c, k_gemv<WPR, true>, grid, GEMV_THREADS, 0, set, cols, x);
+    return si_launch(c, k_gemv<WPR, false>, grid, GEMV_THREADS, 0, set, cols, x);
 }
 
 /* The set's GEMVs in one launch; rows of the stack below 2^31. */
@@ -130,21 +139,23 @@ static int gemv_set_run(si_cuda *c, const gemv_set &set, int cols, const float *
     int wpr = 1;
     while (wpr < GEMV_WARPS && rows * wpr / GEMV_WARPS < 8L * c->n_sm && chunks >= 2 * wpr)
         wpr *= 2;
+    cudaError_t e;
     switch (wpr) {
     case 1:
-        launch<1>(c->stream, vec, set, cols, x);
+        e = launch<1>(c, vec, set, cols, x);
         break;
     case 2:
-        launch<2>(c->stream, vec, set, cols, x);
+        e = launch<2>(c, vec, set, cols, x);
         break;
     case 4:
-        launch<4>(c->stream, vec, set, cols, x);
+        e = launch<4>(c, vec, set, cols, x);
         break;
     default:
-        launch<8>(c->stream, vec, set, cols, x);
+        e = launch<8>(c, vec, set, cols, x);
         break;
     }
-    SI_LAUNCH_CHECK("k_gemv");
+    if (e != cudaSuccess)
+        return si_cuda__fail_cuda(e, "launch of k_gemv", __FILE__, __LINE__);
     return 0;
 }
 

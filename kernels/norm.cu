@@ -58,6 +58,7 @@ k_rmsnorm(float *x, const float *__restrict__ res, const float *__restrict__ wei
     float *yt = y + (size_t)blockIdx.x * n;
     const float *rt = res ? res + (size_t)blockIdx.x * n : NULL;
     const int nt = blockDim.x;
+    si_pdl_enter();
 
     if (VEC) {
         float4 *x4 = reinterpret_cast<float4 *>(xt);
@@ -125,8 +126,8 @@ k_rmsnorm(float *x, const float *__restrict__ res, const float *__restrict__ wei
         yt[i] = __fmul_rn(__fmul_rn(xt[i], scale), weight ? weight[i] : 1.0f);
 }
 
-static void launch_norm(si_cuda *c, float *x, const float *res, const float *weight, float *y,
-                        int n_tokens, int n, float eps)
+static cudaError_t launch_norm(si_cuda *c, float *x, const float *res, const float *weight, float *y,
+                               int n_tokens, int n, float eps)
 {
     const bool vec = n % 4 == 0 && n <= NORM_THREADS * 4 * NORM_VEC && (uintptr_t)x % 16 == 0 &&
                      (uintptr_t)y % 16 == 0 && (uintptr_t)res % 16 == 0 &&
@@ -136,9 +137,8 @@ static void launch_norm(si_cuda *c, float *x, const float *res, const float *wei
     if (nt > NORM_THREADS)
         nt = NORM_THREADS;
     if (vec)
-        k_rmsnorm<true><<<n_tokens, (unsigned)nt, 0, c->stream>>>(x, res, weight, y, n, eps);
-    else
-        k_rmsnorm<false><<<n_tokens, (unsigned)nt, 0, c->stream>>>(x, res, weight, y, n, eps);
+        return si_launch(c, k_rmsnorm<true>, n_tokens, (unsigned)nt, 0, x, res, weight, y, n, eps);
+    return si_launch(c, k_rmsnorm<false>, n_tokens, (unsigned)nt, 0, x, res, weight, y, n, eps);
 }
 
 extern "C" int si_cuda_rmsnorm(si_cuda *c, const float *x, const float *weight, float *y,
@@ -149,8 +149,9 @@ extern "C" int si_cuda_rmsnorm(si_cuda *c, const float *x, const float *weight, 
         return 0;
     SI_ARG_CHECK(x && y);
     /* the kernel writes x only with a residual */
-    launch_norm(c, (float *)x, nullptr, weight, y, n_tokens, n, eps);
-    SI_LAUNCH_CHECK("k_rmsnorm");
+    cudaError_t e = launch_norm(c, (float *)x, nullptr, weight, y, n_tokens, n, eps);
+    if (e != cudaSuccess)
+        return si_cuda__fail_cuda(e, "launch of k_rmsnorm", __FILE__, __LINE__);
     return 0;
 }
 
@@ -161,7 +162,8 @@ extern "C" int si_cuda_add_rmsnorm(si_cuda *c, float *x, const float *res, const
     if (n_tokens == 0 || n == 0)
         return 0;
     SI_ARG_CHECK(x && res && y);
-    launch_norm(c, x, res, weight, y, n_tokens, n, eps);
-    SI_LAUNCH_CHECK("k_rmsnorm");
+    cudaError_t e = launch_norm(c, x, res, weight, y, n_tokens, n, eps);
+    if (e != cudaSuccess)
+        return si_cuda__fail_cuda(e, "launch of k_rmsnorm", __FILE__, __LINE__);
     return 0;
 }

@@ -99,6 +99,7 @@ __global__ void k_rope_store(float *q, float *k, const float *__restrict__ v, in
                              const float *__restrict__ freq_factors, int neox,
                              uint16_t *__restrict__ kc, uint16_t *__restrict__ vc)
 {
+    si_pdl_enter();
     if (pos_dev)
         pos0 = *pos_dev;
     const int off = neox ? half : 1, stride = neox ? 1 : 2;
@@ -147,10 +148,9 @@ static int rope_store(si_cuda *c, float *q, float *k, const float *v, int n_toke
     if (n_tokens == 0 || (n_head_kv == 0 && n_head == 0))
         return 0;
     SI_ARG_CHECK(q && k && v && kc && vc);
-    k_rope_store<<<si_grid(n_items, ROPE_THREADS, 65535), ROPE_THREADS, 0, c->stream>>>(
-        q, k, v, n_tokens, n_head, n_head_kv, head_dim, half, n_rot, pos0, pos_dev, freq_base,
-        freq_factors, neox ? 1 : 0, kc, vc);
-    SI_LAUNCH_CHECK("k_rope_store");
+    SI_LAUNCH("k_rope_store", c, k_rope_store, si_grid(n_items, ROPE_THREADS, 65535), ROPE_THREADS, 0,
+              q, k, v, n_tokens, n_head, n_head_kv, head_dim, half, n_rot, pos0, pos_dev, freq_base,
+              freq_factors, neox ? 1 : 0, kc, vc);
     return 0;
 }
 

@@ -493,7 +493,8 @@ extern "C" int si_cuda_ffn_pick(si_cuda *c, const si_cuda_ffn_weights *w, const 
         SI_LAUNCH_CHECK("k_pick_score");
         k_pick_select<<<1, PICK_THREADS, 0, c->stream>>>(score, n, k, sel);
         SI_LAUNCH_CHECK("k_pick_select");
-        int r = si_cuda_ffn(c, w, sel, k, xt, y + (size_t)t * E, 1, NULL);
+        /* sel is written by k_pick_select just before: read after the wait */
+        int r = si_cuda__ffn(c, w, sel, k, xt, y + (size_t)t * E, 1, NULL, false);
         if (r < 0)
             return r;
     }

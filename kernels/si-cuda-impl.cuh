@@ -22,6 +22,9 @@ struct si_cuda {
     void *scratch;           /* device, grows with si_cuda_reserve */
     size_t scratch_size;
     int n_graphs;            /* live graphs: they hold scratch pointers, so no growth */
+    bool pdl_ok;             /* compute capability 9.0 or later */
+    bool pdl;                /* launch decode kernels with programmatic dependence */
+    int ffn_act_unroll;      /* a kernel variant (si_cuda_set_variant) */
 };
 
 /* Record an error (printf format) in the thread-local string; returns code. */
@@ -60,6 +63,43 @@ int si_cuda__fail_blas(cublasStatus_t s, const char *stmt, const char *file, int
                                  __LINE__);                                                  \
     } while (0)
 
+/* Launch through cudaLaunchKernelEx, with programmatic dependent launch
+ * when c->pdl (Hopper and later): the kernel may start while the one before
+ * it in the stream is still running, once that one's blocks have all called
+ * si_pdl_trigger (or exited). A kernel launched so must call si_pdl_wait
+ * before it reads anything an earlier kernel writes, and before it writes
+ * anything; before the wait it may only read what no kernel of the step
+ * writes (weights). The decode step is a chain of short kernels (about ten
+ * a layer) whose launch, ramp and tail are otherwise dead time between them:
+ * with this, a GEMV's weight loads are issued during the previous kernel's
+ * tail. Returns the launch's error (and clears it from cudaGetLastError). */
+template <typename... KArgs, typename... Args>
+static inline cudaError_t si_launch(const si_cuda *c, void (*kernel)(KArgs...), dim3 grid, dim3 block,
+                                    size_t shm, Args... args)
+{
+    cudaLaunchConfig_t cfg = {};
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[0].val.programmaticStreamSerializationAllowed = 1;
+    cfg.gridDim = grid;
+    cfg.blockDim = block;
+    cfg.dynamicSmemBytes = shm;
+    cfg.stream = c->stream;
+    cfg.attrs = attr;
+    cfg.numAttrs = c->pdl ? 1 : 0;
+    cudaError_t e = cudaLaunchKernelEx(&cfg, kernel, ((KArgs)args)...);
+    if (e != cudaSuccess)
+        (void)cudaGetLastError();
+    return e;
+}
+
+#define SI_LAUNCH(name, ...)                                                                 \
+    do {                                                                                     \
+        cudaError_t e_ = si_launch(__VA_ARGS__);                                             \
+        if (e_ != cudaSuccess)                                                               \
+            return si_cuda__fail_cuda(e_, "launch of " name, __FILE__, __LINE__);            \
+    } while (0)
+
 /* Scratch of at least `bytes`, 256-byte aligned; grows (synchronizing) when
  * too small, which fails with an error during graph capture. */
 int si_cuda__scratch(si_cuda *c, size_t bytes, void **ret);
@@ -67,6 +107,11 @@ int si_cuda__scratch(si_cuda *c, size_t bytes, void **ret);
 /* cuBLAS f16 x f16 -> f32 (matmul.cu): y (ldc) = op(a) b + beta y, column-major. */
 int si_cuda__gemm_f16(si_cuda *c, bool trans_a, int m, int n, int k, const __half *a, int lda,
                       const __half *b, int ldb, float beta, float *y, int ldc);
+/* si_cuda_ffn; sel_fixed: no kernel of the step writes sel (a plan's
+ * selection, or NULL), so its weights may be loaded before the wait of
+ * si_launch (ffn.cu). */
+int si_cuda__ffn(si_cuda *c, const si_cuda_ffn_weights *w, const int32_t *sel, int n_sel, const float *x,
+                 float *y, int n_tokens, float *act, bool sel_fixed);
 /* dst[i] = f16(src[i]) on the context's stream (matmul.cu). */
 int si_cuda__to_f16(si_cuda *c, const float *src, __half *dst, long n);
 
@@ -86,6 +131,32 @@ static inline unsigned si_grid(long n, int per_block, unsigned cap)
 }
 
 /* ---- device helpers ---- */
+
+/* Programmatic dependent launch (si_launch): wait for the kernels before
+ * this one to finish and their writes to be visible; then let the next
+ * kernel's blocks start. No-ops before sm_90 and in a kernel launched
+ * without the attribute. The trigger comes after the wait, so at most one
+ * kernel waits ahead of the running one. */
+__device__ __forceinline__ void si_pdl_wait()
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
+__device__ __forceinline__ void si_pdl_trigger()
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
+/* Both, in a kernel that has nothing to load before the wait. */
+__device__ __forceinline__ void si_pdl_enter()
+{
+    si_pdl_wait();
+    si_pdl_trigger();
+}
 
 __device__ __forceinline__ float si_h2f(uint16_t h)
 {

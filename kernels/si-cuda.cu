@@ -125,6 +125,11 @@ static int ctx_init(si_cuda *c, int device)
     SI_CUDA_CHECK(cudaDeviceGetAttribute(&c->n_sm, cudaDevAttrMultiProcessorCount, device));
     SI_CUDA_CHECK(cudaDeviceGetAttribute(&integrated, cudaDevAttrIntegrated, device));
     c->integrated = integrated != 0;
+    int major = 0;
+    SI_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+    c->pdl_ok = major >= 9;
+    c->pdl = c->pdl_ok;
+    c->ffn_act_unroll = 4;
     SI_CUDA_CHECK(cudaStreamCreateWithFlags(&c->own_stream, cudaStreamNonBlocking));
     c->stream = c->own_stream;
     SI_CUBLAS_CHECK(cublasCreate(&c->blas));
@@ -180,6 +185,24 @@ extern "C" int si_cuda_get_info(si_cuda *c, si_cuda_info *ret)
     (void)cudaGetLastError();
     in.peak_gbps = 2.0 * clock_khz * 1e3 * (bus_bits / 8.0) / 1e9;
     *ret = in;
+    return 0;
+}
+
+extern "C" bool si_cuda_set_pdl(si_cuda *c, bool on)
+{
+    if (!c)
+        return false;
+    c->pdl = on && c->pdl_ok;
+    return c->pdl;
+}
+
+extern "C" int si_cuda_set_variant(si_cuda *c, const char *name, int value)
+{
+    SI_ARG_CHECK(c && name);
+    if (!strcmp(name, "ffn_act_unroll") && (value == 4 || value == 8))
+        c->ffn_act_unroll = value;
+    else
+        return si_cuda__fail(-EINVAL, "no kernel variant %s=%d", name, value);
     return 0;
 }
 
@@ -446,6 +469,29 @@ extern "C" int si_cuda_graph_launch(si_cuda *c, si_cuda_graph *g)
 {
     SI_ARG_CHECK(c && g);
     SI_CUDA_CHECK(cudaGraphLaunch(g->exec, c->stream));
+    return 0;
+}
+
+extern "C" int si_cuda_graph_edges(const si_cuda_graph *g, int *ret_edges, int *ret_programmatic)
+{
+    SI_ARG_CHECK(g && ret_edges && ret_programmatic);
+    size_t n = 0;
+    SI_CUDA_CHECK(cudaGraphGetEdges(g->graph, NULL, NULL, NULL, &n));
+    *ret_edges = (int)n;
+    *ret_programmatic = 0;
+    if (n == 0)
+        return 0;
+    cudaGraphNode_t *from = (cudaGraphNode_t *)calloc(n, sizeof(*from));
+    cudaGraphNode_t *to = (cudaGraphNode_t *)calloc(n, sizeof(*to));
+    cudaGraphEdgeData *data = (cudaGraphEdgeData *)calloc(n, sizeof(*data));
+    cudaError_t e = from && to && data ? cudaGraphGetEdges(g->graph, from, to, data, &n)
+                                       : cudaErrorMemoryAllocation;
+    for (size_t i = 0; e == cudaSuccess && i < n; i++)
+        *ret_programmatic += data[i].type == cudaGraphDependencyTypeProgrammatic;
+    free(from);
+    free(to);
+    free(data);
+    SI_CUDA_CHECK(e);
     return 0;
 }
 

@@ -75,6 +75,18 @@ void si_cuda_free(si_cuda *c); /* NULL: no-op; frees scratch, not the caller's b
 
 /* Device facts; mem_free is queried now (cudaMemGetInfo). */
 int si_cuda_get_info(si_cuda *c, si_cuda_info *ret);
+/* Programmatic dependent launch of the decode kernels (on by default
+ * where the device has it, compute capability 9.0 and later): each may
+ * start, and load its weights, while the kernel before it finishes. Off
+ * launches them one after another as before (for comparison). Returns
+ * whether it is on now. */
+bool si_cuda_set_pdl(si_cuda *c, bool on);
+/* Kernel variants, for benchmarks and tests that compare them in one run:
+ * "ffn_act_unroll" 4 (default) or 8: the FFN decode's gate and up loads a
+ * lane issues before it uses one (8 of each took 98 registers a thread, 2
+ * blocks an SM on an H200; 4 of each 62, and a Llama-3.2-3B token 1.3 %
+ * less time dense, 4.4 % less at phi 0.4). -EINVAL for anything else. */
+int si_cuda_set_variant(si_cuda *c, const char *name, int value);
 /* Makes c's device the calling thread's current device. The CUDA runtime
  * keeps the current device per host thread (device 0 in a new thread), and
  * kernels launch on it: a thread other than the one that created c (a
@@ -277,6 +289,10 @@ int si_cuda_graph_end_update(si_cuda *c, si_cuda_graph **g, bool *ret_updated);
  * nothing of it runs, the stream is usable again, CUDA's error is cleared. */
 void si_cuda_graph_abort(si_cuda *c);
 int si_cuda_graph_launch(si_cuda *c, si_cuda_graph *g);
+/* The graph's dependency edges, and how many of them are programmatic
+ * (si_cuda_set_pdl: the kernel after may start before the one before
+ * ends), for benchmarks to show what a capture kept. */
+int si_cuda_graph_edges(const si_cuda_graph *g, int *ret_edges, int *ret_programmatic);
 void si_cuda_graph_free(si_cuda_graph *g);
 
 #ifdef __cplusplus

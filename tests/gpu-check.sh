@@ -19,18 +19,20 @@
 #   5. whole-model speed through the engine (si-bench --backend cuda):
 #      prefill and decode tok/s, achieved GB/s and share of the nominal
 #      bandwidth, dense vs phi 0.4, then dense again launching op by op
-#      (ENG_CUDA_GRAPHS=0: what the decode graphs gain), then phi 0.4
+#      (ENG_CUDA_GRAPHS=0: what the decode graphs gain; ENG_CUDA_PDL=0:
+#      what programmatic dependent launch gains), then phi 0.4
 #      picked per token by a sketch (--pick token), then dense decode
 #      sampled (--sample: the logits row back and the host's sampler each
 #      token, against greedy's 4 bytes), on each model in time
 #   6. where Nsight Compute (ncu) and python3 are there (and SI_GPU_NCU is
-#      not 0; an unfiltered profile took over 150 s on an H200, so only
+#      not 0; SI_GPU_NCU_VARIANTS picks among dense, phi and pick; an
+#      unfiltered profile took over 150 s on an H200, so only
 #      the decode step's kernels are profiled): a per-kernel
 #      profile of a short decode through the engine on the first model,
 #      dense, phi 0.4 and phi 0.4 picked per token, launched op by op
 #      (tests/ncu-summary.py: time, share and DRAM GB/s per kernel)
 #   7. writes everything as JSON to $OUT (or ./gpu-results): gpu-check.json
-#      (summary), bench-<model>.json, engine-<model>-{dense,phi,direct,pick,sample}.json
+#      (summary), bench-<model>.json, engine-<model>-{dense,nopdl,phi,direct,pick,sample}.json
 #      and profile-<model>-{dense,phi,pick}.json, with logs beside them.
 #
 # Usage: tests/gpu-check.sh          (from anywhere; BUILD, MODEL_DIR, OUT, SI_GPU_MODELS,
@@ -239,7 +241,7 @@ log "models ready: $(ls "$MODEL_DIR" | tr '\n' ' ')"
 # kernel benchmark, so the first model gets them before the deadline.
 engine_bench() {
     local m=$1 f="$MODEL_DIR/$1-f16.gguf" v extra graphs
-    for v in dense phi direct pick sample; do
+    for v in dense nopdl phi direct pick sample; do
         if [ "$(elapsed)" -ge "$DEADLINE" ]; then
             note "engine_${m}_$v" "skipped (deadline)"
             continue
@@ -250,8 +252,10 @@ engine_bench() {
         [ $v = pick ] && extra="--phi 0.4 --pick token"
         [ $v = sample ] && extra="--sample"
         [ $v = direct ] && graphs=0
+        pdl=1
+        [ $v = nopdl ] && pdl=0
         log "engine $m $v"
-        if ENG_CUDA_GRAPHS=$graphs timeout 180 "$BUILD/tools/si-bench" -m "$f" --backend cuda \
+        if ENG_CUDA_GRAPHS=$graphs ENG_CUDA_PDL=$pdl timeout 180 "$BUILD/tools/si-bench" -m "$f" --backend cuda \
             -p 512 -n 128 -r 3 $extra \
             --json > "$OUT_DIR/engine-$m-$v.json" 2> "$OUT_DIR/engine-$m-$v.log"; then
             note "engine_${m}_$v" ok
@@ -279,7 +283,7 @@ ncu_profile() {
         note "profile_$m" "no ncu or python3"
         return
     fi
-    for v in dense phi pick; do
+    for v in ${SI_GPU_NCU_VARIANTS:-dense phi pick}; do
         if [ "$(elapsed)" -ge "$DEADLINE" ]; then
             note "profile_${m}_$v" "skipped (deadline)"
             continue

@@ -731,10 +731,18 @@ static void test_ffn(void)
         { 640, 700, 700, 5, false, false, true },
         { 640, 700, 300, 7, true, true, true },
     };
+    /* the defaults (4 gate/up loads in flight a lane), then 8 */
+    static const char *const var_name[2] = { "", " (act unroll 8)" };
+    for (int var = 0; var < 2; var++)
     for (size_t ci = 0; ci < sizeof(cases) / sizeof(cases[0]); ci++) {
+        OK(si_cuda_set_variant(gc, "ffn_act_unroll", var ? 8 : 4));
         int E = cases[ci].E, S = cases[ci].n_slots, n_sel = cases[ci].n_sel, T = cases[ci].T;
-        cur = T == 1 ? (cases[ci].gelu ? "ffn decode gelu" : "ffn decode")
-                     : (cases[ci].gelu ? "ffn prefill gelu" : "ffn prefill");
+        static char name[64];
+        snprintf(name, sizeof(name), "%s%s",
+                 T == 1 ? (cases[ci].gelu ? "ffn decode gelu" : "ffn decode")
+                        : (cases[ci].gelu ? "ffn prefill gelu" : "ffn prefill"),
+                 var_name[var]);
+        cur = name;
         size_t ngu = (size_t)S * 2 * E, nd = (size_t)S * E;
         uint16_t *gu = rand_half(ngu ? ngu : 1, -1, 1), *dn = rand_half(nd ? nd : 1, -1, 1);
         float *x = frandv((size_t)T * E, -1.5f, 1.5f);
@@ -847,6 +855,8 @@ static void test_ffn(void)
         free(aref);
         free(agot);
     }
+    OK(si_cuda_set_variant(gc, "ffn_act_unroll", 4));
+    CHECK(si_cuda_set_variant(gc, "ffn_act_unroll", 6) == -EINVAL, "an unknown variant was taken");
 }
 
 /* ---- selection, greedy ------------------------------------------------------------------------ */
@@ -1097,6 +1107,102 @@ static void test_graph(void)
     free(b);
 }
 
+/* A chain of decode kernels where each reads what the one before wrote
+ * (x += res, xn = norm(x), res = W xn or FFN(xn), ...; a selection of FFN
+ * neurons and one picked per token), launched with programmatic dependent
+ * launch directly and in a graph, and without it: the kernels are
+ * deterministic, so all three give the same bits. A kernel that read its
+ * input before its wait (si_pdl_wait) would see the previous round's. */
+static void pdl_chain(const uint16_t *dw, const uint16_t *dw3, const si_cuda_ffn_weights *fw,
+                      const int32_t *dsel, int n_sel, const uint8_t *dsketch, void *work, int E,
+                      float *dx, float *dres, const float *dn, float *dxn, float *dq, int rounds)
+{
+    const uint16_t *w3[3] = { dw3, dw3 + (size_t)E * E, dw3 + (size_t)2 * E * E };
+    const int rows3[3] = { E, E / 4, E / 4 };
+    float *y3[3] = { dq, dq + E, dq + E + E / 4 };
+    for (int i = 0; i < rounds; i++) {
+        OK(si_cuda_add_rmsnorm(gc, dx, dres, dn, dxn, 1, E, 1e-5f));
+        OK(si_cuda_gemv3(gc, w3, rows3, E, dxn, NULL, y3));
+        OK(si_cuda_add_rmsnorm(gc, dx, dq, dn, dxn, 1, E, 1e-5f));
+        OK(si_cuda_gemv(gc, dw, E, E, dxn, NULL, dres));
+        OK(si_cuda_add_rmsnorm(gc, dx, dres, dn, dxn, 1, E, 1e-5f));
+        if (i % 2)
+            OK(si_cuda_ffn(gc, fw, dsel, n_sel, dxn, dres, 1, NULL));
+        else
+            OK(si_cuda_ffn_pick(gc, fw, dsketch, n_sel, dxn, dres, 1, work));
+    }
+}
+
+static void test_pdl(void)
+{
+    cur = "dependent launch";
+    const int E = 1024, S = 4096, n_sel = 1600, rounds = 12;
+    uint16_t *w = rand_half((size_t)E * E, -0.05f, 0.05f), *w3 = rand_half((size_t)3 * E * E, -0.05f, 0.05f);
+    uint16_t *gu = rand_half((size_t)S * 2 * E, -0.05f, 0.05f), *dn = rand_half((size_t)S * E, -0.05f, 0.05f);
+    float *x = frandv(E, -1, 1), *nw = frandv(E, 0.5f, 1.5f);
+    int32_t *sel = xmalloc((size_t)n_sel * 4);
+    for (int j = 0; j < n_sel; j++)
+        sel[j] = (int32_t)((j * 7L) % S);
+    uint16_t *dw = dev_copy(w, (size_t)E * E * 2), *dw3 = dev_copy(w3, (size_t)3 * E * E * 2);
+    si_cuda_ffn_weights fw = { E, S, dev_copy(gu, (size_t)S * 2 * E * 2), dev_copy(dn, (size_t)S * E * 2), 0 };
+    int32_t *dsel = dev_copy(sel, (size_t)n_sel * 4);
+    uint8_t *dsketch = dev((size_t)S * 2 * (E / 32) * 18);
+    void *work = dev(si_cuda_ffn_pick_work(S, E));
+    OK(si_cuda_sketch_build(gc, &fw, dsketch));
+    float *dx = dev(E * 4), *dres = dev(E * 4), *dnw = dev_copy(nw, E * 4), *dxn = dev(E * 4);
+    float *dq = dev((size_t)(E + E / 2) * 4);
+    float *out[3];
+    const bool have = si_cuda_set_pdl(gc, true);
+    for (int v = 0; v < 3; v++) {
+        /* 0: one after another; 1: dependent launch, direct; 2: in a graph */
+        si_cuda_set_pdl(gc, v > 0);
+        OK(si_cuda_upload(gc, dx, x, E * 4));
+        OK(si_cuda_upload(gc, dres, x, E * 4));
+        if (v < 2) {
+            pdl_chain(dw, dw3, &fw, dsel, n_sel, dsketch, work, E, dx, dres, dnw, dxn, dq, rounds);
+        } else {
+            si_cuda_graph *g;
+            OK(si_cuda_graph_begin(gc));
+            pdl_chain(dw, dw3, &fw, dsel, n_sel, dsketch, work, E, dx, dres, dnw, dxn, dq, rounds);
+            OK(si_cuda_graph_end(gc, &g));
+            OK(si_cuda_graph_launch(gc, g));
+            OK(si_cuda_sync(gc));
+            si_cuda_graph_free(g);
+        }
+        out[v] = xmalloc(E * 4);
+        get(out[v], dx, E * 4);
+    }
+    si_cuda_set_pdl(gc, true);
+    bool finite = true;
+    for (int i = 0; i < E; i++)
+        finite = finite && isfinite(out[0][i]);
+    CHECK(finite, "the chain's result is not finite");
+    CHECK(memcmp(out[0], out[1], E * 4) == 0, "dependent launch (%s here) differs from plain launches",
+          have ? "on" : "not available");
+    CHECK(memcmp(out[0], out[2], E * 4) == 0, "dependent launch in a graph differs from plain launches");
+    for (int v = 0; v < 3; v++)
+        free(out[v]);
+    dfree(dw);
+    dfree(dw3);
+    dfree((void *)fw.gate_up);
+    dfree((void *)fw.down);
+    dfree(dsel);
+    dfree(dsketch);
+    dfree(work);
+    dfree(dx);
+    dfree(dres);
+    dfree(dnw);
+    dfree(dxn);
+    dfree(dq);
+    free(w);
+    free(w3);
+    free(gu);
+    free(dn);
+    free(x);
+    free(nw);
+    free(sel);
+}
+
 int main(void)
 {
     if (si_cuda_device_count() <= 0) {
@@ -1136,6 +1242,7 @@ int main(void)
     test_argmax();
     test_memory();
     test_graph();
+    test_pdl();
 
     cpu->iface->free(cpu);
     si_cuda_free(gc);

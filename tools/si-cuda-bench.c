@@ -481,6 +481,18 @@ static void bench_kernels(model *m, int iters)
         for (int it = 0; it < iters * A; it++)
             OK(si_cuda_ffn(gc, &m->L[it % A].ffn, sel, n_sel, m->xn, m->ff, 1, NULL));
         report(ffn_case[c], tstop_ms(iters * A) * 1e3, 2.0 * 3 * n_sel * E);
+        if (c == 2)
+            continue;
+        /* the kernel variant: 8 gate/up loads in flight a lane */
+        char name[64];
+        snprintf(name, sizeof(name), "%s_act_unroll_8", ffn_case[c]);
+        OK(si_cuda_set_variant(gc, "ffn_act_unroll", 8));
+        OK(si_cuda_ffn(gc, &m->L[0].ffn, sel, n_sel, m->xn, m->ff, 1, NULL));
+        tstart();
+        for (int it = 0; it < iters * A; it++)
+            OK(si_cuda_ffn(gc, &m->L[it % A].ffn, sel, n_sel, m->xn, m->ff, 1, NULL));
+        report(name, tstop_ms(iters * A) * 1e3, 2.0 * 3 * n_sel * E);
+        OK(si_cuda_set_variant(gc, "ffn_act_unroll", 4));
     }
     int pos = m->ctx - 1;
     tstart();
@@ -509,26 +521,67 @@ static void bench_token(model *m, int iters, int pos)
         for (int it = 0; it < iters; it++)
             forward(m, 1, pos, sel, false, true);
         double ms_direct = tstop_ms(iters);
-        /* one graph */
-        si_cuda_graph *g;
-        OK(si_cuda_graph_begin(gc));
-        forward(m, 1, pos, sel, false, true);
-        OK(si_cuda_graph_end(gc, &g));
-        OK(si_cuda_graph_launch(gc, g));
-        tstart();
-        for (int it = 0; it < iters; it++)
+        /* one graph each: the defaults, then each kernel variant alone
+         * (v 0 the defaults; the others differ from them in one setting) */
+        static const struct {
+            const char *name;
+            int pdl, act_unroll;
+        } var[] = {
+            { "default", 1, 4 },
+            { "without_pdl", 0, 4 },
+            { "ffn_act_unroll_8", 1, 8 },
+        };
+        enum { N_VAR = sizeof(var) / sizeof(var[0]) };
+        double ms_var[N_VAR];
+        int edges = 0, prog_edges = 0;
+        const bool pdl = si_cuda_set_pdl(gc, true);
+        for (int v = 0; v < N_VAR; v++) {
+            ms_var[v] = NAN;
+            if (var[v].pdl == 0 && !pdl)
+                continue; /* the same as the defaults here */
+            si_cuda_set_pdl(gc, var[v].pdl);
+            OK(si_cuda_set_variant(gc, "ffn_act_unroll", var[v].act_unroll));
+            forward(m, 1, pos, sel, false, true); /* scratch for this variant */
+            OK(si_cuda_sync(gc));
+            si_cuda_graph *g;
+            OK(si_cuda_graph_begin(gc));
+            forward(m, 1, pos, sel, false, true);
+            OK(si_cuda_graph_end(gc, &g));
+            if (v == 0)
+                if (si_cuda_graph_edges(g, &edges, &prog_edges) < 0)
+                    edges = prog_edges = -1; /* not known here */
             OK(si_cuda_graph_launch(gc, g));
-        double ms_graph = tstop_ms(iters);
-        si_cuda_graph_free(g);
+            tstart();
+            for (int it = 0; it < iters; it++)
+                OK(si_cuda_graph_launch(gc, g));
+            ms_var[v] = tstop_ms(iters);
+            si_cuda_graph_free(g);
+        }
+        si_cuda_set_pdl(gc, true);
+        OK(si_cuda_set_variant(gc, "ffn_act_unroll", 4));
+        const double ms_graph = ms_var[0];
         double bytes = sel ? weights_sel : weights_dense;
         double gbps = bytes / (ms_graph * 1e-3) / 1e9;
         printf("  token %-9s graph %7.3f ms (%6.1f tok/s, %5.0f GB/s, %4.1f %% of copy bw), "
-               "op by op %7.3f ms\n",
+               "op by op %7.3f ms; graph of %d edges, %d programmatic\n",
                sel ? "selective" : "dense", ms_graph, 1e3 / ms_graph, gbps,
-               100.0 * gbps / ref_gbps(), ms_direct);
+               100.0 * gbps / ref_gbps(), ms_direct, edges, prog_edges);
+        for (int v = 1; v < N_VAR; v++)
+            if (!isnan(ms_var[v]))
+                printf("    variant %-18s %7.3f ms (%.3fx the default's time)\n", var[v].name, ms_var[v],
+                       ms_var[v] / ms_graph);
         jopen(sel ? "selective" : "dense");
         jnum("ms_graph", ms_graph);
         jnum("ms_op_by_op", ms_direct);
+        jnum("pdl", pdl);
+        jnum("graph_edges", edges);
+        jnum("graph_programmatic_edges", prog_edges);
+        for (int v = 1; v < N_VAR; v++)
+            if (!isnan(ms_var[v])) {
+                char key[64];
+                snprintf(key, sizeof(key), "ms_graph_%s", var[v].name);
+                jnum(key, ms_var[v]);
+            }
         jnum("tokens_per_s", 1e3 / ms_graph);
         jnum("weight_bytes", bytes);
         jnum("gbps", gbps);
