@@ -21,7 +21,7 @@
  * computed), H = x GU^T (f32), a = silu(H_gate) * H_up (into act and, as f16,
  * into A), y (+)= A DN. x and a are rounded to f16 for the tensor cores.
  */
-#include "si-cuda-impl.cuh"
+#include "gemv-row.cuh"
 
 enum {
     FFN_THREADS = 256,
@@ -118,10 +118,38 @@ k_ffn_act(const uint16_t *__restrict__ gate_up, int E, int n_slots, const int32_
         act[j] = s < 0 ? 0.0f : si_act(ga, gelu) * ua; /* 0 for a slot out of range */
 }
 
-template <bool VEC>
+/* The "ffn_act_gemv" variant of step 1: the selected slots' gate and up
+ * rows as the rows of one GEMV (gemv-row.cuh: WPR warps a row, WPR chosen
+ * as the GEMV's, so 3277 selected slots make 6554 rows over ~1600 blocks
+ * instead of 410 blocks of a warp per slot), gu[2j] = gate[s_j] . x and
+ * gu[2j + 1] = up[s_j] . x (0 for a slot out of range); the down kernel
+ * applies the activation. pre as k_ffn_act's. */
+template <int WPR, bool VEC>
+__global__ void __launch_bounds__(GEMV_THREADS)
+k_ffn_gu(const uint16_t *__restrict__ gate_up, int E, int n_slots, const int32_t *__restrict__ sel,
+         int n_sel, const float *__restrict__ x, float *__restrict__ gu, int pre)
+{
+    __shared__ float red[GEMV_WARPS];
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const long r = (long)blockIdx.x * (GEMV_WARPS / WPR) + warp / WPR;
+    if (!pre)
+        si_pdl_wait();
+    const int s = r < 2L * n_sel ? slot_of(sel, r >> 1, n_slots) : -1;
+    const uint16_t *wr = gate_up + ((size_t)(s < 0 ? 0 : s) * 2 + (size_t)(r & 1)) * E;
+    const float acc = gemv_row_part<WPR, VEC>(wr, s < 0 ? 0 : E, x, warp % WPR, lane);
+    const float sum = gemv_row_sum<WPR>(acc, red, warp, lane);
+    if (warp % WPR == 0 && lane == 0 && r < 2L * n_sel)
+        gu[r] = s < 0 ? 0.0f : sum;
+}
+
+/* GU: act holds k_ffn_gu's pairs (gate, up) per selected index, and the
+ * kernel applies the activation (gelu); the blocks of the first tile write
+ * a_j into act_out when it is not NULL. */
+template <bool VEC, bool GU>
 __global__ void __launch_bounds__(FFN_THREADS)
 k_ffn_down(const uint16_t *__restrict__ down, int E, int n_slots, const int32_t *__restrict__ sel,
-           int n_sel, const float *__restrict__ act, int chunk, float *__restrict__ out)
+           int n_sel, const float *__restrict__ act, int chunk, float *__restrict__ out, int gelu,
+           float *__restrict__ act_out)
 {
     __shared__ float red[FFN_WARPS][FFN_TILE];
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
@@ -140,7 +168,12 @@ k_ffn_down(const uint16_t *__restrict__ down, int E, int n_slots, const int32_t 
 #pragma unroll
             for (int u = 0; u < FFN_DOWN_UNROLL; u++) {
                 s[u] = j + u < j1 ? slot_of(sel, j + u, n_slots) : -1;
-                a[u] = s[u] >= 0 ? act[j + u] : 0.0f;
+                if (GU)
+                    a[u] = s[u] >= 0 ? si_act(act[2 * (j + u)], gelu) * act[2 * (j + u) + 1] : 0.0f;
+                else
+                    a[u] = s[u] >= 0 ? act[j + u] : 0.0f;
+                if (GU && act_out && blockIdx.x == 0 && lane == 0 && j + u < j1)
+                    act_out[j + u] = a[u];
             }
             if (VEC) {
                 uint2 w[FFN_DOWN_UNROLL];
@@ -242,7 +275,11 @@ static int ffn_decode(si_cuda *c, const si_cuda_ffn_weights *w, const int32_t *s
     const int E = w->n_embd;
     int chunk;
     int nc = down_chunks(c->n_sm, E, n_sel, &chunk);
-    size_t act_b = act ? 0 : si_align256((size_t)n_sel * sizeof(float));
+    /* k_ffn_act's a_j go to the caller's act, or scratch; k_ffn_gu's pairs
+     * always to scratch */
+    size_t act_b = c->ffn_act_gemv ? si_align256((size_t)2 * n_sel * sizeof(float))
+                   : act           ? 0
+                                   : si_align256((size_t)n_sel * sizeof(float));
     size_t part_b = nc > 1 ? si_align256((size_t)nc * E * sizeof(float)) : 0;
     char *scr = NULL;
     if (act_b + part_b) {
@@ -252,22 +289,49 @@ static int ffn_decode(si_cuda *c, const si_cuda_ffn_weights *w, const int32_t *s
             return r;
         scr = (char *)p;
     }
-    float *a = act ? act : (float *)scr;
+    float *a = act && !c->ffn_act_gemv ? act : (float *)scr;
     float *part = nc > 1 ? (float *)(scr + act_b) : y;
 
     bool vec_act = E % 8 == 0 && (uintptr_t)w->gate_up % 16 == 0 && (uintptr_t)x % 16 == 0;
-    unsigned g1 = (unsigned)(((long)n_sel + FFN_WARPS - 1) / FFN_WARPS);
-    if (c->ffn_act_unroll == 8)
-        SI_LAUNCH("k_ffn_act", c, vec_act ? k_ffn_act<true, 8> : k_ffn_act<false, 8>, g1, FFN_THREADS, 0,
-                  w->gate_up, E, w->n_slots, sel, n_sel, x, a, w->gelu, sel_fixed ? 1 : 0);
-    else
-        SI_LAUNCH("k_ffn_act", c, vec_act ? k_ffn_act<true, 4> : k_ffn_act<false, 4>, g1, FFN_THREADS, 0,
-                  w->gate_up, E, w->n_slots, sel, n_sel, x, a, w->gelu, sel_fixed ? 1 : 0);
+    const bool gu = c->ffn_act_gemv;
+    if (gu) {
+        const long rows = 2L * n_sel;
+        const int wpr = gemv_wpr(rows, E, c->n_sm);
+        const unsigned g1 = (unsigned)((rows + GEMV_WARPS / wpr - 1) / (GEMV_WARPS / wpr));
+        const int pre = sel_fixed ? 1 : 0;
+#define SI_GU(W)                                                                               \
+    SI_LAUNCH("k_ffn_gu", c, vec_act ? k_ffn_gu<W, true> : k_ffn_gu<W, false>, g1, GEMV_THREADS, 0, \
+              w->gate_up, E, w->n_slots, sel, n_sel, x, a, pre)
+        if (wpr == 1)
+            SI_GU(1);
+        else if (wpr == 2)
+            SI_GU(2);
+        else if (wpr == 4)
+            SI_GU(4);
+        else
+            SI_GU(8);
+#undef SI_GU
+    } else {
+        unsigned g1 = (unsigned)(((long)n_sel + FFN_WARPS - 1) / FFN_WARPS);
+        if (c->ffn_act_unroll == 8)
+            SI_LAUNCH("k_ffn_act", c, vec_act ? k_ffn_act<true, 8> : k_ffn_act<false, 8>, g1, FFN_THREADS, 0,
+                      w->gate_up, E, w->n_slots, sel, n_sel, x, a, w->gelu, sel_fixed ? 1 : 0);
+        else
+            SI_LAUNCH("k_ffn_act", c, vec_act ? k_ffn_act<true, 4> : k_ffn_act<false, 4>, g1, FFN_THREADS, 0,
+                      w->gate_up, E, w->n_slots, sel, n_sel, x, a, w->gelu, sel_fixed ? 1 : 0);
+    }
 
     dim3 g2((unsigned)(((long)E + FFN_TILE - 1) / FFN_TILE), (unsigned)nc);
     bool vec_down = E % 4 == 0 && (uintptr_t)w->down % 8 == 0;
-    SI_LAUNCH("k_ffn_down", c, vec_down ? k_ffn_down<true> : k_ffn_down<false>, g2, FFN_THREADS, 0, w->down, E,
-              w->n_slots, sel, n_sel, (const float *)a, chunk, part);
+    /* with the pairs in scratch, the caller's act (if any) is written by the down kernel */
+    float *act_out = gu ? act : NULL;
+    if (gu)
+        SI_LAUNCH("k_ffn_down", c, vec_down ? k_ffn_down<true, true> : k_ffn_down<false, true>, g2, FFN_THREADS,
+                  0, w->down, E, w->n_slots, sel, n_sel, (const float *)a, chunk, part, w->gelu, act_out);
+    else
+        SI_LAUNCH("k_ffn_down", c, vec_down ? k_ffn_down<true, false> : k_ffn_down<false, false>, g2,
+                  FFN_THREADS, 0, w->down, E, w->n_slots, sel, n_sel, (const float *)a, chunk, part, w->gelu,
+                  act_out);
 
     if (nc > 1) {
         SI_LAUNCH("k_ffn_reduce", c, k_ffn_reduce, (unsigned)(((long)E + 31) / 32), FFN_THREADS, 0,
@@ -385,7 +449,8 @@ extern "C" size_t si_cuda_ffn_scratch(int n_sm, const si_cuda_ffn_weights *w, in
         return prefill_plan(w->n_embd, n_sel, n_tokens, true).total;
     int chunk;
     int nc = down_chunks(n_sm > 0 ? n_sm : 1, w->n_embd, n_sel, &chunk);
-    return si_align256((size_t)n_sel * sizeof(float)) +
+    /* room for k_ffn_gu's pairs (the "ffn_act_gemv" variant) */
+    return si_align256((size_t)2 * n_sel * sizeof(float)) +
            (nc > 1 ? si_align256((size_t)nc * w->n_embd * sizeof(float)) : 0);
 }
 

@@ -2,24 +2,21 @@
  *
  * Bandwidth bound: every weight byte is read once, so the kernel keeps many
  * 16-byte loads in flight. A block of 256 threads (8 warps) covers 8 / WPR
- * rows; WPR warps share one row, each taking every WPR-th 256-element chunk
- * (32 lanes x 8 halves, one uint4 per lane), then summing through shared
+ * rows; WPR warps share one row (gemv-row.cuh), then sum through shared
  * memory. WPR grows for short matrices (k/v projections) so that there are
  * enough blocks to fill the device. Each lane has GEMV_UNROLL independent
  * loads outstanding; the first of them are issued before the kernel waits
- * for the one before it (si_launch: programmatic dependent launch). Weights are loaded with the
- * streaming hint (read once), x through the read-only cache (read by every
- * row). Rows whose length is not a multiple of 8, or unaligned pointers,
- * take a scalar path.
+ * for the one before it (si_launch: programmatic dependent launch).
+ * Weights are loaded with the streaming hint (read once), x through the
+ * read-only cache (read by every row). Rows whose length is not a multiple
+ * of 8, or unaligned pointers, take a scalar path.
  *
  * Up to three matrices of the same width go in one launch (si_cuda_gemv3:
  * decode's q, k and v), their rows stacked: k and v of a GQA model are
  * small (6 MB for Llama-3.2-3B), and on an H200 each ran as its own kernel
  * at 1.2 TB/s against 2 TB/s for q (the ramp and tail of a few-us kernel).
  */
-#include "si-cuda-impl.cuh"
-
-enum { GEMV_THREADS = 256, GEMV_WARPS = GEMV_THREADS / 32, GEMV_UNROLL = 8 };
+#include "gemv-row.cuh"
 
 /* Up to three matrices sharing x and cols, one launch (decode's q, k and
  * v): row r of the stack is row r - first[m] of matrix m. */
@@ -38,8 +35,7 @@ k_gemv(const gemv_set set, int cols, const float *__restrict__ x)
 {
     __shared__ float red[GEMV_WARPS];
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    const int rsub = warp / WPR, part = warp % WPR;
-    const long srow = (long)blockIdx.x * (GEMV_WARPS / WPR) + rsub;
+    const long srow = (long)blockIdx.x * (GEMV_WARPS / WPR) + warp / WPR;
     const int rows = set.n == 1 ? set.end[0] : set.n == 2 ? set.end[1] : set.end[2];
     /* the matrix of this stacked row, and the row in it. Only constant
      * indices into the set: a computed one (set.w[m]) makes the compiler
@@ -58,61 +54,12 @@ k_gemv(const gemv_set set, int cols, const float *__restrict__ x)
             row = srow - set.end[i - 1];
         }
     }
-    float acc = 0.0f;
-    const uint16_t *wr = wm + (size_t)row * cols;
-    if (VEC) {
-        /* GEMV_UNROLL predicated loads issued before any is used: a lane's
-         * share of the row takes ceil(share / GEMV_UNROLL) memory
-         * latencies, with no serial remainder. The first batch is issued
-         * before the wait for x (si_launch): it overlaps the kernel before */
-        const uint4 *w4 = reinterpret_cast<const uint4 *>(wr);
-        const float4 *x4 = reinterpret_cast<const float4 *>(x);
-        const int n8 = srow < rows ? cols / 8 : 0, step = 32 * WPR;
-        float a[4] = { 0.0f, 0.0f, 0.0f, 0.0f };
-        int c = part * 32 + lane;
-        uint4 v[GEMV_UNROLL];
-#pragma unroll
-        for (int u = 0; u < GEMV_UNROLL; u++)
-            v[u] = c + u * step < n8 ? __ldcs(w4 + c + u * step) : make_uint4(0, 0, 0, 0);
-        si_pdl_enter();
-        for (; c < n8; c += GEMV_UNROLL * step) {
-#pragma unroll
-            for (int u = 0; u < GEMV_UNROLL; u++) {
-                const int cc = c + u * step;
-                if (cc < n8)
-                    a[u % 4] = si_dot8(v[u], __ldg(x4 + 2 * cc), __ldg(x4 + 2 * cc + 1), a[u % 4]);
-            }
-            const int cn = c + GEMV_UNROLL * step;
-            if (cn < n8) {
-#pragma unroll
-                for (int u = 0; u < GEMV_UNROLL; u++)
-                    v[u] = cn + u * step < n8 ? __ldcs(w4 + cn + u * step) : make_uint4(0, 0, 0, 0);
-            }
-        }
-        acc = (a[0] + a[1]) + (a[2] + a[3]);
-    } else {
-        si_pdl_enter();
-        if (srow < rows)
-            for (int k = part * 32 + lane; k < cols; k += 32 * WPR)
-                acc = fmaf(si_h2f(wr[k]), __ldg(x + k), acc);
-    }
-    acc = si_warp_sum(acc);
-    if (WPR == 1) {
-        if (lane == 0 && srow < rows)
-            ym[row] = acc + (bm ? bm[row] : 0.0f);
-        return;
-    }
-    /* every thread reaches the barrier: no early return above for WPR > 1 */
-    if (lane == 0)
-        red[warp] = acc;
-    __syncthreads();
-    if (part == 0 && lane == 0 && srow < rows) {
-        float s = 0.0f;
-#pragma unroll
-        for (int p = 0; p < WPR; p++)
-            s += red[rsub * WPR + p];
-        ym[row] = s + (bm ? bm[row] : 0.0f);
-    }
+    const float acc = gemv_row_part<WPR, VEC>(wm + (size_t)row * cols, srow < rows ? cols : 0, x,
+                                              warp % WPR, lane);
+    /* every thread reaches gemv_row_sum's barrier: no early return above */
+    const float sum = gemv_row_sum<WPR>(acc, red, warp, lane);
+    if (warp % WPR == 0 && lane == 0 && srow < rows)
+        ym[row] = sum + (bm ? bm[row] : 0.0f);
 }
 
 template <int WPR>
@@ -132,13 +79,7 @@ static int gemv_set_run(si_cuda *c, const gemv_set &set, int cols, const float *
     bool vec = cols % 8 == 0 && (uintptr_t)x % 16 == 0;
     for (int m = 0; m < set.n; m++)
         vec = vec && (uintptr_t)set.w[m] % 16 == 0;
-    /* Smallest WPR that gives ~8 blocks per SM (a full SM of 256-thread
-     * blocks), while each warp part keeps at least one 256-element chunk of
-     * its row. */
-    long chunks = (cols + 255) / 256;
-    int wpr = 1;
-    while (wpr < GEMV_WARPS && rows * wpr / GEMV_WARPS < 8L * c->n_sm && chunks >= 2 * wpr)
-        wpr *= 2;
+    const int wpr = gemv_wpr(rows, cols, c->n_sm);
     cudaError_t e;
     switch (wpr) {
     case 1:

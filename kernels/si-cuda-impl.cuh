@@ -24,7 +24,8 @@ struct si_cuda {
     int n_graphs;            /* live graphs: they hold scratch pointers, so no growth */
     bool pdl_ok;             /* compute capability 9.0 or later */
     bool pdl;                /* launch decode kernels with programmatic dependence */
-    int ffn_act_unroll;      /* a kernel variant (si_cuda_set_variant) */
+    int ffn_act_unroll;      /* kernel variants (si_cuda_set_variant) */
+    bool ffn_act_gemv;
 };
 
 /* Record an error (printf format) in the thread-local string; returns code. */

@@ -731,11 +731,13 @@ static void test_ffn(void)
         { 640, 700, 700, 5, false, false, true },
         { 640, 700, 300, 7, true, true, true },
     };
-    /* the defaults (4 gate/up loads in flight a lane), then 8 */
-    static const char *const var_name[2] = { "", " (act unroll 8)" };
-    for (int var = 0; var < 2; var++)
+    /* the defaults (4 gate/up loads in flight a lane), then 8, then the
+     * gate and up rows as one GEMV's */
+    static const char *const var_name[3] = { "", " (act unroll 8)", " (act gemv)" };
+    for (int var = 0; var < 3; var++)
     for (size_t ci = 0; ci < sizeof(cases) / sizeof(cases[0]); ci++) {
-        OK(si_cuda_set_variant(gc, "ffn_act_unroll", var ? 8 : 4));
+        OK(si_cuda_set_variant(gc, "ffn_act_unroll", var == 1 ? 8 : 4));
+        OK(si_cuda_set_variant(gc, "ffn_act_gemv", var == 2));
         int E = cases[ci].E, S = cases[ci].n_slots, n_sel = cases[ci].n_sel, T = cases[ci].T;
         static char name[64];
         snprintf(name, sizeof(name), "%s%s",
@@ -856,6 +858,7 @@ static void test_ffn(void)
         free(agot);
     }
     OK(si_cuda_set_variant(gc, "ffn_act_unroll", 4));
+    OK(si_cuda_set_variant(gc, "ffn_act_gemv", 0));
     CHECK(si_cuda_set_variant(gc, "ffn_act_unroll", 6) == -EINVAL, "an unknown variant was taken");
 }
 
