@@ -15,6 +15,11 @@
  *   3. k_ffn_reduce sums the partials per column, in a fixed order (the
  *      result does not depend on scheduling, unlike float atomics).
  *
+ * Two other ways for decode, kept as variants to time against this one
+ * on a GPU (si_cuda_set_variant "ffn_decode", not yet measured): 1. the
+ * gate and up rows as the rows of one GEMV (k_ffn_gu), the activation in
+ * the down kernel; 2. one pass (k_ffn_fused) and the reduction.
+ *
  * Prefill (several tokens) goes through cuBLAS in chunks of FFN_SLOT_CHUNK
  * selected indices: the chunk's gate/up rows and down rows (gathered into
  * scratch when there is a selection, used in place when all slots 0..n-1 are
@@ -118,7 +123,7 @@ k_ffn_act(const uint16_t *__restrict__ gate_up, int E, int n_slots, const int32_
         act[j] = s < 0 ? 0.0f : si_act(ga, gelu) * ua; /* 0 for a slot out of range */
 }
 
-/* The "ffn_act_gemv" variant of step 1: the selected slots' gate and up
+/* The "ffn_decode" variant 1, step 1: the selected slots' gate and up
  * rows as the rows of one GEMV (gemv-row.cuh: WPR warps a row, WPR chosen
  * as the GEMV's, so 3277 selected slots make 6554 rows over ~1600 blocks
  * instead of 410 blocks of a warp per slot), gu[2j] = gate[s_j] . x and
@@ -251,6 +256,183 @@ k_ffn_reduce(const float *__restrict__ part, int n_chunks, int E, float *__restr
     }
 }
 
+/* The "ffn_decode" variant 2: the whole decode FFN in one pass over the
+ * weights and a reduction. Block b takes the selected indices [b chunk,
+ * (b + 1) chunk), at most one block an SM: (1) its 16 warps compute a_j
+ * for them, a warp a slot at a time (gate and up rows as k_ffn_act, the
+ * next slot's first loads issued before the current slot's sum), into
+ * shared memory; (2) all 512 threads then walk the chunk's down rows, each
+ * a row's 8 consecutive columns (a block reads each 2-byte row whole and
+ * in order), FFN_DOWN_UNROLL rows in flight, and write the block's partial
+ * row; k_ffn_reduce sums the partials in block order. Against k_ffn_act +
+ * k_ffn_down: one kernel's ramp and tail instead of two, and every down
+ * row read contiguously. pre as k_ffn_act's; act_out (not NULL) gets a_j.
+ * Shared memory: chunk floats and chunk ints. */
+enum { FUSED_THREADS = 512, FUSED_WARPS = FUSED_THREADS / 32, FUSED_GU_UNROLL = 4 };
+
+template <bool VEC>
+__global__ void __launch_bounds__(FUSED_THREADS)
+k_ffn_fused(const uint16_t *__restrict__ gate_up, const uint16_t *__restrict__ down, int E, int n_slots,
+            const int32_t *__restrict__ sel, int n_sel, const float *__restrict__ x, int chunk,
+            float *__restrict__ part, float *__restrict__ act_out, int gelu, int pre)
+{
+    extern __shared__ float fsm[];
+    float *as = fsm;                                  /* [chunk] a_j */
+    int *ss = reinterpret_cast<int *>(fsm + chunk);   /* [chunk] slot, -1 out of range */
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+    const long j0 = (long)blockIdx.x * chunk;
+    const int nj = j0 >= n_sel ? 0 : (int)(n_sel - j0 < chunk ? n_sel - j0 : chunk);
+    if (!pre)
+        si_pdl_wait();
+
+    /* (1) a_j, warp by warp */
+    if (VEC) {
+        const int n8 = E / 8;
+        const float4 *x4 = reinterpret_cast<const float4 *>(x);
+        int jj = warp;
+        int s = jj < nj ? slot_of(sel, j0 + jj, n_slots) : -1;
+        uint4 gv[FUSED_GU_UNROLL], uv[FUSED_GU_UNROLL];
+        const uint4 *g4 = reinterpret_cast<const uint4 *>(gate_up + (size_t)(s < 0 ? 0 : s) * 2 * E);
+        const uint4 *u4 = g4 + n8;
+#pragma unroll
+        for (int k = 0; k < FUSED_GU_UNROLL; k++) {
+            const int cc = lane + 32 * k;
+            gv[k] = s >= 0 && cc < n8 ? __ldcs(g4 + cc) : make_uint4(0, 0, 0, 0);
+            uv[k] = s >= 0 && cc < n8 ? __ldcs(u4 + cc) : make_uint4(0, 0, 0, 0);
+        }
+        si_pdl_enter();
+        for (; jj < nj; jj += FUSED_WARPS) {
+            float ga = 0.0f, ua = 0.0f, gb = 0.0f, ub = 0.0f;
+            const int n8s = s < 0 ? 0 : n8;
+            for (int c = lane; c < n8s; c += 32 * FUSED_GU_UNROLL) {
+#pragma unroll
+                for (int k = 0; k < FUSED_GU_UNROLL; k++) {
+                    const int cc = c + 32 * k;
+                    if (cc >= n8s)
+                        break;
+                    const float4 xa = __ldg(x4 + 2 * cc), xb = __ldg(x4 + 2 * cc + 1);
+                    if (k % 2) {
+                        gb = si_dot8(gv[k], xa, xb, gb);
+                        ub = si_dot8(uv[k], xa, xb, ub);
+                    } else {
+                        ga = si_dot8(gv[k], xa, xb, ga);
+                        ua = si_dot8(uv[k], xa, xb, ua);
+                    }
+                }
+                const int cn = c + 32 * FUSED_GU_UNROLL;
+                if (cn < n8s) {
+#pragma unroll
+                    for (int k = 0; k < FUSED_GU_UNROLL; k++) {
+                        const int cc = cn + 32 * k;
+                        gv[k] = cc < n8s ? __ldcs(g4 + cc) : make_uint4(0, 0, 0, 0);
+                        uv[k] = cc < n8s ? __ldcs(u4 + cc) : make_uint4(0, 0, 0, 0);
+                    }
+                }
+            }
+            const int s_cur = s;
+            /* the warp's next slot: its first loads go out before the sums */
+            const int jn = jj + FUSED_WARPS;
+            s = jn < nj ? slot_of(sel, j0 + jn, n_slots) : -1;
+            g4 = reinterpret_cast<const uint4 *>(gate_up + (size_t)(s < 0 ? 0 : s) * 2 * E);
+            u4 = g4 + n8;
+#pragma unroll
+            for (int k = 0; k < FUSED_GU_UNROLL; k++) {
+                const int cc = lane + 32 * k;
+                gv[k] = s >= 0 && cc < n8 ? __ldcs(g4 + cc) : make_uint4(0, 0, 0, 0);
+                uv[k] = s >= 0 && cc < n8 ? __ldcs(u4 + cc) : make_uint4(0, 0, 0, 0);
+            }
+            ga = si_warp_sum(ga + gb);
+            ua = si_warp_sum(ua + ub);
+            if (lane == 0) {
+                const float a = s_cur < 0 ? 0.0f : si_act(ga, gelu) * ua;
+                as[jj] = a;
+                ss[jj] = s_cur;
+                if (act_out)
+                    act_out[j0 + jj] = a;
+            }
+        }
+    } else {
+        si_pdl_enter();
+        for (int jj = warp; jj < nj; jj += FUSED_WARPS) {
+            const int s = slot_of(sel, j0 + jj, n_slots);
+            float ga = 0.0f, ua = 0.0f;
+            if (s >= 0) {
+                const uint16_t *g = gate_up + (size_t)s * 2 * E, *u = g + E;
+                for (int k = lane; k < E; k += 32) {
+                    const float xv = __ldg(x + k);
+                    ga = fmaf(si_h2f(g[k]), xv, ga);
+                    ua = fmaf(si_h2f(u[k]), xv, ua);
+                }
+            }
+            ga = si_warp_sum(ga);
+            ua = si_warp_sum(ua);
+            if (lane == 0) {
+                const float a = s < 0 ? 0.0f : si_act(ga, gelu) * ua;
+                as[jj] = a;
+                ss[jj] = s;
+                if (act_out)
+                    act_out[j0 + jj] = a;
+            }
+        }
+    }
+    __syncthreads();
+
+    /* (2) the block's partial row: sum over its j of a_j down[s_j] */
+    float *out = part + (size_t)blockIdx.x * E;
+    if (VEC) {
+        for (long c0 = 8L * threadIdx.x; c0 < E; c0 += 8L * FUSED_THREADS) {
+            float acc[8] = { 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f };
+            for (int jj = 0; jj < nj; jj += FFN_DOWN_UNROLL) {
+                uint4 w[FFN_DOWN_UNROLL];
+#pragma unroll
+                for (int u = 0; u < FFN_DOWN_UNROLL; u++) {
+                    const int s = jj + u < nj ? ss[jj + u] : -1;
+                    w[u] = s >= 0 ? __ldcs(reinterpret_cast<const uint4 *>(down + (size_t)s * E + c0))
+                                  : make_uint4(0, 0, 0, 0);
+                }
+#pragma unroll
+                for (int u = 0; u < FFN_DOWN_UNROLL; u++) {
+                    const float a = jj + u < nj ? as[jj + u] : 0.0f;
+                    const __half2 *h = reinterpret_cast<const __half2 *>(&w[u]);
+#pragma unroll
+                    for (int q = 0; q < 4; q++) {
+                        const float2 f = __half22float2(h[q]);
+                        acc[2 * q] = fmaf(a, f.x, acc[2 * q]);
+                        acc[2 * q + 1] = fmaf(a, f.y, acc[2 * q + 1]);
+                    }
+                }
+            }
+            float4 *o4 = reinterpret_cast<float4 *>(out + c0);
+            o4[0] = make_float4(acc[0], acc[1], acc[2], acc[3]);
+            o4[1] = make_float4(acc[4], acc[5], acc[6], acc[7]);
+        }
+    } else {
+        for (long c = threadIdx.x; c < E; c += FUSED_THREADS) {
+            float acc = 0.0f;
+            for (int jj = 0; jj < nj; jj++) {
+                const int s = ss[jj];
+                if (s >= 0)
+                    acc = fmaf(as[jj], si_h2f(down[(size_t)s * E + c]), acc);
+            }
+            out[c] = acc;
+        }
+    }
+}
+
+/* Blocks for k_ffn_fused: one an SM at most, a warp's worth of slots each
+ * at least; *ret_chunk slots a block. */
+static int fused_blocks(int n_sm, int n_sel, int *ret_chunk)
+{
+    long nb = ((long)n_sel + FUSED_WARPS - 1) / FUSED_WARPS;
+    if (nb > n_sm)
+        nb = n_sm;
+    if (nb < 1)
+        nb = 1;
+    long chunk = ((long)n_sel + nb - 1) / nb;
+    *ret_chunk = (int)chunk;
+    return (int)(((long)n_sel + chunk - 1) / chunk);
+}
+
 /* How many chunks the down kernel splits the selection into. */
 static int down_chunks(int n_sm, int E, int n_sel, int *ret_chunk)
 {
@@ -274,10 +456,35 @@ static int ffn_decode(si_cuda *c, const si_cuda_ffn_weights *w, const int32_t *s
 {
     const int E = w->n_embd;
     int chunk;
+    if (c->ffn_decode == SI_FFN_DECODE_FUSED) {
+        /* variant 2, where a block's list fits shared memory */
+        const int nb = fused_blocks(c->n_sm, n_sel, &chunk);
+        const size_t shm = (size_t)chunk * (sizeof(float) + sizeof(int));
+        if (shm <= 48 * 1024) {
+            const bool vec = E % 8 == 0 && (uintptr_t)w->gate_up % 16 == 0 && (uintptr_t)w->down % 16 == 0 &&
+                             (uintptr_t)x % 16 == 0 && (nb > 1 || (uintptr_t)y % 16 == 0);
+            float *part = y;
+            if (nb > 1) {
+                void *p;
+                int r = si_cuda__scratch(c, si_align256((size_t)nb * E * sizeof(float)), &p);
+                if (r < 0)
+                    return r;
+                part = (float *)p;
+            }
+            SI_LAUNCH("k_ffn_fused", c, vec ? k_ffn_fused<true> : k_ffn_fused<false>, (unsigned)nb, FUSED_THREADS,
+                      shm, w->gate_up, w->down, E, w->n_slots, sel, n_sel, x, chunk, part, act, w->gelu,
+                      sel_fixed ? 1 : 0);
+            if (nb > 1)
+                SI_LAUNCH("k_ffn_reduce", c, k_ffn_reduce, (unsigned)(((long)E + 31) / 32), FFN_THREADS, 0,
+                          (const float *)part, nb, E, y);
+            return 0;
+        }
+    }
     int nc = down_chunks(c->n_sm, E, n_sel, &chunk);
+    const bool gu_pairs = c->ffn_decode == SI_FFN_DECODE_GEMV;
     /* k_ffn_act's a_j go to the caller's act, or scratch; k_ffn_gu's pairs
      * always to scratch */
-    size_t act_b = c->ffn_act_gemv ? si_align256((size_t)2 * n_sel * sizeof(float))
+    size_t act_b = gu_pairs ? si_align256((size_t)2 * n_sel * sizeof(float))
                    : act           ? 0
                                    : si_align256((size_t)n_sel * sizeof(float));
     size_t part_b = nc > 1 ? si_align256((size_t)nc * E * sizeof(float)) : 0;
@@ -289,11 +496,11 @@ static int ffn_decode(si_cuda *c, const si_cuda_ffn_weights *w, const int32_t *s
             return r;
         scr = (char *)p;
     }
-    float *a = act && !c->ffn_act_gemv ? act : (float *)scr;
+    float *a = act && !gu_pairs ? act : (float *)scr;
     float *part = nc > 1 ? (float *)(scr + act_b) : y;
 
     bool vec_act = E % 8 == 0 && (uintptr_t)w->gate_up % 16 == 0 && (uintptr_t)x % 16 == 0;
-    const bool gu = c->ffn_act_gemv;
+    const bool gu = c->ffn_decode == SI_FFN_DECODE_GEMV;
     if (gu) {
         const long rows = 2L * n_sel;
         const int wpr = gemv_wpr(rows, E, c->n_sm);
@@ -449,9 +656,14 @@ extern "C" size_t si_cuda_ffn_scratch(int n_sm, const si_cuda_ffn_weights *w, in
         return prefill_plan(w->n_embd, n_sel, n_tokens, true).total;
     int chunk;
     int nc = down_chunks(n_sm > 0 ? n_sm : 1, w->n_embd, n_sel, &chunk);
-    /* room for k_ffn_gu's pairs (the "ffn_act_gemv" variant) */
-    return si_align256((size_t)2 * n_sel * sizeof(float)) +
-           (nc > 1 ? si_align256((size_t)nc * w->n_embd * sizeof(float)) : 0);
+    /* room for k_ffn_gu's pairs ("ffn_decode" variant 1) */
+    size_t need = si_align256((size_t)2 * n_sel * sizeof(float)) +
+                  (nc > 1 ? si_align256((size_t)nc * w->n_embd * sizeof(float)) : 0);
+    /* and for k_ffn_fused's partial rows (variant 2) */
+    int fchunk;
+    const int nb = fused_blocks(n_sm > 0 ? n_sm : 1, n_sel, &fchunk);
+    const size_t fused = nb > 1 ? si_align256((size_t)nb * w->n_embd * sizeof(float)) : 0;
+    return need > fused ? need : fused;
 }
 
 int si_cuda__ffn(si_cuda *c, const si_cuda_ffn_weights *w, const int32_t *sel, int n_sel, const float *x,

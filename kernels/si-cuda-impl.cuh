@@ -25,7 +25,7 @@ struct si_cuda {
     bool pdl_ok;             /* compute capability 9.0 or later */
     bool pdl;                /* launch decode kernels with programmatic dependence */
     int ffn_act_unroll;      /* kernel variants (si_cuda_set_variant) */
-    bool ffn_act_gemv;
+    int ffn_decode;          /* SI_FFN_DECODE_* */
 };
 
 /* Record an error (printf format) in the thread-local string; returns code. */
@@ -63,6 +63,11 @@ int si_cuda__fail_blas(cublasStatus_t s, const char *stmt, const char *file, int
             return si_cuda__fail(-EINVAL, "invalid argument: %s at %s:%d", #cond, __FILE__,  \
                                  __LINE__);                                                  \
     } while (0)
+
+/* How a decode FFN runs (the "ffn_decode" variant, ffn.cu): k_ffn_act then
+ * k_ffn_down; the gate/up rows as one GEMV's (k_ffn_gu) then k_ffn_down;
+ * one pass (k_ffn_fused). */
+enum { SI_FFN_DECODE_WARP = 0, SI_FFN_DECODE_GEMV = 1, SI_FFN_DECODE_FUSED = 2 };
 
 /* Launch through cudaLaunchKernelEx, with programmatic dependent launch
  * when c->pdl (Hopper and later): the kernel may start while the one before

@@ -201,8 +201,8 @@ extern "C" int si_cuda_set_variant(si_cuda *c, const char *name, int value)
     SI_ARG_CHECK(c && name);
     if (!strcmp(name, "ffn_act_unroll") && (value == 4 || value == 8))
         c->ffn_act_unroll = value;
-    else if (!strcmp(name, "ffn_act_gemv") && (value == 0 || value == 1))
-        c->ffn_act_gemv = value;
+    else if (!strcmp(name, "ffn_decode") && value >= SI_FFN_DECODE_WARP && value <= SI_FFN_DECODE_FUSED)
+        c->ffn_decode = value;
     else
         return si_cuda__fail(-EINVAL, "no kernel variant %s=%d", name, value);
     return 0;

@@ -85,10 +85,13 @@ bool si_cuda_set_pdl(si_cuda *c, bool on);
  * "ffn_act_unroll" 4 (default) or 8: the FFN decode's gate and up loads a
  * lane issues before it uses one (8 of each took 98 registers a thread, 2
  * blocks an SM on an H200; 4 of each 62, and a Llama-3.2-3B token 1.3 %
- * less time dense, 4.4 % less at phi 0.4). "ffn_act_gemv" 0 (default) or
- * 1: the FFN decode's gate and up rows as the rows of one GEMV, several
- * warps a row where the selection is short, the activation applied by the
- * down kernel (not yet measured on a GPU). -EINVAL for anything else. */
+ * less time dense, 4.4 % less at phi 0.4). "ffn_decode": how a decode
+ * FFN runs: 0 (default) a warp a slot for gate and up, then the down
+ * kernel; 1 the gate and up rows as the rows of one GEMV (several warps a
+ * row where the selection is short), the activation applied by the down
+ * kernel; 2 one pass, a block a share of the slots computing their
+ * activations and then reading their down rows whole, then a reduction.
+ * 1 and 2 are not yet measured on a GPU. -EINVAL for anything else. */
 int si_cuda_set_variant(si_cuda *c, const char *name, int value);
 /* Makes c's device the calling thread's current device. The CUDA runtime
  * keeps the current device per host thread (device 0 in a new thread), and

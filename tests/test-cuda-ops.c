@@ -730,14 +730,15 @@ static void test_ffn(void)
         { 1152, 1000, 400, 1, true, false, true }, /* GeGLU (Gemma 3 1B's n_embd) */
         { 640, 700, 700, 5, false, false, true },
         { 640, 700, 300, 7, true, true, true },
+        { 256, 40, 12, 1, true, true, false },     /* decode, a short list (one fused block) */
     };
     /* the defaults (4 gate/up loads in flight a lane), then 8, then the
-     * gate and up rows as one GEMV's */
-    static const char *const var_name[3] = { "", " (act unroll 8)", " (act gemv)" };
-    for (int var = 0; var < 3; var++)
+     * gate and up rows as one GEMV's, then the one-pass kernel */
+    static const char *const var_name[4] = { "", " (act unroll 8)", " (gate/up gemv)", " (fused)" };
+    for (int var = 0; var < 4; var++)
     for (size_t ci = 0; ci < sizeof(cases) / sizeof(cases[0]); ci++) {
         OK(si_cuda_set_variant(gc, "ffn_act_unroll", var == 1 ? 8 : 4));
-        OK(si_cuda_set_variant(gc, "ffn_act_gemv", var == 2));
+        OK(si_cuda_set_variant(gc, "ffn_decode", var >= 2 ? var - 1 : 0));
         int E = cases[ci].E, S = cases[ci].n_slots, n_sel = cases[ci].n_sel, T = cases[ci].T;
         static char name[64];
         snprintf(name, sizeof(name), "%s%s",
@@ -858,7 +859,7 @@ static void test_ffn(void)
         free(agot);
     }
     OK(si_cuda_set_variant(gc, "ffn_act_unroll", 4));
-    OK(si_cuda_set_variant(gc, "ffn_act_gemv", 0));
+    OK(si_cuda_set_variant(gc, "ffn_decode", 0));
     CHECK(si_cuda_set_variant(gc, "ffn_act_unroll", 6) == -EINVAL, "an unknown variant was taken");
 }
 
@@ -1156,35 +1157,44 @@ static void test_pdl(void)
     float *dq = dev((size_t)(E + E / 2) * 4);
     float *out[3];
     const bool have = si_cuda_set_pdl(gc, true);
-    for (int v = 0; v < 3; v++) {
-        /* 0: one after another; 1: dependent launch, direct; 2: in a graph */
-        si_cuda_set_pdl(gc, v > 0);
-        OK(si_cuda_upload(gc, dx, x, E * 4));
-        OK(si_cuda_upload(gc, dres, x, E * 4));
-        if (v < 2) {
-            pdl_chain(dw, dw3, &fw, dsel, n_sel, dsketch, work, E, dx, dres, dnw, dxn, dq, rounds);
-        } else {
-            si_cuda_graph *g;
-            OK(si_cuda_graph_begin(gc));
-            pdl_chain(dw, dw3, &fw, dsel, n_sel, dsketch, work, E, dx, dres, dnw, dxn, dq, rounds);
-            OK(si_cuda_graph_end(gc, &g));
-            OK(si_cuda_graph_launch(gc, g));
-            OK(si_cuda_sync(gc));
-            si_cuda_graph_free(g);
+    /* each way of running the decode FFN (si_cuda_set_variant "ffn_decode") */
+    for (int fv = 0; fv < 3; fv++) {
+        OK(si_cuda_set_variant(gc, "ffn_decode", fv));
+        for (int v = 0; v < 3; v++) {
+            /* 0: one after another; 1: dependent launch, direct; 2: in a graph */
+            si_cuda_set_pdl(gc, v > 0);
+            OK(si_cuda_upload(gc, dx, x, E * 4));
+            OK(si_cuda_upload(gc, dres, x, E * 4));
+            if (v < 2) {
+                pdl_chain(dw, dw3, &fw, dsel, n_sel, dsketch, work, E, dx, dres, dnw, dxn, dq,
+                          rounds);
+            } else {
+                si_cuda_graph *g;
+                OK(si_cuda_graph_begin(gc));
+                pdl_chain(dw, dw3, &fw, dsel, n_sel, dsketch, work, E, dx, dres, dnw, dxn, dq,
+                          rounds);
+                OK(si_cuda_graph_end(gc, &g));
+                OK(si_cuda_graph_launch(gc, g));
+                OK(si_cuda_sync(gc));
+                si_cuda_graph_free(g);
+            }
+            out[v] = xmalloc(E * 4);
+            get(out[v], dx, E * 4);
         }
-        out[v] = xmalloc(E * 4);
-        get(out[v], dx, E * 4);
+        si_cuda_set_pdl(gc, true);
+        bool finite = true;
+        for (int i = 0; i < E; i++)
+            finite = finite && isfinite(out[0][i]);
+        CHECK(finite, "the chain's result is not finite (ffn_decode %d)", fv);
+        CHECK(memcmp(out[0], out[1], E * 4) == 0,
+              "dependent launch (%s here) differs from plain launches (ffn_decode %d)",
+              have ? "on" : "not available", fv);
+        CHECK(memcmp(out[0], out[2], E * 4) == 0,
+              "dependent launch in a graph differs from plain launches (ffn_decode %d)", fv);
+        for (int v = 0; v < 3; v++)
+            free(out[v]);
     }
-    si_cuda_set_pdl(gc, true);
-    bool finite = true;
-    for (int i = 0; i < E; i++)
-        finite = finite && isfinite(out[0][i]);
-    CHECK(finite, "the chain's result is not finite");
-    CHECK(memcmp(out[0], out[1], E * 4) == 0, "dependent launch (%s here) differs from plain launches",
-          have ? "on" : "not available");
-    CHECK(memcmp(out[0], out[2], E * 4) == 0, "dependent launch in a graph differs from plain launches");
-    for (int v = 0; v < 3; v++)
-        free(out[v]);
+    OK(si_cuda_set_variant(gc, "ffn_decode", 0));
     dfree(dw);
     dfree(dw3);
     dfree((void *)fw.gate_up);

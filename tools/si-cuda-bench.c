@@ -484,17 +484,19 @@ static void bench_kernels(model *m, int iters)
         if (c == 2)
             continue;
         /* the kernel variants: 8 gate/up loads in flight a lane; the gate
-         * and up rows as one GEMV's */
-        for (int v = 0; v < 2; v++) {
+         * and up rows as one GEMV's; one pass */
+        static const char *const vname[3] = { "act_unroll_8", "gate_up_gemv", "fused" };
+        for (int v = 0; v < 3; v++) {
             char name[64];
-            snprintf(name, sizeof(name), "%s_%s", ffn_case[c], v ? "act_gemv" : "act_unroll_8");
-            OK(si_cuda_set_variant(gc, v ? "ffn_act_gemv" : "ffn_act_unroll", v ? 1 : 8));
+            snprintf(name, sizeof(name), "%s_%s", ffn_case[c], vname[v]);
+            OK(si_cuda_set_variant(gc, "ffn_act_unroll", v == 0 ? 8 : 4));
+            OK(si_cuda_set_variant(gc, "ffn_decode", v));
             OK(si_cuda_ffn(gc, &m->L[0].ffn, sel, n_sel, m->xn, m->ff, 1, NULL));
             tstart();
             for (int it = 0; it < iters * A; it++)
                 OK(si_cuda_ffn(gc, &m->L[it % A].ffn, sel, n_sel, m->xn, m->ff, 1, NULL));
             report(name, tstop_ms(iters * A) * 1e3, 2.0 * 3 * n_sel * E);
-            OK(si_cuda_set_variant(gc, "ffn_act_gemv", 0));
+            OK(si_cuda_set_variant(gc, "ffn_decode", 0));
             OK(si_cuda_set_variant(gc, "ffn_act_unroll", 4));
         }
     }
@@ -529,12 +531,13 @@ static void bench_token(model *m, int iters, int pos)
          * (v 0 the defaults; the others differ from them in one setting) */
         static const struct {
             const char *name;
-            int pdl, act_unroll, act_gemv;
+            int pdl, act_unroll, ffn_decode;
         } var[] = {
             { "default", 1, 4, 0 },
             { "without_pdl", 0, 4, 0 },
             { "ffn_act_unroll_8", 1, 8, 0 },
-            { "ffn_act_gemv", 1, 4, 1 },
+            { "ffn_gate_up_gemv", 1, 4, 1 },
+            { "ffn_fused", 1, 4, 2 },
         };
         enum { N_VAR = sizeof(var) / sizeof(var[0]) };
         double ms_var[N_VAR];
@@ -546,7 +549,7 @@ static void bench_token(model *m, int iters, int pos)
                 continue; /* the same as the defaults here */
             si_cuda_set_pdl(gc, var[v].pdl);
             OK(si_cuda_set_variant(gc, "ffn_act_unroll", var[v].act_unroll));
-            OK(si_cuda_set_variant(gc, "ffn_act_gemv", var[v].act_gemv));
+            OK(si_cuda_set_variant(gc, "ffn_decode", var[v].ffn_decode));
             forward(m, 1, pos, sel, false, true); /* scratch for this variant */
             OK(si_cuda_sync(gc));
             si_cuda_graph *g;
@@ -565,7 +568,7 @@ static void bench_token(model *m, int iters, int pos)
         }
         si_cuda_set_pdl(gc, true);
         OK(si_cuda_set_variant(gc, "ffn_act_unroll", 4));
-        OK(si_cuda_set_variant(gc, "ffn_act_gemv", 0));
+        OK(si_cuda_set_variant(gc, "ffn_decode", 0));
         const double ms_graph = ms_var[0];
         double bytes = sel ? weights_sel : weights_dense;
         double gbps = bytes / (ms_graph * 1e-3) / 1e9;
