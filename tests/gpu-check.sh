@@ -44,10 +44,35 @@
 #                                     the build's dependencies); when they do
 #                                     not start there (a missing library), it
 #                                     builds after all
+#        tests/gpu-check.sh --prebuild DIR
+#                                     builds those binaries here (no GPU
+#                                     needed: nvcc and cuBLAS) into BUILD and
+#                                     copies them, stripped (~31 MB), to
+#                                     DIR/tests and DIR/tools, for the above
 # Exit status: 0 all passed, 1 a step failed, 77 no GPU here.
 set -u
 cd "$(dirname "$0")/.."
 ROOT=$PWD
+TESTS="test-cuda-ops test-cuda-backend test-cuda-model test-prompt-cache test-shift"
+TOOLS="si-cuda-bench si-synth si-bench"
+
+if [ "${1:-}" = --prebuild ]; then
+    [ -n "${2:-}" ] || { echo "usage: $0 --prebuild DIR" >&2; exit 2; }
+    B=${BUILD:-$ROOT/build-gpu}
+    if [ -d "$B" ]; then setup_args=--reconfigure; else setup_args=; fi
+    meson setup $setup_args "$B" -Dcuda=enabled > /dev/null || exit 1
+    targets=
+    for t in $TESTS; do targets="$targets tests/$t"; done
+    for t in $TOOLS; do targets="$targets tools/$t"; done
+    ninja -C "$B" $targets || exit 1
+    rm -rf "$2"
+    mkdir -p "$2/tests" "$2/tools" || exit 1
+    for t in $TESTS; do cp "$B/tests/$t" "$2/tests/" || exit 1; done
+    for t in $TOOLS; do cp "$B/tools/$t" "$2/tools/" || exit 1; done
+    strip "$2"/tests/* "$2"/tools/* || exit 1
+    du -sh "$2"
+    exit 0
+fi
 OUT_DIR=${OUT:-$ROOT/gpu-results}
 BUILD=${BUILD:-$ROOT/build-gpu}
 MODEL_DIR=${MODEL_DIR:-/tmp/si-gpu-models}
@@ -139,9 +164,10 @@ else
         finish
     fi
     log "building"
-    if ! ninja -C "$BUILD" tests/test-cuda-ops tests/test-cuda-backend tests/test-cuda-model \
-        tests/test-prompt-cache tests/test-shift \
-        tools/si-cuda-bench tools/si-synth tools/si-bench > "$OUT_DIR/build.log" 2>&1; then
+    targets=
+    for t in $TESTS; do targets="$targets tests/$t"; done
+    for t in $TOOLS; do targets="$targets tools/$t"; done
+    if ! ninja -C "$BUILD" $targets > "$OUT_DIR/build.log" 2>&1; then
         tail -40 "$OUT_DIR/build.log"
         note build failed
         status=1
