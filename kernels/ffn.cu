@@ -267,7 +267,9 @@ k_ffn_reduce(const float *__restrict__ part, int n_chunks, int E, float *__restr
  * row; k_ffn_reduce sums the partials in block order. Against k_ffn_act +
  * k_ffn_down: one kernel's ramp and tail instead of two, and every down
  * row read contiguously. pre as k_ffn_act's; act_out (not NULL) gets a_j.
- * Shared memory: chunk floats and chunk ints. */
+ * Shared memory: chunk floats and chunk ints. (One block an SM, or two:
+ * the "ffn_fused_bps" variant, so that one block's down rows stream while
+ * the other computes activations, for twice the partial rows.) */
 enum { FUSED_THREADS = 512, FUSED_WARPS = FUSED_THREADS / 32, FUSED_GU_UNROLL = 4 };
 
 template <bool VEC>
@@ -419,13 +421,13 @@ k_ffn_fused(const uint16_t *__restrict__ gate_up, const uint16_t *__restrict__ d
     }
 }
 
-/* Blocks for k_ffn_fused: one an SM at most, a warp's worth of slots each
- * at least; *ret_chunk slots a block. */
-static int fused_blocks(int n_sm, int n_sel, int *ret_chunk)
+/* Blocks for k_ffn_fused: bps an SM at most (1 or 2), a warp's worth of
+ * slots each at least; *ret_chunk slots a block. */
+static int fused_blocks(int n_sm, int bps, int n_sel, int *ret_chunk)
 {
     long nb = ((long)n_sel + FUSED_WARPS - 1) / FUSED_WARPS;
-    if (nb > n_sm)
-        nb = n_sm;
+    if (nb > (long)n_sm * bps)
+        nb = (long)n_sm * bps;
     if (nb < 1)
         nb = 1;
     long chunk = ((long)n_sel + nb - 1) / nb;
@@ -458,7 +460,7 @@ static int ffn_decode(si_cuda *c, const si_cuda_ffn_weights *w, const int32_t *s
     int chunk;
     if (c->ffn_decode == SI_FFN_DECODE_FUSED) {
         /* variant 2, where a block's list fits shared memory */
-        const int nb = fused_blocks(c->n_sm, n_sel, &chunk);
+        const int nb = fused_blocks(c->n_sm, c->ffn_fused_bps, n_sel, &chunk);
         const size_t shm = (size_t)chunk * (sizeof(float) + sizeof(int));
         if (shm <= 48 * 1024) {
             const bool vec = E % 8 == 0 && (uintptr_t)w->gate_up % 16 == 0 && (uintptr_t)w->down % 16 == 0 &&
@@ -659,9 +661,9 @@ extern "C" size_t si_cuda_ffn_scratch(int n_sm, const si_cuda_ffn_weights *w, in
     /* room for k_ffn_gu's pairs ("ffn_decode" variant 1) */
     size_t need = si_align256((size_t)2 * n_sel * sizeof(float)) +
                   (nc > 1 ? si_align256((size_t)nc * w->n_embd * sizeof(float)) : 0);
-    /* and for k_ffn_fused's partial rows (variant 2) */
+    /* and for k_ffn_fused's partial rows (variant 2, 2 blocks an SM at most) */
     int fchunk;
-    const int nb = fused_blocks(n_sm > 0 ? n_sm : 1, n_sel, &fchunk);
+    const int nb = fused_blocks(n_sm > 0 ? n_sm : 1, 2, n_sel, &fchunk);
     const size_t fused = nb > 1 ? si_align256((size_t)nb * w->n_embd * sizeof(float)) : 0;
     return need > fused ? need : fused;
 }

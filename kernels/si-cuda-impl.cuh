@@ -26,6 +26,7 @@ struct si_cuda {
     bool pdl;                /* launch decode kernels with programmatic dependence */
     int ffn_act_unroll;      /* kernel variants (si_cuda_set_variant) */
     int ffn_decode;          /* SI_FFN_DECODE_* */
+    int ffn_fused_bps;       /* k_ffn_fused's blocks an SM at most: 1 or 2 */
 };
 
 /* Record an error (printf format) in the thread-local string; returns code. */

@@ -130,6 +130,7 @@ static int ctx_init(si_cuda *c, int device)
     c->pdl_ok = major >= 9;
     c->pdl = c->pdl_ok;
     c->ffn_act_unroll = 4;
+    c->ffn_fused_bps = 1;
     SI_CUDA_CHECK(cudaStreamCreateWithFlags(&c->own_stream, cudaStreamNonBlocking));
     c->stream = c->own_stream;
     SI_CUBLAS_CHECK(cublasCreate(&c->blas));
@@ -203,6 +204,8 @@ extern "C" int si_cuda_set_variant(si_cuda *c, const char *name, int value)
         c->ffn_act_unroll = value;
     else if (!strcmp(name, "ffn_decode") && value >= SI_FFN_DECODE_WARP && value <= SI_FFN_DECODE_FUSED)
         c->ffn_decode = value;
+    else if (!strcmp(name, "ffn_fused_bps") && (value == 1 || value == 2))
+        c->ffn_fused_bps = value;
     else
         return si_cuda__fail(-EINVAL, "no kernel variant %s=%d", name, value);
     return 0;

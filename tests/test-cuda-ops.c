@@ -734,11 +734,13 @@ static void test_ffn(void)
     };
     /* the defaults (4 gate/up loads in flight a lane), then 8, then the
      * gate and up rows as one GEMV's, then the one-pass kernel */
-    static const char *const var_name[4] = { "", " (act unroll 8)", " (gate/up gemv)", " (fused)" };
-    for (int var = 0; var < 4; var++)
+    static const char *const var_name[5] = { "", " (act unroll 8)", " (gate/up gemv)", " (fused)",
+                                              " (fused, 2 blocks an SM)" };
+    for (int var = 0; var < 5; var++)
     for (size_t ci = 0; ci < sizeof(cases) / sizeof(cases[0]); ci++) {
         OK(si_cuda_set_variant(gc, "ffn_act_unroll", var == 1 ? 8 : 4));
-        OK(si_cuda_set_variant(gc, "ffn_decode", var >= 2 ? var - 1 : 0));
+        OK(si_cuda_set_variant(gc, "ffn_decode", var == 2 ? 1 : var >= 3 ? 2 : 0));
+        OK(si_cuda_set_variant(gc, "ffn_fused_bps", var == 4 ? 2 : 1));
         int E = cases[ci].E, S = cases[ci].n_slots, n_sel = cases[ci].n_sel, T = cases[ci].T;
         static char name[64];
         snprintf(name, sizeof(name), "%s%s",
@@ -860,6 +862,7 @@ static void test_ffn(void)
     }
     OK(si_cuda_set_variant(gc, "ffn_act_unroll", 4));
     OK(si_cuda_set_variant(gc, "ffn_decode", 0));
+    OK(si_cuda_set_variant(gc, "ffn_fused_bps", 1));
     CHECK(si_cuda_set_variant(gc, "ffn_act_unroll", 6) == -EINVAL, "an unknown variant was taken");
 }
 

@@ -538,6 +538,7 @@ static void bench_token(model *m, int iters, int pos)
             { "ffn_act_unroll_8", 1, 8, 0 },
             { "ffn_gate_up_gemv", 1, 4, 1 },
             { "ffn_fused", 1, 4, 2 },
+            { "ffn_fused_2_per_sm", 1, 4, 3 },
         };
         enum { N_VAR = sizeof(var) / sizeof(var[0]) };
         double ms_var[N_VAR];
@@ -549,7 +550,9 @@ static void bench_token(model *m, int iters, int pos)
                 continue; /* the same as the defaults here */
             si_cuda_set_pdl(gc, var[v].pdl);
             OK(si_cuda_set_variant(gc, "ffn_act_unroll", var[v].act_unroll));
-            OK(si_cuda_set_variant(gc, "ffn_decode", var[v].ffn_decode));
+            /* 3: the fused kernel with 2 blocks an SM */
+            OK(si_cuda_set_variant(gc, "ffn_decode", var[v].ffn_decode > 2 ? 2 : var[v].ffn_decode));
+            OK(si_cuda_set_variant(gc, "ffn_fused_bps", var[v].ffn_decode > 2 ? 2 : 1));
             forward(m, 1, pos, sel, false, true); /* scratch for this variant */
             OK(si_cuda_sync(gc));
             si_cuda_graph *g;
@@ -569,6 +572,7 @@ static void bench_token(model *m, int iters, int pos)
         si_cuda_set_pdl(gc, true);
         OK(si_cuda_set_variant(gc, "ffn_act_unroll", 4));
         OK(si_cuda_set_variant(gc, "ffn_decode", 0));
+        OK(si_cuda_set_variant(gc, "ffn_fused_bps", 1));
         const double ms_graph = ms_var[0];
         double bytes = sel ? weights_sel : weights_dense;
         double gbps = bytes / (ms_graph * 1e-3) / 1e9;
