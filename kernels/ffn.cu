@@ -45,6 +45,59 @@ __device__ __forceinline__ int slot_of(const int32_t *__restrict__ sel, long j, 
 
 /* ---- decode ---- */
 
+/* A warp's walk of one slot's gate and up rows (16-byte loads, n8 of
+ * them a row, 0 for no slot): gu_first issues a lane's first U of each;
+ * gu_dot uses them, issuing each next U before it uses the ones before,
+ * and returns the lane's parts of gate . x and up . x. U predicated loads
+ * a lane in flight: a row of n_embd 3072 (12 loads a lane) in three memory
+ * latencies with U = 4. */
+template <int U>
+__device__ __forceinline__ void gu_first(const uint4 *g4, const uint4 *u4, int n8, int lane, uint4 gv[U],
+                                         uint4 uv[U])
+{
+#pragma unroll
+    for (int k = 0; k < U; k++) {
+        const int cc = lane + 32 * k;
+        gv[k] = cc < n8 ? __ldcs(g4 + cc) : make_uint4(0, 0, 0, 0);
+        uv[k] = cc < n8 ? __ldcs(u4 + cc) : make_uint4(0, 0, 0, 0);
+    }
+}
+
+template <int U>
+__device__ __forceinline__ void gu_dot(const uint4 *g4, const uint4 *u4, int n8, int lane,
+                                       const float4 *__restrict__ x4, uint4 gv[U], uint4 uv[U], float *ret_g,
+                                       float *ret_u)
+{
+    float ga = 0.0f, ua = 0.0f, gb = 0.0f, ub = 0.0f;
+    for (int c = lane; c < n8; c += 32 * U) {
+#pragma unroll
+        for (int k = 0; k < U; k++) {
+            const int cc = c + 32 * k;
+            if (cc >= n8)
+                break;
+            const float4 xa = __ldg(x4 + 2 * cc), xb = __ldg(x4 + 2 * cc + 1);
+            if (k % 2) {
+                gb = si_dot8(gv[k], xa, xb, gb);
+                ub = si_dot8(uv[k], xa, xb, ub);
+            } else {
+                ga = si_dot8(gv[k], xa, xb, ga);
+                ua = si_dot8(uv[k], xa, xb, ua);
+            }
+        }
+        const int cn = c + 32 * U;
+        if (cn < n8) {
+#pragma unroll
+            for (int k = 0; k < U; k++) {
+                const int cc = cn + 32 * k;
+                gv[k] = cc < n8 ? __ldcs(g4 + cc) : make_uint4(0, 0, 0, 0);
+                uv[k] = cc < n8 ? __ldcs(u4 + cc) : make_uint4(0, 0, 0, 0);
+            }
+        }
+    }
+    *ret_g = ga + gb;
+    *ret_u = ua + ub;
+}
+
 /* pre: the selection is not written by the step's kernels (a plan's, or
  * all slots), so the first gate and up loads may go before the wait for x
  * (si_launch); a selection picked per token in the step is read after it. */
@@ -61,51 +114,16 @@ k_ffn_act(const uint16_t *__restrict__ gate_up, int E, int n_slots, const int32_
     const uint16_t *g = gate_up + (size_t)(s < 0 ? 0 : s) * 2 * E, *u = g + E;
     float ga = 0.0f, ua = 0.0f;
     if (VEC) {
-        /* FFN_ACT_UNROLL predicated gate and up loads a lane issued before
-         * any is used, the first ones before the wait for x: a row of
-         * n_embd 3072 (12 loads a lane) in three memory latencies instead
-         * of twelve. 4 of each (62 registers) beat 8 (98 registers, 2
-         * blocks an SM) on an H200: more warps resident smooth the waves */
+        /* FFN_ACT_UNROLL gate and up loads a lane in flight, the first
+         * ones before the wait for x. 4 of each (62 registers) beat 8 (98
+         * registers, 2 blocks an SM) on an H200: more warps resident
+         * smooth the waves */
         const uint4 *g4 = reinterpret_cast<const uint4 *>(g), *u4 = reinterpret_cast<const uint4 *>(u);
-        const float4 *x4 = reinterpret_cast<const float4 *>(x);
         const int n8 = s < 0 ? 0 : E / 8;
-        float gb = 0.0f, ub = 0.0f;
-        int c = lane;
         uint4 gv[FFN_ACT_UNROLL], uv[FFN_ACT_UNROLL];
-#pragma unroll
-        for (int k = 0; k < FFN_ACT_UNROLL; k++) {
-            const int cc = c + 32 * k;
-            gv[k] = cc < n8 ? __ldcs(g4 + cc) : make_uint4(0, 0, 0, 0);
-            uv[k] = cc < n8 ? __ldcs(u4 + cc) : make_uint4(0, 0, 0, 0);
-        }
+        gu_first<FFN_ACT_UNROLL>(g4, u4, n8, lane, gv, uv);
         si_pdl_enter();
-        for (; c < n8; c += 32 * FFN_ACT_UNROLL) {
-#pragma unroll
-            for (int k = 0; k < FFN_ACT_UNROLL; k++) {
-                const int cc = c + 32 * k;
-                if (cc >= n8)
-                    break;
-                float4 xa = __ldg(x4 + 2 * cc), xb = __ldg(x4 + 2 * cc + 1);
-                if (k % 2) {
-                    gb = si_dot8(gv[k], xa, xb, gb);
-                    ub = si_dot8(uv[k], xa, xb, ub);
-                } else {
-                    ga = si_dot8(gv[k], xa, xb, ga);
-                    ua = si_dot8(uv[k], xa, xb, ua);
-                }
-            }
-            const int cn = c + 32 * FFN_ACT_UNROLL;
-            if (cn < n8) {
-#pragma unroll
-                for (int k = 0; k < FFN_ACT_UNROLL; k++) {
-                    const int cc = cn + 32 * k;
-                    gv[k] = cc < n8 ? __ldcs(g4 + cc) : make_uint4(0, 0, 0, 0);
-                    uv[k] = cc < n8 ? __ldcs(u4 + cc) : make_uint4(0, 0, 0, 0);
-                }
-            }
-        }
-        ga += gb;
-        ua += ub;
+        gu_dot<FFN_ACT_UNROLL>(g4, u4, n8, lane, reinterpret_cast<const float4 *>(x), gv, uv, &ga, &ua);
     } else {
         si_pdl_enter();
         if (s >= 0)
@@ -295,56 +313,19 @@ k_ffn_fused(const uint16_t *__restrict__ gate_up, const uint16_t *__restrict__ d
         int s = jj < nj ? slot_of(sel, j0 + jj, n_slots) : -1;
         uint4 gv[FUSED_GU_UNROLL], uv[FUSED_GU_UNROLL];
         const uint4 *g4 = reinterpret_cast<const uint4 *>(gate_up + (size_t)(s < 0 ? 0 : s) * 2 * E);
-        const uint4 *u4 = g4 + n8;
-#pragma unroll
-        for (int k = 0; k < FUSED_GU_UNROLL; k++) {
-            const int cc = lane + 32 * k;
-            gv[k] = s >= 0 && cc < n8 ? __ldcs(g4 + cc) : make_uint4(0, 0, 0, 0);
-            uv[k] = s >= 0 && cc < n8 ? __ldcs(u4 + cc) : make_uint4(0, 0, 0, 0);
-        }
+        gu_first<FUSED_GU_UNROLL>(g4, g4 + n8, s < 0 ? 0 : n8, lane, gv, uv);
         si_pdl_enter();
         for (; jj < nj; jj += FUSED_WARPS) {
-            float ga = 0.0f, ua = 0.0f, gb = 0.0f, ub = 0.0f;
-            const int n8s = s < 0 ? 0 : n8;
-            for (int c = lane; c < n8s; c += 32 * FUSED_GU_UNROLL) {
-#pragma unroll
-                for (int k = 0; k < FUSED_GU_UNROLL; k++) {
-                    const int cc = c + 32 * k;
-                    if (cc >= n8s)
-                        break;
-                    const float4 xa = __ldg(x4 + 2 * cc), xb = __ldg(x4 + 2 * cc + 1);
-                    if (k % 2) {
-                        gb = si_dot8(gv[k], xa, xb, gb);
-                        ub = si_dot8(uv[k], xa, xb, ub);
-                    } else {
-                        ga = si_dot8(gv[k], xa, xb, ga);
-                        ua = si_dot8(uv[k], xa, xb, ua);
-                    }
-                }
-                const int cn = c + 32 * FUSED_GU_UNROLL;
-                if (cn < n8s) {
-#pragma unroll
-                    for (int k = 0; k < FUSED_GU_UNROLL; k++) {
-                        const int cc = cn + 32 * k;
-                        gv[k] = cc < n8s ? __ldcs(g4 + cc) : make_uint4(0, 0, 0, 0);
-                        uv[k] = cc < n8s ? __ldcs(u4 + cc) : make_uint4(0, 0, 0, 0);
-                    }
-                }
-            }
+            float ga, ua;
+            gu_dot<FUSED_GU_UNROLL>(g4, g4 + n8, s < 0 ? 0 : n8, lane, x4, gv, uv, &ga, &ua);
             const int s_cur = s;
             /* the warp's next slot: its first loads go out before the sums */
             const int jn = jj + FUSED_WARPS;
             s = jn < nj ? slot_of(sel, j0 + jn, n_slots) : -1;
             g4 = reinterpret_cast<const uint4 *>(gate_up + (size_t)(s < 0 ? 0 : s) * 2 * E);
-            u4 = g4 + n8;
-#pragma unroll
-            for (int k = 0; k < FUSED_GU_UNROLL; k++) {
-                const int cc = lane + 32 * k;
-                gv[k] = s >= 0 && cc < n8 ? __ldcs(g4 + cc) : make_uint4(0, 0, 0, 0);
-                uv[k] = s >= 0 && cc < n8 ? __ldcs(u4 + cc) : make_uint4(0, 0, 0, 0);
-            }
-            ga = si_warp_sum(ga + gb);
-            ua = si_warp_sum(ua + ub);
+            gu_first<FUSED_GU_UNROLL>(g4, g4 + n8, s < 0 ? 0 : n8, lane, gv, uv);
+            ga = si_warp_sum(ga);
+            ua = si_warp_sum(ua);
             if (lane == 0) {
                 const float a = s_cur < 0 ? 0.0f : si_act(ga, gelu) * ua;
                 as[jj] = a;
