@@ -290,6 +290,22 @@ k_ffn_reduce(const float *__restrict__ part, int n_chunks, int E, float *__restr
  * the other computes activations, for twice the partial rows.) */
 enum { FUSED_THREADS = 512, FUSED_WARPS = FUSED_THREADS / 32, FUSED_GU_UNROLL = 4 };
 
+/* A warp's slot done: its lanes' parts summed, a_j (0 for no slot) and
+ * the slot kept in shared memory, and in act_out when there is one. */
+__device__ __forceinline__ void fused_keep(float ga, float ua, int s, int jj, long j0, int lane, int gelu,
+                                           float *as, int *ss, float *__restrict__ act_out)
+{
+    ga = si_warp_sum(ga);
+    ua = si_warp_sum(ua);
+    if (lane == 0) {
+        const float a = s < 0 ? 0.0f : si_act(ga, gelu) * ua;
+        as[jj] = a;
+        ss[jj] = s;
+        if (act_out)
+            act_out[j0 + jj] = a;
+    }
+}
+
 template <bool VEC>
 __global__ void __launch_bounds__(FUSED_THREADS)
 k_ffn_fused(const uint16_t *__restrict__ gate_up, const uint16_t *__restrict__ down, int E, int n_slots,
@@ -324,15 +340,7 @@ k_ffn_fused(const uint16_t *__restrict__ gate_up, const uint16_t *__restrict__ d
             s = jn < nj ? slot_of(sel, j0 + jn, n_slots) : -1;
             g4 = reinterpret_cast<const uint4 *>(gate_up + (size_t)(s < 0 ? 0 : s) * 2 * E);
             gu_first<FUSED_GU_UNROLL>(g4, g4 + n8, s < 0 ? 0 : n8, lane, gv, uv);
-            ga = si_warp_sum(ga);
-            ua = si_warp_sum(ua);
-            if (lane == 0) {
-                const float a = s_cur < 0 ? 0.0f : si_act(ga, gelu) * ua;
-                as[jj] = a;
-                ss[jj] = s_cur;
-                if (act_out)
-                    act_out[j0 + jj] = a;
-            }
+            fused_keep(ga, ua, s_cur, jj, j0, lane, gelu, as, ss, act_out);
         }
     } else {
         si_pdl_enter();
@@ -347,15 +355,7 @@ k_ffn_fused(const uint16_t *__restrict__ gate_up, const uint16_t *__restrict__ d
                     ua = fmaf(si_h2f(u[k]), xv, ua);
                 }
             }
-            ga = si_warp_sum(ga);
-            ua = si_warp_sum(ua);
-            if (lane == 0) {
-                const float a = s < 0 ? 0.0f : si_act(ga, gelu) * ua;
-                as[jj] = a;
-                ss[jj] = s;
-                if (act_out)
-                    act_out[j0 + jj] = a;
-            }
+            fused_keep(ga, ua, s, jj, j0, lane, gelu, as, ss, act_out);
         }
     }
     __syncthreads();
