@@ -39,6 +39,7 @@
 #include "backend.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -678,6 +679,42 @@ static void op_free(eng_backend *be)
     free(x);
 }
 
+/* spec: "name=value" pairs separated by commas (NULL or empty: none).
+ * Fails at the first that does not parse or that si_cuda_set_variant
+ * refuses, with the reason in why. */
+static int set_variants(si_cuda *c, const char *spec, char *why, size_t why_size)
+{
+    while (spec && *spec) {
+        const size_t len = strcspn(spec, ",");
+        char item[64];
+        char *eq = NULL, *num_end = NULL;
+        long v = 0;
+        if (len < sizeof(item)) {
+            memcpy(item, spec, len);
+            item[len] = 0;
+            eq = strchr(item, '=');
+        }
+        if (eq) {
+            *eq = 0;
+            errno = 0;
+            v = strtol(eq + 1, &num_end, 10);
+        }
+        if (!eq || eq[1] == 0 || *num_end || errno || v < INT_MIN || v > INT_MAX) {
+            snprintf(why, why_size, "'%.*s' is not name=integer", (int)(len < 48 ? len : 48), spec);
+            return -EINVAL;
+        }
+        int r = si_cuda_set_variant(c, item, (int)v);
+        if (r < 0) {
+            snprintf(why, why_size, "%s", si_cuda_last_error());
+            return r;
+        }
+        spec += len;
+        if (*spec == ',')
+            spec++;
+    }
+    return 0;
+}
+
 int eng_backend_cuda_new(int device, eng_backend **ret_backend, eng_error *err)
 {
     if (!ret_backend)
@@ -710,6 +747,17 @@ int eng_backend_cuda_new(int device, eng_backend **ret_backend, eng_error *err)
      * programmatic dependent launch (to measure what it gives) */
     env = getenv("ENG_CUDA_PDL");
     si_cuda_set_pdl(x->c, !(env && !strcmp(env, "0")));
+    /* ENG_CUDA_VARIANTS=name=value[,name=value...]: kernel variants
+     * (si_cuda_set_variant), to compare them through the whole engine */
+    char why[160];
+    r = set_variants(x->c, getenv("ENG_CUDA_VARIANTS"), why, sizeof(why));
+    if (r < 0) {
+        eng__set_err(err, r, "ENG_CUDA_VARIANTS: %s", why);
+        si_cuda_free(x->c);
+        pthread_mutex_destroy(&x->lock);
+        free(x);
+        return r;
+    }
     x->be.iface = &cuda_iface;
     x->be.ctx = x;
     *ret_backend = &x->be;

@@ -7,7 +7,8 @@
 #   2. runs the CUDA op tests (every kernel against the CPU backend), the
 #      CUDA backend's interface test, and whole-model parity CPU vs CUDA
 #      through the engine (test-cuda-model: synthetic tiny models, and the
-#      default model when SI_MODEL or the cache has it), and the prompt
+#      default model when SI_MODEL or the cache has it; again with each
+#      kernel variant of the decode FFN, ENG_CUDA_VARIANTS), and the prompt
 #      cache against fresh prefills (test-prompt-cache cuda, on a tiny
 #      synthetic model)
 #   3. generates synthetic f16 models with si-synth: llama-3.2-3b,
@@ -23,7 +24,8 @@
 #      what programmatic dependent launch gains), then phi 0.4
 #      picked per token by a sketch (--pick token), then dense decode
 #      sampled (--sample: the logits row back and the host's sampler each
-#      token, against greedy's 4 bytes), on each model in time
+#      token, against greedy's 4 bytes), then dense and phi 0.4 with the
+#      one-pass FFN (ENG_CUDA_VARIANTS=ffn_decode=2), on each model in time
 #   6. where Nsight Compute (ncu) and python3 are there (and SI_GPU_NCU is
 #      not 0; SI_GPU_NCU_VARIANTS picks among dense, phi and pick; an
 #      unfiltered profile took over 150 s on an H200, so only
@@ -32,7 +34,7 @@
 #      dense, phi 0.4 and phi 0.4 picked per token, launched op by op
 #      (tests/ncu-summary.py: time, share and DRAM GB/s per kernel)
 #   7. writes everything as JSON to $OUT (or ./gpu-results): gpu-check.json
-#      (summary), bench-<model>.json, engine-<model>-{dense,nopdl,phi,direct,pick,sample}.json
+#      (summary), bench-<model>.json, engine-<model>-{dense,nopdl,phi,direct,pick,sample,fused,phifused}.json
 #      and profile-<model>-{dense,phi,pick}.json, with logs beside them.
 #
 # Usage: tests/gpu-check.sh          (from anywhere; BUILD, MODEL_DIR, OUT, SI_GPU_MODELS,
@@ -219,6 +221,21 @@ for t in cuda-backend cuda-model; do
     esac
 done
 
+# whole models again with each other way of running the decode FFN
+# (kernel variants, ENG_CUDA_VARIANTS; not the default yet)
+for v in ffn_decode=1 ffn_decode=2; do
+    log "test cuda-model $v"
+    ENG_CUDA_VARIANTS=$v timeout 300 "$BUILD/tests/test-cuda-model" "$BUILD/tools/si-synth" \
+        > "$OUT_DIR/test-cuda-model-$v.log" 2>&1
+    rc=$?
+    tail -3 "$OUT_DIR/test-cuda-model-$v.log"
+    case $rc in
+        0) note "cuda-model_$v" passed ;;
+        77) note "cuda-model_$v" skipped ;;
+        *) note "cuda-model_$v" "failed ($rc)"; status=1 ;;
+    esac
+done
+
 # the prompt cache on the device: kept prefixes against fresh prefills
 log "test cuda-prompt-cache"
 if "$BUILD/tools/si-synth" --shape tiny --out "$MODEL_DIR/tiny-f16.gguf" > "$OUT_DIR/synth-tiny.log" 2>&1; then
@@ -267,7 +284,7 @@ log "models ready: $(ls "$MODEL_DIR" | tr '\n' ' ')"
 # kernel benchmark, so the first model gets them before the deadline.
 engine_bench() {
     local m=$1 f="$MODEL_DIR/$1-f16.gguf" v extra graphs
-    for v in dense nopdl phi direct pick sample; do
+    for v in dense nopdl phi direct pick sample fused phifused; do
         if [ "$(elapsed)" -ge "$DEADLINE" ]; then
             note "engine_${m}_$v" "skipped (deadline)"
             continue
@@ -280,8 +297,11 @@ engine_bench() {
         [ $v = direct ] && graphs=0
         pdl=1
         [ $v = nopdl ] && pdl=0
+        variants=
+        [ $v = fused ] && variants=ffn_decode=2
+        [ $v = phifused ] && { variants=ffn_decode=2; extra="--phi 0.4"; }
         log "engine $m $v"
-        if ENG_CUDA_GRAPHS=$graphs ENG_CUDA_PDL=$pdl timeout 180 "$BUILD/tools/si-bench" -m "$f" --backend cuda \
+        if ENG_CUDA_GRAPHS=$graphs ENG_CUDA_PDL=$pdl ENG_CUDA_VARIANTS=$variants timeout 180 "$BUILD/tools/si-bench" -m "$f" --backend cuda \
             -p 512 -n 128 -r 3 $extra \
             --json > "$OUT_DIR/engine-$m-$v.json" 2> "$OUT_DIR/engine-$m-$v.log"; then
             note "engine_${m}_$v" ok

@@ -948,6 +948,32 @@ int main(void)
     cur = "new";
     CHECK(r == -ENODEV && none == NULL && strstr(err.msg, "1000"), "device 1000: %d '%s'", r,
           err.msg);
+    /* kernel variants from the environment: refused with the reason, or taken */
+    static const struct {
+        const char *spec, *why; /* why NULL: accepted */
+    } vars[] = {
+        { "ffn_decode=9", "ffn_decode=9" },
+        { "ffn_decode", "not name=integer" },
+        { "ffn_decode=2,bogus=1", "bogus=1" },
+        { "ffn_decode=x", "not name=integer" },
+        { "ffn_decode=2,ffn_fused_bps=2", NULL },
+        { "ffn_act_unroll=8,", NULL },
+        { "", NULL },
+    };
+    cur = "variants";
+    for (size_t i = 0; i < sizeof(vars) / sizeof(vars[0]); i++) {
+        eng_backend *b = NULL;
+        setenv("ENG_CUDA_VARIANTS", vars[i].spec, 1);
+        r = eng_backend_cuda_new(0, &b, &err);
+        if (vars[i].why)
+            CHECK(r == -EINVAL && !b && strstr(err.msg, "ENG_CUDA_VARIANTS") && strstr(err.msg, vars[i].why),
+                  "'%s': %d '%s'", vars[i].spec, r, err.msg);
+        else
+            CHECK(r == 0 && b, "'%s': %d '%s'", vars[i].spec, r, err.msg);
+        if (b)
+            b->iface->free(b);
+    }
+    unsetenv("ENG_CUDA_VARIANTS");
 
     test_memory();
     test_get_rows();
