@@ -192,15 +192,114 @@ __device__ __forceinline__ void unpack8(uint4 w, float f[8])
     }
 }
 
+/* out[qi][d] = sum_s o_s[d] e^(m_s - M) / sum_s l_s e^(m_s - M), M = max m_s.
+ * A block of COMB_THREADS per query head: the splits' weights e^(m_s - M)
+ * are computed once into shared memory (fs, red), then each thread sums
+ * its dims over the splits with the loads independent of each other. (A
+ * thread per output element, each walking the splits twice in dependent
+ * steps, took about 20 us at 1024 positions on an H200, more than the
+ * attention itself.) Run by k_attention_combine, and by the decode
+ * kernel's last block of a KV head (the "attn_combine" variant). */
+enum { COMB_THREADS = 128, COMB_WARPS = COMB_THREADS / 32 };
+enum { COMB_MAX_SPLIT = (int)DEC_MAX_SPLIT > (int)ATT_MAX_SPLIT ? (int)DEC_MAX_SPLIT : (int)ATT_MAX_SPLIT };
+
+__device__ __forceinline__ void combine_head(const float *part_o, const float *part_ml, float *__restrict__ out,
+                                             long n_q, int hd, int n_split, long qi, float *fs, float *red)
+{
+    const int t = threadIdx.x, lane = t % 32, warp = t / 32;
+    float m = -INFINITY;
+    /* __ldcg: in the decode kernel's last block these are other blocks'
+     * writes of the same launch, which only L2 holds for certain */
+    for (int s = t; s < n_split; s += COMB_THREADS)
+        m = fmaxf(m, __ldcg(part_ml + 2 * ((size_t)s * n_q + qi)));
+    m = si_warp_max(m);
+    if (lane == 0)
+        red[warp] = m;
+    __syncthreads();
+    float M = red[0];
+#pragma unroll
+    for (int w = 1; w < COMB_WARPS; w++)
+        M = fmaxf(M, red[w]);
+    __syncthreads(); /* red is reused below */
+
+    float l = 0.0f;
+    for (int s = t; s < n_split; s += COMB_THREADS) {
+        const size_t pi = (size_t)s * n_q + qi;
+        const float ms = __ldcg(part_ml + 2 * pi);
+        const float f = (M == -INFINITY || ms == -INFINITY) ? 0.0f : expf(ms - M);
+        fs[s] = f;
+        l = fmaf(__ldcg(part_ml + 2 * pi + 1), f, l);
+    }
+    l = si_warp_sum(l);
+    if (lane == 0)
+        red[warp] = l;
+    __syncthreads();
+    float L = 0.0f;
+#pragma unroll
+    for (int w = 0; w < COMB_WARPS; w++)
+        L += red[w];
+
+    for (int d = t; d < hd; d += COMB_THREADS) {
+        float O = 0.0f;
+#pragma unroll 8
+        for (int s = 0; s < n_split; s++) {
+            /* an empty split's o is not read into the sum (f = 0 there,
+             * and its scratch need not hold a number) */
+            const float o = __ldcg(part_o + ((size_t)s * n_q + qi) * hd + d);
+            const float f = fs[s];
+            O = fmaf(f != 0.0f ? o : 0.0f, f, O);
+        }
+        out[(size_t)qi * hd + d] = L > 0.0f ? O * (1.0f / L) : 0.0f;
+    }
+    __syncthreads(); /* fs and red may be used again by the caller */
+}
+
+__global__ void __launch_bounds__(COMB_THREADS)
+k_attention_combine(const float *__restrict__ part_o, const float *__restrict__ part_ml,
+                    float *__restrict__ out, long n_q, int hd, int n_split)
+{
+    __shared__ float fs[COMB_MAX_SPLIT];
+    __shared__ float red[COMB_WARPS];
+    si_pdl_enter();
+    combine_head(part_o, part_ml, out, n_q, hd, n_split, blockIdx.x, fs, red);
+}
+
+/* The "attn_combine" variant: each block of a KV head's splits counts
+ * itself done once its partials are written; the last one combines the
+ * group's heads (combine_head, the same arithmetic as k_attention_combine,
+ * so the same bits) and resets the counter for the next launch, which
+ * starts after this one ends. One kernel less a decode layer. */
+__device__ __forceinline__ void dec_combine_last(const float *part_o, const float *part_ml, float *__restrict__ out,
+                                                 int n_head, int group, int hd, int n_split, int h0,
+                                                 unsigned *done)
+{
+    __shared__ float fs[COMB_MAX_SPLIT];
+    __shared__ float red[COMB_WARPS];
+    __shared__ bool last;
+    __threadfence(); /* this block's partials are visible before its count */
+    __syncthreads();
+    if (threadIdx.x == 0)
+        last = atomicAdd(done, 1u) == (unsigned)n_split - 1;
+    __syncthreads();
+    if (!last)
+        return;
+    __threadfence(); /* and the others' before this block reads them */
+    for (int g = 0; g < group; g++)
+        combine_head(part_o, part_ml, out, n_head, hd, n_split, h0 + g, fs, red);
+    if (threadIdx.x == 0)
+        *done = 0;
+}
+
 /* TPK threads per key in the score step (hd % (8 TPK) == 0); G >= group
- * heads per KV head, NC columns of 4 dims per lane (hd <= 128 NC). */
-template <int TPK, int G, int NC>
+ * heads per KV head, NC columns of 4 dims per lane (hd <= 128 NC); CMB:
+ * the last block of each KV head combines the splits (done: its counters). */
+template <int TPK, int G, int NC, bool CMB>
 __global__ void __launch_bounds__(DEC_THREADS)
 k_attention_decode(const float *__restrict__ q, const uint16_t *__restrict__ k,
                    const uint16_t *__restrict__ v, float *__restrict__ out,
                    float *__restrict__ part_o, float *__restrict__ part_ml, int n_head, int group,
                    int n_head_kv, int hd, int pos0, const int32_t *__restrict__ pos_dev, int chunk,
-                   float scale, int window, float softcap)
+                   float scale, int window, float softcap, unsigned *__restrict__ done)
 {
     extern __shared__ float sm[];
     float *qs = sm, *ss = sm + group * hd, *red = sm;
@@ -227,7 +326,9 @@ k_attention_decode(const float *__restrict__ q, const uint16_t *__restrict__ k,
             part_ml[2 * ((size_t)split * n_head + h0 + t)] = -INFINITY;
             part_ml[2 * ((size_t)split * n_head + h0 + t) + 1] = 0.0f;
         }
-        return; /* the whole block: no barrier is left behind */
+        if (CMB) /* the whole block: no barrier is left behind */
+            dec_combine_last(part_o, part_ml, out, n_head, group, hd, n_split, h0, done + kvh);
+        return;
     }
     for (int i = t; i < group * hd; i += DEC_THREADS)
         qs[i] = q[(size_t)h0 * hd + i] * scale;
@@ -353,69 +454,8 @@ k_attention_decode(const float *__restrict__ q, const uint16_t *__restrict__ k,
         part_ml[2 * ((size_t)split * n_head + h0 + t)] = mls[2 * t];
         part_ml[2 * ((size_t)split * n_head + h0 + t) + 1] = mls[2 * t + 1];
     }
-}
-
-/* out[qi][d] = sum_s o_s[d] e^(m_s - M) / sum_s l_s e^(m_s - M), M = max m_s.
- * A block per query head: the splits' weights e^(m_s - M) are computed once
- * into shared memory, then each thread sums its dims over the splits with
- * the loads independent of each other. (A thread per output element, each
- * walking the splits twice in dependent steps, took about 20 us at 1024
- * positions on an H200, more than the attention itself.) */
-enum { COMB_THREADS = 128, COMB_WARPS = COMB_THREADS / 32 };
-enum { COMB_MAX_SPLIT = (int)DEC_MAX_SPLIT > (int)ATT_MAX_SPLIT ? (int)DEC_MAX_SPLIT : (int)ATT_MAX_SPLIT };
-
-__global__ void __launch_bounds__(COMB_THREADS)
-k_attention_combine(const float *__restrict__ part_o, const float *__restrict__ part_ml,
-                    float *__restrict__ out, long n_q, int hd, int n_split)
-{
-    __shared__ float fs[COMB_MAX_SPLIT];
-    __shared__ float red[COMB_WARPS];
-    const int t = threadIdx.x, lane = t % 32, warp = t / 32;
-    const long qi = blockIdx.x;
-    si_pdl_enter();
-
-    float m = -INFINITY;
-    for (int s = t; s < n_split; s += COMB_THREADS)
-        m = fmaxf(m, part_ml[2 * ((size_t)s * n_q + qi)]);
-    m = si_warp_max(m);
-    if (lane == 0)
-        red[warp] = m;
-    __syncthreads();
-    float M = red[0];
-#pragma unroll
-    for (int w = 1; w < COMB_WARPS; w++)
-        M = fmaxf(M, red[w]);
-    __syncthreads(); /* red is reused below */
-
-    float l = 0.0f;
-    for (int s = t; s < n_split; s += COMB_THREADS) {
-        const size_t pi = (size_t)s * n_q + qi;
-        const float ms = part_ml[2 * pi];
-        const float f = (M == -INFINITY || ms == -INFINITY) ? 0.0f : expf(ms - M);
-        fs[s] = f;
-        l = fmaf(part_ml[2 * pi + 1], f, l);
-    }
-    l = si_warp_sum(l);
-    if (lane == 0)
-        red[warp] = l;
-    __syncthreads();
-    float L = 0.0f;
-#pragma unroll
-    for (int w = 0; w < COMB_WARPS; w++)
-        L += red[w];
-
-    for (int d = t; d < hd; d += COMB_THREADS) {
-        float O = 0.0f;
-#pragma unroll 8
-        for (int s = 0; s < n_split; s++) {
-            /* an empty split's o is not read into the sum (f = 0 there,
-             * and its scratch need not hold a number) */
-            const float o = part_o[((size_t)s * n_q + qi) * hd + d];
-            const float f = fs[s];
-            O = fmaf(f != 0.0f ? o : 0.0f, f, O);
-        }
-        out[(size_t)qi * hd + d] = L > 0.0f ? O * (1.0f / L) : 0.0f;
-    }
+    if (CMB && n_split > 1)
+        dec_combine_last(part_o, part_ml, out, n_head, group, hd, n_split, h0, done + kvh);
 }
 
 /* How the key range is split; the same arithmetic for the scratch size and
@@ -502,24 +542,26 @@ static cudaError_t launch_decode_g(const si_cuda *c, dim3 grid, size_t shm, cons
                             const uint16_t *k, const uint16_t *v, float *out, float *po,
                             float *pml, int n_head, int group, int n_head_kv, int hd, int pos0,
                             const int32_t *pos_dev, int chunk, float scale, int window,
-                            float softcap)
+                            float softcap, unsigned *done)
 {
-    if (hd <= 128)
-        return si_launch(c, k_attention_decode<TPK, G, 1>, grid, DEC_THREADS, shm, q, k, v, out, po, pml,
-                         n_head, group, n_head_kv, hd, pos0, pos_dev, chunk, scale, window, softcap);
-    return si_launch(c, k_attention_decode<TPK, G, 2>, grid, DEC_THREADS, shm, q, k, v, out, po, pml,
-                     n_head, group, n_head_kv, hd, pos0, pos_dev, chunk, scale, window, softcap);
+    /* CMB (done): an instance of its own, so that the default's code is
+     * what it was without the variant */
+    auto kern = hd <= 128 ? (done ? k_attention_decode<TPK, G, 1, true> : k_attention_decode<TPK, G, 1, false>)
+                          : (done ? k_attention_decode<TPK, G, 2, true> : k_attention_decode<TPK, G, 2, false>);
+    return si_launch(c, kern, grid, DEC_THREADS, shm, q, k, v, out, po, pml, n_head, group, n_head_kv, hd, pos0,
+                     pos_dev, chunk, scale, window, softcap, done);
 }
 
 template <int TPK>
 static cudaError_t launch_decode(const si_cuda *c, dim3 grid, size_t shm, const float *q,
                           const uint16_t *k, const uint16_t *v, float *out, float *po, float *pml,
                           int n_head, int group, int n_head_kv, int hd, int pos0,
-                          const int32_t *pos_dev, int chunk, float scale, int window, float softcap)
+                          const int32_t *pos_dev, int chunk, float scale, int window, float softcap,
+                          unsigned *done)
 {
 #define SI_DEC_ARGS \
     c, grid, shm, q, k, v, out, po, pml, n_head, group, n_head_kv, hd, pos0, pos_dev, chunk, scale, window, \
-        softcap
+        softcap, done
     cudaError_t e;
     if (group <= 1)
         e = launch_decode_g<TPK, 1>(SI_DEC_ARGS);
@@ -573,6 +615,7 @@ static int attention(si_cuda *c, const float *q, const uint16_t *k, const uint16
         return r;
 
     int ns, chunk, tpk = 1;
+    unsigned *done = NULL; /* the decode kernel combines (below) */
     const bool dec = n_tokens == 1 && plan_decode(c->n_sm, pos0, window, n_head, n_head_kv,
                                                   head_dim, k, v, &ns, &chunk, &tpk);
     /* a window: no split before the first key the batch's first token
@@ -589,16 +632,22 @@ static int attention(si_cuda *c, const float *q, const uint16_t *k, const uint16
     if (dec) {
         dim3 grid((unsigned)n_head_kv, (unsigned)ns);
         size_t shm = dec_shared(group, head_dim, chunk);
+        /* the "attn_combine" variant: the splits combined by each KV head's
+         * last block (its counter in c->done) instead of a kernel */
+        if (ns > 1 && c->attn_combine && c->done && n_head_kv <= SI_CUDA_DONE_COUNTERS) {
+            SI_ARG_CHECK(ns <= COMB_MAX_SPLIT);
+            done = c->done;
+        }
         cudaError_t e;
         if (tpk == 4)
             e = launch_decode<4>(c, grid, shm, q, k, v, out, po, pml, n_head, group,
-                             n_head_kv, head_dim, pos0, pos_dev, chunk, scale, window, softcap);
+                                 n_head_kv, head_dim, pos0, pos_dev, chunk, scale, window, softcap, done);
         else if (tpk == 2)
             e = launch_decode<2>(c, grid, shm, q, k, v, out, po, pml, n_head, group,
-                             n_head_kv, head_dim, pos0, pos_dev, chunk, scale, window, softcap);
+                                 n_head_kv, head_dim, pos0, pos_dev, chunk, scale, window, softcap, done);
         else
             e = launch_decode<1>(c, grid, shm, q, k, v, out, po, pml, n_head, group,
-                                 n_head_kv, head_dim, pos0, pos_dev, chunk, scale, window, softcap);
+                                 n_head_kv, head_dim, pos0, pos_dev, chunk, scale, window, softcap, done);
         if (e != cudaSuccess)
             return si_cuda__fail_cuda(e, "launch of k_attention_decode", __FILE__, __LINE__);
     } else {
@@ -623,7 +672,7 @@ static int attention(si_cuda *c, const float *q, const uint16_t *k, const uint16
         }
         SI_LAUNCH_CHECK("k_attention");
     }
-    if (ns > 1) {
+    if (ns > 1 && !done) {
         SI_ARG_CHECK(ns <= COMB_MAX_SPLIT);
         SI_LAUNCH("k_attention_combine", c, k_attention_combine, (unsigned)n_q, COMB_THREADS, 0, po, pml,
                   out, (long)n_q, head_dim, ns);

@@ -27,7 +27,12 @@ struct si_cuda {
     int ffn_act_unroll;      /* kernel variants (si_cuda_set_variant) */
     int ffn_decode;          /* SI_FFN_DECODE_* */
     int ffn_fused_bps;       /* k_ffn_fused's blocks an SM at most: 1 or 2 */
+    bool attn_combine;       /* the decode attention combines its splits itself */
+    unsigned *done;          /* device, SI_CUDA_DONE_COUNTERS zeroes: per-KV-head
+                              * counters of that variant, back to 0 after each use */
 };
+
+enum { SI_CUDA_DONE_COUNTERS = 1024 };
 
 /* Record an error (printf format) in the thread-local string; returns code. */
 int si_cuda__fail(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

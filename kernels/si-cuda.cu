@@ -104,6 +104,8 @@ extern "C" void si_cuda_free(si_cuda *c)
             (void)cudaStreamSynchronize(c->own_stream);
         if (c->scratch)
             (void)cudaFree(c->scratch);
+        if (c->done)
+            (void)cudaFree(c->done);
         if (c->blas)
             (void)cublasDestroy(c->blas);
         if (c->own_stream)
@@ -131,6 +133,8 @@ static int ctx_init(si_cuda *c, int device)
     c->pdl = c->pdl_ok;
     c->ffn_act_unroll = 4;
     c->ffn_fused_bps = 1;
+    SI_CUDA_CHECK(cudaMalloc((void **)&c->done, SI_CUDA_DONE_COUNTERS * sizeof(unsigned)));
+    SI_CUDA_CHECK(cudaMemset(c->done, 0, SI_CUDA_DONE_COUNTERS * sizeof(unsigned)));
     SI_CUDA_CHECK(cudaStreamCreateWithFlags(&c->own_stream, cudaStreamNonBlocking));
     c->stream = c->own_stream;
     SI_CUBLAS_CHECK(cublasCreate(&c->blas));
@@ -206,6 +210,8 @@ extern "C" int si_cuda_set_variant(si_cuda *c, const char *name, int value)
         c->ffn_decode = value;
     else if (!strcmp(name, "ffn_fused_bps") && (value == 1 || value == 2))
         c->ffn_fused_bps = value;
+    else if (!strcmp(name, "attn_combine") && (value == 0 || value == 1))
+        c->attn_combine = value;
     else
         return si_cuda__fail(-EINVAL, "no kernel variant %s=%d", name, value);
     return 0;

@@ -92,7 +92,10 @@ bool si_cuda_set_pdl(si_cuda *c, bool on);
  * kernel; 2 one pass, a block a share of the slots computing their
  * activations and then reading their down rows whole, then a reduction.
  * 1 and 2 are not yet measured on a GPU. "ffn_fused_bps" 1 (default) or
- * 2: variant 2's blocks an SM at most. -EINVAL for anything else. */
+ * 2: variant 2's blocks an SM at most. "attn_combine" 0 (default) or 1:
+ * decode attention split over the keys combines its splits in the last
+ * block of each KV head instead of a second kernel (the same bits; not yet
+ * measured). -EINVAL for anything else. */
 int si_cuda_set_variant(si_cuda *c, const char *name, int value);
 /* Makes c's device the calling thread's current device. The CUDA runtime
  * keeps the current device per host thread (device 0 in a new thread), and

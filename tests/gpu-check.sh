@@ -8,7 +8,7 @@
 #      CUDA backend's interface test, and whole-model parity CPU vs CUDA
 #      through the engine (test-cuda-model: synthetic tiny models, and the
 #      default model when SI_MODEL or the cache has it; again with each
-#      kernel variant of the decode FFN, ENG_CUDA_VARIANTS), and the prompt
+#      kernel variant, ENG_CUDA_VARIANTS), and the prompt
 #      cache against fresh prefills (test-prompt-cache cuda, on a tiny
 #      synthetic model)
 #   3. generates synthetic f16 models with si-synth: llama-3.2-3b,
@@ -221,9 +221,10 @@ for t in cuda-backend cuda-model; do
     esac
 done
 
-# whole models again with each other way of running the decode FFN
-# (kernel variants, ENG_CUDA_VARIANTS; not the default yet)
-for v in ffn_decode=1 ffn_decode=2; do
+# whole models again with each kernel variant not yet the default
+# (ENG_CUDA_VARIANTS): the decode FFN's other ways, the attention's
+# splits combined in its kernel
+for v in ffn_decode=1 ffn_decode=2 attn_combine=1; do
     log "test cuda-model $v"
     ENG_CUDA_VARIANTS=$v timeout 300 "$BUILD/tests/test-cuda-model" "$BUILD/tools/si-synth" \
         > "$OUT_DIR/test-cuda-model-$v.log" 2>&1

@@ -956,7 +956,7 @@ int main(void)
         { "ffn_decode", "not name=integer" },
         { "ffn_decode=2,bogus=1", "bogus=1" },
         { "ffn_decode=x", "not name=integer" },
-        { "ffn_decode=2,ffn_fused_bps=2", NULL },
+        { "ffn_decode=2,ffn_fused_bps=2,attn_combine=1", NULL },
         { "ffn_act_unroll=8,", NULL },
         { "", NULL },
     };

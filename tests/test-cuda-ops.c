@@ -681,7 +681,10 @@ static void test_attention(void)
             }
         /* decode with the position read on the device, the keys split for a
          * far larger largest position (a decode graph's plan): chunks past
-         * the position stay empty, and nothing past it is read (NaN there) */
+         * the position stay empty, and nothing past it is read (NaN there).
+         * Then each again with the splits combined in the decode kernel
+         * (the "attn_combine" variant): the same bits. */
+        float *got2 = xmalloc(nq * 4);
         for (int mp = p0; T == 1 && mp <= p0 + 8192; mp += 8192) {
             int32_t *dpos = dev_copy(&p0, 4);
             OK(si_cuda_upload(gc, dout, ref, 4)); /* must be overwritten */
@@ -693,8 +696,19 @@ static void test_attention(void)
                           ref[i]);
                     break;
                 }
+            OK(si_cuda_set_variant(gc, "attn_combine", 1));
+            for (int rep = 0; rep < 2; rep++) { /* twice: the counters are back at 0 */
+                OK(si_cuda_upload(gc, dout, ref, 4));
+                OK(si_cuda_attention_at(gc, dq, dk, dv, dout, dpos, mp, H, Hkv, hd, scale, win, cap));
+                get(got2, dout, nq * 4);
+                CHECK(memcmp(got, got2, nq * 4) == 0,
+                      "case %zu at pos %d, max %d: combined in the kernel (%d) differs", ci, p0, mp,
+                      rep);
+            }
+            OK(si_cuda_set_variant(gc, "attn_combine", 0));
             dfree(dpos);
         }
+        free(got2);
         dfree(dq);
         dfree(dout);
         dfree(dk);

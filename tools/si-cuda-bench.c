@@ -508,6 +508,17 @@ static void bench_kernels(model *m, int iters)
                              1.0f / sqrtf((float)s->hd), 0, 0.0f));
     }
     report("attention_decode", tstop_ms(iters * A) * 1e3, 2.0 * 2 * (double)(pos + 1) * kvd);
+    /* the variant: the splits combined by the decode kernel's last blocks */
+    OK(si_cuda_set_variant(gc, "attn_combine", 1));
+    tstart();
+    for (int it = 0; it < iters * A; it++) {
+        layer *L = &m->L[it % A];
+        OK(si_cuda_attention(gc, m->q, L->kc, L->vc, m->att, 1, pos, s->H, s->Hkv, s->hd,
+                             1.0f / sqrtf((float)s->hd), 0, 0.0f));
+    }
+    report("attention_decode_combined_in_kernel", tstop_ms(iters * A) * 1e3,
+           2.0 * 2 * (double)(pos + 1) * kvd);
+    OK(si_cuda_set_variant(gc, "attn_combine", 0));
     jclose();
 }
 
@@ -531,14 +542,15 @@ static void bench_token(model *m, int iters, int pos)
          * (v 0 the defaults; the others differ from them in one setting) */
         static const struct {
             const char *name;
-            int pdl, act_unroll, ffn_decode;
+            int pdl, act_unroll, ffn_decode, attn_combine;
         } var[] = {
-            { "default", 1, 4, 0 },
-            { "without_pdl", 0, 4, 0 },
-            { "ffn_act_unroll_8", 1, 8, 0 },
-            { "ffn_gate_up_gemv", 1, 4, 1 },
-            { "ffn_fused", 1, 4, 2 },
-            { "ffn_fused_2_per_sm", 1, 4, 3 },
+            { "default", 1, 4, 0, 0 },
+            { "without_pdl", 0, 4, 0, 0 },
+            { "ffn_act_unroll_8", 1, 8, 0, 0 },
+            { "ffn_gate_up_gemv", 1, 4, 1, 0 },
+            { "ffn_fused", 1, 4, 2, 0 },
+            { "ffn_fused_2_per_sm", 1, 4, 3, 0 },
+            { "attn_combine", 1, 4, 0, 1 },
         };
         enum { N_VAR = sizeof(var) / sizeof(var[0]) };
         double ms_var[N_VAR];
@@ -553,6 +565,7 @@ static void bench_token(model *m, int iters, int pos)
             /* 3: the fused kernel with 2 blocks an SM */
             OK(si_cuda_set_variant(gc, "ffn_decode", var[v].ffn_decode > 2 ? 2 : var[v].ffn_decode));
             OK(si_cuda_set_variant(gc, "ffn_fused_bps", var[v].ffn_decode > 2 ? 2 : 1));
+            OK(si_cuda_set_variant(gc, "attn_combine", var[v].attn_combine));
             forward(m, 1, pos, sel, false, true); /* scratch for this variant */
             OK(si_cuda_sync(gc));
             si_cuda_graph *g;
@@ -573,6 +586,7 @@ static void bench_token(model *m, int iters, int pos)
         OK(si_cuda_set_variant(gc, "ffn_act_unroll", 4));
         OK(si_cuda_set_variant(gc, "ffn_decode", 0));
         OK(si_cuda_set_variant(gc, "ffn_fused_bps", 1));
+        OK(si_cuda_set_variant(gc, "attn_combine", 0));
         const double ms_graph = ms_var[0];
         double bytes = sel ? weights_sel : weights_dense;
         double gbps = bytes / (ms_graph * 1e-3) / 1e9;
