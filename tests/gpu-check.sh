@@ -49,8 +49,10 @@
 #        tests/gpu-check.sh --prebuild DIR
 #                                     builds those binaries here (no GPU
 #                                     needed: nvcc and cuBLAS) into BUILD and
-#                                     copies them, stripped (~31 MB), to
-#                                     DIR/tests and DIR/tools, for the above
+#                                     copies them, stripped (~60 MB), to
+#                                     DIR/tests and DIR/tools, and archives
+#                                     them as DIR.tar.xz (~13 MB); either
+#                                     goes in SI_GPU_PREBUILT
 # Exit status: 0 all passed, 1 a step failed, 77 no GPU here.
 set -u
 cd "$(dirname "$0")/.."
@@ -72,7 +74,10 @@ if [ "${1:-}" = --prebuild ]; then
     for t in $TESTS; do cp "$B/tests/$t" "$2/tests/" || exit 1; done
     for t in $TOOLS; do cp "$B/tools/$t" "$2/tools/" || exit 1; done
     strip "$2"/tests/* "$2"/tools/* || exit 1
-    du -sh "$2"
+    # each binary holds the same kernels: a solid archive is a fifth of the
+    # files (what a GPU machine with a size limit on what travels takes)
+    tar cf - -C "$(dirname "$2")" "$(basename "$2")" | xz -T0 -6 > "$2.tar.xz" || exit 1
+    du -sh "$2" "$2.tar.xz"
     exit 0
 fi
 OUT_DIR=${OUT:-$ROOT/gpu-results}
@@ -132,7 +137,16 @@ finish() {
 
 command -v nvidia-smi > /dev/null && nvidia-smi > "$OUT_DIR/nvidia-smi.txt" 2>&1
 
-# prebuilt binaries: exit 127 is the loader's "cannot run this at all"
+# prebuilt binaries, or their archive (--prebuild's DIR.tar.xz): unpacked
+# beside the models, not into the results
+if [ -f "${SI_GPU_PREBUILT:-}" ]; then
+    rm -rf "$MODEL_DIR/prebuilt"
+    mkdir -p "$MODEL_DIR/prebuilt" &&
+        xz -dc "$SI_GPU_PREBUILT" | tar xf - -C "$MODEL_DIR/prebuilt" --strip-components=1 ||
+        log "cannot unpack $SI_GPU_PREBUILT"
+    SI_GPU_PREBUILT=$MODEL_DIR/prebuilt
+fi
+# exit 127 is the loader's "cannot run this at all"
 if [ -n "${SI_GPU_PREBUILT:-}" ]; then
     "$SI_GPU_PREBUILT/tools/si-synth" --help > "$OUT_DIR/prebuilt.log" 2>&1
     if [ $? = 127 ] || [ ! -x "$SI_GPU_PREBUILT/tests/test-cuda-model" ]; then
