@@ -574,6 +574,17 @@ static void op_argmax(eng_backend *be, const float *xs, int n, int32_t *ret)
     check(x, si_cuda_argmax(x->c, xs, n, ret));
 }
 
+/* Sampling's candidates on the device (kernels/select.cu): a sampled
+ * decode step ends with this kernel inside its graph, and a few thousand
+ * values come back instead of the logits. */
+static void op_top_cands(eng_backend *be, const float *xs, int n, int k, float *vals, int32_t *ids)
+{
+    cuda_ctx *x = ctx_of(be);
+    if (n <= 0 || !op_ready(x))
+        return;
+    check(x, si_cuda_top_cands(x->c, xs, n, ENG_CAND_CHUNK, k, vals, ids));
+}
+
 /* ENG_PICK_TOKEN (kernels/select.cu): the sketch is built on the device
  * from the slots, the same bytes as the CPU's; the work buffer of ffn_pick
  * is reserved here, at load or swap, so that a decode graph never meets an
@@ -658,6 +669,7 @@ static const eng_backend_iface cuda_iface = {
     .graph_end = op_graph_end,
     .topk_count = op_topk_count,
     .argmax = op_argmax,
+    .top_cands = op_top_cands,
     .ffn_pick = op_ffn_pick,
     .build_sketch = op_build_sketch,
 };

@@ -407,6 +407,15 @@ typedef struct eng_backend_iface {
      * not: its memory is the host's, and the engine reads the logits. */
     void (*argmax)(eng_backend *be, const float *x, int n, int32_t *ret);
 
+    /* Sampling: the candidates of x[0..n) for k (engine.h eng_candidates,
+     * the reference: per ENG_CAND_CHUNK ids the k best, ascending, padded
+     * with id -1 and value 0) into vals and ids (eng_candidates_size(n, k)
+     * entries each), bit for bit the host's. A GPU offers it so that a
+     * sampled step brings back those instead of the row of logits, and the
+     * host's sampler reads a few thousand values, not n; it may be issued
+     * inside a decode graph. The CPU does not, as for argmax. */
+    void (*top_cands)(eng_backend *be, const float *x, int n, int k, float *vals, int32_t *ids);
+
     /* ---- optional: one launch per decode step (NULL: not offered) ---- */
 
     /* A decode step is hundreds of small ops; launching each one costs a

@@ -354,6 +354,13 @@ enum {
      * GPU the copy of a row of logits (n_vocab floats) per step. Without
      * effect together with ENG_EVAL_ALL_LOGITS. */
     ENG_EVAL_ARGMAX = 1 << 1,
+    /* The caller samples from the best candidates of the last row only
+     * (eng_session_set_candidates): eng_session_candidates() gives them,
+     * and eng_session_logits() then returns NULL, which saves a GPU the
+     * copy of the row and the host the pass over it. Without effect
+     * together with ENG_EVAL_ALL_LOGITS or ENG_EVAL_ARGMAX, or before
+     * eng_session_set_candidates succeeded. */
+    ENG_EVAL_CANDIDATES = 1 << 2,
 };
 
 /* Runs tokens[0..n) through the model after the n_past tokens already in the
@@ -379,6 +386,32 @@ const float *eng_session_logits(const eng_session *session, int i);
  * same token either way). -EDOM when every logit is NaN, -ENODATA when the
  * last eval kept nothing (none since the reset, or it failed). */
 int32_t eng_session_argmax(const eng_session *session);
+
+/* Candidates of a row of logits x[0..n): for each chunk of ENG_CAND_CHUNK
+ * consecutive token ids, its k best (NaN below every number, -0 equal to
+ * +0, ties to the lower id), in ascending id order; a chunk of fewer than
+ * k ids gives all of them and pads its k entries with id -1 (value 0).
+ * Together they hold the k best of the row: every token that some
+ * sampler's choice can depend on (eng_sampler_candidates). */
+#define ENG_CAND_CHUNK 4096
+#define ENG_CAND_MAX 1024 /* the largest k */
+/* Entries of a row's candidates: k per chunk. */
+size_t eng_candidates_size(int n, int k);
+/* The host's candidates of x (the reference of a backend's, backend.h
+ * top_cands); vals and ids hold eng_candidates_size(n, k) entries. tmp:
+ * 2 ENG_CAND_CHUNK 32-bit words of scratch. -EINVAL for k outside
+ * [1, ENG_CAND_MAX] or n < 1. */
+int eng_candidates(const float *x, int n, int k, void *tmp, float *vals, int32_t *ids);
+
+/* Evaluations with ENG_EVAL_CANDIDATES keep the last row's candidates for
+ * this k. -ENOTSUP where the backend offers none (the CPU: the logits are
+ * the host's already, and a sampler's pass over them costs less than
+ * finding candidates), -EINVAL for k outside [1, ENG_CAND_MAX], -ENOMEM. */
+int eng_session_set_candidates(eng_session *session, int k);
+/* The last eval's candidates (ENG_EVAL_CANDIDATES): *vals, *ids (valid
+ * until the next eval); returns how many entries, padding included, or
+ * -ENODATA when the last eval kept none. */
+long eng_session_candidates(const eng_session *session, const float **vals, const int32_t **ids);
 
 /* ---- sampling --------------------------------------------------------- */
 
@@ -425,6 +458,28 @@ void eng_sampler_accept(eng_sampler *sampler, int32_t token);
  * repeat_last_n 0). Such a sampler needs only eng_session_argmax(), except
  * that it picks token 0 where every logit is NaN. */
 bool eng_sampler_is_greedy(const eng_sampler *sampler);
+/* The k for which eng_sampler_sample_candidates() over a row's candidates
+ * (eng_candidates) picks what eng_sampler_sample() picks over the row, with
+ * the same draws: top_k (1 at temperature 0) plus the tokens the penalties
+ * and biases may move, where they can only lower logits (repeat_penalty
+ * >= 1, frequency and presence penalties >= 0, biases <= 0). 0 where the
+ * choice may depend on every logit (no top_k, a raising adjustment, or k
+ * above ENG_CAND_MAX). */
+int eng_sampler_candidates(const eng_sampler *sampler);
+/* eng_sampler_sample() from candidates of the logits: vals/ids[0..n)
+ * (ids < 0 are padding, skipped), for a k of at least
+ * eng_sampler_candidates(); -EINVAL where that is 0 or an id is >= n_vocab. */
+int32_t eng_sampler_sample_candidates(eng_sampler *sampler, const float *vals, const int32_t *ids,
+                                      size_t n);
+/* What to pass eng_session_eval for this sampler to pick from afterwards
+ * (eng_sampler_sample_session): ENG_EVAL_ARGMAX for plain greedy,
+ * ENG_EVAL_CANDIDATES where the sampler can use them and the session keeps
+ * them (it is set up for them here), else 0 (the row of logits). */
+unsigned eng_sampler_eval_flags(const eng_sampler *sampler, eng_session *session);
+/* The next token after the last eval, from whatever it kept: the argmax
+ * (token 0 where every logit is NaN, as eng_sampler_sample), the
+ * candidates, or the row of logits. -ENODATA when it kept nothing. */
+int32_t eng_sampler_sample_session(eng_sampler *sampler, const eng_session *session);
 
 /* ---- generation ------------------------------------------------------- */
 

@@ -408,11 +408,12 @@ int eng_generate(eng_session *session, const int32_t *prompt, size_t n_prompt,
     for (size_t i = 0; i < n_prompt; i++)
         eng_sampler_accept(smp, prompt[i]);
     /* Plain greedy needs the argmax only: a GPU then picks the token itself
-     * and sends back 4 bytes per step instead of a row of logits. (Not for
-     * JSON, where the argmax may not continue the object, nor with
-     * log-probabilities, which need the row.) */
-    const bool greedy = eng_sampler_is_greedy(smp) && !json && !params->on_prob;
-    const unsigned eval_flags = greedy ? ENG_EVAL_ARGMAX : 0;
+     * and sends back 4 bytes per step instead of a row of logits; top-k
+     * sampling needs the row's candidates, a few thousand values. (Not for
+     * JSON, where the sampler's choice may not continue the object, nor
+     * with log-probabilities, which need the row.) */
+    const bool row = json || params->on_prob;
+    const unsigned eval_flags = row ? 0 : eng_sampler_eval_flags(smp, session);
 
     uint64_t t0 = eng_time_ns();
     r = eng_session_eval(session, prompt + kept, n_prompt - (size_t)kept, eval_flags);
@@ -434,10 +435,10 @@ int eng_generate(eng_session *session, const int32_t *prompt, size_t n_prompt,
     uint64_t t1 = eng_time_ns();
     for (;;) {
         int32_t tok;
-        if (greedy) {
-            tok = eng_session_argmax(session);
-            if (tok == -EDOM)
-                tok = 0; /* every logit NaN: what the sampler's greedy picks */
+        if (!row) {
+            tok = eng_sampler_sample_session(smp, session);
+            if (tok == -ENODATA)
+                tok = -EIO; /* the eval kept nothing: as a missing row */
         } else {
             const float *logits = eng_session_logits(session, -1);
             if (!logits) {

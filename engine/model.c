@@ -1597,6 +1597,8 @@ void eng_session_free(eng_session *s)
         bfree(be, bufs[i]);
     bfree(be, s->tokens);
     bfree(be, s->argmax_dev);
+    bfree(be, s->cand_dev);
+    free(s->cand_host);
     free(s->logits);
     free(s->ctx_tokens);
     free(s);
@@ -1729,6 +1731,7 @@ void eng_session_reset(eng_session *s)
     s->n_past = 0;
     s->n_logits = 0;
     s->argmax_only = false;
+    s->cands_only = false;
     eng__select_session_reset(s);
 }
 
@@ -1925,6 +1928,7 @@ int eng_session_shift(eng_session *s, int keep, int drop)
         s->n_reusable = keep;
     s->n_logits = 0;
     s->argmax_only = false;
+    s->cands_only = false;
     return 0;
 }
 
@@ -1991,6 +1995,48 @@ int32_t eng_session_argmax(const eng_session *s)
     return best < 0 ? -EDOM : best;
 }
 
+int eng_session_set_candidates(eng_session *s, int k)
+{
+    const eng_model *m = s ? s->model : NULL;
+    if (!s || k < 1 || k > ENG_CAND_MAX)
+        return -EINVAL;
+    if (m->be->iface->host_memory || !m->be->iface->top_cands)
+        return -ENOTSUP;
+    const size_t n = eng_candidates_size(m->info.n_vocab, k);
+    if (n > s->cand_cap) {
+        /* a graph that wrote into the old buffer must not run again */
+        eng__session_changed(s);
+        if (s->cand_dev)
+            m->be->iface->mem_free(m->be, s->cand_dev);
+        free(s->cand_host);
+        s->cand_dev = s->cand_host = NULL;
+        s->cand_cap = 0;
+        s->cand_k = 0;
+        s->cands_only = false;
+        s->cand_dev = eng__session_alloc(s, n * 8);
+        s->cand_host = malloc(n * 8);
+        if (!s->cand_dev || !s->cand_host)
+            return -ENOMEM;
+        s->cand_cap = n;
+    }
+    if (k != s->cand_k)
+        s->cands_only = false; /* what the last eval kept was for another k */
+    s->cand_k = k;
+    s->n_cand = n;
+    return 0;
+}
+
+long eng_session_candidates(const eng_session *s, const float **vals, const int32_t **ids)
+{
+    if (!s || !vals || !ids)
+        return -EINVAL;
+    if (!s->cands_only)
+        return -ENODATA;
+    *vals = (const float *)s->cand_host;
+    *ids = (const int32_t *)((const float *)s->cand_host + s->n_cand);
+    return (long)s->n_cand;
+}
+
 /* ---- the forward pass ---- */
 
 /* The ops of one forward pass over n tokens at positions n_past ..: the
@@ -2001,7 +2047,8 @@ int32_t eng_session_argmax(const eng_session *s)
  * vote observes, so a decode step can be issued twice (see graphs in
  * eng__forward). hidden (embeddings; out NULL): the last hidden states of
  * all n rows, after the output norm, are left in s->xn. */
-static void forward_ops(eng_session *s, int n, int first, float *out, int32_t *argmax, bool hidden)
+static void forward_ops(eng_session *s, int n, int first, float *out, int32_t *argmax, bool cands,
+                        bool hidden)
 {
     const eng_model *m = s->model;
     eng_backend *be = m->be;
@@ -2144,11 +2191,16 @@ static void forward_ops(eng_session *s, int n, int first, float *out, int32_t *a
         if (argmax)
             op->argmax(be, out + (size_t)(n - first - 1) * m->info.n_vocab, m->info.n_vocab,
                        argmax);
+        /* sampling: the last row's candidates (backend), inside the graph too */
+        if (cands)
+            op->top_cands(be, out + (size_t)(n - first - 1) * m->info.n_vocab, m->info.n_vocab,
+                          s->cand_k, (float *)s->cand_dev,
+                          (int32_t *)((float *)s->cand_dev + s->n_cand));
     }
 }
 
 int eng__forward(eng_session *s, const int32_t *tokens, int n, bool all_logits, float *logits,
-                 int32_t *argmax, float *hidden)
+                 int32_t *argmax, bool cands, float *hidden)
 {
     const eng_model *m = s->model;
     eng_backend *be = m->be;
@@ -2161,7 +2213,7 @@ int eng__forward(eng_session *s, const int32_t *tokens, int n, bool all_logits, 
     int first = all_logits ? 0 : n - 1;
     int rows = n - first;
     float *out = logits;
-    if ((logits || argmax) && !host) {
+    if ((logits || argmax || cands) && !host) {
         if (rows > s->logits_dev_cap) {
             eng__session_changed(s);
             op->mem_free(be, s->logits_dev);
@@ -2180,8 +2232,9 @@ int eng__forward(eng_session *s, const int32_t *tokens, int n, bool all_logits, 
      * the graph does not come about, nothing of it ran and the ops go again
      * one by one. */
     int32_t *am = argmax ? s->argmax_dev : NULL;
-    if ((am != NULL) != s->graph_argmax) {
-        s->graph_argmax = am != NULL; /* the step's ops end differently */
+    const int tail = am ? 1 : cands ? 2 + s->cand_k : 0;
+    if (tail != s->graph_tail) {
+        s->graph_tail = tail; /* the step's ops end differently */
         eng__session_changed(s);
     }
     int g = -1;
@@ -2198,17 +2251,19 @@ int eng__forward(eng_session *s, const int32_t *tokens, int n, bool all_logits, 
         eng_graph_step st = { .key = s->graph_key, .pos = s->n_past, .max_pos = max_pos };
         g = op->graph_begin(be, &st);
         if (g == 0) {
-            forward_ops(s, n, first, out, am, false);
+            forward_ops(s, n, first, out, am, cands, false);
             g = op->graph_end(be) == 0 ? 1 : -1;
         }
     }
     if (g != 1)
-        forward_ops(s, n, first, out, am, hidden != NULL);
+        forward_ops(s, n, first, out, am, cands, hidden != NULL);
     const int pos0 = s->n_past;
     s->n_past += n;
 
     if (argmax) /* 4 bytes instead of the row of logits */
         op->download(be, argmax, am, sizeof(int32_t));
+    else if (cands) /* values and ids in one copy */
+        op->download(be, s->cand_host, s->cand_dev, s->n_cand * 8);
     else if (hidden)
         op->download(be, hidden, s->xn, (size_t)n * m->info.n_embd * sizeof(float));
     else if (logits && !host)
@@ -2251,6 +2306,8 @@ int eng_session_eval(eng_session *s, const int32_t *tokens, size_t n, unsigned f
     size_t rows = all ? n : 1;
     /* greedy on the backend: only the argmax of the last row comes back */
     bool dev_argmax = (flags & ENG_EVAL_ARGMAX) && !all && s->argmax_dev;
+    /* sampling on the backend: only the last row's candidates come back */
+    bool dev_cands = (flags & ENG_EVAL_CANDIDATES) && !all && !dev_argmax && s->cand_k > 0;
     if (rows > (size_t)s->logits_cap) {
         /* grow the logits buffer only when a caller keeps all of them */
         float *p = falloc(rows * (size_t)m->info.n_vocab);
@@ -2264,6 +2321,7 @@ int eng_session_eval(eng_session *s, const int32_t *tokens, size_t n, unsigned f
     if (n > 1)
         eng__session_changed(s); /* a prefill: what decode computes is chosen anew */
     s->argmax_only = false;
+    s->cands_only = false;
     for (size_t done = 0; done < n;) {
         if (done > 0 && s->abort_cb && s->abort_cb(s->abort_data))
             return -ECANCELED;
@@ -2271,14 +2329,15 @@ int eng_session_eval(eng_session *s, const int32_t *tokens, size_t n, unsigned f
         bool last = done + chunk == n;
         float *out = all ? s->logits + done * (size_t)m->info.n_vocab : s->logits;
         int r = eng__forward(s, tokens + done, chunk, all,
-                             (all || last) && !dev_argmax ? out : NULL,
-                             last && dev_argmax ? &s->argmax : NULL, NULL);
+                             (all || last) && !dev_argmax && !dev_cands ? out : NULL,
+                             last && dev_argmax ? &s->argmax : NULL, last && dev_cands, NULL);
         if (r < 0)
             return r;
         done += chunk;
     }
-    s->n_logits = dev_argmax ? 0 : (int)rows;
+    s->n_logits = dev_argmax || dev_cands ? 0 : (int)rows;
     s->argmax_only = dev_argmax;
+    s->cands_only = dev_cands;
     s->logits_first = all ? 0 : (int)n - 1;
     s->n_last_eval = (int)n;
     return eng__select_end_eval(s);
@@ -2333,7 +2392,7 @@ int eng_embed(eng_session *s, const int32_t *tokens, size_t n, eng_pooling pool,
             break;
         }
         const int chunk = (int)(n - done < (size_t)s->n_batch ? n - done : (size_t)s->n_batch);
-        r = eng__forward(s, tokens + done, chunk, false, NULL, NULL, h);
+        r = eng__forward(s, tokens + done, chunk, false, NULL, NULL, false, h);
         if (r < 0)
             break;
         done += chunk;

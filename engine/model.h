@@ -151,6 +151,14 @@ struct eng_session {
     int32_t *argmax_dev;              /* [1] (backend), NULL without the op */
     int32_t argmax;                   /* its value after the last eval, -1: all NaN */
     bool argmax_only;                 /* the last eval kept argmax, not logits */
+    /* ENG_EVAL_CANDIDATES (eng_session_set_candidates) on a backend with the
+     * top_cands op: the last row's candidates for cand_k, n_cand floats
+     * then n_cand int32 ids, computed there (cand_dev) and brought back
+     * (cand_host, cands_only; no logits) */
+    void *cand_dev, *cand_host;
+    size_t n_cand, cand_cap;          /* entries now, entries the buffers hold */
+    int cand_k;                       /* 0: none set */
+    bool cands_only;
     int n_last_eval;
     /* Prompt cache (eng_session_reset_prefix): tokens [0, n_reusable) of
      * ctx_tokens are in the KV cache as an evaluation over every loaded
@@ -160,7 +168,8 @@ struct eng_session {
     int n_reusable;
     uint64_t kv_generation;
     uint64_t graph_key;               /* names the decode step's ops (backend.h graph_begin) */
-    bool graph_argmax;                /* the last step ended in the argmax op */
+    int graph_tail;                   /* how the last step ended: 0 logits, 1 the
+                                       * argmax op, 2 + k the top_cands op for k */
     eng_abort_cb abort_cb;            /* polled between prefill chunks */
     void *abort_data;
 
@@ -223,10 +232,12 @@ void *eng__session_alloc(const eng_session *s, size_t bytes);
  * logits for all tokens (all_logits) or only the last one, or none when
  * logits is NULL. argmax (host), when not NULL (logits NULL, not
  * all_logits, a backend with the argmax op): receives the argmax of the
- * last token's logits, computed by the backend. hidden, when not NULL
- * (logits and argmax NULL): receives the n rows' last hidden states after
+ * last token's logits, computed by the backend. cands (logits and argmax
+ * NULL, a backend with the top_cands op, eng_session_set_candidates done):
+ * the last token's candidates into s->cand_host, computed by the backend.
+ * hidden, when not NULL (logits and argmax NULL): receives the n rows' last hidden states after
  * the output norm, [n][n_embd] (host), for embeddings. */
 int eng__forward(eng_session *s, const int32_t *tokens, int n, bool all_logits, float *logits,
-                 int32_t *argmax, float *hidden);
+                 int32_t *argmax, bool cands, float *hidden);
 
 #endif

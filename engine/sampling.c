@@ -443,6 +443,8 @@ static long top_p_only(eng_sampler *s, cand *c, float p) {
     }
 }
 
+static int32_t finish(eng_sampler *s, cand *c, size_t n, long kept);
+
 int32_t eng_sampler_sample(eng_sampler *s, const float *logits) {
     if (!s || !logits)
         return -EINVAL;
@@ -471,6 +473,13 @@ int32_t eng_sampler_sample(eng_sampler *s, const float *logits) {
             kept = top_p_only(s, c, s->p.top_p);
         n = kept >= 0 ? (size_t)kept : all_cands(s, c);
     }
+    return finish(s, c, n, kept);
+}
+
+/* The chain after top-k (or the whole row): top-p (unless top_p_only cut
+ * already: kept >= 0), min-p, temperature, the draw, over c[0..n). */
+static int32_t finish(eng_sampler *s, cand *c, size_t n, long kept)
+{
     if (n == 0)
         return 0;
     if (kept < 0 && s->p.top_p < 1.0f && n > 1)
@@ -507,4 +516,123 @@ int32_t eng_sampler_sample(eng_sampler *s, const float *logits) {
             return c[i].id;
     }
     return c[n - 1].id; /* rounding: u landed on the very top */
+}
+
+/* ---- sampling from a row's candidates (eng_candidates) ----
+ *
+ * Why the candidates suffice, when eng_sampler_candidates() is not 0: let
+ * A be the tokens an adjustment touches (the window's, the biased ones;
+ * at most K - k of them, K the candidates' k) and order tokens by logit,
+ * ties to the lower id, as top-k and greedy do. The candidates hold the K
+ * best raw logits of the row, so at least k tokens outside A. A token t
+ * left out has at least K tokens at or above it, k of them outside A,
+ * whose logits nothing moves; its own adjusted logit is at most its raw
+ * one (adjustments only lower), so those k rank before it after the
+ * adjustments too, and t is neither in the top k nor the greedy choice.
+ * Everything after top-k sees only its k tokens. */
+
+int eng_sampler_candidates(const eng_sampler *s)
+{
+    if (!s)
+        return 0;
+    const eng_sampler_params *p = &s->p;
+    long k;
+    if (p->temperature <= 0.0f)
+        k = 1;
+    else if (p->top_k > 0 && p->top_k < s->n_vocab)
+        k = p->top_k;
+    else
+        return 0; /* top-p and min-p alone normalise over every token */
+    k += s->n_bias;
+    for (int i = 0; i < s->n_bias; i++)
+        if (!(s->bias[s->bias_ids[i]] <= 0.0f))
+            return 0;
+    if (penalties_set(p) && p->repeat_last_n > 0) {
+        /* v / rp or v * rp moves v towards -inf for rp >= 1 */
+        if (!(p->repeat_penalty >= 1.0f) || p->freq_penalty < 0.0f || p->presence_penalty < 0.0f)
+            return 0;
+        k += p->repeat_last_n;
+    }
+    return k > ENG_CAND_MAX ? 0 : (int)k;
+}
+
+int32_t eng_sampler_sample_candidates(eng_sampler *s, const float *vals, const int32_t *ids, size_t n)
+{
+    if (!s || (n && (!vals || !ids)) || eng_sampler_candidates(s) == 0)
+        return -EINVAL;
+    for (size_t i = 0; i < n; i++)
+        if (ids[i] >= s->n_vocab)
+            return -EINVAL;
+    /* the adjusted tokens marked as top_k_pass marks them */
+    const bool pen = penalties_set(&s->p) && s->n_hist > 0, bias = s->n_bias > 0;
+    for (int h = 0; pen && h < s->n_hist; h++)
+        s->cnt[s->hist[h]]++;
+    for (int b = 0; bias && b < s->n_bias; b++)
+        s->cnt[s->bias_ids[b]] |= BIASED;
+    const bool greedy = s->p.temperature <= 0.0f;
+    const size_t k = greedy ? 1 : (size_t)s->p.top_k;
+    cand *c = s->cands;
+    size_t m = 0;
+    int32_t best = -1;
+    float bv = 0.0f;
+    for (size_t i = 0; i < n; i++) {
+        const int32_t t = ids[i];
+        if (t < 0)
+            continue;
+        float v = vals[i];
+        const uint32_t cn = s->cnt[t] & ~BIASED;
+        if (s->cnt[t] & BIASED)
+            v += s->bias[t];
+        if (cn)
+            v = penalised(s, v, cn);
+        if (!greedy)
+            heap_offer(c, &m, k, (cand){v, t});
+        else if (!isnan(v) && (best < 0 || v > bv || (v == bv && t < best))) {
+            best = t; /* greedy's rule: the first of the largest, -inf too */
+            bv = v;
+        }
+    }
+    for (int b = 0; bias && b < s->n_bias; b++)
+        s->cnt[s->bias_ids[b]] = 0;
+    for (int h = 0; pen && h < s->n_hist; h++)
+        s->cnt[s->hist[h]] = 0;
+    if (greedy)
+        return best < 0 ? 0 : best;
+    m = keep_inf(c, m);
+    qsort(c, m, sizeof(*c), cmp_before);
+    return finish(s, c, m, -1);
+}
+
+unsigned eng_sampler_eval_flags(const eng_sampler *s, eng_session *session)
+{
+    if (eng_sampler_is_greedy(s))
+        return ENG_EVAL_ARGMAX;
+    const int k = eng_sampler_candidates(s);
+    if (k > 0 && session && eng_session_set_candidates(session, k) == 0)
+        return ENG_EVAL_CANDIDATES;
+    return 0;
+}
+
+int32_t eng_sampler_sample_session(eng_sampler *s, const eng_session *session)
+{
+    if (!s || !session)
+        return -EINVAL;
+    const float *vals;
+    const int32_t *ids;
+    long n = eng_session_candidates(session, &vals, &ids);
+    if (n >= 0) {
+        /* too few a chunk (a session set up for another sampler) would
+         * pick wrongly, not fail */
+        const size_t chunks = eng_candidates_size(s->n_vocab, 1);
+        if ((size_t)n != chunks * ((size_t)n / chunks) ||
+            (long)((size_t)n / chunks) < eng_sampler_candidates(s))
+            return -EINVAL;
+        return eng_sampler_sample_candidates(s, vals, ids, (size_t)n);
+    }
+    if (eng_sampler_is_greedy(s)) {
+        const int32_t tok = eng_session_argmax(session);
+        return tok == -EDOM ? 0 : tok; /* every logit NaN: what the sampler's greedy picks */
+    }
+    const float *logits = eng_session_logits(session, -1);
+    return logits ? eng_sampler_sample(s, logits) : -ENODATA;
 }

@@ -3,8 +3,11 @@
  * topk_count op both come here, so they cannot drift apart. */
 #include "topk.h"
 
+#include <errno.h>
 #include <math.h>
 #include <string.h>
+
+#include "engine.h"
 
 /* Keys whose unsigned order is the float order: the sign-flip map, with
  * -0 folded onto +0 (floats compare them equal) and NaN below every number
@@ -157,4 +160,37 @@ void eng__topk_count(const float *act, int n_tokens, int n_sel, float alpha, boo
                     fcounts[j] += fabsf(a[j]) >= thr;
         }
     }
+}
+
+/* ---- a row's candidates for sampling (engine.h eng_candidates) ---- */
+
+size_t eng_candidates_size(int n, int k)
+{
+    if (n < 1 || k < 1)
+        return 0;
+    return (size_t)((n + ENG_CAND_CHUNK - 1) / ENG_CAND_CHUNK) * (size_t)k;
+}
+
+int eng_candidates(const float *x, int n, int k, void *tmp, float *vals, int32_t *ids)
+{
+    if (!x || !tmp || !vals || !ids || n < 1 || k < 1 || k > ENG_CAND_MAX)
+        return -EINVAL;
+    size_t o = 0;
+    for (int base = 0; base < n; base += ENG_CAND_CHUNK) {
+        const int len = n - base < ENG_CAND_CHUNK ? n - base : ENG_CAND_CHUNK;
+        const int take = k < len ? k : len;
+        /* the chunk's k best, ascending: eng__pick_top's rule is the
+         * ordering of the whole row restricted to the chunk */
+        eng__pick_top(x + base, len, take, tmp, ids + o);
+        for (int i = 0; i < take; i++) {
+            ids[o + i] += base;
+            vals[o + i] = x[ids[o + i]];
+        }
+        for (int i = take; i < k; i++) {
+            ids[o + i] = -1;
+            vals[o + i] = 0.0f;
+        }
+        o += (size_t)k;
+    }
+    return 0;
 }

@@ -1,5 +1,5 @@
-/* Dynamic-neuron counting at prefill, greedy argmax, and per-token picking
- * (the sketch, its scores, the k best) on the device.
+/* Dynamic-neuron counting at prefill, greedy argmax, sampling's candidates,
+ * and per-token picking (the sketch, its scores, the k best) on the device.
  *
  * Counting (engine/topk.c, the host's code for select.c and the CPU
  * backend): per token, thr = the k-th largest rank value; every index whose
@@ -421,13 +421,14 @@ struct score_key {
 };
 
 /* The k best scores (NaN lowest, ties to the lower index) as an ascending
- * slot list: the k-th largest key (radix_kth), then, chunk by chunk in
- * index order, every key above it and the first keys equal to it until k.
- * One block. */
-__global__ void __launch_bounds__(PICK_THREADS)
-k_pick_select(const float *__restrict__ score, int n, int k, int32_t *__restrict__ sel)
+ * slot list (best_in_order). One block. */
+/* The k best keys of key(0 .. n) (1 <= k <= n; ties to the lower index)
+ * in index order: the k-th largest key (radix_kth), then, chunk by chunk,
+ * every key above it and the first keys equal to it until k; emit(pos, j)
+ * puts index j at position pos of the list. One block of PICK_THREADS. */
+template <class Key, class Emit>
+__device__ void best_in_order(int n, int k, Key key, Emit emit)
 {
-    const score_key key{ score };
     int k_eq; /* how many keys equal to the threshold are taken */
     const uint32_t thr = radix_kth<PICK_THREADS>(n, k, key, &k_eq);
     int out = 0, eq_seen = 0;
@@ -441,10 +442,84 @@ k_pick_select(const float *__restrict__ score, int n, int k, int32_t *__restrict
         int take_total;
         const int pos = out + block_scan(take, &take_total);
         if (take)
-            sel[pos] = j;
+            emit(pos, j);
         out += take_total;
         eq_seen += eq_total;
     }
+}
+
+struct emit_slot {
+    int32_t *sel;
+    __device__ void operator()(int pos, int j) const { sel[pos] = j; }
+};
+
+__global__ void __launch_bounds__(PICK_THREADS)
+k_pick_select(const float *__restrict__ score, int n, int k, int32_t *__restrict__ sel)
+{
+    best_in_order(n, k, score_key{ score }, emit_slot{ sel });
+}
+
+/* ---- sampling's candidates (engine.h eng_candidates) ---- */
+
+/* A logit's key: engine/topk.c's float_key (the sign-flip map, -0 folded
+ * onto +0, NaN below every number as key 0), so that the order and the
+ * ties are the host's. */
+struct logit_key {
+    const float *x;
+    __device__ uint32_t operator()(int j) const
+    {
+        const float v = x[j];
+        uint32_t b = __float_as_uint(v);
+        if (isnan(v))
+            return 0u;
+        if (b == 0x80000000u)
+            b = 0;
+        return (b & 0x80000000u) ? ~b : (b | 0x80000000u);
+    }
+};
+
+struct emit_cand {
+    const float *logits;
+    int base;
+    float *v;
+    int32_t *id;
+    __device__ void operator()(int pos, int j) const
+    {
+        id[pos] = base + j;
+        v[pos] = logits[base + j];
+    }
+};
+
+/* Block b: the k best of logits [b chunk, b chunk + chunk) in index
+ * order (best_in_order), with their values; the entries past
+ * a short chunk's length padded with id -1 and value 0. */
+__global__ void __launch_bounds__(PICK_THREADS)
+k_top_cands(const float *__restrict__ logits, int n, int chunk, int k, float *__restrict__ vals,
+            int32_t *__restrict__ ids)
+{
+    const int base = blockIdx.x * chunk;
+    const int len = n - base < chunk ? n - base : chunk;
+    const int want = k < len ? k : len;
+    float *v = vals + (size_t)blockIdx.x * k;
+    int32_t *id = ids + (size_t)blockIdx.x * k;
+    best_in_order(len, want, logit_key{ logits + base }, emit_cand{ logits, base, v, id });
+    for (int i = want + threadIdx.x; i < k; i += PICK_THREADS) {
+        id[i] = -1;
+        v[i] = 0.0f;
+    }
+}
+
+extern "C" int si_cuda_top_cands(si_cuda *c, const float *logits, int n, int chunk, int k,
+                                 float *vals, int32_t *ids)
+{
+    SI_ARG_CHECK(c && n >= 0 && k >= 1 && chunk >= k && chunk <= 8192);
+    if (n == 0)
+        return 0;
+    SI_ARG_CHECK(logits && vals && ids);
+    const int blocks = (int)(((long)n + chunk - 1) / chunk);
+    k_top_cands<<<blocks, PICK_THREADS, 0, c->stream>>>(logits, n, chunk, k, vals, ids);
+    SI_LAUNCH_CHECK("k_top_cands");
+    return 0;
 }
 
 extern "C" size_t si_cuda_ffn_pick_work(int n_slots, int n_embd)

@@ -276,6 +276,13 @@ size_t si_cuda_ffn_pick_work(int n_slots, int n_embd);
 /* Greedy: *ret_id (device) = argmax of logits [n] (NaN skipped, ties to the
  * lower id, -1 when every value is NaN). */
 int si_cuda_argmax(si_cuda *c, const float *logits, int n, int32_t *ret_id);
+/* Sampling's candidates (engine.h eng_candidates, the host's rule, bit for
+ * bit): for each chunk of `chunk` ids of logits [n], its k best (NaN
+ * lowest, -0 == +0, ties to the lower id) ascending into vals/ids
+ * (device, k entries a chunk), padded with id -1 and value 0. One block a
+ * chunk; 1 <= k <= chunk <= 8192. */
+int si_cuda_top_cands(si_cuda *c, const float *logits, int n, int chunk, int k, float *vals,
+                      int32_t *ids);
 
 /* ---- CUDA graphs ------------------------------------------------------------ */
 

@@ -23,8 +23,10 @@
 #      (ENG_CUDA_GRAPHS=0: what the decode graphs gain; ENG_CUDA_PDL=0:
 #      what programmatic dependent launch gains), then phi 0.4
 #      picked per token by a sketch (--pick token), then dense decode
-#      sampled (--sample: the logits row back and the host's sampler each
-#      token, against greedy's 4 bytes), then dense and phi 0.4 with the
+#      sampled (--sample: the row's candidates back, the top_cands kernel's,
+#      and the host's sampler over them, against greedy's 4 bytes; then
+#      --sample-row: the whole row back each token, what the candidates
+#      save), then dense and phi 0.4 with the
 #      one-pass FFN (ENG_CUDA_VARIANTS=ffn_decode=2), on each model in time
 #   6. where Nsight Compute (ncu) and python3 are there (and SI_GPU_NCU is
 #      not 0; SI_GPU_NCU_VARIANTS picks among dense, phi and pick; an
@@ -34,7 +36,8 @@
 #      dense, phi 0.4 and phi 0.4 picked per token, launched op by op
 #      (tests/ncu-summary.py: time, share and DRAM GB/s per kernel)
 #   7. writes everything as JSON to $OUT (or ./gpu-results): gpu-check.json
-#      (summary), bench-<model>.json, engine-<model>-{dense,nopdl,phi,direct,pick,sample,fused,phifused}.json
+#      (summary), bench-<model>.json,
+#      engine-<model>-{dense,nopdl,phi,direct,pick,sample,samplerow,fused,phifused}.json
 #      and profile-<model>-{dense,phi,pick}.json, with logs beside them.
 #
 # Usage: tests/gpu-check.sh          (from anywhere; BUILD, MODEL_DIR, OUT, SI_GPU_MODELS,
@@ -295,11 +298,12 @@ log "models ready: $(ls "$MODEL_DIR" | tr '\n' ' ')"
 # 5. whole-model speed through the engine on model $1: dense, then phi 0.4
 # (coreinfer plan: no profile needed; decode computes 40 % of the FFN
 # neurons), then dense without decode graphs, then phi 0.4 picked per token
-# (the plan keeps a 4-bit sketch), then dense sampled. Run right after each model's
+# (the plan keeps a 4-bit sketch), then dense sampled (from the candidates,
+# then from the row), then the one-pass FFN. Run right after each model's
 # kernel benchmark, so the first model gets them before the deadline.
 engine_bench() {
     local m=$1 f="$MODEL_DIR/$1-f16.gguf" v extra graphs
-    for v in dense nopdl phi direct pick sample fused phifused; do
+    for v in dense nopdl phi direct pick sample samplerow fused phifused; do
         if [ "$(elapsed)" -ge "$DEADLINE" ]; then
             note "engine_${m}_$v" "skipped (deadline)"
             continue
@@ -309,6 +313,7 @@ engine_bench() {
         [ $v = phi ] && extra="--phi 0.4"
         [ $v = pick ] && extra="--phi 0.4 --pick token"
         [ $v = sample ] && extra="--sample"
+        [ $v = samplerow ] && extra="--sample-row"
         [ $v = direct ] && graphs=0
         pdl=1
         [ $v = nopdl ] && pdl=0

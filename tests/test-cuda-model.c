@@ -24,6 +24,10 @@
  *      step's graph, 4 bytes come back), dense and selective: the tokens
  *      are the argmax of the logits the same model downloads without the
  *      flag, exactly;
+ *   6b. sampling from the device's candidates (ENG_EVAL_CANDIDATES: the
+ *      top_cands kernel ends each step's graph), dense and selective: the
+ *      tokens a top-k sampler draws from them are those it draws from the
+ *      row of logits, exactly;
  *   7. 3, 5 and 6 again with per-token picking (a plan with a sketch, phi
  *      0.4, ENG_PICK_TOKEN), and greedy again after a swap of both.
  *
@@ -507,6 +511,79 @@ static void cmp_argmax(const char *name, const char *what, eng_model *mg,
     free(L);
 }
 
+/* Sampling from the device's candidates (ENG_EVAL_CANDIDATES, as
+ * eng_generate does) against sampling from the row of logits the same model
+ * downloads without the flag: the logits are the same computation, the
+ * candidates the host's rule bit for bit (cuda-ops), so a chat client's
+ * sampler (top-k 40, top-p 0.95, repeat penalty 1.1, the prompt in its
+ * window) draws the same tokens, and each step is still one graph launch. */
+static void cmp_cands(const char *name, const char *what, eng_model *mg, const eng_compute_params *cp)
+{
+    int V = n_vocab(mg);
+    int32_t *tr = malloc(steps * sizeof(int32_t)), *tc = malloc(steps * sizeof(int32_t));
+    CHECK(tr && tc);
+    int same = 0;
+    long graph_steps = 0, fallbacks = 0;
+    for (int p = 0; p < N_PROMPTS; p++) {
+        int32_t toks[256];
+        size_t n = tokenize(mg, prompts[p], toks, 256);
+        eng_sampler_params sp = eng_sampler_params_default();
+        sp.temperature = 0.8f;
+        sp.top_k = 40;
+        sp.top_p = 0.95f;
+        sp.repeat_penalty = 1.1f;
+        sp.seed = 1234 + (uint64_t)p;
+        eng_backend_info b0, b1;
+        for (int pass = 0; pass < 2; pass++) {
+            int32_t *t = pass ? tc : tr;
+            eng_sampler *smp;
+            eng_session *s;
+            CHECK(eng_sampler_new(&sp, V, &smp) == 0);
+            CHECK(eng_session_new(mg, NULL, &s) == 0);
+            if (cp)
+                CHECK(eng_session_set_compute(s, cp) == 0);
+            for (size_t i = 0; i < n; i++)
+                eng_sampler_accept(smp, toks[i]);
+            const unsigned flags = pass ? eng_sampler_eval_flags(smp, s) : 0;
+            if (pass)
+                EXPECT(flags == ENG_EVAL_CANDIDATES, "%s %s: eval flags %u for a top-k sampler", name,
+                       what, flags);
+            CHECK(eng_model_backend_info(mg, &b0) == 0);
+            int r = eng_session_eval(s, toks, n, flags);
+            CHECKF(r == 0, "eval of the prompt (flags %u): %d", flags, r);
+            for (int i = 0; i < steps; i++) {
+                if (pass)
+                    EXPECT(!eng_session_logits(s, -1), "%s %s: logits kept with candidates", name, what);
+                t[i] = eng_sampler_sample_session(smp, s);
+                CHECKF(t[i] >= 0, "sampling: %d", t[i]);
+                eng_sampler_accept(smp, t[i]);
+                if (i + 1 < steps)
+                    CHECK(eng_session_eval(s, &t[i], 1, flags) == 0);
+            }
+            CHECK(eng_model_backend_info(mg, &b1) == 0);
+            if (pass) {
+                graph_steps += b1.graphs.steps - b0.graphs.steps;
+                fallbacks += b1.graphs.fallbacks - b0.graphs.fallbacks;
+            }
+            eng_session_free(s);
+            eng_sampler_free(smp);
+        }
+        int i = 0;
+        while (i < steps && tc[i] == tr[i])
+            i++;
+        EXPECT(i == steps, "%s %s prompt %d: step %d: sampled from the candidates %d, from the row %d",
+               name, what, p, i, i < steps ? tc[i] : -1, i < steps ? tr[i] : -1);
+        same += i;
+    }
+    printf("%-12s %-11s sampling from the device's candidates: %d/%d steps equal the row's, %ld "
+           "graph steps, %ld fallbacks\n", name, what, same, N_PROMPTS * steps, graph_steps, fallbacks);
+    EXPECT(graph_steps == (long)N_PROMPTS * (steps - 1) && fallbacks == 0,
+           "%s %s: %ld of %d candidate steps ran as graphs, %ld fallbacks", name, what, graph_steps,
+           N_PROMPTS * (steps - 1), fallbacks);
+    free(tr);
+    free(tc);
+}
+
 /* ---- one model ------------------------------------------------------------------------------ */
 
 /* the selective plan of task and gamma (delta 0.3) */
@@ -568,6 +645,7 @@ static void check_model(const char *name, const char *path, double mass_rel)
     cmp_greedy(name, "dense", mc, mg, NULL, PREFILL_REL);
     cmp_graphs(name, "dense", mg, path, NULL, NULL);
     cmp_argmax(name, "dense", mg, NULL);
+    cmp_cands(name, "dense", mg, NULL);
 
     eng_profile *prof = make_profile(name, mc, mg);
     eng_model_free(mc);
@@ -597,6 +675,7 @@ static void check_model(const char *name, const char *path, double mass_rel)
     cmp_greedy(name, "phi 0.4", mc, mg, &abs, SELECT_REL);
     cmp_graphs(name, "phi 0.4", mg, path, &pa, &abs);
     cmp_argmax(name, "phi 0.4", mg, &abs);
+    cmp_cands(name, "phi 0.4", mg, &abs);
 
     /* per-token picking (pick=token): the same plan with a sketch, built
      * on the device (the CPU's bytes); both backends score with the same

@@ -983,6 +983,61 @@ static void test_argmax(void)
     free(x);
 }
 
+/* Sampling's candidates: the device's, bit for bit the host's
+ * (eng_candidates), over Llama 3's vocabulary and a short one, with ties,
+ * NaN, +-inf and -0, for k from 1 to ENG_CAND_MAX. */
+static void test_top_cands(void)
+{
+    cur = "top_cands";
+    static const int ns[] = { 128256, 49152, 1000 }, ks[] = { 1, 40, 104, 1000, ENG_CAND_MAX };
+    for (size_t ni = 0; ni < sizeof(ns) / sizeof(ns[0]); ni++)
+        for (int kind = 0; kind < 3; kind++) {
+            const int n = ns[ni];
+            float *x = frandv(n, -10, 10);
+            for (int i = 0; i < n; i++) {
+                if (kind == 1) /* coarse: every chunk's k-th value a tie */
+                    x[i] = floorf(x[i]);
+                if (kind == 2 && i % 97 == 3)
+                    x[i] = i % 3 == 0 ? NAN : i % 3 == 1 ? -INFINITY : -0.0f;
+                if (kind == 2 && i % 997 == 5)
+                    x[i] = i % 2 ? INFINITY : 0.0f;
+            }
+            float *dx = dev_copy(x, (size_t)n * 4);
+            for (size_t ki = 0; ki < sizeof(ks) / sizeof(ks[0]); ki++) {
+                const int k = ks[ki];
+                const size_t m = eng_candidates_size(n, k);
+                float *hv = malloc(m * 4), *gv = malloc(m * 4);
+                int32_t *hi = malloc(m * 4), *gi = malloc(m * 4);
+                uint32_t *tmp = malloc(2 * ENG_CAND_CHUNK * 4);
+                OK(eng_candidates(x, n, k, tmp, hv, hi));
+                float *dv = dev(m * 4);
+                int32_t *di = dev(m * 4);
+                OK(si_cuda_top_cands(gc, dx, n, ENG_CAND_CHUNK, k, dv, di));
+                get(gv, dv, m * 4);
+                get(gi, di, m * 4);
+                size_t bad = 0, first = m;
+                for (size_t i = 0; i < m; i++)
+                    if (gi[i] != hi[i] || memcmp(&gv[i], &hv[i], 4) != 0) {
+                        bad++;
+                        first = first < i ? first : i;
+                    }
+                CHECK(bad == 0, "n %d kind %d k %d: %zu of %zu entries differ (first %zu: id %d, want %d)",
+                      n, kind, k, bad, m, first, bad ? gi[first] : 0, bad ? hi[first] : 0);
+                dfree(dv);
+                dfree(di);
+                free(hv);
+                free(gv);
+                free(hi);
+                free(gi);
+                free(tmp);
+            }
+            dfree(dx);
+            free(x);
+        }
+    /* a chunk smaller than k is refused */
+    CHECK(si_cuda_top_cands(gc, NULL, 10, 32, 64, NULL, NULL) == -EINVAL, "chunk < k accepted");
+}
+
 /* ---- memory, graphs, errors ------------------------------------------------------------------ */
 
 static void test_memory(void)
@@ -1270,6 +1325,7 @@ int main(void)
     test_ffn();
     test_topk();
     test_argmax();
+    test_top_cands();
     test_memory();
     test_graph();
     test_pdl();

@@ -1,5 +1,6 @@
 /* Sampler: greedy, determinism, distribution, truncations, repetition penalty,
- * and the whole chain token for token against a plain re-implementation. */
+ * the whole chain token for token against a plain re-implementation, and
+ * sampling from a row's candidates against sampling from the row. */
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -733,6 +734,205 @@ static void test_chain_exact(void) {
     free(l);
 }
 
+/* a ranks before b in a row x: the larger value (-0 == +0), NaN last, ties
+ * to the lower index (the candidates' order, engine.h) */
+static const float *g_row;
+static int cmp_rank(const void *a, const void *b) {
+    const int i = *(const int *)a, j = *(const int *)b;
+    const float u = g_row[i], v = g_row[j];
+    if (isnan(u) != isnan(v))
+        return isnan(u) ? 1 : -1;
+    if (!isnan(u) && u != v)
+        return u > v ? -1 : 1;
+    return i < j ? -1 : i > j;
+}
+
+static int cmp_int(const void *a, const void *b) {
+    const int i = *(const int *)a, j = *(const int *)b;
+    return i < j ? -1 : i > j;
+}
+
+/* A row of n logits: kind 0 spread, 1 coarse (ties), 2 NaN, +-inf, -0. */
+static void fill_row(float *l, int n, int kind) {
+    for (int i = 0; i < n; i++) {
+        float v = kind == 1 ? floorf(frand() * 8.0f) : frand() * 10.0f - 3.0f;
+        if (kind == 2) {
+            uint32_t r = (uint32_t)(frand() * 1000.0f);
+            v = r < 5 ? NAN : r < 200 ? -INFINITY : r < 210 ? -0.0f : r < 220 ? 0.0f : r == 999 ? INFINITY : v;
+        }
+        l[i] = v;
+    }
+}
+
+static void test_candidates_ref(void) {
+    enum { N = 2 * ENG_CAND_CHUNK + 777 };
+    float *l = malloc(sizeof(float) * N), *vals = malloc(sizeof(float) * 3 * ENG_CAND_MAX);
+    int32_t *ids = malloc(sizeof(int32_t) * 3 * ENG_CAND_MAX);
+    int *order = malloc(sizeof(int) * ENG_CAND_CHUNK);
+    uint32_t *tmp = malloc(sizeof(uint32_t) * 2 * ENG_CAND_CHUNK);
+    CHECK(eng_candidates_size(N, 40) == 3 * 40 && eng_candidates_size(10, 40) == 40);
+    CHECK(eng_candidates_size(0, 40) == 0 && eng_candidates_size(N, 0) == 0);
+    CHECK(eng_candidates(l, N, 0, tmp, vals, ids) == -EINVAL);
+    CHECK(eng_candidates(l, N, ENG_CAND_MAX + 1, tmp, vals, ids) == -EINVAL);
+    CHECK(eng_candidates(l, 0, 4, tmp, vals, ids) == -EINVAL);
+    static const int ks[] = { 1, 40, 300, ENG_CAND_MAX };
+    for (int kind = 0; kind < 3; kind++)
+        for (size_t ki = 0; ki < sizeof(ks) / sizeof(ks[0]); ki++) {
+            const int k = ks[ki];
+            fill_row(l, N, kind);
+            CHECK(eng_candidates(l, N, k, tmp, vals, ids) == 0);
+            int bad = 0;
+            for (int c = 0; c < 3; c++) {
+                const int base = c * ENG_CAND_CHUNK, len = N - base < ENG_CAND_CHUNK ? N - base : ENG_CAND_CHUNK;
+                const int take = k < len ? k : len;
+                for (int i = 0; i < len; i++)
+                    order[i] = base + i;
+                g_row = l;
+                qsort(order, (size_t)len, sizeof(int), cmp_rank);
+                /* the chunk's best take, by id, are the entries in order */
+                qsort(order, (size_t)take, sizeof(int), cmp_int);
+                const float *v = vals + (size_t)c * k;
+                const int32_t *id = ids + (size_t)c * k;
+                for (int i = 0; i < take; i++)
+                    bad += id[i] != order[i] || memcmp(&v[i], &l[order[i]], sizeof(float)) != 0;
+                for (int i = take; i < k; i++)
+                    bad += id[i] != -1 || v[i] != 0.0f;
+            }
+            if (bad)
+                fprintf(stderr, "candidates: kind %d k %d: %d entries wrong\n", kind, k, bad);
+            CHECK(bad == 0);
+        }
+    free(l);
+    free(vals);
+    free(ids);
+    free(order);
+    free(tmp);
+}
+
+/* Sampling from the candidates for eng_sampler_candidates()'s k, token for
+ * token the same as from the row (the same draws); and from too few
+ * candidates (top_k alone, without the penalised window's), not: the
+ * window is put at the top of the row, where the penalties matter. */
+static void test_candidates_sample(void) {
+    enum { N = 2 * ENG_CAND_CHUNK + 901, STEPS = 40 };
+    static const struct { float t; int k; float top_p, min_p, pen; int last_n; float freq, pres; int bias; } cfg[] = {
+        { 0.7f, 40, 1.0f, 0.0f, 1.0f, 0, 0, 0, 0 },      { 0.7f, 40, 0.9f, 0.05f, 1.3f, 64, 0, 0, 0 },
+        { 1.5f, 5, 1.0f, 0.0f, 1.1f, 16, 0.5f, 0.2f, 0 }, { 0.7f, 1, 1.0f, 0.0f, 2.0f, 64, 0, 0, 0 },
+        { 0.0f, 0, 1.0f, 0.0f, 1.3f, 64, 0, 0, 0 },     /* greedy with a penalty */
+        { 0.0f, 40, 1.0f, 0.0f, 1.0f, 32, 0.3f, 1.0f, 1 }, /* and frequency/presence, biases */
+        { 0.8f, 40, 0.95f, 0.0f, 1.1f, 64, 0, 0, 1 },   { 0.7f, 300, 0.9f, 0.0f, 1.0f, 8, 0, 0.7f, 0 },
+    };
+    eng_logit_bias bias[6];
+    float *l = malloc(sizeof(float) * N), *vals = malloc(sizeof(float) * 3 * ENG_CAND_MAX);
+    int32_t *ids = malloc(sizeof(int32_t) * 3 * ENG_CAND_MAX);
+    uint32_t *tmp = malloc(sizeof(uint32_t) * 2 * ENG_CAND_CHUNK);
+    int32_t hist[64];
+    int short_differs = 0;
+    for (size_t ci = 0; ci < sizeof(cfg) / sizeof(cfg[0]); ci++)
+        for (int kind = 0; kind < 3; kind++) {
+            eng_sampler_params p = temp(cfg[ci].t, 77 + ci * 3 + kind);
+            p.top_k = cfg[ci].k;
+            p.top_p = cfg[ci].top_p;
+            p.min_p = cfg[ci].min_p;
+            p.repeat_penalty = cfg[ci].pen;
+            p.repeat_last_n = cfg[ci].last_n;
+            p.freq_penalty = cfg[ci].freq;
+            p.presence_penalty = cfg[ci].pres;
+            if (cfg[ci].bias) {
+                for (int i = 0; i < 6; i++) /* lowered or banned, one token twice */
+                    bias[i] = (eng_logit_bias){ 5000 + i % 5, i == 2 ? -INFINITY : -0.5f * (float)(i + 1) };
+                p.logit_bias = bias;
+                p.n_logit_bias = 6;
+            }
+            eng_sampler *row = mk(p, N), *cand = mk(p, N), *few = mk(p, N);
+            const int K = eng_sampler_candidates(cand);
+            const int base_k = p.temperature <= 0.0f ? 1 : p.top_k;
+            CHECK(K == base_k + (p.repeat_penalty != 1.0f || p.freq_penalty != 0.0f || p.presence_penalty != 0.0f
+                                     ? p.repeat_last_n : 0) + (cfg[ci].bias ? 5 : 0));
+            int n_hist = 0, pos = 0, same = 0;
+            for (int step = 0; step < STEPS; step++) {
+                fill_row(l, N, kind);
+                /* the window above the rest: only its penalties move it down */
+                for (int h = 0; h < n_hist; h++)
+                    if (kind != 2 || !isinf(l[hist[h]]))
+                        l[hist[h]] = 8.0f + 0.1f * (h % 5);
+                for (int i = 0; cfg[ci].bias && i < 5; i++)
+                    l[5000 + i] = 7.0f + 0.01f * (float)i; /* the biased at the very top */
+                const int32_t want = eng_sampler_sample(row, l);
+                CHECK(eng_candidates(l, N, K, tmp, vals, ids) == 0);
+                const int32_t got = eng_sampler_sample_candidates(cand, vals, ids, eng_candidates_size(N, K));
+                same += got == want;
+                if (got != want && same == step)
+                    fprintf(stderr, "candidates: config %zu kind %d step %d: %d, want %d\n", ci, kind,
+                            step, got, want);
+                /* the control: top_k's candidates only, with the same draws */
+                CHECK(eng_candidates(l, N, base_k, tmp, vals, ids) == 0);
+                short_differs += eng_sampler_sample_candidates(few, vals, ids, eng_candidates_size(N, base_k)) != want;
+                eng_sampler_accept(row, want);
+                eng_sampler_accept(cand, want);
+                eng_sampler_accept(few, want);
+                if (p.repeat_last_n > 0) {
+                    hist[pos] = want;
+                    pos = (pos + 1) % p.repeat_last_n;
+                    if (n_hist < p.repeat_last_n)
+                        n_hist++;
+                }
+            }
+            CHECK(same == STEPS);
+            eng_sampler_free(row);
+            eng_sampler_free(cand);
+            eng_sampler_free(few);
+        }
+    CHECK(short_differs > 0);
+
+    /* where the choice may depend on every logit: no candidates */
+    static const struct { float t; int k; float pen; int last_n; float freq, pres, bias; } none[] = {
+        { 0.7f, 0, 1.0f, 0, 0, 0, 0 },       /* top-p alone normalises over the row */
+        { 0.7f, N, 1.0f, 0, 0, 0, 0 },       /* top_k as large as the vocabulary */
+        { 0.7f, 40, 0.9f, 64, 0, 0, 0 },     /* a repeat penalty that raises */
+        { 0.7f, 40, 1.0f, 64, -0.1f, 0, 0 }, /* a negative frequency penalty */
+        { 0.7f, 40, 1.0f, 64, 0, -0.1f, 0 }, /* a negative presence penalty */
+        { 0.7f, 40, 1.0f, 0, 0, 0, 0.5f },   /* a bias that raises */
+        { 0.7f, ENG_CAND_MAX, 1.1f, 64, 0, 0, 0 }, /* more than ENG_CAND_MAX */
+    };
+    for (size_t i = 0; i < sizeof(none) / sizeof(none[0]); i++) {
+        eng_sampler_params p = temp(none[i].t, 1);
+        p.top_k = none[i].k;
+        p.repeat_penalty = none[i].pen;
+        p.repeat_last_n = none[i].last_n;
+        p.freq_penalty = none[i].freq;
+        p.presence_penalty = none[i].pres;
+        eng_logit_bias b = { 7, none[i].bias };
+        if (none[i].bias != 0.0f) {
+            p.logit_bias = &b;
+            p.n_logit_bias = 1;
+        }
+        eng_sampler *s = mk(p, N);
+        CHECK(eng_sampler_candidates(s) == 0);
+        CHECK(eng_sampler_sample_candidates(s, vals, ids, 1) == -EINVAL);
+        CHECK(eng_sampler_eval_flags(s, NULL) == 0);
+        eng_sampler_free(s);
+    }
+    /* a raising penalty with no window to act on is no adjustment */
+    eng_sampler_params p = temp(0.7f, 1);
+    p.top_k = 40;
+    p.repeat_penalty = 0.9f;
+    p.repeat_last_n = 0;
+    eng_sampler *s = mk(p, N);
+    CHECK(eng_sampler_candidates(s) == 40);
+    const int32_t bad_id = N;
+    const float v = 1.0f;
+    CHECK(eng_sampler_sample_candidates(s, &v, &bad_id, 1) == -EINVAL);
+    eng_sampler_free(s);
+    s = mk(temp(0.0f, 1), N); /* plain greedy: the argmax, not candidates */
+    CHECK(eng_sampler_candidates(s) == 1 && eng_sampler_eval_flags(s, NULL) == ENG_EVAL_ARGMAX);
+    eng_sampler_free(s);
+    free(l);
+    free(vals);
+    free(ids);
+    free(tmp);
+}
+
 int main(void) {
     test_defaults_and_params();
     test_greedy();
@@ -742,6 +942,8 @@ int main(void) {
     test_large_vocab();
     test_chain_exact();
     test_penalty();
+    test_candidates_ref();
+    test_candidates_sample();
     if (failures) {
         fprintf(stderr, "%d check(s) failed\n", failures);
         return 1;

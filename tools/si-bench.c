@@ -42,10 +42,14 @@
  *                    one); the sketch's bytes count in ffn_share.
  *   --sample         decode samples instead of greedy, as a chat client
  *                    would (temperature 0.8, top-k 40, top-p 0.95, repeat
- *                    penalty 1.1 over the last 64): each step reads the
- *                    logits row (a GPU sends it back) and runs the sampler.
- *                    Against a greedy run of the same model, what sampling
- *                    costs a token.
+ *                    penalty 1.1 over the last 64), as eng_generate does:
+ *                    on a GPU each step brings back the row's candidates
+ *                    (eng_sampler_eval_flags), on the CPU the sampler reads
+ *                    the row. Against a greedy run of the same model, what
+ *                    sampling costs a token.
+ *   --sample-row     as --sample, but every step brings back the row of
+ *                    logits (what a GPU did before the candidates): their
+ *                    difference on a GPU is what the candidates save.
  *
  *   --kv-type T      the KV cache in f16 (default) or q8_0 (eng_kv_type;
  *                    the CPU backend offers q8_0). Long prompts (-p 1500)
@@ -58,7 +62,7 @@
  *                 [--bw-mb 512] [--llama-bench PATH --llama-model GGUF] [--json]
  *                 [--backend cpu|cuda|auto] [--device N]
  *                 [--phi F [--profile FILE --task T [--gamma G] [--delta D] [--swap T]]
- *                 [--pick token]] [--sample] [--kv-type f16|q8_0]
+ *                 [--pick token]] [--sample | --sample-row] [--kv-type f16|q8_0]
  */
 #include <errno.h>
 #include <math.h>
@@ -80,7 +84,7 @@ static void usage(FILE *f) {
                "                [--backend cpu|cuda|auto] [--device N]\n"
                "                [--phi F [--profile FILE --task T [--gamma G] [--delta D] [--swap T]]\n"
                "                [--pick token] [--no-copy]]\n"
-               "                [--sample] [--kv-type f16|q8_0]\n");
+               "                [--sample | --sample-row] [--kv-type f16|q8_0]\n");
 }
 
 /* ---- memory bandwidth ---------------------------------------------------- */
@@ -261,7 +265,7 @@ typedef struct run_result {
     double prefill_s, ttft_s, decode_s;
 } run_result;
 
-static int one_run(eng_session *s, eng_sampler *sp, const int32_t *prompt, int n_prompt,
+static int one_run(eng_session *s, eng_sampler *sp, bool row, const int32_t *prompt, int n_prompt,
                    int n_gen, int n_vocab, run_result *r) {
     eng_session_reset(s);
     if (sp)
@@ -274,16 +278,15 @@ static int one_run(eng_session *s, eng_sampler *sp, const int32_t *prompt, int n
     int32_t tok = argmax(eng_session_logits(s, -1), n_vocab);
     uint64_t t2 = eng_time_ns();
     /* greedy as eng_generate does it: the backend picks the token (a GPU
-     * then sends back 4 bytes, not a row of logits); sampled: the row of
-     * logits and the sampler, as eng_generate does it then */
+     * then sends back 4 bytes, not a row of logits); sampled: the row's
+     * candidates (a GPU) or the row and the sampler, as eng_generate does it
+     * then; row: the row whatever the backend */
+    const unsigned flags = !sp ? ENG_EVAL_ARGMAX : row ? 0 : eng_sampler_eval_flags(sp, s);
     for (int i = 0; i < n_gen; i++) {
-        if ((rc = eng_session_eval(s, &tok, 1, sp ? 0 : ENG_EVAL_ARGMAX)) < 0)
+        if ((rc = eng_session_eval(s, &tok, 1, flags)) < 0)
             return rc;
         if (sp) {
-            const float *l = eng_session_logits(s, -1);
-            if (!l)
-                return -EIO;
-            if ((tok = eng_sampler_sample(sp, l)) < 0)
+            if ((tok = eng_sampler_sample_session(sp, s)) < 0)
                 return tok;
             eng_sampler_accept(sp, tok);
         } else if ((tok = eng_session_argmax(s)) < 0) {
@@ -309,7 +312,7 @@ int main(int argc, char **argv) {
     double swap_ms = 0;
     unsigned long long swap_in = 0; /* neurons the swap loaded */
     const char *profile_path = NULL, *task = NULL;
-    bool pick_token = false, sample = false, copy_dynamic = true;
+    bool pick_token = false, sample = false, sample_row = false, copy_dynamic = true;
     eng_kv_type kv_type = ENG_KV_F16;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -366,6 +369,8 @@ int main(int argc, char **argv) {
         }
         else if (!strcmp(a, "--sample"))
             sample = true;
+        else if (!strcmp(a, "--sample-row"))
+            sample = sample_row = true;
         else if (!strcmp(a, "--kv-type") && has) {
             if (eng_kv_type_parse(argv[++i], &kv_type) < 0) {
                 fprintf(stderr, "--kv-type takes f16 or q8_0, not '%s'\n", argv[i]);
@@ -496,16 +501,21 @@ int main(int argc, char **argv) {
         prompt[i] = (int32_t)(x % (uint64_t)info.n_vocab);
     }
 
+    /* where the sampler reads from (eng_generate's choice; --sample-row: the row) */
+    const char *sample_from =
+        !sample ? "" : !sample_row && (eng_sampler_eval_flags(smp, s) & ENG_EVAL_CANDIDATES)
+                               ? "candidates" : "row";
+
     /* One warm-up run (page faults, thread start-up), then reps measured. */
     run_result r, sum = {0};
     int warm_gen = n_gen < 8 ? n_gen : 8;
-    if ((rc = one_run(s, smp, prompt, n_prompt, warm_gen, info.n_vocab, &r)) < 0) {
+    if ((rc = one_run(s, smp, sample_row, prompt, n_prompt, warm_gen, info.n_vocab, &r)) < 0) {
         fprintf(stderr, "Evaluation failed: %s\n", strerror(-rc));
         return 1;
     }
     double pp_tps[100], tg_tps[100];
     for (int i = 0; i < reps; i++) {
-        if ((rc = one_run(s, smp, prompt, n_prompt, n_gen, info.n_vocab, &r)) < 0) {
+        if ((rc = one_run(s, smp, sample_row, prompt, n_prompt, n_gen, info.n_vocab, &r)) < 0) {
             fprintf(stderr, "Evaluation failed: %s\n", strerror(-rc));
             return 1;
         }
@@ -599,9 +609,9 @@ int main(int argc, char **argv) {
                "\"kv_bytes\": %zu,\n", n_prompt, n_gen, reps, eng_kv_type_name(kv_type),
                kv_bytes);
         printf(" \"plan\": \"%s\", \"phi\": %.3f, \"pick\": \"%s\", \"ffn_share\": %.4f, "
-               "\"copy_bytes\": %zu, \"decode\": \"%s\",\n",
+               "\"copy_bytes\": %zu, \"decode\": \"%s\", \"sample_from\": \"%s\",\n",
                eng_select_mode_name(pp.mode), phi, pick_token ? "token" : "request", ffn_share,
-               copy_bytes, sample ? "sampled" : "greedy");
+               copy_bytes, sample ? "sampled" : "greedy", sample_from);
         if (swap_task)
             printf(" \"swap_task\": \"%s\", \"swap_ms\": %.3f, \"swap_neurons_in\": %llu,\n",
                    swap_task, swap_ms, swap_in);
@@ -651,6 +661,8 @@ int main(int argc, char **argv) {
         printf("decode           %.2f tok/s (+- %.2f, %d tokens, %s)\n", tg_mean, tg_sd, n_gen,
                sample ? "sampled: temperature 0.8, top-k 40, top-p 0.95, repeat penalty 1.1"
                       : "greedy");
+        if (sample)
+            printf("sampled from     %s\n", sample_from);
         printf("memory           VmRSS %.1f MiB, VmHWM %.1f MiB, weights %.1f MiB\n",
                rss / 1048576.0, hwm / 1048576.0, info.bytes_weights / 1048576.0);
         printf("bytes per token  %.1f MiB (all loaded), %.1f MiB at this setting: %.2f GB/s "

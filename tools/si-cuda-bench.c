@@ -12,7 +12,8 @@
  *               memory bus width and clock
  *   gemv        each projection of one layer (q, k, o), q, k and v in one
  *               launch as the engine runs them (gemv_qkv), and the output
- *               head, cycling over the layers: time and GB/s
+ *               head, cycling over the layers: time and GB/s; sampling's
+ *               candidates of the head's row (top_cands_104: k 40 + 64)
  *   ffn         decode over all slots, over phi * n_ff selected slots, and
  *               over as many slots in one run
  *   attention   decode at --ctx positions
@@ -468,6 +469,21 @@ static void bench_kernels(model *m, int iters)
     for (int it = 0; it < iters; it++)
         OK(si_cuda_gemv(gc, m->embd, s->V, E, m->xn, NULL, m->logits));
     report("gemv_output", tstop_ms(iters) * 1e3, 2.0 * s->V * E);
+    /* what a sampled step adds on the device: the candidates of the row for
+     * a chat client's sampler (top-k 40 and a window of 64), bytes the row's */
+    {
+        const int k = 40 + 64;
+        const size_t nc = eng_candidates_size(s->V, k);
+        float *cv = dalloc(nc * 4);
+        int32_t *ci = dalloc(nc * 4);
+        OK(si_cuda_top_cands(gc, m->logits, s->V, ENG_CAND_CHUNK, k, cv, ci));
+        tstart();
+        for (int it = 0; it < iters; it++)
+            OK(si_cuda_top_cands(gc, m->logits, s->V, ENG_CAND_CHUNK, k, cv, ci));
+        report("top_cands_104", tstop_ms(iters) * 1e3, 4.0 * s->V);
+        si_cuda_dev_free(gc, cv);
+        si_cuda_dev_free(gc, ci);
+    }
 
     /* all slots; phi * n_ff scattered over the layer (a request's picks);
      * the same count as one run (slots 0 ..): what scattering costs */
