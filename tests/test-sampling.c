@@ -657,6 +657,16 @@ static int32_t ref_sample(const eng_sampler_params *p, const float *logits, int 
     return tok;
 }
 
+/* The test's copy of the sampler's window of the last last_n tokens. */
+static void window_push(int32_t *hist, int *n_hist, int *pos, int last_n, int32_t tok) {
+    if (last_n <= 0)
+        return;
+    hist[*pos] = tok;
+    *pos = (*pos + 1) % last_n;
+    if (*n_hist < last_n)
+        (*n_hist)++;
+}
+
 static void test_chain_exact(void) {
     enum { N = 3000, STEPS = 60 };
     static const struct { int k; float top_p, min_p, pen; int last_n; float freq, pres; } cfg[] = {
@@ -721,12 +731,7 @@ static void test_chain_exact(void) {
                     fprintf(stderr, "chain: config %zu kind %d step %d: %d, want %d\n", ci, kind,
                             step, got, want);
                 eng_sampler_accept(s, got);
-                if (p.repeat_last_n > 0) {
-                    hist[pos] = got;
-                    pos = (pos + 1) % p.repeat_last_n;
-                    if (n_hist < p.repeat_last_n)
-                        n_hist++;
-                }
+                window_push(hist, &n_hist, &pos, p.repeat_last_n, got);
             }
             CHECK(same == STEPS);
             eng_sampler_free(s);
@@ -871,12 +876,7 @@ static void test_candidates_sample(void) {
                 eng_sampler_accept(row, want);
                 eng_sampler_accept(cand, want);
                 eng_sampler_accept(few, want);
-                if (p.repeat_last_n > 0) {
-                    hist[pos] = want;
-                    pos = (pos + 1) % p.repeat_last_n;
-                    if (n_hist < p.repeat_last_n)
-                        n_hist++;
-                }
+                window_push(hist, &n_hist, &pos, p.repeat_last_n, want);
             }
             CHECK(same == STEPS);
             eng_sampler_free(row);
