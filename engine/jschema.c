@@ -76,15 +76,21 @@ static void skip_ws(parser *ps)
         ps->p++;
 }
 
+/* The value of four hex digits at p, or -1 at the first that is not one
+ * (a sentinel summed into v instead overflowed on two bad digits and could
+ * come out as a positive "code point"). */
 static int hex4(const char *p)
 {
     int v = 0;
     for (int i = 0; i < 4; i++) {
         const char c = p[i];
-        v = v * 16 + (c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10
-                      : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1000000);
+        const int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10
+                      : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+        if (d < 0)
+            return -1;
+        v = v * 16 + d;
     }
-    return v < 0 ? -1 : v;
+    return v;
 }
 
 /* A string at ps->p ('"'), decoded into the arena: *off, *len. */
@@ -417,7 +423,8 @@ static int count_member(compiler *c, int v, const char *key, uint32_t def, uint3
     if (m < 0)
         return 0;
     const double d = c->ps->v[m].num;
-    if (c->ps->v[m].t != V_NUM || !(d >= 0) || d != (double)(uint32_t)d)
+    /* the range first: converting a double past UINT32_MAX is undefined */
+    if (c->ps->v[m].t != V_NUM || !(d >= 0 && d <= (double)UINT32_MAX) || d != (double)(uint32_t)d)
         return fail(c->ps, -EINVAL, "%s must be a non-negative integer", key);
     *ret = (uint32_t)d;
     return 0;

@@ -226,12 +226,22 @@ int main(void)
     compile_fails("{\"type\":\"array\",\"items\":{\"type\":\"string\"},\"minItems\":3,\"maxItems\":2}",
                   -ENOTSUP, "maxItems");
     compile_fails("{\"type\":\"array\",\"items\":{\"type\":\"string\"},\"minItems\":-1}", -EINVAL, "minItems");
+    /* past UINT32_MAX: refused, not converted (undefined; found by fuzzing) */
+    compile_fails("{\"type\":\"array\",\"items\":{\"type\":\"string\"},\"maxItems\":5e59}", -EINVAL, "maxItems");
+    compile_fails("{\"type\":\"array\",\"items\":{\"type\":\"string\"},\"maxItems\":4294967296}", -EINVAL,
+                  "maxItems");
     compile_fails("{\"type\":\"array\"}", -ENOTSUP, "items");
     compile_fails("[1]", -ENOTSUP, "must be an object");
     compile_fails("{\"properties\":{}}", -ENOTSUP, "without type");
     compile_fails("{\"type\":\"object\",\"properties\":{}} x", -EINVAL, "after the schema");
     compile_fails("{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"string\"}},\"a\":\"\\q\"}", -EINVAL,
                   "escape");
+    /* \u with non-hex digits between hex ones: the digits' sum once
+     * overflowed into a positive "code point" (found by fuzzing) */
+    compile_fails("{\"type\":\"object\",\"properties\":{\"\\uz0z0\":{\"type\":\"string\"}}}", -EINVAL,
+                  "escape");
+    compile_fails("{\"type\":\"object\",\"properties\":{\"\\ud800\\uz0z0\":{\"type\":\"string\"}}}",
+                  -EINVAL, "escape");
     {
         /* nesting past the recognizer's stack */
         char deep[1024] = "";
