@@ -28,11 +28,18 @@ struct si_cuda {
     int ffn_decode;          /* SI_FFN_DECODE_* */
     int ffn_fused_bps;       /* k_ffn_fused's blocks an SM at most: 1 or 2 */
     bool attn_combine;       /* the decode attention combines its splits itself */
-    unsigned *done;          /* device, SI_CUDA_DONE_COUNTERS zeroes: per-KV-head
-                              * counters of that variant, back to 0 after each use */
+    unsigned *done;          /* device, SI_CUDA_DONE_COUNTERS + 1 zeroes: per-KV-head
+                              * counters of that variant, then k_argmax's; each back
+                              * to 0 after its use */
+    float *argmax_v;         /* device, ARGMAX_BLOCKS: k_argmax's blocks' best */
+    int *argmax_i;
 };
 
-enum { SI_CUDA_DONE_COUNTERS = 1024 };
+enum {
+    SI_CUDA_DONE_COUNTERS = 1024,
+    SI_CUDA_DONE_ARGMAX = SI_CUDA_DONE_COUNTERS, /* k_argmax's counter in done */
+    ARGMAX_BLOCKS = 128,
+};
 
 /* Record an error (printf format) in the thread-local string; returns code. */
 int si_cuda__fail(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

@@ -106,6 +106,10 @@ extern "C" void si_cuda_free(si_cuda *c)
             (void)cudaFree(c->scratch);
         if (c->done)
             (void)cudaFree(c->done);
+        if (c->argmax_v)
+            (void)cudaFree(c->argmax_v);
+        if (c->argmax_i)
+            (void)cudaFree(c->argmax_i);
         if (c->blas)
             (void)cublasDestroy(c->blas);
         if (c->own_stream)
@@ -133,8 +137,10 @@ static int ctx_init(si_cuda *c, int device)
     c->pdl = c->pdl_ok;
     c->ffn_act_unroll = 4;
     c->ffn_fused_bps = 1;
-    SI_CUDA_CHECK(cudaMalloc((void **)&c->done, SI_CUDA_DONE_COUNTERS * sizeof(unsigned)));
-    SI_CUDA_CHECK(cudaMemset(c->done, 0, SI_CUDA_DONE_COUNTERS * sizeof(unsigned)));
+    SI_CUDA_CHECK(cudaMalloc((void **)&c->done, (SI_CUDA_DONE_COUNTERS + 1) * sizeof(unsigned)));
+    SI_CUDA_CHECK(cudaMemset(c->done, 0, (SI_CUDA_DONE_COUNTERS + 1) * sizeof(unsigned)));
+    SI_CUDA_CHECK(cudaMalloc((void **)&c->argmax_v, ARGMAX_BLOCKS * sizeof(float)));
+    SI_CUDA_CHECK(cudaMalloc((void **)&c->argmax_i, ARGMAX_BLOCKS * sizeof(int)));
     SI_CUDA_CHECK(cudaStreamCreateWithFlags(&c->own_stream, cudaStreamNonBlocking));
     c->stream = c->own_stream;
     SI_CUBLAS_CHECK(cublasCreate(&c->blas));

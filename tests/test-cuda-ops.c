@@ -966,6 +966,19 @@ static void test_argmax(void)
     OK(si_cuda_argmax(gc, dx, n, did));
     get(&id, did, 4);
     CHECK(id == 777, "argmax %d, want 777", id);
+    /* the blocks' counter is back at 0: the same again, and a best in the
+     * last block's share, and one block alone (n <= 1024) */
+    OK(si_cuda_argmax(gc, dx, n, did));
+    get(&id, did, 4);
+    CHECK(id == 777, "argmax again %d, want 777", id);
+    x[n - 2] = 60.0f;
+    OK(si_cuda_upload(gc, dx, x, (size_t)n * 4));
+    OK(si_cuda_argmax(gc, dx, n, did));
+    get(&id, did, 4);
+    CHECK(id == n - 2, "argmax %d, want %d", id, n - 2);
+    OK(si_cuda_argmax(gc, dx, 1000, did));
+    get(&id, did, 4);
+    CHECK(id == 777, "argmax of 1000 %d, want 777", id);
     for (int i = 0; i < n; i++)
         x[i] = NAN;
     x[n - 1] = -INFINITY;

@@ -14,6 +14,7 @@
  *               launch as the engine runs them (gemv_qkv), and the output
  *               head, cycling over the layers: time and GB/s; sampling's
  *               candidates of the head's row (top_cands_104: k 40 + 64)
+ *               and greedy's argmax of it
  *   ffn         decode over all slots, over phi * n_ff selected slots, and
  *               over as many slots in one run
  *   attention   decode at --ctx positions
@@ -481,6 +482,10 @@ static void bench_kernels(model *m, int iters)
         for (int it = 0; it < iters; it++)
             OK(si_cuda_top_cands(gc, m->logits, s->V, ENG_CAND_CHUNK, k, cv, ci));
         report("top_cands_104", tstop_ms(iters) * 1e3, 4.0 * s->V);
+        tstart();
+        for (int it = 0; it < iters; it++)
+            OK(si_cuda_argmax(gc, m->logits, s->V, m->next));
+        report("argmax", tstop_ms(iters) * 1e3, 4.0 * s->V);
         si_cuda_dev_free(gc, cv);
         si_cuda_dev_free(gc, ci);
     }
