@@ -174,12 +174,10 @@ __device__ __forceinline__ bool better(float v, int i, float bv, int bi)
     return v > bv || (v == bv && i < bi);
 }
 
-/* The best (value, index) of the block's (v, i) by better(); every thread
- * gets it. ARGMAX_THREADS threads. */
-__device__ void block_best(float *pv, int *pi)
+/* The best (value, index) of the warp's (v, i) by better(); every lane
+ * gets it. */
+__device__ __forceinline__ void warp_best(float *pv, int *pi)
 {
-    __shared__ float sv[ARGMAX_THREADS / 32];
-    __shared__ int si[ARGMAX_THREADS / 32];
     float bv = *pv;
     int bi = *pi;
 #pragma unroll
@@ -191,6 +189,19 @@ __device__ void block_best(float *pv, int *pi)
             bi = oi;
         }
     }
+    *pv = bv;
+    *pi = bi;
+}
+
+/* The best (value, index) of the block's (v, i) by better(); every thread
+ * gets it. ARGMAX_THREADS threads. */
+__device__ void block_best(float *pv, int *pi)
+{
+    __shared__ float sv[ARGMAX_THREADS / 32];
+    __shared__ int si[ARGMAX_THREADS / 32];
+    float bv = *pv;
+    int bi = *pi;
+    warp_best(&bv, &bi);
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
     if (lane == 0) {
         sv[warp] = bv;
@@ -199,15 +210,7 @@ __device__ void block_best(float *pv, int *pi)
     __syncthreads();
     bv = lane < ARGMAX_THREADS / 32 ? sv[lane] : 0.0f;
     bi = lane < ARGMAX_THREADS / 32 ? si[lane] : -1;
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) {
-        float ov = __shfl_xor_sync(0xffffffffu, bv, o);
-        int oi = __shfl_xor_sync(0xffffffffu, bi, o);
-        if (oi >= 0 && better(ov, oi, bv, bi)) {
-            bv = ov;
-            bi = oi;
-        }
-    }
+    warp_best(&bv, &bi);
     __syncthreads(); /* sv and si are free for the next call */
     *pv = bv;
     *pi = bi;

@@ -657,6 +657,20 @@ static int32_t ref_sample(const eng_sampler_params *p, const float *logits, int 
     return tok;
 }
 
+/* A chain's parameters, as the chain tests' tables give them. */
+static eng_sampler_params chain_params(float t, uint64_t seed, int k, float top_p, float min_p,
+                                       float pen, int last_n, float freq, float pres) {
+    eng_sampler_params p = temp(t, seed);
+    p.top_k = k;
+    p.top_p = top_p;
+    p.min_p = min_p;
+    p.repeat_penalty = pen;
+    p.repeat_last_n = last_n;
+    p.freq_penalty = freq;
+    p.presence_penalty = pres;
+    return p;
+}
+
 /* The test's copy of the sampler's window of the last last_n tokens. */
 static void window_push(int32_t *hist, int *n_hist, int *pos, int last_n, int32_t tok) {
     if (last_n <= 0)
@@ -690,14 +704,9 @@ static void test_chain_exact(void) {
     int32_t hist[64];
     for (size_t ci = 0; ci < sizeof(cfg) / sizeof(cfg[0]); ci++)
         for (int kind = 0; kind < 3; kind++) {
-            eng_sampler_params p = temp(0.7f, 1000 + ci * 3 + kind);
-            p.top_k = cfg[ci].k;
-            p.top_p = cfg[ci].top_p;
-            p.min_p = cfg[ci].min_p;
-            p.repeat_penalty = cfg[ci].pen;
-            p.repeat_last_n = cfg[ci].last_n;
-            p.freq_penalty = cfg[ci].freq;
-            p.presence_penalty = cfg[ci].pres;
+            eng_sampler_params p = chain_params(0.7f, 1000 + ci * 3 + kind, cfg[ci].k, cfg[ci].top_p,
+                                                cfg[ci].min_p, cfg[ci].pen, cfg[ci].last_n,
+                                                cfg[ci].freq, cfg[ci].pres);
             if (ci >= first_biased) {
                 p.logit_bias = bias;
                 p.n_logit_bias = 12;
@@ -835,14 +844,9 @@ static void test_candidates_sample(void) {
     int short_differs = 0;
     for (size_t ci = 0; ci < sizeof(cfg) / sizeof(cfg[0]); ci++)
         for (int kind = 0; kind < 3; kind++) {
-            eng_sampler_params p = temp(cfg[ci].t, 77 + ci * 3 + kind);
-            p.top_k = cfg[ci].k;
-            p.top_p = cfg[ci].top_p;
-            p.min_p = cfg[ci].min_p;
-            p.repeat_penalty = cfg[ci].pen;
-            p.repeat_last_n = cfg[ci].last_n;
-            p.freq_penalty = cfg[ci].freq;
-            p.presence_penalty = cfg[ci].pres;
+            eng_sampler_params p = chain_params(cfg[ci].t, 77 + ci * 3 + kind, cfg[ci].k, cfg[ci].top_p,
+                                                cfg[ci].min_p, cfg[ci].pen, cfg[ci].last_n,
+                                                cfg[ci].freq, cfg[ci].pres);
             if (cfg[ci].bias) {
                 for (int i = 0; i < 6; i++) /* lowered or banned, one token twice */
                     bias[i] = (eng_logit_bias){ 5000 + i % 5, i == 2 ? -INFINITY : -0.5f * (float)(i + 1) };
