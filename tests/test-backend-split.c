@@ -30,7 +30,10 @@
  * And it offers argmax (the kernel's rule, a loop on arena memory), so
  * that greedy generation (ENG_EVAL_ARGMAX) picks its tokens "on the
  * device": the same text as on the CPU, with 4 bytes downloaded per eval
- * where the other samplers download a row of logits.
+ * where the other samplers download a row of logits; and top_cands (the
+ * host's eng_candidates on arena memory), so that a top-k sampler
+ * (ENG_EVAL_CANDIDATES) draws from the candidates brought back: the same
+ * text again, with the candidates' bytes downloaded per eval.
  *
  * usage: test-backend-split SI_SYNTH  (the default model too when present)
  */
@@ -61,7 +64,7 @@ typedef struct span {
 typedef enum {
     R_GET_ROWS, R_MATMUL, R_RMSNORM, R_ROPE, R_ATTENTION, R_FFN, R_ADD, R_SCALE, R_SOFTCAP, R_STORE,
     R_STORE_KV,
-    R_ARGMAX
+    R_ARGMAX, R_TOP_CANDS
 } rkind;
 typedef struct rec {
     rkind k;
@@ -85,7 +88,7 @@ typedef struct split {
     int n_live, cap_live;
     pthread_mutex_t lock;
     bool guard; /* arena unmapped between calls */
-    long n_ops, n_up, n_down, n_copy, n_topk, n_argmax;
+    long n_ops, n_up, n_down, n_copy, n_topk, n_argmax, n_cands;
     size_t down_bytes;
     bool recording;
     eng_graph_step step;  /* the step being recorded, or the last recorded */
@@ -457,6 +460,35 @@ static void sp_argmax(eng_backend *be, const float *x, int n, int32_t *ret)
     argmax_run(S, x, n, ret);
 }
 
+/* The candidates of x for k, as kernels/select.cu's k_top_cands: the
+ * host's eng_candidates, which that kernel matches bit for bit. */
+static void cands_run(split *S, const float *x, int n, int k, float *vals, int32_t *ids)
+{
+    arena_open(S);
+    S->n_ops++;
+    S->n_cands++;
+    uint32_t *tmp = malloc(2 * ENG_CAND_CHUNK * sizeof(uint32_t));
+    CHECK(tmp && eng_candidates(x, n, k, tmp, vals, ids) == 0);
+    free(tmp);
+    arena_close(S);
+}
+
+static void sp_top_cands(eng_backend *be, const float *x, int n, int k, float *vals, int32_t *ids)
+{
+    split *S = S_of(be);
+    DEV(x); DEV(vals); DEV(ids);
+    const size_t m = eng_candidates_size(n, k);
+    CHECKF(dev(S, x, (size_t)n * sizeof(float)) && dev(S, vals, m * sizeof(float)) &&
+               dev(S, ids, m * sizeof(int32_t)),
+           "top_cands: buffers too small");
+    rec *r = record(S, R_TOP_CANDS);
+    if (r) {
+        r->p[0] = x, r->p[1] = vals, r->p[2] = ids, r->i[0] = n, r->i[1] = k;
+        return;
+    }
+    cands_run(S, x, n, k, vals, ids);
+}
+
 static void sp_store_kv(eng_backend *be, const float *src, uint16_t *cache, long row, int pos0,
                         int nt)
 {
@@ -518,6 +550,9 @@ static void run_recs(split *S, const rec *recs, int n, int pos)
             break;
         case R_ARGMAX:
             argmax_run(S, r->p[0], r->i[0], (int32_t *)r->p[1]);
+            break;
+        case R_TOP_CANDS:
+            cands_run(S, r->p[0], r->i[0], r->i[1], (float *)r->p[1], (int32_t *)r->p[2]);
             break;
         }
     }
@@ -649,6 +684,7 @@ static const eng_backend_iface split_iface = {
     .graph_end = sp_graph_end,
     .topk_count = sp_topk_count,
     .argmax = sp_argmax,
+    .top_cands = sp_top_cands,
 };
 
 /* the same without topk_count: the activations come back to the host */
@@ -818,6 +854,67 @@ static void compare_argmax(eng_session *a, eng_session *b, const int32_t *prompt
     CHECK(eng_session_argmax(a) == eng_session_argmax(b));
 }
 
+/* ENG_EVAL_CANDIDATES: the split backend brings back the last row's
+ * candidates (eng_candidates of the CPU's logits, bit for bit) and keeps no
+ * logits; the CPU offers none. Steps alternate between candidates, the
+ * row and the argmax, whose graphs end differently: a replay of one for
+ * another would bring back stale candidates or skip the op. */
+static void compare_cands(eng_session *a, eng_session *b, const int32_t *prompt, int n, int steps,
+                          const char *what)
+{
+    enum { K = 40 + 64 };
+    CHECK(eng_session_set_candidates(a, K) == -ENOTSUP);
+    CHECK(eng_session_set_candidates(b, 0) == -EINVAL);
+    CHECK(eng_session_set_candidates(b, ENG_CAND_MAX + 1) == -EINVAL);
+    CHECK(eng_session_set_candidates(b, K) == 0);
+    const size_t m = eng_candidates_size(V, K);
+    float *vals = malloc(m * sizeof(float));
+    int32_t *ids = malloc(m * sizeof(int32_t));
+    uint32_t *tmp = malloc(2 * ENG_CAND_CHUNK * sizeof(uint32_t));
+    CHECK(vals && ids && tmp);
+    eng_session_reset(a);
+    eng_session_reset(b);
+    const float *bv;
+    const int32_t *bi;
+    CHECK(eng_session_candidates(b, &bv, &bi) == -ENODATA);
+    long cd0 = last_split->n_cands, asked = 0;
+    static const unsigned rot[] = { ENG_EVAL_CANDIDATES, ENG_EVAL_CANDIDATES, 0, ENG_EVAL_ARGMAX,
+                                    ENG_EVAL_CANDIDATES };
+    unsigned flags = ENG_EVAL_CANDIDATES;
+    CHECK(eng_session_eval(a, prompt, n, 0) == 0);
+    CHECK(eng_session_eval(b, prompt, n, flags) == 0);
+    for (int t = 0;; t++) {
+        const float *la = eng_session_logits(a, -1);
+        CHECK(la);
+        const int32_t tok = argmax(la);
+        if (flags == ENG_EVAL_CANDIDATES) {
+            asked++;
+            CHECK(eng_candidates(la, V, K, tmp, vals, ids) == 0);
+            const long got = eng_session_candidates(b, &bv, &bi);
+            CHECKF(got == (long)m && !memcmp(bv, vals, m * sizeof(float)) &&
+                       !memcmp(bi, ids, m * sizeof(int32_t)),
+                   "%s: step %d: candidates differ from the CPU logits'", what, t);
+            CHECKF(!eng_session_logits(b, -1), "%s: logits kept with candidates", what);
+        } else {
+            CHECK(eng_session_candidates(b, &bv, &bi) == -ENODATA);
+            if (flags == ENG_EVAL_ARGMAX)
+                CHECK(eng_session_argmax(b) == tok);
+            else
+                same_logits(a, b, -1, what);
+        }
+        if (t == steps)
+            break;
+        flags = rot[t % 5];
+        CHECK(eng_session_eval(a, &tok, 1, 0) == 0);
+        CHECK(eng_session_eval(b, &tok, 1, flags) == 0);
+    }
+    CHECKF(last_split->n_cands - cd0 == asked, "%s: %ld top_cands ops for %ld evals", what,
+           last_split->n_cands - cd0, asked);
+    free(vals);
+    free(ids);
+    free(tmp);
+}
+
 /* eng_embed on both: the hidden states come back from backend memory (one
  * download per chunk), the same bits for both poolings and for one token
  * (no graph) */
@@ -861,34 +958,40 @@ static int on_text(void *userdata, const char *text, size_t len)
 
 /* eng_generate on both: the same text, piece by piece. Plain greedy picks
  * on the backend: 4 bytes downloaded per eval (the prompt, then every
- * token that is not the last); a penalty or a temperature needs the
- * logits, a row per eval. count: the split model downloads nothing else
- * (a dense one; a selective prefill also brings back its votes). */
+ * token that is not the last); a penalty (it only lowers logits) or top-k
+ * brings back the candidates (eng_sampler_candidates' k per 4096 ids); a
+ * temperature alone (no top-k) needs the logits, a row per eval. count:
+ * the split model downloads nothing else (a dense one; a selective
+ * prefill also brings back its votes). */
 static void compare_generate(eng_session *a, eng_session *b, const int32_t *prompt, int n,
                              int steps, bool count, const char *what)
 {
     static const struct {
         const char *name;
         float temperature, penalty;
+        int top_k, cands; /* cands: the k of the candidates, 0: the row */
         bool greedy;
     } cases[] = {
-        { "greedy", 0.0f, 1.0f, true },
-        { "greedy, penalty 1.3", 0.0f, 1.3f, false },
-        { "temperature 0.8", 0.8f, 1.0f, false },
+        { "greedy", 0.0f, 1.0f, 0, 0, true },
+        { "greedy, penalty 1.3", 0.0f, 1.3f, 0, 1 + 64, false },
+        { "temperature 0.8", 0.8f, 1.0f, 0, 0, false },
+        { "top-k 40, penalty 1.1", 0.8f, 1.1f, 40, 40 + 64, false },
     };
     for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
         eng_gen_params gp = eng_gen_params_default();
         gp.max_tokens = steps;
         gp.sampler.temperature = cases[c].temperature;
         gp.sampler.repeat_penalty = cases[c].penalty;
+        gp.sampler.top_k = cases[c].top_k;
         gp.sampler.seed = 5;
         sink ka = { 0 }, kb = { 0 };
         eng_gen_stats sa, sb;
         CHECK(eng_generate(a, prompt, n, &gp, on_text, &ka, &sa) == 0);
-        long down0 = last_split->n_down, am0 = last_split->n_argmax;
+        long down0 = last_split->n_down, am0 = last_split->n_argmax, cd0 = last_split->n_cands;
         size_t bytes0 = last_split->down_bytes;
         CHECK(eng_generate(b, prompt, n, &gp, on_text, &kb, &sb) == 0);
-        long downs = last_split->n_down - down0, ams = last_split->n_argmax - am0;
+        long downs = last_split->n_down - down0, ams = last_split->n_argmax - am0,
+             cds = last_split->n_cands - cd0;
         size_t bytes = last_split->down_bytes - bytes0;
         CHECKF(sa.n_generated == sb.n_generated && sa.stop_reason == sb.stop_reason &&
                    ka.calls == kb.calls && ka.len == kb.len &&
@@ -901,9 +1004,13 @@ static void compare_generate(eng_session *a, eng_session *b, const int32_t *prom
         /* a selective tiny model may stop at once: EOS first */
         CHECK(sb.n_generated > 0 || sb.stop_reason == ENG_STOP_EOS);
         long evals = 1 + sb.n_generated - (sb.stop_reason == ENG_STOP_LENGTH);
-        size_t per = cases[c].greedy ? sizeof(int32_t) : (size_t)V * sizeof(float);
+        size_t per = cases[c].greedy ? sizeof(int32_t)
+                     : cases[c].cands ? eng_candidates_size(V, cases[c].cands) * 8
+                                      : (size_t)V * sizeof(float);
         CHECKF(ams == (cases[c].greedy ? evals : 0), "%s, %s: %ld argmax ops in %ld evals",
                what, cases[c].name, ams, evals);
+        CHECKF(cds == (cases[c].cands ? evals : 0), "%s, %s: %ld top_cands ops in %ld evals",
+               what, cases[c].name, cds, evals);
         if (count)
             CHECKF(downs == evals && bytes == (size_t)evals * per,
                    "%s, %s: %ld downloads of %zu bytes in all for %ld evals (want %zu each)",
@@ -1027,6 +1134,7 @@ static void run(const char *path, const char *name, int n_prompt, int steps)
     compare(sa, sb, toks, n_prompt, steps, "dense");
     compare_argmax(sa, sb, toks, n_prompt, steps, "dense");
     compare_generate(sa, sb, toks, n_prompt, steps, true, "dense");
+    compare_cands(sa, sb, toks, n_prompt, steps, "dense");
     argmax_rules(sa);
     all_nan(sb, toks, n_prompt);
     same_embeddings(sa, sb, toks, n_prompt, "dense");
@@ -1160,6 +1268,7 @@ static void run(const char *path, const char *name, int n_prompt, int steps)
     }
     compare_argmax(sa, sb, toks, n_prompt, steps, "selectinfer, swapped");
     compare_generate(sa, sb, toks, n_prompt, steps, false, "selectinfer, swapped");
+    compare_cands(sa, sb, toks, n_prompt, steps, "selectinfer, swapped");
     /* mean compensation folds W_down on the host: refused off host memory */
     eng_compute_params comp = cp;
     comp.comp = ENG_COMP_MEAN;
@@ -1183,10 +1292,10 @@ static void run(const char *path, const char *name, int n_prompt, int steps)
     }
     printf("%-12s equal on the split backend: %ld ops, %ld uploads, %ld downloads, %ld copies, "
            "%ld decode graphs recorded (%ld lost and reissued), %ld steps of a known key (%ld "
-           "recorded again and found equal), %ld argmax\n",
+           "recorded again and found equal), %ld argmax, %ld top_cands\n",
            name, last_split->n_ops, last_split->n_up, last_split->n_down, last_split->n_copy,
            last_split->n_graphs, last_split->n_graph_fails, last_split->n_replays,
-           last_split->n_verified, last_split->n_argmax);
+           last_split->n_verified, last_split->n_argmax, last_split->n_cands);
     CHECK(last_split->n_graphs > 0 && last_split->n_graph_fails > 0 &&
           last_split->n_replays > last_split->n_verified && last_split->n_verified > 0);
     eng_session_free(sa);
