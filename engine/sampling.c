@@ -46,7 +46,10 @@ struct eng_sampler {
     float *bias;      /* [n_vocab] logit bias, or NULL for none */
     int32_t *bias_ids; /* the distinct biased tokens, n_bias of them */
     int n_bias;
+    int n_cands;       /* eng_sampler_candidates(): fixed by the parameters */
 };
+
+static int candidates_k(const eng_sampler *s);
 
 eng_sampler_params eng_sampler_params_default(void) {
     return (eng_sampler_params){
@@ -139,6 +142,7 @@ int eng_sampler_new(const eng_sampler_params *params, int n_vocab, eng_sampler *
             s->cnt[s->bias_ids[i]] = 0;
     }
     rng_seed(s->rng, p->seed);
+    s->n_cands = candidates_k(s);
     *ret_sampler = s;
     return 0;
 }
@@ -312,15 +316,30 @@ static void heap_offer(cand *c, size_t *m, size_t k, cand x) {
 
 #define BIASED 0x80000000u /* cnt's mark of a biased token in top_k_pass */
 
+/* Marks in cnt the tokens an adjustment touches: the window's (their
+ * counts, pen) and the biased ones (BIASED, bias). */
+static void mark_adjusted(eng_sampler *s, bool pen, bool bias) {
+    for (int h = 0; pen && h < s->n_hist; h++)
+        s->cnt[s->hist[h]]++;
+    for (int b = 0; bias && b < s->n_bias; b++)
+        s->cnt[s->bias_ids[b]] |= BIASED;
+}
+
+/* Token t's raw logit v as the marks in cnt adjust it: biased, then
+ * penalised by its count, as penalised_copy() does to the row. */
+static inline float adjusted(const eng_sampler *s, int32_t t, float v) {
+    const uint32_t n = s->cnt[t] & ~BIASED;
+    if (s->cnt[t] & BIASED)
+        v += s->bias[t];
+    return n ? penalised(s, v, n) : v;
+}
+
 /* raw: l is the caller's row, not yet biased or penalised. */
 static size_t top_k_pass(eng_sampler *s, const float *l, cand *c, size_t k, bool raw) {
     /* the window's tokens and the biased ones are left out of the pass and
      * offered after it with their adjusted logits: no copy of the row */
     const bool pen = raw && penalties_set(&s->p) && s->n_hist > 0, bias = raw && s->n_bias > 0;
-    for (int h = 0; pen && h < s->n_hist; h++)
-        s->cnt[s->hist[h]]++;
-    for (int b = 0; bias && b < s->n_bias; b++)
-        s->cnt[s->bias_ids[b]] |= BIASED;
+    mark_adjusted(s, pen, bias);
     size_t m = 0;
     int i = 0;
     for (; i < s->n_vocab && m < k; i++)
@@ -344,16 +363,14 @@ static size_t top_k_pass(eng_sampler *s, const float *l, cand *c, size_t k, bool
     }
     for (int b = 0; bias && b < s->n_bias; b++) {
         const int32_t t = s->bias_ids[b];
-        const uint32_t n = s->cnt[t] & ~BIASED;
-        const float v = l[t] + s->bias[t];
-        heap_offer(c, &m, k, (cand){n ? penalised(s, v, n) : v, t});
+        heap_offer(c, &m, k, (cand){adjusted(s, t, l[t]), t});
         s->cnt[t] = 0;
     }
     for (int h = 0; pen && h < s->n_hist; h++) {
         const int32_t t = s->hist[h];
         if (!s->cnt[t])
             continue; /* offered already: a token counts once */
-        heap_offer(c, &m, k, (cand){penalised(s, l[t], s->cnt[t]), t});
+        heap_offer(c, &m, k, (cand){adjusted(s, t, l[t]), t});
         s->cnt[t] = 0;
     }
     m = keep_inf(c, m);
@@ -533,8 +550,12 @@ static int32_t finish(eng_sampler *s, cand *c, size_t n, long kept)
 
 int eng_sampler_candidates(const eng_sampler *s)
 {
-    if (!s)
-        return 0;
+    return s ? s->n_cands : 0;
+}
+
+/* eng_sampler_candidates() of a new sampler: its parameters never change. */
+static int candidates_k(const eng_sampler *s)
+{
     const eng_sampler_params *p = &s->p;
     long k;
     if (p->temperature <= 0.0f)
@@ -558,17 +579,14 @@ int eng_sampler_candidates(const eng_sampler *s)
 
 int32_t eng_sampler_sample_candidates(eng_sampler *s, const float *vals, const int32_t *ids, size_t n)
 {
-    if (!s || (n && (!vals || !ids)) || eng_sampler_candidates(s) == 0)
+    if (!s || (n && (!vals || !ids)) || s->n_cands == 0)
         return -EINVAL;
     for (size_t i = 0; i < n; i++)
         if (ids[i] >= s->n_vocab)
             return -EINVAL;
     /* the adjusted tokens marked as top_k_pass marks them */
     const bool pen = penalties_set(&s->p) && s->n_hist > 0, bias = s->n_bias > 0;
-    for (int h = 0; pen && h < s->n_hist; h++)
-        s->cnt[s->hist[h]]++;
-    for (int b = 0; bias && b < s->n_bias; b++)
-        s->cnt[s->bias_ids[b]] |= BIASED;
+    mark_adjusted(s, pen, bias);
     const bool greedy = s->p.temperature <= 0.0f;
     const size_t k = greedy ? 1 : (size_t)s->p.top_k;
     cand *c = s->cands;
@@ -579,12 +597,7 @@ int32_t eng_sampler_sample_candidates(eng_sampler *s, const float *vals, const i
         const int32_t t = ids[i];
         if (t < 0)
             continue;
-        float v = vals[i];
-        const uint32_t cn = s->cnt[t] & ~BIASED;
-        if (s->cnt[t] & BIASED)
-            v += s->bias[t];
-        if (cn)
-            v = penalised(s, v, cn);
+        const float v = adjusted(s, t, vals[i]);
         if (!greedy)
             heap_offer(c, &m, k, (cand){v, t});
         else if (!isnan(v) && (best < 0 || v > bv || (v == bv && t < best))) {
@@ -625,7 +638,7 @@ int32_t eng_sampler_sample_session(eng_sampler *s, const eng_session *session)
          * pick wrongly, not fail */
         const size_t chunks = eng_candidates_size(s->n_vocab, 1);
         if ((size_t)n != chunks * ((size_t)n / chunks) ||
-            (long)((size_t)n / chunks) < eng_sampler_candidates(s))
+            (long)((size_t)n / chunks) < s->n_cands)
             return -EINVAL;
         return eng_sampler_sample_candidates(s, vals, ids, (size_t)n);
     }

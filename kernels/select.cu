@@ -475,8 +475,6 @@ struct score_key {
     }
 };
 
-/* The k best scores (NaN lowest, ties to the lower index) as an ascending
- * slot list (best_in_order). One block. */
 /* The k best keys of key(0 .. n) (1 <= k <= n; ties to the lower index)
  * in index order: the k-th largest key (radix_kth), then, chunk by chunk,
  * every key above it and the first keys equal to it until k; emit(pos, j)
@@ -508,6 +506,8 @@ struct emit_slot {
     __device__ void operator()(int pos, int j) const { sel[pos] = j; }
 };
 
+/* The k best scores (NaN lowest, ties to the lower index) as an ascending
+ * slot list. One block. */
 __global__ void __launch_bounds__(PICK_THREADS)
 k_pick_select(const float *__restrict__ score, int n, int k, int32_t *__restrict__ sel)
 {
@@ -516,20 +516,15 @@ k_pick_select(const float *__restrict__ score, int n, int k, int32_t *__restrict
 
 /* ---- sampling's candidates (engine.h eng_candidates) ---- */
 
-/* A logit's key: engine/topk.c's float_key (the sign-flip map, -0 folded
- * onto +0, NaN below every number as key 0), so that the order and the
- * ties are the host's. */
+/* A logit's key: engine/topk.c's float_key (the signed rank's key, -0
+ * folded onto +0, and NaN below every number as key 0), so that the order
+ * and the ties are the host's. */
 struct logit_key {
     const float *x;
     __device__ uint32_t operator()(int j) const
     {
         const float v = x[j];
-        uint32_t b = __float_as_uint(v);
-        if (isnan(v))
-            return 0u;
-        if (b == 0x80000000u)
-            b = 0;
-        return (b & 0x80000000u) ? ~b : (b | 0x80000000u);
+        return isnan(v) ? 0u : rank_key(v, 1);
     }
 };
 
