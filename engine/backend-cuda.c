@@ -585,6 +585,28 @@ static void op_top_cands(eng_backend *be, const float *xs, int n, int k, float *
     check(x, si_cuda_top_cands(x->c, xs, n, ENG_CAND_CHUNK, k, vals, ids));
 }
 
+/* Decode's hints (kernels/elementwise.cu): the weights the next ops read
+ * are brought into the GPU's L2 while the short kernels before them run;
+ * nothing is launched unless the "l2_prefetch" variant says how much. */
+static void op_prefetch(eng_backend *be, const eng_span *spans, int n, const eng_ffn_weights *w,
+                        const int32_t *sel, int n_sel)
+{
+    cuda_ctx *x = ctx_of(be);
+    if (n < 0 || n > ENG_PREFETCH_SPANS || !op_ready(x))
+        return;
+    const void *p[ENG_PREFETCH_SPANS];
+    size_t bytes[ENG_PREFETCH_SPANS];
+    for (int i = 0; i < n; i++)
+        p[i] = spans[i].p, bytes[i] = spans[i].bytes;
+    si_cuda_ffn_weights cw = { 0 };
+    if (w) {
+        if (!f16_only(x, w->dtype, "prefetch"))
+            return;
+        cw = (si_cuda_ffn_weights){ .n_embd = w->n_embd, .n_slots = w->n_slots, .gate_up = w->gate_up };
+    }
+    check(x, si_cuda_prefetch(x->c, p, bytes, n, w ? &cw : NULL, sel, w ? n_sel : 0));
+}
+
 /* ENG_PICK_TOKEN (kernels/select.cu): the sketch is built on the device
  * from the slots, the same bytes as the CPU's; the work buffer of ffn_pick
  * is reserved here, at load or swap, so that a decode graph never meets an
@@ -670,6 +692,7 @@ static const eng_backend_iface cuda_iface = {
     .topk_count = op_topk_count,
     .argmax = op_argmax,
     .top_cands = op_top_cands,
+    .prefetch = op_prefetch,
     .ffn_pick = op_ffn_pick,
     .build_sketch = op_build_sketch,
 };

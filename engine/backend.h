@@ -230,6 +230,15 @@ static inline void eng_sketch_row(const uint8_t *q4_0, int nb, uint8_t *row)
 
 typedef struct eng_backend eng_backend;
 
+/* A range of backend memory (prefetch below). */
+typedef struct eng_span {
+    const void *p;
+    size_t bytes;
+} eng_span;
+
+/* The most spans one prefetch() takes (a layer's q, k and v). */
+#define ENG_PREFETCH_SPANS 4
+
 /* A decode step, for graph_begin() below. */
 typedef struct eng_graph_step {
     uint64_t key;  /* same key: the same ops with the same arguments, but positions */
@@ -415,6 +424,17 @@ typedef struct eng_backend_iface {
      * host's sampler reads a few thousand values, not n; it may be issued
      * inside a decode graph. The CPU does not, as for argmax. */
     void (*top_cands)(eng_backend *be, const float *x, int n, int k, float *vals, int32_t *ids);
+
+    /* A hint, for decode: the ops queued next read these weights, in this
+     * order: the n spans (at most ENG_PREFETCH_SPANS), then, with ffn, the
+     * gate and up rows of slots sel[0 .. n_sel) (sel NULL: 0 .. n_sel - 1;
+     * else backend memory that no op of the step writes). A GPU starts
+     * bringing as many of them as its cache holds into it while the ops
+     * already queued run (short kernels that leave its memory idle), and
+     * the ops that read them find them there. Changes no result; may be
+     * issued inside a decode graph. The CPU does not offer it. */
+    void (*prefetch)(eng_backend *be, const eng_span *spans, int n, const eng_ffn_weights *ffn,
+                     const int32_t *sel, int n_sel);
 
     /* ---- optional: one launch per decode step (NULL: not offered) ---- */
 

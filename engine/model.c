@@ -2039,6 +2039,42 @@ long eng_session_candidates(const eng_session *s, const float **vals, const int3
 
 /* ---- the forward pass ---- */
 
+static size_t weight_bytes(const eng_weight *w)
+{
+    return eng_dtype_bytes(w->dtype, (size_t)w->rows * (size_t)w->cols);
+}
+
+/* Decode's hints to the backend (backend.h prefetch): after the rope, the
+ * attention's output matrix and the FFN's rows that the step computes
+ * (its slots as the ffn op gets them; none when the step picks them
+ * itself); after the FFN, the next layer's q, k and v, or the output head.
+ * Between those points run a layer's short kernels (rope, attention,
+ * norms), which on a GPU leave its memory idle. */
+static void prefetch_wo_ffn(eng_session *s, int il, const int32_t *sel, int n_sel, bool no_slots)
+{
+    const eng_model *m = s->model;
+    const eng_layer *L = &m->layers[il];
+    const eng_span sp = { L->wo.data, weight_bytes(&L->wo) };
+    m->be->iface->prefetch(m->be, &sp, 1, no_slots ? NULL : &L->ffn, sel, n_sel);
+}
+
+static void prefetch_next(eng_session *s, int il, bool logits)
+{
+    const eng_model *m = s->model;
+    if (il + 1 < m->info.n_layer) {
+        const eng_layer *L = &m->layers[il + 1];
+        const eng_span sp[3] = {
+            { L->wq.data, weight_bytes(&L->wq) },
+            { L->wk.data, weight_bytes(&L->wk) },
+            { L->wv.data, weight_bytes(&L->wv) },
+        };
+        m->be->iface->prefetch(m->be, sp, 3, NULL, NULL, 0);
+    } else if (logits) {
+        const eng_span sp = { m->output.data, weight_bytes(&m->output) };
+        m->be->iface->prefetch(m->be, &sp, 1, NULL, NULL, 0);
+    }
+}
+
 /* The ops of one forward pass over n tokens at positions n_past ..: the
  * tokens are in s->tokens already; the logits of rows first .. n-1 go to
  * `out` (backend memory) when out is not NULL, and the argmax of the last
@@ -2060,6 +2096,7 @@ static void forward_ops(eng_session *s, int n, int first, float *out, int32_t *a
     const float scale = m->attn_scale;
     const bool want_act = eng__select_wants_act(s);
     const bool host = op->host_memory;
+    const bool pf = n == 1 && op->prefetch; /* decode: hint what comes */
 
     /* x [n][E]: token embeddings */
     op->get_rows(be, &m->tok_embd, s->tokens, n, s->x);
@@ -2113,6 +2150,14 @@ static void forward_ops(eng_session *s, int n, int first, float *out, int32_t *a
                 op->store_kv(be, s->v, s->v_cache[il], (long)kvd, row0, n);
             }
         }
+        /* the FFN's slots and how it computes them (the ffn ops below) */
+        const int32_t *sel = s->selected ? s->ffn_sel[il] : NULL; /* host list */
+        const int32_t *sel_be = sel && !host ? s->ffn_sel_dev[il] : sel;
+        const int n_sel = sel ? s->ffn_n_sel[il] : L->ffn.n_slots;
+        const int pick = s->selected && !want_act ? s->pick_k[il] : 0;
+        const bool runs = !pick && sel && n == 1 && !want_act && s->dyn && s->dyn[il].w.n_slots > 0;
+        if (pf)
+            prefetch_wo_ffn(s, il, sel_be, n_sel, pick > 0 || runs);
         if (s->kv_type == ENG_KV_Q8_0)
             op->attention_q8(be, s->q, s->k_cache[il], s->v_cache[il], s->att, n, row0, H, Hkv,
                              hd, scale, L->window, m->attn_softcap);
@@ -2132,18 +2177,16 @@ static void forward_ops(eng_session *s, int n, int first, float *out, int32_t *a
             op->add(be, s->x, s->o, (long)n * E);
             op->rmsnorm(be, s->x, L->ffn_norm, s->xn, n, E, m->rms_eps);
         }
-        const int32_t *sel = s->selected ? s->ffn_sel[il] : NULL; /* host list */
-        int n_sel = sel ? s->ffn_n_sel[il] : L->ffn.n_slots;
-        int pick = s->selected && !want_act ? s->pick_k[il] : 0;
         if (pick > 0) /* ENG_PICK_TOKEN: each token its own best pick slots */
             op->ffn_pick(be, &L->ffn, pick, s->xn, s->ff, n);
-        else if (sel && n == 1 && !want_act && s->dyn && s->dyn[il].w.n_slots > 0)
+        else if (runs)
             /* the same slots, the dynamic ones from the session's copy */
             op->ffn_runs(be, &L->ffn, s->dyn[il].from, &s->dyn[il].w, s->dyn[il].w.n_slots,
                          s->xn, s->ff);
         else
-            op->ffn(be, &L->ffn, sel && !host ? s->ffn_sel_dev[il] : sel, n_sel, s->xn, s->ff,
-                    n, want_act ? s->act : NULL);
+            op->ffn(be, &L->ffn, sel_be, n_sel, s->xn, s->ff, n, want_act ? s->act : NULL);
+        if (pf)
+            prefetch_next(s, il, out != NULL);
         /* a backend that counts the prefill votes itself keeps a (select.c) */
         if (want_act && !eng__select_observe_backend(s, il, s->act, n, sel, n_sel)) {
             const float *a = s->act;

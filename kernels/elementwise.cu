@@ -143,3 +143,101 @@ extern "C" int si_cuda_to_f32(si_cuda *c, const uint16_t *src, float *dst, long 
     SI_LAUNCH_CHECK("k_to_f32");
     return 0;
 }
+
+/* ---- decode's L2 prefetch (si_cuda_prefetch) ---- */
+
+enum {
+    PF_SPANS = 4,
+    PF_THREADS = 128,
+    PF_CHUNK = 16384, /* bytes a prefetch instruction asks for */
+};
+
+/* Ranges 16-byte aligned and multiples of 16 long (the instruction's
+ * rule), already cut to the budget; unused spans 0 bytes. */
+struct pf_args {
+    const char *p[PF_SPANS];
+    unsigned long long bytes[PF_SPANS];
+    const char *gate_up; /* the FFN's slots, or NULL */
+    const int32_t *sel;  /* NULL: slots 0 .. n_sel - 1 */
+    int n_sel;           /* slots to prefetch */
+    int n_slots;
+    unsigned slot_bytes; /* a slot's gate and up rows */
+};
+
+__device__ __forceinline__ void pf_l2(const char *p, unsigned bytes)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(p), "r"(bytes) : "memory");
+#endif
+}
+
+/* Thread u asks for unit u, u + threads, ...: the spans' chunks in order,
+ * then the slots. The trigger comes first, so the next kernel launches at
+ * once (this one holds a few small blocks); the prefetches need nothing
+ * the kernels before write (sel included: the caller says so), and the
+ * wait at the end keeps this kernel from ending before them, so the
+ * kernel after, which waits for this one, still sees their writes. */
+__global__ void __launch_bounds__(PF_THREADS) k_l2_prefetch(pf_args a)
+{
+    si_pdl_trigger();
+    const long nt = (long)gridDim.x * blockDim.x;
+    long u = (long)blockIdx.x * blockDim.x + threadIdx.x, base = 0;
+#pragma unroll
+    for (int i = 0; i < PF_SPANS; i++) { /* constant indices: a.p stays in the parameter space */
+        const long nc = (long)((a.bytes[i] + PF_CHUNK - 1) / PF_CHUNK);
+        for (; u < base + nc; u += nt) {
+            const unsigned long long off = (unsigned long long)(u - base) * PF_CHUNK;
+            const unsigned long long left = a.bytes[i] - off;
+            pf_l2(a.p[i] + off, (unsigned)(left < PF_CHUNK ? left : PF_CHUNK));
+        }
+        base += nc;
+    }
+    for (; u < base + a.n_sel; u += nt) {
+        const long j = u - base;
+        const long s = a.sel ? (long)a.sel[j] : j;
+        if (s >= 0 && s < a.n_slots)
+            pf_l2(a.gate_up + (size_t)s * a.slot_bytes, a.slot_bytes);
+    }
+    si_pdl_wait();
+}
+
+extern "C" int si_cuda_prefetch(si_cuda *c, const void *const *p, const size_t *bytes, int n,
+                                const si_cuda_ffn_weights *ffn, const int32_t *sel, int n_sel)
+{
+    SI_ARG_CHECK(c && n >= 0 && n <= PF_SPANS && n_sel >= 0 && (n == 0 || (p && bytes)));
+    /* cp.async.bulk.prefetch is Hopper's (sm_90); Jetson Orin's L2 is 4 MB */
+    if (!c->pdl_ok || c->l2_prefetch == 0 || c->l2_bytes == 0)
+        return 0;
+    size_t budget = c->l2_bytes / 100 * (size_t)c->l2_prefetch;
+    pf_args a = {};
+    long units = 0;
+    for (int i = 0; i < n; i++) {
+        if (!p[i] || bytes[i] == 0)
+            continue;
+        const uintptr_t b = ((uintptr_t)p[i] + 15) & ~(uintptr_t)15;
+        const uintptr_t e = ((uintptr_t)p[i] + bytes[i]) & ~(uintptr_t)15;
+        size_t len = e > b ? e - b : 0;
+        if (len > budget)
+            len = budget & ~(size_t)15;
+        budget -= len;
+        a.p[i] = (const char *)b;
+        a.bytes[i] = len;
+        units += (long)((len + PF_CHUNK - 1) / PF_CHUNK);
+    }
+    const size_t sb = ffn ? 4 * (size_t)ffn->n_embd : 0; /* two rows of f16 */
+    if (ffn && ffn->gate_up && n_sel > 0 && sb > 0 && sb % 16 == 0 && sb <= 0xffffffffu &&
+        (uintptr_t)ffn->gate_up % 16 == 0) {
+        const size_t k = budget / sb;
+        a.gate_up = (const char *)ffn->gate_up;
+        a.sel = sel;
+        a.n_sel = k < (size_t)n_sel ? (int)k : n_sel;
+        a.n_slots = ffn->n_slots;
+        a.slot_bytes = (unsigned)sb;
+        units += a.n_sel;
+    }
+    if (units == 0)
+        return 0;
+    SI_LAUNCH("k_l2_prefetch", c, k_l2_prefetch, si_grid(units, PF_THREADS, (unsigned)c->n_sm),
+              PF_THREADS, 0, a);
+    return 0;
+}

@@ -28,6 +28,8 @@ struct si_cuda {
     int ffn_decode;          /* SI_FFN_DECODE_* */
     int ffn_fused_bps;       /* k_ffn_fused's blocks an SM at most: 1 or 2 */
     bool attn_combine;       /* the decode attention combines its splits itself */
+    int l2_prefetch;         /* si_cuda_prefetch's share of the L2 in percent (0: off) */
+    size_t l2_bytes;         /* the device's L2 cache */
     unsigned *done;          /* device, SI_CUDA_DONE_COUNTERS + 1 zeroes: per-KV-head
                               * counters of that variant, then k_argmax's; each back
                               * to 0 after its use */

@@ -137,6 +137,9 @@ static int ctx_init(si_cuda *c, int device)
     c->pdl = c->pdl_ok;
     c->ffn_act_unroll = 4;
     c->ffn_fused_bps = 1;
+    int l2 = 0;
+    SI_CUDA_CHECK(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, device));
+    c->l2_bytes = l2 > 0 ? (size_t)l2 : 0;
     SI_CUDA_CHECK(cudaMalloc((void **)&c->done, (SI_CUDA_DONE_COUNTERS + 1) * sizeof(unsigned)));
     SI_CUDA_CHECK(cudaMemset(c->done, 0, (SI_CUDA_DONE_COUNTERS + 1) * sizeof(unsigned)));
     SI_CUDA_CHECK(cudaMalloc((void **)&c->argmax_v, ARGMAX_BLOCKS * sizeof(float)));
@@ -218,6 +221,8 @@ extern "C" int si_cuda_set_variant(si_cuda *c, const char *name, int value)
         c->ffn_fused_bps = value;
     else if (!strcmp(name, "attn_combine") && (value == 0 || value == 1))
         c->attn_combine = value;
+    else if (!strcmp(name, "l2_prefetch") && value >= 0 && value <= 100)
+        c->l2_prefetch = value;
     else
         return si_cuda__fail(-EINVAL, "no kernel variant %s=%d", name, value);
     return 0;

@@ -95,7 +95,9 @@ bool si_cuda_set_pdl(si_cuda *c, bool on);
  * 2: variant 2's blocks an SM at most. "attn_combine" 0 (default) or 1:
  * decode attention split over the keys combines its splits in the last
  * block of each KV head instead of a second kernel (the same bits; not yet
- * measured). -EINVAL for anything else. */
+ * measured). "l2_prefetch" 0 (default) to 100: the share of the L2 cache
+ * in percent that one si_cuda_prefetch brings in (0: it launches nothing;
+ * not yet measured). -EINVAL for anything else. */
 int si_cuda_set_variant(si_cuda *c, const char *name, int value);
 /* Makes c's device the calling thread's current device. The CUDA runtime
  * keeps the current device per host thread (device 0 in a new thread), and
@@ -246,6 +248,18 @@ typedef struct si_cuda_ffn_weights {
 int si_cuda_ffn(si_cuda *c, const si_cuda_ffn_weights *w, const int32_t *sel, int n_sel,
                 const float *x, float *y, int n_tokens, float *act);
 size_t si_cuda_ffn_scratch(int n_sm, const si_cuda_ffn_weights *w, int n_sel, int n_tokens);
+
+/* Decode's hint: the next kernels read the n (<= 4) ranges p[i] .. p[i] +
+ * bytes[i] (weights: nothing a kernel of the step writes), then, with ffn,
+ * the gate and up rows of slots sel[0 .. n_sel) (sel NULL: 0 .. n_sel - 1;
+ * device memory no kernel of the step writes). On Hopper and later one small
+ * kernel issues L2 prefetches of them, in that order, up to the
+ * "l2_prefetch" share of the L2 (si_cuda_set_variant), and lets the next
+ * kernel start at once (si_launch); it ends after the kernels before it, so
+ * the ones after still see their writes. Earlier GPUs, or the variant at 0:
+ * nothing. Changes no result. */
+int si_cuda_prefetch(si_cuda *c, const void *const *p, const size_t *bytes, int n,
+                     const si_cuda_ffn_weights *ffn, const int32_t *sel, int n_sel);
 
 /* ---- selection and sampling on the device ---------------------------------- */
 

@@ -64,7 +64,7 @@ typedef struct span {
 typedef enum {
     R_GET_ROWS, R_MATMUL, R_RMSNORM, R_ROPE, R_ATTENTION, R_FFN, R_ADD, R_SCALE, R_SOFTCAP, R_STORE,
     R_STORE_KV,
-    R_ARGMAX, R_TOP_CANDS
+    R_ARGMAX, R_TOP_CANDS, R_PREFETCH
 } rkind;
 typedef struct rec {
     rkind k;
@@ -76,6 +76,7 @@ typedef struct rec {
     long n;
     float f[2];
     bool b;
+    size_t z[ENG_PREFETCH_SPANS];
 } rec;
 
 typedef struct split {
@@ -99,6 +100,15 @@ typedef struct split {
     long n_replans; /* steps of the step before's key with another max_pos */
     eng_graph_step last_step;
     int nan_rows; /* > 0: a matmul of that many rows (the output head) gives NaN */
+    /* prefetch hints not yet followed by the op that reads them: spans
+     * (their starts), and an FFN's gate_up with its selection */
+    const void *pf_p[ENG_PREFETCH_SPANS];
+    size_t pf_bytes[ENG_PREFETCH_SPANS];
+    int n_pf;
+    const void *pf_gu;
+    const int32_t *pf_sel;
+    int pf_n_sel;
+    long n_prefetch, n_prefetch_ffn; /* run: issued directly, or in a graph's run */
 } split;
 
 static split *S_of(eng_backend *be)
@@ -247,10 +257,13 @@ static void sp_copy(eng_backend *be, void *dst, const void *src, size_t bytes)
     arena_close(S);
 }
 
+static void pf_all_read(split *S, const char *when);
+
 static int sp_sync(eng_backend *be)
 {
     split *S = S_of(be);
     NOT_RECORDING();
+    pf_all_read(S, "sync");
     return 0;
 }
 
@@ -284,6 +297,62 @@ static rec *record(split *S, rkind k)
         arena_close(S);                 \
     } while (0)
 
+/* Prefetch hints: every span must lie in one live allocation, and the
+ * next hint (or the step's end: sync, graph_end) must come after ops that
+ * read each of them: a matmul of a weight that starts there and is no
+ * shorter, the ffn of that gate_up with the same selection. A hint for
+ * weights no op reads would have a GPU fill its cache for nothing. */
+static void pf_read(split *S, const void *p, size_t bytes)
+{
+    for (int i = 0; i < S->n_pf; i++)
+        if (S->pf_p[i] == p) {
+            CHECKF(S->pf_bytes[i] <= bytes, "prefetch of %zu bytes at %p, a weight of %zu",
+                   S->pf_bytes[i], p, bytes);
+            S->pf_p[i] = S->pf_p[--S->n_pf];
+            S->pf_bytes[i] = S->pf_bytes[S->n_pf];
+            return;
+        }
+}
+
+static void pf_all_read(split *S, const char *when)
+{
+    CHECKF(S->n_pf == 0 && !S->pf_gu, "%s: %d prefetched spans%s not read since", when, S->n_pf,
+           S->pf_gu ? " and an FFN's slots" : "");
+}
+
+static void sp_prefetch(eng_backend *be, const eng_span *spans, int n, const eng_ffn_weights *w,
+                        const int32_t *sel, int n_sel)
+{
+    split *S = S_of(be);
+    pf_all_read(S, "prefetch");
+    CHECKF(n >= 0 && n <= ENG_PREFETCH_SPANS && (n == 0 || spans) && n_sel >= 0,
+           "prefetch: %d spans, %d slots", n, n_sel);
+    for (int i = 0; i < n; i++) {
+        CHECKF(spans[i].bytes > 0 && dev(S, spans[i].p, spans[i].bytes),
+               "prefetch: span %d (%p, %zu bytes) is not within one backend allocation", i,
+               spans[i].p, spans[i].bytes);
+        S->pf_p[i] = spans[i].p, S->pf_bytes[i] = spans[i].bytes;
+    }
+    S->n_pf = n;
+    if (w) {
+        DEV(w->gate_up); DEV_OR_NULL(sel);
+        CHECKF(n_sel <= w->n_slots && (!sel || dev(S, sel, (size_t)n_sel * sizeof(int32_t))),
+               "prefetch: %d slots of %d", n_sel, w->n_slots);
+        S->pf_gu = w->gate_up, S->pf_sel = sel, S->pf_n_sel = n_sel;
+    }
+    rec *r = record(S, R_PREFETCH);
+    if (r) { /* recorded for the comparison of steps; running it only counts */
+        for (int i = 0; i < n; i++)
+            r->p[i] = spans[i].p, r->z[i] = spans[i].bytes;
+        r->i[0] = n, r->p[4] = sel, r->i[1] = n_sel, r->b = w != NULL;
+        if (w)
+            r->fw = *w;
+        return;
+    }
+    S->n_prefetch++;
+    S->n_prefetch_ffn += w != NULL;
+}
+
 static void sp_get_rows(eng_backend *be, const eng_weight *w, const int32_t *ids, int n,
                         float *out)
 {
@@ -314,6 +383,7 @@ static void sp_matmul(eng_backend *be, const eng_weight *w, const float *bias, c
 {
     split *S = S_of(be);
     DEV(w->data); DEV_OR_NULL(bias); DEV(x); DEV(y);
+    pf_read(S, w->data, eng_dtype_bytes(w->dtype, (size_t)w->rows * w->cols));
     rec *r = record(S, R_MATMUL);
     if (r) {
         r->w = *w, r->p[0] = bias, r->p[1] = x, r->p[2] = y, r->i[0] = nt;
@@ -374,6 +444,12 @@ static void sp_ffn(eng_backend *be, const eng_ffn_weights *w, const int32_t *sel
 {
     split *S = S_of(be);
     DEV(w->gate_up); DEV(w->down); DEV_OR_NULL(sel); DEV(x); DEV(y); DEV_OR_NULL(act);
+    if (S->pf_gu && S->pf_gu == w->gate_up) {
+        CHECKF(S->pf_sel == sel && S->pf_n_sel == n_sel,
+               "prefetch of the FFN's slots (sel %p, %d) before an ffn of others (sel %p, %d)",
+               (const void *)S->pf_sel, S->pf_n_sel, (const void *)sel, n_sel);
+        S->pf_gu = NULL;
+    }
     rec *r = record(S, R_FFN);
     if (r) {
         r->fw = *w, r->p[0] = sel, r->i[0] = n_sel, r->p[1] = x, r->p[2] = y, r->i[1] = nt;
@@ -554,6 +630,10 @@ static void run_recs(split *S, const rec *recs, int n, int pos)
         case R_TOP_CANDS:
             cands_run(S, r->p[0], r->i[0], r->i[1], (float *)r->p[1], (int32_t *)r->p[2]);
             break;
+        case R_PREFETCH:
+            S->n_prefetch++;
+            S->n_prefetch_ffn += r->b;
+            break;
         }
     }
 }
@@ -594,6 +674,7 @@ static int sp_graph_end(eng_backend *be)
     split *S = S_of(be);
     CHECKF(S->recording, "graph_end without graph_begin");
     S->recording = false;
+    pf_all_read(S, "graph_end");
     if ((S->n_graphs + S->n_graph_fails) % 3 == 2) {
         S->n_graph_fails++;
         S->have_graph = false;
@@ -685,6 +766,7 @@ static const eng_backend_iface split_iface = {
     .topk_count = sp_topk_count,
     .argmax = sp_argmax,
     .top_cands = sp_top_cands,
+    .prefetch = sp_prefetch,
 };
 
 /* the same without topk_count: the activations come back to the host */
@@ -726,7 +808,7 @@ static eng_model *load(const char *path, const eng_load_plan_params *plan, bool 
     return m;
 }
 
-static int V;
+static int V, NL; /* the model's vocabulary and layers */
 
 static void same_logits(eng_session *a, eng_session *b, int i, const char *what)
 {
@@ -798,6 +880,7 @@ static void compare(eng_session *a, eng_session *b, const int32_t *prompt, int n
     same_selection(a, b, what);
     for (int i = 0; i < n; i++)
         same_logits(a, b, i, what);
+    const long pf0 = last_split->n_prefetch, pff0 = last_split->n_prefetch_ffn;
     for (int t = 0; t < steps; t++) {
         int32_t tok = argmax(eng_session_logits(a, -1));
         CHECK(tok == argmax(eng_session_logits(b, -1)));
@@ -806,6 +889,13 @@ static void compare(eng_session *a, eng_session *b, const int32_t *prompt, int n
         same_logits(a, b, -1, what);
     }
     CHECK(eng_session_ffn_share(a) == eng_session_ffn_share(b));
+    /* each step's hints ran: per layer the attention's output and the FFN,
+     * then the next layer's q, k, v or the head (the prompt's evals are
+     * no decode, and give none) */
+    CHECKF(last_split->n_prefetch - pf0 == 2L * steps * NL &&
+               last_split->n_prefetch_ffn - pff0 == (long)steps * NL,
+           "%s: %ld prefetches (%ld of an FFN) in %d steps of %d layers", what,
+           last_split->n_prefetch - pf0, last_split->n_prefetch_ffn - pff0, steps, NL);
 }
 
 /* Greedy by ENG_EVAL_ARGMAX: the split backend picks the token itself and
@@ -1112,7 +1202,8 @@ static void run(const char *path, const char *name, int n_prompt, int steps)
     eng_model_info info;
     eng_model_get_info(a, &info);
     V = info.n_vocab;
-    const int NL = info.n_layer, NF = info.n_ff;
+    NL = info.n_layer;
+    const int NF = info.n_ff;
     CHECK(strcmp(eng_backend_name(b), "split") == 0);
     CHECK(last_split && last_split->n_up > 0);
 
@@ -1292,10 +1383,12 @@ static void run(const char *path, const char *name, int n_prompt, int steps)
     }
     printf("%-12s equal on the split backend: %ld ops, %ld uploads, %ld downloads, %ld copies, "
            "%ld decode graphs recorded (%ld lost and reissued), %ld steps of a known key (%ld "
-           "recorded again and found equal), %ld argmax, %ld top_cands\n",
+           "recorded again and found equal), %ld argmax, %ld top_cands, %ld prefetches (%ld of "
+           "an FFN's slots)\n",
            name, last_split->n_ops, last_split->n_up, last_split->n_down, last_split->n_copy,
            last_split->n_graphs, last_split->n_graph_fails, last_split->n_replays,
-           last_split->n_verified, last_split->n_argmax, last_split->n_cands);
+           last_split->n_verified, last_split->n_argmax, last_split->n_cands,
+           last_split->n_prefetch, last_split->n_prefetch_ffn);
     CHECK(last_split->n_graphs > 0 && last_split->n_graph_fails > 0 &&
           last_split->n_replays > last_split->n_verified && last_split->n_verified > 0);
     eng_session_free(sa);

@@ -855,6 +855,53 @@ static void test_argmax(void)
     free(l);
 }
 
+/* Decode's hints: offered, harmless at every share of the L2 (0 launches
+ * nothing; 100 more than the spans), spans past what the op takes
+ * ignored, and an FFN that is not f16 refused as every op refuses it. */
+static void test_prefetch(void)
+{
+    cur = "prefetch";
+    CHECK(G->prefetch, "prefetch not offered");
+    if (!G->prefetch)
+        return;
+    const int E = 256, S = 64;
+    eng_backend *keep = gpu;
+    for (int pct = 0; pct <= 100; pct += 50) {
+        char spec[32];
+        eng_error err;
+        snprintf(spec, sizeof(spec), "l2_prefetch=%d", pct);
+        setenv("ENG_CUDA_VARIANTS", spec, 1);
+        eng_backend *b = NULL;
+        int r = eng_backend_cuda_new(0, &b, &err);
+        unsetenv("ENG_CUDA_VARIANTS");
+        CHECK(r == 0 && b, "%s: %d '%s'", spec, r, err.msg);
+        if (!b)
+            continue;
+        gpu = b; /* up() and dfree() on this one */
+        uint16_t *gu = up(NULL, (size_t)S * 2 * E * 2), *w = up(NULL, (size_t)E * E * 2);
+        int32_t sel[3] = { 5, -1, 63 }, *dsel = up(sel, sizeof(sel));
+        eng_ffn_weights fw = { .dtype = ENG_DTYPE_F16, .n_embd = E, .n_slots = S, .gate_up = gu };
+        const eng_span sp[ENG_PREFETCH_SPANS + 1] = {
+            { w, (size_t)E * E * 2 }, { (char *)w + 3, 1000 }, { w, 16 }, { w, 0 }, { w, 16 },
+        };
+        G->prefetch(b, sp, 4, &fw, dsel, 3);
+        G->prefetch(b, sp, 2, &fw, NULL, S);
+        G->prefetch(b, sp, 1, NULL, NULL, 0);
+        CHECK(G->sync(b) == 0, "%s: %s", spec, G->error(b));
+        G->prefetch(b, sp, ENG_PREFETCH_SPANS + 1, NULL, NULL, 0);
+        CHECK(G->sync(b) == 0, "%s: too many spans not ignored: %s", spec, G->error(b));
+        fw.dtype = ENG_DTYPE_Q8_0;
+        G->prefetch(b, sp, 1, &fw, NULL, S);
+        CHECK(G->sync(b) == -EINVAL && strstr(G->error(b), "prefetch"), "%s: Q8_0 slots: '%s'",
+              spec, G->error(b));
+        dfree(gu);
+        dfree(w);
+        dfree(dsel);
+        G->free(b);
+        gpu = keep;
+    }
+}
+
 /* ---- the error contract ------------------------------------------------------------------ */
 
 static void test_errors(void)
@@ -958,6 +1005,8 @@ int main(void)
         { "ffn_decode=x", "not name=integer" },
         { "ffn_decode=2,ffn_fused_bps=2,attn_combine=1", NULL },
         { "ffn_act_unroll=8,", NULL },
+        { "l2_prefetch=50", NULL },
+        { "l2_prefetch=101", "l2_prefetch=101" },
         { "", NULL },
     };
     cur = "variants";
@@ -985,6 +1034,7 @@ int main(void)
     test_add_store();
     test_topk_count();
     test_argmax();
+    test_prefetch();
     test_errors();
 
     cpu->iface->free(cpu);

@@ -1204,14 +1204,23 @@ static void test_graph(void)
  * input before its wait (si_pdl_wait) would see the previous round's. */
 static void pdl_chain(const uint16_t *dw, const uint16_t *dw3, const si_cuda_ffn_weights *fw,
                       const int32_t *dsel, int n_sel, const uint8_t *dsketch, void *work, int E,
-                      float *dx, float *dres, const float *dn, float *dxn, float *dq, int rounds)
+                      float *dx, float *dres, const float *dn, float *dxn, float *dq, int rounds,
+                      bool prefetch)
 {
     const uint16_t *w3[3] = { dw3, dw3 + (size_t)E * E, dw3 + (size_t)2 * E * E };
     const int rows3[3] = { E, E / 4, E / 4 };
     float *y3[3] = { dq, dq + E, dq + E + E / 4 };
+    /* the hints as the engine gives them (q, k, v; then the output matrix
+     * and the FFN's slots), and one span of odd start and length */
+    const void *p3[3] = { w3[0], w3[1], w3[2] };
+    const size_t b3[3] = { (size_t)E * E * 2, (size_t)E / 4 * E * 2, (size_t)E / 4 * E * 2 };
+    const void *po[2] = { dw, (const char *)dw3 + 3 };
+    const size_t bo[2] = { (size_t)E * E * 2, 1001 };
     for (int i = 0; i < rounds; i++) {
         OK(si_cuda_add_rmsnorm(gc, dx, dres, dn, dxn, 1, E, 1e-5f));
         OK(si_cuda_gemv3(gc, w3, rows3, E, dxn, NULL, y3));
+        if (prefetch)
+            OK(si_cuda_prefetch(gc, po, bo, 2, i % 2 ? fw : NULL, dsel, n_sel));
         OK(si_cuda_add_rmsnorm(gc, dx, dq, dn, dxn, 1, E, 1e-5f));
         OK(si_cuda_gemv(gc, dw, E, E, dxn, NULL, dres));
         OK(si_cuda_add_rmsnorm(gc, dx, dres, dn, dxn, 1, E, 1e-5f));
@@ -1219,6 +1228,8 @@ static void pdl_chain(const uint16_t *dw, const uint16_t *dw3, const si_cuda_ffn
             OK(si_cuda_ffn(gc, fw, dsel, n_sel, dxn, dres, 1, NULL));
         else
             OK(si_cuda_ffn_pick(gc, fw, dsketch, n_sel, dxn, dres, 1, work));
+        if (prefetch)
+            OK(si_cuda_prefetch(gc, p3, b3, 3, NULL, NULL, 0));
     }
 }
 
@@ -1240,11 +1251,18 @@ static void test_pdl(void)
     OK(si_cuda_sketch_build(gc, &fw, dsketch));
     float *dx = dev(E * 4), *dres = dev(E * 4), *dnw = dev_copy(nw, E * 4), *dxn = dev(E * 4);
     float *dq = dev((size_t)(E + E / 2) * 4);
-    float *out[3];
+    float *out[3], *first = xmalloc(E * 4);
     const bool have = si_cuda_set_pdl(gc, true);
-    /* each way of running the decode FFN (si_cuda_set_variant "ffn_decode") */
-    for (int fv = 0; fv < 3; fv++) {
-        OK(si_cuda_set_variant(gc, "ffn_decode", fv));
+    /* each way of running the decode FFN (si_cuda_set_variant "ffn_decode"),
+     * then the default with L2 prefetches between the kernels (fv 3, 4:
+     * "l2_prefetch" at 100 % and at 5 %, where the FFN's slots are cut
+     * short): the prefetch kernel lets the next one start before it waits
+     * for the one before, so the chain would see stale values if it ended
+     * early */
+    for (int fv = 0; fv < 5; fv++) {
+        const bool pf = fv >= 3;
+        OK(si_cuda_set_variant(gc, "ffn_decode", pf ? 0 : fv));
+        OK(si_cuda_set_variant(gc, "l2_prefetch", fv == 3 ? 100 : fv == 4 ? 5 : 0));
         for (int v = 0; v < 3; v++) {
             /* 0: one after another; 1: dependent launch, direct; 2: in a graph */
             si_cuda_set_pdl(gc, v > 0);
@@ -1252,12 +1270,12 @@ static void test_pdl(void)
             OK(si_cuda_upload(gc, dres, x, E * 4));
             if (v < 2) {
                 pdl_chain(dw, dw3, &fw, dsel, n_sel, dsketch, work, E, dx, dres, dnw, dxn, dq,
-                          rounds);
+                          rounds, pf);
             } else {
                 si_cuda_graph *g;
                 OK(si_cuda_graph_begin(gc));
                 pdl_chain(dw, dw3, &fw, dsel, n_sel, dsketch, work, E, dx, dres, dnw, dxn, dq,
-                          rounds);
+                          rounds, pf);
                 OK(si_cuda_graph_end(gc, &g));
                 OK(si_cuda_graph_launch(gc, g));
                 OK(si_cuda_sync(gc));
@@ -1270,16 +1288,28 @@ static void test_pdl(void)
         bool finite = true;
         for (int i = 0; i < E; i++)
             finite = finite && isfinite(out[0][i]);
-        CHECK(finite, "the chain's result is not finite (ffn_decode %d)", fv);
+        CHECK(finite, "the chain's result is not finite (case %d)", fv);
         CHECK(memcmp(out[0], out[1], E * 4) == 0,
-              "dependent launch (%s here) differs from plain launches (ffn_decode %d)",
+              "dependent launch (%s here) differs from plain launches (case %d)",
               have ? "on" : "not available", fv);
         CHECK(memcmp(out[0], out[2], E * 4) == 0,
-              "dependent launch in a graph differs from plain launches (ffn_decode %d)", fv);
+              "dependent launch in a graph differs from plain launches (case %d)", fv);
+        if (fv == 0)
+            memcpy(first, out[0], E * 4);
+        CHECK(!pf || memcmp(first, out[0], E * 4) == 0, "prefetches changed the result (case %d)",
+              fv);
         for (int v = 0; v < 3; v++)
             free(out[v]);
     }
+    free(first);
     OK(si_cuda_set_variant(gc, "ffn_decode", 0));
+    OK(si_cuda_set_variant(gc, "l2_prefetch", 0));
+    CHECK(si_cuda_set_variant(gc, "l2_prefetch", 101) == -EINVAL, "l2_prefetch 101 was taken");
+    {
+        const void *p5[5] = { dw, dw, dw, dw, dw };
+        const size_t b5[5] = { 16, 16, 16, 16, 16 };
+        CHECK(si_cuda_prefetch(gc, p5, b5, 5, NULL, NULL, 0) == -EINVAL, "5 spans were taken");
+    }
     dfree(dw);
     dfree(dw3);
     dfree((void *)fw.gate_up);

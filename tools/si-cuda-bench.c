@@ -300,12 +300,27 @@ static void forward(model *m, int n, int pos0, bool selective, bool count, bool 
         OK(si_cuda_matmul3(gc, w3, r3, E, b3, m->xn, y3, n));
         OK(si_cuda_rope_store(gc, m->q, m->k, m->v, n, H, Hkv, hd, hd, pos0, s->rope_base, NULL,
                               s->neox, L->kc, L->vc));
+        int n_sel = selective ? m->n_sel : s->F;
+        if (n == 1) { /* the engine's hints (nothing unless "l2_prefetch" is set) */
+            const void *p = L->wo;
+            const size_t b = (size_t)E * H * hd * 2;
+            OK(si_cuda_prefetch(gc, &p, &b, 1, &L->ffn, selective ? m->sel : NULL, n_sel));
+        }
         OK(si_cuda_attention(gc, m->q, L->kc, L->vc, m->att, n, pos0, H, Hkv, hd, scale, 0, 0.0f));
         OK(si_cuda_matmul(gc, L->wo, E, H * hd, NULL, m->att, m->o, n));
         OK(si_cuda_add_rmsnorm(gc, m->x, m->o, L->ffn_norm, m->xn, n, E, s->eps));
-        int n_sel = selective ? m->n_sel : s->F;
         OK(si_cuda_ffn(gc, &L->ffn, selective ? m->sel : NULL, n_sel, m->xn, m->ff, n,
                        count ? m->act : NULL));
+        if (n == 1 && il + 1 < s->n_layer) {
+            const layer *N = &m->L[(il + 1) % m->n_alloc];
+            const void *p[3] = { N->wq, N->wk, N->wv };
+            const size_t b[3] = { (size_t)H * hd * E * 2, kvd * E * 2, kvd * E * 2 };
+            OK(si_cuda_prefetch(gc, p, b, 3, NULL, NULL, 0));
+        } else if (n == 1 && logits) {
+            const void *p = m->embd;
+            const size_t b = (size_t)s->V * E * 2;
+            OK(si_cuda_prefetch(gc, &p, &b, 1, NULL, NULL, 0));
+        }
         if (count)
             OK(si_cuda_topk_count(gc, m->act, n, n_sel, 0.2f, false, m->counts));
     }
@@ -563,15 +578,18 @@ static void bench_token(model *m, int iters, int pos)
          * (v 0 the defaults; the others differ from them in one setting) */
         static const struct {
             const char *name;
-            int pdl, act_unroll, ffn_decode, attn_combine;
+            int pdl, act_unroll, ffn_decode, attn_combine, l2_prefetch;
         } var[] = {
-            { "default", 1, 4, 0, 0 },
-            { "without_pdl", 0, 4, 0, 0 },
-            { "ffn_act_unroll_8", 1, 8, 0, 0 },
-            { "ffn_gate_up_gemv", 1, 4, 1, 0 },
-            { "ffn_fused", 1, 4, 2, 0 },
-            { "ffn_fused_2_per_sm", 1, 4, 3, 0 },
-            { "attn_combine", 1, 4, 0, 1 },
+            { "default", 1, 4, 0, 0, 0 },
+            { "without_pdl", 0, 4, 0, 0, 0 },
+            { "ffn_act_unroll_8", 1, 8, 0, 0, 0 },
+            { "ffn_gate_up_gemv", 1, 4, 1, 0, 0 },
+            { "ffn_fused", 1, 4, 2, 0, 0 },
+            { "ffn_fused_2_per_sm", 1, 4, 3, 0, 0 },
+            { "attn_combine", 1, 4, 0, 1, 0 },
+            { "l2_prefetch_25", 1, 4, 0, 0, 25 },
+            { "l2_prefetch_50", 1, 4, 0, 0, 50 },
+            { "l2_prefetch_90", 1, 4, 0, 0, 90 },
         };
         enum { N_VAR = sizeof(var) / sizeof(var[0]) };
         double ms_var[N_VAR];
@@ -587,6 +605,7 @@ static void bench_token(model *m, int iters, int pos)
             OK(si_cuda_set_variant(gc, "ffn_decode", var[v].ffn_decode > 2 ? 2 : var[v].ffn_decode));
             OK(si_cuda_set_variant(gc, "ffn_fused_bps", var[v].ffn_decode > 2 ? 2 : 1));
             OK(si_cuda_set_variant(gc, "attn_combine", var[v].attn_combine));
+            OK(si_cuda_set_variant(gc, "l2_prefetch", var[v].l2_prefetch));
             forward(m, 1, pos, sel, false, true); /* scratch for this variant */
             OK(si_cuda_sync(gc));
             si_cuda_graph *g;
@@ -608,6 +627,7 @@ static void bench_token(model *m, int iters, int pos)
         OK(si_cuda_set_variant(gc, "ffn_decode", 0));
         OK(si_cuda_set_variant(gc, "ffn_fused_bps", 1));
         OK(si_cuda_set_variant(gc, "attn_combine", 0));
+        OK(si_cuda_set_variant(gc, "l2_prefetch", 0));
         const double ms_graph = ms_var[0];
         double bytes = sel ? weights_sel : weights_dense;
         double gbps = bytes / (ms_graph * 1e-3) / 1e9;
