@@ -320,25 +320,48 @@ static void op_matmul(eng_backend *be, const eng_weight *w, const float *bias, c
     check(x, si_cuda_matmul(x->c, w->data, w->rows, w->cols, bias, xs, y, n_tokens));
 }
 
-static void op_matmul3(eng_backend *be, const eng_weight *const w[3], const float *const bias[3],
-                       const float *xs, float *const y[3], int n_tokens)
+/* matmul3's weights: f16, one width; their pointers and rows */
+static bool weights3(cuda_ctx *x, const eng_weight *const w[3], const uint16_t *d[3], int rows[3],
+                     const char *op)
 {
-    cuda_ctx *x = ctx_of(be);
-    if (n_tokens <= 0 || !op_ready(x))
-        return;
-    const uint16_t *d[3];
-    int rows[3];
     for (int i = 0; i < 3; i++) {
-        if (!f16_only(x, w[i]->dtype, "matmul3"))
-            return;
+        if (!f16_only(x, w[i]->dtype, op))
+            return false;
         if (w[i]->cols != w[0]->cols) {
-            fail(x, -EINVAL, "matmul3: weights of different widths");
-            return;
+            char m[96];
+            snprintf(m, sizeof(m), "%s: weights of different widths", op);
+            fail(x, -EINVAL, m);
+            return false;
         }
         d[i] = w[i]->data;
         rows[i] = w[i]->rows;
     }
+    return true;
+}
+
+static void op_matmul3(eng_backend *be, const eng_weight *const w[3], const float *const bias[3],
+                       const float *xs, float *const y[3], int n_tokens)
+{
+    cuda_ctx *x = ctx_of(be);
+    const uint16_t *d[3];
+    int rows[3];
+    if (n_tokens <= 0 || !op_ready(x) || !weights3(x, w, d, rows, "matmul3"))
+        return;
     check(x, si_cuda_matmul3(x->c, d, rows, w[0]->cols, bias, xs, y, n_tokens));
+}
+
+/* The attention block's norm and q, k, v (kernels/gemv.cu): one kernel with
+ * the "norm_fold" variant, the norm's and the GEMV's otherwise. */
+static void op_norm_matmul3(eng_backend *be, float *xs, const float *res, const float *weight,
+                            float eps, float *xn, const eng_weight *const w[3],
+                            const float *const bias[3], float *const y[3])
+{
+    cuda_ctx *x = ctx_of(be);
+    const uint16_t *d[3];
+    int rows[3];
+    if (!op_ready(x) || !weights3(x, w, d, rows, "norm_matmul3"))
+        return;
+    check(x, si_cuda_norm_gemv(x->c, xs, res, weight, eps, xn, d, rows, 3, w[0]->cols, bias, y));
 }
 
 static void op_rmsnorm(eng_backend *be, const float *xs, const float *weight, float *y,
@@ -693,6 +716,7 @@ static const eng_backend_iface cuda_iface = {
     .argmax = op_argmax,
     .top_cands = op_top_cands,
     .prefetch = op_prefetch,
+    .norm_matmul3 = op_norm_matmul3,
     .ffn_pick = op_ffn_pick,
     .build_sketch = op_build_sketch,
 };

@@ -374,6 +374,15 @@ typedef struct eng_backend_iface {
     void (*matmul3)(eng_backend *be, const eng_weight *const w[3], const float *const bias[3],
                     const float *x, float *const y[3], int n_tokens);
 
+    /* One token: add_rmsnorm() (res NULL: rmsnorm()) of x into xn, then
+     * matmul3() of xn: x += res, xn = x / rms(x) * weight, y[i] = w[i] xn
+     * (+ bias[i]), i < 3, the weights of one cols = n (the attention
+     * block's norm and its q, k and v: a GPU may compute the norm inside
+     * the GEMV's blocks, one kernel for the two). */
+    void (*norm_matmul3)(eng_backend *be, float *x, const float *res, const float *weight,
+                         float eps, float *xn, const eng_weight *const w[3],
+                         const float *const bias[3], float *const y[3]);
+
     /* SelectInfer's prefill vote (engine/topk.h has the rule): per token t
      * of act [n_tokens][n_sel], thr_t = the k-th largest rank value, rank
      * |a| (k = max(1, lround(alpha * n_sel))) or, with signed_rank, a (k =

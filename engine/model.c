@@ -2110,22 +2110,28 @@ static void forward_ops(eng_session *s, int n, int first, float *out, int32_t *a
         const eng_layer *L = &m->layers[il];
 
         /* attention block: xn = norm(x); q,k,v = xn W^T; rope; cache; attend */
-        if (pending)
-            op->add_rmsnorm(be, s->x, pending, L->attn_norm, s->xn, n, E, m->rms_eps);
-        else
-            op->rmsnorm(be, s->x, L->attn_norm, s->xn, n, E, m->rms_eps);
-        pending = NULL;
-        if (op->matmul3 && L->wk.cols == L->wq.cols && L->wv.cols == L->wq.cols) {
-            /* one call (a GPU: one kernel for decode) */
-            const eng_weight *w3[3] = { &L->wq, &L->wk, &L->wv };
-            const float *b3[3] = { L->bq, L->bk, L->bv };
-            float *y3[3] = { s->q, s->k, s->v };
-            op->matmul3(be, w3, b3, s->xn, y3, n);
+        const eng_weight *w3[3] = { &L->wq, &L->wk, &L->wv };
+        const float *b3[3] = { L->bq, L->bk, L->bv };
+        float *y3[3] = { s->q, s->k, s->v };
+        const bool same = L->wk.cols == L->wq.cols && L->wv.cols == L->wq.cols;
+        if (n == 1 && op->norm_matmul3 && same) {
+            /* decode: the norm and q, k, v in one call (a GPU: one kernel) */
+            op->norm_matmul3(be, s->x, pending, L->attn_norm, m->rms_eps, s->xn, w3, b3, y3);
         } else {
-            op->matmul(be, &L->wq, L->bq, s->xn, s->q, n);      /* q [n][H*hd]   */
-            op->matmul(be, &L->wk, L->bk, s->xn, s->k, n);      /* k [n][Hkv*hd] */
-            op->matmul(be, &L->wv, L->bv, s->xn, s->v, n);      /* v [n][Hkv*hd] */
+            if (pending)
+                op->add_rmsnorm(be, s->x, pending, L->attn_norm, s->xn, n, E, m->rms_eps);
+            else
+                op->rmsnorm(be, s->x, L->attn_norm, s->xn, n, E, m->rms_eps);
+            if (op->matmul3 && same) {
+                /* one call (a GPU: one kernel for decode) */
+                op->matmul3(be, w3, b3, s->xn, y3, n);
+            } else {
+                op->matmul(be, &L->wq, L->bq, s->xn, s->q, n); /* q [n][H*hd]   */
+                op->matmul(be, &L->wk, L->bk, s->xn, s->k, n); /* k [n][Hkv*hd] */
+                op->matmul(be, &L->wv, L->bv, s->xn, s->v, n); /* v [n][Hkv*hd] */
+            }
         }
+        pending = NULL;
         if (L->q_norm) {
             /* qwen3, gemma3: each head of q and k RMS-normalised (rows of hd) */
             op->rmsnorm(be, s->q, L->q_norm, s->q, n * H, hd, m->rms_eps);

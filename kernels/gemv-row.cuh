@@ -11,12 +11,20 @@
 
 enum { GEMV_THREADS = 256, GEMV_WARPS = GEMV_THREADS / 32, GEMV_UNROLL = 8 };
 
+/* Nothing to do between the wait and the row walk. */
+struct gemv_no_pre {
+    __device__ void operator()() const {}
+};
+
 /* This lane's part of wr . x over n elements (n = 0: a row that does not
  * exist, still through the wait), before the warp's sum. VEC: n % 8 == 0
- * and 16-byte aligned wr and x. */
-template <int WPR, bool VEC>
+ * and 16-byte aligned wr and x. pre() runs after the wait, before the
+ * first use of x, in every thread of the block (k_gemv_norm writes x
+ * there, in shared memory: then !LDG, x is not read through the read-only
+ * cache). */
+template <int WPR, bool VEC, bool LDG = true, typename Pre = gemv_no_pre>
 __device__ __forceinline__ float gemv_row_part(const uint16_t *wr, int n, const float *__restrict__ x,
-                                               int part, int lane)
+                                               int part, int lane, Pre pre = Pre())
 {
     if (VEC) {
         /* GEMV_UNROLL predicated loads issued before any is used: a lane's
@@ -32,12 +40,14 @@ __device__ __forceinline__ float gemv_row_part(const uint16_t *wr, int n, const 
         for (int u = 0; u < GEMV_UNROLL; u++)
             v[u] = c + u * step < n8 ? __ldcs(w4 + c + u * step) : make_uint4(0, 0, 0, 0);
         si_pdl_enter();
+        pre();
         for (; c < n8; c += GEMV_UNROLL * step) {
 #pragma unroll
             for (int u = 0; u < GEMV_UNROLL; u++) {
                 const int cc = c + u * step;
                 if (cc < n8)
-                    a[u % 4] = si_dot8(v[u], __ldg(x4 + 2 * cc), __ldg(x4 + 2 * cc + 1), a[u % 4]);
+                    a[u % 4] = LDG ? si_dot8(v[u], __ldg(x4 + 2 * cc), __ldg(x4 + 2 * cc + 1), a[u % 4])
+                                   : si_dot8(v[u], x4[2 * cc], x4[2 * cc + 1], a[u % 4]);
             }
             const int cn = c + GEMV_UNROLL * step;
             if (cn < n8) {
@@ -49,9 +59,10 @@ __device__ __forceinline__ float gemv_row_part(const uint16_t *wr, int n, const 
         return (a[0] + a[1]) + (a[2] + a[3]);
     }
     si_pdl_enter();
+    pre();
     float acc = 0.0f;
     for (int k = part * 32 + lane; k < n; k += 32 * WPR)
-        acc = fmaf(si_h2f(wr[k]), __ldg(x + k), acc);
+        acc = fmaf(si_h2f(wr[k]), LDG ? __ldg(x + k) : x[k], acc);
     return acc;
 }
 

@@ -12,37 +12,6 @@
  * serialized by the possible aliasing of x and y. */
 enum { NORM_THREADS = 1024, NORM_WARPS = NORM_THREADS / 32, NORM_VEC = 2 };
 
-__device__ __forceinline__ double warp_sum_d(double v)
-{
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1)
-        v += __shfl_xor_sync(0xffffffffu, v, o);
-    return v;
-}
-
-/* the block's sum of s, in every thread (blockDim.x a multiple of 32) */
-__device__ __forceinline__ double block_sum_d(double s, double *red)
-{
-    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-    s = warp_sum_d(s);
-    if (lane == 0)
-        red[warp] = s;
-    __syncthreads();
-    if (warp == 0) {
-        s = lane < (int)(blockDim.x / 32) ? red[lane] : 0.0;
-        s = warp_sum_d(s);
-        if (lane == 0)
-            red[0] = s;
-    }
-    __syncthreads();
-    return red[0];
-}
-
-__device__ __forceinline__ double sq4(float4 v)
-{
-    return (double)(v.x * v.x) + (double)(v.y * v.y) + (double)(v.z * v.z) + (double)(v.w * v.w);
-}
-
 /* x and y may be the same buffer: every element is read before the block
  * barrier (first pass) or by the thread that then writes it (second pass).
  * With res (add_rmsnorm), the first pass also adds res into x and writes

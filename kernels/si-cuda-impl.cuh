@@ -29,10 +29,11 @@ struct si_cuda {
     int ffn_fused_bps;       /* k_ffn_fused's blocks an SM at most: 1 or 2 */
     bool attn_combine;       /* the decode attention combines its splits itself */
     int l2_prefetch;         /* si_cuda_prefetch's share of the L2 in percent (0: off) */
+    bool norm_fold;          /* si_cuda_norm_gemv: the norm inside the GEMV's blocks */
     size_t l2_bytes;         /* the device's L2 cache */
-    unsigned *done;          /* device, SI_CUDA_DONE_COUNTERS + 1 zeroes: per-KV-head
-                              * counters of that variant, then k_argmax's; each back
-                              * to 0 after its use */
+    unsigned *done;          /* device, SI_CUDA_DONE_ALL zeroes: per-KV-head counters
+                              * of that variant, then k_argmax's, k_gemv_norm's; each
+                              * back to 0 after its use */
     float *argmax_v;         /* device, ARGMAX_BLOCKS: k_argmax's blocks' best */
     int *argmax_i;
 };
@@ -40,6 +41,8 @@ struct si_cuda {
 enum {
     SI_CUDA_DONE_COUNTERS = 1024,
     SI_CUDA_DONE_ARGMAX = SI_CUDA_DONE_COUNTERS, /* k_argmax's counter in done */
+    SI_CUDA_DONE_NORM,                           /* k_gemv_norm's */
+    SI_CUDA_DONE_ALL,                            /* counters in done */
     ARGMAX_BLOCKS = 128,
 };
 
@@ -203,6 +206,39 @@ __device__ __forceinline__ float si_warp_max(float v)
     for (int o = 16; o > 0; o >>= 1)
         v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
     return v;
+}
+
+/* RMSNorm's sum of squares, kept in double as the CPU reference does
+ * (ggml_float): norm.cu, and the GEMV that folds the norm in (gemv.cu). */
+__device__ __forceinline__ double warp_sum_d(double v)
+{
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1)
+        v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+
+/* the block's sum of s, in every thread (blockDim.x a multiple of 32) */
+__device__ __forceinline__ double block_sum_d(double s, double *red)
+{
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+    s = warp_sum_d(s);
+    if (lane == 0)
+        red[warp] = s;
+    __syncthreads();
+    if (warp == 0) {
+        s = lane < (int)(blockDim.x / 32) ? red[lane] : 0.0;
+        s = warp_sum_d(s);
+        if (lane == 0)
+            red[0] = s;
+    }
+    __syncthreads();
+    return red[0];
+}
+
+__device__ __forceinline__ double sq4(float4 v)
+{
+    return (double)(v.x * v.x) + (double)(v.y * v.y) + (double)(v.z * v.z) + (double)(v.w * v.w);
 }
 
 /* Dot of 8 halves (one uint4) with 8 floats (two float4). */

@@ -140,8 +140,8 @@ static int ctx_init(si_cuda *c, int device)
     int l2 = 0;
     SI_CUDA_CHECK(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, device));
     c->l2_bytes = l2 > 0 ? (size_t)l2 : 0;
-    SI_CUDA_CHECK(cudaMalloc((void **)&c->done, (SI_CUDA_DONE_COUNTERS + 1) * sizeof(unsigned)));
-    SI_CUDA_CHECK(cudaMemset(c->done, 0, (SI_CUDA_DONE_COUNTERS + 1) * sizeof(unsigned)));
+    SI_CUDA_CHECK(cudaMalloc((void **)&c->done, SI_CUDA_DONE_ALL * sizeof(unsigned)));
+    SI_CUDA_CHECK(cudaMemset(c->done, 0, SI_CUDA_DONE_ALL * sizeof(unsigned)));
     SI_CUDA_CHECK(cudaMalloc((void **)&c->argmax_v, ARGMAX_BLOCKS * sizeof(float)));
     SI_CUDA_CHECK(cudaMalloc((void **)&c->argmax_i, ARGMAX_BLOCKS * sizeof(int)));
     SI_CUDA_CHECK(cudaStreamCreateWithFlags(&c->own_stream, cudaStreamNonBlocking));
@@ -223,6 +223,8 @@ extern "C" int si_cuda_set_variant(si_cuda *c, const char *name, int value)
         c->attn_combine = value;
     else if (!strcmp(name, "l2_prefetch") && value >= 0 && value <= 100)
         c->l2_prefetch = value;
+    else if (!strcmp(name, "norm_fold") && (value == 0 || value == 1))
+        c->norm_fold = value;
     else
         return si_cuda__fail(-EINVAL, "no kernel variant %s=%d", name, value);
     return 0;

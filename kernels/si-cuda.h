@@ -97,7 +97,8 @@ bool si_cuda_set_pdl(si_cuda *c, bool on);
  * block of each KV head instead of a second kernel (the same bits; not yet
  * measured). "l2_prefetch" 0 (default) to 100: the share of the L2 cache
  * in percent that one si_cuda_prefetch brings in (0: it launches nothing;
- * not yet measured). -EINVAL for anything else. */
+ * not yet measured). "norm_fold" 0 (default) or 1: si_cuda_norm_gemv as
+ * one kernel (not yet measured). -EINVAL for anything else. */
 int si_cuda_set_variant(si_cuda *c, const char *name, int value);
 /* Makes c's device the calling thread's current device. The CUDA runtime
  * keeps the current device per host thread (device 0 in a new thread), and
@@ -248,6 +249,18 @@ typedef struct si_cuda_ffn_weights {
 int si_cuda_ffn(si_cuda *c, const si_cuda_ffn_weights *w, const int32_t *sel, int n_sel,
                 const float *x, float *y, int n_tokens, float *act);
 size_t si_cuda_ffn_scratch(int n_sm, const si_cuda_ffn_weights *w, int n_sel, int n_tokens);
+
+/* Decode's norm and the GEMVs that read it (the engine's norm_matmul):
+ * x += res (res NULL: no residual), xn = rmsnorm(x) * nw (nw NULL: 1),
+ * then y[m] = w[m] xn (+ bias[m]) for the n_w (1-3) matrices w[m] of
+ * rows[m] x cols, one token. By default si_cuda_add_rmsnorm (or
+ * si_cuda_rmsnorm) then si_cuda_gemv3; with the "norm_fold" variant one
+ * kernel, each of its blocks computing the norm itself (where cols % 8 ==
+ * 0, cols <= 8192 and the pointers are 16-byte aligned). xn must not
+ * overlap x or res. */
+int si_cuda_norm_gemv(si_cuda *c, float *x, const float *res, const float *nw, float eps, float *xn,
+                      const uint16_t *const *w, const int *rows, int n_w, int cols,
+                      const float *const *bias, float *const *y);
 
 /* Decode's hint: the next kernels read the n (<= 4) ranges p[i] .. p[i] +
  * bytes[i] (weights: nothing a kernel of the step writes), then, with ffn,

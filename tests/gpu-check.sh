@@ -20,7 +20,8 @@
 #   5. whole-model speed through the engine (si-bench --backend cuda):
 #      prefill and decode tok/s, achieved GB/s and share of the nominal
 #      bandwidth, dense vs phi 0.4, both again with decode's L2 prefetches
-#      (ENG_CUDA_VARIANTS=l2_prefetch=50), then dense decode sampled
+#      (ENG_CUDA_VARIANTS=l2_prefetch=50), dense with the attention norm
+#      folded into the q/k/v GEMV (norm_fold=1), then dense decode sampled
 #      (--sample: the row's candidates back, the top_cands kernel's, and
 #      the host's sampler over them, against greedy's 4 bytes; then
 #      --sample-row: the whole row back each token, what the candidates
@@ -38,7 +39,7 @@
 #      (tests/ncu-summary.py: time, share and DRAM GB/s per kernel)
 #   7. writes everything as JSON to $OUT (or ./gpu-results): gpu-check.json
 #      (summary), bench-<model>.json,
-#      engine-<model>-{dense,phi,prefetch,phiprefetch,sample,samplerow,pick,fused,phifused,nopdl,direct}.json
+#      engine-<model>-{dense,phi,prefetch,phiprefetch,fold,sample,samplerow,pick,fused,phifused,nopdl,direct}.json
 #      and profile-<model>-{dense,phi,pick}.json, with logs beside them.
 #
 # Usage: tests/gpu-check.sh          (from anywhere; BUILD, MODEL_DIR, OUT, SI_GPU_MODELS,
@@ -242,7 +243,7 @@ done
 # whole models again with each kernel variant not yet the default
 # (ENG_CUDA_VARIANTS): the decode FFN's other ways, the attention's
 # splits combined in its kernel
-for v in ffn_decode=1 ffn_decode=2 attn_combine=1 l2_prefetch=50; do
+for v in ffn_decode=1 ffn_decode=2 attn_combine=1 l2_prefetch=50 norm_fold=1; do
     log "test cuda-model $v"
     ENG_CUDA_VARIANTS=$v timeout 300 "$BUILD/tests/test-cuda-model" "$BUILD/tools/si-synth" \
         > "$OUT_DIR/test-cuda-model-$v.log" 2>&1
@@ -298,7 +299,8 @@ log "models ready: $(ls "$MODEL_DIR" | tr '\n' ' ')"
 
 # 5. whole-model speed through the engine on model $1: dense, then phi 0.4
 # (coreinfer plan: no profile needed; decode computes 40 % of the FFN
-# neurons), both again with L2 prefetches, then dense sampled (from the
+# neurons), both again with L2 prefetches, dense with the folded norm,
+# then dense sampled (from the
 # candidates, then from the row), then phi 0.4 picked per token (the plan
 # keeps a 4-bit sketch), then the one-pass FFN, then dense without
 # dependent launch and without decode graphs (known from earlier runs, so
@@ -306,7 +308,7 @@ log "models ready: $(ls "$MODEL_DIR" | tr '\n' ' ')"
 # gets them before the deadline.
 engine_bench() {
     local m=$1 f="$MODEL_DIR/$1-f16.gguf" v extra graphs
-    for v in dense phi prefetch phiprefetch sample samplerow pick fused phifused nopdl direct; do
+    for v in dense phi prefetch phiprefetch fold sample samplerow pick fused phifused nopdl direct; do
         if [ "$(elapsed)" -ge "$DEADLINE" ]; then
             note "engine_${m}_$v" "skipped (deadline)"
             continue
@@ -325,6 +327,7 @@ engine_bench() {
         [ $v = phifused ] && { variants=ffn_decode=2; extra="--phi 0.4"; }
         [ $v = prefetch ] && variants=l2_prefetch=50
         [ $v = phiprefetch ] && { variants=l2_prefetch=50; extra="--phi 0.4"; }
+        [ $v = fold ] && variants=norm_fold=1
         log "engine $m $v"
         if ENG_CUDA_GRAPHS=$graphs ENG_CUDA_PDL=$pdl ENG_CUDA_VARIANTS=$variants timeout 180 "$BUILD/tools/si-bench" -m "$f" --backend cuda \
             -p 512 -n 128 -r 3 $extra \

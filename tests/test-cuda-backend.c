@@ -858,6 +858,19 @@ static void test_argmax(void)
 /* Decode's hints: offered, harmless at every share of the L2 (0 launches
  * nothing; 100 more than the spans), spans past what the op takes
  * ignored, and an FFN that is not f16 refused as every op refuses it. */
+/* A second backend with kernel variants (ENG_CUDA_VARIANTS=spec), or NULL
+ * after a failed check. */
+static eng_backend *variant_backend(const char *spec)
+{
+    eng_error err;
+    eng_backend *b = NULL;
+    setenv("ENG_CUDA_VARIANTS", spec, 1);
+    int r = eng_backend_cuda_new(0, &b, &err);
+    unsetenv("ENG_CUDA_VARIANTS");
+    CHECK(r == 0 && b, "%s: %d '%s'", spec, r, err.msg);
+    return r == 0 ? b : NULL;
+}
+
 static void test_prefetch(void)
 {
     cur = "prefetch";
@@ -868,13 +881,8 @@ static void test_prefetch(void)
     eng_backend *keep = gpu;
     for (int pct = 0; pct <= 100; pct += 50) {
         char spec[32];
-        eng_error err;
         snprintf(spec, sizeof(spec), "l2_prefetch=%d", pct);
-        setenv("ENG_CUDA_VARIANTS", spec, 1);
-        eng_backend *b = NULL;
-        int r = eng_backend_cuda_new(0, &b, &err);
-        unsetenv("ENG_CUDA_VARIANTS");
-        CHECK(r == 0 && b, "%s: %d '%s'", spec, r, err.msg);
+        eng_backend *b = variant_backend(spec);
         if (!b)
             continue;
         gpu = b; /* up() and dfree() on this one */
@@ -897,6 +905,83 @@ static void test_prefetch(void)
         dfree(gu);
         dfree(w);
         dfree(dsel);
+        G->free(b);
+        gpu = keep;
+    }
+}
+
+/* The attention block's norm and q, k, v in one call, as the kernels'
+ * two (norm_fold=0) and as one (=1), with a residual and without: x the
+ * CPU's add exactly, xn and y as the CPU's add, rmsnorm and matmuls. */
+static void test_norm_matmul3(void)
+{
+    cur = "norm_matmul3";
+    CHECK(G->norm_matmul3, "norm_matmul3 not offered");
+    if (!G->norm_matmul3)
+        return;
+    const int K = 256, rows3[3] = { 64, 16, 16 }, R = 96;
+    eng_backend *keep = gpu;
+    for (int v = 0; v < 4; v++) {
+        eng_backend *b = variant_backend(v < 2 ? "norm_fold=0" : "norm_fold=1");
+        if (!b)
+            continue;
+        gpu = b;
+        const bool res = v % 2;
+        float *x = frandv(K, -3, 3), *r = frandv(K, -3, 3), *nw = frandv(K, 0.5f, 1.5f);
+        float *bias = frandv(R, -1, 1), *xn = xmalloc(K * 4), *ref = xmalloc(R * 4);
+        uint16_t *w = halves((size_t)R * K, -1, 1);
+        float *dx = up(x, K * 4), *dr = up(r, K * 4), *dnw = up(nw, K * 4), *dxn = up(NULL, K * 4);
+        float *db = up(bias, R * 4);
+        const uint16_t *dw = up(w, (size_t)R * K * 2);
+        if (res)
+            C->add(cpu, x, r, K);
+        C->rmsnorm(cpu, x, nw, xn, 1, K, 1e-5f);
+        eng_weight hw = { ENG_DTYPE_F16, R, K, w };
+        C->matmul(cpu, &hw, bias, xn, ref, 1);
+        eng_weight w3[3];
+        const eng_weight *pw3[3];
+        const float *pb3[3];
+        float *py3[3];
+        for (int i = 0, off = 0; i < 3; off += rows3[i], i++) {
+            w3[i] = (eng_weight){ ENG_DTYPE_F16, rows3[i], K, dw + (size_t)off * K };
+            pw3[i] = &w3[i];
+            pb3[i] = db + off;
+            py3[i] = up(NULL, rows3[i] * 4);
+        }
+        G->norm_matmul3(b, dx, res ? dr : NULL, dnw, 1e-5f, dxn, pw3, pb3, py3);
+        float got[256], gy[96];
+        double tol[256];
+        down(got, dx, K * 4);
+        CHECK(memcmp(got, x, K * 4) == 0, "variant %d: x differs from the CPU's add", v);
+        down(got, dxn, K * 4);
+        for (int i = 0; i < K; i++)
+            tol[i] = 2e-6 * fabs(xn[i]) + 1e-7;
+        near("xn", got, xn, tol, K);
+        for (int i = 0, off = 0; i < 3; off += rows3[i], i++)
+            down(gy + off, py3[i], rows3[i] * 4);
+        for (int o = 0; o < R; o++) {
+            double mag = 0;
+            for (int k = 0; k < K; k++)
+                mag += fabs(h2f(w[(size_t)o * K + k]) * (double)xn[k]);
+            tol[o] = 3e-5 * mag + 1e-6 * fabs(bias[o]) + 1e-7;
+        }
+        near("y", gy, ref, tol, R);
+        CHECK(G->sync(b) == 0, "variant %d: %s", v, G->error(b));
+        for (int i = 0; i < 3; i++)
+            dfree(py3[i]);
+        dfree(dx);
+        dfree(dr);
+        dfree(dnw);
+        dfree(dxn);
+        dfree(db);
+        dfree((void *)dw);
+        free(x);
+        free(r);
+        free(nw);
+        free(bias);
+        free(xn);
+        free(ref);
+        free(w);
         G->free(b);
         gpu = keep;
     }
@@ -1007,6 +1092,8 @@ int main(void)
         { "ffn_act_unroll=8,", NULL },
         { "l2_prefetch=50", NULL },
         { "l2_prefetch=101", "l2_prefetch=101" },
+        { "norm_fold=1,l2_prefetch=25", NULL },
+        { "norm_fold=2", "norm_fold=2" },
         { "", NULL },
     };
     cur = "variants";
@@ -1035,6 +1122,7 @@ int main(void)
     test_topk_count();
     test_argmax();
     test_prefetch();
+    test_norm_matmul3();
     test_errors();
 
     cpu->iface->free(cpu);

@@ -289,15 +289,22 @@ static void forward(model *m, int n, int pos0, bool selective, bool count, bool 
     OK(si_cuda_get_rows(gc, m->embd, true, s->V, E, m->tok, n, m->x));
     for (int il = 0; il < s->n_layer; il++) {
         layer *L = &m->L[il % m->n_alloc];
-        if (il == 0)
-            OK(si_cuda_rmsnorm(gc, m->x, L->attn_norm, m->xn, n, E, s->eps));
-        else /* the previous layer's FFN residual */
-            OK(si_cuda_add_rmsnorm(gc, m->x, m->ff, L->attn_norm, m->xn, n, E, s->eps));
         const uint16_t *w3[3] = { L->wq, L->wk, L->wv };
         const int r3[3] = { H * hd, (int)kvd, (int)kvd };
         const float *b3[3] = { L->bq, L->bk, L->bv };
         float *y3[3] = { m->q, m->k, m->v };
-        OK(si_cuda_matmul3(gc, w3, r3, E, b3, m->xn, y3, n));
+        /* the norm (after layer 0 with the previous layer's FFN residual),
+         * then q, k, v; one call for decode (the engine's norm_matmul3) */
+        const float *res = il == 0 ? NULL : m->ff;
+        if (n == 1) {
+            OK(si_cuda_norm_gemv(gc, m->x, res, L->attn_norm, s->eps, m->xn, w3, r3, 3, E, b3, y3));
+        } else {
+            if (res)
+                OK(si_cuda_add_rmsnorm(gc, m->x, res, L->attn_norm, m->xn, n, E, s->eps));
+            else
+                OK(si_cuda_rmsnorm(gc, m->x, L->attn_norm, m->xn, n, E, s->eps));
+            OK(si_cuda_matmul3(gc, w3, r3, E, b3, m->xn, y3, n));
+        }
         OK(si_cuda_rope_store(gc, m->q, m->k, m->v, n, H, Hkv, hd, hd, pos0, s->rope_base, NULL,
                               s->neox, L->kc, L->vc));
         int n_sel = selective ? m->n_sel : s->F;
@@ -578,18 +585,20 @@ static void bench_token(model *m, int iters, int pos)
          * (v 0 the defaults; the others differ from them in one setting) */
         static const struct {
             const char *name;
-            int pdl, act_unroll, ffn_decode, attn_combine, l2_prefetch;
+            int pdl, act_unroll, ffn_decode, attn_combine, l2_prefetch, norm_fold;
         } var[] = {
-            { "default", 1, 4, 0, 0, 0 },
-            { "without_pdl", 0, 4, 0, 0, 0 },
-            { "ffn_act_unroll_8", 1, 8, 0, 0, 0 },
-            { "ffn_gate_up_gemv", 1, 4, 1, 0, 0 },
-            { "ffn_fused", 1, 4, 2, 0, 0 },
-            { "ffn_fused_2_per_sm", 1, 4, 3, 0, 0 },
-            { "attn_combine", 1, 4, 0, 1, 0 },
-            { "l2_prefetch_25", 1, 4, 0, 0, 25 },
-            { "l2_prefetch_50", 1, 4, 0, 0, 50 },
-            { "l2_prefetch_90", 1, 4, 0, 0, 90 },
+            { "default", 1, 4, 0, 0, 0, 0 },
+            { "without_pdl", 0, 4, 0, 0, 0, 0 },
+            { "ffn_act_unroll_8", 1, 8, 0, 0, 0, 0 },
+            { "ffn_gate_up_gemv", 1, 4, 1, 0, 0, 0 },
+            { "ffn_fused", 1, 4, 2, 0, 0, 0 },
+            { "ffn_fused_2_per_sm", 1, 4, 3, 0, 0, 0 },
+            { "attn_combine", 1, 4, 0, 1, 0, 0 },
+            { "l2_prefetch_25", 1, 4, 0, 0, 25, 0 },
+            { "l2_prefetch_50", 1, 4, 0, 0, 50, 0 },
+            { "l2_prefetch_90", 1, 4, 0, 0, 90, 0 },
+            { "norm_fold", 1, 4, 0, 0, 0, 1 },
+            { "norm_fold_l2_prefetch_50", 1, 4, 0, 0, 50, 1 },
         };
         enum { N_VAR = sizeof(var) / sizeof(var[0]) };
         double ms_var[N_VAR];
@@ -606,6 +615,7 @@ static void bench_token(model *m, int iters, int pos)
             OK(si_cuda_set_variant(gc, "ffn_fused_bps", var[v].ffn_decode > 2 ? 2 : 1));
             OK(si_cuda_set_variant(gc, "attn_combine", var[v].attn_combine));
             OK(si_cuda_set_variant(gc, "l2_prefetch", var[v].l2_prefetch));
+            OK(si_cuda_set_variant(gc, "norm_fold", var[v].norm_fold));
             forward(m, 1, pos, sel, false, true); /* scratch for this variant */
             OK(si_cuda_sync(gc));
             si_cuda_graph *g;
@@ -628,6 +638,7 @@ static void bench_token(model *m, int iters, int pos)
         OK(si_cuda_set_variant(gc, "ffn_fused_bps", 1));
         OK(si_cuda_set_variant(gc, "attn_combine", 0));
         OK(si_cuda_set_variant(gc, "l2_prefetch", 0));
+        OK(si_cuda_set_variant(gc, "norm_fold", 0));
         const double ms_graph = ms_var[0];
         double bytes = sel ? weights_sel : weights_dense;
         double gbps = bytes / (ms_graph * 1e-3) / 1e9;
