@@ -296,6 +296,13 @@ static bool f16_only(cuda_ctx *x, eng_dtype dtype, const char *op)
     return false;
 }
 
+/* The kernels' view of an FFN's weights (f16: the caller checked). */
+static si_cuda_ffn_weights ffn_of(const eng_ffn_weights *w)
+{
+    return (si_cuda_ffn_weights){ .n_embd = w->n_embd, .n_slots = w->n_slots, .gate_up = w->gate_up,
+                                  .down = w->down, .gelu = w->act == ENG_ACT_GELU };
+}
+
 static void op_get_rows(eng_backend *be, const eng_weight *w, const int32_t *ids, int n,
                         float *out)
 {
@@ -362,6 +369,18 @@ static void op_norm_matmul3(eng_backend *be, float *xs, const float *res, const 
     if (!op_ready(x) || !weights3(x, w, d, rows, "norm_matmul3"))
         return;
     check(x, si_cuda_norm_gemv(x->c, xs, res, weight, eps, xn, d, rows, 3, w[0]->cols, bias, y));
+}
+
+/* The FFN block's norm and the FFN (kernels/ffn.cu): the norm inside
+ * k_ffn_act with the "norm_fold" variant, its own kernel otherwise. */
+static void op_norm_ffn(eng_backend *be, float *xs, const float *res, const float *weight, float eps,
+                        float *xn, const eng_ffn_weights *w, const int32_t *sel, int n_sel, float *y)
+{
+    cuda_ctx *x = ctx_of(be);
+    if (!w || !op_ready(x) || !f16_only(x, w->dtype, "norm_ffn"))
+        return;
+    const si_cuda_ffn_weights cw = ffn_of(w);
+    check(x, si_cuda_norm_ffn(x->c, xs, res, weight, eps, xn, &cw, sel, n_sel, y));
 }
 
 static void op_rmsnorm(eng_backend *be, const float *xs, const float *weight, float *y,
@@ -452,13 +471,7 @@ static void op_ffn(eng_backend *be, const eng_ffn_weights *w, const int32_t *sel
     cuda_ctx *x = ctx_of(be);
     if (!w || n_tokens <= 0 || !op_ready(x) || !f16_only(x, w->dtype, "ffn"))
         return;
-    si_cuda_ffn_weights cw = {
-        .n_embd = w->n_embd,
-        .n_slots = w->n_slots,
-        .gate_up = w->gate_up,
-        .down = w->down,
-        .gelu = w->act == ENG_ACT_GELU,
-    };
+    const si_cuda_ffn_weights cw = ffn_of(w);
     check(x, si_cuda_ffn(x->c, &cw, sel, n_sel, xs, y, n_tokens, act));
 }
 
@@ -625,7 +638,7 @@ static void op_prefetch(eng_backend *be, const eng_span *spans, int n, const eng
     if (w) {
         if (!f16_only(x, w->dtype, "prefetch"))
             return;
-        cw = (si_cuda_ffn_weights){ .n_embd = w->n_embd, .n_slots = w->n_slots, .gate_up = w->gate_up };
+        cw = ffn_of(w);
     }
     check(x, si_cuda_prefetch(x->c, p, bytes, n, w ? &cw : NULL, sel, w ? n_sel : 0));
 }
@@ -652,9 +665,7 @@ static void op_build_sketch(eng_backend *be, const eng_ffn_weights *w)
         x->pick_work = p;
         x->pick_cap = need;
     }
-    si_cuda_ffn_weights cw = { .n_embd = w->n_embd, .n_slots = w->n_slots,
-                               .gate_up = w->gate_up, .down = w->down,
-                               .gelu = w->act == ENG_ACT_GELU };
+    const si_cuda_ffn_weights cw = ffn_of(w);
     check(x, si_cuda_sketch_build(x->c, &cw, (uint8_t *)w->sketch));
 }
 
@@ -671,9 +682,7 @@ static void op_ffn_pick(eng_backend *be, const eng_ffn_weights *w, int k, const 
             x->capture_failed = true;
         return;
     }
-    si_cuda_ffn_weights cw = { .n_embd = w->n_embd, .n_slots = w->n_slots,
-                               .gate_up = w->gate_up, .down = w->down,
-                               .gelu = w->act == ENG_ACT_GELU };
+    const si_cuda_ffn_weights cw = ffn_of(w);
     check(x, si_cuda_ffn_pick(x->c, &cw, (const uint8_t *)w->sketch, k, xs, y, n_tokens,
                               x->pick_work));
 }
@@ -717,6 +726,7 @@ static const eng_backend_iface cuda_iface = {
     .top_cands = op_top_cands,
     .prefetch = op_prefetch,
     .norm_matmul3 = op_norm_matmul3,
+    .norm_ffn = op_norm_ffn,
     .ffn_pick = op_ffn_pick,
     .build_sketch = op_build_sketch,
 };

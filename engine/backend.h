@@ -383,6 +383,13 @@ typedef struct eng_backend_iface {
                          float eps, float *xn, const eng_weight *const w[3],
                          const float *const bias[3], float *const y[3]);
 
+    /* One token: add_rmsnorm() (res NULL: rmsnorm()) of x into xn, then
+     * ffn() of xn over sel (no act): the FFN block's norm and the FFN, x
+     * and xn of w->n_embd (a GPU may compute the norm inside the FFN's
+     * first kernel). */
+    void (*norm_ffn)(eng_backend *be, float *x, const float *res, const float *weight, float eps,
+                     float *xn, const eng_ffn_weights *w, const int32_t *sel, int n_sel, float *y);
+
     /* SelectInfer's prefill vote (engine/topk.h has the rule): per token t
      * of act [n_tokens][n_sel], thr_t = the k-th largest rank value, rank
      * |a| (k = max(1, lround(alpha * n_sel))) or, with signed_rank, a (k =

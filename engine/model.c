@@ -2177,20 +2177,27 @@ static void forward_ops(eng_session *s, int n, int first, float *out, int32_t *a
         /* FFN block over the session's selected neurons (NULL: all loaded);
          * prefill with selective computation, and profiling, also keep the
          * activations a [n][n_sel] */
-        if (op->add_rmsnorm) {
-            op->add_rmsnorm(be, s->x, s->o, L->ffn_norm, s->xn, n, E, m->rms_eps);
+        if (n == 1 && op->norm_ffn && !pick && !runs && !want_act) {
+            /* decode: the norm and the FFN in one call (a GPU: the norm in
+             * the FFN's first kernel) */
+            op->norm_ffn(be, s->x, s->o, L->ffn_norm, m->rms_eps, s->xn, &L->ffn, sel_be, n_sel,
+                         s->ff);
         } else {
-            op->add(be, s->x, s->o, (long)n * E);
-            op->rmsnorm(be, s->x, L->ffn_norm, s->xn, n, E, m->rms_eps);
+            if (op->add_rmsnorm) {
+                op->add_rmsnorm(be, s->x, s->o, L->ffn_norm, s->xn, n, E, m->rms_eps);
+            } else {
+                op->add(be, s->x, s->o, (long)n * E);
+                op->rmsnorm(be, s->x, L->ffn_norm, s->xn, n, E, m->rms_eps);
+            }
+            if (pick > 0) /* ENG_PICK_TOKEN: each token its own best pick slots */
+                op->ffn_pick(be, &L->ffn, pick, s->xn, s->ff, n);
+            else if (runs)
+                /* the same slots, the dynamic ones from the session's copy */
+                op->ffn_runs(be, &L->ffn, s->dyn[il].from, &s->dyn[il].w, s->dyn[il].w.n_slots,
+                             s->xn, s->ff);
+            else
+                op->ffn(be, &L->ffn, sel_be, n_sel, s->xn, s->ff, n, want_act ? s->act : NULL);
         }
-        if (pick > 0) /* ENG_PICK_TOKEN: each token its own best pick slots */
-            op->ffn_pick(be, &L->ffn, pick, s->xn, s->ff, n);
-        else if (runs)
-            /* the same slots, the dynamic ones from the session's copy */
-            op->ffn_runs(be, &L->ffn, s->dyn[il].from, &s->dyn[il].w, s->dyn[il].w.n_slots,
-                         s->xn, s->ff);
-        else
-            op->ffn(be, &L->ffn, sel_be, n_sel, s->xn, s->ff, n, want_act ? s->act : NULL);
         if (pf)
             prefetch_next(s, il, out != NULL);
         /* a backend that counts the prefill votes itself keeps a (select.c) */

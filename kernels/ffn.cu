@@ -27,6 +27,7 @@
  * into A), y (+)= A DN. x and a are rounded to f16 for the tensor cores.
  */
 #include "gemv-row.cuh"
+#include "norm-fold.cuh"
 
 enum {
     FFN_THREADS = 256,
@@ -63,7 +64,7 @@ __device__ __forceinline__ void gu_first(const uint4 *g4, const uint4 *u4, int n
     }
 }
 
-template <int U>
+template <int U, bool LDG = true>
 __device__ __forceinline__ void gu_dot(const uint4 *g4, const uint4 *u4, int n8, int lane,
                                        const float4 *__restrict__ x4, uint4 gv[U], uint4 uv[U], float *ret_g,
                                        float *ret_u)
@@ -75,7 +76,9 @@ __device__ __forceinline__ void gu_dot(const uint4 *g4, const uint4 *u4, int n8,
             const int cc = c + 32 * k;
             if (cc >= n8)
                 break;
-            const float4 xa = __ldg(x4 + 2 * cc), xb = __ldg(x4 + 2 * cc + 1);
+            /* x in shared memory (k_ffn_act_norm): plain loads */
+            const float4 xa = LDG ? __ldg(x4 + 2 * cc) : x4[2 * cc];
+            const float4 xb = LDG ? __ldg(x4 + 2 * cc + 1) : x4[2 * cc + 1];
             if (k % 2) {
                 gb = si_dot8(gv[k], xa, xb, gb);
                 ub = si_dot8(uv[k], xa, xb, ub);
@@ -139,6 +142,39 @@ k_ffn_act(const uint16_t *__restrict__ gate_up, int E, int n_slots, const int32_
     ua = si_warp_sum(ua);
     if (lane == 0)
         act[j] = s < 0 ? 0.0f : si_act(ga, gelu) * ua; /* 0 for a slot out of range */
+}
+
+/* k_ffn_act with the FFN's norm folded in (norm-fold.cuh; the "norm_fold"
+ * variant of si_cuda_norm_ffn): after the wait each block stages x + res
+ * normalized in shared memory, and its warps read that. A plan's
+ * selection only (its loads go before the wait); 16-byte loads. */
+template <int FFN_ACT_UNROLL>
+__global__ void __launch_bounds__(FFN_THREADS)
+k_ffn_act_norm(const uint16_t *__restrict__ gate_up, int E, int n_slots, const int32_t *__restrict__ sel,
+               int n_sel, float *__restrict__ act, int gelu, const si_norm_in nm)
+{
+    extern __shared__ float4 sx[]; /* the normalized row: E / 4 */
+    __shared__ double red[FFN_WARPS];
+    __shared__ bool last;
+    const int lane = threadIdx.x % 32;
+    const long j = (long)blockIdx.x * FFN_WARPS + threadIdx.x / 32;
+    const int s = j < n_sel ? slot_of(sel, j, n_slots) : -1;
+    const uint4 *g4 = reinterpret_cast<const uint4 *>(gate_up + (size_t)(s < 0 ? 0 : s) * 2 * E);
+    const uint4 *u4 = g4 + E / 8;
+    const int n8 = s < 0 ? 0 : E / 8;
+    uint4 gv[FFN_ACT_UNROLL], uv[FFN_ACT_UNROLL];
+    gu_first<FFN_ACT_UNROLL>(g4, u4, n8, lane, gv, uv);
+    si_pdl_enter();
+    si_norm_stage(nm, sx, red, &last);
+    float ga, ua;
+    gu_dot<FFN_ACT_UNROLL, false>(g4, u4, n8, lane, sx, gv, uv, &ga, &ua);
+    ga = si_warp_sum(ga);
+    ua = si_warp_sum(ua);
+    if (j < n_sel && lane == 0)
+        act[j] = s < 0 ? 0.0f : si_act(ga, gelu) * ua;
+    __syncthreads(); /* `last` written */
+    if (last)
+        si_norm_finish(nm, sx);
 }
 
 /* The "ffn_decode" variant 1, step 1: the selected slots' gate and up
@@ -434,12 +470,14 @@ static int down_chunks(int n_sm, int E, int n_sel, int *ret_chunk)
     return (int)(nc < 1 ? 1 : nc);
 }
 
+/* nm: the FFN's norm to fold into k_ffn_act (si_cuda_norm_ffn checked
+ * that it may), x then unread; NULL: x is the normalized row. */
 static int ffn_decode(si_cuda *c, const si_cuda_ffn_weights *w, const int32_t *sel, int n_sel, const float *x,
-                      float *y, float *act, bool sel_fixed)
+                      float *y, float *act, bool sel_fixed, const si_norm_in *nm)
 {
     const int E = w->n_embd;
     int chunk;
-    if (c->ffn_decode == SI_FFN_DECODE_FUSED) {
+    if (c->ffn_decode == SI_FFN_DECODE_FUSED && !nm) {
         /* variant 2, where a block's list fits shared memory */
         const int nb = fused_blocks(c->n_sm, c->ffn_fused_bps, n_sel, &chunk);
         const size_t shm = (size_t)chunk * (sizeof(float) + sizeof(int));
@@ -501,6 +539,10 @@ static int ffn_decode(si_cuda *c, const si_cuda_ffn_weights *w, const int32_t *s
         else
             SI_GU(8);
 #undef SI_GU
+    } else if (nm) {
+        unsigned g1 = (unsigned)(((long)n_sel + FFN_WARPS - 1) / FFN_WARPS);
+        SI_LAUNCH("k_ffn_act_norm", c, k_ffn_act_norm<4>, g1, FFN_THREADS, (size_t)E * sizeof(float), w->gate_up,
+                  E, w->n_slots, sel, n_sel, a, w->gelu, *nm);
     } else {
         unsigned g1 = (unsigned)(((long)n_sel + FFN_WARPS - 1) / FFN_WARPS);
         if (c->ffn_act_unroll == 8)
@@ -669,7 +711,7 @@ int si_cuda__ffn(si_cuda *c, const si_cuda_ffn_weights *w, const int32_t *sel, i
         return 0;
     }
     if (n_tokens == 1)
-        return ffn_decode(c, w, sel, n_sel, x, y, act, sel_fixed);
+        return ffn_decode(c, w, sel, n_sel, x, y, act, sel_fixed, NULL);
     return ffn_prefill(c, w, sel, n_sel, x, y, n_tokens, act);
 }
 
@@ -677,4 +719,18 @@ extern "C" int si_cuda_ffn(si_cuda *c, const si_cuda_ffn_weights *w, const int32
                            const float *x, float *y, int n_tokens, float *act)
 {
     return si_cuda__ffn(c, w, sel, n_sel, x, y, n_tokens, act, true);
+}
+
+extern "C" int si_cuda_norm_ffn(si_cuda *c, float *x, const float *res, const float *nw, float eps, float *xn,
+                                const si_cuda_ffn_weights *w, const int32_t *sel, int n_sel, float *y)
+{
+    SI_ARG_CHECK(c && x && xn && y && w && n_sel >= 0 && w->n_embd > 0 && w->n_slots >= 0);
+    const si_norm_in nm = { x, res, nw, eps, xn, c->done + SI_CUDA_DONE_NORM, w->n_embd };
+    if (c->norm_fold && c->ffn_decode == SI_FFN_DECODE_WARP && si_norm_foldable(nm) && n_sel > 0 &&
+        w->n_slots > 0 && w->gate_up && w->down && (uintptr_t)w->gate_up % 16 == 0)
+        return ffn_decode(c, w, sel, n_sel, xn, y, NULL, true, &nm);
+    /* the norm's kernel, then the FFN's */
+    int r = res ? si_cuda_add_rmsnorm(c, x, res, nw, xn, 1, w->n_embd, eps)
+                : si_cuda_rmsnorm(c, x, nw, xn, 1, w->n_embd, eps);
+    return r < 0 ? r : si_cuda__ffn(c, w, sel, n_sel, xn, y, 1, NULL, true);
 }

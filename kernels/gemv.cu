@@ -17,6 +17,7 @@
  * at 1.2 TB/s against 2 TB/s for q (the ramp and tail of a few-us kernel).
  */
 #include "gemv-row.cuh"
+#include "norm-fold.cuh"
 
 /* Up to three matrices sharing x and cols, one launch (decode's q, k and
  * v): row r of the stack is row r - first[m] of matrix m. */
@@ -73,27 +74,12 @@ k_gemv(const gemv_set set, int cols, const float *__restrict__ x)
         p.y[p.row] = sum + (p.bias ? p.bias[p.row] : 0.0f);
 }
 
-/* Decode's RMSNorm folded into the GEMV that reads its output (the
- * "norm_fold" variant of si_cuda_norm_gemv): after the wait, while its
- * first weight loads are in flight, each block computes x + res, its sum
- * of squares and the normalized row into shared memory with k_rmsnorm's
- * arithmetic (the sum in double; the same products and roundings), then
- * walks its rows against that row: the norm's kernel, and its launch,
- * ramp and tail, are gone. No block may write x while another still
- * reads it, so the last block to have read it (a counter in c->done)
- * writes x + res and the normalized row back, and resets the counter. The
- * sum's grouping differs from k_rmsnorm's (256 threads, not one per float4),
- * so the scale may differ in its last bit where the double sum rounds
- * differently. */
-__device__ __forceinline__ float4 add4(float4 a, float4 b)
-{
-    return make_float4(__fadd_rn(a.x, b.x), __fadd_rn(a.y, b.y), __fadd_rn(a.z, b.z), __fadd_rn(a.w, b.w));
-}
-
+/* Decode's attention norm folded into the q/k/v GEMV (norm-fold.cuh; the
+ * "norm_fold" variant of si_cuda_norm_gemv): the rows walk the block's
+ * normalized row in shared memory. */
 template <int WPR>
 __global__ void __launch_bounds__(GEMV_THREADS)
-k_gemv_norm(const gemv_set set, int cols, float *x, const float *__restrict__ res,
-            const float *__restrict__ nw, float eps, float *__restrict__ xn, unsigned *done)
+k_gemv_norm(const gemv_set set, int cols, const si_norm_in nm)
 {
     extern __shared__ float4 sx[]; /* the normalized row: cols / 4 */
     __shared__ float red[GEMV_WARPS];
@@ -102,31 +88,7 @@ k_gemv_norm(const gemv_set set, int cols, float *x, const float *__restrict__ re
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     const long srow = (long)blockIdx.x * (GEMV_WARPS / WPR) + warp / WPR;
     const gemv_pick p = gemv_pick_row(set, srow);
-    const int n4 = cols / 4;
-    float4 *x4 = reinterpret_cast<float4 *>(x);
-    const float4 *r4 = reinterpret_cast<const float4 *>(res);
-    auto stage = [&]() {
-        double s = 0.0;
-        for (int i = threadIdx.x; i < n4; i += GEMV_THREADS) {
-            float4 v = x4[i];
-            if (res)
-                v = add4(v, r4[i]);
-            sx[i] = v;
-            s += sq4(v);
-        }
-        s = block_sum_d(s, redd); /* a barrier: sx complete */
-        const float scale = 1.0f / sqrtf((float)(s / cols) + eps);
-        const float4 *w4 = reinterpret_cast<const float4 *>(nw);
-        for (int i = threadIdx.x; i < n4; i += GEMV_THREADS) {
-            const float4 v = sx[i], w = nw ? w4[i] : make_float4(1.0f, 1.0f, 1.0f, 1.0f);
-            sx[i] = make_float4(__fmul_rn(__fmul_rn(v.x, scale), w.x), __fmul_rn(__fmul_rn(v.y, scale), w.y),
-                                __fmul_rn(__fmul_rn(v.z, scale), w.z), __fmul_rn(__fmul_rn(v.w, scale), w.w));
-        }
-        __syncthreads();
-        /* every load of x by this block has returned (its values are in sx) */
-        if (threadIdx.x == 0)
-            last = atomicAdd(done, 1u) == gridDim.x - 1;
-    };
+    auto stage = [&]() { si_norm_stage(nm, sx, redd, &last); };
     const float acc = gemv_row_part<WPR, true, false>(p.w + (size_t)p.row * cols, srow < p.rows ? cols : 0,
                                                       reinterpret_cast<const float *>(sx), warp % WPR,
                                                       lane, stage);
@@ -134,16 +96,8 @@ k_gemv_norm(const gemv_set set, int cols, float *x, const float *__restrict__ re
     if (warp % WPR == 0 && lane == 0 && srow < p.rows)
         p.y[p.row] = sum + (p.bias ? p.bias[p.row] : 0.0f);
     __syncthreads(); /* `last` written */
-    if (!last)
-        return;
-    float4 *xn4 = reinterpret_cast<float4 *>(xn);
-    for (int i = threadIdx.x; i < n4; i += GEMV_THREADS) {
-        if (res)
-            x4[i] = add4(x4[i], r4[i]); /* x is as every block read it */
-        xn4[i] = sx[i];
-    }
-    if (threadIdx.x == 0)
-        *done = 0;
+    if (last)
+        si_norm_finish(nm, sx);
 }
 
 template <int WPR>
@@ -208,13 +162,11 @@ static int gemv_set_make(const uint16_t *const *w, const int *rows, int n, const
 }
 
 template <int WPR>
-static cudaError_t launch_norm_gemv(const si_cuda *c, const gemv_set &set, int cols, float *x, const float *res,
-                                    const float *nw, float eps, float *xn)
+static cudaError_t launch_norm_gemv(const si_cuda *c, const gemv_set &set, int cols, const si_norm_in &nm)
 {
     const int rpb = GEMV_WARPS / WPR;
     unsigned grid = (unsigned)(((long)set.end[set.n - 1] + rpb - 1) / rpb);
-    return si_launch(c, k_gemv_norm<WPR>, grid, GEMV_THREADS, (size_t)cols * sizeof(float), set, cols, x, res,
-                     nw, eps, xn, c->done + SI_CUDA_DONE_NORM);
+    return si_launch(c, k_gemv_norm<WPR>, grid, GEMV_THREADS, (size_t)cols * sizeof(float), set, cols, nm);
 }
 
 extern "C" int si_cuda_norm_gemv(si_cuda *c, float *x, const float *res, const float *nw, float eps,
@@ -226,10 +178,8 @@ extern "C" int si_cuda_norm_gemv(si_cuda *c, float *x, const float *res, const f
     int r = gemv_set_make(w, rows, n_w, bias, y, &set);
     if (r < 0)
         return r;
-    /* the row in shared memory, beside the block's own few bytes, within
-     * the 48 KB a launch gets without opting in: up to 8192 columns */
-    bool vec = cols % 8 == 0 && (size_t)cols * sizeof(float) <= 32 * 1024 && (uintptr_t)x % 16 == 0 &&
-               (uintptr_t)res % 16 == 0 && (uintptr_t)nw % 16 == 0 && (uintptr_t)xn % 16 == 0;
+    const si_norm_in nm = { x, res, nw, eps, xn, c->done + SI_CUDA_DONE_NORM, cols };
+    bool vec = si_norm_foldable(nm);
     for (int m = 0; m < set.n; m++)
         vec = vec && (uintptr_t)set.w[m] % 16 == 0;
     if (!c->norm_fold || !vec || set.n == 0) {
@@ -241,16 +191,16 @@ extern "C" int si_cuda_norm_gemv(si_cuda *c, float *x, const float *res, const f
     cudaError_t e;
     switch (wpr) {
     case 1:
-        e = launch_norm_gemv<1>(c, set, cols, x, res, nw, eps, xn);
+        e = launch_norm_gemv<1>(c, set, cols, nm);
         break;
     case 2:
-        e = launch_norm_gemv<2>(c, set, cols, x, res, nw, eps, xn);
+        e = launch_norm_gemv<2>(c, set, cols, nm);
         break;
     case 4:
-        e = launch_norm_gemv<4>(c, set, cols, x, res, nw, eps, xn);
+        e = launch_norm_gemv<4>(c, set, cols, nm);
         break;
     default:
-        e = launch_norm_gemv<8>(c, set, cols, x, res, nw, eps, xn);
+        e = launch_norm_gemv<8>(c, set, cols, nm);
         break;
     }
     if (e != cudaSuccess)

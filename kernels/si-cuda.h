@@ -97,8 +97,9 @@ bool si_cuda_set_pdl(si_cuda *c, bool on);
  * block of each KV head instead of a second kernel (the same bits; not yet
  * measured). "l2_prefetch" 0 (default) to 100: the share of the L2 cache
  * in percent that one si_cuda_prefetch brings in (0: it launches nothing;
- * not yet measured). "norm_fold" 0 (default) or 1: si_cuda_norm_gemv as
- * one kernel (not yet measured). -EINVAL for anything else. */
+ * not yet measured). "norm_fold" 0 (default) or 1: si_cuda_norm_gemv and
+ * si_cuda_norm_ffn with the norm inside the next kernel (not yet
+ * measured). -EINVAL for anything else. */
 int si_cuda_set_variant(si_cuda *c, const char *name, int value);
 /* Makes c's device the calling thread's current device. The CUDA runtime
  * keeps the current device per host thread (device 0 in a new thread), and
@@ -261,6 +262,15 @@ size_t si_cuda_ffn_scratch(int n_sm, const si_cuda_ffn_weights *w, int n_sel, in
 int si_cuda_norm_gemv(si_cuda *c, float *x, const float *res, const float *nw, float eps, float *xn,
                       const uint16_t *const *w, const int *rows, int n_w, int cols,
                       const float *const *bias, float *const *y);
+
+/* Decode's FFN norm and the FFN (the engine's norm_ffn): x += res (res
+ * NULL: none), xn = rmsnorm(x) * nw, then si_cuda_ffn of xn over sel (no
+ * act), one token. By default the norm's kernel, then the FFN's; with
+ * the "norm_fold" variant and the default "ffn_decode", the norm inside
+ * k_ffn_act's blocks (where si_cuda_norm_gemv would fold it). xn must not
+ * overlap x or res. */
+int si_cuda_norm_ffn(si_cuda *c, float *x, const float *res, const float *nw, float eps, float *xn,
+                     const si_cuda_ffn_weights *w, const int32_t *sel, int n_sel, float *y);
 
 /* Decode's hint: the next kernels read the n (<= 4) ranges p[i] .. p[i] +
  * bytes[i] (weights: nothing a kernel of the step writes), then, with ffn,

@@ -20,8 +20,8 @@
 #   5. whole-model speed through the engine (si-bench --backend cuda):
 #      prefill and decode tok/s, achieved GB/s and share of the nominal
 #      bandwidth, dense vs phi 0.4, both again with decode's L2 prefetches
-#      (ENG_CUDA_VARIANTS=l2_prefetch=50), dense with the attention norm
-#      folded into the q/k/v GEMV (norm_fold=1), then dense decode sampled
+#      (ENG_CUDA_VARIANTS=l2_prefetch=50), dense with the norms folded
+#      into the kernels that read them (norm_fold=1), then dense decode sampled
 #      (--sample: the row's candidates back, the top_cands kernel's, and
 #      the host's sampler over them, against greedy's 4 bytes; then
 #      --sample-row: the whole row back each token, what the candidates

@@ -35,10 +35,10 @@
  * (ENG_EVAL_CANDIDATES) draws from the candidates brought back: the same
  * text again, with the candidates' bytes downloaded per eval.
  *
- * It offers CUDA's fused add_rmsnorm and norm_matmul3 as the CPU's ops in
- * turn, so the engine's pending residual (the FFN's output added by the
- * next norm) and its decode call for the norm and q, k, v run here as on
- * a GPU; and the prefetch hints, each of which must lie in one allocation
+ * It offers CUDA's fused add_rmsnorm, norm_matmul3 and norm_ffn as the
+ * CPU's ops in turn, so the engine's pending residual (the FFN's output
+ * added by the next norm) and its decode calls for a norm and the op that
+ * reads it run here as on a GPU; and the prefetch hints, each of which must lie in one allocation
  * and be read, before the next hint, by the op it announced.
  *
  * usage: test-backend-split SI_SYNTH  (the default model too when present)
@@ -70,7 +70,8 @@ typedef struct span {
 typedef enum {
     R_GET_ROWS, R_MATMUL, R_RMSNORM, R_ROPE, R_ATTENTION, R_FFN, R_ADD, R_SCALE, R_SOFTCAP, R_STORE,
     R_STORE_KV,
-    R_ARGMAX, R_TOP_CANDS, R_PREFETCH, R_NORM_MATMUL3 /* a marker: its ops follow */
+    R_ARGMAX, R_TOP_CANDS, R_PREFETCH,
+    R_NORM_MATMUL3, R_NORM_FFN /* markers: their ops follow */
 } rkind;
 typedef struct rec {
     rkind k;
@@ -115,7 +116,7 @@ typedef struct split {
     const int32_t *pf_sel;
     int pf_n_sel;
     long n_prefetch, n_prefetch_ffn; /* run: issued directly, or in a graph's run */
-    long n_norm_matmul3;             /* likewise */
+    long n_norm_matmul3, n_norm_ffn; /* likewise */
 } split;
 
 static split *S_of(eng_backend *be)
@@ -510,6 +511,24 @@ static void sp_norm_matmul3(eng_backend *be, float *x, const float *res, const f
         sp_matmul(be, w3[i], b3[i], xn, y3[i], 1);
 }
 
+static void sp_norm_ffn(eng_backend *be, float *x, const float *res, const float *w, float eps,
+                        float *xn, const eng_ffn_weights *fw, const int32_t *sel, int n_sel, float *y)
+{
+    split *S = S_of(be);
+    const int n = fw->n_embd;
+    CHECKF(dev(S, x, (size_t)n * sizeof(float)) && dev(S, xn, (size_t)n * sizeof(float)) &&
+               (!res || dev(S, res, (size_t)n * sizeof(float))),
+           "norm_ffn: x, res, xn not %d floats of backend memory", n);
+    CHECKF(xn + n <= x || x + n <= xn, "norm_ffn: xn overlaps x");
+    rec *r = record(S, R_NORM_FFN);
+    if (!r)
+        S->n_norm_ffn++;
+    if (res)
+        sp_add(be, x, res, n);
+    sp_rmsnorm(be, x, w, xn, 1, n, eps);
+    sp_ffn(be, fw, sel, n_sel, xn, y, 1, NULL);
+}
+
 static void sp_scale(eng_backend *be, float *x, float f, long n)
 {
     split *S = S_of(be);
@@ -676,6 +695,9 @@ static void run_recs(split *S, const rec *recs, int n, int pos)
         case R_NORM_MATMUL3:
             S->n_norm_matmul3++;
             break;
+        case R_NORM_FFN:
+            S->n_norm_ffn++;
+            break;
         }
     }
 }
@@ -811,6 +833,7 @@ static const eng_backend_iface split_iface = {
     .prefetch = sp_prefetch,
     .add_rmsnorm = sp_add_rmsnorm,
     .norm_matmul3 = sp_norm_matmul3,
+    .norm_ffn = sp_norm_ffn,
 };
 
 /* the same without topk_count: the activations come back to the host */
@@ -925,7 +948,7 @@ static void compare(eng_session *a, eng_session *b, const int32_t *prompt, int n
     for (int i = 0; i < n; i++)
         same_logits(a, b, i, what);
     const long pf0 = last_split->n_prefetch, pff0 = last_split->n_prefetch_ffn,
-               nm0 = last_split->n_norm_matmul3;
+               nm0 = last_split->n_norm_matmul3, nf0 = last_split->n_norm_ffn;
     for (int t = 0; t < steps; t++) {
         int32_t tok = argmax(eng_session_logits(a, -1));
         CHECK(tok == argmax(eng_session_logits(b, -1)));
@@ -941,10 +964,12 @@ static void compare(eng_session *a, eng_session *b, const int32_t *prompt, int n
                last_split->n_prefetch_ffn - pff0 == (long)steps * NL,
            "%s: %ld prefetches (%ld of an FFN) in %d steps of %d layers", what,
            last_split->n_prefetch - pf0, last_split->n_prefetch_ffn - pff0, steps, NL);
-    /* and each layer's norm and q, k, v came in one call */
-    CHECKF(last_split->n_norm_matmul3 - nm0 == (long)steps * NL,
-           "%s: %ld norm_matmul3 in %d steps of %d layers", what,
-           last_split->n_norm_matmul3 - nm0, steps, NL);
+    /* and each layer's norm and q, k, v came in one call, its norm and FFN
+     * in another */
+    CHECKF(last_split->n_norm_matmul3 - nm0 == (long)steps * NL &&
+               last_split->n_norm_ffn - nf0 == (long)steps * NL,
+           "%s: %ld norm_matmul3 and %ld norm_ffn in %d steps of %d layers", what,
+           last_split->n_norm_matmul3 - nm0, last_split->n_norm_ffn - nf0, steps, NL);
 }
 
 /* Greedy by ENG_EVAL_ARGMAX: the split backend picks the token itself and
@@ -1433,11 +1458,12 @@ static void run(const char *path, const char *name, int n_prompt, int steps)
     printf("%-12s equal on the split backend: %ld ops, %ld uploads, %ld downloads, %ld copies, "
            "%ld decode graphs recorded (%ld lost and reissued), %ld steps of a known key (%ld "
            "recorded again and found equal), %ld argmax, %ld top_cands, %ld prefetches (%ld of "
-           "an FFN's slots), %ld norm_matmul3\n",
+           "an FFN's slots), %ld norm_matmul3, %ld norm_ffn\n",
            name, last_split->n_ops, last_split->n_up, last_split->n_down, last_split->n_copy,
            last_split->n_graphs, last_split->n_graph_fails, last_split->n_replays,
            last_split->n_verified, last_split->n_argmax, last_split->n_cands,
-           last_split->n_prefetch, last_split->n_prefetch_ffn, last_split->n_norm_matmul3);
+           last_split->n_prefetch, last_split->n_prefetch_ffn, last_split->n_norm_matmul3,
+           last_split->n_norm_ffn);
     CHECK(last_split->n_graphs > 0 && last_split->n_graph_fails > 0 &&
           last_split->n_replays > last_split->n_verified && last_split->n_verified > 0);
     eng_session_free(sa);

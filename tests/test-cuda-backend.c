@@ -987,6 +987,68 @@ static void test_norm_matmul3(void)
     }
 }
 
+/* The FFN block's norm and the FFN in one call, with and without the fold:
+ * x the CPU's add exactly, xn as the CPU's norm, y bit for bit the ffn op
+ * of that xn. */
+static void test_norm_ffn(void)
+{
+    cur = "norm_ffn";
+    CHECK(G->norm_ffn, "norm_ffn not offered");
+    if (!G->norm_ffn)
+        return;
+    const int E = 256, S = 96, n_sel = 40;
+    eng_backend *keep = gpu;
+    for (int v = 0; v < 2; v++) {
+        eng_backend *b = variant_backend(v ? "norm_fold=1" : "norm_fold=0");
+        if (!b)
+            continue;
+        gpu = b;
+        float *x = frandv(E, -3, 3), *r = frandv(E, -3, 3), *nw = frandv(E, 0.5f, 1.5f);
+        float *xn = xmalloc(E * 4), got[256], y[256], y2[256];
+        double tol[256];
+        uint16_t *gu = halves((size_t)S * 2 * E, -1, 1), *dn = halves((size_t)S * E, -1, 1);
+        int32_t sel[40];
+        for (int j = 0; j < n_sel; j++)
+            sel[j] = (j * 5) % S;
+        float *dx = up(x, E * 4), *dr = up(r, E * 4), *dnw = up(nw, E * 4), *dxn = up(NULL, E * 4);
+        float *dy = up(NULL, E * 4), *dy2 = up(NULL, E * 4);
+        int32_t *dsel = up(sel, sizeof(sel));
+        eng_ffn_weights fw = { ENG_DTYPE_F16, E, S, up(gu, (size_t)S * 2 * E * 2), up(dn, (size_t)S * E * 2),
+                               NULL, ENG_ACT_SILU };
+        C->add(cpu, x, r, E);
+        C->rmsnorm(cpu, x, nw, xn, 1, E, 1e-5f);
+        G->norm_ffn(b, dx, dr, dnw, 1e-5f, dxn, &fw, dsel, n_sel, dy);
+        G->ffn(b, &fw, dsel, n_sel, dxn, dy2, 1, NULL);
+        down(got, dx, E * 4);
+        CHECK(memcmp(got, x, E * 4) == 0, "variant %d: x differs from the CPU's add", v);
+        down(got, dxn, E * 4);
+        for (int i = 0; i < E; i++)
+            tol[i] = 2e-6 * fabs(xn[i]) + 1e-7;
+        near("xn", got, xn, tol, E);
+        down(y, dy, E * 4);
+        down(y2, dy2, E * 4);
+        CHECK(memcmp(y, y2, E * 4) == 0, "variant %d: y is not the ffn op's of xn", v);
+        CHECK(G->sync(b) == 0, "variant %d: %s", v, G->error(b));
+        dfree(dx);
+        dfree(dr);
+        dfree(dnw);
+        dfree(dxn);
+        dfree(dy);
+        dfree(dy2);
+        dfree(dsel);
+        dfree((void *)fw.gate_up);
+        dfree((void *)fw.down);
+        free(x);
+        free(r);
+        free(nw);
+        free(xn);
+        free(gu);
+        free(dn);
+        G->free(b);
+        gpu = keep;
+    }
+}
+
 /* ---- the error contract ------------------------------------------------------------------ */
 
 static void test_errors(void)
@@ -1123,6 +1185,7 @@ int main(void)
     test_argmax();
     test_prefetch();
     test_norm_matmul3();
+    test_norm_ffn();
     test_errors();
 
     cpu->iface->free(cpu);

@@ -682,12 +682,24 @@ static void test_norm_gemv(void)
                         CHECK(0, "%sxn[%d]: %g vs %g", what, i, got[i], xn[i]);
                         break;
                     }
+                /* and bit for bit the GEMV of its own xn */
+                float *dy2[3] = { 0 };
+                for (int i = 0; i < nw_; i++)
+                    dy2[i] = dev((size_t)cases[ci].rows[i] * 4 + 4);
+                int rows2[3] = { 0, 0, 0 };
+                memcpy(rows2, cases[ci].rows, (size_t)nw_ * sizeof(int));
+                OK(si_cuda_gemv3(gc, cw, rows2, K, dxn, cases[ci].bias ? cb : NULL, dy2));
                 for (int i = 0; i < nw_; i++) {
                     const int R = cases[ci].rows[i];
-                    float *gy = xmalloc((size_t)R * 4 + 4);
+                    float *gy = xmalloc((size_t)R * 4 + 4), *gy2 = xmalloc((size_t)R * 4 + 4);
                     get(gy, dy[i], (size_t)R * 4);
+                    get(gy2, dy2[i], (size_t)R * 4);
                     near_matmul(what, w[i], R, K, 1, xn, b[i], gy, ref[i]);
+                    CHECK(memcmp(gy, gy2, (size_t)R * 4) == 0, "%smatrix %d: y is not the GEMV's of xn", what,
+                          i);
                     free(gy);
+                    free(gy2);
+                    dfree(dy2[i]);
                     dfree(dw[i]);
                     dfree(db[i]);
                     dfree(dy[i]);
@@ -708,6 +720,91 @@ static void test_norm_gemv(void)
     }
     OK(si_cuda_set_variant(gc, "norm_fold", 0));
     CHECK(si_cuda_set_variant(gc, "norm_fold", 2) == -EINVAL, "norm_fold 2 was taken");
+}
+
+/* Decode's FFN norm and the FFN in one call (si_cuda_norm_ffn), by
+ * default and with "norm_fold" (the norm in k_ffn_act's blocks): x the
+ * CPU's add exactly, xn within add_rmsnorm's bound of the CPU's, y bit for
+ * bit si_cuda_ffn of that xn (the same kernels but the staging). Three
+ * calls in a row on fresh inputs (the counter). */
+static void test_norm_ffn(void)
+{
+    cur = "norm_ffn";
+    struct {
+        int E, n_slots, n_sel;
+        bool res, use_sel, bad, gelu;
+    } cases[] = {
+        { 576, 1536, 1536, true, false, false, false }, /* all slots */
+        { 3072, 2000, 800, true, true, true, false },   /* 40 %, slots out of range */
+        { 2048, 900, 300, false, true, false, true },   /* no residual, GeGLU */
+        { 100, 300, 123, true, true, false, false },    /* n_embd % 8: never folded */
+        { 256, 0, 5, true, false, false, false },       /* no slots */
+    };
+    for (int fold = 0; fold < 2; fold++) {
+        OK(si_cuda_set_variant(gc, "norm_fold", fold));
+        for (size_t ci = 0; ci < sizeof(cases) / sizeof(cases[0]); ci++)
+            for (int round = 0; round < 3; round++) {
+                const int E = cases[ci].E, S = cases[ci].n_slots, n_sel = cases[ci].n_sel;
+                const size_t ngu = (size_t)S * 2 * E + 1, nd = (size_t)S * E + 1;
+                uint16_t *gu = rand_half(ngu, -1, 1), *dn = rand_half(nd, -1, 1);
+                float *x = frandv(E, -3, 3), *r = frandv(E, -3, 3), *nw = frandv(E, 0.5f, 1.5f);
+                float *xn = xmalloc((size_t)E * 4), *got = xmalloc((size_t)E * 4), *y = xmalloc((size_t)E * 4);
+                float *y2 = xmalloc((size_t)E * 4);
+                int32_t *sel = xmalloc((size_t)n_sel * 4 + 4);
+                for (int j = 0; j < n_sel; j++)
+                    sel[j] = S ? (int32_t)((j * 7L + round) % S) : j;
+                if (cases[ci].bad && n_sel > 2)
+                    sel[0] = -1, sel[n_sel / 2] = S, sel[n_sel - 1] = 1 << 30;
+                float *dx = dev_copy(x, (size_t)E * 4), *dr = dev_copy(r, (size_t)E * 4);
+                float *dnw = dev_copy(nw, (size_t)E * 4), *dxn = dev((size_t)E * 4);
+                float *dy = dev((size_t)E * 4), *dy2 = dev((size_t)E * 4);
+                int32_t *dsel = dev_copy(sel, (size_t)n_sel * 4 + 4);
+                si_cuda_ffn_weights dw = { E, S, dev_copy(gu, ngu * 2), dev_copy(dn, nd * 2), cases[ci].gelu };
+                const int32_t *use = cases[ci].use_sel ? dsel : NULL;
+                if (cases[ci].res)
+                    cpu->iface->add(cpu, x, r, E);
+                cpu->iface->rmsnorm(cpu, x, nw, xn, 1, E, 1e-5f);
+                OK(si_cuda_norm_ffn(gc, dx, cases[ci].res ? dr : NULL, dnw, 1e-5f, dxn, &dw, use, n_sel, dy));
+                OK(si_cuda_ffn(gc, &dw, use, n_sel, dxn, dy2, 1, NULL));
+                char what[80];
+                snprintf(what, sizeof(what), "fold %d case %zu round %d: ", fold, ci, round);
+                get(got, dx, (size_t)E * 4);
+                CHECK(memcmp(got, x, (size_t)E * 4) == 0, "%sx after the add differs from the CPU's", what);
+                get(got, dxn, (size_t)E * 4);
+                for (int i = 0; i < E; i++)
+                    if (!(fabsf(got[i] - xn[i]) <= 2e-6f * fabsf(xn[i]) + 1e-7f)) {
+                        CHECK(0, "%sxn[%d]: %g vs %g", what, i, got[i], xn[i]);
+                        break;
+                    }
+                get(y, dy, (size_t)E * 4);
+                get(y2, dy2, (size_t)E * 4);
+                CHECK(memcmp(y, y2, (size_t)E * 4) == 0, "%sy is not si_cuda_ffn's of xn", what);
+                bool finite = true;
+                for (int i = 0; i < E; i++)
+                    finite = finite && isfinite(y[i]);
+                CHECK(finite, "%sy not finite", what);
+                dfree((void *)dw.gate_up);
+                dfree((void *)dw.down);
+                dfree(dx);
+                dfree(dr);
+                dfree(dnw);
+                dfree(dxn);
+                dfree(dy);
+                dfree(dy2);
+                dfree(dsel);
+                free(gu);
+                free(dn);
+                free(x);
+                free(r);
+                free(nw);
+                free(xn);
+                free(got);
+                free(y);
+                free(y2);
+                free(sel);
+            }
+    }
+    OK(si_cuda_set_variant(gc, "norm_fold", 0));
 }
 
 /* ---- attention ----------------------------------------------------------------------------- */
@@ -1312,11 +1409,12 @@ static void pdl_chain(const uint16_t *dw, const uint16_t *dw3, const si_cuda_ffn
             OK(si_cuda_prefetch(gc, po, bo, 2, i % 2 ? fw : NULL, dsel, n_sel));
         OK(si_cuda_add_rmsnorm(gc, dx, dq, dn, dxn, 1, E, 1e-5f));
         OK(si_cuda_gemv(gc, dw, E, E, dxn, NULL, dres));
-        OK(si_cuda_add_rmsnorm(gc, dx, dres, dn, dxn, 1, E, 1e-5f));
-        if (i % 2)
-            OK(si_cuda_ffn(gc, fw, dsel, n_sel, dxn, dres, 1, NULL));
-        else
+        if (i % 2) { /* the norm and the FFN: the norm in k_ffn_act with "norm_fold" */
+            OK(si_cuda_norm_ffn(gc, dx, dres, dn, 1e-5f, dxn, fw, dsel, n_sel, dres));
+        } else {
+            OK(si_cuda_add_rmsnorm(gc, dx, dres, dn, dxn, 1, E, 1e-5f));
             OK(si_cuda_ffn_pick(gc, fw, dsketch, n_sel, dxn, dres, 1, work));
+        }
         if (prefetch)
             OK(si_cuda_prefetch(gc, p3, b3, 3, NULL, NULL, 0));
     }
@@ -1349,8 +1447,9 @@ static void test_pdl(void)
      * for the one before, so the chain would see stale values if it ended
      * early */
     for (int fv = 0; fv < 7; fv++) {
-        /* 5: the norm folded into the q/k/v GEMV (its last block writes x
-         * and xn: the kernels after must see them); 6: both */
+        /* 5: the norms folded into the q/k/v GEMV and k_ffn_act (their
+         * last blocks write x and xn: the kernels after must see them); 6:
+         * with the prefetches too */
         const bool pf = fv == 3 || fv == 4 || fv == 6;
         OK(si_cuda_set_variant(gc, "ffn_decode", fv < 3 ? fv : 0));
         OK(si_cuda_set_variant(gc, "l2_prefetch", fv == 3 || fv == 6 ? 100 : fv == 4 ? 5 : 0));
@@ -1460,6 +1559,7 @@ int main(void)
     test_matmul();
     test_matmul3();
     test_norm_gemv();
+    test_norm_ffn();
     test_attention();
     test_scale_softcap();
     test_ffn();

@@ -315,9 +315,14 @@ static void forward(model *m, int n, int pos0, bool selective, bool count, bool 
         }
         OK(si_cuda_attention(gc, m->q, L->kc, L->vc, m->att, n, pos0, H, Hkv, hd, scale, 0, 0.0f));
         OK(si_cuda_matmul(gc, L->wo, E, H * hd, NULL, m->att, m->o, n));
-        OK(si_cuda_add_rmsnorm(gc, m->x, m->o, L->ffn_norm, m->xn, n, E, s->eps));
-        OK(si_cuda_ffn(gc, &L->ffn, selective ? m->sel : NULL, n_sel, m->xn, m->ff, n,
-                       count ? m->act : NULL));
+        if (n == 1 && !count) { /* decode: the norm and the FFN in one call (norm_ffn) */
+            OK(si_cuda_norm_ffn(gc, m->x, m->o, L->ffn_norm, s->eps, m->xn, &L->ffn,
+                                selective ? m->sel : NULL, n_sel, m->ff));
+        } else {
+            OK(si_cuda_add_rmsnorm(gc, m->x, m->o, L->ffn_norm, m->xn, n, E, s->eps));
+            OK(si_cuda_ffn(gc, &L->ffn, selective ? m->sel : NULL, n_sel, m->xn, m->ff, n,
+                           count ? m->act : NULL));
+        }
         if (n == 1 && il + 1 < s->n_layer) {
             const layer *N = &m->L[(il + 1) % m->n_alloc];
             const void *p[3] = { N->wq, N->wk, N->wv };
