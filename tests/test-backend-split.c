@@ -489,24 +489,32 @@ static void sp_add_rmsnorm(eng_backend *be, float *x, const float *y, const floa
     sp_rmsnorm(be, x, w, out, nt, n, eps);
 }
 
+/* norm_matmul3's and norm_ffn's norm: x, res (or NULL) and xn rows of n
+ * floats of backend memory, xn apart from x; recorded as the op's marker
+ * (running it counts the op), then the CPU's add and rmsnorm in turn */
+static void norm_first(eng_backend *be, rkind k, float *x, const float *res, const float *w,
+                       float eps, float *xn, int n)
+{
+    split *S = S_of(be);
+    CHECKF(dev(S, x, (size_t)n * sizeof(float)) && dev(S, xn, (size_t)n * sizeof(float)) &&
+               (!res || dev(S, res, (size_t)n * sizeof(float))),
+           "op %d: x, res, xn not %d floats of backend memory", (int)k, n);
+    CHECKF(xn + n <= x || x + n <= xn, "op %d: xn overlaps x", (int)k);
+    if (!record(S, k))
+        *(k == R_NORM_FFN ? &S->n_norm_ffn : &S->n_norm_matmul3) += 1;
+    if (res)
+        sp_add(be, x, res, n);
+    sp_rmsnorm(be, x, w, xn, 1, n, eps);
+}
+
 static void sp_norm_matmul3(eng_backend *be, float *x, const float *res, const float *w,
                             float eps, float *xn, const eng_weight *const w3[3],
                             const float *const b3[3], float *const y3[3])
 {
-    split *S = S_of(be);
     const int n = w3[0]->cols;
-    CHECKF(w3[1]->cols == n && w3[2]->cols == n && dev(S, x, (size_t)n * sizeof(float)) &&
-               dev(S, xn, (size_t)n * sizeof(float)) &&
-               (!res || dev(S, res, (size_t)n * sizeof(float))),
-           "norm_matmul3: widths %d %d %d, or x, res, xn not %d floats of backend memory", n,
-           w3[1]->cols, w3[2]->cols, n);
-    CHECKF(xn + n <= x || x + n <= xn, "norm_matmul3: xn overlaps x");
-    rec *r = record(S, R_NORM_MATMUL3);
-    if (!r)
-        S->n_norm_matmul3++;
-    if (res)
-        sp_add(be, x, res, n);
-    sp_rmsnorm(be, x, w, xn, 1, n, eps);
+    CHECKF(w3[1]->cols == n && w3[2]->cols == n, "norm_matmul3: widths %d %d %d", n, w3[1]->cols,
+           w3[2]->cols);
+    norm_first(be, R_NORM_MATMUL3, x, res, w, eps, xn, n);
     for (int i = 0; i < 3; i++)
         sp_matmul(be, w3[i], b3[i], xn, y3[i], 1);
 }
@@ -514,18 +522,7 @@ static void sp_norm_matmul3(eng_backend *be, float *x, const float *res, const f
 static void sp_norm_ffn(eng_backend *be, float *x, const float *res, const float *w, float eps,
                         float *xn, const eng_ffn_weights *fw, const int32_t *sel, int n_sel, float *y)
 {
-    split *S = S_of(be);
-    const int n = fw->n_embd;
-    CHECKF(dev(S, x, (size_t)n * sizeof(float)) && dev(S, xn, (size_t)n * sizeof(float)) &&
-               (!res || dev(S, res, (size_t)n * sizeof(float))),
-           "norm_ffn: x, res, xn not %d floats of backend memory", n);
-    CHECKF(xn + n <= x || x + n <= xn, "norm_ffn: xn overlaps x");
-    rec *r = record(S, R_NORM_FFN);
-    if (!r)
-        S->n_norm_ffn++;
-    if (res)
-        sp_add(be, x, res, n);
-    sp_rmsnorm(be, x, w, xn, 1, n, eps);
+    norm_first(be, R_NORM_FFN, x, res, w, eps, xn, fw->n_embd);
     sp_ffn(be, fw, sel, n_sel, xn, y, 1, NULL);
 }
 
