@@ -694,7 +694,8 @@ static void test_norm_gemv(void)
                     float *gy = xmalloc((size_t)R * 4 + 4), *gy2 = xmalloc((size_t)R * 4 + 4);
                     get(gy, dy[i], (size_t)R * 4);
                     get(gy2, dy2[i], (size_t)R * 4);
-                    near_matmul(what, w[i], R, K, 1, xn, b[i], gy, ref[i]);
+                    if (round == 0) /* (the bound's sums are slow; later rounds: the bits) */
+                        near_matmul(what, w[i], R, K, 1, xn, b[i], gy, ref[i]);
                     CHECK(memcmp(gy, gy2, (size_t)R * 4) == 0, "%smatrix %d: y is not the GEMV's of xn", what,
                           i);
                     free(gy);
