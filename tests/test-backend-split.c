@@ -35,10 +35,11 @@
  * (ENG_EVAL_CANDIDATES) draws from the candidates brought back: the same
  * text again, with the candidates' bytes downloaded per eval.
  *
- * It offers CUDA's fused add_rmsnorm, norm_matmul3 and norm_ffn as the
- * CPU's ops in turn, so the engine's pending residual (the FFN's output
- * added by the next norm) and its decode calls for a norm and the op that
- * reads it run here as on a GPU; and the prefetch hints, each of which must lie in one allocation
+ * It offers CUDA's fused matmul3, rope_store, add_rmsnorm, norm_matmul3
+ * and norm_ffn as the CPU's ops in turn, so the engine's pending residual
+ * (the FFN's output added by the next norm) and its decode calls for a
+ * norm and the op that reads it run here as on a GPU; ffn_pick and
+ * build_sketch (the CPU's, on arena memory), so per-token picking does; and the prefetch hints, each of which must lie in one allocation
  * and be read, before the next hint, by the op it announced.
  *
  * usage: test-backend-split SI_SYNTH  (the default model too when present)
@@ -70,7 +71,7 @@ typedef struct span {
 typedef enum {
     R_GET_ROWS, R_MATMUL, R_RMSNORM, R_ROPE, R_ATTENTION, R_FFN, R_ADD, R_SCALE, R_SOFTCAP, R_STORE,
     R_STORE_KV,
-    R_ARGMAX, R_TOP_CANDS, R_PREFETCH,
+    R_ARGMAX, R_TOP_CANDS, R_PREFETCH, R_FFN_PICK,
     R_NORM_MATMUL3, R_NORM_FFN /* markers: their ops follow */
 } rkind;
 typedef struct rec {
@@ -117,6 +118,7 @@ typedef struct split {
     int pf_n_sel;
     long n_prefetch, n_prefetch_ffn; /* run: issued directly, or in a graph's run */
     long n_norm_matmul3, n_norm_ffn; /* likewise */
+    long n_pick;                     /* ffn_pick ops run */
 } split;
 
 static split *S_of(eng_backend *be)
@@ -467,6 +469,32 @@ static void sp_ffn(eng_backend *be, const eng_ffn_weights *w, const int32_t *sel
     CALL(ffn(S->cpu, w, sel, n_sel, x, y, nt, act));
 }
 
+/* ENG_PICK_TOKEN: the CPU's per-token pick and its sketch, built "on the
+ * device" (arena memory) as CUDA builds it. */
+static void sp_ffn_pick(eng_backend *be, const eng_ffn_weights *w, int k, const float *x, float *y,
+                        int nt)
+{
+    split *S = S_of(be);
+    DEV(w->gate_up); DEV(w->down); DEV(w->sketch); DEV(x); DEV(y);
+    rec *r = record(S, R_FFN_PICK);
+    if (r) {
+        r->fw = *w, r->i[0] = k, r->p[0] = x, r->p[1] = y, r->i[1] = nt;
+        return;
+    }
+    S->n_pick++;
+    CALL(ffn_pick(S->cpu, w, k, x, y, nt));
+}
+
+static void sp_build_sketch(eng_backend *be, const eng_ffn_weights *w)
+{
+    split *S = S_of(be);
+    NOT_RECORDING();
+    DEV(w->gate_up);
+    CHECKF(w->sketch && dev(S, w->sketch, (size_t)w->n_slots * eng_sketch_slot_bytes(w->n_embd)),
+           "build_sketch: the sketch is not %d slots of backend memory", w->n_slots);
+    CALL(build_sketch(S->cpu, w));
+}
+
 static void sp_add(eng_backend *be, float *y, const float *x, long n)
 {
     split *S = S_of(be);
@@ -477,6 +505,29 @@ static void sp_add(eng_backend *be, float *y, const float *x, long n)
         return;
     }
     CALL(add(S->cpu, y, x, n));
+}
+
+/* The ops CUDA fuses, as the CPU's ops in turn (so bit for bit the CPU's):
+ * q, k, v (the CPU's matmul3 is its three matmuls, bit for bit), and the
+ * ropes with the cache stores. */
+static void sp_matmul3(eng_backend *be, const eng_weight *const w[3], const float *const b[3],
+                       const float *x, float *const y[3], int nt)
+{
+    for (int i = 0; i < 3; i++)
+        sp_matmul(be, w[i], b[i], x, y[i], nt);
+}
+
+static void sp_store_kv(eng_backend *be, const float *src, uint16_t *cache, long row, int pos0,
+                        int nt);
+
+static void sp_rope_store(eng_backend *be, float *q, float *k, const float *v, int nt, int nh,
+                          int nkv, int hd, int nr, int pos0, float base, const float *ff,
+                          bool neox, uint16_t *kc, uint16_t *vc)
+{
+    sp_rope(be, q, nt, nh, hd, nr, pos0, base, ff, neox);
+    sp_rope(be, k, nt, nkv, hd, nr, pos0, base, ff, neox);
+    sp_store_kv(be, k, kc, (long)nkv * hd, pos0, nt);
+    sp_store_kv(be, v, vc, (long)nkv * hd, pos0, nt);
 }
 
 /* The fused ops as the CPU's ops in turn (so bit for bit the CPU's): the
@@ -685,6 +736,10 @@ static void run_recs(split *S, const rec *recs, int n, int pos)
         case R_TOP_CANDS:
             cands_run(S, r->p[0], r->i[0], r->i[1], (float *)r->p[1], (int32_t *)r->p[2]);
             break;
+        case R_FFN_PICK:
+            S->n_pick++;
+            CALL(ffn_pick(S->cpu, &r->fw, r->i[0], r->p[0], (float *)r->p[1], r->i[1]));
+            break;
         case R_PREFETCH:
             S->n_prefetch++;
             S->n_prefetch_ffn += r->b;
@@ -829,12 +884,18 @@ static const eng_backend_iface split_iface = {
     .top_cands = sp_top_cands,
     .prefetch = sp_prefetch,
     .add_rmsnorm = sp_add_rmsnorm,
+    .matmul3 = sp_matmul3,
+    .rope_store = sp_rope_store,
+    .ffn_pick = sp_ffn_pick,
+    .build_sketch = sp_build_sketch,
     .norm_matmul3 = sp_norm_matmul3,
     .norm_ffn = sp_norm_ffn,
 };
 
-/* the same without topk_count: the activations come back to the host */
-static eng_backend_iface split_iface_dl;
+/* the same without topk_count: the activations come back to the host;
+ * or (no_pick) without ffn_pick and build_sketch */
+static eng_backend_iface split_iface_dl, split_iface_nopick;
+static bool no_pick;
 
 static eng_backend *split_new(bool guard, bool counts)
 {
@@ -849,7 +910,11 @@ static eng_backend *split_new(bool guard, bool counts)
     S->guard = guard;
     split_iface_dl = split_iface;
     split_iface_dl.topk_count = NULL;
-    S->be = (eng_backend){ .iface = counts ? &split_iface : &split_iface_dl, .ctx = S };
+    split_iface_nopick = split_iface;
+    split_iface_nopick.ffn_pick = NULL;
+    split_iface_nopick.build_sketch = NULL;
+    S->be = (eng_backend){ .iface = no_pick ? &split_iface_nopick : counts ? &split_iface : &split_iface_dl,
+                           .ctx = S };
     last_split = S;
     return &S->be;
 }
@@ -957,14 +1022,19 @@ static void compare(eng_session *a, eng_session *b, const int32_t *prompt, int n
     /* each step's hints ran: per layer the attention's output and the FFN,
      * then the next layer's q, k, v or the head (the prompt's evals are
      * no decode, and give none) */
+    /* (a layer that picks its slots per token hints no FFN slots, and runs
+     * its norm and ffn_pick as two ops) */
+    int picking = 0;
+    for (int il = 0; il < NL; il++)
+        picking += b->selected && b->pick_k[il] > 0;
     CHECKF(last_split->n_prefetch - pf0 == 2L * steps * NL &&
-               last_split->n_prefetch_ffn - pff0 == (long)steps * NL,
-           "%s: %ld prefetches (%ld of an FFN) in %d steps of %d layers", what,
-           last_split->n_prefetch - pf0, last_split->n_prefetch_ffn - pff0, steps, NL);
+               last_split->n_prefetch_ffn - pff0 == (long)steps * (NL - picking),
+           "%s: %ld prefetches (%ld of an FFN) in %d steps of %d layers (%d picking)", what,
+           last_split->n_prefetch - pf0, last_split->n_prefetch_ffn - pff0, steps, NL, picking);
     /* and each layer's norm and q, k, v came in one call, its norm and FFN
      * in another */
     CHECKF(last_split->n_norm_matmul3 - nm0 == (long)steps * NL &&
-               last_split->n_norm_ffn - nf0 == (long)steps * NL,
+               last_split->n_norm_ffn - nf0 == (long)steps * (NL - picking),
            "%s: %ld norm_matmul3 and %ld norm_ffn in %d steps of %d layers", what,
            last_split->n_norm_matmul3 - nm0, last_split->n_norm_ffn - nf0, steps, NL);
 }
@@ -1267,6 +1337,40 @@ static void prompt_of(int32_t *toks, int n, int seed)
     }
 }
 
+/* ENG_PICK_TOKEN on the split backend: decode steps picking per token
+ * (ffn_pick, in graphs), prompts and steps equal to the CPU's bit for bit. */
+static void compare_pick(const char *path, const eng_load_plan_params *kp)
+{
+    eng_model *a = load(path, kp, false), *b = load(path, kp, true);
+    eng_model_info info;
+    eng_model_get_info(a, &info);
+    V = info.n_vocab;
+    NL = info.n_layer;
+    eng_session *sa, *sb;
+    CHECK(eng_session_new(a, NULL, &sa) == 0 && eng_session_new(b, NULL, &sb) == 0);
+    eng_compute_params cp = eng_compute_params_default();
+    cp.phi = 0.4f;
+    cp.pick = ENG_PICK_TOKEN;
+    CHECK(eng_session_set_compute(sa, &cp) == 0 && eng_session_set_compute(sb, &cp) == 0);
+    int32_t toks[12];
+    prompt_of(toks, 12, 40);
+    const long pick0 = last_split->n_pick;
+    compare(sa, sb, toks, 12, 6, "pick token");
+    int picking = 0;
+    for (int il = 0; il < NL; il++)
+        picking += sb->pick_k[il] > 0;
+    CHECKF(picking > 0 && last_split->n_pick - pick0 == 6L * picking,
+           "%ld ffn_pick ops in 6 steps of %d picking layers", last_split->n_pick - pick0, picking);
+    CHECK(eng_session_ffn_share(sb) < 0.9);
+    printf("pick token   equal on the split backend: %ld ffn_pick ops in 6 steps, %d of %d layers "
+           "picking, FFN share %.2f\n", last_split->n_pick - pick0, picking, NL,
+           eng_session_ffn_share(sb));
+    eng_session_free(sa);
+    eng_session_free(sb);
+    eng_model_free(a);
+    eng_model_free(b);
+}
+
 static void run(const char *path, const char *name, int n_prompt, int steps)
 {
     eng_model *a = load(path, NULL, false), *b = load(path, NULL, true);
@@ -1490,7 +1594,7 @@ int main(int argc, char **argv)
         run(path, shapes[i], 12, 6);
         if (i == 0) {
             /* a plan with a neuron sketch (per-token picking) needs a backend
-             * that offers ffn_pick on host memory: refused with a reason */
+             * that offers ffn_pick: refused with a reason without it */
             eng_load_plan_params kp = eng_load_plan_params_default();
             kp.mode = ENG_SELECT_COREINFER;
             kp.sketch = true;
@@ -1498,9 +1602,14 @@ int main(int argc, char **argv)
             mp.plan = &kp;
             eng_model *m = NULL;
             eng_error err;
+            no_pick = true;
             CHECK(eng__model_load_backend(path, &mp, split_new(guard, dev_counts), &m, &err) ==
                       -ENOTSUP && !m);
+            no_pick = false;
             CHECKF(strstr(err.msg, "per token"), "%s", err.msg);
+            /* with it, the sketch is built on the "device" and each step
+             * picks there: the CPU's logits bit for bit */
+            compare_pick(path, &kp);
             /* a backend without topk_count: the activations come home */
             dev_counts = false;
             run(path, "tiny (no topk_count)", 12, 6);
