@@ -1218,6 +1218,12 @@ static uint64_t count_params(const gguf_file *f)
     return n;
 }
 
+/* a matrix's bytes in its storage type */
+static size_t weight_bytes(const eng_weight *w)
+{
+    return eng_dtype_bytes(w->dtype, (size_t)w->rows * (size_t)w->cols);
+}
+
 static uint64_t bytes_per_token(const eng_model *m)
 {
     /* A decode step reads every matrix once; the embedding only one row. */
@@ -1226,10 +1232,10 @@ static uint64_t bytes_per_token(const eng_model *m)
         const eng_layer *L = &m->layers[il];
         const eng_weight *w[4] = { &L->wq, &L->wk, &L->wv, &L->wo };
         for (int i = 0; i < 4; i++)
-            b += eng_dtype_bytes(w[i]->dtype, (size_t)w[i]->rows * w[i]->cols);
+            b += weight_bytes(w[i]);
         b += (uint64_t)L->ffn.n_slots * neuron_bytes(m);
     }
-    b += eng_dtype_bytes(m->output.dtype, (size_t)m->output.rows * m->output.cols);
+    b += weight_bytes(&m->output);
     return b;
 }
 
@@ -2038,11 +2044,6 @@ long eng_session_candidates(const eng_session *s, const float **vals, const int3
 }
 
 /* ---- the forward pass ---- */
-
-static size_t weight_bytes(const eng_weight *w)
-{
-    return eng_dtype_bytes(w->dtype, (size_t)w->rows * (size_t)w->cols);
-}
 
 /* Decode's hints to the backend (backend.h prefetch): after the rope, the
  * attention's output matrix and the FFN's rows that the step computes

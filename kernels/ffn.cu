@@ -730,7 +730,6 @@ extern "C" int si_cuda_norm_ffn(si_cuda *c, float *x, const float *res, const fl
         w->n_slots > 0 && w->gate_up && w->down && (uintptr_t)w->gate_up % 16 == 0)
         return ffn_decode(c, w, sel, n_sel, xn, y, NULL, true, &nm);
     /* the norm's kernel, then the FFN's */
-    int r = res ? si_cuda_add_rmsnorm(c, x, res, nw, xn, 1, w->n_embd, eps)
-                : si_cuda_rmsnorm(c, x, nw, xn, 1, w->n_embd, eps);
+    const int r = si_norm_kernel(c, nm);
     return r < 0 ? r : si_cuda__ffn(c, w, sel, n_sel, xn, y, 1, NULL, true);
 }

@@ -184,7 +184,7 @@ extern "C" int si_cuda_norm_gemv(si_cuda *c, float *x, const float *res, const f
         vec = vec && (uintptr_t)set.w[m] % 16 == 0;
     if (!c->norm_fold || !vec || set.n == 0) {
         /* the two kernels */
-        r = res ? si_cuda_add_rmsnorm(c, x, res, nw, xn, 1, cols, eps) : si_cuda_rmsnorm(c, x, nw, xn, 1, cols, eps);
+        r = si_norm_kernel(c, nm);
         return r < 0 || set.n == 0 ? r : gemv_set_run(c, set, cols, xn);
     }
     const int wpr = gemv_wpr(set.end[set.n - 1], cols, c->n_sm);

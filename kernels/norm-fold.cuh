@@ -85,4 +85,12 @@ static inline bool si_norm_foldable(const si_norm_in &a)
            (uintptr_t)a.res % 16 == 0 && (uintptr_t)a.w % 16 == 0 && (uintptr_t)a.xn % 16 == 0;
 }
 
+/* Without the fold: the norm's own kernel (k_rmsnorm, with the residual
+ * when there is one), for the unfolded kernel after it to read xn. */
+static inline int si_norm_kernel(si_cuda *c, const si_norm_in &a)
+{
+    return a.res ? si_cuda_add_rmsnorm(c, a.x, a.res, a.w, a.xn, 1, a.n, a.eps)
+                 : si_cuda_rmsnorm(c, a.x, a.w, a.xn, 1, a.n, a.eps);
+}
+
 #endif

@@ -570,6 +570,24 @@ static void bench_kernels(model *m, int iters)
     jclose();
 }
 
+/* A token graph's kernel settings: the defaults, or one variant of them */
+typedef struct bench_var {
+    const char *name;
+    int pdl, act_unroll, ffn_decode, attn_combine, l2_prefetch, norm_fold;
+} bench_var;
+
+static void use_variant(const bench_var *v)
+{
+    si_cuda_set_pdl(gc, v->pdl);
+    OK(si_cuda_set_variant(gc, "ffn_act_unroll", v->act_unroll));
+    /* ffn_decode 3: the fused kernel with 2 blocks an SM */
+    OK(si_cuda_set_variant(gc, "ffn_decode", v->ffn_decode > 2 ? 2 : v->ffn_decode));
+    OK(si_cuda_set_variant(gc, "ffn_fused_bps", v->ffn_decode > 2 ? 2 : 1));
+    OK(si_cuda_set_variant(gc, "attn_combine", v->attn_combine));
+    OK(si_cuda_set_variant(gc, "l2_prefetch", v->l2_prefetch));
+    OK(si_cuda_set_variant(gc, "norm_fold", v->norm_fold));
+}
+
 static void bench_token(model *m, int iters, int pos)
 {
     const shape *s = &m->s;
@@ -588,10 +606,7 @@ static void bench_token(model *m, int iters, int pos)
         double ms_direct = tstop_ms(iters);
         /* one graph each: the defaults, then each kernel variant alone
          * (v 0 the defaults; the others differ from them in one setting) */
-        static const struct {
-            const char *name;
-            int pdl, act_unroll, ffn_decode, attn_combine, l2_prefetch, norm_fold;
-        } var[] = {
+        static const bench_var var[] = {
             { "default", 1, 4, 0, 0, 0, 0 },
             { "without_pdl", 0, 4, 0, 0, 0, 0 },
             { "ffn_act_unroll_8", 1, 8, 0, 0, 0, 0 },
@@ -613,14 +628,7 @@ static void bench_token(model *m, int iters, int pos)
             ms_var[v] = NAN;
             if (var[v].pdl == 0 && !pdl)
                 continue; /* the same as the defaults here */
-            si_cuda_set_pdl(gc, var[v].pdl);
-            OK(si_cuda_set_variant(gc, "ffn_act_unroll", var[v].act_unroll));
-            /* 3: the fused kernel with 2 blocks an SM */
-            OK(si_cuda_set_variant(gc, "ffn_decode", var[v].ffn_decode > 2 ? 2 : var[v].ffn_decode));
-            OK(si_cuda_set_variant(gc, "ffn_fused_bps", var[v].ffn_decode > 2 ? 2 : 1));
-            OK(si_cuda_set_variant(gc, "attn_combine", var[v].attn_combine));
-            OK(si_cuda_set_variant(gc, "l2_prefetch", var[v].l2_prefetch));
-            OK(si_cuda_set_variant(gc, "norm_fold", var[v].norm_fold));
+            use_variant(&var[v]);
             forward(m, 1, pos, sel, false, true); /* scratch for this variant */
             OK(si_cuda_sync(gc));
             si_cuda_graph *g;
@@ -637,13 +645,7 @@ static void bench_token(model *m, int iters, int pos)
             ms_var[v] = tstop_ms(iters);
             si_cuda_graph_free(g);
         }
-        si_cuda_set_pdl(gc, true);
-        OK(si_cuda_set_variant(gc, "ffn_act_unroll", 4));
-        OK(si_cuda_set_variant(gc, "ffn_decode", 0));
-        OK(si_cuda_set_variant(gc, "ffn_fused_bps", 1));
-        OK(si_cuda_set_variant(gc, "attn_combine", 0));
-        OK(si_cuda_set_variant(gc, "l2_prefetch", 0));
-        OK(si_cuda_set_variant(gc, "norm_fold", 0));
+        use_variant(&var[0]);
         const double ms_graph = ms_var[0];
         double bytes = sel ? weights_sel : weights_dense;
         double gbps = bytes / (ms_graph * 1e-3) / 1e9;
