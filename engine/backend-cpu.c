@@ -69,6 +69,12 @@
 #ifndef PICK_PF_SLOTS
 #define PICK_PF_SLOTS 4
 #endif
+/* ffn_pick's bound as a fraction of the last token's k-th best score
+ * (pick_run), and the layers it remembers */
+#ifndef PICK_HINT
+#define PICK_HINT 0.7f
+#endif
+#define PICK_HINTS 128 /* 2^7: the hash's top 7 bits */
 /* positions ahead whose K and V rows decode attention prefetches */
 #ifndef ATT_PF
 #define ATT_PF 16
@@ -4393,6 +4399,12 @@ typedef struct cpu_ctx {
         float base;
         float factors[ROPE_CHUNK], cs[ROPE_CHUNK], sn[ROPE_CHUNK];
     } rope;
+    /* ffn_pick's bound for each layer (by its sketch): the last token's
+     * k-th best score, scaled down (pick_run) */
+    struct {
+        const void *sketch;
+        float bound;
+    } pick_hint[PICK_HINTS];
 } cpu_ctx;
 
 static inline cpu_ctx *ctx_of(eng_backend *be)
@@ -5668,11 +5680,23 @@ static void op_ffn_runs(eng_backend *be, const eng_ffn_weights *a, int n_a,
 
 /* ---- ffn_pick ------------------------------------------------------------ */
 
+/* The k best of a layer's scores: a radix select over every slot took
+ * 5 us a SmolLM2 layer (1075 slots) on one thread while the others
+ * waited. A token's k-th best score is close to the last token's, so the
+ * scoring threads also list the slots scoring at least a bound below the
+ * last one (a fraction PICK_HINT of it), and the select runs over those
+ * (about 1.5 k of them) when they are at least k: then they hold every
+ * slot of the k best, ties included, and the pick is the one over all
+ * slots. Fewer than k (the scores fell, a first token): over all. */
 typedef struct pick_run {
     cpu_ctx *c;
     const eng_ffn_weights *w;
-    q8_row x;     /* one token */
-    float *score; /* [n_slots] */
+    q8_row x;       /* one token */
+    float *score;   /* [n_slots] */
+    float bound;    /* listed: slots scoring at least this (INFINITY: none) */
+    int32_t *cand;  /* [n_slots]: a thread's listed slots from the start of its range */
+    int *n_cand;    /* [threads]: how many each listed */
+    int nth;        /* the threads that scored (set by thread 0) */
 } pick_run;
 
 /* x [n] (a multiple of 32) in 8 bits per block of 32, absmax scaled:
@@ -5730,14 +5754,55 @@ static void pick_score_task(void *p, int ith, int nth)
     const uint8_t *sk = r->w->sketch;
     /* one stream per thread, but the prefetcher alone left the cold scores
      * at two thirds of the read bandwidth */
+    int32_t *cand = r->cand + b;
+    int m = 0;
     for (long s = b; s < e; s++) {
         float gu[2];
         if (PICK_PF_SLOTS && s + PICK_PF_SLOTS < e)
             for (size_t o = 0; o < sb; o += 64)
                 __builtin_prefetch(sk + (size_t)(s + PICK_PF_SLOTS) * sb + o);
         r->c->k->dot2_q4q8(sk + (size_t)s * sb, &r->x, nb, gu);
-        r->score[s] = fabsf(gate_act(gu[0], r->w->act) * gu[1]);
+        const float sc = fabsf(gate_act(gu[0], r->w->act) * gu[1]);
+        r->score[s] = sc;
+        cand[m] = (int32_t)s; /* branch-free: listed or overwritten */
+        m += sc >= r->bound;
     }
+    r->n_cand[ith] = m;
+    if (ith == 0)
+        r->nth = nth;
+}
+
+/* The k best of r's scores into sel (eng__pick_top's choice), from the
+ * scoring threads' lists when they hold at least k slots; the layer's
+ * next bound kept. */
+static void pick_select(pick_run *r, int k, void *tmp, int32_t *sel, int hint)
+{
+    const long n = r->w->n_slots;
+    long m = 0;
+    for (int i = 0; i < r->nth; i++) {
+        long b, e;
+        eng_split(n, i, r->nth, &b, &e);
+        memmove(r->cand + m, r->cand + b, (size_t)r->n_cand[i] * sizeof(int32_t));
+        m += r->n_cand[i];
+    }
+    const float thr = m >= k ? eng__pick_top_of(r->score, r->cand, (int)m, k, tmp, sel)
+                             : eng__pick_top(r->score, (int)n, k, tmp, sel);
+    r->c->pick_hint[hint].sketch = r->w->sketch;
+    r->c->pick_hint[hint].bound = thr * PICK_HINT; /* NaN: nothing listed next time */
+}
+
+/* The layer's entry in pick_hint: its own, else a free one, among a few
+ * from the top bits of a multiplicative hash of its sketch's address (the
+ * low bits of layers' addresses repeat); all taken, the first. */
+static int pick_hint_of(cpu_ctx *c, const void *sketch)
+{
+    const int h = (int)(((uint64_t)(uintptr_t)sketch * 0x9e3779b97f4a7c15ull) >> 57);
+    for (int i = 0; i < 8; i++) {
+        const int j = (h + i) % PICK_HINTS;
+        if (c->pick_hint[j].sketch == sketch || !c->pick_hint[j].sketch)
+            return j;
+    }
+    return h;
 }
 
 static void op_ffn_pick(eng_backend *be, const eng_ffn_weights *w, int k, const float *x,
@@ -5757,7 +5822,7 @@ static void op_ffn_pick(eng_backend *be, const eng_ffn_weights *w, int k, const 
      * slots) or without a sketch: every slot. */
     const long nb = E / 32, ng = (nb + 3) / 4, gf = (long)(sizeof(q8_group) / sizeof(float));
     if (k >= n || !w->sketch || E % 32 || E > SCRATCH_FLOATS ||
-        ng * gf + 4 * n + E / 4 + 2 * nb > ABUF_FLOATS / 2) {
+        ng * gf + 5 * n + E / 4 + 2 * nb + c->n_threads > ABUF_FLOATS / 2) {
         op_ffn(be, w, NULL, (int)n, x, y, n_tokens, NULL);
         return;
     }
@@ -5768,13 +5833,23 @@ static void op_ffn_pick(eng_backend *be, const eng_ffn_weights *w, int k, const 
     int8_t *xq = (int8_t *)(score + 4 * n);
     float *xd = score + 4 * n + E / 4;
     int32_t *xs = (int32_t *)(xd + nb);
+    int32_t *cand = xs + nb;
+    int *n_cand = (int *)(cand + n);
+    const int hint = pick_hint_of(c, w->sketch);
     for (int t = 0; t < n_tokens; t++) {
         q8_round(x + (size_t)t * E, E, xq, xd, xs);
         if (c->k->q8_groups)
             q8_regroup(xq, xd, xs, nb, xg);
-        pick_run r = { c, w, { xq, xd, xs, c->k->q8_groups ? xg : NULL }, score };
+        const bool hinted = c->pick_hint[hint].sketch == w->sketch;
+        pick_run r = { .c = c,
+                       .w = w,
+                       .x = { xq, xd, xs, c->k->q8_groups ? xg : NULL },
+                       .score = score,
+                       .bound = hinted ? c->pick_hint[hint].bound : INFINITY,
+                       .cand = cand,
+                       .n_cand = n_cand };
         run(c, pick_score_task, &r, n * E >= 16384);
-        eng__pick_top(score, (int)n, k, tmp, sel);
+        pick_select(&r, k, tmp, sel, hint);
         op_ffn(be, w, sel, k, x + (size_t)t * E, y + (size_t)t * E, 1, NULL);
     }
 }

@@ -33,6 +33,30 @@ static inline float key_float(uint32_t key)
     return v;
 }
 
+/* A pass of radix_kth costs its histograms and their scan whatever the
+ * number of keys left (about 800 cycles at 400 keys): the last few are
+ * sorted instead. */
+enum { RADIX_SORT_BELOW = 16 };
+
+/* radix_kth for the few keys of src[0..n) (n <= RADIX_SORT_BELOW; src may
+ * be cand): sorted descending in cand. */
+static uint32_t sort_kth(const uint32_t *src, int n, int k, uint32_t *cand, int *ret_eq)
+{
+    for (int i = 0; i < n; i++) {
+        const uint32_t v = src[i];
+        int j = i;
+        for (; j > 0 && cand[j - 1] < v; j--)
+            cand[j] = cand[j - 1];
+        cand[j] = v;
+    }
+    const uint32_t kth = cand[k - 1];
+    int above = 0;
+    while (above < k && cand[above] > kth)
+        above++;
+    *ret_eq = k - above;
+    return kth;
+}
+
 /* The k-th largest of key[0..n) (1 <= k <= n) by radix select, 8 bits a
  * pass from the top, like the device's radix_kth: the digit where the count
  * of keys above reaches k, whose keys are compacted into cand (n entries;
@@ -46,6 +70,8 @@ static uint32_t radix_kth(const uint32_t *key, int n, int k, uint32_t *cand, int
     const uint32_t *src = key;
     uint32_t prefix = 0;
     for (int shift = 24;; shift -= 8) {
+        if (n <= RADIX_SORT_BELOW)
+            return sort_kth(src, n, k, cand, ret_eq);
         /* four histograms: consecutive keys often share a digit, and one
          * counter would make each increment wait for the last */
         uint32_t h[4][256];
@@ -92,22 +118,41 @@ float eng__kth_largest(void *tmp, const float *x, int n, int k)
     return key_float(radix_kth(key, n, k, key, &eq));
 }
 
-void eng__pick_top(const float *score, int n, int k, void *tmp, int32_t *out)
+/* The k best of the m keys key[i] = float_key(score[idx[i]]) (idx
+ * ascending; without idx, i): their indices into out, ascending; the k-th
+ * largest returned. */
+static float pick_keys(const uint32_t *key, const int32_t *idx, int m, int k, uint32_t *cand,
+                       int32_t *out)
 {
-    uint32_t *key = tmp, *cand = key + n;
-    for (int i = 0; i < n; i++)
-        key[i] = float_key(score[i]);
     int eq; /* keys equal to the threshold to take, lowest indices first */
-    const uint32_t thr = radix_kth(key, n, k, cand, &eq);
-    int m = 0;
-    for (int i = 0; i < n && m < k; i++) {
+    const uint32_t thr = radix_kth(key, m, k, cand, &eq);
+    int o = 0;
+    for (int i = 0; i < m && o < k; i++) {
         /* branch-free: whether a slot is taken is a coin toss */
         const uint32_t v = key[i];
         const int is_eq = v == thr, take = (v > thr) | (is_eq & (eq > 0));
         eq -= is_eq & take;
-        out[m] = i;
-        m += take;
+        out[o] = idx ? idx[i] : i;
+        o += take;
     }
+    return key_float(thr);
+}
+
+float eng__pick_top(const float *score, int n, int k, void *tmp, int32_t *out)
+{
+    uint32_t *key = tmp;
+    for (int i = 0; i < n; i++)
+        key[i] = float_key(score[i]);
+    return pick_keys(key, NULL, n, k, key + n, out);
+}
+
+float eng__pick_top_of(const float *score, const int32_t *cand, int m, int k, void *tmp,
+                       int32_t *out)
+{
+    uint32_t *key = tmp;
+    for (int i = 0; i < m; i++)
+        key[i] = float_key(score[cand[i]]);
+    return pick_keys(key, cand, m, k, key + m, out);
 }
 
 int eng__topk_k(const float *act, int n_tokens, int n_sel, float alpha, bool signed_rank)

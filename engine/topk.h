@@ -29,8 +29,17 @@ float eng__kth_largest(void *tmp, const float *x, int n, int k);
 
 /* ENG_PICK_TOKEN's choice (backend.h ffn_pick): the indices of the k best
  * of score[0..n), 1 <= k <= n, ties to the lower index, NaN below every
- * number, into out[0..k) ascending. tmp: 2 n 32-bit words of scratch. */
-void eng__pick_top(const float *score, int n, int k, void *tmp, int32_t *out);
+ * number, into out[0..k) ascending. Returns the k-th largest score. tmp:
+ * 2 n 32-bit words of scratch. */
+float eng__pick_top(const float *score, int n, int k, void *tmp, int32_t *out);
+
+/* The same choice from the m candidates cand[0..m) (ascending indices into
+ * score, 1 <= k <= m) when they hold every score at least the row's k-th
+ * largest, as every index whose score is at least a bound at most that
+ * value does: out is then eng__pick_top's over the whole row. tmp: 2 m
+ * 32-bit words. */
+float eng__pick_top_of(const float *score, const int32_t *cand, int m, int k, void *tmp,
+                       int32_t *out);
 
 /* Adds each slot's count over the tokens of act [n_tokens][n_sel] to
  * fcounts (float, select.c's votes) or ucounts (uint32, the op's), exactly

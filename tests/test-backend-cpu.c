@@ -1285,7 +1285,12 @@ static int cmp_idx_desc(const void *a, const void *b)
  * apart by far more than float rounding), so y is bit for bit ffn() over
  * them. E of 1-3 blocks past a multiple of four (the 512-bit kernel's
  * masked last group), of 1-7 past a multiple of eight (AVX2's last chunk,
- * its last pair of blocks half empty when odd) and of whole groups. */
+ * its last pair of blocks half empty when odd) and of whole groups.
+ * The tokens of a layer come in an order that drives the op's select both
+ * ways (pick_run: over the slots scoring near the last token's k-th best,
+ * or over all): a new token, the same again (its k best all listed), half
+ * of it (every score smaller: too few listed), twice it (every slot
+ * listed), a new one. */
 static void test_ffn_pick_random(eng_backend *be, eng_dtype dt)
 {
     static const int Es[] = { 32, 64, 96, 160, 224, 576, 640 };
@@ -1311,9 +1316,10 @@ static void test_ffn_pick_random(eng_backend *be, eng_dtype dt)
         float *want = malloc(sizeof(float) * E);
         double *score = malloc(sizeof(double) * S);
         int *idx = malloc(sizeof(int) * S), *sel = malloc(sizeof(int) * S);
-        for (int tok = 0; tok < 3; tok++) {
+        for (int tok = 0; tok < 5; tok++) {
+            static const float scale[5] = { 0, 1.0f, 0.5f, 4.0f, 0 };
             for (int i = 0; i < E; i++)
-                x[i] = frand(-2, 2) * (i % 7 == 3 ? 8.0f : 1.0f);
+                x[i] = scale[tok] > 0 ? x[i] * scale[tok] : frand(-2, 2) * (i % 7 == 3 ? 8.0f : 1.0f);
             for (int s = 0; s < S; s++) {
                 score[s] = ref_pick_score(sk + s * sb, x, E);
                 idx[s] = s;

@@ -90,6 +90,28 @@ static void check_row(const float *x, int n, int k, int kind)
         }
     for (int i = k; i < n; i++)
         CHECKF(out[i] == -1, "pick n %d k %d: wrote past k", n, k);
+
+    /* the same pick from the indices scoring at least a bound at most the
+     * k-th largest (the k-th itself: ties at the edge; below it: more),
+     * as ffn_pick lists them */
+    if (!isnan(want)) {
+        int32_t *cand = malloc(sizeof(int32_t) * n), *out2 = malloc(sizeof(int32_t) * n);
+        CHECK(cand && out2);
+        for (int b = 0; b < 2; b++) {
+            const float bound = b == 0 ? want : want > 0 ? want * 0.5f : want * 2.0f - 1.0f;
+            int m = 0;
+            for (int i = 0; i < n; i++)
+                if (x[i] >= bound)
+                    cand[m++] = i;
+            memset(out2, 0xff, sizeof(int32_t) * n);
+            float thr = eng__pick_top_of(x, cand, m, k, tmp, out2);
+            CHECKF(memcmp(out, out2, sizeof(int32_t) * n) == 0 && thr == want,
+                   "pick of %d listed (n %d k %d kind %d): not the pick over all", m, n, k,
+                   kind);
+        }
+        free(cand);
+        free(out2);
+    }
     free(in);
     free(idx);
     free(tmp);
