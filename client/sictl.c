@@ -217,7 +217,10 @@ static void print_status(const Selectinfer__Status *s)
         printf("FFN neurons:      %llu of %llu loaded; requests compute phi %.2f (0: all loaded), "
                "alpha %.2f, rank %s, picked per %s\n", (unsigned long long)p->neurons_loaded,
                (unsigned long long)p->neurons_total, (double)p->phi, (double)p->alpha,
-               p->rank ? p->rank : "?", p->pick ? p->pick : "request");
+               p->rank ? p->rank : "?",
+               !p->pick                       ? "request"
+               : strcmp(p->pick, "exact") == 0 ? "token (exact)"
+                                              : p->pick);
     }
     if (s->has_load_ns)
         printf("cold start:       %.1f ms\n", (double)s->load_ns / 1e6);

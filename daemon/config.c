@@ -15,7 +15,7 @@ enum key_type { KEY_STR, KEY_U32, KEY_U64, KEY_F32, KEY_ENUM, KEY_LOGLEVEL };
 const char *const sid_mode_names[] = {"auto", "dense", "load-only", "random-load", "coreinfer",
                                       "selectinfer", NULL};
 const char *const sid_rank_names[] = {"abs", "signed", NULL};
-const char *const sid_pick_names[] = {"request", "token", NULL}; /* eng_pick */
+const char *const sid_pick_names[] = {"request", "token", "exact", NULL}; /* eng_pick */
 const char *const sid_yes_no_names[] = {"no", "yes", NULL};
 const char *const sid_task_switch_names[] = {"swap", "refuse", NULL};
 const char *const sid_matrices_names[] = {"f16", "q8_0", NULL};

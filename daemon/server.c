@@ -646,7 +646,7 @@ static void fill_profile(sid_server *srv, Selectinfer__ProfileInfo *p, const cha
     p->phi = a->phi;
     p->alpha = a->alpha;
     p->rank = a->rank == ENG_RANK_SIGNED ? "signed" : "abs";
-    p->pick = a->pick == ENG_PICK_TOKEN ? "token" : "request";
+    p->pick = (char *)sid_pick_names[a->pick <= ENG_PICK_EXACT ? a->pick : 0]; /* eng_pick order */
     p->active = active;
     p->has_dense_first = p->has_dense_last = p->has_budget_bytes = true;
     p->dense_first = (uint32_t)a->dense_first;

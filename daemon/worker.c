@@ -258,7 +258,7 @@ static int do_swap(sid_server *srv, const eng_load_plan_params *pp, const char *
     /* a default phi the new plan cannot honour falls back to all loaded */
     char why[200];
     if (check_phi(srv->wplan.mode, srv->wplan.gamma, srv->wplan.delta, srv->wplan.phi,
-                  srv->wplan.pick == ENG_PICK_TOKEN, why, sizeof(why)) < 0) {
+                  srv->wplan.pick != ENG_PICK_REQUEST, why, sizeof(why)) < 0) {
         snprintf(res->note, sizeof(res->note), "default phi reset to 0 (all loaded): %s", why);
         srv->wplan.phi = 0.0f;
     }
@@ -355,7 +355,7 @@ static void run_swap(sid_server *srv, sid_req *req)
         bool all = mode == ENG_SELECT_DENSE || mode == ENG_SELECT_COREINFER;
         float g = all ? 1.0f : pp.gamma, d = mode == ENG_SELECT_DENSE || mode == ENG_SELECT_COREINFER ? 0.0f : pp.delta;
         if (pp.budget_bytes == 0 &&
-            check_phi(mode, g, d, phi, cur->pick == ENG_PICK_TOKEN, req->err_msg,
+            check_phi(mode, g, d, phi, cur->pick != ENG_PICK_REQUEST, req->err_msg,
                       sizeof(req->err_msg)) < 0) {
             req->err_code = SELECTINFER__ERROR_CODE__INVALID_ARGUMENT;
             eng_profile_free(np);
@@ -440,7 +440,7 @@ static bool set_compute(sid_server *srv, sid_req *req)
     cp.rank = p->rank;
     cp.pick = p->pick;
     cp.copy_dynamic = p->copy_dynamic;
-    if (check_phi(p->mode, p->gamma, p->delta, cp.phi, p->pick == ENG_PICK_TOKEN, req->err_msg,
+    if (check_phi(p->mode, p->gamma, p->delta, cp.phi, p->pick != ENG_PICK_REQUEST, req->err_msg,
                   sizeof(req->err_msg)) < 0) {
         req->err_code = SELECTINFER__ERROR_CODE__INVALID_ARGUMENT;
         return false;
@@ -450,8 +450,11 @@ static bool set_compute(sid_server *srv, sid_req *req)
         rc = eng_session_set_compute(srv->sessions[i], &cp);
     if (rc < 0) {
         req->err_code = SELECTINFER__ERROR_CODE__INVALID_ARGUMENT;
-        snprintf(req->err_msg, sizeof(req->err_msg), "phi %.4g / alpha %.4g cannot be used with the active plan: %s",
-                 (double)cp.phi, (double)cp.alpha, strerror(-rc));
+        snprintf(req->err_msg, sizeof(req->err_msg), "phi %.4g / alpha %.4g cannot be used with the active plan: %s%s",
+                 (double)cp.phi, (double)cp.alpha, strerror(-rc),
+                 cp.pick != ENG_PICK_EXACT ? ""
+                 : rc == -ENOTSUP         ? " (pick = exact runs on the CPU backend only)"
+                                          : " (pick = exact: phi too low to read every loaded gate and up row)");
         return false;
     }
     req->phi = cp.phi;
@@ -1184,7 +1187,9 @@ static int load_plan_params(sid_server *srv, eng_load_plan_params *pp, eng_profi
     p->phi = cfg->phi;
     p->alpha = cfg->alpha;
     p->rank = cfg->rank == SID_RANK_SIGNED ? ENG_RANK_SIGNED : ENG_RANK_ABS;
-    p->pick = cfg->pick == SID_PICK_TOKEN ? ENG_PICK_TOKEN : ENG_PICK_REQUEST;
+    p->pick = cfg->pick == SID_PICK_EXACT   ? ENG_PICK_EXACT
+              : cfg->pick == SID_PICK_TOKEN ? ENG_PICK_TOKEN
+                                            : ENG_PICK_REQUEST;
     p->copy_dynamic = cfg->copy_dynamic != 0;
     plan_params_of(p, prof, pp);
     *ret_prof = prof;
@@ -1247,7 +1252,7 @@ static int load_model(sid_server *srv)
     plan_snapshot(srv);
     char why[256];
     if (check_phi(srv->wplan.mode, srv->wplan.gamma, srv->wplan.delta, srv->wplan.phi,
-                  srv->wplan.pick == ENG_PICK_TOKEN, why, sizeof(why)) < 0) {
+                  srv->wplan.pick != ENG_PICK_REQUEST, why, sizeof(why)) < 0) {
         snprintf(srv->load_error, sizeof(srv->load_error), "phi = %g does not fit the plan: %s",
                  (double)srv->wplan.phi, why);
         eng_model_free(srv->model);

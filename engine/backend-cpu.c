@@ -34,6 +34,7 @@
 #include "backend.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -304,6 +305,9 @@ typedef struct kernels {
                      const float *v, long hd);
     /* Decode FFN over slots [j0, j1): acc += a_j * down[s_j]; act[j] = a_j. */
     void (*ffn_fused)(const ffn_args *a, long j0, long j1, float *acc);
+    /* Its down half alone, the activations given: acc += av[j] * down[s_j]
+     * over [j0, j1), in ffn_fused's order (ffn_top). */
+    void (*ffn_axpy)(const ffn_args *a, const float *av, long j0, long j1, float *acc);
     /* y[t][c0..c0+nc) = sum_j A[t][j] * down[s_j][c0..), t < nt; scratch is
      * SCRATCH_FLOATS floats of the calling thread's. */
     void (*ffn_down)(const ffn_args *a, const float *A, long lda, float *y, long ldy, int nt,
@@ -715,6 +719,20 @@ static void s_ffn_fused(const ffn_args *a, long j0, long j1, float *acc)
     }
 }
 
+static void s_ffn_axpy(const ffn_args *a, const float *av, long j0, long j1, float *acc)
+{
+    const eng_ffn_weights *w = a->w;
+    const long E = w->n_embd;
+    const eng_dtype dd = eng_ffn_down_dtype(w->dtype);
+    const size_t rb = eng_ffn_row_bytes(w->dtype, E), rd = eng_ffn_down_bytes(w->dtype, E);
+    for (long j = j0; j < j1; j++) {
+        const char *g, *d;
+        if (slot_rows(a, j, rb, rd, &g, &d))
+            for (long k = 0; k < E; k++)
+                acc[k] += av[j] * wval_dt(d, k, dd);
+    }
+}
+
 static void s_ffn_down(const ffn_args *a, const float *A, long lda, float *y, long ldy, int nt,
                        long c0, long nc, float *scratch)
 {
@@ -934,6 +952,7 @@ static const kernels kern_scalar = {
     .dot4x3 = s_dot4x3,
     .dot4x3_h = s_dot4x3_h,
     .ffn_fused = s_ffn_fused,
+    .ffn_axpy = s_ffn_axpy,
     .ffn_down = s_ffn_down,
     .dot2_q4q8 = s_dot2_q4q8,
     .scores4_h = s_scores4_h,
@@ -1020,6 +1039,34 @@ static const kernels kern_scalar = {
     }                                                                                        \
     if ((j1 - j0) & 1)                                                                       \
         ffn_one_slot_##DOT4(a, j1 - 1, acc, rs, rd);
+
+/* ffn_axpy's walk: FFN_FUSED_BODY's pairs and prefetch of the down rows,
+ * the activations given; a slot out of range adds nothing. */
+#define FFN_AXPY_BODY(AXPY2, rd)                                                             \
+    const long E = a->w->n_embd;                                                             \
+    const size_t rs = eng_ffn_row_bytes(a->w->dtype, E);                                     \
+    const long h = (j1 - j0) / 2;                                                            \
+    for (long i = 0; i < h; i++) {                                                           \
+        const long ja = j0 + i, jb = j0 + h + i;                                             \
+        const char *g, *da = NULL, *db = NULL, *pd0 = NULL, *pd1 = NULL;                     \
+        const bool oka = slot_rows(a, ja, rs, rd, &g, &da);                                  \
+        const bool okb = slot_rows(a, jb, rs, rd, &g, &db);                                  \
+        if (!oka || !okb) {                                                                  \
+            if (oka)                                                                         \
+                AXPY2(acc, av[ja], da, 0.0f, da, E, NULL, NULL);                             \
+            if (okb)                                                                         \
+                AXPY2(acc, av[jb], db, 0.0f, db, E, NULL, NULL);                             \
+            continue;                                                                        \
+        }                                                                                    \
+        if (!(FFN_PF_SLOTS && i + FFN_PF_SLOTS < h &&                                        \
+              slot_rows(a, ja + FFN_PF_SLOTS, rs, rd, &g, &pd0) &&                           \
+              slot_rows(a, jb + FFN_PF_SLOTS, rs, rd, &g, &pd1)))                            \
+            pd0 = pd1 = NULL;                                                                \
+        AXPY2(acc, av[ja], da, av[jb], db, E, pd0, pd1);                                     \
+    }                                                                                        \
+    const char *g, *d;                                                                       \
+    if (((j1 - j0) & 1) && slot_rows(a, j1 - 1, rs, rd, &g, &d))                             \
+        AXPY2(acc, av[j1 - 1], d, 0.0f, d, E, NULL, NULL);
 
 /* One slot on its own (a partner out of range): its rows as both pairs. */
 #define FFN_ONE_SLOT(DOT4, AXPY2, ATTR, X)                                                   \
@@ -2014,6 +2061,25 @@ TGT static void v_ffn_fused(const ffn_args *a, long j0, long j1, float *acc)
     }
 }
 
+TGT static void v_ffn_axpy(const ffn_args *a, const float *av, long j0, long j1, float *acc)
+{
+    const size_t rd = eng_ffn_down_bytes(a->w->dtype, a->w->n_embd);
+    switch (eng_ffn_down_dtype(a->w->dtype)) {
+    case ENG_DTYPE_Q8_0: {
+        FFN_AXPY_BODY(axpy2_q8, rd)
+        break;
+    }
+    case ENG_DTYPE_F16: {
+        FFN_AXPY_BODY(axpy2_f16, rd)
+        break;
+    }
+    default: {
+        FFN_AXPY_BODY(axpy2_f32, rd)
+        break;
+    }
+    }
+}
+
 /* Outer-product block over packed f32 down rows P [nj][ldp]: NT tokens x
  * (8 * NV) columns, accumulators in registers over the nj slots, added to
  * y unless first. */
@@ -2567,6 +2633,7 @@ static const kernels kern_avx2 = {
     .name = "avx2",
     AVX2_OPS,
     .ffn_fused = v_ffn_fused,
+    .ffn_axpy = v_ffn_axpy,
     .gemv_q8 = v_gemv_q8,
     .gemv_q4k = s_gemv_q4k, /* decode takes gemv_q4k_x16 */
     .gemv_q6k = s_gemv_q6k, /* and gemv_q6k_x16 */
@@ -3271,6 +3338,17 @@ TGT512 static void v512_ffn_fused(const ffn_args *a, long j0, long j1, float *ac
     }
 }
 
+TGT512 static void v512_ffn_axpy(const ffn_args *a, const float *av, long j0, long j1,
+                                 float *acc)
+{
+    if (eng_ffn_down_dtype(a->w->dtype) == ENG_DTYPE_Q8_0) {
+        const size_t rd = eng_ffn_down_bytes(a->w->dtype, a->w->n_embd);
+        FFN_AXPY_BODY(axpy2_q8_512, rd)
+    } else {
+        v_ffn_axpy(a, av, j0, j1, acc);
+    }
+}
+
 static const kernels kern_avx512 = {
     .name = "avx512vnni",
     AVX2_OPS,
@@ -3302,6 +3380,7 @@ static const kernels kern_avx512 = {
     .exp4 = v512_exp4,
     .ffn_down = v512_ffn_down,
     .ffn_fused = v512_ffn_fused,
+    .ffn_axpy = v512_ffn_axpy,
 };
 #endif /* HAVE_X86 */
 
@@ -3877,6 +3956,25 @@ static void n_ffn_fused(const ffn_args *a, long j0, long j1, float *acc)
     }
 }
 
+static void n_ffn_axpy(const ffn_args *a, const float *av, long j0, long j1, float *acc)
+{
+    const size_t rd = eng_ffn_down_bytes(a->w->dtype, a->w->n_embd);
+    switch (eng_ffn_down_dtype(a->w->dtype)) {
+    case ENG_DTYPE_Q8_0: {
+        FFN_AXPY_BODY(n_axpy2_q8, rd)
+        break;
+    }
+    case ENG_DTYPE_F16: {
+        FFN_AXPY_BODY(n_axpy2_f16, rd)
+        break;
+    }
+    default: {
+        FFN_AXPY_BODY(n_axpy2_f32, rd)
+        break;
+    }
+    }
+}
+
 /* Outer-product block over packed f32 down rows P [nj][ldp]: NT tokens x
  * (4 * NV) columns in registers over the nj slots (at most 24 of the 32
  * vector registers), added to y unless first; as down_block. */
@@ -4366,6 +4464,7 @@ static const kernels kern_neon = {
     .dot4x3 = n_dot4x3,
     .dot4x3_h = n_dot4x3_h,
     .ffn_fused = n_ffn_fused,
+    .ffn_axpy = n_ffn_axpy,
     .ffn_down = n_ffn_down,
     .dot2_q4q8 = n_dot2_q4q8,
     .scores4_h = n_scores4_h,
@@ -4399,10 +4498,10 @@ typedef struct cpu_ctx {
         float base;
         float factors[ROPE_CHUNK], cs[ROPE_CHUNK], sn[ROPE_CHUNK];
     } rope;
-    /* ffn_pick's bound for each layer (by its sketch): the last token's
-     * k-th best score, scaled down (pick_run) */
+    /* ffn_pick's and ffn_top's bound for each layer (pick_hint_of): the
+     * last token's k-th best score, scaled down (pick_run) */
     struct {
-        const void *sketch;
+        const void *key;
         float bound;
     } pick_hint[PICK_HINTS];
 } cpu_ctx;
@@ -5691,13 +5790,31 @@ static void op_ffn_runs(eng_backend *be, const eng_ffn_weights *a, int n_a,
 typedef struct pick_run {
     cpu_ctx *c;
     const eng_ffn_weights *w;
-    q8_row x;       /* one token */
+    q8_row x;       /* one token (ffn_pick) */
+    const float *gu; /* [2 n_slots]: each slot's g and u (ffn_top) */
+    float *act;     /* [n_slots]: each slot's activation (ffn_top) */
     float *score;   /* [n_slots] */
     float bound;    /* listed: slots scoring at least this (INFINITY: none) */
     int32_t *cand;  /* [n_slots]: a thread's listed slots from the start of its range */
-    int *n_cand;    /* [threads]: how many each listed */
+    int *list;      /* [threads][2]: where each thread's range starts, how many it listed */
     int nth;        /* the threads that scored (set by thread 0) */
 } pick_run;
+
+/* Lists slot s of a scoring thread's range (from b) when it scores at
+ * least the bound; branch-free: an entry not listed is overwritten. */
+static inline void pick_list(pick_run *r, long b, long s, float sc, int *m)
+{
+    r->cand[b + *m] = (int32_t)s;
+    *m += sc >= r->bound;
+}
+
+static inline void pick_listed(pick_run *r, int ith, int nth, long b, int m)
+{
+    r->list[2 * ith] = (int)b;
+    r->list[2 * ith + 1] = m;
+    if (ith == 0)
+        r->nth = nth;
+}
 
 /* x [n] (a multiple of 32) in 8 bits per block of 32, absmax scaled:
  * codes rint(x * 127 / amax), as the device's k_q8_round. */
@@ -5754,7 +5871,6 @@ static void pick_score_task(void *p, int ith, int nth)
     const uint8_t *sk = r->w->sketch;
     /* one stream per thread, but the prefetcher alone left the cold scores
      * at two thirds of the read bandwidth */
-    int32_t *cand = r->cand + b;
     int m = 0;
     for (long s = b; s < e; s++) {
         float gu[2];
@@ -5764,42 +5880,38 @@ static void pick_score_task(void *p, int ith, int nth)
         r->c->k->dot2_q4q8(sk + (size_t)s * sb, &r->x, nb, gu);
         const float sc = fabsf(gate_act(gu[0], r->w->act) * gu[1]);
         r->score[s] = sc;
-        cand[m] = (int32_t)s; /* branch-free: listed or overwritten */
-        m += sc >= r->bound;
+        pick_list(r, b, s, sc, &m);
     }
-    r->n_cand[ith] = m;
-    if (ith == 0)
-        r->nth = nth;
+    pick_listed(r, ith, nth, b, m);
 }
 
 /* The k best of r's scores into sel (eng__pick_top's choice), from the
  * scoring threads' lists when they hold at least k slots; the layer's
  * next bound kept. */
-static void pick_select(pick_run *r, int k, void *tmp, int32_t *sel, int hint)
+static void pick_select(pick_run *r, int k, void *tmp, int32_t *sel, int hint, const void *key)
 {
     const long n = r->w->n_slots;
     long m = 0;
     for (int i = 0; i < r->nth; i++) {
-        long b, e;
-        eng_split(n, i, r->nth, &b, &e);
-        memmove(r->cand + m, r->cand + b, (size_t)r->n_cand[i] * sizeof(int32_t));
-        m += r->n_cand[i];
+        memmove(r->cand + m, r->cand + r->list[2 * i], (size_t)r->list[2 * i + 1] * sizeof(int32_t));
+        m += r->list[2 * i + 1];
     }
     const float thr = m >= k ? eng__pick_top_of(r->score, r->cand, (int)m, k, tmp, sel)
                              : eng__pick_top(r->score, (int)n, k, tmp, sel);
-    r->c->pick_hint[hint].sketch = r->w->sketch;
+    r->c->pick_hint[hint].key = key;
     r->c->pick_hint[hint].bound = thr * PICK_HINT; /* NaN: nothing listed next time */
 }
 
-/* The layer's entry in pick_hint: its own, else a free one, among a few
- * from the top bits of a multiplicative hash of its sketch's address (the
- * low bits of layers' addresses repeat); all taken, the first. */
-static int pick_hint_of(cpu_ctx *c, const void *sketch)
+/* The layer's entry in pick_hint (key: its sketch for ffn_pick, its
+ * gate and up rows for ffn_top): its own, else a free one, among a few
+ * from the top bits of a multiplicative hash of the key (the low bits of
+ * layers' addresses repeat); all taken, the first. */
+static int pick_hint_of(cpu_ctx *c, const void *key)
 {
-    const int h = (int)(((uint64_t)(uintptr_t)sketch * 0x9e3779b97f4a7c15ull) >> 57);
+    const int h = (int)(((uint64_t)(uintptr_t)key * 0x9e3779b97f4a7c15ull) >> 57);
     for (int i = 0; i < 8; i++) {
         const int j = (h + i) % PICK_HINTS;
-        if (c->pick_hint[j].sketch == sketch || !c->pick_hint[j].sketch)
+        if (c->pick_hint[j].key == key || !c->pick_hint[j].key)
             return j;
     }
     return h;
@@ -5822,7 +5934,7 @@ static void op_ffn_pick(eng_backend *be, const eng_ffn_weights *w, int k, const 
      * slots) or without a sketch: every slot. */
     const long nb = E / 32, ng = (nb + 3) / 4, gf = (long)(sizeof(q8_group) / sizeof(float));
     if (k >= n || !w->sketch || E % 32 || E > SCRATCH_FLOATS ||
-        ng * gf + 5 * n + E / 4 + 2 * nb + c->n_threads > ABUF_FLOATS / 2) {
+        ng * gf + 5 * n + E / 4 + 2 * nb + 2 * c->n_threads > ABUF_FLOATS / 2) {
         op_ffn(be, w, NULL, (int)n, x, y, n_tokens, NULL);
         return;
     }
@@ -5834,23 +5946,120 @@ static void op_ffn_pick(eng_backend *be, const eng_ffn_weights *w, int k, const 
     float *xd = score + 4 * n + E / 4;
     int32_t *xs = (int32_t *)(xd + nb);
     int32_t *cand = xs + nb;
-    int *n_cand = (int *)(cand + n);
+    int *list = (int *)(cand + n);
     const int hint = pick_hint_of(c, w->sketch);
     for (int t = 0; t < n_tokens; t++) {
         q8_round(x + (size_t)t * E, E, xq, xd, xs);
         if (c->k->q8_groups)
             q8_regroup(xq, xd, xs, nb, xg);
-        const bool hinted = c->pick_hint[hint].sketch == w->sketch;
+        const bool hinted = c->pick_hint[hint].key == w->sketch;
         pick_run r = { .c = c,
                        .w = w,
                        .x = { xq, xd, xs, c->k->q8_groups ? xg : NULL },
                        .score = score,
                        .bound = hinted ? c->pick_hint[hint].bound : INFINITY,
                        .cand = cand,
-                       .n_cand = n_cand };
+                       .list = list };
         run(c, pick_score_task, &r, n * E >= 16384);
-        pick_select(&r, k, tmp, sel, hint);
+        pick_select(&r, k, tmp, sel, hint, w->sketch);
         op_ffn(be, w, sel, k, x + (size_t)t * E, y + (size_t)t * E, 1, NULL);
+    }
+}
+
+/* ---- ffn_top (ENG_PICK_EXACT) ------------------------------------------- */
+
+/* Each slot's activation from its g and u (the gate and up rows' GEMV),
+ * 16 at a time where the kernels have it; |a| scored and listed as
+ * pick_score_task does. */
+static void top_act_task(void *p, int ith, int nth)
+{
+    pick_run *r = p;
+    const long n = r->w->n_slots;
+    long b, e;
+    eng_split((n + 15) / 16, ith, nth, &b, &e);
+    b *= 16;
+    e = e * 16 < n ? e * 16 : n;
+    long s = b;
+    if (r->c->k->act_mul16)
+        for (; s + 16 <= e; s += 16)
+            r->c->k->act_mul16(r->gu + 2 * s, r->act + s, r->w->act);
+    for (; s < e; s++)
+        r->act[s] = gate_act(r->gu[2 * s], r->w->act) * r->gu[2 * s + 1];
+    int m = 0;
+    for (s = b; s < e; s++) {
+        const float sc = fabsf(r->act[s]);
+        r->score[s] = sc;
+        pick_list(r, b, s, sc, &m);
+    }
+    pick_listed(r, ith, nth, b, m);
+}
+
+/* ffn_fused_task's split and sums for the down rows alone (r->A: the
+ * activations of r's selection) */
+static void ffn_axpy_task(void *p, int ith, int nth)
+{
+    ffn_run *r = p;
+    long b, e;
+    eng_split((r->a.n_sel + 1) / 2, ith, nth, &b, &e);
+    b *= 2;
+    e = e * 2 < r->a.n_sel ? e * 2 : r->a.n_sel;
+    float *acc = ith == 0 ? r->a.y : thread_scratch(r->c, ith);
+    memset(acc, 0, (size_t)r->a.w->n_embd * sizeof(float));
+    r->c->k->ffn_axpy(&r->a, r->A, b, e, acc);
+}
+
+/* Decode's FFN over the slots of a token's k largest |a|: the gate and
+ * up rows as one matrix of 2 n_slots rows (slot s's gate row is row 2 s,
+ * its up row 2 s + 1), so their GEMV is the matmul's (one stream, its
+ * kernels); the k best as ffn_pick chooses them; then the down rows of
+ * those k alone, with the activations already known (ffn()'s decode walk
+ * without its dot products). */
+static void op_ffn_top(eng_backend *be, const eng_ffn_weights *w, int k, const float *x,
+                       float *y, int n_tokens)
+{
+    cpu_ctx *c = ctx_of(be);
+    if (!w || !x || !y || n_tokens <= 0 || w->n_embd <= 0 || w->n_slots < 0 ||
+        !ffn_shape_ok(w))
+        return;
+    const long E = w->n_embd, n = w->n_slots;
+    if (k <= 0) {
+        memset(y, 0, (size_t)n_tokens * E * sizeof(float));
+        return;
+    }
+    /* g and u, the activations, scores, the select's scratch, the pick
+     * and its activations in the lower half of abuf (the GEMV's x16_ready
+     * and sums use the upper); beyond it, or k >= n: every slot */
+    if (k >= n || n > INT_MAX / 2 || 10 * n + 2 * c->n_threads > ABUF_FLOATS / 2) {
+        op_ffn(be, w, NULL, (int)n, x, y, n_tokens, NULL);
+        return;
+    }
+    float *gu = c->abuf, *act = gu + 2 * n, *score = act + n, *tmp = score + n; /* tmp: 2 n */
+    int32_t *sel = (int32_t *)(tmp + 2 * n), *cand = sel + n;
+    float *a_sel = (float *)(cand + n);
+    int *list = (int *)(a_sel + n);
+    const eng_weight gw = { w->dtype, (int)(2 * n), (int)E, w->gate_up };
+    const int hint = pick_hint_of(c, w->gate_up);
+    for (int t = 0; t < n_tokens; t++) {
+        const float *xt = x + (size_t)t * E;
+        op_matmul(be, &gw, NULL, xt, gu, 1);
+        const bool hinted = c->pick_hint[hint].key == w->gate_up;
+        pick_run r = { .c = c,
+                       .w = w,
+                       .gu = gu,
+                       .act = act,
+                       .score = score,
+                       .bound = hinted ? c->pick_hint[hint].bound : INFINITY,
+                       .cand = cand,
+                       .list = list };
+        run(c, top_act_task, &r, n >= 4096);
+        pick_select(&r, k, tmp, sel, hint, w->gate_up);
+        for (int i = 0; i < k; i++)
+            a_sel[i] = act[sel[i]];
+        ffn_run d = { .a = { w, sel, k, xt, y + (size_t)t * E, NULL, 1, NULL }, .c = c, .A = a_sel };
+        const bool par = (long)k * E >= 16384;
+        run(c, ffn_axpy_task, &d, par);
+        for (int i = 1; par && i < c->n_threads; i++)
+            c->k->add(d.a.y, thread_scratch(c, i), E);
     }
 }
 
@@ -6124,6 +6333,7 @@ static const eng_backend_iface cpu_iface = {
     .attention_q8 = op_attention_q8,
     .topk_count = op_topk_count,
     .ffn_pick = op_ffn_pick,
+    .ffn_top = op_ffn_top,
     .build_sketch = op_build_sketch,
     .ffn_runs = op_ffn_runs,
 };

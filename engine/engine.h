@@ -728,7 +728,20 @@ typedef enum eng_pick {
                            * reads what ENG_PICK_REQUEST's would. Needs a plan loaded
                            * with sketch and a backend with the ffn_pick op; no comp,
                            * and prefill casts no votes (alpha and rank are unused). */
+    ENG_PICK_EXACT,       /* at every token, by the neurons' own activations: each
+                           * sparsified layer computes every loaded neuron's
+                           * a = act(g . x) * (u . x) from its gate and up rows and adds
+                           * a * d for the k of largest |a| only. Reading all gate and up
+                           * rows counts against phi as ENG_PICK_TOKEN's sketch does; where
+                           * the rows are 4-bit (Q4_0, Q4_1: the sketch's size) that
+                           * buys an exact pick of more neurons than the sketch leaves,
+                           * without the sketch's memory. Needs a backend with the
+                           * ffn_top op (the CPU's); no comp, no votes. */
 } eng_pick;
+
+/* "request", "token", "exact"; parse: -EINVAL for any other name */
+const char *eng_pick_name(eng_pick pick);
+int eng_pick_parse(const char *name, eng_pick *ret_pick);
 
 typedef struct eng_compute_params {
     float phi;   /* <= 0 or >= gamma: compute every loaded neuron */
@@ -748,8 +761,9 @@ eng_compute_params eng_compute_params_default(void); /* everything loaded; copy_
 
 /* Sets how this session computes from its next reset on; -EINVAL when out
  * of range, -ENOTSUP for ENG_COMP_MEAN on a backend whose memory is not the
- * host's (a GPU: the bias is folded from W_down on the host); -EINVAL also
- * for ENG_PICK_TOKEN on a model loaded without a sketch. */
+ * host's (a GPU: the bias is folded from W_down on the host) and for
+ * ENG_PICK_EXACT on a backend without it; -EINVAL also for ENG_PICK_TOKEN
+ * on a model loaded without a sketch. */
 int eng_session_set_compute(eng_session *session, const eng_compute_params *params);
 
 /* Backend bytes the session holds for its copy of the dynamic neurons
@@ -757,7 +771,8 @@ int eng_session_set_compute(eng_session *session, const eng_compute_params *para
 size_t eng_session_copy_bytes(const eng_session *session);
 
 /* Share of the model's FFN neurons the last decode step computed (1.0 dense);
- * with ENG_PICK_TOKEN the sketch read counts as the neurons it weighs. */
+ * with ENG_PICK_TOKEN the sketch read counts as the neurons it weighs, with
+ * ENG_PICK_EXACT the gate and up rows read for all. */
 double eng_session_ffn_share(const eng_session *session);
 
 /* Profiling hook: while sums is not NULL, every eval adds sum_t |a_n(t)| of

@@ -5,6 +5,7 @@
  * can compare them.
  */
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -41,6 +42,25 @@ int eng_select_mode_parse(const char *name, eng_select_mode *ret)
         *ret = ENG_SELECT_RANDOM;
         return 0;
     }
+    return -EINVAL;
+}
+
+static const char *const pick_names[] = { "request", "token", "exact" };
+
+const char *eng_pick_name(eng_pick pick)
+{
+    if ((unsigned)pick >= sizeof(pick_names) / sizeof(pick_names[0]))
+        return "unknown";
+    return pick_names[pick];
+}
+
+int eng_pick_parse(const char *name, eng_pick *ret)
+{
+    for (size_t i = 0; i < sizeof(pick_names) / sizeof(pick_names[0]); i++)
+        if (!strcmp(name, pick_names[i])) {
+            *ret = (eng_pick)i;
+            return 0;
+        }
     return -EINVAL;
 }
 
@@ -490,17 +510,33 @@ static int comp_alloc(eng_session *s)
     return 0; /* partial allocations are freed with the session */
 }
 
+static int *layer_counts(const eng_model *m, float phi, bool per_token, int *n_compute);
+static long long exact_pick_k(const eng_model *m, int n_compute, const int *count);
+
 int eng_session_set_compute(eng_session *s, const eng_compute_params *c)
 {
     eng_compute_params p = c ? *c : eng_compute_params_default();
     if (!(p.phi >= 0.0f && p.phi <= 1.0f) || !(p.alpha > 0.0f && p.alpha <= 1.0f) ||
         (unsigned)p.rank > ENG_RANK_MASS || (unsigned)p.comp > ENG_COMP_MEAN ||
-        (unsigned)p.pick > ENG_PICK_TOKEN)
+        (unsigned)p.pick > ENG_PICK_EXACT)
         return -EINVAL;
     /* per token: a sketch to pick with; nothing is left out for good, so
      * there is nothing to compensate */
     if (p.pick == ENG_PICK_TOKEN && (!s->model->plan.sketch || p.comp != ENG_COMP_NONE))
         return -EINVAL;
+    if (p.pick == ENG_PICK_EXACT && p.comp != ENG_COMP_NONE)
+        return -EINVAL;
+    if (p.pick == ENG_PICK_EXACT && !s->model->be->iface->ffn_top)
+        return -ENOTSUP;
+    /* exact: reading every loaded gate and up row must leave a neuron */
+    if (p.pick == ENG_PICK_EXACT && p.phi > 0.0f && p.phi < s->model->plan.gamma) {
+        int n_compute;
+        int *count = layer_counts(s->model, p.phi, true, &n_compute);
+        const long long k = exact_pick_k(s->model, n_compute, count);
+        free(count);
+        if (k < 1)
+            return -EINVAL;
+    }
     /* phi below the static share cannot be honoured: static neurons are
      * always computed (per request; per token nothing is static) */
     if (p.pick == ENG_PICK_REQUEST && p.phi > 0.0f && p.phi < s->model->plan.delta - 1e-6f)
@@ -979,12 +1015,51 @@ static void dyn_copy(eng_session *s, int il, const int32_t *sel, int n)
     d->from = from;
 }
 
-/* A layer's sketch in neurons' worth of bytes, rounded up. */
-static int sketch_neurons(const eng_model *m, const eng_layer *L)
+/* ENG_PICK_TOKEN's k for a layer whose per-request pick would compute
+ * n_compute neurons, such that a step reads no more bytes: the sketch,
+ * read whole every token, comes off the budget in neurons (*cost, rounded
+ * up). At least 1. */
+static int sketch_pick_k(const eng_model *m, const eng_layer *L, int n_compute, int *cost)
 {
     const size_t bpn = eng_ffn_slot_bytes(L->ffn.dtype, L->ffn.n_embd);
     const size_t bytes = (size_t)L->ffn.n_slots * eng_sketch_slot_bytes(m->info.n_embd);
-    return (int)((bytes + bpn - 1) / bpn);
+    *cost = (int)((bytes + bpn - 1) / bpn);
+    const int k = n_compute - *cost;
+    return k < 1 ? 1 : k;
+}
+
+/* ENG_PICK_EXACT's k, the same for every sparsified layer: the bytes a
+ * per-request pick would read in them (n_compute neurons each, or count[]
+ * under a sensitivity spread), less every loaded slot's gate and up rows,
+ * in down rows (a picked neuron's activation is known: its down row is
+ * all it costs). Layer by layer, a spread that loads more slots than it
+ * computes would leave those layers nothing. <= 0: phi does not pay for
+ * the gate and up rows. */
+static long long exact_pick_k(const eng_model *m, int n_compute, const int *count)
+{
+    long long budget = 0, down = 0;
+    for (int il = 0; il < m->info.n_layer; il++) {
+        const eng_layer *L = &m->layers[il];
+        if (!L->sparse)
+            continue;
+        const eng_dtype dt = L->ffn.dtype;
+        const long E = L->ffn.n_embd;
+        budget += (long long)(count ? count[il] : n_compute) * (long long)eng_ffn_slot_bytes(dt, E) -
+                  (long long)L->ffn.n_slots * 2 * (long long)eng_ffn_row_bytes(dt, E);
+        down += (long long)eng_ffn_down_bytes(dt, E);
+    }
+    return down > 0 ? budget / down : 0;
+}
+
+/* The neurons each layer computes per request at phi (NULL: n_compute =
+ * lround(phi n_ff) in every layer), malloc'd, per_token as the pick. */
+static int *layer_counts(const eng_model *m, float phi, bool per_token, int *n_compute)
+{
+    *n_compute = (int)lround(phi * m->info.n_ff);
+    int *count = NULL;
+    if (m->layer_sens && (count = malloc((size_t)m->info.n_layer * sizeof(int))))
+        compute_counts(m, (long)m->info.n_layer * *n_compute, per_token, count);
+    return count;
 }
 
 int eng__select_end_eval(eng_session *s)
@@ -998,25 +1073,38 @@ int eng__select_end_eval(eng_session *s)
     if (s->compute.pick == ENG_PICK_REQUEST)
         votes_begin(s); /* a context that cast no vote selects from zeros */
     const int F = m->info.n_ff, NL = m->info.n_layer;
-    int n_compute = (int)lround(s->compute.phi * F);
+    int n_compute;
     uint64_t computed = 0;
-    int *count = NULL;
-    if (m->layer_sens && (count = malloc((size_t)NL * sizeof(int))))
-        compute_counts(m, (long)NL * n_compute, s->compute.pick == ENG_PICK_TOKEN, count);
+    int *count = layer_counts(m, s->compute.phi, s->compute.pick != ENG_PICK_REQUEST, &n_compute);
+    const long long k_exact =
+        s->compute.pick == ENG_PICK_EXACT ? exact_pick_k(m, n_compute, count) : 0;
     for (int il = 0; il < NL; il++) {
         const eng_layer *L = &m->layers[il];
         if (count)
             n_compute = count[il];
-        if (s->compute.pick == ENG_PICK_TOKEN && L->sparse && L->ffn.sketch) {
-            /* the sketch is read whole every token: its bytes, in neurons,
-             * come off the budget, so the step reads what a per-request
-             * pick of n_compute neurons would */
-            int cost = sketch_neurons(m, L);
-            int k = n_compute - cost;
-            k = k < 1 ? 1 : k;
+        if ((s->compute.pick == ENG_PICK_TOKEN && L->sparse && L->ffn.sketch) ||
+            (s->compute.pick == ENG_PICK_EXACT && L->sparse)) {
+            /* the sketch (or every gate and up row) is read whole every
+             * token: its bytes, in neurons, come off the budget, so the
+             * step reads what a per-request pick of n_compute neurons
+             * would */
+            int cost = 0, k;
+            if (s->compute.pick == ENG_PICK_EXACT)
+                k = k_exact < 1 ? 1 : k_exact > INT_MAX ? INT_MAX : (int)k_exact;
+            else
+                k = sketch_pick_k(m, L, n_compute, &cost);
             s->ffn_sel[il] = NULL;
             if (k >= L->ffn.n_slots) {
                 computed += L->ffn.n_slots;
+            } else if (s->compute.pick == ENG_PICK_EXACT) {
+                s->pick_k[il] = k;
+                s->partial = true;
+                /* every gate and up row, and k down rows, in neurons */
+                const eng_dtype dt = L->ffn.dtype;
+                const long E = L->ffn.n_embd;
+                computed += ((uint64_t)L->ffn.n_slots * 2 * eng_ffn_row_bytes(dt, E) +
+                             (uint64_t)k * eng_ffn_down_bytes(dt, E)) /
+                            eng_ffn_slot_bytes(dt, E);
             } else {
                 s->pick_k[il] = k;
                 s->partial = true;

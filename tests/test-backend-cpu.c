@@ -1356,8 +1356,95 @@ static void test_ffn_pick_random(eng_backend *be, eng_dtype dt)
     }
 }
 
+/* ffn_top (ENG_PICK_EXACT): each token's FFN over the k slots of largest
+ * |a| of its own activations. Against the activations in double from the
+ * weights (k where the k-th and the next differ by 2 %, far more than x's
+ * rounding moves them), y within 1e-3 of the largest sum of |a_j d_j| of
+ * ffn() over those slots: a slot swapped for the next moves y by a whole
+ * term. The tokens come as for ffn_pick (the same again, half, twice,
+ * new), so the op's select runs both ways; k >= n_slots is ffn() over
+ * all, bit for bit; k 0 gives 0. */
+static void test_ffn_top_e(eng_backend *be, eng_dtype dt, const int E)
+{
+    enum { S = 300 };
+    void *gu = make_weights(dt, (long)S * 2 * E);
+    void *dn = make_weights(eng_ffn_down_dtype(dt), (long)S * E);
+    double *gd = to_double(dt, gu, (long)S * 2 * E);
+    double *dd = to_double(eng_ffn_down_dtype(dt), dn, (long)S * E);
+    eng_ffn_weights w = { dt, E, S, gu, dn, NULL, g_act };
+    float *x = malloc(sizeof(float) * E), *y = malloc(sizeof(float) * E);
+    float *want = malloc(sizeof(float) * E);
+    double *score = malloc(sizeof(double) * S), *a = malloc(sizeof(double) * S);
+    int *idx = malloc(sizeof(int) * S), *sel = malloc(sizeof(int) * S);
+    char *in = malloc(S);
+    for (int tok = 0; tok < 5; tok++) {
+        static const float scale[5] = { 0, 1.0f, 0.5f, 4.0f, 0 };
+        for (int i = 0; i < E; i++)
+            x[i] = scale[tok] > 0 ? x[i] * scale[tok] : frand(-1, 1);
+        for (int s = 0; s < S; s++) {
+            double g = 0, u = 0;
+            for (int i = 0; i < E; i++) {
+                g += gd[(2L * s) * E + i] * x[i];
+                u += gd[(2L * s + 1) * E + i] * x[i];
+            }
+            a[s] = act_ref(g) * u;
+            score[s] = fabs(a[s]);
+            idx[s] = s;
+        }
+        sort_score = score;
+        qsort(idx, S, sizeof(int), cmp_idx_desc);
+        int k = S / 3;
+        while (k < S - 1 && score[idx[k - 1]] - score[idx[k]] < 2e-2 * score[idx[k - 1]])
+            k++;
+        CHECK(k < S - 1, "ffn_top: no gap in the activations (E %d)", E);
+        memset(in, 0, S);
+        for (int i = 0; i < k; i++)
+            in[idx[i]] = 1;
+        int m = 0;
+        for (int s = 0; s < S; s++)
+            if (in[s])
+                sel[m++] = s;
+        be->iface->ffn_top(be, &w, k, x, y, 1);
+        be->iface->ffn(be, &w, sel, k, x, want, 1, NULL);
+        double worst = 0, mag = 0;
+        for (int c = 0; c < E; c++) {
+            double sum = 0;
+            for (int i = 0; i < k; i++)
+                sum += fabs(a[sel[i]] * dd[(long)sel[i] * E + c]);
+            mag = sum > mag ? sum : mag;
+            worst = fabs(y[c] - want[c]) > worst ? fabs(y[c] - want[c]) : worst;
+        }
+        CHECK(worst <= 1e-3 * mag + 1e-6,
+              "ffn_top (%s, E %d, k %d, token %d): off by %g of %g: not the FFN of the k largest |a|",
+              dt_name(dt), E, k, tok, worst, mag);
+    }
+    be->iface->ffn_top(be, &w, S, x, y, 1);
+    be->iface->ffn(be, &w, NULL, S, x, want, 1, NULL);
+    CHECK(memcmp(y, want, sizeof(float) * E) == 0, "ffn_top k = n_slots is not ffn()");
+    for (int i = 0; i < E; i++)
+        y[i] = 1.0f;
+    be->iface->ffn_top(be, &w, 0, x, y, 1);
+    bool zero = true;
+    for (int i = 0; i < E; i++)
+        zero = zero && y[i] == 0.0f;
+    CHECK(zero, "ffn_top k 0: y not zero");
+    free(gu);
+    free(dn);
+    free(gd);
+    free(dd);
+    free(x);
+    free(y);
+    free(want);
+    free(score);
+    free(a);
+    free(idx);
+    free(sel);
+    free(in);
+}
+
 static void test_ffn_pick(eng_backend *be, eng_dtype dt)
 {
+    test_ffn_top_e(be, dt, eng_dtype_block(dt) == 256 ? 256 : 576);
     if (eng_dtype_block(dt) == 256) { /* the pick is the same for every type: its FFN on these rows */
         test_ffn_pick_e(be, dt, 256);
         return;

@@ -1889,6 +1889,53 @@ static void scenario_pick(void)
     rmdir(dir);
 }
 
+/* pick = exact: no sketch, every decode token computes every loaded
+ * neuron's activation and adds the down rows of its largest; the share
+ * counts all gate and up rows; a phi that cannot pay for them is refused
+ * with a message that says so */
+static void scenario_pick_exact(void)
+{
+    char prof[160], dir[64];
+    snprintf(dir, sizeof(dir), "/tmp/si-exact-XXXXXX");
+    REQUIRE(mkdtemp(dir));
+    snprintf(prof, sizeof(prof), "%s/p.siprof", dir);
+    REQUIRE(make_profile(prof));
+    const char *extra[] = {"--profile", prof, "--task", "qa", "--gamma", "0.7", "--delta", "0.3",
+                           "--phi", "0.5", "--pick", "exact", NULL};
+    daemon_start(extra);
+    Selectinfer__Response *st = status(D.sock);
+    REQUIRE(st && st->status->profile);
+    CHECK(st->status->profile->pick && strcmp(st->status->profile->pick, "exact") == 0);
+    si_response_free(st);
+    char env_sock[256], out[8192];
+    snprintf(env_sock, sizeof(env_sock), SI_SOCKET_ENV "=%s", D.sock);
+    const char *sargs[] = {"status", NULL};
+    CHECK(run_sictl(sargs, out, sizeof(out), env_sock) == 0);
+    CHECK(strstr(out, "picked per token (exact)"));
+
+    gen_result *r = calloc(1, sizeof(*r));
+    gen_task(r, NULL, 0, 6);
+    CHECK(is_done(r->end));
+    if (is_done(r->end))
+        CHECK(r->end->done->ffn_share > 0.47f && r->end->done->ffn_share <= 0.501f);
+    si_response_free(r->end);
+    /* the default model's Q4_1 gate and up rows of 0.7 of the neurons
+     * cost 0.38 of the FFN's bytes: phi 0.3 leaves nothing to pick */
+    gen_task(r, NULL, 0.3f, 4);
+    CHECK(error_code(r->end) == SELECTINFER__ERROR_CODE__INVALID_ARGUMENT);
+    CHECK(r->end && r->end->error && strstr(r->end->error->message, "pick = exact"));
+    si_response_free(r->end);
+    gen_task(r, NULL, 0.6f, 4);
+    CHECK(is_done(r->end));
+    if (is_done(r->end))
+        CHECK(r->end->done->ffn_share > 0.57f && r->end->done->ffn_share <= 0.601f);
+    si_response_free(r->end);
+    free(r);
+    daemon_stop();
+    remove(prof);
+    rmdir(dir);
+}
+
 static bool find_model(void)
 {
     const char *env = getenv("SI_MODEL");
@@ -2708,6 +2755,7 @@ int main(int argc, char **argv)
     else if (!strcmp(sc, "swap")) scenario_swap();
     else if (!strcmp(sc, "task-refuse")) scenario_task_refuse();
     else if (!strcmp(sc, "pick") && !fake) scenario_pick();
+    else if (!strcmp(sc, "pick-exact") && !fake) scenario_pick_exact();
     else {
         fprintf(stderr, "unknown scenario '%s'\n", sc);
         return 1;

@@ -40,6 +40,9 @@
  *   --pick token     with --phi: every decode token picks its own neurons by
  *                    the plan's 4-bit sketch (ENG_PICK_TOKEN; the plan keeps
  *                    one); the sketch's bytes count in ffn_share.
+ *   --pick exact     the same by every loaded neuron's own activation
+ *                    (ENG_PICK_EXACT: all gate and up rows read, the down
+ *                    rows of the picked; those bytes count in ffn_share).
  *   --sample         decode samples instead of greedy, as a chat client
  *                    would (temperature 0.8, top-k 40, top-p 0.95, repeat
  *                    penalty 1.1 over the last 64), as eng_generate does:
@@ -62,7 +65,7 @@
  *                 [--bw-mb 512] [--llama-bench PATH --llama-model GGUF] [--json]
  *                 [--backend cpu|cuda|auto] [--device N]
  *                 [--phi F [--profile FILE --task T [--gamma G] [--delta D] [--swap T]]
- *                 [--pick token]] [--sample | --sample-row] [--kv-type f16|q8_0]
+ *                 [--pick token|exact]] [--sample | --sample-row] [--kv-type f16|q8_0]
  */
 #include <errno.h>
 #include <math.h>
@@ -83,7 +86,7 @@ static void usage(FILE *f) {
                "                [--llama-bench PATH --llama-model GGUF] [--json]\n"
                "                [--backend cpu|cuda|auto] [--device N]\n"
                "                [--phi F [--profile FILE --task T [--gamma G] [--delta D] [--swap T]]\n"
-               "                [--pick token] [--no-copy]]\n"
+               "                [--pick token|exact] [--no-copy]]\n"
                "                [--sample | --sample-row] [--kv-type f16|q8_0]\n");
 }
 
@@ -312,7 +315,8 @@ int main(int argc, char **argv) {
     double swap_ms = 0;
     unsigned long long swap_in = 0; /* neurons the swap loaded */
     const char *profile_path = NULL, *task = NULL;
-    bool pick_token = false, sample = false, sample_row = false, copy_dynamic = true;
+    eng_pick pick = ENG_PICK_REQUEST;
+    bool sample = false, sample_row = false, copy_dynamic = true;
     eng_kv_type kv_type = ENG_KV_F16;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -361,11 +365,10 @@ int main(int argc, char **argv) {
             task = argv[++i];
         else if (!strcmp(a, "--pick") && has) {
             const char *v = argv[++i];
-            if (strcmp(v, "token") && strcmp(v, "request")) {
-                fprintf(stderr, "--pick takes request or token, not '%s'\n", v);
+            if (eng_pick_parse(v, &pick) < 0) {
+                fprintf(stderr, "--pick takes request, token or exact, not '%s'\n", v);
                 return 2;
             }
-            pick_token = !strcmp(v, "token");
         }
         else if (!strcmp(a, "--sample"))
             sample = true;
@@ -389,7 +392,7 @@ int main(int argc, char **argv) {
     }
     if (n_prompt < 1 || n_prompt > 16384 || n_gen < 1 || n_gen > 16384 || reps < 1 || reps > 100 ||
         bw_mb < 16 || bw_mb > 65536 || n_threads > 256 || (llama_bench && !llama_model) ||
-        !(phi >= 0 && phi <= 1) || (!profile_path != !task) || (profile_path && phi <= 0) || (pick_token && phi <= 0) ||
+        !(phi >= 0 && phi <= 1) || (!profile_path != !task) || (profile_path && phi <= 0) || (pick != ENG_PICK_REQUEST && phi <= 0) ||
         (swap_task && !profile_path)) {
         usage(stderr);
         return 2;
@@ -426,7 +429,7 @@ int main(int argc, char **argv) {
         } else {
             pp.mode = ENG_SELECT_COREINFER;
         }
-        pp.sketch = pick_token;
+        pp.sketch = pick == ENG_PICK_TOKEN; /* what per-token picking reads */
         mp.plan = &pp;
     }
     uint64_t t0 = eng_time_ns();
@@ -469,7 +472,7 @@ int main(int argc, char **argv) {
     if (phi > 0) {
         eng_compute_params cp = eng_compute_params_default();
         cp.phi = phi;
-        cp.pick = pick_token ? ENG_PICK_TOKEN : ENG_PICK_REQUEST;
+        cp.pick = pick;
         cp.copy_dynamic = copy_dynamic;
         if ((rc = eng_session_set_compute(s, &cp)) < 0) {
             fprintf(stderr, "phi %.3f rejected: %s\n", phi, strerror(-rc));
@@ -610,7 +613,7 @@ int main(int argc, char **argv) {
                kv_bytes);
         printf(" \"plan\": \"%s\", \"phi\": %.3f, \"pick\": \"%s\", \"ffn_share\": %.4f, "
                "\"copy_bytes\": %zu, \"decode\": \"%s\", \"sample_from\": \"%s\",\n",
-               eng_select_mode_name(pp.mode), phi, pick_token ? "token" : "request", ffn_share,
+               eng_select_mode_name(pp.mode), phi, eng_pick_name(pick), ffn_share,
                copy_bytes, sample ? "sampled" : "greedy", sample_from);
         if (swap_task)
             printf(" \"swap_task\": \"%s\", \"swap_ms\": %.3f, \"swap_neurons_in\": %llu,\n",
@@ -649,7 +652,8 @@ int main(int argc, char **argv) {
                (double)kv_bytes / (1 << 20));
         if (phi > 0)
             printf("selective        %s plan, phi %.2f, pick per %s: decode computes %.1f %% of FFN neurons\n",
-                   eng_select_mode_name(pp.mode), phi, pick_token ? "token" : "request",
+                   eng_select_mode_name(pp.mode), phi,
+                   pick == ENG_PICK_EXACT ? "token (exact)" : pick == ENG_PICK_TOKEN ? "token" : "request",
                    100.0 * ffn_share);
         if (copy_bytes)
             printf("dynamic copy     %.1f MiB (the session's contiguous copy of its dynamic neurons)\n",

@@ -28,8 +28,9 @@
  *
  * A configuration is MODE[,key=value...]: MODE one of dense, load-only,
  * random-load, coreinfer, selectinfer; keys gamma, delta, phi, alpha,
- * rank (abs|signed), dense_first (df), dense_last (dl), pick (request|token:
- * per token by a sketch the plan then keeps), copy (yes|no: the session's
+ * rank (abs|signed), dense_first (df), dense_last (dl), pick (request|token|
+ * exact: per token by a sketch the plan then keeps, or by every loaded
+ * neuron's own activation), copy (yes|no: the session's
  * contiguous copy of its dynamic neurons, in rss_session), kv (f16|q8_0: the
  * session's KV cache; the dense reference keeps f16), task (the profile task for
  * base neurons; default: the prompt set's), seed, budget_mb, name.
@@ -249,8 +250,10 @@ static int parse_config(const char *spec, config *c, char *why, size_t cap)
                 c->pick = ENG_PICK_REQUEST;
             else if (!strcmp(v, "token"))
                 c->pick = ENG_PICK_TOKEN;
+            else if (!strcmp(v, "exact"))
+                c->pick = ENG_PICK_EXACT;
             else {
-                snprintf(why, cap, "pick must be request or token");
+                snprintf(why, cap, "pick must be request, token or exact");
                 return -EINVAL;
             }
         } else if (!strcmp(k, "kv")) {
@@ -315,7 +318,7 @@ static int parse_config(const char *spec, config *c, char *why, size_t cap)
                  c->layer_budget == ENG_BUDGET_MASS ? " mass" :
                  c->layer_budget == ENG_BUDGET_SENS ? " sens" : "",
                  c->comp == ENG_COMP_MEAN ? " comp" : "",
-                 c->pick == ENG_PICK_TOKEN ? " pick" : "",
+                 c->pick == ENG_PICK_TOKEN ? " pick" : c->pick == ENG_PICK_EXACT ? " exact" : "",
                  c->copy_dynamic ? "" : " nocopy", c->kv == ENG_KV_Q8_0 ? " kvq8" : "",
                  c->dense_first, c->dense_last, extra);
     }
@@ -841,7 +844,7 @@ static void put_field(FILE *f, bool json, size_t i, const row *rw, const row *de
     case 38: v = ratio((double)rw->mem.rss_model, (double)rw->mem.bytes_weights); break;
     case 39: v = (double)rw->mem.rss_session; break;
     case 40: v = (double)rw->mem.rss_total; break;
-    case 41: s = c->pick == ENG_PICK_TOKEN ? "token" : "request"; break;
+    case 41: s = eng_pick_name(c->pick); break;
     case 42: v = x->ratio_lo; break;
     case 43: v = x->ratio_hi; break;
     case 44: v = x->ratio2_lo; break;
@@ -961,7 +964,7 @@ static void usage(FILE *f)
             "      --split S          heldout (default), profile or all\n"
             "      --limit N          at most N prompts per task\n"
             "  -c, --config SPEC      MODE[,gamma=,delta=,phi=,alpha=,rank=abs|signed,comp=none|mean,df=,dl=,\n"
-            "                         lb=uniform|mass|sens,sens=FILE,pick=request|token,copy=yes|no,\n"
+            "                         lb=uniform|mass|sens,sens=FILE,pick=request|token|exact,copy=yes|no,\n"
             "                         kv=f16|q8_0,\n"
             "                         task=,seed=,budget_mb=,name=]\n"
             "                         (repeatable)\n"
