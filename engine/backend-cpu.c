@@ -1068,6 +1068,25 @@ static const kernels kern_scalar = {
     if (((j1 - j0) & 1) && slot_rows(a, j1 - 1, rs, rd, &g, &d))                             \
         AXPY2(acc, av[j1 - 1], d, 0.0f, d, E, NULL, NULL);
 
+/* A set's ffn_axpy body: FFN_AXPY_BODY with its AXPY2 for the down rows'
+ * type (Q8_0 under 4- and 5-bit and Q8_0 slots, else the slots' own) */
+#define FFN_AXPY_BY_DOWN(AXPY_Q8, AXPY_F16, AXPY_F32)                                       \
+    const size_t rd = eng_ffn_down_bytes(a->w->dtype, a->w->n_embd);                         \
+    switch (eng_ffn_down_dtype(a->w->dtype)) {                                               \
+    case ENG_DTYPE_Q8_0: {                                                                   \
+        FFN_AXPY_BODY(AXPY_Q8, rd)                                                           \
+        break;                                                                               \
+    }                                                                                        \
+    case ENG_DTYPE_F16: {                                                                    \
+        FFN_AXPY_BODY(AXPY_F16, rd)                                                          \
+        break;                                                                               \
+    }                                                                                        \
+    default: {                                                                               \
+        FFN_AXPY_BODY(AXPY_F32, rd)                                                          \
+        break;                                                                               \
+    }                                                                                        \
+    }
+
 /* One slot on its own (a partner out of range): its rows as both pairs. */
 #define FFN_ONE_SLOT(DOT4, AXPY2, ATTR, X)                                                   \
     ATTR void ffn_one_slot_##DOT4(const ffn_args *a, long j, float *acc, size_t rs,          \
@@ -2063,21 +2082,7 @@ TGT static void v_ffn_fused(const ffn_args *a, long j0, long j1, float *acc)
 
 TGT static void v_ffn_axpy(const ffn_args *a, const float *av, long j0, long j1, float *acc)
 {
-    const size_t rd = eng_ffn_down_bytes(a->w->dtype, a->w->n_embd);
-    switch (eng_ffn_down_dtype(a->w->dtype)) {
-    case ENG_DTYPE_Q8_0: {
-        FFN_AXPY_BODY(axpy2_q8, rd)
-        break;
-    }
-    case ENG_DTYPE_F16: {
-        FFN_AXPY_BODY(axpy2_f16, rd)
-        break;
-    }
-    default: {
-        FFN_AXPY_BODY(axpy2_f32, rd)
-        break;
-    }
-    }
+    FFN_AXPY_BY_DOWN(axpy2_q8, axpy2_f16, axpy2_f32)
 }
 
 /* Outer-product block over packed f32 down rows P [nj][ldp]: NT tokens x
@@ -3958,21 +3963,7 @@ static void n_ffn_fused(const ffn_args *a, long j0, long j1, float *acc)
 
 static void n_ffn_axpy(const ffn_args *a, const float *av, long j0, long j1, float *acc)
 {
-    const size_t rd = eng_ffn_down_bytes(a->w->dtype, a->w->n_embd);
-    switch (eng_ffn_down_dtype(a->w->dtype)) {
-    case ENG_DTYPE_Q8_0: {
-        FFN_AXPY_BODY(n_axpy2_q8, rd)
-        break;
-    }
-    case ENG_DTYPE_F16: {
-        FFN_AXPY_BODY(n_axpy2_f16, rd)
-        break;
-    }
-    default: {
-        FFN_AXPY_BODY(n_axpy2_f32, rd)
-        break;
-    }
-    }
+    FFN_AXPY_BY_DOWN(n_axpy2_q8, n_axpy2_f16, n_axpy2_f32)
 }
 
 /* Outer-product block over packed f32 down rows P [nj][ldp]: NT tokens x
