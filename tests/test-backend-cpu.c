@@ -1364,9 +1364,8 @@ static void test_ffn_pick_random(eng_backend *be, eng_dtype dt)
  * term. The tokens come as for ffn_pick (the same again, half, twice,
  * new), so the op's select runs both ways; k >= n_slots is ffn() over
  * all, bit for bit; k 0 gives 0. */
-static void test_ffn_top_e(eng_backend *be, eng_dtype dt, const int E)
+static void test_ffn_top_e(eng_backend *be, eng_dtype dt, const int E, const int S)
 {
-    enum { S = 300 };
     void *gu = make_weights(dt, (long)S * 2 * E);
     void *dn = make_weights(eng_ffn_down_dtype(dt), (long)S * E);
     double *gd = to_double(dt, gu, (long)S * 2 * E);
@@ -1444,7 +1443,7 @@ static void test_ffn_top_e(eng_backend *be, eng_dtype dt, const int E)
 
 static void test_ffn_pick(eng_backend *be, eng_dtype dt)
 {
-    test_ffn_top_e(be, dt, eng_dtype_block(dt) == 256 ? 256 : 576);
+    test_ffn_top_e(be, dt, eng_dtype_block(dt) == 256 ? 256 : 576, 300);
     if (eng_dtype_block(dt) == 256) { /* the pick is the same for every type: its FFN on these rows */
         test_ffn_pick_e(be, dt, 256);
         return;
