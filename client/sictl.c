@@ -221,6 +221,11 @@ static void print_status(const Selectinfer__Status *s)
                !p->pick                       ? "request"
                : strcmp(p->pick, "exact") == 0 ? "token (exact)"
                                               : p->pick);
+        if (p->pick && strcmp(p->pick, "exact") == 0 && p->has_candidates && p->candidates > 0)
+            printf("exact pick among: %.2f of the FFN neurons, chosen per request\n",
+                   (double)p->candidates);
+        if (p->comp && strcmp(p->comp, "none") != 0)
+            printf("left out:         %s activation of the prompt added (comp)\n", p->comp);
     }
     if (s->has_load_ns)
         printf("cold start:       %.1f ms\n", (double)s->load_ns / 1e6);

@@ -17,6 +17,7 @@ const char *const sid_mode_names[] = {"auto", "dense", "load-only", "random-load
 const char *const sid_rank_names[] = {"abs", "signed", NULL};
 const char *const sid_pick_names[] = {"request", "token", "exact", NULL}; /* eng_pick */
 const char *const sid_yes_no_names[] = {"no", "yes", NULL};
+const char *const sid_comp_names[] = {"none", "mean", NULL}; /* eng_comp */
 const char *const sid_task_switch_names[] = {"swap", "refuse", NULL};
 const char *const sid_matrices_names[] = {"f16", "q8_0", NULL};
 const char *const sid_kv_cache_type_names[] = {"f16", "q8_0", NULL}; /* eng_kv_type */
@@ -63,6 +64,8 @@ static const key_def keys[] = {
     F32(alpha, 0.0f, 1.0f, true, false),
     ENUM(rank, sid_rank_names, false),
     ENUM(pick, sid_pick_names, false),
+    F32(candidates, 0.0f, 1.0f, false, false),
+    ENUM(comp, sid_comp_names, false),
     ENUM(copy_dynamic, sid_yes_no_names, false),
     ENUM(task_switch, sid_task_switch_names, true),
     U32(max_frame, 1024, 64u << 20, true),

@@ -33,6 +33,8 @@ typedef struct sid_config {
     float alpha;                       /* per-token vote fraction */
     int rank;                          /* SID_RANK_... */
     int pick;                          /* SID_PICK_...: when decode picks its neurons */
+    float candidates;                  /* pick = exact: candidates per request; 0: all loaded */
+    int comp;                          /* eng_comp: what stands in for neurons left out */
     int copy_dynamic;                  /* 1: eng_compute_params.copy_dynamic */
     int task_switch;                   /* SID_TASK_SWITCH_... */
     uint32_t max_frame;                /* bytes per frame */
@@ -69,6 +71,7 @@ extern const char *const sid_matrices_names[];
 extern const char *const sid_kv_cache_type_names[];
 enum { SID_PICK_REQUEST = 0, SID_PICK_TOKEN, SID_PICK_EXACT }; /* eng_pick's */
 extern const char *const sid_pick_names[];
+extern const char *const sid_comp_names[];          /* eng_comp's order: none, mean */
 extern const char *const sid_yes_no_names[];       /* "no", "yes" */
 extern const char *const sid_task_switch_names[];
 extern const char *const sid_backend_names[];

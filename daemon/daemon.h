@@ -62,6 +62,8 @@ typedef struct sid_plan {
     float phi, alpha;            /* request defaults; phi 0: all loaded */
     eng_rank rank;
     eng_pick pick;               /* per request or per token (the plan keeps a sketch) */
+    float candidates;            /* ENG_PICK_EXACT: eng_compute_params.cand; 0: all loaded */
+    eng_comp comp;               /* for the neurons a request leaves out */
     bool copy_dynamic;           /* each context's dynamic neurons copied contiguous */
     uint64_t neurons_loaded, neurons_total, weight_bytes;
     int n_tasks;                 /* of the profile, at most SID_MAX_TASKS listed */

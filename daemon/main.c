@@ -32,7 +32,7 @@ static void usage(FILE *f)
         "client-socket-buffer,\n"
         "profile, profile-dir, task, mode, gamma, delta, dense-first, dense-last,\n"
         "layer-budget, budget,\n"
-        "seed, phi, alpha, rank, pick, copy-dynamic, task-switch.\n"
+        "seed, phi, alpha, rank, pick, candidates, comp, copy-dynamic, task-switch.\n"
         "See daemon/selectinferd.conf.example.\n");
 }
 

@@ -439,6 +439,8 @@ static bool set_compute(sid_server *srv, sid_req *req)
     cp.alpha = g->has_alpha ? g->alpha : p->alpha;
     cp.rank = p->rank;
     cp.pick = p->pick;
+    cp.cand = p->pick == ENG_PICK_EXACT ? p->candidates : 0.0f;
+    cp.comp = p->comp;
     cp.copy_dynamic = p->copy_dynamic;
     if (check_phi(p->mode, p->gamma, p->delta, cp.phi, p->pick != ENG_PICK_REQUEST, req->err_msg,
                   sizeof(req->err_msg)) < 0) {
@@ -450,11 +452,14 @@ static bool set_compute(sid_server *srv, sid_req *req)
         rc = eng_session_set_compute(srv->sessions[i], &cp);
     if (rc < 0) {
         req->err_code = SELECTINFER__ERROR_CODE__INVALID_ARGUMENT;
+        const bool exact = cp.pick == ENG_PICK_EXACT;
         snprintf(req->err_msg, sizeof(req->err_msg), "phi %.4g / alpha %.4g cannot be used with the active plan: %s%s",
                  (double)cp.phi, (double)cp.alpha, strerror(-rc),
-                 cp.pick != ENG_PICK_EXACT ? ""
-                 : rc == -ENOTSUP         ? " (pick = exact runs on the CPU backend only)"
-                                          : " (pick = exact: phi too low to read every loaded gate and up row)");
+                 rc == -ENOTSUP && exact ? " (pick = exact runs on the CPU backend only)"
+                 : rc == -ENOTSUP        ? " (comp = mean runs on the CPU backend only)"
+                 : !exact                ? ""
+                 : cp.cand > 0.0f        ? " (pick = exact: phi too low to read the candidates' gate and up rows, or candidates below delta)"
+                                         : " (pick = exact: phi too low to read every loaded gate and up row)");
         return false;
     }
     req->phi = cp.phi;
@@ -1190,7 +1195,27 @@ static int load_plan_params(sid_server *srv, eng_load_plan_params *pp, eng_profi
     p->pick = cfg->pick == SID_PICK_EXACT   ? ENG_PICK_EXACT
               : cfg->pick == SID_PICK_TOKEN ? ENG_PICK_TOKEN
                                             : ENG_PICK_REQUEST;
+    p->candidates = cfg->candidates;
+    p->comp = cfg->comp == 1 ? ENG_COMP_MEAN : ENG_COMP_NONE;
     p->copy_dynamic = cfg->copy_dynamic != 0;
+    if (p->candidates > 0.0f && p->pick != ENG_PICK_EXACT) {
+        snprintf(srv->load_error, sizeof(srv->load_error),
+                 "candidates = %g is the exact pick's: set pick = exact, or candidates = 0",
+                 (double)p->candidates);
+        eng_profile_free(prof);
+        return -EINVAL;
+    }
+    /* what a request leaves out for good: the per-request pick's skipped
+     * neurons, or the exact pick's non-candidates */
+    if (p->comp != ENG_COMP_NONE &&
+        !(p->pick == ENG_PICK_REQUEST || (p->pick == ENG_PICK_EXACT && p->candidates > 0.0f))) {
+        snprintf(srv->load_error, sizeof(srv->load_error),
+                 "comp = mean needs pick = request, or pick = exact with candidates: pick = %s "
+                 "leaves no neuron out for a whole request",
+                 sid_pick_names[p->pick]);
+        eng_profile_free(prof);
+        return -EINVAL;
+    }
     plan_params_of(p, prof, pp);
     *ret_prof = prof;
     return 0;

@@ -359,8 +359,8 @@ struct ffn_args {
      * with x16_prep_q4: x in 16 bits; in Q4_K, kernels with gemv_q4k_x16: x in
      * 16 bits as x16_prep_q4k holds it */
     const x16_row *x16;
-    /* ffn_runs: selected indices from n1 on are slots j - n1 of w2 (the
-     * decode walk only; NULL: every index is w's) */
+    /* ffn_runs, ffn_top: slots (sel[j], or j) from n1 on are slot - n1
+     * of w2 (the decode walks only; NULL: every slot is w's) */
     const eng_ffn_weights *w2;
     long n1;
     const float *xs; /* decode in Q4_K, Q5_K, Q4_1 and Q4_0: x_sums32(x) */
@@ -380,15 +380,13 @@ static inline bool slot_rows(const ffn_args *a, long j, size_t rs, size_t rd, co
                              const char **down)
 {
     const eng_ffn_weights *w = a->w;
-    long s;
-    if (a->w2 && j >= a->n1) {
+    long s = a->sel ? (long)a->sel[j] : j;
+    if (a->w2 && s >= a->n1) {
         w = a->w2;
-        s = j - a->n1;
-        if (s >= w->n_slots)
-            return false;
-    } else if ((s = slot_of(a, j)) < 0) {
-        return false;
+        s -= a->n1;
     }
+    if (s < 0 || s >= w->n_slots)
+        return false;
     *gu = (const char *)w->gate_up + (size_t)s * 2 * rs;
     *down = (const char *)w->down + (size_t)s * rd;
     return true;
@@ -6011,42 +6009,57 @@ static void ffn_axpy_task(void *p, int ith, int nth)
 }
 
 /* Decode's FFN over the slots of a token's k largest |a|: the gate and
- * up rows as one matrix of 2 n_slots rows (slot s's gate row is row 2 s,
- * its up row 2 s + 1), so their GEMV is the matmul's (one stream, its
+ * up rows of each run as one matrix of 2 n rows (slot s's gate row is row
+ * 2 s, its up row 2 s + 1), so their GEMV is the matmul's (one stream, its
  * kernels); the k best as ffn_pick chooses them; then the down rows of
  * those k alone, with the activations already known (ffn()'s decode walk
  * without its dot products). */
-static void op_ffn_top(eng_backend *be, const eng_ffn_weights *w, int k, const float *x,
-                       float *y, int n_tokens)
+static void op_ffn_top(eng_backend *be, const eng_ffn_weights *a, int n_a,
+                       const eng_ffn_weights *b, int n_b, int k, const float *x, float *y,
+                       int n_tokens)
 {
     cpu_ctx *c = ctx_of(be);
-    if (!w || !x || !y || n_tokens <= 0 || w->n_embd <= 0 || w->n_slots < 0 ||
-        !ffn_shape_ok(w))
+    if (!a || !x || !y || n_tokens <= 0 || a->n_embd <= 0 || n_a < 0 || n_a > a->n_slots ||
+        n_b < 0 || (n_b > 0 && (!b || n_b > b->n_slots || b->dtype != a->dtype ||
+                                b->n_embd != a->n_embd)) ||
+        !ffn_shape_ok(a) || n_a > INT_MAX / 4 - n_b)
         return;
-    const long E = w->n_embd, n = w->n_slots;
-    if (k <= 0) {
+    const long E = a->n_embd, n = (long)n_a + n_b;
+    if (k <= 0 || n == 0) {
         memset(y, 0, (size_t)n_tokens * E * sizeof(float));
         return;
     }
     /* g and u, the activations, scores, the select's scratch, the pick
      * and its activations in the lower half of abuf (the GEMV's x16_ready
      * and sums use the upper); beyond it, or k >= n: every slot */
-    if (k >= n || n > INT_MAX / 2 || 10 * n + 2 * c->n_threads > ABUF_FLOATS / 2) {
-        op_ffn(be, w, NULL, (int)n, x, y, n_tokens, NULL);
+    if (k >= n || 10 * n + 2 * c->n_threads > ABUF_FLOATS / 2) {
+        if (n_b == 0)
+            op_ffn(be, a, NULL, n_a, x, y, n_tokens, NULL);
+        for (int t = 0; n_b > 0 && t < n_tokens; t++)
+            op_ffn_runs(be, a, n_a, b, n_b, x + (size_t)t * E, y + (size_t)t * E);
         return;
     }
     float *gu = c->abuf, *act = gu + 2 * n, *score = act + n, *tmp = score + n; /* tmp: 2 n */
     int32_t *sel = (int32_t *)(tmp + 2 * n), *cand = sel + n;
     float *a_sel = (float *)(cand + n);
     int *list = (int *)(a_sel + n);
-    const eng_weight gw = { w->dtype, (int)(2 * n), (int)E, w->gate_up };
-    const int hint = pick_hint_of(c, w->gate_up);
+    const eng_weight ga = { a->dtype, 2 * n_a, (int)E, a->gate_up };
+    const eng_weight gb = { a->dtype, 2 * n_b, (int)E, n_b > 0 ? b->gate_up : NULL };
+    /* the bound is kept per list: a session's copy (b) is its own */
+    const void *key = n_b > 0 ? b->gate_up : a->gate_up;
+    const int hint = pick_hint_of(c, key);
+    /* the pick walks its slots as one list, n_slots long */
+    const eng_ffn_weights one = { .dtype = a->dtype, .n_embd = a->n_embd, .n_slots = (int)n,
+                                  .gate_up = a->gate_up, .down = a->down, .act = a->act };
     for (int t = 0; t < n_tokens; t++) {
         const float *xt = x + (size_t)t * E;
-        op_matmul(be, &gw, NULL, xt, gu, 1);
-        const bool hinted = c->pick_hint[hint].key == w->gate_up;
+        if (n_a > 0)
+            op_matmul(be, &ga, NULL, xt, gu, 1);
+        if (n_b > 0)
+            op_matmul(be, &gb, NULL, xt, gu + 2 * n_a, 1);
+        const bool hinted = c->pick_hint[hint].key == key;
         pick_run r = { .c = c,
-                       .w = w,
+                       .w = &one,
                        .gu = gu,
                        .act = act,
                        .score = score,
@@ -6056,10 +6069,13 @@ static void op_ffn_top(eng_backend *be, const eng_ffn_weights *w, int k, const f
         /* one thread: on two, SmolLM2's 1075 slots took 5.5k cycles
          * against 3.6k (the pool's wake and wait outweigh the work) */
         top_act_task(&r, 0, 1);
-        pick_select(&r, k, tmp, sel, hint, w->gate_up);
+        pick_select(&r, k, tmp, sel, hint, key);
         for (int i = 0; i < k; i++)
             a_sel[i] = act[sel[i]];
-        ffn_run d = { .a = { w, sel, k, xt, y + (size_t)t * E, NULL, 1, NULL }, .c = c, .A = a_sel };
+        ffn_run d = { .a = { a, sel, k, xt, y + (size_t)t * E, NULL, 1, NULL, n_b > 0 ? b : NULL,
+                             n_a },
+                      .c = c,
+                      .A = a_sel };
         ffn_run_summed(c, ffn_axpy_task, &d, (long)k * E >= 16384);
     }
 }

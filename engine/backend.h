@@ -410,15 +410,17 @@ typedef struct eng_backend_iface {
      *   weights of the k picked slots only. x, y [n_tokens][n_embd]. */
     void (*ffn_pick)(eng_backend *be, const eng_ffn_weights *w, int k, const float *x, float *y,
                      int n_tokens);
-    /* ENG_PICK_EXACT's decode FFN: per token t, every slot s's activation
+    /* ENG_PICK_EXACT's decode FFN over the slots 0 .. n_a - 1 of a, then
+     * 0 .. n_b - 1 of b (b NULL when n_b is 0; as ffn_runs takes them), one
+     * list of n = n_a + n_b: per token t, every slot s's activation
      *   a_s = act(g_s . x) * (u_s . x)  (its own gate and up rows)
      * and y = sum of a_s * d_s over the k slots of largest |a_s| (NaN below
-     * every number, ties to the lower slot) for that token alone. k >=
-     * n_slots: ffn() over all; k <= 0: y = 0. Reads every slot's gate and
-     * up rows and the down rows of the k picked. x, y [n_tokens][n_embd].
+     * every number, ties to the earlier in the list) for that token alone.
+     * k >= n: ffn() over all; k <= 0: y = 0. Reads every slot's gate and up
+     * rows and the down rows of the k picked. x, y [n_tokens][n_embd].
      * Optional: without it ENG_PICK_EXACT is refused. */
-    void (*ffn_top)(eng_backend *be, const eng_ffn_weights *w, int k, const float *x, float *y,
-                    int n_tokens);
+    void (*ffn_top)(eng_backend *be, const eng_ffn_weights *a, int n_a, const eng_ffn_weights *b,
+                    int n_b, int k, const float *x, float *y, int n_tokens);
     /* (Re)builds w->sketch (backend memory, n_slots slots) from the slots'
      * gate and up rows, each quantized as Q4_0 (quants.c), and reserves
      * what ffn_pick needs for that many slots (so that no decode step

@@ -736,7 +736,9 @@ typedef enum eng_pick {
                            * the rows are 4-bit (Q4_0, Q4_1: the sketch's size) that
                            * buys an exact pick of more neurons than the sketch leaves,
                            * without the sketch's memory. Needs a backend with the
-                           * ffn_top op (the CPU's); no comp, no votes. */
+                           * ffn_top op (the CPU's). No votes and no comp unless
+                           * cand narrows what it picks from; then comp covers
+                           * the neurons that are no candidates. */
 } eng_pick;
 
 /* "request", "token", "exact"; parse: -EINVAL for any other name */
@@ -749,11 +751,22 @@ typedef struct eng_compute_params {
     eng_rank rank;
     eng_comp comp;
     eng_pick pick;
-    /* ENG_PICK_REQUEST on a CPU: copy the request's dynamic neurons into a
-     * contiguous buffer of the session at the end of prefill, so that
-     * decode streams them instead of gathering rows scattered over the
-     * layer: the same numbers, in about 0.8 of the FFN's time (SmolLM2,
-     * phi 0.4). Costs their bytes per session (eng_session_copy_bytes). */
+    /* ENG_PICK_EXACT only: the share of n_ff each sparsified layer keeps
+     * per request as its candidates, chosen at the end of prefill as
+     * ENG_PICK_REQUEST chooses phi's (static + the most voted; alpha and
+     * rank count); each token then reads the candidates' gate and up rows
+     * and picks the down rows it adds among them. Between phi and gamma:
+     * fewer gate and up rows read leave more down rows (k) to phi's bytes.
+     * Without the session's copy (copy_dynamic) every candidate is
+     * computed. 0, or >= gamma: every loaded neuron is a candidate (no
+     * votes); below phi: phi's, which k takes whole (ENG_PICK_REQUEST). */
+    float cand;
+    /* ENG_PICK_REQUEST (and cand's candidates) on a CPU: copy the
+     * request's dynamic neurons into a contiguous buffer of the session at
+     * the end of prefill, so that decode streams them instead of gathering
+     * rows scattered over the layer: the same numbers, in about 0.8 of the
+     * FFN's time (SmolLM2, phi 0.4). Costs their bytes per session
+     * (eng_session_copy_bytes). */
     bool copy_dynamic;
 } eng_compute_params;
 
@@ -763,7 +776,8 @@ eng_compute_params eng_compute_params_default(void); /* everything loaded; copy_
  * of range, -ENOTSUP for ENG_COMP_MEAN on a backend whose memory is not the
  * host's (a GPU: the bias is folded from W_down on the host) and for
  * ENG_PICK_EXACT on a backend without it; -EINVAL also for ENG_PICK_TOKEN
- * on a model loaded without a sketch. */
+ * on a model loaded without a sketch, for cand without ENG_PICK_EXACT, for
+ * candidates below delta, and where phi's bytes leave no down row. */
 int eng_session_set_compute(eng_session *session, const eng_compute_params *params);
 
 /* Backend bytes the session holds for its copy of the dynamic neurons

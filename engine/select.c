@@ -492,6 +492,29 @@ static bool phi_active(const eng_session *s)
     return s->compute.phi > 0.0f && s->compute.phi < m->plan.gamma;
 }
 
+/* ENG_PICK_EXACT's share of candidates per request: cand, at least phi
+ * (below it the candidates are phi's, and k takes them all: the
+ * per-request pick); 0 where every loaded neuron is one. */
+static float cand_of(const eng_compute_params *p, const eng_model *m)
+{
+    if (p->pick != ENG_PICK_EXACT || !(p->cand > 0.0f))
+        return 0.0f;
+    const float c = p->cand > p->phi ? p->cand : p->phi;
+    return c < m->plan.gamma ? c : 0.0f;
+}
+
+static bool cand_active(const eng_session *s)
+{
+    return cand_of(&s->compute, s->model) > 0.0f;
+}
+
+/* Whether prefill casts the votes that choose per request: the
+ * per-request pick's neurons, or the exact pick's candidates. */
+static bool casts_votes(const eng_session *s)
+{
+    return phi_active(s) && (s->compute.pick == ENG_PICK_REQUEST || cand_active(s));
+}
+
 /* The per-session buffers of ENG_COMP_MEAN, allocated on first use. */
 static int comp_alloc(eng_session *s)
 {
@@ -511,29 +534,40 @@ static int comp_alloc(eng_session *s)
 }
 
 static int *layer_counts(const eng_model *m, float phi, bool per_token, int *n_compute);
-static long long exact_pick_k(const eng_model *m, int n_compute, const int *count);
+static long long exact_pick_k(const eng_model *m, int n_compute, const int *count, int n_cand,
+                              const int *cand);
 
 int eng_session_set_compute(eng_session *s, const eng_compute_params *c)
 {
     eng_compute_params p = c ? *c : eng_compute_params_default();
     if (!(p.phi >= 0.0f && p.phi <= 1.0f) || !(p.alpha > 0.0f && p.alpha <= 1.0f) ||
         (unsigned)p.rank > ENG_RANK_MASS || (unsigned)p.comp > ENG_COMP_MEAN ||
-        (unsigned)p.pick > ENG_PICK_EXACT)
+        (unsigned)p.pick > ENG_PICK_EXACT || !(p.cand >= 0.0f && p.cand <= 1.0f) ||
+        (p.cand > 0.0f && p.pick != ENG_PICK_EXACT))
         return -EINVAL;
     /* per token: a sketch to pick with; nothing is left out for good, so
      * there is nothing to compensate */
     if (p.pick == ENG_PICK_TOKEN && (!s->model->plan.sketch || p.comp != ENG_COMP_NONE))
         return -EINVAL;
-    if (p.pick == ENG_PICK_EXACT && p.comp != ENG_COMP_NONE)
+    /* exact: compensation only for what is not a candidate, fixed per
+     * request as the per-request pick's */
+    const float cand = cand_of(&p, s->model);
+    if (p.pick == ENG_PICK_EXACT && p.comp != ENG_COMP_NONE && !(cand > 0.0f && p.phi > 0.0f))
         return -EINVAL;
     if (p.pick == ENG_PICK_EXACT && !s->model->be->iface->ffn_top)
         return -ENOTSUP;
-    /* exact: reading every loaded gate and up row must leave a neuron */
+    /* exact: reading the candidates' gate and up rows (every loaded one's
+     * without cand) must leave a neuron; the candidates, chosen per
+     * request, hold the static ones */
     if (p.pick == ENG_PICK_EXACT && p.phi > 0.0f && p.phi < s->model->plan.gamma) {
-        int n_compute;
+        if (cand > 0.0f && cand < s->model->plan.delta - 1e-6f)
+            return -EINVAL;
+        int n_compute, n_cand = 0;
         int *count = layer_counts(s->model, p.phi, true, &n_compute);
-        const long long k = exact_pick_k(s->model, n_compute, count);
+        int *cc = cand > 0.0f ? layer_counts(s->model, cand, false, &n_cand) : NULL;
+        const long long k = exact_pick_k(s->model, n_compute, count, n_cand, cc);
         free(count);
+        free(cc);
         if (k < 1)
             return -EINVAL;
     }
@@ -707,7 +741,7 @@ static void votes_begin(eng_session *s)
 int eng__select_prefix_votes(const eng_session *s)
 {
     const eng_compute_params *a = &s->votes_params, *b = &s->compute;
-    if (!phi_active(s) || b->pick != ENG_PICK_REQUEST)
+    if (!casts_votes(s))
         return -1;
     /* the counts depend on the loaded slots and on how tokens vote; phi
      * only decides how many are taken from them */
@@ -730,9 +764,9 @@ void eng__select_keep_votes(eng_session *s)
 
 bool eng__select_wants_act(const eng_session *s)
 {
-    /* per-token picking casts no votes at prefill */
-    return s->observe ||
-           (phi_active(s) && !s->selected && s->compute.pick == ENG_PICK_REQUEST);
+    /* per-token picking casts no votes at prefill, unless the exact pick
+     * chooses its candidates per request */
+    return s->observe || (!s->selected && casts_votes(s));
 }
 
 #define COMP_SKIP 1 /* leading context positions ENG_COMP_MEAN leaves out */
@@ -1015,6 +1049,17 @@ static void dyn_copy(eng_session *s, int il, const int32_t *sel, int n)
     d->from = from;
 }
 
+/* Whether layer il's selection of n slots is the two runs ffn_top picks
+ * among: the static run in place and the session's copy of the rest. */
+static bool cand_runs(const eng_session *s, int il, int n)
+{
+    const eng_dyn_copy *d = s->dyn ? &s->dyn[il] : NULL;
+    const int32_t *sel = s->ffn_sel[il];
+    if (d && d->w.n_slots > 0)
+        return d->from + d->w.n_slots == n;
+    return n > 0 && sel[n - 1] == n - 1; /* one run: slots 0 .. n - 1 */
+}
+
 /* ENG_PICK_TOKEN's k for a layer whose per-request pick would compute
  * n_compute neurons, such that a step reads no more bytes: the sketch,
  * read whole every token, comes off the budget in neurons (*cost, rounded
@@ -1030,12 +1075,14 @@ static int sketch_pick_k(const eng_model *m, const eng_layer *L, int n_compute, 
 
 /* ENG_PICK_EXACT's k, the same for every sparsified layer: the bytes a
  * per-request pick would read in them (n_compute neurons each, or count[]
- * under a sensitivity spread), less every loaded slot's gate and up rows,
- * in down rows (a picked neuron's activation is known: its down row is
- * all it costs). Layer by layer, a spread that loads more slots than it
- * computes would leave those layers nothing. <= 0: phi does not pay for
- * the gate and up rows. */
-static long long exact_pick_k(const eng_model *m, int n_compute, const int *count)
+ * under a sensitivity spread), less the gate and up rows of every
+ * candidate, in down rows (a picked neuron's activation is known: its
+ * down row is all it costs). The candidates: every loaded slot when n_cand
+ * is 0, else n_cand a layer or cand[]. Layer by layer, a spread that loads
+ * more slots than it computes would leave those layers nothing. <= 0: phi
+ * does not pay for the gate and up rows. */
+static long long exact_pick_k(const eng_model *m, int n_compute, const int *count, int n_cand,
+                              const int *cand)
 {
     long long budget = 0, down = 0;
     for (int il = 0; il < m->info.n_layer; il++) {
@@ -1044,8 +1091,11 @@ static long long exact_pick_k(const eng_model *m, int n_compute, const int *coun
             continue;
         const eng_dtype dt = L->ffn.dtype;
         const long E = L->ffn.n_embd;
+        long long rows = n_cand <= 0 ? L->ffn.n_slots : cand ? cand[il] : n_cand;
+        if (rows > L->ffn.n_slots)
+            rows = L->ffn.n_slots;
         budget += (long long)(count ? count[il] : n_compute) * (long long)eng_ffn_slot_bytes(dt, E) -
-                  (long long)L->ffn.n_slots * 2 * (long long)eng_ffn_row_bytes(dt, E);
+                  rows * 2 * (long long)eng_ffn_row_bytes(dt, E);
         down += (long long)eng_ffn_down_bytes(dt, E);
     }
     return down > 0 ? budget / down : 0;
@@ -1070,27 +1120,34 @@ int eng__select_end_eval(eng_session *s)
     int r = counts_gather(s);
     if (r < 0)
         return r;
-    if (s->compute.pick == ENG_PICK_REQUEST)
+    const bool votes = casts_votes(s), narrow = cand_active(s);
+    if (votes)
         votes_begin(s); /* a context that cast no vote selects from zeros */
     const int F = m->info.n_ff, NL = m->info.n_layer;
-    int n_compute;
+    int n_compute, n_cand = 0;
     uint64_t computed = 0;
     int *count = layer_counts(m, s->compute.phi, s->compute.pick != ENG_PICK_REQUEST, &n_compute);
+    int *cand = narrow ? layer_counts(m, cand_of(&s->compute, m), false, &n_cand) : NULL;
     const long long k_exact =
-        s->compute.pick == ENG_PICK_EXACT ? exact_pick_k(m, n_compute, count) : 0;
+        s->compute.pick == ENG_PICK_EXACT ? exact_pick_k(m, n_compute, count, n_cand, cand) : 0;
+    const int k_cand = k_exact < 1 ? 1 : k_exact > INT_MAX ? INT_MAX : (int)k_exact;
     for (int il = 0; il < NL; il++) {
         const eng_layer *L = &m->layers[il];
         if (count)
             n_compute = count[il];
+        /* how many the per-request choice below takes: phi's, or the
+         * exact pick's candidates */
+        const int n_take = !narrow ? n_compute : cand ? cand[il] : n_cand;
         if ((s->compute.pick == ENG_PICK_TOKEN && L->sparse && L->ffn.sketch) ||
-            (s->compute.pick == ENG_PICK_EXACT && L->sparse)) {
+            (s->compute.pick == ENG_PICK_EXACT && L->sparse &&
+             (!narrow || n_take >= L->ffn.n_slots))) {
             /* the sketch (or every gate and up row) is read whole every
              * token: its bytes, in neurons, come off the budget, so the
              * step reads what a per-request pick of n_compute neurons
              * would */
             int cost = 0, k;
             if (s->compute.pick == ENG_PICK_EXACT)
-                k = k_exact < 1 ? 1 : k_exact > INT_MAX ? INT_MAX : (int)k_exact;
+                k = k_cand;
             else
                 k = sketch_pick_k(m, L, n_compute, &cost);
             s->ffn_sel[il] = NULL;
@@ -1112,7 +1169,7 @@ int eng__select_end_eval(eng_session *s)
             }
             continue;
         }
-        if (!L->sparse || n_compute >= L->ffn.n_slots) {
+        if (!L->sparse || n_take >= L->ffn.n_slots) {
             s->ffn_sel[il] = NULL;
             computed += L->ffn.n_slots;
             continue;
@@ -1130,7 +1187,7 @@ int eng__select_end_eval(eng_session *s)
         for (int j = 0; j < L->ffn.n_slots; j++)
             if (!L->slot_static[j])
                 score[n++] = cnt[j];
-        int n_dyn = n_compute - L->n_static;
+        int n_dyn = n_take - L->n_static;
         if (n_dyn < 0)
             n_dyn = 0;
         if (n_dyn > n)
@@ -1159,11 +1216,24 @@ int eng__select_end_eval(eng_session *s)
         dyn_copy(s, il, sel, total);
         if (!m->be->iface->host_memory)
             m->be->iface->upload(m->be, s->ffn_sel_dev[il], sel, (size_t)total * sizeof(int32_t));
-        computed += total;
+        if (narrow && k_cand < total && cand_runs(s, il, total)) {
+            /* each token: the candidates' gate and up rows, k down rows */
+            const eng_dtype dt = L->ffn.dtype;
+            const long E = L->ffn.n_embd;
+            s->pick_k[il] = k_cand;
+            computed += ((uint64_t)total * 2 * eng_ffn_row_bytes(dt, E) +
+                         (uint64_t)k_cand * eng_ffn_down_bytes(dt, E)) /
+                        eng_ffn_slot_bytes(dt, E);
+        } else {
+            /* every candidate computed: k leaves none out, or there is
+             * no copy to pick from (the bytes of phi exceeded) */
+            computed += total;
+        }
     }
     free(count);
+    free(cand);
     /* the votes of [0, n_past) as a later prefix may reuse them */
-    if (s->compute.pick == ENG_PICK_REQUEST) {
+    if (votes) {
         s->votes_ok = true;
         s->votes_n = s->n_past;
         s->votes_params = s->compute;

@@ -1363,7 +1363,10 @@ static void test_ffn_pick_random(eng_backend *be, eng_dtype dt)
  * ffn() over those slots: a slot swapped for the next moves y by a whole
  * term. The tokens come as for ffn_pick (the same again, half, twice,
  * new), so the op's select runs both ways; k >= n_slots is ffn() over
- * all, bit for bit; k 0 gives 0. */
+ * all, bit for bit; k 0 gives 0. The same again over two runs, as the
+ * pick among a request's candidates reads them: w's first n_a slots in
+ * place, the others from a copy in reverse order (a slot read from the
+ * wrong run is another slot); k >= n is ffn_runs() over them. */
 static void test_ffn_top_e(eng_backend *be, eng_dtype dt, const int E, const int S)
 {
     void *gu = make_weights(dt, (long)S * 2 * E);
@@ -1371,6 +1374,16 @@ static void test_ffn_top_e(eng_backend *be, eng_dtype dt, const int E, const int
     double *gd = to_double(dt, gu, (long)S * 2 * E);
     double *dd = to_double(eng_ffn_down_dtype(dt), dn, (long)S * E);
     eng_ffn_weights w = { dt, E, S, gu, dn, NULL, g_act };
+    const int n_a = S / 3 + 1, n_b = S - n_a; /* n_a odd: a pair spans both runs */
+    const size_t rs = eng_ffn_row_bytes(dt, E), rd = eng_ffn_down_bytes(dt, E);
+    char *gu2 = malloc((size_t)n_b * 2 * rs), *dn2 = malloc((size_t)n_b * rd);
+    for (int j = 0; j < n_b; j++) {
+        const int s = S - 1 - j;
+        memcpy(gu2 + (size_t)j * 2 * rs, (const char *)gu + (size_t)s * 2 * rs, 2 * rs);
+        memcpy(dn2 + (size_t)j * rd, (const char *)dn + (size_t)s * rd, rd);
+    }
+    eng_ffn_weights w2 = { dt, E, n_b, gu2, dn2, NULL, g_act };
+    float *y2 = malloc(sizeof(float) * E);
     float *x = malloc(sizeof(float) * E), *y = malloc(sizeof(float) * E);
     float *want = malloc(sizeof(float) * E);
     double *score = malloc(sizeof(double) * S), *a = malloc(sizeof(double) * S);
@@ -1403,36 +1416,47 @@ static void test_ffn_top_e(eng_backend *be, eng_dtype dt, const int E, const int
         for (int s = 0; s < S; s++)
             if (in[s])
                 sel[m++] = s;
-        be->iface->ffn_top(be, &w, k, x, y, 1);
+        be->iface->ffn_top(be, &w, S, NULL, 0, k, x, y, 1);
+        be->iface->ffn_top(be, &w, n_a, &w2, n_b, k, x, y2, 1);
         be->iface->ffn(be, &w, sel, k, x, want, 1, NULL);
-        double worst = 0, mag = 0;
+        double worst = 0, worst2 = 0, mag = 0;
         for (int c = 0; c < E; c++) {
             double sum = 0;
             for (int i = 0; i < k; i++)
                 sum += fabs(a[sel[i]] * dd[(long)sel[i] * E + c]);
             mag = sum > mag ? sum : mag;
             worst = fabs(y[c] - want[c]) > worst ? fabs(y[c] - want[c]) : worst;
+            worst2 = fabs(y2[c] - want[c]) > worst2 ? fabs(y2[c] - want[c]) : worst2;
         }
         CHECK(worst <= 1e-3 * mag + 1e-6,
               "ffn_top (%s, E %d, k %d, token %d): off by %g of %g: not the FFN of the k largest |a|",
               dt_name(dt), E, k, tok, worst, mag);
+        CHECK(worst2 <= 1e-3 * mag + 1e-6,
+              "ffn_top over two runs (%s, E %d, k %d, token %d): off by %g of %g", dt_name(dt), E,
+              k, tok, worst2, mag);
     }
-    be->iface->ffn_top(be, &w, S, x, y, 1);
+    be->iface->ffn_top(be, &w, n_a, &w2, n_b, S, x, y2, 1);
+    be->iface->ffn_runs(be, &w, n_a, &w2, n_b, x, want);
+    CHECK(memcmp(y2, want, sizeof(float) * E) == 0, "ffn_top of two runs, k = n, is not ffn_runs()");
+    be->iface->ffn_top(be, &w, S, NULL, 0, S, x, y, 1);
     be->iface->ffn(be, &w, NULL, S, x, want, 1, NULL);
     CHECK(memcmp(y, want, sizeof(float) * E) == 0, "ffn_top k = n_slots is not ffn()");
     for (int i = 0; i < E; i++)
         y[i] = 1.0f;
-    be->iface->ffn_top(be, &w, 0, x, y, 1);
+    be->iface->ffn_top(be, &w, S, NULL, 0, 0, x, y, 1);
     bool zero = true;
     for (int i = 0; i < E; i++)
         zero = zero && y[i] == 0.0f;
     CHECK(zero, "ffn_top k 0: y not zero");
     free(gu);
     free(dn);
+    free(gu2);
+    free(dn2);
     free(gd);
     free(dd);
     free(x);
     free(y);
+    free(y2);
     free(want);
     free(score);
     free(a);

@@ -1930,8 +1930,57 @@ static void scenario_pick_exact(void)
     if (is_done(r->end))
         CHECK(r->end->done->ffn_share > 0.57f && r->end->done->ffn_share <= 0.601f);
     si_response_free(r->end);
+    daemon_stop();
+
+    /* candidates = 0.5: the pick among half the neurons, chosen per
+     * request, reads fewer gate and up rows, so phi 0.3 runs (0.5 of the
+     * Q4_1 rows cost 0.27 of the FFN's bytes) and reads what it says;
+     * the non-candidates compensated (comp = mean) */
+    const char *extra_c[] = {"--profile", prof, "--task", "qa", "--gamma", "0.7", "--delta", "0.3",
+                             "--phi", "0.4", "--pick", "exact", "--candidates", "0.5",
+                             "--comp", "mean", NULL};
+    daemon_start(extra_c);
+    st = status(D.sock);
+    REQUIRE(st && st->status->profile);
+    CHECK(st->status->profile->has_candidates && fabsf(st->status->profile->candidates - 0.5f) < 1e-6f);
+    CHECK(st->status->profile->comp && strcmp(st->status->profile->comp, "mean") == 0);
+    si_response_free(st);
+    snprintf(env_sock, sizeof(env_sock), SI_SOCKET_ENV "=%s", D.sock);
+    CHECK(run_sictl(sargs, out, sizeof(out), env_sock) == 0);
+    CHECK(strstr(out, "exact pick among: 0.50 of the FFN neurons"));
+    CHECK(strstr(out, "left out:         mean activation"));
+    gen_task(r, NULL, 0, 6);
+    CHECK(is_done(r->end));
+    if (is_done(r->end))
+        CHECK(r->end->done->ffn_share > 0.37f && r->end->done->ffn_share <= 0.401f);
+    si_response_free(r->end);
+    gen_task(r, NULL, 0.3f, 4);
+    CHECK(is_done(r->end));
+    if (is_done(r->end))
+        CHECK(r->end->done->ffn_share > 0.27f && r->end->done->ffn_share <= 0.301f);
+    si_response_free(r->end);
     free(r);
     daemon_stop();
+
+    /* candidates without the exact pick, compensation of a pick that
+     * leaves nothing out for a request: start-up errors that say so */
+    const char *bad_cand[] = {"--profile", prof, "--task", "qa", "--phi", "0.4",
+                              "--candidates", "0.5", NULL};
+    const char *bad_comp[] = {"--profile", prof, "--task", "qa", "--phi", "0.5",
+                              "--pick", "exact", "--comp", "mean", NULL};
+    const char *const *bad[] = {bad_cand, bad_comp};
+    const char *said[] = {"set pick = exact", "comp = mean needs pick = request"};
+    for (int i = 0; i < 2; i++) {
+        daemon_start_env(&D, bad[i], NULL);
+        int wst = 0;
+        CHECK(waitpid(D.pid, &wst, 0) == D.pid && WIFEXITED(wst) && WEXITSTATUS(wst) == 1);
+        char cmd[256];
+        snprintf(cmd, sizeof(cmd), "grep -q '%s' %s", said[i], D.log);
+        CHECK(system(cmd) == 0);
+        snprintf(cmd, sizeof(cmd), "rm -rf %s", D.dir);
+        CHECK(system(cmd) == 0);
+        D.pid = 0;
+    }
     remove(prof);
     rmdir(dir);
 }

@@ -523,6 +523,110 @@ int main(void)
         free(lc);
     }
 
+    /* the exact pick among per-request candidates (ENG_PICK_EXACT with
+     * cand): chosen by the prefill's votes as the per-request pick's, each
+     * token reads their gate and up rows and adds the down rows of its k
+     * largest |a|, k what phi's bytes leave (f16: a neuron is 3 rows, so
+     * k = 3 n_phi - 2 n_cand and a step reads phi's share) */
+    {
+        eng_compute_params ce = eng_compute_params_default();
+        ce.phi = 0.4f;
+        ce.cand = 0.55f;
+        eng_session *s;
+        CHECK(eng_session_new(sel, NULL, &s) == 0);
+        CHECK(eng_session_set_compute(s, &ce) == -EINVAL); /* cand is the exact pick's */
+        ce.pick = ENG_PICK_EXACT;
+        ce.cand = 0.55f;
+        CHECK(eng_session_set_compute(s, &ce) == 0);
+        /* compensation for the neurons that are no candidates (fixed per
+         * request); without candidates nothing is left out for good */
+        ce.comp = ENG_COMP_MEAN;
+        CHECK(eng_session_set_compute(s, &ce) == 0);
+        ce.cand = 0.0f;
+        CHECK(eng_session_set_compute(s, &ce) == -EINVAL);
+        ce.comp = ENG_COMP_NONE;
+        ce.phi = 0.2f; /* candidates below delta: the static ones are candidates */
+        ce.cand = 0.25f;
+        CHECK(eng_session_set_compute(s, &ce) == -EINVAL);
+        ce.phi = 0.4f;
+        ce.cand = 0.55f;
+        eng_session_free(s);
+
+        float *le = malloc(V * sizeof(float)), *lr = malloc(V * sizeof(float));
+        float *a = malloc(V * sizeof(float));
+        eng_compute_params cr = eng_compute_params_default();
+        cr.phi = 0.4f;
+        logits_of(sel, &cr, 3, lr, NULL);
+        /* cand = phi: k takes every candidate, the per-request pick; so
+         * does a cand below phi (phi's candidates) */
+        ce.cand = 0.4f;
+        logits_of(sel, &ce, 3, le, &share);
+        CHECK(memcmp(le, lr, V * sizeof(float)) == 0);
+        CHECKF(fabs(share - want_share) < 1e-9, "exact cand = phi share %g, want %g", share,
+               want_share);
+        ce.cand = 0.35f;
+        logits_of(sel, &ce, 3, le, &share);
+        CHECK(memcmp(le, lr, V * sizeof(float)) == 0);
+        /* and with compensation, the per-request pick's */
+        cr.comp = ce.comp = ENG_COMP_MEAN;
+        logits_of(sel, &cr, 3, lr, NULL);
+        logits_of(sel, &ce, 3, le, NULL);
+        CHECK(memcmp(le, lr, V * sizeof(float)) == 0);
+        /* among more candidates the bias is there too */
+        ce.cand = 0.55f;
+        logits_of(sel, &ce, 3, a, NULL);
+        cr.comp = ce.comp = ENG_COMP_NONE;
+        logits_of(sel, &ce, 3, le, NULL);
+        CHECK(maxdiff(a, le) > 0);
+        cr.phi = 0.4f;
+        logits_of(sel, &cr, 3, lr, NULL);
+        ce.cand = 0.55f;
+        logits_of(sel, &ce, 3, le, &share);
+        CHECKF(fabs(share - want_share) < 1e-9, "exact cand share %g, want %g", share, want_share);
+        CHECK(maxdiff(le, lr) > 0);
+        for (int i = 0; i < V; i++)
+            CHECK(isfinite(le[i]));
+        /* without the session's copy there is nothing to pick from: every
+         * candidate computed, the per-request pick at phi = cand */
+        ce.copy_dynamic = cr.copy_dynamic = false;
+        cr.phi = 0.55f;
+        logits_of(sel, &cr, 3, lr, NULL);
+        logits_of(sel, &ce, 3, le, &share);
+        CHECK(memcmp(le, lr, V * sizeof(float)) == 0);
+        CHECK(share > want_share + 0.1);
+        ce.copy_dynamic = cr.copy_dynamic = true;
+        /* one candidate more than phi's neurons: k leaves out each token's
+         * 3 smallest |a| of the candidates, which moves one step's logits
+         * far less than leaving out one whole voted neuron does (per
+         * request at phi against phi + 1 neuron); the wrong slots would
+         * move them as much */
+        const int n_phi = (int)lround(0.4 * NF);
+        ce.cand = cr.phi = (n_phi + 1.0f) / NF;
+        logits_of(sel, &cr, 1, lr, NULL);
+        logits_of(sel, &ce, 1, le, &share);
+        cr.phi = 0.4f;
+        logits_of(sel, &cr, 1, a, NULL);
+        CHECKF(maxdiff(le, lr) < 0.25f * maxdiff(a, lr),
+               "3 of %d candidates left out moved the logits by %g, one neuron by %g", n_phi + 1,
+               maxdiff(le, lr), maxdiff(a, lr));
+        CHECK(maxdiff(le, lr) > 0);
+        /* cand at gamma: every loaded neuron a candidate, the exact pick
+         * without cand (phi 0.6: at 0.4 the f16 gate and up rows of all
+         * 0.7 cost more than phi) */
+        ce.phi = 0.6f;
+        ce.cand = 0.0f;
+        logits_of(sel, &ce, 3, lr, NULL);
+        ce.cand = 0.7f;
+        logits_of(sel, &ce, 3, le, NULL);
+        CHECK(memcmp(le, lr, V * sizeof(float)) == 0);
+        ce.cand = 0.65f;
+        logits_of(sel, &ce, 3, le, NULL);
+        CHECK(maxdiff(le, lr) > 0);
+        free(le);
+        free(lr);
+        free(a);
+    }
+
     /* per-token picking by a sketch (ENG_PICK_TOKEN): the plan pays for the
      * sketch in bytes, a step reads what phi says, and the pick is the
      * sketch's per token: closer to everything loaded than the per-request

@@ -126,7 +126,14 @@ def main():
         greedy = run(bench, model)
         sampled = run(bench, model, "--sample")
         phi = run(bench, model, "--phi", "0.4")
-        for name, r in (("greedy", greedy), ("sampled", sampled), ("phi", phi)):
+        # the exact pick among half the neurons chosen per request: the
+        # bytes of phi (f16: k = 3 x 0.4 - 2 x 0.5 = 0.2 of n_ff down rows)
+        cand = run(bench, model, "--phi", "0.4", "--pick", "exact", "--cand", "0.5", "--comp", "mean")
+        check(cand["pick"] == "exact" and cand["cand"] == 0.5 and cand["comp"] == "mean" and
+              abs(cand["ffn_share"] - 0.4) < 0.02 and cand["copy_bytes"] > 0,
+              f"exact among candidates: pick {cand['pick']}, cand {cand['cand']}, "
+              f"ffn_share {cand['ffn_share']}, copy_bytes {cand['copy_bytes']}")
+        for name, r in (("greedy", greedy), ("sampled", sampled), ("phi", phi), ("cand", cand)):
             for key in ("prefill_tps", "decode_tps", "step_bytes", "bandwidth_gbs",
                         "roofline_decode_tps", "weight_bytes"):
                 check(r[key] > 0, f"{name}: {key} = {r[key]}")
@@ -149,7 +156,9 @@ def main():
         check_kv(bench, synth, d, model)
         # arguments it must refuse
         for bad in (["--pick", "token"], ["--phi", "2"], ["-n", "0"], ["--bogus"], ["--kv-type", "q4_0"],
-                    ["--phi", "0.4", "--swap", "chat"]):  # a swap needs a profile
+                    ["--phi", "0.4", "--swap", "chat"],  # a swap needs a profile
+                    ["--phi", "0.4", "--cand", "0.5"],  # candidates are the exact pick's
+                    ["--comp", "mean"], ["--phi", "0.4", "--comp", "median"]):
             out = subprocess.run([bench, "-m", model, *bad], capture_output=True, text=True,
                                  timeout=60)
             check(out.returncode == 2, f"si-bench {' '.join(bad)}: exit {out.returncode}")

@@ -43,6 +43,11 @@
  *   --pick exact     the same by every loaded neuron's own activation
  *                    (ENG_PICK_EXACT: all gate and up rows read, the down
  *                    rows of the picked; those bytes count in ffn_share).
+ *   --cand F         with --pick exact: pick among F * n_ff candidates a
+ *                    layer chosen per request (eng_compute_params.cand).
+ *   --comp mean      with --phi: the neurons a request leaves out stand in
+ *                    by their mean activation over the prompt (ENG_COMP_MEAN;
+ *                    pick request, or exact with --cand).
  *   --sample         decode samples instead of greedy, as a chat client
  *                    would (temperature 0.8, top-k 40, top-p 0.95, repeat
  *                    penalty 1.1 over the last 64), as eng_generate does:
@@ -86,7 +91,7 @@ static void usage(FILE *f) {
                "                [--llama-bench PATH --llama-model GGUF] [--json]\n"
                "                [--backend cpu|cuda|auto] [--device N]\n"
                "                [--phi F [--profile FILE --task T [--gamma G] [--delta D] [--swap T]]\n"
-               "                [--pick token|exact] [--no-copy]]\n"
+               "                [--pick token|exact [--cand F]] [--comp mean] [--no-copy]]\n"
                "                [--sample | --sample-row] [--kv-type f16|q8_0]\n");
 }
 
@@ -316,6 +321,8 @@ int main(int argc, char **argv) {
     unsigned long long swap_in = 0; /* neurons the swap loaded */
     const char *profile_path = NULL, *task = NULL;
     eng_pick pick = ENG_PICK_REQUEST;
+    float cand = 0.0f;
+    eng_comp comp = ENG_COMP_NONE;
     bool sample = false, sample_row = false, copy_dynamic = true;
     eng_kv_type kv_type = ENG_KV_F16;
     for (int i = 1; i < argc; i++) {
@@ -380,6 +387,16 @@ int main(int argc, char **argv) {
                 return 2;
             }
         }
+        else if (!strcmp(a, "--cand") && has)
+            cand = strtof(argv[++i], NULL);
+        else if (!strcmp(a, "--comp") && has) {
+            const char *v = argv[++i];
+            if (strcmp(v, "mean") && strcmp(v, "none")) {
+                fprintf(stderr, "--comp takes mean or none, not '%s'\n", v);
+                return 2;
+            }
+            comp = strcmp(v, "mean") ? ENG_COMP_NONE : ENG_COMP_MEAN;
+        }
         else if (!strcmp(a, "--no-copy"))
             copy_dynamic = false;
         else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
@@ -393,6 +410,8 @@ int main(int argc, char **argv) {
     if (n_prompt < 1 || n_prompt > 16384 || n_gen < 1 || n_gen > 16384 || reps < 1 || reps > 100 ||
         bw_mb < 16 || bw_mb > 65536 || n_threads > 256 || (llama_bench && !llama_model) ||
         !(phi >= 0 && phi <= 1) || (!profile_path != !task) || (profile_path && phi <= 0) || (pick != ENG_PICK_REQUEST && phi <= 0) ||
+        !(cand >= 0 && cand <= 1) || (cand > 0 && pick != ENG_PICK_EXACT) ||
+        (comp != ENG_COMP_NONE && phi <= 0) ||
         (swap_task && !profile_path)) {
         usage(stderr);
         return 2;
@@ -473,6 +492,8 @@ int main(int argc, char **argv) {
         eng_compute_params cp = eng_compute_params_default();
         cp.phi = phi;
         cp.pick = pick;
+        cp.cand = cand;
+        cp.comp = comp;
         cp.copy_dynamic = copy_dynamic;
         if ((rc = eng_session_set_compute(s, &cp)) < 0) {
             fprintf(stderr, "phi %.3f rejected: %s\n", phi, strerror(-rc));
@@ -611,9 +632,10 @@ int main(int argc, char **argv) {
         printf(" \"n_prompt\": %d, \"n_gen\": %d, \"reps\": %d, \"kv_type\": \"%s\", "
                "\"kv_bytes\": %zu,\n", n_prompt, n_gen, reps, eng_kv_type_name(kv_type),
                kv_bytes);
-        printf(" \"plan\": \"%s\", \"phi\": %.3f, \"pick\": \"%s\", \"ffn_share\": %.4f, "
+        printf(" \"plan\": \"%s\", \"phi\": %.3f, \"pick\": \"%s\", \"cand\": %.3f, \"comp\": \"%s\", \"ffn_share\": %.4f, "
                "\"copy_bytes\": %zu, \"decode\": \"%s\", \"sample_from\": \"%s\",\n",
-               eng_select_mode_name(pp.mode), phi, eng_pick_name(pick), ffn_share,
+               eng_select_mode_name(pp.mode), phi, eng_pick_name(pick), cand,
+               comp == ENG_COMP_MEAN ? "mean" : "none", ffn_share,
                copy_bytes, sample ? "sampled" : "greedy", sample_from);
         if (swap_task)
             printf(" \"swap_task\": \"%s\", \"swap_ms\": %.3f, \"swap_neurons_in\": %llu,\n",
@@ -650,11 +672,17 @@ int main(int argc, char **argv) {
         printf("storage          %s, %d threads, %s backend, KV cache %s (%.1f MiB)\n", storage,
                threads, backend_name, eng_kv_type_name(kv_type),
                (double)kv_bytes / (1 << 20));
-        if (phi > 0)
-            printf("selective        %s plan, phi %.2f, pick per %s: decode computes %.1f %% of FFN neurons\n",
+        if (phi > 0) {
+            char among[48] = "";
+            if (pick == ENG_PICK_EXACT && cand > 0)
+                snprintf(among, sizeof among, " among %.2f per request", cand);
+            if (comp == ENG_COMP_MEAN)
+                snprintf(among + strlen(among), sizeof among - strlen(among), ", comp mean");
+            printf("selective        %s plan, phi %.2f, pick per %s%s: decode computes %.1f %% of FFN neurons\n",
                    eng_select_mode_name(pp.mode), phi,
                    pick == ENG_PICK_EXACT ? "token (exact)" : pick == ENG_PICK_TOKEN ? "token" : "request",
-                   100.0 * ffn_share);
+                   among, 100.0 * ffn_share);
+        }
         if (copy_bytes)
             printf("dynamic copy     %.1f MiB (the session's contiguous copy of its dynamic neurons)\n",
                    copy_bytes / 1048576.0);

@@ -72,6 +72,7 @@ typedef struct config {
     eng_layer_budget layer_budget;
     eng_comp comp;
     eng_pick pick;
+    float cand;        /* cand=: eng_compute_params.cand (pick=exact) */
     bool copy_dynamic; /* copy=yes|no: eng_compute_params.copy_dynamic */
     eng_kv_type kv;    /* kv=f16|q8_0: eng_session_params.kv_type */
     float sens[512]; /* lb=sens: per-layer sensitivities, from sens=FILE */
@@ -287,6 +288,8 @@ static int parse_config(const char *spec, config *c, char *why, size_t cap)
             c->phi = (float)d;
         } else if (!strcmp(k, "alpha") && d > 0 && d <= 1) {
             c->alpha = (float)d;
+        } else if (!strcmp(k, "cand") && d >= 0 && d <= 1) {
+            c->cand = (float)d;
         } else if ((!strcmp(k, "dense_first") || !strcmp(k, "df")) && d >= 0 && d <= 4096) {
             c->dense_first = (int)d;
         } else if ((!strcmp(k, "dense_last") || !strcmp(k, "dl")) && d >= 0 && d <= 4096) {
@@ -312,13 +315,20 @@ static int parse_config(const char *spec, config *c, char *why, size_t cap)
         char extra[80] = "";
         if (c->task[0])
             snprintf(extra, sizeof extra, " task=%s", c->task);
+        char pick[32] = "";
+        if (c->pick == ENG_PICK_TOKEN)
+            snprintf(pick, sizeof pick, " pick");
+        else if (c->pick == ENG_PICK_EXACT && c->cand > 0)
+            snprintf(pick, sizeof pick, " exact c%.2g", c->cand);
+        else if (c->pick == ENG_PICK_EXACT)
+            snprintf(pick, sizeof pick, " exact");
         snprintf(c->name, sizeof c->name, "%s g%.2g d%.2g p%.2g a%.2g %s%s%s%s%s%s %d/%d%s",
                  eng_select_mode_name(c->mode), c->gamma, c->delta, c->phi, c->alpha,
                  rank_name(c->rank), c->score == ENG_SCORE_CONTRIB ? " contrib" :
                  c->layer_budget == ENG_BUDGET_MASS ? " mass" :
                  c->layer_budget == ENG_BUDGET_SENS ? " sens" : "",
                  c->comp == ENG_COMP_MEAN ? " comp" : "",
-                 c->pick == ENG_PICK_TOKEN ? " pick" : c->pick == ENG_PICK_EXACT ? " exact" : "",
+                 pick,
                  c->copy_dynamic ? "" : " nocopy", c->kv == ENG_KV_Q8_0 ? " kvq8" : "",
                  c->dense_first, c->dense_last, extra);
     }
@@ -1270,6 +1280,7 @@ int main(int argc, char **argv)
             cp.rank = c->rank;
             cp.comp = c->comp;
             cp.pick = c->pick;
+            cp.cand = c->cand;
             cp.copy_dynamic = c->copy_dynamic;
             row *rw = &rows[n_rows];
             rw->cfg = c;
