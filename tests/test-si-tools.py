@@ -282,14 +282,24 @@ def test_eval(si_eval, si_profile, model):
                 os.path.join(SRC, "profiles", "tasks", "qa.jsonl"),
                 "-c", "selectinfer,gamma=0.7,delta=0.3,phi=0.4,df=1,dl=1", "-c", "dense",
                 "-c", "selectinfer,gamma=0.7,delta=0.3,phi=0.4,df=1,dl=1,copy=no",
-                "-c", "dense,kv=q8_0"]
+                "-c", "dense,kv=q8_0",
+                "-c", "selectinfer,gamma=0.7,delta=0.3,phi=0.4,df=1,dl=1,pick=exact,cand=0.5,comp=mean"]
         run(args, timeout=600)
         with open(out) as f:
             res8 = json.load(f)
         check(res8["matrices"] == "q8_0" and res["matrices"] == "f16", "matrices fields")
         r8 = {r["mode"] + ("-ref" if r["config"] == "dense (reference)" else "") +
               ("-nocopy" if "nocopy" in r["config"] else "") +
-              ("-kvq8" if "kvq8" in r["config"] else ""): r for r in res8["rows"]}
+              ("-kvq8" if "kvq8" in r["config"] else "") +
+              ("-cand" if r["cand"] else ""): r for r in res8["rows"]}
+        # the exact pick among candidates, compensated: its columns, and
+        # the per-request pick's share of the bytes at the same phi
+        ec = r8["selectinfer-cand"]
+        check(ec["pick"] == "exact" and ec["cand"] == 0.5 and ec["comp"] == "mean" and
+              r8["selectinfer"]["comp"] == "none" and r8["selectinfer"]["cand"] == 0 and
+              abs(ec["ffn_share"] - r8["selectinfer"]["ffn_share"]) < 0.005 and
+              0 < ec["agreement"] <= 1,
+              "exact among candidates: %r" % {k: ec[k] for k in ("pick", "cand", "comp", "ffn_share", "agreement")})
         # the KV cache in Q8_0 (kv=q8_0): not the f16 cache's numbers, but
         # close to them (measured over 20 prompts a task: agreement
         # 0.97-0.995, perplexity ratio 1.000-1.023; here one prompt's 4

@@ -801,7 +801,7 @@ static const char *const fields[] = {
     "prefill_tps", "decode_tps", "decode_ratio", "bench_prefill_tps", "bench_decode_tps",
     "bench_decode_ratio", "bytes_weights", "bytes_ffn", "bytes_other", "mem_ratio",
     "neurons_loaded", "rss_model", "rss_vs_plan", "rss_session", "rss_total", "pick",
-    "score_ratio_lo", "score_ratio_hi", "score2_ratio_lo", "score2_ratio_hi",
+    "score_ratio_lo", "score_ratio_hi", "score2_ratio_lo", "score2_ratio_hi", "comp", "cand",
 };
 #define N_FIELDS (sizeof(fields) / sizeof(fields[0]))
 
@@ -859,6 +859,8 @@ static void put_field(FILE *f, bool json, size_t i, const row *rw, const row *de
     case 43: v = x->ratio_hi; break;
     case 44: v = x->ratio2_lo; break;
     case 45: v = x->ratio2_hi; break;
+    case 46: s = c->comp == ENG_COMP_MEAN ? "mean" : "none"; break;
+    case 47: v = c->cand; break;
     }
     if (s) {
         if (json)
