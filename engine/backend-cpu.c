@@ -4840,44 +4840,51 @@ static void op_matmul(eng_backend *be, const eng_weight *w, const float *bias, c
         run(c, mm_prefill_task, &a, work >= 16384);
 }
 
-/* Decode's q, k and v projections in one dispatch: each thread takes the
- * rows of each matrix that op_matmul would give it (so the results are the
+/* Decode's GEMVs of one x by up to 3 matrices in one dispatch (q, k and
+ * v; ffn_top's two runs of gate and up rows): each thread takes the rows
+ * of each matrix that op_matmul would give it (so the results are the
  * same bit for bit), and the pool wakes and waits once instead of three
  * times. k and v are small (SmolLM2: 192 rows, tens of microseconds), so
  * the dispatches were a visible part of them. */
-static void mm3_decode_task(void *p, int ith, int nth)
+typedef struct mm_n_args {
+    mm_args a[3];
+    int n;
+} mm_n_args;
+
+static void mm_n_decode_task(void *p, int ith, int nth)
 {
-    mm_args *a = p;
-    for (int i = 0; i < 3; i++)
-        mm_decode_task(&a[i], ith, nth);
+    mm_n_args *m = p;
+    for (int i = 0; i < m->n; i++)
+        mm_decode_task(&m->a[i], ith, nth);
 }
 
-static void op_matmul3(eng_backend *be, const eng_weight *const w[3], const float *const bias[3],
-                       const float *x, float *const y[3], int n_tokens)
+static void matmul_n(eng_backend *be, const eng_weight *const *w, const float *const *bias,
+                     const float *x, float *const *y, int n_tokens, int nw)
 {
     cpu_ctx *c = ctx_of(be);
     if (!w || !y || !x)
         return;
     /* each as op_matmul would run it in parallel (the same threshold) */
-    bool ok = n_tokens == 1;
-    for (int i = 0; i < 3 && ok; i++)
+    bool ok = n_tokens == 1 && nw >= 1 && nw <= 3;
+    for (int i = 0; i < nw && ok; i++)
         ok = w[i] && y[i] && w[i]->rows > 0 && w[i]->cols > 0 &&
              w[i]->cols % eng_dtype_block(w[i]->dtype) == 0 &&
              (long)w[i]->rows * w[i]->cols >= 16384;
     if (!ok) { /* prefill, small, or bad: op_matmul handles (or drops) each */
-        for (int i = 0; i < 3; i++)
+        for (int i = 0; i < nw; i++)
             op_matmul(be, w[i], bias ? bias[i] : NULL, x, y[i], n_tokens);
         return;
     }
-    mm_args a[3];
-    for (int i = 0; i < 3; i++)
+    mm_n_args m = { .n = nw };
+    mm_args *a = m.a;
+    for (int i = 0; i < nw; i++)
         a[i] = (mm_args){ c, w[i], bias ? bias[i] : NULL, x, y[i], 1, NULL, NULL, NULL };
     /* the same x: its Q4_K forms once, over the widest (a block's sums
      * and 16-bit values do not depend on the row's length); Q6_K rows take
      * the 16-bit values too (a Q4_K_M file's v) */
     long q4_cols = 0;
     bool any_x4 = false;
-    for (int i = 0; i < 3; i++)
+    for (int i = 0; i < nw; i++)
         if ((x4_rows(w[i]->dtype) || q4x_rows(w[i]->dtype)) && w[i]->cols > q4_cols) {
             q4_cols = w[i]->cols;
             any_x4 = any_x4 || x4_rows(w[i]->dtype);
@@ -4888,11 +4895,11 @@ static void op_matmul3(eng_backend *be, const eng_weight *const w[3], const floa
                       : any_x4 ? q4k_prep(c, x, q4_cols, &x4, &has_x4)
                                : xs_prep(c, x, q4_cols);
     if (q4_cols && !xs) { /* too wide: op_matmul's way */
-        for (int i = 0; i < 3; i++)
+        for (int i = 0; i < nw; i++)
             op_matmul(be, w[i], bias ? bias[i] : NULL, x, y[i], n_tokens);
         return;
     }
-    for (int i = 0; i < 3; i++)
+    for (int i = 0; i < nw; i++)
         if (x4_rows(w[i]->dtype)) {
             a[i].xs = xs;
             a[i].x4 = has_x4 ? &x4 : NULL;
@@ -4903,15 +4910,23 @@ static void op_matmul3(eng_backend *be, const eng_weight *const w[3], const floa
      * Q8_0's, Q4_1's and Q4_0's preps write the same form */
     x16_row xr;
     x16_prep_fn *prep = NULL;
-    for (int i = 0; i < 3; i++)
+    for (int i = 0; i < nw; i++)
         if (x16_prep_for(c->k, w[i]->dtype))
             prep = x16_prep_for(c->k, w[i]->dtype);
-    if (prep && w[0]->cols == w[1]->cols && w[0]->cols == w[2]->cols &&
-        x16_ready(c, prep, x, w[0]->cols, &xr))
-        for (int i = 0; i < 3; i++)
+    bool same_cols = true;
+    for (int i = 1; i < nw; i++)
+        same_cols = same_cols && w[i]->cols == w[0]->cols;
+    if (prep && same_cols && x16_ready(c, prep, x, w[0]->cols, &xr))
+        for (int i = 0; i < nw; i++)
             if (x16_prep_for(c->k, w[i]->dtype))
                 a[i].x16 = &xr;
-    run(c, mm3_decode_task, a, true);
+    run(c, mm_n_decode_task, &m, true);
+}
+
+static void op_matmul3(eng_backend *be, const eng_weight *const w[3], const float *const bias[3],
+                       const float *x, float *const y[3], int n_tokens)
+{
+    matmul_n(be, w, bias, x, y, n_tokens, 3);
 }
 
 /* ---- rmsnorm ----------------------------------------------------------- */
@@ -6053,10 +6068,13 @@ static void op_ffn_top(eng_backend *be, const eng_ffn_weights *a, int n_a,
                                   .gate_up = a->gate_up, .down = a->down, .act = a->act };
     for (int t = 0; t < n_tokens; t++) {
         const float *xt = x + (size_t)t * E;
-        if (n_a > 0)
-            op_matmul(be, &ga, NULL, xt, gu, 1);
-        if (n_b > 0)
-            op_matmul(be, &gb, NULL, xt, gu + 2 * n_a, 1);
+        if (n_a > 0 && n_b > 0) { /* both runs' rows in one dispatch */
+            const eng_weight *const gw[2] = { &ga, &gb };
+            float *const gy[2] = { gu, gu + 2 * n_a };
+            matmul_n(be, gw, NULL, xt, gy, 1, 2);
+        } else {
+            op_matmul(be, n_a > 0 ? &ga : &gb, NULL, xt, gu, 1);
+        }
         const bool hinted = c->pick_hint[hint].key == key;
         pick_run r = { .c = c,
                        .w = &one,
