@@ -2190,16 +2190,15 @@ static void forward_ops(eng_session *s, int n, int first, float *out, int32_t *a
                 op->add(be, s->x, s->o, (long)n * E);
                 op->rmsnorm(be, s->x, L->ffn_norm, s->xn, n, E, m->rms_eps);
             }
-            if (pick > 0 && s->compute.pick == ENG_PICK_EXACT && sel) {
-                /* among the request's candidates: the static run in place
-                 * and the session's copy of the others (select.c) */
-                const eng_dyn_copy *d = s->dyn ? &s->dyn[il] : NULL;
+            if (pick > 0 && s->compute.pick == ENG_PICK_EXACT) {
+                /* each token the pick slots of its largest activations,
+                 * among every loaded slot (n_sel) or the request's
+                 * candidates: the static run in place and the session's
+                 * copy of the others (select.c), or one run */
+                const eng_dyn_copy *d = sel && s->dyn ? &s->dyn[il] : NULL;
                 const bool copied = d && d->w.n_slots > 0;
                 op->ffn_top(be, &L->ffn, copied ? d->from : n_sel, copied ? &d->w : NULL,
                             copied ? d->w.n_slots : 0, pick, s->xn, s->ff, n);
-            } else if (pick > 0 && s->compute.pick == ENG_PICK_EXACT) {
-                /* each token the pick slots of its largest activations */
-                op->ffn_top(be, &L->ffn, L->ffn.n_slots, NULL, 0, pick, s->xn, s->ff, n);
             } else if (pick > 0) /* ENG_PICK_TOKEN: each token its own best pick slots */
                 op->ffn_pick(be, &L->ffn, pick, s->xn, s->ff, n);
             else if (runs)
