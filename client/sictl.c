@@ -224,7 +224,10 @@ static void print_status(const Selectinfer__Status *s)
         if (p->pick && strcmp(p->pick, "exact") == 0 && p->has_candidates && p->candidates > 0)
             printf("exact pick among: %.2f of the FFN neurons, chosen per request\n",
                    (double)p->candidates);
-        if (p->comp && strcmp(p->comp, "none") != 0)
+        if (p->comp && strcmp(p->comp, "linear") == 0)
+            printf("left out:         a linear map of each layer's input, fitted on the prompt, "
+                   "added (comp)\n");
+        else if (p->comp && strcmp(p->comp, "none") != 0)
             printf("left out:         %s activation of the prompt added (comp)\n", p->comp);
     }
     if (s->has_load_ns)

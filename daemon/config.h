@@ -71,7 +71,7 @@ extern const char *const sid_matrices_names[];
 extern const char *const sid_kv_cache_type_names[];
 enum { SID_PICK_REQUEST = 0, SID_PICK_TOKEN, SID_PICK_EXACT }; /* eng_pick's */
 extern const char *const sid_pick_names[];
-extern const char *const sid_comp_names[];          /* eng_comp's order: none, mean */
+extern const char *const sid_comp_names[];          /* eng_comp's order: none, mean, linear */
 extern const char *const sid_yes_no_names[];       /* "no", "yes" */
 extern const char *const sid_task_switch_names[];
 extern const char *const sid_backend_names[];

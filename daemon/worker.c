@@ -456,7 +456,7 @@ static bool set_compute(sid_server *srv, sid_req *req)
         snprintf(req->err_msg, sizeof(req->err_msg), "phi %.4g / alpha %.4g cannot be used with the active plan: %s%s",
                  (double)cp.phi, (double)cp.alpha, strerror(-rc),
                  rc == -ENOTSUP && exact ? " (pick = exact runs on the CPU backend only)"
-                 : rc == -ENOTSUP        ? " (comp = mean runs on the CPU backend only)"
+                 : rc == -ENOTSUP        ? " (comp = mean and linear run on the CPU backend only)"
                  : !exact                ? ""
                  : cp.cand > 0.0f        ? " (pick = exact: phi too low to read the candidates' gate and up rows, or candidates below delta)"
                                          : " (pick = exact: phi too low to read every loaded gate and up row)");
@@ -1196,7 +1196,7 @@ static int load_plan_params(sid_server *srv, eng_load_plan_params *pp, eng_profi
               : cfg->pick == SID_PICK_TOKEN ? ENG_PICK_TOKEN
                                             : ENG_PICK_REQUEST;
     p->candidates = cfg->candidates;
-    p->comp = cfg->comp == 1 ? ENG_COMP_MEAN : ENG_COMP_NONE;
+    p->comp = cfg->comp == 2 ? ENG_COMP_LINEAR : cfg->comp == 1 ? ENG_COMP_MEAN : ENG_COMP_NONE;
     p->copy_dynamic = cfg->copy_dynamic != 0;
     if (p->candidates > 0.0f && p->pick != ENG_PICK_EXACT) {
         snprintf(srv->load_error, sizeof(srv->load_error),
@@ -1210,9 +1210,9 @@ static int load_plan_params(sid_server *srv, eng_load_plan_params *pp, eng_profi
     if (p->comp != ENG_COMP_NONE &&
         !(p->pick == ENG_PICK_REQUEST || (p->pick == ENG_PICK_EXACT && p->candidates > 0.0f))) {
         snprintf(srv->load_error, sizeof(srv->load_error),
-                 "comp = mean needs pick = request, or pick = exact with candidates: pick = %s "
+                 "comp = %s needs pick = request, or pick = exact with candidates: pick = %s "
                  "leaves no neuron out for a whole request",
-                 sid_pick_names[p->pick]);
+                 sid_comp_names[cfg->comp], sid_pick_names[p->pick]);
         eng_profile_free(prof);
         return -EINVAL;
     }

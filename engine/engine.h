@@ -714,7 +714,19 @@ typedef enum eng_comp {
     ENG_COMP_NONE = 0, /* nothing: they contribute 0 (published) */
     ENG_COMP_MEAN,     /* their mean activation over the prompt: per layer the bias
                         * sum_j mean_t a_j(t) * d_j, fixed at the end of prefill */
+    ENG_COMP_LINEAR,   /* a linear map of the FFN's input x to what they would add,
+                        * bias + x P V^T (P, V: n_embd x 16, f16), fitted per layer
+                        * at the end of prefill on the prompt's latest 256
+                        * positions but the first (ridge regression, cut to rank
+                        * 16). Its bytes count against phi: the per-request pick
+                        * computes that many neurons fewer, the exact pick a
+                        * smaller k. Per session it keeps those positions' FFN
+                        * inputs and activations (f16) and a fit's workspace. */
 } eng_comp;
+
+/* "none", "mean", "linear"; parse: -EINVAL for any other name */
+const char *eng_comp_name(eng_comp comp);
+int eng_comp_parse(const char *name, eng_comp *ret_comp);
 
 /* When decode chooses the loaded neurons it computes. */
 typedef enum eng_pick {

@@ -2217,10 +2217,14 @@ static void forward_ops(eng_session *s, int n, int first, float *out, int32_t *a
                 op->download(be, s->act_host, s->act, (size_t)n * n_sel * sizeof(float));
                 a = s->act_host;
             }
-            eng__select_observe(s, il, a, n, sel, n_sel);
+            eng__select_observe(s, il, a, n, sel, n_sel, host ? s->xn : NULL);
         }
-        /* what the neurons not computed would add, as a constant (select.c),
-         * joins the FFN's output: before gemma3's norm of it, else into x */
+        /* what the neurons not computed would add: ENG_COMP_LINEAR's map of
+         * the FFN's input (host memory) */
+        if (s->lin && host)
+            eng__select_comp_apply(s, il, s->xn, s->ff, n);
+        /* and as a constant (select.c), which joins the FFN's output:
+         * before gemma3's norm of it, else into x */
         const float *bias = s->ffn_bias[il];
         if (L->ffn_post_norm) {
             for (int t = 0; bias && t < n; t++)

@@ -212,7 +212,25 @@ struct eng_session {
     float **bias_buf;                 /* [n_layer][n_embd], or NULL when unused */
     double **act_sum;                 /* [n_layer][n_ff]: signed sum of a per slot at prefill */
     double act_tokens;                /* prompt tokens act_sum holds */
+    /* ENG_COMP_LINEAR (select.c), per layer: the prefill's FFN inputs and
+     * loaded slots' activations at up to lin_cap positions (a ring of the
+     * latest), and the map fitted from them */
+    struct eng_lin *lin;              /* [n_layer], NULL when unused */
+    int lin_cap;
+    float *lin_z, *lin_y;             /* [n_batch][rank], [n_batch][n_embd] (backend) */
+    void *lin_work;                   /* the fit's workspace, lin_work_bytes */
+    size_t lin_work_bytes;
 };
+
+typedef struct eng_lin {
+    float *x;       /* [lin_cap][n_embd] */
+    uint16_t *a;    /* [lin_cap][slots] in f16 (the largest part) */
+    int slots;      /* a row's room: the layer's slot capacity */
+    int n, next;    /* rows held; where the next goes */
+    bool fitted;
+    eng_weight p;   /* P^T [rank][n_embd], f16 (host memory: comp needs it) */
+    eng_weight v;   /* V [n_embd][rank], f16 */
+} eng_lin;
 
 /* eng_model_load on a backend the caller made (tests); the model owns be
  * from the call on, also when loading fails. NULL: as params say. */

@@ -13,6 +13,7 @@
 
 #include "error.h"
 #include "gguf.h"
+#include "linfit.h"
 #include "model.h"
 #include "quants.h"
 #include "select.h"
@@ -24,44 +25,68 @@ static const char *const mode_names[] = {
     [ENG_SELECT_SELECTINFER] = "selectinfer",
 };
 
+/* names[i] for i, or "unknown"; the index of a name, or -EINVAL */
+static const char *name_of(const char *const *names, size_t n, unsigned i)
+{
+    return i < n ? names[i] : "unknown";
+}
+
+static int index_of(const char *const *names, size_t n, const char *name)
+{
+    for (size_t i = 0; name && i < n; i++)
+        if (!strcmp(name, names[i]))
+            return (int)i;
+    return -EINVAL;
+}
+
+#define N_NAMES(a) (sizeof(a) / sizeof((a)[0]))
+
 const char *eng_select_mode_name(eng_select_mode mode)
 {
-    if ((unsigned)mode >= sizeof(mode_names) / sizeof(mode_names[0]))
-        return "unknown";
-    return mode_names[mode];
+    return name_of(mode_names, N_NAMES(mode_names), (unsigned)mode);
 }
 
 int eng_select_mode_parse(const char *name, eng_select_mode *ret)
 {
-    for (size_t i = 0; i < sizeof(mode_names) / sizeof(mode_names[0]); i++)
-        if (!strcmp(name, mode_names[i])) {
-            *ret = (eng_select_mode)i;
-            return 0;
-        }
-    if (!strcmp(name, "random")) {
-        *ret = ENG_SELECT_RANDOM;
-        return 0;
-    }
-    return -EINVAL;
+    int i = index_of(mode_names, N_NAMES(mode_names), name);
+    if (i < 0 && name && !strcmp(name, "random"))
+        i = ENG_SELECT_RANDOM;
+    if (i < 0)
+        return i;
+    *ret = (eng_select_mode)i;
+    return 0;
 }
 
 static const char *const pick_names[] = { "request", "token", "exact" };
 
 const char *eng_pick_name(eng_pick pick)
 {
-    if ((unsigned)pick >= sizeof(pick_names) / sizeof(pick_names[0]))
-        return "unknown";
-    return pick_names[pick];
+    return name_of(pick_names, N_NAMES(pick_names), (unsigned)pick);
 }
 
 int eng_pick_parse(const char *name, eng_pick *ret)
 {
-    for (size_t i = 0; i < sizeof(pick_names) / sizeof(pick_names[0]); i++)
-        if (!strcmp(name, pick_names[i])) {
-            *ret = (eng_pick)i;
-            return 0;
-        }
-    return -EINVAL;
+    const int i = index_of(pick_names, N_NAMES(pick_names), name);
+    if (i < 0)
+        return i;
+    *ret = (eng_pick)i;
+    return 0;
+}
+
+static const char *const comp_names[] = { "none", "mean", "linear" };
+
+const char *eng_comp_name(eng_comp comp)
+{
+    return name_of(comp_names, N_NAMES(comp_names), (unsigned)comp);
+}
+
+int eng_comp_parse(const char *name, eng_comp *ret)
+{
+    const int i = index_of(comp_names, N_NAMES(comp_names), name);
+    if (i < 0)
+        return i;
+    *ret = (eng_comp)i;
+    return 0;
 }
 
 eng_load_plan_params eng_load_plan_params_default(void)
@@ -533,15 +558,74 @@ static int comp_alloc(eng_session *s)
     return 0; /* partial allocations are freed with the session */
 }
 
+/* ENG_COMP_LINEAR: the rank of its maps, how many of the targets' leading
+ * directions the fit works in, its ridge (relative to the inputs' mean
+ * squared norm) and the prompt positions it fits on (the latest). Chosen on
+ * 40 summarize prompts of SmolLM2 (docs/selectinfer.md): rank 8 lost 0.03
+ * of agreement, 32 gained 0.003 for twice the bytes; ridge 0.01-0.3 within
+ * 0.01. */
+#define LIN_RANK 16
+#define LIN_DIRS 32
+#define LIN_RIDGE 0.1
+#define LIN_ROWS 256
+/* Fewer prompt positions than this fit no map: the request gets
+ * ENG_COMP_MEAN's bias instead, and phi's neurons whole. On SmolLM2's
+ * short prompts (qa, chat: tens of tokens) the map, whose bytes cost 2 %
+ * of n_ff a layer, gained nothing (docs/selectinfer.md). */
+#define LIN_MIN_ROWS 64
+
+/* ENG_COMP_LINEAR's rows and maps, allocated on first use. */
+static int lin_alloc(eng_session *s)
+{
+    const eng_model *m = s->model;
+    const int L = m->info.n_layer, E = m->info.n_embd;
+    s->lin_cap = LIN_ROWS;
+    if (!s->lin && !(s->lin = calloc(L, sizeof(*s->lin))))
+        return -ENOMEM;
+    if (!s->lin_z && !(s->lin_z = eng__session_alloc(s, (size_t)s->n_batch * LIN_RANK * sizeof(float))))
+        return -ENOMEM;
+    if (!s->lin_y && !(s->lin_y = eng__session_alloc(s, (size_t)s->n_batch * E * sizeof(float))))
+        return -ENOMEM;
+    /* every layer, for as many slots as its buffers hold: a swap may
+     * change both which layers are sparsified and their slots (pages are
+     * touched only where prefill writes rows) */
+    for (int l = 0; l < L; l++) {
+        eng_lin *g = &s->lin[l];
+        g->p = (eng_weight){ .dtype = ENG_DTYPE_F16, .rows = LIN_RANK, .cols = E, .data = g->p.data };
+        g->v = (eng_weight){ .dtype = ENG_DTYPE_F16, .rows = E, .cols = LIN_RANK, .data = g->v.data };
+        if (!g->p.data && !(g->p.data = malloc((size_t)E * LIN_RANK * sizeof(uint16_t))))
+            return -ENOMEM;
+        if (!g->v.data && !(g->v.data = malloc((size_t)E * LIN_RANK * sizeof(uint16_t))))
+            return -ENOMEM;
+        if (!g->x && !(g->x = malloc((size_t)s->lin_cap * E * sizeof(float))))
+            return -ENOMEM;
+        if (!g->a) {
+            g->slots = m->layers[l].slot_cap > m->layers[l].ffn.n_slots ? m->layers[l].slot_cap
+                                                                        : m->layers[l].ffn.n_slots;
+            if (!(g->a = malloc((size_t)s->lin_cap * g->slots * sizeof(uint16_t))))
+                return -ENOMEM;
+        }
+    }
+    return 0;
+}
+
 static int *layer_counts(const eng_model *m, float phi, bool per_token, int *n_compute);
 static long long exact_pick_k(const eng_model *m, int n_compute, const int *count, int n_cand,
-                              const int *cand);
+                              const int *cand, long long extra);
+
+/* The bytes a layer's ENG_COMP_LINEAR map adds to each decode step (P and
+ * V in f16): they count against phi as the sketch's do. */
+static long long lin_bytes(const eng_model *m, eng_comp comp)
+{
+    return comp == ENG_COMP_LINEAR ? 2LL * m->info.n_embd * LIN_RANK * (long long)sizeof(uint16_t)
+                                   : 0;
+}
 
 int eng_session_set_compute(eng_session *s, const eng_compute_params *c)
 {
     eng_compute_params p = c ? *c : eng_compute_params_default();
     if (!(p.phi >= 0.0f && p.phi <= 1.0f) || !(p.alpha > 0.0f && p.alpha <= 1.0f) ||
-        (unsigned)p.rank > ENG_RANK_MASS || (unsigned)p.comp > ENG_COMP_MEAN ||
+        (unsigned)p.rank > ENG_RANK_MASS || (unsigned)p.comp > ENG_COMP_LINEAR ||
         (unsigned)p.pick > ENG_PICK_EXACT || !(p.cand >= 0.0f && p.cand <= 1.0f) ||
         (p.cand > 0.0f && p.pick != ENG_PICK_EXACT))
         return -EINVAL;
@@ -565,7 +649,8 @@ int eng_session_set_compute(eng_session *s, const eng_compute_params *c)
         int n_compute, n_cand = 0;
         int *count = layer_counts(s->model, p.phi, true, &n_compute);
         int *cc = cand > 0.0f ? layer_counts(s->model, cand, false, &n_cand) : NULL;
-        const long long k = exact_pick_k(s->model, n_compute, count, n_cand, cc);
+        const long long k =
+            exact_pick_k(s->model, n_compute, count, n_cand, cc, lin_bytes(s->model, p.comp));
         free(count);
         free(cc);
         if (k < 1)
@@ -579,6 +664,8 @@ int eng_session_set_compute(eng_session *s, const eng_compute_params *c)
     if (p.comp != ENG_COMP_NONE && !s->model->be->iface->host_memory)
         return -ENOTSUP;
     if (p.comp != ENG_COMP_NONE && comp_alloc(s) < 0)
+        return -ENOMEM;
+    if (p.comp == ENG_COMP_LINEAR && lin_alloc(s) < 0)
         return -ENOMEM;
     s->compute = p;
     eng__select_session_reset(s);
@@ -670,6 +757,16 @@ void eng__select_session_free(eng_session *s)
         if (s->bias_buf)
             free(s->bias_buf[l]);
     }
+    for (int l = 0; s->lin && l < L; l++) {
+        free(s->lin[l].x);
+        free(s->lin[l].a);
+        free((void *)s->lin[l].p.data);
+        free((void *)s->lin[l].v.data);
+    }
+    free(s->lin);
+    free(s->lin_work);
+    s->model->be->iface->mem_free(s->model->be, s->lin_z);
+    s->model->be->iface->mem_free(s->model->be, s->lin_y);
     free(s->act_sum);
     free(s->bias_buf);
     free(s->ffn_bias);
@@ -708,6 +805,8 @@ void eng__select_session_reset(eng_session *s)
             s->pick_k[l] = 0;
         if (s->ffn_bias)
             s->ffn_bias[l] = NULL;
+        if (s->lin)
+            s->lin[l].fitted = false;
         if (s->counts_dev_live && s->counts_dev_live[l]) {
             s->counts_dev_live[l] = false;
             s->counts_dev_zeroed = false; /* an eval cut short left its counts */
@@ -732,6 +831,8 @@ static void votes_begin(eng_session *s)
         memset(s->counts[l], 0, (size_t)m->info.n_ff * sizeof(float));
         if (s->act_sum && s->act_sum[l])
             memset(s->act_sum[l], 0, (size_t)m->info.n_ff * sizeof(double));
+        if (s->lin)
+            s->lin[l].n = s->lin[l].next = 0;
     }
     s->act_tokens = 0;
     s->votes_ok = false;
@@ -780,7 +881,7 @@ static int first_sparse(const eng_model *m)
 }
 
 void eng__select_observe(eng_session *s, int il, const float *act, int n, const int32_t *sel,
-                         int n_sel)
+                         int n_sel, const float *x)
 {
     const eng_model *m = s->model;
     const eng_layer *L = &m->layers[il];
@@ -802,7 +903,7 @@ void eng__select_observe(eng_session *s, int il, const float *act, int n, const 
         return;
     votes_begin(s);
 
-    if (s->compute.comp == ENG_COMP_MEAN && s->act_sum) {
+    if (s->compute.comp != ENG_COMP_NONE && s->act_sum) { /* linear too: its fallback */
         /* prefill: every loaded slot's signed activation, summed over the
          * prompt. Position 0 is left out: the first token of a context has
          * outlier activations (the "attention sink": a few neurons fire
@@ -818,6 +919,24 @@ void eng__select_observe(eng_session *s, int il, const float *act, int n, const 
                 sum[j] += act[(size_t)t * n_sel + j];
         if (il == first_sparse(m) && n > t0)
             s->act_tokens += n - t0;
+    }
+    if (s->compute.comp == ENG_COMP_LINEAR && s->lin && s->lin[il].a && n_sel <= s->lin[il].slots &&
+        x) {
+        /* prefill: the FFN's inputs and every loaded slot's activation, the
+         * latest lin_cap positions (position 0 left out, as for the mean) */
+        eng_lin *g = &s->lin[il];
+        const int E = m->info.n_embd;
+        int t0 = COMP_SKIP - s->n_past;
+        if (t0 < tv)
+            t0 = tv;
+        for (int t = t0 < 0 ? 0 : t0; t < n; t++) {
+            memcpy(g->x + (size_t)g->next * E, x + (size_t)t * E, (size_t)E * sizeof(float));
+            eng_f32_to_f16_row(act + (size_t)t * n_sel, g->a + (size_t)g->next * g->slots,
+                               (size_t)n_sel);
+            g->next = (g->next + 1) % s->lin_cap;
+            if (g->n < s->lin_cap)
+                g->n++;
+        }
     }
 
     /* prefill over all loaded slots: count, per slot, the tokens that rank
@@ -967,6 +1086,112 @@ static void comp_fold(eng_session *s)
     free(acc);
 }
 
+/* linfit's products on the session's backend (host memory: the CPU's
+ * threads and kernels) */
+static void lin_mm(void *ctx, const float *w, int rows, int cols, const float *x, float *y, int n)
+{
+    eng_backend *be = ctx;
+    const eng_weight wt = { .dtype = ENG_DTYPE_F32, .rows = rows, .cols = cols, .data = w };
+    be->iface->matmul(be, &wt, NULL, x, y, n);
+    be->iface->sync(be);
+}
+
+/* ENG_COMP_LINEAR at the end of prefill: per layer that leaves loaded
+ * neurons out, what they added at each held prompt position (as decode will
+ * leave them out: the request's selection, and where the exact pick takes k
+ * of the candidates per token, the candidates it drops there too), fitted
+ * as a linear map of the FFN's input (linfit.c). A layer whose fit fails
+ * gets none: no compensation rather than a failed eval. */
+static void lin_fold(eng_session *s)
+{
+    const eng_model *m = s->model;
+    const int E = m->info.n_embd;
+    /* one workspace for every layer, kept by the session: fresh pages for
+     * each fit cost more than its arithmetic */
+    int ns_max = 0;
+    for (int il = 0; il < m->info.n_layer; il++)
+        if (m->layers[il].ffn.n_slots > ns_max)
+            ns_max = m->layers[il].ffn.n_slots;
+    const int T_max = s->lin_cap;
+    const size_t fit = eng__linfit_scratch(T_max, E, E, LIN_RANK, LIN_DIRS);
+    const size_t need = fit + sizeof(float) * ((size_t)ns_max * E + (size_t)T_max * ns_max +
+                                               (size_t)T_max * E + (size_t)E + 3 * (size_t)E * LIN_RANK +
+                                               2 * (size_t)ns_max) + (size_t)ns_max;
+    if (need > s->lin_work_bytes) {
+        void *w = realloc(s->lin_work, need);
+        if (!w)
+            return; /* no compensation rather than a failed eval */
+        s->lin_work = w;
+        s->lin_work_bytes = need;
+    }
+    float *dt = (float *)((char *)s->lin_work + fit); /* W_down's loaded columns [E][ns] */
+    float *am = dt + (size_t)ns_max * E;              /* what is left out [T][ns] */
+    float *y = am + (size_t)T_max * ns_max, *row = y + (size_t)T_max * E;
+    float *p = row + E, *v = p + (size_t)E * LIN_RANK, *pt = v + (size_t)E * LIN_RANK;
+    float *mag = pt + (size_t)E * LIN_RANK;
+    uint8_t *cand = (uint8_t *)(mag + 2 * (size_t)ns_max);
+    for (int il = 0; il < m->info.n_layer; il++) {
+        const eng_layer *L = &m->layers[il];
+        eng_lin *g = &s->lin[il];
+        const int32_t *sel = s->ffn_sel[il];
+        const int k = s->pick_k[il], ns = L->ffn.n_slots, T = g->n;
+        if (!g->a || ns > g->slots || T < 2 || (!sel && !k))
+            continue;
+        const size_t rb = eng_ffn_down_bytes(L->ffn.dtype, E);
+        for (int j = 0; j < ns; j++) {
+            eng_dequant_row_f32(ggml_type_of_dtype(eng_ffn_down_dtype(L->ffn.dtype)),
+                                (const uint8_t *)L->ffn.down + (size_t)j * rb, row, (size_t)E);
+            for (int e = 0; e < E; e++)
+                dt[(size_t)e * ns + j] = row[e];
+        }
+        int n_cand = ns;
+        memset(cand, !sel, (size_t)ns);
+        if (sel) {
+            n_cand = s->ffn_n_sel[il];
+            for (int i = 0; i < n_cand; i++)
+                cand[sel[i]] = 1;
+        }
+        for (int t = 0; t < T; t++) {
+            float *o = am + (size_t)t * ns;
+            const float *a = o;
+            eng_f16_to_f32_row(g->a + (size_t)t * g->slots, o, (size_t)ns);
+            float thr = -1.0f; /* |a| >= thr among the candidates is computed */
+            if (k > 0 && k < n_cand) {
+                int n = 0;
+                for (int j = 0; j < ns; j++)
+                    if (cand[j])
+                        mag[n++] = fabsf(a[j]);
+                thr = eng__kth_largest(mag + ns, mag, n, k);
+            }
+            for (int j = 0; j < ns; j++)
+                o[j] = cand[j] && fabsf(a[j]) >= thr ? 0.0f : a[j];
+        }
+        lin_mm(m->be, dt, E, ns, am, y, T);
+        if (eng__linfit(g->x, y, T, E, E, LIN_RANK, LIN_DIRS, LIN_RIDGE, lin_mm, m->be,
+                        s->lin_work, p, v, s->bias_buf[il]) > 0) {
+            /* f16 maps: P^T as rows of n_embd for the first product */
+            for (int e = 0; e < E; e++)
+                for (int i = 0; i < LIN_RANK; i++)
+                    pt[(size_t)i * E + e] = p[(size_t)e * LIN_RANK + i];
+            eng_f32_to_f16_row(pt, (uint16_t *)g->p.data, (size_t)E * LIN_RANK);
+            eng_f32_to_f16_row(v, (uint16_t *)g->v.data, (size_t)E * LIN_RANK);
+            g->fitted = true;
+            s->ffn_bias[il] = s->bias_buf[il];
+        }
+    }
+}
+
+void eng__select_comp_apply(const eng_session *s, int il, const float *x, float *y, int n)
+{
+    const eng_lin *g = s->lin ? &s->lin[il] : NULL;
+    if (!g || !g->fitted)
+        return;
+    const eng_backend_iface *op = s->model->be->iface;
+    op->matmul(s->model->be, &g->p, NULL, x, s->lin_z, n);         /* z = x P [n][rank] */
+    op->matmul(s->model->be, &g->v, NULL, s->lin_z, s->lin_y, n); /* z V^T [n][n_embd] */
+    op->add(s->model->be, y, s->lin_y, (long)n * s->model->info.n_embd);
+}
+
 /* ENG_BUDGET_SENS: phi is model-wide like gamma, total neurons computed in
  * all; the unsparsified layers compute all theirs, the sparsified ones the
  * same count each (clamped to [static, loaded]; per-token picking has no
@@ -1082,7 +1307,7 @@ static int sketch_pick_k(const eng_model *m, const eng_layer *L, int n_compute, 
  * more slots than it computes would leave those layers nothing. <= 0: phi
  * does not pay for the gate and up rows. */
 static long long exact_pick_k(const eng_model *m, int n_compute, const int *count, int n_cand,
-                              const int *cand)
+                              const int *cand, long long extra)
 {
     long long budget = 0, down = 0;
     for (int il = 0; il < m->info.n_layer; il++) {
@@ -1095,7 +1320,7 @@ static long long exact_pick_k(const eng_model *m, int n_compute, const int *coun
         if (rows > L->ffn.n_slots)
             rows = L->ffn.n_slots;
         budget += (long long)(count ? count[il] : n_compute) * (long long)eng_ffn_slot_bytes(dt, E) -
-                  rows * 2 * (long long)eng_ffn_row_bytes(dt, E);
+                  rows * 2 * (long long)eng_ffn_row_bytes(dt, E) - extra;
         down += (long long)eng_ffn_down_bytes(dt, E);
     }
     return down > 0 ? budget / down : 0;
@@ -1128,8 +1353,14 @@ int eng__select_end_eval(eng_session *s)
     uint64_t computed = 0;
     int *count = layer_counts(m, s->compute.phi, s->compute.pick != ENG_PICK_REQUEST, &n_compute);
     int *cand = narrow ? layer_counts(m, cand_of(&s->compute, m), false, &n_cand) : NULL;
-    const long long k_exact =
-        s->compute.pick == ENG_PICK_EXACT ? exact_pick_k(m, n_compute, count, n_cand, cand) : 0;
+    /* ENG_COMP_LINEAR on a prompt too short to fit a map: the mean */
+    const int fs = first_sparse(m);
+    const bool lin = s->compute.comp == ENG_COMP_LINEAR && s->lin && fs >= 0 &&
+                     s->lin[fs].n >= LIN_MIN_ROWS;
+    const long long lin_b = lin ? lin_bytes(m, s->compute.comp) : 0;
+    const long long k_exact = s->compute.pick == ENG_PICK_EXACT
+                                  ? exact_pick_k(m, n_compute, count, n_cand, cand, lin_b)
+                                  : 0;
     const int k_cand = k_exact < 1 ? 1 : k_exact > INT_MAX ? INT_MAX : (int)k_exact;
     for (int il = 0; il < NL; il++) {
         const eng_layer *L = &m->layers[il];
@@ -1137,7 +1368,15 @@ int eng__select_end_eval(eng_session *s)
             n_compute = count[il];
         /* how many the per-request choice below takes: phi's, or the
          * exact pick's candidates */
-        const int n_take = !narrow ? n_compute : cand ? cand[il] : n_cand;
+        int n_take = !narrow ? n_compute : cand ? cand[il] : n_cand;
+        /* where something is left out, the linear map's bytes: off phi's
+         * neurons per request, off k (exact_pick_k) per token */
+        const long long slot_b = (long long)eng_ffn_slot_bytes(L->ffn.dtype, L->ffn.n_embd);
+        const int lin_n = lin_b && L->sparse && n_take < L->ffn.n_slots
+                              ? (int)((lin_b + slot_b - 1) / slot_b)
+                              : 0;
+        if (!narrow)
+            n_take -= lin_n;
         if ((s->compute.pick == ENG_PICK_TOKEN && L->sparse && L->ffn.sketch) ||
             (s->compute.pick == ENG_PICK_EXACT && L->sparse &&
              (!narrow || n_take >= L->ffn.n_slots))) {
@@ -1213,6 +1452,7 @@ int eng__select_end_eval(eng_session *s)
         s->ffn_sel[il] = sel;
         s->ffn_n_sel[il] = total;
         s->partial = true;
+        computed += lin_n; /* the linear map's bytes, in neurons */
         dyn_copy(s, il, sel, total);
         if (!m->be->iface->host_memory)
             m->be->iface->upload(m->be, s->ffn_sel_dev[il], sel, (size_t)total * sizeof(int32_t));
@@ -1241,7 +1481,9 @@ int eng__select_end_eval(eng_session *s)
     s->selected = true;
     s->generation = m->generation;
     s->ffn_share = (double)computed / ((double)m->info.n_layer * F);
-    if (s->compute.comp == ENG_COMP_MEAN && s->act_sum && s->act_tokens > 0)
+    if (lin)
+        lin_fold(s);
+    else if (s->compute.comp != ENG_COMP_NONE && s->act_sum && s->act_tokens > 0)
         comp_fold(s);
     eng__session_changed(s); /* decode now computes the selection */
     return 0;

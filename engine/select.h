@@ -62,9 +62,14 @@ int eng__select_prefix_votes(const struct eng_session *s);
 void eng__select_keep_votes(struct eng_session *s);
 /* Whether this eval must hand activations to eng__select_observe. */
 bool eng__select_wants_act(const struct eng_session *s);
-/* After layer il's FFN ran over n tokens: act [n][n_sel] for slots sel (NULL: all). */
+/* After layer il's FFN ran over n tokens: act [n][n_sel] for slots sel
+ * (NULL: all), x [n][n_embd] the FFN's input (host memory; NULL where the
+ * backend's is not). */
 void eng__select_observe(struct eng_session *s, int il, const float *act, int n,
-                         const int32_t *sel, int n_sel);
+                         const int32_t *sel, int n_sel, const float *x);
+/* ENG_COMP_LINEAR's map after layer il's FFN: y [n][n_embd] += x P V^T
+ * (host memory), where a fit exists. */
+void eng__select_comp_apply(const struct eng_session *s, int il, const float *x, float *y, int n);
 /* The same with act still in backend memory: true when the backend counted
  * the votes itself (its topk_count op), or there was nothing to count; false
  * when they are wanted on the host (host-memory backend, profiling sums,

@@ -1,10 +1,13 @@
-/* ENG_COMP_MEAN on a hand-built layer (no model file): the bias decode adds
+/* ENG_COMP_MEAN and ENG_COMP_LINEAR on a hand-built layer (no model file):
+ * the bias decode adds
  * for the loaded neurons it does not compute is exactly
  * sum_j mean_{t >= 1} a_j(t) * d_j over those neurons, position 0 is left
  * out, so when the dropped neurons' activation is the same at every token
  * the sparse FFN output plus the bias reproduces the full one; computed
- * neurons, unsparsified layers and ENG_COMP_NONE get no bias. And the
- * per-layer split of ENG_BUDGET_SENS (eng__split_drops).
+ * neurons, unsparsified layers and ENG_COMP_NONE get no bias. The linear
+ * map is the one eng__linfit fits to the dropped slots' contributions at
+ * the prompt's positions but the first. And the per-layer split of
+ * ENG_BUDGET_SENS (eng__split_drops).
  */
 #include <errno.h>
 #include <math.h>
@@ -13,7 +16,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "linfit.h"
 #include "model.h"
+#include "quants.h"
 #include "select.h"
 #include "test-util.h"
 
@@ -74,8 +79,17 @@ int main(void)
     cp.alpha = 0.3f; /* 6 votes per token: slots 4..9 at every token but the first */
     cp.comp = ENG_COMP_MEAN;
     CHECK(eng_session_set_compute(s, &cp) == 0);
-    cp.comp = (eng_comp)(ENG_COMP_MEAN + 1);
+    cp.comp = (eng_comp)(ENG_COMP_LINEAR + 1);
     CHECK(eng_session_set_compute(s, &cp) == -EINVAL);
+    /* the names tools and the daemon take */
+    for (int c = ENG_COMP_NONE; c <= ENG_COMP_LINEAR; c++) {
+        eng_comp back = (eng_comp)-1;
+        CHECK(eng_comp_parse(eng_comp_name((eng_comp)c), &back) == 0 && back == (eng_comp)c);
+    }
+    CHECK(strcmp(eng_comp_name(ENG_COMP_LINEAR), "linear") == 0);
+    CHECK(strcmp(eng_comp_name((eng_comp)(ENG_COMP_LINEAR + 1)), "unknown") == 0);
+    eng_comp bad = ENG_COMP_MEAN;
+    CHECK(eng_comp_parse("median", &bad) == -EINVAL && bad == ENG_COMP_MEAN);
     cp.comp = ENG_COMP_MEAN;
     CHECK(eng_session_set_compute(s, &cp) == 0);
 
@@ -94,7 +108,7 @@ int main(void)
     /* as the forward pass does: prefill of T tokens at position 0 */
     CHECK(eng__select_wants_act(s));
     for (int l = 0; l < NLAYER; l++)
-        eng__select_observe(s, l, &act[0][0], T, NULL, F);
+        eng__select_observe(s, l, &act[0][0], T, NULL, F, NULL);
     s->n_past = T;
     eng__select_end_eval(s);
     CHECK(s->selected);
@@ -137,10 +151,136 @@ int main(void)
     CHECK(eng_session_set_compute(s, &cp) == 0);
     s->n_past = 0;
     for (int l = 0; l < NLAYER; l++)
-        eng__select_observe(s, l, &act[0][0], T, NULL, F);
+        eng__select_observe(s, l, &act[0][0], T, NULL, F, NULL);
     s->n_past = T;
     eng__select_end_eval(s);
     CHECK(s->selected && s->ffn_bias[0] == NULL && s->ffn_bias[1] == NULL);
+
+    /* ENG_COMP_LINEAR: the session fits, on the prompt's positions but
+     * the first, what the dropped slots add as a map of the FFN's input,
+     * and decode adds it. Checked against eng__linfit (test-linfit) called
+     * here on rows and targets computed here; the prompt comes in chunks
+     * of n_batch as a long prefill does; the dropped slots' activations
+     * are a linear function of x, with an outlier at position 0. */
+    {
+        enum { TL = 72, R = 16 }; /* 71 rows: at least LIN_MIN_ROWS (64) */
+        cp.comp = ENG_COMP_LINEAR;
+        cp.phi = 0.8f; /* 16 slots, less the map's bytes: 2 x 8 x 16 f16 = 512, 6 slots of 96 */
+        cp.copy_dynamic = false; /* the layer has no gate and up rows to copy */
+        CHECK(eng_session_set_compute(s, &cp) == 0);
+        float xr[TL][E], al[TL][F], w[F][E], c0[F];
+        for (int j = 0; j < F; j++) {
+            c0[j] = 0.1f * rnd(&st);
+            for (int e = 0; e < E; e++)
+                w[j][e] = rnd(&st);
+        }
+        for (int t = 0; t < TL; t++) {
+            for (int e = 0; e < E; e++)
+                xr[t][e] = rnd(&st) + 0.2f;
+            for (int j = 0; j < F; j++) {
+                float lin = c0[j];
+                for (int e = 0; e < E; e++)
+                    lin += w[j][e] * xr[t][e];
+                al[t][j] = j < 4    ? (2.0f + 0.5f * rnd(&st)) * (j % 2 ? 1.0f : -1.0f)
+                           : j < 10 ? (10.0f + rnd(&st)) * (j % 2 ? 1.0f : -1.0f)
+                           : t == 0 ? 1e6f * (float)(j - 9) : lin;
+            }
+        }
+        s->n_past = 0;
+        for (int t0 = 0; t0 < TL; t0 += T) {
+            const int n = TL - t0 < T ? TL - t0 : T;
+            for (int l = 0; l < NLAYER; l++)
+                eng__select_observe(s, l, &al[t0][0], n, NULL, F, &xr[t0][0]);
+            s->n_past = t0 + n;
+        }
+        eng__select_end_eval(s);
+        CHECK(s->selected && s->ffn_sel[0] == NULL && s->ffn_bias[0] == NULL);
+        CHECKF(s->ffn_n_sel[1] == 10, "%d slots computed", s->ffn_n_sel[1]);
+        for (int k = 0; k < 10; k++)
+            CHECK(s->ffn_sel[1][k] == k);
+        /* the map's bytes count as the 6 slots they displace */
+        CHECKF(fabs(eng_session_ffn_share(s) - (20 + 16) / 40.0) < 1e-9, "share %.4f",
+               eng_session_ffn_share(s));
+
+        float y[TL - 1][E], p[E * R], v[E * R], bias[E];
+        for (int t = 1; t < TL; t++)
+            for (int e = 0; e < E; e++) {
+                double acc = 0.0;
+                for (int j = 10; j < F; j++) /* the session keeps them in f16 */
+                    acc += (double)eng_f16_to_f32(eng_f32_to_f16(al[t][j])) * d[j * E + e];
+                y[t - 1][e] = (float)acc;
+            }
+        void *scratch = malloc(eng__linfit_scratch(TL - 1, E, E, R, 32));
+        CHECK(scratch);
+        CHECK(eng__linfit(&xr[1][0], &y[0][0], TL - 1, E, E, R, 32, 0.1, NULL, NULL, scratch, p, v,
+                          bias) > 0);
+        free(scratch);
+        const float *bl = s->ffn_bias[1];
+        CHECK(bl);
+        for (int e = 0; e < E; e++)
+            CHECKF(fabs(bl[e] - bias[e]) < 1e-4 * (1.0 + fabs(bias[e])), "bias[%d] %g, want %g", e,
+                   bl[e], bias[e]);
+        /* decode: x -> x P V^T, the maps in f16 */
+        float xn[E], out[E], out0[E];
+        for (int e = 0; e < E; e++) {
+            xn[e] = rnd(&st) + 0.2f;
+            out[e] = out0[e] = 1.0f;
+        }
+        eng__select_comp_apply(s, 1, xn, out, 1);
+        eng__select_comp_apply(s, 0, xn, out0, 1);
+        double mag = 0.0;
+        for (int e = 0; e < E; e++) {
+            double want = 1.0, sum = 0.0;
+            for (int i = 0; i < R; i++) {
+                double z = 0.0;
+                for (int k = 0; k < E; k++)
+                    z += (double)xn[k] * p[k * R + i];
+                want += z * v[e * R + i];
+                sum += fabs(z * v[e * R + i]);
+            }
+            mag += sum;
+            CHECKF(fabs(out[e] - want) < 4e-3 * (1.0 + sum), "map[%d] %g, want %g", e, out[e], want);
+            CHECK(out0[e] == 1.0f); /* layer 0 leaves nothing out */
+        }
+        CHECK(mag > 0.1); /* the map is not empty */
+        /* a new request fits anew: nothing is added until it does */
+        eng__select_session_reset(s);
+        for (int e = 0; e < E; e++)
+            out[e] = 1.0f;
+        eng__select_comp_apply(s, 1, xn, out, 1);
+        for (int e = 0; e < E; e++)
+            CHECK(out[e] == 1.0f);
+
+        /* a prompt of 30 positions is too short to fit: the mean's bias,
+         * and phi's 16 slots whole (nothing charged) */
+        s->n_past = 0;
+        for (int t0 = 0; t0 < 30; t0 += T) {
+            const int n = 30 - t0 < T ? 30 - t0 : T;
+            for (int l = 0; l < NLAYER; l++)
+                eng__select_observe(s, l, &al[t0][0], n, NULL, F, &xr[t0][0]);
+            s->n_past = t0 + n;
+        }
+        eng__select_end_eval(s);
+        CHECKF(s->selected && s->ffn_n_sel[1] == 16, "%d slots computed", s->ffn_n_sel[1]);
+        CHECK(!s->lin[1].fitted && s->ffn_bias[1]);
+        CHECKF(fabs(eng_session_ffn_share(s) - (20 + 16) / 40.0) < 1e-9, "share %.4f",
+               eng_session_ffn_share(s));
+        for (int e = 0; e < E; e++) {
+            double want = 0.0; /* the mean over positions 1..29 of the slots left out */
+            for (int j = 0, k = 0; j < F; j++) {
+                if (k < 16 && s->ffn_sel[1][k] == j) {
+                    k++;
+                    continue;
+                }
+                double mean = 0.0;
+                for (int t = 1; t < 30; t++)
+                    mean += al[t][j] / 29.0;
+                want += mean * d[j * E + e];
+            }
+            CHECKF(fabs(s->ffn_bias[1][e] - want) < 1e-4 * (1.0 + fabs(want)), "bias[%d] %g, want %g",
+                   e, s->ffn_bias[1][e], want);
+        }
+    }
 
     /* eng__split_drops: exact totals, capped, more left out of the less
      * sensitive layers, nothing from unsparsified ones */

@@ -1959,6 +1959,25 @@ static void scenario_pick_exact(void)
     if (is_done(r->end))
         CHECK(r->end->done->ffn_share > 0.27f && r->end->done->ffn_share <= 0.301f);
     si_response_free(r->end);
+    daemon_stop();
+
+    /* comp = linear with the per-request pick: its maps' bytes come off
+     * phi's neurons, so the share is still phi's */
+    const char *extra_l[] = {"--profile", prof, "--task", "qa", "--gamma", "0.7", "--delta", "0.3",
+                             "--phi", "0.4", "--comp", "linear", NULL};
+    daemon_start(extra_l);
+    st = status(D.sock);
+    REQUIRE(st && st->status->profile);
+    CHECK(st->status->profile->comp && strcmp(st->status->profile->comp, "linear") == 0);
+    si_response_free(st);
+    snprintf(env_sock, sizeof(env_sock), SI_SOCKET_ENV "=%s", D.sock);
+    CHECK(run_sictl(sargs, out, sizeof(out), env_sock) == 0);
+    CHECK(strstr(out, "left out:         a linear map"));
+    gen_task(r, NULL, 0, 6);
+    CHECK(is_done(r->end));
+    if (is_done(r->end))
+        CHECK(r->end->done->ffn_share > 0.39f && r->end->done->ffn_share <= 0.401f);
+    si_response_free(r->end);
     free(r);
     daemon_stop();
 
@@ -1968,9 +1987,12 @@ static void scenario_pick_exact(void)
                               "--candidates", "0.5", NULL};
     const char *bad_comp[] = {"--profile", prof, "--task", "qa", "--phi", "0.5",
                               "--pick", "exact", "--comp", "mean", NULL};
-    const char *const *bad[] = {bad_cand, bad_comp};
-    const char *said[] = {"set pick = exact", "comp = mean needs pick = request"};
-    for (int i = 0; i < 2; i++) {
+    const char *bad_lin[] = {"--profile", prof, "--task", "qa", "--phi", "0.5",
+                             "--pick", "exact", "--comp", "linear", NULL};
+    const char *const *bad[] = {bad_cand, bad_comp, bad_lin};
+    const char *said[] = {"set pick = exact", "comp = mean needs pick = request",
+                          "comp = linear needs pick = request"};
+    for (int i = 0; i < 3; i++) {
         daemon_start_env(&D, bad[i], NULL);
         int wst = 0;
         CHECK(waitpid(D.pid, &wst, 0) == D.pid && WIFEXITED(wst) && WEXITSTATUS(wst) == 1);

@@ -133,6 +133,12 @@ def main():
               abs(cand["ffn_share"] - 0.4) < 0.02 and cand["copy_bytes"] > 0,
               f"exact among candidates: pick {cand['pick']}, cand {cand['cand']}, "
               f"ffn_share {cand['ffn_share']}, copy_bytes {cand['copy_bytes']}")
+        # a prompt long enough for the linear map, whose bytes come off
+        # phi's neurons: the share stays phi's
+        lin = run(bench, model, "--phi", "0.4", "--comp", "linear", "-p", "96")
+        check(lin["comp"] == "linear" and abs(lin["ffn_share"] - 0.4) < 0.02 and
+              lin["prefill_tps"] > 0 and lin["decode_tps"] > 0,
+              f"comp linear: comp {lin['comp']}, ffn_share {lin['ffn_share']}")
         for name, r in (("greedy", greedy), ("sampled", sampled), ("phi", phi), ("cand", cand)):
             for key in ("prefill_tps", "decode_tps", "step_bytes", "bandwidth_gbs",
                         "roofline_decode_tps", "weight_bytes"):

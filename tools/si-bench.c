@@ -47,7 +47,9 @@
  *                    layer chosen per request (eng_compute_params.cand).
  *   --comp mean      with --phi: the neurons a request leaves out stand in
  *                    by their mean activation over the prompt (ENG_COMP_MEAN;
- *                    pick request, or exact with --cand).
+ *                    pick request, or exact with --cand); linear: by a map of
+ *                    each layer's input fitted on the prompt (ENG_COMP_LINEAR,
+ *                    its bytes counted in phi).
  *   --sample         decode samples instead of greedy, as a chat client
  *                    would (temperature 0.8, top-k 40, top-p 0.95, repeat
  *                    penalty 1.1 over the last 64), as eng_generate does:
@@ -91,7 +93,7 @@ static void usage(FILE *f) {
                "                [--llama-bench PATH --llama-model GGUF] [--json]\n"
                "                [--backend cpu|cuda|auto] [--device N]\n"
                "                [--phi F [--profile FILE --task T [--gamma G] [--delta D] [--swap T]]\n"
-               "                [--pick token|exact [--cand F]] [--comp mean] [--no-copy]]\n"
+               "                [--pick token|exact [--cand F]] [--comp mean|linear] [--no-copy]]\n"
                "                [--sample | --sample-row] [--kv-type f16|q8_0]\n");
 }
 
@@ -391,11 +393,10 @@ int main(int argc, char **argv) {
             cand = strtof(argv[++i], NULL);
         else if (!strcmp(a, "--comp") && has) {
             const char *v = argv[++i];
-            if (strcmp(v, "mean") && strcmp(v, "none")) {
-                fprintf(stderr, "--comp takes mean or none, not '%s'\n", v);
+            if (eng_comp_parse(v, &comp) < 0) {
+                fprintf(stderr, "--comp takes none, mean or linear, not '%s'\n", v);
                 return 2;
             }
-            comp = strcmp(v, "mean") ? ENG_COMP_NONE : ENG_COMP_MEAN;
         }
         else if (!strcmp(a, "--no-copy"))
             copy_dynamic = false;
@@ -635,7 +636,7 @@ int main(int argc, char **argv) {
         printf(" \"plan\": \"%s\", \"phi\": %.3f, \"pick\": \"%s\", \"cand\": %.3f, \"comp\": \"%s\", \"ffn_share\": %.4f, "
                "\"copy_bytes\": %zu, \"decode\": \"%s\", \"sample_from\": \"%s\",\n",
                eng_select_mode_name(pp.mode), phi, eng_pick_name(pick), cand,
-               comp == ENG_COMP_MEAN ? "mean" : "none", ffn_share,
+               eng_comp_name(comp), ffn_share,
                copy_bytes, sample ? "sampled" : "greedy", sample_from);
         if (swap_task)
             printf(" \"swap_task\": \"%s\", \"swap_ms\": %.3f, \"swap_neurons_in\": %llu,\n",
@@ -676,8 +677,9 @@ int main(int argc, char **argv) {
             char among[48] = "";
             if (pick == ENG_PICK_EXACT && cand > 0)
                 snprintf(among, sizeof among, " among %.2f per request", cand);
-            if (comp == ENG_COMP_MEAN)
-                snprintf(among + strlen(among), sizeof among - strlen(among), ", comp mean");
+            if (comp != ENG_COMP_NONE)
+                snprintf(among + strlen(among), sizeof among - strlen(among), ", comp %s",
+                         eng_comp_name(comp));
             printf("selective        %s plan, phi %.2f, pick per %s%s: decode computes %.1f %% of FFN neurons\n",
                    eng_select_mode_name(pp.mode), phi,
                    pick == ENG_PICK_EXACT ? "token (exact)" : pick == ENG_PICK_TOKEN ? "token" : "request",

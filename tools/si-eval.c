@@ -238,12 +238,8 @@ static int parse_config(const char *spec, config *c, char *why, size_t cap)
             fclose(f);
             c->layer_budget = ENG_BUDGET_SENS;
         } else if (!strcmp(k, "comp")) {
-            if (!strcmp(v, "none"))
-                c->comp = ENG_COMP_NONE;
-            else if (!strcmp(v, "mean"))
-                c->comp = ENG_COMP_MEAN;
-            else {
-                snprintf(why, cap, "comp must be none or mean");
+            if (eng_comp_parse(v, &c->comp) < 0) {
+                snprintf(why, cap, "comp must be none, mean or linear");
                 return -EINVAL;
             }
         } else if (!strcmp(k, "pick")) {
@@ -327,7 +323,7 @@ static int parse_config(const char *spec, config *c, char *why, size_t cap)
                  rank_name(c->rank), c->score == ENG_SCORE_CONTRIB ? " contrib" :
                  c->layer_budget == ENG_BUDGET_MASS ? " mass" :
                  c->layer_budget == ENG_BUDGET_SENS ? " sens" : "",
-                 c->comp == ENG_COMP_MEAN ? " comp" : "",
+                 c->comp == ENG_COMP_MEAN ? " comp" : c->comp == ENG_COMP_LINEAR ? " lincomp" : "",
                  pick,
                  c->copy_dynamic ? "" : " nocopy", c->kv == ENG_KV_Q8_0 ? " kvq8" : "",
                  c->dense_first, c->dense_last, extra);
@@ -859,7 +855,7 @@ static void put_field(FILE *f, bool json, size_t i, const row *rw, const row *de
     case 43: v = x->ratio_hi; break;
     case 44: v = x->ratio2_lo; break;
     case 45: v = x->ratio2_hi; break;
-    case 46: s = c->comp == ENG_COMP_MEAN ? "mean" : "none"; break;
+    case 46: s = eng_comp_name(c->comp); break;
     case 47: v = c->cand; break;
     }
     if (s) {
@@ -975,7 +971,7 @@ static void usage(FILE *f)
             "      --prompts FILE     prompt set (repeatable), docs/prompt-sets.md\n"
             "      --split S          heldout (default), profile or all\n"
             "      --limit N          at most N prompts per task\n"
-            "  -c, --config SPEC      MODE[,gamma=,delta=,phi=,alpha=,rank=abs|signed,comp=none|mean,df=,dl=,\n"
+            "  -c, --config SPEC      MODE[,gamma=,delta=,phi=,alpha=,rank=abs|signed,comp=none|mean|linear,df=,dl=,\n"
             "                         lb=uniform|mass|sens,sens=FILE,pick=request|token|exact,copy=yes|no,\n"
             "                         kv=f16|q8_0,\n"
             "                         task=,seed=,budget_mb=,name=]\n"
