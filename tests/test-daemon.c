@@ -1978,6 +1978,18 @@ static void scenario_pick_exact(void)
     if (is_done(r->end))
         CHECK(r->end->done->ffn_share > 0.39f && r->end->done->ffn_share <= 0.401f);
     si_response_free(r->end);
+    /* a prompt long enough (over 64 positions) for the map to be fitted */
+    char longp[600] = "";
+    for (int i = 1; i <= 80; i++)
+        snprintf(longp + strlen(longp), sizeof(longp) - strlen(longp), "%d, ", i);
+    Selectinfer__Generate gl;
+    init_raw(&gl, longp, 6);
+    memset(r, 0, sizeof(*r));
+    CHECK(generate(D.sock, &gl, r) == 0);
+    CHECK(is_done(r->end) && r->len > 0);
+    if (is_done(r->end))
+        CHECK(r->end->done->ffn_share > 0.39f && r->end->done->ffn_share <= 0.401f);
+    si_response_free(r->end);
     free(r);
     daemon_stop();
 
