@@ -1124,8 +1124,8 @@ static void lin_fold(eng_session *s)
         s->lin_work = w;
         s->lin_work_bytes = need;
     }
-    float *dt = (float *)((char *)s->lin_work + fit); /* W_down's loaded columns [E][ns] */
-    float *am = dt + (size_t)ns_max * E;              /* what is left out [T][ns] */
+    float *dt = (float *)((char *)s->lin_work + fit); /* W_down's columns left out [E][nu] */
+    float *am = dt + (size_t)ns_max * E;              /* what is left out [T][ns], then [T][nu] */
     float *y = am + (size_t)T_max * ns_max, *row = y + (size_t)T_max * E;
     float *p = row + E, *v = p + (size_t)E * LIN_RANK, *pt = v + (size_t)E * LIN_RANK;
     float *mag = pt + (size_t)E * LIN_RANK;
@@ -1137,13 +1137,6 @@ static void lin_fold(eng_session *s)
         const int k = s->pick_k[il], ns = L->ffn.n_slots, T = g->n;
         if (!g->a || ns > g->slots || T < 2 || (!sel && !k))
             continue;
-        const size_t rb = eng_ffn_down_bytes(L->ffn.dtype, E);
-        for (int j = 0; j < ns; j++) {
-            eng_dequant_row_f32(ggml_type_of_dtype(eng_ffn_down_dtype(L->ffn.dtype)),
-                                (const uint8_t *)L->ffn.down + (size_t)j * rb, row, (size_t)E);
-            for (int e = 0; e < E; e++)
-                dt[(size_t)e * ns + j] = row[e];
-        }
         int n_cand = ns;
         memset(cand, !sel, (size_t)ns);
         if (sel) {
@@ -1166,7 +1159,32 @@ static void lin_fold(eng_session *s)
             for (int j = 0; j < ns; j++)
                 o[j] = cand[j] && fabsf(a[j]) >= thr ? 0.0f : a[j];
         }
-        lin_mm(m->be, dt, E, ns, am, y, T);
+        /* only the slots some position leaves out (the per-request pick's
+         * skipped ones: under half the loaded), so the largest product of
+         * the fit, the targets, reads no column of zeros */
+        int32_t *cols = (int32_t *)mag;
+        int nu = 0;
+        for (int j = 0; j < ns; j++) {
+            int t = 0;
+            while (t < T && am[(size_t)t * ns + j] == 0.0f)
+                t++;
+            if (t < T)
+                cols[nu++] = j;
+        }
+        if (nu == 0)
+            continue;
+        for (int t = 0; t < T; t++) /* in place: each read lies at or past its write */
+            for (int c = 0; c < nu; c++)
+                am[(size_t)t * nu + c] = am[(size_t)t * ns + cols[c]];
+        const size_t rb = eng_ffn_down_bytes(L->ffn.dtype, E);
+        for (int c = 0; c < nu; c++) {
+            eng_dequant_row_f32(ggml_type_of_dtype(eng_ffn_down_dtype(L->ffn.dtype)),
+                                (const uint8_t *)L->ffn.down + (size_t)cols[c] * rb, row,
+                                (size_t)E);
+            for (int e = 0; e < E; e++)
+                dt[(size_t)e * nu + c] = row[e];
+        }
+        lin_mm(m->be, dt, E, nu, am, y, T);
         if (eng__linfit(g->x, y, T, E, E, LIN_RANK, LIN_DIRS, LIN_RIDGE, lin_mm, m->be,
                         s->lin_work, p, v, s->bias_buf[il]) > 0) {
             /* f16 maps: P^T as rows of n_embd for the first product */
