@@ -649,7 +649,8 @@ static void fill_profile(sid_server *srv, Selectinfer__ProfileInfo *p, const cha
     p->pick = (char *)sid_pick_names[a->pick <= ENG_PICK_EXACT ? a->pick : 0]; /* eng_pick order */
     p->has_candidates = a->pick == ENG_PICK_EXACT;
     p->candidates = a->candidates;
-    p->comp = (char *)sid_comp_names[a->comp == ENG_COMP_LINEAR ? 2 : a->comp == ENG_COMP_MEAN ? 1 : 0];
+    /* sid_comp_names is eng_comp's order */
+    p->comp = (char *)sid_comp_names[(unsigned)a->comp <= ENG_COMP_LINEAR ? a->comp : 0];
     p->active = active;
     p->has_dense_first = p->has_dense_last = p->has_budget_bytes = true;
     p->dense_first = (uint32_t)a->dense_first;

@@ -1196,7 +1196,7 @@ static int load_plan_params(sid_server *srv, eng_load_plan_params *pp, eng_profi
               : cfg->pick == SID_PICK_TOKEN ? ENG_PICK_TOKEN
                                             : ENG_PICK_REQUEST;
     p->candidates = cfg->candidates;
-    p->comp = cfg->comp == 2 ? ENG_COMP_LINEAR : cfg->comp == 1 ? ENG_COMP_MEAN : ENG_COMP_NONE;
+    p->comp = (eng_comp)cfg->comp; /* sid_comp_names is eng_comp's order */
     p->copy_dynamic = cfg->copy_dynamic != 0;
     if (p->candidates > 0.0f && p->pick != ENG_PICK_EXACT) {
         snprintf(srv->load_error, sizeof(srv->load_error),

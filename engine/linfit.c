@@ -188,7 +188,6 @@ int eng__linfit(const float *x, const float *y, int T, int E, int D, int r, int 
     float *xc = (float *)(my + D), *yc = xc + (size_t)T * E, *xt = yc + (size_t)T * D;
     float *yt = xt + (size_t)T * E, *u = yt + (size_t)T * D, *zf = u + (size_t)q * D;
     float *zt = zf + (size_t)q * W, *kf = zt + (size_t)q * T, *crt = kf + (size_t)T * T;
-    int ret;
     memset(mx, 0, (size_t)E * sizeof(double));
     memset(my, 0, (size_t)D * sizeof(double));
 
@@ -251,10 +250,8 @@ int eng__linfit(const float *x, const float *y, int T, int E, int D, int r, int 
     for (int j = 0; j < T; j++) {
         const double *kj = k + (size_t)j * T;
         const double d = kj[j] - dot(kj, kj, j);
-        if (!(d > 0.0)) {
-            ret = -EDOM;
-            goto out;
-        }
+        if (!(d > 0.0))
+            return -EDOM;
         const double l = sqrt(d);
         k[(size_t)j * T + j] = l;
         for (int i = j + 1; i < T; i++) {
@@ -330,7 +327,5 @@ int eng__linfit(const float *x, const float *y, int T, int E, int D, int r, int 
             a -= zm[i] * ret_v[(size_t)d * r + i];
         ret_bias[d] = (float)a;
     }
-    ret = rank;
-out:
-    return ret;
+    return rank;
 }
