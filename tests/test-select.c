@@ -536,7 +536,6 @@ int main(void)
         CHECK(eng_session_new(sel, NULL, &s) == 0);
         CHECK(eng_session_set_compute(s, &ce) == -EINVAL); /* cand is the exact pick's */
         ce.pick = ENG_PICK_EXACT;
-        ce.cand = 0.55f;
         CHECK(eng_session_set_compute(s, &ce) == 0);
         /* compensation for the neurons that are no candidates (fixed per
          * request); without candidates nothing is left out for good */
@@ -580,7 +579,6 @@ int main(void)
         CHECK(maxdiff(a, le) > 0);
         cr.phi = 0.4f;
         logits_of(sel, &cr, 3, lr, NULL);
-        ce.cand = 0.55f;
         logits_of(sel, &ce, 3, le, &share);
         CHECKF(fabs(share - want_share) < 1e-9, "exact cand share %g, want %g", share, want_share);
         CHECK(maxdiff(le, lr) > 0);

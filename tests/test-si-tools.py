@@ -35,6 +35,11 @@ def model_path():
     return os.path.join(cache, "selectinfer", "SmolLM2-135M-Instruct.Q4_1.gguf")
 
 
+# Under a sanitizer (meson's b_sanitize) VmRSS also holds ASan's shadow
+# memory and its quarantine of freed blocks: no measure of the plan there.
+SANITIZED = os.environ.get("SI_SANITIZE", "none") not in ("", "none")
+
+
 def fail(msg):
     print("FAIL: " + msg, file=sys.stderr)
     sys.exit(1)
@@ -216,7 +221,7 @@ def test_eval(si_eval, si_profile, model):
             check(sr["plan_task"] == task, "%s: plan task %r" % (task, sr["plan_task"]))
             check(0 <= sr["agreement"] <= 1, "%s: agreement %r" % (task, sr["agreement"]))
             for r in (rr, sr):
-                check(abs(r["rss_vs_plan"] - 1) < 0.05, "%s %s: VmRSS %r vs plan %r" %
+                check(SANITIZED or abs(r["rss_vs_plan"] - 1) < 0.05, "%s %s: VmRSS %r vs plan %r" %
                       (task, r["config"], r["rss_model"], r["bytes_weights"]))
             check(sr["mem_ratio"] < 0.9, "%s: memory ratio %r" % (task, sr["mem_ratio"]))
             # per-token picking: the same neurons plus their sketch (gate and
@@ -226,7 +231,7 @@ def test_eval(si_eval, si_profile, model):
             sketch = (N_LAYER - 2) * round(0.7 * N_FF) * 2 * (N_EMBD // 32) * 18
             check(kr["bytes_weights"] == sr["bytes_weights"] + sketch, "%s: sketch bytes" % task)
             check(kr["bytes_ffn"] == sr["bytes_ffn"] + sketch, "%s: sketch in bytes_ffn" % task)
-            check(abs(kr["rss_vs_plan"] - 1) < 0.05, "%s: pick VmRSS %r vs plan %r" %
+            check(SANITIZED or abs(kr["rss_vs_plan"] - 1) < 0.05, "%s: pick VmRSS %r vs plan %r" %
                   (task, kr["rss_model"], kr["bytes_weights"]))
             check(abs(kr["ffn_share"] - share) < 1e-4, "%s: pick share %r" % (task, kr["ffn_share"]))
             check(0 <= kr["agreement"] <= 1, "%s: pick agreement %r" % (task, kr["agreement"]))
@@ -317,7 +322,7 @@ def test_eval(si_eval, si_profile, model):
         # rows in the file's Q4_1 (20 bytes a block) and its down row in Q8_0
         q_neuron = (N_EMBD // 32) * (2 * 20 + 34)
         copy = (N_LAYER - 2) * (round(0.4 * N_FF) - round(0.3 * N_FF)) * q_neuron
-        check(0.7 * copy < yes["rss_session"] - no["rss_session"] < 1.3 * copy,
+        check(SANITIZED or 0.7 * copy < yes["rss_session"] - no["rss_session"] < 1.3 * copy,
               "session RSS %r with the copy, %r without, copy %r" % (yes["rss_session"], no["rss_session"], copy))
         loaded = (N_LAYER - 2) * round(0.7 * N_FF) + 2 * N_FF
         check(r8["selectinfer"]["bytes_ffn"] == loaded * q_neuron,
@@ -327,7 +332,7 @@ def test_eval(si_eval, si_profile, model):
         # (not the reference: the process's first load also brings in what
         # stays for its life, several MB against 143 of weights)
         for r in (r8["selectinfer"], r8["dense"]):
-            check(abs(r["rss_vs_plan"] - 1) < 0.05, "q8 %s: VmRSS %r vs plan %r" %
+            check(SANITIZED or abs(r["rss_vs_plan"] - 1) < 0.05, "q8 %s: VmRSS %r vs plan %r" %
                   (r["config"], r["rss_model"], r["bytes_weights"]))
     print("ok")
 

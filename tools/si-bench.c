@@ -311,7 +311,8 @@ static int one_run(eng_session *s, eng_sampler *sp, bool row, const int32_t *pro
 }
 
 int main(int argc, char **argv) {
-    char *model_path = NULL;
+    const char *model_path = NULL; /* argv's, or def_model */
+    char def_model[4096];
     const char *llama_bench = NULL, *llama_model = NULL;
     int n_prompt = 128, n_gen = 64, n_threads = 0, reps = 3, bw_mb = 512;
     bool json = false, f32 = false, q8 = false;
@@ -331,8 +332,7 @@ int main(int argc, char **argv) {
         const char *a = argv[i];
         bool has = i + 1 < argc;
         if (!strcmp(a, "-m") && has) {
-            free(model_path);
-            model_path = strdup(argv[++i]);
+            model_path = argv[++i];
         } else if (!strcmp(a, "-p") && has)
             n_prompt = atoi(argv[++i]);
         else if (!strcmp(a, "-n") && has)
@@ -417,10 +417,8 @@ int main(int argc, char **argv) {
         usage(stderr);
         return 2;
     }
-    if (!model_path) {
-        char buf[4096];
-        model_path = strdup(si_default_model(buf, sizeof buf));
-    }
+    if (!model_path)
+        model_path = si_default_model(def_model, sizeof def_model);
 
     eng_model_params mp = eng_model_params_default();
     mp.storage = f32 ? ENG_DTYPE_F32 : ENG_DTYPE_F16;
@@ -428,7 +426,11 @@ int main(int argc, char **argv) {
     mp.n_threads = n_threads;
     mp.backend = backend;
     mp.device = device;
-    eng_model *m;
+    /* what an error on the way frees (fail:, at the end) */
+    eng_model *m = NULL;
+    eng_session *s = NULL;
+    eng_sampler *smp = NULL;
+    int32_t *prompt = NULL, *left = NULL;
     eng_error err = {{0}};
     int rc;
     /* the plan of a selective run: a profile's selectinfer plan, else
@@ -439,7 +441,7 @@ int main(int argc, char **argv) {
         if (profile_path) {
             if ((rc = eng_profile_load(profile_path, NULL, &prof, &err)) < 0) {
                 fprintf(stderr, "Failed to load profile '%s': %s\n", profile_path, err.msg);
-                return 1;
+                goto fail;
             }
             pp.mode = ENG_SELECT_SELECTINFER;
             pp.profile = prof;
@@ -457,7 +459,7 @@ int main(int argc, char **argv) {
     double load_s = (double)(eng_time_ns() - t0) / 1e9;
     if (rc < 0) {
         fprintf(stderr, "Failed to load model '%s': %s (%s)\n", model_path, err.msg, strerror(-rc));
-        return 1;
+        goto fail;
     }
     if (swap_task) {
         /* measure the slots as a daemon serves them after a hot-swap */
@@ -466,7 +468,7 @@ int main(int argc, char **argv) {
         eng_swap_stats st;
         if ((rc = eng_model_swap(m, &sw, &st, &err)) < 0) {
             fprintf(stderr, "Failed to swap to task '%s': %s\n", swap_task, err.msg);
-            return 1;
+            goto fail;
         }
         swap_ms = st.ns / 1e6;
         swap_in = (unsigned long long)st.neurons_in;
@@ -483,10 +485,9 @@ int main(int argc, char **argv) {
     sp.n_ctx = n_prompt + n_gen + 1;
     sp.kv_type = kv_type;
     sp.n_batch = n_prompt;
-    eng_session *s;
     if ((rc = eng_session_new(m, &sp, &s)) < 0) {
         fprintf(stderr, "Failed to create a session: %s\n", strerror(-rc));
-        return 1;
+        goto fail;
     }
     const size_t kv_bytes = eng_session_kv_bytes(s);
     if (phi > 0) {
@@ -498,10 +499,9 @@ int main(int argc, char **argv) {
         cp.copy_dynamic = copy_dynamic;
         if ((rc = eng_session_set_compute(s, &cp)) < 0) {
             fprintf(stderr, "phi %.3f rejected: %s\n", phi, strerror(-rc));
-            return 1;
+            goto fail;
         }
     }
-    eng_sampler *smp = NULL;
     if (sample) {
         eng_sampler_params spp = eng_sampler_params_default();
         spp.temperature = 0.8f;
@@ -512,12 +512,12 @@ int main(int argc, char **argv) {
         spp.seed = 1;
         if ((rc = eng_sampler_new(&spp, info.n_vocab, &smp)) < 0) {
             fprintf(stderr, "Failed to create a sampler: %s\n", strerror(-rc));
-            return 1;
+            goto fail;
         }
     }
-    int32_t *prompt = malloc((size_t)n_prompt * sizeof(int32_t));
+    prompt = malloc((size_t)n_prompt * sizeof(int32_t));
     if (!prompt)
-        return 1;
+        goto fail;
     uint64_t x = 0x9e3779b97f4a7c15ull; /* xorshift: same prompt every run */
     for (int i = 0; i < n_prompt; i++) {
         x ^= x << 13;
@@ -536,13 +536,13 @@ int main(int argc, char **argv) {
     int warm_gen = n_gen < 8 ? n_gen : 8;
     if ((rc = one_run(s, smp, sample_row, prompt, n_prompt, warm_gen, info.n_vocab, &r)) < 0) {
         fprintf(stderr, "Evaluation failed: %s\n", strerror(-rc));
-        return 1;
+        goto fail;
     }
     double pp_tps[100], tg_tps[100];
     for (int i = 0; i < reps; i++) {
         if ((rc = one_run(s, smp, sample_row, prompt, n_prompt, n_gen, info.n_vocab, &r)) < 0) {
             fprintf(stderr, "Evaluation failed: %s\n", strerror(-rc));
-            return 1;
+            goto fail;
         }
         sum.prefill_s += r.prefill_s;
         sum.ttft_s += r.ttft_s;
@@ -588,19 +588,19 @@ int main(int argc, char **argv) {
     uint64_t ts = eng_time_ns();
     if ((rc = eng_session_shift(s, shift_keep, shift_drop)) < 0) {
         fprintf(stderr, "Context shift failed: %s\n", strerror(-rc));
-        return 1;
+        goto fail;
     }
     shift_ms = (double)(eng_time_ns() - ts) / 1e6;
-    int32_t *left = malloc((size_t)(shift_left > 0 ? shift_left : 1) * sizeof(int32_t));
+    left = malloc((size_t)(shift_left > 0 ? shift_left : 1) * sizeof(int32_t));
     if (!left)
-        return 1;
+        goto fail;
     for (int i = 0; i < shift_left; i++)
         left[i] = prompt[i % n_prompt];
     eng_session_reset(s);
     ts = eng_time_ns();
     if (shift_left > 0 && (rc = eng_session_eval(s, left, (size_t)shift_left, 0)) < 0) {
         fprintf(stderr, "Evaluation failed: %s\n", strerror(-rc));
-        return 1;
+        goto fail;
     }
     reeval_ms = (double)(eng_time_ns() - ts) / 1e6;
     free(left);
@@ -722,6 +722,14 @@ int main(int argc, char **argv) {
             printf("ours/llama.cpp   prefill %.3f, decode %.3f\n", pp_mean / l_pp, tg_mean / l_tg);
         }
     }
-    free(model_path);
     return llama_bench && (lrc < 0 || isnan(l_pp) || isnan(l_tg)) ? 1 : 0;
+
+fail:
+    free(left);
+    free(prompt);
+    eng_session_free(s);
+    eng_sampler_free(smp);
+    eng_model_free(m);
+    eng_profile_free(prof);
+    return 1;
 }
