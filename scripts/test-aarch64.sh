@@ -72,5 +72,5 @@ SI_MODEL=${SI_MODEL:-$(scripts/fetch-model.sh)}
 export SI_MODEL
 SI_EXE_WRAPPER="qemu-aarch64 -L /usr/aarch64-linux-gnu -E LD_LIBRARY_PATH=$lib" SI_TEST_DEFAULT_MODEL=0 \
     exec meson test -C "$B" --print-errorlogs --num-processes 2 --timeout-multiplier 3 \
-    gguf gguf-bad synth chat tokenizer-spm tokenizer-spm-phi3 tokenizer-tekken sampling backend-cpu backend-split topk threadpool synth-ref comp \
+    gguf gguf-bad synth chat tokenizer-spm tokenizer-spm-phi3 tokenizer-tekken sampling backend-cpu backend-split topk threadpool synth-ref comp select-combos \
     model-bad promptset metrics json jschema shift golden-quick "$@"
