@@ -8,10 +8,10 @@
  * engine accepts must give finite logits and a share in [0, 1] at every
  * eval, a hot-swapped session must refuse to go on before its reset, and
  * the default compute parameters must always be accepted (fuzz-select.c
- * aborts otherwise). On the tiny synthetic model (4 layers) in Q4_1 (the
- * exact pick's 4-bit rows, --q8's down rows) and in f16.
+ * aborts otherwise). On synthetic models of 4 layers: tiny in Q4_1 (the
+ * exact pick's 4-bit rows, --q8's down rows) and in f16, tiny-k in Q4_1.
  *
- * Usage: test-select-combos SI_SYNTH [N (1000 inputs per model)]
+ * Usage: test-select-combos SI_SYNTH [N (1000 inputs per tiny model, N/3 on tiny-k)]
  */
 #include "fuzz-select.c"
 
@@ -59,19 +59,19 @@ int main(int argc, char **argv)
     CHECK(argc >= 2);
     const int n = argc > 2 ? atoi(argv[2]) : 1000;
     CHECK(n > 0);
-    static const char *const types[] = { "q4_1", "f16" };
-    for (int t = 0; t < 2; t++) {
+    /* tiny-k: n_embd 256 and n_ff 512, wider than the kernels' blocks of
+     * 16 and 32 slots; a third of the inputs (its loads take longer) */
+    static const struct { const char *shape, *type; int div; } models[] = {
+        { "tiny", "q4_1", 1 }, { "tiny", "f16", 1 }, { "tiny-k", "q4_1", 3 } };
+    for (int t = 0; t < 3; t++) {
         char path[32];
-        test_synth_args(argv[1], "tiny", types[t], " --layers 4", path);
+        test_synth_args(argv[1], models[t].shape, models[t].type, " --layers 4", path);
         CHECK(setenv("SI_FUZZ_MODEL", path, 1) == 0);
         LLVMFuzzerInitialize(NULL, NULL);
         uint64_t x = 0x9e3779b97f4a7c15ull + (uint64_t)t;
         next(&x);
         uint8_t buf[HEADER + 2 * 200];
-        for (int i = 0; i < n; i++) {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
+        for (int i = 0; i < n / models[t].div; i++) {
             /* up to 200 tokens: past the longest context (127) sometimes */
             const size_t len = HEADER + 2 * (size_t)(next(&x) % 201);
             for (size_t b = 0; b < len; b++)
@@ -80,10 +80,10 @@ int main(int argc, char **argv)
                 plausible_header(&x, buf);
             LLVMFuzzerTestOneInput(buf, len);
         }
-        printf("%s: %ld models; selective sessions by pick (request, token, exact): "
+        printf("%s %s: %ld models; selective sessions by pick (request, token, exact): "
                "%ld %ld %ld accepted, %ld %ld %ld decoded; by comp (none, mean, linear) "
                "%ld %ld %ld; %ld swaps, %ld shifts\n",
-               types[t], reached.loaded, reached.computed[0], reached.computed[1],
+               models[t].shape, models[t].type, reached.loaded, reached.computed[0], reached.computed[1],
                reached.computed[2], reached.decoded[0], reached.decoded[1], reached.decoded[2],
                reached.comp[0], reached.comp[1], reached.comp[2], reached.swapped,
                reached.shifted);
