@@ -68,9 +68,12 @@ ninja -C "$B"
 # The tests that write a synthetic model run si-synth through qemu too.
 # Emulation runs several times slower than the x86 suite the timeouts were
 # set for (backend-cpu: about 5 of its 10 minutes here): a longer leash.
+# select-combos runs 300 of its seeded inputs per model, not 1000 (all of
+# them took 7.5 minutes under qemu).
 SI_MODEL=${SI_MODEL:-$(scripts/fetch-model.sh)}
 export SI_MODEL
 SI_EXE_WRAPPER="qemu-aarch64 -L /usr/aarch64-linux-gnu -E LD_LIBRARY_PATH=$lib" SI_TEST_DEFAULT_MODEL=0 \
+SI_COMBOS_INPUTS=300 \
     exec meson test -C "$B" --print-errorlogs --num-processes 2 --timeout-multiplier 3 \
     gguf gguf-bad synth chat tokenizer-spm tokenizer-spm-phi3 tokenizer-tekken sampling backend-cpu backend-split topk threadpool synth-ref comp select-combos \
     model-bad promptset metrics json jschema shift golden-quick "$@"
