@@ -18,14 +18,6 @@
 
 #include "test-util.h"
 
-static uint64_t next(uint64_t *x)
-{
-    *x ^= *x << 13;
-    *x ^= *x >> 7;
-    *x ^= *x << 17;
-    return *x >> 16;
-}
-
 /* fuzz-select.c's header (its byte layout) as a configuration would be
  * written most of the time: delta below gamma, phi between them, cand
  * between phi and gamma for the exact pick, a task of the profile; the
