@@ -210,6 +210,9 @@ typedef struct x16_row {
     const int16_t *q;
     const float *d;
     const int16_t *ns;
+    /* where the set has x16_group_q4 and Q4_1 or Q4_0 rows read x~: the
+     * same values regrouped for its four-block step (NULL: none) */
+    const int16_t *g;
 } x16_row;
 
 /* x~ regrouped for 512-bit integer dot products, four blocks a group: the
@@ -271,6 +274,11 @@ typedef struct kernels {
     void (*gemv_q40)(const eng_q40_block *w, long cols, const float *x, const float *xs,
                      const float *bias, float *y, long r0, long r1);
     void (*x16_prep_q4)(const float *x, long n, int16_t *q, float *d);
+    /* Where a set has it (else NULL): x~ of x16_prep_q4 [n] regrouped into
+     * g [n / 128 * 128] for gemv_q41_x16's and gemv_q40_x16's four blocks a
+     * step (x16_row.g); per group of four blocks, four runs of 32: elements
+     * 2k, 2k + 16, 2k + 1 and 2k + 17 of block b at 8 b + k */
+    void (*x16_group_q4)(const int16_t *q, long n, int16_t *g);
     void (*gemv_q41_x16)(const eng_q41_block *w, long cols, const x16_row *x, const float *xs,
                          const float *bias, float *y, long r0, long r1);
     void (*gemv_q40_x16)(const eng_q40_block *w, long cols, const x16_row *x, const float *xs,
@@ -3222,13 +3230,58 @@ VALWAYS512 __m128 q40_dm4(const eng_q40_block *bb)
  * s1] (the blocks' sums of x) adds m's terms in lanes 1 and 3. Per block a
  * row about half the instructions of the 256-bit step, TAIL, which takes
  * an odd last block. */
-#define DOT4_Q4X_X16_512_BODY(BT, DM4, TAIL)                                                 \
+#define DOT4_Q4X_X16_512_BODY(BT, DM4, TAIL, QIDX, DMIDX, DMFIX)                              \
     const __m256i m4 = _mm256_set1_epi8(15);                                                 \
     const __m512i pd = _mm512_set_epi32(2, 2, 2, 2, 2, 2, 2, 2, 0, 0, 0, 0, 0, 0, 0, 0);     \
     __m512 acc[4] = { _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(),         \
                       _mm512_setzero_ps() };                                                 \
     __m128 am[4] = { _mm_setzero_ps(), _mm_setzero_ps(), _mm_setzero_ps(), _mm_setzero_ps() }; \
+    __m256 am4[4] = { _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),         \
+                      _mm256_setzero_ps() };                                                 \
     long i = 0;                                                                              \
+    if (x->g) {                                                                              \
+        const __m512i qi = _mm512_loadu_si512(QIDX), m15 = _mm512_set1_epi16(15);            \
+        const __m512i dmi = _mm512_castsi128_si512(_mm_loadu_si128((const __m128i *)(DMIDX))); \
+        const __m512i p4 = _mm512_set_epi32(6, 6, 6, 6, 4, 4, 4, 4, 2, 2, 2, 2, 0, 0, 0, 0);  \
+        const __m512i x4 = _mm512_set_epi32(3, 3, 3, 3, 2, 2, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0);  \
+        for (; i + 4 <= nb; i += 4) {                                                        \
+            if (pf)                                                                          \
+                for (int j = 0; j < 4; j++) {                                                \
+                    _mm_prefetch(pf[j] + i * sizeof(BT), _MM_HINT_T0);                       \
+                    _mm_prefetch(pf[j] + (i + 4) * sizeof(BT) - 1, _MM_HINT_T0);             \
+                }                                                                            \
+            const int16_t *xg = x->g + 32 * i;                                               \
+            const __m512i X0 = _mm512_loadu_si512(xg), X1 = _mm512_loadu_si512(xg + 32);     \
+            const __m512i X2 = _mm512_loadu_si512(xg + 64), X3 = _mm512_loadu_si512(xg + 96); \
+            const __m512 dx =                                                                \
+                _mm512_permutexvar_ps(x4, _mm512_castps128_ps512(_mm_loadu_ps(x->d + i)));   \
+            const __m128 s4 = _mm_loadu_ps(xs + i);                                          \
+            const __m256 sx = _mm256_insertf128_ps(                                          \
+                _mm256_castps128_ps256(_mm_unpacklo_ps(_mm_setzero_ps(), s4)),               \
+                _mm_unpackhi_ps(_mm_setzero_ps(), s4), 1);                                   \
+            for (int j = 0; j < 4; j++) {                                                    \
+                const char *bb = (const char *)(b[j] + i);                                   \
+                const __m512i lo = _mm512_loadu_si512(bb);                                   \
+                const __m512i hi = _mm512_loadu_si512(bb + 4 * sizeof(BT) - 64);             \
+                const __m512i w = _mm512_permutex2var_epi16(lo, qi, hi);                     \
+                const __m512i a0 = _mm512_and_si512(w, m15);                                 \
+                const __m512i a1 = _mm512_and_si512(_mm512_srli_epi16(w, 4), m15);           \
+                const __m512i a2 = _mm512_and_si512(_mm512_srli_epi16(w, 8), m15);           \
+                const __m512i a3 = _mm512_srli_epi16(w, 12);                                 \
+                __m512i p = _mm512_madd_epi16(a0, X0);                                       \
+                p = _mm512_dpwssd_epi32(p, a1, X1);                                          \
+                p = _mm512_dpwssd_epi32(p, a2, X2);                                          \
+                p = _mm512_dpwssd_epi32(p, a3, X3);                                          \
+                const __m256 f = DMFIX(_mm256_cvtph_ps(                                      \
+                    _mm512_castsi512_si128(_mm512_permutexvar_epi16(dmi, lo))));             \
+                const __m512 dw = _mm512_permutexvar_ps(p4, _mm512_castps256_ps512(f));      \
+                acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), _mm512_mul_ps(dw, dx), acc[j]); \
+                am4[j] = _mm256_fmadd_ps(f, sx, am4[j]);                                     \
+            }                                                                                \
+        }                                                                                    \
+        for (int j = 0; j < 4; j++)                                                          \
+            am[j] = _mm_add_ps(_mm256_castps256_ps128(am4[j]), _mm256_extractf128_ps(am4[j], 1)); \
+    }                                                                                        \
     for (; i + 2 <= nb; i += 2) {                                                            \
         if (pf)                                                                              \
             for (int j = 0; j < 4; j++)                                                      \
@@ -3262,7 +3315,7 @@ VALWAYS512 __m128 q40_dm4(const eng_q40_block *bb)
     float tail[4] = { 0.0f, 0.0f, 0.0f, 0.0f };                                              \
     if (i < nb) {                                                                            \
         const BT *const bt[4] = { b[0] + i, b[1] + i, b[2] + i, b[3] + i };                  \
-        const x16_row xt = { x->q + 32 * i, x->d + i, NULL };                                \
+        const x16_row xt = { x->q + 32 * i, x->d + i, NULL, NULL };                                \
         TAIL(bt, &xt, xs + i, 1, tail, NULL);                                                \
     }                                                                                        \
     for (int j = 0; j < 4; j++) {                                                            \
@@ -3270,12 +3323,44 @@ VALWAYS512 __m128 q40_dm4(const eng_q40_block *bb)
         out[j] = _mm512_reduce_add_ps(acc[j]) + _mm_cvtss_f32(_mm_shuffle_ps(h, h, 1)) + tail[j]; \
     }
 
+/* The four-block step's tables: the words of a group's 80 (Q4_1) or 72
+ * (Q4_0) bytes that hold its codes, from the loads of its first 64 bytes
+ * (indices 0-31) and its last 64 (32-63), block b's 16 code bytes its last;
+ * and those of the blocks' [d, m] (Q4_0: [d, d], DMFIX makes it [d, -8 d]) */
+static const int16_t q41_qidx[32] = { 2,  3,  4,  5,  6,  7,  8,  9,  12, 13, 14,
+                                      15, 16, 17, 18, 19, 22, 23, 24, 25, 26, 27,
+                                      28, 29, 56, 57, 58, 59, 60, 61, 62, 63 };
+static const int16_t q40_qidx[32] = { 1,  2,  3,  4,  5,  6,  7,  8,  10, 11, 12,
+                                      13, 14, 15, 16, 17, 19, 20, 21, 22, 23, 24,
+                                      25, 26, 56, 57, 58, 59, 60, 61, 62, 63 };
+static const int16_t q41_dmidx[8] = { 0, 1, 10, 11, 20, 21, 30, 31 };
+static const int16_t q40_dmidx[8] = { 0, 0, 9, 9, 18, 18, 27, 27 };
+#define Q41_DMFIX(f) (f)
+#define Q40_DMFIX(f) _mm256_mul_ps((f), _mm256_setr_ps(1, -8, 1, -8, 1, -8, 1, -8))
+
 Q4X_X16_KERNELS(q41, _512, v512, eng_q41_block,
-                DOT4_Q4X_X16_512_BODY(eng_q41_block, q41_dm4, dot4_q41x16), axpy2_q8_512,
-                VALWAYS512, TGT512)
+                DOT4_Q4X_X16_512_BODY(eng_q41_block, q41_dm4, dot4_q41x16, q41_qidx, q41_dmidx,
+                                      Q41_DMFIX),
+                axpy2_q8_512, VALWAYS512, TGT512)
 Q4X_X16_KERNELS(q40, _512, v512, eng_q40_block,
-                DOT4_Q4X_X16_512_BODY(eng_q40_block, q40_dm4, dot4_q40x16), axpy2_q8_512,
-                VALWAYS512, TGT512)
+                DOT4_Q4X_X16_512_BODY(eng_q40_block, q40_dm4, dot4_q40x16, q40_qidx, q40_dmidx,
+                                      Q40_DMFIX),
+                axpy2_q8_512, VALWAYS512, TGT512)
+
+/* x16_group_q4: once per decode step, so plain loops */
+static void v512_x16_group_q4(const int16_t *q, long n, int16_t *g)
+{
+    for (long o = 0; o + 128 <= n; o += 128)
+        for (int b = 0; b < 4; b++)
+            for (int k = 0; k < 8; k++) {
+                const int16_t *s = q + o + 32 * b + 2 * k;
+                int16_t *t = g + o + 8 * b + k;
+                t[0] = s[0];
+                t[32] = s[16];
+                t[64] = s[1];
+                t[96] = s[17];
+            }
+}
 
 VALWAYS512 void dot4_q6k_x16_512(const eng_q6k_block *const b[4], const x16_row *x, long nb,
                                  float out[4], const char *const *pf)
@@ -3369,6 +3454,7 @@ static const kernels kern_avx512 = {
     .gemv_q41 = s_gemv_q41,
     .gemv_q40 = s_gemv_q40,
     .x16_prep_q4 = v_x16_prep,
+    .x16_group_q4 = v512_x16_group_q4,
     .gemv_q41_x16 = v512_gemv_q41_x16,
     .gemv_q40_x16 = v512_gemv_q40_x16,
     .pack32_q41 = v512_pack32_q41,
@@ -4758,16 +4844,25 @@ static x16_prep_fn *x16_prep_for(const kernels *k, eng_dtype dt)
 }
 
 /* x in 16 bits for a decode step's Q8_0, Q4_1 or Q4_0 rows of width cols by
- * prep (x16_prep_for), into abuf's last quarter. Returns false to keep
- * the f32 path. */
-static bool x16_ready(cpu_ctx *c, x16_prep_fn *prep, const float *x, long cols, x16_row *ret)
+ * prep (x16_prep_for), into abuf's last quarter; q4 (Q4_1 or Q4_0 rows
+ * read it): regrouped too where the set has x16_group_q4 and room is left.
+ * Returns false to keep the f32 path. */
+static bool x16_ready(cpu_ctx *c, x16_prep_fn *prep, bool q4, const float *x, long cols,
+                      x16_row *ret)
 {
     if (!prep || cols % 32 || cols / 2 + cols / 32 > ABUF_FLOATS - ABUF_X16)
         return false;
     int16_t *q = (int16_t *)(c->abuf + ABUF_X16);
     float *d = c->abuf + ABUF_X16 + cols / 2; /* past cols int16 */
     prep(x, cols, q, d);
-    *ret = (x16_row){ q, d, NULL };
+    *ret = (x16_row){ q, d, NULL, NULL };
+    /* g past d, 64-byte aligned as abuf is (its loads are whole lines) */
+    const long g0 = (cols / 2 + cols / 32 + 15) / 16 * 16;
+    if (q4 && c->k->x16_group_q4 && cols >= 128 && g0 + cols / 2 <= ABUF_FLOATS - ABUF_X16) {
+        int16_t *g = (int16_t *)(c->abuf + ABUF_X16 + g0);
+        c->k->x16_group_q4(q, cols, g);
+        ret->g = g;
+    }
     return true;
 }
 
@@ -4798,7 +4893,7 @@ static const float *q4k_prep(cpu_ctx *c, const float *x, long cols, x16_row *x4,
         float *d = (float *)(q + cols);
         int16_t *ns = (int16_t *)(d + cols / 256);
         c->k->x16_prep_q4k(x, cols, q, d, ns);
-        *x4 = (x16_row){ q, d, ns };
+        *x4 = (x16_row){ q, d, ns, NULL };
         *has_x4 = true;
     }
     return xs;
@@ -4827,7 +4922,8 @@ static void op_matmul(eng_backend *be, const eng_weight *w, const float *bias, c
     if (n_tokens == 1 && q4x_rows(w->dtype))
         a.xs = xs_prep(c, x, w->cols);
     long work = (long)w->rows * w->cols * n_tokens;
-    if (n_tokens == 1 && x16_ready(c, x16_prep_for(c->k, w->dtype), x, w->cols, &xr))
+    if (n_tokens == 1 &&
+        x16_ready(c, x16_prep_for(c->k, w->dtype), q4x_rows(w->dtype), x, w->cols, &xr))
         a.x16 = &xr;
     /* (a Q6_K row too wide for q4k_prep takes gemv_q6k) */
     const bool need_xs = w->dtype == ENG_DTYPE_Q4_K || w->dtype == ENG_DTYPE_Q5_K ||
@@ -4910,13 +5006,16 @@ static void matmul_n(eng_backend *be, const eng_weight *const *w, const float *c
      * Q8_0's, Q4_1's and Q4_0's preps write the same form */
     x16_row xr;
     x16_prep_fn *prep = NULL;
-    for (int i = 0; i < nw; i++)
+    bool q4 = false;
+    for (int i = 0; i < nw; i++) {
         if (x16_prep_for(c->k, w[i]->dtype))
             prep = x16_prep_for(c->k, w[i]->dtype);
+        q4 = q4 || q4x_rows(w[i]->dtype);
+    }
     bool same_cols = true;
     for (int i = 1; i < nw; i++)
         same_cols = same_cols && w[i]->cols == w[0]->cols;
-    if (prep && same_cols && x16_ready(c, prep, x, w[0]->cols, &xr))
+    if (prep && same_cols && x16_ready(c, prep, q4, x, w[0]->cols, &xr))
         for (int i = 0; i < nw; i++)
             if (x16_prep_for(c->k, w[i]->dtype))
                 a[i].x16 = &xr;
@@ -5708,7 +5807,7 @@ static void ffn_decode(cpu_ctx *c, ffn_run *r)
      * (Q5_K's) mins and Q4_1's (Q4_0's) m against x's sums */
     x16_row xr;
     bool has_x4;
-    if (x16_ready(c, x16_prep_for(c->k, w->dtype), r->a.x, E, &xr))
+    if (x16_ready(c, x16_prep_for(c->k, w->dtype), q4x_rows(w->dtype), r->a.x, E, &xr))
         r->a.x16 = &xr;
     if (q4x_rows(w->dtype))
         r->a.xs = xs_prep(c, r->a.x, E);
