@@ -1,8 +1,15 @@
 #!/bin/sh
 # Installs what the build needs (Debian packages), fetches the default model
-# and builds into ./build. Safe to run again: each step is skipped when done.
+# and builds into ./build (not with --no-build: for scripts that build a
+# tree of their own). Safe to run again: each step is skipped when done.
+# Other arguments go to `meson setup`.
 set -eu
 cd "$(dirname "$0")/.."
+build=1
+if [ "${1:-}" = "--no-build" ]; then
+    build=0
+    shift
+fi
 
 PKGS="meson ninja-build gcc g++ pkg-config python3 python3-pip python3-regex python3-protobuf \
 protobuf-compiler libpcre2-dev libuv1-dev libprotobuf-c-dev protobuf-c-compiler \
@@ -22,6 +29,7 @@ fi
 
 scripts/fetch-model.sh >/dev/null
 
+[ "$build" -eq 1 ] || exit 0
 if [ ! -f build/build.ninja ]; then
     meson setup build "$@" >&2
 fi

@@ -13,7 +13,7 @@
 # wall-clock bounds stretch). Extra arguments go to `meson test`.
 set -eu
 cd "$(dirname "$0")/.."
-scripts/setup.sh
+scripts/setup.sh --no-build
 SI_MODEL=${SI_MODEL:-$(scripts/fetch-model.sh)}
 export SI_MODEL
 B=build-asan
