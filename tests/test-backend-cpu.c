@@ -461,16 +461,20 @@ static void test_matmul_one(eng_backend *be, eng_dtype dt, int rows, int cols, i
 
 static void test_matmul(eng_backend *be, eng_dtype dt)
 {
-    static const int shapes[][2] = { { 1, 1 },   { 3, 7 },    { 13, 8 },   { 37, 100 },
-                                     { 64, 576 }, { 192, 576 }, { 576, 100 }, { 21, 4100 } };
+    static const int shapes[][2] = { { 1, 1 },     { 3, 7 },     { 13, 8 },    { 37, 100 },
+                                     { 64, 576 },  { 192, 576 }, { 576, 100 }, { 21, 4100 },
+                                     { 5, 200 },   { 9, 300 } };
     /* Q8_0 rows are whole blocks: K of 1, 2, 3 and 18 blocks, and past a
-     * packed K chunk (2048) and the dot path's (4096) */
+     * packed K chunk (2048) and the dot path's (4096); 5, 7, 16 and 130
+     * blocks: AVX-512's four-block Q4_1/Q4_0 step with 1, 3, 0 and 2 left */
     static const int shapes_q8[][2] = { { 1, 32 },    { 3, 64 },    { 13, 96 },  { 37, 576 },
-                                        { 64, 576 },  { 197, 576 }, { 576, 160 }, { 21, 4160 } };
+                                        { 64, 576 },  { 197, 576 }, { 576, 160 }, { 21, 4160 },
+                                        { 5, 224 },   { 9, 512 } };
     /* Q4_K, Q5_K and Q6_K rows: 1, 2, 3 and 17 blocks of 256 (past both
      * chunks) */
     static const int shapes_q4k[][2] = { { 1, 256 },   { 3, 512 },   { 13, 256 },  { 37, 768 },
-                                         { 64, 768 },  { 197, 512 }, { 576, 256 }, { 21, 4352 } };
+                                         { 64, 768 },  { 197, 512 }, { 576, 256 }, { 21, 4352 },
+                                         { 5, 1024 },  { 9, 1280 } };
     static const int nts[] = { 1, 2, 3, 5, 7, 17 };
     for (size_t s = 0; s < sizeof(shapes) / sizeof(shapes[0]); s++)
         for (size_t i = 0; i < sizeof(nts) / sizeof(nts[0]); i++) {
