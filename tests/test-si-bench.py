@@ -110,6 +110,18 @@ def check_kv(bench, synth, d, tiny):
         calls = f.read().splitlines()
     check(len(calls) == 2 and "-ctk" not in calls[0] and "-ctk q8_0 -ctv q8_0 -fa on" in calls[1],
           f"llama-bench called with {calls!r}")
+    # a llama-bench that crashes or fails: said how, not as "no child"
+    for name, body, want in (("crash", "kill -SEGV $$", "signal 11"),
+                             ("fail", "exit 3", "exit status 3")):
+        bad = os.path.join(d, "llama-bench-" + name)
+        with open(bad, "w") as f:
+            f.write("#!/bin/sh\n" + body + "\n")
+        os.chmod(bad, 0o755)
+        out = subprocess.run([bench, "-m", tiny, "-p", "8", "-n", "4", "-r", "1", "--bw-mb", "16",
+                              "--llama-bench", bad, "--llama-model", tiny],
+                             capture_output=True, text=True, timeout=120)
+        check("failed or printed no results (" in out.stderr and want in out.stderr,
+              f"llama-bench that {name}es: {out.stderr!r}")
     # heads 16 wide: no Q8_0 cache, said so
     out = subprocess.run([bench, "-m", tiny, "-p", "8", "-n", "4", "-r", "1", "--bw-mb", "16",
                           "--kv-type", "q8_0"], capture_output=True, text=True, timeout=120)

@@ -82,6 +82,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "engine.h"
@@ -212,9 +213,12 @@ static double json_num(const char *p, const char *end, const char *key) {
     return NAN;
 }
 
-/* Runs llama-bench and fills its prefill and decode tok/s (NAN when absent). */
+/* Runs llama-bench and fills its prefill and decode tok/s (NAN when absent)
+ * and what it ended with, pclose's status (-1: not run). */
 static int run_llama_bench(const char *bin, const char *model, int n_prompt, int n_gen,
-                           int n_threads, int reps, bool kv_q8, double *ret_pp, double *ret_tg) {
+                           int n_threads, int reps, bool kv_q8, double *ret_pp, double *ret_tg,
+                           int *ret_status) {
+    *ret_status = -1;
     if (strchr(bin, '\'') || strchr(model, '\''))
         return -EINVAL;
     char cmd[8192];
@@ -240,6 +244,7 @@ static int run_llama_bench(const char *bin, const char *model, int n_prompt, int
         }
     }
     int status = pclose(f);
+    *ret_status = status;
     if (!out)
         return -ENOMEM;
     out[len] = 0;
@@ -618,11 +623,26 @@ int main(int argc, char **argv) {
     double l_pp = NAN, l_tg = NAN;
     int lrc = 0;
     if (llama_bench) {
+        int st;
         lrc = run_llama_bench(llama_bench, llama_model, n_prompt, n_gen, threads, reps,
-                              kv_type == ENG_KV_Q8_0, &l_pp, &l_tg);
+                              kv_type == ENG_KV_Q8_0, &l_pp, &l_tg, &st);
+        /* say how it ended: a crashed llama-bench (its AMX build on a VM
+         * that does not grant the tiles, for one) is not "no child" */
+        char why[96];
+        if (st != -1 && WIFSIGNALED(st))
+            snprintf(why, sizeof why, "killed by signal %d, %s", WTERMSIG(st),
+                     strsignal(WTERMSIG(st)));
+        else if (st != -1 && WIFEXITED(st) && WEXITSTATUS(st) > 128 && WEXITSTATUS(st) < 160)
+            /* the shell popen runs says a signal as 128 + its number */
+            snprintf(why, sizeof why, "exit status %d: signal %d, %s", WEXITSTATUS(st),
+                     WEXITSTATUS(st) - 128, strsignal(WEXITSTATUS(st) - 128));
+        else if (st != -1 && WIFEXITED(st) && WEXITSTATUS(st) != 0)
+            snprintf(why, sizeof why, "exit status %d", WEXITSTATUS(st));
+        else
+            snprintf(why, sizeof why, "%s", lrc < 0 ? strerror(-lrc) : "no pp/tg rows");
         if (lrc < 0 || isnan(l_pp) || isnan(l_tg))
             fprintf(stderr, "llama-bench '%s' failed or printed no results (%s)\n", llama_bench,
-                    lrc < 0 ? strerror(-lrc) : "no pp/tg rows");
+                    why);
     }
 
     /* --q8: every matrix and the FFN's slots in Q8_0 (on the CPU) */
