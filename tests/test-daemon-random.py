@@ -19,39 +19,23 @@ sanitizer) make a failure reproducible; the failing request is printed,
 and with SI_RANDOM_VERBOSE every error reply's message.
 
 Exit 0 pass, 1 fail, 77 skip (no protobuf module or no default model)."""
-import importlib.util
 import math
 import os
 import random
 import shutil
-import socket
-import struct
 import subprocess
 import sys
 import tempfile
-import time
+
+import si_test
 
 SANITIZED = os.environ.get("SI_SANITIZE", "none") not in ("", "none")
 SLOW = 4.0 if SANITIZED else 1.0
 
-try:
-    import google.protobuf  # noqa: F401
-    from google.protobuf import descriptor as pbd
-except ImportError:
-    print("python3 protobuf is missing (Debian: python3-protobuf)", file=sys.stderr)
-    sys.exit(77)
-
 pb2_path, daemon, profile = sys.argv[1:4]
-spec = importlib.util.spec_from_file_location("selectinfer_pb2", pb2_path)
-pb = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(pb)
-
-model = os.environ.get("SI_MODEL") or os.path.join(
-    os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"),
-    "selectinfer", "SmolLM2-135M-Instruct.Q4_1.gguf")
-if not os.path.exists(model):
-    print("default model not found: %s" % model, file=sys.stderr)
-    sys.exit(77)
+pb = si_test.load_pb2(pb2_path)
+from google.protobuf import descriptor as pbd  # noqa: E402 (after load_pb2's check)
+model = si_test.model_or_skip()
 
 SEED = int(os.environ.get("SI_RANDOM_SEED", "1"))
 COUNT = int(os.environ.get("SI_RANDOM_REQUESTS", "200" if SANITIZED else "600"))
@@ -68,41 +52,8 @@ def fail(what):
     print("FAIL: " + what, file=sys.stderr)
 
 
-class Conn:
-    def __init__(self, path):
-        self.s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self.s.connect(path)
-        self.s.settimeout(REPLY_TIMEOUT)
-
-    def send(self, req):
-        b = req.SerializeToString()
-        self.s.sendall(struct.pack("<I", len(b)) + b)
-
-    def _read(self, n):
-        out = b""
-        while len(out) < n:
-            try:
-                chunk = self.s.recv(n - len(out))
-            except socket.timeout:
-                raise TimeoutError("no reply within %.0f s" % self.s.gettimeout())
-            if not chunk:
-                return None
-            out += chunk
-        return out
-
-    def recv(self):
-        h = self._read(4)
-        if h is None:
-            return None
-        body = self._read(struct.unpack("<I", h)[0])
-        if body is None:
-            return None
-        r = pb.Response()
-        r.ParseFromString(body)
-        return r
-
-    def close(self):
-        self.s.close()
+def Conn(path):
+    return si_test.Conn(path, pb, REPLY_TIMEOUT)
 
 
 # ---- values from the edges of each type ----
@@ -255,23 +206,6 @@ proc = subprocess.Popen([daemon, "--config", "", "--model", model, "--socket", s
                          "--phi", "0.4", "--log-level", "debug"], stderr=log)
 
 
-def wait_ready():
-    t0 = time.time()
-    while time.time() - t0 < 120 * SLOW:
-        try:
-            c = Conn(sock)
-        except OSError:
-            time.sleep(0.05)
-            continue
-        c.send(pb.Request(id=1, status=pb.StatusRequest()))
-        r = c.recv()
-        c.close()
-        if r is not None and r.status.state == pb.STATE_READY:
-            return True
-        time.sleep(0.1)
-    return False
-
-
 def greedy(c, rid):
     q = pb.Request(id=rid)
     q.generate.chat.messages.add(role="user", content="Name a color.")
@@ -287,7 +221,7 @@ def greedy(c, rid):
 
 
 try:
-    if not wait_ready():
+    if not si_test.wait_ready(sock, pb, 120 * SLOW):
         fail("daemon not ready")
         raise SystemExit
     c = Conn(sock)

@@ -10,39 +10,24 @@ context slots). EMBED_REF: tests/data/embed-smollm2.tsv, llama.cpp's
 embeddings of the default model's weights in f16.
 
 Exit 0 pass, 1 fail, 77 skip (no protobuf module or no default model)."""
-import importlib.util
 import json
 import math
 import os
 import shutil
-import socket
-import struct
 import subprocess
 import sys
 import tempfile
 import time
 
+import si_test
+
 # Under a sanitizer (meson's b_sanitize, tests/meson.build) every step runs
 # a few times slower: the wall-clock bounds below stretch by this much.
 SLOW = 1.0 if os.environ.get("SI_SANITIZE", "none") in ("", "none") else 4.0
 
-try:
-    import google.protobuf  # noqa: F401
-except ImportError:
-    print("python3 protobuf is missing (Debian: python3-protobuf)", file=sys.stderr)
-    sys.exit(77)
-
 pb2_path, daemon, profile, embed_ref = sys.argv[1:5]
-spec = importlib.util.spec_from_file_location("selectinfer_pb2", pb2_path)
-pb = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(pb)
-
-model = os.environ.get("SI_MODEL") or os.path.join(
-    os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"),
-    "selectinfer", "SmolLM2-135M-Instruct.Q4_1.gguf")
-if not os.path.exists(model):
-    print("default model not found: %s" % model, file=sys.stderr)
-    sys.exit(77)
+pb = si_test.load_pb2(pb2_path)
+model = si_test.model_or_skip()
 
 failures = []
 
@@ -53,40 +38,8 @@ def check(cond, what):
         print("check failed: " + what, file=sys.stderr)
 
 
-class Conn:
-    def __init__(self, path):
-        self.s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self.s.settimeout(300)
-        self.s.connect(path)
-        self.buf = b""
-
-    def send_bytes(self, payload):
-        self.s.sendall(struct.pack("<I", len(payload)) + payload)
-
-    def send(self, req):
-        self.send_bytes(req.SerializeToString())
-
-    def _read(self, n):
-        while len(self.buf) < n:
-            d = self.s.recv(65536)
-            if not d:
-                return None
-            self.buf += d
-        out, self.buf = self.buf[:n], self.buf[n:]
-        return out
-
-    def recv(self):
-        hdr = self._read(4)
-        if hdr is None:
-            return None
-        (n,) = struct.unpack("<I", hdr)
-        body = self._read(n)
-        resp = pb.Response()
-        resp.ParseFromString(body)
-        return resp
-
-    def close(self):
-        self.s.close()
+def Conn(path):
+    return si_test.Conn(path, pb)
 
 
 tmp = tempfile.mkdtemp(prefix="si-wire-")
@@ -100,24 +53,7 @@ def start(sock, extra):
 
 
 def wait_ready(sock):
-    # status answers while loading; wait for ready
-    state = None
-    t0 = time.time()
-    while time.time() - t0 < 120:
-        try:
-            c = Conn(sock)
-        except OSError:
-            time.sleep(0.05)
-            continue
-        c.send(pb.Request(id=1, status=pb.StatusRequest()))
-        r = c.recv()
-        c.close()
-        state = r.status.state
-        check(r.id == 1 and r.WhichOneof("body") == "status", "status reply")
-        if state == pb.STATE_READY:
-            break
-        time.sleep(0.1)
-    check(state == pb.STATE_READY, "daemon ready")
+    check(si_test.wait_ready(sock, pb, 120), "daemon ready")
 
 
 def chat(c, rid, messages, cache=None):

@@ -19,17 +19,13 @@
 
 Exit 0 pass, 1 fail, 77 skip (no model)."""
 import json
-import os
 import subprocess
 import sys
 
+import si_test
+
 si_generate = sys.argv[1]
-model = os.environ.get("SI_MODEL") or os.path.join(
-    os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"),
-    "selectinfer", "SmolLM2-135M-Instruct.Q4_1.gguf")
-if not os.path.exists(model):
-    print("default model not found: %s" % model, file=sys.stderr)
-    sys.exit(77)
+model = si_test.model_or_skip()
 
 failures = []
 

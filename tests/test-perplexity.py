@@ -38,17 +38,14 @@ import os
 import subprocess
 import sys
 
+import si_test
+
 TOL = 0.01
 TOL_F16 = 0.001
 TOL_KV = 0.01
 
 
-def model_path():
-    env = os.environ.get("SI_MODEL")
-    if env:
-        return env
-    cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.environ.get("HOME", "."), ".cache")
-    return os.path.join(cache, "selectinfer", "SmolLM2-135M-Instruct.Q4_1.gguf")
+model_path = si_test.model_path
 
 
 def main():

@@ -21,18 +21,15 @@ import subprocess
 import sys
 import tempfile
 
+import si_test
+
 SRC = os.environ.get("SI_SOURCE_ROOT", os.path.join(os.path.dirname(__file__), ".."))
 SHIPPED = os.path.join(SRC, "profiles", "smollm2-135m-instruct.siprof")
 TASKS = ["qa", "translate-en-de", "translate-en-ro", "summarize", "chat"]
 N_LAYER, N_FF, N_EMBD = 30, 1536, 576
 
 
-def model_path():
-    p = os.environ.get("SI_MODEL")
-    if p:
-        return p
-    cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.environ.get("HOME", "/root"), ".cache")
-    return os.path.join(cache, "selectinfer", "SmolLM2-135M-Instruct.Q4_1.gguf")
+model_path = si_test.model_path
 
 
 # Under AddressSanitizer (meson's b_sanitize) VmRSS also holds its shadow
