@@ -3229,7 +3229,11 @@ VALWAYS512 __m128 q40_dm4(const eng_q40_block *bb)
  * permute spreads d over its block's lanes, and one FMA against [0, s0, 0,
  * s1] (the blocks' sums of x) adds m's terms in lanes 1 and 3. Per block a
  * row about half the instructions of the 256-bit step, TAIL, which takes
- * an odd last block. */
+ * an odd last block. With x->g (x16_group_q4) four blocks a step come
+ * first: two loads cover the group, vpermt2w by QIDX gathers its code
+ * bytes as 32 words, shifts and masks leave each code in a word of its
+ * own against x~ regrouped to match (no widening), and vpermw by DMIDX
+ * brings the four [d, m] to one conversion (DMFIX: Q4_0's m = -8 d). */
 #define DOT4_Q4X_X16_512_BODY(BT, DM4, TAIL, QIDX, DMIDX, DMFIX)                              \
     const __m256i m4 = _mm256_set1_epi8(15);                                                 \
     const __m512i pd = _mm512_set_epi32(2, 2, 2, 2, 2, 2, 2, 2, 0, 0, 0, 0, 0, 0, 0, 0);     \
@@ -3315,7 +3319,7 @@ VALWAYS512 __m128 q40_dm4(const eng_q40_block *bb)
     float tail[4] = { 0.0f, 0.0f, 0.0f, 0.0f };                                              \
     if (i < nb) {                                                                            \
         const BT *const bt[4] = { b[0] + i, b[1] + i, b[2] + i, b[3] + i };                  \
-        const x16_row xt = { x->q + 32 * i, x->d + i, NULL, NULL };                                \
+        const x16_row xt = { x->q + 32 * i, x->d + i, NULL, NULL };                          \
         TAIL(bt, &xt, xs + i, 1, tail, NULL);                                                \
     }                                                                                        \
     for (int j = 0; j < 4; j++) {                                                            \
