@@ -8,6 +8,10 @@ import struct
 import sys
 import time
 
+# Under a sanitizer (meson's b_sanitize, tests/meson.build) every step runs
+# a few times slower: wall-clock bounds stretch by this much.
+SLOW = 1.0 if os.environ.get("SI_SANITIZE", "none") in ("", "none") else 4.0
+
 
 def model_path():
     """SI_MODEL, else where scripts/fetch-model.sh caches the default model"""

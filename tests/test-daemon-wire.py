@@ -21,9 +21,7 @@ import time
 
 import si_test
 
-# Under a sanitizer (meson's b_sanitize, tests/meson.build) every step runs
-# a few times slower: the wall-clock bounds below stretch by this much.
-SLOW = 1.0 if os.environ.get("SI_SANITIZE", "none") in ("", "none") else 4.0
+SLOW = si_test.SLOW  # the wall-clock bounds below stretch under a sanitizer
 
 pb2_path, daemon, profile, embed_ref = sys.argv[1:5]
 pb = si_test.load_pb2(pb2_path)

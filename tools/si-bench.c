@@ -213,12 +213,25 @@ static double json_num(const char *p, const char *end, const char *key) {
     return NAN;
 }
 
-/* Runs llama-bench and fills its prefill and decode tok/s (NAN when absent)
- * and what it ended with, pclose's status (-1: not run). */
+/* How a command that popen ran ended, from pclose's status, into why: a
+ * crashed llama-bench (its AMX build on a VM that does not grant the
+ * tiles, for one) is not "no child". */
+static void describe_exit(int status, char *why, size_t cap) {
+    if (WIFSIGNALED(status))
+        snprintf(why, cap, "killed by signal %d, %s", WTERMSIG(status), strsignal(WTERMSIG(status)));
+    else if (WIFEXITED(status) && WEXITSTATUS(status) > 128 && WEXITSTATUS(status) < 160)
+        /* the shell popen runs says a signal as 128 + its number */
+        snprintf(why, cap, "exit status %d: signal %d, %s", WEXITSTATUS(status),
+                 WEXITSTATUS(status) - 128, strsignal(WEXITSTATUS(status) - 128));
+    else
+        snprintf(why, cap, "exit status %d", WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+}
+
+/* Runs llama-bench and fills its prefill and decode tok/s (NAN when absent);
+ * where it fails, why says how. */
 static int run_llama_bench(const char *bin, const char *model, int n_prompt, int n_gen,
                            int n_threads, int reps, bool kv_q8, double *ret_pp, double *ret_tg,
-                           int *ret_status) {
-    *ret_status = -1;
+                           char *why, size_t why_cap) {
     if (strchr(bin, '\'') || strchr(model, '\''))
         return -EINVAL;
     char cmd[8192];
@@ -244,7 +257,6 @@ static int run_llama_bench(const char *bin, const char *model, int n_prompt, int
         }
     }
     int status = pclose(f);
-    *ret_status = status;
     if (!out)
         return -ENOMEM;
     out[len] = 0;
@@ -263,7 +275,11 @@ static int run_llama_bench(const char *bin, const char *model, int n_prompt, int
         o = e;
     }
     free(out);
-    return status == 0 ? 0 : -ECHILD;
+    if (status != 0) {
+        describe_exit(status, why, why_cap);
+        return -ECHILD;
+    }
+    return 0;
 }
 
 /* ---- the engine ---------------------------------------------------------- */
@@ -623,23 +639,11 @@ int main(int argc, char **argv) {
     double l_pp = NAN, l_tg = NAN;
     int lrc = 0;
     if (llama_bench) {
-        int st;
+        char why[96] = "no pp/tg rows";
         lrc = run_llama_bench(llama_bench, llama_model, n_prompt, n_gen, threads, reps,
-                              kv_type == ENG_KV_Q8_0, &l_pp, &l_tg, &st);
-        /* say how it ended: a crashed llama-bench (its AMX build on a VM
-         * that does not grant the tiles, for one) is not "no child" */
-        char why[96];
-        if (st != -1 && WIFSIGNALED(st))
-            snprintf(why, sizeof why, "killed by signal %d, %s", WTERMSIG(st),
-                     strsignal(WTERMSIG(st)));
-        else if (st != -1 && WIFEXITED(st) && WEXITSTATUS(st) > 128 && WEXITSTATUS(st) < 160)
-            /* the shell popen runs says a signal as 128 + its number */
-            snprintf(why, sizeof why, "exit status %d: signal %d, %s", WEXITSTATUS(st),
-                     WEXITSTATUS(st) - 128, strsignal(WEXITSTATUS(st) - 128));
-        else if (st != -1 && WIFEXITED(st) && WEXITSTATUS(st) != 0)
-            snprintf(why, sizeof why, "exit status %d", WEXITSTATUS(st));
-        else
-            snprintf(why, sizeof why, "%s", lrc < 0 ? strerror(-lrc) : "no pp/tg rows");
+                              kv_type == ENG_KV_Q8_0, &l_pp, &l_tg, why, sizeof why);
+        if (lrc < 0 && lrc != -ECHILD)
+            snprintf(why, sizeof why, "%s", strerror(-lrc));
         if (lrc < 0 || isnan(l_pp) || isnan(l_tg))
             fprintf(stderr, "llama-bench '%s' failed or printed no results (%s)\n", llama_bench,
                     why);
