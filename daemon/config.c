@@ -78,6 +78,7 @@ static const key_def keys[] = {
     ENUM(kv_cache_type, sid_kv_cache_type_names, false),
     ENUM(swa_full, sid_yes_no_names, false),
     ENUM(matrices, sid_matrices_names, false),
+    ENUM(prefill_q8, sid_yes_no_names, false),
     U32(threads, 0, 1024, false),
     ENUM(backend, sid_backend_names, false),
     U32(device, 0, 1024, false),

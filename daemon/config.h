@@ -47,6 +47,7 @@ typedef struct sid_config {
     int kv_cache_type;                 /* eng_kv_type: f16 or q8_0 */
     int swa_full;                      /* 1: eng_session_params.swa_full */
     int matrices;                      /* SID_MATRICES_...: every matrix and the FFN (CPU) */
+    int prefill_q8;                    /* 1: eng_model_params.prefill_q8 */
     uint32_t threads;                  /* 0: online CPUs */
     int backend;                       /* SID_BACKEND_...: where the model runs */
     uint32_t device;                   /* the GPU for cuda and auto */

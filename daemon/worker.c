@@ -1241,6 +1241,7 @@ static int load_model(sid_server *srv)
                                                     : ENG_BACKEND_CPU;
     mp.device = (int)cfg->device;
     mp.q8_matrices = cfg->matrices == SID_MATRICES_Q8_0;
+    mp.prefill_q8 = cfg->prefill_q8 != 0;
     eng_load_plan_params pp;
     eng_profile *prof = NULL;
     int rc = load_plan_params(srv, &pp, &prof);

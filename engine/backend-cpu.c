@@ -94,6 +94,9 @@ enum {
     BLOCK_K = SCRATCH_FLOATS / BLOCK_ROWS,
     /* FFN activations for prefill when the caller passes no act buffer. */
     ABUF_FLOATS = 1024 * 1024,
+    /* The 8-bit prefill's x (kernels.q8x_row): codes of XQ_BYTES / K
+     * tokens at a time, and their blocks' d and s in a quarter of that. */
+    XQ_BYTES = 2 * 1024 * 1024,
     /* Attention: scores computed per block of positions. */
     ATT_BLOCK = 64,
     /* Q8_0 cache scores with q in 16 bits: up to this head_dim */
@@ -303,6 +306,23 @@ typedef struct kernels {
     void (*pack32_q41)(const eng_q41_block *const *w, int nr, long n, float *P);
     void (*pack32_q40)(const eng_q40_block *const *w, int nr, long n, float *P);
     void (*mm6x32)(const float *P, long n, const float *const *x, float out[6][32]);
+    /* Prefill of Q8_0, Q4_1 and Q4_0 rows in 8 bits (sets with VNNI; NULL:
+     * pack32 and mm6x32 in f32). q8x_row rounds a token's n values (a
+     * multiple of 32) per block of 32 to codes q, q8_round's, with ds[2 b]
+     * = d and ds[2 b + 1] = d * (the block's sum of codes); a block holding
+     * a NaN or an infinity (or whose |x| sum overflows) gets codes 0 and
+     * d = NaN, so it reaches y as it does in f32. pack32_u8 writes rows w[0..nr) over nb blocks as
+     * unsigned codes u with w = d u + m (Q8_0: u = q + 128, m = -128 d;
+     * Q4_0: m = -8 d): P [nb][8][32][4], a block's codes in groups of four
+     * interleaved by row (vpdpbusd's operand), and D [nb][2][32], each
+     * block's d then m (rows past nr: zero). mm6x32_u8 gives out[t][r] =
+     * sum_b d_rb dx_tb (u_rb . q_tb) + m_rb s_tb, the sum over b in order:
+     * the weights times x as rounded, for 6 tokens (xq[t], xds[t] at the
+     * chunk's first block). */
+    void (*q8x_row)(const float *x, long n, int8_t *q, float *ds);
+    void (*pack32_u8)(const void *const *w, eng_dtype dt, int nr, long nb, uint8_t *P, float *D);
+    void (*mm6x32_u8)(const uint8_t *P, const float *D, long nb, const int8_t *const *xq,
+                      const float *const *xds, float out[6][32]);
     /* out[i] = act(in[2 i]) * in[2 i + 1], i < 16 (with mm6x32) */
     void (*act_mul16)(const float *in, float *out, eng_act act);
     /* Prefill attention, one query row and a block of 32 keys (with
@@ -3009,6 +3029,119 @@ TGT512 static void v512_mm6x32(const float *P, long n, const float *const *x, fl
     }
 }
 
+/* The 8-bit prefill's kernels (kernels.q8x_row, pack32_u8, mm6x32_u8).
+ * vpdpbusd multiplies 64 unsigned codes by 64 signed ones and sums each
+ * four into a lane, 64 products an instruction against an FMA's 16, so
+ * mm6x32_u8 does a block of 32 rows x 6 tokens in 96 of them plus 36
+ * float ops for the scales, where mm6x32 takes 384 FMAs. x rounded to 8
+ * bits per block of 32 is what llama.cpp's CPU matmuls take as well. */
+TGT512 static void v512_q8x_row(const float *x, long n, int8_t *q, float *ds)
+{
+    for (long b = 0; b < n / 32; b++) {
+        const __m512 x0 = _mm512_loadu_ps(x + 32 * b), x1 = _mm512_loadu_ps(x + 32 * b + 16);
+        const __m512 a0 = _mm512_abs_ps(x0), a1 = _mm512_abs_ps(x1);
+        const float amax = _mm512_reduce_max_ps(_mm512_max_ps(a0, a1));
+        if (!isfinite(_mm512_reduce_add_ps(_mm512_add_ps(a0, a1)))) {
+            memset(q + 32 * b, 0, 32);
+            ds[2 * b] = ds[2 * b + 1] = NAN;
+            continue;
+        }
+        const __m512 inv = _mm512_set1_ps(amax > 0.0f ? 127.0f / amax : 0.0f);
+        /* round to nearest even (the default mode), as q8_round; within
+         * +-127 already, the saturation only packs */
+        const __m512i q0 = _mm512_cvtps_epi32(_mm512_mul_ps(x0, inv)),
+                      q1 = _mm512_cvtps_epi32(_mm512_mul_ps(x1, inv));
+        _mm_storeu_si128((__m128i *)(q + 32 * b), _mm512_cvtsepi32_epi8(q0));
+        _mm_storeu_si128((__m128i *)(q + 32 * b + 16), _mm512_cvtsepi32_epi8(q1));
+        const float d = amax / 127.0f;
+        ds[2 * b] = d;
+        ds[2 * b + 1] = d * (float)_mm512_reduce_add_epi32(_mm512_add_epi32(q0, q1));
+    }
+}
+
+TGT512 static void v512_pack32_u8(const void *const *w, eng_dtype dt, int nr, long nb, uint8_t *P,
+                                  float *D)
+{
+    for (long b = 0; b < nb; b++) {
+        uint8_t *pb = P + b * 1024;
+        float *db = D + b * 64;
+        for (int i = 0; i < 32; i++) {
+            uint32_t g[8] = { 0 };
+            float d = 0.0f, m = 0.0f;
+            if (i < nr && dt == ENG_DTYPE_Q8_0) {
+                const eng_q8_block *k = (const eng_q8_block *)w[i] + b;
+                for (int s = 0; s < 8; s++) {
+                    memcpy(&g[s], k->q + 4 * s, 4);
+                    g[s] ^= 0x80808080u; /* q + 128 as a byte */
+                }
+                d = h2f(k->d);
+                m = -128.0f * d;
+            } else if (i < nr) {
+                const bool q41 = dt == ENG_DTYPE_Q4_1;
+                const uint8_t *qs = q41 ? ((const eng_q41_block *)w[i] + b)->qs
+                                        : ((const eng_q40_block *)w[i] + b)->qs;
+                for (int s = 0; s < 4; s++) { /* codes 4s.. low nibbles, 16 + 4s.. high */
+                    uint32_t v;
+                    memcpy(&v, qs + 4 * s, 4);
+                    g[s] = v & 0x0f0f0f0fu;
+                    g[s + 4] = (v >> 4) & 0x0f0f0f0fu;
+                }
+                d = h2f(q41 ? ((const eng_q41_block *)w[i] + b)->d
+                            : ((const eng_q40_block *)w[i] + b)->d);
+                m = q41 ? h2f(((const eng_q41_block *)w[i] + b)->m) : -8.0f * d;
+            }
+            for (int s = 0; s < 8; s++)
+                memcpy(pb + s * 128 + i * 4, &g[s], 4);
+            db[i] = d;
+            db[32 + i] = m;
+        }
+    }
+}
+
+TGT512 static void v512_mm6x32_u8(const uint8_t *P, const float *D, long nb,
+                                  const int8_t *const *xq, const float *const *xds,
+                                  float out[6][32])
+{
+    __m512 f[6][2];
+#pragma GCC unroll 6
+    for (int t = 0; t < 6; t++)
+        f[t][0] = f[t][1] = _mm512_setzero_ps();
+    for (long b = 0; b < nb; b++) {
+        __m512i acc[6][2];
+#pragma GCC unroll 6
+        for (int t = 0; t < 6; t++)
+            acc[t][0] = acc[t][1] = _mm512_setzero_si512();
+#pragma GCC unroll 8
+        for (int s = 0; s < 8; s++) {
+            const __m512i w0 = _mm512_loadu_si512(P + b * 1024 + s * 128),
+                          w1 = _mm512_loadu_si512(P + b * 1024 + s * 128 + 64);
+#pragma GCC unroll 6
+            for (int t = 0; t < 6; t++) {
+                int32_t x4;
+                memcpy(&x4, xq[t] + b * 32 + s * 4, 4);
+                const __m512i xb = _mm512_set1_epi32(x4);
+                acc[t][0] = _mm512_dpbusd_epi32(acc[t][0], w0, xb);
+                acc[t][1] = _mm512_dpbusd_epi32(acc[t][1], w1, xb);
+            }
+        }
+        const float *db = D + b * 64;
+#pragma GCC unroll 6
+        for (int t = 0; t < 6; t++) {
+            const __m512 dx = _mm512_set1_ps(xds[t][2 * b]), sx = _mm512_set1_ps(xds[t][2 * b + 1]);
+            for (int v = 0; v < 2; v++) {
+                const __m512 dd = _mm512_mul_ps(_mm512_loadu_ps(db + 16 * v), dx);
+                f[t][v] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc[t][v]), dd, f[t][v]);
+                f[t][v] = _mm512_fmadd_ps(_mm512_loadu_ps(db + 32 + 16 * v), sx, f[t][v]);
+            }
+        }
+    }
+#pragma GCC unroll 6
+    for (int t = 0; t < 6; t++) {
+        _mm512_storeu_ps(out[t], f[t][0]);
+        _mm512_storeu_ps(out[t] + 16, f[t][1]);
+    }
+}
+
 /* down_block on 512-bit registers: NT tokens x 16 NV columns (NV 1 or 2),
  * the last tile's columns past its end masked off (m). */
 VALWAYS512 void down_block512(const float *P, long ldp, int nj, const float *A, long lda, float *y,
@@ -3468,6 +3601,9 @@ static const kernels kern_avx512 = {
     .gemv_q6k_x16 = v512_gemv_q6k_x16,
     .gemv_q5k_x16 = v512_gemv_q5k_x16,
     .mm6x32 = v512_mm6x32,
+    .q8x_row = v512_q8x_row,
+    .pack32_u8 = v512_pack32_u8,
+    .mm6x32_u8 = v512_mm6x32_u8,
     .act_mul16 = v512_act_mul16,
     .att_pv32 = v512_att_pv32,
     .exp4 = v512_exp4,
@@ -4567,6 +4703,9 @@ typedef struct cpu_ctx {
     const kernels *k;
     float *scratch; /* [n_threads][SCRATCH_FLOATS] */
     float *abuf;    /* [ABUF_FLOATS] */
+    bool prefill_q8; /* the 8-bit prefill asked for (eng_backend_cpu_set_prefill_q8) */
+    int8_t *xq;     /* [XQ_BYTES], with kernels.mm6x32_u8 */
+    float *xds;     /* [XQ_BYTES / 16] pairs */
     /* rope's cos and sin for the last single position rotated: a decode
      * step rotates q and k of every layer at the same position, and the
      * angles in double (pow, cos, sin for each pair) took about 5 us a
@@ -4638,6 +4777,8 @@ typedef struct mm_args {
     const x16_row *x16; /* decode, Q8_0, Q4_1, Q4_0: x in 16 bits (x16_ready), or NULL */
     const float *xs;    /* decode, Q4_K, Q5_K, Q4_1, Q4_0: x_sums32(x) */
     const x16_row *x4;  /* decode, Q4_K, Q5_K, Q6_K: x in 16 bits (x16_prep_q4k), or NULL */
+    const int8_t *xq;   /* prefill in 8 bits (mm_u8): x's codes, K a token */
+    const float *xds;   /* and its blocks' d and s, K / 16 a token */
 } mm_args;
 
 static void mm_decode_task(void *p, int ith, int nth)
@@ -4753,6 +4894,110 @@ static void mm_packed_task(void *p, int ith, int nth)
                                         : yo[q] + out[j][q];
                 }
             }
+        }
+    }
+}
+
+/* The 8-bit prefill (kernels q8x_row, pack32_u8, mm6x32_u8): x rounded
+ * into the context's xq by xq_task first, then mm_packed_task's walk:
+ * blocks of 32 rows and U8_KB blocks of K packed once, 6 tokens at a
+ * time. A token's result depends on its own x only, whatever shares its
+ * chunk. */
+enum { U8_KB = 128, U8_P = U8_KB * 32 * 32 }; /* P's bytes; D after them */
+_Static_assert(U8_P + U8_KB * 64 * sizeof(float) <= SCRATCH_FLOATS * sizeof(float),
+               "a 32-row block of U8_KB blocks, codes and scales, fits the scratch");
+
+static bool u8_rows(const cpu_ctx *c, eng_dtype dt)
+{
+    return c->k->mm6x32_u8 && c->prefill_q8 &&
+           (dt == ENG_DTYPE_Q8_0 || dt == ENG_DTYPE_Q4_1 || dt == ENG_DTYPE_Q4_0);
+}
+
+typedef struct xq_args {
+    const kernels *k;
+    const float *x;
+    long K;
+    int n_tokens;
+    int8_t *q;
+    float *ds;
+} xq_args;
+
+static void xq_task(void *p, int ith, int nth)
+{
+    xq_args *a = p;
+    long b, e;
+    eng_split(a->n_tokens, ith, nth, &b, &e);
+    for (long t = b; t < e; t++)
+        a->k->q8x_row(a->x + (size_t)t * a->K, a->K, a->q + (size_t)t * a->K,
+                      a->ds + (size_t)t * (a->K / 16));
+}
+
+/* Rounds n_tokens rows of x (K wide) into c's xq and xds. */
+static void xq_fill(cpu_ctx *c, const float *x, long K, int n_tokens)
+{
+    xq_args q = { c->k, x, K, n_tokens, c->xq, c->xds };
+    run(c, xq_task, &q, (long)n_tokens * K >= 16384);
+}
+
+static void mm_u8_task(void *p, int ith, int nth)
+{
+    mm_args *a = p;
+    const kernels *k = a->c->k;
+    const eng_weight *w = a->w;
+    const long rows = w->rows, K = w->cols, NB = K / 32, nt = a->n_tokens;
+    const size_t bb = eng_dtype_bytes(w->dtype, 32);
+    long b, e;
+    eng_split((rows + PACK_ROWS - 1) / PACK_ROWS, ith, nth, &b, &e);
+    b *= PACK_ROWS;
+    e = e * PACK_ROWS < rows ? e * PACK_ROWS : rows;
+    uint8_t *P = (uint8_t *)thread_scratch(a->c, ith);
+    float *D = (float *)(P + U8_P);
+    for (long r0 = b; r0 < e; r0 += PACK_ROWS) {
+        const int nr = (int)(e - r0 < PACK_ROWS ? e - r0 : PACK_ROWS);
+        for (long b0 = 0; b0 < NB; b0 += U8_KB) {
+            const long nb = NB - b0 < U8_KB ? NB - b0 : U8_KB;
+            const void *src[PACK_ROWS];
+            for (int i = 0; i < nr; i++)
+                src[i] = (const char *)w->data + ((size_t)(r0 + i) * NB + b0) * bb;
+            k->pack32_u8(src, w->dtype, nr, nb, P, D);
+            for (long t = 0; t < nt; t += 6) {
+                const int ntt = (int)(nt - t < 6 ? nt - t : 6);
+                const int8_t *xq[6];
+                const float *xd[6];
+                for (int j = 0; j < 6; j++) {
+                    const size_t tj = (size_t)(t + (j < ntt ? j : ntt - 1));
+                    xq[j] = a->xq + tj * K + b0 * 32;
+                    xd[j] = a->xds + tj * (K / 16) + 2 * b0;
+                }
+                float out[6][32];
+                k->mm6x32_u8(P, D, nb, xq, xd, out);
+                for (int j = 0; j < ntt; j++) {
+                    float *yo = a->y + (size_t)(t + j) * rows + r0;
+                    for (int q = 0; q < nr; q++)
+                        yo[q] = b0 == 0 ? out[j][q] + (a->bias ? a->bias[r0 + q] : 0.0f)
+                                        : yo[q] + out[j][q];
+                }
+            }
+        }
+    }
+}
+
+/* n matmuls of one x (of one width, u8_rows) in 8 bits: x rounded once per
+ * chunk of tokens that fits xq, then each matrix. */
+static void mm_u8(cpu_ctx *c, const mm_args *a, int n)
+{
+    const long K = a[0].w->cols, chunk = XQ_BYTES / K;
+    for (long t0 = 0; t0 < a[0].n_tokens; t0 += chunk) {
+        const int nt = (int)(a[0].n_tokens - t0 < chunk ? a[0].n_tokens - t0 : chunk);
+        xq_fill(c, a[0].x + (size_t)t0 * K, K, nt);
+        for (int i = 0; i < n; i++) {
+            mm_args s = a[i];
+            s.x = a[i].x + (size_t)t0 * K;
+            s.y = a[i].y + (size_t)t0 * a[i].w->rows;
+            s.n_tokens = nt;
+            s.xq = c->xq;
+            s.xds = c->xds;
+            run(c, mm_u8_task, &s, (long)a[i].w->rows * K * nt >= 16384);
         }
     }
 }
@@ -4916,7 +5161,7 @@ static void op_matmul(eng_backend *be, const eng_weight *w, const float *bias, c
     if (!w || !x || !y || n_tokens <= 0 || w->rows <= 0 || w->cols <= 0 ||
         w->cols % eng_dtype_block(w->dtype))
         return;
-    mm_args a = { c, w, bias, x, y, n_tokens, NULL, NULL, NULL };
+    mm_args a = { .c = c, .w = w, .bias = bias, .x = x, .y = y, .n_tokens = n_tokens };
     x16_row xr, x4;
     bool has_x4;
     if (n_tokens == 1 && x4_rows(w->dtype)) {
@@ -4934,6 +5179,8 @@ static void op_matmul(eng_backend *be, const eng_weight *w, const float *bias, c
                          q4x_rows(w->dtype);
     if (n_tokens == 1 && !(need_xs && !a.xs))
         run(c, mm_decode_task, &a, work >= 16384);
+    else if (u8_rows(c, w->dtype) && w->cols <= XQ_BYTES / 6)
+        mm_u8(c, &a, 1);
     else if (c->k->mm6x32) /* (and a row too wide for its sums) */
         run(c, mm_packed_task, &a, work >= 16384);
     else
@@ -4970,6 +5217,18 @@ static void matmul_n(eng_backend *be, const eng_weight *const *w, const float *c
         ok = w[i] && y[i] && w[i]->rows > 0 && w[i]->cols > 0 &&
              w[i]->cols % eng_dtype_block(w[i]->dtype) == 0 &&
              (long)w[i]->rows * w[i]->cols >= 16384;
+    bool u8 = n_tokens > 1 && nw >= 1 && nw <= 3;
+    for (int i = 0; i < nw && u8; i++)
+        u8 = w[i] && y[i] && w[i]->rows > 0 && u8_rows(c, w[i]->dtype) &&
+             w[i]->cols == w[0]->cols && w[i]->cols % 32 == 0 && w[i]->cols <= XQ_BYTES / 6;
+    if (u8) { /* prefill of one x: rounded once for the three */
+        mm_args a[3];
+        for (int i = 0; i < nw; i++)
+            a[i] = (mm_args){ .c = c, .w = w[i], .bias = bias ? bias[i] : NULL, .x = x, .y = y[i],
+                              .n_tokens = n_tokens };
+        mm_u8(c, a, nw);
+        return;
+    }
     if (!ok) { /* prefill, small, or bad: op_matmul handles (or drops) each */
         for (int i = 0; i < nw; i++)
             op_matmul(be, w[i], bias ? bias[i] : NULL, x, y[i], n_tokens);
@@ -4978,7 +5237,8 @@ static void matmul_n(eng_backend *be, const eng_weight *const *w, const float *c
     mm_n_args m = { .n = nw };
     mm_args *a = m.a;
     for (int i = 0; i < nw; i++)
-        a[i] = (mm_args){ c, w[i], bias ? bias[i] : NULL, x, y[i], 1, NULL, NULL, NULL };
+        a[i] = (mm_args){ .c = c, .w = w[i], .bias = bias ? bias[i] : NULL, .x = x, .y = y[i],
+                          .n_tokens = 1 };
     /* the same x: its Q4_K forms once, over the widest (a block's sums
      * and 16-bit values do not depend on the row's length); Q6_K rows take
      * the 16-bit values too (a Q4_K_M file's v) */
@@ -5561,6 +5821,8 @@ typedef struct ffn_run {
     int t0, nt; /* token chunk for the two-phase path */
     float *A;   /* [nt][n_sel] */
     long lda;
+    const int8_t *xq; /* prefill in 8 bits: the chunk's x rounded (xq_fill), or NULL */
+    const float *xds;
 } ffn_run;
 
 /* Decode, one pass: thread ith takes a contiguous range of slots and sums
@@ -5607,9 +5869,41 @@ enum { ACT_KC = 1536, ACT_TC = (SCRATCH_FLOATS - PACK_ROWS * ACT_KC) / PACK_ROWS
 _Static_assert(ACT_KC % 256 == 0, "a K chunk is whole Q4_K blocks");
 
 
+/* act_packed_block in 8 bits (r->xq; n_embd within U8_KB blocks): the
+ * 2 nj rows packed once, then 6 tokens at a time. */
+static void act_u8_block(ffn_run *r, const void *const *src, int nj, const bool *valid, long j0,
+                         uint8_t *P)
+{
+    const kernels *k = r->c->k;
+    const long E = r->a.w->n_embd, nb = E / 32;
+    float *D = (float *)(P + U8_P);
+    k->pack32_u8(src, r->a.w->dtype, 2 * nj, nb, P, D);
+    for (int t = 0; t < r->nt; t += 6) {
+        const int ntt = r->nt - t < 6 ? r->nt - t : 6;
+        const int8_t *xq[6];
+        const float *xd[6];
+        for (int q = 0; q < 6; q++) {
+            const size_t tq = (size_t)(t + (q < ntt ? q : ntt - 1));
+            xq[q] = r->xq + tq * E;
+            xd[q] = r->xds + tq * (E / 16);
+        }
+        float out[6][32], a16[16];
+        k->mm6x32_u8(P, D, nb, xq, xd, out);
+        for (int q = 0; q < ntt; q++) {
+            k->act_mul16(out[q], a16, r->a.w->act);
+            for (int i = 0; i < nj; i++)
+                r->A[(t + q) * r->lda + j0 + i] = valid[i] ? a16[i] : 0.0f;
+        }
+    }
+}
+
 static void act_packed_block(ffn_run *r, const void *const *src, int nj, const bool *valid,
                              long j0, float *P)
 {
+    if (r->xq) {
+        act_u8_block(r, src, nj, valid, j0, (uint8_t *)P);
+        return;
+    }
     const kernels *k = r->c->k;
     const eng_dtype dt = r->a.w->dtype;
     const long E = r->a.w->n_embd;
@@ -5870,11 +6164,21 @@ static void op_ffn(eng_backend *be, const eng_ffn_weights *w, const int32_t *sel
             op_ffn(be, w, sel, n_sel, x + (size_t)t * E, y + (size_t)t * E, 1, NULL);
         return;
     }
+    /* gate and up in 8 bits where the kernels have it, x rounded once a
+     * chunk (chunks within xq) */
+    const bool u8 = u8_rows(c, w->dtype) && E <= (long)U8_KB * 32;
+    if (u8 && chunk > XQ_BYTES / E)
+        chunk = XQ_BYTES / E;
     for (long t0 = 0; t0 < n_tokens; t0 += chunk) {
         r.t0 = (int)t0;
         r.nt = (int)(n_tokens - t0 < chunk ? n_tokens - t0 : chunk);
         r.A = act ? act + (size_t)t0 * n_sel : c->abuf;
         r.lda = n_sel;
+        if (u8) {
+            xq_fill(c, x + (size_t)t0 * E, E, r.nt);
+            r.xq = c->xq;
+            r.xds = c->xds;
+        }
         const bool packed = c->k->mm6x32 != NULL;
         run(c, packed ? ffn_act_packed_task : ffn_act_task, &r, work * r.nt >= 16384);
         run(c, ffn_down_task, &r, work * r.nt >= 16384);
@@ -6484,6 +6788,8 @@ static void op_free(eng_backend *be)
     eng_threadpool_free(c->pool);
     mem_free(be, c->scratch);
     mem_free(be, c->abuf);
+    mem_free(be, c->xq);
+    mem_free(be, c->xds);
     free(c);
 }
 
@@ -6537,11 +6843,20 @@ int eng_backend_cpu_new(int n_threads, eng_backend **ret_backend)
         r = mem_alloc(&c->be, (size_t)ABUF_FLOATS * sizeof(float), &abuf);
     c->scratch = scratch;
     c->abuf = abuf;
+    void *xq = NULL, *xds = NULL;
+    if (r == 0 && c->k->mm6x32_u8)
+        r = mem_alloc(&c->be, XQ_BYTES, &xq);
+    if (r == 0 && c->k->mm6x32_u8)
+        r = mem_alloc(&c->be, XQ_BYTES / 4, &xds);
+    c->xq = xq;
+    c->xds = xds;
     if (r == 0)
         r = eng_threadpool_new(n_threads, &c->pool);
     if (r < 0) {
         mem_free(&c->be, c->scratch);
         mem_free(&c->be, c->abuf);
+        mem_free(&c->be, c->xq);
+        mem_free(&c->be, c->xds);
         free(c);
         return r;
     }
@@ -6554,6 +6869,19 @@ int eng_backend_cpu_n_threads(const eng_backend *be)
     if (!be || be->iface != &cpu_iface)
         return -EINVAL;
     return ((const cpu_ctx *)be->ctx)->n_threads;
+}
+
+int eng_backend_cpu_set_prefill_q8(eng_backend *be, bool on)
+{
+    if (!be || be->iface != &cpu_iface)
+        return -EINVAL;
+    ((cpu_ctx *)be->ctx)->prefill_q8 = on;
+    return 0;
+}
+
+bool eng__backend_cpu_prefill_q8(const eng_backend *be, eng_dtype dt)
+{
+    return be && be->iface == &cpu_iface && u8_rows(be->ctx, dt);
 }
 
 /* Which kernel set this backend uses ("avx512vnni", "avx2", "neon" or

@@ -110,6 +110,15 @@ typedef struct eng_model_params {
      * half the bytes for rounding to 8 bits per block. */
     bool q8_matrices;
     int n_threads;     /* worker threads; <= 0: number of online CPUs */
+    /* On the CPU: a prompt's (prefill's) products with Q8_0, Q4_1 and Q4_0
+     * matrices and FFN gate and up rows against x rounded to 8 bits per
+     * block of 32, as llama.cpp's CPU matmuls take it, where the kernels
+     * have it (AVX-512 VNNI), instead of x in f32 (off, the default). Those
+     * products about twice as fast, the default model's prompts about 1.25x;
+     * perplexity moves by a few tenths of a percent and greedy text at
+     * near-ties (docs/benchmark.md). Decode is the same either way (x in 16
+     * bits). */
+    bool prefill_q8;
     eng_backend_kind backend;
     int device;        /* the GPU for ENG_BACKEND_CUDA/AUTO */
     /* Selective loading (SelectInfer section below); NULL: dense. Only
@@ -854,6 +863,8 @@ typedef struct eng_backend_info {
     bool integrated;   /* the GPU shares memory with the host (Jetson) */
     double peak_gbps;  /* the GPU's nominal memory bandwidth; 0: unknown or CPU */
     eng_graph_stats graphs;
+    char kernels[16];  /* the CPU's kernel set: "avx512vnni", "avx2", "neon", "scalar" */
+    bool prefill_q8;   /* the CPU's prefill takes x in 8 bits (prefill_q8 and VNNI) */
 } eng_backend_info;
 
 int eng_model_backend_info(const eng_model *model, eng_backend_info *ret);

@@ -1318,6 +1318,7 @@ static int backend_start(eng_model *m, const eng_model_params *p, eng_error *err
     }
     if ((r = eng_backend_cpu_new(p->n_threads, &m->be)) < 0)
         return eng__set_err(err, r, "cannot start the CPU backend: %s", strerror(-r));
+    eng_backend_cpu_set_prefill_q8(m->be, p->prefill_q8);
     return 0;
 }
 
@@ -1472,8 +1473,12 @@ int eng_model_backend_info(const eng_model *m, eng_backend_info *ret)
         return -EINVAL;
     memset(ret, 0, sizeof(*ret));
     snprintf(ret->name, sizeof(ret->name), "%s", m->be->iface->name);
-    if (strcmp(ret->name, "cuda") != 0)
+    if (strcmp(ret->name, "cuda") != 0) {
+        const char *k = eng__backend_cpu_kernels(m->be);
+        snprintf(ret->kernels, sizeof(ret->kernels), "%s", k ? k : "");
+        ret->prefill_q8 = eng__backend_cpu_prefill_q8(m->be, ENG_DTYPE_Q8_0);
         return 0;
+    }
     int r = eng_backend_cuda_describe(m->be, ret->device, sizeof(ret->device), &ret->integrated,
                                       &ret->peak_gbps);
     if (r < 0)

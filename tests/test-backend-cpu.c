@@ -249,6 +249,25 @@ static double x16_unit(eng_dtype dt)
     return eng_dtype_block(dt) == 256 ? 1.0 / 65278 : 1.0 / 65534;
 }
 
+/* How x reaches dt's products over nt tokens: decode of a block type in
+ * 16 bits a block of x16_block(dt); a prefill of Q8_0, Q4_1 or Q4_0 in 8
+ * bits a block of 32 where the backend says so (its VNNI kernels,
+ * prefill_q8 on) and the shape allows (fits: the FFN's rows up to 4096
+ * wide): |x~ - x| <= max_b |x| * unit. *blk: the block; 0: x in f32. */
+static double x_unit(eng_backend *be, eng_dtype dt, int nt, bool fits, int *blk)
+{
+    *blk = 0;
+    if (nt == 1 && eng_dtype_block(dt) > 1) {
+        *blk = x16_block(dt);
+        return x16_unit(dt);
+    }
+    if (nt > 1 && fits && eng__backend_cpu_prefill_q8(be, dt)) {
+        *blk = 32;
+        return 1.0 / 254;
+    }
+    return 0;
+}
+
 /* Q6_K element i, d * scale * (u - 32), as ggml's dequantizer walks a
  * half of 128: for l < 32, element 32 k + l takes ql[l + 32 (k & 1)]'s
  * low nibble (k < 2) or high one, and qh[l]'s bits 2k, 2k + 1 */
@@ -421,7 +440,8 @@ static void test_matmul_one(eng_backend *be, eng_dtype dt, int rows, int cols, i
     double *wm = malloc(sizeof(double) * (size_t)rows * cols);
     for (long i = 0; i < (long)rows * cols; i++)
         wm[i] = wmag(dt, w, i);
-    int bad = 0;
+    int bad = 0, xb;
+    const double xu = x_unit(be, dt, nt, true, &xb);
     for (int t = 0; t < nt; t++)
         for (int r = 0; r < rows; r++) {
             double ref = 0, mag = 0;
@@ -435,16 +455,15 @@ static void test_matmul_one(eng_backend *be, eng_dtype dt, int rows, int cols, i
             double got = y[(long)t * rows + r];
             double tol = 3e-5 * mag + (b ? 1e-6 * fabs(b[r]) : 0) + 1e-30;
             /* decode may round x to 16 bits a block (Q4_K: against the
-             * codes' term, within the magnitudes) */
-            if (eng_dtype_block(dt) > 1 && nt == 1)
-                for (int k0 = 0; k0 < cols; k0 += x16_block(dt)) {
-                    double xm = 0, wa = 0;
-                    for (int k = k0; k < k0 + x16_block(dt); k++) {
-                        xm = fmax(xm, fabs(x[k]));
-                        wa += wm[(long)r * cols + k];
-                    }
-                    tol += wa * xm * x16_unit(dt) * 1.001;
+             * codes' term, within the magnitudes), prefill to 8 */
+            for (int k0 = 0; xb && k0 < cols; k0 += xb) {
+                double xm = 0, wa = 0;
+                for (int k = k0; k < k0 + xb; k++) {
+                    xm = fmax(xm, fabs(x[(long)t * cols + k]));
+                    wa += wm[(long)r * cols + k];
                 }
+                tol += wa * xm * xu * 1.001;
+            }
             if (!(fabs(got - ref) <= tol) && bad++ < 3)
                 CHECK(0, "matmul %s %dx%d nt=%d bias=%d t=%d r=%d: %.9g vs %.9g (tol %.3g)",
                       dt_name(dt), rows, cols, nt, bias, t, r, got, ref, tol);
@@ -456,6 +475,31 @@ static void test_matmul_one(eng_backend *be, eng_dtype dt, int rows, int cols, i
     free(w);
     free(x);
     free(b);
+    free(y);
+}
+
+/* A NaN or an infinity in one token's x reaches that token's outputs (as
+ * NaN or infinite), in f32 and in the 8-bit prefill alike, and no other
+ * token's. */
+static void test_matmul_nonfinite(eng_backend *be, eng_dtype dt)
+{
+    const int rows = 40, cols = 96, nt = 7;
+    void *w = make_weights(dt, (long)rows * cols);
+    eng_weight W = { dt, rows, cols, w };
+    float *x = make_f32((long)nt * cols, -1, 1);
+    float *y = make_f32((long)nt * rows, 0, 0);
+    x[2 * cols + 40] = NAN;
+    x[5 * cols + 3] = INFINITY;
+    be->iface->matmul(be, &W, NULL, x, y, nt);
+    for (int t = 0; t < nt; t++)
+        for (int r = 0; r < rows; r++) {
+            const float v = y[(long)t * rows + r];
+            CHECK(t == 2 || t == 5 ? !isfinite(v) : isfinite(v),
+                  "matmul %s, x of token 2 NaN and 5 infinite: token %d row %d gave %g",
+                  dt_name(dt), t, r, v);
+        }
+    free(w);
+    free(x);
     free(y);
 }
 
@@ -906,7 +950,8 @@ static void test_ffn_one(eng_backend *be, eng_dtype dt, int E, int n_slots, int 
         gmg[i] = wmag(dt, gu, i);
     double *a = malloc(sizeof(double) * (size_t)(n_sel > 0 ? n_sel : 1));
     double *atol = malloc(sizeof(double) * (size_t)(n_sel > 0 ? n_sel : 1));
-    int bad = 0;
+    int bad = 0, xb;
+    const double xu = x_unit(be, dt, nt, E <= 4096, &xb);
     for (int t = 0; t < nt; t++) {
         const float *xt = x + (long)t * E;
         for (int j = 0; j < n_sel; j++) {
@@ -927,19 +972,18 @@ static void test_ffn_one(eng_backend *be, eng_dtype dt, int E, int n_slots, int 
                 um += (gmg ? gmg[iu] : fabs(gud[iu])) * fabs(xt[k]);
             }
             /* decode in Q8_0 and Q4_K may round x to 16 bits per block
-             * (x16_unit): that much more in g and u */
+             * (x16_unit), prefill to 8 (x_unit): that much more in g and u */
             double eg = 0, eu = 0;
-            for (int k0 = 0; eng_dtype_block(dt) > 1 && nt == 1 && k0 < E;
-                 k0 += x16_block(dt)) {
+            for (int k0 = 0; xb && k0 < E; k0 += xb) {
                 double xm = 0, wg = 0, wu = 0;
-                for (int k = k0; k < k0 + x16_block(dt) && k < E; k++) {
+                for (int k = k0; k < k0 + xb && k < E; k++) {
                     const long ig = s * 2 * E + k, iu = ig + E;
                     xm = fmax(xm, fabs(xt[k]));
                     wg += gmg ? gmg[ig] : fabs(gud[ig]);
                     wu += gmg ? gmg[iu] : fabs(gud[iu]);
                 }
-                eg += wg * xm * x16_unit(dt) * 1.001;
-                eu += wu * xm * x16_unit(dt) * 1.001;
+                eg += wg * xm * xu * 1.001;
+                eu += wu * xm * xu * 1.001;
             }
             double sg = act_ref(g);
             a[j] = sg * u;
@@ -1682,6 +1726,7 @@ int main(void)
             else
                 CHECK(kn && strcmp(kn, "neon") == 0, "AArch64 got %s, not neon", kn);
 #endif
+            const bool vnni_set = kn && strcmp(kn, "avx512vnni") == 0;
             int before = n_fail;
             for (int d = 0; d < 2; d++) {
                 eng_dtype dt = d ? ENG_DTYPE_F32 : ENG_DTYPE_F16;
@@ -1741,6 +1786,29 @@ int main(void)
             test_matmul3_dts(be, (const eng_dtype[3]){ ENG_DTYPE_Q4_0, ENG_DTYPE_Q4_1,
                                                        ENG_DTYPE_Q8_0 });
             test_slots(be, ENG_DTYPE_Q4_0, 96, 23);
+            /* prefill with x in 8 bits (prefill_q8): the VNNI set's kernels
+             * against the bounds with x's rounding (x_unit); the others
+             * keep f32 and their bounds */
+            CHECK(!eng__backend_cpu_prefill_q8(be, ENG_DTYPE_Q4_1), "8-bit prefill by default");
+            CHECK(eng_backend_cpu_set_prefill_q8(be, true) == 0, "set_prefill_q8");
+            CHECK(eng__backend_cpu_prefill_q8(be, ENG_DTYPE_Q4_1) == vnni_set &&
+                      eng__backend_cpu_prefill_q8(be, ENG_DTYPE_Q8_0) == vnni_set &&
+                      !eng__backend_cpu_prefill_q8(be, ENG_DTYPE_Q4_K) &&
+                      !eng__backend_cpu_prefill_q8(be, ENG_DTYPE_F16),
+                  "8-bit prefill where the %s set has it", kn);
+            static const eng_dtype q8dts[] = { ENG_DTYPE_Q8_0, ENG_DTYPE_Q4_1, ENG_DTYPE_Q4_0 };
+            for (int i = 0; i < 3 && (vnni_set || nth == 2); i++) {
+                test_mats(be, q8dts[i]);
+                test_ffn(be, q8dts[i]);
+                test_matmul_nonfinite(be, q8dts[i]);
+            }
+            test_matmul3_dts(be, (const eng_dtype[3]){ ENG_DTYPE_Q4_1, ENG_DTYPE_Q8_0,
+                                                       ENG_DTYPE_Q4_1 });
+            test_matmul3_dts(be, (const eng_dtype[3]){ ENG_DTYPE_Q4_K, ENG_DTYPE_Q4_1,
+                                                       ENG_DTYPE_Q6_K });
+            CHECK(eng_backend_cpu_set_prefill_q8(be, false) == 0, "set_prefill_q8");
+            for (int i = 0; i < 3; i++)
+                test_matmul_nonfinite(be, q8dts[i]);
             test_silu(be);
             /* GeGLU (Gemma): the FFN's kernels under the other activation */
             g_act = ENG_ACT_GELU;

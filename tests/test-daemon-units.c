@@ -258,6 +258,7 @@ static void test_config(void)
     CHECK(dflt.dense_first == 1 && dflt.layer_budget == SID_LAYER_BUDGET_SENS);
     CHECK(dflt.backend == SID_BACKEND_CPU && dflt.device == 0);
     CHECK(dflt.copy_dynamic == 1);
+    CHECK(dflt.prefill_q8 == 0);
 
     /* the SelectInfer keys: floats, enums, a 64-bit size */
     const char *sel =
@@ -275,7 +276,8 @@ static void test_config(void)
         "layer_budget = uniform\n"
         "backend = auto\n"
         "device = 1\n"
-        "copy-dynamic = no\n";
+        "copy-dynamic = no\n"
+        "prefill-q8 = yes\n";
     CHECK(sid_config_parse(&c, sel, strlen(sel), "s.conf", err, sizeof(err)) == 0);
     CHECK(strcmp(c.profile, "smollm2.siprof") == 0 && strcmp(c.task, "qa") == 0);
     CHECK(strcmp(sid_mode_names[c.mode], "load-only") == 0);
@@ -283,13 +285,14 @@ static void test_config(void)
     CHECK(c.budget == 6ull << 30 && c.phi == 0.4f && c.alpha == 1.0f);
     CHECK(c.rank == SID_RANK_SIGNED && c.task_switch == SID_TASK_SWITCH_REFUSE);
     CHECK(c.layer_budget == SID_LAYER_BUDGET_UNIFORM && c.backend == SID_BACKEND_AUTO && c.device == 1);
-    CHECK(c.copy_dynamic == 0);
+    CHECK(c.copy_dynamic == 0 && c.prefill_q8 == 1);
 
     const char *bad[] = {"max_queue = 0\n", "max_queue = -1\n", "max_queue = 12x\n", "nonsense = 1\n",
                          "no equals sign\n", "log_level = loud\n", "max_frame = 99999999999\n",
                          "gamma = 0\n", "gamma = 1.5\n", "gamma = nan\n", "phi = -0.1\n", "alpha = 0\n",
                          "mode = sparse\n", "rank = up\n", "task_switch = maybe\n", "delta = x\n",
-                         "layer_budget = even\n", "backend = tpu\n", "copy_dynamic = 1\n"};
+                         "layer_budget = even\n", "backend = tpu\n", "copy_dynamic = 1\n",
+                         "prefill_q8 = 1\n"};
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         sid_config d;
         sid_config_defaults(&d);

@@ -30,6 +30,12 @@ and differ from our f16 cache's value. A defect in the Q8_0 attention
 kernels (one row's scale used for its neighbour) moved it to 78 after 8
 chunks.
 
+A fourth run with --prefill-q8 (x rounded to 8 bits a block of 32 in the
+products with Q4_1, Q4_0 and Q8_0 rows, as llama.cpp's Q8_1 activations)
+must come within 0.1 % of llama.cpp's Q4_1 run where the kernels did that
+(si-perplexity's prefill_x; measured: 0.002 % over the whole file), and
+equal the f32 run where they did not (no AVX-512 VNNI).
+
 Usage: test-perplexity.py SI_PERPLEXITY TEXT REFERENCE_JSON [N_CHUNKS]
 Exit 0 pass, 1 fail, 77 skip (no model).
 """
@@ -43,6 +49,7 @@ import si_test
 TOL = 0.01
 TOL_F16 = 0.001
 TOL_KV = 0.01
+TOL_X8 = 0.001
 
 
 model_path = si_test.model_path
@@ -76,7 +83,8 @@ def main():
     got = run([])
     got8 = run(["--q8"])
     gotkv = run(["--kv-type", "q8_0"])
-    if not got or not got8 or not gotkv:
+    gotx8 = run(["--prefill-q8"])
+    if not got or not got8 or not gotkv or not gotx8:
         return 1
     ok = True
     if got["n_tokens"] != ref["n_tokens"]:
@@ -112,6 +120,16 @@ def main():
         print("--kv-type q8_0: ours %.4f, llama.cpp (Q8_0 cache) %.4f, difference %.3f %% (tolerance %.1f %%); f16 cache %.4f"
               % (gotkv["ppl"], wantkv, 100.0 * relkv, 100.0 * TOL_KV, got["ppl"]))
         if relkv > TOL_KV or gotkv["ppl"] == got["ppl"]:
+            ok = False
+    if gotx8["prefill_x"] == "8-bit":
+        relx8 = abs(gotx8["ppl"] - want) / want
+        print("--prefill-q8: ours %.4f, llama.cpp (Q4_1) %.4f, difference %.4f %% (tolerance %.2f %%); f32 x %.4f"
+              % (gotx8["ppl"], want, 100.0 * relx8, 100.0 * TOL_X8, got["ppl"]))
+        if relx8 > TOL_X8 or gotx8["ppl"] == got["ppl"]:
+            ok = False
+    else:
+        print("--prefill-q8: x in f32 here (%s), %.4f against %.4f" % (gotx8["prefill_x"], gotx8["ppl"], got["ppl"]))
+        if gotx8["ppl"] != got["ppl"]:
             ok = False
     print("PASS" if ok else "FAIL")
     return 0 if ok else 1

@@ -23,6 +23,10 @@
  *                    --kv-type q8_0 also -ctk q8_0 -ctv q8_0 -fa on. Its
  *                    decode runs from an empty context, ours after the
  *                    prompt (llama-bench -d N is the like for like one).
+ *   --prefill-q8     the prompt's products with Q8_0, Q4_1 and Q4_0 rows
+ *                    against x rounded to 8 bits per block of 32, where the
+ *                    CPU's kernels have it (eng_model_params.prefill_q8;
+ *                    AVX-512 VNNI), as llama.cpp's; without it x in f32.
  *   --backend        cpu (default), cuda or auto: where the forward pass runs.
  *                    On a GPU the bandwidth is the device's nominal one
  *                    (memory clock x bus width; no probe), and the counters
@@ -68,7 +72,7 @@
  * Prompt tokens are deterministic pseudo-random ids (llama-bench also feeds
  * random ids); speed of a dense model does not depend on which.
  *
- * Usage: si-bench [-m MODEL] [-p 128] [-n 64] [-t THREADS] [-r REPS] [--f32] [--q8]
+ * Usage: si-bench [-m MODEL] [-p 128] [-n 64] [-t THREADS] [-r REPS] [--f32] [--q8] [--prefill-q8]
  *                 [--bw-mb 512] [--llama-bench PATH --llama-model GGUF] [--json]
  *                 [--backend cpu|cuda|auto] [--device N]
  *                 [--phi F [--profile FILE --task T [--gamma G] [--delta D] [--swap T]]
@@ -90,7 +94,7 @@
 
 static void usage(FILE *f) {
     fprintf(f, "usage: si-bench [-m MODEL] [-p N_PROMPT (128)] [-n N_GEN (64)] [-t THREADS] "
-               "[-r REPS (3)] [--f32] [--q8] [--bw-mb MB (512)]\n"
+               "[-r REPS (3)] [--f32] [--q8] [--prefill-q8] [--bw-mb MB (512)]\n"
                "                [--llama-bench PATH --llama-model GGUF] [--json]\n"
                "                [--backend cpu|cuda|auto] [--device N]\n"
                "                [--phi F [--profile FILE --task T [--gamma G] [--delta D] [--swap T]]\n"
@@ -336,7 +340,7 @@ int main(int argc, char **argv) {
     char def_model[4096];
     const char *llama_bench = NULL, *llama_model = NULL;
     int n_prompt = 128, n_gen = 64, n_threads = 0, reps = 3, bw_mb = 512;
-    bool json = false, f32 = false, q8 = false;
+    bool json = false, f32 = false, q8 = false, pq8 = false;
     eng_backend_kind backend = ENG_BACKEND_CPU;
     int device = 0;
     float phi = 0, gamma = 0.7f, delta = 0.3f;
@@ -374,6 +378,8 @@ int main(int argc, char **argv) {
             f32 = true;
         else if (!strcmp(a, "--q8"))
             q8 = true;
+        else if (!strcmp(a, "--prefill-q8"))
+            pq8 = true; /* the prompt's products against x in 8 bits */
         else if (!strcmp(a, "--backend") && has) {
             if (si_backend_parse(argv[++i], &backend) < 0) {
                 fprintf(stderr, "unknown backend '%s' (cpu, cuda, auto)\n", argv[i]);
@@ -444,6 +450,7 @@ int main(int argc, char **argv) {
     eng_model_params mp = eng_model_params_default();
     mp.storage = f32 ? ENG_DTYPE_F32 : ENG_DTYPE_F16;
     mp.q8_matrices = q8;
+    mp.prefill_q8 = pq8;
     mp.n_threads = n_threads;
     mp.backend = backend;
     mp.device = device;
@@ -654,6 +661,9 @@ int main(int argc, char **argv) {
     if (json) {
         printf("{\"model\": \"%s\", \"storage\": \"%s\", \"threads\": %d, \"backend\": \"%s\",\n",
                model_path, storage, threads, backend_name);
+        if (on_cpu)
+            printf(" \"kernels\": \"%s\", \"prefill_x\": \"%s\",\n", bi.kernels,
+                   bi.prefill_q8 ? "8-bit" : "f32");
         printf(" \"n_prompt\": %d, \"n_gen\": %d, \"reps\": %d, \"kv_type\": \"%s\", "
                "\"kv_bytes\": %zu,\n", n_prompt, n_gen, reps, eng_kv_type_name(kv_type),
                kv_bytes);
@@ -697,6 +707,9 @@ int main(int argc, char **argv) {
         printf("storage          %s, %d threads, %s backend, KV cache %s (%.1f MiB)\n", storage,
                threads, backend_name, eng_kv_type_name(kv_type),
                (double)kv_bytes / (1 << 20));
+        if (on_cpu)
+            printf("kernels          %s, prefill x %s\n", bi.kernels,
+                   bi.prefill_q8 ? "in 8 bits" : "in f32");
         if (phi > 0) {
             char among[48] = "";
             if (pick == ENG_PICK_EXACT && cand > 0)

@@ -13,9 +13,12 @@
  * llama.cpp's "[i]ppl" list.
  *
  * Usage: si-perplexity [-m MODEL] -f FILE [-c N_CTX] [--chunks N] [-t THREADS]
- *                      [--f32] [--q8] [--kv-type f16|q8_0] [--json]
+ *                      [--f32] [--q8] [--prefill-q8] [--kv-type f16|q8_0] [--json]
  * --kv-type q8_0 keeps the KV cache in Q8_0 blocks (llama.cpp's -ctk/-ctv
- * q8_0).
+ * q8_0). --prefill-q8 scores with x rounded to 8 bits per block of 32 in
+ * the products with Q8_0, Q4_1 and Q4_0 rows where the CPU's kernels do
+ * that (eng_model_params.prefill_q8), as llama.cpp does: what the rounding
+ * costs in perplexity.
  */
 #include <errno.h>
 #include <math.h>
@@ -30,7 +33,7 @@
 
 static void usage(FILE *f) {
     fprintf(f, "usage: si-perplexity [-m MODEL] -f FILE [-c N_CTX (512)] [--chunks N] "
-               "[-t THREADS] [--f32] [--q8] [--kv-type f16|q8_0] [--json]\n");
+               "[-t THREADS] [--f32] [--q8] [--prefill-q8] [--kv-type f16|q8_0] [--json]\n");
 }
 
 static char *read_file(const char *path, size_t *ret_len) {
@@ -83,7 +86,7 @@ int main(int argc, char **argv) {
     const char *file = NULL;
     char *model_path = NULL;
     int n_ctx = 512, max_chunks = -1, n_threads = 0;
-    bool json = false, f32 = false, q8 = false;
+    bool json = false, f32 = false, q8 = false, pq8 = false;
     eng_kv_type kv_type = ENG_KV_F16;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -105,6 +108,8 @@ int main(int argc, char **argv) {
             f32 = true;
         else if (!strcmp(a, "--q8"))
             q8 = true;
+        else if (!strcmp(a, "--prefill-q8"))
+            pq8 = true;
         else if (!strcmp(a, "--kv-type") && has) {
             if (eng_kv_type_parse(argv[++i], &kv_type) < 0) {
                 fprintf(stderr, "--kv-type takes f16 or q8_0, not '%s'\n", argv[i]);
@@ -137,6 +142,7 @@ int main(int argc, char **argv) {
     eng_model_params mp = eng_model_params_default();
     mp.storage = f32 ? ENG_DTYPE_F32 : ENG_DTYPE_F16;
     mp.q8_matrices = q8;
+    mp.prefill_q8 = pq8;
     mp.n_threads = n_threads;
     eng_model *m;
     eng_error err = {{0}};
@@ -236,7 +242,9 @@ int main(int argc, char **argv) {
         printf("],\n \"running_ppl\": [");
         for (int c = 0; c < n_chunk; c++)
             printf("%s%.6f", c ? ", " : "", running[c]);
-        printf("],\n \"ppl\": %.6f}\n", ppl);
+        eng_backend_info bi;
+        const bool x8 = eng_model_backend_info(m, &bi) == 0 && bi.prefill_q8;
+        printf("],\n \"prefill_x\": \"%s\", \"ppl\": %.6f}\n", x8 ? "8-bit" : "f32", ppl);
     } else {
         printf("\nfinal PPL over %d chunks (%ld scored tokens): %.4f  (%.1f s)\n", n_chunk, count,
                ppl, secs);
