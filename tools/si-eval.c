@@ -134,6 +134,7 @@ typedef struct opts {
     metric_kind force_metric;
     bool force_metric_set, no_generate, quiet;
     bool q8; /* every model, the reference too, with q8_matrices */
+    bool prefill_q8; /* every model, the reference too, with prefill_q8 */
     int bench;
     const task *bench_task; /* the task --bench times */
     const char *csv, *json;
@@ -909,9 +910,10 @@ static int write_json(const char *path, const opts *o, const eng_model_info *inf
         json_str(f, o->sets[i]);
     }
     fprintf(f, "],\n  \"split\": \"%s\",\n  \"limit\": %ld,\n  \"threads\": %d,\n"
-               "  \"matrices\": \"%s\",\n  \"bench_tokens\": %d,\n  \"rows\": [\n",
+               "  \"matrices\": \"%s\",\n  \"prefill_q8\": %s,\n  \"bench_tokens\": %d,\n"
+               "  \"rows\": [\n",
             o->split < 0 ? "all" : ek_split_name((ek_split)o->split), o->limit, info->n_threads,
-            o->q8 ? "q8_0" : "f16", o->bench);
+            o->q8 ? "q8_0" : "f16", o->prefill_q8 ? "true" : "false", o->bench);
     for (size_t r = 0; r < n; r++) {
         fprintf(f, "    {");
         for (size_t i = 0; i < N_FIELDS; i++) {
@@ -985,6 +987,8 @@ static void usage(FILE *f)
             "  -t, --threads N        worker threads (default 2)\n"
             "      --q8               every model (the dense reference too) with its matrices\n"
             "                         and FFN in Q8_0 (CPU; daemon matrices = q8_0)\n"
+            "      --prefill-q8       every model (the reference too) with x in 8 bits in its\n"
+            "                         prompts' Q8_0/Q4_1/Q4_0 products (CPU with AVX-512 VNNI)\n"
             "      --csv FILE, --json FILE\n"
             "  -q, --quiet            no table\n");
 }
@@ -1035,6 +1039,7 @@ static int load_model(const opts *o, const eng_load_plan_params *pp, eng_model *
     eng_model_params mp = eng_model_params_default();
     mp.n_threads = o->threads;
     mp.q8_matrices = o->q8;
+    mp.prefill_q8 = o->prefill_q8;
     mp.plan = pp;
     uint64_t rss0 = si_proc_status_bytes("VmRSS");
     int r = eng_model_load(path, &mp, ret, err);
@@ -1070,7 +1075,7 @@ int main(int argc, char **argv)
     static config cfgs[MAX_CONFIGS];
     int n_cfg = 0;
     enum { O_PROMPTS = 256, O_SPLIT, O_LIMIT, O_CONFIGS, O_MAXTOK, O_METRIC, O_NOGEN, O_BENCH,
-           O_CSV, O_JSON, O_Q8 };
+           O_CSV, O_JSON, O_Q8, O_PREFILL_Q8 };
     static const struct option lopts[] = {
         { "model", required_argument, 0, 'm' },     { "profile", required_argument, 0, 'P' },
         { "prompts", required_argument, 0, O_PROMPTS }, { "split", required_argument, 0, O_SPLIT },
@@ -1081,6 +1086,7 @@ int main(int argc, char **argv)
         { "csv", required_argument, 0, O_CSV },     { "json", required_argument, 0, O_JSON },
         { "quiet", no_argument, 0, 'q' },           { "help", no_argument, 0, 'h' },
         { "q8", no_argument, 0, O_Q8 },
+        { "prefill-q8", no_argument, 0, O_PREFILL_Q8 },
         { 0, 0, 0, 0 },
     };
     int ch;
@@ -1136,6 +1142,7 @@ int main(int argc, char **argv)
         case O_JSON: o.json = optarg; break;
         case 'q': o.quiet = true; break;
         case O_Q8: o.q8 = true; break;
+        case O_PREFILL_Q8: o.prefill_q8 = true; break;
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return 2;
         }
