@@ -5244,11 +5244,14 @@ static void matmul_n(eng_backend *be, const eng_weight *const *w, const float *c
      * the 16-bit values too (a Q4_K_M file's v) */
     long q4_cols = 0;
     bool any_x4 = false;
-    for (int i = 0; i < nw; i++)
-        if ((x4_rows(w[i]->dtype) || q4x_rows(w[i]->dtype)) && w[i]->cols > q4_cols) {
+    for (int i = 0; i < nw; i++) {
+        if ((x4_rows(w[i]->dtype) || q4x_rows(w[i]->dtype)) && w[i]->cols > q4_cols)
             q4_cols = w[i]->cols;
-            any_x4 = any_x4 || x4_rows(w[i]->dtype);
-        }
+        /* any of them, whatever its place: Q4_K rows after a Q4_1 one of
+         * the same width took gemv_q4k (x in f32), not what op_matmul
+         * gives them */
+        any_x4 = any_x4 || x4_rows(w[i]->dtype);
+    }
     x16_row x4;
     bool has_x4 = false;
     const float *xs = !q4_cols ? NULL
