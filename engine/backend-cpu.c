@@ -3059,41 +3059,75 @@ TGT512 static void v512_q8x_row(const float *x, long n, int8_t *q, float *ds)
     }
 }
 
+/* pack32_u8's transpose: rows r (16 of them) hold 8 dwords of codes each,
+ * dwords 0-3 in lane r % 4 of lo[r / 4], dwords 4-7 likewise in hi; out
+ * [s] gets dword s of every row, row r in lane r. Two vpermt2d and a
+ * blend a dword: each source pair gives 8 rows' dword s. */
+VALWAYS512 void u8_transpose16(const __m512i lo[4], const __m512i hi[4], uint8_t *out)
+{
+    for (int s = 0; s < 8; s++) {
+        const __m512i *src = s < 4 ? lo : hi;
+        const int k = s % 4;
+        const __m512i idx = _mm512_add_epi32(
+            _mm512_set_epi32(28, 24, 20, 16, 12, 8, 4, 0, 28, 24, 20, 16, 12, 8, 4, 0),
+            _mm512_set1_epi32(k)); /* lane p: dword k of row p % 4 of the first or second */
+        const __m512i t01 = _mm512_permutex2var_epi32(src[0], idx, src[1]),
+                      t23 = _mm512_permutex2var_epi32(src[2], idx, src[3]);
+        _mm512_storeu_si512(out + s * 128, _mm512_mask_blend_epi32(0xff00, t01, t23));
+    }
+}
+
 TGT512 static void v512_pack32_u8(const void *const *w, eng_dtype dt, int nr, long nb, uint8_t *P,
                                   float *D)
 {
+    static const uint8_t zero[34]; /* rows past nr: codes 0 (Q8_0: 128), d = m = 0 */
+    const __m512i m4 = _mm512_set1_epi8(0x0f), flip = _mm512_set1_epi8((char)0x80);
+    const size_t bb = eng_dtype_bytes(dt, 32), qoff = dt == ENG_DTYPE_Q4_1 ? 4 : 2;
+    const uint8_t *row[32]; /* a row's first block, and its step a block */
+    size_t step[32];
+    for (int i = 0; i < 32; i++) {
+        row[i] = i < nr ? (const uint8_t *)w[i] : zero;
+        step[i] = i < nr ? bb : 0;
+    }
     for (long b = 0; b < nb; b++) {
         uint8_t *pb = P + b * 1024;
         float *db = D + b * 64;
-        for (int i = 0; i < 32; i++) {
-            uint32_t g[8] = { 0 };
-            float d = 0.0f, m = 0.0f;
-            if (i < nr && dt == ENG_DTYPE_Q8_0) {
-                const eng_q8_block *k = (const eng_q8_block *)w[i] + b;
-                for (int s = 0; s < 8; s++) {
-                    memcpy(&g[s], k->q + 4 * s, 4);
-                    g[s] ^= 0x80808080u; /* q + 128 as a byte */
+        for (int tile = 0; tile < 2; tile++) {
+            __m512i lo[4], hi[4];
+            uint16_t dh[16], mh[16];
+            for (int g = 0; g < 4; g++) {
+                const uint8_t *q[4]; /* the four rows' codes: Q8_0 32 bytes, Q4 16 */
+                for (int j = 0; j < 4; j++) {
+                    const int i = tile * 16 + g * 4 + j;
+                    const uint8_t *blk = row[i] + (size_t)b * step[i];
+                    q[j] = blk + qoff;
+                    memcpy(&dh[g * 4 + j], blk, 2); /* d, then Q4_1's m */
+                    memcpy(&mh[g * 4 + j], blk + 2, 2);
                 }
-                d = h2f(k->d);
-                m = -128.0f * d;
-            } else if (i < nr) {
-                const bool q41 = dt == ENG_DTYPE_Q4_1;
-                const uint8_t *qs = q41 ? ((const eng_q41_block *)w[i] + b)->qs
-                                        : ((const eng_q40_block *)w[i] + b)->qs;
-                for (int s = 0; s < 4; s++) { /* codes 4s.. low nibbles, 16 + 4s.. high */
-                    uint32_t v;
-                    memcpy(&v, qs + 4 * s, 4);
-                    g[s] = v & 0x0f0f0f0fu;
-                    g[s + 4] = (v >> 4) & 0x0f0f0f0fu;
+                __m512i a = _mm512_castsi128_si512(_mm_loadu_si128((const __m128i *)q[0]));
+                a = _mm512_inserti32x4(a, _mm_loadu_si128((const __m128i *)q[1]), 1);
+                a = _mm512_inserti32x4(a, _mm_loadu_si128((const __m128i *)q[2]), 2);
+                a = _mm512_inserti32x4(a, _mm_loadu_si128((const __m128i *)q[3]), 3);
+                if (dt == ENG_DTYPE_Q8_0) { /* q + 128 as a byte; codes 16.. from the second half */
+                    __m512i h = _mm512_castsi128_si512(_mm_loadu_si128((const __m128i *)(q[0] + 16)));
+                    h = _mm512_inserti32x4(h, _mm_loadu_si128((const __m128i *)(q[1] + 16)), 1);
+                    h = _mm512_inserti32x4(h, _mm_loadu_si128((const __m128i *)(q[2] + 16)), 2);
+                    h = _mm512_inserti32x4(h, _mm_loadu_si128((const __m128i *)(q[3] + 16)), 3);
+                    lo[g] = _mm512_xor_si512(a, flip);
+                    hi[g] = _mm512_xor_si512(h, flip);
+                } else { /* codes 0..15 the low nibbles, 16..31 the high */
+                    lo[g] = _mm512_and_si512(a, m4);
+                    hi[g] = _mm512_and_si512(_mm512_srli_epi16(a, 4), m4);
                 }
-                d = h2f(q41 ? ((const eng_q41_block *)w[i] + b)->d
-                            : ((const eng_q40_block *)w[i] + b)->d);
-                m = q41 ? h2f(((const eng_q41_block *)w[i] + b)->m) : -8.0f * d;
             }
-            for (int s = 0; s < 8; s++)
-                memcpy(pb + s * 128 + i * 4, &g[s], 4);
-            db[i] = d;
-            db[32 + i] = m;
+            u8_transpose16(lo, hi, pb + tile * 64);
+            const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)dh));
+            const __m512 m = dt == ENG_DTYPE_Q4_1
+                                 ? _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)mh))
+                                 : _mm512_mul_ps(d, _mm512_set1_ps(dt == ENG_DTYPE_Q8_0 ? -128.0f
+                                                                                     : -8.0f));
+            _mm512_storeu_ps(db + tile * 16, d);
+            _mm512_storeu_ps(db + 32 + tile * 16, m);
         }
     }
 }
