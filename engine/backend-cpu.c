@@ -4856,6 +4856,19 @@ static void mm_decode_task(void *p, int ith, int nth)
 enum { PACK_ROWS = 32, PACK_K = SCRATCH_FLOATS / PACK_ROWS };
 _Static_assert(PACK_K % 256 == 0, "a K chunk is whole Q4_K, Q5_K and Q6_K blocks");
 
+/* A packed prefill's tile into y: tokens t.. (ntt of them, y's rows of
+ * `rows`) by rows r0.. (nr), the first K chunk's sums with the bias, the
+ * later ones added to what is there. */
+static void mm_tile_store(const mm_args *a, float out[6][32], long t, int ntt, long r0, int nr,
+                          bool first)
+{
+    for (int j = 0; j < ntt; j++) {
+        float *yo = a->y + (size_t)(t + j) * a->w->rows + r0;
+        for (int q = 0; q < nr; q++)
+            yo[q] = first ? out[j][q] + (a->bias ? a->bias[r0 + q] : 0.0f) : yo[q] + out[j][q];
+    }
+}
+
 /* Prefill by outer products (kernels pack32, mm6x32): blocks of 32 rows
  * and a K chunk packed k-major once, then 6 tokens at a time. Used for
  * every prefill chunk, however few its tokens: a token's result must not
@@ -4921,12 +4934,7 @@ static void mm_packed_task(void *p, int ith, int nth)
                     xp[j] = a->x + (size_t)(t + (j < ntt ? j : ntt - 1)) * K + k0;
                 float out[6][32];
                 k->mm6x32(P, kc, xp, out);
-                for (int j = 0; j < ntt; j++) {
-                    float *yo = a->y + (size_t)(t + j) * rows + r0;
-                    for (int q = 0; q < nr; q++)
-                        yo[q] = k0 == 0 ? out[j][q] + (a->bias ? a->bias[r0 + q] : 0.0f)
-                                        : yo[q] + out[j][q];
-                }
+                mm_tile_store(a, out, t, ntt, r0, nr, k0 == 0);
             }
         }
     }
@@ -4945,6 +4953,14 @@ static bool u8_rows(const cpu_ctx *c, eng_dtype dt)
 {
     return c->k->mm6x32_u8 && c->prefill_q8 &&
            (dt == ENG_DTYPE_Q8_0 || dt == ENG_DTYPE_Q4_1 || dt == ENG_DTYPE_Q4_0);
+}
+
+/* A matrix mm_u8 takes: u8_rows, whole blocks, and at least 6 tokens'
+ * x in xq. */
+static bool u8_matrix(const cpu_ctx *c, const eng_weight *w)
+{
+    return u8_rows(c, w->dtype) && w->rows > 0 && w->cols > 0 && w->cols % 32 == 0 &&
+           w->cols <= XQ_BYTES / 6;
 }
 
 typedef struct xq_args {
@@ -5005,12 +5021,7 @@ static void mm_u8_task(void *p, int ith, int nth)
                 }
                 float out[6][32];
                 k->mm6x32_u8(P, D, nb, xq, xd, out);
-                for (int j = 0; j < ntt; j++) {
-                    float *yo = a->y + (size_t)(t + j) * rows + r0;
-                    for (int q = 0; q < nr; q++)
-                        yo[q] = b0 == 0 ? out[j][q] + (a->bias ? a->bias[r0 + q] : 0.0f)
-                                        : yo[q] + out[j][q];
-                }
+                mm_tile_store(a, out, t, ntt, r0, nr, b0 == 0);
             }
         }
     }
@@ -5213,7 +5224,7 @@ static void op_matmul(eng_backend *be, const eng_weight *w, const float *bias, c
                          q4x_rows(w->dtype);
     if (n_tokens == 1 && !(need_xs && !a.xs))
         run(c, mm_decode_task, &a, work >= 16384);
-    else if (u8_rows(c, w->dtype) && w->cols <= XQ_BYTES / 6)
+    else if (u8_matrix(c, w))
         mm_u8(c, &a, 1);
     else if (c->k->mm6x32) /* (and a row too wide for its sums) */
         run(c, mm_packed_task, &a, work >= 16384);
@@ -5253,8 +5264,7 @@ static void matmul_n(eng_backend *be, const eng_weight *const *w, const float *c
              (long)w[i]->rows * w[i]->cols >= 16384;
     bool u8 = n_tokens > 1 && nw >= 1 && nw <= 3;
     for (int i = 0; i < nw && u8; i++)
-        u8 = w[i] && y[i] && w[i]->rows > 0 && u8_rows(c, w[i]->dtype) &&
-             w[i]->cols == w[0]->cols && w[i]->cols % 32 == 0 && w[i]->cols <= XQ_BYTES / 6;
+        u8 = w[i] && y[i] && u8_matrix(c, w[i]) && w[i]->cols == w[0]->cols;
     if (u8) { /* prefill of one x: rounded once for the three */
         mm_args a[3];
         for (int i = 0; i < nw; i++)
