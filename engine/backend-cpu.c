@@ -1142,14 +1142,14 @@ static const kernels kern_scalar = {
     case NT:                                                                                 \
         TILES(scratch, ldp, nj, ncc, At, lda, yt, ldy, jb == 0, NT);                         \
         break;
-#define FFN_DOWN_BODY(TILES)                                                                 \
+#define FFN_DOWN_BODY(TILES, PACK)                                                           \
     for (long cc = c0; cc < c0 + nc; cc += DOWN_CC) {                                        \
         long ncc = c0 + nc - cc < DOWN_CC ? c0 + nc - cc : DOWN_CC;                          \
         long ldp = (ncc + 7) & ~7L;                                                          \
         long jbs = SCRATCH_FLOATS / ldp;                                                     \
         for (long jb = 0; jb < a->n_sel; jb += jbs) {                                        \
             int nj = (int)(a->n_sel - jb < jbs ? a->n_sel - jb : jbs);                       \
-            down_pack(a, jb, nj, cc, ncc, ldp, scratch);                                     \
+            PACK(a, jb, nj, cc, ncc, ldp, scratch);                                          \
             for (int t = 0; t < nt; t += 6) {                                                \
                 const float *At = A + (size_t)t * lda + jb;                                  \
                 float *yt = y + (size_t)t * ldy + cc;                                        \
@@ -2184,7 +2184,7 @@ VALWAYS void down_pack(const ffn_args *a, long jb, int nj, long cc, long ncc, lo
 TGT static void v_ffn_down(const ffn_args *a, const float *A, long lda, float *y, long ldy,
                            int nt, long c0, long nc, float *scratch)
 {
-    FFN_DOWN_BODY(down_tiles)
+    FFN_DOWN_BODY(down_tiles, down_pack)
 }
 
 /* The sketch's dot products on the regrouped x~ (q8_group), two blocks
@@ -2767,22 +2767,95 @@ VALWAYS512 void transpose8(__m256 r[8])
     r[7] = _mm256_permute2f128_ps(s3, s7, 0x31);
 }
 
+/* 16 x 16 floats: r[i] becomes column i. Unpacks of floats then of
+ * pairs leave, in each 128-bit lane L of register 4g + c, column 4L + c of
+ * rows 4g .. 4g + 3; two rounds of lane shuffles gather each column's four
+ * lanes. */
+VALWAYS512 void transpose16(__m512 r[16])
+{
+    __m512 t[16], u[16];
+    for (int i = 0; i < 16; i += 2) {
+        t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
+        t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
+    }
+    for (int g = 0; g < 16; g += 4) {
+        const __m512d a = _mm512_castps_pd(t[g]), b = _mm512_castps_pd(t[g + 1]);
+        const __m512d c = _mm512_castps_pd(t[g + 2]), d = _mm512_castps_pd(t[g + 3]);
+        u[g] = _mm512_castpd_ps(_mm512_unpacklo_pd(a, c));
+        u[g + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(a, c));
+        u[g + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(b, d));
+        u[g + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(b, d));
+    }
+    for (int c = 0; c < 4; c++) {
+        const __m512 v0 = _mm512_shuffle_f32x4(u[c], u[4 + c], 0x88);
+        const __m512 v1 = _mm512_shuffle_f32x4(u[c], u[4 + c], 0xdd);
+        const __m512 v2 = _mm512_shuffle_f32x4(u[8 + c], u[12 + c], 0x88);
+        const __m512 v3 = _mm512_shuffle_f32x4(u[8 + c], u[12 + c], 0xdd);
+        r[c] = _mm512_shuffle_f32x4(v0, v2, 0x88);
+        r[4 + c] = _mm512_shuffle_f32x4(v1, v3, 0x88);
+        r[8 + c] = _mm512_shuffle_f32x4(v0, v2, 0xdd);
+        r[12 + c] = _mm512_shuffle_f32x4(v1, v3, 0xdd);
+    }
+}
+
+/* The 512-bit packs: P [n][32] from up to 32 rows, 16 rows by 16 values
+ * (ROW(i, k): row i's values k .. k + 15 as one register) transposed at
+ * a time, rows past nr zero; the values past n's last multiple of 16 by
+ * TAIL(i, k), one at a time. An empty half of the 32 is only zeroed. With
+ * eight rows of eight values a step they took about a third of a short
+ * prompt's prefill (they dequantize the whole model whatever its length). */
+#define PACK16_BODY(ROW, TAIL)                                                               \
+    for (int i0 = 0; i0 < 32; i0 += 16) {                                                    \
+        long k = 0;                                                                          \
+        for (; k + 16 <= n; k += 16) {                                                       \
+            __m512 r[16];                                                                    \
+            if (i0 >= nr) {                                                                  \
+                for (int j = 0; j < 16; j++)                                                 \
+                    _mm512_storeu_ps(P + (k + j) * 32 + i0, _mm512_setzero_ps());            \
+                continue;                                                                    \
+            }                                                                                \
+            for (int i = 0; i < 16; i++)                                                     \
+                r[i] = i0 + i < nr ? ROW(i0 + i, k) : _mm512_setzero_ps();                   \
+            transpose16(r);                                                                  \
+            for (int j = 0; j < 16; j++)                                                     \
+                _mm512_storeu_ps(P + (k + j) * 32 + i0, r[j]);                               \
+        }                                                                                    \
+        for (; k < n; k++)                                                                   \
+            for (int i = 0; i < 16; i++)                                                     \
+                P[k * 32 + i0 + i] = i0 + i < nr ? TAIL(i0 + i, k) : 0.0f;                   \
+    }
+
+/* 16 f16 or f32 values of row w[i] from k */
+VALWAYS512 __m512 ld16(const void *base, long k, bool f16)
+{
+    if (f16)
+        return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)((const uint16_t *)base + k)));
+    return _mm512_loadu_ps((const float *)base + k);
+}
+
+#define PACK_F_ROW(i, k) ld16(w[i], k, f16)
+#define PACK_F_TAIL(i, k) wval(w[i], k, f16)
+
 TGT512 static void v512_pack32(const void *const *w, bool f16, int nr, long n, float *P)
 {
-    for (int i0 = 0; i0 < 32; i0 += 8) {
-        long k = 0;
-        for (; k + 8 <= n; k += 8) {
-            __m256 r[8];
-            for (int i = 0; i < 8; i++)
-                r[i] = i0 + i < nr ? ld8(w[i0 + i], k, f16) : _mm256_setzero_ps();
-            transpose8(r);
-            for (int j = 0; j < 8; j++)
-                _mm256_store_ps(P + (k + j) * 32 + i0, r[j]);
-        }
-        for (; k < n; k++)
-            for (int i = 0; i < 8; i++)
-                P[k * 32 + i0 + i] = i0 + i < nr ? wval(w[i0 + i], k, f16) : 0.0f;
-    }
+    PACK16_BODY(PACK_F_ROW, PACK_F_TAIL)
+}
+
+/* Q8_0: code * d, one rounding, as wval_dt; a run of 16 lies in one block */
+VALWAYS512 __m512 q8_row16(const eng_q8_block *row, long k)
+{
+    const eng_q8_block *b = row + k / 32;
+    return _mm512_mul_ps(
+        _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(b->q + k % 32)))),
+        _mm512_set1_ps(_cvtsh_ss(b->d)));
+}
+
+#define PACK_Q8_ROW(i, k) q8_row16(w[i], k)
+#define PACK_NO_TAIL(i, k) 0.0f /* n is a multiple of 32 */
+
+TGT512 static void v512_pack32_q8(const eng_q8_block *const *w, int nr, long n, float *P)
+{
+    PACK16_BODY(PACK_Q8_ROW, PACK_NO_TAIL)
 }
 
 /* dot4_q8 on 512-bit registers: a block's 32 codes are two registers
@@ -2847,60 +2920,36 @@ TGT512 static void v512_gemv_q8(const eng_q8_block *w, long cols, const float *x
 
 FFN_ONE_SLOT(dot4_q8_512, axpy2_q8_512, VALWAYS512, a->x)
 
-TGT512 static void v512_pack32_q8(const eng_q8_block *const *w, int nr, long n, float *P)
-{
-    for (int i0 = 0; i0 < 32; i0 += 8)
-        for (long k = 0; k < n; k += 8) {
-            __m256 r[8];
-            for (int i = 0; i < 8; i++) {
-                if (i0 + i < nr) {
-                    const eng_q8_block *b = w[i0 + i] + k / 32;
-                    r[i] = _mm256_mul_ps(ldq8(b->q + k % 32), _mm256_set1_ps(_cvtsh_ss(b->d)));
-                } else {
-                    r[i] = _mm256_setzero_ps();
-                }
-            }
-            transpose8(r);
-            for (int j = 0; j < 8; j++)
-                _mm256_store_ps(P + (k + j) * 32 + i0, r[j]);
-        }
-}
+/* pack32 of Q4_1 (Q4_0: DM) rows as v512_pack32_q8: a run of 16 values is
+ * one nibble half of a block (the low nibbles of its 16 code bytes hold
+ * values 0-15, the high ones 16-31), each code * d + m (one rounding;
+ * exact for Q4_0's m = -8 d) */
+#define Q4X_ROW16(BT, DM)                                                                    \
+    VALWAYS512 __m512 BT##_row16(const BT *row, long k)                                      \
+    {                                                                                        \
+        const BT *b = row + k / 32;                                                          \
+        if (k % 32 == 0) /* four blocks on (past a row's end: a hint) */                     \
+            _mm_prefetch((const char *)(b + 4), _MM_HINT_T0);                                \
+        DM(_cvtsh_ss, b, dw, mw);                                                            \
+        const __m512i c = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)b->qs));     \
+        const __m512i q = k % 32 ? _mm512_srli_epi32(c, 4)                                   \
+                                 : _mm512_and_si512(c, _mm512_set1_epi32(15));               \
+        return _mm512_fmadd_ps(_mm512_cvtepi32_ps(q), _mm512_set1_ps(dw), _mm512_set1_ps(mw)); \
+    }
+Q4X_ROW16(eng_q41_block, Q41_DM)
+Q4X_ROW16(eng_q40_block, Q40_DM)
 
-/* pack32 of Q4_1 (Q4_0: DM) rows as v512_pack32_q8: eight values of each
- * row (eight codes of one nibble half) as code * d + m in a register (one
- * rounding; exact for Q4_0's m = -8 d), transposed into P */
-#define PACK32_Q4X_BODY(BT, DM)                                                              \
-    const __m256i m4 = _mm256_set1_epi32(15);                                                \
-    for (int i0 = 0; i0 < 32; i0 += 8)                                                       \
-        for (long k = 0; k < n; k += 8) {                                                    \
-            const int e = (int)(k % 32);                                                     \
-            __m256 r[8];                                                                     \
-            for (int i = 0; i < 8; i++) {                                                    \
-                if (i0 + i < nr) {                                                           \
-                    const BT *b = w[i0 + i] + k / 32;                                        \
-                    DM(_cvtsh_ss, b, dw, mw);                                                \
-                    __m256i c =                                                              \
-                        _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(b->qs + e % 16))); \
-                    c = e < 16 ? _mm256_and_si256(c, m4) : _mm256_srli_epi32(c, 4);          \
-                    r[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(c), _mm256_set1_ps(dw),        \
-                                           _mm256_set1_ps(mw));                              \
-                } else {                                                                     \
-                    r[i] = _mm256_setzero_ps();                                              \
-                }                                                                            \
-            }                                                                                \
-            transpose8(r);                                                                   \
-            for (int j = 0; j < 8; j++)                                                      \
-                _mm256_store_ps(P + (k + j) * 32 + i0, r[j]);                                \
-        }
+#define PACK_Q41_ROW(i, k) eng_q41_block_row16(w[i], k)
+#define PACK_Q40_ROW(i, k) eng_q40_block_row16(w[i], k)
 
 TGT512 static void v512_pack32_q41(const eng_q41_block *const *w, int nr, long n, float *P)
 {
-    PACK32_Q4X_BODY(eng_q41_block, Q41_DM)
+    PACK16_BODY(PACK_Q41_ROW, PACK_NO_TAIL)
 }
 
 TGT512 static void v512_pack32_q40(const eng_q40_block *const *w, int nr, long n, float *P)
 {
-    PACK32_Q4X_BODY(eng_q40_block, Q40_DM)
+    PACK16_BODY(PACK_Q40_ROW, PACK_NO_TAIL)
 }
 
 /* pack32 of Q4_K rows, eight at a time: each block's factors d * sc and
@@ -3219,10 +3268,57 @@ VALWAYS512 void down_tiles512(const float *P, long ldp, int nj, long nc, const f
     }
 }
 
+/* down_pack on 512-bit registers: a Q8_0 row 16 values a step where they
+ * lie in one block (cc is a multiple of 8 only), code * d as down_pack;
+ * the row two slots on prefetched as this one is read (a selection's slots
+ * are scattered, and a row is only ten lines for n_embd 576) */
+VALWAYS512 void down_pack512(const ffn_args *a, long jb, int nj, long cc, long ncc, long ldp,
+                             float *P)
+{
+    const eng_ffn_weights *w = a->w;
+    const eng_dtype dt = eng_ffn_down_dtype(w->dtype);
+    const bool f16 = dt == ENG_DTYPE_F16;
+    const size_t rb = eng_dtype_bytes(dt, (size_t)w->n_embd);
+    for (int i = 0; i < nj; i++) {
+        const long s = slot_of(a, jb + i), s2 = i + 2 < nj ? slot_of(a, jb + i + 2) : -1;
+        const char *row = (const char *)w->down + (size_t)s * rb;
+        const char *next = s2 >= 0 ? (const char *)w->down + (size_t)s2 * rb : NULL;
+        float *d = P + (size_t)i * ldp;
+        long k = 0;
+        if (s >= 0 && dt == ENG_DTYPE_Q8_0) {
+            const eng_q8_block *b = (const eng_q8_block *)row;
+            while (k + 8 <= ncc) {
+                const long e = cc + k;
+                const eng_q8_block *bb = b + e / 32;
+                if (next && e % 32 == 0)
+                    _mm_prefetch(next + (e / 32) * sizeof(eng_q8_block), _MM_HINT_T0);
+                if (e % 16 == 0 && k + 16 <= ncc) {
+                    _mm512_storeu_ps(d + k, q8_row16(b, e));
+                    k += 16;
+                } else {
+                    _mm256_storeu_ps(d + k, _mm256_mul_ps(ldq8(bb->q + e % 32),
+                                                          _mm256_set1_ps(_cvtsh_ss(bb->d))));
+                    k += 8;
+                }
+            }
+            for (; k < ncc; k++)
+                d[k] = wval_dt(b, cc + k, dt);
+        } else if (s >= 0) {
+            const char *src = row + (size_t)cc * dsize(f16);
+            for (; k + 16 <= ncc; k += 16)
+                _mm512_storeu_ps(d + k, ld16(src, k, f16));
+            for (; k < ncc; k++)
+                d[k] = wval(src, k, f16);
+        }
+        for (; k < ldp; k++)
+            d[k] = 0.0f;
+    }
+}
+
 TGT512 static void v512_ffn_down(const ffn_args *a, const float *A, long lda, float *y, long ldy,
                                  int nt, long c0, long nc, float *scratch)
 {
-    FFN_DOWN_BODY(down_tiles512)
+    FFN_DOWN_BODY(down_tiles512, down_pack512)
 }
 
 /* e^x for every lane, within a few ulp (test-backend-cpu holds silu to 4
@@ -4303,7 +4399,7 @@ ALWAYS void down_pack(const ffn_args *a, long jb, int nj, long cc, long ncc, lon
 static void n_ffn_down(const ffn_args *a, const float *A, long lda, float *y, long ldy, int nt,
                        long c0, long nc, float *scratch)
 {
-    FFN_DOWN_BODY(n_down_tiles)
+    FFN_DOWN_BODY(n_down_tiles, down_pack)
 }
 
 /* One block of 4-bit codes against x~'s block: four int32 lanes summing

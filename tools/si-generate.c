@@ -40,6 +40,8 @@ static void usage(FILE *out)
             "                          rotated; --shift-reeval: evaluated again instead\n"
             "      --f32               keep weights in f32 instead of f16\n"
             "      --q8                every matrix and the FFN in Q8_0 (CPU): half the memory\n"
+            "      --prefill-q8        the prompt's products with Q8_0/Q4_1/Q4_0 rows take x\n"
+            "                          rounded to 8 bits (CPUs with AVX-512 VNNI; faster prefill)\n"
             "      --backend NAME      cpu (default), cuda or auto (CUDA when a GPU is usable)\n"
             "      --device N          the GPU for cuda/auto (default 0)\n");
 }
@@ -85,7 +87,8 @@ int main(int argc, char **argv)
     gp.max_tokens = 128;
 
     enum { O_RAW = 256, O_TEMP, O_TOPK, O_TOPP, O_MINP, O_REP, O_SEED, O_STOP, O_F32, O_BACKEND,
-           O_DEVICE, O_Q8, O_FORMAT, O_NO_THINK, O_FREQ, O_PRES, O_SHIFT, O_REEVAL, O_KEEP, O_TOOLS };
+           O_DEVICE, O_Q8, O_FORMAT, O_NO_THINK, O_FREQ, O_PRES, O_SHIFT, O_REEVAL, O_KEEP, O_TOOLS,
+           O_PREFILL_Q8 };
     static const struct option opts[] = {
         { "model", required_argument, 0, 'm' },   { "prompt", required_argument, 0, 'p' },
         { "system", required_argument, 0, 's' },  { "raw", no_argument, 0, O_RAW },
@@ -96,6 +99,7 @@ int main(int argc, char **argv)
         { "seed", required_argument, 0, O_SEED }, { "stop", required_argument, 0, O_STOP },
         { "f32", no_argument, 0, O_F32 },         { "help", no_argument, 0, 'h' },
         { "q8", no_argument, 0, O_Q8 },          { "format", required_argument, 0, O_FORMAT },
+        { "prefill-q8", no_argument, 0, O_PREFILL_Q8 },
         { "no-think", no_argument, 0, O_NO_THINK }, { "tools", required_argument, 0, O_TOOLS },
         { "context-shift", no_argument, 0, O_SHIFT }, { "shift-reeval", no_argument, 0, O_REEVAL },
         { "keep", required_argument, 0, O_KEEP },
@@ -136,6 +140,7 @@ int main(int argc, char **argv)
             break;
         case O_F32: mp.storage = ENG_DTYPE_F32; break;
         case O_Q8: mp.q8_matrices = true; break;
+        case O_PREFILL_Q8: mp.prefill_q8 = true; break;
         case O_BACKEND:
             if (si_backend_parse(optarg, &mp.backend) < 0) {
                 fprintf(stderr, "unknown backend '%s' (cpu, cuda, auto)\n", optarg);
