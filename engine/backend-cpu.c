@@ -2952,51 +2952,59 @@ TGT512 static void v512_pack32_q40(const eng_q40_block *const *w, int nr, long n
     PACK16_BODY(PACK_Q40_ROW, PACK_NO_TAIL)
 }
 
-/* pack32 of Q4_K rows, eight at a time: each block's factors d * sc and
- * dmin * m once (qk_factors), then eight values of each row dequantized
- * in a register (code * d sc - dmin m, one rounding) and transposed into
- * P. It was the scalar rule, one value at a time, stored 32 floats apart:
- * about an eighth of a Q4_K prefill's time. Q5_K rows (Q5K) take each
- * code's fifth bit from qh as well. */
+/* pack32 of Q4_K rows, sixteen at a time: each block's factors d * sc and
+ * dmin * m once (qk_factors), then sixteen values (half a sub-block) of
+ * each row dequantized in a register (code * d sc - dmin m, one rounding)
+ * and transposed into P (transpose16). It was the scalar rule, one value
+ * at a time, stored 32 floats apart (about an eighth of a Q4_K prefill's
+ * time), then eight rows of eight values (still about 40 % of a 4-token
+ * prefill of a Llama-3.2-1B shape in Q4_K). Q5_K rows (Q5 1) take each
+ * code's fifth bit from qh as well. A half of the 32 rows past nr is only
+ * zeroed. */
 #define PACK32_QK_BODY(BT, Q5)                                                               \
-    const __m256i m4 = _mm256_set1_epi32(15), m16 = _mm256_set1_epi32(16);                   \
+    const __m512i m4 = _mm512_set1_epi32(15), m16 = _mm512_set1_epi32(16);                   \
     (void)m16;                                                                               \
-    for (int i0 = 0; i0 < 32; i0 += 8)                                                       \
+    for (int i0 = 0; i0 < 32; i0 += 16)                                                      \
         for (long bi = 0; bi < n / 256; bi++) {                                              \
-            float f[8][8], g[8][8]; /* row i0 + i, sub-block s: d * sc, dmin * m */          \
-            for (int i = 0; i < 8 && i0 + i < nr; i++) {                                     \
+            if (i0 >= nr) {                                                                  \
+                for (int k = 0; k < 256; k++)                                                \
+                    _mm512_storeu_ps(P + (256 * bi + k) * 32 + i0, _mm512_setzero_ps());     \
+                continue;                                                                    \
+            }                                                                                \
+            float f[16][8], g[16][8]; /* row i0 + i, sub-block s: d * sc, dmin * m */        \
+            for (int i = 0; i < 16 && i0 + i < nr; i++) {                                    \
                 const BT *b = w[i0 + i] + bi;                                                \
                 qk_factors(b->d, b->dmin, b->scales, f[i], g[i]);                            \
             }                                                                                \
-            for (int k = 0; k < 256; k += 8) {                                               \
+            for (int k = 0; k < 256; k += 16) {                                              \
                 const int sb = k / 32; /* codes: bytes 32 (sb / 2) + k % 32, nibble sb % 2 */ \
-                __m256 r[8];                                                                 \
-                for (int i = 0; i < 8; i++) {                                                \
+                __m512 r[16];                                                                \
+                for (int i = 0; i < 16; i++) {                                               \
                     if (i0 + i >= nr) {                                                      \
-                        r[i] = _mm256_setzero_ps();                                          \
+                        r[i] = _mm512_setzero_ps();                                          \
                         continue;                                                            \
                     }                                                                        \
                     const uint8_t *qs = w[i0 + i][bi].qs + 32 * (sb / 2) + k % 32;           \
-                    __m256i q = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)qs));  \
-                    q = _mm256_and_si256(sb % 2 ? _mm256_srli_epi32(q, 4) : q, m4);          \
+                    __m512i q = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)qs));  \
+                    q = _mm512_and_si512(sb % 2 ? _mm512_srli_epi32(q, 4) : q, m4);          \
                     PACK_Q5_BIT(Q5, q, w[i0 + i] + bi, k, sb)                                \
-                    r[i] = _mm256_fmsub_ps(_mm256_set1_ps(f[i][sb]), _mm256_cvtepi32_ps(q),  \
-                                           _mm256_set1_ps(g[i][sb]));                        \
+                    r[i] = _mm512_fmsub_ps(_mm512_set1_ps(f[i][sb]), _mm512_cvtepi32_ps(q),  \
+                                           _mm512_set1_ps(g[i][sb]));                        \
                 }                                                                            \
-                transpose8(r);                                                               \
-                for (int j = 0; j < 8; j++)                                                  \
-                    _mm256_store_ps(P + (256 * bi + k + j) * 32 + i0, r[j]);                 \
+                transpose16(r);                                                              \
+                for (int j = 0; j < 16; j++)                                                 \
+                    _mm512_storeu_ps(P + (256 * bi + k + j) * 32 + i0, r[j]);                \
             }                                                                                \
         }
 #define PACK_Q5_BIT(Q5, q, bj, k, sb) PACK_Q5_BIT_##Q5(q, bj, k, sb)
 #define PACK_Q5_BIT_0(q, bj, k, sb)
 #define PACK_Q5_BIT_1(q, bj, k, sb)                                                          \
-    q = _mm256_or_si256(                                                                     \
-        q, _mm256_and_si256(                                                                 \
-               _mm256_slli_epi32(                                                            \
-                   _mm256_srlv_epi32(_mm256_cvtepu8_epi32(_mm_loadl_epi64(                   \
+    q = _mm512_or_si512(                                                                     \
+        q, _mm512_and_si512(                                                                 \
+               _mm512_slli_epi32(                                                            \
+                   _mm512_srlv_epi32(_mm512_cvtepu8_epi32(_mm_loadu_si128(                   \
                                          (const __m128i *)((bj)->qh + (k) % 32))),           \
-                                     _mm256_set1_epi32(sb)),                                 \
+                                     _mm512_set1_epi32(sb)),                                 \
                    4),                                                                       \
                m16));
 
@@ -3011,47 +3019,53 @@ TGT512 static void v512_pack32_q5k(const eng_q5k_block *const *w, int nr, long n
 }
 
 /* pack32 of Q6_K rows as v512_pack32_q4k: per row and block the 16
- * factors d * scale, then eight values of each of eight rows in a register
- * (eight code bytes, a nibble of ql and two bits of qh each, as 32-bit
- * lanes), an 8 x 8 transpose into the packed block. The scalar form, a
- * block through the dequantizer then stored 32 floats apart, took 12 % of a
- * perplexity run on a Llama-3.2-1B head in Q6_K. */
+ * factors d * scale, then sixteen values (one sub-block) of each of
+ * sixteen rows in a register (sixteen code bytes, a nibble of ql and two
+ * bits of qh each, as 32-bit lanes), a 16 x 16 transpose into the packed
+ * block. The scalar form, a block through the dequantizer then stored 32
+ * floats apart, took 12 % of a perplexity run on a Llama-3.2-1B head in
+ * Q6_K. */
 TGT512 static void v512_pack32_q6k(const eng_q6k_block *const *w, int nr, long n, float *P)
 {
-    const __m256i m4 = _mm256_set1_epi32(15), m2 = _mm256_set1_epi32(3);
-    const __m256i k32 = _mm256_set1_epi32(32);
-    for (int i0 = 0; i0 < 32; i0 += 8)
+    const __m512i m4 = _mm512_set1_epi32(15), m2 = _mm512_set1_epi32(3);
+    const __m512i k32 = _mm512_set1_epi32(32);
+    for (int i0 = 0; i0 < 32; i0 += 16)
         for (long bi = 0; bi < n / 256; bi++) {
-            float f[8][16]; /* row i0 + i, sub-block s: d * scale */
-            for (int i = 0; i < 8 && i0 + i < nr; i++) {
+            if (i0 >= nr) {
+                for (int k = 0; k < 256; k++)
+                    _mm512_storeu_ps(P + (256 * bi + k) * 32 + i0, _mm512_setzero_ps());
+                continue;
+            }
+            float f[16][16]; /* row i0 + i, sub-block s: d * scale */
+            for (int i = 0; i < 16 && i0 + i < nr; i++) {
                 const eng_q6k_block *b = w[i0 + i] + bi;
                 const float d = h2f(b->d);
                 for (int s = 0; s < 16; s++)
                     f[i][s] = d * (float)b->scales[s];
             }
-            for (int k = 0; k < 256; k += 8) {
-                /* weights k .. k + 7: half hf, group gg of 32 (backend.h) */
+            for (int k = 0; k < 256; k += 16) {
+                /* weights k .. k + 15: half hf, group gg of 32 (backend.h) */
                 const int hf = k / 128, gg = k % 128 / 32, l = k % 32;
-                __m256 r[8];
-                for (int i = 0; i < 8; i++) {
+                __m512 r[16];
+                for (int i = 0; i < 16; i++) {
                     if (i0 + i >= nr) {
-                        r[i] = _mm256_setzero_ps();
+                        r[i] = _mm512_setzero_ps();
                         continue;
                     }
                     const eng_q6k_block *b = w[i0 + i] + bi;
                     const uint8_t *ql = b->ql + 64 * hf + 32 * (gg & 1) + l;
                     const uint8_t *qh = b->qh + 32 * hf + l;
-                    __m256i lo = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)ql));
-                    __m256i hi = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)qh));
-                    lo = _mm256_and_si256(gg < 2 ? lo : _mm256_srli_epi32(lo, 4), m4);
-                    hi = _mm256_and_si256(_mm256_srlv_epi32(hi, _mm256_set1_epi32(2 * gg)), m2);
-                    const __m256i q =
-                        _mm256_sub_epi32(_mm256_or_si256(lo, _mm256_slli_epi32(hi, 4)), k32);
-                    r[i] = _mm256_mul_ps(_mm256_set1_ps(f[i][k / 16]), _mm256_cvtepi32_ps(q));
+                    __m512i lo = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)ql));
+                    __m512i hi = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)qh));
+                    lo = _mm512_and_si512(gg < 2 ? lo : _mm512_srli_epi32(lo, 4), m4);
+                    hi = _mm512_and_si512(_mm512_srlv_epi32(hi, _mm512_set1_epi32(2 * gg)), m2);
+                    const __m512i q =
+                        _mm512_sub_epi32(_mm512_or_si512(lo, _mm512_slli_epi32(hi, 4)), k32);
+                    r[i] = _mm512_mul_ps(_mm512_set1_ps(f[i][k / 16]), _mm512_cvtepi32_ps(q));
                 }
-                transpose8(r);
-                for (int j = 0; j < 8; j++)
-                    _mm256_store_ps(P + (256 * bi + k + j) * 32 + i0, r[j]);
+                transpose16(r);
+                for (int j = 0; j < 16; j++)
+                    _mm512_storeu_ps(P + (256 * bi + k + j) * 32 + i0, r[j]);
             }
         }
 }
