@@ -4850,15 +4850,18 @@ typedef struct cpu_ctx {
     bool prefill_q8; /* the 8-bit prefill asked for (eng_backend_cpu_set_prefill_q8) */
     int8_t *xq;     /* [XQ_BYTES], with kernels.mm6x32_u8 */
     float *xds;     /* [XQ_BYTES / 16] pairs */
-    /* rope's cos and sin for the last single position rotated: a decode
-     * step rotates q and k of every layer at the same position, and the
-     * angles in double (pow, cos, sin for each pair) took about 5 us a
-     * layer, serial, on SmolLM2 (n_rot 64) */
+    /* rope's cos and sin for the last positions rotated (tab: per token
+     * its n_rot / 2 cosines, then as many sines): an eval rotates q and k
+     * of every layer at the same positions, and the angles in double (pow,
+     * cos, sin for each pair) took about 5 us a layer, serial, for one
+     * SmolLM2 token (n_rot 64), and 3 % of a 512-token prefill */
     struct {
         bool valid, has_factors;
-        int pos, n_rot;
+        int pos, n, n_rot;
         float base;
-        float factors[ROPE_CHUNK], cs[ROPE_CHUNK], sn[ROPE_CHUNK];
+        float factors[ROPE_CHUNK];
+        float *tab;
+        size_t cap; /* floats */
     } rope;
     /* ffn_pick's and ffn_top's bound for each layer (pick_hint_of): the
      * last token's k-th best score, scaled down (pick_run) */
@@ -5494,7 +5497,7 @@ typedef struct rope_args {
     float freq_base;
     const float *freq_factors;
     bool neox;
-    const float *cs, *sn; /* one token's angles, computed already (or NULL) */
+    const float *tab; /* the tokens' angles, computed already (ctx rope.tab), or NULL */
 } rope_args;
 
 /* cos and sin of pairs i0 .. i0 + ni - 1 at position pos */
@@ -5524,9 +5527,9 @@ static void rope_task(void *p, int ith, int nth)
             int ni = half - i0 < ROPE_CHUNK ? half - i0 : ROPE_CHUNK;
             float cbuf[ROPE_CHUNK], sbuf[ROPE_CHUNK];
             const float *cs = cbuf, *sn = sbuf;
-            if (a->cs) { /* one token, half <= ROPE_CHUNK */
-                cs = a->cs;
-                sn = a->sn;
+            if (a->tab) { /* half <= ROPE_CHUNK */
+                cs = a->tab + (size_t)t * 2 * half;
+                sn = cs + half;
             } else {
                 rope_angles(a, (double)a->pos0 + (double)t, i0, ni, cbuf, sbuf);
             }
@@ -5544,6 +5547,19 @@ static void rope_task(void *p, int ith, int nth)
     }
 }
 
+/* The table's rows for the tokens split over the threads */
+static void rope_fill_task(void *p, int ith, int nth)
+{
+    const rope_args *a = p;
+    const int half = a->n_rot / 2;
+    long b, e;
+    eng_split(a->n_tokens, ith, nth, &b, &e);
+    float *tab = (float *)a->tab;
+    for (long t = b; t < e; t++)
+        rope_angles(a, (double)a->pos0 + (double)t, 0, half, tab + (size_t)t * 2 * half,
+                    tab + (size_t)t * 2 * half + half);
+}
+
 static void op_rope(eng_backend *be, float *x, int n_tokens, int n_heads, int head_dim, int n_rot,
                     int pos0, float freq_base, const float *freq_factors, bool neox)
 {
@@ -5553,26 +5569,38 @@ static void op_rope(eng_backend *be, float *x, int n_tokens, int n_heads, int he
     if (n_rot > head_dim)
         n_rot = head_dim;
     rope_args a = { x, n_tokens, n_heads, head_dim, n_rot, pos0, freq_base, freq_factors, neox,
-                    NULL, NULL };
+                    NULL };
     const int half = n_rot / 2;
-    if (n_tokens == 1 && half <= ROPE_CHUNK) {
+    const size_t need = (size_t)n_tokens * 2 * half;
+    if (half <= ROPE_CHUNK && need > c->rope.cap) {
+        /* grown to the largest eval (n_batch tokens); without it each
+         * call computes its own angles */
+        float *t = realloc(c->rope.tab, need * sizeof(float));
+        if (t) {
+            c->rope.tab = t;
+            c->rope.cap = need;
+        }
+        c->rope.valid = false;
+    }
+    if (half <= ROPE_CHUNK && need <= c->rope.cap) {
         /* the same angles as rope_angles gives; the factors compared by
          * value, so a table never outlives the values it was made from */
-        if (!c->rope.valid || c->rope.pos != pos0 || c->rope.n_rot != n_rot ||
-            memcmp(&c->rope.base, &freq_base, sizeof(float)) != 0 ||
+        if (!c->rope.valid || c->rope.pos != pos0 || c->rope.n != n_tokens ||
+            c->rope.n_rot != n_rot || memcmp(&c->rope.base, &freq_base, sizeof(float)) != 0 ||
             c->rope.has_factors != (freq_factors != NULL) ||
             (freq_factors && memcmp(c->rope.factors, freq_factors, half * sizeof(float)) != 0)) {
-            rope_angles(&a, (double)pos0, 0, half, c->rope.cs, c->rope.sn);
+            a.tab = c->rope.tab;
+            run(c, rope_fill_task, &a, n_tokens > 1);
             c->rope.valid = true;
             c->rope.pos = pos0;
+            c->rope.n = n_tokens;
             c->rope.n_rot = n_rot;
             c->rope.base = freq_base;
             c->rope.has_factors = freq_factors != NULL;
             if (freq_factors)
                 memcpy(c->rope.factors, freq_factors, half * sizeof(float));
         }
-        a.cs = c->rope.cs;
-        a.sn = c->rope.sn;
+        a.tab = c->rope.tab;
     }
     run(c, rope_task, &a, n_tokens > 1);
 }
@@ -6943,6 +6971,7 @@ static void op_free(eng_backend *be)
         return;
     cpu_ctx *c = ctx_of(be);
     eng_threadpool_free(c->pool);
+    free(c->rope.tab);
     mem_free(be, c->scratch);
     mem_free(be, c->abuf);
     mem_free(be, c->xq);
