@@ -373,8 +373,8 @@ typedef struct kernels {
     void (*add)(float *y, const float *x, long n);
     void (*to_f16)(const float *src, uint16_t *dst, long n);
     void (*to_f32)(const uint16_t *src, float *dst, long n);
-    /* A row of n Q8_0, Q4_1 or Q4_0 weights as f32, with the scalar
-     * dequantizers' rounding (NULL: those) */
+    /* A row of n Q8_0, Q4_1, Q4_0, Q4_K, Q5_K or Q6_K weights as f32,
+     * with the scalar dequantizers' rounding (NULL: those) */
     void (*dq_row)(eng_dtype dt, const void *src, long n, float *dst);
 } kernels;
 
@@ -461,7 +461,8 @@ static void q8_to_f32(const eng_q8_block *b, long n, float *dst)
  * unconverted prefill and the sketch read any type (k->to_f32 for f16) */
 static void row_to_f32(const kernels *k, eng_dtype dt, const void *src, long n, float *dst)
 {
-    if (k->dq_row && (dt == ENG_DTYPE_Q8_0 || dt == ENG_DTYPE_Q4_1 || dt == ENG_DTYPE_Q4_0))
+    if (k->dq_row && (dt == ENG_DTYPE_Q8_0 || dt == ENG_DTYPE_Q4_1 || dt == ENG_DTYPE_Q4_0 ||
+                      dt == ENG_DTYPE_Q4_K || dt == ENG_DTYPE_Q5_K || dt == ENG_DTYPE_Q6_K))
         k->dq_row(dt, src, n, dst);
     else if (dt == ENG_DTYPE_Q8_0)
         q8_to_f32(src, n, dst);
@@ -1387,8 +1388,14 @@ VALWAYS __m256 ldq8(const int8_t *q)
  * scalar form (a call per f16 scale) took a fifth of a 4-token prefill on
  * the AVX2 set, which converts every matrix's rows that way (it has no
  * packed prefill). */
+TGT static void v_dq_row_k(eng_dtype dt, const void *src, long n, float *dst);
+
 TGT static void v_dq_row(eng_dtype dt, const void *src, long n, float *dst)
 {
+    if (eng_dtype_block(dt) == 256) {
+        v_dq_row_k(dt, src, n, dst);
+        return;
+    }
     const long nb = n / 32;
     const __m256i m4 = _mm256_set1_epi32(15), k8 = _mm256_set1_epi32(8);
     for (long i = 0; i < nb; i++) {
@@ -1426,6 +1433,82 @@ TGT static void v_dq_row(eng_dtype dt, const void *src, long n, float *dst)
                 _mm256_storeu_ps(y + 16 + u, _mm256_mul_ps(_mm256_cvtepi32_ps(hi), d));
             }
         }
+    }
+}
+
+/* dq_row's Q4_K, Q5_K and Q6_K rows, as quants.c's dq_q4_k, dq_q5_k and
+ * dq_q6_k round: (d sc) * code - dmin m; (d sc) * (code - 32) */
+TGT static void v_dq_row_k(eng_dtype dt, const void *src, long n, float *dst)
+{
+    const __m256i m4 = _mm256_set1_epi32(15), m3 = _mm256_set1_epi32(3);
+    const __m256i k32 = _mm256_set1_epi32(32);
+    for (long i = 0; i < n / 256; i++) {
+        float *y = dst + 256 * i;
+        if (dt == ENG_DTYPE_Q6_K) {
+            const eng_q6k_block *b = (const eng_q6k_block *)src + i;
+            const float d = _cvtsh_ss(b->d);
+            for (int h = 0; h < 2; h++) { /* halves of 128: ql 64, qh 32, scales 8 */
+                const uint8_t *ql = b->ql + 64 * h, *qh = b->qh + 32 * h;
+                const int8_t *sc = b->scales + 8 * h;
+                for (int l = 0; l < 32; l += 8) {
+                    const __m256i a = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(ql + l)));
+                    const __m256i c =
+                        _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(ql + 32 + l)));
+                    const __m256i hb = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(qh + l)));
+                    const __m256i q[4] = {
+                        _mm256_or_si256(_mm256_and_si256(a, m4),
+                                        _mm256_slli_epi32(_mm256_and_si256(hb, m3), 4)),
+                        _mm256_or_si256(_mm256_and_si256(c, m4),
+                                        _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(hb, 2), m3), 4)),
+                        _mm256_or_si256(_mm256_srli_epi32(a, 4),
+                                        _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(hb, 4), m3), 4)),
+                        _mm256_or_si256(_mm256_srli_epi32(c, 4),
+                                        _mm256_slli_epi32(_mm256_srli_epi32(hb, 6), 4)),
+                    };
+                    for (int g = 0; g < 4; g++) {
+                        const __m256 f = _mm256_set1_ps(d * (float)sc[l / 16 + 2 * g]);
+                        _mm256_storeu_ps(y + 128 * h + 32 * g + l,
+                                         _mm256_mul_ps(f, _mm256_cvtepi32_ps(_mm256_sub_epi32(q[g], k32))));
+                    }
+                }
+            }
+            continue;
+        }
+        /* Q4_K, Q5_K: d, dmin and scales where Q4_K has them */
+        const eng_q4k_block *b = (const eng_q4k_block *)((const char *)src +
+                                                         (size_t)i * (dt == ENG_DTYPE_Q5_K
+                                                                          ? ENG_Q5K_BLOCK_BYTES
+                                                                          : ENG_Q4K_BLOCK_BYTES));
+        const uint8_t *qs = dt == ENG_DTYPE_Q5_K ? ((const eng_q5k_block *)b)->qs : b->qs;
+        const uint8_t *qh = dt == ENG_DTYPE_Q5_K ? ((const eng_q5k_block *)b)->qh : NULL;
+        float f[8], g[8];
+        qk_factors(b->d, b->dmin, b->scales, f, g);
+        for (int j = 0; j < 4; j++)     /* sub-blocks 2j (low nibbles), 2j + 1 (high) */
+            for (int l = 0; l < 32; l += 8) {
+                const __m256i c =
+                    _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(qs + 32 * j + l)));
+                __m256i lo = _mm256_and_si256(c, m4), hi = _mm256_srli_epi32(c, 4);
+                if (qh) {
+                    const __m256i hb =
+                        _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(qh + l)));
+                    lo = _mm256_or_si256(lo, _mm256_slli_epi32(
+                                                 _mm256_and_si256(_mm256_srli_epi32(hb, 2 * j),
+                                                                  _mm256_set1_epi32(1)),
+                                                 4));
+                    hi = _mm256_or_si256(hi, _mm256_slli_epi32(
+                                                 _mm256_and_si256(_mm256_srli_epi32(hb, 2 * j + 1),
+                                                                  _mm256_set1_epi32(1)),
+                                                 4));
+                }
+                _mm256_storeu_ps(y + 64 * j + l,
+                                 _mm256_sub_ps(_mm256_mul_ps(_mm256_set1_ps(f[2 * j]),
+                                                             _mm256_cvtepi32_ps(lo)),
+                                               _mm256_set1_ps(g[2 * j])));
+                _mm256_storeu_ps(y + 64 * j + 32 + l,
+                                 _mm256_sub_ps(_mm256_mul_ps(_mm256_set1_ps(f[2 * j + 1]),
+                                                             _mm256_cvtepi32_ps(hi)),
+                                               _mm256_set1_ps(g[2 * j + 1])));
+            }
     }
 }
 
