@@ -2288,14 +2288,19 @@ VALWAYS void down_pack(const ffn_args *a, long jb, int nj, long cc, long ncc, lo
     const bool f16 = dt == ENG_DTYPE_F16;
     const size_t rb = eng_dtype_bytes(dt, (size_t)w->n_embd);
     for (int i = 0; i < nj; i++) {
-        long s = slot_of(a, jb + i);
+        long s = slot_of(a, jb + i), s2 = i + 2 < nj ? slot_of(a, jb + i + 2) : -1;
         float *d = P + (size_t)i * ldp;
         long k = 0;
         if (s >= 0 && dt == ENG_DTYPE_Q8_0) {
-            /* cc is a multiple of 8: eight columns never straddle a block */
+            /* cc is a multiple of 8: eight columns never straddle a block;
+             * the row two slots on prefetched as this one is read, as
+             * down_pack512 */
             const eng_q8_block *b = (const eng_q8_block *)((const char *)w->down + (size_t)s * rb);
+            const char *next = s2 >= 0 ? (const char *)w->down + (size_t)s2 * rb : NULL;
             for (; k + 8 <= ncc; k += 8) {
                 const eng_q8_block *bb = b + (cc + k) / 32;
+                if (next && (cc + k) % 32 == 0)
+                    _mm_prefetch(next + (cc + k) / 32 * sizeof(eng_q8_block), _MM_HINT_T0);
                 _mm256_store_ps(d + k, _mm256_mul_ps(ldq8(bb->q + (cc + k) % 32),
                                                      _mm256_set1_ps(_cvtsh_ss(bb->d))));
             }
