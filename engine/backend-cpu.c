@@ -6368,6 +6368,14 @@ static void ffn_act_task(void *p, int ith, int nth)
             frows[i] = rows[i];
         }
         if (convert && blk) {
+            /* the next block's slots to the cache while these convert (a
+             * selection's slots are scattered; the short prefills, whose
+             * time this conversion is, waited on them) */
+            for (long j = j0 + 8; j < j0 + 16 && j < e; j++) {
+                const long sn = slot_of(&r->a, j);
+                for (size_t l = 0; sn >= 0 && l < 2 * rs; l += 64)
+                    __builtin_prefetch((const char *)w->gate_up + (size_t)sn * 2 * rs + l, 0, 3);
+            }
             for (int i = 0; i < nr; i++)
                 row_to_f32(k, w->dtype, rows[i], E, scr + (size_t)i * E);
         } else if (convert) {
