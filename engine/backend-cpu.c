@@ -1382,6 +1382,12 @@ VALWAYS __m256 ldq8(const int8_t *q)
     return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)q)));
 }
 
+/* eight bytes as 32-bit lanes */
+VALWAYS __m256i u8x8_epi32(const uint8_t *p)
+{
+    return _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)p));
+}
+
 /* dq_row: per block d (and m) once, eight values a register, rounded as
  * q8_to_f32 and quants.c's dq_q4_1 / dq_q4_0 round (d * code; code * d +
  * m in two roundings; (code - 8) * d), so the values are theirs. The
@@ -1420,10 +1426,11 @@ TGT static void v_dq_row(eng_dtype dt, const void *src, long n, float *dst)
             qs = b->qs;
         }
         for (int u = 0; u < 16; u += 8) {
-            const __m256i c = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(qs + u)));
+            const __m256i c = u8x8_epi32(qs + u);
             __m256i lo = _mm256_and_si256(c, m4), hi = _mm256_srli_epi32(c, 4);
             if (dt == ENG_DTYPE_Q4_1) {
-                _mm256_storeu_ps(y + u, _mm256_add_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(lo), d), m));
+                _mm256_storeu_ps(y + u,
+                                 _mm256_add_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(lo), d), m));
                 _mm256_storeu_ps(y + 16 + u,
                                  _mm256_add_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(hi), d), m));
             } else {
@@ -1451,24 +1458,26 @@ TGT static void v_dq_row_k(eng_dtype dt, const void *src, long n, float *dst)
                 const uint8_t *ql = b->ql + 64 * h, *qh = b->qh + 32 * h;
                 const int8_t *sc = b->scales + 8 * h;
                 for (int l = 0; l < 32; l += 8) {
-                    const __m256i a = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(ql + l)));
-                    const __m256i c =
-                        _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(ql + 32 + l)));
-                    const __m256i hb = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(qh + l)));
+                    const __m256i a = u8x8_epi32(ql + l), c = u8x8_epi32(ql + 32 + l);
+                    const __m256i hb = u8x8_epi32(qh + l);
+                    /* codes of groups 0-3: a nibble of ql, two bits of qh */
                     const __m256i q[4] = {
                         _mm256_or_si256(_mm256_and_si256(a, m4),
                                         _mm256_slli_epi32(_mm256_and_si256(hb, m3), 4)),
-                        _mm256_or_si256(_mm256_and_si256(c, m4),
-                                        _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(hb, 2), m3), 4)),
-                        _mm256_or_si256(_mm256_srli_epi32(a, 4),
-                                        _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(hb, 4), m3), 4)),
+                        _mm256_or_si256(
+                            _mm256_and_si256(c, m4),
+                            _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(hb, 2), m3), 4)),
+                        _mm256_or_si256(
+                            _mm256_srli_epi32(a, 4),
+                            _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(hb, 4), m3), 4)),
                         _mm256_or_si256(_mm256_srli_epi32(c, 4),
                                         _mm256_slli_epi32(_mm256_srli_epi32(hb, 6), 4)),
                     };
                     for (int g = 0; g < 4; g++) {
                         const __m256 f = _mm256_set1_ps(d * (float)sc[l / 16 + 2 * g]);
+                        const __m256i qc = _mm256_sub_epi32(q[g], k32);
                         _mm256_storeu_ps(y + 128 * h + 32 * g + l,
-                                         _mm256_mul_ps(f, _mm256_cvtepi32_ps(_mm256_sub_epi32(q[g], k32))));
+                                         _mm256_mul_ps(f, _mm256_cvtepi32_ps(qc)));
                     }
                 }
             }
@@ -1485,12 +1494,10 @@ TGT static void v_dq_row_k(eng_dtype dt, const void *src, long n, float *dst)
         qk_factors(b->d, b->dmin, b->scales, f, g);
         for (int j = 0; j < 4; j++)     /* sub-blocks 2j (low nibbles), 2j + 1 (high) */
             for (int l = 0; l < 32; l += 8) {
-                const __m256i c =
-                    _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(qs + 32 * j + l)));
+                const __m256i c = u8x8_epi32(qs + 32 * j + l);
                 __m256i lo = _mm256_and_si256(c, m4), hi = _mm256_srli_epi32(c, 4);
                 if (qh) {
-                    const __m256i hb =
-                        _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(qh + l)));
+                    const __m256i hb = u8x8_epi32(qh + l);
                     lo = _mm256_or_si256(lo, _mm256_slli_epi32(
                                                  _mm256_and_si256(_mm256_srli_epi32(hb, 2 * j),
                                                                   _mm256_set1_epi32(1)),
