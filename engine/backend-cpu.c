@@ -3311,6 +3311,8 @@ TGT512 static void v512_pack32_u8(const void *const *w, eng_dtype dt, int nr, lo
                 for (int j = 0; j < 4; j++) {
                     const int i = tile * 16 + g * 4 + j;
                     const uint8_t *blk = row[i] + (size_t)b * step[i];
+                    /* four blocks on (as pack32_q41; past a row's end: a hint) */
+                    _mm_prefetch((const char *)(blk + 4 * step[i]), _MM_HINT_T0);
                     q[j] = blk + qoff;
                     memcpy(&dh[g * 4 + j], blk, 2); /* d, then Q4_1's m */
                     memcpy(&mh[g * 4 + j], blk + 2, 2);
