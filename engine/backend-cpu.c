@@ -1148,14 +1148,14 @@ static const kernels kern_scalar = {
     case NT:                                                                                 \
         TILES(scratch, ldp, nj, ncc, At, lda, yt, ldy, jb == 0, NT);                         \
         break;
-#define FFN_DOWN_BODY(TILES, PACK)                                                           \
+#define FFN_DOWN_BODY(TILES)                                                                 \
     for (long cc = c0; cc < c0 + nc; cc += DOWN_CC) {                                        \
         long ncc = c0 + nc - cc < DOWN_CC ? c0 + nc - cc : DOWN_CC;                          \
         long ldp = (ncc + 7) & ~7L;                                                          \
         long jbs = SCRATCH_FLOATS / ldp;                                                     \
         for (long jb = 0; jb < a->n_sel; jb += jbs) {                                        \
             int nj = (int)(a->n_sel - jb < jbs ? a->n_sel - jb : jbs);                       \
-            PACK(a, jb, nj, cc, ncc, ldp, scratch);                                          \
+            down_pack(a, jb, nj, cc, ncc, ldp, scratch);                                     \
             for (int t = 0; t < nt; t += 6) {                                                \
                 const float *At = A + (size_t)t * lda + jb;                                  \
                 float *yt = y + (size_t)t * ldy + cc;                                        \
@@ -1388,61 +1388,6 @@ VALWAYS __m256i u8x8_epi32(const uint8_t *p)
     return _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)p));
 }
 
-/* dq_row: per block d (and m) once, eight values a register, rounded as
- * q8_to_f32 and quants.c's dq_q4_1 / dq_q4_0 round (d * code; code * d +
- * m in two roundings; (code - 8) * d), so the values are theirs. The
- * scalar form (a call per f16 scale) took a fifth of a 4-token prefill on
- * the AVX2 set, which converts every matrix's rows that way (it has no
- * packed prefill). */
-TGT static void v_dq_row_k(eng_dtype dt, const void *src, long n, float *dst);
-
-TGT static void v_dq_row(eng_dtype dt, const void *src, long n, float *dst)
-{
-    if (eng_dtype_block(dt) == 256) {
-        v_dq_row_k(dt, src, n, dst);
-        return;
-    }
-    const long nb = n / 32;
-    const __m256i m4 = _mm256_set1_epi32(15), k8 = _mm256_set1_epi32(8);
-    for (long i = 0; i < nb; i++) {
-        float *y = dst + 32 * i;
-        if (dt == ENG_DTYPE_Q8_0) {
-            const eng_q8_block *b = (const eng_q8_block *)src + i;
-            const __m256 d = _mm256_set1_ps(_cvtsh_ss(b->d));
-            for (int u = 0; u < 32; u += 8)
-                _mm256_storeu_ps(y + u, _mm256_mul_ps(d, ldq8(b->q + u)));
-            continue;
-        }
-        const uint8_t *qs;
-        __m256 d, m = _mm256_setzero_ps();
-        if (dt == ENG_DTYPE_Q4_1) {
-            const eng_q41_block *b = (const eng_q41_block *)src + i;
-            d = _mm256_set1_ps(_cvtsh_ss(b->d));
-            m = _mm256_set1_ps(_cvtsh_ss(b->m));
-            qs = b->qs;
-        } else {
-            const eng_q40_block *b = (const eng_q40_block *)src + i;
-            d = _mm256_set1_ps(_cvtsh_ss(b->d));
-            qs = b->qs;
-        }
-        for (int u = 0; u < 16; u += 8) {
-            const __m256i c = u8x8_epi32(qs + u);
-            __m256i lo = _mm256_and_si256(c, m4), hi = _mm256_srli_epi32(c, 4);
-            if (dt == ENG_DTYPE_Q4_1) {
-                _mm256_storeu_ps(y + u,
-                                 _mm256_add_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(lo), d), m));
-                _mm256_storeu_ps(y + 16 + u,
-                                 _mm256_add_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(hi), d), m));
-            } else {
-                lo = _mm256_sub_epi32(lo, k8);
-                hi = _mm256_sub_epi32(hi, k8);
-                _mm256_storeu_ps(y + u, _mm256_mul_ps(_mm256_cvtepi32_ps(lo), d));
-                _mm256_storeu_ps(y + 16 + u, _mm256_mul_ps(_mm256_cvtepi32_ps(hi), d));
-            }
-        }
-    }
-}
-
 /* dq_row's Q4_K, Q5_K and Q6_K rows, as quants.c's dq_q4_k, dq_q5_k and
  * dq_q6_k round: (d sc) * code - dmin m; (d sc) * (code - 32) */
 TGT static void v_dq_row_k(eng_dtype dt, const void *src, long n, float *dst)
@@ -1516,6 +1461,59 @@ TGT static void v_dq_row_k(eng_dtype dt, const void *src, long n, float *dst)
                                                              _mm256_cvtepi32_ps(hi)),
                                                _mm256_set1_ps(g[2 * j + 1])));
             }
+    }
+}
+
+/* dq_row: per block d (and m) once, eight values a register, rounded as
+ * q8_to_f32 and quants.c's dq_q4_1 / dq_q4_0 round (d * code; code * d +
+ * m in two roundings; (code - 8) * d), so the values are theirs. The
+ * scalar form (a call per f16 scale) took a fifth of a 4-token prefill on
+ * the AVX2 set, which converts every matrix's rows that way (it has no
+ * packed prefill). */
+TGT static void v_dq_row(eng_dtype dt, const void *src, long n, float *dst)
+{
+    if (eng_dtype_block(dt) == 256) {
+        v_dq_row_k(dt, src, n, dst);
+        return;
+    }
+    const long nb = n / 32;
+    const __m256i m4 = _mm256_set1_epi32(15), k8 = _mm256_set1_epi32(8);
+    for (long i = 0; i < nb; i++) {
+        float *y = dst + 32 * i;
+        if (dt == ENG_DTYPE_Q8_0) {
+            const eng_q8_block *b = (const eng_q8_block *)src + i;
+            const __m256 d = _mm256_set1_ps(_cvtsh_ss(b->d));
+            for (int u = 0; u < 32; u += 8)
+                _mm256_storeu_ps(y + u, _mm256_mul_ps(d, ldq8(b->q + u)));
+            continue;
+        }
+        const uint8_t *qs;
+        __m256 d, m = _mm256_setzero_ps();
+        if (dt == ENG_DTYPE_Q4_1) {
+            const eng_q41_block *b = (const eng_q41_block *)src + i;
+            d = _mm256_set1_ps(_cvtsh_ss(b->d));
+            m = _mm256_set1_ps(_cvtsh_ss(b->m));
+            qs = b->qs;
+        } else {
+            const eng_q40_block *b = (const eng_q40_block *)src + i;
+            d = _mm256_set1_ps(_cvtsh_ss(b->d));
+            qs = b->qs;
+        }
+        for (int u = 0; u < 16; u += 8) {
+            const __m256i c = u8x8_epi32(qs + u);
+            __m256i lo = _mm256_and_si256(c, m4), hi = _mm256_srli_epi32(c, 4);
+            if (dt == ENG_DTYPE_Q4_1) {
+                _mm256_storeu_ps(y + u,
+                                 _mm256_add_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(lo), d), m));
+                _mm256_storeu_ps(y + 16 + u,
+                                 _mm256_add_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(hi), d), m));
+            } else {
+                lo = _mm256_sub_epi32(lo, k8);
+                hi = _mm256_sub_epi32(hi, k8);
+                _mm256_storeu_ps(y + u, _mm256_mul_ps(_mm256_cvtepi32_ps(lo), d));
+                _mm256_storeu_ps(y + 16 + u, _mm256_mul_ps(_mm256_cvtepi32_ps(hi), d));
+            }
+        }
     }
 }
 
@@ -2300,8 +2298,9 @@ VALWAYS void down_pack(const ffn_args *a, long jb, int nj, long cc, long ncc, lo
         long k = 0;
         if (s >= 0 && dt == ENG_DTYPE_Q8_0) {
             /* cc is a multiple of 8: eight columns never straddle a block;
-             * the row two slots on prefetched as this one is read, as
-             * down_pack512 */
+             * the row two slots on prefetched as this one is read (a
+             * selection's slots are scattered, and a row is only ten lines
+             * for n_embd 576: short prefills waited on them) */
             const eng_q8_block *b = (const eng_q8_block *)((const char *)w->down + (size_t)s * rb);
             const char *next = s2 >= 0 ? (const char *)w->down + (size_t)s2 * rb : NULL;
             for (; k + 8 <= ncc; k += 8) {
@@ -2332,7 +2331,7 @@ VALWAYS void down_pack(const ffn_args *a, long jb, int nj, long cc, long ncc, lo
 TGT static void v_ffn_down(const ffn_args *a, const float *A, long lda, float *y, long ldy,
                            int nt, long c0, long nc, float *scratch)
 {
-    FFN_DOWN_BODY(down_tiles, down_pack)
+    FFN_DOWN_BODY(down_tiles)
 }
 
 /* The sketch's dot products on the regrouped x~ (q8_group), two blocks
@@ -3432,57 +3431,10 @@ VALWAYS512 void down_tiles512(const float *P, long ldp, int nj, long nc, const f
     }
 }
 
-/* down_pack on 512-bit registers: a Q8_0 row 16 values a step where they
- * lie in one block (cc is a multiple of 8 only), code * d as down_pack;
- * the row two slots on prefetched as this one is read (a selection's slots
- * are scattered, and a row is only ten lines for n_embd 576) */
-VALWAYS512 void down_pack512(const ffn_args *a, long jb, int nj, long cc, long ncc, long ldp,
-                             float *P)
-{
-    const eng_ffn_weights *w = a->w;
-    const eng_dtype dt = eng_ffn_down_dtype(w->dtype);
-    const bool f16 = dt == ENG_DTYPE_F16;
-    const size_t rb = eng_dtype_bytes(dt, (size_t)w->n_embd);
-    for (int i = 0; i < nj; i++) {
-        const long s = slot_of(a, jb + i), s2 = i + 2 < nj ? slot_of(a, jb + i + 2) : -1;
-        const char *row = (const char *)w->down + (size_t)s * rb;
-        const char *next = s2 >= 0 ? (const char *)w->down + (size_t)s2 * rb : NULL;
-        float *d = P + (size_t)i * ldp;
-        long k = 0;
-        if (s >= 0 && dt == ENG_DTYPE_Q8_0) {
-            const eng_q8_block *b = (const eng_q8_block *)row;
-            while (k + 8 <= ncc) {
-                const long e = cc + k;
-                const eng_q8_block *bb = b + e / 32;
-                if (next && e % 32 == 0)
-                    _mm_prefetch(next + (e / 32) * sizeof(eng_q8_block), _MM_HINT_T0);
-                if (e % 16 == 0 && k + 16 <= ncc) {
-                    _mm512_storeu_ps(d + k, q8_row16(b, e));
-                    k += 16;
-                } else {
-                    _mm256_storeu_ps(d + k, _mm256_mul_ps(ldq8(bb->q + e % 32),
-                                                          _mm256_set1_ps(_cvtsh_ss(bb->d))));
-                    k += 8;
-                }
-            }
-            for (; k < ncc; k++)
-                d[k] = wval_dt(b, cc + k, dt);
-        } else if (s >= 0) {
-            const char *src = row + (size_t)cc * dsize(f16);
-            for (; k + 16 <= ncc; k += 16)
-                _mm512_storeu_ps(d + k, ld16(src, k, f16));
-            for (; k < ncc; k++)
-                d[k] = wval(src, k, f16);
-        }
-        for (; k < ldp; k++)
-            d[k] = 0.0f;
-    }
-}
-
 TGT512 static void v512_ffn_down(const ffn_args *a, const float *A, long lda, float *y, long ldy,
                                  int nt, long c0, long nc, float *scratch)
 {
-    FFN_DOWN_BODY(down_tiles512, down_pack512)
+    FFN_DOWN_BODY(down_tiles512)
 }
 
 /* e^x for every lane, within a few ulp (test-backend-cpu holds silu to 4
@@ -4563,7 +4515,7 @@ ALWAYS void down_pack(const ffn_args *a, long jb, int nj, long cc, long ncc, lon
 static void n_ffn_down(const ffn_args *a, const float *A, long lda, float *y, long ldy, int nt,
                        long c0, long nc, float *scratch)
 {
-    FFN_DOWN_BODY(n_down_tiles, down_pack)
+    FFN_DOWN_BODY(n_down_tiles)
 }
 
 /* One block of 4-bit codes against x~'s block: four int32 lanes summing
