@@ -130,6 +130,10 @@
  *   system message, which we print as Gemma 3's does (llama.cpp merges it
  *   into the first user message the same way); Gemma 1.0's prints no BOS.
  *
+ * SmolLM3 (ChatML under a header of metadata, a reasoning switch) and
+ * Granite 3.x (<|start_of_role|>ROLE<|end_of_role|>, a dated default
+ * system prompt): render_smollm3 and render_granite say how.
+ *
  * None of these add a generation prompt of their own except Zephyr and
  * the later Phi-3 templates: the prompt ends with "[/INST]" or the
  * assistant's header.
@@ -140,12 +144,34 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "chat.h"
 #include "json.h"
 
 #define CHATML_START "<|im_start|>"
 #define CHATML_END "<|im_end|>"
+#define GRANITE_ROLE "<|start_of_role|>"
+#define GRANITE_ROLE_END "<|end_of_role|>"
+#define GRANITE_END "<|end_of_text|>"
+/* SmolLM3's default custom instructions, without and with reasoning */
+#define SMOL3_NO_THINK_SYS "You are a helpful AI assistant named SmolLM, trained by Hugging Face."
+#define SMOL3_THINK_SYS                                                                            \
+    SMOL3_NO_THINK_SYS " "                                                                         \
+    "Your role as an assistant involves thoroughly exploring questions through a "                 \
+    "systematic thinking process before providing the final precise and accurate "                 \
+    "solutions. This requires engaging in a comprehensive cycle of analysis, summarizing, "        \
+    "exploration, reassessment, reflection, backtracking, and iteration to develop "               \
+    "well-considered thinking process. Please structure your response into two main "              \
+    "sections: Thought and Solution using the specified format: <think> Thought section "          \
+    "</think> Solution section. In the Thought section, detail your reasoning process in "         \
+    "steps. Each step should include detailed considerations such as analysing questions, "        \
+    "summarizing relevant findings, brainstorming new ideas, verifying the accuracy of "           \
+    "the current steps, refining any errors, and revisiting previous steps. In the "               \
+    "Solution section, based on various attempts, explorations, and reflections from the "         \
+    "Thought section, systematically present the final solution that you deem correct. "           \
+    "The Solution section should be logical, accurate, and concise and detail necessary "          \
+    "steps needed to reach the conclusion."
 #define LLAMA3_BOS "<|begin_of_text|>"
 #define LLAMA3_HDR_START "<|start_header_id|>"
 #define LLAMA3_HDR_END "<|end_header_id|>"
@@ -299,6 +325,15 @@ void eng_chat_detect(const char *tmpl, size_t len, eng_chat_info *ret_info) {
         /* Qwen's tool calling, whose fixed text we print (TOOLS_HEAD) */
         ret_info->tools = find_bytes(tmpl, len, "You may call one or more functions to assist with the user query.") &&
                           find_bytes(tmpl, len, "<tool_call>") && find_bytes(tmpl, len, "<tool_response>");
+        /* SmolLM3's header of metadata (its own default system prompts) */
+        ret_info->smollm3 = find_bytes(tmpl, len, "## Metadata") &&
+                            find_bytes(tmpl, len, "Reasoning Mode: ") &&
+                            find_bytes(tmpl, len, "## Custom Instructions") &&
+                            find_bytes(tmpl, len, SMOL3_NO_THINK_SYS) && !ret_info->tools;
+        if (ret_info->smollm3) { /* its answers open with their reasoning, kept in the history */
+            ret_info->default_system[0] = 0;
+            ret_info->reasoning = true;
+        }
     } else if (find_bytes(tmpl, len, "'<<SYS>>\\n' + system_message + '\\n<</SYS>>\\n\\n'") &&
                find_bytes(tmpl, len, "bos_token + '[INST] ' + content.strip() + ' [/INST]'") &&
                find_bytes(tmpl, len, "' '  + content.strip() + ' ' + eos_token")) {
@@ -347,6 +382,10 @@ void eng_chat_detect(const char *tmpl, size_t len, eng_chat_info *ret_info) {
         ret_info->reasoning = true;
         ret_info->r1_think = find_bytes(tmpl, len, "{{'<｜Assistant｜><think>\\n'}}") != NULL;
         ret_info->r1_strip = find_bytes(tmpl, len, "content.split('</think>')[-1]") != NULL;
+    } else if (find_bytes(tmpl, len, GRANITE_ROLE "system" GRANITE_ROLE_END) &&
+               find_bytes(tmpl, len, "Knowledge Cutoff Date: April 2024. Today's Date: ") &&
+               find_bytes(tmpl, len, "You are Granite, developed by IBM.")) {
+        ret_info->kind = ENG_CHAT_GRANITE; /* 3.x (4.0's tools are another template) */
     } else if (find_bytes(tmpl, len, LLAMA3_HDR_START)) {
         ret_info->kind = ENG_CHAT_LLAMA3;
         llama3_find_preamble(tmpl, len, ret_info);
@@ -805,6 +844,122 @@ static int count_tools(const char *tools, size_t *ret) {
     return r;
 }
 
+/* s with every occurrence of word left out, into o. */
+static void out_without(outbuf *o, const char *s, size_t n, const char *word) {
+    const size_t wl = strlen(word);
+    for (const char *p; n > 0 && (p = find_bytes(s, n, word)) != NULL;) {
+        out_put(o, s, (size_t)(p - s));
+        n -= (size_t)(p - s) + wl;
+        s = p + wl;
+    }
+    out_put(o, s, n);
+}
+
+/* SmolLM3 (the template as llama.cpp keeps it):
+ *     "<|im_start|>system\n## Metadata\n\nKnowledge Cutoff Date: June 2025\n"
+ *     "Reasoning Mode: " MODE "\n\n## Custom Instructions\n\n" INSTR "\n\n<|im_end|>\n"
+ *     ("<|im_start|>user\n" CONTENT "<|im_end|>\n" |
+ *      "<|im_start|>assistant\n" [EMPTY] LSTRIP_NL(CONTENT) "<|im_end|>\n")...
+ *     "<|im_start|>assistant\n" [EMPTY]        with add_assistant
+ *   MODE is "/no_think" where the first message (a system one) says so,
+ *   else "/think" where it says that, else "/think" unless
+ *   ENG_CHAT_NO_THINK; EMPTY ("<think>\n\n</think>\n") marks every answer
+ *   under "/no_think". INSTR is that system message without the words
+ *   "/no_think" and "/think" and without trailing whitespace, or when
+ *   that leaves nothing a default per mode. Tool results print as user
+ *   turns; system messages print nothing in the loop. */
+static int render_smollm3(const eng_chat_msg *msgs, size_t n_msgs, bool add_assistant,
+                          bool no_think, outbuf *o) {
+    const char *sys = n_msgs > 0 && !strcmp(msgs[0].role, "system") ? msgs[0].content : NULL;
+    bool think = !no_think;
+    if (sys && find_bytes(sys, strlen(sys), "/no_think"))
+        think = false;
+    else if (sys && find_bytes(sys, strlen(sys), "/think"))
+        think = true;
+    out_str(o, CHATML_START "system\n## Metadata\n\nKnowledge Cutoff Date: June 2025\n"
+               "Reasoning Mode: ");
+    out_str(o, think ? "/think" : "/no_think");
+    out_str(o, "\n\n## Custom Instructions\n\n");
+    /* the instructions: sys less "/no_think", then less "/think", rstripped */
+    size_t il = 0;
+    if (sys) {
+        const size_t n = strlen(sys);
+        char *a = malloc(n + 1), *b = malloc(n + 1);
+        if (!a || !b) {
+            free(a);
+            free(b);
+            return -ENOMEM;
+        }
+        outbuf oa = {a, n, 0}, ob = {b, n, 0};
+        out_without(&oa, sys, n, "/no_think");
+        out_without(&ob, a, oa.len, "/think");
+        il = rstrip_len(b, ob.len);
+        out_put(o, b, il);
+        free(a);
+        free(b);
+    }
+    if (il == 0)
+        out_str(o, think ? SMOL3_THINK_SYS : SMOL3_NO_THINK_SYS);
+    out_str(o, "\n\n" CHATML_END "\n");
+    for (size_t i = 0; i < n_msgs; i++) {
+        const char *role = msgs[i].role, *c = msgs[i].content;
+        if (!strcmp(role, "user") || !strcmp(role, "tool")) {
+            out_str(o, CHATML_START "user\n");
+            out_str(o, c);
+            out_str(o, CHATML_END "\n");
+        } else if (!strcmp(role, "assistant")) {
+            size_t n = strlen(c);
+            strip_nl(&c, &n, true, false);
+            out_str(o, think ? CHATML_START "assistant\n"
+                             : CHATML_START "assistant\n<think>\n\n</think>\n");
+            out_put(o, c, n);
+            out_str(o, CHATML_END "\n");
+        }
+    }
+    if (add_assistant)
+        out_str(o, think ? CHATML_START "assistant\n"
+                         : CHATML_START "assistant\n<think>\n\n</think>\n");
+    return 0;
+}
+
+/* Granite 3.x:
+ *     "<|start_of_role|>system<|end_of_role|>" SYSTEM "<|end_of_text|>\n"
+ *     ("<|start_of_role|>" ROLE "<|end_of_role|>" CONTENT "<|end_of_text|>\n")...
+ *     "<|start_of_role|>assistant<|end_of_role|>"  with add_assistant,
+ *                                                  after a message
+ *   SYSTEM is the first message's content when it is a system message
+ *   (the loop starts after it), else the template's default with today's
+ *   date (local time, as Jinja's strftime_now('%B %d, %Y')). Its tools,
+ *   documents and thinking switches are not ours to set. */
+static void render_granite(const eng_chat_msg *msgs, size_t n_msgs, bool add_assistant,
+                           outbuf *o) {
+    size_t first = 0;
+    out_str(o, GRANITE_ROLE "system" GRANITE_ROLE_END);
+    if (n_msgs > 0 && !strcmp(msgs[0].role, "system")) {
+        out_str(o, msgs[0].content);
+        first = 1;
+    } else {
+        char date[64];
+        time_t now = time(NULL);
+        struct tm tm;
+        if (!localtime_r(&now, &tm) || !strftime(date, sizeof(date), "%B %d, %Y", &tm))
+            date[0] = 0;
+        out_str(o, "Knowledge Cutoff Date: April 2024. Today's Date: ");
+        out_str(o, date);
+        out_str(o, ". You are Granite, developed by IBM. You are a helpful AI assistant.");
+    }
+    out_str(o, GRANITE_END "\n");
+    for (size_t i = first; i < n_msgs; i++) {
+        out_str(o, GRANITE_ROLE);
+        out_str(o, msgs[i].role);
+        out_str(o, GRANITE_ROLE_END);
+        out_str(o, msgs[i].content);
+        out_str(o, GRANITE_END "\n");
+    }
+    if (add_assistant && first < n_msgs)
+        out_str(o, GRANITE_ROLE "assistant" GRANITE_ROLE_END);
+}
+
 int eng_chat_render(const eng_chat_info *info, const eng_chat_msg *msgs, size_t n_msgs,
                     const char *tools, unsigned flags, char *buf, size_t cap) {
     const bool add_assistant = flags & ENG_CHAT_ADD_ASSISTANT;
@@ -834,6 +989,11 @@ int eng_chat_render(const eng_chat_info *info, const eng_chat_msg *msgs, size_t 
         info->kind == ENG_CHAT_PHI3 || info->kind == ENG_CHAT_MISTRAL3 || info->kind == ENG_CHAT_GEMMA ||
         info->kind == ENG_CHAT_DEEPSEEK_R1) {
         if ((r = render_spm_family(info, msgs, n_msgs, add_assistant, &o)) < 0)
+            return r;
+    } else if (info->kind == ENG_CHAT_GRANITE) {
+        render_granite(msgs, n_msgs, add_assistant, &o);
+    } else if (info->kind == ENG_CHAT_CHATML && info->smollm3) {
+        if ((r = render_smollm3(msgs, n_msgs, add_assistant, flags & ENG_CHAT_NO_THINK, &o)) < 0)
             return r;
     } else if (info->kind == ENG_CHAT_CHATML) {
         size_t dlen = strnlen(info->default_system, sizeof(info->default_system));

@@ -862,6 +862,43 @@ static void special_text(const eng_vocab *v, int32_t id, char *buf, size_t cap)
     buf[k > 0 && (size_t)k < cap ? k : 0] = '\0';
 }
 
+/* Granite's multipliers, as llama.cpp reads them for this family: the
+ * token embeddings times embedding_scale, the attention's and the FFN's
+ * outputs times residual_scale before they join x, the scores times
+ * attention.scale (in place of 1/sqrt(head_dim)), the logits divided by
+ * logit_scale (required); an absent or zero optional one is 1. */
+static int granite_scales(const gguf_file *f, const char *arch, eng_model *m, float mscale,
+                          eng_error *err)
+{
+    const char *keys[] = { "embedding_scale", "residual_scale", "attention.scale", "logit_scale" };
+    float v[4];
+    for (int i = 0; i < 4; i++) {
+        int r = get_f32_arch(f, arch, keys[i], i == 3 ? -1.0f : 0.0f, &v[i], err);
+        if (r < 0)
+            return r;
+        if (i == 3 && v[i] == -1.0f)
+            return eng__set_err(err, -EINVAL, "metadata '%s.%s' is missing", arch, keys[i]);
+        if (!(v[i] >= 0.0f && v[i] <= 1e6f) || (i == 3 && v[i] == 0.0f))
+            return eng__set_err(err, -EINVAL, "metadata '%s.%s' = %g is out of range", arch,
+                                keys[i], v[i]);
+    }
+    /* rope.scaling.finetuned false: no layer rotates (llama.cpp's
+     * rope_pattern for this family) */
+    char key[128];
+    bool rot = true;
+    snprintf(key, sizeof(key), "%s.rope.scaling.finetuned", arch);
+    int r = gguf_get_bool(f, key, &rot);
+    if (r < 0 && r != -ENOENT)
+        return eng__set_err(err, -EINVAL, "metadata '%s' is not a valid boolean", key);
+    m->nope_step = rot ? 0 : 1;
+    m->embd_scale = v[0];
+    m->residual_scale = v[1];
+    if (v[2] > 0.0f)
+        m->attn_scale = mscale * mscale * v[2];
+    m->logit_scale = v[3];
+    return 0;
+}
+
 static int load_hparams(const gguf_file *f, eng_model *m, eng_error *err)
 {
     const char *s;
@@ -887,10 +924,14 @@ static int load_hparams(const gguf_file *f, eng_model *m, eng_error *err)
         m->arch = ENG_ARCH_GEMMA2;
     else if (!strcmp(arch, "gemma3"))
         m->arch = ENG_ARCH_GEMMA3;
+    else if (!strcmp(arch, "smollm3"))
+        m->arch = ENG_ARCH_SMOLLM3;
+    else if (!strcmp(arch, "granite"))
+        m->arch = ENG_ARCH_GRANITE;
     else
         return eng__set_err(err, -ENOTSUP,
                             "unsupported architecture '%s' (supported: llama, qwen2, qwen3, phi3, "
-                            "gemma, gemma2, gemma3)", arch);
+                            "gemma, gemma2, gemma3, smollm3, granite)", arch);
     /* what every Gemma has (GeGLU, scaled embeddings, NEOX), and what
      * Gemma 2 and 3 add (local layers, norms after attention and FFN) */
     const bool g23 = m->arch == ENG_ARCH_GEMMA2 || m->arch == ENG_ARCH_GEMMA3;
@@ -1033,6 +1074,9 @@ static int load_hparams(const gguf_file *f, eng_model *m, eng_error *err)
     if ((m->arch == ENG_ARCH_GEMMA2 && n_layer == 46) || (m->arch == ENG_ARCH_GEMMA3 && n_layer == 62))
         m->attn_scale = mscale * mscale / sqrtf((float)(n_embd / n_head));
     m->embd_scale = gemma ? sqrtf((float)n_embd) : 0.0f;
+    m->nope_step = m->arch == ENG_ARCH_SMOLLM3 ? 4 : 0; /* as llama.cpp, not from the file */
+    if (m->arch == ENG_ARCH_GRANITE && (r = granite_scales(f, arch, m, mscale, err)) < 0)
+        return r;
     /* soft-capping: Gemma 2's (50 for scores, 30 for logits when its file
      * names none, as llama.cpp), Gemma 3 derivatives' logits (Rnj-1);
      * refused elsewhere rather than ignored */
@@ -1147,6 +1191,14 @@ static int load_weights(loader *ld, const eng_plan *plan)
         if ((r = load_vec(ld, NAME("attn_norm.weight"), E, true, &L->attn_norm)) < 0 ||
             (r = load_vec(ld, NAME("ffn_norm.weight"), E, true, &L->ffn_norm)) < 0)
             return r;
+        /* biases no family here has: refused rather than left out */
+        static const char *const no_bias[] = { "attn_output", "ffn_gate", "ffn_up", "ffn_down" };
+        for (int i = 0; i < 4; i++) {
+            snprintf(name, sizeof(name), "blk.%d.%s.bias", il, no_bias[i]);
+            if (gguf_find_tensor(f, name))
+                return eng__set_err(ld->err, -ENOTSUP, "tensor '%s' (a bias) is not supported",
+                                    name);
+        }
         if (m->arch == ENG_ARCH_PHI3) {
             /* one [q; k; v] tensor, split into the three matrices */
             const uint64_t q = (uint64_t)H * hd, kv = (uint64_t)Hkv * hd;
@@ -1191,6 +1243,7 @@ static int load_weights(loader *ld, const eng_plan *plan)
         const bool local = g23 && m->n_swa > 0 && il % m->swa_pattern < m->swa_pattern - 1;
         const bool g3local = local && m->arch == ENG_ARCH_GEMMA3;
         L->window = local ? m->n_swa : 0;
+        L->nope = m->nope_step > 0 && (il + 1) % m->nope_step == 0;
         L->rope_base = local ? m->rope_base_swa : m->rope_freq_base;
         L->rope_freqs = g3local ? NULL : m->rope_freqs_scaled ? m->rope_freqs_scaled
                                        : m->rope_short      ? m->rope_short /* sessions may take long */
@@ -1906,7 +1959,8 @@ int eng_session_shift(eng_session *s, int keep, int drop)
         if (is_ring(s, il)) {
             /* a ring: its keys from first on rotated by -drop in place */
             const int base = s->kv_base[il], lo = s->kv_lo[il] > first ? s->kv_lo[il] : first;
-            rotate_keys(s, il, lo - base, lo - base, s->n_past - lo, drop, ids);
+            if (!m->layers[il].nope)
+                rotate_keys(s, il, lo - base, lo - base, s->n_past - lo, drop, ids);
             s->kv_base[il] = base - drop;
             s->kv_lo[il] = lo - drop;
             continue;
@@ -1914,13 +1968,17 @@ int eng_session_shift(eng_session *s, int keep, int drop)
         /* keys drop rows lower, rotated back; values as they are: copies
          * of at most drop rows never overlap (source and destination lie
          * drop rows apart) */
-        rotate_keys(s, il, first, keep, n_move, drop, ids);
-        char *v = s->v_cache[il];
-        for (int done = 0; done < n_move;) {
-            const int n = n_move - done < drop ? n_move - done : drop;
-            op->copy(be, v + (size_t)(keep + done) * rb, v + (size_t)(first + done) * rb,
-                     (size_t)n * rb);
-            done += n;
+        if (!m->layers[il].nope)
+            rotate_keys(s, il, first, keep, n_move, drop, ids);
+        /* (a NoPE layer's keys hold no position: they move as values do) */
+        for (int kv = m->layers[il].nope ? 0 : 1; kv < 2; kv++) {
+            char *c = kv ? s->v_cache[il] : s->k_cache[il];
+            for (int done = 0; done < n_move;) {
+                const int n = n_move - done < drop ? n_move - done : drop;
+                op->copy(be, c + (size_t)(keep + done) * rb, c + (size_t)(first + done) * rb,
+                         (size_t)n * rb);
+                done += n;
+            }
         }
     }
     free(ids);
@@ -2148,12 +2206,14 @@ static void forward_ops(eng_session *s, int n, int first, float *out, int32_t *a
         /* the cache row of pos0: pos0, or in a ring its row (the keys are
          * rotated for their positions, so attention needs only the rows) */
         const int row0 = ring_room(s, il, pos0, n);
-        if (op->rope_store && s->kv_type == ENG_KV_F16 && row0 == pos0) {
+        if (op->rope_store && s->kv_type == ENG_KV_F16 && row0 == pos0 && !L->nope) {
             op->rope_store(be, s->q, s->k, s->v, n, H, Hkv, hd, m->n_rot, pos0, L->rope_base, ff,
                            m->rope_neox, s->k_cache[il], s->v_cache[il]);
         } else {
-            op->rope(be, s->q, n, H, hd, m->n_rot, pos0, L->rope_base, ff, m->rope_neox);
-            op->rope(be, s->k, n, Hkv, hd, m->n_rot, pos0, L->rope_base, ff, m->rope_neox);
+            if (!L->nope) { /* (smollm3's NoPE layers store q and k as they are) */
+                op->rope(be, s->q, n, H, hd, m->n_rot, pos0, L->rope_base, ff, m->rope_neox);
+                op->rope(be, s->k, n, Hkv, hd, m->n_rot, pos0, L->rope_base, ff, m->rope_neox);
+            }
             if (s->kv_type == ENG_KV_Q8_0) {
                 op->store_kv_q8(be, s->k, s->k_cache[il], (long)kvd, row0, n);
                 op->store_kv_q8(be, s->v, s->v_cache[il], (long)kvd, row0, n);
@@ -2179,6 +2239,8 @@ static void forward_ops(eng_session *s, int n, int first, float *out, int32_t *a
         op->matmul(be, &L->wo, NULL, s->att, s->o, n);           /* o [n][E]      */
         if (L->attn_post_norm) /* gemma3: the output normalised before it joins x */
             op->rmsnorm(be, s->o, L->attn_post_norm, s->o, n, E, m->rms_eps);
+        if (m->residual_scale > 0.0f) /* granite: each branch scaled before it joins x */
+            op->scale(be, s->o, m->residual_scale, (long)n * E);
 
         /* FFN block over the session's selected neurons (NULL: all loaded);
          * prefill with selective computation, and profiling, also keep the
@@ -2229,13 +2291,16 @@ static void forward_ops(eng_session *s, int n, int first, float *out, int32_t *a
         if (s->lin && host)
             eng__select_comp_apply(s, il, s->xn, s->ff, n);
         /* and as a constant (select.c), which joins the FFN's output:
-         * before gemma3's norm of it, else into x */
+         * before gemma3's norm of it or granite's scale, else into x */
         const float *bias = s->ffn_bias[il];
-        if (L->ffn_post_norm) {
+        if (L->ffn_post_norm || m->residual_scale > 0.0f) {
             for (int t = 0; bias && t < n; t++)
                 op->add(be, s->ff + (size_t)t * E, bias, E);
             bias = NULL;
-            op->rmsnorm(be, s->ff, L->ffn_post_norm, s->ff, n, E, m->rms_eps);
+            if (L->ffn_post_norm)
+                op->rmsnorm(be, s->ff, L->ffn_post_norm, s->ff, n, E, m->rms_eps);
+            if (m->residual_scale > 0.0f)
+                op->scale(be, s->ff, m->residual_scale, (long)n * E);
         }
         if (op->add_rmsnorm && !bias) {
             pending = s->ff; /* added by the next norm, before ff is written again */
@@ -2262,6 +2327,8 @@ static void forward_ops(eng_session *s, int n, int first, float *out, int32_t *a
         op->matmul(be, &m->output, NULL, s->xn, out, n - first); /* logits [rows][V] */
         if (m->final_softcap > 0.0f) /* gemma2 */
             op->softcap(be, out, m->final_softcap, (long)(n - first) * m->info.n_vocab);
+        if (m->logit_scale > 0.0f) /* granite */
+            op->scale(be, out, 1.0f / m->logit_scale, (long)(n - first) * m->info.n_vocab);
         /* greedy: the last row's argmax [1] (backend), inside a decode graph */
         if (argmax)
             op->argmax(be, out + (size_t)(n - first - 1) * m->info.n_vocab, m->info.n_vocab,

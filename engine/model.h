@@ -24,6 +24,9 @@ typedef enum eng_arch {
     ENG_ARCH_GEMMA2, /* GeGLU, norms after attention and FFN too, local/global layers,
                       * soft-capped scores and logits */
     ENG_ARCH_GEMMA3, /* as gemma2 with q/k norms, no soft-capping, 5 local layers to 1 */
+    ENG_ARCH_SMOLLM3, /* llama's layers, every fourth without RoPE (NoPE) */
+    ENG_ARCH_GRANITE, /* llama's layers, embeddings, residual branches, scores and logits
+                       * scaled by the file's factors */
 } eng_arch;
 
 typedef struct eng_layer {
@@ -40,6 +43,8 @@ typedef struct eng_layer {
     const float *rope_freqs;          /* none): gemma3's local layers differ */
     int window;                       /* attention over the last window positions
                                        * (gemma's local layers), 0: all */
+    bool nope;                        /* no RoPE: keys and queries keep their
+                                       * positions out (smollm3's every fourth layer) */
     eng_ffn_weights ffn;              /* neuron-major, n_slots loaded neurons */
     int32_t *neuron_of_slot;          /* [ffn.n_slots]: the neuron each slot holds */
     uint8_t *slot_static;             /* [ffn.n_slots]: 1 for static (base) neurons */
@@ -76,6 +81,11 @@ struct eng_model {
     float embd_scale;                 /* token embeddings times this (gemma sqrt(n_embd)), 0: 1 */
     float attn_softcap;               /* gemma2: scores through c * tanh(s / c); 0: none */
     float final_softcap;              /* gemma2: the same for the logits */
+    float residual_scale;             /* granite: attention's and FFN's outputs times
+                                       * this before they join x; 0: 1 */
+    float logit_scale;                /* granite: logits divided by this; 0: 1 */
+    int nope_step;                    /* layer il has no RoPE when (il + 1) % this == 0
+                                       * (smollm3: 4; granite unrotated: 1); 0: all have */
 
     eng_weight tok_embd;              /* [n_vocab][n_embd] */
     eng_weight output;                /* [n_vocab][n_embd]; shares tok_embd's data when tied */

@@ -134,6 +134,11 @@ static const struct pre_alias {
     { "megrez", "qwen2" },
     { "kormo", "qwen2" },
     { "llama4", "gpt-4o" },
+    /* SmolLM2's pattern under other names: Granite 3.x files say refact */
+    { "refact", "smollm" },
+    { "starcoder", "smollm" },
+    { "command-r", "smollm" },
+    { "codeshell", "smollm" },
 };
 
 static const struct pre_def *pre_find(const char *name) {

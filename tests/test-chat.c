@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "chat.h"
 
@@ -700,8 +701,105 @@ static void test_spm_families(void) {
     CHECK(near.kind == ENG_CHAT_NONE);
 }
 
+/* SmolLM3 (the template llama.cpp keeps, Unsloth's edit of the published
+ * one) and Granite 3.3: every expected string is jinja2 3.1's rendering
+ * (trim_blocks, lstrip_blocks, as transformers) of the stored template. */
+#define SMOL3_HEAD(mode) \
+    "<|im_start|>system\n## Metadata\n\nKnowledge Cutoff Date: June 2025\nReasoning Mode: " mode \
+    "\n\n## Custom Instructions\n\n"
+#define SMOL3_NAME "You are a helpful AI assistant named SmolLM, trained by Hugging Face."
+#define EMPTY_THINK "<think>\n\n</think>\n"
+
+static void test_smollm3_granite(void) {
+    size_t len;
+    char *t = read_template("smollm3", &len);
+    eng_chat_info info;
+    eng_chat_detect(t, len, &info);
+    CHECK(info.kind == ENG_CHAT_CHATML && info.smollm3 && info.think_switch && !info.tools &&
+          info.reasoning && info.default_system[0] == 0);
+    size_t th_off, th_len, c_off;
+    static const char answer[] = "<think>\nhm\n</think>\nYes.";
+    CHECK(eng_chat_split_reasoning(&info, answer, sizeof(answer) - 1, &th_off, &th_len, &c_off) == 0 &&
+          th_len > 0 && !strncmp(answer + th_off, "hm", 2) && !strcmp(answer + c_off, "Yes."));
+    free(t);
+    eng_chat_msg user[] = {{.role = "user", .content = "Hi"}};
+    /* reasoning by default: the long instructions (their start and end) */
+    char buf[4096];
+    int n = eng_chat_render(&info, user, 1, NULL, ENG_CHAT_ADD_ASSISTANT, buf, sizeof(buf));
+    static const char head[] = SMOL3_HEAD("/think") SMOL3_NAME " Your role as an assistant involves";
+    static const char tail[] = "detail necessary steps needed to reach the conclusion.\n\n<|im_end|>\n"
+                               "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n";
+    CHECK(n == 1340 && !strncmp(buf, head, sizeof(head) - 1) &&
+          !strcmp(buf + n - (sizeof(tail) - 1), tail));
+    check_render(&info, user, 1, ENG_CHAT_ADD_ASSISTANT | ENG_CHAT_NO_THINK,
+                 SMOL3_HEAD("/no_think") SMOL3_NAME "\n\n<|im_end|>\n"
+                 "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n" EMPTY_THINK);
+    /* the system message's "/no_think" wins; its text less the word and
+     * trailing space; answers lose leading newlines; a tool result is a
+     * user turn, a later system message nothing */
+    eng_chat_msg conv[] = {{.role = "system", .content = "Be terse. /no_think  \n"},
+                           {.role = "user", .content = "a"},
+                           {.role = "assistant", .content = "\n\nb"},
+                           {.role = "tool", .content = "r"},
+                           {.role = "system", .content = "late"}};
+    check_render(&info, conv, 5, true,
+                 SMOL3_HEAD("/no_think") "Be terse.\n\n<|im_end|>\n<|im_start|>user\na<|im_end|>\n"
+                 "<|im_start|>assistant\n" EMPTY_THINK "b<|im_end|>\n"
+                 "<|im_start|>user\nr<|im_end|>\n<|im_start|>assistant\n" EMPTY_THINK);
+    /* both words: "/no_think" counts, both go ("/no_think" first) */
+    eng_chat_msg both[] = {{.role = "system", .content = "x/no_think/think y"}, {.role = "user", .content = "q"}};
+    check_render(&info, both, 2, true,
+                 SMOL3_HEAD("/no_think") "x y\n\n<|im_end|>\n<|im_start|>user\nq<|im_end|>\n"
+                 "<|im_start|>assistant\n" EMPTY_THINK);
+    /* "/think" in the system message beats ENG_CHAT_NO_THINK, and leaves
+     * no instructions of its own: the default */
+    eng_chat_msg think[] = {{.role = "system", .content = "/think"}, {.role = "user", .content = "a"},
+                            {.role = "assistant", .content = "b"}};
+    n = eng_chat_render(&info, think, 3, NULL, ENG_CHAT_NO_THINK, buf, sizeof(buf));
+    static const char tail2[] = "conclusion.\n\n<|im_end|>\n<|im_start|>user\na<|im_end|>\n"
+                                "<|im_start|>assistant\nb<|im_end|>\n";
+    CHECK(n == 1351 && !strncmp(buf, head, sizeof(head) - 1) &&
+          !strcmp(buf + n - (sizeof(tail2) - 1), tail2));
+
+    t = read_template("granite3.3", &len);
+    eng_chat_detect(t, len, &info);
+    CHECK(info.kind == ENG_CHAT_GRANITE && !info.tools && !info.think_switch);
+    free(t);
+    eng_chat_msg sys[] = {{.role = "system", .content = "S"}, {.role = "user", .content = "U"},
+                          {.role = "assistant", .content = "A"}, {.role = "user", .content = "V"}};
+    check_render(&info, sys, 4, true,
+                 "<|start_of_role|>system<|end_of_role|>S<|end_of_text|>\n"
+                 "<|start_of_role|>user<|end_of_role|>U<|end_of_text|>\n"
+                 "<|start_of_role|>assistant<|end_of_role|>A<|end_of_text|>\n"
+                 "<|start_of_role|>user<|end_of_role|>V<|end_of_text|>\n"
+                 "<|start_of_role|>assistant<|end_of_role|>");
+    /* the assistant's header follows a message only */
+    check_render(&info, sys, 1, true, "<|start_of_role|>system<|end_of_role|>S<|end_of_text|>\n");
+    /* no system message: the template's own, dated today (as jinja2's
+     * strftime_now('%B %d, %Y'); compared unless the day changed meanwhile) */
+    for (int attempt = 0; attempt < 2; attempt++) {
+        char date[64], want[512], again[64];
+        time_t now = time(NULL);
+        struct tm tm;
+        CHECK(localtime_r(&now, &tm) && strftime(date, sizeof(date), "%B %d, %Y", &tm));
+        snprintf(want, sizeof(want),
+                 "<|start_of_role|>system<|end_of_role|>Knowledge Cutoff Date: April 2024. "
+                 "Today's Date: %s. You are Granite, developed by IBM. You are a helpful AI "
+                 "assistant.<|end_of_text|>\n<|start_of_role|>user<|end_of_role|>U<|end_of_text|>\n"
+                 "<|start_of_role|>assistant<|end_of_role|>A<|end_of_text|>\n", date);
+        n = eng_chat_render(&info, sys + 1, 2, NULL, 0, buf, sizeof(buf));
+        now = time(NULL);
+        CHECK(localtime_r(&now, &tm) && strftime(again, sizeof(again), "%B %d, %Y", &tm));
+        if (strcmp(date, again))
+            continue;
+        CHECK(n == (int)strlen(want) && !strcmp(buf, want));
+        break;
+    }
+}
+
 int main(void) {
     test_smollm2();
+    test_smollm3_granite();
     test_qwen();
     test_qwen3();
     test_llama3();

@@ -1,5 +1,5 @@
 /* Model files that are wrong in ways the GGUF layer cannot see: a missing
- * tensor, a tensor of the wrong shape, an unsupported architecture or
+ * tensor, a tensor of the wrong shape, a bias that would go unused, an unsupported architecture or
  * tokenizer, impossible hyperparameters, a truncated copy of the real model.
  * Each must fail with a negative errno and a message naming the problem,
  * without crashing or leaking (this test is built with ASan and UBSan).
@@ -24,6 +24,7 @@ enum defect {
     NO_BLOCK_COUNT,
     BAD_TOKENIZER,
     F16_WEIGHTS, /* valid, other tensor type */
+    FFN_BIAS,    /* a bias no family here has (the engine would leave it out) */
 };
 
 enum { E = 32, F = 64, H = 4, HKV = 2, HD = 8, NL = 2 };
@@ -138,6 +139,8 @@ static void write_model(const char *path, enum defect defect)
         if (!(defect == MISSING_TENSOR && il == 1))
             T("ffn_up.weight", wt, E, F);
         T("ffn_down.weight", wt, F, E);
+        if (defect == FFN_BIAS && il == 1)
+            T("ffn_down.bias", GGML_TYPE_F32, E, 1);
 #undef T
     }
     CHECK(gguf_writer_write(w, path) == 0);
@@ -195,6 +198,8 @@ int main(void)
     expect_fail(path, -EINVAL, "block_count");
     write_model(path, BAD_TOKENIZER);
     expect_fail(path, -ENOTSUP, "t5");
+    write_model(path, FFN_BIAS);
+    expect_fail(path, -ENOTSUP, "blk.1.ffn_down.bias");
     unlink(path);
     expect_fail(path, -ENOENT, "No such file");
 

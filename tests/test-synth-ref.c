@@ -5,7 +5,9 @@
  * gemma3 (GeGLU, norms after attention and FFN, scaled embeddings, local
  * layers with a window and their own RoPE base, linear RoPE scaling) and
  * gemma2 (soft-capped scores and logits, every other layer local) and
- * gemma (1: GeGLU and scaled embeddings on Llama's layers), and the block formats
+ * gemma (1: GeGLU and scaled embeddings on Llama's layers), smollm3 (NoPE
+ * layers), granite (scaled embeddings, residual branches, scores and
+ * logits), and the block formats
  * (Q2_K to Q6_K, IQ4_NL, IQ4_XS) on tiny-k,
  * on small synthetic models that si-synth writes
  * deterministically (seed 7, f16 weights). tests/data/synth-<shape>.logits
@@ -618,6 +620,9 @@ static void check_refused(const char *synth)
         { "tiny-phi3-128k", "phi3.rope.dimension_count=u32:8", "rope_factors_long.weight", -EINVAL },
         { "tiny-phi3-128k", "phi3.rope.scaling.factor=f32:4", "LongRoPE", -ENOTSUP },
         { "tiny-qwen2", "qwen2.rope.scaling.type=str:dynamic", "'dynamic'", -ENOTSUP },
+        { "tiny-granite", "granite.logit_scale=f32:0", "logit_scale", -EINVAL },
+        { "tiny-granite", "granite.residual_scale=f32:-0.5", "residual_scale", -EINVAL },
+        { "tiny-granite", "granite.rope.scaling.finetuned=u32:0", "finetuned", -EINVAL },
     };
     static float unused[320];
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
@@ -694,6 +699,12 @@ int main(int argc, char **argv)
     check_shape(argv[1], argv[2], "tiny-gemma3", 320);
     check_shape(argv[1], argv[2], "tiny-k", 320);
     check_shape(argv[1], argv[2], "tiny-phi4", 320);
+    /* smollm3: every fourth layer without RoPE; granite: its multipliers,
+     * and with rope.scaling.finetuned false no layer rotating */
+    check_shape(argv[1], argv[2], "tiny-smollm3", 1024);
+    check_shape(argv[1], argv[2], "tiny-granite", 320);
+    check_shape_kv(argv[1], argv[2], "tiny-granite", "granite.rope.scaling.finetuned=bool:0",
+                   "tiny-granite-nope", 320);
     check_rot(argv[1], "tiny-phi4", "q8_0", ENG_DTYPE_Q8_0);
     check_rot(argv[1], "tiny-phi4-k", "q4_k", ENG_DTYPE_Q4_K);
     check_rot(argv[1], "tiny-phi4-k", "q5_k", ENG_DTYPE_Q5_K);

@@ -299,6 +299,36 @@ int main(int argc, char **argv)
 
     check_deepseek_r1();
 
+    /* SmolLM3 and Granite 3.x files: their layers, their templates (the
+     * reasoning switch SmolLM3's reads), a chat answered */
+    static const struct {
+        const char *shape, *tmpl, *head;
+        eng_chat_template kind;
+        bool think;
+    } fam[] = {
+        { "tiny-smollm3", "smollm3", "<|im_start|>system\n## Metadata\n", ENG_CHAT_CHATML, true },
+        { "tiny-granite", "granite3.3", "<|start_of_role|>system<|end_of_role|>Knowledge Cutoff",
+          ENG_CHAT_GRANITE, false },
+    };
+    for (size_t i = 0; i < sizeof(fam) / sizeof(fam[0]); i++) {
+        char fp[32];
+        eng_model *fm = load_with(fam[i].shape, fam[i].tmpl, fp);
+        CHECKF(eng_model_chat_template(fm) == fam[i].kind &&
+               eng_model_chat_can_think(fm) == fam[i].think, "%s: template kind %d",
+               fam[i].tmpl, eng_model_chat_template(fm));
+        eng_chat_msg q[] = {{.role = "user", .content = "Name a color."}};
+        char text[4096];
+        const int len = eng_chat_apply(fm, q, 1, ENG_CHAT_ADD_ASSISTANT, text, sizeof(text));
+        CHECKF(len > 0 && len < (int)sizeof(text) && !strncmp(text, fam[i].head, strlen(fam[i].head)),
+               "%s: [%s]", fam[i].tmpl, text);
+        size_t n = 0;
+        int32_t *toks = prompt_tokens(fm, text, (size_t)len, &n);
+        generate_from(fm, toks, n);
+        free(toks);
+        eng_model_free(fm);
+        unlink(fp);
+    }
+
     /* the plain synthetic templates have no tool calling */
     char path[32];
     eng_model *m = load_with("tiny-qwen2", NULL, path);

@@ -10,7 +10,7 @@
  * Weights are seeded and reproducible: ~N(0,1)/sqrt(fan_in), norms 1.
  *
  * --kv sets (or replaces) one metadata key after the shape's own, TYPE u32,
- * f32, str or i32s (a comma-separated array): a test's way to an odd file.
+ * f32, str, bool (0 or 1) or i32s (a comma-separated array): a test's way to an odd file.
  *
  * The file is written tensor by tensor, row by row (the writer's streaming
  * mode), so even the 3B shapes need only a few rows of memory.
@@ -93,6 +93,15 @@ static const shape shapes[] = {
      * (50 and 30) so that they bite on a small random model */
     {"tiny-gemma2", "gemma2", "smollm", "Synthetic Tiny Gemma2", 6, 64, 192, 4, 2, 320, 4096,
      10000.0f, 1e-6f, false, false, true, VOCAB_SMOL, 3, 32, false, false, 4, 0.0f, {1.0f, 2.0f}, 0, 0},
+    /* smollm3: llama's layers, the fourth without RoPE (NoPE), five so
+     * that layers on both sides of it rotate */
+    {"tiny-smollm3", "smollm3", "llama-bpe", "Synthetic Tiny SmolLM3", 5, 64, 192, 4, 2, 1024, 8192,
+     5000000.0f, 1e-6f, false, false, true, VOCAB_LLAMA3, 0, 0, false, false, 0, 0.0f, {0, 0}, 0, 0},
+    /* granite: llama's layers under Granite's four multipliers (written
+     * below; values that bite on a small random model) and SmolLM2's
+     * pattern under the name Granite 3.x files give it */
+    {"tiny-granite", "granite", "refact", "Synthetic Tiny Granite", 3, 64, 192, 4, 2, 320, 4096,
+     10000.0f, 1e-5f, false, false, true, VOCAB_SMOL, 3, 0, false, false, 0, 0.0f, {0, 0}, 0, 0},
     /* rows of 256 and 512, whole blocks of the 256-element K and IQ4_XS
      * formats, so that a file of those types uses them in every matrix */
     {"tiny-k", "llama", "smollm", "Synthetic Tiny K", 2, 256, 512, 4, 2, 320, 2048, 10000.0f, 1e-5f,
@@ -642,6 +651,8 @@ static int set_kv(gguf_writer *w, const char *spec)
     }
     if (tl == 3 && !strncmp(eq + 1, "str", 3))
         return gguf_writer_set_str(w, key, v);
+    if (tl == 4 && !strncmp(eq + 1, "bool", 4) && (!strcmp(v, "0") || !strcmp(v, "1")))
+        return gguf_writer_set_bool(w, key, *v == '1');
     if (tl == 4 && !strncmp(eq + 1, "i32s", 4)) {
         int32_t a[64];
         size_t n = 0;
@@ -661,7 +672,7 @@ static void usage(FILE *f)
     fprintf(f, "usage: si-synth --shape NAME --out FILE [--seed N] [--type T] [--embd-type T] "
                "[--layers N]\n                [--chat-template FILE (a model's Jinja template instead of "
                "the family's plain one)]\n                [--vocab GGUF (the tokenizer.* keys of another "
-               "GGUF: its vocabulary, size and template)]\n                [--kv KEY=u32:N|f32:X|str:S|i32s:N,N,... "
+               "GGUF: its vocabulary, size and template)]\n                [--kv KEY=u32:N|f32:X|str:S|bool:0|1|i32s:N,N,... "
                "(a metadata key set last; repeatable)]\nshapes:");
     for (size_t i = 0; i < sizeof(shapes) / sizeof(shapes[0]); i++)
         fprintf(f, " %s", shapes[i].name);
@@ -847,6 +858,12 @@ int main(int argc, char **argv)
     if (sh->rope_linear > 0.0f) {
         CHECK(gguf_writer_set_str(w, KEY("rope.scaling.type"), "linear"));
         CHECK(gguf_writer_set_f32(w, KEY("rope.scaling.factor"), sh->rope_linear));
+    }
+    if (!strcmp(arch, "granite")) { /* Granite 3.x 2B's are 12, 0.22, 1/64 and 8 */
+        CHECK(gguf_writer_set_f32(w, KEY("embedding_scale"), 12.0f));
+        CHECK(gguf_writer_set_f32(w, KEY("residual_scale"), 0.22f));
+        CHECK(gguf_writer_set_f32(w, KEY("attention.scale"), 0.5f));
+        CHECK(gguf_writer_set_f32(w, KEY("logit_scale"), 3.0f));
     }
     if (sh->head_dim) {
         CHECK(gguf_writer_set_u32(w, KEY("attention.key_length"), (uint32_t)head_dim));
