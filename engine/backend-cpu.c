@@ -4452,17 +4452,22 @@ ALWAYS void down_pack(const ffn_args *a, long jb, int nj, long cc, long ncc, lon
     const bool f16 = dt == ENG_DTYPE_F16;
     const size_t rb = eng_dtype_bytes(dt, (size_t)w->n_embd);
     for (int i = 0; i < nj; i++) {
-        const long s = slot_of(a, jb + i);
+        const long s = slot_of(a, jb + i), s2 = i + 2 < nj ? slot_of(a, jb + i + 2) : -1;
         float *d = P + (size_t)i * ldp;
         long k = 0;
         if (s >= 0 && dt == ENG_DTYPE_Q8_0) {
             /* cc is a multiple of 8, so sixteen columns from a multiple of
-             * 16 of the block never straddle it; others one at a time */
+             * 16 of the block never straddle it; others one at a time. The
+             * row two slots on prefetched as this one is read (the AVX2
+             * set's reason: scattered slots, short prefills waited) */
             const eng_q8_block *b = (const eng_q8_block *)((const char *)w->down + (size_t)s * rb);
+            const char *next = s2 >= 0 ? (const char *)w->down + (size_t)s2 * rb : NULL;
             for (; k < ncc && (cc + k) % 16; k++)
                 d[k] = wval_dt(b, cc + k, dt);
             for (; k + 16 <= ncc; k += 16) {
                 const eng_q8_block *bb = b + (cc + k) / 32;
+                if (next && (cc + k) % 32 == 0)
+                    __builtin_prefetch(next + (cc + k) / 32 * sizeof(eng_q8_block), 0, 3);
                 float32x4_t f[4];
                 nldq8x16(bb->q + (cc + k) % 32, f);
                 const float dd = h2f(bb->d);
