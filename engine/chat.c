@@ -134,6 +134,11 @@
  * Granite 3.x (<|start_of_role|>ROLE<|end_of_role|>, a dated default
  * system prompt): render_smollm3 and render_granite say how.
  *
+ * EXAONE 3.x:
+ *     ["[|system|][|endofturn|]\n"]              when the first is not a system message
+ *     ("[|" ROLE "|]" CONTENT ("\n" | "[|endofturn|]\n"))...  "\n" after a user's
+ *     "[|assistant|]"                            with add_assistant
+ *
  * None of these add a generation prompt of their own except Zephyr and
  * the later Phi-3 templates: the prompt ends with "[/INST]" or the
  * assistant's header.
@@ -385,7 +390,15 @@ void eng_chat_detect(const char *tmpl, size_t len, eng_chat_info *ret_info) {
     } else if (find_bytes(tmpl, len, GRANITE_ROLE "system" GRANITE_ROLE_END) &&
                find_bytes(tmpl, len, "Knowledge Cutoff Date: April 2024. Today's Date: ") &&
                find_bytes(tmpl, len, "You are Granite, developed by IBM.")) {
-        ret_info->kind = ENG_CHAT_GRANITE; /* 3.x (4.0's tools are another template) */
+        ret_info->kind = ENG_CHAT_GRANITE; /* 3.3 (4.0's tools are another template) */
+    } else if (find_bytes(tmpl, len, "'" GRANITE_ROLE "assistant" GRANITE_ROLE_END "'") &&
+               find_bytes(tmpl, len, "message['role'] == 'tool_response'") &&
+               !find_bytes(tmpl, len, "Knowledge Cutoff") && !find_bytes(tmpl, len, "<tool_call>")) {
+        ret_info->kind = ENG_CHAT_GRANITE; /* 3.0 */
+        ret_info->granite30 = true;
+    } else if (find_bytes(tmpl, len, "'[|system|][|endofturn|]") &&
+               find_bytes(tmpl, len, "'[|' + message['role'] + '|]' + message['content']")) {
+        ret_info->kind = ENG_CHAT_EXAONE;
     } else if (find_bytes(tmpl, len, LLAMA3_HDR_START)) {
         ret_info->kind = ENG_CHAT_LLAMA3;
         llama3_find_preamble(tmpl, len, ret_info);
@@ -922,7 +935,7 @@ static int render_smollm3(const eng_chat_msg *msgs, size_t n_msgs, bool add_assi
     return 0;
 }
 
-/* Granite 3.x:
+/* Granite 3.3 (3.0: below):
  *     "<|start_of_role|>system<|end_of_role|>" SYSTEM "<|end_of_text|>\n"
  *     ("<|start_of_role|>" ROLE "<|end_of_role|>" CONTENT "<|end_of_text|>\n")...
  *     "<|start_of_role|>assistant<|end_of_role|>"  with add_assistant,
@@ -930,10 +943,33 @@ static int render_smollm3(const eng_chat_msg *msgs, size_t n_msgs, bool add_assi
  *   SYSTEM is the first message's content when it is a system message
  *   (the loop starts after it), else the template's default with today's
  *   date (local time, as Jinja's strftime_now('%B %d, %Y')). Its tools,
- *   documents and thinking switches are not ours to set. */
-static void render_granite(const eng_chat_msg *msgs, size_t n_msgs, bool add_assistant,
-                           outbuf *o) {
+ *   documents and thinking switches are not ours to set. Granite 3.0 has
+ *   no system header: its loop prints system, user, assistant and
+ *   tool_response messages (assistant_tool_call as the assistant's with
+ *   "<|tool_call|>" first), no others. */
+static void render_granite(const eng_chat_info *info, const eng_chat_msg *msgs, size_t n_msgs,
+                           bool add_assistant, outbuf *o) {
     size_t first = 0;
+    if (info->granite30) {
+        for (size_t i = 0; i < n_msgs; i++) {
+            const char *r = msgs[i].role;
+            if (!strcmp(r, "assistant_tool_call")) {
+                out_str(o, GRANITE_ROLE "assistant" GRANITE_ROLE_END "<|tool_call|>");
+            } else if (!strcmp(r, "system") || !strcmp(r, "user") || !strcmp(r, "assistant") ||
+                       !strcmp(r, "tool_response")) {
+                out_str(o, GRANITE_ROLE);
+                out_str(o, r);
+                out_str(o, GRANITE_ROLE_END);
+            } else {
+                continue;
+            }
+            out_str(o, msgs[i].content);
+            out_str(o, GRANITE_END "\n");
+        }
+        if (add_assistant && n_msgs > 0)
+            out_str(o, GRANITE_ROLE "assistant" GRANITE_ROLE_END);
+        return;
+    }
     out_str(o, GRANITE_ROLE "system" GRANITE_ROLE_END);
     if (n_msgs > 0 && !strcmp(msgs[0].role, "system")) {
         out_str(o, msgs[0].content);
@@ -991,7 +1027,19 @@ int eng_chat_render(const eng_chat_info *info, const eng_chat_msg *msgs, size_t 
         if ((r = render_spm_family(info, msgs, n_msgs, add_assistant, &o)) < 0)
             return r;
     } else if (info->kind == ENG_CHAT_GRANITE) {
-        render_granite(msgs, n_msgs, add_assistant, &o);
+        render_granite(info, msgs, n_msgs, add_assistant, &o);
+    } else if (info->kind == ENG_CHAT_EXAONE) {
+        for (size_t i = 0; i < n_msgs; i++) {
+            if (i == 0 && strcmp(msgs[0].role, "system") != 0)
+                out_str(&o, "[|system|][|endofturn|]\n");
+            out_str(&o, "[|");
+            out_str(&o, msgs[i].role);
+            out_str(&o, "|]");
+            out_str(&o, msgs[i].content);
+            out_str(&o, strcmp(msgs[i].role, "user") ? "[|endofturn|]\n" : "\n");
+        }
+        if (add_assistant)
+            out_str(&o, "[|assistant|]");
     } else if (info->kind == ENG_CHAT_CHATML && info->smollm3) {
         if ((r = render_smollm3(msgs, n_msgs, add_assistant, flags & ENG_CHAT_NO_THINK, &o)) < 0)
             return r;

@@ -215,6 +215,7 @@ typedef enum eng_chat_template {
     ENG_CHAT_GEMMA,   /* Gemma 3: <start_of_turn>user ... <end_of_turn> */
     ENG_CHAT_DEEPSEEK_R1, /* DeepSeek-R1 distills: <｜User｜> ... <｜Assistant｜><think> */
     ENG_CHAT_GRANITE, /* Granite 3.x: <|start_of_role|>user<|end_of_role|> ... <|end_of_text|> */
+    ENG_CHAT_EXAONE,  /* EXAONE 3.x: [|user|] ... [|assistant|] ... [|endofturn|] */
 } eng_chat_template;
 
 eng_chat_template eng_model_chat_template(const eng_model *model);

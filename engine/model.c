@@ -928,10 +928,12 @@ static int load_hparams(const gguf_file *f, eng_model *m, eng_error *err)
         m->arch = ENG_ARCH_SMOLLM3;
     else if (!strcmp(arch, "granite"))
         m->arch = ENG_ARCH_GRANITE;
+    else if (!strcmp(arch, "exaone"))
+        m->arch = ENG_ARCH_EXAONE;
     else
         return eng__set_err(err, -ENOTSUP,
                             "unsupported architecture '%s' (supported: llama, qwen2, qwen3, phi3, "
-                            "gemma, gemma2, gemma3, smollm3, granite)", arch);
+                            "gemma, gemma2, gemma3, smollm3, granite, exaone)", arch);
     /* what every Gemma has (GeGLU, scaled embeddings, NEOX), and what
      * Gemma 2 and 3 add (local layers, norms after attention and FFN) */
     const bool g23 = m->arch == ENG_ARCH_GEMMA2 || m->arch == ENG_ARCH_GEMMA3;
@@ -985,7 +987,7 @@ static int load_hparams(const gguf_file *f, eng_model *m, eng_error *err)
     m->info.n_ctx_train = n_ctx ? (int)(n_ctx > (1u << 24) ? (1u << 24) : n_ctx) : 2048;
     m->n_rot = n_rot;
     m->rope_neox = m->arch == ENG_ARCH_QWEN2 || m->arch == ENG_ARCH_QWEN3 ||
-                   m->arch == ENG_ARCH_PHI3 || gemma;
+                   m->arch == ENG_ARCH_PHI3 || m->arch == ENG_ARCH_EXAONE || gemma;
     /* RoPE scaling as llama.cpp reads it: the factor divides positions for
      * every type but none (linear, the type a file that names none has,
      * and longrope); yarn ramps between that and no scaling (Qwen's long

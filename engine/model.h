@@ -27,6 +27,7 @@ typedef enum eng_arch {
     ENG_ARCH_SMOLLM3, /* llama's layers, every fourth without RoPE (NoPE) */
     ENG_ARCH_GRANITE, /* llama's layers, embeddings, residual branches, scores and logits
                        * scaled by the file's factors */
+    ENG_ARCH_EXAONE,  /* EXAONE 3.x: llama's layers, NEOX RoPE */
 } eng_arch;
 
 typedef struct eng_layer {

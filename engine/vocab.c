@@ -139,6 +139,7 @@ static const struct pre_alias {
     { "starcoder", "smollm" },
     { "command-r", "smollm" },
     { "codeshell", "smollm" },
+    { "exaone", "smollm" },
 };
 
 static const struct pre_def *pre_find(const char *name) {

@@ -797,9 +797,54 @@ static void test_smollm3_granite(void) {
     }
 }
 
+/* EXAONE 3.5 and Granite 3.0 (their GGUFs' templates): jinja2's renderings */
+static void test_exaone_granite30(void) {
+    size_t len;
+    char *t = read_template("exaone3.5", &len);
+    eng_chat_info info;
+    eng_chat_detect(t, len, &info);
+    CHECK(info.kind == ENG_CHAT_EXAONE && !info.tools && !info.think_switch);
+    free(t);
+    eng_chat_msg user[] = {{.role = "user", .content = "Hi"}};
+    check_render(&info, user, 1, true, "[|system|][|endofturn|]\n[|user|]Hi\n[|assistant|]");
+    eng_chat_msg sys[] = {{.role = "system", .content = "S"}, {.role = "user", .content = "U"},
+                          {.role = "assistant", .content = "A"}, {.role = "user", .content = "V"}};
+    check_render(&info, sys, 4, true,
+                 "[|system|]S[|endofturn|]\n[|user|]U\n[|assistant|]A[|endofturn|]\n[|user|]V\n"
+                 "[|assistant|]");
+    eng_chat_msg tool[] = {{.role = "user", .content = "U"}, {.role = "assistant", .content = "A"},
+                           {.role = "tool", .content = "T"}};
+    check_render(&info, tool, 3, false,
+                 "[|system|][|endofturn|]\n[|user|]U\n[|assistant|]A[|endofturn|]\n"
+                 "[|tool|]T[|endofturn|]\n");
+
+    t = read_template("granite3.0", &len);
+    eng_chat_detect(t, len, &info);
+    CHECK(info.kind == ENG_CHAT_GRANITE && info.granite30 && !info.tools);
+    free(t);
+    check_render(&info, user, 1, true,
+                 "<|start_of_role|>user<|end_of_role|>Hi<|end_of_text|>\n"
+                 "<|start_of_role|>assistant<|end_of_role|>");
+    /* roles it does not know print nothing; tool_response does */
+    eng_chat_msg roles[] = {{.role = "system", .content = "S"}, {.role = "user", .content = "U"},
+                            {.role = "assistant", .content = "A"}, {.role = "tool", .content = "T"},
+                            {.role = "tool_response", .content = "R"}};
+    check_render(&info, roles, 5, true,
+                 "<|start_of_role|>system<|end_of_role|>S<|end_of_text|>\n"
+                 "<|start_of_role|>user<|end_of_role|>U<|end_of_text|>\n"
+                 "<|start_of_role|>assistant<|end_of_role|>A<|end_of_text|>\n"
+                 "<|start_of_role|>tool_response<|end_of_role|>R<|end_of_text|>\n"
+                 "<|start_of_role|>assistant<|end_of_role|>");
+    eng_chat_msg call[] = {{.role = "user", .content = "U"}, {.role = "assistant_tool_call", .content = "C"}};
+    check_render(&info, call, 2, false,
+                 "<|start_of_role|>user<|end_of_role|>U<|end_of_text|>\n"
+                 "<|start_of_role|>assistant<|end_of_role|><|tool_call|>C<|end_of_text|>\n");
+}
+
 int main(void) {
     test_smollm2();
     test_smollm3_granite();
+    test_exaone_granite30();
     test_qwen();
     test_qwen3();
     test_llama3();

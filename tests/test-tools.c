@@ -299,8 +299,8 @@ int main(int argc, char **argv)
 
     check_deepseek_r1();
 
-    /* SmolLM3 and Granite 3.x files: their layers, their templates (the
-     * reasoning switch SmolLM3's reads), a chat answered */
+    /* SmolLM3, Granite 3.x and EXAONE 3.5 files: their layers, their
+     * templates (the reasoning switch SmolLM3's reads), a chat answered */
     static const struct {
         const char *shape, *tmpl, *head;
         eng_chat_template kind;
@@ -309,6 +309,9 @@ int main(int argc, char **argv)
         { "tiny-smollm3", "smollm3", "<|im_start|>system\n## Metadata\n", ENG_CHAT_CHATML, true },
         { "tiny-granite", "granite3.3", "<|start_of_role|>system<|end_of_role|>Knowledge Cutoff",
           ENG_CHAT_GRANITE, false },
+        { "tiny-granite", "granite3.0", "<|start_of_role|>user<|end_of_role|>Name", ENG_CHAT_GRANITE,
+          false },
+        { "tiny-exaone", "exaone3.5", "[|system|][|endofturn|]\n[|user|]Name", ENG_CHAT_EXAONE, false },
     };
     for (size_t i = 0; i < sizeof(fam) / sizeof(fam[0]); i++) {
         char fp[32];

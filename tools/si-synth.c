@@ -102,6 +102,10 @@ static const shape shapes[] = {
      * pattern under the name Granite 3.x files give it */
     {"tiny-granite", "granite", "refact", "Synthetic Tiny Granite", 3, 64, 192, 4, 2, 320, 4096,
      10000.0f, 1e-5f, false, false, true, VOCAB_SMOL, 3, 0, false, false, 0, 0.0f, {0, 0}, 0, 0},
+    /* exaone (3.x): llama's layers with NEOX RoPE and Llama 3's frequency
+     * factors (EXAONE 3.5's files carry them), under its pre-tokenizer's name */
+    {"tiny-exaone", "exaone", "exaone", "Synthetic Tiny EXAONE", 2, 64, 192, 4, 2, 320, 4096,
+     1000000.0f, 1e-5f, false, true, true, VOCAB_SMOL, 3, 0, false, false, 0, 0.0f, {0, 0}, 0, 0},
     /* rows of 256 and 512, whole blocks of the 256-element K and IQ4_XS
      * formats, so that a file of those types uses them in every matrix */
     {"tiny-k", "llama", "smollm", "Synthetic Tiny K", 2, 256, 512, 4, 2, 320, 2048, 10000.0f, 1e-5f,
