@@ -871,20 +871,20 @@ static int granite_scales(const gguf_file *f, const char *arch, eng_model *m, fl
                           eng_error *err)
 {
     const char *keys[] = { "embedding_scale", "residual_scale", "attention.scale", "logit_scale" };
+    char key[128];
     float v[4];
     for (int i = 0; i < 4; i++) {
-        int r = get_f32_arch(f, arch, keys[i], i == 3 ? -1.0f : 0.0f, &v[i], err);
+        snprintf(key, sizeof(key), "%s.%s", arch, keys[i]);
+        if (i == 3 && gguf_find_key(f, key) < 0)
+            return eng__set_err(err, -EINVAL, "metadata '%s' is missing", key);
+        int r = get_f32_arch(f, arch, keys[i], 0.0f, &v[i], err);
         if (r < 0)
             return r;
-        if (i == 3 && v[i] == -1.0f)
-            return eng__set_err(err, -EINVAL, "metadata '%s.%s' is missing", arch, keys[i]);
         if (!(v[i] >= 0.0f && v[i] <= 1e6f) || (i == 3 && v[i] == 0.0f))
-            return eng__set_err(err, -EINVAL, "metadata '%s.%s' = %g is out of range", arch,
-                                keys[i], v[i]);
+            return eng__set_err(err, -EINVAL, "metadata '%s' = %g is out of range", key, v[i]);
     }
     /* rope.scaling.finetuned false: no layer rotates (llama.cpp's
      * rope_pattern for this family) */
-    char key[128];
     bool rot = true;
     snprintf(key, sizeof(key), "%s.rope.scaling.finetuned", arch);
     int r = gguf_get_bool(f, key, &rot);
