@@ -866,18 +866,28 @@ static void special_text(const eng_vocab *v, int32_t id, char *buf, size_t cap)
  * token embeddings times embedding_scale, the attention's and the FFN's
  * outputs times residual_scale before they join x, the scores times
  * attention.scale (in place of 1/sqrt(head_dim)), the logits divided by
- * logit_scale (required); an absent or zero optional one is 1. */
+ * logit_scale (required); an absent or zero optional one is 1. MiniCPM
+ * runs the same layers (llama.cpp: Granite's graph) with the first two
+ * and the last only, absent ones MiniCPM's own: scale_emb 12, scale_depth
+ * 1.4 / sqrt(n_layer), hidden_size / dim_model_base (256), the values its
+ * converter writes. (llama.cpp's default for the last is the inverse,
+ * 256 / n_embd, which scales the logits the other way; only files older
+ * than the keys lack them.) */
 static int granite_scales(const gguf_file *f, const char *arch, eng_model *m, float mscale,
                           eng_error *err)
 {
+    const bool cpm = m->arch == ENG_ARCH_MINICPM;
     const char *keys[] = { "embedding_scale", "residual_scale", "attention.scale", "logit_scale" };
+    const float def[] = { cpm ? 12.0f : 0.0f, cpm ? 1.4f / sqrtf((float)m->info.n_layer) : 0.0f, 0.0f,
+                          cpm ? (float)m->info.n_embd / 256.0f : 0.0f };
     char key[128];
     float v[4];
     for (int i = 0; i < 4; i++) {
         snprintf(key, sizeof(key), "%s.%s", arch, keys[i]);
-        if (i == 3 && gguf_find_key(f, key) < 0)
+        if (i == 3 && !cpm && gguf_find_key(f, key) < 0)
             return eng__set_err(err, -EINVAL, "metadata '%s' is missing", key);
-        int r = get_f32_arch(f, arch, keys[i], 0.0f, &v[i], err);
+        v[i] = def[i];
+        int r = cpm && i == 2 ? 0 : get_f32_arch(f, arch, keys[i], def[i], &v[i], err);
         if (r < 0)
             return r;
         if (!(v[i] >= 0.0f && v[i] <= 1e6f) || (i == 3 && v[i] == 0.0f))
@@ -887,7 +897,7 @@ static int granite_scales(const gguf_file *f, const char *arch, eng_model *m, fl
      * rope_pattern for this family) */
     bool rot = true;
     snprintf(key, sizeof(key), "%s.rope.scaling.finetuned", arch);
-    int r = gguf_get_bool(f, key, &rot);
+    int r = cpm ? -ENOENT : gguf_get_bool(f, key, &rot); /* MiniCPM: always RoPE */
     if (r < 0 && r != -ENOENT)
         return eng__set_err(err, -EINVAL, "metadata '%s' is not a valid boolean", key);
     m->nope_step = rot ? 0 : 1;
@@ -930,10 +940,12 @@ static int load_hparams(const gguf_file *f, eng_model *m, eng_error *err)
         m->arch = ENG_ARCH_GRANITE;
     else if (!strcmp(arch, "exaone"))
         m->arch = ENG_ARCH_EXAONE;
+    else if (!strcmp(arch, "minicpm"))
+        m->arch = ENG_ARCH_MINICPM;
     else
         return eng__set_err(err, -ENOTSUP,
                             "unsupported architecture '%s' (supported: llama, qwen2, qwen3, phi3, "
-                            "gemma, gemma2, gemma3, smollm3, granite, exaone)", arch);
+                            "gemma, gemma2, gemma3, smollm3, granite, exaone, minicpm)", arch);
     /* what every Gemma has (GeGLU, scaled embeddings, NEOX), and what
      * Gemma 2 and 3 add (local layers, norms after attention and FFN) */
     const bool g23 = m->arch == ENG_ARCH_GEMMA2 || m->arch == ENG_ARCH_GEMMA3;
@@ -1077,7 +1089,8 @@ static int load_hparams(const gguf_file *f, eng_model *m, eng_error *err)
         m->attn_scale = mscale * mscale / sqrtf((float)(n_embd / n_head));
     m->embd_scale = gemma ? sqrtf((float)n_embd) : 0.0f;
     m->nope_step = m->arch == ENG_ARCH_SMOLLM3 ? 4 : 0; /* as llama.cpp, not from the file */
-    if (m->arch == ENG_ARCH_GRANITE && (r = granite_scales(f, arch, m, mscale, err)) < 0)
+    if ((m->arch == ENG_ARCH_GRANITE || m->arch == ENG_ARCH_MINICPM) &&
+        (r = granite_scales(f, arch, m, mscale, err)) < 0)
         return r;
     /* soft-capping: Gemma 2's (50 for scores, 30 for logits when its file
      * names none, as llama.cpp), Gemma 3 derivatives' logits (Rnj-1);

@@ -28,6 +28,7 @@ typedef enum eng_arch {
     ENG_ARCH_GRANITE, /* llama's layers, embeddings, residual branches, scores and logits
                        * scaled by the file's factors */
     ENG_ARCH_EXAONE,  /* EXAONE 3.x: llama's layers, NEOX RoPE */
+    ENG_ARCH_MINICPM, /* granite's multipliers (defaults where absent), always RoPE */
 } eng_arch;
 
 typedef struct eng_layer {

@@ -7,7 +7,8 @@
  * gemma2 (soft-capped scores and logits, every other layer local) and
  * gemma (1: GeGLU and scaled embeddings on Llama's layers), smollm3 (NoPE
  * layers), granite (scaled embeddings, residual branches, scores and
- * logits), exaone (NEOX RoPE with Llama 3's factors), and the block formats
+ * logits), exaone (NEOX RoPE with Llama 3's factors), minicpm (granite's
+ * with MiniCPM's three multipliers), and the block formats
  * (Q2_K to Q6_K, IQ4_NL, IQ4_XS) on tiny-k,
  * on small synthetic models that si-synth writes
  * deterministically (seed 7, f16 weights). tests/data/synth-<shape>.logits
@@ -704,6 +705,7 @@ int main(int argc, char **argv)
     check_shape(argv[1], argv[2], "tiny-smollm3", 1024);
     check_shape(argv[1], argv[2], "tiny-granite", 320);
     check_shape(argv[1], argv[2], "tiny-exaone", 320); /* NEOX pairs, Llama 3's factors */
+    check_shape(argv[1], argv[2], "tiny-minicpm", 320); /* granite's layers, MiniCPM's keys */
     check_shape_kv(argv[1], argv[2], "tiny-granite", "granite.rope.scaling.finetuned=bool:0",
                    "tiny-granite-nope", 320);
     check_rot(argv[1], "tiny-phi4", "q8_0", ENG_DTYPE_Q8_0);

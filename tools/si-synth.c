@@ -106,6 +106,10 @@ static const shape shapes[] = {
      * factors (EXAONE 3.5's files carry them), under its pre-tokenizer's name */
     {"tiny-exaone", "exaone", "exaone", "Synthetic Tiny EXAONE", 2, 64, 192, 4, 2, 320, 4096,
      1000000.0f, 1e-5f, false, true, true, VOCAB_SMOL, 3, 0, false, false, 0, 0.0f, {0, 0}, 0, 0},
+    /* minicpm: granite's layers with MiniCPM's three multipliers (its
+     * converter's keys, written below) */
+    {"tiny-minicpm", "minicpm", "smollm", "Synthetic Tiny MiniCPM", 3, 64, 192, 4, 2, 320, 4096,
+     10000.0f, 1e-5f, false, false, true, VOCAB_SMOL, 3, 0, false, false, 0, 0.0f, {0, 0}, 0, 0},
     /* rows of 256 and 512, whole blocks of the 256-element K and IQ4_XS
      * formats, so that a file of those types uses them in every matrix */
     {"tiny-k", "llama", "smollm", "Synthetic Tiny K", 2, 256, 512, 4, 2, 320, 2048, 10000.0f, 1e-5f,
@@ -862,6 +866,11 @@ int main(int argc, char **argv)
     if (sh->rope_linear > 0.0f) {
         CHECK(gguf_writer_set_str(w, KEY("rope.scaling.type"), "linear"));
         CHECK(gguf_writer_set_f32(w, KEY("rope.scaling.factor"), sh->rope_linear));
+    }
+    if (!strcmp(arch, "minicpm")) { /* scale_emb, scale_depth / sqrt(layers), n_embd / 256 */
+        CHECK(gguf_writer_set_f32(w, KEY("embedding_scale"), 12.0f));
+        CHECK(gguf_writer_set_f32(w, KEY("residual_scale"), 1.4f / sqrtf((float)sh->n_layer)));
+        CHECK(gguf_writer_set_f32(w, KEY("logit_scale"), (float)sh->n_embd / 256.0f));
     }
     if (!strcmp(arch, "granite")) { /* Granite 3.x 2B's are 12, 0.22, 1/64 and 8 */
         CHECK(gguf_writer_set_f32(w, KEY("embedding_scale"), 12.0f));
