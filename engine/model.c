@@ -862,24 +862,24 @@ static void special_text(const eng_vocab *v, int32_t id, char *buf, size_t cap)
     buf[k > 0 && (size_t)k < cap ? k : 0] = '\0';
 }
 
-/* Granite's multipliers, as llama.cpp reads them for this family: the
- * token embeddings times embedding_scale, the attention's and the FFN's
- * outputs times residual_scale before they join x, the scores times
- * attention.scale (in place of 1/sqrt(head_dim)), the logits divided by
- * logit_scale (required); an absent or zero optional one is 1. MiniCPM
+/* The multipliers of Granite's layers, as llama.cpp reads them for that
+ * family: the token embeddings times embedding_scale, the attention's and
+ * the FFN's outputs times residual_scale before they join x, the scores
+ * times attention.scale (in place of 1/sqrt(head_dim)), the logits
+ * divided by logit_scale (required); an absent or zero optional one is 1. MiniCPM
  * runs the same layers (llama.cpp: Granite's graph) with the first two
  * and the last only, absent ones MiniCPM's own: scale_emb 12, scale_depth
  * 1.4 / sqrt(n_layer), hidden_size / dim_model_base (256), the values its
  * converter writes. (llama.cpp's default for the last is the inverse,
  * 256 / n_embd, which scales the logits the other way; only files older
  * than the keys lack them.) */
-static int granite_scales(const gguf_file *f, const char *arch, eng_model *m, float mscale,
-                          eng_error *err)
+static int branch_scales(const gguf_file *f, const char *arch, eng_model *m, float mscale,
+                         eng_error *err)
 {
     const bool cpm = m->arch == ENG_ARCH_MINICPM;
     const char *keys[] = { "embedding_scale", "residual_scale", "attention.scale", "logit_scale" };
-    const float def[] = { cpm ? 12.0f : 0.0f, cpm ? 1.4f / sqrtf((float)m->info.n_layer) : 0.0f, 0.0f,
-                          cpm ? (float)m->info.n_embd / 256.0f : 0.0f };
+    const float def[] = { cpm ? 12.0f : 0.0f, cpm ? 1.4f / sqrtf((float)m->info.n_layer) : 0.0f,
+                          0.0f, cpm ? (float)m->info.n_embd / 256.0f : 0.0f };
     char key[128];
     float v[4];
     for (int i = 0; i < 4; i++) {
@@ -1090,7 +1090,7 @@ static int load_hparams(const gguf_file *f, eng_model *m, eng_error *err)
     m->embd_scale = gemma ? sqrtf((float)n_embd) : 0.0f;
     m->nope_step = m->arch == ENG_ARCH_SMOLLM3 ? 4 : 0; /* as llama.cpp, not from the file */
     if ((m->arch == ENG_ARCH_GRANITE || m->arch == ENG_ARCH_MINICPM) &&
-        (r = granite_scales(f, arch, m, mscale, err)) < 0)
+        (r = branch_scales(f, arch, m, mscale, err)) < 0)
         return r;
     /* soft-capping: Gemma 2's (50 for scores, 30 for logits when its file
      * names none, as llama.cpp), Gemma 3 derivatives' logits (Rnj-1);
