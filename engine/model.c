@@ -883,21 +883,23 @@ static int branch_scales(const gguf_file *f, const char *arch, eng_model *m, flo
     char key[128];
     float v[4];
     for (int i = 0; i < 4; i++) {
+        v[i] = def[i];
+        if (cpm && i == 2)
+            continue; /* MiniCPM's scores: 1/sqrt(head_dim) whatever the file says */
         snprintf(key, sizeof(key), "%s.%s", arch, keys[i]);
         if (i == 3 && !cpm && gguf_find_key(f, key) < 0)
             return eng__set_err(err, -EINVAL, "metadata '%s' is missing", key);
-        v[i] = def[i];
-        int r = cpm && i == 2 ? 0 : get_f32_arch(f, arch, keys[i], def[i], &v[i], err);
+        int r = get_f32_arch(f, arch, keys[i], def[i], &v[i], err);
         if (r < 0)
             return r;
         if (!(v[i] >= 0.0f && v[i] <= 1e6f) || (i == 3 && v[i] == 0.0f))
             return eng__set_err(err, -EINVAL, "metadata '%s' = %g is out of range", key, v[i]);
     }
-    /* rope.scaling.finetuned false: no layer rotates (llama.cpp's
-     * rope_pattern for this family) */
+    /* Granite's rope.scaling.finetuned false: no layer rotates (llama.cpp's
+     * rope_pattern for that family); MiniCPM always rotates */
     bool rot = true;
     snprintf(key, sizeof(key), "%s.rope.scaling.finetuned", arch);
-    int r = cpm ? -ENOENT : gguf_get_bool(f, key, &rot); /* MiniCPM: always RoPE */
+    const int r = cpm ? 0 : gguf_get_bool(f, key, &rot);
     if (r < 0 && r != -ENOENT)
         return eng__set_err(err, -EINVAL, "metadata '%s' is not a valid boolean", key);
     m->nope_step = rot ? 0 : 1;

@@ -710,6 +710,12 @@ static void test_spm_families(void) {
 #define SMOL3_NAME "You are a helpful AI assistant named SmolLM, trained by Hugging Face."
 #define EMPTY_THINK "<think>\n\n</think>\n"
 
+/* Conversations the newer families' tests render: one user message; a
+ * system message and two turns */
+static eng_chat_msg one_user[] = {{.role = "user", .content = "Hi"}};
+static eng_chat_msg sys_turns[] = {{.role = "system", .content = "S"}, {.role = "user", .content = "U"},
+                                   {.role = "assistant", .content = "A"}, {.role = "user", .content = "V"}};
+
 static void test_smollm3_granite(void) {
     size_t len;
     char *t = read_template("smollm3", &len);
@@ -722,7 +728,7 @@ static void test_smollm3_granite(void) {
     CHECK(eng_chat_split_reasoning(&info, answer, sizeof(answer) - 1, &th_off, &th_len, &c_off) == 0 &&
           th_len > 0 && !strncmp(answer + th_off, "hm", 2) && !strcmp(answer + c_off, "Yes."));
     free(t);
-    eng_chat_msg user[] = {{.role = "user", .content = "Hi"}};
+    eng_chat_msg *user = one_user;
     /* reasoning by default: the long instructions (their start and end) */
     char buf[4096];
     int n = eng_chat_render(&info, user, 1, NULL, ENG_CHAT_ADD_ASSISTANT, buf, sizeof(buf));
@@ -765,8 +771,7 @@ static void test_smollm3_granite(void) {
     eng_chat_detect(t, len, &info);
     CHECK(info.kind == ENG_CHAT_GRANITE && !info.tools && !info.think_switch);
     free(t);
-    eng_chat_msg sys[] = {{.role = "system", .content = "S"}, {.role = "user", .content = "U"},
-                          {.role = "assistant", .content = "A"}, {.role = "user", .content = "V"}};
+    eng_chat_msg *sys = sys_turns;
     check_render(&info, sys, 4, true,
                  "<|start_of_role|>system<|end_of_role|>S<|end_of_text|>\n"
                  "<|start_of_role|>user<|end_of_role|>U<|end_of_text|>\n"
@@ -805,11 +810,9 @@ static void test_exaone_granite30(void) {
     eng_chat_detect(t, len, &info);
     CHECK(info.kind == ENG_CHAT_EXAONE && !info.tools && !info.think_switch);
     free(t);
-    eng_chat_msg user[] = {{.role = "user", .content = "Hi"}};
+    eng_chat_msg *user = one_user;
     check_render(&info, user, 1, true, "[|system|][|endofturn|]\n[|user|]Hi\n[|assistant|]");
-    eng_chat_msg sys[] = {{.role = "system", .content = "S"}, {.role = "user", .content = "U"},
-                          {.role = "assistant", .content = "A"}, {.role = "user", .content = "V"}};
-    check_render(&info, sys, 4, true,
+    check_render(&info, sys_turns, 4, true,
                  "[|system|]S[|endofturn|]\n[|user|]U\n[|assistant|]A[|endofturn|]\n[|user|]V\n"
                  "[|assistant|]");
     eng_chat_msg tool[] = {{.role = "user", .content = "U"}, {.role = "assistant", .content = "A"},
