@@ -352,6 +352,14 @@ void eng_chat_detect(const char *tmpl, size_t len, eng_chat_info *ret_info) {
                 find_bytes(tmpl, len, "'<|user|>\\n' + message['content'] + eos_token")) &&
                find_bytes(tmpl, len, "'<|system|>") && find_bytes(tmpl, len, "{{ '<|assistant|>' }}")) {
         ret_info->kind = ENG_CHAT_ZEPHYR;
+    } else if ((find_bytes(tmpl, len, "'<|user|>\\n' + message['content'] + '\\n'") ||
+                find_bytes(tmpl, len, "'<|user|>\n' + message['content'] + '\n'")) &&
+               (find_bytes(tmpl, len, "+ message['content'] + eos_token + '\\n' }}") ||
+                find_bytes(tmpl, len, "+ message['content'] + eos_token + '\n' }}")) &&
+               (find_bytes(tmpl, len, "{{ '<|assistant|>\\n' }}") ||
+                find_bytes(tmpl, len, "{{ '<|assistant|>\n' }}"))) {
+        ret_info->kind = ENG_CHAT_TULU; /* Tulu 3, OLMo 2 (with bos_token) */
+        ret_info->tulu_bos = find_bytes(tmpl, len, "{{ bos_token }}") != NULL;
     } else if (find_bytes(tmpl, len, "'<|user|>' + '\\n' + message['content'] + '<|end|>' + '\\n' + '<|assistant|>' + '\\n'")) {
         ret_info->kind = ENG_CHAT_PHI3;
         ret_info->phi3_legacy = true;
@@ -396,6 +404,12 @@ void eng_chat_detect(const char *tmpl, size_t len, eng_chat_info *ret_info) {
                !find_bytes(tmpl, len, "Knowledge Cutoff") && !find_bytes(tmpl, len, "<tool_call>")) {
         ret_info->kind = ENG_CHAT_GRANITE; /* 3.0 */
         ret_info->granite30 = true;
+    } else if (find_bytes(tmpl, len, "[|system|]") && find_bytes(tmpl, len, "[|assistant|]") &&
+               find_bytes(tmpl, len, "[|endofturn|]") && find_bytes(tmpl, len, "[|tool|]")) {
+        /* EXAONE 4.0: llama.cpp's test of its template (a tool role), and
+         * its rendering (render_exaone4) */
+        ret_info->kind = ENG_CHAT_EXAONE;
+        ret_info->exaone4 = true;
     } else if (find_bytes(tmpl, len, "'[|system|][|endofturn|]") &&
                find_bytes(tmpl, len, "'[|' + message['role'] + '|]' + message['content']")) {
         ret_info->kind = ENG_CHAT_EXAONE;
@@ -470,6 +484,59 @@ static void out_trimmed(outbuf *o, const char *c) {
     for (size_t l; (l = py_space(c, n, false)) > 0;)
         c += l, n -= l;
     out_put(o, c, rstrip_len(c, n));
+}
+
+/* Tulu 3 and OLMo 2: system and user turns end with "\n", an answer with
+ * eos_token (and "\n" unless it is the last message); other roles print
+ * nothing; the assistant's header follows the last message only (none for
+ * an empty conversation), as the template's loop prints it. */
+static void render_tulu(const eng_chat_info *info, const eng_chat_msg *msgs, size_t n_msgs,
+                        bool add_assistant, outbuf *o) {
+    if (info->tulu_bos)
+        out_str(o, info->bos);
+    for (size_t i = 0; i < n_msgs; i++) {
+        const char *role = msgs[i].role;
+        if (!strcmp(role, "system") || !strcmp(role, "user")) {
+            out_str(o, role[0] == 's' ? "<|system|>\n" : "<|user|>\n");
+            out_str(o, msgs[i].content);
+            out_str(o, "\n");
+        } else if (!strcmp(role, "assistant")) {
+            out_str(o, "<|assistant|>\n");
+            out_str(o, msgs[i].content);
+            out_str(o, info->eos);
+            if (i + 1 < n_msgs)
+                out_str(o, "\n");
+        }
+        if (i + 1 == n_msgs && add_assistant)
+            out_str(o, "<|assistant|>\n");
+    }
+}
+
+/* EXAONE 4.0 as llama.cpp renders it without its Jinja engine: each turn
+ * trimmed (C's isspace), after its role's marker; turns other than the
+ * user's end with [|endofturn|]; other roles are left out. */
+static void render_exaone4(const eng_chat_msg *msgs, size_t n_msgs, bool add_assistant, outbuf *o) {
+    static const char *const roles[] = { "system", "user", "assistant", "tool" };
+    for (size_t i = 0; i < n_msgs; i++) {
+        size_t r = 0;
+        while (r < 4 && strcmp(msgs[i].role, roles[r]))
+            r++;
+        if (r == 4)
+            continue;
+        const char *c = msgs[i].content;
+        size_t n = strlen(c);
+        while (n > 0 && is_space(*c))
+            c++, n--;
+        while (n > 0 && is_space(c[n - 1]))
+            n--;
+        out_str(o, "[|");
+        out_str(o, roles[r]);
+        out_str(o, "|]");
+        out_put(o, c, n);
+        out_str(o, r == 1 ? "\n" : "[|endofturn|]\n");
+    }
+    if (add_assistant)
+        out_str(o, "[|assistant|]");
 }
 
 /* The bytes of [s, s + n) without leading (lead) or trailing newlines:
@@ -1028,6 +1095,10 @@ int eng_chat_render(const eng_chat_info *info, const eng_chat_msg *msgs, size_t 
             return r;
     } else if (info->kind == ENG_CHAT_GRANITE) {
         render_granite(info, msgs, n_msgs, add_assistant, &o);
+    } else if (info->kind == ENG_CHAT_TULU) {
+        render_tulu(info, msgs, n_msgs, add_assistant, &o);
+    } else if (info->kind == ENG_CHAT_EXAONE && info->exaone4) {
+        render_exaone4(msgs, n_msgs, add_assistant, &o);
     } else if (info->kind == ENG_CHAT_EXAONE) {
         for (size_t i = 0; i < n_msgs; i++) {
             if (i == 0 && strcmp(msgs[0].role, "system") != 0)

@@ -28,6 +28,8 @@ typedef struct eng_chat_info {
     bool r1_think;     /* DeepSeek-R1: the prompt opens the reasoning ("<think>\n") */
     bool r1_strip;     /* DeepSeek-R1: an earlier answer's reasoning left out */
     bool smollm3;      /* ChatML under SmolLM3's metadata header (render_smollm3) */
+    bool tulu_bos;     /* Tulu 3 / OLMo 2: the template prints bos_token first */
+    bool exaone4;      /* EXAONE 4.0: llama.cpp's rendering (tool turns, trimmed) */
     bool granite30;    /* Granite 3.0: no default system prompt, some roles only */
     /* the texts of bos_token and eos_token, which Llama 2, Mistral and
      * Zephyr templates print (the loader fills them from the vocabulary) */

@@ -215,7 +215,8 @@ typedef enum eng_chat_template {
     ENG_CHAT_GEMMA,   /* Gemma 3: <start_of_turn>user ... <end_of_turn> */
     ENG_CHAT_DEEPSEEK_R1, /* DeepSeek-R1 distills: <｜User｜> ... <｜Assistant｜><think> */
     ENG_CHAT_GRANITE, /* Granite 3.x: <|start_of_role|>user<|end_of_role|> ... <|end_of_text|> */
-    ENG_CHAT_EXAONE,  /* EXAONE 3.x: [|user|] ... [|assistant|] ... [|endofturn|] */
+    ENG_CHAT_EXAONE,  /* EXAONE 3.x: [|user|] ... [|assistant|] ... [|endofturn|]; 4.0 */
+    ENG_CHAT_TULU,    /* Tulu 3, OLMo 2: <|user|>\n ... \n<|assistant|>\n ... eos */
 } eng_chat_template;
 
 eng_chat_template eng_model_chat_template(const eng_model *model);

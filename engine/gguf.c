@@ -873,6 +873,25 @@ int gguf_get_arr_i32(const gguf_file *f, const char *key, uint64_t i, int32_t *r
     return 0;
 }
 
+/* llama.cpp reads a bool array (a layer pattern) as integers: any
+ * non-zero element is true, of a bool array or an integer one. */
+int gguf_get_arr_bool(const gguf_file *f, const char *key, uint64_t i, bool *ret)
+{
+    int r = 0;
+    const struct gguf_kv *kv = arr_get(f, key, i, &r);
+    if (!kv)
+        return r;
+    if (kv->elem_type == GGUF_TYPE_BOOL) {
+        *ret = f->base[kv->off + i] != 0;
+        return 0;
+    }
+    int32_t v;
+    if ((r = gguf_get_arr_i32(f, key, i, &v)) < 0)
+        return r;
+    *ret = v != 0;
+    return 0;
+}
+
 int gguf_get_arr_f32(const gguf_file *f, const char *key, uint64_t i, float *ret)
 {
     int r = 0;

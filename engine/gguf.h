@@ -119,6 +119,8 @@ int gguf_get_arr_info(const gguf_file *file, const char *key, enum gguf_type *re
 int gguf_get_arr_str(const gguf_file *file, const char *key, uint64_t i, const char **ret, size_t *ret_len);
 int gguf_get_arr_i32(const gguf_file *file, const char *key, uint64_t i, int32_t *ret);
 int gguf_get_arr_f32(const gguf_file *file, const char *key, uint64_t i, float *ret);
+/* bool, or integer (non-zero: true) */
+int gguf_get_arr_bool(const gguf_file *file, const char *key, uint64_t i, bool *ret);
 
 /* ---- tensors ---- */
 size_t gguf_n_tensors(const gguf_file *file);

@@ -911,6 +911,43 @@ static int branch_scales(const gguf_file *f, const char *arch, eng_model *m, flo
     return 0;
 }
 
+/* Which layers are local (attend over the last n_swa positions), as
+ * llama.cpp reads attention.sliding_window_pattern: flags per layer (an
+ * array of bools or integers; layers past its end are global) or a period
+ * p, layer il local when il % p < p - 1 (0: every layer local). */
+static int load_swa_layers(const gguf_file *f, const char *arch, eng_model *m, uint32_t def,
+                           eng_error *err)
+{
+    const int n = m->info.n_layer;
+    if (!(m->swa_local = model_alloc(m, (size_t)n)))
+        return eng__set_err(err, -ENOMEM, "out of memory");
+    memset(m->swa_local, 0, (size_t)n);
+    char key[128];
+    snprintf(key, sizeof(key), "%s.attention.sliding_window_pattern", arch);
+    enum gguf_type et;
+    uint64_t len;
+    if (gguf_get_arr_info(f, key, &et, &len) == 0) {
+        if (len > (uint64_t)n)
+            return eng__set_err(err, -EINVAL, "metadata '%s' has %llu entries for %d layers", key,
+                                (unsigned long long)len, n);
+        for (uint64_t i = 0; i < len; i++) {
+            bool b;
+            if (gguf_get_arr_bool(f, key, i, &b) < 0)
+                return eng__set_err(err, -EINVAL, "metadata '%s'[%llu] is not a flag", key,
+                                    (unsigned long long)i);
+            m->swa_local[i] = b;
+        }
+        return 0;
+    }
+    uint32_t p;
+    int r = get_u32_arch(f, arch, "attention.sliding_window_pattern", false, def, &p, err);
+    if (r < 0)
+        return r;
+    for (int il = 0; il < n; il++)
+        m->swa_local[il] = p == 0 || (uint32_t)il % p < p - 1;
+    return 0;
+}
+
 static int load_hparams(const gguf_file *f, eng_model *m, eng_error *err)
 {
     const char *s;
@@ -944,10 +981,15 @@ static int load_hparams(const gguf_file *f, eng_model *m, eng_error *err)
         m->arch = ENG_ARCH_EXAONE;
     else if (!strcmp(arch, "minicpm"))
         m->arch = ENG_ARCH_MINICPM;
+    else if (!strcmp(arch, "olmo2"))
+        m->arch = ENG_ARCH_OLMO2;
+    else if (!strcmp(arch, "exaone4"))
+        m->arch = ENG_ARCH_EXAONE4;
     else
         return eng__set_err(err, -ENOTSUP,
                             "unsupported architecture '%s' (supported: llama, qwen2, qwen3, phi3, "
-                            "gemma, gemma2, gemma3, smollm3, granite, exaone, minicpm)", arch);
+                            "gemma, gemma2, gemma3, smollm3, granite, exaone, minicpm, olmo2, "
+                            "exaone4)", arch);
     /* what every Gemma has (GeGLU, scaled embeddings, NEOX), and what
      * Gemma 2 and 3 add (local layers, norms after attention and FFN) */
     const bool g23 = m->arch == ENG_ARCH_GEMMA2 || m->arch == ENG_ARCH_GEMMA3;
@@ -1000,8 +1042,16 @@ static int load_hparams(const gguf_file *f, eng_model *m, eng_error *err)
     m->info.head_dim = head_dim;
     m->info.n_ctx_train = n_ctx ? (int)(n_ctx > (1u << 24) ? (1u << 24) : n_ctx) : 2048;
     m->n_rot = n_rot;
+    /* olmo2 and exaone4: no pre-norms (their norms follow attention and
+     * the FFN), so nothing would scale q's rotated part: llama.cpp asserts
+     * that every dimension rotates */
+    const bool olmo = m->arch == ENG_ARCH_OLMO2, ex4 = m->arch == ENG_ARCH_EXAONE4;
+    if ((olmo || ex4) && n_rot != head_dim)
+        return eng__set_err(err, -ENOTSUP, "%s with %u of %u dimensions rotating is not supported",
+                            arch, n_rot, head_dim);
     m->rope_neox = m->arch == ENG_ARCH_QWEN2 || m->arch == ENG_ARCH_QWEN3 ||
-                   m->arch == ENG_ARCH_PHI3 || m->arch == ENG_ARCH_EXAONE || gemma;
+                   m->arch == ENG_ARCH_PHI3 || m->arch == ENG_ARCH_EXAONE || gemma || olmo || ex4;
+    m->qk_norm_full = olmo;
     /* RoPE scaling as llama.cpp reads it: the factor divides positions for
      * every type but none (linear, the type a file that names none has,
      * and longrope); yarn ramps between that and no scaling (Qwen's long
@@ -1058,31 +1108,30 @@ static int load_hparams(const gguf_file *f, eng_model *m, eng_error *err)
         mscale = 1.0f;
     }
     m->n_ctx_orig = orig > (1u << 24) ? 1 << 24 : (int)orig;
-    /* Phi-3's sliding window over every layer, Gemma 2's over every other
-     * layer, Gemma 3's over five layers of six (other families' GGUFs may
-     * carry one that llama.cpp does not use either) */
+    /* Phi-3's sliding window over every layer (a bound on the context),
+     * and local layers: Gemma 2's every other layer, Gemma 3's five of
+     * six, OLMo 3's three of four (where its file has a window), EXAONE
+     * 4's three of four in the 32B model (64 layers) only, as llama.cpp
+     * (other families' GGUFs may carry a window it does not use either) */
+    const bool ex4_swa = ex4 && n_layer == 64;
     uint32_t n_swa = 0;
-    if ((m->arch == ENG_ARCH_PHI3 || g23) &&
-        (r = get_u32_arch(f, arch, "attention.sliding_window", false, m->arch == ENG_ARCH_GEMMA2 ? 4096 : 0,
-                          &n_swa, err)) < 0)
+    if ((m->arch == ENG_ARCH_PHI3 || g23 || olmo || ex4_swa) &&
+        (r = get_u32_arch(f, arch, "attention.sliding_window", false,
+                          m->arch == ENG_ARCH_GEMMA2 || ex4_swa ? 4096 : 0, &n_swa, err)) < 0)
         return r;
     m->n_swa = n_swa > (1u << 24) ? 1 << 24 : (int)n_swa; /* beyond any context: no cut */
-    /* Gemma's layout of local layers and their RoPE base, as llama.cpp
-     * sets them, or as the file says (a per-layer array is refused) */
-    m->swa_pattern = m->arch == ENG_ARCH_GEMMA2 ? 2 : 6;
+    if (m->n_swa > 0 && m->arch != ENG_ARCH_PHI3 &&
+        (r = load_swa_layers(f, arch, m, m->arch == ENG_ARCH_GEMMA2 ? 2 : g23 ? 6 : 4, err)) < 0)
+        return r;
+    /* Gemma's local layers' RoPE base, as llama.cpp sets it or as the
+     * file says (OLMo 3's and EXAONE 4's layers all take rope.freq_base) */
     m->rope_base_swa = m->arch == ENG_ARCH_GEMMA3 ? 10000.0f : m->rope_freq_base;
-    if (g23) {
-        uint32_t pat;
-        if ((r = get_u32_arch(f, arch, "attention.sliding_window_pattern", false,
-                              (uint32_t)m->swa_pattern, &pat, err)) < 0 ||
-            (r = get_f32_arch(f, arch, "rope.freq_base_swa", m->rope_base_swa, &m->rope_base_swa,
-                              err)) < 0)
-            return r;
-        if (pat == 0 || pat > 1024 || m->rope_base_swa <= 0.0f)
-            return eng__set_err(err, -EINVAL, "sliding_window_pattern %u or rope.freq_base_swa %g "
-                                "out of range", pat, m->rope_base_swa);
-        m->swa_pattern = (int)pat;
-    }
+    if (g23 && (r = get_f32_arch(f, arch, "rope.freq_base_swa", m->rope_base_swa,
+                                 &m->rope_base_swa, err)) < 0)
+        return r;
+    if (!(m->rope_base_swa > 0.0f))
+        return eng__set_err(err, -EINVAL, "rope.freq_base_swa %g is not positive",
+                            m->rope_base_swa);
     /* Gemma: scores scaled by 1/sqrt(head_dim), but the 27B models'
      * (Gemma 2: 46 layers, Gemma 3: 62) by 1/sqrt(n_embd / n_head), as
      * Google's reference and llama.cpp */
@@ -1205,8 +1254,11 @@ static int load_weights(loader *ld, const eng_plan *plan)
         eng_layer *L = &m->layers[il];
         char name[96];
 #define NAME(suffix) (snprintf(name, sizeof(name), "blk.%d." suffix, il), name)
-        if ((r = load_vec(ld, NAME("attn_norm.weight"), E, true, &L->attn_norm)) < 0 ||
-            (r = load_vec(ld, NAME("ffn_norm.weight"), E, true, &L->ffn_norm)) < 0)
+        /* olmo2 and exaone4 normalise after each block, not before */
+        const bool post_only = m->arch == ENG_ARCH_OLMO2 || m->arch == ENG_ARCH_EXAONE4;
+        if (!post_only &&
+            ((r = load_vec(ld, NAME("attn_norm.weight"), E, true, &L->attn_norm)) < 0 ||
+             (r = load_vec(ld, NAME("ffn_norm.weight"), E, true, &L->ffn_norm)) < 0))
             return r;
         /* biases no family here has: refused rather than left out */
         static const char *const no_bias[] = { "attn_output", "ffn_gate", "ffn_up", "ffn_down" };
@@ -1233,7 +1285,8 @@ static int load_weights(loader *ld, const eng_plan *plan)
         /* partial rotation under an attn_factor: q's rotated dimensions
          * scaled by its square, in q's norm where it has one (the norm
          * would undo a scaled row), else in W_q's rows and q's bias */
-        const bool qk_norm = m->arch == ENG_ARCH_QWEN3 || m->arch == ENG_ARCH_GEMMA3;
+        const bool qk_norm = m->arch == ENG_ARCH_QWEN3 || m->arch == ENG_ARCH_GEMMA3 ||
+                             m->arch == ENG_ARCH_EXAONE4;
         const float qs = m->q_rot_scale;
         const uint32_t rot_p = qs != 1.0f ? (uint32_t)hd : 0, rot_n = (uint32_t)m->n_rot;
         if (qs != 1.0f && !qk_norm)
@@ -1245,24 +1298,34 @@ static int load_weights(loader *ld, const eng_plan *plan)
             (r = load_vec(ld, NAME("attn_v.bias"), (uint64_t)Hkv * hd, need_bias, &L->bv)) < 0)
             return r;
         const bool g23 = m->arch == ENG_ARCH_GEMMA2 || m->arch == ENG_ARCH_GEMMA3;
+        /* olmo2: one norm over all of q, one over all of k */
+        if (m->qk_norm_full &&
+            ((r = load_vec(ld, NAME("attn_q_norm.weight"), (uint64_t)H * hd, true,
+                           &L->q_norm)) < 0 ||
+             (r = load_vec(ld, NAME("attn_k_norm.weight"), (uint64_t)Hkv * hd, true,
+                           &L->k_norm)) < 0))
+            return r;
         if (qk_norm &&
             ((r = load_vec_rot(ld, NAME("attn_q_norm.weight"), (uint64_t)hd, true, rot_p, rot_n, qs,
                                &L->q_norm)) < 0 ||
              (r = load_vec(ld, NAME("attn_k_norm.weight"), (uint64_t)hd, true, &L->k_norm)) < 0))
             return r;
-        if (g23 &&
+        if ((g23 || post_only) &&
             ((r = load_vec(ld, NAME("post_attention_norm.weight"), E, true, &L->attn_post_norm)) < 0 ||
              (r = load_vec(ld, NAME("post_ffw_norm.weight"), E, true, &L->ffn_post_norm)) < 0))
             return r;
-        /* Gemma 2: a local layer (a window) before each global one; Gemma
-         * 3: five local layers (a window, RoPE base 10000, no scaling) for
-         * each global one */
-        const bool local = g23 && m->n_swa > 0 && il % m->swa_pattern < m->swa_pattern - 1;
-        const bool g3local = local && m->arch == ENG_ARCH_GEMMA3;
+        /* local layers (a window): Gemma 2's and 3's, whose RoPE base may
+         * differ; Gemma 3's and OLMo 3's rotate unscaled (OLMo 3's without
+         * YaRN's mscale too); EXAONE 4's global layers do not rotate */
+        const bool local = m->swa_local && m->swa_local[il];
+        const bool unscaled = local && (m->arch == ENG_ARCH_GEMMA3 || m->arch == ENG_ARCH_OLMO2);
         L->window = local ? m->n_swa : 0;
-        L->nope = m->nope_step > 0 && (il + 1) % m->nope_step == 0;
+        L->nope = (m->nope_step > 0 && (il + 1) % m->nope_step == 0) ||
+                  (m->arch == ENG_ARCH_EXAONE4 && m->swa_local && !local);
         L->rope_base = local ? m->rope_base_swa : m->rope_freq_base;
-        L->rope_freqs = g3local ? NULL : m->rope_freqs_scaled ? m->rope_freqs_scaled
+        L->attn_scale = local && m->arch == ENG_ARCH_OLMO2 ? 1.0f / sqrtf((float)hd)
+                                                           : m->attn_scale;
+        L->rope_freqs = unscaled ? NULL : m->rope_freqs_scaled ? m->rope_freqs_scaled
                                        : m->rope_short      ? m->rope_short /* sessions may take long */
                                                             : m->rope_freqs;
 #undef NAME
@@ -2174,7 +2237,6 @@ static void forward_ops(eng_session *s, int n, int first, float *out, int32_t *a
     const int hd = m->info.head_dim;
     const int pos0 = s->n_past;
     const size_t kvd = (size_t)Hkv * hd;
-    const float scale = m->attn_scale;
     const bool want_act = eng__select_wants_act(s);
     const bool host = op->host_memory;
     const bool pf = n == 1 && op->prefetch; /* decode: hint what comes */
@@ -2195,7 +2257,17 @@ static void forward_ops(eng_session *s, int n, int first, float *out, int32_t *a
         const float *b3[3] = { L->bq, L->bk, L->bv };
         float *y3[3] = { s->q, s->k, s->v };
         const bool same = L->wk.cols == L->wq.cols && L->wv.cols == L->wq.cols;
-        if (n == 1 && op->norm_matmul3 && same) {
+        if (!L->attn_norm) { /* olmo2, exaone4: no norm before a block, x as it is */
+            if (pending)
+                op->add(be, s->x, pending, (long)n * E);
+            if (op->matmul3 && same) {
+                op->matmul3(be, w3, b3, s->x, y3, n);
+            } else {
+                op->matmul(be, &L->wq, L->bq, s->x, s->q, n);
+                op->matmul(be, &L->wk, L->bk, s->x, s->k, n);
+                op->matmul(be, &L->wv, L->bv, s->x, s->v, n);
+            }
+        } else if (n == 1 && op->norm_matmul3 && same) {
             /* decode: the norm and q, k, v in one call (a GPU: one kernel) */
             op->norm_matmul3(be, s->x, pending, L->attn_norm, m->rms_eps, s->xn, w3, b3, y3);
         } else {
@@ -2213,7 +2285,11 @@ static void forward_ops(eng_session *s, int n, int first, float *out, int32_t *a
             }
         }
         pending = NULL;
-        if (L->q_norm) {
+        if (L->q_norm && m->qk_norm_full) {
+            /* olmo2: each token's q and k RMS-normalised whole */
+            op->rmsnorm(be, s->q, L->q_norm, s->q, n, H * hd, m->rms_eps);
+            op->rmsnorm(be, s->k, L->k_norm, s->k, n, Hkv * hd, m->rms_eps);
+        } else if (L->q_norm) {
             /* qwen3, gemma3: each head of q and k RMS-normalised (rows of hd) */
             op->rmsnorm(be, s->q, L->q_norm, s->q, n * H, hd, m->rms_eps);
             op->rmsnorm(be, s->k, L->k_norm, s->k, n * Hkv, hd, m->rms_eps);
@@ -2249,10 +2325,10 @@ static void forward_ops(eng_session *s, int n, int first, float *out, int32_t *a
             prefetch_wo_ffn(s, il, sel_be, n_sel, pick > 0 || runs);
         if (s->kv_type == ENG_KV_Q8_0)
             op->attention_q8(be, s->q, s->k_cache[il], s->v_cache[il], s->att, n, row0, H, Hkv,
-                             hd, scale, L->window, m->attn_softcap);
+                             hd, L->attn_scale, L->window, m->attn_softcap);
         else
             op->attention(be, s->q, s->k_cache[il], s->v_cache[il], s->att, n, row0, H, Hkv, hd,
-                          scale, L->window, m->attn_softcap);     /* att [n][H*hd] */
+                          L->attn_scale, L->window, m->attn_softcap);     /* att [n][H*hd] */
         op->matmul(be, &L->wo, NULL, s->att, s->o, n);           /* o [n][E]      */
         if (L->attn_post_norm) /* gemma3: the output normalised before it joins x */
             op->rmsnorm(be, s->o, L->attn_post_norm, s->o, n, E, m->rms_eps);
@@ -2262,13 +2338,16 @@ static void forward_ops(eng_session *s, int n, int first, float *out, int32_t *a
         /* FFN block over the session's selected neurons (NULL: all loaded);
          * prefill with selective computation, and profiling, also keep the
          * activations a [n][n_sel] */
-        if (n == 1 && op->norm_ffn && !pick && !runs && !want_act) {
+        const float *xin = L->ffn_norm ? s->xn : s->x; /* the FFN's input */
+        if (n == 1 && op->norm_ffn && !pick && !runs && !want_act && L->ffn_norm) {
             /* decode: the norm and the FFN in one call (a GPU: the norm in
              * the FFN's first kernel) */
             op->norm_ffn(be, s->x, s->o, L->ffn_norm, m->rms_eps, s->xn, &L->ffn, sel_be, n_sel,
                          s->ff);
         } else {
-            if (op->add_rmsnorm) {
+            if (!L->ffn_norm) {
+                op->add(be, s->x, s->o, (long)n * E);
+            } else if (op->add_rmsnorm) {
                 op->add_rmsnorm(be, s->x, s->o, L->ffn_norm, s->xn, n, E, m->rms_eps);
             } else {
                 op->add(be, s->x, s->o, (long)n * E);
@@ -2282,15 +2361,15 @@ static void forward_ops(eng_session *s, int n, int first, float *out, int32_t *a
                 const eng_dyn_copy *d = sel && s->dyn ? &s->dyn[il] : NULL;
                 const bool copied = d && d->w.n_slots > 0;
                 op->ffn_top(be, &L->ffn, copied ? d->from : n_sel, copied ? &d->w : NULL,
-                            copied ? d->w.n_slots : 0, pick, s->xn, s->ff, n);
+                            copied ? d->w.n_slots : 0, pick, xin, s->ff, n);
             } else if (pick > 0) /* ENG_PICK_TOKEN: each token its own best pick slots */
-                op->ffn_pick(be, &L->ffn, pick, s->xn, s->ff, n);
+                op->ffn_pick(be, &L->ffn, pick, xin, s->ff, n);
             else if (runs)
                 /* the same slots, the dynamic ones from the session's copy */
                 op->ffn_runs(be, &L->ffn, s->dyn[il].from, &s->dyn[il].w, s->dyn[il].w.n_slots,
-                             s->xn, s->ff);
+                             xin, s->ff);
             else
-                op->ffn(be, &L->ffn, sel_be, n_sel, s->xn, s->ff, n, want_act ? s->act : NULL);
+                op->ffn(be, &L->ffn, sel_be, n_sel, xin, s->ff, n, want_act ? s->act : NULL);
         }
         if (pf)
             prefetch_next(s, il, out != NULL);
@@ -2301,12 +2380,12 @@ static void forward_ops(eng_session *s, int n, int first, float *out, int32_t *a
                 op->download(be, s->act_host, s->act, (size_t)n * n_sel * sizeof(float));
                 a = s->act_host;
             }
-            eng__select_observe(s, il, a, n, sel, n_sel, host ? s->xn : NULL);
+            eng__select_observe(s, il, a, n, sel, n_sel, host ? xin : NULL);
         }
         /* what the neurons not computed would add: ENG_COMP_LINEAR's map of
          * the FFN's input (host memory) */
         if (s->lin && host)
-            eng__select_comp_apply(s, il, s->xn, s->ff, n);
+            eng__select_comp_apply(s, il, xin, s->ff, n);
         /* and as a constant (select.c), which joins the FFN's output:
          * before gemma3's norm of it or granite's scale, else into x */
         const float *bias = s->ffn_bias[il];

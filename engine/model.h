@@ -29,18 +29,25 @@ typedef enum eng_arch {
                        * scaled by the file's factors */
     ENG_ARCH_EXAONE,  /* EXAONE 3.x: llama's layers, NEOX RoPE */
     ENG_ARCH_MINICPM, /* granite's multipliers (defaults where absent), always RoPE */
+    ENG_ARCH_OLMO2,   /* OLMo 2 and 3: norms after attention and FFN only, q/k norms over
+                       * whole projections, NEOX RoPE; OLMo 3's local layers unscaled */
+    ENG_ARCH_EXAONE4, /* EXAONE 4.0: olmo2's norms with per-head q/k norms; where it has
+                       * local layers (32B), its global ones without RoPE */
 } eng_arch;
 
 typedef struct eng_layer {
-    float *attn_norm;                 /* [n_embd] */
-    float *ffn_norm;                  /* [n_embd] */
+    float *attn_norm;                 /* [n_embd]; NULL: the block reads x as it is */
+    float *ffn_norm;                  /* [n_embd]; (olmo2, exaone4) */
     eng_weight wq, wk, wv, wo;        /* [n_head*hd][n_embd] ... [n_embd][n_head*hd] */
     float *bq, *bk, *bv;              /* qwen2 biases, NULL for llama */
-    float *q_norm, *k_norm;           /* qwen3, gemma3: [head_dim] RMSNorm of each
-                                       * head of q and k before RoPE; else NULL */
-    float *attn_post_norm;            /* gemma2/3: [n_embd] RMSNorm of the attention's
-                                       * output before the residual add; else NULL */
-    float *ffn_post_norm;             /* gemma2/3: the same for the FFN's output */
+    float *q_norm, *k_norm;           /* qwen3, gemma3, exaone4: [head_dim] RMSNorm of
+                                       * each head of q and k before RoPE; olmo2: of
+                                       * the whole of q and k (qk_norm_full); else NULL */
+    float *attn_post_norm;            /* gemma2/3, olmo2, exaone4: [n_embd] RMSNorm of the
+                                       * attention's output before the residual add */
+    float *ffn_post_norm;             /* the same for the FFN's output; else NULL */
+    float attn_scale;                 /* scores times this (olmo2's local layers: without
+                                       * YaRN's mscale; else the model's) */
     float rope_base;                  /* this layer's RoPE base and divisors (NULL: */
     const float *rope_freqs;          /* none): gemma3's local layers differ */
     int window;                       /* attention over the last window positions
@@ -66,8 +73,8 @@ struct eng_model {
     int n_swa;                        /* sliding-window attention span, 0: none; phi3:
                                        * a session's context is kept within it; gemma:
                                        * the local layers' window */
-    int swa_pattern;                  /* gemma: layer il is local when il % this <
-                                       * this - 1 (gemma2 2, gemma3 6) */
+    uint8_t *swa_local;               /* [n_layer] 1: a local layer (window n_swa), as
+                                       * the file's pattern or the family's says */
     float rope_base_swa;              /* gemma: the local layers' RoPE base */
     float *rope_freqs;                /* [n_rot/2] divisors, NULL when absent */
     float rope_linear;                /* RoPE scaling factor (1: none): positions / this */
@@ -86,6 +93,7 @@ struct eng_model {
     float residual_scale;             /* granite: attention's and FFN's outputs times
                                        * this before they join x; 0: 1 */
     float logit_scale;                /* granite: logits divided by this; 0: 1 */
+    bool qk_norm_full;                /* olmo2: q/k norms over rows of H*hd / Hkv*hd */
     int nope_step;                    /* layer il has no RoPE when (il + 1) % this == 0
                                        * (smollm3: 4; granite unrotated: 1); 0: all have */
 

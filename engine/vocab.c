@@ -109,6 +109,9 @@ static const struct pre_def {
     /* SmolLM2's tokenizer.json: Digits(individual) then ByteLevel. */
     { "smollm", PRE_SMOLLM, false, false, 2, { "\\p{N}", RE_GPT2 } },
     { "llama-bpe", PRE_LLAMA3, true, true, 1, { RE_LLAMA3 } },
+    /* Llama 3's pattern without its whole-token shortcut (llama.cpp's
+     * DBRX type): OLMo 2's files say dbrx */
+    { "dbrx", PRE_LLAMA3, false, false, 1, { RE_LLAMA3 } },
     { "qwen2", PRE_QWEN2, false, false, 1, { RE_QWEN2 } },
     { "tekken", PRE_TEKKEN, true, true, 1, { RE_TEKKEN } },
     { "gpt-4o", PRE_GPT4O, false, false, 1, { RE_GPT4O } },
@@ -123,6 +126,8 @@ static const struct pre_alias {
     { "phi-2", "gpt2" },
     { "mellum", "gpt2" },
     { "exaone4", "gpt2" },
+    { "olmo", "gpt2" },
+    { "smaug-bpe", "dbrx" },
     { "llama3", "llama-bpe" },
     { "llama-v3", "llama-bpe" },
     { "falcon3", "llama-bpe" },   /* Falcon3 1B-10B: llama layers */

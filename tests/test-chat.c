@@ -587,6 +587,7 @@ static void test_spm_families(void) {
         eng_chat_info info = detect_named(c->template);
         eng_chat_template want = !strcmp(c->template, "llama2")     ? ENG_CHAT_LLAMA2
                                  : !strcmp(c->template, "zephyr")     ? ENG_CHAT_ZEPHYR
+                                 : !strcmp(c->template, "olmo2")      ? ENG_CHAT_TULU
                                  : !strncmp(c->template, "phi", 3)    ? ENG_CHAT_PHI3
                                  : !strncmp(c->template, "mistral-v3", 10) ? ENG_CHAT_MISTRAL3
                                  : !strncmp(c->template, "gemma", 5)  ? ENG_CHAT_GEMMA
@@ -600,8 +601,32 @@ static void test_spm_families(void) {
         CHECK(info.tekken == !strcmp(c->template, "mistral-v3-tekken"));
         CHECK(!info.gemma_nl1 && !info.gemma_no_bos);
         CHECK(info.phi4 == !strcmp(c->template, "phi4-mini"));
+        CHECK(info.tulu_bos == (want == ENG_CHAT_TULU));
         fprintf(stderr, "plain case %s\n", c->name);
         check_render(&info, c->msgs, c->n_msgs, c->add ? ENG_CHAT_ADD_ASSISTANT : 0, c->want);
+    }
+
+    /* OLMo 2's template with its newlines written as Jinja escapes, and
+     * Tulu 3's (the same without bos_token): the same format */
+    {
+        size_t len;
+        char *t = read_template("olmo2", &len), *e = malloc(2 * len + 1);
+        size_t k = 0;
+        for (size_t i = 0; i < len; i++) {
+            if (t[i] == '\n')
+                e[k++] = '\\', e[k++] = 'n';
+            else
+                e[k++] = t[i];
+        }
+        eng_chat_info ti;
+        eng_chat_detect(e, k, &ti);
+        CHECK(ti.kind == ENG_CHAT_TULU && ti.tulu_bos);
+        const char *b = strstr(t, "{{ bos_token }}");
+        CHECK(b == t);
+        eng_chat_detect(t + 15, len - 15, &ti);
+        CHECK(ti.kind == ENG_CHAT_TULU && !ti.tulu_bos);
+        free(e);
+        free(t);
     }
 
     /* Phi-3's first template drops system messages; we print them as its
@@ -820,6 +845,27 @@ static void test_exaone_granite30(void) {
     check_render(&info, tool, 3, false,
                  "[|system|][|endofturn|]\n[|user|]U\n[|assistant|]A[|endofturn|]\n"
                  "[|tool|]T[|endofturn|]\n");
+
+    /* EXAONE 4.0 as llama.cpp renders it (llama_chat_apply_template of
+     * llama-cpp-python 0.3.36, on a template with its four markers):
+     * trimmed turns, a tool role, other roles left out */
+    static const char ex4[] = "{% for m in messages %}[|system|][|user|][|assistant|][|tool|]"
+                              "[|endofturn|]{% endfor %}";
+    eng_chat_detect(ex4, sizeof(ex4) - 1, &info);
+    CHECK(info.kind == ENG_CHAT_EXAONE && info.exaone4 && !info.tools);
+    check_render(&info, user, 1, true, "[|user|]Hi\n[|assistant|]");
+    eng_chat_msg spaced[] = {{.role = "system", .content = " S\n"},
+                             {.role = "user", .content = "\tU "},
+                             {.role = "assistant", .content = "A\n\n"},
+                             {.role = "user", .content = "V"}};
+    check_render(&info, spaced, 4, true,
+                 "[|system|]S[|endofturn|]\n[|user|]U\n[|assistant|]A[|endofturn|]\n[|user|]V\n"
+                 "[|assistant|]");
+    eng_chat_msg tool4[] = {{.role = "user", .content = "U"}, {.role = "assistant", .content = "A"},
+                            {.role = "tool", .content = " T "},
+                            {.role = "developer", .content = "D"}};
+    check_render(&info, tool4, 4, false,
+                 "[|user|]U\n[|assistant|]A[|endofturn|]\n[|tool|]T[|endofturn|]\n");
 
     t = read_template("granite3.0", &len);
     eng_chat_detect(t, len, &info);

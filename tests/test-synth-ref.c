@@ -8,7 +8,9 @@
  * gemma (1: GeGLU and scaled embeddings on Llama's layers), smollm3 (NoPE
  * layers), granite (scaled embeddings, residual branches, scores and
  * logits), exaone (NEOX RoPE with Llama 3's factors), minicpm (granite's
- * with MiniCPM's three multipliers), and the block formats
+ * with MiniCPM's three multipliers), olmo2 (no pre-norms, q/k norms over
+ * whole rows; OLMo 3's local layers), exaone4 (its 64-layer shape's
+ * global layers without RoPE), and the block formats
  * (Q2_K to Q6_K, IQ4_NL, IQ4_XS) on tiny-k,
  * on small synthetic models that si-synth writes
  * deterministically (seed 7, f16 weights). tests/data/synth-<shape>.logits
@@ -427,14 +429,15 @@ static void check_k_plan(const char *synth, const char *type, eng_dtype dt)
     eng_model_free(dense);
 }
 
-/* gemma2 and gemma3 beyond the one batch llama.cpp's logits cover: their windows (4
+/* The families with local layers (gemma2, gemma3, OLMo 3, EXAONE 4's 64
+ * layers) beyond the one batch llama.cpp's logits cover: their windows (4
  * positions here) bound attention, not the session's context; the same
  * tokens one at a time (decode's attention, with its own window code)
  * give the batch's logits; and SelectInfer runs on it: a plan with a
  * sketch, per-request selection with mean compensation (the bias goes in
- * before the FFN's norm) and per-token picking (GELU in the sketch's
+ * before the norm after the FFN) and per-token picking (GELU in the sketch's
  * scores) over a prompt and decode steps past the window. */
-static void check_gemma(const char *synth, const char *shape)
+static void check_windows(const char *synth, const char *shape)
 {
     char path[32];
     test_synth(synth, shape, path);
@@ -613,8 +616,8 @@ static void check_refused(const char *synth)
         { "tiny-gemma3", "gemma3.attn_logit_softcapping=f32:50", "attn_logit_softcapping", -ENOTSUP },
         { "tiny-gemma3", "gemma3.final_logit_softcapping=f32:-1", "final_logit_softcapping", -EINVAL },
         { "tiny-gemma3", "gemma3.rope.scaling.factor=f32:0.00001", "rope scaling factor", -EINVAL },
-        { "tiny-gemma3", "gemma3.attention.sliding_window_pattern=u32:0", "sliding_window_pattern", -EINVAL },
-        { "tiny-gemma3", "gemma3.attention.sliding_window_pattern=i32s:1,1,0", "sliding_window_pattern", -EINVAL },
+        { "tiny-gemma3", "gemma3.attention.sliding_window_pattern=str:LLLG", "sliding_window_pattern", -EINVAL },
+        { "tiny-gemma3", "gemma3.attention.sliding_window_pattern=i32s:1,1,0,0,0,0,0,1", "8 entries", -EINVAL },
         { "tiny-gemma3", "gemma3.rope.freq_base_swa=f32:-5", "freq_base_swa", -EINVAL },
         { "tiny-gemma3", "gemma3.rope.scaling.type=str:yarn", "YaRN", -ENOTSUP },
         { "tiny-phi3-128k", "phi3.rope.scaling.attn_factor=f32:0", "attn_factor", -EINVAL },
@@ -624,6 +627,9 @@ static void check_refused(const char *synth)
         { "tiny-granite", "granite.logit_scale=f32:0", "logit_scale", -EINVAL },
         { "tiny-granite", "granite.residual_scale=f32:-0.5", "residual_scale", -EINVAL },
         { "tiny-granite", "granite.rope.scaling.finetuned=u32:0", "finetuned", -EINVAL },
+        { "tiny-olmo3", "olmo2.attention.sliding_window_pattern=bools:1,1,1,0,1,1", "6 entries", -EINVAL },
+        { "tiny-olmo2", "olmo2.rope.dimension_count=u32:8", "rotating", -ENOTSUP },
+        { "tiny-exaone4", "exaone4.rope.dimension_count=u32:8", "rotating", -ENOTSUP },
     };
     static float unused[320];
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
@@ -708,6 +714,19 @@ int main(int argc, char **argv)
     check_shape(argv[1], argv[2], "tiny-minicpm", 320); /* granite's layers, MiniCPM's keys */
     check_shape_kv(argv[1], argv[2], "tiny-granite", "granite.rope.scaling.finetuned=bool:0",
                    "tiny-granite-nope", 320);
+    /* olmo2: no norms before the blocks, q/k norms over whole rows; OLMo
+     * 3's local layers (a flag per layer), unscaled under YaRN; exaone4:
+     * per-head q/k norms, and in the 64-layer shape the global layers
+     * without RoPE; gemma3's local layers from an array of flags */
+    check_shape(argv[1], argv[2], "tiny-olmo2", 1024);
+    check_shape(argv[1], argv[2], "tiny-olmo3", 1024);
+    check_shape_kv(argv[1], argv[2], "tiny-olmo3",
+                   "olmo2.rope.scaling.type=str:yarn olmo2.rope.scaling.factor=f32:4 "
+                   "olmo2.rope.scaling.original_context_length=u32:64", "tiny-olmo3-yarn", 1024);
+    check_shape(argv[1], argv[2], "tiny-exaone4", 320);
+    check_shape(argv[1], argv[2], "tiny-exaone4-swa", 320);
+    check_shape_kv(argv[1], argv[2], "tiny-gemma3", "gemma3.attention.sliding_window_pattern=i32s:1,1,0",
+                   "tiny-gemma3-pat", 320);
     check_rot(argv[1], "tiny-phi4", "q8_0", ENG_DTYPE_Q8_0);
     check_rot(argv[1], "tiny-phi4-k", "q4_k", ENG_DTYPE_Q4_K);
     check_rot(argv[1], "tiny-phi4-k", "q5_k", ENG_DTYPE_Q5_K);
@@ -726,8 +745,10 @@ int main(int argc, char **argv)
     check_k_plan(argv[1], "q4_0", ENG_DTYPE_Q4_0);
     check_phi3_plan(argv[1]);
     check_phi3_q8(argv[1]);
-    check_gemma(argv[1], "tiny-gemma2");
-    check_gemma(argv[1], "tiny-gemma3");
+    check_windows(argv[1], "tiny-gemma2");
+    check_windows(argv[1], "tiny-gemma3");
+    check_windows(argv[1], "tiny-olmo3"); /* and no norm before the FFN: it reads x */
+    check_windows(argv[1], "tiny-exaone4-swa");
     check_gemma_meta(argv[1]);
     check_q8_file(argv[1]);
     printf("ok\n");

@@ -299,7 +299,7 @@ int main(int argc, char **argv)
 
     check_deepseek_r1();
 
-    /* SmolLM3, Granite 3.x and EXAONE 3.5 files: their layers, their
+    /* SmolLM3, Granite 3.x, EXAONE 3.5 and OLMo 2 files: their layers, their
      * templates (the reasoning switch SmolLM3's reads), a chat answered */
     static const struct {
         const char *shape, *tmpl, *head;
@@ -312,6 +312,8 @@ int main(int argc, char **argv)
         { "tiny-granite", "granite3.0", "<|start_of_role|>user<|end_of_role|>Name", ENG_CHAT_GRANITE,
           false },
         { "tiny-exaone", "exaone3.5", "[|system|][|endofturn|]\n[|user|]Name", ENG_CHAT_EXAONE, false },
+        { "tiny-olmo2", "olmo2", "<|begin_of_text|><|user|>\nName a color.\n<|assistant|>\n", ENG_CHAT_TULU,
+          false },
     };
     for (size_t i = 0; i < sizeof(fam) / sizeof(fam[0]); i++) {
         char fp[32];

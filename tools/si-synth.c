@@ -10,7 +10,8 @@
  * Weights are seeded and reproducible: ~N(0,1)/sqrt(fan_in), norms 1.
  *
  * --kv sets (or replaces) one metadata key after the shape's own, TYPE u32,
- * f32, str, bool (0 or 1) or i32s (a comma-separated array): a test's way to an odd file.
+ * f32, str, bool (0 or 1), i32s or bools (comma-separated arrays): a test's way to an odd
+ * file.
  *
  * The file is written tensor by tensor, row by row (the writer's streaming
  * mode), so even the 3B shapes need only a few rows of memory.
@@ -110,6 +111,23 @@ static const shape shapes[] = {
      * converter's keys, written below) */
     {"tiny-minicpm", "minicpm", "smollm", "Synthetic Tiny MiniCPM", 3, 64, 192, 4, 2, 320, 4096,
      10000.0f, 1e-5f, false, false, true, VOCAB_SMOL, 3, 0, false, false, 0, 0.0f, {0, 0}, 0, 0},
+    /* olmo2: norms only after attention and the FFN, q/k norms over whole
+     * projections, NEOX RoPE, an output matrix of its own (required), the
+     * pre-tokenizer name OLMo 2's files carry */
+    {"tiny-olmo2", "olmo2", "dbrx", "Synthetic Tiny OLMo2", 3, 64, 192, 4, 2, 1024, 4096,
+     500000.0f, 1e-6f, false, false, false, VOCAB_LLAMA3, 0, 0, false, false, 0, 0.0f, {0, 0}, 0, 0},
+    /* OLMo 3's layout: the same with three local layers (window 4) to a
+     * global one, written as the converter does (a flag per layer) */
+    {"tiny-olmo3", "olmo2", "dbrx", "Synthetic Tiny OLMo3", 5, 64, 192, 4, 2, 1024, 4096,
+     500000.0f, 1e-6f, false, false, false, VOCAB_LLAMA3, 0, 0, false, false, 4, 0.0f, {0, 0}, 0, 0},
+    /* exaone4: olmo2's norms with per-head q/k norms, Llama 3's frequency
+     * factors, tied output */
+    {"tiny-exaone4", "exaone4", "exaone4", "Synthetic Tiny EXAONE4", 3, 64, 192, 4, 2, 320, 4096,
+     1000000.0f, 1e-5f, false, true, true, VOCAB_SMOL, 3, 0, true, false, 0, 0.0f, {0, 0}, 0, 0},
+    /* EXAONE 4.0 32B's layout (64 layers, where llama.cpp runs local
+     * layers): three local layers to a global one without RoPE */
+    {"tiny-exaone4-swa", "exaone4", "exaone4", "Synthetic Tiny EXAONE4 SWA", 64, 64, 128, 4, 2, 320,
+     4096, 1000000.0f, 1e-5f, false, true, true, VOCAB_SMOL, 3, 0, true, false, 4, 0.0f, {0, 0}, 0, 0},
     /* rows of 256 and 512, whole blocks of the 256-element K and IQ4_XS
      * formats, so that a file of those types uses them in every matrix */
     {"tiny-k", "llama", "smollm", "Synthetic Tiny K", 2, 256, 512, 4, 2, 320, 2048, 10000.0f, 1e-5f,
@@ -661,6 +679,18 @@ static int set_kv(gguf_writer *w, const char *spec)
         return gguf_writer_set_str(w, key, v);
     if (tl == 4 && !strncmp(eq + 1, "bool", 4) && (!strcmp(v, "0") || !strcmp(v, "1")))
         return gguf_writer_set_bool(w, key, *v == '1');
+    if (tl == 5 && !strncmp(eq + 1, "bools", 5)) {
+        uint8_t a[128];
+        size_t n = 0;
+        for (const char *p = v;; p += 2) { /* "0" or "1", then "," or the end */
+            if ((*p != '0' && *p != '1') || n == 128 || (p[1] != ',' && p[1] != '\0'))
+                return -1;
+            a[n++] = (uint8_t)(*p == '1');
+            if (p[1] == '\0')
+                break;
+        }
+        return gguf_writer_set_arr(w, key, GGUF_TYPE_BOOL, a, n);
+    }
     if (tl == 4 && !strncmp(eq + 1, "i32s", 4)) {
         int32_t a[64];
         size_t n = 0;
@@ -680,7 +710,7 @@ static void usage(FILE *f)
     fprintf(f, "usage: si-synth --shape NAME --out FILE [--seed N] [--type T] [--embd-type T] "
                "[--layers N]\n                [--chat-template FILE (a model's Jinja template instead of "
                "the family's plain one)]\n                [--vocab GGUF (the tokenizer.* keys of another "
-               "GGUF: its vocabulary, size and template)]\n                [--kv KEY=u32:N|f32:X|str:S|bool:0|1|i32s:N,N,... "
+               "GGUF: its vocabulary, size and template)]\n                [--kv KEY=u32:N|f32:X|str:S|bool:0|1|i32s:N,N,...|bools:0,1,... "
                "(a metadata key set last; repeatable)]\nshapes:");
     for (size_t i = 0; i < sizeof(shapes) / sizeof(shapes[0]); i++)
         fprintf(f, " %s", shapes[i].name);
@@ -852,6 +882,13 @@ int main(int argc, char **argv)
     CHECK(gguf_writer_set_u32(w, KEY("rope.dimension_count"), (uint32_t)n_rot));
     if (sh->n_swa)
         CHECK(gguf_writer_set_u32(w, KEY("attention.sliding_window"), (uint32_t)sh->n_swa));
+    if (sh->n_swa && !strcmp(arch, "olmo2")) { /* OLMo 3's converter: a flag per layer */
+        uint8_t pat[64];
+        for (int l = 0; l < sh->n_layer && l < 64; l++)
+            pat[l] = (l + 1) % 4 != 0;
+        CHECK(gguf_writer_set_arr(w, KEY("attention.sliding_window_pattern"), GGUF_TYPE_BOOL, pat,
+                                  (size_t)(sh->n_layer < 64 ? sh->n_layer : 64)));
+    }
     if (sh->longrope > 0) {
         /* sqrt(1 + ln(32) / ln(4096)), as the converter computes it for a
          * 128k model of 4k */
@@ -954,6 +991,7 @@ int main(int argc, char **argv)
      * 6 outside the layers (rope tables, embeddings, output) */
     size_t max_t = 8 + (size_t)sh->n_layer * 16, nt = 0;
     const bool gemma = !strcmp(arch, "gemma2") || !strcmp(arch, "gemma3");
+    const bool olmo2 = !strcmp(arch, "olmo2"), post_only = olmo2 || !strcmp(arch, "exaone4");
     td = calloc(max_t, sizeof(*td));
     if (!td) {
         fprintf(stderr, "si-synth: out of memory\n");
@@ -972,7 +1010,8 @@ int main(int argc, char **argv)
         char n[64];
 #define T(suffix, nd, a, b, init)                                                                \
     (snprintf(n, sizeof(n), "blk.%d.%s", l, suffix), push(td, &nt, n, wtype, nd, a, b, init))
-        T("attn_norm.weight", 1, E, 1, INIT_ONES);
+        if (!post_only)
+            T("attn_norm.weight", 1, E, 1, INIT_ONES);
         if (sh->fused) { /* llama.cpp's converter's order for phi3 */
             T("attn_qkv.weight", 2, E, Q + 2 * KV, INIT_RANDOM);
             T("attn_output.weight", 2, Q, E, INIT_RANDOM);
@@ -984,8 +1023,13 @@ int main(int argc, char **argv)
         T("ffn_down.weight", 2, F, E, INIT_RANDOM);
         T("ffn_gate.weight", 2, E, F, INIT_RANDOM);
         T("ffn_up.weight", 2, E, F, INIT_RANDOM);
-        T("ffn_norm.weight", 1, E, 1, gemma ? INIT_NORM : INIT_ONES);
-        if (gemma) {
+        if (!post_only)
+            T("ffn_norm.weight", 1, E, 1, gemma ? INIT_NORM : INIT_ONES);
+        if (olmo2) {
+            T("attn_k_norm.weight", 1, KV, 1, INIT_NORM);
+            T("attn_q_norm.weight", 1, Q, 1, INIT_NORM);
+        }
+        if (gemma || post_only) {
             T("post_attention_norm.weight", 1, E, 1, INIT_NORM);
             T("post_ffw_norm.weight", 1, E, 1, INIT_NORM);
         }

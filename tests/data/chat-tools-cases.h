@@ -172,6 +172,29 @@ static const eng_chat_msg zephyr_tool_last_msgs[] = {
     {"tool", "42", NULL, 0},
 };
 
+static const eng_chat_msg olmo2_user_msgs[] = {
+    {"user", "Hello", NULL, 0},
+};
+
+static const eng_chat_msg olmo2_turns_msgs[] = {
+    {"system", "S", NULL, 0},
+    {"user", " a\n", NULL, 0},
+    {"assistant", "b", NULL, 0},
+    {"user", "c", NULL, 0},
+    {"assistant", "d", NULL, 0},
+};
+
+static const eng_chat_msg olmo2_tool_last_msgs[] = {
+    {"user", "a", NULL, 0},
+    {"assistant", "b", NULL, 0},
+    {"tool", "42", NULL, 0},
+};
+
+static const eng_chat_msg olmo2_answer_last_msgs[] = {
+    {"user", "a", NULL, 0},
+    {"assistant", "b", NULL, 0},
+};
+
 static const eng_chat_msg llama2_unicode_space_msgs[] = {
     {"user", "\xe3""\x80""\x80""\xc2""\xa0""hi\xe2""\x80""\x83""\xc2""\x85""", NULL, 0},
     {"assistant", "\xe2""\x80""\xa8""b\xe2""\x81""\x9f""\xe2""\x80""\x8a""", NULL, 0},
@@ -409,6 +432,18 @@ static const struct tools_case plain_cases[] = {
     {"zephyr_tool_last", "zephyr", NULL,
      zephyr_tool_last_msgs, 2, true,
      "<|user|>\na</s>\n<|assistant|>\n"},
+    {"olmo2_user", "olmo2", NULL,
+     olmo2_user_msgs, 1, true,
+     "<s><|user|>\nHello\n<|assistant|>\n"},
+    {"olmo2_turns", "olmo2", NULL,
+     olmo2_turns_msgs, 5, false,
+     "<s><|system|>\nS\n<|user|>\n a\n\n<|assistant|>\nb</s>\n<|user|>\nc\n<|assistant|>\nd</s>"},
+    {"olmo2_tool_last", "olmo2", NULL,
+     olmo2_tool_last_msgs, 3, true,
+     "<s><|user|>\na\n<|assistant|>\nb</s>\n<|assistant|>\n"},
+    {"olmo2_answer_last", "olmo2", NULL,
+     olmo2_answer_last_msgs, 2, true,
+     "<s><|user|>\na\n<|assistant|>\nb</s><|assistant|>\n"},
     {"llama2_unicode_space", "llama2", NULL,
      llama2_unicode_space_msgs, 3, true,
      "<s>[INST] hi [/INST] b </s><s>[INST] \xe2""\x80""\x8b""zero width is no space [/INST]"},

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Writes tests/data/chat-tools-cases.h: tool-calling conversations and
 what Python's jinja2 renders for them from the stored Qwen and Llama 3.2 templates
-(tools_cases), and plain conversations for the Llama 2, Mistral and Zephyr
+(tools_cases), and plain conversations for the Llama 2, Mistral, Zephyr and OLMo 2
 templates, Phi-3's, Phi-4-mini's, DeepSeek-R1's and Gemma's (plain_cases, bos_token "<s>", eos_token "</s>"), with
 Hugging Face's tojson (json.dumps, ensure_ascii=False, keys unsorted) and
 its environment (trim_blocks, lstrip_blocks), as transformers'
@@ -99,6 +99,13 @@ PLAIN_CASES = [
     ("zephyr_turns", "zephyr",
      [("system", "S", None), ("user", "a", None), ("assistant", "b", None), ("user", "c", None)], False),
     ("zephyr_tool_last", "zephyr", [("user", "a", None), ("tool", "42", None)], True),
+    ("olmo2_user", "olmo2", [("user", "Hello", None)], True),
+    ("olmo2_turns", "olmo2",
+     [("system", "S", None), ("user", " a\n", None), ("assistant", "b", None), ("user", "c", None),
+      ("assistant", "d", None)], False),
+    ("olmo2_tool_last", "olmo2",
+     [("user", "a", None), ("assistant", "b", None), ("tool", "42", None)], True),
+    ("olmo2_answer_last", "olmo2", [("user", "a", None), ("assistant", "b", None)], True),
     ("llama2_unicode_space", "llama2",
      [("user", "\u3000\u00a0hi\u2003\u0085", None), ("assistant", "\u2028b\u205f\u200a", None),
       ("user", "\u200bzero width is no space\u00a0", None)], True),
