@@ -313,6 +313,51 @@ static void llama3_find_preamble(const char *t, size_t n, eng_chat_info *info) {
         info->default_system[0] = '\0';
 }
 
+/* Mistral's [SYSTEM_PROMPT] templates set their default system prompt as
+ * "{%- set default_system_message = EXPR %}", EXPR string literals and
+ * (Mistral Small 3.x) the variable today, strftime_now("%Y-%m-%d"),
+ * joined by "+": kept with \x01 for today. Anything else in EXPR leaves no
+ * default (rather than a wrong one). */
+static void mistral7_find_default(const char *t, size_t n, eng_chat_info *info) {
+    static const char set[] = "set default_system_message =";
+    const char *p = find_bytes(t, n, set);
+    if (!p)
+        return;
+    size_t i = (size_t)(p - t) + sizeof(set) - 1, o = 0;
+    char *d = info->default_system;
+    const size_t cap = sizeof(info->default_system) - 1;
+    for (;;) {
+        while (i < n && t[i] == ' ')
+            i++;
+        if (i < n && (t[i] == '\'' || t[i] == '"')) {
+            o += read_literal(t, n, &i, d + o, cap - o);
+        } else if (n - i >= 5 && !memcmp(t + i, "today", 5) &&
+                   find_bytes(t, n, "set today = strftime_now(\"%Y-%m-%d\")")) {
+            if (o < cap)
+                d[o++] = '\x01';
+            info->dated_default = true;
+            i += 5;
+        } else {
+            break;
+        }
+        while (i < n && t[i] == ' ')
+            i++;
+        if (i < n && t[i] == '+') {
+            i++;
+            continue;
+        }
+        break;
+    }
+    /* the expression must end the statement, whole */
+    const bool end = i + 1 < n && (t[i] == '%' || (t[i] == '-' && t[i + 1] == '%'));
+    if (!end || o >= cap) {
+        d[0] = '\0';
+        info->dated_default = false;
+        return;
+    }
+    d[o] = '\0';
+}
+
 void eng_chat_detect(const char *tmpl, size_t len, eng_chat_info *ret_info) {
     if (!ret_info)
         return;
@@ -339,6 +384,14 @@ void eng_chat_detect(const char *tmpl, size_t len, eng_chat_info *ret_info) {
             ret_info->default_system[0] = 0;
             ret_info->reasoning = true;
         }
+    } else if (find_bytes(tmpl, len, "'[SYSTEM_PROMPT]'") && find_bytes(tmpl, len, "'[/SYSTEM_PROMPT]'") &&
+               find_bytes(tmpl, len, "'[INST]'") && find_bytes(tmpl, len, "'[/INST]'") &&
+               find_bytes(tmpl, len, "bos_token") && find_bytes(tmpl, len, "eos_token")) {
+        /* Ministral 3, Mistral Small 3.x (llama.cpp's mistral-v7-tekken) */
+        ret_info->kind = ENG_CHAT_MISTRAL7;
+        mistral7_find_default(tmpl, len, ret_info);
+        ret_info->reasoning = ret_info->bracket_think =
+            find_bytes(tmpl, len, "'[THINK]'") && find_bytes(tmpl, len, "'[/THINK]'");
     } else if (find_bytes(tmpl, len, "'<<SYS>>\\n' + system_message + '\\n<</SYS>>\\n\\n'") &&
                find_bytes(tmpl, len, "bos_token + '[INST] ' + content.strip() + ' [/INST]'") &&
                find_bytes(tmpl, len, "' '  + content.strip() + ' ' + eos_token")) {
@@ -509,6 +562,58 @@ static void render_tulu(const eng_chat_info *info, const eng_chat_msg *msgs, siz
         }
         if (i + 1 == n_msgs && add_assistant)
             out_str(o, "<|assistant|>\n");
+    }
+}
+
+/* Mistral's [SYSTEM_PROMPT] templates (Ministral 3, Mistral Small 3.x):
+ * bos_token, the first message's system prompt or the template's default
+ * (today's date where it has one), then [INST]user[/INST], answers
+ * followed by eos_token, [TOOL_RESULTS]result[/TOOL_RESULTS]; a later
+ * system message in its own [SYSTEM_PROMPT] block, as Small 3.x's does
+ * (Ministral 3's raises). Generation follows [/INST] directly. */
+static void render_mistral7(const eng_chat_info *info, const eng_chat_msg *msgs, size_t n_msgs,
+                            outbuf *o) {
+    out_str(o, info->bos);
+    size_t first = 0;
+    const char *sys = n_msgs > 0 && !strcmp(msgs[0].role, "system") ? msgs[0].content : NULL;
+    if (sys) {
+        first = 1;
+    } else if (info->default_system[0]) {
+        sys = info->default_system;
+    }
+    if (sys) {
+        out_str(o, "[SYSTEM_PROMPT]");
+        for (const char *c = sys; *c; c++) {
+            if (*c == '\x01' && sys == info->default_system && info->dated_default) {
+                char date[32];
+                const time_t now = time(NULL);
+                struct tm tm;
+                if (localtime_r(&now, &tm) && strftime(date, sizeof(date), "%Y-%m-%d", &tm))
+                    out_str(o, date);
+            } else {
+                out_put(o, c, 1);
+            }
+        }
+        out_str(o, "[/SYSTEM_PROMPT]");
+    }
+    for (size_t i = first; i < n_msgs; i++) {
+        const char *role = msgs[i].role, *c = msgs[i].content;
+        if (!strcmp(role, "user")) {
+            out_str(o, "[INST]");
+            out_str(o, c);
+            out_str(o, "[/INST]");
+        } else if (!strcmp(role, "assistant")) {
+            out_str(o, c);
+            out_str(o, info->eos);
+        } else if (!strcmp(role, "tool")) {
+            out_str(o, "[TOOL_RESULTS]");
+            out_str(o, c);
+            out_str(o, "[/TOOL_RESULTS]");
+        } else if (!strcmp(role, "system")) {
+            out_str(o, "[SYSTEM_PROMPT]");
+            out_str(o, c);
+            out_str(o, "[/SYSTEM_PROMPT]");
+        }
     }
 }
 
@@ -798,27 +903,32 @@ static int render_spm_family(const eng_chat_info *info, const eng_chat_msg *msgs
 static void out_call(outbuf *o, const eng_tool_call *tc);
 
 /* The template's split of an answer [c, c + n) into reasoning and content. */
-static void split_reasoning(const char *c, size_t n, const char **reason, size_t *rlen, const char **content,
-                            size_t *clen) {
+static void split_reasoning_tags(const char *c, size_t n, const char *open_tag, const char *close_tag,
+                                 const char **reason, size_t *rlen, const char **content, size_t *clen) {
     *content = c;
     *clen = n;
     *reason = c;
     *rlen = 0;
-    const char *close = find_bytes(c, n, "</think>");
+    const char *close = find_bytes(c, n, close_tag);
     if (!close)
         return;
-    const char *lc = find_last(c, n, "</think>");
-    *content = lc + 8;
+    const char *lc = find_last(c, n, close_tag);
+    *content = lc + strlen(close_tag);
     *clen = n - (size_t)(*content - c);
     strip_nl(content, clen, true, false);
     *rlen = (size_t)(close - c);
     strip_nl(reason, rlen, false, true);
-    const char *open = find_last(*reason, *rlen, "<think>");
+    const char *open = find_last(*reason, *rlen, open_tag);
     if (open) {
-        *rlen -= (size_t)(open + 7 - *reason);
-        *reason = open + 7;
+        *rlen -= (size_t)(open + strlen(open_tag) - *reason);
+        *reason = open + strlen(open_tag);
     }
     strip_nl(reason, rlen, true, false);
+}
+
+static void split_reasoning(const char *c, size_t n, const char **reason, size_t *rlen, const char **content,
+                            size_t *clen) {
+    split_reasoning_tags(c, n, "<think>", "</think>", reason, rlen, content, clen);
 }
 
 int eng_chat_split_reasoning(const eng_chat_info *info, const char *text, size_t len, size_t *ret_think_off,
@@ -830,7 +940,10 @@ int eng_chat_split_reasoning(const eng_chat_info *info, const char *text, size_t
         return -ENOTSUP;
     const char *reason, *content;
     size_t rlen, clen;
-    split_reasoning(text ? text : "", len, &reason, &rlen, &content, &clen);
+    if (info->bracket_think) /* Ministral 3 Reasoning */
+        split_reasoning_tags(text ? text : "", len, "[THINK]", "[/THINK]", &reason, &rlen, &content, &clen);
+    else
+        split_reasoning(text ? text : "", len, &reason, &rlen, &content, &clen);
     if (text) {
         *ret_think_off = (size_t)(reason - text);
         *ret_content_off = (size_t)(content - text);
@@ -1095,6 +1208,8 @@ int eng_chat_render(const eng_chat_info *info, const eng_chat_msg *msgs, size_t 
             return r;
     } else if (info->kind == ENG_CHAT_GRANITE) {
         render_granite(info, msgs, n_msgs, add_assistant, &o);
+    } else if (info->kind == ENG_CHAT_MISTRAL7) {
+        render_mistral7(info, msgs, n_msgs, &o);
     } else if (info->kind == ENG_CHAT_TULU) {
         render_tulu(info, msgs, n_msgs, add_assistant, &o);
     } else if (info->kind == ENG_CHAT_EXAONE && info->exaone4) {

@@ -10,7 +10,7 @@ typedef struct eng_chat_info {
     eng_chat_template kind;
     /* The system prompt the template inserts when the conversation has none
      * (SmolLM2 and Qwen2.5 templates do); empty when none. */
-    char default_system[512];
+    char default_system[4096];
     /* ChatML with reasoning (Qwen3): an earlier answer's <think> part is
      * left out of the history, as the template does */
     bool reasoning;
@@ -28,6 +28,9 @@ typedef struct eng_chat_info {
     bool r1_think;     /* DeepSeek-R1: the prompt opens the reasoning ("<think>\n") */
     bool r1_strip;     /* DeepSeek-R1: an earlier answer's reasoning left out */
     bool smollm3;      /* ChatML under SmolLM3's metadata header (render_smollm3) */
+    bool bracket_think; /* Ministral 3 Reasoning: [THINK] ... [/THINK], not <think> */
+    bool dated_default; /* Mistral Small 3.x: default_system has a \x01 where today's
+                         * date goes (strftime_now("%Y-%m-%d")) */
     bool tulu_bos;     /* Tulu 3 / OLMo 2: the template prints bos_token first */
     bool exaone4;      /* EXAONE 4.0: llama.cpp's rendering (tool turns, trimmed) */
     bool granite30;    /* Granite 3.0: no default system prompt, some roles only */

@@ -217,6 +217,8 @@ typedef enum eng_chat_template {
     ENG_CHAT_GRANITE, /* Granite 3.x: <|start_of_role|>user<|end_of_role|> ... <|end_of_text|> */
     ENG_CHAT_EXAONE,  /* EXAONE 3.x: [|user|] ... [|assistant|] ... [|endofturn|]; 4.0 */
     ENG_CHAT_TULU,    /* Tulu 3, OLMo 2: <|user|>\n ... \n<|assistant|>\n ... eos */
+    ENG_CHAT_MISTRAL7, /* Ministral 3, Mistral Small 3.x: [SYSTEM_PROMPT] ... [INST] ...
+                        * [/INST] ... eos */
 } eng_chat_template;
 
 eng_chat_template eng_model_chat_template(const eng_model *model);

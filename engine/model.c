@@ -985,11 +985,21 @@ static int load_hparams(const gguf_file *f, eng_model *m, eng_error *err)
         m->arch = ENG_ARCH_OLMO2;
     else if (!strcmp(arch, "exaone4"))
         m->arch = ENG_ARCH_EXAONE4;
+    else if (!strcmp(arch, "mistral3"))
+        m->arch = ENG_ARCH_MISTRAL3;
     else
         return eng__set_err(err, -ENOTSUP,
                             "unsupported architecture '%s' (supported: llama, qwen2, qwen3, phi3, "
                             "gemma, gemma2, gemma3, smollm3, granite, exaone, minicpm, olmo2, "
-                            "exaone4)", arch);
+                            "exaone4, mistral3)", arch);
+    /* mixture-of-experts files (Mixtral, Granite MoE, Ministral's larger
+     * siblings) share these names: refused as such, not as a missing FFN */
+    uint32_t n_expert = 0;
+    char ekey[64];
+    snprintf(ekey, sizeof(ekey), "%s.expert_count", arch);
+    if (gguf_get_u32(f, ekey, &n_expert) == 0 && n_expert > 0)
+        return eng__set_err(err, -ENOTSUP, "mixture of experts (%s %u) is not supported", ekey,
+                            n_expert);
     /* what every Gemma has (GeGLU, scaled embeddings, NEOX), and what
      * Gemma 2 and 3 add (local layers, norms after attention and FFN) */
     const bool g23 = m->arch == ENG_ARCH_GEMMA2 || m->arch == ENG_ARCH_GEMMA3;
@@ -1077,11 +1087,26 @@ static int load_hparams(const gguf_file *f, eng_model *m, eng_error *err)
         m->rope_linear = factor;
     /* YaRN's ramp between interpolated and extrapolated frequencies, with
      * llama.cpp's values for these families (ext_factor 1, beta_fast 32,
-     * beta_slow 1: it reads a file's yarn_* keys for other families only);
-     * Gemma's local layers would not scale: not done */
+     * beta_slow 1), which it reads from the file for mistral3 only, with
+     * its log multiplier (below); Gemma's local layers would not scale: not
+     * done */
     m->yarn_ext = 1.0f;
     m->yarn_beta_fast = 32.0f;
     m->yarn_beta_slow = 1.0f;
+    float log_mul = 0.0f;
+    const bool mis3 = m->arch == ENG_ARCH_MISTRAL3;
+    if (mis3 &&
+        ((r = get_f32_arch(f, arch, "rope.scaling.yarn_beta_fast", 32.0f, &m->yarn_beta_fast, err)) < 0 ||
+         (r = get_f32_arch(f, arch, "rope.scaling.yarn_beta_slow", 1.0f, &m->yarn_beta_slow, err)) < 0 ||
+         (r = get_f32_arch(f, arch, "rope.scaling.yarn_log_multiplier", 0.0f, &log_mul, err)) < 0 ||
+         (r = get_f32_arch(f, arch, "attention.temperature_scale", 0.0f, &m->attn_temp_scale,
+                           err)) < 0))
+        return r;
+    if (!(m->yarn_beta_fast > 0.0f && m->yarn_beta_fast < 1e4f && m->yarn_beta_slow > 0.0f &&
+          m->yarn_beta_slow < 1e4f && fabsf(log_mul) < 100.0f && fabsf(m->attn_temp_scale) < 100.0f))
+        return eng__set_err(err, -EINVAL, "yarn_beta_fast %g, yarn_beta_slow %g, yarn_log_multiplier "
+                            "%g or attention.temperature_scale %g out of range", m->yarn_beta_fast,
+                            m->yarn_beta_slow, log_mul, m->attn_temp_scale);
     if (m->rope_yarn && gemma)
         return eng__set_err(err, -ENOTSUP, "YaRN on %s (local layers unscaled) is not supported", arch);
     /* rope.scaling.attn_factor multiplies RoPE's cos and sin, of q and of
@@ -1095,13 +1120,23 @@ static int load_hparams(const gguf_file *f, eng_model *m, eng_error *err)
         (r = get_u32_arch(f, arch, "rope.scaling.original_context_length", false,
                           n_ctx ? n_ctx : 2048, &orig, err)) < 0)
         return r;
+    /* mistral3's temperature on q grows every original context of
+     * positions (llama.cpp's floor scale, which must not be 0) */
+    if (m->attn_temp_scale != 0.0f && orig == 0)
+        return eng__set_err(err, -EINVAL, "attention.temperature_scale needs a "
+                            "rope.scaling.original_context_length");
+    m->attn_temp_floor = orig > (1u << 30) ? 1 << 30 : (int)orig;
     if (orig == 0 && m->rope_yarn) /* llama.cpp: the training context */
         orig = n_ctx ? n_ctx : 2048;
     if (!(mscale > 0.0f && mscale <= 16.0f))
         return eng__set_err(err, -EINVAL, "rope.scaling.attn_factor %g out of range", mscale);
-    /* YaRN raises cos and sin by 1 + 0.1 ln(factor) where it ramps */
-    if (m->rope_yarn && m->yarn_ext != 0.0f && m->rope_linear != 1.0f)
-        mscale *= 1.0f + 0.1f * logf(m->rope_linear);
+    /* YaRN raises cos and sin by 1 + 0.1 ln(factor) where it ramps, or with
+     * a log multiplier k (mistral3) by that over 1 + 0.1 k ln(factor), as
+     * llama.cpp's yarn_attn_factor (1 for a factor of at most 1) */
+    if (m->rope_yarn && m->yarn_ext != 0.0f && m->rope_linear > 1.0f) {
+        const float lf = logf(m->rope_linear);
+        mscale *= (1.0f + 0.1f * lf) / (log_mul != 0.0f ? 1.0f + 0.1f * log_mul * lf : 1.0f);
+    }
     m->q_rot_scale = 1.0f;
     if (n_rot != head_dim) {
         m->q_rot_scale = mscale * mscale;
@@ -2314,6 +2349,14 @@ static void forward_ops(eng_session *s, int n, int first, float *out, int32_t *a
                 op->store_kv(be, s->k, s->k_cache[il], (long)kvd, row0, n);
                 op->store_kv(be, s->v, s->v_cache[il], (long)kvd, row0, n);
             }
+        }
+        /* mistral3: q's temperature, 1 + c ln(floor(pos / floor) + 1),
+         * from the original context on (llama.cpp's scale after RoPE) */
+        for (int t = 0; m->attn_temp_scale != 0.0f && t < n; t++) {
+            const float c = 1.0f + m->attn_temp_scale *
+                                       logf(floorf((float)(pos0 + t) / (float)m->attn_temp_floor) + 1.0f);
+            if (c != 1.0f)
+                op->scale(be, s->q + (size_t)t * H * hd, c, (long)H * hd);
         }
         /* the FFN's slots and how it computes them (the ffn ops below) */
         const int32_t *sel = s->selected ? s->ffn_sel[il] : NULL; /* host list */

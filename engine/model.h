@@ -33,6 +33,8 @@ typedef enum eng_arch {
                        * whole projections, NEOX RoPE; OLMo 3's local layers unscaled */
     ENG_ARCH_EXAONE4, /* EXAONE 4.0: olmo2's norms with per-head q/k norms; where it has
                        * local layers (32B), its global ones without RoPE */
+    ENG_ARCH_MISTRAL3, /* Ministral 3: llama's layers, YaRN read from the file, q scaled
+                        * by a temperature that grows with the position */
 } eng_arch;
 
 typedef struct eng_layer {
@@ -93,6 +95,9 @@ struct eng_model {
     float residual_scale;             /* granite: attention's and FFN's outputs times
                                        * this before they join x; 0: 1 */
     float logit_scale;                /* granite: logits divided by this; 0: 1 */
+    float attn_temp_scale;            /* mistral3: q times 1 + this ln(floor(pos / floor)
+                                       * + 1), floor attn_temp_floor; 0: none */
+    int attn_temp_floor;
     bool qk_norm_full;                /* olmo2: q/k norms over rows of H*hd / Hkv*hd */
     int nope_step;                    /* layer il has no RoPE when (il + 1) % this == 0
                                        * (smollm3: 4; granite unrotated: 1); 0: all have */

@@ -381,9 +381,9 @@ static void test_detect_edges(void) {
     CHECK(info.kind == ENG_CHAT_CHATML && strcmp(info.default_system, "Say \"hi\"") == 0);
 
     /* a default prompt that does not fit is dropped, not truncated */
-    char big[2048];
+    char big[sizeof(info.default_system) + 256];
     int n = snprintf(big, sizeof(big), "{{ '<|im_start|>system\\n");
-    for (int i = 0; i < 600; i++)
+    for (size_t i = 0; i < sizeof(info.default_system) + 100; i++)
         big[n++] = 'a';
     n += snprintf(big + n, sizeof(big) - (size_t)n, "<|im_end|>\\n' }}");
     eng_chat_detect(big, (size_t)n, &info);
@@ -588,13 +588,17 @@ static void test_spm_families(void) {
         eng_chat_template want = !strcmp(c->template, "llama2")     ? ENG_CHAT_LLAMA2
                                  : !strcmp(c->template, "zephyr")     ? ENG_CHAT_ZEPHYR
                                  : !strcmp(c->template, "olmo2")      ? ENG_CHAT_TULU
+                                 : !strcmp(c->template, "ministral3-reasoning") ||
+                                   !strcmp(c->template, "mistral-small3.2") ? ENG_CHAT_MISTRAL7
                                  : !strncmp(c->template, "phi", 3)    ? ENG_CHAT_PHI3
                                  : !strncmp(c->template, "mistral-v3", 10) ? ENG_CHAT_MISTRAL3
                                  : !strncmp(c->template, "gemma", 5)  ? ENG_CHAT_GEMMA
                                  : !strncmp(c->template, "deepseek-r1", 11) ? ENG_CHAT_DEEPSEEK_R1
                                                                       : ENG_CHAT_MISTRAL;
-        CHECK(info.kind == want && !info.tools && info.reasoning == (want == ENG_CHAT_DEEPSEEK_R1) &&
-              !info.default_system[0]);
+        const bool m7 = want == ENG_CHAT_MISTRAL7, m7r = !strcmp(c->template, "ministral3-reasoning");
+        CHECK(info.kind == want && !info.tools &&
+              info.reasoning == (want == ENG_CHAT_DEEPSEEK_R1 || m7r) && info.bracket_think == m7r &&
+              !info.default_system[0] == !m7 && info.dated_default == (m7 && !m7r));
         CHECK(info.r1_think == (want == ENG_CHAT_DEEPSEEK_R1));
         CHECK(info.r1_strip == !strcmp(c->template, "deepseek-r1-distill"));
         CHECK(info.eos_space == !strcmp(c->template, "mistral-v0.1"));
@@ -890,6 +894,48 @@ static void test_exaone_granite30(void) {
                  "<|start_of_role|>assistant<|end_of_role|><|tool_call|>C<|end_of_text|>\n");
 }
 
+/* Mistral's [SYSTEM_PROMPT] templates beyond plain_cases: Mistral Small
+ * 3.2's default system prompt with today's date (jinja2 renders 2331 bytes
+ * for one user message, the date being 10), a later system message,
+ * Ministral 3 Reasoning's [THINK] split. */
+static void test_mistral7(void) {
+    eng_chat_info info = detect_named("mistral-small3.2");
+    CHECK(info.kind == ENG_CHAT_MISTRAL7 && info.dated_default && !info.reasoning);
+    char date[2][16];
+    const time_t now = time(NULL);
+    struct tm tm;
+    CHECK(localtime_r(&now, &tm) && strftime(date[0], sizeof(date[0]), "%Y-%m-%d", &tm) == 10);
+    char out[4096];
+    int r = eng_chat_render(&info, one_user, 1, NULL, ENG_CHAT_ADD_ASSISTANT, out, sizeof(out));
+    const time_t later = time(NULL);
+    CHECK(localtime_r(&later, &tm) && strftime(date[1], sizeof(date[1]), "%Y-%m-%d", &tm) == 10);
+    char want[64];
+    bool dated = false;
+    for (int k = 0; k < 2; k++) {
+        snprintf(want, sizeof(want), "The current date is %s.\n\nWhen you're", date[k]);
+        dated |= strstr(out, want) != NULL;
+    }
+    CHECK(r == 2331 && dated);
+    static const char head[] = "<s>[SYSTEM_PROMPT]You are Mistral Small 3, a Large Language Model";
+    static const char tail[] = "the moment.[/SYSTEM_PROMPT][INST]Hi[/INST]";
+    CHECK(!strncmp(out, head, sizeof(head) - 1));
+    CHECK(r > (int)sizeof(tail) && !strcmp(out + r - (int)sizeof(tail) + 1, tail));
+    eng_chat_msg late[] = {{.role = "user", .content = "a"}, {.role = "system", .content = "S"}};
+    static const char late_tail[] = "[INST]a[/INST][SYSTEM_PROMPT]S[/SYSTEM_PROMPT]";
+    r = eng_chat_render(&info, late, 2, NULL, 0, out, sizeof(out));
+    CHECK(r > (int)sizeof(late_tail) && !strcmp(out + r - (int)sizeof(late_tail) + 1, late_tail));
+
+    eng_chat_info mr = detect_named("ministral3-reasoning");
+    CHECK(mr.kind == ENG_CHAT_MISTRAL7 && mr.reasoning && mr.bracket_think && !mr.dated_default);
+    static const char ans[] = "[THINK]\nsum it\n[/THINK]\n\n42";
+    size_t to, tl, co;
+    CHECK(eng_chat_split_reasoning(&mr, ans, sizeof(ans) - 1, &to, &tl, &co) == 0);
+    CHECK(tl == 6 && !strncmp(ans + to, "sum it", 6) && !strcmp(ans + co, "42"));
+    /* a Qwen3-style answer is not split on this template */
+    static const char qa[] = "<think>x</think>y";
+    CHECK(eng_chat_split_reasoning(&mr, qa, sizeof(qa) - 1, &to, &tl, &co) == 0 && tl == 0 && co == 0);
+}
+
 int main(void) {
     test_smollm2();
     test_smollm3_granite();
@@ -901,6 +947,7 @@ int main(void) {
     test_render_errors();
     test_tools();
     test_spm_families();
+    test_mistral7();
     if (failures) {
         fprintf(stderr, "%d check(s) failed\n", failures);
         return 1;

@@ -629,6 +629,10 @@ static void check_refused(const char *synth)
         { "tiny-granite", "granite.rope.scaling.finetuned=u32:0", "finetuned", -EINVAL },
         { "tiny-olmo3", "olmo2.attention.sliding_window_pattern=bools:1,1,1,0,1,1", "6 entries", -EINVAL },
         { "tiny-olmo2", "olmo2.rope.dimension_count=u32:8", "rotating", -ENOTSUP },
+        { "tiny-ministral3", "mistral3.rope.scaling.original_context_length=u32:0", "temperature_scale",
+          -EINVAL },
+        { "tiny-ministral3", "mistral3.expert_count=u32:8", "mixture of experts", -ENOTSUP },
+        { "tiny-ministral3", "mistral3.rope.scaling.yarn_beta_fast=f32:-1", "yarn_beta_fast", -EINVAL },
         { "tiny-exaone4", "exaone4.rope.dimension_count=u32:8", "rotating", -ENOTSUP },
     };
     static float unused[320];
@@ -724,6 +728,14 @@ int main(int argc, char **argv)
                    "olmo2.rope.scaling.type=str:yarn olmo2.rope.scaling.factor=f32:4 "
                    "olmo2.rope.scaling.original_context_length=u32:64", "tiny-olmo3-yarn", 1024);
     check_shape(argv[1], argv[2], "tiny-exaone4", 320);
+    /* mistral3: q's temperature from position 4 on (original context 4);
+     * then YaRN's ramp over an original context of 4096 with the file's
+     * betas and log multiplier */
+    check_shape(argv[1], argv[2], "tiny-ministral3", 1024);
+    check_shape_kv(argv[1], argv[2], "tiny-ministral3",
+                   "mistral3.rope.scaling.original_context_length=u32:4096 "
+                   "mistral3.rope.scaling.yarn_beta_fast=f32:16 mistral3.rope.scaling.yarn_beta_slow=f32:8 "
+                   "mistral3.rope.scaling.yarn_log_multiplier=f32:0.5", "tiny-ministral3-ramp", 1024);
     check_shape(argv[1], argv[2], "tiny-exaone4-swa", 320);
     check_shape_kv(argv[1], argv[2], "tiny-gemma3", "gemma3.attention.sliding_window_pattern=i32s:1,1,0",
                    "tiny-gemma3-pat", 320);
@@ -749,6 +761,7 @@ int main(int argc, char **argv)
     check_windows(argv[1], "tiny-gemma3");
     check_windows(argv[1], "tiny-olmo3"); /* and no norm before the FFN: it reads x */
     check_windows(argv[1], "tiny-exaone4-swa");
+    check_windows(argv[1], "tiny-ministral3"); /* no window: q's temperature, token by token */
     check_gemma_meta(argv[1]);
     check_q8_file(argv[1]);
     printf("ok\n");

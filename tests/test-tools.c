@@ -299,7 +299,7 @@ int main(int argc, char **argv)
 
     check_deepseek_r1();
 
-    /* SmolLM3, Granite 3.x, EXAONE 3.5 and OLMo 2 files: their layers, their
+    /* SmolLM3, Granite 3.x, EXAONE 3.5, Ministral 3 and OLMo 2 files: their layers, their
      * templates (the reasoning switch SmolLM3's reads), a chat answered */
     static const struct {
         const char *shape, *tmpl, *head;
@@ -312,6 +312,8 @@ int main(int argc, char **argv)
         { "tiny-granite", "granite3.0", "<|start_of_role|>user<|end_of_role|>Name", ENG_CHAT_GRANITE,
           false },
         { "tiny-exaone", "exaone3.5", "[|system|][|endofturn|]\n[|user|]Name", ENG_CHAT_EXAONE, false },
+        { "tiny-ministral3", "ministral3-reasoning", "<|begin_of_text|>[SYSTEM_PROMPT]# HOW YOU SHOULD",
+          ENG_CHAT_MISTRAL7, false },
         { "tiny-olmo2", "olmo2", "<|begin_of_text|><|user|>\nName a color.\n<|assistant|>\n", ENG_CHAT_TULU,
           false },
     };

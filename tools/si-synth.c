@@ -128,6 +128,12 @@ static const shape shapes[] = {
      * layers): three local layers to a global one without RoPE */
     {"tiny-exaone4-swa", "exaone4", "exaone4", "Synthetic Tiny EXAONE4 SWA", 64, 64, 128, 4, 2, 320,
      4096, 1000000.0f, 1e-5f, false, true, true, VOCAB_SMOL, 3, 0, true, false, 4, 0.0f, {0, 0}, 0, 0},
+    /* mistral3 (Ministral 3): llama's layers under YaRN (factor 16) read
+     * with its betas and log multiplier, and q's temperature (written
+     * below), over an original context of 4 so that 12 positions meet it */
+    {"tiny-ministral3", "mistral3", "tekken", "Synthetic Tiny Ministral3", 3, 64, 192, 4, 2, 1024,
+     4096, 1000000.0f, 1e-5f, false, false, false, VOCAB_LLAMA3, 0, 0, false, false, 0, 0.0f,
+     {0, 0}, 0, 0},
     /* rows of 256 and 512, whole blocks of the 256-element K and IQ4_XS
      * formats, so that a file of those types uses them in every matrix */
     {"tiny-k", "llama", "smollm", "Synthetic Tiny K", 2, 256, 512, 4, 2, 320, 2048, 10000.0f, 1e-5f,
@@ -908,6 +914,15 @@ int main(int argc, char **argv)
         CHECK(gguf_writer_set_f32(w, KEY("embedding_scale"), 12.0f));
         CHECK(gguf_writer_set_f32(w, KEY("residual_scale"), 1.4f / sqrtf((float)sh->n_layer)));
         CHECK(gguf_writer_set_f32(w, KEY("logit_scale"), (float)sh->n_embd / 256.0f));
+    }
+    if (!strcmp(arch, "mistral3")) { /* Ministral 3 3B's, but its original context 16384 */
+        CHECK(gguf_writer_set_str(w, KEY("rope.scaling.type"), "yarn"));
+        CHECK(gguf_writer_set_f32(w, KEY("rope.scaling.factor"), 16.0f));
+        CHECK(gguf_writer_set_u32(w, KEY("rope.scaling.original_context_length"), 4));
+        CHECK(gguf_writer_set_f32(w, KEY("rope.scaling.yarn_beta_fast"), 32.0f));
+        CHECK(gguf_writer_set_f32(w, KEY("rope.scaling.yarn_beta_slow"), 1.0f));
+        CHECK(gguf_writer_set_f32(w, KEY("rope.scaling.yarn_log_multiplier"), 1.0f));
+        CHECK(gguf_writer_set_f32(w, KEY("attention.temperature_scale"), 0.1f));
     }
     if (!strcmp(arch, "granite")) { /* Granite 3.x 2B's are 12, 0.22, 1/64 and 8 */
         CHECK(gguf_writer_set_f32(w, KEY("embedding_scale"), 12.0f));

@@ -172,6 +172,31 @@ static const eng_chat_msg zephyr_tool_last_msgs[] = {
     {"tool", "42", NULL, 0},
 };
 
+static const eng_chat_msg ministral3r_user_msgs[] = {
+    {"user", "Hello", NULL, 0},
+};
+
+static const eng_chat_msg ministral3r_turns_msgs[] = {
+    {"system", "Be brief.", NULL, 0},
+    {"user", " a\n", NULL, 0},
+    {"assistant", "[THINK]x[/THINK]b", NULL, 0},
+    {"user", "c", NULL, 0},
+};
+
+static const eng_chat_msg ministral3r_tool_msgs[] = {
+    {"user", "q", NULL, 0},
+    {"assistant", "calling", NULL, 0},
+    {"tool", "{\"t\": 1}", NULL, 0},
+    {"user", "next", NULL, 0},
+};
+
+static const eng_chat_msg mistral_small32_turns_msgs[] = {
+    {"system", "S", NULL, 0},
+    {"user", "a", NULL, 0},
+    {"assistant", "b", NULL, 0},
+    {"user", "c", NULL, 0},
+};
+
 static const eng_chat_msg olmo2_user_msgs[] = {
     {"user", "Hello", NULL, 0},
 };
@@ -432,6 +457,18 @@ static const struct tools_case plain_cases[] = {
     {"zephyr_tool_last", "zephyr", NULL,
      zephyr_tool_last_msgs, 2, true,
      "<|user|>\na</s>\n<|assistant|>\n"},
+    {"ministral3r_user", "ministral3-reasoning", NULL,
+     ministral3r_user_msgs, 1, true,
+     "<s>[SYSTEM_PROMPT]# HOW YOU SHOULD THINK AND ANSWER\n\nFirst draft your thinking process (inner monologue) until you arrive at a response. Format your response using Markdown, and use LaTeX for any mathematical equations. Write both your thoughts and the response in the same language as the input.\n\nYour thinking process must follow the template below:[THINK]Your thoughts or/and draft, like working through an exercise on scratch paper. Be as casual and as long as you want until you are confident to generate the response to the user.[/THINK]Here, provide a self-contained response.[/SYSTEM_PROMPT][INST]Hello[/INST]"},
+    {"ministral3r_turns", "ministral3-reasoning", NULL,
+     ministral3r_turns_msgs, 4, true,
+     "<s>[SYSTEM_PROMPT]Be brief.[/SYSTEM_PROMPT][INST] a\n[/INST][THINK]x[/THINK]b</s>[INST]c[/INST]"},
+    {"ministral3r_tool", "ministral3-reasoning", NULL,
+     ministral3r_tool_msgs, 4, false,
+     "<s>[SYSTEM_PROMPT]# HOW YOU SHOULD THINK AND ANSWER\n\nFirst draft your thinking process (inner monologue) until you arrive at a response. Format your response using Markdown, and use LaTeX for any mathematical equations. Write both your thoughts and the response in the same language as the input.\n\nYour thinking process must follow the template below:[THINK]Your thoughts or/and draft, like working through an exercise on scratch paper. Be as casual and as long as you want until you are confident to generate the response to the user.[/THINK]Here, provide a self-contained response.[/SYSTEM_PROMPT][INST]q[/INST]calling</s>[TOOL_RESULTS]{\"t\": 1}[/TOOL_RESULTS][INST]next[/INST]"},
+    {"mistral_small32_turns", "mistral-small3.2", NULL,
+     mistral_small32_turns_msgs, 4, true,
+     "<s>[SYSTEM_PROMPT]S[/SYSTEM_PROMPT][INST]a[/INST]b</s>[INST]c[/INST]"},
     {"olmo2_user", "olmo2", NULL,
      olmo2_user_msgs, 1, true,
      "<s><|user|>\nHello\n<|assistant|>\n"},

@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Writes tests/data/chat-tools-cases.h: tool-calling conversations and
 what Python's jinja2 renders for them from the stored Qwen and Llama 3.2 templates
-(tools_cases), and plain conversations for the Llama 2, Mistral, Zephyr and OLMo 2
-templates, Phi-3's, Phi-4-mini's, DeepSeek-R1's and Gemma's (plain_cases, bos_token "<s>", eos_token "</s>"), with
+(tools_cases), and plain conversations for the Llama 2, Mistral (v1, v3 and the [SYSTEM_PROMPT]
+ones), Zephyr and OLMo 2 templates, Phi-3's, Phi-4-mini's, DeepSeek-R1's and Gemma's (plain_cases, bos_token "<s>", eos_token "</s>"), with
 Hugging Face's tojson (json.dumps, ensure_ascii=False, keys unsorted) and
 its environment (trim_blocks, lstrip_blocks), as transformers'
 apply_chat_template does. tests/test-chat.c renders the same conversations
@@ -99,6 +99,15 @@ PLAIN_CASES = [
     ("zephyr_turns", "zephyr",
      [("system", "S", None), ("user", "a", None), ("assistant", "b", None), ("user", "c", None)], False),
     ("zephyr_tool_last", "zephyr", [("user", "a", None), ("tool", "42", None)], True),
+    ("ministral3r_user", "ministral3-reasoning", [("user", "Hello", None)], True),
+    ("ministral3r_turns", "ministral3-reasoning",
+     [("system", "Be brief.", None), ("user", " a\n", None), ("assistant", "[THINK]x[/THINK]b", None),
+      ("user", "c", None)], True),
+    ("ministral3r_tool", "ministral3-reasoning",
+     [("user", "q", None), ("assistant", "calling", None), ("tool", "{\"t\": 1}", None),
+      ("user", "next", None)], False),
+    ("mistral_small32_turns", "mistral-small3.2",
+     [("system", "S", None), ("user", "a", None), ("assistant", "b", None), ("user", "c", None)], True),
     ("olmo2_user", "olmo2", [("user", "Hello", None)], True),
     ("olmo2_turns", "olmo2",
      [("system", "S", None), ("user", " a\n", None), ("assistant", "b", None), ("user", "c", None),
@@ -166,6 +175,11 @@ def raise_exception(msg):
 def render(template, tools, messages, add):
     env = jinja2.Environment(trim_blocks=True, lstrip_blocks=True, extensions=["jinja2.ext.loopcontrols"])
     env.globals["raise_exception"] = raise_exception
+    if template == "mistral-small3.2":
+        # a fixed date: no plain case renders its dated default system
+        # prompt (test-chat.c checks it with today's); the Llama 3 ones
+        # keep their fallback date
+        env.globals["strftime_now"] = lambda fmt: "2000-01-01"
     env.filters["tojson"] = tojson
     with open(os.path.join(HERE, "chat-template-%s.jinja" % template)) as f:
         t = env.from_string(f.read())
