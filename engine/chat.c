@@ -159,6 +159,17 @@
 #define GRANITE_ROLE "<|start_of_role|>"
 #define GRANITE_ROLE_END "<|end_of_role|>"
 #define GRANITE_END "<|end_of_text|>"
+/* Granite 4's system text around its tools, one JSON line each */
+#define GRANITE4_TOOLS_HEAD                                                                        \
+    "You are a helpful assistant with access to the following tools. You may call one or more "    \
+    "tools to assist with the user query.\n\nYou are provided with function signatures within "    \
+    "<tools></tools> XML tags:\n<tools>"
+#define GRANITE4_TOOLS_TAIL                                                                        \
+    "\n</tools>\n\nFor each tool call, return a json object with function name and arguments "     \
+    "within <tool_call></tool_call> XML tags:\n<tool_call>\n{\"name\": <function-name>, "          \
+    "\"arguments\": <args-json-object>}\n</tool_call>. If a tool does not exist in the "              \
+    "provided list of tools, notify the user that you do not have the ability to fulfill the "     \
+    "request."
 /* SmolLM3's default custom instructions, without and with reasoning */
 #define SMOL3_NO_THINK_SYS "You are a helpful AI assistant named SmolLM, trained by Hugging Face."
 #define SMOL3_THINK_SYS                                                                            \
@@ -448,6 +459,23 @@ void eng_chat_detect(const char *tmpl, size_t len, eng_chat_info *ret_info) {
         ret_info->reasoning = true;
         ret_info->r1_think = find_bytes(tmpl, len, "{{'<｜Assistant｜><think>\\n'}}") != NULL;
         ret_info->r1_strip = find_bytes(tmpl, len, "content.split('</think>')[-1]") != NULL;
+    } else if (find_bytes(tmpl, len, "set tools_system_message_prefix = ") &&
+               find_bytes(tmpl, len, "set documents_system_message_prefix = ") &&
+               find_bytes(tmpl, len, "'" GRANITE_ROLE "system" GRANITE_ROLE_END "'") &&
+               find_bytes(tmpl, len, "You are provided with function signatures within <tools></tools>")) {
+        /* Granite 4.0 (a default system prompt) and 4.1 (none): its tools
+         * in the system message, Qwen's <tool_call> answers */
+        ret_info->kind = ENG_CHAT_GRANITE;
+        ret_info->granite4 = true;
+        ret_info->tools = true;
+        const char *d = find_bytes(tmpl, len, "set g4_default_system_message = ");
+        const size_t cap = sizeof(ret_info->default_system) - 1;
+        size_t at = d ? (size_t)(d - tmpl) + 32 : len, dl = 0;
+        if (at < len && (tmpl[at] == '\'' || tmpl[at] == '"') &&
+            (dl = read_literal(tmpl, len, &at, ret_info->default_system, cap)) < cap)
+            ret_info->default_system[dl] = '\0';
+        else
+            ret_info->default_system[0] = '\0';
     } else if (find_bytes(tmpl, len, GRANITE_ROLE "system" GRANITE_ROLE_END) &&
                find_bytes(tmpl, len, "Knowledge Cutoff Date: April 2024. Today's Date: ") &&
                find_bytes(tmpl, len, "You are Granite, developed by IBM.")) {
@@ -1127,6 +1155,68 @@ static int render_smollm3(const eng_chat_msg *msgs, size_t n_msgs, bool add_assi
  *   no system header: its loop prints system, user, assistant and
  *   tool_response messages (assistant_tool_call as the assistant's with
  *   "<|tool_call|>" first), no others. */
+/* Granite 4.0 and 4.1: the system block holds the first message's system
+ * prompt, followed by the tools (one JSON line each between their head and
+ * tail), or the template's default (4.0) where both are empty; answers
+ * carry their calls as Qwen's; each run of tool results is one user turn
+ * of <tool_response> blocks; roles other than these print nothing. */
+static void render_granite4(const eng_chat_info *info, const eng_chat_msg *msgs, size_t n_msgs,
+                            const char *tools, size_t n_tools, bool add_assistant, outbuf *o) {
+    const bool has_sys = n_msgs > 0 && !strcmp(msgs[0].role, "system");
+    const char *sys = has_sys ? msgs[0].content : "";
+    if (*sys || n_tools > 0) {
+        out_str(o, GRANITE_ROLE "system" GRANITE_ROLE_END);
+        out_str(o, sys);
+        if (n_tools > 0) {
+            if (has_sys) /* even an empty one */
+                out_str(o, "\n\n");
+            out_str(o, GRANITE4_TOOLS_HEAD);
+            const size_t tl = strlen(tools);
+            size_t pos = 0, vl;
+            const char *v;
+            while (eng__json_next(tools, tl, &pos, NULL, NULL, &v, &vl) == 1) {
+                out_str(o, "\n");
+                json_whole(v, vl, o);
+            }
+            out_str(o, GRANITE4_TOOLS_TAIL);
+        }
+        out_str(o, GRANITE_END "\n");
+    } else if (info->default_system[0]) {
+        out_str(o, GRANITE_ROLE "system" GRANITE_ROLE_END);
+        out_str(o, info->default_system);
+        out_str(o, GRANITE_END "\n");
+    }
+    for (size_t i = 0; i < n_msgs; i++) {
+        const eng_chat_msg *m = &msgs[i];
+        if (!strcmp(m->role, "user") || (!strcmp(m->role, "system") && i > 0)) {
+            out_str(o, GRANITE_ROLE);
+            out_str(o, m->role);
+            out_str(o, GRANITE_ROLE_END);
+            out_str(o, m->content);
+            out_str(o, GRANITE_END "\n");
+        } else if (!strcmp(m->role, "assistant")) {
+            out_str(o, GRANITE_ROLE "assistant" GRANITE_ROLE_END);
+            out_str(o, m->content);
+            for (size_t j = 0; j < m->n_tool_calls; j++) {
+                if (j > 0 || m->content[0])
+                    out_str(o, "\n");
+                out_call(o, &m->tool_calls[j]);
+            }
+            out_str(o, GRANITE_END "\n");
+        } else if (!strcmp(m->role, "tool")) {
+            if (i == 0 || strcmp(msgs[i - 1].role, "tool"))
+                out_str(o, GRANITE_ROLE "user" GRANITE_ROLE_END);
+            out_str(o, "\n<tool_response>\n");
+            out_str(o, m->content);
+            out_str(o, "\n</tool_response>");
+            if (i + 1 == n_msgs || strcmp(msgs[i + 1].role, "tool"))
+                out_str(o, GRANITE_END "\n");
+        }
+    }
+    if (add_assistant)
+        out_str(o, GRANITE_ROLE "assistant" GRANITE_ROLE_END);
+}
+
 static void render_granite(const eng_chat_info *info, const eng_chat_msg *msgs, size_t n_msgs,
                            bool add_assistant, outbuf *o) {
     size_t first = 0;
@@ -1206,6 +1296,8 @@ int eng_chat_render(const eng_chat_info *info, const eng_chat_msg *msgs, size_t 
         info->kind == ENG_CHAT_DEEPSEEK_R1) {
         if ((r = render_spm_family(info, msgs, n_msgs, add_assistant, &o)) < 0)
             return r;
+    } else if (info->kind == ENG_CHAT_GRANITE && info->granite4) {
+        render_granite4(info, msgs, n_msgs, tools, n_tools, add_assistant, &o);
     } else if (info->kind == ENG_CHAT_GRANITE) {
         render_granite(info, msgs, n_msgs, add_assistant, &o);
     } else if (info->kind == ENG_CHAT_MISTRAL7) {

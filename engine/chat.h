@@ -33,6 +33,8 @@ typedef struct eng_chat_info {
                          * date goes (strftime_now("%Y-%m-%d")) */
     bool tulu_bos;     /* Tulu 3 / OLMo 2: the template prints bos_token first */
     bool exaone4;      /* EXAONE 4.0: llama.cpp's rendering (tool turns, trimmed) */
+    bool granite4;     /* Granite 4.0/4.1: tools in the system block, default system
+                        * prompt (4.0) in default_system */
     bool granite30;    /* Granite 3.0: no default system prompt, some roles only */
     /* the texts of bos_token and eos_token, which Llama 2, Mistral and
      * Zephyr templates print (the loader fills them from the vocabulary) */

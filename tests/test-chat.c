@@ -425,7 +425,8 @@ static void test_tools(void) {
         eng_chat_info info;
         eng_chat_detect(t, len, &info);
         free(t);
-        CHECK((info.kind == ENG_CHAT_CHATML || info.kind == ENG_CHAT_LLAMA3) && info.tools);
+        CHECK((info.kind == ENG_CHAT_CHATML || info.kind == ENG_CHAT_LLAMA3 ||
+               (info.kind == ENG_CHAT_GRANITE && info.granite4)) && info.tools);
         fprintf(stderr, "tools case %s\n", c->name);
         check_render_tools(&info, c->msgs, c->n_msgs, c->tools, c->add ? ENG_CHAT_ADD_ASSISTANT : 0, c->want);
     }
@@ -588,6 +589,7 @@ static void test_spm_families(void) {
         eng_chat_template want = !strcmp(c->template, "llama2")     ? ENG_CHAT_LLAMA2
                                  : !strcmp(c->template, "zephyr")     ? ENG_CHAT_ZEPHYR
                                  : !strcmp(c->template, "olmo2")      ? ENG_CHAT_TULU
+                                 : !strncmp(c->template, "granite4", 8) ? ENG_CHAT_GRANITE
                                  : !strcmp(c->template, "ministral3-reasoning") ||
                                    !strcmp(c->template, "mistral-small3.2") ? ENG_CHAT_MISTRAL7
                                  : !strncmp(c->template, "phi", 3)    ? ENG_CHAT_PHI3
@@ -596,9 +598,11 @@ static void test_spm_families(void) {
                                  : !strncmp(c->template, "deepseek-r1", 11) ? ENG_CHAT_DEEPSEEK_R1
                                                                       : ENG_CHAT_MISTRAL;
         const bool m7 = want == ENG_CHAT_MISTRAL7, m7r = !strcmp(c->template, "ministral3-reasoning");
-        CHECK(info.kind == want && !info.tools &&
+        const bool g40 = !strcmp(c->template, "granite4.0"), g4 = want == ENG_CHAT_GRANITE;
+        CHECK(info.granite4 == g4 && info.tools == g4);
+        CHECK(info.kind == want && (g4 || !info.tools) &&
               info.reasoning == (want == ENG_CHAT_DEEPSEEK_R1 || m7r) && info.bracket_think == m7r &&
-              !info.default_system[0] == !m7 && info.dated_default == (m7 && !m7r));
+              !info.default_system[0] == !(m7 || g40) && info.dated_default == (m7 && !m7r));
         CHECK(info.r1_think == (want == ENG_CHAT_DEEPSEEK_R1));
         CHECK(info.r1_strip == !strcmp(c->template, "deepseek-r1-distill"));
         CHECK(info.eos_space == !strcmp(c->template, "mistral-v0.1"));

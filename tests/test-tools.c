@@ -311,6 +311,8 @@ int main(int argc, char **argv)
           ENG_CHAT_GRANITE, false },
         { "tiny-granite", "granite3.0", "<|start_of_role|>user<|end_of_role|>Name", ENG_CHAT_GRANITE,
           false },
+        { "tiny-granite", "granite4.0", "<|start_of_role|>system<|end_of_role|>You are a helpful assistant. "
+          "Please ensure", ENG_CHAT_GRANITE, false },
         { "tiny-exaone", "exaone3.5", "[|system|][|endofturn|]\n[|user|]Name", ENG_CHAT_EXAONE, false },
         { "tiny-ministral3", "ministral3-reasoning", "<|begin_of_text|>[SYSTEM_PROMPT]# HOW YOU SHOULD",
           ENG_CHAT_MISTRAL7, false },
@@ -323,6 +325,8 @@ int main(int argc, char **argv)
         CHECKF(eng_model_chat_template(fm) == fam[i].kind &&
                eng_model_chat_can_think(fm) == fam[i].think, "%s: template kind %d",
                fam[i].tmpl, eng_model_chat_template(fm));
+        /* Granite 4 calls tools as Qwen does */
+        CHECK(eng_model_chat_can_call_tools(fm) == !strcmp(fam[i].tmpl, "granite4.0"));
         eng_chat_msg q[] = {{.role = "user", .content = "Name a color."}};
         char text[4096];
         const int len = eng_chat_apply(fm, q, 1, ENG_CHAT_ADD_ASSISTANT, text, sizeof(text));

@@ -77,6 +77,65 @@ static const eng_chat_msg qwen3_after_query_msgs[] = {
     {"assistant", "<think>\nnow answer\n</think>\n\n22 degrees.", NULL, 0},
 };
 
+static const eng_chat_msg granite40_tools_user_msgs[] = {
+    {"user", "What is the weather in Paris?", NULL, 0},
+};
+
+static const eng_chat_msg granite40_tools_system_msgs[] = {
+    {"system", "You are terse.", NULL, 0},
+    {"user", "Weather?", NULL, 0},
+};
+
+static const eng_chat_msg granite40_tools_empty_system_msgs[] = {
+    {"system", "", NULL, 0},
+    {"user", "Weather?", NULL, 0},
+};
+
+static const eng_tool_call granite40_history_calls1[] = {
+    {(char *)"get_weather", (char *)"{ \"city\" : \"Bucure\\u0219ti\" }"},
+    {(char *)"round", (char *)"{\"x\":3.0}"},
+};
+static const eng_tool_call granite40_history_calls6[] = {
+    {(char *)"get_weather", (char *)"{\"city\": \"Paris\", \"unit\":\"celsius\"}"},
+};
+static const eng_chat_msg granite40_history_msgs[] = {
+    {"user", "Weather in Paris and Bucharest?", NULL, 0},
+    {"assistant", "", granite40_history_calls1, 2},
+    {"tool", "{\"temp\": 21}", NULL, 0},
+    {"tool", "3", NULL, 0},
+    {"assistant", "21 degrees.", NULL, 0},
+    {"user", "And now?", NULL, 0},
+    {"assistant", "Let me look.", granite40_history_calls6, 1},
+    {"tool", "22", NULL, 0},
+};
+
+static const eng_tool_call granite41_history_calls1[] = {
+    {(char *)"get_weather", (char *)"{ \"city\" : \"Bucure\\u0219ti\" }"},
+    {(char *)"round", (char *)"{\"x\":3.0}"},
+};
+static const eng_tool_call granite41_history_calls6[] = {
+    {(char *)"get_weather", (char *)"{\"city\": \"Paris\", \"unit\":\"celsius\"}"},
+};
+static const eng_chat_msg granite41_history_msgs[] = {
+    {"user", "Weather in Paris and Bucharest?", NULL, 0},
+    {"assistant", "Checking both.", granite41_history_calls1, 2},
+    {"tool", "{\"temp\": 21}", NULL, 0},
+    {"tool", "3", NULL, 0},
+    {"assistant", "21 degrees.", NULL, 0},
+    {"user", "And now?", NULL, 0},
+    {"assistant", "Let me look.", granite41_history_calls6, 1},
+    {"tool", "22", NULL, 0},
+};
+
+static const eng_tool_call granite40_calls_no_tools_calls1[] = {
+    {(char *)"get_weather", (char *)"{\"city\": \"Paris\", \"unit\":\"celsius\"}"},
+};
+static const eng_chat_msg granite40_calls_no_tools_msgs[] = {
+    {"user", "U", NULL, 0},
+    {"assistant", "", granite40_calls_no_tools_calls1, 1},
+    {"tool", "ok", NULL, 0},
+};
+
 static const eng_chat_msg llama32_tools_user_msgs[] = {
     {"user", " What is the weather in Paris? ", NULL, 0},
 };
@@ -195,6 +254,28 @@ static const eng_chat_msg mistral_small32_turns_msgs[] = {
     {"user", "a", NULL, 0},
     {"assistant", "b", NULL, 0},
     {"user", "c", NULL, 0},
+};
+
+static const eng_chat_msg granite40_user_msgs[] = {
+    {"user", "Hello", NULL, 0},
+};
+
+static const eng_chat_msg granite40_turns_msgs[] = {
+    {"system", "S", NULL, 0},
+    {"user", "a", NULL, 0},
+    {"assistant", "b", NULL, 0},
+    {"system", "late", NULL, 0},
+    {"user", "c", NULL, 0},
+    {"developer", "d", NULL, 0},
+};
+
+static const eng_chat_msg granite40_empty_system_msgs[] = {
+    {"system", "", NULL, 0},
+    {"user", "Hi", NULL, 0},
+};
+
+static const eng_chat_msg granite41_user_msgs[] = {
+    {"user", "Hello", NULL, 0},
 };
 
 static const eng_chat_msg olmo2_user_msgs[] = {
@@ -406,6 +487,24 @@ static const struct tools_case {
     {"qwen3_after_query", "qwen3", "[ {\"type\":\"function\",\"function\":{\"name\":\"get_weather\",\n  \"description\":\"Current weather in a city\\/region, \\u00e9t\\u00e9 or winter \\ud83c\\udf1e\",\n  \"parameters\":{\"type\":\"object\",\"required\":[\"city\"],\"properties\":{\n    \"city\":{\"type\":\"string\",\"description\":\"Name, e.g. \\\"Paris\\\"\\n(no country)\"},\n    \"unit\":{\"type\":\"string\",\"enum\":[\"celsius\",\"fahrenheit\"],\"default\":null}}}}},\n {\"type\":\"function\",\"function\":{\"name\":\"round\",\"parameters\":{\"type\":\"object\",\"properties\":{\n   \"x\":{\"type\":\"number\",\"minimum\":-0,\"maximum\":1E5,\"multipleOf\":2.5e-7,\"examples\":[1.50,1e16,0.0001,100.0,true,false]}}}}}\n]",
      qwen3_after_query_msgs, 4, false,
      "<|im_start|>system\n# Tools\n\nYou may call one or more functions to assist with the user query.\n\nYou are provided with function signatures within <tools></tools> XML tags:\n<tools>\n{\"type\": \"function\", \"function\": {\"name\": \"get_weather\", \"description\": \"Current weather in a city/region, \xc3""\xa9""t\xc3""\xa9"" or winter \xf0""\x9f""\x8c""\x9e""\", \"parameters\": {\"type\": \"object\", \"required\": [\"city\"], \"properties\": {\"city\": {\"type\": \"string\", \"description\": \"Name, e.g. \\\"Paris\\\"\\n(no country)\"}, \"unit\": {\"type\": \"string\", \"enum\": [\"celsius\", \"fahrenheit\"], \"default\": null}}}}}\n{\"type\": \"function\", \"function\": {\"name\": \"round\", \"parameters\": {\"type\": \"object\", \"properties\": {\"x\": {\"type\": \"number\", \"minimum\": 0, \"maximum\": 100000.0, \"multipleOf\": 2.5e-07, \"examples\": [1.5, 1e+16, 0.0001, 100.0, true, false]}}}}}\n</tools>\n\nFor each function call, return a json object with function name and arguments within <tool_call></tool_call> XML tags:\n<tool_call>\n{\"name\": <function-name>, \"arguments\": <args-json-object>}\n</tool_call><|im_end|>\n<|im_start|>user\nWeather?<|im_end|>\n<|im_start|>assistant\n<think>\nlook it up\n</think>\n\nChecking.\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\", \"unit\": \"celsius\"}}\n</tool_call><|im_end|>\n<|im_start|>user\n<tool_response>\n22\n</tool_response><|im_end|>\n<|im_start|>assistant\n<think>\nnow answer\n</think>\n\n22 degrees.<|im_end|>\n"},
+    {"granite40_tools_user", "granite4.0", "[ {\"type\":\"function\",\"function\":{\"name\":\"get_weather\",\n  \"description\":\"Current weather in a city\\/region, \\u00e9t\\u00e9 or winter \\ud83c\\udf1e\",\n  \"parameters\":{\"type\":\"object\",\"required\":[\"city\"],\"properties\":{\n    \"city\":{\"type\":\"string\",\"description\":\"Name, e.g. \\\"Paris\\\"\\n(no country)\"},\n    \"unit\":{\"type\":\"string\",\"enum\":[\"celsius\",\"fahrenheit\"],\"default\":null}}}}},\n {\"type\":\"function\",\"function\":{\"name\":\"round\",\"parameters\":{\"type\":\"object\",\"properties\":{\n   \"x\":{\"type\":\"number\",\"minimum\":-0,\"maximum\":1E5,\"multipleOf\":2.5e-7,\"examples\":[1.50,1e16,0.0001,100.0,true,false]}}}}}\n]",
+     granite40_tools_user_msgs, 1, true,
+     "<|start_of_role|>system<|end_of_role|>You are a helpful assistant with access to the following tools. You may call one or more tools to assist with the user query.\n\nYou are provided with function signatures within <tools></tools> XML tags:\n<tools>\n{\"type\": \"function\", \"function\": {\"name\": \"get_weather\", \"description\": \"Current weather in a city/region, \xc3""\xa9""t\xc3""\xa9"" or winter \xf0""\x9f""\x8c""\x9e""\", \"parameters\": {\"type\": \"object\", \"required\": [\"city\"], \"properties\": {\"city\": {\"type\": \"string\", \"description\": \"Name, e.g. \\\"Paris\\\"\\n(no country)\"}, \"unit\": {\"type\": \"string\", \"enum\": [\"celsius\", \"fahrenheit\"], \"default\": null}}}}}\n{\"type\": \"function\", \"function\": {\"name\": \"round\", \"parameters\": {\"type\": \"object\", \"properties\": {\"x\": {\"type\": \"number\", \"minimum\": 0, \"maximum\": 100000.0, \"multipleOf\": 2.5e-07, \"examples\": [1.5, 1e+16, 0.0001, 100.0, true, false]}}}}}\n</tools>\n\nFor each tool call, return a json object with function name and arguments within <tool_call></tool_call> XML tags:\n<tool_call>\n{\"name\": <function-name>, \"arguments\": <args-json-object>}\n</tool_call>. If a tool does not exist in the provided list of tools, notify the user that you do not have the ability to fulfill the request.<|end_of_text|>\n<|start_of_role|>user<|end_of_role|>What is the weather in Paris?<|end_of_text|>\n<|start_of_role|>assistant<|end_of_role|>"},
+    {"granite40_tools_system", "granite4.0", "[ {\"type\":\"function\",\"function\":{\"name\":\"get_weather\",\n  \"description\":\"Current weather in a city\\/region, \\u00e9t\\u00e9 or winter \\ud83c\\udf1e\",\n  \"parameters\":{\"type\":\"object\",\"required\":[\"city\"],\"properties\":{\n    \"city\":{\"type\":\"string\",\"description\":\"Name, e.g. \\\"Paris\\\"\\n(no country)\"},\n    \"unit\":{\"type\":\"string\",\"enum\":[\"celsius\",\"fahrenheit\"],\"default\":null}}}}},\n {\"type\":\"function\",\"function\":{\"name\":\"round\",\"parameters\":{\"type\":\"object\",\"properties\":{\n   \"x\":{\"type\":\"number\",\"minimum\":-0,\"maximum\":1E5,\"multipleOf\":2.5e-7,\"examples\":[1.50,1e16,0.0001,100.0,true,false]}}}}}\n]",
+     granite40_tools_system_msgs, 2, true,
+     "<|start_of_role|>system<|end_of_role|>You are terse.\n\nYou are a helpful assistant with access to the following tools. You may call one or more tools to assist with the user query.\n\nYou are provided with function signatures within <tools></tools> XML tags:\n<tools>\n{\"type\": \"function\", \"function\": {\"name\": \"get_weather\", \"description\": \"Current weather in a city/region, \xc3""\xa9""t\xc3""\xa9"" or winter \xf0""\x9f""\x8c""\x9e""\", \"parameters\": {\"type\": \"object\", \"required\": [\"city\"], \"properties\": {\"city\": {\"type\": \"string\", \"description\": \"Name, e.g. \\\"Paris\\\"\\n(no country)\"}, \"unit\": {\"type\": \"string\", \"enum\": [\"celsius\", \"fahrenheit\"], \"default\": null}}}}}\n{\"type\": \"function\", \"function\": {\"name\": \"round\", \"parameters\": {\"type\": \"object\", \"properties\": {\"x\": {\"type\": \"number\", \"minimum\": 0, \"maximum\": 100000.0, \"multipleOf\": 2.5e-07, \"examples\": [1.5, 1e+16, 0.0001, 100.0, true, false]}}}}}\n</tools>\n\nFor each tool call, return a json object with function name and arguments within <tool_call></tool_call> XML tags:\n<tool_call>\n{\"name\": <function-name>, \"arguments\": <args-json-object>}\n</tool_call>. If a tool does not exist in the provided list of tools, notify the user that you do not have the ability to fulfill the request.<|end_of_text|>\n<|start_of_role|>user<|end_of_role|>Weather?<|end_of_text|>\n<|start_of_role|>assistant<|end_of_role|>"},
+    {"granite40_tools_empty_system", "granite4.0", "[ {\"type\":\"function\",\"function\":{\"name\":\"get_weather\",\n  \"description\":\"Current weather in a city\\/region, \\u00e9t\\u00e9 or winter \\ud83c\\udf1e\",\n  \"parameters\":{\"type\":\"object\",\"required\":[\"city\"],\"properties\":{\n    \"city\":{\"type\":\"string\",\"description\":\"Name, e.g. \\\"Paris\\\"\\n(no country)\"},\n    \"unit\":{\"type\":\"string\",\"enum\":[\"celsius\",\"fahrenheit\"],\"default\":null}}}}},\n {\"type\":\"function\",\"function\":{\"name\":\"round\",\"parameters\":{\"type\":\"object\",\"properties\":{\n   \"x\":{\"type\":\"number\",\"minimum\":-0,\"maximum\":1E5,\"multipleOf\":2.5e-7,\"examples\":[1.50,1e16,0.0001,100.0,true,false]}}}}}\n]",
+     granite40_tools_empty_system_msgs, 2, true,
+     "<|start_of_role|>system<|end_of_role|>\n\nYou are a helpful assistant with access to the following tools. You may call one or more tools to assist with the user query.\n\nYou are provided with function signatures within <tools></tools> XML tags:\n<tools>\n{\"type\": \"function\", \"function\": {\"name\": \"get_weather\", \"description\": \"Current weather in a city/region, \xc3""\xa9""t\xc3""\xa9"" or winter \xf0""\x9f""\x8c""\x9e""\", \"parameters\": {\"type\": \"object\", \"required\": [\"city\"], \"properties\": {\"city\": {\"type\": \"string\", \"description\": \"Name, e.g. \\\"Paris\\\"\\n(no country)\"}, \"unit\": {\"type\": \"string\", \"enum\": [\"celsius\", \"fahrenheit\"], \"default\": null}}}}}\n{\"type\": \"function\", \"function\": {\"name\": \"round\", \"parameters\": {\"type\": \"object\", \"properties\": {\"x\": {\"type\": \"number\", \"minimum\": 0, \"maximum\": 100000.0, \"multipleOf\": 2.5e-07, \"examples\": [1.5, 1e+16, 0.0001, 100.0, true, false]}}}}}\n</tools>\n\nFor each tool call, return a json object with function name and arguments within <tool_call></tool_call> XML tags:\n<tool_call>\n{\"name\": <function-name>, \"arguments\": <args-json-object>}\n</tool_call>. If a tool does not exist in the provided list of tools, notify the user that you do not have the ability to fulfill the request.<|end_of_text|>\n<|start_of_role|>user<|end_of_role|>Weather?<|end_of_text|>\n<|start_of_role|>assistant<|end_of_role|>"},
+    {"granite40_history", "granite4.0", "[ {\"type\":\"function\",\"function\":{\"name\":\"get_weather\",\n  \"description\":\"Current weather in a city\\/region, \\u00e9t\\u00e9 or winter \\ud83c\\udf1e\",\n  \"parameters\":{\"type\":\"object\",\"required\":[\"city\"],\"properties\":{\n    \"city\":{\"type\":\"string\",\"description\":\"Name, e.g. \\\"Paris\\\"\\n(no country)\"},\n    \"unit\":{\"type\":\"string\",\"enum\":[\"celsius\",\"fahrenheit\"],\"default\":null}}}}},\n {\"type\":\"function\",\"function\":{\"name\":\"round\",\"parameters\":{\"type\":\"object\",\"properties\":{\n   \"x\":{\"type\":\"number\",\"minimum\":-0,\"maximum\":1E5,\"multipleOf\":2.5e-7,\"examples\":[1.50,1e16,0.0001,100.0,true,false]}}}}}\n]",
+     granite40_history_msgs, 8, true,
+     "<|start_of_role|>system<|end_of_role|>You are a helpful assistant with access to the following tools. You may call one or more tools to assist with the user query.\n\nYou are provided with function signatures within <tools></tools> XML tags:\n<tools>\n{\"type\": \"function\", \"function\": {\"name\": \"get_weather\", \"description\": \"Current weather in a city/region, \xc3""\xa9""t\xc3""\xa9"" or winter \xf0""\x9f""\x8c""\x9e""\", \"parameters\": {\"type\": \"object\", \"required\": [\"city\"], \"properties\": {\"city\": {\"type\": \"string\", \"description\": \"Name, e.g. \\\"Paris\\\"\\n(no country)\"}, \"unit\": {\"type\": \"string\", \"enum\": [\"celsius\", \"fahrenheit\"], \"default\": null}}}}}\n{\"type\": \"function\", \"function\": {\"name\": \"round\", \"parameters\": {\"type\": \"object\", \"properties\": {\"x\": {\"type\": \"number\", \"minimum\": 0, \"maximum\": 100000.0, \"multipleOf\": 2.5e-07, \"examples\": [1.5, 1e+16, 0.0001, 100.0, true, false]}}}}}\n</tools>\n\nFor each tool call, return a json object with function name and arguments within <tool_call></tool_call> XML tags:\n<tool_call>\n{\"name\": <function-name>, \"arguments\": <args-json-object>}\n</tool_call>. If a tool does not exist in the provided list of tools, notify the user that you do not have the ability to fulfill the request.<|end_of_text|>\n<|start_of_role|>user<|end_of_role|>Weather in Paris and Bucharest?<|end_of_text|>\n<|start_of_role|>assistant<|end_of_role|><tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Bucure\xc8""\x99""ti\"}}\n</tool_call>\n<tool_call>\n{\"name\": \"round\", \"arguments\": {\"x\": 3.0}}\n</tool_call><|end_of_text|>\n<|start_of_role|>user<|end_of_role|>\n<tool_response>\n{\"temp\": 21}\n</tool_response>\n<tool_response>\n3\n</tool_response><|end_of_text|>\n<|start_of_role|>assistant<|end_of_role|>21 degrees.<|end_of_text|>\n<|start_of_role|>user<|end_of_role|>And now?<|end_of_text|>\n<|start_of_role|>assistant<|end_of_role|>Let me look.\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\", \"unit\": \"celsius\"}}\n</tool_call><|end_of_text|>\n<|start_of_role|>user<|end_of_role|>\n<tool_response>\n22\n</tool_response><|end_of_text|>\n<|start_of_role|>assistant<|end_of_role|>"},
+    {"granite41_history", "granite4.1", "[ {\"type\":\"function\",\"function\":{\"name\":\"get_weather\",\n  \"description\":\"Current weather in a city\\/region, \\u00e9t\\u00e9 or winter \\ud83c\\udf1e\",\n  \"parameters\":{\"type\":\"object\",\"required\":[\"city\"],\"properties\":{\n    \"city\":{\"type\":\"string\",\"description\":\"Name, e.g. \\\"Paris\\\"\\n(no country)\"},\n    \"unit\":{\"type\":\"string\",\"enum\":[\"celsius\",\"fahrenheit\"],\"default\":null}}}}},\n {\"type\":\"function\",\"function\":{\"name\":\"round\",\"parameters\":{\"type\":\"object\",\"properties\":{\n   \"x\":{\"type\":\"number\",\"minimum\":-0,\"maximum\":1E5,\"multipleOf\":2.5e-7,\"examples\":[1.50,1e16,0.0001,100.0,true,false]}}}}}\n]",
+     granite41_history_msgs, 8, false,
+     "<|start_of_role|>system<|end_of_role|>You are a helpful assistant with access to the following tools. You may call one or more tools to assist with the user query.\n\nYou are provided with function signatures within <tools></tools> XML tags:\n<tools>\n{\"type\": \"function\", \"function\": {\"name\": \"get_weather\", \"description\": \"Current weather in a city/region, \xc3""\xa9""t\xc3""\xa9"" or winter \xf0""\x9f""\x8c""\x9e""\", \"parameters\": {\"type\": \"object\", \"required\": [\"city\"], \"properties\": {\"city\": {\"type\": \"string\", \"description\": \"Name, e.g. \\\"Paris\\\"\\n(no country)\"}, \"unit\": {\"type\": \"string\", \"enum\": [\"celsius\", \"fahrenheit\"], \"default\": null}}}}}\n{\"type\": \"function\", \"function\": {\"name\": \"round\", \"parameters\": {\"type\": \"object\", \"properties\": {\"x\": {\"type\": \"number\", \"minimum\": 0, \"maximum\": 100000.0, \"multipleOf\": 2.5e-07, \"examples\": [1.5, 1e+16, 0.0001, 100.0, true, false]}}}}}\n</tools>\n\nFor each tool call, return a json object with function name and arguments within <tool_call></tool_call> XML tags:\n<tool_call>\n{\"name\": <function-name>, \"arguments\": <args-json-object>}\n</tool_call>. If a tool does not exist in the provided list of tools, notify the user that you do not have the ability to fulfill the request.<|end_of_text|>\n<|start_of_role|>user<|end_of_role|>Weather in Paris and Bucharest?<|end_of_text|>\n<|start_of_role|>assistant<|end_of_role|>Checking both.\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Bucure\xc8""\x99""ti\"}}\n</tool_call>\n<tool_call>\n{\"name\": \"round\", \"arguments\": {\"x\": 3.0}}\n</tool_call><|end_of_text|>\n<|start_of_role|>user<|end_of_role|>\n<tool_response>\n{\"temp\": 21}\n</tool_response>\n<tool_response>\n3\n</tool_response><|end_of_text|>\n<|start_of_role|>assistant<|end_of_role|>21 degrees.<|end_of_text|>\n<|start_of_role|>user<|end_of_role|>And now?<|end_of_text|>\n<|start_of_role|>assistant<|end_of_role|>Let me look.\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\", \"unit\": \"celsius\"}}\n</tool_call><|end_of_text|>\n<|start_of_role|>user<|end_of_role|>\n<tool_response>\n22\n</tool_response><|end_of_text|>\n"},
+    {"granite40_calls_no_tools", "granite4.0", NULL,
+     granite40_calls_no_tools_msgs, 3, false,
+     "<|start_of_role|>system<|end_of_role|>You are a helpful assistant. Please ensure responses are professional, accurate, and safe.<|end_of_text|>\n<|start_of_role|>user<|end_of_role|>U<|end_of_text|>\n<|start_of_role|>assistant<|end_of_role|><tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\", \"unit\": \"celsius\"}}\n</tool_call><|end_of_text|>\n<|start_of_role|>user<|end_of_role|>\n<tool_response>\nok\n</tool_response><|end_of_text|>\n"},
     {"llama32_tools_user", "llama3.2", "[ {\"type\":\"function\",\"function\":{\"name\":\"get_weather\",\n  \"description\":\"Current weather in a city\\/region, \\u00e9t\\u00e9 or winter \\ud83c\\udf1e\",\n  \"parameters\":{\"type\":\"object\",\"required\":[\"city\"],\"properties\":{\n    \"city\":{\"type\":\"string\",\"description\":\"Name, e.g. \\\"Paris\\\"\\n(no country)\"},\n    \"unit\":{\"type\":\"string\",\"enum\":[\"celsius\",\"fahrenheit\"],\"default\":null}}}}},\n {\"type\":\"function\",\"function\":{\"name\":\"round\",\"parameters\":{\"type\":\"object\",\"properties\":{\n   \"x\":{\"type\":\"number\",\"minimum\":-0,\"maximum\":1E5,\"multipleOf\":2.5e-7,\"examples\":[1.50,1e16,0.0001,100.0,true,false]}}}}}\n]",
      llama32_tools_user_msgs, 1, true,
      "<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\nEnvironment: ipython\nCutting Knowledge Date: December 2023\nToday Date: 26 Jul 2024\n\n<|eot_id|><|start_header_id|>user<|end_header_id|>\n\nGiven the following functions, please respond with a JSON for a function call with its proper arguments that best answers the given prompt.\n\nRespond in the format {\"name\": function name, \"parameters\": dictionary of argument name and its value}.Do not use variables.\n\n{\n    \"type\": \"function\",\n    \"function\": {\n        \"name\": \"get_weather\",\n        \"description\": \"Current weather in a city/region, \xc3""\xa9""t\xc3""\xa9"" or winter \xf0""\x9f""\x8c""\x9e""\",\n        \"parameters\": {\n            \"type\": \"object\",\n            \"required\": [\n                \"city\"\n            ],\n            \"properties\": {\n                \"city\": {\n                    \"type\": \"string\",\n                    \"description\": \"Name, e.g. \\\"Paris\\\"\\n(no country)\"\n                },\n                \"unit\": {\n                    \"type\": \"string\",\n                    \"enum\": [\n                        \"celsius\",\n                        \"fahrenheit\"\n                    ],\n                    \"default\": null\n                }\n            }\n        }\n    }\n}\n\n{\n    \"type\": \"function\",\n    \"function\": {\n        \"name\": \"round\",\n        \"parameters\": {\n            \"type\": \"object\",\n            \"properties\": {\n                \"x\": {\n                    \"type\": \"number\",\n                    \"minimum\": 0,\n                    \"maximum\": 100000.0,\n                    \"multipleOf\": 2.5e-07,\n                    \"examples\": [\n                        1.5,\n                        1e+16,\n                        0.0001,\n                        100.0,\n                        true,\n                        false\n                    ]\n                }\n            }\n        }\n    }\n}\n\nWhat is the weather in Paris?<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n"},
@@ -469,6 +568,18 @@ static const struct tools_case plain_cases[] = {
     {"mistral_small32_turns", "mistral-small3.2", NULL,
      mistral_small32_turns_msgs, 4, true,
      "<s>[SYSTEM_PROMPT]S[/SYSTEM_PROMPT][INST]a[/INST]b</s>[INST]c[/INST]"},
+    {"granite40_user", "granite4.0", NULL,
+     granite40_user_msgs, 1, true,
+     "<|start_of_role|>system<|end_of_role|>You are a helpful assistant. Please ensure responses are professional, accurate, and safe.<|end_of_text|>\n<|start_of_role|>user<|end_of_role|>Hello<|end_of_text|>\n<|start_of_role|>assistant<|end_of_role|>"},
+    {"granite40_turns", "granite4.0", NULL,
+     granite40_turns_msgs, 6, true,
+     "<|start_of_role|>system<|end_of_role|>S<|end_of_text|>\n<|start_of_role|>user<|end_of_role|>a<|end_of_text|>\n<|start_of_role|>assistant<|end_of_role|>b<|end_of_text|>\n<|start_of_role|>system<|end_of_role|>late<|end_of_text|>\n<|start_of_role|>user<|end_of_role|>c<|end_of_text|>\n<|start_of_role|>assistant<|end_of_role|>"},
+    {"granite40_empty_system", "granite4.0", NULL,
+     granite40_empty_system_msgs, 2, false,
+     "<|start_of_role|>system<|end_of_role|>You are a helpful assistant. Please ensure responses are professional, accurate, and safe.<|end_of_text|>\n<|start_of_role|>user<|end_of_role|>Hi<|end_of_text|>\n"},
+    {"granite41_user", "granite4.1", NULL,
+     granite41_user_msgs, 1, true,
+     "<|start_of_role|>user<|end_of_role|>Hello<|end_of_text|>\n<|start_of_role|>assistant<|end_of_role|>"},
     {"olmo2_user", "olmo2", NULL,
      olmo2_user_msgs, 1, true,
      "<s><|user|>\nHello\n<|assistant|>\n"},
