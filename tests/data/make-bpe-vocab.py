@@ -14,7 +14,8 @@ time). A tokenizer that cuts a text where the pattern does not then cannot
 form those tokens, so its ids differ: with SRC's 1024 tokens alone the ids
 hardly depend on the pre-tokenizer.
 
-`--specials A,B,...` appends control tokens; `--bos T`, `--eos T` (tokens
+`--unmerged A,B,...` (corpus pieces, with --pieces) makes those tokens
+without their last merge. `--specials A,B,...` appends control tokens; `--bos T`, `--eos T` (tokens
 by text) and `--add-bos 0|1` set those keys. Phi-4-mini's turn tokens, its
 BOS = EOS <|endoftext|> and no BOS added:
 
@@ -35,6 +36,9 @@ PATTERNS = {
     "tekken": r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+"""
               r"""|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*"""
               r"""|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+""",
+    # cl100k's (OLMo 2's tokenizer.json; llama.cpp's DBRX type)
+    "dbrx": r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}"""
+            r"""| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+""",
     "gpt-4o": r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?"""
               r"""|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?"""
               r"""|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+""",
@@ -89,7 +93,7 @@ def corpus_pieces(path, pre):
 def main():
     args = sys.argv[1:]
     opts = {}
-    for o in ("--pieces", "--specials", "--bos", "--eos", "--add-bos"):
+    for o in ("--pieces", "--specials", "--bos", "--eos", "--add-bos", "--unmerged"):
         if o in args:
             k = args.index(o)
             opts[o] = args[k + 1]
@@ -132,6 +136,10 @@ def main():
         have = set(tokens)
         have_merge = set(merges)
         bc = byte_chars()
+        # pieces that become tokens without the last merge that would form
+        # them: only a tokenizer that takes whole-token pieces as they are
+        # (llama.cpp's ignore_merges) yields them
+        unmerged = {u.encode("utf-8") for u in opts.get("--unmerged", "").split(",") if u}
         for p in corpus_pieces(pieces_path, pre):
             chars = [bc[b] for b in p]
             if len(chars) > 24:  # long runs: their prefixes are enough
@@ -140,7 +148,7 @@ def main():
             for c in chars[1:]:
                 m = (cur + " " + c).encode("utf-8")
                 cur += c
-                if m not in have_merge:
+                if m not in have_merge and not (p in unmerged and len(cur) == len(chars)):
                     have_merge.add(m)
                     merges.append(m)
                 if cur.encode("utf-8") not in have:
