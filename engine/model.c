@@ -1828,6 +1828,7 @@ int eng_session_new(const eng_model *m, const eng_session_params *params, eng_se
     s->rope_long = m->rope_long && n_ctx > m->n_ctx_orig;
     s->n_batch = n_batch;
     s->kv_type = p.kv_type;
+    s->graph_temp = 1.0f;
     eng__session_changed(s);
 
     const int L = m->info.n_layer, E = m->info.n_embd, F = m->info.n_ff;
@@ -2254,6 +2255,13 @@ static void prefetch_next(eng_session *s, int il, bool logits)
     }
 }
 
+/* mistral3's temperature on q at position pos: 1 + c ln(floor(pos / n) +
+ * 1), 1 within the original context n. */
+static float attn_temp(const eng_model *m, int pos)
+{
+    return 1.0f + m->attn_temp_scale * logf(floorf((float)pos / (float)m->attn_temp_floor) + 1.0f);
+}
+
 /* The ops of one forward pass over n tokens at positions n_past ..: the
  * tokens are in s->tokens already; the logits of rows first .. n-1 go to
  * `out` (backend memory) when out is not NULL, and the argmax of the last
@@ -2350,11 +2358,10 @@ static void forward_ops(eng_session *s, int n, int first, float *out, int32_t *a
                 op->store_kv(be, s->v, s->v_cache[il], (long)kvd, row0, n);
             }
         }
-        /* mistral3: q's temperature, 1 + c ln(floor(pos / floor) + 1),
-         * from the original context on (llama.cpp's scale after RoPE) */
+        /* mistral3: q's temperature from the original context on
+         * (llama.cpp's scale after RoPE) */
         for (int t = 0; m->attn_temp_scale != 0.0f && t < n; t++) {
-            const float c = 1.0f + m->attn_temp_scale *
-                                       logf(floorf((float)(pos0 + t) / (float)m->attn_temp_floor) + 1.0f);
+            const float c = attn_temp(m, pos0 + t);
             if (c != 1.0f)
                 op->scale(be, s->q + (size_t)t * H * hd, c, (long)H * hd);
         }
@@ -2516,6 +2523,13 @@ int eng__forward(eng_session *s, const int32_t *tokens, int n, bool all_logits, 
     const int tail = am ? 1 : cands ? 2 + s->cand_k : 0;
     if (tail != s->graph_tail) {
         s->graph_tail = tail; /* the step's ops end differently */
+        eng__session_changed(s);
+    }
+    /* a decode graph holds q's temperature as a constant (mistral3): a
+     * step past a multiple of the original context records another */
+    const float temp = m->attn_temp_scale != 0.0f ? attn_temp(m, s->n_past) : 1.0f;
+    if (temp != s->graph_temp) {
+        s->graph_temp = temp;
         eng__session_changed(s);
     }
     int g = -1;

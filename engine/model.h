@@ -195,6 +195,7 @@ struct eng_session {
     uint64_t graph_key;               /* names the decode step's ops (backend.h graph_begin) */
     int graph_tail;                   /* how the last step ended: 0 logits, 1 the
                                        * argmax op, 2 + k the top_cands op for k */
+    float graph_temp;                 /* mistral3: q's temperature the last step had */
     eng_abort_cb abort_cb;            /* polled between prefill chunks */
     void *abort_data;
 
