@@ -965,6 +965,14 @@ static int load_hparams(const gguf_file *f, eng_model *m, eng_error *err)
         m->arch = ENG_ARCH_QWEN2;
     else if (!strcmp(arch, "qwen3"))
         m->arch = ENG_ARCH_QWEN3;
+    /* Qwen2-VL / Qwen2.5-VL and Qwen3-VL: their language models, whose
+     * multi-section RoPE gives a text token one position in every section
+     * (llama.cpp broadcasts it), which is NEOX RoPE; Qwen3-VL's deepstack
+     * inputs are zeros for text tokens */
+    else if (!strcmp(arch, "qwen2vl"))
+        m->arch = ENG_ARCH_QWEN2;
+    else if (!strcmp(arch, "qwen3vl"))
+        m->arch = ENG_ARCH_QWEN3;
     else if (!strcmp(arch, "phi3"))
         m->arch = ENG_ARCH_PHI3;
     else if (!strcmp(arch, "gemma"))
@@ -989,9 +997,23 @@ static int load_hparams(const gguf_file *f, eng_model *m, eng_error *err)
         m->arch = ENG_ARCH_MISTRAL3;
     else
         return eng__set_err(err, -ENOTSUP,
-                            "unsupported architecture '%s' (supported: llama, qwen2, qwen3, phi3, "
-                            "gemma, gemma2, gemma3, smollm3, granite, exaone, minicpm, olmo2, "
-                            "exaone4, mistral3)", arch);
+                            "unsupported architecture '%s' (supported: llama, qwen2, qwen3, qwen2vl, "
+                            "qwen3vl, phi3, gemma, gemma2, gemma3, smollm3, granite, exaone, minicpm, "
+                            "olmo2, exaone4, mistral3; text only for the vl ones)", arch);
+    /* the vl families' sections, which llama.cpp requires (an array of at
+     * most 4 or one number): only their presence matters for text */
+    const size_t alen = strlen(arch);
+    if (alen > 2 && !strcmp(arch + alen - 2, "vl")) {
+        char skey[64];
+        snprintf(skey, sizeof(skey), "%s.rope.dimension_sections", arch);
+        enum gguf_type et;
+        uint64_t ns;
+        uint32_t one;
+        const bool arr = gguf_get_arr_info(f, skey, &et, &ns) == 0;
+        if (arr ? ns > 4 : gguf_get_u32(f, skey, &one) < 0)
+            return eng__set_err(err, -EINVAL, "metadata '%s' is %s", skey,
+                                arr ? "longer than 4" : "missing or not a number");
+    }
     /* mixture-of-experts files (Mixtral, Granite MoE, Ministral's larger
      * siblings) share these names: refused as such, not as a missing FFN */
     uint32_t n_expert = 0;
@@ -1263,6 +1285,8 @@ static int load_weights(loader *ld, const eng_plan *plan)
         return r;
     if ((r = load_mat(ld, "output.weight", E, V, false, &m->output)) < 0)
         return r;
+    if (gguf_find_tensor(f, "output.bias")) /* (qwen2vl may carry one: none seen) */
+        return eng__set_err(ld->err, -ENOTSUP, "tensor 'output.bias' (a bias) is not supported");
     if (!m->output.data)
         m->output = m->tok_embd; /* tied embeddings */
     if ((r = load_vec(ld, "rope_freqs.weight", m->n_rot / 2, false, &m->rope_freqs)) < 0 ||

@@ -25,6 +25,7 @@ enum defect {
     BAD_TOKENIZER,
     F16_WEIGHTS, /* valid, other tensor type */
     FFN_BIAS,    /* a bias no family here has (the engine would leave it out) */
+    OUTPUT_BIAS, /* the head's bias (qwen2vl may carry one) */
 };
 
 enum { E = 32, F = 64, H = 4, HKV = 2, HD = 8, NL = 2 };
@@ -126,6 +127,8 @@ static void write_model(const char *path, enum defect defect)
     uint32_t wt = defect == F16_WEIGHTS ? GGML_TYPE_F16 : GGML_TYPE_F32;
     add_tensor(w, "token_embd.weight", wt, E, 257, &seed);
     add_tensor(w, "output_norm.weight", GGML_TYPE_F32, E, 1, &seed);
+    if (defect == OUTPUT_BIAS)
+        add_tensor(w, "output.bias", GGML_TYPE_F32, 257, 1, &seed);
     for (int il = 0; il < NL; il++) {
         char name[64];
 #define T(s, t, a, b) (snprintf(name, sizeof(name), "blk.%d." s, il), add_tensor(w, name, t, a, b, &seed))
@@ -200,6 +203,8 @@ int main(void)
     expect_fail(path, -ENOTSUP, "t5");
     write_model(path, FFN_BIAS);
     expect_fail(path, -ENOTSUP, "blk.1.ffn_down.bias");
+    write_model(path, OUTPUT_BIAS);
+    expect_fail(path, -ENOTSUP, "output.bias");
     unlink(path);
     expect_fail(path, -ENOENT, "No such file");
 

@@ -632,6 +632,8 @@ static void check_refused(const char *synth)
         { "tiny-ministral3", "mistral3.rope.scaling.original_context_length=u32:0", "temperature_scale",
           -EINVAL },
         { "tiny-ministral3", "mistral3.expert_count=u32:8", "mixture of experts", -ENOTSUP },
+        { "tiny-qwen2vl", "qwen2vl.rope.dimension_sections=i32s:1,1,1,1,4", "longer than 4", -EINVAL },
+        { "tiny-qwen3vl", "qwen3vl.rope.dimension_sections=str:x", "dimension_sections", -EINVAL },
         { "tiny-ministral3", "mistral3.rope.scaling.yarn_beta_fast=f32:-1", "yarn_beta_fast", -EINVAL },
         { "tiny-exaone4", "exaone4.rope.dimension_count=u32:8", "rotating", -ENOTSUP },
     };
@@ -722,6 +724,10 @@ int main(int argc, char **argv)
      * 3's local layers (a flag per layer), unscaled under YaRN; exaone4:
      * per-head q/k norms, and in the 64-layer shape the global layers
      * without RoPE; gemma3's local layers from an array of flags */
+    /* the language models of Qwen2.5-VL and Qwen3-VL: text positions in
+     * every RoPE section (NEOX), Qwen3-VL's deepstack inputs zero */
+    check_shape(argv[1], argv[2], "tiny-qwen2vl", 320);
+    check_shape(argv[1], argv[2], "tiny-qwen3vl", 320);
     check_shape(argv[1], argv[2], "tiny-olmo2", 1024);
     check_shape(argv[1], argv[2], "tiny-olmo3", 1024);
     check_shape_kv(argv[1], argv[2], "tiny-olmo3",

@@ -111,6 +111,12 @@ static const shape shapes[] = {
      * converter's keys, written below) */
     {"tiny-minicpm", "minicpm", "smollm", "Synthetic Tiny MiniCPM", 3, 64, 192, 4, 2, 320, 4096,
      10000.0f, 1e-5f, false, false, true, VOCAB_SMOL, 3, 0, false, false, 0, 0.0f, {0, 0}, 0, 0},
+    /* qwen2vl, qwen3vl: the language models of Qwen2.5-VL and Qwen3-VL
+     * (multi-section RoPE, written below; Qwen3-VL's deepstack count) */
+    {"tiny-qwen2vl", "qwen2vl", "qwen2", "Synthetic Tiny Qwen2VL", 2, 64, 192, 4, 2, 320, 4096,
+     1000000.0f, 1e-6f, true, false, true, VOCAB_QWEN, 0, 0, false, false, 0, 0.0f, {0, 0}, 0, 0},
+    {"tiny-qwen3vl", "qwen3vl", "qwen2", "Synthetic Tiny Qwen3VL", 2, 64, 192, 4, 2, 320, 4096,
+     5000000.0f, 1e-6f, false, false, true, VOCAB_QWEN, 0, 32, true, false, 0, 0.0f, {0, 0}, 0, 0},
     /* olmo2: norms only after attention and the FFN, q/k norms over whole
      * projections, NEOX RoPE, an output matrix of its own (required), the
      * pre-tokenizer name OLMo 2's files carry */
@@ -914,6 +920,12 @@ int main(int argc, char **argv)
         CHECK(gguf_writer_set_f32(w, KEY("embedding_scale"), 12.0f));
         CHECK(gguf_writer_set_f32(w, KEY("residual_scale"), 1.4f / sqrtf((float)sh->n_layer)));
         CHECK(gguf_writer_set_f32(w, KEY("logit_scale"), (float)sh->n_embd / 256.0f));
+    }
+    if (!strcmp(arch, "qwen2vl") || !strcmp(arch, "qwen3vl")) { /* sections of n_rot / 2 */
+        const int32_t q2[4] = { 2, 3, 3, 0 }, q3[4] = { 6, 5, 5, 0 };
+        CHECK(gguf_writer_set_arr_i32(w, KEY("rope.dimension_sections"), arch[4] == '2' ? q2 : q3, 4));
+        if (arch[4] == '3')
+            CHECK(gguf_writer_set_u32(w, KEY("n_deepstack_layers"), 1));
     }
     if (!strcmp(arch, "mistral3")) { /* Ministral 3 3B's, but its original context 16384 */
         CHECK(gguf_writer_set_str(w, KEY("rope.scaling.type"), "yarn"));
