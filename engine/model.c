@@ -959,7 +959,9 @@ static int load_hparams(const gguf_file *f, eng_model *m, eng_error *err)
         return eng__set_err(err, -ENOTSUP, "unsupported architecture (name too long)");
     memcpy(arch, s, len);
     arch[len] = 0;
-    if (!strcmp(arch, "llama"))
+    /* ERNIE 4.5's dense models are Llama's layers (llama.cpp: the same
+     * graph, consecutive RoPE pairs) */
+    if (!strcmp(arch, "llama") || !strcmp(arch, "ernie4_5"))
         m->arch = ENG_ARCH_LLAMA;
     else if (!strcmp(arch, "qwen2"))
         m->arch = ENG_ARCH_QWEN2;
@@ -995,11 +997,14 @@ static int load_hparams(const gguf_file *f, eng_model *m, eng_error *err)
         m->arch = ENG_ARCH_EXAONE4;
     else if (!strcmp(arch, "mistral3"))
         m->arch = ENG_ARCH_MISTRAL3;
+    else if (!strcmp(arch, "hunyuan-dense"))
+        m->arch = ENG_ARCH_HUNYUAN;
     else
         return eng__set_err(err, -ENOTSUP,
-                            "unsupported architecture '%s' (supported: llama, qwen2, qwen3, qwen2vl, "
+                            "unsupported architecture '%s' (supported: llama, ernie4_5, qwen2, qwen3, qwen2vl, "
                             "qwen3vl, phi3, gemma, gemma2, gemma3, smollm3, granite, exaone, minicpm, "
-                            "olmo2, exaone4, mistral3; text only for the vl ones)", arch);
+                            "olmo2, exaone4, mistral3, hunyuan-dense; text only for the vl ones)",
+                            arch);
     /* the vl families' sections, which llama.cpp requires (an array of at
      * most 4 or one number): only their presence matters for text */
     const size_t alen = strlen(arch);
@@ -1081,8 +1086,20 @@ static int load_hparams(const gguf_file *f, eng_model *m, eng_error *err)
     if ((olmo || ex4) && n_rot != head_dim)
         return eng__set_err(err, -ENOTSUP, "%s with %u of %u dimensions rotating is not supported",
                             arch, n_rot, head_dim);
+    const bool hy = m->arch == ENG_ARCH_HUNYUAN;
     m->rope_neox = m->arch == ENG_ARCH_QWEN2 || m->arch == ENG_ARCH_QWEN3 ||
-                   m->arch == ENG_ARCH_PHI3 || m->arch == ENG_ARCH_EXAONE || gemma || olmo || ex4;
+                   m->arch == ENG_ARCH_PHI3 || m->arch == ENG_ARCH_EXAONE || gemma || olmo || ex4 || hy;
+    /* Hunyuan: q and k normalised after RoPE; its NTK "alpha" raises the
+     * base by alpha^(d / (d - 2)) where a file keeps it apart (its
+     * converter folds it into freq_base) */
+    m->qk_norm_after_rope = hy;
+    float alpha = 0.0f;
+    if (hy && (r = get_f32_arch(f, arch, "rope.scaling.alpha", 0.0f, &alpha, err)) < 0)
+        return r;
+    if (alpha < 0.0f || alpha > 1e6f || head_dim < 4)
+        return eng__set_err(err, -EINVAL, "rope.scaling.alpha %g out of range", alpha);
+    if (alpha > 0.0f)
+        m->rope_freq_base *= powf(alpha, (float)head_dim / (float)(head_dim - 2));
     m->qk_norm_full = olmo;
     /* RoPE scaling as llama.cpp reads it: the factor divides positions for
      * every type but none (linear, the type a file that names none has,
@@ -1345,7 +1362,7 @@ static int load_weights(loader *ld, const eng_plan *plan)
          * scaled by its square, in q's norm where it has one (the norm
          * would undo a scaled row), else in W_q's rows and q's bias */
         const bool qk_norm = m->arch == ENG_ARCH_QWEN3 || m->arch == ENG_ARCH_GEMMA3 ||
-                             m->arch == ENG_ARCH_EXAONE4;
+                             m->arch == ENG_ARCH_EXAONE4 || m->arch == ENG_ARCH_HUNYUAN;
         const float qs = m->q_rot_scale;
         const uint32_t rot_p = qs != 1.0f ? (uint32_t)hd : 0, rot_n = (uint32_t)m->n_rot;
         if (qs != 1.0f && !qk_norm)
@@ -2356,7 +2373,7 @@ static void forward_ops(eng_session *s, int n, int first, float *out, int32_t *a
             /* olmo2: each token's q and k RMS-normalised whole */
             op->rmsnorm(be, s->q, L->q_norm, s->q, n, H * hd, m->rms_eps);
             op->rmsnorm(be, s->k, L->k_norm, s->k, n, Hkv * hd, m->rms_eps);
-        } else if (L->q_norm) {
+        } else if (L->q_norm && !m->qk_norm_after_rope) {
             /* qwen3, gemma3: each head of q and k RMS-normalised (rows of hd) */
             op->rmsnorm(be, s->q, L->q_norm, s->q, n * H, hd, m->rms_eps);
             op->rmsnorm(be, s->k, L->k_norm, s->k, n * Hkv, hd, m->rms_eps);
@@ -2366,13 +2383,18 @@ static void forward_ops(eng_session *s, int n, int first, float *out, int32_t *a
         /* the cache row of pos0: pos0, or in a ring its row (the keys are
          * rotated for their positions, so attention needs only the rows) */
         const int row0 = ring_room(s, il, pos0, n);
-        if (op->rope_store && s->kv_type == ENG_KV_F16 && row0 == pos0 && !L->nope) {
+        if (op->rope_store && s->kv_type == ENG_KV_F16 && row0 == pos0 && !L->nope &&
+            !m->qk_norm_after_rope) {
             op->rope_store(be, s->q, s->k, s->v, n, H, Hkv, hd, m->n_rot, pos0, L->rope_base, ff,
                            m->rope_neox, s->k_cache[il], s->v_cache[il]);
         } else {
             if (!L->nope) { /* (smollm3's NoPE layers store q and k as they are) */
                 op->rope(be, s->q, n, H, hd, m->n_rot, pos0, L->rope_base, ff, m->rope_neox);
                 op->rope(be, s->k, n, Hkv, hd, m->n_rot, pos0, L->rope_base, ff, m->rope_neox);
+            }
+            if (L->q_norm && m->qk_norm_after_rope) { /* hunyuan: per head, after RoPE */
+                op->rmsnorm(be, s->q, L->q_norm, s->q, n * H, hd, m->rms_eps);
+                op->rmsnorm(be, s->k, L->k_norm, s->k, n * Hkv, hd, m->rms_eps);
             }
             if (s->kv_type == ENG_KV_Q8_0) {
                 op->store_kv_q8(be, s->k, s->k_cache[il], (long)kvd, row0, n);

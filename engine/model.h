@@ -35,6 +35,8 @@ typedef enum eng_arch {
                        * local layers (32B), its global ones without RoPE */
     ENG_ARCH_MISTRAL3, /* Ministral 3: llama's layers, YaRN read from the file, q scaled
                         * by a temperature that grows with the position */
+    ENG_ARCH_HUNYUAN,  /* Hunyuan dense: llama's layers, NEOX RoPE, per-head q/k norms
+                        * after RoPE */
 } eng_arch;
 
 typedef struct eng_layer {
@@ -98,6 +100,7 @@ struct eng_model {
     float attn_temp_scale;            /* mistral3: q times 1 + this ln(floor(pos / floor)
                                        * + 1), floor attn_temp_floor; 0: none */
     int attn_temp_floor;
+    bool qk_norm_after_rope;          /* hunyuan: q/k norms follow RoPE, not precede it */
     bool qk_norm_full;                /* olmo2: q/k norms over rows of H*hd / Hkv*hd */
     int nope_step;                    /* layer il has no RoPE when (il + 1) % this == 0
                                        * (smollm3: 4; granite unrotated: 1); 0: all have */

@@ -46,7 +46,7 @@
 #define VOCAB_MAX_MERGES   (1u << 23)
 #define VOCAB_MAX_TOKEN_LEN 4096u       /* bytes of one token's text */
 #define VOCAB_MAX_TEXT     ((size_t)1 << 28) /* bytes one tokenize call accepts */
-#define VOCAB_MAX_REGEX    2
+#define VOCAB_MAX_REGEX    3
 
 #define SPM_SPACE "\xe2\x96\x81" /* U+2581, SentencePiece's space */
 
@@ -67,6 +67,7 @@ enum pre_type {
     PRE_QWEN2,
     PRE_TEKKEN,
     PRE_GPT4O,
+    PRE_HUNYUAN,
 };
 
 /* Published patterns (Hugging Face tokenizer.json), with the case-insensitive
@@ -97,6 +98,16 @@ enum pre_type {
     "|[^\\r\\n\\p{L}\\p{N}]?(?:" RE_UPPER ")+(?:" RE_LOWER ")*" RE_CONTRACTIONS "?" \
     "|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n/]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"
 
+/* Hunyuan's dense models ("hunyuan-dense"), as llama.cpp runs them: digits
+ * in threes, runs of CJK ideographs and kana, then words (a punctuation
+ * mark may lead ASCII letters, a character neither letter, punctuation nor
+ * symbol may lead letters and marks) */
+#define RE_HY_DIGITS "\\p{N}{1,3}"
+#define RE_HY_CJK "[\\x{4e00}-\\x{9fa5}\\x{3040}-\\x{309f}\\x{30a0}-\\x{30ff}]+"
+#define RE_HUNYUAN "[!\"#$%&'()*+,\\-./:;<=>?@\\[\\\\\\]^_`{|}~][A-Za-z]+" \
+    "|[^\\r\\n\\p{L}\\p{P}\\p{S}]?[\\p{L}\\p{M}]+| ?[\\p{P}\\p{S}]+[\\r\\n]*|\\s*[\\r\\n]+" \
+    "|\\s+(?!\\S)|\\s+"
+
 static const struct pre_def {
     const char *name;
     enum pre_type type;
@@ -115,6 +126,7 @@ static const struct pre_def {
     { "qwen2", PRE_QWEN2, false, false, 1, { RE_QWEN2 } },
     { "tekken", PRE_TEKKEN, true, true, 1, { RE_TEKKEN } },
     { "gpt-4o", PRE_GPT4O, false, false, 1, { RE_GPT4O } },
+    { "hunyuan-dense", PRE_HUNYUAN, false, false, 3, { RE_HY_DIGITS, RE_HY_CJK, RE_HUNYUAN } },
 };
 
 static const struct pre_alias {

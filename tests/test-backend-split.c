@@ -1594,9 +1594,9 @@ int main(int argc, char **argv)
     /* ... and blocks without pre-norms (olmo3, exaone4), q's temperature
      * (ministral3, written with an original context of 14: crossed at 14
      * and 252 while decoding, where a graph must be recorded anew, and not
-     * at 256, where the plan doubles) */
+     * at 256, where the plan doubles), q/k norms after RoPE (hunyuan) */
     const char *shapes[] = { "tiny", "tiny-qwen2", "tiny-qwen3", "tiny-llama3", "tiny-phi3-128k", "tiny-gemma2",
-                             "tiny-gemma3", "tiny-olmo3", "tiny-exaone4", "tiny-ministral3" };
+                             "tiny-gemma3", "tiny-olmo3", "tiny-exaone4", "tiny-ministral3", "tiny-hunyuan" };
     for (size_t i = 0; i < sizeof(shapes) / sizeof(shapes[0]); i++) {
         char path[32];
         test_synth_args(argv[1], shapes[i], "f16",

@@ -726,6 +726,11 @@ int main(int argc, char **argv)
      * without RoPE; gemma3's local layers from an array of flags */
     /* the language models of Qwen2.5-VL and Qwen3-VL: text positions in
      * every RoPE section (NEOX), Qwen3-VL's deepstack inputs zero */
+    check_shape(argv[1], argv[2], "tiny-ernie4_5", 320); /* Llama's layers, heads of 32 */
+    /* hunyuan-dense: q/k norms after RoPE; its alpha on the base */
+    check_shape(argv[1], argv[2], "tiny-hunyuan", 320);
+    check_shape_kv(argv[1], argv[2], "tiny-hunyuan", "hunyuan-dense.rope.scaling.alpha=f32:1000",
+                   "tiny-hunyuan-alpha", 320);
     check_shape(argv[1], argv[2], "tiny-qwen2vl", 320);
     check_shape(argv[1], argv[2], "tiny-qwen3vl", 320);
     check_shape(argv[1], argv[2], "tiny-olmo2", 1024);

@@ -111,6 +111,14 @@ static const shape shapes[] = {
      * converter's keys, written below) */
     {"tiny-minicpm", "minicpm", "smollm", "Synthetic Tiny MiniCPM", 3, 64, 192, 4, 2, 320, 4096,
      10000.0f, 1e-5f, false, false, true, VOCAB_SMOL, 3, 0, false, false, 0, 0.0f, {0, 0}, 0, 0},
+    /* hunyuan-dense: NEOX RoPE, per-head q/k norms after it, heads wider
+     * than n_embd / n_head (Hunyuan-0.5B: 16 heads of 128 on 1024) */
+    {"tiny-hunyuan", "hunyuan-dense", "hunyuan-dense", "Synthetic Tiny Hunyuan", 2, 64, 192, 4, 2, 320,
+     4096, 10000.0f, 1e-5f, false, false, true, VOCAB_QWEN, 0, 32, true, false, 0, 0.0f, {0, 0}, 0, 0},
+    /* ernie4_5: ERNIE-4.5-0.3B's layout (Llama's layers, heads of 128
+     * there) under its own name */
+    {"tiny-ernie4_5", "ernie4_5", "smollm", "Synthetic Tiny ERNIE4.5", 2, 64, 192, 4, 2, 320, 4096,
+     500000.0f, 1e-5f, false, false, true, VOCAB_SMOL, 3, 32, false, false, 0, 0.0f, {0, 0}, 0, 0},
     /* qwen2vl, qwen3vl: the language models of Qwen2.5-VL and Qwen3-VL
      * (multi-section RoPE, written below; Qwen3-VL's deepstack count) */
     {"tiny-qwen2vl", "qwen2vl", "qwen2", "Synthetic Tiny Qwen2VL", 2, 64, 192, 4, 2, 320, 4096,

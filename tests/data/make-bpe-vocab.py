@@ -14,6 +14,8 @@ time). A tokenizer that cuts a text where the pattern does not then cannot
 form those tokens, so its ids differ: with SRC's 1024 tokens alone the ids
 hardly depend on the pre-tokenizer.
 
+`--pieces-pre A,B` takes the pieces of those patterns instead of PRE's
+(tokens a pre-tokenizer that does not cut where PRE's does would reach).
 `--unmerged A,B,...` (corpus pieces, with --pieces) makes those tokens
 without their last merge. `--specials A,B,...` appends control tokens; `--bos T`, `--eos T` (tokens
 by text) and `--add-bos 0|1` set those keys. Phi-4-mini's turn tokens, its
@@ -39,6 +41,14 @@ PATTERNS = {
     # cl100k's (OLMo 2's tokenizer.json; llama.cpp's DBRX type)
     "dbrx": r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}"""
             r"""| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+""",
+    # Hunyuan's dense models: three patterns in turn, as llama.cpp splits
+    # (each one's matches and the text between them go to the next)
+    "hunyuan-dense": [r"\p{N}{1,3}", r"[\u4e00-\u9fa5\u3040-\u309f\u30a0-\u30ff]+",
+                      r"""[!"#$%&'()*+,\-./:;<=>?@\[\\\]^_`{|}~][A-Za-z]+|[^\r\n\p{L}\p{P}\p{S}]?[\p{L}\p{M}]+"""
+                      r"""| ?[\p{P}\p{S}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"""],
+    # its word pattern alone: pieces that cross the CJK cut (--pieces-pre)
+    "hunyuan-words": r"""[!"#$%&'()*+,\-./:;<=>?@\[\\\]^_`{|}~][A-Za-z]+|[^\r\n\p{L}\p{P}\p{S}]?[\p{L}\p{M}]+"""
+                     r"""| ?[\p{P}\p{S}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+""",
     "gpt-4o": r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?"""
               r"""|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?"""
               r"""|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+""",
@@ -75,9 +85,27 @@ def unescape(s):
     return bytes(out)
 
 
+def split_all(pats, text):
+    """The pieces of text under patterns applied in turn: each pattern's
+    matches and the gaps between them go to the next one."""
+    if not pats:
+        return [text] if text else []
+    out, pos = [], 0
+    for m in pats[0].finditer(text):
+        if m.start() > pos:
+            out += split_all(pats[1:], text[pos:m.start()])
+        if m.end() > m.start():
+            out += split_all(pats[1:], m.group(0))
+        pos = m.end()
+    if pos < len(text):
+        out += split_all(pats[1:], text[pos:])
+    return out
+
+
 def corpus_pieces(path, pre):
     import regex
-    pat = regex.compile(PATTERNS[pre])
+    pats = PATTERNS[pre] if isinstance(PATTERNS[pre], list) else [PATTERNS[pre]]
+    pats = [regex.compile(p) for p in pats]
     pieces = []
     lines = [l for p in path.split(",") for l in open(p, encoding="utf-8", newline="\n")]
     for line in lines:
@@ -86,14 +114,14 @@ def corpus_pieces(path, pre):
             continue
         # invalid UTF-8 cannot go through the pattern; its pieces are skipped
         text = unescape(line).decode("utf-8", errors="ignore")
-        pieces += [m.group(0).encode("utf-8") for m in pat.finditer(text)]
+        pieces += [p.encode("utf-8") for p in split_all(pats, text)]
     return pieces
 
 
 def main():
     args = sys.argv[1:]
     opts = {}
-    for o in ("--pieces", "--specials", "--bos", "--eos", "--add-bos", "--unmerged"):
+    for o in ("--pieces", "--specials", "--bos", "--eos", "--add-bos", "--unmerged", "--pieces-pre"):
         if o in args:
             k = args.index(o)
             opts[o] = args[k + 1]
@@ -140,7 +168,9 @@ def main():
         # them: only a tokenizer that takes whole-token pieces as they are
         # (llama.cpp's ignore_merges) yields them
         unmerged = {u.encode("utf-8") for u in opts.get("--unmerged", "").split(",") if u}
-        for p in corpus_pieces(pieces_path, pre):
+        pieces = [p for name in opts.get("--pieces-pre", pre).split(",")
+                  for p in corpus_pieces(pieces_path, name)]
+        for p in pieces:
             chars = [bc[b] for b in p]
             if len(chars) > 24:  # long runs: their prefixes are enough
                 chars = chars[:24]
