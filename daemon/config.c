@@ -52,6 +52,8 @@ static const key_def keys[] = {
      * time, so a reload does not), and the defaults of each request */
     STR(profile, false),
     STR(task, false),
+    STR(chat_template, false),
+    STR(chat_template_file, false),
     ENUM(mode, sid_mode_names, false),
     F32(gamma, 0.0f, 1.0f, true, false),
     F32(delta, 0.0f, 1.0f, false, false),

@@ -23,6 +23,8 @@ typedef struct sid_config {
     char profile_dir[SID_PATH_MAX];    /* relative profile paths resolve here */
     char profile[SID_PATH_MAX];        /* .siprof file; empty: none (dense) */
     char task[64];                     /* task at start; empty: the ranking over all */
+    char chat_template[64];            /* a named chat format in place of the file's */
+    char chat_template_file[SID_PATH_MAX]; /* ... or the Jinja template in this file */
     int mode;                          /* SID_MODE_...; AUTO: selectinfer with a profile */
     float gamma, delta;                /* plan: shares loaded and static */
     uint32_t dense_first, dense_last;  /* layers kept dense at each end */

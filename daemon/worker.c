@@ -1231,6 +1231,44 @@ static void free_sessions(sid_server *srv)
     srv->n_slots = 0;
 }
 
+/* The configuration's chat template in place of the file's: a name, or
+ * a Jinja file (at most 1 MiB) in a format the engine renders. */
+static int set_chat_template(sid_server *srv)
+{
+    const sid_config *cfg = &srv->wcfg;
+    if (cfg->chat_template[0] && eng_model_set_chat_template(srv->model, cfg->chat_template) < 0) {
+        size_t k = (size_t)snprintf(srv->load_error, sizeof(srv->load_error),
+                                    "chat_template '%.64s' is not one of:", cfg->chat_template);
+        for (const char *const *t = eng_chat_template_names(); *t && k < sizeof(srv->load_error); t++)
+            k += (size_t)snprintf(srv->load_error + k, sizeof(srv->load_error) - k, " %s", *t);
+        return -EINVAL;
+    }
+    if (!cfg->chat_template_file[0])
+        return 0;
+    int rc = -EIO;
+    char *buf = NULL;
+    struct stat st;
+    const int fd = open(cfg->chat_template_file, O_RDONLY | O_CLOEXEC);
+    if (fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size <= (1 << 20) &&
+        (buf = malloc((size_t)st.st_size + 1)) != NULL) {
+        size_t got = 0;
+        ssize_t n = 1;
+        while (got < (size_t)st.st_size && (n = read(fd, buf + got, (size_t)st.st_size - got)) > 0)
+            got += (size_t)n;
+        if (n > 0 || got == (size_t)st.st_size)
+            rc = eng_model_set_chat_template_text(srv->model, buf, got);
+    }
+    if (fd >= 0)
+        close(fd);
+    free(buf);
+    if (rc < 0)
+        snprintf(srv->load_error, sizeof(srv->load_error), "chat_template_file '%.300s': %s",
+                 cfg->chat_template_file,
+                 rc == -EIO ? "cannot read it (a file of at most 1 MiB)"
+                            : "not a chat template format the daemon renders");
+    return rc < 0 ? -EINVAL : 0;
+}
+
 static int load_model(sid_server *srv)
 {
     const sid_config *cfg = &srv->wcfg;
@@ -1285,6 +1323,11 @@ static int load_model(sid_server *srv)
         eng_model_free(srv->model);
         srv->model = NULL;
         return -EINVAL;
+    }
+    if ((rc = set_chat_template(srv)) < 0) {
+        eng_model_free(srv->model);
+        srv->model = NULL;
+        return rc;
     }
     eng_model_get_info(srv->model, &srv->info);
     eng_session_params sp = eng_session_params_default();

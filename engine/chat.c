@@ -369,6 +369,59 @@ static void mistral7_find_default(const char *t, size_t n, eng_chat_info *info) 
     d[o] = '\0';
 }
 
+/* The names llama.cpp gives these formats (its --chat-template), with
+ * each one's plainest variant: no default system prompt, no date. */
+enum nt_variant { NT_PLAIN, NT_TEKKEN, NT_PHI4, NT_R1, NT_GRANITE4, NT_EXAONE4, NT_OLMO2 };
+#define NAMED_TEMPLATES(X)                                                                         \
+    X("chatml", ENG_CHAT_CHATML, NT_PLAIN)                                                         \
+    X("llama2", ENG_CHAT_LLAMA2, NT_PLAIN)                                                         \
+    X("llama3", ENG_CHAT_LLAMA3, NT_PLAIN)                                                         \
+    X("mistral-v1", ENG_CHAT_MISTRAL, NT_PLAIN)                                                    \
+    X("mistral-v3", ENG_CHAT_MISTRAL3, NT_PLAIN)                                                   \
+    X("mistral-v3-tekken", ENG_CHAT_MISTRAL3, NT_TEKKEN)                                           \
+    X("mistral-v7-tekken", ENG_CHAT_MISTRAL7, NT_PLAIN)                                            \
+    X("zephyr", ENG_CHAT_ZEPHYR, NT_PLAIN)                                                         \
+    X("phi3", ENG_CHAT_PHI3, NT_PLAIN)                                                             \
+    X("phi4", ENG_CHAT_PHI3, NT_PHI4)                                                              \
+    X("gemma", ENG_CHAT_GEMMA, NT_PLAIN)                                                           \
+    X("deepseek-r1", ENG_CHAT_DEEPSEEK_R1, NT_R1)                                                  \
+    X("granite", ENG_CHAT_GRANITE, NT_GRANITE4)                                                    \
+    X("exaone3", ENG_CHAT_EXAONE, NT_PLAIN)                                                        \
+    X("exaone4", ENG_CHAT_EXAONE, NT_EXAONE4)                                                      \
+    X("tulu", ENG_CHAT_TULU, NT_PLAIN)                                                             \
+    X("olmo2", ENG_CHAT_TULU, NT_OLMO2)
+#define NT_NAME(name, kind, variant) name,
+#define NT_ENTRY(name, kind, variant) { name, kind, variant },
+
+static const struct named_template {
+    const char *name;
+    eng_chat_template kind;
+    enum nt_variant variant;
+} named_templates[] = { NAMED_TEMPLATES(NT_ENTRY) };
+
+const char *const *eng_chat_template_names(void) {
+    static const char *const names[] = { NAMED_TEMPLATES(NT_NAME) NULL };
+    return names;
+}
+
+void eng_chat_named(const char *name, eng_chat_info *ret_info) {
+    memset(ret_info, 0, sizeof(*ret_info));
+    ret_info->kind = ENG_CHAT_NONE;
+    for (size_t i = 0; name && i < sizeof(named_templates) / sizeof(named_templates[0]); i++) {
+        const struct named_template *t = &named_templates[i];
+        if (strcmp(name, t->name) != 0)
+            continue;
+        ret_info->kind = t->kind;
+        ret_info->tekken = t->variant == NT_TEKKEN;
+        ret_info->phi4 = t->variant == NT_PHI4;
+        ret_info->reasoning = ret_info->r1_think = ret_info->r1_strip = t->variant == NT_R1;
+        ret_info->granite4 = ret_info->tools = t->variant == NT_GRANITE4;
+        ret_info->exaone4 = t->variant == NT_EXAONE4;
+        ret_info->tulu_bos = t->variant == NT_OLMO2;
+        return;
+    }
+}
+
 void eng_chat_detect(const char *tmpl, size_t len, eng_chat_info *ret_info) {
     if (!ret_info)
         return;

@@ -41,6 +41,9 @@ typedef struct eng_chat_info {
     char bos[64], eos[64];
 } eng_chat_info;
 
+/* A template by name (eng_chat_template_names()); kind NONE for another. */
+void eng_chat_named(const char *name, eng_chat_info *ret_info);
+
 /* Recognises a template from tokenizer.chat_template (NULL/0: none). */
 void eng_chat_detect(const char *tmpl, size_t len, eng_chat_info *ret_info);
 

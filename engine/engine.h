@@ -223,6 +223,17 @@ typedef enum eng_chat_template {
 
 eng_chat_template eng_model_chat_template(const eng_model *model);
 
+/* The template a model's chat is rendered with, in place of the one its
+ * file carries (or lacks), as llama.cpp's --chat-template and
+ * --chat-template-file: by name (one of eng_chat_template_names(), a
+ * NULL-terminated list: "chatml", "llama3", ...), or Jinja text recognised
+ * as a file's would be. -ENOTSUP (the model's unchanged) for a name not
+ * listed or text not recognised; -EINVAL for NULL. Not while sessions of
+ * the model render. */
+int eng_model_set_chat_template(eng_model *model, const char *name);
+int eng_model_set_chat_template_text(eng_model *model, const char *jinja, size_t len);
+const char *const *eng_chat_template_names(void);
+
 /* eng_chat_apply's flags. */
 enum {
     ENG_CHAT_ADD_ASSISTANT = 1u << 0, /* end with the assistant's header */

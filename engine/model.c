@@ -1728,6 +1728,36 @@ eng_chat_template eng_model_chat_template(const eng_model *m)
     return m->chat.kind;
 }
 
+/* a recognised template in place of the model's, keeping the texts of its
+ * vocabulary's bos and eos */
+static int set_chat(eng_model *m, eng_chat_info *c)
+{
+    if (c->kind == ENG_CHAT_NONE)
+        return -ENOTSUP;
+    memcpy(c->bos, m->chat.bos, sizeof(c->bos));
+    memcpy(c->eos, m->chat.eos, sizeof(c->eos));
+    m->chat = *c;
+    return 0;
+}
+
+int eng_model_set_chat_template(eng_model *m, const char *name)
+{
+    if (!m || !name)
+        return -EINVAL;
+    eng_chat_info c;
+    eng_chat_named(name, &c);
+    return set_chat(m, &c);
+}
+
+int eng_model_set_chat_template_text(eng_model *m, const char *jinja, size_t len)
+{
+    if (!m || (!jinja && len))
+        return -EINVAL;
+    eng_chat_info c;
+    eng_chat_detect(jinja, len, &c);
+    return set_chat(m, &c);
+}
+
 bool eng_model_chat_can_think(const eng_model *m)
 {
     return m->chat.think_switch;

@@ -36,6 +36,7 @@
 #define FAKE_THINK "<think>\nweighing it\n</think>\n\nThe answer."
 
 struct eng_model {
+    char tmpl[64]; /* a template set by name or text: "template: NAME" heads each chat */
     eng_plan_info plan;
     eng_progress_cb progress;
     void *progress_data;
@@ -338,6 +339,27 @@ eng_chat_template eng_model_chat_template(const eng_model *model)
     return ENG_CHAT_CHATML;
 }
 
+/* the engine's own names and recognition (engine/chat.c, linked in) */
+int eng_model_set_chat_template(eng_model *model, const char *name)
+{
+    eng_chat_info info;
+    eng_chat_named(name, &info);
+    if (info.kind == ENG_CHAT_NONE)
+        return -ENOTSUP;
+    snprintf(model->tmpl, sizeof(model->tmpl), "%s", name);
+    return 0;
+}
+
+int eng_model_set_chat_template_text(eng_model *model, const char *jinja, size_t len)
+{
+    eng_chat_info info;
+    eng_chat_detect(jinja, len, &info);
+    if (info.kind == ENG_CHAT_NONE)
+        return -ENOTSUP;
+    snprintf(model->tmpl, sizeof(model->tmpl), "kind %d", (int)info.kind);
+    return 0;
+}
+
 static void put_str(char *buf, size_t cap, size_t *n, const char *s)
 {
     size_t l = strlen(s);
@@ -364,6 +386,11 @@ int eng_chat_apply_tools(const eng_model *model, const eng_chat_msg *msgs, size_
 {
     const bool add_assistant = flags & ENG_CHAT_ADD_ASSISTANT;
     size_t n = 0;
+    if (model->tmpl[0]) {
+        put_str(buf, cap, &n, "template: ");
+        put_str(buf, cap, &n, model->tmpl);
+        put_str(buf, cap, &n, "\n");
+    }
     if (tools && tools[0] && strcmp(tools, "[]") != 0) {
         if (tools[0] != '[')
             return -EINVAL;

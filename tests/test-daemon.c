@@ -2582,6 +2582,63 @@ static void scenario_truncate_real(void)
  * own reader): the calls in done, streamed or not; an answer cut short
  * has none; the history's calls and tool results reach the template;
  * refusals. */
+/* chat_template and chat_template_file in place of the model's (the fake
+ * heads its chats with "template: NAME" or "template: kind K"); a name not
+ * known or a file in no known format fails the load, saying why. */
+static void chat_template_fails(const char *key, const char *value, const char *why)
+{
+    const char *extra[] = {key, value, NULL};
+    const char *env[] = {"SI_FAKE_LOAD_MS=800", NULL}; /* connected while it loads */
+    daemon_start_env(&D, extra, env);
+    si_client *c = NULL;
+    for (int i = 0; i < 100 && si_client_connect(D.sock, &c) < 0; i++)
+        sleep_ms(20);
+    REQUIRE(c);
+    Selectinfer__Generate g;
+    init_raw(&g, "hello", 3);
+    Selectinfer__Response *r = NULL;
+    REQUIRE(si_client_generate(c, &g, NULL, NULL, 10000, &r) == 0);
+    CHECK(error_code(r) == SELECTINFER__ERROR_CODE__NOT_READY);
+    const bool said = r && r->body_case == SELECTINFER__RESPONSE__BODY_ERROR && r->error->message &&
+                      strstr(r->error->message, why);
+    if (!said)
+        fprintf(stderr, "%s %s: %s\n", key, value,
+                r && r->body_case == SELECTINFER__RESPONSE__BODY_ERROR ? r->error->message : "?");
+    CHECK(said);
+    si_response_free(r);
+    si_client_close(c);
+    int st;
+    CHECK(waitpid(D.pid, &st, 0) == D.pid && WIFEXITED(st) && WEXITSTATUS(st) == 1);
+    char cmd[128];
+    snprintf(cmd, sizeof(cmd), "rm -rf %s", D.dir);
+    CHECK(system(cmd) == 0);
+}
+
+static void scenario_chat_template(void)
+{
+    char env_sock[256], out[512];
+    /* "template: tulu\n" (15 bytes) and "user: hi\nassistant:\n" (20) */
+    const char *named[] = {"--chat-template", "tulu", NULL};
+    daemon_start(named);
+    snprintf(env_sock, sizeof(env_sock), SI_SOCKET_ENV "=%s", D.sock);
+    const char *targs[] = {"tokenize", "hi", NULL};
+    CHECK(run_sictl(targs, out, sizeof(out), env_sock) == 0 && strncmp(out, "35 tokens (", 11) == 0);
+    daemon_stop();
+    /* OLMo 2's template from a file: "template: kind 12\n" (ENG_CHAT_TULU) */
+    const char *src = getenv("SI_SOURCE_ROOT");
+    char path[4096];
+    snprintf(path, sizeof(path), "%s/tests/data/chat-template-olmo2.jinja", src ? src : ".");
+    const char *file[] = {"--chat-template-file", path, NULL};
+    daemon_start(file);
+    snprintf(env_sock, sizeof(env_sock), SI_SOCKET_ENV "=%s", D.sock);
+    CHECK(run_sictl(targs, out, sizeof(out), env_sock) == 0 && strncmp(out, "38 tokens (", 11) == 0);
+    daemon_stop();
+    chat_template_fails("--chat-template", "bogus", "chat_template 'bogus' is not one of: chatml");
+    chat_template_fails("--chat-template-file", "/nonexistent/t.jinja", "cannot read it");
+    snprintf(path, sizeof(path), "%s/tests/data/ppl-text.txt", src ? src : "."); /* prose */
+    chat_template_fails("--chat-template-file", path, "not a chat template format");
+}
+
 static void scenario_tools(void)
 {
     daemon_start(NULL);
@@ -2834,6 +2891,7 @@ int main(int argc, char **argv)
     else if (!strcmp(sc, "truncate")) scenario_truncate();
     else if (!strcmp(sc, "watchdog") && fake) scenario_watchdog();
     else if (!strcmp(sc, "tools") && fake) scenario_tools();
+    else if (!strcmp(sc, "chat-template") && fake) scenario_chat_template();
     else if (!strcmp(sc, "socket-activation") && fake) scenario_socket_activation();
     else if (!strcmp(sc, "swap")) scenario_swap();
     else if (!strcmp(sc, "task-refuse")) scenario_task_refuse();

@@ -340,6 +340,38 @@ int main(int argc, char **argv)
         unlink(fp);
     }
 
+    /* a template by name, or from Jinja text, in place of the file's: every
+     * name renders; an unknown one, or text in no known format, changes
+     * nothing */
+    {
+        char tp[32];
+        eng_model *tm = load_with("tiny-qwen2", NULL, tp);
+        eng_chat_msg q[] = {{.role = "user", .content = "Hi"}};
+        char text[512];
+        int k = 0;
+        for (const char *const *nm = eng_chat_template_names(); *nm; nm++, k++) {
+            CHECKF(eng_model_set_chat_template(tm, *nm) == 0 && eng_model_chat_template(tm) != ENG_CHAT_NONE,
+                   "%s", *nm);
+            const int len = eng_chat_apply(tm, q, 1, ENG_CHAT_ADD_ASSISTANT, text, sizeof(text));
+            CHECKF(len > 2 && strstr(text, "Hi"), "%s: [%s]", *nm, text);
+        }
+        CHECK(k >= 17);
+        CHECK(eng_model_set_chat_template(tm, "chatml") == 0);
+        CHECK(eng_chat_apply(tm, q, 1, ENG_CHAT_ADD_ASSISTANT, text, sizeof(text)) > 0 &&
+              !strcmp(text, "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n"));
+        CHECK(eng_model_set_chat_template(tm, "nosuch") == -ENOTSUP &&
+              eng_model_chat_template(tm) == ENG_CHAT_CHATML);
+        CHECK(eng_model_set_chat_template_text(tm, "hello {{ x }}", 13) == -ENOTSUP &&
+              eng_model_chat_template(tm) == ENG_CHAT_CHATML);
+        CHECK(eng_model_set_chat_template(tm, NULL) == -EINVAL);
+        /* llama3's header and the vocabulary's BOS text kept for it */
+        CHECK(eng_model_set_chat_template(tm, "llama3") == 0 &&
+              eng_chat_apply(tm, q, 1, ENG_CHAT_ADD_ASSISTANT, text, sizeof(text)) > 0 &&
+              strstr(text, "<|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|>"));
+        eng_model_free(tm);
+        unlink(tp);
+    }
+
     /* the plain synthetic templates have no tool calling */
     char path[32];
     eng_model *m = load_with("tiny-qwen2", NULL, path);
@@ -372,6 +404,21 @@ int main(int argc, char **argv)
                  wrap ? wrap : "", argv[2], path);
         st = system(cmd);
         CHECKF(st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 1, "si-generate --tools '{}'");
+        /* --chat-template: a name it lists, one it does not, a file */
+        snprintf(cmd, sizeof cmd, "%s '%s' -m '%s' -p x -n 2 -t 1 --chat-template tulu 2>/dev/null >/dev/null",
+                 wrap ? wrap : "", argv[2], path);
+        st = system(cmd);
+        CHECKF(st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 0, "si-generate --chat-template tulu");
+        snprintf(cmd, sizeof cmd, "%s '%s' -m '%s' -p x -n 2 --chat-template nosuch 2>/dev/null >/dev/null",
+                 wrap ? wrap : "", argv[2], path);
+        st = system(cmd);
+        CHECKF(st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 2, "si-generate --chat-template nosuch");
+        const char *root = getenv("SI_SOURCE_ROOT");
+        snprintf(cmd, sizeof cmd, "%s '%s' -m '%s' -p x -n 2 -t 1 --chat-template-file "
+                 "'%s/tests/data/chat-template-olmo2.jinja' 2>/dev/null >/dev/null",
+                 wrap ? wrap : "", argv[2], path, root ? root : ".");
+        st = system(cmd);
+        CHECKF(st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 0, "si-generate --chat-template-file");
     }
     unlink(path);
     printf("tools: ok\n");

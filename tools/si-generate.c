@@ -22,6 +22,9 @@ static void usage(FILE *out)
             "  -p, --prompt TEXT       user message (or raw text with --raw)\n"
             "  -s, --system TEXT       system message\n"
             "      --raw               do not apply the chat template\n"
+            "      --chat-template NAME  render chats as NAME instead of the file's template\n"
+            "                          (chatml, llama3, gemma, ...: --chat-template list)\n"
+            "      --chat-template-file F  ... as the Jinja template in F (a format we know)\n"
             "  -n, --max-tokens N      tokens to generate (default 128)\n"
             "  -t, --threads N         worker threads (default: all CPUs)\n"
             "  -c, --ctx N             context length (default 2048)\n"
@@ -80,6 +83,7 @@ int main(int argc, char **argv)
 {
     const char *model_path = NULL, *prompt = NULL, *system = NULL, *tools = NULL;
     bool raw = false, no_think = false;
+    const char *tmpl_name = NULL, *tmpl_file = NULL;
     const char *stops[16];
     size_t n_stop = 0;
     eng_model_params mp = eng_model_params_default();
@@ -88,7 +92,7 @@ int main(int argc, char **argv)
     gp.max_tokens = 128;
 
     enum { O_RAW = 256, O_TEMP, O_TOPK, O_TOPP, O_MINP, O_REP, O_SEED, O_STOP, O_F32, O_BACKEND,
-           O_DEVICE, O_Q8, O_FORMAT, O_NO_THINK, O_FREQ, O_PRES, O_SHIFT, O_REEVAL, O_KEEP, O_TOOLS,
+           O_DEVICE, O_Q8, O_FORMAT, O_NO_THINK, O_TMPL, O_TMPL_FILE, O_FREQ, O_PRES, O_SHIFT, O_REEVAL, O_KEEP, O_TOOLS,
            O_PREFILL_Q8 };
     static const struct option opts[] = {
         { "model", required_argument, 0, 'm' },   { "prompt", required_argument, 0, 'p' },
@@ -104,6 +108,8 @@ int main(int argc, char **argv)
         { "no-think", no_argument, 0, O_NO_THINK }, { "tools", required_argument, 0, O_TOOLS },
         { "context-shift", no_argument, 0, O_SHIFT }, { "shift-reeval", no_argument, 0, O_REEVAL },
         { "keep", required_argument, 0, O_KEEP },
+        { "chat-template", required_argument, 0, O_TMPL },
+        { "chat-template-file", required_argument, 0, O_TMPL_FILE },
         { "frequency-penalty", required_argument, 0, O_FREQ },
         { "presence-penalty", required_argument, 0, O_PRES },
         { "backend", required_argument, 0, O_BACKEND }, { "device", required_argument, 0, O_DEVICE },
@@ -120,6 +126,8 @@ int main(int argc, char **argv)
         case 'c': sp.n_ctx = atoi(optarg); break;
         case O_RAW: raw = true; break;
         case O_NO_THINK: no_think = true; break;
+        case O_TMPL: tmpl_name = optarg; break;
+        case O_TMPL_FILE: tmpl_file = optarg; break;
         case O_TOOLS: tools = optarg; break;
         case O_SHIFT: gp.context_shift = true; break;
         case O_REEVAL: gp.context_shift = gp.shift_reeval = true; break;
@@ -170,6 +178,11 @@ int main(int argc, char **argv)
         default: usage(stderr); return 2;
         }
     }
+    if (tmpl_name && !strcmp(tmpl_name, "list")) {
+        for (const char *const *t = eng_chat_template_names(); *t; t++)
+            printf("%s\n", *t);
+        return 0;
+    }
     char default_path[4096];
     if (!model_path)
         model_path = si_default_model(default_path, sizeof(default_path));
@@ -189,6 +202,23 @@ int main(int argc, char **argv)
         return 1;
     }
     uint64_t t_load = eng_time_ns() - t0;
+    if (tmpl_name && eng_model_set_chat_template(model, tmpl_name) < 0) {
+        fprintf(stderr, "unknown chat template '%s' (--chat-template list names them)\n", tmpl_name);
+        eng_model_free(model);
+        return 2;
+    }
+    if (tmpl_file) {
+        size_t tl = 0;
+        char *t = si_read_file(tmpl_file, 1u << 20, &tl);
+        r = t ? eng_model_set_chat_template_text(model, t, tl) : -EIO;
+        free(t);
+        if (r < 0) {
+            fprintf(stderr, "%s: %s\n", tmpl_file,
+                    r == -EIO ? "cannot read it (at most 1 MiB)" : "not a chat template format we render");
+            eng_model_free(model);
+            return 2;
+        }
+    }
 
     char *text = NULL;
     size_t text_len;

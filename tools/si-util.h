@@ -32,6 +32,25 @@ static inline const char *si_default_model(char *buf, size_t cap)
 
 /* "cpu", "cuda" or "auto" (the --backend option of the tools); -EINVAL
  * for anything else. */
+/* A whole file of at most max bytes, NUL-terminated (its length in *len),
+ * or NULL: not there, unreadable or longer. Free it. */
+static inline char *si_read_file(const char *path, size_t max, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    char *buf = f ? malloc(max + 1) : NULL;
+    size_t n = buf ? fread(buf, 1, max + 1, f) : 0;
+    const bool ok = buf && !ferror(f) && n <= max;
+    if (f)
+        fclose(f);
+    if (!ok) {
+        free(buf);
+        return NULL;
+    }
+    buf[n] = '\0';
+    *len = n;
+    return buf;
+}
+
 static inline int si_backend_parse(const char *name, eng_backend_kind *ret)
 {
     static const char *const names[] = { "cpu", "cuda", "auto" };
