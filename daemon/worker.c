@@ -1239,7 +1239,8 @@ static int set_chat_template(sid_server *srv)
     if (cfg->chat_template[0] && eng_model_set_chat_template(srv->model, cfg->chat_template) < 0) {
         size_t k = (size_t)snprintf(srv->load_error, sizeof(srv->load_error),
                                     "chat_template '%.64s' is not one of:", cfg->chat_template);
-        for (const char *const *t = eng_chat_template_names(); *t && k < sizeof(srv->load_error); t++)
+        const char *const *t = eng_chat_template_names();
+        for (; *t && k < sizeof(srv->load_error); t++)
             k += (size_t)snprintf(srv->load_error + k, sizeof(srv->load_error) - k, " %s", *t);
         return -EINVAL;
     }

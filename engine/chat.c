@@ -448,7 +448,8 @@ void eng_chat_detect(const char *tmpl, size_t len, eng_chat_info *ret_info) {
             ret_info->default_system[0] = 0;
             ret_info->reasoning = true;
         }
-    } else if (find_bytes(tmpl, len, "'[SYSTEM_PROMPT]'") && find_bytes(tmpl, len, "'[/SYSTEM_PROMPT]'") &&
+    } else if (find_bytes(tmpl, len, "'[SYSTEM_PROMPT]'") &&
+               find_bytes(tmpl, len, "'[/SYSTEM_PROMPT]'") &&
                find_bytes(tmpl, len, "'[INST]'") && find_bytes(tmpl, len, "'[/INST]'") &&
                find_bytes(tmpl, len, "bos_token") && find_bytes(tmpl, len, "eos_token")) {
         /* Ministral 3, Mistral Small 3.x (llama.cpp's mistral-v7-tekken) */
@@ -515,7 +516,7 @@ void eng_chat_detect(const char *tmpl, size_t len, eng_chat_info *ret_info) {
     } else if (find_bytes(tmpl, len, "set tools_system_message_prefix = ") &&
                find_bytes(tmpl, len, "set documents_system_message_prefix = ") &&
                find_bytes(tmpl, len, "'" GRANITE_ROLE "system" GRANITE_ROLE_END "'") &&
-               find_bytes(tmpl, len, "You are provided with function signatures within <tools></tools>")) {
+               find_bytes(tmpl, len, "You are provided with function signatures within <tools>")) {
         /* Granite 4.0 (a default system prompt) and 4.1 (none): its tools
          * in the system message, Qwen's <tool_call> answers */
         ret_info->kind = ENG_CHAT_GRANITE;
@@ -984,8 +985,9 @@ static int render_spm_family(const eng_chat_info *info, const eng_chat_msg *msgs
 static void out_call(outbuf *o, const eng_tool_call *tc);
 
 /* The template's split of an answer [c, c + n) into reasoning and content. */
-static void split_reasoning_tags(const char *c, size_t n, const char *open_tag, const char *close_tag,
-                                 const char **reason, size_t *rlen, const char **content, size_t *clen) {
+static void split_reasoning_tags(const char *c, size_t n, const char *open_tag,
+                                 const char *close_tag, const char **reason, size_t *rlen,
+                                 const char **content, size_t *clen) {
     *content = c;
     *clen = n;
     *reason = c;
@@ -1022,7 +1024,8 @@ int eng_chat_split_reasoning(const eng_chat_info *info, const char *text, size_t
     const char *reason, *content;
     size_t rlen, clen;
     if (info->bracket_think) /* Ministral 3 Reasoning */
-        split_reasoning_tags(text ? text : "", len, "[THINK]", "[/THINK]", &reason, &rlen, &content, &clen);
+        split_reasoning_tags(text ? text : "", len, "[THINK]", "[/THINK]", &reason, &rlen, &content,
+                             &clen);
     else
         split_reasoning(text ? text : "", len, &reason, &rlen, &content, &clen);
     if (text) {

@@ -1001,10 +1001,10 @@ static int load_hparams(const gguf_file *f, eng_model *m, eng_error *err)
         m->arch = ENG_ARCH_HUNYUAN;
     else
         return eng__set_err(err, -ENOTSUP,
-                            "unsupported architecture '%s' (supported: llama, ernie4_5, qwen2, qwen3, qwen2vl, "
-                            "qwen3vl, phi3, gemma, gemma2, gemma3, smollm3, granite, exaone, minicpm, "
-                            "olmo2, exaone4, mistral3, hunyuan-dense; text only for the vl ones)",
-                            arch);
+                            "unsupported architecture '%s' (supported: llama, ernie4_5, qwen2, "
+                            "qwen3, qwen2vl, qwen3vl, phi3, gemma, gemma2, gemma3, smollm3, "
+                            "granite, exaone, minicpm, olmo2, exaone4, mistral3, hunyuan-dense; "
+                            "text only for the vl ones)", arch);
     /* the vl families' sections, which llama.cpp requires (an array of at
      * most 4 or one number): only their presence matters for text */
     const size_t alen = strlen(arch);
@@ -1088,7 +1088,8 @@ static int load_hparams(const gguf_file *f, eng_model *m, eng_error *err)
                             arch, n_rot, head_dim);
     const bool hy = m->arch == ENG_ARCH_HUNYUAN;
     m->rope_neox = m->arch == ENG_ARCH_QWEN2 || m->arch == ENG_ARCH_QWEN3 ||
-                   m->arch == ENG_ARCH_PHI3 || m->arch == ENG_ARCH_EXAONE || gemma || olmo || ex4 || hy;
+                   m->arch == ENG_ARCH_PHI3 || m->arch == ENG_ARCH_EXAONE || gemma || olmo || ex4 ||
+                   hy;
     /* Hunyuan: q and k normalised after RoPE; its NTK "alpha" raises the
      * base by alpha^(d / (d - 2)) where a file keeps it apart (its
      * converter folds it into freq_base) */
@@ -1135,17 +1136,20 @@ static int load_hparams(const gguf_file *f, eng_model *m, eng_error *err)
     float log_mul = 0.0f;
     const bool mis3 = m->arch == ENG_ARCH_MISTRAL3;
     if (mis3 &&
-        ((r = get_f32_arch(f, arch, "rope.scaling.yarn_beta_fast", 32.0f, &m->yarn_beta_fast, err)) < 0 ||
-         (r = get_f32_arch(f, arch, "rope.scaling.yarn_beta_slow", 1.0f, &m->yarn_beta_slow, err)) < 0 ||
+        ((r = get_f32_arch(f, arch, "rope.scaling.yarn_beta_fast", 32.0f, &m->yarn_beta_fast,
+                           err)) < 0 ||
+         (r = get_f32_arch(f, arch, "rope.scaling.yarn_beta_slow", 1.0f, &m->yarn_beta_slow,
+                           err)) < 0 ||
          (r = get_f32_arch(f, arch, "rope.scaling.yarn_log_multiplier", 0.0f, &log_mul, err)) < 0 ||
          (r = get_f32_arch(f, arch, "attention.temperature_scale", 0.0f, &m->attn_temp_scale,
                            err)) < 0))
         return r;
     if (!(m->yarn_beta_fast > 0.0f && m->yarn_beta_fast < 1e4f && m->yarn_beta_slow > 0.0f &&
-          m->yarn_beta_slow < 1e4f && fabsf(log_mul) < 100.0f && fabsf(m->attn_temp_scale) < 100.0f))
-        return eng__set_err(err, -EINVAL, "yarn_beta_fast %g, yarn_beta_slow %g, yarn_log_multiplier "
-                            "%g or attention.temperature_scale %g out of range", m->yarn_beta_fast,
-                            m->yarn_beta_slow, log_mul, m->attn_temp_scale);
+          m->yarn_beta_slow < 1e4f && fabsf(log_mul) < 100.0f &&
+          fabsf(m->attn_temp_scale) < 100.0f))
+        return eng__set_err(err, -EINVAL, "yarn_beta_fast %g, yarn_beta_slow %g, "
+                            "yarn_log_multiplier %g or attention.temperature_scale %g out of range",
+                            m->yarn_beta_fast, m->yarn_beta_slow, log_mul, m->attn_temp_scale);
     if (m->rope_yarn && gemma)
         return eng__set_err(err, -ENOTSUP, "YaRN on %s (local layers unscaled) is not supported", arch);
     /* rope.scaling.attn_factor multiplies RoPE's cos and sin, of q and of

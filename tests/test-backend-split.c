@@ -1595,8 +1595,9 @@ int main(int argc, char **argv)
      * (ministral3, written with an original context of 14: crossed at 14
      * and 252 while decoding, where a graph must be recorded anew, and not
      * at 256, where the plan doubles), q/k norms after RoPE (hunyuan) */
-    const char *shapes[] = { "tiny", "tiny-qwen2", "tiny-qwen3", "tiny-llama3", "tiny-phi3-128k", "tiny-gemma2",
-                             "tiny-gemma3", "tiny-olmo3", "tiny-exaone4", "tiny-ministral3", "tiny-hunyuan" };
+    const char *shapes[] = { "tiny", "tiny-qwen2", "tiny-qwen3", "tiny-llama3", "tiny-phi3-128k",
+                             "tiny-gemma2", "tiny-gemma3", "tiny-olmo3", "tiny-exaone4",
+                             "tiny-ministral3", "tiny-hunyuan" };
     for (size_t i = 0; i < sizeof(shapes) / sizeof(shapes[0]); i++) {
         char path[32];
         test_synth_args(argv[1], shapes[i], "f16",

@@ -92,7 +92,8 @@ int main(int argc, char **argv)
     gp.max_tokens = 128;
 
     enum { O_RAW = 256, O_TEMP, O_TOPK, O_TOPP, O_MINP, O_REP, O_SEED, O_STOP, O_F32, O_BACKEND,
-           O_DEVICE, O_Q8, O_FORMAT, O_NO_THINK, O_TMPL, O_TMPL_FILE, O_FREQ, O_PRES, O_SHIFT, O_REEVAL, O_KEEP, O_TOOLS,
+           O_DEVICE, O_Q8, O_FORMAT, O_NO_THINK, O_TMPL, O_TMPL_FILE,
+           O_FREQ, O_PRES, O_SHIFT, O_REEVAL, O_KEEP, O_TOOLS,
            O_PREFILL_Q8 };
     static const struct option opts[] = {
         { "model", required_argument, 0, 'm' },   { "prompt", required_argument, 0, 'p' },
@@ -203,7 +204,8 @@ int main(int argc, char **argv)
     }
     uint64_t t_load = eng_time_ns() - t0;
     if (tmpl_name && eng_model_set_chat_template(model, tmpl_name) < 0) {
-        fprintf(stderr, "unknown chat template '%s' (--chat-template list names them)\n", tmpl_name);
+        fprintf(stderr, "unknown chat template '%s' (--chat-template list names them)\n",
+                tmpl_name);
         eng_model_free(model);
         return 2;
     }
@@ -214,7 +216,8 @@ int main(int argc, char **argv)
         free(t);
         if (r < 0) {
             fprintf(stderr, "%s: %s\n", tmpl_file,
-                    r == -EIO ? "cannot read it (at most 1 MiB)" : "not a chat template format we render");
+                    r == -EIO ? "cannot read it (at most 1 MiB)"
+                              : "not a chat template format we render");
             eng_model_free(model);
             return 2;
         }
