@@ -417,6 +417,8 @@ void eng_chat_named(const char *name, eng_chat_info *ret_info) {
         ret_info->reasoning = ret_info->r1_think = ret_info->r1_strip = t->variant == NT_R1;
         ret_info->granite4 = ret_info->tools = t->variant == NT_GRANITE4;
         ret_info->exaone4 = t->variant == NT_EXAONE4;
+        if (ret_info->exaone4) /* its template's tool calling, its answers' reasoning */
+            ret_info->tools = ret_info->reasoning = true;
         ret_info->tulu_bos = t->variant == NT_OLMO2;
         return;
     }
@@ -541,10 +543,13 @@ void eng_chat_detect(const char *tmpl, size_t len, eng_chat_info *ret_info) {
         ret_info->granite30 = true;
     } else if (find_bytes(tmpl, len, "[|system|]") && find_bytes(tmpl, len, "[|assistant|]") &&
                find_bytes(tmpl, len, "[|endofturn|]") && find_bytes(tmpl, len, "[|tool|]")) {
-        /* EXAONE 4.0: llama.cpp's test of its template (a tool role), and
-         * its rendering (render_exaone4) */
+        /* EXAONE 4.0: llama.cpp's test of its template (a tool role); its
+         * own rendering (render_exaone4), its tool calling, its answers'
+         * reasoning split off */
         ret_info->kind = ENG_CHAT_EXAONE;
         ret_info->exaone4 = true;
+        ret_info->tools = find_bytes(tmpl, len, "# Available Tools") && find_bytes(tmpl, len, "<tool_call>");
+        ret_info->reasoning = find_bytes(tmpl, len, "</think>") != NULL;
     } else if (find_bytes(tmpl, len, "'[|system|][|endofturn|]") &&
                find_bytes(tmpl, len, "'[|' + message['role'] + '|]' + message['content']")) {
         ret_info->kind = ENG_CHAT_EXAONE;
@@ -697,33 +702,6 @@ static void render_mistral7(const eng_chat_info *info, const eng_chat_msg *msgs,
             out_str(o, "[/SYSTEM_PROMPT]");
         }
     }
-}
-
-/* EXAONE 4.0 as llama.cpp renders it without its Jinja engine: each turn
- * trimmed (C's isspace), after its role's marker; turns other than the
- * user's end with [|endofturn|]; other roles are left out. */
-static void render_exaone4(const eng_chat_msg *msgs, size_t n_msgs, bool add_assistant, outbuf *o) {
-    static const char *const roles[] = { "system", "user", "assistant", "tool" };
-    for (size_t i = 0; i < n_msgs; i++) {
-        size_t r = 0;
-        while (r < 4 && strcmp(msgs[i].role, roles[r]))
-            r++;
-        if (r == 4)
-            continue;
-        const char *c = msgs[i].content;
-        size_t n = strlen(c);
-        while (n > 0 && is_space(*c))
-            c++, n--;
-        while (n > 0 && is_space(c[n - 1]))
-            n--;
-        out_str(o, "[|");
-        out_str(o, roles[r]);
-        out_str(o, "|]");
-        out_put(o, c, n);
-        out_str(o, r == 1 ? "\n" : "[|endofturn|]\n");
-    }
-    if (add_assistant)
-        out_str(o, "[|assistant|]");
 }
 
 /* The bytes of [s, s + n) without leading (lead) or trailing newlines:
@@ -1211,6 +1189,109 @@ static int render_smollm3(const eng_chat_msg *msgs, size_t n_msgs, bool add_assi
  *   no system header: its loop prints system, user, assistant and
  *   tool_response messages (assistant_tool_call as the assistant's with
  *   "<|tool_call|>" first), no others. */
+/* EXAONE 4.0's template: each role's marker and a newline, turns ended by
+ * [|endofturn|] and a newline; an answer after an empty think block (the
+ * template's default, thinking off), its own reasoning left out of the
+ * history (the text after its last </think>, stripped), its calls as
+ * <tool_call>{...}</tool_call> lines; a run of tool results in one tool
+ * turn, each <tool_result>{"result": "..."}</tool_result>; tools in the
+ * system block after the first message's system prompt. A role it does
+ * not know: -EINVAL (the template raises). */
+#define EXAONE4_EOT "[|endofturn|]\n"
+#define EXAONE4_NO_THINK "<think>\n\n</think>\n\n"
+static int render_exaone4(const eng_chat_msg *msgs, size_t n_msgs, const char *tools,
+                          size_t n_tools, bool add_assistant, outbuf *o) {
+    for (size_t i = 0; i < n_msgs; i++) {
+        const char *r = msgs[i].role;
+        if (strcmp(r, "system") && strcmp(r, "user") && strcmp(r, "assistant") && strcmp(r, "tool"))
+            return -EINVAL;
+    }
+    for (size_t i = 0; i < n_msgs; i++) {
+        const eng_chat_msg *m = &msgs[i];
+        const bool sys0 = i == 0 && !strcmp(m->role, "system");
+        if (i == 0 && (sys0 || n_tools > 0)) {
+            out_str(o, "[|system|]\n");
+            if (sys0) {
+                out_str(o, m->content);
+                if (n_tools > 0)
+                    out_str(o, "\n\n");
+            }
+            if (n_tools > 0) {
+                out_str(o, "# Available Tools\nYou can use none, one, or multiple of the following "
+                           "tools by calling them as functions to help with the user\u2019s query.\n"
+                           "Here are the tools available to you in JSON format within <tool> and "
+                           "</tool> tags:\n");
+                const size_t tl = strlen(tools);
+                size_t pos = 0, vl;
+                const char *v;
+                while (eng__json_next(tools, tl, &pos, NULL, NULL, &v, &vl) == 1) {
+                    out_str(o, "<tool>");
+                    json_whole(v, vl, o);
+                    out_str(o, "</tool>\n");
+                }
+                out_str(o, "\nFor each function call you want to make, return a JSON object with "
+                           "function name and arguments within <tool_call> and </tool_call> tags, "
+                           "like:\n<tool_call>{\"name\": function_1_name, \"arguments\": "
+                           "{argument_1_name: argument_1_value, argument_2_name: argument_2_value}}"
+                           "</tool_call>\n<tool_call>{\"name\": function_2_name, \"arguments\": "
+                           "{...}}</tool_call>\n...\nNote that if no argument name is specified for "
+                           "a tool, you can just print the argument value directly, without the "
+                           "argument name or JSON formatting.");
+            }
+            out_str(o, EXAONE4_EOT);
+            if (sys0)
+                continue;
+        }
+        if (!strcmp(m->role, "assistant")) {
+            out_str(o, "[|assistant|]\n");
+            const char *c = m->content;
+            if (c[0]) {
+                out_str(o, EXAONE4_NO_THINK);
+                const char *t = find_last(c, strlen(c), "</think>");
+                if (t) { /* Python's strip() of what follows */
+                    c = t + 8;
+                    size_t n = strlen(c);
+                    for (size_t l; (l = py_space(c, n, false)) > 0;)
+                        c += l, n -= l;
+                    out_put(o, c, rstrip_len(c, n));
+                } else {
+                    out_str(o, c);
+                }
+            }
+            if (m->n_tool_calls > 0)
+                out_str(o, m->content[0] ? "\n" : EXAONE4_NO_THINK);
+            for (size_t j = 0; j < m->n_tool_calls; j++) {
+                const eng_tool_call *tc = &m->tool_calls[j];
+                out_str(o, j > 0 ? "\n<tool_call>{\"name\": \"" : "<tool_call>{\"name\": \"");
+                out_str(o, tc->name);
+                out_str(o, "\", \"arguments\": ");
+                if (tc->arguments)
+                    json_whole(tc->arguments, strlen(tc->arguments), o);
+                else
+                    out_str(o, "{}");
+                out_str(o, "}</tool_call>");
+            }
+            out_str(o, EXAONE4_EOT);
+        } else if (!strcmp(m->role, "tool")) {
+            if (i == 0 || strcmp(msgs[i - 1].role, "tool"))
+                out_str(o, "[|tool|]\n");
+            out_str(o, "<tool_result>{\"result\": ");
+            eng__json_quote(m->content, strlen(m->content), out_cb, o);
+            out_str(o, "}</tool_result>");
+            out_str(o, i + 1 == n_msgs || strcmp(msgs[i + 1].role, "tool") ? EXAONE4_EOT : "\n");
+        } else {
+            out_str(o, "[|");
+            out_str(o, m->role);
+            out_str(o, "|]\n");
+            out_str(o, m->content);
+            out_str(o, EXAONE4_EOT);
+        }
+    }
+    if (add_assistant)
+        out_str(o, "[|assistant|]\n" EXAONE4_NO_THINK);
+    return 0;
+}
+
 /* Granite 4.0 and 4.1: the system block holds the first message's system
  * prompt, followed by the tools (one JSON line each between their head and
  * tail), or the template's default (4.0) where both are empty; answers
@@ -1361,7 +1442,8 @@ int eng_chat_render(const eng_chat_info *info, const eng_chat_msg *msgs, size_t 
     } else if (info->kind == ENG_CHAT_TULU) {
         render_tulu(info, msgs, n_msgs, add_assistant, &o);
     } else if (info->kind == ENG_CHAT_EXAONE && info->exaone4) {
-        render_exaone4(msgs, n_msgs, add_assistant, &o);
+        if ((r = render_exaone4(msgs, n_msgs, tools, n_tools, add_assistant, &o)) < 0)
+            return r;
     } else if (info->kind == ENG_CHAT_EXAONE) {
         for (size_t i = 0; i < n_msgs; i++) {
             if (i == 0 && strcmp(msgs[0].role, "system") != 0)

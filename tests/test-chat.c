@@ -426,7 +426,8 @@ static void test_tools(void) {
         eng_chat_detect(t, len, &info);
         free(t);
         CHECK((info.kind == ENG_CHAT_CHATML || info.kind == ENG_CHAT_LLAMA3 ||
-               (info.kind == ENG_CHAT_GRANITE && info.granite4)) && info.tools);
+               (info.kind == ENG_CHAT_GRANITE && info.granite4) ||
+               (info.kind == ENG_CHAT_EXAONE && info.exaone4)) && info.tools);
         fprintf(stderr, "tools case %s\n", c->name);
         check_render_tools(&info, c->msgs, c->n_msgs, c->tools, c->add ? ENG_CHAT_ADD_ASSISTANT : 0, c->want);
     }
@@ -590,6 +591,7 @@ static void test_spm_families(void) {
                                  : !strcmp(c->template, "zephyr")     ? ENG_CHAT_ZEPHYR
                                  : !strcmp(c->template, "olmo2")      ? ENG_CHAT_TULU
                                  : !strncmp(c->template, "granite4", 8) ? ENG_CHAT_GRANITE
+                                 : !strcmp(c->template, "exaone4")    ? ENG_CHAT_EXAONE
                                  : !strcmp(c->template, "ministral3-reasoning") ||
                                    !strcmp(c->template, "mistral-small3.2") ? ENG_CHAT_MISTRAL7
                                  : !strncmp(c->template, "phi", 3)    ? ENG_CHAT_PHI3
@@ -599,9 +601,11 @@ static void test_spm_families(void) {
                                                                       : ENG_CHAT_MISTRAL;
         const bool m7 = want == ENG_CHAT_MISTRAL7, m7r = !strcmp(c->template, "ministral3-reasoning");
         const bool g40 = !strcmp(c->template, "granite4.0"), g4 = want == ENG_CHAT_GRANITE;
-        CHECK(info.granite4 == g4 && info.tools == g4);
-        CHECK(info.kind == want && (g4 || !info.tools) &&
-              info.reasoning == (want == ENG_CHAT_DEEPSEEK_R1 || m7r) && info.bracket_think == m7r &&
+        const bool ex4 = want == ENG_CHAT_EXAONE;
+        CHECK(info.granite4 == g4 && info.exaone4 == ex4 && info.tools == (g4 || ex4));
+        CHECK(info.kind == want &&
+              info.reasoning == (want == ENG_CHAT_DEEPSEEK_R1 || m7r || ex4) &&
+              info.bracket_think == m7r &&
               !info.default_system[0] == !(m7 || g40) && info.dated_default == (m7 && !m7r));
         CHECK(info.r1_think == (want == ENG_CHAT_DEEPSEEK_R1));
         CHECK(info.r1_strip == !strcmp(c->template, "deepseek-r1-distill"));
@@ -854,26 +858,15 @@ static void test_exaone_granite30(void) {
                  "[|system|][|endofturn|]\n[|user|]U\n[|assistant|]A[|endofturn|]\n"
                  "[|tool|]T[|endofturn|]\n");
 
-    /* EXAONE 4.0 as llama.cpp renders it (llama_chat_apply_template of
-     * llama-cpp-python 0.3.36, on a template with its four markers):
-     * trimmed turns, a tool role, other roles left out */
-    static const char ex4[] = "{% for m in messages %}[|system|][|user|][|assistant|][|tool|]"
-                              "[|endofturn|]{% endfor %}";
-    eng_chat_detect(ex4, sizeof(ex4) - 1, &info);
-    CHECK(info.kind == ENG_CHAT_EXAONE && info.exaone4 && !info.tools);
-    check_render(&info, user, 1, true, "[|user|]Hi\n[|assistant|]");
-    eng_chat_msg spaced[] = {{.role = "system", .content = " S\n"},
-                             {.role = "user", .content = "\tU "},
-                             {.role = "assistant", .content = "A\n\n"},
-                             {.role = "user", .content = "V"}};
-    check_render(&info, spaced, 4, true,
-                 "[|system|]S[|endofturn|]\n[|user|]U\n[|assistant|]A[|endofturn|]\n[|user|]V\n"
-                 "[|assistant|]");
-    eng_chat_msg tool4[] = {{.role = "user", .content = "U"}, {.role = "assistant", .content = "A"},
-                            {.role = "tool", .content = " T "},
-                            {.role = "developer", .content = "D"}};
-    check_render(&info, tool4, 4, false,
-                 "[|user|]U\n[|assistant|]A[|endofturn|]\n[|tool|]T[|endofturn|]\n");
+    /* EXAONE 4.0's own template (tests/data): plain_cases and tools_cases;
+     * a role it does not know is refused, as the template raises */
+    t = read_template("exaone4", &len);
+    eng_chat_detect(t, len, &info);
+    free(t);
+    CHECK(info.kind == ENG_CHAT_EXAONE && info.exaone4 && info.tools && info.reasoning);
+    eng_chat_msg dev[] = {{.role = "developer", .content = "D"}};
+    char buf[64];
+    CHECK(eng_chat_render(&info, dev, 1, NULL, 0, buf, sizeof(buf)) == -EINVAL);
 
     t = read_template("granite3.0", &len);
     eng_chat_detect(t, len, &info);

@@ -299,7 +299,7 @@ int main(int argc, char **argv)
 
     check_deepseek_r1();
 
-    /* SmolLM3, Granite 3.x, EXAONE 3.5, Ministral 3 and OLMo 2 files: their layers, their
+    /* SmolLM3, Granite 3.x/4, EXAONE 3.5/4, Ministral 3 and OLMo 2 files: their layers, their
      * templates (the reasoning switch SmolLM3's reads), a chat answered */
     static const struct {
         const char *shape, *tmpl, *head;
@@ -313,6 +313,8 @@ int main(int argc, char **argv)
           false },
         { "tiny-granite", "granite4.0", "<|start_of_role|>system<|end_of_role|>You are a helpful assistant. "
           "Please ensure", ENG_CHAT_GRANITE, false },
+        { "tiny-exaone4", "exaone4", "[|user|]\nName a color.[|endofturn|]\n[|assistant|]\n<think>",
+          ENG_CHAT_EXAONE, false },
         { "tiny-exaone", "exaone3.5", "[|system|][|endofturn|]\n[|user|]Name", ENG_CHAT_EXAONE, false },
         { "tiny-ministral3", "ministral3-reasoning", "<|begin_of_text|>[SYSTEM_PROMPT]# HOW YOU SHOULD",
           ENG_CHAT_MISTRAL7, false },
@@ -325,8 +327,9 @@ int main(int argc, char **argv)
         CHECKF(eng_model_chat_template(fm) == fam[i].kind &&
                eng_model_chat_can_think(fm) == fam[i].think, "%s: template kind %d",
                fam[i].tmpl, eng_model_chat_template(fm));
-        /* Granite 4 calls tools as Qwen does */
-        CHECK(eng_model_chat_can_call_tools(fm) == !strcmp(fam[i].tmpl, "granite4.0"));
+        /* Granite 4 calls tools as Qwen does, EXAONE 4 in its own blocks */
+        CHECK(eng_model_chat_can_call_tools(fm) ==
+              (!strcmp(fam[i].tmpl, "granite4.0") || !strcmp(fam[i].tmpl, "exaone4")));
         eng_chat_msg q[] = {{.role = "user", .content = "Name a color."}};
         char text[4096];
         const int len = eng_chat_apply(fm, q, 1, ENG_CHAT_ADD_ASSISTANT, text, sizeof(text));

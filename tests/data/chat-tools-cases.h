@@ -136,6 +136,42 @@ static const eng_chat_msg granite40_calls_no_tools_msgs[] = {
     {"tool", "ok", NULL, 0},
 };
 
+static const eng_chat_msg exaone4_tools_user_msgs[] = {
+    {"user", "What is the weather in Paris?", NULL, 0},
+};
+
+static const eng_chat_msg exaone4_tools_system_msgs[] = {
+    {"system", "You are terse.", NULL, 0},
+    {"user", "Weather?", NULL, 0},
+};
+
+static const eng_tool_call exaone4_history_calls1[] = {
+    {(char *)"get_weather", (char *)"{ \"city\" : \"Bucure\\u0219ti\" }"},
+    {(char *)"round", (char *)"{\"x\":3.0}"},
+};
+static const eng_tool_call exaone4_history_calls6[] = {
+    {(char *)"get_weather", (char *)"{\"city\": \"Paris\", \"unit\":\"celsius\"}"},
+};
+static const eng_chat_msg exaone4_history_msgs[] = {
+    {"user", "Weather in Paris and Bucharest?", NULL, 0},
+    {"assistant", "<think>\nTwo cities.\n</think>\n\n Both: ", exaone4_history_calls1, 2},
+    {"tool", "{\"temp\": 21}", NULL, 0},
+    {"tool", "3", NULL, 0},
+    {"assistant", "21 degrees.", NULL, 0},
+    {"user", "And now?", NULL, 0},
+    {"assistant", "Let me look.", exaone4_history_calls6, 1},
+    {"tool", "22", NULL, 0},
+};
+
+static const eng_tool_call exaone4_calls_no_tools_calls1[] = {
+    {(char *)"get_weather", (char *)"{\"city\": \"Paris\", \"unit\":\"celsius\"}"},
+};
+static const eng_chat_msg exaone4_calls_no_tools_msgs[] = {
+    {"user", "U", NULL, 0},
+    {"assistant", "", exaone4_calls_no_tools_calls1, 1},
+    {"tool", "ok \"quoted\"", NULL, 0},
+};
+
 static const eng_chat_msg llama32_tools_user_msgs[] = {
     {"user", " What is the weather in Paris? ", NULL, 0},
 };
@@ -276,6 +312,25 @@ static const eng_chat_msg granite40_empty_system_msgs[] = {
 
 static const eng_chat_msg granite41_user_msgs[] = {
     {"user", "Hello", NULL, 0},
+};
+
+static const eng_chat_msg exaone4_user_msgs[] = {
+    {"user", "Hello", NULL, 0},
+};
+
+static const eng_chat_msg exaone4_turns_msgs[] = {
+    {"system", "S", NULL, 0},
+    {"user", " a\n", NULL, 0},
+    {"assistant", "<think>\nr\n</think>\n\n b \n", NULL, 0},
+    {"user", "c", NULL, 0},
+    {"assistant", "d", NULL, 0},
+};
+
+static const eng_chat_msg exaone4_tool_results_msgs[] = {
+    {"user", "q", NULL, 0},
+    {"tool", "r1", NULL, 0},
+    {"tool", "\xc3""\xa9""\n2", NULL, 0},
+    {"user", "more", NULL, 0},
 };
 
 static const eng_chat_msg olmo2_user_msgs[] = {
@@ -505,6 +560,18 @@ static const struct tools_case {
     {"granite40_calls_no_tools", "granite4.0", NULL,
      granite40_calls_no_tools_msgs, 3, false,
      "<|start_of_role|>system<|end_of_role|>You are a helpful assistant. Please ensure responses are professional, accurate, and safe.<|end_of_text|>\n<|start_of_role|>user<|end_of_role|>U<|end_of_text|>\n<|start_of_role|>assistant<|end_of_role|><tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\", \"unit\": \"celsius\"}}\n</tool_call><|end_of_text|>\n<|start_of_role|>user<|end_of_role|>\n<tool_response>\nok\n</tool_response><|end_of_text|>\n"},
+    {"exaone4_tools_user", "exaone4", "[ {\"type\":\"function\",\"function\":{\"name\":\"get_weather\",\n  \"description\":\"Current weather in a city\\/region, \\u00e9t\\u00e9 or winter \\ud83c\\udf1e\",\n  \"parameters\":{\"type\":\"object\",\"required\":[\"city\"],\"properties\":{\n    \"city\":{\"type\":\"string\",\"description\":\"Name, e.g. \\\"Paris\\\"\\n(no country)\"},\n    \"unit\":{\"type\":\"string\",\"enum\":[\"celsius\",\"fahrenheit\"],\"default\":null}}}}},\n {\"type\":\"function\",\"function\":{\"name\":\"round\",\"parameters\":{\"type\":\"object\",\"properties\":{\n   \"x\":{\"type\":\"number\",\"minimum\":-0,\"maximum\":1E5,\"multipleOf\":2.5e-7,\"examples\":[1.50,1e16,0.0001,100.0,true,false]}}}}}\n]",
+     exaone4_tools_user_msgs, 1, true,
+     "[|system|]\n# Available Tools\nYou can use none, one, or multiple of the following tools by calling them as functions to help with the user\xe2""\x80""\x99""s query.\nHere are the tools available to you in JSON format within <tool> and </tool> tags:\n<tool>{\"type\": \"function\", \"function\": {\"name\": \"get_weather\", \"description\": \"Current weather in a city/region, \xc3""\xa9""t\xc3""\xa9"" or winter \xf0""\x9f""\x8c""\x9e""\", \"parameters\": {\"type\": \"object\", \"required\": [\"city\"], \"properties\": {\"city\": {\"type\": \"string\", \"description\": \"Name, e.g. \\\"Paris\\\"\\n(no country)\"}, \"unit\": {\"type\": \"string\", \"enum\": [\"celsius\", \"fahrenheit\"], \"default\": null}}}}}</tool>\n<tool>{\"type\": \"function\", \"function\": {\"name\": \"round\", \"parameters\": {\"type\": \"object\", \"properties\": {\"x\": {\"type\": \"number\", \"minimum\": 0, \"maximum\": 100000.0, \"multipleOf\": 2.5e-07, \"examples\": [1.5, 1e+16, 0.0001, 100.0, true, false]}}}}}</tool>\n\nFor each function call you want to make, return a JSON object with function name and arguments within <tool_call> and </tool_call> tags, like:\n<tool_call>{\"name\": function_1_name, \"arguments\": {argument_1_name: argument_1_value, argument_2_name: argument_2_value}}</tool_call>\n<tool_call>{\"name\": function_2_name, \"arguments\": {...}}</tool_call>\n...\nNote that if no argument name is specified for a tool, you can just print the argument value directly, without the argument name or JSON formatting.[|endofturn|]\n[|user|]\nWhat is the weather in Paris?[|endofturn|]\n[|assistant|]\n<think>\n\n</think>\n\n"},
+    {"exaone4_tools_system", "exaone4", "[ {\"type\":\"function\",\"function\":{\"name\":\"get_weather\",\n  \"description\":\"Current weather in a city\\/region, \\u00e9t\\u00e9 or winter \\ud83c\\udf1e\",\n  \"parameters\":{\"type\":\"object\",\"required\":[\"city\"],\"properties\":{\n    \"city\":{\"type\":\"string\",\"description\":\"Name, e.g. \\\"Paris\\\"\\n(no country)\"},\n    \"unit\":{\"type\":\"string\",\"enum\":[\"celsius\",\"fahrenheit\"],\"default\":null}}}}},\n {\"type\":\"function\",\"function\":{\"name\":\"round\",\"parameters\":{\"type\":\"object\",\"properties\":{\n   \"x\":{\"type\":\"number\",\"minimum\":-0,\"maximum\":1E5,\"multipleOf\":2.5e-7,\"examples\":[1.50,1e16,0.0001,100.0,true,false]}}}}}\n]",
+     exaone4_tools_system_msgs, 2, true,
+     "[|system|]\nYou are terse.\n\n# Available Tools\nYou can use none, one, or multiple of the following tools by calling them as functions to help with the user\xe2""\x80""\x99""s query.\nHere are the tools available to you in JSON format within <tool> and </tool> tags:\n<tool>{\"type\": \"function\", \"function\": {\"name\": \"get_weather\", \"description\": \"Current weather in a city/region, \xc3""\xa9""t\xc3""\xa9"" or winter \xf0""\x9f""\x8c""\x9e""\", \"parameters\": {\"type\": \"object\", \"required\": [\"city\"], \"properties\": {\"city\": {\"type\": \"string\", \"description\": \"Name, e.g. \\\"Paris\\\"\\n(no country)\"}, \"unit\": {\"type\": \"string\", \"enum\": [\"celsius\", \"fahrenheit\"], \"default\": null}}}}}</tool>\n<tool>{\"type\": \"function\", \"function\": {\"name\": \"round\", \"parameters\": {\"type\": \"object\", \"properties\": {\"x\": {\"type\": \"number\", \"minimum\": 0, \"maximum\": 100000.0, \"multipleOf\": 2.5e-07, \"examples\": [1.5, 1e+16, 0.0001, 100.0, true, false]}}}}}</tool>\n\nFor each function call you want to make, return a JSON object with function name and arguments within <tool_call> and </tool_call> tags, like:\n<tool_call>{\"name\": function_1_name, \"arguments\": {argument_1_name: argument_1_value, argument_2_name: argument_2_value}}</tool_call>\n<tool_call>{\"name\": function_2_name, \"arguments\": {...}}</tool_call>\n...\nNote that if no argument name is specified for a tool, you can just print the argument value directly, without the argument name or JSON formatting.[|endofturn|]\n[|user|]\nWeather?[|endofturn|]\n[|assistant|]\n<think>\n\n</think>\n\n"},
+    {"exaone4_history", "exaone4", "[ {\"type\":\"function\",\"function\":{\"name\":\"get_weather\",\n  \"description\":\"Current weather in a city\\/region, \\u00e9t\\u00e9 or winter \\ud83c\\udf1e\",\n  \"parameters\":{\"type\":\"object\",\"required\":[\"city\"],\"properties\":{\n    \"city\":{\"type\":\"string\",\"description\":\"Name, e.g. \\\"Paris\\\"\\n(no country)\"},\n    \"unit\":{\"type\":\"string\",\"enum\":[\"celsius\",\"fahrenheit\"],\"default\":null}}}}},\n {\"type\":\"function\",\"function\":{\"name\":\"round\",\"parameters\":{\"type\":\"object\",\"properties\":{\n   \"x\":{\"type\":\"number\",\"minimum\":-0,\"maximum\":1E5,\"multipleOf\":2.5e-7,\"examples\":[1.50,1e16,0.0001,100.0,true,false]}}}}}\n]",
+     exaone4_history_msgs, 8, true,
+     "[|system|]\n# Available Tools\nYou can use none, one, or multiple of the following tools by calling them as functions to help with the user\xe2""\x80""\x99""s query.\nHere are the tools available to you in JSON format within <tool> and </tool> tags:\n<tool>{\"type\": \"function\", \"function\": {\"name\": \"get_weather\", \"description\": \"Current weather in a city/region, \xc3""\xa9""t\xc3""\xa9"" or winter \xf0""\x9f""\x8c""\x9e""\", \"parameters\": {\"type\": \"object\", \"required\": [\"city\"], \"properties\": {\"city\": {\"type\": \"string\", \"description\": \"Name, e.g. \\\"Paris\\\"\\n(no country)\"}, \"unit\": {\"type\": \"string\", \"enum\": [\"celsius\", \"fahrenheit\"], \"default\": null}}}}}</tool>\n<tool>{\"type\": \"function\", \"function\": {\"name\": \"round\", \"parameters\": {\"type\": \"object\", \"properties\": {\"x\": {\"type\": \"number\", \"minimum\": 0, \"maximum\": 100000.0, \"multipleOf\": 2.5e-07, \"examples\": [1.5, 1e+16, 0.0001, 100.0, true, false]}}}}}</tool>\n\nFor each function call you want to make, return a JSON object with function name and arguments within <tool_call> and </tool_call> tags, like:\n<tool_call>{\"name\": function_1_name, \"arguments\": {argument_1_name: argument_1_value, argument_2_name: argument_2_value}}</tool_call>\n<tool_call>{\"name\": function_2_name, \"arguments\": {...}}</tool_call>\n...\nNote that if no argument name is specified for a tool, you can just print the argument value directly, without the argument name or JSON formatting.[|endofturn|]\n[|user|]\nWeather in Paris and Bucharest?[|endofturn|]\n[|assistant|]\n<think>\n\n</think>\n\nBoth:\n<tool_call>{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Bucure\xc8""\x99""ti\"}}</tool_call>\n<tool_call>{\"name\": \"round\", \"arguments\": {\"x\": 3.0}}</tool_call>[|endofturn|]\n[|tool|]\n<tool_result>{\"result\": \"{\\\"temp\\\": 21}\"}</tool_result>\n<tool_result>{\"result\": \"3\"}</tool_result>[|endofturn|]\n[|assistant|]\n<think>\n\n</think>\n\n21 degrees.[|endofturn|]\n[|user|]\nAnd now?[|endofturn|]\n[|assistant|]\n<think>\n\n</think>\n\nLet me look.\n<tool_call>{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\", \"unit\": \"celsius\"}}</tool_call>[|endofturn|]\n[|tool|]\n<tool_result>{\"result\": \"22\"}</tool_result>[|endofturn|]\n[|assistant|]\n<think>\n\n</think>\n\n"},
+    {"exaone4_calls_no_tools", "exaone4", NULL,
+     exaone4_calls_no_tools_msgs, 3, false,
+     "[|user|]\nU[|endofturn|]\n[|assistant|]\n<think>\n\n</think>\n\n<tool_call>{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\", \"unit\": \"celsius\"}}</tool_call>[|endofturn|]\n[|tool|]\n<tool_result>{\"result\": \"ok \\\"quoted\\\"\"}</tool_result>[|endofturn|]\n"},
     {"llama32_tools_user", "llama3.2", "[ {\"type\":\"function\",\"function\":{\"name\":\"get_weather\",\n  \"description\":\"Current weather in a city\\/region, \\u00e9t\\u00e9 or winter \\ud83c\\udf1e\",\n  \"parameters\":{\"type\":\"object\",\"required\":[\"city\"],\"properties\":{\n    \"city\":{\"type\":\"string\",\"description\":\"Name, e.g. \\\"Paris\\\"\\n(no country)\"},\n    \"unit\":{\"type\":\"string\",\"enum\":[\"celsius\",\"fahrenheit\"],\"default\":null}}}}},\n {\"type\":\"function\",\"function\":{\"name\":\"round\",\"parameters\":{\"type\":\"object\",\"properties\":{\n   \"x\":{\"type\":\"number\",\"minimum\":-0,\"maximum\":1E5,\"multipleOf\":2.5e-7,\"examples\":[1.50,1e16,0.0001,100.0,true,false]}}}}}\n]",
      llama32_tools_user_msgs, 1, true,
      "<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\nEnvironment: ipython\nCutting Knowledge Date: December 2023\nToday Date: 26 Jul 2024\n\n<|eot_id|><|start_header_id|>user<|end_header_id|>\n\nGiven the following functions, please respond with a JSON for a function call with its proper arguments that best answers the given prompt.\n\nRespond in the format {\"name\": function name, \"parameters\": dictionary of argument name and its value}.Do not use variables.\n\n{\n    \"type\": \"function\",\n    \"function\": {\n        \"name\": \"get_weather\",\n        \"description\": \"Current weather in a city/region, \xc3""\xa9""t\xc3""\xa9"" or winter \xf0""\x9f""\x8c""\x9e""\",\n        \"parameters\": {\n            \"type\": \"object\",\n            \"required\": [\n                \"city\"\n            ],\n            \"properties\": {\n                \"city\": {\n                    \"type\": \"string\",\n                    \"description\": \"Name, e.g. \\\"Paris\\\"\\n(no country)\"\n                },\n                \"unit\": {\n                    \"type\": \"string\",\n                    \"enum\": [\n                        \"celsius\",\n                        \"fahrenheit\"\n                    ],\n                    \"default\": null\n                }\n            }\n        }\n    }\n}\n\n{\n    \"type\": \"function\",\n    \"function\": {\n        \"name\": \"round\",\n        \"parameters\": {\n            \"type\": \"object\",\n            \"properties\": {\n                \"x\": {\n                    \"type\": \"number\",\n                    \"minimum\": 0,\n                    \"maximum\": 100000.0,\n                    \"multipleOf\": 2.5e-07,\n                    \"examples\": [\n                        1.5,\n                        1e+16,\n                        0.0001,\n                        100.0,\n                        true,\n                        false\n                    ]\n                }\n            }\n        }\n    }\n}\n\nWhat is the weather in Paris?<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n"},
@@ -580,6 +647,15 @@ static const struct tools_case plain_cases[] = {
     {"granite41_user", "granite4.1", NULL,
      granite41_user_msgs, 1, true,
      "<|start_of_role|>user<|end_of_role|>Hello<|end_of_text|>\n<|start_of_role|>assistant<|end_of_role|>"},
+    {"exaone4_user", "exaone4", NULL,
+     exaone4_user_msgs, 1, true,
+     "[|user|]\nHello[|endofturn|]\n[|assistant|]\n<think>\n\n</think>\n\n"},
+    {"exaone4_turns", "exaone4", NULL,
+     exaone4_turns_msgs, 5, false,
+     "[|system|]\nS[|endofturn|]\n[|user|]\n a\n[|endofturn|]\n[|assistant|]\n<think>\n\n</think>\n\nb[|endofturn|]\n[|user|]\nc[|endofturn|]\n[|assistant|]\n<think>\n\n</think>\n\nd[|endofturn|]\n"},
+    {"exaone4_tool_results", "exaone4", NULL,
+     exaone4_tool_results_msgs, 4, true,
+     "[|user|]\nq[|endofturn|]\n[|tool|]\n<tool_result>{\"result\": \"r1\"}</tool_result>\n<tool_result>{\"result\": \"\xc3""\xa9""\\n2\"}</tool_result>[|endofturn|]\n[|user|]\nmore[|endofturn|]\n[|assistant|]\n<think>\n\n</think>\n\n"},
     {"olmo2_user", "olmo2", NULL,
      olmo2_user_msgs, 1, true,
      "<s><|user|>\nHello\n<|assistant|>\n"},
