@@ -1099,6 +1099,20 @@ static int count_tools(const char *tools, size_t *ret) {
     return r;
 }
 
+/* Each tool of a JSON array as its template's tojson prints it (json.dumps'
+ * separators, keys in the order sent), between pre and post: one line each
+ * in the Qwen, Granite 4 and EXAONE 4 tool sections. */
+static void out_tool_lines(outbuf *o, const char *tools, const char *pre, const char *post) {
+    const size_t tl = strlen(tools);
+    size_t pos = 0, vl;
+    const char *v;
+    while (eng__json_next(tools, tl, &pos, NULL, NULL, &v, &vl) == 1) {
+        out_str(o, pre);
+        json_whole(v, vl, o);
+        out_str(o, post);
+    }
+}
+
 /* s with every occurrence of word left out, into o. */
 static void out_without(outbuf *o, const char *s, size_t n, const char *word) {
     const size_t wl = strlen(word);
@@ -1221,14 +1235,7 @@ static int render_exaone4(const eng_chat_msg *msgs, size_t n_msgs, const char *t
                            "tools by calling them as functions to help with the user\u2019s query.\n"
                            "Here are the tools available to you in JSON format within <tool> and "
                            "</tool> tags:\n");
-                const size_t tl = strlen(tools);
-                size_t pos = 0, vl;
-                const char *v;
-                while (eng__json_next(tools, tl, &pos, NULL, NULL, &v, &vl) == 1) {
-                    out_str(o, "<tool>");
-                    json_whole(v, vl, o);
-                    out_str(o, "</tool>\n");
-                }
+                out_tool_lines(o, tools, "<tool>", "</tool>\n");
                 out_str(o, "\nFor each function call you want to make, return a JSON object with "
                            "function name and arguments within <tool_call> and </tool_call> tags, "
                            "like:\n<tool_call>{\"name\": function_1_name, \"arguments\": "
@@ -1308,13 +1315,7 @@ static void render_granite4(const eng_chat_info *info, const eng_chat_msg *msgs,
             if (has_sys) /* even an empty one */
                 out_str(o, "\n\n");
             out_str(o, GRANITE4_TOOLS_HEAD);
-            const size_t tl = strlen(tools);
-            size_t pos = 0, vl;
-            const char *v;
-            while (eng__json_next(tools, tl, &pos, NULL, NULL, &v, &vl) == 1) {
-                out_str(o, "\n");
-                json_whole(v, vl, o);
-            }
+            out_tool_lines(o, tools, "\n", "");
             out_str(o, GRANITE4_TOOLS_TAIL);
         }
         out_str(o, GRANITE_END "\n");
@@ -1473,13 +1474,7 @@ int eng_chat_render(const eng_chat_info *info, const eng_chat_msg *msgs, size_t 
                 out_str(&o, "\n\n");
             }
             out_str(&o, TOOLS_HEAD);
-            const size_t tl = strlen(tools);
-            size_t pos = 0, vl;
-            const char *v;
-            while (eng__json_next(tools, tl, &pos, NULL, NULL, &v, &vl) == 1) {
-                out_str(&o, "\n");
-                json_whole(v, vl, &o);
-            }
+            out_tool_lines(&o, tools, "\n", "");
             out_str(&o, TOOLS_TAIL CHATML_END "\n");
         } else if (n_msgs > 0 && dlen > 0 && strcmp(msgs[0].role, "system") != 0) {
             out_str(&o, CHATML_START "system\n");

@@ -2375,31 +2375,26 @@ static void forward_ops(eng_session *s, int n, int first, float *out, int32_t *a
         const float *b3[3] = { L->bq, L->bk, L->bv };
         float *y3[3] = { s->q, s->k, s->v };
         const bool same = L->wk.cols == L->wq.cols && L->wv.cols == L->wq.cols;
-        if (!L->attn_norm) { /* olmo2, exaone4: no norm before a block, x as it is */
-            if (pending)
-                op->add(be, s->x, pending, (long)n * E);
-            if (op->matmul3 && same) {
-                op->matmul3(be, w3, b3, s->x, y3, n);
-            } else {
-                op->matmul(be, &L->wq, L->bq, s->x, s->q, n);
-                op->matmul(be, &L->wk, L->bk, s->x, s->k, n);
-                op->matmul(be, &L->wv, L->bv, s->x, s->v, n);
-            }
-        } else if (n == 1 && op->norm_matmul3 && same) {
+        if (L->attn_norm && n == 1 && op->norm_matmul3 && same) {
             /* decode: the norm and q, k, v in one call (a GPU: one kernel) */
             op->norm_matmul3(be, s->x, pending, L->attn_norm, m->rms_eps, s->xn, w3, b3, y3);
         } else {
-            if (pending)
+            /* the block's input: x normalised, or (olmo2, exaone4: no norm
+             * before a block) x as it is */
+            const float *in = L->attn_norm ? s->xn : s->x;
+            if (!L->attn_norm && pending)
+                op->add(be, s->x, pending, (long)n * E);
+            else if (pending)
                 op->add_rmsnorm(be, s->x, pending, L->attn_norm, s->xn, n, E, m->rms_eps);
-            else
+            else if (L->attn_norm)
                 op->rmsnorm(be, s->x, L->attn_norm, s->xn, n, E, m->rms_eps);
             if (op->matmul3 && same) {
                 /* one call (a GPU: one kernel for decode) */
-                op->matmul3(be, w3, b3, s->xn, y3, n);
+                op->matmul3(be, w3, b3, in, y3, n);
             } else {
-                op->matmul(be, &L->wq, L->bq, s->xn, s->q, n); /* q [n][H*hd]   */
-                op->matmul(be, &L->wk, L->bk, s->xn, s->k, n); /* k [n][Hkv*hd] */
-                op->matmul(be, &L->wv, L->bv, s->xn, s->v, n); /* v [n][Hkv*hd] */
+                op->matmul(be, &L->wq, L->bq, in, s->q, n); /* q [n][H*hd]   */
+                op->matmul(be, &L->wk, L->bk, in, s->k, n); /* k [n][Hkv*hd] */
+                op->matmul(be, &L->wv, L->bv, in, s->v, n); /* v [n][Hkv*hd] */
             }
         }
         pending = NULL;
