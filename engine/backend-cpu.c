@@ -6902,6 +6902,32 @@ static void op_store_kv_q8(eng_backend *be, const float *src, eng_q8_block *cach
                       (size_t)row * n_tokens);
 }
 
+/* On the caller's thread too: len multiply-adds per value, against the
+ * three n x n matrices around it. The taps in order from the oldest row,
+ * as ggml's ssm_conv sums them. */
+static void op_shortconv(eng_backend *be, const float *b, const float *c, const float *x,
+                         const float *w, int len, float *cache, int row0, int n_tokens, int n,
+                         float *out)
+{
+    (void)be;
+    if (!b || !c || !x || !w || !cache || !out || len < 1 || row0 < 0 || n_tokens <= 0 || n <= 0)
+        return;
+    for (int t = 0; t < n_tokens; t++) {
+        float *row = cache + (size_t)(row0 + t) * n;
+        for (int i = 0; i < n; i++)
+            row[i] = b[(size_t)t * n + i] * x[(size_t)t * n + i];
+    }
+    for (int t = 0; t < n_tokens; t++) {
+        const int first = row0 + t - len + 1;
+        for (int i = 0; i < n; i++) {
+            float sum = 0.0f;
+            for (int k = first < 0 ? -first : 0; k < len; k++)
+                sum += w[(size_t)i * len + k] * cache[(size_t)(first + k) * n + i];
+            out[(size_t)t * n + i] = c[(size_t)t * n + i] * sum;
+        }
+    }
+}
+
 /* ---- topk_count ------------------------------------------------------------ */
 
 /* The reference for GPUs: topk.h's counting, the very code the engine's host
@@ -7048,6 +7074,7 @@ static const eng_backend_iface cpu_iface = {
     .store_kv = op_store_kv,
     .store_kv_q8 = op_store_kv_q8,
     .attention_q8 = op_attention_q8,
+    .shortconv = op_shortconv,
     .topk_count = op_topk_count,
     .ffn_pick = op_ffn_pick,
     .ffn_top = op_ffn_top,

@@ -519,6 +519,24 @@ static void op_store_kv(eng_backend *be, const float *src, uint16_t *cache, long
         check(x, si_cuda_store_f16(x->c, src, cache + (size_t)pos0 * row, row * n_tokens));
 }
 
+static void op_shortconv(eng_backend *be, const float *b, const float *c, const float *xs,
+                         const float *w, int len, float *cache, int row0, int n_tokens, int n,
+                         float *out)
+{
+    cuda_ctx *x = ctx_of(be);
+    if (n_tokens <= 0 || n <= 0 || row0 < 0 || !op_ready(x))
+        return;
+    const int32_t *pos = at_step(x, n_tokens, row0) ? x->pos_dev : NULL;
+    /* a prefill longer than a grid's height: in parts, each after the
+     * rows of the one before */
+    for (int t = 0; t < n_tokens; t += 65535) {
+        const int k = n_tokens - t < 65535 ? n_tokens - t : 65535;
+        const size_t o = (size_t)t * n;
+        check(x, si_cuda_shortconv(x->c, b + o, c + o, xs + o, w, len, cache, row0 + t, pos, k, n,
+                                   out + o));
+    }
+}
+
 /* ---- decode graphs -------------------------------------------------------- */
 
 static int op_graph_begin(eng_backend *be, const eng_graph_step *st)
@@ -719,6 +737,7 @@ static const eng_backend_iface cuda_iface = {
     .add = op_add,
     .store_f16 = op_store_f16,
     .store_kv = op_store_kv,
+    .shortconv = op_shortconv,
     .graph_begin = op_graph_begin,
     .graph_end = op_graph_end,
     .topk_count = op_topk_count,

@@ -343,6 +343,15 @@ typedef struct eng_backend_iface {
 
     /* ---- optional ops: NULL when the backend does not offer them ---- */
 
+    /* LFM2's short convolution over n channels, len taps: rows row0 ..
+     * row0 + n_tokens - 1 of cache [][n] (f32) = b[t] * x[t], then
+     *   out[t][i] = c[t][i] * sum_k w[i][k] * cache[row0 + t - len + 1 + k][i],
+     * k < len, rows below 0 reading as 0 (the positions before the first).
+     * b, c, x, out [n_tokens][n]; w [n][len] (backend memory). */
+    void (*shortconv)(eng_backend *be, const float *b, const float *c, const float *x,
+                      const float *w, int len, float *cache, int row0, int n_tokens, int n,
+                      float *out);
+
     /* A Q8_0 KV cache (ENG_KV_Q8_0): store_kv() into rows of row / 32
      * blocks, each block of 32 quantized as ggml's Q8_0 (d = max |x| / 127,
      * q = round(x / d)); attention() over such caches, head_dim a multiple

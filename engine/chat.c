@@ -450,6 +450,15 @@ void eng_chat_detect(const char *tmpl, size_t len, eng_chat_info *ret_info) {
             ret_info->default_system[0] = 0;
             ret_info->reasoning = true;
         }
+        /* LFM2.5 (its thinking models' reasoning left out of earlier
+         * answers) and LFM2 (tool results marked) */
+        ret_info->lfm2_past = find_bytes(tmpl, len, "keep_past_thinking") &&
+                              find_bytes(tmpl, len, "last_assistant_index") &&
+                              find_bytes(tmpl, len, "</think>") && !ret_info->tools;
+        ret_info->reasoning |= ret_info->lfm2_past;
+        ret_info->lfm2_tool =
+            find_bytes(tmpl, len, "\"<|tool_response_start|>\" + content + \"<|tool_response_end|>\"") &&
+            !ret_info->tools;
     } else if (find_bytes(tmpl, len, "'[SYSTEM_PROMPT]'") &&
                find_bytes(tmpl, len, "'[/SYSTEM_PROMPT]'") &&
                find_bytes(tmpl, len, "'[INST]'") && find_bytes(tmpl, len, "'[/INST]'") &&
@@ -1495,10 +1504,36 @@ int eng_chat_render(const eng_chat_info *info, const eng_chat_msg *msgs, size_t 
                 break;
             }
         }
+        size_t last_answer = n_msgs; /* (LFM2.5's last_assistant_index) */
+        for (size_t i = 0; i < n_msgs; i++)
+            if (!strcmp(msgs[i].role, "assistant"))
+                last_answer = i;
         for (size_t i = first; i < n_msgs; i++) {
             const eng_chat_msg *m = &msgs[i];
-            if (info->reasoning && !strcmp(m->role, "assistant")) {
+            /* (LFM2's templates print no empty system prompt) */
+            if ((info->lfm2_past || info->lfm2_tool) && i == 0 && !strcmp(m->role, "system") &&
+                !m->content[0])
+                continue;
+            if (info->lfm2_past && i != last_answer && !strcmp(m->role, "assistant")) {
+                const char *c = m->content, *after = c;
+                for (const char *p = c; (p = strstr(p, "</think>")) != NULL; p += 8)
+                    after = p + 8;
+                out_str(&o, CHATML_START "assistant\n");
+                if (after != c)
+                    out_trimmed(&o, after);
+                else
+                    out_str(&o, c);
+                out_str(&o, CHATML_END "\n");
+                continue;
+            }
+            if (info->reasoning && !info->lfm2_past && !strcmp(m->role, "assistant")) {
                 qwen3_answer(&o, m, i > last_query, i + 1 == n_msgs);
+                continue;
+            }
+            if (info->lfm2_tool && !strcmp(m->role, "tool")) {
+                out_str(&o, CHATML_START "tool\n<|tool_response_start|>");
+                out_str(&o, m->content);
+                out_str(&o, "<|tool_response_end|>" CHATML_END "\n");
                 continue;
             }
             if (info->tools && !strcmp(m->role, "tool")) {

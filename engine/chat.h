@@ -28,6 +28,10 @@ typedef struct eng_chat_info {
     bool r1_think;     /* DeepSeek-R1: the prompt opens the reasoning ("<think>\n") */
     bool r1_strip;     /* DeepSeek-R1: an earlier answer's reasoning left out */
     bool smollm3;      /* ChatML under SmolLM3's metadata header (render_smollm3) */
+    bool lfm2_past;    /* LFM2.5 (ChatML): each answer but the last only after its
+                        * last "</think>", trimmed */
+    bool lfm2_tool;    /* LFM2 (ChatML): a tool result between <|tool_response_start|>
+                        * and <|tool_response_end|> */
     bool bracket_think; /* Ministral 3 Reasoning: [THINK] ... [/THINK], not <think> */
     bool dated_default; /* Mistral Small 3.x: default_system has a \x01 where today's
                          * date goes (strftime_now("%Y-%m-%d")) */

@@ -911,6 +911,48 @@ static int branch_scales(const gguf_file *f, const char *arch, eng_model *m, flo
     return 0;
 }
 
+/* attention.head_count_kv: one number, or (lfm2) one per layer, 0 in a
+ * convolution layer (m->conv_layer), the attention layers' all alike;
+ * with their taps (shortconv.l_cache). n_head where absent. */
+static int load_kv_heads(const gguf_file *f, const char *arch, eng_model *m, uint32_t n_head,
+                         uint32_t *ret, eng_error *err)
+{
+    char key[128];
+    snprintf(key, sizeof(key), "%s.attention.head_count_kv", arch);
+    enum gguf_type et;
+    uint64_t len;
+    const int n = m->info.n_layer;
+    if (m->arch != ENG_ARCH_LFM2 || gguf_get_arr_info(f, key, &et, &len) < 0)
+        return get_u32_arch(f, arch, "attention.head_count_kv", false, n_head, ret, err);
+    if (len != (uint64_t)n)
+        return eng__set_err(err, -EINVAL, "metadata '%s' has %llu entries for %d layers", key,
+                            (unsigned long long)len, n);
+    if (!(m->conv_layer = model_alloc(m, (size_t)n)))
+        return eng__set_err(err, -ENOMEM, "out of memory");
+    *ret = 0;
+    for (int il = 0; il < n; il++) {
+        int32_t v;
+        if (gguf_get_arr_i32(f, key, (uint64_t)il, &v) < 0 || v < 0 ||
+            (v > 0 && *ret > 0 && (uint32_t)v != *ret))
+            return eng__set_err(err, -EINVAL, "metadata '%s'[%d] is not a head count like the "
+                                "others", key, il);
+        m->conv_layer[il] = v == 0;
+        if (v > 0)
+            *ret = (uint32_t)v;
+    }
+    if (*ret == 0) /* no attention layer: nothing reads the count */
+        *ret = n_head;
+    uint32_t taps;
+    int r = get_u32_arch(f, arch, "shortconv.l_cache", true, 0, &taps, err);
+    if (r < 0)
+        return r;
+    if (taps < 2 || taps > 64)
+        return eng__set_err(err, -EINVAL, "metadata '%s.shortconv.l_cache' %u out of range 2..64",
+                            arch, taps);
+    m->conv_len = (int)taps;
+    return 0;
+}
+
 /* Which layers are local (attend over the last n_swa positions), as
  * llama.cpp reads attention.sliding_window_pattern: flags per layer (an
  * array of bools or integers; layers past its end are global) or a period
@@ -999,11 +1041,14 @@ static int load_hparams(const gguf_file *f, eng_model *m, eng_error *err)
         m->arch = ENG_ARCH_MISTRAL3;
     else if (!strcmp(arch, "hunyuan-dense"))
         m->arch = ENG_ARCH_HUNYUAN;
+    else if (!strcmp(arch, "lfm2"))
+        m->arch = ENG_ARCH_LFM2;
     else
         return eng__set_err(err, -ENOTSUP,
                             "unsupported architecture '%s' (supported: llama, ernie4_5, qwen2, "
                             "qwen3, qwen2vl, qwen3vl, phi3, gemma, gemma2, gemma3, smollm3, "
-                            "granite, exaone, minicpm, olmo2, exaone4, mistral3, hunyuan-dense; "
+                            "granite, exaone, minicpm, olmo2, exaone4, mistral3, hunyuan-dense, "
+                            "lfm2; "
                             "text only for the vl ones)", arch);
     /* the vl families' sections, which llama.cpp requires (an array of at
      * most 4 or one number): only their presence matters for text */
@@ -1042,11 +1087,13 @@ static int load_hparams(const gguf_file *f, eng_model *m, eng_error *err)
         (r = get_u32_arch(f, arch, "embedding_length", true, 0, &n_embd, err)) < 0 ||
         (r = get_u32_arch(f, arch, "feed_forward_length", true, 0, &n_ff, err)) < 0 ||
         (r = get_u32_arch(f, arch, "attention.head_count", true, 0, &n_head, err)) < 0 ||
-        (r = get_u32_arch(f, arch, "attention.head_count_kv", false, n_head, &n_head_kv, err)) < 0 ||
         (r = get_u32_arch(f, arch, "context_length", false, 2048, &n_ctx, err)) < 0)
         return r;
     if (n_layer == 0 || n_layer > MAX_LAYERS)
         return eng__set_err(err, -EINVAL, "block_count %u out of range 1..%d", n_layer, MAX_LAYERS);
+    m->info.n_layer = n_layer;
+    if ((r = load_kv_heads(f, arch, m, n_head, &n_head_kv, err)) < 0)
+        return r;
     if (n_embd == 0 || n_embd > MAX_DIM || n_ff == 0 || n_ff > MAX_DIM)
         return eng__set_err(err, -EINVAL, "embedding_length %u / feed_forward_length %u out of range",
                             n_embd, n_ff);
@@ -1071,7 +1118,6 @@ static int load_hparams(const gguf_file *f, eng_model *m, eng_error *err)
     if (m->rope_freq_base <= 0 || m->rms_eps <= 0)
         return eng__set_err(err, -EINVAL, "rope.freq_base and rms epsilon must be positive");
 
-    m->info.n_layer = n_layer;
     m->info.n_embd = n_embd;
     m->info.n_ff = n_ff;
     m->info.n_head = n_head;
@@ -1089,7 +1135,7 @@ static int load_hparams(const gguf_file *f, eng_model *m, eng_error *err)
     const bool hy = m->arch == ENG_ARCH_HUNYUAN;
     m->rope_neox = m->arch == ENG_ARCH_QWEN2 || m->arch == ENG_ARCH_QWEN3 ||
                    m->arch == ENG_ARCH_PHI3 || m->arch == ENG_ARCH_EXAONE || gemma || olmo || ex4 ||
-                   hy;
+                   hy || m->arch == ENG_ARCH_LFM2;
     /* Hunyuan: q and k normalised after RoPE; its NTK "alpha" raises the
      * base by alpha^(d / (d - 2)) where a file keeps it apart (its
      * converter folds it into freq_base) */
@@ -1189,17 +1235,19 @@ static int load_hparams(const gguf_file *f, eng_model *m, eng_error *err)
     /* Phi-3's sliding window over every layer (a bound on the context),
      * and local layers: Gemma 2's every other layer, Gemma 3's five of
      * six, OLMo 3's three of four (where its file has a window), EXAONE
-     * 4's three of four in the 32B model (64 layers) only, as llama.cpp
-     * (other families' GGUFs may carry a window it does not use either) */
-    const bool ex4_swa = ex4 && n_layer == 64;
+     * 4's three of four in the 32B model (64 layers) only, LFM2's every
+     * attention layer (where its file has a window), as llama.cpp (other
+     * families' GGUFs may carry a window it does not use either) */
+    const bool ex4_swa = ex4 && n_layer == 64, lfm2 = m->arch == ENG_ARCH_LFM2;
     uint32_t n_swa = 0;
-    if ((m->arch == ENG_ARCH_PHI3 || g23 || olmo || ex4_swa) &&
+    if ((m->arch == ENG_ARCH_PHI3 || g23 || olmo || ex4_swa || lfm2) &&
         (r = get_u32_arch(f, arch, "attention.sliding_window", false,
                           m->arch == ENG_ARCH_GEMMA2 || ex4_swa ? 4096 : 0, &n_swa, err)) < 0)
         return r;
     m->n_swa = n_swa > (1u << 24) ? 1 << 24 : (int)n_swa; /* beyond any context: no cut */
     if (m->n_swa > 0 && m->arch != ENG_ARCH_PHI3 &&
-        (r = load_swa_layers(f, arch, m, m->arch == ENG_ARCH_GEMMA2 ? 2 : g23 ? 6 : 4, err)) < 0)
+        (r = load_swa_layers(f, arch, m,
+                             m->arch == ENG_ARCH_GEMMA2 ? 2 : g23 ? 6 : lfm2 ? 0 : 4, err)) < 0)
         return r;
     /* Gemma's local layers' RoPE base, as llama.cpp sets it or as the
      * file says (OLMo 3's and EXAONE 4's layers all take rope.freq_base) */
@@ -1292,6 +1340,47 @@ static int load_rope_scaled(loader *ld)
     return 0;
 }
 
+/* lfm2's convolution block (see eng_layer.conv): in_proj [3 n_embd][n_embd]
+ * as its three parts, out_proj, the taps [n_embd][conv_len] in f32. */
+static int load_conv_block(loader *ld, int il, eng_layer *L)
+{
+    eng_model *m = ld->m;
+    const uint64_t E = (uint64_t)m->info.n_embd, K = (uint64_t)m->conv_len;
+    char name[96];
+    int r;
+    if (!m->be->iface->shortconv)
+        return eng__set_err(ld->err, -ENOTSUP, "the %s backend has no short convolution (lfm2)",
+                            m->be->iface->name);
+    snprintf(name, sizeof(name), "blk.%d.shortconv.in_proj.weight", il);
+    if ((r = load_mat_part(ld, name, E, 3 * E, 0, E, true, &L->wq)) < 0 ||
+        (r = load_mat_part(ld, name, E, 3 * E, E, E, true, &L->wk)) < 0 ||
+        (r = load_mat_part(ld, name, E, 3 * E, 2 * E, E, true, &L->wv)) < 0)
+        return r;
+    snprintf(name, sizeof(name), "blk.%d.shortconv.out_proj.weight", il);
+    if ((r = load_mat(ld, name, E, E, true, &L->wo)) < 0)
+        return r;
+    const gguf_tensor *t;
+    snprintf(name, sizeof(name), "blk.%d.shortconv.conv.weight", il);
+    if ((r = get_tensor(ld, name, 2, K, E, true, &t)) < 0)
+        return r;
+    float *taps = malloc(E * K * sizeof(float));
+    if (!taps || !(L->conv = weight_alloc(m, E * K * sizeof(float)))) {
+        free(taps);
+        return oom_err(ld, E * K * sizeof(float), name);
+    }
+    for (uint64_t i = 0; i < E && r >= 0; i++)
+        r = dequant_row(ld, t, i, taps + i * K);
+    if (r >= 0)
+        m->be->iface->upload(m->be, L->conv, taps, E * K * sizeof(float));
+    free(taps);
+    if (r < 0)
+        return r;
+    m->info.bytes_weights += E * K * sizeof(float);
+    L->window = m->conv_len; /* the rows its cache must keep (a ring) */
+    L->nope = true;          /* its rows hold no position: a shift moves them as they are */
+    return 0;
+}
+
 static int load_weights(loader *ld, const eng_plan *plan)
 {
     eng_model *m = ld->m;
@@ -1302,7 +1391,9 @@ static int load_weights(loader *ld, const eng_plan *plan)
 
     if ((r = load_mat(ld, "token_embd.weight", E, V, true, &m->tok_embd)) < 0)
         return r;
-    if ((r = load_vec(ld, "output_norm.weight", E, true, &m->output_norm)) < 0)
+    /* (lfm2's final norm has the name llama.cpp gives it) */
+    if ((r = load_vec(ld, m->arch == ENG_ARCH_LFM2 ? "token_embd_norm.weight" : "output_norm.weight",
+                      E, true, &m->output_norm)) < 0)
         return r;
     if ((r = load_mat(ld, "output.weight", E, V, false, &m->output)) < 0)
         return r;
@@ -1348,6 +1439,13 @@ static int load_weights(loader *ld, const eng_plan *plan)
                 return eng__set_err(ld->err, -ENOTSUP, "tensor '%s' (a bias) is not supported",
                                     name);
         }
+        if (m->conv_layer && m->conv_layer[il]) {
+            if ((r = load_conv_block(ld, il, L)) < 0 || (r = load_ffn(ld, il, L, plan)) < 0)
+                return r;
+            if (m->progress)
+                m->progress(m->progress_data, il + 1, m->info.n_layer);
+            continue;
+        }
         if (m->arch == ENG_ARCH_PHI3) {
             /* one [q; k; v] tensor, split into the three matrices */
             const uint64_t q = (uint64_t)H * hd, kv = (uint64_t)Hkv * hd;
@@ -1366,7 +1464,8 @@ static int load_weights(loader *ld, const eng_plan *plan)
          * scaled by its square, in q's norm where it has one (the norm
          * would undo a scaled row), else in W_q's rows and q's bias */
         const bool qk_norm = m->arch == ENG_ARCH_QWEN3 || m->arch == ENG_ARCH_GEMMA3 ||
-                             m->arch == ENG_ARCH_EXAONE4 || m->arch == ENG_ARCH_HUNYUAN;
+                             m->arch == ENG_ARCH_EXAONE4 || m->arch == ENG_ARCH_HUNYUAN ||
+                             m->arch == ENG_ARCH_LFM2;
         const float qs = m->q_rot_scale;
         const uint32_t rot_p = qs != 1.0f ? (uint32_t)hd : 0, rot_n = (uint32_t)m->n_rot;
         if (qs != 1.0f && !qk_norm)
@@ -1823,6 +1922,13 @@ const char *eng_kv_type_name(eng_kv_type type)
     return type == ENG_KV_Q8_0 ? "q8_0" : type == ENG_KV_F16 ? "f16" : "?";
 }
 
+/* One position's row in layer il's cache (K or V; a convolution's). */
+static size_t cache_row_bytes(const eng_session *s, int il)
+{
+    const eng_model *m = s->model;
+    return m->layers[il].conv ? (size_t)m->info.n_embd * sizeof(float) : s->kv_row_bytes;
+}
+
 void eng_session_free(eng_session *s)
 {
     if (!s)
@@ -1907,8 +2013,12 @@ int eng_session_new(const eng_model *m, const eng_session_params *params, eng_se
     eng__session_changed(s);
 
     const int L = m->info.n_layer, E = m->info.n_embd, F = m->info.n_ff;
-    const size_t qd = (size_t)m->info.n_head * m->info.head_dim;
-    const size_t kvd = (size_t)m->info.n_head_kv * m->info.head_dim;
+    /* (a convolution block's b, c and x go where q, k and v do, its output
+     * where attention's) */
+    size_t qd = (size_t)m->info.n_head * m->info.head_dim;
+    size_t kvd = (size_t)m->info.n_head_kv * m->info.head_dim;
+    const size_t qd_scratch = m->conv_layer && qd < (size_t)E ? (size_t)E : qd;
+    const size_t kvd_scratch = m->conv_layer && kvd < (size_t)E ? (size_t)E : kvd;
     s->kv_row_bytes = s->kv_type == ENG_KV_Q8_0 ? kvd / 32 * sizeof(eng_q8_block)
                                                 : kvd * sizeof(uint16_t);
     s->k_cache = calloc(L, sizeof(*s->k_cache));
@@ -1930,9 +2040,11 @@ int eng_session_new(const eng_model *m, const eng_session_params *params, eng_se
         const int w = m->layers[il].window;
         const bool ring = !p.swa_full && ops->host_memory && w > 0 && w - 1 + n_batch < n_ctx;
         s->kv_rows[il] = ring ? w - 1 + n_batch : n_ctx;
-        s->k_cache[il] = eng__session_alloc(s, (size_t)s->kv_rows[il] * s->kv_row_bytes);
-        s->v_cache[il] = eng__session_alloc(s, (size_t)s->kv_rows[il] * s->kv_row_bytes);
-        if (!s->k_cache[il] || !s->v_cache[il])
+        const size_t bytes = (size_t)s->kv_rows[il] * cache_row_bytes(s, il);
+        s->k_cache[il] = eng__session_alloc(s, bytes);
+        if (!m->layers[il].conv)
+            s->v_cache[il] = eng__session_alloc(s, bytes);
+        if (!s->k_cache[il] || (!m->layers[il].conv && !s->v_cache[il]))
             goto oom;
         /* the host list is the ops' list when backend memory is host memory */
         if (!m->be->iface->host_memory &&
@@ -1941,10 +2053,10 @@ int eng_session_new(const eng_model *m, const eng_session_params *params, eng_se
     }
     s->x = eng__session_alloc(s, (size_t)n_batch * E * f4);
     s->xn = eng__session_alloc(s, (size_t)n_batch * E * f4);
-    s->q = eng__session_alloc(s, (size_t)n_batch * qd * f4);
-    s->k = eng__session_alloc(s, (size_t)n_batch * kvd * f4);
-    s->v = eng__session_alloc(s, (size_t)n_batch * kvd * f4);
-    s->att = eng__session_alloc(s, (size_t)n_batch * qd * f4);
+    s->q = eng__session_alloc(s, (size_t)n_batch * qd_scratch * f4);
+    s->k = eng__session_alloc(s, (size_t)n_batch * kvd_scratch * f4);
+    s->v = eng__session_alloc(s, (size_t)n_batch * kvd_scratch * f4);
+    s->att = eng__session_alloc(s, (size_t)n_batch * qd_scratch * f4);
     s->o = eng__session_alloc(s, (size_t)n_batch * E * f4);
     s->ff = eng__session_alloc(s, (size_t)n_batch * E * f4);
     s->tokens = eng__session_alloc(s, (size_t)n_batch * sizeof(int32_t));
@@ -2011,10 +2123,11 @@ static int ring_room(eng_session *s, int il, int pos0, int n)
         /* more than the window lies below pos0 (kv_rows is window - 1 +
          * n_batch): nb > kv_base */
         const int nb = pos0 - s->model->layers[il].window + 1;
-        const size_t rb = s->kv_row_bytes, from = (size_t)(nb - s->kv_base[il]) * rb;
+        const size_t rb = cache_row_bytes(s, il), from = (size_t)(nb - s->kv_base[il]) * rb;
         const size_t bytes = (size_t)(pos0 - nb) * rb;
         memmove(s->k_cache[il], (char *)s->k_cache[il] + from, bytes);
-        memmove(s->v_cache[il], (char *)s->v_cache[il] + from, bytes);
+        if (s->v_cache[il])
+            memmove(s->v_cache[il], (char *)s->v_cache[il] + from, bytes);
         s->kv_base[il] = nb;
         if (s->kv_lo[il] < nb)
             s->kv_lo[il] = nb;
@@ -2129,7 +2242,6 @@ int eng_session_shift(eng_session *s, int keep, int drop)
     if (drop == 0)
         return 0;
     const int first = keep + drop, n_move = s->n_past - first;
-    const size_t rb = s->kv_row_bytes;
     /* A ring keeps its rows and relabels them drop positions lower; the
      * rows below first (dropped or kept) then stand for nothing valid, so
      * the window of the next position must lie above them: a window that
@@ -2161,8 +2273,10 @@ int eng_session_shift(eng_session *s, int keep, int drop)
          * drop rows apart) */
         if (!m->layers[il].nope)
             rotate_keys(s, il, first, keep, n_move, drop, ids);
-        /* (a NoPE layer's keys hold no position: they move as values do) */
-        for (int kv = m->layers[il].nope ? 0 : 1; kv < 2; kv++) {
+        /* (a NoPE layer's keys hold no position: they move as values do;
+         * a convolution's rows too, and it has no values) */
+        const size_t rb = cache_row_bytes(s, il);
+        for (int kv = m->layers[il].nope ? 0 : 1; kv < (s->v_cache[il] ? 2 : 1); kv++) {
             char *c = kv ? s->v_cache[il] : s->k_cache[il];
             for (int done = 0; done < n_move;) {
                 const int n = n_move - done < drop ? n_move - done : drop;
@@ -2219,10 +2333,10 @@ eng_kv_type eng_session_kv_type(const eng_session *s)
 
 size_t eng_session_kv_bytes(const eng_session *s)
 {
-    size_t rows = 0;
+    size_t bytes = 0;
     for (int il = 0; il < s->model->info.n_layer; il++)
-        rows += (size_t)s->kv_rows[il];
-    return 2 * rows * s->kv_row_bytes;
+        bytes += (size_t)s->kv_rows[il] * cache_row_bytes(s, il) * (s->v_cache[il] ? 2 : 1);
+    return bytes;
 }
 
 const float *eng_session_logits(const eng_session *s, int i)
@@ -2370,7 +2484,8 @@ static void forward_ops(eng_session *s, int n, int first, float *out, int32_t *a
     for (int il = 0; il < m->info.n_layer; il++) {
         const eng_layer *L = &m->layers[il];
 
-        /* attention block: xn = norm(x); q,k,v = xn W^T; rope; cache; attend */
+        /* attention block: xn = norm(x); q,k,v = xn W^T; rope; cache; attend
+         * (lfm2's convolution block: b, c, x = xn W^T; cache; convolve) */
         const eng_weight *w3[3] = { &L->wq, &L->wk, &L->wv };
         const float *b3[3] = { L->bq, L->bk, L->bv };
         float *y3[3] = { s->q, s->k, s->v };
@@ -2398,62 +2513,70 @@ static void forward_ops(eng_session *s, int n, int first, float *out, int32_t *a
             }
         }
         pending = NULL;
-        if (L->q_norm && m->qk_norm_full) {
-            /* olmo2: each token's q and k RMS-normalised whole */
-            op->rmsnorm(be, s->q, L->q_norm, s->q, n, H * hd, m->rms_eps);
-            op->rmsnorm(be, s->k, L->k_norm, s->k, n, Hkv * hd, m->rms_eps);
-        } else if (L->q_norm && !m->qk_norm_after_rope) {
-            /* qwen3, gemma3: each head of q and k RMS-normalised (rows of hd) */
-            op->rmsnorm(be, s->q, L->q_norm, s->q, n * H, hd, m->rms_eps);
-            op->rmsnorm(be, s->k, L->k_norm, s->k, n * Hkv, hd, m->rms_eps);
-        }
-        /* RoPE's divisors: the layer's, or LongRoPE's long ones for this session */
-        const float *ff = s->rope_long ? m->rope_long : L->rope_freqs;
-        /* the cache row of pos0: pos0, or in a ring its row (the keys are
-         * rotated for their positions, so attention needs only the rows) */
-        const int row0 = ring_room(s, il, pos0, n);
-        if (op->rope_store && s->kv_type == ENG_KV_F16 && row0 == pos0 && !L->nope &&
-            !m->qk_norm_after_rope) {
-            op->rope_store(be, s->q, s->k, s->v, n, H, Hkv, hd, m->n_rot, pos0, L->rope_base, ff,
-                           m->rope_neox, s->k_cache[il], s->v_cache[il]);
-        } else {
-            if (!L->nope) { /* (smollm3's NoPE layers store q and k as they are) */
-                op->rope(be, s->q, n, H, hd, m->n_rot, pos0, L->rope_base, ff, m->rope_neox);
-                op->rope(be, s->k, n, Hkv, hd, m->n_rot, pos0, L->rope_base, ff, m->rope_neox);
-            }
-            if (L->q_norm && m->qk_norm_after_rope) { /* hunyuan: per head, after RoPE */
-                op->rmsnorm(be, s->q, L->q_norm, s->q, n * H, hd, m->rms_eps);
-                op->rmsnorm(be, s->k, L->k_norm, s->k, n * Hkv, hd, m->rms_eps);
-            }
-            if (s->kv_type == ENG_KV_Q8_0) {
-                op->store_kv_q8(be, s->k, s->k_cache[il], (long)kvd, row0, n);
-                op->store_kv_q8(be, s->v, s->v_cache[il], (long)kvd, row0, n);
-            } else {
-                op->store_kv(be, s->k, s->k_cache[il], (long)kvd, row0, n);
-                op->store_kv(be, s->v, s->v_cache[il], (long)kvd, row0, n);
-            }
-        }
-        /* mistral3: q's temperature from the original context on
-         * (llama.cpp's scale after RoPE) */
-        for (int t = 0; m->attn_temp_scale != 0.0f && t < n; t++) {
-            const float c = attn_temp(m, pos0 + t);
-            if (c != 1.0f)
-                op->scale(be, s->q + (size_t)t * H * hd, c, (long)H * hd);
-        }
         /* the FFN's slots and how it computes them (the ffn ops below) */
         const int32_t *sel = s->selected ? s->ffn_sel[il] : NULL; /* host list */
         const int32_t *sel_be = sel && !host ? s->ffn_sel_dev[il] : sel;
         const int n_sel = sel ? s->ffn_n_sel[il] : L->ffn.n_slots;
         const int pick = s->selected && !want_act ? s->pick_k[il] : 0;
         const bool runs = !pick && sel && n == 1 && !want_act && s->dyn && s->dyn[il].w.n_slots > 0;
-        if (pf)
-            prefetch_wo_ffn(s, il, sel_be, n_sel, pick > 0 || runs);
-        if (s->kv_type == ENG_KV_Q8_0)
-            op->attention_q8(be, s->q, s->k_cache[il], s->v_cache[il], s->att, n, row0, H, Hkv,
-                             hd, L->attn_scale, L->window, m->attn_softcap);
-        else
-            op->attention(be, s->q, s->k_cache[il], s->v_cache[il], s->att, n, row0, H, Hkv, hd,
-                          L->attn_scale, L->window, m->attn_softcap);     /* att [n][H*hd] */
+        /* the cache row of pos0: pos0, or in a ring its row (the keys are
+         * rotated for their positions, so attention needs only the rows) */
+        const int row0 = ring_room(s, il, pos0, n);
+        if (L->conv) {
+            /* lfm2: att = c * conv(b * x) over the cache's rows */
+            if (pf)
+                prefetch_wo_ffn(s, il, sel_be, n_sel, pick > 0 || runs);
+            op->shortconv(be, s->q, s->k, s->v, L->conv, m->conv_len, s->k_cache[il], row0, n, E,
+                          s->att);
+        } else {
+            if (L->q_norm && m->qk_norm_full) {
+                /* olmo2: each token's q and k RMS-normalised whole */
+                op->rmsnorm(be, s->q, L->q_norm, s->q, n, H * hd, m->rms_eps);
+                op->rmsnorm(be, s->k, L->k_norm, s->k, n, Hkv * hd, m->rms_eps);
+            } else if (L->q_norm && !m->qk_norm_after_rope) {
+                /* qwen3, gemma3: each head of q and k RMS-normalised (rows of hd) */
+                op->rmsnorm(be, s->q, L->q_norm, s->q, n * H, hd, m->rms_eps);
+                op->rmsnorm(be, s->k, L->k_norm, s->k, n * Hkv, hd, m->rms_eps);
+            }
+            /* RoPE's divisors: the layer's, or LongRoPE's long ones for this session */
+            const float *ff = s->rope_long ? m->rope_long : L->rope_freqs;
+            if (op->rope_store && s->kv_type == ENG_KV_F16 && row0 == pos0 && !L->nope &&
+                !m->qk_norm_after_rope) {
+                op->rope_store(be, s->q, s->k, s->v, n, H, Hkv, hd, m->n_rot, pos0, L->rope_base,
+                               ff, m->rope_neox, s->k_cache[il], s->v_cache[il]);
+            } else {
+                if (!L->nope) { /* (smollm3's NoPE layers store q and k as they are) */
+                    op->rope(be, s->q, n, H, hd, m->n_rot, pos0, L->rope_base, ff, m->rope_neox);
+                    op->rope(be, s->k, n, Hkv, hd, m->n_rot, pos0, L->rope_base, ff, m->rope_neox);
+                }
+                if (L->q_norm && m->qk_norm_after_rope) { /* hunyuan: per head, after RoPE */
+                    op->rmsnorm(be, s->q, L->q_norm, s->q, n * H, hd, m->rms_eps);
+                    op->rmsnorm(be, s->k, L->k_norm, s->k, n * Hkv, hd, m->rms_eps);
+                }
+                if (s->kv_type == ENG_KV_Q8_0) {
+                    op->store_kv_q8(be, s->k, s->k_cache[il], (long)kvd, row0, n);
+                    op->store_kv_q8(be, s->v, s->v_cache[il], (long)kvd, row0, n);
+                } else {
+                    op->store_kv(be, s->k, s->k_cache[il], (long)kvd, row0, n);
+                    op->store_kv(be, s->v, s->v_cache[il], (long)kvd, row0, n);
+                }
+            }
+            /* mistral3: q's temperature from the original context on
+             * (llama.cpp's scale after RoPE) */
+            for (int t = 0; m->attn_temp_scale != 0.0f && t < n; t++) {
+                const float c = attn_temp(m, pos0 + t);
+                if (c != 1.0f)
+                    op->scale(be, s->q + (size_t)t * H * hd, c, (long)H * hd);
+            }
+            if (pf)
+                prefetch_wo_ffn(s, il, sel_be, n_sel, pick > 0 || runs);
+            if (s->kv_type == ENG_KV_Q8_0)
+                op->attention_q8(be, s->q, s->k_cache[il], s->v_cache[il], s->att, n, row0, H,
+                                 Hkv, hd, L->attn_scale, L->window, m->attn_softcap);
+            else /* att [n][H*hd] */
+                op->attention(be, s->q, s->k_cache[il], s->v_cache[il], s->att, n, row0, H, Hkv,
+                              hd, L->attn_scale, L->window, m->attn_softcap);
+        }
         op->matmul(be, &L->wo, NULL, s->att, s->o, n);           /* o [n][E]      */
         if (L->attn_post_norm) /* gemma3: the output normalised before it joins x */
             op->rmsnorm(be, s->o, L->attn_post_norm, s->o, n, E, m->rms_eps);

@@ -37,10 +37,18 @@ typedef enum eng_arch {
                         * by a temperature that grows with the position */
     ENG_ARCH_HUNYUAN,  /* Hunyuan dense: llama's layers, NEOX RoPE, per-head q/k norms
                         * after RoPE */
+    ENG_ARCH_LFM2,     /* LFM2: short-convolution blocks in place of attention in most
+                        * layers, qwen3's attention (NEOX) in the others */
 } eng_arch;
 
 typedef struct eng_layer {
     float *attn_norm;                 /* [n_embd]; NULL: the block reads x as it is */
+    /* lfm2's short-convolution block in place of attention (else NULL):
+     * wq, wk, wv are its input projection's three parts (b, c, x), wo its
+     * output projection, conv its taps [n_embd][conv_len]; the cache row
+     * of a position is its b * x in f32 (k_cache; no v_cache), and window
+     * the conv_len rows a token reads */
+    float *conv;
     float *ffn_norm;                  /* [n_embd]; (olmo2, exaone4) */
     eng_weight wq, wk, wv, wo;        /* [n_head*hd][n_embd] ... [n_embd][n_head*hd] */
     float *bq, *bk, *bv;              /* qwen2 biases, NULL for llama */
@@ -104,6 +112,8 @@ struct eng_model {
     bool qk_norm_full;                /* olmo2: q/k norms over rows of H*hd / Hkv*hd */
     int nope_step;                    /* layer il has no RoPE when (il + 1) % this == 0
                                        * (smollm3: 4; granite unrotated: 1); 0: all have */
+    int conv_len;                     /* lfm2: the short convolutions' taps; 0: none */
+    uint8_t *conv_layer;              /* [n_layer] 1: a convolution block (lfm2), or NULL */
 
     eng_weight tok_embd;              /* [n_vocab][n_embd] */
     eng_weight output;                /* [n_vocab][n_embd]; shares tok_embd's data when tied */
@@ -148,10 +158,11 @@ struct eng_session {
     int n_ctx, n_batch, n_past;
     bool rope_long;                   /* LongRoPE: the long divisors (a context past n_ctx_orig) */
 
-    /* [n_layer] -> [n_ctx][n_head_kv*hd] f16, or in Q8_0 blocks (kv_type) (backend) */
+    /* [n_layer] -> [n_ctx][n_head_kv*hd] f16, or in Q8_0 blocks (kv_type) (backend);
+     * a convolution layer's k_cache [n_ctx][n_embd] f32 (eng_layer.conv) */
     void **k_cache, **v_cache;
     eng_kv_type kv_type;
-    size_t kv_row_bytes;              /* one position's K (or V) row */
+    size_t kv_row_bytes;              /* one position's K (or V) row, in attention layers */
     /* [n_layer] rows each layer's cache holds: n_ctx, or for a
      * sliding-window layer (not swa_full, host memory) a ring of its
      * window and one batch, whose row r holds position kv_base + r; the

@@ -70,7 +70,7 @@ typedef struct span {
 /* one recorded op: its kind and arguments */
 typedef enum {
     R_GET_ROWS, R_MATMUL, R_RMSNORM, R_ROPE, R_ATTENTION, R_FFN, R_ADD, R_SCALE, R_SOFTCAP, R_STORE,
-    R_STORE_KV,
+    R_STORE_KV, R_SHORTCONV,
     R_ARGMAX, R_TOP_CANDS, R_PREFETCH, R_FFN_PICK,
     R_NORM_MATMUL3, R_NORM_FFN /* markers: their ops follow */
 } rkind;
@@ -79,7 +79,7 @@ typedef struct rec {
     int pos; /* the step's position, for the ops that take one; else 0 */
     eng_weight w;
     eng_ffn_weights fw;
-    const void *p[5];
+    const void *p[6];
     int i[6];
     long n;
     float f[2];
@@ -688,6 +688,25 @@ static void sp_store_kv(eng_backend *be, const float *src, uint16_t *cache, long
     CALL(store_kv(S->cpu, src, cache, row, pos0, nt));
 }
 
+static void sp_shortconv(eng_backend *be, const float *b, const float *c, const float *x,
+                         const float *w, int len, float *cache, int row0, int nt, int n,
+                         float *out)
+{
+    split *S = S_of(be);
+    DEV(b); DEV(c); DEV(x); DEV(w); DEV(out);
+    CHECKF(dev(S, cache + (size_t)row0 * n, (size_t)n * nt * sizeof(float)),
+           "shortconv: rows %d..%d outside the cache", row0, row0 + nt - 1);
+    rec *r = record(S, R_SHORTCONV);
+    if (r) {
+        CHECKF(row0 == S->step.pos && nt == 1, "shortconv at %d+%d in the step at %d", row0, nt,
+               S->step.pos);
+        r->p[0] = b, r->p[1] = c, r->p[2] = x, r->p[3] = w, r->p[4] = cache, r->p[5] = out;
+        r->i[0] = len, r->i[1] = nt, r->i[2] = n, r->pos = row0;
+        return;
+    }
+    CALL(shortconv(S->cpu, b, c, x, w, len, cache, row0, nt, n, out));
+}
+
 /* Runs a recording at position pos (the ops that take one get pos). */
 static void run_recs(split *S, const rec *recs, int n, int pos)
 {
@@ -729,6 +748,10 @@ static void run_recs(split *S, const rec *recs, int n, int pos)
             break;
         case R_STORE_KV:
             CALL(store_kv(S->cpu, r->p[0], (uint16_t *)r->p[1], r->n, pos, r->i[0]));
+            break;
+        case R_SHORTCONV:
+            CALL(shortconv(S->cpu, r->p[0], r->p[1], r->p[2], r->p[3], r->i[0],
+                           (float *)r->p[4], pos, r->i[1], r->i[2], (float *)r->p[5]));
             break;
         case R_ARGMAX:
             argmax_run(S, r->p[0], r->i[0], (int32_t *)r->p[1]);
@@ -877,6 +900,7 @@ static const eng_backend_iface split_iface = {
     .softcap = sp_softcap,
     .store_f16 = sp_store,
     .store_kv = sp_store_kv,
+    .shortconv = sp_shortconv,
     .graph_begin = sp_graph_begin,
     .graph_end = sp_graph_end,
     .topk_count = sp_topk_count,
@@ -1594,10 +1618,11 @@ int main(int argc, char **argv)
     /* ... and blocks without pre-norms (olmo3, exaone4), q's temperature
      * (ministral3, written with an original context of 14: crossed at 14
      * and 252 while decoding, where a graph must be recorded anew, and not
-     * at 256, where the plan doubles), q/k norms after RoPE (hunyuan) */
+     * at 256, where the plan doubles), q/k norms after RoPE (hunyuan),
+     * short convolutions whose decode step reads its position (lfm2) */
     const char *shapes[] = { "tiny", "tiny-qwen2", "tiny-qwen3", "tiny-llama3", "tiny-phi3-128k",
                              "tiny-gemma2", "tiny-gemma3", "tiny-olmo3", "tiny-exaone4",
-                             "tiny-ministral3", "tiny-hunyuan" };
+                             "tiny-ministral3", "tiny-hunyuan", "tiny-lfm2" };
     for (size_t i = 0; i < sizeof(shapes) / sizeof(shapes[0]); i++) {
         char path[32];
         test_synth_args(argv[1], shapes[i], "f16",

@@ -598,13 +598,15 @@ static void test_spm_families(void) {
                                  : !strncmp(c->template, "mistral-v3", 10) ? ENG_CHAT_MISTRAL3
                                  : !strncmp(c->template, "gemma", 5)  ? ENG_CHAT_GEMMA
                                  : !strncmp(c->template, "deepseek-r1", 11) ? ENG_CHAT_DEEPSEEK_R1
+                                 : !strncmp(c->template, "lfm2", 4)   ? ENG_CHAT_CHATML
                                                                       : ENG_CHAT_MISTRAL;
         const bool m7 = want == ENG_CHAT_MISTRAL7, m7r = !strcmp(c->template, "ministral3-reasoning");
         const bool g40 = !strcmp(c->template, "granite4.0"), g4 = want == ENG_CHAT_GRANITE;
-        const bool ex4 = want == ENG_CHAT_EXAONE;
+        const bool ex4 = want == ENG_CHAT_EXAONE, lfm25 = !strcmp(c->template, "lfm2.5");
         CHECK(info.granite4 == g4 && info.exaone4 == ex4 && info.tools == (g4 || ex4));
+        CHECK(info.lfm2_past == lfm25 && info.lfm2_tool == !strcmp(c->template, "lfm2"));
         CHECK(info.kind == want &&
-              info.reasoning == (want == ENG_CHAT_DEEPSEEK_R1 || m7r || ex4) &&
+              info.reasoning == (want == ENG_CHAT_DEEPSEEK_R1 || m7r || ex4 || lfm25) &&
               info.bracket_think == m7r &&
               !info.default_system[0] == !(m7 || g40) && info.dated_default == (m7 && !m7r));
         CHECK(info.r1_think == (want == ENG_CHAT_DEEPSEEK_R1));

@@ -7,7 +7,8 @@
  * tensors split at load, tiny-gemma3: GeGLU, post-norms, scaled
  * embeddings, sliding-window layers, tiny-gemma2: soft-capped scores and
  * logits, tiny-phi3-128k: LongRoPE's long table and attn_factor,
- * tiny-phi4: partial rotation and a tied output), and on
+ * tiny-phi4: partial rotation and a tied output, tiny-lfm2: short
+ * convolutions, their cache rows read at the step's position), and on
  * the default model when it is present:
  *
  *   1. prefill logits of every position of a fixed token sequence;
@@ -780,6 +781,7 @@ int main(int argc, char **argv)
     check_synth(argv[1], "tiny-gemma", SELECT_REL);
     check_synth(argv[1], "tiny-gemma2", SELECT_REL);
     check_synth(argv[1], "tiny-gemma3", SELECT_REL);
+    check_synth(argv[1], "tiny-lfm2", PREFILL_REL); /* short convolutions */
 
     const char *path = test_model_path();
     e = getenv("SI_TEST_DEFAULT_MODEL");

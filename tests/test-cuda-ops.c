@@ -274,6 +274,54 @@ static void test_scale_softcap(void)
     free(got);
 }
 
+/* LFM2's short convolution: a prefill from row 0 (taps before it read 0),
+ * one from row 7 over the rows the first left, and a step whose row the
+ * kernel reads from device memory; outputs and cache rows against the
+ * CPU's (sums of 3 products, in the same order: float rounding). */
+static void test_shortconv(void)
+{
+    cur = "shortconv";
+    enum { N = 1000, LEN = 3, ROWS = 16 };
+    static const int parts[3][2] = { { 0, 7 }, { 7, 5 }, { 12, 1 } };
+    float *w = frandv((size_t)N * LEN, -1, 1), *cache = xmalloc((size_t)ROWS * N * 4);
+    float *got = xmalloc((size_t)ROWS * N * 4), *out = xmalloc((size_t)8 * N * 4);
+    memset(cache, 0, (size_t)ROWS * N * 4);
+    float *dw = dev_copy(w, (size_t)N * LEN * 4), *dcache = dev_copy(cache, (size_t)ROWS * N * 4);
+    float *dout = dev((size_t)8 * N * 4);
+    int32_t *dpos = dev_copy(&parts[2][0], sizeof(int32_t));
+    long bad = 0;
+    for (int p = 0; p < 3; p++) {
+        const int row0 = parts[p][0], nt = parts[p][1];
+        float *b = frandv((size_t)nt * N, -2, 2), *c = frandv((size_t)nt * N, -2, 2);
+        float *x = frandv((size_t)nt * N, -2, 2);
+        float *db = dev_copy(b, (size_t)nt * N * 4), *dc = dev_copy(c, (size_t)nt * N * 4);
+        float *dx = dev_copy(x, (size_t)nt * N * 4);
+        OK(si_cuda_shortconv(gc, db, dc, dx, dw, LEN, dcache, p == 2 ? 0 : row0,
+                             p == 2 ? dpos : NULL, nt, N, dout));
+        cpu->iface->shortconv(cpu, b, c, x, w, LEN, cache, row0, nt, N, out);
+        get(got, dout, (size_t)nt * N * 4);
+        for (long i = 0; i < (long)nt * N; i++)
+            bad += !(fabsf(got[i] - out[i]) <= 1e-5f * (1.0f + fabsf(out[i])));
+        dfree(db);
+        dfree(dc);
+        dfree(dx);
+        free(b);
+        free(c);
+        free(x);
+    }
+    get(got, dcache, (size_t)ROWS * N * 4);
+    CHECK(memcmp(got, cache, (size_t)ROWS * N * 4) == 0, "cache rows differ");
+    CHECK(bad == 0, "%ld outputs beyond float rounding of the CPU's", bad);
+    dfree(dw);
+    dfree(dcache);
+    dfree(dout);
+    dfree(dpos);
+    free(w);
+    free(cache);
+    free(got);
+    free(out);
+}
+
 /* ---- rmsnorm, rope ------------------------------------------------------------------ */
 
 static void test_rmsnorm(void)
@@ -1563,6 +1611,7 @@ int main(void)
     test_norm_ffn();
     test_attention();
     test_scale_softcap();
+    test_shortconv();
     test_ffn();
     test_topk();
     test_argmax();

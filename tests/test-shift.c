@@ -16,7 +16,8 @@
  * model with f16 and Q8_0 caches (SI_TEST_DEFAULT_MODEL=0: not).
  *
  * Then sliding-window layers' rings (Gemma 2 and 3 on the CPU, see
- * eng_session_params.swa_full): the same evaluations, shifts and prompt
+ * eng_session_params.swa_full), and LFM2's convolution layers' (the rows
+ * of their last 3 positions): the same evaluations, shifts and prompt
  * cache on a ring and on a full cache give the same logits, and the ring
  * holds fewer rows.
  *
@@ -374,8 +375,8 @@ static void check_ring(const char *name, eng_model *m, eng_kv_type kv)
     /* a shift whose next window would reach into the kept start: the ring
      * has not got it (the caller evaluates again); nothing changed */
     const int np = eng_session_n_past(r);
-    CHECK(np == 40 && eng_session_shift(r, 35, 3) == (gpu ? 0 : -ENOTSUP) &&
-          eng_session_n_past(r) == (gpu ? 37 : 40));
+    CHECK(np == 40 && eng_session_shift(r, 37, 2) == (gpu ? 0 : -ENOTSUP) &&
+          eng_session_n_past(r) == (gpu ? 38 : 40));
     /* generation past a full context, by shifts (keeping 4, then 20 of
      * 64 positions): the same tokens */
     for (int keep = 4; keep <= 20; keep += 16) {
@@ -427,7 +428,8 @@ int main(int argc, char **argv)
         check_shift(shapes[i], m, ENG_KV_F16);
         eng_model_free(m);
     }
-    static const char *const swa[] = {"tiny-gemma3", "tiny-gemma2"};
+    /* (lfm2: its convolutions' rows in rings of 3 positions and a batch) */
+    static const char *const swa[] = {"tiny-gemma3", "tiny-gemma2", "tiny-lfm2"};
     for (size_t i = 0; i < sizeof(swa) / sizeof(*swa); i++) {
         eng_model *m = load_synth(argv[1], swa[i]);
         check_ring(swa[i], m, ENG_KV_F16);

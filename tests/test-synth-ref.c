@@ -636,6 +636,13 @@ static void check_refused(const char *synth)
         { "tiny-qwen3vl", "qwen3vl.rope.dimension_sections=str:x", "dimension_sections", -EINVAL },
         { "tiny-ministral3", "mistral3.rope.scaling.yarn_beta_fast=f32:-1", "yarn_beta_fast", -EINVAL },
         { "tiny-exaone4", "exaone4.rope.dimension_count=u32:8", "rotating", -ENOTSUP },
+        { "tiny-lfm2", "lfm2.attention.head_count_kv=i32s:0,0,2,0", "4 entries", -EINVAL },
+        { "tiny-lfm2", "lfm2.attention.head_count_kv=i32s:0,0,2,0,1", "[4]", -EINVAL },
+        { "tiny-lfm2", "lfm2.attention.head_count_kv=i32s:0,0,2,-1,2", "[3]", -EINVAL },
+        { "tiny-lfm2", "lfm2.shortconv.l_cache=u32:1", "l_cache", -EINVAL },
+        { "tiny-lfm2", "lfm2.attention.head_count_kv=i32s:2,0,2,0,2", "blk.0.attn_q.weight", -ENOENT },
+        { "tiny-lfm2", "lfm2.attention.head_count_kv=i32s:0,0,0,0,2", "blk.2.shortconv.in_proj",
+          -ENOENT },
     };
     static float unused[320];
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
@@ -750,6 +757,9 @@ int main(int argc, char **argv)
     check_shape(argv[1], argv[2], "tiny-exaone4-swa", 320);
     check_shape_kv(argv[1], argv[2], "tiny-gemma3", "gemma3.attention.sliding_window_pattern=i32s:1,1,0",
                    "tiny-gemma3-pat", 320);
+    /* lfm2: short convolutions (3 taps over b * x, gated by c) in three
+     * layers, qwen3's attention in two */
+    check_shape(argv[1], argv[2], "tiny-lfm2", 1024);
     check_rot(argv[1], "tiny-phi4", "q8_0", ENG_DTYPE_Q8_0);
     check_rot(argv[1], "tiny-phi4-k", "q4_k", ENG_DTYPE_Q4_K);
     check_rot(argv[1], "tiny-phi4-k", "q5_k", ENG_DTYPE_Q5_K);
@@ -773,6 +783,7 @@ int main(int argc, char **argv)
     check_windows(argv[1], "tiny-olmo3"); /* and no norm before the FFN: it reads x */
     check_windows(argv[1], "tiny-exaone4-swa");
     check_windows(argv[1], "tiny-ministral3"); /* no window: q's temperature, token by token */
+    check_windows(argv[1], "tiny-lfm2"); /* a convolution's cache rows, token by token */
     check_gemma_meta(argv[1]);
     check_q8_file(argv[1]);
     printf("ok\n");

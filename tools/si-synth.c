@@ -115,6 +115,11 @@ static const shape shapes[] = {
      * than n_embd / n_head (Hunyuan-0.5B: 16 heads of 128 on 1024) */
     {"tiny-hunyuan", "hunyuan-dense", "hunyuan-dense", "Synthetic Tiny Hunyuan", 2, 64, 192, 4, 2, 320,
      4096, 10000.0f, 1e-5f, false, false, true, VOCAB_QWEN, 0, 32, true, false, 0, 0.0f, {0, 0}, 0, 0},
+    /* lfm2: LFM2's short-convolution blocks (3 taps) with attention in
+     * layers 2 and 4 (LFM2-350M: 6 of 16), whose heads have q/k norms and
+     * NEOX RoPE; the output tied to the embeddings */
+    {"tiny-lfm2", "lfm2", "lfm2", "Synthetic Tiny LFM2", 5, 64, 192, 4, 2, 1024, 4096,
+     1000000.0f, 1e-5f, false, false, true, VOCAB_LLAMA3, 0, 0, true, false, 0, 0.0f, {0, 0}, 0, 0},
     /* ernie4_5: ERNIE-4.5-0.3B's layout (Llama's layers, heads of 128
      * there) under its own name */
     {"tiny-ernie4_5", "ernie4_5", "smollm", "Synthetic Tiny ERNIE4.5", 2, 64, 192, 4, 2, 320, 4096,
@@ -725,6 +730,12 @@ static int set_kv(gguf_writer *w, const char *spec)
     return -1;
 }
 
+/* lfm2: whether layer l of n is an attention layer (else a convolution) */
+static bool lfm2_attention(int l, int n)
+{
+    return l % 3 == 2 || l == n - 1;
+}
+
 static void usage(FILE *f)
 {
     fprintf(f, "usage: si-synth --shape NAME --out FILE [--seed N] [--type T] [--embd-type T] "
@@ -894,7 +905,17 @@ int main(int argc, char **argv)
     CHECK(gguf_writer_set_u32(w, KEY("embedding_length"), (uint32_t)sh->n_embd));
     CHECK(gguf_writer_set_u32(w, KEY("feed_forward_length"), (uint32_t)sh->n_ff));
     CHECK(gguf_writer_set_u32(w, KEY("attention.head_count"), (uint32_t)sh->n_head));
-    CHECK(gguf_writer_set_u32(w, KEY("attention.head_count_kv"), (uint32_t)sh->n_head_kv));
+    const bool lfm2 = !strcmp(arch, "lfm2");
+    if (lfm2) { /* a KV head count per layer, 0 where a convolution replaces attention */
+        int32_t kvh[1000];
+        for (int l = 0; l < sh->n_layer; l++)
+            kvh[l] = lfm2_attention(l, sh->n_layer) ? sh->n_head_kv : 0;
+        CHECK(gguf_writer_set_arr_i32(w, KEY("attention.head_count_kv"), kvh,
+                                      (size_t)sh->n_layer));
+        CHECK(gguf_writer_set_u32(w, KEY("shortconv.l_cache"), 3));
+    } else {
+        CHECK(gguf_writer_set_u32(w, KEY("attention.head_count_kv"), (uint32_t)sh->n_head_kv));
+    }
     CHECK(gguf_writer_set_f32(w, KEY("rope.freq_base"), sh->rope_base));
     CHECK(gguf_writer_set_f32(w, KEY("attention.layer_norm_rms_epsilon"), sh->eps));
     CHECK(gguf_writer_set_u32(w, "general.file_type", ftype));
@@ -1060,6 +1081,13 @@ int main(int argc, char **argv)
         T("ffn_up.weight", 2, E, F, INIT_RANDOM);
         if (!post_only)
             T("ffn_norm.weight", 1, E, 1, gemma ? INIT_NORM : INIT_ONES);
+        if (lfm2 && !lfm2_attention(l, sh->n_layer)) { /* its taps in f32, as converted */
+            snprintf(n, sizeof(n), "blk.%d.shortconv.conv.weight", l);
+            push(td, &nt, n, GGML_TYPE_F32, 2, 3, E, INIT_RANDOM);
+            T("shortconv.in_proj.weight", 2, E, 3 * E, INIT_RANDOM);
+            T("shortconv.out_proj.weight", 2, E, E, INIT_RANDOM);
+            continue;
+        }
         if (olmo2) {
             T("attn_k_norm.weight", 1, KV, 1, INIT_NORM);
             T("attn_q_norm.weight", 1, Q, 1, INIT_NORM);
@@ -1084,7 +1112,9 @@ int main(int argc, char **argv)
         T("attn_v.weight", 2, E, KV, INIT_RANDOM);
 #undef T
     }
-    push(td, &nt, "output_norm.weight", GGML_TYPE_F32, 1, E, 1, INIT_ONES);
+    /* (lfm2's final norm under the name its converter gives it) */
+    push(td, &nt, lfm2 ? "token_embd_norm.weight" : "output_norm.weight", GGML_TYPE_F32, 1, E, 1,
+         lfm2 ? INIT_NORM : INIT_ONES);
     if (!sh->tied)
         push(td, &nt, "output.weight", wtype, 2, E, (uint64_t)sh->n_vocab, INIT_RANDOM);
 

@@ -498,6 +498,40 @@ static const eng_chat_msg gemma_unicode_space_msgs[] = {
     {"user", "\x09""c", NULL, 0},
 };
 
+static const eng_chat_msg lfm2_turns_msgs[] = {
+    {"system", "Be brief.", NULL, 0},
+    {"user", " a\n", NULL, 0},
+    {"assistant", "<think>x</think>b", NULL, 0},
+    {"user", "c", NULL, 0},
+    {"tool", "{\"t\": 1}", NULL, 0},
+};
+
+static const eng_chat_msg lfm2_empty_system_msgs[] = {
+    {"system", "", NULL, 0},
+    {"user", "Hi", NULL, 0},
+};
+
+static const eng_chat_msg lfm25_user_msgs[] = {
+    {"user", "Hello", NULL, 0},
+};
+
+static const eng_chat_msg lfm25_turns_msgs[] = {
+    {"system", "S", NULL, 0},
+    {"user", "a", NULL, 0},
+    {"assistant", "<think>r</think>\n b \n", NULL, 0},
+    {"user", "c", NULL, 0},
+    {"assistant", "plain\n", NULL, 0},
+    {"tool", "42", NULL, 0},
+    {"assistant", "<think>x</think>y</think> z", NULL, 0},
+    {"user", "d", NULL, 0},
+    {"assistant", "<think>last</think>\nkept ", NULL, 0},
+};
+
+static const eng_chat_msg lfm25_empty_system_msgs[] = {
+    {"system", "", NULL, 0},
+    {"user", "Hi", NULL, 0},
+};
+
 static const eng_chat_msg gemma2_user_msgs[] = {
     {"user", " Hello\n", NULL, 0},
 };
@@ -740,6 +774,21 @@ static const struct tools_case plain_cases[] = {
     {"gemma_unicode_space", "gemma3", NULL,
      gemma_unicode_space_msgs, 3, true,
      "<s><start_of_turn>user\nhi<end_of_turn>\n<start_of_turn>model\nb<end_of_turn>\n<start_of_turn>user\nc<end_of_turn>\n<start_of_turn>model\n"},
+    {"lfm2_turns", "lfm2", NULL,
+     lfm2_turns_msgs, 5, true,
+     "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\n a\n<|im_end|>\n<|im_start|>assistant\n<think>x</think>b<|im_end|>\n<|im_start|>user\nc<|im_end|>\n<|im_start|>tool\n<|tool_response_start|>{\"t\": 1}<|tool_response_end|><|im_end|>\n<|im_start|>assistant\n"},
+    {"lfm2_empty_system", "lfm2", NULL,
+     lfm2_empty_system_msgs, 2, true,
+     "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n"},
+    {"lfm25_user", "lfm2.5", NULL,
+     lfm25_user_msgs, 1, true,
+     "<|im_start|>user\nHello<|im_end|>\n<|im_start|>assistant\n"},
+    {"lfm25_turns", "lfm2.5", NULL,
+     lfm25_turns_msgs, 9, false,
+     "<|im_start|>system\nS<|im_end|>\n<|im_start|>user\na<|im_end|>\n<|im_start|>assistant\nb<|im_end|>\n<|im_start|>user\nc<|im_end|>\n<|im_start|>assistant\nplain\n<|im_end|>\n<|im_start|>tool\n42<|im_end|>\n<|im_start|>assistant\nz<|im_end|>\n<|im_start|>user\nd<|im_end|>\n<|im_start|>assistant\n<think>last</think>\nkept <|im_end|>\n"},
+    {"lfm25_empty_system", "lfm2.5", NULL,
+     lfm25_empty_system_msgs, 2, true,
+     "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n"},
     {"gemma2_user", "gemma2", NULL,
      gemma2_user_msgs, 1, true,
      "<s><start_of_turn>user\nHello<end_of_turn>\n<start_of_turn>model\n"},

@@ -2,7 +2,8 @@
 """Writes tests/data/chat-tools-cases.h: tool-calling conversations and
 what Python's jinja2 renders for them from the stored Qwen and Llama 3.2 templates
 (tools_cases), and plain conversations for the Llama 2, Mistral (v1, v3 and the [SYSTEM_PROMPT]
-ones), Zephyr and OLMo 2 templates, Phi-3's, Phi-4-mini's, DeepSeek-R1's and Gemma's (plain_cases, bos_token "<s>", eos_token "</s>"), with
+ones), Zephyr and OLMo 2 templates, Phi-3's, Phi-4-mini's, DeepSeek-R1's, Gemma's and LFM2's (plain_cases, bos_token "<s>", eos_token "</s>";
+LFM2's bos_token empty, as llama.cpp strips it), with
 Hugging Face's tojson (json.dumps, ensure_ascii=False, keys unsorted) and
 its environment (trim_blocks, lstrip_blocks), as transformers'
 apply_chat_template does. tests/test-chat.c renders the same conversations
@@ -185,6 +186,17 @@ PLAIN_CASES = [
      [("system", "S", None), ("user", "a", None), ("assistant", "  b\n", None), ("user", "c", None)], False),
     ("gemma_unicode_space", "gemma3",
      [("user", "\u3000hi\u00a0", None), ("assistant", "\u2028b\u205f", None), ("user", "\tc", None)], True),
+    ("lfm2_turns", "lfm2",
+     [("system", "Be brief.", None), ("user", " a\n", None), ("assistant", "<think>x</think>b", None),
+      ("user", "c", None), ("tool", "{\"t\": 1}", None)], True),
+    ("lfm2_empty_system", "lfm2", [("system", "", None), ("user", "Hi", None)], True),
+    ("lfm25_user", "lfm2.5", [("user", "Hello", None)], True),
+    ("lfm25_turns", "lfm2.5",
+     [("system", "S", None), ("user", "a", None), ("assistant", "<think>r</think>\n b \n", None),
+      ("user", "c", None), ("assistant", "plain\n", None), ("tool", "42", None),
+      ("assistant", "<think>x</think>y</think> z", None), ("user", "d", None),
+      ("assistant", "<think>last</think>\nkept ", None)], False),
+    ("lfm25_empty_system", "lfm2.5", [("system", "", None), ("user", "Hi", None)], True),
     ("gemma2_user", "gemma2", [("user", " Hello\n", None)], True),
     ("gemma2_turns", "gemma2",
      [("user", "a", None), ("assistant", "  b\n", None), ("user", "c\u00a0", None)], False),
@@ -218,8 +230,11 @@ def render(template, tools, messages, add):
                                for n, a in calls]
         msgs.append(m)
     llama3 = template.startswith(("llama3", "qwen"))
+    # (LFM2's templates print bos_token first, which llama.cpp takes off
+    # again: the tokenizer adds it)
+    bos = "" if template.startswith("lfm2") else "<|begin_of_text|>" if llama3 else "<s>"
     return t.render(messages=msgs, tools=json.loads(tools) if tools else None, add_generation_prompt=add,
-                    bos_token="<|begin_of_text|>" if llama3 else "<s>", eos_token="</s>")
+                    bos_token=bos, eos_token="</s>")
 
 
 def c_str(s):
