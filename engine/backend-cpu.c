@@ -6906,23 +6906,24 @@ static void op_store_kv_q8(eng_backend *be, const float *src, eng_q8_block *cach
  * three n x n matrices around it. The taps in order from the oldest row,
  * as ggml's ssm_conv sums them. */
 static void op_shortconv(eng_backend *be, const float *b, const float *c, const float *x,
-                         const float *w, int len, float *cache, int row0, int n_tokens, int n,
-                         float *out)
+                         const float *w, int len, float *cache, int pos0, int rows, int n_tokens,
+                         int n, float *out)
 {
     (void)be;
-    if (!b || !c || !x || !w || !cache || !out || len < 1 || row0 < 0 || n_tokens <= 0 || n <= 0)
+    if (!b || !c || !x || !w || !cache || !out || len < 1 || pos0 < 0 || n_tokens <= 0 ||
+        n <= 0 || len - 1 + n_tokens > rows)
         return;
     for (int t = 0; t < n_tokens; t++) {
-        float *row = cache + (size_t)(row0 + t) * n;
+        float *row = cache + (size_t)((pos0 + t) % rows) * n;
         for (int i = 0; i < n; i++)
             row[i] = b[(size_t)t * n + i] * x[(size_t)t * n + i];
     }
     for (int t = 0; t < n_tokens; t++) {
-        const int first = row0 + t - len + 1;
+        const int first = pos0 + t - len + 1;
         for (int i = 0; i < n; i++) {
             float sum = 0.0f;
             for (int k = first < 0 ? -first : 0; k < len; k++)
-                sum += w[(size_t)i * len + k] * cache[(size_t)(first + k) * n + i];
+                sum += w[(size_t)i * len + k] * cache[(size_t)((first + k) % rows) * n + i];
             out[(size_t)t * n + i] = c[(size_t)t * n + i] * sum;
         }
     }

@@ -520,20 +520,20 @@ static void op_store_kv(eng_backend *be, const float *src, uint16_t *cache, long
 }
 
 static void op_shortconv(eng_backend *be, const float *b, const float *c, const float *xs,
-                         const float *w, int len, float *cache, int row0, int n_tokens, int n,
-                         float *out)
+                         const float *w, int len, float *cache, int pos0, int rows, int n_tokens,
+                         int n, float *out)
 {
     cuda_ctx *x = ctx_of(be);
-    if (n_tokens <= 0 || n <= 0 || row0 < 0 || !op_ready(x))
+    if (n_tokens <= 0 || n <= 0 || pos0 < 0 || len - 1 + n_tokens > rows || !op_ready(x))
         return;
-    const int32_t *pos = at_step(x, n_tokens, row0) ? x->pos_dev : NULL;
+    const int32_t *pos = at_step(x, n_tokens, pos0) ? x->pos_dev : NULL;
     /* a prefill longer than a grid's height: in parts, each after the
      * rows of the one before */
     for (int t = 0; t < n_tokens; t += 65535) {
         const int k = n_tokens - t < 65535 ? n_tokens - t : 65535;
         const size_t o = (size_t)t * n;
-        check(x, si_cuda_shortconv(x->c, b + o, c + o, xs + o, w, len, cache, row0 + t, pos, k, n,
-                                   out + o));
+        check(x, si_cuda_shortconv(x->c, b + o, c + o, xs + o, w, len, cache, pos0 + t, rows, pos,
+                                   k, n, out + o));
     }
 }
 

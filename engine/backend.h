@@ -343,14 +343,16 @@ typedef struct eng_backend_iface {
 
     /* ---- optional ops: NULL when the backend does not offer them ---- */
 
-    /* LFM2's short convolution over n channels, len taps: rows row0 ..
-     * row0 + n_tokens - 1 of cache [][n] (f32) = b[t] * x[t], then
-     *   out[t][i] = c[t][i] * sum_k w[i][k] * cache[row0 + t - len + 1 + k][i],
-     * k < len, rows below 0 reading as 0 (the positions before the first).
-     * b, c, x, out [n_tokens][n]; w [n][len] (backend memory). */
+    /* LFM2's short convolution over n channels, len taps, token t at
+     * position p = pos0 + t, whose row in cache [rows][n] (f32) is p % rows
+     * (a ring; len - 1 + n_tokens <= rows): every token's row = b[t] *
+     * x[t], then
+     *   out[t][i] = c[t][i] * sum_k w[i][k] * row(p - len + 1 + k)[i],
+     * k < len, positions below 0 reading as 0. b, c, x, out [n_tokens][n];
+     * w [n][len] (backend memory). */
     void (*shortconv)(eng_backend *be, const float *b, const float *c, const float *x,
-                      const float *w, int len, float *cache, int row0, int n_tokens, int n,
-                      float *out);
+                      const float *w, int len, float *cache, int pos0, int rows, int n_tokens,
+                      int n, float *out);
 
     /* A Q8_0 KV cache (ENG_KV_Q8_0): store_kv() into rows of row / 32
      * blocks, each block of 32 quantized as ggml's Q8_0 (d = max |x| / 127,

@@ -143,6 +143,7 @@
  * the later Phi-3 templates: the prompt ends with "[/INST]" or the
  * assistant's header.
  */
+#include <ctype.h>
 #include <errno.h>
 #include <limits.h>
 #include <stdint.h>
@@ -456,9 +457,17 @@ void eng_chat_detect(const char *tmpl, size_t len, eng_chat_info *ret_info) {
                               find_bytes(tmpl, len, "last_assistant_index") &&
                               find_bytes(tmpl, len, "</think>") && !ret_info->tools;
         ret_info->reasoning |= ret_info->lfm2_past;
-        ret_info->lfm2_tool =
-            find_bytes(tmpl, len, "\"<|tool_response_start|>\" + content + \"<|tool_response_end|>\"") &&
-            !ret_info->tools;
+        ret_info->lfm2_tool = find_bytes(tmpl, len, "\"<|tool_response_start|>\" + content + "
+                                                    "\"<|tool_response_end|>\"") &&
+                              !ret_info->tools;
+        /* their tool lists (llama.cpp's LFM2 and LFM2.5 formats) */
+        ret_info->lfm2_marks = find_bytes(tmpl, len, "\"List of tools: <|tool_list_start|>[\"") &&
+                               find_bytes(tmpl, len, "\"]<|tool_list_end|>\"");
+        ret_info->lfm2_calls = !ret_info->tools && !ret_info->smollm3 &&
+                               (ret_info->lfm2_marks ||
+                                (find_bytes(tmpl, len, "\"List of tools: [\"") &&
+                                 !find_bytes(tmpl, len, "<|tool_list_start|>")));
+        ret_info->tools |= ret_info->lfm2_calls;
     } else if (find_bytes(tmpl, len, "'[SYSTEM_PROMPT]'") &&
                find_bytes(tmpl, len, "'[/SYSTEM_PROMPT]'") &&
                find_bytes(tmpl, len, "'[INST]'") && find_bytes(tmpl, len, "'[/INST]'") &&
@@ -1109,13 +1118,17 @@ static int count_tools(const char *tools, size_t *ret) {
 }
 
 /* Each tool of a JSON array as its template's tojson prints it (json.dumps'
- * separators, keys in the order sent), between pre and post: one line each
- * in the Qwen, Granite 4 and EXAONE 4 tool sections. */
-static void out_tool_lines(outbuf *o, const char *tools, const char *pre, const char *post) {
+ * separators, keys in the order sent), between pre and post, sep between
+ * two: one line each in the Qwen, Granite 4 and EXAONE 4 tool sections,
+ * a list in LFM2's. */
+static void out_tool_lines(outbuf *o, const char *tools, const char *pre, const char *post,
+                           const char *sep) {
     const size_t tl = strlen(tools);
     size_t pos = 0, vl;
     const char *v;
-    while (eng__json_next(tools, tl, &pos, NULL, NULL, &v, &vl) == 1) {
+    for (bool first = true; eng__json_next(tools, tl, &pos, NULL, NULL, &v, &vl) == 1;
+         first = false) {
+        out_str(o, first ? "" : sep);
         out_str(o, pre);
         json_whole(v, vl, o);
         out_str(o, post);
@@ -1244,7 +1257,7 @@ static int render_exaone4(const eng_chat_msg *msgs, size_t n_msgs, const char *t
                            "tools by calling them as functions to help with the user\u2019s query.\n"
                            "Here are the tools available to you in JSON format within <tool> and "
                            "</tool> tags:\n");
-                out_tool_lines(o, tools, "<tool>", "</tool>\n");
+                out_tool_lines(o, tools, "<tool>", "</tool>\n", "");
                 out_str(o, "\nFor each function call you want to make, return a JSON object with "
                            "function name and arguments within <tool_call> and </tool_call> tags, "
                            "like:\n<tool_call>{\"name\": function_1_name, \"arguments\": "
@@ -1324,7 +1337,7 @@ static void render_granite4(const eng_chat_info *info, const eng_chat_msg *msgs,
             if (has_sys) /* even an empty one */
                 out_str(o, "\n\n");
             out_str(o, GRANITE4_TOOLS_HEAD);
-            out_tool_lines(o, tools, "\n", "");
+            out_tool_lines(o, tools, "\n", "", "");
             out_str(o, GRANITE4_TOOLS_TAIL);
         }
         out_str(o, GRANITE_END "\n");
@@ -1472,7 +1485,19 @@ int eng_chat_render(const eng_chat_info *info, const eng_chat_msg *msgs, size_t 
     } else if (info->kind == ENG_CHAT_CHATML) {
         size_t dlen = strnlen(info->default_system, sizeof(info->default_system));
         size_t first = 0;
-        if (n_tools > 0) {
+        if (n_tools > 0 && info->lfm2_calls) {
+            /* LFM2: the list after the system prompt, on a line of its own */
+            out_str(&o, CHATML_START "system\n");
+            if (n_msgs > 0 && strcmp(msgs[0].role, "system") == 0) {
+                out_str(&o, msgs[0].content);
+                out_str(&o, msgs[0].content[0] ? "\n" : "");
+                first = 1;
+            }
+            const bool marks = info->lfm2_marks;
+            out_str(&o, marks ? "List of tools: <|tool_list_start|>[" : "List of tools: [");
+            out_tool_lines(&o, tools, "", "", ", ");
+            out_str(&o, marks ? "]<|tool_list_end|>" CHATML_END "\n" : "]" CHATML_END "\n");
+        } else if (n_tools > 0) {
             out_str(&o, CHATML_START "system\n");
             if (n_msgs > 0 && strcmp(msgs[0].role, "system") == 0) {
                 out_str(&o, msgs[0].content);
@@ -1483,7 +1508,7 @@ int eng_chat_render(const eng_chat_info *info, const eng_chat_msg *msgs, size_t 
                 out_str(&o, "\n\n");
             }
             out_str(&o, TOOLS_HEAD);
-            out_tool_lines(&o, tools, "\n", "");
+            out_tool_lines(&o, tools, "\n", "", "");
             out_str(&o, TOOLS_TAIL CHATML_END "\n");
         } else if (n_msgs > 0 && dlen > 0 && strcmp(msgs[0].role, "system") != 0) {
             out_str(&o, CHATML_START "system\n");
@@ -1536,7 +1561,7 @@ int eng_chat_render(const eng_chat_info *info, const eng_chat_msg *msgs, size_t 
                 out_str(&o, "<|tool_response_end|>" CHATML_END "\n");
                 continue;
             }
-            if (info->tools && !strcmp(m->role, "tool")) {
+            if (info->tools && !info->lfm2_calls && !strcmp(m->role, "tool")) {
                 if (i == 0 || strcmp(msgs[i - 1].role, "tool") != 0)
                     out_str(&o, CHATML_START "user");
                 out_str(&o, "\n<tool_response>\n");
@@ -1546,7 +1571,9 @@ int eng_chat_render(const eng_chat_info *info, const eng_chat_msg *msgs, size_t 
                     out_str(&o, CHATML_END "\n");
                 continue;
             }
-            if (m->n_tool_calls > 0 && !strcmp(m->role, "assistant")) { /* Qwen2.5's, with calls */
+            /* Qwen2.5's, with calls (LFM2's templates print an answer's
+             * text only) */
+            if (m->n_tool_calls > 0 && !info->lfm2_calls && !strcmp(m->role, "assistant")) {
                 out_str(&o, CHATML_START "assistant");
                 if (m->content[0]) {
                     out_str(&o, "\n");
@@ -1735,6 +1762,237 @@ static int llama_call(const char *text, size_t len, eng_tool_call **ret_calls, s
     return 0;
 }
 
+/* ---- LFM2's calls: [name(arg=value, ...), ...], values Python literals -- */
+
+/* A Python string literal at s[*i] (either quote; Python's escapes) as a
+ * JSON string into g. false: not one. */
+static bool py_string(const char *s, size_t n, size_t *i, growbuf *g) {
+    const char q = s[*i];
+    size_t k = *i + 1;
+    grow_put(g, "\"", 1);
+    for (; k < n && s[k] != q; k++) {
+        char e[8];
+        if (s[k] != '\\') {
+            if ((unsigned char)s[k] < 0x20)
+                snprintf(e, sizeof(e), "\\u%04x", (unsigned)s[k]);
+            else
+                snprintf(e, sizeof(e), s[k] == '"' ? "\\\"" : "%c", s[k]);
+            grow_put(g, e, strlen(e));
+            continue;
+        }
+        if (++k >= n)
+            return false;
+        const char c = s[k];
+        size_t hex = c == 'u' ? 4 : c == 'x' ? 2 : 0;
+        for (size_t j = 1; j <= hex; j++)
+            if (k + j >= n || !isxdigit((unsigned char)s[k + j]))
+                return false;
+        if (hex > 0) { /* \xHH is U+00HH */
+            snprintf(e, sizeof(e), "\\u%s%.*s", hex == 2 ? "00" : "", (int)hex, s + k + 1);
+            k += hex;
+        } else if (c == '\n') { /* a continued line */
+            e[0] = '\0';
+        } else {
+            const char *m = memchr("nrtbf\\\"/", c, 8);
+            /* (an escape Python does not know keeps its backslash) */
+            snprintf(e, sizeof(e), m ? "\\%c" : c == '\'' ? "'" : "\\\\%c", c);
+        }
+        grow_put(g, e, strlen(e));
+    }
+    if (k >= n)
+        return false;
+    grow_put(g, "\"", 1);
+    *i = k + 1;
+    return true;
+}
+
+/* A Python literal at s[*i] as JSON into g: strings, numbers as written
+ * (JSON's grammar checks them after), True / False / None and JSON's
+ * spellings of them (llama.cpp takes both), lists and dicts (string keys,
+ * a trailing comma allowed). false: not one. */
+static bool py_literal(const char *s, size_t n, size_t *i, growbuf *g, int depth) {
+    if (*i >= n || depth > 32)
+        return false;
+    const char c = s[*i];
+    if (c == '"' || c == '\'')
+        return py_string(s, n, i, g);
+    if (c == '[' || c == '{') {
+        const char close = c == '[' ? ']' : '}';
+        grow_put(g, &c, 1);
+        size_t k = skip_json_ws(s, n, *i + 1);
+        for (bool first = true; k < n && s[k] != close; first = false) {
+            if (!first) {
+                if (s[k] != ',')
+                    return false;
+                k = skip_json_ws(s, n, k + 1);
+                if (k < n && s[k] == close)
+                    break;
+                grow_put(g, ", ", 2);
+            }
+            if (c == '{') {
+                if (k >= n || (s[k] != '"' && s[k] != '\'') || !py_string(s, n, &k, g))
+                    return false;
+                k = skip_json_ws(s, n, k);
+                if (k >= n || s[k] != ':')
+                    return false;
+                grow_put(g, ": ", 2);
+                k = skip_json_ws(s, n, k + 1);
+            }
+            if (!py_literal(s, n, &k, g, depth + 1))
+                return false;
+            k = skip_json_ws(s, n, k);
+        }
+        if (k >= n)
+            return false;
+        grow_put(g, &close, 1);
+        *i = k + 1;
+        return true;
+    }
+    static const char *const words[][2] = { { "True", "true" }, { "False", "false" },
+                                            { "None", "null" }, { "true", "true" },
+                                            { "false", "false" }, { "null", "null" } };
+    for (size_t w = 0; w < sizeof(words) / sizeof(words[0]); w++) {
+        const size_t wl = strlen(words[w][0]);
+        if (n - *i >= wl && !memcmp(s + *i, words[w][0], wl) &&
+            (n - *i == wl || !(isalnum((unsigned char)s[*i + wl]) || s[*i + wl] == '_'))) {
+            grow_put(g, words[w][1], strlen(words[w][1]));
+            *i += wl;
+            return true;
+        }
+    }
+    size_t k = *i;
+    while (k < n && (isdigit((unsigned char)s[k]) || memchr("+-.eE", s[k], 5)))
+        k++;
+    if (k == *i)
+        return false;
+    grow_put(g, s + *i, k - *i);
+    *i = k;
+    return true;
+}
+
+static bool py_ident(char c, bool first) {
+    return isalpha((unsigned char)c) || c == '_' ||
+           (!first && (isdigit((unsigned char)c) || c == '.' || c == '-'));
+}
+
+/* One call name(arg=value, ...) at s[*i] into tc, its arguments in
+ * json.dumps form. 1: a call; 0: not one; -ENOMEM. */
+static int py_call(const char *s, size_t n, size_t *i, eng_tool_call *tc) {
+    size_t k = *i;
+    while (k < n && py_ident(s[k], k == *i))
+        k++;
+    const size_t name_end = k;
+    k = skip_json_ws(s, n, k);
+    if (name_end == *i || k >= n || s[k] != '(')
+        return 0;
+    growbuf raw = {0};
+    grow_put(&raw, "{", 1);
+    k = skip_json_ws(s, n, k + 1);
+    bool ok = true;
+    for (bool first = true; ok && k < n && s[k] != ')'; first = false) {
+        if (!first) {
+            ok = s[k] == ',';
+            k = skip_json_ws(s, n, k + 1);
+            if (!ok || (k < n && s[k] == ')'))
+                break;
+            grow_put(&raw, ", ", 2);
+        }
+        const size_t a = k;
+        while (k < n && py_ident(s[k], k == a) && s[k] != '.' && s[k] != '-')
+            k++;
+        grow_put(&raw, "\"", 1);
+        grow_put(&raw, s + a, k - a);
+        grow_put(&raw, "\": ", 3);
+        k = skip_json_ws(s, n, k);
+        ok = k > a && k < n && s[k] == '=';
+        if (ok) {
+            k = skip_json_ws(s, n, k + 1);
+            ok = py_literal(s, n, &k, &raw, 0);
+            k = skip_json_ws(s, n, k);
+        }
+    }
+    grow_put(&raw, "}", 1);
+    growbuf args = {0};
+    int64_t e = ok && k < n && !raw.failed ? eng__json_value(raw.p, raw.n, grow_put, &args) : -1;
+    free(raw.p);
+    if (raw.failed || args.failed) {
+        free(args.p);
+        return -ENOMEM;
+    }
+    if (e < 0 || (size_t)e != raw.n) {
+        free(args.p);
+        return 0;
+    }
+    tc->name = strndup(s + *i, name_end - *i);
+    tc->arguments = args.p;
+    if (!tc->name)
+        return -ENOMEM;
+    *i = k + 1;
+    return 1;
+}
+
+/* LFM2: each <|tool_call_start|>[call, ...]<|tool_call_end|> block's
+ * calls (the end tag may be missing at the very end: a stop string); the
+ * answer's text is what comes before the first. Any block not that: no
+ * calls. */
+static int lfm2_parse_calls(const char *text, size_t len, eng_tool_call **ret_calls, size_t *ret_n,
+                            size_t *ret_content_len) {
+    static const char open[] = "<|tool_call_start|>", close[] = "<|tool_call_end|>";
+    const char *first = find_bytes(text, len, open);
+    if (!first)
+        return 0;
+    eng_tool_call *calls = NULL;
+    size_t count = 0, cap = 0, i = (size_t)(first - text);
+    int r = 1;
+    while (r > 0 && i < len) {
+        const char *p = find_bytes(text + i, len - i, open);
+        if (!p)
+            break;
+        i = skip_json_ws(text, len, (size_t)(p - text) + sizeof(open) - 1);
+        r = i < len && text[i] == '[' ? 1 : 0;
+        i = r ? skip_json_ws(text, len, i + 1) : i;
+        for (bool one = false; r > 0 && i < len && text[i] != ']'; one = true) {
+            if (one && text[i] != ',') {
+                r = 0;
+                break;
+            }
+            i = skip_json_ws(text, len, i + (one ? 1 : 0));
+            if (count == cap) {
+                eng_tool_call *c = realloc(calls, (cap ? 2 * cap : 4) * sizeof(*c));
+                if (!c) {
+                    r = -ENOMEM;
+                    break;
+                }
+                calls = c;
+                cap = cap ? 2 * cap : 4;
+            }
+            calls[count] = (eng_tool_call){ NULL, NULL };
+            r = py_call(text, len, &i, &calls[count]);
+            count += r > 0 || calls[count].name || calls[count].arguments;
+            i = skip_json_ws(text, len, i);
+        }
+        if (r > 0 && (i >= len || text[i] != ']'))
+            r = 0;
+        i = skip_json_ws(text, len, i + 1);
+        if (r > 0 && i < len &&
+            (len - i < sizeof(close) - 1 || memcmp(text + i, close, sizeof(close) - 1)))
+            r = 0;
+    }
+    if (r <= 0 || count == 0) {
+        eng_tool_calls_free(calls, count);
+        return r < 0 ? r : 0;
+    }
+    *ret_calls = calls;
+    *ret_n = count;
+    if (ret_content_len) {
+        size_t c = (size_t)(first - text);
+        while (c > 0 && is_space(text[c - 1]))
+            c--;
+        *ret_content_len = c;
+    }
+    return 0;
+}
+
 int eng_chat_parse_calls(const eng_chat_info *info, const char *text, size_t len,
                          eng_tool_call **ret_calls, size_t *ret_n, size_t *ret_content_len) {
     static const char open[] = "<tool_call>", close[] = "</tool_call>";
@@ -1746,6 +2004,8 @@ int eng_chat_parse_calls(const eng_chat_info *info, const char *text, size_t len
         *ret_content_len = len;
     if (!info->tools)
         return -ENOTSUP;
+    if (info->lfm2_calls)
+        return lfm2_parse_calls(text ? text : "", len, ret_calls, ret_n, ret_content_len);
     if (info->kind == ENG_CHAT_LLAMA3) {
         int r = llama_call(text, len, ret_calls, ret_n);
         if (r == 0 && *ret_n > 0 && ret_content_len)

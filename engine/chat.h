@@ -32,6 +32,11 @@ typedef struct eng_chat_info {
                         * last "</think>", trimmed */
     bool lfm2_tool;    /* LFM2 (ChatML): a tool result between <|tool_response_start|>
                         * and <|tool_response_end|> */
+    bool lfm2_calls;   /* LFM2, LFM2.5 (ChatML): tools listed in the system block
+                        * (lfm2_marks: between <|tool_list_start|> and
+                        * <|tool_list_end|>), calls as Python calls between
+                        * <|tool_call_start|> and <|tool_call_end|> */
+    bool lfm2_marks;
     bool bracket_think; /* Ministral 3 Reasoning: [THINK] ... [/THINK], not <think> */
     bool dated_default; /* Mistral Small 3.x: default_system has a \x01 where today's
                          * date goes (strftime_now("%Y-%m-%d")) */

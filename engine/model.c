@@ -1392,8 +1392,9 @@ static int load_weights(loader *ld, const eng_plan *plan)
     if ((r = load_mat(ld, "token_embd.weight", E, V, true, &m->tok_embd)) < 0)
         return r;
     /* (lfm2's final norm has the name llama.cpp gives it) */
-    if ((r = load_vec(ld, m->arch == ENG_ARCH_LFM2 ? "token_embd_norm.weight" : "output_norm.weight",
-                      E, true, &m->output_norm)) < 0)
+    const char *out_norm =
+        m->arch == ENG_ARCH_LFM2 ? "token_embd_norm.weight" : "output_norm.weight";
+    if ((r = load_vec(ld, out_norm, E, true, &m->output_norm)) < 0)
         return r;
     if ((r = load_mat(ld, "output.weight", E, V, false, &m->output)) < 0)
         return r;
@@ -1640,6 +1641,19 @@ int eng_model_load(const char *path, const eng_model_params *params, eng_model *
     return eng__model_load_backend(path, params, NULL, ret_model, err);
 }
 
+/* The markers of LFM2's calls (and its reasoning) are control tokens:
+ * answers print them, so that the calls can be read back (as llama.cpp
+ * keeps the tokens a chat format names). */
+static int show_markers(eng_model *m)
+{
+    static const char *const marks[] = { "<|tool_call_start|>", "<|tool_call_end|>", "<think>",
+                                         "</think>" };
+    for (size_t i = 0; m->chat.lfm2_calls && i < sizeof(marks) / sizeof(marks[0]); i++)
+        if (eng_vocab_show(m->vocab, marks[i]) == -ENOMEM)
+            return -ENOMEM;
+    return 0;
+}
+
 int eng__model_load_backend(const char *path, const eng_model_params *params, eng_backend *be,
                             eng_model **ret_model, eng_error *err)
 {
@@ -1690,6 +1704,10 @@ int eng__model_load_backend(const char *path, const eng_model_params *params, en
      * to them; a template that needs one the vocabulary lacks prints none */
     special_text(m->vocab, eng_vocab_bos(m->vocab), m->chat.bos, sizeof(m->chat.bos));
     special_text(m->vocab, eng_vocab_eos(m->vocab), m->chat.eos, sizeof(m->chat.eos));
+    if ((r = show_markers(m)) < 0) {
+        eng__set_err(err, r, "out of memory");
+        goto fail;
+    }
 
     m->info.fingerprint = fingerprint(f, m);
     m->path = strdup(path);
@@ -1840,7 +1858,7 @@ static int set_chat(eng_model *m, eng_chat_info *c)
     memcpy(c->bos, m->chat.bos, sizeof(c->bos));
     memcpy(c->eos, m->chat.eos, sizeof(c->eos));
     m->chat = *c;
-    return 0;
+    return show_markers(m);
 }
 
 int eng_model_set_chat_template(eng_model *m, const char *name)
@@ -2038,13 +2056,20 @@ int eng_session_new(const eng_model *m, const eng_session_params *params, eng_se
          * the ring moves rows with memmove, so host memory only (a GPU's
          * replayed decode graph also holds its cache rows) */
         const int w = m->layers[il].window;
+        const bool conv = m->layers[il].conv != NULL;
         const bool ring = !p.swa_full && ops->host_memory && w > 0 && w - 1 + n_batch < n_ctx;
         s->kv_rows[il] = ring ? w - 1 + n_batch : n_ctx;
-        const size_t bytes = (size_t)s->kv_rows[il] * cache_row_bytes(s, il);
+        /* a convolution's ring, on every backend: position p in row p %
+         * kv_rows, no rows moved while evaluating, a batch and the w - 1
+         * positions before it held (swa_full: every position); w - 1 rows
+         * more to stage a context shift's moves */
+        if (conv)
+            s->kv_rows[il] = p.swa_full ? n_ctx + w - 1 : w - 1 + n_batch;
+        const size_t bytes = (size_t)(s->kv_rows[il] + (conv ? w - 1 : 0)) * cache_row_bytes(s, il);
         s->k_cache[il] = eng__session_alloc(s, bytes);
-        if (!m->layers[il].conv)
+        if (!conv)
             s->v_cache[il] = eng__session_alloc(s, bytes);
-        if (!s->k_cache[il] || (!m->layers[il].conv && !s->v_cache[il]))
+        if (!s->k_cache[il] || (!conv && !s->v_cache[il]))
             goto oom;
         /* the host list is the ops' list when backend memory is host memory */
         if (!m->be->iface->host_memory &&
@@ -2102,6 +2127,20 @@ void eng_session_reset(eng_session *s)
     eng__select_session_reset(s);
 }
 
+/* lfm2's convolution rows (eng_layer.conv) about to take positions pos0
+ * .. pos0 + n - 1, at rows p % kv_rows: a row keeps its position until
+ * one kv_rows higher is written, so positions below pos0 + n - kv_rows
+ * are no longer held (kv_lo; also after an evaluation that went further
+ * before a prefix was kept, since each write raised it so). Idempotent: a
+ * decode step may be issued twice. */
+static void conv_room(eng_session *s, int il, int pos0, int n)
+{
+    if (pos0 == 0)
+        s->kv_lo[il] = 0;
+    if (pos0 + n - s->kv_rows[il] > s->kv_lo[il])
+        s->kv_lo[il] = pos0 + n - s->kv_rows[il];
+}
+
 /* Whether layer il's cache is a sliding window's ring (see eng_session). */
 static bool is_ring(const eng_session *s, int il)
 {
@@ -2140,7 +2179,7 @@ static int ring_room(eng_session *s, int il, int pos0, int n)
 static bool rings_hold(const eng_session *s, int pos)
 {
     for (int il = 0; il < s->model->info.n_layer && pos > 0; il++) {
-        if (!is_ring(s, il))
+        if (!is_ring(s, il) && !s->model->layers[il].conv)
             continue;
         const int lo = pos - s->model->layers[il].window + 1;
         if ((lo > 0 ? lo : 0) < s->kv_lo[il])
@@ -2227,6 +2266,32 @@ static void rotate_keys(eng_session *s, int il, int src, int dst, int n, int dro
     }
 }
 
+/* The first position a convolution layer reads after a shift of drop
+ * positions: its window's w - 1 before the next one. */
+static int conv_from(const eng_session *s, int il, int drop)
+{
+    const int from = s->n_past - drop - s->model->layers[il].window + 1;
+    return from > 0 ? from : 0;
+}
+
+/* A convolution layer's rows after eng_session_shift(s, keep, drop): only
+ * the positions the next token reads move (each to row p % kv_rows of its
+ * new position p), through the staging rows past the ring, since a move's
+ * target may be another's source; nothing below them counts as held. */
+static void conv_shift(eng_session *s, int il, int keep, int drop)
+{
+    eng_backend *be = s->model->be;
+    const int rows = s->kv_rows[il], from = conv_from(s, il, drop), to = s->n_past - drop;
+    const size_t rb = cache_row_bytes(s, il);
+    char *c = s->k_cache[il];
+    for (int q = from; q < to; q++)
+        be->iface->copy(be, c + (size_t)(rows + q - from) * rb,
+                        c + (size_t)((q < keep ? q : q + drop) % rows) * rb, rb);
+    for (int q = from; q < to; q++)
+        be->iface->copy(be, c + (size_t)(q % rows) * rb, c + (size_t)(rows + q - from) * rb, rb);
+    s->kv_lo[il] = from;
+}
+
 int eng_session_shift(eng_session *s, int keep, int drop)
 {
     const eng_model *m = s->model;
@@ -2248,6 +2313,14 @@ int eng_session_shift(eng_session *s, int keep, int drop)
      * reaches back into the kept start is not in the ring (-ENOTSUP: the
      * caller evaluates again) */
     for (int il = 0; il < m->info.n_layer; il++) {
+        if (m->layers[il].conv) {
+            /* a convolution's ring holds the positions it reads next (those
+             * at or past keep come from drop positions higher)? */
+            for (int q = conv_from(s, il, drop); q < s->n_past - drop; q++)
+                if ((q < keep ? q : q + drop) < s->kv_lo[il])
+                    return -ENOTSUP;
+            continue;
+        }
         if (!is_ring(s, il))
             continue;
         const int lo = s->kv_lo[il] > first ? s->kv_lo[il] : first;
@@ -2259,6 +2332,10 @@ int eng_session_shift(eng_session *s, int keep, int drop)
     if (!ids)
         return -ENOMEM;
     for (int il = 0; il < m->info.n_layer; il++) {
+        if (m->layers[il].conv) {
+            conv_shift(s, il, keep, drop);
+            continue;
+        }
         if (is_ring(s, il)) {
             /* a ring: its keys from first on rotated by -drop in place */
             const int base = s->kv_base[il], lo = s->kv_lo[il] > first ? s->kv_lo[il] : first;
@@ -2335,7 +2412,9 @@ size_t eng_session_kv_bytes(const eng_session *s)
 {
     size_t bytes = 0;
     for (int il = 0; il < s->model->info.n_layer; il++)
-        bytes += (size_t)s->kv_rows[il] * cache_row_bytes(s, il) * (s->v_cache[il] ? 2 : 1);
+        bytes += (size_t)(s->kv_rows[il] +
+                          (s->v_cache[il] ? s->kv_rows[il] : s->model->conv_len - 1)) *
+                 cache_row_bytes(s, il);
     return bytes;
 }
 
@@ -2521,13 +2600,14 @@ static void forward_ops(eng_session *s, int n, int first, float *out, int32_t *a
         const bool runs = !pick && sel && n == 1 && !want_act && s->dyn && s->dyn[il].w.n_slots > 0;
         /* the cache row of pos0: pos0, or in a ring its row (the keys are
          * rotated for their positions, so attention needs only the rows) */
-        const int row0 = ring_room(s, il, pos0, n);
+        const int row0 = L->conv ? pos0 : ring_room(s, il, pos0, n);
         if (L->conv) {
-            /* lfm2: att = c * conv(b * x) over the cache's rows */
+            /* lfm2: att = c * conv(b * x) over the ring's rows */
+            conv_room(s, il, pos0, n);
             if (pf)
                 prefetch_wo_ffn(s, il, sel_be, n_sel, pick > 0 || runs);
-            op->shortconv(be, s->q, s->k, s->v, L->conv, m->conv_len, s->k_cache[il], row0, n, E,
-                          s->att);
+            op->shortconv(be, s->q, s->k, s->v, L->conv, m->conv_len, s->k_cache[il], pos0,
+                          s->kv_rows[il], n, E, s->att);
         } else {
             if (L->q_norm && m->qk_norm_full) {
                 /* olmo2: each token's q and k RMS-normalised whole */

@@ -46,8 +46,9 @@ typedef struct eng_layer {
     /* lfm2's short-convolution block in place of attention (else NULL):
      * wq, wk, wv are its input projection's three parts (b, c, x), wo its
      * output projection, conv its taps [n_embd][conv_len]; the cache row
-     * of a position is its b * x in f32 (k_cache; no v_cache), and window
-     * the conv_len rows a token reads */
+     * of a position is its b * x in f32 (k_cache; no v_cache), in a ring
+     * (eng_session.kv_rows), and window the conv_len positions a token
+     * reads */
     float *conv;
     float *ffn_norm;                  /* [n_embd]; (olmo2, exaone4) */
     eng_weight wq, wk, wv, wo;        /* [n_head*hd][n_embd] ... [n_embd][n_head*hd] */
@@ -167,7 +168,12 @@ struct eng_session {
      * sliding-window layer (not swa_full, host memory) a ring of its
      * window and one batch, whose row r holds position kv_base + r; the
      * rows of positions below kv_lo are not valid (a context shift left
-     * them behind). A full layer's kv_base and kv_lo stay 0. */
+     * them behind). A full layer's kv_base and kv_lo stay 0. A convolution
+     * layer's rows (eng_layer.conv) are a ring on every backend, window -
+     * 1 + n_batch rows (swa_full: n_ctx + window - 1; and window - 1 more
+     * to stage a context shift's moves), position p in row p % kv_rows, so
+     * nothing moves while evaluating and a decode graph's kernel finds
+     * its row; kv_lo as above, kv_base unused. */
     int *kv_rows, *kv_base, *kv_lo;
 
     /* Which FFN slots each layer computes; NULL (the default): all loaded.

@@ -209,6 +209,8 @@ struct eng_vocab {
     size_t n_special;
     uint8_t *rstrip;     /* [n_tokens] 1: whitespace after this special token is dropped
                           * (Phi-3's tokens, as llama.cpp sets them); NULL: none */
+    uint8_t *shown;      /* [n_tokens] 1: a control token answers print as text
+                          * (eng_vocab_show); NULL: none */
 
     int32_t bos, eos, unk, pad;
     bool add_bos, add_eos;
@@ -546,6 +548,7 @@ void eng_vocab_free(eng_vocab *v) {
     free(v->special);
     free(v->score);
     free(v->rstrip);
+    free(v->shown);
     pretok_fini(&v->pre);
     free(v);
 }
@@ -1000,11 +1003,21 @@ bool eng_vocab_is_eog(const eng_vocab *v, int32_t token) {
     return v && token >= 0 && token < v->n_tokens && v->eog[token];
 }
 
+int eng_vocab_show(eng_vocab *v, const char *text) {
+    const int32_t id = v && text ? lookup_token(v, text, strlen(text)) : -1;
+    if (id < 0)
+        return -ENOENT;
+    if (!v->shown && !(v->shown = calloc((size_t)v->n_tokens, 1)))
+        return -ENOMEM;
+    v->shown[id] = 1;
+    return id;
+}
+
 int eng_vocab_token_to_piece(const eng_vocab *v, int32_t token, bool special, char *buf, size_t cap) {
     if (!v || token < 0 || token >= v->n_tokens || (!buf && cap))
         return -EINVAL;
     uint8_t t = v->type[token];
-    if (!special && (t == TOK_CONTROL || t == TOK_UNKNOWN))
+    if (!special && (t == TOK_CONTROL || t == TOK_UNKNOWN) && !(v->shown && v->shown[token]))
         return 0;
     span p = v->tok_piece[token];
     if (p.len <= cap)

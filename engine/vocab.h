@@ -27,6 +27,10 @@ int eng_vocab_tokenize(const eng_vocab *vocab, const char *text, size_t len, uns
                        int32_t *tokens, size_t cap, size_t *ret_n);
 int eng_vocab_token_to_piece(const eng_vocab *vocab, int32_t token, bool special,
                              char *buf, size_t cap);
+/* The token whose text is text prints in answers, control token or not
+ * (llama.cpp's preserved tokens: the markers of a template's tool calls,
+ * which the answer's parser reads). Its id; -ENOENT: no such token. */
+int eng_vocab_show(eng_vocab *vocab, const char *text);
 int32_t eng_vocab_bos(const eng_vocab *vocab);
 int32_t eng_vocab_eos(const eng_vocab *vocab);
 bool eng_vocab_is_eog(const eng_vocab *vocab, int32_t token);

@@ -128,42 +128,44 @@ extern "C" int si_cuda_store_rows_at(si_cuda *c, const float *src, uint16_t *dst
 }
 
 /* LFM2's short convolution (engine/backend.h shortconv), one thread per
- * token and channel: the batch's own rows from b and x, earlier ones from
- * the cache, which each thread's row joins; row0 from *pos when pos is
- * not NULL (a decode graph). */
+ * token and channel: the batch's own positions from b and x, earlier ones
+ * from the cache's ring (position p at row p % rows), which each thread's
+ * row joins; pos0 from *pos when pos is not NULL (a decode graph). */
 __global__ void k_shortconv(const float *__restrict__ b, const float *__restrict__ c,
                             const float *__restrict__ x, const float *__restrict__ w, int len,
-                            float *__restrict__ cache, int row0, const int32_t *__restrict__ pos,
-                            int n_tokens, int n, float *__restrict__ out)
+                            float *__restrict__ cache, int pos0, int rows,
+                            const int32_t *__restrict__ pos, int n_tokens, int n,
+                            float *__restrict__ out)
 {
     const long i = (long)blockIdx.x * blockDim.x + threadIdx.x;
     const int t = blockIdx.y;
     if (i >= n || t >= n_tokens)
         return;
-    const int r0 = pos ? *pos : row0;
+    const int p0 = pos ? *pos : pos0;
     float sum = 0.0f;
     for (int k = 0; k < len; k++) {
-        const int r = r0 + t - len + 1 + k;
-        if (r < 0)
+        const int p = p0 + t - len + 1 + k;
+        if (p < 0)
             continue;
-        const float v = r >= r0 ? b[(size_t)(r - r0) * n + i] * x[(size_t)(r - r0) * n + i]
-                                : cache[(size_t)r * n + i];
+        const float v = p >= p0 ? b[(size_t)(p - p0) * n + i] * x[(size_t)(p - p0) * n + i]
+                                : cache[(size_t)(p % rows) * n + i];
         sum += w[(size_t)i * len + k] * v;
     }
-    cache[(size_t)(r0 + t) * n + i] = b[(size_t)t * n + i] * x[(size_t)t * n + i];
+    cache[(size_t)((p0 + t) % rows) * n + i] = b[(size_t)t * n + i] * x[(size_t)t * n + i];
     out[(size_t)t * n + i] = c[(size_t)t * n + i] * sum;
 }
 
 extern "C" int si_cuda_shortconv(si_cuda *c, const float *b, const float *cg, const float *x,
-                                 const float *w, int len, float *cache, int row0,
+                                 const float *w, int len, float *cache, int pos0, int rows,
                                  const int32_t *pos_dev, int n_tokens, int n, float *out)
 {
-    SI_ARG_CHECK(c && len >= 1 && row0 >= 0 && n_tokens >= 0 && n >= 0 && n_tokens <= 65535);
+    SI_ARG_CHECK(c && len >= 1 && pos0 >= 0 && n_tokens >= 0 && n >= 0 && n_tokens <= 65535 &&
+                 len - 1 + n_tokens <= rows);
     if (n_tokens == 0 || n == 0)
         return 0;
     SI_ARG_CHECK(b && cg && x && w && cache && out);
     const dim3 grid((unsigned)((n + EW_THREADS - 1) / EW_THREADS), (unsigned)n_tokens);
-    k_shortconv<<<grid, EW_THREADS, 0, c->stream>>>(b, cg, x, w, len, cache, row0, pos_dev,
+    k_shortconv<<<grid, EW_THREADS, 0, c->stream>>>(b, cg, x, w, len, cache, pos0, rows, pos_dev,
                                                     n_tokens, n, out);
     SI_LAUNCH_CHECK("k_shortconv");
     return 0;

@@ -154,12 +154,13 @@ int si_cuda_store_f16(si_cuda *c, const float *src, uint16_t *dst, long n);
  * KV store in a decode graph replayed at every position). */
 int si_cuda_store_rows_at(si_cuda *c, const float *src, uint16_t *dst, long row,
                           const int32_t *pos_dev, int n_rows);
-/* LFM2's short convolution (engine/backend.h shortconv): rows row0 .. of
- * cache [][n] = b * x, out = c * the len taps w [n][len] over the cache's
- * rows; row0 read from *pos_dev when that is not NULL (a decode graph). */
+/* LFM2's short convolution (engine/backend.h shortconv): the rows of
+ * positions pos0 .. in the ring cache [rows][n] (position p at row p %
+ * rows) = b * x, out = c * the len taps w [n][len] over the positions'
+ * rows; pos0 read from *pos_dev when that is not NULL (a decode graph). */
 int si_cuda_shortconv(si_cuda *c, const float *b, const float *cg, const float *x,
-                      const float *w, int len, float *cache, int row0, const int32_t *pos_dev,
-                      int n_tokens, int n, float *out);
+                      const float *w, int len, float *cache, int pos0, int rows,
+                      const int32_t *pos_dev, int n_tokens, int n, float *out);
 /* dst[i] = f32(src[i]) */
 int si_cuda_to_f32(si_cuda *c, const uint16_t *src, float *dst, long n);
 

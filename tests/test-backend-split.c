@@ -689,22 +689,23 @@ static void sp_store_kv(eng_backend *be, const float *src, uint16_t *cache, long
 }
 
 static void sp_shortconv(eng_backend *be, const float *b, const float *c, const float *x,
-                         const float *w, int len, float *cache, int row0, int nt, int n,
+                         const float *w, int len, float *cache, int pos0, int rows, int nt, int n,
                          float *out)
 {
     split *S = S_of(be);
     DEV(b); DEV(c); DEV(x); DEV(w); DEV(out);
-    CHECKF(dev(S, cache + (size_t)row0 * n, (size_t)n * nt * sizeof(float)),
-           "shortconv: rows %d..%d outside the cache", row0, row0 + nt - 1);
+    CHECKF(dev(S, cache, (size_t)n * rows * sizeof(float)) && len - 1 + nt <= rows,
+           "shortconv: a ring of %d rows outside the cache or short of %d + %d", rows, len - 1,
+           nt);
     rec *r = record(S, R_SHORTCONV);
     if (r) {
-        CHECKF(row0 == S->step.pos && nt == 1, "shortconv at %d+%d in the step at %d", row0, nt,
+        CHECKF(pos0 == S->step.pos && nt == 1, "shortconv at %d+%d in the step at %d", pos0, nt,
                S->step.pos);
         r->p[0] = b, r->p[1] = c, r->p[2] = x, r->p[3] = w, r->p[4] = cache, r->p[5] = out;
-        r->i[0] = len, r->i[1] = nt, r->i[2] = n, r->pos = row0;
+        r->i[0] = len, r->i[1] = nt, r->i[2] = n, r->i[3] = rows, r->pos = pos0;
         return;
     }
-    CALL(shortconv(S->cpu, b, c, x, w, len, cache, row0, nt, n, out));
+    CALL(shortconv(S->cpu, b, c, x, w, len, cache, pos0, rows, nt, n, out));
 }
 
 /* Runs a recording at position pos (the ops that take one get pos). */
@@ -751,7 +752,7 @@ static void run_recs(split *S, const rec *recs, int n, int pos)
             break;
         case R_SHORTCONV:
             CALL(shortconv(S->cpu, r->p[0], r->p[1], r->p[2], r->p[3], r->i[0],
-                           (float *)r->p[4], pos, r->i[1], r->i[2], (float *)r->p[5]));
+                           (float *)r->p[4], pos, r->i[3], r->i[1], r->i[2], (float *)r->p[5]));
             break;
         case R_ARGMAX:
             argmax_run(S, r->p[0], r->i[0], (int32_t *)r->p[1]);

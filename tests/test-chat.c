@@ -522,6 +522,68 @@ static void test_tools(void) {
         eng_tool_calls_free(calls, n);
     }
 
+    /* LFM2's answers: Python calls in their blocks, the arguments as
+     * json.dumps writes the values those literals are */
+    {
+        size_t len;
+        char *t = read_template("lfm2", &len);
+        eng_chat_info lf;
+        eng_chat_detect(t, len, &lf);
+        free(t);
+        static const struct {
+            const char *text;
+            size_t n;
+            const char *name[3], *args[3];
+            const char *content;
+        } fanswers[] = {
+            {"<|tool_call_start|>[get_weather(city=\"Paris\", unit='celsius')]<|tool_call_end|>", 1,
+             {"get_weather"}, {"{\"city\": \"Paris\", \"unit\": \"celsius\"}"}, ""},
+            {"Checking.\n<|tool_call_start|>[a(), b.c-d(x=1.50, y=-2e3, z=True, w=None, v=false),"
+             " e(l=[1, 'two', {'k': \"v\\n\\u00e9\\x41\"},], d={})]<|tool_call_end|>then",
+             3, {"a", "b.c-d", "e"},
+             {"{}", "{\"x\": 1.5, \"y\": -2000.0, \"z\": true, \"w\": null, \"v\": false}",
+              "{\"l\": [1, \"two\", {\"k\": \"v\\n\xc3\xa9" "A\"}], \"d\": {}}"}, "Checking."},
+            /* two blocks; a quote, a backslash Python keeps, a tab */
+            {"<|tool_call_start|>[f(s='it\\'s \"x\" \\q\t')]<|tool_call_end|> and "
+             "<|tool_call_start|>[g(n=3)]", 2, {"f", "g"},
+             {"{\"s\": \"it's \\\"x\\\" \\\\q\\t\"}", "{\"n\": 3}"}, ""},
+            /* not calls: the answer stays text */
+            {"[f(x=1)]", 0, {NULL}, {NULL}, NULL},
+            {"<|tool_call_start|>f(x=1)<|tool_call_end|>", 0, {NULL}, {NULL}, NULL},
+            {"<|tool_call_start|>[f(1)]<|tool_call_end|>", 0, {NULL}, {NULL}, NULL},
+            {"<|tool_call_start|>[f(x=)]<|tool_call_end|>", 0, {NULL}, {NULL}, NULL},
+            {"<|tool_call_start|>[f(x=.5)]<|tool_call_end|>", 0, {NULL}, {NULL}, NULL},
+            {"<|tool_call_start|>[f(x='open)]<|tool_call_end|>", 0, {NULL}, {NULL}, NULL},
+            {"<|tool_call_start|>[f(x=1)] junk<|tool_call_end|>", 0, {NULL}, {NULL}, NULL},
+            {"<|tool_call_start|>[f(x=1);g(y=2)]<|tool_call_end|>", 0, {NULL}, {NULL}, NULL},
+            {"<|tool_call_start|>[f(x=1 y=2)]<|tool_call_end|>", 0, {NULL}, {NULL}, NULL},
+            {"<|tool_call_start|>[]<|tool_call_end|>", 0, {NULL}, {NULL}, NULL},
+            {"<|tool_call_start|>[f(x=1)]<|tool_call_end|><|tool_call_start|>[g(y=Nonesuch)]", 0,
+             {NULL}, {NULL}, NULL},
+            {"<|tool_call_start|>[f(x=[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[1]]]]]]]]]]]]]]]]]]]]]]]]]]]"
+             "]]]]]]])]", 0, {NULL}, {NULL}, NULL}, /* nesting past 32 */
+        };
+        CHECK(lf.lfm2_calls && lf.tools);
+        for (size_t k = 0; k < sizeof(fanswers) / sizeof(fanswers[0]); k++) {
+            eng_tool_call *calls = (eng_tool_call *)1;
+            size_t n = 99, cl = 0;
+            CHECK(eng_chat_parse_calls(&lf, fanswers[k].text, strlen(fanswers[k].text), &calls, &n,
+                                       &cl) == 0);
+            CHECK(cl == (n ? strlen(fanswers[k].content) : strlen(fanswers[k].text)));
+            CHECK(n == fanswers[k].n);
+            if (n != fanswers[k].n)
+                fprintf(stderr, "lfm2 answer %zu: %zu calls\n", k, n);
+            for (size_t j = 0; j < n && n == fanswers[k].n; j++) {
+                CHECK(!strcmp(calls[j].name, fanswers[k].name[j]) &&
+                      !strcmp(calls[j].arguments, fanswers[k].args[j]));
+                if (strcmp(calls[j].arguments, fanswers[k].args[j]))
+                    fprintf(stderr, "lfm2 answer %zu call %zu: %s [%s]\n", k, j, calls[j].name,
+                            calls[j].arguments);
+            }
+            eng_tool_calls_free(calls, n);
+        }
+    }
+
     /* answers: the calls, their arguments in json.dumps form */
     struct {
         const char *text;
@@ -603,8 +665,11 @@ static void test_spm_families(void) {
         const bool m7 = want == ENG_CHAT_MISTRAL7, m7r = !strcmp(c->template, "ministral3-reasoning");
         const bool g40 = !strcmp(c->template, "granite4.0"), g4 = want == ENG_CHAT_GRANITE;
         const bool ex4 = want == ENG_CHAT_EXAONE, lfm25 = !strcmp(c->template, "lfm2.5");
-        CHECK(info.granite4 == g4 && info.exaone4 == ex4 && info.tools == (g4 || ex4));
+        CHECK(info.granite4 == g4 && info.exaone4 == ex4 &&
+              info.tools == (g4 || ex4 || !strncmp(c->template, "lfm2", 4)));
+        const bool lfm = !strncmp(c->template, "lfm2", 4);
         CHECK(info.lfm2_past == lfm25 && info.lfm2_tool == !strcmp(c->template, "lfm2"));
+        CHECK(info.lfm2_calls == lfm && info.lfm2_marks == (lfm && !lfm25));
         CHECK(info.kind == want &&
               info.reasoning == (want == ENG_CHAT_DEEPSEEK_R1 || m7r || ex4 || lfm25) &&
               info.bracket_think == m7r &&

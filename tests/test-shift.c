@@ -323,8 +323,11 @@ static void check_ring(const char *name, eng_model *m, eng_kv_type kv)
     CHECK(eng_session_new(m, &sp, &f) == 0);
     if (!r || !f)
         return;
+    /* (a convolution's rows are a ring on a GPU too: position p in row p %
+     * rows, which a decode graph's kernel computes) */
+    const bool conv = m->conv_layer != NULL, dev_full = gpu && !conv;
     const size_t rb = eng_session_kv_bytes(r), fb = eng_session_kv_bytes(f);
-    CHECKF(gpu ? rb == fb : rb < fb, "%s: ring %zu bytes, full %zu", name, rb, fb);
+    CHECKF(dev_full ? rb == fb : rb < fb, "%s: ring %zu bytes, full %zu", name, rb, fb);
     int32_t t[N_CTX];
     uint32_t seed = 7;
     for (int i = 0; i < N_CTX; i++) {
@@ -368,15 +371,25 @@ static void check_ring(const char *name, eng_model *m, eng_kv_type kv)
     agree += same_last(r, f, info.n_vocab, &worst), evals++;
     u[10] = (u[10] + 1) % info.n_vocab;
     const int kr2 = eng_session_reset_prefix(r, u, 40), kf2 = eng_session_reset_prefix(f, u, 40);
-    CHECKF(kf2 == 10 && kr2 == (gpu ? 10 : 0), "%s: prefix kept %d (ring), %d (full)", name, kr2, kf2);
+    CHECKF(kf2 == 10 && kr2 == (dev_full ? 10 : 0), "%s: prefix kept %d (ring), %d (full)", name,
+           kr2, kf2);
     CHECK(eng_session_eval(r, u + kr2, 40 - (size_t)kr2, 0) == 0);
     CHECK(eng_session_eval(f, u + kf2, 40 - (size_t)kf2, 0) == 0);
     agree += same_last(r, f, info.n_vocab, &worst), evals++;
-    /* a shift whose next window would reach into the kept start: the ring
-     * has not got it (the caller evaluates again); nothing changed */
+    /* a shift whose next window would reach into the kept start: a
+     * window's ring has not got it (the caller evaluates again; nothing
+     * changed); a convolution's, whose rows stay where they are, has */
     const int np = eng_session_n_past(r);
-    CHECK(np == 40 && eng_session_shift(r, 37, 2) == (gpu ? 0 : -ENOTSUP) &&
-          eng_session_n_past(r) == (gpu ? 38 : 40));
+    CHECK(np == 40 && eng_session_shift(r, 37, 2) == (gpu || conv ? 0 : -ENOTSUP) &&
+          eng_session_n_past(r) == (gpu || conv ? 38 : 40));
+    if (conv) { /* ... and the same logits after it as the full cache */
+        CHECK(eng_session_shift(f, 37, 2) == 0);
+        for (int k = 0; k < 2; k++)
+            CHECK(eng_session_eval(both[k], t, 1, 0) == 0);
+        agree += same_last(r, f, info.n_vocab, &worst), evals++;
+        /* a shift past what the ring holds (position 30, kept) */
+        CHECK(eng_session_shift(r, 31, 7) == -ENOTSUP && eng_session_n_past(r) == 39);
+    }
     /* generation past a full context, by shifts (keeping 4, then 20 of
      * 64 positions): the same tokens */
     for (int keep = 4; keep <= 20; keep += 16) {

@@ -506,6 +506,89 @@ static void check_windows(const char *synth, const char *shape)
     eng_model_free(m);
 }
 
+/* lfm2 in a context as long as the prompt, taken in one batch (which is
+ * then the whole context): the logits of a long context's session, every
+ * position's. */
+static void check_conv_ctx(const char *synth)
+{
+    char path[32];
+    test_synth(synth, "tiny-lfm2", path);
+    eng_model_params mp = eng_model_params_default();
+    mp.n_threads = 2;
+    eng_model *m = NULL;
+    eng_error err;
+    CHECKF(eng_model_load(path, &mp, &m, &err) == 0, "%s", err.msg);
+    unlink(path);
+    eng_session_params sp = eng_session_params_default();
+    sp.n_ctx = N_TOK;
+    eng_session *a, *b;
+    CHECK(eng_session_new(m, &sp, &a) == 0 && eng_session_new(m, NULL, &b) == 0);
+    CHECK(eng_session_eval(a, TOKENS, N_TOK, ENG_EVAL_ALL_LOGITS) == 0 &&
+          eng_session_eval(b, TOKENS, N_TOK, ENG_EVAL_ALL_LOGITS) == 0);
+    double d = 0;
+    for (int t = 0; t < N_TOK; t++) {
+        const double e = max_diff(eng_session_logits(a, t), eng_session_logits(b, t), m->info.n_vocab);
+        d = e > d || isnan(e) ? e : d;
+    }
+    printf("tiny-lfm2    a context of %d in one batch: logits within %.2g of a long one's\n", N_TOK,
+           d);
+    CHECKF(d < 1e-4, "tiny-lfm2: a context of %d: logits %g off", N_TOK, d);
+    eng_session_free(a);
+    eng_session_free(b);
+    eng_model_free(m);
+}
+
+/* What a model's answer made of text's tokens prints (into out). */
+static void answer_text(const eng_model *m, const char *text, char *out, size_t cap)
+{
+    int32_t ids[32];
+    size_t n = 0, len = 0;
+    CHECK(eng_tokenize(m, text, strlen(text), ENG_TOK_PARSE_SPECIAL, ids, 32, &n) == 0);
+    out[0] = '\0';
+    for (size_t i = 0; i < n; i++) {
+        const int k = eng_token_to_piece(m, ids[i], false, out + len, cap - 1 - len);
+        CHECK(k >= 0);
+        len += (size_t)(k > 0 ? k : 0);
+        out[len] = '\0';
+    }
+}
+
+/* LFM2's markers of calls and reasoning are control tokens that answers
+ * print where the model's template is LFM2's (the file's, or one set in
+ * its place), so that the calls can be read back; its other control
+ * tokens print nothing. */
+static void check_lfm2_markers(const char *synth, const char *data_dir)
+{
+    char path[32], tpath[4200], out[256];
+    snprintf(tpath, sizeof(tpath), "%s/chat-template-lfm2.jinja", data_dir);
+    FILE *tf = fopen(tpath, "rb");
+    static char tmpl[8192];
+    const size_t tlen = tf ? fread(tmpl, 1, sizeof(tmpl), tf) : 0;
+    CHECKF(tf && tlen > 0 && tlen < sizeof(tmpl), "cannot read %s", tpath);
+    fclose(tf);
+    static const char text[] = "<|tool_call_start|>[f(x=1)]<|tool_call_end|><think><|im_end|>";
+    static const char shown[] = "<|tool_call_start|>[f(x=1)]<|tool_call_end|><think>";
+    char args[4300];
+    snprintf(args, sizeof(args), " --chat-template '%s'", tpath);
+    for (int k = 0; k < 2; k++) {
+        test_synth_args(synth, "tiny-lfm2", "f16", k ? "" : args, path);
+        eng_model_params mp = eng_model_params_default();
+        eng_model *m = NULL;
+        eng_error err;
+        CHECKF(eng_model_load(path, &mp, &m, &err) == 0, "%s", err.msg);
+        unlink(path);
+        answer_text(m, text, out, sizeof(out));
+        CHECKF(!strcmp(out, k ? "[f(x=1)]" : shown), "answer printed as '%s'", out);
+        if (k) { /* (si-synth's Llama 3 template), then LFM2's in its place */
+            CHECK(eng_model_set_chat_template_text(m, tmpl, tlen) == 0);
+            answer_text(m, text, out, sizeof(out));
+            CHECKF(!strcmp(out, shown), "answer printed as '%s'", out);
+        }
+        eng_model_free(m);
+    }
+    printf("tiny-lfm2    LFM2's call markers printed in answers, its other control tokens not\n");
+}
+
 /* A shape (320 tokens) with metadata set by si-synth --kv (see synth_kv),
  * loaded: 0 and its last position's logits in out [320], or the load's
  * error (err's message). */
@@ -784,6 +867,8 @@ int main(int argc, char **argv)
     check_windows(argv[1], "tiny-exaone4-swa");
     check_windows(argv[1], "tiny-ministral3"); /* no window: q's temperature, token by token */
     check_windows(argv[1], "tiny-lfm2"); /* a convolution's cache rows, token by token */
+    check_conv_ctx(argv[1]);
+    check_lfm2_markers(argv[1], argv[2]);
     check_gemma_meta(argv[1]);
     check_q8_file(argv[1]);
     printf("ok\n");

@@ -161,6 +161,9 @@ static const shape shapes[] = {
      32768, 1000000.0f, 1e-6f, false, false, true, VOCAB_SMOL, 17, 256, true, false, 512, 0.0f, {0, 0}, 0, 0},
     {"smollm2-135m", "llama", "smollm", "Synthetic SmolLM2 135M", 30, 576, 1536, 9, 3, 49152,
      8192, 100000.0f, 1e-5f, false, false, true, VOCAB_SMOL, 17, 0, false, false, 0, 0.0f, {0, 0}, 0, 0},
+    /* LFM2-350M's shape: attention in layers 2, 5, 8, 10, 12 and 14 */
+    {"lfm2-350m", "lfm2", "lfm2", "Synthetic LFM2 350M", 16, 1024, 4608, 16, 8, 65536, 128000,
+     1000000.0f, 1e-5f, false, false, true, VOCAB_LLAMA3, 0, 0, true, false, 0, 0.0f, {0, 0}, 0, 0},
     {"llama-3.2-1b", "llama", "llama-bpe", "Synthetic Llama 3.2 1B", 16, 2048, 8192, 32, 8,
      128256, 131072, 500000.0f, 1e-5f, false, true, true, VOCAB_LLAMA3, 0, 0, false, false, 0, 0.0f, {0, 0}, 0, 0},
     {"llama-3.2-3b", "llama", "llama-bpe", "Synthetic Llama 3.2 3B", 28, 3072, 8192, 24, 8,
@@ -501,10 +504,20 @@ static void build_vocab(vocab *v, const shape *sh, uint64_t seed)
             "<|reserved_special_token_2|>", "<|start_header_id|>", "<|end_header_id|>",
             "<|eom_id|>", "<|eot_id|>", "<|python_tag|>",
         };
+        /* (lfm2: LFM2's markers of turns, tools and reasoning in place of
+         * the first reserved ones) */
+        static const char *const lfm2[] = {
+            "<|im_start|>", "<|im_end|>", "<|tool_list_start|>", "<|tool_list_end|>",
+            "<|tool_call_start|>", "<|tool_call_end|>", "<|tool_response_start|>",
+            "<|tool_response_end|>", "<think>", "</think>",
+        };
+        const bool lf = !strcmp(sh->arch, "lfm2");
         for (int i = 0; i < 256; i++) {
             char buf[64];
             if (i < 11)
                 snprintf(buf, sizeof(buf), "%s", named[i]);
+            else if (lf && i - 11 < (int)(sizeof(lfm2) / sizeof(lfm2[0])))
+                snprintf(buf, sizeof(buf), "%s", lfm2[i - 11]);
             else
                 snprintf(buf, sizeof(buf), "<|reserved_special_token_%d|>", i - 11 + 3);
             add_token(v, buf, 3);
@@ -730,9 +743,12 @@ static int set_kv(gguf_writer *w, const char *spec)
     return -1;
 }
 
-/* lfm2: whether layer l of n is an attention layer (else a convolution) */
+/* lfm2: whether layer l of n is an attention layer (else a convolution):
+ * LFM2-350M's and 1.2B's six of 16, or every third and the last */
 static bool lfm2_attention(int l, int n)
 {
+    if (n == 16)
+        return l == 2 || l == 5 || l == 8 || l == 10 || l == 12 || l == 14;
     return l % 3 == 2 || l == n - 1;
 }
 

@@ -136,6 +136,65 @@ static const eng_chat_msg granite40_calls_no_tools_msgs[] = {
     {"tool", "ok", NULL, 0},
 };
 
+static const eng_chat_msg lfm2_tools_user_msgs[] = {
+    {"user", "What is the weather in Paris?", NULL, 0},
+};
+
+static const eng_chat_msg lfm2_tools_system_msgs[] = {
+    {"system", "You are terse.", NULL, 0},
+    {"user", "Weather?", NULL, 0},
+};
+
+static const eng_chat_msg lfm2_tools_empty_system_msgs[] = {
+    {"system", "", NULL, 0},
+    {"user", "Weather?", NULL, 0},
+};
+
+static const eng_tool_call lfm2_history_calls1[] = {
+    {(char *)"get_weather", (char *)"{ \"city\" : \"Bucure\\u0219ti\" }"},
+    {(char *)"round", (char *)"{\"x\":3.0}"},
+};
+static const eng_tool_call lfm2_history_calls6[] = {
+    {(char *)"get_weather", (char *)"{\"city\": \"Paris\", \"unit\":\"celsius\"}"},
+};
+static const eng_chat_msg lfm2_history_msgs[] = {
+    {"user", "Weather in Paris and Bucharest?", NULL, 0},
+    {"assistant", "<|tool_call_start|>[get_weather(city=\"Paris\")]<|tool_call_end|>", lfm2_history_calls1, 2},
+    {"tool", "{\"temp\": 21}", NULL, 0},
+    {"tool", "3", NULL, 0},
+    {"assistant", "21 degrees.", NULL, 0},
+    {"user", "And now?", NULL, 0},
+    {"assistant", "Let me look.", lfm2_history_calls6, 1},
+    {"tool", "22", NULL, 0},
+};
+
+static const eng_chat_msg lfm25_tools_system_msgs[] = {
+    {"system", "You are terse.", NULL, 0},
+    {"user", "Weather?", NULL, 0},
+};
+
+static const eng_tool_call lfm25_history_calls1[] = {
+    {(char *)"get_weather", (char *)"{ \"city\" : \"Bucure\\u0219ti\" }"},
+    {(char *)"round", (char *)"{\"x\":3.0}"},
+};
+static const eng_tool_call lfm25_history_calls6[] = {
+    {(char *)"get_weather", (char *)"{\"city\": \"Paris\", \"unit\":\"celsius\"}"},
+};
+static const eng_chat_msg lfm25_history_msgs[] = {
+    {"user", "Weather in Paris and Bucharest?", NULL, 0},
+    {"assistant", "<think>two</think>Checking.", lfm25_history_calls1, 2},
+    {"tool", "{\"temp\": 21}", NULL, 0},
+    {"tool", "3", NULL, 0},
+    {"assistant", "21 degrees.", NULL, 0},
+    {"user", "And now?", NULL, 0},
+    {"assistant", "Let me look.", lfm25_history_calls6, 1},
+    {"tool", "22", NULL, 0},
+};
+
+static const eng_chat_msg lfm25_empty_tools_msgs[] = {
+    {"user", "Hi", NULL, 0},
+};
+
 static const eng_chat_msg exaone4_tools_user_msgs[] = {
     {"user", "What is the weather in Paris?", NULL, 0},
 };
@@ -594,6 +653,27 @@ static const struct tools_case {
     {"granite40_calls_no_tools", "granite4.0", NULL,
      granite40_calls_no_tools_msgs, 3, false,
      "<|start_of_role|>system<|end_of_role|>You are a helpful assistant. Please ensure responses are professional, accurate, and safe.<|end_of_text|>\n<|start_of_role|>user<|end_of_role|>U<|end_of_text|>\n<|start_of_role|>assistant<|end_of_role|><tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\", \"unit\": \"celsius\"}}\n</tool_call><|end_of_text|>\n<|start_of_role|>user<|end_of_role|>\n<tool_response>\nok\n</tool_response><|end_of_text|>\n"},
+    {"lfm2_tools_user", "lfm2", "[ {\"type\":\"function\",\"function\":{\"name\":\"get_weather\",\n  \"description\":\"Current weather in a city\\/region, \\u00e9t\\u00e9 or winter \\ud83c\\udf1e\",\n  \"parameters\":{\"type\":\"object\",\"required\":[\"city\"],\"properties\":{\n    \"city\":{\"type\":\"string\",\"description\":\"Name, e.g. \\\"Paris\\\"\\n(no country)\"},\n    \"unit\":{\"type\":\"string\",\"enum\":[\"celsius\",\"fahrenheit\"],\"default\":null}}}}},\n {\"type\":\"function\",\"function\":{\"name\":\"round\",\"parameters\":{\"type\":\"object\",\"properties\":{\n   \"x\":{\"type\":\"number\",\"minimum\":-0,\"maximum\":1E5,\"multipleOf\":2.5e-7,\"examples\":[1.50,1e16,0.0001,100.0,true,false]}}}}}\n]",
+     lfm2_tools_user_msgs, 1, true,
+     "<|im_start|>system\nList of tools: <|tool_list_start|>[{\"type\": \"function\", \"function\": {\"name\": \"get_weather\", \"description\": \"Current weather in a city/region, \xc3""\xa9""t\xc3""\xa9"" or winter \xf0""\x9f""\x8c""\x9e""\", \"parameters\": {\"type\": \"object\", \"required\": [\"city\"], \"properties\": {\"city\": {\"type\": \"string\", \"description\": \"Name, e.g. \\\"Paris\\\"\\n(no country)\"}, \"unit\": {\"type\": \"string\", \"enum\": [\"celsius\", \"fahrenheit\"], \"default\": null}}}}}, {\"type\": \"function\", \"function\": {\"name\": \"round\", \"parameters\": {\"type\": \"object\", \"properties\": {\"x\": {\"type\": \"number\", \"minimum\": 0, \"maximum\": 100000.0, \"multipleOf\": 2.5e-07, \"examples\": [1.5, 1e+16, 0.0001, 100.0, true, false]}}}}}]<|tool_list_end|><|im_end|>\n<|im_start|>user\nWhat is the weather in Paris?<|im_end|>\n<|im_start|>assistant\n"},
+    {"lfm2_tools_system", "lfm2", "[ {\"type\":\"function\",\"function\":{\"name\":\"get_weather\",\n  \"description\":\"Current weather in a city\\/region, \\u00e9t\\u00e9 or winter \\ud83c\\udf1e\",\n  \"parameters\":{\"type\":\"object\",\"required\":[\"city\"],\"properties\":{\n    \"city\":{\"type\":\"string\",\"description\":\"Name, e.g. \\\"Paris\\\"\\n(no country)\"},\n    \"unit\":{\"type\":\"string\",\"enum\":[\"celsius\",\"fahrenheit\"],\"default\":null}}}}},\n {\"type\":\"function\",\"function\":{\"name\":\"round\",\"parameters\":{\"type\":\"object\",\"properties\":{\n   \"x\":{\"type\":\"number\",\"minimum\":-0,\"maximum\":1E5,\"multipleOf\":2.5e-7,\"examples\":[1.50,1e16,0.0001,100.0,true,false]}}}}}\n]",
+     lfm2_tools_system_msgs, 2, true,
+     "<|im_start|>system\nYou are terse.\nList of tools: <|tool_list_start|>[{\"type\": \"function\", \"function\": {\"name\": \"get_weather\", \"description\": \"Current weather in a city/region, \xc3""\xa9""t\xc3""\xa9"" or winter \xf0""\x9f""\x8c""\x9e""\", \"parameters\": {\"type\": \"object\", \"required\": [\"city\"], \"properties\": {\"city\": {\"type\": \"string\", \"description\": \"Name, e.g. \\\"Paris\\\"\\n(no country)\"}, \"unit\": {\"type\": \"string\", \"enum\": [\"celsius\", \"fahrenheit\"], \"default\": null}}}}}, {\"type\": \"function\", \"function\": {\"name\": \"round\", \"parameters\": {\"type\": \"object\", \"properties\": {\"x\": {\"type\": \"number\", \"minimum\": 0, \"maximum\": 100000.0, \"multipleOf\": 2.5e-07, \"examples\": [1.5, 1e+16, 0.0001, 100.0, true, false]}}}}}]<|tool_list_end|><|im_end|>\n<|im_start|>user\nWeather?<|im_end|>\n<|im_start|>assistant\n"},
+    {"lfm2_tools_empty_system", "lfm2", "[ {\"type\":\"function\",\"function\":{\"name\":\"get_weather\",\n  \"description\":\"Current weather in a city\\/region, \\u00e9t\\u00e9 or winter \\ud83c\\udf1e\",\n  \"parameters\":{\"type\":\"object\",\"required\":[\"city\"],\"properties\":{\n    \"city\":{\"type\":\"string\",\"description\":\"Name, e.g. \\\"Paris\\\"\\n(no country)\"},\n    \"unit\":{\"type\":\"string\",\"enum\":[\"celsius\",\"fahrenheit\"],\"default\":null}}}}},\n {\"type\":\"function\",\"function\":{\"name\":\"round\",\"parameters\":{\"type\":\"object\",\"properties\":{\n   \"x\":{\"type\":\"number\",\"minimum\":-0,\"maximum\":1E5,\"multipleOf\":2.5e-7,\"examples\":[1.50,1e16,0.0001,100.0,true,false]}}}}}\n]",
+     lfm2_tools_empty_system_msgs, 2, true,
+     "<|im_start|>system\nList of tools: <|tool_list_start|>[{\"type\": \"function\", \"function\": {\"name\": \"get_weather\", \"description\": \"Current weather in a city/region, \xc3""\xa9""t\xc3""\xa9"" or winter \xf0""\x9f""\x8c""\x9e""\", \"parameters\": {\"type\": \"object\", \"required\": [\"city\"], \"properties\": {\"city\": {\"type\": \"string\", \"description\": \"Name, e.g. \\\"Paris\\\"\\n(no country)\"}, \"unit\": {\"type\": \"string\", \"enum\": [\"celsius\", \"fahrenheit\"], \"default\": null}}}}}, {\"type\": \"function\", \"function\": {\"name\": \"round\", \"parameters\": {\"type\": \"object\", \"properties\": {\"x\": {\"type\": \"number\", \"minimum\": 0, \"maximum\": 100000.0, \"multipleOf\": 2.5e-07, \"examples\": [1.5, 1e+16, 0.0001, 100.0, true, false]}}}}}]<|tool_list_end|><|im_end|>\n<|im_start|>user\nWeather?<|im_end|>\n<|im_start|>assistant\n"},
+    {"lfm2_history", "lfm2", "[ {\"type\":\"function\",\"function\":{\"name\":\"get_weather\",\n  \"description\":\"Current weather in a city\\/region, \\u00e9t\\u00e9 or winter \\ud83c\\udf1e\",\n  \"parameters\":{\"type\":\"object\",\"required\":[\"city\"],\"properties\":{\n    \"city\":{\"type\":\"string\",\"description\":\"Name, e.g. \\\"Paris\\\"\\n(no country)\"},\n    \"unit\":{\"type\":\"string\",\"enum\":[\"celsius\",\"fahrenheit\"],\"default\":null}}}}},\n {\"type\":\"function\",\"function\":{\"name\":\"round\",\"parameters\":{\"type\":\"object\",\"properties\":{\n   \"x\":{\"type\":\"number\",\"minimum\":-0,\"maximum\":1E5,\"multipleOf\":2.5e-7,\"examples\":[1.50,1e16,0.0001,100.0,true,false]}}}}}\n]",
+     lfm2_history_msgs, 8, true,
+     "<|im_start|>system\nList of tools: <|tool_list_start|>[{\"type\": \"function\", \"function\": {\"name\": \"get_weather\", \"description\": \"Current weather in a city/region, \xc3""\xa9""t\xc3""\xa9"" or winter \xf0""\x9f""\x8c""\x9e""\", \"parameters\": {\"type\": \"object\", \"required\": [\"city\"], \"properties\": {\"city\": {\"type\": \"string\", \"description\": \"Name, e.g. \\\"Paris\\\"\\n(no country)\"}, \"unit\": {\"type\": \"string\", \"enum\": [\"celsius\", \"fahrenheit\"], \"default\": null}}}}}, {\"type\": \"function\", \"function\": {\"name\": \"round\", \"parameters\": {\"type\": \"object\", \"properties\": {\"x\": {\"type\": \"number\", \"minimum\": 0, \"maximum\": 100000.0, \"multipleOf\": 2.5e-07, \"examples\": [1.5, 1e+16, 0.0001, 100.0, true, false]}}}}}]<|tool_list_end|><|im_end|>\n<|im_start|>user\nWeather in Paris and Bucharest?<|im_end|>\n<|im_start|>assistant\n<|tool_call_start|>[get_weather(city=\"Paris\")]<|tool_call_end|><|im_end|>\n<|im_start|>tool\n<|tool_response_start|>{\"temp\": 21}<|tool_response_end|><|im_end|>\n<|im_start|>tool\n<|tool_response_start|>3<|tool_response_end|><|im_end|>\n<|im_start|>assistant\n21 degrees.<|im_end|>\n<|im_start|>user\nAnd now?<|im_end|>\n<|im_start|>assistant\nLet me look.<|im_end|>\n<|im_start|>tool\n<|tool_response_start|>22<|tool_response_end|><|im_end|>\n<|im_start|>assistant\n"},
+    {"lfm25_tools_system", "lfm2.5", "[ {\"type\":\"function\",\"function\":{\"name\":\"get_weather\",\n  \"description\":\"Current weather in a city\\/region, \\u00e9t\\u00e9 or winter \\ud83c\\udf1e\",\n  \"parameters\":{\"type\":\"object\",\"required\":[\"city\"],\"properties\":{\n    \"city\":{\"type\":\"string\",\"description\":\"Name, e.g. \\\"Paris\\\"\\n(no country)\"},\n    \"unit\":{\"type\":\"string\",\"enum\":[\"celsius\",\"fahrenheit\"],\"default\":null}}}}},\n {\"type\":\"function\",\"function\":{\"name\":\"round\",\"parameters\":{\"type\":\"object\",\"properties\":{\n   \"x\":{\"type\":\"number\",\"minimum\":-0,\"maximum\":1E5,\"multipleOf\":2.5e-7,\"examples\":[1.50,1e16,0.0001,100.0,true,false]}}}}}\n]",
+     lfm25_tools_system_msgs, 2, true,
+     "<|im_start|>system\nYou are terse.\nList of tools: [{\"type\": \"function\", \"function\": {\"name\": \"get_weather\", \"description\": \"Current weather in a city/region, \xc3""\xa9""t\xc3""\xa9"" or winter \xf0""\x9f""\x8c""\x9e""\", \"parameters\": {\"type\": \"object\", \"required\": [\"city\"], \"properties\": {\"city\": {\"type\": \"string\", \"description\": \"Name, e.g. \\\"Paris\\\"\\n(no country)\"}, \"unit\": {\"type\": \"string\", \"enum\": [\"celsius\", \"fahrenheit\"], \"default\": null}}}}}, {\"type\": \"function\", \"function\": {\"name\": \"round\", \"parameters\": {\"type\": \"object\", \"properties\": {\"x\": {\"type\": \"number\", \"minimum\": 0, \"maximum\": 100000.0, \"multipleOf\": 2.5e-07, \"examples\": [1.5, 1e+16, 0.0001, 100.0, true, false]}}}}}]<|im_end|>\n<|im_start|>user\nWeather?<|im_end|>\n<|im_start|>assistant\n"},
+    {"lfm25_history", "lfm2.5", "[ {\"type\":\"function\",\"function\":{\"name\":\"get_weather\",\n  \"description\":\"Current weather in a city\\/region, \\u00e9t\\u00e9 or winter \\ud83c\\udf1e\",\n  \"parameters\":{\"type\":\"object\",\"required\":[\"city\"],\"properties\":{\n    \"city\":{\"type\":\"string\",\"description\":\"Name, e.g. \\\"Paris\\\"\\n(no country)\"},\n    \"unit\":{\"type\":\"string\",\"enum\":[\"celsius\",\"fahrenheit\"],\"default\":null}}}}},\n {\"type\":\"function\",\"function\":{\"name\":\"round\",\"parameters\":{\"type\":\"object\",\"properties\":{\n   \"x\":{\"type\":\"number\",\"minimum\":-0,\"maximum\":1E5,\"multipleOf\":2.5e-7,\"examples\":[1.50,1e16,0.0001,100.0,true,false]}}}}}\n]",
+     lfm25_history_msgs, 8, false,
+     "<|im_start|>system\nList of tools: [{\"type\": \"function\", \"function\": {\"name\": \"get_weather\", \"description\": \"Current weather in a city/region, \xc3""\xa9""t\xc3""\xa9"" or winter \xf0""\x9f""\x8c""\x9e""\", \"parameters\": {\"type\": \"object\", \"required\": [\"city\"], \"properties\": {\"city\": {\"type\": \"string\", \"description\": \"Name, e.g. \\\"Paris\\\"\\n(no country)\"}, \"unit\": {\"type\": \"string\", \"enum\": [\"celsius\", \"fahrenheit\"], \"default\": null}}}}}, {\"type\": \"function\", \"function\": {\"name\": \"round\", \"parameters\": {\"type\": \"object\", \"properties\": {\"x\": {\"type\": \"number\", \"minimum\": 0, \"maximum\": 100000.0, \"multipleOf\": 2.5e-07, \"examples\": [1.5, 1e+16, 0.0001, 100.0, true, false]}}}}}]<|im_end|>\n<|im_start|>user\nWeather in Paris and Bucharest?<|im_end|>\n<|im_start|>assistant\nChecking.<|im_end|>\n<|im_start|>tool\n{\"temp\": 21}<|im_end|>\n<|im_start|>tool\n3<|im_end|>\n<|im_start|>assistant\n21 degrees.<|im_end|>\n<|im_start|>user\nAnd now?<|im_end|>\n<|im_start|>assistant\nLet me look.<|im_end|>\n<|im_start|>tool\n22<|im_end|>\n"},
+    {"lfm25_empty_tools", "lfm2.5", "[]",
+     lfm25_empty_tools_msgs, 1, true,
+     "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n"},
     {"exaone4_tools_user", "exaone4", "[ {\"type\":\"function\",\"function\":{\"name\":\"get_weather\",\n  \"description\":\"Current weather in a city\\/region, \\u00e9t\\u00e9 or winter \\ud83c\\udf1e\",\n  \"parameters\":{\"type\":\"object\",\"required\":[\"city\"],\"properties\":{\n    \"city\":{\"type\":\"string\",\"description\":\"Name, e.g. \\\"Paris\\\"\\n(no country)\"},\n    \"unit\":{\"type\":\"string\",\"enum\":[\"celsius\",\"fahrenheit\"],\"default\":null}}}}},\n {\"type\":\"function\",\"function\":{\"name\":\"round\",\"parameters\":{\"type\":\"object\",\"properties\":{\n   \"x\":{\"type\":\"number\",\"minimum\":-0,\"maximum\":1E5,\"multipleOf\":2.5e-7,\"examples\":[1.50,1e16,0.0001,100.0,true,false]}}}}}\n]",
      exaone4_tools_user_msgs, 1, true,
      "[|system|]\n# Available Tools\nYou can use none, one, or multiple of the following tools by calling them as functions to help with the user\xe2""\x80""\x99""s query.\nHere are the tools available to you in JSON format within <tool> and </tool> tags:\n<tool>{\"type\": \"function\", \"function\": {\"name\": \"get_weather\", \"description\": \"Current weather in a city/region, \xc3""\xa9""t\xc3""\xa9"" or winter \xf0""\x9f""\x8c""\x9e""\", \"parameters\": {\"type\": \"object\", \"required\": [\"city\"], \"properties\": {\"city\": {\"type\": \"string\", \"description\": \"Name, e.g. \\\"Paris\\\"\\n(no country)\"}, \"unit\": {\"type\": \"string\", \"enum\": [\"celsius\", \"fahrenheit\"], \"default\": null}}}}}</tool>\n<tool>{\"type\": \"function\", \"function\": {\"name\": \"round\", \"parameters\": {\"type\": \"object\", \"properties\": {\"x\": {\"type\": \"number\", \"minimum\": 0, \"maximum\": 100000.0, \"multipleOf\": 2.5e-07, \"examples\": [1.5, 1e+16, 0.0001, 100.0, true, false]}}}}}</tool>\n\nFor each function call you want to make, return a JSON object with function name and arguments within <tool_call> and </tool_call> tags, like:\n<tool_call>{\"name\": function_1_name, \"arguments\": {argument_1_name: argument_1_value, argument_2_name: argument_2_value}}</tool_call>\n<tool_call>{\"name\": function_2_name, \"arguments\": {...}}</tool_call>\n...\nNote that if no argument name is specified for a tool, you can just print the argument value directly, without the argument name or JSON formatting.[|endofturn|]\n[|user|]\nWhat is the weather in Paris?[|endofturn|]\n[|assistant|]\n<think>\n\n</think>\n\n"},
