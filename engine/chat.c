@@ -1923,10 +1923,11 @@ static int py_call(const char *s, size_t n, size_t *i, eng_tool_call *tc) {
         free(args.p);
         return 0;
     }
-    tc->name = strndup(s + *i, name_end - *i);
-    tc->arguments = args.p;
-    if (!tc->name)
+    if (!(tc->name = strndup(s + *i, name_end - *i))) {
+        free(args.p);
         return -ENOMEM;
+    }
+    tc->arguments = args.p;
     *i = k + 1;
     return 1;
 }
@@ -1968,7 +1969,7 @@ static int lfm2_parse_calls(const char *text, size_t len, eng_tool_call **ret_ca
             }
             calls[count] = (eng_tool_call){ NULL, NULL };
             r = py_call(text, len, &i, &calls[count]);
-            count += r > 0 || calls[count].name || calls[count].arguments;
+            count += r > 0;
             i = skip_json_ws(text, len, i);
         }
         if (r > 0 && (i >= len || text[i] != ']'))

@@ -1048,8 +1048,7 @@ static int load_hparams(const gguf_file *f, eng_model *m, eng_error *err)
                             "unsupported architecture '%s' (supported: llama, ernie4_5, qwen2, "
                             "qwen3, qwen2vl, qwen3vl, phi3, gemma, gemma2, gemma3, smollm3, "
                             "granite, exaone, minicpm, olmo2, exaone4, mistral3, hunyuan-dense, "
-                            "lfm2; "
-                            "text only for the vl ones)", arch);
+                            "lfm2; text only for the vl ones)", arch);
     /* the vl families' sections, which llama.cpp requires (an array of at
      * most 4 or one number): only their presence matters for text */
     const size_t alen = strlen(arch);
@@ -1376,8 +1375,7 @@ static int load_conv_block(loader *ld, int il, eng_layer *L)
     if (r < 0)
         return r;
     m->info.bytes_weights += E * K * sizeof(float);
-    L->window = m->conv_len; /* the rows its cache must keep (a ring) */
-    L->nope = true;          /* its rows hold no position: a shift moves them as they are */
+    L->window = m->conv_len; /* the positions a token reads (its ring keeps them) */
     return 0;
 }
 
@@ -1947,6 +1945,14 @@ static size_t cache_row_bytes(const eng_session *s, int il)
     return m->layers[il].conv ? (size_t)m->info.n_embd * sizeof(float) : s->kv_row_bytes;
 }
 
+/* The bytes of layer il's K (or V) buffer: its kv_rows, and a
+ * convolution's window - 1 staging rows (conv_shift). */
+static size_t cache_bytes(const eng_session *s, int il)
+{
+    const eng_layer *L = &s->model->layers[il];
+    return (size_t)(s->kv_rows[il] + (L->conv ? L->window - 1 : 0)) * cache_row_bytes(s, il);
+}
+
 void eng_session_free(eng_session *s)
 {
     if (!s)
@@ -2033,8 +2039,8 @@ int eng_session_new(const eng_model *m, const eng_session_params *params, eng_se
     const int L = m->info.n_layer, E = m->info.n_embd, F = m->info.n_ff;
     /* (a convolution block's b, c and x go where q, k and v do, its output
      * where attention's) */
-    size_t qd = (size_t)m->info.n_head * m->info.head_dim;
-    size_t kvd = (size_t)m->info.n_head_kv * m->info.head_dim;
+    const size_t qd = (size_t)m->info.n_head * m->info.head_dim;
+    const size_t kvd = (size_t)m->info.n_head_kv * m->info.head_dim;
     const size_t qd_scratch = m->conv_layer && qd < (size_t)E ? (size_t)E : qd;
     const size_t kvd_scratch = m->conv_layer && kvd < (size_t)E ? (size_t)E : kvd;
     s->kv_row_bytes = s->kv_type == ENG_KV_Q8_0 ? kvd / 32 * sizeof(eng_q8_block)
@@ -2065,10 +2071,9 @@ int eng_session_new(const eng_model *m, const eng_session_params *params, eng_se
          * more to stage a context shift's moves */
         if (conv)
             s->kv_rows[il] = p.swa_full ? n_ctx + w - 1 : w - 1 + n_batch;
-        const size_t bytes = (size_t)(s->kv_rows[il] + (conv ? w - 1 : 0)) * cache_row_bytes(s, il);
-        s->k_cache[il] = eng__session_alloc(s, bytes);
+        s->k_cache[il] = eng__session_alloc(s, cache_bytes(s, il));
         if (!conv)
-            s->v_cache[il] = eng__session_alloc(s, bytes);
+            s->v_cache[il] = eng__session_alloc(s, cache_bytes(s, il));
         if (!s->k_cache[il] || (!conv && !s->v_cache[il]))
             goto oom;
         /* the host list is the ops' list when backend memory is host memory */
@@ -2162,11 +2167,10 @@ static int ring_room(eng_session *s, int il, int pos0, int n)
         /* more than the window lies below pos0 (kv_rows is window - 1 +
          * n_batch): nb > kv_base */
         const int nb = pos0 - s->model->layers[il].window + 1;
-        const size_t rb = cache_row_bytes(s, il), from = (size_t)(nb - s->kv_base[il]) * rb;
+        const size_t rb = s->kv_row_bytes, from = (size_t)(nb - s->kv_base[il]) * rb;
         const size_t bytes = (size_t)(pos0 - nb) * rb;
         memmove(s->k_cache[il], (char *)s->k_cache[il] + from, bytes);
-        if (s->v_cache[il])
-            memmove(s->v_cache[il], (char *)s->v_cache[il] + from, bytes);
+        memmove(s->v_cache[il], (char *)s->v_cache[il] + from, bytes);
         s->kv_base[il] = nb;
         if (s->kv_lo[il] < nb)
             s->kv_lo[il] = nb;
@@ -2307,6 +2311,7 @@ int eng_session_shift(eng_session *s, int keep, int drop)
     if (drop == 0)
         return 0;
     const int first = keep + drop, n_move = s->n_past - first;
+    const size_t rb = s->kv_row_bytes;
     /* A ring keeps its rows and relabels them drop positions lower; the
      * rows below first (dropped or kept) then stand for nothing valid, so
      * the window of the next position must lie above them: a window that
@@ -2350,10 +2355,8 @@ int eng_session_shift(eng_session *s, int keep, int drop)
          * drop rows apart) */
         if (!m->layers[il].nope)
             rotate_keys(s, il, first, keep, n_move, drop, ids);
-        /* (a NoPE layer's keys hold no position: they move as values do;
-         * a convolution's rows too, and it has no values) */
-        const size_t rb = cache_row_bytes(s, il);
-        for (int kv = m->layers[il].nope ? 0 : 1; kv < (s->v_cache[il] ? 2 : 1); kv++) {
+        /* (a NoPE layer's keys hold no position: they move as values do) */
+        for (int kv = m->layers[il].nope ? 0 : 1; kv < 2; kv++) {
             char *c = kv ? s->v_cache[il] : s->k_cache[il];
             for (int done = 0; done < n_move;) {
                 const int n = n_move - done < drop ? n_move - done : drop;
@@ -2412,9 +2415,7 @@ size_t eng_session_kv_bytes(const eng_session *s)
 {
     size_t bytes = 0;
     for (int il = 0; il < s->model->info.n_layer; il++)
-        bytes += (size_t)(s->kv_rows[il] +
-                          (s->v_cache[il] ? s->kv_rows[il] : s->model->conv_len - 1)) *
-                 cache_row_bytes(s, il);
+        bytes += cache_bytes(s, il) * (s->v_cache[il] ? 2 : 1);
     return bytes;
 }
 
@@ -2598,9 +2599,6 @@ static void forward_ops(eng_session *s, int n, int first, float *out, int32_t *a
         const int n_sel = sel ? s->ffn_n_sel[il] : L->ffn.n_slots;
         const int pick = s->selected && !want_act ? s->pick_k[il] : 0;
         const bool runs = !pick && sel && n == 1 && !want_act && s->dyn && s->dyn[il].w.n_slots > 0;
-        /* the cache row of pos0: pos0, or in a ring its row (the keys are
-         * rotated for their positions, so attention needs only the rows) */
-        const int row0 = L->conv ? pos0 : ring_room(s, il, pos0, n);
         if (L->conv) {
             /* lfm2: att = c * conv(b * x) over the ring's rows */
             conv_room(s, il, pos0, n);
@@ -2609,6 +2607,9 @@ static void forward_ops(eng_session *s, int n, int first, float *out, int32_t *a
             op->shortconv(be, s->q, s->k, s->v, L->conv, m->conv_len, s->k_cache[il], pos0,
                           s->kv_rows[il], n, E, s->att);
         } else {
+            /* the cache row of pos0: pos0, or in a ring its row (the keys are
+             * rotated for their positions, so attention needs only the rows) */
+            const int row0 = ring_room(s, il, pos0, n);
             if (L->q_norm && m->qk_norm_full) {
                 /* olmo2: each token's q and k RMS-normalised whole */
                 op->rmsnorm(be, s->q, L->q_norm, s->q, n, H * hd, m->rms_eps);
