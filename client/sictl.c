@@ -188,6 +188,9 @@ static void print_status(const Selectinfer__Status *s)
     if (s->model_arch)
         printf("model name:       %s (%s, %.1f M parameters)\n", s->model_name ? s->model_name : "",
                s->model_arch, (double)s->model_params / 1e6);
+    if (s->has_experts)
+        printf("experts:          %u a layer, %u of them per token\n", s->experts,
+               s->experts_used);
     if (s->backend)
         printf("backend:          %s, %u threads, context %u\n", s->backend, s->n_threads, s->n_ctx);
     if (s->decode_graphs) {

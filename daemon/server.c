@@ -707,6 +707,11 @@ static void handle_status(sid_server *srv, sid_conn *c, uint64_t id)
         s.kv_cache_type = (char *)sid_kv_cache_type_names[srv->cfg.kv_cache_type == 1];
         s.has_kv_bytes = true;
         s.kv_bytes = srv->kv_bytes;
+        if (srv->info.n_expert > 0) {
+            s.has_experts = s.has_experts_used = true;
+            s.experts = (uint32_t)srv->info.n_expert;
+            s.experts_used = (uint32_t)srv->info.n_expert_used;
+        }
         fill_profile(srv, &prof, NULL, 0);
         s.profile = &prof;
     }

@@ -6372,23 +6372,29 @@ static void ffn_down_task(void *p, int ith, int nth)
 
 /* One token through the fused pass (r's runs set, n_embd within the
  * scratch), the threads' partials summed into y. */
-static void ffn_decode(cpu_ctx *c, ffn_run *r)
+/* x's forms for a decode walk of w's rows (xr holds them): gate and up
+ * against x in 16 bits, where the kernels have it; Q4_K's (Q5_K's) mins
+ * and Q4_1's (Q4_0's) m against x's sums. */
+static void decode_prep(cpu_ctx *c, ffn_run *r, x16_row *xr)
 {
     const eng_ffn_weights *w = r->a.w;
-    const long E = w->n_embd, work = r->a.n_sel * E * 3;
-    /* gate and up against x in 16 bits, where the kernels have it; Q4_K's
-     * (Q5_K's) mins and Q4_1's (Q4_0's) m against x's sums */
-    x16_row xr;
+    const long E = w->n_embd;
     bool has_x4;
-    if (x16_ready(c, x16_prep_for(c->k, w->dtype), q4x_rows(w->dtype), r->a.x, E, &xr))
-        r->a.x16 = &xr;
+    if (x16_ready(c, x16_prep_for(c->k, w->dtype), q4x_rows(w->dtype), r->a.x, E, xr))
+        r->a.x16 = xr;
     if (q4x_rows(w->dtype))
         r->a.xs = xs_prep(c, r->a.x, E);
     if (w->dtype == ENG_DTYPE_Q4_K || w->dtype == ENG_DTYPE_Q5_K) {
-        r->a.xs = q4k_prep(c, r->a.x, E, &xr, &has_x4);
-        r->a.x16 = has_x4 ? &xr : NULL;
+        r->a.xs = q4k_prep(c, r->a.x, E, xr, &has_x4);
+        r->a.x16 = has_x4 ? xr : NULL;
     }
-    ffn_run_summed(c, ffn_fused_task, r, work >= 16384);
+}
+
+static void ffn_decode(cpu_ctx *c, ffn_run *r)
+{
+    x16_row xr;
+    decode_prep(c, r, &xr);
+    ffn_run_summed(c, ffn_fused_task, r, r->a.n_sel * r->a.w->n_embd * 3 >= 16384);
 }
 
 /* Whether the FFN's rows are whole blocks of their type (and block types
@@ -6929,6 +6935,141 @@ static void op_shortconv(eng_backend *be, const float *b, const float *c, const 
     }
 }
 
+/* ---- moe --------------------------------------------------------------------- */
+
+/* A decode step's picked experts in one walk (one wake-up of the pool,
+ * not one each): thread ith takes its share of each expert's slots as
+ * ffn_part splits them, sums them into a partial past its accumulator in
+ * its scratch, and adds that times the expert's weight. */
+typedef struct moe_run {
+    ffn_run r;                 /* x's forms (decode_prep), y, the first expert */
+    const eng_ffn_weights *v;  /* [k] the experts' slots */
+    const float *g;            /* [k] their weights */
+    int k;
+} moe_run;
+
+static void moe_decode_task(void *p, int ith, int nth)
+{
+    moe_run *m = p;
+    const long E = m->r.a.w->n_embd;
+    float *s = thread_scratch(m->r.c, ith), *acc = ith == 0 ? m->r.a.y : s, *part = s + E;
+    memset(acc, 0, (size_t)E * sizeof(float));
+    for (int k = 0; k < m->k; k++) {
+        ffn_args a = m->r.a;
+        a.w = &m->v[k];
+        long b, e;
+        eng_split((a.n_sel + 1) / 2, ith, nth, &b, &e);
+        b *= 2;
+        e = e * 2 < a.n_sel ? e * 2 : a.n_sel;
+        if (b >= e)
+            continue;
+        memset(part, 0, (size_t)E * sizeof(float));
+        m->r.c->k->ffn_fused(&a, b, e, part);
+        for (long j = 0; j < E; j++)
+            acc[j] += m->g[k] * part[j];
+    }
+}
+
+/* The router's products on the pool (a matmul), the picks on the caller's
+ * thread (n_expert values a token), then expert by expert: its tokens'
+ * rows gathered, through ffn() over its slots, and added back weighted.
+ * A decode step runs its n_used experts one after another, each ffn()
+ * reading only that expert's rows. */
+enum { MOE_DECODE_MAX = 64 }; /* experts a token picks, decoded in one walk */
+
+static void op_moe(eng_backend *be, const eng_ffn_weights *w, const eng_moe *moe, const float *x,
+                   float *y, int n_tokens, float *work)
+{
+    cpu_ctx *c = ctx_of(be);
+    if (!w || !moe || !moe->router.data || !x || !y || !work || n_tokens <= 0 ||
+        moe->n_expert < 2 || moe->n_used < 1 || moe->n_used > moe->n_expert ||
+        moe->n_ff_exp < 1 || (long)moe->n_expert * moe->n_ff_exp > w->n_slots ||
+        moe->router.rows != moe->n_expert || moe->router.cols != w->n_embd ||
+        !ffn_shape_ok(w))
+        return;
+    const int NE = moe->n_expert, K = moe->n_used, F = moe->n_ff_exp, n = n_tokens;
+    const long E = w->n_embd;
+    float *logits = work;                                    /* [n][NE] */
+    int32_t *ids = (int32_t *)(logits + (size_t)n * NE);     /* [n][K]  */
+    float *gw = (float *)(ids + (size_t)n * K);              /* [n][K]  */
+    float *xe = gw + (size_t)n * K, *ye = xe + (size_t)n * E; /* [n][E]  */
+    op_matmul(be, &moe->router, NULL, x, logits, n);
+    for (int t = 0; t < n; t++) {
+        float *p = logits + (size_t)t * NE;
+        float mx = p[0], sum = 0.0f;
+        for (int e = 1; e < NE; e++)
+            mx = p[e] > mx ? p[e] : mx;
+        for (int e = 0; e < NE; e++)
+            sum += p[e] = expf(p[e] - mx);
+        for (int e = 0; e < NE; e++)
+            p[e] /= sum;
+        /* the K largest, each marked taken (-inf) once picked */
+        float gsum = 0.0f;
+        for (int k = 0; k < K; k++) {
+            int best = -1;
+            for (int e = 0; e < NE; e++)
+                if (p[e] != -INFINITY && (best < 0 || p[e] > p[best]))
+                    best = e;
+            ids[(size_t)t * K + k] = best;
+            gsum += gw[(size_t)t * K + k] = p[best];
+            p[best] = -INFINITY;
+        }
+        /* (llama.cpp's floor on the sum: the smallest normal f16) */
+        const float div = moe->norm ? (gsum > 6.103515625e-5f ? gsum : 6.103515625e-5f) : 1.0f;
+        for (int k = 0; k < K; k++)
+            gw[(size_t)t * K + k] = gw[(size_t)t * K + k] / div * moe->scale;
+    }
+    const size_t rb = eng_ffn_row_bytes(w->dtype, E), rd = eng_ffn_down_bytes(w->dtype, E);
+    eng_ffn_weights v[MOE_DECODE_MAX];
+    if (n == 1 && K <= MOE_DECODE_MAX && 2 * E <= SCRATCH_FLOATS) {
+        /* decode: the K experts in one walk */
+        for (int k = 0; k < K; k++) {
+            v[k] = *w;
+            v[k].n_slots = F;
+            v[k].gate_up = (const uint8_t *)w->gate_up + (size_t)ids[k] * F * 2 * rb;
+            v[k].down = (const uint8_t *)w->down + (size_t)ids[k] * F * rd;
+            v[k].sketch = NULL;
+        }
+        moe_run mr = { .r = { .a = { &v[0], NULL, F, x, y, NULL, 1, NULL }, .c = c },
+                       .v = v, .g = gw, .k = K };
+        x16_row xr;
+        decode_prep(c, &mr.r, &xr);
+        const bool par = (long)K * F * E * 3 >= 16384;
+        run(c, moe_decode_task, &mr, par);
+        for (int i = 1; i < (par && c->n_threads > 1 ? c->n_threads : 1); i++)
+            c->k->add(y, thread_scratch(c, i), E);
+        return;
+    }
+    /* the logits are spent: each expert's token list and weights there */
+    int32_t *tok = (int32_t *)logits;
+    float *tw = logits + n;
+    memset(y, 0, (size_t)n * E * sizeof(float));
+    for (int e = 0; e < NE; e++) {
+        int ne = 0;
+        for (int t = 0; t < n; t++)
+            for (int k = 0; k < K; k++)
+                if (ids[(size_t)t * K + k] == e) {
+                    tok[ne] = t;
+                    tw[ne] = gw[(size_t)t * K + k];
+                    memcpy(xe + (size_t)ne++ * E, x + (size_t)t * E, (size_t)E * sizeof(float));
+                }
+        if (ne == 0)
+            continue;
+        eng_ffn_weights v = *w;
+        v.n_slots = F;
+        v.gate_up = (const uint8_t *)w->gate_up + (size_t)e * F * 2 * rb;
+        v.down = (const uint8_t *)w->down + (size_t)e * F * rd;
+        v.sketch = NULL;
+        op_ffn(be, &v, NULL, F, xe, ye, ne, NULL);
+        for (int i = 0; i < ne; i++) {
+            float *yt = y + (size_t)tok[i] * E;
+            const float *src = ye + (size_t)i * E;
+            for (long j = 0; j < E; j++)
+                yt[j] += tw[i] * src[j];
+        }
+    }
+}
+
 /* ---- topk_count ------------------------------------------------------------ */
 
 /* The reference for GPUs: topk.h's counting, the very code the engine's host
@@ -7076,6 +7217,7 @@ static const eng_backend_iface cpu_iface = {
     .store_kv_q8 = op_store_kv_q8,
     .attention_q8 = op_attention_q8,
     .shortconv = op_shortconv,
+    .moe = op_moe,
     .topk_count = op_topk_count,
     .ffn_pick = op_ffn_pick,
     .ffn_top = op_ffn_top,

@@ -228,6 +228,26 @@ static inline void eng_sketch_row(const uint8_t *q4_0, int nb, uint8_t *row)
     }
 }
 
+/* A mixture-of-experts FFN (Qwen3-MoE, Mixtral, OLMoE, Granite MoE): the
+ * experts are runs of one eng_ffn_weights' slots, expert e's neurons in
+ * slots [e * n_ff_exp, (e + 1) * n_ff_exp), and the router picks n_used of
+ * them per token (backend moe below). */
+typedef struct eng_moe {
+    eng_weight router; /* [n_expert][n_embd], f32; data NULL: a dense FFN */
+    int n_expert, n_used, n_ff_exp;
+    bool norm;         /* the picked experts' weights divided by their sum */
+    float scale;       /* ... then times this (1: none) */
+} eng_moe;
+
+/* Floats of scratch the moe op takes for n_tokens: the router's logits,
+ * each token's picks (ids stored as int32 in float slots) and weights, and
+ * one expert's inputs and outputs. */
+static inline size_t eng_moe_work_floats(const eng_moe *moe, int n_tokens, int n_embd)
+{
+    return (size_t)n_tokens * ((size_t)moe->n_expert + 2 * (size_t)moe->n_used +
+                               2 * (size_t)n_embd);
+}
+
 typedef struct eng_backend eng_backend;
 
 /* A range of backend memory (prefetch below). */
@@ -353,6 +373,16 @@ typedef struct eng_backend_iface {
     void (*shortconv)(eng_backend *be, const float *b, const float *c, const float *x,
                       const float *w, int len, float *cache, int pos0, int rows, int n_tokens,
                       int n, float *out);
+
+    /* A mixture-of-experts FFN over x [n_tokens][n_embd] into y (overwritten):
+     * per token, p = softmax(router x), the n_used experts of largest p
+     * (the lower index first among equals), g_e = p_e (over the picked
+     * ones' sum where moe->norm) times moe->scale, and
+     *   y[t] = sum_e g_e * ffn_e(x[t])
+     * with ffn_e the ffn op over expert e's slots of w. work: backend
+     * memory of eng_moe_work_floats(moe, n_tokens, n_embd) floats. */
+    void (*moe)(eng_backend *be, const eng_ffn_weights *w, const eng_moe *moe, const float *x,
+                float *y, int n_tokens, float *work);
 
     /* A Q8_0 KV cache (ENG_KV_Q8_0): store_kv() into rows of row / 32
      * blocks, each block of 32 quantized as ggml's Q8_0 (d = max |x| / 127,

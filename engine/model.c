@@ -235,8 +235,8 @@ static bool ffn_file_all(const eng_model *m, const gguf_file *f, uint32_t type)
     for (int il = 0; il < m->info.n_layer; il++)
         for (int h = 0; h < 2; h++) {
             char name[64];
-            snprintf(name, sizeof(name), "blk.%d.ffn_%s.weight", il,
-                     h && m->arch != ENG_ARCH_PHI3 ? "gate" : "up");
+            snprintf(name, sizeof(name), "blk.%d.ffn_%s%s.weight", il,
+                     h && m->arch != ENG_ARCH_PHI3 ? "gate" : "up", m->n_ff_exp ? "_exps" : "");
             const gguf_tensor *t = gguf_find_tensor(f, name);
             if (!t || t->type != type)
                 return false;
@@ -257,7 +257,9 @@ static bool ffn_file_all(const eng_model *m, const gguf_file *f, uint32_t type)
 static eng_dtype ffn_dtype(const eng_model *m, const gguf_file *f)
 {
     const unsigned dts = m->be ? m->be->iface->dtypes : 0;
-    const char *gate = m->arch == ENG_ARCH_PHI3 ? "blk.0.ffn_up.weight" : "blk.0.ffn_gate.weight";
+    const char *gate = m->arch == ENG_ARCH_PHI3 ? "blk.0.ffn_up.weight"
+                       : m->n_ff_exp            ? "blk.0.ffn_gate_exps.weight"
+                                                : "blk.0.ffn_gate.weight";
     if (m->info.n_embd % 32)
         return m->info.storage;
     static const eng_dtype kept[] = { ENG_DTYPE_Q4_K, ENG_DTYPE_Q5_K, ENG_DTYPE_Q4_1,
@@ -300,10 +302,12 @@ static void store_row(eng_dtype dt, const float *src, void *dst, size_t n)
 /* One deferred conversion: rows [r0, r1) of matrix t into data, or (when L
  * is set) the neurons of one layer's FFN into its slots. */
 /* A layer's FFN in the file: W_gate's rows from gate_row0, W_up's from
- * up_row0 (one fused tensor [gate; up] in phi3), W_down. */
+ * up_row0 (one fused tensor [gate; up] in phi3), W_down, whose rows are
+ * down_cols long: n_ff, or with experts n_ff_exp, expert e's n_embd rows
+ * from row e * n_embd (neuron e * n_ff_exp + j is column j there). */
 typedef struct ffn_tensors {
     const gguf_tensor *gate, *up, *down;
-    uint64_t gate_row0, up_row0;
+    uint64_t gate_row0, up_row0, down_cols;
 } ffn_tensors;
 
 typedef struct conv_job {
@@ -388,14 +392,16 @@ static void scale_rot_rows(loader *ld, const void *data)
 /* A matrix [rows][cols] in the storage type. */
 /* Rows [row0, row0 + rows) of the [t_rows][cols] tensor name as a matrix
  * (phi3's fused attn_qkv holds q, k and v one after the other). */
-static int load_mat_part(loader *ld, const char *name, uint64_t cols, uint64_t t_rows, uint64_t row0,
-                         uint64_t rows, bool required, eng_weight *w)
+/* (f32: in f32 whatever the storage, as a router's few rows, whose small
+ * differences pick experts) */
+static int load_mat_as(loader *ld, const char *name, uint64_t cols, uint64_t t_rows, uint64_t row0,
+                       uint64_t rows, bool required, bool f32, eng_weight *w)
 {
     const gguf_tensor *t;
     int r = get_tensor(ld, name, 2, cols, t_rows, required, &t);
     if (r < 0 || !t)
         return r;
-    const eng_dtype dt = mat_dtype(ld->m, t);
+    const eng_dtype dt = f32 ? ENG_DTYPE_F32 : mat_dtype(ld->m, t);
     const size_t bytes = eng_dtype_bytes(dt, rows * cols);
     uint8_t *data = weight_alloc(ld->m, bytes);
     if (!data)
@@ -412,6 +418,12 @@ static int load_mat_part(loader *ld, const char *name, uint64_t cols, uint64_t t
     *w = (eng_weight){ .dtype = dt, .rows = (int)rows, .cols = (int)cols, .data = data };
     ld->m->info.bytes_weights += bytes;
     return 0;
+}
+
+static int load_mat_part(loader *ld, const char *name, uint64_t cols, uint64_t t_rows,
+                         uint64_t row0, uint64_t rows, bool required, eng_weight *w)
+{
+    return load_mat_as(ld, name, cols, t_rows, row0, rows, required, false, w);
 }
 
 static int load_mat(loader *ld, const char *name, uint64_t cols, uint64_t rows, bool required,
@@ -431,6 +443,21 @@ static int ffn_tensors_get(loader *ld, int il, ffn_tensors *t)
     char name[64];
     int r;
     t->gate_row0 = t->up_row0 = 0;
+    t->down_cols = (uint64_t)F;
+    if (ld->m->n_ff_exp) {
+        /* [n_embd, n_ff_exp, n_expert] and [n_ff_exp, n_embd, n_expert]:
+         * the experts' gate and up rows one after another, n_ff of them */
+        const uint64_t fe = (uint64_t)ld->m->n_ff_exp, ne = (uint64_t)ld->m->info.n_expert;
+        t->down_cols = fe;
+        snprintf(name, sizeof(name), "blk.%d.ffn_gate_exps.weight", il);
+        if ((r = get_tensor(ld, name, 2, E, F, true, &t->gate)) < 0)
+            return r;
+        snprintf(name, sizeof(name), "blk.%d.ffn_up_exps.weight", il);
+        if ((r = get_tensor(ld, name, 2, E, F, true, &t->up)) < 0)
+            return r;
+        snprintf(name, sizeof(name), "blk.%d.ffn_down_exps.weight", il);
+        return get_tensor(ld, name, 2, fe, E * ne, true, &t->down);
+    }
     if (ld->m->arch == ENG_ARCH_PHI3) {
         snprintf(name, sizeof(name), "blk.%d.ffn_up.weight", il);
         if ((r = get_tensor(ld, name, 2, E, 2 * (uint64_t)F, true, &t->up)) < 0)
@@ -488,7 +515,7 @@ static void load_neurons_host(loader *ld, const ffn_tensors *t, uint8_t *gu, uin
                               int count, uint64_t *bytes_read)
 {
     eng_model *m = ld->m;
-    const int E = m->info.n_embd, F = m->info.n_ff;
+    const int E = m->info.n_embd;
     const size_t sr = eng_ffn_row_bytes(dt, E); /* a slot's gate or up row */
     const eng_dtype ddt = eng_ffn_down_dtype(dt);
     const size_t sd = eng_ffn_down_bytes(dt, E); /* its down row */
@@ -515,18 +542,22 @@ static void load_neurons_host(loader *ld, const ffn_tensors *t, uint8_t *gu, uin
     if (count == 0)
         return;
 
+    /* neuron n is column n % DC of rows (n / DC) * E .. + E - 1 (DC = F
+     * but with experts) */
     const uint32_t dtype = t->down->type;
+    const uint64_t DC = t->down_cols;
     const size_t B = ggml_type_block_elems(dtype), BB = ggml_type_block_bytes(dtype);
-    const size_t rb = ggml_row_bytes(dtype, F);
-    if ((size_t)count * B * 2 < (size_t)F && B <= 256) {
+    const size_t rb = ggml_row_bytes(dtype, DC);
+    if ((size_t)count * B * 2 < (size_t)DC && B <= 256) {
         /* few neurons (a hot-swap): decode only the blocks of W_down that
          * hold their columns instead of whole rows */
         const uint8_t *data = t->down->data;
         float blk[256];
         for (int i = 0; i < count; i++) {
-            size_t b = (size_t)neurons[i] / B, k = (size_t)neurons[i] % B;
+            const uint64_t r0 = (uint64_t)neurons[i] / DC * E, c = (uint64_t)neurons[i] % DC;
+            const size_t b = c / B, k = c % B;
             for (int e = 0; e < E; e++) {
-                eng_dequant_row_f32(dtype, data + (size_t)e * rb + b * BB, blk, B);
+                eng_dequant_row_f32(dtype, data + (r0 + e) * rb + b * BB, blk, B);
                 row[e] = blk[k];
             }
             store_row(ddt, row, down + SLOT(i) * sd, E);
@@ -536,19 +567,26 @@ static void load_neurons_host(loader *ld, const ffn_tensors *t, uint8_t *gu, uin
         return;
     }
 
+    /* whole rows, DOWN_BLOCK at a time, for each run of neurons that
+     * share them (one run without experts) */
     float tmp[DOWN_BLOCK];
-    for (int e0 = 0; e0 < E; e0 += DOWN_BLOCK) {
-        int nb = E - e0 < DOWN_BLOCK ? E - e0 : DOWN_BLOCK;
-        for (int b = 0; b < nb; b++)
-            dequant_row(ld, t->down, (uint64_t)(e0 + b), row + (size_t)b * F);
-        for (int i = 0; i < count; i++) {
+    for (int i0 = 0, i1; i0 < count; i0 = i1) {
+        const uint64_t g = (uint64_t)neurons[i0] / DC;
+        for (i1 = i0 + 1; i1 < count && (uint64_t)neurons[i1] / DC == g;)
+            i1++;
+        for (int e0 = 0; e0 < E; e0 += DOWN_BLOCK) {
+            int nb = E - e0 < DOWN_BLOCK ? E - e0 : DOWN_BLOCK;
             for (int b = 0; b < nb; b++)
-                tmp[b] = row[(size_t)b * F + neurons[i]];
-            store_row(ddt, tmp, down + SLOT(i) * sd + eng_dtype_bytes(ddt, (size_t)e0), nb);
+                dequant_row(ld, t->down, g * E + (uint64_t)(e0 + b), row + (size_t)b * DC);
+            for (int i = i0; i < i1; i++) {
+                for (int b = 0; b < nb; b++)
+                    tmp[b] = row[(size_t)b * DC + (uint64_t)neurons[i] % DC];
+                store_row(ddt, tmp, down + SLOT(i) * sd + eng_dtype_bytes(ddt, (size_t)e0), nb);
+            }
         }
+        if (bytes_read)
+            *bytes_read += (uint64_t)E * rb;
     }
-    if (bytes_read)
-        *bytes_read += (uint64_t)E * rb;
 #undef SLOT
 }
 
@@ -571,12 +609,15 @@ static int down_norms(loader *ld)
             free(acc);
             return r;
         }
+        /* (with experts, each expert's rows give its neurons' columns) */
+        const uint64_t DC = t.down_cols;
         memset(acc, 0, (size_t)F * sizeof(double));
-        for (int e = 0; e < E; e++) {
-            dequant_row(ld, t.down, (uint64_t)e, ld->row);
-            for (int n = 0; n < F; n++)
-                acc[n] += (double)ld->row[n] * ld->row[n];
-        }
+        for (uint64_t g = 0; g < (uint64_t)F / DC; g++)
+            for (int e = 0; e < E; e++) {
+                dequant_row(ld, t.down, g * E + (uint64_t)e, ld->row);
+                for (uint64_t n = 0; n < DC; n++)
+                    acc[g * DC + n] += (double)ld->row[n] * ld->row[n];
+            }
         for (int n = 0; n < F; n++)
             m->down_norm[(size_t)il * F + n] = (float)sqrt(acc[n]);
     }
@@ -764,7 +805,8 @@ static void jobs_task(void *arg, int ith, int nth)
  * the scratch allocations can. */
 static int run_jobs(loader *ld, int n_threads)
 {
-    size_t scratch = (size_t)DOWN_BLOCK * ld->m->info.n_ff, stage = 0;
+    const int dc = ld->m->n_ff_exp ? ld->m->n_ff_exp : ld->m->info.n_ff; /* a W_down row */
+    size_t scratch = (size_t)DOWN_BLOCK * dc, stage = 0;
     for (size_t k = 0; k < ld->n_jobs; k++) {
         if (!ld->jobs[k].L && ld->jobs[k].cols > scratch)
             scratch = ld->jobs[k].cols;
@@ -990,6 +1032,62 @@ static int load_swa_layers(const gguf_file *f, const char *arch, eng_model *m, u
     return 0;
 }
 
+/* Mixture of experts (Qwen3-MoE, OLMoE, Granite MoE, and Mixtral under
+ * llama): n_ff becomes all experts' neurons together, n_ff_exp each (slot
+ * e * n_ff_exp + j holds expert e's neuron j); the picked experts' weights
+ * normalised to sum 1 but in OLMoE, as llama.cpp has each family. Experts
+ * in another family (ERNIE 4.5's name for its dense models too) are
+ * refused as such, not as a missing FFN; so are shared experts. */
+static int load_experts(const gguf_file *f, const char *arch, eng_model *m, uint32_t *n_ff,
+                        eng_error *err)
+{
+    const bool named = !strcmp(arch, "qwen3moe") || !strcmp(arch, "granitemoe") ||
+                       !strcmp(arch, "olmoe");
+    uint32_t ne, nu, fe, shared, shared_ff, groups, lead;
+    int r;
+    if ((r = get_u32_arch(f, arch, "expert_count", named, 0, &ne, err)) < 0)
+        return r;
+    if (ne <= 1 && !named) /* (llama.cpp: one expert is a dense FFN) */
+        return 0;
+    if (!named && strcmp(arch, "llama") && strcmp(arch, "granite"))
+        return eng__set_err(err, -ENOTSUP, "mixture of experts (%s.expert_count %u) is not "
+                            "supported for %s", arch, ne, arch);
+    if (ne < 2 || ne > 1024)
+        return eng__set_err(err, -EINVAL, "%s.expert_count %u out of range 2..1024", arch, ne);
+    if ((r = get_u32_arch(f, arch, "expert_used_count", true, 0, &nu, err)) < 0)
+        return r;
+    if (nu < 1 || nu > ne)
+        return eng__set_err(err, -EINVAL, "%s.expert_used_count %u out of range 1..%u", arch, nu,
+                            ne);
+    /* Qwen3-MoE's experts have a length of their own (llama.cpp: else
+     * n_ff / n_used); the others' is feed_forward_length */
+    const bool qwen = !strcmp(arch, "qwen3moe");
+    if ((r = get_u32_arch(f, arch, "expert_feed_forward_length", false, qwen ? *n_ff / nu : *n_ff,
+                          &fe, err)) < 0 ||
+        (r = get_u32_arch(f, arch, "expert_shared_count", false, 0, &shared, err)) < 0 ||
+        (r = get_u32_arch(f, arch, "expert_shared_feed_forward_length", false, 0, &shared_ff,
+                          err)) < 0 ||
+        (r = get_u32_arch(f, arch, "expert_group_count", false, 0, &groups, err)) < 0 ||
+        (r = get_u32_arch(f, arch, "leading_dense_block_count", false, 0, &lead, err)) < 0)
+        return r;
+    if (shared > 0 || shared_ff > 0)
+        return eng__set_err(err, -ENOTSUP, "shared experts (%s.expert_shared_%s) are not "
+                            "supported", arch, shared ? "count" : "feed_forward_length");
+    if (groups > 1 || lead > 0)
+        return eng__set_err(err, -ENOTSUP, "%s (%u) is not supported", groups > 1 ?
+                            "expert_group_count" : "leading_dense_block_count",
+                            groups > 1 ? groups : lead);
+    if (fe == 0 || (uint64_t)fe * ne > MAX_DIM)
+        return eng__set_err(err, -EINVAL, "%u experts of %u neurons: out of range", ne, fe);
+    *n_ff = fe * ne;
+    m->n_ff_exp = (int)fe;
+    m->info.n_expert = (int)ne;
+    m->info.n_expert_used = (int)nu;
+    m->moe_norm = m->arch != ENG_ARCH_OLMOE;
+    m->moe_scale = 1.0f;
+    return 0;
+}
+
 static int load_hparams(const gguf_file *f, eng_model *m, eng_error *err)
 {
     const char *s;
@@ -1043,12 +1141,21 @@ static int load_hparams(const gguf_file *f, eng_model *m, eng_error *err)
         m->arch = ENG_ARCH_HUNYUAN;
     else if (!strcmp(arch, "lfm2"))
         m->arch = ENG_ARCH_LFM2;
+    /* mixture-of-experts families whose attention is one here already
+     * (Qwen3-MoE: Qwen3's; Granite MoE: Granite's multipliers) */
+    else if (!strcmp(arch, "qwen3moe"))
+        m->arch = ENG_ARCH_QWEN3;
+    else if (!strcmp(arch, "granitemoe"))
+        m->arch = ENG_ARCH_GRANITE;
+    else if (!strcmp(arch, "olmoe"))
+        m->arch = ENG_ARCH_OLMOE;
     else
         return eng__set_err(err, -ENOTSUP,
                             "unsupported architecture '%s' (supported: llama, ernie4_5, qwen2, "
                             "qwen3, qwen2vl, qwen3vl, phi3, gemma, gemma2, gemma3, smollm3, "
                             "granite, exaone, minicpm, olmo2, exaone4, mistral3, hunyuan-dense, "
-                            "lfm2; text only for the vl ones)", arch);
+                            "lfm2, qwen3moe, granitemoe, olmoe; text only for the vl ones)",
+                            arch);
     /* the vl families' sections, which llama.cpp requires (an array of at
      * most 4 or one number): only their presence matters for text */
     const size_t alen = strlen(arch);
@@ -1063,14 +1170,6 @@ static int load_hparams(const gguf_file *f, eng_model *m, eng_error *err)
             return eng__set_err(err, -EINVAL, "metadata '%s' is %s", skey,
                                 arr ? "longer than 4" : "missing or not a number");
     }
-    /* mixture-of-experts files (Mixtral, Granite MoE, Ministral's larger
-     * siblings) share these names: refused as such, not as a missing FFN */
-    uint32_t n_expert = 0;
-    char ekey[64];
-    snprintf(ekey, sizeof(ekey), "%s.expert_count", arch);
-    if (gguf_get_u32(f, ekey, &n_expert) == 0 && n_expert > 0)
-        return eng__set_err(err, -ENOTSUP, "mixture of experts (%s %u) is not supported", ekey,
-                            n_expert);
     /* what every Gemma has (GeGLU, scaled embeddings, NEOX), and what
      * Gemma 2 and 3 add (local layers, norms after attention and FFN) */
     const bool g23 = m->arch == ENG_ARCH_GEMMA2 || m->arch == ENG_ARCH_GEMMA3;
@@ -1091,6 +1190,8 @@ static int load_hparams(const gguf_file *f, eng_model *m, eng_error *err)
     if (n_layer == 0 || n_layer > MAX_LAYERS)
         return eng__set_err(err, -EINVAL, "block_count %u out of range 1..%d", n_layer, MAX_LAYERS);
     m->info.n_layer = n_layer;
+    if ((r = load_experts(f, arch, m, &n_ff, err)) < 0)
+        return r;
     if ((r = load_kv_heads(f, arch, m, n_head, &n_head_kv, err)) < 0)
         return r;
     if (n_embd == 0 || n_embd > MAX_DIM || n_ff == 0 || n_ff > MAX_DIM)
@@ -1134,7 +1235,7 @@ static int load_hparams(const gguf_file *f, eng_model *m, eng_error *err)
     const bool hy = m->arch == ENG_ARCH_HUNYUAN;
     m->rope_neox = m->arch == ENG_ARCH_QWEN2 || m->arch == ENG_ARCH_QWEN3 ||
                    m->arch == ENG_ARCH_PHI3 || m->arch == ENG_ARCH_EXAONE || gemma || olmo || ex4 ||
-                   hy || m->arch == ENG_ARCH_LFM2;
+                   hy || m->arch == ENG_ARCH_LFM2 || m->arch == ENG_ARCH_OLMOE;
     /* Hunyuan: q and k normalised after RoPE; its NTK "alpha" raises the
      * base by alpha^(d / (d - 2)) where a file keeps it apart (its
      * converter folds it into freq_base) */
@@ -1146,7 +1247,7 @@ static int load_hparams(const gguf_file *f, eng_model *m, eng_error *err)
         return eng__set_err(err, -EINVAL, "rope.scaling.alpha %g out of range", alpha);
     if (alpha > 0.0f)
         m->rope_freq_base *= powf(alpha, (float)head_dim / (float)(head_dim - 2));
-    m->qk_norm_full = olmo;
+    m->qk_norm_full = olmo || m->arch == ENG_ARCH_OLMOE;
     /* RoPE scaling as llama.cpp reads it: the factor divides positions for
      * every type but none (linear, the type a file that names none has,
      * and longrope); yarn ramps between that and no scaling (Qwen's long
@@ -1431,8 +1532,10 @@ static int load_weights(loader *ld, const eng_plan *plan)
              (r = load_vec(ld, NAME("ffn_norm.weight"), E, true, &L->ffn_norm)) < 0))
             return r;
         /* biases no family here has: refused rather than left out */
-        static const char *const no_bias[] = { "attn_output", "ffn_gate", "ffn_up", "ffn_down" };
-        for (int i = 0; i < 4; i++) {
+        static const char *const no_bias[] = { "attn_output",   "ffn_gate",     "ffn_up",
+                                               "ffn_down",      "ffn_gate_inp", "ffn_gate_exps",
+                                               "ffn_up_exps",   "ffn_down_exps", "exp_probs_b" };
+        for (size_t i = 0; i < sizeof(no_bias) / sizeof(no_bias[0]); i++) {
             snprintf(name, sizeof(name), "blk.%d.%s.bias", il, no_bias[i]);
             if (gguf_find_tensor(f, name))
                 return eng__set_err(ld->err, -ENOTSUP, "tensor '%s' (a bias) is not supported",
@@ -1506,6 +1609,18 @@ static int load_weights(loader *ld, const eng_plan *plan)
         L->rope_freqs = unscaled ? NULL : m->rope_freqs_scaled ? m->rope_freqs_scaled
                                        : m->rope_short      ? m->rope_short /* sessions may take long */
                                                             : m->rope_freqs;
+        /* experts: the router, its picks' weighting (model-wide) */
+        if (m->n_ff_exp) {
+            const uint64_t ne = (uint64_t)m->info.n_expert;
+            if ((r = load_mat_as(ld, NAME("ffn_gate_inp.weight"), E, ne, 0, ne, true, true,
+                                 &L->moe.router)) < 0)
+                return r;
+            L->moe.n_expert = m->info.n_expert;
+            L->moe.n_used = m->info.n_expert_used;
+            L->moe.n_ff_exp = m->n_ff_exp;
+            L->moe.norm = m->moe_norm;
+            L->moe.scale = m->moe_scale;
+        }
 #undef NAME
         if ((r = load_ffn(ld, il, L, plan)) < 0)
             return r;
@@ -1537,14 +1652,17 @@ static size_t weight_bytes(const eng_weight *w)
 
 static uint64_t bytes_per_token(const eng_model *m)
 {
-    /* A decode step reads every matrix once; the embedding only one row. */
+    /* A decode step reads every matrix once; the embedding only one row;
+     * of the experts the n_used it picks */
     uint64_t b = 0;
     for (int il = 0; il < m->info.n_layer; il++) {
         const eng_layer *L = &m->layers[il];
-        const eng_weight *w[4] = { &L->wq, &L->wk, &L->wv, &L->wo };
-        for (int i = 0; i < 4; i++)
+        const eng_weight *w[5] = { &L->wq, &L->wk, &L->wv, &L->wo, &L->moe.router };
+        for (int i = 0; i < 5; i++)
             b += weight_bytes(w[i]);
-        b += (uint64_t)L->ffn.n_slots * neuron_bytes(m);
+        const uint64_t slots = L->moe.router.data ? (uint64_t)L->moe.n_used * L->moe.n_ff_exp
+                                                  : (uint64_t)L->ffn.n_slots;
+        b += slots * neuron_bytes(m);
     }
     b += weight_bytes(&m->output);
     return b;
@@ -1596,14 +1714,16 @@ static void plan_shape(const gguf_file *f, const eng_model *m, eng_plan_shape *s
                 snprintf(name, sizeof(name), "blk.%d.%s.weight", il, att[m->arch == ENG_ARCH_PHI3][k]);
                 fixed += eng_dtype_bytes(mat_dtype(m, gguf_find_tensor(f, name)), n[k]);
             }
+        /* the routers, f32 */
+        fixed += (uint64_t)i->n_layer * i->n_expert * E * sizeof(float);
     } else {
         const eng_weight *tw[2] = { &m->tok_embd, &m->output };
         for (int k = 0; k < (m->output.data != m->tok_embd.data ? 2 : 1); k++)
             fixed += eng_dtype_bytes(tw[k]->dtype, (size_t)tw[k]->rows * tw[k]->cols);
         for (int il = 0; il < i->n_layer; il++) {
             const eng_layer *L = &m->layers[il];
-            const eng_weight *w[4] = { &L->wq, &L->wk, &L->wv, &L->wo };
-            for (int k = 0; k < 4; k++)
+            const eng_weight *w[5] = { &L->wq, &L->wk, &L->wv, &L->wo, &L->moe.router };
+            for (int k = 0; k < 5; k++)
                 fixed += eng_dtype_bytes(w[k]->dtype, (size_t)w[k]->rows * w[k]->cols);
         }
     }
@@ -1618,7 +1738,8 @@ static void plan_shape(const gguf_file *f, const eng_model *m, eng_plan_shape *s
 static int backend_start(eng_model *m, const eng_model_params *p, eng_error *err)
 {
     int r;
-    if (p->backend != ENG_BACKEND_CPU) {
+    /* (auto: experts run on the CPU only, so far) */
+    if (p->backend != ENG_BACKEND_CPU && !(p->backend == ENG_BACKEND_AUTO && m->n_ff_exp)) {
         eng_error e = { { 0 } };
         r = eng_backend_cuda_new(p->device, &m->be, &e);
         if (r < 0 && p->backend == ENG_BACKEND_CUDA)
@@ -1713,12 +1834,27 @@ int eng__model_load_backend(const char *path, const eng_model_params *params, en
         r = eng__set_err(err, -ENOMEM, "out of memory");
         goto fail;
     }
-    if ((r = down_norms(&ld)) < 0)
+    /* (experts: no plan ranks their neurons, and the pass would read all
+     * of them) */
+    if (!m->n_ff_exp && (r = down_norms(&ld)) < 0)
         goto fail;
     /* the backend first: which matrices it stores in Q8_0 decides the
      * bytes a plan (a memory budget) works with */
     if (!m->be && (r = backend_start(m, &p, err)) < 0)
         goto fail;
+    /* experts: every neuron of every expert, computed as the router picks
+     * (SelectInfer's choices are per dense FFN, so far) */
+    if (m->n_ff_exp && p.plan && p.plan->mode != ENG_SELECT_DENSE) {
+        r = eng__set_err(err, -ENOTSUP, "mode %s: neuron selection in mixture-of-experts "
+                         "layers is not supported (mode dense only)",
+                         eng_select_mode_name(p.plan->mode));
+        goto fail;
+    }
+    if (m->n_ff_exp && !m->be->iface->moe) {
+        r = eng__set_err(err, -ENOTSUP, "the %s backend cannot run mixture-of-experts layers "
+                         "(the cpu backend can)", m->be->iface->name);
+        goto fail;
+    }
     m->info.ffn_dtype = ffn_dtype(m, f);
     eng_plan_shape shape;
     plan_shape(f, m, &shape);
@@ -1976,7 +2112,8 @@ void eng_session_free(eng_session *s)
     free(s->ffn_sel);
     free(s->ffn_sel_dev);
     free(s->ffn_n_sel);
-    float *bufs[] = { s->x, s->xn, s->q, s->k, s->v, s->att, s->o, s->ff, s->logits_dev };
+    float *bufs[] = { s->x,   s->xn, s->q,  s->k,          s->v,
+                      s->att, s->o,  s->ff, s->logits_dev, s->moe_work };
     for (size_t i = 0; i < sizeof(bufs) / sizeof(bufs[0]); i++)
         bfree(be, bufs[i]);
     bfree(be, s->tokens);
@@ -2095,6 +2232,10 @@ int eng_session_new(const eng_model *m, const eng_session_params *params, eng_se
     s->ctx_tokens = malloc((size_t)n_ctx * sizeof(int32_t));
     if (!s->x || !s->xn || !s->q || !s->k || !s->v || !s->att || !s->o || !s->ff || !s->tokens ||
         !s->logits || !s->ctx_tokens)
+        goto oom;
+    if (m->n_ff_exp &&
+        !(s->moe_work = eng__session_alloc(
+              s, eng_moe_work_floats(&m->layers[0].moe, n_batch, E) * sizeof(float))))
         goto oom;
     /* greedy on the backend (ENG_EVAL_ARGMAX): host memory reads the logits */
     if (!m->be->iface->host_memory && m->be->iface->argmax &&
@@ -2599,11 +2740,13 @@ static void forward_ops(eng_session *s, int n, int first, float *out, int32_t *a
         const int n_sel = sel ? s->ffn_n_sel[il] : L->ffn.n_slots;
         const int pick = s->selected && !want_act ? s->pick_k[il] : 0;
         const bool runs = !pick && sel && n == 1 && !want_act && s->dyn && s->dyn[il].w.n_slots > 0;
+        /* (slots the step chooses itself, not hinted: a pick's, the router's) */
+        const bool own_slots = pick > 0 || runs || L->moe.router.data;
         if (L->conv) {
             /* lfm2: att = c * conv(b * x) over the ring's rows */
             conv_room(s, il, pos0, n);
             if (pf)
-                prefetch_wo_ffn(s, il, sel_be, n_sel, pick > 0 || runs);
+                prefetch_wo_ffn(s, il, sel_be, n_sel, own_slots);
             op->shortconv(be, s->q, s->k, s->v, L->conv, m->conv_len, s->k_cache[il], pos0,
                           s->kv_rows[il], n, E, s->att);
         } else {
@@ -2650,7 +2793,7 @@ static void forward_ops(eng_session *s, int n, int first, float *out, int32_t *a
                     op->scale(be, s->q + (size_t)t * H * hd, c, (long)H * hd);
             }
             if (pf)
-                prefetch_wo_ffn(s, il, sel_be, n_sel, pick > 0 || runs);
+                prefetch_wo_ffn(s, il, sel_be, n_sel, own_slots);
             if (s->kv_type == ENG_KV_Q8_0)
                 op->attention_q8(be, s->q, s->k_cache[il], s->v_cache[il], s->att, n, row0, H,
                                  Hkv, hd, L->attn_scale, L->window, m->attn_softcap);
@@ -2668,7 +2811,8 @@ static void forward_ops(eng_session *s, int n, int first, float *out, int32_t *a
          * prefill with selective computation, and profiling, also keep the
          * activations a [n][n_sel] */
         const float *xin = L->ffn_norm ? s->xn : s->x; /* the FFN's input */
-        if (n == 1 && op->norm_ffn && !pick && !runs && !want_act && L->ffn_norm) {
+        if (n == 1 && op->norm_ffn && !pick && !runs && !want_act && L->ffn_norm &&
+            !L->moe.router.data) {
             /* decode: the norm and the FFN in one call (a GPU: the norm in
              * the FFN's first kernel) */
             op->norm_ffn(be, s->x, s->o, L->ffn_norm, m->rms_eps, s->xn, &L->ffn, sel_be, n_sel,
@@ -2682,7 +2826,9 @@ static void forward_ops(eng_session *s, int n, int first, float *out, int32_t *a
                 op->add(be, s->x, s->o, (long)n * E);
                 op->rmsnorm(be, s->x, L->ffn_norm, s->xn, n, E, m->rms_eps);
             }
-            if (pick > 0 && s->compute.pick == ENG_PICK_EXACT) {
+            if (L->moe.router.data) /* experts: the router's n_used a token */
+                op->moe(be, &L->ffn, &L->moe, xin, s->ff, n, s->moe_work);
+            else if (pick > 0 && s->compute.pick == ENG_PICK_EXACT) {
                 /* each token the pick slots of its largest activations,
                  * among every loaded slot (n_sel) or the request's
                  * candidates: the static run in place and the session's
@@ -3067,6 +3213,12 @@ int eng_model_swap(eng_model *m, const eng_load_plan_params *pp, eng_swap_stats 
     int32_t tmp_nid = 0;
     loader ld = { .m = m, .err = err };
     eng_swap_stats st = { 0 };
+    /* (experts load whole: the dense plan is the one they have) */
+    const eng_select_mode mode = pp ? pp->mode : ENG_SELECT_DENSE;
+    if (m->n_ff_exp && mode != ENG_SELECT_DENSE)
+        return eng__set_err(err, -ENOTSUP, "mode %s: neuron selection in mixture-of-experts "
+                            "layers is not supported (mode dense only)",
+                            eng_select_mode_name(mode));
     int r = eng__plan_build(&shape, pp, &plan, err);
     if (r < 0)
         return r;

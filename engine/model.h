@@ -39,6 +39,8 @@ typedef enum eng_arch {
                         * after RoPE */
     ENG_ARCH_LFM2,     /* LFM2: short-convolution blocks in place of attention in most
                         * layers, qwen3's attention (NEOX) in the others */
+    ENG_ARCH_OLMOE,    /* OLMoE: llama's pre-norms, olmo2's q/k norms over whole
+                        * projections, NEOX RoPE, experts */
 } eng_arch;
 
 typedef struct eng_layer {
@@ -68,6 +70,8 @@ typedef struct eng_layer {
     bool nope;                        /* no RoPE: keys and queries keep their
                                        * positions out (smollm3's every fourth layer) */
     eng_ffn_weights ffn;              /* neuron-major, n_slots loaded neurons */
+    eng_moe moe;                      /* experts: runs of ffn's slots and their router
+                                       * (router.data NULL: a dense FFN) */
     int32_t *neuron_of_slot;          /* [ffn.n_slots]: the neuron each slot holds */
     uint8_t *slot_static;             /* [ffn.n_slots]: 1 for static (base) neurons */
     int n_static;
@@ -113,6 +117,10 @@ struct eng_model {
     bool qk_norm_full;                /* olmo2: q/k norms over rows of H*hd / Hkv*hd */
     int nope_step;                    /* layer il has no RoPE when (il + 1) % this == 0
                                        * (smollm3: 4; granite unrotated: 1); 0: all have */
+    int n_ff_exp;                     /* an expert's neurons (info.n_ff = info.n_expert *
+                                       * this); 0: a dense FFN */
+    bool moe_norm;                    /* eng_moe.norm, as the family has it */
+    float moe_scale;                  /* eng_moe.scale */
     int conv_len;                     /* lfm2: the short convolutions' taps; 0: none */
     uint8_t *conv_layer;              /* [n_layer] 1: a convolution block (lfm2), or NULL */
 
@@ -184,6 +192,7 @@ struct eng_session {
 
     /* scratch for n_batch tokens (backend) */
     float *x, *xn, *q, *k, *v, *att, *o, *ff;
+    float *moe_work;                  /* the moe op's scratch (experts only) */
     int32_t *tokens;                  /* [n_batch] */
     float *logits_dev;                /* [logits_dev_cap][n_vocab], not with host memory */
     int logits_dev_cap;

@@ -640,6 +640,10 @@ int eng_session_set_compute(eng_session *s, const eng_compute_params *c)
         return -EINVAL;
     if (p.pick == ENG_PICK_EXACT && !s->model->be->iface->ffn_top)
         return -ENOTSUP;
+    /* experts: the router picks what a token computes, nothing else does */
+    if (s->model->n_ff_exp && ((p.phi > 0.0f && p.phi < s->model->plan.gamma) ||
+                               p.comp != ENG_COMP_NONE || p.pick != ENG_PICK_REQUEST))
+        return -ENOTSUP;
     /* exact: reading the candidates' gate and up rows (every loaded one's
      * without cand) must leave a neuron; the candidates, chosen per
      * request, hold the static ones */
@@ -674,6 +678,8 @@ int eng_session_set_compute(eng_session *s, const eng_compute_params *c)
 
 int eng_session_observe_ffn(eng_session *s, double *sums)
 {
+    if (sums && s->model->n_ff_exp) /* (a token computes only its experts' neurons) */
+        return -ENOTSUP;
     s->observe = sums;
     eng__session_changed(s);
     return 0;

@@ -1199,6 +1199,90 @@ static void test_ffn_runs(eng_backend *be, eng_dtype dt)
     test_ffn_runs_one(be, dt, 32, 5, 1, 1);
 }
 
+/* ---- moe ------------------------------------------------------------------ */
+
+/* The moe op against its definition (backend.h): the router's softmax in
+ * double, the K largest (the lower index among equals), their weights, and
+ * each picked expert through ffn() over its own slots for that token
+ * alone. A decode step (one walk over K experts) and prefills (tokens
+ * grouped by expert) both. */
+static void test_moe_one(eng_backend *be, eng_dtype dt, int E, int NE, int F, int K, int n,
+                         bool norm, float scale)
+{
+    E = (int)((E + eng_dtype_block(dt) - 1) / eng_dtype_block(dt) * eng_dtype_block(dt));
+    const size_t rs = eng_ffn_row_bytes(dt, E), rd = eng_ffn_down_bytes(dt, E);
+    char *gu = make_weights(dt, (long)NE * F * 2 * E);
+    char *dn = make_weights(eng_ffn_down_dtype(dt), (long)NE * F * E);
+    float *router = make_f32((long)NE * E, -1, 1), *x = make_f32((long)n * E, -1, 1);
+    float *y = make_f32((long)n * E, 0, 0), *ye = make_f32(E, 0, 0);
+    eng_ffn_weights W = { dt, E, NE * F, gu, dn, NULL, g_act };
+    eng_moe moe = { { ENG_DTYPE_F32, NE, E, router }, NE, K, F, norm, scale };
+    float *work = make_f32((long)eng_moe_work_floats(&moe, n, E), 0, 0);
+    /* a token the same in two rows: the same picks, the same output */
+    if (n > 2)
+        memcpy(x + (size_t)(n - 1) * E, x, (size_t)E * sizeof(float));
+    be->iface->moe(be, &W, &moe, x, y, n, work);
+    double worst = 0;
+    for (int t = 0; t < n; t++) {
+        double p[64], sum = 0, mx = -1e300;
+        for (int e = 0; e < NE; e++) {
+            p[e] = 0;
+            for (int j = 0; j < E; j++)
+                p[e] += (double)router[(size_t)e * E + j] * x[(size_t)t * E + j];
+            mx = p[e] > mx ? p[e] : mx;
+        }
+        for (int e = 0; e < NE; e++)
+            sum += p[e] = exp(p[e] - mx);
+        int pick[64];
+        double g[64], gs = 0;
+        for (int k = 0; k < K; k++) {
+            int best = -1;
+            for (int e = 0; e < NE; e++)
+                if (p[e] >= 0 && (best < 0 || p[e] > p[best]))
+                    best = e;
+            pick[k] = best;
+            gs += g[k] = p[best] / sum;
+            p[best] = -1;
+        }
+        double want[1024] = { 0 };
+        for (int k = 0; k < K; k++) {
+            const double gk = (norm ? g[k] / gs : g[k]) * scale;
+            eng_ffn_weights V = { dt, E, F, gu + (size_t)pick[k] * F * 2 * rs,
+                                  dn + (size_t)pick[k] * F * rd, NULL, g_act };
+            be->iface->ffn(be, &V, NULL, F, x + (size_t)t * E, ye, 1, NULL);
+            for (int j = 0; j < E; j++)
+                want[j] += gk * ye[j];
+        }
+        double mag = 1e-3;
+        for (int j = 0; j < E; j++)
+            mag = fabs(want[j]) > mag ? fabs(want[j]) : mag;
+        for (int j = 0; j < E; j++) {
+            const double d = fabs(y[(size_t)t * E + j] - want[j]) / mag;
+            worst = d > worst || isnan(d) ? d : worst;
+        }
+    }
+    if (n > 2)
+        CHECK(memcmp(y, y + (size_t)(n - 1) * E, (size_t)E * sizeof(float)) == 0,
+              "moe %s: one token twice, two outputs", dt_name(dt));
+    /* (x in 16 or 8 bits against quantized rows; prefill and decode both) */
+    CHECK(worst < (dt == ENG_DTYPE_F32 ? 1e-5 : 2e-2),
+          "moe %s E=%d %d experts of %d picking %d, %d tokens%s: %g off (relative)", dt_name(dt),
+          E, NE, F, K, n, norm ? ", normalised" : "", worst);
+    free(gu), free(dn), free(router), free(x), free(y), free(ye), free(work);
+}
+
+static void test_moe(eng_backend *be, eng_dtype dt)
+{
+    CHECK(be->iface->moe, "no moe");
+    if (!be->iface->moe)
+        return;
+    test_moe_one(be, dt, 64, 8, 32, 2, 1, true, 1.0f);  /* decode */
+    test_moe_one(be, dt, 64, 8, 32, 2, 9, true, 1.0f);  /* prefill */
+    test_moe_one(be, dt, 96, 6, 33, 3, 1, false, 0.5f); /* odd slots, no norm, a scale */
+    test_moe_one(be, dt, 96, 6, 33, 3, 5, false, 0.5f);
+    test_moe_one(be, dt, 64, 4, 16, 4, 3, true, 1.0f);  /* every expert */
+}
+
 /* ---- ffn_pick ----------------------------------------------------------- */
 
 /* Sketch row (backend.h) of n_embd / 32 blocks: in every block, elements
@@ -1736,6 +1820,7 @@ int main(void)
                 test_ffn(be, dt);
                 test_ffn_runs(be, dt);
                 test_ffn_pick(be, dt);
+                test_moe(be, dt);
             }
             /* matrices and FFN slots in Q8_0 */
             test_get_rows(be, ENG_DTYPE_Q8_0);
@@ -1781,6 +1866,8 @@ int main(void)
             test_matmul3_dts(be, (const eng_dtype[3]){ ENG_DTYPE_Q4_K, ENG_DTYPE_Q4_1,
                                                        ENG_DTYPE_Q6_K });
             test_slots(be, ENG_DTYPE_Q4_1, 96, 23);
+            test_moe(be, ENG_DTYPE_Q4_1);
+            test_moe(be, ENG_DTYPE_Q8_0);
             /* and Q4_0 (Gemma 3's QAT files), m = -8 d */
             test_mats(be, ENG_DTYPE_Q4_0);
             test_matmul3_dts(be, (const eng_dtype[3]){ ENG_DTYPE_Q4_0, ENG_DTYPE_Q4_1,

@@ -1657,6 +1657,18 @@ int main(int argc, char **argv)
         }
         unlink(path);
     }
+    {
+        /* experts on a backend without the moe op: refused with a reason */
+        char path[32];
+        test_synth(argv[1], "tiny-qwen3moe", path);
+        eng_model *m = NULL;
+        eng_error err;
+        CHECK(eng__model_load_backend(path, NULL, split_new(guard, dev_counts), &m, &err) ==
+                  -ENOTSUP && !m);
+        CHECKF(strstr(err.msg, "mixture-of-experts"), "%s", err.msg);
+        unlink(path);
+        printf("tiny-qwen3moe refused where the backend has no moe op: %s\n", err.msg);
+    }
     const char *dflt = test_model_path(), *use = getenv("SI_TEST_DEFAULT_MODEL");
     if (use && strcmp(use, "0") == 0) {
         /* the aarch64 run under qemu (scripts/test-aarch64.sh) */

@@ -506,6 +506,112 @@ static void check_windows(const char *synth, const char *shape)
     eng_model_free(m);
 }
 
+/* Last-token logits of TOKENS under model m: one batch, or (one_by_one)
+ * a token at a time. */
+static void last_logits(const eng_model *m, bool one_by_one, float *out)
+{
+    eng_session *s;
+    CHECK(eng_session_new(m, NULL, &s) == 0);
+    for (int t = 0; one_by_one && t < N_TOK; t++)
+        CHECK(eng_session_eval(s, &TOKENS[t], 1, 0) == 0);
+    if (!one_by_one)
+        CHECK(eng_session_eval(s, TOKENS, N_TOK, 0) == 0);
+    memcpy(out, eng_session_logits(s, -1), sizeof(float) * (size_t)m->info.n_vocab);
+    eng_session_free(s);
+}
+
+/* Experts (tiny-qwen3moe): decode (one token: each picked expert's rows
+ * read alone) equals prefill (tokens grouped by expert); a Q8_0 and a
+ * Q4_1 file (the daemon's storage: Q4_1 gate and up rows, Q8_0 down)
+ * within their rounding of the f32 load; what counts a step's bytes
+ * counts n_used experts; and what would choose neurons otherwise is
+ * refused with a reason (a plan, selective decode, profiling, a swap). */
+static void check_moe(const char *synth)
+{
+    char path[32];
+    test_synth(synth, "tiny-qwen3moe", path);
+    eng_model_params mp = eng_model_params_default();
+    mp.n_threads = 2;
+    eng_model *m = NULL, *q = NULL;
+    eng_error err;
+    CHECKF(eng_model_load(path, &mp, &m, &err) == 0, "%s", err.msg);
+    const int V = m->info.n_vocab;
+    CHECK(m->info.n_expert == 8 && m->info.n_expert_used == 2 && m->info.n_ff == 8 * 32);
+    static float a[320], b[320], c[320];
+    last_logits(m, false, a);
+    last_logits(m, true, b);
+    const double d1 = max_diff(a, b, V);
+    CHECKF(d1 < 1e-3, "tiny-qwen3moe: token by token, logits %g from the batch's", d1);
+    /* a step reads every matrix, the router and 2 of 8 experts */
+    uint64_t want = (uint64_t)eng_dtype_bytes(m->output.dtype, (size_t)V * m->info.n_embd);
+    for (int il = 0; il < m->info.n_layer; il++) {
+        const eng_layer *L = &m->layers[il];
+        const eng_weight *w[5] = { &L->wq, &L->wk, &L->wv, &L->wo, &L->moe.router };
+        for (int k = 0; k < 5; k++)
+            want += eng_dtype_bytes(w[k]->dtype, (size_t)w[k]->rows * w[k]->cols);
+        want += (uint64_t)L->ffn.n_slots / 4 * eng_ffn_slot_bytes(L->ffn.dtype, m->info.n_embd);
+    }
+    CHECKF(m->info.bytes_per_token == want, "bytes a step reads: %llu, not %llu",
+           (unsigned long long)m->info.bytes_per_token, (unsigned long long)want);
+
+    eng_session *s;
+    CHECK(eng_session_new(m, NULL, &s) == 0);
+    eng_compute_params cp = eng_compute_params_default();
+    cp.phi = 0.4f;
+    CHECK(eng_session_set_compute(s, &cp) == -ENOTSUP);
+    static double sums[2 * 8 * 32];
+    CHECK(eng_session_observe_ffn(s, sums) == -ENOTSUP);
+    eng_session_free(s);
+    /* a swap to the dense plan changes nothing; to another is refused */
+    eng_load_plan_params pp = eng_load_plan_params_default();
+    eng_swap_stats st;
+    CHECKF(eng_model_swap(m, &pp, &st, &err) == 0, "%s", err.msg);
+    CHECK(st.neurons_in == 0 && st.neurons_out == 0);
+    last_logits(m, false, c);
+    CHECK(max_diff(a, c, V) == 0);
+    pp.mode = ENG_SELECT_RANDOM;
+    pp.gamma = 0.7f;
+    CHECK(eng_model_swap(m, &pp, NULL, &err) == -ENOTSUP && strstr(err.msg, "experts"));
+    pp = eng_load_plan_params_default();
+    pp.mode = ENG_SELECT_COREINFER;
+    mp.plan = &pp;
+    CHECK(eng_model_load(path, &mp, &q, &err) == -ENOTSUP && strstr(err.msg, "experts"));
+    mp.plan = NULL;
+    mp.storage = ENG_DTYPE_F32;
+    CHECKF(eng_model_load(path, &mp, &q, &err) == 0, "%s", err.msg);
+    unlink(path);
+    last_logits(q, false, a);
+    eng_model_free(q);
+    eng_model_free(m);
+
+    static const char *const types[] = { "q8_0", "q4_1" };
+    static const eng_dtype dts[] = { ENG_DTYPE_Q8_0, ENG_DTYPE_Q4_1 };
+    for (int k = 0; k < 2; k++) {
+        test_synth_type(synth, "tiny-qwen3moe", types[k], path);
+        mp.storage = ENG_DTYPE_F16;
+        mp.q8_matrices = true;
+        CHECKF(eng_model_load(path, &mp, &q, &err) == 0, "%s", err.msg);
+        mp.storage = ENG_DTYPE_F32;
+        mp.q8_matrices = false;
+        CHECKF(eng_model_load(path, &mp, &m, &err) == 0, "%s", err.msg);
+        unlink(path);
+        CHECK(q->info.ffn_dtype == dts[k]);
+        last_logits(q, false, b);
+        last_logits(q, true, c);
+        last_logits(m, false, a);
+        const double dq = max_diff(a, b, V), d2 = max_diff(b, c, V);
+        printf("tiny-qwen3moe %s: token by token vs one batch %.2g; against its f32 load %.3g\n",
+               types[k], d2, dq);
+        /* (decode takes x in 8 bits against Q4_1 rows, a prefill in f32) */
+        CHECKF(dq > 0 && dq < 0.05 && d2 < 5e-3, "%s: logits %g from the f32 load, %g by token",
+               types[k], dq, d2);
+        eng_model_free(q);
+        eng_model_free(m);
+    }
+    printf("tiny-qwen3moe token by token vs one batch %.2g; plans, selective decode, profiling, "
+           "swaps refused\n", d1);
+}
+
 /* lfm2 in a context as long as the prompt, taken in one batch (which is
  * then the whole context): the logits of a long context's session, every
  * position's. */
@@ -726,6 +832,17 @@ static void check_refused(const char *synth)
         { "tiny-lfm2", "lfm2.attention.head_count_kv=i32s:2,0,2,0,2", "blk.0.attn_q.weight", -ENOENT },
         { "tiny-lfm2", "lfm2.attention.head_count_kv=i32s:0,0,0,0,2", "blk.2.shortconv.in_proj",
           -ENOENT },
+        { "tiny-qwen3moe", "qwen3moe.expert_used_count=u32:9", "expert_used_count 9", -EINVAL },
+        { "tiny-qwen3moe", "qwen3moe.expert_count=u32:1", "expert_count 1", -EINVAL },
+        { "tiny-qwen3moe", "qwen3moe.expert_shared_feed_forward_length=u32:64", "shared experts",
+          -ENOTSUP },
+        { "tiny-qwen3moe", "qwen3moe.expert_feed_forward_length=u32:16", "ffn_gate_exps.weight",
+          -EINVAL },
+        { "tiny-olmoe", "olmoe.expert_count=u32:16", "ffn_gate_inp.weight", -EINVAL },
+        { "tiny-qwen2", "qwen2.expert_count=u32:4", "not supported for qwen2", -ENOTSUP },
+        { "tiny-qwen3moe", "qwen3moe.expert_group_count=u32:4", "expert_group_count", -ENOTSUP },
+        { "tiny-mixtral", "llama.leading_dense_block_count=u32:1", "leading_dense_block_count",
+          -ENOTSUP },
     };
     static float unused[320];
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
@@ -843,6 +960,15 @@ int main(int argc, char **argv)
     /* lfm2: short convolutions (3 taps over b * x, gated by c) in three
      * layers, qwen3's attention in two */
     check_shape(argv[1], argv[2], "tiny-lfm2", 1024);
+    /* mixtures of experts: Qwen3-MoE (8 experts picking 2, their own
+     * length), OLMoE (3 of 8, weights not normalised, whole-row q/k
+     * norms), Granite MoE (2 of 4 under granite's multipliers), Mixtral
+     * (llama with 2 of 4) */
+    check_shape(argv[1], argv[2], "tiny-qwen3moe", 320);
+    check_shape(argv[1], argv[2], "tiny-olmoe", 1024);
+    check_shape(argv[1], argv[2], "tiny-granitemoe", 320);
+    check_shape(argv[1], argv[2], "tiny-mixtral", 320);
+    check_moe(argv[1]);
     check_rot(argv[1], "tiny-phi4", "q8_0", ENG_DTYPE_Q8_0);
     check_rot(argv[1], "tiny-phi4-k", "q4_k", ENG_DTYPE_Q4_K);
     check_rot(argv[1], "tiny-phi4-k", "q5_k", ENG_DTYPE_Q5_K);

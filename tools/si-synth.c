@@ -48,6 +48,20 @@ typedef struct shape {
     int n_rot;           /* rope.dimension_count; 0: head_dim (every dimension rotates) */
 } shape;
 
+/* Mixtures of experts: a shape's experts, of n_ff neurons each, and how
+ * many of them a token picks (other shapes: a dense FFN). */
+static const struct {
+    const char *shape;
+    int n_expert, n_used;
+} expert_shapes[] = {
+    {"tiny-qwen3moe", 8, 2},
+    {"tiny-olmoe", 8, 3},
+    {"tiny-granitemoe", 4, 2},
+    {"tiny-mixtral", 4, 2},
+    {"granite-3.1-1b-a400m", 32, 8},
+    {"olmoe-1b-7b", 64, 8},
+};
+
 static const shape shapes[] = {
     {"tiny", "llama", "smollm", "Synthetic Tiny", 2, 64, 192, 4, 2, 320, 2048, 10000.0f, 1e-5f,
      false, false, true, VOCAB_SMOL, 3, 0, false, false, 0, 0.0f, {0, 0}, 0, 0},
@@ -153,6 +167,22 @@ static const shape shapes[] = {
     {"tiny-ministral3", "mistral3", "tekken", "Synthetic Tiny Ministral3", 3, 64, 192, 4, 2, 1024,
      4096, 1000000.0f, 1e-5f, false, false, false, VOCAB_LLAMA3, 0, 0, false, false, 0, 0.0f,
      {0, 0}, 0, 0},
+    /* mixtures of experts (n_ff: an expert's neurons): Qwen3-MoE's layout
+     * (Qwen3's attention, experts of their own length, 128 picking 8 in
+     * Qwen3-30B-A3B), OLMoE's (whole-row q/k norms, no grouped heads, an
+     * output matrix, 64 picking 8, the weights not normalised), Granite
+     * MoE's (granite's multipliers) and Mixtral's (llama with experts) */
+    {"tiny-qwen3moe", "qwen3moe", "qwen2", "Synthetic Tiny Qwen3MoE", 2, 64, 32, 4, 2, 320, 4096,
+     1000000.0f, 1e-6f, false, false, true, VOCAB_QWEN, 0, 32, true, false, 0, 0.0f, {0, 0}, 0, 0},
+    {"tiny-olmoe", "olmoe", "dbrx", "Synthetic Tiny OLMoE", 2, 64, 32, 4, 4, 1024, 4096,
+     10000.0f, 1e-5f, false, false, false, VOCAB_LLAMA3, 0, 0, false, false, 0, 0.0f, {0, 0}, 0,
+     0},
+    {"tiny-granitemoe", "granitemoe", "refact", "Synthetic Tiny GraniteMoE", 2, 64, 32, 4, 2, 320,
+     4096, 10000.0f, 1e-5f, false, false, true, VOCAB_SMOL, 3, 0, false, false, 0, 0.0f, {0, 0},
+     0, 0},
+    {"tiny-mixtral", "llama", "smollm", "Synthetic Tiny Mixtral", 2, 64, 64, 4, 2, 320, 4096,
+     1000000.0f, 1e-5f, false, false, false, VOCAB_SMOL, 3, 0, false, false, 0, 0.0f, {0, 0}, 0,
+     0},
     /* rows of 256 and 512, whole blocks of the 256-element K and IQ4_XS
      * formats, so that a file of those types uses them in every matrix */
     {"tiny-k", "llama", "smollm", "Synthetic Tiny K", 2, 256, 512, 4, 2, 320, 2048, 10000.0f, 1e-5f,
@@ -164,6 +194,14 @@ static const shape shapes[] = {
     /* LFM2-350M's shape: attention in layers 2, 5, 8, 10, 12 and 14 */
     {"lfm2-350m", "lfm2", "lfm2", "Synthetic LFM2 350M", 16, 1024, 4608, 16, 8, 65536, 128000,
      1000000.0f, 1e-5f, false, false, true, VOCAB_LLAMA3, 0, 0, true, false, 0, 0.0f, {0, 0}, 0, 0},
+    /* Granite 3.1 1B-A400M's shape: 32 experts of 512 picking 8 */
+    {"granite-3.1-1b-a400m", "granitemoe", "refact", "Synthetic Granite 3.1 1B-A400M", 24, 1024,
+     512, 16, 8, 49152, 131072, 10000.0f, 1e-6f, false, false, true, VOCAB_SMOL, 17, 0, false,
+     false, 0, 0.0f, {0, 0}, 0, 0},
+    /* OLMoE-1B-7B's shape: 64 experts of 1024 picking 8 */
+    {"olmoe-1b-7b", "olmoe", "dbrx", "Synthetic OLMoE 1B-7B", 16, 2048, 1024, 16, 16, 50304,
+     4096, 10000.0f, 1e-5f, false, false, false, VOCAB_LLAMA3, 0, 0, false, false, 0, 0.0f,
+     {0, 0}, 0, 0},
     {"llama-3.2-1b", "llama", "llama-bpe", "Synthetic Llama 3.2 1B", 16, 2048, 8192, 32, 8,
      128256, 131072, 500000.0f, 1e-5f, false, true, true, VOCAB_LLAMA3, 0, 0, false, false, 0, 0.0f, {0, 0}, 0, 0},
     {"llama-3.2-3b", "llama", "llama-bpe", "Synthetic Llama 3.2 3B", 28, 3072, 8192, 24, 8,
@@ -561,7 +599,7 @@ typedef struct tdesc {
     char name[64];
     uint32_t type;
     uint32_t n_dims;
-    uint64_t ne[2];
+    uint64_t ne[3];
     enum { INIT_RANDOM, INIT_ONES, INIT_BIAS, INIT_ROPE, INIT_NORM, INIT_ROPE_LONG, INIT_ROPE_SHORT } init;
 } tdesc;
 
@@ -603,8 +641,18 @@ static void push(tdesc *t, size_t *n, const char *name, uint32_t type, uint32_t 
     d->n_dims = n_dims;
     d->ne[0] = ne0;
     d->ne[1] = ne1;
+    d->ne[2] = 1;
     d->type = n_dims == 1 ? GGML_TYPE_F32 : matrix_type(type, ne0);
     d->init = init;
+}
+
+/* experts' matrices, [ne0, ne1, n_expert] */
+static void push3(tdesc *t, size_t *n, const char *name, uint32_t type, uint64_t ne0,
+                  uint64_t ne1, uint64_t ne2)
+{
+    push(t, n, name, type, 2, ne0, ne1, INIT_RANDOM);
+    t[*n - 1].n_dims = 3;
+    t[*n - 1].ne[2] = ne2;
 }
 
 /* Llama 3 rope scaling ("llama3": factor 32, low 1, high 4, original
@@ -887,6 +935,12 @@ int main(int argc, char **argv)
         shc.n_vocab = (int)nv;
     }
     const shape *sh = &shc;
+    int n_expert = 0, n_used = 0;
+    for (size_t i = 0; i < sizeof(expert_shapes) / sizeof(expert_shapes[0]); i++)
+        if (!strcmp(expert_shapes[i].shape, sh->name)) {
+            n_expert = expert_shapes[i].n_expert;
+            n_used = expert_shapes[i].n_used;
+        }
     if (etype == UINT32_MAX)
         etype = wtype;
 
@@ -919,7 +973,15 @@ int main(int argc, char **argv)
     CHECK(gguf_writer_set_u32(w, KEY("block_count"), (uint32_t)sh->n_layer));
     CHECK(gguf_writer_set_u32(w, KEY("context_length"), (uint32_t)sh->n_ctx));
     CHECK(gguf_writer_set_u32(w, KEY("embedding_length"), (uint32_t)sh->n_embd));
-    CHECK(gguf_writer_set_u32(w, KEY("feed_forward_length"), (uint32_t)sh->n_ff));
+    /* (qwen3moe: feed_forward_length is not an expert's, which has its own key) */
+    const bool q3moe = !strcmp(arch, "qwen3moe");
+    CHECK(gguf_writer_set_u32(w, KEY("feed_forward_length"), (uint32_t)sh->n_ff * (q3moe ? 3 : 1)));
+    if (n_expert) {
+        CHECK(gguf_writer_set_u32(w, KEY("expert_count"), (uint32_t)n_expert));
+        CHECK(gguf_writer_set_u32(w, KEY("expert_used_count"), (uint32_t)n_used));
+    }
+    if (q3moe)
+        CHECK(gguf_writer_set_u32(w, KEY("expert_feed_forward_length"), (uint32_t)sh->n_ff));
     CHECK(gguf_writer_set_u32(w, KEY("attention.head_count"), (uint32_t)sh->n_head));
     const bool lfm2 = !strcmp(arch, "lfm2");
     if (lfm2) { /* a KV head count per layer, 0 where a convolution replaces attention */
@@ -981,7 +1043,7 @@ int main(int argc, char **argv)
         CHECK(gguf_writer_set_f32(w, KEY("rope.scaling.yarn_log_multiplier"), 1.0f));
         CHECK(gguf_writer_set_f32(w, KEY("attention.temperature_scale"), 0.1f));
     }
-    if (!strcmp(arch, "granite")) { /* Granite 3.x 2B's are 12, 0.22, 1/64 and 8 */
+    if (!strncmp(arch, "granite", 7)) { /* Granite 3.x 2B's are 12, 0.22, 1/64 and 8 */
         CHECK(gguf_writer_set_f32(w, KEY("embedding_scale"), 12.0f));
         CHECK(gguf_writer_set_f32(w, KEY("residual_scale"), 0.22f));
         CHECK(gguf_writer_set_f32(w, KEY("attention.scale"), 0.5f));
@@ -1092,9 +1154,21 @@ int main(int argc, char **argv)
             T("ffn_down.weight", 2, F, E, INIT_RANDOM);
             continue;
         }
-        T("ffn_down.weight", 2, F, E, INIT_RANDOM);
-        T("ffn_gate.weight", 2, E, F, INIT_RANDOM);
-        T("ffn_up.weight", 2, E, F, INIT_RANDOM);
+        if (n_expert) { /* the router in f32, as converters and llama-quantize keep it */
+            const uint64_t NE = (uint64_t)n_expert;
+            T("ffn_gate_inp.weight", 2, E, NE, INIT_RANDOM);
+            td[nt - 1].type = GGML_TYPE_F32;
+            snprintf(n, sizeof(n), "blk.%d.ffn_down_exps.weight", l);
+            push3(td, &nt, n, wtype, F, E, NE);
+            snprintf(n, sizeof(n), "blk.%d.ffn_gate_exps.weight", l);
+            push3(td, &nt, n, wtype, E, F, NE);
+            snprintf(n, sizeof(n), "blk.%d.ffn_up_exps.weight", l);
+            push3(td, &nt, n, wtype, E, F, NE);
+        } else {
+            T("ffn_down.weight", 2, F, E, INIT_RANDOM);
+            T("ffn_gate.weight", 2, E, F, INIT_RANDOM);
+            T("ffn_up.weight", 2, E, F, INIT_RANDOM);
+        }
         if (!post_only)
             T("ffn_norm.weight", 1, E, 1, gemma ? INIT_NORM : INIT_ONES);
         if (lfm2 && !lfm2_attention(l, sh->n_layer)) { /* its taps in f32, as converted */
@@ -1104,7 +1178,7 @@ int main(int argc, char **argv)
             T("shortconv.out_proj.weight", 2, E, E, INIT_RANDOM);
             continue;
         }
-        if (olmo2) {
+        if (olmo2 || !strcmp(arch, "olmoe")) {
             T("attn_k_norm.weight", 1, KV, 1, INIT_NORM);
             T("attn_q_norm.weight", 1, Q, 1, INIT_NORM);
         }
@@ -1153,7 +1227,7 @@ int main(int argc, char **argv)
         uint64_t s = seed * 0x9e3779b97f4a7c15ull ^ hash_str(t->name);
         const float scale = 1.0f / sqrtf((float)t->ne[0]);
         const size_t rb = ggml_row_bytes(t->type, t->ne[0]);
-        const uint64_t rows = t->n_dims == 2 ? t->ne[1] : 1;
+        const uint64_t rows = t->n_dims == 1 ? 1 : t->ne[1] * t->ne[2];
         for (uint64_t r = 0; r < rows; r++) {
             for (uint64_t j = 0; j < t->ne[0]; j++) {
                 switch (t->init) {
