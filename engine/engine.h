@@ -122,7 +122,9 @@ typedef struct eng_model_params {
     eng_backend_kind backend;
     int device;        /* the GPU for ENG_BACKEND_CUDA/AUTO */
     /* Selective loading (SelectInfer section below); NULL: dense. Only
-     * read during eng_model_load(). */
+     * read during eng_model_load(). A mixture of experts loads dense only
+     * (-ENOTSUP for another mode), on a backend with the moe op (the CPU;
+     * ENG_BACKEND_AUTO takes it for such a file). */
     const eng_load_plan_params *plan;
     eng_progress_cb progress;  /* NULL: none; kept for eng_model_swap() */
     void *progress_data;
@@ -646,7 +648,7 @@ int eng_embed(eng_session *session, const int32_t *tokens, size_t n, eng_pooling
 
 typedef struct eng_profile eng_profile;
 
-/* A new, empty profile for model. */
+/* A new, empty profile for model; -ENOTSUP for a mixture of experts. */
 int eng_profile_new(const eng_model *model, eng_profile **ret_profile);
 void eng_profile_free(eng_profile *profile);
 
@@ -817,7 +819,9 @@ eng_compute_params eng_compute_params_default(void); /* everything loaded; copy_
  * host's (a GPU: the bias is folded from W_down on the host) and for
  * ENG_PICK_EXACT on a backend without it; -EINVAL also for ENG_PICK_TOKEN
  * on a model loaded without a sketch, for cand without ENG_PICK_EXACT, for
- * candidates below delta, and where phi's bytes leave no down row. */
+ * candidates below delta, and where phi's bytes leave no down row;
+ * -ENOTSUP for anything but every neuron per request (phi 0 or gamma, no
+ * compensation) on a mixture of experts. */
 int eng_session_set_compute(eng_session *session, const eng_compute_params *params);
 
 /* Backend bytes the session holds for its copy of the dynamic neurons
@@ -830,7 +834,8 @@ size_t eng_session_copy_bytes(const eng_session *session);
 double eng_session_ffn_share(const eng_session *session);
 
 /* Profiling hook: while sums is not NULL, every eval adds sum_t |a_n(t)| of
- * each layer into sums[l * n_ff + n] (n the neuron's id in the file). */
+ * each layer into sums[l * n_ff + n] (n the neuron's id in the file).
+ * -ENOTSUP for a mixture of experts. */
 int eng_session_observe_ffn(eng_session *session, double *sums);
 
 /* The model's loading plan, as loaded or last swapped in. */
@@ -857,7 +862,8 @@ typedef struct eng_swap_stats {
  * and loads only the neurons that enter, into the slots of those that
  * leave. No session of the model may run meanwhile; sessions created before
  * stay valid (their dynamic neurons reset at their next reset). On failure
- * the old plan keeps serving. */
+ * the old plan keeps serving. A mixture of experts takes the dense plan
+ * only (-ENOTSUP for another mode), as at load. */
 int eng_model_swap(eng_model *model, const eng_load_plan_params *plan, eng_swap_stats *ret_stats,
                    eng_error *err);
 

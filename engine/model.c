@@ -1032,8 +1032,8 @@ static int load_swa_layers(const gguf_file *f, const char *arch, eng_model *m, u
     return 0;
 }
 
-/* Mixture of experts (Qwen3-MoE, OLMoE, Granite MoE, and Mixtral under
- * llama): n_ff becomes all experts' neurons together, n_ff_exp each (slot
+/* Mixture of experts (Qwen3-MoE and Qwen3-VL-MoE's language model, OLMoE,
+ * Granite MoE, and Mixtral under llama): n_ff becomes all experts' neurons together, n_ff_exp each (slot
  * e * n_ff_exp + j holds expert e's neuron j); the picked experts' weights
  * normalised to sum 1 but in OLMoE, as llama.cpp has each family. Experts
  * in another family (ERNIE 4.5's name for its dense models too) are
@@ -1041,8 +1041,8 @@ static int load_swa_layers(const gguf_file *f, const char *arch, eng_model *m, u
 static int load_experts(const gguf_file *f, const char *arch, eng_model *m, uint32_t *n_ff,
                         eng_error *err)
 {
-    const bool named = !strcmp(arch, "qwen3moe") || !strcmp(arch, "granitemoe") ||
-                       !strcmp(arch, "olmoe");
+    const bool qwen = !strcmp(arch, "qwen3moe") || !strcmp(arch, "qwen3vlmoe");
+    const bool named = qwen || !strcmp(arch, "granitemoe") || !strcmp(arch, "olmoe");
     uint32_t ne, nu, fe, shared, shared_ff, groups, lead;
     int r;
     if ((r = get_u32_arch(f, arch, "expert_count", named, 0, &ne, err)) < 0)
@@ -1061,7 +1061,6 @@ static int load_experts(const gguf_file *f, const char *arch, eng_model *m, uint
                             ne);
     /* Qwen3-MoE's experts have a length of their own (llama.cpp: else
      * n_ff / n_used); the others' is feed_forward_length */
-    const bool qwen = !strcmp(arch, "qwen3moe");
     if ((r = get_u32_arch(f, arch, "expert_feed_forward_length", false, qwen ? *n_ff / nu : *n_ff,
                           &fe, err)) < 0 ||
         (r = get_u32_arch(f, arch, "expert_shared_count", false, 0, &shared, err)) < 0 ||
@@ -1143,7 +1142,7 @@ static int load_hparams(const gguf_file *f, eng_model *m, eng_error *err)
         m->arch = ENG_ARCH_LFM2;
     /* mixture-of-experts families whose attention is one here already
      * (Qwen3-MoE: Qwen3's; Granite MoE: Granite's multipliers) */
-    else if (!strcmp(arch, "qwen3moe"))
+    else if (!strcmp(arch, "qwen3moe") || !strcmp(arch, "qwen3vlmoe"))
         m->arch = ENG_ARCH_QWEN3;
     else if (!strcmp(arch, "granitemoe"))
         m->arch = ENG_ARCH_GRANITE;
@@ -1154,12 +1153,12 @@ static int load_hparams(const gguf_file *f, eng_model *m, eng_error *err)
                             "unsupported architecture '%s' (supported: llama, ernie4_5, qwen2, "
                             "qwen3, qwen2vl, qwen3vl, phi3, gemma, gemma2, gemma3, smollm3, "
                             "granite, exaone, minicpm, olmo2, exaone4, mistral3, hunyuan-dense, "
-                            "lfm2, qwen3moe, granitemoe, olmoe; text only for the vl ones)",
+                            "lfm2, qwen3moe, qwen3vlmoe, granitemoe, olmoe; text only for the "
+                            "vl ones)",
                             arch);
     /* the vl families' sections, which llama.cpp requires (an array of at
      * most 4 or one number): only their presence matters for text */
-    const size_t alen = strlen(arch);
-    if (alen > 2 && !strcmp(arch + alen - 2, "vl")) {
+    if (!strcmp(arch, "qwen2vl") || !strcmp(arch, "qwen3vl") || !strcmp(arch, "qwen3vlmoe")) {
         char skey[64];
         snprintf(skey, sizeof(skey), "%s.rope.dimension_sections", arch);
         enum gguf_type et;

@@ -72,6 +72,8 @@ void eng_profile_free(eng_profile *p)
 
 int eng_profile_new(const eng_model *m, eng_profile **ret)
 {
+    if (m->info.n_expert > 0) /* (a token computes only its experts' neurons) */
+        return -ENOTSUP;
     eng_profile *p = calloc(1, sizeof(*p));
     if (!p)
         return -ENOMEM;

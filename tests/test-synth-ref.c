@@ -561,6 +561,8 @@ static void check_moe(const char *synth)
     CHECK(eng_session_set_compute(s, &cp) == -ENOTSUP);
     static double sums[2 * 8 * 32];
     CHECK(eng_session_observe_ffn(s, sums) == -ENOTSUP);
+    eng_profile *prof = NULL;
+    CHECK(eng_profile_new(m, &prof) == -ENOTSUP && !prof);
     eng_session_free(s);
     /* a swap to the dense plan changes nothing; to another is refused */
     eng_load_plan_params pp = eng_load_plan_params_default();
@@ -965,6 +967,7 @@ int main(int argc, char **argv)
      * norms), Granite MoE (2 of 4 under granite's multipliers), Mixtral
      * (llama with 2 of 4) */
     check_shape(argv[1], argv[2], "tiny-qwen3moe", 320);
+    check_shape(argv[1], argv[2], "tiny-qwen3vlmoe", 320); /* the same with RoPE sections */
     check_shape(argv[1], argv[2], "tiny-olmoe", 1024);
     check_shape(argv[1], argv[2], "tiny-granitemoe", 320);
     check_shape(argv[1], argv[2], "tiny-mixtral", 320);

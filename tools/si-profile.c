@@ -216,7 +216,10 @@ static int cmd_run(int argc, char **argv)
     double *sums = malloc(n_scores * sizeof(double));
     int ret = 1;
     if (!sums || (r = eng_session_new(m, &sp, &s)) < 0 || (r = eng_profile_new(m, &prof)) < 0) {
-        fprintf(stderr, "cannot set up profiling: %s\n", strerror(r < 0 ? -r : ENOMEM));
+        fprintf(stderr, "cannot set up profiling: %s\n",
+                r == -ENOTSUP && info.n_expert > 0
+                    ? "neuron scores of mixture-of-experts layers are not supported"
+                    : strerror(r < 0 ? -r : ENOMEM));
         goto out;
     }
 

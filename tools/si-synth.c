@@ -55,6 +55,7 @@ static const struct {
     int n_expert, n_used;
 } expert_shapes[] = {
     {"tiny-qwen3moe", 8, 2},
+    {"tiny-qwen3vlmoe", 8, 2},
     {"tiny-olmoe", 8, 3},
     {"tiny-granitemoe", 4, 2},
     {"tiny-mixtral", 4, 2},
@@ -167,13 +168,18 @@ static const shape shapes[] = {
     {"tiny-ministral3", "mistral3", "tekken", "Synthetic Tiny Ministral3", 3, 64, 192, 4, 2, 1024,
      4096, 1000000.0f, 1e-5f, false, false, false, VOCAB_LLAMA3, 0, 0, false, false, 0, 0.0f,
      {0, 0}, 0, 0},
-    /* mixtures of experts (n_ff: an expert's neurons): Qwen3-MoE's layout
-     * (Qwen3's attention, experts of their own length, 128 picking 8 in
-     * Qwen3-30B-A3B), OLMoE's (whole-row q/k norms, no grouped heads, an
-     * output matrix, 64 picking 8, the weights not normalised), Granite
-     * MoE's (granite's multipliers) and Mixtral's (llama with experts) */
+    /* mixtures of experts (n_ff: an expert's neurons; expert_shapes
+     * says how many): Qwen3-MoE's layout (Qwen3's attention, experts of
+     * their own length, 128 picking 8 in Qwen3-30B-A3B), Qwen3-VL-MoE's
+     * language model (the same with RoPE sections), OLMoE's (whole-row
+     * q/k norms, no grouped heads, an output matrix, 64 picking 8, the
+     * weights not normalised), Granite MoE's (granite's multipliers) and
+     * Mixtral's (llama with experts) */
     {"tiny-qwen3moe", "qwen3moe", "qwen2", "Synthetic Tiny Qwen3MoE", 2, 64, 32, 4, 2, 320, 4096,
      1000000.0f, 1e-6f, false, false, true, VOCAB_QWEN, 0, 32, true, false, 0, 0.0f, {0, 0}, 0, 0},
+    {"tiny-qwen3vlmoe", "qwen3vlmoe", "qwen2", "Synthetic Tiny Qwen3VLMoE", 2, 64, 32, 4, 2, 320,
+     4096, 5000000.0f, 1e-6f, false, false, true, VOCAB_QWEN, 0, 32, true, false, 0, 0.0f, {0, 0},
+     0, 0},
     {"tiny-olmoe", "olmoe", "dbrx", "Synthetic Tiny OLMoE", 2, 64, 32, 4, 4, 1024, 4096,
      10000.0f, 1e-5f, false, false, false, VOCAB_LLAMA3, 0, 0, false, false, 0, 0.0f, {0, 0}, 0,
      0},
@@ -974,7 +980,7 @@ int main(int argc, char **argv)
     CHECK(gguf_writer_set_u32(w, KEY("context_length"), (uint32_t)sh->n_ctx));
     CHECK(gguf_writer_set_u32(w, KEY("embedding_length"), (uint32_t)sh->n_embd));
     /* (qwen3moe: feed_forward_length is not an expert's, which has its own key) */
-    const bool q3moe = !strcmp(arch, "qwen3moe");
+    const bool q3moe = !strcmp(arch, "qwen3moe") || !strcmp(arch, "qwen3vlmoe");
     CHECK(gguf_writer_set_u32(w, KEY("feed_forward_length"), (uint32_t)sh->n_ff * (q3moe ? 3 : 1)));
     if (n_expert) {
         CHECK(gguf_writer_set_u32(w, KEY("expert_count"), (uint32_t)n_expert));
@@ -1028,7 +1034,7 @@ int main(int argc, char **argv)
         CHECK(gguf_writer_set_f32(w, KEY("residual_scale"), 1.4f / sqrtf((float)sh->n_layer)));
         CHECK(gguf_writer_set_f32(w, KEY("logit_scale"), (float)sh->n_embd / 256.0f));
     }
-    if (!strcmp(arch, "qwen2vl") || !strcmp(arch, "qwen3vl")) { /* sections of n_rot / 2 */
+    if (!strncmp(arch, "qwen2vl", 7) || !strncmp(arch, "qwen3vl", 7)) { /* sections of n_rot / 2 */
         const int32_t q2[4] = { 2, 3, 3, 0 }, q3[4] = { 6, 5, 5, 0 };
         CHECK(gguf_writer_set_arr_i32(w, KEY("rope.dimension_sections"), arch[4] == '2' ? q2 : q3, 4));
         if (arch[4] == '3')
