@@ -1033,11 +1033,12 @@ static int load_swa_layers(const gguf_file *f, const char *arch, eng_model *m, u
 }
 
 /* Mixture of experts (Qwen3-MoE and Qwen3-VL-MoE's language model, OLMoE,
- * Granite MoE, and Mixtral under llama): n_ff becomes all experts' neurons together, n_ff_exp each (slot
- * e * n_ff_exp + j holds expert e's neuron j); the picked experts' weights
- * normalised to sum 1 but in OLMoE, as llama.cpp has each family. Experts
- * in another family (ERNIE 4.5's name for its dense models too) are
- * refused as such, not as a missing FFN; so are shared experts. */
+ * Granite MoE, and Mixtral under llama): n_ff becomes all experts' neurons
+ * together, n_ff_exp each (slot e * n_ff_exp + j holds expert e's neuron
+ * j); the picked experts' weights normalised to sum 1 but in OLMoE, as
+ * llama.cpp has each family. Experts in another family (ERNIE 4.5's name
+ * for its dense models too) are refused as such, not as a missing FFN; so
+ * are shared experts, expert groups and leading dense layers. */
 static int load_experts(const gguf_file *f, const char *arch, eng_model *m, uint32_t *n_ff,
                         eng_error *err)
 {
