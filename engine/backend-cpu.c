@@ -6975,14 +6975,18 @@ static void moe_decode_task(void *p, int ith, int nth)
  * rows gathered, through ffn() over its slots, and added back weighted.
  * A decode step runs its n_used experts one after another, each ffn()
  * reading only that expert's rows. */
-enum { MOE_DECODE_MAX = 64 }; /* experts a token picks, decoded in one walk */
+enum {
+    MOE_DECODE_MAX = 64,    /* experts a token picks, decoded in one walk */
+    MOE_EXPERTS_MAX = 1024, /* experts a layer has (the loader's bound) */
+};
 
 static void op_moe(eng_backend *be, const eng_ffn_weights *w, const eng_moe *moe, const float *x,
                    float *y, int n_tokens, float *work)
 {
     cpu_ctx *c = ctx_of(be);
     if (!w || !moe || !moe->router.data || !x || !y || !work || n_tokens <= 0 ||
-        moe->n_expert < 2 || moe->n_used < 1 || moe->n_used > moe->n_expert ||
+        moe->n_expert < 2 || moe->n_expert > MOE_EXPERTS_MAX || moe->n_used < 1 ||
+        moe->n_used > moe->n_expert ||
         moe->n_ff_exp < 1 || (long)moe->n_expert * moe->n_ff_exp > w->n_slots ||
         moe->router.rows != moe->n_expert || moe->router.cols != w->n_embd ||
         !ffn_shape_ok(w))
@@ -6996,23 +7000,32 @@ static void op_moe(eng_backend *be, const eng_ffn_weights *w, const eng_moe *moe
     op_matmul(be, &moe->router, NULL, x, logits, n);
     for (int t = 0; t < n; t++) {
         float *p = logits + (size_t)t * NE;
-        float mx = p[0], sum = 0.0f;
-        for (int e = 1; e < NE; e++)
-            mx = p[e] > mx ? p[e] : mx;
-        for (int e = 0; e < NE; e++)
-            sum += p[e] = expf(p[e] - mx);
-        for (int e = 0; e < NE; e++)
-            p[e] /= sum;
-        /* the K largest, each marked taken (-inf) once picked */
+        if (moe->sigmoid) {
+            for (int e = 0; e < NE; e++)
+                p[e] = 1.0f / (1.0f + expf(-p[e]));
+        } else {
+            float mx = p[0], sum = 0.0f;
+            for (int e = 1; e < NE; e++)
+                mx = p[e] > mx ? p[e] : mx;
+            for (int e = 0; e < NE; e++)
+                sum += p[e] = expf(p[e] - mx);
+            for (int e = 0; e < NE; e++)
+                p[e] /= sum;
+        }
+        /* the K largest of p + bias, each marked taken once picked */
+        uint8_t taken[MOE_EXPERTS_MAX] = { 0 };
         float gsum = 0.0f;
         for (int k = 0; k < K; k++) {
             int best = -1;
-            for (int e = 0; e < NE; e++)
-                if (p[e] != -INFINITY && (best < 0 || p[e] > p[best]))
-                    best = e;
+            float bv = 0.0f;
+            for (int e = 0; e < NE; e++) {
+                const float v = p[e] + (moe->bias ? moe->bias[e] : 0.0f);
+                if (!taken[e] && (best < 0 || v > bv))
+                    best = e, bv = v;
+            }
+            taken[best] = 1;
             ids[(size_t)t * K + k] = best;
             gsum += gw[(size_t)t * K + k] = p[best];
-            p[best] = -INFINITY;
         }
         /* (llama.cpp's floor on the sum: the smallest normal f16) */
         const float div = moe->norm ? (gsum > 6.103515625e-5f ? gsum : 6.103515625e-5f) : 1.0f;

@@ -235,6 +235,9 @@ static inline void eng_sketch_row(const uint8_t *q4_0, int nb, uint8_t *row)
 typedef struct eng_moe {
     eng_weight router; /* [n_expert][n_embd], f32; data NULL: a dense FFN */
     int n_expert, n_used, n_ff_exp;
+    bool sigmoid;      /* each expert's probability sigmoid(logit), not a softmax */
+    const float *bias; /* [n_expert] added to the probabilities to pick by (not to
+                        * weigh by; LFM2-MoE), or NULL */
     bool norm;         /* the picked experts' weights divided by their sum */
     float scale;       /* ... then times this (1: none) */
 } eng_moe;
@@ -375,9 +378,10 @@ typedef struct eng_backend_iface {
                       int n, float *out);
 
     /* A mixture-of-experts FFN over x [n_tokens][n_embd] into y (overwritten):
-     * per token, p = softmax(router x), the n_used experts of largest p
-     * (the lower index first among equals), g_e = p_e (over the picked
-     * ones' sum where moe->norm) times moe->scale, and
+     * per token, p = softmax(router x) (moe->sigmoid: sigmoid of each), the
+     * n_used experts of largest p + bias (the lower index first among
+     * equals), g_e = p_e (over the picked ones' sum where moe->norm) times
+     * moe->scale, and
      *   y[t] = sum_e g_e * ffn_e(x[t])
      * with ffn_e the ffn op over expert e's slots of w. work: backend
      * memory of eng_moe_work_floats(moe, n_tokens, n_embd) floats. */

@@ -228,6 +228,21 @@ static eng_dtype mat_dtype(const eng_model *m, const gguf_tensor *t)
     return m->info.storage;
 }
 
+/* Whether layer il's FFN is experts (not one of LFM2-MoE's first, dense
+ * layers), and its neurons: n_ff, or those of its experts or of a dense
+ * layer before them, where they differ. */
+static bool has_experts(const eng_model *m, int il)
+{
+    return m->n_ff_exp > 0 && il >= m->n_dense_lead;
+}
+
+static int ffn_width(const eng_model *m, int il)
+{
+    if (has_experts(m, il))
+        return m->info.n_expert * m->n_ff_exp;
+    return m->n_ff_dense ? m->n_ff_dense : m->info.n_ff;
+}
+
 /* Whether every layer's gate and up rows are of ggml type `type` in the
  * file (phi3's gate rows are the first half of its ffn_up). */
 static bool ffn_file_all(const eng_model *m, const gguf_file *f, uint32_t type)
@@ -236,7 +251,8 @@ static bool ffn_file_all(const eng_model *m, const gguf_file *f, uint32_t type)
         for (int h = 0; h < 2; h++) {
             char name[64];
             snprintf(name, sizeof(name), "blk.%d.ffn_%s%s.weight", il,
-                     h && m->arch != ENG_ARCH_PHI3 ? "gate" : "up", m->n_ff_exp ? "_exps" : "");
+                     h && m->arch != ENG_ARCH_PHI3 ? "gate" : "up",
+                     has_experts(m, il) ? "_exps" : "");
             const gguf_tensor *t = gguf_find_tensor(f, name);
             if (!t || t->type != type)
                 return false;
@@ -258,7 +274,7 @@ static eng_dtype ffn_dtype(const eng_model *m, const gguf_file *f)
 {
     const unsigned dts = m->be ? m->be->iface->dtypes : 0;
     const char *gate = m->arch == ENG_ARCH_PHI3 ? "blk.0.ffn_up.weight"
-                       : m->n_ff_exp            ? "blk.0.ffn_gate_exps.weight"
+                       : has_experts(m, 0)      ? "blk.0.ffn_gate_exps.weight"
                                                 : "blk.0.ffn_gate.weight";
     if (m->info.n_embd % 32)
         return m->info.storage;
@@ -439,12 +455,12 @@ static int load_mat(loader *ld, const char *name, uint64_t cols, uint64_t rows, 
 
 static int ffn_tensors_get(loader *ld, int il, ffn_tensors *t)
 {
-    const int E = ld->m->info.n_embd, F = ld->m->info.n_ff;
+    const int E = ld->m->info.n_embd, F = ffn_width(ld->m, il);
     char name[64];
     int r;
     t->gate_row0 = t->up_row0 = 0;
     t->down_cols = (uint64_t)F;
-    if (ld->m->n_ff_exp) {
+    if (has_experts(ld->m, il)) {
         /* [n_embd, n_ff_exp, n_expert] and [n_ff_exp, n_embd, n_expert]:
          * the experts' gate and up rows one after another, n_ff of them */
         const uint64_t fe = (uint64_t)ld->m->n_ff_exp, ne = (uint64_t)ld->m->info.n_expert;
@@ -667,6 +683,32 @@ static int ffn_alloc(eng_model *m, eng_layer *L, int cap)
     return 0;
 }
 
+/* Layer il's experts: the router (f32), LFM2-MoE's bias to pick by, and
+ * how the picks are weighted (model-wide). */
+static int load_router(loader *ld, int il, eng_layer *L)
+{
+    const eng_model *m = ld->m;
+    const uint64_t ne = (uint64_t)m->info.n_expert;
+    char name[64];
+    int r;
+    snprintf(name, sizeof(name), "blk.%d.ffn_gate_inp.weight", il);
+    if ((r = load_mat_as(ld, name, (uint64_t)m->info.n_embd, ne, 0, ne, true, true,
+                         &L->moe.router)) < 0)
+        return r;
+    float *bias = NULL;
+    snprintf(name, sizeof(name), "blk.%d.exp_probs_b.bias", il);
+    if (m->arch == ENG_ARCH_LFM2 && (r = load_vec(ld, name, ne, true, &bias)) < 0)
+        return r;
+    L->moe.bias = bias;
+    L->moe.n_expert = m->info.n_expert;
+    L->moe.n_used = m->info.n_expert_used;
+    L->moe.n_ff_exp = m->n_ff_exp;
+    L->moe.sigmoid = m->moe_sigmoid;
+    L->moe.norm = m->moe_norm;
+    L->moe.scale = m->moe_scale;
+    return 0;
+}
+
 /* The FFN of layer il as the plan says: its loaded neurons in slots
  * 0..n-1, ascending by neuron id. */
 static int load_ffn(loader *ld, int il, eng_layer *L, const eng_plan *plan)
@@ -674,9 +716,12 @@ static int load_ffn(loader *ld, int il, eng_layer *L, const eng_plan *plan)
     eng_model *m = ld->m;
     ffn_tensors t;
     int r;
+    if (has_experts(m, il) && (r = load_router(ld, il, L)) < 0) /* experts: their router */
+        return r;
     if ((r = ffn_tensors_get(ld, il, &t)) < 0)
         return r;
-    int n = plan->n_loaded[il];
+    /* (experts: the dense plan's first neurons, as many as the layer has) */
+    int n = m->n_ff_exp ? ffn_width(m, il) : plan->n_loaded[il];
     if (ffn_alloc(m, L, n) < 0) {
         char what[64];
         snprintf(what, sizeof(what), "the FFN of layer %d", il);
@@ -805,7 +850,10 @@ static void jobs_task(void *arg, int ith, int nth)
  * the scratch allocations can. */
 static int run_jobs(loader *ld, int n_threads)
 {
-    const int dc = ld->m->n_ff_exp ? ld->m->n_ff_exp : ld->m->info.n_ff; /* a W_down row */
+    /* a W_down row: n_ff, or with experts theirs or a dense layer's */
+    const eng_model *m = ld->m;
+    const int dc = !m->n_ff_exp ? m->info.n_ff
+                   : m->n_ff_exp > m->n_ff_dense ? m->n_ff_exp : m->n_ff_dense;
     size_t scratch = (size_t)DOWN_BLOCK * dc, stage = 0;
     for (size_t k = 0; k < ld->n_jobs; k++) {
         if (!ld->jobs[k].L && ld->jobs[k].cols > scratch)
@@ -1033,18 +1081,20 @@ static int load_swa_layers(const gguf_file *f, const char *arch, eng_model *m, u
 }
 
 /* Mixture of experts (Qwen3-MoE and Qwen3-VL-MoE's language model, OLMoE,
- * Granite MoE, and Mixtral under llama): n_ff becomes all experts' neurons
+ * Granite MoE, LFM2-MoE, and Mixtral under llama): n_ff becomes all experts' neurons
  * together, n_ff_exp each (slot e * n_ff_exp + j holds expert e's neuron
  * j); the picked experts' weights normalised to sum 1 but in OLMoE, as
- * llama.cpp has each family. Experts in another family (ERNIE 4.5's name
- * for its dense models too) are refused as such, not as a missing FFN; so
- * are shared experts, expert groups and leading dense layers. */
+ * llama.cpp has each family; LFM2-MoE's first layers dense (n_ff_dense
+ * neurons each: n_ff is the widest layer's). Experts in another family
+ * (ERNIE 4.5's name for its dense models too) are refused as such, not as
+ * a missing FFN; so are shared experts and expert groups. */
 static int load_experts(const gguf_file *f, const char *arch, eng_model *m, uint32_t *n_ff,
                         eng_error *err)
 {
     const bool qwen = !strcmp(arch, "qwen3moe") || !strcmp(arch, "qwen3vlmoe");
-    const bool named = qwen || !strcmp(arch, "granitemoe") || !strcmp(arch, "olmoe");
-    uint32_t ne, nu, fe, shared, shared_ff, groups, lead;
+    const bool lfm2 = !strcmp(arch, "lfm2moe");
+    const bool named = qwen || lfm2 || !strcmp(arch, "granitemoe") || !strcmp(arch, "olmoe");
+    uint32_t ne, nu, fe, shared, shared_ff, groups, lead, gating = 1;
     int r;
     if ((r = get_u32_arch(f, arch, "expert_count", named, 0, &ne, err)) < 0)
         return r;
@@ -1060,10 +1110,13 @@ static int load_experts(const gguf_file *f, const char *arch, eng_model *m, uint
     if (nu < 1 || nu > ne)
         return eng__set_err(err, -EINVAL, "%s.expert_used_count %u out of range 1..%u", arch, nu,
                             ne);
-    /* Qwen3-MoE's experts have a length of their own (llama.cpp: else
-     * n_ff / n_used); the others' is feed_forward_length */
-    if ((r = get_u32_arch(f, arch, "expert_feed_forward_length", false, qwen ? *n_ff / nu : *n_ff,
+    /* Qwen3-MoE's and LFM2-MoE's experts have a length of their own
+     * (Qwen3-MoE, as llama.cpp: else n_ff / n_used); the others' is
+     * feed_forward_length; LFM2-MoE's gating is the file's (1 softmax, 2
+     * sigmoid), the others' softmax */
+    if ((r = get_u32_arch(f, arch, "expert_feed_forward_length", lfm2, qwen ? *n_ff / nu : *n_ff,
                           &fe, err)) < 0 ||
+        (lfm2 && (r = get_u32_arch(f, arch, "expert_gating_func", true, 1, &gating, err)) < 0) ||
         (r = get_u32_arch(f, arch, "expert_shared_count", false, 0, &shared, err)) < 0 ||
         (r = get_u32_arch(f, arch, "expert_shared_feed_forward_length", false, 0, &shared_ff,
                           err)) < 0 ||
@@ -1073,13 +1126,25 @@ static int load_experts(const gguf_file *f, const char *arch, eng_model *m, uint
     if (shared > 0 || shared_ff > 0)
         return eng__set_err(err, -ENOTSUP, "shared experts (%s.expert_shared_%s) are not "
                             "supported", arch, shared ? "count" : "feed_forward_length");
-    if (groups > 1 || lead > 0)
+    /* (leading dense layers: LFM2-MoE's, of feed_forward_length neurons) */
+    if (groups > 1 || (lead > 0 && !lfm2))
         return eng__set_err(err, -ENOTSUP, "%s (%u) is not supported", groups > 1 ?
                             "expert_group_count" : "leading_dense_block_count",
                             groups > 1 ? groups : lead);
+    if (lead >= (uint32_t)m->info.n_layer)
+        return eng__set_err(err, -EINVAL, "leading_dense_block_count %u: no layer has experts",
+                            lead);
+    if (gating != 1 && gating != 2)
+        return eng__set_err(err, -ENOTSUP, "%s.expert_gating_func %u is not supported (1 "
+                            "softmax, 2 sigmoid)", arch, gating);
     if (fe == 0 || (uint64_t)fe * ne > MAX_DIM)
         return eng__set_err(err, -EINVAL, "%u experts of %u neurons: out of range", ne, fe);
-    *n_ff = fe * ne;
+    /* n_ff: the widest layer's (the dense plan loads every layer's all) */
+    m->n_dense_lead = (int)lead;
+    m->n_ff_dense = lead ? (int)*n_ff : 0;
+    if (lead == 0 || fe * ne > *n_ff)
+        *n_ff = fe * ne;
+    m->moe_sigmoid = gating == 2;
     m->n_ff_exp = (int)fe;
     m->info.n_expert = (int)ne;
     m->info.n_expert_used = (int)nu;
@@ -1139,7 +1204,7 @@ static int load_hparams(const gguf_file *f, eng_model *m, eng_error *err)
         m->arch = ENG_ARCH_MISTRAL3;
     else if (!strcmp(arch, "hunyuan-dense"))
         m->arch = ENG_ARCH_HUNYUAN;
-    else if (!strcmp(arch, "lfm2"))
+    else if (!strcmp(arch, "lfm2") || !strcmp(arch, "lfm2moe"))
         m->arch = ENG_ARCH_LFM2;
     /* mixture-of-experts families whose attention is one here already
      * (Qwen3-MoE: Qwen3's; Granite MoE: Granite's multipliers) */
@@ -1154,8 +1219,8 @@ static int load_hparams(const gguf_file *f, eng_model *m, eng_error *err)
                             "unsupported architecture '%s' (supported: llama, ernie4_5, qwen2, "
                             "qwen3, qwen2vl, qwen3vl, phi3, gemma, gemma2, gemma3, smollm3, "
                             "granite, exaone, minicpm, olmo2, exaone4, mistral3, hunyuan-dense, "
-                            "lfm2, qwen3moe, qwen3vlmoe, granitemoe, olmoe; text only for the "
-                            "vl ones)",
+                            "lfm2, lfm2moe, qwen3moe, qwen3vlmoe, granitemoe, olmoe; text "
+                            "only for the vl ones)",
                             arch);
     /* the vl families' sections, which llama.cpp requires (an array of at
      * most 4 or one number): only their presence matters for text */
@@ -1536,6 +1601,10 @@ static int load_weights(loader *ld, const eng_plan *plan)
                                                "ffn_down",      "ffn_gate_inp", "ffn_gate_exps",
                                                "ffn_up_exps",   "ffn_down_exps", "exp_probs_b" };
         for (size_t i = 0; i < sizeof(no_bias) / sizeof(no_bias[0]); i++) {
+            /* (LFM2-MoE's bias to pick experts by: load_router) */
+            const bool lfm2moe = m->arch == ENG_ARCH_LFM2 && m->n_ff_exp;
+            if (lfm2moe && !strcmp(no_bias[i], "exp_probs_b"))
+                continue;
             snprintf(name, sizeof(name), "blk.%d.%s.bias", il, no_bias[i]);
             if (gguf_find_tensor(f, name))
                 return eng__set_err(ld->err, -ENOTSUP, "tensor '%s' (a bias) is not supported",
@@ -1609,18 +1678,6 @@ static int load_weights(loader *ld, const eng_plan *plan)
         L->rope_freqs = unscaled ? NULL : m->rope_freqs_scaled ? m->rope_freqs_scaled
                                        : m->rope_short      ? m->rope_short /* sessions may take long */
                                                             : m->rope_freqs;
-        /* experts: the router, its picks' weighting (model-wide) */
-        if (m->n_ff_exp) {
-            const uint64_t ne = (uint64_t)m->info.n_expert;
-            if ((r = load_mat_as(ld, NAME("ffn_gate_inp.weight"), E, ne, 0, ne, true, true,
-                                 &L->moe.router)) < 0)
-                return r;
-            L->moe.n_expert = m->info.n_expert;
-            L->moe.n_used = m->info.n_expert_used;
-            L->moe.n_ff_exp = m->n_ff_exp;
-            L->moe.norm = m->moe_norm;
-            L->moe.scale = m->moe_scale;
-        }
 #undef NAME
         if ((r = load_ffn(ld, il, L, plan)) < 0)
             return r;
@@ -1904,6 +1961,14 @@ int eng__model_load_backend(const char *path, const eng_model_params *params, en
     }
     m->info.n_params = count_params(f);
     m->info.bytes_per_token = bytes_per_token(m);
+    if (m->n_dense_lead) {
+        /* (the plan counted n_ff, the widest layer's, in every layer) */
+        m->plan.neurons_loaded = m->plan.neurons_total = 0;
+        for (int il = 0; il < m->info.n_layer; il++)
+            m->plan.neurons_loaded += (uint64_t)m->layers[il].ffn.n_slots;
+        m->plan.neurons_total = m->plan.neurons_loaded;
+        m->plan.bytes_ffn = m->plan.neurons_loaded * neuron_bytes(m);
+    }
 
     free(ld.row);
     free_jobs(&ld);
@@ -2235,7 +2300,8 @@ int eng_session_new(const eng_model *m, const eng_session_params *params, eng_se
         goto oom;
     if (m->n_ff_exp &&
         !(s->moe_work = eng__session_alloc(
-              s, eng_moe_work_floats(&m->layers[0].moe, n_batch, E) * sizeof(float))))
+              s, eng_moe_work_floats(&m->layers[m->n_dense_lead].moe, n_batch, E) *
+                     sizeof(float))))
         goto oom;
     /* greedy on the backend (ENG_EVAL_ARGMAX): host memory reads the logits */
     if (!m->be->iface->host_memory && m->be->iface->argmax &&
@@ -3213,12 +3279,18 @@ int eng_model_swap(eng_model *m, const eng_load_plan_params *pp, eng_swap_stats 
     int32_t tmp_nid = 0;
     loader ld = { .m = m, .err = err };
     eng_swap_stats st = { 0 };
-    /* (experts load whole: the dense plan is the one they have) */
+    /* (experts load whole: the dense plan is the one they have, and
+     * nothing moves) */
     const eng_select_mode mode = pp ? pp->mode : ENG_SELECT_DENSE;
     if (m->n_ff_exp && mode != ENG_SELECT_DENSE)
         return eng__set_err(err, -ENOTSUP, "mode %s: neuron selection in mixture-of-experts "
                             "layers is not supported (mode dense only)",
                             eng_select_mode_name(mode));
+    if (m->n_ff_exp) {
+        if (ret_stats)
+            *ret_stats = (eng_swap_stats){ .ns = eng_time_ns() - t0 };
+        return 0;
+    }
     int r = eng__plan_build(&shape, pp, &plan, err);
     if (r < 0)
         return r;

@@ -119,6 +119,9 @@ struct eng_model {
                                        * (smollm3: 4; granite unrotated: 1); 0: all have */
     int n_ff_exp;                     /* an expert's neurons (info.n_ff = info.n_expert *
                                        * this); 0: a dense FFN */
+    int n_dense_lead;                 /* experts: the first layers' FFN dense (lfm2moe), */
+    int n_ff_dense;                   /* ... of this many neurons */
+    bool moe_sigmoid;                 /* eng_moe.sigmoid */
     bool moe_norm;                    /* eng_moe.norm, as the family has it */
     float moe_scale;                  /* eng_moe.scale */
     int conv_len;                     /* lfm2: the short convolutions' taps; 0: none */

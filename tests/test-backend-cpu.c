@@ -1201,13 +1201,14 @@ static void test_ffn_runs(eng_backend *be, eng_dtype dt)
 
 /* ---- moe ------------------------------------------------------------------ */
 
-/* The moe op against its definition (backend.h): the router's softmax in
- * double, the K largest (the lower index among equals), their weights, and
+/* The moe op against its definition (backend.h): the router's softmax (or
+ * sigmoid, picking by it plus a bias) in double, the K largest (the lower
+ * index among equals), their weights, and
  * each picked expert through ffn() over its own slots for that token
  * alone. A decode step (one walk over K experts) and prefills (tokens
  * grouped by expert) both. */
 static void test_moe_one(eng_backend *be, eng_dtype dt, int E, int NE, int F, int K, int n,
-                         bool norm, float scale)
+                         bool norm, float scale, bool sigmoid)
 {
     E = (int)((E + eng_dtype_block(dt) - 1) / eng_dtype_block(dt) * eng_dtype_block(dt));
     const size_t rs = eng_ffn_row_bytes(dt, E), rd = eng_ffn_down_bytes(dt, E);
@@ -1216,7 +1217,11 @@ static void test_moe_one(eng_backend *be, eng_dtype dt, int E, int NE, int F, in
     float *router = make_f32((long)NE * E, -1, 1), *x = make_f32((long)n * E, -1, 1);
     float *y = make_f32((long)n * E, 0, 0), *ye = make_f32(E, 0, 0);
     eng_ffn_weights W = { dt, E, NE * F, gu, dn, NULL, g_act };
-    eng_moe moe = { { ENG_DTYPE_F32, NE, E, router }, NE, K, F, norm, scale };
+    /* sigmoid gating comes with a bias to pick by (LFM2-MoE) */
+    float *bias = sigmoid ? make_f32(NE, -0.5f, 0.5f) : NULL;
+    eng_moe moe = { .router = { ENG_DTYPE_F32, NE, E, router }, .n_expert = NE, .n_used = K,
+                    .n_ff_exp = F, .sigmoid = sigmoid, .bias = bias, .norm = norm,
+                    .scale = scale };
     float *work = make_f32((long)eng_moe_work_floats(&moe, n, E), 0, 0);
     /* a token the same in two rows: the same picks, the same output */
     if (n > 2)
@@ -1232,17 +1237,23 @@ static void test_moe_one(eng_backend *be, eng_dtype dt, int E, int NE, int F, in
             mx = p[e] > mx ? p[e] : mx;
         }
         for (int e = 0; e < NE; e++)
-            sum += p[e] = exp(p[e] - mx);
+            sum += p[e] = sigmoid ? 1 / (1 + exp(-p[e])) : exp(p[e] - mx);
+        if (sigmoid)
+            sum = 1;
         int pick[64];
         double g[64], gs = 0;
+        bool taken[64] = { false };
         for (int k = 0; k < K; k++) {
             int best = -1;
-            for (int e = 0; e < NE; e++)
-                if (p[e] >= 0 && (best < 0 || p[e] > p[best]))
+            for (int e = 0; e < NE; e++) {
+                const double v = p[e] + (bias ? bias[e] : 0), bv = best < 0 ? 0 :
+                                 p[best] + (bias ? bias[best] : 0);
+                if (!taken[e] && (best < 0 || v > bv))
                     best = e;
+            }
             pick[k] = best;
+            taken[best] = true;
             gs += g[k] = p[best] / sum;
-            p[best] = -1;
         }
         double want[1024] = { 0 };
         for (int k = 0; k < K; k++) {
@@ -1268,7 +1279,7 @@ static void test_moe_one(eng_backend *be, eng_dtype dt, int E, int NE, int F, in
     CHECK(worst < (dt == ENG_DTYPE_F32 ? 1e-5 : 2e-2),
           "moe %s E=%d %d experts of %d picking %d, %d tokens%s: %g off (relative)", dt_name(dt),
           E, NE, F, K, n, norm ? ", normalised" : "", worst);
-    free(gu), free(dn), free(router), free(x), free(y), free(ye), free(work);
+    free(gu), free(dn), free(router), free(x), free(y), free(ye), free(work), free(bias);
 }
 
 static void test_moe(eng_backend *be, eng_dtype dt)
@@ -1276,11 +1287,13 @@ static void test_moe(eng_backend *be, eng_dtype dt)
     CHECK(be->iface->moe, "no moe");
     if (!be->iface->moe)
         return;
-    test_moe_one(be, dt, 64, 8, 32, 2, 1, true, 1.0f);  /* decode */
-    test_moe_one(be, dt, 64, 8, 32, 2, 9, true, 1.0f);  /* prefill */
-    test_moe_one(be, dt, 96, 6, 33, 3, 1, false, 0.5f); /* odd slots, no norm, a scale */
-    test_moe_one(be, dt, 96, 6, 33, 3, 5, false, 0.5f);
-    test_moe_one(be, dt, 64, 4, 16, 4, 3, true, 1.0f);  /* every expert */
+    test_moe_one(be, dt, 64, 8, 32, 2, 1, true, 1.0f, false);  /* decode */
+    test_moe_one(be, dt, 64, 8, 32, 2, 9, true, 1.0f, false);  /* prefill */
+    test_moe_one(be, dt, 96, 6, 33, 3, 1, false, 0.5f, false); /* odd slots, no norm, a scale */
+    test_moe_one(be, dt, 96, 6, 33, 3, 5, false, 0.5f, false);
+    test_moe_one(be, dt, 64, 4, 16, 4, 3, true, 1.0f, false);  /* every expert */
+    test_moe_one(be, dt, 64, 8, 32, 2, 1, true, 1.0f, true);   /* sigmoid and a bias */
+    test_moe_one(be, dt, 64, 8, 32, 3, 7, true, 1.0f, true);
 }
 
 /* ---- ffn_pick ----------------------------------------------------------- */

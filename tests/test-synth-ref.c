@@ -614,6 +614,46 @@ static void check_moe(const char *synth)
            "swaps refused\n", d1);
 }
 
+/* LFM2-MoE (tiny-lfm2moe): two dense FFNs of 96 neurons before layers of
+ * 8 experts of 32: each layer holds its own, the plan counts them, decode
+ * equals prefill (the convolution rings and the experts together), and a
+ * swap to the dense plan changes nothing (the plan's n_ff, the widest
+ * layer's, is not every layer's). */
+static void check_lfm2moe(const char *synth)
+{
+    char path[32];
+    test_synth(synth, "tiny-lfm2moe", path);
+    eng_model_params mp = eng_model_params_default();
+    mp.n_threads = 2;
+    eng_model *m = NULL;
+    eng_error err;
+    CHECKF(eng_model_load(path, &mp, &m, &err) == 0, "%s", err.msg);
+    CHECK(m->info.n_ff == 256 && m->info.n_expert == 8 && m->info.n_expert_used == 2);
+    for (int il = 0; il < m->info.n_layer; il++)
+        CHECKF(m->layers[il].ffn.n_slots == (il < 2 ? 96 : 256) &&
+                   (m->layers[il].moe.router.data != NULL) == (il >= 2) &&
+                   (m->layers[il].moe.bias != NULL) == (il >= 2),
+               "layer %d: %d slots", il, m->layers[il].ffn.n_slots);
+    eng_plan_info pi;
+    eng_model_get_plan(m, &pi);
+    CHECK(pi.neurons_loaded == 2 * 96 + 3 * 256 && pi.neurons_total == pi.neurons_loaded);
+    static float a[1024], b[1024];
+    last_logits(m, false, a);
+    last_logits(m, true, b);
+    const double d1 = max_diff(a, b, 1024);
+    CHECKF(d1 < 1e-3, "tiny-lfm2moe: token by token, logits %g from the batch's", d1);
+    eng_load_plan_params pp = eng_load_plan_params_default();
+    CHECKF(eng_model_swap(m, &pp, NULL, &err) == 0, "%s", err.msg);
+    last_logits(m, false, b);
+    CHECK(max_diff(a, b, 1024) == 0);
+    eng_model_get_plan(m, &pi);
+    CHECK(pi.neurons_loaded == 2 * 96 + 3 * 256);
+    unlink(path);
+    printf("tiny-lfm2moe dense layers of 96 and experts of 8 x 32; token by token vs one batch "
+           "%.2g; a swap to dense changes nothing\n", d1);
+    eng_model_free(m);
+}
+
 /* lfm2 in a context as long as the prompt, taken in one batch (which is
  * then the whole context): the logits of a long context's session, every
  * position's. */
@@ -843,6 +883,11 @@ static void check_refused(const char *synth)
         { "tiny-olmoe", "olmoe.expert_count=u32:16", "ffn_gate_inp.weight", -EINVAL },
         { "tiny-qwen2", "qwen2.expert_count=u32:4", "not supported for qwen2", -ENOTSUP },
         { "tiny-qwen3moe", "qwen3moe.expert_group_count=u32:4", "expert_group_count", -ENOTSUP },
+        { "tiny-lfm2moe", "lfm2moe.expert_gating_func=u32:3", "expert_gating_func 3", -ENOTSUP },
+        { "tiny-lfm2moe", "lfm2moe.leading_dense_block_count=u32:5", "no layer has experts",
+          -EINVAL },
+        { "tiny-lfm2moe", "lfm2moe.leading_dense_block_count=u32:1", "blk.1.ffn_gate_inp.weight",
+          -ENOENT },
         { "tiny-mixtral", "llama.leading_dense_block_count=u32:1", "leading_dense_block_count",
           -ENOTSUP },
     };
@@ -971,6 +1016,10 @@ int main(int argc, char **argv)
     check_shape(argv[1], argv[2], "tiny-olmoe", 1024);
     check_shape(argv[1], argv[2], "tiny-granitemoe", 320);
     check_shape(argv[1], argv[2], "tiny-mixtral", 320);
+    /* LFM2-MoE: lfm2's blocks, two dense FFNs, then 2 of 8 experts picked
+     * by sigmoid plus a bias, weighted by the sigmoid alone */
+    check_shape(argv[1], argv[2], "tiny-lfm2moe", 1024);
+    check_lfm2moe(argv[1]);
     check_moe(argv[1]);
     check_rot(argv[1], "tiny-phi4", "q8_0", ENG_DTYPE_Q8_0);
     check_rot(argv[1], "tiny-phi4-k", "q4_k", ENG_DTYPE_Q4_K);

@@ -13,7 +13,8 @@
  *                    than the caches, split over the same number of threads
  *   step bytes       weight bytes one decode step reads at this setting:
  *                    eng_model_info.bytes_per_token with the FFN counted at
- *                    the share decode computes (phi), KV cache left out
+ *                    the share decode computes (phi; a mixture of experts:
+ *                    the experts a step picks), KV cache left out
  *   achieved         step bytes x decode tok/s, in GB/s
  *   roofline         bandwidth / step bytes: the decode rate if every step
  *                    only had to stream its weights once
@@ -600,8 +601,12 @@ int main(int argc, char **argv) {
     double neuron_bytes =
         plan.neurons_loaded ? (double)(plan.bytes_ffn - plan.bytes_sketch) / plan.neurons_loaded : 0;
     /* bytes_per_token counts the loaded neurons, not the sketch */
+    /* (experts: bytes_per_token counts the ones a step picks; every
+     * neuron of theirs is computed, ffn_share 1) */
     double step_bytes = (double)info.bytes_per_token - (double)(plan.bytes_ffn - plan.bytes_sketch) +
                         ffn_share * info.n_layer * (double)info.n_ff * neuron_bytes;
+    if (info.n_expert > 0)
+        step_bytes = (double)info.bytes_per_token;
     eng_backend_info bi;
     if (eng_model_backend_info(m, &bi) < 0)
         memset(&bi, 0, sizeof(bi));

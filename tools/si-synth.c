@@ -48,19 +48,22 @@ typedef struct shape {
     int n_rot;           /* rope.dimension_count; 0: head_dim (every dimension rotates) */
 } shape;
 
-/* Mixtures of experts: a shape's experts, of n_ff neurons each, and how
- * many of them a token picks (other shapes: a dense FFN). */
+/* Mixtures of experts: a shape's experts, of n_ff neurons each, how many
+ * of them a token picks, and its first layers' dense FFN of dense_ff
+ * neurons (other shapes: a dense FFN everywhere). */
 static const struct {
     const char *shape;
-    int n_expert, n_used;
+    int n_expert, n_used, dense_lead, dense_ff;
 } expert_shapes[] = {
-    {"tiny-qwen3moe", 8, 2},
-    {"tiny-qwen3vlmoe", 8, 2},
-    {"tiny-olmoe", 8, 3},
-    {"tiny-granitemoe", 4, 2},
-    {"tiny-mixtral", 4, 2},
-    {"granite-3.1-1b-a400m", 32, 8},
-    {"olmoe-1b-7b", 64, 8},
+    {"tiny-lfm2moe", 8, 2, 2, 96},
+    {"tiny-qwen3moe", 8, 2, 0, 0},
+    {"tiny-qwen3vlmoe", 8, 2, 0, 0},
+    {"tiny-olmoe", 8, 3, 0, 0},
+    {"tiny-granitemoe", 4, 2, 0, 0},
+    {"tiny-mixtral", 4, 2, 0, 0},
+    {"lfm2-8b-a1b", 32, 4, 2, 7168},
+    {"granite-3.1-1b-a400m", 32, 8, 0, 0},
+    {"olmoe-1b-7b", 64, 8, 0, 0},
 };
 
 static const shape shapes[] = {
@@ -177,6 +180,12 @@ static const shape shapes[] = {
      * Mixtral's (llama with experts) */
     {"tiny-qwen3moe", "qwen3moe", "qwen2", "Synthetic Tiny Qwen3MoE", 2, 64, 32, 4, 2, 320, 4096,
      1000000.0f, 1e-6f, false, false, true, VOCAB_QWEN, 0, 32, true, false, 0, 0.0f, {0, 0}, 0, 0},
+    /* LFM2-MoE's layout: tiny-lfm2's blocks, the first two FFNs dense, the
+     * others experts picked by sigmoid with a bias (LFM2-8B-A1B: 32
+     * experts picking 4, its first 2 layers dense) */
+    {"tiny-lfm2moe", "lfm2moe", "lfm2", "Synthetic Tiny LFM2MoE", 5, 64, 32, 4, 2, 1024, 4096,
+     1000000.0f, 1e-5f, false, false, true, VOCAB_LLAMA3, 0, 0, true, false, 0, 0.0f, {0, 0}, 0,
+     0},
     {"tiny-qwen3vlmoe", "qwen3vlmoe", "qwen2", "Synthetic Tiny Qwen3VLMoE", 2, 64, 32, 4, 2, 320,
      4096, 5000000.0f, 1e-6f, false, false, true, VOCAB_QWEN, 0, 32, true, false, 0, 0.0f, {0, 0},
      0, 0},
@@ -200,6 +209,11 @@ static const shape shapes[] = {
     /* LFM2-350M's shape: attention in layers 2, 5, 8, 10, 12 and 14 */
     {"lfm2-350m", "lfm2", "lfm2", "Synthetic LFM2 350M", 16, 1024, 4608, 16, 8, 65536, 128000,
      1000000.0f, 1e-5f, false, false, true, VOCAB_LLAMA3, 0, 0, true, false, 0, 0.0f, {0, 0}, 0, 0},
+    /* LFM2-8B-A1B's shape: 32 experts of 1792 picking 4 after two dense
+     * FFNs of 7168; attention in six layers */
+    {"lfm2-8b-a1b", "lfm2moe", "lfm2", "Synthetic LFM2 8B-A1B", 24, 2048, 1792, 32, 8, 65536,
+     128000, 1000000.0f, 1e-5f, false, false, true, VOCAB_LLAMA3, 0, 0, true, false, 0, 0.0f,
+     {0, 0}, 0, 0},
     /* Granite 3.1 1B-A400M's shape: 32 experts of 512 picking 8 */
     {"granite-3.1-1b-a400m", "granitemoe", "refact", "Synthetic Granite 3.1 1B-A400M", 24, 1024,
      512, 16, 8, 49152, 131072, 10000.0f, 1e-6f, false, false, true, VOCAB_SMOL, 17, 0, false,
@@ -555,7 +569,7 @@ static void build_vocab(vocab *v, const shape *sh, uint64_t seed)
             "<|tool_call_start|>", "<|tool_call_end|>", "<|tool_response_start|>",
             "<|tool_response_end|>", "<think>", "</think>",
         };
-        const bool lf = !strcmp(sh->arch, "lfm2");
+        const bool lf = !strncmp(sh->arch, "lfm2", 4);
         for (int i = 0; i < 256; i++) {
             char buf[64];
             if (i < 11)
@@ -798,11 +812,14 @@ static int set_kv(gguf_writer *w, const char *spec)
 }
 
 /* lfm2: whether layer l of n is an attention layer (else a convolution):
- * LFM2-350M's and 1.2B's six of 16, or every third and the last */
+ * LFM2-350M's and 1.2B's six of 16, LFM2-8B-A1B's six of 24, or every
+ * third and the last */
 static bool lfm2_attention(int l, int n)
 {
     if (n == 16)
         return l == 2 || l == 5 || l == 8 || l == 10 || l == 12 || l == 14;
+    if (n == 24) /* LFM2-8B-A1B's */
+        return l == 2 || l == 6 || l == 10 || l == 14 || l == 18 || l == 21;
     return l % 3 == 2 || l == n - 1;
 }
 
@@ -941,11 +958,13 @@ int main(int argc, char **argv)
         shc.n_vocab = (int)nv;
     }
     const shape *sh = &shc;
-    int n_expert = 0, n_used = 0;
+    int n_expert = 0, n_used = 0, dense_lead = 0, dense_ff = 0;
     for (size_t i = 0; i < sizeof(expert_shapes) / sizeof(expert_shapes[0]); i++)
         if (!strcmp(expert_shapes[i].shape, sh->name)) {
             n_expert = expert_shapes[i].n_expert;
             n_used = expert_shapes[i].n_used;
+            dense_lead = expert_shapes[i].dense_lead;
+            dense_ff = expert_shapes[i].dense_ff;
         }
     if (etype == UINT32_MAX)
         etype = wtype;
@@ -979,17 +998,24 @@ int main(int argc, char **argv)
     CHECK(gguf_writer_set_u32(w, KEY("block_count"), (uint32_t)sh->n_layer));
     CHECK(gguf_writer_set_u32(w, KEY("context_length"), (uint32_t)sh->n_ctx));
     CHECK(gguf_writer_set_u32(w, KEY("embedding_length"), (uint32_t)sh->n_embd));
-    /* (qwen3moe: feed_forward_length is not an expert's, which has its own key) */
+    /* (qwen3moe: feed_forward_length is not an expert's, which has its own
+     * key; lfm2moe: it is the dense layers') */
     const bool q3moe = !strcmp(arch, "qwen3moe") || !strcmp(arch, "qwen3vlmoe");
-    CHECK(gguf_writer_set_u32(w, KEY("feed_forward_length"), (uint32_t)sh->n_ff * (q3moe ? 3 : 1)));
+    const bool own_ff = q3moe || !strcmp(arch, "lfm2moe");
+    const uint32_t ff = dense_lead ? (uint32_t)dense_ff : (uint32_t)sh->n_ff * (q3moe ? 3 : 1);
+    CHECK(gguf_writer_set_u32(w, KEY("feed_forward_length"), ff));
     if (n_expert) {
         CHECK(gguf_writer_set_u32(w, KEY("expert_count"), (uint32_t)n_expert));
         CHECK(gguf_writer_set_u32(w, KEY("expert_used_count"), (uint32_t)n_used));
     }
-    if (q3moe)
+    if (own_ff)
         CHECK(gguf_writer_set_u32(w, KEY("expert_feed_forward_length"), (uint32_t)sh->n_ff));
+    if (dense_lead) /* LFM2-MoE's: and sigmoid gating */
+        CHECK(gguf_writer_set_u32(w, KEY("leading_dense_block_count"), (uint32_t)dense_lead));
+    if (!strcmp(arch, "lfm2moe"))
+        CHECK(gguf_writer_set_u32(w, KEY("expert_gating_func"), 2));
     CHECK(gguf_writer_set_u32(w, KEY("attention.head_count"), (uint32_t)sh->n_head));
-    const bool lfm2 = !strcmp(arch, "lfm2");
+    const bool lfm2 = !strncmp(arch, "lfm2", 4); /* (lfm2moe too) */
     if (lfm2) { /* a KV head count per layer, 0 where a convolution replaces attention */
         int32_t kvh[1000];
         for (int l = 0; l < sh->n_layer; l++)
@@ -1160,10 +1186,14 @@ int main(int argc, char **argv)
             T("ffn_down.weight", 2, F, E, INIT_RANDOM);
             continue;
         }
-        if (n_expert) { /* the router in f32, as converters and llama-quantize keep it */
+        if (n_expert && l >= dense_lead) { /* the router in f32, as converters keep it */
             const uint64_t NE = (uint64_t)n_expert;
             T("ffn_gate_inp.weight", 2, E, NE, INIT_RANDOM);
             td[nt - 1].type = GGML_TYPE_F32;
+            if (lfm2) { /* the bias to pick by, f32 */
+                snprintf(n, sizeof(n), "blk.%d.exp_probs_b.bias", l);
+                push(td, &nt, n, GGML_TYPE_F32, 1, NE, 1, INIT_RANDOM);
+            }
             snprintf(n, sizeof(n), "blk.%d.ffn_down_exps.weight", l);
             push3(td, &nt, n, wtype, F, E, NE);
             snprintf(n, sizeof(n), "blk.%d.ffn_gate_exps.weight", l);
@@ -1171,9 +1201,10 @@ int main(int argc, char **argv)
             snprintf(n, sizeof(n), "blk.%d.ffn_up_exps.weight", l);
             push3(td, &nt, n, wtype, E, F, NE);
         } else {
-            T("ffn_down.weight", 2, F, E, INIT_RANDOM);
-            T("ffn_gate.weight", 2, E, F, INIT_RANDOM);
-            T("ffn_up.weight", 2, E, F, INIT_RANDOM);
+            const uint64_t FD = dense_lead ? (uint64_t)dense_ff : F;
+            T("ffn_down.weight", 2, FD, E, INIT_RANDOM);
+            T("ffn_gate.weight", 2, E, FD, INIT_RANDOM);
+            T("ffn_up.weight", 2, E, FD, INIT_RANDOM);
         }
         if (!post_only)
             T("ffn_norm.weight", 1, E, 1, gemma ? INIT_NORM : INIT_ONES);
