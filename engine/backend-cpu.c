@@ -6370,8 +6370,6 @@ static void ffn_down_task(void *p, int ith, int nth)
     r->c->k->ffn_down(&r->a, r->A, r->lda, y, E, r->nt, b, e - b, thread_scratch(r->c, ith));
 }
 
-/* One token through the fused pass (r's runs set, n_embd within the
- * scratch), the threads' partials summed into y. */
 /* x's forms for a decode walk of w's rows (xr holds them): gate and up
  * against x in 16 bits, where the kernels have it; Q4_K's (Q5_K's) mins
  * and Q4_1's (Q4_0's) m against x's sums. */
@@ -6390,6 +6388,8 @@ static void decode_prep(cpu_ctx *c, ffn_run *r, x16_row *xr)
     }
 }
 
+/* One token through the fused pass (r's runs set, n_embd within the
+ * scratch), the threads' partials summed into y. */
 static void ffn_decode(cpu_ctx *c, ffn_run *r)
 {
     x16_row xr;
@@ -6970,15 +6970,28 @@ static void moe_decode_task(void *p, int ith, int nth)
     }
 }
 
-/* The router's products on the pool (a matmul), the picks on the caller's
- * thread (n_expert values a token), then expert by expert: its tokens'
- * rows gathered, through ffn() over its slots, and added back weighted.
- * A decode step runs its n_used experts one after another, each ffn()
- * reading only that expert's rows. */
 enum {
     MOE_DECODE_MAX = 64,    /* experts a token picks, decoded in one walk */
     MOE_EXPERTS_MAX = 1024, /* experts a layer has (the loader's bound) */
 };
+
+/* Expert e's slots of w, F of them. */
+static eng_ffn_weights expert_slots(const eng_ffn_weights *w, int e, int F)
+{
+    const size_t rb = eng_ffn_row_bytes(w->dtype, w->n_embd);
+    const size_t rd = eng_ffn_down_bytes(w->dtype, w->n_embd);
+    eng_ffn_weights v = *w;
+    v.n_slots = F;
+    v.gate_up = (const uint8_t *)w->gate_up + (size_t)e * F * 2 * rb;
+    v.down = (const uint8_t *)w->down + (size_t)e * F * rd;
+    v.sketch = NULL;
+    return v;
+}
+
+/* The router's products on the pool (a matmul), the picks on the caller's
+ * thread (n_expert values a token), then a decode step's experts in one
+ * walk (moe_decode_task), or expert by expert: its tokens' rows gathered,
+ * through ffn() over its slots, and added back weighted. */
 
 static void op_moe(eng_backend *be, const eng_ffn_weights *w, const eng_moe *moe, const float *x,
                    float *y, int n_tokens, float *work)
@@ -7032,17 +7045,11 @@ static void op_moe(eng_backend *be, const eng_ffn_weights *w, const eng_moe *moe
         for (int k = 0; k < K; k++)
             gw[(size_t)t * K + k] = gw[(size_t)t * K + k] / div * moe->scale;
     }
-    const size_t rb = eng_ffn_row_bytes(w->dtype, E), rd = eng_ffn_down_bytes(w->dtype, E);
     eng_ffn_weights v[MOE_DECODE_MAX];
     if (n == 1 && K <= MOE_DECODE_MAX && 2 * E <= SCRATCH_FLOATS) {
         /* decode: the K experts in one walk */
-        for (int k = 0; k < K; k++) {
-            v[k] = *w;
-            v[k].n_slots = F;
-            v[k].gate_up = (const uint8_t *)w->gate_up + (size_t)ids[k] * F * 2 * rb;
-            v[k].down = (const uint8_t *)w->down + (size_t)ids[k] * F * rd;
-            v[k].sketch = NULL;
-        }
+        for (int k = 0; k < K; k++)
+            v[k] = expert_slots(w, ids[k], F);
         moe_run mr = { .r = { .a = { &v[0], NULL, F, x, y, NULL, 1, NULL }, .c = c },
                        .v = v, .g = gw, .k = K };
         x16_row xr;
@@ -7068,12 +7075,8 @@ static void op_moe(eng_backend *be, const eng_ffn_weights *w, const eng_moe *moe
                 }
         if (ne == 0)
             continue;
-        eng_ffn_weights v = *w;
-        v.n_slots = F;
-        v.gate_up = (const uint8_t *)w->gate_up + (size_t)e * F * 2 * rb;
-        v.down = (const uint8_t *)w->down + (size_t)e * F * rd;
-        v.sketch = NULL;
-        op_ffn(be, &v, NULL, F, xe, ye, ne, NULL);
+        const eng_ffn_weights ve = expert_slots(w, e, F);
+        op_ffn(be, &ve, NULL, F, xe, ye, ne, NULL);
         for (int i = 0; i < ne; i++) {
             float *yt = y + (size_t)tok[i] * E;
             const float *src = ye + (size_t)i * E;

@@ -145,8 +145,9 @@ typedef struct eng_model_info {
     char name[128];       /* general.name, may be empty */
     int n_layer, n_embd, n_ff, n_head, n_head_kv, head_dim, n_vocab;
     int n_ctx_train;
-    /* mixture of experts: n_ff is n_expert experts' neurons together, of
-     * which each token computes n_expert_used experts'; 0: a dense FFN */
+    /* mixture of experts: n_ff is n_expert experts' neurons together (or
+     * LFM2-MoE's first, dense layers' where more), of which each token
+     * computes n_expert_used experts'; 0: a dense FFN */
     int n_expert, n_expert_used;
     eng_dtype storage;
     /* how the FFN's neurons are kept: storage, or ENG_DTYPE_Q8_0 on a

@@ -460,20 +460,6 @@ static int ffn_tensors_get(loader *ld, int il, ffn_tensors *t)
     int r;
     t->gate_row0 = t->up_row0 = 0;
     t->down_cols = (uint64_t)F;
-    if (has_experts(ld->m, il)) {
-        /* [n_embd, n_ff_exp, n_expert] and [n_ff_exp, n_embd, n_expert]:
-         * the experts' gate and up rows one after another, n_ff of them */
-        const uint64_t fe = (uint64_t)ld->m->n_ff_exp, ne = (uint64_t)ld->m->info.n_expert;
-        t->down_cols = fe;
-        snprintf(name, sizeof(name), "blk.%d.ffn_gate_exps.weight", il);
-        if ((r = get_tensor(ld, name, 2, E, F, true, &t->gate)) < 0)
-            return r;
-        snprintf(name, sizeof(name), "blk.%d.ffn_up_exps.weight", il);
-        if ((r = get_tensor(ld, name, 2, E, F, true, &t->up)) < 0)
-            return r;
-        snprintf(name, sizeof(name), "blk.%d.ffn_down_exps.weight", il);
-        return get_tensor(ld, name, 2, fe, E * ne, true, &t->down);
-    }
     if (ld->m->arch == ENG_ARCH_PHI3) {
         snprintf(name, sizeof(name), "blk.%d.ffn_up.weight", il);
         if ((r = get_tensor(ld, name, 2, E, 2 * (uint64_t)F, true, &t->up)) < 0)
@@ -483,14 +469,21 @@ static int ffn_tensors_get(loader *ld, int il, ffn_tensors *t)
         snprintf(name, sizeof(name), "blk.%d.ffn_down.weight", il);
         return get_tensor(ld, name, 2, F, E, true, &t->down);
     }
-    snprintf(name, sizeof(name), "blk.%d.ffn_gate.weight", il);
+    /* experts: [n_embd, n_ff_exp, n_expert] and [n_ff_exp, n_embd,
+     * n_expert], the experts' gate and up rows one after another (F of
+     * them), W_down's rows n_ff_exp long */
+    const bool exps = has_experts(ld->m, il);
+    const char *sfx = exps ? "_exps" : "";
+    if (exps)
+        t->down_cols = (uint64_t)ld->m->n_ff_exp;
+    snprintf(name, sizeof(name), "blk.%d.ffn_gate%s.weight", il, sfx);
     if ((r = get_tensor(ld, name, 2, E, F, true, &t->gate)) < 0)
         return r;
-    snprintf(name, sizeof(name), "blk.%d.ffn_up.weight", il);
+    snprintf(name, sizeof(name), "blk.%d.ffn_up%s.weight", il, sfx);
     if ((r = get_tensor(ld, name, 2, E, F, true, &t->up)) < 0)
         return r;
-    snprintf(name, sizeof(name), "blk.%d.ffn_down.weight", il);
-    return get_tensor(ld, name, 2, F, E, true, &t->down);
+    snprintf(name, sizeof(name), "blk.%d.ffn_down%s.weight", il, sfx);
+    return get_tensor(ld, name, 2, t->down_cols, (uint64_t)F / t->down_cols * E, true, &t->down);
 }
 
 static void load_neurons_host(loader *ld, const ffn_tensors *t, uint8_t *gu, uint8_t *down,
@@ -625,15 +618,12 @@ static int down_norms(loader *ld)
             free(acc);
             return r;
         }
-        /* (with experts, each expert's rows give its neurons' columns) */
-        const uint64_t DC = t.down_cols;
         memset(acc, 0, (size_t)F * sizeof(double));
-        for (uint64_t g = 0; g < (uint64_t)F / DC; g++)
-            for (int e = 0; e < E; e++) {
-                dequant_row(ld, t.down, g * E + (uint64_t)e, ld->row);
-                for (uint64_t n = 0; n < DC; n++)
-                    acc[g * DC + n] += (double)ld->row[n] * ld->row[n];
-            }
+        for (int e = 0; e < E; e++) {
+            dequant_row(ld, t.down, (uint64_t)e, ld->row);
+            for (int n = 0; n < F; n++)
+                acc[n] += (double)ld->row[n] * ld->row[n];
+        }
         for (int n = 0; n < F; n++)
             m->down_norm[(size_t)il * F + n] = (float)sqrt(acc[n]);
     }
@@ -1765,14 +1755,25 @@ static void plan_shape(const gguf_file *f, const eng_model *m, eng_plan_shape *s
         static const char *const att[2][4] = { { "attn_q", "attn_k", "attn_v", "attn_output" },
                                                { "attn_qkv", "attn_qkv", "attn_qkv", "attn_output" } };
         const uint64_t n[4] = { qd * E, kvd * E, kvd * E, qd * E };
-        for (int il = 0; il < i->n_layer; il++)
+        for (int il = 0; il < i->n_layer; il++) {
+            char name[96];
+            if (m->conv_layer && m->conv_layer[il]) {
+                /* lfm2's convolution block: in_proj as three matrices,
+                 * out_proj, the taps in f32 (load_conv_block) */
+                snprintf(name, sizeof(name), "blk.%d.shortconv.in_proj.weight", il);
+                fixed += 3 * eng_dtype_bytes(mat_dtype(m, gguf_find_tensor(f, name)), E * E);
+                snprintf(name, sizeof(name), "blk.%d.shortconv.out_proj.weight", il);
+                fixed += eng_dtype_bytes(mat_dtype(m, gguf_find_tensor(f, name)), E * E);
+                fixed += E * (uint64_t)m->conv_len * sizeof(float);
+                continue;
+            }
             for (int k = 0; k < 4; k++) {
-                char name[96];
                 snprintf(name, sizeof(name), "blk.%d.%s.weight", il, att[m->arch == ENG_ARCH_PHI3][k]);
                 fixed += eng_dtype_bytes(mat_dtype(m, gguf_find_tensor(f, name)), n[k]);
             }
-        /* the routers, f32 */
-        fixed += (uint64_t)i->n_layer * i->n_expert * E * sizeof(float);
+        }
+        /* the routers, f32, in the layers with experts */
+        fixed += (uint64_t)(i->n_layer - m->n_dense_lead) * i->n_expert * E * sizeof(float);
     } else {
         const eng_weight *tw[2] = { &m->tok_embd, &m->output };
         for (int k = 0; k < (m->output.data != m->tok_embd.data ? 2 : 1); k++)
@@ -1782,6 +1783,8 @@ static void plan_shape(const gguf_file *f, const eng_model *m, eng_plan_shape *s
             const eng_weight *w[5] = { &L->wq, &L->wk, &L->wv, &L->wo, &L->moe.router };
             for (int k = 0; k < 5; k++)
                 fixed += eng_dtype_bytes(w[k]->dtype, (size_t)w[k]->rows * w[k]->cols);
+            if (L->conv) /* (lfm2's taps) */
+                fixed += E * (uint64_t)m->conv_len * sizeof(float);
         }
     }
     *sh = (eng_plan_shape){ .n_layer = i->n_layer, .n_ff = i->n_ff, .n_embd = i->n_embd,

@@ -79,6 +79,13 @@ static int check_logits(const char *synth, const char *data_dir, const char *sha
     eng_model_info info;
     eng_model_get_info(m, &info);
     CHECK(info.n_vocab == n_vocab);
+    /* what a plan prices (the fixed matrices and the loaded neurons) is
+     * what the load made resident */
+    eng_plan_info pi;
+    eng_model_get_plan(m, &pi);
+    CHECKF(m->bytes_fixed + pi.bytes_ffn == info.bytes_weights, "%s: %llu + %llu bytes priced, "
+           "%llu resident", name, (unsigned long long)m->bytes_fixed,
+           (unsigned long long)pi.bytes_ffn, (unsigned long long)info.bytes_weights);
     eng_session *s;
     CHECK(eng_session_new(m, NULL, &s) == 0);
     CHECK(eng_session_eval(s, TOKENS, N_TOK, ENG_EVAL_ALL_LOGITS) == 0);
