@@ -308,6 +308,29 @@ int main(int argc, char **argv)
         gguf_close(f);
     }
 
+    /* experts: the router in f32 and the experts' 3-D tensors in the
+     * type asked for; LFM2-MoE's first two layers dense, of their own
+     * width, the others with the bias to pick by */
+    CHECK(run("--shape tiny-lfm2moe --type q8_0", "tm.gguf") == 0);
+    f = open_out("tm.gguf");
+    if (f) {
+        uint32_t v[5];
+        CHECK(gguf_get_u32(f, "lfm2moe.expert_count", &v[0]) == 0 && v[0] == 8 &&
+              gguf_get_u32(f, "lfm2moe.expert_used_count", &v[1]) == 0 && v[1] == 2 &&
+              gguf_get_u32(f, "lfm2moe.expert_feed_forward_length", &v[2]) == 0 && v[2] == 32 &&
+              gguf_get_u32(f, "lfm2moe.feed_forward_length", &v[3]) == 0 && v[3] == 96 &&
+              gguf_get_u32(f, "lfm2moe.leading_dense_block_count", &v[4]) == 0 && v[4] == 2);
+        expect_tensor(f, "blk.1.ffn_gate.weight", 2, 64, 96);
+        CHECK(!gguf_find_tensor(f, "blk.1.ffn_gate_inp.weight"));
+        const gguf_tensor *r = expect_tensor(f, "blk.2.ffn_gate_inp.weight", 2, 64, 8);
+        const gguf_tensor *g = expect_tensor(f, "blk.2.ffn_gate_exps.weight", 3, 64, 32);
+        const gguf_tensor *d = expect_tensor(f, "blk.4.ffn_down_exps.weight", 3, 32, 64);
+        const gguf_tensor *b = gguf_find_tensor(f, "blk.2.exp_probs_b.bias");
+        CHECK(r && r->type == GGML_TYPE_F32 && g && g->ne[2] == 8 && g->type == GGML_TYPE_Q8_0 &&
+              d && d->ne[2] == 8 && b && b->type == GGML_TYPE_F32 && b->ne[0] == 8);
+        gguf_close(f);
+    }
+
     /* K types fall back where rows are not whole 256-blocks (n_embd 64) */
     CHECK(run("--shape tiny --type q4_k", "tk.gguf") == 0);
     f = open_out("tk.gguf");

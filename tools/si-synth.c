@@ -61,6 +61,7 @@ static const struct {
     {"tiny-olmoe", 8, 3, 0, 0},
     {"tiny-granitemoe", 4, 2, 0, 0},
     {"tiny-mixtral", 4, 2, 0, 0},
+    {"qwen3-30b-a3b", 128, 8, 0, 0},
     {"lfm2-8b-a1b", 32, 4, 2, 7168},
     {"granite-3.1-1b-a400m", 32, 8, 0, 0},
     {"olmoe-1b-7b", 64, 8, 0, 0},
@@ -209,6 +210,11 @@ static const shape shapes[] = {
     /* LFM2-350M's shape: attention in layers 2, 5, 8, 10, 12 and 14 */
     {"lfm2-350m", "lfm2", "lfm2", "Synthetic LFM2 350M", 16, 1024, 4608, 16, 8, 65536, 128000,
      1000000.0f, 1e-5f, false, false, true, VOCAB_LLAMA3, 0, 0, true, false, 0, 0.0f, {0, 0}, 0, 0},
+    /* Qwen3-30B-A3B's shape: 128 experts of 768 picking 8, heads of 128
+     * (17 GB in Q4_1: --layers N for a slice of it) */
+    {"qwen3-30b-a3b", "qwen3moe", "qwen2", "Synthetic Qwen3 30B-A3B", 48, 2048, 768, 32, 4,
+     151936, 40960, 1000000.0f, 1e-6f, false, false, false, VOCAB_QWEN, 0, 128, true, false, 0,
+     0.0f, {0, 0}, 0, 0},
     /* LFM2-8B-A1B's shape: 32 experts of 1792 picking 4 after two dense
      * FFNs of 7168; attention in six layers */
     {"lfm2-8b-a1b", "lfm2moe", "lfm2", "Synthetic LFM2 8B-A1B", 24, 2048, 1792, 32, 8, 65536,
