@@ -712,6 +712,10 @@ static void handle_status(sid_server *srv, sid_conn *c, uint64_t id)
             s.experts = (uint32_t)srv->info.n_expert;
             s.experts_used = (uint32_t)srv->info.n_expert_used;
         }
+        if (srv->info.n_ssm > 0) {
+            s.has_ssm_layers = true;
+            s.ssm_layers = (uint32_t)srv->info.n_ssm;
+        }
         fill_profile(srv, &prof, NULL, 0);
         s.profile = &prof;
     }

@@ -6935,6 +6935,134 @@ static void op_shortconv(eng_backend *be, const float *b, const float *c, const 
     }
 }
 
+/* ---- ssm (Mamba-2) ----------------------------------------------------- */
+
+typedef struct ssm_args {
+    const eng_ssm *w;
+    const float *z, *dt, *cache;
+    float *xbc, *state, *snap, *out;
+    int pos0, rows, snap_t, n_tokens;
+} ssm_args;
+
+/* log(1 + e^x), as llama.cpp computes it (x itself past 20) */
+static float softplus(float x)
+{
+    return x > 20.0f ? x : log1pf(expf(x));
+}
+
+/* tokens [b, e): the convolution over the ring's rows, its bias and silu,
+ * into xbc */
+static void ssm_conv_task(void *p, int ith, int nth)
+{
+    const ssm_args *a = p;
+    const eng_ssm *w = a->w;
+    const int nc = eng_ssm_conv_ch(w), K = w->d_conv;
+    long b, e;
+    eng_split(a->n_tokens, ith, nth, &b, &e);
+    for (long t = b; t < e; t++) {
+        const int first = a->pos0 + (int)t - K + 1;
+        float *y = a->xbc + (size_t)t * nc;
+        for (int i = 0; i < nc; i++) {
+            float sum = w->conv_b ? w->conv_b[i] : 0.0f;
+            for (int k = first < 0 ? -first : 0; k < K; k++)
+                sum += w->conv[(size_t)i * K + k] *
+                       a->cache[(size_t)((first + k) % a->rows) * nc + i];
+            y[i] = sum / (1.0f + expf(-sum));
+        }
+    }
+}
+
+/* heads [b, e) over every token in order: the state's recurrence and
+ * y = state . C + D x, into out */
+static void ssm_scan_task(void *p, int ith, int nth)
+{
+    const ssm_args *a = p;
+    const eng_ssm *w = a->w;
+    const int nc = eng_ssm_conv_ch(w), N = w->d_state, hd = w->d_inner / w->n_head;
+    const int per_group = w->n_head / w->n_group;
+    long b, e;
+    eng_split(w->n_head, ith, nth, &b, &e);
+    for (int t = 0; t < a->n_tokens; t++) {
+        const float *x = a->xbc + (size_t)t * nc;
+        const float *B = x + w->d_inner, *C = B + (size_t)w->n_group * N;
+        for (long h = b; h < e; h++) {
+            const float s = softplus(a->dt[(size_t)t * w->n_head + h] + w->dt_b[h]);
+            const float dA = expf(s * w->a[h]);
+            const float *Bg = B + (h / per_group) * N, *Cg = C + (h / per_group) * N;
+            for (int i = 0; i < hd; i++) {
+                const float xi = x[h * hd + i], xdt = xi * s;
+                float *st = a->state + ((size_t)h * hd + i) * N;
+                /* eight partial sums, so that the loop vectorises */
+                float acc[8] = { 0 };
+                int k = 0;
+                for (; k + 8 <= N; k += 8)
+                    for (int j = 0; j < 8; j++) {
+                        st[k + j] = st[k + j] * dA + Bg[k + j] * xdt;
+                        acc[j] += st[k + j] * Cg[k + j];
+                    }
+                float y = ((acc[0] + acc[4]) + (acc[1] + acc[5])) +
+                          ((acc[2] + acc[6]) + (acc[3] + acc[7]));
+                for (; k < N; k++) {
+                    st[k] = st[k] * dA + Bg[k] * xdt;
+                    y += st[k] * Cg[k];
+                }
+                a->out[(size_t)t * w->d_inner + h * hd + i] = y + w->d[h] * xi;
+            }
+            if (a->snap && t + 1 == a->snap_t) /* (this thread's heads) */
+                memcpy(a->snap + (size_t)h * hd * N, a->state + (size_t)h * hd * N,
+                       (size_t)hd * N * sizeof(float));
+        }
+    }
+}
+
+/* tokens [b, e): out times silu(z), RMS-normalised per group */
+static void ssm_gate_task(void *p, int ith, int nth)
+{
+    const ssm_args *a = p;
+    const eng_ssm *w = a->w;
+    const int D = w->d_inner, gs = D / w->n_group;
+    long b, e;
+    eng_split(a->n_tokens, ith, nth, &b, &e);
+    for (long t = b; t < e; t++) {
+        float *y = a->out + (size_t)t * D;
+        const float *z = a->z + (size_t)t * D;
+        for (int i = 0; i < D; i++)
+            y[i] *= z[i] / (1.0f + expf(-z[i]));
+        for (int g = 0; w->norm && g < w->n_group; g++) {
+            float *yg = y + (size_t)g * gs;
+            double ss = 0.0;
+            for (int i = 0; i < gs; i++)
+                ss += (double)yg[i] * yg[i];
+            const float r = 1.0f / sqrtf((float)(ss / gs) + w->eps);
+            for (int i = 0; i < gs; i++)
+                yg[i] = yg[i] * r * w->norm[(size_t)g * gs + i];
+        }
+    }
+}
+
+static void op_ssm(eng_backend *be, const eng_ssm *w, const float *z, float *xbc, const float *dt,
+                   float *cache, int pos0, int rows, float *state, float *snap, int snap_t,
+                   int n_tokens, float *out)
+{
+    if (!w || !w->conv || !w->dt_b || !w->a || !w->d || !z || !xbc || !dt || !cache || !state ||
+        !out || pos0 < 0 || n_tokens <= 0 || w->d_conv < 1 || w->d_conv - 1 + n_tokens > rows ||
+        w->n_head <= 0 || w->n_group <= 0 || w->n_head % w->n_group || w->d_inner % w->n_head ||
+        w->d_inner % w->n_group || w->d_state <= 0 || (snap && (snap_t < 1 || snap_t > n_tokens)))
+        return;
+    cpu_ctx *c = ctx_of(be);
+    const int nc = eng_ssm_conv_ch(w), hd = w->d_inner / w->n_head;
+    for (int t = 0; t < n_tokens; t++)
+        memcpy(cache + (size_t)((pos0 + t) % rows) * nc, xbc + (size_t)t * nc,
+               (size_t)nc * sizeof(float));
+    if (pos0 == 0) /* a context's first tokens start from nothing */
+        memset(state, 0, (size_t)w->n_head * hd * w->d_state * sizeof(float));
+    ssm_args a = { w, z, dt, cache, xbc, state, snap, out, pos0, rows, snap_t, n_tokens };
+    const bool many = n_tokens > 1;
+    run(c, ssm_conv_task, &a, many);
+    run(c, ssm_scan_task, &a, (long)w->d_inner * w->d_state >= 16384);
+    run(c, ssm_gate_task, &a, many);
+}
+
 /* ---- moe --------------------------------------------------------------------- */
 
 /* A decode step's picked experts in one walk (one wake-up of the pool,
@@ -7233,6 +7361,7 @@ static const eng_backend_iface cpu_iface = {
     .store_kv_q8 = op_store_kv_q8,
     .attention_q8 = op_attention_q8,
     .shortconv = op_shortconv,
+    .ssm = op_ssm,
     .moe = op_moe,
     .topk_count = op_topk_count,
     .ffn_pick = op_ffn_pick,

@@ -251,6 +251,28 @@ static inline size_t eng_moe_work_floats(const eng_moe *moe, int n_tokens, int n
                                2 * (size_t)n_embd);
 }
 
+/* Mamba-2's mixer (the recurrent layers of Granite 4.0-H): weights and
+ * shapes for the backend's ssm op. Its input projection's three parts (z,
+ * xBC, dt) and its output projection are ordinary matrices of the layer;
+ * these are the rest, in f32 (backend memory). a NULL: not such a layer. */
+typedef struct eng_ssm {
+    const float *conv;   /* [n_conv][d_conv] the convolution's taps, n_conv =
+                          * d_inner + 2 n_group d_state (x, B and C) */
+    const float *conv_b; /* [n_conv] its bias, or NULL */
+    const float *dt_b;   /* [n_head] added to dt before the softplus */
+    const float *a;      /* [n_head] A (negative: the state decays by exp(dt A)) */
+    const float *d;      /* [n_head] the skip: y += D x */
+    const float *norm;   /* [d_inner] the gated output's RMSNorm, per group of
+                          * d_inner / n_group, or NULL */
+    int d_inner, d_state, n_head, n_group, d_conv;
+    float eps;
+} eng_ssm;
+
+static inline int eng_ssm_conv_ch(const eng_ssm *w)
+{
+    return w->d_inner + 2 * w->n_group * w->d_state;
+}
+
 typedef struct eng_backend eng_backend;
 
 /* A range of backend memory (prefetch below). */
@@ -387,6 +409,27 @@ typedef struct eng_backend_iface {
      * memory of eng_moe_work_floats(moe, n_tokens, n_embd) floats. */
     void (*moe)(eng_backend *be, const eng_ffn_weights *w, const eng_moe *moe, const float *x,
                 float *y, int n_tokens, float *work);
+
+    /* Mamba-2's mixer over n_tokens at positions pos0 + t, from the input
+     * projection's parts z [n_tokens][d_inner], xbc [n_tokens][n_conv]
+     * (overwritten) and dt [n_tokens][n_head]:
+     *  - xbc's rows go to the convolution's ring (cache [rows][n_conv] f32,
+     *    position p in row p % rows, d_conv - 1 + n_tokens <= rows, as
+     *    shortconv's), then xbc[t] = silu(conv_b + sum_k conv[.][k] *
+     *    row(p - d_conv + 1 + k)), positions below 0 reading as 0;
+     *  - its parts x [d_inner] (n_head heads of hd = d_inner / n_head), B
+     *    and C [n_group][d_state] (head h reads group h / (n_head /
+     *    n_group)) advance the state [n_head][hd][d_state] (zeroed first
+     *    where pos0 is 0): with s = softplus(dt + dt_b),
+     *      state[h][i] = exp(s A[h]) state[h][i] + s x[h][i] B[g],
+     *      y[h][i] = state[h][i] . C[g] + D[h] x[h][i];
+     *  - out[t] = RMSNorm_groups(y silu(z)) * norm.
+     * The state and the ring are the session's (backend memory); snap
+     * (NULL: none) receives a copy of the state as it stood after token
+     * snap_t - 1, 1 <= snap_t <= n_tokens (a prompt cache's checkpoint). */
+    void (*ssm)(eng_backend *be, const eng_ssm *w, const float *z, float *xbc, const float *dt,
+                float *cache, int pos0, int rows, float *state, float *snap, int snap_t,
+                int n_tokens, float *out);
 
     /* A Q8_0 KV cache (ENG_KV_Q8_0): store_kv() into rows of row / 32
      * blocks, each block of 32 quantized as ggml's Q8_0 (d = max |x| / 127,

@@ -149,6 +149,11 @@ typedef struct eng_model_info {
      * LFM2-MoE's first, dense layers' where more), of which each token
      * computes n_expert_used experts'; 0: a dense FFN */
     int n_expert, n_expert_used;
+    /* Mamba-2 mixers in place of attention (granitehybrid): in n_ssm
+     * layers, whose states take bytes_ssm_state a session (f32), read and
+     * written by every decode step; 0: none */
+    int n_ssm;
+    uint64_t bytes_ssm_state;
     eng_dtype storage;
     /* how the FFN's neurons are kept: storage, or ENG_DTYPE_Q8_0 on a
      * backend that computes on it (q8_matrices, or the file's Q8_0 FFN),
@@ -375,7 +380,8 @@ int eng_session_n_past(const eng_session *session);
 const eng_model *eng_session_model(const eng_session *session);
 int eng_session_n_ctx(const eng_session *session);
 eng_kv_type eng_session_kv_type(const eng_session *session);
-/* Bytes of the session's KV cache (both K and V, every layer, n_ctx rows). */
+/* Bytes of the session's KV cache (both K and V, every layer, n_ctx rows;
+ * convolution rings and Mamba-2 states included). */
 size_t eng_session_kv_bytes(const eng_session *session);
 
 enum {

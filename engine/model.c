@@ -991,9 +991,34 @@ static int branch_scales(const gguf_file *f, const char *arch, eng_model *m, flo
     return 0;
 }
 
-/* attention.head_count_kv: one number, or (lfm2) one per layer, 0 in a
- * convolution layer (m->conv_layer), the attention layers' all alike;
- * with their taps (shortconv.l_cache). n_head where absent. */
+/* granitehybrid's Mamba-2 mixers (m->ssm_shape): their convolution's
+ * taps, inner width, state size, heads and groups, as llama.cpp reads them. */
+static int load_ssm_shape(const gguf_file *f, const char *arch, eng_model *m, eng_error *err)
+{
+    uint32_t v[5];
+    static const char *const keys[5] = { "ssm.conv_kernel", "ssm.inner_size", "ssm.state_size",
+                                         "ssm.time_step_rank", "ssm.group_count" };
+    for (int i = 0; i < 5; i++) {
+        int r = get_u32_arch(f, arch, keys[i], true, 0, &v[i], err);
+        if (r < 0)
+            return r;
+    }
+    const uint32_t conv = v[0], inner = v[1], state = v[2], heads = v[3], groups = v[4];
+    if (conv < 2 || conv > 64 || inner == 0 || inner > MAX_DIM || state == 0 || state > 1024 ||
+        heads == 0 || inner % heads || groups == 0 || heads % groups ||
+        (uint64_t)inner + 2ull * groups * state > MAX_DIM)
+        return eng__set_err(err, -EINVAL, "metadata %s.ssm.* (conv_kernel %u, inner_size %u, "
+                            "state_size %u, time_step_rank %u, group_count %u) is not a valid "
+                            "Mamba-2 shape", arch, conv, inner, state, heads, groups);
+    m->ssm_shape = (eng_ssm){ .d_conv = (int)conv, .d_inner = (int)inner, .d_state = (int)state,
+                              .n_head = (int)heads, .n_group = (int)groups };
+    return 0;
+}
+
+/* attention.head_count_kv: one number, or (lfm2, granitehybrid) one per
+ * layer, 0 in a convolution layer (m->conv_layer) or a Mamba-2 one
+ * (m->ssm_layer), the attention layers' all alike; with the taps
+ * (shortconv.l_cache) or the mixers' shape. n_head where absent. */
 static int load_kv_heads(const gguf_file *f, const char *arch, eng_model *m, uint32_t n_head,
                          uint32_t *ret, eng_error *err)
 {
@@ -1002,12 +1027,14 @@ static int load_kv_heads(const gguf_file *f, const char *arch, eng_model *m, uin
     enum gguf_type et;
     uint64_t len;
     const int n = m->info.n_layer;
-    if (m->arch != ENG_ARCH_LFM2 || gguf_get_arr_info(f, key, &et, &len) < 0)
+    const bool hybrid = !strcmp(arch, "granitehybrid");
+    if ((m->arch != ENG_ARCH_LFM2 && !hybrid) || gguf_get_arr_info(f, key, &et, &len) < 0)
         return get_u32_arch(f, arch, "attention.head_count_kv", false, n_head, ret, err);
     if (len != (uint64_t)n)
         return eng__set_err(err, -EINVAL, "metadata '%s' has %llu entries for %d layers", key,
                             (unsigned long long)len, n);
-    if (!(m->conv_layer = model_alloc(m, (size_t)n)))
+    uint8_t *rec = model_alloc(m, (size_t)n); /* 1: no attention in layer il */
+    if (!rec)
         return eng__set_err(err, -ENOMEM, "out of memory");
     *ret = 0;
     for (int il = 0; il < n; il++) {
@@ -1016,12 +1043,23 @@ static int load_kv_heads(const gguf_file *f, const char *arch, eng_model *m, uin
             (v > 0 && *ret > 0 && (uint32_t)v != *ret))
             return eng__set_err(err, -EINVAL, "metadata '%s'[%d] is not a head count like the "
                                 "others", key, il);
-        m->conv_layer[il] = v == 0;
+        rec[il] = v == 0;
         if (v > 0)
             *ret = (uint32_t)v;
     }
     if (*ret == 0) /* no attention layer: nothing reads the count */
         *ret = n_head;
+    if (hybrid) {
+        m->ssm_layer = rec;
+        for (int il = 0; il < n; il++)
+            m->n_ssm += rec[il];
+        int r = m->n_ssm ? load_ssm_shape(f, arch, m, err) : 0;
+        m->info.n_ssm = m->n_ssm;
+        m->info.bytes_ssm_state = (uint64_t)m->n_ssm * (uint64_t)m->ssm_shape.d_inner *
+                                  (uint64_t)m->ssm_shape.d_state * sizeof(float);
+        return r;
+    }
+    m->conv_layer = rec;
     uint32_t taps;
     int r = get_u32_arch(f, arch, "shortconv.l_cache", true, 0, &taps, err);
     if (r < 0)
@@ -1202,6 +1240,10 @@ static int load_hparams(const gguf_file *f, eng_model *m, eng_error *err)
         m->arch = ENG_ARCH_QWEN3;
     else if (!strcmp(arch, "granitemoe"))
         m->arch = ENG_ARCH_GRANITE;
+    /* Granite 4.0-H: Granite's layers, Mamba-2 mixers in place of
+     * attention in most (load_kv_heads) */
+    else if (!strcmp(arch, "granitehybrid"))
+        m->arch = ENG_ARCH_GRANITE;
     else if (!strcmp(arch, "olmoe"))
         m->arch = ENG_ARCH_OLMOE;
     else
@@ -1209,7 +1251,8 @@ static int load_hparams(const gguf_file *f, eng_model *m, eng_error *err)
                             "unsupported architecture '%s' (supported: llama, ernie4_5, qwen2, "
                             "qwen3, qwen2vl, qwen3vl, phi3, gemma, gemma2, gemma3, smollm3, "
                             "granite, exaone, minicpm, olmo2, exaone4, mistral3, hunyuan-dense, "
-                            "lfm2, lfm2moe, qwen3moe, qwen3vlmoe, granitemoe, olmoe; text "
+                            "lfm2, lfm2moe, qwen3moe, qwen3vlmoe, granitemoe, olmoe, "
+                            "granitehybrid; text "
                             "only for the vl ones)",
                             arch);
     /* the vl families' sections, which llama.cpp requires (an array of at
@@ -1532,6 +1575,70 @@ static int load_conv_block(loader *ld, int il, eng_layer *L)
         return r;
     m->info.bytes_weights += E * K * sizeof(float);
     L->window = m->conv_len; /* the positions a token reads (its ring keeps them) */
+    L->conv_ch = (int)E;
+    return 0;
+}
+
+/* A tensor of n f32 values however the file shapes it ([n], [1, n] as
+ * ssm_a, [n / g, g] as ssm_norm: ne0 x ne1), in backend memory; uncounted
+ * in bytes_weights, as norms are. */
+static int load_flat(loader *ld, const char *name, uint64_t ne0, uint64_t ne1, bool required,
+                     const float **ret)
+{
+    const gguf_tensor *t;
+    int r = get_tensor(ld, name, 2, ne0, ne1, required, &t);
+    *ret = NULL;
+    if (r < 0 || !t)
+        return r;
+    const uint64_t n = ne0 * ne1;
+    float *v = weight_alloc(ld->m, n * sizeof(float)), *tmp = malloc(n * sizeof(float));
+    if (!v || !tmp) {
+        free(tmp);
+        return oom_err(ld, n * sizeof(float), name);
+    }
+    for (uint64_t i = 0; i < ne1 && r >= 0; i++)
+        r = dequant_row(ld, t, i, tmp + i * ne0);
+    if (r >= 0)
+        ld->m->be->iface->upload(ld->m->be, v, tmp, n * sizeof(float));
+    free(tmp);
+    if (r < 0)
+        return r;
+    *ret = v;
+    return 0;
+}
+
+/* granitehybrid's Mamba-2 mixer (see eng_layer.ssm): ssm_in [z; xBC;
+ * dt][n_embd] as its three parts, ssm_out, and the f32 rest. */
+static int load_ssm_block(loader *ld, int il, eng_layer *L)
+{
+    eng_model *m = ld->m;
+    eng_ssm *w = &L->ssm;
+    *w = m->ssm_shape;
+    w->eps = m->rms_eps;
+    const uint64_t E = (uint64_t)m->info.n_embd, D = (uint64_t)w->d_inner;
+    const uint64_t NC = (uint64_t)eng_ssm_conv_ch(w), NH = (uint64_t)w->n_head;
+    const uint64_t K = (uint64_t)w->d_conv, G = (uint64_t)w->n_group, all = D + NC + NH;
+    char name[96];
+    int r;
+    if (!m->be->iface->ssm)
+        return eng__set_err(ld->err, -ENOTSUP, "the %s backend has no Mamba-2 mixer "
+                            "(granitehybrid)", m->be->iface->name);
+#define NAME(suffix) (snprintf(name, sizeof(name), "blk.%d." suffix, il), name)
+    if ((r = load_mat_part(ld, NAME("ssm_in.weight"), E, all, 0, D, true, &L->wq)) < 0 ||
+        (r = load_mat_part(ld, NAME("ssm_in.weight"), E, all, D, NC, true, &L->wk)) < 0 ||
+        (r = load_mat_part(ld, NAME("ssm_in.weight"), E, all, D + NC, NH, true, &L->wv)) < 0 ||
+        (r = load_mat(ld, NAME("ssm_out.weight"), D, E, true, &L->wo)) < 0 ||
+        (r = load_flat(ld, NAME("ssm_conv1d.weight"), K, NC, true, &w->conv)) < 0 ||
+        (r = load_flat(ld, NAME("ssm_conv1d.bias"), NC, 1, false, &w->conv_b)) < 0 ||
+        (r = load_flat(ld, NAME("ssm_dt.bias"), NH, 1, true, &w->dt_b)) < 0 ||
+        (r = load_flat(ld, NAME("ssm_a"), 1, NH, true, &w->a)) < 0 ||
+        (r = load_flat(ld, NAME("ssm_d"), 1, NH, true, &w->d)) < 0 ||
+        (r = load_flat(ld, NAME("ssm_norm.weight"), D / G, G, true, &w->norm)) < 0)
+        return r;
+#undef NAME
+    m->info.bytes_weights += K * NC * sizeof(float); /* (the taps: counted as lfm2's are) */
+    L->window = w->d_conv; /* the positions a token's convolution reads */
+    L->conv_ch = (int)NC;
     return 0;
 }
 
@@ -1600,8 +1707,10 @@ static int load_weights(loader *ld, const eng_plan *plan)
                 return eng__set_err(ld->err, -ENOTSUP, "tensor '%s' (a bias) is not supported",
                                     name);
         }
-        if (m->conv_layer && m->conv_layer[il]) {
-            if ((r = load_conv_block(ld, il, L)) < 0 || (r = load_ffn(ld, il, L, plan)) < 0)
+        const bool conv = m->conv_layer && m->conv_layer[il];
+        if (conv || (m->ssm_layer && m->ssm_layer[il])) {
+            if ((r = conv ? load_conv_block(ld, il, L) : load_ssm_block(ld, il, L)) < 0 ||
+                (r = load_ffn(ld, il, L, plan)) < 0)
                 return r;
             if (m->progress)
                 m->progress(m->progress_data, il + 1, m->info.n_layer);
@@ -1767,6 +1876,19 @@ static void plan_shape(const gguf_file *f, const eng_model *m, eng_plan_shape *s
                 fixed += E * (uint64_t)m->conv_len * sizeof(float);
                 continue;
             }
+            if (m->ssm_layer && m->ssm_layer[il]) {
+                /* a Mamba-2 mixer: ssm_in as three matrices (of all its
+                 * rows together), ssm_out, the taps in f32 (load_ssm_block) */
+                const eng_ssm *w = &m->ssm_shape;
+                const uint64_t NC = (uint64_t)eng_ssm_conv_ch(w), D = (uint64_t)w->d_inner;
+                snprintf(name, sizeof(name), "blk.%d.ssm_in.weight", il);
+                fixed += eng_dtype_bytes(mat_dtype(m, gguf_find_tensor(f, name)),
+                                         (D + NC + (uint64_t)w->n_head) * E);
+                snprintf(name, sizeof(name), "blk.%d.ssm_out.weight", il);
+                fixed += eng_dtype_bytes(mat_dtype(m, gguf_find_tensor(f, name)), D * E);
+                fixed += NC * (uint64_t)w->d_conv * sizeof(float);
+                continue;
+            }
             for (int k = 0; k < 4; k++) {
                 snprintf(name, sizeof(name), "blk.%d.%s.weight", il, att[m->arch == ENG_ARCH_PHI3][k]);
                 fixed += eng_dtype_bytes(mat_dtype(m, gguf_find_tensor(f, name)), n[k]);
@@ -1785,6 +1907,8 @@ static void plan_shape(const gguf_file *f, const eng_model *m, eng_plan_shape *s
                 fixed += eng_dtype_bytes(w[k]->dtype, (size_t)w[k]->rows * w[k]->cols);
             if (L->conv) /* (lfm2's taps) */
                 fixed += E * (uint64_t)m->conv_len * sizeof(float);
+            if (L->ssm.a) /* (a Mamba-2 mixer's) */
+                fixed += (uint64_t)L->conv_ch * (uint64_t)L->ssm.d_conv * sizeof(float);
         }
     }
     *sh = (eng_plan_shape){ .n_layer = i->n_layer, .n_ff = i->n_ff, .n_embd = i->n_embd,
@@ -1798,8 +1922,9 @@ static void plan_shape(const gguf_file *f, const eng_model *m, eng_plan_shape *s
 static int backend_start(eng_model *m, const eng_model_params *p, eng_error *err)
 {
     int r;
-    /* (auto: experts run on the CPU only, so far) */
-    if (p->backend != ENG_BACKEND_CPU && !(p->backend == ENG_BACKEND_AUTO && m->n_ff_exp)) {
+    /* (auto: experts and Mamba-2 mixers run on the CPU only, so far) */
+    const bool cpu_only = m->n_ff_exp || m->n_ssm;
+    if (p->backend != ENG_BACKEND_CPU && !(p->backend == ENG_BACKEND_AUTO && cpu_only)) {
         eng_error e = { { 0 } };
         r = eng_backend_cuda_new(p->device, &m->be, &e);
         if (r < 0 && p->backend == ENG_BACKEND_CUDA)
@@ -2146,7 +2271,8 @@ const char *eng_kv_type_name(eng_kv_type type)
 static size_t cache_row_bytes(const eng_session *s, int il)
 {
     const eng_model *m = s->model;
-    return m->layers[il].conv ? (size_t)m->info.n_embd * sizeof(float) : s->kv_row_bytes;
+    const int ch = m->layers[il].conv_ch;
+    return ch ? (size_t)ch * sizeof(float) : s->kv_row_bytes;
 }
 
 /* The bytes of layer il's K (or V) buffer: its kv_rows, and a
@@ -2154,7 +2280,7 @@ static size_t cache_row_bytes(const eng_session *s, int il)
 static size_t cache_bytes(const eng_session *s, int il)
 {
     const eng_layer *L = &s->model->layers[il];
-    return (size_t)(s->kv_rows[il] + (L->conv ? L->window - 1 : 0)) * cache_row_bytes(s, il);
+    return (size_t)(s->kv_rows[il] + (L->conv_ch ? L->window - 1 : 0)) * cache_row_bytes(s, il);
 }
 
 void eng_session_free(eng_session *s)
@@ -2171,7 +2297,13 @@ void eng_session_free(eng_session *s)
             bfree(be, s->v_cache[il]);
         if (s->ffn_sel_dev)
             bfree(be, s->ffn_sel_dev[il]);
+        if (s->ssm_state)
+            bfree(be, s->ssm_state[il]);
+        if (s->ssm_ckpt)
+            bfree(be, s->ssm_ckpt[il]);
     }
+    free(s->ssm_state);
+    free(s->ssm_ckpt);
     free(s->k_cache);
     free(s->v_cache);
     free(s->kv_rows);
@@ -2246,8 +2378,17 @@ int eng_session_new(const eng_model *m, const eng_session_params *params, eng_se
      * where attention's) */
     const size_t qd = (size_t)m->info.n_head * m->info.head_dim;
     const size_t kvd = (size_t)m->info.n_head_kv * m->info.head_dim;
-    const size_t qd_scratch = m->conv_layer && qd < (size_t)E ? (size_t)E : qd;
-    const size_t kvd_scratch = m->conv_layer && kvd < (size_t)E ? (size_t)E : kvd;
+    size_t qd_scratch = m->conv_layer && qd < (size_t)E ? (size_t)E : qd;
+    size_t kvd_scratch = m->conv_layer && kvd < (size_t)E ? (size_t)E : kvd;
+    /* (a Mamba-2 mixer's z and its output where q and attention's go, xBC
+     * where k does and dt where v does) */
+    if (m->n_ssm) {
+        const size_t D = (size_t)m->ssm_shape.d_inner, NC = (size_t)eng_ssm_conv_ch(&m->ssm_shape);
+        const size_t NH = (size_t)m->ssm_shape.n_head;
+        qd_scratch = qd_scratch > D ? qd_scratch : D;
+        kvd_scratch = kvd_scratch > NC ? kvd_scratch : NC;
+        kvd_scratch = kvd_scratch > NH ? kvd_scratch : NH;
+    }
     s->kv_row_bytes = s->kv_type == ENG_KV_Q8_0 ? kvd / 32 * sizeof(eng_q8_block)
                                                 : kvd * sizeof(uint16_t);
     s->k_cache = calloc(L, sizeof(*s->k_cache));
@@ -2258,8 +2399,11 @@ int eng_session_new(const eng_model *m, const eng_session_params *params, eng_se
     s->ffn_sel = calloc(L, sizeof(*s->ffn_sel));
     s->ffn_sel_dev = calloc(L, sizeof(*s->ffn_sel_dev));
     s->ffn_n_sel = calloc(L, sizeof(*s->ffn_n_sel));
+    s->ssm_state = m->n_ssm ? calloc(L, sizeof(*s->ssm_state)) : NULL;
+    s->ssm_ckpt = m->n_ssm ? calloc(L, sizeof(*s->ssm_ckpt)) : NULL;
+    s->ssm_pos = s->ckpt_pos = -1;
     if (!s->k_cache || !s->v_cache || !s->kv_rows || !s->kv_base || !s->kv_lo || !s->ffn_sel ||
-        !s->ffn_sel_dev || !s->ffn_n_sel)
+        !s->ffn_sel_dev || !s->ffn_n_sel || (m->n_ssm && (!s->ssm_state || !s->ssm_ckpt)))
         goto oom;
     const size_t f4 = sizeof(float);
     for (int il = 0; il < L; il++) {
@@ -2267,7 +2411,7 @@ int eng_session_new(const eng_model *m, const eng_session_params *params, eng_se
          * the ring moves rows with memmove, so host memory only (a GPU's
          * replayed decode graph also holds its cache rows) */
         const int w = m->layers[il].window;
-        const bool conv = m->layers[il].conv != NULL;
+        const bool conv = m->layers[il].conv_ch > 0;
         const bool ring = !p.swa_full && ops->host_memory && w > 0 && w - 1 + n_batch < n_ctx;
         s->kv_rows[il] = ring ? w - 1 + n_batch : n_ctx;
         /* a convolution's ring, on every backend: position p in row p %
@@ -2280,6 +2424,13 @@ int eng_session_new(const eng_model *m, const eng_session_params *params, eng_se
         if (!conv)
             s->v_cache[il] = eng__session_alloc(s, cache_bytes(s, il));
         if (!s->k_cache[il] || (!conv && !s->v_cache[il]))
+            goto oom;
+        /* (the mixers run on host-memory backends only: the checkpoint is
+         * copied with memcpy) */
+        const eng_ssm *sw = &m->layers[il].ssm;
+        const size_t sb = (size_t)sw->d_inner * sw->d_state * sizeof(float);
+        if (sw->a && (!ops->host_memory || !(s->ssm_state[il] = eng__session_alloc(s, sb)) ||
+                      !(s->ssm_ckpt[il] = eng__session_alloc(s, sb))))
             goto oom;
         /* the host list is the ops' list when backend memory is host memory */
         if (!m->be->iface->host_memory &&
@@ -2393,7 +2544,7 @@ static int ring_room(eng_session *s, int il, int pos0, int n)
 static bool rings_hold(const eng_session *s, int pos)
 {
     for (int il = 0; il < s->model->info.n_layer && pos > 0; il++) {
-        if (!is_ring(s, il) && !s->model->layers[il].conv)
+        if (!is_ring(s, il) && !s->model->layers[il].conv_ch)
             continue;
         const int lo = pos - s->model->layers[il].window + 1;
         if ((lo > 0 ? lo : 0) < s->kv_lo[il])
@@ -2426,8 +2577,31 @@ static size_t prefix_keep(const eng_session *s, const int32_t *tokens, size_t n,
         keep = 0;
     else if (votes > 0 && keep > (size_t)votes)
         keep = (size_t)votes;
+    /* Mamba-2 states hold the past of one position: the live states'
+     * (ssm_pos) or the checkpoint's (ckpt_pos); the latest the prefix
+     * reaches, and no other where its votes are kept */
+    if (keep > 0 && s->model->n_ssm) {
+        size_t best = 0;
+        if (s->ssm_pos > 0 && (size_t)s->ssm_pos <= keep)
+            best = (size_t)s->ssm_pos;
+        if (s->ckpt_pos > (int)best && (size_t)s->ckpt_pos <= keep && rings_hold(s, s->ckpt_pos))
+            best = (size_t)s->ckpt_pos;
+        keep = votes > 0 && best != keep ? 0 : best;
+    }
     *ret_votes = votes;
     return keep;
+}
+
+/* The Mamba-2 states back from their checkpoint (eng_session.ssm_ckpt,
+ * which the ssm op writes), with the position it holds. */
+static void ssm_restore(eng_session *s)
+{
+    const eng_model *m = s->model;
+    for (int il = 0; il < m->info.n_layer; il++)
+        if (s->ssm_ckpt[il])
+            memcpy(s->ssm_state[il], s->ssm_ckpt[il],
+                   (size_t)m->layers[il].ssm.d_inner * m->layers[il].ssm.d_state * sizeof(float));
+    s->ssm_pos = s->ckpt_pos;
 }
 
 int eng_session_reset_prefix(eng_session *s, const int32_t *tokens, size_t n)
@@ -2435,6 +2609,8 @@ int eng_session_reset_prefix(eng_session *s, const int32_t *tokens, size_t n)
     int votes;
     const size_t keep = prefix_keep(s, tokens, n, &votes);
     eng_session_reset(s);
+    if (keep > 0 && s->model->n_ssm && (int)keep != s->ssm_pos)
+        ssm_restore(s); /* (keep is the checkpoint's position) */
     if (keep > 0) {
         s->n_past = (int)keep;
         if (votes > 0)
@@ -2515,6 +2691,10 @@ int eng_session_shift(eng_session *s, int keep, int drop)
         return -EINVAL;
     if (s->generation != m->generation && s->n_past > 0)
         return -ESTALE; /* as eval would say: the context was built on other neurons */
+    /* a Mamba-2 state cannot forget the dropped positions: the caller
+     * evaluates what is left again (as llama.cpp's recurrent memory) */
+    if (m->n_ssm && drop > 0)
+        return -ENOTSUP;
     const bool q8 = s->kv_type == ENG_KV_Q8_0;
     if (q8 && !(op->dtypes & (1u << ENG_DTYPE_Q8_0)))
         return -ENOTSUP; /* get_rows cannot read the cache's blocks */
@@ -2626,7 +2806,7 @@ size_t eng_session_kv_bytes(const eng_session *s)
     size_t bytes = 0;
     for (int il = 0; il < s->model->info.n_layer; il++)
         bytes += cache_bytes(s, il) * (s->v_cache[il] ? 2 : 1);
-    return bytes;
+    return bytes + 2 * s->model->info.bytes_ssm_state; /* (and their checkpoint) */
 }
 
 const float *eng_session_logits(const eng_session *s, int i)
@@ -2818,6 +2998,14 @@ static void forward_ops(eng_session *s, int n, int first, float *out, int32_t *a
                 prefetch_wo_ffn(s, il, sel_be, n_sel, own_slots);
             op->shortconv(be, s->q, s->k, s->v, L->conv, m->conv_len, s->k_cache[il], pos0,
                           s->kv_rows[il], n, E, s->att);
+        } else if (L->ssm.a) {
+            /* granitehybrid: Mamba-2's mixer of z, xBC and dt, its
+             * convolution over the ring's rows, its state the session's */
+            conv_room(s, il, pos0, n);
+            if (pf)
+                prefetch_wo_ffn(s, il, sel_be, n_sel, own_slots);
+            op->ssm(be, &L->ssm, s->q, s->k, s->v, s->k_cache[il], pos0, s->kv_rows[il],
+                    s->ssm_state[il], s->ckpt_at ? s->ssm_ckpt[il] : NULL, s->ckpt_at, n, s->att);
         } else {
             /* the cache row of pos0: pos0, or in a ring its row (the keys are
              * rotated for their positions, so attention needs only the rows) */
@@ -3059,6 +3247,13 @@ int eng__forward(eng_session *s, const int32_t *tokens, int n, bool all_logits, 
         op->download(be, logits, out, (size_t)rows * V * sizeof(float));
     /* a GPU's first failure since the last sync, if any */
     int r = op->sync(be);
+    /* the position the Mamba-2 states have reached (none after a
+     * failure); positions rewritten below the checkpoint's end it */
+    if (m->n_ssm) {
+        s->ssm_pos = r == 0 ? s->n_past : -1;
+        if (pos0 < s->ckpt_pos)
+            s->ckpt_pos = -1;
+    }
     /* what the KV cache now holds, for eng_session_reset_prefix: positions
      * computed over every loaded neuron extend the reusable run */
     if (s->kv_generation != m->generation) {
@@ -3090,6 +3285,10 @@ int eng_session_eval(eng_session *s, const int32_t *tokens, size_t n, unsigned f
     for (size_t i = 0; i < n; i++)
         if (tokens[i] < 0 || tokens[i] >= m->info.n_vocab)
             return -EINVAL;
+    /* Mamba-2 states that are not the context's (a failed evaluation left
+     * them behind): the context is gone, as after a swap */
+    if (m->n_ssm && s->n_past > 0 && s->ssm_pos != s->n_past)
+        return -ESTALE;
 
     bool all = flags & ENG_EVAL_ALL_LOGITS;
     size_t rows = all ? n : 1;
@@ -3111,15 +3310,24 @@ int eng_session_eval(eng_session *s, const int32_t *tokens, size_t n, unsigned f
         eng__session_changed(s); /* a prefill: what decode computes is chosen anew */
     s->argmax_only = false;
     s->cands_only = false;
+    /* Mamba-2 states: a checkpoint of them two tokens before the end, taken
+     * by the ssm op in the chunk that holds that position */
+    const size_t ckpt = m->n_ssm && n >= 3 ? n - 2 : 0;
     for (size_t done = 0; done < n;) {
         if (done > 0 && s->abort_cb && s->abort_cb(s->abort_data))
             return -ECANCELED;
         int chunk = (int)(n - done < (size_t)s->n_batch ? n - done : (size_t)s->n_batch);
+        s->ckpt_at = ckpt > done && ckpt <= done + (size_t)chunk ? (int)(ckpt - done) : 0;
+        if (s->ckpt_at) /* (being overwritten) */
+            s->ckpt_pos = -1;
         bool last = done + chunk == n;
         float *out = all ? s->logits + done * (size_t)m->info.n_vocab : s->logits;
         int r = eng__forward(s, tokens + done, chunk, all,
                              (all || last) && !dev_argmax && !dev_cands ? out : NULL,
                              last && dev_argmax ? &s->argmax : NULL, last && dev_cands, NULL);
+        if (r == 0 && s->ckpt_at)
+            s->ckpt_pos = s->n_past - chunk + s->ckpt_at;
+        s->ckpt_at = 0;
         if (r < 0)
             return r;
         done += chunk;

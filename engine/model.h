@@ -52,6 +52,13 @@ typedef struct eng_layer {
      * (eng_session.kv_rows), and window the conv_len positions a token
      * reads */
     float *conv;
+    /* granitehybrid's Mamba-2 mixer in place of attention (ssm.a NULL:
+     * none): wq, wk, wv its input projection's parts z, xBC and dt, wo its
+     * output projection; the cache row of a position is its xBC in f32, in
+     * a ring as a convolution block's, window the d_conv positions read */
+    eng_ssm ssm;
+    int conv_ch;                      /* channels of a convolution ring's rows (lfm2:
+                                       * n_embd; ssm: eng_ssm_conv_ch); 0: none */
     float *ffn_norm;                  /* [n_embd]; (olmo2, exaone4) */
     eng_weight wq, wk, wv, wo;        /* [n_head*hd][n_embd] ... [n_embd][n_head*hd] */
     float *bq, *bk, *bv;              /* qwen2 biases, NULL for llama */
@@ -126,6 +133,9 @@ struct eng_model {
     float moe_scale;                  /* eng_moe.scale */
     int conv_len;                     /* lfm2: the short convolutions' taps; 0: none */
     uint8_t *conv_layer;              /* [n_layer] 1: a convolution block (lfm2), or NULL */
+    uint8_t *ssm_layer;               /* [n_layer] 1: a Mamba-2 mixer (granitehybrid), or NULL */
+    int n_ssm;                        /* such layers */
+    eng_ssm ssm_shape;                /* their shapes (eng_ssm's ints and eps) */
 
     eng_weight tok_embd;              /* [n_vocab][n_embd] */
     eng_weight output;                /* [n_vocab][n_embd]; shares tok_embd's data when tied */
@@ -186,6 +196,21 @@ struct eng_session {
      * nothing moves while evaluating and a decode graph's kernel finds
      * its row; kv_lo as above, kv_base unused. */
     int *kv_rows, *kv_base, *kv_lo;
+    /* [n_layer] a Mamba-2 layer's state [n_head][hd][d_state] f32
+     * (backend; else NULL), after position ssm_pos - 1: it holds one
+     * context's whole past, so a prefix that ends elsewhere is evaluated
+     * again (-1: after a failed evaluation, none) */
+    float **ssm_state;
+    int ssm_pos;
+    /* their checkpoint (backend memory, restored with memcpy: the mixers
+     * run on host-memory backends only): the states a prefill of 3 or more
+     * tokens had two tokens before its end (the ssm op copies them at
+     * token ckpt_at of the forward pass, 0: none), at ckpt_pos (-1: none),
+     * for a prompt cache whose prefix stops short of ssm_pos (the same
+     * prompt again; a chat whose history renders the last answer
+     * otherwise) */
+    float **ssm_ckpt;
+    int ckpt_pos, ckpt_at;
 
     /* Which FFN slots each layer computes; NULL (the default): all loaded.
      * ffn_sel is the host list, ffn_sel_dev its copy the ops read. */

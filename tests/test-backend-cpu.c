@@ -1296,6 +1296,100 @@ static void test_moe(eng_backend *be, eng_dtype dt)
     test_moe_one(be, dt, 64, 8, 32, 3, 7, true, 1.0f, true);
 }
 
+/* ---- ssm (Mamba-2) -------------------------------------------------------- */
+
+/* The ssm op against its definition (backend.h) in double, token by token:
+ * three calls (a prefill of 5, a decode step, a prefill of 4) over a ring
+ * of d_conv - 1 + 5 rows, so that positions wrap and the state and ring
+ * carry over; the state starts as garbage, which position 0 must clear.
+ * The first call's snapshot after its third token is the reference's. */
+static void test_ssm_one(eng_backend *be, int D, int N, int NH, int G, int K, bool bias, bool norm)
+{
+    const int NC = D + 2 * G * N, hd = D / NH, rows = K - 1 + 5, T = 10;
+    const int chunk[3] = { 5, 1, 4 };
+    float *conv = make_f32((long)NC * K, -0.6f, 0.6f), *conv_b = make_f32(NC, -0.2f, 0.2f);
+    float *dt_b = make_f32(NH, -4.0f, -1.0f), *A = make_f32(NH, -8.0f, -0.5f);
+    float *Dk = make_f32(NH, 0.5f, 1.5f), *nw = make_f32(D, 0.5f, 1.5f);
+    float *z = make_f32((long)T * D, -2, 2), *xbc = make_f32((long)T * NC, -2, 2);
+    float *dt = make_f32((long)T * NH, -2, 2), *out = make_f32((long)T * D, 0, 0);
+    float *cache = make_f32((long)rows * NC, 0, 0), *state = make_f32((long)D * N, -9, 9);
+    float *in = malloc((size_t)T * NC * sizeof(float)), *snap = make_f32((long)D * N, 0, 0);
+    memcpy(in, xbc, (size_t)T * NC * sizeof(float));
+    const eng_ssm w = { conv, bias ? conv_b : NULL, dt_b, A, Dk, norm ? nw : NULL,
+                        D, N, NH, G, K, 1e-5f };
+    for (int c = 0, t0 = 0; c < 3; t0 += chunk[c++])
+        be->iface->ssm(be, &w, z + (size_t)t0 * D, xbc + (size_t)t0 * NC, dt + (size_t)t0 * NH,
+                       cache, t0, rows, state, c ? NULL : snap, c ? 0 : 3, chunk[c],
+                       out + (size_t)t0 * D);
+    double *st = calloc((size_t)D * N, sizeof(double)), *xc = malloc((size_t)NC * sizeof(double));
+    double *y = malloc((size_t)D * sizeof(double)), worst = 0, snap_d = 0;
+    for (int t = 0; t < T; t++) {
+        for (int i = 0; i < NC; i++) {
+            double sum = bias ? conv_b[i] : 0;
+            for (int k = 0; k < K; k++)
+                if (t - K + 1 + k >= 0)
+                    sum += (double)conv[(size_t)i * K + k] * in[(size_t)(t - K + 1 + k) * NC + i];
+            xc[i] = sum / (1 + exp(-sum));
+        }
+        for (int h = 0; h < NH; h++) {
+            const double v = dt[(size_t)t * NH + h] + dt_b[h], sp = v > 20 ? v : log1p(exp(v));
+            const double dA = exp(sp * A[h]);
+            const int g = h / (NH / G);
+            for (int i = 0; i < hd; i++) {
+                const double xi = xc[h * hd + i];
+                double acc = 0;
+                for (int n = 0; n < N; n++) {
+                    double *sv = &st[((size_t)h * hd + i) * N + n];
+                    *sv = *sv * dA + xc[D + g * N + n] * xi * sp;
+                    acc += *sv * xc[D + G * N + g * N + n];
+                }
+                const double zz = z[(size_t)t * D + h * hd + i];
+                y[h * hd + i] = (acc + Dk[h] * xi) * zz / (1 + exp(-zz));
+            }
+        }
+        for (int g = 0; norm && g < G; g++) {
+            const int gs = D / G;
+            double ss = 0;
+            for (int i = 0; i < gs; i++)
+                ss += y[g * gs + i] * y[g * gs + i];
+            const double r = 1 / sqrt(ss / gs + 1e-5);
+            for (int i = 0; i < gs; i++)
+                y[g * gs + i] *= r * nw[g * gs + i];
+        }
+        double mag = 1e-3;
+        for (int i = 0; i < D; i++)
+            mag = fabs(y[i]) > mag ? fabs(y[i]) : mag;
+        for (int i = 0; i < D; i++) {
+            const double d = fabs(out[(size_t)t * D + i] - y[i]) / mag;
+            worst = d > worst || isnan(d) ? d : worst;
+        }
+        for (size_t i = 0; t == 2 && i < (size_t)D * N; i++) {
+            const double d = fabs(snap[i] - st[i]) / (fabs(st[i]) > 1 ? fabs(st[i]) : 1);
+            snap_d = d > snap_d || isnan(d) ? d : snap_d;
+        }
+    }
+    double sd = 0, smag = 1e-3; /* the state the op leaves is the reference's */
+    for (size_t i = 0; i < (size_t)D * N; i++) {
+        sd = fabs(state[i] - st[i]) > sd || isnan(state[i]) ? fabs(state[i] - st[i]) : sd;
+        smag = fabs(st[i]) > smag ? fabs(st[i]) : smag;
+    }
+    CHECK(worst < 1e-4 && sd / smag < 1e-4 && snap_d < 1e-4, "ssm D=%d N=%d %d heads, %d "
+          "groups, %d taps%s%s: output %g, state %g, snapshot %g off (relative)", D, N, NH, G, K,
+          bias ? ", bias" : "", norm ? ", norm" : "", worst, sd / smag, snap_d);
+    free(conv), free(conv_b), free(dt_b), free(A), free(Dk), free(nw), free(z), free(xbc);
+    free(dt), free(out), free(cache), free(state), free(in), free(st), free(xc), free(y), free(snap);
+}
+
+static void test_ssm(eng_backend *be)
+{
+    CHECK(be->iface->ssm, "no ssm");
+    if (!be->iface->ssm)
+        return;
+    test_ssm_one(be, 64, 16, 4, 2, 4, true, true);
+    test_ssm_one(be, 96, 13, 3, 1, 3, false, false); /* a state size of no eights */
+    test_ssm_one(be, 256, 128, 8, 1, 4, true, true); /* Granite 4.0-H's state, threads split it */
+}
+
 /* ---- ffn_pick ----------------------------------------------------------- */
 
 /* Sketch row (backend.h) of n_embd / 32 blocks: in every block, elements
@@ -1843,6 +1937,7 @@ int main(void)
             test_ffn_runs(be, ENG_DTYPE_Q8_0);
             test_ffn_pick(be, ENG_DTYPE_Q8_0);
             test_sketch_dt(be, ENG_DTYPE_Q8_0, 96, 23);
+            test_ssm(be);
             /* matrices in Q4_K (a Q4_K_M file's), and FFN slots (down
              * rows Q8_0) */
             test_get_rows(be, ENG_DTYPE_Q4_K);

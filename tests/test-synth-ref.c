@@ -661,6 +661,119 @@ static void check_lfm2moe(const char *synth)
     eng_model_free(m);
 }
 
+/* Tokens a generation made (eng_generate's text callback). */
+static int count_text(void *userdata, const char *text, size_t len)
+{
+    (void)text;
+    (void)len;
+    ++*(int *)userdata;
+    return 0;
+}
+
+/* granitehybrid (tiny-granitehybrid): a Mamba-2 state holds the whole past
+ * of one position. Decode equals prefill (the state and the convolution's
+ * ring carried between steps), and so do chunks of 5; a prompt cache
+ * keeps a prefix only where the states stand or their checkpoint does
+ * (elsewhere the prompt is evaluated whole, to the same logits); a
+ * context shift is refused, and
+ * a generation that fills its context evaluates what it keeps again; a
+ * random plan's neurons run beside the mixers. */
+static void check_hybrid(const char *synth)
+{
+    char path[32];
+    test_synth(synth, "tiny-granitehybrid", path);
+    eng_model_params mp = eng_model_params_default();
+    mp.n_threads = 2;
+    eng_model *m = NULL, *r = NULL;
+    eng_error err;
+    CHECKF(eng_model_load(path, &mp, &m, &err) == 0, "%s", err.msg);
+    const int V = m->info.n_vocab;
+    CHECK(m->n_ssm == 3 && m->layers[0].ssm.a && !m->layers[1].ssm.a && m->layers[1].nope);
+    static float a[320], b[320];
+    last_logits(m, false, a);
+    last_logits(m, true, b);
+    const double d1 = max_diff(a, b, V);
+    CHECKF(d1 < 1e-3, "tiny-granitehybrid: token by token, logits %g from the batch's", d1);
+
+    eng_session_params sp = eng_session_params_default();
+    sp.n_batch = 5;
+    eng_session *s;
+    CHECK(eng_session_new(m, &sp, &s) == 0);
+    CHECK(eng_session_eval(s, TOKENS, N_TOK, 0) == 0);
+    const double d2 = max_diff(a, eng_session_logits(s, -1), V);
+    CHECKF(d2 < 1e-4, "tiny-granitehybrid: chunks of 5, logits %g from one batch's", d2);
+
+    /* the prompt cache: 8 tokens held, the state after them */
+    eng_session_reset(s);
+    CHECK(eng_session_eval(s, TOKENS, 8, 0) == 0);
+    CHECK(eng_session_reset_prefix(s, TOKENS, N_TOK) == 8);
+    CHECK(eng_session_eval(s, TOKENS + 8, N_TOK - 8, 0) == 0);
+    const double d3 = max_diff(a, eng_session_logits(s, -1), V);
+    CHECKF(d3 < 1e-4, "tiny-granitehybrid: 8 tokens kept, logits %g off", d3);
+    /* a prompt that agrees with the 12 held in its first 6 only: all of
+     * it again, the state from nothing */
+    int32_t other[N_TOK];
+    memcpy(other, TOKENS, sizeof(other));
+    other[6] = 3;
+    CHECKF(eng_session_reset_prefix(s, other, N_TOK) == 0, "a prefix kept where no state is");
+    CHECK(eng_session_eval(s, other, N_TOK, 0) == 0);
+    memcpy(b, eng_session_logits(s, -1), sizeof(float) * (size_t)V);
+    eng_session *fresh;
+    CHECK(eng_session_new(m, &sp, &fresh) == 0);
+    CHECK(eng_session_eval(fresh, other, N_TOK, 0) == 0);
+    CHECK(max_diff(b, eng_session_logits(fresh, -1), V) == 0);
+    eng_session_free(fresh);
+    /* the same prompt again: kept up to the checkpoint its prefill took
+     * two tokens before its end, those two evaluated from there */
+    eng_session_reset(s);
+    CHECK(eng_session_eval(s, TOKENS, N_TOK, 0) == 0);
+    CHECKF(eng_session_reset_prefix(s, TOKENS, N_TOK) == N_TOK - 2, "no checkpoint kept");
+    CHECK(eng_session_eval(s, TOKENS + N_TOK - 2, 2, 0) == 0);
+    const double d5 = max_diff(a, eng_session_logits(s, -1), V);
+    CHECKF(d5 < 1e-4, "tiny-granitehybrid: from the checkpoint, logits %g off", d5);
+    /* states and their checkpoint: 3 layers of 8 heads of 16 x 16, f32 */
+    CHECK(m->info.n_ssm == 3 && m->info.bytes_ssm_state == 3 * 128 * 16 * 4);
+    CHECK(eng_session_shift(s, 2, 4) == -ENOTSUP);
+    eng_session_free(s);
+
+    /* a context of 16 filled twice over: shifts that evaluate again */
+    sp.n_ctx = 16;
+    sp.n_batch = 16;
+    CHECK(eng_session_new(m, &sp, &s) == 0);
+    eng_gen_params gp = eng_gen_params_default();
+    gp.max_tokens = 24;
+    gp.context_shift = true;
+    gp.n_keep = 2;
+    gp.sampler.temperature = 0.0f;
+    eng_gen_stats st;
+    int pieces = 0;
+    CHECK(eng_generate(s, TOKENS, N_TOK, &gp, count_text, &pieces, &st) == 0);
+    CHECKF(st.n_generated == 24 && st.n_shifts > 0 && pieces == 24,
+           "tiny-granitehybrid: %d generated, %d shifts", st.n_generated, st.n_shifts);
+    eng_session_free(s);
+
+    /* half the FFN's neurons, picked at random, under the mixers */
+    eng_load_plan_params pp = eng_load_plan_params_default();
+    pp.mode = ENG_SELECT_RANDOM;
+    pp.gamma = 0.5f;
+    pp.seed = 3;
+    mp.plan = &pp;
+    CHECKF(eng_model_load(path, &mp, &r, &err) == 0, "%s", err.msg);
+    unlink(path);
+    eng_plan_info pi;
+    eng_model_get_plan(r, &pi);
+    CHECK(pi.neurons_loaded == pi.neurons_total / 2);
+    last_logits(r, false, a);
+    last_logits(r, true, b);
+    const double d4 = max_diff(a, b, V);
+    CHECKF(d4 < 1e-3, "tiny-granitehybrid, half the neurons: token by token %g off", d4);
+    printf("tiny-granitehybrid token by token vs one batch %.2g, chunks of 5 %.2g, a kept prefix "
+           "%.2g, from the checkpoint %.2g; shifts evaluate again; half the neurons %.2g\n", d1,
+           d2, d3, d5, d4);
+    eng_model_free(r);
+    eng_model_free(m);
+}
+
 /* lfm2 in a context as long as the prompt, taken in one batch (which is
  * then the whole context): the logits of a long context's session, every
  * position's. */
@@ -897,6 +1010,15 @@ static void check_refused(const char *synth)
           -ENOENT },
         { "tiny-mixtral", "llama.leading_dense_block_count=u32:1", "leading_dense_block_count",
           -ENOTSUP },
+        { "tiny-granitehybrid", "granitehybrid.ssm.inner_size=u32:100", "Mamba-2 shape", -EINVAL },
+        { "tiny-granitehybrid", "granitehybrid.ssm.group_count=u32:3", "group_count 3", -EINVAL },
+        { "tiny-granitehybrid", "granitehybrid.ssm.conv_kernel=u32:1", "conv_kernel 1", -EINVAL },
+        { "tiny-granitehybrid", "granitehybrid.ssm.inner_size=u32:64", "blk.0.ssm_in.weight",
+          -EINVAL },
+        { "tiny-granitehybrid", "granitehybrid.attention.head_count_kv=i32s:0,2,0,0,0",
+          "blk.4.ssm_in.weight", -ENOENT },
+        { "tiny-granitehybrid", "granitehybrid.expert_count=u32:4", "not supported for "
+          "granitehybrid", -ENOTSUP },
     };
     static float unused[320];
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
@@ -1028,6 +1150,10 @@ int main(int argc, char **argv)
     check_shape(argv[1], argv[2], "tiny-lfm2moe", 1024);
     check_lfm2moe(argv[1]);
     check_moe(argv[1]);
+    /* granitehybrid (Granite 4.0-H): Mamba-2 mixers (2 groups of 4 heads,
+     * 4 taps, states of 16) in three layers, NoPE attention in two */
+    check_shape(argv[1], argv[2], "tiny-granitehybrid", 320);
+    check_hybrid(argv[1]);
     check_rot(argv[1], "tiny-phi4", "q8_0", ENG_DTYPE_Q8_0);
     check_rot(argv[1], "tiny-phi4-k", "q4_k", ENG_DTYPE_Q4_K);
     check_rot(argv[1], "tiny-phi4-k", "q5_k", ENG_DTYPE_Q5_K);

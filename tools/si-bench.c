@@ -14,7 +14,8 @@
  *   step bytes       weight bytes one decode step reads at this setting:
  *                    eng_model_info.bytes_per_token with the FFN counted at
  *                    the share decode computes (phi; a mixture of experts:
- *                    the experts a step picks), KV cache left out
+ *                    the experts a step picks), KV cache left out, Mamba-2
+ *                    states (read and written: twice their bytes) counted
  *   achieved         step bytes x decode tok/s, in GB/s
  *   roofline         bandwidth / step bytes: the decode rate if every step
  *                    only had to stream its weights once
@@ -607,6 +608,8 @@ int main(int argc, char **argv) {
                         ffn_share * info.n_layer * (double)info.n_ff * neuron_bytes;
     if (info.n_expert > 0)
         step_bytes = (double)info.bytes_per_token;
+    /* (Mamba-2 mixers: each step reads and writes their states too) */
+    step_bytes += 2.0 * (double)info.bytes_ssm_state;
     eng_backend_info bi;
     if (eng_model_backend_info(m, &bi) < 0)
         memset(&bi, 0, sizeof(bi));
@@ -619,11 +622,14 @@ int main(int argc, char **argv) {
     const int shift_left = shift_past - shift_drop;
     double shift_ms = 0, reeval_ms = 0;
     uint64_t ts = eng_time_ns();
-    if ((rc = eng_session_shift(s, shift_keep, shift_drop)) < 0) {
+    /* (Mamba-2 states cannot drop positions: a shift is evaluated again,
+     * shift_ms -1) */
+    rc = eng_session_shift(s, shift_keep, shift_drop);
+    if (rc < 0 && !(rc == -ENOTSUP && info.n_ssm > 0)) {
         fprintf(stderr, "Context shift failed: %s\n", strerror(-rc));
         goto fail;
     }
-    shift_ms = (double)(eng_time_ns() - ts) / 1e6;
+    shift_ms = rc < 0 ? -1.0 : (double)(eng_time_ns() - ts) / 1e6;
     left = malloc((size_t)(shift_left > 0 ? shift_left : 1) * sizeof(int32_t));
     if (!left)
         goto fail;
@@ -744,9 +750,12 @@ int main(int argc, char **argv) {
         printf("bytes per token  %.1f MiB (all loaded), %.1f MiB at this setting: %.2f GB/s "
                "achieved\n",
                info.bytes_per_token / 1048576.0, step_bytes / 1048576.0, achieved / 1e9);
-        printf("context shift    %d of %d positions moved in %.2f ms; evaluating them again: "
-               "%.1f ms\n",
-               shift_left - shift_keep, shift_past, shift_ms, reeval_ms);
+        if (shift_ms < 0)
+            printf("context shift    none (Mamba-2 states); evaluating %d of %d positions "
+                   "again: %.1f ms\n", shift_left, shift_past, reeval_ms);
+        else
+            printf("context shift    %d of %d positions moved in %.2f ms; evaluating them "
+                   "again: %.1f ms\n", shift_left - shift_keep, shift_past, shift_ms, reeval_ms);
         if (on_cpu)
             printf("read bandwidth   %.2f GB/s (%d MiB buffer, %d threads)\n", bw / 1e9, bw_mb,
                    threads);

@@ -67,6 +67,18 @@ static const struct {
     {"olmoe-1b-7b", 64, 8, 0, 0},
 };
 
+/* Mamba-2 hybrids (granitehybrid): the mixers' inner width, state size,
+ * heads, groups and convolution taps; attention in every layer l with
+ * l % attn_every == attn_at (hybrid_attention), Mamba-2 in the others. */
+static const struct {
+    const char *shape;
+    int d_inner, d_state, n_head, n_group, d_conv, attn_every, attn_at;
+} ssm_shapes[] = {
+    {"tiny-granitehybrid", 128, 16, 8, 2, 4, 3, 1},
+    {"granite-4.0-h-350m", 1536, 128, 48, 1, 4, 8, 5},
+    {"granite-4.0-h-1b", 3072, 128, 48, 1, 4, 8, 5},
+};
+
 static const shape shapes[] = {
     {"tiny", "llama", "smollm", "Synthetic Tiny", 2, 64, 192, 4, 2, 320, 2048, 10000.0f, 1e-5f,
      false, false, true, VOCAB_SMOL, 3, 0, false, false, 0, 0.0f, {0, 0}, 0, 0},
@@ -122,6 +134,12 @@ static const shape shapes[] = {
      * pattern under the name Granite 3.x files give it */
     {"tiny-granite", "granite", "refact", "Synthetic Tiny Granite", 3, 64, 192, 4, 2, 320, 4096,
      10000.0f, 1e-5f, false, false, true, VOCAB_SMOL, 3, 0, false, false, 0, 0.0f, {0, 0}, 0, 0},
+    /* granitehybrid (Granite 4.0-H): Mamba-2 mixers in place of attention
+     * in most layers (ssm_shapes), Granite's multipliers, no RoPE (as
+     * Granite 4.0-H's files: rope.scaling.finetuned false) */
+    {"tiny-granitehybrid", "granitehybrid", "refact", "Synthetic Tiny GraniteHybrid", 5, 64, 192,
+     4, 2, 320, 4096, 10000.0f, 1e-5f, false, false, true, VOCAB_SMOL, 3, 0, false, false, 0, 0.0f,
+     {0, 0}, 0, 0},
     /* exaone (3.x): llama's layers with NEOX RoPE and Llama 3's frequency
      * factors (EXAONE 3.5's files carry them), under its pre-tokenizer's name */
     {"tiny-exaone", "exaone", "exaone", "Synthetic Tiny EXAONE", 2, 64, 192, 4, 2, 320, 4096,
@@ -220,6 +238,14 @@ static const shape shapes[] = {
     {"lfm2-8b-a1b", "lfm2moe", "lfm2", "Synthetic LFM2 8B-A1B", 24, 2048, 1792, 32, 8, 65536,
      128000, 1000000.0f, 1e-5f, false, false, true, VOCAB_LLAMA3, 0, 0, true, false, 0, 0.0f,
      {0, 0}, 0, 0},
+    /* Granite 4.0-H 350M's and 1B's shapes (Mamba-2 in 28 of 32 and 35 of
+     * 40 layers: ssm_shapes) */
+    {"granite-4.0-h-350m", "granitehybrid", "refact", "Synthetic Granite 4.0 H 350M", 32, 768,
+     2048, 12, 4, 100352, 32768, 10000.0f, 1e-5f, false, false, true, VOCAB_SMOL, 17, 0, false,
+     false, 0, 0.0f, {0, 0}, 0, 0},
+    {"granite-4.0-h-1b", "granitehybrid", "refact", "Synthetic Granite 4.0 H 1B", 40, 1536,
+     4096, 12, 4, 100352, 32768, 10000.0f, 1e-5f, false, false, true, VOCAB_SMOL, 17, 0, false,
+     false, 0, 0.0f, {0, 0}, 0, 0},
     /* Granite 3.1 1B-A400M's shape: 32 experts of 512 picking 8 */
     {"granite-3.1-1b-a400m", "granitemoe", "refact", "Synthetic Granite 3.1 1B-A400M", 24, 1024,
      512, 16, 8, 49152, 131072, 10000.0f, 1e-6f, false, false, true, VOCAB_SMOL, 17, 0, false,
@@ -305,6 +331,12 @@ static float rand_normal(uint64_t *s)
     float sum = (float)(r & 0xffff) + (float)((r >> 16) & 0xffff) + (float)((r >> 32) & 0xffff) +
                 (float)(r >> 48);
     return (sum / 65536.0f - 2.0f) * 1.7320508f;
+}
+
+/* U(0, 1) */
+static float rand_uniform(uint64_t *s)
+{
+    return (float)(splitmix(s) >> 40) / 16777216.0f;
 }
 
 static uint64_t hash_str(const char *s)
@@ -626,7 +658,8 @@ typedef struct tdesc {
     uint32_t type;
     uint32_t n_dims;
     uint64_t ne[3];
-    enum { INIT_RANDOM, INIT_ONES, INIT_BIAS, INIT_ROPE, INIT_NORM, INIT_ROPE_LONG, INIT_ROPE_SHORT } init;
+    enum { INIT_RANDOM, INIT_ONES, INIT_BIAS, INIT_ROPE, INIT_NORM, INIT_ROPE_LONG, INIT_ROPE_SHORT,
+           INIT_SSM_A, INIT_SSM_DT } init;
 } tdesc;
 
 static const struct {
@@ -829,6 +862,12 @@ static bool lfm2_attention(int l, int n)
     return l % 3 == 2 || l == n - 1;
 }
 
+/* granitehybrid: whether layer l is an attention layer (else Mamba-2) */
+static bool hybrid_attention(int l, int every, int at)
+{
+    return l % every == at;
+}
+
 static void usage(FILE *f)
 {
     fprintf(f, "usage: si-synth --shape NAME --out FILE [--seed N] [--type T] [--embd-type T] "
@@ -972,6 +1011,10 @@ int main(int argc, char **argv)
             dense_lead = expert_shapes[i].dense_lead;
             dense_ff = expert_shapes[i].dense_ff;
         }
+    int ssm = -1; /* ssm_shapes' entry, -1: none */
+    for (size_t i = 0; i < sizeof(ssm_shapes) / sizeof(ssm_shapes[0]); i++)
+        if (!strcmp(ssm_shapes[i].shape, sh->name))
+            ssm = (int)i;
     if (etype == UINT32_MAX)
         etype = wtype;
 
@@ -1029,6 +1072,19 @@ int main(int argc, char **argv)
         CHECK(gguf_writer_set_arr_i32(w, KEY("attention.head_count_kv"), kvh,
                                       (size_t)sh->n_layer));
         CHECK(gguf_writer_set_u32(w, KEY("shortconv.l_cache"), 3));
+    } else if (ssm >= 0) { /* the same, 0 where Mamba-2 replaces attention */
+        int32_t kvh[1000];
+        const int every = ssm_shapes[ssm].attn_every, at = ssm_shapes[ssm].attn_at;
+        for (int l = 0; l < sh->n_layer; l++)
+            kvh[l] = hybrid_attention(l, every, at) ? sh->n_head_kv : 0;
+        CHECK(gguf_writer_set_arr_i32(w, KEY("attention.head_count_kv"), kvh,
+                                      (size_t)sh->n_layer));
+        CHECK(gguf_writer_set_u32(w, KEY("ssm.conv_kernel"), (uint32_t)ssm_shapes[ssm].d_conv));
+        CHECK(gguf_writer_set_u32(w, KEY("ssm.inner_size"), (uint32_t)ssm_shapes[ssm].d_inner));
+        CHECK(gguf_writer_set_u32(w, KEY("ssm.state_size"), (uint32_t)ssm_shapes[ssm].d_state));
+        CHECK(gguf_writer_set_u32(w, KEY("ssm.time_step_rank"), (uint32_t)ssm_shapes[ssm].n_head));
+        CHECK(gguf_writer_set_u32(w, KEY("ssm.group_count"), (uint32_t)ssm_shapes[ssm].n_group));
+        CHECK(gguf_writer_set_bool(w, KEY("rope.scaling.finetuned"), false));
     } else {
         CHECK(gguf_writer_set_u32(w, KEY("attention.head_count_kv"), (uint32_t)sh->n_head_kv));
     }
@@ -1214,6 +1270,27 @@ int main(int argc, char **argv)
         }
         if (!post_only)
             T("ffn_norm.weight", 1, E, 1, gemma ? INIT_NORM : INIT_ONES);
+        if (ssm >= 0 && !hybrid_attention(l, ssm_shapes[ssm].attn_every, ssm_shapes[ssm].attn_at)) {
+            /* a Mamba-2 mixer: its convolution, A, D, dt's bias and the
+             * norm in f32, as converted (A = -exp(A_log)) */
+            const uint64_t D = (uint64_t)ssm_shapes[ssm].d_inner;
+            const uint64_t G = (uint64_t)ssm_shapes[ssm].n_group;
+            const uint64_t NH = (uint64_t)ssm_shapes[ssm].n_head;
+            const uint64_t NC = D + 2 * G * (uint64_t)ssm_shapes[ssm].d_state;
+            snprintf(n, sizeof(n), "blk.%d.ssm_a", l);
+            push(td, &nt, n, GGML_TYPE_F32, 2, 1, NH, INIT_SSM_A);
+            snprintf(n, sizeof(n), "blk.%d.ssm_conv1d.weight", l);
+            push(td, &nt, n, GGML_TYPE_F32, 2, (uint64_t)ssm_shapes[ssm].d_conv, NC, INIT_RANDOM);
+            T("ssm_conv1d.bias", 1, NC, 1, INIT_BIAS);
+            snprintf(n, sizeof(n), "blk.%d.ssm_d", l);
+            push(td, &nt, n, GGML_TYPE_F32, 2, 1, NH, INIT_NORM);
+            T("ssm_dt.bias", 1, NH, 1, INIT_SSM_DT);
+            T("ssm_in.weight", 2, E, D + NC + NH, INIT_RANDOM);
+            snprintf(n, sizeof(n), "blk.%d.ssm_norm.weight", l);
+            push(td, &nt, n, GGML_TYPE_F32, 2, D / G, G, INIT_NORM);
+            T("ssm_out.weight", 2, D, E, INIT_RANDOM);
+            continue;
+        }
         if (lfm2 && !lfm2_attention(l, sh->n_layer)) { /* its taps in f32, as converted */
             snprintf(n, sizeof(n), "blk.%d.shortconv.conv.weight", l);
             push(td, &nt, n, GGML_TYPE_F32, 2, 3, E, INIT_RANDOM);
@@ -1284,6 +1361,11 @@ int main(int argc, char **argv)
                 /* growing with the wavelength, as Phi-3's tables do */
                 case INIT_ROPE_LONG: row[j] = 1.0f + 20.0f * (float)j / (float)(t->ne[0] - 1); break;
                 case INIT_ROPE_SHORT: row[j] = 1.0f + 0.5f * (float)j / (float)(t->ne[0] - 1); break;
+                /* Mamba-2's: A = -exp(A_log), A_log ~ U(0, ln 16) at
+                 * initialisation; dt's bias the inverse softplus of dt ~
+                 * 0.001-0.1 */
+                case INIT_SSM_A: row[j] = -expf(2.77f * rand_uniform(&s)); break;
+                case INIT_SSM_DT: row[j] = -4.5f + 2.2f * rand_uniform(&s); break;
                 }
             }
             CHECK(eng_quant_row(t->type, row, qrow, (size_t)t->ne[0]));

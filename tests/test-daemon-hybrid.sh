@@ -1,0 +1,67 @@
+#!/bin/sh
+# selectinferd on a hybrid model (a synthetic Granite 4.0-H: Mamba-2 mixers
+# in three layers of five): status names them; a chat's next turn and the
+# same prompt again reuse what the slot holds (the states where they
+# stand, or their checkpoint two tokens before the last prompt's end); an
+# answer longer than the context goes on past it (what a shift keeps is
+# evaluated again); and under a random half of the FFN's neurons, phi
+# below gamma computes fewer of them beside the mixers.
+#
+# usage: test-daemon-hybrid.sh SELECTINFERD SICTL SI_SYNTH
+set -u
+daemon=$1 sictl=$2 synth=$3
+dir=$(mktemp -d /tmp/si-daemon-hybrid-XXXXXX) || exit 1
+pid=
+trap '[ -n "$pid" ] && kill -TERM "$pid" 2>/dev/null; rm -rf "$dir"' EXIT
+fail=0
+sock=$dir/s.sock
+
+"$synth" --shape tiny-granitehybrid --out "$dir/h.gguf" --seed 1 >/dev/null 2>&1 ||
+    { echo "si-synth failed"; exit 1; }
+
+# starts the daemon with extra flags and waits for its socket
+start() {
+    "$daemon" --config "" --model "$dir/h.gguf" --socket "$sock" "$@" >"$dir/out" 2>&1 &
+    pid=$!
+    i=0
+    while [ $i -lt 100 ] && ! grep -q "Ready\|Loading model" "$dir/out"; do
+        sleep 0.2; i=$((i + 1))
+    done
+    sleep 0.5
+}
+stop() {
+    kill -TERM "$pid" 2>/dev/null
+    wait "$pid"
+    pid=
+}
+# the value of "key":N in file $2
+num() { grep -o "\"$1\":[0-9]*" "$2" | head -n 1 | cut -d: -f2; }
+
+start --ctx-size 160
+"$sictl" --socket "$sock" status >"$dir/status" 2>&1
+grep -q "mamba-2 layers: *3 " "$dir/status" ||
+    { echo "FAIL: status without the Mamba-2 layers"; cat "$dir/status" "$dir/out"; fail=1; }
+printf 'Hello there\nAnd again\n' |
+    "$sictl" --socket "$sock" chat --stats -n 4 >/dev/null 2>"$dir/chat"
+turn2=$(grep "STOP" "$dir/chat" | sed -n 2p)
+echo "$turn2" | grep -q "([1-9][0-9]* cached)" ||
+    { echo "FAIL: the chat's second turn reused nothing"; cat "$dir/chat"; fail=1; }
+p="The sky is blue and the grass is green"
+"$sictl" --socket "$sock" --json generate --raw -n 3 "$p" >"$dir/g1" 2>&1
+"$sictl" --socket "$sock" --json generate --raw -n 3 "$p" >"$dir/g2" 2>&1
+n=$(num prompt_tokens "$dir/g2") c=$(num cached_tokens "$dir/g2")
+[ -n "$n" ] && [ "$c" = "$((n - 2))" ] ||
+    { echo "FAIL: the same prompt again kept ${c:-?} of ${n:-?}"; cat "$dir/g1" "$dir/g2"; fail=1; }
+"$sictl" --socket "$sock" --json generate --raw -n 200 "$p" >"$dir/long" 2>&1
+grep -q '"generated_tokens":200' "$dir/long" && [ "$(num context_shifts "$dir/long")" -gt 0 ] ||
+    { echo "FAIL: no answer of 200 tokens in a context of 160"; tail -c 600 "$dir/long"; fail=1; }
+stop
+
+start --mode random-load --gamma 0.5
+"$sictl" --socket "$sock" --json generate --raw --phi 0.3 -n 6 "$p" >"$dir/phi" 2>&1
+grep -q '"generated_tokens":6' "$dir/phi" && grep -q '"ffn_share":0\.[0-4]' "$dir/phi" ||
+    { echo "FAIL: phi 0.3 under a random half"; tail -c 600 "$dir/phi"; cat "$dir/out"; fail=1; }
+stop
+
+[ "$fail" -eq 0 ] && echo "ok: Mamba-2 layers served, prefixes reused, shifts, phi beside them"
+exit "$fail"
