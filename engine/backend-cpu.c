@@ -7085,6 +7085,7 @@ static void moe_decode_task(void *p, int ith, int nth)
     for (int k = 0; k < m->k; k++) {
         ffn_args a = m->r.a;
         a.w = &m->v[k];
+        a.n_sel = m->v[k].n_slots; /* (a shared expert's width is its own) */
         long b, e;
         eng_split((a.n_sel + 1) / 2, ith, nth, &b, &e);
         b *= 2;
@@ -7103,15 +7104,16 @@ enum {
     MOE_EXPERTS_MAX = 1024, /* experts a layer has (the loader's bound) */
 };
 
-/* Expert e's slots of w, F of them. */
-static eng_ffn_weights expert_slots(const eng_ffn_weights *w, int e, int F)
+/* Slots first .. first + n - 1 of w (expert e's: first e * F, n F; the
+ * shared expert's after all of them). */
+static eng_ffn_weights slot_run(const eng_ffn_weights *w, long first, int n)
 {
     const size_t rb = eng_ffn_row_bytes(w->dtype, w->n_embd);
     const size_t rd = eng_ffn_down_bytes(w->dtype, w->n_embd);
     eng_ffn_weights v = *w;
-    v.n_slots = F;
-    v.gate_up = (const uint8_t *)w->gate_up + (size_t)e * F * 2 * rb;
-    v.down = (const uint8_t *)w->down + (size_t)e * F * rd;
+    v.n_slots = n;
+    v.gate_up = (const uint8_t *)w->gate_up + (size_t)first * 2 * rb;
+    v.down = (const uint8_t *)w->down + (size_t)first * rd;
     v.sketch = NULL;
     return v;
 }
@@ -7121,6 +7123,17 @@ static eng_ffn_weights expert_slots(const eng_ffn_weights *w, int e, int F)
  * walk (moe_decode_task), or expert by expert: its tokens' rows gathered,
  * through ffn() over its slots, and added back weighted. */
 
+/* A token's weight for the shared expert: sigmoid(gate . x), or 1. */
+static float shared_weight(const eng_moe *moe, const float *x, long E)
+{
+    if (!moe->shared_gate)
+        return 1.0f;
+    double d = 0.0;
+    for (long j = 0; j < E; j++)
+        d += (double)moe->shared_gate[j] * x[j];
+    return (float)(1.0 / (1.0 + exp(-d)));
+}
+
 static void op_moe(eng_backend *be, const eng_ffn_weights *w, const eng_moe *moe, const float *x,
                    float *y, int n_tokens, float *work)
 {
@@ -7128,7 +7141,8 @@ static void op_moe(eng_backend *be, const eng_ffn_weights *w, const eng_moe *moe
     if (!w || !moe || !moe->router.data || !x || !y || !work || n_tokens <= 0 ||
         moe->n_expert < 2 || moe->n_expert > MOE_EXPERTS_MAX || moe->n_used < 1 ||
         moe->n_used > moe->n_expert ||
-        moe->n_ff_exp < 1 || (long)moe->n_expert * moe->n_ff_exp > w->n_slots ||
+        moe->n_ff_exp < 1 || moe->n_ff_shared < 0 ||
+        (long)moe->n_expert * moe->n_ff_exp + moe->n_ff_shared > w->n_slots ||
         moe->router.rows != moe->n_expert || moe->router.cols != w->n_embd ||
         !ffn_shape_ok(w))
         return;
@@ -7173,13 +7187,23 @@ static void op_moe(eng_backend *be, const eng_ffn_weights *w, const eng_moe *moe
         for (int k = 0; k < K; k++)
             gw[(size_t)t * K + k] = gw[(size_t)t * K + k] / div * moe->scale;
     }
+    /* the shared expert's slots */
+    const int S = moe->n_ff_shared;
+    const eng_ffn_weights vs = slot_run(w, (long)NE * F, S);
     eng_ffn_weights v[MOE_DECODE_MAX];
-    if (n == 1 && K <= MOE_DECODE_MAX && 2 * E <= SCRATCH_FLOATS) {
-        /* decode: the K experts in one walk */
-        for (int k = 0; k < K; k++)
-            v[k] = expert_slots(w, ids[k], F);
+    if (n == 1 && K + (S > 0) <= MOE_DECODE_MAX && 2 * E <= SCRATCH_FLOATS) {
+        /* decode: the K experts (and the shared one) in one walk */
+        float g[MOE_DECODE_MAX];
+        for (int k = 0; k < K; k++) {
+            v[k] = slot_run(w, (long)ids[k] * F, F);
+            g[k] = gw[k];
+        }
+        if (S > 0) {
+            v[K] = vs;
+            g[K] = shared_weight(moe, x, E);
+        }
         moe_run mr = { .r = { .a = { &v[0], NULL, F, x, y, NULL, 1, NULL }, .c = c },
-                       .v = v, .g = gw, .k = K };
+                       .v = v, .g = g, .k = K + (S > 0) };
         x16_row xr;
         decode_prep(c, &mr.r, &xr);
         const bool par = (long)K * F * E * 3 >= 16384;
@@ -7203,7 +7227,7 @@ static void op_moe(eng_backend *be, const eng_ffn_weights *w, const eng_moe *moe
                 }
         if (ne == 0)
             continue;
-        const eng_ffn_weights ve = expert_slots(w, e, F);
+        const eng_ffn_weights ve = slot_run(w, (long)e * F, F);
         op_ffn(be, &ve, NULL, F, xe, ye, ne, NULL);
         for (int i = 0; i < ne; i++) {
             float *yt = y + (size_t)tok[i] * E;
@@ -7211,6 +7235,15 @@ static void op_moe(eng_backend *be, const eng_ffn_weights *w, const eng_moe *moe
             for (long j = 0; j < E; j++)
                 yt[j] += tw[i] * src[j];
         }
+    }
+    if (S == 0)
+        return;
+    /* the shared expert: every token (ye holds n rows) */
+    op_ffn(be, &vs, NULL, S, x, ye, n, NULL);
+    for (int t = 0; t < n; t++) {
+        const float g = shared_weight(moe, x + (size_t)t * E, E);
+        for (long j = 0; j < E; j++)
+            y[(size_t)t * E + j] += g * ye[(size_t)t * E + j];
     }
 }
 

@@ -231,7 +231,9 @@ static inline void eng_sketch_row(const uint8_t *q4_0, int nb, uint8_t *row)
 /* A mixture-of-experts FFN (Qwen3-MoE, Mixtral, OLMoE, Granite MoE): the
  * experts are runs of one eng_ffn_weights' slots, expert e's neurons in
  * slots [e * n_ff_exp, (e + 1) * n_ff_exp), and the router picks n_used of
- * them per token (backend moe below). */
+ * them per token (backend moe below); a shared expert (Granite 4.0-H's,
+ * Qwen2-MoE's), which every token computes, has the n_ff_shared slots
+ * after them. */
 typedef struct eng_moe {
     eng_weight router; /* [n_expert][n_embd], f32; data NULL: a dense FFN */
     int n_expert, n_used, n_ff_exp;
@@ -240,6 +242,9 @@ typedef struct eng_moe {
                         * weigh by; LFM2-MoE), or NULL */
     bool norm;         /* the picked experts' weights divided by their sum */
     float scale;       /* ... then times this (1: none) */
+    int n_ff_shared;   /* the shared expert's neurons, 0: none */
+    const float *shared_gate; /* [n_embd] its weight sigmoid(shared_gate . x), or
+                               * NULL: 1 */
 } eng_moe;
 
 /* Floats of scratch the moe op takes for n_tokens: the router's logits,
@@ -404,9 +409,11 @@ typedef struct eng_backend_iface {
      * n_used experts of largest p + bias (the lower index first among
      * equals), g_e = p_e (over the picked ones' sum where moe->norm) times
      * moe->scale, and
-     *   y[t] = sum_e g_e * ffn_e(x[t])
-     * with ffn_e the ffn op over expert e's slots of w. work: backend
-     * memory of eng_moe_work_floats(moe, n_tokens, n_embd) floats. */
+     *   y[t] = sum_e g_e * ffn_e(x[t]) + g_s * ffn_s(x[t])
+     * with ffn_e the ffn op over expert e's slots of w, ffn_s over the
+     * shared expert's (none where n_ff_shared is 0), g_s =
+     * sigmoid(shared_gate . x[t]) or 1. work: backend memory of
+     * eng_moe_work_floats(moe, n_tokens, n_embd) floats. */
     void (*moe)(eng_backend *be, const eng_ffn_weights *w, const eng_moe *moe, const float *x,
                 float *y, int n_tokens, float *work);
 

@@ -238,21 +238,25 @@ static bool has_experts(const eng_model *m, int il)
 
 static int ffn_width(const eng_model *m, int il)
 {
-    if (has_experts(m, il))
-        return m->info.n_expert * m->n_ff_exp;
+    if (has_experts(m, il)) /* (and a shared expert's neurons after theirs) */
+        return m->info.n_expert * m->n_ff_exp + m->n_ff_shared;
     return m->n_ff_dense ? m->n_ff_dense : m->info.n_ff;
 }
 
 /* Whether every layer's gate and up rows are of ggml type `type` in the
- * file (phi3's gate rows are the first half of its ffn_up). */
+ * file (phi3's gate rows are the first half of its ffn_up; a shared
+ * expert's are its own tensors'). */
 static bool ffn_file_all(const eng_model *m, const gguf_file *f, uint32_t type)
 {
     for (int il = 0; il < m->info.n_layer; il++)
-        for (int h = 0; h < 2; h++) {
+        for (int h = 0; h < 4; h++) {
+            const bool sh = h >= 2;
+            if (sh && !(has_experts(m, il) && m->n_ff_shared))
+                continue;
             char name[64];
             snprintf(name, sizeof(name), "blk.%d.ffn_%s%s.weight", il,
-                     h && m->arch != ENG_ARCH_PHI3 ? "gate" : "up",
-                     has_experts(m, il) ? "_exps" : "");
+                     h % 2 && m->arch != ENG_ARCH_PHI3 ? "gate" : "up",
+                     sh ? "_shexp" : has_experts(m, il) ? "_exps" : "");
             const gguf_tensor *t = gguf_find_tensor(f, name);
             if (!t || t->type != type)
                 return false;
@@ -320,10 +324,12 @@ static void store_row(eng_dtype dt, const float *src, void *dst, size_t n)
 /* A layer's FFN in the file: W_gate's rows from gate_row0, W_up's from
  * up_row0 (one fused tensor [gate; up] in phi3), W_down, whose rows are
  * down_cols long: n_ff, or with experts n_ff_exp, expert e's n_embd rows
- * from row e * n_embd (neuron e * n_ff_exp + j is column j there). */
+ * from row e * n_embd (neuron e * n_ff_exp + j is column j there). The
+ * tensors hold the layer's neurons from first on (a shared expert's:
+ * n_expert * n_ff_exp). */
 typedef struct ffn_tensors {
     const gguf_tensor *gate, *up, *down;
-    uint64_t gate_row0, up_row0, down_cols;
+    uint64_t gate_row0, up_row0, down_cols, first;
 } ffn_tensors;
 
 typedef struct conv_job {
@@ -453,13 +459,28 @@ static int load_mat(loader *ld, const char *name, uint64_t cols, uint64_t rows, 
  * 32: a Q8_0 column is stored a block at a time. */
 #define DOWN_BLOCK 64
 
-static int ffn_tensors_get(loader *ld, int il, ffn_tensors *t)
+static int ffn_tensors_get(loader *ld, int il, bool shared, ffn_tensors *t)
 {
-    const int E = ld->m->info.n_embd, F = ffn_width(ld->m, il);
+    const eng_model *m = ld->m;
+    const int E = m->info.n_embd;
+    const int F = ffn_width(m, il) - (has_experts(m, il) ? m->n_ff_shared : 0);
     char name[64];
     int r;
-    t->gate_row0 = t->up_row0 = 0;
+    t->gate_row0 = t->up_row0 = t->first = 0;
     t->down_cols = (uint64_t)F;
+    if (shared) { /* the shared expert's own tensors, after the experts' neurons */
+        t->first = (uint64_t)F;
+        t->down_cols = (uint64_t)m->n_ff_shared;
+        const char *nm[3] = { "gate", "up", "down" };
+        const gguf_tensor **dst[3] = { &t->gate, &t->up, &t->down };
+        for (int k = 0; k < 3; k++) {
+            snprintf(name, sizeof(name), "blk.%d.ffn_%s_shexp.weight", il, nm[k]);
+            if ((r = get_tensor(ld, name, 2, k < 2 ? (uint64_t)E : t->down_cols,
+                                k < 2 ? t->down_cols : (uint64_t)E, true, dst[k])) < 0)
+                return r;
+        }
+        return 0;
+    }
     if (ld->m->arch == ENG_ARCH_PHI3) {
         snprintf(name, sizeof(name), "blk.%d.ffn_up.weight", il);
         if ((r = get_tensor(ld, name, 2, E, 2 * (uint64_t)F, true, &t->up)) < 0)
@@ -534,7 +555,7 @@ static void load_neurons_host(loader *ld, const ffn_tensors *t, uint8_t *gu, uin
     for (int i = 0; i < count; i++)
         for (int h = 0; h < 2; h++) {
             const gguf_tensor *gt = h ? t->up : t->gate;
-            const uint64_t src = (h ? t->up_row0 : t->gate_row0) + (uint64_t)neurons[i];
+            const uint64_t src = (h ? t->up_row0 : t->gate_row0) + (uint64_t)neurons[i] - t->first;
             uint8_t *dst = gu + (SLOT(i) * 2 + h) * sr;
             if (eng_dtype_block(dt) > 1 && gt->type == ggml_type_of_dtype(dt)) {
                 /* the file's own blocks, as for a matrix (ffn_dtype: a
@@ -552,9 +573,9 @@ static void load_neurons_host(loader *ld, const ffn_tensors *t, uint8_t *gu, uin
         return;
 
     /* neuron n is column n % DC of rows (n / DC) * E .. + E - 1 (DC = F
-     * but with experts) */
+     * but with experts), n counted from the tensors' first */
     const uint32_t dtype = t->down->type;
-    const uint64_t DC = t->down_cols;
+    const uint64_t DC = t->down_cols, N0 = t->first;
     const size_t B = ggml_type_block_elems(dtype), BB = ggml_type_block_bytes(dtype);
     const size_t rb = ggml_row_bytes(dtype, DC);
     if ((size_t)count * B * 2 < (size_t)DC && B <= 256) {
@@ -563,7 +584,7 @@ static void load_neurons_host(loader *ld, const ffn_tensors *t, uint8_t *gu, uin
         const uint8_t *data = t->down->data;
         float blk[256];
         for (int i = 0; i < count; i++) {
-            const uint64_t r0 = (uint64_t)neurons[i] / DC * E, c = (uint64_t)neurons[i] % DC;
+            const uint64_t nn = (uint64_t)neurons[i] - N0, r0 = nn / DC * E, c = nn % DC;
             const size_t b = c / B, k = c % B;
             for (int e = 0; e < E; e++) {
                 eng_dequant_row_f32(dtype, data + (r0 + e) * rb + b * BB, blk, B);
@@ -580,8 +601,8 @@ static void load_neurons_host(loader *ld, const ffn_tensors *t, uint8_t *gu, uin
      * share them (one run without experts) */
     float tmp[DOWN_BLOCK];
     for (int i0 = 0, i1; i0 < count; i0 = i1) {
-        const uint64_t g = (uint64_t)neurons[i0] / DC;
-        for (i1 = i0 + 1; i1 < count && (uint64_t)neurons[i1] / DC == g;)
+        const uint64_t g = ((uint64_t)neurons[i0] - N0) / DC;
+        for (i1 = i0 + 1; i1 < count && ((uint64_t)neurons[i1] - N0) / DC == g;)
             i1++;
         for (int e0 = 0; e0 < E; e0 += DOWN_BLOCK) {
             int nb = E - e0 < DOWN_BLOCK ? E - e0 : DOWN_BLOCK;
@@ -589,7 +610,7 @@ static void load_neurons_host(loader *ld, const ffn_tensors *t, uint8_t *gu, uin
                 dequant_row(ld, t->down, g * E + (uint64_t)(e0 + b), row + (size_t)b * DC);
             for (int i = i0; i < i1; i++) {
                 for (int b = 0; b < nb; b++)
-                    tmp[b] = row[(size_t)b * DC + (uint64_t)neurons[i] % DC];
+                    tmp[b] = row[(size_t)b * DC + ((uint64_t)neurons[i] - N0) % DC];
                 store_row(ddt, tmp, down + SLOT(i) * sd + eng_dtype_bytes(ddt, (size_t)e0), nb);
             }
         }
@@ -613,7 +634,7 @@ static int down_norms(loader *ld)
     }
     for (int il = 0; il < NL; il++) {
         ffn_tensors t;
-        int r = ffn_tensors_get(ld, il, &t);
+        int r = ffn_tensors_get(ld, il, false, &t);
         if (r < 0) {
             free(acc);
             return r;
@@ -673,6 +694,34 @@ static int ffn_alloc(eng_model *m, eng_layer *L, int cap)
     return 0;
 }
 
+/* A tensor of n f32 values however the file shapes it ([n], [1, n] as
+ * ssm_a, [n / g, g] as ssm_norm: ne0 x ne1), in backend memory; uncounted
+ * in bytes_weights, as norms are. */
+static int load_flat(loader *ld, const char *name, uint64_t ne0, uint64_t ne1, bool required,
+                     const float **ret)
+{
+    const gguf_tensor *t;
+    int r = get_tensor(ld, name, 2, ne0, ne1, required, &t);
+    *ret = NULL;
+    if (r < 0 || !t)
+        return r;
+    const uint64_t n = ne0 * ne1;
+    float *v = weight_alloc(ld->m, n * sizeof(float)), *tmp = malloc(n * sizeof(float));
+    if (!v || !tmp) {
+        free(tmp);
+        return oom_err(ld, n * sizeof(float), name);
+    }
+    for (uint64_t i = 0; i < ne1 && r >= 0; i++)
+        r = dequant_row(ld, t, i, tmp + i * ne0);
+    if (r >= 0)
+        ld->m->be->iface->upload(ld->m->be, v, tmp, n * sizeof(float));
+    free(tmp);
+    if (r < 0)
+        return r;
+    *ret = v;
+    return 0;
+}
+
 /* Layer il's experts: the router (f32), LFM2-MoE's bias to pick by, and
  * how the picks are weighted (model-wide). */
 static int load_router(loader *ld, int il, eng_layer *L)
@@ -690,6 +739,12 @@ static int load_router(loader *ld, int il, eng_layer *L)
     if (m->arch == ENG_ARCH_LFM2 && (r = load_vec(ld, name, ne, true, &bias)) < 0)
         return r;
     L->moe.bias = bias;
+    const float *sg = NULL; /* (Qwen2-MoE's shared expert's gate) */
+    snprintf(name, sizeof(name), "blk.%d.ffn_gate_inp_shexp.weight", il);
+    if (m->moe_shared_gate && (r = load_flat(ld, name, (uint64_t)m->info.n_embd, 1, true, &sg)) < 0)
+        return r;
+    L->moe.shared_gate = sg;
+    L->moe.n_ff_shared = m->n_ff_shared;
     L->moe.n_expert = m->info.n_expert;
     L->moe.n_used = m->info.n_expert_used;
     L->moe.n_ff_exp = m->n_ff_exp;
@@ -708,7 +763,7 @@ static int load_ffn(loader *ld, int il, eng_layer *L, const eng_plan *plan)
     int r;
     if (has_experts(m, il) && (r = load_router(ld, il, L)) < 0) /* experts: their router */
         return r;
-    if ((r = ffn_tensors_get(ld, il, &t)) < 0)
+    if ((r = ffn_tensors_get(ld, il, false, &t)) < 0)
         return r;
     /* (experts: the dense plan's first neurons, as many as the layer has) */
     int n = m->n_ff_exp ? ffn_width(m, il) : plan->n_loaded[il];
@@ -728,9 +783,28 @@ static int load_ffn(loader *ld, int il, eng_layer *L, const eng_plan *plan)
         n_static += is_static[plan->loaded[il][i]];
     for (int i = 0, a = 0, b = n_static; i < n; i++)
         slots[i] = is_static[plan->loaded[il][i]] ? a++ : b++;
-    conv_job j = { .L = L, .ffn = t, .neurons = plan->loaded[il], .slots = slots, .n = n };
+    /* (a shared expert's neurons come from its own tensors: a job of
+     * their own, with its own copy of their slots) */
+    const int n_sh = has_experts(m, il) ? m->n_ff_shared : 0;
+    int32_t *slots_sh = n_sh ? malloc((size_t)n_sh * sizeof(int32_t)) : NULL;
+    ffn_tensors ts;
+    if (n_sh && (!slots_sh || (r = ffn_tensors_get(ld, il, true, &ts)) < 0)) {
+        free(slots);
+        free(slots_sh);
+        return slots_sh ? r : eng__set_err(ld->err, -ENOMEM, "out of memory");
+    }
+    if (n_sh)
+        memcpy(slots_sh, slots + n - n_sh, (size_t)n_sh * sizeof(int32_t));
+    conv_job j = { .L = L, .ffn = t, .neurons = plan->loaded[il], .slots = slots, .n = n - n_sh };
+    conv_job js = { .L = L, .ffn = ts, .neurons = plan->loaded[il] + n - n_sh, .slots = slots_sh,
+                    .n = n_sh };
     if ((r = push_job(ld, &j)) < 0) {
         free(slots);
+        free(slots_sh);
+        return r;
+    }
+    if (n_sh && (r = push_job(ld, &js)) < 0) {
+        free(slots_sh);
         return r;
     }
     L->ffn.n_slots = n;
@@ -840,14 +914,15 @@ static void jobs_task(void *arg, int ith, int nth)
  * the scratch allocations can. */
 static int run_jobs(loader *ld, int n_threads)
 {
-    /* a W_down row: n_ff, or with experts theirs or a dense layer's */
-    const eng_model *m = ld->m;
-    const int dc = !m->n_ff_exp ? m->info.n_ff
-                   : m->n_ff_exp > m->n_ff_dense ? m->n_ff_exp : m->n_ff_dense;
-    size_t scratch = (size_t)DOWN_BLOCK * dc, stage = 0;
+    /* DOWN_BLOCK rows of W_down of each FFN job (n_ff long, or with
+     * experts theirs, a shared expert's or a dense layer's), a matrix's
+     * row */
+    size_t scratch = 0, stage = 0;
     for (size_t k = 0; k < ld->n_jobs; k++) {
-        if (!ld->jobs[k].L && ld->jobs[k].cols > scratch)
-            scratch = ld->jobs[k].cols;
+        const size_t need = ld->jobs[k].L ? (size_t)DOWN_BLOCK * ld->jobs[k].ffn.down_cols
+                                          : ld->jobs[k].cols;
+        if (need > scratch)
+            scratch = need;
         size_t b = job_stage_bytes(ld->m, &ld->jobs[k]);
         if (!ld->m->be->iface->host_memory && b > stage)
             stage = b;
@@ -1120,15 +1195,16 @@ static int load_experts(const gguf_file *f, const char *arch, eng_model *m, uint
                         eng_error *err)
 {
     const bool qwen = !strcmp(arch, "qwen3moe") || !strcmp(arch, "qwen3vlmoe");
-    const bool lfm2 = !strcmp(arch, "lfm2moe");
-    const bool named = qwen || lfm2 || !strcmp(arch, "granitemoe") || !strcmp(arch, "olmoe");
+    const bool lfm2 = !strcmp(arch, "lfm2moe"), q2 = !strcmp(arch, "qwen2moe");
+    const bool granite = !strcmp(arch, "granitemoe") || !strcmp(arch, "granitehybrid");
+    const bool named = qwen || lfm2 || q2 || !strcmp(arch, "granitemoe") || !strcmp(arch, "olmoe");
     uint32_t ne, nu, fe, shared, shared_ff, groups, lead, gating = 1;
     int r;
     if ((r = get_u32_arch(f, arch, "expert_count", named, 0, &ne, err)) < 0)
         return r;
     if (ne <= 1 && !named) /* (llama.cpp: one expert is a dense FFN) */
         return 0;
-    if (!named && strcmp(arch, "llama") && strcmp(arch, "granite"))
+    if (!named && strcmp(arch, "llama") && strcmp(arch, "granite") && !granite)
         return eng__set_err(err, -ENOTSUP, "mixture of experts (%s.expert_count %u) is not "
                             "supported for %s", arch, ne, arch);
     if (ne < 2 || ne > 1024)
@@ -1142,8 +1218,8 @@ static int load_experts(const gguf_file *f, const char *arch, eng_model *m, uint
      * (Qwen3-MoE, as llama.cpp: else n_ff / n_used); the others' is
      * feed_forward_length; LFM2-MoE's gating is the file's (1 softmax, 2
      * sigmoid), the others' softmax */
-    if ((r = get_u32_arch(f, arch, "expert_feed_forward_length", lfm2, qwen ? *n_ff / nu : *n_ff,
-                          &fe, err)) < 0 ||
+    if ((r = get_u32_arch(f, arch, "expert_feed_forward_length", lfm2,
+                          qwen || q2 ? *n_ff / nu : *n_ff, &fe, err)) < 0 ||
         (lfm2 && (r = get_u32_arch(f, arch, "expert_gating_func", true, 1, &gating, err)) < 0) ||
         (r = get_u32_arch(f, arch, "expert_shared_count", false, 0, &shared, err)) < 0 ||
         (r = get_u32_arch(f, arch, "expert_shared_feed_forward_length", false, 0, &shared_ff,
@@ -1151,9 +1227,16 @@ static int load_experts(const gguf_file *f, const char *arch, eng_model *m, uint
         (r = get_u32_arch(f, arch, "expert_group_count", false, 0, &groups, err)) < 0 ||
         (r = get_u32_arch(f, arch, "leading_dense_block_count", false, 0, &lead, err)) < 0)
         return r;
-    if (shared > 0 || shared_ff > 0)
-        return eng__set_err(err, -ENOTSUP, "shared experts (%s.expert_shared_%s) are not "
-                            "supported", arch, shared ? "count" : "feed_forward_length");
+    /* one shared expert beside the routed ones, every token's: Granite
+     * MoE's and Granite 4.0-H's where expert_shared_feed_forward_length
+     * says, Qwen2-MoE's always (of n_ff neurons where that key is absent,
+     * weighed by the sigmoid of its own gate); not elsewhere */
+    if (q2 && shared_ff == 0)
+        shared_ff = *n_ff;
+    if (shared > 1 || ((shared > 0 || shared_ff > 0) && !granite && !q2))
+        return eng__set_err(err, -ENOTSUP, "shared experts (%s.expert_shared_%s %u) are not "
+                            "supported%s", arch, shared ? "count" : "feed_forward_length",
+                            shared ? shared : shared_ff, shared > 1 ? " (one is)" : "");
     /* (leading dense layers: LFM2-MoE's, of feed_forward_length neurons) */
     if (groups > 1 || (lead > 0 && !lfm2))
         return eng__set_err(err, -ENOTSUP, "%s (%u) is not supported", groups > 1 ?
@@ -1165,18 +1248,21 @@ static int load_experts(const gguf_file *f, const char *arch, eng_model *m, uint
     if (gating != 1 && gating != 2)
         return eng__set_err(err, -ENOTSUP, "%s.expert_gating_func %u is not supported (1 "
                             "softmax, 2 sigmoid)", arch, gating);
-    if (fe == 0 || (uint64_t)fe * ne > MAX_DIM)
-        return eng__set_err(err, -EINVAL, "%u experts of %u neurons: out of range", ne, fe);
+    if (fe == 0 || (uint64_t)fe * ne + shared_ff > MAX_DIM)
+        return eng__set_err(err, -EINVAL, "%u experts of %u neurons (and %u shared): out of range",
+                            ne, fe, shared_ff);
     /* n_ff: the widest layer's (the dense plan loads every layer's all) */
     m->n_dense_lead = (int)lead;
     m->n_ff_dense = lead ? (int)*n_ff : 0;
-    if (lead == 0 || fe * ne > *n_ff)
-        *n_ff = fe * ne;
+    if (lead == 0 || fe * ne + shared_ff > *n_ff)
+        *n_ff = fe * ne + shared_ff;
+    m->n_ff_shared = (int)shared_ff;
+    m->moe_shared_gate = q2;
     m->moe_sigmoid = gating == 2;
     m->n_ff_exp = (int)fe;
     m->info.n_expert = (int)ne;
     m->info.n_expert_used = (int)nu;
-    m->moe_norm = m->arch != ENG_ARCH_OLMOE;
+    m->moe_norm = m->arch != ENG_ARCH_OLMOE && !q2; /* (as llama.cpp has them) */
     m->moe_scale = 1.0f;
     return 0;
 }
@@ -1240,6 +1326,8 @@ static int load_hparams(const gguf_file *f, eng_model *m, eng_error *err)
         m->arch = ENG_ARCH_QWEN3;
     else if (!strcmp(arch, "granitemoe"))
         m->arch = ENG_ARCH_GRANITE;
+    else if (!strcmp(arch, "qwen2moe")) /* (Qwen1.5-MoE, Qwen2-MoE: Qwen2's attention) */
+        m->arch = ENG_ARCH_QWEN2;
     /* Granite 4.0-H: Granite's layers, Mamba-2 mixers in place of
      * attention in most (load_kv_heads) */
     else if (!strcmp(arch, "granitehybrid"))
@@ -1252,7 +1340,7 @@ static int load_hparams(const gguf_file *f, eng_model *m, eng_error *err)
                             "qwen3, qwen2vl, qwen3vl, phi3, gemma, gemma2, gemma3, smollm3, "
                             "granite, exaone, minicpm, olmo2, exaone4, mistral3, hunyuan-dense, "
                             "lfm2, lfm2moe, qwen3moe, qwen3vlmoe, granitemoe, olmoe, "
-                            "granitehybrid; text "
+                            "granitehybrid, qwen2moe; text "
                             "only for the vl ones)",
                             arch);
     /* the vl families' sections, which llama.cpp requires (an array of at
@@ -1579,34 +1667,6 @@ static int load_conv_block(loader *ld, int il, eng_layer *L)
     return 0;
 }
 
-/* A tensor of n f32 values however the file shapes it ([n], [1, n] as
- * ssm_a, [n / g, g] as ssm_norm: ne0 x ne1), in backend memory; uncounted
- * in bytes_weights, as norms are. */
-static int load_flat(loader *ld, const char *name, uint64_t ne0, uint64_t ne1, bool required,
-                     const float **ret)
-{
-    const gguf_tensor *t;
-    int r = get_tensor(ld, name, 2, ne0, ne1, required, &t);
-    *ret = NULL;
-    if (r < 0 || !t)
-        return r;
-    const uint64_t n = ne0 * ne1;
-    float *v = weight_alloc(ld->m, n * sizeof(float)), *tmp = malloc(n * sizeof(float));
-    if (!v || !tmp) {
-        free(tmp);
-        return oom_err(ld, n * sizeof(float), name);
-    }
-    for (uint64_t i = 0; i < ne1 && r >= 0; i++)
-        r = dequant_row(ld, t, i, tmp + i * ne0);
-    if (r >= 0)
-        ld->m->be->iface->upload(ld->m->be, v, tmp, n * sizeof(float));
-    free(tmp);
-    if (r < 0)
-        return r;
-    *ret = v;
-    return 0;
-}
-
 /* granitehybrid's Mamba-2 mixer (see eng_layer.ssm): ssm_in [z; xBC;
  * dt][n_embd] as its three parts, ssm_out, and the f32 rest. */
 static int load_ssm_block(loader *ld, int il, eng_layer *L)
@@ -1816,7 +1876,8 @@ static uint64_t bytes_per_token(const eng_model *m)
         const eng_weight *w[5] = { &L->wq, &L->wk, &L->wv, &L->wo, &L->moe.router };
         for (int i = 0; i < 5; i++)
             b += weight_bytes(w[i]);
-        const uint64_t slots = L->moe.router.data ? (uint64_t)L->moe.n_used * L->moe.n_ff_exp
+        const uint64_t slots = L->moe.router.data ? (uint64_t)L->moe.n_used * L->moe.n_ff_exp +
+                                                        (uint64_t)L->moe.n_ff_shared
                                                   : (uint64_t)L->ffn.n_slots;
         b += slots * neuron_bytes(m);
     }
@@ -3533,7 +3594,7 @@ int eng_model_swap(eng_model *m, const eng_load_plan_params *pp, eng_swap_stats 
     }
     for (int il = 0; il < NL; il++) {
         ffn_tensors t;
-        if ((r = ffn_tensors_get(&ld, il, &t)) < 0)
+        if ((r = ffn_tensors_get(&ld, il, false, &t)) < 0)
             goto out;
         if (plan->n_loaded[il] > m->layers[il].slot_cap &&
             ffn_alloc(m, &grown[il], plan->n_loaded[il]) < 0) {
@@ -3567,7 +3628,7 @@ int eng_model_swap(eng_model *m, const eng_load_plan_params *pp, eng_swap_stats 
         if (m->progress)
             m->progress(m->progress_data, il, NL);
         ffn_tensors t;
-        ffn_tensors_get(&ld, il, &t);
+        ffn_tensors_get(&ld, il, false, &t);
         for (int n = 0; n < F; n++)
             slot_of[n] = -1;
         for (int j = 0; j < L->ffn.n_slots; j++)

@@ -124,6 +124,9 @@ struct eng_model {
     bool qk_norm_full;                /* olmo2: q/k norms over rows of H*hd / Hkv*hd */
     int nope_step;                    /* layer il has no RoPE when (il + 1) % this == 0
                                        * (smollm3: 4; granite unrotated: 1); 0: all have */
+    int n_ff_shared;                  /* a shared expert's neurons, after the experts'
+                                       * (eng_moe.n_ff_shared); 0: none */
+    bool moe_shared_gate;             /* ... weighed by a gate of its own (qwen2moe) */
     int n_ff_exp;                     /* an expert's neurons (info.n_ff = info.n_expert *
                                        * this); 0: a dense FFN */
     int n_dense_lead;                 /* experts: the first layers' FFN dense (lfm2moe), */

@@ -1208,20 +1208,22 @@ static void test_ffn_runs(eng_backend *be, eng_dtype dt)
  * alone. A decode step (one walk over K experts) and prefills (tokens
  * grouped by expert) both. */
 static void test_moe_one(eng_backend *be, eng_dtype dt, int E, int NE, int F, int K, int n,
-                         bool norm, float scale, bool sigmoid)
+                         bool norm, float scale, bool sigmoid, int S, bool gated)
 {
     E = (int)((E + eng_dtype_block(dt) - 1) / eng_dtype_block(dt) * eng_dtype_block(dt));
     const size_t rs = eng_ffn_row_bytes(dt, E), rd = eng_ffn_down_bytes(dt, E);
-    char *gu = make_weights(dt, (long)NE * F * 2 * E);
-    char *dn = make_weights(eng_ffn_down_dtype(dt), (long)NE * F * E);
+    char *gu = make_weights(dt, ((long)NE * F + S) * 2 * E);
+    char *dn = make_weights(eng_ffn_down_dtype(dt), ((long)NE * F + S) * E);
     float *router = make_f32((long)NE * E, -1, 1), *x = make_f32((long)n * E, -1, 1);
     float *y = make_f32((long)n * E, 0, 0), *ye = make_f32(E, 0, 0);
-    eng_ffn_weights W = { dt, E, NE * F, gu, dn, NULL, g_act };
-    /* sigmoid gating comes with a bias to pick by (LFM2-MoE) */
+    eng_ffn_weights W = { dt, E, NE * F + S, gu, dn, NULL, g_act };
+    /* sigmoid gating comes with a bias to pick by (LFM2-MoE); a shared
+     * expert of S neurons after the others, gated (Qwen2-MoE) or not */
     float *bias = sigmoid ? make_f32(NE, -0.5f, 0.5f) : NULL;
+    float *sgate = gated ? make_f32(E, -0.2f, 0.2f) : NULL;
     eng_moe moe = { .router = { ENG_DTYPE_F32, NE, E, router }, .n_expert = NE, .n_used = K,
                     .n_ff_exp = F, .sigmoid = sigmoid, .bias = bias, .norm = norm,
-                    .scale = scale };
+                    .scale = scale, .n_ff_shared = S, .shared_gate = sgate };
     float *work = make_f32((long)eng_moe_work_floats(&moe, n, E), 0, 0);
     /* a token the same in two rows: the same picks, the same output */
     if (n > 2)
@@ -1264,6 +1266,17 @@ static void test_moe_one(eng_backend *be, eng_dtype dt, int E, int NE, int F, in
             for (int j = 0; j < E; j++)
                 want[j] += gk * ye[j];
         }
+        if (S > 0) {
+            double gd = 0;
+            for (int j = 0; gated && j < E; j++)
+                gd += (double)sgate[j] * x[(size_t)t * E + j];
+            const double gs = gated ? 1 / (1 + exp(-gd)) : 1;
+            eng_ffn_weights V = { dt, E, S, gu + (size_t)NE * F * 2 * rs,
+                                  dn + (size_t)NE * F * rd, NULL, g_act };
+            be->iface->ffn(be, &V, NULL, S, x + (size_t)t * E, ye, 1, NULL);
+            for (int j = 0; j < E; j++)
+                want[j] += gs * ye[j];
+        }
         double mag = 1e-3;
         for (int j = 0; j < E; j++)
             mag = fabs(want[j]) > mag ? fabs(want[j]) : mag;
@@ -1277,9 +1290,10 @@ static void test_moe_one(eng_backend *be, eng_dtype dt, int E, int NE, int F, in
               "moe %s: one token twice, two outputs", dt_name(dt));
     /* (x in 16 or 8 bits against quantized rows; prefill and decode both) */
     CHECK(worst < (dt == ENG_DTYPE_F32 ? 1e-5 : 2e-2),
-          "moe %s E=%d %d experts of %d picking %d, %d tokens%s: %g off (relative)", dt_name(dt),
-          E, NE, F, K, n, norm ? ", normalised" : "", worst);
+          "moe %s E=%d %d experts of %d picking %d, %d tokens%s, shared %d%s: %g off (relative)",
+          dt_name(dt), E, NE, F, K, n, norm ? ", normalised" : "", S, gated ? " gated" : "", worst);
     free(gu), free(dn), free(router), free(x), free(y), free(ye), free(work), free(bias);
+    free(sgate);
 }
 
 static void test_moe(eng_backend *be, eng_dtype dt)
@@ -1287,13 +1301,19 @@ static void test_moe(eng_backend *be, eng_dtype dt)
     CHECK(be->iface->moe, "no moe");
     if (!be->iface->moe)
         return;
-    test_moe_one(be, dt, 64, 8, 32, 2, 1, true, 1.0f, false);  /* decode */
-    test_moe_one(be, dt, 64, 8, 32, 2, 9, true, 1.0f, false);  /* prefill */
-    test_moe_one(be, dt, 96, 6, 33, 3, 1, false, 0.5f, false); /* odd slots, no norm, a scale */
-    test_moe_one(be, dt, 96, 6, 33, 3, 5, false, 0.5f, false);
-    test_moe_one(be, dt, 64, 4, 16, 4, 3, true, 1.0f, false);  /* every expert */
-    test_moe_one(be, dt, 64, 8, 32, 2, 1, true, 1.0f, true);   /* sigmoid and a bias */
-    test_moe_one(be, dt, 64, 8, 32, 3, 7, true, 1.0f, true);
+    test_moe_one(be, dt, 64, 8, 32, 2, 1, true, 1.0f, false, 0, false);  /* decode */
+    test_moe_one(be, dt, 64, 8, 32, 2, 9, true, 1.0f, false, 0, false);  /* prefill */
+    /* odd slots, no norm, a scale */
+    test_moe_one(be, dt, 96, 6, 33, 3, 1, false, 0.5f, false, 0, false);
+    test_moe_one(be, dt, 96, 6, 33, 3, 5, false, 0.5f, false, 0, false);
+    test_moe_one(be, dt, 64, 4, 16, 4, 3, true, 1.0f, false, 0, false);  /* every expert */
+    test_moe_one(be, dt, 64, 8, 32, 2, 1, true, 1.0f, true, 0, false);   /* sigmoid and a bias */
+    test_moe_one(be, dt, 64, 8, 32, 3, 7, true, 1.0f, true, 0, false);
+    /* a shared expert of another width, ungated (Granite) and gated (Qwen2-MoE) */
+    test_moe_one(be, dt, 64, 8, 32, 2, 1, true, 1.0f, false, 48, false);
+    test_moe_one(be, dt, 64, 8, 32, 2, 6, true, 1.0f, false, 48, false);
+    test_moe_one(be, dt, 96, 4, 33, 2, 1, false, 1.0f, false, 67, true);
+    test_moe_one(be, dt, 96, 4, 33, 2, 5, false, 1.0f, false, 67, true);
 }
 
 /* ---- ssm (Mamba-2) -------------------------------------------------------- */

@@ -621,6 +621,70 @@ static void check_moe(const char *synth)
            "swaps refused\n", d1);
 }
 
+/* A shared expert (tiny-qwen2moe's, gated; tiny-granitehybrid-moe's, beside
+ * Mamba-2 mixers): its S neurons in the slots after the NE experts' of F,
+ * decode (the picked experts and the shared one in one walk) equal to
+ * prefill (the shared one over all tokens), what a step reads counting it
+ * whole, and Q8_0 and Q4_1 files (the shared tensors' blocks kept or
+ * converted, their W_down columns from their own rows) within their
+ * rounding of the f32 load. */
+static void check_shared(const char *synth, const char *shape, int NE, int F, int S, bool gated)
+{
+    char path[32];
+    test_synth(synth, shape, path);
+    eng_model_params mp = eng_model_params_default();
+    mp.n_threads = 2;
+    eng_model *m = NULL, *q = NULL;
+    eng_error err;
+    CHECKF(eng_model_load(path, &mp, &m, &err) == 0, "%s", err.msg);
+    unlink(path);
+    const int V = m->info.n_vocab, E = m->info.n_embd;
+    CHECK(m->info.n_ff == NE * F + S);
+    uint64_t want = (uint64_t)eng_dtype_bytes(m->output.dtype, (size_t)V * E);
+    for (int il = 0; il < m->info.n_layer; il++) {
+        const eng_layer *L = &m->layers[il];
+        CHECK(L->ffn.n_slots == NE * F + S && L->moe.n_ff_shared == S &&
+              (L->moe.shared_gate != NULL) == gated);
+        const eng_weight *w[5] = { &L->wq, &L->wk, &L->wv, &L->wo, &L->moe.router };
+        for (int k = 0; k < 5; k++)
+            want += eng_dtype_bytes(w[k]->dtype, (size_t)w[k]->rows * w[k]->cols);
+        want += (uint64_t)(L->moe.n_used * F + S) * eng_ffn_slot_bytes(L->ffn.dtype, E);
+    }
+    CHECKF(m->info.bytes_per_token == want, "%s: a step reads %llu, not %llu", shape,
+           (unsigned long long)m->info.bytes_per_token, (unsigned long long)want);
+    static float a[320], b[320], c[320];
+    last_logits(m, false, a);
+    last_logits(m, true, b);
+    const double d1 = max_diff(a, b, V);
+    CHECKF(d1 < 1e-3, "%s: token by token, logits %g from the batch's", shape, d1);
+    eng_model_free(m);
+    static const char *const types[] = { "q8_0", "q4_1" };
+    static const eng_dtype dts[] = { ENG_DTYPE_Q8_0, ENG_DTYPE_Q4_1 };
+    double dq[2], d2[2];
+    for (int k = 0; k < 2; k++) {
+        test_synth_type(synth, shape, types[k], path);
+        mp.storage = ENG_DTYPE_F16;
+        mp.q8_matrices = true;
+        CHECKF(eng_model_load(path, &mp, &q, &err) == 0, "%s", err.msg);
+        mp.storage = ENG_DTYPE_F32;
+        mp.q8_matrices = false;
+        CHECKF(eng_model_load(path, &mp, &m, &err) == 0, "%s", err.msg);
+        unlink(path);
+        CHECK(q->info.ffn_dtype == dts[k]);
+        last_logits(q, false, b);
+        last_logits(q, true, c);
+        last_logits(m, false, a);
+        dq[k] = max_diff(a, b, V);
+        d2[k] = max_diff(b, c, V);
+        CHECKF(dq[k] > 0 && dq[k] < 0.05 && d2[k] < 5e-3, "%s %s: logits %g from the f32 load, "
+               "%g by token", shape, types[k], dq[k], d2[k]);
+        eng_model_free(q);
+        eng_model_free(m);
+    }
+    printf("%s shared expert of %d: token by token %.2g; q8_0 %.3g, q4_1 %.3g from f32\n",
+           shape, S, d1, dq[0], dq[1]);
+}
+
 /* LFM2-MoE (tiny-lfm2moe): two dense FFNs of 96 neurons before layers of
  * 8 experts of 32: each layer holds its own, the plan counts them, decode
  * equals prefill (the convolution rings and the experts together), and a
@@ -1017,8 +1081,12 @@ static void check_refused(const char *synth)
           -EINVAL },
         { "tiny-granitehybrid", "granitehybrid.attention.head_count_kv=i32s:0,2,0,0,0",
           "blk.4.ssm_in.weight", -ENOENT },
-        { "tiny-granitehybrid", "granitehybrid.expert_count=u32:4", "not supported for "
-          "granitehybrid", -ENOTSUP },
+        { "tiny-granitemoeshared", "granitemoe.expert_shared_count=u32:2", "(one is)",
+          -ENOTSUP },
+        { "tiny-granitemoeshared", "granitemoe.expert_shared_feed_forward_length=u32:40",
+          "blk.0.ffn_gate_shexp.weight", -EINVAL },
+        { "tiny-qwen2moe", "qwen2moe.expert_shared_feed_forward_length=u32:0",
+          "blk.0.ffn_gate_shexp.weight", -EINVAL },
     };
     static float unused[320];
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
@@ -1154,6 +1222,14 @@ int main(int argc, char **argv)
      * 4 taps, states of 16) in three layers, NoPE attention in two */
     check_shape(argv[1], argv[2], "tiny-granitehybrid", 320);
     check_hybrid(argv[1]);
+    /* shared experts: Granite MoE's (ungated), Granite 4.0-H Tiny's layout
+     * (the mixers, 2 of 4 experts and a shared one), Qwen2-MoE's (gated,
+     * its experts' weights not normalised, qwen2's biases) */
+    check_shape(argv[1], argv[2], "tiny-granitemoeshared", 320);
+    check_shape(argv[1], argv[2], "tiny-granitehybrid-moe", 320);
+    check_shape(argv[1], argv[2], "tiny-qwen2moe", 320);
+    check_shared(argv[1], "tiny-qwen2moe", 4, 32, 48, true);
+    check_shared(argv[1], "tiny-granitehybrid-moe", 4, 32, 48, false);
     check_rot(argv[1], "tiny-phi4", "q8_0", ENG_DTYPE_Q8_0);
     check_rot(argv[1], "tiny-phi4-k", "q4_k", ENG_DTYPE_Q4_K);
     check_rot(argv[1], "tiny-phi4-k", "q5_k", ENG_DTYPE_Q5_K);

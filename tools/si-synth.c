@@ -49,22 +49,27 @@ typedef struct shape {
 } shape;
 
 /* Mixtures of experts: a shape's experts, of n_ff neurons each, how many
- * of them a token picks, and its first layers' dense FFN of dense_ff
- * neurons (other shapes: a dense FFN everywhere). */
+ * of them a token picks, its first layers' dense FFN of dense_ff neurons
+ * (other shapes: a dense FFN everywhere), and a shared expert of
+ * shared_ff neurons beside them (0: none; qwen2moe's with a gate). */
 static const struct {
     const char *shape;
-    int n_expert, n_used, dense_lead, dense_ff;
+    int n_expert, n_used, dense_lead, dense_ff, shared_ff;
 } expert_shapes[] = {
-    {"tiny-lfm2moe", 8, 2, 2, 96},
-    {"tiny-qwen3moe", 8, 2, 0, 0},
-    {"tiny-qwen3vlmoe", 8, 2, 0, 0},
-    {"tiny-olmoe", 8, 3, 0, 0},
-    {"tiny-granitemoe", 4, 2, 0, 0},
-    {"tiny-mixtral", 4, 2, 0, 0},
-    {"qwen3-30b-a3b", 128, 8, 0, 0},
-    {"lfm2-8b-a1b", 32, 4, 2, 7168},
-    {"granite-3.1-1b-a400m", 32, 8, 0, 0},
-    {"olmoe-1b-7b", 64, 8, 0, 0},
+    {"tiny-lfm2moe", 8, 2, 2, 96, 0},
+    {"tiny-qwen3moe", 8, 2, 0, 0, 0},
+    {"tiny-qwen3vlmoe", 8, 2, 0, 0, 0},
+    {"tiny-olmoe", 8, 3, 0, 0, 0},
+    {"tiny-granitemoe", 4, 2, 0, 0, 0},
+    {"tiny-granitemoeshared", 4, 2, 0, 0, 48},
+    {"tiny-granitehybrid-moe", 4, 2, 0, 0, 48},
+    {"tiny-qwen2moe", 4, 2, 0, 0, 48},
+    {"tiny-mixtral", 4, 2, 0, 0, 0},
+    {"qwen3-30b-a3b", 128, 8, 0, 0, 0},
+    {"lfm2-8b-a1b", 32, 4, 2, 7168, 0},
+    {"granite-3.1-1b-a400m", 32, 8, 0, 0, 0},
+    {"granite-4.0-h-tiny", 64, 6, 0, 0, 1024},
+    {"olmoe-1b-7b", 64, 8, 0, 0, 0},
 };
 
 /* Mamba-2 hybrids (granitehybrid): the mixers' inner width, state size,
@@ -75,6 +80,8 @@ static const struct {
     int d_inner, d_state, n_head, n_group, d_conv, attn_every, attn_at;
 } ssm_shapes[] = {
     {"tiny-granitehybrid", 128, 16, 8, 2, 4, 3, 1},
+    {"tiny-granitehybrid-moe", 128, 16, 8, 2, 4, 3, 1},
+    {"granite-4.0-h-tiny", 3072, 128, 48, 1, 4, 8, 5},
     {"granite-4.0-h-350m", 1536, 128, 48, 1, 4, 8, 5},
     {"granite-4.0-h-1b", 3072, 128, 48, 1, 4, 8, 5},
 };
@@ -140,6 +147,11 @@ static const shape shapes[] = {
     {"tiny-granitehybrid", "granitehybrid", "refact", "Synthetic Tiny GraniteHybrid", 5, 64, 192,
      4, 2, 320, 4096, 10000.0f, 1e-5f, false, false, true, VOCAB_SMOL, 3, 0, false, false, 0, 0.0f,
      {0, 0}, 0, 0},
+    /* the same with 2 of 4 experts of 32 and a shared one of 48 in every
+     * layer (expert_shapes), as Granite 4.0-H Tiny and Small */
+    {"tiny-granitehybrid-moe", "granitehybrid", "refact", "Synthetic Tiny GraniteHybrid MoE", 5,
+     64, 32, 4, 2, 320, 4096, 10000.0f, 1e-5f, false, false, true, VOCAB_SMOL, 3, 0, false, false,
+     0, 0.0f, {0, 0}, 0, 0},
     /* exaone (3.x): llama's layers with NEOX RoPE and Llama 3's frequency
      * factors (EXAONE 3.5's files carry them), under its pre-tokenizer's name */
     {"tiny-exaone", "exaone", "exaone", "Synthetic Tiny EXAONE", 2, 64, 192, 4, 2, 320, 4096,
@@ -214,6 +226,15 @@ static const shape shapes[] = {
     {"tiny-granitemoe", "granitemoe", "refact", "Synthetic Tiny GraniteMoE", 2, 64, 32, 4, 2, 320,
      4096, 10000.0f, 1e-5f, false, false, true, VOCAB_SMOL, 3, 0, false, false, 0, 0.0f, {0, 0},
      0, 0},
+    /* shared experts: Granite MoE's (ungated, beside 2 of 4), Qwen2-MoE's
+     * (qwen2's attention with biases, 2 of 4 not normalised, a shared
+     * expert weighed by a gate of its own) */
+    {"tiny-granitemoeshared", "granitemoe", "refact", "Synthetic Tiny GraniteMoEShared", 2, 64,
+     32, 4, 2, 320, 4096, 10000.0f, 1e-5f, false, false, true, VOCAB_SMOL, 3, 0, false, false, 0,
+     0.0f, {0, 0}, 0, 0},
+    {"tiny-qwen2moe", "qwen2moe", "qwen2", "Synthetic Tiny Qwen2MoE", 2, 64, 32, 4, 2, 320, 4096,
+     1000000.0f, 1e-6f, true, false, false, VOCAB_QWEN, 0, 0, false, false, 0, 0.0f, {0, 0}, 0,
+     0},
     {"tiny-mixtral", "llama", "smollm", "Synthetic Tiny Mixtral", 2, 64, 64, 4, 2, 320, 4096,
      1000000.0f, 1e-5f, false, false, false, VOCAB_SMOL, 3, 0, false, false, 0, 0.0f, {0, 0}, 0,
      0},
@@ -238,6 +259,11 @@ static const shape shapes[] = {
     {"lfm2-8b-a1b", "lfm2moe", "lfm2", "Synthetic LFM2 8B-A1B", 24, 2048, 1792, 32, 8, 65536,
      128000, 1000000.0f, 1e-5f, false, false, true, VOCAB_LLAMA3, 0, 0, true, false, 0, 0.0f,
      {0, 0}, 0, 0},
+    /* Granite 4.0-H Tiny's shape (7B-A1B: 64 experts of 512 picking 6 and
+     * a shared one of 1024, Mamba-2 in 35 of 40 layers) */
+    {"granite-4.0-h-tiny", "granitehybrid", "refact", "Synthetic Granite 4.0 H Tiny", 40, 1536,
+     512, 12, 4, 100352, 32768, 10000.0f, 1e-5f, false, false, true, VOCAB_SMOL, 17, 0, false,
+     false, 0, 0.0f, {0, 0}, 0, 0},
     /* Granite 4.0-H 350M's and 1B's shapes (Mamba-2 in 28 of 32 and 35 of
      * 40 layers: ssm_shapes) */
     {"granite-4.0-h-350m", "granitehybrid", "refact", "Synthetic Granite 4.0 H 350M", 32, 768,
@@ -1003,13 +1029,14 @@ int main(int argc, char **argv)
         shc.n_vocab = (int)nv;
     }
     const shape *sh = &shc;
-    int n_expert = 0, n_used = 0, dense_lead = 0, dense_ff = 0;
+    int n_expert = 0, n_used = 0, dense_lead = 0, dense_ff = 0, shared_ff = 0;
     for (size_t i = 0; i < sizeof(expert_shapes) / sizeof(expert_shapes[0]); i++)
         if (!strcmp(expert_shapes[i].shape, sh->name)) {
             n_expert = expert_shapes[i].n_expert;
             n_used = expert_shapes[i].n_used;
             dense_lead = expert_shapes[i].dense_lead;
             dense_ff = expert_shapes[i].dense_ff;
+            shared_ff = expert_shapes[i].shared_ff;
         }
     int ssm = -1; /* ssm_shapes' entry, -1: none */
     for (size_t i = 0; i < sizeof(ssm_shapes) / sizeof(ssm_shapes[0]); i++)
@@ -1049,7 +1076,8 @@ int main(int argc, char **argv)
     CHECK(gguf_writer_set_u32(w, KEY("embedding_length"), (uint32_t)sh->n_embd));
     /* (qwen3moe: feed_forward_length is not an expert's, which has its own
      * key; lfm2moe: it is the dense layers') */
-    const bool q3moe = !strcmp(arch, "qwen3moe") || !strcmp(arch, "qwen3vlmoe");
+    const bool q3moe = !strcmp(arch, "qwen3moe") || !strcmp(arch, "qwen3vlmoe") ||
+                       !strcmp(arch, "qwen2moe");
     const bool own_ff = q3moe || !strcmp(arch, "lfm2moe");
     const uint32_t ff = dense_lead ? (uint32_t)dense_ff : (uint32_t)sh->n_ff * (q3moe ? 3 : 1);
     CHECK(gguf_writer_set_u32(w, KEY("feed_forward_length"), ff));
@@ -1059,6 +1087,8 @@ int main(int argc, char **argv)
     }
     if (own_ff)
         CHECK(gguf_writer_set_u32(w, KEY("expert_feed_forward_length"), (uint32_t)sh->n_ff));
+    if (shared_ff)
+        CHECK(gguf_writer_set_u32(w, KEY("expert_shared_feed_forward_length"), (uint32_t)shared_ff));
     if (dense_lead) /* LFM2-MoE's: and sigmoid gating */
         CHECK(gguf_writer_set_u32(w, KEY("leading_dense_block_count"), (uint32_t)dense_lead));
     if (!strcmp(arch, "lfm2moe"))
@@ -1217,7 +1247,7 @@ int main(int argc, char **argv)
 
     /* tensor list, in the order llama.cpp's converter writes them; at most
      * 6 outside the layers (rope tables, embeddings, output) */
-    size_t max_t = 8 + (size_t)sh->n_layer * 16, nt = 0;
+    size_t max_t = 8 + (size_t)sh->n_layer * 24, nt = 0;
     const bool gemma = !strcmp(arch, "gemma2") || !strcmp(arch, "gemma3");
     const bool olmo2 = !strcmp(arch, "olmo2"), post_only = olmo2 || !strcmp(arch, "exaone4");
     td = calloc(max_t, sizeof(*td));
@@ -1262,6 +1292,14 @@ int main(int argc, char **argv)
             push3(td, &nt, n, wtype, E, F, NE);
             snprintf(n, sizeof(n), "blk.%d.ffn_up_exps.weight", l);
             push3(td, &nt, n, wtype, E, F, NE);
+            if (shared_ff) { /* the shared expert, Qwen2-MoE's with its gate */
+                const uint64_t SF = (uint64_t)shared_ff;
+                if (!strcmp(arch, "qwen2moe"))
+                    T("ffn_gate_inp_shexp.weight", 1, E, 1, INIT_RANDOM);
+                T("ffn_down_shexp.weight", 2, SF, E, INIT_RANDOM);
+                T("ffn_gate_shexp.weight", 2, E, SF, INIT_RANDOM);
+                T("ffn_up_shexp.weight", 2, E, SF, INIT_RANDOM);
+            }
         } else {
             const uint64_t FD = dense_lead ? (uint64_t)dense_ff : F;
             T("ffn_down.weight", 2, FD, E, INIT_RANDOM);
