@@ -1088,7 +1088,8 @@ int main(int argc, char **argv)
     if (own_ff)
         CHECK(gguf_writer_set_u32(w, KEY("expert_feed_forward_length"), (uint32_t)sh->n_ff));
     if (shared_ff)
-        CHECK(gguf_writer_set_u32(w, KEY("expert_shared_feed_forward_length"), (uint32_t)shared_ff));
+        CHECK(gguf_writer_set_u32(w, KEY("expert_shared_feed_forward_length"),
+                                  (uint32_t)shared_ff));
     if (dense_lead) /* LFM2-MoE's: and sigmoid gating */
         CHECK(gguf_writer_set_u32(w, KEY("leading_dense_block_count"), (uint32_t)dense_lead));
     if (!strcmp(arch, "lfm2moe"))
