@@ -527,6 +527,42 @@ static void last_logits(const eng_model *m, bool one_by_one, float *out)
     eng_session_free(s);
 }
 
+/* Experts in Q8_0 and Q4_1 files of shape (the daemon's storage: Q8_0,
+ * or Q4_1 gate and up rows with Q8_0 down rows): within their rounding of
+ * the f32 load (dq[k]), decode within 5e-3 of prefill (d2[k]). */
+static void check_quant_files(const char *synth, const char *shape, double *dq, double *d2)
+{
+    static const char *const types[] = { "q8_0", "q4_1" };
+    static const eng_dtype dts[] = { ENG_DTYPE_Q8_0, ENG_DTYPE_Q4_1 };
+    static float a[320], b[320], c[320];
+    eng_model_params mp = eng_model_params_default();
+    mp.n_threads = 2;
+    eng_error err;
+    char path[32];
+    for (int k = 0; k < 2; k++) {
+        eng_model *m = NULL, *q = NULL;
+        test_synth_type(synth, shape, types[k], path);
+        mp.storage = ENG_DTYPE_F16;
+        mp.q8_matrices = true;
+        CHECKF(eng_model_load(path, &mp, &q, &err) == 0, "%s", err.msg);
+        mp.storage = ENG_DTYPE_F32;
+        mp.q8_matrices = false;
+        CHECKF(eng_model_load(path, &mp, &m, &err) == 0, "%s", err.msg);
+        unlink(path);
+        CHECK(q->info.ffn_dtype == dts[k] && q->info.n_vocab <= 320);
+        last_logits(q, false, b);
+        last_logits(q, true, c);
+        last_logits(m, false, a);
+        dq[k] = max_diff(a, b, q->info.n_vocab);
+        d2[k] = max_diff(b, c, q->info.n_vocab);
+        /* (decode takes x in 8 bits against Q4_1 rows, a prefill in f32) */
+        CHECKF(dq[k] > 0 && dq[k] < 0.05 && d2[k] < 5e-3, "%s %s: logits %g from the f32 load, "
+               "%g by token", shape, types[k], dq[k], d2[k]);
+        eng_model_free(q);
+        eng_model_free(m);
+    }
+}
+
 /* Experts (tiny-qwen3moe): decode (one token: each picked expert's rows
  * read alone) equals prefill (tokens grouped by expert); a Q8_0 and a
  * Q4_1 file (the daemon's storage: Q4_1 gate and up rows, Q8_0 down)
@@ -593,30 +629,10 @@ static void check_moe(const char *synth)
     eng_model_free(q);
     eng_model_free(m);
 
-    static const char *const types[] = { "q8_0", "q4_1" };
-    static const eng_dtype dts[] = { ENG_DTYPE_Q8_0, ENG_DTYPE_Q4_1 };
-    for (int k = 0; k < 2; k++) {
-        test_synth_type(synth, "tiny-qwen3moe", types[k], path);
-        mp.storage = ENG_DTYPE_F16;
-        mp.q8_matrices = true;
-        CHECKF(eng_model_load(path, &mp, &q, &err) == 0, "%s", err.msg);
-        mp.storage = ENG_DTYPE_F32;
-        mp.q8_matrices = false;
-        CHECKF(eng_model_load(path, &mp, &m, &err) == 0, "%s", err.msg);
-        unlink(path);
-        CHECK(q->info.ffn_dtype == dts[k]);
-        last_logits(q, false, b);
-        last_logits(q, true, c);
-        last_logits(m, false, a);
-        const double dq = max_diff(a, b, V), d2 = max_diff(b, c, V);
-        printf("tiny-qwen3moe %s: token by token vs one batch %.2g; against its f32 load %.3g\n",
-               types[k], d2, dq);
-        /* (decode takes x in 8 bits against Q4_1 rows, a prefill in f32) */
-        CHECKF(dq > 0 && dq < 0.05 && d2 < 5e-3, "%s: logits %g from the f32 load, %g by token",
-               types[k], dq, d2);
-        eng_model_free(q);
-        eng_model_free(m);
-    }
+    double dq[2], d2[2];
+    check_quant_files(synth, "tiny-qwen3moe", dq, d2);
+    printf("tiny-qwen3moe q8_0, q4_1: token by token vs one batch %.2g, %.2g; against their f32 "
+           "load %.3g, %.3g\n", d2[0], d2[1], dq[0], dq[1]);
     printf("tiny-qwen3moe token by token vs one batch %.2g; plans, selective decode, profiling, "
            "swaps refused\n", d1);
 }
@@ -634,7 +650,7 @@ static void check_shared(const char *synth, const char *shape, int NE, int F, in
     test_synth(synth, shape, path);
     eng_model_params mp = eng_model_params_default();
     mp.n_threads = 2;
-    eng_model *m = NULL, *q = NULL;
+    eng_model *m = NULL;
     eng_error err;
     CHECKF(eng_model_load(path, &mp, &m, &err) == 0, "%s", err.msg);
     unlink(path);
@@ -652,35 +668,14 @@ static void check_shared(const char *synth, const char *shape, int NE, int F, in
     }
     CHECKF(m->info.bytes_per_token == want, "%s: a step reads %llu, not %llu", shape,
            (unsigned long long)m->info.bytes_per_token, (unsigned long long)want);
-    static float a[320], b[320], c[320];
+    static float a[320], b[320];
     last_logits(m, false, a);
     last_logits(m, true, b);
     const double d1 = max_diff(a, b, V);
     CHECKF(d1 < 1e-3, "%s: token by token, logits %g from the batch's", shape, d1);
     eng_model_free(m);
-    static const char *const types[] = { "q8_0", "q4_1" };
-    static const eng_dtype dts[] = { ENG_DTYPE_Q8_0, ENG_DTYPE_Q4_1 };
     double dq[2], d2[2];
-    for (int k = 0; k < 2; k++) {
-        test_synth_type(synth, shape, types[k], path);
-        mp.storage = ENG_DTYPE_F16;
-        mp.q8_matrices = true;
-        CHECKF(eng_model_load(path, &mp, &q, &err) == 0, "%s", err.msg);
-        mp.storage = ENG_DTYPE_F32;
-        mp.q8_matrices = false;
-        CHECKF(eng_model_load(path, &mp, &m, &err) == 0, "%s", err.msg);
-        unlink(path);
-        CHECK(q->info.ffn_dtype == dts[k]);
-        last_logits(q, false, b);
-        last_logits(q, true, c);
-        last_logits(m, false, a);
-        dq[k] = max_diff(a, b, V);
-        d2[k] = max_diff(b, c, V);
-        CHECKF(dq[k] > 0 && dq[k] < 0.05 && d2[k] < 5e-3, "%s %s: logits %g from the f32 load, "
-               "%g by token", shape, types[k], dq[k], d2[k]);
-        eng_model_free(q);
-        eng_model_free(m);
-    }
+    check_quant_files(synth, shape, dq, d2);
     printf("%s shared expert of %d: token by token %.2g; q8_0 %.3g, q4_1 %.3g from f32\n",
            shape, S, d1, dq[0], dq[1]);
 }
