@@ -463,25 +463,17 @@ static int ffn_tensors_get(loader *ld, int il, bool shared, ffn_tensors *t)
 {
     const eng_model *m = ld->m;
     const int E = m->info.n_embd;
-    const int F = ffn_width(m, il) - (has_experts(m, il) ? m->n_ff_shared : 0);
+    const bool exps = has_experts(m, il);
+    /* the tensors' neurons: the layer's, its experts', or (shared) the
+     * shared expert's, whose own tensors follow the experts' neurons */
+    const int n_exps = ffn_width(m, il) - (exps ? m->n_ff_shared : 0);
+    const int F = shared ? m->n_ff_shared : n_exps;
     char name[64];
     int r;
-    t->gate_row0 = t->up_row0 = t->first = 0;
+    t->gate_row0 = t->up_row0 = 0;
+    t->first = shared ? (uint64_t)n_exps : 0;
     t->down_cols = (uint64_t)F;
-    if (shared) { /* the shared expert's own tensors, after the experts' neurons */
-        t->first = (uint64_t)F;
-        t->down_cols = (uint64_t)m->n_ff_shared;
-        const char *nm[3] = { "gate", "up", "down" };
-        const gguf_tensor **dst[3] = { &t->gate, &t->up, &t->down };
-        for (int k = 0; k < 3; k++) {
-            snprintf(name, sizeof(name), "blk.%d.ffn_%s_shexp.weight", il, nm[k]);
-            if ((r = get_tensor(ld, name, 2, k < 2 ? (uint64_t)E : t->down_cols,
-                                k < 2 ? t->down_cols : (uint64_t)E, true, dst[k])) < 0)
-                return r;
-        }
-        return 0;
-    }
-    if (ld->m->arch == ENG_ARCH_PHI3) {
+    if (m->arch == ENG_ARCH_PHI3) {
         snprintf(name, sizeof(name), "blk.%d.ffn_up.weight", il);
         if ((r = get_tensor(ld, name, 2, E, 2 * (uint64_t)F, true, &t->up)) < 0)
             return r;
@@ -493,10 +485,9 @@ static int ffn_tensors_get(loader *ld, int il, bool shared, ffn_tensors *t)
     /* experts: [n_embd, n_ff_exp, n_expert] and [n_ff_exp, n_embd,
      * n_expert], the experts' gate and up rows one after another (F of
      * them), W_down's rows n_ff_exp long */
-    const bool exps = has_experts(ld->m, il);
-    const char *sfx = exps ? "_exps" : "";
-    if (exps)
-        t->down_cols = (uint64_t)ld->m->n_ff_exp;
+    const char *sfx = shared ? "_shexp" : exps ? "_exps" : "";
+    if (exps && !shared)
+        t->down_cols = (uint64_t)m->n_ff_exp;
     snprintf(name, sizeof(name), "blk.%d.ffn_gate%s.weight", il, sfx);
     if ((r = get_tensor(ld, name, 2, E, F, true, &t->gate)) < 0)
         return r;

@@ -9,33 +9,8 @@
 #
 # usage: test-daemon-hybrid.sh SELECTINFERD SICTL SI_SYNTH
 set -u
-daemon=$1 sictl=$2 synth=$3
-dir=$(mktemp -d /tmp/si-daemon-hybrid-XXXXXX) || exit 1
-pid=
-trap '[ -n "$pid" ] && kill -TERM "$pid" 2>/dev/null; rm -rf "$dir"' EXIT
-fail=0
-sock=$dir/s.sock
-
-"$synth" --shape tiny-granitehybrid --out "$dir/h.gguf" --seed 1 >/dev/null 2>&1 ||
-    { echo "si-synth failed"; exit 1; }
-
-# starts the daemon with extra flags and waits for its socket
-start() {
-    "$daemon" --config "" --model "$dir/h.gguf" --socket "$sock" "$@" >"$dir/out" 2>&1 &
-    pid=$!
-    i=0
-    while [ $i -lt 100 ] && ! grep -q "Ready\|Loading model" "$dir/out"; do
-        sleep 0.2; i=$((i + 1))
-    done
-    sleep 0.5
-}
-stop() {
-    kill -TERM "$pid" 2>/dev/null
-    wait "$pid"
-    pid=
-}
-# the value of "key":N in file $2
-num() { grep -o "\"$1\":[0-9]*" "$2" | head -n 1 | cut -d: -f2; }
+daemon=$1 sictl=$2 synth=$3 shape=tiny-granitehybrid
+. "$(dirname "$0")/daemon-synth.sh"
 
 start --ctx-size 160
 "$sictl" --socket "$sock" status >"$dir/status" 2>&1

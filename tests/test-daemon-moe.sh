@@ -7,31 +7,8 @@
 #
 # usage: test-daemon-moe.sh SELECTINFERD SICTL SI_SYNTH
 set -u
-daemon=$1 sictl=$2 synth=$3
-dir=$(mktemp -d /tmp/si-daemon-moe-XXXXXX) || exit 1
-pid=
-trap '[ -n "$pid" ] && kill -TERM "$pid" 2>/dev/null; rm -rf "$dir"' EXIT
-fail=0
-sock=$dir/s.sock
-
-"$synth" --shape tiny-qwen3moe --out "$dir/moe.gguf" --seed 1 >/dev/null 2>&1 ||
-    { echo "si-synth failed"; exit 1; }
-
-# starts the daemon with extra flags and waits for its socket
-start() {
-    "$daemon" --config "" --model "$dir/moe.gguf" --socket "$sock" "$@" >"$dir/out" 2>&1 &
-    pid=$!
-    i=0
-    while [ $i -lt 100 ] && ! grep -q "Ready\|Loading model" "$dir/out"; do
-        sleep 0.2; i=$((i + 1))
-    done
-    sleep 0.5
-}
-stop() {
-    kill -TERM "$pid" 2>/dev/null
-    wait "$pid"
-    pid=
-}
+daemon=$1 sictl=$2 synth=$3 shape=tiny-qwen3moe
+. "$(dirname "$0")/daemon-synth.sh"
 
 start
 "$sictl" --socket "$sock" status >"$dir/status" 2>&1
@@ -52,7 +29,7 @@ grep -q "SWAP_FAILED.*mixture-of-experts.*'dense' keeps serving" "$dir/use" ||
     { echo "FAIL: no answer after the refused swap"; fail=1; }
 stop
 
-timeout 120 "$daemon" --config "" --model "$dir/moe.gguf" --socket "$sock" --mode coreinfer \
+timeout 120 "$daemon" --config "" --model "$dir/m.gguf" --socket "$sock" --mode coreinfer \
     >"$dir/out" 2>&1
 rc=$?
 if [ "$rc" -eq 0 ] || [ "$rc" -eq 124 ] ||

@@ -527,6 +527,22 @@ static void last_logits(const eng_model *m, bool one_by_one, float *out)
     eng_session_free(s);
 }
 
+/* The bytes a decode step of m reads by the rule: the head, every layer's
+ * matrices and router, and `slots` of its FFN's slots. */
+static uint64_t step_bytes(const eng_model *m, int slots)
+{
+    const int E = m->info.n_embd;
+    uint64_t b = (uint64_t)eng_dtype_bytes(m->output.dtype, (size_t)m->info.n_vocab * E);
+    for (int il = 0; il < m->info.n_layer; il++) {
+        const eng_layer *L = &m->layers[il];
+        const eng_weight *w[5] = { &L->wq, &L->wk, &L->wv, &L->wo, &L->moe.router };
+        for (int k = 0; k < 5; k++)
+            b += eng_dtype_bytes(w[k]->dtype, (size_t)w[k]->rows * w[k]->cols);
+        b += (uint64_t)slots * eng_ffn_slot_bytes(L->ffn.dtype, E);
+    }
+    return b;
+}
+
 /* Experts in Q8_0 and Q4_1 files of shape (the daemon's storage: Q8_0,
  * or Q4_1 gate and up rows with Q8_0 down rows): within their rounding of
  * the f32 load (dq[k]), decode within 5e-3 of prefill (d2[k]). */
@@ -586,14 +602,7 @@ static void check_moe(const char *synth)
     const double d1 = max_diff(a, b, V);
     CHECKF(d1 < 1e-3, "tiny-qwen3moe: token by token, logits %g from the batch's", d1);
     /* a step reads every matrix, the router and 2 of 8 experts */
-    uint64_t want = (uint64_t)eng_dtype_bytes(m->output.dtype, (size_t)V * m->info.n_embd);
-    for (int il = 0; il < m->info.n_layer; il++) {
-        const eng_layer *L = &m->layers[il];
-        const eng_weight *w[5] = { &L->wq, &L->wk, &L->wv, &L->wo, &L->moe.router };
-        for (int k = 0; k < 5; k++)
-            want += eng_dtype_bytes(w[k]->dtype, (size_t)w[k]->rows * w[k]->cols);
-        want += (uint64_t)L->ffn.n_slots / 4 * eng_ffn_slot_bytes(L->ffn.dtype, m->info.n_embd);
-    }
+    const uint64_t want = step_bytes(m, 2 * 32);
     CHECKF(m->info.bytes_per_token == want, "bytes a step reads: %llu, not %llu",
            (unsigned long long)m->info.bytes_per_token, (unsigned long long)want);
 
@@ -654,18 +663,14 @@ static void check_shared(const char *synth, const char *shape, int NE, int F, in
     eng_error err;
     CHECKF(eng_model_load(path, &mp, &m, &err) == 0, "%s", err.msg);
     unlink(path);
-    const int V = m->info.n_vocab, E = m->info.n_embd;
+    const int V = m->info.n_vocab;
     CHECK(m->info.n_ff == NE * F + S);
-    uint64_t want = (uint64_t)eng_dtype_bytes(m->output.dtype, (size_t)V * E);
     for (int il = 0; il < m->info.n_layer; il++) {
         const eng_layer *L = &m->layers[il];
         CHECK(L->ffn.n_slots == NE * F + S && L->moe.n_ff_shared == S &&
               (L->moe.shared_gate != NULL) == gated);
-        const eng_weight *w[5] = { &L->wq, &L->wk, &L->wv, &L->wo, &L->moe.router };
-        for (int k = 0; k < 5; k++)
-            want += eng_dtype_bytes(w[k]->dtype, (size_t)w[k]->rows * w[k]->cols);
-        want += (uint64_t)(L->moe.n_used * F + S) * eng_ffn_slot_bytes(L->ffn.dtype, E);
     }
+    const uint64_t want = step_bytes(m, m->info.n_expert_used * F + S);
     CHECKF(m->info.bytes_per_token == want, "%s: a step reads %llu, not %llu", shape,
            (unsigned long long)m->info.bytes_per_token, (unsigned long long)want);
     static float a[320], b[320];
