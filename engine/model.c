@@ -1118,10 +1118,9 @@ static int load_kv_heads(const gguf_file *f, const char *arch, eng_model *m, uin
     if (hybrid) {
         m->ssm_layer = rec;
         for (int il = 0; il < n; il++)
-            m->n_ssm += rec[il];
-        int r = m->n_ssm ? load_ssm_shape(f, arch, m, err) : 0;
-        m->info.n_ssm = m->n_ssm;
-        m->info.bytes_ssm_state = (uint64_t)m->n_ssm * (uint64_t)m->ssm_shape.d_inner *
+            m->info.n_ssm += rec[il];
+        int r = m->info.n_ssm ? load_ssm_shape(f, arch, m, err) : 0;
+        m->info.bytes_ssm_state = (uint64_t)m->info.n_ssm * (uint64_t)m->ssm_shape.d_inner *
                                   (uint64_t)m->ssm_shape.d_state * sizeof(float);
         return r;
     }
@@ -1975,7 +1974,7 @@ static int backend_start(eng_model *m, const eng_model_params *p, eng_error *err
 {
     int r;
     /* (auto: experts and Mamba-2 mixers run on the CPU only, so far) */
-    const bool cpu_only = m->n_ff_exp || m->n_ssm;
+    const bool cpu_only = m->n_ff_exp || m->info.n_ssm;
     if (p->backend != ENG_BACKEND_CPU && !(p->backend == ENG_BACKEND_AUTO && cpu_only)) {
         eng_error e = { { 0 } };
         r = eng_backend_cuda_new(p->device, &m->be, &e);
@@ -2434,7 +2433,7 @@ int eng_session_new(const eng_model *m, const eng_session_params *params, eng_se
     size_t kvd_scratch = m->conv_layer && kvd < (size_t)E ? (size_t)E : kvd;
     /* (a Mamba-2 mixer's z and its output where q and attention's go, xBC
      * where k does and dt where v does) */
-    if (m->n_ssm) {
+    if (m->info.n_ssm) {
         const size_t D = (size_t)m->ssm_shape.d_inner, NC = (size_t)eng_ssm_conv_ch(&m->ssm_shape);
         const size_t NH = (size_t)m->ssm_shape.n_head;
         qd_scratch = qd_scratch > D ? qd_scratch : D;
@@ -2451,11 +2450,11 @@ int eng_session_new(const eng_model *m, const eng_session_params *params, eng_se
     s->ffn_sel = calloc(L, sizeof(*s->ffn_sel));
     s->ffn_sel_dev = calloc(L, sizeof(*s->ffn_sel_dev));
     s->ffn_n_sel = calloc(L, sizeof(*s->ffn_n_sel));
-    s->ssm_state = m->n_ssm ? calloc(L, sizeof(*s->ssm_state)) : NULL;
-    s->ssm_ckpt = m->n_ssm ? calloc(L, sizeof(*s->ssm_ckpt)) : NULL;
+    s->ssm_state = m->info.n_ssm ? calloc(L, sizeof(*s->ssm_state)) : NULL;
+    s->ssm_ckpt = m->info.n_ssm ? calloc(L, sizeof(*s->ssm_ckpt)) : NULL;
     s->ssm_pos = s->ckpt_pos = -1;
     if (!s->k_cache || !s->v_cache || !s->kv_rows || !s->kv_base || !s->kv_lo || !s->ffn_sel ||
-        !s->ffn_sel_dev || !s->ffn_n_sel || (m->n_ssm && (!s->ssm_state || !s->ssm_ckpt)))
+        !s->ffn_sel_dev || !s->ffn_n_sel || (m->info.n_ssm && (!s->ssm_state || !s->ssm_ckpt)))
         goto oom;
     const size_t f4 = sizeof(float);
     for (int il = 0; il < L; il++) {
@@ -2632,7 +2631,7 @@ static size_t prefix_keep(const eng_session *s, const int32_t *tokens, size_t n,
     /* Mamba-2 states hold the past of one position: the live states'
      * (ssm_pos) or the checkpoint's (ckpt_pos); the latest the prefix
      * reaches, and no other where its votes are kept */
-    if (keep > 0 && s->model->n_ssm) {
+    if (keep > 0 && s->model->info.n_ssm) {
         size_t best = 0;
         if (s->ssm_pos > 0 && (size_t)s->ssm_pos <= keep)
             best = (size_t)s->ssm_pos;
@@ -2661,7 +2660,7 @@ int eng_session_reset_prefix(eng_session *s, const int32_t *tokens, size_t n)
     int votes;
     const size_t keep = prefix_keep(s, tokens, n, &votes);
     eng_session_reset(s);
-    if (keep > 0 && s->model->n_ssm && (int)keep != s->ssm_pos)
+    if (keep > 0 && s->model->info.n_ssm && (int)keep != s->ssm_pos)
         ssm_restore(s); /* (keep is the checkpoint's position) */
     if (keep > 0) {
         s->n_past = (int)keep;
@@ -2745,7 +2744,7 @@ int eng_session_shift(eng_session *s, int keep, int drop)
         return -ESTALE; /* as eval would say: the context was built on other neurons */
     /* a Mamba-2 state cannot forget the dropped positions: the caller
      * evaluates what is left again (as llama.cpp's recurrent memory) */
-    if (m->n_ssm && drop > 0)
+    if (m->info.n_ssm && drop > 0)
         return -ENOTSUP;
     const bool q8 = s->kv_type == ENG_KV_Q8_0;
     if (q8 && !(op->dtypes & (1u << ENG_DTYPE_Q8_0)))
@@ -3301,7 +3300,7 @@ int eng__forward(eng_session *s, const int32_t *tokens, int n, bool all_logits, 
     int r = op->sync(be);
     /* the position the Mamba-2 states have reached (none after a
      * failure); positions rewritten below the checkpoint's end it */
-    if (m->n_ssm) {
+    if (m->info.n_ssm) {
         s->ssm_pos = r == 0 ? s->n_past : -1;
         if (pos0 < s->ckpt_pos)
             s->ckpt_pos = -1;
@@ -3339,7 +3338,7 @@ int eng_session_eval(eng_session *s, const int32_t *tokens, size_t n, unsigned f
             return -EINVAL;
     /* Mamba-2 states that are not the context's (a failed evaluation left
      * them behind): the context is gone, as after a swap */
-    if (m->n_ssm && s->n_past > 0 && s->ssm_pos != s->n_past)
+    if (m->info.n_ssm && s->n_past > 0 && s->ssm_pos != s->n_past)
         return -ESTALE;
 
     bool all = flags & ENG_EVAL_ALL_LOGITS;
@@ -3364,7 +3363,7 @@ int eng_session_eval(eng_session *s, const int32_t *tokens, size_t n, unsigned f
     s->cands_only = false;
     /* Mamba-2 states: a checkpoint of them two tokens before the end, taken
      * by the ssm op in the chunk that holds that position */
-    const size_t ckpt = m->n_ssm && n >= 3 ? n - 2 : 0;
+    const size_t ckpt = m->info.n_ssm && n >= 3 ? n - 2 : 0;
     for (size_t done = 0; done < n;) {
         if (done > 0 && s->abort_cb && s->abort_cb(s->abort_data))
             return -ECANCELED;

@@ -136,8 +136,8 @@ struct eng_model {
     float moe_scale;                  /* eng_moe.scale */
     int conv_len;                     /* lfm2: the short convolutions' taps; 0: none */
     uint8_t *conv_layer;              /* [n_layer] 1: a convolution block (lfm2), or NULL */
-    uint8_t *ssm_layer;               /* [n_layer] 1: a Mamba-2 mixer (granitehybrid), or NULL */
-    int n_ssm;                        /* such layers */
+    uint8_t *ssm_layer;               /* [n_layer] 1: a Mamba-2 mixer (granitehybrid), or NULL
+                                       * (info.n_ssm of them) */
     eng_ssm ssm_shape;                /* their shapes (eng_ssm's ints and eps) */
 
     eng_weight tok_embd;              /* [n_vocab][n_embd] */

@@ -752,7 +752,7 @@ static void check_hybrid(const char *synth)
     eng_error err;
     CHECKF(eng_model_load(path, &mp, &m, &err) == 0, "%s", err.msg);
     const int V = m->info.n_vocab;
-    CHECK(m->n_ssm == 3 && m->layers[0].ssm.a && !m->layers[1].ssm.a && m->layers[1].nope);
+    CHECK(m->info.n_ssm == 3 && m->layers[0].ssm.a && !m->layers[1].ssm.a && m->layers[1].nope);
     static float a[320], b[320];
     last_logits(m, false, a);
     last_logits(m, true, b);
