@@ -192,7 +192,8 @@ static void print_status(const Selectinfer__Status *s)
         printf("experts:          %u a layer, %u of them per token\n", s->experts,
                s->experts_used);
     if (s->has_ssm_layers)
-        printf("mamba-2 layers:   %u (a state each, in the KV cache's bytes)\n", s->ssm_layers);
+        printf("recurrent layers: %u (Mamba-2 or delta nets: a state each, in the KV "
+               "cache's bytes)\n", s->ssm_layers);
     if (s->backend)
         printf("backend:          %s, %u threads, context %u\n", s->backend, s->n_threads, s->n_ctx);
     if (s->decode_graphs) {

@@ -6935,7 +6935,7 @@ static void op_shortconv(eng_backend *be, const float *b, const float *c, const 
     }
 }
 
-/* ---- ssm (Mamba-2) ----------------------------------------------------- */
+/* ---- ssm (Mamba-2, gated delta net) ------------------------------------- */
 
 typedef struct ssm_args {
     const eng_ssm *w;
@@ -6968,6 +6968,67 @@ static void ssm_conv_task(void *p, int ith, int nth)
                 sum += w->conv[(size_t)i * K + k] *
                        a->cache[(size_t)((first + k) % a->rows) * nc + i];
             y[i] = sum / (1.0f + expf(-sum));
+        }
+        if (!w->delta)
+            continue;
+        /* a delta net's q and k heads to unit length, q times 1/sqrt(N) */
+        const int N = w->d_state;
+        for (int g = 0; g < 2 * w->n_group; g++) {
+            float *x = y + (size_t)g * N;
+            double ss = 0.0;
+            for (int i = 0; i < N; i++)
+                ss += (double)x[i] * x[i];
+            float r = 1.0f / sqrtf((float)ss + w->eps);
+            if (g < w->n_group)
+                r /= sqrtf((float)N);
+            for (int i = 0; i < N; i++)
+                x[i] *= r;
+        }
+    }
+}
+
+/* a . b over n, in eight partial sums so that the loop vectorises */
+static float dot8(const float *a, const float *b, int n)
+{
+    float acc[8] = { 0 };
+    int k = 0;
+    for (; k + 8 <= n; k += 8)
+        for (int j = 0; j < 8; j++)
+            acc[j] += a[k + j] * b[k + j];
+    float y = ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
+    for (; k < n; k++)
+        y += a[k] * b[k];
+    return y;
+}
+
+/* a delta net's value heads [b, e) over every token in order (backend.h):
+ * each row of S (one value dimension) decays, takes its share of the
+ * correction b (v - S k) along k, and is read against q */
+static void delta_scan_task(void *p, int ith, int nth)
+{
+    const ssm_args *a = p;
+    const eng_ssm *w = a->w;
+    const int nc = eng_ssm_conv_ch(w), N = w->d_state, NH = w->n_head, G = w->n_group;
+    long b, e;
+    eng_split(NH, ith, nth, &b, &e);
+    for (int t = 0; t < a->n_tokens; t++) {
+        const float *x = a->xbc + (size_t)t * nc, *dt = a->dt + (size_t)t * 2 * NH;
+        for (long h = b; h < e; h++) {
+            const float *q = x + (h % G) * N, *k = q + (size_t)G * N;
+            const float *v = x + 2 * (size_t)G * N + h * N;
+            const float beta = 1.0f / (1.0f + expf(-dt[h]));
+            const float decay = expf(softplus(dt[NH + h] + w->dt_b[h]) * w->a[h]);
+            float *out = a->out + (size_t)t * w->d_inner + h * N;
+            for (int j = 0; j < N; j++) {
+                float *st = a->state + ((size_t)h * N + j) * N;
+                const float d = (v[j] - decay * dot8(st, k, N)) * beta;
+                for (int i = 0; i < N; i++)
+                    st[i] = st[i] * decay + d * k[i];
+                out[j] = dot8(st, q, N);
+            }
+            if (a->snap && t + 1 == a->snap_t) /* (this thread's heads) */
+                memcpy(a->snap + (size_t)h * N * N, a->state + (size_t)h * N * N,
+                       (size_t)N * N * sizeof(float));
         }
     }
 }
@@ -7015,28 +7076,32 @@ static void ssm_scan_task(void *p, int ith, int nth)
     }
 }
 
-/* tokens [b, e): out times silu(z), RMS-normalised per group */
+/* tokens [b, e): Mamba-2's out times silu(z), RMS-normalised per group;
+ * a delta net's RMS-normalised per value head, then times silu(z) */
 static void ssm_gate_task(void *p, int ith, int nth)
 {
     const ssm_args *a = p;
     const eng_ssm *w = a->w;
-    const int D = w->d_inner, gs = D / w->n_group;
+    const int D = w->d_inner, n_norm = w->delta ? w->n_head : w->n_group, gs = D / n_norm;
     long b, e;
     eng_split(a->n_tokens, ith, nth, &b, &e);
     for (long t = b; t < e; t++) {
         float *y = a->out + (size_t)t * D;
         const float *z = a->z + (size_t)t * D;
-        for (int i = 0; i < D; i++)
+        for (int i = 0; i < D && !w->delta; i++)
             y[i] *= z[i] / (1.0f + expf(-z[i]));
-        for (int g = 0; w->norm && g < w->n_group; g++) {
+        for (int g = 0; w->norm && g < n_norm; g++) {
             float *yg = y + (size_t)g * gs;
+            const float *nw = w->delta ? w->norm : w->norm + (size_t)g * gs;
             double ss = 0.0;
             for (int i = 0; i < gs; i++)
                 ss += (double)yg[i] * yg[i];
             const float r = 1.0f / sqrtf((float)(ss / gs) + w->eps);
             for (int i = 0; i < gs; i++)
-                yg[i] = yg[i] * r * w->norm[(size_t)g * gs + i];
+                yg[i] = yg[i] * r * nw[i];
         }
+        for (int i = 0; i < D && w->delta; i++)
+            y[i] *= z[i] / (1.0f + expf(-z[i]));
     }
 }
 
@@ -7044,10 +7109,12 @@ static void op_ssm(eng_backend *be, const eng_ssm *w, const float *z, float *xbc
                    float *cache, int pos0, int rows, float *state, float *snap, int snap_t,
                    int n_tokens, float *out)
 {
-    if (!w || !w->conv || !w->dt_b || !w->a || !w->d || !z || !xbc || !dt || !cache || !state ||
-        !out || pos0 < 0 || n_tokens <= 0 || w->d_conv < 1 || w->d_conv - 1 + n_tokens > rows ||
-        w->n_head <= 0 || w->n_group <= 0 || w->n_head % w->n_group || w->d_inner % w->n_head ||
-        w->d_inner % w->n_group || w->d_state <= 0 || (snap && (snap_t < 1 || snap_t > n_tokens)))
+    if (!w || !w->conv || !w->dt_b || !w->a || (!w->d && !w->delta) || !z || !xbc || !dt ||
+        !cache || !state || !out || pos0 < 0 || n_tokens <= 0 || w->d_conv < 1 ||
+        w->d_conv - 1 + n_tokens > rows || w->n_head <= 0 || w->n_group <= 0 ||
+        w->n_head % w->n_group || w->d_inner % w->n_head || w->d_inner % w->n_group ||
+        w->d_state <= 0 || (w->delta && w->d_inner != w->n_head * w->d_state) ||
+        (snap && (snap_t < 1 || snap_t > n_tokens)))
         return;
     cpu_ctx *c = ctx_of(be);
     const int nc = eng_ssm_conv_ch(w), hd = w->d_inner / w->n_head;
@@ -7059,8 +7126,16 @@ static void op_ssm(eng_backend *be, const eng_ssm *w, const float *z, float *xbc
     ssm_args a = { w, z, dt, cache, xbc, state, snap, out, pos0, rows, snap_t, n_tokens };
     const bool many = n_tokens > 1;
     run(c, ssm_conv_task, &a, many);
-    run(c, ssm_scan_task, &a, (long)w->d_inner * w->d_state >= 16384);
+    run(c, w->delta ? delta_scan_task : ssm_scan_task, &a, (long)w->d_inner * w->d_state >= 16384);
     run(c, ssm_gate_task, &a, many);
+}
+
+/* On the caller's thread: n values a token, against the matrices around */
+static void op_mul_sigmoid(eng_backend *be, float *x, const float *g, long n)
+{
+    (void)be;
+    for (long i = 0; x && g && i < n; i++)
+        x[i] /= 1.0f + expf(-g[i]);
 }
 
 /* ---- moe --------------------------------------------------------------------- */
@@ -7395,6 +7470,7 @@ static const eng_backend_iface cpu_iface = {
     .attention_q8 = op_attention_q8,
     .shortconv = op_shortconv,
     .ssm = op_ssm,
+    .mul_sigmoid = op_mul_sigmoid,
     .moe = op_moe,
     .topk_count = op_topk_count,
     .ffn_pick = op_ffn_pick,

@@ -256,21 +256,28 @@ static inline size_t eng_moe_work_floats(const eng_moe *moe, int n_tokens, int n
                                2 * (size_t)n_embd);
 }
 
-/* Mamba-2's mixer (the recurrent layers of Granite 4.0-H): weights and
- * shapes for the backend's ssm op. Its input projection's three parts (z,
- * xBC, dt) and its output projection are ordinary matrices of the layer;
- * these are the rest, in f32 (backend memory). a NULL: not such a layer. */
+/* Mamba-2's mixer (the recurrent layers of Granite 4.0-H), or (delta) a
+ * gated delta net (Qwen3.5's linear attention): weights and shapes for the
+ * backend's ssm op. Its input projection's parts (z, the convolution's
+ * input, dt or beta and alpha) and its output projection are ordinary
+ * matrices of the layer; these are the rest, in f32 (backend memory). a
+ * NULL: not such a layer. A delta net names its shapes as llama.cpp does:
+ * d_state the width of a key head and of a value head, n_head its value
+ * heads (d_inner / n_head = d_state), n_group its key heads. */
 typedef struct eng_ssm {
     const float *conv;   /* [n_conv][d_conv] the convolution's taps, n_conv =
-                          * d_inner + 2 n_group d_state (x, B and C) */
+                          * d_inner + 2 n_group d_state (x, B and C; a
+                          * delta net's q, k and v) */
     const float *conv_b; /* [n_conv] its bias, or NULL */
-    const float *dt_b;   /* [n_head] added to dt before the softplus */
+    const float *dt_b;   /* [n_head] added to dt (alpha) before the softplus */
     const float *a;      /* [n_head] A (negative: the state decays by exp(dt A)) */
-    const float *d;      /* [n_head] the skip: y += D x */
+    const float *d;      /* [n_head] the skip: y += D x (NULL in a delta net) */
     const float *norm;   /* [d_inner] the gated output's RMSNorm, per group of
-                          * d_inner / n_group, or NULL */
+                          * d_inner / n_group, or NULL; a delta net's [d_state],
+                          * per value head */
     int d_inner, d_state, n_head, n_group, d_conv;
     float eps;
+    bool delta;          /* a gated delta net */
 } eng_ssm;
 
 static inline int eng_ssm_conv_ch(const eng_ssm *w)
@@ -431,12 +438,25 @@ typedef struct eng_backend_iface {
      *      state[h][i] = exp(s A[h]) state[h][i] + s x[h][i] B[g],
      *      y[h][i] = state[h][i] . C[g] + D[h] x[h][i];
      *  - out[t] = RMSNorm_groups(y silu(z)) * norm.
+     * A delta net (w->delta) reads beta and alpha from dt [n_tokens][2
+     * n_head], convolves as above (no bias), then per token t and value
+     * head h, with key head g = h % n_group (llama.cpp's converter orders
+     * the value heads so), q and k each of d_state scaled to unit length
+     * (x / sqrt(|x|^2 + eps)), q times 1 / sqrt(d_state), b = sigmoid(
+     * beta[h]), decay = exp(softplus(alpha[h] + dt_b[h]) A[h]) and the
+     * state S [n_head][d_state rows of v][d_state columns of k]:
+     *      S = decay S,  S += b (v - S k) k^T,  y = S q,
+     *   out[t] = RMSNorm_head(y) * norm * silu(z).
      * The state and the ring are the session's (backend memory); snap
      * (NULL: none) receives a copy of the state as it stood after token
      * snap_t - 1, 1 <= snap_t <= n_tokens (a prompt cache's checkpoint). */
     void (*ssm)(eng_backend *be, const eng_ssm *w, const float *z, float *xbc, const float *dt,
                 float *cache, int pos0, int rows, float *state, float *snap, int snap_t,
                 int n_tokens, float *out);
+
+    /* x[i] *= sigmoid(g[i]) for i < n: attention's output gate (qwen35).
+     * Optional, as ssm. */
+    void (*mul_sigmoid)(eng_backend *be, float *x, const float *g, long n);
 
     /* A Q8_0 KV cache (ENG_KV_Q8_0): store_kv() into rows of row / 32
      * blocks, each block of 32 quantized as ggml's Q8_0 (d = max |x| / 127,

@@ -156,6 +156,20 @@
 #include "json.h"
 
 #define CHATML_START "<|im_start|>"
+/* Qwen3.5's tool section, around the tools' lines (its template's text) */
+#define XML_TOOLS_HEAD "# Tools\n\nYou have access to the following functions:\n\n<tools>"
+#define XML_TOOLS_TAIL                                                                       \
+    "\n\nIf you choose to call a function ONLY reply in the following format with NO "        \
+    "suffix:\n\n<tool_call>\n<function=example_function_name>\n"                               \
+    "<parameter=example_parameter_1>\nvalue_1\n</parameter>\n"                                 \
+    "<parameter=example_parameter_2>\nThis is the value for the second parameter\nthat can "   \
+    "span\nmultiple lines\n</parameter>\n</function>\n</tool_call>\n\n<IMPORTANT>\nReminder:\n" \
+    "- Function calls MUST follow the specified format: an inner <function=...></function> "  \
+    "block must be nested within <tool_call></tool_call> XML tags\n- Required parameters "    \
+    "MUST be specified\n- You may provide optional reasoning for your function call in "      \
+    "natural language BEFORE the function call, but NOT after\n- If there is no function "    \
+    "call available, answer the question like normal with your current knowledge and do not " \
+    "tell the user about function calls\n</IMPORTANT>"
 #define CHATML_END "<|im_end|>"
 #define GRANITE_ROLE "<|start_of_role|>"
 #define GRANITE_ROLE_END "<|end_of_role|>"
@@ -439,6 +453,14 @@ void eng_chat_detect(const char *tmpl, size_t len, eng_chat_info *ret_info) {
         chatml_find_default(tmpl, len, ret_info);
         ret_info->reasoning = find_bytes(tmpl, len, "reasoning_content") && find_bytes(tmpl, len, "</think>");
         ret_info->think_switch = find_bytes(tmpl, len, "enable_thinking") != NULL;
+        /* Qwen3.5's: the answer's reasoning opened by the prompt, and its
+         * calls as XML (Qwen3-Coder's format) */
+        ret_info->think_open = ret_info->reasoning &&
+                               find_bytes(tmpl, len, "{{- '<think>\\n' }}") != NULL;
+        ret_info->xml_calls = find_bytes(tmpl, len, "You have access to the following functions:") &&
+                              find_bytes(tmpl, len, "<function=") &&
+                              find_bytes(tmpl, len, "<parameter=") &&
+                              find_bytes(tmpl, len, "<tool_response>");
         /* Qwen's tool calling, whose fixed text we print (TOOLS_HEAD) */
         ret_info->tools = find_bytes(tmpl, len, "You may call one or more functions to assist with the user query.") &&
                           find_bytes(tmpl, len, "<tool_call>") && find_bytes(tmpl, len, "<tool_response>");
@@ -467,7 +489,7 @@ void eng_chat_detect(const char *tmpl, size_t len, eng_chat_info *ret_info) {
                                (ret_info->lfm2_marks ||
                                 (find_bytes(tmpl, len, "\"List of tools: [\"") &&
                                  !find_bytes(tmpl, len, "<|tool_list_start|>")));
-        ret_info->tools |= ret_info->lfm2_calls;
+        ret_info->tools |= ret_info->lfm2_calls || ret_info->xml_calls;
     } else if (find_bytes(tmpl, len, "'[SYSTEM_PROMPT]'") &&
                find_bytes(tmpl, len, "'[/SYSTEM_PROMPT]'") &&
                find_bytes(tmpl, len, "'[INST]'") && find_bytes(tmpl, len, "'[/INST]'") &&
@@ -979,6 +1001,7 @@ static int render_spm_family(const eng_chat_info *info, const eng_chat_msg *msgs
  * last user message, where there is some or the answer is the last
  * message. */
 static void out_call(outbuf *o, const eng_tool_call *tc);
+static void out_xml_call(outbuf *o, const eng_tool_call *tc);
 
 /* The template's split of an answer [c, c + n) into reasoning and content. */
 static void split_reasoning_tags(const char *c, size_t n, const char *open_tag,
@@ -1032,13 +1055,14 @@ int eng_chat_split_reasoning(const eng_chat_info *info, const char *text, size_t
     return 0;
 }
 
-static void qwen3_answer(outbuf *o, const eng_chat_msg *m, bool after_query, bool last) {
+static void qwen3_answer(outbuf *o, const eng_chat_msg *m, bool after_query, bool last,
+                         const eng_chat_info *info) {
     const char *c = m->content;
     const char *content, *reason;
     size_t clen, rlen;
     split_reasoning(c, strlen(c), &reason, &rlen, &content, &clen);
     out_str(o, CHATML_START "assistant\n");
-    if (after_query && (last || rlen > 0)) {
+    if (after_query && (last || rlen > 0 || info->think_open)) {
         strip_nl(&reason, &rlen, true, true);
         out_str(o, "<think>\n");
         out_put(o, reason, rlen);
@@ -1047,6 +1071,11 @@ static void qwen3_answer(outbuf *o, const eng_chat_msg *m, bool after_query, boo
     }
     out_put(o, content, clen);
     for (size_t j = 0; j < m->n_tool_calls; j++) {
+        if (info->xml_calls) { /* (Qwen3.5: a blank line after the text) */
+            out_str(o, j > 0 ? "\n" : clen > 0 ? "\n\n" : "");
+            out_xml_call(o, &m->tool_calls[j]);
+            continue;
+        }
         if (j > 0 || clen > 0)
             out_str(o, "\n");
         out_call(o, &m->tool_calls[j]);
@@ -1097,6 +1126,47 @@ static void out_call(outbuf *o, const eng_tool_call *tc) {
     else
         out_str(o, "{}");
     out_str(o, "}\n</tool_call>");
+}
+
+/* Qwen3.5's call: "<tool_call>\n<function=NAME>\n", each argument as
+ * "<parameter=KEY>\nVALUE\n</parameter>\n" (a string as it is, an object
+ * or array in json.dumps form, true, false and null as Python prints
+ * them), "</function>\n</tool_call>". */
+static void out_xml_call(outbuf *o, const eng_tool_call *tc) {
+    out_str(o, "<tool_call>\n<function=");
+    out_str(o, tc->name);
+    out_str(o, ">\n");
+    const char *args = tc->arguments ? tc->arguments : "{}";
+    const size_t n = strlen(args);
+    size_t pos = 0, kl, vl;
+    const char *k, *v;
+    while (eng__json_next(args, n, &pos, &k, &kl, &v, &vl) == 1) {
+        char *key = NULL, *str = NULL;
+        out_str(o, "<parameter=");
+        if (eng__json_unquote(k, kl, &key) == 0) /* (else out of memory: as written) */
+            out_str(o, key);
+        else
+            out_put(o, k + 1, kl - 2);
+        out_str(o, ">\n");
+        free(key);
+        if (v[0] == '"' && eng__json_unquote(v, vl, &str) == 0)
+            out_str(o, str);
+        else if (v[0] == '"')
+            out_put(o, v + 1, vl - 2);
+        else if (v[0] == '{' || v[0] == '[')
+            json_whole(v, vl, o);
+        else if (vl == 4 && !memcmp(v, "true", 4))
+            out_str(o, "True");
+        else if (vl == 5 && !memcmp(v, "false", 5))
+            out_str(o, "False");
+        else if (vl == 4 && !memcmp(v, "null", 4))
+            out_str(o, "None");
+        else /* (a number, as json.dumps prints it) */
+            json_whole(v, vl, o);
+        free(str);
+        out_str(o, "\n</parameter>\n");
+    }
+    out_str(o, "</function>\n</tool_call>");
 }
 
 /* Elements of a tools array (Jinja's `if tools`: an empty one is none);
@@ -1497,6 +1567,20 @@ int eng_chat_render(const eng_chat_info *info, const eng_chat_msg *msgs, size_t 
             out_str(&o, marks ? "List of tools: <|tool_list_start|>[" : "List of tools: [");
             out_tool_lines(&o, tools, "", "", ", ");
             out_str(&o, marks ? "]<|tool_list_end|>" CHATML_END "\n" : "]" CHATML_END "\n");
+        } else if (n_tools > 0 && info->xml_calls) {
+            /* Qwen3.5: the tools first, then the system prompt, trimmed */
+            out_str(&o, CHATML_START "system\n" XML_TOOLS_HEAD);
+            out_tool_lines(&o, tools, "\n", "", "");
+            out_str(&o, "\n</tools>" XML_TOOLS_TAIL);
+            if (n_msgs > 0 && strcmp(msgs[0].role, "system") == 0) {
+                const char *c = msgs[0].content;
+                while (*c && is_space(*c))
+                    c++;
+                out_str(&o, *c ? "\n\n" : "");
+                out_trimmed(&o, c);
+                first = 1;
+            }
+            out_str(&o, CHATML_END "\n");
         } else if (n_tools > 0) {
             out_str(&o, CHATML_START "system\n");
             if (n_msgs > 0 && strcmp(msgs[0].role, "system") == 0) {
@@ -1552,7 +1636,7 @@ int eng_chat_render(const eng_chat_info *info, const eng_chat_msg *msgs, size_t 
                 continue;
             }
             if (info->reasoning && !info->lfm2_past && !strcmp(m->role, "assistant")) {
-                qwen3_answer(&o, m, i > last_query, i + 1 == n_msgs);
+                qwen3_answer(&o, m, i > last_query, i + 1 == n_msgs, info);
                 continue;
             }
             if (info->lfm2_tool && !strcmp(m->role, "tool")) {
@@ -1589,13 +1673,18 @@ int eng_chat_render(const eng_chat_info *info, const eng_chat_msg *msgs, size_t 
             out_str(&o, CHATML_START);
             out_str(&o, msgs[i].role);
             out_str(&o, "\n");
-            out_str(&o, msgs[i].content);
+            if (info->think_open) /* (Qwen3.5's template trims every message) */
+                out_trimmed(&o, msgs[i].content);
+            else
+                out_str(&o, msgs[i].content);
             out_str(&o, CHATML_END "\n");
         }
         if (add_assistant)
             out_str(&o, CHATML_START "assistant\n");
         if (add_assistant && info->think_switch && (flags & ENG_CHAT_NO_THINK))
             out_str(&o, "<think>\n\n</think>\n\n");
+        else if (add_assistant && info->think_open)
+            out_str(&o, "<think>\n");
     } else {
         size_t plen = strnlen(info->default_system, sizeof(info->default_system));
         size_t first = 0;
@@ -1994,6 +2083,123 @@ static int lfm2_parse_calls(const char *text, size_t len, eng_tool_call **ret_ca
     return 0;
 }
 
+/* text[*i..] starts with s (advanced past it)? */
+static bool eat(const char *text, size_t len, size_t *i, const char *s) {
+    const size_t n = strlen(s);
+    if (len - *i < n || memcmp(text + *i, s, n))
+        return false;
+    *i += n;
+    return true;
+}
+
+/* One "<function=NAME>\n(<parameter=KEY>\nVALUE\n</parameter>\n)*</function>"
+ * at text[*i] into tc: a value that is a whole JSON number, object, array,
+ * true, false or null is that value (the format gives no types: a string
+ * of digits reads as a number), any other one a string; one newline on
+ * each side of it is the format's. 1: a call, 0: not one; -ENOMEM. */
+static int xml_call(const char *text, size_t len, size_t *i, eng_tool_call *tc) {
+    *i = skip_json_ws(text, len, *i);
+    if (!eat(text, len, i, "<function="))
+        return 0;
+    const char *gt = memchr(text + *i, '>', len - *i);
+    if (!gt || gt == text + *i || memchr(text + *i, '\n', (size_t)(gt - text - *i)))
+        return 0;
+    growbuf g = {0};
+    grow_put(&g, "{", 1);
+    const size_t name0 = *i, name_len = (size_t)(gt - text) - *i;
+    *i = (size_t)(gt - text) + 1;
+    bool ok = false;
+    for (int k = 0;; k++) {
+        *i = skip_json_ws(text, len, *i);
+        if (eat(text, len, i, "</function>")) {
+            ok = true;
+            break;
+        }
+        if (!eat(text, len, i, "<parameter="))
+            break;
+        const char *kg = memchr(text + *i, '>', len - *i);
+        const char *end = kg ? find_bytes(kg, len - (size_t)(kg - text), "</parameter>") : NULL;
+        if (!kg || kg == text + *i || !end)
+            break;
+        const char *v = kg + 1;
+        size_t vl = (size_t)(end - v);
+        if (vl > 0 && v[0] == '\n')
+            v++, vl--;
+        if (vl > 0 && v[vl - 1] == '\n')
+            vl--;
+        grow_put(&g, k ? ", " : "", k ? 2 : 0);
+        eng__json_quote(text + *i, (size_t)(kg - text) - *i, grow_put, &g);
+        grow_put(&g, ": ", 2);
+        const size_t b = skip_json_ws(v, vl, 0);
+        if (b < vl && v[b] != '"' && json_whole(v, vl, NULL))
+            eng__json_value(v, vl, grow_put, &g);
+        else
+            eng__json_quote(v, vl, grow_put, &g);
+        *i = (size_t)(end - text) + strlen("</parameter>");
+    }
+    grow_put(&g, "}", 1);
+    char *name = ok && !g.failed ? malloc(name_len + 1) : NULL;
+    if (!name) {
+        const bool oom = ok;
+        free(g.p);
+        return oom ? -ENOMEM : 0;
+    }
+    memcpy(name, text + name0, name_len);
+    name[name_len] = '\0';
+    tc->name = name;
+    tc->arguments = g.p;
+    return 1;
+}
+
+/* Qwen3.5: calls as "<tool_call>\n" xml_call "\n</tool_call>" blocks (the
+ * last may lose its closing tag to a stop string); the answer's text is
+ * what comes before the first, text after the last is dropped. Any block
+ * not that: no calls. */
+static int xml_parse_calls(const char *text, size_t len, eng_tool_call **ret_calls, size_t *ret_n,
+                           size_t *ret_content_len) {
+    static const char open[] = "<tool_call>", close[] = "</tool_call>";
+    const char *first = find_bytes(text, len, open);
+    if (!first)
+        return 0;
+    eng_tool_call *calls = NULL;
+    size_t count = 0, cap = 0, i = (size_t)(first - text);
+    int r = 1;
+    while (r > 0 && i < len) {
+        const char *p = find_bytes(text + i, len - i, open);
+        if (!p)
+            break;
+        i = (size_t)(p - text) + sizeof(open) - 1;
+        if (count == cap) {
+            eng_tool_call *c = realloc(calls, (cap ? 2 * cap : 4) * sizeof(*c));
+            if (!c) {
+                r = -ENOMEM;
+                break;
+            }
+            calls = c;
+            cap = cap ? 2 * cap : 4;
+        }
+        calls[count] = (eng_tool_call){ NULL, NULL };
+        r = xml_call(text, len, &i, &calls[count]);
+        count += r > 0;
+        i = skip_json_ws(text, len, i);
+        if (r > 0 && i < len && !eat(text, len, &i, close))
+            r = 0;
+    }
+    if (r <= 0 || count == 0) {
+        eng_tool_calls_free(calls, count);
+        return r < 0 ? r : 0;
+    }
+    *ret_calls = calls;
+    *ret_n = count;
+    if (ret_content_len) {
+        size_t c = (size_t)(first - text);
+        while (c > 0 && is_space(text[c - 1]))
+            c--;
+        *ret_content_len = c;
+    }
+    return 0;
+}
+
 int eng_chat_parse_calls(const eng_chat_info *info, const char *text, size_t len,
                          eng_tool_call **ret_calls, size_t *ret_n, size_t *ret_content_len) {
     static const char open[] = "<tool_call>", close[] = "</tool_call>";
@@ -2007,6 +2213,8 @@ int eng_chat_parse_calls(const eng_chat_info *info, const char *text, size_t len
         return -ENOTSUP;
     if (info->lfm2_calls)
         return lfm2_parse_calls(text ? text : "", len, ret_calls, ret_n, ret_content_len);
+    if (info->xml_calls)
+        return xml_parse_calls(text ? text : "", len, ret_calls, ret_n, ret_content_len);
     if (info->kind == ENG_CHAT_LLAMA3) {
         int r = llama_call(text, len, ret_calls, ret_n);
         if (r == 0 && *ret_n > 0 && ret_content_len)

@@ -15,6 +15,11 @@ typedef struct eng_chat_info {
      * left out of the history, as the template does */
     bool reasoning;
     bool think_switch; /* the template reads enable_thinking */
+    bool xml_calls;    /* Qwen3.5 (ChatML): tools listed before the system prompt, calls
+                        * as <tool_call><function=NAME><parameter=KEY>VALUE... */
+    bool think_open;   /* Qwen3.5: the prompt opens the reasoning ("<think>\n") unless
+                        * ENG_CHAT_NO_THINK, every answer after the last query
+                        * shows its <think> block, every message is trimmed */
     bool tools;        /* tool calling, Qwen's <tool_call> blocks */
     bool eos_space;    /* Mistral v0.1: a space after each answer's eos_token */
     bool phi3_legacy;  /* Phi-3 (April 2024): the user turn ends with the

@@ -338,6 +338,9 @@ typedef struct conv_job {
     uint8_t *data;
     uint64_t r0, r1, cols;
     uint64_t src_r0; /* the matrix's first row in t (a part of a fused tensor) */
+    /* the matrix's rows in runs of run rows, one run every period rows of
+     * t (qwen35's q heads, each beside its gate's); run 0: one run */
+    uint64_t run, period;
     struct eng_layer *L;
     ffn_tensors ffn;
     const int32_t *neurons;
@@ -413,11 +416,13 @@ static void scale_rot_rows(loader *ld, const void *data)
 
 /* A matrix [rows][cols] in the storage type. */
 /* Rows [row0, row0 + rows) of the [t_rows][cols] tensor name as a matrix
- * (phi3's fused attn_qkv holds q, k and v one after the other). */
+ * (phi3's fused attn_qkv holds q, k and v one after the other), or with
+ * run > 0 runs of run rows, one every period rows from row0 (conv_job). */
 /* (f32: in f32 whatever the storage, as a router's few rows, whose small
  * differences pick experts) */
 static int load_mat_as(loader *ld, const char *name, uint64_t cols, uint64_t t_rows, uint64_t row0,
-                       uint64_t rows, bool required, bool f32, eng_weight *w)
+                       uint64_t run, uint64_t period, uint64_t rows, bool required, bool f32,
+                       eng_weight *w)
 {
     const gguf_tensor *t;
     int r = get_tensor(ld, name, 2, cols, t_rows, required, &t);
@@ -433,7 +438,7 @@ static int load_mat_as(loader *ld, const char *name, uint64_t cols, uint64_t t_r
     for (uint64_t r0 = 0; r0 < rows; r0 += MAT_JOB_ROWS) {
         conv_job j = { .t = t, .dt = dt, .data = data, .r0 = r0,
                        .r1 = rows - r0 < MAT_JOB_ROWS ? rows : r0 + MAT_JOB_ROWS, .cols = cols,
-                       .src_r0 = row0 };
+                       .src_r0 = row0, .run = run, .period = period };
         if ((r = push_job(ld, &j)) < 0)
             return r;
     }
@@ -445,7 +450,7 @@ static int load_mat_as(loader *ld, const char *name, uint64_t cols, uint64_t t_r
 static int load_mat_part(loader *ld, const char *name, uint64_t cols, uint64_t t_rows,
                          uint64_t row0, uint64_t rows, bool required, eng_weight *w)
 {
-    return load_mat_as(ld, name, cols, t_rows, row0, rows, required, false, w);
+    return load_mat_as(ld, name, cols, t_rows, row0, 0, 0, rows, required, false, w);
 }
 
 static int load_mat(loader *ld, const char *name, uint64_t cols, uint64_t rows, bool required,
@@ -722,7 +727,7 @@ static int load_router(loader *ld, int il, eng_layer *L)
     char name[64];
     int r;
     snprintf(name, sizeof(name), "blk.%d.ffn_gate_inp.weight", il);
-    if ((r = load_mat_as(ld, name, (uint64_t)m->info.n_embd, ne, 0, ne, true, true,
+    if ((r = load_mat_as(ld, name, (uint64_t)m->info.n_embd, ne, 0, 0, 0, ne, true, true,
                          &L->moe.router)) < 0)
         return r;
     float *bias = NULL;
@@ -838,6 +843,24 @@ static size_t job_stage_bytes(const eng_model *m, const conv_job *j)
     return (size_t)(j->r1 - j->r0) * eng_dtype_bytes(j->dt, j->cols);
 }
 
+/* The row of j's tensor that row i of its matrix comes from. */
+static uint64_t job_src_row(const conv_job *j, uint64_t i)
+{
+    return j->src_r0 + (j->run ? i / j->run * j->period + i % j->run : i);
+}
+
+/* Rows [r0, r1) of j as the file holds them (rb bytes a row) into dst. */
+static void copy_rows(const conv_job *j, uint8_t *dst, size_t rb)
+{
+    const uint8_t *src = j->t->data;
+    if (!j->run) {
+        memcpy(dst, src + (j->src_r0 + j->r0) * rb, (j->r1 - j->r0) * rb);
+        return;
+    }
+    for (uint64_t i = j->r0; i < j->r1; i++)
+        memcpy(dst + (i - j->r0) * rb, src + job_src_row(j, i) * rb, rb);
+}
+
 static void run_job(loader *ld, const conv_job *j)
 {
     if (j->L) {
@@ -849,13 +872,13 @@ static void run_job(loader *ld, const conv_job *j)
     uint8_t *dst = be->iface->host_memory ? j->data + j->r0 * rb : ld->stage;
     if (j->dt == ENG_DTYPE_Q8_0 && j->t->type == GGML_TYPE_Q8_0 && j->rot_period == 0) {
         /* the file's own blocks: a Q8_0 row is rb bytes there too */
-        memcpy(dst, (const uint8_t *)j->t->data + (j->src_r0 + j->r0) * rb, (j->r1 - j->r0) * rb);
+        copy_rows(j, dst, rb);
     } else if (j->dt != ENG_DTYPE_Q8_0 && eng_dtype_block(j->dt) > 1) {
         /* Q4_K, Q5_K, Q6_K, Q4_1, Q4_0: the file's own blocks (mat_dtype:
          * only a tensor of the type is); a scaled row scales every weight,
          * so its blocks' d (and dmin, m), rounded to f16 as the file holds
          * them */
-        memcpy(dst, (const uint8_t *)j->t->data + (j->src_r0 + j->r0) * rb, (j->r1 - j->r0) * rb);
+        copy_rows(j, dst, rb);
         for (uint64_t i = j->r0; i < j->r1; i++) {
             if (!rot_scaled(j->rot_period, j->rot_n, i))
                 continue;
@@ -877,7 +900,7 @@ static void run_job(loader *ld, const conv_job *j)
         }
     } else {
         for (uint64_t i = j->r0; i < j->r1; i++) {
-            dequant_row(ld, j->t, j->src_r0 + i, ld->row);
+            dequant_row(ld, j->t, job_src_row(j, i), ld->row);
             if (rot_scaled(j->rot_period, j->rot_n, i))
                 for (uint64_t c = 0; c < j->cols; c++)
                     ld->row[c] *= j->rot_scale;
@@ -1058,8 +1081,11 @@ static int branch_scales(const gguf_file *f, const char *arch, eng_model *m, flo
 }
 
 /* granitehybrid's Mamba-2 mixers (m->ssm_shape): their convolution's
- * taps, inner width, state size, heads and groups, as llama.cpp reads them. */
-static int load_ssm_shape(const gguf_file *f, const char *arch, eng_model *m, eng_error *err)
+ * taps, inner width, state size, heads and groups, as llama.cpp reads them;
+ * qwen35's delta nets (delta) the same keys: value heads (time_step_rank)
+ * of state_size, key heads (group_count) as wide. */
+static int load_ssm_shape(const gguf_file *f, const char *arch, bool delta, eng_model *m,
+                          eng_error *err)
 {
     uint32_t v[5];
     static const char *const keys[5] = { "ssm.conv_kernel", "ssm.inner_size", "ssm.state_size",
@@ -1072,13 +1098,57 @@ static int load_ssm_shape(const gguf_file *f, const char *arch, eng_model *m, en
     const uint32_t conv = v[0], inner = v[1], state = v[2], heads = v[3], groups = v[4];
     if (conv < 2 || conv > 64 || inner == 0 || inner > MAX_DIM || state == 0 || state > 1024 ||
         heads == 0 || inner % heads || groups == 0 || heads % groups ||
-        (uint64_t)inner + 2ull * groups * state > MAX_DIM)
+        (uint64_t)inner + 2ull * groups * state > MAX_DIM || (delta && inner / heads != state))
         return eng__set_err(err, -EINVAL, "metadata %s.ssm.* (conv_kernel %u, inner_size %u, "
                             "state_size %u, time_step_rank %u, group_count %u) is not a valid "
-                            "Mamba-2 shape", arch, conv, inner, state, heads, groups);
+                            "%s shape", arch, conv, inner, state, heads, groups,
+                            delta ? "gated delta net" : "Mamba-2");
     m->ssm_shape = (eng_ssm){ .d_conv = (int)conv, .d_inner = (int)inner, .d_state = (int)state,
-                              .n_head = (int)heads, .n_group = (int)groups };
+                              .n_head = (int)heads, .n_group = (int)groups, .delta = delta };
+    m->info.bytes_ssm_state = (uint64_t)m->info.n_ssm * inner * state * sizeof(float);
     return 0;
+}
+
+/* qwen35: which layers are gated delta nets (m->ssm_layer), as llama.cpp
+ * reads them: attention.recurrent_layers (a flag per block, the
+ * multi-token-prediction blocks' too), else all but every
+ * full_attention_interval-th (4 where absent). */
+static int load_delta_layers(const gguf_file *f, const char *arch, eng_model *m, uint32_t blocks,
+                             eng_error *err)
+{
+    char key[128];
+    enum gguf_type et;
+    uint64_t len;
+    const int n = m->info.n_layer;
+    uint8_t *rec = model_alloc(m, (size_t)n);
+    if (!rec)
+        return eng__set_err(err, -ENOMEM, "out of memory");
+    snprintf(key, sizeof(key), "%s.attention.recurrent_layers", arch);
+    if (gguf_get_arr_info(f, key, &et, &len) == 0) {
+        if (len != blocks)
+            return eng__set_err(err, -EINVAL, "metadata '%s' has %llu entries for %u blocks",
+                                key, (unsigned long long)len, blocks);
+        for (int il = 0; il < n; il++) {
+            bool b;
+            if (gguf_get_arr_bool(f, key, (uint64_t)il, &b) < 0)
+                return eng__set_err(err, -EINVAL, "metadata '%s'[%d] is not a flag", key, il);
+            rec[il] = b;
+        }
+    } else {
+        uint32_t every;
+        int r = get_u32_arch(f, arch, "full_attention_interval", false, 4, &every, err);
+        if (r < 0)
+            return r;
+        if (every == 0 || every > MAX_LAYERS)
+            return eng__set_err(err, -EINVAL, "metadata '%s.full_attention_interval' %u out of "
+                                "range 1..%d", arch, every, MAX_LAYERS);
+        for (int il = 0; il < n; il++)
+            rec[il] = (il + 1) % every != 0;
+    }
+    m->ssm_layer = rec;
+    for (int il = 0; il < n; il++)
+        m->info.n_ssm += rec[il];
+    return m->info.n_ssm ? load_ssm_shape(f, arch, true, m, err) : 0;
 }
 
 /* attention.head_count_kv: one number, or (lfm2, granitehybrid) one per
@@ -1119,10 +1189,7 @@ static int load_kv_heads(const gguf_file *f, const char *arch, eng_model *m, uin
         m->ssm_layer = rec;
         for (int il = 0; il < n; il++)
             m->info.n_ssm += rec[il];
-        int r = m->info.n_ssm ? load_ssm_shape(f, arch, m, err) : 0;
-        m->info.bytes_ssm_state = (uint64_t)m->info.n_ssm * (uint64_t)m->ssm_shape.d_inner *
-                                  (uint64_t)m->ssm_shape.d_state * sizeof(float);
-        return r;
+        return m->info.n_ssm ? load_ssm_shape(f, arch, false, m, err) : 0;
     }
     m->conv_layer = rec;
     uint32_t taps;
@@ -1186,8 +1253,10 @@ static int load_experts(const gguf_file *f, const char *arch, eng_model *m, uint
 {
     const bool qwen = !strcmp(arch, "qwen3moe") || !strcmp(arch, "qwen3vlmoe");
     const bool lfm2 = !strcmp(arch, "lfm2moe"), q2 = !strcmp(arch, "qwen2moe");
+    const bool q35 = !strcmp(arch, "qwen35moe"); /* (Qwen2-MoE's shared expert) */
     const bool granite = !strcmp(arch, "granitemoe") || !strcmp(arch, "granitehybrid");
-    const bool named = qwen || lfm2 || q2 || !strcmp(arch, "granitemoe") || !strcmp(arch, "olmoe");
+    const bool named = qwen || lfm2 || q2 || q35 || !strcmp(arch, "granitemoe") ||
+                       !strcmp(arch, "olmoe");
     uint32_t ne, nu, fe, shared, shared_ff, groups, lead, gating = 1;
     int r;
     if ((r = get_u32_arch(f, arch, "expert_count", named, 0, &ne, err)) < 0)
@@ -1209,7 +1278,7 @@ static int load_experts(const gguf_file *f, const char *arch, eng_model *m, uint
      * feed_forward_length; LFM2-MoE's gating is the file's (1 softmax, 2
      * sigmoid), the others' softmax */
     if ((r = get_u32_arch(f, arch, "expert_feed_forward_length", lfm2,
-                          qwen || q2 ? *n_ff / nu : *n_ff, &fe, err)) < 0 ||
+                          qwen || q2 || q35 ? *n_ff / nu : *n_ff, &fe, err)) < 0 ||
         (lfm2 && (r = get_u32_arch(f, arch, "expert_gating_func", true, 1, &gating, err)) < 0) ||
         (r = get_u32_arch(f, arch, "expert_shared_count", false, 0, &shared, err)) < 0 ||
         (r = get_u32_arch(f, arch, "expert_shared_feed_forward_length", false, 0, &shared_ff,
@@ -1219,11 +1288,12 @@ static int load_experts(const gguf_file *f, const char *arch, eng_model *m, uint
         return r;
     /* one shared expert beside the routed ones, every token's: Granite
      * MoE's and Granite 4.0-H's where expert_shared_feed_forward_length
-     * says, Qwen2-MoE's always (of n_ff neurons where that key is absent,
-     * weighed by the sigmoid of its own gate); not elsewhere */
-    if (q2 && shared_ff == 0)
+     * says, Qwen2-MoE's and Qwen3.5-MoE's always (of n_ff neurons where
+     * that key is absent, weighed by the sigmoid of its own gate); not
+     * elsewhere */
+    if ((q2 || q35) && shared_ff == 0)
         shared_ff = *n_ff;
-    if (shared > 1 || ((shared > 0 || shared_ff > 0) && !granite && !q2))
+    if (shared > 1 || ((shared > 0 || shared_ff > 0) && !granite && !q2 && !q35))
         return eng__set_err(err, -ENOTSUP, "shared experts (%s.expert_shared_%s %u) are not "
                             "supported%s", arch, shared ? "count" : "feed_forward_length",
                             shared ? shared : shared_ff, shared > 1 ? " (one is)" : "");
@@ -1247,7 +1317,7 @@ static int load_experts(const gguf_file *f, const char *arch, eng_model *m, uint
     if (lead == 0 || fe * ne + shared_ff > *n_ff)
         *n_ff = fe * ne + shared_ff;
     m->n_ff_shared = (int)shared_ff;
-    m->moe_shared_gate = q2;
+    m->moe_shared_gate = q2 || q35;
     m->moe_sigmoid = gating == 2;
     m->n_ff_exp = (int)fe;
     m->info.n_expert = (int)ne;
@@ -1324,18 +1394,25 @@ static int load_hparams(const gguf_file *f, eng_model *m, eng_error *err)
         m->arch = ENG_ARCH_GRANITE;
     else if (!strcmp(arch, "olmoe"))
         m->arch = ENG_ARCH_OLMOE;
-    else
+    /* Qwen3.5's dense models: Qwen3's attention (NEOX over a quarter of
+     * each head: multi-section RoPE, one position for text) with an output
+     * gate, gated delta nets in place of attention in most layers */
+    else if (!strcmp(arch, "qwen35") || !strcmp(arch, "qwen35moe")) {
+        m->arch = ENG_ARCH_QWEN3; /* (qwen35moe: with Qwen2-MoE's experts, normalised) */
+        m->attn_gate = true;
+    } else
         return eng__set_err(err, -ENOTSUP,
                             "unsupported architecture '%s' (supported: llama, ernie4_5, qwen2, "
                             "qwen3, qwen2vl, qwen3vl, phi3, gemma, gemma2, gemma3, smollm3, "
                             "granite, exaone, minicpm, olmo2, exaone4, mistral3, hunyuan-dense, "
                             "lfm2, lfm2moe, qwen3moe, qwen3vlmoe, granitemoe, olmoe, "
-                            "granitehybrid, qwen2moe; text "
+                            "granitehybrid, qwen2moe, qwen35, qwen35moe; text "
                             "only for the vl ones)",
                             arch);
     /* the vl families' sections, which llama.cpp requires (an array of at
      * most 4 or one number): only their presence matters for text */
-    if (!strcmp(arch, "qwen2vl") || !strcmp(arch, "qwen3vl") || !strcmp(arch, "qwen3vlmoe")) {
+    if (!strcmp(arch, "qwen2vl") || !strcmp(arch, "qwen3vl") || !strcmp(arch, "qwen3vlmoe") ||
+        m->attn_gate) {
         char skey[64];
         snprintf(skey, sizeof(skey), "%s.rope.dimension_sections", arch);
         enum gguf_type et;
@@ -1365,10 +1442,20 @@ static int load_hparams(const gguf_file *f, eng_model *m, eng_error *err)
         return r;
     if (n_layer == 0 || n_layer > MAX_LAYERS)
         return eng__set_err(err, -EINVAL, "block_count %u out of range 1..%d", n_layer, MAX_LAYERS);
-    m->info.n_layer = n_layer;
+    /* qwen35: the last nextn_predict_layers blocks predict further tokens
+     * (speculative decoding); generation runs without them */
+    uint32_t nextn = 0;
+    if (m->attn_gate && (r = get_u32_arch(f, arch, "nextn_predict_layers", false, 0, &nextn,
+                                          err)) < 0)
+        return r;
+    if (nextn >= n_layer)
+        return eng__set_err(err, -EINVAL, "nextn_predict_layers %u of %u blocks leaves no layer",
+                            nextn, n_layer);
+    m->info.n_layer = (int)(n_layer - nextn);
     if ((r = load_experts(f, arch, m, &n_ff, err)) < 0)
         return r;
-    if ((r = load_kv_heads(f, arch, m, n_head, &n_head_kv, err)) < 0)
+    if ((r = load_kv_heads(f, arch, m, n_head, &n_head_kv, err)) < 0 ||
+        (m->attn_gate && (r = load_delta_layers(f, arch, m, n_layer, err)) < 0))
         return r;
     if (n_embd == 0 || n_embd > MAX_DIM || n_ff == 0 || n_ff > MAX_DIM)
         return eng__set_err(err, -EINVAL, "embedding_length %u / feed_forward_length %u out of range",
@@ -1657,8 +1744,37 @@ static int load_conv_block(loader *ld, int il, eng_layer *L)
     return 0;
 }
 
+/* Two [rows][cols] tensors one above the other as one matrix in f32
+ * (qwen35's beta and alpha: a few rows, decode's one fused projection
+ * with the others). */
+static int load_mat_pair_f32(loader *ld, const char *name0, const char *name1, uint64_t cols,
+                             uint64_t rows, eng_weight *w)
+{
+    const gguf_tensor *t[2];
+    int r;
+    if ((r = get_tensor(ld, name0, 2, cols, rows, true, &t[0])) < 0 ||
+        (r = get_tensor(ld, name1, 2, cols, rows, true, &t[1])) < 0)
+        return r;
+    const size_t part = (size_t)(rows * cols) * sizeof(float);
+    uint8_t *data = weight_alloc(ld->m, 2 * part);
+    if (!data)
+        return oom_err(ld, 2 * part, name0);
+    for (int k = 0; k < 2; k++) {
+        conv_job j = { .t = t[k], .dt = ENG_DTYPE_F32, .data = data + k * part, .r0 = 0,
+                       .r1 = rows, .cols = cols };
+        if ((r = push_job(ld, &j)) < 0)
+            return r;
+    }
+    *w = (eng_weight){ .dtype = ENG_DTYPE_F32, .rows = (int)(2 * rows), .cols = (int)cols,
+                       .data = data };
+    ld->m->info.bytes_weights += 2 * part;
+    return 0;
+}
+
 /* granitehybrid's Mamba-2 mixer (see eng_layer.ssm): ssm_in [z; xBC;
- * dt][n_embd] as its three parts, ssm_out, and the f32 rest. */
+ * dt][n_embd] as its three parts, ssm_out, and the f32 rest; qwen35's
+ * gated delta net: attn_gate (z), attn_qkv, ssm_beta and ssm_alpha (in f32
+ * one above the other), ssm_out and its f32 rest. */
 static int load_ssm_block(loader *ld, int il, eng_layer *L)
 {
     eng_model *m = ld->m;
@@ -1668,13 +1784,25 @@ static int load_ssm_block(loader *ld, int il, eng_layer *L)
     const uint64_t E = (uint64_t)m->info.n_embd, D = (uint64_t)w->d_inner;
     const uint64_t NC = (uint64_t)eng_ssm_conv_ch(w), NH = (uint64_t)w->n_head;
     const uint64_t K = (uint64_t)w->d_conv, G = (uint64_t)w->n_group, all = D + NC + NH;
-    char name[96];
+    char name[96], name1[96];
     int r;
     if (!m->be->iface->ssm)
-        return eng__set_err(ld->err, -ENOTSUP, "the %s backend has no Mamba-2 mixer "
-                            "(granitehybrid)", m->be->iface->name);
+        return eng__set_err(ld->err, -ENOTSUP, "the %s backend has no %s", m->be->iface->name,
+                            w->delta ? "gated delta net (qwen35)" : "Mamba-2 mixer "
+                            "(granitehybrid)");
 #define NAME(suffix) (snprintf(name, sizeof(name), "blk.%d." suffix, il), name)
-    if ((r = load_mat_part(ld, NAME("ssm_in.weight"), E, all, 0, D, true, &L->wq)) < 0 ||
+    if (w->delta) {
+        snprintf(name1, sizeof(name1), "blk.%d.ssm_alpha.weight", il);
+        if ((r = load_mat(ld, NAME("attn_gate.weight"), E, D, true, &L->wq)) < 0 ||
+            (r = load_mat(ld, NAME("attn_qkv.weight"), E, NC, true, &L->wk)) < 0 ||
+            (r = load_mat_pair_f32(ld, NAME("ssm_beta.weight"), name1, E, NH, &L->wv)) < 0 ||
+            (r = load_mat(ld, NAME("ssm_out.weight"), D, E, true, &L->wo)) < 0 ||
+            (r = load_flat(ld, NAME("ssm_conv1d.weight"), K, NC, true, &w->conv)) < 0 ||
+            (r = load_flat(ld, NAME("ssm_dt.bias"), NH, 1, true, &w->dt_b)) < 0 ||
+            (r = load_flat(ld, NAME("ssm_a"), NH, 1, true, &w->a)) < 0 ||
+            (r = load_flat(ld, NAME("ssm_norm.weight"), D / NH, 1, true, &w->norm)) < 0)
+            return r;
+    } else if ((r = load_mat_part(ld, NAME("ssm_in.weight"), E, all, 0, D, true, &L->wq)) < 0 ||
         (r = load_mat_part(ld, NAME("ssm_in.weight"), E, all, D, NC, true, &L->wk)) < 0 ||
         (r = load_mat_part(ld, NAME("ssm_in.weight"), E, all, D + NC, NH, true, &L->wv)) < 0 ||
         (r = load_mat(ld, NAME("ssm_out.weight"), D, E, true, &L->wo)) < 0 ||
@@ -1739,9 +1867,12 @@ static int load_weights(loader *ld, const eng_plan *plan)
 #define NAME(suffix) (snprintf(name, sizeof(name), "blk.%d." suffix, il), name)
         /* olmo2 and exaone4 normalise after each block, not before */
         const bool post_only = m->arch == ENG_ARCH_OLMO2 || m->arch == ENG_ARCH_EXAONE4;
+        /* (qwen35's FFN norm under the name llama.cpp gives it) */
         if (!post_only &&
             ((r = load_vec(ld, NAME("attn_norm.weight"), E, true, &L->attn_norm)) < 0 ||
-             (r = load_vec(ld, NAME("ffn_norm.weight"), E, true, &L->ffn_norm)) < 0))
+             (r = load_vec(ld, m->attn_gate ? NAME("post_attention_norm.weight")
+                                            : NAME("ffn_norm.weight"), E, true,
+                           &L->ffn_norm)) < 0))
             return r;
         /* biases no family here has: refused rather than left out */
         static const char *const no_bias[] = { "attn_output",   "ffn_gate",     "ffn_up",
@@ -1766,6 +1897,7 @@ static int load_weights(loader *ld, const eng_plan *plan)
                 m->progress(m->progress_data, il + 1, m->info.n_layer);
             continue;
         }
+        const uint64_t qd = (uint64_t)H * hd, hd64 = (uint64_t)hd;
         if (m->arch == ENG_ARCH_PHI3) {
             /* one [q; k; v] tensor, split into the three matrices */
             const uint64_t q = (uint64_t)H * hd, kv = (uint64_t)Hkv * hd;
@@ -1774,7 +1906,18 @@ static int load_weights(loader *ld, const eng_plan *plan)
                 (r = load_mat_part(ld, NAME("attn_qkv.weight"), E, q + 2 * kv, q + kv, kv, true, &L->wv)) < 0 ||
                 (r = load_mat(ld, NAME("attn_output.weight"), q, E, true, &L->wo)) < 0)
                 return r;
-        } else if ((r = load_mat(ld, NAME("attn_q.weight"), E, (uint64_t)H * hd, true, &L->wq)) < 0 ||
+        } else if (m->attn_gate && !m->be->iface->mul_sigmoid) {
+            return eng__set_err(ld->err, -ENOTSUP, "the %s backend has no gated attention "
+                                "(qwen35)", m->be->iface->name);
+        } else if (m->attn_gate &&
+                   /* qwen35: each head's q rows, then its gate's */
+                   ((r = load_mat_as(ld, NAME("attn_q.weight"), E, 2 * qd, 0, hd, 2 * hd64, qd,
+                                     true, false, &L->wq)) < 0 ||
+                    (r = load_mat_as(ld, NAME("attn_q.weight"), E, 2 * qd, hd, hd, 2 * hd64, qd,
+                                     true, false, &L->wg)) < 0)) {
+            return r;
+        } else if ((!m->attn_gate &&
+                    (r = load_mat(ld, NAME("attn_q.weight"), E, qd, true, &L->wq)) < 0) ||
                    (r = load_mat(ld, NAME("attn_k.weight"), E, (uint64_t)Hkv * hd, true, &L->wk)) < 0 ||
                    (r = load_mat(ld, NAME("attn_v.weight"), E, (uint64_t)Hkv * hd, true, &L->wv)) < 0 ||
                    (r = load_mat(ld, NAME("attn_output.weight"), (uint64_t)H * hd, E, true, &L->wo)) < 0) {
@@ -1929,12 +2072,23 @@ static void plan_shape(const gguf_file *f, const eng_model *m, eng_plan_shape *s
             }
             if (m->ssm_layer && m->ssm_layer[il]) {
                 /* a Mamba-2 mixer: ssm_in as three matrices (of all its
-                 * rows together), ssm_out, the taps in f32 (load_ssm_block) */
+                 * rows together), ssm_out, the taps in f32 (load_ssm_block);
+                 * a delta net: z, the convolution's input, beta and alpha
+                 * in f32 */
                 const eng_ssm *w = &m->ssm_shape;
                 const uint64_t NC = (uint64_t)eng_ssm_conv_ch(w), D = (uint64_t)w->d_inner;
-                snprintf(name, sizeof(name), "blk.%d.ssm_in.weight", il);
-                fixed += eng_dtype_bytes(mat_dtype(m, gguf_find_tensor(f, name)),
-                                         (D + NC + (uint64_t)w->n_head) * E);
+                const uint64_t NH = (uint64_t)w->n_head;
+                if (w->delta) {
+                    snprintf(name, sizeof(name), "blk.%d.attn_gate.weight", il);
+                    fixed += eng_dtype_bytes(mat_dtype(m, gguf_find_tensor(f, name)), D * E);
+                    snprintf(name, sizeof(name), "blk.%d.attn_qkv.weight", il);
+                    fixed += eng_dtype_bytes(mat_dtype(m, gguf_find_tensor(f, name)), NC * E);
+                    fixed += 2 * NH * E * sizeof(float);
+                } else {
+                    snprintf(name, sizeof(name), "blk.%d.ssm_in.weight", il);
+                    fixed += eng_dtype_bytes(mat_dtype(m, gguf_find_tensor(f, name)),
+                                             (D + NC + NH) * E);
+                }
                 snprintf(name, sizeof(name), "blk.%d.ssm_out.weight", il);
                 fixed += eng_dtype_bytes(mat_dtype(m, gguf_find_tensor(f, name)), D * E);
                 fixed += NC * (uint64_t)w->d_conv * sizeof(float);
@@ -1942,7 +2096,9 @@ static void plan_shape(const gguf_file *f, const eng_model *m, eng_plan_shape *s
             }
             for (int k = 0; k < 4; k++) {
                 snprintf(name, sizeof(name), "blk.%d.%s.weight", il, att[m->arch == ENG_ARCH_PHI3][k]);
-                fixed += eng_dtype_bytes(mat_dtype(m, gguf_find_tensor(f, name)), n[k]);
+                /* (qwen35's attn_q: q and its gate) */
+                fixed += eng_dtype_bytes(mat_dtype(m, gguf_find_tensor(f, name)),
+                                         n[k] * (k == 0 && m->attn_gate ? 2 : 1));
             }
         }
         /* the routers, f32, in the layers with experts */
@@ -1953,8 +2109,8 @@ static void plan_shape(const gguf_file *f, const eng_model *m, eng_plan_shape *s
             fixed += eng_dtype_bytes(tw[k]->dtype, (size_t)tw[k]->rows * tw[k]->cols);
         for (int il = 0; il < i->n_layer; il++) {
             const eng_layer *L = &m->layers[il];
-            const eng_weight *w[5] = { &L->wq, &L->wk, &L->wv, &L->wo, &L->moe.router };
-            for (int k = 0; k < 5; k++)
+            const eng_weight *w[6] = { &L->wq, &L->wk, &L->wv, &L->wo, &L->moe.router, &L->wg };
+            for (int k = 0; k < 6; k++)
                 fixed += eng_dtype_bytes(w[k]->dtype, (size_t)w[k]->rows * w[k]->cols);
             if (L->conv) /* (lfm2's taps) */
                 fixed += E * (uint64_t)m->conv_len * sizeof(float);
@@ -2364,7 +2520,7 @@ void eng_session_free(eng_session *s)
     free(s->ffn_sel_dev);
     free(s->ffn_n_sel);
     float *bufs[] = { s->x,   s->xn, s->q,  s->k,          s->v,
-                      s->att, s->o,  s->ff, s->logits_dev, s->moe_work };
+                      s->att, s->o,  s->ff, s->logits_dev, s->moe_work, s->gate };
     for (size_t i = 0; i < sizeof(bufs) / sizeof(bufs[0]); i++)
         bfree(be, bufs[i]);
     bfree(be, s->tokens);
@@ -2432,10 +2588,10 @@ int eng_session_new(const eng_model *m, const eng_session_params *params, eng_se
     size_t qd_scratch = m->conv_layer && qd < (size_t)E ? (size_t)E : qd;
     size_t kvd_scratch = m->conv_layer && kvd < (size_t)E ? (size_t)E : kvd;
     /* (a Mamba-2 mixer's z and its output where q and attention's go, xBC
-     * where k does and dt where v does) */
+     * where k does and dt where v does; a delta net's beta and alpha) */
     if (m->info.n_ssm) {
         const size_t D = (size_t)m->ssm_shape.d_inner, NC = (size_t)eng_ssm_conv_ch(&m->ssm_shape);
-        const size_t NH = (size_t)m->ssm_shape.n_head;
+        const size_t NH = (size_t)m->ssm_shape.n_head * (m->ssm_shape.delta ? 2 : 1);
         qd_scratch = qd_scratch > D ? qd_scratch : D;
         kvd_scratch = kvd_scratch > NC ? kvd_scratch : NC;
         kvd_scratch = kvd_scratch > NH ? kvd_scratch : NH;
@@ -2494,6 +2650,8 @@ int eng_session_new(const eng_model *m, const eng_session_params *params, eng_se
     s->k = eng__session_alloc(s, (size_t)n_batch * kvd_scratch * f4);
     s->v = eng__session_alloc(s, (size_t)n_batch * kvd_scratch * f4);
     s->att = eng__session_alloc(s, (size_t)n_batch * qd_scratch * f4);
+    if (m->attn_gate && !(s->gate = eng__session_alloc(s, (size_t)n_batch * qd * f4)))
+        goto oom;
     s->o = eng__session_alloc(s, (size_t)n_batch * E * f4);
     s->ff = eng__session_alloc(s, (size_t)n_batch * E * f4);
     s->tokens = eng__session_alloc(s, (size_t)n_batch * sizeof(int32_t));
@@ -3034,6 +3192,8 @@ static void forward_ops(eng_session *s, int n, int first, float *out, int32_t *a
             }
         }
         pending = NULL;
+        if (L->wg.data) /* qwen35: attention's output gate, of the normalised x */
+            op->matmul(be, &L->wg, NULL, s->xn, s->gate, n);
         /* the FFN's slots and how it computes them (the ffn ops below) */
         const int32_t *sel = s->selected ? s->ffn_sel[il] : NULL; /* host list */
         const int32_t *sel_be = sel && !host ? s->ffn_sel_dev[il] : sel;
@@ -3108,6 +3268,8 @@ static void forward_ops(eng_session *s, int n, int first, float *out, int32_t *a
             else /* att [n][H*hd] */
                 op->attention(be, s->q, s->k_cache[il], s->v_cache[il], s->att, n, row0, H, Hkv,
                               hd, L->attn_scale, L->window, m->attn_softcap);
+            if (L->wg.data)
+                op->mul_sigmoid(be, s->att, s->gate, (long)n * H * hd);
         }
         op->matmul(be, &L->wo, NULL, s->att, s->o, n);           /* o [n][E]      */
         if (L->attn_post_norm) /* gemma3: the output normalised before it joins x */

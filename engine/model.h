@@ -55,12 +55,17 @@ typedef struct eng_layer {
     /* granitehybrid's Mamba-2 mixer in place of attention (ssm.a NULL:
      * none): wq, wk, wv its input projection's parts z, xBC and dt, wo its
      * output projection; the cache row of a position is its xBC in f32, in
-     * a ring as a convolution block's, window the d_conv positions read */
+     * a ring as a convolution block's, window the d_conv positions read.
+     * qwen35's gated delta net (ssm.delta) likewise: wq its z, wk its
+     * convolution's input (q, k, v), wv [beta; alpha] in f32 */
     eng_ssm ssm;
     int conv_ch;                      /* channels of a convolution ring's rows (lfm2:
                                        * n_embd; ssm: eng_ssm_conv_ch); 0: none */
     float *ffn_norm;                  /* [n_embd]; (olmo2, exaone4) */
     eng_weight wq, wk, wv, wo;        /* [n_head*hd][n_embd] ... [n_embd][n_head*hd] */
+    eng_weight wg;                    /* qwen35: [n_head*hd][n_embd] attention's output
+                                       * gate, out times sigmoid(wg x) before wo; data
+                                       * NULL: none */
     float *bq, *bk, *bv;              /* qwen2 biases, NULL for llama */
     float *q_norm, *k_norm;           /* qwen3, gemma3, exaone4: [head_dim] RMSNorm of
                                        * each head of q and k before RoPE; olmo2: of
@@ -122,6 +127,7 @@ struct eng_model {
     int attn_temp_floor;
     bool qk_norm_after_rope;          /* hunyuan: q/k norms follow RoPE, not precede it */
     bool qk_norm_full;                /* olmo2: q/k norms over rows of H*hd / Hkv*hd */
+    bool attn_gate;                   /* qwen35: attention's output gated (eng_layer.wg) */
     int nope_step;                    /* layer il has no RoPE when (il + 1) % this == 0
                                        * (smollm3: 4; granite unrotated: 1); 0: all have */
     int n_ff_shared;                  /* a shared expert's neurons, after the experts'
@@ -136,8 +142,9 @@ struct eng_model {
     float moe_scale;                  /* eng_moe.scale */
     int conv_len;                     /* lfm2: the short convolutions' taps; 0: none */
     uint8_t *conv_layer;              /* [n_layer] 1: a convolution block (lfm2), or NULL */
-    uint8_t *ssm_layer;               /* [n_layer] 1: a Mamba-2 mixer (granitehybrid), or NULL
-                                       * (info.n_ssm of them) */
+    uint8_t *ssm_layer;               /* [n_layer] 1: a Mamba-2 mixer (granitehybrid) or a
+                                       * gated delta net (qwen35), or NULL (info.n_ssm
+                                       * of them) */
     eng_ssm ssm_shape;                /* their shapes (eng_ssm's ints and eps) */
 
     eng_weight tok_embd;              /* [n_vocab][n_embd] */
@@ -223,6 +230,7 @@ struct eng_session {
 
     /* scratch for n_batch tokens (backend) */
     float *x, *xn, *q, *k, *v, *att, *o, *ff;
+    float *gate;                      /* [n_batch][H*hd] attention's output gate (qwen35) */
     float *moe_work;                  /* the moe op's scratch (experts only) */
     int32_t *tokens;                  /* [n_batch] */
     float *logits_dev;                /* [logits_dev_cap][n_vocab], not with host memory */

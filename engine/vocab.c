@@ -68,6 +68,7 @@ enum pre_type {
     PRE_TEKKEN,
     PRE_GPT4O,
     PRE_HUNYUAN,
+    PRE_QWEN35,
 };
 
 /* Published patterns (Hugging Face tokenizer.json), with the case-insensitive
@@ -79,6 +80,10 @@ enum pre_type {
     "| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"
 #define RE_QWEN2 RE_CONTRACTIONS "|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}" \
     "| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"
+/* Qwen3.5's: Qwen2's with combining marks inside words (llama.cpp splits
+ * it by hand with the same classes) */
+#define RE_QWEN35 RE_CONTRACTIONS "|[^\\r\\n\\p{L}\\p{N}]?[\\p{L}\\p{M}]+|\\p{N}" \
+    "| ?[^\\s\\p{L}\\p{M}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"
 
 /* Mistral Nemo's ("tekken") and GPT-4o's o200k ("gpt-4o": Phi-4-mini):
  * words split at case changes. llama.cpp, the reference, runs these as
@@ -124,6 +129,7 @@ static const struct pre_def {
      * DBRX type): OLMo 2's files say dbrx */
     { "dbrx", PRE_LLAMA3, false, false, 1, { RE_LLAMA3 } },
     { "qwen2", PRE_QWEN2, false, false, 1, { RE_QWEN2 } },
+    { "qwen35", PRE_QWEN35, false, false, 1, { RE_QWEN35 } },
     { "tekken", PRE_TEKKEN, true, true, 1, { RE_TEKKEN } },
     { "gpt-4o", PRE_GPT4O, false, false, 1, { RE_GPT4O } },
     { "hunyuan-dense", PRE_HUNYUAN, false, false, 3, { RE_HY_DIGITS, RE_HY_CJK, RE_HUNYUAN } },

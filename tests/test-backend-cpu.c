@@ -1336,7 +1336,7 @@ static void test_ssm_one(eng_backend *be, int D, int N, int NH, int G, int K, bo
     float *in = malloc((size_t)T * NC * sizeof(float)), *snap = make_f32((long)D * N, 0, 0);
     memcpy(in, xbc, (size_t)T * NC * sizeof(float));
     const eng_ssm w = { conv, bias ? conv_b : NULL, dt_b, A, Dk, norm ? nw : NULL,
-                        D, N, NH, G, K, 1e-5f };
+                        D, N, NH, G, K, 1e-5f, false };
     for (int c = 0, t0 = 0; c < 3; t0 += chunk[c++])
         be->iface->ssm(be, &w, z + (size_t)t0 * D, xbc + (size_t)t0 * NC, dt + (size_t)t0 * NH,
                        cache, t0, rows, state, c ? NULL : snap, c ? 0 : 3, chunk[c],
@@ -1408,6 +1408,119 @@ static void test_ssm(eng_backend *be)
     test_ssm_one(be, 64, 16, 4, 2, 4, true, true);
     test_ssm_one(be, 96, 13, 3, 1, 3, false, false); /* a state size of no eights */
     test_ssm_one(be, 256, 128, 8, 1, 4, true, true); /* Granite 4.0-H's state, threads split it */
+}
+
+/* A gated delta net (w.delta) against its definition (backend.h) in
+ * double, as test_ssm_one: three calls over a wrapping ring, a garbage
+ * first state, the snapshot after the third token. NH value heads of N
+ * over G key heads, value head h reading key head h % G. */
+static void test_delta_one(eng_backend *be, int NH, int G, int N, int K)
+{
+    const int D = NH * N, NC = D + 2 * G * N, rows = K - 1 + 5, T = 10;
+    const int chunk[3] = { 5, 1, 4 };
+    const double eps = 1e-6;
+    float *conv = make_f32((long)NC * K, -0.6f, 0.6f), *dt_b = make_f32(NH, -4.0f, -1.0f);
+    float *A = make_f32(NH, -8.0f, -0.5f), *nw = make_f32(N, 0.5f, 1.5f);
+    float *z = make_f32((long)T * D, -2, 2), *xbc = make_f32((long)T * NC, -2, 2);
+    float *ba = make_f32((long)T * 2 * NH, -3, 3), *out = make_f32((long)T * D, 0, 0);
+    float *cache = make_f32((long)rows * NC, 0, 0), *state = make_f32((long)D * N, -9, 9);
+    float *in = malloc((size_t)T * NC * sizeof(float)), *snap = make_f32((long)D * N, 0, 0);
+    memcpy(in, xbc, (size_t)T * NC * sizeof(float));
+    const eng_ssm w = { conv, NULL, dt_b, A, NULL, nw, D, N, NH, G, K, (float)eps, true };
+    for (int c = 0, t0 = 0; c < 3; t0 += chunk[c++])
+        be->iface->ssm(be, &w, z + (size_t)t0 * D, xbc + (size_t)t0 * NC,
+                       ba + (size_t)t0 * 2 * NH, cache, t0, rows, state, c ? NULL : snap,
+                       c ? 0 : 3, chunk[c], out + (size_t)t0 * D);
+    double *st = calloc((size_t)D * N, sizeof(double)), *xc = malloc((size_t)NC * sizeof(double));
+    double *y = malloc((size_t)D * sizeof(double)), worst = 0, snap_d = 0;
+    for (int t = 0; t < T; t++) {
+        for (int i = 0; i < NC; i++) {
+            double sum = 0;
+            for (int k = 0; k < K; k++)
+                if (t - K + 1 + k >= 0)
+                    sum += (double)conv[(size_t)i * K + k] * in[(size_t)(t - K + 1 + k) * NC + i];
+            xc[i] = sum / (1 + exp(-sum));
+        }
+        for (int g = 0; g < 2 * G; g++) { /* q's and k's heads to unit length */
+            double ss = 0;
+            for (int i = 0; i < N; i++)
+                ss += xc[g * N + i] * xc[g * N + i];
+            for (int i = 0; i < N; i++)
+                xc[g * N + i] /= sqrt(ss + eps) * (g < G ? sqrt((double)N) : 1.0);
+        }
+        for (int h = 0; h < NH; h++) {
+            const double *q = xc + (h % G) * N, *k = xc + G * N + (h % G) * N;
+            const double *v = xc + 2 * G * N + h * N;
+            const double b = 1 / (1 + exp(-(double)ba[(size_t)t * 2 * NH + h]));
+            const double a = ba[(size_t)t * 2 * NH + NH + h] + dt_b[h];
+            const double decay = exp((a > 20 ? a : log1p(exp(a))) * A[h]);
+            double *S = st + (size_t)h * N * N, sk[1024];
+            for (int j = 0; j < N; j++) { /* S = decay S; sk = S k */
+                sk[j] = 0;
+                for (int i = 0; i < N; i++)
+                    sk[j] += (S[j * N + i] *= decay) * k[i];
+            }
+            for (int j = 0; j < N; j++) { /* S += b (v - S k) k^T; y = S q */
+                double acc = 0;
+                for (int i = 0; i < N; i++) {
+                    S[j * N + i] += b * (v[j] - sk[j]) * k[i];
+                    acc += S[j * N + i] * q[i];
+                }
+                y[h * N + j] = acc;
+            }
+            double ss = 0; /* RMSNorm per head, times silu(z) */
+            for (int j = 0; j < N; j++)
+                ss += y[h * N + j] * y[h * N + j];
+            for (int j = 0; j < N; j++) {
+                const double zz = z[(size_t)t * D + h * N + j];
+                y[h * N + j] *= nw[j] / sqrt(ss / N + eps) * zz / (1 + exp(-zz));
+            }
+        }
+        double mag = 1e-3;
+        for (int i = 0; i < D; i++)
+            mag = fabs(y[i]) > mag ? fabs(y[i]) : mag;
+        for (int i = 0; i < D; i++) {
+            const double d = fabs(out[(size_t)t * D + i] - y[i]) / mag;
+            worst = d > worst || isnan(d) ? d : worst;
+        }
+        for (size_t i = 0; t == 2 && i < (size_t)D * N; i++) {
+            const double d = fabs(snap[i] - st[i]) / (fabs(st[i]) > 1 ? fabs(st[i]) : 1);
+            snap_d = d > snap_d || isnan(d) ? d : snap_d;
+        }
+    }
+    double sd = 0, smag = 1e-3;
+    for (size_t i = 0; i < (size_t)D * N; i++) {
+        sd = fabs(state[i] - st[i]) > sd || isnan(state[i]) ? fabs(state[i] - st[i]) : sd;
+        smag = fabs(st[i]) > smag ? fabs(st[i]) : smag;
+    }
+    CHECK(worst < 1e-4 && sd / smag < 1e-4 && snap_d < 1e-4, "delta net %d value heads of %d, "
+          "%d key heads, %d taps: output %g, state %g, snapshot %g off (relative)", NH, N, G, K,
+          worst, sd / smag, snap_d);
+    free(conv), free(dt_b), free(A), free(nw), free(z), free(xbc), free(ba), free(out);
+    free(cache), free(state), free(in), free(st), free(xc), free(y), free(snap);
+}
+
+static void test_delta(eng_backend *be)
+{
+    if (!be->iface->ssm)
+        return;
+    test_delta_one(be, 4, 2, 16, 4);
+    test_delta_one(be, 3, 1, 13, 3);  /* a width of no eights, one key head */
+    test_delta_one(be, 16, 16, 128, 4); /* Qwen3.5-0.8B's: threads split the heads */
+    test_delta_one(be, 32, 16, 128, 4); /* Qwen3.5-4B's: two value heads a key head */
+    /* attention's output gate */
+    CHECK(be->iface->mul_sigmoid, "no mul_sigmoid");
+    if (!be->iface->mul_sigmoid)
+        return;
+    float x[5] = { 1, -2, 3, 0.5f, 4 }, g[5] = { 0, 1, -1, 30, -30 };
+    be->iface->mul_sigmoid(be, x, g, 5);
+    double worst = 0;
+    const float x0[5] = { 1, -2, 3, 0.5f, 4 };
+    for (int i = 0; i < 5; i++) {
+        const double d = fabs(x[i] - x0[i] / (1 + exp(-(double)g[i])));
+        worst = d > worst || isnan(d) ? d : worst;
+    }
+    CHECK(worst < 1e-6, "mul_sigmoid %g off", worst);
 }
 
 /* ---- ffn_pick ----------------------------------------------------------- */
@@ -1958,6 +2071,7 @@ int main(void)
             test_ffn_pick(be, ENG_DTYPE_Q8_0);
             test_sketch_dt(be, ENG_DTYPE_Q8_0, 96, 23);
             test_ssm(be);
+            test_delta(be);
             /* matrices in Q4_K (a Q4_K_M file's), and FFN slots (down
              * rows Q8_0) */
             test_get_rows(be, ENG_DTYPE_Q4_K);

@@ -297,6 +297,67 @@ static void test_qwen3(void) {
                  "<|im_start|>assistant\n<think>\nr\n</think>\n\nA1<|im_end|>\n<|im_start|>assistant\n");
 }
 
+/* Qwen3.5 (Qwen3.5-4B's template as llama.cpp keeps it): Qwen3's ChatML
+ * whose prompt opens the reasoning ("<think>\n"; enable_thinking = false:
+ * an empty block), whose answers after the last query show their <think>
+ * block even when empty, and which trims every message. Every expected
+ * string is what Python's jinja2 3.1 renders from
+ * tests/data/chat-template-qwen3.5.jinja for the same messages. */
+static void test_qwen35(void) {
+    size_t len;
+    char *t = read_template("qwen3.5", &len);
+    eng_chat_info info;
+    eng_chat_detect(t, len, &info);
+    free(t);
+    CHECK(info.kind == ENG_CHAT_CHATML && info.reasoning && info.think_switch && info.think_open);
+    CHECK(info.default_system[0] == '\0');
+    const unsigned A = ENG_CHAT_ADD_ASSISTANT, NT = ENG_CHAT_NO_THINK;
+    eng_chat_msg user[] = {{.role = "user", .content = "Hi"}};
+    check_render(&info, user, 1, A,
+                 "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n<think>\n");
+    check_render(&info, user, 1, A | NT,
+                 "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n");
+    eng_chat_msg hist[] = {{.role = "system", .content = "S"}, {.role = "user", .content = "U1"},
+                           {.role = "assistant", .content = "<think>\nreason 1\n</think>\n\nA1"},
+                           {.role = "user", .content = "U2"}};
+    check_render(&info, hist, 4, A,
+                 "<|im_start|>system\nS<|im_end|>\n<|im_start|>user\nU1<|im_end|>\n"
+                 "<|im_start|>assistant\nA1<|im_end|>\n<|im_start|>user\nU2<|im_end|>\n"
+                 "<|im_start|>assistant\n<think>\n");
+    eng_chat_msg ws[] = {{.role = "system", .content = " S \n"},
+                         {.role = "user", .content = "  Hi \n"}};
+    check_render(&info, ws, 2, A,
+                 "<|im_start|>system\nS<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n"
+                 "<|im_start|>assistant\n<think>\n");
+    /* an answer after the last query without reasoning, not the last
+     * message (a tool result follows as a user message): an empty block */
+    eng_chat_msg tool[] = {{.role = "user", .content = "U1"}, {.role = "assistant", .content = "A"},
+                           {.role = "user", .content = "<tool_response>\nok\n</tool_response>"}};
+    check_render(&info, tool, 3, A,
+                 "<|im_start|>user\nU1<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n"
+                 "A<|im_end|>\n<|im_start|>user\n<tool_response>\nok\n</tool_response><|im_end|>\n"
+                 "<|im_start|>assistant\n<think>\n");
+    eng_chat_msg two[] = {{.role = "user", .content = "U1"},
+                          {.role = "assistant", .content = "<think>\nr\n</think>\n\nA1"},
+                          {.role = "user", .content = "U2"},
+                          {.role = "assistant", .content = "A2"}};
+    check_render(&info, two, 4, A | NT,
+                 "<|im_start|>user\nU1<|im_end|>\n<|im_start|>assistant\nA1<|im_end|>\n"
+                 "<|im_start|>user\nU2<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n"
+                 "A2<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n");
+    /* the answer the model writes after the opened block: its reasoning
+     * up to </think> */
+    const char *ans = "Let me see.\n</think>\n\nParis.";
+    size_t to, tl, co;
+    CHECK(eng_chat_split_reasoning(&info, ans, strlen(ans), &to, &tl, &co) == 0);
+    CHECK(tl == 11 && !memcmp(ans + to, "Let me see.", 11) && !strcmp(ans + co, "Paris."));
+    /* Qwen3's template opens nothing */
+    t = read_template("qwen3", &len);
+    eng_chat_detect(t, len, &info);
+    free(t);
+    CHECK(!info.think_open);
+}
+
 static void test_llama3(void) {
     size_t len;
     char *t = read_template("llama3", &len);
@@ -579,6 +640,66 @@ static void test_tools(void) {
                 if (strcmp(calls[j].arguments, fanswers[k].args[j]))
                     fprintf(stderr, "lfm2 answer %zu call %zu: %s [%s]\n", k, j, calls[j].name,
                             calls[j].arguments);
+            }
+            eng_tool_calls_free(calls, n);
+        }
+    }
+
+    /* Qwen3.5's XML calls: a value that is whole JSON (not a string) is
+     * that value, any other one a string */
+    {
+        size_t tlen;
+        char *qt = read_template("qwen3.5", &tlen);
+        eng_chat_info q5;
+        eng_chat_detect(qt, tlen, &q5);
+        free(qt);
+        CHECK(q5.xml_calls && q5.tools);
+        struct {
+            const char *text;
+            size_t n;
+            const char *name[2], *args[2];
+            const char *content;
+        } xanswers[] = {
+            {"<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n"
+             "<parameter=days>\n3\n</parameter>\n</function>\n</tool_call>",
+             1, {"get_weather"}, {"{\"city\": \"Paris\", \"days\": 3}"}, ""},
+            {"Let me check.\n\n<tool_call>\n<function=a>\n<parameter=o>\n{\"k\":[1,2.50]}\n"
+             "</parameter>\n<parameter=s>\nline one\nline two\n</parameter>\n<parameter=q>\n"
+             "\"quoted\"\n</parameter>\n</function>\n</tool_call>\n<tool_call>\n<function=b>\n"
+             "</function>\n</tool_call>\nthen",
+             2, {"a", "b"},
+             {"{\"o\": {\"k\": [1, 2.5]}, \"s\": \"line one\\nline two\", \"q\": "
+              "\"\\\"quoted\\\"\"}", "{}"}, "Let me check."},
+            /* the closing tag eaten by a stop string */
+            {"<tool_call>\n<function=f>\n<parameter=x>\ntrue\n</parameter>\n</function>\n", 1,
+             {"f"}, {"{\"x\": true}"}, ""},
+            /* not calls: the answer stays text */
+            {"<tool_call>\n{\"name\": \"f\"}\n</tool_call>", 0, {NULL}, {NULL}, NULL},
+            {"<tool_call>\n<function=f>\n<parameter=x>\n1\n</function>\n</tool_call>", 0, {NULL},
+             {NULL}, NULL},
+            {"<tool_call>\n<function=f>\n<parameter=x>\n1\n</parameter>\n", 0, {NULL}, {NULL},
+             NULL},
+            {"<tool_call>\n<function=>\n</function>\n</tool_call>", 0, {NULL}, {NULL}, NULL},
+            {"<tool_call>\n<function=f\n>\n</function>\n</tool_call>", 0, {NULL}, {NULL}, NULL},
+            {"<tool_call>\n<function=f>\n</function> x</tool_call>", 0, {NULL}, {NULL}, NULL},
+            {"<tool_call>\n<function=f>\n</function>\n</tool_call><tool_call>\nf()", 0, {NULL},
+             {NULL}, NULL},
+        };
+        for (size_t k = 0; k < sizeof(xanswers) / sizeof(xanswers[0]); k++) {
+            eng_tool_call *calls = (eng_tool_call *)1;
+            size_t n = 99, cl = 0;
+            CHECK(eng_chat_parse_calls(&q5, xanswers[k].text, strlen(xanswers[k].text), &calls,
+                                       &n, &cl) == 0);
+            CHECK(cl == (n ? strlen(xanswers[k].content) : strlen(xanswers[k].text)));
+            CHECK(n == xanswers[k].n);
+            if (n != xanswers[k].n)
+                fprintf(stderr, "qwen3.5 answer %zu: %zu calls\n", k, n);
+            for (size_t j = 0; j < n && n == xanswers[k].n; j++) {
+                CHECK(!strcmp(calls[j].name, xanswers[k].name[j]) &&
+                      !strcmp(calls[j].arguments, xanswers[k].args[j]));
+                if (strcmp(calls[j].arguments, xanswers[k].args[j]))
+                    fprintf(stderr, "qwen3.5 answer %zu call %zu: %s [%s]\n", k, j,
+                            calls[j].name, calls[j].arguments);
             }
             eng_tool_calls_free(calls, n);
         }
@@ -1006,6 +1127,7 @@ int main(void) {
     test_exaone_granite30();
     test_qwen();
     test_qwen3();
+    test_qwen35();
     test_llama3();
     test_detect_edges();
     test_render_errors();

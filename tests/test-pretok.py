@@ -29,6 +29,9 @@ LLAMA3 = (r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}""
           r"""| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+""")
 QWEN2 = (r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}"""
          r"""| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+""")
+# Qwen3.5's: Qwen2's with combining marks inside words
+QWEN35 = (r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?[\p{L}\p{M}]+|\p{N}"""
+          r"""| ?[^\s\p{L}\p{M}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+""")
 DIGITS = r"""\p{N}"""  # SmolLM2: Digits(individual_digits=true) before ByteLevel
 # Mistral Nemo ("tekken") and GPT-4o ("gpt-4o"): words split where the case
 # changes. These two as llama.cpp runs them, not verbatim: an "upper" letter
@@ -53,6 +56,7 @@ PRETOKENIZERS = {
     "smollm": [DIGITS, GPT2],
     "llama-bpe": [LLAMA3],
     "qwen2": [QWEN2],
+    "qwen35": [QWEN35],
     "tekken": [TEKKEN],
     "gpt-4o": [GPT4O],
     # names llama.cpp gives the same patterns

@@ -54,7 +54,7 @@ static void synth_kv(const char *synth, const char *shape, const char *type, con
 
 /* The shape's logits (weights of type, kv set, see synth_kv) against
  * llama.cpp's in synth-NAME.logits: at most max_diff apart, rms at most
- * max_rms, the same argmax everywhere. */
+ * max_rms, the same argmax everywhere. An f32 file is loaded in f32. */
 static int check_logits(const char *synth, const char *data_dir, const char *shape, const char *type,
                         const char *kv, const char *name, int n_vocab, double max_diff, double max_rms)
 {
@@ -74,6 +74,8 @@ static int check_logits(const char *synth, const char *data_dir, const char *sha
     eng_error err;
     eng_model_params mp = eng_model_params_default();
     mp.n_threads = 2;
+    if (!strcmp(type, "f32"))
+        mp.storage = ENG_DTYPE_F32;
     CHECKF(eng_model_load(model, &mp, &m, &err) == 0, "%s: %s", shape, err.msg);
     unlink(model);
     eng_model_info info;
@@ -545,8 +547,9 @@ static uint64_t step_bytes(const eng_model *m, int slots)
 
 /* Experts in Q8_0 and Q4_1 files of shape (the daemon's storage: Q8_0,
  * or Q4_1 gate and up rows with Q8_0 down rows): within their rounding of
- * the f32 load (dq[k]), decode within 5e-3 of prefill (d2[k]). */
-static void check_quant_files(const char *synth, const char *shape, double *dq, double *d2)
+ * the f32 load (dq[k] below max_dq), decode within 5e-3 of prefill (d2[k]). */
+static void check_quant_files(const char *synth, const char *shape, double max_dq, double *dq,
+                              double *d2)
 {
     static const char *const types[] = { "q8_0", "q4_1" };
     static const eng_dtype dts[] = { ENG_DTYPE_Q8_0, ENG_DTYPE_Q4_1 };
@@ -572,7 +575,7 @@ static void check_quant_files(const char *synth, const char *shape, double *dq, 
         dq[k] = max_diff(a, b, q->info.n_vocab);
         d2[k] = max_diff(b, c, q->info.n_vocab);
         /* (decode takes x in 8 bits against Q4_1 rows, a prefill in f32) */
-        CHECKF(dq[k] > 0 && dq[k] < 0.05 && d2[k] < 5e-3, "%s %s: logits %g from the f32 load, "
+        CHECKF(dq[k] > 0 && dq[k] < max_dq && d2[k] < 5e-3, "%s %s: logits %g from the f32 load, "
                "%g by token", shape, types[k], dq[k], d2[k]);
         eng_model_free(q);
         eng_model_free(m);
@@ -639,7 +642,7 @@ static void check_moe(const char *synth)
     eng_model_free(m);
 
     double dq[2], d2[2];
-    check_quant_files(synth, "tiny-qwen3moe", dq, d2);
+    check_quant_files(synth, "tiny-qwen3moe", 0.05, dq, d2);
     printf("tiny-qwen3moe q8_0, q4_1: token by token vs one batch %.2g, %.2g; against their f32 "
            "load %.3g, %.3g\n", d2[0], d2[1], dq[0], dq[1]);
     printf("tiny-qwen3moe token by token vs one batch %.2g; plans, selective decode, profiling, "
@@ -647,13 +650,14 @@ static void check_moe(const char *synth)
 }
 
 /* A shared expert (tiny-qwen2moe's, gated; tiny-granitehybrid-moe's, beside
- * Mamba-2 mixers): its S neurons in the slots after the NE experts' of F,
+ * Mamba-2 mixers; tiny-qwen35moe's, gated, beside delta nets): its S neurons in the slots after the NE experts' of F,
  * decode (the picked experts and the shared one in one walk) equal to
  * prefill (the shared one over all tokens), what a step reads counting it
  * whole, and Q8_0 and Q4_1 files (the shared tensors' blocks kept or
  * converted, their W_down columns from their own rows) within their
- * rounding of the f32 load. */
-static void check_shared(const char *synth, const char *shape, int NE, int F, int S, bool gated)
+ * rounding of the f32 load (max_dq). */
+static void check_shared(const char *synth, const char *shape, int NE, int F, int S, bool gated,
+                         double max_dq)
 {
     char path[32];
     test_synth(synth, shape, path);
@@ -680,7 +684,7 @@ static void check_shared(const char *synth, const char *shape, int NE, int F, in
     CHECKF(d1 < 1e-3, "%s: token by token, logits %g from the batch's", shape, d1);
     eng_model_free(m);
     double dq[2], d2[2];
-    check_quant_files(synth, shape, dq, d2);
+    check_quant_files(synth, shape, max_dq, dq, d2);
     printf("%s shared expert of %d: token by token %.2g; q8_0 %.3g, q4_1 %.3g from f32\n",
            shape, S, d1, dq[0], dq[1]);
 }
@@ -734,30 +738,34 @@ static int count_text(void *userdata, const char *text, size_t len)
     return 0;
 }
 
-/* granitehybrid (tiny-granitehybrid): a Mamba-2 state holds the whole past
- * of one position. Decode equals prefill (the state and the convolution's
+/* granitehybrid (tiny-granitehybrid) and qwen35 (tiny-qwen35): a Mamba-2
+ * state or a delta net's holds the whole past of one position (n_ssm such
+ * layers, attention in layer attn, without RoPE where nope, each state of
+ * state_bytes). Decode equals prefill (the state and the convolution's
  * ring carried between steps), and so do chunks of 5; a prompt cache
  * keeps a prefix only where the states stand or their checkpoint does
  * (elsewhere the prompt is evaluated whole, to the same logits); a
  * context shift is refused, and
  * a generation that fills its context evaluates what it keeps again; a
  * random plan's neurons run beside the mixers. */
-static void check_hybrid(const char *synth)
+static void check_hybrid(const char *synth, const char *shape, int n_ssm, int attn, bool nope,
+                         uint64_t state_bytes)
 {
     char path[32];
-    test_synth(synth, "tiny-granitehybrid", path);
+    test_synth(synth, shape, path);
     eng_model_params mp = eng_model_params_default();
     mp.n_threads = 2;
     eng_model *m = NULL, *r = NULL;
     eng_error err;
     CHECKF(eng_model_load(path, &mp, &m, &err) == 0, "%s", err.msg);
     const int V = m->info.n_vocab;
-    CHECK(m->info.n_ssm == 3 && m->layers[0].ssm.a && !m->layers[1].ssm.a && m->layers[1].nope);
+    CHECK(m->info.n_ssm == n_ssm && m->layers[0].ssm.a && !m->layers[attn].ssm.a &&
+          m->layers[attn].nope == nope);
     static float a[320], b[320];
     last_logits(m, false, a);
     last_logits(m, true, b);
     const double d1 = max_diff(a, b, V);
-    CHECKF(d1 < 1e-3, "tiny-granitehybrid: token by token, logits %g from the batch's", d1);
+    CHECKF(d1 < 1e-3, "%s: token by token, logits %g from the batch's", shape, d1);
 
     eng_session_params sp = eng_session_params_default();
     sp.n_batch = 5;
@@ -765,7 +773,7 @@ static void check_hybrid(const char *synth)
     CHECK(eng_session_new(m, &sp, &s) == 0);
     CHECK(eng_session_eval(s, TOKENS, N_TOK, 0) == 0);
     const double d2 = max_diff(a, eng_session_logits(s, -1), V);
-    CHECKF(d2 < 1e-4, "tiny-granitehybrid: chunks of 5, logits %g from one batch's", d2);
+    CHECKF(d2 < 1e-4, "%s: chunks of 5, logits %g from one batch's", shape, d2);
 
     /* the prompt cache: 8 tokens held, the state after them */
     eng_session_reset(s);
@@ -773,7 +781,7 @@ static void check_hybrid(const char *synth)
     CHECK(eng_session_reset_prefix(s, TOKENS, N_TOK) == 8);
     CHECK(eng_session_eval(s, TOKENS + 8, N_TOK - 8, 0) == 0);
     const double d3 = max_diff(a, eng_session_logits(s, -1), V);
-    CHECKF(d3 < 1e-4, "tiny-granitehybrid: 8 tokens kept, logits %g off", d3);
+    CHECKF(d3 < 1e-4, "%s: 8 tokens kept, logits %g off", shape, d3);
     /* a prompt that agrees with the 12 held in its first 6 only: all of
      * it again, the state from nothing */
     int32_t other[N_TOK];
@@ -794,9 +802,8 @@ static void check_hybrid(const char *synth)
     CHECKF(eng_session_reset_prefix(s, TOKENS, N_TOK) == N_TOK - 2, "no checkpoint kept");
     CHECK(eng_session_eval(s, TOKENS + N_TOK - 2, 2, 0) == 0);
     const double d5 = max_diff(a, eng_session_logits(s, -1), V);
-    CHECKF(d5 < 1e-4, "tiny-granitehybrid: from the checkpoint, logits %g off", d5);
-    /* states and their checkpoint: 3 layers of 8 heads of 16 x 16, f32 */
-    CHECK(m->info.n_ssm == 3 && m->info.bytes_ssm_state == 3 * 128 * 16 * 4);
+    CHECKF(d5 < 1e-4, "%s: from the checkpoint, logits %g off", shape, d5);
+    CHECK(m->info.bytes_ssm_state == (uint64_t)n_ssm * state_bytes);
     CHECK(eng_session_shift(s, 2, 4) == -ENOTSUP);
     eng_session_free(s);
 
@@ -813,7 +820,7 @@ static void check_hybrid(const char *synth)
     int pieces = 0;
     CHECK(eng_generate(s, TOKENS, N_TOK, &gp, count_text, &pieces, &st) == 0);
     CHECKF(st.n_generated == 24 && st.n_shifts > 0 && pieces == 24,
-           "tiny-granitehybrid: %d generated, %d shifts", st.n_generated, st.n_shifts);
+           "%s: %d generated, %d shifts", shape, st.n_generated, st.n_shifts);
     eng_session_free(s);
 
     /* half the FFN's neurons, picked at random, under the mixers */
@@ -830,10 +837,10 @@ static void check_hybrid(const char *synth)
     last_logits(r, false, a);
     last_logits(r, true, b);
     const double d4 = max_diff(a, b, V);
-    CHECKF(d4 < 1e-3, "tiny-granitehybrid, half the neurons: token by token %g off", d4);
-    printf("tiny-granitehybrid token by token vs one batch %.2g, chunks of 5 %.2g, a kept prefix "
-           "%.2g, from the checkpoint %.2g; shifts evaluate again; half the neurons %.2g\n", d1,
-           d2, d3, d5, d4);
+    CHECKF(d4 < 1e-3, "%s, half the neurons: token by token %g off", shape, d4);
+    printf("%s token by token vs one batch %.2g, chunks of 5 %.2g, a kept prefix "
+           "%.2g, from the checkpoint %.2g; shifts evaluate again; half the neurons %.2g\n", shape,
+           d1, d2, d3, d5, d4);
     eng_model_free(r);
     eng_model_free(m);
 }
@@ -1087,6 +1094,20 @@ static void check_refused(const char *synth)
           "blk.0.ffn_gate_shexp.weight", -EINVAL },
         { "tiny-qwen2moe", "qwen2moe.expert_shared_feed_forward_length=u32:0",
           "blk.0.ffn_gate_shexp.weight", -EINVAL },
+        /* qwen35: a delta net's value heads as wide as its state, the
+         * layer pattern from its flags or interval, its blocks of
+         * multi-token prediction not all of them */
+        { "tiny-qwen35", "qwen35.ssm.inner_size=u32:128", "gated delta net shape", -EINVAL },
+        { "tiny-qwen35", "qwen35.ssm.group_count=u32:3", "group_count 3", -EINVAL },
+        { "tiny-qwen35", "qwen35.attention.recurrent_layers=bools:1,1,1,0", "4 entries for 5",
+          -EINVAL },
+        { "tiny-qwen35", "qwen35.attention.recurrent_layers=bools:1,1,0,1,1",
+          "blk.2.attn_q.weight", -ENOENT },
+        { "tiny-qwen35", "qwen35.full_attention_interval=u32:0", "interval' 0",
+          -EINVAL },
+        { "tiny-qwen35", "qwen35.full_attention_interval=u32:2", "blk.1.attn_q.weight", -ENOENT },
+        { "tiny-qwen35", "qwen35.nextn_predict_layers=u32:5", "leaves no layer", -EINVAL },
+        { "tiny-qwen35", "qwen35.rope.dimension_sections=str:x", "dimension_sections", -EINVAL },
     };
     static float unused[320];
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
@@ -1095,6 +1116,35 @@ static void check_refused(const char *synth)
         CHECKF(r == bad[i].err && strstr(err.msg, bad[i].needle), "%s: %d (%s)", bad[i].kv, r, err.msg);
     }
     printf("metadata     %zu files refused, each naming its key\n", sizeof(bad) / sizeof(bad[0]));
+}
+
+/* qwen35's layer pattern as its flags give it (the default interval's
+ * flags: its logits), and its blocks of multi-token prediction left out
+ * (5 blocks, the last one such: the logits of the first 4 alone). */
+static void check_qwen35_meta(const char *synth)
+{
+    static float base[320], got[320];
+    eng_error err;
+    CHECK(load_kv(synth, "tiny-qwen35", "general.name=str:x", base, &err) == 0);
+    CHECKF(load_kv(synth, "tiny-qwen35", "qwen35.attention.recurrent_layers=bools:1,1,1,0,1", got,
+                   &err) == 0, "%s", err.msg);
+    CHECK(max_diff(base, got, 320) == 0);
+    CHECKF(load_kv(synth, "tiny-qwen35", "qwen35.nextn_predict_layers=u32:1", got, &err) == 0,
+           "%s", err.msg);
+    char path[32];
+    test_synth_args(synth, "tiny-qwen35", "f16", " --layers 4", path);
+    eng_model_params mp = eng_model_params_default();
+    mp.n_threads = 2;
+    eng_model *m = NULL;
+    CHECKF(eng_model_load(path, &mp, &m, &err) == 0, "%s", err.msg);
+    unlink(path);
+    eng_session *s;
+    CHECK(eng_session_new(m, NULL, &s) == 0 && eng_session_eval(s, TOKENS, N_TOK, 0) == 0);
+    const double d = max_diff(got, eng_session_logits(s, -1), 320);
+    CHECKF(d == 0 && max_diff(base, got, 320) > 0.01, "qwen35 with a prediction block: %g from "
+           "its first 4 layers'", d);
+    eng_session_free(s);
+    eng_model_free(m);
 }
 
 /* A Q8_0 phi3 file: its fused matrices and FFN rows stay Q8_0, and what a
@@ -1221,15 +1271,31 @@ int main(int argc, char **argv)
     /* granitehybrid (Granite 4.0-H): Mamba-2 mixers (2 groups of 4 heads,
      * 4 taps, states of 16) in three layers, NoPE attention in two */
     check_shape(argv[1], argv[2], "tiny-granitehybrid", 320);
-    check_hybrid(argv[1]);
+    /* (states: 8 heads of 16 x 16, f32) */
+    check_hybrid(argv[1], "tiny-granitehybrid", 3, 1, true, 8 * 16 * 16 * 4);
+    /* qwen35 (Qwen3.5): gated delta nets (4 value heads of 16 on 2 key
+     * heads, 4 taps) in four layers, gated attention in the fourth. f32,
+     * as llama.cpp's f16 products round q, k and the nets' small outputs,
+     * which their normalisations then scale up (0.07 apart in f16) */
+    check_logits(argv[1], argv[2], "tiny-qwen35", "f32", NULL, "tiny-qwen35", 320, 0.002, 0.0005);
+    check_hybrid(argv[1], "tiny-qwen35", 4, 3, false, 4 * 16 * 16 * 4);
+    check_qwen35_meta(argv[1]);
+    /* qwen35moe (Qwen3.5-35B-A3B's layout): the same layers, 2 of 4
+     * experts (normalised) and a gated shared expert */
+    check_logits(argv[1], argv[2], "tiny-qwen35moe", "f32", NULL, "tiny-qwen35moe", 320, 0.002,
+                 0.0005);
+    /* (its delta nets normalise q, k and their outputs, which scales the
+     * files' rounding up: llama.cpp's own logits of its Q8_0 and f32 files
+     * differ by up to 1.7 on this shape) */
+    check_shared(argv[1], "tiny-qwen35moe", 4, 32, 48, true, 0.5);
     /* shared experts: Granite MoE's (ungated), Granite 4.0-H Tiny's layout
      * (the mixers, 2 of 4 experts and a shared one), Qwen2-MoE's (gated,
      * its experts' weights not normalised, qwen2's biases) */
     check_shape(argv[1], argv[2], "tiny-granitemoeshared", 320);
     check_shape(argv[1], argv[2], "tiny-granitehybrid-moe", 320);
     check_shape(argv[1], argv[2], "tiny-qwen2moe", 320);
-    check_shared(argv[1], "tiny-qwen2moe", 4, 32, 48, true);
-    check_shared(argv[1], "tiny-granitehybrid-moe", 4, 32, 48, false);
+    check_shared(argv[1], "tiny-qwen2moe", 4, 32, 48, true, 0.05);
+    check_shared(argv[1], "tiny-granitehybrid-moe", 4, 32, 48, false, 0.05);
     check_rot(argv[1], "tiny-phi4", "q8_0", ENG_DTYPE_Q8_0);
     check_rot(argv[1], "tiny-phi4-k", "q4_k", ENG_DTYPE_Q4_K);
     check_rot(argv[1], "tiny-phi4-k", "q5_k", ENG_DTYPE_Q5_K);

@@ -1,5 +1,5 @@
 /* Tool calling through a loaded model: synthetic models (si-synth) that
- * carry the real Qwen2.5 and Llama 3.2 templates (tests/data), so that the
+ * carry the real Qwen2.5, Qwen3.5 and Llama 3.2 templates (tests/data), so that the
  * template is found in the GGUF's metadata as a user's file has it. For
  * each: the model says it can call tools; eng_chat_apply_tools renders the
  * conversations of tests/data/chat-tools-cases.h as jinja2 did; the
@@ -275,6 +275,12 @@ int main(int argc, char **argv)
     check_model("tiny-qwen2", "qwen2.5", "qwen25_history", "<|im_start|>", 9,
                 "Checking.\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\":\"Paris\"}}\n"
                 "</tool_call>",
+                "{\"city\": \"Paris\"}", "Checking.");
+    /* Qwen3.5 (a tiny-qwen35: delta nets and gated attention): the same
+     * turns, tools before the system prompt, calls as XML */
+    check_model("tiny-qwen35", "qwen3.5", "qwen35_history", "<|im_start|>", 9,
+                "Checking.\n\n<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n"
+                "</parameter>\n</function>\n</tool_call>",
                 "{\"city\": \"Paris\"}", "Checking.");
     /* Llama 3.2: system, the first user message with the tools, the
      * call, the ipython turn, the answer, the next question, the header */

@@ -751,7 +751,7 @@ int main(int argc, char **argv) {
                "achieved\n",
                info.bytes_per_token / 1048576.0, step_bytes / 1048576.0, achieved / 1e9);
         if (shift_ms < 0)
-            printf("context shift    none (Mamba-2 states); evaluating %d of %d positions "
+            printf("context shift    none (recurrent states); evaluating %d of %d positions "
                    "again: %.1f ms\n", shift_left, shift_past, reeval_ms);
         else
             printf("context shift    %d of %d positions moved in %.2f ms; evaluating them "

@@ -64,6 +64,7 @@ static const struct {
     {"tiny-granitemoeshared", 4, 2, 0, 0, 48},
     {"tiny-granitehybrid-moe", 4, 2, 0, 0, 48},
     {"tiny-qwen2moe", 4, 2, 0, 0, 48},
+    {"tiny-qwen35moe", 4, 2, 0, 0, 48},
     {"tiny-mixtral", 4, 2, 0, 0, 0},
     {"qwen3-30b-a3b", 128, 8, 0, 0, 0},
     {"lfm2-8b-a1b", 32, 4, 2, 7168, 0},
@@ -74,7 +75,10 @@ static const struct {
 
 /* Mamba-2 hybrids (granitehybrid): the mixers' inner width, state size,
  * heads, groups and convolution taps; attention in every layer l with
- * l % attn_every == attn_at (hybrid_attention), Mamba-2 in the others. */
+ * l % attn_every == attn_at (hybrid_attention), Mamba-2 in the others.
+ * Qwen3.5 (qwen35) likewise, its gated delta nets named as llama.cpp
+ * does: value heads (n_head) and key heads (n_group) of d_state, d_inner
+ * n_head * d_state; attention in every fourth layer. */
 static const struct {
     const char *shape;
     int d_inner, d_state, n_head, n_group, d_conv, attn_every, attn_at;
@@ -84,6 +88,11 @@ static const struct {
     {"granite-4.0-h-tiny", 3072, 128, 48, 1, 4, 8, 5},
     {"granite-4.0-h-350m", 1536, 128, 48, 1, 4, 8, 5},
     {"granite-4.0-h-1b", 3072, 128, 48, 1, 4, 8, 5},
+    {"tiny-qwen35", 64, 16, 4, 2, 4, 4, 3},
+    {"tiny-qwen35moe", 64, 16, 4, 2, 4, 4, 3},
+    {"qwen3.5-0.8b", 2048, 128, 16, 16, 4, 4, 3},
+    {"qwen3.5-2b", 2048, 128, 16, 16, 4, 4, 3},
+    {"qwen3.5-4b", 4096, 128, 32, 16, 4, 4, 3},
 };
 
 static const shape shapes[] = {
@@ -152,6 +161,17 @@ static const shape shapes[] = {
     {"tiny-granitehybrid-moe", "granitehybrid", "refact", "Synthetic Tiny GraniteHybrid MoE", 5,
      64, 32, 4, 2, 320, 4096, 10000.0f, 1e-5f, false, false, true, VOCAB_SMOL, 3, 0, false, false,
      0, 0.0f, {0, 0}, 0, 0},
+    /* qwen35 (Qwen3.5): gated delta nets (two value heads on one key head
+     * here, as Qwen3.5-4B's) in three layers of four, Qwen3's attention
+     * with an output gate, a quarter of each head rotating (8 of 32) */
+    {"tiny-qwen35", "qwen35", "qwen35", "Synthetic Tiny Qwen3.5", 5, 64, 192, 4, 2, 320, 4096,
+     10000000.0f, 1e-6f, false, false, true, VOCAB_QWEN, 0, 32, true, false, 0, 0.0f, {0, 0}, 0,
+     8},
+    /* qwen35moe (Qwen3.5-35B-A3B's layout): the same with 2 of 4 experts
+     * of 32 and a gated shared one of 48 in every layer (expert_shapes) */
+    {"tiny-qwen35moe", "qwen35moe", "qwen35", "Synthetic Tiny Qwen3.5 MoE", 5, 64, 32, 4, 2, 320,
+     4096, 10000000.0f, 1e-6f, false, false, true, VOCAB_QWEN, 0, 32, true, false, 0, 0.0f, {0, 0},
+     0, 8},
     /* exaone (3.x): llama's layers with NEOX RoPE and Llama 3's frequency
      * factors (EXAONE 3.5's files carry them), under its pre-tokenizer's name */
     {"tiny-exaone", "exaone", "exaone", "Synthetic Tiny EXAONE", 2, 64, 192, 4, 2, 320, 4096,
@@ -280,6 +300,17 @@ static const shape shapes[] = {
     {"olmoe-1b-7b", "olmoe", "dbrx", "Synthetic OLMoE 1B-7B", 16, 2048, 1024, 16, 16, 50304,
      4096, 10000.0f, 1e-5f, false, false, false, VOCAB_LLAMA3, 0, 0, false, false, 0, 0.0f,
      {0, 0}, 0, 0},
+    /* Qwen3.5 0.8B's, 2B's and 4B's shapes (their configs: heads of 256,
+     * 64 dimensions rotating, delta nets of 128-wide heads) */
+    {"qwen3.5-0.8b", "qwen35", "qwen35", "Synthetic Qwen3.5 0.8B", 24, 1024, 3584, 8, 2, 248320,
+     262144, 10000000.0f, 1e-6f, false, false, true, VOCAB_QWEN, 0, 256, true, false, 0, 0.0f,
+     {0, 0}, 0, 64},
+    {"qwen3.5-2b", "qwen35", "qwen35", "Synthetic Qwen3.5 2B", 24, 2048, 6144, 8, 2, 248320,
+     262144, 10000000.0f, 1e-6f, false, false, true, VOCAB_QWEN, 0, 256, true, false, 0, 0.0f,
+     {0, 0}, 0, 64},
+    {"qwen3.5-4b", "qwen35", "qwen35", "Synthetic Qwen3.5 4B", 32, 2560, 9216, 16, 4, 248320,
+     262144, 10000000.0f, 1e-6f, false, false, true, VOCAB_QWEN, 0, 256, true, false, 0, 0.0f,
+     {0, 0}, 0, 64},
     {"llama-3.2-1b", "llama", "llama-bpe", "Synthetic Llama 3.2 1B", 16, 2048, 8192, 32, 8,
      128256, 131072, 500000.0f, 1e-5f, false, true, true, VOCAB_LLAMA3, 0, 0, false, false, 0, 0.0f, {0, 0}, 0, 0},
     {"llama-3.2-3b", "llama", "llama-bpe", "Synthetic Llama 3.2 3B", 28, 3072, 8192, 24, 8,
@@ -1077,7 +1108,7 @@ int main(int argc, char **argv)
     /* (qwen3moe: feed_forward_length is not an expert's, which has its own
      * key; lfm2moe: it is the dense layers') */
     const bool q3moe = !strcmp(arch, "qwen3moe") || !strcmp(arch, "qwen3vlmoe") ||
-                       !strcmp(arch, "qwen2moe");
+                       !strcmp(arch, "qwen2moe") || !strcmp(arch, "qwen35moe");
     const bool own_ff = q3moe || !strcmp(arch, "lfm2moe");
     const uint32_t ff = dense_lead ? (uint32_t)dense_ff : (uint32_t)sh->n_ff * (q3moe ? 3 : 1);
     CHECK(gguf_writer_set_u32(w, KEY("feed_forward_length"), ff));
@@ -1103,6 +1134,10 @@ int main(int argc, char **argv)
         CHECK(gguf_writer_set_arr_i32(w, KEY("attention.head_count_kv"), kvh,
                                       (size_t)sh->n_layer));
         CHECK(gguf_writer_set_u32(w, KEY("shortconv.l_cache"), 3));
+    } else if (ssm >= 0 && !strncmp(arch, "qwen35", 6)) { /* the attention layers' interval */
+        CHECK(gguf_writer_set_u32(w, KEY("attention.head_count_kv"), (uint32_t)sh->n_head_kv));
+        CHECK(gguf_writer_set_u32(w, KEY("full_attention_interval"),
+                                  (uint32_t)ssm_shapes[ssm].attn_every));
     } else if (ssm >= 0) { /* the same, 0 where Mamba-2 replaces attention */
         int32_t kvh[1000];
         const int every = ssm_shapes[ssm].attn_every, at = ssm_shapes[ssm].attn_at;
@@ -1110,14 +1145,16 @@ int main(int argc, char **argv)
             kvh[l] = hybrid_attention(l, every, at) ? sh->n_head_kv : 0;
         CHECK(gguf_writer_set_arr_i32(w, KEY("attention.head_count_kv"), kvh,
                                       (size_t)sh->n_layer));
+        CHECK(gguf_writer_set_bool(w, KEY("rope.scaling.finetuned"), false));
+    } else {
+        CHECK(gguf_writer_set_u32(w, KEY("attention.head_count_kv"), (uint32_t)sh->n_head_kv));
+    }
+    if (ssm >= 0) {
         CHECK(gguf_writer_set_u32(w, KEY("ssm.conv_kernel"), (uint32_t)ssm_shapes[ssm].d_conv));
         CHECK(gguf_writer_set_u32(w, KEY("ssm.inner_size"), (uint32_t)ssm_shapes[ssm].d_inner));
         CHECK(gguf_writer_set_u32(w, KEY("ssm.state_size"), (uint32_t)ssm_shapes[ssm].d_state));
         CHECK(gguf_writer_set_u32(w, KEY("ssm.time_step_rank"), (uint32_t)ssm_shapes[ssm].n_head));
         CHECK(gguf_writer_set_u32(w, KEY("ssm.group_count"), (uint32_t)ssm_shapes[ssm].n_group));
-        CHECK(gguf_writer_set_bool(w, KEY("rope.scaling.finetuned"), false));
-    } else {
-        CHECK(gguf_writer_set_u32(w, KEY("attention.head_count_kv"), (uint32_t)sh->n_head_kv));
     }
     CHECK(gguf_writer_set_f32(w, KEY("rope.freq_base"), sh->rope_base));
     CHECK(gguf_writer_set_f32(w, KEY("attention.layer_norm_rms_epsilon"), sh->eps));
@@ -1152,6 +1189,11 @@ int main(int argc, char **argv)
         CHECK(gguf_writer_set_f32(w, KEY("embedding_scale"), 12.0f));
         CHECK(gguf_writer_set_f32(w, KEY("residual_scale"), 1.4f / sqrtf((float)sh->n_layer)));
         CHECK(gguf_writer_set_f32(w, KEY("logit_scale"), (float)sh->n_embd / 256.0f));
+    }
+    if (!strncmp(arch, "qwen35", 6)) { /* its converter's default (n_rot 64), or n_rot / 2 */
+        const int32_t big[4] = { 11, 11, 10, 0 }, small[4] = { 2, 1, 1, 0 };
+        CHECK(gguf_writer_set_arr_i32(w, KEY("rope.dimension_sections"),
+                                      n_rot == 64 ? big : small, 4));
     }
     if (!strncmp(arch, "qwen2vl", 7) || !strncmp(arch, "qwen3vl", 7)) { /* sections of n_rot / 2 */
         const int32_t q2[4] = { 2, 3, 3, 0 }, q3[4] = { 6, 5, 5, 0 };
@@ -1251,6 +1293,7 @@ int main(int argc, char **argv)
     size_t max_t = 8 + (size_t)sh->n_layer * 24, nt = 0;
     const bool gemma = !strcmp(arch, "gemma2") || !strcmp(arch, "gemma3");
     const bool olmo2 = !strcmp(arch, "olmo2"), post_only = olmo2 || !strcmp(arch, "exaone4");
+    const bool q35 = !strncmp(arch, "qwen35", 6); /* (qwen35moe too) */
     td = calloc(max_t, sizeof(*td));
     if (!td) {
         fprintf(stderr, "si-synth: out of memory\n");
@@ -1295,7 +1338,7 @@ int main(int argc, char **argv)
             push3(td, &nt, n, wtype, E, F, NE);
             if (shared_ff) { /* the shared expert, Qwen2-MoE's with its gate */
                 const uint64_t SF = (uint64_t)shared_ff;
-                if (!strcmp(arch, "qwen2moe"))
+                if (!strcmp(arch, "qwen2moe") || q35)
                     T("ffn_gate_inp_shexp.weight", 1, E, 1, INIT_RANDOM);
                 T("ffn_down_shexp.weight", 2, SF, E, INIT_RANDOM);
                 T("ffn_gate_shexp.weight", 2, E, SF, INIT_RANDOM);
@@ -1307,8 +1350,28 @@ int main(int argc, char **argv)
             T("ffn_gate.weight", 2, E, FD, INIT_RANDOM);
             T("ffn_up.weight", 2, E, FD, INIT_RANDOM);
         }
-        if (!post_only)
-            T("ffn_norm.weight", 1, E, 1, gemma ? INIT_NORM : INIT_ONES);
+        if (!post_only) /* (qwen35's under the name llama.cpp gives it) */
+            T(q35 ? "post_attention_norm.weight" : "ffn_norm.weight", 1, E, 1,
+              gemma || q35 ? INIT_NORM : INIT_ONES);
+        if (q35 && !hybrid_attention(l, ssm_shapes[ssm].attn_every, ssm_shapes[ssm].attn_at)) {
+            /* a gated delta net: A (-exp(A_log)), the taps, dt's bias and
+             * the norm in f32, as converted */
+            const uint64_t N = (uint64_t)ssm_shapes[ssm].d_state;
+            const uint64_t NH = (uint64_t)ssm_shapes[ssm].n_head, D = NH * N;
+            const uint64_t NC = D + 2 * (uint64_t)ssm_shapes[ssm].n_group * N;
+            T("attn_gate.weight", 2, E, D, INIT_RANDOM);
+            T("attn_qkv.weight", 2, E, NC, INIT_RANDOM);
+            snprintf(n, sizeof(n), "blk.%d.ssm_a", l);
+            push(td, &nt, n, GGML_TYPE_F32, 1, NH, 1, INIT_SSM_A);
+            T("ssm_alpha.weight", 2, E, NH, INIT_RANDOM);
+            T("ssm_beta.weight", 2, E, NH, INIT_RANDOM);
+            snprintf(n, sizeof(n), "blk.%d.ssm_conv1d.weight", l);
+            push(td, &nt, n, GGML_TYPE_F32, 2, (uint64_t)ssm_shapes[ssm].d_conv, NC, INIT_RANDOM);
+            T("ssm_dt.bias", 1, NH, 1, INIT_SSM_DT);
+            T("ssm_norm.weight", 1, N, 1, INIT_NORM);
+            T("ssm_out.weight", 2, D, E, INIT_RANDOM);
+            continue;
+        }
         if (ssm >= 0 && !hybrid_attention(l, ssm_shapes[ssm].attn_every, ssm_shapes[ssm].attn_at)) {
             /* a Mamba-2 mixer: its convolution, A, D, dt's bias and the
              * norm in f32, as converted (A = -exp(A_log)) */
@@ -1355,7 +1418,7 @@ int main(int argc, char **argv)
             T("attn_q.bias", 1, Q, 1, INIT_BIAS);
         if (sh->qk_norm)
             T("attn_q_norm.weight", 1, (uint64_t)head_dim, 1, INIT_NORM);
-        T("attn_q.weight", 2, E, Q, INIT_RANDOM);
+        T("attn_q.weight", 2, E, q35 ? 2 * Q : Q, INIT_RANDOM); /* (qwen35: and a gate) */
         if (sh->qkv_bias)
             T("attn_v.bias", 1, KV, 1, INIT_BIAS);
         T("attn_v.weight", 2, E, KV, INIT_RANDOM);

@@ -33,6 +33,10 @@ TOOLS = r'''[ {"type":"function","function":{"name":"get_weather",
 
 CALLS_ONE = [("get_weather", '{"city": "Paris", "unit":"celsius"}')]
 CALLS_TWO = [("get_weather", '{ "city" : "Bucure\\u0219ti" }'), ("round", '{"x":3.0}')]
+# every kind of value Qwen3.5's XML calls print (a string as it is, an
+# object or array as JSON, true/false/null as Python prints them)
+CALLS_THREE = [("lookup", '{"q": "a\\nb", "n": 1.50, "big": 1E5, "ok": true, "no": false, '
+                          '"none": null, "l": [1, "x"], "o": {"k": {}}}')]
 
 
 def history(first_answer):
@@ -65,6 +69,19 @@ CASES = [
       ("assistant", "<think>\nlook it up\n</think>\n\nChecking.", CALLS_ONE),
       ("tool", "22", None),
       ("assistant", "<think>\nnow answer\n</think>\n\n22 degrees.", None)], False),
+    ("qwen35_tools_user", "qwen3.5", TOOLS, [("user", "What is the weather in Paris?", None)], True),
+    ("qwen35_tools_system", "qwen3.5", TOOLS,
+     [("system", " You are terse.\n", None), ("user", "Weather?", None)], True),
+    ("qwen35_tools_empty_system", "qwen3.5", TOOLS, [("system", " ", None), ("user", "Weather?", None)],
+     True),
+    ("qwen35_history", "qwen3.5", TOOLS, history("<think>\nTwo cities.\n</think>\n\n"), True),
+    ("qwen35_after_query", "qwen3.5", TOOLS,
+     [("user", "Weather?", None),
+      ("assistant", "<think>\nlook it up\n</think>\n\nChecking.", CALLS_THREE),
+      ("tool", "22", None),
+      ("assistant", "<think>\nnow answer\n</think>\n\n22 degrees.", None)], False),
+    ("qwen35_calls_no_tools", "qwen3.5", None,
+     [("user", "U", None), ("assistant", "", CALLS_ONE), ("tool", "ok", None)], False),
     ("granite40_tools_user", "granite4.0", TOOLS, [("user", "What is the weather in Paris?", None)], True),
     ("granite40_tools_system", "granite4.0", TOOLS,
      [("system", "You are terse.", None), ("user", "Weather?", None)], True),
