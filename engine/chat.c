@@ -2021,59 +2021,66 @@ static int py_call(const char *s, size_t n, size_t *i, eng_tool_call *tc) {
     return 1;
 }
 
-/* LFM2: each <|tool_call_start|>[call, ...]<|tool_call_end|> block's
- * calls (the end tag may be missing at the very end: a stop string); the
- * answer's text is what comes before the first. Any block not that: no
- * calls. */
-static int lfm2_parse_calls(const char *text, size_t len, eng_tool_call **ret_calls, size_t *ret_n,
-                            size_t *ret_content_len) {
-    static const char open[] = "<|tool_call_start|>", close[] = "<|tool_call_end|>";
+/* text[*i..] starts with s (advanced past it)? */
+static bool eat(const char *text, size_t len, size_t *i, const char *s) {
+    const size_t n = strlen(s);
+    if (len - *i < n || memcmp(text + *i, s, n))
+        return false;
+    *i += n;
+    return true;
+}
+
+/* Calls as a parse collects them. */
+typedef struct call_list {
+    eng_tool_call *calls;
+    size_t count, cap;
+} call_list;
+
+/* The next call's slot, emptied (count not yet counting it); NULL: out
+ * of memory. */
+static eng_tool_call *call_slot(call_list *l) {
+    if (l->count == l->cap) {
+        const size_t nc = l->cap ? 2 * l->cap : 4;
+        eng_tool_call *c = realloc(l->calls, nc * sizeof(*c));
+        if (!c)
+            return NULL;
+        l->calls = c;
+        l->cap = nc;
+    }
+    l->calls[l->count] = (eng_tool_call){ NULL, NULL };
+    return &l->calls[l->count];
+}
+
+/* The calls of every open ... close block of an answer, each block's body
+ * read by block (from *i, past it; 1: its calls added, 0: not calls,
+ * -ENOMEM) and closed by close (which may be missing at the very end: a
+ * stop string); the answer's text is what comes before the first block,
+ * less trailing space. Any block not that: no calls. */
+static int parse_blocks(const char *text, size_t len, const char *open, const char *close,
+                        int (*block)(const char *, size_t, size_t *, call_list *),
+                        eng_tool_call **ret_calls, size_t *ret_n, size_t *ret_content_len) {
     const char *first = find_bytes(text, len, open);
     if (!first)
         return 0;
-    eng_tool_call *calls = NULL;
-    size_t count = 0, cap = 0, i = (size_t)(first - text);
+    call_list l = { NULL, 0, 0 };
+    size_t i = (size_t)(first - text);
     int r = 1;
     while (r > 0 && i < len) {
         const char *p = find_bytes(text + i, len - i, open);
         if (!p)
             break;
-        i = skip_json_ws(text, len, (size_t)(p - text) + sizeof(open) - 1);
-        r = i < len && text[i] == '[' ? 1 : 0;
-        i = r ? skip_json_ws(text, len, i + 1) : i;
-        for (bool one = false; r > 0 && i < len && text[i] != ']'; one = true) {
-            if (one && text[i] != ',') {
-                r = 0;
-                break;
-            }
-            i = skip_json_ws(text, len, i + (one ? 1 : 0));
-            if (count == cap) {
-                eng_tool_call *c = realloc(calls, (cap ? 2 * cap : 4) * sizeof(*c));
-                if (!c) {
-                    r = -ENOMEM;
-                    break;
-                }
-                calls = c;
-                cap = cap ? 2 * cap : 4;
-            }
-            calls[count] = (eng_tool_call){ NULL, NULL };
-            r = py_call(text, len, &i, &calls[count]);
-            count += r > 0;
-            i = skip_json_ws(text, len, i);
-        }
-        if (r > 0 && (i >= len || text[i] != ']'))
-            r = 0;
-        i = skip_json_ws(text, len, i + 1);
-        if (r > 0 && i < len &&
-            (len - i < sizeof(close) - 1 || memcmp(text + i, close, sizeof(close) - 1)))
+        i = (size_t)(p - text) + strlen(open);
+        r = block(text, len, &i, &l);
+        i = skip_json_ws(text, len, i);
+        if (r > 0 && i < len && !eat(text, len, &i, close))
             r = 0;
     }
-    if (r <= 0 || count == 0) {
-        eng_tool_calls_free(calls, count);
+    if (r <= 0 || l.count == 0) {
+        eng_tool_calls_free(l.calls, l.count);
         return r < 0 ? r : 0;
     }
-    *ret_calls = calls;
-    *ret_n = count;
+    *ret_calls = l.calls;
+    *ret_n = l.count;
     if (ret_content_len) {
         size_t c = (size_t)(first - text);
         while (c > 0 && is_space(text[c - 1]))
@@ -2083,13 +2090,30 @@ static int lfm2_parse_calls(const char *text, size_t len, eng_tool_call **ret_ca
     return 0;
 }
 
-/* text[*i..] starts with s (advanced past it)? */
-static bool eat(const char *text, size_t len, size_t *i, const char *s) {
-    const size_t n = strlen(s);
-    if (len - *i < n || memcmp(text + *i, s, n))
-        return false;
-    *i += n;
-    return true;
+/* LFM2: a <|tool_call_start|>[call, ...]<|tool_call_end|> block's calls
+ * (parse_blocks). */
+static int lfm2_block(const char *text, size_t len, size_t *i, call_list *l) {
+    *i = skip_json_ws(text, len, *i);
+    if (*i >= len || text[*i] != '[')
+        return 0;
+    *i = skip_json_ws(text, len, *i + 1);
+    for (bool one = false; *i < len && text[*i] != ']'; one = true) {
+        if (one && text[*i] != ',')
+            return 0;
+        *i = skip_json_ws(text, len, *i + (one ? 1 : 0));
+        eng_tool_call *tc = call_slot(l);
+        if (!tc)
+            return -ENOMEM;
+        int r = py_call(text, len, i, tc);
+        if (r <= 0)
+            return r;
+        l->count++;
+        *i = skip_json_ws(text, len, *i);
+    }
+    if (*i >= len)
+        return 0;
+    (*i)++;
+    return 1;
 }
 
 /* One "<function=NAME>\n(<parameter=KEY>\nVALUE\n</parameter>\n)*</function>"
@@ -2151,53 +2175,15 @@ static int xml_call(const char *text, size_t len, size_t *i, eng_tool_call *tc) 
     return 1;
 }
 
-/* Qwen3.5: calls as "<tool_call>\n" xml_call "\n</tool_call>" blocks (the
- * last may lose its closing tag to a stop string); the answer's text is
- * what comes before the first, text after the last is dropped. Any block
- * not that: no calls. */
-static int xml_parse_calls(const char *text, size_t len, eng_tool_call **ret_calls, size_t *ret_n,
-                           size_t *ret_content_len) {
-    static const char open[] = "<tool_call>", close[] = "</tool_call>";
-    const char *first = find_bytes(text, len, open);
-    if (!first)
-        return 0;
-    eng_tool_call *calls = NULL;
-    size_t count = 0, cap = 0, i = (size_t)(first - text);
-    int r = 1;
-    while (r > 0 && i < len) {
-        const char *p = find_bytes(text + i, len - i, open);
-        if (!p)
-            break;
-        i = (size_t)(p - text) + sizeof(open) - 1;
-        if (count == cap) {
-            eng_tool_call *c = realloc(calls, (cap ? 2 * cap : 4) * sizeof(*c));
-            if (!c) {
-                r = -ENOMEM;
-                break;
-            }
-            calls = c;
-            cap = cap ? 2 * cap : 4;
-        }
-        calls[count] = (eng_tool_call){ NULL, NULL };
-        r = xml_call(text, len, &i, &calls[count]);
-        count += r > 0;
-        i = skip_json_ws(text, len, i);
-        if (r > 0 && i < len && !eat(text, len, &i, close))
-            r = 0;
-    }
-    if (r <= 0 || count == 0) {
-        eng_tool_calls_free(calls, count);
-        return r < 0 ? r : 0;
-    }
-    *ret_calls = calls;
-    *ret_n = count;
-    if (ret_content_len) {
-        size_t c = (size_t)(first - text);
-        while (c > 0 && is_space(text[c - 1]))
-            c--;
-        *ret_content_len = c;
-    }
-    return 0;
+/* Qwen3.5: a "<tool_call>\n" xml_call "\n</tool_call>" block's call
+ * (parse_blocks; text after the last block is dropped). */
+static int xml_block(const char *text, size_t len, size_t *i, call_list *l) {
+    eng_tool_call *tc = call_slot(l);
+    if (!tc)
+        return -ENOMEM;
+    int r = xml_call(text, len, i, tc);
+    l->count += r > 0;
+    return r;
 }
 
 int eng_chat_parse_calls(const eng_chat_info *info, const char *text, size_t len,
@@ -2212,9 +2198,11 @@ int eng_chat_parse_calls(const eng_chat_info *info, const char *text, size_t len
     if (!info->tools)
         return -ENOTSUP;
     if (info->lfm2_calls)
-        return lfm2_parse_calls(text ? text : "", len, ret_calls, ret_n, ret_content_len);
+        return parse_blocks(text ? text : "", len, "<|tool_call_start|>", "<|tool_call_end|>",
+                            lfm2_block, ret_calls, ret_n, ret_content_len);
     if (info->xml_calls)
-        return xml_parse_calls(text ? text : "", len, ret_calls, ret_n, ret_content_len);
+        return parse_blocks(text ? text : "", len, open, close, xml_block, ret_calls, ret_n,
+                            ret_content_len);
     if (info->kind == ENG_CHAT_LLAMA3) {
         int r = llama_call(text, len, ret_calls, ret_n);
         if (r == 0 && *ret_n > 0 && ret_content_len)

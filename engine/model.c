@@ -2129,8 +2129,9 @@ static void plan_shape(const gguf_file *f, const eng_model *m, eng_plan_shape *s
 static int backend_start(eng_model *m, const eng_model_params *p, eng_error *err)
 {
     int r;
-    /* (auto: experts and Mamba-2 mixers run on the CPU only, so far) */
-    const bool cpu_only = m->n_ff_exp || m->info.n_ssm;
+    /* (auto: experts, Mamba-2 mixers, delta nets and gated attention run
+     * on the CPU only, so far) */
+    const bool cpu_only = m->n_ff_exp || m->info.n_ssm || m->attn_gate;
     if (p->backend != ENG_BACKEND_CPU && !(p->backend == ENG_BACKEND_AUTO && cpu_only)) {
         eng_error e = { { 0 } };
         r = eng_backend_cuda_new(p->device, &m->be, &e);
