@@ -457,7 +457,8 @@ void eng_chat_detect(const char *tmpl, size_t len, eng_chat_info *ret_info) {
          * calls as XML (Qwen3-Coder's format) */
         ret_info->think_open = ret_info->reasoning &&
                                find_bytes(tmpl, len, "{{- '<think>\\n' }}") != NULL;
-        ret_info->xml_calls = find_bytes(tmpl, len, "You have access to the following functions:") &&
+        ret_info->xml_calls = find_bytes(tmpl, len,
+                                         "You have access to the following functions:") &&
                               find_bytes(tmpl, len, "<function=") &&
                               find_bytes(tmpl, len, "<parameter=") &&
                               find_bytes(tmpl, len, "<tool_response>");

@@ -2006,8 +2006,8 @@ static uint64_t bytes_per_token(const eng_model *m)
     uint64_t b = 0;
     for (int il = 0; il < m->info.n_layer; il++) {
         const eng_layer *L = &m->layers[il];
-        const eng_weight *w[5] = { &L->wq, &L->wk, &L->wv, &L->wo, &L->moe.router };
-        for (int i = 0; i < 5; i++)
+        const eng_weight *w[6] = { &L->wq, &L->wk, &L->wv, &L->wo, &L->moe.router, &L->wg };
+        for (int i = 0; i < 6; i++)
             b += weight_bytes(w[i]);
         const uint64_t slots = L->moe.router.data ? (uint64_t)L->moe.n_used * L->moe.n_ff_exp +
                                                         (uint64_t)L->moe.n_ff_shared
@@ -3096,7 +3096,8 @@ long eng_session_candidates(const eng_session *s, const float **vals, const int3
 /* Decode's hints to the backend (backend.h prefetch): after the rope, the
  * attention's output matrix and the FFN's rows that the step computes
  * (its slots as the ffn op gets them; none when the step picks them
- * itself); after the FFN, the next layer's q, k and v, or the output head.
+ * itself); after the FFN, the next layer's q, k and v (and gate), or the
+ * output head.
  * Between those points run a layer's short kernels (rope, attention,
  * norms), which on a GPU leave its memory idle. */
 static void prefetch_wo_ffn(eng_session *s, int il, const int32_t *sel, int n_sel, bool no_slots)
@@ -3112,12 +3113,13 @@ static void prefetch_next(eng_session *s, int il, bool logits)
     const eng_model *m = s->model;
     if (il + 1 < m->info.n_layer) {
         const eng_layer *L = &m->layers[il + 1];
-        const eng_span sp[3] = {
+        const eng_span sp[4] = {
             { L->wq.data, weight_bytes(&L->wq) },
             { L->wk.data, weight_bytes(&L->wk) },
             { L->wv.data, weight_bytes(&L->wv) },
+            { L->wg.data, weight_bytes(&L->wg) }, /* (qwen35's gate) */
         };
-        m->be->iface->prefetch(m->be, sp, 3, NULL, NULL, 0);
+        m->be->iface->prefetch(m->be, sp, L->wg.data ? 4 : 3, NULL, NULL, 0);
     } else if (logits) {
         const eng_span sp = { m->output.data, weight_bytes(&m->output) };
         m->be->iface->prefetch(m->be, &sp, 1, NULL, NULL, 0);

@@ -537,8 +537,8 @@ static uint64_t step_bytes(const eng_model *m, int slots)
     uint64_t b = (uint64_t)eng_dtype_bytes(m->output.dtype, (size_t)m->info.n_vocab * E);
     for (int il = 0; il < m->info.n_layer; il++) {
         const eng_layer *L = &m->layers[il];
-        const eng_weight *w[5] = { &L->wq, &L->wk, &L->wv, &L->wo, &L->moe.router };
-        for (int k = 0; k < 5; k++)
+        const eng_weight *w[6] = { &L->wq, &L->wk, &L->wv, &L->wo, &L->moe.router, &L->wg };
+        for (int k = 0; k < 6; k++)
             b += eng_dtype_bytes(w[k]->dtype, (size_t)w[k]->rows * w[k]->cols);
         b += (uint64_t)slots * eng_ffn_slot_bytes(L->ffn.dtype, E);
     }
