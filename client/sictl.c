@@ -188,7 +188,10 @@ static void print_status(const Selectinfer__Status *s)
     if (s->model_arch)
         printf("model name:       %s (%s, %.1f M parameters)\n", s->model_name ? s->model_name : "",
                s->model_arch, (double)s->model_params / 1e6);
-    if (s->has_experts)
+    if (s->has_experts && s->has_shared_expert_ff)
+        printf("experts:          %u a layer, %u of them per token, and a shared one of %u "
+               "neurons\n", s->experts, s->experts_used, s->shared_expert_ff);
+    else if (s->has_experts)
         printf("experts:          %u a layer, %u of them per token\n", s->experts,
                s->experts_used);
     if (s->has_ssm_layers)

@@ -711,6 +711,8 @@ static void handle_status(sid_server *srv, sid_conn *c, uint64_t id)
             s.has_experts = s.has_experts_used = true;
             s.experts = (uint32_t)srv->info.n_expert;
             s.experts_used = (uint32_t)srv->info.n_expert_used;
+            s.has_shared_expert_ff = srv->info.n_ff_shared > 0;
+            s.shared_expert_ff = (uint32_t)srv->info.n_ff_shared;
         }
         if (srv->info.n_ssm > 0) {
             s.has_ssm_layers = true;

@@ -149,6 +149,8 @@ typedef struct eng_model_info {
      * LFM2-MoE's first, dense layers' where more), of which each token
      * computes n_expert_used experts'; 0: a dense FFN */
     int n_expert, n_expert_used;
+    int n_ff_shared;      /* ... and beside them a shared expert of this many
+                           * neurons, every token's (the last of n_ff); 0: none */
     /* Mamba-2 mixers in place of attention (granitehybrid): in n_ssm
      * layers, whose states take bytes_ssm_state a session (f32), read and
      * written by every decode step; 0: none */

@@ -1322,6 +1322,7 @@ static int load_experts(const gguf_file *f, const char *arch, eng_model *m, uint
     m->n_ff_exp = (int)fe;
     m->info.n_expert = (int)ne;
     m->info.n_expert_used = (int)nu;
+    m->info.n_ff_shared = (int)shared_ff;
     m->moe_norm = m->arch != ENG_ARCH_OLMOE && !q2; /* (as llama.cpp has them) */
     m->moe_scale = 1.0f;
     return 0;

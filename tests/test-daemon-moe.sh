@@ -1,18 +1,21 @@
 #!/bin/sh
-# selectinferd on a mixture-of-experts model (a synthetic Qwen3-MoE): it
+# selectinferd on a mixture-of-experts model (a synthetic Qwen3-MoE; or
+# SHAPE, whose status line about its experts is EXPERTS: tiny-qwen35moe,
+# a Qwen3.5-MoE with a shared expert and delta nets): it
 # starts, says how many experts a token computes, answers a request, and
 # refuses with a reason what would choose neurons inside the experts (a
 # request's phi, a swap to a selective mode, which leaves the dense plan
 # serving; a selective mode at start, which fails the load).
 #
-# usage: test-daemon-moe.sh SELECTINFERD SICTL SI_SYNTH
+# usage: test-daemon-moe.sh SELECTINFERD SICTL SI_SYNTH [SHAPE EXPERTS]
 set -u
-daemon=$1 sictl=$2 synth=$3 shape=tiny-qwen3moe
+daemon=$1 sictl=$2 synth=$3 shape=${4:-tiny-qwen3moe}
+experts=${5:-"8 a layer, 2 of them per token"}
 . "$(dirname "$0")/daemon-synth.sh"
 
 start
 "$sictl" --socket "$sock" status >"$dir/status" 2>&1
-grep -q "experts: *8 a layer, 2 of them per token" "$dir/status" ||
+grep -q "experts: *$experts\$" "$dir/status" ||
     { echo "FAIL: status without the experts"; cat "$dir/status" "$dir/out"; fail=1; }
 "$sictl" --socket "$sock" --json generate --raw -n 6 "The sky is" >"$dir/gen" 2>&1
 grep -q '"done"' "$dir/gen" && grep -q '"generated_tokens":6' "$dir/gen" ||
