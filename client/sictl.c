@@ -197,6 +197,12 @@ static void print_status(const Selectinfer__Status *s)
     if (s->has_ssm_layers)
         printf("recurrent layers: %u (Mamba-2 or delta nets: a state each, in the KV "
                "cache's bytes)\n", s->ssm_layers);
+    if (s->has_shared_kv_layers)
+        printf("shared caches:    %u layers attend over an earlier layer's keys and values\n",
+               s->shared_kv_layers);
+    if (s->has_per_layer_embd)
+        printf("per-layer embd:   %u a layer, its table read from the model file as tokens "
+               "come\n", s->per_layer_embd);
     if (s->backend)
         printf("backend:          %s, %u threads, context %u\n", s->backend, s->n_threads, s->n_ctx);
     if (s->decode_graphs) {

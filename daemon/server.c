@@ -718,6 +718,10 @@ static void handle_status(sid_server *srv, sid_conn *c, uint64_t id)
             s.has_ssm_layers = true;
             s.ssm_layers = (uint32_t)srv->info.n_ssm;
         }
+        s.has_shared_kv_layers = srv->info.n_kv_shared > 0;
+        s.shared_kv_layers = (uint32_t)srv->info.n_kv_shared;
+        s.has_per_layer_embd = srv->info.n_embd_per_layer > 0;
+        s.per_layer_embd = (uint32_t)srv->info.n_embd_per_layer;
         fill_profile(srv, &prof, NULL, 0);
         s.profile = &prof;
     }

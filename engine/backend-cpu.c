@@ -7138,6 +7138,18 @@ static void op_mul_sigmoid(eng_backend *be, float *x, const float *g, long n)
         x[i] /= 1.0f + expf(-g[i]);
 }
 
+/* On the caller's thread too: a token's P values (gemma4: 256) against
+ * the two matrices around them */
+static void op_gelu_mul(eng_backend *be, float *g, const float *x, int n_tokens, int n,
+                        long x_stride)
+{
+    (void)be;
+    for (int t = 0; t < n_tokens; t++)
+        for (int i = 0; i < n; i++)
+            g[(size_t)t * n + i] = gate_act(g[(size_t)t * n + i], ENG_ACT_GELU) *
+                                   x[(size_t)t * x_stride + i];
+}
+
 /* ---- moe --------------------------------------------------------------------- */
 
 /* A decode step's picked experts in one walk (one wake-up of the pool,
@@ -7471,6 +7483,7 @@ static const eng_backend_iface cpu_iface = {
     .shortconv = op_shortconv,
     .ssm = op_ssm,
     .mul_sigmoid = op_mul_sigmoid,
+    .gelu_mul = op_gelu_mul,
     .moe = op_moe,
     .topk_count = op_topk_count,
     .ffn_pick = op_ffn_pick,

@@ -458,6 +458,12 @@ typedef struct eng_backend_iface {
      * Optional, as ssm. */
     void (*mul_sigmoid)(eng_backend *be, float *x, const float *g, long n);
 
+    /* g[t][i] = gelu(g[t][i]) * x[t * x_stride + i] for t < n_tokens, i <
+     * n (GELU's tanh form): gemma4's per-layer embedding gate, x a layer's
+     * slice of each token's per-layer inputs. Optional, as ssm. */
+    void (*gelu_mul)(eng_backend *be, float *g, const float *x, int n_tokens, int n,
+                     long x_stride);
+
     /* A Q8_0 KV cache (ENG_KV_Q8_0): store_kv() into rows of row / 32
      * blocks, each block of 32 quantized as ggml's Q8_0 (d = max |x| / 127,
      * q = round(x / d)); attention() over such caches, head_dim a multiple

@@ -139,6 +139,21 @@
  *     ("[|" ROLE "|]" CONTENT ("\n" | "[|endofturn|]\n"))...  "\n" after a user's
  *     "[|assistant|]"                            with add_assistant
  *
+ * Gemma 4 (BOS: "<bos>"; the template with the OpenAI tool-message scan):
+ *     BOS ["<|turn>system\n" ["<|think|>\n"] [TRIM(SYSTEM)] ("<|tool>" DECL "<tool|>")...
+ *          "<turn|>\n"]       with thinking, tools or a system (or developer) message
+ *     ("<|turn>" ROLE "\n" TRIM(CONTENT) "<turn|>\n")...      ROLE "model" for assistant
+ *     "<|turn>model\n" [EMPTY]                     with add_assistant
+ *   Thinking is the template's enable_thinking, on unless ENG_CHAT_NO_THINK
+ *   (llama.cpp passes true); off, EMPTY ("<|channel>thought\n<channel|>")
+ *   closes the reasoning before the answer. An answer prints without its
+ *   "<|channel>...<channel|>" parts (strip_thinking), trimmed; its calls as
+ *   "<|tool_call>call:NAME{KEY:VALUE,...}<tool_call|>" before the content,
+ *   then each "tool" message that follows it as "<|tool_response>response:
+ *   NAME{value:<|"|>RESULT<|"|>}<tool_response|>", NAME the call's in the
+ *   same place (the template matches call ids, which we do not carry);
+ *   "tool" messages elsewhere print nothing. render_gemma4 says the rest.
+ *
  * None of these add a generation prompt of their own except Zephyr and
  * the later Phi-3 templates: the prompt ends with "[/INST]" or the
  * assistant's header.
@@ -491,6 +506,17 @@ void eng_chat_detect(const char *tmpl, size_t len, eng_chat_info *ret_info) {
                                 (find_bytes(tmpl, len, "\"List of tools: [\"") &&
                                  !find_bytes(tmpl, len, "<|tool_list_start|>")));
         ret_info->tools |= ret_info->lfm2_calls || ret_info->xml_calls;
+    } else if (find_bytes(tmpl, len, "'<|tool_call>call:'") &&
+               find_bytes(tmpl, len, "'<|turn>system\\n'") &&
+               find_bytes(tmpl, len, "'<|channel>thought\\n<channel|>'") &&
+               find_bytes(tmpl, len, "'<|think|>\\n'") &&
+               find_bytes(tmpl, len, "format_tool_response_block") &&
+               find_bytes(tmpl, len, "loop_messages[k]['role'] != 'tool'")) {
+        /* Gemma 4: the template that reads OpenAI's tool messages (its
+         * forward scan); llama.cpp rewrites the history for the earlier
+         * one, which we do not take */
+        ret_info->kind = ENG_CHAT_GEMMA4;
+        ret_info->think_switch = ret_info->reasoning = ret_info->tools = true;
     } else if (find_bytes(tmpl, len, "'[SYSTEM_PROMPT]'") &&
                find_bytes(tmpl, len, "'[/SYSTEM_PROMPT]'") &&
                find_bytes(tmpl, len, "'[INST]'") && find_bytes(tmpl, len, "'[/INST]'") &&
@@ -610,6 +636,7 @@ typedef struct outbuf {
     char *buf;
     size_t cap; /* bytes available for text (cap - 1 of the caller's) */
     size_t len; /* full length so far */
+    int err;    /* -ENOMEM, or -EINVAL where the template raises, midway (Gemma 4) */
 } outbuf;
 
 static void out_put(outbuf *o, const char *s, size_t n) {
@@ -1003,6 +1030,8 @@ static int render_spm_family(const eng_chat_info *info, const eng_chat_msg *msgs
  * message. */
 static void out_call(outbuf *o, const eng_tool_call *tc);
 static void out_xml_call(outbuf *o, const eng_tool_call *tc);
+static void g4_split(const char *t, size_t n, size_t *think_off, size_t *think_len,
+                     size_t *content_off);
 
 /* The template's split of an answer [c, c + n) into reasoning and content. */
 static void split_reasoning_tags(const char *c, size_t n, const char *open_tag,
@@ -1041,6 +1070,10 @@ int eng_chat_split_reasoning(const eng_chat_info *info, const char *text, size_t
     *ret_think_off = *ret_think_len = *ret_content_off = 0;
     if (!info->reasoning)
         return -ENOTSUP;
+    if (info->kind == ENG_CHAT_GEMMA4) {
+        g4_split(text ? text : "", len, ret_think_off, ret_think_len, ret_content_off);
+        return 0;
+    }
     const char *reason, *content;
     size_t rlen, clen;
     if (info->bracket_think) /* Ministral 3 Reasoning */
@@ -1252,7 +1285,7 @@ static int render_smollm3(const eng_chat_msg *msgs, size_t n_msgs, bool add_assi
             free(b);
             return -ENOMEM;
         }
-        outbuf oa = {a, n, 0}, ob = {b, n, 0};
+        outbuf oa = {a, n, 0, 0}, ob = {b, n, 0, 0};
         out_without(&oa, sys, n, "/no_think");
         out_without(&ob, a, oa.len, "/think");
         il = rstrip_len(b, ob.len);
@@ -1497,6 +1530,566 @@ static void render_granite(const eng_chat_info *info, const eng_chat_msg *msgs, 
         out_str(o, GRANITE_ROLE "assistant" GRANITE_ROLE_END);
 }
 
+/* ---- Gemma 4 ---------------------------------------------------------- */
+
+#define G4_Q "<|\"|>" /* Gemma 4's string quote (a token of its own) */
+
+/* The value of key in the JSON object [s, s + n) (its last one, as
+ * Python's dict keeps it); false: none, or not an object. */
+static bool json_get(const char *s, size_t n, const char *key, const char **v, size_t *vl) {
+    const size_t b = skip_json_ws(s, n, 0);
+    if (b >= n || s[b] != '{')
+        return false;
+    bool found = false;
+    size_t pos = 0, kl, xl;
+    const char *k, *x;
+    while (eng__json_next(s, n, &pos, &k, &kl, &x, &xl) == 1)
+        if (eng__json_key_is(k, kl, key)) {
+            *v = x;
+            *vl = xl;
+            found = true;
+        }
+    return found;
+}
+
+/* Python's truth of a JSON value (Jinja's `if`): false, null, 0, "", []
+ * and {} are false. */
+static bool py_truthy(const char *v, size_t vl) {
+    size_t pos = 0, xl;
+    const char *x;
+    switch (v[0]) {
+    case 'f':
+    case 'n': return false;
+    case 't': return true;
+    case '"': return vl > 2;
+    case '[':
+    case '{': return eng__json_next(v, vl, &pos, NULL, NULL, &x, &xl) == 1;
+    default: /* a number: zero where its digits before any exponent are */
+        for (size_t i = 0; i < vl && v[i] != 'e' && v[i] != 'E'; i++)
+            if (v[i] >= '1' && v[i] <= '9')
+                return true;
+        return false;
+    }
+}
+
+/* Python's str() of a JSON value, which Jinja prints (repr: its repr()):
+ * a string as it is, true/false/null as True/False/None, a number in
+ * json.dumps form (Python's digits), a list or dict as Python prints it
+ * (non-ASCII characters as they are, where Python escapes those it does
+ * not print). A string holding \u0000 is printed as written. */
+static void py_str(outbuf *o, const char *v, size_t vl, bool repr) {
+    size_t pos = 0, kl, xl;
+    const char *k, *x;
+    char *s = NULL;
+    if (v[0] == 't' || v[0] == 'f' || v[0] == 'n') {
+        out_str(o, v[0] == 't' ? "True" : v[0] == 'f' ? "False" : "None");
+    } else if (v[0] == '[' || v[0] == '{') {
+        const bool obj = v[0] == '{';
+        out_str(o, obj ? "{" : "[");
+        for (bool first = true; eng__json_next(v, vl, &pos, &k, &kl, &x, &xl) == 1; first = false) {
+            out_str(o, first ? "" : ", ");
+            if (obj) {
+                py_str(o, k, kl, true);
+                out_str(o, ": ");
+            }
+            py_str(o, x, xl, true);
+        }
+        out_str(o, obj ? "}" : "]");
+    } else if (v[0] != '"') {
+        json_whole(v, vl, o);
+    } else if (eng__json_unquote(v, vl, &s) == -ENOMEM) {
+        o->err = -ENOMEM;
+    } else if (!s) {
+        out_put(o, v + 1, vl - 2);
+    } else if (!repr) {
+        out_str(o, s);
+    } else { /* (Python quotes with ' unless the text has ' and no ") */
+        const char q = strchr(s, '\'') && !strchr(s, '"') ? '"' : '\'';
+        out_put(o, &q, 1);
+        for (const char *c = s; *c; c++) {
+            char e[8];
+            if (*c == '\\' || *c == q)
+                snprintf(e, sizeof(e), "\\%c", *c);
+            else if (*c == '\n' || *c == '\r' || *c == '\t')
+                snprintf(e, sizeof(e), "\\%c", *c == '\n' ? 'n' : *c == '\r' ? 'r' : 't');
+            else if ((unsigned char)*c < 0x20 || *c == 0x7f)
+                snprintf(e, sizeof(e), "\\x%02x", (unsigned)(unsigned char)*c);
+            else
+                snprintf(e, sizeof(e), "%c", *c);
+            out_str(o, e);
+        }
+        out_put(o, &q, 1);
+    }
+    free(s);
+}
+
+/* Jinja's `x | upper` of a JSON value (v NULL: undefined, ""), malloc'd
+ * (NULL: out of memory). Python upper-cases every letter, this ASCII's. */
+static char *py_upper(const char *v, size_t vl) {
+    outbuf m = {NULL, 0, 0, 0};
+    if (v)
+        py_str(&m, v, vl, false);
+    char *s = m.err ? NULL : calloc(1, m.len + 1);
+    outbuf w = {s, m.len, 0, 0};
+    if (s && v)
+        py_str(&w, v, vl, false);
+    if (w.err) {
+        free(s);
+        return NULL;
+    }
+    for (char *c = s; c && *c; c++)
+        if (*c >= 'a' && *c <= 'z')
+            *c = (char)(*c - 'a' + 'A');
+    return s;
+}
+
+/* An object's member, its key unescaped (dictsort). */
+typedef struct g4_member {
+    char *key;
+    const char *v;
+    size_t vl, at;
+} g4_member;
+
+/* Jinja's dictsort: keys compared lower-cased (ASCII here, Unicode in
+ * Python), equal ones in the order written. */
+static int g4_member_cmp(const void *a, const void *b) {
+    const g4_member *x = a, *y = b;
+    for (const unsigned char *p = (const void *)x->key, *q = (const void *)y->key;; p++, q++) {
+        const int cp = *p >= 'A' && *p <= 'Z' ? *p + 32 : *p;
+        const int cq = *q >= 'A' && *q <= 'Z' ? *q + 32 : *q;
+        if (cp != cq)
+            return cp < cq ? -1 : 1;
+        if (!cp)
+            break;
+    }
+    return x->at < y->at ? -1 : x->at > y->at;
+}
+
+static void g4_members_free(g4_member *m, size_t n) {
+    for (size_t i = 0; m && i < n; i++)
+        free(m[i].key);
+    free(m);
+}
+
+/* The members of the JSON object [s, s + n) in dictsort order (none for
+ * another value); false: out of memory (o->err set). */
+static bool g4_members(outbuf *o, const char *s, size_t n, g4_member **ret, size_t *ret_n) {
+    *ret = NULL;
+    *ret_n = 0;
+    size_t count = 0, pos = 0, kl, vl;
+    const char *k, *v;
+    while (eng__json_next(s, n, &pos, &k, &kl, &v, &vl) == 1)
+        count++;
+    const size_t b = skip_json_ws(s, n, 0);
+    if (count == 0 || s[b] != '{')
+        return true;
+    g4_member *m = calloc(count, sizeof(*m));
+    pos = 0;
+    for (size_t i = 0; m && i < count && eng__json_next(s, n, &pos, &k, &kl, &v, &vl) == 1; i++) {
+        m[i] = (g4_member){ NULL, v, vl, i };
+        int r = eng__json_unquote(k, kl, &m[i].key);
+        if (r == -EINVAL) /* (a \u0000: as written) */
+            r = (m[i].key = strndup(k + 1, kl - 2)) ? 0 : -ENOMEM;
+        if (r < 0) {
+            g4_members_free(m, count);
+            m = NULL;
+        }
+    }
+    if (!m) {
+        o->err = -ENOMEM;
+        return false;
+    }
+    qsort(m, count, sizeof(*m), g4_member_cmp);
+    *ret = m;
+    *ret_n = count;
+    return true;
+}
+
+/* format_argument: a JSON value in Gemma 4's notation: a string between
+ * <|"|> as it is, a dict's keys sorted (esc: quoted the same way), numbers
+ * as Python prints them, null as None. */
+static void g4_arg(outbuf *o, const char *v, size_t vl, bool esc) {
+    if (v[0] == '"') {
+        out_str(o, G4_Q);
+        py_str(o, v, vl, false);
+        out_str(o, G4_Q);
+    } else if (v[0] == 't' || v[0] == 'f') {
+        out_str(o, v[0] == 't' ? "true" : "false");
+    } else if (v[0] == '[') {
+        size_t pos = 0, xl;
+        const char *x;
+        out_str(o, "[");
+        for (bool first = true; eng__json_next(v, vl, &pos, NULL, NULL, &x, &xl) == 1;
+             first = false) {
+            out_str(o, first ? "" : ",");
+            g4_arg(o, x, xl, esc);
+        }
+        out_str(o, "]");
+    } else if (v[0] == '{') {
+        g4_member *m;
+        size_t n;
+        if (!g4_members(o, v, vl, &m, &n))
+            return;
+        out_str(o, "{");
+        for (size_t i = 0; i < n; i++) {
+            out_str(o, i ? "," : "");
+            out_str(o, esc ? G4_Q : "");
+            out_str(o, m[i].key);
+            out_str(o, esc ? G4_Q ":" : ":");
+            g4_arg(o, m[i].v, m[i].vl, esc);
+        }
+        out_str(o, "}");
+        g4_members_free(m, n);
+    } else {
+        py_str(o, v, vl, false); /* a number, or None */
+    }
+}
+
+/* Jinja's `for x in v` over a JSON value, each x's str() (upper: upper-
+ * cased) between <|"|>, "," between: a list's items, a dict's keys, a
+ * string's characters; another value raises (-EINVAL). */
+static void g4_list(outbuf *o, const char *v, size_t vl, bool upper) {
+    size_t pos = 0, kl, xl;
+    const char *k, *x;
+    char *s = NULL;
+    if (v[0] == '[' || v[0] == '{') {
+        for (bool first = true; eng__json_next(v, vl, &pos, &k, &kl, &x, &xl) == 1;
+             first = false) {
+            if (v[0] == '{')
+                x = k, xl = kl;
+            char *u = upper ? py_upper(x, xl) : NULL;
+            out_str(o, first ? G4_Q : "," G4_Q);
+            if (upper && u)
+                out_str(o, u);
+            else if (upper)
+                o->err = -ENOMEM;
+            else
+                py_str(o, x, xl, false);
+            out_str(o, G4_Q);
+            free(u);
+        }
+    } else if (v[0] != '"') {
+        o->err = -EINVAL;
+    } else if (eng__json_unquote(v, vl, &s) == -ENOMEM) {
+        o->err = -ENOMEM;
+    } else {
+        const char *c = s ? s : "";
+        for (size_t i = 0, l; c[i]; i += l) { /* one UTF-8 character each */
+            for (l = 1; (c[i + l] & 0xc0) == 0x80; l++)
+                ;
+            out_str(o, i ? "," G4_Q : G4_Q);
+            for (size_t j = 0; j < l; j++) {
+                const char ch = c[i + j];
+                const char u = upper && ch >= 'a' && ch <= 'z' ? (char)(ch - 'a' + 'A') : ch;
+                out_put(o, &u, 1);
+            }
+            out_str(o, G4_Q);
+        }
+        free(s);
+    }
+}
+
+static void g4_params(outbuf *o, const char *props, size_t pn);
+
+/* format_parameters' items:{...} of an array: each member of the items
+ * schema but nulls, sorted; its properties and required as the
+ * parameters', its type upper-cased, anything else as format_argument. */
+static void g4_items(outbuf *o, const char *items, size_t il) {
+    g4_member *m;
+    size_t n;
+    if (!g4_members(o, items, il, &m, &n))
+        return;
+    bool first = true;
+    for (size_t i = 0; i < n; i++) {
+        const char *v = m[i].v, *key = m[i].key;
+        const size_t vl = m[i].vl;
+        if (v[0] == 'n')
+            continue;
+        out_str(o, first ? "" : ",");
+        first = false;
+        if (!strcmp(key, "properties")) {
+            out_str(o, "properties:{");
+            if (v[0] == '{')
+                g4_params(o, v, vl);
+            out_str(o, "}");
+        } else if (!strcmp(key, "required")) {
+            out_str(o, "required:[");
+            g4_list(o, v, vl, false);
+            out_str(o, "]");
+        } else if (!strcmp(key, "type") && v[0] == '"') {
+            char *t = py_upper(v, vl);
+            out_str(o, "type:" G4_Q);
+            out_str(o, t ? t : "");
+            out_str(o, G4_Q);
+            o->err = t ? o->err : -ENOMEM;
+            free(t);
+        } else if (!strcmp(key, "type")) {
+            out_str(o, "type:[");
+            g4_list(o, v, vl, true);
+            out_str(o, "]");
+        } else {
+            out_str(o, key);
+            out_str(o, ":");
+            g4_arg(o, v, vl, true);
+        }
+    }
+    g4_members_free(m, n);
+}
+
+/* format_parameters: each property (sorted) but the schema's own keys, as
+ * KEY:{description, enum (a string's) or items (an array's), nullable,
+ * properties and required (an object's: its own properties, or the
+ * schema's other keys), type}. props not an object: dictsort raises. */
+static void g4_params(outbuf *o, const char *props, size_t pn) {
+    static const char *const schema_keys[] = { "description", "type", "properties", "required",
+                                               "nullable" };
+    g4_member *m;
+    size_t n;
+    if (props[0] != '{') {
+        o->err = -EINVAL;
+        return;
+    }
+    if (!g4_members(o, props, pn, &m, &n))
+        return;
+    bool first = true;
+    for (size_t i = 0; i < n; i++) {
+        bool standard = false;
+        for (size_t s = 0; s < sizeof(schema_keys) / sizeof(schema_keys[0]); s++)
+            standard |= !strcmp(m[i].key, schema_keys[s]);
+        if (standard)
+            continue;
+        const char *v = m[i].v, *x, *t = NULL;
+        size_t vl = m[i].vl, xl, tl = 0;
+        out_str(o, first ? "" : ",");
+        first = false;
+        out_str(o, m[i].key);
+        out_str(o, ":{");
+        bool comma = false; /* (the template's add_comma) */
+        if (json_get(v, vl, "description", &x, &xl) && py_truthy(x, xl)) {
+            out_str(o, "description:" G4_Q);
+            py_str(o, x, xl, false);
+            out_str(o, G4_Q);
+            comma = true;
+        }
+        char *type = json_get(v, vl, "type", &t, &tl) ? py_upper(t, tl) : py_upper(NULL, 0);
+        if (!type) {
+            o->err = -ENOMEM;
+            break;
+        }
+        if (!strcmp(type, "STRING") && json_get(v, vl, "enum", &x, &xl) && py_truthy(x, xl)) {
+            out_str(o, comma ? ",enum:" : "enum:");
+            comma = true;
+            g4_arg(o, x, xl, true);
+        } else if (!strcmp(type, "ARRAY") && json_get(v, vl, "items", &x, &xl) && x[0] == '{' &&
+                   py_truthy(x, xl)) {
+            out_str(o, comma ? ",items:{" : "items:{");
+            comma = true;
+            g4_items(o, x, xl);
+            out_str(o, "}");
+        }
+        if (json_get(v, vl, "nullable", &x, &xl) && py_truthy(x, xl)) {
+            out_str(o, comma ? ",nullable:true" : "nullable:true");
+            comma = true;
+        }
+        if (!strcmp(type, "OBJECT")) {
+            out_str(o, comma ? ",properties:{" : "properties:{");
+            comma = true;
+            if (json_get(v, vl, "properties", &x, &xl) && x[0] == '{')
+                g4_params(o, x, xl);
+            else /* (the schema itself: its other keys as properties) */
+                g4_params(o, v, vl);
+            out_str(o, "}");
+            if (json_get(v, vl, "required", &x, &xl) && py_truthy(x, xl)) {
+                out_str(o, ",required:[");
+                g4_list(o, x, xl, false);
+                out_str(o, "]");
+            }
+        }
+        out_str(o, comma ? ",type:" G4_Q : "type:" G4_Q);
+        out_str(o, type);
+        out_str(o, G4_Q "}");
+        free(type);
+    }
+    g4_members_free(m, n);
+}
+
+/* format_function_declaration of a tool's "function" object fn. */
+static void g4_declaration(outbuf *o, const char *fn, size_t fl) {
+    const char *x, *p;
+    size_t xl, pl;
+    out_str(o, "declaration:");
+    if (json_get(fn, fl, "name", &x, &xl))
+        py_str(o, x, xl, false);
+    out_str(o, "{description:" G4_Q);
+    if (json_get(fn, fl, "description", &x, &xl))
+        py_str(o, x, xl, false);
+    out_str(o, G4_Q);
+    if (json_get(fn, fl, "parameters", &p, &pl) && py_truthy(p, pl)) {
+        out_str(o, ",parameters:{");
+        if (json_get(p, pl, "properties", &x, &xl) && py_truthy(x, xl)) {
+            out_str(o, "properties:{");
+            g4_params(o, x, xl);
+            out_str(o, "},");
+        }
+        if (json_get(p, pl, "required", &x, &xl) && py_truthy(x, xl)) {
+            out_str(o, "required:[");
+            g4_list(o, x, xl, false);
+            out_str(o, "],");
+        }
+        /* (the parameters' "}" only with a type, as the template has it) */
+        if (json_get(p, pl, "type", &x, &xl) && py_truthy(x, xl)) {
+            char *t = py_upper(x, xl);
+            out_str(o, "type:" G4_Q);
+            out_str(o, t ? t : "");
+            out_str(o, G4_Q "}");
+            o->err = t ? o->err : -ENOMEM;
+            free(t);
+        }
+    }
+    if (json_get(fn, fl, "response", &p, &pl)) {
+        out_str(o, ",response:{");
+        if (json_get(p, pl, "description", &x, &xl) && py_truthy(x, xl)) {
+            out_str(o, "description:" G4_Q);
+            py_str(o, x, xl, false);
+            out_str(o, G4_Q ",");
+        }
+        char *t = json_get(p, pl, "type", &x, &xl) ? py_upper(x, xl) : py_upper(NULL, 0);
+        if (t && !strcmp(t, "OBJECT"))
+            out_str(o, "type:" G4_Q "OBJECT" G4_Q "}");
+        o->err = t ? o->err : -ENOMEM;
+        free(t);
+    }
+    out_str(o, "}");
+}
+
+/* An answer's call: "<|tool_call>call:NAME{KEY:VALUE,...}<tool_call|>",
+ * the arguments sorted, their keys bare. */
+static void g4_call(outbuf *o, const eng_tool_call *tc) {
+    out_str(o, "<|tool_call>call:");
+    out_str(o, tc->name);
+    out_str(o, "{");
+    g4_member *m = NULL;
+    size_t n = 0;
+    if (tc->arguments && !g4_members(o, tc->arguments, strlen(tc->arguments), &m, &n))
+        return;
+    for (size_t i = 0; i < n; i++) {
+        out_str(o, i ? "," : "");
+        out_str(o, m[i].key);
+        out_str(o, ":");
+        g4_arg(o, m[i].v, m[i].vl, false);
+    }
+    g4_members_free(m, n);
+    out_str(o, "}<tool_call|>");
+}
+
+/* strip_thinking: an answer cut at each "<channel|>", of each piece what
+ * comes before its first "<|channel>", the whole trimmed. */
+static void g4_answer(outbuf *o, const char *c) {
+    const size_t n = strlen(c);
+    char *kept = malloc(n + 1);
+    if (!kept) {
+        o->err = -ENOMEM;
+        return;
+    }
+    size_t k = 0;
+    for (const char *p = c, *end = c + n;;) {
+        const char *close = find_bytes(p, (size_t)(end - p), "<channel|>");
+        const char *piece = close ? close : end;
+        const char *open = find_bytes(p, (size_t)(piece - p), "<|channel>");
+        const char *stop = open ? open : piece;
+        memcpy(kept + k, p, (size_t)(stop - p));
+        k += (size_t)(stop - p);
+        if (!close)
+            break;
+        p = close + strlen("<channel|>");
+    }
+    kept[k] = '\0';
+    out_trimmed(o, kept);
+    free(kept);
+}
+
+/* Gemma 4 (the format at the top). The template's loop, for what ours
+ * carry: a message's turn header is left out where it is an answer that
+ * follows an answer (tool results between them), the same model turn
+ * going on; an answer with calls prints them, then the results of the
+ * "tool" messages right after it (a result past the calls is named
+ * "unknown"), then its content; it ends with "<|tool_response>" where no
+ * result follows, and keeps its turn open where results do and there is
+ * no content (the model goes on in that turn). The generation prompt
+ * follows a message that has neither; after one whose results are
+ * followed by content (its turn closed), "<|turn>model\n", as llama.cpp
+ * adds it (the template would add nothing). Tools that are not objects
+ * with a "function": -EINVAL (the template raises). */
+static void render_gemma4(const eng_chat_info *info, const eng_chat_msg *msgs, size_t n_msgs,
+                          const char *tools, size_t n_tools, unsigned flags, outbuf *o) {
+    const bool think = !(flags & ENG_CHAT_NO_THINK);
+    const bool sys = n_msgs > 0 &&
+                     (!strcmp(msgs[0].role, "system") || !strcmp(msgs[0].role, "developer"));
+    out_str(o, info->bos);
+    if (think || n_tools > 0 || sys) {
+        out_str(o, "<|turn>system\n");
+        out_str(o, think ? "<|think|>\n" : "");
+        if (sys)
+            out_trimmed(o, msgs[0].content);
+        const size_t tl = n_tools > 0 ? strlen(tools) : 0;
+        size_t pos = 0, vl, fl;
+        const char *v, *f;
+        while (n_tools > 0 && eng__json_next(tools, tl, &pos, NULL, NULL, &v, &vl) == 1) {
+            if (!json_get(v, vl, "function", &f, &fl)) {
+                o->err = -EINVAL;
+                return;
+            }
+            out_str(o, "<|tool>");
+            g4_declaration(o, f, fl);
+            out_str(o, "<tool|>");
+        }
+        out_str(o, "<turn|>\n");
+    }
+    enum { G4_TEXT, G4_CALLED, G4_ANSWERED } state = G4_TEXT;
+    bool closed = true;
+    const size_t first = sys ? 1 : 0;
+    for (size_t i = first; i < n_msgs; i++) {
+        const eng_chat_msg *m = &msgs[i];
+        if (!strcmp(m->role, "tool"))
+            continue;
+        const bool model = !strcmp(m->role, "assistant");
+        size_t prev = i; /* the message before, tool results passed over */
+        while (prev > first && !strcmp(msgs[prev - 1].role, "tool"))
+            prev--;
+        if (!model || prev == first || strcmp(msgs[prev - 1].role, "assistant") != 0) {
+            out_str(o, "<|turn>");
+            out_str(o, model ? "model" : m->role);
+            out_str(o, "\n");
+        }
+        state = m->n_tool_calls > 0 ? G4_CALLED : G4_TEXT;
+        for (size_t j = 0; j < m->n_tool_calls; j++)
+            g4_call(o, &m->tool_calls[j]);
+        for (size_t k = i + 1; m->n_tool_calls > 0 && k < n_msgs && !strcmp(msgs[k].role, "tool");
+             k++) {
+            const size_t at = k - i - 1;
+            out_str(o, "<|tool_response>response:");
+            out_str(o, at < m->n_tool_calls ? m->tool_calls[at].name : "unknown");
+            out_str(o, "{value:" G4_Q);
+            out_str(o, msgs[k].content);
+            out_str(o, G4_Q "}<tool_response|>");
+            state = G4_ANSWERED;
+        }
+        if (model)
+            g4_answer(o, m->content);
+        else
+            out_trimmed(o, m->content);
+        closed = state == G4_TEXT || (state == G4_ANSWERED && m->content[0]);
+        if (state == G4_CALLED)
+            out_str(o, "<|tool_response>");
+        else if (closed)
+            out_str(o, "<turn|>\n");
+    }
+    if ((flags & ENG_CHAT_ADD_ASSISTANT) && state == G4_TEXT)
+        out_str(o, think ? "<|turn>model\n" : "<|turn>model\n<|channel>thought\n<channel|>");
+    else if ((flags & ENG_CHAT_ADD_ASSISTANT) && closed)
+        out_str(o, "<|turn>model\n");
+}
+
 int eng_chat_render(const eng_chat_info *info, const eng_chat_msg *msgs, size_t n_msgs,
                     const char *tools, unsigned flags, char *buf, size_t cap) {
     const bool add_assistant = flags & ENG_CHAT_ADD_ASSISTANT;
@@ -1521,7 +2114,7 @@ int eng_chat_render(const eng_chat_info *info, const eng_chat_msg *msgs, size_t 
     if ((n_tools > 0 || n_calls > 0) && !info->tools)
         return -ENOTSUP;
 
-    outbuf o = {buf, cap > 0 ? cap - 1 : 0, 0};
+    outbuf o = {buf, cap > 0 ? cap - 1 : 0, 0, 0};
     if (info->kind == ENG_CHAT_LLAMA2 || info->kind == ENG_CHAT_MISTRAL || info->kind == ENG_CHAT_ZEPHYR ||
         info->kind == ENG_CHAT_PHI3 || info->kind == ENG_CHAT_MISTRAL3 || info->kind == ENG_CHAT_GEMMA ||
         info->kind == ENG_CHAT_DEEPSEEK_R1) {
@@ -1531,6 +2124,8 @@ int eng_chat_render(const eng_chat_info *info, const eng_chat_msg *msgs, size_t 
         render_granite4(info, msgs, n_msgs, tools, n_tools, add_assistant, &o);
     } else if (info->kind == ENG_CHAT_GRANITE) {
         render_granite(info, msgs, n_msgs, add_assistant, &o);
+    } else if (info->kind == ENG_CHAT_GEMMA4) {
+        render_gemma4(info, msgs, n_msgs, tools, n_tools, flags, &o);
     } else if (info->kind == ENG_CHAT_MISTRAL7) {
         render_mistral7(info, msgs, n_msgs, &o);
     } else if (info->kind == ENG_CHAT_TULU) {
@@ -1752,6 +2347,8 @@ int eng_chat_render(const eng_chat_info *info, const eng_chat_msg *msgs, size_t 
         if (add_assistant)
             out_str(&o, LLAMA3_HDR_START "assistant" LLAMA3_HDR_END "\n\n");
     }
+    if (o.err)
+        return o.err;
     if (o.len > INT_MAX)
         return -EOVERFLOW;
     if (cap > 0)
@@ -1900,6 +2497,19 @@ static bool py_string(const char *s, size_t n, size_t *i, growbuf *g) {
  * (JSON's grammar checks them after), True / False / None and JSON's
  * spellings of them (llama.cpp takes both), lists and dicts (string keys,
  * a trailing comma allowed). false: not one. */
+/* A number's characters as they stand (digits, signs, '.', exponents),
+ * copied to g; false where none start at *i. */
+static bool json_number(const char *s, size_t n, size_t *i, growbuf *g) {
+    size_t k = *i;
+    while (k < n && (isdigit((unsigned char)s[k]) || memchr("+-.eE", s[k], 5)))
+        k++;
+    if (k == *i)
+        return false;
+    grow_put(g, s + *i, k - *i);
+    *i = k;
+    return true;
+}
+
 static bool py_literal(const char *s, size_t n, size_t *i, growbuf *g, int depth) {
     if (*i >= n || depth > 32)
         return false;
@@ -1950,14 +2560,7 @@ static bool py_literal(const char *s, size_t n, size_t *i, growbuf *g, int depth
             return true;
         }
     }
-    size_t k = *i;
-    while (k < n && (isdigit((unsigned char)s[k]) || memchr("+-.eE", s[k], 5)))
-        k++;
-    if (k == *i)
-        return false;
-    grow_put(g, s + *i, k - *i);
-    *i = k;
-    return true;
+    return json_number(s, n, i, g);
 }
 
 static bool py_ident(char c, bool first) {
@@ -2187,6 +2790,147 @@ static int xml_block(const char *text, size_t len, size_t *i, call_list *l) {
     return r;
 }
 
+/* ---- Gemma 4's calls: <|tool_call>call:NAME{key:value,...}<tool_call|> -- */
+
+static bool g4_value(const char *s, size_t n, size_t *i, growbuf *g, int depth);
+
+/* A Gemma 4 dict at s[*i] ('{') as a JSON object into g: keys bare (up
+ * to their ':', no '}' in them; as written, leading space dropped), one
+ * or more members or none. false: not one. */
+static bool g4_dict(const char *s, size_t n, size_t *i, growbuf *g, int depth) {
+    size_t k = skip_json_ws(s, n, *i + 1);
+    grow_put(g, "{", 1);
+    for (bool first = true; k < n && s[k] != '}'; first = false) {
+        if (!first) {
+            if (s[k] != ',')
+                return false;
+            k = skip_json_ws(s, n, k + 1);
+            grow_put(g, ", ", 2);
+        }
+        const size_t a = k;
+        while (k < n && s[k] != ':' && s[k] != '}')
+            k++;
+        if (k == a || k >= n || s[k] != ':')
+            return false;
+        eng__json_quote(s + a, k - a, grow_put, g);
+        grow_put(g, ": ", 2);
+        k = skip_json_ws(s, n, k + 1);
+        if (!g4_value(s, n, &k, g, depth + 1))
+            return false;
+        k = skip_json_ws(s, n, k);
+    }
+    if (k >= n)
+        return false;
+    grow_put(g, "}", 1);
+    *i = k + 1;
+    return true;
+}
+
+/* A Gemma 4 value at s[*i] as JSON into g, as llama.cpp reads them: a
+ * string between <|"|> (as it is: no escapes), a dict, a list, a JSON
+ * number, true, false or null (JSON's words: None is not one). false:
+ * not one (numbers are checked with the whole object after). */
+static bool g4_value(const char *s, size_t n, size_t *i, growbuf *g, int depth) {
+    static const char q[] = G4_Q;
+    if (*i >= n || depth > 32)
+        return false;
+    const char c = s[*i];
+    if (n - *i >= sizeof(q) - 1 && !memcmp(s + *i, q, sizeof(q) - 1)) {
+        const size_t a = *i + sizeof(q) - 1;
+        const char *end = find_bytes(s + a, n - a, q);
+        if (!end)
+            return false;
+        eng__json_quote(s + a, (size_t)(end - s) - a, grow_put, g);
+        *i = (size_t)(end - s) + sizeof(q) - 1;
+        return true;
+    }
+    if (c == '{')
+        return g4_dict(s, n, i, g, depth);
+    if (c == '[') {
+        size_t k = skip_json_ws(s, n, *i + 1);
+        grow_put(g, "[", 1);
+        for (bool first = true; k < n && s[k] != ']'; first = false) {
+            if (!first) {
+                if (s[k] != ',')
+                    return false;
+                k = skip_json_ws(s, n, k + 1);
+                grow_put(g, ", ", 2);
+            }
+            if (!g4_value(s, n, &k, g, depth + 1))
+                return false;
+            k = skip_json_ws(s, n, k);
+        }
+        if (k >= n)
+            return false;
+        grow_put(g, "]", 1);
+        *i = k + 1;
+        return true;
+    }
+    static const char *const words[] = { "true", "false", "null" };
+    for (size_t w = 0; w < sizeof(words) / sizeof(words[0]); w++)
+        if (eat(s, n, i, words[w])) {
+            grow_put(g, words[w], strlen(words[w]));
+            return true;
+        }
+    return json_number(s, n, i, g);
+}
+
+/* Gemma 4: a <|tool_call>call:NAME{...}<tool_call|> block's call
+ * (parse_blocks), its arguments in json.dumps form. NAME: the bytes up to
+ * the "{", none of them space, '<', '>' or '}'. */
+static int g4_block(const char *text, size_t len, size_t *i, call_list *l) {
+    if (!eat(text, len, i, "call:"))
+        return 0;
+    const size_t name0 = *i;
+    while (*i < len && text[*i] != '{' && !is_space(text[*i]) && !memchr("<>}", text[*i], 3))
+        (*i)++;
+    if (*i == name0 || *i >= len || text[*i] != '{')
+        return 0;
+    const size_t name_len = *i - name0;
+    growbuf raw = {0}, args = {0};
+    const bool ok = g4_dict(text, len, i, &raw, 0);
+    int64_t e = ok && !raw.failed ? eng__json_value(raw.p, raw.n, grow_put, &args) : -1;
+    free(raw.p);
+    eng_tool_call *tc = e >= 0 && (size_t)e == raw.n && !args.failed ? call_slot(l) : NULL;
+    if (tc && !(tc->name = strndup(text + name0, name_len)))
+        tc = NULL;
+    if (!tc) {
+        const bool oom = raw.failed || args.failed || (e >= 0 && (size_t)e == raw.n);
+        free(args.p);
+        return oom ? -ENOMEM : 0;
+    }
+    tc->arguments = args.p;
+    l->count++;
+    return 1;
+}
+
+/* Gemma 4's answer: [<|turn>model\n] [<|channel>...] <|channel>thought
+ * REASONING <channel|> CONTENT as llama.cpp reads it: the reasoning from
+ * after "thought" and its white space to the first "<channel|>" (to the
+ * end where there is none: cut short), the content after it; without
+ * that opening, all content. (llama.cpp also drops a stray "<channel|>"
+ * or empty thought at the content's end; our content runs to the end.) */
+static void g4_split(const char *t, size_t n, size_t *think_off, size_t *think_len,
+                     size_t *content_off) {
+    static const char open[] = "<|channel>", close[] = "<channel|>";
+    const size_t ol = sizeof(open) - 1;
+    size_t i = 0;
+    eat(t, n, &i, "<|turn>model\n");
+    *think_off = *content_off = i;
+    *think_len = 0;
+    size_t j = i; /* (past openings not followed by "thought", as llama.cpp) */
+    while (n - j >= ol && !memcmp(t + j, open, ol) &&
+           !(n - j - ol >= 7 && !memcmp(t + j + ol, "thought", 7)))
+        j += ol;
+    if (!eat(t, n, &j, "<|channel>thought"))
+        return;
+    j = skip_json_ws(t, n, j);
+    const char *c = find_bytes(t + j, n - j, close);
+    *think_off = j;
+    *think_len = c ? (size_t)(c - t) - j : n - j;
+    *content_off = c ? (size_t)(c - t) + sizeof(close) - 1 : n;
+}
+
 int eng_chat_parse_calls(const eng_chat_info *info, const char *text, size_t len,
                          eng_tool_call **ret_calls, size_t *ret_n, size_t *ret_content_len) {
     static const char open[] = "<tool_call>", close[] = "</tool_call>";
@@ -2204,6 +2948,15 @@ int eng_chat_parse_calls(const eng_chat_info *info, const char *text, size_t len
     if (info->xml_calls)
         return parse_blocks(text ? text : "", len, open, close, xml_block, ret_calls, ret_n,
                             ret_content_len);
+    if (info->kind == ENG_CHAT_GEMMA4) { /* (calls after the reasoning, not in it) */
+        size_t to, tl, co;
+        g4_split(text ? text : "", len, &to, &tl, &co);
+        int r = parse_blocks(text ? text + co : "", len - co, "<|tool_call>", "<tool_call|>",
+                             g4_block, ret_calls, ret_n, ret_content_len);
+        if (r == 0 && *ret_n > 0 && ret_content_len)
+            *ret_content_len += co;
+        return r;
+    }
     if (info->kind == ENG_CHAT_LLAMA3) {
         int r = llama_call(text, len, ret_calls, ret_n);
         if (r == 0 && *ret_n > 0 && ret_content_len)

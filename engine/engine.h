@@ -156,6 +156,12 @@ typedef struct eng_model_info {
      * written by every decode step; 0: none */
     int n_ssm;
     uint64_t bytes_ssm_state;
+    /* Gemma 4: n_kv_shared last layers attend over an earlier layer's
+     * cache (none of their own); each layer takes a per-layer embedding of
+     * n_embd_per_layer, from a table of bytes_ple_table left in the file
+     * (a token's row read as it comes); 0: none */
+    int n_kv_shared, n_embd_per_layer;
+    uint64_t bytes_ple_table;
     eng_dtype storage;
     /* how the FFN's neurons are kept: storage, or ENG_DTYPE_Q8_0 on a
      * backend that computes on it (q8_matrices, or the file's Q8_0 FFN),
@@ -232,6 +238,7 @@ typedef enum eng_chat_template {
     ENG_CHAT_TULU,    /* Tulu 3, OLMo 2: <|user|>\n ... \n<|assistant|>\n ... eos */
     ENG_CHAT_MISTRAL7, /* Ministral 3, Mistral Small 3.x: [SYSTEM_PROMPT] ... [INST] ...
                         * [/INST] ... eos */
+    ENG_CHAT_GEMMA4,   /* Gemma 4: <|turn>user ... <turn|>, its thinking switch, its calls */
 } eng_chat_template;
 
 eng_chat_template eng_model_chat_template(const eng_model *model);
@@ -286,8 +293,9 @@ int eng_chat_apply_tools(const eng_model *model, const eng_chat_msg *msgs, size_
                          const char *tools, unsigned flags, char *buf, size_t cap);
 
 /* The tool calls in a generated answer: every <tool_call> block of the
- * text (Qwen), or the whole answer (Llama), each a JSON object with a
- * string "name" and an object "arguments" or "parameters" (absent: {}),
+ * text (Qwen; Gemma 4: its <|tool_call>call:NAME{...}<tool_call|> blocks
+ * after its reasoning), or the whole answer (Llama), each a JSON object
+ * with a string "name" and an object "arguments" or "parameters" (absent: {}),
  * returned with the arguments in json.dumps form. An answer with no block,
  * or with one that is not such an object (cut short by max_tokens, say),
  * has no calls: *ret_n = 0 and it stays text. *ret_content_len (when not
@@ -305,8 +313,10 @@ void eng_tool_calls_free(eng_tool_call *calls, size_t n);
  * newlines trimmed (*ret_think_off, *ret_think_len), the answer what comes
  * after the last "</think>", leading newlines dropped (*ret_content_off
  * to the end). An answer without "</think>" is all answer (length 0
- * reasoning). -ENOTSUP when the template has no reasoning (ask with
- * text NULL, len 0). */
+ * reasoning). Gemma 4: the reasoning of an answer that opens with
+ * "<|channel>thought", from after it and its white space up to the first
+ * "<channel|>" (to the end where none closes it), the answer after that.
+ * -ENOTSUP when the template has no reasoning (ask with text NULL, len 0). */
 int eng_chat_reasoning(const eng_model *model, const char *text, size_t len, size_t *ret_think_off,
                        size_t *ret_think_len, size_t *ret_content_off);
 

@@ -485,7 +485,7 @@ static int64_t rd_number(const char *s, size_t n, size_t i, const jw *w)
             i++;
     }
     if (whole) { /* Python's int: as written, but -0 is 0 */
-        if (i - st == 2 && s[st] == '-')
+        if (i - st == 2 && s[st] == '-' && s[st + 1] == '0')
             jput(w, "0", 1);
         else
             jput(w, s + st, i - st);

@@ -3,8 +3,10 @@
  * Loading maps the GGUF file, checks every tensor the architecture needs
  * against the shapes the metadata implies, converts the weights to the
  * storage type (f16 by default) and closes the file: after eng_model_load()
- * nothing refers to the mapping. The FFN is stored neuron-major (see
- * backend.h) so that selective loading and computation can address neurons.
+ * nothing refers to the mapping (Gemma 4's per-layer embedding table is
+ * read from the file as tokens come: eng_model.ple_tok). The FFN is stored
+ * neuron-major (see backend.h) so that selective loading and computation
+ * can address neurons.
  *
  * Weights live in backend memory. For the CPU backend that is host memory
  * and conversions write straight into it; for a GPU each conversion job
@@ -13,7 +15,9 @@
  * GPU shares the host's memory, no second copy of the model remains).
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
+#include <sys/stat.h>
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -96,6 +100,8 @@ void eng_model_free(eng_model *m)
         m->be->iface->free(m->be);
     }
     free(m->bufs);
+    if (m->ple_tok.open)
+        close(m->ple_tok.fd);
     eng_vocab_free(m->vocab);
     free(m->path);
     for (size_t i = 0; i < m->n_allocs; i++)
@@ -240,6 +246,8 @@ static int ffn_width(const eng_model *m, int il)
 {
     if (has_experts(m, il)) /* (and a shared expert's neurons after theirs) */
         return m->info.n_expert * m->n_ff_exp + m->n_ff_shared;
+    if (m->ffn_n) /* (gemma4: the file's width of each layer) */
+        return m->ffn_n[il];
     return m->n_ff_dense ? m->n_ff_dense : m->info.n_ff;
 }
 
@@ -681,7 +689,8 @@ static int ffn_alloc(eng_model *m, eng_layer *L, int cap)
     L->ffn = (eng_ffn_weights){ .dtype = m->info.ffn_dtype, .n_embd = E, .n_slots = 0,
                                 .gate_up = gu, .down = down,
                                 .act = m->arch == ENG_ARCH_GEMMA || m->arch == ENG_ARCH_GEMMA2 ||
-                                               m->arch == ENG_ARCH_GEMMA3
+                                               m->arch == ENG_ARCH_GEMMA3 ||
+                                               m->arch == ENG_ARCH_GEMMA4
                                            ? ENG_ACT_GELU
                                            : ENG_ACT_SILU };
     L->neuron_of_slot = ids;
@@ -761,8 +770,9 @@ static int load_ffn(loader *ld, int il, eng_layer *L, const eng_plan *plan)
         return r;
     if ((r = ffn_tensors_get(ld, il, false, &t)) < 0)
         return r;
-    /* (experts: the dense plan's first neurons, as many as the layer has) */
-    int n = m->n_ff_exp ? ffn_width(m, il) : plan->n_loaded[il];
+    /* (experts, layers of their own widths: the dense plan's first
+     * neurons, as many as the layer has) */
+    int n = m->n_ff_exp || m->ffn_n ? ffn_width(m, il) : plan->n_loaded[il];
     if (ffn_alloc(m, L, n) < 0) {
         char what[64];
         snprintf(what, sizeof(what), "the FFN of layer %d", il);
@@ -1005,6 +1015,38 @@ static int get_u32_arch(const gguf_file *f, const char *arch, const char *suffix
     if (r < 0)
         return eng__set_err(err, r == -ENOENT ? -EINVAL : r, "metadata '%s' is %s", key,
                             r == -ENOENT ? "missing" : "not a valid unsigned integer");
+    return 0;
+}
+
+/* A count that is one number, or (arr_ok: gemma4's FFN widths and KV
+ * heads) one per layer: *ret the largest, *ret_arr the layers' (NULL for
+ * one number). */
+static int get_layer_u32(const gguf_file *f, const char *arch, const char *suffix, eng_model *m,
+                         uint32_t n_layer, bool arr_ok, bool required, uint32_t def,
+                         uint32_t *ret, int32_t **ret_arr, eng_error *err)
+{
+    char key[128];
+    snprintf(key, sizeof(key), "%s.%s", arch, suffix);
+    enum gguf_type et;
+    uint64_t len;
+    *ret_arr = NULL;
+    if (!arr_ok || gguf_get_arr_info(f, key, &et, &len) < 0)
+        return get_u32_arch(f, arch, suffix, required, def, ret, err);
+    if (len != n_layer || n_layer > MAX_LAYERS)
+        return eng__set_err(err, -EINVAL, "metadata '%s' has %llu entries for %u layers", key,
+                            (unsigned long long)len, n_layer);
+    int32_t *a = model_alloc(m, (size_t)n_layer * sizeof(*a));
+    if (!a)
+        return eng__set_err(err, -ENOMEM, "out of memory");
+    *ret = 0;
+    for (uint32_t il = 0; il < n_layer; il++) {
+        if (gguf_get_arr_i32(f, key, il, &a[il]) < 0 || a[il] <= 0 || a[il] > MAX_DIM)
+            return eng__set_err(err, -EINVAL, "metadata '%s'[%u] is not a count in 1..%d", key,
+                                il, MAX_DIM);
+        if ((uint32_t)a[il] > *ret)
+            *ret = (uint32_t)a[il];
+    }
+    *ret_arr = a;
     return 0;
 }
 
@@ -1328,6 +1370,68 @@ static int load_experts(const gguf_file *f, const char *arch, eng_model *m, uint
     return 0;
 }
 
+/* Gemma 4's own keys, after load_hparams has read the global layers'
+ * heads (attention.key_length) and which layers are local: the local
+ * layers' heads, the layers that read an earlier layer's cache (the last
+ * attention.shared_kv_layers: a local one the last local layer's before
+ * them, a global one the last global layer's, as llama.cpp maps them),
+ * the per-layer embeddings' width. */
+static int load_gemma4(const gguf_file *f, const char *arch, eng_model *m, uint32_t n_layer,
+                       eng_error *err)
+{
+    const int hd = m->info.head_dim, H = m->info.n_head;
+    uint32_t vl, hs, vs, rs, shared, P;
+    int r;
+    char key[128];
+    snprintf(key, sizeof(key), "%s.attention.sliding_window_pattern", arch);
+    if (gguf_find_key(f, key) < 0 || !m->swa_local) /* (flags, or a period: load_swa_layers) */
+        return eng__set_err(err, -EINVAL, "metadata '%s' is missing", key);
+    if ((r = get_u32_arch(f, arch, "attention.value_length", false, (uint32_t)hd, &vl, err)) < 0 ||
+        (r = get_u32_arch(f, arch, "attention.key_length_swa", false, (uint32_t)hd, &hs,
+                          err)) < 0 ||
+        (r = get_u32_arch(f, arch, "attention.value_length_swa", false, hs, &vs, err)) < 0 ||
+        (r = get_u32_arch(f, arch, "rope.dimension_count_swa", false, (uint32_t)m->n_rot, &rs,
+                          err)) < 0 ||
+        (r = get_u32_arch(f, arch, "attention.shared_kv_layers", false, 0, &shared, err)) < 0 ||
+        (r = get_u32_arch(f, arch, "embedding_length_per_layer_input", true, 0, &P, err)) < 0)
+        return r;
+    if (vl != (uint32_t)hd || vs != hs)
+        return eng__set_err(err, -ENOTSUP, "%s with values of another width than keys (%u/%u, "
+                            "%u/%u) is not supported", arch, vl, hd, vs, hs);
+    if (hs == 0 || hs > 1024 || hs % 2 || rs == 0 || rs > hs || rs % 2)
+        return eng__set_err(err, -EINVAL, "local heads of %u with %u rotating are not valid", hs,
+                            rs);
+    m->head_dim_swa = (int)hs;
+    m->n_rot_swa = (int)rs;
+    for (uint32_t il = 0; m->kv_heads && il < n_layer; il++)
+        if (H % m->kv_heads[il])
+            return eng__set_err(err, -EINVAL, "layer %u: %d KV heads for %d heads", il,
+                                m->kv_heads[il], H);
+    /* llama.cpp maps a shared layer to layer from - 2 (local) or from - 1
+     * (global): refused where that is a layer of the other kind */
+    if (shared >= n_layer || (shared > 0 && n_layer - shared < 2))
+        return eng__set_err(err, -EINVAL, "%s.attention.shared_kv_layers %u of %u layers", arch,
+                            shared, n_layer);
+    m->n_kv_from = (int)(n_layer - shared);
+    for (int il = m->n_kv_from; il < (int)n_layer; il++) {
+        const int src = m->n_kv_from - (m->swa_local[il] ? 2 : 1);
+        if (m->swa_local[src] != m->swa_local[il] ||
+            (m->kv_heads && m->kv_heads[src] != m->kv_heads[il]))
+            return eng__set_err(err, -EINVAL, "layer %d would attend over the cache of layer %d, "
+                                "a layer of another kind", il, src);
+    }
+    if (P > 4096 || (uint64_t)P * n_layer > MAX_DIM)
+        return eng__set_err(err, -EINVAL, "%s.embedding_length_per_layer_input %u out of range",
+                            arch, P);
+    m->n_embd_per_layer = (int)P;
+    const int w = hd > (int)hs ? hd : (int)hs;
+    if (!(m->ones = model_alloc(m, (size_t)w * sizeof(float))))
+        return eng__set_err(err, -ENOMEM, "out of memory");
+    for (int i = 0; i < w; i++)
+        m->ones[i] = 1.0f;
+    return 0;
+}
+
 static int load_hparams(const gguf_file *f, eng_model *m, eng_error *err)
 {
     const char *s;
@@ -1363,6 +1467,8 @@ static int load_hparams(const gguf_file *f, eng_model *m, eng_error *err)
         m->arch = ENG_ARCH_GEMMA2;
     else if (!strcmp(arch, "gemma3"))
         m->arch = ENG_ARCH_GEMMA3;
+    else if (!strcmp(arch, "gemma4"))
+        m->arch = ENG_ARCH_GEMMA4;
     else if (!strcmp(arch, "smollm3"))
         m->arch = ENG_ARCH_SMOLLM3;
     else if (!strcmp(arch, "granite"))
@@ -1404,7 +1510,8 @@ static int load_hparams(const gguf_file *f, eng_model *m, eng_error *err)
     } else
         return eng__set_err(err, -ENOTSUP,
                             "unsupported architecture '%s' (supported: llama, ernie4_5, qwen2, "
-                            "qwen3, qwen2vl, qwen3vl, phi3, gemma, gemma2, gemma3, smollm3, "
+                            "qwen3, qwen2vl, qwen3vl, phi3, gemma, gemma2, gemma3, gemma4, "
+                            "smollm3, "
                             "granite, exaone, minicpm, olmo2, exaone4, mistral3, hunyuan-dense, "
                             "lfm2, lfm2moe, qwen3moe, qwen3vlmoe, granitemoe, olmoe, "
                             "granitehybrid, qwen2moe, qwen35, qwen35moe; text "
@@ -1425,8 +1532,9 @@ static int load_hparams(const gguf_file *f, eng_model *m, eng_error *err)
                                 arr ? "longer than 4" : "missing or not a number");
     }
     /* what every Gemma has (GeGLU, scaled embeddings, NEOX), and what
-     * Gemma 2 and 3 add (local layers, norms after attention and FFN) */
-    const bool g23 = m->arch == ENG_ARCH_GEMMA2 || m->arch == ENG_ARCH_GEMMA3;
+     * Gemma 2, 3 and 4 add (local layers, norms after attention and FFN) */
+    const bool g4 = m->arch == ENG_ARCH_GEMMA4;
+    const bool g23 = m->arch == ENG_ARCH_GEMMA2 || m->arch == ENG_ARCH_GEMMA3 || g4;
     const bool gemma = g23 || m->arch == ENG_ARCH_GEMMA;
     snprintf(m->info.arch, sizeof(m->info.arch), "%s", arch);
     if (gguf_get_str(f, "general.name", &s, &len) == 0)
@@ -1437,7 +1545,8 @@ static int load_hparams(const gguf_file *f, eng_model *m, eng_error *err)
     int r;
     if ((r = get_u32_arch(f, arch, "block_count", true, 0, &n_layer, err)) < 0 ||
         (r = get_u32_arch(f, arch, "embedding_length", true, 0, &n_embd, err)) < 0 ||
-        (r = get_u32_arch(f, arch, "feed_forward_length", true, 0, &n_ff, err)) < 0 ||
+        (r = get_layer_u32(f, arch, "feed_forward_length", m, n_layer, g4, true, 0, &n_ff,
+                           &m->ffn_n, err)) < 0 ||
         (r = get_u32_arch(f, arch, "attention.head_count", true, 0, &n_head, err)) < 0 ||
         (r = get_u32_arch(f, arch, "context_length", false, 2048, &n_ctx, err)) < 0)
         return r;
@@ -1455,7 +1564,9 @@ static int load_hparams(const gguf_file *f, eng_model *m, eng_error *err)
     m->info.n_layer = (int)(n_layer - nextn);
     if ((r = load_experts(f, arch, m, &n_ff, err)) < 0)
         return r;
-    if ((r = load_kv_heads(f, arch, m, n_head, &n_head_kv, err)) < 0 ||
+    if ((r = g4 ? get_layer_u32(f, arch, "attention.head_count_kv", m, n_layer, true, false,
+                                n_head, &n_head_kv, &m->kv_heads, err)
+                : load_kv_heads(f, arch, m, n_head, &n_head_kv, err)) < 0 ||
         (m->attn_gate && (r = load_delta_layers(f, arch, m, n_layer, err)) < 0))
         return r;
     if (n_embd == 0 || n_embd > MAX_DIM || n_ff == 0 || n_ff > MAX_DIM)
@@ -1605,17 +1716,17 @@ static int load_hparams(const gguf_file *f, eng_model *m, eng_error *err)
     const bool ex4_swa = ex4 && n_layer == 64, lfm2 = m->arch == ENG_ARCH_LFM2;
     uint32_t n_swa = 0;
     if ((m->arch == ENG_ARCH_PHI3 || g23 || olmo || ex4_swa || lfm2) &&
-        (r = get_u32_arch(f, arch, "attention.sliding_window", false,
+        (r = get_u32_arch(f, arch, "attention.sliding_window", g4,
                           m->arch == ENG_ARCH_GEMMA2 || ex4_swa ? 4096 : 0, &n_swa, err)) < 0)
         return r;
     m->n_swa = n_swa > (1u << 24) ? 1 << 24 : (int)n_swa; /* beyond any context: no cut */
-    if (m->n_swa > 0 && m->arch != ENG_ARCH_PHI3 &&
+    if ((m->n_swa > 0 || g4) && m->arch != ENG_ARCH_PHI3 &&
         (r = load_swa_layers(f, arch, m,
                              m->arch == ENG_ARCH_GEMMA2 ? 2 : g23 ? 6 : lfm2 ? 0 : 4, err)) < 0)
         return r;
     /* Gemma's local layers' RoPE base, as llama.cpp sets it or as the
      * file says (OLMo 3's and EXAONE 4's layers all take rope.freq_base) */
-    m->rope_base_swa = m->arch == ENG_ARCH_GEMMA3 ? 10000.0f : m->rope_freq_base;
+    m->rope_base_swa = m->arch == ENG_ARCH_GEMMA3 || g4 ? 10000.0f : m->rope_freq_base;
     if (g23 && (r = get_f32_arch(f, arch, "rope.freq_base_swa", m->rope_base_swa,
                                  &m->rope_base_swa, err)) < 0)
         return r;
@@ -1628,6 +1739,8 @@ static int load_hparams(const gguf_file *f, eng_model *m, eng_error *err)
     m->attn_scale = mscale * mscale / sqrtf((float)head_dim);
     if ((m->arch == ENG_ARCH_GEMMA2 && n_layer == 46) || (m->arch == ENG_ARCH_GEMMA3 && n_layer == 62))
         m->attn_scale = mscale * mscale / sqrtf((float)(n_embd / n_head));
+    if (g4) /* (q and k normalised: Gemma 4's scores are not scaled) */
+        m->attn_scale = mscale * mscale;
     m->embd_scale = gemma ? sqrtf((float)n_embd) : 0.0f;
     m->nope_step = m->arch == ENG_ARCH_SMOLLM3 ? 4 : 0; /* as llama.cpp, not from the file */
     if ((m->arch == ENG_ARCH_GRANITE || m->arch == ENG_ARCH_MINICPM) &&
@@ -1640,15 +1753,17 @@ static int load_hparams(const gguf_file *f, eng_model *m, eng_error *err)
     float *capv[] = { &m->attn_softcap, &m->final_softcap };
     const bool g2 = m->arch == ENG_ARCH_GEMMA2;
     for (int i = 0; i < 2; i++) {
-        if ((r = get_f32_arch(f, arch, caps[i], g2 ? (i ? 30.0f : 50.0f) : 0.0f, capv[i], err)) < 0)
+        const float def = g2 ? (i ? 30.0f : 50.0f) : g4 && i ? 30.0f : 0.0f;
+        if ((r = get_f32_arch(f, arch, caps[i], def, capv[i], err)) < 0)
             return r;
         if (*capv[i] < 0.0f)
             return eng__set_err(err, -EINVAL, "%s.%s = %g is negative", arch, caps[i], *capv[i]);
-        if (*capv[i] != 0.0f && !g2 && !(i == 1 && m->arch == ENG_ARCH_GEMMA3))
+        if (*capv[i] != 0.0f && !g2 &&
+            !(i == 1 && (m->arch == ENG_ARCH_GEMMA3 || g4)))
             return eng__set_err(err, -ENOTSUP, "%s.%s = %g (soft-capping) is not supported here",
                                 arch, caps[i], *capv[i]);
     }
-    return 0;
+    return g4 ? load_gemma4(f, arch, m, n_layer, err) : 0;
 }
 
 /* ---- load ---- */
@@ -1821,12 +1936,71 @@ static int load_ssm_block(loader *ld, int il, eng_layer *L)
     return 0;
 }
 
+/* gemma4's per-layer embeddings: the projection and its norm converted,
+ * the token table left in the file (eng_model.ple_tok) after a check that
+ * its rows convert. */
+static int load_ple(loader *ld)
+{
+    eng_model *m = ld->m;
+    const uint64_t P = (uint64_t)m->n_embd_per_layer, LP = P * (uint64_t)m->info.n_layer;
+    const gguf_tensor *t;
+    int r;
+    if ((r = load_mat(ld, "per_layer_model_proj.weight", (uint64_t)m->info.n_embd, LP, true,
+                      &m->ple_model_proj)) < 0 ||
+        (r = load_vec(ld, "per_layer_proj_norm.weight", P, true, &m->ple_proj_norm)) < 0 ||
+        (r = get_tensor(ld, "per_layer_token_embd.weight", 2, LP, (uint64_t)m->info.n_vocab, true,
+                        &t)) < 0 ||
+        (r = ensure_row(ld, LP)) < 0 || (r = dequant_row(ld, t, 0, ld->row)) < 0)
+        return r;
+    const uint8_t *base = gguf_file_data(ld->f);
+    m->ple_tok.offset = (uint64_t)((const uint8_t *)t->data - base);
+    m->ple_tok.type = t->type;
+    m->ple_tok.row_bytes = ggml_row_bytes(t->type, LP);
+    if ((m->ple_tok.fd = open(m->path, O_RDONLY | O_CLOEXEC)) < 0)
+        return eng__set_err(ld->err, -errno, "%s: %s", m->path, strerror(errno));
+    m->ple_tok.open = true;
+    /* (the file opened again: the one being loaded, not one put in its
+     * place since) */
+    struct stat st;
+    if (fstat(m->ple_tok.fd, &st) < 0 || (uint64_t)st.st_size != gguf_file_size(ld->f))
+        return eng__set_err(ld->err, -EMEDIUMTYPE, "%s changed while loading", m->path);
+    return 0;
+}
+
+/* gemma4's own tensors in layer il: its output scale, its per-layer
+ * embedding block. */
+static int load_gemma4_layer(loader *ld, int il, eng_layer *L)
+{
+    eng_model *m = ld->m;
+    const uint64_t E = (uint64_t)m->info.n_embd, P = (uint64_t)m->n_embd_per_layer;
+    char name[96];
+    float *scale = NULL;
+    int r;
+    snprintf(name, sizeof(name), "blk.%d.layer_output_scale.weight", il);
+    if ((r = load_vec(ld, name, 1, false, &scale)) < 0)
+        return r;
+    if (scale && !isfinite(ld->row[0]))
+        return eng__set_err(ld->err, -EINVAL, "tensor '%s' is not finite", name);
+    L->out_scaled = scale != NULL; /* (its value is the row load_vec just read) */
+    L->out_scale = scale ? ld->row[0] : 1.0f;
+    if (!P)
+        return 0;
+    snprintf(name, sizeof(name), "blk.%d.inp_gate.weight", il);
+    if ((r = load_mat(ld, name, E, P, true, &L->ple_gate)) < 0)
+        return r;
+    snprintf(name, sizeof(name), "blk.%d.proj.weight", il);
+    if ((r = load_mat(ld, name, P, E, true, &L->ple_proj)) < 0)
+        return r;
+    snprintf(name, sizeof(name), "blk.%d.post_norm.weight", il);
+    return load_vec(ld, name, E, true, &L->ple_norm);
+}
+
 static int load_weights(loader *ld, const eng_plan *plan)
 {
     eng_model *m = ld->m;
     const gguf_file *f = ld->f;
-    const int E = m->info.n_embd, H = m->info.n_head, Hkv = m->info.n_head_kv;
-    const int hd = m->info.head_dim, V = m->info.n_vocab;
+    const int E = m->info.n_embd, H = m->info.n_head, V = m->info.n_vocab;
+    const bool g4 = m->arch == ENG_ARCH_GEMMA4;
     int r;
 
     if ((r = load_mat(ld, "token_embd.weight", E, V, true, &m->tok_embd)) < 0)
@@ -1858,6 +2032,8 @@ static int load_weights(loader *ld, const eng_plan *plan)
                             "model, and neither rope_freqs nor a scaling factor");
     if (m->rope_linear != 1.0f && (r = load_rope_scaled(ld)) < 0)
         return r;
+    if (m->n_embd_per_layer && (r = load_ple(ld)) < 0)
+        return r;
 
     m->layers = calloc(m->info.n_layer, sizeof(*m->layers));
     if (!m->layers)
@@ -1866,6 +2042,18 @@ static int load_weights(loader *ld, const eng_plan *plan)
         eng_layer *L = &m->layers[il];
         char name[96];
 #define NAME(suffix) (snprintf(name, sizeof(name), "blk.%d." suffix, il), name)
+        /* this layer's heads (gemma4's local ones narrower, its KV heads
+         * per layer), and whether it has keys and values of its own
+         * (gemma4's last layers attend over an earlier layer's cache) */
+        const bool local = m->swa_local && m->swa_local[il];
+        const int hd = g4 && local ? m->head_dim_swa : m->info.head_dim;
+        const int Hkv = m->kv_heads ? m->kv_heads[il] : m->info.n_head_kv;
+        const bool own_kv = !g4 || il < m->n_kv_from;
+        L->head_dim = hd;
+        L->n_head_kv = Hkv;
+        L->n_rot = g4 && local ? m->n_rot_swa : m->n_rot;
+        L->kv_src = own_kv ? il : m->n_kv_from - (local ? 2 : 1);
+        L->v_norm = g4;
         /* olmo2 and exaone4 normalise after each block, not before */
         const bool post_only = m->arch == ENG_ARCH_OLMO2 || m->arch == ENG_ARCH_EXAONE4;
         /* (qwen35's FFN norm under the name llama.cpp gives it) */
@@ -1907,6 +2095,10 @@ static int load_weights(loader *ld, const eng_plan *plan)
                 (r = load_mat_part(ld, NAME("attn_qkv.weight"), E, q + 2 * kv, q + kv, kv, true, &L->wv)) < 0 ||
                 (r = load_mat(ld, NAME("attn_output.weight"), q, E, true, &L->wo)) < 0)
                 return r;
+        } else if (g4 && (!m->be->iface->gelu_mul || !m->be->iface->host_memory)) {
+            /* (its per-layer inputs and v's norm are host memory) */
+            return eng__set_err(ld->err, -ENOTSUP, "the %s backend cannot run gemma4 layers "
+                                "(the cpu backend can)", m->be->iface->name);
         } else if (m->attn_gate && !m->be->iface->mul_sigmoid) {
             return eng__set_err(ld->err, -ENOTSUP, "the %s backend has no gated attention "
                                 "(qwen35)", m->be->iface->name);
@@ -1919,19 +2111,25 @@ static int load_weights(loader *ld, const eng_plan *plan)
             return r;
         } else if ((!m->attn_gate &&
                     (r = load_mat(ld, NAME("attn_q.weight"), E, qd, true, &L->wq)) < 0) ||
-                   (r = load_mat(ld, NAME("attn_k.weight"), E, (uint64_t)Hkv * hd, true, &L->wk)) < 0 ||
-                   (r = load_mat(ld, NAME("attn_v.weight"), E, (uint64_t)Hkv * hd, true, &L->wv)) < 0 ||
+                   (own_kv && (r = load_mat(ld, NAME("attn_k.weight"), E, (uint64_t)Hkv * hd,
+                                            true, &L->wk)) < 0) ||
+                   (own_kv && (r = load_mat(ld, NAME("attn_v.weight"), E, (uint64_t)Hkv * hd,
+                                            !g4, &L->wv)) < 0) ||
                    (r = load_mat(ld, NAME("attn_output.weight"), (uint64_t)H * hd, E, true, &L->wo)) < 0) {
             return r;
         }
+        /* gemma4 without attn_v (31B's global layers): the values are the
+         * keys' projection, normalised without a weight and not rotated */
+        if (own_kv && !L->wv.data)
+            L->wv = L->wk;
         /* partial rotation under an attn_factor: q's rotated dimensions
          * scaled by its square, in q's norm where it has one (the norm
          * would undo a scaled row), else in W_q's rows and q's bias */
         const bool qk_norm = m->arch == ENG_ARCH_QWEN3 || m->arch == ENG_ARCH_GEMMA3 ||
                              m->arch == ENG_ARCH_EXAONE4 || m->arch == ENG_ARCH_HUNYUAN ||
-                             m->arch == ENG_ARCH_LFM2;
+                             m->arch == ENG_ARCH_LFM2 || g4;
         const float qs = m->q_rot_scale;
-        const uint32_t rot_p = qs != 1.0f ? (uint32_t)hd : 0, rot_n = (uint32_t)m->n_rot;
+        const uint32_t rot_p = qs != 1.0f ? (uint32_t)hd : 0, rot_n = (uint32_t)L->n_rot;
         if (qs != 1.0f && !qk_norm)
             scale_rot_rows(ld, L->wq.data);
         bool need_bias = m->arch == ENG_ARCH_QWEN2;
@@ -1940,7 +2138,7 @@ static int load_weights(loader *ld, const eng_plan *plan)
             (r = load_vec(ld, NAME("attn_k.bias"), (uint64_t)Hkv * hd, need_bias, &L->bk)) < 0 ||
             (r = load_vec(ld, NAME("attn_v.bias"), (uint64_t)Hkv * hd, need_bias, &L->bv)) < 0)
             return r;
-        const bool g23 = m->arch == ENG_ARCH_GEMMA2 || m->arch == ENG_ARCH_GEMMA3;
+        const bool g23 = m->arch == ENG_ARCH_GEMMA2 || m->arch == ENG_ARCH_GEMMA3 || g4;
         /* olmo2: one norm over all of q, one over all of k */
         if (m->qk_norm_full &&
             ((r = load_vec(ld, NAME("attn_q_norm.weight"), (uint64_t)H * hd, true,
@@ -1951,7 +2149,8 @@ static int load_weights(loader *ld, const eng_plan *plan)
         if (qk_norm &&
             ((r = load_vec_rot(ld, NAME("attn_q_norm.weight"), (uint64_t)hd, true, rot_p, rot_n, qs,
                                &L->q_norm)) < 0 ||
-             (r = load_vec(ld, NAME("attn_k_norm.weight"), (uint64_t)hd, true, &L->k_norm)) < 0))
+             (own_kv &&
+              (r = load_vec(ld, NAME("attn_k_norm.weight"), (uint64_t)hd, true, &L->k_norm)) < 0)))
             return r;
         if ((g23 || post_only) &&
             ((r = load_vec(ld, NAME("post_attention_norm.weight"), E, true, &L->attn_post_norm)) < 0 ||
@@ -1960,8 +2159,8 @@ static int load_weights(loader *ld, const eng_plan *plan)
         /* local layers (a window): Gemma 2's and 3's, whose RoPE base may
          * differ; Gemma 3's and OLMo 3's rotate unscaled (OLMo 3's without
          * YaRN's mscale too); EXAONE 4's global layers do not rotate */
-        const bool local = m->swa_local && m->swa_local[il];
-        const bool unscaled = local && (m->arch == ENG_ARCH_GEMMA3 || m->arch == ENG_ARCH_OLMO2);
+        const bool unscaled = local && (m->arch == ENG_ARCH_GEMMA3 || m->arch == ENG_ARCH_OLMO2 ||
+                                        g4);
         L->window = local ? m->n_swa : 0;
         L->nope = (m->nope_step > 0 && (il + 1) % m->nope_step == 0) ||
                   (m->arch == ENG_ARCH_EXAONE4 && m->swa_local && !local);
@@ -1971,6 +2170,8 @@ static int load_weights(loader *ld, const eng_plan *plan)
         L->rope_freqs = unscaled ? NULL : m->rope_freqs_scaled ? m->rope_freqs_scaled
                                        : m->rope_short      ? m->rope_short /* sessions may take long */
                                                             : m->rope_freqs;
+        if (g4 && (r = load_gemma4_layer(ld, il, L)) < 0)
+            return r;
 #undef NAME
         if ((r = load_ffn(ld, il, L, plan)) < 0)
             return r;
@@ -2007,8 +2208,9 @@ static uint64_t bytes_per_token(const eng_model *m)
     uint64_t b = 0;
     for (int il = 0; il < m->info.n_layer; il++) {
         const eng_layer *L = &m->layers[il];
-        const eng_weight *w[6] = { &L->wq, &L->wk, &L->wv, &L->wo, &L->moe.router, &L->wg };
-        for (int i = 0; i < 6; i++)
+        const eng_weight *w[8] = { &L->wq,         &L->wk, &L->wv,       &L->wo,
+                                   &L->moe.router, &L->wg, &L->ple_gate, &L->ple_proj };
+        for (int i = 0; i < 8; i++)
             b += weight_bytes(w[i]);
         const uint64_t slots = L->moe.router.data ? (uint64_t)L->moe.n_used * L->moe.n_ff_exp +
                                                         (uint64_t)L->moe.n_ff_shared
@@ -2016,6 +2218,8 @@ static uint64_t bytes_per_token(const eng_model *m)
         b += slots * neuron_bytes(m);
     }
     b += weight_bytes(&m->output);
+    /* (gemma4: a token's row of the per-layer table, and its projection) */
+    b += m->ple_tok.row_bytes + weight_bytes(&m->ple_model_proj);
     return b;
 }
 
@@ -2047,6 +2251,7 @@ static uint64_t fingerprint(const gguf_file *f, const eng_model *m)
 static void plan_shape(const gguf_file *f, const eng_model *m, eng_plan_shape *sh)
 {
     const eng_model_info *i = &m->info;
+    const bool g4 = m->arch == ENG_ARCH_GEMMA4;
     const uint64_t qd = (uint64_t)i->n_head * i->head_dim, kvd = (uint64_t)i->n_head_kv * i->head_dim;
     const uint64_t VE = (uint64_t)i->n_vocab * i->n_embd, E = (uint64_t)i->n_embd;
     /* the matrices, each in its storage (mat_dtype; a loaded model's own) */
@@ -2097,22 +2302,40 @@ static void plan_shape(const gguf_file *f, const eng_model *m, eng_plan_shape *s
             }
             for (int k = 0; k < 4; k++) {
                 snprintf(name, sizeof(name), "blk.%d.%s.weight", il, att[m->arch == ENG_ARCH_PHI3][k]);
-                /* (qwen35's attn_q: q and its gate) */
-                fixed += eng_dtype_bytes(mat_dtype(m, gguf_find_tensor(f, name)),
-                                         n[k] * (k == 0 && m->attn_gate ? 2 : 1));
+                const gguf_tensor *t = gguf_find_tensor(f, name);
+                /* (qwen35's attn_q: q and its gate; gemma4's layers: their
+                 * own heads, no keys and values loaded in the last ones, the
+                 * values the keys' where it has no attn_v) */
+                if (g4 && (k == 1 || k == 2) && il >= m->n_kv_from)
+                    continue;
+                fixed += g4 ? (t ? eng_dtype_bytes(mat_dtype(m, t), t->ne[0] * t->ne[1]) : 0)
+                            : eng_dtype_bytes(mat_dtype(m, t),
+                                              n[k] * (k == 0 && m->attn_gate ? 2 : 1));
+            }
+            /* gemma4's per-layer embedding block */
+            for (int k = 0; g4 && k < 2; k++) {
+                snprintf(name, sizeof(name), "blk.%d.%s.weight", il, k ? "proj" : "inp_gate");
+                const gguf_tensor *t = gguf_find_tensor(f, name);
+                fixed += t ? eng_dtype_bytes(mat_dtype(m, t), t->ne[0] * t->ne[1]) : 0;
             }
         }
+        const gguf_tensor *pp = gguf_find_tensor(f, "per_layer_model_proj.weight");
+        if (g4 && pp)
+            fixed += eng_dtype_bytes(mat_dtype(m, pp), pp->ne[0] * pp->ne[1]);
         /* the routers, f32, in the layers with experts */
         fixed += (uint64_t)(i->n_layer - m->n_dense_lead) * i->n_expert * E * sizeof(float);
     } else {
         const eng_weight *tw[2] = { &m->tok_embd, &m->output };
         for (int k = 0; k < (m->output.data != m->tok_embd.data ? 2 : 1); k++)
             fixed += eng_dtype_bytes(tw[k]->dtype, (size_t)tw[k]->rows * tw[k]->cols);
+        fixed += weight_bytes(&m->ple_model_proj);
         for (int il = 0; il < i->n_layer; il++) {
             const eng_layer *L = &m->layers[il];
-            const eng_weight *w[6] = { &L->wq, &L->wk, &L->wv, &L->wo, &L->moe.router, &L->wg };
-            for (int k = 0; k < 6; k++)
-                fixed += eng_dtype_bytes(w[k]->dtype, (size_t)w[k]->rows * w[k]->cols);
+            const eng_weight *w[8] = { &L->wq,         &L->wk, &L->wv,       &L->wo,
+                                       &L->moe.router, &L->wg, &L->ple_gate, &L->ple_proj };
+            /* (gemma4's values the keys' projection: its bytes once) */
+            for (int k = 0; k < 8; k++)
+                fixed += k == 2 && L->wv.data == L->wk.data ? 0 : weight_bytes(w[k]);
             if (L->conv) /* (lfm2's taps) */
                 fixed += E * (uint64_t)m->conv_len * sizeof(float);
             if (L->ssm.a) /* (a Mamba-2 mixer's) */
@@ -2132,7 +2355,8 @@ static int backend_start(eng_model *m, const eng_model_params *p, eng_error *err
     int r;
     /* (auto: experts, Mamba-2 mixers, delta nets and gated attention run
      * on the CPU only, so far) */
-    const bool cpu_only = m->n_ff_exp || m->info.n_ssm || m->attn_gate;
+    const bool cpu_only = m->n_ff_exp || m->info.n_ssm || m->attn_gate ||
+                          m->arch == ENG_ARCH_GEMMA4;
     if (p->backend != ENG_BACKEND_CPU && !(p->backend == ENG_BACKEND_AUTO && cpu_only)) {
         eng_error e = { { 0 } };
         r = eng_backend_cuda_new(p->device, &m->be, &e);
@@ -2230,7 +2454,7 @@ int eng__model_load_backend(const char *path, const eng_model_params *params, en
     }
     /* (experts: no plan ranks their neurons, and the pass would read all
      * of them) */
-    if (!m->n_ff_exp && (r = down_norms(&ld)) < 0)
+    if (!m->n_ff_exp && !m->ffn_n && (r = down_norms(&ld)) < 0)
         goto fail;
     /* the backend first: which matrices it stores in Q8_0 decides the
      * bytes a plan (a memory budget) works with */
@@ -2242,6 +2466,13 @@ int eng__model_load_backend(const char *path, const eng_model_params *params, en
         r = eng__set_err(err, -ENOTSUP, "mode %s: neuron selection in mixture-of-experts "
                          "layers is not supported (mode dense only)",
                          eng_select_mode_name(p.plan->mode));
+        goto fail;
+    }
+    /* (a plan ranks the same n_ff neurons in every layer) */
+    if (m->ffn_n && p.plan && p.plan->mode != ENG_SELECT_DENSE) {
+        r = eng__set_err(err, -ENOTSUP, "mode %s: neuron selection in FFNs of different "
+                         "widths (%s.feed_forward_length per layer) is not supported (mode "
+                         "dense only)", eng_select_mode_name(p.plan->mode), m->info.arch);
         goto fail;
     }
     if (m->n_ff_exp && !m->be->iface->moe) {
@@ -2298,7 +2529,10 @@ int eng__model_load_backend(const char *path, const eng_model_params *params, en
     }
     m->info.n_params = count_params(f);
     m->info.bytes_per_token = bytes_per_token(m);
-    if (m->n_dense_lead) {
+    m->info.n_kv_shared = m->arch == ENG_ARCH_GEMMA4 ? m->info.n_layer - m->n_kv_from : 0;
+    m->info.n_embd_per_layer = m->n_embd_per_layer;
+    m->info.bytes_ple_table = (uint64_t)m->ple_tok.row_bytes * (uint64_t)m->info.n_vocab;
+    if (m->n_dense_lead || m->ffn_n) {
         /* (the plan counted n_ff, the widest layer's, in every layer) */
         m->plan.neurons_loaded = m->plan.neurons_total = 0;
         for (int il = 0; il < m->info.n_layer; il++)
@@ -2479,9 +2713,19 @@ const char *eng_kv_type_name(eng_kv_type type)
 /* One position's row in layer il's cache (K or V; a convolution's). */
 static size_t cache_row_bytes(const eng_session *s, int il)
 {
-    const eng_model *m = s->model;
-    const int ch = m->layers[il].conv_ch;
-    return ch ? (size_t)ch * sizeof(float) : s->kv_row_bytes;
+    const eng_layer *L = &s->model->layers[il];
+    const size_t kvd = (size_t)L->n_head_kv * L->head_dim;
+    if (L->conv_ch)
+        return (size_t)L->conv_ch * sizeof(float);
+    return s->kv_type == ENG_KV_Q8_0 ? kvd / 32 * sizeof(eng_q8_block) : kvd * sizeof(uint16_t);
+}
+
+/* Whether layer il attends over another layer's cache (gemma4's last
+ * layers): it has none of its own, and what its source does to the rows
+ * (rings, shifts) holds for it. */
+static bool kv_borrowed(const eng_session *s, int il)
+{
+    return s->model->layers[il].kv_src != il;
 }
 
 /* The bytes of layer il's K (or V) buffer: its kv_rows, and a
@@ -2500,9 +2744,9 @@ void eng_session_free(eng_session *s)
     void (*bfree)(eng_backend *, void *) = be->iface->mem_free;
     eng__select_session_free(s);
     for (int il = 0; il < s->model->info.n_layer; il++) {
-        if (s->k_cache)
+        if (s->k_cache && !kv_borrowed(s, il))
             bfree(be, s->k_cache[il]);
-        if (s->v_cache)
+        if (s->v_cache && !kv_borrowed(s, il))
             bfree(be, s->v_cache[il]);
         if (s->ffn_sel_dev)
             bfree(be, s->ffn_sel_dev[il]);
@@ -2521,14 +2765,16 @@ void eng_session_free(eng_session *s)
     free(s->ffn_sel);
     free(s->ffn_sel_dev);
     free(s->ffn_n_sel);
-    float *bufs[] = { s->x,   s->xn, s->q,  s->k,          s->v,
-                      s->att, s->o,  s->ff, s->logits_dev, s->moe_work, s->gate };
+    float *bufs[] = { s->x,  s->xn,         s->q,        s->k,    s->v,      s->att, s->o,
+                      s->ff, s->logits_dev, s->moe_work, s->gate, s->ple_in, s->ple_g,
+                      s->ple_proj };
     for (size_t i = 0; i < sizeof(bufs) / sizeof(bufs[0]); i++)
         bfree(be, bufs[i]);
     bfree(be, s->tokens);
     bfree(be, s->argmax_dev);
     bfree(be, s->cand_dev);
     free(s->cand_host);
+    free(s->ple_raw);
     free(s->logits);
     free(s->ctx_tokens);
     free(s);
@@ -2565,8 +2811,10 @@ int eng_session_new(const eng_model *m, const eng_session_params *params, eng_se
     const eng_backend_iface *ops = m->be->iface;
     if (p.kv_type != ENG_KV_F16 && p.kv_type != ENG_KV_Q8_0)
         return -EINVAL;
-    if (p.kv_type == ENG_KV_Q8_0 &&
-        (!ops->store_kv_q8 || !ops->attention_q8 || m->info.head_dim % 32 != 0))
+    bool hd32 = true; /* (every layer's heads whole Q8_0 blocks) */
+    for (int il = 0; il < m->info.n_layer; il++)
+        hd32 = hd32 && m->layers[il].head_dim % 32 == 0;
+    if (p.kv_type == ENG_KV_Q8_0 && (!ops->store_kv_q8 || !ops->attention_q8 || !hd32))
         return -ENOTSUP;
 
     eng_session *s = calloc(1, sizeof(*s));
@@ -2584,9 +2832,15 @@ int eng_session_new(const eng_model *m, const eng_session_params *params, eng_se
 
     const int L = m->info.n_layer, E = m->info.n_embd, F = m->info.n_ff;
     /* (a convolution block's b, c and x go where q, k and v do, its output
-     * where attention's) */
-    const size_t qd = (size_t)m->info.n_head * m->info.head_dim;
-    const size_t kvd = (size_t)m->info.n_head_kv * m->info.head_dim;
+     * where attention's; gemma4's layers' heads differ: the widest) */
+    size_t qd = 0, kvd = 0;
+    for (int il = 0; il < L; il++) {
+        const eng_layer *Ll = &m->layers[il];
+        const size_t q = (size_t)m->info.n_head * Ll->head_dim;
+        const size_t kv = (size_t)Ll->n_head_kv * Ll->head_dim;
+        qd = q > qd ? q : qd;
+        kvd = kv > kvd ? kv : kvd;
+    }
     size_t qd_scratch = m->conv_layer && qd < (size_t)E ? (size_t)E : qd;
     size_t kvd_scratch = m->conv_layer && kvd < (size_t)E ? (size_t)E : kvd;
     /* (a Mamba-2 mixer's z and its output where q and attention's go, xBC
@@ -2598,6 +2852,7 @@ int eng_session_new(const eng_model *m, const eng_session_params *params, eng_se
         kvd_scratch = kvd_scratch > NC ? kvd_scratch : NC;
         kvd_scratch = kvd_scratch > NH ? kvd_scratch : NH;
     }
+    /* (the widest layer's: every layer's where all have the model's heads) */
     s->kv_row_bytes = s->kv_type == ENG_KV_Q8_0 ? kvd / 32 * sizeof(eng_q8_block)
                                                 : kvd * sizeof(uint16_t);
     s->k_cache = calloc(L, sizeof(*s->k_cache));
@@ -2621,6 +2876,17 @@ int eng_session_new(const eng_model *m, const eng_session_params *params, eng_se
          * replayed decode graph also holds its cache rows) */
         const int w = m->layers[il].window;
         const bool conv = m->layers[il].conv_ch > 0;
+        /* the host list is the ops' list when backend memory is host memory */
+        if (!m->be->iface->host_memory &&
+            !(s->ffn_sel_dev[il] = eng__session_alloc(s, (size_t)F * sizeof(int32_t))))
+            goto oom;
+        if (kv_borrowed(s, il)) { /* (its source's cache, allocated before it) */
+            const int src = m->layers[il].kv_src;
+            s->kv_rows[il] = s->kv_rows[src];
+            s->k_cache[il] = s->k_cache[src];
+            s->v_cache[il] = s->v_cache[src];
+            continue;
+        }
         const bool ring = !p.swa_full && ops->host_memory && w > 0 && w - 1 + n_batch < n_ctx;
         s->kv_rows[il] = ring ? w - 1 + n_batch : n_ctx;
         /* a convolution's ring, on every backend: position p in row p %
@@ -2641,10 +2907,6 @@ int eng_session_new(const eng_model *m, const eng_session_params *params, eng_se
         if (sw->a && (!ops->host_memory || !(s->ssm_state[il] = eng__session_alloc(s, sb)) ||
                       !(s->ssm_ckpt[il] = eng__session_alloc(s, sb))))
             goto oom;
-        /* the host list is the ops' list when backend memory is host memory */
-        if (!m->be->iface->host_memory &&
-            !(s->ffn_sel_dev[il] = eng__session_alloc(s, (size_t)F * sizeof(int32_t))))
-            goto oom;
     }
     s->x = eng__session_alloc(s, (size_t)n_batch * E * f4);
     s->xn = eng__session_alloc(s, (size_t)n_batch * E * f4);
@@ -2654,6 +2916,14 @@ int eng_session_new(const eng_model *m, const eng_session_params *params, eng_se
     s->att = eng__session_alloc(s, (size_t)n_batch * qd_scratch * f4);
     if (m->attn_gate && !(s->gate = eng__session_alloc(s, (size_t)n_batch * qd * f4)))
         goto oom;
+    if (m->n_embd_per_layer) { /* gemma4's per-layer inputs */
+        const size_t P = (size_t)m->n_embd_per_layer;
+        if (!(s->ple_in = eng__session_alloc(s, (size_t)n_batch * L * P * f4)) ||
+            !(s->ple_proj = eng__session_alloc(s, (size_t)n_batch * L * P * f4)) ||
+            !(s->ple_g = eng__session_alloc(s, (size_t)n_batch * P * f4)) ||
+            !(s->ple_raw = malloc(m->ple_tok.row_bytes)))
+            goto oom;
+    }
     s->o = eng__session_alloc(s, (size_t)n_batch * E * f4);
     s->ff = eng__session_alloc(s, (size_t)n_batch * E * f4);
     s->tokens = eng__session_alloc(s, (size_t)n_batch * sizeof(int32_t));
@@ -2739,7 +3009,7 @@ static int ring_room(eng_session *s, int il, int pos0, int n)
         /* more than the window lies below pos0 (kv_rows is window - 1 +
          * n_batch): nb > kv_base */
         const int nb = pos0 - s->model->layers[il].window + 1;
-        const size_t rb = s->kv_row_bytes, from = (size_t)(nb - s->kv_base[il]) * rb;
+        const size_t rb = cache_row_bytes(s, il), from = (size_t)(nb - s->kv_base[il]) * rb;
         const size_t bytes = (size_t)(pos0 - nb) * rb;
         memmove(s->k_cache[il], (char *)s->k_cache[il] + from, bytes);
         memmove(s->v_cache[il], (char *)s->v_cache[il] + from, bytes);
@@ -2755,7 +3025,7 @@ static int ring_room(eng_session *s, int il, int pos0, int n)
 static bool rings_hold(const eng_session *s, int pos)
 {
     for (int il = 0; il < s->model->info.n_layer && pos > 0; il++) {
-        if (!is_ring(s, il) && !s->model->layers[il].conv_ch)
+        if ((!is_ring(s, il) && !s->model->layers[il].conv_ch) || kv_borrowed(s, il))
             continue;
         const int lo = pos - s->model->layers[il].window + 1;
         if ((lo > 0 ? lo : 0) < s->kv_lo[il])
@@ -2847,7 +3117,8 @@ static void rotate_keys(eng_session *s, int il, int src, int dst, int n, int dro
     const eng_model *m = s->model;
     eng_backend *be = m->be;
     const eng_backend_iface *op = be->iface;
-    const int Hkv = m->info.n_head_kv, hd = m->info.head_dim, kvd = Hkv * hd;
+    const eng_layer *L = &m->layers[il];
+    const int Hkv = L->n_head_kv, hd = L->head_dim, kvd = Hkv * hd;
     const bool q8 = s->kv_type == ENG_KV_Q8_0;
     const eng_weight kc = { .dtype = q8 ? ENG_DTYPE_Q8_0 : ENG_DTYPE_F16, .rows = s->kv_rows[il],
                             .cols = kvd, .data = s->k_cache[il] };
@@ -2857,8 +3128,8 @@ static void rotate_keys(eng_session *s, int il, int src, int dst, int n, int dro
             ids[i] = src + done + i;
         op->upload(be, s->tokens, ids, (size_t)c * sizeof(*ids));
         op->get_rows(be, &kc, s->tokens, c, s->k);
-        op->rope(be, s->k, 1, c * Hkv, hd, m->n_rot, -drop, m->layers[il].rope_base,
-                 s->rope_long ? m->rope_long : m->layers[il].rope_freqs, m->rope_neox);
+        op->rope(be, s->k, 1, c * Hkv, hd, L->n_rot, -drop, L->rope_base,
+                 s->rope_long ? m->rope_long : L->rope_freqs, m->rope_neox);
         if (q8)
             op->store_kv_q8(be, s->k, s->k_cache[il], (long)kvd, dst + done, c);
         else
@@ -2912,13 +3183,14 @@ int eng_session_shift(eng_session *s, int keep, int drop)
     if (drop == 0)
         return 0;
     const int first = keep + drop, n_move = s->n_past - first;
-    const size_t rb = s->kv_row_bytes;
     /* A ring keeps its rows and relabels them drop positions lower; the
      * rows below first (dropped or kept) then stand for nothing valid, so
      * the window of the next position must lie above them: a window that
      * reaches back into the kept start is not in the ring (-ENOTSUP: the
      * caller evaluates again) */
     for (int il = 0; il < m->info.n_layer; il++) {
+        if (kv_borrowed(s, il)) /* (its source's rows move) */
+            continue;
         if (m->layers[il].conv) {
             /* a convolution's ring holds the positions it reads next (those
              * at or past keep come from drop positions higher)? */
@@ -2938,6 +3210,9 @@ int eng_session_shift(eng_session *s, int keep, int drop)
     if (!ids)
         return -ENOMEM;
     for (int il = 0; il < m->info.n_layer; il++) {
+        const size_t rb = cache_row_bytes(s, il);
+        if (kv_borrowed(s, il))
+            continue;
         if (m->layers[il].conv) {
             conv_shift(s, il, keep, drop);
             continue;
@@ -3016,7 +3291,8 @@ size_t eng_session_kv_bytes(const eng_session *s)
 {
     size_t bytes = 0;
     for (int il = 0; il < s->model->info.n_layer; il++)
-        bytes += cache_bytes(s, il) * (s->v_cache[il] ? 2 : 1);
+        if (!kv_borrowed(s, il))
+            bytes += cache_bytes(s, il) * (s->v_cache[il] ? 2 : 1);
     return bytes + 2 * s->model->info.bytes_ssm_state; /* (and their checkpoint) */
 }
 
@@ -3148,10 +3424,8 @@ static void forward_ops(eng_session *s, int n, int first, float *out, int32_t *a
     const eng_model *m = s->model;
     eng_backend *be = m->be;
     const eng_backend_iface *op = be->iface;
-    const int E = m->info.n_embd, H = m->info.n_head, Hkv = m->info.n_head_kv;
-    const int hd = m->info.head_dim;
+    const int E = m->info.n_embd, H = m->info.n_head;
     const int pos0 = s->n_past;
-    const size_t kvd = (size_t)Hkv * hd;
     const bool want_act = eng__select_wants_act(s);
     const bool host = op->host_memory;
     const bool pf = n == 1 && op->prefetch; /* decode: hint what comes */
@@ -3160,12 +3434,30 @@ static void forward_ops(eng_session *s, int n, int first, float *out, int32_t *a
     op->get_rows(be, &m->tok_embd, s->tokens, n, s->x);
     if (m->embd_scale > 0.0f)
         op->scale(be, s->x, m->embd_scale, (long)n * E);
+    /* gemma4: each token's per-layer inputs [n_layer][P], of its table row
+     * (ple_in, read by ple_rows) and its embedding's projection */
+    const int P = m->n_embd_per_layer;
+    const long LP = (long)P * m->info.n_layer;
+    if (P) {
+        op->matmul(be, &m->ple_model_proj, NULL, s->x, s->ple_proj, n);
+        op->scale(be, s->ple_proj, 1.0f / sqrtf((float)E), (long)n * LP);
+        op->rmsnorm(be, s->ple_proj, m->ple_proj_norm, s->ple_proj, n * m->info.n_layer, P,
+                    m->rms_eps);
+        op->scale(be, s->ple_in, sqrtf((float)P), (long)n * LP);
+        op->add(be, s->ple_in, s->ple_proj, (long)n * LP);
+        op->scale(be, s->ple_in, 1.0f / sqrtf(2.0f), (long)n * LP);
+    }
     /* a residual not yet added to x: the next norm adds it (add_rmsnorm,
      * one kernel on a GPU) */
     const float *pending = NULL;
 
     for (int il = 0; il < m->info.n_layer; il++) {
         const eng_layer *L = &m->layers[il];
+        /* the layer's heads; gemma4's last layers attend over an earlier
+         * layer's cache, with no keys or values of their own */
+        const int hd = L->head_dim, Hkv = L->n_head_kv;
+        const size_t kvd = (size_t)Hkv * hd;
+        const bool own_kv = L->kv_src == il;
 
         /* attention block: xn = norm(x); q,k,v = xn W^T; rope; cache; attend
          * (lfm2's convolution block: b, c, x = xn W^T; cache; convolve) */
@@ -3190,9 +3482,11 @@ static void forward_ops(eng_session *s, int n, int first, float *out, int32_t *a
                 /* one call (a GPU: one kernel for decode) */
                 op->matmul3(be, w3, b3, in, y3, n);
             } else {
-                op->matmul(be, &L->wq, L->bq, in, s->q, n); /* q [n][H*hd]   */
-                op->matmul(be, &L->wk, L->bk, in, s->k, n); /* k [n][Hkv*hd] */
-                op->matmul(be, &L->wv, L->bv, in, s->v, n); /* v [n][Hkv*hd] */
+                op->matmul(be, &L->wq, L->bq, in, s->q, n);     /* q [n][H*hd]   */
+                if (own_kv) {
+                    op->matmul(be, &L->wk, L->bk, in, s->k, n); /* k [n][Hkv*hd] */
+                    op->matmul(be, &L->wv, L->bv, in, s->v, n); /* v [n][Hkv*hd] */
+                }
             }
         }
         pending = NULL;
@@ -3224,7 +3518,7 @@ static void forward_ops(eng_session *s, int n, int first, float *out, int32_t *a
         } else {
             /* the cache row of pos0: pos0, or in a ring its row (the keys are
              * rotated for their positions, so attention needs only the rows) */
-            const int row0 = ring_room(s, il, pos0, n);
+            const int row0 = own_kv ? ring_room(s, il, pos0, n) : pos0 - s->kv_base[L->kv_src];
             if (L->q_norm && m->qk_norm_full) {
                 /* olmo2: each token's q and k RMS-normalised whole */
                 op->rmsnorm(be, s->q, L->q_norm, s->q, n, H * hd, m->rms_eps);
@@ -3232,18 +3526,23 @@ static void forward_ops(eng_session *s, int n, int first, float *out, int32_t *a
             } else if (L->q_norm && !m->qk_norm_after_rope) {
                 /* qwen3, gemma3: each head of q and k RMS-normalised (rows of hd) */
                 op->rmsnorm(be, s->q, L->q_norm, s->q, n * H, hd, m->rms_eps);
-                op->rmsnorm(be, s->k, L->k_norm, s->k, n * Hkv, hd, m->rms_eps);
+                if (own_kv)
+                    op->rmsnorm(be, s->k, L->k_norm, s->k, n * Hkv, hd, m->rms_eps);
             }
+            if (L->v_norm && own_kv) /* gemma4: each head of v, without a weight */
+                op->rmsnorm(be, s->v, m->ones, s->v, n * Hkv, hd, m->rms_eps);
             /* RoPE's divisors: the layer's, or LongRoPE's long ones for this session */
             const float *ff = s->rope_long ? m->rope_long : L->rope_freqs;
-            if (op->rope_store && s->kv_type == ENG_KV_F16 && row0 == pos0 && !L->nope &&
-                !m->qk_norm_after_rope) {
-                op->rope_store(be, s->q, s->k, s->v, n, H, Hkv, hd, m->n_rot, pos0, L->rope_base,
+            if (!own_kv) {
+                op->rope(be, s->q, n, H, hd, L->n_rot, pos0, L->rope_base, ff, m->rope_neox);
+            } else if (op->rope_store && s->kv_type == ENG_KV_F16 && row0 == pos0 && !L->nope &&
+                       !m->qk_norm_after_rope) {
+                op->rope_store(be, s->q, s->k, s->v, n, H, Hkv, hd, L->n_rot, pos0, L->rope_base,
                                ff, m->rope_neox, s->k_cache[il], s->v_cache[il]);
             } else {
                 if (!L->nope) { /* (smollm3's NoPE layers store q and k as they are) */
-                    op->rope(be, s->q, n, H, hd, m->n_rot, pos0, L->rope_base, ff, m->rope_neox);
-                    op->rope(be, s->k, n, Hkv, hd, m->n_rot, pos0, L->rope_base, ff, m->rope_neox);
+                    op->rope(be, s->q, n, H, hd, L->n_rot, pos0, L->rope_base, ff, m->rope_neox);
+                    op->rope(be, s->k, n, Hkv, hd, L->n_rot, pos0, L->rope_base, ff, m->rope_neox);
                 }
                 if (L->q_norm && m->qk_norm_after_rope) { /* hunyuan: per head, after RoPE */
                     op->rmsnorm(be, s->q, L->q_norm, s->q, n * H, hd, m->rms_eps);
@@ -3347,13 +3646,23 @@ static void forward_ops(eng_session *s, int n, int first, float *out, int32_t *a
             if (m->residual_scale > 0.0f)
                 op->scale(be, s->ff, m->residual_scale, (long)n * E);
         }
-        if (op->add_rmsnorm && !bias) {
+        if (op->add_rmsnorm && !bias && !L->ple_gate.data && !L->out_scaled) {
             pending = s->ff; /* added by the next norm, before ff is written again */
             continue;
         }
         op->add(be, s->x, s->ff, (long)n * E);
         for (int t = 0; bias && t < n; t++)
             op->add(be, s->x + (size_t)t * E, bias, E);
+        if (L->ple_gate.data) {
+            /* gemma4: x += norm(W_proj (gelu(W_gate x) * its per-layer input)) */
+            op->matmul(be, &L->ple_gate, NULL, s->x, s->ple_g, n);
+            op->gelu_mul(be, s->ple_g, s->ple_in + (size_t)il * P, n, P, LP);
+            op->matmul(be, &L->ple_proj, NULL, s->ple_g, s->o, n);
+            op->rmsnorm(be, s->o, L->ple_norm, s->o, n, E, m->rms_eps);
+            op->add(be, s->x, s->o, (long)n * E);
+        }
+        if (L->out_scaled) /* gemma4: the whole of x */
+            op->scale(be, s->x, L->out_scale, (long)n * E);
     }
 
     if (hidden)
@@ -3386,6 +3695,32 @@ static void forward_ops(eng_session *s, int n, int first, float *out, int32_t *a
     }
 }
 
+/* gemma4: the n tokens' rows of the per-layer embedding table, read from
+ * the file into s->ple_in as f32 (host memory: load_weights refuses other
+ * backends). A row that cannot be read whole (the file cut short since)
+ * is -EIO. */
+static int ple_rows(eng_session *s, const int32_t *tokens, int n)
+{
+    const eng_model *m = s->model;
+    const size_t LP = (size_t)m->n_embd_per_layer * m->info.n_layer, rb = m->ple_tok.row_bytes;
+    for (int t = 0; t < n; t++) {
+        const uint64_t off = m->ple_tok.offset + (uint64_t)tokens[t] * rb;
+        size_t got = 0;
+        while (got < rb) {
+            const ssize_t k = pread(m->ple_tok.fd, (char *)s->ple_raw + got, rb - got,
+                                    (off_t)(off + got));
+            if (k < 0 && errno == EINTR)
+                continue;
+            if (k <= 0)
+                return -EIO;
+            got += (size_t)k;
+        }
+        if (eng_dequant_row_f32(m->ple_tok.type, s->ple_raw, s->ple_in + (size_t)t * LP, LP) < 0)
+            return -EIO;
+    }
+    return 0;
+}
+
 int eng__forward(eng_session *s, const int32_t *tokens, int n, bool all_logits, float *logits,
                  int32_t *argmax, bool cands, float *hidden)
 {
@@ -3413,6 +3748,11 @@ int eng__forward(eng_session *s, const int32_t *tokens, int n, bool all_logits, 
     }
 
     op->upload(be, s->tokens, tokens, (size_t)n * sizeof(int32_t));
+    if (m->n_embd_per_layer) {
+        const int r = ple_rows(s, tokens, n);
+        if (r < 0)
+            return r;
+    }
     /* A decode step (one token, nothing to observe on the host) goes to the
      * backend as one graph when it offers them: replayed at this position
      * when the session's key is the one recorded, else recorded now. When
@@ -3710,11 +4050,12 @@ int eng_model_swap(eng_model *m, const eng_load_plan_params *pp, eng_swap_stats 
     /* (experts load whole: the dense plan is the one they have, and
      * nothing moves) */
     const eng_select_mode mode = pp ? pp->mode : ENG_SELECT_DENSE;
-    if (m->n_ff_exp && mode != ENG_SELECT_DENSE)
-        return eng__set_err(err, -ENOTSUP, "mode %s: neuron selection in mixture-of-experts "
-                            "layers is not supported (mode dense only)",
-                            eng_select_mode_name(mode));
-    if (m->n_ff_exp) {
+    if ((m->n_ff_exp || m->ffn_n) && mode != ENG_SELECT_DENSE)
+        return eng__set_err(err, -ENOTSUP, "mode %s: neuron selection in %s is not supported "
+                            "(mode dense only)", eng_select_mode_name(mode),
+                            m->n_ff_exp ? "mixture-of-experts layers"
+                                        : "FFNs of different widths");
+    if (m->n_ff_exp || m->ffn_n) {
         if (ret_stats)
             *ret_stats = (eng_swap_stats){ .ns = eng_time_ns() - t0 };
         return 0;

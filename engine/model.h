@@ -41,6 +41,10 @@ typedef enum eng_arch {
                         * layers, qwen3's attention (NEOX) in the others */
     ENG_ARCH_OLMOE,    /* OLMoE: llama's pre-norms, olmo2's q/k norms over whole
                         * projections, NEOX RoPE, experts */
+    ENG_ARCH_GEMMA4,   /* Gemma 4: gemma3's layers with wider heads in the global ones,
+                        * v normalised, scores unscaled, the last layers reading
+                        * earlier layers' caches, per-layer embeddings, a scale
+                        * per layer */
 } eng_arch;
 
 typedef struct eng_layer {
@@ -73,6 +77,19 @@ typedef struct eng_layer {
     float *attn_post_norm;            /* gemma2/3, olmo2, exaone4: [n_embd] RMSNorm of the
                                        * attention's output before the residual add */
     float *ffn_post_norm;             /* the same for the FFN's output; else NULL */
+    int head_dim, n_head_kv, n_rot;   /* this layer's attention: heads of head_dim, n_rot
+                                       * of them rotating (gemma4's local and global
+                                       * layers differ; else the model's) */
+    int kv_src;                       /* the layer whose K/V cache it attends over: il,
+                                       * or (gemma4's last layers, no wk/wv) an earlier
+                                       * layer's of the same kind */
+    bool v_norm;                      /* gemma4: each head of v RMS-normalised (no weight) */
+    bool out_scaled;                  /* gemma4: x times out_scale after the layer */
+    float out_scale;
+    /* gemma4's per-layer embedding block after the FFN: x += norm(W_proj
+     * (gelu(W_gate x) * the layer's slice of the token's per-layer input)) */
+    eng_weight ple_gate, ple_proj;    /* [P][n_embd], [n_embd][P]; data NULL: none */
+    float *ple_norm;                  /* [n_embd] */
     float attn_scale;                 /* scores times this (olmo2's local layers: without
                                        * YaRN's mscale; else the model's) */
     float rope_base;                  /* this layer's RoPE base and divisors (NULL: */
@@ -146,6 +163,32 @@ struct eng_model {
                                        * gated delta net (qwen35), or NULL (info.n_ssm
                                        * of them) */
     eng_ssm ssm_shape;                /* their shapes (eng_ssm's ints and eps) */
+    /* gemma4: local layers' heads (key_length_swa, rope.dimension_count_swa),
+     * a KV head count per layer where the file has an array, the FFN's
+     * width per layer where it has one (E2B's last layers twice as wide),
+     * and the first layer that reads an earlier layer's cache (n_layer:
+     * none) */
+    int head_dim_swa, n_rot_swa;
+    int32_t *kv_heads;                /* [n_layer] or NULL: info.n_head_kv */
+    int32_t *ffn_n;                   /* [n_layer] or NULL: info.n_ff (the widest) */
+    int n_kv_from;
+    float *ones;                      /* [head_dim] 1s: v's norm, which has no weight */
+    /* gemma4's per-layer embeddings (E2B, E4B): a token's [n_layer][P]
+     * inputs are its row of per_layer_token_embd times sqrt(P) plus the
+     * normalised projection of its embedding, over sqrt(2). The table
+     * (n_vocab rows of n_layer * P: more than the rest of the model) stays
+     * in the file: a token's row is read (pread) when the token comes, so
+     * a file cut short meanwhile is an error, not a fault */
+    int n_embd_per_layer;             /* P; 0: none */
+    eng_weight ple_model_proj;        /* [n_layer * P][n_embd] */
+    float *ple_proj_norm;             /* [P] */
+    struct {
+        bool open;                    /* fd is the file, open while the model lives */
+        int fd;
+        uint64_t offset;              /* row r at offset + r * row_bytes */
+        uint32_t type;                /* its ggml type */
+        size_t row_bytes;
+    } ple_tok;
 
     eng_weight tok_embd;              /* [n_vocab][n_embd] */
     eng_weight output;                /* [n_vocab][n_embd]; shares tok_embd's data when tied */
@@ -194,7 +237,8 @@ struct eng_session {
      * a convolution layer's k_cache [n_ctx][n_embd] f32 (eng_layer.conv) */
     void **k_cache, **v_cache;
     eng_kv_type kv_type;
-    size_t kv_row_bytes;              /* one position's K (or V) row, in attention layers */
+    size_t kv_row_bytes;              /* one position's K (or V) row, in attention layers
+                                       * (gemma4: the widest layer's; cache_row_bytes) */
     /* [n_layer] rows each layer's cache holds: n_ctx, or for a
      * sliding-window layer (not swa_full, host memory) a ring of its
      * window and one batch, whose row r holds position kv_base + r; the
@@ -231,6 +275,10 @@ struct eng_session {
     /* scratch for n_batch tokens (backend) */
     float *x, *xn, *q, *k, *v, *att, *o, *ff;
     float *gate;                      /* [n_batch][H*hd] attention's output gate (qwen35) */
+    float *ple_in;                    /* gemma4: [n_batch][n_layer * P] per-layer inputs */
+    float *ple_proj;                  /* [n_batch][n_layer * P] the embeddings' part */
+    float *ple_g;                     /* [n_batch][P] */
+    void *ple_raw;                    /* a token's table row as the file has it (host) */
     float *moe_work;                  /* the moe op's scratch (experts only) */
     int32_t *tokens;                  /* [n_batch] */
     float *logits_dev;                /* [logits_dev_cap][n_vocab], not with host memory */

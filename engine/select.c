@@ -640,9 +640,11 @@ int eng_session_set_compute(eng_session *s, const eng_compute_params *c)
         return -EINVAL;
     if (p.pick == ENG_PICK_EXACT && !s->model->be->iface->ffn_top)
         return -ENOTSUP;
-    /* experts: the router picks what a token computes, nothing else does */
-    if (s->model->n_ff_exp && ((p.phi > 0.0f && p.phi < s->model->plan.gamma) ||
-                               p.comp != ENG_COMP_NONE || p.pick != ENG_PICK_REQUEST))
+    /* experts: the router picks what a token computes, nothing else does;
+     * FFNs of different widths (gemma4): no plan ranks them yet */
+    if ((s->model->n_ff_exp || s->model->ffn_n) &&
+        ((p.phi > 0.0f && p.phi < s->model->plan.gamma) || p.comp != ENG_COMP_NONE ||
+         p.pick != ENG_PICK_REQUEST))
         return -ENOTSUP;
     /* exact: reading the candidates' gate and up rows (every loaded one's
      * without cand) must leave a neuron; the candidates, chosen per

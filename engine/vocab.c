@@ -1,5 +1,6 @@
-/* Vocabulary and tokenizers: byte-level BPE ("gpt2") and SentencePiece
- * ("llama": Llama 2, Mistral, TinyLlama, Gemma...).
+/* Vocabulary and tokenizers: byte-level BPE ("gpt2"), SentencePiece
+ * ("llama": Llama 2, Mistral, TinyLlama, Gemma...) and Gemma 4's BPE over
+ * raw UTF-8 ("gemma4").
  *
  * Pipeline of eng_vocab_tokenize() for byte-level BPE:
  *   1. special-token partition: the text is cut at every occurrence of a
@@ -23,6 +24,17 @@
  * while any such pair exists. A symbol that is no token is spelled by its
  * bytes' <0xXX> tokens. Malformed UTF-8 is not replaced: a stray byte is a
  * symbol of its own, as in llama.cpp.
+ *
+ * Gemma 4 ("gemma4", llama.cpp's BPE with its GEMMA4 pre-tokenizer, also
+ * reached by tokenizer.ggml.pre "gemma4") is BPE by merge rank over raw
+ * UTF-8 characters, no byte map: after the special-token partition, each
+ * text fragment has its spaces made U+2581 (no space put first), malformed
+ * UTF-8 replaced by U+FFFD, and is cut into runs of newlines and runs of
+ * anything else ("[^\n]+|[\n]+"); a run of newlines that is a token is that
+ * token, unmerged. A symbol left that is no token is spelled by its bytes'
+ * <0xXX> tokens (a byte without one is dropped, <unk> is never used), and
+ * pieces turn U+2581 back into spaces. BOS is always added. Checked against
+ * llama.cpp with tests/data/vocab-gemma4.gguf (tests/data/README.md).
  *
  * The vocabulary is immutable after load and shared across threads: every
  * tokenize call owns its scratch memory, nothing global is mutable.
@@ -69,6 +81,7 @@ enum pre_type {
     PRE_GPT4O,
     PRE_HUNYUAN,
     PRE_QWEN35,
+    PRE_GEMMA4,
 };
 
 /* Published patterns (Hugging Face tokenizer.json), with the case-insensitive
@@ -133,6 +146,8 @@ static const struct pre_def {
     { "tekken", PRE_TEKKEN, true, true, 1, { RE_TEKKEN } },
     { "gpt-4o", PRE_GPT4O, false, false, 1, { RE_GPT4O } },
     { "hunyuan-dense", PRE_HUNYUAN, false, false, 3, { RE_HY_DIGITS, RE_HY_CJK, RE_HUNYUAN } },
+    /* Gemma 4's: BPE runs over whole lines, only newlines cut (see the top) */
+    { "gemma4", PRE_GEMMA4, false, true, 1, { "[^\\n]+|[\\n]+" } },
 };
 
 static const struct pre_alias {
@@ -163,6 +178,7 @@ static const struct pre_alias {
     { "command-r", "smollm" },
     { "codeshell", "smollm" },
     { "exaone", "smollm" },
+    { "granite-embed-multi-311m", "gemma4" },
 };
 
 static const struct pre_def *pre_find(const char *name) {
@@ -190,8 +206,9 @@ typedef struct span {
 struct eng_vocab {
     bool spm;            /* SentencePiece ("llama"), else byte-level BPE */
     bool add_space_prefix; /* SPM: " " before each text fragment */
+    bool raw_bpe;        /* BPE over raw UTF-8, spaces as U+2581 (Gemma 4) */
     float *score;        /* SPM: [n_tokens] merge priority, higher first */
-    int32_t byte_tok[256]; /* SPM: the <0xXX> token of each byte, or -1 */
+    int32_t byte_tok[256]; /* SPM, raw_bpe: the <0xXX> token of each byte, or -1 */
     int32_t n_tokens;
     char *text;          /* token texts, back to back */
     span *tok;           /* [n_tokens] token text inside text */
@@ -310,10 +327,18 @@ static size_t utf8_decode(const uint8_t *s, size_t n, uint32_t *cp) {
 
 
 /* Copies s[0..n) to out as valid, shortest-form UTF-8; a byte that does not
- * start a well-formed sequence becomes U+FFFD. out needs 3 * n bytes. */
-static size_t utf8_sanitize(const char *s, size_t n, char *out) {
+ * start a well-formed sequence becomes U+FFFD, and with spm_spaces a space
+ * becomes U+2581 (the same as escaping first: a space never continues a
+ * sequence, nor does U+2581's lead byte). out needs 3 * n bytes. */
+static size_t utf8_sanitize(const char *s, size_t n, bool spm_spaces, char *out) {
     size_t o = 0;
     for (size_t i = 0; i < n;) {
+        if (spm_spaces && s[i] == ' ') {
+            memcpy(out + o, SPM_SPACE, 3);
+            o += 3;
+            i++;
+            continue;
+        }
         uint32_t cp;
         size_t l = utf8_decode((const uint8_t *)s + i, n - i, &cp);
         if (l == 0) {
@@ -528,7 +553,7 @@ int eng_pretokenize(const char *pre_name, const char *text, size_t len,
         pretok_fini(&p);
         return -ENOMEM;
     }
-    size_t n = utf8_sanitize(text, len, clean);
+    size_t n = utf8_sanitize(text, len, false, clean);
     struct pretok_cb c = { cb, ud };
     r = pretok_split(&p, clean, n, pretok_cb_fn, &c);
     free(clean);
@@ -798,7 +823,7 @@ static int build_pieces(eng_vocab *v, eng_error *err) {
             }
             /* fall through */
         case TOK_NORMAL:
-            if (v->spm) {
+            if (v->spm || v->raw_bpe) {
                 /* U+2581 stands for a space; everything else is as written */
                 for (size_t j = 0; j < n;) {
                     if (n - j >= 3 && memcmp(s + j, SPM_SPACE, 3) == 0) {
@@ -861,19 +886,29 @@ static int build_special(eng_vocab *v, eng_error *err) {
     }
     v->n_special = n;
     qsort_r(v->special, n, sizeof(*v->special), cmp_special, v);
+    return 0;
+}
 
+/* End-of-generation tokens: EOS and those named so (llama.cpp's list). A
+ * named one becomes a control token whatever the file says, as llama.cpp
+ * makes it: Gemma 4's converter writes <|tool_response> user-defined, and
+ * llama.cpp then neither cuts it out of text without parse_special nor
+ * prints it without special. Runs before the pieces and the special list. */
+static void mark_eog(eng_vocab *v) {
     static const char *const eog_names[] = {
         "<|im_end|>", "<|eot_id|>", "<|end_of_text|>", "<|endoftext|>", "<|eom_id|>",
         "<|end|>", "<end_of_turn>", /* Phi-3, Gemma */
+        "<eos>", "<turn|>", "<|tool_response>", /* Gemma 4 */
     };
     for (size_t i = 0; i < sizeof(eog_names) / sizeof(eog_names[0]); i++) {
         int32_t id = lookup_token(v, eog_names[i], strlen(eog_names[i]));
-        if (id >= 0)
+        if (id >= 0) {
             v->eog[id] = 1;
+            v->type[id] = TOK_CONTROL;
+        }
     }
     if (v->eos >= 0)
         v->eog[v->eos] = 1;
-    return 0;
 }
 
 /* Phi-3's tokenizer drops the whitespace that follows its special tokens
@@ -924,9 +959,11 @@ int eng_vocab_load(const gguf_file *f, eng_vocab **ret_vocab, eng_error *err) {
     if (r < 0)
         return eng__set_err(err, -EINVAL, "tokenizer.ggml.model: not a string");
     bool spm = model_len == 5 && memcmp(model, "llama", 5) == 0;
-    if (!spm && (model_len != 4 || memcmp(model, "gpt2", 4) != 0))
+    bool gemma4 = model_len == 6 && memcmp(model, "gemma4", 6) == 0;
+    if (!spm && !gemma4 && (model_len != 4 || memcmp(model, "gpt2", 4) != 0))
         return eng__set_err(err, -ENOTSUP,
-                            "tokenizer '%.*s' not supported (byte-level BPE, \"gpt2\", and SentencePiece, \"llama\")",
+                            "tokenizer '%.*s' not supported (byte-level BPE, \"gpt2\", "
+                            "SentencePiece, \"llama\", and Gemma 4's BPE, \"gemma4\")",
                             (int)(model_len > 64 ? 64 : model_len), model);
 
     char pre_name[64] = "default";
@@ -941,7 +978,9 @@ int eng_vocab_load(const gguf_file *f, eng_vocab **ret_vocab, eng_error *err) {
     } else if (r != -ENOENT) {
         return eng__set_err(err, -EINVAL, "tokenizer.ggml.pre: not a string");
     }
-    const struct pre_def *def = pre_find(pre_name);
+    /* llama.cpp takes "gemma4" for Gemma 4's pre-tokenizer, whatever the
+     * file's tokenizer.ggml.pre says (Gemma 4's files have none) */
+    const struct pre_def *def = pre_find(gemma4 ? "gemma4" : pre_name);
     bool pre_unknown = def == NULL;
     if (!def)
         def = pre_find("gpt2");
@@ -951,6 +990,7 @@ int eng_vocab_load(const gguf_file *f, eng_vocab **ret_vocab, eng_error *err) {
         return eng__set_err(err, -ENOMEM, "out of memory");
     v->bos = v->eos = v->unk = v->pad = -1;
     v->spm = spm;
+    v->raw_bpe = !spm && def->type == PRE_GEMMA4;
     /* SentencePiece models start with BOS and a space, unless they say not */
     v->add_bos = spm || def->add_bos;
     v->add_space_prefix = spm;
@@ -975,6 +1015,18 @@ int eng_vocab_load(const gguf_file *f, eng_vocab **ret_vocab, eng_error *err) {
     if ((r = load_bool(f, "tokenizer.ggml.add_bos_token", &v->add_bos, err)) < 0 ||
         (r = load_bool(f, "tokenizer.ggml.add_eos_token", &v->add_eos, err)) < 0)
         goto out;
+    if (v->raw_bpe) {
+        /* llama.cpp adds BOS for Gemma 4 even where the file says not to
+         * (its workaround for such files: Gemma 4 needs BOS), and spells
+         * what no token holds by <0xXX> tokens alone */
+        v->add_bos = true;
+        for (int b = 0; b < 256; b++) {
+            char hex[8];
+            snprintf(hex, sizeof(hex), "<0x%02X>", b);
+            v->byte_tok[b] = lookup_token(v, hex, 6);
+        }
+    }
+    mark_eog(v);
     if ((r = build_pieces(v, err)) < 0 || (r = build_special(v, err)) < 0 ||
         (r = phi3_attributes(v, f, err)) < 0)
         goto out;
@@ -1192,10 +1244,10 @@ static int merge_symbols(tok_ctx *c, int32_t ns) {
 
 /* Splits c->word[0, wn) into at most max_syms symbols, one per character,
  * and merges them; *ret_ns receives the symbol count. A character's length
- * comes from its lead byte: for byte-level BPE as UTF-8 says (the word is
- * the byte map's valid UTF-8); for SPM as llama.cpp counts it, so that a
- * stray continuation byte is one symbol and a 0xF8-0xFF lead takes up to 4
- * bytes. */
+ * comes from its lead byte: for BPE as UTF-8 says (the word is the byte
+ * map's valid UTF-8, or Gemma 4's sanitized text); for SPM as llama.cpp
+ * counts it, so that a stray continuation byte is one symbol and a
+ * 0xF8-0xFF lead takes up to 4 bytes. */
 static int merge_word(tok_ctx *c, size_t wn, size_t max_syms, bool spm, int32_t *ret_ns) {
     static const uint8_t spm_len[16] = { 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 3, 4 };
     int r;
@@ -1260,7 +1312,15 @@ static int spm_fragment(tok_ctx *c, const char *s, size_t n, bool space_first) {
     return 0;
 }
 
-/* BPE over one pre-token piece (raw UTF-8 bytes). */
+static bool all_newlines(const char *s, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        if (s[i] != '\n')
+            return false;
+    return true;
+}
+
+/* BPE over one pre-token piece (valid UTF-8; for raw_bpe with U+2581 for
+ * spaces, merged as it is, else through the byte map). */
 static int bpe_piece(void *ud, const char *s, size_t n) {
     tok_ctx *c = ud;
     const eng_vocab *v = c->v;
@@ -1268,15 +1328,23 @@ static int bpe_piece(void *ud, const char *s, size_t n) {
     if ((r = grow((void **)&c->word, &c->word_cap, 2 * n, 1)) < 0)
         return r;
     size_t wn = 0;
-    for (size_t i = 0; i < n; i++) {
-        uint8_t b = (uint8_t)s[i];
-        memcpy(c->word + wn, c->bm.enc[b], c->bm.enc_len[b]);
-        wn += c->bm.enc_len[b];
+    if (v->raw_bpe) {
+        memcpy(c->word, s, n);
+        wn = n;
+    } else {
+        for (size_t i = 0; i < n; i++) {
+            uint8_t b = (uint8_t)s[i];
+            memcpy(c->word + wn, c->bm.enc[b], c->bm.enc_len[b]);
+            wn += c->bm.enc_len[b];
+        }
     }
     if (wn > UINT32_MAX / 2)
         return -E2BIG;
 
-    if (v->pre.def->ignore_merges) {
+    /* A piece that is a whole token is that token: any piece for llama-bpe
+     * and tekken; for Gemma 4 a run of newlines, which llama.cpp takes
+     * whole because Gemma 4's merges need not rebuild it */
+    if (v->pre.def->ignore_merges || (v->raw_bpe && all_newlines(c->word, wn))) {
         int32_t id = lookup_token(v, c->word, wn);
         if (id >= 0) {
             out_push(c->out, id);
@@ -1284,17 +1352,25 @@ static int bpe_piece(void *ud, const char *s, size_t n) {
         }
     }
 
-    /* One symbol per encoded character (each is 1 or 2 bytes). */
+    /* One symbol per encoded character (1 to 4 bytes). */
     int32_t ns;
     if ((r = merge_word(c, wn, n, false, &ns)) < 0)
         return r;
     for (int32_t i = 0; i >= 0 && ns > 0; i = c->sym[i].next) {
         const bpe_sym *sy = &c->sym[i];
         int32_t id = lookup_token(v, c->word + sy->off, sy->len);
-        if (id >= 0)
+        if (id >= 0) {
             out_push(c->out, id);
-        else
+        } else if (v->raw_bpe) {
+            /* Gemma 4's byte fallback: <0xXX> per byte, never <unk> */
+            for (uint32_t j = 0; j < sy->len; j++) {
+                int32_t b = v->byte_tok[(uint8_t)c->word[sy->off + j]];
+                if (b >= 0)
+                    out_push(c->out, b);
+            }
+        } else {
             emit_fallback(c, c->word + sy->off, sy->len);
+        }
     }
     return 0;
 }
@@ -1410,7 +1486,7 @@ int eng_vocab_tokenize(const eng_vocab *v, const char *text, size_t len, unsigne
             }
             if ((r = grow((void **)&clean, &clean_cap, 3 * fr[i].len, 1)) < 0)
                 goto done;
-            size_t cn = utf8_sanitize(text + fr[i].off, fr[i].len, clean);
+            size_t cn = utf8_sanitize(text + fr[i].off, fr[i].len, v->raw_bpe, clean);
             if ((r = pretok_split(&v->pre, clean, cn, bpe_piece, &c)) < 0)
                 goto done;
         }

@@ -3,7 +3,8 @@
  * Byte-level BPE (tokenizer.ggml.model "gpt2") with the pre-tokenizers
  * "smollm", "llama-bpe" (also "llama3"), "qwen2" and "tekken" (Mistral
  * Nemo) (and "default"/"gpt-2"),
- * and SentencePiece ("llama": Llama 2, Mistral, TinyLlama), with
+ * SentencePiece ("llama": Llama 2, Mistral, TinyLlama) and Gemma 4's BPE
+ * over raw UTF-8 ("gemma4"), with
  * control/special tokens, BOS/EOS rules from the metadata. The vocabulary is
  * copied out of the GGUF mapping so the file can be closed after load.
  */
@@ -36,8 +37,9 @@ int32_t eng_vocab_eos(const eng_vocab *vocab);
 bool eng_vocab_is_eog(const eng_vocab *vocab, int32_t token);
 
 /* Splits text into pre-token pieces as the named pre-tokenizer does ("smollm",
- * "llama-bpe", "qwen2", "tekken", "gpt2"), without BPE; for the tests that check our
- * splits against an independent regex engine. Calls cb for each piece.
+ * "llama-bpe", "qwen2", "tekken", "gpt2"; "gemma4" without its U+2581 for
+ * spaces), without BPE; for the tests that check our splits against an
+ * independent regex engine. Calls cb for each piece.
  * Returns 0, -ENOTSUP for an unknown name, -EINVAL for invalid UTF-8 handling
  * failures. */
 int eng_pretokenize(const char *pre_name, const char *text, size_t len,

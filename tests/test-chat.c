@@ -488,9 +488,15 @@ static void test_tools(void) {
         free(t);
         CHECK((info.kind == ENG_CHAT_CHATML || info.kind == ENG_CHAT_LLAMA3 ||
                (info.kind == ENG_CHAT_GRANITE && info.granite4) ||
-               (info.kind == ENG_CHAT_EXAONE && info.exaone4)) && info.tools);
+               (info.kind == ENG_CHAT_EXAONE && info.exaone4) ||
+               info.kind == ENG_CHAT_GEMMA4) && info.tools);
+        CHECK((info.kind == ENG_CHAT_GEMMA4) == !strcmp(c->template, "gemma4"));
+        if (info.kind == ENG_CHAT_GEMMA4) /* (the only one here that prints bos_token) */
+            strcpy(info.bos, "<bos>");
         fprintf(stderr, "tools case %s\n", c->name);
-        check_render_tools(&info, c->msgs, c->n_msgs, c->tools, c->add ? ENG_CHAT_ADD_ASSISTANT : 0, c->want);
+        const unsigned flags =
+            (c->add ? ENG_CHAT_ADD_ASSISTANT : 0) | (c->no_think ? ENG_CHAT_NO_THINK : 0);
+        check_render_tools(&info, c->msgs, c->n_msgs, c->tools, flags, c->want);
     }
 
     /* templates without tool calling refuse tools and calls, not [] */
@@ -1079,6 +1085,170 @@ static void test_exaone_granite30(void) {
                  "<|start_of_role|>assistant<|end_of_role|><|tool_call|>C<|end_of_text|>\n");
 }
 
+/* Gemma 4 beyond tools_cases (jinja2's renderings): what we do where the
+ * template raises or has no say, its detection, and its answers read back
+ * as llama.cpp reads them (common/chat-peg-parser.cpp, its Gemma 4 tests):
+ * the reasoning in its thought channel, calls in its own notation. */
+static void test_gemma4(void) {
+    size_t len;
+    char *t = read_template("gemma4", &len);
+    eng_chat_info info;
+    eng_chat_detect(t, len, &info);
+    CHECK(info.kind == ENG_CHAT_GEMMA4 && info.think_switch && info.reasoning && info.tools &&
+          !info.default_system[0]);
+    /* the earlier template (without the scan of tool messages), which
+     * llama.cpp rewrites the history for, is not taken for it */
+    char *scan = strstr(t, "loop_messages[k]['role'] != 'tool'");
+    CHECK(scan != NULL);
+    if (scan) {
+        scan[0] = 'L';
+        eng_chat_info old;
+        eng_chat_detect(t, len, &old);
+        CHECK(old.kind == ENG_CHAT_NONE);
+    }
+    free(t);
+    strcpy(info.bos, "<bos>");
+    const unsigned A = ENG_CHAT_ADD_ASSISTANT, NT = ENG_CHAT_NO_THINK;
+
+    /* an empty conversation (the template raises without thinking or tools) */
+    check_render(&info, NULL, 0, A, "<bos><|turn>system\n<|think|>\n<turn|>\n<|turn>model\n");
+    check_render(&info, NULL, 0, A | NT, "<bos><|turn>model\n<|channel>thought\n<channel|>");
+    /* a result past the calls: named "unknown" (the template raises) */
+    static const eng_tool_call f = {(char *)"f", NULL};
+    eng_chat_msg extra[] = {
+        {.role = "user", .content = "U"},
+        {.role = "assistant", .content = "", .tool_calls = &f, .n_tool_calls = 1},
+        {.role = "tool", .content = "1"}, {.role = "tool", .content = "2"}};
+    check_render(&info, extra, 4, A | NT,
+                 "<bos><|turn>user\nU<turn|>\n<|turn>model\n<|tool_call>call:f{}<tool_call|>"
+                 "<|tool_response>response:f{value:<|\"|>1<|\"|>}<tool_response|>"
+                 "<|tool_response>response:unknown{value:<|\"|>2<|\"|>}<tool_response|>");
+    /* tools the template raises on: no "function", a list to iterate that
+     * is a number, properties that are not a dict */
+    const char *bad[] = {"[5]", "[{\"type\": \"function\"}]",
+                         "[{\"function\": {\"name\": \"f\", \"parameters\": {\"required\": 5}}}]",
+                         "[{\"function\": {\"name\": \"f\", \"parameters\": "
+                         "{\"properties\": [1]}}}]",
+                         "[{\"function\": {\"parameters\": {\"properties\": {\"a\": {\"type\": "
+                         "\"array\", \"items\": {\"type\": 1}}}}}}]"};
+    char buf[256];
+    for (size_t k = 0; k < sizeof(bad) / sizeof(bad[0]); k++)
+        CHECK(eng_chat_render(&info, extra, 1, bad[k], A, buf, sizeof(buf)) == -EINVAL);
+    CHECK(eng_chat_render(&info, extra, 1, "[{\"function\": {}}]", A, buf, sizeof(buf)) > 0);
+
+    /* the reasoning: after "<|channel>thought" and its space up to the
+     * first "<channel|>", the content after it */
+    static const struct {
+        const char *text, *think, *content;
+    } splits[] = {
+        {"<|channel>thought\nI'm\nthinking<channel|>Hello, world!\nWhat's up?", "I'm\nthinking",
+         "Hello, world!\nWhat's up?"},
+        {"<|channel>thought<channel|>Hello", "", "Hello"},
+        {"<|channel><|channel>thought\n<channel|>Hi", "", "Hi"}, /* a stray opening */
+        {"<|turn>model\n<|channel>thought\n x<channel|>y<channel|>", "x", "y<channel|>"},
+        {"<|channel>thought\nstill thinking", "still thinking", ""}, /* cut short */
+        {"Plain.", "", "Plain."},
+        {"<|channel>final<channel|>x", "", "<|channel>final<channel|>x"},
+        {" <|channel>thought\nx<channel|>y", "", " <|channel>thought\nx<channel|>y"},
+    };
+    for (size_t k = 0; k < sizeof(splits) / sizeof(splits[0]); k++) {
+        const char *a = splits[k].text;
+        size_t to = 99, tl = 99, co = 99;
+        CHECK(eng_chat_split_reasoning(&info, a, strlen(a), &to, &tl, &co) == 0);
+        CHECK(tl == strlen(splits[k].think) && !strncmp(a + to, splits[k].think, tl) &&
+              !strcmp(a + co, splits[k].content));
+        if (tl != strlen(splits[k].think) || strcmp(a + co, splits[k].content))
+            fprintf(stderr, "gemma4 split %zu: [%.*s] [%s]\n", k, (int)tl, a + to, a + co);
+    }
+    size_t to = 9, tl = 9, co = 9;
+    CHECK(eng_chat_split_reasoning(&info, NULL, 0, &to, &tl, &co) == 0 && !to && !tl && !co);
+
+    /* calls: <|tool_call>call:NAME{key:value,...}<tool_call|>, values of
+     * every kind (strings between <|"|>, as they are), several, after the
+     * reasoning or text, the last one's end eaten by a stop string */
+    static const struct {
+        const char *text;
+        size_t n;
+        const char *name[2], *args[2];
+        const char *content; /* the text before the calls, from the start */
+    } answers[] = {
+        {"<|tool_call>call:get_time{city:<|\"|>London<|\"|>}<tool_call|>", 1, {"get_time"},
+         {"{\"city\": \"London\"}"}, ""},
+        {"Hello, world!\nWhat's up? <|tool_call>call:get_time{city:<|\"|>San Francisco<|\"|>}"
+         "<tool_call|>", 1, {"get_time"}, {"{\"city\": \"San Francisco\"}"},
+         "Hello, world!\nWhat's up?"},
+        {"<|tool_call>call:f{a:42,b:-7,c:3.14,d:true,e:false,f:null,g:[<|\"|>buy milk<|\"|>, 1],"
+         "h:{theme:<|\"|>dark<|\"|>,count:3},i:[],j:{},k:1.5e10,l:<|\"|>say \"hi\" \\ \n<|\"|>}"
+         "<tool_call|>", 1, {"f"},
+         {"{\"a\": 42, \"b\": -7, \"c\": 3.14, \"d\": true, \"e\": false, \"f\": null, \"g\": "
+          "[\"buy milk\", 1], \"h\": {\"theme\": \"dark\", \"count\": 3}, \"i\": [], \"j\": {}, "
+          "\"k\": 15000000000.0, \"l\": \"say \\\"hi\\\" \\\\ \\n\"}"}, ""},
+        {"<|tool_call>call:empty_args{}<tool_call|><|tool_call>call:b.c-d{ x: 1 , y:[ ] }"
+         "<tool_call|><|tool_response>", 2, {"empty_args", "b.c-d"},
+         {"{}", "{\"x\": 1, \"y\": []}"}, ""},
+        {"<|channel>thought\nI'm\nthinking<channel|><|tool_call>call:get_time{city:"
+         "<|\"|>Paris<|\"|>}<tool_call|>", 1, {"get_time"}, {"{\"city\": \"Paris\"}"},
+         "<|channel>thought\nI'm\nthinking<channel|>"},
+        {"<|channel>thought\nx<channel|>Checking.\n<|tool_call>call:f{a:1}", 1, {"f"},
+         {"{\"a\": 1}"}, "<|channel>thought\nx<channel|>Checking."},
+        /* not calls: the answer stays text */
+        {"Plain.", 0, {NULL}, {NULL}, NULL},
+        {"<|channel>thought\n<|tool_call>call:f{}<tool_call|><channel|>Done.", 0, {NULL}, {NULL},
+         NULL}, /* inside the reasoning */
+        {"<|channel>thought\n<|tool_call>call:f{}<tool_call|>", 0, {NULL}, {NULL}, NULL},
+        {"<|tool_call>call:f{a:None}<tool_call|>", 0, {NULL}, {NULL}, NULL},
+        {"<|tool_call>call:f{a:truex}<tool_call|>", 0, {NULL}, {NULL}, NULL},
+        {"<|tool_call>call:f{a:<|\"|>open}<tool_call|>", 0, {NULL}, {NULL}, NULL},
+        {"<|tool_call>call:f{a:1,}<tool_call|>", 0, {NULL}, {NULL}, NULL},
+        {"<|tool_call>call:f{:1}<tool_call|>", 0, {NULL}, {NULL}, NULL},
+        {"<|tool_call>call:f{a:.5}<tool_call|>", 0, {NULL}, {NULL}, NULL},
+        {"<|tool_call>call:f{a:'x'}<tool_call|>", 0, {NULL}, {NULL}, NULL},
+        {"<|tool_call>call:{a:1}<tool_call|>", 0, {NULL}, {NULL}, NULL},
+        {"<|tool_call>call:f {a:1}<tool_call|>", 0, {NULL}, {NULL}, NULL},
+        {"<|tool_call>f{a:1}<tool_call|>", 0, {NULL}, {NULL}, NULL},
+        {"<|tool_call>call:f{a:1} x<tool_call|>", 0, {NULL}, {NULL}, NULL},
+        {"<|tool_call>call:f{a:1", 0, {NULL}, {NULL}, NULL},
+        {"<|tool_call>call:f{a:1}<tool_call|><|tool_call>call:g{b:}", 0, {NULL}, {NULL}, NULL},
+        {"<|tool_call>call:f{a:[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[1]]]]]]]]]]]]]]]]]"
+         "]]]]]]]]]]]]]]]]]}<tool_call|>", 0, {NULL}, {NULL}, NULL}, /* nesting past 32 */
+    };
+    for (size_t k = 0; k < sizeof(answers) / sizeof(answers[0]); k++) {
+        eng_tool_call *calls = (eng_tool_call *)1;
+        size_t n = 99, cl = 0;
+        const char *a = answers[k].text;
+        CHECK(eng_chat_parse_calls(&info, a, strlen(a), &calls, &n, &cl) == 0);
+        CHECK(cl == (n && answers[k].content ? strlen(answers[k].content) : strlen(a)));
+        CHECK(n == answers[k].n && (n == 0) == (calls == NULL));
+        if (n != answers[k].n)
+            fprintf(stderr, "gemma4 answer %zu: %zu calls\n", k, n);
+        for (size_t j = 0; j < n && n == answers[k].n; j++) {
+            CHECK(!strcmp(calls[j].name, answers[k].name[j]) &&
+                  !strcmp(calls[j].arguments, answers[k].args[j]));
+            if (strcmp(calls[j].arguments, answers[k].args[j]))
+                fprintf(stderr, "gemma4 answer %zu call %zu: %s [%s]\n", k, j, calls[j].name,
+                        calls[j].arguments);
+        }
+        eng_tool_calls_free(calls, n);
+    }
+    /* a call read back renders in the template's notation (null as None, keys sorted) */
+    eng_tool_call *calls = NULL;
+    size_t n = 0;
+    const char *a = answers[2].text;
+    CHECK(eng_chat_parse_calls(&info, a, strlen(a), &calls, &n, NULL) == 0 && n == 1);
+    if (n == 1) {
+        eng_chat_msg back[] = {{.role = "user", .content = "U"},
+                               {.role = "assistant", .content = "", .tool_calls = calls,
+                                .n_tool_calls = 1}};
+        char out[512];
+        CHECK(eng_chat_render(&info, back, 2, NULL, NT, out, sizeof(out)) > 0);
+        CHECK(strstr(out, "<|tool_call>call:f{a:42,b:-7,c:3.14,d:true,e:false,f:None,"
+                          "g:[<|\"|>buy milk<|\"|>,1],h:{count:3,theme:<|\"|>dark<|\"|>},i:[],"
+                          "j:{},k:15000000000.0,l:<|\"|>say \"hi\" \\ \n<|\"|>}<tool_call|>"
+                          "<|tool_response>") != NULL);
+    }
+    eng_tool_calls_free(calls, n);
+}
+
 /* Mistral's [SYSTEM_PROMPT] templates beyond plain_cases: Mistral Small
  * 3.2's default system prompt with today's date (jinja2 renders 2331 bytes
  * for one user message, the date being 10), a later system message,
@@ -1134,6 +1304,7 @@ int main(void) {
     test_tools();
     test_spm_families();
     test_mistral7();
+    test_gemma4();
     if (failures) {
         fprintf(stderr, "%d check(s) failed\n", failures);
         return 1;

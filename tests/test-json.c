@@ -192,6 +192,7 @@ static void test_dumps(void)
     dumps(" \"\\u00e9\\u4e2d\" ", "\"\xc3\xa9\xe4\xb8\xad\"");
     dumps("\"\\ud800\\uD800\\udc00\"", "\"\\ud800\xf0\x90\x80\x80\""); /* a lone surrogate stays escaped */
     dumps("{ }", "{}");
+    dumps("[-3, -0, -12, -7.0]", "[-3, 0, -12, -7.0]"); /* (only -0 loses its sign) */
     /* past the largest double: Python's float is inf, written Infinity
      * (not JSON, so not read again) */
     static sink inf;

@@ -64,6 +64,9 @@ PRETOKENIZERS = {
     "falcon3": [LLAMA3],
     "deepseek-r1-qwen": [QWEN2],
     "llama4": [GPT4O],
+    # Gemma 4's: llama.cpp runs BPE over whole lines, cut from runs of
+    # newlines (engine/vocab.c)
+    "gemma4": [r"""[^\n]+|[\n]+"""],
 }
 
 

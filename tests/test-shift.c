@@ -67,13 +67,27 @@ static eng_model *load_synth(const char *synth, const char *shape)
     return m;
 }
 
-/* One layer's K (or V) cache rows [0, n) as f32 into f, their bytes into raw. */
-static void read_rows(const eng_session *s, const void *cache, int n, uint8_t *raw, float *f)
+/* Layer l's K (or V) row: its values (its heads: gemma4's layers differ)
+ * and bytes. */
+static int layer_kvd(const eng_model *m, int l)
+{
+    return m->layers[l].n_head_kv * m->layers[l].head_dim;
+}
+
+static size_t layer_rb(const eng_session *s, int l)
+{
+    const size_t kvd = (size_t)layer_kvd(s->model, l);
+    return s->kv_type == ENG_KV_Q8_0 ? kvd / 32 * sizeof(eng_q8_block) : kvd * sizeof(uint16_t);
+}
+
+/* Layer l's K (or V) cache rows [0, n) as f32 into f, their bytes into raw. */
+static void read_rows(const eng_session *s, int l, const void *cache, int n, uint8_t *raw,
+                      float *f)
 {
     eng_backend *be = s->model->be;
-    const size_t rb = s->kv_row_bytes;
+    const size_t rb = layer_rb(s, l);
     be->iface->download(be, raw, cache, (size_t)n * rb);
-    const int kvd = s->model->info.n_head_kv * s->model->info.head_dim;
+    const int kvd = layer_kvd(s->model, l);
     for (int r = 0; r < n; r++) {
         const uint8_t *row = raw + (size_t)r * rb;
         float *out = f + (size_t)r * kvd;
@@ -89,13 +103,14 @@ static void read_rows(const eng_session *s, const void *cache, int n, uint8_t *r
     }
 }
 
-/* x (one row of n_head_kv heads) rotated by dpos positions, in double:
- * the rotation by position of backend.h's rope, written out again here */
-static void rotate_ref(const eng_model *m, double base, const float *factors, const float *x, int dpos,
-                       double *out)
+/* x (one row of layer l's n_head_kv heads) rotated by dpos positions, in
+ * double: the rotation by position of backend.h's rope, written out again
+ * here */
+static void rotate_ref(const eng_model *m, int l, double base, const float *factors,
+                       const float *x, int dpos, double *out)
 {
-    const int hd = m->info.head_dim, Hkv = m->info.n_head_kv;
-    const int n_rot = (int)m->n_rot < hd ? (int)m->n_rot : hd, half = n_rot / 2;
+    const int hd = m->layers[l].head_dim, Hkv = m->layers[l].n_head_kv;
+    const int n_rot = m->layers[l].n_rot < hd ? m->layers[l].n_rot : hd, half = n_rot / 2;
     for (int j = 0; j < Hkv * hd; j++)
         out[j] = x[j];
     for (int h = 0; h < Hkv; h++)
@@ -147,36 +162,44 @@ static void check_shift(const char *name, eng_model *m, eng_kv_type kv)
     memcpy(shortened, t, KEEP * sizeof(int32_t));
     memcpy(shortened + KEEP, t + first, (size_t)(N_TOK - first) * sizeof(int32_t));
 
-    const int NL = info.n_layer, kvd = info.n_head_kv * info.head_dim;
-    const size_t rb = s->kv_row_bytes;
-    uint8_t *oldk = malloc((size_t)NL * N_TOK * rb), *oldv = malloc((size_t)NL * N_TOK * rb);
-    uint8_t *raw = malloc(N_TOK * rb);
-    float *ok = malloc((size_t)NL * N_TOK * kvd * sizeof(float));
-    float *nk = malloc((size_t)N_TOK * kvd * sizeof(float));
-    float *fk = malloc((size_t)N_TOK * kvd * sizeof(float));
-    float *nv = malloc((size_t)N_TOK * kvd * sizeof(float));
-    float *fv = malloc((size_t)N_TOK * kvd * sizeof(float));
-    double *ref = malloc((size_t)kvd * sizeof(double));
+    /* (rows of the widest layer's, a layer's at the start of each) */
+    const int NL = info.n_layer;
+    int kvd_max = 0;
+    for (int l = 0; l < NL; l++)
+        kvd_max = layer_kvd(m, l) > kvd_max ? layer_kvd(m, l) : kvd_max;
+    const size_t rb_max = s->kv_row_bytes;
+    uint8_t *oldk = malloc((size_t)NL * N_TOK * rb_max);
+    uint8_t *oldv = malloc((size_t)NL * N_TOK * rb_max);
+    uint8_t *raw = malloc(N_TOK * rb_max);
+    float *ok = malloc((size_t)NL * N_TOK * kvd_max * sizeof(float));
+    float *nk = malloc((size_t)N_TOK * kvd_max * sizeof(float));
+    float *fk = malloc((size_t)N_TOK * kvd_max * sizeof(float));
+    float *nv = malloc((size_t)N_TOK * kvd_max * sizeof(float));
+    float *fv = malloc((size_t)N_TOK * kvd_max * sizeof(float));
+    double *ref = malloc((size_t)kvd_max * sizeof(double));
     CHECK(oldk && oldv && raw && ok && nk && fk && nv && fv && ref);
     /* each layer's divisors as the session rotates with them: its own
      * (rope_freqs, a scaled table, none on Gemma 3's local layers), or
      * LongRoPE's long table for a context past the original one */
-    const int half = (int)m->n_rot / 2;
+    int half = 0;
+    for (int l = 0; l < NL; l++)
+        half = m->layers[l].n_rot / 2 > half ? m->layers[l].n_rot / 2 : half;
     float *factors = calloc((size_t)NL * half, sizeof(float));
     bool *has_f = calloc((size_t)NL, sizeof(bool));
     CHECK(factors && has_f);
     for (int l = 0; l < NL; l++) {
         const float *tab = s->rope_long ? m->rope_long : m->layers[l].rope_freqs;
         if ((has_f[l] = tab != NULL))
-            m->be->iface->download(m->be, factors + (size_t)l * half, tab, (size_t)half * sizeof(float));
+            m->be->iface->download(m->be, factors + (size_t)l * half, tab,
+                                   (size_t)m->layers[l].n_rot / 2 * sizeof(float));
     }
 
     CHECK(eng_session_eval(s, t, N_TOK, 0) == 0);
     CHECK(eng_session_n_cached(s) == N_TOK);
     for (int l = 0; l < NL; l++) {
-        read_rows(s, s->k_cache[l], N_TOK, oldk + (size_t)l * N_TOK * rb,
-                  ok + (size_t)l * N_TOK * kvd);
-        read_rows(s, s->v_cache[l], N_TOK, oldv + (size_t)l * N_TOK * rb, nv);
+        read_rows(s, l, s->k_cache[l], N_TOK, oldk + (size_t)l * N_TOK * rb_max,
+                  ok + (size_t)l * N_TOK * kvd_max);
+        read_rows(s, l, s->v_cache[l], N_TOK, oldv + (size_t)l * N_TOK * rb_max, nv);
     }
 
     /* ranges outside the context, and a shift of nothing */
@@ -193,9 +216,19 @@ static void check_shift(const char *name, eng_model *m, eng_kv_type kv)
     CHECK(eng_session_eval(f, shortened, (size_t)n_left, 0) == 0);
     double worst_rot = 0, worst_fresh_k = 0, worst_fresh_v = 0;
     for (int l = 0; l < NL; l++) {
-        const uint8_t *ko = oldk + (size_t)l * N_TOK * rb, *vo = oldv + (size_t)l * N_TOK * rb;
-        const float *kof = ok + (size_t)l * N_TOK * kvd;
-        read_rows(s, s->k_cache[l], n_left, raw, nk);
+        /* a layer on another layer's cache (gemma4's last ones): that one's
+         * rows, checked there */
+        const int src = m->layers[l].kv_src;
+        CHECKF(src == l || (s->k_cache[l] == s->k_cache[src] && s->v_cache[l] == s->v_cache[src]),
+               "%s layer %d: not layer %d's cache", name, l, src);
+        if (src != l)
+            continue;
+        const uint8_t *ko = oldk + (size_t)l * N_TOK * rb_max;
+        const uint8_t *vo = oldv + (size_t)l * N_TOK * rb_max;
+        const float *kof = ok + (size_t)l * N_TOK * kvd_max;
+        const size_t rb = layer_rb(s, l); /* (this layer's rows, one after another) */
+        const int kvd = layer_kvd(m, l);
+        read_rows(s, l, s->k_cache[l], n_left, raw, nk);
         CHECKF(memcmp(raw, ko, KEEP * rb) == 0, "%s %s layer %d: a kept key changed", name, kvn, l);
         /* a NoPE layer's keys hold no position: they move as they are */
         CHECKF(!m->layers[l].nope ||
@@ -203,7 +236,8 @@ static void check_shift(const char *name, eng_model *m, eng_kv_type kv)
                "%s %s layer %d (NoPE): a moved key changed", name, kvn, l);
         for (int i = 0; i < n_left - KEEP && !m->layers[l].nope; i++) {
             const float *now = nk + (size_t)(KEEP + i) * kvd;
-            rotate_ref(m, m->layers[l].rope_base, has_f[l] ? factors + (size_t)l * half : NULL,
+            rotate_ref(m, l, m->layers[l].rope_base,
+                       has_f[l] ? factors + (size_t)l * half : NULL,
                        kof + (size_t)(first + i) * kvd, -DROP, ref);
             double amax = 0, d = 0;
             for (int j = 0; j < kvd; j++) {
@@ -218,14 +252,14 @@ static void check_shift(const char *name, eng_model *m, eng_kv_type kv)
                    "%s %s layer %d row %d: rotated key off by %.3g of %.3g", name, kvn, l, KEEP + i,
                    d, amax);
         }
-        read_rows(s, s->v_cache[l], n_left, raw, nv);
+        read_rows(s, l, s->v_cache[l], n_left, raw, nv);
         CHECKF(memcmp(raw, vo, KEEP * rb) == 0, "%s %s layer %d: a kept value changed", name, kvn, l);
         CHECKF(memcmp(raw + KEEP * rb, vo + first * rb, (size_t)(n_left - KEEP) * rb) == 0,
                "%s %s layer %d: a moved value changed", name, kvn, l);
         if (l == 0) {
             /* what a fresh prefill of the shortened list stores */
-            read_rows(f, f->k_cache[0], n_left, raw, fk);
-            read_rows(f, f->v_cache[0], n_left, raw, fv);
+            read_rows(f, 0, f->k_cache[0], n_left, raw, fk);
+            read_rows(f, 0, f->v_cache[0], n_left, raw, fv);
             for (int p = 0; p < n_left; p++) {
                 const size_t o = (size_t)p * kvd;
                 const double ak = row_amax(fk + o, kvd), av = row_amax(fv + o, kvd);
@@ -434,19 +468,25 @@ int main(int argc, char **argv)
     gpu = argc == 3;
     /* tiny-phi3-128k: LongRoPE's long table (the context of 64 is past its
      * original 8); tiny-gemma3: per-layer bases and a linearly scaled table */
-    static const char *const shapes[] = {"tiny",           "tiny-qwen2",  "tiny-llama3",
-                                         "tiny-phi3-128k", "tiny-gemma3", "tiny-smollm3"};
+    /* tiny-gemma4: layers of two head widths (a quarter of the global
+     * ones rotating), the last three on earlier layers' caches */
+    static const char *const shapes[] = {"tiny",         "tiny-qwen2",   "tiny-llama3",
+                                         "tiny-phi3-128k", "tiny-gemma3", "tiny-smollm3",
+                                         "tiny-gemma4"};
     for (size_t i = 0; i < sizeof(shapes) / sizeof(*shapes); i++) {
         eng_model *m = load_synth(argv[1], shapes[i]);
         check_shift(shapes[i], m, ENG_KV_F16);
         eng_model_free(m);
     }
     /* (lfm2: its convolutions' rows in rings of 3 positions and a batch) */
-    static const char *const swa[] = {"tiny-gemma3", "tiny-gemma2", "tiny-lfm2"};
+    static const char *const swa[] = {"tiny-gemma3", "tiny-gemma2", "tiny-lfm2", "tiny-gemma4"};
     for (size_t i = 0; i < sizeof(swa) / sizeof(*swa); i++) {
         eng_model *m = load_synth(argv[1], swa[i]);
         check_ring(swa[i], m, ENG_KV_F16);
-        if (!gpu && m->info.head_dim % 32 == 0)
+        bool hd32 = true; /* (every layer's heads whole Q8_0 blocks) */
+        for (int l = 0; l < m->info.n_layer; l++)
+            hd32 = hd32 && m->layers[l].head_dim % 32 == 0;
+        if (!gpu && hd32)
             check_ring(swa[i], m, ENG_KV_Q8_0);
         eng_model_free(m);
     }

@@ -20,7 +20,8 @@
  * checked against it; --spm adds what holds for the SentencePiece test
  * vocabularies (special ids, byte fallback, random round trips), and
  * --spm-gemma the same for the Gemma-like one (bos 2, eos 1, no space put
- * first).
+ * first), --gemma4 what holds for the Gemma 4 one (BOS always added, its
+ * end-of-generation markers, byte fallback, random round trips).
  */
 #include <errno.h>
 #include <pthread.h>
@@ -389,6 +390,7 @@ static void test_vocab_facts(const eng_vocab *v) {
 
 /* ---- synthetic vocabularies: error paths ---- */
 
+/* extra_key: a bool key set true, or false when it starts with '!' */
 static int write_vocab(const char *path, const char *model, const char *pre, bool merges, const char *extra_key) {
     gguf_writer *w;
     if (gguf_writer_new(&w) < 0)
@@ -410,7 +412,7 @@ static int write_vocab(const char *path, const char *model, const char *pre, boo
     r |= gguf_writer_set_u32(w, "tokenizer.ggml.unknown_token_id", 0);
     r |= gguf_writer_set_u32(w, "tokenizer.ggml.eos_token_id", 99); /* out of range: ignored */
     if (extra_key)
-        r |= gguf_writer_set_bool(w, extra_key, true);
+        r |= gguf_writer_set_bool(w, extra_key + (extra_key[0] == '!'), extra_key[0] != '!');
     if (r == 0)
         r = gguf_writer_write(w, path);
     gguf_writer_free(w);
@@ -502,11 +504,41 @@ static void test_synthetic(void) {
         CHECK(r == 0 && n >= 2 && ids[0] == 1 && ids[1] != 1, "<s> as text: r %d n %zu", r, n);
         eng_vocab_free(v);
     }
+    /* Gemma 4: BOS added though the file says not (as llama.cpp forces it),
+     * the file's pre-tokenizer ignored without a note; " " is U+2581, which
+     * neither a token nor a <0xXX> token holds: dropped, <unk> unused */
+    err.msg[0] = '\0';
+    r = load_synthetic("gemma4", "llama-bpe", true, "!tokenizer.ggml.add_bos_token", &v, &err);
+    CHECK(r == 0 && !err.msg[0], "gemma4 synthetic: %d '%s'", r, err.msg);
+    if (r == 0) {
+        int32_t ids[8];
+        size_t n = 0;
+        r = eng_vocab_tokenize(v, "ab ab", 5, ENG_TOK_ADD_SPECIAL, ids, 8, &n);
+        CHECK(r == 0 && n == 3 && ids[0] == 1 && ids[1] == 5 && ids[2] == 5,
+              "gemma4 BOS: r %d n %zu", r, n);
+        eng_vocab_free(v);
+    }
+    r = load_synthetic("gemma4", NULL, false, NULL, &v, &err);
+    CHECK(r == -EINVAL && strstr(err.msg, "merges"), "gemma4 without merges: %d '%s'", r, err.msg);
     eng_vocab_free(NULL);
 }
 
 /* Random strings (seeded): pieces rebuild any valid UTF-8 input, special
  * tokens included; malformed input must not break anything. */
+/* text [tn] after the first w bytes of want, each U+2581 a space (as a
+ * piece prints it); returns the bytes of want. */
+static size_t spaces_back(const char *text, size_t tn, char *want, size_t w) {
+    for (size_t j = 0; j < tn; j++) {
+        if (j + 3 <= tn && memcmp(text + j, "\xe2\x96\x81", 3) == 0) {
+            want[w++] = ' ';
+            j += 2;
+        } else {
+            want[w++] = text[j];
+        }
+    }
+    return w;
+}
+
 static void test_random_roundtrip(const eng_vocab *v) {
     static const char *const atoms[] = {
         "a", "Z", "e", "'s", "'LL", " ", "  ", "\t", "\n", "\r\n", "7", "42", ".", "!?", "<|im_start|>", "<|im_end|>",
@@ -649,23 +681,98 @@ static void test_spm_facts(const eng_vocab *v, bool gemma) {
         }
         size_t m = detok(v, rid, nt, false, out, sizeof(out));
         /* "\xe2\x96\x81" in the input comes back as a space, as in llama.cpp */
-        size_t w = pre;
         char want[1100] = " ";
-        for (size_t j = 0; j < tn; j++) {
-            if (j + 3 <= tn && memcmp(text + j, "\xe2\x96\x81", 3) == 0) {
-                want[w++] = ' ';
-                j += 2;
-            } else {
-                want[w++] = text[j];
-            }
-        }
+        size_t w = spaces_back(text, tn, want, pre);
         if (m != w || memcmp(out, want, w) != 0)
             bad++;
     }
     CHECK(bad == 0, "SentencePiece random round trip: %d failures", bad);
 }
 
-static int main_vocab(const char *vocab_path, const char *rows_path, bool spm, bool gemma) {
+/* Gemma 4's test vocabulary (tests/data/make-gemma4-vocab.py fixes these
+ * ids): what holds for any input, and llama.cpp's token attributes. */
+static void test_gemma4_facts(const eng_vocab *v) {
+    enum { PAD = 0, EOS = 1, BOS = 2, TOOL_RESPONSE = 13, TOOL_RESPONSE_END = 14, QUOTE = 15,
+           TURN = 19, TURN_END = 20, NL = 21, END_S = 91 };
+    CHECK(eng_vocab_bos(v) == BOS && eng_vocab_eos(v) == EOS, "bos %d eos %d", eng_vocab_bos(v),
+          eng_vocab_eos(v));
+    /* <|tool_response> (user-defined in the file) ends generation as
+     * llama.cpp's list says; </s> is text in Gemma 4 */
+    CHECK(eng_vocab_is_eog(v, EOS) && eng_vocab_is_eog(v, TURN_END) &&
+              eng_vocab_is_eog(v, TOOL_RESPONSE),
+          "<eos> <turn|> <|tool_response> end generation");
+    CHECK(!eng_vocab_is_eog(v, BOS) && !eng_vocab_is_eog(v, TURN) &&
+              !eng_vocab_is_eog(v, TOOL_RESPONSE_END) && !eng_vocab_is_eog(v, END_S) &&
+              !eng_vocab_is_eog(v, PAD),
+          "<bos> <|turn> <tool_response|> </s> <pad> do not end generation");
+    int32_t ids[64];
+    size_t n = 0;
+    CHECK(eng_vocab_tokenize(v, "", 0, ENG_TOK_ADD_SPECIAL, ids, 64, &n) == 0 && n == 1 &&
+              ids[0] == BOS,
+          "BOS added to empty text");
+    /* and so a control token: hidden without special, not cut out of text
+     * without parse_special; <|"|> is user-defined: both */
+    char buf[64];
+    CHECK(eng_vocab_token_to_piece(v, TOOL_RESPONSE, false, buf, sizeof(buf)) == 0 &&
+              eng_vocab_token_to_piece(v, TOOL_RESPONSE, true, buf, sizeof(buf)) == 16,
+          "<|tool_response> is a control token");
+    int k = eng_vocab_token_to_piece(v, QUOTE, false, buf, sizeof(buf));
+    CHECK(k == 5 && memcmp(buf, "<|\"|>", 5) == 0, "<|\"|> prints without special: %d", k);
+    CHECK(eng_vocab_tokenize(v, "<|tool_response>", 16, 0, ids, 64, &n) == 0 && n > 1,
+          "<|tool_response> is text without parse_special (%zu tokens)", n);
+    CHECK(eng_vocab_tokenize(v, "<|\"|>", 5, 0, ids, 64, &n) == 0 && n == 1 && ids[0] == QUOTE,
+          "<|\"|> is cut out without parse_special");
+    /* six newlines: one token, though the merges stop at four */
+    CHECK(eng_vocab_tokenize(v, "\n\n\n\n\n\n", 6, 0, ids, 64, &n) == 0 && n == 1 &&
+              ids[0] == NL + 5,
+          "a run of newlines is its token (%zu tokens)", n);
+    /* a byte no token holds is its <0xXX> token; spaces come back */
+    k = -1;
+    if (eng_vocab_tokenize(v, "\x01", 1, 0, ids, 64, &n) == 0 && n == 1)
+        k = eng_vocab_token_to_piece(v, ids[0], false, buf, sizeof(buf));
+    CHECK(k == 1 && buf[0] == 1, "<0x01> is the byte 01: %zu tokens, %d bytes", n, k);
+    k = -1;
+    if (eng_vocab_tokenize(v, " the", 4, 0, ids, 64, &n) == 0 && n == 1)
+        k = eng_vocab_token_to_piece(v, ids[0], false, buf, sizeof(buf));
+    CHECK(k == 4 && memcmp(buf, " the", 4) == 0, "' the' is one token, \\u2581the (%zu tokens)", n);
+
+    /* Random valid UTF-8 comes back as it went in, U+2581 as a space, with
+     * special tokens (cut out or not) */
+    static const char *const atoms[] = {
+        "a", "Z", "the", " ", "  ", "\t", "\n", "\n\n\n\n\n", "\r\n", "7", ".", "\xc3\xa9",
+        "\xe4\xbd\xa0", "\xf0\x9f\xa6\x99", "\xe2\x80\x8d", "\x00", "\xe2\x96\x81", "\xef\xbf\xbd",
+        "<|\"|>", "<|turn>", "<turn|>", "<|tool_response>", "<tool_call|>", "</s>", "<bos>", "<|",
+    };
+    static int32_t rid[MAX_IDS];
+    static char text[1024], out[8192], want[1100];
+    uint64_t x = 0x9e3779b97f4a7c15ull;
+    int bad = 0;
+    for (int it = 0; it < 3000; it++) {
+        size_t tn = 0;
+        int kk = 1 + (int)((x >> 33) % 40);
+        for (int j = 0; j < kk; j++) {
+            x ^= x << 13; x ^= x >> 7; x ^= x << 17;
+            const char *a = atoms[(x >> 20) % (sizeof(atoms) / sizeof(atoms[0]))];
+            size_t al = a[0] == '\0' ? 1 : strlen(a);
+            memcpy(text + tn, a, al);
+            tn += al;
+        }
+        size_t w = spaces_back(text, tn, want, 0);
+        const unsigned flags = (it & 1) ? ENG_TOK_PARSE_SPECIAL : 0;
+        size_t nt = 0;
+        if (eng_vocab_tokenize(v, text, tn, flags, rid, MAX_IDS, &nt) != 0) {
+            bad++;
+            continue;
+        }
+        size_t m = detok(v, rid, nt, flags != 0, out, sizeof(out));
+        if (m != w || memcmp(out, want, w) != 0)
+            bad++;
+    }
+    CHECK(bad == 0, "Gemma 4 random round trip: %d failures", bad);
+}
+
+static int main_vocab(const char *vocab_path, const char *rows_path, bool spm, bool gemma,
+                      bool gemma4) {
     gguf_file *f;
     eng_error err = { "" };
     if (gguf_open(vocab_path, &f, &err) < 0) {
@@ -681,6 +788,8 @@ static int main_vocab(const char *vocab_path, const char *rows_path, bool spm, b
     }
     if (spm)
         test_spm_facts(v, gemma);
+    if (gemma4)
+        test_gemma4_facts(v);
     size_t n_rows;
     row *rows = load_rows(rows_path, &n_rows);
     if (!rows || n_rows < 50) {
@@ -732,10 +841,14 @@ static void *thread_main(void *p) {
 
 int main(int argc, char **argv) {
     const bool gemma = argc == 5 && !strcmp(argv[4], "--spm-gemma");
-    if ((argc == 4 || (argc == 5 && (!strcmp(argv[4], "--spm") || gemma))) && strcmp(argv[1], "--vocab") == 0)
-        return main_vocab(argv[2], argv[3], argc == 5, gemma);
+    const bool gemma4 = argc == 5 && !strcmp(argv[4], "--gemma4");
+    if ((argc == 4 || (argc == 5 && (!strcmp(argv[4], "--spm") || gemma || gemma4))) &&
+        strcmp(argv[1], "--vocab") == 0)
+        return main_vocab(argv[2], argv[3], argc == 5 && !gemma4, gemma, gemma4);
     if (argc != 2) {
-        fprintf(stderr, "usage: %s tokenizer-smollm2.tsv | --vocab VOCAB.gguf ROWS.tsv [--spm | --spm-gemma]\n",
+        fprintf(stderr,
+                "usage: %s tokenizer-smollm2.tsv | --vocab VOCAB.gguf ROWS.tsv"
+                " [--spm | --spm-gemma | --gemma4]\n",
                 argv[0]);
         return 1;
     }

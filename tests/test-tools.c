@@ -1,6 +1,7 @@
 /* Tool calling through a loaded model: synthetic models (si-synth) that
- * carry the real Qwen2.5, Qwen3.5 and Llama 3.2 templates (tests/data), so that the
- * template is found in the GGUF's metadata as a user's file has it. For
+ * carry the real Qwen2.5, Qwen3.5, Llama 3.2 and Gemma 4 templates
+ * (tests/data), so that the template is found in the GGUF's metadata as a
+ * user's file has it. For
  * each: the model says it can call tools; eng_chat_apply_tools renders the
  * conversations of tests/data/chat-tools-cases.h as jinja2 did; the
  * rendered prompt tokenizes with the template's turn markers as single
@@ -257,6 +258,79 @@ static void check_deepseek_r1(void)
     unlink(path);
 }
 
+/* A Gemma 4 (tiny-gemma4, the Gemma 4 vocabulary, its template): the
+ * history of calls and results rendered as jinja2 does, its markers one
+ * token each (<bos> once: printed, not added again), the end of a turn and
+ * the tool-response opening (where a model stops after its calls) ends of
+ * generation; an answer's markers come back in its text, so that its
+ * reasoning and calls are read from what generation streams. */
+static void check_gemma4(void)
+{
+    char path[32];
+    eng_model *m = load_with_vocab("tiny-gemma4", "gemma4", "vocab-gemma4.gguf", path);
+    CHECK(eng_model_chat_template(m) == ENG_CHAT_GEMMA4 && eng_model_chat_can_think(m) &&
+          eng_model_chat_can_call_tools(m));
+    const struct tools_case *c = find_case("gemma4_history");
+    const unsigned flags =
+        (c->add ? ENG_CHAT_ADD_ASSISTANT : 0) | (c->no_think ? ENG_CHAT_NO_THINK : 0);
+    int len = eng_chat_apply_tools(m, c->msgs, c->n_msgs, c->tools, flags, NULL, 0);
+    char *text = malloc(len > 0 ? (size_t)len + 1 : 1);
+    const size_t cap = len > 0 ? (size_t)len + 1 : 1;
+    CHECK(text && len > 0);
+    CHECK(eng_chat_apply_tools(m, c->msgs, c->n_msgs, c->tools, flags, text, cap) == len);
+    CHECKF(!strcmp(text, c->want), "gemma4_history: rendering differs: [%s]", text);
+    size_t n = 0;
+    int32_t *toks = prompt_tokens(m, text, (size_t)len, &n);
+    static const char *const markers[] = { "<bos>", "<|turn>", "<turn|>", "<|tool_call>",
+                                           "<tool_call|>", "<|tool_response>", "<tool_response|>",
+                                           "<|\"|>", "<|think|>" };
+    for (size_t k = 0; k < sizeof(markers) / sizeof(markers[0]); k++) {
+        int32_t one[4];
+        size_t n1 = 0, in_text = 0;
+        const size_t ml = strlen(markers[k]);
+        CHECK(eng_tokenize(m, markers[k], ml, ENG_TOK_PARSE_SPECIAL, one, 4, &n1) == 0 && n1 == 1);
+        for (const char *p = text; (p = strstr(p, markers[k])) != NULL; p += strlen(markers[k]))
+            in_text++;
+        CHECKF(in_text > 0 && count_token(toks, n, one[0]) == (int)in_text,
+               "gemma4: %s %d times, %zu in the text", markers[k], count_token(toks, n, one[0]),
+               in_text);
+        CHECKF(eng_token_is_eog(m, one[0]) == (k == 2 || k == 5),
+               "gemma4: %s an end of generation: %d", markers[k], eng_token_is_eog(m, one[0]));
+    }
+    CHECK(toks[0] == eng_token_bos(m));
+    generate_from(m, toks, n);
+
+    /* an answer as the model writes it, back through the tokens */
+    static const char answer[] = "<|channel>thought\nTwo cities.<channel|>Checking.<|tool_call>"
+                                 "call:get_weather{city:<|\"|>Paris<|\"|>,days:2}<tool_call|>";
+    size_t na = 0;
+    int32_t at[64];
+    CHECK(eng_tokenize(m, answer, strlen(answer), ENG_TOK_PARSE_SPECIAL, at, 64, &na) == 0 &&
+          na < 64);
+    char back[256];
+    size_t bl = 0;
+    for (size_t i = 0; i < na; i++) {
+        const int r = eng_token_to_piece(m, at[i], false, back + bl, sizeof(back) - 1 - bl);
+        CHECK(r >= 0 && bl + (size_t)r < sizeof(back));
+        bl += r > 0 ? (size_t)r : 0;
+    }
+    back[bl] = '\0';
+    CHECKF(!strcmp(back, answer), "gemma4: the answer's text [%s]", back);
+    size_t to, tl, co, cl = 0, n_calls = 0;
+    eng_tool_call *calls = NULL;
+    CHECK(eng_chat_reasoning(m, back, bl, &to, &tl, &co) == 0 && tl == 11 &&
+          !strncmp(back + to, "Two cities.", tl));
+    CHECK(eng_chat_tool_calls(m, back, bl, &calls, &n_calls, &cl) == 0 && n_calls == 1 &&
+          !strcmp(calls[0].name, "get_weather") &&
+          !strcmp(calls[0].arguments, "{\"city\": \"Paris\", \"days\": 2}"));
+    CHECK(cl > co && cl - co == strlen("Checking.") && !strncmp(back + co, "Checking.", cl - co));
+    eng_tool_calls_free(calls, n_calls);
+    free(toks);
+    free(text);
+    eng_model_free(m);
+    unlink(path);
+}
+
 static void check_spm_family(const char *tmpl, eng_chat_template kind, const char *case_name, int want_bos)
 {
     check_spm_family_on("tiny", "vocab-spm.gguf", tmpl, kind, case_name, want_bos);
@@ -304,6 +378,7 @@ int main(int argc, char **argv)
     check_spm_family_on("tiny-gemma2", "vocab-spm-gemma.gguf", "gemma2", ENG_CHAT_GEMMA, "gemma2_turns", 1);
 
     check_deepseek_r1();
+    check_gemma4();
 
     /* SmolLM3, Granite 3.x/4, EXAONE 3.5/4, Ministral 3 and OLMo 2 files: their layers, their
      * templates (the reasoning switch SmolLM3's reads), a chat answered */

@@ -604,8 +604,9 @@ int main(int argc, char **argv) {
     /* bytes_per_token counts the loaded neurons, not the sketch */
     /* (experts: bytes_per_token counts the ones a step picks; every
      * neuron of theirs is computed, ffn_share 1) */
+    /* (the model's neurons: n_ff in every layer, or gemma4's widths per layer) */
     double step_bytes = (double)info.bytes_per_token - (double)(plan.bytes_ffn - plan.bytes_sketch) +
-                        ffn_share * info.n_layer * (double)info.n_ff * neuron_bytes;
+                        ffn_share * (double)plan.neurons_total * neuron_bytes;
     if (info.n_expert > 0)
         step_bytes = (double)info.bytes_per_token;
     /* (Mamba-2 mixers: each step reads and writes their states too) */
@@ -747,6 +748,9 @@ int main(int argc, char **argv) {
             printf("sampled from     %s\n", sample_from);
         printf("memory           VmRSS %.1f MiB, VmHWM %.1f MiB, weights %.1f MiB\n",
                rss / 1048576.0, hwm / 1048576.0, info.bytes_weights / 1048576.0);
+        if (info.bytes_ple_table) /* (gemma4) */
+            printf("per-layer table  %.1f MiB left in the file, a token's row read as it "
+                   "comes\n", info.bytes_ple_table / 1048576.0);
         printf("bytes per token  %.1f MiB (all loaded), %.1f MiB at this setting: %.2f GB/s "
                "achieved\n",
                info.bytes_per_token / 1048576.0, step_bytes / 1048576.0, achieved / 1e9);

@@ -359,6 +359,7 @@ static int32_t end_of_turn(const eng_model *m)
     case ENG_CHAT_LLAMA3: txt = "<|eot_id|>"; break;
     case ENG_CHAT_PHI3: txt = "<|end|>"; break;
     case ENG_CHAT_GEMMA: txt = "<end_of_turn>"; break;
+    case ENG_CHAT_GEMMA4: txt = "<turn|>"; break;
     default: break; /* Llama 2, Mistral, Zephyr: EOS */
     }
     int32_t t[4];

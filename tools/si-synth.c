@@ -95,6 +95,28 @@ static const struct {
     {"qwen3.5-4b", 4096, 128, 32, 16, 4, 4, 3},
 };
 
+/* Gemma 4 (gemma4): the shape's head_dim is the global layers' (key_length);
+ * the local layers' heads (key_length_swa, every dimension rotating), a
+ * global layer after every period - 1 local ones, the last n_shared
+ * layers reading earlier layers' caches, per-layer embeddings of ple
+ * (0: none), those last layers' FFN twice as wide (double_wide), the
+ * global layers' KV heads (0: the shape's), global layers without attn_v
+ * (k_eq_v), and a quarter of a global head rotating as the converter
+ * writes it (rope_freqs: 1, then 1e30 for the unrotated pairs). */
+static const struct {
+    const char *shape;
+    int head_dim_swa, period, n_shared, ple, kv_global;
+    bool double_wide, k_eq_v;
+} gemma4_shapes[] = {
+    {"tiny-gemma4", 16, 3, 3, 32, 2, true, false},
+    /* as the 31B: no per-layer embeddings nor shared caches, values the
+     * keys' in global layers */
+    {"tiny-gemma4-kv", 16, 3, 0, 0, 2, false, true},
+    /* Gemma 4 E2B's published config (layer pattern as llama.cpp's test
+     * of it: four local layers to a global one) */
+    {"gemma-4-e2b", 256, 5, 20, 256, 0, true, false},
+};
+
 static const shape shapes[] = {
     {"tiny", "llama", "smollm", "Synthetic Tiny", 2, 64, 192, 4, 2, 320, 2048, 10000.0f, 1e-5f,
      false, false, true, VOCAB_SMOL, 3, 0, false, false, 0, 0.0f, {0, 0}, 0, 0},
@@ -139,6 +161,13 @@ static const shape shapes[] = {
     /* gemma2: gemma3's layers without q/k norms, a local layer before each
      * global one, soft-capped scores and logits; caps far below Gemma 2's
      * (50 and 30) so that they bite on a small random model */
+    /* gemma4 (gemma4_shapes): 9 layers, every third global, the last three
+     * reading layers 4 (local) and 5 (global); local heads of 16 and one
+     * KV head, global ones of 32 and two; a window of 4 */
+    {"tiny-gemma4", "gemma4", "smollm", "Synthetic Tiny Gemma4", 9, 64, 96, 4, 1, 320, 4096,
+     1000000.0f, 1e-6f, false, false, true, VOCAB_SMOL, 3, 32, true, false, 4, 0.0f, {0, 0}, 0, 0},
+    {"tiny-gemma4-kv", "gemma4", "smollm", "Synthetic Tiny Gemma4 KV", 6, 64, 96, 4, 1, 320, 4096,
+     1000000.0f, 1e-6f, false, false, true, VOCAB_SMOL, 3, 32, true, false, 4, 0.0f, {0, 0}, 0, 0},
     {"tiny-gemma2", "gemma2", "smollm", "Synthetic Tiny Gemma2", 6, 64, 192, 4, 2, 320, 4096,
      10000.0f, 1e-6f, false, false, true, VOCAB_SMOL, 3, 32, false, false, 4, 0.0f, {1.0f, 2.0f}, 0, 0},
     /* smollm3: llama's layers, the fourth without RoPE (NoPE), five so
@@ -262,6 +291,9 @@ static const shape shapes[] = {
      * formats, so that a file of those types uses them in every matrix */
     {"tiny-k", "llama", "smollm", "Synthetic Tiny K", 2, 256, 512, 4, 2, 320, 2048, 10000.0f, 1e-5f,
      false, false, false, VOCAB_SMOL, 3, 0, false, false, 0, 0.0f, {0, 0}, 0, 0},
+    {"gemma-4-e2b", "gemma4", "smollm", "Synthetic Gemma 4 E2B", 35, 1536, 6144, 8, 1, 262144,
+     131072, 1000000.0f, 1e-6f, false, false, true, VOCAB_SMOL, 17, 512, true, false, 512, 0.0f,
+     {0, 0}, 0, 0},
     {"gemma-3-1b", "gemma3", "smollm", "Synthetic Gemma 3 1B", 26, 1152, 6912, 4, 1, 262144,
      32768, 1000000.0f, 1e-6f, false, false, true, VOCAB_SMOL, 17, 256, true, false, 512, 0.0f, {0, 0}, 0, 0},
     {"smollm2-135m", "llama", "smollm", "Synthetic SmolLM2 135M", 30, 576, 1536, 9, 3, 49152,
@@ -716,7 +748,7 @@ typedef struct tdesc {
     uint32_t n_dims;
     uint64_t ne[3];
     enum { INIT_RANDOM, INIT_ONES, INIT_BIAS, INIT_ROPE, INIT_NORM, INIT_ROPE_LONG, INIT_ROPE_SHORT,
-           INIT_SSM_A, INIT_SSM_DT } init;
+           INIT_SSM_A, INIT_SSM_DT, INIT_ROPE_PROP, INIT_SCALE } init;
 } tdesc;
 
 static const struct {
@@ -1069,6 +1101,10 @@ int main(int argc, char **argv)
             dense_ff = expert_shapes[i].dense_ff;
             shared_ff = expert_shapes[i].shared_ff;
         }
+    int g4 = -1; /* gemma4_shapes' entry, -1: none */
+    for (size_t i = 0; i < sizeof(gemma4_shapes) / sizeof(gemma4_shapes[0]); i++)
+        if (!strcmp(gemma4_shapes[i].shape, sh->name))
+            g4 = (int)i;
     int ssm = -1; /* ssm_shapes' entry, -1: none */
     for (size_t i = 0; i < sizeof(ssm_shapes) / sizeof(ssm_shapes[0]); i++)
         if (!strcmp(ssm_shapes[i].shape, sh->name))
@@ -1220,6 +1256,35 @@ int main(int argc, char **argv)
         CHECK(gguf_writer_set_u32(w, KEY("attention.key_length"), (uint32_t)head_dim));
         CHECK(gguf_writer_set_u32(w, KEY("attention.value_length"), (uint32_t)head_dim));
     }
+    if (g4 >= 0) { /* as Gemma 4's converter writes them */
+        const int hs = gemma4_shapes[g4].head_dim_swa, per = gemma4_shapes[g4].period;
+        const int from = sh->n_layer - gemma4_shapes[g4].n_shared;
+        uint8_t pat[1000];
+        int32_t ffa[1000], kva[1000];
+        for (int l = 0; l < sh->n_layer && l < 1000; l++) {
+            pat[l] = l % per != per - 1;
+            ffa[l] = sh->n_ff * (gemma4_shapes[g4].double_wide && l >= from ? 2 : 1);
+            kva[l] = pat[l] || !gemma4_shapes[g4].kv_global ? sh->n_head_kv
+                                                             : gemma4_shapes[g4].kv_global;
+        }
+        CHECK(gguf_writer_set_arr(w, KEY("attention.sliding_window_pattern"), GGUF_TYPE_BOOL, pat,
+                                  (size_t)sh->n_layer));
+        CHECK(gguf_writer_set_u32(w, KEY("attention.shared_kv_layers"),
+                                  (uint32_t)gemma4_shapes[g4].n_shared));
+        CHECK(gguf_writer_set_u32(w, KEY("embedding_length_per_layer_input"),
+                                  (uint32_t)gemma4_shapes[g4].ple));
+        CHECK(gguf_writer_set_u32(w, KEY("attention.key_length_swa"), (uint32_t)hs));
+        CHECK(gguf_writer_set_u32(w, KEY("attention.value_length_swa"), (uint32_t)hs));
+        CHECK(gguf_writer_set_u32(w, KEY("rope.dimension_count_swa"), (uint32_t)hs));
+        CHECK(gguf_writer_set_f32(w, KEY("rope.freq_base_swa"), 10000.0f));
+        CHECK(gguf_writer_set_f32(w, KEY("final_logit_softcapping"), 30.0f));
+        if (gemma4_shapes[g4].double_wide)
+            CHECK(gguf_writer_set_arr_i32(w, KEY("feed_forward_length"), ffa,
+                                          (size_t)sh->n_layer));
+        if (gemma4_shapes[g4].kv_global)
+            CHECK(gguf_writer_set_arr_i32(w, KEY("attention.head_count_kv"), kva,
+                                          (size_t)sh->n_layer));
+    }
 
     static char tbuf[1 << 20];
     const char *tmpl_file = NULL; /* a real template, to test what the engine makes of it */
@@ -1308,10 +1373,59 @@ int main(int argc, char **argv)
         push(td, &nt, "rope_factors_short.weight", GGML_TYPE_F32, 1, (uint64_t)n_rot / 2, 1, INIT_ROPE_SHORT);
     }
     push(td, &nt, "token_embd.weight", etype, 2, E, (uint64_t)sh->n_vocab, INIT_RANDOM);
+    const uint64_t PLE = g4 >= 0 ? (uint64_t)gemma4_shapes[g4].ple : 0;
+    if (g4 >= 0) {
+        push(td, &nt, "rope_freqs.weight", GGML_TYPE_F32, 1, (uint64_t)head_dim / 2, 1,
+             INIT_ROPE_PROP);
+        if (PLE) {
+            const uint64_t LP = PLE * (uint64_t)sh->n_layer;
+            push(td, &nt, "per_layer_token_embd.weight", etype, 2, LP, (uint64_t)sh->n_vocab,
+                 INIT_RANDOM);
+            push(td, &nt, "per_layer_model_proj.weight", wtype, 2, E, LP, INIT_RANDOM);
+            push(td, &nt, "per_layer_proj_norm.weight", GGML_TYPE_F32, 1, PLE, 1, INIT_NORM);
+        }
+    }
     for (int l = 0; l < sh->n_layer; l++) {
         char n[64];
 #define T(suffix, nd, a, b, init)                                                                \
     (snprintf(n, sizeof(n), "blk.%d.%s", l, suffix), push(td, &nt, n, wtype, nd, a, b, init))
+        if (g4 >= 0) {
+            /* gemma4: the layer's heads, its keys and values unless it
+             * reads an earlier layer's cache, its FFN's width */
+            const int per = gemma4_shapes[g4].period;
+            const bool local = l % per != per - 1;
+            const bool own = l < sh->n_layer - gemma4_shapes[g4].n_shared;
+            const uint64_t hd = local ? (uint64_t)gemma4_shapes[g4].head_dim_swa
+                                      : (uint64_t)head_dim;
+            const uint64_t kvh = local || !gemma4_shapes[g4].kv_global
+                                     ? (uint64_t)sh->n_head_kv
+                                     : (uint64_t)gemma4_shapes[g4].kv_global;
+            const uint64_t FL = F * (gemma4_shapes[g4].double_wide && !own ? 2 : 1);
+            const uint64_t QL = (uint64_t)sh->n_head * hd;
+            T("attn_norm.weight", 1, E, 1, INIT_NORM);
+            T("attn_q.weight", 2, E, QL, INIT_RANDOM);
+            T("attn_q_norm.weight", 1, hd, 1, INIT_NORM);
+            if (own) {
+                T("attn_k.weight", 2, E, kvh * hd, INIT_RANDOM);
+                T("attn_k_norm.weight", 1, hd, 1, INIT_NORM);
+                if (local || !gemma4_shapes[g4].k_eq_v)
+                    T("attn_v.weight", 2, E, kvh * hd, INIT_RANDOM);
+            }
+            T("attn_output.weight", 2, QL, E, INIT_RANDOM);
+            T("post_attention_norm.weight", 1, E, 1, INIT_NORM);
+            T("ffn_norm.weight", 1, E, 1, INIT_NORM);
+            T("ffn_gate.weight", 2, E, FL, INIT_RANDOM);
+            T("ffn_up.weight", 2, E, FL, INIT_RANDOM);
+            T("ffn_down.weight", 2, FL, E, INIT_RANDOM);
+            T("post_ffw_norm.weight", 1, E, 1, INIT_NORM);
+            T("layer_output_scale.weight", 1, 1, 1, INIT_SCALE);
+            if (PLE) {
+                T("inp_gate.weight", 2, E, PLE, INIT_RANDOM);
+                T("proj.weight", 2, PLE, E, INIT_RANDOM);
+                T("post_norm.weight", 1, E, 1, INIT_NORM);
+            }
+            continue;
+        }
         if (!post_only)
             T("attn_norm.weight", 1, E, 1, INIT_ONES);
         if (sh->fused) { /* llama.cpp's converter's order for phi3 */
@@ -1468,6 +1582,9 @@ int main(int argc, char **argv)
                  * 0.001-0.1 */
                 case INIT_SSM_A: row[j] = -expf(2.77f * rand_uniform(&s)); break;
                 case INIT_SSM_DT: row[j] = -4.5f + 2.2f * rand_uniform(&s); break;
+                /* (gemma4: a quarter of a global head's pairs rotate) */
+                case INIT_ROPE_PROP: row[j] = j < t->ne[0] / 4 ? 1.0f : 1e30f; break;
+                case INIT_SCALE: row[j] = 0.5f + 0.5f * rand_uniform(&s); break;
                 }
             }
             CHECK(eng_quant_row(t->type, row, qrow, (size_t)t->ne[0]));

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Writes tests/data/chat-tools-cases.h: tool-calling conversations and
-what Python's jinja2 renders for them from the stored Qwen and Llama 3.2 templates
+what Python's jinja2 renders for them from the stored Qwen, Llama 3.2 and Gemma 4 templates
 (tools_cases), and plain conversations for the Llama 2, Mistral (v1, v3 and the [SYSTEM_PROMPT]
 ones), Zephyr and OLMo 2 templates, Phi-3's, Phi-4-mini's, DeepSeek-R1's, Gemma's and LFM2's (plain_cases, bos_token "<s>", eos_token "</s>";
 LFM2's bos_token empty, as llama.cpp strips it), with
@@ -8,6 +8,13 @@ Hugging Face's tojson (json.dumps, ensure_ascii=False, keys unsorted) and
 its environment (trim_blocks, lstrip_blocks), as transformers'
 apply_chat_template does. tests/test-chat.c renders the same conversations
 with the engine and compares bytes.
+
+Gemma 4's cases (bos_token "<bos>") pass enable_thinking as llama.cpp does
+(true, false where a case asks for no thinking: ENG_CHAT_NO_THINK), give
+each call an id and each tool message the id of the call in its place (the
+template names a result by its call's id; the engine, which carries no
+ids, by that place), and end, where the template adds no generation
+prompt after a closed turn, with llama.cpp's "<|turn>model\n".
 
     python3 tests/data/make-chat-tools.py > tests/data/chat-tools-cases.h
 """
@@ -37,6 +44,39 @@ CALLS_TWO = [("get_weather", '{ "city" : "Bucure\\u0219ti" }'), ("round", '{"x":
 # object or array as JSON, true/false/null as Python prints them)
 CALLS_THREE = [("lookup", '{"q": "a\\nb", "n": 1.50, "big": 1E5, "ok": true, "no": false, '
                           '"none": null, "l": [1, "x"], "o": {"k": {}}}')]
+
+# Gemma 4 turns a tool's JSON schema into its own notation (format_parameters):
+# nested objects and arrays, enums, nullable, a list as a type, a property
+# named like a schema key (left out), keys sorted without case, a response,
+# a tool without parameters and one whose parameters have no type.
+TOOLS_G4 = r'''[{"type":"function","function":{"name":"search",
+  "description":"Search the \"web\"\nfor pages",
+  "parameters":{"type":"object","required":["query","Filters"],"properties":{
+    "query":{"type":"string","description":"What to look for"},
+    "mode":{"type":"string","enum":["fast","deep"],"nullable":true},
+    "limit":{"type":"integer","description":"","minimum":1,"nullable":0.0},
+    "Filters":{"type":"object","description":"Narrowing","required":["site"],"properties":{
+      "site":{"type":"string"},"after":{"type":"string","nullable":true,"description":"ISO date"}}},
+    "tags":{"type":"array","description":"Labels",
+      "items":{"type":"string","enum":["a","b"],"maxItems":null}},
+    "rows":{"type":"array","items":{"type":"object","required":["id"],"properties":{
+      "id":{"type":"integer"},"note":{"type":["string",null]}}}},
+    "extra":{"type":"object","additionalProperties":{"type":"number"}},
+    "anything":{"description":"no type"},"other":{"description":["don't", "x\\y"],"type":"string"},
+    "flags":{"type":"ARRAY","items":{"type":["boolean",null],"required":"xy",
+      "default":[true,{"B":1,"a":"\u00e9"}]}},
+    "type":{"type":"string"},
+    "Zeta":{"type":"number","nullable":false}}},
+  "response":{"description":"The pages","type":"object"}}},
+ {"type":"function","function":{"name":"noop"}},
+ {"type":"function","function":{"name":"ping","description":"Ping","parameters":{"properties":{
+   "host":{"type":"string"}}},"response":{"type":"string"}}}
+]'''
+# Gemma 4's call notation: values of every kind, keys sorted without case
+CALLS_G4 = [("search", '{"query": "a <b>\\n\\"c\\"", "limit": 10, "mode": null, '
+                        '"Filters": {"site": "x.org", "After": "2024"}, "tags": ["a", "b"], '
+                        '"ratio": 1.50, "big": 1E5, "ok": true, "no": false, '
+                        '"rows": [{"id": 1, "note": null}], "empty": {}, "none": []}')]
 
 
 def history(first_answer):
@@ -106,6 +146,44 @@ CASES = [
     ("exaone4_history", "exaone4", TOOLS, history("<think>\nTwo cities.\n</think>\n\n Both: "), True),
     ("exaone4_calls_no_tools", "exaone4", None,
      [("user", "U", None), ("assistant", "", CALLS_ONE), ("tool", "ok \"quoted\"", None)], False),
+    # (a sixth field: True for ENG_CHAT_NO_THINK)
+    ("gemma4_user", "gemma4", None, [("user", " Hi \n", None)], True),
+    ("gemma4_user_nothink", "gemma4", None, [("user", " Hi \n", None)], True, True),
+    ("gemma4_system_turns", "gemma4", None,
+     [("system", " Be brief. ", None), ("user", "a", None),
+      ("assistant", "<|channel>thought\nr<channel|> b \n", None), ("user", "c", None)], True, True),
+    ("gemma4_answers", "gemma4", None,
+     [("system", "S", None), ("user", "a", None),
+      ("assistant", "x<|channel>y<channel|>z<channel|> w<|channel>v", None),
+      ("user", "\u3000c\u00a0", None),
+      ("assistant", "\u2028done\u205f", None)], False),
+    ("gemma4_odd_roles", "gemma4", None,
+     [("user", "a", None), ("assistant", "b", None), ("assistant", "c", None), ("tool", "t", None),
+      ("user", "d", None), ("system", " late ", None), ("developer", "dev", None),
+      ("tool", "u", None)],
+     True),
+    ("gemma4_developer", "gemma4", None, [("developer", " D ", None), ("user", "u", None)], True,
+     True),
+    ("gemma4_empty_system", "gemma4", None, [("system", "", None), ("user", "u", None)], True,
+     True),
+    ("gemma4_empty_tools", "gemma4", "[]", [("user", "Hi", None)], True, True),
+    ("gemma4_tools_user", "gemma4", TOOLS, [("user", "What is the weather in Paris?", None)], True),
+    ("gemma4_tools_system", "gemma4", TOOLS,
+     [("system", "You are terse.", None), ("user", "Weather?", None)], True, True),
+    ("gemma4_tools_schemas", "gemma4", TOOLS_G4, [("user", "Find it.", None)], True, True),
+    ("gemma4_history", "gemma4", TOOLS, history(""), True),
+    ("gemma4_history_reasoning", "gemma4", TOOLS,
+     history("<|channel>thought\nTwo cities.<channel|>"), True, True),
+    ("gemma4_call_values", "gemma4", TOOLS_G4,
+     [("user", "Find it.", None), ("assistant", "", CALLS_G4), ("tool", '{"n": 3}', None)], True),
+    ("gemma4_call_types", "gemma4", None,
+     [("user", "Weather?", None), ("assistant", "", CALLS_THREE), ("tool", "22", None),
+      ("assistant", "22 degrees.", None)], False),
+    ("gemma4_calls_unanswered", "gemma4", None,
+     [("user", "U", None), ("assistant", "Checking.", CALLS_ONE), ("user", "never mind", None)],
+     True),
+    ("gemma4_calls_last", "gemma4", None, [("user", "U", None), ("assistant", "", CALLS_TWO)],
+     True),
     ("llama32_tools_user", "llama3.2", TOOLS, [("user", " What is the weather in Paris? ", None)], True),
     ("llama32_tools_system", "llama3.2", TOOLS,
      [("system", "You are terse.", None), ("user", "Weather?", None), ("assistant", "Which city?", None),
@@ -237,7 +315,7 @@ def raise_exception(msg):
     raise jinja2.exceptions.TemplateError(msg)
 
 
-def render(template, tools, messages, add):
+def render(template, tools, messages, add, no_think=False):
     env = jinja2.Environment(trim_blocks=True, lstrip_blocks=True, extensions=["jinja2.ext.loopcontrols"])
     env.globals["raise_exception"] = raise_exception
     if template == "mistral-small3.2":
@@ -248,19 +326,35 @@ def render(template, tools, messages, add):
     env.filters["tojson"] = tojson
     with open(os.path.join(HERE, "chat-template-%s.jinja" % template)) as f:
         t = env.from_string(f.read())
+    gemma4 = template == "gemma4"
     msgs = []
-    for role, content, calls in messages:
+    for k, (role, content, calls) in enumerate(messages):
         m = {"role": role, "content": content}
         if calls:
             m["tool_calls"] = [{"type": "function", "function": {"name": n, "arguments": json.loads(a)}}
                                for n, a in calls]
+            for j, c in enumerate(m["tool_calls"]):
+                if gemma4:
+                    c["id"] = "call_%d_%d" % (k, j)
+        if gemma4 and role == "tool":
+            # the id of the call in this result's place among those of
+            # the answer before the run of results
+            a = k
+            while messages[a][0] == "tool":
+                a -= 1
+            m["tool_call_id"] = "call_%d_%d" % (a, k - a - 1)
         msgs.append(m)
     llama3 = template.startswith(("llama3", "qwen"))
     # (LFM2's templates print bos_token first, which llama.cpp takes off
     # again: the tokenizer adds it)
-    bos = "" if template.startswith("lfm2") else "<|begin_of_text|>" if llama3 else "<s>"
-    return t.render(messages=msgs, tools=json.loads(tools) if tools else None, add_generation_prompt=add,
-                    bos_token=bos, eos_token="</s>")
+    bos = ("" if template.startswith("lfm2") else "<|begin_of_text|>" if llama3
+           else "<bos>" if gemma4 else "<s>")
+    extra = {"enable_thinking": not no_think} if gemma4 else {}
+    out = t.render(messages=msgs, tools=json.loads(tools) if tools else None,
+                   add_generation_prompt=add, bos_token=bos, eos_token="</s>", **extra)
+    if gemma4 and add and out.endswith("<turn|>\n"):
+        out += "<|turn>model\n"  # llama.cpp's, where the template adds nothing
+    return out
 
 
 def c_str(s):
@@ -283,7 +377,9 @@ def c_str(s):
 def main():
     w = sys.stdout.write
     w("/* Generated by tests/data/make-chat-tools.py with jinja2 %s: do not edit. */\n\n" % jinja2.__version__)
-    for name, template, tools, messages, add in CASES + [(n, t, None, m, a) for n, t, m, a in PLAIN_CASES]:
+    cases = [c if len(c) == 6 else c + (False,) for c in CASES]
+    for name, template, tools, messages, add, _ in cases + [(n, t, None, m, a, False)
+                                                             for n, t, m, a in PLAIN_CASES]:
         for k, (role, content, calls) in enumerate(messages):
             if calls:
                 w("static const eng_tool_call %s_calls%d[] = {\n" % (name, k))
@@ -299,16 +395,16 @@ def main():
         w("};\n\n")
     w("static const struct tools_case {\n    const char *name, *template, *tools;\n"
       "    const eng_chat_msg *msgs;\n    size_t n_msgs;\n    bool add;\n    const char *want;\n"
-      "} tools_cases[] = {\n")
-    for name, template, tools, messages, add in CASES:
-        want = render(template, tools, messages, add)
-        w("    {%s, %s, %s,\n     %s_msgs, %d, %s,\n     %s},\n" %
+      "    bool no_think;\n} tools_cases[] = {\n")
+    for name, template, tools, messages, add, no_think in cases:
+        want = render(template, tools, messages, add, no_think)
+        w("    {%s, %s, %s,\n     %s_msgs, %d, %s,\n     %s%s},\n" %
           (c_str(name), c_str(template), c_str(tools) if tools else "NULL", name, len(messages),
-           "true" if add else "false", c_str(want)))
+           "true" if add else "false", c_str(want), ", true" if no_think else ", false"))
     w("};\n\nstatic const struct tools_case plain_cases[] = {\n")
     for name, template, messages, add in PLAIN_CASES:
         want = render(template, None, messages, add)
-        w("    {%s, %s, NULL,\n     %s_msgs, %d, %s,\n     %s},\n" %
+        w("    {%s, %s, NULL,\n     %s_msgs, %d, %s,\n     %s, false},\n" %
           (c_str(name), c_str(template), name, len(messages), "true" if add else "false", c_str(want)))
     w("};\n")
 

@@ -1,0 +1,49 @@
+#!/bin/sh
+# selectinferd on a synthetic Gemma 4 (tiny-gemma4: local and global layers
+# of different heads, the last three on earlier layers' caches, FFNs of two
+# widths, per-layer embeddings read from the file): status names the
+# shared caches and the per-layer embeddings; a chat's next turn and the
+# same prompt again reuse what the slot holds; an answer longer than the
+# context goes on past it by shifts (the shared layers' keys move with
+# their sources'); neuron selection is refused with its reason, the model
+# served dense meanwhile.
+#
+# usage: test-daemon-gemma4.sh SELECTINFERD SICTL SI_SYNTH
+set -u
+daemon=$1 sictl=$2 synth=$3 shape=tiny-gemma4
+. "$(dirname "$0")/daemon-synth.sh"
+
+start --ctx-size 160
+"$sictl" --socket "$sock" status >"$dir/status" 2>&1
+grep -q "shared caches: *3 layers" "$dir/status" &&
+    grep -q "per-layer embd: *32 a layer" "$dir/status" ||
+    { echo "FAIL: status without the shared caches or per-layer embeddings"; cat "$dir/status";
+      fail=1; }
+printf 'Hello there\nAnd again\n' |
+    "$sictl" --socket "$sock" chat --stats -n 4 >/dev/null 2>"$dir/chat"
+turn2=$(grep "STOP" "$dir/chat" | sed -n 2p)
+echo "$turn2" | grep -q "([1-9][0-9]* cached)" ||
+    { echo "FAIL: the chat's second turn reused nothing"; cat "$dir/chat"; fail=1; }
+p="The sky is blue and the grass is green"
+"$sictl" --socket "$sock" --json generate --raw -n 3 "$p" >"$dir/g1" 2>&1
+"$sictl" --socket "$sock" --json generate --raw -n 3 "$p" >"$dir/g2" 2>&1
+n=$(num prompt_tokens "$dir/g2") c=$(num cached_tokens "$dir/g2")
+[ -n "$n" ] && [ "$c" = "$((n - 2))" ] ||
+    { echo "FAIL: the same prompt again kept ${c:-?} of ${n:-?}"; cat "$dir/g1" "$dir/g2"; fail=1; }
+# (this random model soon picks its end of turn: barred)
+"$sictl" --socket "$sock" --json generate --raw -n 200 --logit-bias 0:-100 --logit-bias 2:-100 \
+    "$p" >"$dir/long" 2>&1
+grep -q '"generated_tokens":200' "$dir/long" && [ "$(num context_shifts "$dir/long")" -gt 0 ] ||
+    { echo "FAIL: no answer of 200 tokens in a context of 160"; tail -c 600 "$dir/long"; fail=1; }
+"$sictl" --socket "$sock" generate --raw --phi 0.3 -n 2 "$p" >"$dir/phi" 2>&1 &&
+    { echo "FAIL: phi 0.3 accepted over FFNs of two widths"; cat "$dir/phi"; fail=1; }
+stop
+
+start --mode random-load --gamma 0.5
+grep -q "Failed to load.*different widths" "$dir/out" ||
+    { echo "FAIL: a random-load plan not refused by its reason"; cat "$dir/out"; fail=1; }
+stop
+
+[ "$fail" -eq 0 ] && echo "ok: shared caches and per-layer embeddings served, prefixes reused," \
+    "shifts, selection refused by its reason"
+exit "$fail"
