@@ -1037,6 +1037,11 @@ static void run_request(sid_server *srv, sid_req *req)
         fail(req, SELECTINFER__ERROR_CODE__INTERNAL, "%s", "out of memory while streaming");
         return;
     }
+    if (rc == -EIO) { /* (Gemma 4's per-layer table, read from the file as tokens come) */
+        fail(req, SELECTINFER__ERROR_CODE__INTERNAL, "generation failed: the model file %.300s "
+             "cannot be read as loaded (changed or cut short since?)", srv->cfg.model);
+        return;
+    }
     if (rc < 0) {
         fail(req, SELECTINFER__ERROR_CODE__INTERNAL, "generation failed: %s", strerror(-rc));
         return;

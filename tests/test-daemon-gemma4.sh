@@ -5,8 +5,9 @@
 # shared caches and the per-layer embeddings; a chat's next turn and the
 # same prompt again reuse what the slot holds; an answer longer than the
 # context goes on past it by shifts (the shared layers' keys move with
-# their sources'); neuron selection is refused with its reason, the model
-# served dense meanwhile.
+# their sources'); neuron selection is refused with its reason; the file
+# cut short under the daemon fails the requests that need its table's
+# rows, with a reason, and nothing else.
 #
 # usage: test-daemon-gemma4.sh SELECTINFERD SICTL SI_SYNTH
 set -u
@@ -42,6 +43,20 @@ stop
 start --mode random-load --gamma 0.5
 grep -q "Failed to load.*different widths" "$dir/out" ||
     { echo "FAIL: a random-load plan not refused by its reason"; cat "$dir/out"; fail=1; }
+stop
+
+start
+# the file cut short under the running daemon: the per-layer table's rows
+# past the cut cannot be read, a request that needs one fails with a
+# reason, and the daemon goes on serving
+truncate -s 200000 "$dir/m.gguf"
+"$sictl" --socket "$sock" generate --raw -n 2 "zebra quantum $p" >"$dir/cut" 2>&1 &&
+    { echo "FAIL: a prompt past the cut table answered"; cat "$dir/cut"; fail=1; }
+grep -q "cannot be read as loaded" "$dir/cut" ||
+    { echo "FAIL: no reason for the cut table"; cat "$dir/cut"; fail=1; }
+"$sictl" --socket "$sock" status >"$dir/status3" 2>&1 && grep -q "state: *ready" "$dir/status3" ||
+    { echo "FAIL: the daemon stopped serving after the cut"; cat "$dir/status3" "$dir/out";
+      fail=1; }
 stop
 
 [ "$fail" -eq 0 ] && echo "ok: shared caches and per-layer embeddings served, prefixes reused," \
