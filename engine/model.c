@@ -643,10 +643,11 @@ static int down_norms(loader *ld)
             free(acc);
             return r;
         }
+        const int FL = ffn_width(m, il); /* (gemma4: the layer's own; 0 past it) */
         memset(acc, 0, (size_t)F * sizeof(double));
         for (int e = 0; e < E; e++) {
             dequant_row(ld, t.down, (uint64_t)e, ld->row);
-            for (int n = 0; n < F; n++)
+            for (int n = 0; n < FL; n++)
                 acc[n] += (double)ld->row[n] * ld->row[n];
         }
         for (int n = 0; n < F; n++)
@@ -770,9 +771,8 @@ static int load_ffn(loader *ld, int il, eng_layer *L, const eng_plan *plan)
         return r;
     if ((r = ffn_tensors_get(ld, il, false, &t)) < 0)
         return r;
-    /* (experts, layers of their own widths: the dense plan's first
-     * neurons, as many as the layer has) */
-    int n = m->n_ff_exp || m->ffn_n ? ffn_width(m, il) : plan->n_loaded[il];
+    /* (experts: the dense plan's first neurons, as many as the layer has) */
+    int n = m->n_ff_exp ? ffn_width(m, il) : plan->n_loaded[il];
     if (ffn_alloc(m, L, n) < 0) {
         char what[64];
         snprintf(what, sizeof(what), "the FFN of layer %d", il);
@@ -2346,7 +2346,8 @@ static void plan_shape(const gguf_file *f, const eng_model *m, eng_plan_shape *s
                             .bytes_per_neuron = neuron_bytes(m), .bytes_fixed = fixed,
                             .sketch_per_neuron = i->n_embd % 32 ? 0 : eng_sketch_slot_bytes(i->n_embd),
                             .fingerprint = i->fingerprint, .arch = i->arch,
-                            .n_vocab = (uint32_t)i->n_vocab, .down_norm = m->down_norm };
+                            .n_vocab = (uint32_t)i->n_vocab, .down_norm = m->down_norm,
+                            .layer_ff = m->ffn_n };
 }
 
 /* The backend the weights will live in. */
@@ -2454,7 +2455,7 @@ int eng__model_load_backend(const char *path, const eng_model_params *params, en
     }
     /* (experts: no plan ranks their neurons, and the pass would read all
      * of them) */
-    if (!m->n_ff_exp && !m->ffn_n && (r = down_norms(&ld)) < 0)
+    if (!m->n_ff_exp && (r = down_norms(&ld)) < 0)
         goto fail;
     /* the backend first: which matrices it stores in Q8_0 decides the
      * bytes a plan (a memory budget) works with */
@@ -2466,13 +2467,6 @@ int eng__model_load_backend(const char *path, const eng_model_params *params, en
         r = eng__set_err(err, -ENOTSUP, "mode %s: neuron selection in mixture-of-experts "
                          "layers is not supported (mode dense only)",
                          eng_select_mode_name(p.plan->mode));
-        goto fail;
-    }
-    /* (a plan ranks the same n_ff neurons in every layer) */
-    if (m->ffn_n && p.plan && p.plan->mode != ENG_SELECT_DENSE) {
-        r = eng__set_err(err, -ENOTSUP, "mode %s: neuron selection in FFNs of different "
-                         "widths (%s.feed_forward_length per layer) is not supported (mode "
-                         "dense only)", eng_select_mode_name(p.plan->mode), m->info.arch);
         goto fail;
     }
     if (m->n_ff_exp && !m->be->iface->moe) {
@@ -2532,7 +2526,7 @@ int eng__model_load_backend(const char *path, const eng_model_params *params, en
     m->info.n_kv_shared = m->arch == ENG_ARCH_GEMMA4 ? m->info.n_layer - m->n_kv_from : 0;
     m->info.n_embd_per_layer = m->n_embd_per_layer;
     m->info.bytes_ple_table = (uint64_t)m->ple_tok.row_bytes * (uint64_t)m->info.n_vocab;
-    if (m->n_dense_lead || m->ffn_n) {
+    if (m->n_dense_lead) {
         /* (the plan counted n_ff, the widest layer's, in every layer) */
         m->plan.neurons_loaded = m->plan.neurons_total = 0;
         for (int il = 0; il < m->info.n_layer; il++)
@@ -4050,12 +4044,11 @@ int eng_model_swap(eng_model *m, const eng_load_plan_params *pp, eng_swap_stats 
     /* (experts load whole: the dense plan is the one they have, and
      * nothing moves) */
     const eng_select_mode mode = pp ? pp->mode : ENG_SELECT_DENSE;
-    if ((m->n_ff_exp || m->ffn_n) && mode != ENG_SELECT_DENSE)
-        return eng__set_err(err, -ENOTSUP, "mode %s: neuron selection in %s is not supported "
-                            "(mode dense only)", eng_select_mode_name(mode),
-                            m->n_ff_exp ? "mixture-of-experts layers"
-                                        : "FFNs of different widths");
-    if (m->n_ff_exp || m->ffn_n) {
+    if (m->n_ff_exp && mode != ENG_SELECT_DENSE)
+        return eng__set_err(err, -ENOTSUP, "mode %s: neuron selection in mixture-of-experts "
+                            "layers is not supported (mode dense only)",
+                            eng_select_mode_name(mode));
+    if (m->n_ff_exp) {
         if (ret_stats)
             *ret_stats = (eng_swap_stats){ .ns = eng_time_ns() - t0 };
         return 0;

@@ -333,9 +333,15 @@ int eng__plan_build(const eng_plan_shape *sh, const eng_load_plan_params *pp, en
         if (prm.mode == ENG_SELECT_COREINFER || prm.mode == ENG_SELECT_DENSE)
             prm.delta = 0.0f;
     } else if (prm.budget_bytes > 0) {
-        uint64_t dense_ffn = (uint64_t)(L - n_sparse) * F * sh->bytes_per_neuron;
+        /* (neurons of the dense layers and of the sparsified ones) */
+        uint64_t n_dense = 0, n_sp = 0;
+        for (int l = 0; l < L; l++) {
+            const bool sp = l >= prm.dense_first && l < L - prm.dense_last;
+            *(sp ? &n_sp : &n_dense) += (uint64_t)(sh->layer_ff ? sh->layer_ff[l] : F);
+        }
+        uint64_t dense_ffn = n_dense * sh->bytes_per_neuron;
         uint64_t floor_bytes = sh->bytes_fixed + dense_ffn;
-        uint64_t per_gamma = (uint64_t)n_sparse * F * sparse_bpn;
+        uint64_t per_gamma = n_sp * sparse_bpn;
         uint64_t min_bytes = floor_bytes + (uint64_t)(prm.delta * (double)per_gamma);
         if (prm.budget_bytes < min_bytes || per_gamma == 0)
             return eng__set_err(err, -ENOSPC,
@@ -393,8 +399,14 @@ int eng__plan_build(const eng_plan_shape *sh, const eng_load_plan_params *pp, en
     }
 
     int n_load = round_count(prm.gamma, F), n_static = round_count(prm.delta, F);
+    /* per-layer budgets share one count over n_ff-wide layers */
+    if (sh->layer_ff && prm.layer_budget != ENG_BUDGET_UNIFORM && uses_profile) {
+        r = eng__set_err(err, -ENOTSUP, "per-layer budgets over FFNs of different widths "
+                         "are not supported (uniform only)");
+        goto fail;
+    }
     uint64_t seed = prm.seed;
-    uint64_t total_loaded = 0;
+    uint64_t total_loaded = 0, total_all = 0;
     if (prm.layer_budget == ENG_BUDGET_MASS && uses_profile && n_sparse > 0) {
         layer_load = mass_budget(prm.profile, sh, prm.dense_first, n_sparse, n_load, n_static,
                                  prm.score);
@@ -428,23 +440,28 @@ int eng__plan_build(const eng_plan_shape *sh, const eng_load_plan_params *pp, en
         p->loaded[l] = malloc(F * sizeof(int32_t));
         if (!p->is_static[l] || !p->loaded[l])
             goto fail;
+        /* (a layer of its own width: gamma and delta of its neurons) */
+        const int FL = sh->layer_ff ? sh->layer_ff[l] : F;
+        const int n_load_l = sh->layer_ff ? round_count(prm.gamma, FL) : n_load;
+        const int n_static_l = sh->layer_ff ? round_count(prm.delta, FL) : n_static;
+        total_all += (uint64_t)FL;
         int nl = 0;
         if (!sparse || loads_all) {
-            for (int n = 0; n < F; n++)
+            for (int n = 0; n < FL; n++)
                 p->loaded[l][nl++] = n;
         } else {
             uint8_t *taken = p->is_static[l]; /* reused below: 1 static, 2 loaded */
-            for (int n = 0; n < F; n++)
+            for (int n = 0; n < FL; n++)
                 order[n] = n;
             if (prm.mode == ENG_SELECT_RANDOM) {
-                for (int n = F - 1; n > 0; n--) {
+                for (int n = FL - 1; n > 0; n--) {
                     int j = (int)(splitmix64(&seed) % (uint64_t)(n + 1));
                     int32_t t = order[n];
                     order[n] = order[j];
                     order[j] = t;
                 }
-                for (int i = 0; i < n_load; i++)
-                    taken[order[i]] = i < n_static ? 1 : 2;
+                for (int i = 0; i < n_load_l; i++)
+                    taken[order[i]] = i < n_static_l ? 1 : 2;
             } else {
                 const char *task = prm.task && *prm.task ? prm.task : "*";
                 eng_profile_scores(prm.profile, task, l, base);
@@ -454,20 +471,20 @@ int eng__plan_build(const eng_plan_shape *sh, const eng_load_plan_params *pp, en
                         base[n] *= sh->down_norm[(size_t)l * F + n];
                         second[n] *= sh->down_norm[(size_t)l * F + n];
                     }
-                qsort_r(order, F, sizeof(int32_t), cmp_score_desc, base);
-                for (int i = 0; i < n_static; i++)
+                qsort_r(order, FL, sizeof(int32_t), cmp_score_desc, base);
+                for (int i = 0; i < n_static_l; i++)
                     taken[order[i]] = 1;
-                int have = n_static, want = layer_load ? layer_load[l] : n_load;
-                for (int n = 0; n < F; n++)
+                int have = n_static_l, want = layer_load ? layer_load[l] : n_load_l;
+                for (int n = 0; n < FL; n++)
                     order[n] = n;
-                qsort_r(order, F, sizeof(int32_t), cmp_score_desc, second);
-                for (int i = 0; i < F && have < want; i++)
+                qsort_r(order, FL, sizeof(int32_t), cmp_score_desc, second);
+                for (int i = 0; i < FL && have < want; i++)
                     if (!taken[order[i]]) {
                         taken[order[i]] = 2;
                         have++;
                     }
             }
-            for (int n = 0; n < F; n++) {
+            for (int n = 0; n < FL; n++) {
                 if (taken[n])
                     p->loaded[l][nl++] = n;
                 taken[n] = taken[n] == 1;
@@ -486,7 +503,7 @@ int eng__plan_build(const eng_plan_shape *sh, const eng_load_plan_params *pp, en
     p->info.dense_first = prm.dense_first;
     p->info.dense_last = prm.dense_last;
     p->info.neurons_loaded = total_loaded;
-    p->info.neurons_total = (uint64_t)L * F;
+    p->info.neurons_total = total_all;
     p->info.sketch = prm.sketch;
     for (int l = 0; prm.sketch && l < L; l++)
         if (p->sparse[l])
@@ -640,11 +657,9 @@ int eng_session_set_compute(eng_session *s, const eng_compute_params *c)
         return -EINVAL;
     if (p.pick == ENG_PICK_EXACT && !s->model->be->iface->ffn_top)
         return -ENOTSUP;
-    /* experts: the router picks what a token computes, nothing else does;
-     * FFNs of different widths (gemma4): no plan ranks them yet */
-    if ((s->model->n_ff_exp || s->model->ffn_n) &&
-        ((p.phi > 0.0f && p.phi < s->model->plan.gamma) || p.comp != ENG_COMP_NONE ||
-         p.pick != ENG_PICK_REQUEST))
+    /* experts: the router picks what a token computes, nothing else does */
+    if (s->model->n_ff_exp && ((p.phi > 0.0f && p.phi < s->model->plan.gamma) ||
+                               p.comp != ENG_COMP_NONE || p.pick != ENG_PICK_REQUEST))
         return -ENOTSUP;
     /* exact: reading the candidates' gate and up rows (every loaded one's
      * without cand) must leave a neuron; the candidates, chosen per
@@ -1353,13 +1368,17 @@ static long long exact_pick_k(const eng_model *m, int n_compute, const int *coun
 }
 
 /* The neurons each layer computes per request at phi (NULL: n_compute =
- * lround(phi n_ff) in every layer), malloc'd, per_token as the pick. */
+ * lround(phi n_ff) in every layer; FFNs of their own widths, gemma4's:
+ * phi of each), malloc'd, per_token as the pick. */
 static int *layer_counts(const eng_model *m, float phi, bool per_token, int *n_compute)
 {
     *n_compute = (int)lround(phi * m->info.n_ff);
     int *count = NULL;
     if (m->layer_sens && (count = malloc((size_t)m->info.n_layer * sizeof(int))))
         compute_counts(m, (long)m->info.n_layer * *n_compute, per_token, count);
+    else if (m->ffn_n && (count = malloc((size_t)m->info.n_layer * sizeof(int))))
+        for (int il = 0; il < m->info.n_layer; il++)
+            count[il] = (int)lround(phi * m->ffn_n[il]);
     return count;
 }
 
@@ -1506,7 +1525,7 @@ int eng__select_end_eval(eng_session *s)
     }
     s->selected = true;
     s->generation = m->generation;
-    s->ffn_share = (double)computed / ((double)m->info.n_layer * F);
+    s->ffn_share = (double)computed / (double)m->plan.neurons_total; /* (every layer's) */
     if (lin)
         lin_fold(s);
     else if (s->compute.comp != ENG_COMP_NONE && s->act_sum && s->act_tokens > 0)

@@ -33,6 +33,8 @@ typedef struct eng_plan_shape {
     const char *arch;
     uint32_t n_vocab;
     const float *down_norm;  /* [n_layer][n_ff] ||W_down column||, by neuron */
+    const int32_t *layer_ff; /* [n_layer] each layer's neurons (gemma4 E2B's FFNs of two
+                              * widths; n_ff the widest), NULL: n_ff in every layer */
 } eng_plan_shape;
 
 /* Spreads `total` left-out neurons over the layers l with sparse[l]: layer

@@ -5,9 +5,9 @@
 # shared caches and the per-layer embeddings; a chat's next turn and the
 # same prompt again reuse what the slot holds; an answer longer than the
 # context goes on past it by shifts (the shared layers' keys move with
-# their sources'); neuron selection is refused with its reason; the file
-# cut short under the daemon fails the requests that need its table's
-# rows, with a reason, and nothing else.
+# their sources'); a random half of each layer's own neurons loads and phi
+# computes fewer; the file cut short under the daemon fails the requests
+# that need its table's rows, with a reason, and nothing else.
 #
 # usage: test-daemon-gemma4.sh SELECTINFERD SICTL SI_SYNTH
 set -u
@@ -36,13 +36,18 @@ n=$(num prompt_tokens "$dir/g2") c=$(num cached_tokens "$dir/g2")
     "$p" >"$dir/long" 2>&1
 grep -q '"generated_tokens":200' "$dir/long" && [ "$(num context_shifts "$dir/long")" -gt 0 ] ||
     { echo "FAIL: no answer of 200 tokens in a context of 160"; tail -c 600 "$dir/long"; fail=1; }
-"$sictl" --socket "$sock" generate --raw --phi 0.3 -n 2 "$p" >"$dir/phi" 2>&1 &&
-    { echo "FAIL: phi 0.3 accepted over FFNs of two widths"; cat "$dir/phi"; fail=1; }
 stop
 
+# a random half of each layer's own neurons (its FFNs of two widths), and
+# phi below gamma computing fewer of them
 start --mode random-load --gamma 0.5
-grep -q "Failed to load.*different widths" "$dir/out" ||
-    { echo "FAIL: a random-load plan not refused by its reason"; cat "$dir/out"; fail=1; }
+"$sictl" --socket "$sock" status >"$dir/status2" 2>&1
+# (the daemon's first layer dense: 96 + half of 5 x 96 + 3 x 192)
+grep -q "624 of 1152 loaded" "$dir/status2" ||
+    { echo "FAIL: a random half not of each layer's neurons"; cat "$dir/status2"; fail=1; }
+"$sictl" --socket "$sock" --json generate --raw --phi 0.3 -n 6 "$p" >"$dir/phi" 2>&1
+grep -q '"generated_tokens":6' "$dir/phi" && grep -q '"ffn_share":0\.[0-3]' "$dir/phi" ||
+    { echo "FAIL: phi 0.3 under a random half"; tail -c 600 "$dir/phi"; cat "$dir/out"; fail=1; }
 stop
 
 start
@@ -60,5 +65,5 @@ grep -q "cannot be read as loaded" "$dir/cut" ||
 stop
 
 [ "$fail" -eq 0 ] && echo "ok: shared caches and per-layer embeddings served, prefixes reused," \
-    "shifts, selection refused by its reason"
+    "shifts, selection over two widths, a cut file answered with its reason"
 exit "$fail"

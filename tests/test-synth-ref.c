@@ -1143,7 +1143,7 @@ static void check_refused(const char *synth)
  * embeddings): a token at a time, in chunks of 5 (past the window of 4)
  * and in one batch alike, a kept prefix as an evaluation from nothing,
  * only the first six layers' caches allocated, the Q8_0 file within its
- * rounding, neuron selection refused for the FFNs' widths, and the
+ * rounding, a loading plan's share of each layer's own width, and the
  * per-layer table cut short under a loaded model an error (-EIO), not a
  * fault. (Shifts, rings and the prompt cache over the shared caches:
  * test-shift.) */
@@ -1182,6 +1182,10 @@ static void check_gemma4(const char *synth)
     CHECKF(d_one < 5e-3 && d_chunk < 1e-3 && d_kept < 1e-3, "tiny-gemma4: a token at a time "
            "%g, chunks %g, kept prefix %g from one batch", d_one, d_chunk, d_kept);
     CHECKF(kv == want, "tiny-gemma4: %zu bytes of caches, not %zu", kv, want);
+    /* W_down's column norms (ENG_SCORE_CONTRIB) of each layer's own
+     * neurons, none past them: rows of n_ff = 192 */
+    CHECK(m->info.n_ff == 192 && m->down_norm && m->down_norm[95] > 0 && m->down_norm[96] == 0 &&
+          m->down_norm[6 * 192 + 191] > 0);
     /* the table read as tokens come: the file cut after 100 of its rows */
     const off_t cut = (off_t)(m->ple_tok.offset + 100 * m->ple_tok.row_bytes);
     CHECK(truncate(path, cut) == 0);
@@ -1203,24 +1207,35 @@ static void check_gemma4(const char *synth)
     last_logits(m, false, q8);
     const double d_q8 = max_diff(batch, q8, 320);
     CHECKF(d_q8 < 1.0, "tiny-gemma4: the Q8_0 file's logits %g from the f32 file's", d_q8);
-    eng_compute_params cp = eng_compute_params_default();
-    cp.phi = 0.4f;
-    CHECK(eng_session_new(m, NULL, &s) == 0);
-    const int r_phi = eng_session_set_compute(s, &cp);
-    eng_session_free(s);
-    CHECKF(r_phi == -ENOTSUP, "tiny-gemma4: phi 0.4 over FFNs of two widths: %d", r_phi);
+    eng_plan_info dense;
+    eng_model_get_plan(m, &dense);
     eng_model_free(m);
+    /* a plan over FFNs of two widths: gamma and delta of each layer's
+     * neurons (layers 6-8: 192, the others 96), priced as loaded */
     eng_load_plan_params pp = eng_load_plan_params_default();
     pp.mode = ENG_SELECT_RANDOM;
-    pp.gamma = 0.7f;
+    pp.gamma = 0.5f;
+    pp.delta = 0.25f;
     mp.plan = &pp;
-    const int r_plan = eng_model_load(path, &mp, &m, &err);
+    CHECKF(eng_model_load(path, &mp, &m, &err) == 0, "%s", err.msg);
     unlink(path);
-    CHECKF(r_plan == -ENOTSUP && strstr(err.msg, "different widths"), "tiny-gemma4: a random "
-           "plan: %d (%s)", r_plan, err.msg);
+    bool halves = true;
+    for (int il = 0; il < m->info.n_layer; il++) {
+        const int w = il >= 6 ? 192 : 96;
+        halves = halves && m->layers[il].ffn.n_slots == w / 2 && m->layers[il].n_static == w / 4;
+    }
+    eng_plan_info half;
+    eng_model_get_plan(m, &half);
+    CHECKF(halves && dense.neurons_total == 1152 && dense.neurons_loaded == 1152 &&
+           half.neurons_total == 1152 && half.neurons_loaded == 576, "tiny-gemma4: a plan of "
+           "gamma 0.5 loads %llu of %llu neurons (dense: %llu of %llu), each layer half its "
+           "own: %d", (unsigned long long)half.neurons_loaded,
+           (unsigned long long)half.neurons_total, (unsigned long long)dense.neurons_loaded,
+           (unsigned long long)dense.neurons_total, halves);
+    eng_model_free(m);
     printf("tiny-gemma4  a token at a time %.2g, chunks of 5 %.2g, kept prefix %.2g from one "
-           "batch; caches %zu bytes; Q8_0 file %.3f; a cut table -EIO; selection refused\n",
-           d_one, d_chunk, d_kept, kv, d_q8);
+           "batch; caches %zu bytes; Q8_0 file %.3f; a cut table -EIO; a plan of gamma 0.5 "
+           "half of each layer's own width\n", d_one, d_chunk, d_kept, kv, d_q8);
 }
 
 /* qwen35's layer pattern as its flags give it (the default interval's
@@ -1434,6 +1449,7 @@ int main(int argc, char **argv)
     check_windows(argv[1], "tiny-olmo3"); /* and no norm before the FFN: it reads x */
     check_windows(argv[1], "tiny-exaone4-swa");
     check_windows(argv[1], "tiny-gemma4-kv");
+    check_windows(argv[1], "tiny-gemma4"); /* (FFNs of two widths) */
     check_windows(argv[1], "tiny-ministral3"); /* no window: q's temperature, token by token */
     check_windows(argv[1], "tiny-lfm2"); /* a convolution's cache rows, token by token */
     check_conv_ctx(argv[1]);
