@@ -401,7 +401,8 @@ static void mistral7_find_default(const char *t, size_t n, eng_chat_info *info) 
 
 /* The names llama.cpp gives these formats (its --chat-template), with
  * each one's plainest variant: no default system prompt, no date. */
-enum nt_variant { NT_PLAIN, NT_TEKKEN, NT_PHI4, NT_R1, NT_GRANITE4, NT_EXAONE4, NT_OLMO2 };
+enum nt_variant { NT_PLAIN, NT_TEKKEN, NT_PHI4, NT_R1, NT_GRANITE4, NT_EXAONE4, NT_OLMO2,
+                  NT_GEMMA4 };
 #define NAMED_TEMPLATES(X)                                                                         \
     X("chatml", ENG_CHAT_CHATML, NT_PLAIN)                                                         \
     X("llama2", ENG_CHAT_LLAMA2, NT_PLAIN)                                                         \
@@ -414,6 +415,7 @@ enum nt_variant { NT_PLAIN, NT_TEKKEN, NT_PHI4, NT_R1, NT_GRANITE4, NT_EXAONE4, 
     X("phi3", ENG_CHAT_PHI3, NT_PLAIN)                                                             \
     X("phi4", ENG_CHAT_PHI3, NT_PHI4)                                                              \
     X("gemma", ENG_CHAT_GEMMA, NT_PLAIN)                                                           \
+    X("gemma4", ENG_CHAT_GEMMA4, NT_GEMMA4)                                                        \
     X("deepseek-r1", ENG_CHAT_DEEPSEEK_R1, NT_R1)                                                  \
     X("granite", ENG_CHAT_GRANITE, NT_GRANITE4)                                                    \
     X("exaone3", ENG_CHAT_EXAONE, NT_PLAIN)                                                        \
@@ -450,6 +452,10 @@ void eng_chat_named(const char *name, eng_chat_info *ret_info) {
         if (ret_info->exaone4) /* its template's tool calling, its answers' reasoning */
             ret_info->tools = ret_info->reasoning = true;
         ret_info->tulu_bos = t->variant == NT_OLMO2;
+        /* (Gemma 4's format for a file whose template is not recognised:
+         * its earlier "interleaved" one) */
+        if (t->variant == NT_GEMMA4)
+            ret_info->think_switch = ret_info->reasoning = ret_info->tools = true;
         return;
     }
 }

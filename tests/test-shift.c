@@ -435,9 +435,16 @@ static void check_ring(const char *name, eng_model *m, eng_kv_type kv)
             gp.max_tokens = 90;
             gp.context_shift = true;
             gp.n_keep = keep;
+            /* (a random model's ends of generation barred: 90 tokens each) */
+            eng_logit_bias no_eog[8];
+            int n_eog = 0;
+            for (int32_t id = 0; id < info.n_vocab && n_eog < 8; id++)
+                if (eng_token_is_eog(m, id))
+                    no_eog[n_eog++] = (eng_logit_bias){ id, -INFINITY };
+            gp.sampler.logit_bias = no_eog;
+            gp.sampler.n_logit_bias = n_eog;
             eng_gen_stats st;
             CHECK(eng_generate(both[k], t, 30, &gp, collect_text, &text[k], &st) == 0);
-            /* the random model does not stop before (its EOS never wins) */
             CHECKF(st.n_generated == 90 && st.n_shifts > 0, "%s: %d tokens, %d shifts", name,
                    st.n_generated, st.n_shifts);
             len[k] = text[k] ? strlen(text[k]) : 0;
@@ -472,14 +479,18 @@ int main(int argc, char **argv)
      * ones rotating), the last three on earlier layers' caches */
     static const char *const shapes[] = {"tiny",         "tiny-qwen2",   "tiny-llama3",
                                          "tiny-phi3-128k", "tiny-gemma3", "tiny-smollm3",
-                                         "tiny-gemma4"};
+                                         "tiny-gemma4",  "tiny-gemma4-kv"};
     for (size_t i = 0; i < sizeof(shapes) / sizeof(*shapes); i++) {
         eng_model *m = load_synth(argv[1], shapes[i]);
         check_shift(shapes[i], m, ENG_KV_F16);
+        if (!strcmp(shapes[i], "tiny-gemma4-kv")) /* (a Q8_0 cache's rows of two sizes) */
+            check_shift(shapes[i], m, ENG_KV_Q8_0);
         eng_model_free(m);
     }
     /* (lfm2: its convolutions' rows in rings of 3 positions and a batch) */
-    static const char *const swa[] = {"tiny-gemma3", "tiny-gemma2", "tiny-lfm2", "tiny-gemma4"};
+    /* (tiny-gemma4-kv: heads of 32 and 64, so a Q8_0 cache of two row sizes) */
+    static const char *const swa[] = {"tiny-gemma3", "tiny-gemma2", "tiny-lfm2", "tiny-gemma4",
+                                      "tiny-gemma4-kv"};
     for (size_t i = 0; i < sizeof(swa) / sizeof(*swa); i++) {
         eng_model *m = load_synth(argv[1], swa[i]);
         check_ring(swa[i], m, ENG_KV_F16);

@@ -1404,11 +1404,11 @@ int main(int argc, char **argv)
      * global ones' proportional RoPE (rope_freqs), v normalised, scores
      * unscaled, a scale per layer; tiny-gemma4 with shared caches, FFNs
      * of two widths and per-layer embeddings, tiny-gemma4-kv with the
-     * values the keys' in global layers. f32: llama.cpp's GELU goes
-     * through a table of f16 inputs (0.03 apart here) */
-    check_logits(argv[1], argv[2], "tiny-gemma4", "f32", NULL, "tiny-gemma4", 320, 0.06, 0.01);
-    check_logits(argv[1], argv[2], "tiny-gemma4-kv", "f32", NULL, "tiny-gemma4-kv", 320, 0.06,
-                 0.01);
+     * values the keys' in global layers. f32: unscaled scores show the
+     * f16 roundings of llama.cpp's attention products (0.007 apart) */
+    check_logits(argv[1], argv[2], "tiny-gemma4", "f32", NULL, "tiny-gemma4", 320, 0.02, 0.004);
+    check_logits(argv[1], argv[2], "tiny-gemma4-kv", "f32", NULL, "tiny-gemma4-kv", 320, 0.02,
+                 0.004);
     check_gemma4(argv[1]);
     /* qwen35moe (Qwen3.5-35B-A3B's layout): the same layers, 2 of 4
      * experts (normalised) and a gated shared expert */

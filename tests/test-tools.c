@@ -325,6 +325,15 @@ static void check_gemma4(void)
           !strcmp(calls[0].arguments, "{\"city\": \"Paris\", \"days\": 2}"));
     CHECK(cl > co && cl - co == strlen("Checking.") && !strncmp(back + co, "Checking.", cl - co));
     eng_tool_calls_free(calls, n_calls);
+    /* the format by its name (a file whose template is not recognised):
+     * the same prompt, thinking and calls */
+    CHECK(eng_model_set_chat_template(m, "gemma4") == 0 &&
+          eng_model_chat_template(m) == ENG_CHAT_GEMMA4 && eng_model_chat_can_think(m) &&
+          eng_model_chat_can_call_tools(m));
+    char *named = malloc(cap);
+    CHECK(named && eng_chat_apply_tools(m, c->msgs, c->n_msgs, c->tools, flags, named, cap) == len &&
+          !strcmp(named, text));
+    free(named);
     free(toks);
     free(text);
     eng_model_free(m);

@@ -110,8 +110,8 @@ static const struct {
 } gemma4_shapes[] = {
     {"tiny-gemma4", 16, 3, 3, 32, 2, true, false},
     /* as the 31B: no per-layer embeddings nor shared caches, values the
-     * keys' in global layers */
-    {"tiny-gemma4-kv", 16, 3, 0, 0, 2, false, true},
+     * keys' in global layers; heads of 32 and 64, whole Q8_0 blocks */
+    {"tiny-gemma4-kv", 32, 3, 0, 0, 2, false, true},
     /* Gemma 4 E2B's published config (layer pattern as llama.cpp's test
      * of it: four local layers to a global one) */
     {"gemma-4-e2b", 256, 5, 20, 256, 0, true, false},
@@ -167,7 +167,7 @@ static const shape shapes[] = {
     {"tiny-gemma4", "gemma4", "smollm", "Synthetic Tiny Gemma4", 9, 64, 96, 4, 1, 320, 4096,
      1000000.0f, 1e-6f, false, false, true, VOCAB_SMOL, 3, 32, true, false, 4, 0.0f, {0, 0}, 0, 0},
     {"tiny-gemma4-kv", "gemma4", "smollm", "Synthetic Tiny Gemma4 KV", 6, 64, 96, 4, 1, 320, 4096,
-     1000000.0f, 1e-6f, false, false, true, VOCAB_SMOL, 3, 32, true, false, 4, 0.0f, {0, 0}, 0, 0},
+     1000000.0f, 1e-6f, false, false, true, VOCAB_SMOL, 3, 64, true, false, 4, 0.0f, {0, 0}, 0, 0},
     {"tiny-gemma2", "gemma2", "smollm", "Synthetic Tiny Gemma2", 6, 64, 192, 4, 2, 320, 4096,
      10000.0f, 1e-6f, false, false, true, VOCAB_SMOL, 3, 32, false, false, 4, 0.0f, {1.0f, 2.0f}, 0, 0},
     /* smollm3: llama's layers, the fourth without RoPE (NoPE), five so
@@ -748,7 +748,7 @@ typedef struct tdesc {
     uint32_t n_dims;
     uint64_t ne[3];
     enum { INIT_RANDOM, INIT_ONES, INIT_BIAS, INIT_ROPE, INIT_NORM, INIT_ROPE_LONG, INIT_ROPE_SHORT,
-           INIT_SSM_A, INIT_SSM_DT, INIT_ROPE_PROP, INIT_SCALE } init;
+           INIT_SSM_A, INIT_SSM_DT, INIT_ROPE_PROP, INIT_SCALE, INIT_QNORM } init;
 } tdesc;
 
 static const struct {
@@ -1404,7 +1404,7 @@ int main(int argc, char **argv)
             const uint64_t QL = (uint64_t)sh->n_head * hd;
             T("attn_norm.weight", 1, E, 1, INIT_NORM);
             T("attn_q.weight", 2, E, QL, INIT_RANDOM);
-            T("attn_q_norm.weight", 1, hd, 1, INIT_NORM);
+            T("attn_q_norm.weight", 1, hd, 1, INIT_QNORM);
             if (own) {
                 T("attn_k.weight", 2, E, kvh * hd, INIT_RANDOM);
                 T("attn_k_norm.weight", 1, hd, 1, INIT_NORM);
@@ -1585,6 +1585,12 @@ int main(int argc, char **argv)
                 /* (gemma4: a quarter of a global head's pairs rotate) */
                 case INIT_ROPE_PROP: row[j] = j < t->ne[0] / 4 ? 1.0f : 1e30f; break;
                 case INIT_SCALE: row[j] = 0.5f + 0.5f * rand_uniform(&s); break;
+                /* (gemma4's q norm, whose scores are not scaled: as trained
+                 * ones temper them, or a random model's attention would be
+                 * one-hot) */
+                case INIT_QNORM:
+                    row[j] = (1.0f + 0.25f * rand_normal(&s)) / sqrtf((float)t->ne[0]);
+                    break;
                 }
             }
             CHECK(eng_quant_row(t->type, row, qrow, (size_t)t->ne[0]));
