@@ -20,22 +20,9 @@ grep -q "shared caches: *3 layers" "$dir/status" &&
     grep -q "per-layer embd: *32 a layer" "$dir/status" ||
     { echo "FAIL: status without the shared caches or per-layer embeddings"; cat "$dir/status";
       fail=1; }
-printf 'Hello there\nAnd again\n' |
-    "$sictl" --socket "$sock" chat --stats -n 4 >/dev/null 2>"$dir/chat"
-turn2=$(grep "STOP" "$dir/chat" | sed -n 2p)
-echo "$turn2" | grep -q "([1-9][0-9]* cached)" ||
-    { echo "FAIL: the chat's second turn reused nothing"; cat "$dir/chat"; fail=1; }
-p="The sky is blue and the grass is green"
-"$sictl" --socket "$sock" --json generate --raw -n 3 "$p" >"$dir/g1" 2>&1
-"$sictl" --socket "$sock" --json generate --raw -n 3 "$p" >"$dir/g2" 2>&1
-n=$(num prompt_tokens "$dir/g2") c=$(num cached_tokens "$dir/g2")
-[ -n "$n" ] && [ "$c" = "$((n - 2))" ] ||
-    { echo "FAIL: the same prompt again kept ${c:-?} of ${n:-?}"; cat "$dir/g1" "$dir/g2"; fail=1; }
-# (this random model soon picks its end of turn: barred)
-"$sictl" --socket "$sock" --json generate --raw -n 200 --logit-bias 0:-100 --logit-bias 2:-100 \
-    "$p" >"$dir/long" 2>&1
-grep -q '"generated_tokens":200' "$dir/long" && [ "$(num context_shifts "$dir/long")" -gt 0 ] ||
-    { echo "FAIL: no answer of 200 tokens in a context of 160"; tail -c 600 "$dir/long"; fail=1; }
+# (this random model soon picks its end of turn, <|im_end|>: barred, and
+# <|endoftext|>)
+slot_checks --logit-bias 0:-100 --logit-bias 2:-100
 stop
 
 # a random half of each layer's own neurons (its FFNs of two widths), and
