@@ -75,5 +75,6 @@ export SI_MODEL
 SI_EXE_WRAPPER="qemu-aarch64 -L /usr/aarch64-linux-gnu -E LD_LIBRARY_PATH=$lib" SI_TEST_DEFAULT_MODEL=0 \
 SI_COMBOS_INPUTS=300 \
     exec meson test -C "$B" --print-errorlogs --num-processes 2 --timeout-multiplier 3 \
-    gguf gguf-bad synth chat tokenizer-spm tokenizer-spm-phi3 tokenizer-tekken sampling backend-cpu backend-split topk threadpool synth-ref comp select-combos \
+    gguf gguf-bad synth chat tokenizer-spm tokenizer-spm-phi3 tokenizer-tekken tokenizer-gemma4 \
+    sampling backend-cpu backend-split topk threadpool synth-ref comp select-combos \
     model-bad promptset metrics json jschema shift golden-quick "$@"

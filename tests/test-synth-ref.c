@@ -507,11 +507,11 @@ static void check_windows(const char *synth, const char *shape)
     eng_session_free(b);
     printf("%-12s one at a time vs one batch: max |diff| %.2g; selective decode shares %.2f %.2f; "
            "swapped to dense: %.2g\n", shape, d1, share[0], share[1], d2);
-    CHECKF(d2 < 1e-3, "%s swapped to dense: logits %g from the dense load", shape, d2);
-    /* (gemma4's unscaled scores of normalised q and k, up to head_dim,
-     * show a sum's order more than others do) */
-    CHECKF(d1 < (strstr(shape, "gemma4") ? 5e-3 : 1e-3), "%s: token by token, logits %g from "
-           "the batch's", shape, d1);
+    /* (gemma4's unscaled scores of normalised q and k show a sum's order
+     * more than others do: 0.001 on aarch64) */
+    const double tol = strstr(shape, "gemma4") ? 5e-3 : 1e-3;
+    CHECKF(d2 < tol, "%s swapped to dense: logits %g from the dense load", shape, d2);
+    CHECKF(d1 < tol, "%s: token by token, logits %g from the batch's", shape, d1);
     CHECKF(share[0] > 0.3 && share[0] < 0.5 && share[1] > 0.3 && share[1] < 0.6,
            "%s: decode computed %.2f / %.2f of the FFN at phi 0.4", shape, share[0], share[1]);
     eng_model_free(sel);
