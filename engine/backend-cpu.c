@@ -7222,7 +7222,7 @@ static float shared_weight(const eng_moe *moe, const float *x, long E)
 }
 
 static void op_moe(eng_backend *be, const eng_ffn_weights *w, const eng_moe *moe, const float *x,
-                   float *y, int n_tokens, float *work)
+                   const float *xr, float *y, int n_tokens, float *work)
 {
     cpu_ctx *c = ctx_of(be);
     if (!w || !moe || !moe->router.data || !x || !y || !work || n_tokens <= 0 ||
@@ -7239,7 +7239,7 @@ static void op_moe(eng_backend *be, const eng_ffn_weights *w, const eng_moe *moe
     int32_t *ids = (int32_t *)(logits + (size_t)n * NE);     /* [n][K]  */
     float *gw = (float *)(ids + (size_t)n * K);              /* [n][K]  */
     float *xe = gw + (size_t)n * K, *ye = xe + (size_t)n * E; /* [n][E]  */
-    op_matmul(be, &moe->router, NULL, x, logits, n);
+    op_matmul(be, &moe->router, NULL, xr ? xr : x, logits, n);
     for (int t = 0; t < n; t++) {
         float *p = logits + (size_t)t * NE;
         if (moe->sigmoid) {

@@ -419,10 +419,12 @@ typedef struct eng_backend_iface {
      *   y[t] = sum_e g_e * ffn_e(x[t]) + g_s * ffn_s(x[t])
      * with ffn_e the ffn op over expert e's slots of w, ffn_s over the
      * shared expert's (none where n_ff_shared is 0), g_s =
-     * sigmoid(shared_gate . x[t]) or 1. work: backend memory of
-     * eng_moe_work_floats(moe, n_tokens, n_embd) floats. */
+     * sigmoid(shared_gate . x[t]) or 1. The router reads xr [n_tokens][n_embd]
+     * where it is not NULL (gemma4: another norm of the stream), else x.
+     * work: backend memory of eng_moe_work_floats(moe, n_tokens, n_embd)
+     * floats. */
     void (*moe)(eng_backend *be, const eng_ffn_weights *w, const eng_moe *moe, const float *x,
-                float *y, int n_tokens, float *work);
+                const float *xr, float *y, int n_tokens, float *work);
 
     /* Mamba-2's mixer over n_tokens at positions pos0 + t, from the input
      * projection's parts z [n_tokens][d_inner], xbc [n_tokens][n_conv]

@@ -251,9 +251,29 @@ static int ffn_width(const eng_model *m, int il)
     return m->n_ff_dense ? m->n_ff_dense : m->info.n_ff;
 }
 
+/* The file's tensor of layer il's gate rows (up: its up rows), of the
+ * shared expert's where shared (gemma4: its dense MLP's), NULL where
+ * there is none: phi3's gate rows are the first half of its ffn_up,
+ * gemma4's experts' may share one ffn_gate_up_exps with their up rows. */
+static const gguf_tensor *ffn_rows_tensor(const eng_model *m, const gguf_file *f, int il, bool up,
+                                          bool shared)
+{
+    const bool exps = has_experts(m, il) && !shared;
+    char name[64];
+    const gguf_tensor *t = NULL;
+    if (exps && m->moe_mlp) {
+        snprintf(name, sizeof(name), "blk.%d.ffn_gate_up_exps.weight", il);
+        if ((t = gguf_find_tensor(f, name)))
+            return t;
+    }
+    snprintf(name, sizeof(name), "blk.%d.ffn_%s%s.weight", il,
+             up || m->arch == ENG_ARCH_PHI3 ? "up" : "gate",
+             shared && !m->moe_mlp ? "_shexp" : exps ? "_exps" : "");
+    return gguf_find_tensor(f, name);
+}
+
 /* Whether every layer's gate and up rows are of ggml type `type` in the
- * file (phi3's gate rows are the first half of its ffn_up; a shared
- * expert's are its own tensors'). */
+ * file (a shared expert's in its own tensors too). */
 static bool ffn_file_all(const eng_model *m, const gguf_file *f, uint32_t type)
 {
     for (int il = 0; il < m->info.n_layer; il++)
@@ -261,11 +281,7 @@ static bool ffn_file_all(const eng_model *m, const gguf_file *f, uint32_t type)
             const bool sh = h >= 2;
             if (sh && !(has_experts(m, il) && m->n_ff_shared))
                 continue;
-            char name[64];
-            snprintf(name, sizeof(name), "blk.%d.ffn_%s%s.weight", il,
-                     h % 2 && m->arch != ENG_ARCH_PHI3 ? "gate" : "up",
-                     sh ? "_shexp" : has_experts(m, il) ? "_exps" : "");
-            const gguf_tensor *t = gguf_find_tensor(f, name);
+            const gguf_tensor *t = ffn_rows_tensor(m, f, il, h % 2, sh);
             if (!t || t->type != type)
                 return false;
         }
@@ -285,9 +301,6 @@ static bool ffn_file_all(const eng_model *m, const gguf_file *f, uint32_t type)
 static eng_dtype ffn_dtype(const eng_model *m, const gguf_file *f)
 {
     const unsigned dts = m->be ? m->be->iface->dtypes : 0;
-    const char *gate = m->arch == ENG_ARCH_PHI3 ? "blk.0.ffn_up.weight"
-                       : has_experts(m, 0)      ? "blk.0.ffn_gate_exps.weight"
-                                                : "blk.0.ffn_gate.weight";
     if (m->info.n_embd % 32)
         return m->info.storage;
     static const eng_dtype kept[] = { ENG_DTYPE_Q4_K, ENG_DTYPE_Q5_K, ENG_DTYPE_Q4_1,
@@ -298,8 +311,7 @@ static eng_dtype ffn_dtype(const eng_model *m, const gguf_file *f)
             (dts & 1u << kept[i]) && (dts & 1u << ENG_DTYPE_Q8_0) &&
             ffn_file_all(m, f, ggml_type_of_dtype(kept[i])))
             return kept[i];
-    const gguf_tensor *t = gguf_find_tensor(f, gate);
-    const eng_dtype dt = mat_dtype(m, t);
+    const eng_dtype dt = mat_dtype(m, ffn_rows_tensor(m, f, 0, false, false));
     /* a Q4_K, Q5_K, Q4_1 or Q4_0 gate row kept apart from the rest (some
      * layers of another type, or no q8_matrices), or a Q6_K one (the FFN's
      * kernels take none): Q8_0 with q8_matrices, else the storage */
@@ -338,7 +350,19 @@ static void store_row(eng_dtype dt, const float *src, void *dst, size_t n)
 typedef struct ffn_tensors {
     const gguf_tensor *gate, *up, *down;
     uint64_t gate_row0, up_row0, down_cols, first;
+    /* experts whose gate and up rows share a tensor (gemma4's
+     * ffn_gate_up_exps): expert e's gate rows from row e * 2 * run, its
+     * up rows after them (up_row0 = run); 0: neuron n is row n */
+    uint64_t run;
+    const float *down_scale; /* [n_expert] expert e's down columns times this, or NULL */
 } ffn_tensors;
+
+/* The row of the neuron nn (counted from t->first) in t's gate (up) tensor. */
+static uint64_t ffn_src_row(const ffn_tensors *t, uint64_t nn, bool up)
+{
+    const uint64_t r = t->run ? nn / t->run * 2 * t->run + nn % t->run : nn;
+    return (up ? t->up_row0 : t->gate_row0) + r;
+}
 
 typedef struct conv_job {
     const gguf_tensor *t;
@@ -472,6 +496,48 @@ static int load_mat(loader *ld, const char *name, uint64_t cols, uint64_t rows, 
  * 32: a Q8_0 column is stored a block at a time. */
 #define DOWN_BLOCK 64
 
+/* gemma4's experts (26B-A4B): each expert's scale, folded into its down
+ * columns, where the file has them (ffn_down_exps.scale), and its gate
+ * and up rows where they share one tensor (ffn_gate_up_exps: 1, with
+ * t's gate, up and down; else 0 and the usual tensors). */
+static int gemma4_experts(loader *ld, int il, ffn_tensors *t)
+{
+    eng_model *m = ld->m;
+    const uint64_t E = (uint64_t)m->info.n_embd, NE = (uint64_t)m->info.n_expert;
+    const uint64_t F = (uint64_t)m->n_ff_exp;
+    char name[64];
+    const gguf_tensor *st, *gu;
+    int r;
+    snprintf(name, sizeof(name), "blk.%d.ffn_down_exps.scale", il);
+    if ((r = get_tensor(ld, name, 1, NE, 1, false, &st)) < 0)
+        return r;
+    if (st) {
+        float *sc = model_alloc(m, NE * sizeof(float));
+        if (!sc)
+            return oom_err(ld, NE * sizeof(float), name);
+        if ((r = dequant_row(ld, st, 0, sc)) < 0)
+            return r;
+        for (uint64_t e = 0; e < NE; e++)
+            if (!isfinite(sc[e]))
+                return eng__set_err(ld->err, -EINVAL, "tensor '%s'[%llu] is not finite", name,
+                                    (unsigned long long)e);
+        t->down_scale = sc;
+    }
+    snprintf(name, sizeof(name), "blk.%d.ffn_gate_up_exps.weight", il);
+    if ((r = get_tensor(ld, name, 2, E, 2 * F * NE, false, &gu)) < 0 || !gu)
+        return r;
+    if (gu->n_dims != 3 || gu->ne[1] != 2 * F)
+        return eng__set_err(ld->err, -EINVAL, "tensor '%s' is not [%llu, %llu, %llu]", name,
+                            (unsigned long long)E, (unsigned long long)(2 * F),
+                            (unsigned long long)NE);
+    t->gate = t->up = gu;
+    t->run = t->up_row0 = F;
+    snprintf(name, sizeof(name), "blk.%d.ffn_down_exps.weight", il);
+    if ((r = get_tensor(ld, name, 2, F, NE * E, true, &t->down)) < 0)
+        return r;
+    return 1;
+}
+
 static int ffn_tensors_get(loader *ld, int il, bool shared, ffn_tensors *t)
 {
     const eng_model *m = ld->m;
@@ -483,7 +549,8 @@ static int ffn_tensors_get(loader *ld, int il, bool shared, ffn_tensors *t)
     const int F = shared ? m->n_ff_shared : n_exps;
     char name[64];
     int r;
-    t->gate_row0 = t->up_row0 = 0;
+    t->gate_row0 = t->up_row0 = t->run = 0;
+    t->down_scale = NULL;
     t->first = shared ? (uint64_t)n_exps : 0;
     t->down_cols = (uint64_t)F;
     if (m->arch == ENG_ARCH_PHI3) {
@@ -498,9 +565,11 @@ static int ffn_tensors_get(loader *ld, int il, bool shared, ffn_tensors *t)
     /* experts: [n_embd, n_ff_exp, n_expert] and [n_ff_exp, n_embd,
      * n_expert], the experts' gate and up rows one after another (F of
      * them), W_down's rows n_ff_exp long */
-    const char *sfx = shared ? "_shexp" : exps ? "_exps" : "";
+    const char *sfx = shared && !m->moe_mlp ? "_shexp" : exps && !shared ? "_exps" : "";
     if (exps && !shared)
         t->down_cols = (uint64_t)m->n_ff_exp;
+    if (exps && !shared && m->moe_mlp && (r = gemma4_experts(ld, il, t)) != 0)
+        return r < 0 ? r : 0; /* (1: its gate and up rows in one tensor) */
     snprintf(name, sizeof(name), "blk.%d.ffn_gate%s.weight", il, sfx);
     if ((r = get_tensor(ld, name, 2, E, F, true, &t->gate)) < 0)
         return r;
@@ -559,7 +628,7 @@ static void load_neurons_host(loader *ld, const ffn_tensors *t, uint8_t *gu, uin
     for (int i = 0; i < count; i++)
         for (int h = 0; h < 2; h++) {
             const gguf_tensor *gt = h ? t->up : t->gate;
-            const uint64_t src = (h ? t->up_row0 : t->gate_row0) + (uint64_t)neurons[i] - t->first;
+            const uint64_t src = ffn_src_row(t, (uint64_t)neurons[i] - t->first, h);
             uint8_t *dst = gu + (SLOT(i) * 2 + h) * sr;
             if (eng_dtype_block(dt) > 1 && gt->type == ggml_type_of_dtype(dt)) {
                 /* the file's own blocks, as for a matrix (ffn_dtype: a
@@ -590,9 +659,10 @@ static void load_neurons_host(loader *ld, const ffn_tensors *t, uint8_t *gu, uin
         for (int i = 0; i < count; i++) {
             const uint64_t nn = (uint64_t)neurons[i] - N0, r0 = nn / DC * E, c = nn % DC;
             const size_t b = c / B, k = c % B;
+            const float sc = t->down_scale ? t->down_scale[nn / DC] : 1.0f;
             for (int e = 0; e < E; e++) {
                 eng_dequant_row_f32(dtype, data + (r0 + e) * rb + b * BB, blk, B);
-                row[e] = blk[k];
+                row[e] = blk[k] * sc;
             }
             store_row(ddt, row, down + SLOT(i) * sd, E);
         }
@@ -608,13 +678,14 @@ static void load_neurons_host(loader *ld, const ffn_tensors *t, uint8_t *gu, uin
         const uint64_t g = ((uint64_t)neurons[i0] - N0) / DC;
         for (i1 = i0 + 1; i1 < count && ((uint64_t)neurons[i1] - N0) / DC == g;)
             i1++;
+        const float sc = t->down_scale ? t->down_scale[g] : 1.0f; /* (expert g's) */
         for (int e0 = 0; e0 < E; e0 += DOWN_BLOCK) {
             int nb = E - e0 < DOWN_BLOCK ? E - e0 : DOWN_BLOCK;
             for (int b = 0; b < nb; b++)
                 dequant_row(ld, t->down, g * E + (uint64_t)(e0 + b), row + (size_t)b * DC);
             for (int i = i0; i < i1; i++) {
                 for (int b = 0; b < nb; b++)
-                    tmp[b] = row[(size_t)b * DC + ((uint64_t)neurons[i] - N0) % DC];
+                    tmp[b] = row[(size_t)b * DC + ((uint64_t)neurons[i] - N0) % DC] * sc;
                 store_row(ddt, tmp, down + SLOT(i) * sd + eng_dtype_bytes(ddt, (size_t)e0), nb);
             }
         }
@@ -750,7 +821,21 @@ static int load_router(loader *ld, int il, eng_layer *L)
     if (m->moe_shared_gate && (r = load_flat(ld, name, (uint64_t)m->info.n_embd, 1, true, &sg)) < 0)
         return r;
     L->moe.shared_gate = sg;
-    L->moe.n_ff_shared = m->n_ff_shared;
+    /* gemma4: the router reads x's norm times its scale over sqrt(n_embd)
+     * (every element scaled: period 1), the experts another norm of x,
+     * and the dense MLP, not the moe op, takes the shared slots */
+    snprintf(name, sizeof(name), "blk.%d.ffn_gate_inp.scale", il);
+    if (m->moe_mlp &&
+        ((r = load_vec_rot(ld, name, (uint64_t)m->info.n_embd, true, 1, 1,
+                           1.0f / sqrtf((float)m->info.n_embd), &L->router_norm)) < 0 ||
+         (snprintf(name, sizeof(name), "blk.%d.pre_ffw_norm_2.weight", il),
+          (r = load_vec(ld, name, (uint64_t)m->info.n_embd, true, &L->moe_norm)) < 0) ||
+         (snprintf(name, sizeof(name), "blk.%d.post_ffw_norm_1.weight", il),
+          (r = load_vec(ld, name, (uint64_t)m->info.n_embd, true, &L->mlp_post_norm)) < 0) ||
+         (snprintf(name, sizeof(name), "blk.%d.post_ffw_norm_2.weight", il),
+          (r = load_vec(ld, name, (uint64_t)m->info.n_embd, true, &L->moe_post_norm)) < 0)))
+        return r;
+    L->moe.n_ff_shared = m->moe_mlp ? 0 : m->n_ff_shared;
     L->moe.n_expert = m->info.n_expert;
     L->moe.n_used = m->info.n_expert_used;
     L->moe.n_ff_exp = m->n_ff_exp;
@@ -817,6 +902,16 @@ static int load_ffn(loader *ld, int il, eng_layer *L, const eng_plan *plan)
     L->n_static = n_static;
     for (int j = 0; j < n; j++)
         L->slot_static[j] = j < n_static;
+    if (n_sh && m->moe_mlp) {
+        /* gemma4's dense MLP: a view of the shared slots (the dense plan
+         * keeps slot and neuron one) */
+        const size_t rb = eng_ffn_row_bytes(L->ffn.dtype, L->ffn.n_embd);
+        const size_t rd = eng_ffn_down_bytes(L->ffn.dtype, L->ffn.n_embd);
+        L->mlp = L->ffn;
+        L->mlp.n_slots = n_sh;
+        L->mlp.gate_up = (const uint8_t *)L->ffn.gate_up + (size_t)(n - n_sh) * 2 * rb;
+        L->mlp.down = (const uint8_t *)L->ffn.down + (size_t)(n - n_sh) * rd;
+    }
     L->sparse = plan->sparse[il];
     m->info.bytes_weights += (uint64_t)n * neuron_bytes(m);
     if (wants_sketch(plan, il)) {
@@ -1283,7 +1378,8 @@ static int load_swa_layers(const gguf_file *f, const char *arch, eng_model *m, u
 }
 
 /* Mixture of experts (Qwen3-MoE and Qwen3-VL-MoE's language model, OLMoE,
- * Granite MoE, LFM2-MoE, and Mixtral under llama): n_ff becomes all experts' neurons
+ * Granite MoE, LFM2-MoE, Gemma 4 26B-A4B, and Mixtral under llama): n_ff becomes all
+ * experts' neurons
  * together, n_ff_exp each (slot e * n_ff_exp + j holds expert e's neuron
  * j); the picked experts' weights normalised to sum 1 but in OLMoE, as
  * llama.cpp has each family; LFM2-MoE's first layers dense (n_ff_dense
@@ -1299,13 +1395,15 @@ static int load_experts(const gguf_file *f, const char *arch, eng_model *m, uint
     const bool granite = !strcmp(arch, "granitemoe") || !strcmp(arch, "granitehybrid");
     const bool named = qwen || lfm2 || q2 || q35 || !strcmp(arch, "granitemoe") ||
                        !strcmp(arch, "olmoe");
+    /* (gemma4: E2B, E4B and 31B have none, 26B-A4B beside a dense MLP) */
+    const bool g4 = !strcmp(arch, "gemma4");
     uint32_t ne, nu, fe, shared, shared_ff, groups, lead, gating = 1;
     int r;
     if ((r = get_u32_arch(f, arch, "expert_count", named, 0, &ne, err)) < 0)
         return r;
     if (ne <= 1 && !named) /* (llama.cpp: one expert is a dense FFN) */
         return 0;
-    if (!named && strcmp(arch, "llama") && strcmp(arch, "granite") && !granite)
+    if (!named && strcmp(arch, "llama") && strcmp(arch, "granite") && !granite && !g4)
         return eng__set_err(err, -ENOTSUP, "mixture of experts (%s.expert_count %u) is not "
                             "supported for %s", arch, ne, arch);
     if (ne < 2 || ne > 1024)
@@ -1319,7 +1417,7 @@ static int load_experts(const gguf_file *f, const char *arch, eng_model *m, uint
      * (Qwen3-MoE, as llama.cpp: else n_ff / n_used); the others' is
      * feed_forward_length; LFM2-MoE's gating is the file's (1 softmax, 2
      * sigmoid), the others' softmax */
-    if ((r = get_u32_arch(f, arch, "expert_feed_forward_length", lfm2,
+    if ((r = get_u32_arch(f, arch, "expert_feed_forward_length", lfm2 || g4,
                           qwen || q2 || q35 ? *n_ff / nu : *n_ff, &fe, err)) < 0 ||
         (lfm2 && (r = get_u32_arch(f, arch, "expert_gating_func", true, 1, &gating, err)) < 0) ||
         (r = get_u32_arch(f, arch, "expert_shared_count", false, 0, &shared, err)) < 0 ||
@@ -1335,7 +1433,14 @@ static int load_experts(const gguf_file *f, const char *arch, eng_model *m, uint
      * elsewhere */
     if ((q2 || q35) && shared_ff == 0)
         shared_ff = *n_ff;
-    if (shared > 1 || ((shared > 0 || shared_ff > 0) && !granite && !q2 && !q35))
+    /* gemma4's dense MLP beside the experts: feed_forward_length, one
+     * width for every layer */
+    if (g4 && m->ffn_n)
+        return eng__set_err(err, -ENOTSUP, "%s.feed_forward_length per layer with experts is "
+                            "not supported", arch);
+    if (g4)
+        shared_ff = *n_ff;
+    if (shared > 1 || ((shared > 0 || shared_ff > 0) && !granite && !q2 && !q35 && !g4))
         return eng__set_err(err, -ENOTSUP, "shared experts (%s.expert_shared_%s %u) are not "
                             "supported%s", arch, shared ? "count" : "feed_forward_length",
                             shared ? shared : shared_ff, shared > 1 ? " (one is)" : "");
@@ -1360,6 +1465,7 @@ static int load_experts(const gguf_file *f, const char *arch, eng_model *m, uint
         *n_ff = fe * ne + shared_ff;
     m->n_ff_shared = (int)shared_ff;
     m->moe_shared_gate = q2 || q35;
+    m->moe_mlp = g4;
     m->moe_sigmoid = gating == 2;
     m->n_ff_exp = (int)fe;
     m->info.n_expert = (int)ne;
@@ -2213,7 +2319,8 @@ static uint64_t bytes_per_token(const eng_model *m)
         for (int i = 0; i < 8; i++)
             b += weight_bytes(w[i]);
         const uint64_t slots = L->moe.router.data ? (uint64_t)L->moe.n_used * L->moe.n_ff_exp +
-                                                        (uint64_t)L->moe.n_ff_shared
+                                                        (uint64_t)L->moe.n_ff_shared +
+                                                        (uint64_t)L->mlp.n_slots
                                                   : (uint64_t)L->ffn.n_slots;
         b += slots * neuron_bytes(m);
     }
@@ -2761,7 +2868,7 @@ void eng_session_free(eng_session *s)
     free(s->ffn_n_sel);
     float *bufs[] = { s->x,  s->xn,         s->q,        s->k,    s->v,      s->att, s->o,
                       s->ff, s->logits_dev, s->moe_work, s->gate, s->ple_in, s->ple_g,
-                      s->ple_proj };
+                      s->ple_proj, s->moe_out };
     for (size_t i = 0; i < sizeof(bufs) / sizeof(bufs[0]); i++)
         bfree(be, bufs[i]);
     bfree(be, s->tokens);
@@ -2931,6 +3038,8 @@ int eng_session_new(const eng_model *m, const eng_session_params *params, eng_se
         !(s->moe_work = eng__session_alloc(
               s, eng_moe_work_floats(&m->layers[m->n_dense_lead].moe, n_batch, E) *
                      sizeof(float))))
+        goto oom;
+    if (m->moe_mlp && !(s->moe_out = eng__session_alloc(s, (size_t)n_batch * E * sizeof(float))))
         goto oom;
     /* greedy on the backend (ENG_EVAL_ARGMAX): host memory reads the logits */
     if (!m->be->iface->host_memory && m->be->iface->argmax &&
@@ -3593,8 +3702,21 @@ static void forward_ops(eng_session *s, int n, int first, float *out, int32_t *a
                 op->add(be, s->x, s->o, (long)n * E);
                 op->rmsnorm(be, s->x, L->ffn_norm, s->xn, n, E, m->rms_eps);
             }
-            if (L->moe.router.data) /* experts: the router's n_used a token */
-                op->moe(be, &L->ffn, &L->moe, xin, s->ff, n, s->moe_work);
+            if (L->moe_post_norm) {
+                /* gemma4's experts beside a dense MLP: the MLP over xn,
+                 * normalised; the experts over x's norm of their own, the
+                 * router over x's plain norm times its scale (in o, which
+                 * x holds now), normalised; both joined in ff */
+                op->ffn(be, &L->mlp, NULL, L->mlp.n_slots, s->xn, s->ff, n, NULL);
+                op->rmsnorm(be, s->ff, L->mlp_post_norm, s->ff, n, E, m->rms_eps);
+                op->rmsnorm(be, s->x, L->moe_norm, s->xn, n, E, m->rms_eps);
+                op->rmsnorm(be, s->x, L->router_norm, s->o, n, E, m->rms_eps);
+                op->moe(be, &L->ffn, &L->moe, s->xn, s->o, s->moe_out, n, s->moe_work);
+                op->rmsnorm(be, s->moe_out, L->moe_post_norm, s->moe_out, n, E, m->rms_eps);
+                op->add(be, s->ff, s->moe_out, (long)n * E);
+            } else if (L->moe.router.data) { /* experts: the router's n_used a token */
+                op->moe(be, &L->ffn, &L->moe, xin, NULL, s->ff, n, s->moe_work);
+            }
             else if (pick > 0 && s->compute.pick == ENG_PICK_EXACT) {
                 /* each token the pick slots of its largest activations,
                  * among every loaded slot (n_sel) or the request's

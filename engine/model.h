@@ -101,6 +101,14 @@ typedef struct eng_layer {
     eng_ffn_weights ffn;              /* neuron-major, n_slots loaded neurons */
     eng_moe moe;                      /* experts: runs of ffn's slots and their router
                                        * (router.data NULL: a dense FFN) */
+    /* gemma4's experts (26B-A4B) beside a dense MLP of their own inputs:
+     * the MLP is mlp, a view of the shared expert's slots after the
+     * experts' (moe.n_ff_shared 0: the moe op leaves it), over ffn_norm's
+     * x and normalised by mlp_post_norm; the experts read moe_norm's x,
+     * the router x's plain norm times router_norm, and their sum is
+     * normalised by moe_post_norm; ffn_post_norm then takes both's sum */
+    eng_ffn_weights mlp;
+    float *mlp_post_norm, *moe_norm, *moe_post_norm, *router_norm; /* [n_embd]; NULL: none */
     int32_t *neuron_of_slot;          /* [ffn.n_slots]: the neuron each slot holds */
     uint8_t *slot_static;             /* [ffn.n_slots]: 1 for static (base) neurons */
     int n_static;
@@ -157,6 +165,8 @@ struct eng_model {
     bool moe_sigmoid;                 /* eng_moe.sigmoid */
     bool moe_norm;                    /* eng_moe.norm, as the family has it */
     float moe_scale;                  /* eng_moe.scale */
+    bool moe_mlp;                     /* gemma4: the shared expert is a dense MLP apart
+                                       * (eng_layer.mlp) */
     int conv_len;                     /* lfm2: the short convolutions' taps; 0: none */
     uint8_t *conv_layer;              /* [n_layer] 1: a convolution block (lfm2), or NULL */
     uint8_t *ssm_layer;               /* [n_layer] 1: a Mamba-2 mixer (granitehybrid) or a
@@ -280,6 +290,8 @@ struct eng_session {
     float *ple_g;                     /* [n_batch][P] */
     void *ple_raw;                    /* a token's table row as the file has it (host) */
     float *moe_work;                  /* the moe op's scratch (experts only) */
+    float *moe_out;                   /* [n_batch][n_embd] gemma4's experts' sum, beside
+                                       * its MLP's in ff (moe_mlp only) */
     int32_t *tokens;                  /* [n_batch] */
     float *logits_dev;                /* [logits_dev_cap][n_vocab], not with host memory */
     int logits_dev_cap;

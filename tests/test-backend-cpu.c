@@ -1208,7 +1208,7 @@ static void test_ffn_runs(eng_backend *be, eng_dtype dt)
  * alone. A decode step (one walk over K experts) and prefills (tokens
  * grouped by expert) both. */
 static void test_moe_one(eng_backend *be, eng_dtype dt, int E, int NE, int F, int K, int n,
-                         bool norm, float scale, bool sigmoid, int S, bool gated)
+                         bool norm, float scale, bool sigmoid, int S, bool gated, bool own_xr)
 {
     E = (int)((E + eng_dtype_block(dt) - 1) / eng_dtype_block(dt) * eng_dtype_block(dt));
     const size_t rs = eng_ffn_row_bytes(dt, E), rd = eng_ffn_down_bytes(dt, E);
@@ -1225,17 +1225,22 @@ static void test_moe_one(eng_backend *be, eng_dtype dt, int E, int NE, int F, in
                     .n_ff_exp = F, .sigmoid = sigmoid, .bias = bias, .norm = norm,
                     .scale = scale, .n_ff_shared = S, .shared_gate = sgate };
     float *work = make_f32((long)eng_moe_work_floats(&moe, n, E), 0, 0);
+    /* the router over an input of its own (gemma4), or x */
+    float *xr = own_xr ? make_f32((long)n * E, -1, 1) : NULL;
+    const float *rin = xr ? xr : x;
     /* a token the same in two rows: the same picks, the same output */
     if (n > 2)
         memcpy(x + (size_t)(n - 1) * E, x, (size_t)E * sizeof(float));
-    be->iface->moe(be, &W, &moe, x, y, n, work);
+    if (n > 2 && xr)
+        memcpy(xr + (size_t)(n - 1) * E, xr, (size_t)E * sizeof(float));
+    be->iface->moe(be, &W, &moe, x, xr, y, n, work);
     double worst = 0;
     for (int t = 0; t < n; t++) {
         double p[64], sum = 0, mx = -1e300;
         for (int e = 0; e < NE; e++) {
             p[e] = 0;
             for (int j = 0; j < E; j++)
-                p[e] += (double)router[(size_t)e * E + j] * x[(size_t)t * E + j];
+                p[e] += (double)router[(size_t)e * E + j] * rin[(size_t)t * E + j];
             mx = p[e] > mx ? p[e] : mx;
         }
         for (int e = 0; e < NE; e++)
@@ -1290,10 +1295,11 @@ static void test_moe_one(eng_backend *be, eng_dtype dt, int E, int NE, int F, in
               "moe %s: one token twice, two outputs", dt_name(dt));
     /* (x in 16 or 8 bits against quantized rows; prefill and decode both) */
     CHECK(worst < (dt == ENG_DTYPE_F32 ? 1e-5 : 2e-2),
-          "moe %s E=%d %d experts of %d picking %d, %d tokens%s, shared %d%s: %g off (relative)",
-          dt_name(dt), E, NE, F, K, n, norm ? ", normalised" : "", S, gated ? " gated" : "", worst);
+          "moe %s E=%d %d experts of %d picking %d, %d tokens%s, shared %d%s%s: %g off (relative)",
+          dt_name(dt), E, NE, F, K, n, norm ? ", normalised" : "", S, gated ? " gated" : "",
+          xr ? ", router's own input" : "", worst);
     free(gu), free(dn), free(router), free(x), free(y), free(ye), free(work), free(bias);
-    free(sgate);
+    free(sgate), free(xr);
 }
 
 static void test_moe(eng_backend *be, eng_dtype dt)
@@ -1301,19 +1307,23 @@ static void test_moe(eng_backend *be, eng_dtype dt)
     CHECK(be->iface->moe, "no moe");
     if (!be->iface->moe)
         return;
-    test_moe_one(be, dt, 64, 8, 32, 2, 1, true, 1.0f, false, 0, false);  /* decode */
-    test_moe_one(be, dt, 64, 8, 32, 2, 9, true, 1.0f, false, 0, false);  /* prefill */
+    test_moe_one(be, dt, 64, 8, 32, 2, 1, true, 1.0f, false, 0, false, false);  /* decode */
+    test_moe_one(be, dt, 64, 8, 32, 2, 9, true, 1.0f, false, 0, false, false);  /* prefill */
     /* odd slots, no norm, a scale */
-    test_moe_one(be, dt, 96, 6, 33, 3, 1, false, 0.5f, false, 0, false);
-    test_moe_one(be, dt, 96, 6, 33, 3, 5, false, 0.5f, false, 0, false);
-    test_moe_one(be, dt, 64, 4, 16, 4, 3, true, 1.0f, false, 0, false);  /* every expert */
-    test_moe_one(be, dt, 64, 8, 32, 2, 1, true, 1.0f, true, 0, false);   /* sigmoid and a bias */
-    test_moe_one(be, dt, 64, 8, 32, 3, 7, true, 1.0f, true, 0, false);
+    test_moe_one(be, dt, 96, 6, 33, 3, 1, false, 0.5f, false, 0, false, false);
+    test_moe_one(be, dt, 96, 6, 33, 3, 5, false, 0.5f, false, 0, false, false);
+    test_moe_one(be, dt, 64, 4, 16, 4, 3, true, 1.0f, false, 0, false, false);  /* every expert */
+    /* sigmoid and a bias */
+    test_moe_one(be, dt, 64, 8, 32, 2, 1, true, 1.0f, true, 0, false, false);
+    test_moe_one(be, dt, 64, 8, 32, 3, 7, true, 1.0f, true, 0, false, false);
     /* a shared expert of another width, ungated (Granite) and gated (Qwen2-MoE) */
-    test_moe_one(be, dt, 64, 8, 32, 2, 1, true, 1.0f, false, 48, false);
-    test_moe_one(be, dt, 64, 8, 32, 2, 6, true, 1.0f, false, 48, false);
-    test_moe_one(be, dt, 96, 4, 33, 2, 1, false, 1.0f, false, 67, true);
-    test_moe_one(be, dt, 96, 4, 33, 2, 5, false, 1.0f, false, 67, true);
+    test_moe_one(be, dt, 64, 8, 32, 2, 1, true, 1.0f, false, 48, false, false);
+    test_moe_one(be, dt, 64, 8, 32, 2, 6, true, 1.0f, false, 48, false, false);
+    test_moe_one(be, dt, 96, 4, 33, 2, 1, false, 1.0f, false, 67, true, false);
+    test_moe_one(be, dt, 96, 4, 33, 2, 5, false, 1.0f, false, 67, true, false);
+    /* the router over another input than the experts' (gemma4) */
+    test_moe_one(be, dt, 64, 8, 32, 2, 1, true, 1.0f, false, 0, false, true);
+    test_moe_one(be, dt, 64, 8, 32, 3, 6, true, 1.0f, false, 0, false, true);
 }
 
 /* ---- ssm (Mamba-2) -------------------------------------------------------- */

@@ -1,7 +1,8 @@
 #!/bin/sh
 # selectinferd on a mixture-of-experts model (a synthetic Qwen3-MoE; or
 # SHAPE, whose status line about its experts is EXPERTS: tiny-qwen35moe,
-# a Qwen3.5-MoE with a shared expert and delta nets): it
+# a Qwen3.5-MoE with a shared expert and delta nets; tiny-gemma4-moe, a
+# Gemma 4 26B-A4B with a dense MLP beside them): it
 # starts, says how many experts a token computes, answers a request, and
 # refuses with a reason what would choose neurons inside the experts (a
 # request's phi, a swap to a selective mode, which leaves the dense plan

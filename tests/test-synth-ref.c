@@ -1113,7 +1113,8 @@ static void check_refused(const char *synth)
         { "tiny-qwen35", "qwen35.rope.dimension_sections=str:x", "dimension_sections", -EINVAL },
         /* gemma4: a shared layer reads a layer of its own kind (llama.cpp's
          * mapping), local heads as wide as their values and rotation, KV
-         * heads and FFN widths per layer, no experts (26B-A4B) */
+         * heads and FFN widths per layer; experts (26B-A4B) with their
+         * counts and tensors, beside one MLP width */
         { "tiny-gemma4", "gemma4.attention.shared_kv_layers=u32:4", "another kind", -EINVAL },
         { "tiny-gemma4", "gemma4.attention.shared_kv_layers=u32:9", "shared_kv_layers 9", -EINVAL },
         { "tiny-gemma4", "gemma4.attention.value_length_swa=u32:8", "values of another width",
@@ -1123,7 +1124,11 @@ static void check_refused(const char *synth)
         { "tiny-gemma4", "gemma4.attention.head_count_kv=i32s:1,1,3,1,1,4,1,1,4",
           "layer 2: 3 KV heads", -EINVAL },
         { "tiny-gemma4", "gemma4.feed_forward_length=i32s:96,96", "2 entries for 9", -EINVAL },
-        { "tiny-gemma4", "gemma4.expert_count=u32:8", "mixture of experts", -ENOTSUP },
+        { "tiny-gemma4", "gemma4.expert_count=u32:8", "expert_used_count", -EINVAL },
+        { "tiny-gemma4-moe", "gemma4.expert_feed_forward_length=u32:16",
+          "blk.0.ffn_gate_up_exps.weight", -EINVAL },
+        { "tiny-gemma4-moe", "gemma4.feed_forward_length=i32s:48,48,48,48,48,48",
+          "per layer with experts", -ENOTSUP },
         { "tiny-gemma4", "gemma4.embedding_length_per_layer_input=u32:16",
           "per_layer_model_proj.weight", -EINVAL },
         { "tiny-gemma4", "gemma4.attention.key_length=u32:16", "rope dimension 32", -EINVAL },
@@ -1236,6 +1241,68 @@ static void check_gemma4(const char *synth)
     printf("tiny-gemma4  a token at a time %.2g, chunks of 5 %.2g, kept prefix %.2g from one "
            "batch; caches %zu bytes; Q8_0 file %.3f; a cut table -EIO; a plan of gamma 0.5 "
            "half of each layer's own width\n", d_one, d_chunk, d_kept, kv, d_q8);
+}
+
+/* gemma4's experts beside a dense MLP (tiny-gemma4-moe: 2 of 8 experts
+ * of 32, gate and up rows in one tensor in even layers, an MLP of 48): a
+ * token at a time (the moe op's decode walk) and in chunks of 5 as in one
+ * batch, the Q8_0 file (the fused rows' blocks kept as they are) within
+ * its rounding, and a decode step priced with the MLP's neurons beside
+ * the picked experts'. */
+static void check_gemma4_moe(const char *synth)
+{
+    char path[32];
+    test_synth_type(synth, "tiny-gemma4-moe", "f32", path);
+    eng_model_params mp = eng_model_params_default();
+    mp.n_threads = 2;
+    mp.storage = ENG_DTYPE_F32;
+    eng_model *m;
+    eng_error err;
+    CHECKF(eng_model_load(path, &mp, &m, &err) == 0, "%s", err.msg);
+    unlink(path);
+    static float batch[320], one[320], chunk[320], q8[320];
+    last_logits(m, false, batch);
+    last_logits(m, true, one);
+    eng_session_params sp = eng_session_params_default();
+    sp.n_batch = 5;
+    eng_session *s;
+    CHECK(eng_session_new(m, &sp, &s) == 0 && eng_session_eval(s, TOKENS, N_TOK, 0) == 0);
+    memcpy(chunk, eng_session_logits(s, -1), sizeof(chunk));
+    eng_session_free(s);
+    eng_model_info info;
+    eng_model_get_info(m, &info);
+    /* a step's FFN reads 2 experts of 32 and the MLP's 48 a layer */
+    uint64_t fixed = 0;
+    for (int il = 0; il < info.n_layer; il++) {
+        const eng_layer *L = &m->layers[il];
+        const eng_weight *w[5] = { &L->wq, &L->wk, &L->wv, &L->wo, &L->moe.router };
+        for (int i = 0; i < 5; i++)
+            fixed += eng_dtype_bytes(w[i]->dtype, (size_t)w[i]->rows * w[i]->cols);
+    }
+    fixed += eng_dtype_bytes(m->output.dtype, (size_t)m->output.rows * m->output.cols);
+    const uint64_t want = fixed + (uint64_t)info.n_layer * (2 * 32 + 48) *
+                                      eng_ffn_slot_bytes(info.ffn_dtype, info.n_embd);
+    CHECKF(info.n_expert == 8 && info.n_expert_used == 2 && info.n_ff_shared == 48 &&
+           info.n_ff == 8 * 32 + 48 && info.bytes_per_token == want, "tiny-gemma4-moe: %d of "
+           "%d experts, %d shared, n_ff %d, %llu bytes a step (want %llu)", info.n_expert_used,
+           info.n_expert, info.n_ff_shared, info.n_ff,
+           (unsigned long long)info.bytes_per_token, (unsigned long long)want);
+    eng_model_free(m);
+    const double d_one = max_diff(batch, one, 320), d_chunk = max_diff(batch, chunk, 320);
+    CHECKF(d_one < 5e-3 && d_chunk < 1e-3, "tiny-gemma4-moe: a token at a time %g, chunks %g "
+           "from one batch", d_one, d_chunk);
+    test_synth_type(synth, "tiny-gemma4-moe", "q8_0", path);
+    mp = eng_model_params_default();
+    mp.n_threads = 2;
+    CHECKF(eng_model_load(path, &mp, &m, &err) == 0, "%s", err.msg);
+    unlink(path);
+    last_logits(m, false, q8);
+    eng_model_free(m);
+    const double d_q8 = max_diff(batch, q8, 320);
+    CHECKF(d_q8 < 1.0, "tiny-gemma4-moe: the Q8_0 file's logits %g from the f32 file's", d_q8);
+    printf("tiny-gemma4-moe  a token at a time %.2g, chunks of 5 %.2g from one batch; Q8_0 file "
+           "%.3f; %llu bytes a step\n", d_one, d_chunk, d_q8,
+           (unsigned long long)info.bytes_per_token);
 }
 
 /* qwen35's layer pattern as its flags give it (the default interval's
@@ -1407,9 +1474,12 @@ int main(int argc, char **argv)
      * values the keys' in global layers. f32: unscaled scores show the
      * f16 roundings of llama.cpp's attention products (0.007 apart) */
     check_logits(argv[1], argv[2], "tiny-gemma4", "f32", NULL, "tiny-gemma4", 320, 0.02, 0.004);
+    check_logits(argv[1], argv[2], "tiny-gemma4-moe", "f32", NULL, "tiny-gemma4-moe", 320, 0.02,
+                 0.004);
     check_logits(argv[1], argv[2], "tiny-gemma4-kv", "f32", NULL, "tiny-gemma4-kv", 320, 0.02,
                  0.004);
     check_gemma4(argv[1]);
+    check_gemma4_moe(argv[1]);
     /* qwen35moe (Qwen3.5-35B-A3B's layout): the same layers, 2 of 4
      * experts (normalised) and a gated shared expert */
     check_logits(argv[1], argv[2], "tiny-qwen35moe", "f32", NULL, "tiny-qwen35moe", 320, 0.002,

@@ -66,11 +66,14 @@ static const struct {
     {"tiny-qwen2moe", 4, 2, 0, 0, 48},
     {"tiny-qwen35moe", 4, 2, 0, 0, 48},
     {"tiny-mixtral", 4, 2, 0, 0, 0},
+    /* gemma4 26B-A4B's layout: experts beside a dense MLP (shared_ff) */
+    {"tiny-gemma4-moe", 8, 2, 0, 0, 48},
     {"qwen3-30b-a3b", 128, 8, 0, 0, 0},
     {"lfm2-8b-a1b", 32, 4, 2, 7168, 0},
     {"granite-3.1-1b-a400m", 32, 8, 0, 0, 0},
     {"granite-4.0-h-tiny", 64, 6, 0, 0, 1024},
     {"olmoe-1b-7b", 64, 8, 0, 0, 0},
+    {"gemma-4-26b-a4b", 128, 8, 0, 0, 2112},
 };
 
 /* Mamba-2 hybrids (granitehybrid): the mixers' inner width, state size,
@@ -112,9 +115,14 @@ static const struct {
     /* as the 31B: no per-layer embeddings nor shared caches, values the
      * keys' in global layers; heads of 32 and 64, whole Q8_0 blocks */
     {"tiny-gemma4-kv", 32, 3, 0, 0, 2, false, true},
+    /* as the 26B-A4B: tiny-gemma4-kv's attention, experts beside the MLP */
+    {"tiny-gemma4-moe", 32, 3, 0, 0, 2, false, true},
     /* Gemma 4 E2B's published config (layer pattern as llama.cpp's test
      * of it: four local layers to a global one) */
     {"gemma-4-e2b", 256, 5, 20, 256, 0, true, false},
+    /* Gemma 4 26B-A4B's: 25 local layers and 5 global ones (two KV heads
+     * of 512, values the keys'), no shared caches nor per-layer inputs */
+    {"gemma-4-26b-a4b", 256, 6, 0, 0, 2, false, true},
 };
 
 static const shape shapes[] = {
@@ -168,6 +176,11 @@ static const shape shapes[] = {
      1000000.0f, 1e-6f, false, false, true, VOCAB_SMOL, 3, 32, true, false, 4, 0.0f, {0, 0}, 0, 0},
     {"tiny-gemma4-kv", "gemma4", "smollm", "Synthetic Tiny Gemma4 KV", 6, 64, 96, 4, 1, 320, 4096,
      1000000.0f, 1e-6f, false, false, true, VOCAB_SMOL, 3, 64, true, false, 4, 0.0f, {0, 0}, 0, 0},
+    /* the same with 2 of 8 experts of 32 beside a dense MLP of 48
+     * (expert_shapes), gate and up rows in one tensor in even layers */
+    {"tiny-gemma4-moe", "gemma4", "smollm", "Synthetic Tiny Gemma4 MoE", 6, 64, 32, 4, 1, 320,
+     4096, 1000000.0f, 1e-6f, false, false, true, VOCAB_SMOL, 3, 64, true, false, 4, 0.0f, {0, 0},
+     0, 0},
     {"tiny-gemma2", "gemma2", "smollm", "Synthetic Tiny Gemma2", 6, 64, 192, 4, 2, 320, 4096,
      10000.0f, 1e-6f, false, false, true, VOCAB_SMOL, 3, 32, false, false, 4, 0.0f, {1.0f, 2.0f}, 0, 0},
     /* smollm3: llama's layers, the fourth without RoPE (NoPE), five so
@@ -294,6 +307,12 @@ static const shape shapes[] = {
     {"gemma-4-e2b", "gemma4", "smollm", "Synthetic Gemma 4 E2B", 35, 1536, 6144, 8, 1, 262144,
      131072, 1000000.0f, 1e-6f, false, false, true, VOCAB_SMOL, 17, 512, true, false, 512, 0.0f,
      {0, 0}, 0, 0},
+    /* Gemma 4 26B-A4B's (25.2 B parameters as published): 128 experts of
+     * 704 picking 8 beside an MLP of 2112 (expert_shapes), heads of 256
+     * (local, 8 KV heads) and 512 (global), a window of 1024 */
+    {"gemma-4-26b-a4b", "gemma4", "smollm", "Synthetic Gemma 4 26B-A4B", 30, 2816, 704, 16, 8,
+     262144, 262144, 1000000.0f, 1e-6f, false, false, true, VOCAB_SMOL, 17, 512, true, false,
+     1024, 0.0f, {0, 0}, 0, 0},
     {"gemma-3-1b", "gemma3", "smollm", "Synthetic Gemma 3 1B", 26, 1152, 6912, 4, 1, 262144,
      32768, 1000000.0f, 1e-6f, false, false, true, VOCAB_SMOL, 17, 256, true, false, 512, 0.0f, {0, 0}, 0, 0},
     {"smollm2-135m", "llama", "smollm", "Synthetic SmolLM2 135M", 30, 576, 1536, 9, 3, 49152,
@@ -748,7 +767,7 @@ typedef struct tdesc {
     uint32_t n_dims;
     uint64_t ne[3];
     enum { INIT_RANDOM, INIT_ONES, INIT_BIAS, INIT_ROPE, INIT_NORM, INIT_ROPE_LONG, INIT_ROPE_SHORT,
-           INIT_SSM_A, INIT_SSM_DT, INIT_ROPE_PROP, INIT_SCALE, INIT_QNORM } init;
+           INIT_SSM_A, INIT_SSM_DT, INIT_ROPE_PROP, INIT_SCALE, INIT_QNORM, INIT_RSCALE } init;
 } tdesc;
 
 static const struct {
@@ -1145,8 +1164,12 @@ int main(int argc, char **argv)
      * key; lfm2moe: it is the dense layers') */
     const bool q3moe = !strcmp(arch, "qwen3moe") || !strcmp(arch, "qwen3vlmoe") ||
                        !strcmp(arch, "qwen2moe") || !strcmp(arch, "qwen35moe");
-    const bool own_ff = q3moe || !strcmp(arch, "lfm2moe");
-    const uint32_t ff = dense_lead ? (uint32_t)dense_ff : (uint32_t)sh->n_ff * (q3moe ? 3 : 1);
+    /* (gemma4: it is the dense MLP's beside the experts) */
+    const bool g4moe = g4 >= 0 && n_expert;
+    const bool own_ff = q3moe || !strcmp(arch, "lfm2moe") || g4moe;
+    const uint32_t ff = dense_lead ? (uint32_t)dense_ff
+                        : g4moe    ? (uint32_t)shared_ff
+                                   : (uint32_t)sh->n_ff * (q3moe ? 3 : 1);
     CHECK(gguf_writer_set_u32(w, KEY("feed_forward_length"), ff));
     if (n_expert) {
         CHECK(gguf_writer_set_u32(w, KEY("expert_count"), (uint32_t)n_expert));
@@ -1154,7 +1177,7 @@ int main(int argc, char **argv)
     }
     if (own_ff)
         CHECK(gguf_writer_set_u32(w, KEY("expert_feed_forward_length"), (uint32_t)sh->n_ff));
-    if (shared_ff)
+    if (shared_ff && !g4moe)
         CHECK(gguf_writer_set_u32(w, KEY("expert_shared_feed_forward_length"),
                                   (uint32_t)shared_ff));
     if (dense_lead) /* LFM2-MoE's: and sigmoid gating */
@@ -1400,7 +1423,8 @@ int main(int argc, char **argv)
             const uint64_t kvh = local || !gemma4_shapes[g4].kv_global
                                      ? (uint64_t)sh->n_head_kv
                                      : (uint64_t)gemma4_shapes[g4].kv_global;
-            const uint64_t FL = F * (gemma4_shapes[g4].double_wide && !own ? 2 : 1);
+            const uint64_t FL = n_expert ? (uint64_t)shared_ff
+                                         : F * (gemma4_shapes[g4].double_wide && !own ? 2 : 1);
             const uint64_t QL = (uint64_t)sh->n_head * hd;
             T("attn_norm.weight", 1, E, 1, INIT_NORM);
             T("attn_q.weight", 2, E, QL, INIT_RANDOM);
@@ -1419,6 +1443,27 @@ int main(int argc, char **argv)
             T("ffn_down.weight", 2, FL, E, INIT_RANDOM);
             T("post_ffw_norm.weight", 1, E, 1, INIT_NORM);
             T("layer_output_scale.weight", 1, 1, 1, INIT_SCALE);
+            if (n_expert) {
+                /* the router (f32) and its scale, the experts' norms,
+                 * their gate and up rows in one tensor in even layers as
+                 * a converter that fuses them writes them, each expert's
+                 * scale */
+                const uint64_t NE = (uint64_t)n_expert;
+                T("ffn_gate_inp.weight", 2, E, NE, INIT_RANDOM);
+                td[nt - 1].type = GGML_TYPE_F32;
+                T("ffn_gate_inp.scale", 1, E, 1, INIT_RSCALE);
+                T("pre_ffw_norm_2.weight", 1, E, 1, INIT_NORM);
+                T("post_ffw_norm_1.weight", 1, E, 1, INIT_NORM);
+                T("post_ffw_norm_2.weight", 1, E, 1, INIT_NORM);
+                snprintf(n, sizeof(n), "blk.%d.ffn_down_exps.weight", l);
+                push3(td, &nt, n, wtype, F, E, NE);
+                T("ffn_down_exps.scale", 1, NE, 1, INIT_SCALE);
+                snprintf(n, sizeof(n), "blk.%d.ffn_gate%s_exps.weight", l, l % 2 ? "" : "_up");
+                push3(td, &nt, n, wtype, E, l % 2 ? F : 2 * F, NE);
+                snprintf(n, sizeof(n), "blk.%d.ffn_up_exps.weight", l);
+                if (l % 2)
+                    push3(td, &nt, n, wtype, E, F, NE);
+            }
             if (PLE) {
                 T("inp_gate.weight", 2, E, PLE, INIT_RANDOM);
                 T("proj.weight", 2, PLE, E, INIT_RANDOM);
@@ -1590,6 +1635,12 @@ int main(int argc, char **argv)
                  * one-hot) */
                 case INIT_QNORM:
                     row[j] = (1.0f + 0.25f * rand_normal(&s)) / sqrtf((float)t->ne[0]);
+                    break;
+                /* (gemma4's router scale, against the 1/sqrt(n_embd) it
+                 * comes with: logits as large as other routers', so that
+                 * picks are not near ties) */
+                case INIT_RSCALE:
+                    row[j] = (1.0f + 0.25f * rand_normal(&s)) * sqrtf((float)t->ne[0]);
                     break;
                 }
             }
