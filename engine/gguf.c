@@ -643,6 +643,20 @@ uint32_t gguf_version(const gguf_file *f) { return f->version; }
 size_t gguf_file_size(const gguf_file *f) { return f->size; }
 const void *gguf_file_data(const gguf_file *f) { return f->base; }
 
+void gguf_release(const gguf_file *f, const void *p, size_t len)
+{
+    const uintptr_t base = (uintptr_t)f->base, a = (uintptr_t)p;
+    const long ps = sysconf(_SC_PAGESIZE);
+    if (!f->mapped || ps <= 0 || a < base || len > f->size || a - base > f->size - len)
+        return;
+    /* the whole pages inside: those at the ends may hold a neighbour's
+     * bytes, still to be read */
+    const uintptr_t lo = (a + (uintptr_t)ps - 1) / (uintptr_t)ps * (uintptr_t)ps;
+    const uintptr_t hi = (a + len) / (uintptr_t)ps * (uintptr_t)ps;
+    if (hi > lo)
+        madvise((void *)lo, hi - lo, MADV_DONTNEED);
+}
+
 /* ---- metadata accessors ---- */
 
 size_t gguf_n_kv(const gguf_file *f) { return f->n_kv; }

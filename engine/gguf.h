@@ -97,6 +97,10 @@ void gguf_close(gguf_file *file);
 uint32_t gguf_version(const gguf_file *file);
 size_t gguf_file_size(const gguf_file *file);
 const void *gguf_file_data(const gguf_file *file); /* start of the mapping */
+/* [p, p + len) of the mapping will not be read again soon: its whole pages
+ * leave the process's resident set (a later read brings them back from
+ * the page cache). Nothing for a buffer's file or a range outside it. */
+void gguf_release(const gguf_file *file, const void *p, size_t len);
 
 /* ---- key/value metadata ---- */
 size_t gguf_n_kv(const gguf_file *file);

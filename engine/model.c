@@ -171,6 +171,15 @@ static int dequant_row(loader *ld, const gguf_tensor *t, uint64_t r, float *dst)
     return 0;
 }
 
+/* The whole of tensor t's bytes leave the resident set (gguf_release). */
+static void release_tensor(const loader *ld, const gguf_tensor *t)
+{
+    uint64_t rows = 1;
+    for (uint32_t d = 1; d < t->n_dims; d++)
+        rows *= t->ne[d];
+    gguf_release(ld->f, t->data, (size_t)(rows * ggml_row_bytes(t->type, t->ne[0])));
+}
+
 static int ensure_row(loader *ld, size_t n)
 {
     if (n <= ld->row_cap)
@@ -723,6 +732,7 @@ static int down_norms(loader *ld)
         }
         for (int n = 0; n < F; n++)
             m->down_norm[(size_t)il * F + n] = (float)sqrt(acc[n]);
+        release_tensor(ld, t.down); /* (its jobs read it again, a layer at a time) */
     }
     free(acc);
     return 0;
@@ -966,10 +976,17 @@ static void copy_rows(const conv_job *j, uint8_t *dst, size_t rb)
         memcpy(dst + (i - j->r0) * rb, src + job_src_row(j, i) * rb, rb);
 }
 
+/* A job's conversion, then the file's pages it read released: a load's
+ * peak is the weights and the jobs in flight, not the weights and the
+ * file. (A neighbour's page dropped too early is read again, no more.) */
 static void run_job(loader *ld, const conv_job *j)
 {
     if (j->L) {
         load_neurons(ld, &j->ffn, j->L, j->neurons, j->slots, j->n, NULL);
+        release_tensor(ld, j->ffn.gate);
+        if (j->ffn.up != j->ffn.gate)
+            release_tensor(ld, j->ffn.up);
+        release_tensor(ld, j->ffn.down);
         return;
     }
     eng_backend *be = ld->m->be;
@@ -1014,6 +1031,9 @@ static void run_job(loader *ld, const conv_job *j)
     }
     if (!be->iface->host_memory)
         be->iface->upload(be, j->data + j->r0 * rb, ld->stage, (j->r1 - j->r0) * rb);
+    const size_t frb = ggml_row_bytes(j->t->type, j->t->ne[0]);
+    const uint64_t first = job_src_row(j, j->r0), last = job_src_row(j, j->r1 - 1);
+    gguf_release(ld->f, (const uint8_t *)j->t->data + first * frb, (size_t)(last + 1 - first) * frb);
 }
 
 static void jobs_task(void *arg, int ith, int nth)
