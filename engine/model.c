@@ -260,6 +260,13 @@ static int ffn_width(const eng_model *m, int il)
     return m->n_ff_dense ? m->n_ff_dense : m->info.n_ff;
 }
 
+/* Whether the gate rows are the first half of ffn_up (phi3's and glm4's
+ * converters fuse them). */
+static bool ffn_fused_up(const eng_model *m)
+{
+    return m->arch == ENG_ARCH_PHI3 || m->arch == ENG_ARCH_GLM4;
+}
+
 /* The file's tensor of layer il's gate rows (up: its up rows), of the
  * shared expert's where shared (gemma4: its dense MLP's), NULL where
  * there is none: phi3's gate rows are the first half of its ffn_up,
@@ -276,7 +283,7 @@ static const gguf_tensor *ffn_rows_tensor(const eng_model *m, const gguf_file *f
             return t;
     }
     snprintf(name, sizeof(name), "blk.%d.ffn_%s%s.weight", il,
-             up || m->arch == ENG_ARCH_PHI3 ? "up" : "gate",
+             up || ffn_fused_up(m) ? "up" : "gate",
              shared && !m->moe_mlp ? "_shexp" : exps ? "_exps" : "");
     return gguf_find_tensor(f, name);
 }
@@ -562,7 +569,7 @@ static int ffn_tensors_get(loader *ld, int il, bool shared, ffn_tensors *t)
     t->down_scale = NULL;
     t->first = shared ? (uint64_t)n_exps : 0;
     t->down_cols = (uint64_t)F;
-    if (m->arch == ENG_ARCH_PHI3) {
+    if (ffn_fused_up(m)) {
         snprintf(name, sizeof(name), "blk.%d.ffn_up.weight", il);
         if ((r = get_tensor(ld, name, 2, E, 2 * (uint64_t)F, true, &t->up)) < 0)
             return r;
@@ -1587,6 +1594,8 @@ static int load_hparams(const gguf_file *f, eng_model *m, eng_error *err)
         m->arch = ENG_ARCH_QWEN3;
     else if (!strcmp(arch, "phi3"))
         m->arch = ENG_ARCH_PHI3;
+    else if (!strcmp(arch, "glm4"))
+        m->arch = ENG_ARCH_GLM4;
     else if (!strcmp(arch, "gemma"))
         m->arch = ENG_ARCH_GEMMA;
     else if (!strcmp(arch, "gemma2"))
@@ -1637,7 +1646,7 @@ static int load_hparams(const gguf_file *f, eng_model *m, eng_error *err)
         return eng__set_err(err, -ENOTSUP,
                             "unsupported architecture '%s' (supported: llama, ernie4_5, qwen2, "
                             "qwen3, qwen2vl, qwen3vl, phi3, gemma, gemma2, gemma3, gemma4, "
-                            "smollm3, "
+                            "glm4, smollm3, "
                             "granite, exaone, minicpm, olmo2, exaone4, mistral3, hunyuan-dense, "
                             "lfm2, lfm2moe, qwen3moe, qwen3vlmoe, granitemoe, olmoe, "
                             "granitehybrid, qwen2moe, qwen35, qwen35moe; text "
@@ -1678,11 +1687,11 @@ static int load_hparams(const gguf_file *f, eng_model *m, eng_error *err)
         return r;
     if (n_layer == 0 || n_layer > MAX_LAYERS)
         return eng__set_err(err, -EINVAL, "block_count %u out of range 1..%d", n_layer, MAX_LAYERS);
-    /* qwen35: the last nextn_predict_layers blocks predict further tokens
-     * (speculative decoding); generation runs without them */
+    /* qwen35, glm4: the last nextn_predict_layers blocks predict further
+     * tokens (speculative decoding); generation runs without them */
     uint32_t nextn = 0;
-    if (m->attn_gate && (r = get_u32_arch(f, arch, "nextn_predict_layers", false, 0, &nextn,
-                                          err)) < 0)
+    if ((m->attn_gate || m->arch == ENG_ARCH_GLM4) &&
+        (r = get_u32_arch(f, arch, "nextn_predict_layers", false, 0, &nextn, err)) < 0)
         return r;
     if (nextn >= n_layer)
         return eng__set_err(err, -EINVAL, "nextn_predict_layers %u of %u blocks leaves no layer",
@@ -1734,9 +1743,14 @@ static int load_hparams(const gguf_file *f, eng_model *m, eng_error *err)
         return eng__set_err(err, -ENOTSUP, "%s with %u of %u dimensions rotating is not supported",
                             arch, n_rot, head_dim);
     const bool hy = m->arch == ENG_ARCH_HUNYUAN;
+    /* (glm4: consecutive pairs, but GLM-4.1V's multi-section RoPE, which
+     * gives text one position in every section as Qwen2-VL's: NEOX) */
+    char sec[64];
+    snprintf(sec, sizeof(sec), "%s.rope.dimension_sections", arch);
+    const bool glm4v = m->arch == ENG_ARCH_GLM4 && gguf_find_key(f, sec) >= 0;
     m->rope_neox = m->arch == ENG_ARCH_QWEN2 || m->arch == ENG_ARCH_QWEN3 ||
                    m->arch == ENG_ARCH_PHI3 || m->arch == ENG_ARCH_EXAONE || gemma || olmo || ex4 ||
-                   hy || m->arch == ENG_ARCH_LFM2 || m->arch == ENG_ARCH_OLMOE;
+                   hy || m->arch == ENG_ARCH_LFM2 || m->arch == ENG_ARCH_OLMOE || glm4v;
     /* Hunyuan: q and k normalised after RoPE; its NTK "alpha" raises the
      * base by alpha^(d / (d - 2)) where a file keeps it apart (its
      * converter folds it into freq_base) */
@@ -2278,7 +2292,7 @@ static int load_weights(loader *ld, const eng_plan *plan)
              (own_kv &&
               (r = load_vec(ld, NAME("attn_k_norm.weight"), (uint64_t)hd, true, &L->k_norm)) < 0)))
             return r;
-        if ((g23 || post_only) &&
+        if ((g23 || post_only || m->arch == ENG_ARCH_GLM4) &&
             ((r = load_vec(ld, NAME("post_attention_norm.weight"), E, true, &L->attn_post_norm)) < 0 ||
              (r = load_vec(ld, NAME("post_ffw_norm.weight"), E, true, &L->ffn_post_norm)) < 0))
             return r;

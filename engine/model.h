@@ -45,6 +45,9 @@ typedef enum eng_arch {
                         * v normalised, scores unscaled, the last layers reading
                         * earlier layers' caches, per-layer embeddings, a scale
                         * per layer */
+    ENG_ARCH_GLM4,     /* GLM-4 (0414), GLM-Z1: llama's pre-norms with gemma's norms after
+                        * attention and FFN, q/k/v biases, consecutive RoPE pairs over
+                        * part of each head, gate and up rows in one ffn_up (phi3's) */
 } eng_arch;
 
 typedef struct eng_layer {

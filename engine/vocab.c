@@ -138,6 +138,9 @@ static const struct pre_def {
     /* SmolLM2's tokenizer.json: Digits(individual) then ByteLevel. */
     { "smollm", PRE_SMOLLM, false, false, 2, { "\\p{N}", RE_GPT2 } },
     { "llama-bpe", PRE_LLAMA3, true, true, 1, { RE_LLAMA3 } },
+    /* GLM-4's: Llama 3's pattern and shortcut, no BOS (llama.cpp: none,
+     * whatever the file says; its template opens with [gMASK]<sop>) */
+    { "glm4", PRE_LLAMA3, true, false, 1, { RE_LLAMA3 } },
     /* Llama 3's pattern without its whole-token shortcut (llama.cpp's
      * DBRX type): OLMo 2's files say dbrx */
     { "dbrx", PRE_LLAMA3, false, false, 1, { RE_LLAMA3 } },
@@ -168,6 +171,7 @@ static const struct pre_alias {
     { "pixtral", "llama-bpe" },
     { "midm-2.0", "llama-bpe" },
     { "lfm2", "llama-bpe" },
+    { "glm5", "glm4" },
     { "deepseek-r1-qwen", "qwen2" }, /* DeepSeek-R1-Distill-Qwen: qwen2 layers */
     { "megrez", "qwen2" },
     { "kormo", "qwen2" },
@@ -1015,6 +1019,8 @@ int eng_vocab_load(const gguf_file *f, eng_vocab **ret_vocab, eng_error *err) {
     if ((r = load_bool(f, "tokenizer.ggml.add_bos_token", &v->add_bos, err)) < 0 ||
         (r = load_bool(f, "tokenizer.ggml.add_eos_token", &v->add_eos, err)) < 0)
         goto out;
+    if (!strcmp(def->name, "glm4"))
+        v->add_bos = false;
     if (v->raw_bpe) {
         /* llama.cpp adds BOS for Gemma 4 even where the file says not to
          * (its workaround for such files: Gemma 4 needs BOS), and spells

@@ -62,6 +62,7 @@ PRETOKENIZERS = {
     # names llama.cpp gives the same patterns
     "phi-2": [GPT2],
     "falcon3": [LLAMA3],
+    "glm4": [LLAMA3],
     "deepseek-r1-qwen": [QWEN2],
     "llama4": [GPT4O],
     # Gemma 4's: llama.cpp runs BPE over whole lines, cut from runs of

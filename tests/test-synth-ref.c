@@ -1110,6 +1110,7 @@ static void check_refused(const char *synth)
           -EINVAL },
         { "tiny-qwen35", "qwen35.full_attention_interval=u32:2", "blk.1.attn_q.weight", -ENOENT },
         { "tiny-qwen35", "qwen35.nextn_predict_layers=u32:5", "leaves no layer", -EINVAL },
+        { "tiny-glm4", "glm4.nextn_predict_layers=u32:3", "leaves no layer", -EINVAL },
         { "tiny-qwen35", "qwen35.rope.dimension_sections=str:x", "dimension_sections", -EINVAL },
         /* gemma4: a shared layer reads a layer of its own kind (llama.cpp's
          * mapping), local heads as wide as their values and rotation, KV
@@ -1400,6 +1401,13 @@ int main(int argc, char **argv)
     check_shape(argv[1], argv[2], "tiny-gemma3", 320);
     check_shape(argv[1], argv[2], "tiny-k", 320);
     check_shape(argv[1], argv[2], "tiny-phi4", 320);
+    /* glm4: q/k/v biases, consecutive RoPE pairs over half of each head,
+     * norms after attention and FFN, gate and up in one ffn_up; GLM-4.1V's
+     * sections (text: NEOX) */
+    check_shape(argv[1], argv[2], "tiny-glm4", 1024);
+    check_shape_kv(argv[1], argv[2], "tiny-glm4",
+                   "glm4.rope.dimension_sections=i32s:2,1,1,0 glm4.rope.freq_base=f32:500000",
+                   "tiny-glm4v", 1024);
     /* smollm3: every fourth layer without RoPE; granite: its multipliers,
      * and with rope.scaling.finetuned false no layer rotating */
     check_shape(argv[1], argv[2], "tiny-smollm3", 1024);

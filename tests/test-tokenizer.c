@@ -518,6 +518,17 @@ static void test_synthetic(void) {
               "gemma4 BOS: r %d n %zu", r, n);
         eng_vocab_free(v);
     }
+    /* GLM-4 (pre glm4): no BOS, even where the file says to add one, as
+     * llama.cpp has none for it */
+    r = load_synthetic("gpt2", "glm4", true, "tokenizer.ggml.add_bos_token", &v, &err);
+    CHECK(r == 0, "glm4 synthetic: %d %s", r, err.msg);
+    if (r == 0) {
+        int32_t ids[8];
+        size_t n = 0;
+        r = eng_vocab_tokenize(v, "ab", 2, ENG_TOK_ADD_SPECIAL, ids, 8, &n);
+        CHECK(r == 0 && n == 1 && ids[0] == 5, "glm4 without BOS: r %d n %zu", r, n);
+        eng_vocab_free(v);
+    }
     r = load_synthetic("gemma4", NULL, false, NULL, &v, &err);
     CHECK(r == -EINVAL && strstr(err.msg, "merges"), "gemma4 without merges: %d '%s'", r, err.msg);
     eng_vocab_free(NULL);

@@ -183,6 +183,11 @@ static const shape shapes[] = {
      0, 0},
     {"tiny-gemma2", "gemma2", "smollm", "Synthetic Tiny Gemma2", 6, 64, 192, 4, 2, 320, 4096,
      10000.0f, 1e-6f, false, false, true, VOCAB_SMOL, 3, 32, false, false, 4, 0.0f, {1.0f, 2.0f}, 0, 0},
+    /* glm4 (GLM-4-0414): q/k/v biases, half of each head rotating in
+     * consecutive pairs, norms after attention and the FFN too, the FFN's
+     * gate and up rows in one ffn_up; its pre-tokenizer, no BOS */
+    {"tiny-glm4", "glm4", "glm4", "Synthetic Tiny GLM4", 3, 64, 192, 4, 2, 1024, 8192, 10000.0f,
+     1e-5f, true, false, false, VOCAB_LLAMA3, 0, 0, false, false, 0, 0.0f, {0, 0}, 0, 8},
     /* smollm3: llama's layers, the fourth without RoPE (NoPE), five so
      * that layers on both sides of it rotate */
     {"tiny-smollm3", "smollm3", "llama-bpe", "Synthetic Tiny SmolLM3", 5, 64, 192, 4, 2, 1024, 8192,
@@ -1381,6 +1386,7 @@ int main(int argc, char **argv)
     size_t max_t = 8 + (size_t)sh->n_layer * 24, nt = 0;
     const bool gemma = !strcmp(arch, "gemma2") || !strcmp(arch, "gemma3");
     const bool olmo2 = !strcmp(arch, "olmo2"), post_only = olmo2 || !strcmp(arch, "exaone4");
+    const bool glm4 = !strcmp(arch, "glm4"); /* (gemma's norms after, gate and up fused) */
     const bool q35 = !strncmp(arch, "qwen35", 6); /* (qwen35moe too) */
     td = calloc(max_t, sizeof(*td));
     if (!td) {
@@ -1503,6 +1509,9 @@ int main(int argc, char **argv)
                 T("ffn_gate_shexp.weight", 2, E, SF, INIT_RANDOM);
                 T("ffn_up_shexp.weight", 2, E, SF, INIT_RANDOM);
             }
+        } else if (glm4) {
+            T("ffn_down.weight", 2, F, E, INIT_RANDOM);
+            T("ffn_up.weight", 2, E, 2 * F, INIT_RANDOM);
         } else {
             const uint64_t FD = dense_lead ? (uint64_t)dense_ff : F;
             T("ffn_down.weight", 2, FD, E, INIT_RANDOM);
@@ -1563,7 +1572,7 @@ int main(int argc, char **argv)
             T("attn_k_norm.weight", 1, KV, 1, INIT_NORM);
             T("attn_q_norm.weight", 1, Q, 1, INIT_NORM);
         }
-        if (gemma || post_only) {
+        if (gemma || post_only || glm4) {
             T("post_attention_norm.weight", 1, E, 1, INIT_NORM);
             T("post_ffw_norm.weight", 1, E, 1, INIT_NORM);
         }
