@@ -154,6 +154,25 @@
  *   same place (the template matches call ids, which we do not carry);
  *   "tool" messages elsewhere print nothing. render_gemma4 says the rest.
  *
+ * GLM-4 (llama.cpp's chatglm4; GLM-4-9B-chat, GLM-4-0414, GLM-Z1):
+ *     "[gMASK]<sop>" ("<|" ROLE "|>\n" CONTENT)...  roles verbatim
+ *     "<|assistant|>\n" [<think>]                   with add_assistant
+ *   "[gMASK]<sop>" is the text of the two prefix tokens the model wants (no
+ *   BOS). GLM-4-9B-chat's template leaves out a message with empty content
+ *   (glm_skip_empty); the 0414 ones print the system messages first, then
+ *   only user, assistant and observation turns (glm_sys_first), and close
+ *   the prompt with "<|assistant|>", whose "\n" the model writes itself (we
+ *   print it, as llama.cpp does: the same token). GLM-Z1's open the
+ *   reasoning ("<|assistant|>\n<think>", r1_think) and print every turn but
+ *   a system one as what follows its last "</think>", stripped (r1_strip).
+ *   Tool calling (the tools in a system block, a call answered as "NAME\n
+ *   {ARGS}" in an assistant turn with metadata) is not reproduced: the
+ *   9B-chat template reads them from a message's `tools` key, which our
+ *   messages lack; a result is an "observation" turn (a "tool" message
+ *   prints as "<|tool|>" in 9B-chat's, nothing in the 0414 ones').
+ *   GLM-4.5 and later, whose answers carry a think block of their own
+ *   (their templates read reasoning_content), are not taken for it.
+ *
  * None of these add a generation prompt of their own except Zephyr and
  * the later Phi-3 templates: the prompt ends with "[/INST]" or the
  * assistant's header.
@@ -416,6 +435,7 @@ enum nt_variant { NT_PLAIN, NT_TEKKEN, NT_PHI4, NT_R1, NT_GRANITE4, NT_EXAONE4, 
     X("phi4", ENG_CHAT_PHI3, NT_PHI4)                                                              \
     X("gemma", ENG_CHAT_GEMMA, NT_PLAIN)                                                           \
     X("gemma4", ENG_CHAT_GEMMA4, NT_GEMMA4)                                                        \
+    X("chatglm4", ENG_CHAT_GLM4, NT_PLAIN)                                                         \
     X("deepseek-r1", ENG_CHAT_DEEPSEEK_R1, NT_R1)                                                  \
     X("granite", ENG_CHAT_GRANITE, NT_GRANITE4)                                                    \
     X("exaone3", ENG_CHAT_EXAONE, NT_PLAIN)                                                        \
@@ -541,6 +561,17 @@ void eng_chat_detect(const char *tmpl, size_t len, eng_chat_info *ret_info) {
                find_bytes(tmpl, len, "{{ message['content'] + eos_token")) {
         ret_info->kind = ENG_CHAT_MISTRAL;
         ret_info->eos_space = find_bytes(tmpl, len, "{{ message['content'] + eos_token + ' ' }}") != NULL;
+    } else if (find_bytes(tmpl, len, "[gMASK]<sop>") &&
+               !find_bytes(tmpl, len, "reasoning_content")) {
+        /* GLM-4: its prefix tokens, which no other family prints; which of
+         * its templates, from the lines that differ */
+        ret_info->kind = ENG_CHAT_GLM4;
+        ret_info->glm_skip_empty = find_bytes(tmpl, len, "{% if item['content'] %}") != NULL;
+        ret_info->glm_sys_first =
+            find_bytes(tmpl, len, "for message in messages if message.role != 'system'") != NULL;
+        ret_info->r1_think = find_bytes(tmpl, len, "<|assistant|>\n<think>{% endif %}") != NULL;
+        ret_info->r1_strip = find_bytes(tmpl, len, "content.split('</think>')[-1].strip()") != NULL;
+        ret_info->reasoning = ret_info->r1_think || ret_info->r1_strip;
     } else if ((find_bytes(tmpl, len, "'<|user|>\n' + message['content'] + eos_token") ||
                 find_bytes(tmpl, len, "'<|user|>\\n' + message['content'] + eos_token")) &&
                find_bytes(tmpl, len, "'<|system|>") && find_bytes(tmpl, len, "{{ '<|assistant|>' }}")) {
@@ -724,6 +755,37 @@ static void render_tulu(const eng_chat_info *info, const eng_chat_msg *msgs, siz
         if (i + 1 == n_msgs && add_assistant)
             out_str(o, "<|assistant|>\n");
     }
+}
+
+/* GLM-4, as the comment at the top says. */
+static void render_glm4(const eng_chat_info *info, const eng_chat_msg *msgs, size_t n_msgs,
+                        bool add_assistant, outbuf *o) {
+    out_str(o, "[gMASK]<sop>");
+    for (int pass = info->glm_sys_first ? 0 : 1; pass < 2; pass++) {
+        for (size_t i = 0; i < n_msgs; i++) {
+            const char *role = msgs[i].role, *c = msgs[i].content;
+            const bool sys = !strcmp(role, "system");
+            if (info->glm_sys_first && sys != (pass == 0))
+                continue;
+            if (info->glm_sys_first && !sys && strcmp(role, "user") && strcmp(role, "assistant") &&
+                strcmp(role, "observation"))
+                continue;
+            if (info->glm_skip_empty && !c[0])
+                continue;
+            out_str(o, "<|");
+            out_str(o, role);
+            out_str(o, "|>\n");
+            if (!info->r1_strip || sys) {
+                out_str(o, c);
+                continue;
+            }
+            for (const char *t; (t = strstr(c, "</think>")) != NULL;)
+                c = t + 8;
+            out_trimmed(o, c);
+        }
+    }
+    if (add_assistant)
+        out_str(o, info->r1_think ? "<|assistant|>\n<think>" : "<|assistant|>\n");
 }
 
 /* Mistral's [SYSTEM_PROMPT] templates (Ministral 3, Mistral Small 3.x):
@@ -2136,6 +2198,8 @@ int eng_chat_render(const eng_chat_info *info, const eng_chat_msg *msgs, size_t 
         render_mistral7(info, msgs, n_msgs, &o);
     } else if (info->kind == ENG_CHAT_TULU) {
         render_tulu(info, msgs, n_msgs, add_assistant, &o);
+    } else if (info->kind == ENG_CHAT_GLM4) {
+        render_glm4(info, msgs, n_msgs, add_assistant, &o);
     } else if (info->kind == ENG_CHAT_EXAONE && info->exaone4) {
         if ((r = render_exaone4(msgs, n_msgs, tools, n_tools, add_assistant, &o)) < 0)
             return r;

@@ -30,8 +30,10 @@ typedef struct eng_chat_info {
     bool tekken;       /* Mistral v3-tekken: no space after [INST], answers untrimmed */
     bool gemma_nl1;    /* Gemma: one "\n" after the system prefix, not two */
     bool gemma_no_bos; /* Gemma (1.0's template): no bos_token printed */
-    bool r1_think;     /* DeepSeek-R1: the prompt opens the reasoning ("<think>\n") */
-    bool r1_strip;     /* DeepSeek-R1: an earlier answer's reasoning left out */
+    bool r1_think;     /* DeepSeek-R1: the prompt opens the reasoning ("<think>\n"; GLM-Z1:
+                        * "<think>") */
+    bool r1_strip;     /* DeepSeek-R1: an earlier answer's reasoning left out (GLM-Z1:
+                        * every turn's but a system one's, the rest stripped) */
     bool smollm3;      /* ChatML under SmolLM3's metadata header (render_smollm3) */
     bool lfm2_past;    /* LFM2.5 (ChatML): each answer but the last only after its
                         * last "</think>", trimmed */
@@ -50,6 +52,9 @@ typedef struct eng_chat_info {
     bool granite4;     /* Granite 4.0/4.1: tools in the system block, default system
                         * prompt (4.0) in default_system */
     bool granite30;    /* Granite 3.0: no default system prompt, some roles only */
+    bool glm_skip_empty; /* GLM-4-9B-chat: a message with empty content prints nothing */
+    bool glm_sys_first;  /* GLM-4-0414: system messages first, then user, assistant
+                          * and observation turns only */
     /* the texts of bos_token and eos_token, which Llama 2, Mistral and
      * Zephyr templates print (the loader fills them from the vocabulary) */
     char bos[64], eos[64];

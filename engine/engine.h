@@ -239,6 +239,7 @@ typedef enum eng_chat_template {
     ENG_CHAT_MISTRAL7, /* Ministral 3, Mistral Small 3.x: [SYSTEM_PROMPT] ... [INST] ...
                         * [/INST] ... eos */
     ENG_CHAT_GEMMA4,   /* Gemma 4: <|turn>user ... <turn|>, its thinking switch, its calls */
+    ENG_CHAT_GLM4,     /* GLM-4, GLM-4-0414, GLM-Z1: [gMASK]<sop><|user|>\n ... <|assistant|>\n */
 } eng_chat_template;
 
 eng_chat_template eng_model_chat_template(const eng_model *model);

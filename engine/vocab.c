@@ -1033,6 +1033,17 @@ int eng_vocab_load(const gguf_file *f, eng_vocab **ret_vocab, eng_error *err) {
         }
     }
     mark_eog(v);
+    /* the end of a turn and of a message where the file names them (GLM-4's
+     * converter: <|user|> and <|observation|>), ends of generation as in
+     * llama.cpp */
+    int32_t eot = -1, eom = -1;
+    if ((r = load_id(f, "tokenizer.ggml.eot_token_id", v->n_tokens, &eot, err)) < 0 ||
+        (r = load_id(f, "tokenizer.ggml.eom_token_id", v->n_tokens, &eom, err)) < 0)
+        goto out;
+    if (eot >= 0)
+        v->eog[eot] = 1;
+    if (eom >= 0)
+        v->eog[eom] = 1;
     if ((r = build_pieces(v, err)) < 0 || (r = build_special(v, err)) < 0 ||
         (r = phi3_attributes(v, f, err)) < 0)
         goto out;

@@ -788,6 +788,7 @@ static void test_spm_families(void) {
                                  : !strncmp(c->template, "gemma", 5)  ? ENG_CHAT_GEMMA
                                  : !strncmp(c->template, "deepseek-r1", 11) ? ENG_CHAT_DEEPSEEK_R1
                                  : !strncmp(c->template, "lfm2", 4)   ? ENG_CHAT_CHATML
+                                 : !strcmp(c->template, "glm4")       ? ENG_CHAT_GLM4
                                                                       : ENG_CHAT_MISTRAL;
         const bool m7 = want == ENG_CHAT_MISTRAL7, m7r = !strcmp(c->template, "ministral3-reasoning");
         const bool g40 = !strcmp(c->template, "granite4.0"), g4 = want == ENG_CHAT_GRANITE;
@@ -808,6 +809,7 @@ static void test_spm_families(void) {
         CHECK(!info.gemma_nl1 && !info.gemma_no_bos);
         CHECK(info.phi4 == !strcmp(c->template, "phi4-mini"));
         CHECK(info.tulu_bos == (want == ENG_CHAT_TULU));
+        CHECK(info.glm_skip_empty == (want == ENG_CHAT_GLM4) && !info.glm_sys_first);
         fprintf(stderr, "plain case %s\n", c->name);
         check_render(&info, c->msgs, c->n_msgs, c->add ? ENG_CHAT_ADD_ASSISTANT : 0, c->want);
     }
@@ -1291,6 +1293,101 @@ static void test_mistral7(void) {
     CHECK(eng_chat_split_reasoning(&mr, qa, sizeof(qa) - 1, &to, &tl, &co) == 0 && tl == 0 && co == 0);
 }
 
+/* GLM-4: the 9B-chat template (tests/data, and llama.cpp's rendering of
+ * its reference conversation), the named format (llama.cpp's, which
+ * prints empty messages), and the lines of the 0414 templates: GLM-Z1's
+ * (thinking) and GLM-4-0414's, whose renderings jinja2 3.1 gave. */
+#define GLM_SYS_FIRST                                                                          \
+    "[gMASK]<sop>{%- for msg in messages %}{%- if msg.role == 'system' %}<|system|>\n"          \
+    "{{ msg.content }}{%- endif %}{%- endfor %}"                                               \
+    "{%- for message in messages if message.role != 'system' %}"                               \
+    "{%- set role = message['role'] %}{%- set content = message['content'] %}"
+#define GLM_TURNS(v)                                                                           \
+    "{%- set meta = message.get(\"metadata\", \"\") %}"                                        \
+    "{%- if role == 'user' %}<|user|>\n{{ " v " }}"                                            \
+    "{%- elif role == 'assistant' and not meta %}<|assistant|>\n{{ " v " }}"                   \
+    "{%- elif role == 'assistant' and meta %}<|assistant|>{{ meta }}\n{{ " v " }}"             \
+    "{%- elif role == 'observation' %}<|observation|>\n{{ " v " }}{%- endif %}{%- endfor %}"
+
+static void test_glm4(void) {
+    eng_chat_info info = detect_named("glm4");
+    CHECK(info.kind == ENG_CHAT_GLM4 && info.glm_skip_empty && !info.glm_sys_first);
+    CHECK(!info.reasoning && !info.r1_think && !info.r1_strip && !info.tools && !info.think_switch);
+    static const eng_chat_msg ref[] = {
+        {.role = "system", .content = "You are a helpful assistant"},
+        {.role = "user", .content = "Hello"},
+        {.role = "assistant", .content = "Hi there"},
+        {.role = "user", .content = "Who are you"},
+        {.role = "assistant", .content = "   I am an assistant   "},
+        {.role = "user", .content = "Another question"},
+    };
+#define GLM_REF                                                                                \
+    "[gMASK]<sop><|system|>\nYou are a helpful assistant<|user|>\nHello<|assistant|>\n"        \
+    "Hi there<|user|>\nWho are you<|assistant|>\n   I am an assistant   <|user|>\n"            \
+    "Another question"
+    check_render(&info, ref, 6, ENG_CHAT_ADD_ASSISTANT, GLM_REF "<|assistant|>\n");
+    check_render(&info, ref, 6, 0, GLM_REF);
+    check_render(&info, NULL, 0, ENG_CHAT_ADD_ASSISTANT, "[gMASK]<sop><|assistant|>\n");
+    size_t to, tl, co;
+    CHECK(eng_chat_split_reasoning(&info, "a", 1, &to, &tl, &co) == -ENOTSUP);
+
+    eng_chat_info named;
+    eng_chat_named("chatglm4", &named);
+    CHECK(named.kind == ENG_CHAT_GLM4 && !named.glm_skip_empty && !named.reasoning);
+    check_render(&named, ref, 6, ENG_CHAT_ADD_ASSISTANT, GLM_REF "<|assistant|>\n");
+    static const eng_chat_msg empty[] = {{.role = "user", .content = ""},
+                                         {.role = "assistant", .content = "x"}};
+    check_render(&named, empty, 2, 0, "[gMASK]<sop><|user|>\n<|assistant|>\nx");
+    bool listed = false;
+    for (const char *const *n = eng_chat_template_names(); *n; n++)
+        listed |= !strcmp(*n, "chatglm4");
+    CHECK(listed);
+#undef GLM_REF
+
+    /* GLM-Z1: systems first, roles it knows, turns after their last
+     * "</think>" and stripped, the prompt opening the reasoning */
+    static const char z1[] = GLM_SYS_FIRST
+        "{%- set visible = content.split('</think>')[-1].strip() %}" GLM_TURNS("visible")
+        "{% if add_generation_prompt %}<|assistant|>\n<think>{% endif %}";
+    eng_chat_detect(z1, sizeof(z1) - 1, &info);
+    CHECK(info.kind == ENG_CHAT_GLM4 && info.glm_sys_first && !info.glm_skip_empty);
+    CHECK(info.reasoning && info.r1_think && info.r1_strip && !info.tools);
+    static const eng_chat_msg mixed[] = {
+        {.role = "user", .content = " a\n"},
+        {.role = "assistant", .content = "<think>r</think>x</think>\n b \n"},
+        {.role = "tool", .content = "t"},
+        {.role = "observation", .content = " 42 "},
+        {.role = "system", .content = " S "},
+        {.role = "user", .content = ""},
+    };
+    check_render(&info, mixed, 6, ENG_CHAT_ADD_ASSISTANT,
+                 "[gMASK]<sop><|system|>\n S <|user|>\na<|assistant|>\nb<|observation|>\n42"
+                 "<|user|>\n<|assistant|>\n<think>");
+    /* its answer (the prompt opened the block) split for the history */
+    static const char ans[] = "\nsum it\n</think>\n\n42";
+    CHECK(eng_chat_split_reasoning(&info, ans, sizeof(ans) - 1, &to, &tl, &co) == 0);
+    CHECK(tl == 6 && !strncmp(ans + to, "sum it", 6) && !strcmp(ans + co, "42"));
+
+    /* GLM-4-0414: no thinking; its prompt ends "<|assistant|>" where we
+     * print the "\n" the model writes next */
+    static const char g0414[] = GLM_SYS_FIRST GLM_TURNS("content")
+        "{% if add_generation_prompt %}<|assistant|>{% endif %}";
+    eng_chat_detect(g0414, sizeof(g0414) - 1, &info);
+    CHECK(info.kind == ENG_CHAT_GLM4 && info.glm_sys_first && !info.glm_skip_empty);
+    CHECK(!info.reasoning && !info.r1_think && !info.r1_strip);
+    check_render(&info, mixed, 6, 0,
+                 "[gMASK]<sop><|system|>\n S <|user|>\n a\n<|assistant|>\n"
+                 "<think>r</think>x</think>\n b \n<|observation|>\n 42 <|user|>\n");
+
+    /* GLM-4.5 and later (reasoning_content in their answers) are not this */
+    static const char g45[] = "[gMASK]<sop>{% for m in messages %}<|{{ m.role }}|>\n"
+                              "{% if m.reasoning_content is string %}{% endif %}{% endfor %}";
+    eng_chat_detect(g45, sizeof(g45) - 1, &info);
+    CHECK(info.kind == ENG_CHAT_NONE);
+}
+#undef GLM_SYS_FIRST
+#undef GLM_TURNS
+
 int main(void) {
     test_smollm2();
     test_smollm3_granite();
@@ -1305,6 +1402,7 @@ int main(void) {
     test_spm_families();
     test_mistral7();
     test_gemma4();
+    test_glm4();
     if (failures) {
         fprintf(stderr, "%d check(s) failed\n", failures);
         return 1;

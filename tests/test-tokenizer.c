@@ -390,7 +390,8 @@ static void test_vocab_facts(const eng_vocab *v) {
 
 /* ---- synthetic vocabularies: error paths ---- */
 
-/* extra_key: a bool key set true, or false when it starts with '!' */
+/* extra_key: a bool key set true, or false when it starts with '!', or
+ * KEY=N a u32 key */
 static int write_vocab(const char *path, const char *model, const char *pre, bool merges, const char *extra_key) {
     gguf_writer *w;
     if (gguf_writer_new(&w) < 0)
@@ -411,8 +412,14 @@ static int write_vocab(const char *path, const char *model, const char *pre, boo
     r |= gguf_writer_set_u32(w, "tokenizer.ggml.bos_token_id", 1);
     r |= gguf_writer_set_u32(w, "tokenizer.ggml.unknown_token_id", 0);
     r |= gguf_writer_set_u32(w, "tokenizer.ggml.eos_token_id", 99); /* out of range: ignored */
-    if (extra_key)
+    const char *eq = extra_key ? strchr(extra_key, '=') : NULL;
+    if (eq) {
+        char key[64];
+        snprintf(key, sizeof(key), "%.*s", (int)(eq - extra_key), extra_key);
+        r |= gguf_writer_set_u32(w, key, (uint32_t)strtoul(eq + 1, NULL, 10));
+    } else if (extra_key) {
         r |= gguf_writer_set_bool(w, extra_key + (extra_key[0] == '!'), extra_key[0] != '!');
+    }
     if (r == 0)
         r = gguf_writer_write(w, path);
     gguf_writer_free(w);
@@ -528,6 +535,21 @@ static void test_synthetic(void) {
         r = eng_vocab_tokenize(v, "ab", 2, ENG_TOK_ADD_SPECIAL, ids, 8, &n);
         CHECK(r == 0 && n == 1 && ids[0] == 5, "glm4 without BOS: r %d n %zu", r, n);
         eng_vocab_free(v);
+    }
+    /* the tokens the file names as a turn's and a message's end (GLM-4's
+     * <|user|> and <|observation|>) end generation, as EOS does; an id
+     * past the vocabulary is none */
+    static const char *const ends[] = { "tokenizer.ggml.eot_token_id=4",
+                                        "tokenizer.ggml.eom_token_id=4",
+                                        "tokenizer.ggml.eot_token_id=99" };
+    for (int i = 0; i < 3; i++) {
+        r = load_synthetic("gpt2", "glm4", true, ends[i], &v, &err);
+        CHECK(r == 0, "%s: %d %s", ends[i], r, err.msg);
+        if (r == 0) {
+            CHECK(eng_vocab_is_eog(v, 4) == (i < 2) && !eng_vocab_is_eog(v, 3),
+                  "%s: token 4 %s an end of generation", ends[i], i < 2 ? "not" : "made");
+            eng_vocab_free(v);
+        }
     }
     r = load_synthetic("gemma4", NULL, false, NULL, &v, &err);
     CHECK(r == -EINVAL && strstr(err.msg, "merges"), "gemma4 without merges: %d '%s'", r, err.msg);

@@ -371,6 +371,10 @@ static const shape shapes[] = {
      128256, 131072, 500000.0f, 1e-5f, false, true, true, VOCAB_LLAMA3, 0, 0, false, false, 0, 0.0f, {0, 0}, 0, 0},
     {"llama-3.2-3b", "llama", "llama-bpe", "Synthetic Llama 3.2 3B", 28, 3072, 8192, 24, 8,
      128256, 131072, 500000.0f, 1e-5f, false, true, true, VOCAB_LLAMA3, 0, 0, false, false, 0, 0.0f, {0, 0}, 0, 0},
+    /* GLM-4-9B-0414's (heads of 128, half rotating; q/k/v biases) */
+    {"glm-4-9b", "glm4", "glm4", "Synthetic GLM-4 9B", 40, 4096, 13696, 32, 2, 151552, 32768,
+     10000.0f, 1e-5f, true, false, false, VOCAB_LLAMA3, 0, 128, false, false, 0, 0.0f, {0, 0}, 0,
+     64},
     {"qwen2.5-3b", "qwen2", "qwen2", "Synthetic Qwen2.5 3B", 36, 2048, 11008, 16, 2, 151936,
      32768, 1000000.0f, 1e-6f, true, false, true, VOCAB_QWEN, 0, 0, false, false, 0, 0.0f, {0, 0}, 0, 0},
 };

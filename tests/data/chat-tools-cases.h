@@ -786,6 +786,30 @@ static const eng_chat_msg gemma2_turns_msgs[] = {
     {"user", "c\xc2""\xa0""", NULL, 0},
 };
 
+static const eng_chat_msg glm4_turns_msgs[] = {
+    {"system", "You are a helpful assistant", NULL, 0},
+    {"user", "Hello", NULL, 0},
+    {"assistant", "Hi there", NULL, 0},
+    {"user", "Who are you", NULL, 0},
+    {"assistant", "   I am an assistant   ", NULL, 0},
+    {"user", "Another question", NULL, 0},
+};
+
+static const eng_chat_msg glm4_turns_no_prompt_msgs[] = {
+    {"system", "S", NULL, 0},
+    {"user", " a\n", NULL, 0},
+    {"assistant", "b", NULL, 0},
+    {"user", "c", NULL, 0},
+};
+
+static const eng_chat_msg glm4_empty_and_tool_msgs[] = {
+    {"system", "", NULL, 0},
+    {"user", "a", NULL, 0},
+    {"assistant", "", NULL, 0},
+    {"tool", "42", NULL, 0},
+    {"user", "", NULL, 0},
+};
+
 static const struct tools_case {
     const char *name, *template, *tools;
     const eng_chat_msg *msgs;
@@ -1130,4 +1154,13 @@ static const struct tools_case plain_cases[] = {
     {"gemma2_turns", "gemma2", NULL,
      gemma2_turns_msgs, 3, false,
      "<s><start_of_turn>user\na<end_of_turn>\n<start_of_turn>model\nb<end_of_turn>\n<start_of_turn>user\nc<end_of_turn>\n", false},
+    {"glm4_turns", "glm4", NULL,
+     glm4_turns_msgs, 6, true,
+     "[gMASK]<sop><|system|>\nYou are a helpful assistant<|user|>\nHello<|assistant|>\nHi there<|user|>\nWho are you<|assistant|>\n   I am an assistant   <|user|>\nAnother question<|assistant|>\n", false},
+    {"glm4_turns_no_prompt", "glm4", NULL,
+     glm4_turns_no_prompt_msgs, 4, false,
+     "[gMASK]<sop><|system|>\nS<|user|>\n a\n<|assistant|>\nb<|user|>\nc", false},
+    {"glm4_empty_and_tool", "glm4", NULL,
+     glm4_empty_and_tool_msgs, 5, true,
+     "[gMASK]<sop><|user|>\na<|tool|>\n42<|assistant|>\n", false},
 };

@@ -2,7 +2,8 @@
 """Writes tests/data/chat-tools-cases.h: tool-calling conversations and
 what Python's jinja2 renders for them from the stored Qwen, Llama 3.2 and Gemma 4 templates
 (tools_cases), and plain conversations for the Llama 2, Mistral (v1, v3 and the [SYSTEM_PROMPT]
-ones), Zephyr and OLMo 2 templates, Phi-3's, Phi-4-mini's, DeepSeek-R1's, Gemma's and LFM2's (plain_cases, bos_token "<s>", eos_token "</s>";
+ones), Zephyr and OLMo 2 templates, Phi-3's, Phi-4-mini's, DeepSeek-R1's, Gemma's, LFM2's and
+GLM-4's (plain_cases, bos_token "<s>", eos_token "</s>";
 LFM2's bos_token empty, as llama.cpp strips it), with
 Hugging Face's tojson (json.dumps, ensure_ascii=False, keys unsorted) and
 its environment (trim_blocks, lstrip_blocks), as transformers'
@@ -304,6 +305,17 @@ PLAIN_CASES = [
     ("gemma2_user", "gemma2", [("user", " Hello\n", None)], True),
     ("gemma2_turns", "gemma2",
      [("user", "a", None), ("assistant", "  b\n", None), ("user", "c\u00a0", None)], False),
+    # llama.cpp's reference conversation (tests/test-chat-template.cpp)
+    ("glm4_turns", "glm4",
+     [("system", "You are a helpful assistant", None), ("user", "Hello", None),
+      ("assistant", "Hi there", None), ("user", "Who are you", None),
+      ("assistant", "   I am an assistant   ", None), ("user", "Another question", None)], True),
+    ("glm4_turns_no_prompt", "glm4",
+     [("system", "S", None), ("user", " a\n", None), ("assistant", "b", None), ("user", "c", None)],
+     False),
+    ("glm4_empty_and_tool", "glm4",
+     [("system", "", None), ("user", "a", None), ("assistant", "", None), ("tool", "42", None),
+      ("user", "", None)], True),
 ]
 
 
