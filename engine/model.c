@@ -816,7 +816,7 @@ static int load_flat(loader *ld, const char *name, uint64_t ne0, uint64_t ne1, b
     return 0;
 }
 
-/* Layer il's experts: the router (f32), LFM2-MoE's bias to pick by, and
+/* Layer il's experts: the router (f32), LFM2-MoE's and ERNIE 4.5's bias to pick by, and
  * how the picks are weighted (model-wide). */
 static int load_router(loader *ld, int il, eng_layer *L)
 {
@@ -830,7 +830,7 @@ static int load_router(loader *ld, int il, eng_layer *L)
         return r;
     float *bias = NULL;
     snprintf(name, sizeof(name), "blk.%d.exp_probs_b.bias", il);
-    if (m->arch == ENG_ARCH_LFM2 && (r = load_vec(ld, name, ne, true, &bias)) < 0)
+    if (m->moe_bias && (r = load_vec(ld, name, ne, m->arch == ENG_ARCH_LFM2, &bias)) < 0)
         return r;
     L->moe.bias = bias;
     const float *sg = NULL; /* (Qwen2-MoE's shared expert's gate) */
@@ -1420,11 +1420,14 @@ static int load_experts(const gguf_file *f, const char *arch, eng_model *m, uint
     const bool lfm2 = !strcmp(arch, "lfm2moe"), q2 = !strcmp(arch, "qwen2moe");
     const bool q35 = !strcmp(arch, "qwen35moe"); /* (Qwen2-MoE's shared expert) */
     const bool granite = !strcmp(arch, "granitemoe") || !strcmp(arch, "granitehybrid");
-    const bool named = qwen || lfm2 || q2 || q35 || !strcmp(arch, "granitemoe") ||
+    /* (ERNIE 4.5's MoE models: a dense first layer, a shared expert, a bias
+     * to pick by; Llama's layers) */
+    const bool ernie = !strcmp(arch, "ernie4_5-moe");
+    const bool named = qwen || lfm2 || q2 || q35 || ernie || !strcmp(arch, "granitemoe") ||
                        !strcmp(arch, "olmoe");
     /* (gemma4: E2B, E4B and 31B have none, 26B-A4B beside a dense MLP) */
     const bool g4 = !strcmp(arch, "gemma4");
-    uint32_t ne, nu, fe, shared, shared_ff, groups, lead, gating = 1;
+    uint32_t ne, nu, fe, shared, shared_ff, groups, lead, gating = 1, step = 1;
     int r;
     if ((r = get_u32_arch(f, arch, "expert_count", named, 0, &ne, err)) < 0)
         return r;
@@ -1444,15 +1447,22 @@ static int load_experts(const gguf_file *f, const char *arch, eng_model *m, uint
      * (Qwen3-MoE, as llama.cpp: else n_ff / n_used); the others' is
      * feed_forward_length; LFM2-MoE's gating is the file's (1 softmax, 2
      * sigmoid), the others' softmax */
-    if ((r = get_u32_arch(f, arch, "expert_feed_forward_length", lfm2 || g4,
+    if ((r = get_u32_arch(f, arch, "expert_feed_forward_length", lfm2 || g4 || ernie,
                           qwen || q2 || q35 ? *n_ff / nu : *n_ff, &fe, err)) < 0 ||
         (lfm2 && (r = get_u32_arch(f, arch, "expert_gating_func", true, 1, &gating, err)) < 0) ||
         (r = get_u32_arch(f, arch, "expert_shared_count", false, 0, &shared, err)) < 0 ||
         (r = get_u32_arch(f, arch, "expert_shared_feed_forward_length", false, 0, &shared_ff,
                           err)) < 0 ||
         (r = get_u32_arch(f, arch, "expert_group_count", false, 0, &groups, err)) < 0 ||
-        (r = get_u32_arch(f, arch, "leading_dense_block_count", false, 0, &lead, err)) < 0)
+        (r = get_u32_arch(f, arch, "leading_dense_block_count", false, 0, &lead, err)) < 0 ||
+        (ernie && (r = get_u32_arch(f, arch, "interleave_moe_layer_step", true, 1, &step,
+                                    err)) < 0))
         return r;
+    /* (ERNIE 4.5: experts in every step-th layer; the released models'
+     * step is 1) */
+    if (step != 1)
+        return eng__set_err(err, -ENOTSUP, "%s.interleave_moe_layer_step %u is not supported "
+                            "(experts in every layer after the dense ones are)", arch, step);
     /* one shared expert beside the routed ones, every token's: Granite
      * MoE's and Granite 4.0-H's where expert_shared_feed_forward_length
      * says, Qwen2-MoE's and Qwen3.5-MoE's always (of n_ff neurons where
@@ -1467,12 +1477,14 @@ static int load_experts(const gguf_file *f, const char *arch, eng_model *m, uint
                             "not supported", arch);
     if (g4)
         shared_ff = *n_ff;
-    if (shared > 1 || ((shared > 0 || shared_ff > 0) && !granite && !q2 && !q35 && !g4))
+    if (shared > 1 ||
+        ((shared > 0 || shared_ff > 0) && !granite && !q2 && !q35 && !g4 && !ernie))
         return eng__set_err(err, -ENOTSUP, "shared experts (%s.expert_shared_%s %u) are not "
                             "supported%s", arch, shared ? "count" : "feed_forward_length",
                             shared ? shared : shared_ff, shared > 1 ? " (one is)" : "");
-    /* (leading dense layers: LFM2-MoE's, of feed_forward_length neurons) */
-    if (groups > 1 || (lead > 0 && !lfm2))
+    /* (leading dense layers: LFM2-MoE's and ERNIE 4.5's, of
+     * feed_forward_length neurons) */
+    if (groups > 1 || (lead > 0 && !lfm2 && !ernie))
         return eng__set_err(err, -ENOTSUP, "%s (%u) is not supported", groups > 1 ?
                             "expert_group_count" : "leading_dense_block_count",
                             groups > 1 ? groups : lead);
@@ -1493,6 +1505,7 @@ static int load_experts(const gguf_file *f, const char *arch, eng_model *m, uint
     m->n_ff_shared = (int)shared_ff;
     m->moe_shared_gate = q2 || q35;
     m->moe_mlp = g4;
+    m->moe_bias = lfm2 || ernie;
     m->moe_sigmoid = gating == 2;
     m->n_ff_exp = (int)fe;
     m->info.n_expert = (int)ne;
@@ -1622,6 +1635,8 @@ static int load_hparams(const gguf_file *f, eng_model *m, eng_error *err)
         m->arch = ENG_ARCH_HUNYUAN;
     else if (!strcmp(arch, "lfm2") || !strcmp(arch, "lfm2moe"))
         m->arch = ENG_ARCH_LFM2;
+    else if (!strcmp(arch, "ernie4_5-moe")) /* (ERNIE 4.5 21B-A3B: with experts) */
+        m->arch = ENG_ARCH_LLAMA;
     /* mixture-of-experts families whose attention is one here already
      * (Qwen3-MoE: Qwen3's; Granite MoE: Granite's multipliers) */
     else if (!strcmp(arch, "qwen3moe") || !strcmp(arch, "qwen3vlmoe"))
@@ -1648,8 +1663,8 @@ static int load_hparams(const gguf_file *f, eng_model *m, eng_error *err)
                             "qwen3, qwen2vl, qwen3vl, phi3, gemma, gemma2, gemma3, gemma4, "
                             "glm4, smollm3, "
                             "granite, exaone, minicpm, olmo2, exaone4, mistral3, hunyuan-dense, "
-                            "lfm2, lfm2moe, qwen3moe, qwen3vlmoe, granitemoe, olmoe, "
-                            "granitehybrid, qwen2moe, qwen35, qwen35moe; text "
+                            "lfm2, lfm2moe, ernie4_5-moe, qwen3moe, qwen3vlmoe, granitemoe, "
+                            "olmoe, granitehybrid, qwen2moe, qwen35, qwen35moe; text "
                             "only for the vl ones)",
                             arch);
     /* the vl families' sections, which llama.cpp requires (an array of at
@@ -2208,9 +2223,8 @@ static int load_weights(loader *ld, const eng_plan *plan)
                                                "ffn_down",      "ffn_gate_inp", "ffn_gate_exps",
                                                "ffn_up_exps",   "ffn_down_exps", "exp_probs_b" };
         for (size_t i = 0; i < sizeof(no_bias) / sizeof(no_bias[0]); i++) {
-            /* (LFM2-MoE's bias to pick experts by: load_router) */
-            const bool lfm2moe = m->arch == ENG_ARCH_LFM2 && m->n_ff_exp;
-            if (lfm2moe && !strcmp(no_bias[i], "exp_probs_b"))
+            /* (LFM2-MoE's and ERNIE 4.5's bias to pick experts by: load_router) */
+            if (m->moe_bias && !strcmp(no_bias[i], "exp_probs_b"))
                 continue;
             snprintf(name, sizeof(name), "blk.%d.%s.bias", il, no_bias[i]);
             if (gguf_find_tensor(f, name))

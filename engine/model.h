@@ -168,6 +168,8 @@ struct eng_model {
     bool moe_sigmoid;                 /* eng_moe.sigmoid */
     bool moe_norm;                    /* eng_moe.norm, as the family has it */
     float moe_scale;                  /* eng_moe.scale */
+    bool moe_bias;                    /* eng_moe.bias from exp_probs_b: LFM2-MoE's (required),
+                                       * ERNIE 4.5's (where the file has it) */
     bool moe_mlp;                     /* gemma4: the shared expert is a dense MLP apart
                                        * (eng_layer.mlp) */
     int conv_len;                     /* lfm2: the short convolutions' taps; 0: none */

@@ -1078,6 +1078,8 @@ static void check_refused(const char *synth)
         { "tiny-qwen2", "qwen2.expert_count=u32:4", "not supported for qwen2", -ENOTSUP },
         { "tiny-qwen3moe", "qwen3moe.expert_group_count=u32:4", "expert_group_count", -ENOTSUP },
         { "tiny-lfm2moe", "lfm2moe.expert_gating_func=u32:3", "expert_gating_func 3", -ENOTSUP },
+        { "tiny-ernie4_5-moe", "ernie4_5-moe.interleave_moe_layer_step=u32:2",
+          "interleave_moe_layer_step 2", -ENOTSUP },
         { "tiny-lfm2moe", "lfm2moe.leading_dense_block_count=u32:5", "no layer has experts",
           -EINVAL },
         { "tiny-lfm2moe", "lfm2moe.leading_dense_block_count=u32:1", "blk.1.ffn_gate_inp.weight",
@@ -1461,6 +1463,9 @@ int main(int argc, char **argv)
     /* LFM2-MoE: lfm2's blocks, two dense FFNs, then 2 of 8 experts picked
      * by sigmoid plus a bias, weighted by the sigmoid alone */
     check_shape(argv[1], argv[2], "tiny-lfm2moe", 1024);
+    /* ernie4_5-moe: a dense first layer, experts picked by softmax plus a
+     * bias, a shared expert beside them */
+    check_shape(argv[1], argv[2], "tiny-ernie4_5-moe", 320);
     check_lfm2moe(argv[1]);
     check_moe(argv[1]);
     /* granitehybrid (Granite 4.0-H): Mamba-2 mixers (2 groups of 4 heads,

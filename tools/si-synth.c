@@ -68,6 +68,7 @@ static const struct {
     {"tiny-mixtral", 4, 2, 0, 0, 0},
     /* gemma4 26B-A4B's layout: experts beside a dense MLP (shared_ff) */
     {"tiny-gemma4-moe", 8, 2, 0, 0, 48},
+    {"tiny-ernie4_5-moe", 8, 2, 1, 96, 48},
     {"qwen3-30b-a3b", 128, 8, 0, 0, 0},
     {"lfm2-8b-a1b", 32, 4, 2, 7168, 0},
     {"granite-3.1-1b-a400m", 32, 8, 0, 0, 0},
@@ -240,6 +241,12 @@ static const shape shapes[] = {
      * there) under its own name */
     {"tiny-ernie4_5", "ernie4_5", "smollm", "Synthetic Tiny ERNIE4.5", 2, 64, 192, 4, 2, 320, 4096,
      500000.0f, 1e-5f, false, false, true, VOCAB_SMOL, 3, 32, false, false, 0, 0.0f, {0, 0}, 0, 0},
+    /* ernie4_5-moe (ERNIE-4.5-21B-A3B's layout): the same attention, a
+     * dense first layer of 96, then 2 of 8 experts of 32 picked by
+     * softmax plus a bias, beside a shared expert of 48 (expert_shapes) */
+    {"tiny-ernie4_5-moe", "ernie4_5-moe", "smollm", "Synthetic Tiny ERNIE4.5 MoE", 3, 64, 32, 4,
+     2, 320, 4096, 500000.0f, 1e-5f, false, false, true, VOCAB_SMOL, 3, 32, false, false, 0, 0.0f,
+     {0, 0}, 0, 0},
     /* qwen2vl, qwen3vl: the language models of Qwen2.5-VL and Qwen3-VL
      * (multi-section RoPE, written below; Qwen3-VL's deepstack count) */
     {"tiny-qwen2vl", "qwen2vl", "qwen2", "Synthetic Tiny Qwen2VL", 2, 64, 192, 4, 2, 320, 4096,
@@ -1175,7 +1182,8 @@ int main(int argc, char **argv)
                        !strcmp(arch, "qwen2moe") || !strcmp(arch, "qwen35moe");
     /* (gemma4: it is the dense MLP's beside the experts) */
     const bool g4moe = g4 >= 0 && n_expert;
-    const bool own_ff = q3moe || !strcmp(arch, "lfm2moe") || g4moe;
+    const bool ernie = !strcmp(arch, "ernie4_5-moe");
+    const bool own_ff = q3moe || !strcmp(arch, "lfm2moe") || g4moe || ernie;
     const uint32_t ff = dense_lead ? (uint32_t)dense_ff
                         : g4moe    ? (uint32_t)shared_ff
                                    : (uint32_t)sh->n_ff * (q3moe ? 3 : 1);
@@ -1193,6 +1201,8 @@ int main(int argc, char **argv)
         CHECK(gguf_writer_set_u32(w, KEY("leading_dense_block_count"), (uint32_t)dense_lead));
     if (!strcmp(arch, "lfm2moe"))
         CHECK(gguf_writer_set_u32(w, KEY("expert_gating_func"), 2));
+    if (ernie)
+        CHECK(gguf_writer_set_u32(w, KEY("interleave_moe_layer_step"), 1));
     CHECK(gguf_writer_set_u32(w, KEY("attention.head_count"), (uint32_t)sh->n_head));
     const bool lfm2 = !strncmp(arch, "lfm2", 4); /* (lfm2moe too) */
     if (lfm2) { /* a KV head count per layer, 0 where a convolution replaces attention */
@@ -1495,7 +1505,7 @@ int main(int argc, char **argv)
             const uint64_t NE = (uint64_t)n_expert;
             T("ffn_gate_inp.weight", 2, E, NE, INIT_RANDOM);
             td[nt - 1].type = GGML_TYPE_F32;
-            if (lfm2) { /* the bias to pick by, f32 */
+            if (lfm2 || ernie) { /* the bias to pick by, f32 */
                 snprintf(n, sizeof(n), "blk.%d.exp_probs_b.bias", l);
                 push(td, &nt, n, GGML_TYPE_F32, 1, NE, 1, INIT_RANDOM);
             }
