@@ -518,6 +518,36 @@ static void check_windows(const char *synth, const char *shape)
     eng_model_free(m);
 }
 
+/* The shape's f32 file (at path, which the caller unlinks) loaded in f32
+ * on 2 threads. */
+static eng_model *load_f32(const char *synth, const char *shape, char *path)
+{
+    test_synth_type(synth, shape, "f32", path);
+    eng_model_params mp = eng_model_params_default();
+    mp.n_threads = 2;
+    mp.storage = ENG_DTYPE_F32;
+    eng_model *m;
+    eng_error err;
+    CHECKF(eng_model_load(path, &mp, &m, &err) == 0, "%s: %s", shape, err.msg);
+    return m;
+}
+
+static void last_logits(const eng_model *m, bool one_by_one, float *out);
+
+/* The last token's logits of TOKENS in one batch, a token at a time and in
+ * chunks of 5, each of 320; returns the chunks' session (the caller's). */
+static eng_session *three_ways(eng_model *m, float *batch, float *one, float *chunk)
+{
+    last_logits(m, false, batch);
+    last_logits(m, true, one);
+    eng_session_params sp = eng_session_params_default();
+    sp.n_batch = 5;
+    eng_session *s;
+    CHECK(eng_session_new(m, &sp, &s) == 0 && eng_session_eval(s, TOKENS, N_TOK, 0) == 0);
+    memcpy(chunk, eng_session_logits(s, -1), 320 * sizeof(float));
+    return s;
+}
+
 /* Last-token logits of TOKENS under model m: one batch, or (one_by_one)
  * a token at a time. */
 static void last_logits(const eng_model *m, bool one_by_one, float *out)
@@ -1158,21 +1188,10 @@ static void check_refused(const char *synth)
 static void check_gemma4(const char *synth)
 {
     char path[32];
-    test_synth_type(synth, "tiny-gemma4", "f32", path);
-    eng_model_params mp = eng_model_params_default();
-    mp.n_threads = 2;
-    mp.storage = ENG_DTYPE_F32;
-    eng_model *m;
+    eng_model *m = load_f32(synth, "tiny-gemma4", path);
     eng_error err;
-    CHECKF(eng_model_load(path, &mp, &m, &err) == 0, "%s", err.msg);
     static float batch[320], one[320], chunk[320], kept[320], q8[320];
-    last_logits(m, false, batch);
-    last_logits(m, true, one);
-    eng_session_params sp = eng_session_params_default();
-    sp.n_batch = 5;
-    eng_session *s;
-    CHECK(eng_session_new(m, &sp, &s) == 0 && eng_session_eval(s, TOKENS, N_TOK, 0) == 0);
-    memcpy(chunk, eng_session_logits(s, -1), sizeof(chunk));
+    eng_session *s = three_ways(m, batch, one, chunk);
     /* the same prompt again keeps all but 2 positions */
     CHECK(eng_session_reset_prefix(s, TOKENS, N_TOK) == N_TOK - 2);
     CHECK(eng_session_eval(s, TOKENS + N_TOK - 2, 2, 0) == 0);
@@ -1209,7 +1228,7 @@ static void check_gemma4(const char *synth)
 
     /* the Q8_0 file (its table Q8_0 too) loads as the daemon does */
     test_synth_type(synth, "tiny-gemma4", "q8_0", path);
-    mp = eng_model_params_default();
+    eng_model_params mp = eng_model_params_default();
     mp.n_threads = 2;
     CHECKF(eng_model_load(path, &mp, &m, &err) == 0, "%s", err.msg);
     last_logits(m, false, q8);
@@ -1255,22 +1274,11 @@ static void check_gemma4(const char *synth)
 static void check_gemma4_moe(const char *synth)
 {
     char path[32];
-    test_synth_type(synth, "tiny-gemma4-moe", "f32", path);
-    eng_model_params mp = eng_model_params_default();
-    mp.n_threads = 2;
-    mp.storage = ENG_DTYPE_F32;
-    eng_model *m;
+    eng_model *m = load_f32(synth, "tiny-gemma4-moe", path);
     eng_error err;
-    CHECKF(eng_model_load(path, &mp, &m, &err) == 0, "%s", err.msg);
     unlink(path);
     static float batch[320], one[320], chunk[320], q8[320];
-    last_logits(m, false, batch);
-    last_logits(m, true, one);
-    eng_session_params sp = eng_session_params_default();
-    sp.n_batch = 5;
-    eng_session *s;
-    CHECK(eng_session_new(m, &sp, &s) == 0 && eng_session_eval(s, TOKENS, N_TOK, 0) == 0);
-    memcpy(chunk, eng_session_logits(s, -1), sizeof(chunk));
+    eng_session *s = three_ways(m, batch, one, chunk);
     eng_session_free(s);
     eng_model_info info;
     eng_model_get_info(m, &info);
@@ -1295,7 +1303,7 @@ static void check_gemma4_moe(const char *synth)
     CHECKF(d_one < 5e-3 && d_chunk < 1e-3, "tiny-gemma4-moe: a token at a time %g, chunks %g "
            "from one batch", d_one, d_chunk);
     test_synth_type(synth, "tiny-gemma4-moe", "q8_0", path);
-    mp = eng_model_params_default();
+    eng_model_params mp = eng_model_params_default();
     mp.n_threads = 2;
     CHECKF(eng_model_load(path, &mp, &m, &err) == 0, "%s", err.msg);
     unlink(path);
