@@ -173,6 +173,18 @@
  *   GLM-4.5 and later, whose answers carry a think block of their own
  *   (their templates read reasoning_content), are not taken for it.
  *
+ * ERNIE 4.5 (ERNIE-4.5-0.3B, ERNIE-4.5-21B-A3B):
+ *     CLS ("User: " CONTENT "\n" | "Assistant: " CONTENT SEP | CONTENT "\n")...
+ *                                    user, assistant, system; other roles print nothing
+ *     "Assistant: "                  with add_assistant
+ *   CLS and SEP are the template's defaults for cls_token and sep_token
+ *   ("<|begin_of_sentence|>", "<|end_of_sentence|>"): renderers (llama.cpp's,
+ *   ours) define bos_token and eos_token only. CLS is not the vocabulary's
+ *   BOS ("<s>"): with special tokens parsed it becomes its own token, and
+ *   the tokenizer still puts BOS before it where the file asks for one, as
+ *   llama.cpp's does. SEP ends an answer, so it ends generation (vocab.c).
+ *   The template has no tool calling and no reasoning.
+ *
  * None of these add a generation prompt of their own except Zephyr and
  * the later Phi-3 templates: the prompt ends with "[/INST]" or the
  * assistant's header.
@@ -241,6 +253,9 @@
 #define LLAMA3_HDR_START "<|start_header_id|>"
 #define LLAMA3_HDR_END "<|end_header_id|>"
 #define LLAMA3_EOT "<|eot_id|>"
+/* ERNIE 4.5's cls_token and sep_token, as its template sets them */
+#define ERNIE_CLS "<|begin_of_sentence|>"
+#define ERNIE_SEP "<|end_of_sentence|>"
 
 /* Templates are a few KiB; anything past this is not one we know. */
 #define TEMPLATE_MAX_BYTES (1u << 20)
@@ -665,6 +680,14 @@ void eng_chat_detect(const char *tmpl, size_t len, eng_chat_info *ret_info) {
         ret_info->tools = ret_info->default_system[0] && find_bytes(tmpl, len, "Environment: ipython") &&
                           find_bytes(tmpl, len, "Given the following functions, please respond with a JSON") &&
                           find_bytes(tmpl, len, "\"parameters\": ");
+    } else if (find_bytes(tmpl, len, "set cls_token = \"" ERNIE_CLS "\"") &&
+               find_bytes(tmpl, len, "set sep_token = \"" ERNIE_SEP "\"") &&
+               find_bytes(tmpl, len, "\"User: \" + message[\"content\"] + \"\\n\"") &&
+               find_bytes(tmpl, len, "\"Assistant: \" + message[\"content\"] + sep_token")) {
+        /* ERNIE 4.5: its defaults for the two markers and its turns' lines,
+         * which no other family has; last, so that it takes nothing another
+         * branch would */
+        ret_info->kind = ENG_CHAT_ERNIE;
     }
 }
 
@@ -786,6 +809,28 @@ static void render_glm4(const eng_chat_info *info, const eng_chat_msg *msgs, siz
     }
     if (add_assistant)
         out_str(o, info->r1_think ? "<|assistant|>\n<think>" : "<|assistant|>\n");
+}
+
+/* ERNIE 4.5, as the comment at the top says. */
+static void render_ernie(const eng_chat_msg *msgs, size_t n_msgs, bool add_assistant, outbuf *o) {
+    out_str(o, ERNIE_CLS);
+    for (size_t i = 0; i < n_msgs; i++) {
+        const char *role = msgs[i].role, *c = msgs[i].content;
+        if (!strcmp(role, "user")) {
+            out_str(o, "User: ");
+            out_str(o, c);
+            out_str(o, "\n");
+        } else if (!strcmp(role, "assistant")) {
+            out_str(o, "Assistant: ");
+            out_str(o, c);
+            out_str(o, ERNIE_SEP);
+        } else if (!strcmp(role, "system")) {
+            out_str(o, c);
+            out_str(o, "\n");
+        }
+    }
+    if (add_assistant)
+        out_str(o, "Assistant: ");
 }
 
 /* Mistral's [SYSTEM_PROMPT] templates (Ministral 3, Mistral Small 3.x):
@@ -2200,6 +2245,8 @@ int eng_chat_render(const eng_chat_info *info, const eng_chat_msg *msgs, size_t 
         render_tulu(info, msgs, n_msgs, add_assistant, &o);
     } else if (info->kind == ENG_CHAT_GLM4) {
         render_glm4(info, msgs, n_msgs, add_assistant, &o);
+    } else if (info->kind == ENG_CHAT_ERNIE) {
+        render_ernie(msgs, n_msgs, add_assistant, &o);
     } else if (info->kind == ENG_CHAT_EXAONE && info->exaone4) {
         if ((r = render_exaone4(msgs, n_msgs, tools, n_tools, add_assistant, &o)) < 0)
             return r;

@@ -240,6 +240,8 @@ typedef enum eng_chat_template {
                         * [/INST] ... eos */
     ENG_CHAT_GEMMA4,   /* Gemma 4: <|turn>user ... <turn|>, its thinking switch, its calls */
     ENG_CHAT_GLM4,     /* GLM-4, GLM-4-0414, GLM-Z1: [gMASK]<sop><|user|>\n ... <|assistant|>\n */
+    ENG_CHAT_ERNIE,    /* ERNIE 4.5: <|begin_of_sentence|>User: ...\nAssistant: ...
+                        * <|end_of_sentence|> */
 } eng_chat_template;
 
 eng_chat_template eng_model_chat_template(const eng_model *model);

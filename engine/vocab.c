@@ -903,6 +903,7 @@ static void mark_eog(eng_vocab *v) {
         "<|im_end|>", "<|eot_id|>", "<|end_of_text|>", "<|endoftext|>", "<|eom_id|>",
         "<|end|>", "<end_of_turn>", /* Phi-3, Gemma */
         "<eos>", "<turn|>", "<|tool_response>", /* Gemma 4 */
+        "<|end_of_sentence|>", /* ERNIE 4.5: its template's end of an answer */
     };
     for (size_t i = 0; i < sizeof(eog_names) / sizeof(eog_names[0]); i++) {
         int32_t id = lookup_token(v, eog_names[i], strlen(eog_names[i]));

@@ -789,6 +789,7 @@ static void test_spm_families(void) {
                                  : !strncmp(c->template, "deepseek-r1", 11) ? ENG_CHAT_DEEPSEEK_R1
                                  : !strncmp(c->template, "lfm2", 4)   ? ENG_CHAT_CHATML
                                  : !strcmp(c->template, "glm4")       ? ENG_CHAT_GLM4
+                                 : !strcmp(c->template, "ernie4.5")   ? ENG_CHAT_ERNIE
                                                                       : ENG_CHAT_MISTRAL;
         const bool m7 = want == ENG_CHAT_MISTRAL7, m7r = !strcmp(c->template, "ministral3-reasoning");
         const bool g40 = !strcmp(c->template, "granite4.0"), g4 = want == ENG_CHAT_GRANITE;
@@ -1388,6 +1389,63 @@ static void test_glm4(void) {
 #undef GLM_SYS_FIRST
 #undef GLM_TURNS
 
+/* ERNIE 4.5: the model's template (tests/data), rendered as jinja2 renders
+ * it with cls_token and sep_token undefined (their defaults print); the
+ * jinja2 cross-check is in plain_cases. */
+static void test_ernie(void) {
+    eng_chat_info info = detect_named("ernie4.5");
+    CHECK(info.kind == ENG_CHAT_ERNIE && !info.default_system[0]);
+    CHECK(!info.reasoning && !info.r1_think && !info.tools && !info.think_switch);
+    static const eng_chat_msg conv[] = {
+        {.role = "system", .content = "S"},
+        {.role = "user", .content = "U"},
+        {.role = "assistant", .content = "A"},
+        {.role = "user", .content = "V"},
+    };
+#define ERNIE_CONV "<|begin_of_sentence|>S\nUser: U\nAssistant: A<|end_of_sentence|>User: V\n"
+    check_render(&info, conv, 4, ENG_CHAT_ADD_ASSISTANT, ERNIE_CONV "Assistant: ");
+    check_render(&info, conv, 4, 0, ERNIE_CONV);
+#undef ERNIE_CONV
+    /* a result, and any role the template does not name, prints nothing */
+    static const eng_chat_msg tool[] = {
+        {.role = "user", .content = "q"},
+        {.role = "tool", .content = "42"},
+        {.role = "ipython", .content = "43"},
+    };
+    check_render(&info, tool, 3, ENG_CHAT_ADD_ASSISTANT,
+                 "<|begin_of_sentence|>User: q\nAssistant: ");
+    check_render(&info, tool + 1, 1, 0, "<|begin_of_sentence|>");
+    check_render(&info, NULL, 0, ENG_CHAT_ADD_ASSISTANT, "<|begin_of_sentence|>Assistant: ");
+    /* no tool calling, no reasoning */
+    char buf[64];
+    static const char one_tool[] = "[{\"type\": \"function\", \"function\": {\"name\": \"f\"}}]";
+    CHECK(eng_chat_render(&info, conv, 4, one_tool, ENG_CHAT_ADD_ASSISTANT, buf, sizeof(buf)) ==
+          -ENOTSUP);
+    size_t to, tl, co;
+    CHECK(eng_chat_split_reasoning(&info, "a", 1, &to, &tl, &co) == -ENOTSUP);
+
+    /* the markers we print are the template's defaults: one that sets
+     * others (or lacks the turn lines) is not taken for it */
+    size_t len;
+    char *t = read_template("ernie4.5", &len);
+    static const char *const marks[] = {"\"<|end_of_sentence|>\"", "\"<|begin_of_sentence|>\"",
+                                        "\"Assistant: \" + message", "\"User: \" + message"};
+    for (size_t k = 0; k < sizeof(marks) / sizeof(marks[0]); k++) {
+        char *m = strstr(t, marks[k]);
+        CHECK(m != NULL);
+        if (!m)
+            continue;
+        const char saved = m[2];
+        m[2] = 'x'; /* "<x..." / "Axsistant" / "Uxer" */
+        eng_chat_detect(t, len, &info);
+        CHECK(info.kind == ENG_CHAT_NONE);
+        m[2] = saved;
+    }
+    eng_chat_detect(t, len, &info);
+    CHECK(info.kind == ENG_CHAT_ERNIE);
+    free(t);
+}
+
 int main(void) {
     test_smollm2();
     test_smollm3_granite();
@@ -1403,6 +1461,7 @@ int main(void) {
     test_mistral7();
     test_gemma4();
     test_glm4();
+    test_ernie();
     if (failures) {
         fprintf(stderr, "%d check(s) failed\n", failures);
         return 1;

@@ -391,22 +391,26 @@ static void test_vocab_facts(const eng_vocab *v) {
 /* ---- synthetic vocabularies: error paths ---- */
 
 /* extra_key: a bool key set true, or false when it starts with '!', or
- * KEY=N a u32 key */
+ * KEY=N a u32 key, or +TEXT one more token (id 8, normal) */
 static int write_vocab(const char *path, const char *model, const char *pre, bool merges, const char *extra_key) {
     gguf_writer *w;
     if (gguf_writer_new(&w) < 0)
         return -1;
-    static const char *const toks[] = { "<unk>", "<s>", "</s>", "a", "b", "ab", "Ġ", "Ġab" };
-    static const int32_t types[] = { 2, 3, 3, 1, 1, 1, 1, 1 };
+    const char *toks[] = { "<unk>", "<s>", "</s>", "a", "b", "ab", "Ġ", "Ġab", NULL };
+    static const int32_t types[] = { 2, 3, 3, 1, 1, 1, 1, 1, 1 };
     static const char *const mg[] = { "a b", "Ġ ab" };
+    const bool more = extra_key && extra_key[0] == '+';
+    if (more)
+        toks[8] = extra_key + 1;
+    const size_t n_toks = more ? 9 : 8;
     int r = 0;
     r |= gguf_writer_set_str(w, "general.architecture", "llama");
     if (model)
         r |= gguf_writer_set_str(w, "tokenizer.ggml.model", model);
     if (pre)
         r |= gguf_writer_set_str(w, "tokenizer.ggml.pre", pre);
-    r |= gguf_writer_set_arr_str(w, "tokenizer.ggml.tokens", toks, 8);
-    r |= gguf_writer_set_arr_i32(w, "tokenizer.ggml.token_type", types, 8);
+    r |= gguf_writer_set_arr_str(w, "tokenizer.ggml.tokens", toks, n_toks);
+    r |= gguf_writer_set_arr_i32(w, "tokenizer.ggml.token_type", types, n_toks);
     if (merges)
         r |= gguf_writer_set_arr_str(w, "tokenizer.ggml.merges", mg, 2);
     r |= gguf_writer_set_u32(w, "tokenizer.ggml.bos_token_id", 1);
@@ -417,7 +421,7 @@ static int write_vocab(const char *path, const char *model, const char *pre, boo
         char key[64];
         snprintf(key, sizeof(key), "%.*s", (int)(eq - extra_key), extra_key);
         r |= gguf_writer_set_u32(w, key, (uint32_t)strtoul(eq + 1, NULL, 10));
-    } else if (extra_key) {
+    } else if (extra_key && !more) {
         r |= gguf_writer_set_bool(w, extra_key + (extra_key[0] == '!'), extra_key[0] != '!');
     }
     if (r == 0)
@@ -550,6 +554,25 @@ static void test_synthetic(void) {
                   "%s: token 4 %s an end of generation", ends[i], i < 2 ? "not" : "made");
             eng_vocab_free(v);
         }
+    }
+    /* ERNIE 4.5's <|end_of_sentence|> (its template's end of an answer)
+     * ends generation and, named so, is a control token whatever the file
+     * says: one token in a rendered history, no text in an answer */
+    r = load_synthetic("llama", NULL, false, "+<|end_of_sentence|>", &v, &err);
+    CHECK(r == 0, "ERNIE's end of sentence: %d %s", r, err.msg);
+    if (r == 0) {
+        int32_t ids[16];
+        size_t n = 0;
+        char piece[32];
+        CHECK(eng_vocab_n_tokens(v) == 9 && eng_vocab_is_eog(v, 8) && !eng_vocab_is_eog(v, 3),
+              "<|end_of_sentence|>: %d tokens, eog %d", eng_vocab_n_tokens(v),
+              eng_vocab_is_eog(v, 8));
+        r = eng_vocab_tokenize(v, "<|end_of_sentence|>", 19, ENG_TOK_PARSE_SPECIAL, ids, 16, &n);
+        CHECK(r == 0 && n == 1 && ids[0] == 8, "<|end_of_sentence|> parsed: r %d n %zu", r, n);
+        CHECK(eng_vocab_token_to_piece(v, 8, false, piece, sizeof(piece)) == 0 &&
+                  eng_vocab_token_to_piece(v, 8, true, piece, sizeof(piece)) == 19,
+              "<|end_of_sentence|> printed");
+        eng_vocab_free(v);
     }
     r = load_synthetic("gemma4", NULL, false, NULL, &v, &err);
     CHECK(r == -EINVAL && strstr(err.msg, "merges"), "gemma4 without merges: %d '%s'", r, err.msg);

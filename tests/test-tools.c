@@ -389,8 +389,8 @@ int main(int argc, char **argv)
     check_deepseek_r1();
     check_gemma4();
 
-    /* SmolLM3, Granite 3.x/4, EXAONE 3.5/4, Ministral 3 and OLMo 2 files: their layers, their
-     * templates (the reasoning switch SmolLM3's reads), a chat answered */
+    /* SmolLM3, Granite 3.x/4, EXAONE 3.5/4, Ministral 3, OLMo 2 and ERNIE 4.5 files: their
+     * layers, their templates (the reasoning switch SmolLM3's reads), a chat answered */
     static const struct {
         const char *shape, *tmpl, *head;
         eng_chat_template kind;
@@ -410,6 +410,8 @@ int main(int argc, char **argv)
           ENG_CHAT_MISTRAL7, false },
         { "tiny-olmo2", "olmo2", "<|begin_of_text|><|user|>\nName a color.\n<|assistant|>\n", ENG_CHAT_TULU,
           false },
+        { "tiny-ernie4_5", "ernie4.5", "<|begin_of_sentence|>User: Name a color.\nAssistant: ",
+          ENG_CHAT_ERNIE, false },
     };
     for (size_t i = 0; i < sizeof(fam) / sizeof(fam[0]); i++) {
         char fp[32];

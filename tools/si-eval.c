@@ -360,6 +360,8 @@ static int32_t end_of_turn(const eng_model *m)
     case ENG_CHAT_PHI3: txt = "<|end|>"; break;
     case ENG_CHAT_GEMMA: txt = "<end_of_turn>"; break;
     case ENG_CHAT_GEMMA4: txt = "<turn|>"; break;
+    case ENG_CHAT_ERNIE: txt = "<|end_of_sentence|>"; break;
+    case ENG_CHAT_GLM4: txt = "<|user|>"; break; /* (the next turn's header ends one) */
     default: break; /* Llama 2, Mistral, Zephyr: EOS */
     }
     int32_t t[4];

@@ -69,6 +69,7 @@ static const struct {
     /* gemma4 26B-A4B's layout: experts beside a dense MLP (shared_ff) */
     {"tiny-gemma4-moe", 8, 2, 0, 0, 48},
     {"tiny-ernie4_5-moe", 8, 2, 1, 96, 48},
+    {"ernie-4.5-21b-a3b", 64, 6, 1, 12288, 3072},
     {"qwen3-30b-a3b", 128, 8, 0, 0, 0},
     {"lfm2-8b-a1b", 32, 4, 2, 7168, 0},
     {"granite-3.1-1b-a400m", 32, 8, 0, 0, 0},
@@ -378,6 +379,11 @@ static const shape shapes[] = {
      128256, 131072, 500000.0f, 1e-5f, false, true, true, VOCAB_LLAMA3, 0, 0, false, false, 0, 0.0f, {0, 0}, 0, 0},
     {"llama-3.2-3b", "llama", "llama-bpe", "Synthetic Llama 3.2 3B", 28, 3072, 8192, 24, 8,
      128256, 131072, 500000.0f, 1e-5f, false, true, true, VOCAB_LLAMA3, 0, 0, false, false, 0, 0.0f, {0, 0}, 0, 0},
+    /* ERNIE-4.5-21B-A3B's: a dense first layer of 12288, then 64 experts
+     * of 1536 picking 6 beside two shared ones (3072; expert_shapes) */
+    {"ernie-4.5-21b-a3b", "ernie4_5-moe", "smollm", "Synthetic ERNIE 4.5 21B-A3B", 28, 2560, 1536,
+     20, 4, 103424, 131072, 500000.0f, 1e-5f, false, false, true, VOCAB_SMOL, 3, 128, false,
+     false, 0, 0.0f, {0, 0}, 0, 0},
     /* GLM-4-9B-0414's (heads of 128, half rotating; q/k/v biases) */
     {"glm-4-9b", "glm4", "glm4", "Synthetic GLM-4 9B", 40, 4096, 13696, 32, 2, 151552, 32768,
      10000.0f, 1e-5f, true, false, false, VOCAB_LLAMA3, 0, 128, false, false, 0, 0.0f, {0, 0}, 0,

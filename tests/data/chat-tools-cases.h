@@ -810,6 +810,28 @@ static const eng_chat_msg glm4_empty_and_tool_msgs[] = {
     {"user", "", NULL, 0},
 };
 
+static const eng_chat_msg ernie_user_msgs[] = {
+    {"user", "Hello", NULL, 0},
+};
+
+static const eng_chat_msg ernie_turns_msgs[] = {
+    {"system", "S", NULL, 0},
+    {"user", " a\n", NULL, 0},
+    {"assistant", " b\n", NULL, 0},
+    {"user", "c", NULL, 0},
+    {"tool", "42", NULL, 0},
+    {"developer", "d", NULL, 0},
+    {"user", "", NULL, 0},
+};
+
+static const eng_chat_msg ernie_turns_no_prompt_msgs[] = {
+    {"user", "a", NULL, 0},
+    {"system", "late", NULL, 0},
+    {"assistant", "", NULL, 0},
+    {"user", "c", NULL, 0},
+    {"assistant", "d", NULL, 0},
+};
+
 static const struct tools_case {
     const char *name, *template, *tools;
     const eng_chat_msg *msgs;
@@ -1163,4 +1185,13 @@ static const struct tools_case plain_cases[] = {
     {"glm4_empty_and_tool", "glm4", NULL,
      glm4_empty_and_tool_msgs, 5, true,
      "[gMASK]<sop><|user|>\na<|tool|>\n42<|assistant|>\n", false},
+    {"ernie_user", "ernie4.5", NULL,
+     ernie_user_msgs, 1, true,
+     "<|begin_of_sentence|>User: Hello\nAssistant: ", false},
+    {"ernie_turns", "ernie4.5", NULL,
+     ernie_turns_msgs, 7, true,
+     "<|begin_of_sentence|>S\nUser:  a\n\nAssistant:  b\n<|end_of_sentence|>User: c\nUser: \nAssistant: ", false},
+    {"ernie_turns_no_prompt", "ernie4.5", NULL,
+     ernie_turns_no_prompt_msgs, 5, false,
+     "<|begin_of_sentence|>User: a\nlate\nAssistant: <|end_of_sentence|>User: c\nAssistant: d<|end_of_sentence|>", false},
 };

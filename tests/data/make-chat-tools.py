@@ -2,8 +2,8 @@
 """Writes tests/data/chat-tools-cases.h: tool-calling conversations and
 what Python's jinja2 renders for them from the stored Qwen, Llama 3.2 and Gemma 4 templates
 (tools_cases), and plain conversations for the Llama 2, Mistral (v1, v3 and the [SYSTEM_PROMPT]
-ones), Zephyr and OLMo 2 templates, Phi-3's, Phi-4-mini's, DeepSeek-R1's, Gemma's, LFM2's and
-GLM-4's (plain_cases, bos_token "<s>", eos_token "</s>";
+ones), Zephyr and OLMo 2 templates, Phi-3's, Phi-4-mini's, DeepSeek-R1's, Gemma's, LFM2's,
+GLM-4's and ERNIE 4.5's (plain_cases, bos_token "<s>", eos_token "</s>";
 LFM2's bos_token empty, as llama.cpp strips it), with
 Hugging Face's tojson (json.dumps, ensure_ascii=False, keys unsorted) and
 its environment (trim_blocks, lstrip_blocks), as transformers'
@@ -316,6 +316,16 @@ PLAIN_CASES = [
     ("glm4_empty_and_tool", "glm4",
      [("system", "", None), ("user", "a", None), ("assistant", "", None), ("tool", "42", None),
       ("user", "", None)], True),
+    # ERNIE 4.5: cls_token and sep_token left undefined, as llama.cpp does,
+    # so the template's defaults print
+    ("ernie_user", "ernie4.5", [("user", "Hello", None)], True),
+    ("ernie_turns", "ernie4.5",
+     [("system", "S", None), ("user", " a\n", None), ("assistant", " b\n", None),
+      ("user", "c", None), ("tool", "42", None), ("developer", "d", None), ("user", "", None)],
+     True),
+    ("ernie_turns_no_prompt", "ernie4.5",
+     [("user", "a", None), ("system", "late", None), ("assistant", "", None), ("user", "c", None),
+      ("assistant", "d", None)], False),
 ]
 
 
