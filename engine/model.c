@@ -841,17 +841,15 @@ static int load_router(loader *ld, int il, eng_layer *L)
     /* gemma4: the router reads x's norm times its scale over sqrt(n_embd)
      * (every element scaled: period 1), the experts another norm of x,
      * and the dense MLP, not the moe op, takes the shared slots */
-    snprintf(name, sizeof(name), "blk.%d.ffn_gate_inp.scale", il);
-    if (m->moe_mlp &&
-        ((r = load_vec_rot(ld, name, (uint64_t)m->info.n_embd, true, 1, 1,
-                           1.0f / sqrtf((float)m->info.n_embd), &L->router_norm)) < 0 ||
-         (snprintf(name, sizeof(name), "blk.%d.pre_ffw_norm_2.weight", il),
-          (r = load_vec(ld, name, (uint64_t)m->info.n_embd, true, &L->moe_norm)) < 0) ||
-         (snprintf(name, sizeof(name), "blk.%d.post_ffw_norm_1.weight", il),
-          (r = load_vec(ld, name, (uint64_t)m->info.n_embd, true, &L->mlp_post_norm)) < 0) ||
-         (snprintf(name, sizeof(name), "blk.%d.post_ffw_norm_2.weight", il),
-          (r = load_vec(ld, name, (uint64_t)m->info.n_embd, true, &L->moe_post_norm)) < 0)))
-        return r;
+    static const char *const g4_norms[4] = { "ffn_gate_inp.scale", "pre_ffw_norm_2.weight",
+                                             "post_ffw_norm_1.weight", "post_ffw_norm_2.weight" };
+    float **g4_dst[4] = { &L->router_norm, &L->moe_norm, &L->mlp_post_norm, &L->moe_post_norm };
+    for (int k = 0; m->moe_mlp && k < 4; k++) {
+        snprintf(name, sizeof(name), "blk.%d.%s", il, g4_norms[k]);
+        if ((r = load_vec_rot(ld, name, (uint64_t)m->info.n_embd, true, k == 0, 1,
+                              1.0f / sqrtf((float)m->info.n_embd), g4_dst[k])) < 0)
+            return r;
+    }
     L->moe.n_ff_shared = m->moe_mlp ? 0 : m->n_ff_shared;
     L->moe.n_expert = m->info.n_expert;
     L->moe.n_used = m->info.n_expert_used;

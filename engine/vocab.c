@@ -133,24 +133,28 @@ static const struct pre_def {
     bool add_bos;       /* default of tokenizer.ggml.add_bos_token */
     int n_re;
     const char *re[VOCAB_MAX_REGEX];
+    int force_bos;      /* whatever the file says, as llama.cpp has the family: 1 BOS
+                         * added, -1 none; 0 the file's add_bos_token */
 } pre_defs[] = {
-    { "gpt2", PRE_GPT2, false, false, 1, { RE_GPT2 } },
+    { "gpt2", PRE_GPT2, false, false, 1, { RE_GPT2 }, 0 },
     /* SmolLM2's tokenizer.json: Digits(individual) then ByteLevel. */
-    { "smollm", PRE_SMOLLM, false, false, 2, { "\\p{N}", RE_GPT2 } },
-    { "llama-bpe", PRE_LLAMA3, true, true, 1, { RE_LLAMA3 } },
+    { "smollm", PRE_SMOLLM, false, false, 2, { "\\p{N}", RE_GPT2 }, 0 },
+    { "llama-bpe", PRE_LLAMA3, true, true, 1, { RE_LLAMA3 }, 0 },
     /* GLM-4's: Llama 3's pattern and shortcut, no BOS (llama.cpp: none,
      * whatever the file says; its template opens with [gMASK]<sop>) */
-    { "glm4", PRE_LLAMA3, true, false, 1, { RE_LLAMA3 } },
+    { "glm4", PRE_LLAMA3, true, false, 1, { RE_LLAMA3 }, -1 },
     /* Llama 3's pattern without its whole-token shortcut (llama.cpp's
      * DBRX type): OLMo 2's files say dbrx */
-    { "dbrx", PRE_LLAMA3, false, false, 1, { RE_LLAMA3 } },
-    { "qwen2", PRE_QWEN2, false, false, 1, { RE_QWEN2 } },
-    { "qwen35", PRE_QWEN35, false, false, 1, { RE_QWEN35 } },
-    { "tekken", PRE_TEKKEN, true, true, 1, { RE_TEKKEN } },
-    { "gpt-4o", PRE_GPT4O, false, false, 1, { RE_GPT4O } },
-    { "hunyuan-dense", PRE_HUNYUAN, false, false, 3, { RE_HY_DIGITS, RE_HY_CJK, RE_HUNYUAN } },
-    /* Gemma 4's: BPE runs over whole lines, only newlines cut (see the top) */
-    { "gemma4", PRE_GEMMA4, false, true, 1, { "[^\\n]+|[\\n]+" } },
+    { "dbrx", PRE_LLAMA3, false, false, 1, { RE_LLAMA3 }, 0 },
+    { "qwen2", PRE_QWEN2, false, false, 1, { RE_QWEN2 }, 0 },
+    { "qwen35", PRE_QWEN35, false, false, 1, { RE_QWEN35 }, 0 },
+    { "tekken", PRE_TEKKEN, true, true, 1, { RE_TEKKEN }, 0 },
+    { "gpt-4o", PRE_GPT4O, false, false, 1, { RE_GPT4O }, 0 },
+    { "hunyuan-dense", PRE_HUNYUAN, false, false, 3, { RE_HY_DIGITS, RE_HY_CJK, RE_HUNYUAN }, 0 },
+    /* Gemma 4's: BPE runs over whole lines, only newlines cut (see the top);
+     * BOS even where the file says not to (llama.cpp's workaround for such
+     * files: Gemma 4 needs it) */
+    { "gemma4", PRE_GEMMA4, false, true, 1, { "[^\\n]+|[\\n]+" }, 1 },
 };
 
 static const struct pre_alias {
@@ -1020,13 +1024,10 @@ int eng_vocab_load(const gguf_file *f, eng_vocab **ret_vocab, eng_error *err) {
     if ((r = load_bool(f, "tokenizer.ggml.add_bos_token", &v->add_bos, err)) < 0 ||
         (r = load_bool(f, "tokenizer.ggml.add_eos_token", &v->add_eos, err)) < 0)
         goto out;
-    if (!strcmp(def->name, "glm4"))
-        v->add_bos = false;
+    if (def->force_bos)
+        v->add_bos = def->force_bos > 0;
     if (v->raw_bpe) {
-        /* llama.cpp adds BOS for Gemma 4 even where the file says not to
-         * (its workaround for such files: Gemma 4 needs BOS), and spells
-         * what no token holds by <0xXX> tokens alone */
-        v->add_bos = true;
+        /* Gemma 4 spells what no token holds by <0xXX> tokens alone */
         for (int b = 0; b < 256; b++) {
             char hex[8];
             snprintf(hex, sizeof(hex), "<0x%02X>", b);
