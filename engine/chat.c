@@ -185,6 +185,47 @@
  *   llama.cpp's does. SEP ends an answer, so it ends generation (vocab.c).
  *   The template has no tool calling and no reasoning.
  *
+ * gpt-oss (OpenAI's harmony format; llama.cpp's gpt-oss), as its template
+ * renders (its texts printed as they are, its tokens' texts included):
+ *     "<|start|>system<|message|>" IDENTITY "\nKnowledge cutoff: 2024-06\n"
+ *         "Current date: " DATE "\n\nReasoning: " EFFORT "\n\n" CHANNELS
+ *         ["\n" TOOLS_NOTE] "<|end|>"
+ *     ["<|start|>developer<|message|>" ["# Instructions\n\n" SYSTEM "\n\n"]
+ *         ["# Tools\n\n" NAMESPACE] "<|end|>"]   with a system message or tools
+ *     ("<|start|>user<|message|>" CONTENT "<|end|>" |
+ *      "<|start|>assistant<|channel|>final<|message|>" CONTENT "<|end|>" |
+ *      ["<|start|>assistant<|channel|>analysis<|message|>" CONTENT "<|end|>"]
+ *          "<|start|>assistant to=functions." NAME "<|channel|>commentary json"
+ *          "<|message|>" ARGS "<|call|>" |
+ *      "<|start|>functions." NAME " to=assistant<|channel|>commentary<|message|>"
+ *          JSON(CONTENT) "<|end|>")...
+ *     "<|start|>assistant"                   with add_assistant
+ *   DATE is today's (local time, strftime_now("%Y-%m-%d")); EFFORT the
+ *   template's reasoning_effort, "medium" by default, "low" under
+ *   ENG_CHAT_NO_THINK: the model always reasons, and low is the least it
+ *   is asked for. SYSTEM is the first message's when that is a system (or
+ *   developer) one; a later system message, and any role but user,
+ *   assistant and tool, prints nothing. An answer is its final message;
+ *   the last message, an answer without add_assistant, ends "<|return|>"
+ *   in place of "<|end|>" (the template's, for training; llama.cpp puts
+ *   "<|end|>" back). An answer with calls prints its first call only (the
+ *   template's), after its content as reasoning unless an answer without
+ *   calls follows it; a "tool" message is the result of the last call
+ *   before it (-EINVAL where there is none: the template raises), its
+ *   content as a JSON string. Earlier answers carry no reasoning (our
+ *   messages have no `thinking`). The template raises on an answer whose
+ *   content holds "<|channel|>analysis<|message|>" or "<|channel|>final
+ *   <|message|>" (a whole answer sent back, as `sictl chat` does); we
+ *   print what harmony_split reads as its answer there (an answer with
+ *   calls: its reasoning). An empty conversation, which jinja2 refuses
+ *   (messages[0]), gets the system block, as llama.cpp's renderer gives.
+ *   NAMESPACE is the tools as TypeScript types, as harmony_namespace
+ *   says. The model's answer opens with its channel
+ *   ("<|channel|>analysis<|message|>..."): "<|start|>", "<|channel|>",
+ *   "<|message|>", "<|constrain|>" and "<|end|>" print as text (vocab.c),
+ *   so that harmony_split reads them; "<|return|>" and "<|call|>" end
+ *   generation.
+ *
  * None of these add a generation prompt of their own except Zephyr and
  * the later Phi-3 templates: the prompt ends with "[/INST]" or the
  * assistant's header.
@@ -256,6 +297,11 @@
 /* ERNIE 4.5's cls_token and sep_token, as its template sets them */
 #define ERNIE_CLS "<|begin_of_sentence|>"
 #define ERNIE_SEP "<|end_of_sentence|>"
+/* gpt-oss's texts, as its template prints them */
+#define HARMONY_IDENTITY "You are ChatGPT, a large language model trained by OpenAI."
+#define HARMONY_CHANNELS                                                                           \
+    "# Valid channels: analysis, commentary, final. Channel must be included for every message."
+#define HARMONY_TOOLS_NOTE "Calls to these tools must go to the commentary channel: 'functions'."
 
 /* Templates are a few KiB; anything past this is not one we know. */
 #define TEMPLATE_MAX_BYTES (1u << 20)
@@ -436,7 +482,7 @@ static void mistral7_find_default(const char *t, size_t n, eng_chat_info *info) 
 /* The names llama.cpp gives these formats (its --chat-template), with
  * each one's plainest variant: no default system prompt, no date. */
 enum nt_variant { NT_PLAIN, NT_TEKKEN, NT_PHI4, NT_R1, NT_GRANITE4, NT_EXAONE4, NT_OLMO2,
-                  NT_GEMMA4 };
+                  NT_GEMMA4, NT_HARMONY };
 #define NAMED_TEMPLATES(X)                                                                         \
     X("chatml", ENG_CHAT_CHATML, NT_PLAIN)                                                         \
     X("llama2", ENG_CHAT_LLAMA2, NT_PLAIN)                                                         \
@@ -451,6 +497,7 @@ enum nt_variant { NT_PLAIN, NT_TEKKEN, NT_PHI4, NT_R1, NT_GRANITE4, NT_EXAONE4, 
     X("gemma", ENG_CHAT_GEMMA, NT_PLAIN)                                                           \
     X("gemma4", ENG_CHAT_GEMMA4, NT_GEMMA4)                                                        \
     X("chatglm4", ENG_CHAT_GLM4, NT_PLAIN)                                                         \
+    X("gpt-oss", ENG_CHAT_GPT_OSS, NT_HARMONY)                                                     \
     X("deepseek-r1", ENG_CHAT_DEEPSEEK_R1, NT_R1)                                                  \
     X("granite", ENG_CHAT_GRANITE, NT_GRANITE4)                                                    \
     X("exaone3", ENG_CHAT_EXAONE, NT_PLAIN)                                                        \
@@ -490,6 +537,11 @@ void eng_chat_named(const char *name, eng_chat_info *ret_info) {
         /* (Gemma 4's format for a file whose template is not recognised:
          * its earlier "interleaved" one) */
         if (t->variant == NT_GEMMA4)
+            ret_info->think_switch = ret_info->reasoning = ret_info->tools = true;
+        /* (gpt-oss's: its template's format, which llama.cpp's own
+         * rendering of the name leaves without its system block and
+         * channels, so that the model answers out of its format) */
+        if (t->variant == NT_HARMONY)
             ret_info->think_switch = ret_info->reasoning = ret_info->tools = true;
         return;
     }
@@ -558,6 +610,23 @@ void eng_chat_detect(const char *tmpl, size_t len, eng_chat_info *ret_info) {
          * one, which we do not take */
         ret_info->kind = ENG_CHAT_GEMMA4;
         ret_info->think_switch = ret_info->reasoning = ret_info->tools = true;
+    } else if (find_bytes(tmpl, len, "\"<|start|>system<|message|>\"") &&
+               find_bytes(tmpl, len, "\"<|start|>assistant<|channel|>final<|message|>\"") &&
+               find_bytes(tmpl, len, "set model_identity = \"" HARMONY_IDENTITY "\"") &&
+               find_bytes(tmpl, len, "\"Knowledge cutoff: 2024-06\\n\"") &&
+               find_bytes(tmpl, len, "\"Current date: \" + strftime_now(\"%Y-%m-%d\")") &&
+               find_bytes(tmpl, len, "set reasoning_effort = \"medium\"") &&
+               find_bytes(tmpl, len, "\"" HARMONY_CHANNELS "\"")) {
+        /* gpt-oss: the texts of its system block, which we print; its
+         * reasoning effort as the thinking switch; its tools where the
+         * template has the functions namespace and the calls we print */
+        ret_info->kind = ENG_CHAT_GPT_OSS;
+        ret_info->think_switch = ret_info->reasoning = true;
+        ret_info->tools =
+            find_bytes(tmpl, len, "render_tool_namespace(\"functions\", tools)") &&
+            find_bytes(tmpl, len, "\"<|start|>assistant to=\"") &&
+            find_bytes(tmpl, len, "\"\\n" HARMONY_TOOLS_NOTE "\"") &&
+            find_bytes(tmpl, len, "\" to=assistant<|channel|>commentary<|message|>\"");
     } else if (find_bytes(tmpl, len, "'[SYSTEM_PROMPT]'") &&
                find_bytes(tmpl, len, "'[/SYSTEM_PROMPT]'") &&
                find_bytes(tmpl, len, "'[INST]'") && find_bytes(tmpl, len, "'[/INST]'") &&
@@ -1145,6 +1214,10 @@ static void out_call(outbuf *o, const eng_tool_call *tc);
 static void out_xml_call(outbuf *o, const eng_tool_call *tc);
 static void g4_split(const char *t, size_t n, size_t *think_off, size_t *think_len,
                      size_t *content_off);
+static void harmony_split(const char *t, size_t n, size_t *think_off, size_t *think_len,
+                          size_t *content_off, size_t *content_end);
+static int render_harmony(const eng_chat_msg *msgs, size_t n_msgs, const char *tools,
+                          size_t n_tools, unsigned flags, outbuf *o);
 
 /* The template's split of an answer [c, c + n) into reasoning and content. */
 static void split_reasoning_tags(const char *c, size_t n, const char *open_tag,
@@ -1185,6 +1258,11 @@ int eng_chat_split_reasoning(const eng_chat_info *info, const char *text, size_t
         return -ENOTSUP;
     if (info->kind == ENG_CHAT_GEMMA4) {
         g4_split(text ? text : "", len, ret_think_off, ret_think_len, ret_content_off);
+        return 0;
+    }
+    if (info->kind == ENG_CHAT_GPT_OSS) {
+        size_t end;
+        harmony_split(text ? text : "", len, ret_think_off, ret_think_len, ret_content_off, &end);
         return 0;
     }
     const char *reason, *content;
@@ -2247,6 +2325,9 @@ int eng_chat_render(const eng_chat_info *info, const eng_chat_msg *msgs, size_t 
         render_glm4(info, msgs, n_msgs, add_assistant, &o);
     } else if (info->kind == ENG_CHAT_ERNIE) {
         render_ernie(msgs, n_msgs, add_assistant, &o);
+    } else if (info->kind == ENG_CHAT_GPT_OSS) {
+        if ((r = render_harmony(msgs, n_msgs, tools, n_tools, flags, &o)) < 0)
+            return r;
     } else if (info->kind == ENG_CHAT_EXAONE && info->exaone4) {
         if ((r = render_exaone4(msgs, n_msgs, tools, n_tools, add_assistant, &o)) < 0)
             return r;
@@ -3048,6 +3129,522 @@ static void g4_split(const char *t, size_t n, size_t *think_off, size_t *think_l
     *content_off = c ? (size_t)(c - t) + sizeof(close) - 1 : n;
 }
 
+/* ---- gpt-oss (harmony) ---------------------------------------------------- */
+
+/* One message of a harmony answer: where its header starts (past its
+ * "<|start|>assistant"), its body [body, end), where the next one starts;
+ * its channel (after the header's last "<|channel|>": a stray
+ * "<|channel|>commentary to=assistant" may come first) and its recipient
+ * (after " to=", unless that is "assistant"), each up to a space or a '<'
+ * (NULL: none). */
+typedef struct hmsg {
+    size_t head, body, end, next;
+    const char *chan, *to;
+    size_t chan_len, to_len;
+} hmsg;
+
+static size_t harmony_word(const char *s, const char *e) {
+    size_t n = 0;
+    while (s + n < e && s[n] != ' ' && s[n] != '<' && s[n] != '\n')
+        n++;
+    return n;
+}
+
+static bool span_is(const char *s, size_t n, const char *want) {
+    return s && n == strlen(want) && !memcmp(s, want, n);
+}
+
+/* The message at t[i, n): 1; 0 where no header opens there (text); -1
+ * where the text ends before its body starts (cut short). Its body ends
+ * at "<|end|>", or at "<|call|>" or "<|return|>" (which end generation,
+ * so that only a rendered history holds them), or at the end. */
+static int harmony_next(const char *t, size_t n, size_t i, hmsg *m) {
+    static const char start[] = "<|start|>assistant", chan[] = "<|channel|>", to[] = " to=";
+    static const char *const ends[] = { "<|end|>", "<|call|>", "<|return|>" };
+    if (n - i < sizeof(start) - 1 && !memcmp(t + i, start, n - i))
+        return -1;
+    eat(t, n, &i, start);
+    if (i == n || (n - i < sizeof(to) - 1 && !memcmp(t + i, to, n - i)))
+        return -1;
+    if (memcmp(t + i, chan, n - i < sizeof(chan) - 1 ? n - i : sizeof(chan) - 1) &&
+        (n - i < sizeof(to) - 1 || memcmp(t + i, to, sizeof(to) - 1)))
+        return 0;
+    const char *h = t + i, *msg = find_bytes(h, n - i, "<|message|>");
+    if (!msg)
+        return -1;
+    m->head = i;
+    m->chan = find_last(h, (size_t)(msg - h), chan);
+    if (m->chan) {
+        m->chan += sizeof(chan) - 1;
+        m->chan_len = harmony_word(m->chan, msg);
+    }
+    m->to = find_bytes(h, (size_t)(msg - h), to);
+    if (m->to) {
+        m->to += sizeof(to) - 1;
+        m->to_len = harmony_word(m->to, msg);
+        if (span_is(m->to, m->to_len, "assistant"))
+            m->to = NULL;
+    }
+    m->body = (size_t)(msg - t) + 11;
+    m->end = m->next = n;
+    for (size_t k = 0; k < sizeof(ends) / sizeof(ends[0]); k++) {
+        const char *e = find_bytes(t + m->body, m->end - m->body, ends[k]);
+        if (e) {
+            m->end = (size_t)(e - t);
+            m->next = m->end + strlen(ends[k]);
+        }
+    }
+    return 1;
+}
+
+/* A gpt-oss answer as eng_chat_reasoning() documents; *content_end: where
+ * the body that is its answer ends (the end for text). */
+static void harmony_split(const char *t, size_t n, size_t *think_off, size_t *think_len,
+                          size_t *content_off, size_t *content_end) {
+    size_t i = 0, fin = SIZE_MAX, fin_end = n, pre = SIZE_MAX, pre_end = n;
+    bool thought = false;
+    hmsg m = { 0 };
+    int r;
+    *think_off = *think_len = 0;
+    while ((r = harmony_next(t, n, i, &m)) == 1) {
+        if (span_is(m.chan, m.chan_len, "analysis") && !m.to && !thought) {
+            *think_off = m.body;
+            *think_len = m.end - m.body;
+            thought = true;
+        } else if (span_is(m.chan, m.chan_len, "final") && !m.to && fin == SIZE_MAX) {
+            fin = m.body;
+            fin_end = m.end;
+        } else if (span_is(m.chan, m.chan_len, "commentary") && !m.to && pre == SIZE_MAX) {
+            pre = m.body; /* (a preamble: llama.cpp's content too) */
+            pre_end = m.end;
+        }
+        i = m.next;
+    }
+    if (fin == SIZE_MAX && pre != SIZE_MAX) {
+        fin = pre;
+        fin_end = pre_end;
+    }
+    if (fin == SIZE_MAX && r == 0) /* text where no header opens */
+        fin = i;
+    *content_off = fin == SIZE_MAX ? n : fin;
+    *content_end = fin == SIZE_MAX ? n : fin_end;
+}
+
+/* The calls of a gpt-oss answer (eng_chat_parse_calls): every message to
+ * "functions.NAME", its body a JSON object (any that is not: no calls). */
+static int harmony_calls(const char *t, size_t n, eng_tool_call **ret_calls, size_t *ret_n,
+                         size_t *ret_content_len) {
+    static const char fns[] = "functions.";
+    const size_t fl = sizeof(fns) - 1;
+    call_list l = { NULL, 0, 0 };
+    size_t i = 0, first = n;
+    hmsg m = { 0 };
+    int r = 1;
+    while (r > 0 && harmony_next(t, n, i, &m) == 1) {
+        i = m.next;
+        if (!m.to || m.to_len <= fl || memcmp(m.to, fns, fl))
+            continue;
+        if (!json_is_object(t + m.body, m.end - m.body)) {
+            r = 0;
+            break;
+        }
+        eng_tool_call *tc = call_slot(&l);
+        growbuf args = { 0 };
+        if (tc) {
+            eng__json_value(t + m.body, m.end - m.body, grow_put, &args);
+            tc->name = strndup(m.to + fl, m.to_len - fl);
+        }
+        if (!tc || !tc->name || args.failed) {
+            if (tc)
+                free(tc->name);
+            free(args.p);
+            r = -ENOMEM;
+            break;
+        }
+        tc->arguments = args.p;
+        l.count++;
+        if (first == n)
+            first = m.head;
+    }
+    if (r <= 0 || l.count == 0) {
+        eng_tool_calls_free(l.calls, l.count);
+        return r < 0 ? r : 0;
+    }
+    *ret_calls = l.calls;
+    *ret_n = l.count;
+    if (ret_content_len) {
+        size_t to, tl, co, ce;
+        harmony_split(t, n, &to, &tl, &co, &ce);
+        *ret_content_len = co < first ? ce : 0;
+    }
+    return 0;
+}
+
+static void gstr(growbuf *g, const char *s) { grow_put(g, s, strlen(s)); }
+
+/* Python's str() of a JSON value (py_str) into g. */
+static void gpy(growbuf *g, const char *v, size_t vl) {
+    outbuf m = { NULL, 0, 0, 0 };
+    py_str(&m, v, vl, false);
+    char *s = m.err ? NULL : malloc(m.len + 1);
+    outbuf w = { s, m.len, 0, 0 };
+    if (s)
+        py_str(&w, v, vl, false);
+    if (!s || w.err)
+        g->failed = true;
+    else
+        grow_put(g, s, m.len);
+    free(s);
+}
+
+/* A JSON string's text into g; -EINVAL for another value (Jinja's "+"
+ * raises), -ENOMEM. */
+static int gtext(growbuf *g, const char *v, size_t vl) {
+    char *s = NULL;
+    int r = v[0] == '"' ? eng__json_unquote(v, vl, &s) : -EINVAL;
+    if (r == 0)
+        gstr(g, s);
+    free(s);
+    return r;
+}
+
+static bool json_str_is(const char *v, size_t vl, const char *want) {
+    return v[0] == '"' && eng__json_key_is(v, vl, want);
+}
+
+/* Whether JSON value v (with vl) is there and true to Python. */
+static bool harmony_true(const char *s, size_t n, const char *key) {
+    const char *v;
+    size_t vl;
+    return json_get(s, n, key, &v, &vl) && py_truthy(v, vl);
+}
+
+/* Jinja's `NAME in (SCHEMA.required or [])`: a list's member, a string's
+ * part, an object's key; false, null, 0 and empty ones are []. -EINVAL
+ * where Python raises (true, a number). */
+static int harmony_in(const char *schema, size_t sl, const char *name, bool *ret) {
+    const char *v, *x, *k;
+    size_t vl, xl, kl, pos = 0;
+    char *s = NULL;
+    *ret = false;
+    if (!json_get(schema, sl, "required", &v, &vl) || !py_truthy(v, vl))
+        return 0;
+    if (v[0] == '"') {
+        int r = eng__json_unquote(v, vl, &s);
+        *ret = r == 0 && strstr(s, name);
+        free(s);
+        return r;
+    }
+    if (v[0] != '[' && v[0] != '{')
+        return -EINVAL;
+    while (eng__json_next(v, vl, &pos, &k, &kl, &x, &xl) == 1)
+        if (v[0] == '[' ? x[0] == '"' && eng__json_key_is(x, xl, name)
+                        : eng__json_key_is(k, kl, name))
+            *ret = true;
+    return 0;
+}
+
+/* Characters (code points) of UTF-8 text: Jinja's length. */
+static size_t utf8_chars(const char *s, size_t n) {
+    size_t c = 0;
+    for (size_t i = 0; i < n; i++)
+        c += ((unsigned char)s[i] & 0xc0) != 0x80;
+    return c;
+}
+
+/* The template's render_typescript_type of a JSON schema, into g; a value
+ * that is not an object has no keys ("any"). Its oneOf branch never takes
+ * "any" for object variants: the flag the loop sets does not leave the
+ * loop (Jinja's scoping). A oneOf or an enum that is not a list (which
+ * Jinja would iterate) is refused, -EINVAL; so is what Jinja raises on. */
+static int harmony_type(growbuf *g, const char *s, size_t n) {
+    const char *type = NULL, *x, *k;
+    size_t tl = 0, xl, kl, pos = 0;
+    const bool typed = json_get(s, n, "type", &type, &tl);
+    int r = 0;
+    if (typed && json_str_is(type, tl, "array")) {
+        const char *it, *itype;
+        size_t il, itl;
+        const bool ityped = json_get(s, n, "items", &it, &il) && py_truthy(it, il) &&
+                            json_get(it, il, "type", &itype, &itl);
+        if (!json_get(s, n, "items", &it, &il) || !py_truthy(it, il)) {
+            gstr(g, "any[]");
+        } else if (ityped && json_str_is(itype, itl, "string")) {
+            gstr(g, "string[]");
+        } else if (ityped &&
+                   (json_str_is(itype, itl, "number") || json_str_is(itype, itl, "integer"))) {
+            gstr(g, "number[]");
+        } else if (ityped && json_str_is(itype, itl, "boolean")) {
+            gstr(g, "boolean[]");
+        } else {
+            growbuf in = { 0 };
+            if ((r = harmony_type(&in, it, il)) == 0 && !in.failed) {
+                const char *t = in.p ? in.p : "";
+                if (!strcmp(t, "object | object") || utf8_chars(t, in.n) > 50) {
+                    gstr(g, "any[]");
+                } else {
+                    gstr(g, t);
+                    gstr(g, "[]");
+                }
+            }
+            g->failed |= in.failed;
+            free(in.p);
+        }
+        if (harmony_true(s, n, "nullable"))
+            gstr(g, " | null");
+        return r;
+    }
+    if (typed && type[0] == '[' && py_truthy(type, tl)) {
+        for (bool first = true; eng__json_next(type, tl, &pos, NULL, NULL, &x, &xl) == 1;
+             first = false) {
+            gstr(g, first ? "" : " | ");
+            gpy(g, x, xl);
+        }
+        return 0;
+    }
+    if (json_get(s, n, "oneOf", &x, &xl) && py_truthy(x, xl)) {
+        if (x[0] != '[')
+            return -EINVAL;
+        const char *v, *d;
+        size_t vl, dl;
+        for (bool first = true; r == 0 && eng__json_next(x, xl, &pos, NULL, NULL, &v, &vl) == 1;
+             first = false) {
+            gstr(g, first ? "" : " | \n");
+            if ((r = harmony_type(g, v, vl)) < 0)
+                break;
+            if (json_get(v, vl, "description", &d, &dl) && py_truthy(d, dl)) {
+                gstr(g, "// ");
+                r = gtext(g, d, dl);
+            }
+            if (r == 0 && json_get(v, vl, "default", &d, &dl)) {
+                gstr(g, "                    // default: "); /* (the template's indent) */
+                eng__json_value(d, dl, grow_put, g);
+            }
+        }
+        return r;
+    }
+    if (typed && json_str_is(type, tl, "string")) {
+        if (json_get(s, n, "enum", &x, &xl) && py_truthy(x, xl)) {
+            if (x[0] != '[')
+                return -EINVAL;
+            gstr(g, "\"");
+            for (bool first = true; eng__json_next(x, xl, &pos, NULL, NULL, &k, &kl) == 1;
+                 first = false) {
+                gstr(g, first ? "" : "\" | \"");
+                gpy(g, k, kl);
+            }
+            gstr(g, "\"");
+        } else {
+            gstr(g, harmony_true(s, n, "nullable") ? "string | null" : "string");
+        }
+        return 0;
+    }
+    if (typed && (json_str_is(type, tl, "number") || json_str_is(type, tl, "integer"))) {
+        gstr(g, "number");
+    } else if (typed && json_str_is(type, tl, "boolean")) {
+        gstr(g, "boolean");
+    } else if (typed && json_str_is(type, tl, "object")) {
+        if (!json_get(s, n, "properties", &x, &xl) || !py_truthy(x, xl)) {
+            gstr(g, "object");
+            return 0;
+        }
+        if (x[0] != '{')
+            return -EINVAL; /* (.items() of a list) */
+        const char *v;
+        size_t vl;
+        gstr(g, "{\n");
+        for (bool first = true; r == 0 && eng__json_next(x, xl, &pos, &k, &kl, &v, &vl) == 1;
+             first = false) {
+            char *name = NULL;
+            bool req = false;
+            if ((r = eng__json_unquote(k, kl, &name)) == 0 &&
+                (r = harmony_in(s, n, name, &req)) == 0) {
+                gstr(g, first ? "" : ", ");
+                gstr(g, name);
+                /* (the template's line break and indent before the type) */
+                gstr(g, req ? ": \n                " : "?: \n                ");
+                r = harmony_type(g, v, vl);
+            }
+            free(name);
+        }
+        gstr(g, "}");
+    } else {
+        gstr(g, "any");
+    }
+    return r;
+}
+
+/* The template's render_tool_namespace("functions", tools) into g: per
+ * tool "// DESCRIPTION\ntype NAME = " and "() => any;\n\n", or, where its
+ * parameters have properties, "(_: {\n" a line per property ("// " its
+ * description, its name, "?" unless required, ": " its type, its default)
+ * "}) => any;\n\n". A tool without a description gets an empty one, as
+ * llama.cpp's renderer gives it (jinja2 raises); one without a name, or
+ * a non-string where the template adds strings, -EINVAL. */
+static int harmony_namespace(growbuf *g, const char *tools) {
+    const size_t tn = strlen(tools);
+    size_t tp = 0, vl, fl, xl, pl, propl, dl, kl;
+    const char *v, *fn, *x, *params, *props, *d, *k;
+    int r = 0;
+    gstr(g, "## functions\n\nnamespace functions {\n\n");
+    while (r == 0 && eng__json_next(tools, tn, &tp, NULL, NULL, &v, &vl) == 1) {
+        if (!json_get(v, vl, "function", &fn, &fl) || !json_get(fn, fl, "name", &x, &xl))
+            return -EINVAL;
+        gstr(g, "// ");
+        if (json_get(fn, fl, "description", &d, &dl) && d[0] != 'n' && (r = gtext(g, d, dl)) < 0)
+            return r;
+        gstr(g, "\ntype ");
+        if ((r = gtext(g, x, xl)) < 0)
+            return r;
+        gstr(g, " = ");
+        if (!json_get(fn, fl, "parameters", &params, &pl) || !py_truthy(params, pl) ||
+            !json_get(params, pl, "properties", &props, &propl) || !py_truthy(props, propl)) {
+            gstr(g, "() => any;\n\n");
+            continue;
+        }
+        if (props[0] != '{')
+            return -EINVAL;
+        gstr(g, "(_: {\n");
+        for (size_t pos = 0; r == 0 && eng__json_next(props, propl, &pos, &k, &kl, &v, &vl) == 1;) {
+            /* (v, vl: the property's schema from here on) */
+            char *name = NULL;
+            bool req = false;
+            if (json_get(v, vl, "description", &d, &dl) && py_truthy(d, dl)) {
+                gstr(g, "// ");
+                if ((r = gtext(g, d, dl)) < 0)
+                    break;
+                gstr(g, "\n");
+            }
+            if ((r = eng__json_unquote(k, kl, &name)) == 0 &&
+                (r = harmony_in(params, pl, name, &req)) == 0) {
+                gstr(g, name);
+                gstr(g, req ? ": " : "?: ");
+                r = harmony_type(g, v, vl);
+            }
+            free(name);
+            if (r == 0 && json_get(v, vl, "default", &d, &dl)) {
+                const bool oneof = !harmony_true(v, vl, "enum") && harmony_true(v, vl, "oneOf");
+                gstr(g, oneof ? "// default: " : ", // default: ");
+                if (harmony_true(v, vl, "enum") || oneof)
+                    r = gtext(g, d, dl);
+                else
+                    eng__json_value(d, dl, grow_put, g);
+            }
+            gstr(g, ",\n");
+        }
+        gstr(g, "}) => any;\n\n");
+    }
+    gstr(g, "} // namespace functions");
+    return r;
+}
+
+/* gpt-oss's answer text for the history (an answer whose content is a
+ * whole harmony answer: its answer, or with calls its reasoning), as
+ * the comment at the top says. */
+static void harmony_answer(const char *c, bool calls, const char **ret, size_t *ret_len) {
+    const size_t n = strlen(c);
+    *ret = c;
+    *ret_len = n;
+    if (!strstr(c, "<|channel|>analysis<|message|>") && !strstr(c, "<|channel|>final<|message|>"))
+        return;
+    size_t to, tl, co, ce;
+    harmony_split(c, n, &to, &tl, &co, &ce);
+    *ret = calls ? c + to : c + co;
+    *ret_len = calls ? tl : n - co;
+}
+
+/* gpt-oss (harmony), as the comment at the top says. */
+static int render_harmony(const eng_chat_msg *msgs, size_t n_msgs, const char *tools,
+                          size_t n_tools, unsigned flags, outbuf *o) {
+    char date[32];
+    const time_t now = time(NULL);
+    struct tm tm;
+    if (!localtime_r(&now, &tm) || !strftime(date, sizeof(date), "%Y-%m-%d", &tm))
+        date[0] = '\0';
+    out_str(o, "<|start|>system<|message|>" HARMONY_IDENTITY "\nKnowledge cutoff: 2024-06\n"
+               "Current date: ");
+    out_str(o, date);
+    out_str(o, flags & ENG_CHAT_NO_THINK ? "\n\nReasoning: low\n\n" : "\n\nReasoning: medium\n\n");
+    out_str(o, n_tools > 0 ? HARMONY_CHANNELS "\n" HARMONY_TOOLS_NOTE "<|end|>"
+                           : HARMONY_CHANNELS "<|end|>");
+    size_t first = 0;
+    const char *dev = "";
+    if (n_msgs > 0 && (!strcmp(msgs[0].role, "system") || !strcmp(msgs[0].role, "developer"))) {
+        dev = msgs[0].content;
+        first = 1;
+    }
+    if (dev[0] || n_tools > 0) {
+        out_str(o, "<|start|>developer<|message|>");
+        if (dev[0]) {
+            out_str(o, "# Instructions\n\n");
+            out_str(o, dev);
+            out_str(o, "\n\n");
+        }
+        if (n_tools > 0) {
+            growbuf g = { 0 };
+            out_str(o, "# Tools\n\n");
+            int r = harmony_namespace(&g, tools);
+            if (r == 0 && g.failed)
+                r = -ENOMEM;
+            if (r == 0)
+                out_put(o, g.p, g.n);
+            free(g.p);
+            if (r < 0)
+                return r;
+        }
+        out_str(o, "<|end|>");
+    }
+    const char *last_call = NULL;
+    for (size_t i = first; i < n_msgs; i++) {
+        const eng_chat_msg *m = &msgs[i];
+        const char *c;
+        size_t cl;
+        if (!strcmp(m->role, "user")) {
+            out_str(o, "<|start|>user<|message|>");
+            out_str(o, m->content);
+            out_str(o, "<|end|>");
+        } else if (!strcmp(m->role, "tool")) {
+            if (!last_call)
+                return -EINVAL;
+            out_str(o, "<|start|>functions.");
+            out_str(o, last_call);
+            out_str(o, " to=assistant<|channel|>commentary<|message|>");
+            eng__json_quote(m->content, strlen(m->content), out_cb, o);
+            out_str(o, "<|end|>");
+        } else if (!strcmp(m->role, "assistant") && m->n_tool_calls > 0) {
+            bool final_later = false;
+            for (size_t j = i + 1; j < n_msgs; j++)
+                final_later |= !strcmp(msgs[j].role, "assistant") && msgs[j].n_tool_calls == 0;
+            harmony_answer(m->content, true, &c, &cl);
+            if (cl > 0 && !final_later) {
+                out_str(o, "<|start|>assistant<|channel|>analysis<|message|>");
+                out_put(o, c, cl);
+                out_str(o, "<|end|>");
+            }
+            const eng_tool_call *tc = &m->tool_calls[0];
+            out_str(o, "<|start|>assistant to=functions.");
+            out_str(o, tc->name);
+            out_str(o, "<|channel|>commentary json<|message|>");
+            if (tc->arguments)
+                json_whole(tc->arguments, strlen(tc->arguments), o);
+            else
+                out_str(o, "{}");
+            out_str(o, "<|call|>");
+            last_call = tc->name;
+        } else if (!strcmp(m->role, "assistant")) {
+            harmony_answer(m->content, false, &c, &cl);
+            out_str(o, "<|start|>assistant<|channel|>final<|message|>");
+            out_put(o, c, cl);
+            out_str(o, i + 1 == n_msgs && !(flags & ENG_CHAT_ADD_ASSISTANT) ? "<|return|>"
+                                                                            : "<|end|>");
+            last_call = NULL;
+        }
+    }
+    if (flags & ENG_CHAT_ADD_ASSISTANT)
+        out_str(o, "<|start|>assistant");
+    return 0;
+}
+
 int eng_chat_parse_calls(const eng_chat_info *info, const char *text, size_t len,
                          eng_tool_call **ret_calls, size_t *ret_n, size_t *ret_content_len) {
     static const char open[] = "<tool_call>", close[] = "</tool_call>";
@@ -3074,6 +3671,8 @@ int eng_chat_parse_calls(const eng_chat_info *info, const char *text, size_t len
             *ret_content_len += co;
         return r;
     }
+    if (info->kind == ENG_CHAT_GPT_OSS)
+        return harmony_calls(text ? text : "", len, ret_calls, ret_n, ret_content_len);
     if (info->kind == ENG_CHAT_LLAMA3) {
         int r = llama_call(text, len, ret_calls, ret_n);
         if (r == 0 && *ret_n > 0 && ret_content_len)

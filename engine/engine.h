@@ -242,6 +242,8 @@ typedef enum eng_chat_template {
     ENG_CHAT_GLM4,     /* GLM-4, GLM-4-0414, GLM-Z1: [gMASK]<sop><|user|>\n ... <|assistant|>\n */
     ENG_CHAT_ERNIE,    /* ERNIE 4.5: <|begin_of_sentence|>User: ...\nAssistant: ...
                         * <|end_of_sentence|> */
+    ENG_CHAT_GPT_OSS,  /* gpt-oss (OpenAI's harmony): <|start|>user<|message|> ... <|end|>,
+                        * answers in channels (analysis, final), its calls */
 } eng_chat_template;
 
 eng_chat_template eng_model_chat_template(const eng_model *model);
@@ -262,7 +264,9 @@ enum {
     ENG_CHAT_ADD_ASSISTANT = 1u << 0, /* end with the assistant's header */
     ENG_CHAT_NO_THINK = 1u << 1,      /* a template with a thinking switch
                                        * (Qwen3's enable_thinking): answer
-                                       * without reasoning first; others
+                                       * without reasoning first; gpt-oss,
+                                       * which always reasons: its least
+                                       * effort ("Reasoning: low"); others
                                        * ignore it */
 };
 
@@ -297,15 +301,18 @@ int eng_chat_apply_tools(const eng_model *model, const eng_chat_msg *msgs, size_
 
 /* The tool calls in a generated answer: every <tool_call> block of the
  * text (Qwen; Gemma 4: its <|tool_call>call:NAME{...}<tool_call|> blocks
- * after its reasoning), or the whole answer (Llama), each a JSON object
- * with a string "name" and an object "arguments" or "parameters" (absent: {}),
- * returned with the arguments in json.dumps form. An answer with no block,
- * or with one that is not such an object (cut short by max_tokens, say),
- * has no calls: *ret_n = 0 and it stays text. *ret_content_len (when not
- * NULL): the length of the answer's text without its calls (what goes back
- * as the assistant message's content; the whole text when there are
- * none). Free the calls with eng_tool_calls_free(). -ENOTSUP when the
- * template has no tool calling, -ENOMEM. */
+ * after its reasoning; gpt-oss: each message to "functions.NAME", NAME
+ * and its body, a JSON object), or the whole answer (Llama), each a JSON
+ * object with a string "name" and an object "arguments" or "parameters"
+ * (absent: {}), returned with the arguments in json.dumps form. An answer
+ * with no block, or with one that is not such an object (cut short by
+ * max_tokens, say), has no calls: *ret_n = 0 and it stays text.
+ * *ret_content_len (when not NULL): the length of the answer's text
+ * without its calls (what goes back as the assistant message's content;
+ * the whole text when there are none; gpt-oss: up to the end of the body
+ * eng_chat_reasoning() takes for its answer where that comes before the
+ * first call, else 0). Free the calls with eng_tool_calls_free().
+ * -ENOTSUP when the template has no tool calling, -ENOMEM. */
 int eng_chat_tool_calls(const eng_model *model, const char *text, size_t len,
                         eng_tool_call **ret_calls, size_t *ret_n, size_t *ret_content_len);
 void eng_tool_calls_free(eng_tool_call *calls, size_t n);
@@ -319,6 +326,12 @@ void eng_tool_calls_free(eng_tool_call *calls, size_t n);
  * reasoning). Gemma 4: the reasoning of an answer that opens with
  * "<|channel>thought", from after it and its white space up to the first
  * "<channel|>" (to the end where none closes it), the answer after that.
+ * gpt-oss: the body of its first "<|channel|>analysis<|message|>" message
+ * (up to "<|end|>", or the end), the answer from the body of its final
+ * message (else of a commentary message to no one, else where text
+ * follows without a header; none where every message is reasoning or a
+ * call, or cut short before its answer; all the text where it has no
+ * header at all).
  * -ENOTSUP when the template has no reasoning (ask with text NULL, len 0). */
 int eng_chat_reasoning(const eng_model *model, const char *text, size_t len, size_t *ret_think_off,
                        size_t *ret_think_len, size_t *ret_content_off);

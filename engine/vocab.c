@@ -908,6 +908,7 @@ static void mark_eog(eng_vocab *v) {
         "<|end|>", "<end_of_turn>", /* Phi-3, Gemma */
         "<eos>", "<turn|>", "<|tool_response>", /* Gemma 4 */
         "<|end_of_sentence|>", /* ERNIE 4.5: its template's end of an answer */
+        "<|return|>", "<|call|>", /* gpt-oss: an answer's end, a call's */
     };
     for (size_t i = 0; i < sizeof(eog_names) / sizeof(eog_names[0]); i++) {
         int32_t id = lookup_token(v, eog_names[i], strlen(eog_names[i]));
@@ -918,6 +919,28 @@ static void mark_eog(eng_vocab *v) {
     }
     if (v->eos >= 0)
         v->eog[v->eos] = 1;
+}
+
+/* o200k_harmony (gpt-oss), as llama.cpp has it for any vocabulary with
+ * these tokens: the markers of a message's header print in answers, as
+ * user-defined tokens (harmony_split in chat.c reads them); and where
+ * <|return|> and <|call|> end generation, <|end|>, which closes every
+ * message of an answer (its reasoning first), does not, and prints too.
+ * Runs after every end of generation is marked, before the pieces. */
+static void harmony_attributes(eng_vocab *v) {
+    static const char *const shown[] = { "<|channel|>", "<|message|>", "<|start|>",
+                                         "<|constrain|>" };
+    for (size_t i = 0; i < sizeof(shown) / sizeof(shown[0]); i++) {
+        const int32_t id = lookup_token(v, shown[i], strlen(shown[i]));
+        if (id >= 0)
+            v->type[id] = TOK_USER_DEFINED;
+    }
+    const int32_t ret = lookup_token(v, "<|return|>", 10), call = lookup_token(v, "<|call|>", 8),
+                  end = lookup_token(v, "<|end|>", 7);
+    if (ret >= 0 && call >= 0 && end >= 0 && v->eog[ret] && v->eog[call] && v->eog[end]) {
+        v->eog[end] = 0;
+        v->type[end] = TOK_USER_DEFINED;
+    }
 }
 
 /* Phi-3's tokenizer drops the whitespace that follows its special tokens
@@ -1046,6 +1069,7 @@ int eng_vocab_load(const gguf_file *f, eng_vocab **ret_vocab, eng_error *err) {
         v->eog[eot] = 1;
     if (eom >= 0)
         v->eog[eom] = 1;
+    harmony_attributes(v);
     if ((r = build_pieces(v, err)) < 0 || (r = build_special(v, err)) < 0 ||
         (r = phi3_attributes(v, f, err)) < 0)
         goto out;

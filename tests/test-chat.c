@@ -1446,6 +1446,436 @@ static void test_ernie(void) {
     free(t);
 }
 
+/* gpt-oss (harmony): the model's template (tests/data), against what
+ * jinja2 3.1 renders from it (trim_blocks, lstrip_blocks, Hugging Face's
+ * tojson) with strftime_now giving "@DATE@", which the checks replace by
+ * today's date; its reasoning effort under ENG_CHAT_NO_THINK (jinja2's
+ * with reasoning_effort "low"), its tools and calls; the named format; the
+ * split of its answers into reasoning and answer, and their calls. */
+#define GO_SYS_HEAD(effort)                                                                        \
+    "<|start|>system<|message|>You are ChatGPT, a large language model trained by OpenAI.\n"       \
+    "Knowledge cutoff: 2024-06\nCurrent date: @DATE@\n\nReasoning: " effort "\n\n"                 \
+    "# Valid channels: analysis, commentary, final. Channel must be included for every message."
+#define GO_SYS(effort) GO_SYS_HEAD(effort) "<|end|>"
+#define GO_SYS_TOOLS                                                                               \
+    GO_SYS_HEAD("medium") "\nCalls to these tools must go to the commentary channel: "             \
+                          "'functions'.<|end|>"
+#define GO_CONV_ADD                                                                                \
+    GO_SYS("medium")                                                                               \
+    "<|start|>developer<|message|># Instructions\n\nS\n\n<|end|>"                                  \
+    "<|start|>user<|message|>U<|end|><|start|>assistant<|channel|>final<|message|>A<|end|>"        \
+    "<|start|>user<|message|>V<|end|><|start|>assistant"
+#define GO_CONV                                                                                    \
+    GO_SYS("medium")                                                                               \
+    "<|start|>developer<|message|># Instructions\n\nS\n\n<|end|>"                                  \
+    "<|start|>user<|message|>U<|end|><|start|>assistant<|channel|>final<|message|>A<|end|>"        \
+    "<|start|>user<|message|>V<|end|>"
+#define GO_CONV_ANSWER_LAST                                                                        \
+    GO_SYS("medium")                                                                               \
+    "<|start|>developer<|message|># Instructions\n\nS\n\n<|end|>"                                  \
+    "<|start|>user<|message|>U<|end|><|start|>assistant<|channel|>final<|message|>A<|return|>"
+#define GO_LOW                                                                                     \
+    GO_SYS("low")                                                                                  \
+    "<|start|>user<|message|>U<|end|><|start|>assistant<|channel|>final<|message|>A<|end|>"        \
+    "<|start|>user<|message|>V<|end|><|start|>assistant"
+#define GO_DEVELOPER                                                                               \
+    GO_SYS("medium")                                                                               \
+    "<|start|>developer<|message|># Instructions\n\nD\n\n<|end|><|start|>user<|message|> U\n"      \
+    "<|end|><|start|>assistant"
+#define GO_OTHER_ROLES                                                                             \
+    GO_SYS("medium")                                                                               \
+    "<|start|>user<|message|>U<|end|><|start|>assistant<|channel|>final<|message|> A \n"           \
+    "<|end|><|start|>assistant"
+#define GO_EMPTY_SYSTEM                                                                            \
+    GO_SYS("medium")                                                                               \
+    "<|start|>user<|message|>U<|end|><|start|>assistant"
+#define GO_TOOLS                                                                                   \
+    GO_SYS_TOOLS                                                                                   \
+    "<|start|>developer<|message|># Instructions\n\nS\n\n# Tools\n\n## functions\n\n"              \
+    "namespace functions {\n\n// Current weather\nin a city\ntype get_weather = (_: {\n"           \
+    "// Name, e.g. \"Paris\"\ncity: string,\n"                                                     \
+    "unit?: \"celsius\" | \"fahrenheit\", // default: celsius,\n"                                  \
+    "days?: number, // default: 3,\n"                                                              \
+    "ratio?: number, // default: {\"a\": [1, 2.5, true, null]},\ntags?: string[],\n"               \
+    "nums?: number[] | null,\nflags?: boolean[],\nany?: any[],\ngrid?: number[][],\n"              \
+    "objs?: {\na?: \n                string}[],\nwide?: any[],\npair?: any[],\nfits?: {\n"         \
+    "\xc3""\xa9""\xc3""\xa9""\xc3""\xa9""aaaaaaaaaaaaaaaaaa?: \n                string}[],\n"      \
+    "over?: any[],\nmulti?: string | None | 1.5 | True,\none?: string,\nnested: {\nx: \n"          \
+    "                number, y?: \n                {\nz?: \n                boolean}},\n"          \
+    "plain?: object,\nns?: string | null,\nen?: \"a\" | \"2\" | \"None\",\n"                       \
+    "either?: string// s | \nobject | \n"                                                          \
+    "number                    // default: 1.5// default: z,\n// ?\nuntyped?: any,\n"              \
+    "\xc3""\xa9""t\xc3""\xa9""?: string,\n}) => any;\n\n// No args\n"                              \
+    "type noargs = () => any;\n\n// E\ntype empty = () => any;\n\n// F\ntype f = (_: {\n"          \
+    "a: string,\nb?: string,\n}) => any;\n\n} // namespace functions<|end|>"                       \
+    "<|start|>user<|message|>U<|end|><|start|>assistant"
+#define GO_CALLS_ANSWERED                                                                          \
+    GO_SYS_TOOLS                                                                                   \
+    "<|start|>developer<|message|># Tools\n\n## functions\n\nnamespace functions {\n\n// F\n"      \
+    "type f = (_: {\na: string,\nb?: string,\n}) => any;\n\n} // namespace functions<|end|>"       \
+    "<|start|>user<|message|>Weather?<|end|>"                                                      \
+    "<|start|>assistant to=functions.get_weather<|channel|>commentary "                            \
+    "json<|message|>{\"city\": \"Paris\", \"unit\": \"celsius\"}<|call|>"                          \
+    "<|start|>functions.get_weather "                                                              \
+    "to=assistant<|channel|>commentary<|message|>\"{\\\"temp\\\": 20}\\n\xc3""\xa9""\"<|end|>"     \
+    "<|start|>assistant<|channel|>final<|message|>It is 20.<|end|>"                                \
+    "<|start|>user<|message|>Thanks<|end|><|start|>assistant"
+#define GO_CALLS_PENDING                                                                           \
+    GO_SYS_TOOLS                                                                                   \
+    "<|start|>developer<|message|># Tools\n\n## functions\n\nnamespace functions {\n\n// F\n"      \
+    "type f = (_: {\na: string,\nb?: string,\n}) => any;\n\n} // namespace functions<|end|>"       \
+    "<|start|>user<|message|>Go<|end|>"                                                            \
+    "<|start|>assistant<|channel|>analysis<|message|>I should call f.<|end|>"                      \
+    "<|start|>assistant to=functions.f<|channel|>commentary json<|message|>{}<|call|>"             \
+    "<|start|>functions.f to=assistant<|channel|>commentary<|message|>\"r1\"<|end|>"               \
+    "<|start|>functions.f to=assistant<|channel|>commentary<|message|>\"r2\"<|end|>"               \
+    "<|start|>assistant"
+#define GO_CALLS_PENDING_R1                                                                        \
+    GO_SYS_TOOLS                                                                                   \
+    "<|start|>developer<|message|># Tools\n\n## functions\n\nnamespace functions {\n\n// F\n"      \
+    "type f = (_: {\na: string,\nb?: string,\n}) => any;\n\n} // namespace functions<|end|>"       \
+    "<|start|>user<|message|>Go<|end|>"                                                            \
+    "<|start|>assistant<|channel|>analysis<|message|>I should call f.<|end|>"                      \
+    "<|start|>assistant to=functions.f<|channel|>commentary json<|message|>{}<|call|>"             \
+    "<|start|>functions.f to=assistant<|channel|>commentary<|message|>\"r1\"<|end|>"               \
+    "<|start|>assistant"
+#define GO_CALL_LAST                                                                               \
+    GO_SYS_TOOLS                                                                                   \
+    "<|start|>developer<|message|># Tools\n\n## functions\n\nnamespace functions {\n\n// F\n"      \
+    "type f = (_: {\na: string,\nb?: string,\n}) => any;\n\n} // namespace functions<|end|>"       \
+    "<|start|>user<|message|>Go<|end|>"                                                            \
+    "<|start|>assistant to=functions.f<|channel|>commentary json<|message|>{\"a\": [1, "           \
+    "2.5]}<|call|>"
+
+/* tools with every kind of schema render_typescript_type has, and one */
+static const char go_tools[] =
+    "[{\"type\": \"function\", \"function\": {\"name\": \"get_weather\", "
+    "\"description\": \"Current weather\\nin a city\","
+    "  \"parameters\": {\"type\": \"object\", \"required\": [\"city\", \"nested\"], "
+    "\"properties\": {"
+    "   \"city\": {\"type\": \"string\", \"description\": \"Name, e.g. \\\"Paris\\\"\"},"
+    "   \"unit\": {\"type\": \"string\", \"enum\": [\"celsius\", \"fahrenheit\"], "
+    "\"default\": \"celsius\"},"
+    "   \"days\": {\"type\": \"integer\", \"default\": 3, \"description\": \"\"},"
+    "   \"ratio\": {\"type\": \"number\", \"default\": {\"a\": [1, 2.50, true, null]}},"
+    "   \"tags\": {\"type\": \"array\", \"items\": {\"type\": \"string\"}},"
+    "   \"nums\": {\"type\": \"array\", \"items\": {\"type\": \"integer\"}, \"nullable\": true},"
+    "   \"flags\": {\"type\": \"array\", \"items\": {\"type\": \"boolean\"}},"
+    "   \"any\": {\"type\": \"array\"},"
+    "   \"grid\": {\"type\": \"array\", \"items\": {\"type\": \"array\", "
+    "\"items\": {\"type\": \"number\"}}},"
+    "   \"objs\": {\"type\": \"array\", \"items\": {\"type\": \"object\", "
+    "\"properties\": {\"a\": {\"type\": \"string\"}}}},"
+    "   \"wide\": {\"type\": \"array\", \"items\": {\"type\": \"object\", "
+    "\"properties\": {\"aaaaaaaaaaaa\": {\"type\": \"string\"}, "
+    "\"bbbbbbbbbbbbbbbb\": {\"type\": \"string\"}}}},"
+    "   \"pair\": {\"type\": \"array\", \"items\": {\"type\": [\"object\", \"object\"]}},"
+    "   \"fits\": {\"type\": \"array\", \"items\": {\"type\": \"object\", "
+    "\"properties\": {\"\xc3""\xa9""\xc3""\xa9""\xc3""\xa9""aaaaaaaaaaaaaaaaaa\": {\"type\": \"st"
+    "ring\"}}}},"
+    "   \"over\": {\"type\": \"array\", \"items\": {\"type\": \"object\", "
+    "\"properties\": {\"aaaaaaaaaaaaaaaaaaaaaa\": {\"type\": \"string\"}}}},"
+    "   \"multi\": {\"type\": [\"string\", null, 1.50, true]},"
+    "   \"one\": {\"type\": [\"string\"]},"
+    "   \"nested\": {\"type\": \"object\", \"required\": [\"x\"], "
+    "\"properties\": {\"x\": {\"type\": \"number\"}, \"y\": {\"type\": \"object\", "
+    "\"properties\": {\"z\": {\"type\": \"boolean\"}}}}},"
+    "   \"plain\": {\"type\": \"object\"},"
+    "   \"ns\": {\"type\": \"string\", \"nullable\": 1},"
+    "   \"en\": {\"type\": \"string\", \"enum\": [\"a\", 2, null], \"nullable\": true},"
+    "   \"either\": {\"oneOf\": [{\"type\": \"string\", \"description\": \"s\"}, "
+    "{\"type\": \"object\"}, {\"type\": \"number\", \"default\": 1.50}], \"default\": \"z\"},"
+    "   \"untyped\": {\"description\": \"?\"},"
+    "   \"\\u00e9t\\u00e9\": {\"type\": \"string\"}"
+    "  }}}},"
+    " {\"type\": \"function\", \"function\": {\"name\": \"noargs\", "
+    "\"description\": \"No args\"}},"
+    " {\"type\": \"function\", \"function\": {\"name\": \"empty\", \"description\": \"E\", "
+    "\"parameters\": {\"type\": \"object\", \"properties\": {}}}},"
+    " {\"type\": \"function\", \"function\": {\"name\": \"f\", \"description\": \"F\", "
+    "\"parameters\": {\"type\": \"object\", \"required\": \"xa\", "
+    "\"properties\": {\"a\": {\"type\": \"string\"}, \"b\": {\"type\": \"string\"}}}}}"
+    "]";
+static const char go_small_tool[] =
+    "[{\"type\": \"function\", \"function\": {\"name\": \"f\", \"description\": \"F\", "
+    "\"parameters\": {\"type\": \"object\", \"required\": \"xa\", "
+    "\"properties\": {\"a\": {\"type\": \"string\"}, \"b\": {\"type\": \"string\"}}}}}]";
+
+static void today(char out[16]) {
+    const time_t now = time(NULL);
+    struct tm tm;
+    if (!localtime_r(&now, &tm) || strftime(out, 16, "%Y-%m-%d", &tm) != 10)
+        strcpy(out, "?");
+}
+
+/* check_render_tools() with want's "@DATE@" today's date, again where the
+ * day changed meanwhile. */
+static void check_dated(const eng_chat_info *info, const eng_chat_msg *msgs, size_t n,
+                        const char *tools, unsigned flags, const char *want) {
+    const char *at = strstr(want, "@DATE@");
+    CHECK(at != NULL);
+    for (int attempt = 0; at && attempt < 2; attempt++) {
+        char date[2][16], w[8192];
+        const int before = failures;
+        today(date[0]);
+        snprintf(w, sizeof(w), "%.*s%s%s", (int)(at - want), want, date[0], at + 6);
+        check_render_tools(info, msgs, n, tools, flags, w);
+        today(date[1]);
+        if (!strcmp(date[0], date[1]))
+            return;
+        failures = before;
+    }
+}
+
+/* eng_chat_split_reasoning() of text: its reasoning and its answer. */
+static void check_split(const eng_chat_info *info, const char *text, const char *think,
+                        const char *answer) {
+    size_t to = 99, tl = 99, co = 99;
+    const size_t n = strlen(text);
+    const int r = eng_chat_split_reasoning(info, text, n, &to, &tl, &co);
+    const bool ok = r == 0 && to + tl <= n && tl == strlen(think) &&
+                    !memcmp(text + to, think, tl) && co <= n && !strcmp(text + co, answer);
+    CHECK(ok);
+    if (!ok)
+        fprintf(stderr, "split of [%s]: r %d think [%.*s] answer [%s]\n", text, r,
+                r == 0 && to + tl <= n ? (int)tl : 0, text + (to <= n ? to : 0),
+                co <= n ? text + co : "?");
+}
+
+/* eng_chat_parse_calls() of text: one call (name NULL: none) and the
+ * length of the text before it. */
+static void check_call(const eng_chat_info *info, const char *text, const char *name,
+                       const char *args, size_t content_len) {
+    eng_tool_call *calls = NULL;
+    size_t n = 99, cl = 99;
+    const int r = eng_chat_parse_calls(info, text, strlen(text), &calls, &n, &cl);
+    const bool ok = r == 0 && n == (name ? 1u : 0u) && cl == content_len &&
+                    (!name || (!strcmp(calls[0].name, name) && !strcmp(calls[0].arguments, args)));
+    CHECK(ok);
+    if (!ok)
+        fprintf(stderr, "calls of [%s]: r %d n %zu content %zu: %s %s\n", text, r, n, cl,
+                n == 1 ? calls[0].name : "-", n == 1 ? calls[0].arguments : "-");
+    eng_tool_calls_free(calls, r == 0 ? n : 0);
+}
+
+static void test_gpt_oss(void) {
+    eng_chat_info info = detect_named("gpt-oss");
+    CHECK(info.kind == ENG_CHAT_GPT_OSS && info.reasoning && info.think_switch && info.tools);
+    CHECK(!info.default_system[0] && !info.dated_default && !info.r1_think);
+    static const eng_chat_msg conv[] = {
+        {.role = "system", .content = "S"},
+        {.role = "user", .content = "U"},
+        {.role = "assistant", .content = "A"},
+        {.role = "user", .content = "V"},
+    };
+    check_dated(&info, conv, 4, NULL, ENG_CHAT_ADD_ASSISTANT, GO_CONV_ADD);
+    check_dated(&info, conv, 4, NULL, 0, GO_CONV);
+    /* the last message an answer, no prompt after it: "<|return|>" */
+    check_dated(&info, conv, 3, NULL, 0, GO_CONV_ANSWER_LAST);
+    check_dated(&info, conv + 1, 3, NULL, ENG_CHAT_ADD_ASSISTANT | ENG_CHAT_NO_THINK, GO_LOW);
+    static const eng_chat_msg dev[] = {
+        {.role = "developer", .content = "D"},
+        {.role = "user", .content = " U\n"},
+    };
+    check_dated(&info, dev, 2, NULL, ENG_CHAT_ADD_ASSISTANT, GO_DEVELOPER);
+    static const eng_chat_msg others[] = {
+        {.role = "user", .content = "U"},
+        {.role = "system", .content = "late"},
+        {.role = "developer", .content = "d"},
+        {.role = "ipython", .content = "x"},
+        {.role = "assistant", .content = " A \n"},
+    };
+    check_dated(&info, others, 5, NULL, ENG_CHAT_ADD_ASSISTANT, GO_OTHER_ROLES);
+    static const eng_chat_msg empty_sys[] = {
+        {.role = "system", .content = ""},
+        {.role = "user", .content = "U"},
+    };
+    check_dated(&info, empty_sys, 2, NULL, ENG_CHAT_ADD_ASSISTANT, GO_EMPTY_SYSTEM);
+    /* (jinja2 raises on no messages; llama.cpp's renderer, and we, print
+     * the system block) */
+    check_dated(&info, NULL, 0, NULL, ENG_CHAT_ADD_ASSISTANT,
+                GO_SYS("medium") "<|start|>assistant");
+
+    /* tools, calls and their results */
+    check_dated(&info, conv, 2, go_tools, ENG_CHAT_ADD_ASSISTANT, GO_TOOLS);
+    static const eng_tool_call weather[] = {
+        {(char *)"get_weather", (char *)"{\"city\": \"Paris\", \"unit\":\"celsius\"}"}};
+    static const eng_chat_msg answered[] = {
+        {"user", "Weather?", NULL, 0},
+        {"assistant", "Let me check.", weather, 1},
+        {"tool", "{\"temp\": 20}\n\xc3\xa9", NULL, 0},
+        {"assistant", "It is 20.", NULL, 0},
+        {"user", "Thanks", NULL, 0},
+    };
+    check_dated(&info, answered, 5, go_small_tool, ENG_CHAT_ADD_ASSISTANT, GO_CALLS_ANSWERED);
+    /* no answer after it: its content as its reasoning; the first call only */
+    static const eng_tool_call fg[] = {{(char *)"f", (char *)"{}"},
+                                       {(char *)"g", (char *)"{\"x\": 1}"}};
+    static const eng_chat_msg pending[] = {
+        {"user", "Go", NULL, 0},
+        {"assistant", "I should call f.", fg, 2},
+        {"tool", "r1", NULL, 0},
+        {"tool", "r2", NULL, 0},
+    };
+    check_dated(&info, pending, 4, go_small_tool, ENG_CHAT_ADD_ASSISTANT, GO_CALLS_PENDING);
+    static const eng_tool_call fa[] = {{(char *)"f", (char *)"{\"a\": [1, 2.50]}"}};
+    static const eng_chat_msg call_last[] = {{"user", "Go", NULL, 0}, {"assistant", "", fa, 1}};
+    check_dated(&info, call_last, 2, go_small_tool, 0, GO_CALL_LAST);
+    /* a whole answer sent back (which the template refuses): its answer,
+     * or with calls its reasoning */
+    static const eng_chat_msg whole[] = {
+        {"user", "Go", NULL, 0},
+        {"assistant",
+         "<|channel|>analysis<|message|>I should call f.<|end|><|start|>assistant<|channel|>"
+         "commentary to=functions.f <|constrain|>json<|message|>{}", fg, 2},
+        {"tool", "r1", NULL, 0},
+    };
+    check_dated(&info, whole, 3, go_small_tool, ENG_CHAT_ADD_ASSISTANT, GO_CALLS_PENDING_R1);
+    static const eng_chat_msg whole_answer[] = {
+        {"system", "S", NULL, 0},
+        {"user", "U", NULL, 0},
+        {"assistant", "<|channel|>analysis<|message|>hm<|end|><|start|>assistant<|channel|>final"
+                      "<|message|>A", NULL, 0},
+        {"user", "V", NULL, 0},
+    };
+    check_dated(&info, whole_answer, 4, NULL, ENG_CHAT_ADD_ASSISTANT, GO_CONV_ADD);
+    /* where the template raises: a result without a call before it (a
+     * later answer forgets it); a tool without a name, a description
+     * that is not a string; a tool without a description gets an empty
+     * one (llama.cpp's; jinja2 raises) */
+    char buf[512];
+    static const eng_chat_msg orphan[] = {
+        {"user", "Go", NULL, 0}, {"assistant", "", fa, 1}, {"assistant", "x", NULL, 0},
+        {"tool", "r", NULL, 0}};
+    CHECK(eng_chat_render(&info, orphan, 3, NULL, 0, buf, sizeof(buf)) > 0);
+    CHECK(eng_chat_render(&info, orphan, 4, NULL, 0, buf, sizeof(buf)) == -EINVAL);
+    CHECK(eng_chat_render(&info, orphan + 2, 2, NULL, 0, buf, sizeof(buf)) == -EINVAL);
+    static const char *const bad[] = {
+        "[{\"type\": \"function\", \"function\": {\"description\": \"d\"}}]",
+        "[{\"type\": \"function\", \"function\": {\"name\": \"f\", \"description\": 5}}]",
+        "[{\"type\": \"function\", \"name\": \"f\"}]",
+        "[{\"type\": \"function\", \"function\": {\"name\": \"f\", \"parameters\": {\"properties\":"
+        " {\"a\": {\"description\": 5}}}}}]",
+        "[{\"type\": \"function\", \"function\": {\"name\": \"f\", \"parameters\": {\"properties\":"
+        " {\"a\": {\"type\": \"string\", \"enum\": [\"x\"], \"default\": 1}}}}}]",
+    };
+    for (size_t k = 0; k < sizeof(bad) / sizeof(bad[0]); k++)
+        CHECK(eng_chat_render(&info, conv + 1, 1, bad[k], 0, buf, sizeof(buf)) == -EINVAL);
+    check_dated(&info, conv + 1, 1,
+                "[{\"type\": \"function\", \"function\": {\"name\": \"f\", \"description\": null}},"
+                " {\"type\": \"function\", \"function\": {\"name\": \"g\"}}]",
+                0,
+                GO_SYS_TOOLS "<|start|>developer<|message|># Tools\n\n## functions\n\n"
+                "namespace functions {\n\n// \ntype f = () => any;\n\n// \ntype g = () => any;\n\n"
+                "} // namespace functions<|end|><|start|>user<|message|>U<|end|>");
+
+    /* the named format: the template's */
+    eng_chat_info named;
+    eng_chat_named("gpt-oss", &named);
+    CHECK(named.kind == ENG_CHAT_GPT_OSS && named.reasoning && named.think_switch && named.tools);
+    check_dated(&named, conv, 4, NULL, ENG_CHAT_ADD_ASSISTANT, GO_CONV_ADD);
+    check_dated(&named, answered, 5, go_small_tool, ENG_CHAT_ADD_ASSISTANT, GO_CALLS_ANSWERED);
+    bool listed = false;
+    for (const char *const *nm = eng_chat_template_names(); *nm; nm++)
+        listed |= !strcmp(*nm, "gpt-oss");
+    CHECK(listed);
+
+    /* the template's texts we print: one without them is not taken for
+     * it; without its functions namespace, it has no tools */
+    size_t len;
+    char *t = read_template("gpt-oss", &len);
+    static const char *const marks[] = {
+        "ChatGPT, a large", "Knowledge cutoff: 2024-06", "Current date: \" + strftime_now",
+        "# Valid channels: analysis", "<|start|>system<|message|>\"",
+        "<|start|>assistant<|channel|>final<|message|>\"", "set reasoning_effort = \"medium\"",
+    };
+    for (size_t k = 0; k < sizeof(marks) / sizeof(marks[0]); k++) {
+        char *m = strstr(t, marks[k]), *at[4];
+        size_t n_at = 0;
+        CHECK(m != NULL);
+        for (; m && n_at < 4; m = strstr(m + 1, marks[k])) /* (every copy of it) */
+            at[n_at++] = m;
+        for (size_t j = 0; j < n_at; j++)
+            at[j][3] ^= 0x20;
+        eng_chat_detect(t, len, &info);
+        CHECK(info.kind == ENG_CHAT_NONE);
+        for (size_t j = 0; j < n_at; j++)
+            at[j][3] ^= 0x20;
+    }
+    static const char *const tool_marks[] = {
+        "render_tool_namespace(\"functions\", tools)", "\"<|start|>assistant to=\"",
+        "to=assistant<|channel|>commentary<|message|>", "Calls to these tools must",
+    };
+    for (size_t k = 0; k < sizeof(tool_marks) / sizeof(tool_marks[0]); k++) {
+        char *m = strstr(t, tool_marks[k]);
+        CHECK(m != NULL);
+        if (!m)
+            continue;
+        const char saved = m[3];
+        m[3] = 'x';
+        eng_chat_detect(t, len, &info);
+        CHECK(info.kind == ENG_CHAT_GPT_OSS && !info.tools && info.reasoning);
+        CHECK(eng_chat_render(&info, conv, 2, go_small_tool, 0, buf, sizeof(buf)) == -ENOTSUP);
+        m[3] = saved;
+    }
+    eng_chat_detect(t, len, &info);
+    CHECK(info.kind == ENG_CHAT_GPT_OSS && info.tools);
+    free(t);
+
+    /* answers: reasoning, then the final answer (to the end); without
+     * reasoning; cut short in it, before the answer, in a header; a stray
+     * commentary header first (llama.cpp's); a preamble; text without a
+     * header */
+#define GO_T "<|channel|>analysis<|message|>think\n it<|end|>"
+#define GO_NEXT "<|start|>assistant"
+    check_split(&info, GO_T GO_NEXT "<|channel|>final<|message|>The answer.", "think\n it",
+                "The answer.");
+    check_split(&info, "<|channel|>final<|message|> A\n", "", " A\n");
+    check_split(&info, "<|channel|>analysis<|message|>thinking so fa", "thinking so fa", "");
+    check_split(&info, GO_T, "think\n it", "");
+    check_split(&info, GO_T GO_NEXT, "think\n it", "");
+    check_split(&info, GO_T "<|start|>assist", "think\n it", "");
+    check_split(&info, GO_T GO_NEXT "<|channel|>fin", "think\n it", "");
+    check_split(&info, "<|channel|>analysis", "", "");
+    check_split(&info, "", "", "");
+    check_split(&info, "<|channel|>commentary to=assistant" GO_T GO_NEXT
+                "<|channel|>final<|message|>A", "think\n it", "A");
+    check_split(&info, GO_T GO_NEXT "<|channel|>commentary<|message|>Checking.<|end|>" GO_NEXT
+                "<|channel|>final<|message|>A", "think\n it", "A");
+    check_split(&info, GO_T GO_NEXT "<|channel|>commentary<|message|>Checking.<|end|>",
+                "think\n it", "Checking.<|end|>");
+    check_split(&info, "Just text <|channel|>", "", "Just text <|channel|>");
+    check_split(&info, GO_T "then text", "think\n it", "then text");
+    check_split(&info, GO_T GO_NEXT "<|channel|>analysis<|message|>more<|end|>" GO_NEXT
+                "<|channel|>final<|message|>A", "think\n it", "A");
+
+    /* calls: the recipient after the channel (the model's way) or in the
+     * role's place (the template's); the text before them the preamble's
+     * where there is one; a body that is not an object, another
+     * recipient: none */
+    check_call(&info, GO_T GO_NEXT "<|channel|>commentary to=functions.get_weather <|constrain|>"
+               "json<|message|>{\"city\":\"Paris\", \"n\": 1.50}", "get_weather",
+               "{\"city\": \"Paris\", \"n\": 1.5}", 0);
+    check_call(&info, " to=functions.f<|channel|>commentary json<|message|> {} ", "f", "{}", 0);
+    static const char pre[] = GO_T GO_NEXT "<|channel|>commentary<|message|>Checking.<|end|>"
+                              GO_NEXT "<|channel|>commentary to=functions.f<|message|>{}<|call|>";
+    const size_t pre_end = (size_t)(strstr(pre, "Checking.") - pre) + 9;
+    check_call(&info, pre, "f", "{}", pre_end);
+    size_t to, tl, co;
+    CHECK(eng_chat_split_reasoning(&info, pre, sizeof(pre) - 1, &to, &tl, &co) == 0 &&
+          !strncmp(pre + co, "Checking.", 9));
+    static const char cut[] = GO_T GO_NEXT "<|channel|>commentary to=functions.f <|constrain|>json"
+                              "<|message|>{\"city\": \"Par";
+    check_call(&info, cut, NULL, NULL, sizeof(cut) - 1);
+    static const char browse[] = GO_T GO_NEXT "<|channel|>analysis to=browser.search <|constrain|>"
+                                 "json<|message|>{\"q\": 1}";
+    check_call(&info, browse, NULL, NULL, sizeof(browse) - 1);
+    static const char no_call[] = "<|channel|>final<|message|>No call.";
+    check_call(&info, no_call, NULL, NULL, sizeof(no_call) - 1);
+}
+#undef GO_T
+#undef GO_NEXT
+
 int main(void) {
     test_smollm2();
     test_smollm3_granite();
@@ -1462,6 +1892,7 @@ int main(void) {
     test_gemma4();
     test_glm4();
     test_ernie();
+    test_gpt_oss();
     if (failures) {
         fprintf(stderr, "%d check(s) failed\n", failures);
         return 1;

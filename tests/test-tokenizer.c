@@ -391,18 +391,26 @@ static void test_vocab_facts(const eng_vocab *v) {
 /* ---- synthetic vocabularies: error paths ---- */
 
 /* extra_key: a bool key set true, or false when it starts with '!', or
- * KEY=N a u32 key, or +TEXT one more token (id 8, normal) */
+ * KEY=N a u32 key, or +TEXT one more token (id 8, normal), or "+A B ..."
+ * more (ids 8, 9, ..., at most 8; "^A": A a control token) */
 static int write_vocab(const char *path, const char *model, const char *pre, bool merges, const char *extra_key) {
     gguf_writer *w;
     if (gguf_writer_new(&w) < 0)
         return -1;
-    const char *toks[] = { "<unk>", "<s>", "</s>", "a", "b", "ab", "Ġ", "Ġab", NULL };
-    static const int32_t types[] = { 2, 3, 3, 1, 1, 1, 1, 1, 1 };
+    const char *toks[16] = { "<unk>", "<s>", "</s>", "a", "b", "ab", "Ġ", "Ġab" };
+    int32_t types[16] = { 2, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1 };
     static const char *const mg[] = { "a b", "Ġ ab" };
     const bool more = extra_key && extra_key[0] == '+';
-    if (more)
-        toks[8] = extra_key + 1;
-    const size_t n_toks = more ? 9 : 8;
+    char words[256] = "";
+    size_t n_toks = 8;
+    if (more) {
+        snprintf(words, sizeof(words), "%s", extra_key + 1);
+        for (char *save = NULL, *t = strtok_r(words, " ", &save); t && n_toks < 16;
+             t = strtok_r(NULL, " ", &save)) {
+            types[n_toks] = t[0] == '^' ? 3 : 1;
+            toks[n_toks++] = t + (t[0] == '^');
+        }
+    }
     int r = 0;
     r |= gguf_writer_set_str(w, "general.architecture", "llama");
     if (model)
@@ -449,6 +457,57 @@ static int load_synthetic(const char *model, const char *pre, bool merges, const
     r = eng_vocab_load(f, ret, err);
     gguf_close(f);
     return r;
+}
+
+/* gpt-oss's o200k_harmony, as llama.cpp has it: <|return|> and <|call|>
+ * end generation, and with both there <|end|> does not (it closes each
+ * message of an answer); <|end|> and the markers of a message's header,
+ * control tokens in the file, print in answers (user-defined: text for
+ * the answer's parser) and are cut out of text even without special
+ * tokens parsed, as llama.cpp cuts its user-defined ones. Without <|call|>
+ * (another vocabulary) <|end|> stays an end of generation. */
+static void test_harmony_vocab(void) {
+    static const char *const names[] = { "<|return|>", "<|call|>", "<|end|>", "<|channel|>",
+                                         "<|message|>", "<|start|>", "<|constrain|>" };
+    eng_vocab *v = NULL;
+    eng_error err = { "" };
+    int r = load_synthetic("llama", NULL, false,
+                           "+^<|return|> ^<|call|> ^<|end|> ^<|channel|> ^<|message|> ^<|start|> "
+                           "^<|constrain|>", &v, &err);
+    CHECK(r == 0, "harmony vocabulary: %d %s", r, err.msg);
+    if (r < 0)
+        return;
+    CHECK(eng_vocab_n_tokens(v) == 15, "harmony vocabulary: %d tokens", eng_vocab_n_tokens(v));
+    for (int32_t id = 8; id < 15; id++) {
+        const char *name = names[id - 8];
+        const size_t len = strlen(name);
+        const bool ends = id < 10;
+        char piece[32];
+        int32_t ids[16];
+        size_t n = 0;
+        CHECK(eng_vocab_is_eog(v, id) == ends, "%s %s an end of generation", name,
+              ends ? "not" : "made");
+        r = eng_vocab_token_to_piece(v, id, false, piece, sizeof(piece));
+        CHECK(r == (ends ? 0 : (int)len) && (ends || !memcmp(piece, name, len)),
+              "%s prints %d bytes in an answer", name, r);
+        CHECK(eng_vocab_token_to_piece(v, id, true, piece, sizeof(piece)) == (int)len,
+              "%s printed with special tokens", name);
+        r = eng_vocab_tokenize(v, name, len, ENG_TOK_PARSE_SPECIAL, ids, 16, &n);
+        CHECK(r == 0 && n == 1 && ids[0] == id, "%s parsed: r %d n %zu", name, r, n);
+        r = eng_vocab_tokenize(v, name, len, 0, ids, 16, &n);
+        CHECK(r == 0 && (n == 1 && ids[0] == id) == !ends, "%s in text: r %d n %zu id %d", name,
+              r, n, n ? ids[0] : -1);
+    }
+    eng_vocab_free(v);
+    r = load_synthetic("llama", NULL, false, "+^<|return|> ^<|end|>", &v, &err);
+    CHECK(r == 0, "without <|call|>: %d %s", r, err.msg);
+    if (r == 0) {
+        char piece[16];
+        CHECK(eng_vocab_is_eog(v, 8) && eng_vocab_is_eog(v, 9) &&
+                  eng_vocab_token_to_piece(v, 9, false, piece, sizeof(piece)) == 0,
+              "without <|call|>, <|end|> ends generation, unprinted");
+        eng_vocab_free(v);
+    }
 }
 
 static void test_synthetic(void) {
@@ -574,6 +633,7 @@ static void test_synthetic(void) {
               "<|end_of_sentence|> printed");
         eng_vocab_free(v);
     }
+    test_harmony_vocab();
     r = load_synthetic("gemma4", NULL, false, NULL, &v, &err);
     CHECK(r == -EINVAL && strstr(err.msg, "merges"), "gemma4 without merges: %d '%s'", r, err.msg);
     eng_vocab_free(NULL);

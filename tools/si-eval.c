@@ -362,6 +362,9 @@ static int32_t end_of_turn(const eng_model *m)
     case ENG_CHAT_GEMMA4: txt = "<turn|>"; break;
     case ENG_CHAT_ERNIE: txt = "<|end_of_sentence|>"; break;
     case ENG_CHAT_GLM4: txt = "<|user|>"; break; /* (the next turn's header ends one) */
+    /* (gpt-oss: its final answer's end; <|end|>, which ends a message,
+     * does not end generation) */
+    case ENG_CHAT_GPT_OSS: txt = "<|return|>"; break;
     default: break; /* Llama 2, Mistral, Zephyr: EOS */
     }
     int32_t t[4];
