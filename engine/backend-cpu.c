@@ -5699,8 +5699,17 @@ typedef struct att_args {
     float scale;
     int window; /* > 0: a token sees its last window positions only */
     float softcap; /* > 0: scores through softcap * tanh(s / softcap) */
+    const float *sinks; /* [n_head] or NULL: each head's sink logit */
     _Atomic long next; /* the next item of att_task */
 } att_args;
+
+/* Head h's softmax denominator from its sum l over positions under their
+ * maximum m, with gpt-oss's sink term e^(sink - m) where the heads have
+ * one (a sink far above m takes the whole softmax: 1 / inf, out 0). */
+static inline float att_denom(const att_args *a, long h, float m, float l)
+{
+    return a->sinks ? l + expf(a->sinks[h] - m) : l;
+}
 
 /* The first position token t (at pos0 + t) attends to. */
 static inline long att_lo(const att_args *a, long t)
@@ -5721,13 +5730,14 @@ typedef struct att_group {
     const float *q[4];
     float *o[4];
     float m[4], l[4];
-    long kvh;
+    long kvh, h0;
     int G;
 } att_group;
 
 static void att_group_init(att_args *a, att_group *g, long t, long h0, int G, float *const *o)
 {
     g->kvh = h0 / (a->n_head / a->n_head_kv);
+    g->h0 = h0;
     g->G = G;
     for (int i = 0; i < 4; i++) {
         g->m[i] = -INFINITY;
@@ -5792,7 +5802,8 @@ static void att_group_finish(att_args *a, att_group *g, float *part)
     }
     for (int i = 0; i < g->G; i++)
         if (g->l[i] > 0.0f)
-            a->c->k->scale(g->o[i], 1.0f / g->l[i], a->head_dim);
+            a->c->k->scale(g->o[i], 1.0f / att_denom(a, g->h0 + i, g->m[i], g->l[i]),
+                           a->head_dim);
 }
 
 /* One token and up to 4 query heads of one KV head over positions
@@ -5885,7 +5896,7 @@ static void att_combine(att_split *sp)
                 out[d] += f * oc[d];
         }
         if (l > 0.0f)
-            a->c->k->scale(out, 1.0f / l, hd);
+            a->c->k->scale(out, 1.0f / att_denom(a, h, m, l), hd);
     }
 }
 
@@ -6006,7 +6017,7 @@ static void att_tile(att_args *a, long t0, int nt, long kvh, float *scratch)
     for (long r = 0; r < nr; r++)
         if (l[r] > 0.0f)
             k->scale(a->out + ((size_t)(t0 + r / G) * a->n_head + kvh * G + r % G) * hd,
-                     1.0f / l[r], hd);
+                     1.0f / att_denom(a, kvh * G + r % G, m[r], l[r]), hd);
 }
 
 static void att_tiles_task(void *p, int ith, int nth)
@@ -6028,13 +6039,13 @@ static void att_tiles_task(void *p, int ith, int nth)
 
 static void attention(eng_backend *be, const float *q, const void *k, const void *v, bool q8,
                       float *out, int n_tokens, int pos0, int n_head, int n_head_kv,
-                      int head_dim, float scale, int window, float softcap)
+                      int head_dim, float scale, int window, float softcap, const float *sinks)
 {
     if (!q || !k || !v || !out || n_tokens <= 0 || pos0 < 0 || n_head <= 0 || n_head_kv <= 0 ||
         head_dim <= 0 || n_head % n_head_kv != 0 || (q8 && head_dim % 32 != 0))
         return;
     att_args a = { ctx_of(be), q, k, v, q8, out, n_tokens, pos0, n_head, n_head_kv, head_dim,
-                   scale, window, softcap, 0 };
+                   scale, window, softcap, sinks, 0 };
     atomic_init(&a.next, 0);
     const long kv_lo = att_lo(&a, 0); /* a decode token's first position */
     long work = (long)n_tokens * n_head * (pos0 + n_tokens - kv_lo) * head_dim;
@@ -6065,19 +6076,20 @@ static void attention(eng_backend *be, const float *q, const void *k, const void
 
 static void op_attention(eng_backend *be, const float *q, const uint16_t *k, const uint16_t *v,
                          float *out, int n_tokens, int pos0, int n_head, int n_head_kv,
-                         int head_dim, float scale, int window, float softcap)
+                         int head_dim, float scale, int window, float softcap,
+                         const float *sinks)
 {
     attention(be, q, k, v, false, out, n_tokens, pos0, n_head, n_head_kv, head_dim, scale,
-              window, softcap);
+              window, softcap, sinks);
 }
 
 static void op_attention_q8(eng_backend *be, const float *q, const eng_q8_block *k,
                             const eng_q8_block *v, float *out, int n_tokens, int pos0,
                             int n_head, int n_head_kv, int head_dim, float scale, int window,
-                            float softcap)
+                            float softcap, const float *sinks)
 {
     attention(be, q, k, v, true, out, n_tokens, pos0, n_head, n_head_kv, head_dim, scale,
-              window, softcap);
+              window, softcap, sinks);
 }
 
 /* ---- ffn ---------------------------------------------------------------- */
@@ -6406,6 +6418,79 @@ static bool ffn_shape_ok(const eng_ffn_weights *w)
     return eng_dtype_block(w->dtype) == 1 || w->n_embd <= SCRATCH_FLOATS;
 }
 
+/* gpt-oss's activation (ggml's swiglu_oai, alpha 1.702, limit 7, the
+ * same operations in the same order). */
+static inline float oai_act(float g, float u)
+{
+    const float x = g > 7.0f ? 7.0f : g;
+    const float y = u < -7.0f ? -7.0f : u > 7.0f ? 7.0f : u;
+    return x / (1.0f + expf(1.702f * -x)) * (y + 1.0f);
+}
+
+/* a = act(gate . x + bias) * (up . x + bias) */
+static inline float biased_act(const eng_ffn_weights *w, long s, float g, float u)
+{
+    if (w->bias) {
+        g += w->bias[2 * s];
+        u += w->bias[2 * s + 1];
+    }
+    return w->act == ENG_ACT_SWIGLU_OAI ? oai_act(g, u) : gate_act(g, w->act) * u;
+}
+
+static void op_matmul(eng_backend *be, const eng_weight *w, const float *bias, const float *x,
+                      float *y, int n_tokens);
+
+/* An FFN with biases or gpt-oss's activation (its experts), which the
+ * fused kernels do not take: gate and up as a matmul whose rows are the
+ * slots' gate and up rows (every slot, or with sel a matmul of each), the
+ * activation here, then op_ffn's down phase. g [nt][2 n_sel] and A [nt]
+ * [n_sel] of a chunk of tokens in abuf's lower half (a decode matmul's
+ * prep takes the upper). */
+static void ffn_biased(cpu_ctx *c, ffn_run *r)
+{
+    const eng_ffn_weights *w = r->a.w;
+    const long E = w->n_embd, n = r->a.n_sel, n_tokens = r->a.n_tokens;
+    const size_t rb = eng_ffn_row_bytes(w->dtype, E);
+    const long chunk = ABUF_FLOATS / 2 / (3 * n);
+    if (chunk < 1) { /* (over 174762 slots: no FFN is) */
+        memset(r->a.y, 0, (size_t)n_tokens * E * sizeof(float));
+        return;
+    }
+    float *g = c->abuf, *two = c->abuf + 2 * chunk * n;
+    for (long t0 = 0; t0 < n_tokens; t0 += chunk) {
+        const int nt = (int)(n_tokens - t0 < chunk ? n_tokens - t0 : chunk);
+        const float *xt = r->a.x + (size_t)t0 * E;
+        if (!r->a.sel) {
+            const eng_weight gu = { w->dtype, (int)(2 * n), (int)E, w->gate_up };
+            op_matmul(&c->be, &gu, NULL, xt, g, nt);
+        } else {
+            for (long j = 0; j < n; j++) {
+                const long sl = slot_of(&r->a, j);
+                const eng_weight gu = { w->dtype, 2, (int)E,
+                                        (const uint8_t *)w->gate_up + (size_t)(sl < 0 ? 0 : sl) *
+                                                                          2 * rb };
+                op_matmul(&c->be, &gu, NULL, xt, two, nt);
+                for (int t = 0; t < nt; t++)
+                    memcpy(g + ((size_t)t * n + j) * 2, two + 2 * t, 2 * sizeof(float));
+            }
+        }
+        float *A = g + (size_t)nt * 2 * n;
+        for (int t = 0; t < nt; t++)
+            for (long j = 0; j < n; j++) {
+                const long sl = slot_of(&r->a, j);
+                const float *gt = g + ((size_t)t * n + j) * 2;
+                A[(size_t)t * n + j] = sl >= 0 ? biased_act(w, sl, gt[0], gt[1]) : 0.0f;
+            }
+        if (r->a.act)
+            memcpy(r->a.act + (size_t)t0 * n, A, (size_t)nt * n * sizeof(float));
+        r->t0 = (int)t0;
+        r->nt = nt;
+        r->A = A;
+        r->lda = n;
+        run(c, ffn_down_task, r, n * E * nt >= 16384);
+    }
+}
+
 static void op_ffn(eng_backend *be, const eng_ffn_weights *w, const int32_t *sel, int n_sel,
                    const float *x, float *y, int n_tokens, float *act)
 {
@@ -6418,6 +6503,10 @@ static void op_ffn(eng_backend *be, const eng_ffn_weights *w, const int32_t *sel
         return;
     }
     ffn_run r = { .a = { w, sel, n_sel, x, y, act, n_tokens, NULL }, .c = c };
+    if (w->bias || w->act == ENG_ACT_SWIGLU_OAI) {
+        ffn_biased(c, &r);
+        return;
+    }
     long work = (long)n_sel * E * 3;
 
     if (n_tokens == 1 && E <= SCRATCH_FLOATS) {
@@ -7202,6 +7291,7 @@ static eng_ffn_weights slot_run(const eng_ffn_weights *w, long first, int n)
     v.gate_up = (const uint8_t *)w->gate_up + (size_t)first * 2 * rb;
     v.down = (const uint8_t *)w->down + (size_t)first * rd;
     v.sketch = NULL;
+    v.bias = w->bias ? w->bias + 2 * first : NULL;
     return v;
 }
 
@@ -7239,7 +7329,7 @@ static void op_moe(eng_backend *be, const eng_ffn_weights *w, const eng_moe *moe
     int32_t *ids = (int32_t *)(logits + (size_t)n * NE);     /* [n][K]  */
     float *gw = (float *)(ids + (size_t)n * K);              /* [n][K]  */
     float *xe = gw + (size_t)n * K, *ye = xe + (size_t)n * E; /* [n][E]  */
-    op_matmul(be, &moe->router, NULL, xr ? xr : x, logits, n);
+    op_matmul(be, &moe->router, moe->router_bias, xr ? xr : x, logits, n);
     for (int t = 0; t < n; t++) {
         float *p = logits + (size_t)t * NE;
         if (moe->sigmoid) {
@@ -7278,8 +7368,10 @@ static void op_moe(eng_backend *be, const eng_ffn_weights *w, const eng_moe *moe
     const int S = moe->n_ff_shared;
     const eng_ffn_weights vs = slot_run(w, (long)NE * F, S);
     eng_ffn_weights v[MOE_DECODE_MAX];
-    if (n == 1 && K + (S > 0) <= MOE_DECODE_MAX && 2 * E <= SCRATCH_FLOATS) {
-        /* decode: the K experts (and the shared one) in one walk */
+    if (n == 1 && K + (S > 0) <= MOE_DECODE_MAX && 2 * E <= SCRATCH_FLOATS && !w->bias &&
+        w->act != ENG_ACT_SWIGLU_OAI) {
+        /* decode: the K experts (and the shared one) in one walk (not
+         * gpt-oss's, whose biases the fused kernels do not take) */
         float g[MOE_DECODE_MAX];
         for (int k = 0; k < K; k++) {
             v[k] = slot_run(w, (long)ids[k] * F, F);
@@ -7316,11 +7408,12 @@ static void op_moe(eng_backend *be, const eng_ffn_weights *w, const eng_moe *moe
             continue;
         const eng_ffn_weights ve = slot_run(w, (long)e * F, F);
         op_ffn(be, &ve, NULL, F, xe, ye, ne, NULL);
+        const float *db = moe->down_bias ? moe->down_bias + (size_t)e * E : NULL;
         for (int i = 0; i < ne; i++) {
             float *yt = y + (size_t)tok[i] * E;
             const float *src = ye + (size_t)i * E;
             for (long j = 0; j < E; j++)
-                yt[j] += tw[i] * src[j];
+                yt[j] += tw[i] * (db ? src[j] + db[j] : src[j]);
         }
     }
     if (S == 0)

@@ -452,11 +452,16 @@ static void op_rope_store(eng_backend *be, float *q, float *k, const float *v, i
 
 static void op_attention(eng_backend *be, const float *q, const uint16_t *k, const uint16_t *v,
                          float *out, int n_tokens, int pos0, int n_head, int n_head_kv,
-                         int head_dim, float scale, int window, float softcap)
+                         int head_dim, float scale, int window, float softcap,
+                         const float *sinks)
 {
     cuda_ctx *x = ctx_of(be);
     if (n_tokens <= 0 || !op_ready(x))
         return;
+    if (sinks) { /* (gpt-oss, which loads on the CPU only) */
+        fail(x, -ENOTSUP, "attention: the CUDA backend has no attention sinks");
+        return;
+    }
     if (at_step(x, n_tokens, pos0))
         check(x, si_cuda_attention_at(x->c, q, k, v, out, x->pos_dev, x->step.max_pos, n_head,
                                       n_head_kv, head_dim, scale, window, softcap));
@@ -471,6 +476,10 @@ static void op_ffn(eng_backend *be, const eng_ffn_weights *w, const int32_t *sel
     cuda_ctx *x = ctx_of(be);
     if (!w || n_tokens <= 0 || !op_ready(x) || !f16_only(x, w->dtype, "ffn"))
         return;
+    if (w->bias || w->act == ENG_ACT_SWIGLU_OAI) { /* (gpt-oss: the CPU only) */
+        fail(x, -ENOTSUP, "ffn: the CUDA backend has no FFN biases or gpt-oss's activation");
+        return;
+    }
     const si_cuda_ffn_weights cw = ffn_of(w);
     check(x, si_cuda_ffn(x->c, &cw, sel, n_sel, xs, y, n_tokens, act));
 }

@@ -192,6 +192,9 @@ typedef struct eng_weight {
 typedef enum eng_act {
     ENG_ACT_SILU = 0, /* SwiGLU: silu(g) = g * sigmoid(g) (Llama, Qwen, Phi-3) */
     ENG_ACT_GELU,     /* GeGLU, GELU's tanh form (Gemma): g * sigmoid(1.5957691 (g + 0.044715 g^3)) */
+    /* gpt-oss's: with g' = min(g, 7), a = g' sigmoid(1.702 g') (clamp(u, -7, 7) + 1);
+     * its FFNs have biases too (eng_ffn_weights.bias) */
+    ENG_ACT_SWIGLU_OAI,
 } eng_act;
 
 typedef struct eng_ffn_weights {
@@ -204,6 +207,10 @@ typedef struct eng_ffn_weights {
      * row, then its up row, each Q4_0 regrouped (eng_sketch_row below). */
     const void *sketch;
     eng_act act;         /* every op below applies it where it says silu */
+    /* [n_slots][2] slot s's gate and up biases, added to gate . x and up . x
+     * before the activation (gpt-oss's experts), or NULL: none. The ffn op
+     * takes them over every slot (sel NULL), the selective ops never. */
+    const float *bias;
 } eng_ffn_weights;
 
 /* A sketch row: n_embd (a multiple of 32) values in nb = n_embd / 32
@@ -245,6 +252,9 @@ typedef struct eng_moe {
     int n_ff_shared;   /* the shared expert's neurons, 0: none */
     const float *shared_gate; /* [n_embd] its weight sigmoid(shared_gate . x), or
                                * NULL: 1 */
+    const float *router_bias; /* [n_expert] added to the router's logits, or NULL */
+    const float *down_bias;   /* [n_expert][n_embd] added to expert e's output, or
+                               * NULL (gpt-oss's experts have both) */
 } eng_moe;
 
 /* Floats of scratch the moe op takes for n_tokens: the router's logits,
@@ -367,10 +377,12 @@ typedef struct eng_backend_iface {
      * max(0, pos0 + t - window + 1) .. pos0 + t; head h uses kv head h /
      * (n_head / n_head_kv). out [n_tokens][n_head][head_dim]. A score is
      * scale * q.k, with softcap > 0 then softcap * tanh(score / softcap)
-     * (Gemma 2), before the softmax. */
+     * (Gemma 2), before the softmax. sinks [n_head] (gpt-oss), or NULL:
+     * head h's softmax has one more term e^sinks[h] in its denominator,
+     * a position no value comes from. */
     void (*attention)(eng_backend *be, const float *q, const uint16_t *k, const uint16_t *v,
                       float *out, int n_tokens, int pos0, int n_head, int n_head_kv,
-                      int head_dim, float scale, int window, float softcap);
+                      int head_dim, float scale, int window, float softcap, const float *sinks);
 
     /* Gated FFN over a subset of slots (silu: w->act's activation):
      *   a[t][j] = silu(gate[s] . x[t]) * (up[s] . x[t]),  s = sel[j] (sel NULL: s = j)
@@ -412,11 +424,11 @@ typedef struct eng_backend_iface {
                       int n, float *out);
 
     /* A mixture-of-experts FFN over x [n_tokens][n_embd] into y (overwritten):
-     * per token, p = softmax(router x) (moe->sigmoid: sigmoid of each), the
+     * per token, p = softmax(router x + router_bias) (moe->sigmoid: sigmoid of each), the
      * n_used experts of largest p + bias (the lower index first among
      * equals), g_e = p_e (over the picked ones' sum where moe->norm) times
      * moe->scale, and
-     *   y[t] = sum_e g_e * ffn_e(x[t]) + g_s * ffn_s(x[t])
+     *   y[t] = sum_e g_e * (ffn_e(x[t]) + down_bias[e]) + g_s * ffn_s(x[t])
      * with ffn_e the ffn op over expert e's slots of w, ffn_s over the
      * shared expert's (none where n_ff_shared is 0), g_s =
      * sigmoid(shared_gate . x[t]) or 1. The router reads xr [n_tokens][n_embd]
@@ -474,7 +486,8 @@ typedef struct eng_backend_iface {
                         int pos0, int n_tokens);
     void (*attention_q8)(eng_backend *be, const float *q, const eng_q8_block *k,
                          const eng_q8_block *v, float *out, int n_tokens, int pos0, int n_head,
-                         int n_head_kv, int head_dim, float scale, int window, float softcap);
+                         int n_head_kv, int head_dim, float scale, int window, float softcap,
+                         const float *sinks);
 
     /* rope() of q [n_tokens][n_head][head_dim] and of k [n_tokens]
      * [n_head_kv][head_dim], then store_kv() of k and of v into the caches

@@ -93,7 +93,8 @@ size_t ggml_type_block_elems(uint32_t type)
     case GGML_TYPE_Q5_0:
     case GGML_TYPE_Q5_1:
     case GGML_TYPE_Q8_0:
-    case GGML_TYPE_IQ4_NL: return 32;
+    case GGML_TYPE_IQ4_NL:
+    case GGML_TYPE_MXFP4: return 32;
     case GGML_TYPE_Q2_K:
     case GGML_TYPE_Q3_K:
     case GGML_TYPE_IQ4_XS:
@@ -116,6 +117,7 @@ size_t ggml_type_block_bytes(uint32_t type)
     case GGML_TYPE_Q5_1: return 24;
     case GGML_TYPE_Q8_0: return 34;
     case GGML_TYPE_IQ4_NL: return 18;
+    case GGML_TYPE_MXFP4: return 17;
     case GGML_TYPE_Q2_K: return 84;
     case GGML_TYPE_Q3_K: return 110;
     case GGML_TYPE_IQ4_XS: return 136;

@@ -54,6 +54,7 @@ enum ggml_type {
     GGML_TYPE_IQ4_NL = 20,
     GGML_TYPE_IQ4_XS = 23,
     GGML_TYPE_BF16 = 30,
+    GGML_TYPE_MXFP4 = 39,
 };
 
 /* The block type whose bytes an engine weight type's are: the file's

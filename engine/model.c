@@ -327,6 +327,14 @@ static eng_dtype ffn_dtype(const eng_model *m, const gguf_file *f)
             (dts & 1u << kept[i]) && (dts & 1u << ENG_DTYPE_Q8_0) &&
             ffn_file_all(m, f, ggml_type_of_dtype(kept[i])))
             return kept[i];
+    /* MXFP4 (gpt-oss's experts): Q8_0, which holds its values exactly (2
+     * e2m1 codes in int8 under its power-of-two scale: mxfp4_to_q8_0), in
+     * 8.5 bits a weight where f16 would take 16 */
+    const int il0 = m->n_dense_lead < m->info.n_layer ? m->n_dense_lead : 0;
+    const gguf_tensor *t0 = ffn_rows_tensor(m, f, il0, false, false);
+    if (t0 && t0->type == GGML_TYPE_MXFP4 && m->info.storage == ENG_DTYPE_F16 &&
+        (dts & 1u << ENG_DTYPE_Q8_0))
+        return ENG_DTYPE_Q8_0;
     const eng_dtype dt = mat_dtype(m, ffn_rows_tensor(m, f, 0, false, false));
     /* a Q4_K, Q5_K, Q4_1 or Q4_0 gate row kept apart from the rest (some
      * layers of another type, or no q8_matrices), or a Q6_K one (the FFN's
@@ -651,6 +659,11 @@ static void load_neurons_host(loader *ld, const ffn_tensors *t, uint8_t *gu, uin
                  * Q4_K, Q5_K, Q4_1 or Q4_0 FFN's gate and up rows are all
                  * of it) */
                 memcpy(dst, (const uint8_t *)gt->data + src * sr, sr);
+            } else if (dt == ENG_DTYPE_Q8_0 && gt->type == GGML_TYPE_MXFP4) {
+                /* (gpt-oss's experts: the same values, not rounded again) */
+                eng_mxfp4_to_q8_0((const uint8_t *)gt->data +
+                                      src * ggml_row_bytes(GGML_TYPE_MXFP4, (uint64_t)E),
+                                  dst, (size_t)E);
             } else {
                 dequant_row(ld, gt, src, row);
                 store_row(dt, row, dst, E);
@@ -781,7 +794,8 @@ static int ffn_alloc(eng_model *m, eng_layer *L, int cap)
                                                m->arch == ENG_ARCH_GEMMA3 ||
                                                m->arch == ENG_ARCH_GEMMA4
                                            ? ENG_ACT_GELU
-                                           : ENG_ACT_SILU };
+                                       : m->arch == ENG_ARCH_GPT_OSS ? ENG_ACT_SWIGLU_OAI
+                                                                     : ENG_ACT_SILU };
     L->neuron_of_slot = ids;
     L->slot_static = st;
     L->slot_cap = c;
@@ -833,6 +847,11 @@ static int load_router(loader *ld, int il, eng_layer *L)
     if (m->moe_bias && (r = load_vec(ld, name, ne, m->arch == ENG_ARCH_LFM2, &bias)) < 0)
         return r;
     L->moe.bias = bias;
+    float *rb = NULL; /* (gpt-oss's: added to the logits) */
+    snprintf(name, sizeof(name), "blk.%d.ffn_gate_inp.bias", il);
+    if (m->arch == ENG_ARCH_GPT_OSS && (r = load_vec(ld, name, ne, true, &rb)) < 0)
+        return r;
+    L->moe.router_bias = rb;
     const float *sg = NULL; /* (Qwen2-MoE's shared expert's gate) */
     snprintf(name, sizeof(name), "blk.%d.ffn_gate_inp_shexp.weight", il);
     if (m->moe_shared_gate && (r = load_flat(ld, name, (uint64_t)m->info.n_embd, 1, true, &sg)) < 0)
@@ -857,6 +876,53 @@ static int load_router(loader *ld, int il, eng_layer *L)
     L->moe.sigmoid = m->moe_sigmoid;
     L->moe.norm = m->moe_norm;
     L->moe.scale = m->moe_scale;
+    return 0;
+}
+
+/* gpt-oss's experts' biases: gate's and up's of each slot ([n][2], as the
+ * ffn op takes them; slot slots[i] holds neuron neurons[i]) and down's of
+ * each expert ([n_expert][n_embd], the moe op's). The file's are [n_ff_exp,
+ * n_expert] (neuron e * n_ff_exp + j at row e, column j) and [n_embd,
+ * n_expert]. */
+static int load_expert_biases(loader *ld, int il, eng_layer *L, const int32_t *neurons,
+                              const int32_t *slots, int n)
+{
+    eng_model *m = ld->m;
+    const uint64_t F = (uint64_t)m->n_ff_exp, NE = (uint64_t)m->info.n_expert;
+    char name[64];
+    const gguf_tensor *t[2];
+    int r;
+    for (int h = 0; h < 2; h++) {
+        snprintf(name, sizeof(name), "blk.%d.ffn_%s_exps.bias", il, h ? "up" : "gate");
+        if ((r = get_tensor(ld, name, 2, F, NE, true, &t[h])) < 0)
+            return r;
+    }
+    float *flat = malloc(2 * F * NE * sizeof(float)), *b = malloc((size_t)n * 2 * sizeof(float));
+    float *dev = weight_alloc(m, (size_t)(n > 0 ? n : 1) * 2 * sizeof(float));
+    if (!flat || !b || !dev) {
+        free(flat);
+        free(b);
+        return oom_err(ld, (size_t)n * 2 * sizeof(float), "the experts' biases");
+    }
+    for (int h = 0; h < 2; h++)
+        for (uint64_t e = 0; e < NE && r >= 0; e++)
+            r = dequant_row(ld, t[h], e, flat + h * F * NE + e * F);
+    for (int i = 0; i < n && r >= 0; i++) {
+        b[2 * slots[i]] = flat[neurons[i]];
+        b[2 * slots[i] + 1] = flat[F * NE + (uint64_t)neurons[i]];
+    }
+    if (r >= 0)
+        m->be->iface->upload(m->be, dev, b, (size_t)n * 2 * sizeof(float));
+    free(flat);
+    free(b);
+    if (r < 0)
+        return r;
+    L->ffn.bias = dev;
+    const float *db;
+    snprintf(name, sizeof(name), "blk.%d.ffn_down_exps.bias", il);
+    if ((r = load_flat(ld, name, (uint64_t)m->info.n_embd, NE, true, &db)) < 0)
+        return r;
+    L->moe.down_bias = db;
     return 0;
 }
 
@@ -901,6 +967,12 @@ static int load_ffn(loader *ld, int il, eng_layer *L, const eng_plan *plan)
     }
     if (n_sh)
         memcpy(slots_sh, slots + n - n_sh, (size_t)n_sh * sizeof(int32_t));
+    if (m->arch == ENG_ARCH_GPT_OSS && has_experts(m, il) &&
+        (r = load_expert_biases(ld, il, L, plan->loaded[il], slots, n)) < 0) {
+        free(slots);
+        free(slots_sh);
+        return r;
+    }
     conv_job j = { .L = L, .ffn = t, .neurons = plan->loaded[il], .slots = slots, .n = n - n_sh };
     conv_job js = { .L = L, .ffn = ts, .neurons = plan->loaded[il] + n - n_sh, .slots = slots_sh,
                     .n = n_sh };
@@ -1421,8 +1493,12 @@ static int load_experts(const gguf_file *f, const char *arch, eng_model *m, uint
     /* (ERNIE 4.5's MoE models: a dense first layer, a shared expert, a bias
      * to pick by; Llama's layers) */
     const bool ernie = !strcmp(arch, "ernie4_5-moe");
-    const bool named = qwen || lfm2 || q2 || q35 || ernie || !strcmp(arch, "granitemoe") ||
-                       !strcmp(arch, "olmoe");
+    /* (gpt-oss: experts in every layer, with biases; picked by their
+     * logits plus a bias, weighed by a softmax over the picked: the
+     * softmax over all, normalised over the picked) */
+    const bool oss = !strcmp(arch, "gpt-oss");
+    const bool named = qwen || lfm2 || q2 || q35 || ernie || oss ||
+                       !strcmp(arch, "granitemoe") || !strcmp(arch, "olmoe");
     /* (gemma4: E2B, E4B and 31B have none, 26B-A4B beside a dense MLP) */
     const bool g4 = !strcmp(arch, "gemma4");
     uint32_t ne, nu, fe, shared, shared_ff, groups, lead, gating = 1, step = 1;
@@ -1445,7 +1521,7 @@ static int load_experts(const gguf_file *f, const char *arch, eng_model *m, uint
      * (Qwen3-MoE, as llama.cpp: else n_ff / n_used); the others' is
      * feed_forward_length; LFM2-MoE's gating is the file's (1 softmax, 2
      * sigmoid), the others' softmax */
-    if ((r = get_u32_arch(f, arch, "expert_feed_forward_length", lfm2 || g4 || ernie,
+    if ((r = get_u32_arch(f, arch, "expert_feed_forward_length", lfm2 || g4 || ernie || oss,
                           qwen || q2 || q35 ? *n_ff / nu : *n_ff, &fe, err)) < 0 ||
         (lfm2 && (r = get_u32_arch(f, arch, "expert_gating_func", true, 1, &gating, err)) < 0) ||
         (r = get_u32_arch(f, arch, "expert_shared_count", false, 0, &shared, err)) < 0 ||
@@ -1607,6 +1683,8 @@ static int load_hparams(const gguf_file *f, eng_model *m, eng_error *err)
         m->arch = ENG_ARCH_PHI3;
     else if (!strcmp(arch, "glm4"))
         m->arch = ENG_ARCH_GLM4;
+    else if (!strcmp(arch, "gpt-oss"))
+        m->arch = ENG_ARCH_GPT_OSS;
     else if (!strcmp(arch, "gemma"))
         m->arch = ENG_ARCH_GEMMA;
     else if (!strcmp(arch, "gemma2"))
@@ -1659,7 +1737,7 @@ static int load_hparams(const gguf_file *f, eng_model *m, eng_error *err)
         return eng__set_err(err, -ENOTSUP,
                             "unsupported architecture '%s' (supported: llama, ernie4_5, qwen2, "
                             "qwen3, qwen2vl, qwen3vl, phi3, gemma, gemma2, gemma3, gemma4, "
-                            "glm4, smollm3, "
+                            "glm4, gpt-oss, smollm3, "
                             "granite, exaone, minicpm, olmo2, exaone4, mistral3, hunyuan-dense, "
                             "lfm2, lfm2moe, ernie4_5-moe, qwen3moe, qwen3vlmoe, granitemoe, "
                             "olmoe, granitehybrid, qwen2moe, qwen35, qwen35moe; text "
@@ -1755,7 +1833,7 @@ static int load_hparams(const gguf_file *f, eng_model *m, eng_error *err)
     if ((olmo || ex4) && n_rot != head_dim)
         return eng__set_err(err, -ENOTSUP, "%s with %u of %u dimensions rotating is not supported",
                             arch, n_rot, head_dim);
-    const bool hy = m->arch == ENG_ARCH_HUNYUAN;
+    const bool hy = m->arch == ENG_ARCH_HUNYUAN, oss = m->arch == ENG_ARCH_GPT_OSS;
     /* (glm4: consecutive pairs, but GLM-4.1V's multi-section RoPE, which
      * gives text one position in every section as Qwen2-VL's: NEOX) */
     char sec[64];
@@ -1763,7 +1841,8 @@ static int load_hparams(const gguf_file *f, eng_model *m, eng_error *err)
     const bool glm4v = m->arch == ENG_ARCH_GLM4 && gguf_find_key(f, sec) >= 0;
     m->rope_neox = m->arch == ENG_ARCH_QWEN2 || m->arch == ENG_ARCH_QWEN3 ||
                    m->arch == ENG_ARCH_PHI3 || m->arch == ENG_ARCH_EXAONE || gemma || olmo || ex4 ||
-                   hy || m->arch == ENG_ARCH_LFM2 || m->arch == ENG_ARCH_OLMOE || glm4v;
+                   hy || m->arch == ENG_ARCH_LFM2 || m->arch == ENG_ARCH_OLMOE || glm4v ||
+                   oss;
     /* Hunyuan: q and k normalised after RoPE; its NTK "alpha" raises the
      * base by alpha^(d / (d - 2)) where a file keeps it apart (its
      * converter folds it into freq_base) */
@@ -1868,20 +1947,21 @@ static int load_hparams(const gguf_file *f, eng_model *m, eng_error *err)
      * families' GGUFs may carry a window it does not use either) */
     const bool ex4_swa = ex4 && n_layer == 64, lfm2 = m->arch == ENG_ARCH_LFM2;
     uint32_t n_swa = 0;
-    if ((m->arch == ENG_ARCH_PHI3 || g23 || olmo || ex4_swa || lfm2) &&
-        (r = get_u32_arch(f, arch, "attention.sliding_window", g4,
+    if ((m->arch == ENG_ARCH_PHI3 || g23 || olmo || ex4_swa || lfm2 || oss) &&
+        (r = get_u32_arch(f, arch, "attention.sliding_window", g4 || oss,
                           m->arch == ENG_ARCH_GEMMA2 || ex4_swa ? 4096 : 0, &n_swa, err)) < 0)
         return r;
     m->n_swa = n_swa > (1u << 24) ? 1 << 24 : (int)n_swa; /* beyond any context: no cut */
     if ((m->n_swa > 0 || g4) && m->arch != ENG_ARCH_PHI3 &&
         (r = load_swa_layers(f, arch, m,
-                             m->arch == ENG_ARCH_GEMMA2 ? 2 : g23 ? 6 : lfm2 ? 0 : 4, err)) < 0)
+                             m->arch == ENG_ARCH_GEMMA2 || oss ? 2 : g23 ? 6 : lfm2 ? 0 : 4,
+                             err)) < 0)
         return r;
     /* Gemma's local layers' RoPE base, as llama.cpp sets it or as the
      * file says (OLMo 3's and EXAONE 4's layers all take rope.freq_base) */
     m->rope_base_swa = m->arch == ENG_ARCH_GEMMA3 || g4 ? 10000.0f : m->rope_freq_base;
-    if (g23 && (r = get_f32_arch(f, arch, "rope.freq_base_swa", m->rope_base_swa,
-                                 &m->rope_base_swa, err)) < 0)
+    if ((g23 || oss) && (r = get_f32_arch(f, arch, "rope.freq_base_swa", m->rope_base_swa,
+                                          &m->rope_base_swa, err)) < 0)
         return r;
     if (!(m->rope_base_swa > 0.0f))
         return eng__set_err(err, -EINVAL, "rope.freq_base_swa %g is not positive",
@@ -2153,7 +2233,7 @@ static int load_weights(loader *ld, const eng_plan *plan)
     eng_model *m = ld->m;
     const gguf_file *f = ld->f;
     const int E = m->info.n_embd, H = m->info.n_head, V = m->info.n_vocab;
-    const bool g4 = m->arch == ENG_ARCH_GEMMA4;
+    const bool g4 = m->arch == ENG_ARCH_GEMMA4, oss = m->arch == ENG_ARCH_GPT_OSS;
     int r;
 
     if ((r = load_mat(ld, "token_embd.weight", E, V, true, &m->tok_embd)) < 0)
@@ -2209,20 +2289,23 @@ static int load_weights(loader *ld, const eng_plan *plan)
         L->v_norm = g4;
         /* olmo2 and exaone4 normalise after each block, not before */
         const bool post_only = m->arch == ENG_ARCH_OLMO2 || m->arch == ENG_ARCH_EXAONE4;
-        /* (qwen35's FFN norm under the name llama.cpp gives it) */
+        /* (qwen35's and gpt-oss's FFN norm under the name llama.cpp gives it) */
         if (!post_only &&
             ((r = load_vec(ld, NAME("attn_norm.weight"), E, true, &L->attn_norm)) < 0 ||
-             (r = load_vec(ld, m->attn_gate ? NAME("post_attention_norm.weight")
-                                            : NAME("ffn_norm.weight"), E, true,
+             (r = load_vec(ld, m->attn_gate || oss ? NAME("post_attention_norm.weight")
+                                                   : NAME("ffn_norm.weight"), E, true,
                            &L->ffn_norm)) < 0))
             return r;
-        /* biases no family here has: refused rather than left out */
+        /* biases no family here has (gpt-oss all but a dense FFN's):
+         * refused rather than left out */
         static const char *const no_bias[] = { "attn_output",   "ffn_gate",     "ffn_up",
                                                "ffn_down",      "ffn_gate_inp", "ffn_gate_exps",
                                                "ffn_up_exps",   "ffn_down_exps", "exp_probs_b" };
         for (size_t i = 0; i < sizeof(no_bias) / sizeof(no_bias[0]); i++) {
             /* (LFM2-MoE's and ERNIE 4.5's bias to pick experts by: load_router) */
-            if (m->moe_bias && !strcmp(no_bias[i], "exp_probs_b"))
+            if ((m->moe_bias && !strcmp(no_bias[i], "exp_probs_b")) ||
+                (oss && (!strcmp(no_bias[i], "attn_output") || strstr(no_bias[i], "_exps") ||
+                         !strcmp(no_bias[i], "ffn_gate_inp"))))
                 continue;
             snprintf(name, sizeof(name), "blk.%d.%s.bias", il, no_bias[i]);
             if (gguf_find_tensor(f, name))
@@ -2284,11 +2367,15 @@ static int load_weights(loader *ld, const eng_plan *plan)
         const uint32_t rot_p = qs != 1.0f ? (uint32_t)hd : 0, rot_n = (uint32_t)L->n_rot;
         if (qs != 1.0f && !qk_norm)
             scale_rot_rows(ld, L->wq.data);
-        bool need_bias = m->arch == ENG_ARCH_QWEN2;
+        bool need_bias = m->arch == ENG_ARCH_QWEN2 || oss;
         if ((r = load_vec_rot(ld, NAME("attn_q.bias"), (uint64_t)H * hd, need_bias, qk_norm ? 0 : rot_p,
                               rot_n, qs, &L->bq)) < 0 ||
             (r = load_vec(ld, NAME("attn_k.bias"), (uint64_t)Hkv * hd, need_bias, &L->bk)) < 0 ||
-            (r = load_vec(ld, NAME("attn_v.bias"), (uint64_t)Hkv * hd, need_bias, &L->bv)) < 0)
+            (r = load_vec(ld, NAME("attn_v.bias"), (uint64_t)Hkv * hd, need_bias, &L->bv)) < 0 ||
+            /* gpt-oss: the output's bias, each head's sink */
+            (oss && (r = load_vec(ld, NAME("attn_output.bias"), E, true, &L->bo)) < 0) ||
+            (oss && (r = load_vec(ld, NAME("attn_sinks.weight"), (uint64_t)H, true,
+                                  &L->sinks)) < 0))
             return r;
         const bool g23 = m->arch == ENG_ARCH_GEMMA2 || m->arch == ENG_ARCH_GEMMA3 || g4;
         /* olmo2: one norm over all of q, one over all of k */
@@ -3716,14 +3803,14 @@ static void forward_ops(eng_session *s, int n, int first, float *out, int32_t *a
                 prefetch_wo_ffn(s, il, sel_be, n_sel, own_slots);
             if (s->kv_type == ENG_KV_Q8_0)
                 op->attention_q8(be, s->q, s->k_cache[il], s->v_cache[il], s->att, n, row0, H,
-                                 Hkv, hd, L->attn_scale, L->window, m->attn_softcap);
+                                 Hkv, hd, L->attn_scale, L->window, m->attn_softcap, L->sinks);
             else /* att [n][H*hd] */
                 op->attention(be, s->q, s->k_cache[il], s->v_cache[il], s->att, n, row0, H, Hkv,
-                              hd, L->attn_scale, L->window, m->attn_softcap);
+                              hd, L->attn_scale, L->window, m->attn_softcap, L->sinks);
             if (L->wg.data)
                 op->mul_sigmoid(be, s->att, s->gate, (long)n * H * hd);
         }
-        op->matmul(be, &L->wo, NULL, s->att, s->o, n);           /* o [n][E]      */
+        op->matmul(be, &L->wo, L->bo, s->att, s->o, n);          /* o [n][E]      */
         if (L->attn_post_norm) /* gemma3: the output normalised before it joins x */
             op->rmsnorm(be, s->o, L->attn_post_norm, s->o, n, E, m->rms_eps);
         if (m->residual_scale > 0.0f) /* granite: each branch scaled before it joins x */

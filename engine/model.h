@@ -48,6 +48,9 @@ typedef enum eng_arch {
     ENG_ARCH_GLM4,     /* GLM-4 (0414), GLM-Z1: llama's pre-norms with gemma's norms after
                         * attention and FFN, q/k/v biases, consecutive RoPE pairs over
                         * part of each head, gate and up rows in one ffn_up (phi3's) */
+    ENG_ARCH_GPT_OSS,  /* gpt-oss: llama's norms, biases on q, k, v and the output, a sink
+                        * logit per head, every other layer local, NEOX RoPE under YaRN,
+                        * experts with biases and their own activation */
 } eng_arch;
 
 typedef struct eng_layer {
@@ -74,6 +77,9 @@ typedef struct eng_layer {
                                        * gate, out times sigmoid(wg x) before wo; data
                                        * NULL: none */
     float *bq, *bk, *bv;              /* qwen2 biases, NULL for llama */
+    float *bo;                        /* gpt-oss: [n_embd] the attention output's bias */
+    float *sinks;                     /* gpt-oss: [n_head] each head's sink logit (backend
+                                       * attention's sinks), else NULL */
     float *q_norm, *k_norm;           /* qwen3, gemma3, exaone4: [head_dim] RMSNorm of
                                        * each head of q and k before RoPE; olmo2: of
                                        * the whole of q and k (qk_norm_full); else NULL */

@@ -18,11 +18,15 @@
  *   Q3_K 256 elems 110 B: hmask[32], qs[64], scales[12] (16 x 6 bits), d
  *   IQ4_NL 32 elems 18 B: d, qs[16]            x = d * kvalues[q]
  *   IQ4_XS 256 elems 136 B: d, scales_h (u16), scales_l[4], qs[128]
+ *   MXFP4  32 elems  17 B: e (u8, E8M0), qs[16]  x = kvalues_fp4[q] * 2^(e - 128)
  * Q2_K and Q3_K: element 128n + 32j + l (n < 2, j < 4, l < 32) has its 2 low
  * bits at bit 2j of qs[32n + l] and sub-block scale 8n + 2j + l / 16; Q3_K's
  * third bit is bit 4n + j of hmask[l], set meaning "no -4".
  * In the 32-element formats byte j holds element j (low nibble) and element
  * j + 16 (high nibble).
+ * MXFP4 is OCP's microscaling FP4: E2M1 codes under a power-of-two scale.
+ * ggml stores the E2M1 values doubled (0, 0.5, 1, ... 6 as 0, 1, 2, ... 12)
+ * and halves the scale, 2^(e - 127) / 2, to make up for it; so do we.
  */
 #include "backend.h"
 #include "quants.h"
@@ -380,6 +384,59 @@ static void dq_iq4_xs(const uint8_t *b, float *y)
     }
 }
 
+/* MXFP4's E2M1 levels, doubled (ggml's kvalues_fp4): codes 8..15 are the
+ * negatives of 0..7 (8 is -0, which ggml stores as 0). */
+static const int8_t fp4_levels[16] = { 0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12 };
+
+/* 2^(e - 128): half the E8M0 scale e (ggml_e8m0_to_fp32_half), built from
+ * its bits so that it is exact; e 0 and 1 are the float denormals 2^-128
+ * and 2^-127. e 255 (NaN in E8M0) is 2^127, as in ggml. */
+static float e8m0_half(uint8_t e)
+{
+    const uint32_t bits = e < 2 ? 0x00200000u << e : (uint32_t)(e - 1) << 23;
+    float f;
+    memcpy(&f, &bits, sizeof(f));
+    return f;
+}
+
+static void dq_mxfp4(const uint8_t *b, float *y)
+{
+    const float d = e8m0_half(b[0]);
+    const uint8_t *qs = b + 1;
+    for (int j = 0; j < 16; j++) {
+        y[j] = (float)fp4_levels[qs[j] & 0x0f] * d;
+        y[j + 16] = (float)fp4_levels[qs[j] >> 4] * d;
+    }
+}
+
+/* MXFP4 blocks as Q8_0 blocks, value for value: d the f16 2^(e - 128)
+ * (exact for e 104..143, 2^-24 to 2^15), the codes the doubled levels;
+ * a block whose scale f16 cannot hold is quantized from its values (no
+ * trained weights are that small or large). */
+int eng_mxfp4_to_q8_0(const void *src, void *dst, size_t n)
+{
+    if (n % 32)
+        return -EINVAL;
+    const uint8_t *b = src;
+    uint8_t *q = dst;
+    for (size_t k = 0; k < n / 32; k++, b += 17, q += 34) {
+        const float d = e8m0_half(b[0]);
+        const uint16_t h = eng_f32_to_f16(d);
+        if (eng_f16_to_f32(h) != d) {
+            float y[32];
+            dq_mxfp4(b, y);
+            eng_quant_row(GGML_TYPE_Q8_0, y, q, 32);
+            continue;
+        }
+        memcpy(q, &h, 2);
+        for (int j = 0; j < 16; j++) {
+            q[2 + j] = (uint8_t)fp4_levels[b[1 + j] & 0x0f];
+            q[2 + j + 16] = (uint8_t)fp4_levels[b[1 + j] >> 4];
+        }
+    }
+    return 0;
+}
+
 typedef void (*dq_fn)(const uint8_t *block, float *y);
 
 static dq_fn dq_block_fn(uint32_t type)
@@ -397,6 +454,7 @@ static dq_fn dq_block_fn(uint32_t type)
     case GGML_TYPE_Q3_K: return dq_q3_k;
     case GGML_TYPE_IQ4_NL: return dq_iq4_nl;
     case GGML_TYPE_IQ4_XS: return dq_iq4_xs;
+    case GGML_TYPE_MXFP4: return dq_mxfp4;
     default: return NULL;
     }
 }
@@ -844,6 +902,42 @@ static void q_iq4_xs(const float *x, uint8_t *b)
     b[3] = (uint8_t)(scales_h >> 8);
 }
 
+/* MXFP4 with ggml's scale (quantize_row_mxfp4_ref): d = 2^(floor(log2(amax))
+ * - 3), which puts amax in [8d, 16d), so the top level 12d can clip the
+ * largest elements by up to a quarter; every element then takes the level
+ * nearest it, the first of equals (ggml's best_index_mxfp4), NaN level 0.
+ * floor(log2(amax)) is read off amax's exponent bits: exact, where ggml's
+ * log2f rounds up to the next integer for an amax within a few ulps below
+ * a power of two (its e is then one more); and e is clamped to [0, 253]
+ * where ggml's cast of it would overflow (amax below 2^-125, or infinite). */
+static void q_mxfp4(const float *x, uint8_t *b)
+{
+    float amax = 0.0f;
+    for (int j = 0; j < 32; j++)
+        amax = fabsf(x[j]) > amax ? fabsf(x[j]) : amax;
+    uint32_t bits;
+    memcpy(&bits, &amax, sizeof(bits));
+    const int be = (int)(bits >> 23); /* biased exponent: floor(log2(amax)) + 127 */
+    const uint8_t e = (uint8_t)(be > 2 ? be - 2 : 0);
+    const float d = e8m0_half(e);
+    b[0] = e;
+    for (int j = 0; j < 32; j++) {
+        int best = 0;
+        float best_err = fabsf((float)fp4_levels[0] * d - x[j]);
+        for (int k = 1; k < 16; k++) {
+            const float err = fabsf((float)fp4_levels[k] * d - x[j]);
+            if (err < best_err) {
+                best = k;
+                best_err = err;
+            }
+        }
+        if (j < 16)
+            b[1 + j] = (uint8_t)best;
+        else
+            b[1 + j - 16] |= (uint8_t)(best << 4);
+    }
+}
+
 typedef void (*q_fn)(const float *x, uint8_t *block);
 
 int eng_quant_row(uint32_t type, const float *src, void *dst, size_t n)
@@ -881,6 +975,7 @@ int eng_quant_row(uint32_t type, const float *src, void *dst, size_t n)
     case GGML_TYPE_Q3_K: fn = q_q3_k; break;
     case GGML_TYPE_IQ4_NL: fn = q_iq4_nl; break;
     case GGML_TYPE_IQ4_XS: fn = q_iq4_xs; break;
+    case GGML_TYPE_MXFP4: fn = q_mxfp4; break;
     default: return -ENOTSUP;
     }
     size_t be = ggml_type_block_elems(type), bb = ggml_type_block_bytes(type);

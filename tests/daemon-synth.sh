@@ -1,6 +1,7 @@
 # Sourced by the daemon tests that serve a synthetic model (daemon-moe,
 # daemon-hybrid): with daemon, synth and shape set, it makes $dir (removed
-# at exit, the daemon stopped), writes $dir/m.gguf of that shape, and
+# at exit, the daemon stopped), writes $dir/m.gguf of that shape (weights
+# of si-synth's --type $type where type is set), and
 # defines start (the daemon on it with extra flags, waiting for its
 # socket $sock), stop, num KEY FILE (the N of "KEY":N in FILE), and
 # slot_checks (with sictl set).
@@ -10,7 +11,7 @@ dir=$(mktemp -d "/tmp/si-$shape-XXXXXX") || exit 1
 trap '[ -n "$pid" ] && kill -TERM "$pid" 2>/dev/null; rm -rf "$dir"' EXIT
 sock=$dir/s.sock
 
-"$synth" --shape "$shape" --out "$dir/m.gguf" --seed 1 >/dev/null 2>&1 ||
+"$synth" --shape "$shape" --out "$dir/m.gguf" --seed 1 ${type:+--type "$type"} >/dev/null 2>&1 ||
     { echo "si-synth failed"; exit 1; }
 
 start() {

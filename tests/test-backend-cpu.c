@@ -46,8 +46,13 @@ static int n_fail;
  * both), and its value in double: silu, or GELU's tanh form as Gemma's
  * reference writes it. */
 static eng_act g_act = ENG_ACT_SILU;
+/* and whether they have biases (gpt-oss's experts, which g_act
+ * ENG_ACT_SWIGLU_OAI goes with): the ffn and moe tests' own */
+static bool g_bias;
 static double act_ref(double g)
 {
+    if (g_act == ENG_ACT_SWIGLU_OAI) /* (its gate's half: x = min(g, 7)) */
+        return fmin(g, 7) / (1 + exp(-1.702 * fmin(g, 7)));
     if (g_act == ENG_ACT_GELU)
         /* 0.5 g (1 + tanh u) as g / (1 + e^-2u), which keeps its digits
          * where tanh u rounds to -1 */
@@ -702,9 +707,10 @@ static void test_rope(eng_backend *be)
 }
 
 /* Attention over an f16 cache, or (q8) over a Q8_0 cache of random codes
- * and scales, against the reference over the cache's exact values. */
-static void test_attention_win(eng_backend *be, int nt, int pos0, int nh, int nkv, int hd,
-                               float qscale, bool q8, int window, float cap)
+ * and scales, against the reference over the cache's exact values; with
+ * sink > 0, each head a sink logit within +-sink (gpt-oss). */
+static void test_attention_sink(eng_backend *be, int nt, int pos0, int nh, int nkv, int hd,
+                                float qscale, bool q8, int window, float cap, float sink)
 {
     int n_ctx = pos0 + nt + 3;
     long kvn = (long)n_ctx * nkv * hd;
@@ -751,10 +757,12 @@ static void test_attention_win(eng_backend *be, int nt, int pos0, int nh, int nk
     }
     float *q = make_f32((long)nt * nh * hd, -qscale, qscale);
     float *out = make_f32((long)nt * nh * hd, 5, 5);
+    float *sinks = sink > 0 ? make_f32(nh, -sink, sink) : NULL;
     float scale = 1.0f / sqrtf((float)hd);
 #define ATTEND(Q, O, N, P)                                                                   \
-    (q8 ? be->iface->attention_q8(be, Q, kq, vq, O, N, P, nh, nkv, hd, scale, window, cap)   \
-        : be->iface->attention(be, Q, k, v, O, N, P, nh, nkv, hd, scale, window, cap))
+    (q8 ? be->iface->attention_q8(be, Q, kq, vq, O, N, P, nh, nkv, hd, scale, window, cap,   \
+                                  sinks)                                                     \
+        : be->iface->attention(be, Q, k, v, O, N, P, nh, nkv, hd, scale, window, cap, sinks))
     ATTEND(q, out, nt, pos0);
     if (nt >= 4) {
         /* the same tokens in two prefills (each of 2 tokens or more): the
@@ -798,7 +806,7 @@ static void test_attention_win(eng_backend *be, int nt, int pos0, int nh, int nk
                 if (s[p] > m)
                     m = s[p];
             }
-            double l = 0;
+            double l = sinks ? exp(sinks[h] - m) : 0;
             for (int p = lo; p < n_kv; p++)
                 l += exp(s[p] - m);
             /* score errors up to ~3e-5 * mag shift the weights by that
@@ -812,9 +820,10 @@ static void test_attention_win(eng_backend *be, int nt, int pos0, int nh, int nk
                     ref += exp(s[p] - m) / l * vd[((long)p * nkv + kh) * hd + i];
                 double got = out[((long)t * nh + h) * hd + i];
                 CHECK(fabs(got - ref) <= tol,
-                      "attention%s nt=%d pos0=%d nh=%d nkv=%d hd=%d w=%d cap=%g qs=%g t=%d h=%d "
-                      "i=%d: %.9g vs %.9g",
-                      q8 ? " q8" : "", nt, pos0, nh, nkv, hd, window, cap, qscale, t, h, i, got, ref);
+                      "attention%s nt=%d pos0=%d nh=%d nkv=%d hd=%d w=%d cap=%g sink=%g qs=%g t=%d "
+                      "h=%d i=%d: %.9g vs %.9g",
+                      q8 ? " q8" : "", nt, pos0, nh, nkv, hd, window, cap, sink, qscale, t, h, i,
+                      got, ref);
             }
         }
     free(s);
@@ -826,6 +835,13 @@ static void test_attention_win(eng_backend *be, int nt, int pos0, int nh, int nk
     free(vq);
     free(q);
     free(out);
+    free(sinks);
+}
+
+static void test_attention_win(eng_backend *be, int nt, int pos0, int nh, int nkv, int hd,
+                               float qscale, bool q8, int window, float cap)
+{
+    test_attention_sink(be, nt, pos0, nh, nkv, hd, qscale, q8, window, cap, 0.0f);
 }
 
 static void test_attention_one(eng_backend *be, int nt, int pos0, int nh, int nkv, int hd,
@@ -853,6 +869,16 @@ static void test_attention(eng_backend *be)
         test_attention_win(be, 1, 700, 8, 4, 64, 30, q8, 0, 3.0f);
         test_attention_win(be, 11, 50, 8, 4, 64, 30, q8, 0, 3.0f);
         test_attention_win(be, 9, 70, 4, 2, 256, 30, q8, 20, 3.0f);
+        /* sinks (gpt-oss: its heads of 64, 8 a KV head, every other
+         * layer a window of 128): decode, decode split over chunks,
+         * prefill by tiles cut in two, in and out of a window; sinks
+         * far above the scores (most of the softmax) and beside them */
+        test_attention_sink(be, 1, 40, 8, 1, 64, 1, q8, 0, 0.0f, 3.0f);
+        test_attention_sink(be, 1, 700, 16, 2, 64, 1, q8, 0, 0.0f, 8.0f);
+        test_attention_sink(be, 1, 300, 8, 1, 64, 1, q8, 128, 0.0f, 2.0f);
+        test_attention_sink(be, 14, 50, 16, 2, 64, 1, q8, 0, 0.0f, 3.0f);
+        test_attention_sink(be, 9, 200, 8, 1, 64, 1, q8, 128, 0.0f, 3.0f);
+        test_attention_sink(be, 5, 0, 8, 1, 64, 30, q8, 0, 0.0f, 40.0f);
     }
     test_attention_win(be, 1, 17000, 4, 1, 16, 1, false, 1000, 0.0f);
     test_attention_win(be, 20, 100, 16, 2, 80, 1, false, 7, 0.0f);
@@ -934,7 +960,12 @@ static void test_ffn_one(eng_backend *be, eng_dtype dt, int E, int n_slots, int 
         free(used);
         free(perm);
     }
-    eng_ffn_weights W = { dt, E, n_slots, gu, dn, NULL, g_act };
+    /* biases of gates around their products' size, of ups up to past
+     * the clamp at 7 */
+    float *fb = g_bias ? make_f32(2L * n_slots, -2, 2) : NULL;
+    for (long i = 1; fb && i < 2L * n_slots; i += 2)
+        fb[i] *= 4;
+    eng_ffn_weights W = { dt, E, n_slots, gu, dn, NULL, g_act, fb };
     float *x = make_f32((long)nt * E, -1, 1);
     float *y = make_f32((long)nt * E, 1e30f, 1e30f);
     float *act = with_act ? make_f32((long)nt * (n_sel > 0 ? n_sel : 1), 9, 9) : NULL;
@@ -985,13 +1016,20 @@ static void test_ffn_one(eng_backend *be, eng_dtype dt, int E, int n_slots, int 
                 eg += wg * xm * xu * 1.001;
                 eu += wu * xm * xu * 1.001;
             }
+            if (fb) {
+                g += fb[2 * s];
+                u += fb[2 * s + 1];
+            }
+            /* the up half: u, or gpt-oss's clamp(u, -7, 7) + 1 */
+            const bool oai = g_act == ENG_ACT_SWIGLU_OAI;
+            const double lin = oai ? fmin(fmax(u, -7), 7) + 1 : u;
             double sg = act_ref(g);
-            a[j] = sg * u;
+            a[j] = sg * lin;
             /* d(silu)/dg is within [-0.1, 1.1], d(gelu)/dg within [-0.17,
              * 1.13]: errors 3e-5*gm (+ eg) in g and 3e-5*um (+ eu) in u
              * give this much in a, plus float rounding of a (GELU's
              * exponent carries its own float error, relative to |g|^3) */
-            atol[j] = 1.2 * (3e-5 * gm + eg) * fabs(u) + fabs(sg) * (3e-5 * um + eu) +
+            atol[j] = 1.2 * (3e-5 * gm + eg) * fabs(lin) + fabs(sg) * (3e-5 * um + eu) +
                       (2e-6 + 1e-6 * fabs(g * g * g)) * fabs(a[j]) + 1e-30;
             if (act) {
                 double got = act[(long)t * n_sel + j];
@@ -1012,9 +1050,11 @@ static void test_ffn_one(eng_backend *be, eng_dtype dt, int E, int n_slots, int 
             }
             double got = y[(long)t * E + c];
             if (!(fabs(got - ref) <= tol + 1e-30) && bad++ < 3)
-                CHECK(0, "ffn y %s%s E=%d slots=%d n_sel=%d sel=%d nt=%d act=%d t=%d c=%d: %.9g vs %.9g (tol %.3g)",
-                      dt_name(dt), g_act ? " gelu" : "", E, n_slots, n_sel, use_sel, nt, with_act,
-                      t, c, got, ref, tol);
+                CHECK(0, "ffn y %s%s%s E=%d slots=%d n_sel=%d sel=%d nt=%d act=%d t=%d c=%d: "
+                      "%.9g vs %.9g (tol %.3g)",
+                      dt_name(dt), g_act == ENG_ACT_GELU ? " gelu" : g_act ? " oai" : "",
+                      fb ? " biased" : "", E, n_slots, n_sel, use_sel, nt, with_act, t, c, got,
+                      ref, tol);
         }
     }
     if (bad)
@@ -1030,6 +1070,7 @@ static void test_ffn_one(eng_backend *be, eng_dtype dt, int E, int n_slots, int 
     free(x);
     free(y);
     free(act);
+    free(fb);
 }
 
 static void test_ffn(eng_backend *be, eng_dtype dt)
@@ -1095,8 +1136,8 @@ static void test_sketch_dt(eng_backend *be, eng_dtype dt, const int E, const int
     uint8_t *sq = malloc(S * sb), *s32 = malloc(S * sb);
     memset(sq, 1, S * sb);
     memset(s32, 2, S * sb);
-    eng_ffn_weights wq = { dt, E, S, gu, dn, sq, ENG_ACT_SILU },
-                    w32 = { ENG_DTYPE_F32, E, S, gf, df, s32, ENG_ACT_SILU };
+    eng_ffn_weights wq = { dt, E, S, gu, dn, sq, ENG_ACT_SILU, NULL },
+                    w32 = { ENG_DTYPE_F32, E, S, gf, df, s32, ENG_ACT_SILU, NULL };
     be->iface->build_sketch(be, &wq);
     be->iface->build_sketch(be, &w32);
     CHECK(memcmp(sq, s32, S * sb) == 0, "build_sketch of %s slots differs from f32's", dt_name(dt));
@@ -1123,7 +1164,7 @@ static void test_silu(eng_backend *be)
     uint16_t gu[2 * E] = { 0 }, dn[E] = { 0 };
     gu[0] = 0x3c00;     /* gate . x = x[0] */
     gu[E + 1] = 0x3c00; /* up . x = x[1] */
-    eng_ffn_weights W = { ENG_DTYPE_F16, E, 1, gu, dn, NULL, g_act };
+    eng_ffn_weights W = { ENG_DTYPE_F16, E, 1, gu, dn, NULL, g_act, NULL };
     float x[NT * E], y[NT * E], act[NT];
     memset(x, 0, sizeof(x));
     for (int t = 0; t < NT; t++) {
@@ -1169,7 +1210,8 @@ static void test_ffn_runs_one(eng_backend *be, eng_dtype dt, int E, int S, int n
             want--;
         }
     CHECK(n == n_a + n_b, "ffn_runs setup: %d slots", n);
-    eng_ffn_weights W = { dt, E, S, gu, dn, NULL, g_act }, W2 = { dt, E, n_b, gu2, dn2, NULL, g_act };
+    eng_ffn_weights W = { dt, E, S, gu, dn, NULL, g_act, NULL },
+                    W2 = { dt, E, n_b, gu2, dn2, NULL, g_act, NULL };
     float *x = make_f32(E, -1, 1), *y = make_f32(E, 0, 0), *want = make_f32(E, 0, 0);
     be->iface->ffn(be, &W, sel, n, x, want, 1, NULL);
     be->iface->ffn_runs(be, &W, n_a, &W2, n_b, x, y);
@@ -1216,14 +1258,20 @@ static void test_moe_one(eng_backend *be, eng_dtype dt, int E, int NE, int F, in
     char *dn = make_weights(eng_ffn_down_dtype(dt), ((long)NE * F + S) * E);
     float *router = make_f32((long)NE * E, -1, 1), *x = make_f32((long)n * E, -1, 1);
     float *y = make_f32((long)n * E, 0, 0), *ye = make_f32(E, 0, 0);
-    eng_ffn_weights W = { dt, E, NE * F + S, gu, dn, NULL, g_act };
+    /* gpt-oss's biases (g_bias): the slots', the router's, each
+     * expert's output's */
+    float *fb = g_bias ? make_f32(2L * (NE * F + S), -1, 1) : NULL;
+    float *rbias = g_bias ? make_f32(NE, -2, 2) : NULL;
+    float *dbias = g_bias ? make_f32((long)NE * E, -0.5f, 0.5f) : NULL;
+    eng_ffn_weights W = { dt, E, NE * F + S, gu, dn, NULL, g_act, fb };
     /* sigmoid gating comes with a bias to pick by (LFM2-MoE); a shared
      * expert of S neurons after the others, gated (Qwen2-MoE) or not */
     float *bias = sigmoid ? make_f32(NE, -0.5f, 0.5f) : NULL;
     float *sgate = gated ? make_f32(E, -0.2f, 0.2f) : NULL;
     eng_moe moe = { .router = { ENG_DTYPE_F32, NE, E, router }, .n_expert = NE, .n_used = K,
                     .n_ff_exp = F, .sigmoid = sigmoid, .bias = bias, .norm = norm,
-                    .scale = scale, .n_ff_shared = S, .shared_gate = sgate };
+                    .scale = scale, .n_ff_shared = S, .shared_gate = sgate,
+                    .router_bias = rbias, .down_bias = dbias };
     float *work = make_f32((long)eng_moe_work_floats(&moe, n, E), 0, 0);
     /* the router over an input of its own (gemma4), or x */
     float *xr = own_xr ? make_f32((long)n * E, -1, 1) : NULL;
@@ -1241,6 +1289,7 @@ static void test_moe_one(eng_backend *be, eng_dtype dt, int E, int NE, int F, in
             p[e] = 0;
             for (int j = 0; j < E; j++)
                 p[e] += (double)router[(size_t)e * E + j] * rin[(size_t)t * E + j];
+            p[e] += rbias ? rbias[e] : 0;
             mx = p[e] > mx ? p[e] : mx;
         }
         for (int e = 0; e < NE; e++)
@@ -1266,10 +1315,11 @@ static void test_moe_one(eng_backend *be, eng_dtype dt, int E, int NE, int F, in
         for (int k = 0; k < K; k++) {
             const double gk = (norm ? g[k] / gs : g[k]) * scale;
             eng_ffn_weights V = { dt, E, F, gu + (size_t)pick[k] * F * 2 * rs,
-                                  dn + (size_t)pick[k] * F * rd, NULL, g_act };
+                                  dn + (size_t)pick[k] * F * rd, NULL, g_act,
+                                  fb ? fb + 2L * pick[k] * F : NULL };
             be->iface->ffn(be, &V, NULL, F, x + (size_t)t * E, ye, 1, NULL);
             for (int j = 0; j < E; j++)
-                want[j] += gk * ye[j];
+                want[j] += gk * (ye[j] + (dbias ? dbias[(size_t)pick[k] * E + j] : 0));
         }
         if (S > 0) {
             double gd = 0;
@@ -1277,7 +1327,8 @@ static void test_moe_one(eng_backend *be, eng_dtype dt, int E, int NE, int F, in
                 gd += (double)sgate[j] * x[(size_t)t * E + j];
             const double gs = gated ? 1 / (1 + exp(-gd)) : 1;
             eng_ffn_weights V = { dt, E, S, gu + (size_t)NE * F * 2 * rs,
-                                  dn + (size_t)NE * F * rd, NULL, g_act };
+                                  dn + (size_t)NE * F * rd, NULL, g_act,
+                                  fb ? fb + 2L * NE * F : NULL };
             be->iface->ffn(be, &V, NULL, S, x + (size_t)t * E, ye, 1, NULL);
             for (int j = 0; j < E; j++)
                 want[j] += gs * ye[j];
@@ -1295,11 +1346,12 @@ static void test_moe_one(eng_backend *be, eng_dtype dt, int E, int NE, int F, in
               "moe %s: one token twice, two outputs", dt_name(dt));
     /* (x in 16 or 8 bits against quantized rows; prefill and decode both) */
     CHECK(worst < (dt == ENG_DTYPE_F32 ? 1e-5 : 2e-2),
-          "moe %s E=%d %d experts of %d picking %d, %d tokens%s, shared %d%s%s: %g off (relative)",
+          "moe %s E=%d %d experts of %d picking %d, %d tokens%s, shared %d%s%s%s: %g off "
+          "(relative)",
           dt_name(dt), E, NE, F, K, n, norm ? ", normalised" : "", S, gated ? " gated" : "",
-          xr ? ", router's own input" : "", worst);
+          xr ? ", router's own input" : "", fb ? ", gpt-oss's biases" : "", worst);
     free(gu), free(dn), free(router), free(x), free(y), free(ye), free(work), free(bias);
-    free(sgate), free(xr);
+    free(sgate), free(xr), free(fb), free(rbias), free(dbias);
 }
 
 static void test_moe(eng_backend *be, eng_dtype dt)
@@ -1324,6 +1376,14 @@ static void test_moe(eng_backend *be, eng_dtype dt)
     /* the router over another input than the experts' (gemma4) */
     test_moe_one(be, dt, 64, 8, 32, 2, 1, true, 1.0f, false, 0, false, true);
     test_moe_one(be, dt, 64, 8, 32, 3, 6, true, 1.0f, false, 0, false, true);
+    /* gpt-oss's experts: biases everywhere, its activation; decode and
+     * prefill */
+    g_bias = true;
+    g_act = ENG_ACT_SWIGLU_OAI;
+    test_moe_one(be, dt, 64, 8, 32, 2, 1, true, 1.0f, false, 0, false, false);
+    test_moe_one(be, dt, 96, 8, 33, 4, 7, true, 1.0f, false, 0, false, false);
+    g_act = ENG_ACT_SILU;
+    g_bias = false;
 }
 
 /* ---- ssm (Mamba-2) -------------------------------------------------------- */
@@ -1582,7 +1642,7 @@ static void test_ffn_pick_e(eng_backend *be, eng_dtype dt, const int E)
     void *gu = make_weights(dt, (long)S * 2 * E);
     void *dn = make_weights(eng_ffn_down_dtype(dt), (long)S * E);
     /* the expected slots follow from silu's scores */
-    eng_ffn_weights w = { dt, E, S, gu, dn, sk, ENG_ACT_SILU };
+    eng_ffn_weights w = { dt, E, S, gu, dn, sk, ENG_ACT_SILU, NULL };
     float *x = malloc(sizeof(float) * 2 * E), *y = malloc(sizeof(float) * 2 * E);
     float *want = malloc(sizeof(float) * 2 * E);
     for (int i = 0; i < E; i++) {
@@ -1695,7 +1755,7 @@ static void test_ffn_pick_random(eng_backend *be, eng_dtype dt)
             }
         void *gu = make_weights(dt, (long)S * 2 * E);
         void *dn = make_weights(eng_ffn_down_dtype(dt), (long)S * E);
-        eng_ffn_weights w = { dt, E, S, gu, dn, sk, g_act };
+        eng_ffn_weights w = { dt, E, S, gu, dn, sk, g_act, NULL };
         float *x = malloc(sizeof(float) * E), *y = malloc(sizeof(float) * E);
         float *want = malloc(sizeof(float) * E);
         double *score = malloc(sizeof(double) * S);
@@ -1757,7 +1817,7 @@ static void test_ffn_top_e(eng_backend *be, eng_dtype dt, const int E, const int
     void *dn = make_weights(eng_ffn_down_dtype(dt), (long)S * E);
     double *gd = to_double(dt, gu, (long)S * 2 * E);
     double *dd = to_double(eng_ffn_down_dtype(dt), dn, (long)S * E);
-    eng_ffn_weights w = { dt, E, S, gu, dn, NULL, g_act };
+    eng_ffn_weights w = { dt, E, S, gu, dn, NULL, g_act, NULL };
     const int n_a = S / 3 + 1, n_b = S - n_a; /* n_a odd: a pair spans both runs */
     const size_t rs = eng_ffn_row_bytes(dt, E), rd = eng_ffn_down_bytes(dt, E);
     char *gu2 = malloc((size_t)n_b * 2 * rs), *dn2 = malloc((size_t)n_b * rd);
@@ -1766,7 +1826,7 @@ static void test_ffn_top_e(eng_backend *be, eng_dtype dt, const int E, const int
         memcpy(gu2 + (size_t)j * 2 * rs, (const char *)gu + (size_t)s * 2 * rs, 2 * rs);
         memcpy(dn2 + (size_t)j * rd, (const char *)dn + (size_t)s * rd, rd);
     }
-    eng_ffn_weights w2 = { dt, E, n_b, gu2, dn2, NULL, g_act };
+    eng_ffn_weights w2 = { dt, E, n_b, gu2, dn2, NULL, g_act, NULL };
     float *y2 = malloc(sizeof(float) * E);
     float *x = malloc(sizeof(float) * E), *y = malloc(sizeof(float) * E);
     float *want = malloc(sizeof(float) * E);
@@ -2161,6 +2221,13 @@ int main(void)
             test_ffn_runs(be, ENG_DTYPE_F16);
             test_ffn_pick(be, ENG_DTYPE_F16);
             test_silu(be);
+            /* gpt-oss's experts: biases and its activation (the ffn op's
+             * own path for them, over every slot or a selection) */
+            g_act = ENG_ACT_SWIGLU_OAI;
+            g_bias = true;
+            test_ffn(be, ENG_DTYPE_F16);
+            test_ffn(be, ENG_DTYPE_Q8_0);
+            g_bias = false;
             g_act = ENG_ACT_SILU;
             test_rmsnorm(be);
             test_rope(be);

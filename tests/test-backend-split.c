@@ -433,7 +433,7 @@ static void sp_rope(eng_backend *be, float *x, int nt, int nh, int hd, int nr, i
 
 static void sp_attention(eng_backend *be, const float *q, const uint16_t *k, const uint16_t *v,
                          float *out, int nt, int pos0, int nh, int nkv, int hd, float scale,
-                         int window, float softcap)
+                         int window, float softcap, const float *sinks)
 {
     split *S = S_of(be);
     DEV(q); DEV(k); DEV(v); DEV(out);
@@ -443,10 +443,10 @@ static void sp_attention(eng_backend *be, const float *q, const uint16_t *k, con
                S->step.pos);
         r->p[0] = q, r->p[1] = k, r->p[2] = v, r->p[3] = out, r->i[0] = nt, r->pos = pos0;
         r->i[2] = nh, r->i[3] = nkv, r->i[4] = hd, r->i[5] = window, r->f[0] = scale;
-        r->f[1] = softcap;
+        r->f[1] = softcap, r->p[4] = sinks;
         return;
     }
-    CALL(attention(S->cpu, q, k, v, out, nt, pos0, nh, nkv, hd, scale, window, softcap));
+    CALL(attention(S->cpu, q, k, v, out, nt, pos0, nh, nkv, hd, scale, window, softcap, sinks));
 }
 
 static void sp_ffn(eng_backend *be, const eng_ffn_weights *w, const int32_t *sel, int n_sel,
@@ -729,7 +729,7 @@ static void run_recs(split *S, const rec *recs, int n, int pos)
             break;
         case R_ATTENTION:
             CALL(attention(S->cpu, r->p[0], r->p[1], r->p[2], (float *)r->p[3], r->i[0], pos,
-                           r->i[2], r->i[3], r->i[4], r->f[0], r->i[5], r->f[1]));
+                           r->i[2], r->i[3], r->i[4], r->f[0], r->i[5], r->f[1], r->p[4]));
             break;
         case R_FFN:
             CALL(ffn(S->cpu, &r->fw, r->p[0], r->i[0], r->p[1], (float *)r->p[2], r->i[1],

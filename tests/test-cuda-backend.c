@@ -434,8 +434,8 @@ static void test_attention(void)
         float *dq = up(q, nq * 4), *dout = up(NULL, nq * 4);
         uint16_t *dk = up(k, nkv * 2), *dv = up(v, nkv * 2);
         float scale = 1.0f / sqrtf((float)hd);
-        C->attention(cpu, q, k, v, ref, T, p0, H, Hkv, hd, scale, win, cases[ci].cap);
-        G->attention(gpu, dq, dk, dv, dout, T, p0, H, Hkv, hd, scale, win, cases[ci].cap);
+        C->attention(cpu, q, k, v, ref, T, p0, H, Hkv, hd, scale, win, cases[ci].cap, NULL);
+        G->attention(gpu, dq, dk, dv, dout, T, p0, H, Hkv, hd, scale, win, cases[ci].cap, NULL);
         down(got, dout, nq * 4);
         for (size_t i = 0; i < nq; i++)
             tol[i] = 5e-5 * (1.0 + fabs(ref[i]));
@@ -476,7 +476,7 @@ static void test_ffn(void)
             sel[n_sel / 2] = S + 4;       /* out of range: contributes nothing */
         }
         eng_ffn_weights hw = { ENG_DTYPE_F16, E, S, gu, dn, NULL,
-                               cases[ci].gelu ? ENG_ACT_GELU : ENG_ACT_SILU }, dw = hw;
+                               cases[ci].gelu ? ENG_ACT_GELU : ENG_ACT_SILU, NULL }, dw = hw;
         dw.gate_up = up(gu, (size_t)S * 2 * E * 2);
         dw.down = up(dn, (size_t)S * E * 2);
         int32_t *dsel = sel ? up(sel, (size_t)n_sel * 4) : NULL;
@@ -559,7 +559,7 @@ static void test_ffn_pick(void)
         const size_t sb = eng_sketch_slot_bytes(E);
         uint8_t *hsk = xmalloc((size_t)S * sb), *gsk = xmalloc((size_t)S * sb);
         eng_ffn_weights hw = { ENG_DTYPE_F16, E, S, gu, dn, hsk,
-                               shapes[si][3] ? ENG_ACT_GELU : ENG_ACT_SILU }, dw = hw;
+                               shapes[si][3] ? ENG_ACT_GELU : ENG_ACT_SILU, NULL }, dw = hw;
         dw.gate_up = up(gu, (size_t)S * 2 * E * 2);
         dw.down = up(dn, (size_t)S * E * 2);
         dw.sketch = up(NULL, (size_t)S * sb);
@@ -636,7 +636,7 @@ static void test_ffn_pick(void)
     /* a layer larger than any build_sketch reserved for: an error, no fault */
     cur = "ffn_pick unreserved";
     const int E = 64, S = 5000;
-    eng_ffn_weights w = { ENG_DTYPE_F16, E, S, NULL, NULL, NULL, ENG_ACT_SILU };
+    eng_ffn_weights w = { ENG_DTYPE_F16, E, S, NULL, NULL, NULL, ENG_ACT_SILU, NULL };
     w.gate_up = up(NULL, (size_t)S * 2 * E * 2);
     w.down = up(NULL, (size_t)S * E * 2);
     w.sketch = up(NULL, (size_t)S * eng_sketch_slot_bytes(E));
@@ -1014,7 +1014,7 @@ static void test_norm_ffn(void)
         float *dy = up(NULL, E * 4), *dy2 = up(NULL, E * 4);
         int32_t *dsel = up(sel, sizeof(sel));
         eng_ffn_weights fw = { ENG_DTYPE_F16, E, S, up(gu, (size_t)S * 2 * E * 2), up(dn, (size_t)S * E * 2),
-                               NULL, ENG_ACT_SILU };
+                               NULL, ENG_ACT_SILU, NULL };
         C->add(cpu, x, r, E);
         C->rmsnorm(cpu, x, nw, xn, 1, E, 1e-5f);
         G->norm_ffn(b, dx, dr, dnw, 1e-5f, dxn, &fw, dsel, n_sel, dy);
@@ -1074,7 +1074,8 @@ static void test_errors(void)
     /* f32 weights are refused, the first failure wins, later ops do nothing */
     eng_weight w32 = { ENG_DTYPE_F32, R, K, dwf };
     G->matmul(gpu, &w32, NULL, dx, dy, 1);
-    G->attention(gpu, dx, (uint16_t *)dwf, (uint16_t *)dwf, dy, 1, 0, 5, 2, 64, 1.0f, 0, 0.0f); /* bad GQA */
+    G->attention(gpu, dx, (uint16_t *)dwf, (uint16_t *)dwf, dy, 1, 0, 5, 2, 64, 1.0f, 0, 0.0f,
+                  NULL); /* bad GQA */
     G->add(gpu, dy, dy, R);
     float got[8];
     G->download(gpu, got, dy, sizeof(got));
@@ -1095,7 +1096,8 @@ static void test_errors(void)
     CHECK(got[3] == 2 * y0[3], "add after recovery: %g", got[3]);
 
     /* bad arguments inside the kernels' checks are recorded too */
-    G->attention(gpu, dx, (uint16_t *)dwf, (uint16_t *)dwf, dy, 1, 0, 5, 2, 64, 1.0f, 0, 0.0f);
+    G->attention(gpu, dx, (uint16_t *)dwf, (uint16_t *)dwf, dy, 1, 0, 5, 2, 64, 1.0f, 0, 0.0f,
+                  NULL);
     r = G->sync(gpu);
     CHECK(r == -EINVAL && strstr(G->error(gpu), "n_head"), "bad GQA: %d '%s'", r,
           G->error(gpu));

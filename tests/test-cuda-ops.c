@@ -904,7 +904,7 @@ static void test_attention(void)
             k[i] = v[i] = 0x7e00;
         float *ref = xmalloc(nq * 4), *got = xmalloc(nq * 4);
         float scale = 1.0f / sqrtf((float)hd) * 3.0f; /* sharper softmax than usual */
-        cpu->iface->attention(cpu, q, k, v, ref, T, p0, H, Hkv, hd, scale, win, cap);
+        cpu->iface->attention(cpu, q, k, v, ref, T, p0, H, Hkv, hd, scale, win, cap, NULL);
         float *dq = dev_copy(q, nq * 4), *dout = dev(nq * 4);
         uint16_t *dk = dev_copy(k, nkv * 2), *dv = dev_copy(v, nkv * 2);
         OK(si_cuda_attention(gc, dq, dk, dv, dout, T, p0, H, Hkv, hd, scale, win, cap));
@@ -1029,7 +1029,7 @@ static void test_ffn(void)
             free(used);
         }
         eng_ffn_weights w = { ENG_DTYPE_F16, E, S, gu, dn, NULL,
-                              cases[ci].gelu ? ENG_ACT_GELU : ENG_ACT_SILU };
+                              cases[ci].gelu ? ENG_ACT_GELU : ENG_ACT_SILU, NULL };
         float *ref = xmalloc((size_t)T * E * 4), *got = xmalloc((size_t)T * E * 4);
         float *aref = xmalloc((size_t)T * n_sel * 4), *agot = xmalloc((size_t)T * n_sel * 4);
         cpu->iface->ffn(cpu, &w, sel, n_sel, x, ref, T, aref);

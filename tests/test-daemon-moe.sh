@@ -2,16 +2,17 @@
 # selectinferd on a mixture-of-experts model (a synthetic Qwen3-MoE; or
 # SHAPE, whose status line about its experts is EXPERTS: tiny-qwen35moe,
 # a Qwen3.5-MoE with a shared expert and delta nets; tiny-gemma4-moe, a
-# Gemma 4 26B-A4B with a dense MLP beside them): it
+# Gemma 4 26B-A4B with a dense MLP beside them; weights of TYPE, e.g.
+# mxfp4 for tiny-gpt-oss): it
 # starts, says how many experts a token computes, answers a request, and
 # refuses with a reason what would choose neurons inside the experts (a
 # request's phi, a swap to a selective mode, which leaves the dense plan
 # serving; a selective mode at start, which fails the load).
 #
-# usage: test-daemon-moe.sh SELECTINFERD SICTL SI_SYNTH [SHAPE EXPERTS]
+# usage: test-daemon-moe.sh SELECTINFERD SICTL SI_SYNTH [SHAPE EXPERTS [TYPE]]
 set -u
 daemon=$1 sictl=$2 synth=$3 shape=${4:-tiny-qwen3moe}
-experts=${5:-"8 a layer, 2 of them per token"}
+experts=${5:-"8 a layer, 2 of them per token"} type=${6:-}
 . "$(dirname "$0")/daemon-synth.sh"
 
 start

@@ -248,6 +248,88 @@ static void build_good(const char *dir)
     unlink(path);
 }
 
+/* MXFP4 tensors (17-byte blocks of 32): a file with one, [64, 2] (68
+ * bytes, padded to 96), is refused when cut anywhere inside its data, when
+ * its rows are not whole blocks, and when its shape asks for more blocks
+ * than the data section holds (96 elements a row: 102 bytes); the
+ * messages name the type. */
+static void test_mxfp4(const char *dir)
+{
+    char path[512];
+    snprintf(path, sizeof(path), "%s/mxfp4.gguf", dir);
+    gguf_writer *w;
+    if (gguf_writer_new(&w) < 0)
+        abort();
+    uint8_t q[4 * 17];
+    for (size_t i = 0; i < sizeof(q); i++)
+        q[i] = (uint8_t)(i * 37 + 11);
+    const uint64_t ne[2] = {64, 2};
+    gguf_writer_set_str(w, "general.architecture", "gpt-oss");
+    CHECK(gguf_writer_add_tensor(w, "mx.w", GGML_TYPE_MXFP4, 2, ne, q) == 0);
+    const uint64_t ne_bad[2] = {48, 2};
+    CHECK(gguf_writer_add_tensor(w, "mx.bad", GGML_TYPE_MXFP4, 2, ne_bad, q) == -EINVAL);
+    if (gguf_writer_write(w, path) < 0)
+        abort();
+    gguf_writer_free(w);
+    FILE *fp = fopen(path, "rb");
+    fseek(fp, 0, SEEK_END);
+    const size_t n = (size_t)ftell(fp);
+    fseek(fp, 0, SEEK_SET);
+    uint8_t *b = malloc(n);
+    if (fread(b, 1, n, fp) != n)
+        abort();
+    fclose(fp);
+    unlink(path);
+
+    /* the good file, and where its tensor's data and shape lie */
+    gguf_file *f = NULL;
+    eng_error err;
+    memset(err.msg, 0, sizeof(err.msg));
+    CHECK(gguf_open_buffer(b, n, &f, &err) == 0);
+    if (!f) {
+        fprintf(stderr, "the MXFP4 file is refused: %s\n", err.msg);
+        free(b);
+        failures++;
+        return;
+    }
+    const gguf_tensor *t = gguf_find_tensor(f, "mx.w");
+    CHECK(t && t->type == GGML_TYPE_MXFP4 && t->nbytes == 68 && memcmp(t->data, q, 68) == 0);
+    const size_t data = t ? (size_t)((const uint8_t *)t->data - b) : 0;
+    gguf_close(f);
+    CHECK(data > 0 && n == data + 96);
+    const uint8_t *nm = memmem(b, data, "mx.w", 4);
+    CHECK(nm != NULL);
+    if (!nm || data == 0) {
+        free(b);
+        return;
+    }
+    const size_t ne_at = (size_t)(nm - b) + 4 + 4; /* after the name, n_dims */
+
+    CHECK(try_open(b, data + 68, &err) == 0); /* the padding after it is not needed */
+    int accepted = 0;
+    for (size_t cut = data; cut < data + 68; cut++)
+        accepted += try_open(b, cut, &err) >= 0;
+    CHECK(accepted == 0);
+    expect_bad("MXFP4 data one byte short", b, data + 67,
+               "'mx.w' data [0, +68) lies outside the data section (67 bytes)");
+
+    uint8_t *m = malloc(n);
+    memcpy(m, b, n);
+    wr64(m + ne_at, 48);
+    expect_bad("MXFP4 row of 48", m, n, "row length 48, not a multiple of the MXFP4 block size 32");
+    memcpy(m, b, n);
+    wr64(m + ne_at, 16);
+    expect_bad("MXFP4 row of 16", m, n, "MXFP4 block size 32");
+    memcpy(m, b, n);
+    wr64(m + ne_at, 96);
+    expect_bad("MXFP4 rows of 96", m, n, "'mx.w' data [0, +102) lies outside");
+    memcpy(m, b, n);
+    wr64(m + ne_at + 8, 3); /* three rows: 102 bytes */
+    expect_bad("MXFP4 three rows", m, n, "'mx.w' data [0, +102) lies outside");
+    free(m);
+    free(b);
+}
+
 int main(void)
 {
     char dir[256];
@@ -363,6 +445,8 @@ int main(void)
     free(b);
     CHECK(quiet == 0);
     CHECK(refused > 1000);
+
+    test_mxfp4(dir);
 
     /* gguf_open on paths */
     gguf_file *f = (gguf_file *)0x1;

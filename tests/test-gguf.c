@@ -2,6 +2,7 @@
  * formats: known-answer dequantization of hand-built blocks, f16/bf16
  * conversion edge cases, and quantize -> dequantize error bounds. */
 #include <errno.h>
+#include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -45,6 +46,7 @@ static void path_in_tmp(char *buf, size_t cap, const char *name)
 static const uint32_t all_types[] = {
     GGML_TYPE_F32,  GGML_TYPE_F16,  GGML_TYPE_BF16, GGML_TYPE_Q8_0, GGML_TYPE_Q4_0, GGML_TYPE_Q4_1,
     GGML_TYPE_Q5_0, GGML_TYPE_Q5_1, GGML_TYPE_Q4_K, GGML_TYPE_Q5_K, GGML_TYPE_Q6_K,
+    GGML_TYPE_MXFP4, /* 17-byte blocks: rows of odd sizes, padding after each */
 };
 #define N_TYPES (sizeof(all_types) / sizeof(all_types[0]))
 
@@ -579,6 +581,147 @@ static void test_known_blocks(void)
     CHECK(eng_quant_row(GGML_TYPE_Q8_K, out, b, 256) < 0);
 }
 
+/* ---- MXFP4 ---- */
+
+/* E2M1's eight magnitudes (OCP MX spec): codes 8..15 are the negatives of
+ * 0..7, and -0 (code 8) dequantizes to +0 as in ggml. */
+static const float e2m1[8] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f};
+
+/* What code q under scale byte e is worth: e2m1[q] * 2^(e - 127), worked
+ * out in double (exact) apart from the implementation's doubled levels and
+ * half scale; beyond FLT_MAX it overflows to infinity, as in float. */
+static float mxfp4_value(int q, int e)
+{
+    const double v = (q & 8 ? -1.0 : 1.0) * e2m1[q & 7] * ldexp(1.0, e - 127);
+    if (fabs(v) > FLT_MAX)
+        return v > 0 ? INFINITY : -INFINITY;
+    return (q & 7) == 0 ? 0.0f : (float)v;
+}
+
+/* Blocks of scale bytes 0 and 1 (whose scales 2^-128 and 2^-127 are float
+ * denormals), 2, 127, 128, 254 and 255, each with every code in both
+ * nibbles: element j the low nibble j, element j + 16 the high nibble
+ * 15 - j. One row, so the 17-byte stride is crossed too. Compared bit for
+ * bit, so that a -0 or a flushed denormal shows. */
+static void test_mxfp4_blocks(void)
+{
+    static const int es[] = {0, 1, 2, 127, 128, 254, 255};
+    enum { NB = sizeof(es) / sizeof(es[0]) };
+    uint8_t b[NB * 17];
+    float want[NB * 32], got[NB * 32];
+    uint16_t goth[NB * 32];
+    for (int k = 0; k < NB; k++) {
+        b[17 * k] = (uint8_t)es[k];
+        for (int j = 0; j < 16; j++) {
+            b[17 * k + 1 + j] = (uint8_t)(j | ((15 - j) << 4));
+            want[32 * k + j] = mxfp4_value(j, es[k]);
+            want[32 * k + j + 16] = mxfp4_value(15 - j, es[k]);
+        }
+    }
+    /* spot values written out: 0.5 and 6 times 2^-127 denormal, 2 * 2^127 inf */
+    CHECK(want[1] == 0x1p-128f && want[7] == 0x1.8p-125f && want[32 + 1] == 0x1p-127f);
+    CHECK(want[64 + 7] == 0x1.8p-123f && want[96 + 7] == 6.0f && want[128 + 16] == -12.0f);
+    CHECK(want[160 + 3] == 0x1.8p127f && want[160 + 4] == INFINITY && want[160 + 16] == -INFINITY);
+    CHECK(eng_dequant_row_f32(GGML_TYPE_MXFP4, b, got, NB * 32) == 0);
+    CHECK(eng_dequant_row_f16(GGML_TYPE_MXFP4, b, goth, NB * 32) == 0);
+    int bad = 0, badh = 0;
+    for (int i = 0; i < NB * 32; i++) {
+        if (memcmp(&got[i], &want[i], sizeof(float)) != 0 && bad++ < 5)
+            fprintf(stderr, "  MXFP4 e %d elem %d: %a, expected %a\n", es[i / 32], i % 32,
+                    (double)got[i], (double)want[i]);
+        badh += goth[i] != eng_f32_to_f16(want[i]);
+    }
+    CHECK(bad == 0);
+    CHECK(badh == 0);
+    float out[32];
+    CHECK(eng_dequant_row_f32(GGML_TYPE_MXFP4, b, out, 16) == -EINVAL);
+    CHECK(eng_dequant_row_f32(GGML_TYPE_MXFP4, b, out, 33) == -EINVAL);
+}
+
+/* eng_quant_row(MXFP4) against ggml's scale and level choice: e =
+ * floor(log2(amax)) + 125 (clamped to the byte), then per element the
+ * nearest level, the first of equals. */
+static void test_mxfp4_quant(void)
+{
+    /* hand-picked: amax 15 gives e 128, scale 1, so the levels are ggml's
+     * doubled ones, 0 1 2 3 4 6 8 12 and their negatives; ties go to the
+     * lower code, values beyond 12 clip */
+    static const struct { float x; int code; } hand[] = {
+        {15.0f, 7},  {-15.0f, 15}, {0.5f, 0},   {-0.5f, 0}, {0.75f, 1},  {2.5f, 2},
+        {-2.5f, 10}, {3.5f, 3},    {5.0f, 4},   {7.0f, 5},  {-7.0f, 13}, {10.0f, 6},
+        {10.5f, 7},  {13.0f, 7},   {-0.0f, 0},  {1e-9f, 0}, {NAN, 0},    {-9.9f, 14},
+        {1.0f, 1},   {-1.5f, 9},  {4.0f, 4},   {-4.0f, 12}, {6.0f, 5},  {8.0f, 6},
+        {-12.0f, 15}, {11.0f, 7},  {-3.0f, 11}, {2.0f, 2},  {-5.5f, 13}, {0.25f, 0},
+        {-0.75f, 9}, {9.0f, 6},
+    };
+    float x[32];
+    uint8_t q[17];
+    for (int j = 0; j < 32; j++)
+        x[j] = hand[j].x;
+    CHECK(eng_quant_row(GGML_TYPE_MXFP4, x, q, 32) == 0);
+    CHECK(q[0] == 128);
+    for (int j = 0; j < 32; j++) {
+        const int got = j < 16 ? q[1 + j] & 15 : q[1 + j - 16] >> 4;
+        if (got != hand[j].code)
+            fprintf(stderr, "  MXFP4 quant of %g: code %d, want %d\n", (double)hand[j].x, got,
+                    hand[j].code);
+        CHECK(got == hand[j].code);
+    }
+
+    /* the scale byte at the edges: just below a power of two (log2f would
+     * round up to it), the largest floats, values too small for ggml's
+     * formula (clamped to 0), and zeros */
+    static const struct { float amax; int e; } edge[] = {
+        {8.0f, 128},       {0x1.fffffep2f, 127}, {1.0f, 125},  {0x1.fffffep127f, 252},
+        {0x1p-125f, 0},    {0x1p-124f, 1},       {0x1p-130f, 0}, {0x1p-149f, 0}, {0.0f, 0},
+    };
+    for (size_t k = 0; k < sizeof(edge) / sizeof(edge[0]); k++) {
+        for (int j = 0; j < 32; j++)
+            x[j] = j == 5 ? -edge[k].amax : edge[k].amax / 4;
+        CHECK(eng_quant_row(GGML_TYPE_MXFP4, x, q, 32) == 0);
+        if (q[0] != edge[k].e)
+            fprintf(stderr, "  MXFP4 amax %a: e %d, want %d\n", (double)edge[k].amax, q[0],
+                    edge[k].e);
+        CHECK(q[0] == edge[k].e);
+    }
+
+    /* random blocks over many magnitudes: e as above from frexp, and each
+     * element's value the nearest level's (an error equal to the least
+     * over the 16 levels, in double) */
+    enum { NB = 512 };
+    static float xr[NB * 32], yr[NB * 32];
+    static uint8_t qr[NB * 17];
+    for (int i = 0; i < NB * 32; i++)
+        xr[i] = nrand() * ldexpf(1.0f, (i / 32) % 61 - 30);
+    CHECK(eng_quant_row(GGML_TYPE_MXFP4, xr, qr, NB * 32) == 0);
+    CHECK(eng_dequant_row_f32(GGML_TYPE_MXFP4, qr, yr, NB * 32) == 0);
+    int bad_e = 0, bad_v = 0;
+    for (int b = 0; b < NB; b++) {
+        /* (compares, not fmax and fmin: gcc 12 for aarch64 dies
+         * vectorizing those reductions) */
+        double amax = 0;
+        for (int j = 0; j < 32; j++)
+            if (fabs(xr[32 * b + j]) > amax)
+                amax = fabs(xr[32 * b + j]);
+        int ex;
+        frexp(amax, &ex); /* amax = m * 2^ex, m in [0.5, 1): floor(log2) = ex - 1 */
+        const int e = amax > 0 ? ex - 1 + 125 : 0;
+        bad_e += qr[17 * b] != e;
+        for (int j = 0; j < 32; j++) {
+            const double v = xr[32 * b + j];
+            double best = INFINITY;
+            for (int c = 0; c < 16; c++)
+                if (fabs(mxfp4_value(c, qr[17 * b]) - v) < best)
+                    best = fabs(mxfp4_value(c, qr[17 * b]) - v);
+            if (fabs(yr[32 * b + j] - v) != best && bad_v++ < 5)
+                fprintf(stderr, "  MXFP4 block %d elem %d: %a -> %a, not the nearest level\n", b,
+                        j, v, (double)yr[32 * b + j]);
+        }
+    }
+    CHECK(bad_e == 0);
+    CHECK(bad_v == 0);
+}
+
 /* ---- Q8_0 quantization, exactly ---- */
 
 /* The codes of eng_quant_row(Q8_0) against d = amax / 127 and lrintf
@@ -661,7 +804,7 @@ static void test_random_blocks(const char *path)
         records++;
     }
     fclose(f);
-    CHECK(records == 12); /* the formats make-quant-blocks.py writes */
+    CHECK(records == 13); /* the formats make-quant-blocks.py writes */
 }
 
 /* ---- quantize -> dequantize error bounds ---- */
@@ -676,6 +819,7 @@ static void test_quant_error(void)
         {GGML_TYPE_Q5_0, 0.06},  {GGML_TYPE_Q5_1, 0.06}, {GGML_TYPE_Q4_K, 0.12},
         {GGML_TYPE_Q5_K, 0.06},  {GGML_TYPE_Q6_K, 0.03}, {GGML_TYPE_Q2_K, 0.40},
         {GGML_TYPE_Q3_K, 0.18},  {GGML_TYPE_IQ4_NL, 0.09}, {GGML_TYPE_IQ4_XS, 0.09},
+        {GGML_TYPE_MXFP4, 0.13},
     };
     enum { N = 8192 };
     static float x[N], y[N], z[N];
@@ -733,6 +877,11 @@ static void test_traits(void)
     CHECK(ggml_type_block_elems(GGML_TYPE_Q3_K) == 256 && ggml_type_block_bytes(GGML_TYPE_Q3_K) == 110);
     CHECK(ggml_type_block_elems(GGML_TYPE_IQ4_NL) == 32 && ggml_type_block_bytes(GGML_TYPE_IQ4_NL) == 18);
     CHECK(ggml_type_block_elems(GGML_TYPE_IQ4_XS) == 256 && ggml_type_block_bytes(GGML_TYPE_IQ4_XS) == 136);
+    CHECK(ggml_type_known(39) && strcmp(ggml_type_name(39), "MXFP4") == 0);
+    CHECK(ggml_type_block_elems(GGML_TYPE_MXFP4) == 32);
+    CHECK(ggml_type_block_bytes(GGML_TYPE_MXFP4) == 17);
+    CHECK(ggml_row_bytes(GGML_TYPE_MXFP4, 2880) == 90 * 17); /* gpt-oss's rows */
+    CHECK(ggml_row_bytes(GGML_TYPE_MXFP4, 48) == 0);
     CHECK(ggml_row_bytes(GGML_TYPE_Q8_0, 64) == 68);
     CHECK(ggml_row_bytes(GGML_TYPE_Q8_0, 65) == 0);
     CHECK(ggml_row_bytes(GGML_TYPE_F32, 3) == 12);
@@ -851,6 +1000,8 @@ int main(int argc, char **argv)
     test_tensors(1);
     test_half();
     test_known_blocks();
+    test_mxfp4_blocks();
+    test_mxfp4_quant();
     test_random_blocks(argv[1]);
     test_quant_q8_exact();
     test_quant_error();

@@ -31,6 +31,8 @@
 #include "engine.h"
 #include "gguf.h"
 #include "model.h"
+#include "quants.h"
+#include "si-util.h" /* si_render_prompt */
 #include "test-util.h"
 
 static const int32_t TOKENS[] = { 5, 17, 99, 250, 300, 12, 7, 64, 128, 200, 31, 42 };
@@ -535,7 +537,7 @@ static eng_model *load_f32(const char *synth, const char *shape, char *path)
 static void last_logits(const eng_model *m, bool one_by_one, float *out);
 
 /* The last token's logits of TOKENS in one batch, a token at a time and in
- * chunks of 5, each of 320; returns the chunks' session (the caller's). */
+ * chunks of 5, each of n_vocab; returns the chunks' session (the caller's). */
 static eng_session *three_ways(eng_model *m, float *batch, float *one, float *chunk)
 {
     last_logits(m, false, batch);
@@ -544,7 +546,7 @@ static eng_session *three_ways(eng_model *m, float *batch, float *one, float *ch
     sp.n_batch = 5;
     eng_session *s;
     CHECK(eng_session_new(m, &sp, &s) == 0 && eng_session_eval(s, TOKENS, N_TOK, 0) == 0);
-    memcpy(chunk, eng_session_logits(s, -1), 320 * sizeof(float));
+    memcpy(chunk, eng_session_logits(s, -1), sizeof(float) * (size_t)m->info.n_vocab);
     return s;
 }
 
@@ -1316,6 +1318,82 @@ static void check_gemma4_moe(const char *synth)
            (unsigned long long)info.bytes_per_token);
 }
 
+/* gpt-oss: a token at a time and in chunks of 5 as in one batch (its
+ * window of 4 crossed inside chunks, its sinks on every attention path),
+ * a step's bytes (3 of 8 experts of 32), and its MXFP4 file's experts kept
+ * in Q8_0 with the file's values (layer 1's expert 5's gate row against
+ * the file's), within 0.05 of that file's logits in f32. */
+static void check_gpt_oss(const char *synth)
+{
+    char path[32];
+    eng_model *m = load_f32(synth, "tiny-gpt-oss", path);
+    unlink(path);
+    static float batch[1024], one[1024], chunk[1024], mx[1024], mx32[1024];
+    eng_session_free(three_ways(m, batch, one, chunk));
+    eng_model_info info;
+    eng_model_get_info(m, &info);
+    CHECKF(info.n_expert == 8 && info.n_expert_used == 3 && info.n_ff == 8 * 32 &&
+           info.bytes_per_token == step_bytes(m, 3 * 32), "tiny-gpt-oss: %d of %d experts, n_ff "
+           "%d, %llu bytes a step (want %llu)", info.n_expert_used, info.n_expert, info.n_ff,
+           (unsigned long long)info.bytes_per_token, (unsigned long long)step_bytes(m, 3 * 32));
+    /* the tools' prompts (si-eval's, si-profile's) open the answer's final
+     * message under its harmony format */
+    CHECK(eng_model_set_chat_template(m, "gpt-oss") == 0);
+    int32_t *toks;
+    size_t nt;
+    CHECK(si_render_prompt(m, "Be brief.", "Hi", 4096, &toks, &nt) == 0);
+    static char text[8192];
+    size_t tl = 0;
+    for (size_t i = 0; i < nt; i++) {
+        const int k = eng_token_to_piece(m, toks[i], true, text + tl, sizeof(text) - tl);
+        CHECK(k >= 0 && tl + (size_t)k < sizeof(text));
+        tl += (size_t)k;
+    }
+    free(toks);
+    static const char tail[] = "<|start|>user<|message|>Hi<|end|>"
+                               "<|start|>assistant<|channel|>final<|message|>";
+    CHECKF(tl >= sizeof(tail) - 1 && !memcmp(text + tl - (sizeof(tail) - 1), tail,
+                                             sizeof(tail) - 1),
+           "tiny-gpt-oss: a tool's prompt ends '%.*s'", (int)(tl < 80 ? tl : 80),
+           text + (tl < 80 ? 0 : tl - 80));
+    eng_model_free(m);
+    const double d_one = max_diff(batch, one, 1024), d_chunk = max_diff(batch, chunk, 1024);
+    CHECKF(d_one < 1e-3 && d_chunk < 1e-3, "tiny-gpt-oss: a token at a time %g, chunks %g from "
+           "one batch", d_one, d_chunk);
+
+    test_synth_type(synth, "tiny-gpt-oss", "mxfp4", path);
+    eng_model_params mp = eng_model_params_default();
+    mp.n_threads = 2;
+    eng_error err;
+    CHECKF(eng_model_load(path, &mp, &m, &err) == 0, "%s", err.msg);
+    eng_model_get_info(m, &info);
+    CHECK(info.ffn_dtype == ENG_DTYPE_Q8_0);
+    gguf_file *f;
+    CHECK(gguf_open(path, &f, &err) == 0);
+    const gguf_tensor *t = gguf_find_tensor(f, "blk.1.ffn_gate_exps.weight");
+    CHECK(t && t->type == GGML_TYPE_MXFP4);
+    float want[64], got[64];
+    const size_t row = ggml_row_bytes(t->type, 64);
+    CHECK(eng_dequant_row_f32(t->type, (const uint8_t *)t->data + 5 * 32 * row, want, 64) == 0);
+    const eng_layer *L = &m->layers[1];
+    CHECK(eng_dequant_row_f32(GGML_TYPE_Q8_0, (const uint8_t *)L->ffn.gate_up + 5 * 32 * 2 *
+                              eng_ffn_row_bytes(L->ffn.dtype, 64), got, 64) == 0);
+    CHECKF(memcmp(want, got, sizeof(want)) == 0, "tiny-gpt-oss: an MXFP4 row kept other values");
+    gguf_close(f);
+    last_logits(m, false, mx);
+    eng_model_free(m);
+    mp.storage = ENG_DTYPE_F32;
+    CHECKF(eng_model_load(path, &mp, &m, &err) == 0, "%s", err.msg);
+    unlink(path);
+    last_logits(m, false, mx32);
+    eng_model_free(m);
+    const double d_mx = max_diff(mx, mx32, 1024);
+    CHECKF(d_mx < 0.05, "tiny-gpt-oss: its MXFP4 file in Q8_0 %g from the same in f32", d_mx);
+    printf("tiny-gpt-oss  a token at a time %.2g, chunks of 5 %.2g from one batch; MXFP4 file "
+           "in Q8_0 %.4f from f32; %llu bytes a step\n", d_one, d_chunk, d_mx,
+           (unsigned long long)info.bytes_per_token);
+}
+
 /* qwen35's layer pattern as its flags give it (the default interval's
  * flags: its logits), and its blocks of multi-token prediction left out
  * (5 blocks, the last one such: the logits of the first 4 alone). */
@@ -1501,6 +1579,17 @@ int main(int argc, char **argv)
                  0.004);
     check_gemma4(argv[1]);
     check_gemma4_moe(argv[1]);
+    /* gpt-oss: biases on q, k, v and the output, sinks, every other layer
+     * local, NEOX RoPE under YaRN, 3 of 8 experts with biases and its
+     * activation, in f32 (0.0017 apart; sinks left out move the logits
+     * by 3.9, the output's bias 4.6, the experts' 2.0); its MXFP4 file:
+     * llama.cpp rounds the activations to 8 bits against MXFP4 (0.066
+     * apart from the file's values in f32 too) */
+    check_logits(argv[1], argv[2], "tiny-gpt-oss", "f32", NULL, "tiny-gpt-oss", 1024, 0.005,
+                 0.001);
+    check_logits(argv[1], argv[2], "tiny-gpt-oss", "mxfp4", NULL, "tiny-gpt-oss-mxfp4", 1024,
+                 0.1, 0.03);
+    check_gpt_oss(argv[1]);
     /* qwen35moe (Qwen3.5-35B-A3B's layout): the same layers, 2 of 4
      * experts (normalised) and a gated shared expert */
     check_logits(argv[1], argv[2], "tiny-qwen35moe", "f32", NULL, "tiny-qwen35moe", 320, 0.002,

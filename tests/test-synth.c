@@ -354,6 +354,27 @@ int main(int argc, char **argv)
         CHECK(t && t->type == GGML_TYPE_Q3_K && t->ne[0] == 512);
         gguf_close(f);
     }
+    /* mxfp4 is llama-quantize's MXFP4_MOE (file type 38): the experts'
+     * tensors MXFP4, the other matrices Q8_0 (the shared expert's too, but
+     * its 48-long down rows, which fall back to F16) */
+    CHECK(run("--shape tiny-qwen2moe --type mxfp4", "tk.gguf") == 0);
+    f = open_out("tk.gguf");
+    if (f) {
+        uint32_t ft = 0;
+        const gguf_tensor *g = gguf_find_tensor(f, "blk.0.ffn_gate_exps.weight");
+        const gguf_tensor *d = gguf_find_tensor(f, "blk.1.ffn_down_exps.weight");
+        const gguf_tensor *s = gguf_find_tensor(f, "blk.0.ffn_up_shexp.weight");
+        const gguf_tensor *ds = gguf_find_tensor(f, "blk.0.ffn_down_shexp.weight");
+        const gguf_tensor *q = gguf_find_tensor(f, "blk.0.attn_q.weight");
+        const gguf_tensor *e = gguf_find_tensor(f, "token_embd.weight");
+        const gguf_tensor *o = gguf_find_tensor(f, "output.weight");
+        CHECK(gguf_get_u32(f, "general.file_type", &ft) == 0 && ft == 38);
+        CHECK(g && g->type == GGML_TYPE_MXFP4 && g->n_dims == 3 && d && d->type == GGML_TYPE_MXFP4);
+        CHECK(s && s->type == GGML_TYPE_Q8_0 && ds && ds->type == GGML_TYPE_F16);
+        CHECK(q && q->type == GGML_TYPE_Q8_0 && e && e->type == GGML_TYPE_Q8_0 && o &&
+              o->type == GGML_TYPE_Q8_0);
+        gguf_close(f);
+    }
 
     /* the 135M shape, one layer (full vocabulary) */
     CHECK(run("--shape smollm2-135m --layers 1 --type q4_1 --embd-type q8_0", "sm.gguf") == 0);

@@ -321,7 +321,7 @@ static double bench_ffn(eng_backend *be, eng_dtype dt, int E, int S, double frac
     }
     if (sorted)
         qsort(sel, (size_t)n_sel, sizeof(int32_t), cmp_i32);
-    eng_ffn_weights W = { dt, E, S, gu, dn, NULL, ENG_ACT_SILU };
+    eng_ffn_weights W = { dt, E, S, gu, dn, NULL, ENG_ACT_SILU, NULL };
     const int32_t *sp = frac >= 1.0 ? NULL : sel;
     long iters = -copies; /* the first round warms up */
     double t0 = 0, t = 0;
@@ -381,11 +381,11 @@ static double bench_attention(eng_backend *be, int H, int Hkv, int hd, int n_kv,
             if (q8)
                 be->iface->attention_q8(be, q, (const eng_q8_block *)(k + i * step),
                                         (const eng_q8_block *)(v + i * step), out, 1, n_kv - 1,
-                                        H, Hkv, hd, 0.125f, 0, 0.0f);
+                                        H, Hkv, hd, 0.125f, 0, 0.0f, NULL);
             else
                 be->iface->attention(be, q, (const uint16_t *)(k + i * step),
                                      (const uint16_t *)(v + i * step), out, 1, n_kv - 1, H, Hkv,
-                                     hd, 0.125f, 0, 0.0f);
+                                     hd, 0.125f, 0, 0.0f, NULL);
         }
         t = iters > 0 ? now_s() - t0 : 0;
     } while (t < secs);

@@ -69,6 +69,9 @@ static const struct {
     /* gemma4 26B-A4B's layout: experts beside a dense MLP (shared_ff) */
     {"tiny-gemma4-moe", 8, 2, 0, 0, 48},
     {"tiny-ernie4_5-moe", 8, 2, 1, 96, 48},
+    {"tiny-gpt-oss", 8, 3, 0, 0, 0},
+    {"gpt-oss-20b", 32, 4, 0, 0, 0},
+    {"gpt-oss-120b", 128, 4, 0, 0, 0},
     {"ernie-4.5-21b-a3b", 64, 6, 1, 12288, 3072},
     {"qwen3-30b-a3b", 128, 8, 0, 0, 0},
     {"lfm2-8b-a1b", 32, 4, 2, 7168, 0},
@@ -190,6 +193,14 @@ static const shape shapes[] = {
      * gate and up rows in one ffn_up; its pre-tokenizer, no BOS */
     {"tiny-glm4", "glm4", "glm4", "Synthetic Tiny GLM4", 3, 64, 192, 4, 2, 1024, 8192, 10000.0f,
      1e-5f, true, false, false, VOCAB_LLAMA3, 0, 0, false, false, 0, 0.0f, {0, 0}, 0, 8},
+    /* gpt-oss: biases on q, k, v and the output, a sink logit per head,
+     * every other layer local (a window of 4 here, 128 there), NEOX RoPE
+     * under YaRN (factor 32 of 4096, written below), heads wider than
+     * n_embd / n_head (gpt-oss-20b: 64 of 64 on 2880), 3 of 8 experts
+     * with biases (expert_shapes), an output matrix of its own */
+    {"tiny-gpt-oss", "gpt-oss", "gpt-4o", "Synthetic Tiny GPT-OSS", 4, 64, 32, 4, 2, 1024, 4096,
+     150000.0f, 1e-5f, true, false, false, VOCAB_LLAMA3, 0, 32, false, false, 4, 0.0f, {0, 0}, 0,
+     0},
     /* smollm3: llama's layers, the fourth without RoPE (NoPE), five so
      * that layers on both sides of it rotate */
     {"tiny-smollm3", "smollm3", "llama-bpe", "Synthetic Tiny SmolLM3", 5, 64, 192, 4, 2, 1024, 8192,
@@ -385,6 +396,13 @@ static const shape shapes[] = {
      20, 4, 103424, 131072, 500000.0f, 1e-5f, false, false, true, VOCAB_SMOL, 3, 128, false,
      false, 0, 0.0f, {0, 0}, 0, 0},
     /* GLM-4-9B-0414's (heads of 128, half rotating; q/k/v biases) */
+    /* gpt-oss-20b's and 120b's published configs */
+    {"gpt-oss-20b", "gpt-oss", "gpt-4o", "Synthetic GPT-OSS 20B", 24, 2880, 2880, 64, 8, 201088,
+     131072, 150000.0f, 1e-5f, true, false, false, VOCAB_LLAMA3, 0, 64, false, false, 128, 0.0f,
+     {0, 0}, 0, 0},
+    {"gpt-oss-120b", "gpt-oss", "gpt-4o", "Synthetic GPT-OSS 120B", 36, 2880, 2880, 64, 8, 201088,
+     131072, 150000.0f, 1e-5f, true, false, false, VOCAB_LLAMA3, 0, 64, false, false, 128, 0.0f,
+     {0, 0}, 0, 0},
     {"glm-4-9b", "glm4", "glm4", "Synthetic GLM-4 9B", 40, 4096, 13696, 32, 2, 151552, 32768,
      10000.0f, 1e-5f, true, false, false, VOCAB_LLAMA3, 0, 128, false, false, 0, 0.0f, {0, 0}, 0,
      64},
@@ -789,7 +807,8 @@ typedef struct tdesc {
     uint32_t n_dims;
     uint64_t ne[3];
     enum { INIT_RANDOM, INIT_ONES, INIT_BIAS, INIT_ROPE, INIT_NORM, INIT_ROPE_LONG, INIT_ROPE_SHORT,
-           INIT_SSM_A, INIT_SSM_DT, INIT_ROPE_PROP, INIT_SCALE, INIT_QNORM, INIT_RSCALE } init;
+           INIT_SSM_A, INIT_SSM_DT, INIT_ROPE_PROP, INIT_SCALE, INIT_QNORM, INIT_RSCALE,
+           INIT_OSS_BIAS, INIT_SINK } init;
 } tdesc;
 
 static const struct {
@@ -802,12 +821,18 @@ static const struct {
     {"q5_0", GGML_TYPE_Q5_0, 8}, {"q5_1", GGML_TYPE_Q5_1, 9}, {"q4_k", GGML_TYPE_Q4_K, 15},
     {"q5_k", GGML_TYPE_Q5_K, 17}, {"q6_k", GGML_TYPE_Q6_K, 18}, {"q2_k", GGML_TYPE_Q2_K, 10},
     {"q3_k", GGML_TYPE_Q3_K, 11}, {"iq4_nl", GGML_TYPE_IQ4_NL, 25}, {"iq4_xs", GGML_TYPE_IQ4_XS, 30},
+    {"mxfp4", GGML_TYPE_MXFP4, 38}, /* LLAMA_FTYPE_MOSTLY_MXFP4_MOE: see matrix_type */
 };
 
-/* The type a matrix of row length ne0 gets: K types fall back as
- * llama-quantize does when rows are not a multiple of 256, then F16. */
-static uint32_t matrix_type(uint32_t want, uint64_t ne0)
+/* The type the matrix name of row length ne0 gets: MXFP4 only for the
+ * experts' (llama-quantize's MXFP4_MOE, gpt-oss's files, gives the 3-D
+ * tensors, here the *_exps ones, MXFP4 and every other matrix Q8_0); K
+ * types fall back as llama-quantize does when rows are not a multiple of
+ * 256, then F16. */
+static uint32_t matrix_type(uint32_t want, const char *name, uint64_t ne0)
 {
+    if (want == GGML_TYPE_MXFP4 && !strstr(name, "_exps"))
+        want = GGML_TYPE_Q8_0;
     if (ne0 % ggml_type_block_elems(want) == 0)
         return want;
     switch (want) {
@@ -831,7 +856,7 @@ static void push(tdesc *t, size_t *n, const char *name, uint32_t type, uint32_t 
     d->ne[0] = ne0;
     d->ne[1] = ne1;
     d->ne[2] = 1;
-    d->type = n_dims == 1 ? GGML_TYPE_F32 : matrix_type(type, ne0);
+    d->type = n_dims == 1 ? GGML_TYPE_F32 : matrix_type(type, name, ne0);
     d->init = init;
 }
 
@@ -1189,7 +1214,8 @@ int main(int argc, char **argv)
     /* (gemma4: it is the dense MLP's beside the experts) */
     const bool g4moe = g4 >= 0 && n_expert;
     const bool ernie = !strcmp(arch, "ernie4_5-moe");
-    const bool own_ff = q3moe || !strcmp(arch, "lfm2moe") || g4moe || ernie;
+    const bool oss = !strcmp(arch, "gpt-oss");
+    const bool own_ff = q3moe || !strcmp(arch, "lfm2moe") || g4moe || ernie || oss;
     const uint32_t ff = dense_lead ? (uint32_t)dense_ff
                         : g4moe    ? (uint32_t)shared_ff
                                    : (uint32_t)sh->n_ff * (q3moe ? 3 : 1);
@@ -1284,6 +1310,11 @@ int main(int argc, char **argv)
         CHECK(gguf_writer_set_arr_i32(w, KEY("rope.dimension_sections"), arch[4] == '2' ? q2 : q3, 4));
         if (arch[4] == '3')
             CHECK(gguf_writer_set_u32(w, KEY("n_deepstack_layers"), 1));
+    }
+    if (oss) { /* as gpt-oss's files */
+        CHECK(gguf_writer_set_str(w, KEY("rope.scaling.type"), "yarn"));
+        CHECK(gguf_writer_set_f32(w, KEY("rope.scaling.factor"), 32.0f));
+        CHECK(gguf_writer_set_u32(w, KEY("rope.scaling.original_context_length"), 4096));
     }
     if (!strcmp(arch, "mistral3")) { /* Ministral 3 3B's, but its original context 16384 */
         CHECK(gguf_writer_set_str(w, KEY("rope.scaling.type"), "yarn"));
@@ -1515,6 +1546,16 @@ int main(int argc, char **argv)
                 snprintf(n, sizeof(n), "blk.%d.exp_probs_b.bias", l);
                 push(td, &nt, n, GGML_TYPE_F32, 1, NE, 1, INIT_RANDOM);
             }
+            if (oss) { /* gpt-oss: the router's bias, the experts' (f32 [F, NE], [E, NE]) */
+                snprintf(n, sizeof(n), "blk.%d.ffn_gate_inp.bias", l);
+                push(td, &nt, n, GGML_TYPE_F32, 1, NE, 1, INIT_OSS_BIAS);
+                static const char *const eb[3] = { "down", "gate", "up" };
+                for (int b = 0; b < 3; b++) {
+                    snprintf(n, sizeof(n), "blk.%d.ffn_%s_exps.bias", l, eb[b]);
+                    push(td, &nt, n, GGML_TYPE_F32, 2, b ? F : E, NE, INIT_OSS_BIAS);
+                    td[nt - 1].type = GGML_TYPE_F32;
+                }
+            }
             snprintf(n, sizeof(n), "blk.%d.ffn_down_exps.weight", l);
             push3(td, &nt, n, wtype, F, E, NE);
             snprintf(n, sizeof(n), "blk.%d.ffn_gate_exps.weight", l);
@@ -1538,9 +1579,9 @@ int main(int argc, char **argv)
             T("ffn_gate.weight", 2, E, FD, INIT_RANDOM);
             T("ffn_up.weight", 2, E, FD, INIT_RANDOM);
         }
-        if (!post_only) /* (qwen35's under the name llama.cpp gives it) */
-            T(q35 ? "post_attention_norm.weight" : "ffn_norm.weight", 1, E, 1,
-              gemma || q35 ? INIT_NORM : INIT_ONES);
+        if (!post_only) /* (qwen35's and gpt-oss's under the name llama.cpp gives it) */
+            T(q35 || oss ? "post_attention_norm.weight" : "ffn_norm.weight", 1, E, 1,
+              gemma || q35 || oss ? INIT_NORM : INIT_ONES);
         if (q35 && !hybrid_attention(l, ssm_shapes[ssm].attn_every, ssm_shapes[ssm].attn_at)) {
             /* a gated delta net: A (-exp(A_log)), the taps, dt's bias and
              * the norm in f32, as converted */
@@ -1597,18 +1638,22 @@ int main(int argc, char **argv)
             T("post_ffw_norm.weight", 1, E, 1, INIT_NORM);
         }
         if (sh->qkv_bias)
-            T("attn_k.bias", 1, KV, 1, INIT_BIAS);
+            T("attn_k.bias", 1, KV, 1, oss ? INIT_OSS_BIAS : INIT_BIAS);
         if (sh->qk_norm)
             T("attn_k_norm.weight", 1, (uint64_t)head_dim, 1, INIT_NORM);
         T("attn_k.weight", 2, E, KV, INIT_RANDOM);
         T("attn_output.weight", 2, Q, E, INIT_RANDOM);
+        if (oss) { /* gpt-oss: the output's bias, each head's sink */
+            T("attn_output.bias", 1, E, 1, INIT_OSS_BIAS);
+            T("attn_sinks.weight", 1, (uint64_t)sh->n_head, 1, INIT_SINK);
+        }
         if (sh->qkv_bias)
-            T("attn_q.bias", 1, Q, 1, INIT_BIAS);
+            T("attn_q.bias", 1, Q, 1, oss ? INIT_OSS_BIAS : INIT_BIAS);
         if (sh->qk_norm)
             T("attn_q_norm.weight", 1, (uint64_t)head_dim, 1, INIT_NORM);
         T("attn_q.weight", 2, E, q35 ? 2 * Q : Q, INIT_RANDOM); /* (qwen35: and a gate) */
         if (sh->qkv_bias)
-            T("attn_v.bias", 1, KV, 1, INIT_BIAS);
+            T("attn_v.bias", 1, KV, 1, oss ? INIT_OSS_BIAS : INIT_BIAS);
         T("attn_v.weight", 2, E, KV, INIT_RANDOM);
 #undef T
     }
@@ -1671,6 +1716,11 @@ int main(int argc, char **argv)
                 case INIT_RSCALE:
                     row[j] = (1.0f + 0.25f * rand_normal(&s)) * sqrtf((float)t->ne[0]);
                     break;
+                /* (gpt-oss's biases, as large as the products beside them,
+                 * so that one left out shows; its sinks about the scores'
+                 * size, so that they take part of the softmax, not all) */
+                case INIT_OSS_BIAS: row[j] = 0.5f * rand_normal(&s); break;
+                case INIT_SINK: row[j] = 1.0f + rand_normal(&s); break;
                 }
             }
             CHECK(eng_quant_row(t->type, row, qrow, (size_t)t->ne[0]));

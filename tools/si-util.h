@@ -105,11 +105,19 @@ static inline int si_render_prompt(const eng_model *m, const char *system, const
                            ret_n);
     if (len < 0)
         return len;
-    char *text = malloc((size_t)len + 1);
+    /* gpt-oss: the answer's final message opened, so that a reference is
+     * scored (and an answer generated) in its format, not as the analysis
+     * that would come first */
+    static const char oss_final[] = "<|channel|>final<|message|>";
+    const size_t extra = eng_model_chat_template(m) == ENG_CHAT_GPT_OSS ? sizeof(oss_final) - 1
+                                                                         : 0;
+    char *text = malloc((size_t)len + extra + 1);
     if (!text)
         return -ENOMEM;
     eng_chat_apply(m, msgs, nm, true, text, (size_t)len + 1);
-    int r = si_tokenize(m, text, (size_t)len, ENG_TOK_ADD_SPECIAL | ENG_TOK_PARSE_SPECIAL,
+    if (extra)
+        memcpy(text + len, oss_final, extra + 1);
+    int r = si_tokenize(m, text, (size_t)len + extra, ENG_TOK_ADD_SPECIAL | ENG_TOK_PARSE_SPECIAL,
                         max_tokens, ret_toks, ret_n);
     free(text);
     return r;

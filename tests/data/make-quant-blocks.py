@@ -25,6 +25,7 @@ FORMATS = [
     (T.Q8_0, 34, [0]), (T.Q2_K, 84, [80, 82]), (T.Q3_K, 110, [108]),
     (T.Q4_K, 144, [0, 2]), (T.Q5_K, 176, [0, 2]), (T.Q6_K, 210, [208]),
     (T.IQ4_NL, 18, [0]), (T.IQ4_XS, 136, [0]),
+    (T.MXFP4, 17, []),  # its scale is a byte (E8M0): every value of it is a power of two
 ]
 N_BLOCKS = 4
 
