@@ -33,6 +33,7 @@ static const char *dtype_name(eng_dtype dt)
            : dt == ENG_DTYPE_Q5_K ? "q5_k"
            : dt == ENG_DTYPE_Q4_1 ? "q4_1"
            : dt == ENG_DTYPE_Q4_0 ? "q4_0"
+           : dt == ENG_DTYPE_MXFP4 ? "mxfp4"
            : dt == ENG_DTYPE_F32  ? "f32"
                                   : "f16";
 }

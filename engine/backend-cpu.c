@@ -286,6 +286,13 @@ typedef struct kernels {
                          const float *bias, float *y, long r0, long r1);
     void (*gemv_q40_x16)(const eng_q40_block *w, long cols, const x16_row *x, const float *xs,
                          const float *bias, float *y, long r0, long r1);
+    /* gemv over rows of cols / 32 MXFP4 blocks (every set); where a set
+     * has it (else NULL), the same against x16_prep's form (x16_prep, or
+     * x16_prep_q4 where a set has only that: the same rounding) */
+    void (*gemv_mxfp4)(const eng_mxfp4_block *w, long cols, const float *x, const float *bias,
+                       float *y, long r0, long r1);
+    void (*gemv_mxfp4_x16)(const eng_mxfp4_block *w, long cols, const x16_row *x,
+                           const float *bias, float *y, long r0, long r1);
     /* dst[i][0..n) = f32(src[i][0..n)), rows of stride lds into stride ldd. */
     void (*cvt_rows)(const uint16_t *const *src, int nrows, long n, float *dst, long ldd);
     /* out[r][t] = w[r] . x[t] over n, 4 rows x 3 tokens. */
@@ -297,6 +304,9 @@ typedef struct kernels {
      * out[t][r] = sum_k P[k][r] x[t][k] for 6 tokens, the sum over k in
      * order. */
     void (*pack32)(const void *const *w, bool f16, int nr, long n, float *P);
+    /* pack32 of rows of MXFP4 blocks (n a multiple of 32; the sets with
+     * mm6x32) */
+    void (*pack32_mxfp4)(const eng_mxfp4_block *const *w, int nr, long n, float *P);
     /* pack32 of rows of Q8_0, Q4_1 and Q4_0 blocks (n a multiple of 32), of
      * Q4_K, Q5_K and Q6_K blocks (n a multiple of 256) */
     void (*pack32_q8)(const eng_q8_block *const *w, int nr, long n, float *P);
@@ -669,6 +679,26 @@ static void s_gemv_q40(const eng_q40_block *w, long cols, const float *x, const 
         y[r] = s_dot_q40(w + (size_t)r * nb, x, xs, nb) + (bias ? bias[r] : 0.0f);
 }
 
+/* A row of nb MXFP4 blocks times x: each block's codes' levels times x
+ * summed, then scaled by 2^(e - 128). */
+static void s_gemv_mxfp4(const eng_mxfp4_block *w, long cols, const float *x, const float *bias,
+                         float *y, long r0, long r1)
+{
+    const long nb = cols / 32;
+    for (long r = r0; r < r1; r++) {
+        const eng_mxfp4_block *b = w + (size_t)r * nb;
+        float sum = 0.0f;
+        for (long i = 0; i < nb; i++) {
+            float s = 0.0f;
+            for (int j = 0; j < 16; j++)
+                s += (float)eng_mxfp4_levels[b[i].qs[j] & 15] * x[32 * i + j] +
+                     (float)eng_mxfp4_levels[b[i].qs[j] >> 4] * x[32 * i + j + 16];
+            sum += eng_e8m0_half(b[i].e) * s;
+        }
+        y[r] = sum + (bias ? bias[r] : 0.0f);
+    }
+}
+
 /* An FFN row (f16, f32, Q8_0, Q4_K, Q5_K, Q4_1 or Q4_0; xs = x_sums32(x))
  * times x over n. */
 static float s_dot_row(const void *w, eng_dtype dt, const float *x, const float *xs, long n)
@@ -972,6 +1002,7 @@ static void s_dot2_q4q8(const uint8_t *w, const q8_row *x, long nb, float out[2]
 }
 
 static const kernels kern_scalar = {
+    .gemv_mxfp4 = s_gemv_mxfp4,
     .gemv_q41 = s_gemv_q41,
     .gemv_q40 = s_gemv_q40,
     .gemv_q4k = s_gemv_q4k,
@@ -2036,6 +2067,50 @@ VALWAYS void dot4_q8x16(const void *r0, const void *r1, const void *r2, const vo
     _mm_storeu_ps(out, hsum4x8(acc[0], acc[1], acc[2], acc[3]));
 }
 
+/* Four MXFP4 rows against x~ (v_x16_prep), as dot4_q8x16: a block's
+ * codes become their levels (a byte shuffle of the table), 32 products
+ * in eight int32 lanes, scaled by 2^(e - 128) * d_x. */
+VALWAYS void dot4_mxfp4x16(const void *r0, const void *r1, const void *r2, const void *r3,
+                           const x16_row *x, long n, float out[4], const char *const *pf)
+{
+    const eng_mxfp4_block *const b[4] = { r0, r1, r2, r3 };
+    const __m128i lut = _mm_loadu_si128((const __m128i *)eng_mxfp4_levels);
+    const __m128i m4 = _mm_set1_epi8(0x0f);
+    __m256 acc[4] = { _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),
+                      _mm256_setzero_ps() };
+    for (long i = 0; i < n / 32; i++) {
+        if (pf)
+            for (int j = 0; j < 4; j++)
+                _mm_prefetch(pf[j] + i * sizeof(eng_mxfp4_block), _MM_HINT_T0);
+        const __m256i xa = _mm256_loadu_si256((const __m256i *)(x->q + 32 * i));
+        const __m256i xb = _mm256_loadu_si256((const __m256i *)(x->q + 32 * i + 16));
+        for (int j = 0; j < 4; j++) {
+            const eng_mxfp4_block *bb = b[j] + i;
+            const __m128i q = _mm_loadu_si128((const __m128i *)bb->qs);
+            const __m256i qa = _mm256_cvtepi8_epi16(_mm_shuffle_epi8(lut, _mm_and_si128(q, m4)));
+            const __m256i qb = _mm256_cvtepi8_epi16(
+                _mm_shuffle_epi8(lut, _mm_and_si128(_mm_srli_epi16(q, 4), m4)));
+            const __m256i p =
+                _mm256_add_epi32(_mm256_madd_epi16(qa, xa), _mm256_madd_epi16(qb, xb));
+            acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p),
+                                     _mm256_set1_ps(eng_e8m0_half(bb->e) * x->d[i]), acc[j]);
+        }
+    }
+    _mm_storeu_ps(out, hsum4x8(acc[0], acc[1], acc[2], acc[3]));
+}
+
+TGT static void v_gemv_mxfp4_x16(const eng_mxfp4_block *w, long cols, const x16_row *x,
+                                 const float *bias, float *y, long r0, long r1)
+{
+    GEMV_BLOCKS_BODY(eng_mxfp4_block, 32, dot4_mxfp4x16, x)
+    for (long r = r0 + 4 * q; r < r1; r++) {
+        const eng_mxfp4_block *row = w + (size_t)r * nb;
+        float o[4];
+        dot4_mxfp4x16(row, row, row, row, x, cols, o, NULL);
+        y[r] = o[0] + (bias ? bias[r] : 0.0f);
+    }
+}
+
 /* The rows left over go one at a time through the same kernel (a row four
  * times), so every row is summed the same way. */
 TGT static void v_gemv_q8_x16(const eng_q8_block *w, long cols, const x16_row *x,
@@ -2805,7 +2880,8 @@ TGT static void v_to_f32(const uint16_t *src, float *dst, long n)
     .gemv = v_gemv, .cvt_rows = v_cvt_rows, .dot4x3 = v_dot4x3, .dot4x3_h = v_dot4x3_h,      \
     .scores4_h = v_scores4_h, .pv4_h = v_pv4_h, .scores4_q8 = v_scores4_q8, .pv4_q8 = v_pv4_q8, \
     .scale = v_scale, .add = v_add, .to_f16 = v_to_f16, \
-    .to_f32 = v_to_f32, .dq_row = v_dq_row
+    .to_f32 = v_to_f32, .dq_row = v_dq_row, .gemv_mxfp4 = s_gemv_mxfp4,                     \
+    .gemv_mxfp4_x16 = v_gemv_mxfp4_x16
 
 static const kernels kern_avx2 = {
     .name = "avx2",
@@ -2978,6 +3054,25 @@ VALWAYS512 __m512 q8_row16(const eng_q8_block *row, long k)
 TGT512 static void v512_pack32_q8(const eng_q8_block *const *w, int nr, long n, float *P)
 {
     PACK16_BODY(PACK_Q8_ROW, PACK_NO_TAIL)
+}
+
+/* MXFP4: level * 2^(e - 128), exact; a run of 16 is a block's low (k %
+ * 32 = 0) or high nibbles */
+VALWAYS512 __m512 mxfp4_row16(const eng_mxfp4_block *row, long k)
+{
+    const eng_mxfp4_block *b = row + k / 32;
+    const __m128i q = _mm_loadu_si128((const __m128i *)b->qs);
+    const __m128i c = _mm_and_si128(k % 32 ? _mm_srli_epi16(q, 4) : q, _mm_set1_epi8(0x0f));
+    const __m128i v = _mm_shuffle_epi8(_mm_loadu_si128((const __m128i *)eng_mxfp4_levels), c);
+    return _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(v)),
+                         _mm512_set1_ps(eng_e8m0_half(b->e)));
+}
+
+#define PACK_MXFP4_ROW(i, k) mxfp4_row16(w[i], k)
+
+TGT512 static void v512_pack32_mxfp4(const eng_mxfp4_block *const *w, int nr, long n, float *P)
+{
+    PACK16_BODY(PACK_MXFP4_ROW, PACK_NO_TAIL)
 }
 
 /* dot4_q8 on 512-bit registers: a block's 32 codes are two registers
@@ -3801,6 +3896,7 @@ static const kernels kern_avx512 = {
     .dot2_q4q8 = v512_dot2_q4q8,
     .q8_groups = true,
     .pack32 = v512_pack32,
+    .pack32_mxfp4 = v512_pack32_mxfp4,
     .pack32_q8 = v512_pack32_q8,
     .pack32_q4k = v512_pack32_q4k,
     .pack32_q6k = v512_pack32_q6k,
@@ -4894,6 +4990,7 @@ static void n_to_f32(const uint16_t *src, float *dst, long n)
 
 static const kernels kern_neon = {
     .name = "neon",
+    .gemv_mxfp4 = s_gemv_mxfp4, /* (no NEON kernel yet) */
     .gemv = n_gemv,
     .gemv_q8 = n_gemv_q8,
     .gemv_q4k = n_gemv_q4k,
@@ -5039,6 +5136,10 @@ static void mm_decode_task(void *p, int ith, int nth)
         a->c->k->gemv_q40(a->w->data, a->w->cols, a->x, a->xs, a->bias, a->y, b, e);
     else if (b < e && a->w->dtype == ENG_DTYPE_Q8_0 && a->x16)
         a->c->k->gemv_q8_x16(a->w->data, a->w->cols, a->x16, a->bias, a->y, b, e);
+    else if (b < e && a->w->dtype == ENG_DTYPE_MXFP4 && a->x16)
+        a->c->k->gemv_mxfp4_x16(a->w->data, a->w->cols, a->x16, a->bias, a->y, b, e);
+    else if (b < e && a->w->dtype == ENG_DTYPE_MXFP4)
+        a->c->k->gemv_mxfp4(a->w->data, a->w->cols, a->x, a->bias, a->y, b, e);
     else if (b < e && a->w->dtype == ENG_DTYPE_Q8_0)
         a->c->k->gemv_q8(a->w->data, a->w->cols, a->x, a->bias, a->y, b, e);
     else if (b < e)
@@ -5091,6 +5192,12 @@ static void mm_packed_task(void *p, int ith, int nth)
                 for (int i = 0; i < nr; i++)
                     src[i] = (const eng_q8_block *)w->data + (size_t)(r0 + i) * (K / 32) + k0 / 32;
                 k->pack32_q8(src, nr, kc, P);
+            } else if (w->dtype == ENG_DTYPE_MXFP4) {
+                const eng_mxfp4_block *src[PACK_ROWS];
+                for (int i = 0; i < nr; i++)
+                    src[i] = (const eng_mxfp4_block *)w->data + (size_t)(r0 + i) * (K / 32) +
+                             k0 / 32;
+                k->pack32_mxfp4(src, nr, kc, P);
             } else if (w->dtype == ENG_DTYPE_Q4_1) {
                 const eng_q41_block *src[PACK_ROWS];
                 for (int i = 0; i < nr; i++)
@@ -5329,6 +5436,8 @@ static bool q4x_rows(eng_dtype dt)
  * (x16_prep_q4) where the set has them; NULL: the f32 path. */
 static x16_prep_fn *x16_prep_for(const kernels *k, eng_dtype dt)
 {
+    if (dt == ENG_DTYPE_MXFP4) /* (x16_prep's rounding, under either name) */
+        return !k->gemv_mxfp4_x16 ? NULL : k->x16_prep ? k->x16_prep : k->x16_prep_q4;
     return dt == ENG_DTYPE_Q8_0 ? k->x16_prep : q4x_rows(dt) ? k->x16_prep_q4 : NULL;
 }
 
@@ -5421,8 +5530,8 @@ static void op_matmul(eng_backend *be, const eng_weight *w, const float *bias, c
         run(c, mm_decode_task, &a, work >= 16384);
     else if (u8_matrix(c, w))
         mm_u8(c, &a, 1);
-    else if (c->k->mm6x32) /* (and a row too wide for its sums) */
-        run(c, mm_packed_task, &a, work >= 16384);
+    else if (c->k->mm6x32 && (w->dtype != ENG_DTYPE_MXFP4 || c->k->pack32_mxfp4))
+        run(c, mm_packed_task, &a, work >= 16384); /* (and a row too wide for its sums) */
     else
         run(c, mm_prefill_task, &a, work >= 16384);
 }
@@ -6440,10 +6549,11 @@ static inline float biased_act(const eng_ffn_weights *w, long s, float g, float 
 static void op_matmul(eng_backend *be, const eng_weight *w, const float *bias, const float *x,
                       float *y, int n_tokens);
 
-/* An FFN with biases or gpt-oss's activation (its experts), which the
- * fused kernels do not take: gate and up as a matmul whose rows are the
- * slots' gate and up rows (every slot, or with sel a matmul of each), the
- * activation here, then op_ffn's down phase. g [nt][2 n_sel] and A [nt]
+/* An FFN with biases, gpt-oss's activation or MXFP4 rows (its experts),
+ * which the fused kernels do not take: gate and up as a matmul whose rows
+ * are the slots' gate and up rows (every slot, or with sel a matmul of
+ * each), the activation here, then op_ffn's down phase, or for MXFP4 a
+ * matmul by W_down's rows (every slot only). g [nt][2 n_sel] and A [nt]
  * [n_sel] of a chunk of tokens in abuf's lower half (a decode matmul's
  * prep takes the upper). */
 static void ffn_biased(cpu_ctx *c, ffn_run *r)
@@ -6452,7 +6562,10 @@ static void ffn_biased(cpu_ctx *c, ffn_run *r)
     const long E = w->n_embd, n = r->a.n_sel, n_tokens = r->a.n_tokens;
     const size_t rb = eng_ffn_row_bytes(w->dtype, E);
     const long chunk = ABUF_FLOATS / 2 / (3 * n);
-    if (chunk < 1) { /* (over 174762 slots: no FFN is) */
+    const bool down_rows = w->dtype == ENG_DTYPE_MXFP4;
+    if (chunk < 1 || (down_rows && (r->a.sel || n != w->n_slots || n % 32))) {
+        /* (over 174762 slots: no FFN is; MXFP4 slots but some: the loader
+         * makes no such call) */
         memset(r->a.y, 0, (size_t)n_tokens * E * sizeof(float));
         return;
     }
@@ -6483,6 +6596,11 @@ static void ffn_biased(cpu_ctx *c, ffn_run *r)
             }
         if (r->a.act)
             memcpy(r->a.act + (size_t)t0 * n, A, (size_t)nt * n * sizeof(float));
+        if (down_rows) {
+            const eng_weight dw = { w->dtype, (int)E, (int)n, w->down };
+            op_matmul(&c->be, &dw, NULL, A, r->a.y + (size_t)t0 * E, nt);
+            continue;
+        }
         r->t0 = (int)t0;
         r->nt = nt;
         r->A = A;
@@ -6503,7 +6621,7 @@ static void op_ffn(eng_backend *be, const eng_ffn_weights *w, const int32_t *sel
         return;
     }
     ffn_run r = { .a = { w, sel, n_sel, x, y, act, n_tokens, NULL }, .c = c };
-    if (w->bias || w->act == ENG_ACT_SWIGLU_OAI) {
+    if (w->bias || w->act == ENG_ACT_SWIGLU_OAI || w->dtype == ENG_DTYPE_MXFP4) {
         ffn_biased(c, &r);
         return;
     }
@@ -7369,7 +7487,7 @@ static void op_moe(eng_backend *be, const eng_ffn_weights *w, const eng_moe *moe
     const eng_ffn_weights vs = slot_run(w, (long)NE * F, S);
     eng_ffn_weights v[MOE_DECODE_MAX];
     if (n == 1 && K + (S > 0) <= MOE_DECODE_MAX && 2 * E <= SCRATCH_FLOATS && !w->bias &&
-        w->act != ENG_ACT_SWIGLU_OAI) {
+        w->act != ENG_ACT_SWIGLU_OAI && w->dtype != ENG_DTYPE_MXFP4) {
         /* decode: the K experts (and the shared one) in one walk (not
          * gpt-oss's, whose biases the fused kernels do not take) */
         float g[MOE_DECODE_MAX];
@@ -7549,7 +7667,7 @@ static const eng_backend_iface cpu_iface = {
     .host_memory = true,
     .dtypes = 1u << ENG_DTYPE_F16 | 1u << ENG_DTYPE_F32 | 1u << ENG_DTYPE_Q8_0 |
               1u << ENG_DTYPE_Q4_K | 1u << ENG_DTYPE_Q5_K | 1u << ENG_DTYPE_Q6_K |
-              1u << ENG_DTYPE_Q4_1 | 1u << ENG_DTYPE_Q4_0,
+              1u << ENG_DTYPE_Q4_1 | 1u << ENG_DTYPE_Q4_0 | 1u << ENG_DTYPE_MXFP4,
     .alloc = mem_alloc,
     .mem_free = mem_free,
     .mem_info = mem_info,

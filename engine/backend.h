@@ -38,6 +38,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "engine.h"
 
@@ -121,8 +122,32 @@ typedef struct eng_q40_block {
 } eng_q40_block;
 _Static_assert(sizeof(eng_q40_block) == 18, "a Q4_0 block is 18 bytes, as in the GGUF");
 
-/* Bytes of n weights of type dt (n a multiple of 32 for Q8_0, Q4_1 and
- * Q4_0, of 256 for Q4_K, Q5_K and Q6_K). */
+/* ENG_DTYPE_MXFP4: ggml's block_mxfp4, 32 weights: e (E8M0), then qs[16]
+ * with code j in the low nibble of byte j and code j + 16 in its high
+ * nibble; weight i is 2^(e - 128) * level(code_i), the levels the E2M1
+ * values doubled: 0 1 2 3 4 6 8 12 and their negatives (codes 8-15). */
+#define ENG_MXFP4_BLOCK_BYTES 17
+typedef struct eng_mxfp4_block {
+    uint8_t e;
+    uint8_t qs[16];
+} eng_mxfp4_block;
+_Static_assert(sizeof(eng_mxfp4_block) == ENG_MXFP4_BLOCK_BYTES, "an MXFP4 block is 17 bytes");
+
+/* MXFP4's doubled E2M1 levels by code, and its scale's half 2^(e - 128)
+ * (ggml's kvalues_mxfp4 and ggml_e8m0_to_fp32_half: e 0 and 1 the float
+ * denormals 2^-128 and 2^-127), which its weights are exactly */
+static const int8_t eng_mxfp4_levels[16] = { 0, 1, 2, 3, 4, 6, 8, 12,
+                                             0, -1, -2, -3, -4, -6, -8, -12 };
+static inline float eng_e8m0_half(uint8_t e)
+{
+    const uint32_t bits = e < 2 ? 0x00200000u << e : (uint32_t)(e - 1) << 23;
+    float f;
+    memcpy(&f, &bits, sizeof(f));
+    return f;
+}
+
+/* Bytes of n weights of type dt (n a multiple of 32 for Q8_0, Q4_1, Q4_0
+ * and MXFP4, of 256 for Q4_K, Q5_K and Q6_K). */
 static inline size_t eng_dtype_bytes(eng_dtype dt, size_t n)
 {
     switch (dt) {
@@ -132,6 +157,7 @@ static inline size_t eng_dtype_bytes(eng_dtype dt, size_t n)
     case ENG_DTYPE_Q5_K: return n / 256 * ENG_Q5K_BLOCK_BYTES;
     case ENG_DTYPE_Q4_1: return n / 32 * sizeof(eng_q41_block);
     case ENG_DTYPE_Q4_0: return n / 32 * sizeof(eng_q40_block);
+    case ENG_DTYPE_MXFP4: return n / 32 * ENG_MXFP4_BLOCK_BYTES;
     case ENG_DTYPE_F32: return 4 * n;
     default: return 2 * n;
     }
@@ -140,7 +166,8 @@ static inline size_t eng_dtype_bytes(eng_dtype dt, size_t n)
 /* The elements a row of type dt must be a whole number of (1: any). */
 static inline long eng_dtype_block(eng_dtype dt)
 {
-    return dt == ENG_DTYPE_Q8_0 || dt == ENG_DTYPE_Q4_1 || dt == ENG_DTYPE_Q4_0   ? 32
+    return dt == ENG_DTYPE_Q8_0 || dt == ENG_DTYPE_Q4_1 || dt == ENG_DTYPE_Q4_0 ||
+                   dt == ENG_DTYPE_MXFP4                                          ? 32
            : dt == ENG_DTYPE_Q4_K || dt == ENG_DTYPE_Q5_K || dt == ENG_DTYPE_Q6_K ? 256
                                                                                   : 1;
 }
@@ -149,7 +176,9 @@ static inline long eng_dtype_block(eng_dtype dt)
  * eng_ffn_down_dtype(dt), which is dt but for Q4_K, Q5_K, Q4_1 and Q4_0,
  * whose down rows are Q8_0: a down row is a column of the file's W_down,
  * requantized from blocks across the file's rows either way, and 8 bits
- * keep it within the file's rounding where 4 or 5 would add their own. */
+ * keep it within the file's rounding where 4 or 5 would add their own.
+ * MXFP4 slots (experts) keep W_down as the file has it instead, its rows
+ * (eng_ffn_weights), as many bytes. */
 static inline eng_dtype eng_ffn_down_dtype(eng_dtype dt)
 {
     return dt == ENG_DTYPE_Q4_K || dt == ENG_DTYPE_Q5_K || dt == ENG_DTYPE_Q4_1 ||
@@ -202,7 +231,8 @@ typedef struct eng_ffn_weights {
     int n_embd;
     int n_slots;
     const void *gate_up; /* [n_slots][2][row] */
-    const void *down;    /* [n_slots][row] */
+    const void *down;    /* [n_slots][row]; MXFP4: W_down's rows [n_embd][n_slots] (an
+                          * expert's, as the file's; the ffn op takes every slot) */
     /* ENG_PICK_TOKEN's sketch, NULL when the plan keeps none: slot s's gate
      * row, then its up row, each Q4_0 regrouped (eng_sketch_row below). */
     const void *sketch;

@@ -84,6 +84,11 @@ typedef enum eng_dtype {
      * codes, weight d * (q - 8)): kept on the CPU as Q4_1 is (Q4_0 files,
      * Gemma 3's QAT ones among them: 4.5 bits a weight) */
     ENG_DTYPE_Q4_0 = 7,
+    /* OCP's MXFP4 blocks as ggml has them (32 weights in 17 bytes: an E8M0
+     * scale e, 16 bytes of E2M1 codes, weight 2^(e - 128) times the doubled
+     * level): gpt-oss's experts keep their own bytes on the CPU, 4.25 bits
+     * a weight, their W_down too (as the file's rows: eng_ffn_weights) */
+    ENG_DTYPE_MXFP4 = 8,
 } eng_dtype;
 
 typedef struct eng_load_plan_params eng_load_plan_params;
@@ -167,7 +172,8 @@ typedef struct eng_model_info {
      * backend that computes on it (q8_matrices, or the file's Q8_0 FFN),
      * or with q8_matrices ENG_DTYPE_Q4_K (ENG_DTYPE_Q5_K, ENG_DTYPE_Q4_1,
      * ENG_DTYPE_Q4_0) where the file's gate and up rows all are (their down
-     * rows Q8_0) */
+     * rows Q8_0), or ENG_DTYPE_MXFP4 where every layer's experts are (their
+     * W_down too) */
     eng_dtype ffn_dtype;
     int n_threads;
     uint64_t n_params;        /* parameters as stored in the file */

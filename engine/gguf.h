@@ -61,14 +61,15 @@ enum ggml_type {
  * quantizers and dequantizers read and write engine rows through it. */
 static inline uint32_t ggml_type_of_dtype(eng_dtype dt)
 {
-    return dt == ENG_DTYPE_Q8_0   ? GGML_TYPE_Q8_0
-           : dt == ENG_DTYPE_Q4_K ? GGML_TYPE_Q4_K
-           : dt == ENG_DTYPE_Q6_K ? GGML_TYPE_Q6_K
-           : dt == ENG_DTYPE_Q5_K ? GGML_TYPE_Q5_K
-           : dt == ENG_DTYPE_Q4_1 ? GGML_TYPE_Q4_1
-           : dt == ENG_DTYPE_Q4_0 ? GGML_TYPE_Q4_0
-           : dt == ENG_DTYPE_F32  ? GGML_TYPE_F32
-                                  : GGML_TYPE_F16;
+    return dt == ENG_DTYPE_Q8_0    ? GGML_TYPE_Q8_0
+           : dt == ENG_DTYPE_Q4_K  ? GGML_TYPE_Q4_K
+           : dt == ENG_DTYPE_Q6_K  ? GGML_TYPE_Q6_K
+           : dt == ENG_DTYPE_Q5_K  ? GGML_TYPE_Q5_K
+           : dt == ENG_DTYPE_Q4_1  ? GGML_TYPE_Q4_1
+           : dt == ENG_DTYPE_Q4_0  ? GGML_TYPE_Q4_0
+           : dt == ENG_DTYPE_MXFP4 ? GGML_TYPE_MXFP4
+           : dt == ENG_DTYPE_F32   ? GGML_TYPE_F32
+                                   : GGML_TYPE_F16;
 }
 
 #define GGUF_MAX_DIMS 4

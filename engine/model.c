@@ -327,11 +327,25 @@ static eng_dtype ffn_dtype(const eng_model *m, const gguf_file *f)
             (dts & 1u << kept[i]) && (dts & 1u << ENG_DTYPE_Q8_0) &&
             ffn_file_all(m, f, ggml_type_of_dtype(kept[i])))
             return kept[i];
-    /* MXFP4 (gpt-oss's experts): Q8_0, which holds its values exactly (2
-     * e2m1 codes in int8 under its power-of-two scale: mxfp4_to_q8_0), in
-     * 8.5 bits a weight where f16 would take 16 */
+    /* MXFP4 experts (gpt-oss's): their own blocks, 4.25 bits a weight, W_down
+     * too, as the file's rows (eng_ffn_weights), where every layer's are
+     * MXFP4 and nothing else shares the slots (no dense layers, no shared
+     * expert); else Q8_0, which holds their values exactly (the doubled
+     * levels under the power-of-two scale: eng_mxfp4_to_q8_0), 8.5 bits
+     * where f16 would take 16 */
     const int il0 = m->n_dense_lead < m->info.n_layer ? m->n_dense_lead : 0;
     const gguf_tensor *t0 = ffn_rows_tensor(m, f, il0, false, false);
+    bool mx = m->n_ff_exp > 0 && m->n_dense_lead == 0 && m->n_ff_shared == 0 &&
+              m->n_ff_exp % 32 == 0 && (dts & 1u << ENG_DTYPE_MXFP4) &&
+              ffn_file_all(m, f, GGML_TYPE_MXFP4);
+    for (int il = 0; mx && il < m->info.n_layer; il++) {
+        char name[64];
+        snprintf(name, sizeof(name), "blk.%d.ffn_down_exps.weight", il);
+        const gguf_tensor *td = gguf_find_tensor(f, name);
+        mx = td && td->type == GGML_TYPE_MXFP4;
+    }
+    if (mx && m->info.storage == ENG_DTYPE_F16)
+        return ENG_DTYPE_MXFP4;
     if (t0 && t0->type == GGML_TYPE_MXFP4 && m->info.storage == ENG_DTYPE_F16 &&
         (dts & 1u << ENG_DTYPE_Q8_0))
         return ENG_DTYPE_Q8_0;
@@ -680,6 +694,18 @@ static void load_neurons_host(loader *ld, const ffn_tensors *t, uint8_t *gu, uin
     const uint64_t DC = t->down_cols, N0 = t->first;
     const size_t B = ggml_type_block_elems(dtype), BB = ggml_type_block_bytes(dtype);
     const size_t rb = ggml_row_bytes(dtype, DC);
+    if (ddt == ENG_DTYPE_MXFP4) {
+        /* (ffn_dtype: every neuron of each expert in order, its W_down
+         * MXFP4: the expert's rows as the file has them) */
+        for (int i0 = 0; i0 + (int)DC <= count; i0 += (int)DC) {
+            const uint64_t g = ((uint64_t)neurons[i0] - N0) / DC;
+            memcpy(down + SLOT(i0) * sd, (const uint8_t *)t->down->data + g * E * rb,
+                   (size_t)E * rb);
+        }
+        if (bytes_read)
+            *bytes_read += (uint64_t)count / DC * E * rb;
+        return;
+    }
     if ((size_t)count * B * 2 < (size_t)DC && B <= 256) {
         /* few neurons (a hot-swap): decode only the blocks of W_down that
          * hold their columns instead of whole rows */

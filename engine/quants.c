@@ -384,28 +384,17 @@ static void dq_iq4_xs(const uint8_t *b, float *y)
     }
 }
 
-/* MXFP4's E2M1 levels, doubled (ggml's kvalues_fp4): codes 8..15 are the
- * negatives of 0..7 (8 is -0, which ggml stores as 0). */
-static const int8_t fp4_levels[16] = { 0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12 };
-
-/* 2^(e - 128): half the E8M0 scale e (ggml_e8m0_to_fp32_half), built from
- * its bits so that it is exact; e 0 and 1 are the float denormals 2^-128
- * and 2^-127. e 255 (NaN in E8M0) is 2^127, as in ggml. */
-static float e8m0_half(uint8_t e)
-{
-    const uint32_t bits = e < 2 ? 0x00200000u << e : (uint32_t)(e - 1) << 23;
-    float f;
-    memcpy(&f, &bits, sizeof(f));
-    return f;
-}
+/* MXFP4: its levels and scale (eng_mxfp4_levels, eng_e8m0_half) are
+ * backend.h's, which the CPU's kernels share; code 8 is -0, which ggml
+ * stores as 0, and e 255 (NaN in E8M0) 2^127, as in ggml. */
 
 static void dq_mxfp4(const uint8_t *b, float *y)
 {
-    const float d = e8m0_half(b[0]);
+    const float d = eng_e8m0_half(b[0]);
     const uint8_t *qs = b + 1;
     for (int j = 0; j < 16; j++) {
-        y[j] = (float)fp4_levels[qs[j] & 0x0f] * d;
-        y[j + 16] = (float)fp4_levels[qs[j] >> 4] * d;
+        y[j] = (float)eng_mxfp4_levels[qs[j] & 0x0f] * d;
+        y[j + 16] = (float)eng_mxfp4_levels[qs[j] >> 4] * d;
     }
 }
 
@@ -420,7 +409,7 @@ int eng_mxfp4_to_q8_0(const void *src, void *dst, size_t n)
     const uint8_t *b = src;
     uint8_t *q = dst;
     for (size_t k = 0; k < n / 32; k++, b += 17, q += 34) {
-        const float d = e8m0_half(b[0]);
+        const float d = eng_e8m0_half(b[0]);
         const uint16_t h = eng_f32_to_f16(d);
         if (eng_f16_to_f32(h) != d) {
             float y[32];
@@ -430,8 +419,8 @@ int eng_mxfp4_to_q8_0(const void *src, void *dst, size_t n)
         }
         memcpy(q, &h, 2);
         for (int j = 0; j < 16; j++) {
-            q[2 + j] = (uint8_t)fp4_levels[b[1 + j] & 0x0f];
-            q[2 + j + 16] = (uint8_t)fp4_levels[b[1 + j] >> 4];
+            q[2 + j] = (uint8_t)eng_mxfp4_levels[b[1 + j] & 0x0f];
+            q[2 + j + 16] = (uint8_t)eng_mxfp4_levels[b[1 + j] >> 4];
         }
     }
     return 0;
@@ -919,13 +908,13 @@ static void q_mxfp4(const float *x, uint8_t *b)
     memcpy(&bits, &amax, sizeof(bits));
     const int be = (int)(bits >> 23); /* biased exponent: floor(log2(amax)) + 127 */
     const uint8_t e = (uint8_t)(be > 2 ? be - 2 : 0);
-    const float d = e8m0_half(e);
+    const float d = eng_e8m0_half(e);
     b[0] = e;
     for (int j = 0; j < 32; j++) {
         int best = 0;
-        float best_err = fabsf((float)fp4_levels[0] * d - x[j]);
+        float best_err = fabsf((float)eng_mxfp4_levels[0] * d - x[j]);
         for (int k = 1; k < 16; k++) {
-            const float err = fabsf((float)fp4_levels[k] * d - x[j]);
+            const float err = fabsf((float)eng_mxfp4_levels[k] * d - x[j]);
             if (err < best_err) {
                 best = k;
                 best_err = err;

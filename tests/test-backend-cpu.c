@@ -221,6 +221,17 @@ static void *make_weights(eng_dtype dt, long n)
         }
         return b;
     }
+    if (dt == ENG_DTYPE_MXFP4) {
+        /* every code; scales 2^-11 .. 2^-5 (e 117 .. 123), as trained
+         * weights' */
+        eng_mxfp4_block *b = malloc((size_t)(n / 32 > 0 ? n / 32 : 1) * sizeof(*b));
+        for (long i = 0; i < n / 32; i++) {
+            b[i].e = (uint8_t)(117 + irand(7));
+            for (int j = 0; j < 16; j++)
+                b[i].qs[j] = (uint8_t)irand(256);
+        }
+        return b;
+    }
     if (dt == ENG_DTYPE_Q8_0) {
         eng_q8_block *b = malloc((size_t)(n / 32 > 0 ? n / 32 : 1) * sizeof(*b));
         for (long i = 0; i < n / 32; i++) {
@@ -345,6 +356,12 @@ static double wget(eng_dtype dt, const void *p, long i)
         const eng_q8_block *b = (const eng_q8_block *)p + i / 32;
         return h2d(b->d) * b->q[i % 32];
     }
+    if (dt == ENG_DTYPE_MXFP4) { /* level * 2^(e - 128), from the format's own definition */
+        static const double e2m1[8] = { 0, 0.5, 1, 1.5, 2, 3, 4, 6 };
+        const eng_mxfp4_block *b = (const eng_mxfp4_block *)p + i / 32;
+        const int c = i % 32 < 16 ? b->qs[i % 32] & 15 : b->qs[i % 32 - 16] >> 4;
+        return (c & 8 ? -1 : 1) * e2m1[c & 7] * ldexp(1.0, b->e - 127);
+    }
     return dt == ENG_DTYPE_F16 ? h2d(((const uint16_t *)p)[i]) : ((const float *)p)[i];
 }
 
@@ -387,6 +404,8 @@ static void wset_nan(eng_dtype dt, void *p, long i)
         ((eng_q41_block *)p)[i / 32].d = 0x7e00;
     else if (dt == ENG_DTYPE_Q4_0)
         ((eng_q40_block *)p)[i / 32].d = 0x7e00;
+    else if (dt == ENG_DTYPE_MXFP4) /* (no NaN: 2^127, whose products overflow) */
+        ((eng_mxfp4_block *)p)[i / 32].e = 255;
     else if (dt == ENG_DTYPE_F16)
         ((uint16_t *)p)[i] = 0x7e00;
     else
@@ -410,6 +429,7 @@ static const char *dt_name(eng_dtype dt)
            : dt == ENG_DTYPE_Q5_K ? "q5_k"
            : dt == ENG_DTYPE_Q4_1 ? "q4_1"
            : dt == ENG_DTYPE_Q4_0 ? "q4_0"
+           : dt == ENG_DTYPE_MXFP4 ? "mxfp4"
                                   : "f32";
 }
 
@@ -1038,15 +1058,21 @@ static void test_ffn_one(eng_backend *be, eng_dtype dt, int E, int n_slots, int 
                           dt_name(dt), E, n_slots, n_sel, use_sel, nt, t, j, got, a[j]);
             }
         }
+        /* MXFP4 slots: W_down's rows [E][n_slots], a matmul by them (a
+         * decode's a in 16 bits a block of 32: that much more) */
+        const bool dn_rows = dt == ENG_DTYPE_MXFP4;
+        double amax = 0;
+        for (int j = 0; dn_rows && nt == 1 && j < n_sel; j++)
+            amax = fabs(a[j]) > amax ? fabs(a[j]) : amax;
         for (int c = 0; c < E; c++) {
             double ref = 0, tol = 0;
             for (int j = 0; j < n_sel; j++) {
                 long s = sel ? sel[j] : j;
                 if (s < 0 || s >= n_slots)
                     continue;
-                double d = dnd[s * E + c];
+                double d = dn_rows ? dnd[(long)c * n_slots + s] : dnd[s * E + c];
                 ref += a[j] * d;
-                tol += 3e-5 * fabs(a[j] * d) + atol[j] * fabs(d);
+                tol += 3e-5 * fabs(a[j] * d) + (atol[j] + amax / 65534 * 1.001) * fabs(d);
             }
             double got = y[(long)t * E + c];
             if (!(fabs(got - ref) <= tol + 1e-30) && bad++ < 3)
@@ -1075,6 +1101,16 @@ static void test_ffn_one(eng_backend *be, eng_dtype dt, int E, int n_slots, int 
 
 static void test_ffn(eng_backend *be, eng_dtype dt)
 {
+    if (dt == ENG_DTYPE_MXFP4) {
+        /* every slot only, whole blocks of them (W_down's rows): an
+         * expert's width, and past a packed K chunk (2048) in both */
+        static const int mx[][2] = { { 64, 32 }, { 576, 64 }, { 96, 1536 }, { 2880, 96 } };
+        static const int nts[] = { 1, 2, 7, 13 };
+        for (size_t e = 0; e < sizeof(mx) / sizeof(mx[0]); e++)
+            for (size_t i = 0; i < sizeof(nts) / sizeof(nts[0]); i++)
+                test_ffn_one(be, dt, mx[e][0], mx[e][1], mx[e][1], false, nts[i], (e + i) % 2);
+        return;
+    }
     /* Q8_0 and Q4_K slots take n_embd in whole blocks: the next multiples
      * of 32 or 256 */
     static const int embd[][2] = { { 576, 1536 }, { 100, 37 }, { 13, 7 }, { 8, 64 }, { 40, 300 } };
@@ -1359,6 +1395,20 @@ static void test_moe(eng_backend *be, eng_dtype dt)
     CHECK(be->iface->moe, "no moe");
     if (!be->iface->moe)
         return;
+    if (dt == ENG_DTYPE_MXFP4) {
+        /* (experts and shared expert whole blocks of slots: W_down's rows)
+         * decode, prefill, a shared expert; gpt-oss's biases */
+        test_moe_one(be, dt, 64, 8, 32, 2, 1, true, 1.0f, false, 0, false, false);
+        test_moe_one(be, dt, 64, 8, 32, 2, 9, true, 1.0f, false, 0, false, false);
+        test_moe_one(be, dt, 64, 8, 32, 2, 6, true, 1.0f, false, 64, false, false);
+        g_bias = true;
+        g_act = ENG_ACT_SWIGLU_OAI;
+        test_moe_one(be, dt, 64, 8, 32, 2, 1, true, 1.0f, false, 0, false, false);
+        test_moe_one(be, dt, 96, 8, 64, 4, 7, true, 1.0f, false, 0, false, false);
+        g_act = ENG_ACT_SILU;
+        g_bias = false;
+        return;
+    }
     test_moe_one(be, dt, 64, 8, 32, 2, 1, true, 1.0f, false, 0, false, false);  /* decode */
     test_moe_one(be, dt, 64, 8, 32, 2, 9, true, 1.0f, false, 0, false, false);  /* prefill */
     /* odd slots, no norm, a scale */
@@ -2182,6 +2232,16 @@ int main(void)
             test_slots(be, ENG_DTYPE_Q4_1, 96, 23);
             test_moe(be, ENG_DTYPE_Q4_1);
             test_moe(be, ENG_DTYPE_Q8_0);
+            /* MXFP4 (gpt-oss's experts): matrices, FFN slots with
+             * W_down's rows, experts */
+            test_mats(be, ENG_DTYPE_MXFP4);
+            test_ffn(be, ENG_DTYPE_MXFP4);
+            test_moe(be, ENG_DTYPE_MXFP4);
+            g_act = ENG_ACT_SWIGLU_OAI;
+            g_bias = true;
+            test_ffn(be, ENG_DTYPE_MXFP4);
+            g_bias = false;
+            g_act = ENG_ACT_SILU;
             /* and Q4_0 (Gemma 3's QAT files), m = -8 d */
             test_mats(be, ENG_DTYPE_Q4_0);
             test_matmul3_dts(be, (const eng_dtype[3]){ ENG_DTYPE_Q4_0, ENG_DTYPE_Q4_1,

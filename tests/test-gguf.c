@@ -638,6 +638,33 @@ static void test_mxfp4_blocks(void)
     CHECK(eng_dequant_row_f32(GGML_TYPE_MXFP4, b, out, 33) == -EINVAL);
 }
 
+/* eng_mxfp4_to_q8_0: Q8_0 blocks of the same values, bit for bit, for
+ * every scale byte f16 holds (104..143: 2^-24 to 2^15) and every code;
+ * below them (e 0, 100) Q8_0's own rounding of values under 2^-24, which
+ * f16's d flushes toward 0. (Above, from 2^16, Q8_0 holds none.) */
+static void test_mxfp4_to_q8(void)
+{
+    static const int es[] = { 104, 105, 117, 120, 127, 128, 131, 143, 0, 100 };
+    enum { NB = sizeof(es) / sizeof(es[0]), EXACT = 8 };
+    uint8_t b[NB * 17], q8[NB * 34];
+    float want[NB * 32], got[NB * 32];
+    uint32_t s = 12345;
+    for (int k = 0; k < NB; k++) {
+        b[17 * k] = (uint8_t)es[k];
+        for (int j = 0; j < 16; j++) {
+            s = s * 1103515245u + 12345u;
+            b[17 * k + 1 + j] = (uint8_t)(j == 0 ? 0x7f : j == 1 ? 0xf8 : s >> 24);
+        }
+    }
+    CHECK(eng_mxfp4_to_q8_0(b, q8, NB * 32) == 0);
+    CHECK(eng_mxfp4_to_q8_0(b, q8, 33) == -EINVAL);
+    CHECK(eng_dequant_row_f32(GGML_TYPE_MXFP4, b, want, NB * 32) == 0);
+    CHECK(eng_dequant_row_f32(GGML_TYPE_Q8_0, q8, got, NB * 32) == 0);
+    CHECK(memcmp(want, got, EXACT * 32 * sizeof(float)) == 0);
+    for (int i = EXACT * 32; i < NB * 32; i++)
+        CHECK(fabsf(got[i] - want[i]) <= fabsf(want[i]) && fabsf(want[i]) < 0x1p-24f);
+}
+
 /* eng_quant_row(MXFP4) against ggml's scale and level choice: e =
  * floor(log2(amax)) + 125 (clamped to the byte), then per element the
  * nearest level, the first of equals. */
@@ -1002,6 +1029,7 @@ int main(int argc, char **argv)
     test_known_blocks();
     test_mxfp4_blocks();
     test_mxfp4_quant();
+    test_mxfp4_to_q8();
     test_random_blocks(argv[1]);
     test_quant_q8_exact();
     test_quant_error();

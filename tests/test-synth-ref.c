@@ -1321,14 +1321,14 @@ static void check_gemma4_moe(const char *synth)
 /* gpt-oss: a token at a time and in chunks of 5 as in one batch (its
  * window of 4 crossed inside chunks, its sinks on every attention path),
  * a step's bytes (3 of 8 experts of 32), and its MXFP4 file's experts kept
- * in Q8_0 with the file's values (layer 1's expert 5's gate row against
- * the file's), within 0.05 of that file's logits in f32. */
+ * as the file's bytes (layer 1's expert 5: a gate row, W_down's rows),
+ * within 0.05 of that file's logits in f32. */
 static void check_gpt_oss(const char *synth)
 {
     char path[32];
     eng_model *m = load_f32(synth, "tiny-gpt-oss", path);
     unlink(path);
-    static float batch[1024], one[1024], chunk[1024], mx[1024], mx32[1024];
+    static float batch[1024], one[1024], chunk[1024], mx[1024], mx1[1024], mx32[1024];
     eng_session_free(three_ways(m, batch, one, chunk));
     eng_model_info info;
     eng_model_get_info(m, &info);
@@ -1367,31 +1367,34 @@ static void check_gpt_oss(const char *synth)
     eng_error err;
     CHECKF(eng_model_load(path, &mp, &m, &err) == 0, "%s", err.msg);
     eng_model_get_info(m, &info);
-    CHECK(info.ffn_dtype == ENG_DTYPE_Q8_0);
+    CHECK(info.ffn_dtype == ENG_DTYPE_MXFP4);
     gguf_file *f;
     CHECK(gguf_open(path, &f, &err) == 0);
     const gguf_tensor *t = gguf_find_tensor(f, "blk.1.ffn_gate_exps.weight");
-    CHECK(t && t->type == GGML_TYPE_MXFP4);
-    float want[64], got[64];
-    const size_t row = ggml_row_bytes(t->type, 64);
-    CHECK(eng_dequant_row_f32(t->type, (const uint8_t *)t->data + 5 * 32 * row, want, 64) == 0);
+    const gguf_tensor *td = gguf_find_tensor(f, "blk.1.ffn_down_exps.weight");
+    CHECK(t && t->type == GGML_TYPE_MXFP4 && td && td->type == GGML_TYPE_MXFP4);
+    const size_t row = ggml_row_bytes(t->type, 64), drow = ggml_row_bytes(td->type, 32);
     const eng_layer *L = &m->layers[1];
-    CHECK(eng_dequant_row_f32(GGML_TYPE_Q8_0, (const uint8_t *)L->ffn.gate_up + 5 * 32 * 2 *
-                              eng_ffn_row_bytes(L->ffn.dtype, 64), got, 64) == 0);
-    CHECKF(memcmp(want, got, sizeof(want)) == 0, "tiny-gpt-oss: an MXFP4 row kept other values");
+    CHECKF(!memcmp((const uint8_t *)t->data + 5 * 32 * row, (const uint8_t *)L->ffn.gate_up +
+                   5 * 32 * 2 * eng_ffn_row_bytes(L->ffn.dtype, 64), row) &&
+           !memcmp((const uint8_t *)td->data + 5 * 64 * drow, (const uint8_t *)L->ffn.down +
+                   5 * 32 * eng_ffn_down_bytes(L->ffn.dtype, 64), 64 * drow),
+           "tiny-gpt-oss: an MXFP4 expert kept other bytes");
     gguf_close(f);
     last_logits(m, false, mx);
+    last_logits(m, true, mx1); /* (decode's kernels: x in 16 bits) */
     eng_model_free(m);
     mp.storage = ENG_DTYPE_F32;
     CHECKF(eng_model_load(path, &mp, &m, &err) == 0, "%s", err.msg);
     unlink(path);
     last_logits(m, false, mx32);
     eng_model_free(m);
-    const double d_mx = max_diff(mx, mx32, 1024);
-    CHECKF(d_mx < 0.05, "tiny-gpt-oss: its MXFP4 file in Q8_0 %g from the same in f32", d_mx);
+    const double d_mx = max_diff(mx, mx32, 1024), d_mx1 = max_diff(mx1, mx32, 1024);
+    CHECKF(d_mx < 0.05 && d_mx1 < 0.05, "tiny-gpt-oss: its MXFP4 file %g (a token at a time "
+           "%g) from the same in f32", d_mx, d_mx1);
     printf("tiny-gpt-oss  a token at a time %.2g, chunks of 5 %.2g from one batch; MXFP4 file "
-           "in Q8_0 %.4f from f32; %llu bytes a step\n", d_one, d_chunk, d_mx,
-           (unsigned long long)info.bytes_per_token);
+           "%.4f (a token at a time %.4f) from f32; %llu bytes a step\n", d_one, d_chunk, d_mx,
+           d_mx1, (unsigned long long)info.bytes_per_token);
 }
 
 /* qwen35's layer pattern as its flags give it (the default interval's
