@@ -4112,6 +4112,48 @@ static void n_gemv_q8(const eng_q8_block *w, long cols, const float *x, const fl
     s_gemv_q8(w, cols, x, bias, y, r0 + 4 * q, r1);
 }
 
+/* Four MXFP4 rows against x, as n_dot4_q8: a block's codes become their
+ * levels by a table lookup (vqtbl1q), scaled by 2^(e - 128). */
+ALWAYS void n_dot4_mxfp4(const void *r0, const void *r1, const void *r2, const void *r3,
+                         const float *x, long n, float out[4], const char *const *pf)
+{
+    const eng_mxfp4_block *b[4] = { r0, r1, r2, r3 };
+    const int8x16_t lut = vld1q_s8(eng_mxfp4_levels);
+    float32x4_t acc[4] = { vdupq_n_f32(0.0f), vdupq_n_f32(0.0f), vdupq_n_f32(0.0f),
+                           vdupq_n_f32(0.0f) };
+    for (long i = 0; i < n / 32; i++) {
+        if (pf)
+            for (int j = 0; j < 4; j++)
+                __builtin_prefetch(pf[j] + i * sizeof(eng_mxfp4_block), 0, 3);
+        float32x4_t xv[8];
+        for (int u = 0; u < 8; u++)
+            xv[u] = vld1q_f32(x + 32 * i + 4 * u);
+        for (int j = 0; j < 4; j++) {
+            const eng_mxfp4_block *bb = b[j] + i;
+            const uint8x16_t q = vld1q_u8(bb->qs);
+            float32x4_t lo[4], hi[4];
+            nq8x16(vqtbl1q_s8(lut, vandq_u8(q, vdupq_n_u8(0x0f))), lo);
+            nq8x16(vqtbl1q_s8(lut, vshrq_n_u8(q, 4)), hi);
+            float32x4_t t0 = vmulq_f32(lo[0], xv[0]), t1 = vmulq_f32(lo[1], xv[1]);
+            t0 = vfmaq_f32(t0, lo[2], xv[2]);
+            t1 = vfmaq_f32(t1, lo[3], xv[3]);
+            t0 = vfmaq_f32(t0, hi[0], xv[4]);
+            t1 = vfmaq_f32(t1, hi[1], xv[5]);
+            t0 = vfmaq_f32(t0, hi[2], xv[6]);
+            t1 = vfmaq_f32(t1, hi[3], xv[7]);
+            acc[j] = vfmaq_n_f32(acc[j], vaddq_f32(t0, t1), eng_e8m0_half(bb->e));
+        }
+    }
+    vst1q_f32(out, nsum4x4(acc[0], acc[1], acc[2], acc[3]));
+}
+
+static void n_gemv_mxfp4(const eng_mxfp4_block *w, long cols, const float *x,
+                         const float *bias, float *y, long r0, long r1)
+{
+    GEMV_BLOCKS_BODY(eng_mxfp4_block, 32, n_dot4_mxfp4, x)
+    s_gemv_mxfp4(w, cols, x, bias, y, r0 + 4 * q, r1);
+}
+
 /* Sixteen 4-bit codes (nibbles already split into 16 bytes) as four
  * float32x4. */
 ALWAYS void nldq4x16(uint8x16_t v, float32x4_t f[4])
@@ -4990,7 +5032,7 @@ static void n_to_f32(const uint16_t *src, float *dst, long n)
 
 static const kernels kern_neon = {
     .name = "neon",
-    .gemv_mxfp4 = s_gemv_mxfp4, /* (no NEON kernel yet) */
+    .gemv_mxfp4 = n_gemv_mxfp4,
     .gemv = n_gemv,
     .gemv_q8 = n_gemv_q8,
     .gemv_q4k = n_gemv_q4k,

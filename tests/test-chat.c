@@ -1509,10 +1509,13 @@ static void test_ernie(void) {
     "type noargs = () => any;\n\n// E\ntype empty = () => any;\n\n// F\ntype f = (_: {\n"          \
     "a: string,\nb?: string,\n}) => any;\n\n} // namespace functions<|end|>"                       \
     "<|start|>user<|message|>U<|end|><|start|>assistant"
+/* the developer message of the tool f these conversations have */
+#define GO_DEV_F                                                                                   \
+    "<|start|>developer<|message|># Tools\n\n## functions\n\nnamespace functions {\n\n// F\n"      \
+    "type f = (_: {\na: string,\nb?: string,\n}) => any;\n\n} // namespace functions<|end|>"
 #define GO_CALLS_ANSWERED                                                                          \
     GO_SYS_TOOLS                                                                                   \
-    "<|start|>developer<|message|># Tools\n\n## functions\n\nnamespace functions {\n\n// F\n"      \
-    "type f = (_: {\na: string,\nb?: string,\n}) => any;\n\n} // namespace functions<|end|>"       \
+    GO_DEV_F                                                                                       \
     "<|start|>user<|message|>Weather?<|end|>"                                                      \
     "<|start|>assistant to=functions.get_weather<|channel|>commentary "                            \
     "json<|message|>{\"city\": \"Paris\", \"unit\": \"celsius\"}<|call|>"                          \
@@ -1522,8 +1525,7 @@ static void test_ernie(void) {
     "<|start|>user<|message|>Thanks<|end|><|start|>assistant"
 #define GO_CALLS_PENDING                                                                           \
     GO_SYS_TOOLS                                                                                   \
-    "<|start|>developer<|message|># Tools\n\n## functions\n\nnamespace functions {\n\n// F\n"      \
-    "type f = (_: {\na: string,\nb?: string,\n}) => any;\n\n} // namespace functions<|end|>"       \
+    GO_DEV_F                                                                                       \
     "<|start|>user<|message|>Go<|end|>"                                                            \
     "<|start|>assistant<|channel|>analysis<|message|>I should call f.<|end|>"                      \
     "<|start|>assistant to=functions.f<|channel|>commentary json<|message|>{}<|call|>"             \
@@ -1532,8 +1534,7 @@ static void test_ernie(void) {
     "<|start|>assistant"
 #define GO_CALLS_PENDING_R1                                                                        \
     GO_SYS_TOOLS                                                                                   \
-    "<|start|>developer<|message|># Tools\n\n## functions\n\nnamespace functions {\n\n// F\n"      \
-    "type f = (_: {\na: string,\nb?: string,\n}) => any;\n\n} // namespace functions<|end|>"       \
+    GO_DEV_F                                                                                       \
     "<|start|>user<|message|>Go<|end|>"                                                            \
     "<|start|>assistant<|channel|>analysis<|message|>I should call f.<|end|>"                      \
     "<|start|>assistant to=functions.f<|channel|>commentary json<|message|>{}<|call|>"             \
@@ -1541,8 +1542,7 @@ static void test_ernie(void) {
     "<|start|>assistant"
 #define GO_CALL_LAST                                                                               \
     GO_SYS_TOOLS                                                                                   \
-    "<|start|>developer<|message|># Tools\n\n## functions\n\nnamespace functions {\n\n// F\n"      \
-    "type f = (_: {\na: string,\nb?: string,\n}) => any;\n\n} // namespace functions<|end|>"       \
+    GO_DEV_F                                                                                       \
     "<|start|>user<|message|>Go<|end|>"                                                            \
     "<|start|>assistant to=functions.f<|channel|>commentary json<|message|>{\"a\": [1, "           \
     "2.5]}<|call|>"
