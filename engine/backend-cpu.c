@@ -4071,6 +4071,21 @@ ALWAYS void nldq8x16(const int8_t *q, float32x4_t f[4])
     nq8x16(vld1q_s8(q), f);
 }
 
+/* A block's 32 values (lo: 0-15, hi: 16-31) times x's (xv) in two chains,
+ * summed into four lanes: the products n_dot4_q8 and n_dot4_mxfp4 scale. */
+ALWAYS float32x4_t n_dot32(const float32x4_t lo[4], const float32x4_t hi[4],
+                           const float32x4_t xv[8])
+{
+    float32x4_t t0 = vmulq_f32(lo[0], xv[0]), t1 = vmulq_f32(lo[1], xv[1]);
+    t0 = vfmaq_f32(t0, lo[2], xv[2]);
+    t1 = vfmaq_f32(t1, lo[3], xv[3]);
+    t0 = vfmaq_f32(t0, hi[0], xv[4]);
+    t1 = vfmaq_f32(t1, hi[1], xv[5]);
+    t0 = vfmaq_f32(t0, hi[2], xv[6]);
+    t1 = vfmaq_f32(t1, hi[3], xv[7]);
+    return vaddq_f32(t0, t1);
+}
+
 /* Four Q8_0 rows (n / 32 blocks) against x: per block and row the 32
  * products in two registers (two chains), scaled by its d into the row's
  * sum, as dot4_q8; pf are prefetched a block a step. */
@@ -4092,14 +4107,7 @@ ALWAYS void n_dot4_q8(const void *r0, const void *r1, const void *r2, const void
             float32x4_t lo[4], hi[4];
             nldq8x16(bb->q, lo);
             nldq8x16(bb->q + 16, hi);
-            float32x4_t t0 = vmulq_f32(lo[0], xv[0]), t1 = vmulq_f32(lo[1], xv[1]);
-            t0 = vfmaq_f32(t0, lo[2], xv[2]);
-            t1 = vfmaq_f32(t1, lo[3], xv[3]);
-            t0 = vfmaq_f32(t0, hi[0], xv[4]);
-            t1 = vfmaq_f32(t1, hi[1], xv[5]);
-            t0 = vfmaq_f32(t0, hi[2], xv[6]);
-            t1 = vfmaq_f32(t1, hi[3], xv[7]);
-            acc[j] = vfmaq_n_f32(acc[j], vaddq_f32(t0, t1), h2f(bb->d));
+            acc[j] = vfmaq_n_f32(acc[j], n_dot32(lo, hi, xv), h2f(bb->d));
         }
     }
     vst1q_f32(out, nsum4x4(acc[0], acc[1], acc[2], acc[3]));
@@ -4134,14 +4142,7 @@ ALWAYS void n_dot4_mxfp4(const void *r0, const void *r1, const void *r2, const v
             float32x4_t lo[4], hi[4];
             nq8x16(vqtbl1q_s8(lut, vandq_u8(q, vdupq_n_u8(0x0f))), lo);
             nq8x16(vqtbl1q_s8(lut, vshrq_n_u8(q, 4)), hi);
-            float32x4_t t0 = vmulq_f32(lo[0], xv[0]), t1 = vmulq_f32(lo[1], xv[1]);
-            t0 = vfmaq_f32(t0, lo[2], xv[2]);
-            t1 = vfmaq_f32(t1, lo[3], xv[3]);
-            t0 = vfmaq_f32(t0, hi[0], xv[4]);
-            t1 = vfmaq_f32(t1, hi[1], xv[5]);
-            t0 = vfmaq_f32(t0, hi[2], xv[6]);
-            t1 = vfmaq_f32(t1, hi[3], xv[7]);
-            acc[j] = vfmaq_n_f32(acc[j], vaddq_f32(t0, t1), eng_e8m0_half(bb->e));
+            acc[j] = vfmaq_n_f32(acc[j], n_dot32(lo, hi, xv), eng_e8m0_half(bb->e));
         }
     }
     vst1q_f32(out, nsum4x4(acc[0], acc[1], acc[2], acc[3]));
