@@ -5085,6 +5085,10 @@ typedef struct cpu_ctx {
         float *tab;
         size_t cap; /* floats */
     } rope;
+    /* ffn_biased's copy of a selection's gate and up rows (one matmul
+     * over them, not one a slot), grown as needed */
+    uint8_t *gather;
+    size_t gather_cap;
     /* ffn_pick's and ffn_top's bound for each layer (pick_hint_of): the
      * last token's k-th best score, scaled down (pick_run) */
     struct {
@@ -6579,26 +6583,60 @@ static inline float oai_act(float g, float u)
     return x / (1.0f + expf(1.702f * -x)) * (y + 1.0f);
 }
 
-/* a = act(gate . x + bias) * (up . x + bias) */
-static inline float biased_act(const eng_ffn_weights *w, long s, float g, float u)
+/* a = act(gate . x + bias) * (up . x + bias); ENG_ACT_GELU_TOPK's gate
+ * less the token's cut, and none below it */
+static inline float biased_act(const eng_ffn_weights *w, long s, float g, float u, float cut)
 {
     if (w->bias) {
         g += w->bias[2 * s];
         u += w->bias[2 * s + 1];
     }
+    if (w->act == ENG_ACT_GELU_TOPK)
+        return g > cut ? gate_act(g - cut, ENG_ACT_GELU) * u : 0.0f;
     return w->act == ENG_ACT_SWIGLU_OAI ? oai_act(g, u) : gate_act(g, w->act) * u;
+}
+
+/* ENG_ACT_GELU_TOPK's cut of a token's n gate values (g's even entries,
+ * the slots computed): their mean plus w->cut times their standard
+ * deviation (of n - 1 degrees, as llama.cpp's) */
+static float topk_cut(const eng_ffn_weights *w, const float *g, long n)
+{
+    double sum = 0.0, sq = 0.0;
+    for (long j = 0; j < n; j++)
+        sum += g[2 * j];
+    const double mean = sum / (double)n;
+    for (long j = 0; j < n; j++)
+        sq += (g[2 * j] - mean) * (g[2 * j] - mean);
+    return (float)(mean + w->cut * sqrt(n > 1 ? sq / (double)(n - 1) : 0.0));
 }
 
 static void op_matmul(eng_backend *be, const eng_weight *w, const float *bias, const float *x,
                       float *y, int n_tokens);
 
-/* An FFN with biases, gpt-oss's activation or MXFP4 rows (its experts),
- * which the fused kernels do not take: gate and up as a matmul whose rows
- * are the slots' gate and up rows (every slot, or with sel a matmul of
- * each), the activation here, then op_ffn's down phase, or for MXFP4 a
- * matmul by W_down's rows (every slot only). g [nt][2 n_sel] and A [nt]
- * [n_sel] of a chunk of tokens in abuf's lower half (a decode matmul's
- * prep takes the upper). */
+/* thread ith's share of the selection's gate and up rows into c->gather */
+static void gather_task(void *p, int ith, int nth)
+{
+    ffn_run *r = p;
+    const size_t rb2 = 2 * eng_ffn_row_bytes(r->a.w->dtype, r->a.w->n_embd);
+    long b, e;
+    eng_split(r->a.n_sel, ith, nth, &b, &e);
+    for (long j = b; j < e; j++) {
+        const long sl = slot_of(&r->a, j);
+        if (sl >= 0)
+            memcpy(r->c->gather + j * rb2, (const uint8_t *)r->a.w->gate_up + sl * rb2, rb2);
+        else
+            memset(r->c->gather + j * rb2, 0, rb2);
+    }
+}
+
+/* An FFN with biases, gpt-oss's activation, gemma3n's cut or MXFP4 rows
+ * (its experts), which the fused kernels do not take: gate and up as a
+ * matmul whose rows are the slots' gate and up rows (every slot, or a
+ * selection's copied together), the activation here, then op_ffn's down
+ * phase (a token's cut: over the neurons that pass), or for MXFP4 a matmul
+ * by W_down's rows (every slot only). g [nt][2 n_sel] and A [nt][n_sel] of
+ * a chunk of tokens in abuf's lower half (a decode matmul's prep takes the
+ * upper). */
 static void ffn_biased(cpu_ctx *c, ffn_run *r)
 {
     const eng_ffn_weights *w = r->a.w;
@@ -6613,11 +6651,27 @@ static void ffn_biased(cpu_ctx *c, ffn_run *r)
         return;
     }
     float *g = c->abuf, *two = c->abuf + 2 * chunk * n;
+    /* a selection's rows copied together once (a slot of its own: zeros),
+     * where the copy can be had; else a matmul a slot */
+    bool gathered = false;
+    if (r->a.sel) {
+        const size_t need = (size_t)n * 2 * rb;
+        uint8_t *p = need <= c->gather_cap ? c->gather : realloc(c->gather, need);
+        if (p) {
+            c->gather = p;
+            c->gather_cap = need > c->gather_cap ? need : c->gather_cap;
+            run(c, gather_task, r, n * E >= 16384);
+            gathered = true;
+        }
+    }
     for (long t0 = 0; t0 < n_tokens; t0 += chunk) {
         const int nt = (int)(n_tokens - t0 < chunk ? n_tokens - t0 : chunk);
         const float *xt = r->a.x + (size_t)t0 * E;
         if (!r->a.sel) {
             const eng_weight gu = { w->dtype, (int)(2 * n), (int)E, w->gate_up };
+            op_matmul(&c->be, &gu, NULL, xt, g, nt);
+        } else if (gathered) {
+            const eng_weight gu = { w->dtype, (int)(2 * n), (int)E, c->gather };
             op_matmul(&c->be, &gu, NULL, xt, g, nt);
         } else {
             for (long j = 0; j < n; j++) {
@@ -6631,14 +6685,40 @@ static void ffn_biased(cpu_ctx *c, ffn_run *r)
             }
         }
         float *A = g + (size_t)nt * 2 * n;
-        for (int t = 0; t < nt; t++)
+        for (int t = 0; t < nt; t++) {
+            const float *gt = g + (size_t)t * n * 2;
+            const float cut = w->act == ENG_ACT_GELU_TOPK ? topk_cut(w, gt, n) : 0.0f;
             for (long j = 0; j < n; j++) {
                 const long sl = slot_of(&r->a, j);
-                const float *gt = g + ((size_t)t * n + j) * 2;
-                A[(size_t)t * n + j] = sl >= 0 ? biased_act(w, sl, gt[0], gt[1]) : 0.0f;
+                A[(size_t)t * n + j] = sl >= 0 ? biased_act(w, sl, gt[2 * j], gt[2 * j + 1], cut)
+                                               : 0.0f;
             }
+        }
         if (r->a.act)
             memcpy(r->a.act + (size_t)t0 * n, A, (size_t)nt * n * sizeof(float));
+        if (nt == 1 && w->act == ENG_ACT_GELU_TOPK) {
+            /* a token's cut leaves about 5 % of the neurons: the down phase
+             * reads only theirs (their slots in g's room, their a packed) */
+            int32_t *live = (int32_t *)g;
+            long k = 0;
+            for (long j = 0; j < n; j++)
+                if (A[j] != 0.0f) {
+                    live[k] = (int32_t)slot_of(&r->a, j);
+                    A[k++] = A[j];
+                }
+            ffn_run rl = *r;
+            rl.a.sel = live;
+            rl.a.n_sel = k;
+            rl.t0 = (int)t0;
+            rl.nt = 1;
+            rl.A = A;
+            rl.lda = k;
+            if (k > 0)
+                run(c, ffn_down_task, &rl, k * E >= 16384);
+            else
+                memset(r->a.y + (size_t)t0 * E, 0, (size_t)E * sizeof(float));
+            continue;
+        }
         if (down_rows) {
             const eng_weight dw = { w->dtype, (int)E, (int)n, w->down };
             op_matmul(&c->be, &dw, NULL, A, r->a.y + (size_t)t0 * E, nt);
@@ -6664,7 +6744,8 @@ static void op_ffn(eng_backend *be, const eng_ffn_weights *w, const int32_t *sel
         return;
     }
     ffn_run r = { .a = { w, sel, n_sel, x, y, act, n_tokens, NULL }, .c = c };
-    if (w->bias || w->act == ENG_ACT_SWIGLU_OAI || w->dtype == ENG_DTYPE_MXFP4) {
+    if (w->bias || w->act == ENG_ACT_SWIGLU_OAI || w->act == ENG_ACT_GELU_TOPK ||
+        w->dtype == ENG_DTYPE_MXFP4) {
         ffn_biased(c, &r);
         return;
     }
@@ -7753,6 +7834,7 @@ static void op_free(eng_backend *be)
     cpu_ctx *c = ctx_of(be);
     eng_threadpool_free(c->pool);
     free(c->rope.tab);
+    free(c->gather);
     mem_free(be, c->scratch);
     mem_free(be, c->abuf);
     mem_free(be, c->xq);

@@ -224,6 +224,11 @@ typedef enum eng_act {
     /* gpt-oss's: with g' = min(g, 7), a = g' sigmoid(1.702 g') (clamp(u, -7, 7) + 1);
      * its FFNs have biases too (eng_ffn_weights.bias) */
     ENG_ACT_SWIGLU_OAI,
+    /* gemma3n's first layers: GeGLU of the gate's values above a cut, the
+     * mean of the token's gate values plus eng_ffn_weights.cut standard
+     * deviations (of every slot computed): gelu(max(g - cut, 0)) u, as
+     * llama.cpp's gaussian top-k (about 5 % of the neurons pass) */
+    ENG_ACT_GELU_TOPK,
 } eng_act;
 
 typedef struct eng_ffn_weights {
@@ -241,6 +246,7 @@ typedef struct eng_ffn_weights {
      * before the activation (gpt-oss's experts), or NULL: none. The ffn op
      * takes them over every slot (sel NULL), the selective ops never. */
     const float *bias;
+    float cut; /* ENG_ACT_GELU_TOPK's standard deviations */
 } eng_ffn_weights;
 
 /* A sketch row: n_embd (a multiple of 32) values in nb = n_embd / 32

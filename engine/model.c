@@ -802,8 +802,8 @@ static int sketch_supported(const eng_model *m, const eng_plan *plan, eng_error 
                         m->be->iface->name);
 }
 
-/* Allocates a layer's FFN buffers for cap slots. */
-static int ffn_alloc(eng_model *m, eng_layer *L, int cap)
+/* Allocates layer il's FFN buffers (in L) for cap slots. */
+static int ffn_alloc(eng_model *m, int il, eng_layer *L, int cap)
 {
     const int E = m->info.n_embd;
     const size_t rb = eng_ffn_row_bytes(m->info.ffn_dtype, E);
@@ -814,14 +814,18 @@ static int ffn_alloc(eng_model *m, eng_layer *L, int cap)
     uint8_t *st = model_alloc(m, (size_t)c);
     if (!gu || !down || !ids || !st)
         return -ENOMEM;
+    /* (gemma3n's first layers: their gate values cut) */
+    const float cut = m->ffn_cut ? m->ffn_cut[il] : NAN;
     L->ffn = (eng_ffn_weights){ .dtype = m->info.ffn_dtype, .n_embd = E, .n_slots = 0,
                                 .gate_up = gu, .down = down,
-                                .act = m->arch == ENG_ARCH_GEMMA || m->arch == ENG_ARCH_GEMMA2 ||
+                                .act = isfinite(cut) ? ENG_ACT_GELU_TOPK
+                                       : m->arch == ENG_ARCH_GEMMA || m->arch == ENG_ARCH_GEMMA2 ||
                                                m->arch == ENG_ARCH_GEMMA3 ||
                                                m->arch == ENG_ARCH_GEMMA4
                                            ? ENG_ACT_GELU
                                        : m->arch == ENG_ARCH_GPT_OSS ? ENG_ACT_SWIGLU_OAI
-                                                                     : ENG_ACT_SILU };
+                                                                     : ENG_ACT_SILU,
+                                .cut = isfinite(cut) ? cut : 0.0f };
     L->neuron_of_slot = ids;
     L->slot_static = st;
     L->slot_cap = c;
@@ -965,7 +969,7 @@ static int load_ffn(loader *ld, int il, eng_layer *L, const eng_plan *plan)
         return r;
     /* (experts: the dense plan's first neurons, as many as the layer has) */
     int n = m->n_ff_exp ? ffn_width(m, il) : plan->n_loaded[il];
-    if (ffn_alloc(m, L, n) < 0) {
+    if (ffn_alloc(m, il, L, n) < 0) {
         char what[64];
         snprintf(what, sizeof(what), "the FFN of layer %d", il);
         return oom_err(ld, (size_t)n * neuron_bytes(m), what);
@@ -1678,6 +1682,48 @@ static int load_gemma4(const gguf_file *f, const char *arch, eng_model *m, uint3
     return 0;
 }
 
+/* Gemma 3n's own keys: AltUp's streams (altup.num_inputs), of which the
+ * layers compute the first (altup.active_idx: llama.cpp's graph takes
+ * stream 0 in places where it means that one, so others are refused),
+ * and each layer's cut of its gate values in standard deviations
+ * (activation_sparsity_scale: the converter's normal quantile of the
+ * share cut, -inf for none; absent, llama.cpp's 1.6448533 (95 %) in the
+ * first 10 layers, which it applies whatever the file says) */
+static int load_gemma3n(const gguf_file *f, const char *arch, eng_model *m, uint32_t n_layer,
+                        eng_error *err)
+{
+    uint32_t na, act;
+    int r;
+    if ((r = get_u32_arch(f, arch, "altup.num_inputs", true, 0, &na, err)) < 0 ||
+        (r = get_u32_arch(f, arch, "altup.active_idx", false, 0, &act, err)) < 0)
+        return r;
+    if (na < 2 || na > 16)
+        return eng__set_err(err, -EINVAL, "%s.altup.num_inputs %u out of range 2..16", arch, na);
+    if (act != 0)
+        return eng__set_err(err, -ENOTSUP, "%s.altup.active_idx %u is not supported (0 is)",
+                            arch, act);
+    m->n_altup = (int)na;
+    if (!(m->ffn_cut = model_alloc(m, (size_t)n_layer * sizeof(float))))
+        return eng__set_err(err, -ENOMEM, "out of memory");
+    char key[128];
+    snprintf(key, sizeof(key), "%s.activation_sparsity_scale", arch);
+    enum gguf_type et;
+    uint64_t len;
+    if ((r = gguf_get_arr_info(f, key, &et, &len)) == -ENOENT) {
+        for (uint32_t il = 0; il < n_layer; il++)
+            m->ffn_cut[il] = il < 10 ? 1.6448533535003662f : -INFINITY;
+        return 0;
+    }
+    if (r < 0 || len != n_layer)
+        return eng__set_err(err, -EINVAL, "metadata '%s' is not an array of %u floats", key,
+                            n_layer);
+    for (uint32_t il = 0; il < n_layer; il++)
+        if (gguf_get_arr_f32(f, key, il, &m->ffn_cut[il]) < 0 || isnan(m->ffn_cut[il]) ||
+            m->ffn_cut[il] == INFINITY)
+            return eng__set_err(err, -EINVAL, "metadata '%s'[%u] is not a valid float", key, il);
+    return 0;
+}
+
 static int load_hparams(const gguf_file *f, eng_model *m, eng_error *err)
 {
     const char *s;
@@ -1717,7 +1763,7 @@ static int load_hparams(const gguf_file *f, eng_model *m, eng_error *err)
         m->arch = ENG_ARCH_GEMMA2;
     else if (!strcmp(arch, "gemma3"))
         m->arch = ENG_ARCH_GEMMA3;
-    else if (!strcmp(arch, "gemma4"))
+    else if (!strcmp(arch, "gemma4") || !strcmp(arch, "gemma3n")) /* (3n: with AltUp) */
         m->arch = ENG_ARCH_GEMMA4;
     else if (!strcmp(arch, "smollm3"))
         m->arch = ENG_ARCH_SMOLLM3;
@@ -1762,8 +1808,8 @@ static int load_hparams(const gguf_file *f, eng_model *m, eng_error *err)
     } else
         return eng__set_err(err, -ENOTSUP,
                             "unsupported architecture '%s' (supported: llama, ernie4_5, qwen2, "
-                            "qwen3, qwen2vl, qwen3vl, phi3, gemma, gemma2, gemma3, gemma4, "
-                            "glm4, gpt-oss, smollm3, "
+                            "qwen3, qwen2vl, qwen3vl, phi3, gemma, gemma2, gemma3, gemma3n, "
+                            "gemma4, glm4, gpt-oss, smollm3, "
                             "granite, exaone, minicpm, olmo2, exaone4, mistral3, hunyuan-dense, "
                             "lfm2, lfm2moe, ernie4_5-moe, qwen3moe, qwen3vlmoe, granitemoe, "
                             "olmoe, granitehybrid, qwen2moe, qwen35, qwen35moe; text "
@@ -2022,7 +2068,9 @@ static int load_hparams(const gguf_file *f, eng_model *m, eng_error *err)
             return eng__set_err(err, -ENOTSUP, "%s.%s = %g (soft-capping) is not supported here",
                                 arch, caps[i], *capv[i]);
     }
-    return g4 ? load_gemma4(f, arch, m, n_layer, err) : 0;
+    if (g4 && (r = load_gemma4(f, arch, m, n_layer, err)) < 0)
+        return r;
+    return !strcmp(arch, "gemma3n") ? load_gemma3n(f, arch, m, n_layer, err) : 0;
 }
 
 /* ---- load ---- */
@@ -2226,8 +2274,48 @@ static int load_ple(loader *ld)
     return 0;
 }
 
+/* gemma3n's Laurel branch (of the file's rank) and AltUp's router and
+ * coefficients in layer il */
+static int load_gemma3n_layer(loader *ld, int il, eng_layer *L)
+{
+    eng_model *m = ld->m;
+    const uint64_t E = (uint64_t)m->info.n_embd, NA = (uint64_t)m->n_altup;
+    char name[96];
+    int r;
+    snprintf(name, sizeof(name), "blk.%d.laurel_l.weight", il);
+    const gguf_tensor *t = gguf_find_tensor(ld->f, name);
+    const uint64_t rank = t && t->n_dims == 2 ? t->ne[1] : 0;
+    if (t && (rank == 0 || rank > E))
+        return eng__set_err(ld->err, -EINVAL, "tensor '%s' has a rank out of range 1..%llu", name,
+                            (unsigned long long)E);
+    if ((r = load_mat(ld, name, E, rank, true, &L->laurel_l)) < 0)
+        return r;
+    snprintf(name, sizeof(name), "blk.%d.laurel_r.weight", il);
+    if ((r = load_mat(ld, name, rank, E, true, &L->laurel_r)) < 0)
+        return r;
+    if ((int)rank > m->laurel_rank)
+        m->laurel_rank = (int)rank;
+    snprintf(name, sizeof(name), "blk.%d.altup_router.weight", il);
+    if ((r = load_mat_as(ld, name, E, NA, 0, 0, 0, NA, true, true, &L->altup_router)) < 0)
+        return r;
+    snprintf(name, sizeof(name), "blk.%d.altup_predict_coef.weight", il);
+    if ((r = load_flat(ld, name, NA, NA * NA, true, &L->altup_pred)) < 0)
+        return r;
+    snprintf(name, sizeof(name), "blk.%d.altup_correct_coef.weight", il);
+    if ((r = load_flat(ld, name, NA, NA, true, &L->altup_corr)) < 0)
+        return r;
+    const char *vec[3] = { "laurel_post_norm", "altup_router_norm", "altup_correct_scale" };
+    float **dst[3] = { &L->laurel_norm, &L->altup_router_norm, &L->altup_scale };
+    for (int k = 0; k < 3; k++) {
+        snprintf(name, sizeof(name), "blk.%d.%s.weight", il, vec[k]);
+        if ((r = load_vec(ld, name, E, true, dst[k])) < 0)
+            return r;
+    }
+    return 0;
+}
+
 /* gemma4's own tensors in layer il: its output scale, its per-layer
- * embedding block. */
+ * embedding block (gemma3n: with its own above). */
 static int load_gemma4_layer(loader *ld, int il, eng_layer *L)
 {
     eng_model *m = ld->m;
@@ -2242,6 +2330,8 @@ static int load_gemma4_layer(loader *ld, int il, eng_layer *L)
         return eng__set_err(ld->err, -EINVAL, "tensor '%s' is not finite", name);
     L->out_scaled = scale != NULL; /* (its value is the row load_vec just read) */
     L->out_scale = scale ? ld->row[0] : 1.0f;
+    if (m->n_altup && (r = load_gemma3n_layer(ld, il, L)) < 0)
+        return r;
     if (!P)
         return 0;
     snprintf(name, sizeof(name), "blk.%d.inp_gate.weight", il);
@@ -2292,6 +2382,13 @@ static int load_weights(loader *ld, const eng_plan *plan)
     if (m->rope_linear != 1.0f && (r = load_rope_scaled(ld)) < 0)
         return r;
     if (m->n_embd_per_layer && (r = load_ple(ld)) < 0)
+        return r;
+    /* gemma3n: AltUp's projections of the embedding and to the output */
+    const uint64_t alt_rows = (uint64_t)(m->n_altup - 1) * E;
+    if (m->n_altup && ((r = load_mat(ld, "altup_proj.weight", E, alt_rows, true,
+                                     &m->altup_proj)) < 0 ||
+                       (r = load_mat(ld, "altup_unembd_proj.weight", E, alt_rows, true,
+                                     &m->altup_unembd)) < 0))
         return r;
 
     m->layers = calloc(m->info.n_layer, sizeof(*m->layers));
@@ -2473,9 +2570,10 @@ static uint64_t bytes_per_token(const eng_model *m)
     uint64_t b = 0;
     for (int il = 0; il < m->info.n_layer; il++) {
         const eng_layer *L = &m->layers[il];
-        const eng_weight *w[8] = { &L->wq,         &L->wk, &L->wv,       &L->wo,
-                                   &L->moe.router, &L->wg, &L->ple_gate, &L->ple_proj };
-        for (int i = 0; i < 8; i++)
+        const eng_weight *w[11] = { &L->wq,         &L->wk,       &L->wv,       &L->wo,
+                                    &L->moe.router, &L->wg,       &L->ple_gate, &L->ple_proj,
+                                    &L->laurel_l,   &L->laurel_r, &L->altup_router };
+        for (int i = 0; i < 11; i++)
             b += weight_bytes(w[i]);
         const uint64_t slots = L->moe.router.data ? (uint64_t)L->moe.n_used * L->moe.n_ff_exp +
                                                         (uint64_t)L->moe.n_ff_shared +
@@ -2486,6 +2584,8 @@ static uint64_t bytes_per_token(const eng_model *m)
     b += weight_bytes(&m->output);
     /* (gemma4: a token's row of the per-layer table, and its projection) */
     b += m->ple_tok.row_bytes + weight_bytes(&m->ple_model_proj);
+    /* (gemma3n: AltUp's projections in and out) */
+    b += weight_bytes(&m->altup_proj) + weight_bytes(&m->altup_unembd);
     return b;
 }
 
@@ -2578,29 +2678,43 @@ static void plan_shape(const gguf_file *f, const eng_model *m, eng_plan_shape *s
                             : eng_dtype_bytes(mat_dtype(m, t),
                                               n[k] * (k == 0 && m->attn_gate ? 2 : 1));
             }
-            /* gemma4's per-layer embedding block */
-            for (int k = 0; g4 && k < 2; k++) {
-                snprintf(name, sizeof(name), "blk.%d.%s.weight", il, k ? "proj" : "inp_gate");
+            /* gemma4's per-layer embedding block, gemma3n's Laurel and
+             * AltUp's router (f32) */
+            static const char *const g4m[4] = { "inp_gate", "proj", "laurel_l", "laurel_r" };
+            for (int k = 0; g4 && k < 5; k++) {
+                snprintf(name, sizeof(name), "blk.%d.%s.weight", il,
+                         k < 4 ? g4m[k] : "altup_router");
                 const gguf_tensor *t = gguf_find_tensor(f, name);
-                fixed += t ? eng_dtype_bytes(mat_dtype(m, t), t->ne[0] * t->ne[1]) : 0;
+                fixed += !t || t->n_dims != 2 ? 0
+                         : eng_dtype_bytes(k < 4 ? mat_dtype(m, t) : ENG_DTYPE_F32,
+                                           t->ne[0] * t->ne[1]);
             }
         }
-        const gguf_tensor *pp = gguf_find_tensor(f, "per_layer_model_proj.weight");
-        if (g4 && pp)
-            fixed += eng_dtype_bytes(mat_dtype(m, pp), pp->ne[0] * pp->ne[1]);
+        static const char *const g4g[3] = { "per_layer_model_proj", "altup_proj",
+                                            "altup_unembd_proj" };
+        for (int k = 0; g4 && k < 3; k++) {
+            char name[64];
+            snprintf(name, sizeof(name), "%s.weight", g4g[k]);
+            const gguf_tensor *t = gguf_find_tensor(f, name);
+            if (t && t->n_dims >= 2) /* (AltUp's: 3 dimensions) */
+                fixed += eng_dtype_bytes(mat_dtype(m, t), t->ne[0] * t->ne[1] *
+                                                              (t->n_dims > 2 ? t->ne[2] : 1));
+        }
         /* the routers, f32, in the layers with experts */
         fixed += (uint64_t)(i->n_layer - m->n_dense_lead) * i->n_expert * E * sizeof(float);
     } else {
         const eng_weight *tw[2] = { &m->tok_embd, &m->output };
         for (int k = 0; k < (m->output.data != m->tok_embd.data ? 2 : 1); k++)
             fixed += eng_dtype_bytes(tw[k]->dtype, (size_t)tw[k]->rows * tw[k]->cols);
-        fixed += weight_bytes(&m->ple_model_proj);
+        fixed += weight_bytes(&m->ple_model_proj) + weight_bytes(&m->altup_proj) +
+                 weight_bytes(&m->altup_unembd);
         for (int il = 0; il < i->n_layer; il++) {
             const eng_layer *L = &m->layers[il];
-            const eng_weight *w[8] = { &L->wq,         &L->wk, &L->wv,       &L->wo,
-                                       &L->moe.router, &L->wg, &L->ple_gate, &L->ple_proj };
+            const eng_weight *w[11] = { &L->wq,         &L->wk,       &L->wv,       &L->wo,
+                                        &L->moe.router, &L->wg,       &L->ple_gate, &L->ple_proj,
+                                        &L->laurel_l,   &L->laurel_r, &L->altup_router };
             /* (gemma4's values the keys' projection: its bytes once) */
-            for (int k = 0; k < 8; k++)
+            for (int k = 0; k < 11; k++)
                 fixed += k == 2 && L->wv.data == L->wk.data ? 0 : weight_bytes(w[k]);
             if (L->conv) /* (lfm2's taps) */
                 fixed += E * (uint64_t)m->conv_len * sizeof(float);
@@ -3027,7 +3141,8 @@ void eng_session_free(eng_session *s)
     free(s->ffn_n_sel);
     float *bufs[] = { s->x,  s->xn,         s->q,        s->k,    s->v,      s->att, s->o,
                       s->ff, s->logits_dev, s->moe_work, s->gate, s->ple_in, s->ple_g,
-                      s->ple_proj, s->moe_out };
+                      s->ple_proj, s->moe_out, s->alt, s->alt_pred, s->laurel, s->laurel_r,
+                      s->alt_mod };
     for (size_t i = 0; i < sizeof(bufs) / sizeof(bufs[0]); i++)
         bfree(be, bufs[i]);
     bfree(be, s->tokens);
@@ -3182,6 +3297,15 @@ int eng_session_new(const eng_model *m, const eng_session_params *params, eng_se
             !(s->ple_proj = eng__session_alloc(s, (size_t)n_batch * L * P * f4)) ||
             !(s->ple_g = eng__session_alloc(s, (size_t)n_batch * P * f4)) ||
             !(s->ple_raw = malloc(m->ple_tok.row_bytes)))
+            goto oom;
+    }
+    if (m->n_altup) { /* gemma3n's streams */
+        const size_t NA = (size_t)m->n_altup, R = (size_t)m->laurel_rank;
+        if (!(s->alt = eng__session_alloc(s, (size_t)n_batch * NA * E * f4)) ||
+            !(s->alt_pred = eng__session_alloc(s, (size_t)n_batch * NA * E * f4)) ||
+            !(s->laurel = eng__session_alloc(s, (size_t)n_batch * E * f4)) ||
+            !(s->laurel_r = eng__session_alloc(s, (size_t)n_batch * (R ? R : 1) * f4)) ||
+            !(s->alt_mod = eng__session_alloc(s, (size_t)n_batch * NA * f4)))
             goto oom;
     }
     s->o = eng__session_alloc(s, (size_t)n_batch * E * f4);
@@ -3672,6 +3796,153 @@ static float attn_temp(const eng_model *m, int pos)
     return 1.0f + m->attn_temp_scale * logf(floorf((float)pos / (float)m->attn_temp_floor) + 1.0f);
 }
 
+/* gemma3n's AltUp, on the host (gemma4's layers load on the CPU only).
+ * Stream j of the n tokens: rows [n][n_embd] at base + j n_batch n_embd. */
+static float *alt_stream(const eng_session *s, float *base, int j)
+{
+    return base + (size_t)j * (size_t)s->n_batch * (size_t)s->model->info.n_embd;
+}
+
+/* rows [r0, r0 + rows) of w */
+static eng_weight weight_rows(const eng_weight *w, int r0, int rows)
+{
+    return (eng_weight){ w->dtype, rows, w->cols,
+                         (const uint8_t *)w->data + eng_dtype_bytes(w->dtype,
+                                                                    (size_t)r0 * w->cols) };
+}
+
+static double row_norm(const float *x, int E)
+{
+    double sq = 0.0;
+    for (int e = 0; e < E; e++)
+        sq += (double)x[e] * x[e];
+    return sqrt(sq);
+}
+
+/* rows xs [n][E] times magnitude / its own each (the magnitude a row's
+ * square root of its sum of squares, as llama.cpp's) */
+static void scale_to(float *xs, const float *like, int n, int E)
+{
+    for (int t = 0; t < n; t++) {
+        const float c = (float)(row_norm(like + (size_t)t * E, E) /
+                                row_norm(xs + (size_t)t * E, E));
+        for (int e = 0; e < E; e++)
+            xs[(size_t)t * E + e] *= c;
+    }
+}
+
+/* The modalities of rows xs [n][E], tanh(W_router norm(xs) / n_embd), in
+ * s->alt_mod [n][NA] (s->xn the scratch) */
+static void altup_modalities(eng_session *s, const eng_layer *L, const float *xs, int n)
+{
+    const eng_model *m = s->model;
+    const eng_backend_iface *op = m->be->iface;
+    const int E = m->info.n_embd;
+    op->rmsnorm(m->be, xs, L->altup_router_norm, s->xn, n, E, m->rms_eps);
+    op->scale(m->be, s->xn, 1.0f / (float)E, (long)n * E);
+    op->matmul(m->be, &L->altup_router, NULL, s->xn, s->alt_mod, n);
+    for (long i = 0; i < (long)n * m->n_altup; i++)
+        s->alt_mod[i] = tanhf(s->alt_mod[i]);
+}
+
+/* The streams of the embeddings x: x, and its projections scaled to its
+ * magnitude */
+static void altup_init(eng_session *s, int n)
+{
+    const eng_model *m = s->model;
+    const int E = m->info.n_embd;
+    memcpy(alt_stream(s, s->alt, 0), s->x, (size_t)n * E * sizeof(float));
+    for (int j = 1; j < m->n_altup; j++) {
+        const eng_weight w = weight_rows(&m->altup_proj, (j - 1) * E, E);
+        float *a = alt_stream(s, s->alt, j);
+        m->be->iface->matmul(m->be, &w, NULL, s->x, a, n);
+        scale_to(a, s->x, n, E);
+    }
+}
+
+/* Each stream's prediction: itself plus a mix of all, the mix's weights
+ * the prediction's coefficients times the first stream's modalities; the
+ * first's into x, which the layer computes */
+static void altup_predict(eng_session *s, const eng_layer *L, int n)
+{
+    const eng_model *m = s->model;
+    const int E = m->info.n_embd, NA = m->n_altup;
+    altup_modalities(s, L, alt_stream(s, s->alt, 0), n);
+    for (int t = 0; t < n; t++) {
+        float c[16 * 16];
+        for (int i = 0; i < NA * NA; i++) {
+            c[i] = 0.0f;
+            for (int k = 0; k < NA; k++)
+                c[i] += L->altup_pred[i * NA + k] * s->alt_mod[t * NA + k];
+        }
+        for (int j = 0; j < NA; j++) {
+            float *p = alt_stream(s, s->alt_pred, j) + (size_t)t * E;
+            for (int e = 0; e < E; e++) {
+                float v = 0.0f;
+                for (int k = 0; k < NA; k++)
+                    v += c[j * NA + k] * alt_stream(s, s->alt, k)[(size_t)t * E + e];
+                p[e] = alt_stream(s, s->alt, j)[(size_t)t * E + e] + v;
+            }
+        }
+    }
+    memcpy(s->x, alt_stream(s, s->alt_pred, 0), (size_t)n * E * sizeof(float));
+}
+
+/* The streams corrected by how far the layer's output x moved from the
+ * first's prediction (each by 1 + its correction coefficients times x's
+ * modalities), then the per-layer input's block, of the first stream
+ * times its scale, added to the others */
+static void altup_correct(eng_session *s, const eng_layer *L, int il, int n)
+{
+    const eng_model *m = s->model;
+    eng_backend *be = m->be;
+    const eng_backend_iface *op = be->iface;
+    const int E = m->info.n_embd, NA = m->n_altup, P = m->n_embd_per_layer;
+    altup_modalities(s, L, s->x, n);
+    for (int t = 0; t < n; t++) {
+        const size_t r = (size_t)t * E;
+        const float *p0 = alt_stream(s, s->alt_pred, 0) + r;
+        for (int j = 0; j < NA; j++) {
+            float c = 0.0f;
+            for (int k = 0; k < NA; k++)
+                c += L->altup_corr[j * NA + k] * s->alt_mod[t * NA + k];
+            c += 1.0f;
+            const float *p = alt_stream(s, s->alt_pred, j) + r;
+            float *a = alt_stream(s, s->alt, j) + r;
+            for (int e = 0; e < E; e++)
+                a[e] = (s->x[r + e] - p0[e]) * c + p[e];
+        }
+        for (int e = 0; e < E; e++)
+            s->xn[r + e] = alt_stream(s, s->alt, 0)[r + e] * L->altup_scale[e];
+    }
+    if (!P)
+        return;
+    op->matmul(be, &L->ple_gate, NULL, s->xn, s->ple_g, n);
+    op->gelu_mul(be, s->ple_g, s->ple_in + (size_t)il * P, n, P, (long)P * m->info.n_layer);
+    op->matmul(be, &L->ple_proj, NULL, s->ple_g, s->o, n);
+    op->rmsnorm(be, s->o, L->ple_norm, s->o, n, E, m->rms_eps);
+    for (int j = 1; j < NA; j++)
+        op->add(be, alt_stream(s, s->alt, j), s->o, (long)n * E);
+}
+
+/* The output's x: the mean of the first stream and the others'
+ * projections, each scaled to the first's magnitude */
+static void altup_merge(eng_session *s, int n)
+{
+    const eng_model *m = s->model;
+    const int E = m->info.n_embd, NA = m->n_altup;
+    const float *a0 = alt_stream(s, s->alt, 0);
+    memcpy(s->x, a0, (size_t)n * E * sizeof(float));
+    for (int j = 1; j < NA; j++) {
+        const eng_weight w = weight_rows(&m->altup_unembd, (j - 1) * E, E);
+        float *u = alt_stream(s, s->alt_pred, j);
+        m->be->iface->matmul(m->be, &w, NULL, alt_stream(s, s->alt, j), u, n);
+        scale_to(u, a0, n, E);
+        m->be->iface->add(m->be, s->x, u, (long)n * E);
+    }
+    m->be->iface->scale(m->be, s->x, 1.0f / (float)NA, (long)n * E);
+}
+
 /* The ops of one forward pass over n tokens at positions n_past ..: the
  * tokens are in s->tokens already; the logits of rows first .. n-1 go to
  * `out` (backend memory) when out is not NULL, and the argmax of the last
@@ -3709,6 +3980,8 @@ static void forward_ops(eng_session *s, int n, int first, float *out, int32_t *a
         op->add(be, s->ple_in, s->ple_proj, (long)n * LP);
         op->scale(be, s->ple_in, 1.0f / sqrtf(2.0f), (long)n * LP);
     }
+    if (m->n_altup)
+        altup_init(s, n);
     /* a residual not yet added to x: the next norm adds it (add_rmsnorm,
      * one kernel on a GPU) */
     const float *pending = NULL;
@@ -3720,6 +3993,8 @@ static void forward_ops(eng_session *s, int n, int first, float *out, int32_t *a
         const int hd = L->head_dim, Hkv = L->n_head_kv;
         const size_t kvd = (size_t)Hkv * hd;
         const bool own_kv = L->kv_src == il;
+        if (m->n_altup) /* gemma3n: x the first stream's prediction */
+            altup_predict(s, L, n);
 
         /* attention block: xn = norm(x); q,k,v = xn W^T; rope; cache; attend
          * (lfm2's convolution block: b, c, x = xn W^T; cache; convolve) */
@@ -3752,14 +4027,23 @@ static void forward_ops(eng_session *s, int n, int first, float *out, int32_t *a
             }
         }
         pending = NULL;
+        if (L->laurel_l.data) { /* gemma3n: Laurel's branch of xn */
+            op->matmul(be, &L->laurel_l, NULL, s->xn, s->laurel_r, n);
+            op->matmul(be, &L->laurel_r, NULL, s->laurel_r, s->laurel, n);
+            op->rmsnorm(be, s->laurel, L->laurel_norm, s->laurel, n, E, m->rms_eps);
+            op->add(be, s->laurel, s->xn, (long)n * E);
+        }
         if (L->wg.data) /* qwen35: attention's output gate, of the normalised x */
             op->matmul(be, &L->wg, NULL, s->xn, s->gate, n);
         /* the FFN's slots and how it computes them (the ffn ops below) */
         const int32_t *sel = s->selected ? s->ffn_sel[il] : NULL; /* host list */
         const int32_t *sel_be = sel && !host ? s->ffn_sel_dev[il] : sel;
         const int n_sel = sel ? s->ffn_n_sel[il] : L->ffn.n_slots;
-        const int pick = s->selected && !want_act ? s->pick_k[il] : 0;
-        const bool runs = !pick && sel && n == 1 && !want_act && s->dyn && s->dyn[il].w.n_slots > 0;
+        /* (gemma3n's cut activations: the ffn op only, over what sel says) */
+        const bool cut = L->ffn.act == ENG_ACT_GELU_TOPK;
+        const int pick = s->selected && !want_act && !cut ? s->pick_k[il] : 0;
+        const bool runs = !pick && sel && n == 1 && !want_act && !cut && s->dyn &&
+                          s->dyn[il].w.n_slots > 0;
         /* (slots the step chooses itself, not hinted: a pick's, the router's) */
         const bool own_slots = pick > 0 || runs || L->moe.router.data;
         if (L->conv) {
@@ -3841,13 +4125,19 @@ static void forward_ops(eng_session *s, int n, int first, float *out, int32_t *a
             op->rmsnorm(be, s->o, L->attn_post_norm, s->o, n, E, m->rms_eps);
         if (m->residual_scale > 0.0f) /* granite: each branch scaled before it joins x */
             op->scale(be, s->o, m->residual_scale, (long)n * E);
+        if (L->laurel_l.data) {
+            /* gemma3n: (x + o + Laurel's) / sqrt(2) where o joins x below */
+            op->add(be, s->o, s->laurel, (long)n * E);
+            op->scale(be, s->o, 1.0f / sqrtf(2.0f), (long)n * E);
+            op->scale(be, s->x, 1.0f / sqrtf(2.0f), (long)n * E);
+        }
 
         /* FFN block over the session's selected neurons (NULL: all loaded);
          * prefill with selective computation, and profiling, also keep the
          * activations a [n][n_sel] */
         const float *xin = L->ffn_norm ? s->xn : s->x; /* the FFN's input */
         if (n == 1 && op->norm_ffn && !pick && !runs && !want_act && L->ffn_norm &&
-            !L->moe.router.data) {
+            !L->moe.router.data && !cut) {
             /* decode: the norm and the FFN in one call (a GPU: the norm in
              * the FFN's first kernel) */
             op->norm_ffn(be, s->x, s->o, L->ffn_norm, m->rms_eps, s->xn, &L->ffn, sel_be, n_sel,
@@ -3921,14 +4211,16 @@ static void forward_ops(eng_session *s, int n, int first, float *out, int32_t *a
             if (m->residual_scale > 0.0f)
                 op->scale(be, s->ff, m->residual_scale, (long)n * E);
         }
-        if (op->add_rmsnorm && !bias && !L->ple_gate.data && !L->out_scaled) {
+        if (op->add_rmsnorm && !bias && !L->ple_gate.data && !L->out_scaled && !m->n_altup) {
             pending = s->ff; /* added by the next norm, before ff is written again */
             continue;
         }
         op->add(be, s->x, s->ff, (long)n * E);
         for (int t = 0; bias && t < n; t++)
             op->add(be, s->x + (size_t)t * E, bias, E);
-        if (L->ple_gate.data) {
+        if (m->n_altup) {
+            altup_correct(s, L, il, n);
+        } else if (L->ple_gate.data) {
             /* gemma4: x += norm(W_proj (gelu(W_gate x) * its per-layer input)) */
             op->matmul(be, &L->ple_gate, NULL, s->x, s->ple_g, n);
             op->gelu_mul(be, s->ple_g, s->ple_in + (size_t)il * P, n, P, LP);
@@ -3940,6 +4232,8 @@ static void forward_ops(eng_session *s, int n, int first, float *out, int32_t *a
             op->scale(be, s->x, L->out_scale, (long)n * E);
     }
 
+    if (m->n_altup)
+        altup_merge(s, n);
     if (hidden)
         first = 0;
     if (out || hidden) {
@@ -4368,7 +4662,7 @@ int eng_model_swap(eng_model *m, const eng_load_plan_params *pp, eng_swap_stats 
         if ((r = ffn_tensors_get(&ld, il, false, &t)) < 0)
             goto out;
         if (plan->n_loaded[il] > m->layers[il].slot_cap &&
-            ffn_alloc(m, &grown[il], plan->n_loaded[il]) < 0) {
+            ffn_alloc(m, il, &grown[il], plan->n_loaded[il]) < 0) {
             char what[64];
             snprintf(what, sizeof(what), "the FFN of layer %d", il);
             r = oom_err(&ld, (size_t)plan->n_loaded[il] * shape.bytes_per_neuron, what);

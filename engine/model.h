@@ -44,7 +44,9 @@ typedef enum eng_arch {
     ENG_ARCH_GEMMA4,   /* Gemma 4: gemma3's layers with wider heads in the global ones,
                         * v normalised, scores unscaled, the last layers reading
                         * earlier layers' caches, per-layer embeddings, a scale
-                        * per layer */
+                        * per layer; and Gemma 3n, its predecessor, with AltUp's
+                        * streams, Laurel's branch and gated activations cut in
+                        * its first layers (eng_model.n_altup) */
     ENG_ARCH_GLM4,     /* GLM-4 (0414), GLM-Z1: llama's pre-norms with gemma's norms after
                         * attention and FFN, q/k/v biases, consecutive RoPE pairs over
                         * part of each head, gate and up rows in one ffn_up (phi3's) */
@@ -99,6 +101,18 @@ typedef struct eng_layer {
      * (gelu(W_gate x) * the layer's slice of the token's per-layer input)) */
     eng_weight ple_gate, ple_proj;    /* [P][n_embd], [n_embd][P]; data NULL: none */
     float *ple_norm;                  /* [n_embd] */
+    /* gemma3n (eng_model.n_altup): Laurel's low-rank branch beside
+     * attention, norm(W_r W_l xn) + xn, and AltUp's mixing of the streams:
+     * the router (f32) of a stream's norm (altup_router_norm) gives each
+     * token its modalities m = tanh(W m_in / n_embd), the prediction's
+     * coefficients [NA * NA][NA] times m and the correction's [NA][NA] */
+    eng_weight laurel_l, laurel_r;    /* [rank][n_embd], [n_embd][rank]; data NULL: none */
+    float *laurel_norm;               /* [n_embd] */
+    eng_weight altup_router;          /* [NA][n_embd] */
+    float *altup_router_norm;         /* [n_embd] */
+    const float *altup_pred;          /* [NA * NA][NA] */
+    const float *altup_corr;          /* [NA][NA] */
+    float *altup_scale;               /* [n_embd] the corrected active stream's scale */
     float attn_scale;                 /* scores times this (olmo2's local layers: without
                                        * YaRN's mscale; else the model's) */
     float rope_base;                  /* this layer's RoPE base and divisors (NULL: */
@@ -211,6 +225,18 @@ struct eng_model {
         size_t row_bytes;
     } ple_tok;
 
+    /* gemma3n's AltUp: the residual is n_altup streams, the embedding and
+     * its projections (altup_proj: [n_altup - 1] matrices of [n_embd]
+     * [n_embd], scaled to the embedding's magnitude); each layer computes
+     * the first stream's prediction and corrects all of them; the output
+     * is their mean after altup_unembd's projections of the others
+     * (scaled to the first's magnitude). 0: none */
+    int n_altup;
+    eng_weight altup_proj, altup_unembd; /* [(n_altup - 1) n_embd][n_embd] */
+    int laurel_rank;                  /* Laurel's widest (0: none) */
+    float *ffn_cut;                   /* [n_layer] ENG_ACT_GELU_TOPK's cut, not finite:
+                                       * none (NULL: no layer has one) */
+
     eng_weight tok_embd;              /* [n_vocab][n_embd] */
     eng_weight output;                /* [n_vocab][n_embd]; shares tok_embd's data when tied */
     float *output_norm;               /* [n_embd] */
@@ -300,6 +326,11 @@ struct eng_session {
     float *ple_proj;                  /* [n_batch][n_layer * P] the embeddings' part */
     float *ple_g;                     /* [n_batch][P] */
     void *ple_raw;                    /* a token's table row as the file has it (host) */
+    /* gemma3n: AltUp's streams and their predictions [n_altup][n_batch]
+     * [n_embd] (stream j's rows at j n_batch n_embd), Laurel's output
+     * [n_batch][n_embd] and its rank's [n_batch][rank], the modalities
+     * [n_batch][n_altup] */
+    float *alt, *alt_pred, *laurel, *laurel_r, *alt_mod;
     float *moe_work;                  /* the moe op's scratch (experts only) */
     float *moe_out;                   /* [n_batch][n_embd] gemma4's experts' sum, beside
                                        * its MLP's in ff (moe_mlp only) */

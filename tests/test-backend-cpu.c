@@ -985,7 +985,7 @@ static void test_ffn_one(eng_backend *be, eng_dtype dt, int E, int n_slots, int 
     float *fb = g_bias ? make_f32(2L * n_slots, -2, 2) : NULL;
     for (long i = 1; fb && i < 2L * n_slots; i += 2)
         fb[i] *= 4;
-    eng_ffn_weights W = { dt, E, n_slots, gu, dn, NULL, g_act, fb };
+    eng_ffn_weights W = { dt, E, n_slots, gu, dn, NULL, g_act, fb, 0.0f };
     float *x = make_f32((long)nt * E, -1, 1);
     float *y = make_f32((long)nt * E, 1e30f, 1e30f);
     float *act = with_act ? make_f32((long)nt * (n_sel > 0 ? n_sel : 1), 9, 9) : NULL;
@@ -1172,8 +1172,8 @@ static void test_sketch_dt(eng_backend *be, eng_dtype dt, const int E, const int
     uint8_t *sq = malloc(S * sb), *s32 = malloc(S * sb);
     memset(sq, 1, S * sb);
     memset(s32, 2, S * sb);
-    eng_ffn_weights wq = { dt, E, S, gu, dn, sq, ENG_ACT_SILU, NULL },
-                    w32 = { ENG_DTYPE_F32, E, S, gf, df, s32, ENG_ACT_SILU, NULL };
+    eng_ffn_weights wq = { dt, E, S, gu, dn, sq, ENG_ACT_SILU, NULL, 0.0f },
+                    w32 = { ENG_DTYPE_F32, E, S, gf, df, s32, ENG_ACT_SILU, NULL, 0.0f };
     be->iface->build_sketch(be, &wq);
     be->iface->build_sketch(be, &w32);
     CHECK(memcmp(sq, s32, S * sb) == 0, "build_sketch of %s slots differs from f32's", dt_name(dt));
@@ -1200,7 +1200,7 @@ static void test_silu(eng_backend *be)
     uint16_t gu[2 * E] = { 0 }, dn[E] = { 0 };
     gu[0] = 0x3c00;     /* gate . x = x[0] */
     gu[E + 1] = 0x3c00; /* up . x = x[1] */
-    eng_ffn_weights W = { ENG_DTYPE_F16, E, 1, gu, dn, NULL, g_act, NULL };
+    eng_ffn_weights W = { ENG_DTYPE_F16, E, 1, gu, dn, NULL, g_act, NULL, 0.0f };
     float x[NT * E], y[NT * E], act[NT];
     memset(x, 0, sizeof(x));
     for (int t = 0; t < NT; t++) {
@@ -1222,6 +1222,67 @@ static void test_silu(eng_backend *be)
 }
 
 /* ---- ffn_runs ----------------------------------------------------------- */
+
+/* gemma3n's cut activations (ENG_ACT_GELU_TOPK) in f32: each token's cut
+ * is the mean of its computed gate values plus cut standard deviations
+ * (of n - 1), the neurons below it give nothing and the others
+ * gelu(g - cut) u, over every slot or a selection (its statistics the
+ * selection's); the act buffer holds a. */
+static void test_ffn_cut(eng_backend *be)
+{
+    enum { E = 64, S = 200, NT = 4 };
+    float *gu = make_f32(2L * S * E, -1, 1), *dn = make_f32((long)S * E, -1, 1);
+    float *x = make_f32((long)NT * E, -1, 1), y[NT * E], act[NT * S];
+    int32_t sel[120];
+    for (int j = 0; j < 120; j++)
+        sel[j] = (j * 7 + 3) % S; /* (7 and 200 coprime: 120 distinct slots) */
+    const eng_ffn_weights W = { ENG_DTYPE_F32, E, S, gu, dn, NULL, ENG_ACT_GELU_TOPK, NULL,
+                                1.6448533f };
+    for (int k = 0; k < 4; k++) {
+        const int nt = k & 1 ? NT : 1, n = k & 2 ? 120 : S;
+        const int32_t *sl = k & 2 ? sel : NULL;
+        be->iface->ffn(be, &W, sl, n, x, y, nt, act);
+        int bad = 0, passed = 0;
+        for (int t = 0; t < nt; t++) {
+            double g[S], u[S], sum = 0, sq = 0;
+            for (int j = 0; j < n; j++) {
+                const long s0 = sl ? sl[j] : j;
+                g[j] = u[j] = 0;
+                for (int e = 0; e < E; e++) {
+                    g[j] += (double)gu[s0 * 2 * E + e] * x[t * E + e];
+                    u[j] += (double)gu[s0 * 2 * E + E + e] * x[t * E + e];
+                }
+                sum += g[j];
+            }
+            for (int j = 0; j < n; j++)
+                sq += (g[j] - sum / n) * (g[j] - sum / n);
+            const double cut = sum / n + 1.6448533 * sqrt(sq / (n - 1));
+            double yr[E] = { 0 }, tol[E] = { 0 };
+            for (int j = 0; j < n; j++) {
+                const long s0 = sl ? sl[j] : j;
+                double a = 0;
+                if (g[j] > cut) {
+                    const double z = g[j] - cut;
+                    a = z / (1 + exp(-2 * 0.7978845608028654 * (z + 0.044715 * z * z * z))) * u[j];
+                    passed++;
+                }
+                bad += fabs(act[t * n + j] - a) > 1e-4 * (fabs(u[j]) + 1);
+                for (int e = 0; e < E; e++) {
+                    yr[e] += a * dn[s0 * E + e];
+                    tol[e] += 1e-4 * (fabs(u[j]) + 1) * fabs(dn[s0 * E + e]);
+                }
+            }
+            for (int e = 0; e < E; e++)
+                bad += !(fabs(y[t * E + e] - yr[e]) <= tol[e] + 1e-6);
+        }
+        /* (about 5 % of the neurons pass a normal distribution's 95 %) */
+        CHECK(!bad && passed > nt * n / 100 && passed < nt * n / 8,
+              "ffn cut nt=%d n=%d: %d values off, %d of %d passed", nt, n, bad, passed, nt * n);
+    }
+    free(gu);
+    free(dn);
+    free(x);
+}
 
 /* ffn_runs over slots 0 .. n_a - 1 of w and a copy of n_b other slots of
  * w (random, ascending, as select.c copies a request's dynamic neurons) is
@@ -1246,8 +1307,8 @@ static void test_ffn_runs_one(eng_backend *be, eng_dtype dt, int E, int S, int n
             want--;
         }
     CHECK(n == n_a + n_b, "ffn_runs setup: %d slots", n);
-    eng_ffn_weights W = { dt, E, S, gu, dn, NULL, g_act, NULL },
-                    W2 = { dt, E, n_b, gu2, dn2, NULL, g_act, NULL };
+    eng_ffn_weights W = { dt, E, S, gu, dn, NULL, g_act, NULL, 0.0f },
+                    W2 = { dt, E, n_b, gu2, dn2, NULL, g_act, NULL, 0.0f };
     float *x = make_f32(E, -1, 1), *y = make_f32(E, 0, 0), *want = make_f32(E, 0, 0);
     be->iface->ffn(be, &W, sel, n, x, want, 1, NULL);
     be->iface->ffn_runs(be, &W, n_a, &W2, n_b, x, y);
@@ -1299,7 +1360,7 @@ static void test_moe_one(eng_backend *be, eng_dtype dt, int E, int NE, int F, in
     float *fb = g_bias ? make_f32(2L * (NE * F + S), -1, 1) : NULL;
     float *rbias = g_bias ? make_f32(NE, -2, 2) : NULL;
     float *dbias = g_bias ? make_f32((long)NE * E, -0.5f, 0.5f) : NULL;
-    eng_ffn_weights W = { dt, E, NE * F + S, gu, dn, NULL, g_act, fb };
+    eng_ffn_weights W = { dt, E, NE * F + S, gu, dn, NULL, g_act, fb, 0.0f };
     /* sigmoid gating comes with a bias to pick by (LFM2-MoE); a shared
      * expert of S neurons after the others, gated (Qwen2-MoE) or not */
     float *bias = sigmoid ? make_f32(NE, -0.5f, 0.5f) : NULL;
@@ -1352,7 +1413,7 @@ static void test_moe_one(eng_backend *be, eng_dtype dt, int E, int NE, int F, in
             const double gk = (norm ? g[k] / gs : g[k]) * scale;
             eng_ffn_weights V = { dt, E, F, gu + (size_t)pick[k] * F * 2 * rs,
                                   dn + (size_t)pick[k] * F * rd, NULL, g_act,
-                                  fb ? fb + 2L * pick[k] * F : NULL };
+                                  fb ? fb + 2L * pick[k] * F : NULL, 0.0f };
             be->iface->ffn(be, &V, NULL, F, x + (size_t)t * E, ye, 1, NULL);
             for (int j = 0; j < E; j++)
                 want[j] += gk * (ye[j] + (dbias ? dbias[(size_t)pick[k] * E + j] : 0));
@@ -1364,7 +1425,7 @@ static void test_moe_one(eng_backend *be, eng_dtype dt, int E, int NE, int F, in
             const double gs = gated ? 1 / (1 + exp(-gd)) : 1;
             eng_ffn_weights V = { dt, E, S, gu + (size_t)NE * F * 2 * rs,
                                   dn + (size_t)NE * F * rd, NULL, g_act,
-                                  fb ? fb + 2L * NE * F : NULL };
+                                  fb ? fb + 2L * NE * F : NULL, 0.0f };
             be->iface->ffn(be, &V, NULL, S, x + (size_t)t * E, ye, 1, NULL);
             for (int j = 0; j < E; j++)
                 want[j] += gs * ye[j];
@@ -1692,7 +1753,7 @@ static void test_ffn_pick_e(eng_backend *be, eng_dtype dt, const int E)
     void *gu = make_weights(dt, (long)S * 2 * E);
     void *dn = make_weights(eng_ffn_down_dtype(dt), (long)S * E);
     /* the expected slots follow from silu's scores */
-    eng_ffn_weights w = { dt, E, S, gu, dn, sk, ENG_ACT_SILU, NULL };
+    eng_ffn_weights w = { dt, E, S, gu, dn, sk, ENG_ACT_SILU, NULL, 0.0f };
     float *x = malloc(sizeof(float) * 2 * E), *y = malloc(sizeof(float) * 2 * E);
     float *want = malloc(sizeof(float) * 2 * E);
     for (int i = 0; i < E; i++) {
@@ -1805,7 +1866,7 @@ static void test_ffn_pick_random(eng_backend *be, eng_dtype dt)
             }
         void *gu = make_weights(dt, (long)S * 2 * E);
         void *dn = make_weights(eng_ffn_down_dtype(dt), (long)S * E);
-        eng_ffn_weights w = { dt, E, S, gu, dn, sk, g_act, NULL };
+        eng_ffn_weights w = { dt, E, S, gu, dn, sk, g_act, NULL, 0.0f };
         float *x = malloc(sizeof(float) * E), *y = malloc(sizeof(float) * E);
         float *want = malloc(sizeof(float) * E);
         double *score = malloc(sizeof(double) * S);
@@ -1867,7 +1928,7 @@ static void test_ffn_top_e(eng_backend *be, eng_dtype dt, const int E, const int
     void *dn = make_weights(eng_ffn_down_dtype(dt), (long)S * E);
     double *gd = to_double(dt, gu, (long)S * 2 * E);
     double *dd = to_double(eng_ffn_down_dtype(dt), dn, (long)S * E);
-    eng_ffn_weights w = { dt, E, S, gu, dn, NULL, g_act, NULL };
+    eng_ffn_weights w = { dt, E, S, gu, dn, NULL, g_act, NULL, 0.0f };
     const int n_a = S / 3 + 1, n_b = S - n_a; /* n_a odd: a pair spans both runs */
     const size_t rs = eng_ffn_row_bytes(dt, E), rd = eng_ffn_down_bytes(dt, E);
     char *gu2 = malloc((size_t)n_b * 2 * rs), *dn2 = malloc((size_t)n_b * rd);
@@ -1876,7 +1937,7 @@ static void test_ffn_top_e(eng_backend *be, eng_dtype dt, const int E, const int
         memcpy(gu2 + (size_t)j * 2 * rs, (const char *)gu + (size_t)s * 2 * rs, 2 * rs);
         memcpy(dn2 + (size_t)j * rd, (const char *)dn + (size_t)s * rd, rd);
     }
-    eng_ffn_weights w2 = { dt, E, n_b, gu2, dn2, NULL, g_act, NULL };
+    eng_ffn_weights w2 = { dt, E, n_b, gu2, dn2, NULL, g_act, NULL, 0.0f };
     float *y2 = malloc(sizeof(float) * E);
     float *x = malloc(sizeof(float) * E), *y = malloc(sizeof(float) * E);
     float *want = malloc(sizeof(float) * E);
@@ -2289,6 +2350,7 @@ int main(void)
             test_ffn(be, ENG_DTYPE_Q8_0);
             g_bias = false;
             g_act = ENG_ACT_SILU;
+            test_ffn_cut(be);
             test_rmsnorm(be);
             test_rope(be);
             test_attention(be);

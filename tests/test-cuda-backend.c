@@ -476,7 +476,7 @@ static void test_ffn(void)
             sel[n_sel / 2] = S + 4;       /* out of range: contributes nothing */
         }
         eng_ffn_weights hw = { ENG_DTYPE_F16, E, S, gu, dn, NULL,
-                               cases[ci].gelu ? ENG_ACT_GELU : ENG_ACT_SILU, NULL }, dw = hw;
+                               cases[ci].gelu ? ENG_ACT_GELU : ENG_ACT_SILU, NULL, 0.0f }, dw = hw;
         dw.gate_up = up(gu, (size_t)S * 2 * E * 2);
         dw.down = up(dn, (size_t)S * E * 2);
         int32_t *dsel = sel ? up(sel, (size_t)n_sel * 4) : NULL;
@@ -559,7 +559,7 @@ static void test_ffn_pick(void)
         const size_t sb = eng_sketch_slot_bytes(E);
         uint8_t *hsk = xmalloc((size_t)S * sb), *gsk = xmalloc((size_t)S * sb);
         eng_ffn_weights hw = { ENG_DTYPE_F16, E, S, gu, dn, hsk,
-                               shapes[si][3] ? ENG_ACT_GELU : ENG_ACT_SILU, NULL }, dw = hw;
+                               shapes[si][3] ? ENG_ACT_GELU : ENG_ACT_SILU, NULL, 0.0f }, dw = hw;
         dw.gate_up = up(gu, (size_t)S * 2 * E * 2);
         dw.down = up(dn, (size_t)S * E * 2);
         dw.sketch = up(NULL, (size_t)S * sb);
@@ -636,7 +636,7 @@ static void test_ffn_pick(void)
     /* a layer larger than any build_sketch reserved for: an error, no fault */
     cur = "ffn_pick unreserved";
     const int E = 64, S = 5000;
-    eng_ffn_weights w = { ENG_DTYPE_F16, E, S, NULL, NULL, NULL, ENG_ACT_SILU, NULL };
+    eng_ffn_weights w = { ENG_DTYPE_F16, E, S, NULL, NULL, NULL, ENG_ACT_SILU, NULL, 0.0f };
     w.gate_up = up(NULL, (size_t)S * 2 * E * 2);
     w.down = up(NULL, (size_t)S * E * 2);
     w.sketch = up(NULL, (size_t)S * eng_sketch_slot_bytes(E));
@@ -1014,7 +1014,7 @@ static void test_norm_ffn(void)
         float *dy = up(NULL, E * 4), *dy2 = up(NULL, E * 4);
         int32_t *dsel = up(sel, sizeof(sel));
         eng_ffn_weights fw = { ENG_DTYPE_F16, E, S, up(gu, (size_t)S * 2 * E * 2), up(dn, (size_t)S * E * 2),
-                               NULL, ENG_ACT_SILU, NULL };
+                               NULL, ENG_ACT_SILU, NULL, 0.0f };
         C->add(cpu, x, r, E);
         C->rmsnorm(cpu, x, nw, xn, 1, E, 1e-5f);
         G->norm_ffn(b, dx, dr, dnw, 1e-5f, dxn, &fw, dsel, n_sel, dy);

@@ -1029,7 +1029,7 @@ static void test_ffn(void)
             free(used);
         }
         eng_ffn_weights w = { ENG_DTYPE_F16, E, S, gu, dn, NULL,
-                              cases[ci].gelu ? ENG_ACT_GELU : ENG_ACT_SILU, NULL };
+                              cases[ci].gelu ? ENG_ACT_GELU : ENG_ACT_SILU, NULL, 0.0f };
         float *ref = xmalloc((size_t)T * E * 4), *got = xmalloc((size_t)T * E * 4);
         float *aref = xmalloc((size_t)T * n_sel * 4), *agot = xmalloc((size_t)T * n_sel * 4);
         cpu->iface->ffn(cpu, &w, sel, n_sel, x, ref, T, aref);

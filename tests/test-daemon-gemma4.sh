@@ -9,15 +9,21 @@
 # computes fewer; the file cut short under the daemon fails the requests
 # that need its table's rows, with a reason, and nothing else.
 #
+# The same on a Gemma 3n (tiny-gemma3n: 25 layers, the last five on
+# earlier layers' caches, AltUp's streams, per-layer inputs of 256, the
+# first ten layers' activations cut) with its arguments.
+#
 # usage: test-daemon-gemma4.sh SELECTINFERD SICTL SI_SYNTH
+#            [SHAPE SHARED_LAYERS PER_LAYER_WIDTH "N of M loaded"]
 set -u
-daemon=$1 sictl=$2 synth=$3 shape=tiny-gemma4
+daemon=$1 sictl=$2 synth=$3 shape=${4:-tiny-gemma4}
+shared=${5:-3} ple=${6:-32} half=${7:-624 of 1152 loaded}
 . "$(dirname "$0")/daemon-synth.sh"
 
 start --ctx-size 160
 "$sictl" --socket "$sock" status >"$dir/status" 2>&1
-grep -q "shared caches: *3 layers" "$dir/status" &&
-    grep -q "per-layer embd: *32 a layer" "$dir/status" ||
+grep -q "shared caches: *$shared layers" "$dir/status" &&
+    grep -q "per-layer embd: *$ple a layer" "$dir/status" ||
     { echo "FAIL: status without the shared caches or per-layer embeddings"; cat "$dir/status";
       fail=1; }
 # (this random model soon picks its end of turn, <|im_end|>: barred, and
@@ -29,8 +35,9 @@ stop
 # phi below gamma computing fewer of them
 start --mode random-load --gamma 0.5
 "$sictl" --socket "$sock" status >"$dir/status2" 2>&1
-# (the daemon's first layer dense: 96 + half of 5 x 96 + 3 x 192)
-grep -q "624 of 1152 loaded" "$dir/status2" ||
+# (the daemon's first layer dense: tiny-gemma4 96 + half of 5 x 96 + 3 x
+# 192; tiny-gemma3n 128 + half of 24 x 128)
+grep -q "$half" "$dir/status2" ||
     { echo "FAIL: a random half not of each layer's neurons"; cat "$dir/status2"; fail=1; }
 "$sictl" --socket "$sock" --json generate --raw --phi 0.3 -n 6 "$p" >"$dir/phi" 2>&1
 grep -q '"generated_tokens":6' "$dir/phi" && grep -q '"ffn_share":0\.[0-3]' "$dir/phi" ||

@@ -511,7 +511,7 @@ static void check_windows(const char *synth, const char *shape)
            "swapped to dense: %.2g\n", shape, d1, share[0], share[1], d2);
     /* (gemma4's unscaled scores of normalised q and k show a sum's order
      * more than others do: 0.001 on aarch64) */
-    const double tol = strstr(shape, "gemma4") ? 5e-3 : 1e-3;
+    const double tol = strstr(shape, "gemma4") || strstr(shape, "gemma3n") ? 5e-3 : 1e-3;
     CHECKF(d2 < tol, "%s swapped to dense: logits %g from the dense load", shape, d2);
     CHECKF(d1 < tol, "%s: token by token, logits %g from the batch's", shape, d1);
     CHECKF(share[0] > 0.3 && share[0] < 0.5 && share[1] > 0.3 && share[1] < 0.6,
@@ -1167,6 +1167,11 @@ static void check_refused(const char *synth)
         { "tiny-gemma4", "gemma4.embedding_length_per_layer_input=u32:16",
           "per_layer_model_proj.weight", -EINVAL },
         { "tiny-gemma4", "gemma4.attention.key_length=u32:16", "rope dimension 32", -EINVAL },
+        { "tiny-gemma3n", "gemma3n.altup.active_idx=u32:1", "active_idx 1", -ENOTSUP },
+        { "tiny-gemma3n", "gemma3n.altup.num_inputs=u32:1", "num_inputs 1", -EINVAL },
+        { "tiny-gemma3n", "gemma3n.altup.num_inputs=u32:3", "altup_proj.weight", -EINVAL },
+        { "tiny-gemma3n", "gemma3n.activation_sparsity_scale=f32:1.6",
+          "activation_sparsity_scale", -EINVAL },
     };
     static float unused[320];
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
@@ -1265,6 +1270,54 @@ static void check_gemma4(const char *synth)
     printf("tiny-gemma4  a token at a time %.2g, chunks of 5 %.2g, kept prefix %.2g from one "
            "batch; caches %zu bytes; Q8_0 file %.3f; a cut table -EIO; a plan of gamma 0.5 "
            "half of each layer's own width\n", d_one, d_chunk, d_kept, kv, d_q8);
+}
+
+/* gemma3n (tiny-gemma3n: 25 layers, the last five reading layers 18
+ * (local) and 19's (global) caches, AltUp's four streams, Laurel of rank
+ * 64, per-layer inputs of 256, the first ten layers' gate values cut at
+ * their mean plus 1.645 deviations): a token at a time and in chunks of 5
+ * as in one batch; the first 20 layers' caches; which layers cut; a
+ * decode step priced with AltUp's, Laurel's and the per-layer inputs'
+ * matrices; and SelectInfer's plan and per-request selection on it (the
+ * cut layers' statistics over the neurons computed). */
+static void check_gemma3n(const char *synth)
+{
+    char path[32];
+    eng_model *m = load_f32(synth, "tiny-gemma3n", path);
+    unlink(path);
+    static float batch[320], one[320], chunk[320];
+    eng_session_free(three_ways(m, batch, one, chunk));
+    eng_session *s;
+    CHECK(eng_session_new(m, NULL, &s) == 0);
+    /* 16 local layers (rings of 3 + 256 rows of two heads of 32), 4 global
+     * ones (2048 rows), K and V in f16 */
+    const size_t kv = eng_session_kv_bytes(s), want = 16 * 259 * 64 * 2 * 2 + 4 * 2048 * 64 * 2 * 2;
+    eng_session_free(s);
+    int cut = 0;
+    for (int il = 0; il < 25; il++) {
+        const eng_ffn_weights *w = &m->layers[il].ffn;
+        cut += il < 10 ? w->act == ENG_ACT_GELU_TOPK && fabsf(w->cut - 1.6448533f) < 1e-6f
+                       : w->act == ENG_ACT_GELU;
+    }
+    /* a step: step_bytes's, Laurel's and AltUp's routers (f32: 2 x 64 x
+     * 64 and 4 x 64 a layer), the per-layer blocks (2 x 256 x 64), a
+     * token's row of the per-layer table (6400) and its projection (6400
+     * x 64), AltUp's projections (2 x 3 x 64 x 64) */
+    eng_model_info info;
+    eng_model_get_info(m, &info);
+    const uint64_t step = step_bytes(m, 128) +
+                          4 * (25 * (2 * 64 * 64 + 4 * 64 + 2 * 256 * 64) + 6400 + 6400 * 64 +
+                               2 * 3 * 64 * 64);
+    const double d_one = max_diff(batch, one, 320), d_chunk = max_diff(batch, chunk, 320);
+    CHECKF(d_one < 5e-3 && d_chunk < 5e-3 && kv == want && cut == 25 &&
+           info.bytes_per_token == step, "tiny-gemma3n: a token at a time %g, chunks %g from one "
+           "batch; %zu bytes of caches (want %zu); %d layers' activations as they should be; "
+           "%llu bytes a step (want %llu)", d_one, d_chunk, kv, want, cut,
+           (unsigned long long)info.bytes_per_token, (unsigned long long)step);
+    eng_model_free(m);
+    printf("tiny-gemma3n a token at a time %.2g, chunks of 5 %.2g from one batch; caches %zu "
+           "bytes; 10 layers cut; a step %llu bytes\n", d_one, d_chunk, kv,
+           (unsigned long long)step);
 }
 
 /* gemma4's experts beside a dense MLP (tiny-gemma4-moe: 2 of 8 experts
@@ -1582,6 +1635,16 @@ int main(int argc, char **argv)
                  0.004);
     check_gemma4(argv[1]);
     check_gemma4_moe(argv[1]);
+    /* gemma3n (Gemma 3n E2B/E4B's layout): gemma4's layers with AltUp's
+     * streams, Laurel's branch, the per-layer inputs into the streams and
+     * the first ten layers' activations cut, in f32 (0.02 apart: llama.cpp's
+     * f16 attention products, as gemma4's, which the cut's few neurons (6
+     * of 128 here) carry further; AltUp's predictions mixed the other way
+     * round move the logits by 3.9, no cut by 4.9, the streams' outputs
+     * unscaled by 1.1) */
+    check_logits(argv[1], argv[2], "tiny-gemma3n", "f32", NULL, "tiny-gemma3n", 320, 0.06, 0.015);
+    check_gemma3n(argv[1]);
+    check_windows(argv[1], "tiny-gemma3n");
     /* gpt-oss: biases on q, k, v and the output, sinks, every other layer
      * local, NEOX RoPE under YaRN, 3 of 8 experts with biases and its
      * activation, in f32 (0.0017 apart; sinks left out move the logits

@@ -321,7 +321,7 @@ static double bench_ffn(eng_backend *be, eng_dtype dt, int E, int S, double frac
     }
     if (sorted)
         qsort(sel, (size_t)n_sel, sizeof(int32_t), cmp_i32);
-    eng_ffn_weights W = { dt, E, S, gu, dn, NULL, ENG_ACT_SILU, NULL };
+    eng_ffn_weights W = { dt, E, S, gu, dn, NULL, ENG_ACT_SILU, NULL, 0.0f };
     const int32_t *sp = frac >= 1.0 ? NULL : sel;
     long iters = -copies; /* the first round warms up */
     double t0 = 0, t = 0;

@@ -186,6 +186,14 @@ static const shape shapes[] = {
     {"tiny-gemma4-moe", "gemma4", "smollm", "Synthetic Tiny Gemma4 MoE", 6, 64, 32, 4, 1, 320,
      4096, 1000000.0f, 1e-6f, false, false, true, VOCAB_SMOL, 3, 64, true, false, 4, 0.0f, {0, 0},
      0, 0},
+    /* gemma3n (Gemma 3n): four AltUp streams, LAuReL, per-layer inputs of
+     * 256, norms not shifted, every fifth layer global, the layers from 20
+     * on reading layers 18 (local) and 19 (global), the first 10 FFNs
+     * sparse; llama.cpp fixes those numbers, so only the width, heads and
+     * window are the shape's */
+    {"tiny-gemma3n", "gemma3n", "smollm", "Synthetic Tiny Gemma3n", 25, 64, 128, 4, 2, 320, 4096,
+     1000000.0f, 1e-6f, false, false, true, VOCAB_SMOL, 3, 32, true, false, 4, 0.0f, {0, 30.0f},
+     0, 0},
     {"tiny-gemma2", "gemma2", "smollm", "Synthetic Tiny Gemma2", 6, 64, 192, 4, 2, 320, 4096,
      10000.0f, 1e-6f, false, false, true, VOCAB_SMOL, 3, 32, false, false, 4, 0.0f, {1.0f, 2.0f}, 0, 0},
     /* glm4 (GLM-4-0414): q/k/v biases, half of each head rotating in
@@ -337,6 +345,14 @@ static const shape shapes[] = {
     {"gemma-4-26b-a4b", "gemma4", "smollm", "Synthetic Gemma 4 26B-A4B", 30, 2816, 704, 16, 8,
      262144, 262144, 1000000.0f, 1e-6f, false, false, true, VOCAB_SMOL, 17, 512, true, false,
      1024, 0.0f, {0, 0}, 0, 0},
+    /* Gemma 3n E2B's and E4B's published configs (the vocabulary with the
+     * 256 rows the converter pads for vision and audio tokens) */
+    {"gemma3n-e2b", "gemma3n", "smollm", "Synthetic Gemma 3n E2B", 30, 2048, 8192, 8, 2, 262400,
+     32768, 1000000.0f, 1e-6f, false, false, true, VOCAB_SMOL, 17, 256, true, false, 512, 0.0f,
+     {0, 30.0f}, 0, 0},
+    {"gemma3n-e4b", "gemma3n", "smollm", "Synthetic Gemma 3n E4B", 35, 2048, 16384, 8, 2, 262400,
+     32768, 1000000.0f, 1e-6f, false, false, true, VOCAB_SMOL, 17, 256, true, false, 512, 0.0f,
+     {0, 30.0f}, 0, 0},
     {"gemma-3-1b", "gemma3", "smollm", "Synthetic Gemma 3 1B", 26, 1152, 6912, 4, 1, 262144,
      32768, 1000000.0f, 1e-6f, false, false, true, VOCAB_SMOL, 17, 256, true, false, 512, 0.0f, {0, 0}, 0, 0},
     {"smollm2-135m", "llama", "smollm", "Synthetic SmolLM2 135M", 30, 576, 1536, 9, 3, 49152,
@@ -808,7 +824,7 @@ typedef struct tdesc {
     uint64_t ne[3];
     enum { INIT_RANDOM, INIT_ONES, INIT_BIAS, INIT_ROPE, INIT_NORM, INIT_ROPE_LONG, INIT_ROPE_SHORT,
            INIT_SSM_A, INIT_SSM_DT, INIT_ROPE_PROP, INIT_SCALE, INIT_QNORM, INIT_RSCALE,
-           INIT_OSS_BIAS, INIT_SINK } init;
+           INIT_OSS_BIAS, INIT_SINK, INIT_ALTUP, INIT_ROUTER } init;
 } tdesc;
 
 static const struct {
@@ -1171,6 +1187,9 @@ int main(int argc, char **argv)
     for (size_t i = 0; i < sizeof(gemma4_shapes) / sizeof(gemma4_shapes[0]); i++)
         if (!strcmp(gemma4_shapes[i].shape, sh->name))
             g4 = (int)i;
+    /* (gemma3n: llama.cpp's layers from 20 on read earlier layers' caches) */
+    const bool g3n = !strcmp(sh->arch, "gemma3n");
+    const int g3n_shared = g3n && sh->n_layer > 20 ? sh->n_layer - 20 : 0;
     int ssm = -1; /* ssm_shapes' entry, -1: none */
     for (size_t i = 0; i < sizeof(ssm_shapes) / sizeof(ssm_shapes[0]); i++)
         if (!strcmp(ssm_shapes[i].shape, sh->name))
@@ -1364,6 +1383,25 @@ int main(int argc, char **argv)
             CHECK(gguf_writer_set_arr_i32(w, KEY("attention.head_count_kv"), kva,
                                           (size_t)sh->n_layer));
     }
+    if (g3n) { /* as Gemma 3n's converter writes them: its config's lists */
+        uint8_t pat[1000];
+        int32_t ffa[1000];
+        float sparsity[1000]; /* normal icdf(0.95) in the first 10 layers, icdf(0) after */
+        for (int l = 0; l < sh->n_layer && l < 1000; l++) {
+            pat[l] = l % 5 != 4;
+            ffa[l] = sh->n_ff;
+            sparsity[l] = l < 10 ? 1.6448533535003662f : -INFINITY;
+        }
+        CHECK(gguf_writer_set_arr_i32(w, KEY("feed_forward_length"), ffa, (size_t)sh->n_layer));
+        CHECK(gguf_writer_set_u32(w, KEY("altup.active_idx"), 0));
+        CHECK(gguf_writer_set_u32(w, KEY("altup.num_inputs"), 4));
+        CHECK(gguf_writer_set_u32(w, KEY("embedding_length_per_layer_input"), 256));
+        CHECK(gguf_writer_set_u32(w, KEY("attention.shared_kv_layers"), (uint32_t)g3n_shared));
+        CHECK(gguf_writer_set_arr_f32(w, KEY("activation_sparsity_scale"), sparsity,
+                                      (size_t)sh->n_layer));
+        CHECK(gguf_writer_set_arr(w, KEY("attention.sliding_window_pattern"), GGUF_TYPE_BOOL, pat,
+                                  (size_t)sh->n_layer));
+    }
 
     static char tbuf[1 << 20];
     const char *tmpl_file = NULL; /* a real template, to test what the engine makes of it */
@@ -1453,17 +1491,20 @@ int main(int argc, char **argv)
         push(td, &nt, "rope_factors_short.weight", GGML_TYPE_F32, 1, (uint64_t)n_rot / 2, 1, INIT_ROPE_SHORT);
     }
     push(td, &nt, "token_embd.weight", etype, 2, E, (uint64_t)sh->n_vocab, INIT_RANDOM);
-    const uint64_t PLE = g4 >= 0 ? (uint64_t)gemma4_shapes[g4].ple : 0;
-    if (g4 >= 0) {
+    const uint64_t PLE = g4 >= 0 ? (uint64_t)gemma4_shapes[g4].ple : g3n ? 256 : 0;
+    if (g4 >= 0)
         push(td, &nt, "rope_freqs.weight", GGML_TYPE_F32, 1, (uint64_t)head_dim / 2, 1,
              INIT_ROPE_PROP);
-        if (PLE) {
-            const uint64_t LP = PLE * (uint64_t)sh->n_layer;
-            push(td, &nt, "per_layer_token_embd.weight", etype, 2, LP, (uint64_t)sh->n_vocab,
-                 INIT_RANDOM);
-            push(td, &nt, "per_layer_model_proj.weight", wtype, 2, E, LP, INIT_RANDOM);
-            push(td, &nt, "per_layer_proj_norm.weight", GGML_TYPE_F32, 1, PLE, 1, INIT_NORM);
-        }
+    if (g3n) { /* gemma3n: the three other AltUp streams' projections in and out */
+        push3(td, &nt, "altup_proj.weight", wtype, E, E, 3);
+        push3(td, &nt, "altup_unembd_proj.weight", wtype, E, E, 3);
+    }
+    if (PLE) {
+        const uint64_t LP = PLE * (uint64_t)sh->n_layer;
+        push(td, &nt, "per_layer_token_embd.weight", etype, 2, LP, (uint64_t)sh->n_vocab,
+             INIT_RANDOM);
+        push(td, &nt, "per_layer_model_proj.weight", wtype, 2, E, LP, INIT_RANDOM);
+        push(td, &nt, "per_layer_proj_norm.weight", GGML_TYPE_F32, 1, PLE, 1, INIT_NORM);
     }
     for (int l = 0; l < sh->n_layer; l++) {
         char n[64];
@@ -1526,6 +1567,41 @@ int main(int argc, char **argv)
                 T("proj.weight", 2, PLE, E, INIT_RANDOM);
                 T("post_norm.weight", 1, E, 1, INIT_NORM);
             }
+            continue;
+        }
+        if (g3n) {
+            /* gemma3n: k and v in every layer (llama.cpp requires them in
+             * the ones reading earlier caches too), the q norm tempering
+             * unscaled scores as gemma4's, LAuReL of rank 64; the AltUp
+             * coefficients f32 whatever the type, as the converter keeps
+             * them */
+            const uint64_t hd = (uint64_t)head_dim;
+            T("attn_norm.weight", 1, E, 1, INIT_NORM);
+            T("attn_q.weight", 2, E, Q, INIT_RANDOM);
+            T("attn_k.weight", 2, E, KV, INIT_RANDOM);
+            T("attn_v.weight", 2, E, KV, INIT_RANDOM);
+            T("attn_output.weight", 2, Q, E, INIT_RANDOM);
+            T("attn_q_norm.weight", 1, hd, 1, INIT_QNORM);
+            T("attn_k_norm.weight", 1, hd, 1, INIT_NORM);
+            T("post_attention_norm.weight", 1, E, 1, INIT_NORM);
+            T("ffn_norm.weight", 1, E, 1, INIT_NORM);
+            T("ffn_gate.weight", 2, E, F, INIT_RANDOM);
+            T("ffn_up.weight", 2, E, F, INIT_RANDOM);
+            T("ffn_down.weight", 2, F, E, INIT_RANDOM);
+            T("post_ffw_norm.weight", 1, E, 1, INIT_NORM);
+            T("inp_gate.weight", 2, E, PLE, INIT_RANDOM);
+            T("proj.weight", 2, PLE, E, INIT_RANDOM);
+            T("post_norm.weight", 1, E, 1, INIT_NORM);
+            T("altup_correct_coef.weight", 2, 4, 4, INIT_ALTUP);
+            td[nt - 1].type = GGML_TYPE_F32;
+            T("altup_correct_scale.weight", 1, E, 1, INIT_NORM);
+            T("altup_predict_coef.weight", 2, 4, 16, INIT_ALTUP);
+            td[nt - 1].type = GGML_TYPE_F32;
+            T("altup_router.weight", 2, E, 4, INIT_ROUTER);
+            T("altup_router_norm.weight", 1, E, 1, INIT_NORM);
+            T("laurel_l.weight", 2, E, 64, INIT_RANDOM);
+            T("laurel_r.weight", 2, 64, E, INIT_RANDOM);
+            T("laurel_post_norm.weight", 1, E, 1, INIT_NORM);
             continue;
         }
         if (!post_only)
@@ -1721,6 +1797,15 @@ int main(int argc, char **argv)
                  * size, so that they take part of the softmax, not all) */
                 case INIT_OSS_BIAS: row[j] = 0.5f * rand_normal(&s); break;
                 case INIT_SINK: row[j] = 1.0f + rand_normal(&s); break;
+                /* (gemma3n's AltUp coefficients, added to 1 or to the
+                 * streams themselves: a fifth of the default keeps 25
+                 * layers of them from compounding) */
+                case INIT_ALTUP: row[j] = 0.2f * rand_normal(&s) * scale; break;
+                /* (gemma3n's AltUp router, whose input llama.cpp scales by
+                 * 1 / n_embd: tanh's inputs about 0.15 rather than 1 / n_embd,
+                 * so that the coefficients above matter, yet not so large
+                 * that they make the model chaotic) */
+                case INIT_ROUTER: row[j] = 0.15f * rand_normal(&s) * sqrtf((float)t->ne[0]); break;
                 }
             }
             CHECK(eng_quant_row(t->type, row, qrow, (size_t)t->ne[0]));
