@@ -2455,8 +2455,8 @@ static int load_weights(loader *ld, const eng_plan *plan)
                 return r;
         } else if (g4 && (!m->be->iface->gelu_mul || !m->be->iface->host_memory)) {
             /* (its per-layer inputs and v's norm are host memory) */
-            return eng__set_err(ld->err, -ENOTSUP, "the %s backend cannot run gemma4 layers "
-                                "(the cpu backend can)", m->be->iface->name);
+            return eng__set_err(ld->err, -ENOTSUP, "the %s backend cannot run %s layers "
+                                "(the cpu backend can)", m->be->iface->name, m->info.arch);
         } else if (m->attn_gate && !m->be->iface->mul_sigmoid) {
             return eng__set_err(ld->err, -ENOTSUP, "the %s backend has no gated attention "
                                 "(qwen35)", m->be->iface->name);
