@@ -6696,27 +6696,31 @@ static void ffn_biased(cpu_ctx *c, ffn_run *r)
         }
         if (r->a.act)
             memcpy(r->a.act + (size_t)t0 * n, A, (size_t)nt * n * sizeof(float));
-        if (nt == 1 && w->act == ENG_ACT_GELU_TOPK) {
+        if (w->act == ENG_ACT_GELU_TOPK) {
             /* a token's cut leaves about 5 % of the neurons: the down phase
-             * reads only theirs (their slots in g's room, their a packed) */
-            int32_t *live = (int32_t *)g;
-            long k = 0;
-            for (long j = 0; j < n; j++)
-                if (A[j] != 0.0f) {
-                    live[k] = (int32_t)slot_of(&r->a, j);
-                    A[k++] = A[j];
-                }
-            ffn_run rl = *r;
-            rl.a.sel = live;
-            rl.a.n_sel = k;
-            rl.t0 = (int)t0;
-            rl.nt = 1;
-            rl.A = A;
-            rl.lda = k;
-            if (k > 0)
-                run(c, ffn_down_task, &rl, k * E >= 16384);
-            else
-                memset(r->a.y + (size_t)t0 * E, 0, (size_t)E * sizeof(float));
+             * of each token reads only theirs (their slots in g's room,
+             * their a packed), which in a batch spares the products too */
+            for (int t = 0; t < nt; t++) {
+                int32_t *live = (int32_t *)g + (size_t)t * n;
+                float *At = A + (size_t)t * n;
+                long k = 0;
+                for (long j = 0; j < n; j++)
+                    if (At[j] != 0.0f) {
+                        live[k] = (int32_t)slot_of(&r->a, j);
+                        At[k++] = At[j];
+                    }
+                ffn_run rl = *r;
+                rl.a.sel = live;
+                rl.a.n_sel = k;
+                rl.t0 = (int)t0 + t;
+                rl.nt = 1;
+                rl.A = At;
+                rl.lda = k;
+                if (k > 0)
+                    run(c, ffn_down_task, &rl, k * E >= 16384);
+                else
+                    memset(r->a.y + (size_t)(t0 + t) * E, 0, (size_t)E * sizeof(float));
+            }
             continue;
         }
         if (down_rows) {
