@@ -4086,31 +4086,38 @@ ALWAYS float32x4_t n_dot32(const float32x4_t lo[4], const float32x4_t hi[4],
     return vaddq_f32(t0, t1);
 }
 
-/* Four Q8_0 rows (n / 32 blocks) against x: per block and row the 32
- * products in two registers (two chains), scaled by its d into the row's
- * sum, as dot4_q8; pf are prefetched a block a step. */
+/* NEON's walk of four rows of blocks of 32 (type BT) against x: each
+ * block's 32 values unpacked into lo and hi (float32x4 x 4 each) by
+ * UNPACK(bb, lo, hi), their products in two registers (two chains,
+ * n_dot32), scaled by SCALE(bb) into the row's sum; pf are prefetched a
+ * block a step. n_dot4_q8's and n_dot4_mxfp4's body. */
+#define N_DOT4_BODY(BT, UNPACK, SCALE)                                                       \
+    const BT *b[4] = { r0, r1, r2, r3 };                                                     \
+    float32x4_t acc[4] = { vdupq_n_f32(0.0f), vdupq_n_f32(0.0f), vdupq_n_f32(0.0f),          \
+                           vdupq_n_f32(0.0f) };                                              \
+    for (long i = 0; i < n / 32; i++) {                                                      \
+        if (pf)                                                                              \
+            for (int j = 0; j < 4; j++)                                                      \
+                __builtin_prefetch(pf[j] + i * sizeof(BT), 0, 3);                            \
+        float32x4_t xv[8];                                                                   \
+        for (int u = 0; u < 8; u++)                                                          \
+            xv[u] = vld1q_f32(x + 32 * i + 4 * u);                                           \
+        for (int j = 0; j < 4; j++) {                                                        \
+            const BT *bb = b[j] + i;                                                         \
+            float32x4_t lo[4], hi[4];                                                        \
+            UNPACK(bb, lo, hi);                                                              \
+            acc[j] = vfmaq_n_f32(acc[j], n_dot32(lo, hi, xv), SCALE(bb));                    \
+        }                                                                                    \
+    }                                                                                        \
+    vst1q_f32(out, nsum4x4(acc[0], acc[1], acc[2], acc[3]));
+
+/* Four Q8_0 rows against x (f32): a block's codes widened to f32. */
+#define N_Q8_UNPACK(bb, lo, hi) (nldq8x16((bb)->q, lo), nldq8x16((bb)->q + 16, hi))
+#define N_Q8_SCALE(bb) h2f((bb)->d)
 ALWAYS void n_dot4_q8(const void *r0, const void *r1, const void *r2, const void *r3,
                       const float *x, long n, float out[4], const char *const *pf)
 {
-    const eng_q8_block *b[4] = { r0, r1, r2, r3 };
-    float32x4_t acc[4] = { vdupq_n_f32(0.0f), vdupq_n_f32(0.0f), vdupq_n_f32(0.0f),
-                           vdupq_n_f32(0.0f) };
-    for (long i = 0; i < n / 32; i++) {
-        if (pf)
-            for (int j = 0; j < 4; j++)
-                __builtin_prefetch(pf[j] + i * sizeof(eng_q8_block), 0, 3);
-        float32x4_t xv[8];
-        for (int u = 0; u < 8; u++)
-            xv[u] = vld1q_f32(x + 32 * i + 4 * u);
-        for (int j = 0; j < 4; j++) {
-            const eng_q8_block *bb = b[j] + i;
-            float32x4_t lo[4], hi[4];
-            nldq8x16(bb->q, lo);
-            nldq8x16(bb->q + 16, hi);
-            acc[j] = vfmaq_n_f32(acc[j], n_dot32(lo, hi, xv), h2f(bb->d));
-        }
-    }
-    vst1q_f32(out, nsum4x4(acc[0], acc[1], acc[2], acc[3]));
+    N_DOT4_BODY(eng_q8_block, N_Q8_UNPACK, N_Q8_SCALE)
 }
 
 static void n_gemv_q8(const eng_q8_block *w, long cols, const float *x, const float *bias,
@@ -4122,30 +4129,15 @@ static void n_gemv_q8(const eng_q8_block *w, long cols, const float *x, const fl
 
 /* Four MXFP4 rows against x, as n_dot4_q8: a block's codes become their
  * levels by a table lookup (vqtbl1q), scaled by 2^(e - 128). */
+#define N_MXFP4_UNPACK(bb, lo, hi)                                                           \
+    (nq8x16(vqtbl1q_s8(lut, vandq_u8(vld1q_u8((bb)->qs), vdupq_n_u8(0x0f))), lo),          \
+     nq8x16(vqtbl1q_s8(lut, vshrq_n_u8(vld1q_u8((bb)->qs), 4)), hi))
+#define N_MXFP4_SCALE(bb) eng_e8m0_half((bb)->e)
 ALWAYS void n_dot4_mxfp4(const void *r0, const void *r1, const void *r2, const void *r3,
                          const float *x, long n, float out[4], const char *const *pf)
 {
-    const eng_mxfp4_block *b[4] = { r0, r1, r2, r3 };
     const int8x16_t lut = vld1q_s8(eng_mxfp4_levels);
-    float32x4_t acc[4] = { vdupq_n_f32(0.0f), vdupq_n_f32(0.0f), vdupq_n_f32(0.0f),
-                           vdupq_n_f32(0.0f) };
-    for (long i = 0; i < n / 32; i++) {
-        if (pf)
-            for (int j = 0; j < 4; j++)
-                __builtin_prefetch(pf[j] + i * sizeof(eng_mxfp4_block), 0, 3);
-        float32x4_t xv[8];
-        for (int u = 0; u < 8; u++)
-            xv[u] = vld1q_f32(x + 32 * i + 4 * u);
-        for (int j = 0; j < 4; j++) {
-            const eng_mxfp4_block *bb = b[j] + i;
-            const uint8x16_t q = vld1q_u8(bb->qs);
-            float32x4_t lo[4], hi[4];
-            nq8x16(vqtbl1q_s8(lut, vandq_u8(q, vdupq_n_u8(0x0f))), lo);
-            nq8x16(vqtbl1q_s8(lut, vshrq_n_u8(q, 4)), hi);
-            acc[j] = vfmaq_n_f32(acc[j], n_dot32(lo, hi, xv), eng_e8m0_half(bb->e));
-        }
-    }
-    vst1q_f32(out, nsum4x4(acc[0], acc[1], acc[2], acc[3]));
+    N_DOT4_BODY(eng_mxfp4_block, N_MXFP4_UNPACK, N_MXFP4_SCALE)
 }
 
 static void n_gemv_mxfp4(const eng_mxfp4_block *w, long cols, const float *x,

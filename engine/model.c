@@ -2563,6 +2563,18 @@ static size_t weight_bytes(const eng_weight *w)
     return eng_dtype_bytes(w->dtype, (size_t)w->rows * (size_t)w->cols);
 }
 
+/* The matrices of layer L outside its FFN, each read once a step (data
+ * NULL: none), for the step's bytes and a plan's price */
+enum { N_LAYER_MATS = 11 };
+static void layer_mats(const eng_layer *L, const eng_weight *w[N_LAYER_MATS])
+{
+    const eng_weight *const all[N_LAYER_MATS] = {
+        &L->wq, &L->wk, &L->wv, &L->wo, &L->moe.router, &L->wg, &L->ple_gate, &L->ple_proj,
+        &L->laurel_l, &L->laurel_r, &L->altup_router
+    };
+    memcpy(w, all, sizeof(all));
+}
+
 static uint64_t bytes_per_token(const eng_model *m)
 {
     /* A decode step reads every matrix once; the embedding only one row;
@@ -2570,10 +2582,9 @@ static uint64_t bytes_per_token(const eng_model *m)
     uint64_t b = 0;
     for (int il = 0; il < m->info.n_layer; il++) {
         const eng_layer *L = &m->layers[il];
-        const eng_weight *w[11] = { &L->wq,         &L->wk,       &L->wv,       &L->wo,
-                                    &L->moe.router, &L->wg,       &L->ple_gate, &L->ple_proj,
-                                    &L->laurel_l,   &L->laurel_r, &L->altup_router };
-        for (int i = 0; i < 11; i++)
+        const eng_weight *w[N_LAYER_MATS];
+        layer_mats(L, w);
+        for (int i = 0; i < N_LAYER_MATS; i++)
             b += weight_bytes(w[i]);
         const uint64_t slots = L->moe.router.data ? (uint64_t)L->moe.n_used * L->moe.n_ff_exp +
                                                         (uint64_t)L->moe.n_ff_shared +
@@ -2680,14 +2691,14 @@ static void plan_shape(const gguf_file *f, const eng_model *m, eng_plan_shape *s
             }
             /* gemma4's per-layer embedding block, gemma3n's Laurel and
              * AltUp's router (f32) */
-            static const char *const g4m[4] = { "inp_gate", "proj", "laurel_l", "laurel_r" };
+            static const char *const g4m[5] = { "inp_gate", "proj", "laurel_l", "laurel_r",
+                                                "altup_router" };
             for (int k = 0; g4 && k < 5; k++) {
-                snprintf(name, sizeof(name), "blk.%d.%s.weight", il,
-                         k < 4 ? g4m[k] : "altup_router");
+                snprintf(name, sizeof(name), "blk.%d.%s.weight", il, g4m[k]);
                 const gguf_tensor *t = gguf_find_tensor(f, name);
-                fixed += !t || t->n_dims != 2 ? 0
-                         : eng_dtype_bytes(k < 4 ? mat_dtype(m, t) : ENG_DTYPE_F32,
-                                           t->ne[0] * t->ne[1]);
+                if (t && t->n_dims == 2)
+                    fixed += eng_dtype_bytes(k == 4 ? ENG_DTYPE_F32 : mat_dtype(m, t),
+                                             t->ne[0] * t->ne[1]);
             }
         }
         static const char *const g4g[3] = { "per_layer_model_proj", "altup_proj",
@@ -2710,11 +2721,10 @@ static void plan_shape(const gguf_file *f, const eng_model *m, eng_plan_shape *s
                  weight_bytes(&m->altup_unembd);
         for (int il = 0; il < i->n_layer; il++) {
             const eng_layer *L = &m->layers[il];
-            const eng_weight *w[11] = { &L->wq,         &L->wk,       &L->wv,       &L->wo,
-                                        &L->moe.router, &L->wg,       &L->ple_gate, &L->ple_proj,
-                                        &L->laurel_l,   &L->laurel_r, &L->altup_router };
+            const eng_weight *w[N_LAYER_MATS];
+            layer_mats(L, w);
             /* (gemma4's values the keys' projection: its bytes once) */
-            for (int k = 0; k < 11; k++)
+            for (int k = 0; k < N_LAYER_MATS; k++)
                 fixed += k == 2 && L->wv.data == L->wk.data ? 0 : weight_bytes(w[k]);
             if (L->conv) /* (lfm2's taps) */
                 fixed += E * (uint64_t)m->conv_len * sizeof(float);
@@ -3868,7 +3878,11 @@ static void altup_predict(eng_session *s, const eng_layer *L, int n)
     const eng_model *m = s->model;
     const int E = m->info.n_embd, NA = m->n_altup;
     altup_modalities(s, L, alt_stream(s, s->alt, 0), n);
+    const float *a[16];
+    for (int k = 0; k < NA; k++)
+        a[k] = alt_stream(s, s->alt, k);
     for (int t = 0; t < n; t++) {
+        const size_t r = (size_t)t * E;
         float c[16 * 16];
         for (int i = 0; i < NA * NA; i++) {
             c[i] = 0.0f;
@@ -3876,12 +3890,12 @@ static void altup_predict(eng_session *s, const eng_layer *L, int n)
                 c[i] += L->altup_pred[i * NA + k] * s->alt_mod[t * NA + k];
         }
         for (int j = 0; j < NA; j++) {
-            float *p = alt_stream(s, s->alt_pred, j) + (size_t)t * E;
+            float *p = alt_stream(s, s->alt_pred, j) + r;
             for (int e = 0; e < E; e++) {
                 float v = 0.0f;
                 for (int k = 0; k < NA; k++)
-                    v += c[j * NA + k] * alt_stream(s, s->alt, k)[(size_t)t * E + e];
-                p[e] = alt_stream(s, s->alt, j)[(size_t)t * E + e] + v;
+                    v += c[j * NA + k] * a[k][r + e];
+                p[e] = a[j][r + e] + v;
             }
         }
     }
