@@ -1799,6 +1799,13 @@ static int load_hparams(const gguf_file *f, eng_model *m, eng_error *err)
         m->arch = ENG_ARCH_GRANITE;
     else if (!strcmp(arch, "olmoe"))
         m->arch = ENG_ARCH_OLMOE;
+    /* Falcon-H1: llama's layers (NEOX RoPE), a Mamba-2 mixer beside
+     * attention in each (its multipliers folded into the weights by the
+     * converter) */
+    else if (!strcmp(arch, "falcon-h1")) {
+        m->arch = ENG_ARCH_LLAMA;
+        m->ssm_beside = true;
+    }
     /* Qwen3.5's dense models: Qwen3's attention (NEOX over a quarter of
      * each head: multi-section RoPE, one position for text) with an output
      * gate, gated delta nets in place of attention in most layers */
@@ -1812,7 +1819,7 @@ static int load_hparams(const gguf_file *f, eng_model *m, eng_error *err)
                             "gemma4, glm4, gpt-oss, smollm3, "
                             "granite, exaone, minicpm, olmo2, exaone4, mistral3, hunyuan-dense, "
                             "lfm2, lfm2moe, ernie4_5-moe, qwen3moe, qwen3vlmoe, granitemoe, "
-                            "olmoe, granitehybrid, qwen2moe, qwen35, qwen35moe; text "
+                            "olmoe, granitehybrid, qwen2moe, qwen35, qwen35moe, falcon-h1; text "
                             "only for the vl ones)",
                             arch);
     /* the vl families' sections, which llama.cpp requires (an array of at
@@ -1867,6 +1874,11 @@ static int load_hparams(const gguf_file *f, eng_model *m, eng_error *err)
                 : load_kv_heads(f, arch, m, n_head, &n_head_kv, err)) < 0 ||
         (m->attn_gate && (r = load_delta_layers(f, arch, m, n_layer, err)) < 0))
         return r;
+    if (m->ssm_beside) { /* (a mixer in every layer) */
+        m->info.n_ssm = m->info.n_layer;
+        if ((r = load_ssm_shape(f, arch, false, m, err)) < 0)
+            return r;
+    }
     if (n_embd == 0 || n_embd > MAX_DIM || n_ff == 0 || n_ff > MAX_DIM)
         return eng__set_err(err, -EINVAL, "embedding_length %u / feed_forward_length %u out of range",
                             n_embd, n_ff);
@@ -1914,7 +1926,7 @@ static int load_hparams(const gguf_file *f, eng_model *m, eng_error *err)
     m->rope_neox = m->arch == ENG_ARCH_QWEN2 || m->arch == ENG_ARCH_QWEN3 ||
                    m->arch == ENG_ARCH_PHI3 || m->arch == ENG_ARCH_EXAONE || gemma || olmo || ex4 ||
                    hy || m->arch == ENG_ARCH_LFM2 || m->arch == ENG_ARCH_OLMOE || glm4v ||
-                   oss;
+                   oss || m->ssm_beside;
     /* Hunyuan: q and k normalised after RoPE; its NTK "alpha" raises the
      * base by alpha^(d / (d - 2)) where a file keeps it apart (its
      * converter folds it into freq_base) */
@@ -2207,12 +2219,18 @@ static int load_ssm_block(loader *ld, int il, eng_layer *L)
     const uint64_t E = (uint64_t)m->info.n_embd, D = (uint64_t)w->d_inner;
     const uint64_t NC = (uint64_t)eng_ssm_conv_ch(w), NH = (uint64_t)w->n_head;
     const uint64_t K = (uint64_t)w->d_conv, G = (uint64_t)w->n_group, all = D + NC + NH;
+    /* its matrices: the layer's own (a mixer in place of attention), or
+     * (falcon-h1, beside attention) the four of eng_layer.sz.., whose
+     * output may have no norm */
+    const bool beside = m->ssm_beside;
+    eng_weight *wz = beside ? &L->sz : &L->wq, *wxbc = beside ? &L->sxbc : &L->wk;
+    eng_weight *wdt = beside ? &L->sdt : &L->wv, *wout = beside ? &L->sout : &L->wo;
     char name[96], name1[96];
     int r;
     if (!m->be->iface->ssm)
-        return eng__set_err(ld->err, -ENOTSUP, "the %s backend has no %s", m->be->iface->name,
-                            w->delta ? "gated delta net (qwen35)" : "Mamba-2 mixer "
-                            "(granitehybrid)");
+        return eng__set_err(ld->err, -ENOTSUP, "the %s backend has no %s (%s)",
+                            m->be->iface->name, w->delta ? "gated delta net" : "Mamba-2 mixer",
+                            m->info.arch);
 #define NAME(suffix) (snprintf(name, sizeof(name), "blk.%d." suffix, il), name)
     if (w->delta) {
         snprintf(name1, sizeof(name1), "blk.%d.ssm_alpha.weight", il);
@@ -2225,19 +2243,21 @@ static int load_ssm_block(loader *ld, int il, eng_layer *L)
             (r = load_flat(ld, NAME("ssm_a"), NH, 1, true, &w->a)) < 0 ||
             (r = load_flat(ld, NAME("ssm_norm.weight"), D / NH, 1, true, &w->norm)) < 0)
             return r;
-    } else if ((r = load_mat_part(ld, NAME("ssm_in.weight"), E, all, 0, D, true, &L->wq)) < 0 ||
-        (r = load_mat_part(ld, NAME("ssm_in.weight"), E, all, D, NC, true, &L->wk)) < 0 ||
-        (r = load_mat_part(ld, NAME("ssm_in.weight"), E, all, D + NC, NH, true, &L->wv)) < 0 ||
-        (r = load_mat(ld, NAME("ssm_out.weight"), D, E, true, &L->wo)) < 0 ||
+    } else if ((r = load_mat_part(ld, NAME("ssm_in.weight"), E, all, 0, D, true, wz)) < 0 ||
+        (r = load_mat_part(ld, NAME("ssm_in.weight"), E, all, D, NC, true, wxbc)) < 0 ||
+        (r = load_mat_part(ld, NAME("ssm_in.weight"), E, all, D + NC, NH, true, wdt)) < 0 ||
+        (r = load_mat(ld, NAME("ssm_out.weight"), D, E, true, wout)) < 0 ||
         (r = load_flat(ld, NAME("ssm_conv1d.weight"), K, NC, true, &w->conv)) < 0 ||
         (r = load_flat(ld, NAME("ssm_conv1d.bias"), NC, 1, false, &w->conv_b)) < 0 ||
         (r = load_flat(ld, NAME("ssm_dt.bias"), NH, 1, true, &w->dt_b)) < 0 ||
         (r = load_flat(ld, NAME("ssm_a"), 1, NH, true, &w->a)) < 0 ||
         (r = load_flat(ld, NAME("ssm_d"), 1, NH, true, &w->d)) < 0 ||
-        (r = load_flat(ld, NAME("ssm_norm.weight"), D / G, G, true, &w->norm)) < 0)
+        (r = load_flat(ld, NAME("ssm_norm.weight"), D / G, G, !beside, &w->norm)) < 0)
         return r;
 #undef NAME
     m->info.bytes_weights += K * NC * sizeof(float); /* (the taps: counted as lfm2's are) */
+    if (beside) /* (attention's window and cache rows stay attention's) */
+        return 0;
     L->window = w->d_conv; /* the positions a token's convolution reads */
     L->conv_ch = (int)NC;
     return 0;
@@ -2412,12 +2432,15 @@ static int load_weights(loader *ld, const eng_plan *plan)
         L->v_norm = g4;
         /* olmo2 and exaone4 normalise after each block, not before */
         const bool post_only = m->arch == ENG_ARCH_OLMO2 || m->arch == ENG_ARCH_EXAONE4;
-        /* (qwen35's and gpt-oss's FFN norm under the name llama.cpp gives it) */
+        /* (qwen35's and gpt-oss's FFN norm under the name llama.cpp gives
+         * it; falcon-h1's as its converter writes it, without ".weight") */
+        const bool bare_norm = m->ssm_beside && gguf_find_tensor(f, NAME("ffn_norm"));
         if (!post_only &&
             ((r = load_vec(ld, NAME("attn_norm.weight"), E, true, &L->attn_norm)) < 0 ||
              (r = load_vec(ld, m->attn_gate || oss ? NAME("post_attention_norm.weight")
-                                                   : NAME("ffn_norm.weight"), E, true,
-                           &L->ffn_norm)) < 0))
+                               : bare_norm         ? NAME("ffn_norm")
+                                                   : NAME("ffn_norm.weight"),
+                           E, true, &L->ffn_norm)) < 0))
             return r;
         /* biases no family here has (gpt-oss all but a dense FFN's):
          * refused rather than left out */
@@ -2534,6 +2557,8 @@ static int load_weights(loader *ld, const eng_plan *plan)
                                                             : m->rope_freqs;
         if (g4 && (r = load_gemma4_layer(ld, il, L)) < 0)
             return r;
+        if (m->ssm_beside && (r = load_ssm_block(ld, il, L)) < 0)
+            return r;
 #undef NAME
         if ((r = load_ffn(ld, il, L, plan)) < 0)
             return r;
@@ -2565,12 +2590,12 @@ static size_t weight_bytes(const eng_weight *w)
 
 /* The matrices of layer L outside its FFN, each read once a step (data
  * NULL: none), for the step's bytes and a plan's price */
-enum { N_LAYER_MATS = 11 };
+enum { N_LAYER_MATS = 15 };
 static void layer_mats(const eng_layer *L, const eng_weight *w[N_LAYER_MATS])
 {
     const eng_weight *const all[N_LAYER_MATS] = {
         &L->wq, &L->wk, &L->wv, &L->wo, &L->moe.router, &L->wg, &L->ple_gate, &L->ple_proj,
-        &L->laurel_l, &L->laurel_r, &L->altup_router
+        &L->laurel_l, &L->laurel_r, &L->altup_router, &L->sz, &L->sxbc, &L->sdt, &L->sout
     };
     memcpy(w, all, sizeof(all));
 }
@@ -2590,6 +2615,18 @@ static uint64_t bytes_per_token(const eng_model *m)
                                                         (uint64_t)L->moe.n_ff_shared +
                                                         (uint64_t)L->mlp.n_slots
                                                   : (uint64_t)L->ffn.n_slots;
+        if (L->ffn.act == ENG_ACT_GELU_TOPK) {
+            /* gemma3n's cut layers: every gate and up row, and the down
+             * rows of the neurons that pass, as many as a normal
+             * distribution of gate values puts above the cut (5 % at
+             * 1.645: the statistics' premise; a step's count varies) */
+            const double pass = 0.5 * erfc((double)L->ffn.cut / sqrt(2.0));
+            const uint64_t down = (uint64_t)ceil((double)slots * pass);
+            b += slots * 2 * eng_ffn_row_bytes(m->info.ffn_dtype, m->info.n_embd) +
+                 (down < slots ? down : slots) *
+                     eng_ffn_down_bytes(m->info.ffn_dtype, m->info.n_embd);
+            continue;
+        }
         b += slots * neuron_bytes(m);
     }
     b += weight_bytes(&m->output);
@@ -2689,6 +2726,16 @@ static void plan_shape(const gguf_file *f, const eng_model *m, eng_plan_shape *s
                             : eng_dtype_bytes(mat_dtype(m, t),
                                               n[k] * (k == 0 && m->attn_gate ? 2 : 1));
             }
+            if (m->ssm_beside) { /* falcon-h1: the mixer beside attention */
+                const eng_ssm *w = &m->ssm_shape;
+                const uint64_t NC = (uint64_t)eng_ssm_conv_ch(w), D = (uint64_t)w->d_inner;
+                snprintf(name, sizeof(name), "blk.%d.ssm_in.weight", il);
+                fixed += eng_dtype_bytes(mat_dtype(m, gguf_find_tensor(f, name)),
+                                         (D + NC + (uint64_t)w->n_head) * E);
+                snprintf(name, sizeof(name), "blk.%d.ssm_out.weight", il);
+                fixed += eng_dtype_bytes(mat_dtype(m, gguf_find_tensor(f, name)), D * E);
+                fixed += NC * (uint64_t)w->d_conv * sizeof(float);
+            }
             /* gemma4's per-layer embedding block, gemma3n's Laurel and
              * AltUp's router (f32) */
             static const char *const g4m[5] = { "inp_gate", "proj", "laurel_l", "laurel_r",
@@ -2728,8 +2775,9 @@ static void plan_shape(const gguf_file *f, const eng_model *m, eng_plan_shape *s
                 fixed += k == 2 && L->wv.data == L->wk.data ? 0 : weight_bytes(w[k]);
             if (L->conv) /* (lfm2's taps) */
                 fixed += E * (uint64_t)m->conv_len * sizeof(float);
-            if (L->ssm.a) /* (a Mamba-2 mixer's) */
-                fixed += (uint64_t)L->conv_ch * (uint64_t)L->ssm.d_conv * sizeof(float);
+            if (L->ssm.a) /* (a Mamba-2 mixer's, a delta net's) */
+                fixed += (uint64_t)eng_ssm_conv_ch(&L->ssm) * (uint64_t)L->ssm.d_conv *
+                         sizeof(float);
         }
     }
     *sh = (eng_plan_shape){ .n_layer = i->n_layer, .n_ff = i->n_ff, .n_embd = i->n_embd,
@@ -3120,6 +3168,15 @@ static size_t cache_bytes(const eng_session *s, int il)
     return (size_t)(s->kv_rows[il] + (L->conv_ch ? L->window - 1 : 0)) * cache_row_bytes(s, il);
 }
 
+/* The bytes of falcon-h1's convolution ring beside layer il's attention:
+ * ring_rows rows of its channels, as a convolution layer's, with the
+ * window - 1 staging rows */
+static size_t ring_bytes(const eng_session *s, int il)
+{
+    const eng_ssm *w = &s->model->layers[il].ssm;
+    return (size_t)(s->ring_rows + w->d_conv - 1) * (size_t)eng_ssm_conv_ch(w) * sizeof(float);
+}
+
 void eng_session_free(eng_session *s)
 {
     if (!s)
@@ -3138,9 +3195,13 @@ void eng_session_free(eng_session *s)
             bfree(be, s->ssm_state[il]);
         if (s->ssm_ckpt)
             bfree(be, s->ssm_ckpt[il]);
+        if (s->ring)
+            bfree(be, s->ring[il]);
     }
     free(s->ssm_state);
     free(s->ssm_ckpt);
+    free(s->ring);
+    free(s->ring_lo);
     free(s->k_cache);
     free(s->v_cache);
     free(s->kv_rows);
@@ -3251,6 +3312,14 @@ int eng_session_new(const eng_model *m, const eng_session_params *params, eng_se
     s->ssm_state = m->info.n_ssm ? calloc(L, sizeof(*s->ssm_state)) : NULL;
     s->ssm_ckpt = m->info.n_ssm ? calloc(L, sizeof(*s->ssm_ckpt)) : NULL;
     s->ssm_pos = s->ckpt_pos = -1;
+    if (m->ssm_beside) { /* falcon-h1: rows as a convolution layer's (below) */
+        const int w = m->ssm_shape.d_conv;
+        s->ring_rows = p.swa_full ? n_ctx + w - 1 : w - 1 + n_batch;
+        s->ring = calloc(L, sizeof(*s->ring));
+        s->ring_lo = calloc(L, sizeof(*s->ring_lo));
+        if (!s->ring || !s->ring_lo)
+            goto oom;
+    }
     if (!s->k_cache || !s->v_cache || !s->kv_rows || !s->kv_base || !s->kv_lo || !s->ffn_sel ||
         !s->ffn_sel_dev || !s->ffn_n_sel || (m->info.n_ssm && (!s->ssm_state || !s->ssm_ckpt)))
         goto oom;
@@ -3291,6 +3360,8 @@ int eng_session_new(const eng_model *m, const eng_session_params *params, eng_se
         const size_t sb = (size_t)sw->d_inner * sw->d_state * sizeof(float);
         if (sw->a && (!ops->host_memory || !(s->ssm_state[il] = eng__session_alloc(s, sb)) ||
                       !(s->ssm_ckpt[il] = eng__session_alloc(s, sb))))
+            goto oom;
+        if (m->layers[il].sout.data && !(s->ring[il] = eng__session_alloc(s, ring_bytes(s, il))))
             goto oom;
     }
     s->x = eng__session_alloc(s, (size_t)n_batch * E * f4);
@@ -3376,12 +3447,17 @@ void eng_session_reset(eng_session *s)
  * are no longer held (kv_lo; also after an evaluation that went further
  * before a prefix was kept, since each write raised it so). Idempotent: a
  * decode step may be issued twice. */
-static void conv_room(eng_session *s, int il, int pos0, int n)
+static void held_room(int *lo, int rows, int pos0, int n)
 {
     if (pos0 == 0)
-        s->kv_lo[il] = 0;
-    if (pos0 + n - s->kv_rows[il] > s->kv_lo[il])
-        s->kv_lo[il] = pos0 + n - s->kv_rows[il];
+        *lo = 0;
+    if (pos0 + n - rows > *lo)
+        *lo = pos0 + n - rows;
+}
+
+static void conv_room(eng_session *s, int il, int pos0, int n)
+{
+    held_room(&s->kv_lo[il], s->kv_rows[il], pos0, n);
 }
 
 /* Whether layer il's cache is a sliding window's ring (see eng_session). */
@@ -3421,6 +3497,10 @@ static int ring_room(eng_session *s, int il, int pos0, int n)
 static bool rings_hold(const eng_session *s, int pos)
 {
     for (int il = 0; il < s->model->info.n_layer && pos > 0; il++) {
+        /* (falcon-h1: the convolution's rows beside attention's) */
+        const int from = pos - s->model->ssm_shape.d_conv + 1;
+        if (s->ring && s->ring[il] && (from > 0 ? from : 0) < s->ring_lo[il])
+            return false;
         if ((!is_ring(s, il) && !s->model->layers[il].conv_ch) || kv_borrowed(s, il))
             continue;
         const int lo = pos - s->model->layers[il].window + 1;
@@ -3689,6 +3769,9 @@ size_t eng_session_kv_bytes(const eng_session *s)
     for (int il = 0; il < s->model->info.n_layer; il++)
         if (!kv_borrowed(s, il))
             bytes += cache_bytes(s, il) * (s->v_cache[il] ? 2 : 1);
+    for (int il = 0; s->ring && il < s->model->info.n_layer; il++) /* (falcon-h1's) */
+        if (s->ring[il])
+            bytes += ring_bytes(s, il);
     return bytes + 2 * s->model->info.bytes_ssm_state; /* (and their checkpoint) */
 }
 
@@ -4067,7 +4150,7 @@ static void forward_ops(eng_session *s, int n, int first, float *out, int32_t *a
                 prefetch_wo_ffn(s, il, sel_be, n_sel, own_slots);
             op->shortconv(be, s->q, s->k, s->v, L->conv, m->conv_len, s->k_cache[il], pos0,
                           s->kv_rows[il], n, E, s->att);
-        } else if (L->ssm.a) {
+        } else if (L->ssm.a && !L->sout.data) {
             /* granitehybrid: Mamba-2's mixer of z, xBC and dt, its
              * convolution over the ring's rows, its state the session's */
             conv_room(s, il, pos0, n);
@@ -4135,6 +4218,20 @@ static void forward_ops(eng_session *s, int n, int first, float *out, int32_t *a
                 op->mul_sigmoid(be, s->att, s->gate, (long)n * H * hd);
         }
         op->matmul(be, &L->wo, L->bo, s->att, s->o, n);          /* o [n][E]      */
+        if (L->sout.data) {
+            /* falcon-h1: Mamba-2's mixer of the same xn beside attention,
+             * its output added to attention's (q, k, v and att are free
+             * again; ff too, once the block's norm took the pending
+             * residual) */
+            op->matmul(be, &L->sz, NULL, s->xn, s->q, n);
+            op->matmul(be, &L->sxbc, NULL, s->xn, s->k, n);
+            op->matmul(be, &L->sdt, NULL, s->xn, s->v, n);
+            held_room(&s->ring_lo[il], s->ring_rows, pos0, n);
+            op->ssm(be, &L->ssm, s->q, s->k, s->v, s->ring[il], pos0, s->ring_rows,
+                    s->ssm_state[il], s->ckpt_at ? s->ssm_ckpt[il] : NULL, s->ckpt_at, n, s->att);
+            op->matmul(be, &L->sout, NULL, s->att, s->ff, n);
+            op->add(be, s->o, s->ff, (long)n * E);
+        }
         if (L->attn_post_norm) /* gemma3: the output normalised before it joins x */
             op->rmsnorm(be, s->o, L->attn_post_norm, s->o, n, E, m->rms_eps);
         if (m->residual_scale > 0.0f) /* granite: each branch scaled before it joins x */

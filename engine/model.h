@@ -71,6 +71,11 @@ typedef struct eng_layer {
      * qwen35's gated delta net (ssm.delta) likewise: wq its z, wk its
      * convolution's input (q, k, v), wv [beta; alpha] in f32 */
     eng_ssm ssm;
+    /* falcon-h1's Mamba-2 mixer beside attention (data NULL: none), on the
+     * same normalised x, its output added to attention's: ssm_in's parts
+     * z, xBC and dt and its ssm_out, ssm its shapes, its convolution's
+     * rows in eng_session.ring */
+    eng_weight sz, sxbc, sdt, sout;
     int conv_ch;                      /* channels of a convolution ring's rows (lfm2:
                                        * n_embd; ssm: eng_ssm_conv_ch); 0: none */
     float *ffn_norm;                  /* [n_embd]; (olmo2, exaone4) */
@@ -198,6 +203,8 @@ struct eng_model {
                                        * gated delta net (qwen35), or NULL (info.n_ssm
                                        * of them) */
     eng_ssm ssm_shape;                /* their shapes (eng_ssm's ints and eps) */
+    bool ssm_beside;                  /* falcon-h1: a Mamba-2 mixer beside attention in
+                                       * every layer (eng_layer.sout), info.n_ssm of them */
     /* gemma4: local layers' heads (key_length_swa, rope.dimension_count_swa),
      * a KV head count per layer where the file has an array, the FFN's
      * width per layer where it has one (E2B's last layers twice as wide),
@@ -312,6 +319,13 @@ struct eng_session {
      * otherwise) */
     float **ssm_ckpt;
     int ckpt_pos, ckpt_at;
+    /* [n_layer] falcon-h1: the convolution rows of the mixer beside
+     * attention (eng_layer.sout; else NULL), a ring of ring_rows as a
+     * convolution layer's (kv_rows above), positions below ring_lo[il]
+     * no longer held */
+    float **ring;
+    int *ring_lo;
+    int ring_rows;
 
     /* Which FFN slots each layer computes; NULL (the default): all loaded.
      * ffn_sel is the host list, ffn_sel_dev its copy the ops read. */

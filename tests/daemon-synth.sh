@@ -15,6 +15,7 @@ sock=$dir/s.sock
     { echo "si-synth failed"; exit 1; }
 
 start() {
+    : >"$dir/out" # (before the background job's redirection, which the wait below reads)
     "$daemon" --config "" --model "$dir/m.gguf" --socket "$sock" "$@" >"$dir/out" 2>&1 &
     pid=$!
     i=0

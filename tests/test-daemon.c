@@ -1707,8 +1707,12 @@ static void scenario_swap(void)
     fprintf(stderr, "swap qa -> translate: %.2f ms, %llu neurons in, %llu out; cold start %.2f ms (%.1fx)\n",
             (double)ls->swap_ns / 1e6, (unsigned long long)ls->neurons_in, (unsigned long long)ls->neurons_out,
             (double)ls->load_ns / 1e6, ls->swap_ns ? (double)ls->load_ns / (double)ls->swap_ns : 0.0);
+    /* (the times are printed, not compared: a loaded machine can make
+     * either one slow; what a swap reads is fixed: its neurons' rows, a
+     * fraction of the weights a cold start reads) */
     if (!fake)
-        CHECK(ls->swap_ns > 0 && ls->swap_ns * 3 < ls->load_ns);
+        CHECK(ls->swap_ns > 0 && ls->load_ns > 0 && ls->bytes_read > 0 &&
+              ls->bytes_read * 2 < st->status->weight_bytes);
     si_response_free(st);
     gen_result *tr = calloc(1, sizeof(*tr));
     gen_task(tr, NULL, 0, 8);

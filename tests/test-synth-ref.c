@@ -776,7 +776,8 @@ static int count_text(void *userdata, const char *text, size_t len)
 /* granitehybrid (tiny-granitehybrid) and qwen35 (tiny-qwen35): a Mamba-2
  * state or a delta net's holds the whole past of one position (n_ssm such
  * layers, attention in layer attn, without RoPE where nope, each state of
- * state_bytes). Decode equals prefill (the state and the convolution's
+ * state_bytes; attn -1: falcon-h1's, a mixer beside attention in every
+ * layer, its convolution's ring beside the KV cache). Decode equals prefill (the state and the convolution's
  * ring carried between steps), and so do chunks of 5; a prompt cache
  * keeps a prefix only where the states stand or their checkpoint does
  * (elsewhere the prompt is evaluated whole, to the same logits); a
@@ -794,9 +795,11 @@ static void check_hybrid(const char *synth, const char *shape, int n_ssm, int at
     eng_error err;
     CHECKF(eng_model_load(path, &mp, &m, &err) == 0, "%s", err.msg);
     const int V = m->info.n_vocab;
-    CHECK(m->info.n_ssm == n_ssm && m->layers[0].ssm.a && !m->layers[attn].ssm.a &&
-          m->layers[attn].nope == nope);
-    static float a[320], b[320];
+    CHECK(m->info.n_vocab <= 1024 && m->info.n_ssm == n_ssm && m->layers[0].ssm.a &&
+          (attn < 0 ? m->layers[0].sout.data && m->layers[0].n_head_kv > 0 &&
+                          m->layers[n_ssm - 1].sout.data
+                    : !m->layers[attn].ssm.a && m->layers[attn].nope == nope));
+    static float a[1024], b[1024]; /* (the widest vocabulary checked here) */
     last_logits(m, false, a);
     last_logits(m, true, b);
     const double d1 = max_diff(a, b, V);
@@ -806,6 +809,14 @@ static void check_hybrid(const char *synth, const char *shape, int n_ssm, int at
     sp.n_batch = 5;
     eng_session *s;
     CHECK(eng_session_new(m, &sp, &s) == 0);
+    /* (falcon-h1's caches: every layer's K and V, 2048 rows of two heads
+     * of 32 in f16, and its convolution's ring of 3 + 5 rows and 3 to
+     * stage a shift, of x, B and C, 96 + 2 x 2 x 16 f32; the states and
+     * their checkpoint) */
+    const size_t ring = (size_t)n_ssm * (3 + 5 + 3) * 160 * 4;
+    CHECKF(attn >= 0 || eng_session_kv_bytes(s) == (size_t)n_ssm * 2048 * 64 * 2 * 2 + ring +
+                                                     2 * (size_t)n_ssm * state_bytes,
+           "%s: %zu bytes of caches", shape, eng_session_kv_bytes(s));
     CHECK(eng_session_eval(s, TOKENS, N_TOK, 0) == 0);
     const double d2 = max_diff(a, eng_session_logits(s, -1), V);
     CHECKF(d2 < 1e-4, "%s: chunks of 5, logits %g from one batch's", shape, d2);
@@ -838,6 +849,23 @@ static void check_hybrid(const char *synth, const char *shape, int n_ssm, int at
     CHECK(eng_session_eval(s, TOKENS + N_TOK - 2, 2, 0) == 0);
     const double d5 = max_diff(a, eng_session_logits(s, -1), V);
     CHECKF(d5 < 1e-4, "%s: from the checkpoint, logits %g off", shape, d5);
+    /* the checkpoint (position 10) again after six more positions, a
+     * token at a time: the convolution's ring (3 + 5 rows) no longer holds
+     * what position 10 reads, so nothing is kept, and the logits are a
+     * fresh evaluation's */
+    int32_t longer[N_TOK + 3];
+    memcpy(longer, TOKENS, sizeof(TOKENS));
+    longer[N_TOK] = 9, longer[N_TOK + 1] = 11, longer[N_TOK + 2] = 13;
+    for (int t = 0; t < 6; t++)
+        CHECK(eng_session_eval(s, &TOKENS[t], 1, 0) == 0);
+    CHECKF(eng_session_reset_prefix(s, longer, N_TOK + 3) == 0,
+           "%s: a checkpoint kept whose convolution rows were overwritten", shape);
+    CHECK(eng_session_eval(s, longer, N_TOK + 3, 0) == 0);
+    memcpy(b, eng_session_logits(s, -1), sizeof(float) * (size_t)V);
+    CHECK(eng_session_new(m, &sp, &fresh) == 0);
+    CHECK(eng_session_eval(fresh, longer, N_TOK + 3, 0) == 0);
+    CHECK(max_diff(b, eng_session_logits(fresh, -1), V) == 0);
+    eng_session_free(fresh);
     CHECK(m->info.bytes_ssm_state == (uint64_t)n_ssm * state_bytes);
     CHECK(eng_session_shift(s, 2, 4) == -ENOTSUP);
     eng_session_free(s);
@@ -1125,6 +1153,11 @@ static void check_refused(const char *synth)
           -EINVAL },
         { "tiny-granitehybrid", "granitehybrid.attention.head_count_kv=i32s:0,2,0,0,0",
           "blk.4.ssm_in.weight", -ENOENT },
+        /* falcon-h1: the mixer beside attention as its keys say */
+        { "tiny-falcon-h1", "falcon-h1.ssm.inner_size=u32:100", "Mamba-2 shape", -EINVAL },
+        { "tiny-falcon-h1", "falcon-h1.ssm.inner_size=u32:48", "blk.0.ssm_in.weight", -EINVAL },
+        { "tiny-falcon-h1", "falcon-h1.ssm.conv_kernel=u32:3", "blk.0.ssm_conv1d.weight",
+          -EINVAL },
         { "tiny-granitemoeshared", "granitemoe.expert_shared_count=u32:2", "(one is)",
           -ENOTSUP },
         { "tiny-granitemoeshared", "granitemoe.expert_shared_feed_forward_length=u32:40",
@@ -1302,12 +1335,15 @@ static void check_gemma3n(const char *synth)
     /* a step: step_bytes's, Laurel's and AltUp's routers (f32: 2 x 64 x
      * 64 and 4 x 64 a layer), the per-layer blocks (2 x 256 x 64), a
      * token's row of the per-layer table (6400) and its projection (6400
-     * x 64), AltUp's projections (2 x 3 x 64 x 64) */
+     * x 64), AltUp's projections (2 x 3 x 64 x 64); less the down rows of
+     * the cut layers' neurons that do not pass (5 % of 128 pass: 7 read,
+     * 121 of 64 f32 not) */
     eng_model_info info;
     eng_model_get_info(m, &info);
     const uint64_t step = step_bytes(m, 128) +
                           4 * (25 * (2 * 64 * 64 + 4 * 64 + 2 * 256 * 64) + 6400 + 6400 * 64 +
-                               2 * 3 * 64 * 64);
+                               2 * 3 * 64 * 64) -
+                          10 * 121 * 64 * 4;
     const double d_one = max_diff(batch, one, 320), d_chunk = max_diff(batch, chunk, 320);
     CHECKF(d_one < 5e-3 && d_chunk < 5e-3 && kv == want && cut == 25 &&
            info.bytes_per_token == step, "tiny-gemma3n: a token at a time %g, chunks %g from one "
@@ -1622,6 +1658,12 @@ int main(int argc, char **argv)
     check_logits(argv[1], argv[2], "tiny-qwen35", "f32", NULL, "tiny-qwen35", 320, 0.002, 0.0005);
     check_hybrid(argv[1], "tiny-qwen35", 4, 3, false, 4 * 16 * 16 * 4);
     check_qwen35_meta(argv[1]);
+    /* falcon-h1 (Falcon-H1): attention (NEOX, heads of 32 on 64) and a
+     * Mamba-2 mixer (6 heads of 16 in 2 groups, states of 16, no norm)
+     * side by side on the same norm in all five layers. f32, as qwen35 */
+    check_logits(argv[1], argv[2], "tiny-falcon-h1", "f32", NULL, "tiny-falcon-h1", 1024, 0.01,
+                 0.002);
+    check_hybrid(argv[1], "tiny-falcon-h1", 5, -1, false, 6 * 16 * 16 * 4);
     /* gemma4 (Gemma 4): local and global layers of different heads, the
      * global ones' proportional RoPE (rope_freqs), v normalised, scores
      * unscaled, a scale per layer; tiny-gemma4 with shared caches, FFNs

@@ -668,11 +668,24 @@ int main(int argc, char **argv) {
                     why);
     }
 
-    /* --q8: every matrix and the FFN's slots in Q8_0 (on the CPU) */
+    /* --q8: the matrices in Q8_0 on the CPU, except those the file holds
+     * in a format the CPU keeps (Q4_K, Q5_K, Q6_K, Q4_1, Q4_0); the FFN's
+     * gate and up rows in info.ffn_dtype (its down rows Q8_0 where that
+     * is a 4- or 5-bit format) */
     const char *storage = f32 ? "f32" : q8 && on_cpu ? "q8_0" : "f16";
+    static const char *const dtype_names[] = {
+        [ENG_DTYPE_F16] = "f16",   [ENG_DTYPE_F32] = "f32",   [ENG_DTYPE_Q8_0] = "q8_0",
+        [ENG_DTYPE_Q4_K] = "q4_k", [ENG_DTYPE_Q6_K] = "q6_k", [ENG_DTYPE_Q5_K] = "q5_k",
+        [ENG_DTYPE_Q4_1] = "q4_1", [ENG_DTYPE_Q4_0] = "q4_0", [ENG_DTYPE_MXFP4] = "mxfp4",
+    };
+    const char *ffn_storage = (unsigned)info.ffn_dtype < sizeof(dtype_names) / sizeof(*dtype_names) &&
+                                      dtype_names[info.ffn_dtype]
+                                  ? dtype_names[info.ffn_dtype]
+                                  : "?";
     if (json) {
-        printf("{\"model\": \"%s\", \"storage\": \"%s\", \"threads\": %d, \"backend\": \"%s\",\n",
-               model_path, storage, threads, backend_name);
+        printf("{\"model\": \"%s\", \"storage\": \"%s\", \"ffn_storage\": \"%s\", "
+               "\"threads\": %d, \"backend\": \"%s\",\n",
+               model_path, storage, ffn_storage, threads, backend_name);
         if (on_cpu)
             printf(" \"kernels\": \"%s\", \"prefill_x\": \"%s\",\n", bi.kernels,
                    bi.prefill_q8 ? "8-bit" : "f32");
@@ -716,8 +729,9 @@ int main(int argc, char **argv) {
     } else {
         printf("model            %s (%s, %d layers, n_embd %d)\n", model_path, info.arch,
                info.n_layer, info.n_embd);
-        printf("storage          %s, %d threads, %s backend, KV cache %s (%.1f MiB)\n", storage,
-               threads, backend_name, eng_kv_type_name(kv_type),
+        printf("storage          %s%s, FFN %s, %d threads, %s backend, KV cache %s (%.1f MiB)\n",
+               storage, q8 && on_cpu ? " (a file's Q4_K, Q5_K, Q6_K, Q4_1, Q4_0 kept)" : "",
+               ffn_storage, threads, backend_name, eng_kv_type_name(kv_type),
                (double)kv_bytes / (1 << 20));
         if (on_cpu)
             printf("kernels          %s, prefill x %s\n", bi.kernels,

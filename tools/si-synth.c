@@ -97,6 +97,12 @@ static const struct {
     {"granite-4.0-h-350m", 1536, 128, 48, 1, 4, 8, 5},
     {"granite-4.0-h-1b", 3072, 128, 48, 1, 4, 8, 5},
     {"tiny-qwen35", 64, 16, 4, 2, 4, 4, 3},
+    /* falcon-h1 (Falcon-H1): a Mamba-2 mixer beside attention in every
+     * layer (attn_every 1), d_inner not 2 n_embd, no norm of its output
+     * (mamba_rms_norm false, as the published configs) */
+    {"tiny-falcon-h1", 96, 16, 6, 2, 4, 1, 0},
+    {"falcon-h1-0.5b", 1536, 128, 24, 1, 4, 1, 0},
+    {"falcon-h1-1.5b", 3072, 256, 48, 1, 4, 1, 0},
     {"tiny-qwen35moe", 64, 16, 4, 2, 4, 4, 3},
     {"qwen3.5-0.8b", 2048, 128, 16, 16, 4, 4, 3},
     {"qwen3.5-2b", 2048, 128, 16, 16, 4, 4, 3},
@@ -228,6 +234,12 @@ static const shape shapes[] = {
      * layer (expert_shapes), as Granite 4.0-H Tiny and Small */
     {"tiny-granitehybrid-moe", "granitehybrid", "refact", "Synthetic Tiny GraniteHybrid MoE", 5,
      64, 32, 4, 2, 320, 4096, 10000.0f, 1e-5f, false, false, true, VOCAB_SMOL, 3, 0, false, false,
+     0, 0.0f, {0, 0}, 0, 0},
+    /* falcon-h1 (Falcon-H1): attention and a Mamba-2 mixer side by side
+     * on the same norm in every layer (ssm_shapes), heads of 32 on 64,
+     * NEOX RoPE, Llama 3's pre-tokenizer under its own name */
+    {"tiny-falcon-h1", "falcon-h1", "falcon-h1", "Synthetic Tiny Falcon-H1", 5, 64, 192, 4, 2,
+     1024, 8192, 100000000000.0f, 1e-5f, false, false, false, VOCAB_LLAMA3, 0, 32, false, false,
      0, 0.0f, {0, 0}, 0, 0},
     /* qwen35 (Qwen3.5): gated delta nets (two value heads on one key head
      * here, as Qwen3.5-4B's) in three layers of four, Qwen3's attention
@@ -424,6 +436,15 @@ static const shape shapes[] = {
      64},
     {"qwen2.5-3b", "qwen2", "qwen2", "Synthetic Qwen2.5 3B", 36, 2048, 11008, 16, 2, 151936,
      32768, 1000000.0f, 1e-6f, true, false, true, VOCAB_QWEN, 0, 0, false, false, 0, 0.0f, {0, 0}, 0, 0},
+    /* Falcon-H1 0.5B and 1.5B: depth, widths, heads and states as
+     * published; the FFN's width and the vocabulary as their parameter
+     * counts imply (2048 and 32784; 4096 and 65537), unverified here */
+    {"falcon-h1-0.5b", "falcon-h1", "falcon-h1", "Synthetic Falcon-H1 0.5B", 36, 1024, 2048, 8, 2,
+     32784, 16384, 100000000000.0f, 1e-5f, false, false, false, VOCAB_LLAMA3, 0, 64, false,
+     false, 0, 0.0f, {0, 0}, 0, 0},
+    {"falcon-h1-1.5b", "falcon-h1", "falcon-h1", "Synthetic Falcon-H1 1.5B", 24, 2048, 4096, 8, 2,
+     65537, 131072, 100000000000.0f, 1e-5f, false, false, false, VOCAB_LLAMA3, 0, 128, false,
+     false, 0, 0.0f, {0, 0}, 0, 0},
 };
 
 static const char *const smol_specials[] = {
@@ -1256,6 +1277,7 @@ int main(int argc, char **argv)
         CHECK(gguf_writer_set_u32(w, KEY("interleave_moe_layer_step"), 1));
     CHECK(gguf_writer_set_u32(w, KEY("attention.head_count"), (uint32_t)sh->n_head));
     const bool lfm2 = !strncmp(arch, "lfm2", 4); /* (lfm2moe too) */
+    const bool falcon = !strcmp(arch, "falcon-h1");
     if (lfm2) { /* a KV head count per layer, 0 where a convolution replaces attention */
         int32_t kvh[1000];
         for (int l = 0; l < sh->n_layer; l++)
@@ -1267,7 +1289,7 @@ int main(int argc, char **argv)
         CHECK(gguf_writer_set_u32(w, KEY("attention.head_count_kv"), (uint32_t)sh->n_head_kv));
         CHECK(gguf_writer_set_u32(w, KEY("full_attention_interval"),
                                   (uint32_t)ssm_shapes[ssm].attn_every));
-    } else if (ssm >= 0) { /* the same, 0 where Mamba-2 replaces attention */
+    } else if (ssm >= 0 && !falcon) { /* the same, 0 where Mamba-2 replaces attention */
         int32_t kvh[1000];
         const int every = ssm_shapes[ssm].attn_every, at = ssm_shapes[ssm].attn_at;
         for (int l = 0; l < sh->n_layer; l++)
@@ -1655,9 +1677,11 @@ int main(int argc, char **argv)
             T("ffn_gate.weight", 2, E, FD, INIT_RANDOM);
             T("ffn_up.weight", 2, E, FD, INIT_RANDOM);
         }
-        if (!post_only) /* (qwen35's and gpt-oss's under the name llama.cpp gives it) */
-            T(q35 || oss ? "post_attention_norm.weight" : "ffn_norm.weight", 1, E, 1,
-              gemma || q35 || oss ? INIT_NORM : INIT_ONES);
+        /* (qwen35's and gpt-oss's under the name llama.cpp gives it;
+         * falcon-h1's without ".weight", as its converter writes it) */
+        if (!post_only)
+            T(q35 || oss ? "post_attention_norm.weight" : falcon ? "ffn_norm" : "ffn_norm.weight",
+              1, E, 1, gemma || q35 || oss || falcon ? INIT_NORM : INIT_ONES);
         if (q35 && !hybrid_attention(l, ssm_shapes[ssm].attn_every, ssm_shapes[ssm].attn_at)) {
             /* a gated delta net: A (-exp(A_log)), the taps, dt's bias and
              * the norm in f32, as converted */
@@ -1677,9 +1701,11 @@ int main(int argc, char **argv)
             T("ssm_out.weight", 2, D, E, INIT_RANDOM);
             continue;
         }
-        if (ssm >= 0 && !hybrid_attention(l, ssm_shapes[ssm].attn_every, ssm_shapes[ssm].attn_at)) {
+        if (ssm >= 0 &&
+            (falcon || !hybrid_attention(l, ssm_shapes[ssm].attn_every, ssm_shapes[ssm].attn_at))) {
             /* a Mamba-2 mixer: its convolution, A, D, dt's bias and the
-             * norm in f32, as converted (A = -exp(A_log)) */
+             * norm in f32, as converted (A = -exp(A_log)); falcon-h1's
+             * beside attention, without the norm */
             const uint64_t D = (uint64_t)ssm_shapes[ssm].d_inner;
             const uint64_t G = (uint64_t)ssm_shapes[ssm].n_group;
             const uint64_t NH = (uint64_t)ssm_shapes[ssm].n_head;
@@ -1693,10 +1719,13 @@ int main(int argc, char **argv)
             push(td, &nt, n, GGML_TYPE_F32, 2, 1, NH, INIT_NORM);
             T("ssm_dt.bias", 1, NH, 1, INIT_SSM_DT);
             T("ssm_in.weight", 2, E, D + NC + NH, INIT_RANDOM);
-            snprintf(n, sizeof(n), "blk.%d.ssm_norm.weight", l);
-            push(td, &nt, n, GGML_TYPE_F32, 2, D / G, G, INIT_NORM);
+            if (!falcon) {
+                snprintf(n, sizeof(n), "blk.%d.ssm_norm.weight", l);
+                push(td, &nt, n, GGML_TYPE_F32, 2, D / G, G, INIT_NORM);
+            }
             T("ssm_out.weight", 2, D, E, INIT_RANDOM);
-            continue;
+            if (!falcon)
+                continue;
         }
         if (lfm2 && !lfm2_attention(l, sh->n_layer)) { /* its taps in f32, as converted */
             snprintf(n, sizeof(n), "blk.%d.shortconv.conv.weight", l);
