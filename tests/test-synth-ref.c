@@ -777,13 +777,14 @@ static int count_text(void *userdata, const char *text, size_t len)
  * state or a delta net's holds the whole past of one position (n_ssm such
  * layers, attention in layer attn, without RoPE where nope, each state of
  * state_bytes; attn -1: falcon-h1's, a mixer beside attention in every
- * layer, its convolution's ring beside the KV cache). Decode equals prefill (the state and the convolution's
- * ring carried between steps), and so do chunks of 5; a prompt cache
- * keeps a prefix only where the states stand or their checkpoint does
- * (elsewhere the prompt is evaluated whole, to the same logits); a
- * context shift is refused, and
- * a generation that fills its context evaluates what it keeps again; a
- * random plan's neurons run beside the mixers. */
+ * layer, its convolution's ring beside the KV cache). Decode equals
+ * prefill (the state and the convolution's ring carried between steps),
+ * and so do chunks of 5; a prompt cache keeps a prefix only where the
+ * states stand or their checkpoint does, and the ring still holds what
+ * follows (elsewhere the prompt is evaluated whole, to the same logits);
+ * a context shift is refused, and a generation that fills its context
+ * evaluates what it keeps again; a random plan's neurons run beside the
+ * mixers. */
 static void check_hybrid(const char *synth, const char *shape, int n_ssm, int attn, bool nope,
                          uint64_t state_bytes)
 {

@@ -678,8 +678,8 @@ int main(int argc, char **argv) {
         [ENG_DTYPE_Q4_K] = "q4_k", [ENG_DTYPE_Q6_K] = "q6_k", [ENG_DTYPE_Q5_K] = "q5_k",
         [ENG_DTYPE_Q4_1] = "q4_1", [ENG_DTYPE_Q4_0] = "q4_0", [ENG_DTYPE_MXFP4] = "mxfp4",
     };
-    const char *ffn_storage = (unsigned)info.ffn_dtype < sizeof(dtype_names) / sizeof(*dtype_names) &&
-                                      dtype_names[info.ffn_dtype]
+    const size_t n_names = sizeof(dtype_names) / sizeof(dtype_names[0]);
+    const char *ffn_storage = (size_t)info.ffn_dtype < n_names && dtype_names[info.ffn_dtype]
                                   ? dtype_names[info.ffn_dtype]
                                   : "?";
     if (json) {
