@@ -849,7 +849,8 @@ typedef struct eng_compute_params {
      * the end of prefill, so that decode streams them instead of gathering
      * rows scattered over the layer: the same numbers, in about 0.8 of the
      * FFN's time (SmolLM2, phi 0.4). Costs their bytes per session
-     * (eng_session_copy_bytes). */
+     * (eng_session_copy_bytes); none in layers whose activations are cut
+     * per token (gemma3n's first layers), which read theirs in place. */
     bool copy_dynamic;
 } eng_compute_params;
 

@@ -4136,7 +4136,8 @@ static void forward_ops(eng_session *s, int n, int first, float *out, int32_t *a
         const int32_t *sel = s->selected ? s->ffn_sel[il] : NULL; /* host list */
         const int32_t *sel_be = sel && !host ? s->ffn_sel_dev[il] : sel;
         const int n_sel = sel ? s->ffn_n_sel[il] : L->ffn.n_slots;
-        /* (gemma3n's cut activations: the ffn op only, over what sel says) */
+        /* (gemma3n's cut activations: the ffn op only, over what sel says;
+         * select.c's dyn_copy copies nothing for them) */
         const bool cut = L->ffn.act == ENG_ACT_GELU_TOPK;
         const int pick = s->selected && !want_act && !cut ? s->pick_k[il] : 0;
         const bool runs = !pick && sel && n == 1 && !want_act && !cut && s->dyn &&

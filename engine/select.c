@@ -1274,18 +1274,24 @@ static void compute_counts(const eng_model *m, long total, bool per_token, int *
  * front, and any picked right after them) into the session's copy, which
  * decode then reads with that run (backend ffn_runs). Only where the
  * backend offers ffn_runs and its memory is the host's; when the buffers
- * do not fit, decode reads sel in place, as without the copy. */
+ * do not fit, decode reads sel in place, as without the copy. Not in a
+ * layer whose activations are cut per token (gemma3n's first layers):
+ * their ffn op takes the cut's statistics over the whole selection and
+ * reads it in place (model.c's forward pass never gives them runs), so a
+ * copy there would be bytes no step reads (Gemma 3n E2B's shape, phi 0.4,
+ * signed rank: 125 MiB of them). */
 static void dyn_copy(eng_session *s, int il, const int32_t *sel, int n)
 {
     const eng_model *m = s->model;
     const eng_backend_iface *op = m->be->iface;
+    const eng_ffn_weights *w = &m->layers[il].ffn;
     if (s->dyn)
         s->dyn[il].w.n_slots = 0; /* the copy of a selection before this one */
     if (!s->compute.copy_dynamic || !op->ffn_runs || !op->host_memory ||
+        w->act == ENG_ACT_GELU_TOPK ||
         (!s->dyn && !(s->dyn = calloc(m->info.n_layer, sizeof(*s->dyn)))))
         return;
     eng_dyn_copy *d = &s->dyn[il];
-    const eng_ffn_weights *w = &m->layers[il].ffn;
     int from = 0;
     while (from < n && sel[from] == from)
         from++;

@@ -1357,6 +1357,74 @@ static void check_gemma3n(const char *synth)
            (unsigned long long)step);
 }
 
+/* gemma3n's cut layers read a request's selection in place (their ffn op
+ * takes the cut's statistics over it), so the session copies the dynamic
+ * neurons of the other layers only (select.c dyn_copy): its copy's bytes,
+ * resident per session, are what decode reads and no more (on Gemma 3n
+ * E2B's shape at phi 0.4 the cut layers' copies were 125 MiB). The signed
+ * rank leaves the cut layers' selections scattered, so they would have
+ * something to copy; decode's logits are the same with the copy and
+ * without, bit for bit. */
+static void check_gemma3n_copy(const char *synth)
+{
+    char path[32];
+    test_synth_type(synth, "tiny-gemma3n", "f32", path);
+    eng_model_params mp = eng_model_params_default();
+    mp.n_threads = 2;
+    mp.storage = ENG_DTYPE_F32;
+    eng_load_plan_params pp = eng_load_plan_params_default();
+    pp.mode = ENG_SELECT_COREINFER;
+    mp.plan = &pp;
+    eng_model *m;
+    eng_error err;
+    CHECKF(eng_model_load(path, &mp, &m, &err) == 0, "tiny-gemma3n: %s", err.msg);
+    unlink(path);
+    const int V = m->info.n_vocab, NL = m->info.n_layer;
+    static float logits[2][320];
+    CHECK(V <= 320);
+    size_t bytes = 0, want = 0;
+    int cut_spread = 0, copied = 0;
+    for (int k = 0; k < 2; k++) {
+        eng_compute_params cp = eng_compute_params_default();
+        cp.phi = 0.4f;
+        cp.rank = ENG_RANK_SIGNED;
+        cp.copy_dynamic = k == 0;
+        eng_session *s;
+        CHECK(eng_session_new(m, NULL, &s) == 0 && eng_session_set_compute(s, &cp) == 0);
+        CHECK(eng_session_eval(s, TOKENS, N_TOK, 0) == 0);
+        for (int il = 0; il < NL && k == 0; il++) {
+            /* a selection past its leading run 0, 1, ...: what a copy holds */
+            const eng_layer *L = &m->layers[il];
+            const int32_t *sel = s->ffn_sel[il];
+            const int n = sel ? s->ffn_n_sel[il] : 0;
+            int from = 0;
+            while (from < n && sel[from] == from)
+                from++;
+            if (L->ffn.act == ENG_ACT_GELU_TOPK) {
+                cut_spread += from < n;
+                continue;
+            }
+            copied += from < n;
+            want += (size_t)(n - from) * eng_ffn_slot_bytes(L->ffn.dtype, L->ffn.n_embd);
+        }
+        if (k == 0)
+            bytes = eng_session_copy_bytes(s);
+        int32_t next = 7;
+        for (int step = 0; step < 3; step++)
+            CHECK(eng_session_eval(s, &next, 1, 0) == 0);
+        memcpy(logits[k], eng_session_logits(s, -1), (size_t)V * sizeof(float));
+        eng_session_free(s);
+    }
+    eng_model_free(m);
+    const bool same = memcmp(logits[0], logits[1], (size_t)V * sizeof(float)) == 0;
+    CHECKF(cut_spread > 0 && copied > 0 && bytes == want && same,
+           "tiny-gemma3n copy: %d cut and %d other layers with scattered selections; %zu bytes "
+           "copied, want %zu (the other layers'); logits with and without it %s", cut_spread,
+           copied, bytes, want, same ? "the same" : "differ");
+    printf("tiny-gemma3n phi 0.4, signed rank: %zu bytes copied in %d layers, none in the %d "
+           "cut layers with scattered selections\n", bytes, copied, cut_spread);
+}
+
 /* gemma4's experts beside a dense MLP (tiny-gemma4-moe: 2 of 8 experts
  * of 32, gate and up rows in one tensor in even layers, an MLP of 48): a
  * token at a time (the moe op's decode walk) and in chunks of 5 as in one
@@ -1687,6 +1755,7 @@ int main(int argc, char **argv)
      * unscaled by 1.1) */
     check_logits(argv[1], argv[2], "tiny-gemma3n", "f32", NULL, "tiny-gemma3n", 320, 0.06, 0.015);
     check_gemma3n(argv[1]);
+    check_gemma3n_copy(argv[1]);
     check_windows(argv[1], "tiny-gemma3n");
     /* gpt-oss: biases on q, k, v and the output, sinks, every other layer
      * local, NEOX RoPE under YaRN, 3 of 8 experts with biases and its
