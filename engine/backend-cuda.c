@@ -891,3 +891,15 @@ int eng__backend_graph_stats(const eng_backend *be, eng_graph_stats *ret)
     ret->enabled = !x->graphs_off;
     return 0;
 }
+
+#ifdef ENG_CUDA_MODULE
+/* The module's one exported symbol (backend-cuda-dl.c opens the module;
+ * everything else in it is hidden) */
+__attribute__((visibility("default"))) const eng_cuda_module *eng_cuda_module_entry(void);
+const eng_cuda_module *eng_cuda_module_entry(void)
+{
+    static const eng_cuda_module m = { ENG_CUDA_MODULE_ABI, eng_backend_cuda_new,
+                                       eng_backend_cuda_describe, eng__backend_graph_stats };
+    return &m;
+}
+#endif

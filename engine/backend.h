@@ -690,4 +690,20 @@ int eng_backend_cuda_describe(const eng_backend *be, char *name, size_t name_siz
 /* Decode-graph counters of a CUDA backend (-EINVAL for another backend). */
 int eng__backend_graph_stats(const eng_backend *be, eng_graph_stats *ret);
 
+/* With CUDA the three above live in a module (backend-cuda.c and the
+ * kernels as libselectinfer-cuda.so), which backend-cuda-dl.c opens when a
+ * CUDA backend is first asked for: its one exported function gives them,
+ * and abi, which must be this build's (the interface's and the FFN
+ * weights' sizes, and a number raised when their meaning changes). */
+#define ENG_CUDA_MODULE_ABI \
+    ((unsigned)sizeof(eng_backend_iface) * 31u + (unsigned)sizeof(eng_ffn_weights) * 7u + \
+     (unsigned)sizeof(eng_backend) + 1u)
+typedef struct eng_cuda_module {
+    unsigned abi;
+    int (*backend_new)(int device, eng_backend **ret_backend, eng_error *err);
+    int (*describe)(const eng_backend *be, char *name, size_t name_size, bool *integrated,
+                    double *peak_gbps);
+    int (*graph_stats)(const eng_backend *be, eng_graph_stats *ret);
+} eng_cuda_module;
+
 #endif

@@ -8,7 +8,12 @@
  *   - eng_model_load with ENG_BACKEND_CUDA fails the same way (and says
  *     why), ENG_BACKEND_AUTO falls back to the CPU, an unknown kind is
  *     -EINVAL; with a GPU, f32 storage is refused (-EINVAL: f16 only) and
- *     a bad device number is -ENODEV.
+ *     a bad device number is -ENODEV;
+ *   - with CUDA built, the backend is a module opened when first asked
+ *     for: cuBLAS is not in the process before that, nor after an attempt
+ *     that found no GPU (the module closed again); a module that cannot
+ *     be opened, or is not this build's, is -ENOTSUP with the reason, and
+ *     auto then takes the CPU.
  *
  * usage: test-backend-choice SI_SYNTH
  */
@@ -22,6 +27,19 @@
 #include "backend.h"
 #include "engine.h"
 #include "test-util.h"
+
+/* Whether a library whose name holds `name` is mapped into this process. */
+static bool mapped(const char *name)
+{
+    FILE *f = fopen("/proc/self/maps", "r");
+    char line[4096];
+    bool found = false;
+    while (f && !found && fgets(line, sizeof(line), f))
+        found = strstr(line, name) != NULL;
+    if (f)
+        fclose(f);
+    return found;
+}
 
 static int load(const char *path, eng_backend_kind kind, int device, eng_dtype storage,
                 eng_model **ret, eng_error *err)
@@ -47,7 +65,11 @@ int main(int argc, char **argv)
 
     eng_backend *be = NULL;
     eng_error e = { { 0 } };
+    CHECKF(!mapped("libcublas"), "cuBLAS mapped before any CUDA backend was asked for");
     int r = eng_backend_cuda_new(0, &be, &e);
+    if (r < 0)
+        CHECKF(!mapped("libcublas") && !mapped("libselectinfer-cuda"),
+               "the CUDA module left open after %d", r);
     const char *what = r == 0 ? "a GPU" : r == -ENODEV ? "no usable GPU" : "no CUDA";
     printf("eng_backend_cuda_new: %d (%s)%s%s\n", r, what, r ? ": " : "", r ? e.msg : "");
     CHECKF(r == 0 || r == -ENODEV || r == -ENOTSUP, "unexpected %d: %s", r, e.msg);
@@ -98,6 +120,29 @@ int main(int argc, char **argv)
     eng_model_free(m);
     lr = load(path, (eng_backend_kind)7, 0, ENG_DTYPE_F16, &m, &err);
     CHECKF(lr == -EINVAL && m == NULL, "backend 7: %d '%s'", lr, err.msg);
+#ifdef ENG_HAVE_CUDA
+    /* no module where SI_CUDA_MODULE says, or a library that is not one
+     * (libm): -ENOTSUP saying so; auto then loads on the CPU. (With a GPU
+     * the module opened above stays open, and these paths are not taken.) */
+    static const struct {
+        const char *path, *says;
+    } bad[] = { { "/nonexistent/libselectinfer-cuda.so", "cannot open the CUDA backend module" },
+                { "libm.so.6", "is not this build's CUDA backend module" } };
+    for (size_t i = 0; r < 0 && i < sizeof(bad) / sizeof(bad[0]); i++) {
+        setenv("SI_CUDA_MODULE", bad[i].path, 1);
+        be = NULL;
+        memset(&e, 0, sizeof(e));
+        const int rb = eng_backend_cuda_new(0, &be, &e);
+        CHECKF(rb == -ENOTSUP && !be && strstr(e.msg, bad[i].says), "%s: %d '%s'", bad[i].path,
+               rb, e.msg);
+        lr = load(path, ENG_BACKEND_AUTO, 0, ENG_DTYPE_F16, &m, &err);
+        CHECKF(lr == 0 && !strcmp(eng_backend_name(m), "cpu"), "auto without a module: %d '%s'",
+               lr, err.msg);
+        eng_model_free(m);
+        CHECK(!mapped("libcublas"));
+    }
+    unsetenv("SI_CUDA_MODULE");
+#endif
 
     unlink(path);
     printf("ok\n");
