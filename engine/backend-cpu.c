@@ -316,19 +316,22 @@ typedef struct kernels {
     void (*pack32_q41)(const eng_q41_block *const *w, int nr, long n, float *P);
     void (*pack32_q40)(const eng_q40_block *const *w, int nr, long n, float *P);
     void (*mm6x32)(const float *P, long n, const float *const *x, float out[6][32]);
-    /* Prefill of Q8_0, Q4_1 and Q4_0 rows in 8 bits (sets with VNNI; NULL:
-     * pack32 and mm6x32 in f32). q8x_row rounds a token's n values (a
-     * multiple of 32) per block of 32 to codes q, q8_round's, with ds[2 b]
-     * = d and ds[2 b + 1] = d * (the block's sum of codes); a block holding
-     * a NaN or an infinity (or whose |x| sum overflows) gets codes 0 and
-     * d = NaN, so it reaches y as it does in f32. pack32_u8 writes rows w[0..nr) over nb blocks as
-     * unsigned codes u with w = d u + m (Q8_0: u = q + 128, m = -128 d;
-     * Q4_0: m = -8 d): P [nb][8][32][4], a block's codes in groups of four
-     * interleaved by row (vpdpbusd's operand), and D [nb][2][32], each
-     * block's d then m (rows past nr: zero). mm6x32_u8 gives out[t][r] =
-     * sum_b d_rb dx_tb (u_rb . q_tb) + m_rb s_tb, the sum over b in order:
-     * the weights times x as rounded, for 6 tokens (xq[t], xds[t] at the
-     * chunk's first block). */
+    /* Prefill of Q8_0, Q4_1, Q4_0, Q4_K and Q5_K rows in 8 bits (sets with
+     * VNNI; NULL: pack32 and mm6x32 in f32). q8x_row rounds a token's n
+     * values (a multiple of 32) per block of 32 to codes q, q8_round's,
+     * with ds[2 b] = d and ds[2 b + 1] = d * (the block's sum of codes); a
+     * block holding a NaN or an infinity (or whose |x| sum overflows) gets
+     * codes 0 and d = NaN, so it reaches y as it does in f32. pack32_u8
+     * writes rows w[0..nr) over nb blocks of 32 as unsigned codes u with
+     * w = d u + m (Q8_0: u = q + 128, m = -128 d; Q4_0: m = -8 d; Q4_K and
+     * Q5_K, nb a multiple of 8: sub-block j of a block of 256 is a block
+     * of 32 with d = d sc_j, m = -dmin m_j): P [nb][8][32][4], a block's
+     * codes in groups of four interleaved by row (vpdpbusd's operand), and
+     * D [nb][2][32], each block's d then m (rows past nr: zero). mm6x32_u8
+     * gives out[t][r] = sum_b d_rb dx_tb (u_rb . q_tb) + m_rb s_tb, the sum
+     * over b in order: the weights times x as rounded, for 6 tokens (xq[t],
+     * xds[t] at the chunk's first block). Q6_K rows keep f32: two scales a
+     * block of 32. */
     void (*q8x_row)(const float *x, long n, int8_t *q, float *ds);
     void (*pack32_u8)(const void *const *w, eng_dtype dt, int nr, long nb, uint8_t *P, float *D);
     void (*mm6x32_u8)(const uint8_t *P, const float *D, long nb, const int8_t *const *xq,
@@ -3357,9 +3360,111 @@ VALWAYS512 void u8_transpose16(const __m512i lo[4], const __m512i hi[4], uint8_t
     }
 }
 
+/* Four rows' 32 bytes at q[0..4): bytes 0-15 of row j in 128-bit lane j of
+ * *a, bytes 16-31 in lane j of *b (u8_transpose16's lo and hi). Two 256-bit
+ * loads a pair of rows and a lane shuffle each, where 16-byte inserts take
+ * eight. */
+VALWAYS512 void u8_load4x32(const uint8_t *const q[4], __m512i *a, __m512i *b)
+{
+    const __m512i x01 = _mm512_inserti64x4(
+        _mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)q[0])),
+        _mm256_loadu_si256((const __m256i *)q[1]), 1);
+    const __m512i x23 = _mm512_inserti64x4(
+        _mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)q[2])),
+        _mm256_loadu_si256((const __m256i *)q[3]), 1);
+    *a = _mm512_shuffle_i64x2(x01, x23, _MM_SHUFFLE(2, 0, 2, 0));
+    *b = _mm512_shuffle_i64x2(x01, x23, _MM_SHUFFLE(3, 1, 3, 1));
+}
+
+/* pack32_u8 of Q4_K and Q5_K rows (nb a multiple of 8): a block of 256 is
+ * eight blocks of 32 with w = (d sc_j) q - dmin m_j, so u = q (Q5_K: with
+ * its fifth bit), d = d sc_j, m = -dmin m_j, exact in float (an f16 times
+ * 6 bits). Per block of 256 and 16 rows: each row's 8 scales and 8 mins
+ * unpacked in a register (q4k_scales_mins), times d and -dmin, and one
+ * 16 x 16 transpose gives every sub-block's D column; then per pair of
+ * sub-blocks 2p, 2p + 1 (the low and high nibbles of qs[32 p .. 32 p +
+ * 32)) four rows' 32 code bytes at a time, split into the two sub-blocks'
+ * codes 0-15 and 16-31 (Q5_K: bits 2p and 2p + 1 of qh as 16), and
+ * u8_transpose16 per sub-block, as the Q4_1 pack. */
+VALWAYS512 void pack32_u8_qk(const void *const *w, eng_dtype dt, int nr, long nb, uint8_t *P,
+                             float *D)
+{
+    static const uint8_t zero[ENG_Q5K_BLOCK_BYTES]; /* rows past nr: codes 0, d = m = 0 */
+    const __m512i m4 = _mm512_set1_epi8(0x0f), m16 = _mm512_set1_epi8(0x10);
+    const bool q5 = dt == ENG_DTYPE_Q5_K;
+    const size_t bb = eng_dtype_bytes(dt, 256),
+                 qso = q5 ? offsetof(eng_q5k_block, qs) : offsetof(eng_q4k_block, qs);
+    const uint8_t *row[32];
+    size_t step[32];
+    for (int i = 0; i < 32; i++) {
+        row[i] = i < nr ? (const uint8_t *)w[i] : zero;
+        step[i] = i < nr ? bb : 0;
+    }
+    for (long bi = 0; bi < nb / 8; bi++) {
+        for (int tile = 0; tile < 2; tile++) {
+            const uint8_t *blk[16];
+            __m512 f[16];
+            for (int i = 0; i < 16; i++) {
+                const int r = tile * 16 + i;
+                blk[i] = row[r] + (size_t)bi * step[r];
+                /* the next block (past a row's end: a hint), its lines */
+                for (size_t l = 0; l < bb; l += 64)
+                    _mm_prefetch((const char *)(blk[i] + step[r] + l), _MM_HINT_T0);
+                _mm_prefetch((const char *)(blk[i] + step[r] + bb - 1), _MM_HINT_T0);
+                uint16_t h[2]; /* d, dmin */
+                memcpy(h, blk[i], 4);
+                const __m512 s = _mm512_mask_blend_ps(0xff00, _mm512_set1_ps(_cvtsh_ss(h[0])),
+                                                      _mm512_set1_ps(-_cvtsh_ss(h[1])));
+                f[i] = _mm512_mul_ps(
+                    _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(q4k_scales_mins(blk[i]))), s);
+            }
+            transpose16(f); /* f[j]: sub-block j's d, f[8 + j] its m, row i in lane i */
+            for (int j = 0; j < 8; j++) {
+                _mm512_storeu_ps(D + (8 * bi + j) * 64 + tile * 16, f[j]);
+                _mm512_storeu_ps(D + (8 * bi + j) * 64 + 32 + tile * 16, f[8 + j]);
+            }
+            for (int p = 0; p < 4; p++) {
+                __m512i lo0[4], hi0[4], lo1[4], hi1[4];
+                for (int g = 0; g < 4; g++) {
+                    const uint8_t *q[4], *qh[4];
+                    for (int j = 0; j < 4; j++) {
+                        q[j] = blk[4 * g + j] + qso + 32 * p;
+                        qh[j] = blk[4 * g + j] + offsetof(eng_q5k_block, qh);
+                    }
+                    __m512i a, b;
+                    u8_load4x32(q, &a, &b);
+                    lo0[g] = _mm512_and_si512(a, m4);
+                    hi0[g] = _mm512_and_si512(b, m4);
+                    lo1[g] = _mm512_and_si512(_mm512_srli_epi16(a, 4), m4);
+                    hi1[g] = _mm512_and_si512(_mm512_srli_epi16(b, 4), m4);
+                    if (q5) { /* bit 2p of a byte to 16 for sub-block 2p, bit 2p + 1 for 2p + 1 */
+                        u8_load4x32(qh, &a, &b);
+                        a = _mm512_srli_epi16(a, 2 * p);
+                        b = _mm512_srli_epi16(b, 2 * p);
+                        lo0[g] = _mm512_or_si512(lo0[g],
+                                                 _mm512_and_si512(_mm512_slli_epi16(a, 4), m16));
+                        hi0[g] = _mm512_or_si512(hi0[g],
+                                                 _mm512_and_si512(_mm512_slli_epi16(b, 4), m16));
+                        lo1[g] = _mm512_or_si512(lo1[g],
+                                                 _mm512_and_si512(_mm512_slli_epi16(a, 3), m16));
+                        hi1[g] = _mm512_or_si512(hi1[g],
+                                                 _mm512_and_si512(_mm512_slli_epi16(b, 3), m16));
+                    }
+                }
+                u8_transpose16(lo0, hi0, P + (8 * bi + 2 * p) * 1024 + tile * 64);
+                u8_transpose16(lo1, hi1, P + (8 * bi + 2 * p + 1) * 1024 + tile * 64);
+            }
+        }
+    }
+}
+
 TGT512 static void v512_pack32_u8(const void *const *w, eng_dtype dt, int nr, long nb, uint8_t *P,
                                   float *D)
 {
+    if (dt == ENG_DTYPE_Q4_K || dt == ENG_DTYPE_Q5_K) {
+        pack32_u8_qk(w, dt, nr, nb, P, D);
+        return;
+    }
     static const uint8_t zero[34]; /* rows past nr: codes 0 (Q8_0: 128), d = m = 0 */
     const __m512i m4 = _mm512_set1_epi8(0x0f), flip = _mm512_set1_epi8((char)0x80);
     const size_t bb = eng_dtype_bytes(dt, 32), qoff = dt == ENG_DTYPE_Q4_1 ? 4 : 2;
@@ -5290,18 +5395,24 @@ enum { U8_KB = 128, U8_P = U8_KB * 32 * 32 }; /* P's bytes; D after them */
 _Static_assert(U8_P + U8_KB * 64 * sizeof(float) <= SCRATCH_FLOATS * sizeof(float),
                "a 32-row block of U8_KB blocks, codes and scales, fits the scratch");
 
+_Static_assert(U8_KB % 8 == 0, "a K chunk is whole Q4_K and Q5_K blocks");
+
+/* Q8_0, Q4_1, Q4_0, Q4_K and Q5_K rows: each block of 32 is d u + m. Not
+ * Q6_K: its sub-blocks are 16 wide, two scales a block of 32, which D's
+ * one d a block cannot hold (nor MXFP4's e2m1 levels, not a d u + m). */
 static bool u8_rows(const cpu_ctx *c, eng_dtype dt)
 {
     return c->k->mm6x32_u8 && c->prefill_q8 &&
-           (dt == ENG_DTYPE_Q8_0 || dt == ENG_DTYPE_Q4_1 || dt == ENG_DTYPE_Q4_0);
+           (dt == ENG_DTYPE_Q8_0 || dt == ENG_DTYPE_Q4_1 || dt == ENG_DTYPE_Q4_0 ||
+            dt == ENG_DTYPE_Q4_K || dt == ENG_DTYPE_Q5_K);
 }
 
 /* A matrix mm_u8 takes: u8_rows, whole blocks, and at least 6 tokens'
  * x in xq. */
 static bool u8_matrix(const cpu_ctx *c, const eng_weight *w)
 {
-    return u8_rows(c, w->dtype) && w->rows > 0 && w->cols > 0 && w->cols % 32 == 0 &&
-           w->cols <= XQ_BYTES / 6;
+    return u8_rows(c, w->dtype) && w->rows > 0 && w->cols > 0 &&
+           w->cols % eng_dtype_block(w->dtype) == 0 && w->cols <= XQ_BYTES / 6;
 }
 
 typedef struct xq_args {
@@ -5336,7 +5447,6 @@ static void mm_u8_task(void *p, int ith, int nth)
     const kernels *k = a->c->k;
     const eng_weight *w = a->w;
     const long rows = w->rows, K = w->cols, NB = K / 32, nt = a->n_tokens;
-    const size_t bb = eng_dtype_bytes(w->dtype, 32);
     long b, e;
     eng_split((rows + PACK_ROWS - 1) / PACK_ROWS, ith, nth, &b, &e);
     b *= PACK_ROWS;
@@ -5348,8 +5458,9 @@ static void mm_u8_task(void *p, int ith, int nth)
         for (long b0 = 0; b0 < NB; b0 += U8_KB) {
             const long nb = NB - b0 < U8_KB ? NB - b0 : U8_KB;
             const void *src[PACK_ROWS];
-            for (int i = 0; i < nr; i++)
-                src[i] = (const char *)w->data + ((size_t)(r0 + i) * NB + b0) * bb;
+            for (int i = 0; i < nr; i++) /* (Q4_K, Q5_K: at a block of 256, U8_KB's) */
+                src[i] = (const char *)w->data +
+                         eng_dtype_bytes(w->dtype, (size_t)(r0 + i) * K + (size_t)b0 * 32);
             k->pack32_u8(src, w->dtype, nr, nb, P, D);
             for (long t = 0; t < nt; t += 6) {
                 const int ntt = (int)(nt - t < 6 ? nt - t : 6);

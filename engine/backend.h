@@ -672,9 +672,10 @@ int eng_backend_cpu_new(int n_threads, eng_backend **ret_backend);
 int eng_backend_cpu_n_threads(const eng_backend *be);
 /* The kernels in use: "avx2" or "scalar" (ENG_CPU_SIMD=0 forces scalar). */
 const char *eng__backend_cpu_kernels(const eng_backend *be);
-/* Whether a prefill's products with Q8_0, Q4_1 and Q4_0 rows take x
- * rounded to 8 bits per block of 32 (on, where the kernels have it:
- * AVX-512 VNNI) or in f32 (off, the default). -EINVAL: not a CPU backend. */
+/* Whether a prefill's products with Q8_0, Q4_1, Q4_0, Q4_K and Q5_K rows
+ * take x rounded to 8 bits per block of 32 (on, where the kernels have it:
+ * AVX-512 VNNI) or in f32 (off, the default; Q6_K and the float types
+ * always). -EINVAL: not a CPU backend. */
 int eng_backend_cpu_set_prefill_q8(eng_backend *be, bool on);
 /* Whether a prefill of dt rows runs in 8 bits now (for tests and tools). */
 bool eng__backend_cpu_prefill_q8(const eng_backend *be, eng_dtype dt);

@@ -115,10 +115,11 @@ typedef struct eng_model_params {
      * half the bytes for rounding to 8 bits per block. */
     bool q8_matrices;
     int n_threads;     /* worker threads; <= 0: number of online CPUs */
-    /* On the CPU: a prompt's (prefill's) products with Q8_0, Q4_1 and Q4_0
-     * matrices and FFN gate and up rows against x rounded to 8 bits per
-     * block of 32, as llama.cpp's CPU matmuls take it, where the kernels
-     * have it (AVX-512 VNNI), instead of x in f32 (off, the default). Those
+    /* On the CPU: a prompt's (prefill's) products with Q8_0, Q4_1, Q4_0,
+     * Q4_K and Q5_K matrices and FFN gate and up rows (not Q6_K's: two
+     * scales a block of 32) against x rounded to 8 bits per block of 32,
+     * as llama.cpp's CPU matmuls take it, where the kernels have it
+     * (AVX-512 VNNI), instead of x in f32 (off, the default). Those
      * products about twice as fast, the default model's prompts about 1.25x;
      * perplexity moves by a few tenths of a percent and greedy text at
      * near-ties (docs/benchmark.md). Decode is the same either way (x in 16

@@ -266,8 +266,8 @@ static double x16_unit(eng_dtype dt)
 }
 
 /* How x reaches dt's products over nt tokens: decode of a block type in
- * 16 bits a block of x16_block(dt); a prefill of Q8_0, Q4_1 or Q4_0 in 8
- * bits a block of 32 where the backend says so (its VNNI kernels,
+ * 16 bits a block of x16_block(dt); a prefill of Q8_0, Q4_1, Q4_0, Q4_K or
+ * Q5_K in 8 bits a block of 32 where the backend says so (its VNNI kernels,
  * prefill_q8 on) and the shape allows (fits: the FFN's rows up to 4096
  * wide): |x~ - x| <= max_b |x| * unit. *blk: the block; 0: x in f32. */
 static double x_unit(eng_backend *be, eng_dtype dt, int nt, bool fits, int *blk)
@@ -508,7 +508,7 @@ static void test_matmul_one(eng_backend *be, eng_dtype dt, int rows, int cols, i
  * token's. */
 static void test_matmul_nonfinite(eng_backend *be, eng_dtype dt)
 {
-    const int rows = 40, cols = 96, nt = 7;
+    const int rows = 40, cols = eng_dtype_block(dt) == 256 ? 512 : 96, nt = 7;
     void *w = make_weights(dt, (long)rows * cols);
     eng_weight W = { dt, rows, cols, w };
     float *x = make_f32((long)nt * cols, -1, 1);
@@ -2315,11 +2315,17 @@ int main(void)
             CHECK(eng_backend_cpu_set_prefill_q8(be, true) == 0, "set_prefill_q8");
             CHECK(eng__backend_cpu_prefill_q8(be, ENG_DTYPE_Q4_1) == vnni_set &&
                       eng__backend_cpu_prefill_q8(be, ENG_DTYPE_Q8_0) == vnni_set &&
-                      !eng__backend_cpu_prefill_q8(be, ENG_DTYPE_Q4_K) &&
+                      eng__backend_cpu_prefill_q8(be, ENG_DTYPE_Q4_K) == vnni_set &&
+                      eng__backend_cpu_prefill_q8(be, ENG_DTYPE_Q5_K) == vnni_set &&
+                      !eng__backend_cpu_prefill_q8(be, ENG_DTYPE_Q6_K) &&
                       !eng__backend_cpu_prefill_q8(be, ENG_DTYPE_F16),
                   "8-bit prefill where the %s set has it", kn);
-            static const eng_dtype q8dts[] = { ENG_DTYPE_Q8_0, ENG_DTYPE_Q4_1, ENG_DTYPE_Q4_0 };
-            for (int i = 0; i < 3 && vnni_set; i++) {
+            /* (Q4_K and Q5_K: their sub-blocks of 32 as blocks, every
+             * matmul shape (rows past a 32-row block, K in U8_KB chunks)
+             * and FFN shape) */
+            static const eng_dtype q8dts[] = { ENG_DTYPE_Q8_0, ENG_DTYPE_Q4_1, ENG_DTYPE_Q4_0,
+                                               ENG_DTYPE_Q4_K, ENG_DTYPE_Q5_K };
+            for (int i = 0; i < 5 && vnni_set; i++) {
                 test_mats(be, q8dts[i]);
                 test_ffn(be, q8dts[i]);
                 test_matmul_nonfinite(be, q8dts[i]);
@@ -2330,8 +2336,11 @@ int main(void)
              * made for it wherever it stands; it was not, off by 5e-5) */
             test_matmul3_dts(be, (const eng_dtype[3]){ ENG_DTYPE_Q4_1, ENG_DTYPE_Q4_K,
                                                        ENG_DTYPE_Q4_0 });
+            /* a Q4_K_M file's q, k and v: Q6_K's f32 beside the 8-bit ones */
+            test_matmul3_dts(be, (const eng_dtype[3]){ ENG_DTYPE_Q4_K, ENG_DTYPE_Q5_K,
+                                                       ENG_DTYPE_Q6_K });
             CHECK(eng_backend_cpu_set_prefill_q8(be, false) == 0, "set_prefill_q8");
-            for (int i = 0; i < 3; i++)
+            for (int i = 0; i < 5; i++)
                 test_matmul_nonfinite(be, q8dts[i]);
             test_silu(be);
             /* GeGLU (Gemma): the FFN's kernels under the other activation */

@@ -25,10 +25,11 @@
  *                    --kv-type q8_0 also -ctk q8_0 -ctv q8_0 -fa on. Its
  *                    decode runs from an empty context, ours after the
  *                    prompt (llama-bench -d N is the like for like one).
- *   --prefill-q8     the prompt's products with Q8_0, Q4_1 and Q4_0 rows
- *                    against x rounded to 8 bits per block of 32, where the
- *                    CPU's kernels have it (eng_model_params.prefill_q8;
- *                    AVX-512 VNNI), as llama.cpp's; without it x in f32.
+ *   --prefill-q8     the prompt's products with Q8_0, Q4_1, Q4_0, Q4_K and
+ *                    Q5_K rows against x rounded to 8 bits per block of 32
+ *                    (Q6_K's stay f32), where the CPU's kernels have it
+ *                    (eng_model_params.prefill_q8; AVX-512 VNNI), as
+ *                    llama.cpp's; without it x in f32.
  *   --backend        cpu (default), cuda or auto: where the forward pass runs.
  *                    On a GPU the bandwidth is the device's nominal one
  *                    (memory clock x bus width; no probe), and the counters

@@ -994,7 +994,7 @@ static void usage(FILE *f)
             "      --q8               every model (the dense reference too) with its matrices\n"
             "                         and FFN in Q8_0 (CPU; daemon matrices = q8_0)\n"
             "      --prefill-q8       every model (the reference too) with x in 8 bits in its\n"
-            "                         prompts' Q8_0/Q4_1/Q4_0 products (CPU with AVX-512 VNNI)\n"
+            "                         prompts' Q8_0/Q4_1/Q4_0/Q4_K/Q5_K products (AVX-512 VNNI)\n"
             "      --csv FILE, --json FILE\n"
             "  -q, --quiet            no table\n");
 }

@@ -44,8 +44,9 @@ static void usage(FILE *out)
             "                          rotated; --shift-reeval: evaluated again instead\n"
             "      --f32               keep weights in f32 instead of f16\n"
             "      --q8                every matrix and the FFN in Q8_0 (CPU): half the memory\n"
-            "      --prefill-q8        the prompt's products with Q8_0/Q4_1/Q4_0 rows take x\n"
-            "                          rounded to 8 bits (CPUs with AVX-512 VNNI; faster prefill)\n"
+            "      --prefill-q8        the prompt's products with Q8_0/Q4_1/Q4_0/Q4_K/Q5_K rows\n"
+            "                          take x rounded to 8 bits (CPUs with AVX-512 VNNI;\n"
+            "                          faster prefill)\n"
             "      --backend NAME      cpu (default), cuda or auto (CUDA when a GPU is usable)\n"
             "      --device N          the GPU for cuda/auto (default 0)\n");
 }

@@ -16,9 +16,9 @@
  *                      [--f32] [--q8] [--prefill-q8] [--kv-type f16|q8_0] [--json]
  * --kv-type q8_0 keeps the KV cache in Q8_0 blocks (llama.cpp's -ctk/-ctv
  * q8_0). --prefill-q8 scores with x rounded to 8 bits per block of 32 in
- * the products with Q8_0, Q4_1 and Q4_0 rows where the CPU's kernels do
- * that (eng_model_params.prefill_q8), as llama.cpp does: what the rounding
- * costs in perplexity.
+ * the products with Q8_0, Q4_1, Q4_0, Q4_K and Q5_K rows where the CPU's
+ * kernels do that (eng_model_params.prefill_q8), as llama.cpp does: what
+ * the rounding costs in perplexity.
  */
 #include <errno.h>
 #include <math.h>
