@@ -64,21 +64,26 @@ cd "$(dirname "$0")/.."
 ROOT=$PWD
 TESTS="test-cuda-ops test-cuda-backend test-cuda-model test-prompt-cache test-shift"
 TOOLS="si-cuda-bench si-synth si-bench"
+# the CUDA backend module the engine opens (engine/backend-cuda-dl.c): not
+# a link dependency of the binaries, so built by name and, prebuilt, found
+# through SI_CUDA_MODULE
+MODULE=engine/libselectinfer-cuda.so
 
 if [ "${1:-}" = --prebuild ]; then
     [ -n "${2:-}" ] || { echo "usage: $0 --prebuild DIR" >&2; exit 2; }
     B=${BUILD:-$ROOT/build-gpu}
     if [ -d "$B" ]; then setup_args=--reconfigure; else setup_args=; fi
     meson setup $setup_args "$B" -Dcuda=enabled > /dev/null || exit 1
-    targets=
+    targets=$MODULE
     for t in $TESTS; do targets="$targets tests/$t"; done
     for t in $TOOLS; do targets="$targets tools/$t"; done
     ninja -C "$B" $targets || exit 1
     rm -rf "$2"
-    mkdir -p "$2/tests" "$2/tools" || exit 1
+    mkdir -p "$2/tests" "$2/tools" "$2/engine" || exit 1
     for t in $TESTS; do cp "$B/tests/$t" "$2/tests/" || exit 1; done
     for t in $TOOLS; do cp "$B/tools/$t" "$2/tools/" || exit 1; done
-    strip "$2"/tests/* "$2"/tools/* || exit 1
+    cp "$B/$MODULE" "$2/engine/" || exit 1
+    strip "$2"/tests/* "$2"/tools/* "$2/$MODULE" || exit 1
     # each binary holds the same kernels: a solid archive is a fifth of the
     # files (what a GPU machine with a size limit on what travels takes)
     tar cf - -C "$(dirname "$2")" "$(basename "$2")" | xz -T0 -6 > "$2.tar.xz" || exit 1
@@ -154,7 +159,8 @@ fi
 # exit 127 is the loader's "cannot run this at all"
 if [ -n "${SI_GPU_PREBUILT:-}" ]; then
     "$SI_GPU_PREBUILT/tools/si-synth" --help > "$OUT_DIR/prebuilt.log" 2>&1
-    if [ $? = 127 ] || [ ! -x "$SI_GPU_PREBUILT/tests/test-cuda-model" ]; then
+    if [ $? = 127 ] || [ ! -x "$SI_GPU_PREBUILT/tests/test-cuda-model" ] ||
+        [ ! -f "$SI_GPU_PREBUILT/$MODULE" ]; then
         log "prebuilt binaries in $SI_GPU_PREBUILT do not run here; building"
         cat "$OUT_DIR/prebuilt.log"
     else
@@ -185,7 +191,7 @@ else
         finish
     fi
     log "building"
-    targets=
+    targets=$MODULE
     for t in $TESTS; do targets="$targets tests/$t"; done
     for t in $TOOLS; do targets="$targets tools/$t"; done
     if ! ninja -C "$BUILD" $targets > "$OUT_DIR/build.log" 2>&1; then
@@ -196,6 +202,9 @@ else
     fi
     note build ok
 fi
+
+# the module of these binaries, wherever they were built
+export SI_CUDA_MODULE="$BUILD/$MODULE"
 
 # 3 (started early): the models are written while the tests run
 synth_pids=""
