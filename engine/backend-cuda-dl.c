@@ -8,8 +8,10 @@
  *
  * Where the module is looked for: SI_CUDA_MODULE (a path) if set, else
  * the build tree's copy (ENG_CUDA_MODULE_BUILD, where it exists), else the
- * installed one (ENG_CUDA_MODULE_INSTALL). A module of another build
- * (eng_cuda_module's abi differs) is refused, not called.
+ * installed one (ENG_CUDA_MODULE_INSTALL). No module is -ENOENT, a module
+ * of another build (eng_cuda_module's abi differs) -ENOEXEC, not called:
+ * a broken install, not a machine without a GPU (-ENODEV), so tests that
+ * skip without a GPU fail on these.
  */
 #include "backend.h"
 #include "error.h"
@@ -44,13 +46,13 @@ static int open_module(eng_error *err)
     const char *path = module_path();
     void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
     if (!h)
-        return eng__set_err(err, -ENOTSUP, "cannot open the CUDA backend module: %s", dlerror());
+        return eng__set_err(err, -ENOENT, "cannot open the CUDA backend module: %s", dlerror());
     const eng_cuda_module *(*entry)(void) =
         (const eng_cuda_module *(*)(void))dlsym(h, "eng_cuda_module_entry");
     const eng_cuda_module *m = entry ? entry() : NULL;
     if (!m || m->abi != ENG_CUDA_MODULE_ABI) {
         dlclose(h);
-        return eng__set_err(err, -ENOTSUP, "%s is not this build's CUDA backend module "
+        return eng__set_err(err, -ENOEXEC, "%s is not this build's CUDA backend module "
                             "(ABI %u, want %u)", path, m ? m->abi : 0u,
                             (unsigned)ENG_CUDA_MODULE_ABI);
     }

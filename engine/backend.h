@@ -682,7 +682,7 @@ bool eng__backend_cpu_prefill_q8(const eng_backend *be, eng_dtype dt);
 
 /* CUDA backend on GPU `device` (backend-cuda.c, built with -Dcuda). err
  * says why when it fails: -ENODEV no usable device or driver, -ENOTSUP built
- * without CUDA. */
+ * without CUDA, -ENOENT or -ENOEXEC no module or another build's (below). */
 int eng_backend_cuda_new(int device, eng_backend **ret_backend, eng_error *err);
 /* Facts for reports: the GPU's name, whether it shares memory with the host
  * (Jetson), its nominal bandwidth in GB/s (0: unknown). */

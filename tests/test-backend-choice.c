@@ -12,8 +12,8 @@
  *   - with CUDA built, the backend is a module opened when first asked
  *     for: cuBLAS is not in the process before that, nor after an attempt
  *     that found no GPU (the module closed again); a module that cannot
- *     be opened, or is not this build's, is -ENOTSUP with the reason, and
- *     auto then takes the CPU.
+ *     be opened is -ENOENT, one that is not this build's -ENOEXEC, each
+ *     with the reason, and auto then takes the CPU.
  *
  * usage: test-backend-choice SI_SYNTH
  */
@@ -122,19 +122,22 @@ int main(int argc, char **argv)
     CHECKF(lr == -EINVAL && m == NULL, "backend 7: %d '%s'", lr, err.msg);
 #ifdef ENG_HAVE_CUDA
     /* no module where SI_CUDA_MODULE says, or a library that is not one
-     * (libm): -ENOTSUP saying so; auto then loads on the CPU. (With a GPU
-     * the module opened above stays open, and these paths are not taken.) */
+     * (libm): -ENOENT or -ENOEXEC saying so; auto then loads on the CPU.
+     * (With a GPU the module opened above stays open, and these paths are
+     * not taken.) */
     static const struct {
         const char *path, *says;
-    } bad[] = { { "/nonexistent/libselectinfer-cuda.so", "cannot open the CUDA backend module" },
-                { "libm.so.6", "is not this build's CUDA backend module" } };
+        int code;
+    } bad[] = { { "/nonexistent/libselectinfer-cuda.so", "cannot open the CUDA backend module",
+                  -ENOENT },
+                { "libm.so.6", "is not this build's CUDA backend module", -ENOEXEC } };
     for (size_t i = 0; r < 0 && i < sizeof(bad) / sizeof(bad[0]); i++) {
         setenv("SI_CUDA_MODULE", bad[i].path, 1);
         be = NULL;
         memset(&e, 0, sizeof(e));
         const int rb = eng_backend_cuda_new(0, &be, &e);
-        CHECKF(rb == -ENOTSUP && !be && strstr(e.msg, bad[i].says), "%s: %d '%s'", bad[i].path,
-               rb, e.msg);
+        CHECKF(rb == bad[i].code && !be && strstr(e.msg, bad[i].says), "%s: %d '%s'",
+               bad[i].path, rb, e.msg);
         lr = load(path, ENG_BACKEND_AUTO, 0, ENG_DTYPE_F16, &m, &err);
         CHECKF(lr == 0 && !strcmp(eng_backend_name(m), "cpu"), "auto without a module: %d '%s'",
                lr, err.msg);
