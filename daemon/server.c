@@ -24,20 +24,6 @@
 
 /* ---- systemd: all no-ops without libsystemd or NOTIFY_SOCKET ------------- */
 
-/* The weight type as the configuration names it (`matrices`). */
-static const char *dtype_name(eng_dtype dt)
-{
-    return dt == ENG_DTYPE_Q8_0   ? "q8_0"
-           : dt == ENG_DTYPE_Q4_K ? "q4_k"
-           : dt == ENG_DTYPE_Q6_K ? "q6_k"
-           : dt == ENG_DTYPE_Q5_K ? "q5_k"
-           : dt == ENG_DTYPE_Q4_1 ? "q4_1"
-           : dt == ENG_DTYPE_Q4_0 ? "q4_0"
-           : dt == ENG_DTYPE_MXFP4 ? "mxfp4"
-           : dt == ENG_DTYPE_F32  ? "f32"
-                                  : "f16";
-}
-
 static void notify(const char *state)
 {
 #ifdef HAVE_SYSTEMD
@@ -693,7 +679,7 @@ static void handle_status(sid_server *srv, sid_conn *c, uint64_t id)
         s.model_name = srv->info.name;
         s.model_arch = srv->info.arch;
         s.backend = srv->backend;
-        s.weight_type = (char *)dtype_name(srv->info.ffn_dtype);
+        s.weight_type = (char *)eng_dtype_name(srv->info.ffn_dtype);
         s.has_model_params = s.has_weight_bytes = s.has_n_ctx = s.has_n_threads = true;
         s.model_params = srv->info.n_params;
         s.weight_bytes = srv->plan.weight_bytes; /* follows the swaps */
@@ -1547,7 +1533,7 @@ static void on_loaded(sid_server *srv)
              "backend %s, context %d%s, %s%s%s (mode %s, gamma %.2f, delta %.2f, %llu of %llu FFN "
              "neurons)",
              srv->info.name[0] ? srv->info.name : srv->cfg.model, srv->info.arch, srv->info.n_layer,
-             (double)p->weight_bytes / (1024.0 * 1024.0), dtype_name(srv->info.ffn_dtype),
+             (double)p->weight_bytes / (1024.0 * 1024.0), eng_dtype_name(srv->info.ffn_dtype),
              (double)srv->load_ns / 1e6, srv->backend,
              srv->n_ctx, slots, sid_plan_name(p), p->path[0] ? " from " : "", p->path, eng_select_mode_name(p->mode),
              (double)p->gamma, (double)p->delta, (unsigned long long)p->neurons_loaded,

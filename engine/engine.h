@@ -91,6 +91,10 @@ typedef enum eng_dtype {
     ENG_DTYPE_MXFP4 = 8,
 } eng_dtype;
 
+/* A storage type's name as the configuration and the tools write it
+ * ("q8_0", "q4_k", ...; "f16" for f16 and any value not above). */
+const char *eng_dtype_name(eng_dtype dt);
+
 typedef struct eng_load_plan_params eng_load_plan_params;
 
 typedef enum eng_backend_kind {

@@ -3137,6 +3137,19 @@ int eng_kv_type_parse(const char *name, eng_kv_type *ret)
     return 0;
 }
 
+const char *eng_dtype_name(eng_dtype dt)
+{
+    return dt == ENG_DTYPE_Q8_0    ? "q8_0"
+           : dt == ENG_DTYPE_Q4_K  ? "q4_k"
+           : dt == ENG_DTYPE_Q6_K  ? "q6_k"
+           : dt == ENG_DTYPE_Q5_K  ? "q5_k"
+           : dt == ENG_DTYPE_Q4_1  ? "q4_1"
+           : dt == ENG_DTYPE_Q4_0  ? "q4_0"
+           : dt == ENG_DTYPE_MXFP4 ? "mxfp4"
+           : dt == ENG_DTYPE_F32   ? "f32"
+                                   : "f16";
+}
+
 const char *eng_kv_type_name(eng_kv_type type)
 {
     return type == ENG_KV_Q8_0 ? "q8_0" : type == ENG_KV_F16 ? "f16" : "?";
@@ -4224,9 +4237,14 @@ static void forward_ops(eng_session *s, int n, int first, float *out, int32_t *a
              * its output added to attention's (q, k, v and att are free
              * again; ff too, once the block's norm took the pending
              * residual) */
-            op->matmul(be, &L->sz, NULL, s->xn, s->q, n);
-            op->matmul(be, &L->sxbc, NULL, s->xn, s->k, n);
-            op->matmul(be, &L->sdt, NULL, s->xn, s->v, n);
+            const eng_weight *m3[3] = { &L->sz, &L->sxbc, &L->sdt };
+            float *z3[3] = { s->q, s->k, s->v };
+            if (op->matmul3) { /* (one x for the three, as attention's q, k, v) */
+                op->matmul3(be, m3, NULL, s->xn, z3, n);
+            } else {
+                for (int i = 0; i < 3; i++)
+                    op->matmul(be, m3[i], NULL, s->xn, z3[i], n);
+            }
             held_room(&s->ring_lo[il], s->ring_rows, pos0, n);
             op->ssm(be, &L->ssm, s->q, s->k, s->v, s->ring[il], pos0, s->ring_rows,
                     s->ssm_state[il], s->ckpt_at ? s->ssm_ckpt[il] : NULL, s->ckpt_at, n, s->att);

@@ -510,6 +510,12 @@ const char *eng_kv_type_name(eng_kv_type type)
     return type == ENG_KV_Q8_0 ? "q8_0" : "f16";
 }
 
+/* (its weights are f16: eng_model_info's zeros) */
+const char *eng_dtype_name(eng_dtype dt)
+{
+    return dt == ENG_DTYPE_F16 ? "f16" : "?";
+}
+
 eng_gen_params eng_gen_params_default(void)
 {
     eng_gen_params p;

@@ -674,15 +674,7 @@ int main(int argc, char **argv) {
      * gate and up rows in info.ffn_dtype (its down rows Q8_0 where that
      * is a 4- or 5-bit format) */
     const char *storage = f32 ? "f32" : q8 && on_cpu ? "q8_0" : "f16";
-    static const char *const dtype_names[] = {
-        [ENG_DTYPE_F16] = "f16",   [ENG_DTYPE_F32] = "f32",   [ENG_DTYPE_Q8_0] = "q8_0",
-        [ENG_DTYPE_Q4_K] = "q4_k", [ENG_DTYPE_Q6_K] = "q6_k", [ENG_DTYPE_Q5_K] = "q5_k",
-        [ENG_DTYPE_Q4_1] = "q4_1", [ENG_DTYPE_Q4_0] = "q4_0", [ENG_DTYPE_MXFP4] = "mxfp4",
-    };
-    const size_t n_names = sizeof(dtype_names) / sizeof(dtype_names[0]);
-    const char *ffn_storage = (size_t)info.ffn_dtype < n_names && dtype_names[info.ffn_dtype]
-                                  ? dtype_names[info.ffn_dtype]
-                                  : "?";
+    const char *ffn_storage = eng_dtype_name(info.ffn_dtype);
     if (json) {
         printf("{\"model\": \"%s\", \"storage\": \"%s\", \"ffn_storage\": \"%s\", "
                "\"threads\": %d, \"backend\": \"%s\",\n",
