@@ -984,7 +984,7 @@ void eng__select_observe(eng_session *s, int il, const float *act, int n, const 
                 mag[j] = fabsf(a[j]) * dn[L->neuron_of_slot[sel ? sel[j] : j]];
             float thr = eng__kth_largest(tmp, mag, n_sel, k);
             for (int j = 0; j < n_sel; j++)
-                counts[j] += mag[j] >= thr;
+                counts[j] += (mag[j] >= thr) & (mag[j] > 0.0f); /* as topk.c */
         }
         break;
     }
@@ -1436,6 +1436,14 @@ int eng__select_end_eval(eng_session *s)
              * step reads what a per-request pick of n_compute neurons
              * would */
             int cost = 0, k;
+            if (L->ffn.act == ENG_ACT_GELU_TOPK) {
+                /* gemma3n's cut layers pick per token by their own cut
+                 * (model.c's forward pass gives them no pick_k): every
+                 * loaded slot is scored, so count them all */
+                s->ffn_sel[il] = NULL;
+                computed += L->ffn.n_slots;
+                continue;
+            }
             if (s->compute.pick == ENG_PICK_EXACT)
                 k = k_cand;
             else

@@ -183,14 +183,18 @@ void eng__topk_count(const float *act, int n_tokens, int n_sel, float alpha, boo
     for (int t = 0; t < n_tokens; t++) {
         const float *a = act + (size_t)t * n_sel;
         float thr;
+        /* A rank value of zero or below never votes: where a token has
+         * fewer than k positive values (Gemma 3n's cut layers leave 95 %
+         * of theirs at exactly 0) the k-th is 0, and every slot tying at it
+         * would vote, so the prompt would not choose at all. */
         if (signed_rank) {
             thr = eng__kth_largest(tmp, a, n_sel, k);
             if (ucounts)
                 for (int j = 0; j < n_sel; j++)
-                    ucounts[j] += a[j] >= thr;
+                    ucounts[j] += (a[j] >= thr) & (a[j] > 0.0f);
             else
                 for (int j = 0; j < n_sel; j++)
-                    fcounts[j] += a[j] >= thr;
+                    fcounts[j] += (a[j] >= thr) & (a[j] > 0.0f);
         } else {
             uint32_t *key = tmp;
             for (int j = 0; j < n_sel; j++)
@@ -199,10 +203,10 @@ void eng__topk_count(const float *act, int n_tokens, int n_sel, float alpha, boo
             thr = key_float(radix_kth(key, n_sel, k, key, &eq));
             if (ucounts)
                 for (int j = 0; j < n_sel; j++)
-                    ucounts[j] += fabsf(a[j]) >= thr;
+                    ucounts[j] += (fabsf(a[j]) >= thr) & (fabsf(a[j]) > 0.0f);
             else
                 for (int j = 0; j < n_sel; j++)
-                    fcounts[j] += fabsf(a[j]) >= thr;
+                    fcounts[j] += (fabsf(a[j]) >= thr) & (fabsf(a[j]) > 0.0f);
         }
     }
 }

@@ -6,7 +6,8 @@
  *
  * For each token t of act [n_tokens][n_sel], thr_t is the k-th largest rank
  * value of its row, and every slot j with rank(a[t][j]) >= thr_t gets one
- * count (ties all count):
+ * count (ties all count) if that value is above zero (a token with fewer
+ * than k positive values votes for those only):
  *   abs rank:    rank = |a|, k = max(1, lround(alpha * n_sel));
  *   signed rank: rank = a,   k = max(1, lround(alpha * mean number of
  *                positive a per token over these n_tokens)).

@@ -3,7 +3,7 @@
  *
  * Counting (engine/topk.c, the host's code for select.c and the CPU
  * backend): per token, thr = the k-th largest rank value; every index whose
- * rank value is >= thr gets one count. Rank values are
+ * rank value is >= thr and above zero gets one count. Rank values are
  * mapped to uint32 keys whose unsigned order is the float order (|a|: the
  * bits without the sign; a: the sign-flip map, with -0 folded onto +0 since
  * the CPU compares floats, where -0 == +0), and the k-th largest key is
@@ -112,8 +112,11 @@ k_topk_threshold(const float *__restrict__ act, int n_tokens, int n_sel, int k_a
     int k_eq;
     const act_key key{ act + (size_t)blockIdx.x * n_sel, signed_rank };
     const uint32_t t = radix_kth<SEL_THREADS>(n_sel, k, key, &k_eq);
+    /* a rank value of zero or below never votes (topk.c): the key of the
+     * least positive value at least */
+    const uint32_t lo = signed_rank ? 0x80000001u : 1u;
     if (threadIdx.x == 0)
-        thr[blockIdx.x] = t;
+        thr[blockIdx.x] = t < lo ? lo : t;
 }
 
 __global__ void k_topk_count(const float *__restrict__ act, int n_tokens, int n_sel, int signed_rank,

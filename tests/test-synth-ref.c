@@ -1415,6 +1415,61 @@ static void check_gemma3n_copy(const char *synth)
         memcpy(logits[k], eng_session_logits(s, -1), (size_t)V * sizeof(float));
         eng_session_free(s);
     }
+    /* Under the abs rank (the default) 95 % of a cut layer's activations
+     * are 0, fewer nonzero than a token's top alpha: zeros must not vote,
+     * else every slot ties and the tie-break's leading run 0, 1, ... is
+     * chosen whatever the prompt */
+    int cut_layers = 0, cut_run = 0;
+    {
+        eng_compute_params cp = eng_compute_params_default();
+        cp.phi = 0.4f;
+        eng_session *s;
+        CHECK(eng_session_new(m, NULL, &s) == 0 && eng_session_set_compute(s, &cp) == 0);
+        CHECK(eng_session_eval(s, TOKENS, N_TOK, 0) == 0);
+        for (int il = 0; il < NL; il++) {
+            const int32_t *sel = s->ffn_sel[il];
+            const int n = sel ? s->ffn_n_sel[il] : 0;
+            if (m->layers[il].ffn.act != ENG_ACT_GELU_TOPK || n == 0)
+                continue;
+            int from = 0;
+            while (from < n && sel[from] == from)
+                from++;
+            cut_layers++;
+            cut_run += from == n;
+        }
+        eng_session_free(s);
+    }
+    CHECKF(cut_layers > 0 && cut_run == 0,
+           "tiny-gemma3n abs rank: %d of %d cut layers chose the leading run of slots", cut_run,
+           cut_layers);
+    /* pick=exact: the cut layers score every loaded slot (their own cut is
+     * the per-token pick), which ffn_share counts whole; the others every
+     * gate and up row and pick_k down rows */
+    {
+        eng_compute_params cp = eng_compute_params_default();
+        cp.phi = 0.8f; /* (coreinfer loads all: every f32 gate and up row is 2/3) */
+        cp.pick = ENG_PICK_EXACT;
+        eng_session *s;
+        CHECK(eng_session_new(m, NULL, &s) == 0 && eng_session_set_compute(s, &cp) == 0);
+        CHECK(eng_session_eval(s, TOKENS, N_TOK, 0) == 0);
+        uint64_t computed = 0;
+        int picked = 0;
+        for (int il = 0; il < NL; il++) {
+            const eng_ffn_weights *w = &m->layers[il].ffn;
+            const int k = s->pick_k[il];
+            CHECKF(k == 0 || w->act != ENG_ACT_GELU_TOPK, "layer %d: cut, pick_k %d", il, k);
+            picked += k > 0;
+            computed += k == 0 ? (uint64_t)w->n_slots
+                               : ((uint64_t)w->n_slots * 2 * eng_ffn_row_bytes(w->dtype, w->n_embd) +
+                                  (uint64_t)k * eng_ffn_down_bytes(w->dtype, w->n_embd)) /
+                                     eng_ffn_slot_bytes(w->dtype, w->n_embd);
+        }
+        const double want_share = (double)computed / (double)m->plan.neurons_total;
+        CHECKF(picked > 0 && fabs(eng_session_ffn_share(s) - want_share) < 1e-9,
+               "tiny-gemma3n pick=exact: ffn_share %.4f, want %.4f (%d layers picked)",
+               eng_session_ffn_share(s), want_share, picked);
+        eng_session_free(s);
+    }
     eng_model_free(m);
     const bool same = memcmp(logits[0], logits[1], (size_t)V * sizeof(float)) == 0;
     CHECKF(cut_spread > 0 && copied > 0 && bytes == want && same,
