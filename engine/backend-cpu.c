@@ -5653,6 +5653,26 @@ static bool x4_rows(eng_dtype dt)
     return dt == ENG_DTYPE_Q4_K || dt == ENG_DTYPE_Q5_K || dt == ENG_DTYPE_Q6_K;
 }
 
+/* x's forms for decode GEMVs of rows of type dt and width cols into a
+ * (xr and x4 hold them); false where the rows need x's block sums and
+ * cols is too wide for them (the prefill kernels then). */
+static bool gemv_prep(cpu_ctx *c, eng_dtype dt, long cols, const float *x, mm_args *a,
+                      x16_row *xr, x16_row *x4)
+{
+    bool has_x4;
+    if (x4_rows(dt)) {
+        a->xs = q4k_prep(c, x, cols, x4, &has_x4);
+        a->x4 = has_x4 ? x4 : NULL;
+    }
+    if (q4x_rows(dt))
+        a->xs = xs_prep(c, x, cols);
+    if (x16_ready(c, x16_prep_for(c->k, dt), q4x_rows(dt), x, cols, xr))
+        a->x16 = xr;
+    /* (a Q6_K row too wide for q4k_prep takes gemv_q6k) */
+    const bool need_xs = dt == ENG_DTYPE_Q4_K || dt == ENG_DTYPE_Q5_K || q4x_rows(dt);
+    return !(need_xs && !a->xs);
+}
+
 static void op_matmul(eng_backend *be, const eng_weight *w, const float *bias, const float *x,
                       float *y, int n_tokens)
 {
@@ -5662,21 +5682,8 @@ static void op_matmul(eng_backend *be, const eng_weight *w, const float *bias, c
         return;
     mm_args a = { .c = c, .w = w, .bias = bias, .x = x, .y = y, .n_tokens = n_tokens };
     x16_row xr, x4;
-    bool has_x4;
-    if (n_tokens == 1 && x4_rows(w->dtype)) {
-        a.xs = q4k_prep(c, x, w->cols, &x4, &has_x4);
-        a.x4 = has_x4 ? &x4 : NULL;
-    }
-    if (n_tokens == 1 && q4x_rows(w->dtype))
-        a.xs = xs_prep(c, x, w->cols);
     long work = (long)w->rows * w->cols * n_tokens;
-    if (n_tokens == 1 &&
-        x16_ready(c, x16_prep_for(c->k, w->dtype), q4x_rows(w->dtype), x, w->cols, &xr))
-        a.x16 = &xr;
-    /* (a Q6_K row too wide for q4k_prep takes gemv_q6k) */
-    const bool need_xs = w->dtype == ENG_DTYPE_Q4_K || w->dtype == ENG_DTYPE_Q5_K ||
-                         q4x_rows(w->dtype);
-    if (n_tokens == 1 && !(need_xs && !a.xs))
+    if (n_tokens == 1 && gemv_prep(c, w->dtype, w->cols, x, &a, &xr, &x4))
         run(c, mm_decode_task, &a, work >= 16384);
     else if (u8_matrix(c, w))
         mm_u8(c, &a, 1);
@@ -6732,6 +6739,111 @@ static void gather_task(void *p, int ith, int nth)
     }
 }
 
+/* Decode GEMVs of x by one half of the FFN's slots: y[i] = (gate rows,
+ * half 0, or up rows, half 1, of selected index idx[i] (NULL: i)) . x for
+ * i < n, as op_matmul's kernels compute each row. The rows are strided in
+ * the slots ([gate | up] each), so a thread copies up to 32 of them into
+ * its scratch and runs the GEMV there: memory gives only the half wanted,
+ * and the copy stays in cache. */
+typedef struct half_gemv {
+    mm_args a; /* x's forms (gemv_prep), shared */
+    const ffn_args *f;
+    const int32_t *idx;
+    long n, ch; /* rows, and rows a copy */
+    int half;
+    float *y;
+} half_gemv;
+
+static void half_gemv_task(void *p, int ith, int nth)
+{
+    half_gemv *h = p;
+    const eng_ffn_weights *w = h->f->w;
+    const size_t rb = eng_ffn_row_bytes(w->dtype, w->n_embd);
+    uint8_t *buf = (uint8_t *)thread_scratch(h->a.c, ith);
+    long b, e;
+    eng_split((h->n + h->ch - 1) / h->ch, ith, nth, &b, &e);
+    for (long c0 = b * h->ch; c0 < e * h->ch && c0 < h->n; c0 += h->ch) {
+        const long m = h->n - c0 < h->ch ? h->n - c0 : h->ch;
+        for (long i = 0; i < m; i++) {
+            const long sl = slot_of(h->f, h->idx ? h->idx[c0 + i] : c0 + i);
+            if (sl >= 0)
+                memcpy(buf + i * rb, (const uint8_t *)w->gate_up + (2 * sl + h->half) * rb, rb);
+            else
+                memset(buf + i * rb, 0, rb);
+        }
+        const eng_weight cw = { w->dtype, (int)m, (int)w->n_embd, buf };
+        mm_args la = h->a;
+        la.w = &cw;
+        la.y = h->y + c0;
+        mm_decode_task(&la, 0, 1);
+    }
+}
+
+/* gemma3n's cut at decode: the gate rows alone first (the cut is their
+ * mean and deviation), then the up and down rows of the neurons above it,
+ * about 5 %. Gathering gate and up rows together and a GEMV of both read
+ * and wrote every up row (six row reads a neuron on E2B, now one and a
+ * twentieth). The same products as ffn_biased's but for summation order.
+ * False (nothing done) where the buffers or x's forms do not allow it. */
+static bool ffn_cut_decode(cpu_ctx *c, ffn_run *r)
+{
+    const eng_ffn_weights *w = r->a.w;
+    const long E = w->n_embd, n = r->a.n_sel;
+    const size_t rb = eng_ffn_row_bytes(w->dtype, E);
+    const long ch = (long)(SCRATCH_FLOATS * sizeof(float) / rb) < 32
+                        ? (long)(SCRATCH_FLOATS * sizeof(float) / rb)
+                        : 32;
+    /* g, u, A and the passing slots in abuf's lower half (gemv_prep's
+     * forms take the upper) */
+    if (w->bias || ch < 4 || 4 * n > ABUF_FLOATS / 2 || w->dtype == ENG_DTYPE_MXFP4)
+        return false;
+    half_gemv h = { .a = { .c = c, .x = r->a.x, .n_tokens = 1 }, .f = &r->a, .n = n, .ch = ch };
+    x16_row xr, x4;
+    if (!gemv_prep(c, w->dtype, E, r->a.x, &h.a, &xr, &x4))
+        return false;
+    float *g = c->abuf, *u = g + n, *A = u + n;
+    int32_t *live = (int32_t *)(A + n);
+    h.y = g;
+    run(c, half_gemv_task, &h, n * E >= 16384);
+    double sum = 0.0, sq = 0.0; /* topk_cut's statistics */
+    for (long j = 0; j < n; j++)
+        sum += g[j];
+    const double mean = sum / (double)n;
+    for (long j = 0; j < n; j++)
+        sq += (g[j] - mean) * (g[j] - mean);
+    const float cut = (float)(mean + w->cut * sqrt(n > 1 ? sq / (double)(n - 1) : 0.0));
+    long k = 0;
+    for (long j = 0; j < n; j++)
+        if (g[j] > cut && slot_of(&r->a, j) >= 0)
+            live[k++] = (int32_t)j;
+    if (r->a.act)
+        memset(r->a.act, 0, (size_t)n * sizeof(float));
+    if (k == 0) {
+        memset(r->a.y, 0, (size_t)E * sizeof(float));
+        return true;
+    }
+    h.idx = live;
+    h.n = k;
+    h.half = 1;
+    h.y = u;
+    run(c, half_gemv_task, &h, k * E >= 16384);
+    for (long i = 0; i < k; i++) {
+        A[i] = gate_act(g[live[i]] - cut, ENG_ACT_GELU) * u[i];
+        if (r->a.act)
+            r->a.act[live[i]] = A[i];
+        live[i] = (int32_t)slot_of(&r->a, live[i]);
+    }
+    ffn_run rl = *r;
+    rl.a.sel = live;
+    rl.a.n_sel = k;
+    rl.t0 = 0;
+    rl.nt = 1;
+    rl.A = A;
+    rl.lda = k;
+    run(c, ffn_down_task, &rl, k * E >= 16384);
+    return true;
+}
+
 /* An FFN with biases, gpt-oss's activation, gemma3n's cut or MXFP4 rows
  * (its experts), which the fused kernels do not take: gate and up as a
  * matmul whose rows are the slots' gate and up rows (every slot, or a
@@ -6747,6 +6859,8 @@ static void ffn_biased(cpu_ctx *c, ffn_run *r)
     const size_t rb = eng_ffn_row_bytes(w->dtype, E);
     const long chunk = ABUF_FLOATS / 2 / (3 * n);
     const bool down_rows = w->dtype == ENG_DTYPE_MXFP4;
+    if (n_tokens == 1 && w->act == ENG_ACT_GELU_TOPK && ffn_cut_decode(c, r))
+        return;
     if (chunk < 1 || (down_rows && (r->a.sel || n != w->n_slots || n % 32))) {
         /* (over 174762 slots: no FFN is; MXFP4 slots but some: the loader
          * makes no such call) */

@@ -2616,15 +2616,15 @@ static uint64_t bytes_per_token(const eng_model *m)
                                                         (uint64_t)L->mlp.n_slots
                                                   : (uint64_t)L->ffn.n_slots;
         if (L->ffn.act == ENG_ACT_GELU_TOPK) {
-            /* gemma3n's cut layers: every gate and up row, and the down
+            /* gemma3n's cut layers: every gate row, and the up and down
              * rows of the neurons that pass, as many as a normal
              * distribution of gate values puts above the cut (5 % at
              * 1.645: the statistics' premise; a step's count varies) */
             const double pass = 0.5 * erfc((double)L->ffn.cut / sqrt(2.0));
-            const uint64_t down = (uint64_t)ceil((double)slots * pass);
-            b += slots * 2 * eng_ffn_row_bytes(m->info.ffn_dtype, m->info.n_embd) +
-                 (down < slots ? down : slots) *
-                     eng_ffn_down_bytes(m->info.ffn_dtype, m->info.n_embd);
+            const uint64_t live = (uint64_t)ceil((double)slots * pass);
+            const size_t rb = eng_ffn_row_bytes(m->info.ffn_dtype, m->info.n_embd);
+            b += slots * rb + (live < slots ? live : slots) *
+                                  (rb + eng_ffn_down_bytes(m->info.ffn_dtype, m->info.n_embd));
             continue;
         }
         b += slots * neuron_bytes(m);

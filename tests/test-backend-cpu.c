@@ -1223,41 +1223,52 @@ static void test_silu(eng_backend *be)
 
 /* ---- ffn_runs ----------------------------------------------------------- */
 
-/* gemma3n's cut activations (ENG_ACT_GELU_TOPK) in f32: each token's cut
- * is the mean of its computed gate values plus cut standard deviations
- * (of n - 1), the neurons below it give nothing and the others
- * gelu(g - cut) u, over every slot or a selection (its statistics the
- * selection's); the act buffer holds a. */
-static void test_ffn_cut(eng_backend *be)
+/* gemma3n's cut activations (ENG_ACT_GELU_TOPK): each token's cut is the
+ * mean of its computed gate values plus cut standard deviations (of n -
+ * 1), the neurons below it give nothing and the others gelu(g - cut) u,
+ * over every slot or a selection (its statistics the selection's); the
+ * act buffer holds a. Rows of dt (decode: the gate rows first, then the up
+ * and down rows of the neurons that pass, each GEMV as the type's
+ * kernels compute it; x in 16 bits for the block types, so the bound
+ * scales with each dot's terms). */
+static void test_ffn_cut(eng_backend *be, eng_dtype dt, int E)
 {
-    enum { E = 64, S = 200, NT = 4 };
-    float *gu = make_f32(2L * S * E, -1, 1), *dn = make_f32((long)S * E, -1, 1);
-    float *x = make_f32((long)NT * E, -1, 1), y[NT * E], act[NT * S];
+    enum { S = 200, NT = 4 };
+    const eng_dtype dd = eng_ffn_down_dtype(dt);
+    void *gu = make_weights(dt, 2L * S * E), *dn = make_weights(dd, (long)S * E);
+    float *x = make_f32((long)NT * E, -1, 1), *y = malloc(sizeof(float) * NT * E);
+    float act[NT * S];
+    double *yr = malloc(sizeof(double) * E), *tol = malloc(sizeof(double) * E);
     int32_t sel[120];
     for (int j = 0; j < 120; j++)
         sel[j] = (j * 7 + 3) % S; /* (7 and 200 coprime: 120 distinct slots) */
-    const eng_ffn_weights W = { ENG_DTYPE_F32, E, S, gu, dn, NULL, ENG_ACT_GELU_TOPK, NULL,
-                                1.6448533f };
+    const eng_ffn_weights W = { dt, E, S, gu, dn, NULL, ENG_ACT_GELU_TOPK, NULL, 1.6448533f };
+    const double rel = dt == ENG_DTYPE_F32 ? 1e-6 : 2e-4; /* of a dot's terms' magnitudes */
     for (int k = 0; k < 4; k++) {
         const int nt = k & 1 ? NT : 1, n = k & 2 ? 120 : S;
         const int32_t *sl = k & 2 ? sel : NULL;
         be->iface->ffn(be, &W, sl, n, x, y, nt, act);
         int bad = 0, passed = 0;
         for (int t = 0; t < nt; t++) {
-            double g[S], u[S], sum = 0, sq = 0;
+            double g[S], u[S], eg[S], eu[S], sum = 0, sq = 0;
             for (int j = 0; j < n; j++) {
                 const long s0 = sl ? sl[j] : j;
-                g[j] = u[j] = 0;
+                g[j] = u[j] = eg[j] = eu[j] = 0;
                 for (int e = 0; e < E; e++) {
-                    g[j] += (double)gu[s0 * 2 * E + e] * x[t * E + e];
-                    u[j] += (double)gu[s0 * 2 * E + E + e] * x[t * E + e];
+                    const double wg = wget(dt, gu, s0 * 2 * E + e);
+                    const double wu = wget(dt, gu, s0 * 2 * E + E + e);
+                    g[j] += wg * x[t * E + e];
+                    u[j] += wu * x[t * E + e];
+                    eg[j] += rel * fabs(wg * x[t * E + e]);
+                    eu[j] += rel * fabs(wu * x[t * E + e]);
                 }
                 sum += g[j];
             }
             for (int j = 0; j < n; j++)
                 sq += (g[j] - sum / n) * (g[j] - sum / n);
             const double cut = sum / n + 1.6448533 * sqrt(sq / (n - 1));
-            double yr[E] = { 0 }, tol[E] = { 0 };
+            for (int e = 0; e < E; e++)
+                yr[e] = tol[e] = 0;
             for (int j = 0; j < n; j++) {
                 const long s0 = sl ? sl[j] : j;
                 double a = 0;
@@ -1266,10 +1277,14 @@ static void test_ffn_cut(eng_backend *be)
                     a = z / (1 + exp(-2 * 0.7978845608028654 * (z + 0.044715 * z * z * z))) * u[j];
                     passed++;
                 }
-                bad += fabs(act[t * n + j] - a) > 1e-4 * (fabs(u[j]) + 1);
+                /* a's bound: z's (g's and the cut's) and u's errors */
+                const double ta = 1e-4 * (fabs(u[j]) + 1) + 2 * eg[j] * fabs(u[j]) +
+                                  fabs(g[j] - cut) * eu[j];
+                bad += fabs(act[t * n + j] - a) > ta;
                 for (int e = 0; e < E; e++) {
-                    yr[e] += a * dn[s0 * E + e];
-                    tol[e] += 1e-4 * (fabs(u[j]) + 1) * fabs(dn[s0 * E + e]);
+                    const double d = wget(dd, dn, s0 * E + e);
+                    yr[e] += a * d;
+                    tol[e] += (ta + rel * fabs(a)) * fabs(d);
                 }
             }
             for (int e = 0; e < E; e++)
@@ -1277,11 +1292,15 @@ static void test_ffn_cut(eng_backend *be)
         }
         /* (about 5 % of the neurons pass a normal distribution's 95 %) */
         CHECK(!bad && passed > nt * n / 100 && passed < nt * n / 8,
-              "ffn cut nt=%d n=%d: %d values off, %d of %d passed", nt, n, bad, passed, nt * n);
+              "ffn cut %s E %d nt=%d n=%d: %d values off, %d of %d passed", eng_dtype_name(dt), E,
+              nt, n, bad, passed, nt * n);
     }
     free(gu);
     free(dn);
     free(x);
+    free(y);
+    free(yr);
+    free(tol);
 }
 
 /* ffn_runs over slots 0 .. n_a - 1 of w and a copy of n_b other slots of
@@ -2359,7 +2378,11 @@ int main(void)
             test_ffn(be, ENG_DTYPE_Q8_0);
             g_bias = false;
             g_act = ENG_ACT_SILU;
-            test_ffn_cut(be);
+            test_ffn_cut(be, ENG_DTYPE_F32, 64);
+            test_ffn_cut(be, ENG_DTYPE_F16, 96);
+            test_ffn_cut(be, ENG_DTYPE_Q8_0, 256);
+            test_ffn_cut(be, ENG_DTYPE_Q4_1, 256);
+            test_ffn_cut(be, ENG_DTYPE_Q4_K, 512);
             test_rmsnorm(be);
             test_rope(be);
             test_attention(be);

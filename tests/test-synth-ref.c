@@ -1336,15 +1336,15 @@ static void check_gemma3n(const char *synth)
     /* a step: step_bytes's, Laurel's and AltUp's routers (f32: 2 x 64 x
      * 64 and 4 x 64 a layer), the per-layer blocks (2 x 256 x 64), a
      * token's row of the per-layer table (6400) and its projection (6400
-     * x 64), AltUp's projections (2 x 3 x 64 x 64); less the down rows of
-     * the cut layers' neurons that do not pass (5 % of 128 pass: 7 read,
-     * 121 of 64 f32 not) */
+     * x 64), AltUp's projections (2 x 3 x 64 x 64); less the up and down
+     * rows of the cut layers' neurons that do not pass (5 % of 128 pass: 7
+     * read, 121 of 64 f32 not) */
     eng_model_info info;
     eng_model_get_info(m, &info);
     const uint64_t step = step_bytes(m, 128) +
                           4 * (25 * (2 * 64 * 64 + 4 * 64 + 2 * 256 * 64) + 6400 + 6400 * 64 +
                                2 * 3 * 64 * 64) -
-                          10 * 121 * 64 * 4;
+                          10 * 121 * 2 * 64 * 4;
     const double d_one = max_diff(batch, one, 320), d_chunk = max_diff(batch, chunk, 320);
     CHECKF(d_one < 5e-3 && d_chunk < 5e-3 && kv == want && cut == 25 &&
            info.bytes_per_token == step, "tiny-gemma3n: a token at a time %g, chunks %g from one "
@@ -1442,6 +1442,30 @@ static void check_gemma3n_copy(const char *synth)
     CHECKF(cut_layers > 0 && cut_run == 0,
            "tiny-gemma3n abs rank: %d of %d cut layers chose the leading run of slots", cut_run,
            cut_layers);
+    /* the same selection decoded a token at a time (the cut layers' gate
+     * rows, then the up and down rows of the neurons that pass:
+     * ffn_cut_decode) and as one batch (gate and up rows of every
+     * selected neuron) */
+    double d_sel;
+    {
+        eng_compute_params cp = eng_compute_params_default();
+        cp.phi = 0.4f;
+        eng_session *a, *b;
+        CHECK(eng_session_new(m, NULL, &a) == 0 && eng_session_set_compute(a, &cp) == 0);
+        CHECK(eng_session_new(m, NULL, &b) == 0 && eng_session_set_compute(b, &cp) == 0);
+        CHECK(eng_session_eval(a, TOKENS, N_TOK, 0) == 0);
+        CHECK(eng_session_eval(b, TOKENS, N_TOK, 0) == 0);
+        const int32_t more[3] = { 7, 19, 3 };
+        for (int t = 0; t < 3; t++)
+            CHECK(eng_session_eval(a, &more[t], 1, 0) == 0);
+        CHECK(eng_session_eval(b, more, 3, 0) == 0);
+        d_sel = max_diff(eng_session_logits(a, -1), eng_session_logits(b, -1), V);
+        CHECKF(d_sel < 5e-3 && eng_session_ffn_share(a) < 0.5,
+               "tiny-gemma3n phi 0.4: a token at a time %g from one batch (share %.2f)", d_sel,
+               eng_session_ffn_share(a));
+        eng_session_free(a);
+        eng_session_free(b);
+    }
     /* pick=exact: the cut layers score every loaded slot (their own cut is
      * the per-token pick), which ffn_share counts whole; the others every
      * gate and up row and pick_k down rows */
@@ -1477,7 +1501,8 @@ static void check_gemma3n_copy(const char *synth)
            "copied, want %zu (the other layers'); logits with and without it %s", cut_spread,
            copied, bytes, want, same ? "the same" : "differ");
     printf("tiny-gemma3n phi 0.4, signed rank: %zu bytes copied in %d layers, none in the %d "
-           "cut layers with scattered selections\n", bytes, copied, cut_spread);
+           "cut layers with scattered selections; abs rank: a token at a time %.2g from one "
+           "batch\n", bytes, copied, cut_spread, d_sel);
 }
 
 /* gemma4's experts beside a dense MLP (tiny-gemma4-moe: 2 of 8 experts
