@@ -176,7 +176,7 @@ static inline uint16_t f2h(float f)
 
 /* The gate's activation, both as g * sigmoid(z): silu (z = g), or GELU's
  * tanh form, 0.5 g (1 + tanh(u)) = g * sigmoid(2 u), z = 2 u =
- * 1.5957691 (g + 0.044715 g^3). */
+ * 1.5957691 (g + 0.044715 g^3); or ReLU (ENG_ACT_RELU). */
 #define GELU_2U 1.5957691216057308f
 #define GELU_2UC (1.5957691216057308f * 0.044715f)
 /* Gemma 2's soft cap of a score or a logit */
@@ -187,6 +187,8 @@ static inline float softcap(float x, float cap)
 
 static inline float gate_act(float g, eng_act act)
 {
+    if (act == ENG_ACT_RELU)
+        return g > 0.0f ? g : 0.0f;
     const float z = act == ENG_ACT_GELU ? g * (GELU_2U + GELU_2UC * g * g) : g;
     return g / (1.0f + expf(-z));
 }
@@ -3729,6 +3731,10 @@ TGT512 static void v512_act_mul16(const float *in, float *out, eng_act act)
     const __m512i ev = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
     const __m512i od = _mm512_add_epi32(ev, _mm512_set1_epi32(1));
     const __m512 g = _mm512_permutex2var_ps(lo, ev, hi), u = _mm512_permutex2var_ps(lo, od, hi);
+    if (act == ENG_ACT_RELU) {
+        _mm512_storeu_ps(out, _mm512_mul_ps(_mm512_max_ps(g, _mm512_setzero_ps()), u));
+        return;
+    }
     __m512 z = g; /* gate_act's z */
     if (act == ENG_ACT_GELU)
         z = _mm512_mul_ps(g, _mm512_fmadd_ps(_mm512_set1_ps(GELU_2UC), _mm512_mul_ps(g, g),

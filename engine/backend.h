@@ -229,6 +229,11 @@ typedef enum eng_act {
      * deviations (of every slot computed): gelu(max(g - cut, 0)) u, as
      * llama.cpp's gaussian top-k (about 5 % of the neurons pass) */
     ENG_ACT_GELU_TOPK,
+    /* ReGLU: relu(g) u. nemotron_h's un-gated squared ReLU, relu(u)^2, is
+     * this with the up rows stored as the gate rows too (relu(u) u): a
+     * slot keeps its up row twice, so such a neuron reads and stores a row
+     * more than the file holds (eng_ffn_slot_bytes prices it so) */
+    ENG_ACT_RELU,
 } eng_act;
 
 typedef struct eng_ffn_weights {

@@ -270,6 +270,7 @@ static bool ffn_fused_up(const eng_model *m)
 /* The file's tensor of layer il's gate rows (up: its up rows), of the
  * shared expert's where shared (gemma4: its dense MLP's), NULL where
  * there is none: phi3's gate rows are the first half of its ffn_up,
+ * nemotron_h's (un-gated) its up rows again,
  * gemma4's experts' may share one ffn_gate_up_exps with their up rows. */
 static const gguf_tensor *ffn_rows_tensor(const eng_model *m, const gguf_file *f, int il, bool up,
                                           bool shared)
@@ -283,7 +284,7 @@ static const gguf_tensor *ffn_rows_tensor(const eng_model *m, const gguf_file *f
             return t;
     }
     snprintf(name, sizeof(name), "blk.%d.ffn_%s%s.weight", il,
-             up || ffn_fused_up(m) ? "up" : "gate",
+             up || ffn_fused_up(m) || m->one_block ? "up" : "gate",
              shared && !m->moe_mlp ? "_shexp" : exps ? "_exps" : "");
     return gguf_find_tensor(f, name);
 }
@@ -293,7 +294,7 @@ static const gguf_tensor *ffn_rows_tensor(const eng_model *m, const gguf_file *f
 static bool ffn_file_all(const eng_model *m, const gguf_file *f, uint32_t type)
 {
     for (int il = 0; il < m->info.n_layer; il++)
-        for (int h = 0; h < 4; h++) {
+        for (int h = 0; h < 4 && ffn_width(m, il) > 0; h++) { /* (nemotron_h: FFN-less layers) */
             const bool sh = h >= 2;
             if (sh && !(has_experts(m, il) && m->n_ff_shared))
                 continue;
@@ -349,7 +350,10 @@ static eng_dtype ffn_dtype(const eng_model *m, const gguf_file *f)
     if (t0 && t0->type == GGML_TYPE_MXFP4 && m->info.storage == ENG_DTYPE_F16 &&
         (dts & 1u << ENG_DTYPE_Q8_0))
         return ENG_DTYPE_Q8_0;
-    const eng_dtype dt = mat_dtype(m, ffn_rows_tensor(m, f, 0, false, false));
+    int il1 = 0; /* (the first layer with an FFN: nemotron_h's may have none) */
+    while (il1 + 1 < m->info.n_layer && ffn_width(m, il1) == 0)
+        il1++;
+    const eng_dtype dt = mat_dtype(m, ffn_rows_tensor(m, f, il1, false, false));
     /* a Q4_K, Q5_K, Q4_1 or Q4_0 gate row kept apart from the rest (some
      * layers of another type, or no q8_matrices), or a Q6_K one (the FFN's
      * kernels take none): Q8_0 with q8_matrices, else the storage */
@@ -358,7 +362,8 @@ static eng_dtype ffn_dtype(const eng_model *m, const gguf_file *f)
     return dt;
 }
 
-/* Resident bytes of one FFN neuron: its gate row, up row and down column. */
+/* Resident bytes of one FFN neuron: its gate row, up row and down column
+ * (nemotron_h's un-gated neurons: the up row twice, as stored). */
 static size_t neuron_bytes(const eng_model *m)
 {
     return eng_ffn_slot_bytes(m->info.ffn_dtype, m->info.n_embd);
@@ -591,6 +596,16 @@ static int ffn_tensors_get(loader *ld, int il, bool shared, ffn_tensors *t)
     t->down_scale = NULL;
     t->first = shared ? (uint64_t)n_exps : 0;
     t->down_cols = (uint64_t)F;
+    if (m->one_block) {
+        /* nemotron_h's un-gated MLP: the up rows stand for the gate rows
+         * too (ENG_ACT_RELU: relu(u) u = relu(u)^2) */
+        snprintf(name, sizeof(name), "blk.%d.ffn_up.weight", il);
+        if ((r = get_tensor(ld, name, 2, E, (uint64_t)F, true, &t->up)) < 0)
+            return r;
+        t->gate = t->up;
+        snprintf(name, sizeof(name), "blk.%d.ffn_down.weight", il);
+        return get_tensor(ld, name, 2, F, E, true, &t->down);
+    }
     if (ffn_fused_up(m)) {
         snprintf(name, sizeof(name), "blk.%d.ffn_up.weight", il);
         if ((r = get_tensor(ld, name, 2, E, 2 * (uint64_t)F, true, &t->up)) < 0)
@@ -764,6 +779,10 @@ static int down_norms(loader *ld)
     }
     for (int il = 0; il < NL; il++) {
         ffn_tensors t;
+        if (ffn_width(m, il) == 0) { /* (nemotron_h: no FFN in this layer) */
+            memset(m->down_norm + (size_t)il * F, 0, (size_t)F * sizeof(float));
+            continue;
+        }
         int r = ffn_tensors_get(ld, il, false, &t);
         if (r < 0) {
             free(acc);
@@ -824,6 +843,7 @@ static int ffn_alloc(eng_model *m, int il, eng_layer *L, int cap)
                                                m->arch == ENG_ARCH_GEMMA4
                                            ? ENG_ACT_GELU
                                        : m->arch == ENG_ARCH_GPT_OSS ? ENG_ACT_SWIGLU_OAI
+                                       : m->one_block                 ? ENG_ACT_RELU
                                                                      : ENG_ACT_SILU,
                                 .cut = isfinite(cut) ? cut : 0.0f };
     L->neuron_of_slot = ids;
@@ -965,6 +985,15 @@ static int load_ffn(loader *ld, int il, eng_layer *L, const eng_plan *plan)
     int r;
     if (has_experts(m, il) && (r = load_router(ld, il, L)) < 0) /* experts: their router */
         return r;
+    if (ffn_width(m, il) == 0) {
+        /* nemotron_h's layers without an FFN: no slots (buffers for one,
+         * so that plans and swaps need no case of their own) */
+        if (ffn_alloc(m, il, L, 0) < 0)
+            return oom_err(ld, neuron_bytes(m), "an empty FFN");
+        L->no_ffn = true;
+        L->sparse = plan->sparse[il];
+        return 0;
+    }
     if ((r = ffn_tensors_get(ld, il, false, &t)) < 0)
         return r;
     /* (experts: the dense plan's first neurons, as many as the layer has) */
@@ -1467,6 +1496,68 @@ static int load_kv_heads(const gguf_file *f, const char *arch, eng_model *m, uin
     return 0;
 }
 
+/* nemotron_h: which block each layer is, as llama.cpp tells them from
+ * two arrays of a count per layer: attention.head_count_kv and
+ * feed_forward_length both 0, a Mamba-2 mixer (m->ssm_layer); only the
+ * first not, attention (its KV heads, the attention layers' all alike);
+ * only the second not, an MLP of that many neurons (m->mlp_layer, its
+ * width in m->ffn_n, 0 in the others); both, nothing llama.cpp runs:
+ * refused. *ret_ff the widest MLP, *ret_kv the KV heads (n_head where no
+ * layer attends). */
+static int load_one_block_layers(const gguf_file *f, const char *arch, eng_model *m,
+                                 uint32_t n_head, uint32_t *ret_ff, uint32_t *ret_kv,
+                                 eng_error *err)
+{
+    const int n = m->info.n_layer;
+    static const char *const keys[2] = { "attention.head_count_kv", "feed_forward_length" };
+    int32_t *v[2];
+    for (int k = 0; k < 2; k++) {
+        char key[128];
+        snprintf(key, sizeof(key), "%s.%s", arch, keys[k]);
+        enum gguf_type et;
+        uint64_t len;
+        if (gguf_get_arr_info(f, key, &et, &len) < 0 || len != (uint64_t)n)
+            return eng__set_err(err, -EINVAL, "metadata '%s' is not an array of a count per "
+                                "layer (%d)", key, n);
+        if (!(v[k] = model_alloc(m, (size_t)n * sizeof(int32_t))))
+            return eng__set_err(err, -ENOMEM, "out of memory");
+        for (int il = 0; il < n; il++)
+            if (gguf_get_arr_i32(f, key, (uint64_t)il, &v[k][il]) < 0 || v[k][il] < 0 ||
+                v[k][il] > MAX_DIM)
+                return eng__set_err(err, -EINVAL, "metadata '%s'[%d] is not a count in 0..%d",
+                                    key, il, MAX_DIM);
+    }
+    uint8_t *ssm = model_alloc(m, (size_t)n), *mlp = model_alloc(m, (size_t)n);
+    if (!ssm || !mlp)
+        return eng__set_err(err, -ENOMEM, "out of memory");
+    uint32_t kv = 0, ff = 0;
+    for (int il = 0; il < n; il++) {
+        if (v[0][il] > 0 && v[1][il] > 0)
+            return eng__set_err(err, -EINVAL, "layer %d has both attention (%d KV heads) and "
+                                "an MLP (%d neurons): %s runs one block a layer", il, v[0][il],
+                                v[1][il], arch);
+        if (v[0][il] > 0 && kv > 0 && (uint32_t)v[0][il] != kv)
+            return eng__set_err(err, -EINVAL, "metadata '%s.%s'[%d] is not a head count like "
+                                "the others", arch, keys[0], il);
+        if (v[0][il] > 0)
+            kv = (uint32_t)v[0][il];
+        if ((uint32_t)v[1][il] > ff)
+            ff = (uint32_t)v[1][il];
+        ssm[il] = v[0][il] == 0 && v[1][il] == 0;
+        mlp[il] = v[1][il] > 0;
+        m->info.n_ssm += ssm[il];
+    }
+    if (ff == 0)
+        return eng__set_err(err, -EINVAL, "%s without an MLP layer (feed_forward_length all 0) "
+                            "is not supported", arch);
+    m->ssm_layer = ssm;
+    m->mlp_layer = mlp;
+    m->ffn_n = v[1];
+    *ret_ff = ff;
+    *ret_kv = kv ? kv : n_head; /* (no attention layer: nothing reads the count) */
+    return m->info.n_ssm ? load_ssm_shape(f, arch, false, m, err) : 0;
+}
+
 /* Which layers are local (attend over the last n_swa positions), as
  * llama.cpp reads attention.sliding_window_pattern: flags per layer (an
  * array of bools or integers; layers past its end are global) or a period
@@ -1806,6 +1897,12 @@ static int load_hparams(const gguf_file *f, eng_model *m, eng_error *err)
         m->arch = ENG_ARCH_LLAMA;
         m->ssm_beside = true;
     }
+    /* Nemotron-H: one block a layer, a Mamba-2 mixer (with groups), attention
+     * without RoPE or an un-gated MLP (load_one_block_layers) */
+    else if (!strcmp(arch, "nemotron_h")) {
+        m->arch = ENG_ARCH_LLAMA;
+        m->one_block = true;
+    }
     /* Qwen3.5's dense models: Qwen3's attention (NEOX over a quarter of
      * each head: multi-section RoPE, one position for text) with an output
      * gate, gated delta nets in place of attention in most layers */
@@ -1819,7 +1916,8 @@ static int load_hparams(const gguf_file *f, eng_model *m, eng_error *err)
                             "gemma4, glm4, gpt-oss, smollm3, "
                             "granite, exaone, minicpm, olmo2, exaone4, mistral3, hunyuan-dense, "
                             "lfm2, lfm2moe, ernie4_5-moe, qwen3moe, qwen3vlmoe, granitemoe, "
-                            "olmoe, granitehybrid, qwen2moe, qwen35, qwen35moe, falcon-h1; text "
+                            "olmoe, granitehybrid, qwen2moe, qwen35, qwen35moe, falcon-h1, nemotron_h; "
+                            "text "
                             "only for the vl ones)",
                             arch);
     /* the vl families' sections, which llama.cpp requires (an array of at
@@ -1850,8 +1948,8 @@ static int load_hparams(const gguf_file *f, eng_model *m, eng_error *err)
     int r;
     if ((r = get_u32_arch(f, arch, "block_count", true, 0, &n_layer, err)) < 0 ||
         (r = get_u32_arch(f, arch, "embedding_length", true, 0, &n_embd, err)) < 0 ||
-        (r = get_layer_u32(f, arch, "feed_forward_length", m, n_layer, g4, true, 0, &n_ff,
-                           &m->ffn_n, err)) < 0 ||
+        (!m->one_block && (r = get_layer_u32(f, arch, "feed_forward_length", m, n_layer, g4,
+                                             true, 0, &n_ff, &m->ffn_n, err)) < 0) ||
         (r = get_u32_arch(f, arch, "attention.head_count", true, 0, &n_head, err)) < 0 ||
         (r = get_u32_arch(f, arch, "context_length", false, 2048, &n_ctx, err)) < 0)
         return r;
@@ -1871,7 +1969,8 @@ static int load_hparams(const gguf_file *f, eng_model *m, eng_error *err)
         return r;
     if ((r = g4 ? get_layer_u32(f, arch, "attention.head_count_kv", m, n_layer, true, false,
                                 n_head, &n_head_kv, &m->kv_heads, err)
-                : load_kv_heads(f, arch, m, n_head, &n_head_kv, err)) < 0 ||
+             : m->one_block ? load_one_block_layers(f, arch, m, n_head, &n_ff, &n_head_kv, err)
+                            : load_kv_heads(f, arch, m, n_head, &n_head_kv, err)) < 0 ||
         (m->attn_gate && (r = load_delta_layers(f, arch, m, n_layer, err)) < 0))
         return r;
     if (m->ssm_beside) { /* (a mixer in every layer) */
@@ -1896,6 +1995,11 @@ static int load_hparams(const gguf_file *f, eng_model *m, eng_error *err)
         return eng__set_err(err, -EINVAL, "rope dimension %u is not valid for head dimension %u",
                             n_rot, head_dim);
     float eps_default = gemma ? 1e-6f : 1e-5f;
+    /* (nemotron_h: llama.cpp takes attention.layer_norm_epsilon where the
+     * RMS one is absent, as its converter writes it) */
+    if (m->one_block && (r = get_f32_arch(f, arch, "attention.layer_norm_epsilon", eps_default,
+                                          &eps_default, err)) < 0)
+        return r;
     if ((r = get_f32_arch(f, arch, "rope.freq_base", 10000.0f, &m->rope_freq_base, err)) < 0 ||
         (r = get_f32_arch(f, arch, "attention.layer_norm_rms_epsilon", eps_default, &m->rms_eps,
                           err)) < 0)
@@ -2060,6 +2164,19 @@ static int load_hparams(const gguf_file *f, eng_model *m, eng_error *err)
         m->attn_scale = mscale * mscale;
     m->embd_scale = gemma ? sqrtf((float)n_embd) : 0.0f;
     m->nope_step = m->arch == ENG_ARCH_SMOLLM3 ? 4 : 0; /* as llama.cpp, not from the file */
+    if (m->one_block) {
+        /* nemotron_h: no layer rotates; scores times attention.scale where
+         * the file has one (not 0), as llama.cpp */
+        float sc;
+        m->nope_step = 1;
+        if ((r = get_f32_arch(f, arch, "attention.scale", 0.0f, &sc, err)) < 0)
+            return r;
+        if (!(sc >= 0.0f && sc <= 1e6f))
+            return eng__set_err(err, -EINVAL, "metadata '%s.attention.scale' = %g is out of range",
+                                arch, sc);
+        if (sc > 0.0f)
+            m->attn_scale = sc;
+    }
     if ((m->arch == ENG_ARCH_GRANITE || m->arch == ENG_ARCH_MINICPM) &&
         (r = branch_scales(f, arch, m, mscale, err)) < 0)
         return r;
@@ -2372,6 +2489,12 @@ static int load_weights(loader *ld, const eng_plan *plan)
     const bool g4 = m->arch == ENG_ARCH_GEMMA4, oss = m->arch == ENG_ARCH_GPT_OSS;
     int r;
 
+    /* nemotron_h: its MLPs' ReGLU (ENG_ACT_RELU) is the CPU's alone, as
+     * the mixers are: refused up front, whatever its layers hold */
+    if (m->one_block && !m->be->iface->host_memory)
+        return eng__set_err(ld->err, -ENOTSUP, "the %s backend cannot run %s (no Mamba-2 mixer, "
+                            "no squared-ReLU FFN; the cpu backend can)", m->be->iface->name,
+                            m->info.arch);
     if ((r = load_mat(ld, "token_embd.weight", E, V, true, &m->tok_embd)) < 0)
         return r;
     /* (lfm2's final norm has the name llama.cpp gives it) */
@@ -2435,7 +2558,11 @@ static int load_weights(loader *ld, const eng_plan *plan)
         /* (qwen35's and gpt-oss's FFN norm under the name llama.cpp gives
          * it; falcon-h1's as its converter writes it, without ".weight") */
         const bool bare_norm = m->ssm_beside && gguf_find_tensor(f, NAME("ffn_norm"));
-        if (!post_only &&
+        /* nemotron_h: one norm a layer (attn_norm), an MLP's its FFN's */
+        if (m->one_block &&
+            (r = load_vec(ld, NAME("attn_norm.weight"), E, true, &L->attn_norm)) < 0)
+            return r;
+        if (!post_only && !m->one_block &&
             ((r = load_vec(ld, NAME("attn_norm.weight"), E, true, &L->attn_norm)) < 0 ||
              (r = load_vec(ld, m->attn_gate || oss ? NAME("post_attention_norm.weight")
                                : bare_norm         ? NAME("ffn_norm")
@@ -2459,6 +2586,16 @@ static int load_weights(loader *ld, const eng_plan *plan)
                                     name);
         }
         const bool conv = m->conv_layer && m->conv_layer[il];
+        if (m->mlp_layer && m->mlp_layer[il]) {
+            L->mlp_only = true;
+            L->ffn_norm = L->attn_norm;
+            L->attn_norm = NULL;
+            if ((r = load_ffn(ld, il, L, plan)) < 0)
+                return r;
+            if (m->progress)
+                m->progress(m->progress_data, il + 1, m->info.n_layer);
+            continue;
+        }
         if (conv || (m->ssm_layer && m->ssm_layer[il])) {
             if ((r = conv ? load_conv_block(ld, il, L) : load_ssm_block(ld, il, L)) < 0 ||
                 (r = load_ffn(ld, il, L, plan)) < 0)
@@ -2714,6 +2851,8 @@ static void plan_shape(const gguf_file *f, const eng_model *m, eng_plan_shape *s
                 fixed += NC * (uint64_t)w->d_conv * sizeof(float);
                 continue;
             }
+            if (m->mlp_layer && m->mlp_layer[il]) /* (nemotron_h: an MLP alone) */
+                continue;
             for (int k = 0; k < 4; k++) {
                 snprintf(name, sizeof(name), "blk.%d.%s.weight", il, att[m->arch == ENG_ARCH_PHI3][k]);
                 const gguf_tensor *t = gguf_find_tensor(f, name);
@@ -3347,6 +3486,10 @@ int eng_session_new(const eng_model *m, const eng_session_params *params, eng_se
         if (!m->be->iface->host_memory &&
             !(s->ffn_sel_dev[il] = eng__session_alloc(s, (size_t)F * sizeof(int32_t))))
             goto oom;
+        if (m->layers[il].mlp_only) { /* (nemotron_h: an MLP alone keeps no cache) */
+            s->kv_rows[il] = n_ctx;
+            continue;
+        }
         if (kv_borrowed(s, il)) { /* (its source's cache, allocated before it) */
             const int src = m->layers[il].kv_src;
             s->kv_rows[il] = s->kv_rows[src];
@@ -3678,7 +3821,7 @@ int eng_session_shift(eng_session *s, int keep, int drop)
      * reaches back into the kept start is not in the ring (-ENOTSUP: the
      * caller evaluates again) */
     for (int il = 0; il < m->info.n_layer; il++) {
-        if (kv_borrowed(s, il)) /* (its source's rows move) */
+        if (kv_borrowed(s, il) || !s->k_cache[il]) /* (its source's rows move; no cache) */
             continue;
         if (m->layers[il].conv) {
             /* a convolution's ring holds the positions it reads next (those
@@ -3700,7 +3843,7 @@ int eng_session_shift(eng_session *s, int keep, int drop)
         return -ENOMEM;
     for (int il = 0; il < m->info.n_layer; il++) {
         const size_t rb = cache_row_bytes(s, il);
-        if (kv_borrowed(s, il))
+        if (kv_borrowed(s, il) || !s->k_cache[il])
             continue;
         if (m->layers[il].conv) {
             conv_shift(s, il, keep, drop);
@@ -3780,7 +3923,7 @@ size_t eng_session_kv_bytes(const eng_session *s)
 {
     size_t bytes = 0;
     for (int il = 0; il < s->model->info.n_layer; il++)
-        if (!kv_borrowed(s, il))
+        if (!kv_borrowed(s, il) && s->k_cache[il]) /* (nemotron_h's MLPs: none) */
             bytes += cache_bytes(s, il) * (s->v_cache[il] ? 2 : 1);
     for (int il = 0; s->ring && il < s->model->info.n_layer; il++) /* (falcon-h1's) */
         if (s->ring[il])
@@ -4112,7 +4255,13 @@ static void forward_ops(eng_session *s, int n, int first, float *out, int32_t *a
         const float *b3[3] = { L->bq, L->bk, L->bv };
         float *y3[3] = { s->q, s->k, s->v };
         const bool same = L->wk.cols == L->wq.cols && L->wv.cols == L->wq.cols;
-        if (L->attn_norm && n == 1 && op->norm_matmul3 && same) {
+        /* the residual the FFN block adds to x before its norm: the block's
+         * output o, or (an MLP alone: nemotron_h) the one still pending,
+         * NULL: none */
+        const float *res = s->o;
+        if (L->mlp_only) {
+            res = pending; /* (q, k, v, att and o untouched: no block) */
+        } else if (L->attn_norm && n == 1 && op->norm_matmul3 && same) {
             /* decode: the norm and q, k, v in one call (a GPU: one kernel) */
             op->norm_matmul3(be, s->x, pending, L->attn_norm, m->rms_eps, s->xn, w3, b3, y3);
         } else {
@@ -4164,6 +4313,8 @@ static void forward_ops(eng_session *s, int n, int first, float *out, int32_t *a
                 prefetch_wo_ffn(s, il, sel_be, n_sel, own_slots);
             op->shortconv(be, s->q, s->k, s->v, L->conv, m->conv_len, s->k_cache[il], pos0,
                           s->kv_rows[il], n, E, s->att);
+        } else if (L->mlp_only) {
+            /* nemotron_h: the FFN block below is the layer */
         } else if (L->ssm.a && !L->sout.data) {
             /* granitehybrid: Mamba-2's mixer of z, xBC and dt, its
              * convolution over the ring's rows, its state the session's */
@@ -4231,7 +4382,8 @@ static void forward_ops(eng_session *s, int n, int first, float *out, int32_t *a
             if (L->wg.data)
                 op->mul_sigmoid(be, s->att, s->gate, (long)n * H * hd);
         }
-        op->matmul(be, &L->wo, L->bo, s->att, s->o, n);          /* o [n][E]      */
+        if (!L->mlp_only)
+            op->matmul(be, &L->wo, L->bo, s->att, s->o, n);      /* o [n][E]      */
         if (L->sout.data) {
             /* falcon-h1: Mamba-2's mixer of the same xn beside attention,
              * its output added to attention's (q, k, v and att are free
@@ -4262,12 +4414,25 @@ static void forward_ops(eng_session *s, int n, int first, float *out, int32_t *a
             op->scale(be, s->x, 1.0f / sqrtf(2.0f), (long)n * E);
         }
 
+        if (L->no_ffn) {
+            /* nemotron_h: attention or a mixer alone; o joins x as an
+             * FFN's output would (added by the next norm) */
+            if (pf)
+                prefetch_next(s, il, out != NULL);
+            if (op->add_rmsnorm) {
+                pending = s->o;
+                continue;
+            }
+            op->add(be, s->x, s->o, (long)n * E);
+            continue;
+        }
+
         /* FFN block over the session's selected neurons (NULL: all loaded);
          * prefill with selective computation, and profiling, also keep the
          * activations a [n][n_sel] */
         const float *xin = L->ffn_norm ? s->xn : s->x; /* the FFN's input */
         if (n == 1 && op->norm_ffn && !pick && !runs && !want_act && L->ffn_norm &&
-            !L->moe.router.data && !cut) {
+            !L->moe.router.data && !cut && res == s->o) {
             /* decode: the norm and the FFN in one call (a GPU: the norm in
              * the FFN's first kernel) */
             op->norm_ffn(be, s->x, s->o, L->ffn_norm, m->rms_eps, s->xn, &L->ffn, sel_be, n_sel,
@@ -4275,10 +4440,12 @@ static void forward_ops(eng_session *s, int n, int first, float *out, int32_t *a
         } else {
             if (!L->ffn_norm) {
                 op->add(be, s->x, s->o, (long)n * E);
+            } else if (!res) {
+                op->rmsnorm(be, s->x, L->ffn_norm, s->xn, n, E, m->rms_eps);
             } else if (op->add_rmsnorm) {
-                op->add_rmsnorm(be, s->x, s->o, L->ffn_norm, s->xn, n, E, m->rms_eps);
+                op->add_rmsnorm(be, s->x, res, L->ffn_norm, s->xn, n, E, m->rms_eps);
             } else {
-                op->add(be, s->x, s->o, (long)n * E);
+                op->add(be, s->x, res, (long)n * E);
                 op->rmsnorm(be, s->x, L->ffn_norm, s->xn, n, E, m->rms_eps);
             }
             if (L->moe_post_norm) {
@@ -4789,6 +4956,8 @@ int eng_model_swap(eng_model *m, const eng_load_plan_params *pp, eng_swap_stats 
     }
     for (int il = 0; il < NL; il++) {
         ffn_tensors t;
+        if (m->layers[il].no_ffn) /* (nemotron_h: nothing to swap in this layer) */
+            continue;
         if ((r = ffn_tensors_get(&ld, il, false, &t)) < 0)
             goto out;
         if (plan->n_loaded[il] > m->layers[il].slot_cap &&
@@ -4822,6 +4991,8 @@ int eng_model_swap(eng_model *m, const eng_load_plan_params *pp, eng_swap_stats 
         eng_layer *L = &m->layers[il];
         if (m->progress)
             m->progress(m->progress_data, il, NL);
+        if (L->no_ffn)
+            continue;
         ffn_tensors t;
         ffn_tensors_get(&ld, il, false, &t);
         for (int n = 0; n < F; n++)

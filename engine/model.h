@@ -126,6 +126,11 @@ typedef struct eng_layer {
                                        * (gemma's local layers), 0: all */
     bool nope;                        /* no RoPE: keys and queries keep their
                                        * positions out (smollm3's every fourth layer) */
+    /* nemotron_h: each layer one block, its residual added alone: an MLP
+     * (mlp_only: no attention nor mixer, the FFN's norm the file's
+     * attn_norm), or attention or a Mamba-2 mixer without an FFN (no_ffn:
+     * ffn has no slots and the FFN block is skipped) */
+    bool mlp_only, no_ffn;
     eng_ffn_weights ffn;              /* neuron-major, n_slots loaded neurons */
     eng_moe moe;                      /* experts: runs of ffn's slots and their router
                                        * (router.data NULL: a dense FFN) */
@@ -205,6 +210,11 @@ struct eng_model {
     eng_ssm ssm_shape;                /* their shapes (eng_ssm's ints and eps) */
     bool ssm_beside;                  /* falcon-h1: a Mamba-2 mixer beside attention in
                                        * every layer (eng_layer.sout), info.n_ssm of them */
+    /* nemotron_h: one block a layer (eng_layer.mlp_only, no_ffn), the
+     * MLPs un-gated, W_down relu(W_up x)^2: loaded as ReGLU whose gate
+     * rows are the up rows (ENG_ACT_RELU) */
+    bool one_block;
+    uint8_t *mlp_layer;               /* [n_layer] 1: an MLP alone (one_block), or NULL */
     /* gemma4: local layers' heads (key_length_swa, rope.dimension_count_swa),
      * a KV head count per layer where the file has an array, the FFN's
      * width per layer where it has one (E2B's last layers twice as wide),

@@ -2,7 +2,9 @@
 # selectinferd on a hybrid model (a synthetic Granite 4.0-H: Mamba-2 mixers
 # in three layers of five; or SHAPE tiny-qwen35, a Qwen3.5: gated delta
 # nets in four layers of five; or tiny-falcon-h1, a Falcon-H1: a Mamba-2
-# mixer beside attention in each of five layers): status names them; a chat's next turn and the
+# mixer beside attention in each of five layers; or tiny-nemotron-h, a
+# Nemotron-H: mixers in four layers of eight, attention or an un-gated MLP
+# in the others): status names them; a chat's next turn and the
 # same prompt again reuse what the slot holds (the states where they
 # stand, or their checkpoint two tokens before the last prompt's end); an
 # answer longer than the context goes on past it (what a shift keeps is

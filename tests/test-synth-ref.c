@@ -1159,6 +1159,23 @@ static void check_refused(const char *synth)
         { "tiny-falcon-h1", "falcon-h1.ssm.inner_size=u32:48", "blk.0.ssm_in.weight", -EINVAL },
         { "tiny-falcon-h1", "falcon-h1.ssm.conv_kernel=u32:3", "blk.0.ssm_conv1d.weight",
           -EINVAL },
+        /* nemotron_h: each layer's block as its two arrays say, and the
+         * tensors as those and the mixers' keys say */
+        { "tiny-nemotron-h", "nemotron_h.feed_forward_length=i32s:0,192,0,192,192,0,0,0",
+          "layer 3 has both attention", -EINVAL },
+        { "tiny-nemotron-h", "nemotron_h.attention.head_count_kv=i32s:0,0,0,2,0,0,0",
+          "not an array of a count per layer", -EINVAL },
+        { "tiny-nemotron-h", "nemotron_h.feed_forward_length=u32:192",
+          "not an array of a count per layer", -EINVAL },
+        { "tiny-nemotron-h", "nemotron_h.attention.head_count_kv=i32s:0,0,0,2,0,0,0,1",
+          "[7] is not a head count like", -EINVAL },
+        { "tiny-nemotron-h", "nemotron_h.feed_forward_length=i32s:0,0,0,0,0,0,0,0",
+          "without an MLP layer", -EINVAL },
+        { "tiny-nemotron-h", "nemotron_h.feed_forward_length=i32s:0,100,0,0,192,0,0,0",
+          "blk.1.ffn_up.weight", -EINVAL },
+        { "tiny-nemotron-h", "nemotron_h.ssm.group_count=u32:2", "blk.0.ssm_in.weight", -EINVAL },
+        { "tiny-nemotron-h", "nemotron_h.attention.head_count_kv=i32s:2,0,0,2,0,0,0,2",
+          "blk.0.attn_q.weight", -ENOENT },
         { "tiny-granitemoeshared", "granitemoe.expert_shared_count=u32:2", "(one is)",
           -ENOTSUP },
         { "tiny-granitemoeshared", "granitemoe.expert_shared_feed_forward_length=u32:40",
@@ -1813,6 +1830,13 @@ int main(int argc, char **argv)
     check_logits(argv[1], argv[2], "tiny-falcon-h1", "f32", NULL, "tiny-falcon-h1", 1024, 0.01,
                  0.002);
     check_hybrid(argv[1], "tiny-falcon-h1", 5, -1, false, 6 * 16 * 16 * 4);
+    /* nemotron_h (Nemotron-H): one block a layer, M-M*-MM*: Mamba-2
+     * mixers (8 heads of 16, states of 16, the norm over 4 groups of 32),
+     * attention without RoPE (heads of 16) and un-gated squared-ReLU MLPs
+     * (192 neurons), an MLP first, attention last. f32, as qwen35 */
+    check_logits(argv[1], argv[2], "tiny-nemotron-h", "f32", NULL, "tiny-nemotron-h", 1024, 0.01,
+                 0.002);
+    check_hybrid(argv[1], "tiny-nemotron-h", 4, 3, true, 8 * 16 * 16 * 4);
     /* gemma4 (Gemma 4): local and global layers of different heads, the
      * global ones' proportional RoPE (rope_freqs), v normalised, scores
      * unscaled, a scale per layer; tiny-gemma4 with shared caches, FFNs

@@ -104,9 +104,29 @@ static const struct {
     {"falcon-h1-0.5b", 1536, 128, 24, 1, 4, 1, 0},
     {"falcon-h1-1.5b", 3072, 256, 48, 1, 4, 1, 0},
     {"tiny-qwen35moe", 64, 16, 4, 2, 4, 4, 3},
+    /* nemotron_h (Nemotron-H): one block a layer as nemotron_layers says,
+     * grouped mixers (8 groups in the published models) */
+    {"tiny-nemotron-h", 128, 16, 8, 4, 4, 0, 0},
+    {"nemotron-h-4b", 7168, 128, 112, 8, 4, 0, 0},
+    {"nemotron-h-8b", 8192, 128, 128, 8, 4, 0, 0},
+    {"nemotron-nano-9b-v2", 10240, 128, 128, 8, 4, 0, 0},
     {"qwen3.5-0.8b", 2048, 128, 16, 16, 4, 4, 3},
     {"qwen3.5-2b", 2048, 128, 16, 16, 4, 4, 3},
     {"qwen3.5-4b", 4096, 128, 32, 16, 4, 4, 3},
+};
+
+/* nemotron_h: each layer's block, as the published configs'
+ * hybrid_override_pattern: M a Mamba-2 mixer, * attention, - an MLP */
+static const struct {
+    const char *shape, *pattern;
+} nemotron_layers[] = {
+    /* (consecutive mixers, an MLP first after attention, attention last) */
+    {"tiny-nemotron-h", "M-M*-MM*"},
+    /* Nemotron-H-8B's 24 mixers, 4 attention layers, 24 MLPs; the 4B
+     * (pruned from it) as the same, unverified here */
+    {"nemotron-h-4b", "M-M-M-M*-M-M-M-M*-M-M-M-M*-M-M-M-M*-M-M-M-M-M-M-M-M-"},
+    {"nemotron-h-8b", "M-M-M-M*-M-M-M-M*-M-M-M-M*-M-M-M-M*-M-M-M-M-M-M-M-M-"},
+    {"nemotron-nano-9b-v2", "M-M-M-MM-M-M-M*-M-M-M*-M-M-M-M*-M-M-M-M*-M-MM-M-M-M-M-M-"},
 };
 
 /* Gemma 4 (gemma4): the shape's head_dim is the global layers' (key_length);
@@ -240,6 +260,12 @@ static const shape shapes[] = {
      * NEOX RoPE, Llama 3's pre-tokenizer under its own name */
     {"tiny-falcon-h1", "falcon-h1", "falcon-h1", "Synthetic Tiny Falcon-H1", 5, 64, 192, 4, 2,
      1024, 8192, 100000000000.0f, 1e-5f, false, false, false, VOCAB_LLAMA3, 0, 32, false, false,
+     0, 0.0f, {0, 0}, 0, 0},
+    /* nemotron_h (Nemotron-H): a mixer (4 groups of 32), attention without
+     * RoPE or an un-gated MLP in each layer (nemotron_layers), Mistral
+     * Nemo's pre-tokenizer ("tekken", as its converter names it) */
+    {"tiny-nemotron-h", "nemotron_h", "tekken", "Synthetic Tiny Nemotron-H", 8, 64, 192, 4, 2,
+     1024, 8192, 10000.0f, 1e-5f, false, false, false, VOCAB_LLAMA3, 0, 16, false, false,
      0, 0.0f, {0, 0}, 0, 0},
     /* qwen35 (Qwen3.5): gated delta nets (two value heads on one key head
      * here, as Qwen3.5-4B's) in three layers of four, Qwen3's attention
@@ -445,6 +471,17 @@ static const shape shapes[] = {
     {"falcon-h1-1.5b", "falcon-h1", "falcon-h1", "Synthetic Falcon-H1 1.5B", 24, 2048, 4096, 8, 2,
      65537, 131072, 100000000000.0f, 1e-5f, false, false, false, VOCAB_LLAMA3, 0, 128, false,
      false, 0, 0.0f, {0, 0}, 0, 0},
+    /* Nemotron-H 4B and 8B, NVIDIA-Nemotron-Nano-9B-v2: depth, widths,
+     * heads and mixers as published (their vocabulary of 131072) */
+    {"nemotron-h-4b", "nemotron_h", "tekken", "Synthetic Nemotron-H 4B", 52, 3072, 12288, 32, 8,
+     131072, 8192, 10000.0f, 1e-5f, false, false, false, VOCAB_LLAMA3, 0, 128, false, false, 0,
+     0.0f, {0, 0}, 0, 0},
+    {"nemotron-h-8b", "nemotron_h", "tekken", "Synthetic Nemotron-H 8B", 52, 4096, 21504, 32, 8,
+     131072, 8192, 10000.0f, 1e-5f, false, false, false, VOCAB_LLAMA3, 0, 128, false, false, 0,
+     0.0f, {0, 0}, 0, 0},
+    {"nemotron-nano-9b-v2", "nemotron_h", "tekken", "Synthetic NVIDIA Nemotron Nano 9B v2", 56,
+     4480, 15680, 40, 8, 131072, 131072, 10000.0f, 1e-5f, false, false, false, VOCAB_LLAMA3, 0,
+     128, false, false, 0, 0.0f, {0, 0}, 0, 0},
 };
 
 static const char *const smol_specials[] = {
@@ -1215,6 +1252,15 @@ int main(int argc, char **argv)
     for (size_t i = 0; i < sizeof(ssm_shapes) / sizeof(ssm_shapes[0]); i++)
         if (!strcmp(ssm_shapes[i].shape, sh->name))
             ssm = (int)i;
+    const char *nem = NULL; /* nemotron_layers' pattern, NULL: none */
+    for (size_t i = 0; i < sizeof(nemotron_layers) / sizeof(nemotron_layers[0]); i++)
+        if (!strcmp(nemotron_layers[i].shape, sh->name))
+            nem = nemotron_layers[i].pattern;
+    if (nem && strlen(nem) != (size_t)sh->n_layer) {
+        fprintf(stderr, "si-synth: %s: --layers %d, but its pattern has %zu\n", sh->name,
+                sh->n_layer, strlen(nem));
+        return 1;
+    }
     if (etype == UINT32_MAX)
         etype = wtype;
 
@@ -1285,6 +1331,18 @@ int main(int argc, char **argv)
         CHECK(gguf_writer_set_arr_i32(w, KEY("attention.head_count_kv"), kvh,
                                       (size_t)sh->n_layer));
         CHECK(gguf_writer_set_u32(w, KEY("shortconv.l_cache"), 3));
+    } else if (nem) {
+        /* nemotron_h: KV heads in the attention layers, neurons in the
+         * MLPs', 0 elsewhere (a mixer where both are) */
+        int32_t kvh[1000], ffl[1000];
+        for (int l = 0; l < sh->n_layer; l++) {
+            kvh[l] = nem[l] == '*' ? sh->n_head_kv : 0;
+            ffl[l] = nem[l] == '-' ? sh->n_ff : 0;
+        }
+        CHECK(gguf_writer_set_arr_i32(w, KEY("attention.head_count_kv"), kvh,
+                                      (size_t)sh->n_layer));
+        CHECK(gguf_writer_set_arr_i32(w, KEY("feed_forward_length"), ffl, (size_t)sh->n_layer));
+        CHECK(gguf_writer_set_f32(w, KEY("attention.layer_norm_epsilon"), sh->eps));
     } else if (ssm >= 0 && !strncmp(arch, "qwen35", 6)) { /* the attention layers' interval */
         CHECK(gguf_writer_set_u32(w, KEY("attention.head_count_kv"), (uint32_t)sh->n_head_kv));
         CHECK(gguf_writer_set_u32(w, KEY("full_attention_interval"),
@@ -1308,7 +1366,8 @@ int main(int argc, char **argv)
         CHECK(gguf_writer_set_u32(w, KEY("ssm.group_count"), (uint32_t)ssm_shapes[ssm].n_group));
     }
     CHECK(gguf_writer_set_f32(w, KEY("rope.freq_base"), sh->rope_base));
-    CHECK(gguf_writer_set_f32(w, KEY("attention.layer_norm_rms_epsilon"), sh->eps));
+    if (!nem) /* (nemotron_h's converter writes attention.layer_norm_epsilon only) */
+        CHECK(gguf_writer_set_f32(w, KEY("attention.layer_norm_rms_epsilon"), sh->eps));
     CHECK(gguf_writer_set_u32(w, "general.file_type", ftype));
     CHECK(gguf_writer_set_u32(w, KEY("vocab_size"), (uint32_t)sh->n_vocab));
     CHECK(gguf_writer_set_u32(w, KEY("rope.dimension_count"), (uint32_t)n_rot));
@@ -1624,6 +1683,40 @@ int main(int argc, char **argv)
             T("laurel_l.weight", 2, E, 64, INIT_RANDOM);
             T("laurel_r.weight", 2, 64, E, INIT_RANDOM);
             T("laurel_post_norm.weight", 1, E, 1, INIT_NORM);
+            continue;
+        }
+        if (nem) {
+            /* nemotron_h: the layer's norm, then its one block */
+            T("attn_norm.weight", 1, E, 1, INIT_NORM);
+            if (nem[l] == '-') {
+                T("ffn_down.weight", 2, F, E, INIT_RANDOM);
+                T("ffn_up.weight", 2, E, F, INIT_RANDOM);
+            } else if (nem[l] == '*') {
+                T("attn_k.weight", 2, E, KV, INIT_RANDOM);
+                T("attn_output.weight", 2, Q, E, INIT_RANDOM);
+                T("attn_q.weight", 2, E, Q, INIT_RANDOM);
+                T("attn_v.weight", 2, E, KV, INIT_RANDOM);
+            } else {
+                /* a Mamba-2 mixer as granitehybrid's, its norm of
+                 * n_group groups */
+                const uint64_t D = (uint64_t)ssm_shapes[ssm].d_inner;
+                const uint64_t G = (uint64_t)ssm_shapes[ssm].n_group;
+                const uint64_t NH = (uint64_t)ssm_shapes[ssm].n_head;
+                const uint64_t NC = D + 2 * G * (uint64_t)ssm_shapes[ssm].d_state;
+                snprintf(n, sizeof(n), "blk.%d.ssm_a", l);
+                push(td, &nt, n, GGML_TYPE_F32, 2, 1, NH, INIT_SSM_A);
+                snprintf(n, sizeof(n), "blk.%d.ssm_conv1d.weight", l);
+                push(td, &nt, n, GGML_TYPE_F32, 2, (uint64_t)ssm_shapes[ssm].d_conv, NC,
+                     INIT_RANDOM);
+                T("ssm_conv1d.bias", 1, NC, 1, INIT_BIAS);
+                snprintf(n, sizeof(n), "blk.%d.ssm_d", l);
+                push(td, &nt, n, GGML_TYPE_F32, 2, 1, NH, INIT_NORM);
+                T("ssm_dt.bias", 1, NH, 1, INIT_SSM_DT);
+                T("ssm_in.weight", 2, E, D + NC + NH, INIT_RANDOM);
+                snprintf(n, sizeof(n), "blk.%d.ssm_norm.weight", l);
+                push(td, &nt, n, GGML_TYPE_F32, 2, D / G, G, INIT_NORM);
+                T("ssm_out.weight", 2, D, E, INIT_RANDOM);
+            }
             continue;
         }
         if (!post_only)
