@@ -420,7 +420,10 @@ const eng_model *eng_session_model(const eng_session *session);
 int eng_session_n_ctx(const eng_session *session);
 eng_kv_type eng_session_kv_type(const eng_session *session);
 /* Bytes of the session's KV cache (both K and V, every layer, n_ctx rows;
- * convolution rings and Mamba-2 states included). */
+ * convolution rings and Mamba-2 states included, with their prompt-cache
+ * checkpoint). On the CPU a convolution's ring holds its taps' positions,
+ * not a batch's: the batch's rows are staged in one scratch buffer of the
+ * session (taps - 1 + n_batch rows), which is not counted here. */
 size_t eng_session_kv_bytes(const eng_session *session);
 
 enum {

@@ -3313,20 +3313,37 @@ static bool kv_borrowed(const eng_session *s, int il)
 }
 
 /* The bytes of layer il's K (or V) buffer: its kv_rows, and a
- * convolution's window - 1 staging rows (conv_shift). */
+ * convolution's window - 1 rows to stage a shift's moves where there is no
+ * conv_stage (conv_shift). */
 static size_t cache_bytes(const eng_session *s, int il)
 {
     const eng_layer *L = &s->model->layers[il];
-    return (size_t)(s->kv_rows[il] + (L->conv_ch ? L->window - 1 : 0)) * cache_row_bytes(s, il);
+    const int stage = L->conv_ch && !s->conv_stage ? L->window - 1 : 0;
+    return (size_t)(s->kv_rows[il] + stage) * cache_row_bytes(s, il);
 }
 
 /* The bytes of falcon-h1's convolution ring beside layer il's attention:
- * ring_rows rows of its channels, as a convolution layer's, with the
- * window - 1 staging rows */
+ * ring_rows rows of its channels, as a convolution layer's (with the
+ * window - 1 staging rows where there is no conv_stage) */
 static size_t ring_bytes(const eng_session *s, int il)
 {
     const eng_ssm *w = &s->model->layers[il].ssm;
-    return (size_t)(s->ring_rows + w->d_conv - 1) * (size_t)eng_ssm_conv_ch(w) * sizeof(float);
+    const int stage = s->conv_stage ? 0 : w->d_conv - 1;
+    return (size_t)(s->ring_rows + stage) * (size_t)eng_ssm_conv_ch(w) * sizeof(float);
+}
+
+/* Layer il's convolution rows at the checkpoint (conv_ckpt): a ring as its
+ * live one, kv_rows (falcon-h1: ring_rows) rows of its channels; 0: none. */
+static size_t conv_ckpt_bytes(const eng_session *s, int il)
+{
+    const eng_layer *L = &s->model->layers[il];
+    if (!s->conv_stage || kv_borrowed(s, il))
+        return 0;
+    if (L->conv_ch)
+        return (size_t)s->kv_rows[il] * (size_t)L->conv_ch * sizeof(float);
+    if (L->sout.data)
+        return (size_t)s->ring_rows * (size_t)eng_ssm_conv_ch(&L->ssm) * sizeof(float);
+    return 0;
 }
 
 void eng_session_free(eng_session *s)
@@ -3349,7 +3366,11 @@ void eng_session_free(eng_session *s)
             bfree(be, s->ssm_ckpt[il]);
         if (s->ring)
             bfree(be, s->ring[il]);
+        if (s->conv_ckpt)
+            bfree(be, s->conv_ckpt[il]);
     }
+    bfree(be, s->conv_stage);
+    free(s->conv_ckpt);
     free(s->ssm_state);
     free(s->ssm_ckpt);
     free(s->ring);
@@ -3464,9 +3485,29 @@ int eng_session_new(const eng_model *m, const eng_session_params *params, eng_se
     s->ssm_state = m->info.n_ssm ? calloc(L, sizeof(*s->ssm_state)) : NULL;
     s->ssm_ckpt = m->info.n_ssm ? calloc(L, sizeof(*s->ssm_ckpt)) : NULL;
     s->ssm_pos = s->ckpt_pos = -1;
+    /* Convolution rows (lfm2's layers, the Mamba-2 mixers') in host memory
+     * keep only what the next token reads, and a batch runs in one staging
+     * buffer for all layers: the widest window's and channels' (a GPU's
+     * decode graph copies nothing, so there each ring holds a batch; swa_full
+     * keeps every position) */
+    int conv_w = 0, conv_nc = 0;
+    for (int il = 0; il < L; il++) {
+        const eng_layer *Ll = &m->layers[il];
+        const int w = Ll->conv_ch ? Ll->window : Ll->sout.data ? Ll->ssm.d_conv : 0;
+        const int nc = Ll->conv_ch ? Ll->conv_ch : Ll->sout.data ? eng_ssm_conv_ch(&Ll->ssm) : 0;
+        conv_w = w > conv_w ? w : conv_w;
+        conv_nc = nc > conv_nc ? nc : conv_nc;
+    }
+    if (conv_nc > 0 && !p.swa_full && ops->host_memory) {
+        s->conv_stage_rows = conv_w - 1 + n_batch;
+        s->conv_stage = eng__session_alloc(s, (size_t)s->conv_stage_rows * conv_nc * sizeof(float));
+        s->conv_ckpt = calloc(L, sizeof(*s->conv_ckpt));
+        if (!s->conv_stage || !s->conv_ckpt)
+            goto oom;
+    }
     if (m->ssm_beside) { /* falcon-h1: rows as a convolution layer's (below) */
         const int w = m->ssm_shape.d_conv;
-        s->ring_rows = p.swa_full ? n_ctx + w - 1 : w - 1 + n_batch;
+        s->ring_rows = p.swa_full ? n_ctx + w - 1 : s->conv_stage ? w : w - 1 + n_batch;
         s->ring = calloc(L, sizeof(*s->ring));
         s->ring_lo = calloc(L, sizeof(*s->ring_lo));
         if (!s->ring || !s->ring_lo)
@@ -3500,11 +3541,11 @@ int eng_session_new(const eng_model *m, const eng_session_params *params, eng_se
         const bool ring = !p.swa_full && ops->host_memory && w > 0 && w - 1 + n_batch < n_ctx;
         s->kv_rows[il] = ring ? w - 1 + n_batch : n_ctx;
         /* a convolution's ring, on every backend: position p in row p %
-         * kv_rows, no rows moved while evaluating, a batch and the w - 1
-         * positions before it held (swa_full: every position); w - 1 rows
-         * more to stage a context shift's moves */
+         * kv_rows, no rows moved while evaluating; the w - 1 positions the
+         * next token reads and its own (conv_stage), or a batch and the w -
+         * 1 before it, or every position (swa_full); see eng_session */
         if (conv)
-            s->kv_rows[il] = p.swa_full ? n_ctx + w - 1 : w - 1 + n_batch;
+            s->kv_rows[il] = p.swa_full ? n_ctx + w - 1 : s->conv_stage ? w : w - 1 + n_batch;
         s->k_cache[il] = eng__session_alloc(s, cache_bytes(s, il));
         if (!conv)
             s->v_cache[il] = eng__session_alloc(s, cache_bytes(s, il));
@@ -3518,6 +3559,9 @@ int eng_session_new(const eng_model *m, const eng_session_params *params, eng_se
                       !(s->ssm_ckpt[il] = eng__session_alloc(s, sb))))
             goto oom;
         if (m->layers[il].sout.data && !(s->ring[il] = eng__session_alloc(s, ring_bytes(s, il))))
+            goto oom;
+        const size_t cb = conv_ckpt_bytes(s, il);
+        if (cb && !(s->conv_ckpt[il] = eng__session_alloc(s, cb)))
             goto oom;
     }
     s->x = eng__session_alloc(s, (size_t)n_batch * E * f4);
@@ -3611,9 +3655,51 @@ static void held_room(int *lo, int rows, int pos0, int n)
         *lo = pos0 + n - rows;
 }
 
-static void conv_room(eng_session *s, int il, int pos0, int n)
+/* Rows of positions [from, to) (from clamped to 0) of the ring src (src_rows
+ * rows of nc channels, position p in row p % src_rows) into the ring dst of
+ * dst_rows. */
+static void conv_copy(eng_session *s, float *dst, int dst_rows, const float *src, int src_rows,
+                      int from, int to, int nc)
 {
-    held_room(&s->kv_lo[il], s->kv_rows[il], pos0, n);
+    eng_backend *be = s->model->be;
+    for (int q = from > 0 ? from : 0; q < to; q++)
+        be->iface->copy(be, dst + (size_t)(q % dst_rows) * nc, src + (size_t)(q % src_rows) * nc,
+                        (size_t)nc * sizeof(float));
+}
+
+/* A convolution's rows (ring: rows rows of nc channels, held from *lo,
+ * window w) about to take positions pos0 .. pos0 + n - 1. Where the batch
+ * and the w - 1 positions before it fit in the ring, the op runs there;
+ * else (conv_stage: a ring of w rows, a batch of more than one) those w - 1
+ * positions go to the session's staging rows and the op runs on them.
+ * Returns the ring the op takes and its rows (*ret_rows); conv_end() after
+ * the op. */
+static float *conv_begin(eng_session *s, float *ring, int rows, int *lo, int w, int nc, int pos0,
+                         int n, int *ret_rows)
+{
+    held_room(lo, rows, pos0, n);
+    if (w - 1 + n <= rows) {
+        *ret_rows = rows;
+        return ring;
+    }
+    conv_copy(s, s->conv_stage, s->conv_stage_rows, ring, rows, pos0 - w + 1, pos0, nc);
+    *ret_rows = s->conv_stage_rows;
+    return s->conv_stage;
+}
+
+/* After the op over buf (conv_begin's): the ring takes its last rows
+ * positions back from the staging rows, and layer il's checkpoint
+ * (conv_ckpt, at ckpt_at) the rows positions before it, as the ring would
+ * hold them had the evaluation stopped there. */
+static void conv_end(eng_session *s, int il, float *ring, int rows, const float *buf, int buf_rows,
+                     int nc, int pos0, int n)
+{
+    if (buf != ring)
+        conv_copy(s, ring, rows, buf, buf_rows, pos0 + n - rows, pos0 + n, nc);
+    if (s->ckpt_at && s->conv_ckpt && s->conv_ckpt[il]) {
+        const int at = pos0 + s->ckpt_at;
+        conv_copy(s, s->conv_ckpt[il], rows, buf, buf_rows, at - rows, at, nc);
+    }
 }
 
 /* Whether layer il's cache is a sliding window's ring (see eng_session). */
@@ -3649,15 +3735,19 @@ static int ring_room(eng_session *s, int il, int pos0, int n)
 }
 
 /* Whether every ring still holds what a token at position pos attends to
- * (positions pos - window + 1 .. pos - 1). */
-static bool rings_hold(const eng_session *s, int pos)
+ * (positions pos - window + 1 .. pos - 1); ckpt: where pos is the
+ * checkpoint's, a convolution's rows count as held where its checkpoint
+ * (conv_ckpt) keeps them. */
+static bool rings_hold(const eng_session *s, int pos, bool ckpt)
 {
     for (int il = 0; il < s->model->info.n_layer && pos > 0; il++) {
+        const bool saved = ckpt && s->conv_ckpt && s->conv_ckpt[il];
         /* (falcon-h1: the convolution's rows beside attention's) */
         const int from = pos - s->model->ssm_shape.d_conv + 1;
-        if (s->ring && s->ring[il] && (from > 0 ? from : 0) < s->ring_lo[il])
+        if (s->ring && s->ring[il] && !saved && (from > 0 ? from : 0) < s->ring_lo[il])
             return false;
-        if ((!is_ring(s, il) && !s->model->layers[il].conv_ch) || kv_borrowed(s, il))
+        if ((!is_ring(s, il) && !s->model->layers[il].conv_ch) || kv_borrowed(s, il) ||
+            (saved && s->model->layers[il].conv_ch))
             continue;
         const int lo = pos - s->model->layers[il].window + 1;
         if ((lo > 0 ? lo : 0) < s->kv_lo[il])
@@ -3666,9 +3756,11 @@ static bool rings_hold(const eng_session *s, int pos)
     return true;
 }
 
-/* What eng_session_reset_prefix(s, tokens, n) keeps, and in *ret_votes
- * eng__select_prefix_votes(s): -1 when no votes are needed. */
-static size_t prefix_keep(const eng_session *s, const int32_t *tokens, size_t n, int *ret_votes)
+/* What eng_session_reset_prefix(s, tokens, n) keeps, in *ret_votes
+ * eng__select_prefix_votes(s) (-1 when no votes are needed), and in
+ * *ret_ckpt whether the checkpoint's states and rows are what it keeps. */
+static size_t prefix_keep(const eng_session *s, const int32_t *tokens, size_t n, int *ret_votes,
+                          bool *ret_ckpt)
 {
     size_t p = 0;
     if (tokens && s->kv_generation == s->model->generation)
@@ -3679,8 +3771,9 @@ static size_t prefix_keep(const eng_session *s, const int32_t *tokens, size_t n,
      * (one token would take the decode step's, which sum in another order) */
     size_t keep = n < 2 ? 0 : p < n - 2 ? p : n - 2;
     /* a sliding window's ring may no longer hold what follows the prefix
-     * attends to */
-    if (keep > 0 && !rings_hold(s, (int)keep))
+     * attends to (where there is a checkpoint, below) */
+    const bool ckpt_model = s->model->info.n_ssm || s->conv_ckpt;
+    if (keep > 0 && !ckpt_model && !rings_hold(s, (int)keep, false))
         keep = 0;
     /* a context that will select per request needs the votes of every
      * position it keeps, and they are held for one prefix only: the whole
@@ -3691,39 +3784,63 @@ static size_t prefix_keep(const eng_session *s, const int32_t *tokens, size_t n,
     else if (votes > 0 && keep > (size_t)votes)
         keep = (size_t)votes;
     /* Mamba-2 states hold the past of one position: the live states'
-     * (ssm_pos) or the checkpoint's (ckpt_pos); the latest the prefix
-     * reaches, and no other where its votes are kept */
-    if (keep > 0 && s->model->info.n_ssm) {
+     * (ssm_pos) or the checkpoint's (ckpt_pos); convolution rows that
+     * keep only what the next token reads (conv_stage), those of the
+     * positions the rings hold or of the checkpoint's. The latest the
+     * prefix reaches, and no other where its votes are kept. */
+    bool from_ckpt = false;
+    if (keep > 0 && ckpt_model) {
         size_t best = 0;
-        if (s->ssm_pos > 0 && (size_t)s->ssm_pos <= keep)
-            best = (size_t)s->ssm_pos;
-        if (s->ckpt_pos > (int)best && (size_t)s->ckpt_pos <= keep && rings_hold(s, s->ckpt_pos))
+        if (s->model->info.n_ssm ? s->ssm_pos > 0 && (size_t)s->ssm_pos <= keep &&
+                                       rings_hold(s, s->ssm_pos, false)
+                                 : rings_hold(s, (int)keep, false))
+            best = s->model->info.n_ssm ? (size_t)s->ssm_pos : keep;
+        if (s->ckpt_pos > (int)best && (size_t)s->ckpt_pos <= keep &&
+            rings_hold(s, s->ckpt_pos, true)) {
             best = (size_t)s->ckpt_pos;
+            from_ckpt = true;
+        }
         keep = votes > 0 && best != keep ? 0 : best;
     }
     *ret_votes = votes;
+    *ret_ckpt = from_ckpt && keep > 0;
     return keep;
 }
 
 /* The Mamba-2 states back from their checkpoint (eng_session.ssm_ckpt,
- * which the ssm op writes), with the position it holds. */
-static void ssm_restore(eng_session *s)
+ * which the ssm op writes), with the position it holds, and the
+ * convolutions' rows from theirs (conv_ckpt, a copy of each ring). */
+static void ckpt_restore(eng_session *s)
 {
     const eng_model *m = s->model;
-    for (int il = 0; il < m->info.n_layer; il++)
-        if (s->ssm_ckpt[il])
+    const int lo = s->ckpt_pos;
+    for (int il = 0; il < m->info.n_layer; il++) {
+        if (s->ssm_ckpt && s->ssm_ckpt[il])
             memcpy(s->ssm_state[il], s->ssm_ckpt[il],
                    (size_t)m->layers[il].ssm.d_inner * m->layers[il].ssm.d_state * sizeof(float));
-    s->ssm_pos = s->ckpt_pos;
+        if (!s->conv_ckpt || !s->conv_ckpt[il])
+            continue;
+        const size_t bytes = conv_ckpt_bytes(s, il);
+        if (m->layers[il].conv_ch) {
+            memcpy(s->k_cache[il], s->conv_ckpt[il], bytes);
+            s->kv_lo[il] = lo - s->kv_rows[il] > 0 ? lo - s->kv_rows[il] : 0;
+        } else {
+            memcpy(s->ring[il], s->conv_ckpt[il], bytes);
+            s->ring_lo[il] = lo - s->ring_rows > 0 ? lo - s->ring_rows : 0;
+        }
+    }
+    if (m->info.n_ssm)
+        s->ssm_pos = s->ckpt_pos;
 }
 
 int eng_session_reset_prefix(eng_session *s, const int32_t *tokens, size_t n)
 {
     int votes;
-    const size_t keep = prefix_keep(s, tokens, n, &votes);
+    bool ckpt;
+    const size_t keep = prefix_keep(s, tokens, n, &votes, &ckpt);
     eng_session_reset(s);
-    if (keep > 0 && s->model->info.n_ssm && (int)keep != s->ssm_pos)
-        ssm_restore(s); /* (keep is the checkpoint's position) */
+    if (ckpt)
+        ckpt_restore(s);
     if (keep > 0) {
         s->n_past = (int)keep;
         if (votes > 0)
@@ -3735,7 +3852,8 @@ int eng_session_reset_prefix(eng_session *s, const int32_t *tokens, size_t n)
 int eng_session_prefix_len(const eng_session *s, const int32_t *tokens, size_t n)
 {
     int votes;
-    return (int)prefix_keep(s, tokens, n, &votes);
+    bool ckpt;
+    return (int)prefix_keep(s, tokens, n, &votes, &ckpt);
 }
 
 /* Layer il's keys of rows src .. src + n - 1 rotated by -drop and stored
@@ -3780,19 +3898,21 @@ static int conv_from(const eng_session *s, int il, int drop)
 
 /* A convolution layer's rows after eng_session_shift(s, keep, drop): only
  * the positions the next token reads move (each to row p % kv_rows of its
- * new position p), through the staging rows past the ring, since a move's
- * target may be another's source; nothing below them counts as held. */
+ * new position p), through staging rows (conv_stage, else those past the
+ * ring), since a move's target may be another's source; nothing below
+ * them counts as held. */
 static void conv_shift(eng_session *s, int il, int keep, int drop)
 {
     eng_backend *be = s->model->be;
     const int rows = s->kv_rows[il], from = conv_from(s, il, drop), to = s->n_past - drop;
     const size_t rb = cache_row_bytes(s, il);
     char *c = s->k_cache[il];
+    char *tmp = s->conv_stage ? (char *)s->conv_stage : c + (size_t)rows * rb;
     for (int q = from; q < to; q++)
-        be->iface->copy(be, c + (size_t)(rows + q - from) * rb,
+        be->iface->copy(be, tmp + (size_t)(q - from) * rb,
                         c + (size_t)((q < keep ? q : q + drop) % rows) * rb, rb);
     for (int q = from; q < to; q++)
-        be->iface->copy(be, c + (size_t)(q % rows) * rb, c + (size_t)(rows + q - from) * rb, rb);
+        be->iface->copy(be, c + (size_t)(q % rows) * rb, tmp + (size_t)(q - from) * rb, rb);
     s->kv_lo[il] = from;
 }
 
@@ -3883,6 +4003,9 @@ int eng_session_shift(eng_session *s, int keep, int drop)
         return r;
     }
     s->n_past -= drop;
+    /* (a checkpoint past keep was of positions that moved) */
+    if (s->ckpt_pos > keep)
+        s->ckpt_pos = -1;
     memmove(s->ctx_tokens + keep, s->ctx_tokens + first, (size_t)n_move * sizeof(int32_t));
     /* what moved was computed in the longer context: not what an
      * evaluation of the new one leaves, so not reusable */
@@ -3928,6 +4051,8 @@ size_t eng_session_kv_bytes(const eng_session *s)
     for (int il = 0; s->ring && il < s->model->info.n_layer; il++) /* (falcon-h1's) */
         if (s->ring[il])
             bytes += ring_bytes(s, il);
+    for (int il = 0; il < s->model->info.n_layer; il++) /* (the rings' checkpoint) */
+        bytes += conv_ckpt_bytes(s, il);
     return bytes + 2 * s->model->info.bytes_ssm_state; /* (and their checkpoint) */
 }
 
@@ -4306,23 +4431,26 @@ static void forward_ops(eng_session *s, int n, int first, float *out, int32_t *a
                           s->dyn[il].w.n_slots > 0;
         /* (slots the step chooses itself, not hinted: a pick's, the router's) */
         const bool own_slots = pick > 0 || runs || L->moe.router.data;
-        if (L->conv) {
-            /* lfm2: att = c * conv(b * x) over the ring's rows */
-            conv_room(s, il, pos0, n);
+        if (L->conv_ch) {
+            /* lfm2: att = c * conv(b * x) over the ring's rows (or the
+             * staging rows: conv_begin); granitehybrid: Mamba-2's mixer of
+             * z, xBC and dt, its convolution over them likewise, its state
+             * the session's */
+            int rows;
+            float *ring = s->k_cache[il];
+            float *cr = conv_begin(s, ring, s->kv_rows[il], &s->kv_lo[il], L->window, L->conv_ch,
+                                   pos0, n, &rows);
             if (pf)
                 prefetch_wo_ffn(s, il, sel_be, n_sel, own_slots);
-            op->shortconv(be, s->q, s->k, s->v, L->conv, m->conv_len, s->k_cache[il], pos0,
-                          s->kv_rows[il], n, E, s->att);
+            if (L->conv)
+                op->shortconv(be, s->q, s->k, s->v, L->conv, m->conv_len, cr, pos0, rows, n, E,
+                              s->att);
+            else
+                op->ssm(be, &L->ssm, s->q, s->k, s->v, cr, pos0, rows, s->ssm_state[il],
+                        s->ckpt_at ? s->ssm_ckpt[il] : NULL, s->ckpt_at, n, s->att);
+            conv_end(s, il, ring, s->kv_rows[il], cr, rows, L->conv_ch, pos0, n);
         } else if (L->mlp_only) {
             /* nemotron_h: the FFN block below is the layer */
-        } else if (L->ssm.a && !L->sout.data) {
-            /* granitehybrid: Mamba-2's mixer of z, xBC and dt, its
-             * convolution over the ring's rows, its state the session's */
-            conv_room(s, il, pos0, n);
-            if (pf)
-                prefetch_wo_ffn(s, il, sel_be, n_sel, own_slots);
-            op->ssm(be, &L->ssm, s->q, s->k, s->v, s->k_cache[il], pos0, s->kv_rows[il],
-                    s->ssm_state[il], s->ckpt_at ? s->ssm_ckpt[il] : NULL, s->ckpt_at, n, s->att);
         } else {
             /* the cache row of pos0: pos0, or in a ring its row (the keys are
              * rotated for their positions, so attention needs only the rows) */
@@ -4397,9 +4525,13 @@ static void forward_ops(eng_session *s, int n, int first, float *out, int32_t *a
                 for (int i = 0; i < 3; i++)
                     op->matmul(be, m3[i], NULL, s->xn, z3[i], n);
             }
-            held_room(&s->ring_lo[il], s->ring_rows, pos0, n);
-            op->ssm(be, &L->ssm, s->q, s->k, s->v, s->ring[il], pos0, s->ring_rows,
-                    s->ssm_state[il], s->ckpt_at ? s->ssm_ckpt[il] : NULL, s->ckpt_at, n, s->att);
+            const int nc = eng_ssm_conv_ch(&L->ssm);
+            int rows;
+            float *cr = conv_begin(s, s->ring[il], s->ring_rows, &s->ring_lo[il], L->ssm.d_conv,
+                                   nc, pos0, n, &rows);
+            op->ssm(be, &L->ssm, s->q, s->k, s->v, cr, pos0, rows, s->ssm_state[il],
+                    s->ckpt_at ? s->ssm_ckpt[il] : NULL, s->ckpt_at, n, s->att);
+            conv_end(s, il, s->ring[il], s->ring_rows, cr, rows, nc, pos0, n);
             op->matmul(be, &L->sout, NULL, s->att, s->ff, n);
             op->add(be, s->o, s->ff, (long)n * E);
         }
@@ -4672,11 +4804,10 @@ int eng__forward(eng_session *s, const int32_t *tokens, int n, bool all_logits, 
     int r = op->sync(be);
     /* the position the Mamba-2 states have reached (none after a
      * failure); positions rewritten below the checkpoint's end it */
-    if (m->info.n_ssm) {
+    if (m->info.n_ssm)
         s->ssm_pos = r == 0 ? s->n_past : -1;
-        if (pos0 < s->ckpt_pos)
-            s->ckpt_pos = -1;
-    }
+    if (pos0 < s->ckpt_pos)
+        s->ckpt_pos = -1;
     /* what the KV cache now holds, for eng_session_reset_prefix: positions
      * computed over every loaded neuron extend the reusable run */
     if (s->kv_generation != m->generation) {
@@ -4733,9 +4864,11 @@ int eng_session_eval(eng_session *s, const int32_t *tokens, size_t n, unsigned f
         eng__session_changed(s); /* a prefill: what decode computes is chosen anew */
     s->argmax_only = false;
     s->cands_only = false;
-    /* Mamba-2 states: a checkpoint of them two tokens before the end, taken
-     * by the ssm op in the chunk that holds that position */
-    const size_t ckpt = m->info.n_ssm && n >= 3 ? n - 2 : 0;
+    /* Mamba-2 states and convolution rows that keep only what the next
+     * token reads (conv_ckpt): a checkpoint of them two tokens before the
+     * end, taken by the ssm op and conv_end in the chunk that holds that
+     * position */
+    const size_t ckpt = (m->info.n_ssm || s->conv_ckpt) && n >= 3 ? n - 2 : 0;
     for (size_t done = 0; done < n;) {
         if (done > 0 && s->abort_cb && s->abort_cb(s->abort_data))
             return -ECANCELED;

@@ -308,11 +308,15 @@ struct eng_session {
      * window and one batch, whose row r holds position kv_base + r; the
      * rows of positions below kv_lo are not valid (a context shift left
      * them behind). A full layer's kv_base and kv_lo stay 0. A convolution
-     * layer's rows (eng_layer.conv) are a ring on every backend, window -
-     * 1 + n_batch rows (swa_full: n_ctx + window - 1; and window - 1 more
-     * to stage a context shift's moves), position p in row p % kv_rows, so
-     * nothing moves while evaluating and a decode graph's kernel finds
-     * its row; kv_lo as above, kv_base unused. */
+     * layer's rows (eng_layer.conv_ch: lfm2's, a Mamba-2 mixer's) are a
+     * ring on every backend, position p in row p % kv_rows, so that a
+     * decode graph's kernel finds its row; kv_lo as above, kv_base unused.
+     * With conv_stage (host memory, not swa_full) the ring is window rows:
+     * the window - 1 positions the next token reads, and its own, so that
+     * decode runs in it; a batch runs in conv_stage. Else (a GPU) window
+     * - 1 + n_batch rows, a batch run in place, and window - 1 more to
+     * stage a context shift's moves; swa_full: n_ctx + window - 1, every
+     * position held, and those window - 1. */
     int *kv_rows, *kv_base, *kv_lo;
     /* [n_layer] a Mamba-2 layer's state [n_head][hd][d_state] f32
      * (backend; else NULL), after position ssm_pos - 1: it holds one
@@ -326,7 +330,7 @@ struct eng_session {
      * token ckpt_at of the forward pass, 0: none), at ckpt_pos (-1: none),
      * for a prompt cache whose prefix stops short of ssm_pos (the same
      * prompt again; a chat whose history renders the last answer
-     * otherwise) */
+     * otherwise); ckpt_pos and ckpt_at serve conv_ckpt (below) too */
     float **ssm_ckpt;
     int ckpt_pos, ckpt_at;
     /* [n_layer] falcon-h1: the convolution rows of the mixer beside
@@ -336,6 +340,21 @@ struct eng_session {
     float **ring;
     int *ring_lo;
     int ring_rows;
+    /* The rows a convolution (either kind above) runs a batch over, one
+     * buffer for every layer of the session (they run one after another):
+     * conv_stage_rows = the widest window - 1 + n_batch rows of the widest
+     * channels (backend memory; NULL: the rings hold a batch themselves).
+     * Each layer's window - 1 positions before the batch are copied in,
+     * the op runs there as on a ring of conv_stage_rows, and the ring's
+     * last positions are copied back. */
+    float *conv_stage;
+    int conv_stage_rows;
+    /* [n_layer] with conv_stage: the ring of each convolution layer (or
+     * falcon-h1 mixer) as it stood at the checkpoint (ckpt_pos, taken at
+     * ckpt_at as ssm_ckpt is; lfm2's too, which has no states), so that
+     * the checkpoint stays whole however far the context goes on; NULL
+     * where the layer has none. */
+    float **conv_ckpt;
 
     /* Which FFN slots each layer computes; NULL (the default): all loaded.
      * ffn_sel is the host list, ffn_sel_dev its copy the ops read. */

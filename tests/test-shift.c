@@ -412,11 +412,13 @@ static void check_ring(const char *name, eng_model *m, eng_kv_type kv)
     agree += same_last(r, f, info.n_vocab, &worst), evals++;
     /* a shift whose next window would reach into the kept start: a
      * window's ring has not got it (the caller evaluates again; nothing
-     * changed); a convolution's, whose rows stay where they are, has */
+     * changed), nor on the CPU a convolution's, which holds only the taps'
+     * last positions (36 is not among them); a GPU's convolution ring,
+     * which holds a batch's rows, has */
     const int np = eng_session_n_past(r);
-    CHECK(np == 40 && eng_session_shift(r, 37, 2) == (gpu || conv ? 0 : -ENOTSUP) &&
-          eng_session_n_past(r) == (gpu || conv ? 38 : 40));
-    if (conv) { /* ... and the same logits after it as the full cache */
+    CHECK(np == 40 && eng_session_shift(r, 37, 2) == (gpu ? 0 : -ENOTSUP) &&
+          eng_session_n_past(r) == (gpu ? 38 : 40));
+    if (conv && gpu) { /* ... and the same logits after it as the full cache */
         CHECK(eng_session_shift(f, 37, 2) == 0);
         for (int k = 0; k < 2; k++)
             CHECK(eng_session_eval(both[k], t, 1, 0) == 0);
@@ -487,7 +489,8 @@ int main(int argc, char **argv)
             check_shift(shapes[i], m, ENG_KV_Q8_0);
         eng_model_free(m);
     }
-    /* (lfm2: its convolutions' rows in rings of 3 positions and a batch) */
+    /* (lfm2: its convolutions' rows in rings of their 3 taps' positions,
+     * on a GPU of those and a batch) */
     /* (tiny-gemma4-kv: heads of 32 and 64, so a Q8_0 cache of two row sizes) */
     static const char *const swa[] = {"tiny-gemma3", "tiny-gemma2", "tiny-lfm2", "tiny-gemma4",
                                       "tiny-gemma4-kv"};

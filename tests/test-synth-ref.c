@@ -811,10 +811,10 @@ static void check_hybrid(const char *synth, const char *shape, int n_ssm, int at
     eng_session *s;
     CHECK(eng_session_new(m, &sp, &s) == 0);
     /* (falcon-h1's caches: every layer's K and V, 2048 rows of two heads
-     * of 32 in f16, and its convolution's ring of 3 + 5 rows and 3 to
-     * stage a shift, of x, B and C, 96 + 2 x 2 x 16 f32; the states and
-     * their checkpoint) */
-    const size_t ring = (size_t)n_ssm * (3 + 5 + 3) * 160 * 4;
+     * of 32 in f16, and its convolution's ring of the 4 positions a token
+     * reads and their checkpoint, of x, B and C, 96 + 2 x 2 x 16 f32, not
+     * growing with the batch; the states and their checkpoint) */
+    const size_t ring = (size_t)n_ssm * (4 + 4) * 160 * 4;
     CHECKF(attn >= 0 || eng_session_kv_bytes(s) == (size_t)n_ssm * 2048 * 64 * 2 * 2 + ring +
                                                      2 * (size_t)n_ssm * state_bytes,
            "%s: %zu bytes of caches", shape, eng_session_kv_bytes(s));
@@ -851,17 +851,17 @@ static void check_hybrid(const char *synth, const char *shape, int n_ssm, int at
     const double d5 = max_diff(a, eng_session_logits(s, -1), V);
     CHECKF(d5 < 1e-4, "%s: from the checkpoint, logits %g off", shape, d5);
     /* the checkpoint (position 10) again after six more positions, a
-     * token at a time: the convolution's ring (3 + 5 rows) no longer holds
-     * what position 10 reads, so nothing is kept, and the logits are a
-     * fresh evaluation's */
+     * token at a time: the rings hold only what the next token reads, but
+     * the checkpoint keeps what position 10 reads, so it is kept, and the
+     * logits are a fresh evaluation's in the same chunks of 5, bit for bit */
     int32_t longer[N_TOK + 3];
     memcpy(longer, TOKENS, sizeof(TOKENS));
     longer[N_TOK] = 9, longer[N_TOK + 1] = 11, longer[N_TOK + 2] = 13;
     for (int t = 0; t < 6; t++)
         CHECK(eng_session_eval(s, &TOKENS[t], 1, 0) == 0);
-    CHECKF(eng_session_reset_prefix(s, longer, N_TOK + 3) == 0,
-           "%s: a checkpoint kept whose convolution rows were overwritten", shape);
-    CHECK(eng_session_eval(s, longer, N_TOK + 3, 0) == 0);
+    CHECKF(eng_session_reset_prefix(s, longer, N_TOK + 3) == N_TOK - 2,
+           "%s: the checkpoint not kept after decode went on", shape);
+    CHECK(eng_session_eval(s, longer + N_TOK - 2, 5, 0) == 0);
     memcpy(b, eng_session_logits(s, -1), sizeof(float) * (size_t)V);
     CHECK(eng_session_new(m, &sp, &fresh) == 0);
     CHECK(eng_session_eval(fresh, longer, N_TOK + 3, 0) == 0);
@@ -906,6 +906,156 @@ static void check_hybrid(const char *synth, const char *shape, int n_ssm, int at
            "%.2g, from the checkpoint %.2g; shifts evaluate again; half the neurons %.2g\n", shape,
            d1, d2, d3, d5, d4);
     eng_model_free(r);
+    eng_model_free(m);
+}
+
+/* The bytes of a hybrid's caches in a context of n_ctx (no sliding
+ * windows, f16): attention's K and V; a convolution's rows (lfm2's, a
+ * Mamba-2 mixer's in place of attention or beside it), the window's
+ * positions and as many at the checkpoint, in f32; the states and their
+ * checkpoint. Nothing grows with the batch. */
+static size_t conv_cache_bytes(const eng_model *m, int n_ctx)
+{
+    size_t b = 2 * (size_t)m->info.bytes_ssm_state;
+    for (int il = 0; il < m->info.n_layer; il++) {
+        const eng_layer *L = &m->layers[il];
+        if (L->conv_ch)
+            b += 2 * (size_t)L->window * (size_t)L->conv_ch * sizeof(float);
+        else if (L->kv_src == il && L->n_head_kv > 0 && !L->mlp_only)
+            b += 2 * (size_t)n_ctx * (size_t)L->n_head_kv * (size_t)L->head_dim * 2;
+        if (L->sout.data)
+            b += 2 * (size_t)L->ssm.d_conv * (size_t)eng_ssm_conv_ch(&L->ssm) * sizeof(float);
+    }
+    return b;
+}
+
+/* c (rings of the taps' positions) and f (rings of every position), both
+ * after the N_TOK positions of held: a prompt that agrees with them in
+ * N_TOK - 1. lfm2's rings hold what position N_TOK - 1 reads (the last
+ * chunk copied its rows back), so c keeps N_TOK - 1, as f does; Mamba-2
+ * states keep the checkpoint's N_TOK - 2. The same logits, bit for bit. */
+static void keep_all_but_last(const eng_model *m, eng_session *c, eng_session *f,
+                              const int32_t *held, const char *shape, int B)
+{
+    int32_t u[N_TOK + 2];
+    memcpy(u, held, sizeof(TOKENS));
+    u[N_TOK - 1] = 3, u[N_TOK] = 9, u[N_TOK + 1] = 13;
+    eng_session *both[2] = { c, f };
+    int kept[2];
+    for (int k = 0; k < 2; k++) {
+        kept[k] = eng_session_reset_prefix(both[k], u, N_TOK + 2);
+        CHECK(eng_session_eval(both[k], u + kept[k], N_TOK + 2 - (size_t)kept[k], 0) == 0);
+    }
+    CHECKF(kept[0] == kept[1] && kept[0] == (m->info.n_ssm ? N_TOK - 2 : N_TOK - 1),
+           "%s, batch %d: kept %d of %d (full: %d)", shape, B, kept[0], N_TOK - 1, kept[1]);
+    CHECKF(max_diff(eng_session_logits(c, -1), eng_session_logits(f, -1), m->info.n_vocab) == 0,
+           "%s, batch %d: %d kept, logits differ from the full rings'", shape, B, kept[0]);
+}
+
+/* Convolution rows that keep only what the next token reads (lfm2's
+ * layers, the Mamba-2 mixers', falcon-h1's beside attention), a batch run
+ * in the session's one staging buffer: at batches of 1 to 64, fewer than
+ * the 3 or 4 taps among them, the cache's bytes are conv_cache_bytes()'s
+ * whatever the batch; a prompt in chunks, then decode, gives every
+ * position's logits of the rings that hold every position (swa_full) bit
+ * for bit; the checkpoint two tokens before the prompt's end is kept after
+ * decode went past it, to the same logits as those rings' and, where the
+ * chunks fall alike, as a fresh evaluation's; a prefix neither the rings
+ * nor the checkpoint hold is evaluated again, to a fresh evaluation's
+ * logits. */
+static void check_conv_rows(const char *synth, const char *shape)
+{
+    char path[32];
+    test_synth(synth, shape, path);
+    eng_model_params mp = eng_model_params_default();
+    mp.n_threads = 2;
+    eng_model *m = NULL;
+    eng_error err;
+    CHECKF(eng_model_load(path, &mp, &m, &err) == 0, "%s", err.msg);
+    unlink(path);
+    const int V = m->info.n_vocab;
+    enum { CTX = 64, DEC = 4 };
+    const size_t want = conv_cache_bytes(m, CTX);
+    static const int batches[] = { 1, 2, 3, 5, 7, 64 };
+    int32_t toks[N_TOK + DEC];
+    memcpy(toks, TOKENS, sizeof(TOKENS));
+    for (int t = 0; t < DEC; t++)
+        toks[N_TOK + t] = 3 + 11 * t;
+    size_t full_bytes = 0;
+    for (size_t bi = 0; bi < sizeof(batches) / sizeof(*batches); bi++) {
+        const int B = batches[bi];
+        eng_session_params sp = eng_session_params_default();
+        sp.n_ctx = CTX;
+        sp.n_batch = B;
+        eng_session *c, *f, *fresh;
+        CHECK(eng_session_new(m, &sp, &c) == 0);
+        sp.swa_full = true;
+        CHECK(eng_session_new(m, &sp, &f) == 0);
+        sp.swa_full = false;
+        CHECK(eng_session_new(m, &sp, &fresh) == 0);
+        full_bytes = eng_session_kv_bytes(f);
+        CHECKF(eng_session_kv_bytes(c) == want, "%s, batch %d: %zu bytes of caches, not %zu",
+               shape, B, eng_session_kv_bytes(c), want);
+        /* the prompt in chunks of B, every position's logits, then decode */
+        eng_session *both[2] = { c, f };
+        for (int k = 0; k < 2; k++)
+            CHECK(eng_session_eval(both[k], toks, N_TOK, ENG_EVAL_ALL_LOGITS) == 0);
+        for (int t = 0; t < N_TOK; t++)
+            CHECKF(max_diff(eng_session_logits(c, t), eng_session_logits(f, t), V) == 0,
+                   "%s, batch %d: position %d's logits differ from the full rings'", shape, B, t);
+        for (int t = N_TOK; t < N_TOK + DEC; t++) {
+            for (int k = 0; k < 2; k++)
+                CHECK(eng_session_eval(both[k], &toks[t], 1, 0) == 0);
+            CHECKF(max_diff(eng_session_logits(c, -1), eng_session_logits(f, -1), V) == 0,
+                   "%s, batch %d: decode at %d differs from the full rings'", shape, B, t);
+        }
+        /* the prompt again: kept up to the checkpoint (N_TOK - 2), which
+         * decode went past */
+        int kept[2];
+        for (int k = 0; k < 2; k++) {
+            kept[k] = eng_session_reset_prefix(both[k], TOKENS, N_TOK);
+            CHECK(eng_session_eval(both[k], TOKENS + kept[k], N_TOK - (size_t)kept[k], 0) == 0);
+        }
+        CHECKF(kept[0] == N_TOK - 2 && kept[1] == N_TOK - 2, "%s, batch %d: kept %d (full: %d)",
+               shape, B, kept[0], kept[1]);
+        CHECKF(max_diff(eng_session_logits(c, -1), eng_session_logits(f, -1), V) == 0,
+               "%s, batch %d: from the checkpoint, logits differ from the full rings'", shape, B);
+        CHECK(eng_session_eval(fresh, TOKENS, N_TOK, 0) == 0);
+        if ((N_TOK - 2) % B == 0) /* (the same chunks) */
+            CHECKF(max_diff(eng_session_logits(c, -1), eng_session_logits(fresh, -1), V) == 0,
+                   "%s, batch %d: from the checkpoint, logits differ from a fresh eval's", shape,
+                   B);
+        keep_all_but_last(m, c, f, TOKENS, shape, B);
+        /* a prompt that agrees in its first 6 positions only: neither the
+         * rings (the last positions) nor the checkpoint (10) hold 6 */
+        int32_t other[N_TOK];
+        memcpy(other, TOKENS, sizeof(other));
+        other[6] = 3;
+        CHECKF(eng_session_reset_prefix(c, other, N_TOK) == 0, "%s, batch %d: a prefix kept "
+               "that the rows no longer hold", shape, B);
+        /* ... evaluated in pieces of 2, too short to take a checkpoint:
+         * the checkpoint of TOKENS (position 10) is no longer the
+         * context's, so other's own prompt keeps nothing */
+        for (int t = 0; t < N_TOK; t += 2)
+            CHECK(eng_session_eval(c, other + t, 2, 0) == 0);
+        CHECKF(eng_session_reset_prefix(c, other, N_TOK) == 0, "%s, batch %d: the checkpoint of "
+               "another context kept", shape, B);
+        CHECK(eng_session_eval(c, other, N_TOK, 0) == 0);
+        eng_session_reset(f);
+        CHECK(eng_session_eval(f, other, N_TOK, 0) == 0);
+        keep_all_but_last(m, c, f, other, shape, B);
+        eng_session_reset_prefix(c, other, N_TOK);
+        CHECK(eng_session_eval(c, other, N_TOK, 0) == 0);
+        eng_session_reset(fresh);
+        CHECK(eng_session_eval(fresh, other, N_TOK, 0) == 0);
+        CHECKF(max_diff(eng_session_logits(c, -1), eng_session_logits(fresh, -1), V) == 0,
+               "%s, batch %d: evaluated again, logits differ from a fresh eval's", shape, B);
+        eng_session_free(c);
+        eng_session_free(f);
+        eng_session_free(fresh);
+    }
+    printf("%s convolution rows: %zu bytes of caches at batches of 1 to 64 (%zu holding every "
+           "position); chunks, decode and the checkpoint bit for bit\n", shape, want, full_bytes);
     eng_model_free(m);
 }
 
@@ -1837,6 +1987,12 @@ int main(int argc, char **argv)
     check_logits(argv[1], argv[2], "tiny-nemotron-h", "f32", NULL, "tiny-nemotron-h", 1024, 0.01,
                  0.002);
     check_hybrid(argv[1], "tiny-nemotron-h", 4, 3, true, 8 * 16 * 16 * 4);
+    /* convolution rows that do not grow with the batch, against rings that
+     * hold every position */
+    static const char *const conv_shapes[] = { "tiny-lfm2", "tiny-granitehybrid", "tiny-qwen35",
+                                               "tiny-falcon-h1", "tiny-nemotron-h" };
+    for (size_t i = 0; i < sizeof(conv_shapes) / sizeof(*conv_shapes); i++)
+        check_conv_rows(argv[1], conv_shapes[i]);
     /* gemma4 (Gemma 4): local and global layers of different heads, the
      * global ones' proportional RoPE (rope_freqs), v normalised, scores
      * unscaled, a scale per layer; tiny-gemma4 with shared caches, FFNs
