@@ -600,7 +600,7 @@ static char *render_input(const eng_model *m, const char *prompt, const Selectin
         if (n == -ENOTSUP && eng_model_chat_template(m) != ENG_CHAT_NONE) {
             input_fail(code, msg, cap, SELECTINFER__ERROR_CODE__NOT_SUPPORTED,
                        "the model's chat template has no tool calling (Qwen2.5, Qwen3, Llama 3.1+, "
-                       "Granite 4, EXAONE 4 and gpt-oss have it)");
+                       "Granite 4, EXAONE 4, Nemotron Nano v2 and gpt-oss have it)");
             break;
         }
         if (n == -ENOTSUP) {

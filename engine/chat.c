@@ -132,7 +132,9 @@
  *
  * SmolLM3 (ChatML under a header of metadata, a reasoning switch) and
  * Granite 3.x (<|start_of_role|>ROLE<|end_of_role|>, a dated default
- * system prompt): render_smollm3 and render_granite say how.
+ * system prompt): render_smollm3 and render_granite say how; Nemotron
+ * Nano v2 (<SPECIAL_11>User ... <SPECIAL_12>, "/think" and "/no_think"
+ * in the messages, <TOOLCALL> calls): render_nemotron.
  *
  * EXAONE 3.x:
  *     ["[|system|][|endofturn|]\n"]              when the first is not a system message
@@ -302,6 +304,22 @@
 #define HARMONY_CHANNELS                                                                           \
     "# Valid channels: analysis, commentary, final. Channel must be included for every message."
 #define HARMONY_TOOLS_NOTE "Calls to these tools must go to the commentary channel: 'functions'."
+
+/* Nemotron Nano v2's tool section (its template's text, less the list) */
+#define NEM_TOOLS_INTRO "You can use the following tools to assist the user if required:"
+#define NEM_TOOLS_FORMAT                                                                           \
+    "If you decide to call any tool(s), use the following format:\n<TOOLCALL>[{{\"name\": "        \
+    "\"tool_name1\", \"arguments\": \"tool_args1\"}}, {{\"name\": \"tool_name2\", \"arguments\": " \
+    "\"tool_args2\"}}]</TOOLCALL>\n\nThe user will execute tool-calls and return responses from "   \
+    "tool(s) in this format:\n<TOOL_RESPONSE>[{{\"tool_response1\"}}, {{\"tool_response2\"}}]"      \
+    "</TOOL_RESPONSE>\n\n"
+#define NEM_TOOLS_OUTRO                                                                            \
+    "Based on the tool responses, you can call additional tools if needed, correct tool calls "    \
+    "if any errors are found, or just respond to the user."
+#define NEM_SYS "<SPECIAL_10>System\n"
+#define NEM_USER "<SPECIAL_11>User\n"
+#define NEM_ASSISTANT "<SPECIAL_11>Assistant\n"
+#define NEM_END "\n<SPECIAL_12>\n"
 
 /* Templates are a few KiB; anything past this is not one we know. */
 #define TEMPLATE_MAX_BYTES (1u << 20)
@@ -547,6 +565,54 @@ void eng_chat_named(const char *name, eng_chat_info *ret_info) {
     }
 }
 
+/* Nemotron Nano v2's template: the pieces of text that make the format
+ * (its markers, its reasoning switch and cut), and those of its tool
+ * section, which we print (NEM_TOOLS_*). Newlines as the model's
+ * tokenizer_config.json has them (in the literals); a copy that writes
+ * them as Jinja's "\n" escapes is found too. */
+static const char *const nem_chat[] = {
+    "'<SPECIAL_10>System\n'", "'<SPECIAL_11>User\n'", "'<SPECIAL_11>Assistant\n'",
+    "'\n<SPECIAL_12>\n'", "'/think' in content", "'/no_think' in content", "'<think></think>'",
+    "'<think>\n'", "content.split('</think>')[1]",
+};
+static const char *const nem_tools[] = {
+    "'" NEM_TOOLS_INTRO "'",
+    "'\n<AVAILABLE_TOOLS>['",
+    "']</AVAILABLE_TOOLS>\n\n'",
+    "'If you decide to call any tool(s), use the following format:\n'",
+    "'<TOOLCALL>[{{\"name\": \"tool_name1\", \"arguments\": \"tool_args1\"}}, '",
+    "'{{\"name\": \"tool_name2\", \"arguments\": \"tool_args2\"}}]</TOOLCALL>\n\n'",
+    "'The user will execute tool-calls and return responses from tool(s) in this format:\n'",
+    "'<TOOL_RESPONSE>[{{\"tool_response1\"}}, {{\"tool_response2\"}}]</TOOL_RESPONSE>\n\n'",
+    "'" NEM_TOOLS_OUTRO "'",
+    "'<SPECIAL_11>User\n' + '<TOOL_RESPONSE>['",
+    "']</TOOL_RESPONSE>'",
+    "'<TOOLCALL>['",
+    "'{\"name\": \"' + fn.name + '\", \"arguments\": '",
+    "']</TOOLCALL>'",
+    "'<SPECIAL_12>\n\n'",
+};
+
+/* Every piece in the template, its newlines as they are or as "\n". */
+static bool nemotron_has(const char *t, size_t n, const char *const *pieces, size_t n_pieces) {
+    for (size_t i = 0; i < n_pieces; i++) {
+        if (find_bytes(t, n, pieces[i]))
+            continue;
+        char esc[256];
+        size_t k = 0;
+        for (const char *c = pieces[i]; *c && k + 2 < sizeof(esc); c++) {
+            if (*c == '\n')
+                esc[k++] = '\\', esc[k++] = 'n';
+            else
+                esc[k++] = *c;
+        }
+        esc[k] = '\0';
+        if (!find_bytes(t, n, esc))
+            return false;
+    }
+    return true;
+}
+
 void eng_chat_detect(const char *tmpl, size_t len, eng_chat_info *ret_info) {
     if (!ret_info)
         return;
@@ -599,6 +665,13 @@ void eng_chat_detect(const char *tmpl, size_t len, eng_chat_info *ret_info) {
                                 (find_bytes(tmpl, len, "\"List of tools: [\"") &&
                                  !find_bytes(tmpl, len, "<|tool_list_start|>")));
         ret_info->tools |= ret_info->lfm2_calls || ret_info->xml_calls;
+    } else if (nemotron_has(tmpl, len, nem_chat, sizeof(nem_chat) / sizeof(nem_chat[0]))) {
+        /* NVIDIA Nemotron Nano v2: its turn markers, its reasoning switch
+         * in the messages' text, its answers' reasoning cut; its tools
+         * where the template has the texts we print */
+        ret_info->kind = ENG_CHAT_NEMOTRON;
+        ret_info->think_switch = ret_info->reasoning = true;
+        ret_info->tools = nemotron_has(tmpl, len, nem_tools, sizeof(nem_tools) / sizeof(nem_tools[0]));
     } else if (find_bytes(tmpl, len, "'<|tool_call>call:'") &&
                find_bytes(tmpl, len, "'<|turn>system\\n'") &&
                find_bytes(tmpl, len, "'<|channel>thought\\n<channel|>'") &&
@@ -2281,6 +2354,179 @@ static void render_gemma4(const eng_chat_info *info, const eng_chat_msg *msgs, s
         out_str(o, "<|turn>model\n");
 }
 
+/* NVIDIA Nemotron Nano v2 (its 9B and 12B models' template):
+ *     "<SPECIAL_10>System\n" [CLEAN(SYSTEM)] [TOOLS] "\n\n"
+ *     ("<SPECIAL_11>User\n" CLEAN(CONTENT) "\n" |
+ *      "<SPECIAL_11>User\n<TOOL_RESPONSE>[" RESULT (", " RESULT)... "]</TOOL_RESPONSE>" |
+ *      "<SPECIAL_11>Assistant\n" ANSWER ["\n" CALLS] "\n<SPECIAL_12>\n")...
+ *     "<SPECIAL_11>Assistant\n" OPEN [TRIM(LAST)]         with add_assistant
+ *   SYSTEM is messages[0] when a system message (left out of the loop,
+ *   where later system messages and other roles print nothing); CLEAN
+ *   takes "/think", then "/no_think", out of the text and trims it
+ *   (Python's strip). OPEN is "<think>\n" (the answer reasons first), or
+ *   "<think></think>" when the last user or system message that names
+ *   one of the two switches names "/no_think" (with ENG_CHAT_NO_THINK:
+ *   unless it names "/think"; the template starts with thinking on, the
+ *   flag starts it off). A run of "tool" messages is one user turn, its
+ *   results verbatim and no newline after it. ANSWER is an answer
+ *   trimmed, or where it holds "</think>" what lies between its first and
+ *   a second "</think>", trimmed (the template's split('</think>')[1]);
+ *   CALLS is "<TOOLCALL>[" ({"name": "NAME", "arguments": ARGS}, ...)
+ *   "]</TOOLCALL>", the "\n" before it only after an answer's text. A
+ *   last message that is an answer (LAST) is taken out of the loop: with
+ *   add_assistant the prompt goes on from its text, trimmed (its calls
+ *   dropped); without, it prints as "<SPECIAL_11>Assistant\n" OPEN
+ *   TRIM(LAST) "\n<SPECIAL_12>\n" when its text is not blank, and its
+ *   calls as "<SPECIAL_11>Assistant\n" CALLS "<SPECIAL_12>\n\n". TOOLS:
+ *   "\n\n" when CLEAN(SYSTEM) is not empty, NEM_TOOLS_INTRO,
+ *   "\n<AVAILABLE_TOOLS>[" each definition's "function" member (the
+ *   definition where it has none) through tojson, ", " between,
+ *   "]</AVAILABLE_TOOLS>\n\n" NEM_TOOLS_FORMAT NEM_TOOLS_OUTRO. A
+ *   conversation with no message after the system one: -EINVAL (the
+ *   template raises). */
+static bool nem_clean(const char *s, char **ret) {
+    const size_t n = strlen(s);
+    char *a = malloc(n + 1), *b = malloc(n + 1);
+    if (!a || !b) {
+        free(a);
+        free(b);
+        return false;
+    }
+    outbuf oa = {a, n, 0, 0}, ob = {b, n, 0, 0};
+    out_without(&oa, s, n, "/think");
+    out_without(&ob, a, oa.len, "/no_think");
+    b[ob.len] = '\0';
+    free(a);
+    *ret = b;
+    return true;
+}
+
+static void nem_calls(outbuf *o, const eng_chat_msg *m) {
+    out_str(o, "<TOOLCALL>[");
+    for (size_t j = 0; j < m->n_tool_calls; j++) {
+        const eng_tool_call *tc = &m->tool_calls[j];
+        out_str(o, j > 0 ? ", {\"name\": \"" : "{\"name\": \"");
+        out_str(o, tc->name);
+        out_str(o, "\", \"arguments\": ");
+        if (tc->arguments)
+            json_whole(tc->arguments, strlen(tc->arguments), o); /* checked before */
+        else
+            out_str(o, "{}");
+        out_str(o, "}");
+    }
+    out_str(o, "]</TOOLCALL>");
+}
+
+/* The length of [s, s + n) trimmed, from *s moved past the leading space. */
+static size_t py_strip(const char **s, size_t n) {
+    for (size_t l; (l = py_space(*s, n, false)) > 0;)
+        *s += l, n -= l;
+    return rstrip_len(*s, n);
+}
+
+static int render_nemotron(const eng_chat_msg *msgs, size_t n_msgs, const char *tools,
+                           size_t n_tools, unsigned flags, outbuf *o) {
+    const bool sys = n_msgs > 0 && !strcmp(msgs[0].role, "system");
+    const size_t first = sys ? 1 : 0;
+    if (n_msgs <= first)
+        return -EINVAL;
+    bool think = !(flags & ENG_CHAT_NO_THINK);
+    for (size_t i = 0; i < n_msgs; i++) {
+        const char *r = msgs[i].role, *c = msgs[i].content;
+        if (strcmp(r, "user") && strcmp(r, "system"))
+            continue;
+        if (strstr(c, "/think"))
+            think = true;
+        else if (strstr(c, "/no_think"))
+            think = false;
+    }
+    const char *open = think ? "<think>\n" : "<think></think>";
+    out_str(o, NEM_SYS);
+    bool sys_text = false;
+    if (sys) {
+        char *c;
+        if (!nem_clean(msgs[0].content, &c))
+            return -ENOMEM;
+        const char *cs = c;
+        sys_text = py_strip(&cs, strlen(c)) > 0;
+        out_trimmed(o, c);
+        free(c);
+    }
+    if (n_tools > 0) {
+        out_str(o, sys_text ? "\n\n" NEM_TOOLS_INTRO "\n<AVAILABLE_TOOLS>["
+                            : NEM_TOOLS_INTRO "\n<AVAILABLE_TOOLS>[");
+        const size_t tl = strlen(tools);
+        size_t pos = 0, vl, fl;
+        const char *v, *f;
+        for (bool one = false; eng__json_next(tools, tl, &pos, NULL, NULL, &v, &vl) == 1; one = true) {
+            out_str(o, one ? ", " : "");
+            if (json_get(v, vl, "function", &f, &fl))
+                json_whole(f, fl, o);
+            else
+                json_whole(v, vl, o);
+        }
+        out_str(o, "]</AVAILABLE_TOOLS>\n\n" NEM_TOOLS_FORMAT NEM_TOOLS_OUTRO);
+    }
+    out_str(o, "\n\n");
+    const eng_chat_msg *last = !strcmp(msgs[n_msgs - 1].role, "assistant") ? &msgs[n_msgs - 1] : NULL;
+    const size_t end = last ? n_msgs - 1 : n_msgs;
+    for (size_t i = first; i < end; i++) {
+        const eng_chat_msg *m = &msgs[i];
+        if (!strcmp(m->role, "user")) {
+            char *c;
+            if (!nem_clean(m->content, &c))
+                return -ENOMEM;
+            out_str(o, NEM_USER);
+            out_trimmed(o, c);
+            out_str(o, "\n");
+            free(c);
+        } else if (!strcmp(m->role, "tool")) {
+            if (i == first || strcmp(msgs[i - 1].role, "tool"))
+                out_str(o, NEM_USER "<TOOL_RESPONSE>[");
+            out_str(o, m->content);
+            const bool more = i + 1 < end && !strcmp(msgs[i + 1].role, "tool");
+            out_str(o, more ? ", " : "]</TOOL_RESPONSE>");
+        } else if (!strcmp(m->role, "assistant")) {
+            const char *c = m->content;
+            size_t cl = strlen(c);
+            const char *t = find_bytes(c, cl, "</think>");
+            if (t) { /* (between the first "</think>" and any second one) */
+                c = t + 8;
+                const char *t2 = find_bytes(c, strlen(c), "</think>");
+                cl = t2 ? (size_t)(t2 - c) : strlen(c);
+            }
+            cl = py_strip(&c, cl);
+            out_str(o, NEM_ASSISTANT);
+            out_put(o, c, cl);
+            if (m->n_tool_calls > 0) {
+                out_str(o, cl > 0 ? "\n" : "");
+                nem_calls(o, m);
+            }
+            out_str(o, NEM_END);
+        }
+    }
+    const char *lc = last ? last->content : "";
+    const size_t ll = py_strip(&lc, strlen(lc));
+    if (flags & ENG_CHAT_ADD_ASSISTANT) {
+        out_str(o, NEM_ASSISTANT);
+        out_str(o, open);
+        out_put(o, lc, ll);
+        return 0;
+    }
+    if (ll > 0) {
+        out_str(o, NEM_ASSISTANT);
+        out_str(o, open);
+        out_put(o, lc, ll);
+        out_str(o, NEM_END);
+    }
+    if (last && last->n_tool_calls > 0) {
+        out_str(o, NEM_ASSISTANT);
+        nem_calls(o, last);
+        out_str(o, "<SPECIAL_12>\n\n");
+    }
+    return 0;
+}
+
 int eng_chat_render(const eng_chat_info *info, const eng_chat_msg *msgs, size_t n_msgs,
                     const char *tools, unsigned flags, char *buf, size_t cap) {
     const bool add_assistant = flags & ENG_CHAT_ADD_ASSISTANT;
@@ -2327,6 +2573,9 @@ int eng_chat_render(const eng_chat_info *info, const eng_chat_msg *msgs, size_t 
         render_ernie(msgs, n_msgs, add_assistant, &o);
     } else if (info->kind == ENG_CHAT_GPT_OSS) {
         if ((r = render_harmony(msgs, n_msgs, tools, n_tools, flags, &o)) < 0)
+            return r;
+    } else if (info->kind == ENG_CHAT_NEMOTRON) {
+        if ((r = render_nemotron(msgs, n_msgs, tools, n_tools, flags, &o)) < 0)
             return r;
     } else if (info->kind == ENG_CHAT_EXAONE && info->exaone4) {
         if ((r = render_exaone4(msgs, n_msgs, tools, n_tools, add_assistant, &o)) < 0)
@@ -2911,6 +3160,37 @@ static int lfm2_block(const char *text, size_t len, size_t *i, call_list *l) {
             return r;
         l->count++;
         *i = skip_json_ws(text, len, *i);
+    }
+    if (*i >= len)
+        return 0;
+    (*i)++;
+    return 1;
+}
+
+/* Nemotron Nano v2: a <TOOLCALL>[{"name": ..., "arguments": {...}}, ...]
+ * </TOOLCALL> block's calls (parse_blocks), each as read_call reads it. */
+static int nem_block(const char *text, size_t len, size_t *i, call_list *l) {
+    *i = skip_json_ws(text, len, *i);
+    if (*i >= len || text[*i] != '[')
+        return 0;
+    *i = skip_json_ws(text, len, *i + 1);
+    for (bool one = false; *i < len && text[*i] != ']'; one = true) {
+        if (one && text[*i] != ',')
+            return 0;
+        *i = skip_json_ws(text, len, *i + (one ? 1 : 0));
+        if (*i >= len || text[*i] != '{')
+            return 0;
+        const int64_t e = eng__json_value(text + *i, len - *i, NULL, NULL);
+        if (e <= 0)
+            return 0;
+        eng_tool_call *tc = call_slot(l);
+        if (!tc)
+            return -ENOMEM;
+        const int r = read_call(text + *i, (size_t)e, tc);
+        if (r <= 0)
+            return r;
+        l->count++;
+        *i = skip_json_ws(text, len, *i + (size_t)e);
     }
     if (*i >= len)
         return 0;
@@ -3667,6 +3947,17 @@ int eng_chat_parse_calls(const eng_chat_info *info, const char *text, size_t len
         g4_split(text ? text : "", len, &to, &tl, &co);
         int r = parse_blocks(text ? text + co : "", len - co, "<|tool_call>", "<tool_call|>",
                              g4_block, ret_calls, ret_n, ret_content_len);
+        if (r == 0 && *ret_n > 0 && ret_content_len)
+            *ret_content_len += co;
+        return r;
+    }
+    if (info->kind == ENG_CHAT_NEMOTRON) { /* (calls after the reasoning, not in it) */
+        const char *reason, *content;
+        size_t rlen, clen;
+        split_reasoning(text ? text : "", len, &reason, &rlen, &content, &clen);
+        const size_t co = len - clen;
+        int r = parse_blocks(text ? text + co : "", clen, "<TOOLCALL>", "</TOOLCALL>", nem_block,
+                             ret_calls, ret_n, ret_content_len);
         if (r == 0 && *ret_n > 0 && ret_content_len)
             *ret_content_len += co;
         return r;

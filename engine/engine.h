@@ -255,6 +255,9 @@ typedef enum eng_chat_template {
                         * <|end_of_sentence|> */
     ENG_CHAT_GPT_OSS,  /* gpt-oss (OpenAI's harmony): <|start|>user<|message|> ... <|end|>,
                         * answers in channels (analysis, final), its calls */
+    ENG_CHAT_NEMOTRON, /* NVIDIA Nemotron Nano v2 (nemotron_h): <SPECIAL_11>User\n ...
+                        * <SPECIAL_11>Assistant\n<think>\n ... <SPECIAL_12>, "/think" and
+                        * "/no_think" in the messages, <TOOLCALL>[...] calls */
 } eng_chat_template;
 
 eng_chat_template eng_model_chat_template(const eng_model *model);
@@ -274,7 +277,9 @@ const char *const *eng_chat_template_names(void);
 enum {
     ENG_CHAT_ADD_ASSISTANT = 1u << 0, /* end with the assistant's header */
     ENG_CHAT_NO_THINK = 1u << 1,      /* a template with a thinking switch
-                                       * (Qwen3's enable_thinking): answer
+                                       * (Qwen3's enable_thinking; Nemotron
+                                       * Nano v2: as if "/no_think" came
+                                       * first in the messages): answer
                                        * without reasoning first; gpt-oss,
                                        * which always reasons: its least
                                        * effort ("Reasoning: low"); others
@@ -294,7 +299,8 @@ int eng_chat_apply(const eng_model *model, const eng_chat_msg *msgs, size_t n_ms
 
 /* Tool calling (function calling), as the model's template does it:
  * Qwen2.5 and Qwen3 (the definitions in the system block, answers with
- * <tool_call> blocks of {"name": ..., "arguments": {...}}) and Llama
+ * <tool_call> blocks of {"name": ..., "arguments": {...}}; Nemotron Nano
+ * v2: one <TOOLCALL>[{...}, ...]</TOOLCALL> block of them) and Llama
  * 3.1/3.2 (the definitions in the first user message, an answer that is
  * one {"name": ..., "parameters": {...}}); the results go back as "tool"
  * messages. Whether the model's template has it: */
@@ -312,8 +318,10 @@ int eng_chat_apply_tools(const eng_model *model, const eng_chat_msg *msgs, size_
 
 /* The tool calls in a generated answer: every <tool_call> block of the
  * text (Qwen; Gemma 4: its <|tool_call>call:NAME{...}<tool_call|> blocks
- * after its reasoning; gpt-oss: each message to "functions.NAME", NAME
- * and its body, a JSON object), or the whole answer (Llama), each a JSON
+ * after its reasoning; Nemotron Nano v2: the JSON array of each
+ * <TOOLCALL>[...]</TOOLCALL> block after its reasoning; gpt-oss: each
+ * message to "functions.NAME", NAME and its body, a JSON object), or the
+ * whole answer (Llama), each a JSON
  * object with a string "name" and an object "arguments" or "parameters"
  * (absent: {}), returned with the arguments in json.dumps form. An answer
  * with no block, or with one that is not such an object (cut short by

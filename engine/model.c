@@ -2966,6 +2966,16 @@ static int show_markers(eng_model *m)
     for (size_t i = 0; m->chat.lfm2_calls && i < sizeof(marks) / sizeof(marks[0]); i++)
         if (eng_vocab_show(m->vocab, marks[i]) == -ENOMEM)
             return -ENOMEM;
+    /* Nemotron Nano v2: its reasoning's end and its call blocks print
+     * whatever type the converter gave their tokens (llama.cpp preserves
+     * them), and <SPECIAL_12>, which closes each of its turns, ends an
+     * answer whatever eos_token_id the file names */
+    static const char *const nem[] = { "<think>", "</think>", "<TOOLCALL>", "</TOOLCALL>" };
+    for (size_t i = 0; m->chat.kind == ENG_CHAT_NEMOTRON && i < sizeof(nem) / sizeof(nem[0]); i++)
+        if (eng_vocab_show(m->vocab, nem[i]) == -ENOMEM)
+            return -ENOMEM;
+    if (m->chat.kind == ENG_CHAT_NEMOTRON)
+        eng_vocab_mark_eog(m->vocab, "<SPECIAL_12>");
     return 0;
 }
 

@@ -1114,6 +1114,14 @@ int eng_vocab_show(eng_vocab *v, const char *text) {
     return id;
 }
 
+int eng_vocab_mark_eog(eng_vocab *v, const char *text) {
+    const int32_t id = v && text ? lookup_token(v, text, strlen(text)) : -1;
+    if (id < 0)
+        return -ENOENT;
+    v->eog[id] = 1;
+    return id;
+}
+
 int eng_vocab_token_to_piece(const eng_vocab *v, int32_t token, bool special, char *buf, size_t cap) {
     if (!v || token < 0 || token >= v->n_tokens || (!buf && cap))
         return -EINVAL;

@@ -32,6 +32,10 @@ int eng_vocab_token_to_piece(const eng_vocab *vocab, int32_t token, bool special
  * (llama.cpp's preserved tokens: the markers of a template's tool calls,
  * which the answer's parser reads). Its id; -ENOENT: no such token. */
 int eng_vocab_show(eng_vocab *vocab, const char *text);
+/* The token whose text is text ends generation (a template's end of turn
+ * that the file's eos_token_id may not name). Its id; -ENOENT: no such
+ * token. */
+int eng_vocab_mark_eog(eng_vocab *vocab, const char *text);
 int32_t eng_vocab_bos(const eng_vocab *vocab);
 int32_t eng_vocab_eos(const eng_vocab *vocab);
 bool eng_vocab_is_eog(const eng_vocab *vocab, int32_t token);

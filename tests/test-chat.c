@@ -489,7 +489,8 @@ static void test_tools(void) {
         CHECK((info.kind == ENG_CHAT_CHATML || info.kind == ENG_CHAT_LLAMA3 ||
                (info.kind == ENG_CHAT_GRANITE && info.granite4) ||
                (info.kind == ENG_CHAT_EXAONE && info.exaone4) ||
-               info.kind == ENG_CHAT_GEMMA4) && info.tools);
+               info.kind == ENG_CHAT_GEMMA4 || info.kind == ENG_CHAT_NEMOTRON) && info.tools);
+        CHECK((info.kind == ENG_CHAT_NEMOTRON) == !strcmp(c->template, "nemotron-nano-v2"));
         CHECK((info.kind == ENG_CHAT_GEMMA4) == !strcmp(c->template, "gemma4"));
         if (info.kind == ENG_CHAT_GEMMA4) /* (the only one here that prints bos_token) */
             strcpy(info.bos, "<bos>");
@@ -761,6 +762,96 @@ static void test_tools(void) {
 
 /* Llama 2, Mistral and Zephyr templates: jinja2's renderings
  * (plain_cases), then what we do where the Mistral templates raise. */
+/* Nemotron Nano v2 beyond tools_cases (jinja2's renderings of its
+ * template, tests/data/chat-template-nemotron-nano-v2.jinja): what makes
+ * the format, its answers' reasoning and calls, where the template
+ * raises. */
+static void test_nemotron(void) {
+    size_t len;
+    char *t = read_template("nemotron-nano-v2", &len);
+    eng_chat_info info;
+    eng_chat_detect(t, len, &info);
+    CHECK(info.kind == ENG_CHAT_NEMOTRON && info.reasoning && info.think_switch && info.tools &&
+          !info.default_system[0]);
+    /* its newlines written as Jinja's "\n" escapes: the same */
+    char *e = malloc(2 * len + 1);
+    size_t k = 0;
+    for (size_t i = 0; i < len; i++) {
+        if (t[i] == '\n')
+            e[k++] = '\\', e[k++] = 'n';
+        else
+            e[k++] = t[i];
+    }
+    eng_chat_info esc;
+    eng_chat_detect(e, k, &esc);
+    CHECK(esc.kind == ENG_CHAT_NEMOTRON && esc.tools);
+    free(e);
+    /* a tool text we would print differently: no tools; a marker of the
+     * format gone: not this format */
+    char *cut = malloc(len + 1);
+    const char *p = strstr(t, "or just respond to the user.");
+    CHECK(p != NULL);
+    memcpy(cut, t, len + 1);
+    cut[p - t] = 'O';
+    eng_chat_info notools;
+    eng_chat_detect(cut, len, &notools);
+    CHECK(notools.kind == ENG_CHAT_NEMOTRON && !notools.tools && notools.think_switch);
+    memcpy(cut, t, len + 1);
+    p = strstr(t, "content.split('</think>')[1]");
+    CHECK(p != NULL);
+    cut[p - t] = 'C';
+    eng_chat_detect(cut, len, &notools);
+    CHECK(notools.kind == ENG_CHAT_NONE);
+    free(cut);
+    free(t);
+
+    /* the template raises on no message after the system one */
+    char buf[1024];
+    eng_chat_msg sys[] = {{.role = "system", .content = "S"}, {.role = "user", .content = "u"}};
+    CHECK(eng_chat_render(&info, sys, 0, NULL, ENG_CHAT_ADD_ASSISTANT, buf, sizeof buf) == -EINVAL);
+    CHECK(eng_chat_render(&info, sys, 1, NULL, ENG_CHAT_ADD_ASSISTANT, buf, sizeof buf) == -EINVAL);
+    CHECK(eng_chat_render(&info, sys, 2, NULL, 0, buf, sizeof buf) ==
+          (int)strlen("<SPECIAL_10>System\nS\n\n<SPECIAL_11>User\nu\n"));
+
+    /* an answer: its reasoning (the prompt opened it) up to "</think>" */
+    static const char ans[] = "Two cities.\n</think>\n\nParis.";
+    size_t to, tl, co;
+    CHECK(eng_chat_split_reasoning(&info, ans, sizeof ans - 1, &to, &tl, &co) == 0);
+    CHECK(to == 0 && tl == 11 && !strcmp(ans + co, "Paris."));
+    static const char plain[] = "Paris."; /* (thinking off: all answer) */
+    CHECK(eng_chat_split_reasoning(&info, plain, 6, &to, &tl, &co) == 0 && tl == 0 && co == 0);
+
+    /* its calls: the array of each <TOOLCALL> block after the reasoning */
+    static const char call[] =
+        "I should look <TOOLCALL>[{\"name\": \"no\"}]</TOOLCALL> it up.</think>Checking.\n"
+        "<TOOLCALL>[{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}},\n"
+        " {\"name\": \"round\", \"arguments\": {\"x\": 1.50}}]</TOOLCALL>";
+    eng_tool_call *calls = NULL;
+    size_t n = 0, cl = 0;
+    CHECK(eng_chat_parse_calls(&info, call, sizeof call - 1, &calls, &n, &cl) == 0 && n == 2);
+    if (n == 2) {
+        CHECK(!strcmp(calls[0].name, "get_weather") && !strcmp(calls[0].arguments, "{\"city\": \"Paris\"}"));
+        CHECK(!strcmp(calls[1].name, "round") && !strcmp(calls[1].arguments, "{\"x\": 1.5}"));
+        CHECK(cl == (size_t)(strstr(call, "Checking.") - call) + 9);
+    }
+    eng_tool_calls_free(calls, n);
+    /* cut short by a stop string, no reasoning: still calls; not an
+     * array, or not objects: text */
+    static const char open_call[] = "<TOOLCALL>[{\"name\": \"f\"}]";
+    CHECK(eng_chat_parse_calls(&info, open_call, sizeof open_call - 1, &calls, &n, &cl) == 0 && n == 1 &&
+          cl == 0 && !strcmp(calls[0].name, "f") && !strcmp(calls[0].arguments, "{}"));
+    eng_tool_calls_free(calls, n);
+    const char *not_calls[] = {"<TOOLCALL>{\"name\": \"f\"}</TOOLCALL>", "<TOOLCALL>[\"f\"]</TOOLCALL>",
+                               "<TOOLCALL>[{\"name\": \"f\"} {\"name\": \"g\"}]</TOOLCALL>",
+                               "<TOOLCALL>[{\"name\": \"f\"}] x</TOOLCALL>",
+                               "<TOOLCALL>[{\"name\": \"f\", \"arguments\": 1}]</TOOLCALL>",
+                               "x</think><TOOLCALL>[{\"name\": 1}]</TOOLCALL>"};
+    for (size_t i = 0; i < sizeof(not_calls) / sizeof(not_calls[0]); i++) {
+        CHECK(eng_chat_parse_calls(&info, not_calls[i], strlen(not_calls[i]), &calls, &n, &cl) == 0 && n == 0 &&
+              calls == NULL);
+    }
+}
+
 static eng_chat_info detect_named(const char *name) {
     size_t len;
     char *t = read_template(name, &len);
@@ -1879,6 +1970,7 @@ static void test_gpt_oss(void) {
 int main(void) {
     test_smollm2();
     test_smollm3_granite();
+    test_nemotron();
     test_exaone_granite30();
     test_qwen();
     test_qwen3();

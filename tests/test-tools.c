@@ -412,6 +412,9 @@ int main(int argc, char **argv)
           false },
         { "tiny-ernie4_5", "ernie4.5", "<|begin_of_sentence|>User: Name a color.\nAssistant: ",
           ENG_CHAT_ERNIE, false },
+        { "tiny-nemotron-h", "nemotron-nano-v2",
+          "<SPECIAL_10>System\n\n\n<SPECIAL_11>User\nName a color.\n<SPECIAL_11>Assistant\n<think>\n",
+          ENG_CHAT_NEMOTRON, true },
     };
     for (size_t i = 0; i < sizeof(fam) / sizeof(fam[0]); i++) {
         char fp[32];
@@ -421,7 +424,8 @@ int main(int argc, char **argv)
                fam[i].tmpl, eng_model_chat_template(fm));
         /* Granite 4 calls tools as Qwen does, EXAONE 4 in its own blocks */
         CHECK(eng_model_chat_can_call_tools(fm) ==
-              (!strcmp(fam[i].tmpl, "granite4.0") || !strcmp(fam[i].tmpl, "exaone4")));
+              (!strcmp(fam[i].tmpl, "granite4.0") || !strcmp(fam[i].tmpl, "exaone4") ||
+               !strcmp(fam[i].tmpl, "nemotron-nano-v2")));
         eng_chat_msg q[] = {{.role = "user", .content = "Name a color."}};
         char text[4096];
         const int len = eng_chat_apply(fm, q, 1, ENG_CHAT_ADD_ASSISTANT, text, sizeof(text));

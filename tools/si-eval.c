@@ -365,6 +365,7 @@ static int32_t end_of_turn(const eng_model *m)
     /* (gpt-oss: its final answer's end; <|end|>, which ends a message,
      * does not end generation) */
     case ENG_CHAT_GPT_OSS: txt = "<|return|>"; break;
+    case ENG_CHAT_NEMOTRON: txt = "<SPECIAL_12>"; break;
     default: break; /* Llama 2, Mistral, Zephyr: EOS */
     }
     int32_t t[4];

@@ -416,6 +416,154 @@ static const eng_chat_msg gemma4_calls_last_msgs[] = {
     {"assistant", "", gemma4_calls_last_calls1, 2},
 };
 
+static const eng_chat_msg nemotron_user_msgs[] = {
+    {"user", "Hello", NULL, 0},
+};
+
+static const eng_chat_msg nemotron_user_nothink_msgs[] = {
+    {"user", "Hello", NULL, 0},
+};
+
+static const eng_chat_msg nemotron_switches_msgs[] = {
+    {"system", " Be brief. /no_think\n", NULL, 0},
+    {"user", " a\n", NULL, 0},
+    {"assistant", "r</think> b </think>c", NULL, 0},
+    {"user", "c /think", NULL, 0},
+};
+
+static const eng_chat_msg nemotron_system_off_msgs[] = {
+    {"system", "/no_think", NULL, 0},
+    {"user", "a", NULL, 0},
+    {"assistant", "<think>\nx\n</think>\n\nb", NULL, 0},
+    {"user", "c", NULL, 0},
+};
+
+static const eng_chat_msg nemotron_flag_overridden_msgs[] = {
+    {"system", "S /think", NULL, 0},
+    {"user", "a", NULL, 0},
+};
+
+static const eng_chat_msg nemotron_user_switch_nothink_msgs[] = {
+    {"user", "a /no_think", NULL, 0},
+    {"assistant", "b", NULL, 0},
+    {"user", "/no_/thinkthink c", NULL, 0},
+};
+
+static const eng_chat_msg nemotron_turns_no_prompt_msgs[] = {
+    {"user", "a", NULL, 0},
+    {"assistant", " b\n", NULL, 0},
+    {"user", "c", NULL, 0},
+    {"assistant", "d ", NULL, 0},
+};
+
+static const eng_chat_msg nemotron_prefill_msgs[] = {
+    {"user", "a", NULL, 0},
+    {"assistant", "  partial", NULL, 0},
+};
+
+static const eng_chat_msg nemotron_last_answer_nothink_msgs[] = {
+    {"system", "/no_think", NULL, 0},
+    {"user", "a", NULL, 0},
+    {"assistant", "done", NULL, 0},
+};
+
+static const eng_chat_msg nemotron_blank_last_answer_msgs[] = {
+    {"user", "a", NULL, 0},
+    {"assistant", " \n", NULL, 0},
+};
+
+static const eng_chat_msg nemotron_roles_msgs[] = {
+    {"system", "S", NULL, 0},
+    {"user", "a", NULL, 0},
+    {"system", "late /no_think", NULL, 0},
+    {"developer", "d", NULL, 0},
+    {"tool", "r1", NULL, 0},
+    {"tool", "\xc3""\xa9""\n2", NULL, 0},
+    {"user", "\xe3""\x80""\x80""u\xc2""\xa0""", NULL, 0},
+    {"tool", " t ", NULL, 0},
+};
+
+static const eng_chat_msg nemotron_empty_system_msgs[] = {
+    {"system", "  ", NULL, 0},
+    {"user", "Hi", NULL, 0},
+};
+
+static const eng_chat_msg nemotron_tools_user_msgs[] = {
+    {"user", "What is the weather in Paris?", NULL, 0},
+};
+
+static const eng_chat_msg nemotron_tools_system_msgs[] = {
+    {"system", "You are terse. /no_think", NULL, 0},
+    {"user", "Weather?", NULL, 0},
+};
+
+static const eng_chat_msg nemotron_tools_blank_system_msgs[] = {
+    {"system", " /think ", NULL, 0},
+    {"user", "Weather?", NULL, 0},
+};
+
+static const eng_tool_call nemotron_history_calls1[] = {
+    {(char *)"get_weather", (char *)"{ \"city\" : \"Bucure\\u0219ti\" }"},
+    {(char *)"round", (char *)"{\"x\":3.0}"},
+};
+static const eng_tool_call nemotron_history_calls6[] = {
+    {(char *)"get_weather", (char *)"{\"city\": \"Paris\", \"unit\":\"celsius\"}"},
+};
+static const eng_chat_msg nemotron_history_msgs[] = {
+    {"user", "Weather in Paris and Bucharest?", NULL, 0},
+    {"assistant", "<think>\nTwo cities.\n</think>\n\n", nemotron_history_calls1, 2},
+    {"tool", "{\"temp\": 21}", NULL, 0},
+    {"tool", "3", NULL, 0},
+    {"assistant", "21 degrees.", NULL, 0},
+    {"user", "And now?", NULL, 0},
+    {"assistant", "Let me look.", nemotron_history_calls6, 1},
+    {"tool", "22", NULL, 0},
+};
+
+static const eng_tool_call nemotron_history_no_prompt_calls1[] = {
+    {(char *)"get_weather", (char *)"{ \"city\" : \"Bucure\\u0219ti\" }"},
+    {(char *)"round", (char *)"{\"x\":3.0}"},
+};
+static const eng_tool_call nemotron_history_no_prompt_calls6[] = {
+    {(char *)"get_weather", (char *)"{\"city\": \"Paris\", \"unit\":\"celsius\"}"},
+};
+static const eng_chat_msg nemotron_history_no_prompt_msgs[] = {
+    {"user", "Weather in Paris and Bucharest?", NULL, 0},
+    {"assistant", "Checking both.", nemotron_history_no_prompt_calls1, 2},
+    {"tool", "{\"temp\": 21}", NULL, 0},
+    {"tool", "3", NULL, 0},
+    {"assistant", "21 degrees.", NULL, 0},
+    {"user", "And now?", NULL, 0},
+    {"assistant", "Let me look.", nemotron_history_no_prompt_calls6, 1},
+    {"tool", "22", NULL, 0},
+};
+
+static const eng_tool_call nemotron_calls_last_calls1[] = {
+    {(char *)"get_weather", (char *)"{\"city\": \"Paris\", \"unit\":\"celsius\"}"},
+};
+static const eng_chat_msg nemotron_calls_last_msgs[] = {
+    {"user", "U", NULL, 0},
+    {"assistant", " Checking.", nemotron_calls_last_calls1, 1},
+};
+
+static const eng_tool_call nemotron_calls_last_empty_calls1[] = {
+    {(char *)"get_weather", (char *)"{ \"city\" : \"Bucure\\u0219ti\" }"},
+    {(char *)"round", (char *)"{\"x\":3.0}"},
+};
+static const eng_chat_msg nemotron_calls_last_empty_msgs[] = {
+    {"user", "U", NULL, 0},
+    {"assistant", "", nemotron_calls_last_empty_calls1, 2},
+};
+
+static const eng_tool_call nemotron_calls_last_prompt_calls1[] = {
+    {(char *)"get_weather", (char *)"{ \"city\" : \"Bucure\\u0219ti\" }"},
+    {(char *)"round", (char *)"{\"x\":3.0}"},
+};
+static const eng_chat_msg nemotron_calls_last_prompt_msgs[] = {
+    {"user", "U", NULL, 0},
+    {"assistant", "x", nemotron_calls_last_prompt_calls1, 2},
+};
+
 static const eng_chat_msg llama32_tools_user_msgs[] = {
     {"user", " What is the weather in Paris? ", NULL, 0},
 };
@@ -987,6 +1135,66 @@ static const struct tools_case {
     {"gemma4_calls_last", "gemma4", NULL,
      gemma4_calls_last_msgs, 2, true,
      "<bos><|turn>system\n<|think|>\n<turn|>\n<|turn>user\nU<turn|>\n<|turn>model\n<|tool_call>call:get_weather{city:<|\"|>Bucure\xc8""\x99""ti<|\"|>}<tool_call|><|tool_call>call:round{x:3.0}<tool_call|><|tool_response>", false},
+    {"nemotron_user", "nemotron-nano-v2", NULL,
+     nemotron_user_msgs, 1, true,
+     "<SPECIAL_10>System\n\n\n<SPECIAL_11>User\nHello\n<SPECIAL_11>Assistant\n<think>\n", false},
+    {"nemotron_user_nothink", "nemotron-nano-v2", NULL,
+     nemotron_user_nothink_msgs, 1, true,
+     "<SPECIAL_10>System\n\n\n<SPECIAL_11>User\nHello\n<SPECIAL_11>Assistant\n<think></think>", true},
+    {"nemotron_switches", "nemotron-nano-v2", NULL,
+     nemotron_switches_msgs, 4, true,
+     "<SPECIAL_10>System\nBe brief.\n\n<SPECIAL_11>User\na\n<SPECIAL_11>Assistant\nb\n<SPECIAL_12>\n<SPECIAL_11>User\nc\n<SPECIAL_11>Assistant\n<think>\n", false},
+    {"nemotron_system_off", "nemotron-nano-v2", NULL,
+     nemotron_system_off_msgs, 4, true,
+     "<SPECIAL_10>System\n\n\n<SPECIAL_11>User\na\n<SPECIAL_11>Assistant\nb\n<SPECIAL_12>\n<SPECIAL_11>User\nc\n<SPECIAL_11>Assistant\n<think></think>", false},
+    {"nemotron_flag_overridden", "nemotron-nano-v2", NULL,
+     nemotron_flag_overridden_msgs, 2, true,
+     "<SPECIAL_10>System\nS\n\n<SPECIAL_11>User\na\n<SPECIAL_11>Assistant\n<think>\n", true},
+    {"nemotron_user_switch_nothink", "nemotron-nano-v2", NULL,
+     nemotron_user_switch_nothink_msgs, 3, true,
+     "<SPECIAL_10>System\n\n\n<SPECIAL_11>User\na\n<SPECIAL_11>Assistant\nb\n<SPECIAL_12>\n<SPECIAL_11>User\nc\n<SPECIAL_11>Assistant\n<think>\n", false},
+    {"nemotron_turns_no_prompt", "nemotron-nano-v2", NULL,
+     nemotron_turns_no_prompt_msgs, 4, false,
+     "<SPECIAL_10>System\n\n\n<SPECIAL_11>User\na\n<SPECIAL_11>Assistant\nb\n<SPECIAL_12>\n<SPECIAL_11>User\nc\n<SPECIAL_11>Assistant\n<think>\nd\n<SPECIAL_12>\n", false},
+    {"nemotron_prefill", "nemotron-nano-v2", NULL,
+     nemotron_prefill_msgs, 2, true,
+     "<SPECIAL_10>System\n\n\n<SPECIAL_11>User\na\n<SPECIAL_11>Assistant\n<think>\npartial", false},
+    {"nemotron_last_answer_nothink", "nemotron-nano-v2", NULL,
+     nemotron_last_answer_nothink_msgs, 3, false,
+     "<SPECIAL_10>System\n\n\n<SPECIAL_11>User\na\n<SPECIAL_11>Assistant\n<think></think>done\n<SPECIAL_12>\n", false},
+    {"nemotron_blank_last_answer", "nemotron-nano-v2", NULL,
+     nemotron_blank_last_answer_msgs, 2, false,
+     "<SPECIAL_10>System\n\n\n<SPECIAL_11>User\na\n", false},
+    {"nemotron_roles", "nemotron-nano-v2", NULL,
+     nemotron_roles_msgs, 8, true,
+     "<SPECIAL_10>System\nS\n\n<SPECIAL_11>User\na\n<SPECIAL_11>User\n<TOOL_RESPONSE>[r1, \xc3""\xa9""\n2]</TOOL_RESPONSE><SPECIAL_11>User\nu\n<SPECIAL_11>User\n<TOOL_RESPONSE>[ t ]</TOOL_RESPONSE><SPECIAL_11>Assistant\n<think></think>", false},
+    {"nemotron_empty_system", "nemotron-nano-v2", NULL,
+     nemotron_empty_system_msgs, 2, true,
+     "<SPECIAL_10>System\n\n\n<SPECIAL_11>User\nHi\n<SPECIAL_11>Assistant\n<think>\n", false},
+    {"nemotron_tools_user", "nemotron-nano-v2", "[ {\"type\":\"function\",\"function\":{\"name\":\"get_weather\",\n  \"description\":\"Current weather in a city\\/region, \\u00e9t\\u00e9 or winter \\ud83c\\udf1e\",\n  \"parameters\":{\"type\":\"object\",\"required\":[\"city\"],\"properties\":{\n    \"city\":{\"type\":\"string\",\"description\":\"Name, e.g. \\\"Paris\\\"\\n(no country)\"},\n    \"unit\":{\"type\":\"string\",\"enum\":[\"celsius\",\"fahrenheit\"],\"default\":null}}}}},\n {\"type\":\"function\",\"function\":{\"name\":\"round\",\"parameters\":{\"type\":\"object\",\"properties\":{\n   \"x\":{\"type\":\"number\",\"minimum\":-0,\"maximum\":1E5,\"multipleOf\":2.5e-7,\"examples\":[1.50,1e16,0.0001,100.0,true,false]}}}}}\n]",
+     nemotron_tools_user_msgs, 1, true,
+     "<SPECIAL_10>System\nYou can use the following tools to assist the user if required:\n<AVAILABLE_TOOLS>[{\"name\": \"get_weather\", \"description\": \"Current weather in a city/region, \xc3""\xa9""t\xc3""\xa9"" or winter \xf0""\x9f""\x8c""\x9e""\", \"parameters\": {\"type\": \"object\", \"required\": [\"city\"], \"properties\": {\"city\": {\"type\": \"string\", \"description\": \"Name, e.g. \\\"Paris\\\"\\n(no country)\"}, \"unit\": {\"type\": \"string\", \"enum\": [\"celsius\", \"fahrenheit\"], \"default\": null}}}}, {\"name\": \"round\", \"parameters\": {\"type\": \"object\", \"properties\": {\"x\": {\"type\": \"number\", \"minimum\": 0, \"maximum\": 100000.0, \"multipleOf\": 2.5e-07, \"examples\": [1.5, 1e+16, 0.0001, 100.0, true, false]}}}}]</AVAILABLE_TOOLS>\n\nIf you decide to call any tool(s), use the following format:\n<TOOLCALL>[{{\"name\": \"tool_name1\", \"arguments\": \"tool_args1\"}}, {{\"name\": \"tool_name2\", \"arguments\": \"tool_args2\"}}]</TOOLCALL>\n\nThe user will execute tool-calls and return responses from tool(s) in this format:\n<TOOL_RESPONSE>[{{\"tool_response1\"}}, {{\"tool_response2\"}}]</TOOL_RESPONSE>\n\nBased on the tool responses, you can call additional tools if needed, correct tool calls if any errors are found, or just respond to the user.\n\n<SPECIAL_11>User\nWhat is the weather in Paris?\n<SPECIAL_11>Assistant\n<think>\n", false},
+    {"nemotron_tools_system", "nemotron-nano-v2", "[{\"name\": \"ping\", \"description\": \"Ping a host\", \"parameters\": {\"host\": {\"type\": \"string\"}}},\n {\"type\": \"function\", \"function\": {\"name\": \"noop\"}}]",
+     nemotron_tools_system_msgs, 2, true,
+     "<SPECIAL_10>System\nYou are terse.\n\nYou can use the following tools to assist the user if required:\n<AVAILABLE_TOOLS>[{\"name\": \"ping\", \"description\": \"Ping a host\", \"parameters\": {\"host\": {\"type\": \"string\"}}}, {\"name\": \"noop\"}]</AVAILABLE_TOOLS>\n\nIf you decide to call any tool(s), use the following format:\n<TOOLCALL>[{{\"name\": \"tool_name1\", \"arguments\": \"tool_args1\"}}, {{\"name\": \"tool_name2\", \"arguments\": \"tool_args2\"}}]</TOOLCALL>\n\nThe user will execute tool-calls and return responses from tool(s) in this format:\n<TOOL_RESPONSE>[{{\"tool_response1\"}}, {{\"tool_response2\"}}]</TOOL_RESPONSE>\n\nBased on the tool responses, you can call additional tools if needed, correct tool calls if any errors are found, or just respond to the user.\n\n<SPECIAL_11>User\nWeather?\n<SPECIAL_11>Assistant\n<think></think>", false},
+    {"nemotron_tools_blank_system", "nemotron-nano-v2", "[ {\"type\":\"function\",\"function\":{\"name\":\"get_weather\",\n  \"description\":\"Current weather in a city\\/region, \\u00e9t\\u00e9 or winter \\ud83c\\udf1e\",\n  \"parameters\":{\"type\":\"object\",\"required\":[\"city\"],\"properties\":{\n    \"city\":{\"type\":\"string\",\"description\":\"Name, e.g. \\\"Paris\\\"\\n(no country)\"},\n    \"unit\":{\"type\":\"string\",\"enum\":[\"celsius\",\"fahrenheit\"],\"default\":null}}}}},\n {\"type\":\"function\",\"function\":{\"name\":\"round\",\"parameters\":{\"type\":\"object\",\"properties\":{\n   \"x\":{\"type\":\"number\",\"minimum\":-0,\"maximum\":1E5,\"multipleOf\":2.5e-7,\"examples\":[1.50,1e16,0.0001,100.0,true,false]}}}}}\n]",
+     nemotron_tools_blank_system_msgs, 2, true,
+     "<SPECIAL_10>System\nYou can use the following tools to assist the user if required:\n<AVAILABLE_TOOLS>[{\"name\": \"get_weather\", \"description\": \"Current weather in a city/region, \xc3""\xa9""t\xc3""\xa9"" or winter \xf0""\x9f""\x8c""\x9e""\", \"parameters\": {\"type\": \"object\", \"required\": [\"city\"], \"properties\": {\"city\": {\"type\": \"string\", \"description\": \"Name, e.g. \\\"Paris\\\"\\n(no country)\"}, \"unit\": {\"type\": \"string\", \"enum\": [\"celsius\", \"fahrenheit\"], \"default\": null}}}}, {\"name\": \"round\", \"parameters\": {\"type\": \"object\", \"properties\": {\"x\": {\"type\": \"number\", \"minimum\": 0, \"maximum\": 100000.0, \"multipleOf\": 2.5e-07, \"examples\": [1.5, 1e+16, 0.0001, 100.0, true, false]}}}}]</AVAILABLE_TOOLS>\n\nIf you decide to call any tool(s), use the following format:\n<TOOLCALL>[{{\"name\": \"tool_name1\", \"arguments\": \"tool_args1\"}}, {{\"name\": \"tool_name2\", \"arguments\": \"tool_args2\"}}]</TOOLCALL>\n\nThe user will execute tool-calls and return responses from tool(s) in this format:\n<TOOL_RESPONSE>[{{\"tool_response1\"}}, {{\"tool_response2\"}}]</TOOL_RESPONSE>\n\nBased on the tool responses, you can call additional tools if needed, correct tool calls if any errors are found, or just respond to the user.\n\n<SPECIAL_11>User\nWeather?\n<SPECIAL_11>Assistant\n<think>\n", true},
+    {"nemotron_history", "nemotron-nano-v2", "[ {\"type\":\"function\",\"function\":{\"name\":\"get_weather\",\n  \"description\":\"Current weather in a city\\/region, \\u00e9t\\u00e9 or winter \\ud83c\\udf1e\",\n  \"parameters\":{\"type\":\"object\",\"required\":[\"city\"],\"properties\":{\n    \"city\":{\"type\":\"string\",\"description\":\"Name, e.g. \\\"Paris\\\"\\n(no country)\"},\n    \"unit\":{\"type\":\"string\",\"enum\":[\"celsius\",\"fahrenheit\"],\"default\":null}}}}},\n {\"type\":\"function\",\"function\":{\"name\":\"round\",\"parameters\":{\"type\":\"object\",\"properties\":{\n   \"x\":{\"type\":\"number\",\"minimum\":-0,\"maximum\":1E5,\"multipleOf\":2.5e-7,\"examples\":[1.50,1e16,0.0001,100.0,true,false]}}}}}\n]",
+     nemotron_history_msgs, 8, true,
+     "<SPECIAL_10>System\nYou can use the following tools to assist the user if required:\n<AVAILABLE_TOOLS>[{\"name\": \"get_weather\", \"description\": \"Current weather in a city/region, \xc3""\xa9""t\xc3""\xa9"" or winter \xf0""\x9f""\x8c""\x9e""\", \"parameters\": {\"type\": \"object\", \"required\": [\"city\"], \"properties\": {\"city\": {\"type\": \"string\", \"description\": \"Name, e.g. \\\"Paris\\\"\\n(no country)\"}, \"unit\": {\"type\": \"string\", \"enum\": [\"celsius\", \"fahrenheit\"], \"default\": null}}}}, {\"name\": \"round\", \"parameters\": {\"type\": \"object\", \"properties\": {\"x\": {\"type\": \"number\", \"minimum\": 0, \"maximum\": 100000.0, \"multipleOf\": 2.5e-07, \"examples\": [1.5, 1e+16, 0.0001, 100.0, true, false]}}}}]</AVAILABLE_TOOLS>\n\nIf you decide to call any tool(s), use the following format:\n<TOOLCALL>[{{\"name\": \"tool_name1\", \"arguments\": \"tool_args1\"}}, {{\"name\": \"tool_name2\", \"arguments\": \"tool_args2\"}}]</TOOLCALL>\n\nThe user will execute tool-calls and return responses from tool(s) in this format:\n<TOOL_RESPONSE>[{{\"tool_response1\"}}, {{\"tool_response2\"}}]</TOOL_RESPONSE>\n\nBased on the tool responses, you can call additional tools if needed, correct tool calls if any errors are found, or just respond to the user.\n\n<SPECIAL_11>User\nWeather in Paris and Bucharest?\n<SPECIAL_11>Assistant\n<TOOLCALL>[{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Bucure\xc8""\x99""ti\"}}, {\"name\": \"round\", \"arguments\": {\"x\": 3.0}}]</TOOLCALL>\n<SPECIAL_12>\n<SPECIAL_11>User\n<TOOL_RESPONSE>[{\"temp\": 21}, 3]</TOOL_RESPONSE><SPECIAL_11>Assistant\n21 degrees.\n<SPECIAL_12>\n<SPECIAL_11>User\nAnd now?\n<SPECIAL_11>Assistant\nLet me look.\n<TOOLCALL>[{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\", \"unit\": \"celsius\"}}]</TOOLCALL>\n<SPECIAL_12>\n<SPECIAL_11>User\n<TOOL_RESPONSE>[22]</TOOL_RESPONSE><SPECIAL_11>Assistant\n<think>\n", false},
+    {"nemotron_history_no_prompt", "nemotron-nano-v2", "[ {\"type\":\"function\",\"function\":{\"name\":\"get_weather\",\n  \"description\":\"Current weather in a city\\/region, \\u00e9t\\u00e9 or winter \\ud83c\\udf1e\",\n  \"parameters\":{\"type\":\"object\",\"required\":[\"city\"],\"properties\":{\n    \"city\":{\"type\":\"string\",\"description\":\"Name, e.g. \\\"Paris\\\"\\n(no country)\"},\n    \"unit\":{\"type\":\"string\",\"enum\":[\"celsius\",\"fahrenheit\"],\"default\":null}}}}},\n {\"type\":\"function\",\"function\":{\"name\":\"round\",\"parameters\":{\"type\":\"object\",\"properties\":{\n   \"x\":{\"type\":\"number\",\"minimum\":-0,\"maximum\":1E5,\"multipleOf\":2.5e-7,\"examples\":[1.50,1e16,0.0001,100.0,true,false]}}}}}\n]",
+     nemotron_history_no_prompt_msgs, 8, false,
+     "<SPECIAL_10>System\nYou can use the following tools to assist the user if required:\n<AVAILABLE_TOOLS>[{\"name\": \"get_weather\", \"description\": \"Current weather in a city/region, \xc3""\xa9""t\xc3""\xa9"" or winter \xf0""\x9f""\x8c""\x9e""\", \"parameters\": {\"type\": \"object\", \"required\": [\"city\"], \"properties\": {\"city\": {\"type\": \"string\", \"description\": \"Name, e.g. \\\"Paris\\\"\\n(no country)\"}, \"unit\": {\"type\": \"string\", \"enum\": [\"celsius\", \"fahrenheit\"], \"default\": null}}}}, {\"name\": \"round\", \"parameters\": {\"type\": \"object\", \"properties\": {\"x\": {\"type\": \"number\", \"minimum\": 0, \"maximum\": 100000.0, \"multipleOf\": 2.5e-07, \"examples\": [1.5, 1e+16, 0.0001, 100.0, true, false]}}}}]</AVAILABLE_TOOLS>\n\nIf you decide to call any tool(s), use the following format:\n<TOOLCALL>[{{\"name\": \"tool_name1\", \"arguments\": \"tool_args1\"}}, {{\"name\": \"tool_name2\", \"arguments\": \"tool_args2\"}}]</TOOLCALL>\n\nThe user will execute tool-calls and return responses from tool(s) in this format:\n<TOOL_RESPONSE>[{{\"tool_response1\"}}, {{\"tool_response2\"}}]</TOOL_RESPONSE>\n\nBased on the tool responses, you can call additional tools if needed, correct tool calls if any errors are found, or just respond to the user.\n\n<SPECIAL_11>User\nWeather in Paris and Bucharest?\n<SPECIAL_11>Assistant\nChecking both.\n<TOOLCALL>[{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Bucure\xc8""\x99""ti\"}}, {\"name\": \"round\", \"arguments\": {\"x\": 3.0}}]</TOOLCALL>\n<SPECIAL_12>\n<SPECIAL_11>User\n<TOOL_RESPONSE>[{\"temp\": 21}, 3]</TOOL_RESPONSE><SPECIAL_11>Assistant\n21 degrees.\n<SPECIAL_12>\n<SPECIAL_11>User\nAnd now?\n<SPECIAL_11>Assistant\nLet me look.\n<TOOLCALL>[{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\", \"unit\": \"celsius\"}}]</TOOLCALL>\n<SPECIAL_12>\n<SPECIAL_11>User\n<TOOL_RESPONSE>[22]</TOOL_RESPONSE>", false},
+    {"nemotron_calls_last", "nemotron-nano-v2", NULL,
+     nemotron_calls_last_msgs, 2, false,
+     "<SPECIAL_10>System\n\n\n<SPECIAL_11>User\nU\n<SPECIAL_11>Assistant\n<think>\nChecking.\n<SPECIAL_12>\n<SPECIAL_11>Assistant\n<TOOLCALL>[{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\", \"unit\": \"celsius\"}}]</TOOLCALL><SPECIAL_12>\n\n", false},
+    {"nemotron_calls_last_empty", "nemotron-nano-v2", NULL,
+     nemotron_calls_last_empty_msgs, 2, false,
+     "<SPECIAL_10>System\n\n\n<SPECIAL_11>User\nU\n<SPECIAL_11>Assistant\n<TOOLCALL>[{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Bucure\xc8""\x99""ti\"}}, {\"name\": \"round\", \"arguments\": {\"x\": 3.0}}]</TOOLCALL><SPECIAL_12>\n\n", false},
+    {"nemotron_calls_last_prompt", "nemotron-nano-v2", NULL,
+     nemotron_calls_last_prompt_msgs, 2, true,
+     "<SPECIAL_10>System\n\n\n<SPECIAL_11>User\nU\n<SPECIAL_11>Assistant\n<think>\nx", false},
     {"llama32_tools_user", "llama3.2", "[ {\"type\":\"function\",\"function\":{\"name\":\"get_weather\",\n  \"description\":\"Current weather in a city\\/region, \\u00e9t\\u00e9 or winter \\ud83c\\udf1e\",\n  \"parameters\":{\"type\":\"object\",\"required\":[\"city\"],\"properties\":{\n    \"city\":{\"type\":\"string\",\"description\":\"Name, e.g. \\\"Paris\\\"\\n(no country)\"},\n    \"unit\":{\"type\":\"string\",\"enum\":[\"celsius\",\"fahrenheit\"],\"default\":null}}}}},\n {\"type\":\"function\",\"function\":{\"name\":\"round\",\"parameters\":{\"type\":\"object\",\"properties\":{\n   \"x\":{\"type\":\"number\",\"minimum\":-0,\"maximum\":1E5,\"multipleOf\":2.5e-7,\"examples\":[1.50,1e16,0.0001,100.0,true,false]}}}}}\n]",
      llama32_tools_user_msgs, 1, true,
      "<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\nEnvironment: ipython\nCutting Knowledge Date: December 2023\nToday Date: 26 Jul 2024\n\n<|eot_id|><|start_header_id|>user<|end_header_id|>\n\nGiven the following functions, please respond with a JSON for a function call with its proper arguments that best answers the given prompt.\n\nRespond in the format {\"name\": function name, \"parameters\": dictionary of argument name and its value}.Do not use variables.\n\n{\n    \"type\": \"function\",\n    \"function\": {\n        \"name\": \"get_weather\",\n        \"description\": \"Current weather in a city/region, \xc3""\xa9""t\xc3""\xa9"" or winter \xf0""\x9f""\x8c""\x9e""\",\n        \"parameters\": {\n            \"type\": \"object\",\n            \"required\": [\n                \"city\"\n            ],\n            \"properties\": {\n                \"city\": {\n                    \"type\": \"string\",\n                    \"description\": \"Name, e.g. \\\"Paris\\\"\\n(no country)\"\n                },\n                \"unit\": {\n                    \"type\": \"string\",\n                    \"enum\": [\n                        \"celsius\",\n                        \"fahrenheit\"\n                    ],\n                    \"default\": null\n                }\n            }\n        }\n    }\n}\n\n{\n    \"type\": \"function\",\n    \"function\": {\n        \"name\": \"round\",\n        \"parameters\": {\n            \"type\": \"object\",\n            \"properties\": {\n                \"x\": {\n                    \"type\": \"number\",\n                    \"minimum\": 0,\n                    \"maximum\": 100000.0,\n                    \"multipleOf\": 2.5e-07,\n                    \"examples\": [\n                        1.5,\n                        1e+16,\n                        0.0001,\n                        100.0,\n                        true,\n                        false\n                    ]\n                }\n            }\n        }\n    }\n}\n\nWhat is the weather in Paris?<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n", false},

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Writes tests/data/chat-tools-cases.h: tool-calling conversations and
-what Python's jinja2 renders for them from the stored Qwen, Llama 3.2 and Gemma 4 templates
-(tools_cases), and plain conversations for the Llama 2, Mistral (v1, v3 and the [SYSTEM_PROMPT]
+what Python's jinja2 renders for them from the stored Qwen, Llama 3.2, Gemma 4 and
+Nemotron Nano v2 templates (tools_cases, some of Nemotron's without tools), and plain conversations for the Llama 2, Mistral (v1, v3 and the [SYSTEM_PROMPT]
 ones), Zephyr and OLMo 2 templates, Phi-3's, Phi-4-mini's, DeepSeek-R1's, Gemma's, LFM2's,
 GLM-4's and ERNIE 4.5's (plain_cases, bos_token "<s>", eos_token "</s>";
 LFM2's bos_token empty, as llama.cpp strips it), with
@@ -38,6 +38,11 @@ TOOLS = r'''[ {"type":"function","function":{"name":"get_weather",
  {"type":"function","function":{"name":"round","parameters":{"type":"object","properties":{
    "x":{"type":"number","minimum":-0,"maximum":1E5,"multipleOf":2.5e-7,"examples":[1.50,1e16,0.0001,100.0,true,false]}}}}}
 ]'''
+
+# Nemotron Nano v2 prints a tool's "function" member, else the tool itself
+TOOLS_BARE = r'''[{"name": "ping", "description": "Ping a host", "parameters": {"host": {"type": "string"}}},
+ {"type": "function", "function": {"name": "noop"}}]'''
+NEM = "nemotron-nano-v2"
 
 CALLS_ONE = [("get_weather", '{"city": "Paris", "unit":"celsius"}')]
 CALLS_TWO = [("get_weather", '{ "city" : "Bucure\\u0219ti" }'), ("round", '{"x":3.0}')]
@@ -185,6 +190,44 @@ CASES = [
      True),
     ("gemma4_calls_last", "gemma4", None, [("user", "U", None), ("assistant", "", CALLS_TWO)],
      True),
+    # Nemotron Nano v2 (its sixth field: ENG_CHAT_NO_THINK, rendered from
+    # the template with thinking starting off: see render())
+    ("nemotron_user", NEM, None, [("user", "Hello", None)], True),
+    ("nemotron_user_nothink", NEM, None, [("user", "Hello", None)], True, True),
+    ("nemotron_switches", NEM, None,
+     [("system", " Be brief. /no_think\n", None), ("user", " a\n", None),
+      ("assistant", "r</think> b </think>c", None), ("user", "c /think", None)], True),
+    ("nemotron_system_off", NEM, None,
+     [("system", "/no_think", None), ("user", "a", None),
+      ("assistant", "<think>\nx\n</think>\n\nb", None), ("user", "c", None)], True),
+    ("nemotron_flag_overridden", NEM, None, [("system", "S /think", None), ("user", "a", None)], True,
+     True),
+    ("nemotron_user_switch_nothink", NEM, None,
+     [("user", "a /no_think", None), ("assistant", "b", None), ("user", "/no_/thinkthink c", None)],
+     True),
+    ("nemotron_turns_no_prompt", NEM, None,
+     [("user", "a", None), ("assistant", " b\n", None), ("user", "c", None), ("assistant", "d ", None)],
+     False),
+    ("nemotron_prefill", NEM, None, [("user", "a", None), ("assistant", "  partial", None)], True),
+    ("nemotron_last_answer_nothink", NEM, None,
+     [("system", "/no_think", None), ("user", "a", None), ("assistant", "done", None)], False),
+    ("nemotron_blank_last_answer", NEM, None, [("user", "a", None), ("assistant", " \n", None)], False),
+    ("nemotron_roles", NEM, None,
+     [("system", "S", None), ("user", "a", None), ("system", "late /no_think", None),
+      ("developer", "d", None), ("tool", "r1", None), ("tool", "\u00e9\n2", None),
+      ("user", "\u3000u\u00a0", None), ("tool", " t ", None)], True),
+    ("nemotron_empty_system", NEM, None, [("system", "  ", None), ("user", "Hi", None)], True),
+    ("nemotron_tools_user", NEM, TOOLS, [("user", "What is the weather in Paris?", None)], True),
+    ("nemotron_tools_system", NEM, TOOLS_BARE,
+     [("system", "You are terse. /no_think", None), ("user", "Weather?", None)], True),
+    ("nemotron_tools_blank_system", NEM, TOOLS, [("system", " /think ", None), ("user", "Weather?", None)],
+     True, True),
+    ("nemotron_history", NEM, TOOLS, history("<think>\nTwo cities.\n</think>\n\n"), True),
+    ("nemotron_history_no_prompt", NEM, TOOLS, history("Checking both."), False),
+    ("nemotron_calls_last", NEM, None, [("user", "U", None), ("assistant", " Checking.", CALLS_ONE)],
+     False),
+    ("nemotron_calls_last_empty", NEM, None, [("user", "U", None), ("assistant", "", CALLS_TWO)], False),
+    ("nemotron_calls_last_prompt", NEM, None, [("user", "U", None), ("assistant", "x", CALLS_TWO)], True),
     ("llama32_tools_user", "llama3.2", TOOLS, [("user", " What is the weather in Paris? ", None)], True),
     ("llama32_tools_system", "llama3.2", TOOLS,
      [("system", "You are terse.", None), ("user", "Weather?", None), ("assistant", "Which city?", None),
@@ -347,7 +390,14 @@ def render(template, tools, messages, add, no_think=False):
         env.globals["strftime_now"] = lambda fmt: "2000-01-01"
     env.filters["tojson"] = tojson
     with open(os.path.join(HERE, "chat-template-%s.jinja" % template)) as f:
-        t = env.from_string(f.read())
+        text = f.read()
+    if template == NEM and no_think:
+        # ENG_CHAT_NO_THINK: the template's thinking starts off (its
+        # messages' "/think" still turns it on)
+        start = "namespace(enable_thinking=true)"
+        assert text.count(start) == 1
+        text = text.replace(start, "namespace(enable_thinking=false)")
+    t = env.from_string(text)
     gemma4 = template == "gemma4"
     msgs = []
     for k, (role, content, calls) in enumerate(messages):
