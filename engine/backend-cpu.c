@@ -176,7 +176,8 @@ static inline uint16_t f2h(float f)
 
 /* The gate's activation, both as g * sigmoid(z): silu (z = g), or GELU's
  * tanh form, 0.5 g (1 + tanh(u)) = g * sigmoid(2 u), z = 2 u =
- * 1.5957691 (g + 0.044715 g^3); or ReLU (ENG_ACT_RELU). */
+ * 1.5957691 (g + 0.044715 g^3); or ReLU (ENG_ACT_RELU_SQR: its slots' one
+ * row as both g and u, relu(u) u = relu(u)^2). */
 #define GELU_2U 1.5957691216057308f
 #define GELU_2UC (1.5957691216057308f * 0.044715f)
 /* Gemma 2's soft cap of a score or a logit */
@@ -187,7 +188,7 @@ static inline float softcap(float x, float cap)
 
 static inline float gate_act(float g, eng_act act)
 {
-    if (act == ENG_ACT_RELU)
+    if (act == ENG_ACT_RELU_SQR)
         return g > 0.0f ? g : 0.0f;
     const float z = act == ENG_ACT_GELU ? g * (GELU_2U + GELU_2UC * g * g) : g;
     return g / (1.0f + expf(-z));
@@ -419,9 +420,10 @@ static inline long slot_of(const ffn_args *a, long j)
     return (s >= 0 && s < a->w->n_slots) ? s : -1;
 }
 
-/* The decode walk's rows of selected index j: its gate row (up follows),
- * rs bytes each, and its down row, rd bytes; false when its slot is out of
- * range. */
+/* The decode walk's rows of selected index j: its gate row (its up row
+ * eng_ffn_up_offset bytes on: rs, or 0 for an un-gated slot, whose one
+ * row is both), rows rs bytes each, and its down row, rd bytes; false
+ * when its slot is out of range. */
 static inline bool slot_rows(const ffn_args *a, long j, size_t rs, size_t rd, const char **gu,
                              const char **down)
 {
@@ -433,7 +435,7 @@ static inline bool slot_rows(const ffn_args *a, long j, size_t rs, size_t rd, co
     }
     if (s < 0 || s >= w->n_slots)
         return false;
-    *gu = (const char *)w->gate_up + (size_t)s * 2 * rs;
+    *gu = (const char *)w->gate_up + (size_t)s * (size_t)eng_ffn_rows(w) * rs;
     *down = (const char *)w->down + (size_t)s * rd;
     return true;
 }
@@ -771,12 +773,13 @@ static void s_ffn_fused(const ffn_args *a, long j0, long j1, float *acc)
     const long E = w->n_embd;
     const eng_dtype dd = eng_ffn_down_dtype(w->dtype);
     const size_t rb = eng_ffn_row_bytes(w->dtype, E), rd = eng_ffn_down_bytes(w->dtype, E);
+    const size_t uo = eng_ffn_up_offset(w, rb);
     for (long j = j0; j < j1; j++) {
         const char *g, *d;
         float av = 0.0f;
         if (slot_rows(a, j, rb, rd, &g, &d)) {
             float gs = s_dot_row(g, w->dtype, a->x, a->xs, E);
-            float us = s_dot_row(g + rb, w->dtype, a->x, a->xs, E);
+            float us = s_dot_row(g + uo, w->dtype, a->x, a->xs, E);
             av = gate_act(gs, w->act) * us;
             for (long k = 0; k < E; k++)
                 acc[k] += av * wval_dt(d, k, dd);
@@ -1074,9 +1077,12 @@ static const kernels kern_scalar = {
  * slots selected, each half is linear in memory). The slots FFN_PF_SLOTS
  * steps ahead are prefetched: selected slots are scattered, so the hardware
  * prefetcher cannot run ahead across them. A slot without a valid partner
- * (odd counts, slots out of range) goes on its own, its rows twice. */
+ * (odd counts, slots out of range) goes on its own, its rows twice. An
+ * un-gated slot's up row is its gate row (uo 0): DOT4 reads it twice, the
+ * second time from L1, and the prefetch asks for it twice. */
 #define FFN_FUSED_BODY(DOT4, AXPY2, rs, rd, X)                                               \
     const long E = a->w->n_embd;                                                             \
+    const size_t uo = eng_ffn_up_offset(a->w, rs);                                           \
     const long h = (j1 - j0) / 2;                                                            \
     for (long i = 0; i < h; i++) {                                                           \
         const long ja = j0 + i, jb = j0 + h + i;                                             \
@@ -1090,13 +1096,13 @@ static const kernels kern_scalar = {
         if (FFN_PF_SLOTS && i + FFN_PF_SLOTS < h &&                                          \
             slot_rows(a, ja + FFN_PF_SLOTS, rs, rd, &pf[0], &pd0) &&                         \
             slot_rows(a, jb + FFN_PF_SLOTS, rs, rd, &pf[2], &pd1)) {                         \
-            pf[1] = pf[0] + rs;                                                              \
-            pf[3] = pf[2] + rs;                                                              \
+            pf[1] = pf[0] + uo;                                                              \
+            pf[3] = pf[2] + uo;                                                              \
         } else {                                                                             \
             pf[0] = pd0 = pd1 = NULL;                                                        \
         }                                                                                    \
         float o[4];                                                                          \
-        DOT4(ga, ga + rs, gb, gb + rs, X, E, o, pf[0] ? pf : NULL);                          \
+        DOT4(ga, ga + uo, gb, gb + uo, X, E, o, pf[0] ? pf : NULL);                          \
         const float ava = gate_act(o[0], a->w->act) * o[1];                                  \
         const float avb = gate_act(o[2], a->w->act) * o[3];                                  \
         AXPY2(acc, ava, da, avb, db, E, pd0, pd1);                                           \
@@ -1164,7 +1170,8 @@ static const kernels kern_scalar = {
         float av = 0.0f;                                                                     \
         if (slot_rows(a, j, rs, rd, &g, &d)) {                                               \
             float o[4];                                                                      \
-            DOT4(g, g + rs, g, g + rs, X, a->w->n_embd, o, NULL);                            \
+            const size_t uo = eng_ffn_up_offset(a->w, rs);                                   \
+            DOT4(g, g + uo, g, g + uo, X, a->w->n_embd, o, NULL);                            \
             av = gate_act(o[0], a->w->act) * o[1];                                           \
             AXPY2(acc, av, d, 0.0f, d, a->w->n_embd, NULL, NULL);                            \
         }                                                                                    \
@@ -3731,7 +3738,7 @@ TGT512 static void v512_act_mul16(const float *in, float *out, eng_act act)
     const __m512i ev = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
     const __m512i od = _mm512_add_epi32(ev, _mm512_set1_epi32(1));
     const __m512 g = _mm512_permutex2var_ps(lo, ev, hi), u = _mm512_permutex2var_ps(lo, od, hi);
-    if (act == ENG_ACT_RELU) {
+    if (act == ENG_ACT_RELU_SQR) { /* (u, u) pairs: relu(u) u */
         _mm512_storeu_ps(out, _mm512_mul_ps(_mm512_max_ps(g, _mm512_setzero_ps()), u));
         return;
     }
@@ -6512,6 +6519,7 @@ static void ffn_act_packed_task(void *p, int ith, int nth)
     const eng_ffn_weights *w = r->a.w;
     const long n_sel = r->a.n_sel;
     const size_t rs = eng_dtype_bytes(w->dtype, (size_t)w->n_embd);
+    const size_t rps = (size_t)eng_ffn_rows(w) * rs, uo = eng_ffn_up_offset(w, rs);
     float *P = thread_scratch(r->c, ith);
     long b, e;
     eng_split((n_sel + 15) / 16, ith, nth, &b, &e);
@@ -6524,8 +6532,9 @@ static void ffn_act_packed_task(void *p, int ith, int nth)
         for (int i = 0; i < nj; i++) {
             const long sl = slot_of(&r->a, j0 + i);
             valid[i] = sl >= 0;
-            src[2 * i] = valid[i] ? (const char *)w->gate_up + (size_t)sl * 2 * rs : NULL;
-            src[2 * i + 1] = valid[i] ? (const char *)src[2 * i] + rs : NULL;
+            /* (un-gated: the up row as both, relu(u) u in act_mul16) */
+            src[2 * i] = valid[i] ? (const char *)w->gate_up + (size_t)sl * rps : NULL;
+            src[2 * i + 1] = valid[i] ? (const char *)src[2 * i] + uo : NULL;
         }
         /* an invalid slot's rows: the first valid one's (results dropped),
          * else nothing to compute */
@@ -6555,6 +6564,7 @@ static void ffn_act_task(void *p, int ith, int nth)
     const bool f16 = w->dtype == ENG_DTYPE_F16,
                blk = eng_dtype_block(w->dtype) > 1; /* Q8_0, Q4_K, Q5_K, Q4_1, Q4_0 */
     const size_t rs = eng_dtype_bytes(w->dtype, (size_t)w->n_embd);
+    const size_t rps = (size_t)eng_ffn_rows(w) * rs, uo = eng_ffn_up_offset(w, rs);
     long E = w->n_embd, n_sel = r->a.n_sel;
     /* convert when a block of 16 rows fits the scratch (op_ffn sees that
      * rows of block types do) */
@@ -6566,8 +6576,9 @@ static void ffn_act_task(void *p, int ith, int nth)
     e = e * 8 < n_sel ? e * 8 : n_sel;
     for (long j0 = b; j0 < e; j0 += 8) {
         int nj = (int)(e - j0 < 8 ? e - j0 : 8);
-        /* rows 2i, 2i+1 = gate, up of slot j0 + i; invalid slots borrow a
-         * valid row and their results are replaced by 0 */
+        /* rows 2i, 2i+1 = gate, up of slot j0 + i (un-gated: up, up);
+         * invalid slots borrow a valid row and their results are replaced
+         * by 0 */
         const uint16_t *hrows[16];
         const float *frows[16];
         long sl[8];
@@ -6586,8 +6597,8 @@ static void ffn_act_task(void *p, int ith, int nth)
         int nr = 2 * nj;
         const void *rows[16];
         for (int i = 0; i < nr; i++)
-            rows[i] = (const char *)w->gate_up + ((size_t)(sl[i / 2] >= 0 ? sl[i / 2] : any) * 2 +
-                                                  (size_t)(i & 1)) * rs;
+            rows[i] = (const char *)w->gate_up + (size_t)(sl[i / 2] >= 0 ? sl[i / 2] : any) * rps +
+                      (i & 1 ? uo : 0);
         for (int i = 0; i < nr; i++) {
             hrows[i] = rows[i];
             frows[i] = rows[i];
@@ -6598,8 +6609,8 @@ static void ffn_act_task(void *p, int ith, int nth)
              * time this conversion is, waited on them) */
             for (long j = j0 + 8; j < j0 + 16 && j < e; j++) {
                 const long sn = slot_of(&r->a, j);
-                for (size_t l = 0; sn >= 0 && l < 2 * rs; l += 64)
-                    __builtin_prefetch((const char *)w->gate_up + (size_t)sn * 2 * rs + l, 0, 3);
+                for (size_t l = 0; sn >= 0 && l < rps; l += 64)
+                    __builtin_prefetch((const char *)w->gate_up + (size_t)sn * rps + l, 0, 3);
             }
             for (int i = 0; i < nr; i++)
                 row_to_f32(k, w->dtype, rows[i], E, scr + (size_t)i * E);
@@ -6971,6 +6982,12 @@ static void op_ffn(eng_backend *be, const eng_ffn_weights *w, const int32_t *sel
         return;
     }
     ffn_run r = { .a = { w, sel, n_sel, x, y, act, n_tokens, NULL }, .c = c };
+    /* (ffn_biased walks gated slots: un-gated ones come without biases
+     * and in the fused paths' types; none is made otherwise) */
+    if (w->act == ENG_ACT_RELU_SQR && (w->bias || w->dtype == ENG_DTYPE_MXFP4)) {
+        memset(y, 0, (size_t)n_tokens * E * sizeof(float));
+        return;
+    }
     if (w->bias || w->act == ENG_ACT_SWIGLU_OAI || w->act == ENG_ACT_GELU_TOPK ||
         w->dtype == ENG_DTYPE_MXFP4) {
         ffn_biased(c, &r);
@@ -7030,7 +7047,7 @@ static void op_ffn_runs(eng_backend *be, const eng_ffn_weights *a, int n_a,
     cpu_ctx *c = ctx_of(be);
     if (!a || !b || !x || !y || n_a < 0 || n_b < 0 || n_a > a->n_slots || n_b > b->n_slots ||
         a->dtype != b->dtype || a->n_embd != b->n_embd || !ffn_shape_ok(a) ||
-        a->n_embd > SCRATCH_FLOATS)
+        a->n_embd > SCRATCH_FLOATS || eng_ffn_rows(b) != eng_ffn_rows(a))
         return;
     if (n_a + n_b == 0) {
         memset(y, 0, (size_t)a->n_embd * sizeof(float));
@@ -7245,6 +7262,13 @@ static void top_act_task(void *p, int ith, int nth)
     b *= 16;
     e = e * 16 < n ? e * 16 : n;
     long s = b;
+    if (r->w->act == ENG_ACT_RELU_SQR) {
+        /* un-gated: gu holds each slot's u alone */
+        for (; s < e; s++) {
+            const float u = r->gu[s] > 0.0f ? r->gu[s] : 0.0f;
+            r->act[s] = u * u;
+        }
+    }
     if (r->c->k->act_mul16)
         for (; s + 16 <= e; s += 16)
             r->c->k->act_mul16(r->gu + 2 * s, r->act + s, r->w->act);
@@ -7271,10 +7295,10 @@ static void ffn_axpy_task(void *p, int ith, int nth)
 
 /* Decode's FFN over the slots of a token's k largest |a|: the gate and
  * up rows of each run as one matrix of 2 n rows (slot s's gate row is row
- * 2 s, its up row 2 s + 1), so their GEMV is the matmul's (one stream, its
- * kernels); the k best as ffn_pick chooses them; then the down rows of
- * those k alone, with the activations already known (ffn()'s decode walk
- * without its dot products). */
+ * 2 s, its up row 2 s + 1; un-gated, n rows, slot s's up row s), so their
+ * GEMV is the matmul's (one stream, its kernels); the k best as ffn_pick
+ * chooses them; then the down rows of those k alone, with the activations
+ * already known (ffn()'s decode walk without its dot products). */
 static void op_ffn_top(eng_backend *be, const eng_ffn_weights *a, int n_a,
                        const eng_ffn_weights *b, int n_b, int k, const float *x, float *y,
                        int n_tokens)
@@ -7282,7 +7306,7 @@ static void op_ffn_top(eng_backend *be, const eng_ffn_weights *a, int n_a,
     cpu_ctx *c = ctx_of(be);
     if (!a || !x || !y || n_tokens <= 0 || a->n_embd <= 0 || n_a < 0 || n_a > a->n_slots ||
         n_b < 0 || (n_b > 0 && (!b || n_b > b->n_slots || b->dtype != a->dtype ||
-                                b->n_embd != a->n_embd)) ||
+                                b->n_embd != a->n_embd || eng_ffn_rows(b) != eng_ffn_rows(a))) ||
         !ffn_shape_ok(a) || n_a > INT_MAX / 4 - n_b)
         return;
     const long E = a->n_embd, n = (long)n_a + n_b;
@@ -7304,8 +7328,9 @@ static void op_ffn_top(eng_backend *be, const eng_ffn_weights *a, int n_a,
     int32_t *sel = (int32_t *)(tmp + 2 * n), *cand = sel + n;
     float *a_sel = (float *)(cand + n);
     int *list = (int *)(a_sel + n);
-    const eng_weight ga = { a->dtype, 2 * n_a, (int)E, a->gate_up };
-    const eng_weight gb = { a->dtype, 2 * n_b, (int)E, n_b > 0 ? b->gate_up : NULL };
+    const int rows = eng_ffn_rows(a);
+    const eng_weight ga = { a->dtype, rows * n_a, (int)E, a->gate_up };
+    const eng_weight gb = { a->dtype, rows * n_b, (int)E, n_b > 0 ? b->gate_up : NULL };
     /* the bound is kept per list: a session's copy (b) is its own */
     const void *key = n_b > 0 ? b->gate_up : a->gate_up;
     const int hint = pick_hint_of(c, key);
@@ -7316,7 +7341,7 @@ static void op_ffn_top(eng_backend *be, const eng_ffn_weights *a, int n_a,
         const float *xt = x + (size_t)t * E;
         if (n_a > 0 && n_b > 0) { /* both runs' rows in one dispatch */
             const eng_weight *const gw[2] = { &ga, &gb };
-            float *const gy[2] = { gu, gu + 2 * n_a };
+            float *const gy[2] = { gu, gu + (size_t)rows * n_a };
             matmul_n(be, gw, NULL, xt, gy, 1, 2);
         } else {
             op_matmul(be, n_a > 0 ? &ga : &gb, NULL, xt, gu, 1);
@@ -7370,7 +7395,8 @@ static void op_build_sketch(eng_backend *be, const eng_ffn_weights *w)
 {
     cpu_ctx *c = ctx_of(be);
     /* a row and its blocks fit a thread's scratch up to n_embd 32768 */
-    if (!w || !w->sketch || w->n_embd <= 0 || w->n_embd % 32 || 2L * w->n_embd > SCRATCH_FLOATS)
+    if (!w || !w->sketch || w->n_embd <= 0 || w->n_embd % 32 || 2L * w->n_embd > SCRATCH_FLOATS ||
+        w->act == ENG_ACT_RELU_SQR) /* (un-gated: no sketch, pick=token refused) */
         return;
     pick_run r = { .c = c, .w = w };
     run(c, sketch_task, &r, (long)w->n_slots * w->n_embd >= 65536);
@@ -7757,7 +7783,7 @@ static eng_ffn_weights slot_run(const eng_ffn_weights *w, long first, int n)
     const size_t rd = eng_ffn_down_bytes(w->dtype, w->n_embd);
     eng_ffn_weights v = *w;
     v.n_slots = n;
-    v.gate_up = (const uint8_t *)w->gate_up + (size_t)first * 2 * rb;
+    v.gate_up = (const uint8_t *)w->gate_up + (size_t)first * (size_t)eng_ffn_rows(w) * rb;
     v.down = (const uint8_t *)w->down + (size_t)first * rd;
     v.sketch = NULL;
     v.bias = w->bias ? w->bias + 2 * first : NULL;

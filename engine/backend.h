@@ -198,10 +198,12 @@ static inline size_t eng_ffn_down_bytes(eng_dtype dt, long n_embd)
     return eng_dtype_bytes(eng_ffn_down_dtype(dt), (size_t)n_embd);
 }
 
-/* A neuron's resident bytes: its gate row, up row and down row. */
-static inline size_t eng_ffn_slot_bytes(eng_dtype dt, long n_embd)
+/* A neuron's resident bytes: the rows of its slot's gate_up (rows: 2, its
+ * gate row and up row, or 1, an un-gated neuron's up row alone:
+ * eng_ffn_rows below) and its down row. */
+static inline size_t eng_ffn_slot_bytes(eng_dtype dt, long n_embd, int rows)
 {
-    return 2 * eng_ffn_row_bytes(dt, n_embd) + eng_ffn_down_bytes(dt, n_embd);
+    return (size_t)rows * eng_ffn_row_bytes(dt, n_embd) + eng_ffn_down_bytes(dt, n_embd);
 }
 
 typedef struct eng_weight {
@@ -216,7 +218,8 @@ typedef struct eng_weight {
  * down[s] = that neuron's column of W_down. Each of the three is a row of
  * n_embd values: gate and up in dtype (eng_ffn_row_bytes), down in
  * eng_ffn_down_dtype(dtype) (eng_ffn_down_bytes); n_embd a multiple of 32
- * for Q8_0, of 256 for Q4_K. */
+ * for Q8_0, of 256 for Q4_K. An un-gated FFN (ENG_ACT_RELU_SQR) has no
+ * gate rows: gate_up[s] = [up row], one row a slot (eng_ffn_rows). */
 /* The FFN's gate activation: a = act(gate . x) * (up . x). */
 typedef enum eng_act {
     ENG_ACT_SILU = 0, /* SwiGLU: silu(g) = g * sigmoid(g) (Llama, Qwen, Phi-3) */
@@ -229,18 +232,19 @@ typedef enum eng_act {
      * deviations (of every slot computed): gelu(max(g - cut, 0)) u, as
      * llama.cpp's gaussian top-k (about 5 % of the neurons pass) */
     ENG_ACT_GELU_TOPK,
-    /* ReGLU: relu(g) u. nemotron_h's un-gated squared ReLU, relu(u)^2, is
-     * this with the up rows stored as the gate rows too (relu(u) u): a
-     * slot keeps its up row twice, so such a neuron reads and stores a row
-     * more than the file holds (eng_ffn_slot_bytes prices it so) */
-    ENG_ACT_RELU,
+    /* nemotron_h's un-gated squared ReLU, a = relu(u)^2: no gate rows, a
+     * slot holds its up row and its down row (eng_ffn_rows 1). An op that
+     * walks a slot as a (gate, up) pair takes the up row for both (up
+     * offset 0: eng_ffn_up_offset) and relu(g) u, the same row read twice
+     * from the cache, not from memory, gives relu(u) u = relu(u)^2 */
+    ENG_ACT_RELU_SQR,
 } eng_act;
 
 typedef struct eng_ffn_weights {
     eng_dtype dtype;
     int n_embd;
     int n_slots;
-    const void *gate_up; /* [n_slots][2][row] */
+    const void *gate_up; /* [n_slots][eng_ffn_rows(w)][row] */
     const void *down;    /* [n_slots][row]; MXFP4: W_down's rows [n_embd][n_slots] (an
                           * expert's, as the file's; the ffn op takes every slot) */
     /* ENG_PICK_TOKEN's sketch, NULL when the plan keeps none: slot s's gate
@@ -253,6 +257,24 @@ typedef struct eng_ffn_weights {
     const float *bias;
     float cut; /* ENG_ACT_GELU_TOPK's standard deviations */
 } eng_ffn_weights;
+
+/* Rows of a slot's gate_up under act: 2 (gate, up), 1 un-gated (up). */
+static inline int eng_ffn_act_rows(eng_act act)
+{
+    return act == ENG_ACT_RELU_SQR ? 1 : 2;
+}
+
+static inline int eng_ffn_rows(const eng_ffn_weights *w)
+{
+    return eng_ffn_act_rows(w->act);
+}
+
+/* Bytes from a slot's first row (its gate row) to its up row, rows rs
+ * bytes each: rs, or 0 un-gated (the one row is both). */
+static inline size_t eng_ffn_up_offset(const eng_ffn_weights *w, size_t rs)
+{
+    return w->act == ENG_ACT_RELU_SQR ? 0 : rs;
+}
 
 /* A sketch row: n_embd (a multiple of 32) values in nb = n_embd / 32
  * blocks of 32, value (q - 8) * d with q a 4-bit code and d the block's f16
@@ -429,7 +451,9 @@ typedef struct eng_backend_iface {
      *   a[t][j] = silu(gate[s] . x[t]) * (up[s] . x[t]),  s = sel[j] (sel NULL: s = j)
      *   y[t]    = sum_j a[t][j] * down[s]
      * Reads only the weights of the selected slots. x, y [n_tokens][n_embd]
-     * (y is overwritten); act, when not NULL, receives a [n_tokens][n_sel]. */
+     * (y is overwritten); act, when not NULL, receives a [n_tokens][n_sel].
+     * Un-gated slots (ENG_ACT_RELU_SQR): a = relu(up[s] . x)^2, and so in
+     * every op below (ffn_runs' and ffn_top's runs of one kind). */
     void (*ffn)(eng_backend *be, const eng_ffn_weights *w, const int32_t *sel, int n_sel,
                 const float *x, float *y, int n_tokens, float *act);
 
@@ -601,7 +625,8 @@ typedef struct eng_backend_iface {
     /* (Re)builds w->sketch (backend memory, n_slots slots) from the slots'
      * gate and up rows, each quantized as Q4_0 (quants.c), and reserves
      * what ffn_pick needs for that many slots (so that no decode step
-     * allocates). Offered together with ffn_pick; not while recording. */
+     * allocates). Offered together with ffn_pick; not while recording.
+     * Un-gated slots have no sketch (nothing built; the loader refuses). */
     void (*build_sketch)(eng_backend *be, const eng_ffn_weights *w);
 
     /* ffn() of one token over two runs of slots, as one list: slots 0 ..
@@ -703,7 +728,7 @@ int eng__backend_graph_stats(const eng_backend *be, eng_graph_stats *ret);
  * weights' sizes, and a number raised when their meaning changes). */
 #define ENG_CUDA_MODULE_ABI \
     ((unsigned)sizeof(eng_backend_iface) * 31u + (unsigned)sizeof(eng_ffn_weights) * 7u + \
-     (unsigned)sizeof(eng_backend) + 1u)
+     (unsigned)sizeof(eng_backend) + 2u)
 typedef struct eng_cuda_module {
     unsigned abi;
     int (*backend_new)(int device, eng_backend **ret_backend, eng_error *err);

@@ -270,7 +270,7 @@ static bool ffn_fused_up(const eng_model *m)
 /* The file's tensor of layer il's gate rows (up: its up rows), of the
  * shared expert's where shared (gemma4: its dense MLP's), NULL where
  * there is none: phi3's gate rows are the first half of its ffn_up,
- * nemotron_h's (un-gated) its up rows again,
+ * nemotron_h's (un-gated: none) its up rows, whose type stands for both,
  * gemma4's experts' may share one ffn_gate_up_exps with their up rows. */
 static const gguf_tensor *ffn_rows_tensor(const eng_model *m, const gguf_file *f, int il, bool up,
                                           bool shared)
@@ -362,11 +362,30 @@ static eng_dtype ffn_dtype(const eng_model *m, const gguf_file *f)
     return dt;
 }
 
+/* The FFN's activation where it is the model's, not a layer's (gemma3n's
+ * cut layers are GELU_TOPK, ffn_alloc), and the rows of its slots: one
+ * kind a model, nemotron_h's all un-gated (their up rows alone), every
+ * other family's all gated. */
+static eng_act ffn_act(const eng_model *m)
+{
+    return m->arch == ENG_ARCH_GEMMA || m->arch == ENG_ARCH_GEMMA2 || m->arch == ENG_ARCH_GEMMA3 ||
+                   m->arch == ENG_ARCH_GEMMA4
+               ? ENG_ACT_GELU
+           : m->arch == ENG_ARCH_GPT_OSS ? ENG_ACT_SWIGLU_OAI
+           : m->one_block                 ? ENG_ACT_RELU_SQR
+                                          : ENG_ACT_SILU;
+}
+
+static int ffn_rows(const eng_model *m)
+{
+    return eng_ffn_act_rows(ffn_act(m));
+}
+
 /* Resident bytes of one FFN neuron: its gate row, up row and down column
- * (nemotron_h's un-gated neurons: the up row twice, as stored). */
+ * (nemotron_h's un-gated neurons: the up row and down column). */
 static size_t neuron_bytes(const eng_model *m)
 {
-    return eng_ffn_slot_bytes(m->info.ffn_dtype, m->info.n_embd);
+    return eng_ffn_slot_bytes(m->info.ffn_dtype, m->info.n_embd, ffn_rows(m));
 }
 
 /* n values (a multiple of 32 for Q8_0) in type dt */
@@ -597,8 +616,9 @@ static int ffn_tensors_get(loader *ld, int il, bool shared, ffn_tensors *t)
     t->first = shared ? (uint64_t)n_exps : 0;
     t->down_cols = (uint64_t)F;
     if (m->one_block) {
-        /* nemotron_h's un-gated MLP: the up rows stand for the gate rows
-         * too (ENG_ACT_RELU: relu(u) u = relu(u)^2) */
+        /* nemotron_h's un-gated MLP: up rows alone (ENG_ACT_RELU_SQR, one
+         * row a slot: load_neurons_host reads t->up only; gate names it
+         * too for the users of its type) */
         snprintf(name, sizeof(name), "blk.%d.ffn_up.weight", il);
         if ((r = get_tensor(ld, name, 2, E, (uint64_t)F, true, &t->up)) < 0)
             return r;
@@ -643,7 +663,7 @@ static void load_neurons_host(loader *ld, const ffn_tensors *t, uint8_t *gu, uin
  * are kept. Backend memory that is not host memory gets the neurons packed
  * in ld->stage first, then uploaded into their slots. Cannot fail once
  * ffn_tensors_get() succeeded and the scratch is sized (ensure_row(ld,
- * DOWN_BLOCK * n_ff), and ensure_stage(ld, count * 3 * n_embd * element)
+ * DOWN_BLOCK * n_ff), and ensure_stage(ld, count * neuron_bytes(m))
  * for such a backend); a GPU's upload errors surface at the next sync. */
 static void load_neurons(loader *ld, const ffn_tensors *t, eng_layer *L, const int32_t *neurons,
                          const int32_t *slots, int count, uint64_t *bytes_read)
@@ -659,9 +679,10 @@ static void load_neurons(loader *ld, const ffn_tensors *t, eng_layer *L, const i
         return;
     }
     /* packed: slot i of the staging buffers is the i-th neuron */
-    uint8_t *gu = ld->stage, *down = ld->stage + (size_t)count * 2 * rb;
+    const size_t rg = (size_t)eng_ffn_rows(&L->ffn) * rb; /* its gate_up */
+    uint8_t *gu = ld->stage, *down = ld->stage + (size_t)count * rg;
     load_neurons_host(ld, t, gu, down, L->ffn.dtype, neurons, NULL, count, bytes_read);
-    be->iface->upload_rows(be, (void *)L->ffn.gate_up, slots, gu, count, 2 * rb);
+    be->iface->upload_rows(be, (void *)L->ffn.gate_up, slots, gu, count, rg);
     be->iface->upload_rows(be, (void *)L->ffn.down, slots, down, count, rd);
 }
 
@@ -675,14 +696,16 @@ static void load_neurons_host(loader *ld, const ffn_tensors *t, uint8_t *gu, uin
     const size_t sr = eng_ffn_row_bytes(dt, E); /* a slot's gate or up row */
     const eng_dtype ddt = eng_ffn_down_dtype(dt);
     const size_t sd = eng_ffn_down_bytes(dt, E); /* its down row */
+    const int nr = ffn_rows(m); /* gate and up, or (un-gated) up alone */
     float *row = ld->row;
 #define SLOT(i) ((size_t)(slots ? slots[i] : (i)))
 
     for (int i = 0; i < count; i++)
-        for (int h = 0; h < 2; h++) {
-            const gguf_tensor *gt = h ? t->up : t->gate;
-            const uint64_t src = ffn_src_row(t, (uint64_t)neurons[i] - t->first, h);
-            uint8_t *dst = gu + (SLOT(i) * 2 + h) * sr;
+        for (int h = 0; h < nr; h++) {
+            const bool up = h || nr == 1;
+            const gguf_tensor *gt = up ? t->up : t->gate;
+            const uint64_t src = ffn_src_row(t, (uint64_t)neurons[i] - t->first, up);
+            uint8_t *dst = gu + (SLOT(i) * (size_t)nr + (size_t)h) * sr;
             if (eng_dtype_block(dt) > 1 && gt->type == ggml_type_of_dtype(dt)) {
                 /* the file's own blocks, as for a matrix (ffn_dtype: a
                  * Q4_K, Q5_K, Q4_1 or Q4_0 FFN's gate and up rows are all
@@ -699,7 +722,7 @@ static void load_neurons_host(loader *ld, const ffn_tensors *t, uint8_t *gu, uin
             }
         }
     if (bytes_read)
-        *bytes_read += 2 * (uint64_t)count * ggml_row_bytes(t->gate->type, E);
+        *bytes_read += (uint64_t)nr * count * ggml_row_bytes(t->gate->type, E);
     if (count == 0)
         return;
 
@@ -811,9 +834,15 @@ static bool wants_sketch(const eng_plan *plan, int il)
     return plan->info.sketch && plan->sparse[il];
 }
 
-/* A plan with a sketch needs a backend that builds it and picks by it. */
+/* A plan with a sketch needs a backend that builds it and picks by it,
+ * and gated neurons: a sketch row pair is a gate and an up row (an
+ * un-gated FFN's pick per token is not there yet). */
 static int sketch_supported(const eng_model *m, const eng_plan *plan, eng_error *err)
 {
+    if (plan->info.sketch && ffn_rows(m) == 1)
+        return eng__set_err(err, -ENOTSUP,
+                            "%s's un-gated FFN neurons cannot be picked per token (no neuron "
+                            "sketch for them; pick=exact can)", m->info.arch);
     if (!plan->info.sketch || (m->be->iface->ffn_pick && m->be->iface->build_sketch))
         return 0;
     return eng__set_err(err, -ENOTSUP,
@@ -827,7 +856,7 @@ static int ffn_alloc(eng_model *m, int il, eng_layer *L, int cap)
     const int E = m->info.n_embd;
     const size_t rb = eng_ffn_row_bytes(m->info.ffn_dtype, E);
     int c = cap > 0 ? cap : 1;
-    void *gu = weight_alloc(m, (size_t)c * 2 * rb);
+    void *gu = weight_alloc(m, (size_t)c * (size_t)ffn_rows(m) * rb);
     void *down = weight_alloc(m, (size_t)c * eng_ffn_down_bytes(m->info.ffn_dtype, E));
     int32_t *ids = model_alloc(m, (size_t)c * sizeof(int32_t));
     uint8_t *st = model_alloc(m, (size_t)c);
@@ -837,14 +866,7 @@ static int ffn_alloc(eng_model *m, int il, eng_layer *L, int cap)
     const float cut = m->ffn_cut ? m->ffn_cut[il] : NAN;
     L->ffn = (eng_ffn_weights){ .dtype = m->info.ffn_dtype, .n_embd = E, .n_slots = 0,
                                 .gate_up = gu, .down = down,
-                                .act = isfinite(cut) ? ENG_ACT_GELU_TOPK
-                                       : m->arch == ENG_ARCH_GEMMA || m->arch == ENG_ARCH_GEMMA2 ||
-                                               m->arch == ENG_ARCH_GEMMA3 ||
-                                               m->arch == ENG_ARCH_GEMMA4
-                                           ? ENG_ACT_GELU
-                                       : m->arch == ENG_ARCH_GPT_OSS ? ENG_ACT_SWIGLU_OAI
-                                       : m->one_block                 ? ENG_ACT_RELU
-                                                                     : ENG_ACT_SILU,
+                                .act = isfinite(cut) ? ENG_ACT_GELU_TOPK : ffn_act(m),
                                 .cut = isfinite(cut) ? cut : 0.0f };
     L->neuron_of_slot = ids;
     L->slot_static = st;
@@ -1055,7 +1077,7 @@ static int load_ffn(loader *ld, int il, eng_layer *L, const eng_plan *plan)
         const size_t rd = eng_ffn_down_bytes(L->ffn.dtype, L->ffn.n_embd);
         L->mlp = L->ffn;
         L->mlp.n_slots = n_sh;
-        L->mlp.gate_up = (const uint8_t *)L->ffn.gate_up + (size_t)(n - n_sh) * 2 * rb;
+        L->mlp.gate_up = (const uint8_t *)L->ffn.gate_up + (size_t)(n - n_sh) * ffn_rows(m) * rb;
         L->mlp.down = (const uint8_t *)L->ffn.down + (size_t)(n - n_sh) * rd;
     }
     L->sparse = plan->sparse[il];
@@ -2489,8 +2511,9 @@ static int load_weights(loader *ld, const eng_plan *plan)
     const bool g4 = m->arch == ENG_ARCH_GEMMA4, oss = m->arch == ENG_ARCH_GPT_OSS;
     int r;
 
-    /* nemotron_h: its MLPs' ReGLU (ENG_ACT_RELU) is the CPU's alone, as
-     * the mixers are: refused up front, whatever its layers hold */
+    /* nemotron_h: its MLPs' un-gated slots (ENG_ACT_RELU_SQR) are the
+     * CPU's alone, as the mixers are: refused up front, whatever its
+     * layers hold */
     if (m->one_block && !m->be->iface->host_memory)
         return eng__set_err(ld->err, -ENOTSUP, "the %s backend cannot run %s (no Mamba-2 mixer, "
                             "no squared-ReLU FFN; the cpu backend can)", m->be->iface->name,
@@ -5003,11 +5026,11 @@ static void model_free_ptr(eng_model *m, void *p)
  * be A: compaction after neurons left), in backend memory. */
 static void copy_slot(eng_backend *be, const eng_layer *A, int from, eng_layer *B, int to)
 {
-    const size_t rb = eng_ffn_row_bytes(A->ffn.dtype, A->ffn.n_embd);
+    /* (its gate_up: eng_ffn_rows rows, B's as A's: one layer's, or T's) */
+    const size_t rg = (size_t)eng_ffn_rows(&A->ffn) * eng_ffn_row_bytes(A->ffn.dtype, A->ffn.n_embd);
     const size_t rd = eng_ffn_down_bytes(A->ffn.dtype, A->ffn.n_embd);
     const uint8_t *gu = A->ffn.gate_up, *down = A->ffn.down;
-    be->iface->copy(be, (uint8_t *)B->ffn.gate_up + (size_t)to * 2 * rb, gu + (size_t)from * 2 * rb,
-                    2 * rb);
+    be->iface->copy(be, (uint8_t *)B->ffn.gate_up + (size_t)to * rg, gu + (size_t)from * rg, rg);
     be->iface->copy(be, (uint8_t *)B->ffn.down + (size_t)to * rd, down + (size_t)from * rd, rd);
     B->neuron_of_slot[to] = A->neuron_of_slot[from];
 }
@@ -5220,9 +5243,10 @@ int eng_model_swap(eng_model *m, const eng_load_plan_params *pp, eng_swap_stats 
             }
             L->ffn.n_slots = n_new;
         }
-        const size_t rb = eng_ffn_row_bytes(L->ffn.dtype, L->ffn.n_embd);
+        const size_t rg = (size_t)eng_ffn_rows(&L->ffn) *
+                          eng_ffn_row_bytes(L->ffn.dtype, L->ffn.n_embd);
         eng_layer T = { .ffn = { .dtype = L->ffn.dtype, .n_embd = L->ffn.n_embd, .n_slots = 1,
-                                 .gate_up = tmp_slot, .down = (uint8_t *)tmp_slot + 2 * rb,
+                                 .gate_up = tmp_slot, .down = (uint8_t *)tmp_slot + rg,
                                  .act = L->ffn.act },
                         .neuron_of_slot = &tmp_nid };
         const bool moved = statics_first(m->be, L, plan->is_static[il], &T) > 0;

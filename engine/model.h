@@ -211,8 +211,8 @@ struct eng_model {
     bool ssm_beside;                  /* falcon-h1: a Mamba-2 mixer beside attention in
                                        * every layer (eng_layer.sout), info.n_ssm of them */
     /* nemotron_h: one block a layer (eng_layer.mlp_only, no_ffn), the
-     * MLPs un-gated, W_down relu(W_up x)^2: loaded as ReGLU whose gate
-     * rows are the up rows (ENG_ACT_RELU) */
+     * MLPs un-gated, W_down relu(W_up x)^2: slots of an up row and a
+     * down row (ENG_ACT_RELU_SQR) */
     bool one_block;
     uint8_t *mlp_layer;               /* [n_layer] 1: an MLP alone (one_block), or NULL */
     /* gemma4: local layers' heads (key_length_swa, rope.dimension_count_swa),

@@ -712,7 +712,7 @@ size_t eng_session_copy_bytes(const eng_session *s)
     size_t bytes = 0;
     for (int l = 0; s->dyn && l < s->model->info.n_layer; l++) {
         const eng_ffn_weights *w = &s->model->layers[l].ffn;
-        bytes += (size_t)s->dyn[l].cap * eng_ffn_slot_bytes(w->dtype, w->n_embd);
+        bytes += (size_t)s->dyn[l].cap * eng_ffn_slot_bytes(w->dtype, w->n_embd, eng_ffn_rows(w));
     }
     return bytes;
 }
@@ -1298,11 +1298,12 @@ static void dyn_copy(eng_session *s, int il, const int32_t *sel, int n)
     const int k = n - from;
     if (k == 0)
         return; /* one run already */
-    const size_t rs = eng_ffn_row_bytes(w->dtype, w->n_embd);
+    /* a slot's gate_up: gate and up rows, or (un-gated) its up row */
+    const size_t rg = (size_t)eng_ffn_rows(w) * eng_ffn_row_bytes(w->dtype, w->n_embd);
     const size_t rd = eng_ffn_down_bytes(w->dtype, w->n_embd);
     if (k > d->cap) {
         dyn_release(s, d);
-        d->gate_up = eng__session_alloc(s, (size_t)k * 2 * rs);
+        d->gate_up = eng__session_alloc(s, (size_t)k * rg);
         d->down = eng__session_alloc(s, (size_t)k * rd);
         if (!d->gate_up || !d->down) {
             dyn_release(s, d);
@@ -1313,7 +1314,7 @@ static void dyn_copy(eng_session *s, int il, const int32_t *sel, int n)
     char *gu = d->gate_up, *dn = d->down;
     for (int j = 0; j < k; j++) {
         const size_t sl = (size_t)sel[from + j];
-        memcpy(gu + (size_t)j * 2 * rs, (const char *)w->gate_up + sl * 2 * rs, 2 * rs);
+        memcpy(gu + (size_t)j * rg, (const char *)w->gate_up + sl * rg, rg);
         memcpy(dn + (size_t)j * rd, (const char *)w->down + sl * rd, rd);
     }
     d->w = (eng_ffn_weights){ .dtype = w->dtype, .n_embd = w->n_embd, .n_slots = k,
@@ -1338,7 +1339,7 @@ static bool cand_runs(const eng_session *s, int il, int n)
  * up). At least 1. */
 static int sketch_pick_k(const eng_model *m, const eng_layer *L, int n_compute, int *cost)
 {
-    const size_t bpn = eng_ffn_slot_bytes(L->ffn.dtype, L->ffn.n_embd);
+    const size_t bpn = eng_ffn_slot_bytes(L->ffn.dtype, L->ffn.n_embd, eng_ffn_rows(&L->ffn));
     const size_t bytes = (size_t)L->ffn.n_slots * eng_sketch_slot_bytes(m->info.n_embd);
     *cost = (int)((bytes + bpn - 1) / bpn);
     const int k = n_compute - *cost;
@@ -1363,11 +1364,13 @@ static long long exact_pick_k(const eng_model *m, int n_compute, const int *coun
             continue;
         const eng_dtype dt = L->ffn.dtype;
         const long E = L->ffn.n_embd;
+        const int nr = eng_ffn_rows(&L->ffn); /* gate and up rows, or up alone */
         long long rows = n_cand <= 0 ? L->ffn.n_slots : cand ? cand[il] : n_cand;
         if (rows > L->ffn.n_slots)
             rows = L->ffn.n_slots;
-        budget += (long long)(count ? count[il] : n_compute) * (long long)eng_ffn_slot_bytes(dt, E) -
-                  rows * 2 * (long long)eng_ffn_row_bytes(dt, E) - extra;
+        budget += (long long)(count ? count[il] : n_compute) *
+                      (long long)eng_ffn_slot_bytes(dt, E, nr) -
+                  rows * nr * (long long)eng_ffn_row_bytes(dt, E) - extra;
         down += (long long)eng_ffn_down_bytes(dt, E);
     }
     return down > 0 ? budget / down : 0;
@@ -1422,7 +1425,8 @@ int eng__select_end_eval(eng_session *s)
         int n_take = !narrow ? n_compute : cand ? cand[il] : n_cand;
         /* where something is left out, the linear map's bytes: off phi's
          * neurons per request, off k (exact_pick_k) per token */
-        const long long slot_b = (long long)eng_ffn_slot_bytes(L->ffn.dtype, L->ffn.n_embd);
+        const int nr = eng_ffn_rows(&L->ffn);
+        const long long slot_b = (long long)eng_ffn_slot_bytes(L->ffn.dtype, L->ffn.n_embd, nr);
         const int lin_n = lin_b && L->sparse && n_take < L->ffn.n_slots
                               ? (int)((lin_b + slot_b - 1) / slot_b)
                               : 0;
@@ -1457,9 +1461,9 @@ int eng__select_end_eval(eng_session *s)
                 /* every gate and up row, and k down rows, in neurons */
                 const eng_dtype dt = L->ffn.dtype;
                 const long E = L->ffn.n_embd;
-                computed += ((uint64_t)L->ffn.n_slots * 2 * eng_ffn_row_bytes(dt, E) +
+                computed += ((uint64_t)L->ffn.n_slots * nr * eng_ffn_row_bytes(dt, E) +
                              (uint64_t)k * eng_ffn_down_bytes(dt, E)) /
-                            eng_ffn_slot_bytes(dt, E);
+                            eng_ffn_slot_bytes(dt, E, nr);
             } else {
                 s->pick_k[il] = k;
                 s->partial = true;
@@ -1520,9 +1524,9 @@ int eng__select_end_eval(eng_session *s)
             const eng_dtype dt = L->ffn.dtype;
             const long E = L->ffn.n_embd;
             s->pick_k[il] = k_cand;
-            computed += ((uint64_t)total * 2 * eng_ffn_row_bytes(dt, E) +
+            computed += ((uint64_t)total * nr * eng_ffn_row_bytes(dt, E) +
                          (uint64_t)k_cand * eng_ffn_down_bytes(dt, E)) /
-                        eng_ffn_slot_bytes(dt, E);
+                        eng_ffn_slot_bytes(dt, E, nr);
         } else {
             /* every candidate computed: k leaves none out, or there is
              * no copy to pick from (the bytes of phi exceeded) */

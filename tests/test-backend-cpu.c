@@ -59,6 +59,16 @@ static double act_ref(double g)
         return g / (1 + exp(-2 * 0.7978845608028654 * (g + 0.044715 * g * g * g)));
     return g / (1 + exp(-g));
 }
+/* Rows of a slot under g_act (2: gate, up; 1: ENG_ACT_RELU_SQR's up row
+ * alone), and the up row's offset in elements, rows n_embd wide. */
+static long g_rows(void)
+{
+    return g_act == ENG_ACT_RELU_SQR ? 1 : 2;
+}
+static long g_uo(long E)
+{
+    return g_act == ENG_ACT_RELU_SQR ? 0 : E;
+}
 static const char *cur_cfg = "";
 
 #define CHECK(cond, ...)                                                                     \
@@ -944,7 +954,8 @@ static void test_ffn_one(eng_backend *be, eng_dtype dt, int E, int n_slots, int 
                          bool use_sel, int nt, bool with_act)
 {
     const eng_dtype ddt = eng_ffn_down_dtype(dt); /* Q4_K's down rows: Q8_0 */
-    void *gu = make_weights(dt, (long)n_slots * 2 * E);
+    const long R = g_rows(), UO = g_uo(E); /* a slot's rows, its up row's offset */
+    void *gu = make_weights(dt, (long)n_slots * R * E);
     void *dn = make_weights(ddt, (long)n_slots * E);
     int n_sel = use_sel ? n_sel_req : n_slots;
     int32_t *sel = NULL;
@@ -972,8 +983,8 @@ static void test_ffn_one(eng_backend *be, eng_dtype dt, int E, int n_slots, int 
                 used[sel[i]] = 1;
         for (int s = 0; s < n_slots; s++)
             if (!used[s]) {
-                for (long i = 0; i < 2L * E; i++)
-                    wset_nan(dt, gu, (long)s * 2 * E + i);
+                for (long i = 0; i < R * E; i++)
+                    wset_nan(dt, gu, (long)s * R * E + i);
                 for (long i = 0; i < E; i++)
                     wset_nan(ddt, dn, (long)s * E + i);
             }
@@ -991,13 +1002,13 @@ static void test_ffn_one(eng_backend *be, eng_dtype dt, int E, int n_slots, int 
     float *act = with_act ? make_f32((long)nt * (n_sel > 0 ? n_sel : 1), 9, 9) : NULL;
     be->iface->ffn(be, &W, sel, n_sel, x, y, nt, act);
 
-    double *gud = to_double(dt, gu, (long)n_slots * 2 * E), *dnd = to_double(ddt, dn, (long)n_slots * E);
+    double *gud = to_double(dt, gu, (long)n_slots * R * E), *dnd = to_double(ddt, dn, (long)n_slots * E);
     /* the magnitudes a row's float rounding scales with: |w|, for Q4_K
      * both terms' */
     double *gmg = eng_dtype_block(dt) > 1 && dt != ENG_DTYPE_Q8_0
-                      ? malloc(sizeof(double) * (size_t)n_slots * 2 * E)
+                      ? malloc(sizeof(double) * (size_t)n_slots * R * E)
                       : NULL;
-    for (long i = 0; gmg && i < (long)n_slots * 2 * E; i++)
+    for (long i = 0; gmg && i < (long)n_slots * R * E; i++)
         gmg[i] = wmag(dt, gu, i);
     double *a = malloc(sizeof(double) * (size_t)(n_sel > 0 ? n_sel : 1));
     double *atol = malloc(sizeof(double) * (size_t)(n_sel > 0 ? n_sel : 1));
@@ -1016,9 +1027,9 @@ static void test_ffn_one(eng_backend *be, eng_dtype dt, int E, int n_slots, int 
             }
             double g = 0, u = 0, gm = 0, um = 0;
             for (int k = 0; k < E; k++) {
-                g += gud[s * 2 * E + k] * xt[k];
-                u += gud[s * 2 * E + E + k] * xt[k];
-                const long ig = s * 2 * E + k, iu = ig + E;
+                g += gud[s * R * E + k] * xt[k];
+                u += gud[s * R * E + UO + k] * xt[k];
+                const long ig = s * R * E + k, iu = ig + UO;
                 gm += (gmg ? gmg[ig] : fabs(gud[ig])) * fabs(xt[k]);
                 um += (gmg ? gmg[iu] : fabs(gud[iu])) * fabs(xt[k]);
             }
@@ -1028,7 +1039,7 @@ static void test_ffn_one(eng_backend *be, eng_dtype dt, int E, int n_slots, int 
             for (int k0 = 0; xb && k0 < E; k0 += xb) {
                 double xm = 0, wg = 0, wu = 0;
                 for (int k = k0; k < k0 + xb && k < E; k++) {
-                    const long ig = s * 2 * E + k, iu = ig + E;
+                    const long ig = s * R * E + k, iu = ig + UO;
                     xm = fmax(xm, fabs(xt[k]));
                     wg += gmg ? gmg[ig] : fabs(gud[ig]);
                     wu += gmg ? gmg[iu] : fabs(gud[iu]);
@@ -1045,6 +1056,10 @@ static void test_ffn_one(eng_backend *be, eng_dtype dt, int E, int n_slots, int 
             const double lin = oai ? fmin(fmax(u, -7), 7) + 1 : u;
             double sg = act_ref(g);
             a[j] = sg * lin;
+            if (g_act == ENG_ACT_RELU_SQR) { /* un-gated: relu(u)^2, no gate */
+                sg = u > 0 ? u : 0;
+                a[j] = u > 0 ? u * u : 0;
+            }
             /* d(silu)/dg is within [-0.1, 1.1], d(gelu)/dg within [-0.17,
              * 1.13]: errors 3e-5*gm (+ eg) in g and 3e-5*um (+ eu) in u
              * give this much in a, plus float rounding of a (GELU's
@@ -1078,7 +1093,11 @@ static void test_ffn_one(eng_backend *be, eng_dtype dt, int E, int n_slots, int 
             if (!(fabs(got - ref) <= tol + 1e-30) && bad++ < 3)
                 CHECK(0, "ffn y %s%s%s E=%d slots=%d n_sel=%d sel=%d nt=%d act=%d t=%d c=%d: "
                       "%.9g vs %.9g (tol %.3g)",
-                      dt_name(dt), g_act == ENG_ACT_GELU ? " gelu" : g_act ? " oai" : "",
+                      dt_name(dt),
+                      g_act == ENG_ACT_GELU         ? " gelu"
+                      : g_act == ENG_ACT_RELU_SQR ? " relu^2"
+                      : g_act                     ? " oai"
+                                                  : "",
                       fb ? " biased" : "", E, n_slots, n_sel, use_sel, nt, with_act, t, c, got,
                       ref, tol);
         }
@@ -1310,17 +1329,17 @@ static void test_ffn_runs_one(eng_backend *be, eng_dtype dt, int E, int S, int n
 {
     /* rows whole blocks of the type */
     E = (int)((E + eng_dtype_block(dt) - 1) / eng_dtype_block(dt) * eng_dtype_block(dt));
-    const size_t rs = eng_ffn_row_bytes(dt, E), rd = eng_ffn_down_bytes(dt, E);
-    char *gu = make_weights(dt, (long)S * 2 * E);
+    const size_t rs = g_rows() * eng_ffn_row_bytes(dt, E), rd = eng_ffn_down_bytes(dt, E);
+    char *gu = make_weights(dt, (long)S * g_rows() * E);
     char *dn = make_weights(eng_ffn_down_dtype(dt), (long)S * E);
-    char *gu2 = malloc((size_t)(n_b ? n_b : 1) * 2 * rs), *dn2 = malloc((size_t)(n_b ? n_b : 1) * rd);
+    char *gu2 = malloc((size_t)(n_b ? n_b : 1) * rs), *dn2 = malloc((size_t)(n_b ? n_b : 1) * rd);
     int32_t *sel = malloc((size_t)(n_a + n_b + 1) * sizeof(int32_t));
     int n = 0;
     for (int j = 0; j < n_a; j++)
         sel[n++] = j;
     for (int j = n_a, left = S - n_a, want = n_b; j < S; j++, left--)
         if (irand(left) < want) { /* n_b of the S - n_a, ascending */
-            memcpy(gu2 + (size_t)(n - n_a) * 2 * rs, gu + (size_t)j * 2 * rs, 2 * rs);
+            memcpy(gu2 + (size_t)(n - n_a) * rs, gu + (size_t)j * rs, rs);
             memcpy(dn2 + (size_t)(n - n_a) * rd, dn + (size_t)j * rd, rd);
             sel[n++] = j;
             want--;
@@ -1943,17 +1962,18 @@ static void test_ffn_pick_random(eng_backend *be, eng_dtype dt)
  * wrong run is another slot); k >= n is ffn_runs() over them. */
 static void test_ffn_top_e(eng_backend *be, eng_dtype dt, const int E, const int S)
 {
-    void *gu = make_weights(dt, (long)S * 2 * E);
+    const long R = g_rows(), UO = g_uo(E); /* a slot's rows, its up row's offset */
+    void *gu = make_weights(dt, (long)S * R * E);
     void *dn = make_weights(eng_ffn_down_dtype(dt), (long)S * E);
-    double *gd = to_double(dt, gu, (long)S * 2 * E);
+    double *gd = to_double(dt, gu, (long)S * R * E);
     double *dd = to_double(eng_ffn_down_dtype(dt), dn, (long)S * E);
     eng_ffn_weights w = { dt, E, S, gu, dn, NULL, g_act, NULL, 0.0f };
     const int n_a = S / 3 + 1, n_b = S - n_a; /* n_a odd: a pair spans both runs */
-    const size_t rs = eng_ffn_row_bytes(dt, E), rd = eng_ffn_down_bytes(dt, E);
-    char *gu2 = malloc((size_t)n_b * 2 * rs), *dn2 = malloc((size_t)n_b * rd);
+    const size_t rs = R * eng_ffn_row_bytes(dt, E), rd = eng_ffn_down_bytes(dt, E);
+    char *gu2 = malloc((size_t)n_b * rs), *dn2 = malloc((size_t)n_b * rd);
     for (int j = 0; j < n_b; j++) {
         const int s = S - 1 - j;
-        memcpy(gu2 + (size_t)j * 2 * rs, (const char *)gu + (size_t)s * 2 * rs, 2 * rs);
+        memcpy(gu2 + (size_t)j * rs, (const char *)gu + (size_t)s * rs, rs);
         memcpy(dn2 + (size_t)j * rd, (const char *)dn + (size_t)s * rd, rd);
     }
     eng_ffn_weights w2 = { dt, E, n_b, gu2, dn2, NULL, g_act, NULL, 0.0f };
@@ -1970,10 +1990,10 @@ static void test_ffn_top_e(eng_backend *be, eng_dtype dt, const int E, const int
         for (int s = 0; s < S; s++) {
             double g = 0, u = 0;
             for (int i = 0; i < E; i++) {
-                g += gd[(2L * s) * E + i] * x[i];
-                u += gd[(2L * s + 1) * E + i] * x[i];
+                g += gd[s * R * E + i] * x[i];
+                u += gd[s * R * E + UO + i] * x[i];
             }
-            a[s] = act_ref(g) * u;
+            a[s] = g_act == ENG_ACT_RELU_SQR ? (u > 0 ? u * u : 0) : act_ref(g) * u;
             score[s] = fabs(a[s]);
             idx[s] = s;
         }
@@ -2049,6 +2069,24 @@ static void test_ffn_pick(eng_backend *be, eng_dtype dt)
     test_ffn_pick_e(be, dt, 64);  /* two blocks: a kernel's tail */
     test_ffn_pick_e(be, dt, 640); /* twenty: groups of eight and a tail */
     test_ffn_pick_random(be, dt);
+}
+
+/* Un-gated slots (nemotron_h's squared ReLU: one row a slot, its up
+ * row, against relu(u)^2): ffn decode and prefill, over every slot and
+ * selections, ffn_runs and ffn_top, in each type an un-gated model's
+ * FFN loads as */
+static void test_ffn_ungated(eng_backend *be)
+{
+    static const eng_dtype dts[] = { ENG_DTYPE_F32, ENG_DTYPE_F16, ENG_DTYPE_Q8_0,
+                                     ENG_DTYPE_Q4_1, ENG_DTYPE_Q4_K };
+    const eng_act saved = g_act;
+    g_act = ENG_ACT_RELU_SQR;
+    for (size_t i = 0; i < sizeof(dts) / sizeof(dts[0]); i++) {
+        test_ffn(be, dts[i]);
+        test_ffn_runs(be, dts[i]);
+        test_ffn_top_e(be, dts[i], eng_dtype_block(dts[i]) == 256 ? 256 : 576, 300);
+    }
+    g_act = saved;
 }
 
 /* A kept block type's matrices: get_rows, matmul, matmul3 */
@@ -2370,6 +2408,8 @@ int main(void)
             test_ffn_runs(be, ENG_DTYPE_F16);
             test_ffn_pick(be, ENG_DTYPE_F16);
             test_silu(be);
+            g_act = ENG_ACT_SILU;
+            test_ffn_ungated(be);
             /* gpt-oss's experts: biases and its activation (the ffn op's
              * own path for them, over every slot or a selection: a matmul
              * and the down phase, whose types the tests above cover) */

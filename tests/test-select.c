@@ -228,7 +228,8 @@ static void copy_check(eng_model *m, const char *what)
                    d ? d->from : -1);
             if (!d)
                 continue;
-            want += (size_t)(s->ffn_n_sel[il] - from) * eng_ffn_slot_bytes(L->ffn.dtype, L->ffn.n_embd);
+            want += (size_t)(s->ffn_n_sel[il] - from) *
+                    eng_ffn_slot_bytes(L->ffn.dtype, L->ffn.n_embd, eng_ffn_rows(&L->ffn));
             copied += d->w.n_slots > 0;
             if (k == 2)
                 memset(d->down, 0, (size_t)d->w.n_slots * rd);

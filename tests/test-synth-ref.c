@@ -575,7 +575,7 @@ static uint64_t step_bytes(const eng_model *m, int slots)
         const eng_weight *w[6] = { &L->wq, &L->wk, &L->wv, &L->wo, &L->moe.router, &L->wg };
         for (int k = 0; k < 6; k++)
             b += eng_dtype_bytes(w[k]->dtype, (size_t)w[k]->rows * w[k]->cols);
-        b += (uint64_t)slots * eng_ffn_slot_bytes(L->ffn.dtype, E);
+        b += (uint64_t)slots * eng_ffn_slot_bytes(L->ffn.dtype, E, eng_ffn_rows(&L->ffn));
     }
     return b;
 }
@@ -907,6 +907,132 @@ static void check_hybrid(const char *synth, const char *shape, int n_ssm, int at
            d1, d2, d3, d5, d4);
     eng_model_free(r);
     eng_model_free(m);
+}
+
+/* nemotron_h's un-gated MLP (tiny-nemotron-h, f32): each slot one row,
+ * the file's up row of its neuron byte for byte, beside its down row, so
+ * the FFN's resident bytes are 2 rows a neuron (n_embd f32 each, counted
+ * here without the engine's helpers) dense and at gamma 0.5; a budget of
+ * the dense weights less half the FFN's solves to half the neurons, and
+ * what loads fits it (the plan prices a neuron as it is stored). */
+static void check_ungated(const char *synth)
+{
+    char path[32];
+    eng_model *m = load_f32(synth, "tiny-nemotron-h", path);
+    const int E = m->info.n_embd;
+    const uint64_t row = (uint64_t)E * sizeof(float);
+    gguf_file *f = NULL;
+    eng_error err;
+    CHECKF(gguf_open(path, &f, &err) == 0, "%s", err.msg);
+    int mlps = 0, bad = 0;
+    uint64_t slots = 0;
+    for (int il = 0; il < m->info.n_layer; il++) {
+        const eng_layer *L = &m->layers[il];
+        slots += (uint64_t)L->ffn.n_slots;
+        if (!L->mlp_only)
+            continue;
+        mlps++;
+        bad += L->ffn.act != ENG_ACT_RELU_SQR || eng_ffn_rows(&L->ffn) != 1;
+        char name[64];
+        snprintf(name, sizeof(name), "blk.%d.ffn_up.weight", il);
+        const gguf_tensor *t = f ? gguf_find_tensor(f, name) : NULL;
+        CHECK(t && t->type == GGML_TYPE_F32);
+        for (int j = 0; t && j < L->ffn.n_slots; j++)
+            bad += memcmp((const uint8_t *)L->ffn.gate_up + (size_t)j * row,
+                          (const uint8_t *)t->data + (size_t)L->neuron_of_slot[j] * row, row) != 0;
+    }
+    gguf_close(f);
+    eng_plan_info pi;
+    eng_model_get_plan(m, &pi);
+    CHECKF(mlps > 0 && bad == 0 && slots == pi.neurons_total && pi.neurons_loaded == slots &&
+               pi.bytes_ffn == slots * 2 * row && pi.bytes_sketch == 0,
+           "tiny-nemotron-h: %d MLPs, %d slots not one up row as the file's; FFN %llu bytes for "
+           "%llu neurons, want 2 rows of %llu each", mlps, bad,
+           (unsigned long long)pi.bytes_ffn, (unsigned long long)slots, (unsigned long long)row);
+    const uint64_t dense_w = m->info.bytes_weights, dense_ffn = pi.bytes_ffn;
+    static float dense[1024], got[1024];
+    const int V = m->info.n_vocab;
+    CHECK(V <= 1024);
+    last_logits(m, false, dense);
+    eng_model_free(m);
+
+    /* gamma 0.5 (random), then a budget of the dense weights less half
+     * the FFN's */
+    eng_model_params mp = eng_model_params_default();
+    mp.n_threads = 2;
+    mp.storage = ENG_DTYPE_F32;
+    eng_load_plan_params pp = eng_load_plan_params_default();
+    pp.mode = ENG_SELECT_RANDOM;
+    pp.gamma = 0.5f;
+    pp.seed = 5;
+    mp.plan = &pp;
+    eng_model *h = NULL, *b = NULL;
+    CHECKF(eng_model_load(path, &mp, &h, &err) == 0, "%s", err.msg);
+    eng_plan_info ph = { 0 };
+    if (h)
+        eng_model_get_plan(h, &ph);
+    const uint64_t half_w = h ? h->info.bytes_weights : 0;
+    CHECKF(h && ph.neurons_loaded == ph.neurons_total / 2 &&
+               ph.bytes_ffn == ph.neurons_loaded * 2 * row &&
+               half_w == dense_w - dense_ffn + ph.bytes_ffn,
+           "tiny-nemotron-h gamma 0.5: %llu of %llu neurons, FFN %llu bytes, weights %llu",
+           (unsigned long long)ph.neurons_loaded, (unsigned long long)ph.neurons_total,
+           (unsigned long long)ph.bytes_ffn, (unsigned long long)half_w);
+    pp.gamma = 0.0f;
+    pp.budget_bytes = dense_w - dense_ffn / 2;
+    CHECKF(eng_model_load(path, &mp, &b, &err) == 0, "%s", err.msg);
+    eng_plan_info pb = { 0 };
+    if (b)
+        eng_model_get_plan(b, &pb);
+    /* phi 0.3 a request (its dynamic neurons copied: 2 rows each), then
+     * pick=exact, on the half; then a hot-swap back to every neuron */
+    size_t copied = 0, want = 0;
+    for (int k = 0; h && k < 2; k++) {
+        eng_compute_params cp = eng_compute_params_default();
+        cp.phi = k ? 0.4f : 0.3f;
+        cp.pick = k ? ENG_PICK_EXACT : ENG_PICK_REQUEST;
+        eng_session *s = NULL;
+        CHECK(eng_session_new(h, NULL, &s) == 0 && eng_session_set_compute(s, &cp) == 0);
+        CHECK(s && eng_session_eval(s, TOKENS, N_TOK, 0) == 0 &&
+              eng_session_eval(s, &TOKENS[0], 1, N_TOK) == 0);
+        const float *lg = s ? eng_session_logits(s, -1) : NULL;
+        bool finite = lg != NULL;
+        for (int i = 0; lg && i < V; i++)
+            finite = finite && isfinite(lg[i]);
+        CHECKF(finite && eng_session_ffn_share(s) < 0.5, "tiny-nemotron-h phi %.1f %s: share %g",
+               cp.phi, k ? "exact" : "per request", s ? eng_session_ffn_share(s) : -1.0);
+        for (int il = 0; k == 0 && s && il < h->info.n_layer; il++) {
+            const int32_t *sel = s->ffn_sel[il];
+            const int n = sel ? s->ffn_n_sel[il] : 0;
+            int from = 0;
+            while (from < n && sel[from] == from)
+                from++;
+            want += (size_t)(n - from) * 2 * row;
+        }
+        if (k == 0 && s)
+            copied = eng_session_copy_bytes(s);
+        eng_session_free(s);
+    }
+    CHECKF(want > 0 && copied == want, "tiny-nemotron-h phi 0.3: %zu bytes copied, want %zu",
+           copied, want);
+    eng_load_plan_params dp = eng_load_plan_params_default();
+    CHECKF(h && eng_model_swap(h, &dp, NULL, &err) == 0, "%s", err.msg);
+    if (h)
+        last_logits(h, false, got);
+    const double dswap = h ? max_diff(dense, got, V) : 1.0;
+    CHECKF(dswap < 1e-4, "tiny-nemotron-h swapped to every neuron: %g from the dense load", dswap);
+    unlink(path);
+    CHECKF(b && pb.neurons_loaded == pb.neurons_total / 2 &&
+               b->info.bytes_weights <= pp.budget_bytes && b->info.bytes_weights == half_w,
+           "tiny-nemotron-h, a budget of %llu bytes: %llu of %llu neurons, %llu bytes of weights",
+           (unsigned long long)pp.budget_bytes, (unsigned long long)pb.neurons_loaded,
+           (unsigned long long)pb.neurons_total, (unsigned long long)(b ? b->info.bytes_weights : 0));
+    printf("tiny-nemotron-h: one row a slot, %llu neurons of 2 x %llu bytes; gamma 0.5 and a "
+           "budget of %llu bytes both load %llu neurons; phi 0.3 copies %zu bytes, pick=exact, a swap to all %.2g\n",
+           (unsigned long long)slots, (unsigned long long)row, (unsigned long long)pp.budget_bytes,
+           (unsigned long long)pb.neurons_loaded, copied, dswap);
+    eng_model_free(b);
+    eng_model_free(h);
 }
 
 /* The bytes of a hybrid's caches in a context of n_ctx (no sliding
@@ -1572,7 +1698,8 @@ static void check_gemma3n_copy(const char *synth)
                 continue;
             }
             copied += from < n;
-            want += (size_t)(n - from) * eng_ffn_slot_bytes(L->ffn.dtype, L->ffn.n_embd);
+            want += (size_t)(n - from) *
+                    eng_ffn_slot_bytes(L->ffn.dtype, L->ffn.n_embd, eng_ffn_rows(&L->ffn));
         }
         if (k == 0)
             bytes = eng_session_copy_bytes(s);
@@ -1653,7 +1780,7 @@ static void check_gemma3n_copy(const char *synth)
             computed += k == 0 ? (uint64_t)w->n_slots
                                : ((uint64_t)w->n_slots * 2 * eng_ffn_row_bytes(w->dtype, w->n_embd) +
                                   (uint64_t)k * eng_ffn_down_bytes(w->dtype, w->n_embd)) /
-                                     eng_ffn_slot_bytes(w->dtype, w->n_embd);
+                                     eng_ffn_slot_bytes(w->dtype, w->n_embd, 2);
         }
         const double want_share = (double)computed / (double)m->plan.neurons_total;
         CHECKF(picked > 0 && fabs(eng_session_ffn_share(s) - want_share) < 1e-9,
@@ -1699,7 +1826,7 @@ static void check_gemma4_moe(const char *synth)
     }
     fixed += eng_dtype_bytes(m->output.dtype, (size_t)m->output.rows * m->output.cols);
     const uint64_t want = fixed + (uint64_t)info.n_layer * (2 * 32 + 48) *
-                                      eng_ffn_slot_bytes(info.ffn_dtype, info.n_embd);
+                                      eng_ffn_slot_bytes(info.ffn_dtype, info.n_embd, 2);
     CHECKF(info.n_expert == 8 && info.n_expert_used == 2 && info.n_ff_shared == 48 &&
            info.n_ff == 8 * 32 + 48 && info.bytes_per_token == want, "tiny-gemma4-moe: %d of "
            "%d experts, %d shared, n_ff %d, %llu bytes a step (want %llu)", info.n_expert_used,
@@ -1987,6 +2114,7 @@ int main(int argc, char **argv)
     check_logits(argv[1], argv[2], "tiny-nemotron-h", "f32", NULL, "tiny-nemotron-h", 1024, 0.01,
                  0.002);
     check_hybrid(argv[1], "tiny-nemotron-h", 4, 3, true, 8 * 16 * 16 * 4);
+    check_ungated(argv[1]);
     /* convolution rows that do not grow with the batch, against rings that
      * hold every position */
     static const char *const conv_shapes[] = { "tiny-lfm2", "tiny-granitehybrid", "tiny-qwen35",
