@@ -1415,15 +1415,22 @@ static bool json_is_object(const char *s, size_t n) {
     return i < n && s[i] == '{' && json_whole(s, n, NULL);
 }
 
-static void out_call(outbuf *o, const eng_tool_call *tc) {
-    out_str(o, "<tool_call>\n{\"name\": \"");
+/* A call as {"name": "NAME", "arguments": ARGS} (ARGS {} where none). */
+static void out_call_json(outbuf *o, const eng_tool_call *tc) {
+    out_str(o, "{\"name\": \"");
     out_str(o, tc->name);
     out_str(o, "\", \"arguments\": ");
     if (tc->arguments)
         json_whole(tc->arguments, strlen(tc->arguments), o); /* checked before */
     else
         out_str(o, "{}");
-    out_str(o, "}\n</tool_call>");
+    out_str(o, "}");
+}
+
+static void out_call(outbuf *o, const eng_tool_call *tc) {
+    out_str(o, "<tool_call>\n");
+    out_call_json(o, tc);
+    out_str(o, "\n</tool_call>");
 }
 
 /* Qwen3.5's call: "<tool_call>\n<function=NAME>\n", each argument as
@@ -2404,15 +2411,8 @@ static bool nem_clean(const char *s, char **ret) {
 static void nem_calls(outbuf *o, const eng_chat_msg *m) {
     out_str(o, "<TOOLCALL>[");
     for (size_t j = 0; j < m->n_tool_calls; j++) {
-        const eng_tool_call *tc = &m->tool_calls[j];
-        out_str(o, j > 0 ? ", {\"name\": \"" : "{\"name\": \"");
-        out_str(o, tc->name);
-        out_str(o, "\", \"arguments\": ");
-        if (tc->arguments)
-            json_whole(tc->arguments, strlen(tc->arguments), o); /* checked before */
-        else
-            out_str(o, "{}");
-        out_str(o, "}");
+        out_str(o, j > 0 ? ", " : "");
+        out_call_json(o, &m->tool_calls[j]);
     }
     out_str(o, "]</TOOLCALL>");
 }
@@ -3141,9 +3141,12 @@ static int parse_blocks(const char *text, size_t len, const char *open, const ch
     return 0;
 }
 
-/* LFM2: a <|tool_call_start|>[call, ...]<|tool_call_end|> block's calls
- * (parse_blocks). */
-static int lfm2_block(const char *text, size_t len, size_t *i, call_list *l) {
+/* A bracketed list of calls [CALL, CALL, ...] at *i (blanks around
+ * each), each read by item, which takes *i from the call's start past its
+ * end: 1 with *i past the ']', 0 where the text is not such a list, < 0 an
+ * error (item's). LFM2's and Nemotron Nano v2's blocks hold one each. */
+static int call_list_of(const char *text, size_t len, size_t *i, call_list *l,
+                        int (*item)(const char *, size_t, size_t *, eng_tool_call *)) {
     *i = skip_json_ws(text, len, *i);
     if (*i >= len || text[*i] != '[')
         return 0;
@@ -3155,7 +3158,7 @@ static int lfm2_block(const char *text, size_t len, size_t *i, call_list *l) {
         eng_tool_call *tc = call_slot(l);
         if (!tc)
             return -ENOMEM;
-        int r = py_call(text, len, i, tc);
+        int r = item(text, len, i, tc);
         if (r <= 0)
             return r;
         l->count++;
@@ -3167,35 +3170,29 @@ static int lfm2_block(const char *text, size_t len, size_t *i, call_list *l) {
     return 1;
 }
 
+/* LFM2: a <|tool_call_start|>[call, ...]<|tool_call_end|> block's calls
+ * (parse_blocks), Python calls (py_call). */
+static int lfm2_block(const char *text, size_t len, size_t *i, call_list *l) {
+    return call_list_of(text, len, i, l, py_call);
+}
+
+/* One {"name": ..., "arguments": {...}} object at *i, as read_call reads
+ * it; *i past it. */
+static int json_call_at(const char *text, size_t len, size_t *i, eng_tool_call *tc) {
+    if (*i >= len || text[*i] != '{')
+        return 0;
+    const int64_t e = eng__json_value(text + *i, len - *i, NULL, NULL);
+    if (e <= 0)
+        return 0;
+    const int r = read_call(text + *i, (size_t)e, tc);
+    *i += (size_t)e;
+    return r;
+}
+
 /* Nemotron Nano v2: a <TOOLCALL>[{"name": ..., "arguments": {...}}, ...]
- * </TOOLCALL> block's calls (parse_blocks), each as read_call reads it. */
+ * </TOOLCALL> block's calls (parse_blocks). */
 static int nem_block(const char *text, size_t len, size_t *i, call_list *l) {
-    *i = skip_json_ws(text, len, *i);
-    if (*i >= len || text[*i] != '[')
-        return 0;
-    *i = skip_json_ws(text, len, *i + 1);
-    for (bool one = false; *i < len && text[*i] != ']'; one = true) {
-        if (one && text[*i] != ',')
-            return 0;
-        *i = skip_json_ws(text, len, *i + (one ? 1 : 0));
-        if (*i >= len || text[*i] != '{')
-            return 0;
-        const int64_t e = eng__json_value(text + *i, len - *i, NULL, NULL);
-        if (e <= 0)
-            return 0;
-        eng_tool_call *tc = call_slot(l);
-        if (!tc)
-            return -ENOMEM;
-        const int r = read_call(text + *i, (size_t)e, tc);
-        if (r <= 0)
-            return r;
-        l->count++;
-        *i = skip_json_ws(text, len, *i + (size_t)e);
-    }
-    if (*i >= len)
-        return 0;
-    (*i)++;
-    return 1;
+    return call_list_of(text, len, i, l, json_call_at);
 }
 
 /* One "<function=NAME>\n(<parameter=KEY>\nVALUE\n</parameter>\n)*</function>"

@@ -1938,9 +1938,8 @@ static int load_hparams(const gguf_file *f, eng_model *m, eng_error *err)
                             "gemma4, glm4, gpt-oss, smollm3, "
                             "granite, exaone, minicpm, olmo2, exaone4, mistral3, hunyuan-dense, "
                             "lfm2, lfm2moe, ernie4_5-moe, qwen3moe, qwen3vlmoe, granitemoe, "
-                            "olmoe, granitehybrid, qwen2moe, qwen35, qwen35moe, falcon-h1, nemotron_h; "
-                            "text "
-                            "only for the vl ones)",
+                            "olmoe, granitehybrid, qwen2moe, qwen35, qwen35moe, falcon-h1, "
+                            "nemotron_h; text only for the vl ones)",
                             arch);
     /* the vl families' sections, which llama.cpp requires (an array of at
      * most 4 or one number): only their presence matters for text */
@@ -5027,7 +5026,8 @@ static void model_free_ptr(eng_model *m, void *p)
 static void copy_slot(eng_backend *be, const eng_layer *A, int from, eng_layer *B, int to)
 {
     /* (its gate_up: eng_ffn_rows rows, B's as A's: one layer's, or T's) */
-    const size_t rg = (size_t)eng_ffn_rows(&A->ffn) * eng_ffn_row_bytes(A->ffn.dtype, A->ffn.n_embd);
+    const size_t rg =
+        (size_t)eng_ffn_rows(&A->ffn) * eng_ffn_row_bytes(A->ffn.dtype, A->ffn.n_embd);
     const size_t rd = eng_ffn_down_bytes(A->ffn.dtype, A->ffn.n_embd);
     const uint8_t *gu = A->ffn.gate_up, *down = A->ffn.down;
     be->iface->copy(be, (uint8_t *)B->ffn.gate_up + (size_t)to * rg, gu + (size_t)from * rg, rg);

@@ -1002,7 +1002,8 @@ static void test_ffn_one(eng_backend *be, eng_dtype dt, int E, int n_slots, int 
     float *act = with_act ? make_f32((long)nt * (n_sel > 0 ? n_sel : 1), 9, 9) : NULL;
     be->iface->ffn(be, &W, sel, n_sel, x, y, nt, act);
 
-    double *gud = to_double(dt, gu, (long)n_slots * R * E), *dnd = to_double(ddt, dn, (long)n_slots * E);
+    double *gud = to_double(dt, gu, (long)n_slots * R * E);
+    double *dnd = to_double(ddt, dn, (long)n_slots * E);
     /* the magnitudes a row's float rounding scales with: |w|, for Q4_K
      * both terms' */
     double *gmg = eng_dtype_block(dt) > 1 && dt != ENG_DTYPE_Q8_0

@@ -61,6 +61,22 @@ static char *read_template(const char *name, size_t *len) {
     return t;
 }
 
+/* t [0, len) with each newline written as Jinja's "\n" escape (a
+ * template as some GGUFs carry it); its length in *ret_len. */
+static char *escape_newlines(const char *t, size_t len, size_t *ret_len) {
+    char *e = malloc(2 * len + 1);
+    CHECK(e);
+    size_t k = 0;
+    for (size_t i = 0; i < len; i++) {
+        if (t[i] == '\n')
+            e[k++] = '\\', e[k++] = 'n';
+        else
+            e[k++] = t[i];
+    }
+    *ret_len = k;
+    return e;
+}
+
 /* The stored SmolLM2 template must be the model's own: find the GGUF string
  * value (key, type 8, u64 length, bytes) in the file's metadata. */
 static void check_smollm2_matches_gguf(const char *tmpl, size_t tlen) {
@@ -760,8 +776,6 @@ static void test_tools(void) {
     }
 }
 
-/* Llama 2, Mistral and Zephyr templates: jinja2's renderings
- * (plain_cases), then what we do where the Mistral templates raise. */
 /* Nemotron Nano v2 beyond tools_cases (jinja2's renderings of its
  * template, tests/data/chat-template-nemotron-nano-v2.jinja): what makes
  * the format, its answers' reasoning and calls, where the template
@@ -774,14 +788,8 @@ static void test_nemotron(void) {
     CHECK(info.kind == ENG_CHAT_NEMOTRON && info.reasoning && info.think_switch && info.tools &&
           !info.default_system[0]);
     /* its newlines written as Jinja's "\n" escapes: the same */
-    char *e = malloc(2 * len + 1);
-    size_t k = 0;
-    for (size_t i = 0; i < len; i++) {
-        if (t[i] == '\n')
-            e[k++] = '\\', e[k++] = 'n';
-        else
-            e[k++] = t[i];
-    }
+    size_t k;
+    char *e = escape_newlines(t, len, &k);
     eng_chat_info esc;
     eng_chat_detect(e, k, &esc);
     CHECK(esc.kind == ENG_CHAT_NEMOTRON && esc.tools);
@@ -852,6 +860,8 @@ static void test_nemotron(void) {
     }
 }
 
+/* Llama 2, Mistral and Zephyr templates: jinja2's renderings
+ * (plain_cases), then what we do where the Mistral templates raise. */
 static eng_chat_info detect_named(const char *name) {
     size_t len;
     char *t = read_template(name, &len);
@@ -910,14 +920,8 @@ static void test_spm_families(void) {
      * Tulu 3's (the same without bos_token): the same format */
     {
         size_t len;
-        char *t = read_template("olmo2", &len), *e = malloc(2 * len + 1);
-        size_t k = 0;
-        for (size_t i = 0; i < len; i++) {
-            if (t[i] == '\n')
-                e[k++] = '\\', e[k++] = 'n';
-            else
-                e[k++] = t[i];
-        }
+        size_t k;
+        char *t = read_template("olmo2", &len), *e = escape_newlines(t, len, &k);
         eng_chat_info ti;
         eng_chat_detect(e, k, &ti);
         CHECK(ti.kind == ENG_CHAT_TULU && ti.tulu_bos);

@@ -520,6 +520,21 @@ static void check_windows(const char *synth, const char *shape)
     eng_model_free(m);
 }
 
+/* The shape's file (si-synth's default type) loaded as the engine's
+ * defaults on 2 threads; the file removed. */
+static eng_model *load_synth(const char *synth, const char *shape)
+{
+    char path[32];
+    test_synth(synth, shape, path);
+    eng_model_params mp = eng_model_params_default();
+    mp.n_threads = 2;
+    eng_model *m = NULL;
+    eng_error err;
+    CHECKF(eng_model_load(path, &mp, &m, &err) == 0, "%s", err.msg);
+    unlink(path);
+    return m;
+}
+
 /* The shape's f32 file (at path, which the caller unlinks) loaded in f32
  * on 2 threads. */
 static eng_model *load_f32(const char *synth, const char *shape, char *path)
@@ -694,14 +709,7 @@ static void check_moe(const char *synth)
 static void check_shared(const char *synth, const char *shape, int NE, int F, int S, bool gated,
                          double max_dq)
 {
-    char path[32];
-    test_synth(synth, shape, path);
-    eng_model_params mp = eng_model_params_default();
-    mp.n_threads = 2;
-    eng_model *m = NULL;
-    eng_error err;
-    CHECKF(eng_model_load(path, &mp, &m, &err) == 0, "%s", err.msg);
-    unlink(path);
+    eng_model *m = load_synth(synth, shape);
     const int V = m->info.n_vocab;
     CHECK(m->info.n_ff == NE * F + S);
     for (int il = 0; il < m->info.n_layer; il++) {
@@ -1026,9 +1034,11 @@ static void check_ungated(const char *synth)
                b->info.bytes_weights <= pp.budget_bytes && b->info.bytes_weights == half_w,
            "tiny-nemotron-h, a budget of %llu bytes: %llu of %llu neurons, %llu bytes of weights",
            (unsigned long long)pp.budget_bytes, (unsigned long long)pb.neurons_loaded,
-           (unsigned long long)pb.neurons_total, (unsigned long long)(b ? b->info.bytes_weights : 0));
+           (unsigned long long)pb.neurons_total,
+           (unsigned long long)(b ? b->info.bytes_weights : 0));
     printf("tiny-nemotron-h: one row a slot, %llu neurons of 2 x %llu bytes; gamma 0.5 and a "
-           "budget of %llu bytes both load %llu neurons; phi 0.3 copies %zu bytes, pick=exact, a swap to all %.2g\n",
+           "budget of %llu bytes both load %llu neurons; phi 0.3 copies %zu bytes, pick=exact, "
+           "a swap to all %.2g\n",
            (unsigned long long)slots, (unsigned long long)row, (unsigned long long)pp.budget_bytes,
            (unsigned long long)pb.neurons_loaded, copied, dswap);
     eng_model_free(b);
@@ -1091,14 +1101,7 @@ static void keep_all_but_last(const eng_model *m, eng_session *c, eng_session *f
  * logits. */
 static void check_conv_rows(const char *synth, const char *shape)
 {
-    char path[32];
-    test_synth(synth, shape, path);
-    eng_model_params mp = eng_model_params_default();
-    mp.n_threads = 2;
-    eng_model *m = NULL;
-    eng_error err;
-    CHECKF(eng_model_load(path, &mp, &m, &err) == 0, "%s", err.msg);
-    unlink(path);
+    eng_model *m = load_synth(synth, shape);
     const int V = m->info.n_vocab;
     enum { CTX = 64, DEC = 4 };
     const size_t want = conv_cache_bytes(m, CTX);
@@ -1190,14 +1193,7 @@ static void check_conv_rows(const char *synth, const char *shape)
  * position's. */
 static void check_conv_ctx(const char *synth)
 {
-    char path[32];
-    test_synth(synth, "tiny-lfm2", path);
-    eng_model_params mp = eng_model_params_default();
-    mp.n_threads = 2;
-    eng_model *m = NULL;
-    eng_error err;
-    CHECKF(eng_model_load(path, &mp, &m, &err) == 0, "%s", err.msg);
-    unlink(path);
+    eng_model *m = load_synth(synth, "tiny-lfm2");
     eng_session_params sp = eng_session_params_default();
     sp.n_ctx = N_TOK;
     eng_session *a, *b;
@@ -1777,8 +1773,9 @@ static void check_gemma3n_copy(const char *synth)
             const int k = s->pick_k[il];
             CHECKF(k == 0 || w->act != ENG_ACT_GELU_TOPK, "layer %d: cut, pick_k %d", il, k);
             picked += k > 0;
+            const uint64_t rb = eng_ffn_row_bytes(w->dtype, w->n_embd);
             computed += k == 0 ? (uint64_t)w->n_slots
-                               : ((uint64_t)w->n_slots * 2 * eng_ffn_row_bytes(w->dtype, w->n_embd) +
+                               : ((uint64_t)w->n_slots * 2 * rb +
                                   (uint64_t)k * eng_ffn_down_bytes(w->dtype, w->n_embd)) /
                                      eng_ffn_slot_bytes(w->dtype, w->n_embd, 2);
         }

@@ -156,8 +156,9 @@ static void check_count(int nt, int n, float alpha, int kind, bool signed_rank)
     }
     eng__topk_count(act, nt, n, alpha, signed_rank, tmp, votes, NULL);
     for (int j = 0; j < n; j++) {
-        CHECKF(votes[j] == (float)want[j], "count n %d kind %d signed %d slot %d: %g votes, want %u",
-               n, kind, signed_rank, j, votes[j], want[j]);
+        CHECKF(votes[j] == (float)want[j],
+               "count n %d kind %d signed %d slot %d: %g votes, want %u", n, kind, signed_rank, j,
+               votes[j], want[j]);
         voters += want[j] > 0;
     }
     /* the zeros' case: a slot that was 0 at every token has no vote */

@@ -1134,6 +1134,37 @@ static int parse_type(const char *s, uint32_t *type, uint32_t *ftype)
         }                                                                                        \
     } while (0)
 
+/* Layer l's Mamba-2 mixer (ssm_shapes[i]) as llama.cpp's converter
+ * writes it: its convolution, A (-exp(A_log)), D, dt's bias and the
+ * output norm of n_group groups (none where !norm) in f32, ssm_in and
+ * ssm_out in wtype. */
+static void push_mixer(tdesc *td, size_t *nt, int l, int i, uint32_t wtype, uint64_t E, bool norm)
+{
+    const uint64_t D = (uint64_t)ssm_shapes[i].d_inner;
+    const uint64_t G = (uint64_t)ssm_shapes[i].n_group;
+    const uint64_t NH = (uint64_t)ssm_shapes[i].n_head;
+    const uint64_t NC = D + 2 * G * (uint64_t)ssm_shapes[i].d_state;
+    char n[64];
+    snprintf(n, sizeof(n), "blk.%d.ssm_a", l);
+    push(td, nt, n, GGML_TYPE_F32, 2, 1, NH, INIT_SSM_A);
+    snprintf(n, sizeof(n), "blk.%d.ssm_conv1d.weight", l);
+    push(td, nt, n, GGML_TYPE_F32, 2, (uint64_t)ssm_shapes[i].d_conv, NC, INIT_RANDOM);
+    snprintf(n, sizeof(n), "blk.%d.ssm_conv1d.bias", l);
+    push(td, nt, n, wtype, 1, NC, 1, INIT_BIAS);
+    snprintf(n, sizeof(n), "blk.%d.ssm_d", l);
+    push(td, nt, n, GGML_TYPE_F32, 2, 1, NH, INIT_NORM);
+    snprintf(n, sizeof(n), "blk.%d.ssm_dt.bias", l);
+    push(td, nt, n, wtype, 1, NH, 1, INIT_SSM_DT);
+    snprintf(n, sizeof(n), "blk.%d.ssm_in.weight", l);
+    push(td, nt, n, wtype, 2, E, D + NC + NH, INIT_RANDOM);
+    if (norm) {
+        snprintf(n, sizeof(n), "blk.%d.ssm_norm.weight", l);
+        push(td, nt, n, GGML_TYPE_F32, 2, D / G, G, INIT_NORM);
+    }
+    snprintf(n, sizeof(n), "blk.%d.ssm_out.weight", l);
+    push(td, nt, n, wtype, 2, D, E, INIT_RANDOM);
+}
+
 int main(int argc, char **argv)
 {
     const char *shape_name = NULL, *out = NULL;
@@ -1699,23 +1730,7 @@ int main(int argc, char **argv)
             } else {
                 /* a Mamba-2 mixer as granitehybrid's, its norm of
                  * n_group groups */
-                const uint64_t D = (uint64_t)ssm_shapes[ssm].d_inner;
-                const uint64_t G = (uint64_t)ssm_shapes[ssm].n_group;
-                const uint64_t NH = (uint64_t)ssm_shapes[ssm].n_head;
-                const uint64_t NC = D + 2 * G * (uint64_t)ssm_shapes[ssm].d_state;
-                snprintf(n, sizeof(n), "blk.%d.ssm_a", l);
-                push(td, &nt, n, GGML_TYPE_F32, 2, 1, NH, INIT_SSM_A);
-                snprintf(n, sizeof(n), "blk.%d.ssm_conv1d.weight", l);
-                push(td, &nt, n, GGML_TYPE_F32, 2, (uint64_t)ssm_shapes[ssm].d_conv, NC,
-                     INIT_RANDOM);
-                T("ssm_conv1d.bias", 1, NC, 1, INIT_BIAS);
-                snprintf(n, sizeof(n), "blk.%d.ssm_d", l);
-                push(td, &nt, n, GGML_TYPE_F32, 2, 1, NH, INIT_NORM);
-                T("ssm_dt.bias", 1, NH, 1, INIT_SSM_DT);
-                T("ssm_in.weight", 2, E, D + NC + NH, INIT_RANDOM);
-                snprintf(n, sizeof(n), "blk.%d.ssm_norm.weight", l);
-                push(td, &nt, n, GGML_TYPE_F32, 2, D / G, G, INIT_NORM);
-                T("ssm_out.weight", 2, D, E, INIT_RANDOM);
+                push_mixer(td, &nt, l, ssm, wtype, E, true);
             }
             continue;
         }
@@ -1796,27 +1811,9 @@ int main(int argc, char **argv)
         }
         if (ssm >= 0 &&
             (falcon || !hybrid_attention(l, ssm_shapes[ssm].attn_every, ssm_shapes[ssm].attn_at))) {
-            /* a Mamba-2 mixer: its convolution, A, D, dt's bias and the
-             * norm in f32, as converted (A = -exp(A_log)); falcon-h1's
-             * beside attention, without the norm */
-            const uint64_t D = (uint64_t)ssm_shapes[ssm].d_inner;
-            const uint64_t G = (uint64_t)ssm_shapes[ssm].n_group;
-            const uint64_t NH = (uint64_t)ssm_shapes[ssm].n_head;
-            const uint64_t NC = D + 2 * G * (uint64_t)ssm_shapes[ssm].d_state;
-            snprintf(n, sizeof(n), "blk.%d.ssm_a", l);
-            push(td, &nt, n, GGML_TYPE_F32, 2, 1, NH, INIT_SSM_A);
-            snprintf(n, sizeof(n), "blk.%d.ssm_conv1d.weight", l);
-            push(td, &nt, n, GGML_TYPE_F32, 2, (uint64_t)ssm_shapes[ssm].d_conv, NC, INIT_RANDOM);
-            T("ssm_conv1d.bias", 1, NC, 1, INIT_BIAS);
-            snprintf(n, sizeof(n), "blk.%d.ssm_d", l);
-            push(td, &nt, n, GGML_TYPE_F32, 2, 1, NH, INIT_NORM);
-            T("ssm_dt.bias", 1, NH, 1, INIT_SSM_DT);
-            T("ssm_in.weight", 2, E, D + NC + NH, INIT_RANDOM);
-            if (!falcon) {
-                snprintf(n, sizeof(n), "blk.%d.ssm_norm.weight", l);
-                push(td, &nt, n, GGML_TYPE_F32, 2, D / G, G, INIT_NORM);
-            }
-            T("ssm_out.weight", 2, D, E, INIT_RANDOM);
+            /* a Mamba-2 mixer; falcon-h1's beside attention, without
+             * the norm */
+            push_mixer(td, &nt, l, ssm, wtype, E, !falcon);
             if (!falcon)
                 continue;
         }
