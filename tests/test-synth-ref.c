@@ -986,6 +986,14 @@ static void check_ungated(const char *synth)
            "tiny-nemotron-h gamma 0.5: %llu of %llu neurons, FFN %llu bytes, weights %llu",
            (unsigned long long)ph.neurons_loaded, (unsigned long long)ph.neurons_total,
            (unsigned long long)ph.bytes_ffn, (unsigned long long)half_w);
+    /* a plan with the sketch (pick=token's): refused, nothing to sketch */
+    eng_model *k = NULL;
+    pp.sketch = true;
+    const int rk = eng_model_load(path, &mp, &k, &err);
+    CHECKF(rk == -ENOTSUP && !k && strstr(err.msg, "picked per token"),
+           "tiny-nemotron-h with a sketch: %d (%s)", rk, rk < 0 ? err.msg : "loaded");
+    eng_model_free(k);
+    pp.sketch = false;
     pp.gamma = 0.0f;
     pp.budget_bytes = dense_w - dense_ffn / 2;
     CHECKF(eng_model_load(path, &mp, &b, &err) == 0, "%s", err.msg);
