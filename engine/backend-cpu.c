@@ -1078,13 +1078,42 @@ static const kernels kern_scalar = {
  * steps ahead are prefetched: selected slots are scattered, so the hardware
  * prefetcher cannot run ahead across them. A slot without a valid partner
  * (odd counts, slots out of range) goes on its own, its rows twice. An
- * un-gated slot's up row is its gate row (uo 0): DOT4 reads it twice, the
- * second time from L1, and the prefetch asks for it twice. */
+ * un-gated slot has one row (uo 0): DOT4 takes four slots' rows, two of
+ * each half, in the same order of slots and sums as the pairs' (where one
+ * of the four is out of range, the pairs go on from there, the one row as
+ * both gate and up). */
 #define FFN_FUSED_BODY(DOT4, AXPY2, rs, rd, X)                                               \
     const long E = a->w->n_embd;                                                             \
     const size_t uo = eng_ffn_up_offset(a->w, rs);                                           \
     const long h = (j1 - j0) / 2;                                                            \
-    for (long i = 0; i < h; i++) {                                                           \
+    long i0 = 0;                                                                             \
+    for (; uo == 0 && i0 + 1 < h; i0 += 2) {                                                 \
+        const long ja = j0 + i0, jb = j0 + h + i0;                                           \
+        const char *g[4], *d[4], *pf[4], *pd[4] = { NULL, NULL, NULL, NULL };               \
+        if (!slot_rows(a, ja, rs, rd, &g[0], &d[0]) || !slot_rows(a, jb, rs, rd, &g[1], &d[1]) || \
+            !slot_rows(a, ja + 1, rs, rd, &g[2], &d[2]) ||                                   \
+            !slot_rows(a, jb + 1, rs, rd, &g[3], &d[3]))                                     \
+            break;                                                                           \
+        bool p = FFN_PF_SLOTS && i0 + 1 + FFN_PF_SLOTS < h;                                  \
+        for (int q = 0; q < 4 && p; q++)                                                     \
+            p = slot_rows(a, (q & 1 ? jb : ja) + (q >> 1) + FFN_PF_SLOTS, rs, rd, &pf[q],    \
+                          &pd[q]);                                                           \
+        if (!p)                                                                              \
+            pd[0] = pd[1] = pd[2] = pd[3] = NULL;                                            \
+        float o[4], av[4];                                                                   \
+        DOT4(g[0], g[1], g[2], g[3], X, E, o, p ? pf : NULL);                                \
+        for (int q = 0; q < 4; q++)                                                          \
+            av[q] = gate_act(o[q], a->w->act) * o[q];                                        \
+        AXPY2(acc, av[0], d[0], av[1], d[1], E, pd[0], pd[1]);                               \
+        AXPY2(acc, av[2], d[2], av[3], d[3], E, pd[2], pd[3]);                               \
+        if (a->act) {                                                                        \
+            a->act[ja] = av[0];                                                              \
+            a->act[jb] = av[1];                                                              \
+            a->act[ja + 1] = av[2];                                                          \
+            a->act[jb + 1] = av[3];                                                          \
+        }                                                                                    \
+    }                                                                                        \
+    for (long i = i0; i < h; i++) {                                                          \
         const long ja = j0 + i, jb = j0 + h + i;                                             \
         const char *ga, *gb, *da, *db;                                                       \
         if (!slot_rows(a, ja, rs, rd, &ga, &da) || !slot_rows(a, jb, rs, rd, &gb, &db)) {    \
