@@ -6458,13 +6458,35 @@ _Static_assert(ACT_KC % 256 == 0, "a K chunk is whole Q4_K blocks");
 
 /* act_packed_block in 8 bits (r->xq; n_embd within U8_KB blocks): the
  * 2 nj rows packed once, then 6 tokens at a time. */
+/* A block's activations into dst[0..nj) from its products out: gate and
+ * up pairs (act_mul16), or an un-gated block's one value a slot, relu(u)^2
+ * (u u where u > 0, as relu(u) u); invalid slots 0. */
+static void block_act(const kernels *k, eng_act act, const float *out, int nj, const bool *valid,
+                      float *dst)
+{
+    float a[PACK_ROWS];
+    if (act == ENG_ACT_RELU_SQR)
+        for (int i = 0; i < nj; i++)
+            a[i] = out[i] > 0.0f ? out[i] * out[i] : 0.0f;
+    else
+        k->act_mul16(out, a, act);
+    for (int i = 0; i < nj; i++)
+        dst[i] = valid[i] ? a[i] : 0.0f;
+}
+
+/* A block's rows: two a slot (gate, up), an un-gated slot's one */
+static int block_rows(const eng_ffn_weights *w, int nj)
+{
+    return eng_ffn_rows(w) * nj;
+}
+
 static void act_u8_block(ffn_run *r, const void *const *src, int nj, const bool *valid, long j0,
                          uint8_t *P)
 {
     const kernels *k = r->c->k;
     const long E = r->a.w->n_embd, nb = E / 32;
     float *D = (float *)(P + U8_P);
-    k->pack32_u8(src, r->a.w->dtype, 2 * nj, nb, P, D);
+    k->pack32_u8(src, r->a.w->dtype, block_rows(r->a.w, nj), nb, P, D);
     for (int t = 0; t < r->nt; t += 6) {
         const int ntt = r->nt - t < 6 ? r->nt - t : 6;
         const int8_t *xq[6];
@@ -6474,13 +6496,10 @@ static void act_u8_block(ffn_run *r, const void *const *src, int nj, const bool 
             xq[q] = r->xq + tq * E;
             xd[q] = r->xds + tq * (E / 16);
         }
-        float out[6][32], a16[16];
+        float out[6][32];
         k->mm6x32_u8(P, D, nb, xq, xd, out);
-        for (int q = 0; q < ntt; q++) {
-            k->act_mul16(out[q], a16, r->a.w->act);
-            for (int i = 0; i < nj; i++)
-                r->A[(t + q) * r->lda + j0 + i] = valid[i] ? a16[i] : 0.0f;
-        }
+        for (int q = 0; q < ntt; q++)
+            block_act(k, r->a.w->act, out[q], nj, valid, r->A + (t + q) * r->lda + j0);
     }
 }
 
@@ -6504,26 +6523,27 @@ static void act_packed_block(ffn_run *r, const void *const *src, int nj, const b
             const long kc = E - k0 < KC ? E - k0 : KC;
             const bool last = k0 + kc == E;
             const void *sk[PACK_ROWS];
-            for (int i = 0; i < 2 * nj; i++) /* k0 is a multiple of 32 */
+            const int nr = block_rows(r->a.w, nj);
+            for (int i = 0; i < nr; i++) /* k0 is a multiple of 32 */
                 sk[i] = (const char *)src[i] + eng_dtype_bytes(dt, (size_t)k0);
             if (dt == ENG_DTYPE_Q8_0)
-                k->pack32_q8((const eng_q8_block *const *)sk, 2 * nj, kc, P);
+                k->pack32_q8((const eng_q8_block *const *)sk, nr, kc, P);
             else if (dt == ENG_DTYPE_Q4_1)
-                k->pack32_q41((const eng_q41_block *const *)sk, 2 * nj, kc, P);
+                k->pack32_q41((const eng_q41_block *const *)sk, nr, kc, P);
             else if (dt == ENG_DTYPE_Q4_0)
-                k->pack32_q40((const eng_q40_block *const *)sk, 2 * nj, kc, P);
+                k->pack32_q40((const eng_q40_block *const *)sk, nr, kc, P);
             else if (dt == ENG_DTYPE_Q4_K)
-                k->pack32_q4k((const eng_q4k_block *const *)sk, 2 * nj, kc, P);
+                k->pack32_q4k((const eng_q4k_block *const *)sk, nr, kc, P);
             else if (dt == ENG_DTYPE_Q5_K)
-                k->pack32_q5k((const eng_q5k_block *const *)sk, 2 * nj, kc, P);
+                k->pack32_q5k((const eng_q5k_block *const *)sk, nr, kc, P);
             else
-                k->pack32(sk, dt == ENG_DTYPE_F16, 2 * nj, kc, P);
+                k->pack32(sk, dt == ENG_DTYPE_F16, nr, kc, P);
             for (int t = 0; t < ntc; t += 6) {
                 const int ntt = ntc - t < 6 ? ntc - t : 6;
                 const float *xp[6];
                 for (int q = 0; q < 6; q++)
                     xp[q] = r->a.x + (size_t)(r->t0 + tc + t + (q < ntt ? q : ntt - 1)) * E + k0;
-                float out[6][32], a16[16];
+                float out[6][32];
                 k->mm6x32(P, kc, xp, out);
                 for (int q = 0; q < ntt; q++) {
                     float *a = acc + (size_t)(t + q) * PACK_ROWS;
@@ -6533,9 +6553,8 @@ static void act_packed_block(ffn_run *r, const void *const *src, int nj, const b
                         memcpy(a, out[q], sizeof(out[q]));
                         continue;
                     }
-                    k->act_mul16(out[q], a16, r->a.w->act);
-                    for (int i = 0; i < nj; i++)
-                        r->A[(tc + t + q) * r->lda + j0 + i] = valid[i] ? a16[i] : 0.0f;
+                    block_act(k, r->a.w->act, out[q], nj, valid,
+                              r->A + (tc + t + q) * r->lda + j0);
                 }
             }
         }
@@ -6551,24 +6570,31 @@ static void ffn_act_packed_task(void *p, int ith, int nth)
     const size_t rps = (size_t)eng_ffn_rows(w) * rs, uo = eng_ffn_up_offset(w, rs);
     float *P = thread_scratch(r->c, ith);
     long b, e;
-    eng_split((n_sel + 15) / 16, ith, nth, &b, &e);
-    b *= 16;
-    e = e * 16 < n_sel ? e * 16 : n_sel;
-    for (long j0 = b; j0 < e; j0 += 16) {
-        const int nj = (int)(e - j0 < 16 ? e - j0 : 16);
+    /* 16 slots a block of 32 rows (gate, up), 32 un-gated ones */
+    const long S = PACK_ROWS / eng_ffn_rows(w);
+    eng_split((n_sel + S - 1) / S, ith, nth, &b, &e);
+    b *= S;
+    e = e * S < n_sel ? e * S : n_sel;
+    for (long j0 = b; j0 < e; j0 += S) {
+        const int nj = (int)(e - j0 < S ? e - j0 : S);
         const void *src[PACK_ROWS];
-        bool valid[16];
+        bool valid[PACK_ROWS];
         for (int i = 0; i < nj; i++) {
             const long sl = slot_of(&r->a, j0 + i);
             valid[i] = sl >= 0;
-            /* (un-gated: the up row as both, relu(u) u in act_mul16) */
-            src[2 * i] = valid[i] ? (const char *)w->gate_up + (size_t)sl * rps : NULL;
-            src[2 * i + 1] = valid[i] ? (const char *)src[2 * i] + uo : NULL;
+            const char *g = valid[i] ? (const char *)w->gate_up + (size_t)sl * rps : NULL;
+            if (uo == 0) {
+                src[i] = g;
+                continue;
+            }
+            src[2 * i] = g;
+            src[2 * i + 1] = g ? g + uo : NULL;
         }
         /* an invalid slot's rows: the first valid one's (results dropped),
          * else nothing to compute */
         const void *any = NULL;
-        for (int i = 0; i < 2 * nj && !any; i++)
+        const int nr = block_rows(w, nj);
+        for (int i = 0; i < nr && !any; i++)
             any = src[i];
         if (!any) {
             for (int t = 0; t < r->nt; t++)
@@ -6576,7 +6602,7 @@ static void ffn_act_packed_task(void *p, int ith, int nth)
                     r->A[t * r->lda + j0 + i] = 0.0f;
             continue;
         }
-        for (int i = 0; i < 2 * nj; i++)
+        for (int i = 0; i < nr; i++)
             if (!src[i])
                 src[i] = any;
         act_packed_block(r, src, nj, valid, j0, P);

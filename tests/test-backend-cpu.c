@@ -1067,6 +1067,10 @@ static void test_ffn_one(eng_backend *be, eng_dtype dt, int E, int n_slots, int 
              * exponent carries its own float error, relative to |g|^3) */
             atol[j] = 1.2 * (3e-5 * gm + eg) * fabs(lin) + fabs(sg) * (3e-5 * um + eu) +
                       (2e-6 + 1e-6 * fabs(g * g * g)) * fabs(a[j]) + 1e-30;
+            /* (relu(u)^2 also moves by du^2: a u at or below 0 that x's
+             * rounding takes just above it) */
+            if (g_act == ENG_ACT_RELU_SQR)
+                atol[j] += (3e-5 * um + eu) * (3e-5 * um + eu);
             if (act) {
                 double got = act[(long)t * n_sel + j];
                 if (!(fabs(got - a[j]) <= atol[j]) && bad++ < 3)
@@ -2388,6 +2392,11 @@ int main(void)
                 test_ffn(be, q8dts[i]);
                 test_matmul_nonfinite(be, q8dts[i]);
             }
+            /* un-gated slots (32 one-row slots a packed block) likewise */
+            g_act = ENG_ACT_RELU_SQR;
+            for (int i = 0; i < 5 && vnni_set; i++)
+                test_ffn(be, q8dts[i]);
+            g_act = ENG_ACT_SILU;
             test_matmul3_dts(be, (const eng_dtype[3]){ ENG_DTYPE_Q4_1, ENG_DTYPE_Q8_0,
                                                        ENG_DTYPE_Q4_1 });
             /* (and Q4_K after a Q4_1 matrix of its width: x's Q4_K form is
