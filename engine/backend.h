@@ -234,9 +234,10 @@ typedef enum eng_act {
     ENG_ACT_GELU_TOPK,
     /* nemotron_h's un-gated squared ReLU, a = relu(u)^2: no gate rows, a
      * slot holds its up row and its down row (eng_ffn_rows 1). An op that
-     * walks a slot as a (gate, up) pair takes the up row for both (up
-     * offset 0: eng_ffn_up_offset) and relu(g) u, the same row read twice
-     * from the cache, not from memory, gives relu(u) u = relu(u)^2 */
+     * walks a slot as a (gate, up) pair may take the up row for both (up
+     * offset 0: eng_ffn_up_offset): relu(g) u, the same row read again
+     * from the cache, gives relu(u) u = relu(u)^2 (the CPU's decode walk
+     * and packed prefill take each row once) */
     ENG_ACT_RELU_SQR,
 } eng_act;
 
