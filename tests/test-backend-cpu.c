@@ -430,19 +430,6 @@ static float *make_f32(long n, float lo, float hi)
     return p;
 }
 
-static const char *dt_name(eng_dtype dt)
-{
-    return dt == ENG_DTYPE_F16    ? "f16"
-           : dt == ENG_DTYPE_Q8_0 ? "q8_0"
-           : dt == ENG_DTYPE_Q4_K ? "q4_k"
-           : dt == ENG_DTYPE_Q6_K ? "q6_k"
-           : dt == ENG_DTYPE_Q5_K ? "q5_k"
-           : dt == ENG_DTYPE_Q4_1 ? "q4_1"
-           : dt == ENG_DTYPE_Q4_0 ? "q4_0"
-           : dt == ENG_DTYPE_MXFP4 ? "mxfp4"
-                                  : "f32";
-}
-
 /* ---- ops ----------------------------------------------------------------- */
 
 static void test_get_rows(eng_backend *be, eng_dtype dt)
@@ -457,7 +444,7 @@ static void test_get_rows(eng_backend *be, eng_dtype dt)
         for (int c = 0; c < cols; c++) {
             double ref = (ids[t] >= 0 && ids[t] < rows) ? wget(dt, w, (long)ids[t] * cols + c) : 0.0;
             CHECK(out[(long)t * cols + c] == (float)ref, "get_rows %s t=%d c=%d: %g vs %g",
-                  dt_name(dt), t, c, out[(long)t * cols + c], ref);
+                  eng_dtype_name(dt), t, c, out[(long)t * cols + c], ref);
         }
     free(w);
     free(out);
@@ -501,7 +488,7 @@ static void test_matmul_one(eng_backend *be, eng_dtype dt, int rows, int cols, i
             }
             if (!(fabs(got - ref) <= tol) && bad++ < 3)
                 CHECK(0, "matmul %s %dx%d nt=%d bias=%d t=%d r=%d: %.9g vs %.9g (tol %.3g)",
-                      dt_name(dt), rows, cols, nt, bias, t, r, got, ref, tol);
+                      eng_dtype_name(dt), rows, cols, nt, bias, t, r, got, ref, tol);
         }
     if (bad)
         n_fail++;
@@ -531,7 +518,7 @@ static void test_matmul_nonfinite(eng_backend *be, eng_dtype dt)
             const float v = y[(long)t * rows + r];
             CHECK(t == 2 || t == 5 ? !isfinite(v) : isfinite(v),
                   "matmul %s, x of token 2 NaN and 5 infinite: token %d row %d gave %g",
-                  dt_name(dt), t, r, v);
+                  eng_dtype_name(dt), t, r, v);
         }
     free(w);
     free(x);
@@ -599,7 +586,7 @@ static void test_matmul3_dts(eng_backend *be, const eng_dtype dts[3])
             for (int i = 0; i < 3; i++) {
                 CHECK(!memcmp(y3[i], y1[i], (size_t)nt * rows[s][i] * sizeof(float)),
                       "matmul3 %s/%s/%s rows %d/%d/%d nt=%d: matrix %d differs from matmul",
-                      dt_name(dts[0]), dt_name(dts[1]), dt_name(dts[2]), rows[s][0],
+                      eng_dtype_name(dts[0]), eng_dtype_name(dts[1]), eng_dtype_name(dts[2]), rows[s][0],
                       rows[s][1], rows[s][2], nt, i);
                 free(w[i]);
                 free(b[i]);
@@ -1075,7 +1062,7 @@ static void test_ffn_one(eng_backend *be, eng_dtype dt, int E, int n_slots, int 
                 double got = act[(long)t * n_sel + j];
                 if (!(fabs(got - a[j]) <= atol[j]) && bad++ < 3)
                     CHECK(0, "ffn act %s E=%d slots=%d n_sel=%d sel=%d nt=%d t=%d j=%d: %.9g vs %.9g",
-                          dt_name(dt), E, n_slots, n_sel, use_sel, nt, t, j, got, a[j]);
+                          eng_dtype_name(dt), E, n_slots, n_sel, use_sel, nt, t, j, got, a[j]);
             }
         }
         /* MXFP4 slots: W_down's rows [E][n_slots], a matmul by them (a
@@ -1098,7 +1085,7 @@ static void test_ffn_one(eng_backend *be, eng_dtype dt, int E, int n_slots, int 
             if (!(fabs(got - ref) <= tol + 1e-30) && bad++ < 3)
                 CHECK(0, "ffn y %s%s%s E=%d slots=%d n_sel=%d sel=%d nt=%d act=%d t=%d c=%d: "
                       "%.9g vs %.9g (tol %.3g)",
-                      dt_name(dt),
+                      eng_dtype_name(dt),
                       g_act == ENG_ACT_GELU         ? " gelu"
                       : g_act == ENG_ACT_RELU_SQR ? " relu^2"
                       : g_act                     ? " oai"
@@ -1200,7 +1187,7 @@ static void test_sketch_dt(eng_backend *be, eng_dtype dt, const int E, const int
                     w32 = { ENG_DTYPE_F32, E, S, gf, df, s32, ENG_ACT_SILU, NULL, 0.0f };
     be->iface->build_sketch(be, &wq);
     be->iface->build_sketch(be, &w32);
-    CHECK(memcmp(sq, s32, S * sb) == 0, "build_sketch of %s slots differs from f32's", dt_name(dt));
+    CHECK(memcmp(sq, s32, S * sb) == 0, "build_sketch of %s slots differs from f32's", eng_dtype_name(dt));
     free(gu);
     free(dn);
     free(gf);
@@ -1364,7 +1351,7 @@ static void test_ffn_runs_one(eng_backend *be, eng_dtype dt, int E, int S, int n
     be->iface->ffn(be, &W, sel, n, x, want, 1, NULL);
     be->iface->ffn_runs(be, &W, n_a, &W2, n_b, x, y);
     CHECK(memcmp(y, want, (size_t)E * sizeof(float)) == 0,
-          "ffn_runs %s E=%d slots=%d runs %d + %d: not ffn() over the same rows", dt_name(dt), E, S,
+          "ffn_runs %s E=%d slots=%d runs %d + %d: not ffn() over the same rows", eng_dtype_name(dt), E, S,
           n_a, n_b);
     /* runs longer than their weights, or of another type: y untouched */
     memcpy(want, y, (size_t)E * sizeof(float));
@@ -1491,12 +1478,12 @@ static void test_moe_one(eng_backend *be, eng_dtype dt, int E, int NE, int F, in
     }
     if (n > 2)
         CHECK(memcmp(y, y + (size_t)(n - 1) * E, (size_t)E * sizeof(float)) == 0,
-              "moe %s: one token twice, two outputs", dt_name(dt));
+              "moe %s: one token twice, two outputs", eng_dtype_name(dt));
     /* (x in 16 or 8 bits against quantized rows; prefill and decode both) */
     CHECK(worst < (dt == ENG_DTYPE_F32 ? 1e-5 : 2e-2),
           "moe %s E=%d %d experts of %d picking %d, %d tokens%s, shared %d%s%s%s: %g off "
           "(relative)",
-          dt_name(dt), E, NE, F, K, n, norm ? ", normalised" : "", S, gated ? " gated" : "",
+          eng_dtype_name(dt), E, NE, F, K, n, norm ? ", normalised" : "", S, gated ? " gated" : "",
           xr ? ", router's own input" : "", fb ? ", gpt-oss's biases" : "", worst);
     free(gu), free(dn), free(router), free(x), free(y), free(ye), free(work), free(bias);
     free(sgate), free(xr), free(fb), free(rbias), free(dbias);
@@ -1824,7 +1811,7 @@ static void test_ffn_pick_e(eng_backend *be, eng_dtype dt, const int E)
         if (nt == 2)
             be->iface->ffn(be, &w, cases[c].t1, k, x + E, want + E, 1, NULL);
         CHECK(memcmp(y, want, sizeof(float) * (size_t)nt * E) == 0,
-              "ffn_pick k %d (%s, E %d): not the FFN of the expected slots", k, dt_name(dt), E);
+              "ffn_pick k %d (%s, E %d): not the FFN of the expected slots", k, eng_dtype_name(dt), E);
     }
     /* k >= n_slots: every slot (the sketch unread); k 0: nothing */
     be->iface->ffn_pick(be, &w, S, x, y, 2);
@@ -1948,7 +1935,7 @@ static void test_ffn_pick_random(eng_backend *be, eng_dtype dt)
             be->iface->ffn(be, &w, sel, k, x, want, 1, NULL);
             CHECK(memcmp(y, want, sizeof(float) * E) == 0,
                   "ffn_pick random (%s, E %d, k %d): not the FFN of the reference's k best",
-                  dt_name(dt), E, k);
+                  eng_dtype_name(dt), E, k);
         }
         free(sk);
         free(gu);
@@ -2037,9 +2024,9 @@ static void test_ffn_top_e(eng_backend *be, eng_dtype dt, const int E, const int
         }
         CHECK(worst <= 1e-3 * mag + 1e-6,
               "ffn_top (%s, E %d, k %d, token %d): off by %g of %g: not the FFN of the k largest |a|",
-              dt_name(dt), E, k, tok, worst, mag);
+              eng_dtype_name(dt), E, k, tok, worst, mag);
         CHECK(worst2 <= 1e-3 * mag + 1e-6,
-              "ffn_top over two runs (%s, E %d, k %d, token %d): off by %g of %g", dt_name(dt), E,
+              "ffn_top over two runs (%s, E %d, k %d, token %d): off by %g of %g", eng_dtype_name(dt), E,
               k, tok, worst2, mag);
     }
     be->iface->ffn_top(be, &w, n_a, &w2, n_b, S, x, y2, 1);
