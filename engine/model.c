@@ -248,7 +248,8 @@ static eng_dtype mat_dtype(const eng_model *m, const gguf_tensor *t)
  * layer before them, where they differ. */
 static bool has_experts(const eng_model *m, int il)
 {
-    return m->n_ff_exp > 0 && il >= m->n_dense_lead;
+    /* (nemotron_h_moe: only its MLP layers, mlp_layer) */
+    return m->n_ff_exp > 0 && il >= m->n_dense_lead && (!m->mlp_layer || m->mlp_layer[il]);
 }
 
 static int ffn_width(const eng_model *m, int il)
@@ -615,16 +616,24 @@ static int ffn_tensors_get(loader *ld, int il, bool shared, ffn_tensors *t)
     t->down_scale = NULL;
     t->first = shared ? (uint64_t)n_exps : 0;
     t->down_cols = (uint64_t)F;
+    /* experts: [n_embd, n_ff_exp, n_expert] and [n_ff_exp, n_embd,
+     * n_expert], the experts' gate and up rows one after another (F of
+     * them), W_down's rows n_ff_exp long */
+    const char *sfx = shared && !m->moe_mlp ? "_shexp" : exps && !shared ? "_exps" : "";
+    if (exps && !shared)
+        t->down_cols = (uint64_t)m->n_ff_exp;
     if (m->one_block) {
-        /* nemotron_h's un-gated MLP: up rows alone (ENG_ACT_RELU_SQR, one
-         * row a slot: load_neurons_host reads t->up only; gate names it
-         * too for the users of its type) */
-        snprintf(name, sizeof(name), "blk.%d.ffn_up.weight", il);
+        /* nemotron_h's un-gated MLP (nemotron_h_moe's experts and shared
+         * expert too): up rows alone (ENG_ACT_RELU_SQR, one row a slot:
+         * load_neurons_host reads t->up only; gate names it too for the
+         * users of its type) */
+        snprintf(name, sizeof(name), "blk.%d.ffn_up%s.weight", il, sfx);
         if ((r = get_tensor(ld, name, 2, E, (uint64_t)F, true, &t->up)) < 0)
             return r;
         t->gate = t->up;
-        snprintf(name, sizeof(name), "blk.%d.ffn_down.weight", il);
-        return get_tensor(ld, name, 2, F, E, true, &t->down);
+        snprintf(name, sizeof(name), "blk.%d.ffn_down%s.weight", il, sfx);
+        return get_tensor(ld, name, 2, t->down_cols, (uint64_t)F / t->down_cols * E, true,
+                          &t->down);
     }
     if (ffn_fused_up(m)) {
         snprintf(name, sizeof(name), "blk.%d.ffn_up.weight", il);
@@ -635,12 +644,6 @@ static int ffn_tensors_get(loader *ld, int il, bool shared, ffn_tensors *t)
         snprintf(name, sizeof(name), "blk.%d.ffn_down.weight", il);
         return get_tensor(ld, name, 2, F, E, true, &t->down);
     }
-    /* experts: [n_embd, n_ff_exp, n_expert] and [n_ff_exp, n_embd,
-     * n_expert], the experts' gate and up rows one after another (F of
-     * them), W_down's rows n_ff_exp long */
-    const char *sfx = shared && !m->moe_mlp ? "_shexp" : exps && !shared ? "_exps" : "";
-    if (exps && !shared)
-        t->down_cols = (uint64_t)m->n_ff_exp;
     if (exps && !shared && m->moe_mlp && (r = gemma4_experts(ld, il, t)) != 0)
         return r < 0 ? r : 0; /* (1: its gate and up rows in one tensor) */
     snprintf(name, sizeof(name), "blk.%d.ffn_gate%s.weight", il, sfx);
@@ -916,7 +919,8 @@ static int load_router(loader *ld, int il, eng_layer *L)
         return r;
     float *bias = NULL;
     snprintf(name, sizeof(name), "blk.%d.exp_probs_b.bias", il);
-    if (m->moe_bias && (r = load_vec(ld, name, ne, m->arch == ENG_ARCH_LFM2, &bias)) < 0)
+    if (m->moe_bias &&
+        (r = load_vec(ld, name, ne, m->arch == ENG_ARCH_LFM2 || m->one_block, &bias)) < 0)
         return r;
     L->moe.bias = bias;
     float *rb = NULL; /* (gpt-oss's: added to the logits) */
@@ -1523,12 +1527,14 @@ static int load_kv_heads(const gguf_file *f, const char *arch, eng_model *m, uin
  * feed_forward_length both 0, a Mamba-2 mixer (m->ssm_layer); only the
  * first not, attention (its KV heads, the attention layers' all alike);
  * only the second not, an MLP of that many neurons (m->mlp_layer, its
- * width in m->ffn_n, 0 in the others); both, nothing llama.cpp runs:
- * refused. *ret_ff the widest MLP, *ret_kv the KV heads (n_head where no
- * layer attends). */
+ * width in m->ffn_n, 0 in the others; nemotron_h_moe: experts, an
+ * expert's width); both, nothing llama.cpp runs: refused. The arrays
+ * cover every block, n_all (nemotron_h_moe's trailing draft block too,
+ * nextn_predict_layers, which is not run). *ret_ff the widest MLP,
+ * *ret_kv the KV heads (n_head where no layer attends). */
 static int load_one_block_layers(const gguf_file *f, const char *arch, eng_model *m,
-                                 uint32_t n_head, uint32_t *ret_ff, uint32_t *ret_kv,
-                                 eng_error *err)
+                                 uint32_t n_all, uint32_t n_head, uint32_t *ret_ff,
+                                 uint32_t *ret_kv, eng_error *err)
 {
     const int n = m->info.n_layer;
     static const char *const keys[2] = { "attention.head_count_kv", "feed_forward_length" };
@@ -1538,9 +1544,9 @@ static int load_one_block_layers(const gguf_file *f, const char *arch, eng_model
         snprintf(key, sizeof(key), "%s.%s", arch, keys[k]);
         enum gguf_type et;
         uint64_t len;
-        if (gguf_get_arr_info(f, key, &et, &len) < 0 || len != (uint64_t)n)
+        if (gguf_get_arr_info(f, key, &et, &len) < 0 || len != (uint64_t)n_all)
             return eng__set_err(err, -EINVAL, "metadata '%s' is not an array of a count per "
-                                "layer (%d)", key, n);
+                                "layer (%u)", key, n_all);
         if (!(v[k] = model_alloc(m, (size_t)n * sizeof(int32_t))))
             return eng__set_err(err, -ENOMEM, "out of memory");
         for (int il = 0; il < n; il++)
@@ -1640,7 +1646,11 @@ static int load_experts(const gguf_file *f, const char *arch, eng_model *m, uint
      * logits plus a bias, weighed by a softmax over the picked: the
      * softmax over all, normalised over the picked) */
     const bool oss = !strcmp(arch, "gpt-oss");
-    const bool named = qwen || lfm2 || q2 || q35 || ernie || oss ||
+    /* (nemotron_h_moe: un-gated experts and shared expert in its MLP
+     * layers, picked by sigmoid plus a bias, weighed by the sigmoid,
+     * normalised and scaled as the file says) */
+    const bool nem = !strcmp(arch, "nemotron_h_moe");
+    const bool named = qwen || lfm2 || q2 || q35 || ernie || oss || nem ||
                        !strcmp(arch, "granitemoe") || !strcmp(arch, "olmoe");
     /* (gemma4: E2B, E4B and 31B have none, 26B-A4B beside a dense MLP) */
     const bool g4 = !strcmp(arch, "gemma4");
@@ -1665,10 +1675,10 @@ static int load_experts(const gguf_file *f, const char *arch, eng_model *m, uint
      * feed_forward_length; LFM2-MoE's gating is the file's (1 softmax, 2
      * sigmoid), the others' softmax */
     if ((r = get_u32_arch(f, arch, "expert_feed_forward_length", lfm2 || g4 || ernie || oss,
-                          qwen || q2 || q35 ? *n_ff / nu : *n_ff, &fe, err)) < 0 ||
+                          qwen || q2 || q35 || nem ? *n_ff / nu : *n_ff, &fe, err)) < 0 ||
         (lfm2 && (r = get_u32_arch(f, arch, "expert_gating_func", true, 1, &gating, err)) < 0) ||
         (r = get_u32_arch(f, arch, "expert_shared_count", false, 0, &shared, err)) < 0 ||
-        (r = get_u32_arch(f, arch, "expert_shared_feed_forward_length", false, 0, &shared_ff,
+        (r = get_u32_arch(f, arch, "expert_shared_feed_forward_length", nem, 0, &shared_ff,
                           err)) < 0 ||
         (r = get_u32_arch(f, arch, "expert_group_count", false, 0, &groups, err)) < 0 ||
         (r = get_u32_arch(f, arch, "leading_dense_block_count", false, 0, &lead, err)) < 0 ||
@@ -1695,7 +1705,7 @@ static int load_experts(const gguf_file *f, const char *arch, eng_model *m, uint
     if (g4)
         shared_ff = *n_ff;
     if (shared > 1 ||
-        ((shared > 0 || shared_ff > 0) && !granite && !q2 && !q35 && !g4 && !ernie))
+        ((shared > 0 || shared_ff > 0) && !granite && !q2 && !q35 && !g4 && !ernie && !nem))
         return eng__set_err(err, -ENOTSUP, "shared experts (%s.expert_shared_%s %u) are not "
                             "supported%s", arch, shared ? "count" : "feed_forward_length",
                             shared ? shared : shared_ff, shared > 1 ? " (one is)" : "");
@@ -1711,6 +1721,28 @@ static int load_experts(const gguf_file *f, const char *arch, eng_model *m, uint
     if (gating != 1 && gating != 2)
         return eng__set_err(err, -ENOTSUP, "%s.expert_gating_func %u is not supported (1 "
                             "softmax, 2 sigmoid)", arch, gating);
+    /* nemotron_h_moe: the weights normalised and scaled as the file says
+     * (llama.cpp: unscaled where the scale is 0); a latent space the
+     * experts work in (Nemotron 3 Super's ffn_latent_down / up) is not
+     * run here */
+    bool wnorm = m->arch != ENG_ARCH_OLMOE && !q2; /* (as llama.cpp has the others) */
+    float wscale = 1.0f;
+    char key[128];
+    if (nem) {
+        wnorm = false; /* (llama.cpp's default) */
+        snprintf(key, sizeof(key), "%s.expert_weights_norm", arch);
+        if ((r = gguf_get_bool(f, key, &wnorm)) < 0 && r != -ENOENT)
+            return eng__set_err(err, -EINVAL, "metadata '%s' is not a valid boolean", key);
+        if ((r = get_f32_arch(f, arch, "expert_weights_scale", 1.0f, &wscale, err)) < 0)
+            return r;
+    }
+    if (!(wscale >= 0.0f && wscale <= 1e6f))
+        return eng__set_err(err, -EINVAL, "metadata '%s.expert_weights_scale' = %g is out of "
+                            "range", arch, wscale);
+    snprintf(key, sizeof(key), "%s.moe_latent_size", arch);
+    if (nem && gguf_find_key(f, key) >= 0)
+        return eng__set_err(err, -ENOTSUP, "experts in a latent space (%s) are not supported",
+                            key);
     if (fe == 0 || (uint64_t)fe * ne + shared_ff > MAX_DIM)
         return eng__set_err(err, -EINVAL, "%u experts of %u neurons (and %u shared): out of range",
                             ne, fe, shared_ff);
@@ -1722,14 +1754,17 @@ static int load_experts(const gguf_file *f, const char *arch, eng_model *m, uint
     m->n_ff_shared = (int)shared_ff;
     m->moe_shared_gate = q2 || q35;
     m->moe_mlp = g4;
-    m->moe_bias = lfm2 || ernie;
-    m->moe_sigmoid = gating == 2;
+    m->moe_bias = lfm2 || ernie || nem;
+    m->moe_sigmoid = gating == 2 || nem;
     m->n_ff_exp = (int)fe;
     m->info.n_expert = (int)ne;
     m->info.n_expert_used = (int)nu;
     m->info.n_ff_shared = (int)shared_ff;
-    m->moe_norm = m->arch != ENG_ARCH_OLMOE && !q2; /* (as llama.cpp has them) */
-    m->moe_scale = 1.0f;
+    m->moe_norm = wnorm;
+    m->moe_scale = wscale > 0.0f ? wscale : 1.0f;
+    /* nemotron_h_moe: each MLP layer's width all its experts' neurons */
+    for (int il = 0; nem && il < m->info.n_layer; il++)
+        m->ffn_n[il] = m->mlp_layer[il] ? (int32_t)*n_ff : 0;
     return 0;
 }
 
@@ -1921,8 +1956,8 @@ static int load_hparams(const gguf_file *f, eng_model *m, eng_error *err)
     }
     /* Nemotron-H: one block a layer, a Mamba-2 mixer (with groups), attention
      * without RoPE or an un-gated MLP (load_one_block_layers) */
-    else if (!strcmp(arch, "nemotron_h")) {
-        m->arch = ENG_ARCH_LLAMA;
+    else if (!strcmp(arch, "nemotron_h") || !strcmp(arch, "nemotron_h_moe")) {
+        m->arch = ENG_ARCH_LLAMA; /* (nemotron_h_moe: experts in place of the MLPs) */
         m->one_block = true;
     }
     /* Qwen3.5's dense models: Qwen3's attention (NEOX over a quarter of
@@ -1939,7 +1974,7 @@ static int load_hparams(const gguf_file *f, eng_model *m, eng_error *err)
                             "granite, exaone, minicpm, olmo2, exaone4, mistral3, hunyuan-dense, "
                             "lfm2, lfm2moe, ernie4_5-moe, qwen3moe, qwen3vlmoe, granitemoe, "
                             "olmoe, granitehybrid, qwen2moe, qwen35, qwen35moe, falcon-h1, "
-                            "nemotron_h; text only for the vl ones)",
+                            "nemotron_h, nemotron_h_moe; text only for the vl ones)",
                             arch);
     /* the vl families' sections, which llama.cpp requires (an array of at
      * most 4 or one number): only their presence matters for text */
@@ -1979,20 +2014,24 @@ static int load_hparams(const gguf_file *f, eng_model *m, eng_error *err)
     /* qwen35, glm4: the last nextn_predict_layers blocks predict further
      * tokens (speculative decoding); generation runs without them */
     uint32_t nextn = 0;
-    if ((m->attn_gate || m->arch == ENG_ARCH_GLM4) &&
+    if ((m->attn_gate || m->arch == ENG_ARCH_GLM4 || m->one_block) &&
         (r = get_u32_arch(f, arch, "nextn_predict_layers", false, 0, &nextn, err)) < 0)
         return r;
     if (nextn >= n_layer)
         return eng__set_err(err, -EINVAL, "nextn_predict_layers %u of %u blocks leaves no layer",
                             nextn, n_layer);
     m->info.n_layer = (int)(n_layer - nextn);
-    if ((r = load_experts(f, arch, m, &n_ff, err)) < 0)
+    /* (nemotron_h_moe's experts: after its layers' kinds, which say where
+     * they are) */
+    if (!m->one_block && (r = load_experts(f, arch, m, &n_ff, err)) < 0)
         return r;
     if ((r = g4 ? get_layer_u32(f, arch, "attention.head_count_kv", m, n_layer, true, false,
                                 n_head, &n_head_kv, &m->kv_heads, err)
-             : m->one_block ? load_one_block_layers(f, arch, m, n_head, &n_ff, &n_head_kv, err)
+             : m->one_block ? load_one_block_layers(f, arch, m, n_layer, n_head, &n_ff,
+                                                    &n_head_kv, err)
                             : load_kv_heads(f, arch, m, n_head, &n_head_kv, err)) < 0 ||
-        (m->attn_gate && (r = load_delta_layers(f, arch, m, n_layer, err)) < 0))
+        (m->attn_gate && (r = load_delta_layers(f, arch, m, n_layer, err)) < 0) ||
+        (m->one_block && (r = load_experts(f, arch, m, &n_ff, err)) < 0))
         return r;
     if (m->ssm_beside) { /* (a mixer in every layer) */
         m->info.n_ssm = m->info.n_layer;
@@ -2920,7 +2959,8 @@ static void plan_shape(const gguf_file *f, const eng_model *m, eng_plan_shape *s
                                                               (t->n_dims > 2 ? t->ne[2] : 1));
         }
         /* the routers, f32, in the layers with experts */
-        fixed += (uint64_t)(i->n_layer - m->n_dense_lead) * i->n_expert * E * sizeof(float);
+        for (int il = 0; il < i->n_layer; il++)
+            fixed += has_experts(m, il) ? (uint64_t)i->n_expert * E * sizeof(float) : 0;
     } else {
         const eng_weight *tw[2] = { &m->tok_embd, &m->output };
         for (int k = 0; k < (m->output.data != m->tok_embd.data ? 2 : 1); k++)
@@ -3630,10 +3670,14 @@ int eng_session_new(const eng_model *m, const eng_session_params *params, eng_se
     if (!s->x || !s->xn || !s->q || !s->k || !s->v || !s->att || !s->o || !s->ff || !s->tokens ||
         !s->logits || !s->ctx_tokens)
         goto oom;
+    /* (the first layer with experts: after LFM2-MoE's dense ones, among
+     * nemotron_h_moe's mixers and attention) */
+    int il_moe = m->n_dense_lead;
+    while (m->n_ff_exp && il_moe + 1 < m->info.n_layer && !m->layers[il_moe].moe.router.data)
+        il_moe++;
     if (m->n_ff_exp &&
         !(s->moe_work = eng__session_alloc(
-              s, eng_moe_work_floats(&m->layers[m->n_dense_lead].moe, n_batch, E) *
-                     sizeof(float))))
+              s, eng_moe_work_floats(&m->layers[il_moe].moe, n_batch, E) * sizeof(float))))
         goto oom;
     if (m->moe_mlp && !(s->moe_out = eng__session_alloc(s, (size_t)n_batch * E * sizeof(float))))
         goto oom;

@@ -2,7 +2,8 @@
 # selectinferd on a mixture-of-experts model (a synthetic Qwen3-MoE; or
 # SHAPE, whose status line about its experts is EXPERTS: tiny-qwen35moe,
 # a Qwen3.5-MoE with a shared expert and delta nets; tiny-gemma4-moe, a
-# Gemma 4 26B-A4B with a dense MLP beside them; weights of TYPE, e.g.
+# Gemma 4 26B-A4B with a dense MLP beside them; tiny-nemotron-h-moe, a
+# Nemotron 3 Nano (un-gated experts among mixers); weights of TYPE, e.g.
 # mxfp4 for tiny-gpt-oss): it
 # starts, says how many experts a token computes, answers a request, and
 # refuses with a reason what would choose neurons inside the experts (a

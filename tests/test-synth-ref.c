@@ -895,7 +895,15 @@ static void check_hybrid(const char *synth, const char *shape, int n_ssm, int at
            "%s: %d generated, %d shifts", shape, st.n_generated, st.n_shifts);
     eng_session_free(s);
 
-    /* half the FFN's neurons, picked at random, under the mixers */
+    /* half the FFN's neurons, picked at random, under the mixers (not
+     * inside experts, which selection leaves alone: daemon-moe) */
+    if (m->info.n_expert > 0) {
+        unlink(path);
+        printf("%s token by token vs one batch %.2g, chunks of 5 %.2g, a kept prefix %.2g, "
+               "from the checkpoint %.2g; shifts evaluate again\n", shape, d1, d2, d3, d5);
+        eng_model_free(m);
+        return;
+    }
     eng_load_plan_params pp = eng_load_plan_params_default();
     pp.mode = ENG_SELECT_RANDOM;
     pp.gamma = 0.5f;
@@ -1051,6 +1059,72 @@ static void check_ungated(const char *synth)
            (unsigned long long)pb.neurons_loaded, copied, dswap);
     eng_model_free(b);
     eng_model_free(h);
+}
+
+/* nemotron_h_moe's experts (tiny-nemotron-h-moe, f32, MEM*EEM*): in its
+ * three MLP layers alone, 8 experts of 32 un-gated slots and a shared
+ * expert of 48 after them, each slot the file's up row of its neuron
+ * (ffn_up_exps', then ffn_up_shexp's), picked by sigmoid plus the file's
+ * bias, normalised and scaled by 2.5 as its keys say; a trailing block of
+ * multi-token prediction (nextn_predict_layers) is not run: its arrays
+ * still cover it. */
+static void check_nemotron_moe(const char *synth)
+{
+    char path[32];
+    eng_model *m = load_f32(synth, "tiny-nemotron-h-moe", path);
+    const uint64_t row = (uint64_t)m->info.n_embd * sizeof(float);
+    gguf_file *f = NULL;
+    eng_error err;
+    CHECKF(gguf_open(path, &f, &err) == 0, "%s", err.msg);
+    int moe = 0, bad = 0;
+    for (int il = 0; il < m->info.n_layer; il++) {
+        const eng_layer *L = &m->layers[il];
+        const bool e = il == 1 || il == 4 || il == 5;
+        if (!e) {
+            bad += L->moe.router.data != NULL || L->ffn.n_slots != 0;
+            continue;
+        }
+        moe++;
+        bad += !L->mlp_only || !L->moe.router.data || !L->moe.bias || !L->moe.sigmoid ||
+               !L->moe.norm || L->moe.scale != 2.5f || L->moe.n_expert != 8 ||
+               L->moe.n_used != 2 || L->moe.n_ff_exp != 32 || L->moe.n_ff_shared != 48 ||
+               L->moe.shared_gate || L->ffn.n_slots != 8 * 32 + 48 ||
+               L->ffn.act != ENG_ACT_RELU_SQR || eng_ffn_rows(&L->ffn) != 1;
+        char ne[64], ns[64];
+        snprintf(ne, sizeof(ne), "blk.%d.ffn_up_exps.weight", il);
+        snprintf(ns, sizeof(ns), "blk.%d.ffn_up_shexp.weight", il);
+        const gguf_tensor *te = f ? gguf_find_tensor(f, ne) : NULL;
+        const gguf_tensor *ts = f ? gguf_find_tensor(f, ns) : NULL;
+        CHECK(te && ts && te->type == GGML_TYPE_F32 && ts->type == GGML_TYPE_F32);
+        for (int j = 0; te && ts && j < L->ffn.n_slots; j++) {
+            const int32_t n = L->neuron_of_slot[j];
+            const uint8_t *src = n < 256 ? (const uint8_t *)te->data + (size_t)n * row
+                                         : (const uint8_t *)ts->data + (size_t)(n - 256) * row;
+            bad += memcmp((const uint8_t *)L->ffn.gate_up + (size_t)j * row, src, row) != 0;
+        }
+    }
+    gguf_close(f);
+    CHECKF(moe == 3 && bad == 0 && m->info.n_expert == 8 && m->info.n_ff == 8 * 32 + 48,
+           "tiny-nemotron-h-moe: %d layers of experts, %d things not as the file says", moe,
+           bad);
+    eng_model_free(m);
+    unlink(path);
+
+    synth_kv(synth, "tiny-nemotron-h-moe", "f32", "nemotron_h_moe.nextn_predict_layers=u32:1",
+             path);
+    eng_model_params mp = eng_model_params_default();
+    mp.n_threads = 2;
+    int r = eng_model_load(path, &mp, &m, &err);
+    CHECKF(r == 0 && m->info.n_layer == 7 && m->layers[5].moe.router.data,
+           "tiny-nemotron-h-moe, its last block a draft: %d (%s), %d layers", r,
+           r < 0 ? err.msg : "loaded", r == 0 ? m->info.n_layer : 0);
+    if (r == 0) {
+        eng_session *s;
+        CHECK(eng_session_new(m, NULL, &s) == 0 && eng_session_eval(s, TOKENS, N_TOK, 0) == 0);
+        eng_session_free(s);
+        eng_model_free(m);
+    }
+    unlink(path);
 }
 
 /* The bytes of a hybrid's caches in a context of n_ctx (no sliding
@@ -1456,6 +1530,21 @@ static void check_refused(const char *synth)
         { "tiny-nemotron-h", "nemotron_h.ssm.group_count=u32:2", "blk.0.ssm_in.weight", -EINVAL },
         { "tiny-nemotron-h", "nemotron_h.attention.head_count_kv=i32s:2,0,0,2,0,0,0,2",
           "blk.0.attn_q.weight", -ENOENT },
+        /* nemotron_h_moe: experts as its keys say, not in a latent space */
+        { "tiny-nemotron-h-moe", "nemotron_h_moe.moe_latent_size=u32:32", "latent space",
+          -ENOTSUP },
+        { "tiny-nemotron-h-moe", "nemotron_h_moe.expert_feed_forward_length=u32:16",
+          "blk.1.ffn_up_exps.weight", -EINVAL },
+        { "tiny-nemotron-h-moe", "nemotron_h_moe.expert_shared_feed_forward_length=u32:40",
+          "blk.1.ffn_up_shexp.weight", -EINVAL },
+        { "tiny-nemotron-h-moe", "nemotron_h_moe.expert_count=u32:16",
+          "blk.1.ffn_gate_inp.weight", -EINVAL },
+        { "tiny-nemotron-h-moe", "nemotron_h_moe.expert_weights_norm=u32:1", "valid boolean",
+          -EINVAL },
+        { "tiny-nemotron-h-moe", "nemotron_h_moe.expert_weights_scale=f32:-1",
+          "expert_weights_scale' = -1", -EINVAL },
+        { "tiny-nemotron-h-moe", "nemotron_h_moe.nextn_predict_layers=u32:8", "leaves no layer",
+          -EINVAL },
         { "tiny-granitemoeshared", "granitemoe.expert_shared_count=u32:2", "(one is)",
           -ENOTSUP },
         { "tiny-granitemoeshared", "granitemoe.expert_shared_feed_forward_length=u32:40",
@@ -2120,6 +2209,14 @@ int main(int argc, char **argv)
                  0.002);
     check_hybrid(argv[1], "tiny-nemotron-h", 4, 3, true, 8 * 16 * 16 * 4);
     check_ungated(argv[1]);
+    /* nemotron_h_moe (Nemotron 3 Nano): MEM*EEM*, tiny-nemotron-h's mixers
+     * and attention, 2 of 8 un-gated experts of 32 and a shared one of 48
+     * in place of the MLPs, picked by sigmoid plus a bias, normalised and
+     * scaled by 2.5. f32, as qwen35 */
+    check_logits(argv[1], argv[2], "tiny-nemotron-h-moe", "f32", NULL, "tiny-nemotron-h-moe", 1024,
+                 0.01, 0.002);
+    check_hybrid(argv[1], "tiny-nemotron-h-moe", 3, 3, true, 8 * 16 * 16 * 4);
+    check_nemotron_moe(argv[1]);
     /* convolution rows that do not grow with the batch, against rings that
      * hold every position */
     static const char *const conv_shapes[] = { "tiny-lfm2", "tiny-granitehybrid", "tiny-qwen35",

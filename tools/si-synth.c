@@ -79,6 +79,10 @@ static const struct {
     {"granite-4.0-h-tiny", 64, 6, 0, 0, 1024},
     {"olmoe-1b-7b", 64, 8, 0, 0, 0},
     {"gemma-4-26b-a4b", 128, 8, 0, 0, 2112},
+    /* nemotron_h_moe: experts (un-gated) and a shared one in place of
+     * nemotron_h's MLPs */
+    {"tiny-nemotron-h-moe", 8, 2, 0, 0, 48},
+    {"nemotron-3-nano-30b-a3b", 128, 6, 0, 0, 3712},
 };
 
 /* Mamba-2 hybrids (granitehybrid): the mixers' inner width, state size,
@@ -110,13 +114,16 @@ static const struct {
     {"nemotron-h-4b", 7168, 128, 112, 8, 4, 0, 0},
     {"nemotron-h-8b", 8192, 128, 128, 8, 4, 0, 0},
     {"nemotron-nano-9b-v2", 10240, 128, 128, 8, 4, 0, 0},
+    {"tiny-nemotron-h-moe", 128, 16, 8, 4, 4, 0, 0},
+    {"nemotron-3-nano-30b-a3b", 4096, 128, 64, 8, 4, 0, 0},
     {"qwen3.5-0.8b", 2048, 128, 16, 16, 4, 4, 3},
     {"qwen3.5-2b", 2048, 128, 16, 16, 4, 4, 3},
     {"qwen3.5-4b", 4096, 128, 32, 16, 4, 4, 3},
 };
 
 /* nemotron_h: each layer's block, as the published configs'
- * hybrid_override_pattern: M a Mamba-2 mixer, * attention, - an MLP */
+ * hybrid_override_pattern: M a Mamba-2 mixer, * attention, - an MLP,
+ * E (nemotron_h_moe) experts */
 static const struct {
     const char *shape, *pattern;
 } nemotron_layers[] = {
@@ -127,6 +134,9 @@ static const struct {
     {"nemotron-h-4b", "M-M-M-M*-M-M-M-M*-M-M-M-M*-M-M-M-M*-M-M-M-M-M-M-M-M-"},
     {"nemotron-h-8b", "M-M-M-M*-M-M-M-M*-M-M-M-M*-M-M-M-M*-M-M-M-M-M-M-M-M-"},
     {"nemotron-nano-9b-v2", "M-M-M-MM-M-M-M*-M-M-M*-M-M-M-M*-M-M-M-M*-M-MM-M-M-M-M-M-"},
+    {"tiny-nemotron-h-moe", "MEM*EEM*"},
+    /* 23 mixers, 23 layers of experts, 6 attention layers */
+    {"nemotron-3-nano-30b-a3b", "MEMEM*EMEMEM*EMEMEM*EMEMEM*EMEMEM*EMEMEMEM*EMEMEMEME"},
 };
 
 /* Gemma 4 (gemma4): the shape's head_dim is the global layers' (key_length);
@@ -267,6 +277,13 @@ static const shape shapes[] = {
     {"tiny-nemotron-h", "nemotron_h", "tekken", "Synthetic Tiny Nemotron-H", 8, 64, 192, 4, 2,
      1024, 8192, 10000.0f, 1e-5f, false, false, false, VOCAB_LLAMA3, 0, 16, false, false,
      0, 0.0f, {0, 0}, 0, 0},
+    /* nemotron_h_moe (Nemotron 3 Nano): tiny-nemotron-h with 2 of 8
+     * un-gated experts of 32 and a shared one of 48 (expert_shapes) in
+     * place of the MLPs, picked by sigmoid plus a bias, weights normalised
+     * and scaled by 2.5 */
+    {"tiny-nemotron-h-moe", "nemotron_h_moe", "tekken", "Synthetic Tiny Nemotron-H MoE", 8, 64,
+     32, 4, 2, 1024, 8192, 10000.0f, 1e-5f, false, false, false, VOCAB_LLAMA3, 0, 16, false,
+     false, 0, 0.0f, {0, 0}, 0, 0},
     /* qwen35 (Qwen3.5): gated delta nets (two value heads on one key head
      * here, as Qwen3.5-4B's) in three layers of four, Qwen3's attention
      * with an output gate, a quarter of each head rotating (8 of 32) */
@@ -482,6 +499,11 @@ static const shape shapes[] = {
     {"nemotron-nano-9b-v2", "nemotron_h", "tekken", "Synthetic NVIDIA Nemotron Nano 9B v2", 56,
      4480, 15680, 40, 8, 131072, 131072, 10000.0f, 1e-5f, false, false, false, VOCAB_LLAMA3, 0,
      128, false, false, 0, 0.0f, {0, 0}, 0, 0},
+    /* NVIDIA-Nemotron-3-Nano-30B-A3B (nemotron_h_moe): 128 experts of 1856
+     * (n_ff), 6 a token, a shared one of 3712, mixers of 64 heads of 64 */
+    {"nemotron-3-nano-30b-a3b", "nemotron_h_moe", "tekken",
+     "Synthetic NVIDIA Nemotron 3 Nano 30B-A3B", 52, 2688, 1856, 32, 2, 131072, 262144, 10000.0f,
+     1e-5f, false, false, false, VOCAB_LLAMA3, 0, 128, false, false, 0, 0.0f, {0, 0}, 0, 0},
 };
 
 static const char *const smol_specials[] = {
@@ -1332,7 +1354,8 @@ int main(int argc, char **argv)
     const bool g4moe = g4 >= 0 && n_expert;
     const bool ernie = !strcmp(arch, "ernie4_5-moe");
     const bool oss = !strcmp(arch, "gpt-oss");
-    const bool own_ff = q3moe || !strcmp(arch, "lfm2moe") || g4moe || ernie || oss;
+    const bool nem_moe = !strcmp(arch, "nemotron_h_moe");
+    const bool own_ff = q3moe || !strcmp(arch, "lfm2moe") || g4moe || ernie || oss || nem_moe;
     const uint32_t ff = dense_lead ? (uint32_t)dense_ff
                         : g4moe    ? (uint32_t)shared_ff
                                    : (uint32_t)sh->n_ff * (q3moe ? 3 : 1);
@@ -1352,6 +1375,12 @@ int main(int argc, char **argv)
         CHECK(gguf_writer_set_u32(w, KEY("expert_gating_func"), 2));
     if (ernie)
         CHECK(gguf_writer_set_u32(w, KEY("interleave_moe_layer_step"), 1));
+    if (nem_moe) { /* as its converter writes them (Nemotron 3 Nano's values) */
+        CHECK(gguf_writer_set_u32(w, KEY("expert_shared_count"), 1));
+        CHECK(gguf_writer_set_bool(w, KEY("expert_weights_norm"), true));
+        CHECK(gguf_writer_set_f32(w, KEY("expert_weights_scale"), 2.5f));
+        CHECK(gguf_writer_set_u32(w, KEY("expert_group_count"), 1));
+    }
     CHECK(gguf_writer_set_u32(w, KEY("attention.head_count"), (uint32_t)sh->n_head));
     const bool lfm2 = !strncmp(arch, "lfm2", 4); /* (lfm2moe too) */
     const bool falcon = !strcmp(arch, "falcon-h1");
@@ -1368,7 +1397,7 @@ int main(int argc, char **argv)
         int32_t kvh[1000], ffl[1000];
         for (int l = 0; l < sh->n_layer; l++) {
             kvh[l] = nem[l] == '*' ? sh->n_head_kv : 0;
-            ffl[l] = nem[l] == '-' ? sh->n_ff : 0;
+            ffl[l] = nem[l] == '-' || nem[l] == 'E' ? sh->n_ff : 0;
         }
         CHECK(gguf_writer_set_arr_i32(w, KEY("attention.head_count_kv"), kvh,
                                       (size_t)sh->n_layer));
@@ -1722,6 +1751,20 @@ int main(int argc, char **argv)
             if (nem[l] == '-') {
                 T("ffn_down.weight", 2, F, E, INIT_RANDOM);
                 T("ffn_up.weight", 2, E, F, INIT_RANDOM);
+            } else if (nem[l] == 'E') {
+                /* the router and the bias to pick by (f32), the experts'
+                 * and the shared expert's up rows and down columns */
+                const uint64_t NE = (uint64_t)n_expert, SF = (uint64_t)shared_ff;
+                T("ffn_gate_inp.weight", 2, E, NE, INIT_RANDOM);
+                td[nt - 1].type = GGML_TYPE_F32;
+                snprintf(n, sizeof(n), "blk.%d.exp_probs_b.bias", l);
+                push(td, &nt, n, GGML_TYPE_F32, 1, NE, 1, INIT_RANDOM);
+                snprintf(n, sizeof(n), "blk.%d.ffn_down_exps.weight", l);
+                push3(td, &nt, n, wtype, F, E, NE);
+                snprintf(n, sizeof(n), "blk.%d.ffn_up_exps.weight", l);
+                push3(td, &nt, n, wtype, E, F, NE);
+                T("ffn_down_shexp.weight", 2, SF, E, INIT_RANDOM);
+                T("ffn_up_shexp.weight", 2, E, SF, INIT_RANDOM);
             } else if (nem[l] == '*') {
                 T("attn_k.weight", 2, E, KV, INIT_RANDOM);
                 T("attn_output.weight", 2, Q, E, INIT_RANDOM);
