@@ -6629,11 +6629,13 @@ static void ffn_act_task(void *p, int ith, int nth)
     eng_split((n_sel + 7) / 8, ith, nth, &b, &e);
     b *= 8;
     e = e * 8 < n_sel ? e * 8 : n_sel;
+    /* (un-gated: one row a slot, each converted and dotted once) */
+    const bool ug = eng_ffn_rows(w) == 1;
     for (long j0 = b; j0 < e; j0 += 8) {
         int nj = (int)(e - j0 < 8 ? e - j0 : 8);
-        /* rows 2i, 2i+1 = gate, up of slot j0 + i (un-gated: up, up);
-         * invalid slots borrow a valid row and their results are replaced
-         * by 0 */
+        /* rows 2i, 2i+1 = gate, up of slot j0 + i (un-gated: row i, its up
+         * row); invalid slots borrow a valid row and their results are
+         * replaced by 0 */
         const uint16_t *hrows[16];
         const float *frows[16];
         long sl[8];
@@ -6649,11 +6651,13 @@ static void ffn_act_task(void *p, int ith, int nth)
                     r->A[t * r->lda + j0 + i] = 0.0f;
             continue;
         }
-        int nr = 2 * nj;
+        const int nr = ug ? nj : 2 * nj;
         const void *rows[16];
-        for (int i = 0; i < nr; i++)
-            rows[i] = (const char *)w->gate_up + (size_t)(sl[i / 2] >= 0 ? sl[i / 2] : any) * rps +
-                      (i & 1 ? uo : 0);
+        for (int i = 0; i < nr; i++) {
+            const long s_i = sl[ug ? i : i / 2];
+            rows[i] = (const char *)w->gate_up + (size_t)(s_i >= 0 ? s_i : any) * rps +
+                      (i & 1 && !ug ? uo : 0);
+        }
         for (int i = 0; i < nr; i++) {
             hrows[i] = rows[i];
             frows[i] = rows[i];
@@ -6685,7 +6689,7 @@ static void ffn_act_task(void *p, int ith, int nth)
                 float out[4][3];
                 int ri[4];
                 for (int q = 0; q < 4; q++)
-                    ri[q] = i + q < nr ? i + q : nr - 2 + (q & 1);
+                    ri[q] = i + q < nr ? i + q : ug ? nr - 1 : nr - 2 + (q & 1);
                 if (f32rows) {
                     const float *wp[4] = { frows[ri[0]], frows[ri[1]], frows[ri[2]], frows[ri[3]] };
                     k->dot4x3(wp, xp, E, out);
@@ -6694,7 +6698,11 @@ static void ffn_act_task(void *p, int ith, int nth)
                                               hrows[ri[3]] };
                     k->dot4x3_h(wp, xp, E, out);
                 }
-                for (int q = 0; q < 2 && i / 2 + q < nj; q++) {
+                for (int q = 0; ug && q < 4 && i + q < nj; q++)
+                    for (int tt = 0; tt < ntt; tt++) /* relu(u) u */
+                        r->A[(t + tt) * r->lda + j0 + i + q] =
+                            sl[i + q] >= 0 ? gate_act(out[q][tt], w->act) * out[q][tt] : 0.0f;
+                for (int q = 0; !ug && q < 2 && i / 2 + q < nj; q++) {
                     int jj = i / 2 + q;
                     for (int tt = 0; tt < ntt; tt++)
                         r->A[(t + tt) * r->lda + j0 + jj] =

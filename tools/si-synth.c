@@ -1309,7 +1309,8 @@ int main(int argc, char **argv)
     for (size_t i = 0; i < sizeof(nemotron_layers) / sizeof(nemotron_layers[0]); i++)
         if (!strcmp(nemotron_layers[i].shape, sh->name))
             nem = nemotron_layers[i].pattern;
-    if (nem && strlen(nem) != (size_t)sh->n_layer) {
+    /* (--layers N: the pattern's first N layers, a slice of a big shape) */
+    if (nem && strlen(nem) < (size_t)sh->n_layer) {
         fprintf(stderr, "si-synth: %s: --layers %d, but its pattern has %zu\n", sh->name,
                 sh->n_layer, strlen(nem));
         return 1;
