@@ -895,10 +895,12 @@ bool eng__select_wants_act(const eng_session *s)
 
 #define COMP_SKIP 1 /* leading context positions ENG_COMP_MEAN leaves out */
 
+/* The first sparsified layer with an FFN, whose observation counts the
+ * prompt's positions (nemotron_h's first layers may have none: no_ffn) */
 static int first_sparse(const eng_model *m)
 {
     for (int l = 0; l < m->info.n_layer; l++)
-        if (m->layers[l].sparse)
+        if (m->layers[l].sparse && !m->layers[l].no_ffn)
             return l;
     return -1;
 }

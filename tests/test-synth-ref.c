@@ -1009,12 +1009,18 @@ static void check_ungated(const char *synth)
     if (b)
         eng_model_get_plan(b, &pb);
     /* phi 0.3 a request (its dynamic neurons copied: 2 rows each), then
-     * pick=exact, on the half; then a hot-swap back to every neuron */
+     * pick=exact, on the half, then phi 0.3 with comp=mean and linear
+     * (which make up for the neurons left out from the un-gated
+     * activations: other logits than without); then a hot-swap back to
+     * every neuron */
     size_t copied = 0, want = 0;
-    for (int k = 0; h && k < 2; k++) {
+    static float plain[1024];
+    double dcomp[4] = { 0 };
+    for (int k = 0; h && k < 4; k++) {
         eng_compute_params cp = eng_compute_params_default();
-        cp.phi = k ? 0.4f : 0.3f;
-        cp.pick = k ? ENG_PICK_EXACT : ENG_PICK_REQUEST;
+        cp.phi = k == 1 ? 0.4f : 0.3f;
+        cp.pick = k == 1 ? ENG_PICK_EXACT : ENG_PICK_REQUEST;
+        cp.comp = k == 2 ? ENG_COMP_MEAN : k == 3 ? ENG_COMP_LINEAR : ENG_COMP_NONE;
         eng_session *s = NULL;
         CHECK(eng_session_new(h, NULL, &s) == 0 && eng_session_set_compute(s, &cp) == 0);
         CHECK(s && eng_session_eval(s, TOKENS, N_TOK, 0) == 0 &&
@@ -1024,7 +1030,12 @@ static void check_ungated(const char *synth)
         for (int i = 0; lg && i < V; i++)
             finite = finite && isfinite(lg[i]);
         CHECKF(finite && eng_session_ffn_share(s) < 0.5, "tiny-nemotron-h phi %.1f %s: share %g",
-               cp.phi, k ? "exact" : "per request", s ? eng_session_ffn_share(s) : -1.0);
+               cp.phi, k == 1 ? "exact" : eng_comp_name(cp.comp),
+               s ? eng_session_ffn_share(s) : -1.0);
+        if (lg && k == 0)
+            memcpy(plain, lg, sizeof(float) * (size_t)V);
+        if (lg && k >= 2)
+            dcomp[k] = max_diff(plain, lg, V);
         for (int il = 0; k == 0 && s && il < h->info.n_layer; il++) {
             const int32_t *sel = s->ffn_sel[il];
             const int n = sel ? s->ffn_n_sel[il] : 0;
@@ -1039,6 +1050,8 @@ static void check_ungated(const char *synth)
     }
     CHECKF(want > 0 && copied == want, "tiny-nemotron-h phi 0.3: %zu bytes copied, want %zu",
            copied, want);
+    CHECKF(dcomp[2] > 1e-3 && dcomp[3] > 1e-3, "tiny-nemotron-h phi 0.3: comp=mean %g and "
+           "linear %g from the logits without", dcomp[2], dcomp[3]);
     eng_load_plan_params dp = eng_load_plan_params_default();
     CHECKF(h && eng_model_swap(h, &dp, NULL, &err) == 0, "%s", err.msg);
     if (h)
@@ -1054,9 +1067,9 @@ static void check_ungated(const char *synth)
            (unsigned long long)(b ? b->info.bytes_weights : 0));
     printf("tiny-nemotron-h: one row a slot, %llu neurons of 2 x %llu bytes; gamma 0.5 and a "
            "budget of %llu bytes both load %llu neurons; phi 0.3 copies %zu bytes, pick=exact, "
-           "a swap to all %.2g\n",
+           "comp=mean %.2g and linear %.2g from none, a swap to all %.2g\n",
            (unsigned long long)slots, (unsigned long long)row, (unsigned long long)pp.budget_bytes,
-           (unsigned long long)pb.neurons_loaded, copied, dswap);
+           (unsigned long long)pb.neurons_loaded, copied, dcomp[2], dcomp[3], dswap);
     eng_model_free(b);
     eng_model_free(h);
 }
