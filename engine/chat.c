@@ -134,7 +134,9 @@
  * Granite 3.x (<|start_of_role|>ROLE<|end_of_role|>, a dated default
  * system prompt): render_smollm3 and render_granite say how; Nemotron
  * Nano v2 (<SPECIAL_11>User ... <SPECIAL_12>, "/think" and "/no_think"
- * in the messages, <TOOLCALL> calls): render_nemotron.
+ * in the messages, <TOOLCALL> calls): render_nemotron; Nemotron 3 Nano
+ * (ChatML, a system block always, its tools as XML, answers marked
+ * "<think></think>", Qwen3.5's calls): render_nemotron3.
  *
  * EXAONE 3.x:
  *     ["[|system|][|endofturn|]\n"]              when the first is not a system message
@@ -593,21 +595,84 @@ static const char *const nem_tools[] = {
     "'<SPECIAL_12>\n\n'",
 };
 
-/* Every piece in the template, its newlines as they are or as "\n". */
+/* Nemotron 3 Nano's template (ChatML): the pieces of text that make its
+ * format (its system block printed always, its reasoning switch, the
+ * "<think></think>" it puts before answers, its history's cut, its tool
+ * results), and those of its tool section and calls, which we print
+ * (render_nemotron3). Qwen3.5's template has the same tool text and
+ * calls, none of the rest. */
+static const char *const nem3_chat[] = {
+    "set enable_thinking = enable_thinking if enable_thinking is defined else True",
+    "set truncate_history_thinking = truncate_history_thinking if truncate_history_thinking is "
+    "defined else True",
+    "set system_message = \"\"",
+    "\"<|im_start|>system\n\" + system_message",
+    "\"<think></think>\" ~ content",
+    "truncate_history_thinking and loop.index0 < ns.last_user_idx",
+    "c.split('</think>')[-1]",
+    "c.split('<think>')[0]",
+    "\"<think></think>\" ~ c | trim",
+    "'<|im_start|>assistant\n' ~ (content | default('', true) | string | trim) ~ '<|im_end|>\n'",
+    "'<|im_start|>assistant\n' ~ c ~ '<|im_end|>\n'",
+    "'<|im_start|>' + message.role + '\n'",
+    "loop.previtem and loop.previtem.role != \"tool\"",
+    "'<tool_response>\n'",
+    "'\n</tool_response>\n'",
+    "'<|im_start|>' + message.role + '\n' + message.content + '<|im_end|>\n'",
+    "'<|im_start|>assistant\n<think>\n'",
+    "'<|im_start|>assistant\n<think></think>'",
+};
+static const char *const nem3_tools[] = {
+    "\"# Tools\n\nYou have access to the following functions:\n\n\"", "\"<tools>\"",
+    "\"\n<function>\n<name>\" ~ tool.name ~ \"</name>\"",
+    "'\n<description>' ~ (tool.description | trim) ~ '</description>'",
+    "'\n<parameters>'",
+    "tool.parameters.properties|items",
+    "'\n<parameter>'",
+    "'\n<name>' ~ param_name ~ '</name>'",
+    "'\n<type>' ~ (param_fields.type | string) ~ '</type>'",
+    "'\n<description>' ~ (param_fields.description | trim) ~ '</description>'",
+    "'\n<enum>' ~ (param_fields.enum | tojson | safe) ~ '</enum>'",
+    "set handled_keys = ['name', 'type', 'description', 'enum']",
+    "render_extra_keys(param_fields, handled_keys)",
+    "'\n</parameter>'",
+    "set handled_keys = ['type', 'properties', 'required']",
+    "render_extra_keys(tool.parameters, handled_keys)",
+    "'\n<required>' ~ (tool.parameters.required | tojson | safe) ~ '</required>'",
+    "'\n</parameters>'",
+    "set handled_keys = ['type', 'name', 'description', 'parameters']",
+    "render_extra_keys(tool, handled_keys)",
+    "'\n</function>'",
+    "for json_key in json_dict if json_key not in handled_keys",
+    "'\n<' ~ json_key ~ '>' ~ (json_dict[json_key] | tojson | safe) ~ '</' ~ json_key ~ '>'",
+    "'\n<' ~ json_key ~ '>' ~ (json_dict[json_key] | string) ~ '</' ~ json_key ~ '>'",
+    "\"\n</tools>\"",
+    "'" XML_TOOLS_TAIL "'",
+    "'<tool_call>\n<function=' ~ tool_call.name ~ '>\n'",
+    "'<parameter=' ~ args_name ~ '>\n'",
+    "set args_value = args_value | tojson | safe if args_value is mapping or (args_value is "
+    "sequence and args_value is not string) else args_value | string",
+    "args_value ~ '\n</parameter>\n'",
+    "'</function>\n</tool_call>\n'",
+};
+
+/* Every piece in the template, its newlines as they are or as "\n" (a
+ * piece too long to escape here: not found). */
 static bool nemotron_has(const char *t, size_t n, const char *const *pieces, size_t n_pieces) {
     for (size_t i = 0; i < n_pieces; i++) {
         if (find_bytes(t, n, pieces[i]))
             continue;
-        char esc[256];
+        char esc[2048];
         size_t k = 0;
-        for (const char *c = pieces[i]; *c && k + 2 < sizeof(esc); c++) {
+        const char *c = pieces[i];
+        for (; *c && k + 2 < sizeof(esc); c++) {
             if (*c == '\n')
                 esc[k++] = '\\', esc[k++] = 'n';
             else
                 esc[k++] = *c;
         }
         esc[k] = '\0';
-        if (!find_bytes(t, n, esc))
+        if (*c || !find_bytes(t, n, esc))
             return false;
     }
     return true;
@@ -622,7 +687,17 @@ void eng_chat_detect(const char *tmpl, size_t len, eng_chat_info *ret_info) {
         return;
     /* ChatML first: ChatML fine-tunes of Llama 3 (Hermes) carry both markers
      * in their vocabulary, and the template text says which format is used. */
-    if (find_bytes(tmpl, len, CHATML_START)) {
+    if (find_bytes(tmpl, len, CHATML_START) &&
+        nemotron_has(tmpl, len, nem3_chat, sizeof(nem3_chat) / sizeof(nem3_chat[0]))) {
+        /* NVIDIA Nemotron 3 Nano: ChatML turns printed its own way (no
+         * default system prompt, Qwen3.5's calls, the reasoning switch
+         * enable_thinking); its tools where the template has the texts we
+         * print */
+        ret_info->kind = ENG_CHAT_CHATML;
+        ret_info->nemotron3 = ret_info->reasoning = ret_info->think_switch = true;
+        ret_info->tools =
+            nemotron_has(tmpl, len, nem3_tools, sizeof(nem3_tools) / sizeof(nem3_tools[0]));
+    } else if (find_bytes(tmpl, len, CHATML_START)) {
         ret_info->kind = ENG_CHAT_CHATML;
         chatml_find_default(tmpl, len, ret_info);
         ret_info->reasoning = find_bytes(tmpl, len, "reasoning_content") && find_bytes(tmpl, len, "</think>");
@@ -2527,6 +2602,239 @@ static int render_nemotron(const eng_chat_msg *msgs, size_t n_msgs, const char *
     return 0;
 }
 
+/* Nemotron 3 Nano (its template as llama.cpp's tests hold it; llama.cpp
+ * reads its answers as Qwen3-Coder's):
+ *     "<|im_start|>system\n" SYSTEM [["\n\n"] TOOLS] "<|im_end|>\n"     always
+ *     ("<|im_start|>" ROLE "\n" CONTENT "<|im_end|>\n" |    user, a later system, others
+ *      "<|im_start|>assistant\n" ANSWER "<|im_end|>\n" |
+ *      "<|im_start|>assistant\n" ANSWER "\n" (XML_CALL "\n")... "<|im_end|>\n" |
+ *      ["<|im_start|>user\n"] "<tool_response>\n" CONTENT "\n</tool_response>\n"
+ *          ["<|im_end|>\n"])...
+ *     "<|im_start|>assistant\n<think>\n"      with add_assistant ("<think></think>"
+ *                                             under ENG_CHAT_NO_THINK: enable_thinking)
+ *   SYSTEM is messages[0]'s content where it is a system message, as it
+ *   is (the block prints without one, empty); "\n\n" only after a SYSTEM
+ *   that is not empty. A run of "tool" messages is one user turn, whose
+ *   header the template prints only after a message (loop.previtem: none
+ *   where the run opens the conversation). ANSWER: the content with
+ *   "<think></think>" before it where it has neither "<think>" nor
+ *   "</think>", trimmed. An answer with "</think>" and no "<think>" is
+ *   one as generated after the prompt's "<think>\n": we print that
+ *   opening first (the turn as the model wrote it, and as the template
+ *   prints llama.cpp's reasoning_content for it), where jinja2 given the
+ *   content alone would keep its reasoning unmarked. Before the last
+ *   user message (truncate_history_thinking, on by default) an answer
+ *   keeps only what follows its last "</think>" behind a
+ *   "<think></think>" (with calls and no "</think>": what comes before
+ *   its first "<think>", trimmed; without calls, a lone "<think>" cuts
+ *   nothing). XML_CALL is Qwen3.5's (out_xml_call). TOOLS:
+ *   XML_TOOLS_HEAD, each definition's "function" member (the definition
+ *   where it has none) as nem3_tool prints it, "\n</tools>"
+ *   XML_TOOLS_TAIL. An empty conversation: -EINVAL (the
+ *   template reads messages[0]). */
+static const char NEM3_EMPTY[] = "<think></think>", NEM3_OPEN[] = "<think>\n";
+
+/* Jinja's `v | string` of a JSON value (Python's str()), trimmed. */
+static void nem3_trimmed(outbuf *o, const char *v, size_t vl) {
+    char *s = NULL;
+    if (v[0] != '"') { /* (no space at either end of those) */
+        py_str(o, v, vl, false);
+        return;
+    }
+    if (eng__json_unquote(v, vl, &s) == -ENOMEM) {
+        o->err = -ENOMEM;
+        return;
+    }
+    const char *t = s ? s : v + 1; /* (one holding \u0000: as written, as py_str) */
+    out_put(o, t, py_strip(&t, s ? strlen(s) : vl - 2));
+    free(s);
+}
+
+/* "\n" OPEN V CLOSE for the member key of the object [s, s + n) where it
+ * has one (Jinja's `is defined`), V its str() (trim: trimmed) or, with
+ * json, its tojson. */
+static void nem3_member(outbuf *o, const char *s, size_t n, const char *key, const char *open,
+                        const char *close, bool trim, bool json) {
+    const char *v;
+    size_t vl;
+    if (!json_get(s, n, key, &v, &vl))
+        return;
+    out_str(o, open);
+    if (json)
+        json_whole(v, vl, o);
+    else if (trim)
+        nem3_trimmed(o, v, vl);
+    else
+        py_str(o, v, vl, false);
+    out_str(o, close);
+}
+
+/* The template's render_extra_keys: each member of the object [s, s + n)
+ * whose key is not in skip (NULL-ended) as "\n<KEY>VALUE</KEY>", VALUE
+ * an object's or array's tojson, any other value's str(); nothing where
+ * [s, s + n) is not an object. */
+static void nem3_extra(outbuf *o, const char *s, size_t n, const char *const *skip) {
+    size_t pos = 0, kl, vl;
+    const char *k, *v;
+    const size_t b = skip_json_ws(s, n, 0);
+    if (b >= n || s[b] != '{')
+        return;
+    while (eng__json_next(s, n, &pos, &k, &kl, &v, &vl) == 1) {
+        bool handled = false;
+        for (const char *const *h = skip; *h && !handled; h++)
+            handled = eng__json_key_is(k, kl, *h);
+        if (handled)
+            continue;
+        out_str(o, "\n<");
+        py_str(o, k, kl, false);
+        out_str(o, ">");
+        if (v[0] == '{' || v[0] == '[')
+            json_whole(v, vl, o);
+        else
+            py_str(o, v, vl, false);
+        out_str(o, "</");
+        py_str(o, k, kl, false);
+        out_str(o, ">");
+    }
+}
+
+/* One tool definition [t, t + tl) as Nemotron 3's template lists it:
+ *     "\n<function>\n<name>" NAME "</name>" ["\n<description>" TRIM(D) "</description>"]
+ *     "\n<parameters>" ("\n<parameter>\n<name>" KEY "</name>" ["\n<type>" T "</type>"]
+ *         ["\n<description>" TRIM(D) "</description>"] ["\n<enum>" JSON "</enum>"]
+ *         EXTRA "\n</parameter>")... EXTRA ["\n<required>" JSON "</required>"]
+ *     "\n</parameters>" EXTRA "\n</function>"
+ *   a parameter per member of parameters.properties (where both are
+ *   objects), values printed as Python's str() prints them, EXTRA each
+ *   member of the object in hand the lines before do not print
+ *   (nem3_extra); a definition, parameters object or property that is
+ *   not an object has none of its members (Jinja's undefined). */
+static void nem3_tool(outbuf *o, const char *t, size_t tl) {
+    static const char *const prop_keys[] = { "name", "type", "description", "enum", NULL };
+    static const char *const schema_keys[] = { "type", "properties", "required", NULL };
+    static const char *const tool_keys[] = { "type", "name", "description", "parameters", NULL };
+    const char *f, *p, *props, *k, *v;
+    size_t fl, pl = 0, propsl, kl, vl, pos = 0;
+    if (json_get(t, tl, "function", &f, &fl))
+        t = f, tl = fl;
+    out_str(o, "\n<function>\n<name>");
+    nem3_member(o, t, tl, "name", "", "", false, false);
+    out_str(o, "</name>");
+    nem3_member(o, t, tl, "description", "\n<description>", "</description>", true, false);
+    out_str(o, "\n<parameters>");
+    const bool params = json_get(t, tl, "parameters", &p, &pl);
+    if (params && json_get(p, pl, "properties", &props, &propsl) && props[0] == '{') {
+        while (eng__json_next(props, propsl, &pos, &k, &kl, &v, &vl) == 1) {
+            out_str(o, "\n<parameter>\n<name>");
+            py_str(o, k, kl, false);
+            out_str(o, "</name>");
+            nem3_member(o, v, vl, "type", "\n<type>", "</type>", false, false);
+            nem3_member(o, v, vl, "description", "\n<description>", "</description>", true,
+                        false);
+            nem3_member(o, v, vl, "enum", "\n<enum>", "</enum>", false, true);
+            nem3_extra(o, v, vl, prop_keys);
+            out_str(o, "\n</parameter>");
+        }
+    }
+    if (params) {
+        nem3_extra(o, p, pl, schema_keys);
+        nem3_member(o, p, pl, "required", "\n<required>", "</required>", false, true);
+    }
+    out_str(o, "\n</parameters>");
+    nem3_extra(o, t, tl, tool_keys);
+    out_str(o, "\n</function>");
+}
+
+/* TRIM(pre + [s, s + n)) for pre "" or a mark that starts with no space
+ * (kept whole: one ending in a space comes before text that is not). */
+static void nem3_trim_after(outbuf *o, const char *pre, const char *s, size_t n) {
+    out_str(o, pre);
+    if (!*pre)
+        n = py_strip(&s, n);
+    out_put(o, s, rstrip_len(s, n));
+}
+
+static void nem3_answer(outbuf *o, const eng_chat_msg *m, bool past) {
+    const char *c = m->content;
+    size_t n = strlen(c);
+    const bool calls = m->n_tool_calls > 0;
+    const char *open = find_bytes(c, n, "<think>"), *close = find_last(c, n, "</think>");
+    /* (the template's content: the answer, "<think></think>" first where
+     * it has neither tag; an answer that closes a reasoning the prompt
+     * opened, as generated, with that "<think>\n" first) */
+    const char *pre = !open && !close ? NEM3_EMPTY : !open ? NEM3_OPEN : "";
+    out_str(o, CHATML_START "assistant\n");
+    if (past && (close || (open && calls))) { /* (without calls: with both tags) */
+        if (close) {
+            n -= (size_t)(close + 8 - c);
+            c = close + 8;
+        } else {
+            n = (size_t)(open - c);
+        }
+        pre = NEM3_EMPTY;
+    }
+    if (past && calls) /* (trimmed before the mark goes on) */
+        n = py_strip(&c, n);
+    /* (with calls this is never blank, which the template's else would
+     * print as "<think></think>": it holds a tag) */
+    nem3_trim_after(o, pre, c, n);
+    if (calls)
+        out_str(o, "\n");
+    for (size_t j = 0; j < m->n_tool_calls; j++) {
+        out_xml_call(o, &m->tool_calls[j]);
+        out_str(o, "\n");
+    }
+    out_str(o, CHATML_END "\n");
+}
+
+static int render_nemotron3(const eng_chat_msg *msgs, size_t n_msgs, const char *tools,
+                            size_t n_tools, unsigned flags, outbuf *o) {
+    if (n_msgs == 0)
+        return -EINVAL;
+    const size_t first = !strcmp(msgs[0].role, "system") ? 1 : 0;
+    const char *sys = first ? msgs[0].content : "";
+    out_str(o, CHATML_START "system\n");
+    out_str(o, sys);
+    if (n_tools > 0) {
+        out_str(o, *sys ? "\n\n" XML_TOOLS_HEAD : XML_TOOLS_HEAD);
+        const size_t tl = strlen(tools);
+        size_t pos = 0, vl;
+        const char *v;
+        while (eng__json_next(tools, tl, &pos, NULL, NULL, &v, &vl) == 1)
+            nem3_tool(o, v, vl);
+        out_str(o, "\n</tools>" XML_TOOLS_TAIL);
+    }
+    out_str(o, CHATML_END "\n");
+    size_t last_user = 0; /* (0: none; else its index + 1) */
+    for (size_t i = first; i < n_msgs; i++)
+        if (!strcmp(msgs[i].role, "user"))
+            last_user = i + 1;
+    for (size_t i = first; i < n_msgs; i++) {
+        const eng_chat_msg *m = &msgs[i];
+        if (!strcmp(m->role, "assistant")) {
+            nem3_answer(o, m, i + 1 < last_user);
+        } else if (!strcmp(m->role, "tool")) {
+            if (i > first && strcmp(msgs[i - 1].role, "tool"))
+                out_str(o, CHATML_START "user\n");
+            out_str(o, "<tool_response>\n");
+            out_str(o, m->content);
+            out_str(o, "\n</tool_response>\n");
+            if (i + 1 == n_msgs || strcmp(msgs[i + 1].role, "tool"))
+                out_str(o, CHATML_END "\n");
+        } else {
+            out_str(o, CHATML_START);
+            out_str(o, m->role);
+            out_str(o, "\n");
+            out_str(o, m->content);
+            out_str(o, CHATML_END "\n");
+        }
+    }
+    if (flags & ENG_CHAT_ADD_ASSISTANT)
+        out_str(o, flags & ENG_CHAT_NO_THINK ? CHATML_START "assistant\n<think></think>"
+                                             : CHATML_START "assistant\n<think>\n");
+    return 0;
+}
+
 int eng_chat_render(const eng_chat_info *info, const eng_chat_msg *msgs, size_t n_msgs,
                     const char *tools, unsigned flags, char *buf, size_t cap) {
     const bool add_assistant = flags & ENG_CHAT_ADD_ASSISTANT;
@@ -2592,6 +2900,9 @@ int eng_chat_render(const eng_chat_info *info, const eng_chat_msg *msgs, size_t 
         }
         if (add_assistant)
             out_str(&o, "[|assistant|]");
+    } else if (info->kind == ENG_CHAT_CHATML && info->nemotron3) {
+        if ((r = render_nemotron3(msgs, n_msgs, tools, n_tools, flags, &o)) < 0)
+            return r;
     } else if (info->kind == ENG_CHAT_CHATML && info->smollm3) {
         if ((r = render_smollm3(msgs, n_msgs, add_assistant, flags & ENG_CHAT_NO_THINK, &o)) < 0)
             return r;
@@ -3939,22 +4250,27 @@ int eng_chat_parse_calls(const eng_chat_info *info, const char *text, size_t len
     if (info->xml_calls)
         return parse_blocks(text ? text : "", len, open, close, xml_block, ret_calls, ret_n,
                             ret_content_len);
-    if (info->kind == ENG_CHAT_GEMMA4) { /* (calls after the reasoning, not in it) */
-        size_t to, tl, co;
-        g4_split(text ? text : "", len, &to, &tl, &co);
-        int r = parse_blocks(text ? text + co : "", len - co, "<|tool_call>", "<tool_call|>",
-                             g4_block, ret_calls, ret_n, ret_content_len);
-        if (r == 0 && *ret_n > 0 && ret_content_len)
-            *ret_content_len += co;
-        return r;
-    }
-    if (info->kind == ENG_CHAT_NEMOTRON) { /* (calls after the reasoning, not in it) */
+    /* Gemma 4, Nemotron Nano v2 and 3: the blocks after the reasoning, not
+     * in it (which may name the format) */
+    const char *t = text ? text : "", *bo = NULL, *bc = NULL;
+    int (*block)(const char *, size_t, size_t *, call_list *) = NULL;
+    size_t co = 0;
+    if (info->kind == ENG_CHAT_GEMMA4) {
+        size_t to, tl;
+        g4_split(t, len, &to, &tl, &co);
+        bo = "<|tool_call>", bc = "<tool_call|>", block = g4_block;
+    } else if (info->kind == ENG_CHAT_NEMOTRON || info->nemotron3) {
         const char *reason, *content;
         size_t rlen, clen;
-        split_reasoning(text ? text : "", len, &reason, &rlen, &content, &clen);
-        const size_t co = len - clen;
-        int r = parse_blocks(text ? text + co : "", clen, "<TOOLCALL>", "</TOOLCALL>", nem_block,
-                             ret_calls, ret_n, ret_content_len);
+        split_reasoning(t, len, &reason, &rlen, &content, &clen);
+        co = len - clen;
+        if (info->nemotron3) /* (Qwen3.5's calls) */
+            bo = open, bc = close, block = xml_block;
+        else
+            bo = "<TOOLCALL>", bc = "</TOOLCALL>", block = nem_block;
+    }
+    if (block) {
+        int r = parse_blocks(t + co, len - co, bo, bc, block, ret_calls, ret_n, ret_content_len);
         if (r == 0 && *ret_n > 0 && ret_content_len)
             *ret_content_len += co;
         return r;

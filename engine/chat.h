@@ -35,6 +35,9 @@ typedef struct eng_chat_info {
     bool r1_strip;     /* DeepSeek-R1: an earlier answer's reasoning left out (GLM-Z1:
                         * every turn's but a system one's, the rest stripped) */
     bool smollm3;      /* ChatML under SmolLM3's metadata header (render_smollm3) */
+    bool nemotron3;    /* Nemotron 3 Nano (ChatML): always a system block, tools in it as
+                        * XML, answers marked "<think></think>", calls as xml_calls'
+                        * (render_nemotron3) */
     bool lfm2_past;    /* LFM2.5 (ChatML): each answer but the last only after its
                         * last "</think>", trimmed */
     bool lfm2_tool;    /* LFM2 (ChatML): a tool result between <|tool_response_start|>

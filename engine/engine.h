@@ -234,7 +234,7 @@ typedef struct eng_chat_msg {
 
 typedef enum eng_chat_template {
     ENG_CHAT_NONE = 0,
-    ENG_CHAT_CHATML, /* SmolLM2, Qwen2.5, Qwen3 */
+    ENG_CHAT_CHATML, /* SmolLM2, Qwen2.5, Qwen3 (Qwen3.5, SmolLM3, LFM2, Nemotron 3 Nano) */
     ENG_CHAT_LLAMA3,
     ENG_CHAT_LLAMA2,  /* Llama 2 chat: [INST] <<SYS>> */
     ENG_CHAT_MISTRAL, /* Mistral Instruct v0.1/v0.2, Mixtral: [INST] ... [/INST] */
@@ -300,7 +300,8 @@ int eng_chat_apply(const eng_model *model, const eng_chat_msg *msgs, size_t n_ms
 /* Tool calling (function calling), as the model's template does it:
  * Qwen2.5 and Qwen3 (the definitions in the system block, answers with
  * <tool_call> blocks of {"name": ..., "arguments": {...}}; Nemotron Nano
- * v2: one <TOOLCALL>[{...}, ...]</TOOLCALL> block of them) and Llama
+ * v2: one <TOOLCALL>[{...}, ...]</TOOLCALL> block of them; Qwen3.5 and
+ * Nemotron 3 Nano: <tool_call> blocks of <function=NAME> XML) and Llama
  * 3.1/3.2 (the definitions in the first user message, an answer that is
  * one {"name": ..., "parameters": {...}}); the results go back as "tool"
  * messages. Whether the model's template has it: */
@@ -319,7 +320,8 @@ int eng_chat_apply_tools(const eng_model *model, const eng_chat_msg *msgs, size_
 /* The tool calls in a generated answer: every <tool_call> block of the
  * text (Qwen; Gemma 4: its <|tool_call>call:NAME{...}<tool_call|> blocks
  * after its reasoning; Nemotron Nano v2: the JSON array of each
- * <TOOLCALL>[...]</TOOLCALL> block after its reasoning; gpt-oss: each
+ * <TOOLCALL>[...]</TOOLCALL> block after its reasoning; Nemotron 3 Nano:
+ * Qwen3.5's <tool_call> blocks after its reasoning; gpt-oss: each
  * message to "functions.NAME", NAME and its body, a JSON object), or the
  * whole answer (Llama), each a JSON
  * object with a string "name" and an object "arguments" or "parameters"

@@ -3038,6 +3038,13 @@ static int show_markers(eng_model *m)
             return -ENOMEM;
     if (m->chat.kind == ENG_CHAT_NEMOTRON)
         eng_vocab_mark_eog(m->vocab, "<SPECIAL_12>");
+    /* Nemotron 3 Nano: the same for its reasoning's end and its calls'
+     * blocks (llama.cpp's preserved tokens for it); <|im_end|> ends its
+     * turns, an end of generation in every vocabulary */
+    static const char *const nem3[] = { "<think>", "</think>", "<tool_call>", "</tool_call>" };
+    for (size_t i = 0; m->chat.nemotron3 && i < sizeof(nem3) / sizeof(nem3[0]); i++)
+        if (eng_vocab_show(m->vocab, nem3[i]) == -ENOMEM)
+            return -ENOMEM;
     return 0;
 }
 

@@ -1971,6 +1971,167 @@ static void test_gpt_oss(void) {
 #undef GO_T
 #undef GO_NEXT
 
+/* t [0, len) with each "\n" escape written as a newline (the other way
+ * round from escape_newlines); its length in *ret_len. */
+static char *unescape_newlines(const char *t, size_t len, size_t *ret_len) {
+    char *u = malloc(len + 1);
+    CHECK(u);
+    size_t k = 0;
+    for (size_t i = 0; i < len; i++) {
+        if (t[i] == '\\' && i + 1 < len && t[i + 1] == 'n')
+            u[k++] = '\n', i++;
+        else
+            u[k++] = t[i];
+    }
+    *ret_len = k;
+    return u;
+}
+
+/* The template with the first occurrence of what changed to to (same
+ * length): detected into *ret. */
+static void detect_changed(const char *t, size_t len, const char *what, const char *to,
+                           eng_chat_info *ret) {
+    char *c = malloc(len + 1);
+    const char *p = strstr(t, what);
+    CHECK(c && p && strlen(to) == strlen(what));
+    memcpy(c, t, len + 1);
+    if (p)
+        memcpy(c + (p - t), to, strlen(to));
+    eng_chat_detect(c, len, ret);
+    free(c);
+}
+
+/* Nemotron 3 Nano beyond tools_cases (jinja2's renderings of its
+ * template, tests/data/chat-template-nemotron3-nano.jinja): what makes
+ * the format, where the template raises, its answers' reasoning and
+ * calls (llama.cpp's test answers for it, in tests/test-chat.cpp, then
+ * broken ones). */
+static void test_nemotron3(void) {
+    size_t len;
+    char *t = read_template("nemotron3-nano", &len);
+    eng_chat_info info;
+    eng_chat_detect(t, len, &info);
+    CHECK(info.kind == ENG_CHAT_CHATML && info.nemotron3 && info.reasoning && info.think_switch &&
+          info.tools);
+    CHECK(!info.xml_calls && !info.think_open && !info.smollm3 && !info.lfm2_calls &&
+          !info.default_system[0]);
+    /* its literals' newlines written as they are: the same */
+    size_t k;
+    char *u = unescape_newlines(t, len, &k);
+    eng_chat_info raw;
+    eng_chat_detect(u, k, &raw);
+    CHECK(raw.nemotron3 && raw.tools);
+    free(u);
+    /* a tool text we would print differently: no tools; a piece of the
+     * format gone: not this format (the rest reads as Qwen3.5's) */
+    eng_chat_info cut;
+    detect_changed(t, len, "'\\n<required>'", "'\\n<Required>'", &cut);
+    CHECK(cut.kind == ENG_CHAT_CHATML && cut.nemotron3 && !cut.tools && cut.think_switch);
+    detect_changed(t, len, "If you choose", "if you choose", &cut);
+    CHECK(cut.nemotron3 && !cut.tools);
+    detect_changed(t, len, "loop.previtem and", "loop.nextitem and", &cut);
+    CHECK(cut.kind == ENG_CHAT_CHATML && !cut.nemotron3 && cut.xml_calls);
+    free(t);
+    /* neither Qwen3.5's template nor Nano v2's */
+    eng_chat_info other = detect_named("qwen3.5");
+    CHECK(other.xml_calls && !other.nemotron3);
+    other = detect_named("nemotron-nano-v2");
+    CHECK(other.kind == ENG_CHAT_NEMOTRON && !other.nemotron3);
+
+    /* the template reads messages[0]: an empty conversation raises */
+    char buf[256];
+    CHECK(eng_chat_render(&info, NULL, 0, NULL, ENG_CHAT_ADD_ASSISTANT, buf, sizeof buf) ==
+          -EINVAL);
+    static const char tools[] = "[{\"type\": \"function\", \"function\": {\"name\": \"f\"}}]";
+    CHECK(eng_chat_render(&info, NULL, 0, tools, 0, buf, sizeof buf) == -EINVAL);
+
+    /* an answer sent back as generated prints as the turn the model
+     * wrote: the prompt, the answer, "<|im_end|>\n" (thinking on and off) */
+    eng_chat_msg turn[] = {{.role = "user", .content = "U"},
+                           {.role = "assistant", .content = "R\n</think>\nA"}};
+    char want[256];
+    for (int off = 0; off < 2; off++) {
+        const unsigned nt = off ? ENG_CHAT_NO_THINK : 0;
+        turn[1].content = off ? "A" : "R\n</think>\nA";
+        const int pl = eng_chat_render(&info, turn, 1, NULL, ENG_CHAT_ADD_ASSISTANT | nt, want,
+                                       sizeof want);
+        CHECK(pl > 0 && pl < 200);
+        snprintf(want + pl, sizeof want - (size_t)pl, "%s<|im_end|>\n", turn[1].content);
+        check_render(&info, turn, 2, nt, want);
+    }
+
+    /* the answer after the prompt's "<think>\n": its reasoning up to
+     * "</think>"; thinking off, all answer */
+    check_split(&info, "I'm\nthinking\n</think>\nHello, world!\nWhat's up?", "I'm\nthinking",
+                "Hello, world!\nWhat's up?");
+    check_split(&info, "Hello, world!\nWhat's up?", "", "Hello, world!\nWhat's up?");
+
+    /* its calls: Qwen3.5's <tool_call> blocks, after the reasoning */
+    static const char one[] = "<tool_call>\n<function=special_function>\n<parameter=arg1>\n1\n"
+                              "</parameter>\n</function>\n</tool_call>\n";
+    check_call(&info, one, "special_function", "{\"arg1\": 1}", 0);
+    static const char thought[] =
+        "I'm\nthinking\n</think>\n<tool_call>\n<function=special_function>\n<parameter=arg1>\n"
+        "1\n</parameter>\n</function>\n</tool_call>\n";
+    check_call(&info, thought, "special_function", "{\"arg1\": 1}",
+               strlen("I'm\nthinking\n</think>\n"));
+    check_call(&info,
+               "<tool_call>\n<function=python>\n<parameter=code>\ndef hello():\n"
+               "    print(\"Hello, world!\")\n\nhello()\n</parameter>\n</function>\n</tool_call>\n",
+               "python",
+               "{\"code\": \"def hello():\\n    print(\\\"Hello, world!\\\")\\n\\nhello()\"}", 0);
+    /* text before the call, no "</think>": the calls all the same */
+    check_call(&info, "Let me look.\n<tool_call>\n<function=f>\n</function>\n</tool_call>", "f",
+               "{}", strlen("Let me look."));
+    /* a call the reasoning writes out is not one; the reasoning naming
+     * the format does not spoil the answer's call */
+    check_call(&info,
+               "Use <tool_call>\n<function=f>\n</function>\n</tool_call>?\n</think>\nNo need.",
+               NULL, NULL, strlen("Use <tool_call>\n<function=f>\n</function>\n</tool_call>?\n"
+                                  "</think>\nNo need."));
+    static const char named[] = "Write <tool_call><function=...>\n</think>\n\nOK.\n<tool_call>\n"
+                                "<function=g>\n<parameter=x>\nab\n</parameter>\n</function>\n";
+    check_call(&info, named, "g", "{\"x\": \"ab\"}", (size_t)(strstr(named, "OK.") - named) + 3);
+    /* two calls */
+    static const char two[] =
+        "<tool_call>\n<function=special_function>\n<parameter=arg1>\n1\n</parameter>\n"
+        "</function>\n</tool_call>\n<tool_call>\n<function=special_function_with_opt>\n"
+        "<parameter=arg1>\n1\n</parameter>\n<parameter=arg2>\n2\n</parameter>\n</function>\n"
+        "</tool_call>\n";
+    eng_tool_call *calls = NULL;
+    size_t n = 0, cl = 99;
+    CHECK(eng_chat_parse_calls(&info, two, sizeof two - 1, &calls, &n, &cl) == 0 && n == 2 &&
+          cl == 0);
+    if (n == 2) {
+        CHECK(!strcmp(calls[0].name, "special_function") &&
+              !strcmp(calls[0].arguments, "{\"arg1\": 1}"));
+        CHECK(!strcmp(calls[1].name, "special_function_with_opt") &&
+              !strcmp(calls[1].arguments, "{\"arg1\": 1, \"arg2\": 2}"));
+    }
+    eng_tool_calls_free(calls, n);
+    /* malformed calls: no calls, the answer stays text */
+    static const char *const bad[] = {
+        "<tool_call>\n{\"name\": \"f\", \"arguments\": {}}\n</tool_call>", /* Qwen3's JSON */
+        "<tool_call>\n<function=f>\n<parameter=x>\n1\n</function>\n</tool_call>",
+        "<tool_call>\n<function=f>\n<parameter=x>\n1", /* cut short */
+        "<tool_call>\n<function=f\n<parameter=x>\n1\n</parameter>\n</function>\n</tool_call>",
+        "<tool_call>\n<function=>\n</function>\n</tool_call>",
+        "<tool_call>\n<function=f>\n</function>\n</tool_call><tool_call>\n<function=g>",
+        "<tool_call>\n<function=f>\n<parameter=>\n1\n</parameter>\n</function>\n</tool_call>",
+        "x\n</think>\n<tool_call>\n<function=f>\n</function> trailing</tool_call>",
+        "<tool_call>",
+        "</think><tool_call>\n",
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        calls = (eng_tool_call *)1;
+        n = 99;
+        cl = 0;
+        CHECK(eng_chat_parse_calls(&info, bad[i], strlen(bad[i]), &calls, &n, &cl) == 0 &&
+              n == 0 && calls == NULL && cl == strlen(bad[i]));
+    }
+    CHECK(eng_chat_parse_calls(&info, NULL, 0, &calls, &n, &cl) == 0 && n == 0 && cl == 0);
+}
+
 int main(void) {
     test_smollm2();
     test_smollm3_granite();
@@ -1989,6 +2150,7 @@ int main(void) {
     test_glm4();
     test_ernie();
     test_gpt_oss();
+    test_nemotron3();
     if (failures) {
         fprintf(stderr, "%d check(s) failed\n", failures);
         return 1;

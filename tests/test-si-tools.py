@@ -290,7 +290,6 @@ def test_eval(si_eval, si_profile, model):
                 os.path.join(SRC, "profiles", "tasks", "qa.jsonl"),
                 "-c", "selectinfer,gamma=0.7,delta=0.3,phi=0.4,df=1,dl=1", "-c", "dense",
                 "-c", "selectinfer,gamma=0.7,delta=0.3,phi=0.4,df=1,dl=1,copy=no",
-                "-c", "dense,kv=q8_0",
                 "-c", "selectinfer,gamma=0.7,delta=0.3,phi=0.4,df=1,dl=1,pick=exact,cand=0.5,comp=mean"]
         run(args, timeout=600)
         with open(out) as f:
@@ -310,11 +309,27 @@ def test_eval(si_eval, si_profile, model):
               "exact among candidates: %r" % {k: ec[k] for k in ("pick", "cand", "comp", "ffn_share", "agreement")})
         # the KV cache in Q8_0 (kv=q8_0): not the f16 cache's numbers, but
         # close to them (measured over 20 prompts a task: agreement
-        # 0.97-0.995, perplexity ratio 1.000-1.023; here one prompt's 4
-        # positions: 3 agree, ratio 1.011)
-        kq, kr8 = r8["dense-kvq8"], r8["dense-ref"]
-        check(kq["ppl"] != kr8["ppl"] and abs(kq["ppl_ratio"] - 1) < 0.1 and kq["agreement"] >= 0.5,
-              "kv=q8_0: ppl %r (f16 cache %r), agreement %r" % (kq["ppl"], kr8["ppl"], kq["agreement"]))
+        # 0.97-0.995, perplexity ratio 1.000-1.023). Three prompts of two
+        # tasks whose answers are long, every position (a qa prompt's 4
+        # positions gave a ratio of 1.011 with the AVX-512 kernels, 1.19
+        # with the AVX2 and scalar ones, two of them 1.14: too few, at a
+        # perplexity near 2000, to judge by; these gave 1.000-1.007 with
+        # both sets, agreement 0.99-1)
+        kv_out = out + ".kv"
+        run([si_eval, "-m", model, "--limit", "3", "--no-generate", "-t", "2", "-q",
+             "--json", kv_out, "--q8", "--prompts",
+             os.path.join(SRC, "profiles", "tasks", "summarize.jsonl"), "--prompts",
+             os.path.join(SRC, "profiles", "tasks", "chat.jsonl"),
+             "-c", "dense", "-c", "dense,kv=q8_0"], timeout=600)
+        with open(kv_out) as f:
+            kv_rows = json.load(f)["rows"]
+        for task in ("summarize", "chat"):
+            kq = [r for r in kv_rows if r["task"] == task and "kvq8" in r["config"]]
+            kr8 = [r for r in kv_rows if r["task"] == task and r["config"] == "dense (reference)"]
+            check(len(kq) == 1 and len(kr8) == 1 and kq[0]["ppl"] != kr8[0]["ppl"] and
+                  abs(kq[0]["ppl_ratio"] - 1) < 0.1 and kq[0]["agreement"] >= 0.8,
+                  "kv=q8_0, %s: %r" % (task, [(r["ppl"], r["ppl_ratio"], r["agreement"])
+                                             for r in kq + kr8]))
         # decode reads the dynamic neurons from the session's copy (the
         # default) or in place: the same numbers, the copy's bytes in the
         # session's memory (28 layers x 153 neurons)

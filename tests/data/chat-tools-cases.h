@@ -564,6 +564,224 @@ static const eng_chat_msg nemotron_calls_last_prompt_msgs[] = {
     {"assistant", "x", nemotron_calls_last_prompt_calls1, 2},
 };
 
+static const eng_chat_msg nem3_user_msgs[] = {
+    {"user", "Hello", NULL, 0},
+};
+
+static const eng_chat_msg nem3_user_nothink_msgs[] = {
+    {"user", "Hello", NULL, 0},
+};
+
+static const eng_chat_msg nem3_system_only_msgs[] = {
+    {"system", " S\n", NULL, 0},
+};
+
+static const eng_chat_msg nem3_empty_system_msgs[] = {
+    {"system", "", NULL, 0},
+    {"user", "Hi", NULL, 0},
+};
+
+static const eng_chat_msg nem3_turns_msgs[] = {
+    {"system", " Be brief.\n", NULL, 0},
+    {"user", " a\n", NULL, 0},
+    {"assistant", " b \n", NULL, 0},
+    {"user", "c", NULL, 0},
+    {"assistant", "<think>\nr\n</think>\n x ", NULL, 0},
+    {"user", "d", NULL, 0},
+};
+
+static const eng_chat_msg nem3_past_answers_msgs[] = {
+    {"user", "a", NULL, 0},
+    {"assistant", "r</think> x </think>\ny ", NULL, 0},
+    {"assistant", "x <think> y", NULL, 0},
+    {"assistant", "<think>r</think>", NULL, 0},
+    {"assistant", "", NULL, 0},
+    {"assistant", " \n", NULL, 0},
+    {"assistant", "\xe3""\x80""\x80""b\xc2""\xa0""", NULL, 0},
+    {"assistant", "<think>a</think>b<think>c</think> d", NULL, 0},
+    {"user", "e", NULL, 0},
+};
+
+static const eng_chat_msg nem3_answers_kept_msgs[] = {
+    {"user", "a", NULL, 0},
+    {"assistant", "<think>\nr\n</think>\n\nb\n", NULL, 0},
+    {"assistant", " plain ", NULL, 0},
+    {"assistant", "r2</think>c", NULL, 0},
+    {"assistant", "", NULL, 0},
+    {"assistant", "\xe2""\x80""\xa8""x <think> y\xe2""\x81""\x9f""", NULL, 0},
+};
+
+static const eng_chat_msg nem3_roles_msgs[] = {
+    {"system", "S", NULL, 0},
+    {"user", "a", NULL, 0},
+    {"system", "late", NULL, 0},
+    {"developer", "d", NULL, 0},
+    {"tool", "r1", NULL, 0},
+    {"tool", "\xc3""\xa9""\n2", NULL, 0},
+    {"user", "\xe3""\x80""\x80""u\xc2""\xa0""", NULL, 0},
+    {"tool", " t ", NULL, 0},
+};
+
+static const eng_chat_msg nem3_tool_first_msgs[] = {
+    {"tool", "r", NULL, 0},
+    {"tool", "s", NULL, 0},
+    {"user", "u", NULL, 0},
+    {"tool", "t", NULL, 0},
+    {"assistant", "v", NULL, 0},
+};
+
+static const eng_chat_msg nem3_system_tool_first_msgs[] = {
+    {"system", "S", NULL, 0},
+    {"tool", "r", NULL, 0},
+    {"user", "u", NULL, 0},
+};
+
+static const eng_chat_msg nem3_tools_user_msgs[] = {
+    {"user", "What is the weather in Paris?", NULL, 0},
+};
+
+static const eng_chat_msg nem3_tools_system_msgs[] = {
+    {"system", "You are terse.", NULL, 0},
+    {"user", "Weather?", NULL, 0},
+};
+
+static const eng_chat_msg nem3_tools_empty_system_msgs[] = {
+    {"system", "", NULL, 0},
+    {"user", "Weather?", NULL, 0},
+};
+
+static const eng_chat_msg nem3_tools_schemas_msgs[] = {
+    {"user", "Find it.", NULL, 0},
+};
+
+static const eng_chat_msg nem3_tools_g4_msgs[] = {
+    {"system", " ", NULL, 0},
+    {"user", "Find it.", NULL, 0},
+};
+
+static const eng_chat_msg nem3_empty_tools_msgs[] = {
+    {"user", "Hi", NULL, 0},
+};
+
+static const eng_tool_call nem3_history_calls1[] = {
+    {(char *)"get_weather", (char *)"{ \"city\" : \"Bucure\\u0219ti\" }"},
+    {(char *)"round", (char *)"{\"x\":3.0}"},
+};
+static const eng_tool_call nem3_history_calls6[] = {
+    {(char *)"get_weather", (char *)"{\"city\": \"Paris\", \"unit\":\"celsius\"}"},
+};
+static const eng_chat_msg nem3_history_msgs[] = {
+    {"user", "Weather in Paris and Bucharest?", NULL, 0},
+    {"assistant", "<think>\nTwo cities.\n</think>\n\n", nem3_history_calls1, 2},
+    {"tool", "{\"temp\": 21}", NULL, 0},
+    {"tool", "3", NULL, 0},
+    {"assistant", "21 degrees.", NULL, 0},
+    {"user", "And now?", NULL, 0},
+    {"assistant", "Let me look.", nem3_history_calls6, 1},
+    {"tool", "22", NULL, 0},
+};
+
+static const eng_tool_call nem3_history_no_prompt_calls1[] = {
+    {(char *)"get_weather", (char *)"{ \"city\" : \"Bucure\\u0219ti\" }"},
+    {(char *)"round", (char *)"{\"x\":3.0}"},
+};
+static const eng_tool_call nem3_history_no_prompt_calls6[] = {
+    {(char *)"get_weather", (char *)"{\"city\": \"Paris\", \"unit\":\"celsius\"}"},
+};
+static const eng_chat_msg nem3_history_no_prompt_msgs[] = {
+    {"user", "Weather in Paris and Bucharest?", NULL, 0},
+    {"assistant", "Checking both.", nem3_history_no_prompt_calls1, 2},
+    {"tool", "{\"temp\": 21}", NULL, 0},
+    {"tool", "3", NULL, 0},
+    {"assistant", "21 degrees.", NULL, 0},
+    {"user", "And now?", NULL, 0},
+    {"assistant", "Let me look.", nem3_history_no_prompt_calls6, 1},
+    {"tool", "22", NULL, 0},
+};
+
+static const eng_tool_call nem3_history_open_think_calls1[] = {
+    {(char *)"get_weather", (char *)"{ \"city\" : \"Bucure\\u0219ti\" }"},
+    {(char *)"round", (char *)"{\"x\":3.0}"},
+};
+static const eng_tool_call nem3_history_open_think_calls6[] = {
+    {(char *)"get_weather", (char *)"{\"city\": \"Paris\", \"unit\":\"celsius\"}"},
+};
+static const eng_chat_msg nem3_history_open_think_msgs[] = {
+    {"user", "Weather in Paris and Bucharest?", NULL, 0},
+    {"assistant", " Both <think> unclosed", nem3_history_open_think_calls1, 2},
+    {"tool", "{\"temp\": 21}", NULL, 0},
+    {"tool", "3", NULL, 0},
+    {"assistant", "21 degrees.", NULL, 0},
+    {"user", "And now?", NULL, 0},
+    {"assistant", "Let me look.", nem3_history_open_think_calls6, 1},
+    {"tool", "22", NULL, 0},
+};
+
+static const eng_tool_call nem3_history_empty_calls1[] = {
+    {(char *)"get_weather", (char *)"{ \"city\" : \"Bucure\\u0219ti\" }"},
+    {(char *)"round", (char *)"{\"x\":3.0}"},
+};
+static const eng_tool_call nem3_history_empty_calls6[] = {
+    {(char *)"get_weather", (char *)"{\"city\": \"Paris\", \"unit\":\"celsius\"}"},
+};
+static const eng_chat_msg nem3_history_empty_msgs[] = {
+    {"user", "Weather in Paris and Bucharest?", NULL, 0},
+    {"assistant", "", nem3_history_empty_calls1, 2},
+    {"tool", "{\"temp\": 21}", NULL, 0},
+    {"tool", "3", NULL, 0},
+    {"assistant", "21 degrees.", NULL, 0},
+    {"user", "And now?", NULL, 0},
+    {"assistant", "Let me look.", nem3_history_empty_calls6, 1},
+    {"tool", "22", NULL, 0},
+};
+
+static const eng_tool_call nem3_call_values_calls1[] = {
+    {(char *)"lookup", (char *)"{\"q\": \"a\\nb\", \"n\": 1.50, \"big\": 1E5, \"ok\": true, \"no\": false, \"none\": null, \"l\": [1, \"x\"], \"o\": {\"k\": {}}}"},
+};
+static const eng_chat_msg nem3_call_values_msgs[] = {
+    {"user", "Weather?", NULL, 0},
+    {"assistant", "", nem3_call_values_calls1, 1},
+    {"tool", "22", NULL, 0},
+    {"assistant", "<think>\nx\n</think>\n22 degrees.", NULL, 0},
+};
+
+static const eng_tool_call nem3_calls_kept_calls1[] = {
+    {(char *)"get_weather", (char *)"{\"city\": \"Paris\", \"unit\":\"celsius\"}"},
+};
+static const eng_tool_call nem3_calls_kept_calls2[] = {
+    {(char *)"get_weather", (char *)"{ \"city\" : \"Bucure\\u0219ti\" }"},
+    {(char *)"round", (char *)"{\"x\":3.0}"},
+};
+static const eng_tool_call nem3_calls_kept_calls3[] = {
+    {(char *)"get_weather", (char *)"{\"city\": \"Paris\", \"unit\":\"celsius\"}"},
+};
+static const eng_chat_msg nem3_calls_kept_msgs[] = {
+    {"user", "U", NULL, 0},
+    {"assistant", " r</think> Checking. ", nem3_calls_kept_calls1, 1},
+    {"assistant", "x <think> y ", nem3_calls_kept_calls2, 2},
+    {"assistant", "\n", nem3_calls_kept_calls3, 1},
+};
+
+static const eng_tool_call nem3_after_query_calls1[] = {
+    {(char *)"lookup", (char *)"{\"q\": \"a\\nb\", \"n\": 1.50, \"big\": 1E5, \"ok\": true, \"no\": false, \"none\": null, \"l\": [1, \"x\"], \"o\": {\"k\": {}}}"},
+};
+static const eng_chat_msg nem3_after_query_msgs[] = {
+    {"user", "Weather?", NULL, 0},
+    {"assistant", "<think>\nlook it up\n</think>\n\nChecking.", nem3_after_query_calls1, 1},
+    {"tool", "22", NULL, 0},
+    {"assistant", "now answer\n</think>\n22 degrees.", NULL, 0},
+    {"system", "late", NULL, 0},
+};
+
+static const eng_tool_call nem3_calls_no_tools_calls1[] = {
+    {(char *)"get_weather", (char *)"{\"city\": \"Paris\", \"unit\":\"celsius\"}"},
+};
+static const eng_chat_msg nem3_calls_no_tools_msgs[] = {
+    {"user", "U", NULL, 0},
+    {"assistant", "", nem3_calls_no_tools_calls1, 1},
+    {"tool", "ok", NULL, 0},
+};
+
 static const eng_chat_msg llama32_tools_user_msgs[] = {
     {"user", " What is the weather in Paris? ", NULL, 0},
 };
@@ -1195,6 +1413,78 @@ static const struct tools_case {
     {"nemotron_calls_last_prompt", "nemotron-nano-v2", NULL,
      nemotron_calls_last_prompt_msgs, 2, true,
      "<SPECIAL_10>System\n\n\n<SPECIAL_11>User\nU\n<SPECIAL_11>Assistant\n<think>\nx", false},
+    {"nem3_user", "nemotron3-nano", NULL,
+     nem3_user_msgs, 1, true,
+     "<|im_start|>system\n<|im_end|>\n<|im_start|>user\nHello<|im_end|>\n<|im_start|>assistant\n<think>\n", false},
+    {"nem3_user_nothink", "nemotron3-nano", NULL,
+     nem3_user_nothink_msgs, 1, true,
+     "<|im_start|>system\n<|im_end|>\n<|im_start|>user\nHello<|im_end|>\n<|im_start|>assistant\n<think></think>", true},
+    {"nem3_system_only", "nemotron3-nano", NULL,
+     nem3_system_only_msgs, 1, true,
+     "<|im_start|>system\n S\n<|im_end|>\n<|im_start|>assistant\n<think>\n", false},
+    {"nem3_empty_system", "nemotron3-nano", NULL,
+     nem3_empty_system_msgs, 2, false,
+     "<|im_start|>system\n<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n", false},
+    {"nem3_turns", "nemotron3-nano", NULL,
+     nem3_turns_msgs, 6, true,
+     "<|im_start|>system\n Be brief.\n<|im_end|>\n<|im_start|>user\n a\n<|im_end|>\n<|im_start|>assistant\n<think></think> b<|im_end|>\n<|im_start|>user\nc<|im_end|>\n<|im_start|>assistant\n<think></think>\n x<|im_end|>\n<|im_start|>user\nd<|im_end|>\n<|im_start|>assistant\n<think>\n", false},
+    {"nem3_past_answers", "nemotron3-nano", NULL,
+     nem3_past_answers_msgs, 9, true,
+     "<|im_start|>system\n<|im_end|>\n<|im_start|>user\na<|im_end|>\n<|im_start|>assistant\n<think></think>\ny<|im_end|>\n<|im_start|>assistant\nx <think> y<|im_end|>\n<|im_start|>assistant\n<think></think><|im_end|>\n<|im_start|>assistant\n<think></think><|im_end|>\n<|im_start|>assistant\n<think></think><|im_end|>\n<|im_start|>assistant\n<think></think>\xe3""\x80""\x80""b<|im_end|>\n<|im_start|>assistant\n<think></think> d<|im_end|>\n<|im_start|>user\ne<|im_end|>\n<|im_start|>assistant\n<think></think>", true},
+    {"nem3_answers_kept", "nemotron3-nano", NULL,
+     nem3_answers_kept_msgs, 6, false,
+     "<|im_start|>system\n<|im_end|>\n<|im_start|>user\na<|im_end|>\n<|im_start|>assistant\n<think>\nr\n</think>\n\nb<|im_end|>\n<|im_start|>assistant\n<think></think> plain<|im_end|>\n<|im_start|>assistant\n<think>\nr2</think>c<|im_end|>\n<|im_start|>assistant\n<think></think><|im_end|>\n<|im_start|>assistant\nx <think> y<|im_end|>\n", false},
+    {"nem3_roles", "nemotron3-nano", NULL,
+     nem3_roles_msgs, 8, true,
+     "<|im_start|>system\nS<|im_end|>\n<|im_start|>user\na<|im_end|>\n<|im_start|>system\nlate<|im_end|>\n<|im_start|>developer\nd<|im_end|>\n<|im_start|>user\n<tool_response>\nr1\n</tool_response>\n<tool_response>\n\xc3""\xa9""\n2\n</tool_response>\n<|im_end|>\n<|im_start|>user\n\xe3""\x80""\x80""u\xc2""\xa0""<|im_end|>\n<|im_start|>user\n<tool_response>\n t \n</tool_response>\n<|im_end|>\n<|im_start|>assistant\n<think>\n", false},
+    {"nem3_tool_first", "nemotron3-nano", NULL,
+     nem3_tool_first_msgs, 5, true,
+     "<|im_start|>system\n<|im_end|>\n<tool_response>\nr\n</tool_response>\n<tool_response>\ns\n</tool_response>\n<|im_end|>\n<|im_start|>user\nu<|im_end|>\n<|im_start|>user\n<tool_response>\nt\n</tool_response>\n<|im_end|>\n<|im_start|>assistant\n<think></think>v<|im_end|>\n<|im_start|>assistant\n<think></think>", true},
+    {"nem3_system_tool_first", "nemotron3-nano", NULL,
+     nem3_system_tool_first_msgs, 3, true,
+     "<|im_start|>system\nS<|im_end|>\n<tool_response>\nr\n</tool_response>\n<|im_end|>\n<|im_start|>user\nu<|im_end|>\n<|im_start|>assistant\n<think>\n", false},
+    {"nem3_tools_user", "nemotron3-nano", "[ {\"type\":\"function\",\"function\":{\"name\":\"get_weather\",\n  \"description\":\"Current weather in a city\\/region, \\u00e9t\\u00e9 or winter \\ud83c\\udf1e\",\n  \"parameters\":{\"type\":\"object\",\"required\":[\"city\"],\"properties\":{\n    \"city\":{\"type\":\"string\",\"description\":\"Name, e.g. \\\"Paris\\\"\\n(no country)\"},\n    \"unit\":{\"type\":\"string\",\"enum\":[\"celsius\",\"fahrenheit\"],\"default\":null}}}}},\n {\"type\":\"function\",\"function\":{\"name\":\"round\",\"parameters\":{\"type\":\"object\",\"properties\":{\n   \"x\":{\"type\":\"number\",\"minimum\":-0,\"maximum\":1E5,\"multipleOf\":2.5e-7,\"examples\":[1.50,1e16,0.0001,100.0,true,false]}}}}}\n]",
+     nem3_tools_user_msgs, 1, true,
+     "<|im_start|>system\n# Tools\n\nYou have access to the following functions:\n\n<tools>\n<function>\n<name>get_weather</name>\n<description>Current weather in a city/region, \xc3""\xa9""t\xc3""\xa9"" or winter \xf0""\x9f""\x8c""\x9e""</description>\n<parameters>\n<parameter>\n<name>city</name>\n<type>string</type>\n<description>Name, e.g. \"Paris\"\n(no country)</description>\n</parameter>\n<parameter>\n<name>unit</name>\n<type>string</type>\n<enum>[\"celsius\", \"fahrenheit\"]</enum>\n<default>None</default>\n</parameter>\n<required>[\"city\"]</required>\n</parameters>\n</function>\n<function>\n<name>round</name>\n<parameters>\n<parameter>\n<name>x</name>\n<type>number</type>\n<minimum>0</minimum>\n<maximum>100000.0</maximum>\n<multipleOf>2.5e-07</multipleOf>\n<examples>[1.5, 1e+16, 0.0001, 100.0, true, false]</examples>\n</parameter>\n</parameters>\n</function>\n</tools>\n\nIf you choose to call a function ONLY reply in the following format with NO suffix:\n\n<tool_call>\n<function=example_function_name>\n<parameter=example_parameter_1>\nvalue_1\n</parameter>\n<parameter=example_parameter_2>\nThis is the value for the second parameter\nthat can span\nmultiple lines\n</parameter>\n</function>\n</tool_call>\n\n<IMPORTANT>\nReminder:\n- Function calls MUST follow the specified format: an inner <function=...></function> block must be nested within <tool_call></tool_call> XML tags\n- Required parameters MUST be specified\n- You may provide optional reasoning for your function call in natural language BEFORE the function call, but NOT after\n- If there is no function call available, answer the question like normal with your current knowledge and do not tell the user about function calls\n</IMPORTANT><|im_end|>\n<|im_start|>user\nWhat is the weather in Paris?<|im_end|>\n<|im_start|>assistant\n<think>\n", false},
+    {"nem3_tools_system", "nemotron3-nano", "[{\"name\": \"ping\", \"description\": \"Ping a host\", \"parameters\": {\"host\": {\"type\": \"string\"}}},\n {\"type\": \"function\", \"function\": {\"name\": \"noop\"}}]",
+     nem3_tools_system_msgs, 2, true,
+     "<|im_start|>system\nYou are terse.\n\n# Tools\n\nYou have access to the following functions:\n\n<tools>\n<function>\n<name>ping</name>\n<description>Ping a host</description>\n<parameters>\n<host>{\"type\": \"string\"}</host>\n</parameters>\n</function>\n<function>\n<name>noop</name>\n<parameters>\n</parameters>\n</function>\n</tools>\n\nIf you choose to call a function ONLY reply in the following format with NO suffix:\n\n<tool_call>\n<function=example_function_name>\n<parameter=example_parameter_1>\nvalue_1\n</parameter>\n<parameter=example_parameter_2>\nThis is the value for the second parameter\nthat can span\nmultiple lines\n</parameter>\n</function>\n</tool_call>\n\n<IMPORTANT>\nReminder:\n- Function calls MUST follow the specified format: an inner <function=...></function> block must be nested within <tool_call></tool_call> XML tags\n- Required parameters MUST be specified\n- You may provide optional reasoning for your function call in natural language BEFORE the function call, but NOT after\n- If there is no function call available, answer the question like normal with your current knowledge and do not tell the user about function calls\n</IMPORTANT><|im_end|>\n<|im_start|>user\nWeather?<|im_end|>\n<|im_start|>assistant\n<think></think>", true},
+    {"nem3_tools_empty_system", "nemotron3-nano", "[ {\"type\":\"function\",\"function\":{\"name\":\"get_weather\",\n  \"description\":\"Current weather in a city\\/region, \\u00e9t\\u00e9 or winter \\ud83c\\udf1e\",\n  \"parameters\":{\"type\":\"object\",\"required\":[\"city\"],\"properties\":{\n    \"city\":{\"type\":\"string\",\"description\":\"Name, e.g. \\\"Paris\\\"\\n(no country)\"},\n    \"unit\":{\"type\":\"string\",\"enum\":[\"celsius\",\"fahrenheit\"],\"default\":null}}}}},\n {\"type\":\"function\",\"function\":{\"name\":\"round\",\"parameters\":{\"type\":\"object\",\"properties\":{\n   \"x\":{\"type\":\"number\",\"minimum\":-0,\"maximum\":1E5,\"multipleOf\":2.5e-7,\"examples\":[1.50,1e16,0.0001,100.0,true,false]}}}}}\n]",
+     nem3_tools_empty_system_msgs, 2, true,
+     "<|im_start|>system\n# Tools\n\nYou have access to the following functions:\n\n<tools>\n<function>\n<name>get_weather</name>\n<description>Current weather in a city/region, \xc3""\xa9""t\xc3""\xa9"" or winter \xf0""\x9f""\x8c""\x9e""</description>\n<parameters>\n<parameter>\n<name>city</name>\n<type>string</type>\n<description>Name, e.g. \"Paris\"\n(no country)</description>\n</parameter>\n<parameter>\n<name>unit</name>\n<type>string</type>\n<enum>[\"celsius\", \"fahrenheit\"]</enum>\n<default>None</default>\n</parameter>\n<required>[\"city\"]</required>\n</parameters>\n</function>\n<function>\n<name>round</name>\n<parameters>\n<parameter>\n<name>x</name>\n<type>number</type>\n<minimum>0</minimum>\n<maximum>100000.0</maximum>\n<multipleOf>2.5e-07</multipleOf>\n<examples>[1.5, 1e+16, 0.0001, 100.0, true, false]</examples>\n</parameter>\n</parameters>\n</function>\n</tools>\n\nIf you choose to call a function ONLY reply in the following format with NO suffix:\n\n<tool_call>\n<function=example_function_name>\n<parameter=example_parameter_1>\nvalue_1\n</parameter>\n<parameter=example_parameter_2>\nThis is the value for the second parameter\nthat can span\nmultiple lines\n</parameter>\n</function>\n</tool_call>\n\n<IMPORTANT>\nReminder:\n- Function calls MUST follow the specified format: an inner <function=...></function> block must be nested within <tool_call></tool_call> XML tags\n- Required parameters MUST be specified\n- You may provide optional reasoning for your function call in natural language BEFORE the function call, but NOT after\n- If there is no function call available, answer the question like normal with your current knowledge and do not tell the user about function calls\n</IMPORTANT><|im_end|>\n<|im_start|>user\nWeather?<|im_end|>\n<|im_start|>assistant\n<think>\n", false},
+    {"nem3_tools_schemas", "nemotron3-nano", "[{\"type\":\"function\",\"function\":{\"name\":\"search\",\"description\":\"  Find pages\\n \",\n  \"parameters\":{\"type\":\"object\",\"required\":[\"q\"],\"additionalProperties\":false,\"$defs\":{\"a\":1},\n    \"title\":null,\"properties\":{\n    \"q\":{\"type\":\"string\",\"description\":\"\\u3000query\\u00a0\",\"minLength\":1,\"name\":\"ignored\"},\n    \"mode\":{\"type\":[\"string\",null],\"enum\":[\"fast\",\"d\\u00e9ep\",null],\"default\":\"fast\"},\n    \"n\":{\"type\":\"integer\",\"description\":7,\"examples\":[1,2.50],\"nullable\":true,\"x\":1E5},\n    \"raw\":\"not a schema\",\"obj\":{\"description\":{\"k\":\"v\"},\"items\":{\"type\":\"string\"}}}},\n  \"strict\":true,\"version\":2.0,\"tags\":[\"x\"]}},\n {\"name\":\"bare\",\"description\":[\"a\", \"b'c\"],\"parameters\":{\"properties\":[1]},\"response\":{\"t\":1}},\n {\"type\":\"function\",\"function\":{\"description\":\"no name\",\"parameters\":\"none\"}},\n {\"type\":\"function\",\"function\":null},\n {\"type\":\"function\",\"function\":{\"name\":\"p\",\"parameters\":{\"required\":\"q\",\"properties\":{}}}}\n]",
+     nem3_tools_schemas_msgs, 1, true,
+     "<|im_start|>system\n# Tools\n\nYou have access to the following functions:\n\n<tools>\n<function>\n<name>search</name>\n<description>Find pages</description>\n<parameters>\n<parameter>\n<name>q</name>\n<type>string</type>\n<description>query</description>\n<minLength>1</minLength>\n</parameter>\n<parameter>\n<name>mode</name>\n<type>['string', None]</type>\n<enum>[\"fast\", \"d\xc3""\xa9""ep\", null]</enum>\n<default>fast</default>\n</parameter>\n<parameter>\n<name>n</name>\n<type>integer</type>\n<description>7</description>\n<examples>[1, 2.5]</examples>\n<nullable>True</nullable>\n<x>100000.0</x>\n</parameter>\n<parameter>\n<name>raw</name>\n</parameter>\n<parameter>\n<name>obj</name>\n<description>{'k': 'v'}</description>\n<items>{\"type\": \"string\"}</items>\n</parameter>\n<additionalProperties>False</additionalProperties>\n<$defs>{\"a\": 1}</$defs>\n<title>None</title>\n<required>[\"q\"]</required>\n</parameters>\n<strict>True</strict>\n<version>2.0</version>\n<tags>[\"x\"]</tags>\n</function>\n<function>\n<name>bare</name>\n<description>['a', \"b'c\"]</description>\n<parameters>\n</parameters>\n<response>{\"t\": 1}</response>\n</function>\n<function>\n<name></name>\n<description>no name</description>\n<parameters>\n</parameters>\n</function>\n<function>\n<name></name>\n<parameters>\n</parameters>\n</function>\n<function>\n<name>p</name>\n<parameters>\n<required>\"q\"</required>\n</parameters>\n</function>\n</tools>\n\nIf you choose to call a function ONLY reply in the following format with NO suffix:\n\n<tool_call>\n<function=example_function_name>\n<parameter=example_parameter_1>\nvalue_1\n</parameter>\n<parameter=example_parameter_2>\nThis is the value for the second parameter\nthat can span\nmultiple lines\n</parameter>\n</function>\n</tool_call>\n\n<IMPORTANT>\nReminder:\n- Function calls MUST follow the specified format: an inner <function=...></function> block must be nested within <tool_call></tool_call> XML tags\n- Required parameters MUST be specified\n- You may provide optional reasoning for your function call in natural language BEFORE the function call, but NOT after\n- If there is no function call available, answer the question like normal with your current knowledge and do not tell the user about function calls\n</IMPORTANT><|im_end|>\n<|im_start|>user\nFind it.<|im_end|>\n<|im_start|>assistant\n<think>\n", false},
+    {"nem3_tools_g4", "nemotron3-nano", "[{\"type\":\"function\",\"function\":{\"name\":\"search\",\n  \"description\":\"Search the \\\"web\\\"\\nfor pages\",\n  \"parameters\":{\"type\":\"object\",\"required\":[\"query\",\"Filters\"],\"properties\":{\n    \"query\":{\"type\":\"string\",\"description\":\"What to look for\"},\n    \"mode\":{\"type\":\"string\",\"enum\":[\"fast\",\"deep\"],\"nullable\":true},\n    \"limit\":{\"type\":\"integer\",\"description\":\"\",\"minimum\":1,\"nullable\":0.0},\n    \"Filters\":{\"type\":\"object\",\"description\":\"Narrowing\",\"required\":[\"site\"],\"properties\":{\n      \"site\":{\"type\":\"string\"},\"after\":{\"type\":\"string\",\"nullable\":true,\"description\":\"ISO date\"}}},\n    \"tags\":{\"type\":\"array\",\"description\":\"Labels\",\n      \"items\":{\"type\":\"string\",\"enum\":[\"a\",\"b\"],\"maxItems\":null}},\n    \"rows\":{\"type\":\"array\",\"items\":{\"type\":\"object\",\"required\":[\"id\"],\"properties\":{\n      \"id\":{\"type\":\"integer\"},\"note\":{\"type\":[\"string\",null]}}}},\n    \"extra\":{\"type\":\"object\",\"additionalProperties\":{\"type\":\"number\"}},\n    \"anything\":{\"description\":\"no type\"},\"other\":{\"description\":[\"don't\", \"x\\\\y\"],\"type\":\"string\"},\n    \"flags\":{\"type\":\"ARRAY\",\"items\":{\"type\":[\"boolean\",null],\"required\":\"xy\",\n      \"default\":[true,{\"B\":1,\"a\":\"\\u00e9\"}]}},\n    \"type\":{\"type\":\"string\"},\n    \"Zeta\":{\"type\":\"number\",\"nullable\":false}}},\n  \"response\":{\"description\":\"The pages\",\"type\":\"object\"}}},\n {\"type\":\"function\",\"function\":{\"name\":\"noop\"}},\n {\"type\":\"function\",\"function\":{\"name\":\"ping\",\"description\":\"Ping\",\"parameters\":{\"properties\":{\n   \"host\":{\"type\":\"string\"}}},\"response\":{\"type\":\"string\"}}}\n]",
+     nem3_tools_g4_msgs, 2, false,
+     "<|im_start|>system\n \n\n# Tools\n\nYou have access to the following functions:\n\n<tools>\n<function>\n<name>search</name>\n<description>Search the \"web\"\nfor pages</description>\n<parameters>\n<parameter>\n<name>query</name>\n<type>string</type>\n<description>What to look for</description>\n</parameter>\n<parameter>\n<name>mode</name>\n<type>string</type>\n<enum>[\"fast\", \"deep\"]</enum>\n<nullable>True</nullable>\n</parameter>\n<parameter>\n<name>limit</name>\n<type>integer</type>\n<description></description>\n<minimum>1</minimum>\n<nullable>0.0</nullable>\n</parameter>\n<parameter>\n<name>Filters</name>\n<type>object</type>\n<description>Narrowing</description>\n<required>[\"site\"]</required>\n<properties>{\"site\": {\"type\": \"string\"}, \"after\": {\"type\": \"string\", \"nullable\": true, \"description\": \"ISO date\"}}</properties>\n</parameter>\n<parameter>\n<name>tags</name>\n<type>array</type>\n<description>Labels</description>\n<items>{\"type\": \"string\", \"enum\": [\"a\", \"b\"], \"maxItems\": null}</items>\n</parameter>\n<parameter>\n<name>rows</name>\n<type>array</type>\n<items>{\"type\": \"object\", \"required\": [\"id\"], \"properties\": {\"id\": {\"type\": \"integer\"}, \"note\": {\"type\": [\"string\", null]}}}</items>\n</parameter>\n<parameter>\n<name>extra</name>\n<type>object</type>\n<additionalProperties>{\"type\": \"number\"}</additionalProperties>\n</parameter>\n<parameter>\n<name>anything</name>\n<description>no type</description>\n</parameter>\n<parameter>\n<name>other</name>\n<type>string</type>\n<description>[\"don't\", 'x\\\\y']</description>\n</parameter>\n<parameter>\n<name>flags</name>\n<type>ARRAY</type>\n<items>{\"type\": [\"boolean\", null], \"required\": \"xy\", \"default\": [true, {\"B\": 1, \"a\": \"\xc3""\xa9""\"}]}</items>\n</parameter>\n<parameter>\n<name>type</name>\n<type>string</type>\n</parameter>\n<parameter>\n<name>Zeta</name>\n<type>number</type>\n<nullable>False</nullable>\n</parameter>\n<required>[\"query\", \"Filters\"]</required>\n</parameters>\n<response>{\"description\": \"The pages\", \"type\": \"object\"}</response>\n</function>\n<function>\n<name>noop</name>\n<parameters>\n</parameters>\n</function>\n<function>\n<name>ping</name>\n<description>Ping</description>\n<parameters>\n<parameter>\n<name>host</name>\n<type>string</type>\n</parameter>\n</parameters>\n<response>{\"type\": \"string\"}</response>\n</function>\n</tools>\n\nIf you choose to call a function ONLY reply in the following format with NO suffix:\n\n<tool_call>\n<function=example_function_name>\n<parameter=example_parameter_1>\nvalue_1\n</parameter>\n<parameter=example_parameter_2>\nThis is the value for the second parameter\nthat can span\nmultiple lines\n</parameter>\n</function>\n</tool_call>\n\n<IMPORTANT>\nReminder:\n- Function calls MUST follow the specified format: an inner <function=...></function> block must be nested within <tool_call></tool_call> XML tags\n- Required parameters MUST be specified\n- You may provide optional reasoning for your function call in natural language BEFORE the function call, but NOT after\n- If there is no function call available, answer the question like normal with your current knowledge and do not tell the user about function calls\n</IMPORTANT><|im_end|>\n<|im_start|>user\nFind it.<|im_end|>\n", false},
+    {"nem3_empty_tools", "nemotron3-nano", "[]",
+     nem3_empty_tools_msgs, 1, true,
+     "<|im_start|>system\n<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n<think>\n", false},
+    {"nem3_history", "nemotron3-nano", "[ {\"type\":\"function\",\"function\":{\"name\":\"get_weather\",\n  \"description\":\"Current weather in a city\\/region, \\u00e9t\\u00e9 or winter \\ud83c\\udf1e\",\n  \"parameters\":{\"type\":\"object\",\"required\":[\"city\"],\"properties\":{\n    \"city\":{\"type\":\"string\",\"description\":\"Name, e.g. \\\"Paris\\\"\\n(no country)\"},\n    \"unit\":{\"type\":\"string\",\"enum\":[\"celsius\",\"fahrenheit\"],\"default\":null}}}}},\n {\"type\":\"function\",\"function\":{\"name\":\"round\",\"parameters\":{\"type\":\"object\",\"properties\":{\n   \"x\":{\"type\":\"number\",\"minimum\":-0,\"maximum\":1E5,\"multipleOf\":2.5e-7,\"examples\":[1.50,1e16,0.0001,100.0,true,false]}}}}}\n]",
+     nem3_history_msgs, 8, true,
+     "<|im_start|>system\n# Tools\n\nYou have access to the following functions:\n\n<tools>\n<function>\n<name>get_weather</name>\n<description>Current weather in a city/region, \xc3""\xa9""t\xc3""\xa9"" or winter \xf0""\x9f""\x8c""\x9e""</description>\n<parameters>\n<parameter>\n<name>city</name>\n<type>string</type>\n<description>Name, e.g. \"Paris\"\n(no country)</description>\n</parameter>\n<parameter>\n<name>unit</name>\n<type>string</type>\n<enum>[\"celsius\", \"fahrenheit\"]</enum>\n<default>None</default>\n</parameter>\n<required>[\"city\"]</required>\n</parameters>\n</function>\n<function>\n<name>round</name>\n<parameters>\n<parameter>\n<name>x</name>\n<type>number</type>\n<minimum>0</minimum>\n<maximum>100000.0</maximum>\n<multipleOf>2.5e-07</multipleOf>\n<examples>[1.5, 1e+16, 0.0001, 100.0, true, false]</examples>\n</parameter>\n</parameters>\n</function>\n</tools>\n\nIf you choose to call a function ONLY reply in the following format with NO suffix:\n\n<tool_call>\n<function=example_function_name>\n<parameter=example_parameter_1>\nvalue_1\n</parameter>\n<parameter=example_parameter_2>\nThis is the value for the second parameter\nthat can span\nmultiple lines\n</parameter>\n</function>\n</tool_call>\n\n<IMPORTANT>\nReminder:\n- Function calls MUST follow the specified format: an inner <function=...></function> block must be nested within <tool_call></tool_call> XML tags\n- Required parameters MUST be specified\n- You may provide optional reasoning for your function call in natural language BEFORE the function call, but NOT after\n- If there is no function call available, answer the question like normal with your current knowledge and do not tell the user about function calls\n</IMPORTANT><|im_end|>\n<|im_start|>user\nWeather in Paris and Bucharest?<|im_end|>\n<|im_start|>assistant\n<think></think>\n<tool_call>\n<function=get_weather>\n<parameter=city>\nBucure\xc8""\x99""ti\n</parameter>\n</function>\n</tool_call>\n<tool_call>\n<function=round>\n<parameter=x>\n3.0\n</parameter>\n</function>\n</tool_call>\n<|im_end|>\n<|im_start|>user\n<tool_response>\n{\"temp\": 21}\n</tool_response>\n<tool_response>\n3\n</tool_response>\n<|im_end|>\n<|im_start|>assistant\n<think></think>21 degrees.<|im_end|>\n<|im_start|>user\nAnd now?<|im_end|>\n<|im_start|>assistant\n<think></think>Let me look.\n<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n<parameter=unit>\ncelsius\n</parameter>\n</function>\n</tool_call>\n<|im_end|>\n<|im_start|>user\n<tool_response>\n22\n</tool_response>\n<|im_end|>\n<|im_start|>assistant\n<think>\n", false},
+    {"nem3_history_no_prompt", "nemotron3-nano", "[ {\"type\":\"function\",\"function\":{\"name\":\"get_weather\",\n  \"description\":\"Current weather in a city\\/region, \\u00e9t\\u00e9 or winter \\ud83c\\udf1e\",\n  \"parameters\":{\"type\":\"object\",\"required\":[\"city\"],\"properties\":{\n    \"city\":{\"type\":\"string\",\"description\":\"Name, e.g. \\\"Paris\\\"\\n(no country)\"},\n    \"unit\":{\"type\":\"string\",\"enum\":[\"celsius\",\"fahrenheit\"],\"default\":null}}}}},\n {\"type\":\"function\",\"function\":{\"name\":\"round\",\"parameters\":{\"type\":\"object\",\"properties\":{\n   \"x\":{\"type\":\"number\",\"minimum\":-0,\"maximum\":1E5,\"multipleOf\":2.5e-7,\"examples\":[1.50,1e16,0.0001,100.0,true,false]}}}}}\n]",
+     nem3_history_no_prompt_msgs, 8, false,
+     "<|im_start|>system\n# Tools\n\nYou have access to the following functions:\n\n<tools>\n<function>\n<name>get_weather</name>\n<description>Current weather in a city/region, \xc3""\xa9""t\xc3""\xa9"" or winter \xf0""\x9f""\x8c""\x9e""</description>\n<parameters>\n<parameter>\n<name>city</name>\n<type>string</type>\n<description>Name, e.g. \"Paris\"\n(no country)</description>\n</parameter>\n<parameter>\n<name>unit</name>\n<type>string</type>\n<enum>[\"celsius\", \"fahrenheit\"]</enum>\n<default>None</default>\n</parameter>\n<required>[\"city\"]</required>\n</parameters>\n</function>\n<function>\n<name>round</name>\n<parameters>\n<parameter>\n<name>x</name>\n<type>number</type>\n<minimum>0</minimum>\n<maximum>100000.0</maximum>\n<multipleOf>2.5e-07</multipleOf>\n<examples>[1.5, 1e+16, 0.0001, 100.0, true, false]</examples>\n</parameter>\n</parameters>\n</function>\n</tools>\n\nIf you choose to call a function ONLY reply in the following format with NO suffix:\n\n<tool_call>\n<function=example_function_name>\n<parameter=example_parameter_1>\nvalue_1\n</parameter>\n<parameter=example_parameter_2>\nThis is the value for the second parameter\nthat can span\nmultiple lines\n</parameter>\n</function>\n</tool_call>\n\n<IMPORTANT>\nReminder:\n- Function calls MUST follow the specified format: an inner <function=...></function> block must be nested within <tool_call></tool_call> XML tags\n- Required parameters MUST be specified\n- You may provide optional reasoning for your function call in natural language BEFORE the function call, but NOT after\n- If there is no function call available, answer the question like normal with your current knowledge and do not tell the user about function calls\n</IMPORTANT><|im_end|>\n<|im_start|>user\nWeather in Paris and Bucharest?<|im_end|>\n<|im_start|>assistant\n<think></think>Checking both.\n<tool_call>\n<function=get_weather>\n<parameter=city>\nBucure\xc8""\x99""ti\n</parameter>\n</function>\n</tool_call>\n<tool_call>\n<function=round>\n<parameter=x>\n3.0\n</parameter>\n</function>\n</tool_call>\n<|im_end|>\n<|im_start|>user\n<tool_response>\n{\"temp\": 21}\n</tool_response>\n<tool_response>\n3\n</tool_response>\n<|im_end|>\n<|im_start|>assistant\n<think></think>21 degrees.<|im_end|>\n<|im_start|>user\nAnd now?<|im_end|>\n<|im_start|>assistant\n<think></think>Let me look.\n<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n<parameter=unit>\ncelsius\n</parameter>\n</function>\n</tool_call>\n<|im_end|>\n<|im_start|>user\n<tool_response>\n22\n</tool_response>\n<|im_end|>\n", true},
+    {"nem3_history_open_think", "nemotron3-nano", "[ {\"type\":\"function\",\"function\":{\"name\":\"get_weather\",\n  \"description\":\"Current weather in a city\\/region, \\u00e9t\\u00e9 or winter \\ud83c\\udf1e\",\n  \"parameters\":{\"type\":\"object\",\"required\":[\"city\"],\"properties\":{\n    \"city\":{\"type\":\"string\",\"description\":\"Name, e.g. \\\"Paris\\\"\\n(no country)\"},\n    \"unit\":{\"type\":\"string\",\"enum\":[\"celsius\",\"fahrenheit\"],\"default\":null}}}}},\n {\"type\":\"function\",\"function\":{\"name\":\"round\",\"parameters\":{\"type\":\"object\",\"properties\":{\n   \"x\":{\"type\":\"number\",\"minimum\":-0,\"maximum\":1E5,\"multipleOf\":2.5e-7,\"examples\":[1.50,1e16,0.0001,100.0,true,false]}}}}}\n]",
+     nem3_history_open_think_msgs, 8, true,
+     "<|im_start|>system\n# Tools\n\nYou have access to the following functions:\n\n<tools>\n<function>\n<name>get_weather</name>\n<description>Current weather in a city/region, \xc3""\xa9""t\xc3""\xa9"" or winter \xf0""\x9f""\x8c""\x9e""</description>\n<parameters>\n<parameter>\n<name>city</name>\n<type>string</type>\n<description>Name, e.g. \"Paris\"\n(no country)</description>\n</parameter>\n<parameter>\n<name>unit</name>\n<type>string</type>\n<enum>[\"celsius\", \"fahrenheit\"]</enum>\n<default>None</default>\n</parameter>\n<required>[\"city\"]</required>\n</parameters>\n</function>\n<function>\n<name>round</name>\n<parameters>\n<parameter>\n<name>x</name>\n<type>number</type>\n<minimum>0</minimum>\n<maximum>100000.0</maximum>\n<multipleOf>2.5e-07</multipleOf>\n<examples>[1.5, 1e+16, 0.0001, 100.0, true, false]</examples>\n</parameter>\n</parameters>\n</function>\n</tools>\n\nIf you choose to call a function ONLY reply in the following format with NO suffix:\n\n<tool_call>\n<function=example_function_name>\n<parameter=example_parameter_1>\nvalue_1\n</parameter>\n<parameter=example_parameter_2>\nThis is the value for the second parameter\nthat can span\nmultiple lines\n</parameter>\n</function>\n</tool_call>\n\n<IMPORTANT>\nReminder:\n- Function calls MUST follow the specified format: an inner <function=...></function> block must be nested within <tool_call></tool_call> XML tags\n- Required parameters MUST be specified\n- You may provide optional reasoning for your function call in natural language BEFORE the function call, but NOT after\n- If there is no function call available, answer the question like normal with your current knowledge and do not tell the user about function calls\n</IMPORTANT><|im_end|>\n<|im_start|>user\nWeather in Paris and Bucharest?<|im_end|>\n<|im_start|>assistant\n<think></think>Both\n<tool_call>\n<function=get_weather>\n<parameter=city>\nBucure\xc8""\x99""ti\n</parameter>\n</function>\n</tool_call>\n<tool_call>\n<function=round>\n<parameter=x>\n3.0\n</parameter>\n</function>\n</tool_call>\n<|im_end|>\n<|im_start|>user\n<tool_response>\n{\"temp\": 21}\n</tool_response>\n<tool_response>\n3\n</tool_response>\n<|im_end|>\n<|im_start|>assistant\n<think></think>21 degrees.<|im_end|>\n<|im_start|>user\nAnd now?<|im_end|>\n<|im_start|>assistant\n<think></think>Let me look.\n<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n<parameter=unit>\ncelsius\n</parameter>\n</function>\n</tool_call>\n<|im_end|>\n<|im_start|>user\n<tool_response>\n22\n</tool_response>\n<|im_end|>\n<|im_start|>assistant\n<think>\n", false},
+    {"nem3_history_empty", "nemotron3-nano", "[ {\"type\":\"function\",\"function\":{\"name\":\"get_weather\",\n  \"description\":\"Current weather in a city\\/region, \\u00e9t\\u00e9 or winter \\ud83c\\udf1e\",\n  \"parameters\":{\"type\":\"object\",\"required\":[\"city\"],\"properties\":{\n    \"city\":{\"type\":\"string\",\"description\":\"Name, e.g. \\\"Paris\\\"\\n(no country)\"},\n    \"unit\":{\"type\":\"string\",\"enum\":[\"celsius\",\"fahrenheit\"],\"default\":null}}}}},\n {\"type\":\"function\",\"function\":{\"name\":\"round\",\"parameters\":{\"type\":\"object\",\"properties\":{\n   \"x\":{\"type\":\"number\",\"minimum\":-0,\"maximum\":1E5,\"multipleOf\":2.5e-7,\"examples\":[1.50,1e16,0.0001,100.0,true,false]}}}}}\n]",
+     nem3_history_empty_msgs, 8, true,
+     "<|im_start|>system\n# Tools\n\nYou have access to the following functions:\n\n<tools>\n<function>\n<name>get_weather</name>\n<description>Current weather in a city/region, \xc3""\xa9""t\xc3""\xa9"" or winter \xf0""\x9f""\x8c""\x9e""</description>\n<parameters>\n<parameter>\n<name>city</name>\n<type>string</type>\n<description>Name, e.g. \"Paris\"\n(no country)</description>\n</parameter>\n<parameter>\n<name>unit</name>\n<type>string</type>\n<enum>[\"celsius\", \"fahrenheit\"]</enum>\n<default>None</default>\n</parameter>\n<required>[\"city\"]</required>\n</parameters>\n</function>\n<function>\n<name>round</name>\n<parameters>\n<parameter>\n<name>x</name>\n<type>number</type>\n<minimum>0</minimum>\n<maximum>100000.0</maximum>\n<multipleOf>2.5e-07</multipleOf>\n<examples>[1.5, 1e+16, 0.0001, 100.0, true, false]</examples>\n</parameter>\n</parameters>\n</function>\n</tools>\n\nIf you choose to call a function ONLY reply in the following format with NO suffix:\n\n<tool_call>\n<function=example_function_name>\n<parameter=example_parameter_1>\nvalue_1\n</parameter>\n<parameter=example_parameter_2>\nThis is the value for the second parameter\nthat can span\nmultiple lines\n</parameter>\n</function>\n</tool_call>\n\n<IMPORTANT>\nReminder:\n- Function calls MUST follow the specified format: an inner <function=...></function> block must be nested within <tool_call></tool_call> XML tags\n- Required parameters MUST be specified\n- You may provide optional reasoning for your function call in natural language BEFORE the function call, but NOT after\n- If there is no function call available, answer the question like normal with your current knowledge and do not tell the user about function calls\n</IMPORTANT><|im_end|>\n<|im_start|>user\nWeather in Paris and Bucharest?<|im_end|>\n<|im_start|>assistant\n<think></think>\n<tool_call>\n<function=get_weather>\n<parameter=city>\nBucure\xc8""\x99""ti\n</parameter>\n</function>\n</tool_call>\n<tool_call>\n<function=round>\n<parameter=x>\n3.0\n</parameter>\n</function>\n</tool_call>\n<|im_end|>\n<|im_start|>user\n<tool_response>\n{\"temp\": 21}\n</tool_response>\n<tool_response>\n3\n</tool_response>\n<|im_end|>\n<|im_start|>assistant\n<think></think>21 degrees.<|im_end|>\n<|im_start|>user\nAnd now?<|im_end|>\n<|im_start|>assistant\n<think></think>Let me look.\n<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n<parameter=unit>\ncelsius\n</parameter>\n</function>\n</tool_call>\n<|im_end|>\n<|im_start|>user\n<tool_response>\n22\n</tool_response>\n<|im_end|>\n<|im_start|>assistant\n<think>\n", false},
+    {"nem3_call_values", "nemotron3-nano", NULL,
+     nem3_call_values_msgs, 4, false,
+     "<|im_start|>system\n<|im_end|>\n<|im_start|>user\nWeather?<|im_end|>\n<|im_start|>assistant\n<think></think>\n<tool_call>\n<function=lookup>\n<parameter=q>\na\nb\n</parameter>\n<parameter=n>\n1.5\n</parameter>\n<parameter=big>\n100000.0\n</parameter>\n<parameter=ok>\nTrue\n</parameter>\n<parameter=no>\nFalse\n</parameter>\n<parameter=none>\nNone\n</parameter>\n<parameter=l>\n[1, \"x\"]\n</parameter>\n<parameter=o>\n{\"k\": {}}\n</parameter>\n</function>\n</tool_call>\n<|im_end|>\n<|im_start|>user\n<tool_response>\n22\n</tool_response>\n<|im_end|>\n<|im_start|>assistant\n<think>\nx\n</think>\n22 degrees.<|im_end|>\n", false},
+    {"nem3_calls_kept", "nemotron3-nano", NULL,
+     nem3_calls_kept_msgs, 4, true,
+     "<|im_start|>system\n<|im_end|>\n<|im_start|>user\nU<|im_end|>\n<|im_start|>assistant\n<think>\n r</think> Checking.\n<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n<parameter=unit>\ncelsius\n</parameter>\n</function>\n</tool_call>\n<|im_end|>\n<|im_start|>assistant\nx <think> y\n<tool_call>\n<function=get_weather>\n<parameter=city>\nBucure\xc8""\x99""ti\n</parameter>\n</function>\n</tool_call>\n<tool_call>\n<function=round>\n<parameter=x>\n3.0\n</parameter>\n</function>\n</tool_call>\n<|im_end|>\n<|im_start|>assistant\n<think></think>\n<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n<parameter=unit>\ncelsius\n</parameter>\n</function>\n</tool_call>\n<|im_end|>\n<|im_start|>assistant\n<think>\n", false},
+    {"nem3_after_query", "nemotron3-nano", "[ {\"type\":\"function\",\"function\":{\"name\":\"get_weather\",\n  \"description\":\"Current weather in a city\\/region, \\u00e9t\\u00e9 or winter \\ud83c\\udf1e\",\n  \"parameters\":{\"type\":\"object\",\"required\":[\"city\"],\"properties\":{\n    \"city\":{\"type\":\"string\",\"description\":\"Name, e.g. \\\"Paris\\\"\\n(no country)\"},\n    \"unit\":{\"type\":\"string\",\"enum\":[\"celsius\",\"fahrenheit\"],\"default\":null}}}}},\n {\"type\":\"function\",\"function\":{\"name\":\"round\",\"parameters\":{\"type\":\"object\",\"properties\":{\n   \"x\":{\"type\":\"number\",\"minimum\":-0,\"maximum\":1E5,\"multipleOf\":2.5e-7,\"examples\":[1.50,1e16,0.0001,100.0,true,false]}}}}}\n]",
+     nem3_after_query_msgs, 5, true,
+     "<|im_start|>system\n# Tools\n\nYou have access to the following functions:\n\n<tools>\n<function>\n<name>get_weather</name>\n<description>Current weather in a city/region, \xc3""\xa9""t\xc3""\xa9"" or winter \xf0""\x9f""\x8c""\x9e""</description>\n<parameters>\n<parameter>\n<name>city</name>\n<type>string</type>\n<description>Name, e.g. \"Paris\"\n(no country)</description>\n</parameter>\n<parameter>\n<name>unit</name>\n<type>string</type>\n<enum>[\"celsius\", \"fahrenheit\"]</enum>\n<default>None</default>\n</parameter>\n<required>[\"city\"]</required>\n</parameters>\n</function>\n<function>\n<name>round</name>\n<parameters>\n<parameter>\n<name>x</name>\n<type>number</type>\n<minimum>0</minimum>\n<maximum>100000.0</maximum>\n<multipleOf>2.5e-07</multipleOf>\n<examples>[1.5, 1e+16, 0.0001, 100.0, true, false]</examples>\n</parameter>\n</parameters>\n</function>\n</tools>\n\nIf you choose to call a function ONLY reply in the following format with NO suffix:\n\n<tool_call>\n<function=example_function_name>\n<parameter=example_parameter_1>\nvalue_1\n</parameter>\n<parameter=example_parameter_2>\nThis is the value for the second parameter\nthat can span\nmultiple lines\n</parameter>\n</function>\n</tool_call>\n\n<IMPORTANT>\nReminder:\n- Function calls MUST follow the specified format: an inner <function=...></function> block must be nested within <tool_call></tool_call> XML tags\n- Required parameters MUST be specified\n- You may provide optional reasoning for your function call in natural language BEFORE the function call, but NOT after\n- If there is no function call available, answer the question like normal with your current knowledge and do not tell the user about function calls\n</IMPORTANT><|im_end|>\n<|im_start|>user\nWeather?<|im_end|>\n<|im_start|>assistant\n<think>\nlook it up\n</think>\n\nChecking.\n<tool_call>\n<function=lookup>\n<parameter=q>\na\nb\n</parameter>\n<parameter=n>\n1.5\n</parameter>\n<parameter=big>\n100000.0\n</parameter>\n<parameter=ok>\nTrue\n</parameter>\n<parameter=no>\nFalse\n</parameter>\n<parameter=none>\nNone\n</parameter>\n<parameter=l>\n[1, \"x\"]\n</parameter>\n<parameter=o>\n{\"k\": {}}\n</parameter>\n</function>\n</tool_call>\n<|im_end|>\n<|im_start|>user\n<tool_response>\n22\n</tool_response>\n<|im_end|>\n<|im_start|>assistant\n<think>\nnow answer\n</think>\n22 degrees.<|im_end|>\n<|im_start|>system\nlate<|im_end|>\n<|im_start|>assistant\n<think>\n", false},
+    {"nem3_calls_no_tools", "nemotron3-nano", NULL,
+     nem3_calls_no_tools_msgs, 3, false,
+     "<|im_start|>system\n<|im_end|>\n<|im_start|>user\nU<|im_end|>\n<|im_start|>assistant\n<think></think>\n<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n<parameter=unit>\ncelsius\n</parameter>\n</function>\n</tool_call>\n<|im_end|>\n<|im_start|>user\n<tool_response>\nok\n</tool_response>\n<|im_end|>\n", false},
     {"llama32_tools_user", "llama3.2", "[ {\"type\":\"function\",\"function\":{\"name\":\"get_weather\",\n  \"description\":\"Current weather in a city\\/region, \\u00e9t\\u00e9 or winter \\ud83c\\udf1e\",\n  \"parameters\":{\"type\":\"object\",\"required\":[\"city\"],\"properties\":{\n    \"city\":{\"type\":\"string\",\"description\":\"Name, e.g. \\\"Paris\\\"\\n(no country)\"},\n    \"unit\":{\"type\":\"string\",\"enum\":[\"celsius\",\"fahrenheit\"],\"default\":null}}}}},\n {\"type\":\"function\",\"function\":{\"name\":\"round\",\"parameters\":{\"type\":\"object\",\"properties\":{\n   \"x\":{\"type\":\"number\",\"minimum\":-0,\"maximum\":1E5,\"multipleOf\":2.5e-7,\"examples\":[1.50,1e16,0.0001,100.0,true,false]}}}}}\n]",
      llama32_tools_user_msgs, 1, true,
      "<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\nEnvironment: ipython\nCutting Knowledge Date: December 2023\nToday Date: 26 Jul 2024\n\n<|eot_id|><|start_header_id|>user<|end_header_id|>\n\nGiven the following functions, please respond with a JSON for a function call with its proper arguments that best answers the given prompt.\n\nRespond in the format {\"name\": function name, \"parameters\": dictionary of argument name and its value}.Do not use variables.\n\n{\n    \"type\": \"function\",\n    \"function\": {\n        \"name\": \"get_weather\",\n        \"description\": \"Current weather in a city/region, \xc3""\xa9""t\xc3""\xa9"" or winter \xf0""\x9f""\x8c""\x9e""\",\n        \"parameters\": {\n            \"type\": \"object\",\n            \"required\": [\n                \"city\"\n            ],\n            \"properties\": {\n                \"city\": {\n                    \"type\": \"string\",\n                    \"description\": \"Name, e.g. \\\"Paris\\\"\\n(no country)\"\n                },\n                \"unit\": {\n                    \"type\": \"string\",\n                    \"enum\": [\n                        \"celsius\",\n                        \"fahrenheit\"\n                    ],\n                    \"default\": null\n                }\n            }\n        }\n    }\n}\n\n{\n    \"type\": \"function\",\n    \"function\": {\n        \"name\": \"round\",\n        \"parameters\": {\n            \"type\": \"object\",\n            \"properties\": {\n                \"x\": {\n                    \"type\": \"number\",\n                    \"minimum\": 0,\n                    \"maximum\": 100000.0,\n                    \"multipleOf\": 2.5e-07,\n                    \"examples\": [\n                        1.5,\n                        1e+16,\n                        0.0001,\n                        100.0,\n                        true,\n                        false\n                    ]\n                }\n            }\n        }\n    }\n}\n\nWhat is the weather in Paris?<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n", false},

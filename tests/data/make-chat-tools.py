@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Writes tests/data/chat-tools-cases.h: tool-calling conversations and
-what Python's jinja2 renders for them from the stored Qwen, Llama 3.2, Gemma 4 and
-Nemotron Nano v2 templates (tools_cases, some of Nemotron's without tools), and plain conversations for the Llama 2, Mistral (v1, v3 and the [SYSTEM_PROMPT]
+what Python's jinja2 renders for them from the stored Qwen, Llama 3.2, Gemma 4,
+Nemotron Nano v2 and Nemotron 3 Nano templates (tools_cases, some of Nemotron's
+without tools), and plain conversations for the Llama 2, Mistral (v1, v3 and the [SYSTEM_PROMPT]
 ones), Zephyr and OLMo 2 templates, Phi-3's, Phi-4-mini's, DeepSeek-R1's, Gemma's, LFM2's,
 GLM-4's and ERNIE 4.5's (plain_cases, bos_token "<s>", eos_token "</s>";
 LFM2's bos_token empty, as llama.cpp strips it), with
@@ -15,7 +16,10 @@ Gemma 4's cases (bos_token "<bos>") pass enable_thinking as llama.cpp does
 each call an id and each tool message the id of the call in its place (the
 template names a result by its call's id; the engine, which carries no
 ids, by that place), and end, where the template adds no generation
-prompt after a closed turn, with llama.cpp's "<|turn>model\n".
+prompt after a closed turn, with llama.cpp's "<|turn>model\n". Nemotron 3
+Nano's pass enable_thinking the same way, and give the template an answer
+with "</think>" and no "<think>" (one as generated after the prompt's
+"<think>\n") with that opening first, as the engine prints it.
 
     python3 tests/data/make-chat-tools.py > tests/data/chat-tools-cases.h
 """
@@ -43,6 +47,26 @@ TOOLS = r'''[ {"type":"function","function":{"name":"get_weather",
 TOOLS_BARE = r'''[{"name": "ping", "description": "Ping a host", "parameters": {"host": {"type": "string"}}},
  {"type": "function", "function": {"name": "noop"}}]'''
 NEM = "nemotron-nano-v2"
+NEM3 = "nemotron3-nano"
+
+# Nemotron 3 Nano lists tools as XML, each value through str() (Python's:
+# True, None, 1e+16, ['a', None]) or tojson: descriptions to trim, types
+# that are not strings, keys its lines do not name at every level, a
+# definition without "function", one whose "function" is null, parameters
+# or properties that are not objects.
+TOOLS_NEM3 = r'''[{"type":"function","function":{"name":"search","description":"  Find pages\n ",
+  "parameters":{"type":"object","required":["q"],"additionalProperties":false,"$defs":{"a":1},
+    "title":null,"properties":{
+    "q":{"type":"string","description":"\u3000query\u00a0","minLength":1,"name":"ignored"},
+    "mode":{"type":["string",null],"enum":["fast","d\u00e9ep",null],"default":"fast"},
+    "n":{"type":"integer","description":7,"examples":[1,2.50],"nullable":true,"x":1E5},
+    "raw":"not a schema","obj":{"description":{"k":"v"},"items":{"type":"string"}}}},
+  "strict":true,"version":2.0,"tags":["x"]}},
+ {"name":"bare","description":["a", "b'c"],"parameters":{"properties":[1]},"response":{"t":1}},
+ {"type":"function","function":{"description":"no name","parameters":"none"}},
+ {"type":"function","function":null},
+ {"type":"function","function":{"name":"p","parameters":{"required":"q","properties":{}}}}
+]'''
 
 CALLS_ONE = [("get_weather", '{"city": "Paris", "unit":"celsius"}')]
 CALLS_TWO = [("get_weather", '{ "city" : "Bucure\\u0219ti" }'), ("round", '{"x":3.0}')]
@@ -228,6 +252,61 @@ CASES = [
      False),
     ("nemotron_calls_last_empty", NEM, None, [("user", "U", None), ("assistant", "", CALLS_TWO)], False),
     ("nemotron_calls_last_prompt", NEM, None, [("user", "U", None), ("assistant", "x", CALLS_TWO)], True),
+    # Nemotron 3 Nano (its sixth field: ENG_CHAT_NO_THINK, enable_thinking
+    # false, as llama.cpp passes it; true otherwise)
+    ("nem3_user", NEM3, None, [("user", "Hello", None)], True),
+    ("nem3_user_nothink", NEM3, None, [("user", "Hello", None)], True, True),
+    ("nem3_system_only", NEM3, None, [("system", " S\n", None)], True),
+    ("nem3_empty_system", NEM3, None, [("system", "", None), ("user", "Hi", None)], False),
+    ("nem3_turns", NEM3, None,
+     [("system", " Be brief.\n", None), ("user", " a\n", None), ("assistant", " b \n", None),
+      ("user", "c", None), ("assistant", "<think>\nr\n</think>\n x ", None), ("user", "d", None)],
+     True),
+    ("nem3_past_answers", NEM3, None,
+     [("user", "a", None), ("assistant", "r</think> x </think>\ny ", None),
+      ("assistant", "x <think> y", None), ("assistant", "<think>r</think>", None),
+      ("assistant", "", None), ("assistant", " \n", None),
+      ("assistant", "\u3000b\u00a0", None),
+      ("assistant", "<think>a</think>b<think>c</think> d", None),
+      ("user", "e", None)], True, True),
+    ("nem3_answers_kept", NEM3, None,
+     [("user", "a", None), ("assistant", "<think>\nr\n</think>\n\nb\n", None),
+      ("assistant", " plain ", None), ("assistant", "r2</think>c", None), ("assistant", "", None),
+      ("assistant", "\u2028x <think> y\u205f", None)], False),
+    ("nem3_roles", NEM3, None,
+     [("system", "S", None), ("user", "a", None), ("system", "late", None),
+      ("developer", "d", None), ("tool", "r1", None), ("tool", "\u00e9\n2", None),
+      ("user", "\u3000u\u00a0", None), ("tool", " t ", None)], True),
+    ("nem3_tool_first", NEM3, None,
+     [("tool", "r", None), ("tool", "s", None), ("user", "u", None), ("tool", "t", None),
+      ("assistant", "v", None)], True, True),
+    ("nem3_system_tool_first", NEM3, None,
+     [("system", "S", None), ("tool", "r", None), ("user", "u", None)], True),
+    ("nem3_tools_user", NEM3, TOOLS, [("user", "What is the weather in Paris?", None)], True),
+    ("nem3_tools_system", NEM3, TOOLS_BARE,
+     [("system", "You are terse.", None), ("user", "Weather?", None)], True, True),
+    ("nem3_tools_empty_system", NEM3, TOOLS, [("system", "", None), ("user", "Weather?", None)],
+     True),
+    ("nem3_tools_schemas", NEM3, TOOLS_NEM3, [("user", "Find it.", None)], True),
+    ("nem3_tools_g4", NEM3, TOOLS_G4, [("system", " ", None), ("user", "Find it.", None)], False),
+    ("nem3_empty_tools", NEM3, "[]", [("user", "Hi", None)], True),
+    ("nem3_history", NEM3, TOOLS, history("<think>\nTwo cities.\n</think>\n\n"), True),
+    ("nem3_history_no_prompt", NEM3, TOOLS, history("Checking both."), False, True),
+    ("nem3_history_open_think", NEM3, TOOLS, history(" Both <think> unclosed"), True),
+    ("nem3_history_empty", NEM3, TOOLS, history(""), True),
+    ("nem3_call_values", NEM3, None,
+     [("user", "Weather?", None), ("assistant", "", CALLS_THREE), ("tool", "22", None),
+      ("assistant", "<think>\nx\n</think>\n22 degrees.", None)], False),
+    ("nem3_calls_kept", NEM3, None,
+     [("user", "U", None), ("assistant", " r</think> Checking. ", CALLS_ONE),
+      ("assistant", "x <think> y ", CALLS_TWO), ("assistant", "\n", CALLS_ONE)], True),
+    ("nem3_after_query", NEM3, TOOLS,
+     [("user", "Weather?", None),
+      ("assistant", "<think>\nlook it up\n</think>\n\nChecking.", CALLS_THREE),
+      ("tool", "22", None), ("assistant", "now answer\n</think>\n22 degrees.", None),
+      ("system", "late", None)], True),
+    ("nem3_calls_no_tools", NEM3, None,
+     [("user", "U", None), ("assistant", "", CALLS_ONE), ("tool", "ok", None)], False),
     ("llama32_tools_user", "llama3.2", TOOLS, [("user", " What is the weather in Paris? ", None)], True),
     ("llama32_tools_system", "llama3.2", TOOLS,
      [("system", "You are terse.", None), ("user", "Weather?", None), ("assistant", "Which city?", None),
@@ -401,6 +480,11 @@ def render(template, tools, messages, add, no_think=False):
     gemma4 = template == "gemma4"
     msgs = []
     for k, (role, content, calls) in enumerate(messages):
+        if (template == NEM3 and role == "assistant" and "</think>" in content
+                and "<think>" not in content):
+            # the engine's answer as generated after the prompt's "<think>\n"
+            # (the reasoning the prompt opened): the turn with that opening
+            content = "<think>\n" + content
         m = {"role": role, "content": content}
         if calls:
             m["tool_calls"] = [{"type": "function", "function": {"name": n, "arguments": json.loads(a)}}
@@ -421,7 +505,7 @@ def render(template, tools, messages, add, no_think=False):
     # again: the tokenizer adds it)
     bos = ("" if template.startswith("lfm2") else "<|begin_of_text|>" if llama3
            else "<bos>" if gemma4 else "<s>")
-    extra = {"enable_thinking": not no_think} if gemma4 else {}
+    extra = {"enable_thinking": not no_think} if gemma4 or template == NEM3 else {}
     out = t.render(messages=msgs, tools=json.loads(tools) if tools else None,
                    add_generation_prompt=add, bos_token=bos, eos_token="</s>", **extra)
     if gemma4 and add and out.endswith("<turn|>\n"):
