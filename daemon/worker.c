@@ -599,8 +599,9 @@ static char *render_input(const eng_model *m, const char *prompt, const Selectin
                                      ENG_CHAT_ADD_ASSISTANT | (no_think ? ENG_CHAT_NO_THINK : 0), buf, total + 1);
         if (n == -ENOTSUP && eng_model_chat_template(m) != ENG_CHAT_NONE) {
             input_fail(code, msg, cap, SELECTINFER__ERROR_CODE__NOT_SUPPORTED,
-                       "the model's chat template has no tool calling (Qwen2.5, Qwen3, Llama 3.1+, "
-                       "Granite 4, EXAONE 4, Nemotron Nano v2 and gpt-oss have it)");
+                       "the model's chat template has no tool calling (Qwen2.5, Qwen3, Qwen3.5, "
+                       "Llama 3.1+, Granite 4, EXAONE 4, LFM2, Gemma 4, Nemotron Nano v2 and 3 "
+                       "and gpt-oss have it)");
             break;
         }
         if (n == -ENOTSUP) {
