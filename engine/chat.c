@@ -2646,7 +2646,10 @@ static void nem3_trimmed(outbuf *o, const char *v, size_t vl) {
         return;
     }
     const char *t = s ? s : v + 1; /* (one holding \u0000: as written, as py_str) */
-    out_put(o, t, py_strip(&t, s ? strlen(s) : vl - 2));
+    /* (stripped first: py_strip moves t, and the order a call's
+     * arguments are evaluated in is not C's to say) */
+    const size_t tl = py_strip(&t, s ? strlen(s) : vl - 2);
+    out_put(o, t, tl);
     free(s);
 }
 
